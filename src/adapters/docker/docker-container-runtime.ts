@@ -1,0 +1,254 @@
+import { PassThrough, type Readable } from 'node:stream';
+import Docker from 'dockerode';
+import type {
+  ContainerHandle,
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerState,
+  ContainerStatus,
+  EngineInfo,
+  RemoveResult,
+  WaitResult,
+} from '../../app/ports/container-runtime.js';
+import { demultiplex } from './demux.js';
+import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
+
+const REMOVE_RETRY_MS = 100;
+const REMOVE_RETRY_LIMIT = 100;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function isAbort(err: unknown): boolean {
+  const e = err as { name?: string; code?: string };
+  return e?.name === 'AbortError' || e?.code === 'ABORT_ERR';
+}
+
+/** Options for connecting: default is DOCKER_HOST or /var/run/docker.sock. */
+export type DockerConnection = Docker.DockerOptions;
+
+/** ContainerRuntime over the Docker Engine API (dockerode). Every engine error is mapped once, here. */
+export class DockerContainerRuntime implements ContainerRuntime {
+  readonly docker: Docker;
+
+  constructor(connection?: DockerConnection | Docker) {
+    this.docker = connection instanceof Docker ? connection : new Docker(connection);
+  }
+
+  async info(): Promise<EngineInfo> {
+    try {
+      const [info, version] = await Promise.all([
+        this.docker.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown> }>,
+        this.docker.version(),
+      ]);
+      const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
+      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes };
+    } catch (err) {
+      throw toEngineError(err, 'query the engine');
+    }
+  }
+
+  async imageExists(image: string): Promise<boolean> {
+    try {
+      await this.docker.getImage(image).inspect();
+      return true;
+    } catch (err) {
+      if (statusOf(err) === 404) return false;
+      throw toEngineError(err, 'inspect an image', image);
+    }
+  }
+
+  async create(spec: ContainerSpec): Promise<ContainerHandle> {
+    const portKeys = spec.ports.map((p) => `${p}/tcp`);
+    const options: Docker.ContainerCreateOptions = {
+      name: spec.name,
+      Image: spec.image,
+      Cmd: [...spec.cmd],
+      WorkingDir: spec.workingDir,
+      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+      Labels: { ...spec.labels },
+      Tty: false,
+      OpenStdin: false,
+      AttachStdout: true,
+      AttachStderr: true,
+      StopTimeout: spec.stopTimeoutSec,
+      ExposedPorts: Object.fromEntries(portKeys.map((k) => [k, {}])),
+      HostConfig: {
+        Binds: spec.binds.map((b) => `${b.hostPath}:${b.containerPath}:${b.readOnly ? 'ro' : 'rw'}`),
+        PortBindings: Object.fromEntries(
+          spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
+        ),
+        Init: true,
+        SecurityOpt: ['no-new-privileges'],
+        AutoRemove: false,
+        DeviceRequests: spec.deviceRequests.map((r) => ({
+          Driver: r.Driver,
+          ...(r.Count !== undefined ? { Count: r.Count } : {}),
+          ...(r.DeviceIDs !== undefined ? { DeviceIDs: [...r.DeviceIDs] } : {}),
+          Capabilities: r.Capabilities.map((c) => [...c]),
+        })),
+      },
+    };
+    try {
+      const container = await this.docker.createContainer(options);
+      return { id: container.id, name: spec.name };
+    } catch (err) {
+      throw toEngineError(err, 'create a container', spec.image);
+    }
+  }
+
+  async attach(id: string): Promise<ContainerOutput> {
+    try {
+      const stream = (await this.docker.getContainer(id).attach({ stream: true, stdout: true, stderr: true, logs: true })) as unknown as Readable;
+      return this.split(stream);
+    } catch (err) {
+      throw toEngineError(err, 'attach to a container');
+    }
+  }
+
+  async follow(id: string, options: { sinceUnixSec?: number; tailLines?: number }): Promise<ContainerOutput> {
+    try {
+      const stream = (await this.docker.getContainer(id).logs({
+        follow: true,
+        stdout: true,
+        stderr: true,
+        ...(options.sinceUnixSec !== undefined ? { since: options.sinceUnixSec } : {}),
+        ...(options.tailLines !== undefined ? { tail: options.tailLines } : {}),
+      })) as unknown as Readable;
+      return this.split(stream);
+    } catch (err) {
+      throw toEngineError(err, 'follow container logs');
+    }
+  }
+
+  private split(stream: Readable): ContainerOutput {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    demultiplex(stream, stdout, stderr).catch((err: unknown) => {
+      // The source failed (engine gone, connection reset): end both sides with the error so readers see it.
+      stdout.destroy(err as Error);
+      stderr.destroy(err as Error);
+    });
+    return { stdout, stderr };
+  }
+
+  async start(id: string): Promise<void> {
+    try {
+      await this.docker.getContainer(id).start();
+    } catch (err) {
+      if (statusOf(err) === 304) return; // already started
+      throw toEngineError(err, 'start a container');
+    }
+  }
+
+  async wait(id: string, options: { deadlineMs: number; signal?: AbortSignal }): Promise<WaitResult> {
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<WaitResult>((resolve) => {
+      const delay = Math.max(0, options.deadlineMs - Date.now());
+      timer = setTimeout(() => {
+        resolve({ kind: 'deadline' });
+        controller.abort();
+      }, delay);
+    });
+    const aborted = new Promise<WaitResult>((resolve) => {
+      if (options.signal?.aborted) resolve({ kind: 'aborted' });
+      options.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
+    });
+    const exited = (async (): Promise<WaitResult> => {
+      try {
+        const r = (await this.docker.getContainer(id).wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
+        return { kind: 'exited', exitCode: r.StatusCode };
+      } catch (err) {
+        if (isAbort(err) || controller.signal.aborted) return new Promise<WaitResult>(() => undefined);
+        throw toEngineError(err, 'wait for a container');
+      }
+    })();
+    try {
+      return await Promise.race([exited, deadline, aborted]);
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
+      controller.abort();
+    }
+  }
+
+  async stop(id: string, timeoutSec: number): Promise<void> {
+    try {
+      await this.docker.getContainer(id).stop({ t: timeoutSec });
+    } catch (err) {
+      const status = statusOf(err);
+      if (status === 304 || status === 404) return; // already stopped / already gone
+      if (status === 409 && /is not running|removal/i.test(engineMessageOf(err))) return;
+      throw toEngineError(err, 'stop a container');
+    }
+  }
+
+  async remove(id: string): Promise<RemoveResult> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.docker.getContainer(id).remove({ force: true, v: true });
+        return 'removed';
+      } catch (err) {
+        const status = statusOf(err);
+        if (status === 404) return 'absent';
+        if (status === 409 && /already in progress/i.test(engineMessageOf(err)) && attempt < REMOVE_RETRY_LIMIT) {
+          await sleep(REMOVE_RETRY_MS);
+          continue;
+        }
+        throw toEngineError(err, 'remove a container');
+      }
+    }
+  }
+
+  async inspect(id: string): Promise<ContainerState | null> {
+    try {
+      const c = await this.docker.getContainer(id).inspect();
+      return {
+        id: c.Id,
+        status: c.State.Status as ContainerStatus,
+        exitCode: c.State.Status === 'exited' || c.State.Status === 'dead' ? c.State.ExitCode : null,
+        oomKilled: c.State.OOMKilled,
+        startedAt: c.State.StartedAt && !c.State.StartedAt.startsWith('0001') ? c.State.StartedAt : null,
+        finishedAt: c.State.FinishedAt && !c.State.FinishedAt.startsWith('0001') ? c.State.FinishedAt : null,
+        labels: c.Config.Labels ?? {},
+      };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
+  }
+
+  async getArchive(id: string, path: string): Promise<Readable | null> {
+    try {
+      return (await this.docker.getContainer(id).getArchive({ path })) as unknown as Readable;
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'copy files out of a container');
+    }
+  }
+
+  async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
+    try {
+      const list = await this.docker.listContainers({
+        all: true,
+        filters: { label: Object.entries(labels).map(([k, v]) => (v === '' ? k : `${k}=${v}`)) },
+      });
+      return list.map((c) => ({
+        id: c.Id,
+        status: c.State as ContainerStatus,
+        exitCode: null,
+        oomKilled: false,
+        startedAt: null,
+        finishedAt: null,
+        labels: c.Labels ?? {},
+      }));
+    } catch (err) {
+      throw toEngineError(err, 'list containers');
+    }
+  }
+}

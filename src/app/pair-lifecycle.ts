@@ -1,0 +1,282 @@
+import { pipeline } from 'node:stream/promises';
+import type { Readable, Transform, Writable } from 'node:stream';
+import { errorKind } from '../core/errors.js';
+import type { OutcomeRead } from '../core/outcome.js';
+import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
+import type { EngineFault } from '../adapters/docker/engine-error.js';
+import { EngineError } from '../adapters/docker/engine-error.js';
+import type { Clock } from './ports/clock.js';
+import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
+import type { Logger } from './ports/logger.js';
+
+/** A sink for one container stream: bytes reach disk as they arrive; `finish` reports what was kept. */
+export interface LogTarget {
+  readonly stream: Writable;
+  finish(): Promise<{ bytes: number; closed: boolean; failure: string | null }>;
+}
+
+export interface SessionsReport {
+  readonly files: number;
+  readonly bytes: number;
+  readonly refusals: readonly string[];
+}
+
+/** Everything the lifecycle does to the world besides the engine, injectable for tests. */
+export interface PairLifecycleDeps {
+  readonly runtime: ContainerRuntime;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly createRedactor: (secrets: readonly string[]) => Transform;
+  readonly openLog: (stream: 'stdout' | 'stderr') => Promise<LogTarget>;
+  readonly readOutcome: (path: string) => Promise<OutcomeRead>;
+  /** Copy the sessions archive (may be null: no sessions dir in the container) into the job's evidence. */
+  readonly collectSessions: (archive: Readable | null) => Promise<SessionsReport>;
+  /** Provider-failure diagnosis over the collected sessions. May throw: the lifecycle isolates it. */
+  readonly diagnose: () => Promise<ProviderFailure | null>;
+  /** How long to wait for the engine to confirm the container is gone. */
+  readonly verifyAbsentTimeoutMs?: number;
+  /** Log streams get this long to end after the container is gone before they are cut. */
+  readonly logDrainTimeoutMs?: number;
+}
+
+export interface PairLaunch {
+  readonly container: ContainerSpec;
+  readonly outcomePath: string;
+  readonly sessionsDir: string;
+  readonly timeoutSec: number;
+  readonly stopBudgetSec: number;
+  readonly secrets: readonly string[];
+  /** Aborting it performs the controlled stop (`stop --terminate`). */
+  readonly terminate?: AbortSignal;
+  /** Called once the container exists (the supervisor records its id in the receipt). A throw is a harness fault. */
+  readonly onCreated?: (containerId: string) => Promise<void>;
+}
+
+export interface PairExecution {
+  readonly container: ContainerRecord;
+  readonly timedOut: boolean;
+  readonly terminated: boolean;
+  readonly engineFault: EngineFault | null;
+  readonly engineError: { readonly kind: string; readonly message: string } | null;
+  readonly receiptUpdateFailed: boolean;
+  readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
+  readonly logFailure: string | null;
+  readonly outcome: OutcomeRead;
+  readonly sessions: SessionsReport;
+  readonly providerFailure: ProviderFailure | null;
+  readonly providerFailureErrorKind: string | null;
+  readonly cleanup: CleanupRecord;
+  readonly startedAt: string;
+  readonly finishedAt: string;
+}
+
+const DEFAULT_VERIFY_ABSENT_MS = 15_000;
+const DEFAULT_LOG_DRAIN_MS = 10_000;
+const REMOVE_ATTEMPTS = 3;
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+interface LogPipe {
+  readonly source: Readable;
+  readonly done: Promise<void>;
+  readonly target: LogTarget;
+}
+
+/**
+ * One pair, from container creation to verified removal (SPEC §5 steps 3–8). Never throws for anything the
+ * pair or the engine does: every observation is returned as data for classification. The removal runs in a
+ * finally path that nothing before it (outcome, sessions, diagnosis, logs) can skip.
+ */
+export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaunch): Promise<PairExecution> {
+  const { runtime, logger } = deps;
+  const startedAt = deps.clock.now();
+  let containerId: string | null = null;
+  let exitCode: number | null = null;
+  let oomKilled = false;
+  let timedOut = false;
+  let terminated = false;
+  let engineFault: EngineFault | null = null;
+  let engineError: PairExecution['engineError'] = null;
+  let receiptUpdateFailed = false;
+  const pipes: LogPipe[] = [];
+  let outcome: OutcomeRead = { state: 'missing' };
+  let sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
+  let providerFailure: ProviderFailure | null = null;
+  let providerFailureErrorKind: string | null = null;
+  let cleanup: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
+  let logs = { stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } };
+  let logFailure: string | null = null;
+
+  const recordEngineFailure = (err: unknown): void => {
+    if (err instanceof EngineError) {
+      engineFault = err.fault;
+      engineError = { kind: err.fault, message: err.engineMessage };
+    } else {
+      engineFault = 'engine_error';
+      engineError = { kind: errorKind(err), message: 'internal error in the pair lifecycle' };
+    }
+  };
+
+  try {
+    const handle = await runtime.create(launch.container);
+    containerId = handle.id;
+    logger.info({ container: containerId }, 'container created');
+    if (launch.onCreated) {
+      try {
+        await launch.onCreated(containerId);
+      } catch (err) {
+        receiptUpdateFailed = true;
+        logger.error({ container: containerId, err: errorKind(err) }, 'recording the container id failed');
+        throw err;
+      }
+    }
+    const output = await runtime.attach(containerId);
+    for (const [name, source] of [['stdout', output.stdout], ['stderr', output.stderr]] as const) {
+      const target = await deps.openLog(name);
+      const redactor = deps.createRedactor(launch.secrets);
+      pipes.push({ source, target, done: pipeline(source, redactor, target.stream).catch(() => undefined) });
+    }
+    await runtime.start(containerId);
+    const deadlineMs = startedAt.getTime() + launch.timeoutSec * 1000;
+    const waited = await runtime.wait(containerId, {
+      deadlineMs,
+      ...(launch.terminate ? { signal: launch.terminate } : {}),
+    });
+    if (waited.kind !== 'exited') {
+      timedOut = waited.kind === 'deadline';
+      terminated = waited.kind === 'aborted';
+      logger.warn({ container: containerId, stopBudgetSec: launch.stopBudgetSec }, timedOut ? 'wall budget spent: controlled stop' : 'terminate requested: controlled stop');
+      await runtime.stop(containerId, launch.stopBudgetSec);
+    }
+  } catch (err) {
+    if (!receiptUpdateFailed) recordEngineFailure(err);
+    logger.warn({ container: containerId, fault: engineFault }, 'pair did not run to completion');
+  } finally {
+    // Logs normally end with the container's output; give them a moment before collecting.
+    await withTimeout(Promise.all(pipes.map((p) => p.done)), 2_000);
+
+    if (containerId !== null) {
+      try {
+        const state = await runtime.inspect(containerId);
+        if (state) {
+          exitCode = state.exitCode;
+          oomKilled = state.oomKilled;
+        }
+      } catch (err) {
+        logger.warn({ container: containerId, err: errorKind(err) }, 'inspect before collection failed');
+      }
+    }
+
+    try {
+      outcome = await deps.readOutcome(launch.outcomePath);
+    } catch (err) {
+      outcome = { state: 'unreadable', code: errorKind(err) };
+    }
+
+    if (containerId !== null) {
+      try {
+        sessions = await deps.collectSessions(await runtime.getArchive(containerId, launch.sessionsDir));
+      } catch (err) {
+        sessions = { files: 0, bytes: 0, refusals: [`collection failed: ${errorKind(err)}`] };
+        logger.warn({ container: containerId, err: errorKind(err) }, 'session collection failed');
+      }
+    }
+
+    try {
+      providerFailure = await deps.diagnose();
+    } catch (err) {
+      providerFailureErrorKind = errorKind(err);
+      logger.warn({ container: containerId, err: providerFailureErrorKind }, 'provider-failure diagnosis failed');
+    }
+
+    if (containerId !== null) {
+      cleanup = await removeAndVerify(deps, containerId, launch.stopBudgetSec);
+    }
+
+    const drainMs = deps.logDrainTimeoutMs ?? DEFAULT_LOG_DRAIN_MS;
+    if ((await withTimeout(Promise.all(pipes.map((p) => p.done)), drainMs)) === 'timeout') {
+      for (const p of pipes) p.source.destroy();
+      await withTimeout(Promise.all(pipes.map((p) => p.done)), 1_000);
+    }
+    const finished = await Promise.all(
+      pipes.map(async (p) => {
+        try {
+          return await p.target.finish();
+        } catch (err) {
+          return { bytes: 0, closed: false, failure: errorKind(err) };
+        }
+      }),
+    );
+    const [out, errOut] = finished;
+    if (out && errOut) {
+      logs = { stdout: { bytes: out.bytes, closed: out.closed }, stderr: { bytes: errOut.bytes, closed: errOut.closed } };
+      logFailure = out.failure ?? errOut.failure;
+    }
+  }
+
+  return {
+    container: { id: containerId, exit_code: exitCode, timed_out: timedOut, oom_killed: oomKilled },
+    timedOut,
+    terminated,
+    engineFault,
+    engineError,
+    receiptUpdateFailed,
+    logs,
+    logFailure,
+    outcome,
+    sessions,
+    providerFailure,
+    providerFailureErrorKind,
+    cleanup,
+    startedAt: startedAt.toISOString(),
+    finishedAt: deps.clock.now().toISOString(),
+  };
+}
+
+/** Stop if running, remove with force, then insist on the engine's 404. Never throws. */
+export async function removeAndVerify(
+  deps: Pick<PairLifecycleDeps, 'runtime' | 'logger' | 'verifyAbsentTimeoutMs'>,
+  containerId: string,
+  stopBudgetSec: number,
+): Promise<CleanupRecord> {
+  const { runtime, logger } = deps;
+  let removed = false;
+  let attempts = 0;
+  const verifyMs = deps.verifyAbsentTimeoutMs ?? DEFAULT_VERIFY_ABSENT_MS;
+  while (attempts < REMOVE_ATTEMPTS) {
+    attempts++;
+    try {
+      const state = await runtime.inspect(containerId);
+      if (state === null) return { removed, verified_absent: true, attempts };
+      if (state.status === 'running' || state.status === 'restarting' || state.status === 'paused') {
+        await runtime.stop(containerId, stopBudgetSec);
+      }
+      removed = (await runtime.remove(containerId)) === 'removed' || removed;
+    } catch (err) {
+      logger.warn({ container: containerId, attempt: attempts, err: errorKind(err) }, 'container removal failed');
+    }
+    const until = Date.now() + verifyMs / REMOVE_ATTEMPTS;
+    while (Date.now() < until) {
+      try {
+        if ((await runtime.inspect(containerId)) === null) return { removed, verified_absent: true, attempts };
+      } catch {
+        // engine hiccup: keep polling until the deadline
+      }
+      await delay(100);
+    }
+  }
+  logger.error({ container: containerId, attempts }, 'container still present after removal: keeping its reservation');
+  return { removed, verified_absent: false, attempts };
+}

@@ -1,0 +1,82 @@
+import type { Readable } from 'node:stream';
+
+/** What the runtime needs to create one pair container. Environment values are resolved secrets: never persist. */
+export interface ContainerSpec {
+  readonly name: string;
+  readonly image: string;
+  readonly cmd: readonly string[];
+  readonly workingDir: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly binds: readonly { readonly hostPath: string; readonly containerPath: string; readonly readOnly: boolean }[];
+  readonly ports: readonly number[];
+  readonly bindAddress: string;
+  readonly deviceRequests: readonly {
+    readonly Driver: 'nvidia';
+    readonly Count?: number;
+    readonly DeviceIDs?: string[];
+    readonly Capabilities: string[][];
+  }[];
+  readonly labels: Readonly<Record<string, string>>;
+  readonly stopTimeoutSec: number;
+}
+
+export interface ContainerHandle {
+  readonly id: string;
+  readonly name: string;
+}
+
+export type ContainerStatus = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
+
+export interface ContainerState {
+  readonly id: string;
+  readonly status: ContainerStatus;
+  readonly exitCode: number | null;
+  readonly oomKilled: boolean;
+  readonly startedAt: string | null;
+  readonly finishedAt: string | null;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+export type WaitResult =
+  | { readonly kind: 'exited'; readonly exitCode: number }
+  | { readonly kind: 'deadline' }
+  | { readonly kind: 'aborted' };
+
+/** Demultiplexed output of a container: two byte streams that end when the container's output ends. */
+export interface ContainerOutput {
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+}
+
+export interface EngineInfo {
+  readonly id: string;
+  readonly version: string;
+  readonly apiVersion: string;
+  readonly runtimes: readonly string[];
+}
+
+export type RemoveResult = 'removed' | 'absent';
+
+/**
+ * The Docker engine as the pair lifecycle sees it. Idempotent where cleanup needs it:
+ * stop of an exited container, remove of a missing one, and concurrent removes all succeed.
+ * Engine failures are thrown as EngineError with a typed `fault`.
+ */
+export interface ContainerRuntime {
+  info(): Promise<EngineInfo>;
+  imageExists(image: string): Promise<boolean>;
+  create(spec: ContainerSpec): Promise<ContainerHandle>;
+  /** Attach before start: output from the first byte. */
+  attach(id: string): Promise<ContainerOutput>;
+  /** Follow the log API from `sinceUnixSec` (reattach after a supervisor restart). */
+  follow(id: string, options: { readonly sinceUnixSec?: number; readonly tailLines?: number }): Promise<ContainerOutput>;
+  start(id: string): Promise<void>;
+  wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult>;
+  /** SIGTERM, then SIGKILL after `timeoutSec`. Stop of a stopped container is a success. */
+  stop(id: string, timeoutSec: number): Promise<void>;
+  remove(id: string): Promise<RemoveResult>;
+  inspect(id: string): Promise<ContainerState | null>;
+  /** A tar stream of `path` inside the container, or null when the path does not exist. */
+  getArchive(id: string, path: string): Promise<Readable | null>;
+  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
+}

@@ -1,0 +1,94 @@
+/**
+ * The `jobs/<id>/result.json` contract (SPEC §11). Field names are a contract: add, never rename.
+ */
+export const RESULT_SCHEMA = 'roboguide.e1.result/v1' as const;
+export const PROVIDER_FAILURE_SCHEMA = 'roboguide.provider_failure/v1' as const;
+
+export type Classification =
+  | 'completed'
+  | 'infrastructure_failure'
+  | 'fatal'
+  | 'provider_stop'
+  | 'harness_failure';
+
+export const CLASSIFICATIONS: readonly Classification[] = [
+  'completed',
+  'infrastructure_failure',
+  'fatal',
+  'provider_stop',
+  'harness_failure',
+];
+
+/** Stable machine-readable reason words. */
+export type Reason =
+  | 'infrastructure_failure_flag'
+  | 'fatal_failure_flag'
+  | 'outcome_missing'
+  | 'outcome_unparseable'
+  | 'outcome_invalid'
+  | 'job_id_mismatch'
+  | 'timeout'
+  | 'port_allocated'
+  | 'nvidia_runtime_missing'
+  | 'image_missing'
+  | 'engine_error'
+  | 'source_hash_mismatch'
+  | 'provider_requires_stop'
+  | 'provider_status_not_allowed'
+  | 'lost_worker'
+  | 'log_write_failed'
+  | 'receipt_write_failed'
+  | 'result_write_failed'
+  | 'cleanup_unverified'
+  | 'terminated';
+
+export type ProviderFailureKind =
+  | 'response_too_many_failed_attempts'
+  | 'http_connection_failed'
+  | 'response_stream_connection_failed'
+  | 'response_stream_disconnected'
+  | 'usage_limit_exceeded';
+
+export interface ProviderFailure {
+  readonly schema: typeof PROVIDER_FAILURE_SCHEMA;
+  readonly kind: ProviderFailureKind;
+  readonly http_status: number | null;
+}
+
+export interface ContainerRecord {
+  readonly id: string | null;
+  readonly exit_code: number | null;
+  readonly timed_out: boolean;
+  readonly oom_killed: boolean;
+}
+
+export interface LogRecord {
+  readonly bytes: number;
+  readonly closed: boolean;
+}
+
+export interface CleanupRecord {
+  readonly removed: boolean;
+  readonly verified_absent: boolean;
+  readonly attempts: number;
+}
+
+export interface ResultRecord {
+  readonly schema: typeof RESULT_SCHEMA;
+  readonly job_id: string;
+  readonly batch_id: string;
+  readonly claim_id: string;
+  readonly classification: Classification;
+  readonly reasons: readonly Reason[];
+  readonly outcome: unknown;
+  readonly outcome_sha256: string | null;
+  readonly container: ContainerRecord;
+  readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
+  readonly sessions: { readonly files: number; readonly bytes: number; readonly refusals: readonly string[] };
+  readonly provider_failure: ProviderFailure | null;
+  readonly provider_failure_error_kind: string | null;
+  readonly cleanup: CleanupRecord;
+  readonly engine_error: { readonly kind: string; readonly message: string } | null;
+  readonly started_at: string;
+  readonly finished_at: string;
+}
