@@ -1,0 +1,98 @@
+import { constants } from 'node:fs';
+import type { Dirent, Stats } from 'node:fs';
+import { chmod, link, lstat, mkdir, open, readFile, readdir, rename, unlink } from 'node:fs/promises';
+import type { FileHandle as NodeFileHandle } from 'node:fs/promises';
+import type {
+  DirEntry,
+  EntryKind,
+  FileHandle,
+  FileInfo,
+  FileSystem,
+  OpenMode,
+} from '../../app/ports/file-system.js';
+
+const OPEN_FLAGS: Readonly<Record<OpenMode, number>> = {
+  'create-exclusive': constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+  append: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW,
+};
+
+function kindOf(entry: Dirent | Stats): EntryKind {
+  if (entry.isFile()) return 'file';
+  if (entry.isDirectory()) return 'directory';
+  if (entry.isSymbolicLink()) return 'symlink';
+  return 'other';
+}
+
+class NodeHandle implements FileHandle {
+  constructor(
+    readonly path: string,
+    private readonly handle: NodeFileHandle,
+  ) {}
+
+  async write(bytes: Uint8Array): Promise<number> {
+    const { bytesWritten } = await this.handle.write(bytes, 0, bytes.byteLength, null);
+    return bytesWritten;
+  }
+
+  sync(): Promise<void> {
+    return this.handle.sync();
+  }
+
+  truncate(sizeBytes: number): Promise<void> {
+    return this.handle.truncate(sizeBytes);
+  }
+
+  close(): Promise<void> {
+    return this.handle.close();
+  }
+}
+
+/** The FileSystem port on node:fs/promises. */
+export class NodeFileSystem implements FileSystem {
+  async open(path: string, mode: OpenMode, permissions: number): Promise<FileHandle> {
+    return new NodeHandle(path, await open(path, OPEN_FLAGS[mode], permissions));
+  }
+
+  rename(from: string, to: string): Promise<void> {
+    return rename(from, to);
+  }
+
+  link(existing: string, to: string): Promise<void> {
+    return link(existing, to);
+  }
+
+  unlink(path: string): Promise<void> {
+    return unlink(path);
+  }
+
+  async mkdir(path: string, permissions: number): Promise<void> {
+    await mkdir(path, { mode: permissions });
+  }
+
+  chmod(path: string, permissions: number): Promise<void> {
+    return chmod(path, permissions);
+  }
+
+  async readFile(path: string): Promise<Uint8Array> {
+    return readFile(path, { flag: constants.O_RDONLY | constants.O_NOFOLLOW });
+  }
+
+  async readdir(path: string): Promise<DirEntry[]> {
+    const entries = await readdir(path, { withFileTypes: true });
+    return entries.map((e) => ({ name: e.name, kind: kindOf(e) }));
+  }
+
+  async lstat(path: string): Promise<FileInfo> {
+    const info = await lstat(path);
+    return { kind: kindOf(info), sizeBytes: info.size, permissions: info.mode & 0o7777 };
+  }
+
+  async syncDir(path: string): Promise<void> {
+    const handle = await open(path, constants.O_RDONLY | constants.O_DIRECTORY);
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The few low-level file operations the evidence store needs (SPEC §4), behind a port so tests
+ * can inject faults (EIO before a rename, ENOSPC on a write, "rename done but error reported").
+ * Paths are absolute. Failures are thrown as Node-style errors carrying an errno `code`
+ * (`ENOENT`, `EEXIST`, `EIO`, `ENOSPC`…); mapping them to typed errors is the caller's job.
+ */
+
+/**
+ * `create-exclusive`: O_WRONLY|O_CREAT|O_EXCL (fails with EEXIST).
+ * `append`: O_WRONLY|O_APPEND|O_CREAT. Neither follows a symlink at the final component.
+ */
+export type OpenMode = 'create-exclusive' | 'append';
+
+export type EntryKind = 'file' | 'directory' | 'symlink' | 'other';
+
+export interface DirEntry {
+  readonly name: string;
+  readonly kind: EntryKind;
+}
+
+export interface FileInfo {
+  readonly kind: EntryKind;
+  readonly sizeBytes: number;
+  /** Permission bits only (`mode & 0o7777`). */
+  readonly permissions: number;
+}
+
+export interface FileHandle {
+  readonly path: string;
+  /** One write(2) at the current position (end of file in `append` mode): may write fewer bytes than given. */
+  write(bytes: Uint8Array): Promise<number>;
+  sync(): Promise<void>;
+  truncate(sizeBytes: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface FileSystem {
+  /** `permissions` applies when the file is created (subject to the umask). */
+  open(path: string, mode: OpenMode, permissions: number): Promise<FileHandle>;
+  /** rename(2): replaces `to` atomically. */
+  rename(from: string, to: string): Promise<void>;
+  /** link(2): fails with EEXIST when `to` exists — the exclusive publish primitive. */
+  link(existing: string, to: string): Promise<void>;
+  unlink(path: string): Promise<void>;
+  /** One directory, not recursive; EEXIST when anything exists at `path`. */
+  mkdir(path: string, permissions: number): Promise<void>;
+  chmod(path: string, permissions: number): Promise<void>;
+  readFile(path: string): Promise<Uint8Array>;
+  readdir(path: string): Promise<DirEntry[]>;
+  /** Does not follow a symlink at the final component. */
+  lstat(path: string): Promise<FileInfo>;
+  /** open(O_DIRECTORY) + fsync + close: makes entries created, renamed or removed in `path` durable. */
+  syncDir(path: string): Promise<void>;
+}
+
+/** The errno code of a thrown file-system error (`ENOENT`…), or undefined. */
+export function errnoOf(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  const code = err.code;
+  return typeof code === 'string' ? code : undefined;
+}

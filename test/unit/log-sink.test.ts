@@ -1,0 +1,135 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
+import type { LogSink } from '../../src/adapters/fs/log-sink.js';
+import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
+import { FaultyFileSystem } from '../support/faulty-file-system.js';
+
+let tmp: string;
+let root: string;
+let fs: FaultyFileSystem;
+let store: EvidenceStore;
+
+beforeEach(async () => {
+  tmp = await mkdtemp(join(tmpdir(), 'rg-log-'));
+  root = join(tmp, 'D');
+  fs = new FaultyFileSystem(new NodeFileSystem());
+  await EvidenceStore.createOutputDir(fs, root);
+  store = new EvidenceStore(fs, root);
+});
+
+afterEach(async () => {
+  await rm(tmp, { recursive: true, force: true });
+});
+
+/** Writes one chunk and waits for the sink to accept it (one write(2) per chunk). */
+function writeOne(sink: LogSink, chunk: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    sink.write(chunk, (err) => (err ? reject(err) : resolve()));
+  });
+}
+
+describe('LogSink', () => {
+  it('streams bytes to a new 0600 file and closes it with a report', async () => {
+    const sink = await store.openLog('stdout.log');
+    await pipeline(Readable.from([Buffer.from('line 1\n'), Buffer.from('line 2\n')]), sink);
+    expect(await sink.finish()).toEqual({ bytes: 14, closed: true, failure: null });
+    expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('line 1\nline 2\n');
+    expect((await stat(join(root, 'stdout.log'))).mode & 0o777).toBe(0o600);
+    expect(fs.count('sync', /stdout\.log$/)).toBe(1);
+    expect(fs.count('close', /stdout\.log$/)).toBe(1);
+  });
+
+  it('on ENOSPC records the failure, counts only written bytes and keeps consuming', async () => {
+    fs.addRule({
+      op: 'write',
+      path: /stderr\.log$/,
+      nth: 3,
+      when: 'partial',
+      partialBytes: 100,
+      code: 'ENOSPC',
+    });
+    const sink = await store.openLog('stderr.log');
+    const errors: unknown[] = [];
+    sink.on('error', (err) => errors.push(err));
+    for (let i = 0; i < 5; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61 + i));
+    expect(sink.failed).toEqual({ op: 'write', code: 'ENOSPC' });
+    expect(await sink.finish()).toEqual({ bytes: 2100, closed: true, failure: 'ENOSPC' });
+    expect(sink.droppedBytes).toBe(2900);
+    expect(errors).toEqual([]);
+    expect((await stat(join(root, 'stderr.log'))).size).toBe(2100);
+    expect(fs.count('write', /stderr\.log$/)).toBe(4);
+  });
+
+  it('lets a pipeline complete when the very first write fails', async () => {
+    fs.addRule({ op: 'write', path: /stdout\.log$/, code: 'ENOSPC' });
+    const sink = await store.openLog('stdout.log');
+    let produced = 0;
+    async function* source(): AsyncGenerator<Buffer> {
+      for (; produced < 50; produced += 1) yield await Promise.resolve(Buffer.alloc(4096, 0x62));
+    }
+    await pipeline(source(), sink);
+    expect(produced).toBe(50);
+    expect(await sink.finish()).toEqual({ bytes: 0, closed: true, failure: 'ENOSPC' });
+  });
+
+  it('reports closed: false when the final fsync fails', async () => {
+    fs.addRule({ op: 'sync', path: /stdout\.log$/, code: 'EIO' });
+    const sink = await store.openLog('stdout.log');
+    await writeOne(sink, Buffer.from('abc'));
+    expect(await sink.finish()).toEqual({ bytes: 3, closed: false, failure: 'EIO' });
+    expect(fs.count('close', /stdout\.log$/)).toBe(1);
+  });
+
+  it('closes the file when the source fails mid-stream', async () => {
+    const sink = await store.openLog('stdout.log');
+    async function* source(): AsyncGenerator<Buffer> {
+      yield Buffer.from('partial\n');
+      await Promise.resolve();
+      throw new Error('engine stream broke');
+    }
+    await expect(pipeline(source(), sink)).rejects.toThrow('engine stream broke');
+    expect(await sink.finish()).toEqual({ bytes: 8, closed: true, failure: null });
+    expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('partial\n');
+  });
+
+  it('appends after a restart, counting bytes from the existing size', async () => {
+    await writeFile(join(root, 'stdout.log'), '0123456789');
+    const sink = await store.openLog('stdout.log', { append: true });
+    await writeOne(sink, Buffer.from('abcde'));
+    expect(await sink.finish()).toEqual({ bytes: 15, closed: true, failure: null });
+    expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('0123456789abcde');
+  });
+
+  it('refuses to open an existing log without append, leaving it untouched', async () => {
+    await writeFile(join(root, 'stdout.log'), 'evidence');
+    await expect(store.openLog('stdout.log')).rejects.toMatchObject({
+      code: 'E_STORE',
+      context: { path: 'stdout.log', syscall: 'open', errno: 'EEXIST' },
+    });
+    expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('evidence');
+  });
+
+  it('streams 20 MiB with bounded buffering and one write in flight', async () => {
+    const chunkBytes = 64 * 1024;
+    const totalBytes = 20 * 1024 * 1024;
+    const sink = await store.openLog('big.log');
+    const chunk = Buffer.alloc(chunkBytes, 0x7a);
+    let maxBufferedBytes = 0;
+    async function* source(): AsyncGenerator<Buffer> {
+      for (let sent = 0; sent < totalBytes; sent += chunkBytes) {
+        maxBufferedBytes = Math.max(maxBufferedBytes, sink.writableLength);
+        yield await Promise.resolve(chunk);
+      }
+    }
+    await pipeline(source(), sink);
+    expect(await sink.finish()).toEqual({ bytes: totalBytes, closed: true, failure: null });
+    expect((await stat(join(root, 'big.log'))).size).toBe(totalBytes);
+    expect(maxBufferedBytes).toBeLessThanOrEqual(sink.writableHighWaterMark + chunkBytes);
+    expect(fs.maxInFlight('write')).toBe(1);
+  });
+});
