@@ -1,0 +1,72 @@
+/**
+ * Registry schema and its migrations. Opening is idempotent: each migration runs once, in
+ * order, inside a `BEGIN IMMEDIATE` transaction, and `schema_version` records how far it got.
+ */
+import type { DatabaseSync } from 'node:sqlite';
+import { RoboguideError } from '../../core/errors.js';
+import { DEFAULT_HOST_LIMITS } from '../../app/ports/capacity-registry.js';
+import { inImmediateTransaction } from './transaction.js';
+import { integer } from './rows.js';
+
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE reservations (
+    id            TEXT PRIMARY KEY,
+    batch_id      TEXT NOT NULL,
+    job_id        TEXT NOT NULL,
+    claim_id      TEXT NOT NULL UNIQUE,
+    container_id  TEXT,
+    gpu_mib       INTEGER NOT NULL CHECK (gpu_mib >= 0),
+    state         TEXT NOT NULL CHECK (state IN ('held', 'released')),
+    created_at    TEXT NOT NULL,
+    released_at   TEXT,
+    proof_sha256  TEXT
+  ) STRICT;
+  CREATE INDEX reservations_held ON reservations (state, batch_id);
+  CREATE TABLE board (
+    run_id          TEXT PRIMARY KEY,
+    batch_id        TEXT NOT NULL,
+    job_id          TEXT NOT NULL,
+    state           TEXT NOT NULL CHECK (state IN ('running', 'terminal')),
+    classification  TEXT,
+    outcome_sha256  TEXT,
+    proof_sha256    TEXT,
+    updated_at      TEXT NOT NULL,
+    score           TEXT,
+    notes           TEXT
+  ) STRICT;
+  CREATE INDEX board_batch ON board (batch_id);
+  CREATE TABLE host_limits (
+    id                INTEGER PRIMARY KEY CHECK (id = 1),
+    max_reservations  INTEGER NOT NULL CHECK (max_reservations >= 1),
+    gpu_mib           INTEGER CHECK (gpu_mib IS NULL OR gpu_mib >= 0)
+  ) STRICT;
+  INSERT INTO host_limits (id, max_reservations, gpu_mib)
+    VALUES (1, ${DEFAULT_HOST_LIMITS.maxReservations}, NULL);
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Brings the database to SCHEMA_VERSION; refuses a database written by a newer schema. */
+export function migrate(db: DatabaseSync): void {
+  inImmediateTransaction(db, () => {
+    db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT');
+    const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
+    const current = row?.version === null || row === undefined ? 0 : integer(row, 'version');
+    if (current > SCHEMA_VERSION) {
+      throw new RoboguideError(
+        'E_REGISTRY',
+        `registry schema version ${current} is newer than this tool (${SCHEMA_VERSION})`,
+        {
+          context: { current, supported: SCHEMA_VERSION },
+          suggestions: ['Upgrade roboguide-eval, or point --registry at another database.'],
+        },
+      );
+    }
+    for (let version = current + 1; version <= SCHEMA_VERSION; version += 1) {
+      db.exec(MIGRATIONS[version - 1] ?? '');
+      db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(version);
+    }
+  });
+}

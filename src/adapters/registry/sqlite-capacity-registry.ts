@@ -1,0 +1,235 @@
+/**
+ * The host-wide capacity registry on `node:sqlite` (SPEC §7): WAL mode, a busy timeout, and
+ * every write in one `BEGIN IMMEDIATE` transaction, so admissions from any number of
+ * processes on the host serialize and the host limits are never exceeded.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { RoboguideError } from '../../core/errors.js';
+import type {
+  AdmitRequest,
+  AdmitResult,
+  BoardAnnotation,
+  BoardFilter,
+  BoardRow,
+  CapacityRegistry,
+  HostLimits,
+  ReleaseResult,
+  Reservation,
+  ReservationFilter,
+  TerminalCommit,
+  TerminalCommitResult,
+} from '../../app/ports/capacity-registry.js';
+import { migrate } from './schema.js';
+import { inImmediateTransaction, registryFault, registryRead } from './transaction.js';
+import { selectHeldTotals, selectLimits, selectReservation, selectReservationForClaim } from './queries.js';
+import { toBoardRow, toReservation } from './rows.js';
+import { commitTerminalIn } from './terminal-commit.js';
+import { checkAdmitRequest, checkLimits } from './validate.js';
+
+export const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
+
+export interface SqliteCapacityRegistryOptions {
+  /** Database file; parent directories are created with mode 0700. `:memory:` for a private one. */
+  readonly path: string;
+  readonly clock?: { now(): Date };
+  readonly newId?: () => string;
+  /** How long a writer waits for another process's transaction (default 10 s). */
+  readonly busyTimeoutMs?: number;
+}
+
+function openDatabase(path: string, busyTimeoutMs: number): DatabaseSync {
+  try {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    const db = new DatabaseSync(path, { timeout: busyTimeoutMs });
+    db.exec('PRAGMA journal_mode = WAL');
+    db.exec('PRAGMA synchronous = FULL');
+    return db;
+  } catch (error) {
+    throw new RoboguideError('E_REGISTRY', `cannot open the capacity registry at ${path}`, {
+      cause: error,
+      context: { path },
+      suggestions: ['Check that the directory is writable, or choose another file with --registry.'],
+    });
+  }
+}
+
+export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
+  readonly path: string;
+  readonly #db: DatabaseSync;
+  readonly #now: () => string;
+  readonly #newId: () => string;
+
+  private constructor(db: DatabaseSync, options: SqliteCapacityRegistryOptions) {
+    this.path = options.path;
+    this.#db = db;
+    const clock = options.clock ?? { now: () => new Date() };
+    this.#now = () => clock.now().toISOString();
+    this.#newId = options.newId ?? randomUUID;
+  }
+
+  /** Opens (creating if needed) and migrates the registry; idempotent for an existing file. */
+  static open(options: SqliteCapacityRegistryOptions): SqliteCapacityRegistry {
+    const db = openDatabase(options.path, options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS);
+    try {
+      migrate(db);
+    } catch (error) {
+      db.close();
+      throw registryFault(`cannot prepare the capacity registry at ${options.path}`, error);
+    }
+    return new SqliteCapacityRegistry(db, options);
+  }
+
+  limits(): HostLimits {
+    return registryRead(() => selectLimits(this.#db));
+  }
+
+  setLimits(limits: HostLimits): void {
+    checkLimits(limits);
+    inImmediateTransaction(this.#db, () => {
+      this.#db
+        .prepare('UPDATE host_limits SET max_reservations = ?, gpu_mib = ? WHERE id = 1')
+        .run(limits.maxReservations, limits.gpuMib);
+    });
+  }
+
+  admit(request: AdmitRequest): AdmitResult {
+    checkAdmitRequest(request);
+    return inImmediateTransaction(this.#db, () => this.#admitIn(request));
+  }
+
+  #admitIn(request: AdmitRequest): AdmitResult {
+    const db = this.#db;
+    const existing = selectReservationForClaim(db, request.claimId);
+    if (existing !== null) {
+      if (existing.batchId !== request.batchId || existing.jobId !== request.jobId) {
+        throw new RoboguideError(
+          'E_REGISTRY',
+          `claim ${request.claimId} is already admitted for another run`,
+          {
+            context: { claimId: request.claimId, batchId: existing.batchId, jobId: existing.jobId },
+          },
+        );
+      }
+      return { kind: 'already_admitted', reservationId: existing.id };
+    }
+    const limits = selectLimits(db);
+    const held = selectHeldTotals(db);
+    if (held.count >= limits.maxReservations) {
+      return { kind: 'refused', reason: 'host_full', held: held.count, limit: limits.maxReservations };
+    }
+    if (limits.gpuMib !== null && held.gpuMib + request.gpuMib > limits.gpuMib) {
+      return { kind: 'refused', reason: 'gpu_budget', held: held.gpuMib, limit: limits.gpuMib };
+    }
+    const reservationId = this.#newId();
+    const nowIso = this.#now();
+    db.prepare(
+      `INSERT INTO reservations (id, batch_id, job_id, claim_id, container_id, gpu_mib, state, created_at)
+       VALUES (?, ?, ?, ?, NULL, ?, 'held', ?)`,
+    ).run(reservationId, request.batchId, request.jobId, request.claimId, request.gpuMib, nowIso);
+    db.prepare(
+      `INSERT INTO board (run_id, batch_id, job_id, state, updated_at) VALUES (?, ?, ?, 'running', ?)`,
+    ).run(request.claimId, request.batchId, request.jobId, nowIso);
+    return { kind: 'admitted', reservationId };
+  }
+
+  attachContainer(reservationId: string, containerId: string): void {
+    inImmediateTransaction(this.#db, () => {
+      const reservation = selectReservation(this.#db, reservationId);
+      const problem =
+        reservation === null
+          ? 'is unknown'
+          : reservation.state !== 'held'
+            ? 'is not held'
+            : reservation.containerId !== null && reservation.containerId !== containerId
+              ? `already has container ${reservation.containerId}`
+              : null;
+      if (problem !== null) {
+        throw new RoboguideError(
+          'E_REGISTRY',
+          `cannot attach a container: reservation ${reservationId} ${problem}`,
+          {
+            context: { reservationId, containerId },
+          },
+        );
+      }
+      this.#db
+        .prepare('UPDATE reservations SET container_id = ? WHERE id = ?')
+        .run(containerId, reservationId);
+    });
+  }
+
+  release(reservationId: string, claimId: string): ReleaseResult {
+    return inImmediateTransaction(this.#db, (): ReleaseResult => {
+      const reservation = selectReservation(this.#db, reservationId);
+      if (reservation === null) return { kind: 'refused', reason: 'unknown_reservation' };
+      if (reservation.claimId !== claimId) return { kind: 'refused', reason: 'not_held_by_claim' };
+      if (reservation.state === 'released') return { kind: 'already_released' };
+      this.#db
+        .prepare(
+          `UPDATE reservations SET state = 'released', released_at = ? WHERE id = ? AND state = 'held'`,
+        )
+        .run(this.#now(), reservationId);
+      return { kind: 'released' };
+    });
+  }
+
+  commitTerminal(commit: TerminalCommit): TerminalCommitResult {
+    return inImmediateTransaction(this.#db, () => commitTerminalIn(this.#db, commit, this.#now()));
+  }
+
+  reservation(reservationId: string): Reservation | null {
+    return registryRead(() => selectReservation(this.#db, reservationId));
+  }
+
+  reservationForClaim(claimId: string): Reservation | null {
+    return registryRead(() => selectReservationForClaim(this.#db, claimId));
+  }
+
+  held(filter: ReservationFilter = {}): Reservation[] {
+    return registryRead(() => {
+      const rows = this.#db
+        .prepare(
+          `SELECT * FROM reservations WHERE state = 'held' AND (?1 IS NULL OR batch_id = ?1) ORDER BY rowid`,
+        )
+        .all(filter.batchId ?? null);
+      return rows.map(toReservation);
+    });
+  }
+
+  board(filter: BoardFilter = {}): BoardRow[] {
+    return registryRead(() => {
+      const rows = this.#db
+        .prepare(
+          `SELECT * FROM board WHERE (?1 IS NULL OR batch_id = ?1) AND (?2 IS NULL OR run_id = ?2) ORDER BY rowid`,
+        )
+        .all(filter.batchId ?? null, filter.runId ?? null);
+      return rows.map(toBoardRow);
+    });
+  }
+
+  annotate(runId: string, fields: BoardAnnotation): void {
+    inImmediateTransaction(this.#db, () => {
+      const changed = this.#db
+        .prepare(
+          `UPDATE board SET score = COALESCE(?, score), notes = COALESCE(?, notes), updated_at = ? WHERE run_id = ?`,
+        )
+        .run(fields.score ?? null, fields.notes ?? null, this.#now(), runId);
+      if (Number(changed.changes) !== 1) {
+        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${runId}`, {
+          context: { runId },
+        });
+      }
+    });
+  }
+
+  close(): void {
+    if (this.#db.isOpen) this.#db.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

@@ -1,0 +1,38 @@
+import type { DatabaseSync } from 'node:sqlite';
+import { RoboguideError } from '../../core/errors.js';
+
+/**
+ * Runs `work` inside `BEGIN IMMEDIATE … COMMIT`: the write lock is taken up front, so a
+ * count-then-insert cannot interleave with another writer (another process included).
+ * Any throw rolls back; SQLite errors (busy past the timeout, constraint) become `E_REGISTRY`.
+ */
+export function inImmediateTransaction<T>(db: DatabaseSync, work: () => T): T {
+  try {
+    db.exec('BEGIN IMMEDIATE');
+  } catch (error) {
+    throw registryFault('could not start a registry transaction', error);
+  }
+  try {
+    const value = work();
+    db.exec('COMMIT');
+    return value;
+  } catch (error) {
+    if (db.isTransaction) db.exec('ROLLBACK');
+    throw registryFault('registry transaction failed and was rolled back', error);
+  }
+}
+
+/** Reads `work` without a transaction (a single statement sees one WAL snapshot). */
+export function registryRead<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    throw registryFault('registry read failed', error);
+  }
+}
+
+export function registryFault(message: string, error: unknown): RoboguideError {
+  if (error instanceof RoboguideError) return error;
+  const detail = error instanceof Error ? error.message : String(error);
+  return new RoboguideError('E_REGISTRY', `${message}: ${detail}`, { cause: error });
+}
