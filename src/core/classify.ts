@@ -1,0 +1,159 @@
+import type { OutcomeCheck } from './outcome.js';
+import type { Classification, Reason } from './result.js';
+
+/**
+ * Classification of a finished pair (SPEC §5). Pure: the use-case gathers what it observed
+ * (outcome check, timeout, engine and harness faults) and gets back a classification with every
+ * observed reason. Arm verdicts are never inspected: ordinary failures are `completed`.
+ */
+
+export type EngineFault = 'port_allocated' | 'nvidia_runtime_missing' | 'image_missing' | 'engine_error';
+export type HarnessFault =
+  'log_write_failed' | 'receipt_write_failed' | 'result_write_failed' | 'cleanup_unverified' | 'lost_worker';
+
+export interface ClassifyInput {
+  readonly jobId: string;
+  readonly outcome: OutcomeCheck;
+  readonly timedOut: boolean;
+  /** The operator stopped the pair (`stop --terminate`). */
+  readonly terminated: boolean;
+  readonly engineFault: EngineFault | null;
+  readonly harnessFaults: readonly HarnessFault[];
+  /** HTTP statuses the driver may continue after; empty = none allowed. */
+  readonly allowedHttpStatuses: readonly number[];
+  readonly sourceHashMismatch: boolean;
+}
+
+export interface Classified {
+  readonly classification: Classification;
+  readonly reasons: Reason[];
+}
+
+export type PauseReason = 'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'inputs_changed';
+
+/** Stable order of pause reasons in status.json. */
+export const PAUSE_REASONS: readonly PauseReason[] = [
+  'fatal',
+  'infrastructure_streak',
+  'provider',
+  'harness',
+  'inputs_changed',
+];
+
+type FailureClass = Exclude<Classification, 'completed'>;
+
+/**
+ * The classification each reason leads to, strongest class first (fatal > harness_failure >
+ * provider_stop > infrastructure_failure). Typed as a full record, so a new `Reason` word does
+ * not compile until it is given a class. Reasons are listed in this key order, so the first
+ * reason always names the cause of the classification.
+ */
+const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
+  fatal_failure_flag: 'fatal',
+  job_id_mismatch: 'fatal',
+  source_hash_mismatch: 'fatal',
+  lost_worker: 'harness_failure',
+  log_write_failed: 'harness_failure',
+  receipt_write_failed: 'harness_failure',
+  result_write_failed: 'harness_failure',
+  cleanup_unverified: 'harness_failure',
+  provider_requires_stop: 'provider_stop',
+  provider_status_not_allowed: 'provider_stop',
+  timeout: 'infrastructure_failure',
+  terminated: 'infrastructure_failure',
+  port_allocated: 'infrastructure_failure',
+  nvidia_runtime_missing: 'infrastructure_failure',
+  image_missing: 'infrastructure_failure',
+  engine_error: 'infrastructure_failure',
+  outcome_missing: 'infrastructure_failure',
+  outcome_unparseable: 'infrastructure_failure',
+  outcome_invalid: 'infrastructure_failure',
+  infrastructure_failure_flag: 'infrastructure_failure',
+};
+
+/** Every reason word in its stable position. */
+export const REASON_ORDER: readonly Reason[] = Object.keys(CLASS_OF_REASON) as Reason[];
+
+/** The classification a single reason leads to. */
+export function classOfReason(reason: Reason): FailureClass {
+  return CLASS_OF_REASON[reason];
+}
+
+type JsonObject = Readonly<Record<string, unknown>>;
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function own(obj: JsonObject, key: string): unknown {
+  return Object.hasOwn(obj, key) ? obj[key] : undefined;
+}
+
+function rawOf(check: OutcomeCheck): unknown {
+  return check.kind === 'valid' || check.kind === 'invalid' ? check.raw : undefined;
+}
+
+function incidentsOf(raw: JsonObject): readonly unknown[] {
+  const attempt = own(raw, 'e1_attempt');
+  if (!isObject(attempt)) return [];
+  const incidents = own(attempt, 'provider_incidents');
+  return Array.isArray(incidents) ? (incidents as readonly unknown[]) : [];
+}
+
+function providerReasons(raw: JsonObject, allowed: readonly number[]): Reason[] {
+  const reasons: Reason[] = [];
+  for (const incident of incidentsOf(raw)) {
+    if (!isObject(incident)) continue;
+    if (own(incident, 'requires_stop') === true) reasons.push('provider_requires_stop');
+    const status = own(incident, 'http_status');
+    if (typeof status === 'number' && !allowed.includes(status)) reasons.push('provider_status_not_allowed');
+  }
+  return reasons;
+}
+
+/**
+ * What the outcome itself says. Each signal is read only where it has the right type, so an
+ * outcome that breaks the contract elsewhere still cannot hide a `fatal_failure: true`, a
+ * foreign job id or a stop request (fail closed).
+ */
+function outcomeReasons(check: OutcomeCheck, input: ClassifyInput): Reason[] {
+  const reasons: Reason[] = [];
+  if (check.kind === 'missing') reasons.push('outcome_missing');
+  if (check.kind === 'unparseable') reasons.push('outcome_unparseable');
+  if (check.kind === 'invalid') reasons.push('outcome_invalid');
+  const raw = rawOf(check);
+  if (!isObject(raw)) return reasons;
+  if (own(raw, 'fatal_failure') === true) reasons.push('fatal_failure_flag');
+  if (own(raw, 'infrastructure_failure') === true) reasons.push('infrastructure_failure_flag');
+  const jobId = own(raw, 'job_id');
+  if (typeof jobId === 'string' && jobId !== input.jobId) reasons.push('job_id_mismatch');
+  reasons.push(...providerReasons(raw, input.allowedHttpStatuses));
+  return reasons;
+}
+
+function observedReasons(input: ClassifyInput): Reason[] {
+  const reasons: Reason[] = [...outcomeReasons(input.outcome, input), ...input.harnessFaults];
+  if (input.timedOut) reasons.push('timeout');
+  if (input.terminated) reasons.push('terminated');
+  if (input.engineFault !== null) reasons.push(input.engineFault);
+  if (input.sourceHashMismatch) reasons.push('source_hash_mismatch');
+  return reasons;
+}
+
+export function classify(input: ClassifyInput): Classified {
+  const observed = new Set(observedReasons(input));
+  const reasons = REASON_ORDER.filter((r) => observed.has(r));
+  const first = reasons[0];
+  return { classification: first === undefined ? 'completed' : classOfReason(first), reasons };
+}
+
+/** The pauses a classified pair causes. An infrastructure failure alone pauses nothing (see streak). */
+export function pauseReasonsFor(c: Classified): PauseReason[] {
+  const classes = new Set(c.reasons.map(classOfReason));
+  const pauses = new Set<PauseReason>();
+  if (classes.has('fatal')) pauses.add('fatal');
+  if (classes.has('provider_stop')) pauses.add('provider');
+  if (classes.has('harness_failure')) pauses.add('harness');
+  if (c.reasons.includes('source_hash_mismatch')) pauses.add('inputs_changed');
+  return PAUSE_REASONS.filter((p) => pauses.has(p));
+}

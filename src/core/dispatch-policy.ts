@@ -1,0 +1,97 @@
+/**
+ * The dispatch policy (SPEC §5): a pure function of the journal and the capacity config.
+ *
+ * - Manifest order: the first unclaimed pair is next; a claimed pair is never dispatched again.
+ * - The first pair always runs alone (until one pair has a result).
+ * - A second worker only with `maxWorkers == 2` and a GPU observation from a completed pair:
+ *   `gpuBaselineMib + 2 * largestPeak <= gpuFraction * gpuTotalMib`. No observation, or GPU
+ *   config missing, → serial. Capacity is never inferred from success rates.
+ * - Nothing while paused, stopping, or while the registry refuses the reservation.
+ */
+
+export interface CapacityConfig {
+  maxWorkers: 1 | 2;
+  gpuTotalMib?: number;
+  gpuBaselineMib?: number;
+  gpuFraction?: number;
+}
+
+export interface DispatchState {
+  /** Manifest order. */
+  readonly jobIds: readonly string[];
+  /** A receipt exists: never dispatch again. */
+  readonly claimed: ReadonlySet<string>;
+  /** Pairs in flight. */
+  readonly running: number;
+  /** Pairs with a result. */
+  readonly finishedCount: number;
+  /** Observations from completed pairs (already filtered by `gpuObservation`). */
+  readonly gpuPeaksMib: readonly number[];
+  readonly capacity: CapacityConfig;
+  readonly paused: boolean;
+  readonly stopping: boolean;
+  /** The last reservation attempt was refused and nothing changed since. */
+  readonly registryRefused: boolean;
+}
+
+export type WaitReason = 'paused' | 'stopping' | 'at_capacity' | 'first_pair_alone' | 'registry_refused';
+
+export type DispatchDecision =
+  | { kind: 'dispatch'; jobId: string; workersAllowed: 1 | 2 }
+  | { kind: 'wait'; reason: WaitReason; workersAllowed: 1 | 2 }
+  /** Nothing left to dispatch and nothing running. */
+  | { kind: 'drained' }
+  /** Nothing left to dispatch but pairs still running. */
+  | { kind: 'idle'; reason: 'no_pending' };
+
+/** The largest usable peak: finite and positive; NaN, Infinity, zero and negatives are ignored. */
+export function largestPeakMib(gpuPeaksMib: readonly number[]): number | null {
+  const usable = gpuPeaksMib.filter((p) => Number.isFinite(p) && p > 0);
+  return usable.length === 0 ? null : Math.max(...usable);
+}
+
+interface GpuBudget {
+  readonly totalMib: number;
+  readonly baselineMib: number;
+  readonly fraction: number;
+}
+
+/** The GPU fields, when all are present and sane; otherwise none (→ serial). */
+function gpuBudget(capacity: CapacityConfig): GpuBudget | null {
+  const { gpuTotalMib: totalMib, gpuBaselineMib: baselineMib, gpuFraction: fraction } = capacity;
+  if (totalMib === undefined || baselineMib === undefined || fraction === undefined) return null;
+  if (!Number.isFinite(totalMib) || totalMib <= 0) return null;
+  if (!Number.isFinite(baselineMib) || baselineMib < 0) return null;
+  if (!Number.isFinite(fraction) || fraction <= 0 || fraction > 1) return null;
+  return { totalMib, baselineMib, fraction };
+}
+
+export function workersAllowed(
+  capacity: CapacityConfig,
+  gpuPeaksMib: readonly number[],
+  finishedCount: number,
+): 1 | 2 {
+  if (finishedCount <= 0 || capacity.maxWorkers !== 2) return 1;
+  const budget = gpuBudget(capacity);
+  const peakMib = largestPeakMib(gpuPeaksMib);
+  if (budget === null || peakMib === null) return 1;
+  return budget.baselineMib + 2 * peakMib <= budget.fraction * budget.totalMib ? 2 : 1;
+}
+
+function waitReason(s: DispatchState, allowed: 1 | 2): WaitReason | null {
+  if (s.stopping) return 'stopping';
+  if (s.paused) return 'paused';
+  if (s.finishedCount <= 0 && s.running >= 1) return 'first_pair_alone';
+  if (s.running >= allowed) return 'at_capacity';
+  if (s.registryRefused) return 'registry_refused';
+  return null;
+}
+
+export function decideDispatch(s: DispatchState): DispatchDecision {
+  const next = s.jobIds.find((id) => !s.claimed.has(id));
+  if (next === undefined) return s.running > 0 ? { kind: 'idle', reason: 'no_pending' } : { kind: 'drained' };
+  const allowed = workersAllowed(s.capacity, s.gpuPeaksMib, s.finishedCount);
+  const reason = waitReason(s, allowed);
+  if (reason !== null) return { kind: 'wait', reason, workersAllowed: allowed };
+  return { kind: 'dispatch', jobId: next, workersAllowed: allowed };
+}

@@ -1,0 +1,157 @@
+/**
+ * The driver's outcome contract (SPEC §5): the JSON file a pair's driver writes at `outcome_path`.
+ *
+ * Pure: an adapter reads the file and hands over what it found; this module decides whether the
+ * bytes honour the contract. It never inspects or rewrites `arms` (raw verdicts stay verbatim)
+ * and keeps every extra field. `raw` is the parsed JSON as it was, for result.json `outcome`.
+ */
+
+/** What an adapter found at `outcome_path`. */
+export type OutcomeRead =
+  { state: 'missing' } | { state: 'unreadable'; code: string } | { state: 'present'; bytes: Uint8Array };
+
+export interface ResourceUsage {
+  readonly both_arms_measured?: boolean;
+  /** `null` is accepted as "not measured". */
+  readonly peak_job_gpu_mib?: number | null;
+  readonly [key: string]: unknown;
+}
+
+export interface ProviderIncident {
+  readonly http_status: number | null;
+  readonly requires_stop: boolean;
+  readonly [key: string]: unknown;
+}
+
+export interface E1Attempt {
+  readonly provider_incidents?: readonly ProviderIncident[];
+  readonly [key: string]: unknown;
+}
+
+export interface Outcome {
+  readonly job_id: string;
+  readonly infrastructure_failure: boolean;
+  readonly fatal_failure: boolean;
+  /** Raw arm verdicts, kept verbatim: never read by this tool. */
+  readonly arms: unknown;
+  readonly resource_usage?: ResourceUsage;
+  readonly e1_attempt?: E1Attempt;
+  readonly [key: string]: unknown;
+}
+
+export type OutcomeCheck =
+  | { kind: 'valid'; outcome: Outcome; raw: unknown }
+  | { kind: 'unparseable' }
+  | { kind: 'invalid'; problems: string[]; raw: unknown }
+  | { kind: 'missing' };
+
+type JsonObject = Readonly<Record<string, unknown>>;
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** An own property only, so `constructor` or `toString` never resolve through the prototype. */
+function own(obj: JsonObject, key: string): unknown {
+  return Object.hasOwn(obj, key) ? obj[key] : undefined;
+}
+
+function isHttpStatus(value: unknown): value is number | null {
+  return value === null || Number.isInteger(value);
+}
+
+function checkResourceUsage(value: unknown, problems: string[]): void {
+  if (!isObject(value)) {
+    problems.push('resource_usage: must be an object');
+    return;
+  }
+  const measured = own(value, 'both_arms_measured');
+  if (measured !== undefined && typeof measured !== 'boolean') {
+    problems.push('resource_usage.both_arms_measured: must be a boolean');
+  }
+  const peak = own(value, 'peak_job_gpu_mib');
+  if (peak !== undefined && peak !== null && typeof peak !== 'number') {
+    problems.push('resource_usage.peak_job_gpu_mib: must be a number');
+  }
+}
+
+function checkIncident(value: unknown, path: string, problems: string[]): void {
+  if (!isObject(value)) {
+    problems.push(`${path}: must be an object`);
+    return;
+  }
+  if (!Object.hasOwn(value, 'http_status') || !isHttpStatus(own(value, 'http_status'))) {
+    problems.push(`${path}.http_status: must be an integer or null`);
+  }
+  if (typeof own(value, 'requires_stop') !== 'boolean') {
+    problems.push(`${path}.requires_stop: must be a boolean`);
+  }
+}
+
+function checkE1Attempt(value: unknown, problems: string[]): void {
+  if (!isObject(value)) {
+    problems.push('e1_attempt: must be an object');
+    return;
+  }
+  const incidents = own(value, 'provider_incidents');
+  if (incidents === undefined) return;
+  if (!Array.isArray(incidents)) {
+    problems.push('e1_attempt.provider_incidents: must be an array');
+    return;
+  }
+  incidents.forEach((incident: unknown, i) => {
+    checkIncident(incident, `e1_attempt.provider_incidents[${i}]`, problems);
+  });
+}
+
+/** Every way the parsed value breaks the contract; empty when it honours it. */
+export function outcomeProblems(raw: unknown): string[] {
+  if (!isObject(raw)) return ['outcome: must be a JSON object'];
+  const problems: string[] = [];
+  if (typeof own(raw, 'job_id') !== 'string') problems.push('job_id: must be a string');
+  if (typeof own(raw, 'infrastructure_failure') !== 'boolean') {
+    problems.push('infrastructure_failure: must be a boolean');
+  }
+  if (typeof own(raw, 'fatal_failure') !== 'boolean') problems.push('fatal_failure: must be a boolean');
+  if (!Object.hasOwn(raw, 'arms')) problems.push('arms: is required');
+  const usage = own(raw, 'resource_usage');
+  if (usage !== undefined) checkResourceUsage(usage, problems);
+  const attempt = own(raw, 'e1_attempt');
+  if (attempt !== undefined) checkE1Attempt(attempt, problems);
+  return problems;
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+function parseJson(bytes: Uint8Array): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(UTF8.decode(bytes)) as unknown };
+  } catch {
+    return { ok: false };
+  }
+}
+
+/**
+ * Checks what was read against the contract. An unreadable file (permissions, a directory) is
+ * reported as `unparseable`: its content could not be obtained, so it cannot be trusted.
+ */
+export function checkOutcome(read: OutcomeRead): OutcomeCheck {
+  if (read.state === 'missing') return { kind: 'missing' };
+  if (read.state === 'unreadable') return { kind: 'unparseable' };
+  const parsed = parseJson(read.bytes);
+  if (!parsed.ok) return { kind: 'unparseable' };
+  const problems = outcomeProblems(parsed.value);
+  if (problems.length > 0) return { kind: 'invalid', problems, raw: parsed.value };
+  return { kind: 'valid', outcome: parsed.value as Outcome, raw: parsed.value };
+}
+
+/**
+ * The GPU observation a completed pair contributes to the dispatch policy: the peak in MiB only
+ * when both arms were measured and the peak is finite and positive; otherwise none.
+ */
+export function gpuObservation(outcome: Outcome): number | null {
+  const usage = outcome.resource_usage;
+  if (usage?.both_arms_measured !== true) return null;
+  const peak = usage.peak_job_gpu_mib;
+  return typeof peak === 'number' && Number.isFinite(peak) && peak > 0 ? peak : null;
+}

@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { PAUSE_REASONS } from '../../src/core/classify.js';
+import type { PauseReason } from '../../src/core/classify.js';
+import { INFRA_STREAK_LENGTH, clearedByResume, infrastructureStreak } from '../../src/core/pause-rules.js';
+import type { FinishedPair } from '../../src/core/pause-rules.js';
+import { CLASSIFICATIONS } from '../../src/core/result.js';
+import type { Classification } from '../../src/core/result.js';
+
+const INFRA = 'infrastructure_failure';
+const seq = (...items: [string, Classification][]): FinishedPair[] =>
+  items.map(([jobId, classification]) => ({ jobId, classification }));
+
+describe('infrastructureStreak', () => {
+  it('needs three', () => {
+    expect(INFRA_STREAK_LENGTH).toBe(3);
+  });
+
+  it.each([
+    ['nothing finished', seq(), false],
+    ['two infrastructure failures', seq(['a', INFRA], ['b', INFRA]), false],
+    ['three on three pairs', seq(['a', INFRA], ['b', INFRA], ['c', INFRA]), true],
+    ['three after a completed pair', seq(['x', 'completed'], ['a', INFRA], ['b', INFRA], ['c', INFRA]), true],
+    ['broken by a completed pair', seq(['a', INFRA], ['b', INFRA], ['x', 'completed'], ['c', INFRA]), false],
+    ['ended by a completed pair', seq(['a', INFRA], ['b', INFRA], ['c', INFRA], ['x', 'completed']), false],
+    ['broken by a fatal pair', seq(['a', INFRA], ['x', 'fatal'], ['b', INFRA], ['c', INFRA]), false],
+    [
+      'broken by a provider stop',
+      seq(['a', INFRA], ['x', 'provider_stop'], ['b', INFRA], ['c', INFRA]),
+      false,
+    ],
+    [
+      'broken by a harness failure',
+      seq(['a', INFRA], ['b', INFRA], ['x', 'harness_failure'], ['c', INFRA]),
+      false,
+    ],
+    ['three on two pairs', seq(['a', INFRA], ['b', INFRA], ['a', INFRA]), false],
+    ['three on one pair', seq(['a', INFRA], ['a', INFRA], ['a', INFRA]), false],
+    [
+      'a run covering three pairs despite a repeat',
+      seq(['c', INFRA], ['a', INFRA], ['b', INFRA], ['a', INFRA]),
+      true,
+    ],
+  ])('%s → %s', (_name, finished, expected) => {
+    expect(infrastructureStreak(finished)).toBe(expected);
+  });
+
+  it('on distinct pairs, is true exactly when the last three are infrastructure failures (all sequences up to 6)', () => {
+    let cases = 0;
+    const wrong: string[] = [];
+    const visit = (prefix: Classification[]): void => {
+      const finished = prefix.map((classification, i) => ({ jobId: `pair-${i}`, classification }));
+      const last = prefix.slice(-INFRA_STREAK_LENGTH);
+      const expected = last.length === INFRA_STREAK_LENGTH && last.every((c) => c === INFRA);
+      cases += 1;
+      if (infrastructureStreak(finished) !== expected) wrong.push(prefix.join(','));
+      if (prefix.length < 6) for (const c of CLASSIFICATIONS) visit([...prefix, c]);
+    };
+    visit([]);
+    expect(wrong).toEqual([]);
+    expect(cases).toBe((5 ** 7 - 1) / 4);
+  });
+});
+
+describe('clearedByResume', () => {
+  const subsets = (items: readonly PauseReason[]): PauseReason[][] =>
+    items.reduce<PauseReason[][]>((acc, item) => [...acc, ...acc.map((s) => [...s, item])], [[]]);
+
+  it.each(subsets(PAUSE_REASONS).map((s) => [s] as const))(
+    'keeps only fatal and inputs_changed from %j',
+    (reasons) => {
+      expect(clearedByResume(reasons)).toEqual(
+        reasons.filter((r) => r === 'fatal' || r === 'inputs_changed'),
+      );
+    },
+  );
+
+  it('clears every pause an operator may continue past', () => {
+    expect(clearedByResume(['infrastructure_streak', 'harness', 'provider'])).toEqual([]);
+  });
+
+  it('keeps the order it was given and drops duplicates', () => {
+    expect(clearedByResume(['inputs_changed', 'provider', 'fatal', 'inputs_changed'])).toEqual([
+      'inputs_changed',
+      'fatal',
+    ]);
+  });
+});
