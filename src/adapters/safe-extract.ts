@@ -1,0 +1,404 @@
+import { constants } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, unlink } from 'node:fs/promises';
+import { join, resolve, sep } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { extract } from 'tar-stream';
+import type { Extract, Header } from 'tar-stream';
+
+/**
+ * Safe extraction of a tar stream copied out of a container (SPEC §4 `sessions/`, §5 step 6).
+ * Only regular files (0600) and directories (0700) are created, strictly inside the target;
+ * links, devices and fifos are refused; names with `..`, absolute names and NULs are refused;
+ * an existing symlink inside the target is never followed; file-count and size limits are
+ * checked against the header before any byte is written and again against the bytes written.
+ * Every refusal or failure of the archive is recorded in the report: nothing is thrown except
+ * programming errors, so a caller on a cleanup path can always go on.
+ */
+
+export interface ExtractLimits {
+  readonly maxFiles: number;
+  readonly maxTotalBytes: number;
+  readonly maxFileBytes: number;
+}
+
+export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = Object.freeze({
+  maxFiles: 10_000,
+  maxTotalBytes: 1024 ** 3,
+  maxFileBytes: 256 * 1024 ** 2,
+});
+
+export interface ExtractReport {
+  /** Regular files written completely. */
+  readonly files: number;
+  /** Bytes in those files (after the transform). */
+  readonly bytes: number;
+  readonly refusals: readonly string[];
+  /** The extraction stopped before the end of the archive (limit, abort, archive or write failure). */
+  readonly truncated: boolean;
+}
+
+export interface ExtractOptions {
+  readonly limits?: ExtractLimits;
+  /** Leading path components dropped from every name; default 1 (the requested directory itself). */
+  readonly stripComponents?: number;
+  /** A fresh transform for each file, e.g. a redactor. */
+  readonly transform?: () => NodeJS.ReadWriteStream;
+  readonly signal?: AbortSignal;
+}
+
+const MAX_RECORDED_REFUSALS = 50;
+const MAX_LABEL_CHARS = 120;
+/** Tar framing allowed per entry beyond the data limits (header, pax records, padding). */
+const FRAMING_BYTES_PER_ENTRY = 4096;
+const FILE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+
+type Plan =
+  | { readonly kind: 'skip' }
+  | { readonly kind: 'refuse'; readonly reason: string }
+  | { readonly kind: 'file' | 'directory'; readonly segments: readonly string[] };
+
+/** Printable, bounded form of an archive name for refusal strings. */
+export function sanitizeLabel(name: string): string {
+  // eslint-disable-next-line no-control-regex
+  const printable = name.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return printable.length > MAX_LABEL_CHARS ? `${printable.slice(0, MAX_LABEL_CHARS)}…` : printable;
+}
+
+const TYPE_LABELS: Readonly<Record<string, string>> = { link: 'hard link', symlink: 'symlink' };
+
+/** Decides from the header alone what an entry may become; pure. */
+export function planEntry(header: Pick<Header, 'name' | 'type'>, stripComponents: number): Plan {
+  const label = sanitizeLabel(header.name);
+  const refuse = (what: string): Plan => ({ kind: 'refuse', reason: `${what} refused: ${label}` });
+  if (header.type !== 'file' && header.type !== 'directory')
+    return refuse(TYPE_LABELS[header.type] ?? header.type);
+  if (header.name.includes('\0')) return refuse('name with NUL');
+  if (header.name.startsWith('/')) return refuse('absolute path');
+  const parts = header.name.split('/').filter((part) => part !== '' && part !== '.');
+  if (parts.includes('..')) return refuse('path traversal');
+  const segments = parts.slice(stripComponents);
+  if (segments.length > 0) return { kind: header.type, segments };
+  return header.type === 'directory' ? { kind: 'skip' } : refuse('empty name');
+}
+
+class LimitExceeded extends Error {}
+
+function toBuffer(chunk: unknown): Buffer {
+  if (Buffer.isBuffer(chunk)) return chunk;
+  if (typeof chunk === 'string') return Buffer.from(chunk);
+  if (chunk instanceof Uint8Array) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  throw new TypeError(`unexpected chunk type: ${typeof chunk}`);
+}
+
+function codeOf(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') return sanitizeLabel(code);
+  return err instanceof Error ? sanitizeLabel(err.message).slice(0, 60) : 'unknown';
+}
+
+function isDestroyable(stream: object): stream is { destroy(): void } {
+  return typeof (stream as { destroy?: unknown }).destroy === 'function';
+}
+
+/** Reads and discards an entry's data; its size was already checked against the limits. */
+async function drain(entry: AsyncIterable<unknown>): Promise<void> {
+  try {
+    for await (const _chunk of entry) {
+      // discarded
+    }
+  } catch {
+    // The archive failed; the extraction loop records why.
+  }
+}
+
+function drainedOrClosed(extractor: Extract): Promise<void> {
+  return new Promise((resolveWait) => {
+    const done = (): void => {
+      extractor.off('drain', done);
+      extractor.off('close', done);
+      resolveWait();
+    };
+    extractor.on('drain', done);
+    extractor.on('close', done);
+  });
+}
+
+class Extraction {
+  private files = 0;
+  private bytes = 0;
+  private otherEntries = 0;
+  private declaredBytes = 0;
+  private readonly refusals: string[] = [];
+  private unrecorded = 0;
+  private stopReason: string | undefined;
+  private readonly verifiedDirs = new Set<string>();
+  private readonly insidePrefix: string;
+  readonly extractor: Extract = extract();
+
+  constructor(
+    private readonly archive: NodeJS.ReadableStream,
+    private readonly root: string,
+    private readonly limits: ExtractLimits,
+    private readonly stripComponents: number,
+    private readonly transform: (() => NodeJS.ReadWriteStream) | undefined,
+  ) {
+    this.insidePrefix = root.endsWith(sep) ? root : root + sep;
+    this.extractor.on('error', () => {
+      // Reported through the iteration; the listener keeps the emitter from throwing.
+    });
+  }
+
+  get stopped(): boolean {
+    return this.stopReason !== undefined;
+  }
+
+  refuse(reason: string): void {
+    if (this.refusals.length < MAX_RECORDED_REFUSALS) this.refusals.push(reason);
+    else this.unrecorded += 1;
+  }
+
+  /** First reason wins; the source is destroyed so nothing more is pulled out of the container. */
+  stop(reason: string): void {
+    if (this.stopReason !== undefined) return;
+    this.stopReason = reason;
+    this.refuse(reason);
+    if (isDestroyable(this.archive)) this.archive.destroy();
+    this.extractor.destroy();
+  }
+
+  report(): ExtractReport {
+    const refusals = [...this.refusals];
+    if (this.unrecorded > 0) refusals.push(`${this.unrecorded} more refusals not recorded`);
+    return { files: this.files, bytes: this.bytes, refusals, truncated: this.stopped };
+  }
+
+  /** Copies the archive into the tar parser with backpressure, within the archive byte budget. */
+  async feed(): Promise<void> {
+    const { maxTotalBytes, maxFiles } = this.limits;
+    const budgetBytes = maxTotalBytes + (2 * maxFiles + 2) * FRAMING_BYTES_PER_ENTRY;
+    let fedBytes = 0;
+    try {
+      for await (const chunk of this.archive) {
+        if (this.stopped) break;
+        const buffer = toBuffer(chunk);
+        fedBytes += buffer.length;
+        if (fedBytes > budgetBytes) {
+          this.stop('archive size limit reached');
+          break;
+        }
+        if (!this.extractor.write(buffer)) await drainedOrClosed(this.extractor);
+      }
+      if (!this.stopped) this.extractor.end(null);
+    } catch (err) {
+      this.stop(`archive stream error: ${codeOf(err)}`);
+    }
+  }
+
+  async run(): Promise<void> {
+    try {
+      for await (const entry of this.extractor) {
+        await this.handle(entry.header, entry);
+        if (this.stopped) break;
+      }
+    } catch (err) {
+      this.stop(`archive invalid: ${codeOf(err)}`);
+    }
+  }
+
+  private async handle(header: Header, entry: AsyncIterable<unknown>): Promise<void> {
+    const label = sanitizeLabel(header.name);
+    if (!this.withinSizeLimits(header.size, label)) return;
+    const plan = planEntry(header, this.stripComponents);
+    if (plan.kind === 'file') {
+      if (this.files >= this.limits.maxFiles)
+        return this.stop(`file count limit reached (${this.limits.maxFiles})`);
+      return this.writeFile(plan.segments, header.size, label, entry);
+    }
+    if ((this.otherEntries += 1) > this.limits.maxFiles) return this.stop('entry count limit reached');
+    if (plan.kind === 'refuse') this.refuse(plan.reason);
+    else if (plan.kind === 'directory') await this.ensureDirs(plan.segments, plan.segments.length, label);
+    await drain(entry);
+  }
+
+  private withinSizeLimits(sizeBytes: number, label: string): boolean {
+    if (sizeBytes > this.limits.maxFileBytes) {
+      this.stop(`file too large: ${label} (${sizeBytes} bytes)`);
+      return false;
+    }
+    this.declaredBytes += sizeBytes;
+    if (this.declaredBytes > this.limits.maxTotalBytes) {
+      this.stop(`total size limit reached at ${label}`);
+      return false;
+    }
+    return true;
+  }
+
+  /** Creates (or verifies) the first `count` segments as real directories; false when refused. */
+  private async ensureDirs(segments: readonly string[], count: number, label: string): Promise<boolean> {
+    for (let depth = 1; depth <= count; depth += 1) {
+      const relative = segments.slice(0, depth).join('/');
+      if (this.verifiedDirs.has(relative)) continue;
+      const path = join(this.root, ...segments.slice(0, depth));
+      try {
+        await mkdir(path, { mode: 0o700 });
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== 'EEXIST') {
+          this.refuse(`create failed: ${label}: ${codeOf(err)}`);
+          return false;
+        }
+      }
+      const info = await lstat(path).catch(() => undefined);
+      if (info?.isDirectory() !== true) {
+        this.refuse(
+          `${info?.isSymbolicLink() === true ? 'symlink' : 'non-directory'} in path refused: ${label}`,
+        );
+        return false;
+      }
+      this.verifiedDirs.add(relative);
+    }
+    return true;
+  }
+
+  private async writeFile(
+    segments: readonly string[],
+    sizeBytes: number,
+    label: string,
+    entry: AsyncIterable<unknown>,
+  ): Promise<void> {
+    const dest = resolve(this.root, ...segments);
+    if (!dest.startsWith(this.insidePrefix)) this.refuse(`outside target refused: ${label}`);
+    else if (await this.ensureDirs(segments, segments.length - 1, label)) {
+      const handle = await this.create(dest, label);
+      if (handle !== undefined) return this.fill(handle, dest, sizeBytes, label, entry);
+    }
+    await drain(entry);
+  }
+
+  private async create(dest: string, label: string): Promise<FileHandle | undefined> {
+    try {
+      return await open(dest, FILE_FLAGS, 0o600);
+    } catch (err) {
+      const code = codeOf(err);
+      this.refuse(
+        code === 'EEXIST' || code === 'ELOOP'
+          ? `existing path refused: ${label}`
+          : `create failed: ${label}: ${code}`,
+      );
+      return undefined;
+    }
+  }
+
+  private async fill(
+    handle: FileHandle,
+    dest: string,
+    sizeBytes: number,
+    label: string,
+    entry: AsyncIterable<unknown>,
+  ): Promise<void> {
+    let failure: string | undefined;
+    let written = 0;
+    try {
+      written = await this.copy(entry, handle, sizeBytes, label);
+    } catch (err) {
+      failure = err instanceof LimitExceeded ? err.message : `write failed: ${label}: ${codeOf(err)}`;
+    }
+    try {
+      await handle.close();
+    } catch (err) {
+      failure ??= `write failed: ${label}: ${codeOf(err)}`;
+    }
+    if (failure === undefined) {
+      this.files += 1;
+      this.bytes += written;
+      return;
+    }
+    await unlink(dest).catch(() => undefined);
+    this.stop(failure);
+  }
+
+  /** Streams one entry (through the transform) into the file; returns the bytes written. */
+  private async copy(
+    entry: AsyncIterable<unknown>,
+    handle: FileHandle,
+    sizeBytes: number,
+    label: string,
+  ): Promise<number> {
+    const read = async function* (this: void): AsyncGenerator<Buffer> {
+      let readBytes = 0;
+      for await (const chunk of entry) {
+        const buffer = toBuffer(chunk);
+        readBytes += buffer.length;
+        yield buffer;
+      }
+      if (readBytes !== sizeBytes) throw new Error(`archive ended inside ${label}`);
+    };
+    let written = 0;
+    const write = async (source: AsyncIterable<unknown>): Promise<void> => {
+      for await (const chunk of source) {
+        const buffer = toBuffer(chunk);
+        written += buffer.length;
+        if (written > this.limits.maxFileBytes) throw new LimitExceeded(`file too large: ${label} (written)`);
+        if (this.bytes + written > this.limits.maxTotalBytes) {
+          throw new LimitExceeded(`total size limit reached at ${label} (written)`);
+        }
+        await handle.write(buffer);
+      }
+    };
+    if (this.transform === undefined) await write(read());
+    else await pipeline(read, this.transform(), write);
+    return written;
+  }
+}
+
+async function prepareTarget(targetDir: string): Promise<string> {
+  await mkdir(targetDir, { recursive: true, mode: 0o700 });
+  const root = await realpath(targetDir);
+  if (!(await lstat(root)).isDirectory())
+    throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+  return root;
+}
+
+function destroySource(archive: NodeJS.ReadableStream): void {
+  if (isDestroyable(archive)) archive.destroy();
+}
+
+/**
+ * Extracts `archive` (a tar stream, e.g. dockerode `getArchive`) into `targetDir` safely.
+ * Resolves with a report in every case the archive or the filesystem can cause.
+ */
+export async function extractArchiveSafely(
+  archive: NodeJS.ReadableStream,
+  targetDir: string,
+  options: ExtractOptions = {},
+): Promise<ExtractReport> {
+  const limits = options.limits ?? DEFAULT_EXTRACT_LIMITS;
+  const stripComponents = options.stripComponents ?? 1;
+  if (!Number.isInteger(stripComponents) || stripComponents < 0) {
+    throw new RangeError(`stripComponents must be a non-negative integer, got ${stripComponents}`);
+  }
+  let root: string;
+  try {
+    root = await prepareTarget(targetDir);
+  } catch (err) {
+    destroySource(archive);
+    return { files: 0, bytes: 0, refusals: [`target unusable: ${codeOf(err)}`], truncated: true };
+  }
+  if (options.signal?.aborted === true) {
+    destroySource(archive);
+    return { files: 0, bytes: 0, refusals: ['aborted'], truncated: true };
+  }
+  const extraction = new Extraction(archive, root, limits, stripComponents, options.transform);
+  const onAbort = (): void => extraction.stop('aborted');
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    const fed = extraction.feed();
+    await extraction.run();
+    // After a stop the source was destroyed; feeding ends without waiting for it.
+    if (!extraction.stopped) await fed;
+    else void fed;
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+  return extraction.report();
+}
