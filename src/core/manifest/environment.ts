@@ -1,0 +1,91 @@
+import type { Issue } from '../errors.js';
+import { ENV_NAME_PATTERN, RESERVED_ENV_PREFIX } from './constants.js';
+import { joinPath } from './issue-path.js';
+import { isSecretLookingName } from './secrets.js';
+
+/**
+ * A job's `environment` (SPEC §3): public configuration, plus whole-string references
+ * `${NAME}` to the supervisor's environment. Rule messages never contain a value.
+ */
+const REFERENCE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
+
+/** The variable a value references, when the whole value is `${NAME}`. */
+export function referencedName(value: string): string | undefined {
+  return REFERENCE.exec(value)?.[1];
+}
+
+/** One problem with one entry, keyed by the variable name. */
+export interface EnvironmentProblem {
+  readonly name: string;
+  readonly rule: string;
+}
+
+export function environmentProblems(env: Readonly<Record<string, string>>): EnvironmentProblem[] {
+  const problems: EnvironmentProblem[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    const rule = nameRule(name) ?? valueRule(name, value);
+    if (rule !== undefined) problems.push({ name, rule });
+  }
+  return problems;
+}
+
+function nameRule(name: string): string | undefined {
+  if (!ENV_NAME_PATTERN.test(name))
+    return 'must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)';
+  if (name.startsWith(RESERVED_ENV_PREFIX)) return `names starting with ${RESERVED_ENV_PREFIX} are reserved`;
+  return undefined;
+}
+
+function valueRule(name: string, value: string): string | undefined {
+  if (referencedName(value) !== undefined) return undefined;
+  if (value.includes('${')) return 'references must be the whole value, exactly "${NAME}"';
+  if (isSecretLookingName(name)) {
+    return 'a secret-looking name must not hold a literal value; reference the supervisor environment as "${NAME}"';
+  }
+  return undefined;
+}
+
+/** Names referenced as `${NAME}`, in first-use order, without duplicates. */
+export function environmentReferences(env: Readonly<Record<string, string>>): string[] {
+  const names = new Set<string>();
+  for (const value of Object.values(env)) {
+    const name = referencedName(value);
+    if (name !== undefined) names.add(name);
+  }
+  return [...names];
+}
+
+export type EnvironmentResolution =
+  { ok: true; values: Record<string, string>; secrets: string[] } | { ok: false; issues: Issue[] };
+
+/**
+ * Replaces every `${NAME}` value with `source[NAME]`. Every resolved value is a secret (to be
+ * redacted); a missing or empty variable is an issue at `<pathPrefix>.<key>` naming the variable.
+ */
+export function resolveEnvironment(
+  env: Readonly<Record<string, string>>,
+  source: Readonly<Record<string, string | undefined>>,
+  pathPrefix: string,
+): EnvironmentResolution {
+  const values: Record<string, string> = {};
+  const secrets = new Set<string>();
+  const issues: Issue[] = [];
+  for (const [key, value] of Object.entries(env)) {
+    const name = referencedName(value);
+    if (name === undefined) {
+      values[key] = value;
+      continue;
+    }
+    const resolved = Object.hasOwn(source, name) ? source[name] : undefined;
+    if (resolved === undefined || resolved === '') {
+      issues.push({
+        path: joinPath(pathPrefix, key),
+        rule: `references \${${name}}, which is not set or empty`,
+      });
+      continue;
+    }
+    values[key] = resolved;
+    secrets.add(resolved);
+  }
+  return issues.length > 0 ? { ok: false, issues } : { ok: true, values, secrets: [...secrets] };
+}

@@ -1,0 +1,129 @@
+import { z } from 'zod';
+import {
+  DEFAULT_SESSIONS_DIR,
+  ENV_NAME_PATTERN,
+  JOB_ID_PATTERN,
+  MAX_STOP_BUDGET_SECONDS,
+  MAX_TIMEOUT_SECONDS,
+  RESERVED_ENV_PREFIX,
+  SHA256_HEX_PATTERN,
+} from './constants.js';
+import { environmentProblems } from './environment.js';
+import { isCredentialLikePath } from './secrets.js';
+
+/** Field schemas shared by the manifest and the `pair run` spec, each with a plain-words rule. */
+
+export const NonEmptyString = z.string().min(1, { error: 'must not be empty' });
+
+export const AbsolutePath = z
+  .string()
+  .refine((p) => p.startsWith('/'), { error: 'must be an absolute path' })
+  .meta({ pattern: '^/' });
+
+/** An absolute path naming a file, not a directory. */
+export const AbsoluteFilePath = AbsolutePath.refine((p) => !p.endsWith('/'), {
+  error: 'must name a file, not a directory (no trailing "/")',
+});
+
+export const JobId = z.string().regex(JOB_ID_PATTERN, { error: 'must match [A-Za-z0-9._-]{1,128}' });
+
+export const Argv = z
+  .array(z.string())
+  .min(1, { error: 'must be a non-empty array of strings (the program and its arguments; no shell)' })
+  .refine((argv) => argv[0] !== '', { error: 'the program (first element) must not be empty', path: [0] });
+
+const PORT_RULE = 'must be an integer 1..65535';
+export const Port = z
+  .int({ error: PORT_RULE })
+  .min(1, { error: PORT_RULE })
+  .max(65_535, { error: PORT_RULE });
+
+/** Uniqueness and disjointness of ports are checked across jobs by cross-rules.ts. */
+export const Ports = z.array(Port).meta({ uniqueItems: true });
+
+const TIMEOUT_RULE = `must be an integer 1..${MAX_TIMEOUT_SECONDS} (seconds)`;
+export const TimeoutSeconds = z
+  .int({ error: TIMEOUT_RULE })
+  .min(1, { error: TIMEOUT_RULE })
+  .max(MAX_TIMEOUT_SECONDS, { error: TIMEOUT_RULE });
+
+const STOP_BUDGET_RULE = `must be an integer 1..${MAX_STOP_BUDGET_SECONDS} (seconds)`;
+export const StopBudgetSeconds = z
+  .int({ error: STOP_BUDGET_RULE })
+  .min(1, { error: STOP_BUDGET_RULE })
+  .max(MAX_STOP_BUDGET_SECONDS, { error: STOP_BUDGET_RULE });
+
+export const SessionsDir = AbsolutePath.default(DEFAULT_SESSIONS_DIR);
+
+export const Gpus = z.union(
+  [
+    z.literal('all'),
+    z.int().min(1, { error: 'a GPU count must be an integer ≥ 1' }),
+    z
+      .array(NonEmptyString)
+      .min(1, { error: 'a device list must not be empty' })
+      .superRefine((ids, ctx) => reportDuplicates(ids, ctx, (id) => `device "${id}" is listed twice`))
+      .meta({ uniqueItems: true }),
+  ],
+  { error: 'must be "all", a GPU count ≥ 1, or a non-empty array of device indexes/UUIDs' },
+);
+
+const HTTP_STATUS_RULE = 'must be an integer HTTP status 100..599';
+export const AllowedHttpStatuses = z
+  .array(
+    z
+      .int({ error: HTTP_STATUS_RULE })
+      .min(100, { error: HTTP_STATUS_RULE })
+      .max(599, { error: HTTP_STATUS_RULE }),
+  )
+  .superRefine((codes, ctx) => reportDuplicates(codes, ctx, (code) => `status ${code} is listed twice`))
+  .meta({ uniqueItems: true });
+
+export const Environment = z
+  .record(z.string(), z.string())
+  .superRefine((env, ctx) => {
+    for (const problem of environmentProblems(env)) {
+      ctx.addIssue({ code: 'custom', message: problem.rule, path: [problem.name] });
+    }
+  })
+  .meta({
+    description:
+      'public configuration; a secret must be referenced from the supervisor environment as the whole value "${NAME}"',
+    propertyNames: {
+      type: 'string',
+      pattern: `^(?!${RESERVED_ENV_PREFIX})${ENV_NAME_PATTERN.source.slice(1)}`,
+    },
+  });
+
+const SHA256_RULE = 'must be 64 lower-case hex digits (SHA-256)';
+export const SourceSha256 = z
+  .record(z.string(), z.string())
+  .superRefine((hashes, ctx) => {
+    for (const [path, digest] of Object.entries(hashes)) {
+      const rule = sourcePathRule(path) ?? (SHA256_HEX_PATTERN.test(digest) ? undefined : SHA256_RULE);
+      if (rule !== undefined) ctx.addIssue({ code: 'custom', message: rule, path: [path] });
+    }
+  })
+  .meta({
+    description: 'absolute paths of public input files to their SHA-256; credential-like files are rejected',
+    propertyNames: { type: 'string', pattern: '^/' },
+    additionalProperties: { type: 'string', pattern: SHA256_HEX_PATTERN.source },
+  });
+
+function sourcePathRule(path: string): string | undefined {
+  if (!path.startsWith('/')) return 'must be an absolute path';
+  if (isCredentialLikePath(path)) return 'looks like a credential file; only public files may be listed';
+  return undefined;
+}
+
+interface IssueSink {
+  addIssue(issue: { code: 'custom'; message: string; path: PropertyKey[] }): void;
+}
+
+function reportDuplicates<T>(items: readonly T[], ctx: IssueSink, rule: (item: T) => string): void {
+  const seen = new Set<T>();
+  items.forEach((item, index) => {
+    if (seen.has(item)) ctx.addIssue({ code: 'custom', message: rule(item), path: [index] });
+    seen.add(item);
+  });
+}

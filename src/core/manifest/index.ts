@@ -1,0 +1,13 @@
+export {
+  DEFAULT_SESSIONS_DIR,
+  DEFAULT_STOP_BUDGET_SECONDS,
+  DEFAULT_TIMEOUT_SECONDS,
+  MANIFEST_SCHEMA_ID,
+  MAX_STOP_BUDGET_SECONDS,
+  MAX_TIMEOUT_SECONDS,
+} from './constants.js';
+export { environmentReferences, resolveEnvironment, type EnvironmentResolution } from './environment.js';
+export { manifestJsonSchema } from './json-schema.js';
+export { jobImage, parseManifest, parsePairSpec, type ManifestParse, type PairSpecParse } from './parse.js';
+export type { Capacity, ContinuationOf, GpuRequest, Job, Manifest, PairSpec } from './schema.js';
+export { isCredentialLikePath, isSecretLookingName } from './secrets.js';

@@ -1,0 +1,97 @@
+import { z } from 'zod';
+import { DEFAULT_STOP_BUDGET_SECONDS, DEFAULT_TIMEOUT_SECONDS, MANIFEST_SCHEMA_ID } from './constants.js';
+import {
+  AbsoluteFilePath,
+  AbsolutePath,
+  AllowedHttpStatuses,
+  Argv,
+  Environment,
+  Gpus,
+  JobId,
+  NonEmptyString,
+  Ports,
+  SessionsDir,
+  SourceSha256,
+  StopBudgetSeconds,
+  TimeoutSeconds,
+} from './fields.js';
+
+/**
+ * Manifest `roboguide.e1.batch/v0.1` and the `pair run` spec (SPEC §2, §3). Unknown keys are
+ * errors everywhere. Rules spanning fields or jobs (unique ids, disjoint ports, b1_ports,
+ * image presence, capacity) live in cross-rules.ts so they are reported alongside field errors.
+ */
+const jobShape = {
+  job_id: JobId,
+  argv: Argv,
+  cwd: AbsolutePath,
+  outcome_path: AbsoluteFilePath,
+  environment: Environment.default({}),
+  ports: Ports.default([]),
+  timeout_seconds: TimeoutSeconds.default(DEFAULT_TIMEOUT_SECONDS),
+  image: NonEmptyString.optional(),
+  gpus: Gpus.optional().meta({ description: '"all" | count | ["0", "GPU-<uuid>"]; absent = no GPU' }),
+  b1_ports: z.boolean().default(false).meta({
+    description: 'inject the six ports as ROBOGUIDE_B1_*_PORT; requires exactly six ports',
+  }),
+  sessions_dir: AbsolutePath.optional().meta({ description: 'container path of Codex session files' }),
+};
+
+export const JobSchema = z.strictObject(jobShape);
+
+const GPU_FRACTION_RULE = 'must be a number in (0, 1]';
+const MIB_RULE = 'must be a non-negative integer (MiB)';
+export const CapacitySchema = z.strictObject({
+  max_workers: z.literal([1, 2], { error: 'must be 1 or 2' }).default(1),
+  gpu_total_mib: z
+    .int({ error: 'must be an integer ≥ 1 (MiB)' })
+    .min(1, { error: 'must be an integer ≥ 1 (MiB)' })
+    .optional(),
+  gpu_baseline_mib: z.int({ error: MIB_RULE }).min(0, { error: MIB_RULE }).optional(),
+  gpu_fraction: z
+    .number({ error: GPU_FRACTION_RULE })
+    .gt(0, { error: GPU_FRACTION_RULE })
+    .lte(1, { error: GPU_FRACTION_RULE })
+    .optional(),
+});
+
+export const ProviderSchema = z.strictObject({
+  allowed_http_statuses: AllowedHttpStatuses.default([]),
+});
+
+export const ContinuationSchema = z.strictObject({
+  batch_id: NonEmptyString,
+  output: AbsolutePath,
+  code_version: NonEmptyString,
+});
+
+export const ManifestSchema = z
+  .strictObject({
+    schema: z.literal(MANIFEST_SCHEMA_ID, { error: `must be "${MANIFEST_SCHEMA_ID}"` }),
+    image: NonEmptyString.optional().meta({ description: 'default image for jobs without their own' }),
+    jobs: z.array(JobSchema).min(1, { error: 'must list at least one job' }),
+    source_sha256: SourceSha256.default({}),
+    capacity: CapacitySchema.default({ max_workers: 1 }),
+    provider: ProviderSchema.optional(),
+    sessions_dir: SessionsDir,
+    stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
+    continuation_of: ContinuationSchema.optional(),
+  })
+  .meta({ title: MANIFEST_SCHEMA_ID, description: 'roboguide-eval batch manifest' });
+
+export const PairSpecSchema = z
+  .strictObject({
+    ...jobShape,
+    image: NonEmptyString,
+    sessions_dir: SessionsDir,
+    stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
+    allowed_http_statuses: AllowedHttpStatuses.default([]),
+  })
+  .meta({ title: 'roboguide-eval pair run spec' });
+
+export type Manifest = z.output<typeof ManifestSchema>;
+export type Job = z.output<typeof JobSchema>;
+export type PairSpec = z.output<typeof PairSpecSchema>;
+export type Capacity = z.output<typeof CapacitySchema>;
+export type ContinuationOf = z.output<typeof ContinuationSchema>;
+export type GpuRequest = 'all' | number | readonly string[];
