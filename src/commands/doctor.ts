@@ -1,0 +1,72 @@
+import { resolve } from 'node:path';
+import { Flags } from '@oclif/core';
+import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
+import { defaultRegistryPath } from '../adapters/registry/default-path.js';
+import { createDoctorDeps, renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
+import { BaseCommand } from '../cli/base-command.js';
+import { createContainerRuntime } from '../composition-root.js';
+
+export interface DoctorJson {
+  readonly schema: 'roboguide.doctor/v1';
+  readonly exit_code: number;
+  readonly engine_reachable: boolean;
+  readonly checks: readonly DoctorCheck[];
+}
+
+export default class Doctor extends BaseCommand {
+  static override summary = 'Check this host: engine, images, NVIDIA runtime, GPUs, registry, disk, boot id.';
+  static override description = [
+    'Each check is ok, warn or fail; the fix is printed under every line that is not ok.',
+    'Checks: the Docker engine answers (version, API version); the images are present locally (default: the',
+    `pair-driver image ${PAIR_DRIVER_IMAGE}); the engine lists an "nvidia" runtime; with --probe-gpu, a container`,
+    'requesting gpus "all" starts and exits (labelled roboguide.doctor=probe, always removed); GPUs and memory from',
+    'nvidia-smi; the capacity registry is writable (a scratch write inside a transaction that is rolled back: nothing',
+    'is added to it); free space on the output filesystem (warn under 5 GiB, fail under 512 MiB); the boot id.',
+    '',
+    'Exit codes: 0 no failure (warnings allowed); 1 a check failed; 3 no Docker engine answers.',
+  ].join('\n');
+  static override examples = [
+    '<%= config.bin %> doctor',
+    '<%= config.bin %> doctor --probe-gpu --images roboguide/pair-driver:1,my-driver:2 --output /data/batches --json',
+  ];
+  static override flags = {
+    images: Flags.string({
+      description: 'comma-separated images that must be present locally (the first one runs the GPU probe)',
+    }),
+    'probe-gpu': Flags.boolean({
+      description: 'start a short container requesting gpus "all" to prove GPU jobs can start',
+      default: false,
+    }),
+    registry: Flags.string({
+      description:
+        'registry database to check (default: the host registry if it exists, else a scratch database)',
+    }),
+    output: Flags.string({
+      description: 'directory whose filesystem needs free space (default: the current directory)',
+    }),
+  };
+
+  async run(): Promise<DoctorJson> {
+    const { flags } = await this.parse(Doctor);
+    const images =
+      flags.images
+        ?.split(',')
+        .map((i) => i.trim())
+        .filter((i) => i !== '') ?? [];
+    const report = await runDoctor(createDoctorDeps(createContainerRuntime()), {
+      images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
+      probeGpu: flags['probe-gpu'],
+      registryPath: flags.registry !== undefined && flags.registry !== '' ? resolve(flags.registry) : null,
+      defaultRegistryPath: defaultRegistryPath(),
+      outputDir: resolve(flags.output ?? process.cwd()),
+    });
+    process.exitCode = report.exitCode;
+    this.log(renderDoctorTable(report));
+    return {
+      schema: 'roboguide.doctor/v1',
+      exit_code: report.exitCode,
+      engine_reachable: report.engineReachable,
+      checks: report.checks,
+    };
+  }
+}

@@ -1,0 +1,322 @@
+import { describe, expect, it } from 'vitest';
+import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import {
+  DISK_FAIL_BYTES,
+  DISK_WARN_BYTES,
+  doctorExitCode,
+  renderDoctorTable,
+  runDoctor,
+  type DoctorCheck,
+  type DoctorDeps,
+  type DoctorOptions,
+  type RegistryTarget,
+} from '../../src/app/doctor.js';
+import type { ContainerSpec, EngineInfo, WaitResult } from '../../src/app/ports/container-runtime.js';
+import type { GpuObservation } from '../../src/core/gpu/nvidia-smi-parse.js';
+
+const ENGINE: EngineInfo = {
+  id: 'ABCD:EFGH',
+  version: '20.10.24',
+  apiVersion: '1.41',
+  runtimes: ['runc', 'nvidia'],
+};
+const GPUS: GpuObservation = {
+  kind: 'observed',
+  totalMib: 81559,
+  gpus: [
+    {
+      index: 0,
+      uuid: 'GPU-1234',
+      name: 'NVIDIA H100',
+      memoryTotalMib: 81559,
+      memoryUsedMib: 1,
+      memoryFreeMib: 81558,
+    },
+  ],
+};
+
+/** A hand-written world: every field can be overridden; calls are recorded. */
+function fakeWorld(
+  overrides: {
+    info?: () => Promise<EngineInfo>;
+    images?: readonly string[];
+    start?: (id: string) => Promise<void>;
+    wait?: () => Promise<WaitResult>;
+    gpus?: GpuObservation;
+    existing?: readonly string[];
+    registry?: (t: RegistryTarget) => Promise<void>;
+    freeBytes?: number;
+    bootId?: string | null;
+  } = {},
+) {
+  const calls = {
+    created: [] as ContainerSpec[],
+    removed: [] as string[],
+    imageQueries: [] as string[],
+    registry: [] as RegistryTarget[],
+  };
+  const live = new Set<string>();
+  const deps: DoctorDeps = {
+    runtime: {
+      info: overrides.info ?? (() => Promise.resolve(ENGINE)),
+      imageExists: (image) => {
+        calls.imageQueries.push(image);
+        return Promise.resolve((overrides.images ?? ['roboguide/pair-driver:1']).includes(image));
+      },
+      create: (spec) => {
+        calls.created.push(spec);
+        live.add('c1');
+        return Promise.resolve({ id: 'c1', name: spec.name });
+      },
+      start: overrides.start ?? (() => Promise.resolve()),
+      wait: overrides.wait ?? (() => Promise.resolve({ kind: 'exited', exitCode: 0 })),
+      remove: (id) => {
+        calls.removed.push(id);
+        return Promise.resolve(live.delete(id) ? 'removed' : 'absent');
+      },
+      inspect: (id) =>
+        Promise.resolve(
+          live.has(id)
+            ? {
+                id,
+                status: 'created',
+                exitCode: null,
+                oomKilled: false,
+                startedAt: null,
+                finishedAt: null,
+                labels: {},
+              }
+            : null,
+        ),
+    },
+    observeGpus: () => Promise.resolve(overrides.gpus ?? GPUS),
+    fileExists: (path) => Promise.resolve((overrides.existing ?? []).includes(path)),
+    probeRegistry: async (target) => {
+      calls.registry.push(target);
+      await overrides.registry?.(target);
+    },
+    freeDiskBytes: (path) => Promise.resolve({ path, freeBytes: overrides.freeBytes ?? 100 * 1024 ** 3 }),
+    readBootId: () => Promise.resolve(overrides.bootId === undefined ? 'boot-1' : overrides.bootId),
+    nowMs: () => 1_000,
+    newId: () => 'id1',
+  };
+  return { deps, calls, live };
+}
+
+const OPTIONS: DoctorOptions = {
+  images: ['roboguide/pair-driver:1'],
+  probeGpu: false,
+  registryPath: null,
+  defaultRegistryPath: '/state/roboguide-eval/registry.db',
+  outputDir: '/data/out',
+};
+
+const byName = (checks: readonly DoctorCheck[], name: string): DoctorCheck | undefined =>
+  checks.find((c) => c.name === name);
+const unavailable = (): EngineError =>
+  new EngineError(
+    'engine_unavailable',
+    'Docker engine unreachable while trying to query the engine (ENOENT)',
+    {
+      statusCode: null,
+      engineMessage: 'connect ENOENT /var/run/docker.sock',
+    },
+  );
+
+describe('doctor verdict', () => {
+  it('all checks ok → exit 0, in a stable order', async () => {
+    const { deps } = fakeWorld();
+    const report = await runDoctor(deps, OPTIONS);
+    expect(report.checks.map((c) => [c.name, c.status])).toEqual([
+      ['engine', 'ok'],
+      ['image roboguide/pair-driver:1', 'ok'],
+      ['nvidia runtime', 'ok'],
+      ['gpus', 'ok'],
+      ['registry', 'ok'],
+      ['disk', 'ok'],
+      ['boot id', 'ok'],
+    ]);
+    expect(report.exitCode).toBe(0);
+    expect(byName(report.checks, 'engine')?.detail).toBe('Docker 20.10.24, API 1.41, id ABCD:EFGH');
+  });
+
+  it('engine down → exit 3, engine check failed, image and nvidia checks not run, host checks still reported', async () => {
+    const { deps, calls } = fakeWorld({ info: () => Promise.reject(unavailable()) });
+    const report = await runDoctor(deps, { ...OPTIONS, probeGpu: true });
+    expect(report.exitCode).toBe(3);
+    expect(report.engineReachable).toBe(false);
+    expect(byName(report.checks, 'engine')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('connect ENOENT /var/run/docker.sock'),
+    });
+    expect(byName(report.checks, 'gpu probe')?.detail).toMatch(/not checked/);
+    expect(calls.imageQueries).toEqual([]);
+    expect(calls.created).toEqual([]);
+    expect(byName(report.checks, 'disk')?.status).toBe('ok');
+    expect(byName(report.checks, 'registry')?.status).toBe('ok');
+  });
+
+  it('an engine that answers with an error (not unreachable) fails with exit 1', async () => {
+    const err = new EngineError(
+      'engine_error',
+      'Docker engine error while trying to query the engine: boom',
+      { statusCode: 500, engineMessage: 'boom' },
+    );
+    const { deps } = fakeWorld({ info: () => Promise.reject(err) });
+    const report = await runDoctor(deps, OPTIONS);
+    expect(byName(report.checks, 'engine')?.status).toBe('fail');
+    expect(report.exitCode).toBe(1);
+  });
+
+  it('warnings only (no nvidia runtime, GPUs unobservable, image missing, no boot id) → exit 0', async () => {
+    const { deps } = fakeWorld({
+      info: () => Promise.resolve({ ...ENGINE, runtimes: ['io.containerd.runc.v2', 'runc'] }),
+      images: [],
+      gpus: { kind: 'unobservable', reason: 'binary_missing', detail: 'nvidia-smi: not found' },
+      bootId: null,
+    });
+    const report = await runDoctor(deps, OPTIONS);
+    expect(report.checks.filter((c) => c.status === 'warn').map((c) => c.name)).toEqual([
+      'image roboguide/pair-driver:1',
+      'nvidia runtime',
+      'gpus',
+      'boot id',
+    ]);
+    expect(byName(report.checks, 'image roboguide/pair-driver:1')?.fix).toBe(
+      'npx roboguide-eval images build',
+    );
+    expect(byName(report.checks, 'nvidia runtime')?.detail).toContain('io.containerd.runc.v2, runc');
+    expect(byName(report.checks, 'gpus')?.detail).toContain('binary_missing');
+    expect(report.exitCode).toBe(0);
+  });
+
+  it('one failure → exit 1', async () => {
+    const { deps } = fakeWorld({
+      registry: () => Promise.reject(new Error('attempt to write a readonly database')),
+    });
+    const report = await runDoctor(deps, OPTIONS);
+    expect(byName(report.checks, 'registry')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('readonly database'),
+    });
+    expect(report.exitCode).toBe(1);
+  });
+
+  it('doctorExitCode: unreachable wins over everything; fail → 1; warn → 0', () => {
+    const c = (status: DoctorCheck['status']): DoctorCheck => ({ name: 'x', status, detail: '', fix: null });
+    expect(doctorExitCode([c('ok')], false)).toBe(3);
+    expect(doctorExitCode([c('ok'), c('fail'), c('warn')], true)).toBe(1);
+    expect(doctorExitCode([c('ok'), c('warn')], true)).toBe(0);
+  });
+
+  it('warns on an API older than 1.40 (no device requests)', async () => {
+    const { deps } = fakeWorld({
+      info: () => Promise.resolve({ ...ENGINE, version: '18.09.1', apiVersion: '1.39' }),
+    });
+    const report = await runDoctor(deps, OPTIONS);
+    expect(byName(report.checks, 'engine')).toMatchObject({
+      status: 'warn',
+      detail: expect.stringContaining('API >= 1.40'),
+    });
+  });
+});
+
+describe('doctor disk thresholds', () => {
+  it.each([
+    [DISK_WARN_BYTES, 'ok'],
+    [DISK_WARN_BYTES - 1, 'warn'],
+    [DISK_FAIL_BYTES, 'warn'],
+    [DISK_FAIL_BYTES - 1, 'fail'],
+  ])('%d free bytes → %s', async (freeBytes, status) => {
+    const { deps } = fakeWorld({ freeBytes });
+    expect(byName((await runDoctor(deps, OPTIONS)).checks, 'disk')?.status).toBe(status);
+  });
+});
+
+describe('doctor registry target', () => {
+  it('--registry wins; else the default path when it exists; else a scratch database', async () => {
+    const flag = fakeWorld();
+    await runDoctor(flag.deps, { ...OPTIONS, registryPath: '/tmp/r.db' });
+    expect(flag.calls.registry).toEqual([{ kind: 'file', path: '/tmp/r.db' }]);
+
+    const existing = fakeWorld({ existing: [OPTIONS.defaultRegistryPath] });
+    await runDoctor(existing.deps, OPTIONS);
+    expect(existing.calls.registry).toEqual([{ kind: 'file', path: OPTIONS.defaultRegistryPath }]);
+
+    const none = fakeWorld();
+    const report = await runDoctor(none.deps, OPTIONS);
+    expect(none.calls.registry).toEqual([{ kind: 'temp' }]);
+    expect(byName(report.checks, 'registry')?.detail).toContain('no registry yet');
+  });
+});
+
+describe('doctor GPU probe', () => {
+  it('requests all GPUs in a labelled container, reports ok, and removes it', async () => {
+    const { deps, calls, live } = fakeWorld();
+    const report = await runDoctor(deps, { ...OPTIONS, probeGpu: true });
+    expect(calls.created).toHaveLength(1);
+    expect(calls.created[0]).toMatchObject({
+      image: 'roboguide/pair-driver:1',
+      labels: { 'roboguide.doctor': 'probe' },
+      deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }],
+    });
+    expect(byName(report.checks, 'gpu probe')?.status).toBe('ok');
+    expect(calls.removed).toEqual(['c1']);
+    expect(live.size).toBe(0);
+  });
+
+  it('no NVIDIA runtime: fails with the engine text, still removes the container, exit 1', async () => {
+    const text = 'could not select device driver "nvidia" with capabilities: [[gpu]]';
+    const { deps, calls, live } = fakeWorld({
+      start: () =>
+        Promise.reject(
+          new EngineError('nvidia_runtime_missing', `GPU requested but … ${text}`, {
+            statusCode: 500,
+            engineMessage: text,
+          }),
+        ),
+    });
+    const report = await runDoctor(deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({
+      status: 'fail',
+      detail: text,
+      fix: expect.stringContaining('nvidia-container-toolkit'),
+    });
+    expect(calls.removed).toEqual(['c1']);
+    expect(live.size).toBe(0);
+    expect(report.exitCode).toBe(1);
+  });
+
+  it('a probe that never exits fails and is removed', async () => {
+    const { deps, calls } = fakeWorld({ wait: () => Promise.resolve({ kind: 'deadline' }) });
+    const report = await runDoctor(deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('did not exit'),
+    });
+    expect(calls.removed).toEqual(['c1']);
+  });
+});
+
+describe('doctor human table', () => {
+  it('aligns names, marks each status, and prints the fix only under lines that are not ok', () => {
+    const text = renderDoctorTable({
+      engineReachable: true,
+      exitCode: 1,
+      checks: [
+        { name: 'engine', status: 'ok', detail: 'Docker 20.10.24', fix: null },
+        { name: 'nvidia runtime', status: 'warn', detail: 'not registered', fix: 'install it' },
+        { name: 'disk', status: 'fail', detail: '100 MiB free', fix: 'free space' },
+      ],
+    });
+    expect(text.split('\n')).toEqual([
+      '✓ engine          Docker 20.10.24',
+      '! nvidia runtime  not registered',
+      '                  fix: install it',
+      '✗ disk            100 MiB free',
+      '                  fix: free space',
+      '',
+      '1 ok, 1 warning(s), 1 failure(s): exit 1',
+    ]);
+  });
+});
