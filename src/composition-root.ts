@@ -1,5 +1,21 @@
 import { fileURLToPath } from 'node:url';
+import pino from 'pino';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
+import { NodeFileSystem } from './adapters/fs/node-file-system.js';
+import { pinoRedactionOptions } from './adapters/log-redaction.js';
+import { createRedactStream } from './adapters/redact-stream.js';
+import { extractArchiveSafely } from './adapters/safe-extract.js';
+import { diagnoseSessions } from './app/diagnose-sessions.js';
+import type { ExecutePairDeps } from './app/execute-pair.js';
+import { systemClock } from './app/ports/clock.js';
+import type { Logger } from './app/ports/logger.js';
+import type { RunPairDeps } from './app/run-pair.js';
+import { EvidenceStore } from './adapters/fs/evidence-store.js';
+import { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-registry.js';
+import { resolveRegistryPath } from './adapters/registry/default-path.js';
+import { BATCH_FILE, type BatchRecord } from './app/batch/layout.js';
+import type { SupervisorDeps } from './app/batch/supervisor.js';
+import { RoboguideError } from './core/errors.js';
 
 /** The one place adapters are constructed. Commands ask for what they need here. */
 
@@ -10,4 +26,51 @@ export const DOCKER_DIR = fileURLToPath(new URL('../docker', import.meta.url));
 export function createContainerRuntime(): DockerContainerRuntime {
   // DOCKER_HOST / DOCKER_CERT_PATH are honoured by dockerode; default is the local socket.
   return new DockerContainerRuntime();
+}
+
+/** Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise. */
+export function createStderrLogger(secrets: readonly string[] = []): Logger {
+  return pino({ level: process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn', ...pinoRedactionOptions(secrets) }, pino.destination(2));
+}
+
+/** Adapters of the pair lifecycle, shared by `pair run` and the supervisor. */
+export function createExecutePairDeps(runtime: DockerContainerRuntime, logger: Logger): ExecutePairDeps {
+  return {
+    runtime,
+    clock: systemClock,
+    logger,
+    createRedactor: (secrets) => createRedactStream(secrets),
+    extractSessions: (archive, targetDir, transform, signal) => extractArchiveSafely(archive, targetDir, { transform, signal }),
+    diagnose: (dir) => diagnoseSessions(dir),
+  };
+}
+
+export function createPairRunDeps(): RunPairDeps & { dispose(): void } {
+  const runtime = createContainerRuntime();
+  return { ...createExecutePairDeps(runtime, createStderrLogger()), fs: new NodeFileSystem(), dispose: () => undefined };
+}
+
+export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
+
+/** Everything a supervisor process needs, wired for the batch in `output`. */
+export async function createSupervisorDeps(output: string, logger: Logger): Promise<SupervisorDeps & { dispose(): void }> {
+  const fs = new NodeFileSystem();
+  const store = new EvidenceStore(fs, output);
+  const batch = await store.readJson<BatchRecord>(BATCH_FILE);
+  if (batch === null) throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
+  const registry = SqliteCapacityRegistry.open({ path: batch.registry_path });
+  const runtime = createContainerRuntime();
+  return {
+    store,
+    registry,
+    execute: createExecutePairDeps(runtime, logger),
+    logger,
+    environment: process.env,
+    handleSignals: true,
+    dispose: () => registry.close(),
+  };
+}
+
+export function openRegistry(flag: string | undefined): SqliteCapacityRegistry {
+  return SqliteCapacityRegistry.open({ path: resolveRegistryPath(flag) });
 }

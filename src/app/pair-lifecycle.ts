@@ -1,12 +1,12 @@
 import { pipeline } from 'node:stream/promises';
-import type { Readable, Transform, Writable } from 'node:stream';
+import { Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
 import { errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
 import type { EngineFault } from '../adapters/docker/engine-error.js';
 import { EngineError } from '../adapters/docker/engine-error.js';
 import type { Clock } from './ports/clock.js';
-import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
+import type { ContainerOutput, ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
 
 /** A sink for one container stream: bytes reach disk as they arrive; `finish` reports what was kept. */
@@ -27,7 +27,8 @@ export interface PairLifecycleDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly createRedactor: (secrets: readonly string[]) => Transform;
-  readonly openLog: (stream: 'stdout' | 'stderr') => Promise<LogTarget>;
+  /** Open a log file; `append` when reattaching after a supervisor restart (the file holds a prefix already). */
+  readonly openLog: (stream: 'stdout' | 'stderr', append: boolean) => Promise<LogTarget & { readonly existingBytes: number }>;
   readonly readOutcome: (path: string) => Promise<OutcomeRead>;
   /** Copy the sessions archive (may be null: no sessions dir in the container) into the job's evidence. */
   readonly collectSessions: (archive: Readable | null) => Promise<SessionsReport>;
@@ -50,6 +51,14 @@ export interface PairLaunch {
   readonly terminate?: AbortSignal;
   /** Called once the container exists (the supervisor records its id in the receipt). A throw is a harness fault. */
   readonly onCreated?: (containerId: string) => Promise<void>;
+  /**
+   * Reattach to a container a previous supervisor created (SPEC §5 resume): no create/start; logs are read
+   * again from the engine's log API from the beginning and the bytes already on disk are skipped, so the log
+   * files continue without duplicated or lost lines.
+   */
+  readonly reattach?: { readonly containerId: string };
+  /** Absolute wall-budget deadline (epoch ms); default: start + timeoutSec. */
+  readonly deadlineMs?: number;
 }
 
 export interface PairExecution {
@@ -111,7 +120,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   let engineError: PairExecution['engineError'] = null;
   let receiptUpdateFailed = false;
   const pipes: LogPipe[] = [];
-  let outcome: OutcomeRead = { state: 'missing' };
+  let outcome: OutcomeRead;
   let sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
   let providerFailure: ProviderFailure | null = null;
   let providerFailureErrorKind: string | null = null;
@@ -130,26 +139,27 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   };
 
   try {
-    const handle = await runtime.create(launch.container);
-    containerId = handle.id;
-    logger.info({ container: containerId }, 'container created');
-    if (launch.onCreated) {
-      try {
-        await launch.onCreated(containerId);
-      } catch (err) {
-        receiptUpdateFailed = true;
-        logger.error({ container: containerId, err: errorKind(err) }, 'recording the container id failed');
-        throw err;
+    if (launch.reattach) {
+      containerId = launch.reattach.containerId;
+      const output = await runtime.follow(containerId, {});
+      await connectLogs(deps, launch, output, pipes, true);
+    } else {
+      const handle = await runtime.create(launch.container);
+      containerId = handle.id;
+      logger.info({ container: containerId }, 'container created');
+      if (launch.onCreated) {
+        try {
+          await launch.onCreated(containerId);
+        } catch (err) {
+          receiptUpdateFailed = true;
+          logger.error({ container: containerId, err: errorKind(err) }, 'recording the container id failed');
+          throw err;
+        }
       }
+      await connectLogs(deps, launch, await runtime.attach(containerId), pipes, false);
+      await runtime.start(containerId);
     }
-    const output = await runtime.attach(containerId);
-    for (const [name, source] of [['stdout', output.stdout], ['stderr', output.stderr]] as const) {
-      const target = await deps.openLog(name);
-      const redactor = deps.createRedactor(launch.secrets);
-      pipes.push({ source, target, done: pipeline(source, redactor, target.stream).catch(() => undefined) });
-    }
-    await runtime.start(containerId);
-    const deadlineMs = startedAt.getTime() + launch.timeoutSec * 1000;
+    const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
     const waited = await runtime.wait(containerId, {
       deadlineMs,
       ...(launch.terminate ? { signal: launch.terminate } : {}),
@@ -243,6 +253,43 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     startedAt: startedAt.toISOString(),
     finishedAt: deps.clock.now().toISOString(),
   };
+}
+
+/** Drops the first `skip` bytes: the part of a re-read log that is already on disk. */
+class SkipBytes extends Transform {
+  #left: number;
+  constructor(skip: number) {
+    super();
+    this.#left = skip;
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    if (this.#left >= chunk.length) {
+      this.#left -= chunk.length;
+      done();
+      return;
+    }
+    const rest = this.#left > 0 ? chunk.subarray(this.#left) : chunk;
+    this.#left = 0;
+    done(null, rest);
+  }
+}
+
+async function connectLogs(
+  deps: PairLifecycleDeps,
+  launch: PairLaunch,
+  output: ContainerOutput,
+  pipes: LogPipe[],
+  append: boolean,
+): Promise<void> {
+  for (const [name, source] of [['stdout', output.stdout], ['stderr', output.stderr]] as const) {
+    const target = await deps.openLog(name, append);
+    const redactor = deps.createRedactor(launch.secrets);
+    const stages: (Readable | Transform | Writable)[] = [source, redactor];
+    // The redactor is deterministic, so the redacted re-read starts with exactly the bytes already kept.
+    if (append && target.existingBytes > 0) stages.push(new SkipBytes(target.existingBytes));
+    stages.push(target.stream);
+    pipes.push({ source, target, done: pipeline(stages).catch(() => undefined) });
+  }
 }
 
 /** Stop if running, remove with force, then insist on the engine's 404. Never throws. */

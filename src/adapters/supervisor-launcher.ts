@@ -1,0 +1,50 @@
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { RoboguideError } from '../core/errors.js';
+import { SUPERVISOR_FILE, SUPERVISOR_LOG, type SupervisorRecord } from '../app/batch/layout.js';
+
+const IDENTITY_TIMEOUT_MS = 30_000;
+
+function readIdentity(output: string): SupervisorRecord | null {
+  try {
+    return JSON.parse(readFileSync(join(output, SUPERVISOR_FILE), 'utf8')) as SupervisorRecord;
+  } catch {
+    return null;
+  }
+}
+
+function tail(path: string, lines: number): string {
+  try {
+    return readFileSync(path, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Start the supervisor detached: its own process group, output appended to D/supervisor.log, inheriting the
+ * environment (the referenced secrets are resolved inside it, never written). Returns once the supervisor has
+ * written its identity; fails with the log's tail when it dies first.
+ */
+export async function launchSupervisor(binRunJs: string, output: string, mode: 'start' | 'resume'): Promise<SupervisorRecord> {
+  const logPath = join(output, SUPERVISOR_LOG);
+  const fd = openSync(logPath, 'a', 0o600);
+  const child = spawn(process.execPath, [binRunJs, 'e1-batch', 'supervise', '--output', output, '--mode', mode], {
+    detached: true,
+    stdio: ['ignore', fd, fd],
+    env: process.env,
+  });
+  closeSync(fd);
+  let exited: number | null = null;
+  child.on('exit', (code) => (exited = code ?? -1));
+  child.unref();
+  const deadline = Date.now() + IDENTITY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const identity = readIdentity(output);
+    if (identity && identity.pid === child.pid) return identity;
+    if (exited !== null) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new RoboguideError('E_INTERNAL', `the supervisor did not start (exit ${exited ?? 'none'}); last lines of ${logPath}:\n${tail(logPath, 20)}`);
+}

@@ -1,0 +1,69 @@
+import { readFile } from 'node:fs/promises';
+import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { InvalidInputError, RoboguideError } from '../../core/errors.js';
+import { parseManifest, resolveEnvironment, type Job, type Manifest } from '../../core/manifest/index.js';
+import type { Receipt } from '../../core/receipt.js';
+import type { ResultRecord } from '../../core/result.js';
+import { BATCH_FILE, MANIFEST_FILE, receiptRel, resultRel, type BatchRecord } from './layout.js';
+
+export interface ResolvedJobEnvironment {
+  readonly values: Record<string, string>;
+  readonly secrets: string[];
+}
+
+/** Resolve every job's `${NAME}` references now: fail fast, naming the job path and variable, never a value. */
+export function resolveAllEnvironments(
+  manifest: Manifest,
+  source: Readonly<Record<string, string | undefined>>,
+  only?: ReadonlySet<string>,
+): Map<string, ResolvedJobEnvironment> {
+  const resolved = new Map<string, ResolvedJobEnvironment>();
+  const issues = [];
+  for (const [i, job] of manifest.jobs.entries()) {
+    if (only && !only.has(job.job_id)) continue;
+    const r = resolveEnvironment(job.environment, source, `jobs[${i}].environment`);
+    if (r.ok) resolved.set(job.job_id, { values: r.values, secrets: r.secrets });
+    else issues.push(...r.issues);
+  }
+  if (issues.length > 0) {
+    throw new InvalidInputError('E_ENV_MISSING', 'the manifest references variables that are not set', issues, {
+      suggestions: ['export the named variables in the environment that runs start/resume'],
+    });
+  }
+  return resolved;
+}
+
+/** The frozen batch: identity and the manifest as it was given. */
+export interface LoadedBatch {
+  readonly batch: BatchRecord;
+  readonly manifest: Manifest;
+  readonly manifestBytes: Uint8Array;
+}
+
+export async function loadBatch(store: EvidenceStore): Promise<LoadedBatch> {
+  const batch = await store.readJson<BatchRecord>(BATCH_FILE);
+  if (batch === null) {
+    throw new RoboguideError('E_BATCH_STATE', `${store.root} is not a batch output directory (no ${BATCH_FILE})`, { exitCode: 2 });
+  }
+  const manifestBytes = await readFile(store.resolve(MANIFEST_FILE));
+  const parsed = parseManifest(manifestBytes.toString('utf8'));
+  if (!parsed.ok) throw new RoboguideError('E_BATCH_STATE', `the frozen ${MANIFEST_FILE} no longer validates`, { exitCode: 1 });
+  return { batch, manifest: parsed.manifest, manifestBytes };
+}
+
+export interface JobFiles {
+  readonly job: Job;
+  readonly receipt: Receipt | null;
+  readonly result: ResultRecord | null;
+}
+
+/** Receipts and results of every job, in manifest order: the source of truth for claims and finishes. */
+export async function readJobFiles(store: EvidenceStore, manifest: Manifest): Promise<JobFiles[]> {
+  return Promise.all(
+    manifest.jobs.map(async (job) => ({
+      job,
+      receipt: await store.readJson<Receipt>(receiptRel(job.job_id)),
+      result: await store.readJson<ResultRecord>(resultRel(job.job_id)),
+    })),
+  );
+}

@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { currentProcessIdentity, readBootId } from '../../adapters/host-identity.js';
+import { readOutcomeFile } from '../../adapters/outcome-reader.js';
+import { errorKind } from '../../core/errors.js';
+import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js';
+import { containerName, RECEIPT_SCHEMA, type Receipt } from '../../core/receipt.js';
+import type { ResultRecord } from '../../core/result.js';
+import { executePair, type ExecutePairDeps } from '../execute-pair.js';
+import { failpoint } from '../failpoints.js';
+import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import type { BatchRecord } from './layout.js';
+import { jobRel, receiptRel } from './layout.js';
+import type { ResolvedJobEnvironment } from './batch-context.js';
+import { finishPair, type FinishReport } from './finish-pair.js';
+
+export interface BatchPairDeps {
+  readonly store: EvidenceStore;
+  readonly registry: CapacityRegistry;
+  readonly execute: ExecutePairDeps;
+  readonly journal: (type: string, fields: Record<string, unknown>) => Promise<void>;
+}
+
+export interface BatchPairContext {
+  readonly batch: BatchRecord;
+  readonly manifest: Manifest;
+}
+
+export type DispatchAttempt =
+  | { readonly kind: 'refused'; readonly reason: string }
+  | { readonly kind: 'claim_failed'; readonly reason: 'receipt_write_failed' | 'already_claimed' }
+  | { readonly kind: 'ran'; readonly finish: FinishReport };
+
+export interface RunningHandle {
+  readonly jobId: string;
+  containerId: string | null;
+  readonly startedAt: string;
+  readonly deadline: string;
+  readonly terminate: AbortController;
+}
+
+/**
+ * One pair of a batch: reserve, claim (exclusive receipt), run, then finish (result + reconciliation).
+ * Reservation first: a reservation without a claim is released on resume; a claim always has a reservation.
+ */
+export async function dispatchPair(
+  deps: BatchPairDeps,
+  ctx: BatchPairContext,
+  job: Job,
+  env: ResolvedJobEnvironment,
+  onRunning: (handle: RunningHandle) => void,
+): Promise<DispatchAttempt> {
+  const { store, registry, journal } = deps;
+  const batchId = ctx.batch.batch_id;
+  const claimId = randomUUID();
+  const admitted = registry.admit({ batchId, jobId: job.job_id, claimId, gpuMib: 0 });
+  if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
+  const reservationId = admitted.reservationId;
+  failpoint('after_reserve');
+
+  const identity = await currentProcessIdentity();
+  const now = deps.execute.clock.now();
+  const image = jobImage(ctx.manifest, job);
+  let receipt: Receipt = {
+    schema: RECEIPT_SCHEMA,
+    batch_id: batchId,
+    job_id: job.job_id,
+    attempt: 1,
+    claim_id: claimId,
+    claimed_at: now.toISOString(),
+    host_boot_id: await readBootId(),
+    supervisor: identity,
+    reservation_id: reservationId,
+    image,
+    outcome_path: job.outcome_path,
+    source_sha256: ctx.manifest.source_sha256,
+    code_version: ctx.batch.code_version,
+    container_id: null,
+    container_name: containerName(job.job_id, claimId),
+  };
+  let published: 'published' | 'exists';
+  try {
+    await store.ensureDir(jobRel(job.job_id));
+    published = await store.publishExclusive(receiptRel(job.job_id), receipt);
+  } catch (err) {
+    // Fail closed. If the link happened despite the error the claim stands and resume finds it;
+    // otherwise nothing ran and the reservation is released on resume (reservation without claim).
+    await journal('harness_fault', { job_id: job.job_id, fault: 'receipt_write_failed', err: errorKind(err) });
+    return { kind: 'claim_failed', reason: 'receipt_write_failed' };
+  }
+  if (published === 'exists') {
+    registry.release(reservationId, claimId);
+    return { kind: 'claim_failed', reason: 'already_claimed' };
+  }
+  failpoint('after_claim');
+  await journal('claimed', { job_id: job.job_id, claim_id: claimId, reservation_id: reservationId });
+
+  const deadlineMs = now.getTime() + job.timeout_seconds * 1000;
+  const handle: RunningHandle = {
+    jobId: job.job_id,
+    containerId: null,
+    startedAt: now.toISOString(),
+    deadline: new Date(deadlineMs).toISOString(),
+    terminate: new AbortController(),
+  };
+  onRunning(handle);
+  const { result } = await executePair(deps.execute, {
+    store,
+    jobRel: jobRel(job.job_id),
+    batchId,
+    claimId,
+    job: { ...job, image },
+    environment: env.values,
+    secrets: env.secrets,
+    sessionsDir: job.sessions_dir ?? ctx.manifest.sessions_dir,
+    stopBudgetSec: ctx.manifest.stop_budget_seconds,
+    bindAddress: ctx.batch.bind_address,
+    allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
+    terminate: handle.terminate.signal,
+    deadlineMs,
+    readOutcome: readOutcomeFile,
+    onCreated: async (containerId) => {
+      handle.containerId = containerId;
+      receipt = { ...receipt, container_id: containerId };
+      await store.writeJsonAtomic(receiptRel(job.job_id), receipt);
+      registry.attachContainer(reservationId, containerId);
+      await journal('container_created', { job_id: job.job_id, container_id: containerId });
+      failpoint('after_container_created');
+    },
+  });
+  return { kind: 'ran', finish: await finishPair(deps, receipt, result) };
+}
+
+export type { ResultRecord };

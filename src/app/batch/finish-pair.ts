@@ -1,0 +1,54 @@
+import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { readOutcomeSha256 } from '../../adapters/outcome-reader.js';
+import { pauseReasonsFor, type PauseReason } from '../../core/classify.js';
+import type { Receipt } from '../../core/receipt.js';
+import type { ResultRecord } from '../../core/result.js';
+import { writeJsonVerified } from '../durable-write.js';
+import { failpoint } from '../failpoints.js';
+import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import type { ContainerRuntime } from '../ports/container-runtime.js';
+import { reconcilePair } from '../reconcile-pair.js';
+import { jobRel, resultRel } from './layout.js';
+
+export interface FinishDeps {
+  readonly store: EvidenceStore;
+  readonly registry: CapacityRegistry;
+  readonly execute: { readonly runtime: ContainerRuntime };
+  readonly journal: (type: string, fields: Record<string, unknown>) => Promise<void>;
+}
+
+export interface FinishReport {
+  readonly jobId: string;
+  readonly result: ResultRecord;
+  /** Why the batch must pause after this pair (empty: continue). */
+  readonly pauseReasons: PauseReason[];
+  readonly released: boolean;
+}
+
+/**
+ * After the container is gone: write result.json (with the storage-fault rule: read back, one retry), then
+ * release the reservation only through terminal reconciliation. Any failure keeps the reservation and all
+ * evidence and pauses the batch (harness).
+ */
+export async function finishPair(deps: FinishDeps, receipt: Receipt, result: ResultRecord): Promise<FinishReport> {
+  const { store, journal } = deps;
+  const jobId = receipt.job_id;
+  const pauseReasons = new Set<PauseReason>(pauseReasonsFor({ classification: result.classification, reasons: [...result.reasons] }));
+  failpoint('before_result');
+  const written = await writeJsonVerified(store, resultRel(jobId), result);
+  if (written.kind === 'failed') {
+    await journal('harness_fault', { job_id: jobId, fault: 'result_write_failed' });
+    return { jobId, result, pauseReasons: [...pauseReasons, 'harness'], released: false };
+  }
+  failpoint('after_result');
+  await journal('pair_finished', { job_id: jobId, claim_id: receipt.claim_id, classification: result.classification, reasons: result.reasons });
+  const report = await reconcilePair(
+    { store, registry: deps.registry, runtime: deps.execute.runtime, readOutcomeSha256 },
+    { jobRel: jobRel(jobId), mode: 'execute' },
+  );
+  failpoint('after_reconcile');
+  const released = report.kind === 'committed' || report.kind === 'already_committed';
+  await journal('reconciled', { job_id: jobId, kind: report.kind, reason: report.reason });
+  if (!released) pauseReasons.add('harness');
+  return { jobId, result, pauseReasons: [...pauseReasons], released };
+}

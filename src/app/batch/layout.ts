@@ -1,0 +1,48 @@
+/** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
+export const MANIFEST_FILE = 'manifest.json';
+export const BATCH_FILE = 'batch.json';
+export const SUPERVISOR_FILE = 'supervisor.json';
+export const STATUS_FILE = 'status.json';
+export const SUMMARY_FILE = 'SUMMARY.json';
+export const STOP_FILE = 'stop-request.json';
+export const SUPERVISOR_LOG = 'supervisor.log';
+export const JOBS_DIR = 'jobs';
+
+export function jobRel(jobId: string): string {
+  return `${JOBS_DIR}/${jobId}`;
+}
+export function receiptRel(jobId: string): string {
+  return `${jobRel(jobId)}/receipt.json`;
+}
+export function resultRel(jobId: string): string {
+  return `${jobRel(jobId)}/result.json`;
+}
+
+export const BATCH_SCHEMA = 'roboguide.e1.batch_identity/v1' as const;
+
+/** `batch.json`: the batch's identity, written once at start. */
+export interface BatchRecord {
+  readonly schema: typeof BATCH_SCHEMA;
+  readonly batch_id: string;
+  readonly created_at: string;
+  readonly manifest_sha256: string;
+  readonly code_version: string;
+  readonly host_boot_id: string | null;
+  readonly engine: { readonly id: string; readonly version: string; readonly api_version: string };
+  readonly registry_path: string;
+  readonly bind_address: string;
+  readonly gpu_observation: unknown;
+}
+
+export interface StopRequest {
+  readonly terminate: boolean;
+  readonly requested_at: string;
+}
+
+export interface SupervisorRecord {
+  readonly pid: number;
+  readonly start_ticks: string | null;
+  readonly boot_id: string | null;
+  readonly started_at: string;
+  readonly mode: 'start' | 'resume';
+}

@@ -1,0 +1,120 @@
+import { createHash } from 'node:crypto';
+import { stat } from 'node:fs/promises';
+import { readBootId } from '../../adapters/host-identity.js';
+import { readOutcomeFile } from '../../adapters/outcome-reader.js';
+import { classify } from '../../core/classify.js';
+import { jobImage, type Job } from '../../core/manifest/index.js';
+import { checkOutcome } from '../../core/outcome.js';
+import type { Receipt } from '../../core/receipt.js';
+import { RESULT_SCHEMA, type ResultRecord } from '../../core/result.js';
+import { executePair } from '../execute-pair.js';
+import { removeAndVerify } from '../pair-lifecycle.js';
+import type { ResolvedJobEnvironment } from './batch-context.js';
+import type { BatchPairContext, BatchPairDeps, RunningHandle } from './batch-pair.js';
+import { finishPair, type FinishReport } from './finish-pair.js';
+import { jobRel } from './layout.js';
+
+/**
+ * A claimed pair without a result, found by a new supervisor (SPEC §5 resume). Never launches it again:
+ * a container still there (running or exited) is reattached and finished; one that is gone, never started,
+ * or from a previous boot makes the pair a harness failure `lost_worker`.
+ */
+export async function recoverPair(
+  deps: BatchPairDeps,
+  ctx: BatchPairContext,
+  job: Job,
+  receipt: Receipt,
+  env: ResolvedJobEnvironment | undefined,
+  onRunning: (handle: RunningHandle) => void,
+): Promise<FinishReport> {
+  const { runtime } = deps.execute;
+  const found = await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id });
+  const containerId = receipt.container_id ?? found[0]?.id ?? null;
+  const state = containerId === null ? null : await runtime.inspect(containerId);
+  const rebooted = receipt.host_boot_id !== null && receipt.host_boot_id !== (await readBootId());
+  const deadlineMs = new Date(receipt.claimed_at).getTime() + job.timeout_seconds * 1000;
+
+  if (state !== null && containerId !== null && !rebooted && state.status !== 'created' && env !== undefined) {
+    await deps.journal('recovered', { job_id: job.job_id, action: 'reattach', container_id: containerId, status: state.status });
+    const handle: RunningHandle = {
+      jobId: job.job_id,
+      containerId,
+      startedAt: receipt.claimed_at,
+      deadline: new Date(deadlineMs).toISOString(),
+      terminate: new AbortController(),
+    };
+    onRunning(handle);
+    const { result } = await executePair(deps.execute, {
+      store: deps.store,
+      jobRel: jobRel(job.job_id),
+      batchId: ctx.batch.batch_id,
+      claimId: receipt.claim_id,
+      job: { ...job, image: jobImage(ctx.manifest, job) },
+      environment: env.values,
+      secrets: env.secrets,
+      sessionsDir: job.sessions_dir ?? ctx.manifest.sessions_dir,
+      stopBudgetSec: ctx.manifest.stop_budget_seconds,
+      bindAddress: ctx.batch.bind_address,
+      allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
+      terminate: handle.terminate.signal,
+      deadlineMs,
+      readOutcome: readOutcomeFile,
+      reattach: { containerId },
+    });
+    return finishPair(deps, receipt, result);
+  }
+
+  await deps.journal('recovered', { job_id: job.job_id, action: 'lost_worker', container_id: containerId, rebooted });
+  const cleanup =
+    containerId !== null && state !== null
+      ? await removeAndVerify({ runtime, logger: deps.execute.logger }, containerId, ctx.manifest.stop_budget_seconds)
+      : { removed: false, verified_absent: true, attempts: 0 };
+  return finishPair(deps, receipt, await lostWorkerResult(deps, job, receipt, containerId, cleanup));
+}
+
+async function lostWorkerResult(
+  deps: BatchPairDeps,
+  job: Job,
+  receipt: Receipt,
+  containerId: string | null,
+  cleanup: ResultRecord['cleanup'],
+): Promise<ResultRecord> {
+  const read = await readOutcomeFile(job.outcome_path);
+  const check = checkOutcome(read);
+  const classified = classify({
+    jobId: job.job_id,
+    outcome: check,
+    timedOut: false,
+    terminated: false,
+    engineFault: null,
+    harnessFaults: cleanup.verified_absent ? ['lost_worker'] : ['lost_worker', 'cleanup_unverified'],
+    allowedHttpStatuses: [],
+    sourceHashMismatch: false,
+  });
+  const logBytes = async (name: string): Promise<number> => {
+    try {
+      return (await stat(deps.store.resolve(`${jobRel(job.job_id)}/${name}`))).size;
+    } catch {
+      return 0;
+    }
+  };
+  return {
+    schema: RESULT_SCHEMA,
+    job_id: job.job_id,
+    batch_id: receipt.batch_id,
+    claim_id: receipt.claim_id,
+    classification: classified.classification,
+    reasons: classified.reasons,
+    outcome: check.kind === 'valid' || check.kind === 'invalid' ? check.raw : null,
+    outcome_sha256: read.state === 'present' ? createHash('sha256').update(read.bytes).digest('hex') : null,
+    container: { id: containerId, exit_code: null, timed_out: false, oom_killed: false },
+    logs: { stdout: { bytes: await logBytes('stdout.log'), closed: false }, stderr: { bytes: await logBytes('stderr.log'), closed: false } },
+    sessions: { files: 0, bytes: 0, refusals: [] },
+    provider_failure: null,
+    provider_failure_error_kind: null,
+    cleanup,
+    engine_error: null,
+    started_at: receipt.claimed_at,
+    finished_at: deps.execute.clock.now().toISOString(),
+  };
+}

@@ -1,0 +1,23 @@
+import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { isSameProcessAlive } from '../../adapters/host-identity.js';
+import { RoboguideError } from '../../core/errors.js';
+import { loadBatch, readJobFiles, resolveAllEnvironments } from './batch-context.js';
+import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
+
+/**
+ * Checks before a resume: the recorded supervisor must be dead (pid + start time + boot id), and every
+ * variable the unfinished jobs reference must be set. Returns the number of unfinished jobs.
+ */
+export async function checkResumable(store: EvidenceStore, environment: Readonly<Record<string, string | undefined>>): Promise<number> {
+  const { manifest } = await loadBatch(store);
+  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  if (supervisor !== null && (await isSameProcessAlive(supervisor))) {
+    throw new RoboguideError('E_SUPERVISOR_ALIVE', `the supervisor of this batch is still running (pid ${supervisor.pid})`, {
+      suggestions: ['wait for it, or `e1-batch stop` it first'],
+    });
+  }
+  const files = await readJobFiles(store, manifest);
+  const unfinished = new Set(files.filter((f) => f.result === null).map((f) => f.job.job_id));
+  resolveAllEnvironments(manifest, environment, unfinished);
+  return unfinished.size;
+}

@@ -1,0 +1,28 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+
+export interface SourceCheck {
+  readonly ok: boolean;
+  readonly checked: number;
+  /** Paths whose digest differs or that cannot be read (never their contents). */
+  readonly mismatched: readonly string[];
+}
+
+async function sha256Of(path: string): Promise<string | null> {
+  try {
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+    return hash.digest('hex');
+  } catch {
+    return null;
+  }
+}
+
+/** Compare the pinned public source files with their SHA-256 now (before the first dispatch and at drain). */
+export async function checkSources(pins: Readonly<Record<string, string>>): Promise<SourceCheck> {
+  const mismatched: string[] = [];
+  for (const [path, expected] of Object.entries(pins)) {
+    if ((await sha256Of(path)) !== expected) mismatched.push(path);
+  }
+  return { ok: mismatched.length === 0, checked: Object.keys(pins).length, mismatched };
+}

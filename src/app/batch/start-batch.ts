@@ -1,0 +1,105 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { access, mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { readBootId } from '../../adapters/host-identity.js';
+import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
+import { jobImage, type Manifest } from '../../core/manifest/index.js';
+import type { Receipt } from '../../core/receipt.js';
+import { loadManifest } from '../load-manifest.js';
+import type { Clock } from '../ports/clock.js';
+import type { ContainerRuntime } from '../ports/container-runtime.js';
+import type { FileSystem } from '../ports/file-system.js';
+import { resolveAllEnvironments } from './batch-context.js';
+import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchRecord } from './layout.js';
+
+export interface StartBatchDeps {
+  readonly fs: FileSystem;
+  readonly runtime: ContainerRuntime;
+  readonly clock: Clock;
+  readonly observeGpus?: () => Promise<unknown>;
+}
+
+export interface StartBatchOptions {
+  readonly manifestPath: string;
+  readonly output: string;
+  readonly registryPath: string;
+  readonly bindAddress: string;
+  readonly environment: Readonly<Record<string, string | undefined>>;
+  readonly codeVersion: string;
+}
+
+/** Job ids already claimed by the batch a continuation continues: they must never run again. */
+async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Issue[]> {
+  const origin = manifest.continuation_of;
+  if (!origin) return [];
+  const original = new EvidenceStore(fs, origin.output);
+  const issues: Issue[] = [];
+  for (const [i, job] of manifest.jobs.entries()) {
+    const receipt = await original.readJson<Receipt>(receiptRel(job.job_id)).catch(() => null);
+    if (receipt !== null && receipt.batch_id === origin.batch_id) {
+      issues.push({ path: `jobs[${i}].job_id`, rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again` });
+    }
+  }
+  return issues;
+}
+
+async function staleOutcomes(manifest: Manifest): Promise<Issue[]> {
+  const issues: Issue[] = [];
+  for (const [i, job] of manifest.jobs.entries()) {
+    try {
+      await access(job.outcome_path);
+      issues.push({ path: `jobs[${i}].outcome_path`, rule: 'already exists: a stale outcome would be read as this run\'s; move it away first' });
+    } catch {
+      // absent, as it must be
+    }
+  }
+  return issues;
+}
+
+/**
+ * Validate everything, then freeze the manifest into a new output directory with the batch identity. Nothing
+ * is written unless every check passed. The caller launches the supervisor.
+ */
+export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
+  const { bytes, manifest } = await loadManifest(options.manifestPath);
+  resolveAllEnvironments(manifest, options.environment);
+  const issues = [...(await claimedInOriginal(manifest, deps.fs)), ...(await staleOutcomes(manifest))];
+  if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
+
+  const engine = await deps.runtime.info();
+  const images = [...new Set(manifest.jobs.map((j) => jobImage(manifest, j)))];
+  for (const image of images) {
+    if (!(await deps.runtime.imageExists(image))) {
+      throw new RoboguideError('E_IMAGE_MISSING', `image ${image} is not present on this engine`, {
+        suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
+      });
+    }
+  }
+  const wantsGpu = manifest.jobs.some((j) => j.gpus !== undefined);
+  const gpuObservation = wantsGpu && deps.observeGpus ? await deps.observeGpus() : null;
+
+  await mkdir(dirname(options.output), { recursive: true });
+  await EvidenceStore.createOutputDir(deps.fs, options.output);
+  const store = new EvidenceStore(deps.fs, options.output);
+  const now = deps.clock.now();
+  const record: BatchRecord = {
+    schema: BATCH_SCHEMA,
+    batch_id: `e1-${now.toISOString().slice(0, 10).replace(/-/g, '')}-${randomUUID().slice(0, 8)}`,
+    created_at: now.toISOString(),
+    manifest_sha256: createHash('sha256').update(bytes).digest('hex'),
+    code_version: options.codeVersion,
+    host_boot_id: await readBootId(),
+    engine: { id: engine.id, version: engine.version, api_version: engine.apiVersion },
+    registry_path: options.registryPath,
+    bind_address: options.bindAddress,
+    gpu_observation: gpuObservation,
+  };
+  await store.writeBytesAtomic(MANIFEST_FILE, bytes);
+  // batch.json is published exclusively: two starts racing on one empty directory cannot both win.
+  if ((await store.publishExclusive(BATCH_FILE, record)) === 'exists') {
+    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, { exitCode: 2 });
+  }
+  await store.appendJournal({ type: 'batch_created', at: now.toISOString(), batch_id: record.batch_id, jobs: manifest.jobs.length });
+  return record;
+}

@@ -1,0 +1,153 @@
+import type { EvidenceStore, JournalRecord } from '../../adapters/fs/evidence-store.js';
+import { isSameProcessAlive } from '../../adapters/host-identity.js';
+import { countJobs, deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
+import type { PauseReason } from '../../core/classify.js';
+import { workersAllowed } from '../../core/dispatch-policy.js';
+import type { Manifest } from '../../core/manifest/index.js';
+import { checkOutcome, gpuObservation } from '../../core/outcome.js';
+import type { Classification } from '../../core/result.js';
+import type { ContainerRuntime } from '../ports/container-runtime.js';
+import type { JobFiles } from './batch-context.js';
+import { SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+
+export interface Leftover {
+  readonly container_id: string;
+  readonly job_id: string | null;
+  readonly status: string;
+  readonly why: 'job_finished' | 'job_not_running' | 'unknown_job';
+}
+
+export interface BatchStatus {
+  readonly schema: typeof STATUS_SCHEMA;
+  readonly batch_id: string;
+  readonly output: string;
+  readonly state: BatchState;
+  readonly pause_reasons: PauseReason[];
+  readonly counts: Counts;
+  readonly running: RunningPair[];
+  readonly workers_allowed: 1 | 2;
+  readonly gpu_peak_mib: number | null;
+  readonly claims_without_result: string[];
+  readonly leftovers: Leftover[];
+  readonly supervisor: (SupervisorRecord & { readonly alive: boolean }) | null;
+  readonly updated_at: string;
+}
+
+export interface Summary {
+  readonly schema: 'roboguide.e1.summary/v1';
+  readonly batch_id: string;
+  readonly state: BatchState;
+  readonly counts: Counts;
+  readonly pause_reasons: PauseReason[];
+  readonly pause_history: PauseHistoryEntry[];
+  readonly jobs: { readonly job_id: string; readonly classification: Classification | null; readonly reasons: readonly string[]; readonly started_at: string | null; readonly finished_at: string | null }[];
+  readonly source_checks: unknown[];
+  readonly timings: { readonly created_at: string; readonly first_claim_at: string | null; readonly last_finish_at: string | null };
+  readonly written_at: string;
+}
+
+export function gpuPeaksOf(files: readonly JobFiles[]): number[] {
+  const peaks: number[] = [];
+  for (const f of files) {
+    if (f.result?.classification !== 'completed' || f.result.outcome === null) continue;
+    const check = checkOutcome({ state: 'present', bytes: new TextEncoder().encode(JSON.stringify(f.result.outcome)) });
+    if (check.kind !== 'valid') continue;
+    const peak = gpuObservation(check.outcome);
+    if (peak !== null) peaks.push(peak);
+  }
+  return peaks;
+}
+
+export interface StatusInput {
+  readonly store: EvidenceStore;
+  readonly batch: BatchRecord;
+  readonly manifest: Manifest;
+  readonly files: readonly JobFiles[];
+  readonly journal: readonly JournalRecord[];
+  /** In the supervisor: its own view of running pairs. Elsewhere: derived from receipts and the engine. */
+  readonly running?: readonly RunningPair[];
+  readonly runtime?: ContainerRuntime;
+  readonly now: Date;
+  readonly supervisorAlive?: boolean;
+}
+
+/** status.json: derived from the journal and the job files, never the source of truth. */
+export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
+  const { files, manifest } = input;
+  const supervisor = await input.store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  const alive = input.supervisorAlive ?? (supervisor !== null && (await isSameProcessAlive(supervisor)));
+  const claimsWithoutResult = files.filter((f) => f.receipt !== null && f.result === null).map((f) => f.job.job_id);
+  const leftovers: Leftover[] = [];
+  const running: RunningPair[] = input.running ? [...input.running] : [];
+  if (input.runtime) {
+    const containers = await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id });
+    const byJob = new Map(files.map((f) => [f.job.job_id, f]));
+    for (const c of containers) {
+      const jobId = c.labels['roboguide.job'] ?? null;
+      const f = jobId === null ? undefined : byJob.get(jobId);
+      if (!input.running && f && f.result === null && c.status === 'running' && f.receipt) {
+        const deadline = new Date(new Date(f.receipt.claimed_at).getTime() + f.job.timeout_seconds * 1000).toISOString();
+        running.push({ job_id: f.job.job_id, container_id: c.id, started_at: f.receipt.claimed_at, deadline });
+        continue;
+      }
+      const isRunningHere = running.some((r) => r.container_id === c.id);
+      if (isRunningHere) continue;
+      leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: !f ? 'unknown_job' : f.result ? 'job_finished' : 'job_not_running' });
+    }
+  }
+  const fold = foldJournal(input.journal);
+  const counts = countJobs(
+    files.map((f) => ({ jobId: f.job.job_id, claimed: f.receipt !== null, classification: f.result?.classification ?? null })),
+    running.length,
+  );
+  const peaks = gpuPeaksOf(files);
+  const finished = files.filter((f) => f.result !== null).length;
+  return {
+    schema: STATUS_SCHEMA,
+    batch_id: input.batch.batch_id,
+    output: input.store.root,
+    state: deriveState(fold, counts, alive),
+    pause_reasons: fold.pauseReasons,
+    counts,
+    running,
+    workers_allowed: workersAllowed(
+      {
+        maxWorkers: manifest.capacity.max_workers,
+        ...(manifest.capacity.gpu_total_mib !== undefined ? { gpuTotalMib: manifest.capacity.gpu_total_mib } : {}),
+        ...(manifest.capacity.gpu_baseline_mib !== undefined ? { gpuBaselineMib: manifest.capacity.gpu_baseline_mib } : {}),
+        ...(manifest.capacity.gpu_fraction !== undefined ? { gpuFraction: manifest.capacity.gpu_fraction } : {}),
+      },
+      peaks,
+      finished,
+    ),
+    gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
+    claims_without_result: claimsWithoutResult,
+    leftovers,
+    supervisor: supervisor === null ? null : { ...supervisor, alive },
+    updated_at: input.now.toISOString(),
+  };
+}
+
+export function buildSummary(status: BatchStatus, batch: BatchRecord, files: readonly JobFiles[], journal: readonly JournalRecord[], now: Date): Summary {
+  const fold = foldJournal(journal);
+  const claims = files.flatMap((f) => (f.receipt ? [f.receipt.claimed_at] : [])).sort();
+  const finishes = files.flatMap((f) => (f.result ? [f.result.finished_at] : [])).sort();
+  return {
+    schema: 'roboguide.e1.summary/v1',
+    batch_id: batch.batch_id,
+    state: status.state,
+    counts: status.counts,
+    pause_reasons: status.pause_reasons,
+    pause_history: fold.pauseHistory,
+    jobs: files.map((f) => ({
+      job_id: f.job.job_id,
+      classification: f.result?.classification ?? null,
+      reasons: f.result?.reasons ?? [],
+      started_at: f.result?.started_at ?? f.receipt?.claimed_at ?? null,
+      finished_at: f.result?.finished_at ?? null,
+    })),
+    source_checks: journal.filter((e) => e.type === 'source_check'),
+    timings: { created_at: batch.created_at, first_claim_at: claims[0] ?? null, last_finish_at: finishes.at(-1) ?? null },
+    written_at: now.toISOString(),
+  };
+}

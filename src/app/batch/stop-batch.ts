@@ -1,0 +1,27 @@
+import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { isSameProcessAlive } from '../../adapters/host-identity.js';
+import type { Clock } from '../ports/clock.js';
+import { STOP_FILE, SUPERVISOR_FILE, type StopRequest, type SupervisorRecord } from './layout.js';
+
+export interface StopOutcome {
+  readonly signalled: boolean;
+  readonly pid: number | null;
+  readonly terminate: boolean;
+}
+
+/**
+ * Record a stop request (atomic file) and tell the supervisor (SIGUSR2). Without `terminate` running pairs
+ * finish and are archived; with it they get a controlled stop within the stop budget.
+ */
+export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: boolean): Promise<StopOutcome> {
+  const request: StopRequest = { terminate, requested_at: clock.now().toISOString() };
+  await store.writeJsonAtomic(STOP_FILE, request);
+  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  if (supervisor === null || !(await isSameProcessAlive(supervisor))) return { signalled: false, pid: null, terminate };
+  try {
+    process.kill(supervisor.pid, 'SIGUSR2');
+  } catch {
+    return { signalled: false, pid: supervisor.pid, terminate };
+  }
+  return { signalled: true, pid: supervisor.pid, terminate };
+}

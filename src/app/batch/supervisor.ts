@@ -1,0 +1,269 @@
+import { unlink } from 'node:fs/promises';
+import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { currentProcessIdentity } from '../../adapters/host-identity.js';
+import { foldJournal, type BatchState, type RunningPair } from '../../core/batch-state.js';
+import type { PauseReason } from '../../core/classify.js';
+import { decideDispatch, type CapacityConfig } from '../../core/dispatch-policy.js';
+import { clearedByResume, infrastructureStreak } from '../../core/pause-rules.js';
+import type { Classification } from '../../core/result.js';
+import { errorKind } from '../../core/errors.js';
+import type { ExecutePairDeps } from '../execute-pair.js';
+import { failpoint } from '../failpoints.js';
+import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import type { Logger } from '../ports/logger.js';
+import { loadBatch, readJobFiles, resolveAllEnvironments, type ResolvedJobEnvironment } from './batch-context.js';
+import { dispatchPair, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
+import type { FinishReport } from './finish-pair.js';
+import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type StopRequest, type SupervisorRecord } from './layout.js';
+import { recoverPair } from './recover-pair.js';
+import { checkSources } from './source-check.js';
+import { buildStatus, buildSummary, gpuPeaksOf } from './status.js';
+
+export interface SupervisorDeps {
+  readonly store: EvidenceStore;
+  readonly registry: CapacityRegistry;
+  readonly execute: ExecutePairDeps;
+  readonly logger: Logger;
+  readonly environment: Readonly<Record<string, string | undefined>>;
+  /** Install signal handlers (SIGTERM/SIGINT: stop, twice: terminate; SIGUSR2: read the stop request). */
+  readonly handleSignals: boolean;
+}
+
+const REGISTRY_RETRY_MS = 2_000;
+const STOP_POLL_MS = 1_000;
+
+/**
+ * The batch supervisor (SPEC §5): recovers claimed pairs, dispatches unclaimed ones in manifest order under
+ * the dispatch policy, pauses when continuing would waste GPU hours or corrupt evidence, and exits when the
+ * batch drains, stops, or pauses with nothing running. Returns the state it leaves the batch in.
+ */
+export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'): Promise<BatchState> {
+  const { store, registry, logger } = deps;
+  const { batch, manifest } = await loadBatch(store);
+  const clock = deps.execute.clock;
+  const batchId = batch.batch_id;
+  const ctx = { batch, manifest };
+
+  const identity = await currentProcessIdentity();
+  const record: SupervisorRecord = { ...identity, started_at: clock.now().toISOString(), mode };
+  if (mode === 'resume') await store.cleanTempFiles();
+  await store.writeJsonAtomic(SUPERVISOR_FILE, record);
+  const journal = async (type: string, fields: Record<string, unknown>): Promise<void> => {
+    await store.appendJournal({ type, at: clock.now().toISOString(), ...fields });
+  };
+  await journal('supervisor_started', { mode, pid: identity.pid, start_ticks: identity.start_ticks, boot_id: identity.boot_id });
+  await unlink(store.resolve(STOP_FILE)).catch(() => undefined);
+  if (mode === 'resume') {
+    const before = foldJournal(await store.readJournal());
+    const kept = clearedByResume(before.pauseReasons);
+    await journal('resumed', { cleared: before.pauseReasons.filter((r) => !kept.includes(r)), kept });
+  }
+
+  let files = await readJobFiles(store, manifest);
+  const pending = new Set(files.filter((f) => f.result === null).map((f) => f.job.job_id));
+  const envs: Map<string, ResolvedJobEnvironment> = resolveAllEnvironments(manifest, deps.environment, pending);
+
+  const pauseReasons = new Set<PauseReason>(foldJournal(await store.readJournal()).pauseReasons);
+  const claimed = new Set(files.filter((f) => f.receipt !== null).map((f) => f.job.job_id));
+  let finishedCount = files.filter((f) => f.result !== null).length;
+  const finishedHere: { jobId: string; classification: Classification }[] = [];
+  const running = new Map<string, RunningHandle>();
+  const tasks = new Map<string, Promise<void>>();
+  let stopRequested = false;
+  let terminateRequested = false;
+  let registryRefused = false;
+  const wakeup = new Wakeup();
+  const wake = (): void => wakeup.notify();
+
+  const pause = async (reasons: readonly PauseReason[], jobId: string | null): Promise<void> => {
+    const fresh = reasons.filter((r) => !pauseReasons.has(r));
+    if (fresh.length === 0) return;
+    for (const r of fresh) pauseReasons.add(r);
+    await journal('paused', { reasons: fresh, ...(jobId ? { job_id: jobId } : {}) });
+    logger.warn({ reasons: fresh, job: jobId }, 'batch paused');
+  };
+
+  const writeStatus = async (): Promise<void> => {
+    files = await readJobFiles(store, manifest);
+    const runningView: RunningPair[] = [...running.values()].map((h) => ({
+      job_id: h.jobId,
+      container_id: h.containerId,
+      started_at: h.startedAt,
+      deadline: h.deadline,
+    }));
+    const status = await buildStatus({ store, batch, manifest, files, journal: await store.readJournal(), running: runningView, now: clock.now(), supervisorAlive: true });
+    await store.writeJsonAtomic(STATUS_FILE, status);
+  };
+
+  const applyStop = async (request: StopRequest | null): Promise<void> => {
+    if (!request) return;
+    if (!stopRequested || (request.terminate && !terminateRequested)) {
+      stopRequested = true;
+      await journal('stop_requested', { terminate: request.terminate });
+    }
+    if (request.terminate && !terminateRequested) {
+      terminateRequested = true;
+      for (const h of running.values()) h.terminate.abort();
+    }
+    wake();
+  };
+  const onSignal = (): void => {
+    void applyStop({ terminate: stopRequested, requested_at: clock.now().toISOString() });
+  };
+  const onUsr2 = (): void => {
+    void store.readJson<StopRequest>(STOP_FILE).then(applyStop, () => undefined);
+  };
+  if (deps.handleSignals) {
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    process.on('SIGUSR2', onUsr2);
+  }
+  const stopPoll = setInterval(onUsr2, STOP_POLL_MS);
+
+  const batchDeps: BatchPairDeps = { store, registry, execute: deps.execute, journal };
+  const onRunning = (h: RunningHandle): void => {
+    running.set(h.jobId, h);
+    if (terminateRequested) h.terminate.abort();
+    void writeStatus().catch(() => undefined);
+  };
+  const settle = async (jobId: string, work: Promise<FinishReport | null>): Promise<void> => {
+    try {
+      const report = await work;
+      if (report) {
+        finishedCount++;
+        finishedHere.push({ jobId, classification: report.result.classification });
+        if (report.pauseReasons.length > 0) await pause(report.pauseReasons, jobId);
+        if (infrastructureStreak(finishedHere)) await pause(['infrastructure_streak'], jobId);
+      }
+    } catch (err) {
+      logger.error({ job: jobId, err: errorKind(err) }, 'pair task failed: pausing the batch');
+      await pause(['harness'], jobId).catch(() => undefined);
+    } finally {
+      running.delete(jobId);
+      tasks.delete(jobId);
+      registryRefused = false;
+      await writeStatus().catch(() => undefined);
+      wake();
+    }
+  };
+  const launch = (jobId: string, work: () => Promise<FinishReport | null>): void => {
+    tasks.set(jobId, settle(jobId, work()));
+  };
+
+  try {
+    // Reservations whose claim never got published: nothing ran for them.
+    const claimIds = new Set(files.flatMap((f) => (f.receipt ? [f.receipt.claim_id] : [])));
+    for (const r of registry.held({ batchId })) {
+      if (!claimIds.has(r.claimId)) {
+        registry.release(r.id, r.claimId);
+        await journal('reservation_released_unclaimed', { job_id: r.jobId, reservation_id: r.id });
+      }
+    }
+    for (const f of files) {
+      if (f.receipt && !f.result) {
+        const receipt = f.receipt;
+        launch(f.job.job_id, () => recoverPair(batchDeps, ctx, f.job, receipt, envs.get(f.job.job_id), onRunning));
+      }
+    }
+    let sourcesChecked = false;
+    const capacity: CapacityConfig = {
+      maxWorkers: manifest.capacity.max_workers,
+      ...(manifest.capacity.gpu_total_mib !== undefined ? { gpuTotalMib: manifest.capacity.gpu_total_mib } : {}),
+      ...(manifest.capacity.gpu_baseline_mib !== undefined ? { gpuBaselineMib: manifest.capacity.gpu_baseline_mib } : {}),
+      ...(manifest.capacity.gpu_fraction !== undefined ? { gpuFraction: manifest.capacity.gpu_fraction } : {}),
+    };
+    await writeStatus();
+    for (;;) {
+      const decision = decideDispatch({
+        jobIds: manifest.jobs.map((j) => j.job_id),
+        claimed,
+        running: tasks.size,
+        finishedCount,
+        gpuPeaksMib: gpuPeaksOf(files),
+        capacity,
+        paused: pauseReasons.size > 0,
+        stopping: stopRequested,
+        registryRefused,
+      });
+      if (decision.kind === 'drained') break;
+      if (decision.kind === 'dispatch') {
+        if (!sourcesChecked) {
+          sourcesChecked = true;
+          const check = await checkSources(manifest.source_sha256);
+          await journal('source_check', { phase: 'before_first_dispatch', ok: check.ok, checked: check.checked, mismatched: check.mismatched });
+          if (!check.ok) {
+            await pause(['fatal', 'inputs_changed'], null);
+            continue;
+          }
+        }
+        const job = manifest.jobs.find((j) => j.job_id === decision.jobId);
+        const env = envs.get(decision.jobId);
+        if (!job || !env) throw new Error(`job ${decision.jobId} has no resolved environment`);
+        claimed.add(job.job_id);
+        launch(job.job_id, async () => {
+          const attempt = await dispatchPair(batchDeps, ctx, job, env, onRunning);
+          if (attempt.kind === 'ran') return attempt.finish;
+          if (attempt.kind === 'refused') {
+            claimed.delete(job.job_id);
+            registryRefused = true;
+            await journal('admission_refused', { job_id: job.job_id, reason: attempt.reason });
+          } else if (attempt.reason === 'receipt_write_failed') {
+            await pause(['harness'], job.job_id);
+          }
+          return null;
+        });
+        continue;
+      }
+      if (tasks.size === 0 && (pauseReasons.size > 0 || stopRequested)) break;
+      await wakeup.wait(registryRefused ? REGISTRY_RETRY_MS : 60_000);
+    }
+    await Promise.all(tasks.values());
+    failpoint('before_drain_check');
+    files = await readJobFiles(store, manifest);
+    if (files.every((f) => f.result !== null) && Object.keys(manifest.source_sha256).length > 0) {
+      const check = await checkSources(manifest.source_sha256);
+      await journal('source_check', { phase: 'drain', ok: check.ok, checked: check.checked, mismatched: check.mismatched });
+      if (!check.ok) await pause(['fatal', 'inputs_changed'], null);
+    }
+  } finally {
+    clearInterval(stopPoll);
+    if (deps.handleSignals) {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      process.off('SIGUSR2', onUsr2);
+    }
+  }
+  files = await readJobFiles(store, manifest);
+  const journalNow = await store.readJournal();
+  const fold = foldJournal(journalNow);
+  const drained = files.every((f) => f.result !== null);
+  const state: BatchState = drained ? 'drained' : fold.pauseReasons.length > 0 ? 'paused' : 'stopped';
+  await journal('supervisor_exited', { state });
+  const final = await buildStatus({ store, batch, manifest, files, journal: await store.readJournal(), running: [], now: clock.now(), supervisorAlive: false });
+  await store.writeJsonAtomic(STATUS_FILE, final);
+  await store.writeJsonAtomic(SUMMARY_FILE, buildSummary(final, batch, files, await store.readJournal(), clock.now()));
+  logger.info({ state, counts: final.counts }, 'supervisor exiting');
+  return state;
+}
+
+/** A wake-up that is never lost: a notify before the wait makes the wait return at once. */
+class Wakeup {
+  #pending = false;
+  #resolve: (() => void) | undefined;
+  notify(): void {
+    this.#pending = true;
+    this.#resolve?.();
+  }
+  async wait(ms: number): Promise<void> {
+    if (!this.#pending) await Promise.race([new Promise<void>((resolve) => (this.#resolve = resolve)), delay(ms)]);
+    this.#resolve = undefined;
+    this.#pending = false;
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    t.unref?.();
+  });
+}

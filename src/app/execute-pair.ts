@@ -1,0 +1,182 @@
+import { createHash } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { Readable, Transform } from 'node:stream';
+import type { ExtractReport } from '../adapters/safe-extract.js';
+import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
+import { b1PortEnvironment } from '../core/b1-config.js';
+import { classify, type EngineFault, type HarnessFault } from '../core/classify.js';
+import { deviceRequestsFor } from '../core/gpu/device-requests.js';
+import { checkOutcome, type OutcomeRead } from '../core/outcome.js';
+import { containerName } from '../core/receipt.js';
+import type { ProviderFailure, ResultRecord } from '../core/result.js';
+import { buildResult } from './build-result.js';
+import { runPairLifecycle, type PairExecution } from './pair-lifecycle.js';
+import type { Clock } from './ports/clock.js';
+import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
+import type { Logger } from './ports/logger.js';
+
+const SESSIONS_TIMEOUT_MS = 120_000;
+
+/** The fields of a manifest job (or a `pair run` spec) the lifecycle needs. */
+export interface PairJob {
+  readonly job_id: string;
+  readonly argv: readonly string[];
+  readonly cwd: string;
+  readonly outcome_path: string;
+  readonly ports: readonly number[];
+  readonly timeout_seconds: number;
+  readonly image: string;
+  readonly gpus?: 'all' | number | readonly string[] | undefined;
+  readonly b1_ports?: boolean | undefined;
+}
+
+export interface ExecutePairDeps {
+  readonly runtime: ContainerRuntime;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly createRedactor: (secrets: readonly string[]) => Transform;
+  readonly extractSessions: (
+    archive: Readable,
+    targetDir: string,
+    transform: () => Transform,
+    signal: AbortSignal,
+  ) => Promise<ExtractReport>;
+  readonly diagnose: (sessionsDir: string) => Promise<ProviderFailure | null>;
+  readonly verifyAbsentTimeoutMs?: number;
+}
+
+export interface ExecutePairInput {
+  readonly store: EvidenceStore;
+  /** Job folder relative to the store root ('jobs/<id>' in a batch, '.' for `pair run`). */
+  readonly jobRel: string;
+  readonly batchId: string;
+  readonly claimId: string;
+  readonly job: PairJob;
+  /** The job's environment with references resolved. Never persisted. */
+  readonly environment: Readonly<Record<string, string>>;
+  readonly secrets: readonly string[];
+  readonly sessionsDir: string;
+  readonly stopBudgetSec: number;
+  readonly bindAddress: string;
+  readonly allowedHttpStatuses: readonly number[];
+  readonly terminate?: AbortSignal;
+  readonly onCreated?: (containerId: string) => Promise<void>;
+  readonly reattach?: { readonly containerId: string };
+  readonly deadlineMs?: number;
+  readonly readOutcome: (path: string) => Promise<OutcomeRead>;
+}
+
+export interface ExecutedPair {
+  readonly result: ResultRecord;
+  readonly execution: PairExecution;
+}
+
+/** Labels on every container we create (SPEC §11): nothing of ours runs unlabelled. */
+export function pairLabels(batchId: string, jobId: string, claimId: string): Record<string, string> {
+  return { 'roboguide.batch': batchId, 'roboguide.job': jobId, 'roboguide.claim': claimId };
+}
+
+export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
+  const { job } = input;
+  const outcomeDir = dirname(job.outcome_path);
+  const binds = [{ hostPath: job.cwd, containerPath: job.cwd, readOnly: false }];
+  if (outcomeDir !== job.cwd) binds.push({ hostPath: outcomeDir, containerPath: outcomeDir, readOnly: false });
+  return {
+    name: containerName(job.job_id, input.claimId),
+    image: job.image,
+    cmd: job.argv,
+    workingDir: job.cwd,
+    env: {
+      ...input.environment,
+      ...(job.b1_ports ? b1PortEnvironment(job.ports) : {}),
+      ROBOGUIDE_BATCH_ID: input.batchId,
+      ROBOGUIDE_JOB_ID: job.job_id,
+      ROBOGUIDE_OUTCOME_PATH: job.outcome_path,
+    },
+    binds,
+    ports: job.ports,
+    bindAddress: input.bindAddress,
+    deviceRequests: deviceRequestsFor(job.gpus),
+    labels: pairLabels(input.batchId, job.job_id, input.claimId),
+    stopTimeoutSec: input.stopBudgetSec,
+  };
+}
+
+function toClassifyFault(fault: PairExecution['engineFault']): EngineFault | null {
+  if (fault === null) return null;
+  return fault === 'engine_unavailable' ? 'engine_error' : fault;
+}
+
+/**
+ * Run one pair through the lifecycle with the evidence wired to the store, then classify it and build its
+ * result.json. Writing the result is the caller's (batch or `pair run`), because what a failed write means
+ * differs between them.
+ */
+export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput): Promise<ExecutedPair> {
+  const { store, jobRel, job } = input;
+  const sessionsRel = join(jobRel, 'sessions');
+  const sessionsAbs = join(store.root, sessionsRel);
+  await mkdir(dirname(job.outcome_path), { recursive: true });
+  const execution = await runPairLifecycle(
+    {
+      runtime: deps.runtime,
+      clock: deps.clock,
+      logger: deps.logger,
+      createRedactor: deps.createRedactor,
+      openLog: async (name, append) => {
+        const sink = await store.openLog(join(jobRel, `${name}.log`), { append });
+        return { stream: sink, finish: () => sink.finish(), existingBytes: sink.bytes };
+      },
+      readOutcome: input.readOutcome,
+      collectSessions: async (archive) => {
+        if (archive === null) return { files: 0, bytes: 0, refusals: [] };
+        await store.ensureDir(sessionsRel);
+        // A hung archive stream must not stall the cleanup that follows.
+        const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS));
+        return { files: report.files, bytes: report.bytes, refusals: report.refusals };
+      },
+      diagnose: () => deps.diagnose(sessionsAbs),
+      ...(deps.verifyAbsentTimeoutMs !== undefined ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs } : {}),
+    },
+    {
+      container: containerSpecFor(input),
+      outcomePath: job.outcome_path,
+      sessionsDir: input.sessionsDir,
+      timeoutSec: job.timeout_seconds,
+      stopBudgetSec: input.stopBudgetSec,
+      secrets: input.secrets,
+      ...(input.terminate ? { terminate: input.terminate } : {}),
+      ...(input.onCreated ? { onCreated: input.onCreated } : {}),
+      ...(input.reattach ? { reattach: input.reattach } : {}),
+      ...(input.deadlineMs !== undefined ? { deadlineMs: input.deadlineMs } : {}),
+    },
+  );
+  const check = checkOutcome(execution.outcome);
+  const outcomeSha256 =
+    execution.outcome.state === 'present' ? createHash('sha256').update(execution.outcome.bytes).digest('hex') : null;
+  const harnessFaults: HarnessFault[] = [];
+  if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed) harnessFaults.push('log_write_failed');
+  if (execution.receiptUpdateFailed) harnessFaults.push('receipt_write_failed');
+  if (!execution.cleanup.verified_absent) harnessFaults.push('cleanup_unverified');
+  const classified = classify({
+    jobId: job.job_id,
+    outcome: check,
+    timedOut: execution.timedOut,
+    terminated: execution.terminated,
+    engineFault: toClassifyFault(execution.engineFault),
+    harnessFaults,
+    allowedHttpStatuses: input.allowedHttpStatuses,
+    sourceHashMismatch: false,
+  });
+  const result = buildResult({
+    batchId: input.batchId,
+    jobId: job.job_id,
+    claimId: input.claimId,
+    execution,
+    check,
+    outcomeSha256,
+    classified,
+  });
+  return { result, execution };
+}

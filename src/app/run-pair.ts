@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import { access, mkdir } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { currentProcessIdentity } from '../adapters/host-identity.js';
+import { readOutcomeFile } from '../adapters/outcome-reader.js';
+import { EvidenceStore } from '../adapters/fs/evidence-store.js';
+import type { FileSystem } from '../app/ports/file-system.js';
+import { InvalidInputError, RoboguideError, ExitCode } from '../core/errors.js';
+import {
+  DEFAULT_SESSIONS_DIR,
+  DEFAULT_STOP_BUDGET_SECONDS,
+  parsePairSpec,
+  resolveEnvironment,
+  type PairSpec,
+} from '../core/manifest/index.js';
+import { containerName, RECEIPT_SCHEMA, type Receipt } from '../core/receipt.js';
+import type { ResultRecord } from '../core/result.js';
+import { executePair, type ExecutePairDeps } from './execute-pair.js';
+
+export interface RunPairOptions {
+  readonly specText: string;
+  readonly specSource: string;
+  readonly output?: string;
+  readonly bindAddress: string;
+  readonly stopBudgetSec?: number;
+  readonly environment: Readonly<Record<string, string | undefined>>;
+  readonly codeVersion: string;
+  readonly cwd: string;
+}
+
+export interface RunPairDeps extends ExecutePairDeps {
+  readonly fs: FileSystem;
+}
+
+export interface RunPairOutcome {
+  readonly output: string;
+  readonly receipt: Receipt;
+  readonly result: ResultRecord;
+}
+
+function parseSpec(text: string, source: string): PairSpec {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, [
+      { path: '$', rule: `must be JSON (${(err as Error).message})` },
+    ]);
+  }
+  const parsed = parsePairSpec(value);
+  if (!parsed.ok) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
+  return parsed.spec;
+}
+
+function defaultOutput(cwd: string, jobId: string, now: Date): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\..*$/, '');
+  return resolve(cwd, `roboguide-pair-${jobId}-${stamp}`);
+}
+
+/**
+ * `pair run`: one pair in the foreground with the batch lifecycle and the same evidence (receipt, logs,
+ * sessions, result.json) in its own output directory. Validates everything before writing anything.
+ */
+export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
+  const spec = parseSpec(options.specText, options.specSource);
+  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment');
+  if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references unset variables', resolved.issues);
+  try {
+    await access(spec.outcome_path);
+    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, [
+      { path: 'outcome_path', rule: 'already exists: a stale outcome would be read as this run\'s; move it away first' },
+    ]);
+  } catch (err) {
+    if (err instanceof RoboguideError) throw err;
+  }
+  await deps.runtime.info(); // exit 3 when no engine answers, before anything is written
+  if (!(await deps.runtime.imageExists(spec.image))) {
+    throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
+      exitCode: ExitCode.runtime,
+      suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
+    });
+  }
+
+  const now = deps.clock.now();
+  const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
+  await mkdir(dirname(output), { recursive: true });
+  await EvidenceStore.createOutputDir(deps.fs, output);
+  const store = new EvidenceStore(deps.fs, output);
+  const identity = await currentProcessIdentity();
+  const claimId = randomUUID();
+  const batchId = `pair-run-${claimId.slice(0, 8)}`;
+  const receipt: Receipt = {
+    schema: RECEIPT_SCHEMA,
+    batch_id: batchId,
+    job_id: spec.job_id,
+    attempt: 1,
+    claim_id: claimId,
+    claimed_at: now.toISOString(),
+    host_boot_id: identity.boot_id,
+    supervisor: identity,
+    reservation_id: null,
+    image: spec.image,
+    outcome_path: spec.outcome_path,
+    source_sha256: {},
+    code_version: options.codeVersion,
+    container_id: null,
+    container_name: containerName(spec.job_id, claimId),
+  };
+  if ((await store.publishExclusive('receipt.json', receipt)) === 'exists') {
+    throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
+  }
+  let current = receipt;
+  const { result } = await executePair(deps, {
+    store,
+    jobRel: '.',
+    batchId,
+    claimId,
+    job: spec,
+    environment: resolved.values,
+    secrets: resolved.secrets,
+    sessionsDir: spec.sessions_dir ?? DEFAULT_SESSIONS_DIR,
+    stopBudgetSec: options.stopBudgetSec ?? spec.stop_budget_seconds ?? DEFAULT_STOP_BUDGET_SECONDS,
+    bindAddress: options.bindAddress,
+    allowedHttpStatuses: spec.allowed_http_statuses ?? [],
+    readOutcome: readOutcomeFile,
+    onCreated: async (containerId) => {
+      current = { ...current, container_id: containerId };
+      await store.writeJsonAtomic('receipt.json', current);
+    },
+  });
+  await store.writeJsonAtomic('result.json', result);
+  return { output, receipt: current, result };
+}

@@ -1,0 +1,30 @@
+import { resolve } from 'node:path';
+import { Flags } from '@oclif/core';
+import { readCodeVersion } from '../../adapters/code-version.js';
+import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
+import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
+import { BaseCommand } from '../../cli/base-command.js';
+import { PACKAGE_ROOT } from '../../composition-root.js';
+
+export default class BatchContinuation extends BaseCommand {
+  static override summary = 'After a fatal pause: write a new manifest with every unclaimed job.';
+  static override description =
+    'The new manifest carries continuation_of (the original batch id and output, and the exact code version of ' +
+    'this tool); `e1-batch start` of it refuses any job id claimed in the original batch. The original batch is not changed.';
+  static override examples = ['<%= config.bin %> e1-batch continuation --output ./batch --manifest-out ./queue-2.json'];
+  static override flags = {
+    output: Flags.string({ description: 'the paused batch output directory', required: true }),
+    'manifest-out': Flags.string({ description: 'where to write the new manifest (must not exist)', required: true }),
+  };
+
+  async run(): Promise<ContinuationOutcome> {
+    const { flags } = await this.parse(BatchContinuation);
+    const outcome = await writeContinuation(new EvidenceStore(new NodeFileSystem(), resolve(flags.output)), {
+      manifestOut: resolve(flags['manifest-out']),
+      codeVersion: await readCodeVersion(PACKAGE_ROOT),
+    });
+    this.log(`wrote ${outcome.manifest_out}: ${outcome.jobs} unclaimed job(s), continuation of ${outcome.batch_id}`);
+    return outcome;
+  }
+}

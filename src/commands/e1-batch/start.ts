@@ -1,0 +1,63 @@
+import { resolve } from 'node:path';
+import { Flags } from '@oclif/core';
+import { readCodeVersion } from '../../adapters/code-version.js';
+import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
+import { observeGpus } from '../../adapters/nvidia-smi.js';
+import { resolveRegistryPath } from '../../adapters/registry/default-path.js';
+import { launchSupervisor } from '../../adapters/supervisor-launcher.js';
+import { prepareBatch } from '../../app/batch/start-batch.js';
+import { supervise } from '../../app/batch/supervisor.js';
+import { systemClock } from '../../app/ports/clock.js';
+import { BaseCommand } from '../../cli/base-command.js';
+import { BIN_RUN_JS, createContainerRuntime, createStderrLogger, createSupervisorDeps, PACKAGE_ROOT } from '../../composition-root.js';
+
+export default class BatchStart extends BaseCommand {
+  static override summary = 'Validate a manifest, freeze it into a new output directory and launch the supervisor.';
+  static override description = [
+    'Nothing is written unless the manifest validates, every referenced ${NAME} variable is set, no outcome_path',
+    'exists yet, the engine answers and every image is present. The manifest is frozen byte-identical into',
+    'D/manifest.json with the batch identity in D/batch.json; then a detached supervisor (own process group, log in',
+    'D/supervisor.log) runs the pairs in manifest order. Follow it with `e1-batch status --watch`.',
+  ].join('\n');
+  static override examples = [
+    '<%= config.bin %> e1-batch start --manifest queue.json --output /abs/local/batch',
+    '<%= config.bin %> e1-batch start --manifest queue.json --output ./batch --foreground --json',
+  ];
+  static override flags = {
+    manifest: Flags.string({ description: 'manifest JSON (schema roboguide.e1.batch/v0.1)', required: true }),
+    output: Flags.string({ description: 'new or empty output directory (the evidence archive)', required: true }),
+    registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
+    'bind-address': Flags.string({ description: 'host address published ports bind to', default: '127.0.0.1' }),
+    foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
+  };
+
+  async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string }> {
+    const { flags } = await this.parse(BatchStart);
+    const output = resolve(flags.output);
+    const record = await prepareBatch(
+      { fs: new NodeFileSystem(), runtime: createContainerRuntime(), clock: systemClock, observeGpus: () => observeGpus() },
+      {
+        manifestPath: flags.manifest,
+        output,
+        registryPath: resolveRegistryPath(flags.registry),
+        bindAddress: flags['bind-address'],
+        environment: process.env,
+        codeVersion: await readCodeVersion(PACKAGE_ROOT),
+      },
+    );
+    if (flags.foreground) {
+      const deps = await createSupervisorDeps(output, createStderrLogger());
+      try {
+        const state = await supervise({ ...deps, handleSignals: true }, 'start');
+        this.log(`batch ${record.batch_id}: ${state} (${output})`);
+        return { batch_id: record.batch_id, output, supervisor_pid: process.pid, state };
+      } finally {
+        deps.dispose();
+      }
+    }
+    const identity = await launchSupervisor(BIN_RUN_JS, output, 'start');
+    this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
+    this.log(`  follow it: npx roboguide-eval e1-batch status --output ${output} --watch`);
+    return { batch_id: record.batch_id, output, supervisor_pid: identity.pid };
+  }
+}

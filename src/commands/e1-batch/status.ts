@@ -1,0 +1,67 @@
+import { resolve } from 'node:path';
+import { Flags } from '@oclif/core';
+import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
+import { readStatus } from '../../app/batch/read-status.js';
+import type { BatchStatus } from '../../app/batch/status.js';
+import { BaseCommand } from '../../cli/base-command.js';
+import { createContainerRuntime } from '../../composition-root.js';
+import { ExitCode } from '../../core/errors.js';
+
+function render(s: BatchStatus, now: Date): string {
+  const c = s.counts;
+  const done = c.completed + c.infrastructure_failure + c.fatal + c.provider_stop + c.harness_failure;
+  const lines = [
+    `batch ${s.batch_id}  state ${s.state.toUpperCase()}${s.pause_reasons.length ? ` (paused: ${s.pause_reasons.join(', ')})` : ''}`,
+    `progress ${done}/${c.total}  [${'#'.repeat(Math.round((done / Math.max(1, c.total)) * 30)).padEnd(30, '.')}]  workers allowed ${s.workers_allowed}${s.gpu_peak_mib === null ? ' (no GPU observation: serial)' : ` (peak ${s.gpu_peak_mib} MiB)`}`,
+    `pending ${c.pending}  running ${c.running}  claimed-without-result ${c.claimed}`,
+    `completed ${c.completed}  infrastructure_failure ${c.infrastructure_failure}  fatal ${c.fatal}  provider_stop ${c.provider_stop}  harness_failure ${c.harness_failure}`,
+  ];
+  for (const r of s.running) {
+    const elapsed = Math.round((now.getTime() - new Date(r.started_at).getTime()) / 1000);
+    lines.push(`  running ${r.job_id}  container ${r.container_id?.slice(0, 12) ?? '-'}  elapsed ${elapsed}s  deadline ${r.deadline}`);
+  }
+  if (s.claims_without_result.length && !s.supervisor?.alive) lines.push(`claims without result: ${s.claims_without_result.join(', ')}`);
+  for (const l of s.leftovers) lines.push(`leftover container ${l.container_id.slice(0, 12)} (${l.status}) job ${l.job_id ?? '?'}: ${l.why}`);
+  lines.push(`supervisor ${s.supervisor ? `pid ${s.supervisor.pid} ${s.supervisor.alive ? 'alive' : 'not running'}` : 'never started'}`);
+  return lines.join('\n');
+}
+
+export default class BatchStatusCommand extends BaseCommand {
+  static override summary = 'Show the derived state of a batch: counts, running pairs, pause reasons, leftovers.';
+  static override description =
+    'Computed fresh from the journal, the job files and the engine (containers labelled with the batch id). ' +
+    'With --exit-status the exit code is 0 while running or drained cleanly, 4 when the batch finished with failures or is paused.';
+  static override examples = [
+    '<%= config.bin %> e1-batch status --output ./batch',
+    '<%= config.bin %> e1-batch status --output ./batch --watch',
+    '<%= config.bin %> e1-batch status --output ./batch --json',
+  ];
+  static override flags = {
+    output: Flags.string({ description: 'batch output directory', required: true }),
+    watch: Flags.boolean({ description: 'refresh every second until the batch drains, stops or pauses', default: false }),
+    'exit-status': Flags.boolean({ description: 'exit 4 when the batch is paused or finished with failures', default: false }),
+  };
+
+  async run(): Promise<BatchStatus> {
+    const { flags } = await this.parse(BatchStatusCommand);
+    const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
+    const runtime = createContainerRuntime();
+    const engine = await runtime.info().then(() => runtime, () => undefined);
+    let status = await readStatus(store, engine, new Date());
+    if (flags.watch && !this.jsonEnabled()) {
+      for (;;) {
+        process.stdout.write(`\x1b[2J\x1b[H${render(status, new Date())}\n`);
+        if (status.state !== 'running' && status.state !== 'stopping') break;
+        await new Promise((r) => setTimeout(r, 1000));
+        status = await readStatus(store, engine, new Date());
+      }
+    } else {
+      this.log(render(status, new Date()));
+    }
+    const c = status.counts;
+    const failures = c.infrastructure_failure + c.fatal + c.provider_stop + c.harness_failure;
+    if (flags['exit-status'] && (status.state === 'paused' || (status.state === 'drained' && failures > 0))) process.exitCode = ExitCode.batchFailed;
+    return status;
+  }
+}

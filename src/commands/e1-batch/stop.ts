@@ -1,0 +1,34 @@
+import { resolve } from 'node:path';
+import { Flags } from '@oclif/core';
+import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
+import { loadBatch } from '../../app/batch/batch-context.js';
+import { stopBatch, type StopOutcome } from '../../app/batch/stop-batch.js';
+import { systemClock } from '../../app/ports/clock.js';
+import { BaseCommand } from '../../cli/base-command.js';
+
+export default class BatchStop extends BaseCommand {
+  static override summary = 'Pause new dispatch; running pairs finish and are archived (or, with --terminate, are stopped).';
+  static override description =
+    'Writes D/stop-request.json and signals the supervisor. Without --terminate running pairs finish normally; ' +
+    'with --terminate each gets a controlled stop (SIGTERM, the stop budget, then kill) and is archived. ' +
+    'The supervisor exits with state "stopped"; `e1-batch resume` continues the batch.';
+  static override examples = ['<%= config.bin %> e1-batch stop --output ./batch', '<%= config.bin %> e1-batch stop --output ./batch --terminate'];
+  static override flags = {
+    output: Flags.string({ description: 'batch output directory', required: true }),
+    terminate: Flags.boolean({ description: 'also stop running pairs within the stop budget', default: false }),
+  };
+
+  async run(): Promise<StopOutcome> {
+    const { flags } = await this.parse(BatchStop);
+    const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
+    await loadBatch(store);
+    const outcome = await stopBatch(store, systemClock, flags.terminate);
+    this.log(
+      outcome.signalled
+        ? `stop requested${outcome.terminate ? ' (terminate running pairs)' : ''}: supervisor pid ${outcome.pid} signalled`
+        : 'stop recorded; no supervisor is running for this batch',
+    );
+    return outcome;
+  }
+}

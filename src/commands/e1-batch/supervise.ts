@@ -1,0 +1,32 @@
+import { resolve } from 'node:path';
+import { Flags } from '@oclif/core';
+import { createFileLogger } from '../../adapters/pino-logger.js';
+import { supervise } from '../../app/batch/supervisor.js';
+import { BaseCommand } from '../../cli/base-command.js';
+import { createSupervisorDeps } from '../../composition-root.js';
+import { join } from 'node:path';
+import { SUPERVISOR_LOG } from '../../app/batch/layout.js';
+
+/** The detached supervisor process that `start` and `resume` launch. Not for people. */
+export default class BatchSupervise extends BaseCommand {
+  static override hidden = true;
+  static override summary = 'Run the supervisor of a prepared batch (launched by start/resume).';
+  static override flags = {
+    output: Flags.string({ required: true, description: 'batch output directory' }),
+    mode: Flags.string({ options: ['start', 'resume'], default: 'start', description: 'start or resume' }),
+  };
+
+  async run(): Promise<{ state: string }> {
+    const { flags } = await this.parse(BatchSupervise);
+    const output = resolve(flags.output);
+    const logger = createFileLogger(join(output, SUPERVISOR_LOG), [], { output });
+    const deps = await createSupervisorDeps(output, logger);
+    try {
+      const state = await supervise(deps, flags.mode === 'resume' ? 'resume' : 'start');
+      return { state };
+    } finally {
+      deps.dispose();
+      logger.flush();
+    }
+  }
+}

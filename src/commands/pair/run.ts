@@ -1,0 +1,78 @@
+import { readFile } from 'node:fs/promises';
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../../cli/base-command.js';
+import { createPairRunDeps, PACKAGE_ROOT } from '../../composition-root.js';
+import { readCodeVersion } from '../../adapters/code-version.js';
+import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
+import { InvalidInputError } from '../../core/errors.js';
+import type { ResultRecord } from '../../core/result.js';
+
+export default class PairRun extends BaseCommand {
+  static override summary = 'Run one evaluation pair in its own container, in the foreground, and print its receipt.';
+  static override description = [
+    'The spec is one JSON object with the fields of a manifest job: job_id, argv, cwd, outcome_path, environment,',
+    'ports, timeout_seconds, image, gpus, b1_ports, plus optional sessions_dir, stop_budget_seconds and',
+    'allowed_http_statuses. Environment values may reference this process\'s variables only as the whole string',
+    '"${NAME}"; resolved values are passed to the container and never written anywhere.',
+    '',
+    'The pair gets the batch lifecycle: receipt first, container created with labels, init, no-new-privileges;',
+    'stdout/stderr streamed (redacted) to files; wall budget with a controlled stop (SIGTERM, stop budget, kill);',
+    'outcome and Codex sessions collected; then the container is removed and its absence verified.',
+    '',
+    'Exit codes: 0 classification "completed"; 1 any other classification or a runtime failure (the receipt',
+    'is still written and printed); 2 invalid spec or unset referenced variable; 3 no Docker engine.',
+  ].join('\n');
+  static override examples = [
+    '<%= config.bin %> pair run --spec pair.json',
+    'OPENAI_API_KEY=... <%= config.bin %> pair run --spec pair.json --output ./run-1 --json',
+  ];
+  static override flags = {
+    spec: Flags.string({ description: 'path of the pair spec JSON ("-" for stdin)', required: true }),
+    output: Flags.string({ description: 'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)' }),
+    'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
+    'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
+  };
+
+  async run(): Promise<ResultRecord & { output: string }> {
+    const { flags } = await this.parse(PairRun);
+    let specText: string;
+    try {
+      specText = flags.spec === '-' ? await readStdin() : await readFile(flags.spec, 'utf8');
+    } catch (err) {
+      throw new InvalidInputError('E_SPEC_INVALID', `cannot read pair spec ${flags.spec}`, [
+        { path: '$', rule: `cannot read file: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
+      ]);
+    }
+    const deps = createPairRunDeps();
+    let outcome: RunPairOutcome;
+    try {
+      outcome = await runPair(deps, {
+        specText,
+        specSource: flags.spec,
+        ...(flags.output !== undefined ? { output: flags.output } : {}),
+        bindAddress: flags['bind-address'],
+        ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
+        environment: process.env,
+        codeVersion: await readCodeVersion(PACKAGE_ROOT),
+        cwd: process.cwd(),
+      });
+    } finally {
+      deps.dispose();
+    }
+    const { result, output } = outcome;
+    if (result.classification !== 'completed') process.exitCode = 1;
+    this.log(`pair ${result.job_id}: ${result.classification}${result.reasons.length ? ` (${result.reasons.join(', ')})` : ''}`);
+    this.log(`  container ${result.container.id ?? '-'} exit ${result.container.exit_code ?? '-'}; removed and verified absent: ${result.cleanup.verified_absent}`);
+    this.log(`  logs: stdout ${result.logs.stdout.bytes} B, stderr ${result.logs.stderr.bytes} B; sessions ${result.sessions.files} file(s)`);
+    if (result.provider_failure) this.log(`  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`);
+    if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
+    this.log(`  evidence: ${output}`);
+    return { ...result, output };
+  }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}

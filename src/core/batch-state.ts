@@ -1,0 +1,129 @@
+import type { PauseReason } from './classify.js';
+import { clearedByResume } from './pause-rules.js';
+import type { Classification } from './result.js';
+
+export const STATUS_SCHEMA = 'roboguide.e1.status/v1' as const;
+
+export type BatchState = 'running' | 'stopping' | 'stopped' | 'paused' | 'drained';
+
+/** Journal records as the supervisor writes them (events.jsonl). Only the fields the fold needs are typed. */
+export type BatchEvent =
+  | { readonly type: 'batch_created'; readonly batch_id: string }
+  | { readonly type: 'supervisor_started'; readonly mode: 'start' | 'resume'; readonly pid: number }
+  | { readonly type: 'paused'; readonly reasons: readonly PauseReason[]; readonly job_id?: string }
+  | { readonly type: 'resumed'; readonly cleared: readonly string[]; readonly kept: readonly PauseReason[] }
+  | { readonly type: 'stop_requested'; readonly terminate: boolean }
+  | { readonly type: 'supervisor_exited'; readonly state: BatchState }
+  | { readonly type: string; readonly [field: string]: unknown };
+
+export interface JobView {
+  readonly jobId: string;
+  readonly claimed: boolean;
+  readonly classification: Classification | null;
+}
+
+export interface RunningPair {
+  readonly job_id: string;
+  readonly container_id: string | null;
+  readonly started_at: string;
+  readonly deadline: string;
+}
+
+export interface Counts {
+  readonly total: number;
+  readonly pending: number;
+  readonly claimed: number;
+  readonly running: number;
+  readonly completed: number;
+  readonly infrastructure_failure: number;
+  readonly fatal: number;
+  readonly provider_stop: number;
+  readonly harness_failure: number;
+}
+
+export interface PauseHistoryEntry {
+  readonly at: string;
+  readonly event: 'paused' | 'resumed';
+  readonly reasons: readonly string[];
+  readonly job_id: string | null;
+}
+
+export interface JournalFold {
+  readonly pauseReasons: PauseReason[];
+  readonly stopRequested: boolean;
+  readonly terminateRequested: boolean;
+  readonly exitedAs: BatchState | null;
+  readonly pauseHistory: PauseHistoryEntry[];
+}
+
+function isPaused(e: BatchEvent): e is Extract<BatchEvent, { type: 'paused' }> {
+  return e.type === 'paused' && Array.isArray((e as { reasons?: unknown }).reasons);
+}
+
+/** Fold the journal into the facts status needs. Every supervisor start resets stop/exit facts. */
+export function foldJournal(events: readonly (BatchEvent & { readonly at?: string })[]): JournalFold {
+  const reasons = new Set<PauseReason>();
+  let stopRequested = false;
+  let terminateRequested = false;
+  let exitedAs: BatchState | null = null;
+  const pauseHistory: PauseHistoryEntry[] = [];
+  for (const e of events) {
+    if (isPaused(e)) {
+      for (const r of e.reasons) reasons.add(r);
+      pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...e.reasons], job_id: typeof e.job_id === 'string' ? e.job_id : null });
+    } else if (e.type === 'resumed') {
+      const kept = clearedByResume([...reasons]);
+      const cleared = [...reasons].filter((r) => !kept.includes(r));
+      reasons.clear();
+      for (const r of kept) reasons.add(r);
+      pauseHistory.push({ at: e.at ?? '', event: 'resumed', reasons: cleared, job_id: null });
+    } else if (e.type === 'supervisor_started') {
+      stopRequested = false;
+      terminateRequested = false;
+      exitedAs = null;
+    } else if (e.type === 'stop_requested') {
+      stopRequested = true;
+      terminateRequested = terminateRequested || (e as { terminate?: unknown }).terminate === true;
+    } else if (e.type === 'supervisor_exited') {
+      exitedAs = (e as { state: BatchState }).state;
+    }
+  }
+  return { pauseReasons: [...reasons], stopRequested, terminateRequested, exitedAs, pauseHistory };
+}
+
+export function countJobs(jobs: readonly JobView[], runningCount: number): Counts {
+  const counts = {
+    total: jobs.length,
+    pending: 0,
+    claimed: 0,
+    running: runningCount,
+    completed: 0,
+    infrastructure_failure: 0,
+    fatal: 0,
+    provider_stop: 0,
+    harness_failure: 0,
+  };
+  for (const j of jobs) {
+    if (!j.claimed) counts.pending++;
+    else if (j.classification === null) counts.claimed++;
+    else counts[j.classification]++;
+  }
+  return counts;
+}
+
+/**
+ * The batch state from the journal fold, the job files and whether a supervisor is alive. `drained` when
+ * every job has a result; otherwise a live supervisor is running/stopping, and a dead one left the batch
+ * stopped, paused, or (crashed) paused with a harness reason for resume to clear.
+ */
+export function deriveState(fold: JournalFold, counts: Counts, supervisorAlive: boolean): BatchState {
+  if (counts.pending === 0 && counts.claimed === 0) return 'drained';
+  if (supervisorAlive) {
+    if (fold.stopRequested) return 'stopping';
+    return fold.pauseReasons.length > 0 ? 'paused' : 'running';
+  }
+  if (fold.pauseReasons.length > 0) return 'paused';
+  if (fold.exitedAs === 'stopped' || fold.stopRequested) return 'stopped';
+  // No live supervisor, no pause recorded, work left: the supervisor died. Fail closed.
+  return 'paused';
+}

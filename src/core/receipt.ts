@@ -1,0 +1,33 @@
+/** `jobs/<id>/receipt.json`: the claim. Published exclusively before the container exists (SPEC §4, §5 step 1). */
+export const RECEIPT_SCHEMA = 'roboguide.e1.receipt/v1' as const;
+
+export interface Identity {
+  readonly pid: number;
+  readonly start_ticks: string | null;
+  readonly boot_id: string | null;
+}
+
+export interface Receipt {
+  readonly schema: typeof RECEIPT_SCHEMA;
+  readonly batch_id: string;
+  readonly job_id: string;
+  readonly attempt: 1;
+  readonly claim_id: string;
+  readonly claimed_at: string;
+  readonly host_boot_id: string | null;
+  readonly supervisor: Identity;
+  readonly reservation_id: string | null;
+  readonly image: string;
+  /** Where the driver writes its outcome (host path): the proof re-reads it to detect a changed outcome. */
+  readonly outcome_path: string;
+  readonly source_sha256: Readonly<Record<string, string>>;
+  readonly code_version: string;
+  /** Null until the container exists; then recorded by atomic replace. */
+  readonly container_id: string | null;
+  readonly container_name: string;
+}
+
+/** Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; job ids are already in that alphabet. */
+export function containerName(jobId: string, claimId: string): string {
+  return `roboguide-${jobId}-${claimId.slice(0, 8)}`;
+}

@@ -1,0 +1,26 @@
+import { inject } from 'vitest';
+import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
+import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
+
+export const dockerAvailable = inject('dockerAvailable');
+/** Use as `describe.skipIf(noDocker)(…)`: the skip shows in the report with the file's name. */
+export const noDocker = !dockerAvailable;
+export const DRIVER_IMAGE = PAIR_DRIVER_IMAGE;
+
+export function runtime(): DockerContainerRuntime {
+  return new DockerContainerRuntime();
+}
+
+/** Every container carrying the label `roboguide.job=<jobId>` (or `roboguide.batch=<batchId>`). */
+export async function containersLabelled(labels: Record<string, string>): Promise<string[]> {
+  const list = await runtime().listByLabel(labels);
+  return list.map((c) => c.id);
+}
+
+/** Remove whatever a test left behind (tests assert absence first; this only keeps the engine clean). */
+export async function sweep(labels: Record<string, string>): Promise<number> {
+  const rt = runtime();
+  const ids = await containersLabelled(labels);
+  await Promise.all(ids.map((id) => rt.remove(id)));
+  return ids.length;
+}

@@ -1,0 +1,64 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { pinoRedactionOptions, redactText } from '../../src/adapters/log-redaction.js';
+import { leakedWindows } from './redaction.fixtures.js';
+
+const SECRET = 'Zq9-resolved-env-value/with+chars"and\\quotes';
+const FORMS = [SECRET, encodeURIComponent(SECRET), JSON.stringify(SECRET).slice(1, -1), Buffer.from(SECRET).toString('base64').slice(0, -4)];
+
+function memoryLogger(secrets: readonly string[]) {
+  const lines: string[] = [];
+  const logger = pino({ level: 'debug', ...pinoRedactionOptions(secrets) }, { write: (line: string) => void lines.push(line) });
+  return { logger, lines };
+}
+
+describe('pinoRedactionOptions', () => {
+  it('masks authorization fields, env and secret values anywhere in a log line', () => {
+    const { logger, lines } = memoryLogger([SECRET]);
+    logger.info(
+      {
+        authorization: 'Bearer abc.def.ghi',
+        headers: { authorization: 'Basic dXNlcjpwYXNz' },
+        env: { OPENAI_API_KEY: SECRET },
+        nested: { deep: [`token ${SECRET}`], b64: Buffer.from(SECRET).toString('base64') },
+      },
+      `request failed with ${SECRET}`,
+    );
+    logger.child({ job: 'pair-0001' }).warn({ req: { headers: { authorization: 'Token xyz' } } }, 'child %s', SECRET);
+    expect(lines).toHaveLength(2);
+    const all = lines.join('');
+    expect(leakedWindows(all, FORMS)).toEqual([]);
+    expect(all).not.toContain('dXNlcjpwYXNz');
+    expect(all).not.toContain('abc.def.ghi');
+    expect(all).not.toContain('Token xyz');
+    const [first, second] = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(first).toMatchObject({
+      authorization: '[REDACTED]',
+      headers: { authorization: '[REDACTED]' },
+      env: '[REDACTED]',
+      nested: { deep: ['token [REDACTED]'] },
+      msg: 'request failed with [REDACTED]',
+    });
+    expect(second).toMatchObject({ job: 'pair-0001', req: { headers: { authorization: '[REDACTED]' } }, msg: 'child [REDACTED]' });
+  });
+
+  it('masks token formats in messages even without configured secrets', () => {
+    const { logger, lines } = memoryLogger([]);
+    const token = 'ghp_' + 'aB3'.repeat(12);
+    logger.error(new Error(`clone failed: ${token}`), 'git error');
+    expect(lines.join('')).not.toContain(token.slice(4, 12));
+    expect((JSON.parse(lines[0] ?? '{}') as { err: { message: string } }).err.message).toBe('clone failed: [REDACTED:github]');
+  });
+});
+
+describe('redactText', () => {
+  it('masks secret values and their encodings in a user-facing message', () => {
+    const message = `cannot connect: password ${SECRET} rejected (url ${encodeURIComponent(SECRET)})`;
+    const out = redactText(message, [SECRET]);
+    expect(out).toBe('cannot connect: password [REDACTED] rejected (url [REDACTED])');
+  });
+
+  it('leaves a message without secrets unchanged', () => {
+    expect(redactText('image pair-driver:1 is missing', [SECRET, 'ab'])).toBe('image pair-driver:1 is missing');
+  });
+});
