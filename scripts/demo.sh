@@ -1,25 +1,46 @@
 #!/usr/bin/env bash
-# The main job on a prepared machine: one demo pair on the synthetic driver, with its receipt printed.
+# The main job on a prepared machine: a demo batch of pairs on the synthetic driver (mixed outcomes), started
+# detached, followed live with `status` until it drains, then summarized.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cli() { node_modules/.bin/node bin/run.js "$@"; }
 root="$PWD/demo-output/$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$root/work"
-cat > "$root/pair.json" <<JSON
+work="$root/work"
+mkdir -p "$work/out"
+printf 'print("public driver source")\n' > "$work/driver.py"
+sha=$(sha256sum "$work/driver.py" | cut -d' ' -f1)
+job() { # id, actions...
+  local id=$1; shift
+  local argv; argv=$(printf '"%s",' /opt/driver/run "$@"); argv=${argv%,}
+  printf '{"job_id":"%s","argv":[%s],"cwd":"%s","outcome_path":"%s/out/%s.json","environment":{"MODEL":"demo-model","DEMO_API_KEY":"${DEMO_API_KEY}"},"timeout_seconds":120}' \
+    "$id" "$argv" "$work" "$work" "$id"
+}
+cat > "$root/manifest.json" <<JSON
 {
-  "job_id": "demo-pair-0001",
-  "argv": ["/opt/driver/run", "numbered=5", "echo_env=DEMO_API_KEY", "session=429", "outcome=completed"],
-  "cwd": "$root/work",
-  "outcome_path": "$root/work/out/demo-pair-0001.json",
-  "environment": { "MODEL": "demo-model", "DEMO_API_KEY": "\${DEMO_API_KEY}" },
-  "ports": [],
-  "timeout_seconds": 120,
-  "image": "roboguide/pair-driver:1"
+  "schema": "roboguide.e1.batch/v0.1",
+  "image": "roboguide/pair-driver:1",
+  "jobs": [
+    $(job demo-0001 numbered=20 echo_env=DEMO_API_KEY session=success arm=rejected outcome=completed),
+    $(job demo-0002 numbered=5 arm=hold usage=30000 outcome=completed),
+    $(job demo-0003 numbered=5 stderr_bytes=2000 outcome=infra),
+    $(job demo-0004 numbered=5 fake_secrets arm=guard_refused outcome=completed),
+    $(job demo-0005 numbered=5 session=429 outcome=provider_stop)
+  ],
+  "source_sha256": { "$work/driver.py": "$sha" },
+  "capacity": { "max_workers": 1 },
+  "provider": { "allowed_http_statuses": [502] },
+  "stop_budget_seconds": 10
 }
 JSON
-echo "demo: running one pair (spec: $root/pair.json)"
-DEMO_API_KEY="sk-demo-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
-  node_modules/.bin/node bin/run.js pair run --spec "$root/pair.json" --output "$root/evidence" --json \
-  > "$root/receipt.json" || true
-cat "$root/receipt.json"
+export DEMO_API_KEY="sk-demo-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+registry="$root/registry.db"
+echo "demo: manifest $root/manifest.json (5 pairs: completed, completed, infrastructure failure, completed, provider 429)"
+cli e1-batch start --manifest "$root/manifest.json" --output "$root/batch" --registry "$registry"
+cli e1-batch status --output "$root/batch" --watch
 echo
-echo "demo: evidence in $root/evidence (receipt.json, stdout.log, stderr.log, sessions/, result.json)"
+echo "demo: SUMMARY.json"
+cat "$root/batch/SUMMARY.json"
+echo
+echo "demo: evidence in $root/batch (manifest.json, batch.json, events.jsonl, jobs/<id>/{receipt,result}.json, logs, sessions)"
+if grep -rqF "$DEMO_API_KEY" "$root/batch" "$work"; then echo "demo: SECRET FOUND ON DISK" >&2; exit 1; fi
+echo "demo: the demo secret appears nowhere under $root"
