@@ -113,10 +113,11 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
   const onUsr2 = (): void => {
     void store.readJson<StopRequest>(STOP_FILE).then(applyStop, () => undefined);
   };
+  // SIGUSR2 is the stop protocol (`e1-batch stop`): always ours while supervising, even in-process.
+  process.on('SIGUSR2', onUsr2);
   if (deps.handleSignals) {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
-    process.on('SIGUSR2', onUsr2);
   }
   const stopPoll = setInterval(onUsr2, STOP_POLL_MS);
 
@@ -227,10 +228,10 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
     }
   } finally {
     clearInterval(stopPoll);
+    process.off('SIGUSR2', onUsr2);
     if (deps.handleSignals) {
       process.off('SIGTERM', onSignal);
       process.off('SIGINT', onSignal);
-      process.off('SIGUSR2', onUsr2);
     }
   }
   files = await readJobFiles(store, manifest);
