@@ -62,3 +62,16 @@ describe('redactText', () => {
     expect(redactText('image pair-driver:1 is missing', [SECRET, 'ab'])).toBe('image pair-driver:1 is missing');
   });
 });
+
+describe('redaction is idempotent', () => {
+  it.each([
+    'Authorization: Basic dXNlcjpwYXNz',
+    '{"authorization":"Token abc123"}',
+    `pw ${SECRET} and Bearer abc.def.ghi1`,
+    '-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----',
+  ])('masking %j twice changes nothing more', (text) => {
+    const once = redactText(text, [SECRET]);
+    expect(once).not.toBe(text);
+    expect(redactText(once, [SECRET])).toBe(once);
+  });
+});

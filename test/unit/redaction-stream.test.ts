@@ -134,6 +134,18 @@ describe('createRedactStream: idle flush', () => {
     stream.end();
   });
 
+  it('drops an open PEM block after idle until its END line, then resumes', async () => {
+    const timer = new FakeScheduler();
+    const stream = createRedactStream([], { idleScheduler: timer.schedule });
+    const [header, ...rest] = pemBlock(random, 'EC PRIVATE KEY', 4).split('\n');
+    expect(await write(stream, `log\n${header}\n${rest[0]}`)).toBe('log\n');
+    timer.fire();
+    expect(drain(stream)).toBe('[REDACTED:private_key]');
+    expect(await write(stream, `\n${rest.slice(1).join('\n')}`)).toBe('');
+    expect(await write(stream, '\nback to normal sk-\n')).toBe('\nback to normal sk-\n');
+    stream.end();
+  });
+
   it('arms no timer while nothing is held back', async () => {
     const timer = new FakeScheduler();
     const stream = createRedactStream([SECRET], { idleScheduler: timer.schedule });
@@ -175,5 +187,42 @@ describe('bounded memory', () => {
     expect(redactor.pendingLength).toBe(0);
     out += redactor.push(' next\n') + redactor.end();
     expect(out).toBe('t=[REDACTED:openai] next\n');
+  });
+});
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('createRedactStream: batching and backpressure', () => {
+  it('scans a burst of 1-byte writes as one batch, masking a secret spread over them', async () => {
+    const stream = createRedactStream([SECRET]);
+    const outputs: Buffer[] = [];
+    stream.on('data', (chunk: Buffer) => outputs.push(chunk));
+    const text = `a ${SECRET} b\n`.repeat(3);
+    const acks = [...text].map((ch) => new Promise<void>((resolve) => stream.write(Buffer.from(ch, 'latin1'), () => resolve())));
+    await Promise.all(acks);
+    expect(Buffer.concat(outputs).toString('latin1')).toBe('a [REDACTED] b\n'.repeat(3));
+    expect(outputs.length).toBeLessThanOrEqual(3);
+    stream.end();
+  });
+
+  it('signals backpressure and holds write acknowledgements while nobody reads', async () => {
+    const stream = createRedactStream([]);
+    const chunk = Buffer.alloc(1024, 0x61);
+    let writes = 0;
+    let acked = 0;
+    for (let accepted = true; accepted && writes < 1000; writes++) accepted = stream.write(chunk, () => acked++);
+    for (let turn = 0; turn < 5; turn++) await nextTurn();
+    expect(writes).toBeLessThan(1000);
+    expect(acked).toBeLessThan(writes);
+    expect(stream.readableLength).toBeLessThanOrEqual(2 * 64 * 1024);
+    let readBytes = 0;
+    for (let turn = 0; turn < 1000 && acked < writes; turn++) {
+      for (let out: unknown = stream.read(); out !== null; out = stream.read()) readBytes += (out as Buffer).length;
+      await nextTurn();
+    }
+    for (let out: unknown = stream.read(); out !== null; out = stream.read()) readBytes += (out as Buffer).length;
+    expect(acked).toBe(writes);
+    expect(readBytes).toBe(writes * chunk.length);
+    stream.end();
   });
 });

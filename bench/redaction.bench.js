@@ -1,0 +1,92 @@
+// Throughput of the streaming redactor against a pass-through Transform, same process,
+// alternating runs, 64-byte log lines without secrets (2 secrets configured).
+// Needs the compiled output: `npx tsc -p tsconfig.build.json`, then
+// `npx node bench/redaction.bench.js [totalMB] [runs]`.
+//
+// - 64-byte writes: one line per write, as `docker attach` delivers line-buffered output (one
+//   frame per line). The target: redact >= 0.8 x pass-through.
+// - 64 KiB writes: the pass-through hands the same Buffer on without reading a byte, so its
+//   figure is the stream machinery alone; the redactor's MB/s is its scanning speed.
+import { Readable, Transform, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createRedactStream } from '../dist/adapters/redact-stream.js';
+
+const TOTAL_BYTES = Number(process.argv[2] ?? 100) * 1e6;
+const RUNS = Number(process.argv[3] ?? 5);
+const LINE_BYTES = 64;
+const CHUNK_SIZES = [LINE_BYTES, 64 * 1024];
+const SECRETS = ['sk-proj-Q7vJx2mB9kLp4RtY8wZc1NdF6hGs3Ae5Ui0Ko7Xb2Vn9Mq4Lr8Tz', 'p4ssw0rd-Hx8!kq2#Lm9$vN3'];
+
+const WORDS = ['info', 'debug', 'step', 'loss', 'epoch', 'task-123', 'skeleton', 'ghost_', 'eval', 'reward', 'done', 'GPU', 'batch', 'a', 'ok'];
+
+/** 1 MiB of distinct 64-byte log lines (no secrets), cycled to the total. */
+function template() {
+  const lines = [];
+  for (let i = 0; lines.length * LINE_BYTES < 1 << 20; i++) {
+    let line = `2025-01-01T00:00:${String(i % 60).padStart(2, '0')}Z ${String(i).padStart(6, '0')}`;
+    for (let w = i; line.length < LINE_BYTES - 1; w += 7) line += ' ' + WORDS[w % WORDS.length];
+    lines.push(line.slice(0, LINE_BYTES - 1) + '\n');
+  }
+  return Buffer.from(lines.join(''), 'latin1');
+}
+
+const TEMPLATE = template();
+
+function source(chunkBytes) {
+  let sent = 0;
+  let offset = 0;
+  return new Readable({
+    highWaterMark: 64 * 1024,
+    read() {
+      while (sent < TOTAL_BYTES) {
+        if (offset + chunkBytes > TEMPLATE.length) offset = 0;
+        const chunk = TEMPLATE.subarray(offset, offset + chunkBytes);
+        offset += chunkBytes;
+        sent += chunkBytes;
+        if (!this.push(chunk)) return;
+      }
+      this.push(null);
+    },
+  });
+}
+
+async function measure(transform, chunkBytes) {
+  let received = 0;
+  const sink = new Writable({
+    highWaterMark: 64 * 1024,
+    write(chunk, _encoding, callback) {
+      received += chunk.length;
+      callback();
+    },
+  });
+  const start = process.hrtime.bigint();
+  await pipeline(source(chunkBytes), transform, sink);
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  if (received !== TOTAL_BYTES - (TOTAL_BYTES % chunkBytes) && received < TOTAL_BYTES) throw new Error(`lost bytes: ${received}`);
+  return received / seconds / 1e6;
+}
+
+const passThrough = () => new Transform({ transform: (chunk, _encoding, callback) => callback(null, chunk) });
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+console.log(`redaction bench: ${TOTAL_BYTES / 1e6} MB of ${LINE_BYTES}-byte lines, ${SECRETS.length} secrets, ${RUNS} alternating runs each, node ${process.version}`);
+for (const chunkBytes of CHUNK_SIZES) {
+  const base = [];
+  const redact = [];
+  const ratios = [];
+  await measure(passThrough(), chunkBytes); // warm-up
+  await measure(createRedactStream(SECRETS), chunkBytes);
+  for (let run = 0; run < RUNS; run++) {
+    const a = await measure(passThrough(), chunkBytes);
+    const b = await measure(createRedactStream(SECRETS), chunkBytes);
+    base.push(a);
+    redact.push(b);
+    ratios.push(b / a);
+  }
+  console.log(
+    `chunk ${String(chunkBytes).padStart(6)} B: pass-through ${median(base).toFixed(0).padStart(6)} MB/s, ` +
+      `redact ${median(redact).toFixed(0).padStart(6)} MB/s, median ratio ${median(ratios).toFixed(2)} ` +
+      `(runs: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+  );
+}
+console.log(`peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB`);

@@ -1,0 +1,44 @@
+import type { LoggerOptions } from 'pino';
+import { compileRedaction } from '../core/redaction/compile.js';
+import type { CompiledRedaction } from '../core/redaction/compile.js';
+import { redactOnce } from '../core/redaction/redact-once.js';
+import { SECRET_MASK } from '../core/redaction/stream-redactor.js';
+
+/** Paths masked by pino's own redaction before a line is serialized. */
+export const REDACTED_LOG_PATHS: readonly string[] = [
+  'authorization',
+  'Authorization',
+  'headers.authorization',
+  'headers.Authorization',
+  '*.authorization',
+  '*.Authorization',
+  '*.headers.authorization',
+  '*.headers.Authorization',
+  'env',
+  '*.env',
+];
+
+export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'hooks'>>;
+
+/**
+ * Options to spread into `pino({...})`: `redact` censors authorization headers and `env`
+ * objects; `hooks.streamWrite` masks resolved secret values (and their encodings), bearer
+ * tokens and token formats anywhere in the serialized line, whatever field they hide in.
+ * Masks contain no quote or backslash, so the line stays valid JSON.
+ */
+export function pinoRedactionOptions(secrets: readonly string[]): PinoRedactionOptions {
+  const compiled = compileRedaction(secrets, 'text');
+  return {
+    redact: { paths: [...REDACTED_LOG_PATHS], censor: SECRET_MASK },
+    hooks: { streamWrite: (line: string) => redactLine(compiled, line) },
+  };
+}
+
+function redactLine(compiled: CompiledRedaction, line: string): string {
+  return redactOnce(compiled, line);
+}
+
+/** Masks secret values, their encodings and token formats in a message shown to a user. */
+export function redactText(text: string, secrets: readonly string[]): string {
+  return redactOnce(compileRedaction(secrets, 'text'), text);
+}
