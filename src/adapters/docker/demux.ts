@@ -6,7 +6,13 @@ const HEADER_BYTES = 8;
 async function writeWithBackpressure(target: Writable, chunk: Buffer): Promise<void> {
   if (chunk.length === 0 || target.destroyed) return;
   if (!target.write(chunk)) {
-    await Promise.race([once(target, 'drain'), once(target, 'close')]);
+    // Whichever of drain/close comes first, the other waiter is cancelled so no listener outlives the wait.
+    const settled = new AbortController();
+    try {
+      await Promise.race([once(target, 'drain', { signal: settled.signal }), once(target, 'close', { signal: settled.signal })]);
+    } finally {
+      settled.abort();
+    }
   }
 }
 
