@@ -17,7 +17,23 @@ const LINE_BYTES = 64;
 const CHUNK_SIZES = [LINE_BYTES, 64 * 1024];
 const SECRETS = ['sk-proj-Q7vJx2mB9kLp4RtY8wZc1NdF6hGs3Ae5Ui0Ko7Xb2Vn9Mq4Lr8Tz', 'p4ssw0rd-Hx8!kq2#Lm9$vN3'];
 
-const WORDS = ['info', 'debug', 'step', 'loss', 'epoch', 'task-123', 'skeleton', 'ghost_', 'eval', 'reward', 'done', 'GPU', 'batch', 'a', 'ok'];
+const WORDS = [
+  'info',
+  'debug',
+  'step',
+  'loss',
+  'epoch',
+  'task-123',
+  'skeleton',
+  'ghost_',
+  'eval',
+  'reward',
+  'done',
+  'GPU',
+  'batch',
+  'a',
+  'ok',
+];
 
 /** 1 MiB of distinct 64-byte log lines (no secrets), cycled to the total. */
 function template() {
@@ -50,6 +66,7 @@ function source(chunkBytes) {
   });
 }
 
+/** MB per wall-clock second and per CPU second (the latter steadier on a shared machine). */
 async function measure(transform, chunkBytes) {
   let received = 0;
   const sink = new Writable({
@@ -59,34 +76,41 @@ async function measure(transform, chunkBytes) {
       callback();
     },
   });
+  const cpuStart = process.cpuUsage();
   const start = process.hrtime.bigint();
   await pipeline(source(chunkBytes), transform, sink);
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  if (received !== TOTAL_BYTES - (TOTAL_BYTES % chunkBytes) && received < TOTAL_BYTES) throw new Error(`lost bytes: ${received}`);
-  return received / seconds / 1e6;
+  const cpu = process.cpuUsage(cpuStart);
+  if (received < TOTAL_BYTES) throw new Error(`lost bytes: ${received} of ${TOTAL_BYTES}`);
+  const mb = received / 1e6;
+  return { wall: mb / seconds, cpu: mb / ((cpu.user + cpu.system) / 1e6) };
 }
 
 const passThrough = () => new Transform({ transform: (chunk, _encoding, callback) => callback(null, chunk) });
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const fixed = (value) => value.toFixed(0).padStart(6);
 
-console.log(`redaction bench: ${TOTAL_BYTES / 1e6} MB of ${LINE_BYTES}-byte lines, ${SECRETS.length} secrets, ${RUNS} alternating runs each, node ${process.version}`);
+console.log(
+  `redaction bench: ${TOTAL_BYTES / 1e6} MB of ${LINE_BYTES}-byte lines, ${SECRETS.length} secrets, ` +
+    `${RUNS} alternating runs each, node ${process.version}`,
+);
 for (const chunkBytes of CHUNK_SIZES) {
-  const base = [];
-  const redact = [];
-  const ratios = [];
+  const runs = [];
   await measure(passThrough(), chunkBytes); // warm-up
   await measure(createRedactStream(SECRETS), chunkBytes);
   for (let run = 0; run < RUNS; run++) {
-    const a = await measure(passThrough(), chunkBytes);
-    const b = await measure(createRedactStream(SECRETS), chunkBytes);
-    base.push(a);
-    redact.push(b);
-    ratios.push(b / a);
+    const base = await measure(passThrough(), chunkBytes);
+    const redact = await measure(createRedactStream(SECRETS), chunkBytes);
+    runs.push({ base, redact });
   }
-  console.log(
-    `chunk ${String(chunkBytes).padStart(6)} B: pass-through ${median(base).toFixed(0).padStart(6)} MB/s, ` +
-      `redact ${median(redact).toFixed(0).padStart(6)} MB/s, median ratio ${median(ratios).toFixed(2)} ` +
-      `(runs: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
-  );
+  for (const clock of ['wall', 'cpu']) {
+    const ratios = runs.map((r) => r.redact[clock] / r.base[clock]);
+    console.log(
+      `${String(chunkBytes).padStart(6)} B writes, ${clock.padEnd(4)}: ` +
+        `pass-through ${fixed(median(runs.map((r) => r.base[clock])))} MB/s, ` +
+        `redact ${fixed(median(runs.map((r) => r.redact[clock])))} MB/s, ` +
+        `median ratio ${median(ratios).toFixed(2)} (runs: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+    );
+  }
 }
 console.log(`peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB`);

@@ -2,12 +2,27 @@ import { describe, expect, it } from 'vitest';
 import { compileRedaction } from '../../src/core/redaction/compile.js';
 import { redactOnce } from '../../src/core/redaction/redact-once.js';
 import { MIN_SECRET_LENGTH, secretForms } from '../../src/core/redaction/secret-forms.js';
-import { ALNUM, DIGITS, LOWER, UPPER, pemBlock, randomKeyBody, randomString, seededRandom } from './redaction.fixtures.js';
+import {
+  ALNUM,
+  DIGITS,
+  LOWER,
+  UPPER,
+  pemBlock,
+  randomKeyBody,
+  randomString,
+  seededRandom,
+} from './redaction.fixtures.js';
 
 const random = seededRandom(42);
 const detectorsOnly = compileRedaction([], 'text');
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
-const CONTEXTS = [(t: string) => t, (t: string) => `x ${t} y`, (t: string) => `KEY=${t}\n`, (t: string) => `"${t}"`, (t: string) => `(${t}),`];
+const CONTEXTS = [
+  (t: string) => t,
+  (t: string) => `x ${t} y`,
+  (t: string) => `KEY=${t}\n`,
+  (t: string) => `"${t}"`,
+  (t: string) => `(${t}),`,
+];
 
 /** 25 generated positives per shape, each in a random context. */
 function generate(make: () => string): string[] {
@@ -21,11 +36,14 @@ const positives: Record<string, string[]> = {
   ],
   github: [
     ...generate(() => pick(['ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_']) + randomString(random, ALNUM, 36)),
-    ...generate(() => 'github_pat_' + randomString(random, ALNUM, 22) + '_' + randomString(random, ALNUM, 59)),
+    ...generate(
+      () => 'github_pat_' + randomString(random, ALNUM, 22) + '_' + randomString(random, ALNUM, 59),
+    ),
   ],
   aws: generate(() => pick(['AKIA', 'ASIA']) + randomString(random, UPPER + DIGITS, 16)),
   slack: generate(
-    () => `${pick(['xoxb', 'xoxa', 'xoxp', 'xoxr', 'xoxs'])}-${randomString(random, DIGITS, 12)}-${randomString(random, LOWER + DIGITS, 24)}`,
+    () =>
+      `${pick(['xoxb', 'xoxa', 'xoxp', 'xoxr', 'xoxs'])}-${randomString(random, DIGITS, 12)}-${randomString(random, LOWER + DIGITS, 24)}`,
   ),
 };
 
@@ -46,7 +64,9 @@ describe('token detectors: generated positives', () => {
     ];
     for (const token of tokens) {
       const keyword = pick(['Bearer', 'bearer', 'BEARER']);
-      expect(redactOnce(detectorsOnly, `auth ${keyword} ${token}\n`)).toBe(`auth ${keyword} [REDACTED:bearer]\n`);
+      expect(redactOnce(detectorsOnly, `auth ${keyword} ${token}\n`)).toBe(
+        `auth ${keyword} [REDACTED:bearer]\n`,
+      );
     }
   });
 
@@ -55,12 +75,21 @@ describe('token detectors: generated positives', () => {
     ['authorization=abc123&x=1\r\n', 'authorization=[REDACTED:authorization]\r\n'],
     ['Proxy-Authorization: Negotiate YIIabc\n', 'Proxy-Authorization: [REDACTED:authorization]\n'],
     ["{ authorization: 'Token t0k3n', x: 1 }", "{ authorization: '[REDACTED:authorization]', x: 1 }"],
-    ['{"msg":"AUTHORIZATION: Digest a=\\"b\\"","level":30}', '{"msg":"AUTHORIZATION: [REDACTED:authorization]","level":30}'],
+    [
+      '{"msg":"AUTHORIZATION: Digest a=\\"b\\"","level":30}',
+      '{"msg":"AUTHORIZATION: [REDACTED:authorization]","level":30}',
+    ],
   ])('masks the authorization value of %j', (input, expected) => {
     expect(redactOnce(detectorsOnly, input)).toBe(expected);
   });
 
-  it.each(['RSA PRIVATE KEY', 'PRIVATE KEY', 'EC PRIVATE KEY', 'OPENSSH PRIVATE KEY', 'ENCRYPTED PRIVATE KEY'])('masks a %s block', (label) => {
+  it.each([
+    'RSA PRIVATE KEY',
+    'PRIVATE KEY',
+    'EC PRIVATE KEY',
+    'OPENSSH PRIVATE KEY',
+    'ENCRYPTED PRIVATE KEY',
+  ])('masks a %s block', (label) => {
     const block = pemBlock(random, label, 5);
     expect(redactOnce(detectorsOnly, `a\n${block}\nb`)).toBe('a\n[REDACTED:private_key]\nb');
   });

@@ -4,11 +4,19 @@ import { pinoRedactionOptions, redactText } from '../../src/adapters/log-redacti
 import { leakedWindows } from './redaction.fixtures.js';
 
 const SECRET = 'Zq9-resolved-env-value/with+chars"and\\quotes';
-const FORMS = [SECRET, encodeURIComponent(SECRET), JSON.stringify(SECRET).slice(1, -1), Buffer.from(SECRET).toString('base64').slice(0, -4)];
+const FORMS = [
+  SECRET,
+  encodeURIComponent(SECRET),
+  JSON.stringify(SECRET).slice(1, -1),
+  Buffer.from(SECRET).toString('base64').slice(0, -4),
+];
 
 function memoryLogger(secrets: readonly string[]) {
   const lines: string[] = [];
-  const logger = pino({ level: 'debug', ...pinoRedactionOptions(secrets) }, { write: (line: string) => void lines.push(line) });
+  const logger = pino(
+    { level: 'debug', ...pinoRedactionOptions(secrets) },
+    { write: (line: string) => void lines.push(line) },
+  );
   return { logger, lines };
 }
 
@@ -24,7 +32,9 @@ describe('pinoRedactionOptions', () => {
       },
       `request failed with ${SECRET}`,
     );
-    logger.child({ job: 'pair-0001' }).warn({ req: { headers: { authorization: 'Token xyz' } } }, 'child %s', SECRET);
+    logger
+      .child({ job: 'pair-0001' })
+      .warn({ req: { headers: { authorization: 'Token xyz' } } }, 'child %s', SECRET);
     expect(lines).toHaveLength(2);
     const all = lines.join('');
     expect(leakedWindows(all, FORMS)).toEqual([]);
@@ -39,7 +49,11 @@ describe('pinoRedactionOptions', () => {
       nested: { deep: ['token [REDACTED]'] },
       msg: 'request failed with [REDACTED]',
     });
-    expect(second).toMatchObject({ job: 'pair-0001', req: { headers: { authorization: '[REDACTED]' } }, msg: 'child [REDACTED]' });
+    expect(second).toMatchObject({
+      job: 'pair-0001',
+      req: { headers: { authorization: '[REDACTED]' } },
+      msg: 'child [REDACTED]',
+    });
   });
 
   it('masks token formats in messages even without configured secrets', () => {
@@ -47,7 +61,9 @@ describe('pinoRedactionOptions', () => {
     const token = 'ghp_' + 'aB3'.repeat(12);
     logger.error(new Error(`clone failed: ${token}`), 'git error');
     expect(lines.join('')).not.toContain(token.slice(4, 12));
-    expect((JSON.parse(lines[0] ?? '{}') as { err: { message: string } }).err.message).toBe('clone failed: [REDACTED:github]');
+    expect((JSON.parse(lines[0] ?? '{}') as { err: { message: string } }).err.message).toBe(
+      'clone failed: [REDACTED:github]',
+    );
   });
 });
 
@@ -59,7 +75,9 @@ describe('redactText', () => {
   });
 
   it('leaves a message without secrets unchanged', () => {
-    expect(redactText('image pair-driver:1 is missing', [SECRET, 'ab'])).toBe('image pair-driver:1 is missing');
+    expect(redactText('image pair-driver:1 is missing', [SECRET, 'ab'])).toBe(
+      'image pair-driver:1 is missing',
+    );
   });
 });
 

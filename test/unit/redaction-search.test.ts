@@ -20,7 +20,9 @@ describe('literalSearches', () => {
     const random = seededRandom(5);
     for (let round = 0; round < 300; round++) {
       const alphabet = round % 2 === 0 ? 'abc' : 'abcdefgh\u00e9\u4e2d';
-      const literals = Array.from({ length: 1 + Math.floor(random() * 5) }, () => randomString(random, alphabet, 4 + Math.floor(random() * 14)));
+      const literals = Array.from({ length: 1 + Math.floor(random() * 5) }, () =>
+        randomString(random, alphabet, 4 + Math.floor(random() * 14)),
+      );
       let text = randomString(random, alphabet, 200);
       for (const literal of literals) {
         const at = Math.floor(random() * text.length);

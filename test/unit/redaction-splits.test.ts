@@ -1,4 +1,7 @@
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
+import { createRedactStream } from '../../src/adapters/redact-stream.js';
 import {
   ALNUM,
   DIGITS,
@@ -31,7 +34,7 @@ function base64Case(secret: string, offset: number) {
   const before = Buffer.from('ab'.slice(0, offset) + 'xyz'.repeat(offset));
   const bytes = Buffer.concat([before, Buffer.from(secret, 'utf8'), Buffer.from('!tail')]);
   const encoded = bytes.toString('base64');
-  const stable = stableBase64(secret, (before.length) % 3);
+  const stable = stableBase64(secret, before.length % 3);
   const at = encoded.indexOf(stable);
   return {
     name: `base64 at byte offset ${before.length % 3} of ${JSON.stringify(secret)}`,
@@ -45,9 +48,24 @@ function literalCases(secret: string) {
   const json = JSON.stringify(secret).slice(1, -1);
   const url = encodeURIComponent(secret);
   return [
-    { name: `raw ${secret}`, text: `db password is ${secret} ok\n`, expected: 'db password is [REDACTED] ok\n', forms: [secret] },
-    { name: `url ${secret}`, text: `GET /cb?k=${url}&x=1\n`, expected: 'GET /cb?k=[REDACTED]&x=1\n', forms: [url] },
-    { name: `json ${secret}`, text: `{"pw":"${json}","n":1}\n`, expected: '{"pw":"[REDACTED]","n":1}\n', forms: [json] },
+    {
+      name: `raw ${secret}`,
+      text: `db password is ${secret} ok\n`,
+      expected: 'db password is [REDACTED] ok\n',
+      forms: [secret],
+    },
+    {
+      name: `url ${secret}`,
+      text: `GET /cb?k=${url}&x=1\n`,
+      expected: 'GET /cb?k=[REDACTED]&x=1\n',
+      forms: [url],
+    },
+    {
+      name: `json ${secret}`,
+      text: `{"pw":"${json}","n":1}\n`,
+      expected: '{"pw":"[REDACTED]","n":1}\n',
+      forms: [json],
+    },
     ...[0, 1, 2].map((offset) => base64Case(secret, offset)),
   ];
 }
@@ -65,11 +83,31 @@ const pem = pemBlock(random);
 const pemBody = pem.split('\n').slice(1, -1);
 
 const detectorCases = [
-  { name: 'openai sk-proj', text: `OPENAI_API_KEY=${openai}\n`, expected: 'OPENAI_API_KEY=[REDACTED:openai]\n', forms: [openai.slice(8)] },
-  { name: 'openai legacy', text: `key "${openaiLegacy}" used\n`, expected: 'key "[REDACTED:openai]" used\n', forms: [openaiLegacy] },
+  {
+    name: 'openai sk-proj',
+    text: `OPENAI_API_KEY=${openai}\n`,
+    expected: 'OPENAI_API_KEY=[REDACTED:openai]\n',
+    forms: [openai.slice(8)],
+  },
+  {
+    name: 'openai legacy',
+    text: `key "${openaiLegacy}" used\n`,
+    expected: 'key "[REDACTED:openai]" used\n',
+    forms: [openaiLegacy],
+  },
   { name: 'github ghp', text: `token ${ghp}.\n`, expected: 'token [REDACTED:github].\n', forms: [ghp] },
-  { name: 'github pat', text: `GH=${githubPat}\n`, expected: 'GH=[REDACTED:github]\n', forms: [githubPat.slice(11)] },
-  { name: 'aws AKIA', text: `aws_access_key_id = ${akia}\n`, expected: 'aws_access_key_id = [REDACTED:aws]\n', forms: [akia] },
+  {
+    name: 'github pat',
+    text: `GH=${githubPat}\n`,
+    expected: 'GH=[REDACTED:github]\n',
+    forms: [githubPat.slice(11)],
+  },
+  {
+    name: 'aws AKIA',
+    text: `aws_access_key_id = ${akia}\n`,
+    expected: 'aws_access_key_id = [REDACTED:aws]\n',
+    forms: [akia],
+  },
   { name: 'aws ASIA', text: `key:${asia} end`, expected: 'key:[REDACTED:aws] end', forms: [asia] },
   { name: 'slack', text: `slack ${slack}\n`, expected: 'slack [REDACTED:slack]\n', forms: [slack.slice(5)] },
   {
@@ -84,7 +122,12 @@ const detectorCases = [
     expected: '{"headers":{"authorization":"[REDACTED:authorization]"},"n":1}\n',
     forms: [basic],
   },
-  { name: 'bearer', text: `curl -H 'x: Bearer ${jwt}' url\n`, expected: "curl -H 'x: Bearer [REDACTED:bearer]' url\n", forms: [jwt] },
+  {
+    name: 'bearer',
+    text: `curl -H 'x: Bearer ${jwt}' url\n`,
+    expected: "curl -H 'x: Bearer [REDACTED:bearer]' url\n",
+    forms: [jwt],
+  },
   {
     name: 'PEM block',
     text: `key follows\n${pem}\nafter\n`,
@@ -106,6 +149,22 @@ const cases = [...SECRETS.flatMap(literalCases), ...detectorCases].map((c) => ({
   forms: c.forms.map(asBytes),
 }));
 
+/** Every secret and every encoded form of the cases: no output may hold 8 chars of any. */
+const ALL_FORMS = [...SECRETS.map(asBytes), ...cases.flatMap((c) => c.forms)];
+
+async function streamBytewise(text: string): Promise<string> {
+  const out: Buffer[] = [];
+  const bytes = [...text].map((ch) => Buffer.from(ch, 'latin1'));
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      out.push(chunk);
+      callback();
+    },
+  });
+  await pipeline(Readable.from(bytes), createRedactStream(SECRETS), sink);
+  return Buffer.concat(out).toString('latin1');
+}
+
 describe('redaction at every split position', () => {
   it.each(cases)('$name', ({ text, expected, forms }) => {
     expect(forms.every((form) => text.includes(form))).toBe(true);
@@ -116,7 +175,11 @@ describe('redaction at every split position', () => {
     }
     const bytewise = redactChunks(compiled, [...text]);
     expect(bytewise).toBe(expected);
-    expect(leakedWindows(bytewise, forms)).toEqual([]);
+    expect(leakedWindows(bytewise, ALL_FORMS)).toEqual([]);
+  });
+
+  it('through createRedactStream in 1-byte writes, every case', async () => {
+    for (const { text, expected } of cases) expect(await streamBytewise(text)).toBe(expected);
   });
 
   it('also at every pair of split positions for short texts', () => {
@@ -131,8 +194,17 @@ describe('redaction at every split position', () => {
   });
 
   it('masks a random mix of everything under random chunkings, identically', () => {
-    const fragments = [...cases.map((c) => c.text), 'plain words ', 'task-123 ', 'skeleton ', '\n', asBytes('Grüße 日本 '), 'sk-', 'AKIA'];
-    const forms = cases.flatMap((c) => c.forms);
+    const fragments = [
+      ...cases.map((c) => c.text),
+      'plain words ',
+      'task-123 ',
+      'skeleton ',
+      '\n',
+      asBytes('Grüße 日本 '),
+      'sk-',
+      'AKIA',
+    ];
+    const forms = ALL_FORMS;
     const mix = seededRandom(7);
     for (let round = 0; round < 60; round++) {
       const parts = Array.from({ length: 8 }, () => fragments[Math.floor(mix() * fragments.length)] ?? '');

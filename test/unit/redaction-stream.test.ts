@@ -6,7 +6,14 @@ import { createRedactStream } from '../../src/adapters/redact-stream.js';
 import type { IdleScheduler } from '../../src/adapters/redact-stream.js';
 import { compileRedaction } from '../../src/core/redaction/compile.js';
 import { StreamRedactor } from '../../src/core/redaction/stream-redactor.js';
-import { ALNUM, leakedWindows, pemBlock, randomKeyBody, randomString, seededRandom } from './redaction.fixtures.js';
+import {
+  ALNUM,
+  leakedWindows,
+  pemBlock,
+  randomKeyBody,
+  randomString,
+  seededRandom,
+} from './redaction.fixtures.js';
 
 const random = seededRandom(99);
 const SECRET = 'hunter2-' + randomString(random, ALNUM, 24);
@@ -25,7 +32,7 @@ async function through(stream: Transform, chunks: readonly Buffer[]): Promise<Bu
 
 function randomBuffers(bytes: Buffer, maxChunk: number): Buffer[] {
   const chunks: Buffer[] = [];
-  for (let i = 0; i < bytes.length; ) {
+  for (let i = 0; i < bytes.length;) {
     const size = 1 + Math.floor(random() * maxChunk);
     chunks.push(bytes.subarray(i, i + size));
     i += size;
@@ -42,15 +49,20 @@ function randomBytes(length: number): Buffer {
 describe('createRedactStream: bytes that are no secret', () => {
   it('passes random binary data through byte-identical', async () => {
     const input = randomBytes(256 * 1024);
-    const out = await through(createRedactStream([SECRET, 'another-secret-value']), randomBuffers(input, 9000));
+    const out = await through(
+      createRedactStream([SECRET, 'another-secret-value']),
+      randomBuffers(input, 9000),
+    );
     expect(Buffer.concat(out).equals(input)).toBe(true);
   });
 
   it('passes UTF-8 text split inside multi-byte chars through byte-identical', async () => {
-    const input = Buffer.from('Grüße, 日本語のテキスト 🎉🔑 ñandú — ' .repeat(200), 'utf8');
+    const input = Buffer.from('Grüße, 日本語のテキスト 🎉🔑 ñandú — '.repeat(200), 'utf8');
     const splits = [1, 2, 3, 5, 7];
     for (const size of splits) {
-      const chunks = Array.from({ length: Math.ceil(input.length / size) }, (_, i) => input.subarray(i * size, (i + 1) * size));
+      const chunks = Array.from({ length: Math.ceil(input.length / size) }, (_, i) =>
+        input.subarray(i * size, (i + 1) * size),
+      );
       const out = await through(createRedactStream([SECRET, 'pässwörd-🔑-1234']), chunks);
       expect(Buffer.concat(out).equals(input)).toBe(true);
     }
@@ -91,13 +103,16 @@ class FakeScheduler {
 }
 
 async function write(stream: Transform, text: string): Promise<string> {
-  await new Promise<void>((resolve, reject) => stream.write(Buffer.from(text, 'latin1'), (error) => (error ? reject(error) : resolve())));
+  await new Promise<void>((resolve, reject) =>
+    stream.write(Buffer.from(text, 'latin1'), (error) => (error ? reject(error) : resolve())),
+  );
   return drain(stream);
 }
 
 function drain(stream: Transform): string {
   let out = '';
-  for (let chunk: unknown = stream.read(); chunk !== null; chunk = stream.read()) out += (chunk as Buffer).toString('latin1');
+  for (let chunk: unknown = stream.read(); chunk !== null; chunk = stream.read())
+    out += (chunk as Buffer).toString('latin1');
   return out;
 }
 
@@ -198,7 +213,9 @@ describe('createRedactStream: batching and backpressure', () => {
     const outputs: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => outputs.push(chunk));
     const text = `a ${SECRET} b\n`.repeat(3);
-    const acks = [...text].map((ch) => new Promise<void>((resolve) => stream.write(Buffer.from(ch, 'latin1'), () => resolve())));
+    const acks = [...text].map(
+      (ch) => new Promise<void>((resolve) => stream.write(Buffer.from(ch, 'latin1'), () => resolve())),
+    );
     await Promise.all(acks);
     expect(Buffer.concat(outputs).toString('latin1')).toBe('a [REDACTED] b\n'.repeat(3));
     expect(outputs.length).toBeLessThanOrEqual(3);
@@ -210,17 +227,20 @@ describe('createRedactStream: batching and backpressure', () => {
     const chunk = Buffer.alloc(1024, 0x61);
     let writes = 0;
     let acked = 0;
-    for (let accepted = true; accepted && writes < 1000; writes++) accepted = stream.write(chunk, () => acked++);
+    for (let accepted = true; accepted && writes < 1000; writes++)
+      accepted = stream.write(chunk, () => acked++);
     for (let turn = 0; turn < 5; turn++) await nextTurn();
     expect(writes).toBeLessThan(1000);
     expect(acked).toBeLessThan(writes);
     expect(stream.readableLength).toBeLessThanOrEqual(2 * 64 * 1024);
     let readBytes = 0;
     for (let turn = 0; turn < 1000 && acked < writes; turn++) {
-      for (let out: unknown = stream.read(); out !== null; out = stream.read()) readBytes += (out as Buffer).length;
+      for (let out: unknown = stream.read(); out !== null; out = stream.read())
+        readBytes += (out as Buffer).length;
       await nextTurn();
     }
-    for (let out: unknown = stream.read(); out !== null; out = stream.read()) readBytes += (out as Buffer).length;
+    for (let out: unknown = stream.read(); out !== null; out = stream.read())
+      readBytes += (out as Buffer).length;
     expect(acked).toBe(writes);
     expect(readBytes).toBe(writes * chunk.length);
     stream.end();

@@ -55,7 +55,7 @@ export function splitAt(text: string, ...positions: number[]): string[] {
 
 export function randomChunks(random: () => number, text: string, maxChunk: number): string[] {
   const chunks: string[] = [];
-  for (let i = 0; i < text.length; ) {
+  for (let i = 0; i < text.length;) {
     const size = 1 + Math.floor(random() * maxChunk);
     chunks.push(text.slice(i, i + size));
     i += size;

@@ -103,7 +103,11 @@ function tailCharsOf(literals: readonly string[], detectors: readonly Detector[]
   return table;
 }
 
-export function compileRedaction(secrets: readonly string[], mode: TextMode, options: CompileOptions = {}): CompiledRedaction {
+export function compileRedaction(
+  secrets: readonly string[],
+  mode: TextMode,
+  options: CompileOptions = {},
+): CompiledRedaction {
   const literals = literalsOf(secrets, mode);
   const longestLiteral = literals[0]?.length ?? 0;
   const keywordWindow = Math.max(...DETECTORS.map((d) => d.keyword.length)) - 1;

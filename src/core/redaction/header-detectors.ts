@@ -132,4 +132,10 @@ function matchPem(s: string, p: number, _prev: number, final: boolean): Detector
   return { maskStart: p, end: s.length, continuation: { kind: 'pem', tail } };
 }
 
-export const PRIVATE_KEY_BLOCK: Detector = { kind: 'private_key', keyword: BEGIN, ignoreCase: false, notAfter: null, match: matchPem };
+export const PRIVATE_KEY_BLOCK: Detector = {
+  kind: 'private_key',
+  keyword: BEGIN,
+  ignoreCase: false,
+  notAfter: null,
+  match: matchPem,
+};

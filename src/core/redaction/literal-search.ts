@@ -38,7 +38,7 @@ class ShiftTableSearch implements LiteralSearch {
   next(s: string, from: number): number {
     const window = this.#window;
     const shift = this.#shift;
-    for (let pos = from + window - 1; pos < s.length; ) {
+    for (let pos = from + window - 1; pos < s.length;) {
       const hash = ((s.charCodeAt(pos - 1) & 0xff) << 8) | (s.charCodeAt(pos) & 0xff);
       const step = shift[hash] ?? 1;
       if (step !== 0) {

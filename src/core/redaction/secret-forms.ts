@@ -42,7 +42,10 @@ function jsonInner(secret: string): string {
 }
 
 function jsonAsciiInner(secret: string): string {
-  return jsonInner(secret).replace(/[^\x20-\x7e]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return jsonInner(secret).replace(
+    /[^\x20-\x7e]/g,
+    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 function urlEncoded(secret: string): string | undefined {

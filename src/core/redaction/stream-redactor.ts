@@ -170,7 +170,7 @@ export class StreamRedactor {
     };
     visit(c);
     if (end < 0) return partial ? HOLD : NO_MATCH;
-    for (let q = c + 1; !partial; ) {
+    for (let q = c + 1; !partial;) {
       const next = this.#nextCandidate(s, q);
       if (next < 0 || next >= end) break;
       visit(next);
@@ -228,7 +228,11 @@ export class StreamRedactor {
     let best = len;
     for (const literal of this.#compiled.literals) {
       const first = literal.charAt(0);
-      for (let q = s.indexOf(first, Math.max(0, len - literal.length + 1)); q >= 0 && q < best; q = s.indexOf(first, q + 1)) {
+      for (
+        let q = s.indexOf(first, Math.max(0, len - literal.length + 1));
+        q >= 0 && q < best;
+        q = s.indexOf(first, q + 1)
+      ) {
         if (literal.startsWith(s.slice(q))) {
           best = q;
           break;

@@ -1,5 +1,16 @@
 import type { CharClass } from './char-classes.js';
-import { ALNUM, BEARER_BODY, HORIZONTAL_SPACE, SLACK_BODY, TOKEN, UPPER_ALNUM, WORD, inClass, isDigit, isLetter } from './char-classes.js';
+import {
+  ALNUM,
+  BEARER_BODY,
+  HORIZONTAL_SPACE,
+  SLACK_BODY,
+  TOKEN,
+  UPPER_ALNUM,
+  WORD,
+  inClass,
+  isDigit,
+  isLetter,
+} from './char-classes.js';
 import type { Detector, DetectorResult, DetectorKind } from './types.js';
 import { NO_MATCH, PARTIAL } from './types.js';
 
@@ -71,7 +82,9 @@ function prefixedToken(spec: PrefixedTokenSpec): Detector {
     const scan = scanBody(s, start, spec.body, Number.MAX_SAFE_INTEGER);
     const ok = spec.qualifies(scan, scan.end - start);
     if (scan.end === s.length && !final) {
-      return ok ? { maskStart: p, end: scan.end, continuation: { kind: 'class', table: spec.body } } : PARTIAL;
+      return ok
+        ? { maskStart: p, end: scan.end, continuation: { kind: 'class', table: spec.body } }
+        : PARTIAL;
     }
     return ok ? { maskStart: p, end: scan.end, continuation: null } : NO_MATCH;
   };
@@ -79,20 +92,40 @@ function prefixedToken(spec: PrefixedTokenSpec): Detector {
 }
 
 const atLeast = (min: number) => (_scan: BodyScan, length: number) => length >= min;
-const atLeastWithDigit = (min: number) => (scan: BodyScan, length: number) => length >= min && scan.digits > 0;
+const atLeastWithDigit = (min: number) => (scan: BodyScan, length: number) =>
+  length >= min && scan.digits > 0;
 /** Random base62 keys have both; kebab-case words like `sk-learn-compat-v2` do not. */
-const randomLooking = (min: number) => (scan: BodyScan, length: number) => length >= min && scan.digits > 0 && scan.uppers > 0;
+const randomLooking = (min: number) => (scan: BodyScan, length: number) =>
+  length >= min && scan.digits > 0 && scan.uppers > 0;
 
-export const OPENAI = prefixedToken({ kind: 'openai', prefix: 'sk-', notAfter: TOKEN, body: TOKEN, qualifies: randomLooking(20) });
+export const OPENAI = prefixedToken({
+  kind: 'openai',
+  prefix: 'sk-',
+  notAfter: TOKEN,
+  body: TOKEN,
+  qualifies: randomLooking(20),
+});
 export const SLACK_PREFIXES = ['xoxb-', 'xoxa-', 'xoxp-', 'xoxr-', 'xoxs-'] as const;
 export const GITHUB_PREFIXES = ['ghp_', 'gho_', 'ghu_', 'ghs_', 'ghr_'] as const;
 
 const githubClassic = GITHUB_PREFIXES.map((prefix) =>
   prefixedToken({ kind: 'github', prefix, notAfter: WORD, body: ALNUM, qualifies: atLeast(30) }),
 );
-const githubFineGrained = prefixedToken({ kind: 'github', prefix: 'github_pat_', notAfter: WORD, body: WORD, qualifies: atLeast(22) });
+const githubFineGrained = prefixedToken({
+  kind: 'github',
+  prefix: 'github_pat_',
+  notAfter: WORD,
+  body: WORD,
+  qualifies: atLeast(22),
+});
 const slack = SLACK_PREFIXES.map((prefix) =>
-  prefixedToken({ kind: 'slack', prefix, notAfter: TOKEN, body: SLACK_BODY, qualifies: atLeastWithDigit(10) }),
+  prefixedToken({
+    kind: 'slack',
+    prefix,
+    notAfter: TOKEN,
+    body: SLACK_BODY,
+    qualifies: atLeastWithDigit(10),
+  }),
 );
 
 const AWS_BODY_LENGTH = 16;
@@ -140,7 +173,9 @@ export const BEARER: Detector = {
     const length = scan.end - start;
     const ok = length >= BEARER_MIN && (scan.nonLetters > 0 || length >= BEARER_PLAIN_MIN);
     if (scan.end === s.length && !final) {
-      return ok ? { maskStart: start, end: scan.end, continuation: { kind: 'class', table: BEARER_BODY } } : PARTIAL;
+      return ok
+        ? { maskStart: start, end: scan.end, continuation: { kind: 'class', table: BEARER_BODY } }
+        : PARTIAL;
     }
     return ok ? { maskStart: start, end: scan.end, continuation: null } : NO_MATCH;
   },

@@ -28,14 +28,7 @@ export type DetectorResult = typeof NO_MATCH | typeof PARTIAL | DetectorMatch;
  */
 export type MatchFn = (s: string, p: number, prev: number, final: boolean) => DetectorResult;
 
-export type DetectorKind =
-  | 'openai'
-  | 'github'
-  | 'aws'
-  | 'slack'
-  | 'bearer'
-  | 'authorization'
-  | 'private_key';
+export type DetectorKind = 'openai' | 'github' | 'aws' | 'slack' | 'bearer' | 'authorization' | 'private_key';
 
 export interface Detector {
   readonly kind: DetectorKind;
