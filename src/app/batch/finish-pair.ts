@@ -42,6 +42,21 @@ export async function finishPair(deps: FinishDeps, receipt: Receipt, result: Res
   }
   failpoint('after_result');
   await journal('pair_finished', { job_id: jobId, claim_id: receipt.claim_id, classification: result.classification, reasons: result.reasons });
+  return reconcileFinished(deps, receipt, result, pauseReasons);
+}
+
+/**
+ * Release a finished pair's reservation through reconciliation. Also used on resume for a pair whose result
+ * was written but whose slot was not yet released when the previous supervisor died.
+ */
+export async function reconcileFinished(
+  deps: FinishDeps,
+  receipt: Receipt,
+  result: ResultRecord,
+  pauseReasons: Set<PauseReason> = new Set(),
+): Promise<FinishReport> {
+  const { store, journal } = deps;
+  const jobId = receipt.job_id;
   const report = await reconcilePair(
     { store, registry: deps.registry, runtime: deps.execute.runtime, readOutcomeSha256 },
     { jobRel: jobRel(jobId), mode: 'execute' },

@@ -13,8 +13,8 @@ import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments, type ResolvedJobEnvironment } from './batch-context.js';
 import { dispatchPair, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
-import type { FinishReport } from './finish-pair.js';
-import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type StopRequest, type SupervisorRecord } from './layout.js';
+import { reconcileFinished, type FinishReport } from './finish-pair.js';
+import { gpuHostUnobservable, STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type StopRequest, type SupervisorRecord } from './layout.js';
 import { recoverPair } from './recover-pair.js';
 import { checkSources } from './source-check.js';
 import { buildStatus, buildSummary, gpuPeaksOf } from './status.js';
@@ -160,6 +160,15 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
         await journal('reservation_released_unclaimed', { job_id: r.jobId, reservation_id: r.id });
       }
     }
+    // A result written but its slot still held: the previous supervisor died between the two. Finish it.
+    for (const f of files) {
+      const held = f.receipt && f.result ? registry.reservationForClaim(f.receipt.claim_id) : null;
+      if (f.receipt && f.result && held?.state === 'held') {
+        await journal('recovered', { job_id: f.job.job_id, action: 'reconcile_finished' });
+        const report = await reconcileFinished(batchDeps, f.receipt, f.result);
+        if (!report.released) await pause(['harness'], f.job.job_id);
+      }
+    }
     for (const f of files) {
       if (f.receipt && !f.result) {
         const receipt = f.receipt;
@@ -168,7 +177,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
     }
     let sourcesChecked = false;
     const capacity: CapacityConfig = {
-      maxWorkers: manifest.capacity.max_workers,
+      maxWorkers: gpuHostUnobservable(batch) ? 1 : manifest.capacity.max_workers,
       ...(manifest.capacity.gpu_total_mib !== undefined ? { gpuTotalMib: manifest.capacity.gpu_total_mib } : {}),
       ...(manifest.capacity.gpu_baseline_mib !== undefined ? { gpuBaselineMib: manifest.capacity.gpu_baseline_mib } : {}),
       ...(manifest.capacity.gpu_fraction !== undefined ? { gpuFraction: manifest.capacity.gpu_fraction } : {}),
