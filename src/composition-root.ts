@@ -8,6 +8,7 @@ import { extractArchiveSafely } from './adapters/safe-extract.js';
 import { diagnoseSessions } from './app/diagnose-sessions.js';
 import type { ExecutePairDeps } from './app/execute-pair.js';
 import { systemClock } from './app/ports/clock.js';
+import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import type { RunPairDeps } from './app/run-pair.js';
 import { EvidenceStore } from './adapters/fs/evidence-store.js';
@@ -34,7 +35,7 @@ export function createStderrLogger(secrets: readonly string[] = []): Logger {
 }
 
 /** Adapters of the pair lifecycle, shared by `pair run` and the supervisor. */
-export function createExecutePairDeps(runtime: DockerContainerRuntime, logger: Logger): ExecutePairDeps {
+export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger): ExecutePairDeps {
   return {
     runtime,
     clock: systemClock,

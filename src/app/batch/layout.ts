@@ -1,3 +1,5 @@
+import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
+
 /** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
 export const MANIFEST_FILE = 'manifest.json';
 export const BATCH_FILE = 'batch.json';
@@ -31,7 +33,19 @@ export interface BatchRecord {
   readonly engine: { readonly id: string; readonly version: string; readonly api_version: string };
   readonly registry_path: string;
   readonly bind_address: string;
-  readonly gpu_observation: unknown;
+  readonly gpu_observation: BatchGpuObservation | null;
+}
+
+/** Recorded at start when the manifest asks for GPUs. */
+export interface BatchGpuObservation {
+  readonly observation: GpuObservation;
+  readonly comparison: { readonly kind: 'match' | 'mismatch' | 'unobservable'; readonly message: string } | null;
+  readonly warnings: readonly string[];
+}
+
+/** An unobservable GPU host never gets a second worker, whatever the pairs report. */
+export function gpuHostUnobservable(batch: BatchRecord): boolean {
+  return batch.gpu_observation?.observation.kind === 'unobservable';
 }
 
 export interface StopRequest {

@@ -10,14 +10,15 @@ import { loadManifest } from '../load-manifest.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
+import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import { resolveAllEnvironments } from './batch-context.js';
-import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchRecord } from './layout.js';
+import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
 
 export interface StartBatchDeps {
   readonly fs: FileSystem;
   readonly runtime: ContainerRuntime;
   readonly clock: Clock;
-  readonly observeGpus?: () => Promise<unknown>;
+  readonly observeGpus?: () => Promise<GpuObservation>;
 }
 
 export interface StartBatchOptions {
@@ -61,6 +62,21 @@ async function staleOutcomes(manifest: Manifest): Promise<Issue[]> {
  * Validate everything, then freeze the manifest into a new output directory with the batch identity. Nothing
  * is written unless every check passed. The caller launches the supervisor.
  */
+/**
+ * When the manifest asks for GPUs: what nvidia-smi sees, compared with the declared `capacity.gpu_total_mib`.
+ * A mismatch is a warning (recorded and printed), not an error; an unobservable host keeps the batch serial.
+ */
+async function observeForManifest(deps: StartBatchDeps, manifest: Manifest): Promise<BatchGpuObservation | null> {
+  if (!manifest.jobs.some((j) => j.gpus !== undefined) || !deps.observeGpus) return null;
+  const observation = await deps.observeGpus();
+  const declared = manifest.capacity.gpu_total_mib;
+  const comparison = declared === undefined ? null : compareDeclaredTotal(declared, observation);
+  const warnings: string[] = [];
+  if (observation.kind === 'unobservable') warnings.push(`GPUs not observable (${observation.reason}): the batch stays serial`);
+  if (comparison?.kind === 'mismatch') warnings.push(`capacity.gpu_total_mib: ${comparison.message}`);
+  return { observation, comparison, warnings };
+}
+
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await loadManifest(options.manifestPath);
   resolveAllEnvironments(manifest, options.environment);
@@ -76,8 +92,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
       });
     }
   }
-  const wantsGpu = manifest.jobs.some((j) => j.gpus !== undefined);
-  const gpuObservation = wantsGpu && deps.observeGpus ? await deps.observeGpus() : null;
+  const gpuObservation = await observeForManifest(deps, manifest);
 
   await mkdir(dirname(options.output), { recursive: true });
   await EvidenceStore.createOutputDir(deps.fs, options.output);

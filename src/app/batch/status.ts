@@ -8,7 +8,7 @@ import { checkOutcome, gpuObservation } from '../../core/outcome.js';
 import type { Classification } from '../../core/result.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { JobFiles } from './batch-context.js';
-import { SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 
 export interface Leftover {
   readonly container_id: string;
@@ -27,6 +27,8 @@ export interface BatchStatus {
   readonly running: RunningPair[];
   readonly workers_allowed: 1 | 2;
   readonly gpu_peak_mib: number | null;
+  /** Why the batch stays serial on GPU grounds, when it does (null: the dispatch rule alone decides). */
+  readonly gpu_note: string | null;
   readonly claims_without_result: string[];
   readonly leftovers: Leftover[];
   readonly supervisor: (SupervisorRecord & { readonly alive: boolean }) | null;
@@ -44,6 +46,13 @@ export interface Summary {
   readonly source_checks: unknown[];
   readonly timings: { readonly created_at: string; readonly first_claim_at: string | null; readonly last_finish_at: string | null };
   readonly written_at: string;
+}
+
+function gpuNote(batch: BatchRecord, peaks: readonly number[]): string | null {
+  const observed = batch.gpu_observation;
+  if (observed?.observation.kind === 'unobservable') return `GPUs not observable at start (${observed.observation.reason}): serial`;
+  if (peaks.length === 0) return 'no measured GPU peak from a completed pair yet: serial';
+  return null;
 }
 
 export function gpuPeaksOf(files: readonly JobFiles[]): number[] {
@@ -112,7 +121,7 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
     running,
     workers_allowed: workersAllowed(
       {
-        maxWorkers: manifest.capacity.max_workers,
+        maxWorkers: gpuHostUnobservable(input.batch) ? 1 : manifest.capacity.max_workers,
         ...(manifest.capacity.gpu_total_mib !== undefined ? { gpuTotalMib: manifest.capacity.gpu_total_mib } : {}),
         ...(manifest.capacity.gpu_baseline_mib !== undefined ? { gpuBaselineMib: manifest.capacity.gpu_baseline_mib } : {}),
         ...(manifest.capacity.gpu_fraction !== undefined ? { gpuFraction: manifest.capacity.gpu_fraction } : {}),
@@ -121,6 +130,7 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
       finished,
     ),
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
+    gpu_note: gpuNote(input.batch, peaks),
     claims_without_result: claimsWithoutResult,
     leftovers,
     supervisor: supervisor === null ? null : { ...supervisor, alive },

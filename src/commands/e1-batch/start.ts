@@ -31,7 +31,7 @@ export default class BatchStart extends BaseCommand {
     foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
   };
 
-  async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string }> {
+  async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string; warnings?: readonly string[] }> {
     const { flags } = await this.parse(BatchStart);
     const output = resolve(flags.output);
     const record = await prepareBatch(
@@ -45,6 +45,7 @@ export default class BatchStart extends BaseCommand {
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
       },
     );
+    for (const warning of record.gpu_observation?.warnings ?? []) this.warn(warning);
     if (flags.foreground) {
       const deps = await createSupervisorDeps(output, createStderrLogger());
       try {
@@ -58,6 +59,6 @@ export default class BatchStart extends BaseCommand {
     const identity = await launchSupervisor(BIN_RUN_JS, output, 'start');
     this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
     this.log(`  follow it: npx roboguide-eval e1-batch status --output ${output} --watch`);
-    return { batch_id: record.batch_id, output, supervisor_pid: identity.pid };
+    return { batch_id: record.batch_id, output, supervisor_pid: identity.pid, warnings: record.gpu_observation?.warnings ?? [] };
   }
 }

@@ -13,7 +13,7 @@ function render(s: BatchStatus, now: Date): string {
   const done = c.completed + c.infrastructure_failure + c.fatal + c.provider_stop + c.harness_failure;
   const lines = [
     `batch ${s.batch_id}  state ${s.state.toUpperCase()}${s.pause_reasons.length ? ` (paused: ${s.pause_reasons.join(', ')})` : ''}`,
-    `progress ${done}/${c.total}  [${'#'.repeat(Math.round((done / Math.max(1, c.total)) * 30)).padEnd(30, '.')}]  workers allowed ${s.workers_allowed}${s.gpu_peak_mib === null ? ' (no GPU observation: serial)' : ` (peak ${s.gpu_peak_mib} MiB)`}`,
+    `progress ${done}/${c.total}  [${'#'.repeat(Math.round((done / Math.max(1, c.total)) * 30)).padEnd(30, '.')}]  workers allowed ${s.workers_allowed}${s.gpu_note ? ` (${s.gpu_note})` : ` (peak ${s.gpu_peak_mib} MiB)`}`,
     `pending ${c.pending}  running ${c.running}  claimed-without-result ${c.claimed}`,
     `completed ${c.completed}  infrastructure_failure ${c.infrastructure_failure}  fatal ${c.fatal}  provider_stop ${c.provider_stop}  harness_failure ${c.harness_failure}`,
   ];
