@@ -184,6 +184,27 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     for (const f of files) expect(await scanForSecret(f, secret), f).toEqual([]);
   });
 
+  it('injects a job\'s six ports as the B1 launcher variables and publishes them on 127.0.0.1', async () => {
+    const job = uniqueJob('b1');
+    const base = 42000 + Math.floor(Math.random() * 2000) * 6;
+    const ports = [0, 1, 2, 3, 4, 5].map((i) => base + i);
+    const { result, output } = await run(job, ['env', 'outcome=completed'], { ports, b1_ports: true });
+    expect(result.classification).toBe('completed');
+    const names = (await readFile(join(output, 'stdout.log'), 'utf8')).split('\n');
+    for (const name of [
+      'ROBOGUIDE_B1_CONTROLLER_GRPC_PORT',
+      'ROBOGUIDE_B1_CONTROLLER_PORT',
+      'ROBOGUIDE_B1_ARTIFACT_PORT',
+      'ROBOGUIDE_B1_HABITAT_PORT',
+      'ROBOGUIDE_B1_HABITAT_PORT_B',
+      'ROBOGUIDE_B1_MISSION_PORT',
+      'ROBOGUIDE_JOB_ID',
+      'ROBOGUIDE_OUTCOME_PATH',
+    ]) {
+      expect(names).toContain(name);
+    }
+  });
+
   it('refuses a spec with an unset referenced variable, writing nothing', async () => {
     const job = uniqueJob('unset');
     await expect(run(job, ['outcome=completed'], { environment: { API_TOKEN: '${NOT_SET_ANYWHERE}' } })).rejects.toMatchObject({

@@ -79,7 +79,9 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
     const fresh = reasons.filter((r) => !pauseReasons.has(r));
     if (fresh.length === 0) return;
     for (const r of fresh) pauseReasons.add(r);
-    await journal('paused', { reasons: fresh, ...(jobId ? { job_id: jobId } : {}) });
+    // The pause holds in memory whatever happens to the journal; a batch whose supervisor is gone without a
+    // recorded pause or stop is shown as paused anyway (fail closed).
+    await bestEffort('journal paused', () => journal('paused', { reasons: fresh, ...(jobId ? { job_id: jobId } : {}) }));
     logger.warn({ reasons: fresh, job: jobId }, 'batch paused');
   };
 
@@ -182,7 +184,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
       ...(manifest.capacity.gpu_baseline_mib !== undefined ? { gpuBaselineMib: manifest.capacity.gpu_baseline_mib } : {}),
       ...(manifest.capacity.gpu_fraction !== undefined ? { gpuFraction: manifest.capacity.gpu_fraction } : {}),
     };
-    await writeStatus();
+    await bestEffort('status.json', writeStatus);
     for (;;) {
       const decision = decideDispatch({
         jobIds: manifest.jobs.map((j) => j.job_id),
@@ -247,13 +249,27 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
   const journalNow = await store.readJournal();
   const fold = foldJournal(journalNow);
   const drained = files.every((f) => f.result !== null);
-  const state: BatchState = drained ? 'drained' : fold.pauseReasons.length > 0 ? 'paused' : 'stopped';
-  await journal('supervisor_exited', { state });
-  const final = await buildStatus({ store, batch, manifest, files, journal: await store.readJournal(), running: [], now: clock.now(), supervisorAlive: false });
-  await store.writeJsonAtomic(STATUS_FILE, final);
-  await store.writeJsonAtomic(SUMMARY_FILE, buildSummary(final, batch, files, await store.readJournal(), clock.now()));
-  logger.info({ state, counts: final.counts }, 'supervisor exiting');
+  const paused = fold.pauseReasons.length > 0 || pauseReasons.size > 0;
+  const state: BatchState = drained ? 'drained' : paused ? 'paused' : 'stopped';
+  // Derived files and the exit record are best effort: the evidence is already durable, and a full disk must
+  // not turn a clean exit into a crash.
+  await bestEffort('journal supervisor_exited', () => journal('supervisor_exited', { state }));
+  await bestEffort('status.json and SUMMARY.json', async () => {
+    const records = await store.readJournal();
+    const final = await buildStatus({ store, batch, manifest, files, journal: records, running: [], now: clock.now(), supervisorAlive: false });
+    await store.writeJsonAtomic(STATUS_FILE, final);
+    await store.writeJsonAtomic(SUMMARY_FILE, buildSummary(final, batch, files, records, clock.now()));
+  });
+  logger.info({ state }, 'supervisor exiting');
   return state;
+
+  async function bestEffort(what: string, work: () => Promise<unknown>): Promise<void> {
+    try {
+      await work();
+    } catch (err) {
+      logger.error({ err: errorKind(err), what }, 'write failed; continuing fail-closed');
+    }
+  }
 }
 
 /** A wake-up that is never lost: a notify before the wait makes the wait return at once. */
