@@ -63,7 +63,11 @@ export function secretForms(secret: string, mode: TextMode): string[] {
     native(secret),
     ...base64Alignments(utf8AsLatin1(secret)),
     urlEncoded(secret),
+    // Percent-encoding hex digits are case-insensitive (RFC 3986 §2.1): encoders emit either case.
+    urlEncoded(secret)?.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase()),
     native(jsonInner(secret)),
+    // Some JSON encoders (PHP's json_encode by default) escape '/' as '\/'.
+    native(jsonInner(secret).replace(/\//g, '\\/')),
     jsonAsciiInner(secret),
   ];
   return forms.filter((form): form is string => form !== undefined && form.length >= MIN_SECRET_LENGTH);
