@@ -1,0 +1,94 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
+
+const BIN = fileURLToPath(new URL('../../bin/run.js', import.meta.url));
+let dir: string;
+
+/** The built CLI as a user runs it (`npm run build` precedes the integration suite). */
+function cli(args: string[], env: Record<string, string> = {}) {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('the CLI as a black box', () => {
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rg-cli-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('lists every command in --help', () => {
+    const r = cli(['--help']);
+    expect(r.code).toBe(0);
+    for (const topic of ['e1-batch', 'pair', 'diagnose', 'reconcile', 'doctor', 'b1', 'images']) expect(r.stdout).toContain(topic);
+    const start = cli(['e1-batch', 'start', '--help']);
+    expect(start.stdout).toContain('--manifest');
+    expect(start.stdout).toContain('--foreground');
+  });
+
+  it('rejects a bad manifest with exit 2, one line per problem naming path and rule, and creates nothing', async () => {
+    const manifest = join(dir, 'bad.json');
+    await writeFile(
+      manifest,
+      JSON.stringify({
+        schema: 'roboguide.e1.batch/v0.1',
+        image: DRIVER_IMAGE,
+        jobs: [
+          { job_id: 'a', argv: [], cwd: 'relative', outcome_path: '/x/a.json', timout_seconds: 5 },
+          { job_id: 'a', argv: ['x'], cwd: '/w', outcome_path: '/x/a.json', environment: { OPENAI_API_KEY: 'sk-literal-value' } },
+        ],
+      }),
+    );
+    const output = join(dir, 'never');
+    const r = cli(['e1-batch', 'start', '--manifest', manifest, '--output', output]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('jobs[0].argv');
+    expect(r.stderr).toContain('jobs[0].cwd');
+    expect(r.stderr).toContain('timout_seconds');
+    expect(r.stderr).toContain('jobs[1].environment');
+    expect(r.stderr).not.toContain('sk-literal-value');
+    await expect(stat(output)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('prints a machine-readable error with --json', async () => {
+    const manifest = join(dir, 'unset.json');
+    await writeFile(
+      manifest,
+      JSON.stringify({
+        schema: 'roboguide.e1.batch/v0.1',
+        image: DRIVER_IMAGE,
+        jobs: [{ job_id: 'a', argv: ['x'], cwd: '/w', outcome_path: join(dir, 'o', 'a.json'), environment: { TOKEN: '${RG_E2E_UNSET}' } }],
+      }),
+    );
+    const r = cli(['e1-batch', 'start', '--manifest', manifest, '--output', join(dir, 'never-2'), '--json']);
+    expect(r.code).toBe(2);
+    const body = JSON.parse(r.stdout);
+    expect(body.error.code).toBe('E_ENV_MISSING');
+    expect(body.error.issues).toEqual([expect.objectContaining({ path: 'jobs[0].environment.TOKEN' })]);
+    expect(await readdir(dir)).not.toContain('never-2');
+  });
+
+  it('exits 3 when no Docker engine answers', async () => {
+    const spec = join(dir, 'spec.json');
+    await writeFile(spec, JSON.stringify({ job_id: 'e', argv: ['x'], cwd: dir, outcome_path: join(dir, 'e', 'o.json'), image: DRIVER_IMAGE }));
+    const r = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'no-engine')], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/E_ENGINE_UNAVAILABLE/);
+    await expect(stat(join(dir, 'no-engine'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it.skipIf(noDocker)('runs a pair and prints the result.json contract with --json', async () => {
+    const spec = join(dir, 'ok.json');
+    await writeFile(spec, JSON.stringify({ job_id: 'ok', argv: ['/opt/driver/run', 'outcome=completed'], cwd: join(dir, 'ok'), outcome_path: join(dir, 'ok', 'out', 'o.json'), image: DRIVER_IMAGE }));
+    const r = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'ok-evidence'), '--json']);
+    expect(r.code).toBe(0);
+    const result = JSON.parse(r.stdout);
+    expect(result).toMatchObject({ schema: 'roboguide.e1.result/v1', job_id: 'ok', classification: 'completed', cleanup: { verified_absent: true } });
+  });
+});
