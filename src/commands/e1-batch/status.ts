@@ -27,6 +27,10 @@ function render(s: BatchStatus, now: Date): string {
   return lines.join('\n');
 }
 
+function withoutElapsed(view: string): string {
+  return view.replace(/elapsed \d+s/g, '');
+}
+
 export default class BatchStatusCommand extends BaseCommand {
   static override summary = 'Show the derived state of a batch: counts, running pairs, pause reasons, leftovers.';
   static override description =
@@ -50,8 +54,13 @@ export default class BatchStatusCommand extends BaseCommand {
     const engine = await runtime.info().then(() => runtime, () => undefined);
     let status = await readStatus(store, engine, new Date());
     if (flags.watch && !this.jsonEnabled()) {
+      // On a terminal: redraw in place. Piped: print the view again only when it changed (no escape codes).
+      let last = '';
       for (;;) {
-        process.stdout.write(`\x1b[2J\x1b[H${render(status, new Date())}\n`);
+        const view = render(status, new Date());
+        if (process.stdout.isTTY) process.stdout.write(`\x1b[2J\x1b[H${view}\n`);
+        else if (withoutElapsed(view) !== last) process.stdout.write(`${view}\n\n`);
+        last = withoutElapsed(view);
         if (status.state !== 'running' && status.state !== 'stopping') break;
         await new Promise((r) => setTimeout(r, 1000));
         status = await readStatus(store, engine, new Date());
