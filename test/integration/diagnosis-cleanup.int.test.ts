@@ -1,6 +1,8 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
@@ -28,6 +30,22 @@ class NoOpRemoveRuntime {
 }
 
 class DiagnosisExploded extends Error {}
+
+const BIN = fileURLToPath(new URL('../../bin/run.js', import.meta.url));
+
+function reconcileCli(output: string) {
+  const r = spawnSync(process.execPath, [BIN, 'reconcile', '--output', output, '--registry', registryPath, '--execute'], { encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout + r.stderr };
+}
+
+function reservationState(claimId: string): string | undefined {
+  const registry = SqliteCapacityRegistry.open({ path: registryPath });
+  try {
+    return registry.reservationForClaim(claimId)?.state;
+  } finally {
+    registry.close();
+  }
+}
 
 const rt = runtime();
 let work: string;
@@ -94,7 +112,7 @@ describe.skipIf(noDocker)('provider diagnosis never prevents the cleanup', () =>
     expect(reservation?.state).toBe('released');
   });
 
-  it('a removal that does not take effect keeps the reservation and is a harness failure', async () => {
+  it('a removal that does not take effect keeps the reservation until reconcile sees the container gone', async () => {
     const execute = { ...createExecutePairDeps(NoOpRemoveRuntime.wrap(rt), silentLogger), verifyAbsentTimeoutMs: 900 };
     const { state, result, reservation, batchId } = await runOne('d-noop', ['outcome=completed'], execute);
     try {
@@ -104,6 +122,19 @@ describe.skipIf(noDocker)('provider diagnosis never prevents the cleanup', () =>
       expect(await rt.inspect(result.container.id)).not.toBeNull();
       expect(reservation?.state).toBe('held');
       expect(state).toBe('drained');
+
+      // reconcile refuses while the container exists, keeping the slot…
+      const output = join(work, 'd-noop-batch');
+      const refused = reconcileCli(output);
+      expect(refused.code).toBe(1);
+      expect(refused.stdout).toMatch(/container/i);
+      expect(reservationState(result.claim_id)).toBe('held');
+      // …and, once a person removed it, releases the original slot exactly once.
+      await sweep({ 'roboguide.batch': batchId });
+      expect(reconcileCli(output).code).toBe(0);
+      expect(reservationState(result.claim_id)).toBe('released');
+      expect(reconcileCli(output).code).toBe(0); // replay: already committed, nothing released twice
+      expect(reservationState(result.claim_id)).toBe('released');
     } finally {
       await sweep({ 'roboguide.batch': batchId });
     }
