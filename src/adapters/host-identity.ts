@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
 /** Linux boot id: changes on every boot, so a claim from a previous boot is known to be lost. */
@@ -32,9 +33,24 @@ export async function currentProcessIdentity(): Promise<ProcessIdentity> {
 }
 
 /** Is the recorded process still the same live process (same pid, same start time, same boot)? */
-export async function isSameProcessAlive(identity: ProcessIdentity): Promise<boolean> {
-  const bootId = await readBootId();
+export function isSameProcessAlive(identity: ProcessIdentity): Promise<boolean> {
+  return Promise.resolve(isSameProcessAliveSync(identity));
+}
+
+function readSync(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** isSameProcessAlive, synchronous: for use inside a registry transaction. */
+export function isSameProcessAliveSync(identity: ProcessIdentity): boolean {
+  const bootId = readSync('/proc/sys/kernel/random/boot_id')?.trim() ?? null;
   if (identity.boot_id !== null && bootId !== identity.boot_id) return false;
-  const ticks = await readProcessStartTicks(identity.pid);
+  const stat = readSync(`/proc/${identity.pid}/stat`);
+  if (stat === null) return false;
+  const ticks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
   return ticks !== null && ticks === identity.start_ticks;
 }

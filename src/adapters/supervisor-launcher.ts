@@ -46,5 +46,13 @@ export async function launchSupervisor(binRunJs: string, output: string, mode: '
     if (exited !== null) break;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+  if (exited === null && child.pid !== undefined) {
+    // Too slow to publish its identity: end it (its own process group) rather than leave one we reported as failed.
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      // already gone
+    }
+  }
   throw new RoboguideError('E_INTERNAL', `the supervisor did not start (exit ${exited ?? 'none'}); last lines of ${logPath}:\n${tail(logPath, 20)}`);
 }

@@ -26,6 +26,8 @@ export interface RunPairOptions {
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly codeVersion: string;
   readonly cwd: string;
+  /** Aborting it performs the controlled stop (SIGTERM, stop budget, kill); collection and removal still run. */
+  readonly terminate?: AbortSignal;
 }
 
 export interface RunPairDeps extends ExecutePairDeps {
@@ -123,6 +125,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     bindAddress: options.bindAddress,
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
     readOutcome: readOutcomeFile,
+    ...(options.terminate ? { terminate: options.terminate } : {}),
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
       await store.writeJsonAtomic('receipt.json', current);

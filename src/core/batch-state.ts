@@ -1,5 +1,5 @@
 import type { PauseReason } from './classify.js';
-import { clearedByResume } from './pause-rules.js';
+import { survivingResume } from './pause-rules.js';
 import type { Classification } from './result.js';
 
 export const STATUS_SCHEMA = 'roboguide.e1.status/v1' as const;
@@ -72,7 +72,7 @@ export function foldJournal(events: readonly (BatchEvent & { readonly at?: strin
       for (const r of e.reasons) reasons.add(r);
       pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...e.reasons], job_id: typeof e.job_id === 'string' ? e.job_id : null });
     } else if (e.type === 'resumed') {
-      const kept = clearedByResume([...reasons]);
+      const kept = survivingResume([...reasons]);
       const cleared = [...reasons].filter((r) => !kept.includes(r));
       reasons.clear();
       for (const r of kept) reasons.add(r);

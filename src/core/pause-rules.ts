@@ -34,6 +34,6 @@ export function infrastructureStreak(finished: readonly FinishedPair[]): boolean
 const SURVIVES_RESUME: ReadonlySet<PauseReason> = new Set<PauseReason>(['fatal', 'inputs_changed']);
 
 /** The pause reasons left after `resume` (it clears stopped, infrastructure_streak, harness, provider). */
-export function clearedByResume(reasons: readonly PauseReason[]): PauseReason[] {
+export function survivingResume(reasons: readonly PauseReason[]): PauseReason[] {
   return [...new Set(reasons)].filter((r) => SURVIVES_RESUME.has(r));
 }

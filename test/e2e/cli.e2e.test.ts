@@ -1,10 +1,10 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
+import { DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
 
 const BIN = fileURLToPath(new URL('../../bin/run.js', import.meta.url));
 let dir: string;
@@ -81,6 +81,27 @@ describe('the CLI as a black box', () => {
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/E_ENGINE_UNAVAILABLE/);
     await expect(stat(join(dir, 'no-engine'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it.skipIf(noDocker)('on SIGTERM stops the pair, removes its container, writes the result, then re-raises', async () => {
+    const spec = join(dir, 'sig.json');
+    const evidence = join(dir, 'sig-evidence');
+    await writeFile(spec, JSON.stringify({ job_id: 'sig', argv: ['/opt/driver/run', 'numbered=1', 'hang'], cwd: join(dir, 'sig'), outcome_path: join(dir, 'sig', 'out', 'o.json'), image: DRIVER_IMAGE, stop_budget_seconds: 2 }));
+    const child = spawn(process.execPath, [BIN, 'pair', 'run', '--spec', spec, '--output', evidence], { stdio: 'ignore' });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    let containerId: string | null = null;
+    for (let i = 0; i < 300 && containerId === null; i++) {
+      const receipt = await readFile(join(evidence, 'receipt.json'), 'utf8').then((t) => JSON.parse(t) as { container_id: string | null }, () => null);
+      containerId = receipt?.container_id ?? null;
+      if (containerId === null) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(containerId).not.toBeNull();
+    child.kill('SIGTERM');
+    expect(await exited).toEqual({ code: null, signal: 'SIGTERM' });
+    const result = JSON.parse(await readFile(join(evidence, 'result.json'), 'utf8'));
+    expect(result.reasons).toContain('terminated');
+    expect(result.cleanup.verified_absent).toBe(true);
+    expect(await runtime().inspect(containerId!)).toBeNull();
   });
 
   it.skipIf(noDocker)('runs a pair and prints the result.json contract with --json', async () => {

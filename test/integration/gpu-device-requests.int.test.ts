@@ -11,7 +11,7 @@ import { createDoctorDeps, PROBE_LABELS, runDoctor } from '../../src/app/doctor.
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
-import { DRIVER_IMAGE, noDocker, runtime as mainRuntime, sweep } from '../support/docker.js';
+import { DRIVER_IMAGE, engineHasNvidia, noDocker, runtime as mainRuntime, sweep } from '../support/docker.js';
 import {
   isAlive,
   listNetns,
@@ -157,7 +157,7 @@ describe.skipIf(skipSecondEngine)(
   },
 );
 
-describe.skipIf(noDocker)('NVIDIA device requests on the shared engine (no NVIDIA runtime)', () => {
+describe.skipIf(noDocker || engineHasNvidia)('NVIDIA device requests on the shared engine (no NVIDIA runtime)', () => {
   it('fails with the typed nvidia_runtime_missing outcome, keeps the engine text, and leaves no container', async () => {
     const rt = mainRuntime();
     const job = uniqueJob('main');

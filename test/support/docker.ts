@@ -5,6 +5,8 @@ import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
 export const dockerAvailable = inject('dockerAvailable');
 /** Use as `describe.skipIf(noDocker)(…)`: the skip shows in the report with the file's name. */
 export const noDocker = !dockerAvailable;
+/** True on a GPU host: tests of the "engine without NVIDIA runtime" behaviour skip there (visibly). */
+export const engineHasNvidia = inject('engineHasNvidia');
 export const DRIVER_IMAGE = PAIR_DRIVER_IMAGE;
 
 export function runtime(): DockerContainerRuntime {

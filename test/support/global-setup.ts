@@ -1,19 +1,77 @@
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { buildSyntheticImages } from '../../src/adapters/docker/image-builder.js';
+import { buildSyntheticImages, PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     dockerAvailable: boolean;
     dockerSkipReason: string;
+    /** The shared engine can start containers with NVIDIA device requests (a GPU host). */
+    engineHasNvidia: boolean;
+  }
+}
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+function newestMtimeMs(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtimeMs(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/** Several suites run the built CLI (bin/run.js loads dist/): rebuild when src/ is newer. */
+function ensureFreshBuild(): void {
+  let distMs = 0;
+  try {
+    distMs = newestMtimeMs(join(ROOT, 'dist'));
+  } catch {
+    // no dist yet
+  }
+  if (distMs >= newestMtimeMs(join(ROOT, 'src'))) return;
+  const r = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`npm run build failed before the integration suite:\n${r.stdout}${r.stderr}`);
+}
+
+/** One short probe: can a container with `gpus: all` start here? Always removed. */
+async function probeNvidia(runtime: DockerContainerRuntime): Promise<boolean> {
+  let id: string | null = null;
+  try {
+    const handle = await runtime.create({
+      name: `roboguide-setup-gpu-probe-${process.pid}`,
+      image: PAIR_DRIVER_IMAGE,
+      cmd: ['/bin/true'],
+      workingDir: '/',
+      env: {},
+      binds: [],
+      ports: [],
+      bindAddress: '127.0.0.1',
+      deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }],
+      labels: { 'roboguide.test': 'gpu-probe' },
+      stopTimeoutSec: 1,
+    });
+    id = handle.id;
+    await runtime.start(id);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    if (id !== null) await runtime.remove(id);
   }
 }
 
 /**
- * Integration suite set-up: find the engine and make sure the synthetic images exist. Locally a missing engine
- * makes the integration tests skip visibly; with REQUIRE_DOCKER=1 (CI) it is a failure.
+ * Integration suite set-up: a fresh build, the engine, the synthetic images, and what the engine can do. Locally a
+ * missing engine makes the integration tests skip visibly; with REQUIRE_DOCKER=1 (CI) it is a failure.
  */
 export default async function setup(project: TestProject): Promise<void> {
+  ensureFreshBuild();
   const runtime = new DockerContainerRuntime();
   let available = false;
   let reason = '';
@@ -26,11 +84,15 @@ export default async function setup(project: TestProject): Promise<void> {
   if (!available && process.env['REQUIRE_DOCKER'] === '1') {
     throw new Error(`REQUIRE_DOCKER=1 but ${reason}`);
   }
+  let nvidia = false;
   if (available) {
-    await buildSyntheticImages(runtime.docker, { dockerDir: new URL('../../docker', import.meta.url).pathname, busyboxPath: '/bin/busybox' });
+    await buildSyntheticImages(runtime.docker, { dockerDir: join(ROOT, 'docker'), busyboxPath: '/bin/busybox' });
+    nvidia = await probeNvidia(runtime);
+    if (nvidia) console.warn('\n*** this engine starts NVIDIA device requests: the "no NVIDIA runtime" tests are SKIPPED ***\n');
   } else {
     console.warn(`\n*** integration tests SKIPPED: ${reason} ***\n`);
   }
   project.provide('dockerAvailable', available);
   project.provide('dockerSkipReason', reason);
+  project.provide('engineHasNvidia', nvidia);
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PAUSE_REASONS } from '../../src/core/classify.js';
 import type { PauseReason } from '../../src/core/classify.js';
-import { INFRA_STREAK_LENGTH, clearedByResume, infrastructureStreak } from '../../src/core/pause-rules.js';
+import { INFRA_STREAK_LENGTH, survivingResume, infrastructureStreak } from '../../src/core/pause-rules.js';
 import type { FinishedPair } from '../../src/core/pause-rules.js';
 import { CLASSIFICATIONS } from '../../src/core/result.js';
 import type { Classification } from '../../src/core/result.js';
@@ -61,25 +61,25 @@ describe('infrastructureStreak', () => {
   });
 });
 
-describe('clearedByResume', () => {
+describe('survivingResume', () => {
   const subsets = (items: readonly PauseReason[]): PauseReason[][] =>
     items.reduce<PauseReason[][]>((acc, item) => [...acc, ...acc.map((s) => [...s, item])], [[]]);
 
   it.each(subsets(PAUSE_REASONS).map((s) => [s] as const))(
     'keeps only fatal and inputs_changed from %j',
     (reasons) => {
-      expect(clearedByResume(reasons)).toEqual(
+      expect(survivingResume(reasons)).toEqual(
         reasons.filter((r) => r === 'fatal' || r === 'inputs_changed'),
       );
     },
   );
 
   it('clears every pause an operator may continue past', () => {
-    expect(clearedByResume(['infrastructure_streak', 'harness', 'provider'])).toEqual([]);
+    expect(survivingResume(['infrastructure_streak', 'harness', 'provider'])).toEqual([]);
   });
 
   it('keeps the order it was given and drops duplicates', () => {
-    expect(clearedByResume(['inputs_changed', 'provider', 'fatal', 'inputs_changed'])).toEqual([
+    expect(survivingResume(['inputs_changed', 'provider', 'fatal', 'inputs_changed'])).toEqual([
       'inputs_changed',
       'fatal',
     ]);

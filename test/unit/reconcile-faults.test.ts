@@ -44,6 +44,8 @@ class FlakyRegistry implements CapacityRegistry {
   board(filter?: BoardFilter): ReturnType<CapacityRegistry['board']> { return this.inner.board(filter); }
   annotate(runId: string, fields: BoardAnnotation): void { this.inner.annotate(runId, fields); }
   close(): void { this.inner.close(); }
+  acquireLease(...args: Parameters<CapacityRegistry['acquireLease']>): ReturnType<CapacityRegistry['acquireLease']> { return this.inner.acquireLease(...args); }
+  releaseLease(batchId: string, pid: number): void { this.inner.releaseLease(batchId, pid); }
   commitTerminal(commit: TerminalCommit): TerminalCommitResult {
     const fail = this.failures > 0;
     if (fail) this.failures -= 1;

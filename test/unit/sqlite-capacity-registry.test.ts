@@ -87,7 +87,7 @@ describe('opening', () => {
     expect(statSync(join(dir, 'state', 'roboguide-eval')).mode & 0o777).toBe(0o700);
     const raw = new DatabaseSync(dbPath);
     expect(raw.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' });
-    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }]);
+    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }, { version: 2 }]);
     raw.close();
 
     const reopened = openRegistry();
@@ -364,5 +364,31 @@ describe('registry path', () => {
     expect(resolveRegistryPath(undefined, { XDG_STATE_HOME: '/xdg' }, '/home/u')).toBe(
       '/xdg/roboguide-eval/registry.db',
     );
+  });
+});
+
+describe('supervisor lease', () => {
+  it('grants one live supervisor per batch, hands over from a dead one, and is released by its holder only', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rg-lease-'));
+    const a = SqliteCapacityRegistry.open({ path: join(dir, 'r.db') });
+    const b = SqliteCapacityRegistry.open({ path: join(dir, 'r.db') });
+    const first = { pid: 100, start_ticks: '1', boot_id: 'boot' };
+    const second = { pid: 200, start_ticks: '2', boot_id: 'boot' };
+    let firstAlive = true;
+    const alive = (h: { pid: number }) => (h.pid === 100 ? firstAlive : true);
+    expect(a.acquireLease('batch-1', first, alive)).toEqual({ kind: 'acquired' });
+    expect(b.acquireLease('batch-1', second, alive)).toEqual({ kind: 'held', holder: first });
+    expect(b.acquireLease('batch-2', second, alive)).toEqual({ kind: 'acquired' }); // another batch: independent
+    expect(a.acquireLease('batch-1', first, alive)).toEqual({ kind: 'acquired' }); // re-entrant for the holder
+    b.releaseLease('batch-1', 200); // not the holder: nothing happens
+    expect(b.acquireLease('batch-1', second, alive)).toMatchObject({ kind: 'held' });
+    firstAlive = false; // the holder died
+    expect(b.acquireLease('batch-1', second, alive)).toEqual({ kind: 'acquired' });
+    b.releaseLease('batch-1', 200);
+    firstAlive = true;
+    expect(a.acquireLease('batch-1', first, alive)).toEqual({ kind: 'acquired' });
+    a.close();
+    b.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 });

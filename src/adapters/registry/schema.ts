@@ -44,6 +44,15 @@ const MIGRATIONS: readonly string[] = [
   INSERT INTO host_limits (id, max_reservations, gpu_mib)
     VALUES (1, ${DEFAULT_HOST_LIMITS.maxReservations}, NULL);
   `,
+  `
+  CREATE TABLE supervisor_leases (
+    batch_id     TEXT PRIMARY KEY,
+    pid          INTEGER NOT NULL,
+    start_ticks  TEXT,
+    boot_id      TEXT,
+    acquired_at  TEXT NOT NULL
+  ) STRICT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -9,6 +9,8 @@ import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
 import type {
+  LeaseResult,
+  SupervisorLease,
   AdmitRequest,
   AdmitResult,
   BoardAnnotation,
@@ -92,6 +94,35 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
       this.#db
         .prepare('UPDATE host_limits SET max_reservations = ?, gpu_mib = ? WHERE id = 1')
         .run(limits.maxReservations, limits.gpuMib);
+    });
+  }
+
+  acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): LeaseResult {
+    return inImmediateTransaction(this.#db, () => {
+      const row = this.#db.prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?').get(batchId);
+      if (row !== undefined) {
+        const holder: SupervisorLease = {
+          pid: Number(row['pid']),
+          start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
+          boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
+        };
+        const self = holder.pid === lease.pid && holder.start_ticks === lease.start_ticks && holder.boot_id === lease.boot_id;
+        if (!self && isAlive(holder)) return { kind: 'held', holder };
+      }
+      this.#db
+        .prepare(
+          `INSERT INTO supervisor_leases (batch_id, pid, start_ticks, boot_id, acquired_at) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (batch_id) DO UPDATE SET pid = excluded.pid, start_ticks = excluded.start_ticks,
+             boot_id = excluded.boot_id, acquired_at = excluded.acquired_at`,
+        )
+        .run(batchId, lease.pid, lease.start_ticks, lease.boot_id, this.#now());
+      return { kind: 'acquired' } as const;
+    });
+  }
+
+  releaseLease(batchId: string, pid: number): void {
+    inImmediateTransaction(this.#db, () => {
+      this.#db.prepare('DELETE FROM supervisor_leases WHERE batch_id = ? AND pid = ?').run(batchId, pid);
     });
   }
 

@@ -1,3 +1,4 @@
+import { lstat } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { currentProcessIdentity, readBootId } from '../../adapters/host-identity.js';
@@ -29,6 +30,8 @@ export interface BatchPairContext {
 export type DispatchAttempt =
   | { readonly kind: 'refused'; readonly reason: string }
   | { readonly kind: 'claim_failed'; readonly reason: 'receipt_write_failed' | 'already_claimed' }
+  /** An outcome file is already there: it would be read as this run's. Nothing is claimed; the batch pauses. */
+  | { readonly kind: 'stale_outcome' }
   | { readonly kind: 'ran'; readonly finish: FinishReport };
 
 export interface RunningHandle {
@@ -52,6 +55,7 @@ export async function dispatchPair(
 ): Promise<DispatchAttempt> {
   const { store, registry, journal } = deps;
   const batchId = ctx.batch.batch_id;
+  if (await pathExists(job.outcome_path)) return { kind: 'stale_outcome' };
   const claimId = randomUUID();
   const admitted = registry.admit({ batchId, jobId: job.job_id, claimId, gpuMib: 0 });
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
@@ -129,6 +133,15 @@ export async function dispatchPair(
     },
   });
   return { kind: 'ran', finish: await finishPair(deps, receipt, result) };
+}
+
+async function pathExists(path: string): Promise<boolean> {
+  try {
+    await lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export type { ResultRecord };

@@ -2,7 +2,9 @@ import { writeFile } from 'node:fs/promises';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { foldJournal } from '../../core/batch-state.js';
 import { RoboguideError } from '../../core/errors.js';
+import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
+import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
 
 export interface ContinuationOutcome {
   readonly manifest_out: string;
@@ -20,6 +22,10 @@ export async function writeContinuation(store: EvidenceStore, options: { manifes
       exitCode: 2,
       suggestions: ['use `e1-batch resume` to continue a stopped or paused batch'],
     });
+  }
+  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  if (supervisor !== null && (await isSameProcessAlive(supervisor))) {
+    throw new RoboguideError('E_SUPERVISOR_ALIVE', `the supervisor of batch ${batch.batch_id} is still running (pid ${supervisor.pid}); wait until it exits`);
   }
   const files = await readJobFiles(store, manifest);
   const claimed = new Set(files.filter((f) => f.receipt !== null).map((f) => f.job.job_id));

@@ -69,11 +69,12 @@ export async function recoverPair(
     containerId !== null && state !== null
       ? await removeAndVerify({ runtime, logger: deps.execute.logger }, containerId, ctx.manifest.stop_budget_seconds)
       : { removed: false, verified_absent: true, attempts: 0 };
-  return finishPair(deps, receipt, await lostWorkerResult(deps, job, receipt, containerId, cleanup));
+  return finishPair(deps, receipt, await lostWorkerResult(deps, ctx, job, receipt, containerId, cleanup));
 }
 
 async function lostWorkerResult(
   deps: BatchPairDeps,
+  ctx: BatchPairContext,
   job: Job,
   receipt: Receipt,
   containerId: string | null,
@@ -88,7 +89,7 @@ async function lostWorkerResult(
     terminated: false,
     engineFault: null,
     harnessFaults: cleanup.verified_absent ? ['lost_worker'] : ['lost_worker', 'cleanup_unverified'],
-    allowedHttpStatuses: [],
+    allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
     sourceHashMismatch: false,
   });
   const logBytes = async (name: string): Promise<number> => {

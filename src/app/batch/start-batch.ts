@@ -35,9 +35,14 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   const origin = manifest.continuation_of;
   if (!origin) return [];
   const original = new EvidenceStore(fs, origin.output);
+  // The original must be readable and be that batch, or the claims cannot be checked: refuse rather than guess.
+  const batch = await original.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
+  if (batch === null || batch.batch_id !== origin.batch_id) {
+    return [{ path: 'continuation_of.output', rule: `must be the readable output directory of batch ${origin.batch_id}` }];
+  }
   const issues: Issue[] = [];
   for (const [i, job] of manifest.jobs.entries()) {
-    const receipt = await original.readJson<Receipt>(receiptRel(job.job_id)).catch(() => null);
+    const receipt = await original.readJson<Receipt>(receiptRel(job.job_id));
     if (receipt !== null && receipt.batch_id === origin.batch_id) {
       issues.push({ path: `jobs[${i}].job_id`, rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again` });
     }
@@ -110,11 +115,12 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
   };
-  await store.writeBytesAtomic(MANIFEST_FILE, bytes);
-  // batch.json is published exclusively: two starts racing on one empty directory cannot both win.
+  // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
+  // to freeze its manifest.
   if ((await store.publishExclusive(BATCH_FILE, record)) === 'exists') {
     throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, { exitCode: 2 });
   }
+  await store.writeBytesAtomic(MANIFEST_FILE, bytes);
   await store.appendJournal({ type: 'batch_created', at: now.toISOString(), batch_id: record.batch_id, jobs: manifest.jobs.length });
   return record;
 }

@@ -2,7 +2,7 @@ import type { EvidenceStore, JournalRecord } from '../../adapters/fs/evidence-st
 import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import { countJobs, deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
-import { workersAllowed } from '../../core/dispatch-policy.js';
+import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { checkOutcome, gpuObservation } from '../../core/outcome.js';
 import type { Classification } from '../../core/result.js';
@@ -46,6 +46,17 @@ export interface Summary {
   readonly source_checks: unknown[];
   readonly timings: { readonly created_at: string; readonly first_claim_at: string | null; readonly last_finish_at: string | null };
   readonly written_at: string;
+}
+
+/** The dispatch policy's view of the manifest's capacity; an unobservable GPU host never gets a second worker. */
+export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): CapacityConfig {
+  const c = manifest.capacity;
+  return {
+    maxWorkers: gpuHostUnobservable(batch) ? 1 : c.max_workers,
+    ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
+    ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
+    ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
+  };
 }
 
 function gpuNote(batch: BatchRecord, peaks: readonly number[]): string | null {
@@ -119,16 +130,7 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
     pause_reasons: fold.pauseReasons,
     counts,
     running,
-    workers_allowed: workersAllowed(
-      {
-        maxWorkers: gpuHostUnobservable(input.batch) ? 1 : manifest.capacity.max_workers,
-        ...(manifest.capacity.gpu_total_mib !== undefined ? { gpuTotalMib: manifest.capacity.gpu_total_mib } : {}),
-        ...(manifest.capacity.gpu_baseline_mib !== undefined ? { gpuBaselineMib: manifest.capacity.gpu_baseline_mib } : {}),
-        ...(manifest.capacity.gpu_fraction !== undefined ? { gpuFraction: manifest.capacity.gpu_fraction } : {}),
-      },
-      peaks,
-      finished,
-    ),
+    workers_allowed: workersAllowed(capacityConfigOf(manifest, input.batch), peaks, finished),
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
     gpu_note: gpuNote(input.batch, peaks),
     claims_without_result: claimsWithoutResult,

@@ -1,12 +1,13 @@
 import { unlink } from 'node:fs/promises';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
-import { currentProcessIdentity } from '../../adapters/host-identity.js';
+import { currentProcessIdentity, isSameProcessAliveSync, type ProcessIdentity } from '../../adapters/host-identity.js';
 import { foldJournal, type BatchState, type RunningPair } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
-import { decideDispatch, type CapacityConfig } from '../../core/dispatch-policy.js';
-import { clearedByResume, infrastructureStreak } from '../../core/pause-rules.js';
+import { decideDispatch } from '../../core/dispatch-policy.js';
+import { RoboguideError, errorKind } from '../../core/errors.js';
+import type { Manifest } from '../../core/manifest/index.js';
+import { survivingResume, infrastructureStreak } from '../../core/pause-rules.js';
 import type { Classification } from '../../core/result.js';
-import { errorKind } from '../../core/errors.js';
 import type { ExecutePairDeps } from '../execute-pair.js';
 import { failpoint } from '../failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
@@ -14,10 +15,10 @@ import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments, type ResolvedJobEnvironment } from './batch-context.js';
 import { dispatchPair, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
 import { reconcileFinished, type FinishReport } from './finish-pair.js';
-import { gpuHostUnobservable, STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type StopRequest, type SupervisorRecord } from './layout.js';
+import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type StopRequest, type SupervisorRecord } from './layout.js';
 import { recoverPair } from './recover-pair.js';
 import { checkSources } from './source-check.js';
-import { buildStatus, buildSummary, gpuPeaksOf } from './status.js';
+import { buildStatus, buildSummary, capacityConfigOf, gpuPeaksOf } from './status.js';
 
 export interface SupervisorDeps {
   readonly store: EvidenceStore;
@@ -38,24 +39,47 @@ const STOP_POLL_MS = 1_000;
  * batch drains, stops, or pauses with nothing running. Returns the state it leaves the batch in.
  */
 export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'): Promise<BatchState> {
-  const { store, registry, logger } = deps;
+  const { store, registry } = deps;
   const { batch, manifest } = await loadBatch(store);
+  const batchId = batch.batch_id;
+
+  const identity = await currentProcessIdentity();
+  // One live supervisor per batch, host-wide: two resumes racing can never both supervise.
+  const lease = registry.acquireLease(batchId, identity, isSameProcessAliveSync);
+  if (lease.kind === 'held') {
+    throw new RoboguideError('E_SUPERVISOR_ALIVE', `batch ${batchId} is already supervised by pid ${lease.holder.pid}`, {
+      suggestions: ['wait for it, or `e1-batch stop` it first'],
+    });
+  }
+  try {
+    return await superviseHeld(deps, mode, { batch, manifest, identity });
+  } finally {
+    registry.releaseLease(batchId, identity.pid);
+  }
+}
+
+async function superviseHeld(
+  deps: SupervisorDeps,
+  mode: 'start' | 'resume',
+  held: { batch: BatchRecord; manifest: Manifest; identity: ProcessIdentity },
+): Promise<BatchState> {
+  const { store, registry, logger } = deps;
+  const { batch, manifest, identity } = held;
   const clock = deps.execute.clock;
   const batchId = batch.batch_id;
   const ctx = { batch, manifest };
-
-  const identity = await currentProcessIdentity();
+  // A stop recorded for an earlier supervisor is void; one sent after our identity is published is ours.
+  await unlink(store.resolve(STOP_FILE)).catch(() => undefined);
   const record: SupervisorRecord = { ...identity, started_at: clock.now().toISOString(), mode };
-  if (mode === 'resume') await store.cleanTempFiles();
   await store.writeJsonAtomic(SUPERVISOR_FILE, record);
+  if (mode === 'resume') await store.cleanTempFiles();
   const journal = async (type: string, fields: Record<string, unknown>): Promise<void> => {
     await store.appendJournal({ type, at: clock.now().toISOString(), ...fields });
   };
   await journal('supervisor_started', { mode, pid: identity.pid, start_ticks: identity.start_ticks, boot_id: identity.boot_id });
-  await unlink(store.resolve(STOP_FILE)).catch(() => undefined);
   if (mode === 'resume') {
     const before = foldJournal(await store.readJournal());
-    const kept = clearedByResume(before.pauseReasons);
+    const kept = survivingResume(before.pauseReasons);
     await journal('resumed', { cleared: before.pauseReasons.filter((r) => !kept.includes(r)), kept });
   }
 
@@ -71,7 +95,8 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
   const tasks = new Map<string, Promise<void>>();
   let stopRequested = false;
   let terminateRequested = false;
-  let registryRefused = false;
+  /** After a refused admission, retry no earlier than this (epoch ms) unless one of our pairs frees a slot. */
+  let registryRetryAtMs = 0;
   const wakeup = new Wakeup();
   const wake = (): void => wakeup.notify();
 
@@ -99,21 +124,24 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
 
   const applyStop = async (request: StopRequest | null): Promise<void> => {
     if (!request) return;
-    if (!stopRequested || (request.terminate && !terminateRequested)) {
-      stopRequested = true;
-      await journal('stop_requested', { terminate: request.terminate });
-    }
+    const fresh = !stopRequested || (request.terminate && !terminateRequested);
+    stopRequested = true;
     if (request.terminate && !terminateRequested) {
       terminateRequested = true;
       for (const h of running.values()) h.terminate.abort();
     }
     wake();
+    if (fresh) await bestEffort('journal stop_requested', () => journal('stop_requested', { terminate: request.terminate }));
   };
   const onSignal = (): void => {
-    void applyStop({ terminate: stopRequested, requested_at: clock.now().toISOString() });
+    // First SIGTERM/SIGINT: stop (running pairs finish); a second one: terminate them.
+    applyStop({ terminate: stopRequested, requested_at: clock.now().toISOString() }).catch(() => undefined);
   };
   const onUsr2 = (): void => {
-    void store.readJson<StopRequest>(STOP_FILE).then(applyStop, () => undefined);
+    store
+      .readJson<StopRequest>(STOP_FILE)
+      .then(applyStop)
+      .catch(() => undefined);
   };
   // SIGUSR2 is the stop protocol (`e1-batch stop`): always ours while supervising, even in-process.
   process.on('SIGUSR2', onUsr2);
@@ -133,6 +161,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
     try {
       const report = await work;
       if (report) {
+        registryRetryAtMs = 0;
         finishedCount++;
         finishedHere.push({ jobId, classification: report.result.classification });
         if (report.pauseReasons.length > 0) await pause(report.pauseReasons, jobId);
@@ -144,7 +173,6 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
     } finally {
       running.delete(jobId);
       tasks.delete(jobId);
-      registryRefused = false;
       await writeStatus().catch(() => undefined);
       wake();
     }
@@ -178,12 +206,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
       }
     }
     let sourcesChecked = false;
-    const capacity: CapacityConfig = {
-      maxWorkers: gpuHostUnobservable(batch) ? 1 : manifest.capacity.max_workers,
-      ...(manifest.capacity.gpu_total_mib !== undefined ? { gpuTotalMib: manifest.capacity.gpu_total_mib } : {}),
-      ...(manifest.capacity.gpu_baseline_mib !== undefined ? { gpuBaselineMib: manifest.capacity.gpu_baseline_mib } : {}),
-      ...(manifest.capacity.gpu_fraction !== undefined ? { gpuFraction: manifest.capacity.gpu_fraction } : {}),
-    };
+    const capacity = capacityConfigOf(manifest, batch);
     await bestEffort('status.json', writeStatus);
     for (;;) {
       const decision = decideDispatch({
@@ -195,7 +218,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
         capacity,
         paused: pauseReasons.size > 0,
         stopping: stopRequested,
-        registryRefused,
+        registryRefused: Date.now() < registryRetryAtMs,
       });
       if (decision.kind === 'drained') break;
       if (decision.kind === 'dispatch') {
@@ -217,8 +240,12 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
           if (attempt.kind === 'ran') return attempt.finish;
           if (attempt.kind === 'refused') {
             claimed.delete(job.job_id);
-            registryRefused = true;
-            await journal('admission_refused', { job_id: job.job_id, reason: attempt.reason });
+            if (registryRetryAtMs === 0) await bestEffort('journal admission_refused', () => journal('admission_refused', { job_id: job.job_id, reason: attempt.reason }));
+            registryRetryAtMs = Date.now() + REGISTRY_RETRY_MS;
+          } else if (attempt.kind === 'stale_outcome') {
+            claimed.delete(job.job_id);
+            await bestEffort('journal outcome_stale', () => journal('outcome_stale', { job_id: job.job_id }));
+            await pause(['harness'], job.job_id);
           } else if (attempt.reason === 'receipt_write_failed') {
             await pause(['harness'], job.job_id);
           }
@@ -227,7 +254,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
         continue;
       }
       if (tasks.size === 0 && (pauseReasons.size > 0 || stopRequested)) break;
-      await wakeup.wait(registryRefused ? REGISTRY_RETRY_MS : 60_000);
+      await wakeup.wait(registryRetryAtMs > Date.now() ? registryRetryAtMs - Date.now() : 60_000);
     }
     await Promise.all(tasks.values());
     failpoint('before_drain_check');
@@ -237,7 +264,12 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
       await journal('source_check', { phase: 'drain', ok: check.ok, checked: check.checked, mismatched: check.mismatched });
       if (!check.ok) await pause(['fatal', 'inputs_changed'], null);
     }
+  } catch (err) {
+    logger.error({ err: errorKind(err) }, 'supervisor fault: pausing the batch; running pairs finish first');
+    await pause(['harness'], null);
   } finally {
+    // Whatever happened, pairs already running are finished (and their containers removed) before we exit.
+    await Promise.allSettled(tasks.values());
     clearInterval(stopPoll);
     process.off('SIGUSR2', onUsr2);
     if (deps.handleSignals) {

@@ -116,7 +116,23 @@ export interface BoardAnnotation {
   readonly notes?: string;
 }
 
+/** Who supervises a batch: one live supervisor per batch, host-wide. */
+export interface SupervisorLease {
+  readonly pid: number;
+  readonly start_ticks: string | null;
+  readonly boot_id: string | null;
+}
+
+export type LeaseResult = { readonly kind: 'acquired' } | { readonly kind: 'held'; readonly holder: SupervisorLease };
+
 export interface CapacityRegistry {
+  /**
+   * Take the batch's supervisor lease in one transaction: granted when free or when `isAlive(holder)` says the
+   * recorded holder is gone (same pid, start time and boot id are the test). Two supervisors never hold it.
+   */
+  acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): LeaseResult;
+  /** Give the lease back (only the holder's own pid releases it). */
+  releaseLease(batchId: string, pid: number): void;
   limits(): HostLimits;
   /** Throws `InvalidInputError` for a limit that is not a positive integer (GPU: non-negative integer or null). */
   setLimits(limits: HostLimits): void;

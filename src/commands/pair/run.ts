@@ -44,6 +44,17 @@ export default class PairRun extends BaseCommand {
       ]);
     }
     const deps = createPairRunDeps();
+    // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
+    // collection and verified removal; the signal is re-raised once the evidence is written.
+    const terminate = new AbortController();
+    let received: NodeJS.Signals | null = null;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (received === null) process.stderr.write(`${signal}: stopping the pair (stop budget), then removing its container…\n`);
+      received = signal;
+      terminate.abort();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
     let outcome: RunPairOutcome;
     try {
       outcome = await runPair(deps, {
@@ -55,9 +66,12 @@ export default class PairRun extends BaseCommand {
         environment: process.env,
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
         cwd: process.cwd(),
+        terminate: terminate.signal,
       });
     } finally {
       deps.dispose();
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
     }
     const { result, output } = outcome;
     if (result.classification !== 'completed') process.exitCode = 1;
@@ -67,6 +81,10 @@ export default class PairRun extends BaseCommand {
     if (result.provider_failure) this.log(`  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`);
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
     this.log(`  evidence: ${output}`);
+    if (received !== null) {
+      const signal: NodeJS.Signals = received;
+      setImmediate(() => process.kill(process.pid, signal));
+    }
     return { ...result, output };
   }
 }
