@@ -98,9 +98,19 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'>
 }
 
 interface LogPipe {
+  readonly name: 'stdout' | 'stderr';
   readonly source: Readable;
-  readonly done: Promise<void>;
+  done: Promise<void>;
   readonly target: LogTarget;
+  /** Why the stream stopped early (a pipeline error, or cut after the drain deadline), if it did. */
+  failure: string | null;
+}
+
+/** A log file could not be opened: the pair cannot keep its evidence (harness), whatever the engine did. */
+class LogOpenError extends Error {
+  constructor(readonly code: string) {
+    super(`log file could not be opened (${code})`);
+  }
 }
 
 /**
@@ -125,7 +135,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   let providerFailure: ProviderFailure | null = null;
   let providerFailureErrorKind: string | null = null;
   let cleanup: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
-  let logs = { stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } };
+  let logs: PairExecution['logs'];
   let logFailure: string | null = null;
 
   const recordEngineFailure = (err: unknown): void => {
@@ -171,7 +181,8 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       await runtime.stop(containerId, launch.stopBudgetSec);
     }
   } catch (err) {
-    if (!receiptUpdateFailed) recordEngineFailure(err);
+    if (err instanceof LogOpenError) logFailure = `open: ${err.code}`;
+    else if (!receiptUpdateFailed) recordEngineFailure(err);
     logger.warn({ container: containerId, fault: engineFault }, 'pair did not run to completion');
   } finally {
     // Logs normally end with the container's output; give them a moment before collecting.
@@ -217,23 +228,15 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
 
     const drainMs = deps.logDrainTimeoutMs ?? DEFAULT_LOG_DRAIN_MS;
     if ((await withTimeout(Promise.all(pipes.map((p) => p.done)), drainMs)) === 'timeout') {
-      for (const p of pipes) p.source.destroy();
+      for (const p of pipes) {
+        p.failure ??= 'cut after the drain deadline';
+        p.source.destroy();
+      }
       await withTimeout(Promise.all(pipes.map((p) => p.done)), 1_000);
     }
-    const finished = await Promise.all(
-      pipes.map(async (p) => {
-        try {
-          return await p.target.finish();
-        } catch (err) {
-          return { bytes: 0, closed: false, failure: errorKind(err) };
-        }
-      }),
-    );
-    const [out, errOut] = finished;
-    if (out && errOut) {
-      logs = { stdout: { bytes: out.bytes, closed: out.closed }, stderr: { bytes: errOut.bytes, closed: errOut.closed } };
-      logFailure = out.failure ?? errOut.failure;
-    }
+    const closed = await closeLogs(pipes, containerId !== null);
+    logs = closed.logs;
+    logFailure = logFailure ?? closed.failure;
   }
 
   return {
@@ -274,6 +277,27 @@ class SkipBytes extends Transform {
   }
 }
 
+/** Close every log file and report it; a stream cut short or never opened is not a closed log. */
+async function closeLogs(
+  pipes: readonly LogPipe[],
+  containerExisted: boolean,
+): Promise<{ logs: PairExecution['logs']; failure: string | null }> {
+  const report = { stdout: { bytes: 0, closed: !containerExisted }, stderr: { bytes: 0, closed: !containerExisted } };
+  let failure: string | null = null;
+  for (const p of pipes) {
+    let finished: { bytes: number; closed: boolean; failure: string | null };
+    try {
+      finished = await p.target.finish();
+    } catch (err) {
+      finished = { bytes: 0, closed: false, failure: errorKind(err) };
+    }
+    const why = p.failure ?? finished.failure;
+    report[p.name] = { bytes: finished.bytes, closed: finished.closed && p.failure === null };
+    if (why !== null) failure ??= `${p.name}: ${why}`;
+  }
+  return { logs: report, failure };
+}
+
 async function connectLogs(
   deps: PairLifecycleDeps,
   launch: PairLaunch,
@@ -282,13 +306,22 @@ async function connectLogs(
   append: boolean,
 ): Promise<void> {
   for (const [name, source] of [['stdout', output.stdout], ['stderr', output.stderr]] as const) {
-    const target = await deps.openLog(name, append);
+    let target: LogTarget & { readonly existingBytes: number };
+    try {
+      target = await deps.openLog(name, append);
+    } catch (err) {
+      throw new LogOpenError((err as { context?: { errno?: string } }).context?.errno ?? errorKind(err));
+    }
     const redactor = deps.createRedactor(launch.secrets);
     const stages: (Readable | Transform | Writable)[] = [source, redactor];
     // The redactor is deterministic, so the redacted re-read starts with exactly the bytes already kept.
     if (append && target.existingBytes > 0) stages.push(new SkipBytes(target.existingBytes));
     stages.push(target.stream);
-    pipes.push({ source, target, done: pipeline(stages).catch(() => undefined) });
+    const pipe: LogPipe = { name, source, target, failure: null, done: Promise.resolve() };
+    pipe.done = pipeline(stages).catch((err: unknown) => {
+      pipe.failure ??= (err as NodeJS.ErrnoException).code ?? errorKind(err);
+    });
+    pipes.push(pipe);
   }
 }
 

@@ -1,0 +1,121 @@
+import { PassThrough, Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { runPairLifecycle, type LogTarget, type PairLaunch, type PairLifecycleDeps } from '../../src/app/pair-lifecycle.js';
+import type { ContainerOutput, ContainerRuntime, ContainerState } from '../../src/app/ports/container-runtime.js';
+import { silentLogger } from '../../src/app/ports/logger.js';
+
+/** A container that prints one line on each stream and exits 0; removal makes it disappear. */
+class FakeRuntime implements Partial<ContainerRuntime> {
+  present = false;
+  removed = 0;
+  output: ContainerOutput = { stdout: new PassThrough(), stderr: new PassThrough() };
+  create() {
+    this.present = true;
+    return Promise.resolve({ id: 'c1', name: 'n' });
+  }
+  attach() {
+    return Promise.resolve(this.output);
+  }
+  start() {
+    this.output.stdout.push('out\n');
+    this.output.stderr.push('err\n');
+    this.output.stdout.push(null);
+    this.output.stderr.push(null);
+    return Promise.resolve();
+  }
+  wait() {
+    return Promise.resolve({ kind: 'exited' as const, exitCode: 0 });
+  }
+  stop() {
+    return Promise.resolve();
+  }
+  remove() {
+    this.removed++;
+    this.present = false;
+    return Promise.resolve('removed' as const);
+  }
+  inspect(): Promise<ContainerState | null> {
+    return Promise.resolve(
+      this.present ? { id: 'c1', status: 'exited', exitCode: 0, oomKilled: false, startedAt: null, finishedAt: null, labels: {} } : null,
+    );
+  }
+  getArchive() {
+    return Promise.resolve(null);
+  }
+}
+
+function memoryLog(): LogTarget & { existingBytes: number; text: () => string } {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  const stream = new Writable({
+    write(chunk: Buffer, _e, done) {
+      chunks.push(chunk);
+      bytes += chunk.length;
+      done();
+    },
+  });
+  return { stream, existingBytes: 0, finish: () => Promise.resolve({ bytes, closed: true, failure: null }), text: () => Buffer.concat(chunks).toString() };
+}
+
+function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}): PairLifecycleDeps {
+  return {
+    runtime: runtime as unknown as ContainerRuntime,
+    clock: { now: () => new Date('2026-12-02T00:00:00Z') },
+    logger: silentLogger,
+    createRedactor: () => new PassThrough(),
+    openLog: () => Promise.resolve(memoryLog()),
+    readOutcome: () => Promise.resolve({ state: 'missing' }),
+    collectSessions: () => Promise.resolve({ files: 0, bytes: 0, refusals: [] }),
+    diagnose: () => Promise.resolve(null),
+    verifyAbsentTimeoutMs: 300,
+    logDrainTimeoutMs: 200,
+    ...overrides,
+  };
+}
+
+const launch = { container: {}, outcomePath: '/x/o.json', sessionsDir: '/s', timeoutSec: 60, stopBudgetSec: 1, secrets: [] } as unknown as PairLaunch;
+
+describe('runPairLifecycle', () => {
+  it('streams both logs, then removes the container and verifies it is gone', async () => {
+    const runtime = new FakeRuntime();
+    const logs = { stdout: memoryLog(), stderr: memoryLog() };
+    const r = await runPairLifecycle(deps(runtime, { openLog: (name) => Promise.resolve(logs[name]) }), launch);
+    expect(logs.stdout.text()).toBe('out\n');
+    expect(logs.stderr.text()).toBe('err\n');
+    expect(r.logs).toEqual({ stdout: { bytes: 4, closed: true }, stderr: { bytes: 4, closed: true } });
+    expect(r.cleanup).toEqual({ removed: true, verified_absent: true, attempts: 1 });
+    expect(r.logFailure).toBeNull();
+  });
+
+  it('a log file that cannot be opened is a log failure (harness), not an engine error; the container is still removed', async () => {
+    const runtime = new FakeRuntime();
+    const openLog = (name: 'stdout' | 'stderr') =>
+      name === 'stderr' ? Promise.reject(Object.assign(new Error('disk full'), { context: { errno: 'ENOSPC' } })) : Promise.resolve(memoryLog());
+    const r = await runPairLifecycle(deps(runtime, { openLog }), launch);
+    expect(r.logFailure).toBe('open: ENOSPC');
+    expect(r.engineFault).toBeNull();
+    expect(r.logs.stderr.closed).toBe(false);
+    expect(runtime.removed).toBe(1);
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('a diagnosis that throws and a session collection that throws never skip the removal', async () => {
+    const runtime = new FakeRuntime();
+    class Boom extends Error {}
+    const r = await runPairLifecycle(
+      deps(runtime, { diagnose: () => Promise.reject(new Boom('secret text')), collectSessions: () => Promise.reject(new TypeError('x')) }),
+      launch,
+    );
+    expect(r.providerFailureErrorKind).toBe('Boom');
+    expect(r.sessions.refusals).toEqual(['collection failed: TypeError']);
+    expect(runtime.removed).toBe(1);
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('a removal that does not take effect is reported unverified after its attempts', async () => {
+    const runtime = new FakeRuntime();
+    runtime.remove = () => Promise.resolve('removed' as const); // the container stays
+    const r = await runPairLifecycle(deps(runtime), launch);
+    expect(r.cleanup).toEqual({ removed: true, verified_absent: false, attempts: 3 });
+  });
+});
