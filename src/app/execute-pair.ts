@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
+import { redactText } from '../adapters/log-redaction.js';
 import type { ExtractReport } from '../adapters/safe-extract.js';
 import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import { b1PortEnvironment } from '../core/b1-config.js';
@@ -169,11 +170,13 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     allowedHttpStatuses: input.allowedHttpStatuses,
     sourceHashMismatch: false,
   });
+  // The engine's own words are kept, but never with a resolved value in them.
+  const engineError = execution.engineError && { ...execution.engineError, message: redactText(execution.engineError.message, input.secrets) };
   const result = buildResult({
     batchId: input.batchId,
     jobId: job.job_id,
     claimId: input.claimId,
-    execution,
+    execution: { ...execution, engineError },
     check,
     outcomeSha256,
     classified,

@@ -223,6 +223,21 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
+  async environmentOf(id: string): Promise<Record<string, string> | null> {
+    try {
+      const c = await this.docker.getContainer(id).inspect();
+      const env: Record<string, string> = {};
+      for (const entry of c.Config.Env ?? []) {
+        const at = entry.indexOf('=');
+        if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1);
+      }
+      return env;
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
+  }
+
   async getArchive(id: string, path: string): Promise<Readable | null> {
     try {
       return (await this.docker.getContainer(id).getArchive({ path })) as unknown as Readable;

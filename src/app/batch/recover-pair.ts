@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import { readBootId } from '../../adapters/host-identity.js';
 import { readOutcomeFile } from '../../adapters/outcome-reader.js';
 import { classify } from '../../core/classify.js';
-import { jobImage, type Job } from '../../core/manifest/index.js';
+import { jobImage, referencedName, type Job } from '../../core/manifest/index.js';
 import { checkOutcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../core/result.js';
@@ -44,6 +44,10 @@ export async function recoverPair(
       terminate: new AbortController(),
     };
     onRunning(handle);
+    // Redact with the values the container really holds: the resuming shell may export rotated or placeholder ones.
+    const inContainer = (await runtime.environmentOf(containerId)) ?? {};
+    const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
+    const secrets = [...new Set([...env.secrets, ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))])];
     const { result } = await executePair(deps.execute, {
       store: deps.store,
       jobRel: jobRel(job.job_id),
@@ -51,7 +55,7 @@ export async function recoverPair(
       claimId: receipt.claim_id,
       job: { ...job, image: jobImage(ctx.manifest, job) },
       environment: env.values,
-      secrets: env.secrets,
+      secrets,
       sessionsDir: job.sessions_dir ?? ctx.manifest.sessions_dir,
       stopBudgetSec: ctx.manifest.stop_budget_seconds,
       bindAddress: ctx.batch.bind_address,

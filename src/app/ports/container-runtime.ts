@@ -76,6 +76,8 @@ export interface ContainerRuntime {
   stop(id: string, timeoutSec: number): Promise<void>;
   remove(id: string): Promise<RemoveResult>;
   inspect(id: string): Promise<ContainerState | null>;
+  /** The environment the container was created with (resolved values: memory only, never persist). */
+  environmentOf(id: string): Promise<Record<string, string> | null>;
   /** A tar stream of `path` inside the container, or null when the path does not exist. */
   getArchive(id: string, path: string): Promise<Readable | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
