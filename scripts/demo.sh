@@ -42,5 +42,7 @@ echo "demo: SUMMARY.json"
 cat "$root/batch/SUMMARY.json"
 echo
 echo "demo: evidence in $root/batch (manifest.json, batch.json, events.jsonl, jobs/<id>/{receipt,result}.json, logs, sessions)"
-if grep -rqF "$DEMO_API_KEY" "$root/batch" "$work"; then echo "demo: SECRET FOUND ON DISK" >&2; exit 1; fi
-echo "demo: the demo secret appears nowhere under $root"
+# Every byte written for the demo (batch evidence, registry, driver work dir), raw and base64.
+b64=$(printf '%s' "$DEMO_API_KEY" | base64 | cut -c1-24)
+if grep -rqaF -e "$DEMO_API_KEY" -e "$b64" "$root"; then echo "demo: SECRET FOUND ON DISK" >&2; exit 1; fi
+echo "demo: the demo secret (raw or base64) appears nowhere under $root"

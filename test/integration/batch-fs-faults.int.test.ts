@@ -241,6 +241,16 @@ describe.skipIf(noDocker)('batch file-system fault matrix (SPEC §4–§5)', () 
       if (cell.expect === 'paused' && !cell.journalFull) expect(foldJournal(journal).pauseReasons).toEqual(['harness']);
     } finally {
       await sweep({ 'roboguide.batch': batchId });
+      releaseAll(batchId); // a failing cell must not leave the shared registry full for the next ones
     }
   });
 });
+
+function releaseAll(batchId: string): void {
+  const registry = SqliteCapacityRegistry.open({ path: registryPath });
+  try {
+    for (const r of registry.held({ batchId })) registry.release(r.id, r.claimId);
+  } finally {
+    registry.close();
+  }
+}

@@ -145,7 +145,12 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
   it('stops on request (running pair finishes and is archived), then resumes to the end without re-running', async () => {
     const { store, batchId } = await start('stop', manifest('stop', [['t1', ['sleep=3', 'outcome=completed']], ['t2', ['outcome=completed']], ['t3', ['outcome=completed']]]));
     const supervising = run(store, 'start');
-    await new Promise((r) => setTimeout(r, 1500));
+    // Stop once t1 is really running (its container exists), not after a guessed delay.
+    for (let i = 0; i < 600; i++) {
+      const receipt = await readFile(store.resolve('jobs/t1/receipt.json'), 'utf8').then((t) => JSON.parse(t) as { container_id: string | null }, () => null);
+      if (receipt?.container_id) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
     await stopBatch(store, systemClock, false);
     expect(await supervising).toBe('stopped');
     const t1 = JSON.parse(await readFile(store.resolve('jobs/t1/result.json'), 'utf8'));

@@ -53,7 +53,7 @@ async function fixture(label: string, jobs: readonly CrashJob[]): Promise<CrashF
 
 async function record(label: string, fx: CrashFixture): Promise<string[]> {
   const batchId = await batchIdOf(fx);
-  if (batchId) batches.push(batchId);
+  if (batchId && !batches.includes(batchId)) batches.push(batchId);
   tally.ranButLost.push(...(await ranButLost(fx)).map((id) => `${label}: ${id}`));
   const found = (await checkInvariants(fx)).map((s) => `${label}: ${s}`);
   const known = KNOWN_BUGS[label.split('#')[0] ?? ''];
@@ -84,6 +84,11 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
       const fx = await fixture(`${name}-${nth}`, fourPairs());
       const first = await runCli(startArgs(fx), { env: { ROBOGUIDE_FAILPOINT: label } });
       tally.runs++;
+      const batchId = await batchIdOf(fx);
+      if (batchId) batches.push(batchId); // swept after the test even when an assertion below fails
+      // Every point is passed at least twice in a 4-pair batch, except the drain check (once per run).
+      const mustFire = !(name === 'before_drain_check' && nth === 2);
+      expect(first.signal === 'SIGKILL', `${label}: the failpoint ${mustFire ? 'did not fire' : 'fired unexpectedly'}`).toBe(mustFire);
       if (first.signal === 'SIGKILL') {
         tally.killPoints++;
         const drain = await resumeUntilDrained(fx, 6);
