@@ -6,6 +6,7 @@ import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { writeContinuation } from '../../src/app/batch/continuation.js';
+import { readStatus } from '../../src/app/batch/read-status.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { stopBatch } from '../../src/app/batch/stop-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
@@ -159,6 +160,54 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     expect(heldFor(batchId)).toBe(0);
     expect(await run(store, 'resume')).toBe('drained');
     expect(await driverRuns('stop')).toEqual(['t1', 't2', 't3']);
+  });
+
+  it('stop --terminate stops the running pair within its stop budget, archives it, and leaves the rest unclaimed', async () => {
+    const { store, batchId } = await start('term', manifest('term', [['u1', ['numbered=1', 'ignore_term', 'hang']], ['u2', ['outcome=completed']]]));
+    const supervising = run(store, 'start');
+    for (let i = 0; i < 600; i++) {
+      const receipt = await readFile(store.resolve('jobs/u1/receipt.json'), 'utf8').then((t) => JSON.parse(t) as { container_id: string | null }, () => null);
+      if (receipt?.container_id) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await stopBatch(store, systemClock, true);
+    expect(await supervising).toBe('stopped');
+    const u1 = JSON.parse(await readFile(store.resolve('jobs/u1/result.json'), 'utf8'));
+    expect(u1.reasons).toContain('terminated');
+    expect(u1.container.exit_code).toBe(137); // it ignored SIGTERM: killed after the budget
+    expect(u1.cleanup.verified_absent).toBe(true);
+    expect(await readFile(store.resolve('jobs/u1/stdout.log'), 'utf8')).toBe(`${'line 1'.padEnd(63)}\n`);
+    expect(await driverRuns('term')).toEqual(['u1']);
+    expect(heldFor(batchId)).toBe(0);
+    expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
+  });
+
+  it('status lists a leftover labelled container and a claim without result, for a person to inspect', async () => {
+    const { store, batchId } = await start('left', manifest('left', [['l1', ['outcome=completed']], ['l2', ['outcome=completed']]]));
+    expect(await run(store, 'start')).toBe('drained');
+    // Simulate what a power loss leaves: a container of the batch still there, a claim whose result is gone.
+    const stray = await rt.create({
+      name: `roboguide-left-stray-${Date.now()}`,
+      image: DRIVER_IMAGE,
+      cmd: ['/bin/true'],
+      workingDir: '/',
+      env: {},
+      binds: [],
+      ports: [],
+      bindAddress: '127.0.0.1',
+      deviceRequests: [],
+      labels: { 'roboguide.batch': batchId, 'roboguide.job': 'l1', 'roboguide.claim': 'stray' },
+      stopTimeoutSec: 1,
+    });
+    try {
+      await rm(store.resolve('jobs/l2/result.json'));
+      const status = await readStatus(store, rt, new Date());
+      expect(status.leftovers).toEqual([{ container_id: stray.id, job_id: 'l1', status: 'created', why: 'job_finished' }]);
+      expect(status.claims_without_result).toEqual(['l2']);
+      expect(status.state).toBe('paused'); // no supervisor, work unaccounted for: fail closed
+    } finally {
+      await rt.remove(stray.id);
+    }
   });
 
   it('two batches sharing the registry never exceed the host limit', async () => {

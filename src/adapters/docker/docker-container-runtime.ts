@@ -16,6 +16,7 @@ import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
 const REMOVE_RETRY_LIMIT = 100;
+const WAIT_RECONNECT_MS = 1_000;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -160,12 +161,19 @@ export class DockerContainerRuntime implements ContainerRuntime {
       options.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
     });
     const exited = (async (): Promise<WaitResult> => {
-      try {
-        const r = (await this.docker.getContainer(id).wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
-        return { kind: 'exited', exitCode: r.StatusCode };
-      } catch (err) {
-        if (isAbort(err) || controller.signal.aborted) return new Promise<WaitResult>(() => undefined);
-        throw toEngineError(err, 'wait for a container');
+      // A pair may run for hours: a dropped connection to the engine must not end it. Wait again (after a
+      // pause) until the container has exited or the deadline/abort wins the race below.
+      for (;;) {
+        try {
+          const r = (await this.docker.getContainer(id).wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
+          return { kind: 'exited', exitCode: r.StatusCode };
+        } catch (err) {
+          if (isAbort(err) || controller.signal.aborted) return new Promise<WaitResult>(() => undefined);
+          const mapped = toEngineError(err, 'wait for a container');
+          if (mapped.fault !== 'engine_unavailable') throw mapped;
+          await sleep(WAIT_RECONNECT_MS);
+          if (controller.signal.aborted) return new Promise<WaitResult>(() => undefined);
+        }
       }
     })();
     try {
