@@ -124,7 +124,13 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
       ),
     ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('was claimed in batch') });
 
-    const { store: store2 } = await start('mixed-cont', (await readFile(next, 'utf8')).replaceAll(join(work, 'mixed'), join(work, 'mixed-cont')));
+    // The continuation runs in its own work dir (fresh outcome paths); continuation_of still names the original.
+    const continued = JSON.parse(await readFile(next, 'utf8'));
+    for (const job of continued.jobs) {
+      job.cwd = job.cwd.replace(join(work, 'mixed'), join(work, 'mixed-cont'));
+      job.outcome_path = job.outcome_path.replace(join(work, 'mixed'), join(work, 'mixed-cont'));
+    }
+    const { store: store2 } = await start('mixed-cont', JSON.stringify(continued));
     expect(await run(store2, 'start')).toBe('drained');
     const s2 = JSON.parse(await readFile(store2.resolve('SUMMARY.json'), 'utf8'));
     const byJob2 = Object.fromEntries(s2.jobs.map((j: { job_id: string; classification: string | null }) => [j.job_id, j.classification]));

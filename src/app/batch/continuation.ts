@@ -2,9 +2,8 @@ import { writeFile } from 'node:fs/promises';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { foldJournal } from '../../core/batch-state.js';
 import { RoboguideError } from '../../core/errors.js';
-import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
-import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
+import { runningSupervisor } from './supervisor-liveness.js';
 
 export interface ContinuationOutcome {
   readonly manifest_out: string;
@@ -23,8 +22,8 @@ export async function writeContinuation(store: EvidenceStore, options: { manifes
       suggestions: ['use `e1-batch resume` to continue a stopped or paused batch'],
     });
   }
-  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
-  if (supervisor !== null && (await isSameProcessAlive(supervisor))) {
+  const supervisor = await runningSupervisor(store);
+  if (supervisor !== null) {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `the supervisor of batch ${batch.batch_id} is still running (pid ${supervisor.pid}); wait until it exits`);
   }
   const files = await readJobFiles(store, manifest);

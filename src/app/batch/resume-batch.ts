@@ -1,8 +1,7 @@
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
-import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import { RoboguideError } from '../../core/errors.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments } from './batch-context.js';
-import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
+import { runningSupervisor } from './supervisor-liveness.js';
 
 /**
  * Checks before a resume: the recorded supervisor must be dead (pid + start time + boot id), and every
@@ -10,8 +9,8 @@ import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
  */
 export async function checkResumable(store: EvidenceStore, environment: Readonly<Record<string, string | undefined>>): Promise<number> {
   const { manifest } = await loadBatch(store);
-  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
-  if (supervisor !== null && (await isSameProcessAlive(supervisor))) {
+  const supervisor = await runningSupervisor(store);
+  if (supervisor !== null) {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `the supervisor of this batch is still running (pid ${supervisor.pid})`, {
       suggestions: ['wait for it, or `e1-batch stop` it first'],
     });

@@ -1,5 +1,5 @@
 import type { EvidenceStore, JournalRecord } from '../../adapters/fs/evidence-store.js';
-import { isSameProcessAlive } from '../../adapters/host-identity.js';
+import { runningSupervisor } from './supervisor-liveness.js';
 import { countJobs, deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
@@ -95,7 +95,7 @@ export interface StatusInput {
 export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const { files, manifest } = input;
   const supervisor = await input.store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
-  const alive = input.supervisorAlive ?? (supervisor !== null && (await isSameProcessAlive(supervisor)));
+  const alive = input.supervisorAlive ?? (await runningSupervisor(input.store)) !== null;
   const claimsWithoutResult = files.filter((f) => f.receipt !== null && f.result === null).map((f) => f.job.job_id);
   const leftovers: Leftover[] = [];
   const running: RunningPair[] = input.running ? [...input.running] : [];

@@ -1,7 +1,7 @@
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
-import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import type { Clock } from '../ports/clock.js';
-import { STOP_FILE, SUPERVISOR_FILE, type StopRequest, type SupervisorRecord } from './layout.js';
+import { STOP_FILE, type StopRequest } from './layout.js';
+import { runningSupervisor } from './supervisor-liveness.js';
 
 export interface StopOutcome {
   readonly signalled: boolean;
@@ -16,8 +16,8 @@ export interface StopOutcome {
 export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: boolean): Promise<StopOutcome> {
   const request: StopRequest = { terminate, requested_at: clock.now().toISOString() };
   await store.writeJsonAtomic(STOP_FILE, request);
-  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
-  if (supervisor === null || !(await isSameProcessAlive(supervisor))) return { signalled: false, pid: null, terminate };
+  const supervisor = await runningSupervisor(store);
+  if (supervisor === null) return { signalled: false, pid: null, terminate };
   try {
     process.kill(supervisor.pid, 'SIGUSR2');
   } catch {
