@@ -14,7 +14,7 @@ function render(s: BatchStatus, now: Date): string {
   const lines = [
     `batch ${s.batch_id}  state ${s.state.toUpperCase()}${s.pause_reasons.length ? ` (paused: ${s.pause_reasons.join(', ')})` : ''}`,
     `progress ${done}/${c.total}  [${'#'.repeat(Math.round((done / Math.max(1, c.total)) * 30)).padEnd(30, '.')}]  workers allowed ${s.workers_allowed}${s.gpu_note ? ` (${s.gpu_note})` : ` (peak ${s.gpu_peak_mib} MiB)`}`,
-    `pending ${c.pending}  running ${c.running}  claimed-without-result ${c.claimed}`,
+    `pending ${c.pending}  claimed without result ${c.claimed} (running ${c.running})`,
     `completed ${c.completed}  infrastructure_failure ${c.infrastructure_failure}  fatal ${c.fatal}  provider_stop ${c.provider_stop}  harness_failure ${c.harness_failure}`,
   ];
   for (const r of s.running) {
