@@ -23,10 +23,17 @@ describe('the CLI as a black box', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  it('exposes the library API from the package entry point', async () => {
+    const api = (await import(new URL('../../dist/index.js', import.meta.url).href)) as Record<string, unknown>;
+    for (const name of ['runPair', 'prepareBatch', 'supervise', 'readStatus', 'reconcileBatch', 'parseManifest', 'createRedactStream']) {
+      expect(typeof api[name], name).toBe('function');
+    }
+  });
+
   it('lists every command in --help', () => {
     const r = cli(['--help']);
     expect(r.code).toBe(0);
-    for (const topic of ['e1-batch', 'pair', 'diagnose', 'reconcile', 'doctor', 'b1', 'images']) expect(r.stdout).toContain(topic);
+    for (const topic of ['e1-batch', 'pair', 'diagnose', 'reconcile', 'doctor', 'b1', 'images', 'capacity']) expect(r.stdout).toContain(topic);
     const start = cli(['e1-batch', 'start', '--help']);
     expect(start.stdout).toContain('--manifest');
     expect(start.stdout).toContain('--foreground');
@@ -72,6 +79,18 @@ describe('the CLI as a black box', () => {
     expect(body.error.code).toBe('E_ENV_MISSING');
     expect(body.error.issues).toEqual([expect.objectContaining({ path: 'jobs[0].environment.TOKEN' })]);
     expect(await readdir(dir)).not.toContain('never-2');
+  });
+
+  it('capacity sets host limits that every later call (and batch) sees, and rejects a bad value', () => {
+    const registry = join(dir, 'cap.db');
+    const set = cli(['capacity', '--registry', registry, '--max-reservations', '1', '--gpu-mib', '40000', '--json']);
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.stdout).limits).toEqual({ maxReservations: 1, gpuMib: 40000 });
+    const read = JSON.parse(cli(['capacity', '--registry', registry, '--json']).stdout);
+    expect(read).toMatchObject({ limits: { maxReservations: 1, gpuMib: 40000 }, held: [], board: [] });
+    const bad = cli(['capacity', '--registry', registry, '--gpu-mib', 'lots']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--gpu-mib');
   });
 
   it('exits 3 when no Docker engine answers', async () => {
