@@ -108,21 +108,7 @@ export async function dispatchPair(
     terminate: new AbortController(),
   };
   onRunning(handle);
-  const { result } = await executePair(deps.execute, {
-    store,
-    jobRel: jobRel(job.job_id),
-    batchId,
-    claimId,
-    job: { ...job, image },
-    environment: env.values,
-    secrets: env.secrets,
-    sessionsDir: job.sessions_dir ?? ctx.manifest.sessions_dir,
-    stopBudgetSec: ctx.manifest.stop_budget_seconds,
-    bindAddress: ctx.batch.bind_address,
-    allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
-    terminate: handle.terminate.signal,
-    deadlineMs,
-    readOutcome: readOutcomeFile,
+  const result = await executeInBatch(deps, ctx, job, { claimId, secrets: env.secrets, values: env.values, handle, deadlineMs }, {
     onCreated: async (containerId) => {
       handle.containerId = containerId;
       receipt = { ...receipt, container_id: containerId };
@@ -133,6 +119,34 @@ export async function dispatchPair(
     },
   });
   return { kind: 'ran', finish: await finishPair(deps, receipt, result) };
+}
+
+/** The lifecycle of one batch pair with everything the batch decides (image, budgets, ports, allowlist). */
+export async function executeInBatch(
+  deps: BatchPairDeps,
+  ctx: BatchPairContext,
+  job: Job,
+  run: { claimId: string; values: Record<string, string>; secrets: readonly string[]; handle: RunningHandle; deadlineMs: number },
+  how: { onCreated: (containerId: string) => Promise<void> } | { reattach: { containerId: string } },
+): Promise<ResultRecord> {
+  const { result } = await executePair(deps.execute, {
+    store: deps.store,
+    jobRel: jobRel(job.job_id),
+    batchId: ctx.batch.batch_id,
+    claimId: run.claimId,
+    job: { ...job, image: jobImage(ctx.manifest, job) },
+    environment: run.values,
+    secrets: run.secrets,
+    sessionsDir: job.sessions_dir ?? ctx.manifest.sessions_dir,
+    stopBudgetSec: ctx.manifest.stop_budget_seconds,
+    bindAddress: ctx.batch.bind_address,
+    allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
+    terminate: run.handle.terminate.signal,
+    deadlineMs: run.deadlineMs,
+    readOutcome: readOutcomeFile,
+    ...how,
+  });
+  return result;
 }
 
 async function pathExists(path: string): Promise<boolean> {

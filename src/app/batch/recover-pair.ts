@@ -3,14 +3,13 @@ import { stat } from 'node:fs/promises';
 import { readBootId } from '../../adapters/host-identity.js';
 import { readOutcomeFile } from '../../adapters/outcome-reader.js';
 import { classify } from '../../core/classify.js';
-import { jobImage, referencedName, type Job } from '../../core/manifest/index.js';
+import { referencedName, type Job } from '../../core/manifest/index.js';
 import { checkOutcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../core/result.js';
-import { executePair } from '../execute-pair.js';
 import { removeAndVerify } from '../pair-lifecycle.js';
 import type { ResolvedJobEnvironment } from './batch-context.js';
-import type { BatchPairContext, BatchPairDeps, RunningHandle } from './batch-pair.js';
+import { executeInBatch, type BatchPairContext, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
 import { finishPair, type FinishReport } from './finish-pair.js';
 import { jobRel } from './layout.js';
 
@@ -48,23 +47,7 @@ export async function recoverPair(
     const inContainer = (await runtime.environmentOf(containerId)) ?? {};
     const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
     const secrets = [...new Set([...env.secrets, ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))])];
-    const { result } = await executePair(deps.execute, {
-      store: deps.store,
-      jobRel: jobRel(job.job_id),
-      batchId: ctx.batch.batch_id,
-      claimId: receipt.claim_id,
-      job: { ...job, image: jobImage(ctx.manifest, job) },
-      environment: env.values,
-      secrets,
-      sessionsDir: job.sessions_dir ?? ctx.manifest.sessions_dir,
-      stopBudgetSec: ctx.manifest.stop_budget_seconds,
-      bindAddress: ctx.batch.bind_address,
-      allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
-      terminate: handle.terminate.signal,
-      deadlineMs,
-      readOutcome: readOutcomeFile,
-      reattach: { containerId },
-    });
+    const result = await executeInBatch(deps, ctx, job, { claimId: receipt.claim_id, values: env.values, secrets, handle, deadlineMs }, { reattach: { containerId } });
     return finishPair(deps, receipt, result);
   }
 
