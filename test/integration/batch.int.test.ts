@@ -139,6 +139,31 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     expect(p10.provider_failure).toMatchObject({ kind: 'response_too_many_failed_attempts', http_status: 429 });
   });
 
+  it('runs the first pair alone, then two at once once a pair measured its GPU peak within the budget', async () => {
+    const capacity = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 };
+    const { store } = await start('two', manifest('two', [['w1', ['usage=36000', 'outcome=completed']], ['w2', ['sleep=2', 'outcome=completed']], ['w3', ['sleep=2', 'outcome=completed']]], { capacity }));
+    expect(await run(store, 'start')).toBe('drained');
+    const times = async (id: string) => {
+      const r = JSON.parse(await readFile(store.resolve(`jobs/${id}/result.json`), 'utf8'));
+      return { start: Date.parse(r.started_at), end: Date.parse(r.finished_at) };
+    };
+    const [w1, w2, w3] = [await times('w1'), await times('w2'), await times('w3')];
+    expect(w2.start).toBeGreaterThanOrEqual(w1.end); // the first pair ran alone
+    expect(w3.start).toBeLessThan(w2.end); // then two workers: w3 started while w2 ran
+    const status = JSON.parse(await readFile(store.resolve('status.json'), 'utf8'));
+    expect(status).toMatchObject({ workers_allowed: 2, gpu_peak_mib: 36000 });
+  });
+
+  it('stays serial when the measured peak does not fit twice in the GPU budget', async () => {
+    const capacity = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 };
+    const { store } = await start('serial', manifest('serial', [['v1', ['usage=40000', 'outcome=completed']], ['v2', ['sleep=1', 'outcome=completed']], ['v3', ['sleep=1', 'outcome=completed']]], { capacity }));
+    expect(await run(store, 'start')).toBe('drained');
+    const r2 = JSON.parse(await readFile(store.resolve('jobs/v2/result.json'), 'utf8'));
+    const r3 = JSON.parse(await readFile(store.resolve('jobs/v3/result.json'), 'utf8'));
+    expect(Date.parse(r3.started_at)).toBeGreaterThanOrEqual(Date.parse(r2.finished_at));
+    expect(JSON.parse(await readFile(store.resolve('status.json'), 'utf8')).workers_allowed).toBe(1);
+  });
+
   it('pauses after three consecutive infrastructure failures on three different pairs', async () => {
     const { store } = await start('streak', manifest('streak', [['s1', ['outcome=infra']], ['s2', []], ['s3', ['outcome=infra']], ['s4', ['outcome=completed']]]));
     expect(await run(store, 'start')).toBe('paused');
