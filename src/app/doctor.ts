@@ -1,13 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { access, mkdtemp, rm, statfs } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
 import { EngineError } from '../adapters/docker/engine-error.js';
 import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
-import { readBootId } from '../adapters/host-identity.js';
-import { observeGpus } from '../adapters/nvidia-smi.js';
 import { ExitCode } from '../core/errors.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import type { GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
@@ -341,73 +333,4 @@ export function renderDoctorTable(report: DoctorReport): string {
     `${count('ok')} ok, ${count('warn')} warning(s), ${count('fail')} failure(s): exit ${report.exitCode}`,
   );
   return lines.join('\n');
-}
-
-// ---- the real world (node:sqlite, statfs, /proc, nvidia-smi) ------------------------------------------------
-
-const SCRATCH_TABLE = 'roboguide_doctor_scratch';
-
-/** Opens (creating when missing) the database and proves a write + read inside a transaction that is rolled back. */
-export function probeSqliteWritable(path: string): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const db = new DatabaseSync(path, { timeout: 2_000 });
-  try {
-    db.exec('BEGIN IMMEDIATE');
-    try {
-      db.exec(`CREATE TABLE ${SCRATCH_TABLE} (id INTEGER PRIMARY KEY, token TEXT NOT NULL)`);
-      const token = randomUUID();
-      db.prepare(`INSERT INTO ${SCRATCH_TABLE} (token) VALUES (?)`).run(token);
-      const row = db.prepare(`SELECT token FROM ${SCRATCH_TABLE}`).get() as { token?: unknown } | undefined;
-      if (row?.token !== token) throw new Error('the row read back differs from the row written');
-    } finally {
-      if (db.isTransaction) db.exec('ROLLBACK');
-    }
-  } finally {
-    db.close();
-  }
-}
-
-async function probeRegistry(target: RegistryTarget): Promise<void> {
-  if (target.kind === 'file') return probeSqliteWritable(target.path);
-  const dir = await mkdtemp(join(tmpdir(), 'roboguide-doctor-'));
-  try {
-    probeSqliteWritable(join(dir, 'registry.db'));
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
-async function freeDiskBytes(path: string): Promise<{ path: string; freeBytes: number }> {
-  let current = resolve(path);
-  for (;;) {
-    try {
-      const fs = await statfs(current);
-      return { path: current, freeBytes: fs.bavail * fs.bsize };
-    } catch (err) {
-      const parent = dirname(current);
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || parent === current) throw err;
-      current = parent;
-    }
-  }
-}
-
-export function createDoctorDeps(
-  runtime: DoctorDeps['runtime'],
-  options: { nvidiaSmiBinary?: string } = {},
-): DoctorDeps {
-  return {
-    runtime,
-    observeGpus: () =>
-      observeGpus(options.nvidiaSmiBinary !== undefined ? { binary: options.nvidiaSmiBinary } : {}),
-    fileExists: (path) =>
-      access(path).then(
-        () => true,
-        () => false,
-      ),
-    probeRegistry,
-    freeDiskBytes,
-    readBootId,
-    nowMs: () => Date.now(),
-    newId: () => randomUUID().slice(0, 8),
-  };
 }

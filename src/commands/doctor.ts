@@ -2,7 +2,8 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
 import { defaultRegistryPath } from '../adapters/registry/default-path.js';
-import { createDoctorDeps, renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
+import { createDoctorDeps } from '../adapters/doctor-probes.js';
+import { renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
 import { BaseCommand } from '../cli/base-command.js';
 import { createContainerRuntime } from '../composition-root.js';
 

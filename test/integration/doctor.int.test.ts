@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
+import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import {
-  createDoctorDeps,
   renderDoctorTable,
   runDoctor,
   type DoctorOptions,
