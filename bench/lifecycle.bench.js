@@ -4,6 +4,7 @@
 // Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
 // then `node bench/lifecycle.bench.js [runs]` (default 10).
 import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { silentLogger } from '../dist/app/ports/logger.js';
 import { runPair } from '../dist/app/run-pair.js';
 import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
+import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
 
 const IMAGE = 'roboguide/pair-driver:1';
 const RUNS = Number(process.argv[2] ?? 10);
@@ -70,7 +72,9 @@ function baselineOnce() {
   });
 }
 
-const deps = { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem() };
+// A private registry: the bench's pairs take and give back slots like any pair, without touching the host's.
+const registry = SqliteCapacityRegistry.open({ path: join(mkdtempSync(join(tmpdir(), 'rg-bench-registry-')), 'registry.db') });
+const deps = { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem(), registry };
 const root = await mkdtemp(join(tmpdir(), 'lifecycle-bench-'));
 try {
   await oursOnce(deps, root, 'warmup'); // JIT, image metadata, docker socket

@@ -6,6 +6,7 @@
 // Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
 // then `npx node bench/logs.bench.js [totalMiB] [runs]` (defaults: 100 MiB = 104857600 B, 3 runs).
 import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { silentLogger } from '../dist/app/ports/logger.js';
 import { runPair } from '../dist/app/run-pair.js';
 import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
+import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
 
 const IMAGE = 'roboguide/pair-driver:1';
 const TOTAL_BYTES = Math.round(Number(process.argv[2] ?? 100) * 2 ** 20);
@@ -107,7 +109,9 @@ async function baselineOnce(root, index) {
   return elapsedMs;
 }
 
-const deps = { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem() };
+// A private registry: the bench's pairs take and give back slots like any pair, without touching the host's.
+const registry = SqliteCapacityRegistry.open({ path: join(mkdtempSync(join(tmpdir(), 'rg-bench-registry-')), 'registry.db') });
+const deps = { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem(), registry };
 const root = await mkdtemp(join(tmpdir(), 'logs-bench-'));
 try {
   const ours = [];

@@ -46,9 +46,10 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
   };
 }
 
-export function createPairRunDeps(): RunPairDeps & { dispose(): void } {
+export function createPairRunDeps(registryFlag?: string): RunPairDeps & { dispose(): void } {
   const runtime = createContainerRuntime();
-  return { ...createExecutePairDeps(runtime, createStderrLogger()), fs: new NodeFileSystem(), dispose: () => undefined };
+  const registry = openRegistry(registryFlag);
+  return { ...createExecutePairDeps(runtime, createStderrLogger()), fs: new NodeFileSystem(), registry, dispose: () => registry.close() };
 }
 
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));

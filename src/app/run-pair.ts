@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { access, mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { currentProcessIdentity } from '../adapters/host-identity.js';
-import { readOutcomeFile } from '../adapters/outcome-reader.js';
+import { readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
 import { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import type { FileSystem } from '../app/ports/file-system.js';
 import { InvalidInputError, RoboguideError, ExitCode } from '../core/errors.js';
@@ -15,7 +15,10 @@ import {
 } from '../core/manifest/index.js';
 import { containerName, RECEIPT_SCHEMA, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
+import { writeJsonVerified } from './durable-write.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
+import type { CapacityRegistry } from './ports/capacity-registry.js';
+import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 
 export interface RunPairOptions {
   readonly specText: string;
@@ -32,12 +35,16 @@ export interface RunPairOptions {
 
 export interface RunPairDeps extends ExecutePairDeps {
   readonly fs: FileSystem;
+  /** The host registry: a pair run takes a slot like a batch pair and gives it back through reconciliation. */
+  readonly registry: CapacityRegistry;
 }
 
 export interface RunPairOutcome {
   readonly output: string;
   readonly receipt: Receipt;
   readonly result: ResultRecord;
+  /** How the slot was given back (`committed`), or why it is still held. */
+  readonly reconciliation: ReconcileReport;
 }
 
 function parseSpec(text: string, source: string): PairSpec {
@@ -85,12 +92,24 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
 
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
-  await mkdir(dirname(output), { recursive: true });
-  await EvidenceStore.createOutputDir(deps.fs, output);
-  const store = new EvidenceStore(deps.fs, output);
   const identity = await currentProcessIdentity();
   const claimId = randomUUID();
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
+  const admitted = deps.registry.admit({ batchId, jobId: spec.job_id, claimId, gpuMib: 0 });
+  if (admitted.kind === 'refused') {
+    throw new RoboguideError('E_REGISTRY', `the host is at its capacity limit (${admitted.held} of ${admitted.limit} held): not started`, {
+      suggestions: ['wait for running pairs to finish (`roboguide-eval capacity` shows them)', 'or raise the limit: `roboguide-eval capacity --max-reservations N`'],
+    });
+  }
+  const reservationId = admitted.reservationId;
+  try {
+    await mkdir(dirname(output), { recursive: true });
+    await EvidenceStore.createOutputDir(deps.fs, output);
+  } catch (err) {
+    deps.registry.release(reservationId, claimId); // nothing was claimed or run
+    throw err;
+  }
+  const store = new EvidenceStore(deps.fs, output);
   const receipt: Receipt = {
     schema: RECEIPT_SCHEMA,
     batch_id: batchId,
@@ -100,7 +119,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     claimed_at: now.toISOString(),
     host_boot_id: identity.boot_id,
     supervisor: identity,
-    reservation_id: null,
+    reservation_id: reservationId,
     image: spec.image,
     outcome_path: spec.outcome_path,
     source_sha256: {},
@@ -109,6 +128,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     container_name: containerName(spec.job_id, claimId),
   };
   if ((await store.publishExclusive('receipt.json', receipt)) === 'exists') {
+    deps.registry.release(reservationId, claimId);
     throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
   }
   let current = receipt;
@@ -129,8 +149,14 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
       await store.writeJsonAtomic('receipt.json', current);
+      deps.registry.attachContainer(reservationId, containerId);
     },
   });
-  await store.writeJsonAtomic('result.json', result);
-  return { output, receipt: current, result };
+  const written = await writeJsonVerified(store, 'result.json', result);
+  if (written.kind === 'failed') throw written.error; // the slot stays held: `reconcile --execute` finishes later
+  const reconciliation = await reconcilePair(
+    { store, registry: deps.registry, runtime: deps.runtime, readOutcomeSha256 },
+    { jobRel: '.', mode: 'execute' },
+  );
+  return { output, receipt: current, result, reconciliation };
 }

@@ -6,13 +6,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { PROBE_LABELS, runDoctor } from '../../src/app/doctor.js';
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
-import { silentLogger } from '../../src/app/ports/logger.js';
-import { createExecutePairDeps } from '../../src/composition-root.js';
-import { DRIVER_IMAGE, engineHasNvidia, noDocker, runtime as mainRuntime, sweep } from '../support/docker.js';
+import { DRIVER_IMAGE, engineHasNvidia, noDocker, pairRunDeps, runtime as mainRuntime, sweep } from '../support/docker.js';
 import {
   isAlive,
   listNetns,
@@ -46,7 +43,7 @@ async function runGpuPair(rt: DockerContainerRuntime, jobId: string, gpus: unkno
   };
   await mkdir(spec.cwd, { recursive: true });
   return runPair(
-    { ...createExecutePairDeps(rt, silentLogger), fs: new NodeFileSystem() },
+    pairRunDeps(rt),
     {
       specText: JSON.stringify(spec),
       specSource: `${jobId}.json`,

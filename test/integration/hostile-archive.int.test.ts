@@ -9,12 +9,9 @@ import { lstat, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../../src/adapters/safe-extract.js';
-import { silentLogger } from '../../src/app/ports/logger.js';
 import { runPair } from '../../src/app/run-pair.js';
-import { createExecutePairDeps } from '../../src/composition-root.js';
-import { containersLabelled, DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+import { containersLabelled, DRIVER_IMAGE, noDocker, pairRunDeps, runtime, sweep } from '../support/docker.js';
 
 const rt = runtime();
 const SESSIONS = '/root/.codex/sessions';
@@ -80,7 +77,7 @@ async function runHostile(name: string, steps: readonly string[]) {
   };
   const output = join(work, jobId, 'evidence');
   const run = await runPair(
-    { ...createExecutePairDeps(rt, silentLogger), fs: new NodeFileSystem() },
+    pairRunDeps(rt),
     {
       specText: JSON.stringify(spec),
       specSource: `${jobId}.json`,

@@ -4,11 +4,8 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
-import { silentLogger } from '../../src/app/ports/logger.js';
-import { createExecutePairDeps } from '../../src/composition-root.js';
-import { containersLabelled, DRIVER_IMAGE, engineHasNvidia, noDocker, runtime, sweep } from '../support/docker.js';
+import { containersLabelled, DRIVER_IMAGE, engineHasNvidia, noDocker, pairRunDeps, runtime, sweep } from '../support/docker.js';
 import { listFilesRecursively, scanForSecret } from '../support/files.js';
 
 const rt = runtime();
@@ -16,7 +13,7 @@ let work: string;
 const jobsUsed: string[] = [];
 
 function deps(): RunPairDeps {
-  return { ...createExecutePairDeps(rt, silentLogger), fs: new NodeFileSystem() };
+  return pairRunDeps(rt);
 }
 
 function spec(jobId: string, actions: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -97,6 +94,24 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     expect(result.outcome).toMatchObject({ arms: [{ verdict: 'hold' }, { verdict: 'unavailable', note: 'Mission Completed' }] });
     const written = JSON.parse(await readFile(join(output, 'result.json'), 'utf8'));
     expect(written).toEqual(JSON.parse(JSON.stringify(result)));
+    // The host slot it took is given back through reconciliation, with a proof on disk.
+    expect(receipt.reservation_id).not.toBeNull();
+    expect(deps().registry.reservation(receipt.reservation_id!)?.state).toBe('released');
+    expect(JSON.parse(await readFile(join(output, 'terminal-proof.json'), 'utf8')).reservation_id).toBe(receipt.reservation_id);
+  });
+
+  it('refuses to start when the host is at its capacity limit, writing nothing', async () => {
+    const job = uniqueJob('full');
+    const registry = deps().registry;
+    registry.setLimits({ maxReservations: 1, gpuMib: null });
+    const blocker = registry.admit({ batchId: 'other-batch', jobId: 'x', claimId: `blocker-${job}`, gpuMib: 0 });
+    try {
+      await expect(run(job, ['outcome=completed'])).rejects.toMatchObject({ code: 'E_REGISTRY', message: expect.stringContaining('capacity limit') });
+      await expect(stat(join(work, job, 'evidence'))).rejects.toMatchObject({ code: 'ENOENT' });
+    } finally {
+      if (blocker.kind === 'admitted') registry.release(blocker.reservationId, `blocker-${job}`);
+      registry.setLimits({ maxReservations: 100, gpuMib: null });
+    }
   });
 
   it('classifies a missing outcome as an infrastructure failure and still removes the container', async () => {

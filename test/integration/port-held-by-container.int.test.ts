@@ -5,11 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { runPair } from '../../src/app/run-pair.js';
-import { silentLogger } from '../../src/app/ports/logger.js';
-import { createExecutePairDeps } from '../../src/composition-root.js';
-import { containersLabelled, DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+import { containersLabelled, DRIVER_IMAGE, noDocker, pairRunDeps, runtime, sweep } from '../support/docker.js';
 
 // No reaper image can be pulled here: testcontainers runs without Ryuk, and this suite sweeps by label.
 process.env['TESTCONTAINERS_RYUK_DISABLED'] = 'true';
@@ -48,7 +45,7 @@ describe.skipIf(noDocker)('a port already published by another container', () =>
   it('fails the pair with port_allocated, keeps the engine text, and leaves no container of ours', async () => {
     const jobId = `it-port-ctr-${randomUUID().slice(0, 6)}`;
     const { result } = await runPair(
-      { ...createExecutePairDeps(runtime(), silentLogger), fs: new NodeFileSystem() },
+      pairRunDeps(),
       {
         specText: JSON.stringify({
           job_id: jobId,

@@ -1,4 +1,13 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inject } from 'vitest';
+import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
+import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
+import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import { silentLogger } from '../../src/app/ports/logger.js';
+import type { RunPairDeps } from '../../src/app/run-pair.js';
+import { createExecutePairDeps } from '../../src/composition-root.js';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
 
@@ -26,3 +35,18 @@ export async function sweep(labels: Record<string, string>): Promise<number> {
   await Promise.all(ids.map((id) => rt.remove(id)));
   return ids.length;
 }
+
+/**
+ * Adapters for `runPair` in tests: the real engine, a real (temporary, per-process) registry with a roomy
+ * host limit so unrelated tests never queue behind each other.
+ */
+export function pairRunDeps(rt: ContainerRuntime = runtime()): RunPairDeps {
+  if (testRegistry === undefined) {
+    const dir = mkdtempSync(join(tmpdir(), 'roboguide-test-registry-'));
+    testRegistry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
+    testRegistry.setLimits({ maxReservations: 100, gpuMib: null });
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return { ...createExecutePairDeps(rt, silentLogger), fs: new NodeFileSystem(), registry: testRegistry };
+}
+let testRegistry: SqliteCapacityRegistry | undefined;

@@ -30,6 +30,7 @@ export default class PairRun extends BaseCommand {
     spec: Flags.string({ description: 'path of the pair spec JSON ("-" for stdin)', required: true }),
     output: Flags.string({ description: 'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)' }),
     'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
+    registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
   };
 
@@ -43,7 +44,7 @@ export default class PairRun extends BaseCommand {
         { path: '$', rule: `cannot read file: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
       ]);
     }
-    const deps = createPairRunDeps();
+    const deps = createPairRunDeps(flags.registry);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
     const terminate = new AbortController();
@@ -73,14 +74,16 @@ export default class PairRun extends BaseCommand {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
     }
-    const { result, output } = outcome;
-    if (result.classification !== 'completed') process.exitCode = 1;
+    const { result, output, reconciliation } = outcome;
+    const released = reconciliation.kind === 'committed' || reconciliation.kind === 'already_committed';
+    if (result.classification !== 'completed' || !released) process.exitCode = 1;
     this.log(`pair ${result.job_id}: ${result.classification}${result.reasons.length ? ` (${result.reasons.join(', ')})` : ''}`);
     this.log(`  container ${result.container.id ?? '-'} exit ${result.container.exit_code ?? '-'}; removed and verified absent: ${result.cleanup.verified_absent}`);
     this.log(`  logs: stdout ${result.logs.stdout.bytes} B, stderr ${result.logs.stderr.bytes} B; sessions ${result.sessions.files} file(s)`);
     if (result.provider_failure) this.log(`  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`);
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
     this.log(`  evidence: ${output}`);
+    if (!released) this.logToStderr(`  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output} --execute\``);
     if (received !== null) {
       const signal: NodeJS.Signals = received;
       setImmediate(() => process.kill(process.pid, signal));
