@@ -118,6 +118,8 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const { store, jobRel, job } = input;
   const sessionsRel = join(jobRel, 'sessions');
   const sessionsAbs = join(store.root, sessionsRel);
+  // Both bind-mount sources must exist; the driver's working directory and outcome folder are ours to create.
+  await mkdir(job.cwd, { recursive: true });
   await mkdir(dirname(job.outcome_path), { recursive: true });
   const execution = await runPairLifecycle(
     {

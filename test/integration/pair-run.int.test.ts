@@ -114,6 +114,16 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     }
   });
 
+  it('bind-mounts working and outcome directories whose paths contain a colon', async () => {
+    const job = uniqueJob('colon');
+    const { result } = await run(job, ['outcome=completed'], {
+      cwd: join(work, job, 'run:1', 'cwd'),
+      outcome_path: join(work, job, 'run:1', 'out:a', 'outcome.json'),
+    });
+    expect(result.classification).toBe('completed');
+    expect(JSON.parse(await readFile(join(work, job, 'run:1', 'out:a', 'outcome.json'), 'utf8')).job_id).toBe(job);
+  });
+
   it('classifies a missing outcome as an infrastructure failure and still removes the container', async () => {
     const job = uniqueJob('nooutcome');
     const { result } = await run(job, ['numbered=1']);

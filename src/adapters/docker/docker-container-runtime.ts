@@ -77,7 +77,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
       StopTimeout: spec.stopTimeoutSec,
       ExposedPorts: Object.fromEntries(portKeys.map((k) => [k, {}])),
       HostConfig: {
-        Binds: spec.binds.map((b) => `${b.hostPath}:${b.containerPath}:${b.readOnly ? 'ro' : 'rw'}`),
+        // Mounts, not Binds strings: a path may contain ':' and a missing source is an error, never created as root.
+        Mounts: spec.binds.map((b) => ({ Type: 'bind' as const, Source: b.hostPath, Target: b.containerPath, ReadOnly: b.readOnly })),
         PortBindings: Object.fromEntries(
           spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
         ),
