@@ -17,6 +17,9 @@ import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 const REMOVE_RETRY_MS = 100;
 const REMOVE_RETRY_LIMIT = 100;
 const WAIT_RECONNECT_MS = 1_000;
+const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+/** Starting may run OCI hooks (the NVIDIA one enumerates GPUs): allow it longer. */
+const START_TIMEOUT_MS = 180_000;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -33,9 +36,19 @@ export type DockerConnection = Docker.DockerOptions;
 /** ContainerRuntime over the Docker Engine API (dockerode). Every engine error is mapped once, here. */
 export class DockerContainerRuntime implements ContainerRuntime {
   readonly docker: Docker;
+  readonly #callTimeoutMs: number;
 
-  constructor(connection?: DockerConnection | Docker) {
+  /**
+   * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
+   * EngineError the cleanup path can record, instead of a pair stuck forever. `wait` and streams are unbounded.
+   */
+  constructor(connection?: DockerConnection | Docker, options: { callTimeoutMs?: number } = {}) {
     this.docker = connection instanceof Docker ? connection : new Docker(connection);
+    this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  }
+
+  #deadline(ms = this.#callTimeoutMs): { abortSignal: AbortSignal } {
+    return { abortSignal: AbortSignal.timeout(ms) };
   }
 
   async info(): Promise<EngineInfo> {
@@ -94,7 +107,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
       },
     };
     try {
-      const container = await this.docker.createContainer(options);
+      const container = await this.docker.createContainer({ ...options, ...this.#deadline() });
       return { id: container.id, name: spec.name };
     } catch (err) {
       throw toEngineError(err, 'create a container', spec.image);
@@ -138,7 +151,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async start(id: string): Promise<void> {
     try {
-      await this.docker.getContainer(id).start();
+      await this.docker.getContainer(id).start(this.#deadline(START_TIMEOUT_MS));
     } catch (err) {
       if (statusOf(err) === 304) return; // already started
       throw toEngineError(err, 'start a container');
@@ -188,7 +201,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async stop(id: string, timeoutSec: number): Promise<void> {
     try {
-      await this.docker.getContainer(id).stop({ t: timeoutSec });
+      await this.docker.getContainer(id).stop({ t: timeoutSec, ...this.#deadline(timeoutSec * 1000 + this.#callTimeoutMs) });
     } catch (err) {
       const status = statusOf(err);
       if (status === 304 || status === 404) return; // already stopped / already gone
@@ -200,7 +213,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async remove(id: string): Promise<RemoveResult> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.docker.getContainer(id).remove({ force: true, v: true });
+        await this.docker.getContainer(id).remove({ force: true, v: true, ...this.#deadline() });
         return 'removed';
       } catch (err) {
         const status = statusOf(err);
@@ -216,7 +229,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async inspect(id: string): Promise<ContainerState | null> {
     try {
-      const c = await this.docker.getContainer(id).inspect();
+      const c = await this.docker.getContainer(id).inspect(this.#deadline());
       return {
         id: c.Id,
         status: c.State.Status as ContainerStatus,
@@ -234,7 +247,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async environmentOf(id: string): Promise<Record<string, string> | null> {
     try {
-      const c = await this.docker.getContainer(id).inspect();
+      const c = await this.docker.getContainer(id).inspect(this.#deadline());
       const env: Record<string, string> = {};
       for (const entry of c.Config.Env ?? []) {
         const at = entry.indexOf('=');
@@ -249,7 +262,14 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async getArchive(id: string, path: string): Promise<Readable | null> {
     try {
-      return (await this.docker.getContainer(id).getArchive({ path })) as unknown as Readable;
+      // Bound the wait for the response only; the body is bounded by whoever reads it.
+      const headers = new AbortController();
+      const timer = setTimeout(() => headers.abort(), this.#callTimeoutMs);
+      try {
+        return (await this.docker.getContainer(id).getArchive({ path, abortSignal: headers.signal })) as unknown as Readable;
+      } finally {
+        clearTimeout(timer);
+      }
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'copy files out of a container');
@@ -259,6 +279,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     try {
       const list = await this.docker.listContainers({
+        ...this.#deadline(),
         all: true,
         filters: { label: Object.entries(labels).map(([k, v]) => (v === '' ? k : `${k}=${v}`)) },
       });

@@ -62,6 +62,14 @@ export function toEngineError(err: unknown, action: string, subject?: string): E
       suggestions: ['start the engine (see README: `npm run demo` starts one on a fresh machine)', 'check DOCKER_HOST'],
     });
   }
+  const name = (err as { name?: string })?.name;
+  if (status === null && (name === 'TimeoutError' || name === 'AbortError' || code === 'ABORT_ERR')) {
+    return new EngineError('engine_error', `Docker engine did not answer in time while trying to ${action}`, {
+      statusCode: null,
+      engineMessage: `timed out: ${action}`,
+      cause: err,
+    });
+  }
   if (status === 404 && /no such image/i.test(text)) {
     return new EngineError('image_missing', `image ${subject ?? ''} is not present on this engine: ${text}`.replace('  ', ' '), {
       statusCode: status,
