@@ -104,6 +104,7 @@ interface LogPipe {
   readonly target: LogTarget;
   /** Why the stream stopped early (a pipeline error, or cut after the drain deadline), if it did. */
   failure: string | null;
+  settled: boolean;
 }
 
 /** A log file could not be opened: the pair cannot keep its evidence (harness), whatever the engine did. */
@@ -183,6 +184,13 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   } catch (err) {
     if (err instanceof LogOpenError) logFailure = `open: ${err.code}`;
     else if (!receiptUpdateFailed) recordEngineFailure(err);
+    if (containerId === null && err instanceof EngineError && err.statusCode === null) {
+      // The create request got no answer (timeout, lost connection): the engine may have made the container
+      // anyway. Find it by its claim label so the finally path removes it; if we cannot ask, it stays unverified.
+      const found = await findByClaim(runtime, launch.container.labels);
+      containerId = found.id;
+      if (!found.known) cleanup = { removed: false, verified_absent: false, attempts: 0 };
+    }
     logger.warn({ container: containerId, fault: engineFault }, 'pair did not run to completion');
   } finally {
     // Logs normally end with the container's output; give them a moment before collecting.
@@ -229,6 +237,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     const drainMs = deps.logDrainTimeoutMs ?? DEFAULT_LOG_DRAIN_MS;
     if ((await withTimeout(Promise.all(pipes.map((p) => p.done)), drainMs)) === 'timeout') {
       for (const p of pipes) {
+        if (p.settled) continue; // a stream that ended on its own is complete
         p.failure ??= 'cut after the drain deadline';
         p.source.destroy();
       }
@@ -256,6 +265,24 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     startedAt: startedAt.toISOString(),
     finishedAt: deps.clock.now().toISOString(),
   };
+}
+
+/** Our container for this claim, if the engine has one; `known: false` when the engine could not be asked. */
+async function findByClaim(
+  runtime: ContainerRuntime,
+  labels: Readonly<Record<string, string>>,
+): Promise<{ id: string | null; known: boolean }> {
+  const claim = labels['roboguide.claim'];
+  if (claim === undefined) return { id: null, known: true };
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const found = await runtime.listByLabel({ 'roboguide.claim': claim });
+      return { id: found[0]?.id ?? null, known: true };
+    } catch {
+      await delay(1_000);
+    }
+  }
+  return { id: null, known: false };
 }
 
 /** Drops the first `skip` bytes: the part of a re-read log that is already on disk. */
@@ -310,6 +337,9 @@ async function connectLogs(
     try {
       target = await deps.openLog(name, append);
     } catch (err) {
+      // Nobody will read these streams now: end them so the engine connection is not left blocked.
+      output.stdout.destroy();
+      output.stderr.destroy();
       throw new LogOpenError((err as { context?: { errno?: string } }).context?.errno ?? errorKind(err));
     }
     const redactor = deps.createRedactor(launch.secrets);
@@ -317,10 +347,14 @@ async function connectLogs(
     // The redactor is deterministic, so the redacted re-read starts with exactly the bytes already kept.
     if (append && target.existingBytes > 0) stages.push(new SkipBytes(target.existingBytes));
     stages.push(target.stream);
-    const pipe: LogPipe = { name, source, target, failure: null, done: Promise.resolve() };
-    pipe.done = pipeline(stages).catch((err: unknown) => {
-      pipe.failure ??= (err as NodeJS.ErrnoException).code ?? errorKind(err);
-    });
+    const pipe: LogPipe = { name, source, target, failure: null, settled: false, done: Promise.resolve() };
+    pipe.done = pipeline(stages)
+      .catch((err: unknown) => {
+        pipe.failure ??= (err as NodeJS.ErrnoException).code ?? errorKind(err);
+      })
+      .finally(() => {
+        pipe.settled = true;
+      });
     pipes.push(pipe);
   }
 }

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { runPairLifecycle, type LogTarget, type PairLaunch, type PairLifecycleDeps } from '../../src/app/pair-lifecycle.js';
 import type { ContainerOutput, ContainerRuntime, ContainerState } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
+import { EngineError } from '../../src/adapters/docker/engine-error.js';
 
 /** A container that prints one line on each stream and exits 0; removal makes it disappear. */
 class FakeRuntime implements Partial<ContainerRuntime> {
@@ -41,6 +42,9 @@ class FakeRuntime implements Partial<ContainerRuntime> {
   }
   getArchive() {
     return Promise.resolve(null);
+  }
+  listByLabel(): Promise<ContainerState[]> {
+    return Promise.resolve(this.present ? [{ id: 'c1', status: 'created', exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels: {} }] : []);
   }
 }
 
@@ -108,6 +112,20 @@ describe('runPairLifecycle', () => {
     );
     expect(r.providerFailureErrorKind).toBe('Boom');
     expect(r.sessions.refusals).toEqual(['collection failed: TypeError']);
+    expect(runtime.removed).toBe(1);
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('a create that timed out but happened anyway is found by its claim label and removed', async () => {
+    const runtime = new FakeRuntime();
+    runtime.create = () => {
+      runtime.present = true; // the engine made it; the answer never came back
+      return Promise.reject(new EngineError('engine_error', 'timed out', { statusCode: null, engineMessage: 'timed out: create a container' }));
+    };
+    const withClaim = { ...launch, container: { labels: { 'roboguide.claim': 'claim-1' } } } as unknown as PairLaunch;
+    const r = await runPairLifecycle(deps(runtime), withClaim);
+    expect(r.engineFault).toBe('engine_error');
+    expect(r.container.id).toBe('c1');
     expect(runtime.removed).toBe(1);
     expect(r.cleanup.verified_absent).toBe(true);
   });

@@ -47,6 +47,17 @@ export class DockerContainerRuntime implements ContainerRuntime {
     this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
   }
 
+  /** Bound the wait for a streaming call's response only; the stream itself is bounded by whoever reads it. */
+  async #untilResponse<T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    const response = new AbortController();
+    const timer = setTimeout(() => response.abort(), this.#callTimeoutMs);
+    try {
+      return await call(response.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   #deadline(ms = this.#callTimeoutMs): { abortSignal: AbortSignal } {
     return { abortSignal: AbortSignal.timeout(ms) };
   }
@@ -91,7 +102,12 @@ export class DockerContainerRuntime implements ContainerRuntime {
       ExposedPorts: Object.fromEntries(portKeys.map((k) => [k, {}])),
       HostConfig: {
         // Mounts, not Binds strings: a path may contain ':' and a missing source is an error, never created as root.
-        Mounts: spec.binds.map((b) => ({ Type: 'bind' as const, Source: b.hostPath, Target: b.containerPath, ReadOnly: b.readOnly })),
+        Mounts: spec.binds.map((b) => ({
+          Type: 'bind' as const,
+          Source: b.hostPath,
+          Target: b.containerPath,
+          ReadOnly: b.readOnly,
+        })),
         PortBindings: Object.fromEntries(
           spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
         ),
@@ -116,7 +132,18 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async attach(id: string): Promise<ContainerOutput> {
     try {
-      const stream = (await this.docker.getContainer(id).attach({ stream: true, stdout: true, stderr: true, logs: true })) as unknown as Readable;
+      const stream = await this.#untilResponse(
+        (abortSignal) =>
+          this.docker
+            .getContainer(id)
+            .attach({
+              stream: true,
+              stdout: true,
+              stderr: true,
+              logs: true,
+              abortSignal,
+            }) as unknown as Promise<Readable>,
+      );
       return this.split(stream);
     } catch (err) {
       throw toEngineError(err, 'attach to a container');
@@ -125,13 +152,17 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async follow(id: string, options: { sinceUnixSec?: number; tailLines?: number }): Promise<ContainerOutput> {
     try {
-      const stream = (await this.docker.getContainer(id).logs({
-        follow: true,
-        stdout: true,
-        stderr: true,
-        ...(options.sinceUnixSec !== undefined ? { since: options.sinceUnixSec } : {}),
-        ...(options.tailLines !== undefined ? { tail: options.tailLines } : {}),
-      })) as unknown as Readable;
+      const stream = await this.#untilResponse(
+        (abortSignal) =>
+          this.docker.getContainer(id).logs({
+            abortSignal,
+            follow: true,
+            stdout: true,
+            stderr: true,
+            ...(options.sinceUnixSec !== undefined ? { since: options.sinceUnixSec } : {}),
+            ...(options.tailLines !== undefined ? { tail: options.tailLines } : {}),
+          } as Docker.ContainerLogsOptions & { follow: true }) as unknown as Promise<Readable>,
+      );
       return this.split(stream);
     } catch (err) {
       throw toEngineError(err, 'follow container logs');
@@ -179,7 +210,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
       // pause) until the container has exited or the deadline/abort wins the race below.
       for (;;) {
         try {
-          const r = (await this.docker.getContainer(id).wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
+          const r = (await this.docker
+            .getContainer(id)
+            .wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
           return { kind: 'exited', exitCode: r.StatusCode };
         } catch (err) {
           if (isAbort(err) || controller.signal.aborted) return new Promise<WaitResult>(() => undefined);
@@ -201,7 +234,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async stop(id: string, timeoutSec: number): Promise<void> {
     try {
-      await this.docker.getContainer(id).stop({ t: timeoutSec, ...this.#deadline(timeoutSec * 1000 + this.#callTimeoutMs) });
+      await this.docker
+        .getContainer(id)
+        .stop({ t: timeoutSec, ...this.#deadline(timeoutSec * 1000 + this.#callTimeoutMs) });
     } catch (err) {
       const status = statusOf(err);
       if (status === 304 || status === 404) return; // already stopped / already gone
@@ -218,7 +253,11 @@ export class DockerContainerRuntime implements ContainerRuntime {
       } catch (err) {
         const status = statusOf(err);
         if (status === 404) return 'absent';
-        if (status === 409 && /already in progress/i.test(engineMessageOf(err)) && attempt < REMOVE_RETRY_LIMIT) {
+        if (
+          status === 409 &&
+          /already in progress/i.test(engineMessageOf(err)) &&
+          attempt < REMOVE_RETRY_LIMIT
+        ) {
           await sleep(REMOVE_RETRY_MS);
           continue;
         }
@@ -262,14 +301,10 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async getArchive(id: string, path: string): Promise<Readable | null> {
     try {
-      // Bound the wait for the response only; the body is bounded by whoever reads it.
-      const headers = new AbortController();
-      const timer = setTimeout(() => headers.abort(), this.#callTimeoutMs);
-      try {
-        return (await this.docker.getContainer(id).getArchive({ path, abortSignal: headers.signal })) as unknown as Readable;
-      } finally {
-        clearTimeout(timer);
-      }
+      return await this.#untilResponse(
+        (abortSignal) =>
+          this.docker.getContainer(id).getArchive({ path, abortSignal }) as unknown as Promise<Readable>,
+      );
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'copy files out of a container');

@@ -44,7 +44,7 @@ export async function recoverPair(
     };
     onRunning(handle);
     // Redact with the values the container really holds: the resuming shell may export rotated or placeholder ones.
-    const inContainer = (await runtime.environmentOf(containerId)) ?? {};
+    const inContainer = (await runtime.environmentOf(containerId).catch(() => null)) ?? {};
     const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
     const secrets = [...new Set([...env.secrets, ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))])];
     const result = await executeInBatch(deps, ctx, job, { claimId: receipt.claim_id, values: env.values, secrets, handle, deadlineMs }, { reattach: { containerId } });

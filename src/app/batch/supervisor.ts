@@ -44,19 +44,32 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
   const batchId = batch.batch_id;
 
   const identity = await currentProcessIdentity();
-  // One live supervisor per batch, host-wide: two resumes racing can never both supervise.
-  const lease = registry.acquireLease(batchId, identity, isSameProcessAliveSync);
+  // One live supervisor per batch, host-wide: two resumes racing can never both supervise. The registry lease
+  // tells processes apart; the set below does the same inside one process (the library API).
+  const lease = supervisedHere.has(batchId)
+    ? ({ kind: 'held', holder: identity } as const)
+    : registry.acquireLease(batchId, identity, isSameProcessAliveSync);
   if (lease.kind === 'held') {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `batch ${batchId} is already supervised by pid ${lease.holder.pid}`, {
       suggestions: ['wait for it, or `e1-batch stop` it first'],
     });
   }
+  supervisedHere.add(batchId);
   try {
     return await superviseHeld(deps, mode, { batch, manifest, identity });
   } finally {
-    registry.releaseLease(batchId, identity.pid);
+    supervisedHere.delete(batchId);
+    try {
+      registry.releaseLease(batchId, identity.pid);
+    } catch (err) {
+      // A lease left behind is taken over once this process is gone; never let it mask the batch's outcome.
+      deps.logger.warn({ err: errorKind(err) }, 'supervisor lease not released');
+    }
   }
 }
+
+/** Batches supervised by this process right now. */
+const supervisedHere = new Set<string>();
 
 async function superviseHeld(
   deps: SupervisorDeps,
@@ -69,10 +82,21 @@ async function superviseHeld(
   const batchId = batch.batch_id;
   const ctx = { batch, manifest };
   // A stop recorded for an earlier supervisor is void; one sent after our identity is published is ours.
+  // Until the real handler is in place, SIGUSR2 (whose default action would kill us) is only latched.
   await unlink(store.resolve(STOP_FILE)).catch(() => undefined);
-  const record: SupervisorRecord = { ...identity, started_at: clock.now().toISOString(), mode };
-  await store.writeJsonAtomic(SUPERVISOR_FILE, record);
   if (mode === 'resume') await store.cleanTempFiles();
+  let stopLatched = false;
+  const latchStop = (): void => {
+    stopLatched = true;
+  };
+  process.on('SIGUSR2', latchStop);
+  const record: SupervisorRecord = { ...identity, started_at: clock.now().toISOString(), mode };
+  try {
+    await store.writeJsonAtomic(SUPERVISOR_FILE, record);
+  } catch (err) {
+    process.off('SIGUSR2', latchStop);
+    throw err;
+  }
   const journal = async (type: string, fields: Record<string, unknown>): Promise<void> => {
     await store.appendJournal({ type, at: clock.now().toISOString(), ...fields });
   };
@@ -145,6 +169,8 @@ async function superviseHeld(
   };
   // SIGUSR2 is the stop protocol (`e1-batch stop`): always ours while supervising, even in-process.
   process.on('SIGUSR2', onUsr2);
+  process.off('SIGUSR2', latchStop);
+  if (stopLatched) onUsr2();
   if (deps.handleSignals) {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
