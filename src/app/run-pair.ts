@@ -127,11 +127,22 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     container_id: null,
     container_name: containerName(spec.job_id, claimId),
   };
-  if ((await store.publishExclusive('receipt.json', receipt)) === 'exists') {
-    deps.registry.release(reservationId, claimId);
+  let current = receipt;
+  // Until a container exists, a failure here means nothing ran: give the slot back before reporting it.
+  const releaseIfNothingRan = (): void => {
+    if (current.container_id === null) deps.registry.release(reservationId, claimId);
+  };
+  let published: 'published' | 'exists';
+  try {
+    published = await store.publishExclusive('receipt.json', receipt);
+  } catch (err) {
+    releaseIfNothingRan();
+    throw err;
+  }
+  if (published === 'exists') {
+    releaseIfNothingRan();
     throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
   }
-  let current = receipt;
   const { result } = await executePair(deps, {
     store,
     jobRel: '.',
@@ -151,9 +162,18 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
       await store.writeJsonAtomic('receipt.json', current);
       deps.registry.attachContainer(reservationId, containerId);
     },
+  }).catch((err: unknown) => {
+    releaseIfNothingRan();
+    throw err;
   });
   const written = await writeJsonVerified(store, 'result.json', result);
-  if (written.kind === 'failed') throw written.error; // the slot stays held: `reconcile --execute` finishes later
+  if (written.kind === 'failed') {
+    // Fail closed: the container is gone, but without a result on disk nothing may release the slot.
+    throw new RoboguideError('E_STORE', `result.json could not be written in ${output}; the pair's evidence is kept and its capacity slot stays held`, {
+      cause: written.error,
+      context: { reservation_id: reservationId, claim_id: claimId },
+    });
+  }
   const reconciliation = await reconcilePair(
     { store, registry: deps.registry, runtime: deps.runtime, readOutcomeSha256 },
     { jobRel: '.', mode: 'execute' },

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -98,6 +98,14 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     expect(receipt.reservation_id).not.toBeNull();
     expect(deps().registry.reservation(receipt.reservation_id!)?.state).toBe('released');
     expect(JSON.parse(await readFile(join(output, 'terminal-proof.json'), 'utf8')).reservation_id).toBe(receipt.reservation_id);
+  });
+
+  it('gives its slot back when it fails before any container exists', async () => {
+    const job = uniqueJob('nocwd');
+    const aFile = join(work, `${job}.file`);
+    await writeFile(aFile, 'not a directory');
+    await expect(run(job, ['outcome=completed'], { cwd: join(aFile, 'cwd') })).rejects.toMatchObject({ code: 'ENOTDIR' });
+    expect(deps().registry.held().filter((r) => r.jobId === job)).toEqual([]);
   });
 
   it('refuses to start when the host is at its capacity limit, writing nothing', async () => {

@@ -69,6 +69,9 @@ export default class PairRun extends BaseCommand {
         cwd: process.cwd(),
         terminate: terminate.signal,
       });
+    } catch (err) {
+      reraise(received);
+      throw err;
     } finally {
       deps.dispose();
       process.off('SIGINT', onSignal);
@@ -83,13 +86,18 @@ export default class PairRun extends BaseCommand {
     if (result.provider_failure) this.log(`  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`);
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
     this.log(`  evidence: ${output}`);
-    if (!released) this.logToStderr(`  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output} --execute\``);
-    if (received !== null) {
-      const signal: NodeJS.Signals = received;
-      setImmediate(() => process.kill(process.pid, signal));
+    if (!released) {
+      const registry = flags.registry !== undefined ? ` --registry ${flags.registry}` : '';
+      this.logToStderr(`  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output}${registry} --execute\``);
     }
+    reraise(received);
     return { ...result, output };
   }
+}
+
+/** After the evidence is written and printed, exit by the signal that interrupted us (as a shell expects). */
+function reraise(signal: NodeJS.Signals | null): void {
+  if (signal !== null) setImmediate(() => process.kill(process.pid, signal));
 }
 
 async function readStdin(): Promise<string> {
