@@ -6,31 +6,15 @@
 // Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
 // then `npx node bench/logs.bench.js [totalMiB] [runs]` (defaults: 100 MiB = 104857600 B, 3 runs).
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { mkdir, mkdtemp, open, rm, stat } from 'node:fs/promises';
+import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
-import { silentLogger } from '../dist/app/ports/logger.js';
-import { runPair } from '../dist/app/run-pair.js';
-import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
-import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
+import { elapsedMsSince, IMAGE, median, pairRunDeps, timedPair } from './support.js';
 
-const IMAGE = 'roboguide/pair-driver:1';
 const TOTAL_BYTES = Math.round(Number(process.argv[2] ?? 100) * 2 ** 20);
 const RUNS = Number(process.argv[3] ?? 3);
 const ACTIONS = [`stdout_bytes=${TOTAL_BYTES}`, 'outcome=completed'];
 const RSS_SAMPLE_MS = 50;
-
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
-function elapsedMsSince(started) {
-  return Number(process.hrtime.bigint() - started) / 1e6;
-}
 
 function mbPerSec(bytes, elapsedMs) {
   return bytes / 1e6 / (elapsedMs / 1000);
@@ -56,35 +40,7 @@ async function withRssPeak(work) {
 }
 
 async function oursOnce(deps, root, index) {
-  const jobId = `bench-logs-${process.pid}-${index}`;
-  const dir = join(root, jobId);
-  const cwd = join(dir, 'cwd');
-  await mkdir(cwd, { recursive: true });
-  const spec = {
-    job_id: jobId,
-    argv: ['/opt/driver/run', ...ACTIONS],
-    cwd,
-    outcome_path: join(dir, 'out', 'outcome.json'),
-    environment: {},
-    ports: [],
-    timeout_seconds: 600,
-    image: IMAGE,
-  };
-  const output = join(dir, 'evidence');
-  const started = process.hrtime.bigint();
-  const { result } = await runPair(deps, {
-    specText: JSON.stringify(spec),
-    specSource: `${jobId}.json`,
-    output,
-    bindAddress: '127.0.0.1',
-    environment: {},
-    codeVersion: 'bench',
-    cwd: dir,
-  });
-  const elapsedMs = elapsedMsSince(started);
-  if (result.classification !== 'completed') {
-    throw new Error(`${jobId}: expected completed, got ${result.classification} ${JSON.stringify(result.reasons)}`);
-  }
+  const { elapsedMs, dir, output } = await timedPair(deps, root, `bench-logs-${process.pid}-${index}`, ACTIONS, 600);
   await expectSize(join(output, 'stdout.log'), TOTAL_BYTES);
   await rm(dir, { recursive: true, force: true });
   return elapsedMs;
@@ -109,9 +65,7 @@ async function baselineOnce(root, index) {
   return elapsedMs;
 }
 
-// A private registry: the bench's pairs take and give back slots like any pair, without touching the host's.
-const registry = SqliteCapacityRegistry.open({ path: join(mkdtempSync(join(tmpdir(), 'rg-bench-registry-')), 'registry.db') });
-const deps = { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem(), registry };
+const deps = pairRunDeps();
 const root = await mkdtemp(join(tmpdir(), 'logs-bench-'));
 try {
   const ours = [];

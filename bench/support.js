@@ -1,0 +1,59 @@
+// Shared by the benches: medians, a monotonic clock, and one pair through our code (runPair) with its own
+// private registry, so the pairs of a bench take and give back slots without touching the host's.
+import { mkdtempSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
+import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
+import { silentLogger } from '../dist/app/ports/logger.js';
+import { runPair } from '../dist/app/run-pair.js';
+import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
+
+export const IMAGE = 'roboguide/pair-driver:1';
+
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+export function elapsedMsSince(started) {
+  return Number(process.hrtime.bigint() - started) / 1e6;
+}
+
+export function pairRunDeps() {
+  const registry = SqliteCapacityRegistry.open({ path: join(mkdtempSync(join(tmpdir(), 'rg-bench-registry-')), 'registry.db') });
+  return { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem(), registry };
+}
+
+/** One pair of the synthetic driver through runPair; returns the elapsed ms and its evidence directory. */
+export async function timedPair(deps, root, jobId, actions, timeoutSeconds) {
+  const dir = join(root, jobId);
+  const cwd = join(dir, 'cwd');
+  await mkdir(cwd, { recursive: true });
+  const spec = {
+    job_id: jobId,
+    argv: ['/opt/driver/run', ...actions],
+    cwd,
+    outcome_path: join(dir, 'out', 'outcome.json'),
+    timeout_seconds: timeoutSeconds,
+    image: IMAGE,
+  };
+  const output = join(dir, 'evidence');
+  const started = process.hrtime.bigint();
+  const { result } = await runPair(deps, {
+    specText: JSON.stringify(spec),
+    specSource: `${jobId}.json`,
+    output,
+    bindAddress: '127.0.0.1',
+    environment: {},
+    codeVersion: 'bench',
+    cwd: dir,
+  });
+  const elapsedMs = elapsedMsSince(started);
+  if (result.classification !== 'completed') {
+    throw new Error(`${jobId}: expected completed, got ${result.classification} ${JSON.stringify(result.reasons)}`);
+  }
+  return { elapsedMs, dir, output };
+}
