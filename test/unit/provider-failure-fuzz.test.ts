@@ -1,3 +1,4 @@
+import { seededRandom } from '../support/seeded-random.js';
 import { describe, expect, it } from 'vitest';
 import { MAX_TAIL_BYTES, reduceSessionTails } from '../../src/core/provider-failure.js';
 import type { SessionTail } from '../../src/core/provider-failure.js';
@@ -11,17 +12,6 @@ import type { ProviderFailure } from '../../src/core/result.js';
 const CASES = 10_000;
 const SEED = 0x5eed_2025;
 
-/** mulberry32: a small deterministic PRNG returning floats in [0, 1). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 const SNAKE_KINDS = [
   'response_too_many_failed_attempts',
@@ -256,7 +246,7 @@ const failureTail: SessionTail = {
 
 describe('reduceSessionTails under generated hostile input', () => {
   it(`never throws, returns only valid allowlisted objects and leaks no text (${CASES} cases)`, () => {
-    const gen = new Gen(prng(SEED));
+    const gen = new Gen(seededRandom(SEED));
     let failures = 0;
     for (let i = 0; i < CASES; i += 1) {
       gen.secrets.length = 0;
