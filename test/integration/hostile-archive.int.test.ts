@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_EXTRACT_LIMITS } from '../../src/adapters/safe-extract.js';
 import { runPair } from '../../src/app/run-pair.js';
-import { containersLabelled, DRIVER_IMAGE, noDocker, pairRunDeps, runtime, sweep } from '../support/docker.js';
+import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 
 const rt = runtime();
 const SESSIONS = '/root/.codex/sessions';
@@ -136,13 +136,7 @@ describe.skipIf(noDocker)('hostile session content collected from a real contain
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'rg-hostile-'));
   });
-  afterEach(async () => {
-    for (const job of jobsUsed.splice(0)) {
-      const left = await containersLabelled({ 'roboguide.job': job });
-      await sweep({ 'roboguide.job': job });
-      expect(left, `containers left for ${job}`).toEqual([]);
-    }
-  });
+  afterEach(() => expectNoContainersLeft(jobsUsed));
   afterAll(async () => {
     await rm(work, { recursive: true, force: true });
   });

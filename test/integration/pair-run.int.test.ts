@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
-import { containersLabelled, DRIVER_IMAGE, engineHasNvidia, noDocker, pairRunDeps, runtime, sweep } from '../support/docker.js';
+import { DRIVER_IMAGE, engineHasNvidia, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 import { listFilesRecursively, scanForSecret } from '../support/files.js';
 
 const rt = runtime();
@@ -64,14 +64,7 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'rg-pair-'));
   });
-  afterEach(async () => {
-    // The assertion: no container labelled by a test remains. Sweep only after checking.
-    for (const job of jobsUsed.splice(0)) {
-      const left = await containersLabelled({ 'roboguide.job': job });
-      await sweep({ 'roboguide.job': job });
-      expect(left, `containers left for ${job}`).toEqual([]);
-    }
-  });
+  afterEach(() => expectNoContainersLeft(jobsUsed));
   afterAll(async () => {
     await rm(work, { recursive: true, force: true });
   });

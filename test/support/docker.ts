@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
@@ -50,3 +50,15 @@ export function pairRunDeps(rt: ContainerRuntime = runtime()): RunPairDeps {
   return { ...createExecutePairDeps(rt, silentLogger), fs: new NodeFileSystem(), registry: testRegistry };
 }
 let testRegistry: SqliteCapacityRegistry | undefined;
+
+/**
+ * The assertion every pair test ends with: no container labelled with one of these jobs remains. Sweeps after
+ * checking (so one failure does not spill into the next test) and empties the list.
+ */
+export async function expectNoContainersLeft(jobs: string[]): Promise<void> {
+  for (const job of jobs.splice(0)) {
+    const left = await containersLabelled({ 'roboguide.job': job });
+    await sweep({ 'roboguide.job': job });
+    expect(left, `containers left for ${job}`).toEqual([]);
+  }
+}
