@@ -152,7 +152,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   try {
     if (launch.reattach) {
       containerId = launch.reattach.containerId;
-      const output = await runtime.follow(containerId, {});
+      const output = await runtime.follow(containerId);
       await connectLogs(deps, launch, output, pipes, true);
     } else {
       const handle = await runtime.create(launch.container);

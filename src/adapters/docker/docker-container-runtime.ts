@@ -150,7 +150,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  async follow(id: string, options: { sinceUnixSec?: number; tailLines?: number }): Promise<ContainerOutput> {
+  async follow(id: string): Promise<ContainerOutput> {
     try {
       const stream = await this.#untilResponse(
         (abortSignal) =>
@@ -159,8 +159,6 @@ export class DockerContainerRuntime implements ContainerRuntime {
             follow: true,
             stdout: true,
             stderr: true,
-            ...(options.sinceUnixSec !== undefined ? { since: options.sinceUnixSec } : {}),
-            ...(options.tailLines !== undefined ? { tail: options.tailLines } : {}),
           } as Docker.ContainerLogsOptions & { follow: true }) as unknown as Promise<Readable>,
       );
       return this.split(stream);

@@ -4,7 +4,7 @@ import { countJobs, deriveState, foldJournal, STATUS_SCHEMA, type BatchState, ty
 import type { PauseReason } from '../../core/classify.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
-import { checkOutcome, gpuObservation } from '../../core/outcome.js';
+import { gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Classification } from '../../core/result.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { JobFiles } from './batch-context.js';
@@ -69,10 +69,9 @@ function gpuNote(batch: BatchRecord, peaks: readonly number[]): string | null {
 export function gpuPeaksOf(files: readonly JobFiles[]): number[] {
   const peaks: number[] = [];
   for (const f of files) {
-    if (f.result?.classification !== 'completed' || f.result.outcome === null) continue;
-    const check = checkOutcome({ state: 'present', bytes: new TextEncoder().encode(JSON.stringify(f.result.outcome)) });
-    if (check.kind !== 'valid') continue;
-    const peak = gpuObservation(check.outcome);
+    // result.json keeps the outcome as parsed: check its shape again, no need to re-encode it.
+    if (f.result?.classification !== 'completed' || outcomeProblems(f.result.outcome).length > 0) continue;
+    const peak = gpuObservation(f.result.outcome as Outcome);
     if (peak !== null) peaks.push(peak);
   }
   return peaks;

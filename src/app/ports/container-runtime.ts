@@ -68,8 +68,8 @@ export interface ContainerRuntime {
   create(spec: ContainerSpec): Promise<ContainerHandle>;
   /** Attach before start: output from the first byte. */
   attach(id: string): Promise<ContainerOutput>;
-  /** Follow the log API from `sinceUnixSec` (reattach after a supervisor restart). */
-  follow(id: string, options: { readonly sinceUnixSec?: number; readonly tailLines?: number }): Promise<ContainerOutput>;
+  /** Follow the log API from the container's first byte (reattach after a supervisor restart). */
+  follow(id: string): Promise<ContainerOutput>;
   start(id: string): Promise<void>;
   wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult>;
   /** SIGTERM, then SIGKILL after `timeoutSec`. Stop of a stopped container is a success. */
