@@ -29,7 +29,13 @@ const CASES = [
   'dropped_stream',
   'success',
   'interrupted',
+  'app_server_429',
 ];
+/** Cases run through `codex app-server` (JSON-RPC on stdio, a thread with persistExtendedHistory) instead of `codex exec`. */
+const APP_SERVER_PREFIX = 'app_server_';
+const mockCaseOf = (kase) =>
+  kase.startsWith(APP_SERVER_PREFIX) ? kase.slice(APP_SERVER_PREFIX.length) : kase;
+const APP_SERVER_TIMEOUT_MS = 30_000;
 const RUN_TIMEOUT_MS = 120_000;
 const INTERRUPT_AFTER_MS = 1_500;
 
@@ -178,7 +184,7 @@ function configToml(port, kase) {
     '',
     '[model_providers.mock]',
     'name = "mock"',
-    `base_url = "http://127.0.0.1:${port}/${kase}/v1"`,
+    `base_url = "http://127.0.0.1:${port}/${mockCaseOf(kase)}/v1"`,
     'wire_api = "responses"',
     'env_key = "MOCK_API_KEY"',
     'request_max_retries = 1',
@@ -244,6 +250,89 @@ function runCodex(bin, home, work, kase, hangs) {
   });
 }
 
+/**
+ * One turn through `codex app-server`: initialize, thread/start with persistExtendedHistory (the mode
+ * in which Codex also persists a separate `error` event), turn/start, and stop at turn/completed. A
+ * version that does not speak this protocol is stopped after APP_SERVER_TIMEOUT_MS.
+ */
+function runAppServer(bin, home, work) {
+  return new Promise((resolve) => {
+    const child = spawn(bin, ['app-server'], {
+      cwd: work,
+      detached: true,
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: home,
+        CODEX_HOME: join(home, '.codex'),
+        MOCK_API_KEY: 'mock-key',
+        RUST_LOG: 'error',
+        TERM: 'dumb',
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const send = (message) => child.stdin.write(`${JSON.stringify(message)}\n`);
+    const stop = (signal) => {
+      try {
+        process.kill(-child.pid, signal);
+      } catch {
+        // already gone
+      }
+    };
+    let killed = false;
+    let output = '';
+    let pending = '';
+    child.stderr.on('data', (chunk) => {
+      output = (output + chunk.toString('utf8')).slice(-4000);
+    });
+    child.stdout.on('data', (chunk) => {
+      pending += chunk.toString('utf8');
+      for (let newline = pending.indexOf('\n'); newline !== -1; newline = pending.indexOf('\n')) {
+        const line = pending.slice(0, newline);
+        pending = pending.slice(newline + 1);
+        let message;
+        try {
+          message = JSON.parse(line);
+        } catch {
+          continue;
+        }
+        if (message.id === 1 && message.result !== undefined) {
+          send({ method: 'initialized' });
+          send({ id: 2, method: 'thread/start', params: { cwd: work, persistExtendedHistory: true } });
+        } else if (message.id === 2 && message.result !== undefined) {
+          const threadId = message.result.thread?.id;
+          send({
+            id: 3,
+            method: 'turn/start',
+            params: { threadId, input: [{ type: 'text', text: 'Say hello.' }] },
+          });
+        } else if (message.method === 'turn/completed') {
+          setTimeout(() => stop('SIGTERM'), 500).unref();
+        } else if (message.error !== undefined) {
+          output = (output + JSON.stringify(message.error)).slice(-4000);
+          stop('SIGTERM');
+        }
+      }
+    });
+    send({
+      id: 1,
+      method: 'initialize',
+      params: {
+        clientInfo: { name: 'roboguide-fixtures', version: '1' },
+        capabilities: { experimentalApi: true },
+      },
+    });
+    const timer = setTimeout(() => {
+      killed = true;
+      stop('SIGKILL');
+    }, APP_SERVER_TIMEOUT_MS);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      stop('SIGKILL');
+      resolve({ code, signal, killed, output });
+    });
+  });
+}
+
 async function filesUnder(dir) {
   const out = [];
   let entries = [];
@@ -298,7 +387,9 @@ try {
       await mkdir(work, { recursive: true });
       await writeFile(join(home, '.codex', 'config.toml'), configToml(port, kase));
       const before = seen.length;
-      const run = await runCodex(bin, home, work, kase, hangs);
+      const run = kase.startsWith(APP_SERVER_PREFIX)
+        ? await runAppServer(bin, home, work)
+        : await runCodex(bin, home, work, kase, hangs);
       const requests = seen.slice(before);
       const sessions = join(home, '.codex', 'sessions');
       const rollouts = (await filesUnder(sessions)).filter((p) => /\.jsonl(\.zst)?$/.test(p));

@@ -23,6 +23,7 @@ const CASES = [
   'dropped_stream',
   'success',
   'interrupted',
+  'app_server_429', // through `codex app-server` with persistExtendedHistory
 ] as const;
 type Case = (typeof CASES)[number];
 
@@ -47,6 +48,7 @@ const TABLE: Record<string, Record<Case, Expected>> = {
     dropped_stream: ENDED, // codex_error_info "other": not a named provider failure
     success: ENDED,
     interrupted: ENDED, // turn_aborted (interrupted), no error
+    app_server_429: [f('response_too_many_failed_attempts', 429), true],
   },
   // 0.125–0.144 (and 0.124 in exec mode) end a failed turn with task_complete and nothing else.
   '0.144.6': {
@@ -58,6 +60,7 @@ const TABLE: Record<string, Record<Case, Expected>> = {
     dropped_stream: ENDED,
     success: ENDED,
     interrupted: ENDED,
+    app_server_429: ENDED,
   },
   '0.124.0': {
     '429': ENDED,
@@ -68,8 +71,10 @@ const TABLE: Record<string, Record<Case, Expected>> = {
     dropped_stream: ENDED,
     success: ENDED,
     interrupted: ENDED,
+    // A separate error line (no turn_id) between the turn's task_started and its error-less task_complete.
+    app_server_429: [f('response_too_many_failed_attempts', 429), true],
   },
-  // 0.93 writes no task events, except turn_aborted on an interrupt; 0.60 writes none at all.
+  // 0.60 and 0.93 write no task events, except turn_aborted (without turn_id) on an interrupt.
   '0.93.0': {
     '429': NOTHING,
     '500': NOTHING,
@@ -79,6 +84,7 @@ const TABLE: Record<string, Record<Case, Expected>> = {
     dropped_stream: NOTHING,
     success: NOTHING,
     interrupted: ENDED,
+    app_server_429: NOTHING,
   },
   '0.60.1': {
     '429': NOTHING,
@@ -88,7 +94,8 @@ const TABLE: Record<string, Record<Case, Expected>> = {
     stream_rate_limit: NOTHING,
     dropped_stream: NOTHING,
     success: NOTHING,
-    interrupted: NOTHING,
+    interrupted: ENDED,
+    app_server_429: NOTHING,
   },
 };
 
