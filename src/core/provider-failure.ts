@@ -206,7 +206,7 @@ function usableText(tail: SessionTail): string {
   return firstNewline === -1 ? '' : text.slice(firstNewline + 1);
 }
 
-/** The complete lines of a tail, newest first, with the number of lines the tail holds. */
+/** The lines of a tail, newest first. */
 function* linesNewestFirst(text: string): Generator<string> {
   let end = text.length;
   while (end > 0) {
@@ -232,6 +232,11 @@ function sameTurn(a: string | null, b: string | null): boolean {
   return a === null || b === null || a === b;
 }
 
+interface TailVerdict {
+  readonly failure: ProviderFailure | null;
+  readonly endFound: boolean;
+}
+
 /**
  * What one tail says about its newest turn, scanning lines newest first:
  * - an `error` line newer than every turn end belongs to a turn that never recorded its end (the
@@ -240,11 +245,6 @@ function sameTurn(a: string | null, b: string | null): boolean {
  *   (same `turn_id`; without ids, one between the turn's start and its end), else no failure;
  * - undefined when the tail holds no turn end and no error line.
  */
-interface TailVerdict {
-  readonly failure: ProviderFailure | null;
-  readonly endFound: boolean;
-}
-
 function verdictOf(text: string): TailVerdict | undefined {
   let end: { readonly turnId: string | null } | undefined;
   /** An error line without a matching id, waiting for the turn's start to prove it belongs. */

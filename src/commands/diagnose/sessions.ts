@@ -20,7 +20,7 @@ export function describeReport(report: SessionsReport): string[] {
   const lines: string[] = [];
   if (report.provider_failure !== null) lines.push(describeFailure(report.provider_failure));
   else if (report.turn_end_found)
-    lines.push('no provider failure found: the newest turn ended without a known provider failure');
+    lines.push('no structured failure found: the newest turn ended without a recorded provider failure');
   else lines.push('no structured failure found: no turn end or error was recorded in the session files read');
   const turnEnds = report.turn_end_found ? 'a turn end was found' : 'no turn end was found';
   lines.push(`read ${report.files_read} session file(s), ${report.lines_read} line(s); ${turnEnds}`);
