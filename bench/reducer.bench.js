@@ -1,13 +1,13 @@
 // Provider-failure diagnosis cost must not depend on session file size (SPEC §6).
 // Builds 32 sparse session files of 10 MB and 32 of 1 GB (ftruncate, then a real JSONL tail
-// written at the end), runs readSessionTails + reduceSessionTails on each set several times,
+// written at the end), runs readSessionFiles + diagnoseSessionTails on each set several times,
 // and prints both medians and their ratio, which must stay near 1.
 // Run after the build: npx tsc -p tsconfig.build.json && node bench/reducer.bench.js
 import { mkdir, mkdtemp, open, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readSessionTails } from '../dist/adapters/session-tails.js';
-import { MAX_SESSION_FILES, reduceSessionTails } from '../dist/core/provider-failure.js';
+import { readSessionFiles } from '../dist/adapters/session-tails.js';
+import { diagnoseSessionTails, MAX_SESSION_FILES } from '../dist/core/provider-failure.js';
 
 const SMALL_BYTES = 10 * 1000 * 1000;
 const LARGE_BYTES = 1000 * 1000 * 1000;
@@ -23,10 +23,14 @@ function line(type, payload) {
   return `${JSON.stringify({ timestamp: new Date(1_700_000_000_000).toISOString(), type, payload })}\n`;
 }
 
-/** A realistic rollout tail: messages, function calls, token counts; the oldest file ends in a 429. */
+/**
+ * A realistic rollout tail: messages, function calls, token counts inside one turn; the oldest
+ * file's turn ends the way Codex 0.171 ends a 429 (task_complete carrying the error), the others'
+ * turns never end (the reducer reads every line of them).
+ */
 function sessionTail(isOldest) {
   const text = 'The quick brown fox reads the stack trace and patches the failing test. '.repeat(24);
-  const lines = [];
+  const lines = [line('event_msg', { type: 'task_started', turn_id: 'turn-1' })];
   let size = 0;
   for (let i = 0; size < TAIL_BYTES; i += 1) {
     const next =
@@ -50,9 +54,13 @@ function sessionTail(isOldest) {
   if (isOldest) {
     lines.push(
       line('event_msg', {
-        type: 'error',
-        message: 'exceeded retry limit, last status: 429 Too Many Requests',
-        codex_error_info: { response_too_many_failed_attempts: { http_status_code: 429 } },
+        type: 'task_complete',
+        turn_id: 'turn-1',
+        last_agent_message: null,
+        error: {
+          message: 'exceeded retry limit, last status: 429 Too Many Requests',
+          codex_error_info: { response_too_many_failed_attempts: { http_status_code: 429 } },
+        },
       }),
     );
   }
@@ -81,7 +89,7 @@ async function buildSet(dir, sizeBytes) {
 
 async function timeOnce(dir) {
   const started = process.hrtime.bigint();
-  const failure = reduceSessionTails(await readSessionTails(dir));
+  const failure = diagnoseSessionTails((await readSessionFiles(dir)).tails).provider_failure;
   const elapsedMs = Number(process.hrtime.bigint() - started) / 1e6;
   if (JSON.stringify(failure) !== JSON.stringify(EXPECTED)) {
     throw new Error(`unexpected diagnosis in ${dir}: ${JSON.stringify(failure)}`);

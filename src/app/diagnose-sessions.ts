@@ -1,6 +1,7 @@
-import { isDirectory, readSessionTails } from '../adapters/session-tails.js';
+import { isDirectory, readSessionFiles, zstdAvailable } from '../adapters/session-tails.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
-import { reduceSessionTails } from '../core/provider-failure.js';
+import { diagnoseSessionTails } from '../core/provider-failure.js';
+import type { SessionDiagnosis } from '../core/provider-failure.js';
 import type { ProviderFailure } from '../core/result.js';
 
 export interface DiagnoseSessionsOptions {
@@ -8,15 +9,24 @@ export interface DiagnoseSessionsOptions {
   readonly requireDirectory?: boolean;
 }
 
+/** The diagnosis and what it rests on (`diagnose sessions --json`). */
+export interface SessionsReport extends SessionDiagnosis {
+  /** Session files that were candidates but could not be read or decompressed. */
+  readonly files_unreadable: number;
+  /** Whether this Node can decompress `.jsonl.zst` rollouts (false: each one counts as unreadable). */
+  readonly zstd_available: boolean;
+}
+
 /**
- * Diagnoses a provider failure from the Codex session files under `dir` (SPEC §6). A hint for
- * operators: it never changes a verdict. A missing directory means "no failure found" unless
- * `requireDirectory` is set (the CLI sets it: a mistyped --dir must not look like a clean run).
+ * Diagnoses a provider failure from the Codex session files under `dir` (SPEC §6), with how many
+ * files and lines it read and whether any turn end was found. A hint for operators: it never
+ * changes a verdict. A missing directory means "nothing found" unless `requireDirectory` is set
+ * (the CLI sets it: a mistyped --dir must not look like a clean run).
  */
-export async function diagnoseSessions(
+export async function diagnoseSessionsReport(
   dir: string,
   options: DiagnoseSessionsOptions = {},
-): Promise<ProviderFailure | null> {
+): Promise<SessionsReport> {
   if (options.requireDirectory === true && !(await isDirectory(dir))) {
     throw new RoboguideError('E_USAGE', `session directory not found: ${dir}`, {
       exitCode: ExitCode.invalidInput,
@@ -24,5 +34,18 @@ export async function diagnoseSessions(
       suggestions: ['pass --dir the directory holding the Codex session files (e.g. ~/.codex/sessions)'],
     });
   }
-  return reduceSessionTails(await readSessionTails(dir));
+  const files = await readSessionFiles(dir);
+  return {
+    ...diagnoseSessionTails(files.tails),
+    files_unreadable: files.unreadable,
+    zstd_available: zstdAvailable,
+  };
+}
+
+/** The provider failure alone (a pair's result.json carries only this). */
+export async function diagnoseSessions(
+  dir: string,
+  options: DiagnoseSessionsOptions = {},
+): Promise<ProviderFailure | null> {
+  return (await diagnoseSessionsReport(dir, options)).provider_failure;
 }

@@ -47,7 +47,10 @@ export type ProviderFailureKind =
   | 'http_connection_failed'
   | 'response_stream_connection_failed'
   | 'response_stream_disconnected'
-  | 'usage_limit_exceeded';
+  | 'usage_limit_exceeded'
+  | 'rate_limit_exceeded'
+  | 'server_overloaded'
+  | 'internal_server_error';
 
 export interface ProviderFailure {
   readonly schema: typeof PROVIDER_FAILURE_SCHEMA;

@@ -81,6 +81,22 @@ describe('the CLI as a black box', () => {
     expect(await readdir(dir)).not.toContain('never-2');
   });
 
+  it('diagnose sessions: a real Codex 0.171 429 is named; a 0.60 rollout says no structured failure was found', () => {
+    const fixtures = fileURLToPath(new URL('../fixtures/codex/', import.meta.url));
+    const failed = cli(['diagnose', 'sessions', '--dir', join(fixtures, '0.171.0', '429'), '--json']);
+    expect(failed.code).toBe(0);
+    expect(JSON.parse(failed.stdout)).toMatchObject({
+      provider_failure: { schema: 'roboguide.provider_failure/v1', kind: 'response_too_many_failed_attempts', http_status: 429 },
+      files_read: 1,
+      files_unreadable: 0,
+      turn_end_found: true,
+    });
+    const nothing = cli(['diagnose', 'sessions', '--dir', join(fixtures, '0.60.1', '429')]);
+    expect(nothing.code).toBe(0);
+    expect(nothing.stdout).toContain('no structured failure found');
+    expect(nothing.stdout).toMatch(/read 1 session file\(s\), \d+ line\(s\); no turn end was found/);
+  });
+
   it('capacity sets host limits that every later call (and batch) sees, and rejects a bad value', () => {
     const registry = join(dir, 'cap.db');
     const set = cli(['capacity', '--registry', registry, '--max-reservations', '1', '--gpu-mib', '40000', '--json']);

@@ -12,13 +12,15 @@ import type { ProviderFailure } from '../../src/core/result.js';
 const CASES = 10_000;
 const SEED = 0x5eed_2025;
 
-
 const SNAKE_KINDS = [
   'response_too_many_failed_attempts',
   'http_connection_failed',
   'response_stream_connection_failed',
   'response_stream_disconnected',
   'usage_limit_exceeded',
+  'rate_limit_exceeded',
+  'server_overloaded',
+  'internal_server_error',
 ];
 const CAMEL_KINDS = SNAKE_KINDS.map((k) => k.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase()));
 const HOSTILE_KEYS = [
@@ -41,19 +43,17 @@ const FIELD_KEYS = [
 ];
 const PAYLOAD_TYPES = [
   'error',
+  'task_started',
+  'turn_started',
   'task_complete',
+  'turn_complete',
   'turn_aborted',
   'stream_error',
   'agent_message',
   'token_count',
 ];
-const OTHER_VARIANTS = [
-  'context_window_exceeded',
-  'internal_server_error',
-  'unauthorized',
-  'other',
-  'sandbox_error',
-];
+const TURN_IDS = ['t-1', 't-2', '', 'constructor'];
+const OTHER_VARIANTS = ['context_window_exceeded', 'bad_request', 'unauthorized', 'other', 'sandbox_error'];
 const ALPHABET = 'abcXYZ019 _-"\\/{}[]:,\n\r\t\u0000\u00e9\u4e2d\ud83d\ude00\ud800\uffff';
 
 /** Built once: deep nesting (up to 200,000 levels, rarely) and huge lines around the tail size. */
@@ -156,6 +156,13 @@ class Gen {
       message: this.text(),
     };
     if (this.chance(0.8)) payload[this.pick(['codex_error_info', 'codexErrorInfo'])] = this.errorInfo();
+    if (this.chance(0.5))
+      payload[this.pick(['turn_id', 'turnId'])] = this.chance(0.8) ? this.pick(TURN_IDS) : this.json(1);
+    // A turn end carries its failure in `error` since Codex 0.145.
+    if (this.chance(0.4))
+      payload.error = this.chance(0.8)
+        ? { message: this.text(), [this.pick(['codex_error_info', 'codexErrorInfo'])]: this.errorInfo() }
+        : this.json(1);
     if (this.chance(0.2)) payload[this.key()] = this.json(1);
     const top = {
       timestamp: this.text(),
@@ -244,6 +251,15 @@ const failureTail: SessionTail = {
   partial: false,
 };
 
+const failedTurnTail: SessionTail = {
+  mtimeMs: NEWEST,
+  text:
+    '{"type":"event_msg","payload":{"type":"task_started","turn_id":"t-9"}}\n' +
+    '{"type":"event_msg","payload":{"type":"task_complete","turn_id":"t-9","last_agent_message":null,' +
+    '"error":{"message":"x","codex_error_info":{"response_too_many_failed_attempts":{"http_status_code":429}}}}}\n',
+  partial: false,
+};
+
 describe('reduceSessionTails under generated hostile input', () => {
   it(`never throws, returns only valid allowlisted objects and leaks no text (${CASES} cases)`, () => {
     const gen = new Gen(seededRandom(SEED));
@@ -267,8 +283,25 @@ describe('reduceSessionTails under generated hostile input', () => {
         kind: 'http_connection_failed',
         http_status: 503,
       });
+      expect(reduceSessionTails([failedTurnTail, ...tails]), where).toEqual({
+        schema: 'roboguide.provider_failure/v1',
+        kind: 'response_too_many_failed_attempts',
+        http_status: 429,
+      });
+      // Lines appended after a failed turn's end that end no turn and record no error change nothing.
+      const last = tails.at(-1);
+      if (last !== undefined) {
+        const failedThenQuiet = {
+          ...last,
+          mtimeMs: NEWEST,
+          text: `${failedTurnTail.text}{"type":"event_msg","payload":{"type":"token_count"}}\n`,
+        };
+        expect(reduceSessionTails([...tails, failedThenQuiet]), where).toEqual(
+          reduceSessionTails([failedTurnTail]),
+        );
+      }
     }
     // The generator must reach the mapping path, or the properties above prove little.
     expect(failures).toBeGreaterThan(CASES / 50);
-  });
+  }, 120_000); // 10,000 cases × 5 reductions: seconds alone, far more on a loaded shared machine
 });

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_SESSION_FILES, MAX_TAIL_BYTES, reduceSessionTails } from '../../src/core/provider-failure.js';
+import {
+  diagnoseSessionTails,
+  MAX_SESSION_FILES,
+  MAX_TAIL_BYTES,
+  reduceSessionTails,
+} from '../../src/core/provider-failure.js';
 import type { SessionTail } from '../../src/core/provider-failure.js';
 import { PROVIDER_FAILURE_SCHEMA } from '../../src/core/result.js';
 
@@ -7,6 +12,7 @@ const eventLine = (payload: unknown): string =>
   JSON.stringify({ timestamp: '2025-01-01T00:00:00.000Z', type: 'event_msg', payload });
 const errorLine = (info: unknown, message = 'stream failed'): string =>
   eventLine({ type: 'error', message, codex_error_info: info });
+const QUIET = '{"type":"response_item","payload":{"type":"message"}}';
 const completeLine = (): string => eventLine({ type: 'task_complete', last_agent_message: 'done' });
 const tail = (lines: readonly string[], mtimeMs = 1_000, partial = false): SessionTail => ({
   mtimeMs,
@@ -236,5 +242,143 @@ describe('reduceSessionTails: bounds', () => {
     expect(reduceSessionTails([{ mtimeMs: 1, text, partial: false }])).toEqual(
       failure('usage_limit_exceeded', null),
     );
+  });
+});
+
+describe('reduceSessionTails: turns (Codex ≥ 0.145 and app-server rollouts)', () => {
+  const started = (turnId?: string) =>
+    eventLine({ type: 'task_started', ...(turnId === undefined ? {} : { turn_id: turnId }) });
+  const ended = (turnId: string | undefined, error?: unknown, type = 'task_complete') =>
+    eventLine({
+      type,
+      ...(turnId === undefined ? {} : { turn_id: turnId }),
+      last_agent_message: null,
+      ...(error === undefined ? {} : { error }),
+    });
+  const turnError = (info: unknown, turnId?: string) =>
+    eventLine({
+      type: 'error',
+      message: 'x',
+      codex_error_info: info,
+      ...(turnId === undefined ? {} : { turn_id: turnId }),
+    });
+  const rtmfa429 = { response_too_many_failed_attempts: { http_status_code: 429 } };
+
+  it('reads the failure from the turn end’s own error (snake and camel)', () => {
+    expect(
+      reduceSessionTails([tail([started('t1'), ended('t1', { message: 'm', codex_error_info: rtmfa429 })])]),
+    ).toEqual(failure('response_too_many_failed_attempts', 429));
+    expect(
+      reduceSessionTails([tail([ended('t1', { message: 'm', codexErrorInfo: { serverOverloaded: null } })])]),
+    ).toEqual(failure('server_overloaded', null));
+  });
+
+  it.each(['turn_complete', 'turn_aborted'])('reads the error of a %s end too', (type) => {
+    expect(
+      reduceSessionTails([tail([ended('t1', { codex_error_info: 'rate_limit_exceeded' }, type)])]),
+    ).toEqual(failure('rate_limit_exceeded', null));
+  });
+
+  it('an error line of the same turn is not overridden by that turn’s own completion', () => {
+    const lines = [started('t1'), turnError(rtmfa429, 't1'), ended('t1')];
+    expect(reduceSessionTails([tail(lines)])).toEqual(failure('response_too_many_failed_attempts', 429));
+  });
+
+  it('without turn ids, an error between the turn’s start and its end belongs to it', () => {
+    expect(
+      reduceSessionTails([tail([started(), turnError('internal_server_error'), ended(undefined)])]),
+    ).toEqual(failure('internal_server_error', null));
+  });
+
+  it('without ids and without a recorded start, an error before the end is not attributed to it', () => {
+    expect(reduceSessionTails([tail([turnError('internal_server_error'), ended(undefined)])])).toBeNull();
+  });
+
+  it('an error of another turn does not count for the newest turn', () => {
+    const lines = [
+      started('t1'),
+      turnError(rtmfa429, 't1'),
+      ended('t1'),
+      started('t2'),
+      turnError('usage_limit_exceeded', 't1'),
+      ended('t2'),
+    ];
+    expect(reduceSessionTails([tail(lines)])).toBeNull();
+  });
+
+  it('a later turn that ended without failure supersedes an earlier failed turn', () => {
+    const failed = [started('t1'), ended('t1', { codex_error_info: rtmfa429 })];
+    expect(reduceSessionTails([tail([...failed, started('t2'), ended('t2')])])).toBeNull();
+    expect(reduceSessionTails([tail([...failed, started('t2'), ended('t2', null)])])).toBeNull(); // error: null = none
+    const viaLine = [started('t1'), turnError(rtmfa429, 't1'), ended('t1')];
+    expect(reduceSessionTails([tail([...viaLine, started('t2'), ended('t2')])])).toBeNull();
+  });
+
+  it('a later failed turn wins over an earlier successful one', () => {
+    const lines = [
+      started('t1'),
+      ended('t1'),
+      started('t2'),
+      ended('t2', { codex_error_info: 'usage_limit_exceeded' }),
+    ];
+    expect(reduceSessionTails([tail(lines)])).toEqual(failure('usage_limit_exceeded', null));
+  });
+
+  it('an unknown variant in the newest turn decides as unknown (null), not an older failure', () => {
+    const lines = [
+      started('t1'),
+      ended('t1', { codex_error_info: rtmfa429 }),
+      started('t2'),
+      ended('t2', { codex_error_info: 'other' }),
+    ];
+    expect(reduceSessionTails([tail(lines)])).toBeNull();
+    expect(
+      reduceSessionTails([tail([ended('t1', { codex_error_info: 'context_window_exceeded' })])]),
+    ).toBeNull();
+  });
+
+  it('an error recorded after the newest end (a turn that never ended) decides', () => {
+    const lines = [started('t1'), ended('t1'), started('t2'), turnError(rtmfa429, 't2')];
+    expect(reduceSessionTails([tail(lines)])).toEqual(failure('response_too_many_failed_attempts', 429));
+  });
+
+  it('ignores a malformed error field and malformed turn ids', () => {
+    expect(reduceSessionTails([tail([ended('t1', 'exceeded retry limit')])])).toBeNull();
+    expect(reduceSessionTails([tail([ended('t1', [rtmfa429])])])).toBeNull();
+    const odd = eventLine({ type: 'error', codex_error_info: rtmfa429, turn_id: { id: 't1' } });
+    expect(reduceSessionTails([tail([started(), odd, ended('t1')])])).toEqual(
+      failure('response_too_many_failed_attempts', 429),
+    );
+  });
+});
+
+describe('diagnoseSessionTails: what the diagnosis rests on', () => {
+  it('tells "nothing recorded" from "the last turn succeeded"', () => {
+    const nothing = diagnoseSessionTails([
+      tail([eventLine({ type: 'user_message', message: 'x' }), '{"type":"turn_context","payload":{}}']),
+    ]);
+    expect(nothing).toEqual({ provider_failure: null, files_read: 1, lines_read: 2, turn_end_found: false });
+    const succeeded = diagnoseSessionTails([tail([eventLine({ type: 'task_started' }), completeLine()])]);
+    expect(succeeded).toEqual({ provider_failure: null, files_read: 1, lines_read: 2, turn_end_found: true });
+  });
+
+  it('counts the lines of every tail considered and finds a turn end in an older one', () => {
+    const older = tail([completeLine(), errorLine('usage_limit_exceeded')], 1_000);
+    const newer = tail([errorLine('bad_request'), QUIET], 2_000);
+    expect(diagnoseSessionTails([older, newer])).toEqual({
+      provider_failure: null,
+      files_read: 2,
+      lines_read: 4,
+      turn_end_found: true,
+    });
+  });
+
+  it('counts nothing for no tails', () => {
+    expect(diagnoseSessionTails([])).toEqual({
+      provider_failure: null,
+      files_read: 0,
+      lines_read: 0,
+      turn_end_found: false,
+    });
   });
 });

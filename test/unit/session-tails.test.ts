@@ -3,8 +3,18 @@ import { chmod, mkdir, mkdtemp, open, rm, symlink, utimes, writeFile } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { readSessionTails } from '../../src/adapters/session-tails.js';
-import { diagnoseSessions } from '../../src/app/diagnose-sessions.js';
+import { createZstdCompress, zstdCompressSync } from 'node:zlib';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import { createWriteStream } from 'node:fs';
+import {
+  MAX_ZST_BYTES,
+  MAX_ZST_DECOMPRESSED_BYTES,
+  readSessionFiles,
+  readSessionTails,
+  zstdAvailable,
+} from '../../src/adapters/session-tails.js';
+import { diagnoseSessions, diagnoseSessionsReport } from '../../src/app/diagnose-sessions.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { MAX_SESSION_FILES, MAX_TAIL_BYTES, reduceSessionTails } from '../../src/core/provider-failure.js';
 
@@ -147,4 +157,84 @@ describe('diagnoseSessions', () => {
     expect(err).toMatchObject({ code: 'E_USAGE', exitCode: 2 });
     expect((err as Error).message).toContain('absent');
   });
+});
+
+describe('compressed rollouts (*.jsonl.zst)', () => {
+  const zst = (text: string): Buffer => zstdCompressSync(Buffer.from(text));
+
+  it('this Node can decompress zstd', () => {
+    expect(zstdAvailable).toBe(true);
+  });
+
+  it('reads a .jsonl.zst that has no plain sibling, whole and not partial when small', async () => {
+    await writeSession(join(dir, 'rollout-a.jsonl.zst'), '');
+    await writeFile(join(dir, 'rollout-a.jsonl.zst'), zst(`${QUIET_LINE}\n${ERROR_LINE}\n`));
+    const files = await readSessionFiles(dir);
+    expect(files.unreadable).toBe(0);
+    expect(files.compressedSeen).toBe(true);
+    expect(files.tails.map((t) => [t.text, t.partial])).toEqual([[`${QUIET_LINE}\n${ERROR_LINE}\n`, false]]);
+    expect(await diagnoseSessions(dir)).toEqual(FAILURE);
+  });
+
+  it('prefers the plain .jsonl sibling: the .zst of the same name is not read', async () => {
+    await writeSession(join(dir, 'rollout-a.jsonl'), `${QUIET_LINE}\n`);
+    await writeFile(join(dir, 'rollout-a.jsonl.zst'), zst(`${ERROR_LINE}\n`));
+    const files = await readSessionFiles(dir);
+    expect(files.tails.map((t) => t.text)).toEqual([`${QUIET_LINE}\n`]);
+    expect(files.compressedSeen).toBe(false);
+    expect(await diagnoseSessions(dir)).toBeNull();
+  });
+
+  it('keeps only the last MAX_TAIL_BYTES of the decompressed text', async () => {
+    const fillerLines = Math.ceil(MAX_TAIL_BYTES / (QUIET_LINE.length + 1)) + 10;
+    const filler = `${QUIET_LINE}\n`.repeat(fillerLines);
+    await writeFile(join(dir, 'early.jsonl.zst'), zst(`${ERROR_LINE}\n${filler}`));
+    const [tail] = await readSessionTails(dir);
+    expect(tail?.partial).toBe(true);
+    expect(Buffer.byteLength(tail?.text ?? '')).toBe(MAX_TAIL_BYTES);
+    expect(await diagnoseSessions(dir)).toBeNull();
+    await writeFile(join(dir, 'early.jsonl.zst'), zst(`${filler}${ERROR_LINE}\n`));
+    expect(await diagnoseSessions(dir)).toEqual(FAILURE);
+  });
+
+  it('counts a corrupt .jsonl.zst as unreadable, and still reads the others', async () => {
+    await writeSession(join(dir, 'ok.jsonl'), `${ERROR_LINE}\n`, 1_700_000_000);
+    const broken = zst(`${QUIET_LINE}\n`.repeat(100));
+    broken.fill(0x41, 8, 24);
+    await writeSession(join(dir, 'broken.jsonl.zst'), '', 1_700_000_100);
+    await writeFile(join(dir, 'broken.jsonl.zst'), broken);
+    await writeSession(join(dir, 'not-zstd.jsonl.zst'), `${QUIET_LINE}\n`, 1_700_000_100);
+    const report = await diagnoseSessionsReport(dir);
+    expect(report.files_unreadable).toBe(2);
+    expect(report.files_read).toBe(1);
+    expect(report.provider_failure).toEqual(FAILURE);
+  });
+
+  it('refuses a compressed file over MAX_ZST_BYTES without decompressing it (unreadable)', async () => {
+    const handle = await open(join(dir, 'huge.jsonl.zst'), 'w');
+    try {
+      await handle.truncate(MAX_ZST_BYTES + 1);
+    } finally {
+      await handle.close();
+    }
+    const files = await readSessionFiles(dir);
+    expect(files).toMatchObject({ tails: [], unreadable: 1 });
+  });
+
+  it('stops a decompression bomb past MAX_ZST_DECOMPRESSED_BYTES (unreadable)', async () => {
+    const path = join(dir, 'bomb.jsonl.zst');
+    const line = Buffer.from(`${QUIET_LINE}\n`.repeat(Math.ceil((1024 * 1024) / (QUIET_LINE.length + 1))));
+    const chunks = Math.ceil(MAX_ZST_DECOMPRESSED_BYTES / line.length) + 1;
+    await pipeline(
+      Readable.from(
+        (function* () {
+          for (let i = 0; i < chunks; i += 1) yield line;
+        })(),
+      ),
+      createZstdCompress(),
+      createWriteStream(path),
+    );
+    const files = await readSessionFiles(dir);
+    expect(files).toMatchObject({ tails: [], unreadable: 1 });
+  }, 120_000);
 });

@@ -1,12 +1,12 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { diagnoseSessions } from '../../app/diagnose-sessions.js';
+import { diagnoseSessionsReport } from '../../app/diagnose-sessions.js';
+import type { SessionsReport } from '../../app/diagnose-sessions.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import type { ProviderFailure } from '../../core/result.js';
 
-export interface DiagnoseSessionsJson {
+export interface DiagnoseSessionsJson extends SessionsReport {
   readonly dir: string;
-  readonly provider_failure: ProviderFailure | null;
 }
 
 export function describeFailure(failure: ProviderFailure | null): string {
@@ -15,10 +15,26 @@ export function describeFailure(failure: ProviderFailure | null): string {
   return `provider failure: ${failure.kind}${status}`;
 }
 
+/** The human lines: the diagnosis, then what it rests on (so "nothing recorded" is never read as "succeeded"). */
+export function describeReport(report: SessionsReport): string[] {
+  const lines: string[] = [];
+  if (report.provider_failure !== null) lines.push(describeFailure(report.provider_failure));
+  else if (report.turn_end_found)
+    lines.push('no structured failure found: the newest turn ended without a recorded provider failure');
+  else lines.push('no structured failure found: no turn end or error was recorded in the session files read');
+  const turnEnds = report.turn_end_found ? 'a turn end was found' : 'no turn end was found';
+  lines.push(`read ${report.files_read} session file(s), ${report.lines_read} line(s); ${turnEnds}`);
+  if (report.files_unreadable > 0) {
+    const zstd = report.zstd_available ? '' : ' (this Node cannot decompress .jsonl.zst)';
+    lines.push(`${report.files_unreadable} session file(s) could not be read or decompressed${zstd}`);
+  }
+  return lines;
+}
+
 export default class DiagnoseSessions extends BaseCommand {
   static override description =
-    'Diagnose a provider failure from Codex session files: reads the tails of the 32 newest *.jsonl files ' +
-    'under --dir and reports the most recent terminal error (a hint for operators; it never changes a verdict).';
+    'Diagnose a provider failure from Codex session files: reads the tails of the 32 newest *.jsonl (or *.jsonl.zst) ' +
+    'files under --dir and reports the failure of the newest turn (a hint for operators; it never changes a verdict).';
 
   static override examples = [
     '<%= config.bin %> <%= command.id %> --dir ~/.codex/sessions',
@@ -28,15 +44,15 @@ export default class DiagnoseSessions extends BaseCommand {
   static override flags = {
     dir: Flags.string({
       required: true,
-      description: 'directory holding Codex session (rollout) *.jsonl files',
+      description: 'directory holding Codex session (rollout) *.jsonl / *.jsonl.zst files',
     }),
   };
 
   async run(): Promise<DiagnoseSessionsJson> {
     const { flags } = await this.parse(DiagnoseSessions);
     const dir = resolve(flags.dir);
-    const failure = await diagnoseSessions(dir, { requireDirectory: true });
-    this.log(describeFailure(failure));
-    return { dir, provider_failure: failure };
+    const report = await diagnoseSessionsReport(dir, { requireDirectory: true });
+    for (const line of describeReport(report)) this.log(line);
+    return { dir, ...report };
   }
 }
