@@ -200,7 +200,13 @@ async function buildProof(ctx: Context): Promise<TerminalProof> {
 async function proofOnDisk(ctx: Context, proofRel: string): Promise<boolean> {
   const existing = await readOptional(ctx.deps.store, proofRel);
   if (existing === null) return false;
-  const digest = sha256Hex(canonicalJson(existing));
+  let text: string;
+  try {
+    text = canonicalJson(existing);
+  } catch {
+    throw new Stop('evidence_contradictory', `${proofRel} is nested too deeply to be a terminal proof`);
+  }
+  const digest = sha256Hex(text);
   if (digest !== ctx.proofSha256) {
     throw new Stop('evidence_contradictory', `${proofRel} holds proof ${digest}, the evidence now gives ${ctx.proofSha256 ?? '?'}`);
   }

@@ -20,10 +20,11 @@ export interface ReconcileJson extends ReconcileBatchResult {
 
 const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set(['would_commit', 'committed', 'already_committed']);
 
-/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone. */
+/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone or over the size limit. */
 async function readOutcomeSha256(path: string): Promise<string | null> {
   const read = await readOutcomeFile(path);
-  if (read.state === 'missing') return null;
+  // An outcome over the size limit is never read, and result.json records no digest for it either.
+  if (read.state === 'missing' || read.state === 'too_large') return null;
   if (read.state === 'unreadable') throw new Error(`outcome file unreadable (${read.code})`);
   return createHash('sha256').update(read.bytes).digest('hex');
 }
