@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
 
 export { MAX_OUTCOME_BYTES } from '../core/outcome.js';
@@ -65,4 +66,42 @@ export async function readOutcomeSha256(path: string): Promise<string | null> {
   const read = await readOutcomeFile(path);
   if (read.state !== 'present') return null;
   return createHash('sha256').update(read.bytes).digest('hex');
+}
+
+/**
+ * The operator's copy of a pair's outcome at its host `outcome_path`: a temp file in the same folder (created
+ * exclusively, never through a symlink), fsynced, renamed over the target, the folder fsynced. A folder on
+ * the way that is a symlink is refused (another pair sharing a cwd could have planted one).
+ */
+export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): Promise<void> {
+  const folder = dirname(hostPath);
+  await mkdir(folder, { recursive: true });
+  let current = '';
+  for (const segment of folder.split('/').filter((s) => s !== '')) {
+    current = `${current}/${segment}`;
+    if ((await lstat(current)).isSymbolicLink()) throw Object.assign(new Error(`symlink in the outcome path: ${current}`), { code: 'ELOOP' });
+  }
+  const temp = join(folder, `.${basename(hostPath)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    await handle.writeFile(bytes);
+    await handle.sync();
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  await handle.close();
+  try {
+    await rename(temp, hostPath);
+  } catch (err) {
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
+  }
 }

@@ -180,7 +180,9 @@ async function containerPresent(ctx: Context, receipt: Receipt, result: ResultRe
 
 async function buildProof(ctx: Context): Promise<TerminalProof> {
   const { receipt, result } = await loadEvidence(ctx);
-  const current = await outcomeDigest(ctx, receipt.outcome_path);
+  // The pair's private copy (no container can reach it once removed); receipts from before it existed name only outcome_path.
+  const outcomeFile = receipt.private_outcome === undefined ? receipt.outcome_path : ctx.deps.store.resolve(join(ctx.input.jobRel, receipt.private_outcome));
+  const current = await outcomeDigest(ctx, outcomeFile);
   const present = await containerPresent(ctx, receipt, result);
   step(ctx, `evidence read (receipt, result, outcome ${current === null ? 'missing' : 'present'}, container ${present ? 'present' : 'absent'})`, 'evidence_read');
   const decision = buildTerminalProof({

@@ -5,7 +5,7 @@ import { Flags } from '@oclif/core';
 import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import { readOutcomeFile } from '../adapters/outcome-reader.js';
-import { resolveRegistryPath } from '../adapters/registry/default-path.js';
+import { registryLocation } from '../adapters/registry/default-path.js';
 import { SqliteCapacityRegistry } from '../adapters/registry/sqlite-capacity-registry.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
 import { BaseCommand } from '../cli/base-command.js';
@@ -69,7 +69,7 @@ export default class Reconcile extends BaseCommand {
     if (!existsSync(output) || !statSync(output).isDirectory()) {
       throw usage(`output directory ${output} does not exist`, 'pass the --output directory of a batch or a pair run');
     }
-    const registryPath = resolveRegistryPath(flags.registry);
+    const registryPath = registryLocation(flags.registry).path;
     if (!existsSync(registryPath)) {
       throw usage(`no capacity registry at ${registryPath}`, 'pass --registry with the database the batch was admitted in');
     }

@@ -221,6 +221,7 @@ export function receiptProblems(value: unknown): string[] {
       source_sha256: isStringMap,
       code_version: isString,
       container_id: isStringOrNull,
+      private_outcome: (v) => v === undefined || (typeof v === 'string' && /^outcome\/(?!\.{1,2}$)[^/]+$/.test(v)),
     },
     'receipt.',
   );
