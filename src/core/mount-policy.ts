@@ -66,7 +66,8 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
   }
   if (p.outputDir !== undefined) {
     const output = normalizeAbsolute(p.outputDir);
-    if (isWithin(output, path)) problems.push(`must not contain the output directory ${output} (a pair could rewrite evidence)`);
+    if (output === path) problems.push(`must not be the output directory ${output} (a pair could rewrite evidence)`);
+    else if (isWithin(output, path)) problems.push(`must not contain the output directory ${output} (a pair could rewrite evidence)`);
     else if (isWithin(path, output)) problems.push(`must not lie inside the output directory ${output} (a pair could rewrite evidence)`);
   }
   if (p.registryPath !== undefined) {

@@ -98,7 +98,7 @@ describe('pair run refuses bad input with exit 2 and writes nothing, the registr
   });
 
   it('an outcome folder inside the output directory', async () => {
-    await refused(['pair', 'run', '--spec', await spec({ outcome_path: join(dir, 'run', 'receipt.json') }), '--output', join(dir, 'run')], /outcome_path: must not lie inside the output directory/);
+    await refused(['pair', 'run', '--spec', await spec({ outcome_path: join(dir, 'run', 'receipt.json') }), '--output', join(dir, 'run')], /outcome_path: must not be the output directory/);
   });
 
   it('--registry x://anything', async () => {
