@@ -38,7 +38,7 @@ function shell(script: string): string[] {
   return [SH, '-c', script];
 }
 
-async function startBatch(name: string, shared: string, jobs: readonly JobSpec[]): Promise<EvidenceStore> {
+async function startBatch(name: string, shared: string, jobs: readonly JobSpec[], extra: Record<string, unknown> = {}): Promise<EvidenceStore> {
   const path = join(work, `${name}.json`);
   await writeFile(
     path,
@@ -54,6 +54,7 @@ async function startBatch(name: string, shared: string, jobs: readonly JobSpec[]
         timeout_seconds: 60,
       })),
       stop_budget_seconds: 5,
+      ...extra,
     }),
   );
   const output = join(work, name, 'batch');
@@ -206,6 +207,47 @@ describe.skipIf(noDocker)('hostile pairs against the real engine', () => {
     expect(await supervised(store, 'resume')).toBe('drained');
     expect(await fingerprint(join(store.root, 'jobs'))).toEqual(before);
     expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
+  });
+});
+
+describe.skipIf(noDocker)('two workers of one batch in one shared out/ folder', () => {
+  let shared: string;
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), 'rg-hostile-workers-'));
+    registryPath = join(work, 'registry.db');
+    shared = join(work, 'shared');
+  });
+  afterAll(async () => {
+    await rm(work, { recursive: true, force: true });
+  });
+
+  it('the attacker rewrites the running victim\'s outcome path the whole time: the victim\'s verdict is its own', async () => {
+    // w1 measures a GPU peak that fits twice, so the supervisor runs the next two pairs at once (SPEC §6).
+    const capacity = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 };
+    const store = await startBatch(
+      'workers',
+      shared,
+      [
+        { id: 'w1', argv: ['/opt/driver/run', 'usage=36000', 'outcome=completed'] },
+        { id: 'victim2', argv: ['/opt/driver/run', 'sleep=3', 'outcome=completed', 'sleep=3'] },
+        {
+          id: 'attacker2',
+          argv: shell(`i=0; while [ $i -lt 40 ]; do printf '{"job_id":"victim2","infrastructure_failure":false,"fatal_failure":true,"arms":[]}' > "$SHARED/out/victim2.json"; i=$((i+1)); sleep 0.2; done; ${WRITE_OWN}`),
+          environment: { SHARED: shared },
+        },
+      ],
+      { capacity },
+    );
+    expect(await supervised(store, 'start')).toBe('drained');
+    const victim2 = await resultOf(store, 'victim2');
+    const attacker2 = await resultOf(store, 'attacker2');
+    expect(Date.parse(attacker2.started_at)).toBeLessThan(Date.parse(victim2.finished_at)); // they ran at once
+    expect(victim2).toMatchObject({ classification: 'completed', reasons: [], outcome: { job_id: 'victim2', fatal_failure: false } });
+    expect(attacker2).toMatchObject({ classification: 'completed', outcome: { job_id: 'attacker2' } });
+    const hostCopy = await readFile(join(shared, 'out', 'victim2.json'));
+    expect(createHash('sha256').update(hostCopy).digest('hex')).toBe(victim2.outcome_sha256);
+    expect(heldFor(await batchIdOf(store))).toBe(0);
+    expect(await containersLabelled({ 'roboguide.batch': await batchIdOf(store) })).toEqual([]);
   });
 });
 
