@@ -161,7 +161,8 @@ describe.skipIf(noDocker)('hostile pairs against the real engine', () => {
     ]);
     const batchId = await batchIdOf(store);
 
-    expect(await supervised(store, 'start')).toBe('drained');
+    const state = await supervised(store, 'start');
+    expect(state, await readFile(store.resolve('SUMMARY.json'), 'utf8')).toBe('drained');
     const results = Object.fromEntries(
       await Promise.all(['h-cross', 'h-evidence', 'g1', 'h-deep', 'g2', 'h-large', 'g3', 'h-link', 'g4'].map(async (id) => [id, await resultOf(store, id)] as const)),
     );
