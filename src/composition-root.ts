@@ -1,8 +1,10 @@
+import { homedir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
+import { publishOutcomeCopy } from './adapters/outcome-reader.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import { extractArchiveSafely } from './adapters/safe-extract.js';
 import { diagnoseSessions } from './app/diagnose-sessions.js';
@@ -13,7 +15,9 @@ import type { Logger } from './app/ports/logger.js';
 import type { RunPairDeps } from './app/run-pair.js';
 import { EvidenceStore } from './adapters/fs/evidence-store.js';
 import { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-registry.js';
-import { resolveRegistryPath } from './adapters/registry/default-path.js';
+import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
+import { openRegistryAt } from './adapters/registry/open-registry.js';
+import { engineSocketPaths } from './adapters/host-addresses.js';
 import { BATCH_FILE, type BatchRecord } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { RoboguideError } from './core/errors.js';
@@ -43,13 +47,25 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     createRedactor: (secrets) => createRedactStream(secrets),
     extractSessions: (archive, targetDir, transform, signal) => extractArchiveSafely(archive, targetDir, { transform, signal }),
     diagnose: (dir) => diagnoseSessions(dir),
+    publishOutcome: publishOutcomeCopy,
   };
 }
 
-export function createPairRunDeps(registryFlag?: string): RunPairDeps & { dispose(): void } {
+/** `pair run`: the registry is opened (and a named one checked) only once the spec passed every check. */
+export function createPairRunDeps(registry: RegistryLocation): RunPairDeps & { dispose(): void } {
   const runtime = createContainerRuntime();
-  const registry = openRegistry(registryFlag);
-  return { ...createExecutePairDeps(runtime, createStderrLogger()), fs: new NodeFileSystem(), registry, dispose: () => registry.close() };
+  let opened: SqliteCapacityRegistry | null = null;
+  return {
+    ...createExecutePairDeps(runtime, createStderrLogger()),
+    fs: new NodeFileSystem(),
+    registry: () => (opened ??= openRegistryAt(registry)),
+    dispose: () => opened?.close(),
+  };
+}
+
+/** What no pair may get mounted besides the output directory and the registry: $HOME and the engine's sockets. */
+export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: string[] } {
+  return { homeDir: homedir(), engineSocketPaths: engineSocketPaths() };
 }
 
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
@@ -73,6 +89,7 @@ export async function createSupervisorDeps(output: string, logger: Logger): Prom
   };
 }
 
+/** The registry of `--registry` (a named one must exist or be new in an existing folder; a URL is refused). */
 export function openRegistry(flag: string | undefined): SqliteCapacityRegistry {
-  return SqliteCapacityRegistry.open({ path: resolveRegistryPath(flag) });
+  return openRegistryAt(registryLocation(flag));
 }

@@ -1,12 +1,15 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
-import type { OutcomeRead } from '../core/outcome.js';
+import { lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
 
-/** Outcome files are small JSON documents; anything larger is refused rather than read into memory. */
-export const MAX_OUTCOME_BYTES = 16 * 1024 * 1024;
+export { MAX_OUTCOME_BYTES } from '../core/outcome.js';
 
-/** Read the driver's outcome file from the host side of its bind mount, bounded, never following a symlink. */
+/**
+ * Read the driver's outcome file (the pair's private outcome folder, SPEC §5), bounded: never following a
+ * symlink at the last component, never more than MAX_OUTCOME_BYTES + 1 bytes into memory. Never throws.
+ */
 export async function readOutcomeFile(path: string): Promise<OutcomeRead> {
   let handle;
   try {
@@ -20,19 +23,85 @@ export async function readOutcomeFile(path: string): Promise<OutcomeRead> {
   try {
     const stat = await handle.stat();
     if (!stat.isFile()) return { state: 'unreadable', code: 'ENOTFILE' };
-    if (stat.size > MAX_OUTCOME_BYTES) return { state: 'unreadable', code: 'EFBIG' };
-    const bytes = await handle.readFile();
-    return { state: 'present', bytes };
+    if (stat.size > MAX_OUTCOME_BYTES) return { state: 'too_large', sizeBytes: stat.size };
+    // The file may still grow while we read it (a container that outlived its removal): read one byte
+    // past the limit at most, so the bound holds whatever stat said.
+    const buffer = Buffer.alloc(Math.min(stat.size, MAX_OUTCOME_BYTES) + 1);
+    let length = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+      if (length === buffer.length) break;
+    }
+    if (length > MAX_OUTCOME_BYTES) return { state: 'too_large', sizeBytes: length };
+    if (length === buffer.length) {
+      // Grew past what stat said, yet within the limit: read the rest with the same bound.
+      return await readGrown(handle, buffer.subarray(0, length));
+    }
+    return { state: 'present', bytes: buffer.subarray(0, length) };
   } catch (err) {
     return { state: 'unreadable', code: (err as NodeJS.ErrnoException).code ?? 'EUNKNOWN' };
   } finally {
-    await handle.close();
+    await handle.close().catch(() => undefined);
   }
 }
 
-/** SHA-256 of the outcome file as it is now, or null when it is absent or unreadable. */
+async function readGrown(handle: Awaited<ReturnType<typeof open>>, head: Buffer): Promise<OutcomeRead> {
+  const rest = Buffer.alloc(MAX_OUTCOME_BYTES + 1 - head.length);
+  let length = 0;
+  for (;;) {
+    const { bytesRead } = await handle.read(rest, length, rest.length - length, null);
+    if (bytesRead === 0) break;
+    length += bytesRead;
+    if (length === rest.length) break;
+  }
+  const total = head.length + length;
+  if (total > MAX_OUTCOME_BYTES) return { state: 'too_large', sizeBytes: total };
+  return { state: 'present', bytes: Buffer.concat([head, rest.subarray(0, length)]) };
+}
+
+/** SHA-256 of the outcome file as it is now, or null when it is absent, unreadable or over the limit. */
 export async function readOutcomeSha256(path: string): Promise<string | null> {
   const read = await readOutcomeFile(path);
   if (read.state !== 'present') return null;
   return createHash('sha256').update(read.bytes).digest('hex');
+}
+
+/**
+ * The operator's copy of a pair's outcome at its host `outcome_path`: a temp file in the same folder (created
+ * exclusively, never through a symlink), fsynced, renamed over the target, the folder fsynced. A folder on
+ * the way that is a symlink is refused (another pair sharing a cwd could have planted one).
+ */
+export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): Promise<void> {
+  const folder = dirname(hostPath);
+  await mkdir(folder, { recursive: true });
+  let current = '';
+  for (const segment of folder.split('/').filter((s) => s !== '')) {
+    current = `${current}/${segment}`;
+    if ((await lstat(current)).isSymbolicLink()) throw Object.assign(new Error(`symlink in the outcome path: ${current}`), { code: 'ELOOP' });
+  }
+  const temp = join(folder, `.${basename(hostPath)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    await handle.writeFile(bytes);
+    await handle.sync();
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  await handle.close();
+  try {
+    await rename(temp, hostPath);
+  } catch (err) {
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
+  }
 }

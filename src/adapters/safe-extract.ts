@@ -1,14 +1,17 @@
 import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { lstat, mkdir, open, realpath, unlink } from 'node:fs/promises';
-import { join, resolve, sep } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { lstat, mkdir, open, realpath, rename, unlink } from 'node:fs/promises';
+import { dirname, join, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { extract } from 'tar-stream';
 import type { Extract, Header } from 'tar-stream';
 
 /**
  * Safe extraction of a tar stream copied out of a container (SPEC §4 `sessions/`, §5 step 6).
- * Only regular files (0600) and directories (0700) are created, strictly inside the target;
+ * Only regular files (0600) and directories (0700) are created, strictly inside the target; each file is
+ * written under a temp name outside the target, fsynced and renamed into place (a regular file left by an
+ * interrupted collection is replaced whole; anything else already there is refused);
  * links, devices and fifos are refused; names with `..`, absolute names and NULs are refused;
  * an existing symlink inside the target is never followed; file-count and size limits are
  * checked against the header before any byte is written and again against the bytes written.
@@ -45,6 +48,11 @@ export interface ExtractOptions {
   /** A fresh transform for each file, e.g. a redactor. */
   readonly transform?: () => NodeJS.ReadWriteStream;
   readonly signal?: AbortSignal;
+  /**
+   * Where each file is written first (then fsynced and renamed into place): outside the target, so no name an
+   * archive can hold is ever one of ours. Default: the target's parent folder. Must be on the same file system.
+   */
+  readonly tempDir?: string;
 }
 
 const MAX_RECORDED_REFUSALS = 50;
@@ -133,6 +141,8 @@ class Extraction {
   private unrecorded = 0;
   private stopReason: string | undefined;
   private readonly verifiedDirs = new Set<string>();
+  /** Files this extraction put in place: a second entry with the same name is refused, the first kept. */
+  private readonly placed = new Set<string>();
   private readonly insidePrefix: string;
   readonly extractor: Extract = extract();
 
@@ -142,6 +152,7 @@ class Extraction {
     private readonly limits: ExtractLimits,
     private readonly stripComponents: number,
     private readonly transform: (() => NodeJS.ReadWriteStream) | undefined,
+    private readonly tempDir: string,
   ) {
     this.insidePrefix = root.endsWith(sep) ? root : root + sep;
     this.extractor.on('error', () => {
@@ -268,29 +279,47 @@ class Extraction {
   ): Promise<void> {
     const dest = resolve(this.root, ...segments);
     if (!dest.startsWith(this.insidePrefix)) this.refuse(`outside target refused: ${label}`);
-    else if (await this.ensureDirs(segments, segments.length - 1, label)) {
-      const handle = await this.create(dest, label);
-      if (handle !== undefined) return this.fill(handle, dest, sizeBytes, label, entry);
+    else if ((await this.ensureDirs(segments, segments.length - 1, label)) && (await this.replaceable(dest, label))) {
+      const temp = join(this.tempDir, `.session-file.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
+      const handle = await this.create(temp, label);
+      if (handle !== undefined) return this.fill(handle, temp, dest, sizeBytes, label, entry);
     }
     await drain(entry);
   }
 
-  private async create(dest: string, label: string): Promise<FileHandle | undefined> {
+  /**
+   * Nothing at `dest`, or a regular file left by an earlier, interrupted collection (a reattach replaces it
+   * whole). A name this extraction already placed, a symlink or anything else is refused and left alone.
+   */
+  private async replaceable(dest: string, label: string): Promise<boolean> {
+    if (this.placed.has(dest)) {
+      this.refuse(`existing path refused: ${label}`);
+      return false;
+    }
     try {
-      return await open(dest, FILE_FLAGS, 0o600);
+      if ((await lstat(dest)).isFile()) return true;
     } catch (err) {
-      const code = codeOf(err);
-      this.refuse(
-        code === 'EEXIST' || code === 'ELOOP'
-          ? `existing path refused: ${label}`
-          : `create failed: ${label}: ${code}`,
-      );
+      if (codeOf(err) === 'ENOENT') return true;
+      this.refuse(`create failed: ${label}: ${codeOf(err)}`);
+      return false;
+    }
+    this.refuse(`existing path refused: ${label}`);
+    return false;
+  }
+
+  private async create(temp: string, label: string): Promise<FileHandle | undefined> {
+    try {
+      return await open(temp, FILE_FLAGS, 0o600);
+    } catch (err) {
+      this.refuse(`create failed: ${label}: ${codeOf(err)}`);
       return undefined;
     }
   }
 
+  /** Copy into the temp file, fsync, close, rename over `dest`; any failure removes the temp file only. */
   private async fill(
     handle: FileHandle,
+    temp: string,
     dest: string,
     sizeBytes: number,
     label: string,
@@ -300,6 +329,7 @@ class Extraction {
     let written = 0;
     try {
       written = await this.copy(entry, handle, sizeBytes, label);
+      await handle.sync();
     } catch (err) {
       failure = err instanceof LimitExceeded ? err.message : `write failed: ${label}: ${codeOf(err)}`;
     }
@@ -309,11 +339,17 @@ class Extraction {
       failure ??= `write failed: ${label}: ${codeOf(err)}`;
     }
     if (failure === undefined) {
-      this.files += 1;
-      this.bytes += written;
-      return;
+      try {
+        await rename(temp, dest);
+        this.placed.add(dest);
+        this.files += 1;
+        this.bytes += written;
+        return;
+      } catch (err) {
+        failure = `write failed: ${label}: ${codeOf(err)}`;
+      }
     }
-    await unlink(dest).catch(() => undefined);
+    await unlink(temp).catch(() => undefined);
     this.stop(failure);
   }
 
@@ -388,7 +424,7 @@ export async function extractArchiveSafely(
     destroySource(archive);
     return { files: 0, bytes: 0, refusals: ['aborted'], truncated: true };
   }
-  const extraction = new Extraction(archive, root, limits, stripComponents, options.transform);
+  const extraction = new Extraction(archive, root, limits, stripComponents, options.transform, options.tempDir ?? dirname(root));
   const onAbort = (): void => extraction.stop('aborted');
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {

@@ -42,10 +42,20 @@ async function readBack(store: EvidenceStore, rel: string, expected: string, opt
     return asStoreError(err, rel).context['syscall'] === 'parse' ? 'other' : 'unreadable';
   }
   if (found === null) return 'missing';
-  const text = canonicalJson(found);
+  const text = canonicalOrNull(found);
+  if (text === null) return 'other';
   if (text === expected) return 'same';
-  if (options.previous !== undefined && text === canonicalJson(options.previous)) return 'previous';
+  if (options.previous !== undefined && text === canonicalOrNull(options.previous)) return 'previous';
   return 'other';
+}
+
+/** Canonical text, or null for a value too deep to encode (never a stack overflow). */
+function canonicalOrNull(value: unknown): string | null {
+  try {
+    return canonicalJson(value);
+  } catch {
+    return null;
+  }
 }
 
 async function tryWrite(store: EvidenceStore, rel: string, value: unknown): Promise<RoboguideError | null> {
@@ -71,7 +81,12 @@ export async function writeJsonVerified(
   value: unknown,
   options: WriteJsonVerifiedOptions = {},
 ): Promise<WriteJsonVerifiedResult> {
-  const expected = canonicalJson(value);
+  const expected = canonicalOrNull(value);
+  if (expected === null) {
+    // Not encodable (nested too deep): nothing is written, and the caller gets a failure, not an exception.
+    const error = new RoboguideError('E_STORE', `cannot write ${rel}: the value is nested too deeply to encode`, { context: { path: rel, syscall: 'serialize' } });
+    return { kind: 'failed', attempts: 0, error };
+  }
   const retries = options.retries ?? 1;
   let attempts = 0;
   for (;;) {

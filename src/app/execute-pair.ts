@@ -9,7 +9,8 @@ import { b1PortEnvironment } from '../core/b1-config.js';
 import { classify, type EngineFault, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import { checkOutcome, type OutcomeRead } from '../core/outcome.js';
-import { containerName } from '../core/receipt.js';
+import { errorKind } from '../core/errors.js';
+import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { ProviderFailure, ResultRecord } from '../core/result.js';
 import { buildResult } from './build-result.js';
 import { runPairLifecycle, type PairExecution } from './pair-lifecycle.js';
@@ -45,6 +46,11 @@ export interface ExecutePairDeps {
   ) => Promise<ExtractReport>;
   readonly diagnose: (sessionsDir: string) => Promise<ProviderFailure | null>;
   readonly verifyAbsentTimeoutMs?: number;
+  /**
+   * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
+   * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.
+   */
+  readonly publishOutcome?: (bytes: Uint8Array, hostPath: string) => Promise<void>;
 }
 
 export interface ExecutePairInput {
@@ -78,11 +84,23 @@ export function pairLabels(batchId: string, jobId: string, claimId: string): Rec
   return { 'roboguide.batch': batchId, 'roboguide.job': jobId, 'roboguide.claim': claimId };
 }
 
+/** The host folder of the pair's private outcome (inside its evidence folder), and the file in it. */
+export function privateOutcomePaths(input: Pick<ExecutePairInput, 'store' | 'jobRel' | 'job'>): { readonly dir: string; readonly file: string } {
+  const file = input.store.resolve(join(input.jobRel, privateOutcomeRel(input.job.outcome_path)));
+  return { dir: dirname(file), file };
+}
+
+/**
+ * The container: cwd bind-mounted at the same path, and the pair's private outcome folder at the outcome's
+ * folder path (nested mounts are applied parent first), so the driver writes `outcome_path` as before but
+ * no other pair can see or touch it, whatever the manifest's layout. Nothing else of the host is mounted.
+ */
 export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
   const { job } = input;
-  const outcomeDir = dirname(job.outcome_path);
-  const binds = [{ hostPath: job.cwd, containerPath: job.cwd, readOnly: false }];
-  if (outcomeDir !== job.cwd) binds.push({ hostPath: outcomeDir, containerPath: outcomeDir, readOnly: false });
+  const binds = [
+    { hostPath: job.cwd, containerPath: job.cwd, readOnly: false },
+    { hostPath: privateOutcomePaths(input).dir, containerPath: dirname(job.outcome_path), readOnly: false },
+  ];
   return {
     name: containerName(job.job_id, input.claimId),
     image: job.image,
@@ -118,9 +136,10 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const { store, jobRel, job } = input;
   const sessionsRel = join(jobRel, 'sessions');
   const sessionsAbs = join(store.root, sessionsRel);
-  // Both bind-mount sources must exist; the driver's working directory and outcome folder are ours to create.
+  // Both bind-mount sources must exist: the driver's working directory, and its private outcome folder.
   await mkdir(job.cwd, { recursive: true });
-  await mkdir(dirname(job.outcome_path), { recursive: true });
+  const privateOutcome = privateOutcomePaths(input);
+  await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
   const execution = await runPairLifecycle(
     {
       runtime: deps.runtime,
@@ -144,7 +163,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     },
     {
       container: containerSpecFor(input),
-      outcomePath: job.outcome_path,
+      outcomePath: privateOutcome.file,
       sessionsDir: input.sessionsDir,
       timeoutSec: job.timeout_seconds,
       stopBudgetSec: input.stopBudgetSec,
@@ -155,6 +174,13 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
       ...(input.deadlineMs !== undefined ? { deadlineMs: input.deadlineMs } : {}),
     },
   );
+  if (execution.outcome.state === 'present' && deps.publishOutcome) {
+    try {
+      await deps.publishOutcome(execution.outcome.bytes, job.outcome_path);
+    } catch (err) {
+      deps.logger.warn({ job: job.job_id, err: errorKind(err) }, 'the operator copy of the outcome could not be written (the evidence keeps the private one)');
+    }
+  }
   const check = checkOutcome(execution.outcome);
   const outcomeSha256 =
     execution.outcome.state === 'present' ? createHash('sha256').update(execution.outcome.bytes).digest('hex') : null;

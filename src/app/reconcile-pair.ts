@@ -180,7 +180,9 @@ async function containerPresent(ctx: Context, receipt: Receipt, result: ResultRe
 
 async function buildProof(ctx: Context): Promise<TerminalProof> {
   const { receipt, result } = await loadEvidence(ctx);
-  const current = await outcomeDigest(ctx, receipt.outcome_path);
+  // The pair's private copy (no container can reach it once removed); receipts from before it existed name only outcome_path.
+  const outcomeFile = receipt.private_outcome === undefined ? receipt.outcome_path : ctx.deps.store.resolve(join(ctx.input.jobRel, receipt.private_outcome));
+  const current = await outcomeDigest(ctx, outcomeFile);
   const present = await containerPresent(ctx, receipt, result);
   step(ctx, `evidence read (receipt, result, outcome ${current === null ? 'missing' : 'present'}, container ${present ? 'present' : 'absent'})`, 'evidence_read');
   const decision = buildTerminalProof({
@@ -200,7 +202,13 @@ async function buildProof(ctx: Context): Promise<TerminalProof> {
 async function proofOnDisk(ctx: Context, proofRel: string): Promise<boolean> {
   const existing = await readOptional(ctx.deps.store, proofRel);
   if (existing === null) return false;
-  const digest = sha256Hex(canonicalJson(existing));
+  let text: string;
+  try {
+    text = canonicalJson(existing);
+  } catch {
+    throw new Stop('evidence_contradictory', `${proofRel} is nested too deeply to be a terminal proof`);
+  }
+  const digest = sha256Hex(text);
   if (digest !== ctx.proofSha256) {
     throw new Stop('evidence_contradictory', `${proofRel} holds proof ${digest}, the evidence now gives ${ctx.proofSha256 ?? '?'}`);
   }

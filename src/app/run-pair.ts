@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { access, mkdir } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { currentProcessIdentity } from '../adapters/host-identity.js';
 import { readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
 import { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import type { FileSystem } from '../app/ports/file-system.js';
-import { InvalidInputError, RoboguideError, ExitCode } from '../core/errors.js';
+import { bindAddressProblem } from '../core/bind-address.js';
+import { InvalidInputError, RoboguideError, ExitCode, type Issue } from '../core/errors.js';
+import { jsonErrorSummary } from '../core/manifest/parse.js';
+import type { ProtectedPaths } from '../core/mount-policy.js';
+import { jobPathIssues } from './job-paths.js';
 import {
   DEFAULT_SESSIONS_DIR,
   DEFAULT_STOP_BUDGET_SECONDS,
@@ -13,7 +17,7 @@ import {
   resolveEnvironment,
   type PairSpec,
 } from '../core/manifest/index.js';
-import { containerName, RECEIPT_SCHEMA, type Receipt } from '../core/receipt.js';
+import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
 import { writeJsonVerified } from './durable-write.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
@@ -29,14 +33,23 @@ export interface RunPairOptions {
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly codeVersion: string;
   readonly cwd: string;
+  /** The host's IP addresses: when given, `bindAddress` must be one of them (or 0.0.0.0 / ::). */
+  readonly hostAddresses?: readonly string[];
+  /** $HOME and the engine's sockets: never mounted (the output directory and the registry always count). */
+  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths'>;
+  /** The registry database file, for the mount rules (a pair must never reach it). */
+  readonly registryPath?: string;
   /** Aborting it performs the controlled stop (SIGTERM, stop budget, kill); collection and removal still run. */
   readonly terminate?: AbortSignal;
 }
 
 export interface RunPairDeps extends ExecutePairDeps {
   readonly fs: FileSystem;
-  /** The host registry: a pair run takes a slot like a batch pair and gives it back through reconciliation. */
-  readonly registry: CapacityRegistry;
+  /**
+   * The host registry: a pair run takes a slot like a batch pair and gives it back through reconciliation.
+   * A function is called only once the spec passed every check (the registry is not touched before).
+   */
+  readonly registry: CapacityRegistry | (() => CapacityRegistry);
 }
 
 export interface RunPairOutcome {
@@ -52,13 +65,30 @@ function parseSpec(text: string, source: string): PairSpec {
   try {
     value = JSON.parse(text);
   } catch (err) {
+    // Never the parser's message: it quotes the input, which may hold a secret.
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, [
-      { path: '$', rule: `must be JSON (${(err as Error).message})` },
+      { path: '$', rule: `is not valid JSON: ${jsonErrorSummary(err)}` },
     ]);
   }
   const parsed = parsePairSpec(value);
   if (!parsed.ok) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
   return parsed.spec;
+}
+
+/** Bind address, a stale or linked outcome path, and the mount rules; each problem at its field. */
+async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, options: RunPairOptions): Promise<Issue[]> {
+  const issues: Issue[] = [];
+  const bind = options.hostAddresses === undefined ? null : bindAddressProblem(options.bindAddress, options.hostAddresses);
+  if (bind !== null) issues.push({ path: '--bind-address', rule: bind });
+  try {
+    await fs.lstat(spec.outcome_path); // lstat: a dangling symlink is there too
+    issues.push({ path: 'outcome_path', rule: "already exists: it would be replaced by this run's outcome; move it away first" });
+  } catch {
+    // absent, as it must be
+  }
+  const protectedPaths = { ...options.hostPaths, outputDir: output, ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}) };
+  issues.push(...(await jobPathIssues(fs, [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }], protectedPaths)));
+  return issues;
 }
 
 function defaultOutput(cwd: string, jobId: string, now: Date): string {
@@ -74,14 +104,10 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   const spec = parseSpec(options.specText, options.specSource);
   const resolved = resolveEnvironment(spec.environment, options.environment, 'environment');
   if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references unset variables', resolved.issues);
-  try {
-    await access(spec.outcome_path);
-    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, [
-      { path: 'outcome_path', rule: 'already exists: a stale outcome would be read as this run\'s; move it away first' },
-    ]);
-  } catch (err) {
-    if (err instanceof RoboguideError) throw err;
-  }
+  const now = deps.clock.now();
+  const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
+  const issues = await specPathIssues(deps.fs, spec, output, options);
+  if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
   await deps.runtime.info(); // exit 3 when no engine answers, before anything is written
   if (!(await deps.runtime.imageExists(spec.image))) {
     throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
@@ -89,13 +115,12 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
       suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
     });
   }
+  const registry = typeof deps.registry === 'function' ? deps.registry() : deps.registry;
 
-  const now = deps.clock.now();
-  const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
   const identity = await currentProcessIdentity();
   const claimId = randomUUID();
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const admitted = deps.registry.admit({ batchId, jobId: spec.job_id, claimId, gpuMib: 0 });
+  const admitted = registry.admit({ batchId, jobId: spec.job_id, claimId, gpuMib: 0 });
   if (admitted.kind === 'refused') {
     throw new RoboguideError('E_REGISTRY', `the host is at its capacity limit (${admitted.held} of ${admitted.limit} held): not started`, {
       suggestions: ['wait for running pairs to finish (`roboguide-eval capacity` shows them)', 'or raise the limit: `roboguide-eval capacity --max-reservations N`'],
@@ -106,7 +131,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     await mkdir(dirname(output), { recursive: true });
     await EvidenceStore.createOutputDir(deps.fs, output);
   } catch (err) {
-    deps.registry.release(reservationId, claimId); // nothing was claimed or run
+    registry.release(reservationId, claimId); // nothing was claimed or run
     throw err;
   }
   const store = new EvidenceStore(deps.fs, output);
@@ -122,6 +147,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     reservation_id: reservationId,
     image: spec.image,
     outcome_path: spec.outcome_path,
+    private_outcome: privateOutcomeRel(spec.outcome_path),
     source_sha256: {},
     code_version: options.codeVersion,
     container_id: null,
@@ -130,7 +156,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   let current = receipt;
   // Until a container exists, a failure here means nothing ran: give the slot back before reporting it.
   const releaseIfNothingRan = (): void => {
-    if (current.container_id === null) deps.registry.release(reservationId, claimId);
+    if (current.container_id === null) registry.release(reservationId, claimId);
   };
   let published: 'published' | 'exists';
   try {
@@ -160,7 +186,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
       await store.writeJsonAtomic('receipt.json', current);
-      deps.registry.attachContainer(reservationId, containerId);
+      registry.attachContainer(reservationId, containerId);
     },
   }).catch((err: unknown) => {
     releaseIfNothingRan();
@@ -175,7 +201,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     });
   }
   const reconciliation = await reconcilePair(
-    { store, registry: deps.registry, runtime: deps.runtime, readOutcomeSha256 },
+    { store, registry, runtime: deps.runtime, readOutcomeSha256 },
     { jobRel: '.', mode: 'execute' },
   );
   return { output, receipt: current, result, reconciliation };

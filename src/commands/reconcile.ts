@@ -5,7 +5,7 @@ import { Flags } from '@oclif/core';
 import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import { readOutcomeFile } from '../adapters/outcome-reader.js';
-import { resolveRegistryPath } from '../adapters/registry/default-path.js';
+import { registryLocation } from '../adapters/registry/default-path.js';
 import { SqliteCapacityRegistry } from '../adapters/registry/sqlite-capacity-registry.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
 import { BaseCommand } from '../cli/base-command.js';
@@ -20,10 +20,11 @@ export interface ReconcileJson extends ReconcileBatchResult {
 
 const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set(['would_commit', 'committed', 'already_committed']);
 
-/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone. */
+/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone or over the size limit. */
 async function readOutcomeSha256(path: string): Promise<string | null> {
   const read = await readOutcomeFile(path);
-  if (read.state === 'missing') return null;
+  // An outcome over the size limit is never read, and result.json records no digest for it either.
+  if (read.state === 'missing' || read.state === 'too_large') return null;
   if (read.state === 'unreadable') throw new Error(`outcome file unreadable (${read.code})`);
   return createHash('sha256').update(read.bytes).digest('hex');
 }
@@ -68,7 +69,7 @@ export default class Reconcile extends BaseCommand {
     if (!existsSync(output) || !statSync(output).isDirectory()) {
       throw usage(`output directory ${output} does not exist`, 'pass the --output directory of a batch or a pair run');
     }
-    const registryPath = resolveRegistryPath(flags.registry);
+    const registryPath = registryLocation(flags.registry).path;
     if (!existsSync(registryPath)) {
       throw usage(`no capacity registry at ${registryPath}`, 'pass --registry with the database the batch was admitted in');
     }

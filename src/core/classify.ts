@@ -68,6 +68,8 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   outcome_missing: 'infrastructure_failure',
   outcome_unparseable: 'infrastructure_failure',
   outcome_invalid: 'infrastructure_failure',
+  outcome_too_large: 'infrastructure_failure',
+  outcome_too_deep: 'infrastructure_failure',
   infrastructure_failure_flag: 'infrastructure_failure',
 };
 
@@ -121,6 +123,8 @@ function outcomeReasons(check: OutcomeCheck, input: ClassifyInput): Reason[] {
   if (check.kind === 'missing') reasons.push('outcome_missing');
   if (check.kind === 'unparseable') reasons.push('outcome_unparseable');
   if (check.kind === 'invalid') reasons.push('outcome_invalid');
+  if (check.kind === 'too_large') reasons.push('outcome_too_large');
+  if (check.kind === 'too_deep') reasons.push('outcome_too_deep');
   const raw = rawOf(check);
   if (!isObject(raw)) return reasons;
   if (own(raw, 'fatal_failure') === true) reasons.push('fatal_failure_flag');

@@ -6,9 +6,17 @@
  * and keeps every extra field. `raw` is the parsed JSON as it was, for result.json `outcome`.
  */
 
-/** What an adapter found at `outcome_path`. */
+/** Outcome files are small JSON documents: larger ones are refused unread (`outcome_too_large`). */
+export const MAX_OUTCOME_BYTES = 16 * 1024 * 1024;
+/** Deeper nesting is refused before parsing (`outcome_too_deep`): no step after it can overflow the stack. */
+export const MAX_OUTCOME_DEPTH = 64;
+
+/** What an adapter found at `outcome_path`. `too_large`: over MAX_OUTCOME_BYTES, not read. */
 export type OutcomeRead =
-  { state: 'missing' } | { state: 'unreadable'; code: string } | { state: 'present'; bytes: Uint8Array };
+  | { state: 'missing' }
+  | { state: 'unreadable'; code: string }
+  | { state: 'too_large'; sizeBytes: number }
+  | { state: 'present'; bytes: Uint8Array };
 
 export interface ResourceUsage {
   readonly both_arms_measured?: boolean;
@@ -42,6 +50,8 @@ export interface Outcome {
 export type OutcomeCheck =
   | { kind: 'valid'; outcome: Outcome; raw: unknown }
   | { kind: 'unparseable' }
+  | { kind: 'too_large' }
+  | { kind: 'too_deep' }
   | { kind: 'invalid'; problems: string[]; raw: unknown }
   | { kind: 'missing' };
 
@@ -123,6 +133,35 @@ export function outcomeProblems(raw: unknown): string[] {
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
+const OPEN_BRACKET = 0x5b;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACKET = 0x5d;
+const CLOSE_BRACE = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * True when the JSON text nests arrays/objects deeper than `max` (brackets inside strings do not count).
+ * One linear scan without recursion, run before JSON.parse, so a hostile document never reaches a
+ * recursive step (JSON.stringify, canonical JSON) deep enough to overflow the stack.
+ */
+export function jsonDepthExceeds(bytes: Uint8Array, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const c = bytes[i];
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) inString = true;
+    else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
+      depth++;
+      if (depth > max) return true;
+    } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) depth--;
+  }
+  return false;
+}
+
 function parseJson(bytes: Uint8Array): { ok: true; value: unknown } | { ok: false } {
   try {
     return { ok: true, value: JSON.parse(UTF8.decode(bytes)) as unknown };
@@ -133,11 +172,14 @@ function parseJson(bytes: Uint8Array): { ok: true; value: unknown } | { ok: fals
 
 /**
  * Checks what was read against the contract. An unreadable file (permissions, a directory) is
- * reported as `unparseable`: its content could not be obtained, so it cannot be trusted.
+ * reported as `unparseable`: its content could not be obtained, so it cannot be trusted. A file over
+ * the size or depth limit is `too_large`/`too_deep` and never parsed. Never throws.
  */
 export function checkOutcome(read: OutcomeRead): OutcomeCheck {
   if (read.state === 'missing') return { kind: 'missing' };
   if (read.state === 'unreadable') return { kind: 'unparseable' };
+  if (read.state === 'too_large' || read.bytes.byteLength > MAX_OUTCOME_BYTES) return { kind: 'too_large' };
+  if (jsonDepthExceeds(read.bytes, MAX_OUTCOME_DEPTH)) return { kind: 'too_deep' };
   const parsed = parseJson(read.bytes);
   if (!parsed.ok) return { kind: 'unparseable' };
   const problems = outcomeProblems(parsed.value);

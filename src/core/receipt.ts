@@ -18,8 +18,14 @@ export interface Receipt {
   readonly supervisor: Identity;
   readonly reservation_id: string | null;
   readonly image: string;
-  /** Where the driver writes its outcome (host path): the proof re-reads it to detect a changed outcome. */
+  /** Where the driver writes its outcome (the path inside the container; the operator's copy on the host). */
   readonly outcome_path: string;
+  /**
+   * The pair's private copy of its outcome, relative to the pair's folder (`outcome/<name>`): the host folder
+   * bind-mounted at the outcome's folder, which only this pair sees. The verdict and the terminal proof read
+   * it. Absent in receipts written before it existed (the proof then reads `outcome_path`).
+   */
+  readonly private_outcome?: string;
   readonly source_sha256: Readonly<Record<string, string>>;
   readonly code_version: string;
   /** Null until the container exists; then recorded by atomic replace. */
@@ -30,4 +36,13 @@ export interface Receipt {
 /** Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; job ids are already in that alphabet. */
 export function containerName(jobId: string, claimId: string): string {
   return `roboguide-${jobId}-${claimId.slice(0, 8)}`;
+}
+
+/** The folder, relative to a pair's folder, bind-mounted at its outcome's folder inside the container. */
+export const PRIVATE_OUTCOME_DIR = 'outcome';
+
+/** `outcome/<name of outcome_path>`: where the pair's outcome lands on the host, relative to its folder. */
+export function privateOutcomeRel(outcomePath: string): string {
+  const name = outcomePath.split('/').filter((s) => s !== '').at(-1) ?? 'outcome.json';
+  return `${PRIVATE_OUTCOME_DIR}/${name}`;
 }

@@ -26,6 +26,8 @@ export type Reason =
   | 'outcome_missing'
   | 'outcome_unparseable'
   | 'outcome_invalid'
+  | 'outcome_too_large'
+  | 'outcome_too_deep'
   | 'job_id_mismatch'
   | 'timeout'
   | 'port_allocated'

@@ -144,15 +144,34 @@ export function buildTerminalProof(input: TerminalProofInput): ProofDecision {
   };
 }
 
-/** JSON with object keys sorted at every depth and no whitespace: equal values give equal text. */
+/** Deeper values are refused by canonicalJson with a typed error instead of overflowing the stack. */
+export const MAX_CANONICAL_DEPTH = 512;
+
+/** A value nested deeper than MAX_CANONICAL_DEPTH: thrown by canonicalJson (never a stack overflow). */
+export class TooDeepError extends Error {
+  constructor() {
+    super(`value nested deeper than ${MAX_CANONICAL_DEPTH} levels`);
+    this.name = 'TooDeepError';
+  }
+}
+
+/**
+ * JSON with object keys sorted at every depth and no whitespace: equal values give equal text. Throws
+ * TooDeepError (only) for a value nested deeper than MAX_CANONICAL_DEPTH.
+ */
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item ?? null)).join(',')}]`;
+  return canonicalAt(value, 0);
+}
+
+function canonicalAt(value: unknown, depth: number): string {
+  if (depth > MAX_CANONICAL_DEPTH) throw new TooDeepError();
+  if (Array.isArray(value)) return `[${value.map((item) => canonicalAt(item ?? null, depth + 1)).join(',')}]`;
   if (typeof value === 'object' && value !== null) {
     const record = value as Readonly<Record<string, unknown>>;
     const fields = Object.keys(record)
       .filter((key) => record[key] !== undefined)
       .sort()
-      .map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`);
+      .map((key) => `${JSON.stringify(key)}:${canonicalAt(record[key], depth + 1)}`);
     return `{${fields.join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
@@ -202,6 +221,7 @@ export function receiptProblems(value: unknown): string[] {
       source_sha256: isStringMap,
       code_version: isString,
       container_id: isStringOrNull,
+      private_outcome: (v) => v === undefined || (typeof v === 'string' && /^outcome\/(?!\.{1,2}$)[^/]+$/.test(v)),
     },
     'receipt.',
   );

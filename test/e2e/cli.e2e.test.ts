@@ -111,7 +111,7 @@ describe('the CLI as a black box', () => {
 
   it('exits 3 when no Docker engine answers', async () => {
     const spec = join(dir, 'spec.json');
-    await writeFile(spec, JSON.stringify({ job_id: 'e', argv: ['x'], cwd: dir, outcome_path: join(dir, 'e', 'o.json'), image: DRIVER_IMAGE }));
+    await writeFile(spec, JSON.stringify({ job_id: 'e', argv: ['x'], cwd: join(dir, 'e', 'cwd'), outcome_path: join(dir, 'e', 'out', 'o.json'), image: DRIVER_IMAGE }));
     const r = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'no-engine')], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' });
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/E_ENGINE_UNAVAILABLE/);

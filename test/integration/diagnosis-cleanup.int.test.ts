@@ -55,7 +55,7 @@ async function runOne(name: string, actions: string[], execute: ExecutePairDeps)
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
     image: DRIVER_IMAGE,
-    jobs: [{ job_id: name, argv: ['/opt/driver/run', ...actions], cwd: join(work, name), outcome_path: join(work, name, 'out.json'), timeout_seconds: 60 }],
+    jobs: [{ job_id: name, argv: ['/opt/driver/run', ...actions], cwd: join(work, name), outcome_path: join(work, name, 'out', 'out.json'), timeout_seconds: 60 }],
     stop_budget_seconds: 2,
   };
   const path = join(work, `${name}.json`);

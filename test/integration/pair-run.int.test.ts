@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/run-pair.js';
 import { DRIVER_IMAGE, engineHasNvidia, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 import { listFilesRecursively, scanForSecret } from '../support/files.js';
 
@@ -12,7 +12,7 @@ const rt = runtime();
 let work: string;
 const jobsUsed: string[] = [];
 
-function deps(): RunPairDeps {
+function deps(): ReturnType<typeof pairRunDeps> {
   return pairRunDeps(rt);
 }
 

@@ -40,14 +40,15 @@ export async function sweep(labels: Record<string, string>): Promise<number> {
  * Adapters for `runPair` in tests: the real engine, a real (temporary, per-process) registry with a roomy
  * host limit so unrelated tests never queue behind each other.
  */
-export function pairRunDeps(rt: ContainerRuntime = runtime()): RunPairDeps {
+export function pairRunDeps(rt: ContainerRuntime = runtime()): RunPairDeps & { readonly registry: SqliteCapacityRegistry } {
   if (testRegistry === undefined) {
     const dir = mkdtempSync(join(tmpdir(), 'roboguide-test-registry-'));
     testRegistry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
     testRegistry.setLimits({ maxReservations: 100, gpuMib: null });
     process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   }
-  return { ...createExecutePairDeps(rt, silentLogger), fs: new NodeFileSystem(), registry: testRegistry };
+  const registry = testRegistry;
+  return { ...createExecutePairDeps(rt, silentLogger), fs: new NodeFileSystem(), registry };
 }
 let testRegistry: SqliteCapacityRegistry | undefined;
 

@@ -20,7 +20,8 @@ export type FsOperation =
   | 'readFile'
   | 'readdir'
   | 'lstat'
-  | 'syncDir';
+  | 'syncDir'
+  | 'realpath';
 
 /**
  * Fires at the `nth` call (1-based, default 1) of `op` on a path matching `path` (a RegExp, or a
@@ -113,6 +114,10 @@ export class FaultyFileSystem implements FileSystem {
 
   mkdir(path: string, permissions: number): Promise<void> {
     return this.#invoke('mkdir', [path], () => this.#inner.mkdir(path, permissions));
+  }
+
+  realpath(path: string): Promise<string> {
+    return this.#invoke('realpath', [path], () => this.#inner.realpath(path));
   }
 
   chmod(path: string, permissions: number): Promise<void> {

@@ -22,6 +22,8 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'outcome_missing',
       'outcome_unparseable',
       'outcome_invalid',
+      'outcome_too_large',
+      'outcome_too_deep',
       'timeout',
       'terminated',
       'port_allocated',

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -32,7 +32,30 @@ function onlyTempsUnlinked(fs: FaultyFileSystem): boolean {
   return fs.calls.filter((c) => c.op === 'unlink').every((c) => c.paths.every((p) => /\/\.result\.json\.tmp-/.test(p)));
 }
 
+function nested(depth: number): unknown {
+  let value: unknown = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
 describe('writeJsonVerified', () => {
+  it('never throws for a value too deep to encode (5,000 levels): failed, nothing written', async () => {
+    const { fs, store } = storeWith();
+    const written = await writeJsonVerified(store, 'result.json', { outcome: nested(5_000) });
+    expect(written).toMatchObject({ kind: 'failed', attempts: 0, error: { code: 'E_STORE' } });
+    expect(await readdir(root)).toEqual([]);
+    expect(fs.count('open')).toBe(0);
+  });
+
+  it('treats a read-back too deep to compare as other content, without throwing', async () => {
+    const deep = `${'['.repeat(5_000)}${']'.repeat(5_000)}`;
+    // A foreign, very deep file at the target, and a write whose rename fails: the read-back must not overflow.
+    await writeFile(join(root, 'result.json'), deep);
+    const { store } = storeWith({ op: 'rename', when: 'before', times: 2 });
+    expect((await writeJsonVerified(store, 'result.json', VALUE)).kind).toBe('failed');
+    expect(await readFile(join(root, 'result.json'), 'utf8')).toBe(deep);
+  });
+
   it('writes once when nothing fails', async () => {
     const { fs, store } = storeWith();
     expect(await writeJsonVerified(store, 'result.json', VALUE)).toEqual({ kind: 'written', attempts: 1 });

@@ -135,6 +135,20 @@ describe('EvidenceStore atomic replace', () => {
     expect(await store.readJson('jobs/j1/result.json')).toEqual({ v: 1 });
   });
 
+  it('cleanTempFiles never deletes a pair\'s own file named like a temp (sessions/, outcome/)', async () => {
+    const { store } = await openStore();
+    const tempLike = '.rollout.jsonl.tmp-1-0123456789abcdef';
+    for (const rel of ['jobs/j1/sessions/2026', 'jobs/j1/outcome', 'sessions', 'outcome']) {
+      await store.ensureDir(rel);
+      await writeFile(join(root, rel, tempLike), 'the pair\'s bytes');
+    }
+    await writeFile(join(root, 'jobs/j1', tempLike), 'ours');
+    expect(await store.cleanTempFiles()).toEqual([`jobs/j1/${tempLike}`]);
+    for (const rel of ['jobs/j1/sessions/2026', 'jobs/j1/outcome', 'sessions', 'outcome']) {
+      expect(await readFile(join(root, rel, tempLike), 'utf8')).toBe('the pair\'s bytes');
+    }
+  });
+
   it('writes bytes exactly as given (frozen manifest)', async () => {
     const { store } = await openStore();
     const bytes = new TextEncoder().encode('{ "schema" :\t"x" }\r\n');

@@ -30,7 +30,11 @@ describe('job_id', () => {
     expect(accepts(job('Pair_0.1-x'), job('z'.repeat(128)))).toBe(true);
   });
 
-  it.each(['', 'a b', 'a/b', 'é', 'x'.repeat(129)])('rejects %j', (id) => {
+  it('accepts dotted names that are still a single safe segment', () => {
+    expect(accepts(job('...'), job('.a'), job('a..b'))).toBe(true);
+  });
+
+  it.each(['', 'a b', 'a/b', 'é', 'x'.repeat(129), '.', '..'])('rejects %j', (id) => {
     expectOnly({ job_id: id }, 'jobs[0].job_id', /\[A-Za-z0-9\._-\]\{1,128\}/);
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkOutcome, gpuObservation } from '../../src/core/outcome.js';
+import { checkOutcome, gpuObservation, jsonDepthExceeds, MAX_OUTCOME_BYTES, MAX_OUTCOME_DEPTH } from '../../src/core/outcome.js';
 import type { Outcome, OutcomeCheck } from '../../src/core/outcome.js';
 
 const encode = (text: string): Uint8Array => new TextEncoder().encode(text);
@@ -34,6 +34,26 @@ describe('checkOutcome: reading', () => {
     ['truncated UTF-8 sequence', Uint8Array.from([...encode('{"job_id":"'), 0xe2, 0x82, ...encode('"}')])],
   ])('reports %s as unparseable', (_name, bytes) => {
     expect(checkOutcome({ state: 'present', bytes })).toEqual({ kind: 'unparseable' });
+  });
+
+  it('refuses an outcome nested deeper than 64 levels before parsing it (5,000 levels: no stack overflow)', () => {
+    const deep = (n: number): string => `{"job_id":"pair-0001","infrastructure_failure":false,"fatal_failure":false,"arms":${'['.repeat(n)}${']'.repeat(n)}}`;
+    expect(checkOutcome({ state: 'present', bytes: encode(deep(5_000)) })).toEqual({ kind: 'too_deep' });
+    expect(checkOutcome({ state: 'present', bytes: encode(deep(MAX_OUTCOME_DEPTH)) })).toEqual({ kind: 'too_deep' });
+    expect(checkOutcome({ state: 'present', bytes: encode(deep(MAX_OUTCOME_DEPTH - 1)) }).kind).toBe('valid');
+  });
+
+  it('counts only brackets outside strings, escaped quotes included', () => {
+    const brackets = '[{'.repeat(100);
+    const text = JSON.stringify({ ...base, note: brackets, quoted: `\\"${brackets}` });
+    expect(checkOutcome({ state: 'present', bytes: encode(text) }).kind).toBe('valid');
+    expect(jsonDepthExceeds(encode('[[["]]]]]"]]]'), 3)).toBe(false);
+    expect(jsonDepthExceeds(encode('[[[[]]]]'), 3)).toBe(true);
+  });
+
+  it('refuses an outcome over the size limit unparsed', () => {
+    expect(checkOutcome({ state: 'too_large', sizeBytes: MAX_OUTCOME_BYTES + 1 })).toEqual({ kind: 'too_large' });
+    expect(checkOutcome({ state: 'present', bytes: new Uint8Array(MAX_OUTCOME_BYTES + 1) })).toEqual({ kind: 'too_large' });
   });
 
   it('accepts a UTF-8 byte order mark before the JSON', () => {

@@ -158,6 +158,25 @@ describe('extractArchiveSafely: hostile names and entry types', () => {
     expect(await readdir(target)).toEqual([]);
   });
 
+  it('replaces a half file left by an interrupted collection whole (temp outside the target, fsync, rename)', async () => {
+    await mkdir(target, { mode: 0o700 });
+    await writeFile(join(target, 'a.jsonl'), '{"half":');
+    const archive = await tarStream([{ name: 'sessions/a.jsonl', body: '{"whole":true}\n' }]);
+    const report = await extractArchiveSafely(archive, target);
+    expect(report).toEqual({ files: 1, bytes: 15, refusals: [], truncated: false });
+    expect(await readFile(join(target, 'a.jsonl'), 'utf8')).toBe('{"whole":true}\n');
+    expect(await readdir(target)).toEqual(['a.jsonl']);
+  });
+
+  it('leaves no temp file anywhere when a file fails its size limit', async () => {
+    const archive = await tarStream([{ name: 'sessions/big.jsonl', body: 'x'.repeat(100) }]);
+    const limits: ExtractLimits = { ...DEFAULT_EXTRACT_LIMITS, maxFileBytes: 1_000, maxTotalBytes: 1_000 };
+    const report = await extractArchiveSafely(archive, target, { limits, transform: () => mapBytes((c) => Buffer.concat([c, Buffer.alloc(2_000)])) });
+    expect(report.truncated).toBe(true);
+    expect(await readdir(target)).toEqual([]);
+    expect(await readdir(base)).toEqual(['outside', 'target']);
+  });
+
   it('never follows a symlink already inside the target', async () => {
     await mkdir(target, { mode: 0o700 });
     await symlink(outside, join(target, 'evil'));

@@ -22,7 +22,7 @@ async function start(name: string, observation: GpuObservation, gpus: unknown) {
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
     image: 'roboguide/pair-driver:1',
-    jobs: [{ job_id: 'g1', argv: ['/opt/driver/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, name, 'g1.json'), gpus }],
+    jobs: [{ job_id: 'g1', argv: ['/opt/driver/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, name, 'out', 'g1.json'), gpus }],
     capacity: { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 },
   };
   const path = join(dir, `${name}.json`);

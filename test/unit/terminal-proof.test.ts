@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../src/core/result.js';
 import {
+  TooDeepError,
   buildTerminalProof,
   canonicalJson,
   proofDigestInput,
@@ -141,6 +142,12 @@ describe('buildTerminalProof', () => {
 });
 
 describe('canonicalJson', () => {
+  it('throws its typed error, not a stack overflow, for a value nested too deeply', () => {
+    let value: unknown = 0;
+    for (let i = 0; i < 5_000; i++) value = { v: value };
+    expect(() => canonicalJson(value)).toThrow(TooDeepError);
+  });
+
   it('sorts keys at every depth and keeps array order', () => {
     expect(canonicalJson({ b: [3, { z: 1, a: null }], a: 'x', u: undefined })).toBe('{"a":"x","b":[3,{"a":null,"z":1}]}');
   });

@@ -12,6 +12,12 @@ export const JOURNAL_FILE = 'events.jsonl';
 /** `.<name>.tmp-<pid>-<16 hex>`: the only names cleanTempFiles ever removes. */
 const TEMP_NAME = /^\..+\.tmp-\d+-[0-9a-f]{16}$/;
 
+/**
+ * Folders whose names a pair chooses (collected session files, the pair's private outcome folder): we never
+ * write temp files there, so cleanTempFiles never looks inside — a pair's file named like one of our temps stays.
+ */
+const PAIR_FOLDERS: ReadonlySet<string> = new Set(['sessions', 'outcome']);
+
 /** What a caller appends: a `type`, an ISO `at` and any JSON fields. The store adds `seq`. */
 export interface JournalEvent {
   readonly type: string;
@@ -333,7 +339,10 @@ export class EvidenceStore {
     }
   }
 
-  /** Removes leftover `.<name>.tmp-<pid>-<rand>` files anywhere under D (on resume); returns their relative paths. */
+  /**
+   * Removes leftover `.<name>.tmp-<pid>-<rand>` files under D (on resume), never inside a pair's own folders
+   * (`sessions/`, `outcome/`); returns their relative paths.
+   */
   async cleanTempFiles(): Promise<string[]> {
     const removed: string[] = [];
     const pending: string[] = [''];
@@ -345,8 +354,9 @@ export class EvidenceStore {
       for (const entry of entries) {
         const rel = relDir === '' ? entry.name : `${relDir}/${entry.name}`;
         const path = join(dir, entry.name);
-        if (entry.kind === 'directory') pending.push(rel);
-        else if (entry.kind === 'file' && TEMP_NAME.test(entry.name) && !this.#ownTemps.has(path)) {
+        if (entry.kind === 'directory') {
+          if (!PAIR_FOLDERS.has(entry.name)) pending.push(rel);
+        } else if (entry.kind === 'file' && TEMP_NAME.test(entry.name) && !this.#ownTemps.has(path)) {
           await attempt('unlink', rel, 'cannot remove temp file', () => this.#fs.unlink(path));
           removed.push(rel);
         }

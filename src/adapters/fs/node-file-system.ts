@@ -1,6 +1,6 @@
 import { constants } from 'node:fs';
 import type { Dirent, Stats } from 'node:fs';
-import { chmod, link, lstat, mkdir, open, readFile, readdir, rename, unlink } from 'node:fs/promises';
+import { chmod, link, lstat, mkdir, open, readFile, readdir, realpath, rename, unlink } from 'node:fs/promises';
 import type { FileHandle as NodeFileHandle } from 'node:fs/promises';
 import type {
   DirEntry,
@@ -85,6 +85,10 @@ export class NodeFileSystem implements FileSystem {
   async lstat(path: string): Promise<FileInfo> {
     const info = await lstat(path);
     return { kind: kindOf(info), sizeBytes: info.size, permissions: info.mode & 0o7777 };
+  }
+
+  realpath(path: string): Promise<string> {
+    return realpath(path);
   }
 
   async syncDir(path: string): Promise<void> {

@@ -4,7 +4,7 @@
  * processes on the host serialize and the host limits are never exceeded.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
@@ -42,9 +42,35 @@ export interface SqliteCapacityRegistryOptions {
   readonly busyTimeoutMs?: number;
 }
 
+/** Registry files are private to the host's user: 0600, whatever the umask. */
+export const REGISTRY_FILE_PERMISSIONS = 0o600;
+
+/**
+ * Creates the database file 0600 before SQLite opens it: SQLite gives its -wal and -shm files the database
+ * file's permissions, so all three stay private. An existing database (and its -wal/-shm) is tightened too.
+ */
+function createPrivate(path: string): void {
+  try {
+    closeSync(openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, REGISTRY_FILE_PERMISSIONS));
+    chmodSync(path, REGISTRY_FILE_PERMISSIONS); // the umask applied at creation
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, REGISTRY_FILE_PERMISSIONS);
+    } catch {
+      // absent, or not ours to change: SQLite reports what matters when it opens the database
+    }
+  }
+}
+
 function openDatabase(path: string, busyTimeoutMs: number): DatabaseSync {
   try {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    if (path !== ':memory:') {
+      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      createPrivate(path);
+    }
     const db = new DatabaseSync(path, { timeout: busyTimeoutMs });
     db.exec('PRAGMA journal_mode = WAL');
     db.exec('PRAGMA synchronous = FULL');

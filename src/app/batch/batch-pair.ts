@@ -1,11 +1,10 @@
-import { lstat } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { currentProcessIdentity, readBootId } from '../../adapters/host-identity.js';
 import { readOutcomeFile } from '../../adapters/outcome-reader.js';
 import { errorKind } from '../../core/errors.js';
 import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js';
-import { containerName, RECEIPT_SCHEMA, type Receipt } from '../../core/receipt.js';
+import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
 import { failpoint } from '../failpoints.js';
@@ -30,8 +29,6 @@ export interface BatchPairContext {
 export type DispatchAttempt =
   | { readonly kind: 'refused'; readonly reason: string }
   | { readonly kind: 'claim_failed'; readonly reason: 'receipt_write_failed' | 'already_claimed' }
-  /** An outcome file is already there: it would be read as this run's. Nothing is claimed; the batch pauses. */
-  | { readonly kind: 'stale_outcome' }
   | { readonly kind: 'ran'; readonly finish: FinishReport };
 
 export interface RunningHandle {
@@ -55,7 +52,6 @@ export async function dispatchPair(
 ): Promise<DispatchAttempt> {
   const { store, registry, journal } = deps;
   const batchId = ctx.batch.batch_id;
-  if (await pathExists(job.outcome_path)) return { kind: 'stale_outcome' };
   const claimId = randomUUID();
   const admitted = registry.admit({ batchId, jobId: job.job_id, claimId, gpuMib: 0 });
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
@@ -77,6 +73,7 @@ export async function dispatchPair(
     reservation_id: reservationId,
     image,
     outcome_path: job.outcome_path,
+    private_outcome: privateOutcomeRel(job.outcome_path),
     source_sha256: ctx.manifest.source_sha256,
     code_version: ctx.batch.code_version,
     container_id: null,
@@ -147,15 +144,6 @@ export async function executeInBatch(
     ...how,
   });
   return result;
-}
-
-async function pathExists(path: string): Promise<boolean> {
-  try {
-    await lstat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export type { ResultRecord };

@@ -67,7 +67,7 @@ async function lostWorkerResult(
   containerId: string | null,
   cleanup: ResultRecord['cleanup'],
 ): Promise<ResultRecord> {
-  const read = await readOutcomeFile(job.outcome_path);
+  const read = await readOutcomeFile(receipt.private_outcome === undefined ? job.outcome_path : deps.store.resolve(`${jobRel(job.job_id)}/${receipt.private_outcome}`));
   const check = checkOutcome(read);
   const classified = classify({
     jobId: job.job_id,

@@ -1,11 +1,14 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { access, mkdir } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { readBootId } from '../../adapters/host-identity.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
+import { bindAddressProblem } from '../../core/bind-address.js';
+import type { ProtectedPaths } from '../../core/mount-policy.js';
+import { jobPathIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
@@ -19,6 +22,8 @@ export interface StartBatchDeps {
   readonly runtime: ContainerRuntime;
   readonly clock: Clock;
   readonly observeGpus?: () => Promise<GpuObservation>;
+  /** Opens and checks the host registry (creating it where allowed); called after every check, before any write. */
+  readonly checkRegistry?: () => void;
 }
 
 export interface StartBatchOptions {
@@ -28,6 +33,10 @@ export interface StartBatchOptions {
   readonly bindAddress: string;
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly codeVersion: string;
+  /** The host's IP addresses: when given, `bindAddress` must be one of them (or 0.0.0.0 / ::). */
+  readonly hostAddresses?: readonly string[];
+  /** $HOME and the engine's sockets: no job may get them mounted (the output directory and registry always count). */
+  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths'>;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -50,12 +59,12 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   return issues;
 }
 
-async function staleOutcomes(manifest: Manifest): Promise<Issue[]> {
+async function staleOutcomes(manifest: Manifest, fs: FileSystem): Promise<Issue[]> {
   const issues: Issue[] = [];
   for (const [i, job] of manifest.jobs.entries()) {
     try {
-      await access(job.outcome_path);
-      issues.push({ path: `jobs[${i}].outcome_path`, rule: 'already exists: a stale outcome would be read as this run\'s; move it away first' });
+      await fs.lstat(job.outcome_path); // lstat: a dangling symlink is there too
+      issues.push({ path: `jobs[${i}].outcome_path`, rule: 'already exists: it would be replaced by this run\'s outcome; move it away first' });
     } catch {
       // absent, as it must be
     }
@@ -82,10 +91,25 @@ async function observeForManifest(deps: StartBatchDeps, manifest: Manifest): Pro
   return { observation, comparison, warnings };
 }
 
+function bindAddressIssues(options: StartBatchOptions): Issue[] {
+  if (options.hostAddresses === undefined) return [];
+  const problem = bindAddressProblem(options.bindAddress, options.hostAddresses);
+  return problem === null ? [] : [{ path: '--bind-address', rule: problem }];
+}
+
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await loadManifest(options.manifestPath);
   resolveAllEnvironments(manifest, options.environment);
-  const issues = [...(await claimedInOriginal(manifest, deps.fs)), ...(await staleOutcomes(manifest))];
+  const issues = [
+    ...bindAddressIssues(options),
+    ...(await claimedInOriginal(manifest, deps.fs)),
+    ...(await staleOutcomes(manifest, deps.fs)),
+    ...(await jobPathIssues(
+      deps.fs,
+      manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, cwd: job.cwd, outcome_path: job.outcome_path })),
+      { ...options.hostPaths, outputDir: options.output, registryPath: options.registryPath },
+    )),
+  ];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
 
   const engine = await deps.runtime.info();
@@ -98,6 +122,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     }
   }
   const gpuObservation = await observeForManifest(deps, manifest);
+  deps.checkRegistry?.();
 
   await mkdir(dirname(options.output), { recursive: true });
   await EvidenceStore.createOutputDir(deps.fs, options.output);

@@ -268,10 +268,6 @@ async function superviseHeld(
             claimed.delete(job.job_id);
             if (registryRetryAtMs === 0) await bestEffort('journal admission_refused', () => journal('admission_refused', { job_id: job.job_id, reason: attempt.reason }));
             registryRetryAtMs = Date.now() + REGISTRY_RETRY_MS;
-          } else if (attempt.kind === 'stale_outcome') {
-            claimed.delete(job.job_id);
-            await bestEffort('journal outcome_stale', () => journal('outcome_stale', { job_id: job.job_id }));
-            await pause(['harness'], job.job_id);
           } else if (attempt.reason === 'receipt_write_failed') {
             await pause(['harness'], job.job_id);
           }

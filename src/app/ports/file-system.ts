@@ -51,6 +51,8 @@ export interface FileSystem {
   lstat(path: string): Promise<FileInfo>;
   /** open(O_DIRECTORY) + fsync + close: makes entries created, renamed or removed in `path` durable. */
   syncDir(path: string): Promise<void>;
+  /** realpath(3): the canonical path with every symlink resolved; ENOENT when it does not exist. */
+  realpath(path: string): Promise<string>;
 }
 
 /** The errno code of a thrown file-system error (`ENOENT`…), or undefined. */

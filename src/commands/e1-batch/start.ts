@@ -3,19 +3,22 @@ import { Flags } from '@oclif/core';
 import { readCodeVersion } from '../../adapters/code-version.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { observeGpus } from '../../adapters/nvidia-smi.js';
-import { resolveRegistryPath } from '../../adapters/registry/default-path.js';
+import { hostAddresses } from '../../adapters/host-addresses.js';
+import { registryLocation } from '../../adapters/registry/default-path.js';
+import { openRegistryAt } from '../../adapters/registry/open-registry.js';
 import { launchSupervisor } from '../../adapters/supervisor-launcher.js';
 import { prepareBatch } from '../../app/batch/start-batch.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { BIN_RUN_JS, createContainerRuntime, createStderrLogger, createSupervisorDeps, PACKAGE_ROOT } from '../../composition-root.js';
+import { BIN_RUN_JS, createContainerRuntime, createStderrLogger, createSupervisorDeps, hostProtectedPaths, PACKAGE_ROOT } from '../../composition-root.js';
 
 export default class BatchStart extends BaseCommand {
   static override summary = 'Validate a manifest, freeze it into a new output directory and launch the supervisor.';
   static override description = [
     'Nothing is written unless the manifest validates, every referenced ${NAME} variable is set, no outcome_path',
-    'exists yet, the engine answers and every image is present. The manifest is frozen byte-identical into',
+    'exists yet or holds a symlink, no cwd or outcome folder reaches the output directory, the registry, a system',
+    'folder, the engine socket or $HOME, the registry opens, the engine answers and every image is present. The manifest is frozen byte-identical into',
     'D/manifest.json with the batch identity in D/batch.json; then a detached supervisor (own process group, log in',
     'D/supervisor.log) runs the pairs in manifest order. Follow it with `e1-batch status --watch`.',
   ].join('\n');
@@ -26,21 +29,30 @@ export default class BatchStart extends BaseCommand {
   static override flags = {
     manifest: Flags.string({ description: 'manifest JSON (schema roboguide.e1.batch/v0.1)', required: true }),
     output: Flags.string({ description: 'new or empty output directory (the evidence archive)', required: true }),
-    registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
-    'bind-address': Flags.string({ description: 'host address published ports bind to', default: '127.0.0.1' }),
+    registry: Flags.string({ description: 'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)' }),
+    'bind-address': Flags.string({ description: 'host IP address published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
     foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
   };
 
   async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string; warnings?: readonly string[] }> {
     const { flags } = await this.parse(BatchStart);
     const output = resolve(flags.output);
+    const registry = registryLocation(flags.registry);
     const record = await prepareBatch(
-      { fs: new NodeFileSystem(), runtime: createContainerRuntime(), clock: systemClock, observeGpus: () => observeGpus() },
+      {
+        fs: new NodeFileSystem(),
+        runtime: createContainerRuntime(),
+        clock: systemClock,
+        observeGpus: () => observeGpus(),
+        checkRegistry: () => openRegistryAt(registry).close(),
+      },
       {
         manifestPath: flags.manifest,
         output,
-        registryPath: resolveRegistryPath(flags.registry),
+        registryPath: registry.path,
         bindAddress: flags['bind-address'],
+        hostAddresses: hostAddresses(),
+        hostPaths: hostProtectedPaths(),
         environment: process.env,
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
       },

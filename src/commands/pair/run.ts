@@ -1,7 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createPairRunDeps, PACKAGE_ROOT } from '../../composition-root.js';
+import { createPairRunDeps, hostProtectedPaths, PACKAGE_ROOT } from '../../composition-root.js';
+import { hostAddresses } from '../../adapters/host-addresses.js';
+import { registryLocation } from '../../adapters/registry/default-path.js';
 import { readCodeVersion } from '../../adapters/code-version.js';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
 import { InvalidInputError } from '../../core/errors.js';
@@ -29,8 +31,8 @@ export default class PairRun extends BaseCommand {
   static override flags = {
     spec: Flags.string({ description: 'path of the pair spec JSON ("-" for stdin)', required: true }),
     output: Flags.string({ description: 'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)' }),
-    'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
-    registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
+    'bind-address': Flags.string({ description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
+    registry: Flags.string({ description: 'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)' }),
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
   };
 
@@ -44,7 +46,8 @@ export default class PairRun extends BaseCommand {
         { path: '$', rule: `cannot read file: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
       ]);
     }
-    const deps = createPairRunDeps(flags.registry);
+    const registry = registryLocation(flags.registry); // a URL is refused here, before anything else
+    const deps = createPairRunDeps(registry);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
     const terminate = new AbortController();
@@ -67,6 +70,9 @@ export default class PairRun extends BaseCommand {
         environment: process.env,
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
         cwd: process.cwd(),
+        hostAddresses: hostAddresses(),
+        hostPaths: hostProtectedPaths(),
+        registryPath: registry.path,
         terminate: terminate.signal,
       });
     } catch (err) {

@@ -15,7 +15,8 @@ export const MAX_STOP_BUDGET_SECONDS = 3_600;
 /** `b1_ports: true` injects exactly this many ports as ROBOGUIDE_B1_*_PORT (SPEC §9). */
 export const B1_PORT_COUNT = 6;
 
-export const JOB_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
+/** A safe single path segment (it names `jobs/<id>/`): this alphabet, and never `.` or `..`. */
+export const JOB_ID_PATTERN = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,128}$/;
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Environment names the supervisor sets itself (ROBOGUIDE_BATCH_ID, ROBOGUIDE_B1_*…). */
 export const RESERVED_ENV_PREFIX = 'ROBOGUIDE_';

@@ -21,11 +21,13 @@ export const AbsolutePath = z
   .meta({ pattern: '^/' });
 
 /** An absolute path naming a file, not a directory. */
-export const AbsoluteFilePath = AbsolutePath.refine((p) => !p.endsWith('/'), {
-  error: 'must name a file, not a directory (no trailing "/")',
+export const AbsoluteFilePath = AbsolutePath.refine((p) => !p.endsWith('/') && !/\/\.{1,2}$/.test(p), {
+  error: 'must name a file, not a directory (no trailing "/", ".", "..")',
 });
 
-export const JobId = z.string().regex(JOB_ID_PATTERN, { error: 'must match [A-Za-z0-9._-]{1,128}' });
+export const JobId = z
+  .string()
+  .regex(JOB_ID_PATTERN, { error: 'must match [A-Za-z0-9._-]{1,128} and be a single path segment (not "." or "..")' });
 
 export const Argv = z
   .array(z.string())

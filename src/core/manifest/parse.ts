@@ -49,7 +49,7 @@ export function jobImage(manifest: Pick<Manifest, 'image'>, job: Pick<Job, 'imag
  * JSON.parse messages quote a slice of the input, which may hold a secret: keep only the
  * position information.
  */
-function jsonErrorSummary(err: unknown): string {
+export function jsonErrorSummary(err: unknown): string {
   const message = err instanceof Error ? err.message : '';
   const position = /position (\d+)/.exec(message)?.[1];
   const lineColumn = /line (\d+) column (\d+)/.exec(message);

@@ -1,0 +1,65 @@
+/**
+ * Opening the registry a command was pointed at. The default location is created on first use; a location the
+ * user named (`--registry`) must be an existing registry, or a new file in an existing folder — a typo must
+ * not split the host's capacity ledger in two. Checked before anything is written; a refusal is exit 2.
+ */
+import { statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { InvalidInputError } from '../../core/errors.js';
+import type { RegistryLocation } from './default-path.js';
+import { SqliteCapacityRegistry } from './sqlite-capacity-registry.js';
+
+const REGISTRY_TABLES = ['schema_version', 'reservations', 'board', 'host_limits'];
+
+function refuse(rule: string): InvalidInputError {
+  return new InvalidInputError('E_USAGE', 'invalid --registry', [{ path: '--registry', rule }]);
+}
+
+/** True when the file is a SQLite database holding our tables (opened read-only: nothing is changed). */
+function isRegistryDatabase(path: string): boolean {
+  try {
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      const names = db
+        .prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (${REGISTRY_TABLES.map(() => '?').join(',')})`)
+        .all(...REGISTRY_TABLES);
+      return names.length === REGISTRY_TABLES.length;
+    } finally {
+      db.close();
+    }
+  } catch {
+    return false;
+  }
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Throws (exit 2) when a named location is neither an existing registry nor a new file in an existing folder. */
+export function checkRegistryLocation(location: RegistryLocation): void {
+  if (!location.explicit) return;
+  const { path } = location;
+  let isFile: boolean;
+  try {
+    isFile = statSync(path).isFile();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw refuse(`${path} cannot be inspected (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    const folder = dirname(path);
+    if (!isFolder(folder)) throw refuse(`the folder ${folder} does not exist: only the default registry location is created on first use`);
+    return;
+  }
+  if (!isFile) throw refuse(`${path} is not a file`);
+  if (!isRegistryDatabase(path)) throw refuse(`${path} exists but is not a roboguide-eval registry database`);
+}
+
+/** Check the location, then open (creating a new file 0600 where allowed) and migrate. */
+export function openRegistryAt(location: RegistryLocation): SqliteCapacityRegistry {
+  checkRegistryLocation(location);
+  return SqliteCapacityRegistry.open({ path: location.path });
+}

@@ -1,0 +1,93 @@
+/**
+ * Host paths of a job checked before anything is written (`e1-batch start`, `pair run`): the outcome path
+ * holds no symlink (lstat of every component), and what the pair gets mounted — its cwd and its outcome's
+ * folder — reaches none of the protected paths (core/mount-policy.ts), compared by real path.
+ */
+import { dirname, join } from 'node:path';
+import type { Issue } from '../core/errors.js';
+import { checkMounts, normalizeAbsolute, type MountRequest, type ProtectedPaths } from '../core/mount-policy.js';
+import { errnoOf, type FileSystem } from './ports/file-system.js';
+
+export interface JobPaths {
+  /** Issue path prefix: `jobs[3]` in a manifest, `` (root) for a pair spec. */
+  readonly prefix: string;
+  readonly cwd: string;
+  readonly outcome_path: string;
+}
+
+function field(prefix: string, name: string): string {
+  return prefix === '' ? name : `${prefix}.${name}`;
+}
+
+/** realpath of the longest existing prefix, with the missing rest appended (a path may not exist yet). */
+export async function resolveReal(fs: FileSystem, path: string): Promise<string> {
+  const normalized = normalizeAbsolute(path);
+  try {
+    return await fs.realpath(normalized);
+  } catch (err) {
+    const code = errnoOf(err);
+    if ((code !== 'ENOENT' && code !== 'ENOTDIR') || normalized === '/') throw err;
+    const parent = dirname(normalized);
+    return join(await resolveReal(fs, parent), normalized.slice(parent === '/' ? 1 : parent.length + 1));
+  }
+}
+
+/** A symlink (or a non-folder where a folder must be) anywhere in `path`; null when every existing component is plain. */
+async function symlinkProblem(fs: FileSystem, path: string): Promise<string | null> {
+  const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
+  let current = '';
+  for (const [i, segment] of segments.entries()) {
+    current = `${current}/${segment}`;
+    let kind: string;
+    try {
+      kind = (await fs.lstat(current)).kind;
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return null;
+      return `cannot inspect ${current} (${errnoOf(err) ?? 'error'})`;
+    }
+    if (kind === 'symlink') return `holds a symbolic link at ${current}: refused (a link could redirect our writes)`;
+    if (i < segments.length - 1 && kind !== 'directory') return `${current} is not a folder`;
+  }
+  return null;
+}
+
+async function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<ProtectedPaths> {
+  const real = (path: string | undefined): Promise<string | undefined> =>
+    path === undefined ? Promise.resolve(undefined) : resolveReal(fs, path).catch(() => normalizeAbsolute(path));
+  const [outputDir, registryPath, homeDir] = await Promise.all([real(p.outputDir), real(p.registryPath), real(p.homeDir)]);
+  const sockets = await Promise.all((p.engineSocketPaths ?? []).map(async (s) => [normalizeAbsolute(s), await real(s)]));
+  return {
+    ...(outputDir !== undefined ? { outputDir } : {}),
+    ...(registryPath !== undefined ? { registryPath } : {}),
+    ...(homeDir !== undefined ? { homeDir } : {}),
+    engineSocketPaths: [...new Set(sockets.flat().filter((s): s is string => s !== undefined))],
+  };
+}
+
+/** Every problem with the jobs' host paths, each at its field; empty when all are allowed. */
+export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], protectedPaths: ProtectedPaths): Promise<Issue[]> {
+  const resolved = await resolveProtected(fs, protectedPaths);
+  const issues: Issue[] = [];
+  for (const job of jobs) {
+    const outcomeField = field(job.prefix, 'outcome_path');
+    const cwdField = field(job.prefix, 'cwd');
+    const link = await symlinkProblem(fs, job.outcome_path);
+    if (link !== null) issues.push({ path: outcomeField, rule: link });
+    const mounts: MountRequest[] = [];
+    try {
+      const cwd = await resolveReal(fs, job.cwd);
+      const outcomeDir = await resolveReal(fs, dirname(job.outcome_path));
+      mounts.push({ field: cwdField, hostPath: cwd }, { field: outcomeField, hostPath: outcomeDir });
+      if (cwd === outcomeDir) {
+        issues.push({
+          path: outcomeField,
+          rule: "must not lie directly in cwd: the outcome's folder is mounted privately for each pair, which would hide cwd; use a subfolder such as <cwd>/out/",
+        });
+      }
+    } catch (err) {
+      issues.push({ path: cwdField, rule: `cannot resolve the host path (${errnoOf(err) ?? 'error'})` });
+    }
+    for (const issue of checkMounts(mounts, resolved)) issues.push({ path: issue.field, rule: issue.message });
+  }
+  return issues;
+}

@@ -1,0 +1,217 @@
+import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
+import { prepareBatch, type StartBatchOptions } from '../../src/app/batch/start-batch.js';
+import { jobPathIssues } from '../../src/app/job-paths.js';
+import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
+import { bindAddressProblem } from '../../src/core/bind-address.js';
+
+/**
+ * Every refusal of `e1-batch start` / `pair run` input (issue: bad input fails fast, exit 2, nothing written):
+ * each test checks the error names the field and that the folder holds exactly what it held before.
+ */
+const engine = {
+  info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
+  imageExists: () => Promise.resolve(true),
+} as unknown as ContainerRuntime;
+const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
+const fs = new NodeFileSystem();
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rg-refusals-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Every path under `root`, sorted: compared before and after a refusal. */
+async function tree(root: string): Promise<string[]> {
+  const entries = await readdir(root, { recursive: true });
+  return entries.map(String).sort();
+}
+
+function job(id: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { job_id: id, argv: ['/opt/driver/run'], cwd: join(dir, 'work', id), outcome_path: join(dir, 'work', id, 'out', `${id}.json`), ...extra };
+}
+
+async function startWith(jobs: Record<string, unknown>[], options: Partial<StartBatchOptions> = {}, opened: string[] = []): Promise<unknown> {
+  const path = join(dir, `manifest-${Math.random().toString(16).slice(2)}.json`);
+  await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs }));
+  const before = await tree(dir);
+  const error = await prepareBatch(
+    { fs, runtime: engine, clock, checkRegistry: () => void opened.push('registry') },
+    {
+      manifestPath: path,
+      output: join(dir, 'D'),
+      registryPath: join(dir, 'state', 'registry.db'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 't',
+      hostAddresses: ['127.0.0.1', '::1'],
+      hostPaths: { homeDir: join(dir, 'home'), engineSocketPaths: [join(dir, 'engine', 'docker.sock')] },
+      ...options,
+    },
+  ).then(
+    () => null,
+    (err: unknown) => err,
+  );
+  expect(await tree(dir), 'nothing written').toEqual(before);
+  expect(opened, 'registry not opened').toEqual([]);
+  return error;
+}
+
+function expectRefusal(error: unknown, path: string, rule: RegExp): void {
+  expect(error).toMatchObject({ code: 'E_MANIFEST_INVALID', exitCode: 2 });
+  const issues = (error as { issues: { path: string; rule: string }[] }).issues;
+  expect(issues.filter((i) => i.path === path && rule.test(i.rule)), JSON.stringify(issues)).not.toEqual([]);
+}
+
+describe('e1-batch start refuses, writing nothing', () => {
+  it('job_id "." and ".."', async () => {
+    const error = await startWith([job('.', { outcome_path: join(dir, 'o', 'a.json') }), job('..', { outcome_path: join(dir, 'o', 'b.json') })]);
+    expect(error).toMatchObject({ code: 'E_MANIFEST_INVALID', exitCode: 2 });
+    expect((error as { issues: { path: string }[] }).issues.map((i) => i.path)).toEqual(['jobs[0].job_id', 'jobs[1].job_id']);
+  });
+
+  it('a cwd that contains the output directory, and an outcome folder inside it', async () => {
+    expectRefusal(await startWith([job('a', { cwd: dir })]), 'jobs[0].cwd', /must not contain the output directory/);
+    expectRefusal(await startWith([job('a', { outcome_path: join(dir, 'D', 'jobs', 'b', 'result.json') })]), 'jobs[0].outcome_path', /inside the output directory/);
+  });
+
+  it('a cwd that reaches the output directory through a symlink (compared by real path)', async () => {
+    await mkdir(join(dir, 'D'));
+    await symlink(join(dir, 'D'), join(dir, 'alias'));
+    expectRefusal(await startWith([job('a', { cwd: join(dir, 'alias', 'jobs') })]), 'jobs[0].cwd', /inside the output directory/);
+  });
+
+  it('a cwd or outcome folder holding the registry database', async () => {
+    expectRefusal(await startWith([job('a', { cwd: join(dir, 'state') })]), 'jobs[0].cwd', /registry database/);
+  });
+
+  it('mounts of /, /etc, /proc, /var/lib/docker, $HOME and the engine socket folder', async () => {
+    const error = await startWith([
+      job('a', { cwd: '/' }),
+      job('b', { cwd: '/etc' }),
+      job('c', { cwd: '/proc/self' }),
+      job('d', { cwd: '/var/lib/docker' }),
+      job('e', { cwd: join(dir, 'home') }),
+      job('f', { cwd: join(dir, 'engine') }),
+    ]);
+    expectRefusal(error, 'jobs[0].cwd', /must not be \//);
+    expectRefusal(error, 'jobs[1].cwd', /system folder \/etc/);
+    expectRefusal(error, 'jobs[2].cwd', /system folder \/proc/);
+    expectRefusal(error, 'jobs[3].cwd', /system folder \/var\/lib\/docker/);
+    expectRefusal(error, 'jobs[4].cwd', /home folder/);
+    expectRefusal(error, 'jobs[5].cwd', /engine socket/);
+  });
+
+  it('an outcome path with a symlink anywhere in it, a dangling one included', async () => {
+    await mkdir(join(dir, 'real'));
+    await symlink(join(dir, 'real'), join(dir, 'linked'));
+    expectRefusal(await startWith([job('a', { outcome_path: join(dir, 'linked', 'a.json') })]), 'jobs[0].outcome_path', /symbolic link/);
+    await mkdir(join(dir, 'out'));
+    await symlink(join(dir, 'nowhere'), join(dir, 'out', 'b.json'));
+    expectRefusal(await startWith([job('b', { outcome_path: join(dir, 'out', 'b.json') })]), 'jobs[0].outcome_path', /already exists|symbolic link/);
+  });
+
+  it('an outcome directly in cwd (its private mount would hide cwd)', async () => {
+    expectRefusal(await startWith([job('a', { outcome_path: join(dir, 'work', 'a', 'a.json') })]), 'jobs[0].outcome_path', /directly in cwd/);
+  });
+
+  it('a --bind-address that is not an IP address of this host', async () => {
+    expectRefusal(await startWith([job('a')], { bindAddress: 'not-an-ip' }), '--bind-address', /IP address/);
+    expectRefusal(await startWith([job('a')], { bindAddress: '192.0.2.77' }), '--bind-address', /this host has/);
+  });
+
+  it('accepts a clean manifest and opens the registry before writing', async () => {
+    const opened: string[] = [];
+    const path = join(dir, 'ok.json');
+    await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [job('a')] }));
+    await prepareBatch(
+      { fs, runtime: engine, clock, checkRegistry: () => void opened.push('registry') },
+      { manifestPath: path, output: join(dir, 'D'), registryPath: join(dir, 'r.db'), bindAddress: '0.0.0.0', environment: {}, codeVersion: 't', hostAddresses: ['127.0.0.1'] },
+    );
+    expect(opened).toEqual(['registry']);
+    expect((await stat(join(dir, 'D', 'batch.json'))).isFile()).toBe(true);
+  });
+});
+
+describe('pair run refuses before it touches the registry, writing nothing', () => {
+  const registryTouched: string[] = [];
+  const deps = (): RunPairDeps =>
+    ({
+      fs,
+      runtime: engine,
+      clock,
+      registry: () => {
+        registryTouched.push('opened');
+        throw new Error('the registry must not be opened');
+      },
+    }) as unknown as RunPairDeps;
+
+  async function runWith(spec: unknown, text?: string, bindAddress = '127.0.0.1'): Promise<unknown> {
+    registryTouched.length = 0;
+    const before = await tree(dir);
+    const error = await runPair(deps(), {
+      specText: text ?? JSON.stringify(spec),
+      specSource: 'spec.json',
+      output: join(dir, 'run'),
+      bindAddress,
+      environment: {},
+      codeVersion: 't',
+      cwd: dir,
+      hostAddresses: ['127.0.0.1'],
+      registryPath: join(dir, 'state', 'registry.db'),
+    }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(await tree(dir), 'nothing written').toEqual(before);
+    expect(registryTouched).toEqual([]);
+    return error;
+  }
+
+  const spec = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({ ...job('p'), image: 'roboguide/pair-driver:1', ...extra });
+
+  it('a JSON syntax error, without quoting the input', async () => {
+    const error = await runWith(null, '{"job_id": "p", "environment": {"K": "sk-SECRET-VALUE-123"');
+    expect(error).toMatchObject({ code: 'E_SPEC_INVALID', exitCode: 2 });
+    expect(String((error as Error).message)).not.toContain('sk-SECRET');
+    expect(String((error as Error).message)).toMatch(/not valid JSON/);
+  });
+
+  it('job_id "..", a cwd holding the output directory, an outcome inside the registry folder, a bad bind address', async () => {
+    expect(await runWith(spec({ job_id: '..' }))).toMatchObject({ code: 'E_SPEC_INVALID', issues: [{ path: 'job_id' }] });
+    expect(await runWith(spec({ cwd: dir }))).toMatchObject({
+      issues: expect.arrayContaining([{ path: 'cwd', rule: expect.stringMatching(/output directory/) as string }]) as unknown,
+    });
+    expect(await runWith(spec({ outcome_path: join(dir, 'state', 'o.json') }))).toMatchObject({
+      issues: [{ path: 'outcome_path', rule: expect.stringMatching(/registry database/) as string }],
+    });
+    await mkdir(join(dir, 'o'));
+    await symlink('/etc/shadow', join(dir, 'o', 'p.json'));
+    expect(await runWith(spec({ outcome_path: join(dir, 'o', 'p.json') }))).toMatchObject({
+      issues: expect.arrayContaining([{ path: 'outcome_path', rule: expect.stringMatching(/symbolic link/) as string }]) as unknown,
+    });
+    expect(await runWith(spec(), undefined, '10.1.2.3')).toMatchObject({ issues: [{ path: '--bind-address' }] });
+  });
+});
+
+describe('jobPathIssues and bindAddressProblem', () => {
+  it('allows an ordinary layout, with the outcome folder above cwd', async () => {
+    expect(await jobPathIssues(fs, [{ prefix: 'jobs[0]', cwd: join(dir, 'w', 'p1'), outcome_path: join(dir, 'w', 'p1.json') }], { outputDir: join(dir, 'D') })).toEqual([]);
+  });
+
+  it('checks the address form and membership', () => {
+    expect(bindAddressProblem('127.0.0.1', ['127.0.0.1'])).toBeNull();
+    expect(bindAddressProblem('0.0.0.0', [])).toBeNull();
+    expect(bindAddressProblem('::1', ['::1'])).toBeNull();
+    expect(bindAddressProblem('localhost', ['127.0.0.1'])).toMatch(/IP address/);
+    expect(bindAddressProblem('256.1.1.1', ['127.0.0.1'])).toMatch(/IP address/);
+    expect(bindAddressProblem('10.9.9.9', ['127.0.0.1'])).toMatch(/this host has/);
+  });
+});
