@@ -9,7 +9,7 @@ import { prepareBatch } from '../../app/batch/start-batch.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { BIN_RUN_JS, createContainerRuntime, createStderrLogger, createSupervisorDeps, PACKAGE_ROOT } from '../../composition-root.js';
+import { BIN_RUN_JS, createContainerRuntime, batchLogSecrets, createStderrLogger, createSupervisorDeps, PACKAGE_ROOT } from '../../composition-root.js';
 
 export default class BatchStart extends BaseCommand {
   static override summary = 'Validate a manifest, freeze it into a new output directory and launch the supervisor.';
@@ -47,7 +47,7 @@ export default class BatchStart extends BaseCommand {
     );
     for (const warning of record.gpu_observation?.warnings ?? []) this.warn(warning);
     if (flags.foreground) {
-      const deps = await createSupervisorDeps(output, createStderrLogger());
+      const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
       try {
         const state = await supervise({ ...deps, handleSignals: true }, 'start');
         this.log(`batch ${record.batch_id}: ${state} (${output})`);

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createPairRunDeps, PACKAGE_ROOT } from '../../composition-root.js';
+import { createPairRunDeps, PACKAGE_ROOT, specLogSecrets } from '../../composition-root.js';
 import { readCodeVersion } from '../../adapters/code-version.js';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
 import { InvalidInputError } from '../../core/errors.js';
@@ -44,7 +44,7 @@ export default class PairRun extends BaseCommand {
         { path: '$', rule: `cannot read file: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
       ]);
     }
-    const deps = createPairRunDeps(flags.registry);
+    const deps = createPairRunDeps(flags.registry, specLogSecrets(specText));
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
     const terminate = new AbortController();

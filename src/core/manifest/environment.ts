@@ -55,6 +55,24 @@ export function environmentReferences(env: Readonly<Record<string, string>>): st
   return [...names];
 }
 
+/**
+ * The values `source` holds for every `${NAME}` referenced in `environments` (unset ones are left
+ * out): what our own logs must mask before a job's environment is resolved.
+ */
+export function referencedValues(
+  environments: readonly Readonly<Record<string, string>>[],
+  source: Readonly<Record<string, string | undefined>>,
+): string[] {
+  const values = new Set<string>();
+  for (const env of environments) {
+    for (const name of environmentReferences(env)) {
+      const value = Object.hasOwn(source, name) ? source[name] : undefined;
+      if (value !== undefined && value !== '') values.add(value);
+    }
+  }
+  return [...values];
+}
+
 export type EnvironmentResolution =
   { ok: true; values: Record<string, string>; secrets: string[] } | { ok: false; issues: Issue[] };
 
