@@ -7,9 +7,15 @@
 //   frame per line). The target: redact >= 0.8 x pass-through.
 // - 64 KiB writes: the pass-through hands the same Buffer on without reading a byte, so its
 //   figure is the stream machinery alone; the redactor's MB/s is its scanning speed.
+// - Adversarial trickles (StreamRedactor.push one byte at a time, no stream machinery): text that
+//   keeps the redactor holding back — `sk-` followed by letters (a token that never qualifies),
+//   and the first 7 chars of a secret repeated (a secret form that never completes). Target:
+//   >= 1 MB/s (each push must cost O(1), not a rescan of the held text).
 import { Readable, Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createRedactStream } from '../dist/adapters/redact-stream.js';
+import { compileRedaction } from '../dist/core/redaction/compile.js';
+import { StreamRedactor } from '../dist/core/redaction/stream-redactor.js';
 
 const TOTAL_BYTES = Number(process.argv[2] ?? 100) * 1e6;
 const RUNS = Number(process.argv[3] ?? 5);
@@ -112,5 +118,24 @@ for (const chunkBytes of CHUNK_SIZES) {
         `median ratio ${median(ratios).toFixed(2)} (runs: ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
     );
   }
+}
+const TRICKLE_BYTES = 2e6;
+const TRICKLES = {
+  'sk- + letters': 'sk-' + 'abcdefghij'.repeat(TRICKLE_BYTES / 10),
+  'secret prefix, repeated': SECRETS[0].slice(0, 7).repeat(TRICKLE_BYTES / 7),
+};
+for (const [name, text] of Object.entries(TRICKLES)) {
+  const rates = [];
+  for (let run = 0; run < RUNS; run++) {
+    const redactor = new StreamRedactor(compileRedaction(SECRETS, 'latin1-bytes'));
+    const start = process.hrtime.bigint();
+    let out = 0;
+    for (let i = 0; i < text.length; i++) out += redactor.push(text[i]).length;
+    out += redactor.end().length;
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    if (out === 0) throw new Error('nothing came out');
+    rates.push(text.length / 1e6 / seconds);
+  }
+  console.log(`1-byte trickle, ${name.padEnd(24)}: median ${median(rates).toFixed(2)} MB/s (runs: ${rates.map((r) => r.toFixed(2)).join(' ')}; target >= 1)`);
 }
 console.log(`peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB`);

@@ -19,12 +19,50 @@ export interface SecretMachine {
   /** Nodes a form starts with, by the byte they accept: `starts[startOffset[b] .. startOffset[b + 1])`. */
   readonly startOffset: Int32Array;
   readonly starts: Int32Array;
-  /** 1 where the byte pair (b0 << 8 | b1) can be the first two bytes of a match: a scan skips the rest. */
+  /**
+   * 1 where the byte pair (b0 << 8 | b1) can be the first two bytes of a match, or b0 is a whole
+   * one-byte match: a scan skips every other byte.
+   */
   readonly firstPairs: Uint8Array;
-  /** 1 where a one-byte match starts and ends with this byte. */
-  readonly wholeMatch: Uint8Array;
   /** Bytes the longest form can span (line breaks included): no thread lives longer. */
   readonly maxSpan: number;
+  /**
+   * Wu-Manber skip over possible match starts: for the byte pair ending a window of `window`
+   * bytes, how far the window can move without passing over the start of a match (0: a match may
+   * start at the window's first byte). `window` < 3 means no skipping (very short values).
+   */
+  readonly window: number;
+  readonly shift: Uint8Array;
+}
+
+const MAX_WINDOW = 16;
+
+/**
+ * The Wu-Manber table from the nodes reachable after j bytes (j < window): every pair a match can
+ * hold at offsets (j, j + 1) gets a shift of at most window - 2 - j.
+ */
+function shiftTable(b: Builder, minLength: number): { window: number; shift: Uint8Array } {
+  const window = Math.min(MAX_WINDOW, minLength);
+  const shift = new Uint8Array(65536).fill(Math.max(0, window - 1));
+  if (window < 3) return { window, shift: shift.fill(0) };
+  let reach = new Set(b.startNodes);
+  for (let j = 0; j + 1 < window; j++) {
+    const next = new Set<number>();
+    for (const n of reach) {
+      for (const m of b.next[n] ?? []) {
+        if (m === FINAL) continue;
+        next.add(m);
+        for (const x of [b.accept1[n] ?? 0, b.accept2[n] ?? 0]) {
+          for (const y of [b.accept1[m] ?? 0, b.accept2[m] ?? 0]) {
+            const pair = (x << 8) | y;
+            shift[pair] = Math.min(shift[pair] ?? 0, window - 2 - j);
+          }
+        }
+      }
+    }
+    reach = next;
+  }
+  return { window, shift };
 }
 
 class Builder {
@@ -33,6 +71,7 @@ class Builder {
   readonly next: number[][] = [];
   readonly startNodes: number[] = [];
   maxSpan = 0;
+  minLength = Infinity;
 
   node(bytes: readonly number[]): number {
     this.accept1.push(bytes[0] ?? -1);
@@ -45,6 +84,7 @@ class Builder {
   add(form: SecretForm): void {
     let previousEnds: number[] = [];
     let span = 0;
+    let least = 0;
     form.units.forEach((unit, u) => {
       const starts: number[] = [];
       const ends: number[] = [];
@@ -59,6 +99,7 @@ class Builder {
         if (last >= 0) ends.push(last);
       }
       span += Math.max(...unit.map((alternative) => alternative.length));
+      least += Math.min(...unit.map((alternative) => alternative.length));
       if (u === 0) this.startNodes.push(...starts);
       for (const end of previousEnds) this.next[end]?.push(...starts);
       if (form.lineBreaks && u > 1) {
@@ -73,6 +114,7 @@ class Builder {
     });
     for (const end of previousEnds) this.next[end]?.push(FINAL);
     this.maxSpan = Math.max(this.maxSpan, span);
+    this.minLength = Math.min(this.minLength, least);
   }
 
   build(): SecretMachine {
@@ -86,14 +128,13 @@ class Builder {
     successorStart[nodeCount] = flat.length;
     const byByte: number[][] = Array.from({ length: 256 }, () => []);
     const firstPairs = new Uint8Array(65536);
-    const wholeMatch = new Uint8Array(256);
     for (const start of this.startNodes) {
       const firsts = new Set([this.accept1[start] ?? -1, this.accept2[start] ?? -1]);
       for (const b0 of firsts) {
         byByte[b0]?.push(start);
         for (const successor of this.next[start] ?? []) {
           if (successor === FINAL) {
-            wholeMatch[b0] = 1;
+            firstPairs.fill(1, b0 << 8, (b0 + 1) << 8);
             continue;
           }
           firstPairs[(b0 << 8) | (this.accept1[successor] ?? 0)] = 1;
@@ -117,8 +158,8 @@ class Builder {
       startOffset,
       starts: Int32Array.from(starts),
       firstPairs,
-      wholeMatch,
       maxSpan: this.maxSpan,
+      ...shiftTable(this, this.minLength === Infinity ? 0 : this.minLength),
     };
   }
 }

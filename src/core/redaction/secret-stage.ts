@@ -7,6 +7,38 @@ export const SECRET_MASK = '[REDACTED]';
 export const MIN_MASKED_PREFIX = 4;
 
 /**
+ * First index >= from whose byte and the next one can begin a match (the last index when none):
+ * every byte skipped here cannot start a thread that survives its successor.
+ */
+function nextCandidate(s: string, from: number, machine: SecretMachine): number {
+  const { window, shift, firstPairs } = machine;
+  if (window < 3) return nextPairCandidate(s, from, firstPairs);
+  const last = s.length - 1;
+  let start = from;
+  for (;;) {
+    const p = start + window - 1;
+    // The last window - 1 bytes cannot be ruled out by a whole window: the pair filter decides.
+    if (p > last) return nextPairCandidate(s, start, firstPairs);
+    const step = shift[(s.charCodeAt(p - 1) << 8) | s.charCodeAt(p)] ?? 0;
+    if (step > 0) start += step;
+    else if (firstPairs[(s.charCodeAt(start) << 8) | s.charCodeAt(start + 1)] === 1) return start;
+    else start++;
+  }
+}
+
+/** The same with the first-pair filter alone (one lookup per byte). */
+function nextPairCandidate(s: string, from: number, firstPairs: Uint8Array): number {
+  const last = s.length - 1;
+  let high = s.charCodeAt(from) << 8;
+  for (let i = from; i < last; i++) {
+    const next = s.charCodeAt(i + 1);
+    if (firstPairs[high | next] === 1) return i;
+    high = next << 8;
+  }
+  return last;
+}
+
+/**
  * Streaming matcher of secret forms over latin1 text (one char per byte). Every input byte is
  * looked at once: a fast loop skips bytes whose pair with the next byte cannot begin a match,
  * the automaton steps the rest. Only the bytes of threads still alive are held back (at most
@@ -52,17 +84,10 @@ export class SecretStage {
     const quiet = this.#held.length === 0 && this.#regions.length === 0 && this.#maskedUntil <= this.#base;
     const s = this.#held.length === 0 ? chunk : this.#held + chunk;
     const offset = this.#held.length; // index in s of the chunk's first char
-    const { firstPairs, wholeMatch } = this.#machine;
+    const machine = this.#machine;
     const len = s.length;
     for (let i = offset; i < len; i++) {
-      if (this.#count === 0) {
-        // Skip every byte that cannot begin a match: its pair with the next byte is no form's start.
-        while (i < len - 1) {
-          const b = s.charCodeAt(i);
-          if (firstPairs[(b << 8) | s.charCodeAt(i + 1)] === 1 || wholeMatch[b] === 1) break;
-          i++;
-        }
-      }
+      if (this.#count === 0) i = nextCandidate(s, i, machine);
       this.#step(s.charCodeAt(i), this.#base + i);
     }
     if (quiet && this.#count === 0 && this.#regions.length === 0) {
