@@ -29,6 +29,9 @@ export interface RunPairOptions {
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly codeVersion: string;
   readonly cwd: string;
+  /** Accept `${NAME}` values shorter than 8 characters (masked anyway, with a warning). */
+  readonly allowShortSecrets?: boolean;
+  readonly onWarning?: (message: string) => void;
   /** Aborting it performs the controlled stop (SIGTERM, stop budget, kill); collection and removal still run. */
   readonly terminate?: AbortSignal;
 }
@@ -72,8 +75,9 @@ function defaultOutput(cwd: string, jobId: string, now: Date): string {
  */
 export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
   const spec = parseSpec(options.specText, options.specSource);
-  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment');
-  if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references unset variables', resolved.issues);
+  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', { allowShortSecrets: options.allowShortSecrets === true });
+  if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references variables that are not set or not usable', resolved.issues);
+  for (const warning of resolved.warnings) options.onWarning?.(warning);
   try {
     await access(spec.outcome_path);
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, [

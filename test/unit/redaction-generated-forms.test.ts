@@ -200,7 +200,7 @@ describe.each(SECRETS.map((s) => [s]))('every form of %j', (secret) => {
       archive.entry({ name: `sessions/n${i}-${name}` }, 'x');
     }
     archive.finalize();
-    const report = await extractArchiveSafely(archive, dir, {
+    const report = await extractArchiveSafely(archive as unknown as NodeJS.ReadableStream, dir, {
       transform: () => createRedactStream([secret]),
       redactName: (name) => redactText(name, [secret]),
     });

@@ -28,6 +28,9 @@ export interface StartBatchOptions {
   readonly bindAddress: string;
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly codeVersion: string;
+  /** Accept `${NAME}` values shorter than 8 characters (masked anyway); recorded in batch.json. */
+  readonly allowShortSecrets?: boolean;
+  readonly onWarning?: (message: string) => void;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -84,7 +87,9 @@ async function observeForManifest(deps: StartBatchDeps, manifest: Manifest): Pro
 
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await loadManifest(options.manifestPath);
-  resolveAllEnvironments(manifest, options.environment);
+  const allowShortSecrets = options.allowShortSecrets === true;
+  const envs = resolveAllEnvironments(manifest, options.environment, undefined, { allowShortSecrets });
+  for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
   const issues = [...(await claimedInOriginal(manifest, deps.fs)), ...(await staleOutcomes(manifest))];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
 
@@ -114,6 +119,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     registry_path: options.registryPath,
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
+    ...(allowShortSecrets ? { allow_short_secrets: true } : {}),
   };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.

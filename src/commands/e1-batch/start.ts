@@ -29,6 +29,10 @@ export default class BatchStart extends BaseCommand {
     registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
     'bind-address': Flags.string({ description: 'host address published ports bind to', default: '127.0.0.1' }),
     foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
+    'allow-short-secrets': Flags.boolean({
+      description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
+      default: false,
+    }),
   };
 
   async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string; warnings?: readonly string[] }> {
@@ -43,6 +47,8 @@ export default class BatchStart extends BaseCommand {
         bindAddress: flags['bind-address'],
         environment: process.env,
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
+        allowShortSecrets: flags['allow-short-secrets'],
+        onWarning: (message) => this.warn(message),
       },
     );
     for (const warning of record.gpu_observation?.warnings ?? []) this.warn(warning);

@@ -20,7 +20,7 @@ export default class PairRun extends BaseCommand {
     'outcome and Codex sessions collected; then the container is removed and its absence verified.',
     '',
     'Exit codes: 0 classification "completed"; 1 any other classification or a runtime failure (the receipt',
-    'is still written and printed); 2 invalid spec or unset referenced variable; 3 no Docker engine.',
+    'is still written and printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> pair run --spec pair.json',
@@ -32,6 +32,10 @@ export default class PairRun extends BaseCommand {
     'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
     registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
+    'allow-short-secrets': Flags.boolean({
+      description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
+      default: false,
+    }),
   };
 
   async run(): Promise<ResultRecord & { output: string }> {
@@ -68,6 +72,8 @@ export default class PairRun extends BaseCommand {
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
         cwd: process.cwd(),
         terminate: terminate.signal,
+        allowShortSecrets: flags['allow-short-secrets'],
+        onWarning: (message) => this.warn(message),
       });
     } catch (err) {
       reraise(received);
