@@ -43,7 +43,7 @@ function nextPairCandidate(s: string, from: number, firstPairs: Uint8Array): num
  * looked at once: a fast loop skips bytes whose pair with the next byte cannot begin a match,
  * the automaton steps the rest. Only the bytes of threads still alive are held back (at most
  * the longest form's span), so neither memory nor work per byte depends on the input.
- * Overlapping and adjacent matches merge into one mask.
+ * Overlapping matches merge into one mask; the output does not depend on how the input is chunked.
  */
 export class SecretStage {
   readonly #machine: SecretMachine;
@@ -155,11 +155,15 @@ export class SecretStage {
     this.#count = k;
   }
 
-  /** Adds [start, end), merged with every pending region it overlaps or touches. */
+  /**
+   * Adds [start, end), merged with every pending region it overlaps. Touching regions stay apart (two
+   * masks): whether the first was already written when the second is found depends on chunking, and the
+   * output must not (a reattach re-reads the log and skips the bytes already kept).
+   */
   #addRegion(start: number, end: number): void {
     const r = this.#regions;
     const lastEnd = r[r.length - 1];
-    if (lastEnd === undefined || lastEnd < start) {
+    if (lastEnd === undefined || lastEnd <= start) {
       r.push(start, end);
       return;
     }
@@ -169,7 +173,7 @@ export class SecretStage {
     for (let i = 0; i < r.length; i += 2) {
       const rs = r[i] ?? 0;
       const re = r[i + 1] ?? 0;
-      if (re < s || rs > e) kept.push(rs, re);
+      if (re <= s || rs >= e) kept.push(rs, re);
       else {
         s = Math.min(s, rs);
         e = Math.max(e, re);
