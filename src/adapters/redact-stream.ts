@@ -118,8 +118,8 @@ class RedactTransform extends Transform {
  * docs/secrets.md (raw; percent- and JSON-escaped per character; hex; base64 standard or url-safe at the
  * three alignments, MIME-wrapped too; UTF-16), `Authorization:` values, bearer tokens, common token formats
  * and PEM private key blocks, including across chunk boundaries. Buffer in, Buffer out; bytes that are no
- * secret pass through unchanged (the same Buffer when a write holds nothing suspicious). The output does not
- * depend on how the input is chunked.
+ * secret pass through unchanged (the same Buffer when a write holds nothing suspicious). Apart from idle
+ * flushes, the output does not depend on how the input is chunked.
  *
  * Only bytes that could still become part of a match are held back (a secret form in progress: at most its
  * span; a token: at most 64 KiB, longer open matches are emitted masked). After `idleFlushMs` without input, a
