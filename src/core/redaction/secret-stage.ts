@@ -77,6 +77,15 @@ export class SecretStage {
     return this.#held.length;
   }
 
+  /** Back to the state of a new stage, keeping the allocated thread arrays. */
+  reset(): void {
+    this.#base = 0;
+    this.#held = '';
+    this.#maskedUntil = 0;
+    this.#regions = [];
+    this.#count = 0;
+  }
+
   /** Text safe to write now (the very `chunk` when it passes unchanged and nothing was held). */
   push(chunk: string): string {
     if (chunk.length === 0) return '';

@@ -56,6 +56,14 @@ class TokenStage {
     return this.#held.length;
   }
 
+  reset(): void {
+    this.#rescanAt = 0;
+    this.#held = '';
+    this.#prev = -1;
+    this.#continuation = null;
+    this.#triggerNext = -2;
+  }
+
   push(chunk: string): string {
     if (chunk.length === 0) return '';
     let text = chunk;
@@ -244,6 +252,12 @@ export class StreamRedactor {
   /** Chars held back because they may belong to a match not yet complete. */
   get pendingLength(): number {
     return this.#secrets.pendingLength + this.#tokens.pendingLength;
+  }
+
+  /** Back to the state of a new redactor (for one-shot reuse: the automaton's arrays are kept). */
+  reset(): void {
+    this.#secrets.reset();
+    this.#tokens.reset();
   }
 
   push(chunk: string): string {
