@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
@@ -18,9 +20,10 @@ import { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-regi
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
-import { BATCH_FILE, type BatchRecord } from './app/batch/layout.js';
+import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { RoboguideError } from './core/errors.js';
+import { parseManifest, referencedValues } from './core/manifest/index.js';
 
 /** The one place adapters are constructed. Commands ask for what they need here. */
 
@@ -38,6 +41,33 @@ export function createStderrLogger(secrets: readonly string[] = []): Logger {
   return pino({ level: process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn', ...pinoRedactionOptions(secrets) }, pino.destination(2));
 }
 
+/**
+ * The values our own logs must mask for the batch in `output`: every `${NAME}` its frozen manifest
+ * references, as this process's environment holds them. Empty when the manifest cannot be read (the
+ * command then fails on its own, naming why).
+ */
+export async function batchLogSecrets(output: string): Promise<string[]> {
+  try {
+    const parsed = parseManifest(await readFile(join(output, MANIFEST_FILE), 'utf8'));
+    return parsed.ok ? referencedValues(parsed.manifest.jobs.map((j) => j.environment), process.env) : [];
+  } catch {
+    return [];
+  }
+}
+
+/** The same for a `pair run` spec text (before it is validated). */
+export function specLogSecrets(specText: string): string[] {
+  try {
+    const spec = JSON.parse(specText) as { environment?: unknown };
+    const env = spec.environment;
+    if (typeof env !== 'object' || env === null) return [];
+    const strings = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+    return referencedValues([strings], process.env);
+  } catch {
+    return [];
+  }
+}
+
 /** Adapters of the pair lifecycle, shared by `pair run` and the supervisor. */
 export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger): ExecutePairDeps {
   return {
@@ -45,18 +75,18 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     clock: systemClock,
     logger,
     createRedactor: (secrets) => createRedactStream(secrets),
-    extractSessions: (archive, targetDir, transform, signal) => extractArchiveSafely(archive, targetDir, { transform, signal }),
+    extractSessions: (archive, targetDir, transform, signal, redactName) => extractArchiveSafely(archive, targetDir, { transform, signal, redactName }),
     diagnose: (dir) => diagnoseSessions(dir),
     publishOutcome: publishOutcomeCopy,
   };
 }
 
 /** `pair run`: the registry is opened (and a named one checked) only once the spec passed every check. */
-export function createPairRunDeps(registry: RegistryLocation): RunPairDeps & { dispose(): void } {
+export function createPairRunDeps(registry: RegistryLocation, logSecrets: readonly string[]): RunPairDeps & { dispose(): void } {
   const runtime = createContainerRuntime();
   let opened: SqliteCapacityRegistry | null = null;
   return {
-    ...createExecutePairDeps(runtime, createStderrLogger()),
+    ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
     fs: new NodeFileSystem(),
     registry: () => (opened ??= openRegistryAt(registry)),
     dispose: () => opened?.close(),

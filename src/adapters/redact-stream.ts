@@ -114,16 +114,17 @@ class RedactTransform extends Transform {
 }
 
 /**
- * A byte stream redactor (SPEC §10): masks every resolved secret value (raw, base64 in the three
- * alignments, URL-encoded, JSON-escaped; values shorter than 4 chars are ignored),
- * `Authorization:` values, bearer tokens, common token formats and PEM private key blocks,
- * including across chunk boundaries. Buffer in, Buffer out; bytes that are no secret pass
- * through unchanged (the same Buffer when a write holds nothing suspicious).
+ * A byte stream redactor (SPEC §10): masks every resolved secret value in every form listed in
+ * docs/secrets.md (raw; percent- and JSON-escaped per character; hex; base64 standard or url-safe at the
+ * three alignments, MIME-wrapped too; UTF-16), `Authorization:` values, bearer tokens, common token formats
+ * and PEM private key blocks, including across chunk boundaries. Buffer in, Buffer out; bytes that are no
+ * secret pass through unchanged (the same Buffer when a write holds nothing suspicious). Apart from idle
+ * flushes, the output does not depend on how the input is chunked.
  *
- * Only a suffix that could still become a match is held back (at most 64 KiB; longer open
- * matches are emitted masked). After `idleFlushMs` without input, a held open-ended match that
- * already qualifies (e.g. a token at the very end of the output so far) is emitted masked; a
- * partial secret prefix stays held until more input or the end of the stream.
+ * Only bytes that could still become part of a match are held back (a secret form in progress: at most its
+ * span; a token: at most 64 KiB, longer open matches are emitted masked). After `idleFlushMs` without input, a
+ * held open-ended token that already qualifies is emitted masked; a partial secret form stays held until more
+ * input or the end of the stream, where a held tail of 4+ bytes that begins a form is masked.
  */
 export function createRedactStream(secrets: readonly string[], options: RedactStreamOptions = {}): Transform {
   return new RedactTransform(secrets, options);

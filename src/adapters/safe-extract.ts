@@ -47,6 +47,11 @@ export interface ExtractOptions {
   readonly stripComponents?: number;
   /** A fresh transform for each file, e.g. a redactor. */
   readonly transform?: () => NodeJS.ReadWriteStream;
+  /**
+   * Applied to every archive name before it is planned, created or put in a refusal (e.g. masks a
+   * secret in a file name). Its result is checked like any name.
+   */
+  readonly redactName?: (name: string) => string;
   readonly signal?: AbortSignal;
   /**
    * Where each file is written first (then fsynced and renamed into place): outside the target, so no name an
@@ -153,6 +158,7 @@ class Extraction {
     private readonly stripComponents: number,
     private readonly transform: (() => NodeJS.ReadWriteStream) | undefined,
     private readonly tempDir: string,
+    private readonly redactName: ((name: string) => string) | undefined,
   ) {
     this.insidePrefix = root.endsWith(sep) ? root : root + sep;
     this.extractor.on('error', () => {
@@ -218,9 +224,10 @@ class Extraction {
   }
 
   private async handle(header: Header, entry: AsyncIterable<unknown>): Promise<void> {
-    const label = sanitizeLabel(header.name);
+    const name = this.redactName === undefined ? header.name : this.redactName(header.name);
+    const label = sanitizeLabel(name);
     if (!this.withinSizeLimits(header.size, label)) return;
-    const plan = planEntry(header, this.stripComponents);
+    const plan = planEntry({ name, type: header.type }, this.stripComponents);
     if (plan.kind === 'file') {
       if (this.files >= this.limits.maxFiles)
         return this.stop(`file count limit reached (${this.limits.maxFiles})`);
@@ -424,7 +431,15 @@ export async function extractArchiveSafely(
     destroySource(archive);
     return { files: 0, bytes: 0, refusals: ['aborted'], truncated: true };
   }
-  const extraction = new Extraction(archive, root, limits, stripComponents, options.transform, options.tempDir ?? dirname(root));
+  const extraction = new Extraction(
+    archive,
+    root,
+    limits,
+    stripComponents,
+    options.transform,
+    options.tempDir ?? dirname(root),
+    options.redactName,
+  );
   const onAbort = (): void => extraction.stop('aborted');
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {

@@ -10,6 +10,8 @@ export function buildResult(input: {
   readonly claimId: string;
   readonly execution: PairExecution;
   readonly check: OutcomeCheck;
+  /** The parsed outcome with secrets masked, and how many values that took. */
+  readonly outcome: { readonly value: unknown; readonly redactions: number };
   readonly outcomeSha256: string | null;
   readonly classified: Classified;
 }): ResultRecord {
@@ -21,7 +23,8 @@ export function buildResult(input: {
     claim_id: input.claimId,
     classification: input.classified.classification,
     reasons: input.classified.reasons,
-    outcome: input.check.kind === 'valid' || input.check.kind === 'invalid' ? input.check.raw : null,
+    outcome: input.outcome.value,
+    outcome_redactions: input.outcome.redactions,
     outcome_sha256: input.outcomeSha256,
     container: e.container,
     logs: e.logs,

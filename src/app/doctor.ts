@@ -109,6 +109,7 @@ async function engineChecks(
     const skipped = [
       ...options.images.map(imageName),
       'nvidia runtime',
+      'log driver',
       ...(options.probeGpu ? ['gpu probe'] : []),
     ].map((name) => warn(name, 'not checked: the engine check failed', 'fix the engine first'));
     const fix = unreachable
@@ -119,6 +120,7 @@ async function engineChecks(
   const checks: DoctorCheck[] = [engineCheck(info)];
   for (const image of options.images) checks.push(await imageCheck(deps, image));
   checks.push(nvidiaRuntimeCheck(info));
+  checks.push(logDriverCheck(info));
   if (options.probeGpu) checks.push(await gpuProbe(deps, options.images[0] ?? PAIR_DRIVER_IMAGE));
   return { checks, reachable: true };
 }
@@ -149,6 +151,24 @@ async function imageCheck(deps: DoctorDeps, image: string): Promise<DoctorCheck>
     ? IMAGES_BUILD_FIX
     : `docker build -t ${image} … or docker load -i … (nothing can be pulled here)`;
   return warn(imageName(image), 'missing: jobs using it will fail with image_missing', fix);
+}
+
+/** Drivers that keep container output on this host, in files deleted with the container (or nowhere). */
+const LOCAL_LOG_DRIVERS: ReadonlySet<string> = new Set(['json-file', 'local', 'none']);
+/** Drivers known to ship output to a system or remote log (journald, syslog, gelf, fluentd, cloud services…). */
+export const OFF_HOST_LOG_DRIVERS: ReadonlySet<string> = new Set([
+  'journald', 'syslog', 'gelf', 'fluentd', 'awslogs', 'splunk', 'gcplogs', 'etwlogs', 'logentries',
+]);
+
+function logDriverCheck(info: EngineInfo): DoctorCheck {
+  const name = 'log driver';
+  const pairs = 'pair containers set json-file explicitly (raw output stays under the engine\'s data root and is deleted with the container)';
+  const fix = 'set "log-driver": "json-file" in /etc/docker/daemon.json (then restart dockerd) so that other containers keep their output local too';
+  const driver = info.loggingDriver;
+  if (driver === undefined || driver === '') return warn(name, `engine default not reported; ${pairs}`, 'check `docker info --format {{.LoggingDriver}}`');
+  if (LOCAL_LOG_DRIVERS.has(driver)) return ok(name, `engine default ${driver}; ${pairs}`);
+  const where = OFF_HOST_LOG_DRIVERS.has(driver) ? 'ships container output off this host (or into a system log that outlives the container)' : 'is not a known local driver';
+  return warn(name, `engine default ${driver} ${where}: ${pairs}, but any other container's output goes there`, fix);
 }
 
 function nvidiaRuntimeCheck(info: EngineInfo): DoctorCheck {

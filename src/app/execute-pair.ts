@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
-import { redactText } from '../adapters/log-redaction.js';
+import { redactOutcome, textRedactor } from '../adapters/log-redaction.js';
 import type { ExtractReport } from '../adapters/safe-extract.js';
 import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import { b1PortEnvironment } from '../core/b1-config.js';
 import { classify, type EngineFault, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
-import { checkOutcome, type OutcomeRead } from '../core/outcome.js';
+import { checkOutcome, type OutcomeCheck, type OutcomeRead } from '../core/outcome.js';
 import { errorKind } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { ProviderFailure, ResultRecord } from '../core/result.js';
@@ -43,6 +43,8 @@ export interface ExecutePairDeps {
     targetDir: string,
     transform: () => Transform,
     signal: AbortSignal,
+    /** Masks secrets in archive names before they become file names or refusal texts. */
+    redactName: (name: string) => string,
   ) => Promise<ExtractReport>;
   readonly diagnose: (sessionsDir: string) => Promise<ProviderFailure | null>;
   readonly verifyAbsentTimeoutMs?: number;
@@ -122,6 +124,13 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
   };
 }
 
+/** The parsed outcome as result.json keeps it: secrets masked; the host file stays as the driver wrote it. */
+export function outcomeForResult(check: OutcomeCheck, secrets: readonly string[]): { value: unknown; redactions: number } {
+  if (check.kind !== 'valid' && check.kind !== 'invalid') return { value: null, redactions: 0 };
+  const { outcome, redactions } = redactOutcome(check.raw, secrets);
+  return { value: outcome, redactions };
+}
+
 function toClassifyFault(fault: PairExecution['engineFault']): EngineFault | null {
   if (fault === null) return null;
   return fault === 'engine_unavailable' ? 'engine_error' : fault;
@@ -140,6 +149,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   await mkdir(job.cwd, { recursive: true });
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
+  const redact = textRedactor(input.secrets);
   const execution = await runPairLifecycle(
     {
       runtime: deps.runtime,
@@ -155,7 +165,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
         if (archive === null) return { files: 0, bytes: 0, refusals: [] };
         await store.ensureDir(sessionsRel);
         // A hung archive stream must not stall the cleanup that follows.
-        const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS));
+        const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS), redact);
         return { files: report.files, bytes: report.bytes, refusals: report.refusals };
       },
       diagnose: () => deps.diagnose(sessionsAbs),
@@ -199,13 +209,16 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     sourceHashMismatch: false,
   });
   // The engine's own words are kept, but never with a resolved value in them.
-  const engineError = execution.engineError && { ...execution.engineError, message: redactText(execution.engineError.message, input.secrets) };
+  const engineError = execution.engineError && { ...execution.engineError, message: redact(execution.engineError.message) };
+  // Refusal texts hold archive names and error codes from the pair's side: masked before they are kept.
+  const sessions = { ...execution.sessions, refusals: execution.sessions.refusals.map(redact) };
   const result = buildResult({
     batchId: input.batchId,
     jobId: job.job_id,
     claimId: input.claimId,
-    execution: { ...execution, engineError },
+    execution: { ...execution, engineError, sessions },
     check,
+    outcome: outcomeForResult(check, input.secrets),
     outcomeSha256,
     classified,
   });

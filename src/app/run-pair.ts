@@ -39,6 +39,9 @@ export interface RunPairOptions {
   readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths'>;
   /** The registry database file, for the mount rules (a pair must never reach it). */
   readonly registryPath?: string;
+  /** Accept `${NAME}` values shorter than 8 characters (masked anyway, with a warning). */
+  readonly allowShortSecrets?: boolean;
+  readonly onWarning?: (message: string) => void;
   /** Aborting it performs the controlled stop (SIGTERM, stop budget, kill); collection and removal still run. */
   readonly terminate?: AbortSignal;
 }
@@ -102,12 +105,13 @@ function defaultOutput(cwd: string, jobId: string, now: Date): string {
  */
 export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
   const spec = parseSpec(options.specText, options.specSource);
-  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment');
-  if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references unset variables', resolved.issues);
+  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', { allowShortSecrets: options.allowShortSecrets === true });
+  if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references variables that are not set or not usable', resolved.issues);
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
+  for (const warning of resolved.warnings) options.onWarning?.(warning);
   await deps.runtime.info(); // exit 3 when no engine answers, before anything is written
   if (!(await deps.runtime.imageExists(spec.image))) {
     throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {

@@ -85,7 +85,11 @@ export interface ResultRecord {
   readonly claim_id: string;
   readonly classification: Classification;
   readonly reasons: readonly Reason[];
+  /** The parsed outcome with every secret masked (see outcome_redactions); null when absent or unparseable. */
   readonly outcome: unknown;
+  /** Strings, keys and numbers of `outcome` that held a secret and were masked. */
+  readonly outcome_redactions: number;
+  /** SHA-256 of the outcome file's bytes as the driver wrote them (before masking); null when absent. */
   readonly outcome_sha256: string | null;
   readonly container: ContainerRecord;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };

@@ -97,6 +97,25 @@ describe('the CLI as a black box', () => {
     expect(nothing.stdout).toMatch(/read 1 session file\(s\), \d+ line\(s\); no turn end was found/);
   });
 
+  it('refuses a ${NAME} value under 8 characters on start and pair run: exit 2, the variable named, the value nowhere, nothing written', async () => {
+    const manifest = join(dir, 'short.json');
+    const job = { job_id: 'a', argv: ['x'], cwd: '/w', outcome_path: join(dir, 'o', 'short-a.json'), environment: { API_TOKEN: '${RG_E2E_SHORT}' } };
+    await writeFile(manifest, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: DRIVER_IMAGE, jobs: [job] }));
+    const start = cli(['e1-batch', 'start', '--manifest', manifest, '--output', join(dir, 'never-short')], { RG_E2E_SHORT: 'Zq7#xw' });
+    expect(start.code).toBe(2);
+    expect(start.stderr).toMatch(/jobs\[0\]\.environment\.API_TOKEN: references \$\{RG_E2E_SHORT\}, whose value is shorter than 8 characters/);
+    expect(start.stderr).toContain('--allow-short-secrets');
+    const spec = join(dir, 'short-spec.json');
+    await writeFile(spec, JSON.stringify({ ...job, image: DRIVER_IMAGE }));
+    const pair = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'never-short-pair')], { RG_E2E_SHORT: 'Zq7#xw' });
+    expect(pair.code).toBe(2);
+    expect(pair.stderr).toContain('RG_E2E_SHORT');
+    for (const r of [start, pair]) expect(r.stdout + r.stderr).not.toContain('Zq7#xw');
+    expect(await readdir(dir)).not.toContain('never-short');
+    expect(await readdir(dir)).not.toContain('never-short-pair');
+    expect(cli(['pair', 'run', '--help']).stdout).toContain('--allow-short-secrets');
+  });
+
   it('capacity sets host limits that every later call (and batch) sees, and rejects a bad value', () => {
     const registry = join(dir, 'cap.db');
     const set = cli(['capacity', '--registry', registry, '--max-reservations', '1', '--gpu-mib', '40000', '--json']);

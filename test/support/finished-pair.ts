@@ -95,6 +95,7 @@ export async function buildFinishedPair(options: FinishedPairOptions): Promise<F
     classification: 'completed',
     reasons: [],
     outcome,
+    outcome_redactions: 0,
     outcome_sha256: sha256(outcomeText),
     container: { id: containerId, exit_code: 0, timed_out: false, oom_killed: false },
     logs: { stdout: { bytes: 22, closed: true }, stderr: { bytes: 0, closed: true } },

@@ -19,6 +19,7 @@ const ENGINE: EngineInfo = {
   version: '20.10.24',
   apiVersion: '1.41',
   runtimes: ['runc', 'nvidia'],
+  loggingDriver: 'json-file',
 };
 const GPUS: GpuObservation = {
   kind: 'observed',
@@ -131,6 +132,7 @@ describe('doctor verdict', () => {
       ['engine', 'ok'],
       ['image roboguide/pair-driver:1', 'ok'],
       ['nvidia runtime', 'ok'],
+      ['log driver', 'ok'],
       ['gpus', 'ok'],
       ['registry', 'ok'],
       ['disk', 'ok'],
@@ -207,6 +209,25 @@ describe('doctor verdict', () => {
     expect(doctorExitCode([c('ok')], false)).toBe(3);
     expect(doctorExitCode([c('ok'), c('fail'), c('warn')], true)).toBe(1);
     expect(doctorExitCode([c('ok'), c('warn')], true)).toBe(0);
+  });
+
+  it.each(['journald', 'syslog', 'gelf', 'fluentd', 'awslogs', 'splunk', 'gcplogs', 'etwlogs', 'logentries'])(
+    'reports a default log driver %s that ships output off the host as a warning (exit 0)',
+    async (driver) => {
+      const { deps } = fakeWorld({ info: () => Promise.resolve({ ...ENGINE, loggingDriver: driver }) });
+      const report = await runDoctor(deps, OPTIONS);
+      expect(byName(report.checks, 'log driver')).toMatchObject({
+        status: 'warn',
+        detail: expect.stringMatching(new RegExp(`^engine default ${driver} ships container output off this host.*pair containers set json-file`)),
+        fix: expect.stringContaining('"log-driver": "json-file"'),
+      });
+      expect(report.exitCode).toBe(0);
+    },
+  );
+
+  it.each(['json-file', 'local'])('reports the local default log driver %s as ok', async (driver) => {
+    const { deps } = fakeWorld({ info: () => Promise.resolve({ ...ENGINE, loggingDriver: driver }) });
+    expect(byName((await runDoctor(deps, OPTIONS)).checks, 'log driver')).toMatchObject({ status: 'ok', detail: expect.stringContaining(`engine default ${driver}`) });
   });
 
   it('warns on an API older than 1.40 (no device requests)', async () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { environmentProblems } from '../../src/core/manifest/environment.js';
 import {
   environmentReferences,
   isCredentialLikePath,
@@ -32,11 +33,12 @@ describe('resolveEnvironment', () => {
       ALSO: '${OPENAI_API_KEY}',
       URL: '${BASE_URL}',
     };
-    const source = { OPENAI_API_KEY: 'sk-123', BASE_URL: 'http://proxy:8080', UNRELATED: 'u' };
+    const source = { OPENAI_API_KEY: 'sk-12345', BASE_URL: 'http://proxy:8080', UNRELATED: 'u' };
     expect(resolveEnvironment(env, source, 'jobs[0].environment')).toEqual({
       ok: true,
-      values: { MODEL: 'm-1', OPENAI_API_KEY: 'sk-123', ALSO: 'sk-123', URL: 'http://proxy:8080' },
-      secrets: ['sk-123', 'http://proxy:8080'],
+      values: { MODEL: 'm-1', OPENAI_API_KEY: 'sk-12345', ALSO: 'sk-12345', URL: 'http://proxy:8080' },
+      secrets: ['sk-12345', 'http://proxy:8080'],
+      warnings: [],
     });
   });
 
@@ -58,6 +60,26 @@ describe('resolveEnvironment', () => {
     expect(result.ok).toBe(false);
   });
 
+  it('refuses a value shorter than 8 characters, naming the variable and never the value', () => {
+    const result = resolveEnvironment({ K: '${SHORT}', L: '${LONG}' }, { SHORT: 'hunter2', LONG: 'long-enough' }, 'jobs[0].environment');
+    expect(result).toEqual({
+      ok: false,
+      issues: [{ path: 'jobs[0].environment.K', rule: expect.stringMatching(/SHORT.*shorter than 8 characters.*--allow-short-secrets/) }],
+    });
+    expect(JSON.stringify(result)).not.toContain('hunter2');
+  });
+
+  it('accepts a short value when allowed, with a warning that names the variable only', () => {
+    const result = resolveEnvironment({ K: '${SHORT}' }, { SHORT: 'pw1' }, 'environment', { allowShortSecrets: true });
+    expect(result.ok && result.secrets).toEqual(['pw1']);
+    expect(result.ok && result.warnings).toEqual([expect.stringMatching(/^environment.K references \$\{SHORT\}, whose value is shorter than 8/)]);
+    expect(JSON.stringify(result.ok && result.warnings)).not.toContain('pw1');
+  });
+
+  it('counts characters, not bytes: 8 non-ASCII characters are enough', () => {
+    expect(resolveEnvironment({ K: '${V}' }, { V: 'ééééçççç' }, 'environment').ok).toBe(true);
+  });
+
   it('uses bare names at the root of a pair spec', () => {
     const result = resolveEnvironment({ K: '${MISSING}' }, {}, '$');
     expect(!result.ok && result.issues.map((i) => i.path)).toEqual(['K']);
@@ -75,12 +97,37 @@ describe('isSecretLookingName', () => {
     'GCP_CREDENTIALS',
     'AUTHORIZATION',
     'Cookie',
+    'DB_PASS',
+    'PGPASSFILE',
+    'SMTP_PWD',
+    'PRIVATE_KEY_PEM',
+    'my_private',
+    'SESSION_ID',
+    'SENTRY_DSN',
   ])('flags %s', (name) => {
     expect(isSecretLookingName(name)).toBe(true);
   });
 
   it.each(['MODEL', 'BASE_URL', 'HOME', 'PATH', 'CODEX_HOME'])('does not flag %s', (name) => {
     expect(isSecretLookingName(name)).toBe(false);
+  });
+});
+
+describe('environmentProblems: URLs holding a password', () => {
+  it.each([
+    ['DATABASE_URL', 'postgres://app:s3cret@db:5432/x'],
+    ['redis_url', 'redis://:pw@cache:6379'],
+    ['PROXY_URL', 'http://user:pa%40ss@proxy:3128'],
+  ])('refuses the literal %s', (name, value) => {
+    expect(environmentProblems({ [name]: value })).toEqual([{ name, rule: expect.stringContaining('user:password@') }]);
+  });
+
+  it.each([
+    ['BASE_URL', 'http://proxy:8080'],
+    ['BASE_URL', 'https://user@host/path'],
+    ['HOMEPAGE', 'http://a:b@c/'],
+  ])('accepts the literal %s=%s', (name, value) => {
+    expect(environmentProblems({ [name]: value })).toEqual([]);
   });
 });
 

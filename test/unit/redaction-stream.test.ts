@@ -169,9 +169,11 @@ describe('createRedactStream: idle flush', () => {
     stream.end();
   });
 
-  it('flushes held text at stream end: a short prefix as is, a long secret prefix masked', async () => {
-    const short = await through(createRedactStream([SECRET]), [Buffer.from(`x ${SECRET.slice(0, 4)}`)]);
-    expect(Buffer.concat(short).toString()).toBe(`x ${SECRET.slice(0, 4)}`);
+  it('flushes held text at stream end: a prefix under 4 bytes as is, a secret prefix of 4+ bytes masked', async () => {
+    const short = await through(createRedactStream([SECRET]), [Buffer.from(`x ${SECRET.slice(0, 3)}`)]);
+    expect(Buffer.concat(short).toString()).toBe(`x ${SECRET.slice(0, 3)}`);
+    const four = await through(createRedactStream([SECRET]), [Buffer.from(`x ${SECRET.slice(0, 4)}`)]);
+    expect(Buffer.concat(four).toString()).toBe('x [REDACTED]');
     const long = await through(createRedactStream([SECRET]), [Buffer.from(`x ${SECRET.slice(0, 12)}`)]);
     expect(Buffer.concat(long).toString()).toBe('x [REDACTED]');
   });

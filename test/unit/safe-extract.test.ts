@@ -84,6 +84,22 @@ describe('extractArchiveSafely: normal archives', () => {
     expect(await readFile(join(target, 'b.jsonl'), 'utf8')).toBe('MORE\n');
   });
 
+  it('passes every name through redactName before creating or refusing it (file, directory, refused link)', async () => {
+    const secret = 'Q7vJx2mB9kLp4RtY';
+    const archive = await tarStream([
+      { name: `sessions/${secret}/`, type: 'directory' },
+      { name: `sessions/${secret}/rollout-${secret}.jsonl`, body: 'x' },
+      { name: `sessions/link-${secret}`, type: 'symlink', linkname: '/etc/passwd' },
+      { name: `sessions/${'a'.repeat(110)}${secret}`, type: 'symlink', linkname: '/etc/passwd' },
+    ]);
+    const report = await extractArchiveSafely(archive, target, { redactName: (name) => name.replaceAll(secret, '[REDACTED]') });
+    expect(report.files).toBe(1);
+    expect(await readFile(join(target, '[REDACTED]', 'rollout-[REDACTED].jsonl'), 'utf8')).toBe('x');
+    // Masked before the label is cut to its 120 chars: no half secret survives the cut.
+    expect(report.refusals).toEqual(['symlink refused: sessions/link-[REDACTED]', `symlink refused: sessions/${'a'.repeat(110)}[…`]);
+    expect(JSON.stringify(report)).not.toContain(secret.slice(0, 8));
+  });
+
   it('never overwrites: a duplicate entry is refused and the first copy kept', async () => {
     const archive = await tarStream([
       { name: 'sessions/a.jsonl', body: 'first' },

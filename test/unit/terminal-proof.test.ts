@@ -39,6 +39,7 @@ const result: ResultRecord = {
   classification: 'completed',
   reasons: [],
   outcome: { job_id: 'pair-0001', arms: {} },
+  outcome_redactions: 0,
   outcome_sha256: OUTCOME_SHA,
   container: { id: 'c-1', exit_code: 0, timed_out: false, oom_killed: false },
   logs: { stdout: { bytes: 10, closed: true }, stderr: { bytes: 3, closed: false } },

@@ -34,6 +34,19 @@ function isAbort(err: unknown): boolean {
 export type DockerConnection = Docker.DockerOptions;
 
 /** ContainerRuntime over the Docker Engine API (dockerode). Every engine error is mapped once, here. */
+/**
+ * The engine's own copy of a pair's raw (unredacted) output: always the local json-file driver, whatever the
+ * daemon's default (journald, syslog or a remote service would keep or ship it beyond the container). The copy
+ * lives under the engine's data root and is deleted with the container, whose removal we verify. It must be a
+ * driver the logs API can read back: attach replays it, and a resumed supervisor re-reads it from the start and
+ * skips what stdout.log already holds. Bounded: 4 files of 512 MiB (JSON-framed lines); a pair whose output
+ * outgrows that and is reattached after a supervisor crash loses the rotated-away start (docs/secrets.md).
+ */
+export const PAIR_LOG_CONFIG = {
+  type: 'json-file',
+  config: { 'max-size': '512m', 'max-file': '4' },
+} as const;
+
 export class DockerContainerRuntime implements ContainerRuntime {
   readonly docker: Docker;
   readonly #callTimeoutMs: number;
@@ -65,11 +78,11 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.docker.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown> }>,
+        this.docker.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string }>,
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes };
+      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes, loggingDriver: info.LoggingDriver };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -113,6 +126,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         ),
         Init: true,
         SecurityOpt: ['no-new-privileges'],
+        LogConfig: { Type: PAIR_LOG_CONFIG.type, Config: { ...PAIR_LOG_CONFIG.config } },
         AutoRemove: false,
         DeviceRequests: spec.deviceRequests.map((r) => ({
           Driver: r.Driver,

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { InvalidInputError, RoboguideError } from '../../core/errors.js';
-import { parseManifest, resolveEnvironment, type Job, type Manifest } from '../../core/manifest/index.js';
+import { parseManifest, resolveEnvironment, type Job, type Manifest, type ResolveOptions } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { BATCH_FILE, MANIFEST_FILE, receiptRel, resultRel, type BatchRecord } from './layout.js';
@@ -9,6 +9,8 @@ import { BATCH_FILE, MANIFEST_FILE, receiptRel, resultRel, type BatchRecord } fr
 export interface ResolvedJobEnvironment {
   readonly values: Record<string, string>;
   readonly secrets: string[];
+  /** Short values accepted with --allow-short-secrets (named, never shown). */
+  readonly warnings: string[];
 }
 
 /** Resolve every job's `${NAME}` references now: fail fast, naming the job path and variable, never a value. */
@@ -16,18 +18,19 @@ export function resolveAllEnvironments(
   manifest: Manifest,
   source: Readonly<Record<string, string | undefined>>,
   only?: ReadonlySet<string>,
+  options: ResolveOptions = {},
 ): Map<string, ResolvedJobEnvironment> {
   const resolved = new Map<string, ResolvedJobEnvironment>();
   const issues = [];
   for (const [i, job] of manifest.jobs.entries()) {
     if (only && !only.has(job.job_id)) continue;
-    const r = resolveEnvironment(job.environment, source, `jobs[${i}].environment`);
-    if (r.ok) resolved.set(job.job_id, { values: r.values, secrets: r.secrets });
+    const r = resolveEnvironment(job.environment, source, `jobs[${i}].environment`, options);
+    if (r.ok) resolved.set(job.job_id, { values: r.values, secrets: r.secrets, warnings: r.warnings });
     else issues.push(...r.issues);
   }
   if (issues.length > 0) {
-    throw new InvalidInputError('E_ENV_MISSING', 'the manifest references variables that are not set', issues, {
-      suggestions: ['export the named variables in the environment that runs start/resume'],
+    throw new InvalidInputError('E_ENV_MISSING', 'the manifest references variables that are not set or not usable', issues, {
+      suggestions: ['export the named variables in the environment that runs start/resume (values of 8+ characters)'],
     });
   }
   return resolved;

@@ -34,6 +34,8 @@ export interface BatchRecord {
   readonly registry_path: string;
   readonly bind_address: string;
   readonly gpu_observation: BatchGpuObservation | null;
+  /** `start --allow-short-secrets`: values under 8 characters are accepted (and masked) by every supervisor of the batch. */
+  readonly allow_short_secrets?: boolean;
 }
 
 /** Recorded at start when the manifest asks for GPUs. */

@@ -7,6 +7,7 @@ import { referencedName, type Job } from '../../core/manifest/index.js';
 import { checkOutcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../core/result.js';
+import { outcomeForResult } from '../execute-pair.js';
 import { removeAndVerify } from '../pair-lifecycle.js';
 import type { ResolvedJobEnvironment } from './batch-context.js';
 import { executeInBatch, type BatchPairContext, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
@@ -56,7 +57,7 @@ export async function recoverPair(
     containerId !== null && state !== null
       ? await removeAndVerify({ runtime, logger: deps.execute.logger }, containerId, ctx.manifest.stop_budget_seconds)
       : { removed: false, verified_absent: true, attempts: 0 };
-  return finishPair(deps, receipt, await lostWorkerResult(deps, ctx, job, receipt, containerId, cleanup));
+  return finishPair(deps, receipt, await lostWorkerResult(deps, ctx, job, receipt, containerId, cleanup, env?.secrets ?? []));
 }
 
 async function lostWorkerResult(
@@ -66,9 +67,11 @@ async function lostWorkerResult(
   receipt: Receipt,
   containerId: string | null,
   cleanup: ResultRecord['cleanup'],
+  secrets: readonly string[],
 ): Promise<ResultRecord> {
   const read = await readOutcomeFile(receipt.private_outcome === undefined ? job.outcome_path : deps.store.resolve(`${jobRel(job.job_id)}/${receipt.private_outcome}`));
   const check = checkOutcome(read);
+  const outcome = outcomeForResult(check, secrets);
   const classified = classify({
     jobId: job.job_id,
     outcome: check,
@@ -93,7 +96,8 @@ async function lostWorkerResult(
     claim_id: receipt.claim_id,
     classification: classified.classification,
     reasons: classified.reasons,
-    outcome: check.kind === 'valid' || check.kind === 'invalid' ? check.raw : null,
+    outcome: outcome.value,
+    outcome_redactions: outcome.redactions,
     outcome_sha256: read.state === 'present' ? createHash('sha256').update(read.bytes).digest('hex') : null,
     container: { id: containerId, exit_code: null, timed_out: false, oom_killed: false },
     logs: { stdout: { bytes: await logBytes('stdout.log'), closed: false }, stderr: { bytes: await logBytes('stderr.log'), closed: false } },

@@ -8,7 +8,7 @@ import { runningSupervisor } from './supervisor-liveness.js';
  * variable the unfinished jobs reference must be set. Returns the number of unfinished jobs.
  */
 export async function checkResumable(store: EvidenceStore, environment: Readonly<Record<string, string | undefined>>): Promise<number> {
-  const { manifest } = await loadBatch(store);
+  const { batch, manifest } = await loadBatch(store);
   const supervisor = await runningSupervisor(store);
   if (supervisor !== null) {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `the supervisor of this batch is still running (pid ${supervisor.pid})`, {
@@ -17,6 +17,6 @@ export async function checkResumable(store: EvidenceStore, environment: Readonly
   }
   const files = await readJobFiles(store, manifest);
   const unfinished = new Set(files.filter((f) => f.result === null).map((f) => f.job.job_id));
-  resolveAllEnvironments(manifest, environment, unfinished);
+  resolveAllEnvironments(manifest, environment, unfinished, { allowShortSecrets: batch.allow_short_secrets === true });
   return unfinished.size;
 }

@@ -37,6 +37,9 @@ export interface StartBatchOptions {
   readonly hostAddresses?: readonly string[];
   /** $HOME and the engine's sockets: no job may get them mounted (the output directory and registry always count). */
   readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths'>;
+  /** Accept `${NAME}` values shorter than 8 characters (masked anyway); recorded in batch.json. */
+  readonly allowShortSecrets?: boolean;
+  readonly onWarning?: (message: string) => void;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -99,7 +102,8 @@ function bindAddressIssues(options: StartBatchOptions): Issue[] {
 
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await loadManifest(options.manifestPath);
-  resolveAllEnvironments(manifest, options.environment);
+  const allowShortSecrets = options.allowShortSecrets === true;
+  const envs = resolveAllEnvironments(manifest, options.environment, undefined, { allowShortSecrets });
   const issues = [
     ...bindAddressIssues(options),
     ...(await claimedInOriginal(manifest, deps.fs)),
@@ -111,6 +115,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     )),
   ];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
+  for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
 
   const engine = await deps.runtime.info();
   const images = [...new Set(manifest.jobs.map((j) => jobImage(manifest, j)))];
@@ -139,6 +144,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     registry_path: options.registryPath,
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
+    ...(allowShortSecrets ? { allow_short_secrets: true } : {}),
   };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.

@@ -109,7 +109,7 @@ async function superviseHeld(
 
   let files = await readJobFiles(store, manifest);
   const pending = new Set(files.filter((f) => f.result === null).map((f) => f.job.job_id));
-  const envs: Map<string, ResolvedJobEnvironment> = resolveAllEnvironments(manifest, deps.environment, pending);
+  const envs: Map<string, ResolvedJobEnvironment> = resolveAllEnvironments(manifest, deps.environment, pending, { allowShortSecrets: batch.allow_short_secrets === true });
 
   const pauseReasons = new Set<PauseReason>(foldJournal(await store.readJournal()).pauseReasons);
   const claimed = new Set(files.filter((f) => f.receipt !== null).map((f) => f.job.job_id));

@@ -53,6 +53,8 @@ export interface EngineInfo {
   readonly version: string;
   readonly apiVersion: string;
   readonly runtimes: readonly string[];
+  /** The engine's default log driver (`docker info` LoggingDriver), when it says. */
+  readonly loggingDriver?: string | undefined;
 }
 
 export type RemoveResult = 'removed' | 'absent';

@@ -6,7 +6,7 @@ import { launchSupervisor } from '../../adapters/supervisor-launcher.js';
 import { checkResumable } from '../../app/batch/resume-batch.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { BIN_RUN_JS, createStderrLogger, createSupervisorDeps } from '../../composition-root.js';
+import { BIN_RUN_JS, batchLogSecrets, createStderrLogger, createSupervisorDeps } from '../../composition-root.js';
 
 export default class BatchResume extends BaseCommand {
   static override summary = 'Restart the supervisor of a stopped, paused or crashed batch.';
@@ -28,7 +28,7 @@ export default class BatchResume extends BaseCommand {
     const output = resolve(flags.output);
     const unfinished = await checkResumable(new EvidenceStore(new NodeFileSystem(), output), process.env);
     if (flags.foreground) {
-      const deps = await createSupervisorDeps(output, createStderrLogger());
+      const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
       try {
         const state = await supervise(deps, 'resume');
         this.log(`batch resumed and supervised to: ${state}`);

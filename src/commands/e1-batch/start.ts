@@ -11,7 +11,15 @@ import { prepareBatch } from '../../app/batch/start-batch.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { BIN_RUN_JS, createContainerRuntime, createStderrLogger, createSupervisorDeps, hostProtectedPaths, PACKAGE_ROOT } from '../../composition-root.js';
+import {
+  BIN_RUN_JS,
+  batchLogSecrets,
+  createContainerRuntime,
+  createStderrLogger,
+  createSupervisorDeps,
+  hostProtectedPaths,
+  PACKAGE_ROOT,
+} from '../../composition-root.js';
 
 export default class BatchStart extends BaseCommand {
   static override summary = 'Validate a manifest, freeze it into a new output directory and launch the supervisor.';
@@ -32,6 +40,10 @@ export default class BatchStart extends BaseCommand {
     registry: Flags.string({ description: 'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)' }),
     'bind-address': Flags.string({ description: 'host IP address published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
     foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
+    'allow-short-secrets': Flags.boolean({
+      description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
+      default: false,
+    }),
   };
 
   async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string; warnings?: readonly string[] }> {
@@ -55,11 +67,13 @@ export default class BatchStart extends BaseCommand {
         hostPaths: hostProtectedPaths(),
         environment: process.env,
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
+        allowShortSecrets: flags['allow-short-secrets'],
+        onWarning: (message) => this.warn(message),
       },
     );
     for (const warning of record.gpu_observation?.warnings ?? []) this.warn(warning);
     if (flags.foreground) {
-      const deps = await createSupervisorDeps(output, createStderrLogger());
+      const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
       try {
         const state = await supervise({ ...deps, handleSignals: true }, 'start');
         this.log(`batch ${record.batch_id}: ${state} (${output})`);

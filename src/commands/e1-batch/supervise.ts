@@ -3,7 +3,7 @@ import { Flags } from '@oclif/core';
 import { createFileLogger } from '../../adapters/pino-logger.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createSupervisorDeps } from '../../composition-root.js';
+import { batchLogSecrets, createSupervisorDeps } from '../../composition-root.js';
 import { join } from 'node:path';
 import { SUPERVISOR_LOG } from '../../app/batch/layout.js';
 
@@ -19,7 +19,7 @@ export default class BatchSupervise extends BaseCommand {
   async run(): Promise<{ state: string }> {
     const { flags } = await this.parse(BatchSupervise);
     const output = resolve(flags.output);
-    const logger = createFileLogger(join(output, SUPERVISOR_LOG), [], { output });
+    const logger = createFileLogger(join(output, SUPERVISOR_LOG), await batchLogSecrets(output), { output });
     const deps = await createSupervisorDeps(output, logger);
     try {
       const state = await supervise(deps, flags.mode === 'resume' ? 'resume' : 'start');

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createPairRunDeps, hostProtectedPaths, PACKAGE_ROOT } from '../../composition-root.js';
+import { createPairRunDeps, hostProtectedPaths, PACKAGE_ROOT, specLogSecrets } from '../../composition-root.js';
 import { hostAddresses } from '../../adapters/host-addresses.js';
 import { registryLocation } from '../../adapters/registry/default-path.js';
 import { readCodeVersion } from '../../adapters/code-version.js';
@@ -22,7 +22,7 @@ export default class PairRun extends BaseCommand {
     'outcome and Codex sessions collected; then the container is removed and its absence verified.',
     '',
     'Exit codes: 0 classification "completed"; 1 any other classification or a runtime failure (the receipt',
-    'is still written and printed); 2 invalid spec or unset referenced variable; 3 no Docker engine.',
+    'is still written and printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> pair run --spec pair.json',
@@ -34,6 +34,10 @@ export default class PairRun extends BaseCommand {
     'bind-address': Flags.string({ description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
     registry: Flags.string({ description: 'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)' }),
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
+    'allow-short-secrets': Flags.boolean({
+      description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
+      default: false,
+    }),
   };
 
   async run(): Promise<ResultRecord & { output: string }> {
@@ -47,7 +51,7 @@ export default class PairRun extends BaseCommand {
       ]);
     }
     const registry = registryLocation(flags.registry); // a URL is refused here, before anything else
-    const deps = createPairRunDeps(registry);
+    const deps = createPairRunDeps(registry, specLogSecrets(specText));
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
     const terminate = new AbortController();
@@ -74,6 +78,8 @@ export default class PairRun extends BaseCommand {
         hostPaths: hostProtectedPaths(),
         registryPath: registry.path,
         terminate: terminate.signal,
+        allowShortSecrets: flags['allow-short-secrets'],
+        onWarning: (message) => this.warn(message),
       });
     } catch (err) {
       reraise(received);

@@ -1,7 +1,7 @@
 import type { Issue } from '../errors.js';
 import { ENV_NAME_PATTERN, RESERVED_ENV_PREFIX } from './constants.js';
 import { joinPath } from './issue-path.js';
-import { isSecretLookingName } from './secrets.js';
+import { isSecretLookingName, isUrlWithPassword, MIN_SECRET_VALUE_LENGTH } from './secrets.js';
 
 /**
  * A job's `environment` (SPEC §3): public configuration, plus whole-string references
@@ -42,6 +42,9 @@ function valueRule(name: string, value: string): string | undefined {
   if (isSecretLookingName(name)) {
     return 'a secret-looking name must not hold a literal value; reference the supervisor environment as "${NAME}"';
   }
+  if (isUrlWithPassword(name, value)) {
+    return 'a URL with a password (user:password@) must not be a literal value; reference the supervisor environment as "${NAME}"';
+  }
   return undefined;
 }
 
@@ -55,21 +58,48 @@ export function environmentReferences(env: Readonly<Record<string, string>>): st
   return [...names];
 }
 
+/**
+ * The values `source` holds for every `${NAME}` referenced in `environments` (unset ones are left
+ * out): what our own logs must mask before a job's environment is resolved.
+ */
+export function referencedValues(
+  environments: readonly Readonly<Record<string, string>>[],
+  source: Readonly<Record<string, string | undefined>>,
+): string[] {
+  const values = new Set<string>();
+  for (const env of environments) {
+    for (const name of environmentReferences(env)) {
+      const value = Object.hasOwn(source, name) ? source[name] : undefined;
+      if (value !== undefined && value !== '') values.add(value);
+    }
+  }
+  return [...values];
+}
+
 export type EnvironmentResolution =
-  { ok: true; values: Record<string, string>; secrets: string[] } | { ok: false; issues: Issue[] };
+  | { ok: true; values: Record<string, string>; secrets: string[]; warnings: string[] }
+  | { ok: false; issues: Issue[] };
+
+export interface ResolveOptions {
+  /** Accept values shorter than MIN_SECRET_VALUE_LENGTH (they are masked anyway; a warning says so). */
+  readonly allowShortSecrets?: boolean;
+}
 
 /**
  * Replaces every `${NAME}` value with `source[NAME]`. Every resolved value is a secret (to be
- * redacted); a missing or empty variable is an issue at `<pathPrefix>.<key>` naming the variable.
+ * redacted); a missing or empty variable, or one shorter than MIN_SECRET_VALUE_LENGTH (unless
+ * allowed), is an issue at `<pathPrefix>.<key>` naming the variable, never its value.
  */
 export function resolveEnvironment(
   env: Readonly<Record<string, string>>,
   source: Readonly<Record<string, string | undefined>>,
   pathPrefix: string,
+  options: ResolveOptions = {},
 ): EnvironmentResolution {
   const values: Record<string, string> = {};
   const secrets = new Set<string>();
   const issues: Issue[] = [];
+  const warnings: string[] = [];
   for (const [key, value] of Object.entries(env)) {
     const name = referencedName(value);
     if (name === undefined) {
@@ -84,8 +114,16 @@ export function resolveEnvironment(
       });
       continue;
     }
+    if ([...resolved].length < MIN_SECRET_VALUE_LENGTH) {
+      const rule = `references \${${name}}, whose value is shorter than ${MIN_SECRET_VALUE_LENGTH} characters`;
+      if (options.allowShortSecrets !== true) {
+        issues.push({ path: joinPath(pathPrefix, key), rule: `${rule}: too short to mask safely (use a longer value, or --allow-short-secrets)` });
+        continue;
+      }
+      warnings.push(`${joinPath(pathPrefix, key)} ${rule}: every occurrence of it is masked in all output`);
+    }
     values[key] = resolved;
     secrets.add(resolved);
   }
-  return issues.length > 0 ? { ok: false, issues } : { ok: true, values, secrets: [...secrets] };
+  return issues.length > 0 ? { ok: false, issues } : { ok: true, values, secrets: [...secrets], warnings };
 }

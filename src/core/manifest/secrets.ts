@@ -3,11 +3,26 @@
  * must reference the supervisor's environment, and credential-like files must not be hashed
  * into `source_sha256` (their digests would be persisted as evidence).
  */
-const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|COOKIE/i;
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|DSN/i;
 
 export function isSecretLookingName(name: string): boolean {
   return SECRET_NAME.test(name);
 }
+
+const URL_NAME = /(?:^|_)URL$/i;
+/** `scheme://user:password@…`: a URL that carries a password in its userinfo. */
+const URL_WITH_PASSWORD = /^[a-z][a-z0-9+.-]*:\/\/[^/?#@\s]*:[^/?#@\s]*@/i;
+
+/** A `*_URL` variable whose literal value holds `user:password@`. */
+export function isUrlWithPassword(name: string, value: string): boolean {
+  return URL_NAME.test(name) && URL_WITH_PASSWORD.test(value);
+}
+
+/**
+ * Resolved values shorter than this are refused unless the user allows them: masking every
+ * occurrence of a few common characters would wreck the logs, and not masking them leaks them.
+ */
+export const MIN_SECRET_VALUE_LENGTH = 8;
 
 const CREDENTIAL_BASENAMES = new Set(['.env', 'auth.json', '.netrc', '.npmrc', '.pypirc']);
 

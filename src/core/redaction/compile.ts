@@ -1,8 +1,6 @@
 import { AUTHORIZATION, PRIVATE_KEY_BLOCK } from './header-detectors.js';
-import type { LiteralSearch } from './literal-search.js';
-import { literalSearches } from './literal-search.js';
-import type { TextMode } from './secret-forms.js';
-import { literalsOf } from './secret-forms.js';
+import type { SecretMachine } from './secret-machine.js';
+import { compileSecretMachine } from './secret-machine.js';
 import { TOKEN_DETECTORS } from './token-detectors.js';
 import type { Detector } from './types.js';
 
@@ -13,22 +11,26 @@ export const DETECTORS: readonly Detector[] = [...TOKEN_DETECTORS, AUTHORIZATION
 
 /** Everything the scanner needs, built once per secret set. */
 export interface CompiledRedaction {
-  /** Secret forms, longest first. */
-  readonly literals: readonly string[];
-  /** Finders of the leftmost literal occurrence; a scan asks each and takes the minimum. */
-  readonly literalSearches: readonly LiteralSearch[];
-  /** The same forms by the code of their first char. */
-  readonly literalsByFirstChar: ReadonlyMap<number, readonly string[]>;
+  /** How one-shot redaction reads its input (streams are always latin1 bytes). */
+  readonly mode: TextMode;
+  /** Every form of every secret value, as one automaton. */
+  readonly secretMachine: SecretMachine;
   /** Detectors by the char code their keyword starts with (both cases when case-insensitive). */
   readonly detectorsByFirstChar: ReadonlyMap<number, readonly Detector[]>;
   /** Finds the keyword of any detector. */
   readonly trigger: RegExp;
   /** Longest keyword length - 1: how far back a keyword cut by the text end can start. */
   readonly keywordWindow: number;
-  /** 1 for each char code that can end a proper prefix of a literal or keyword. */
+  /** 1 for each char code that can end a proper prefix of a keyword. */
   readonly tailChars: Uint8Array;
   readonly maxHeldChars: number;
 }
+
+/**
+ * `latin1-bytes`: text is a latin1 string holding raw bytes (one char per byte), as streams
+ * are scanned. `text`: ordinary JS strings (log lines, error messages), redacted as their UTF-8.
+ */
+export type TextMode = 'latin1-bytes' | 'text';
 
 export interface CompileOptions {
   readonly maxHeldChars?: number;
@@ -86,12 +88,11 @@ function indexByFirstChar(detectors: readonly Detector[]): Map<number, Detector[
   return byChar;
 }
 
-function tailCharsOf(literals: readonly string[], detectors: readonly Detector[]): Uint8Array {
+function tailCharsOf(detectors: readonly Detector[]): Uint8Array {
   const table = new Uint8Array(65536);
   const mark = (text: string) => {
     for (let i = 0; i < text.length - 1; i++) table[text.charCodeAt(i)] = 1;
   };
-  for (const literal of literals) mark(literal);
   for (const detector of detectors) {
     if (detector.ignoreCase) {
       mark(detector.keyword.toLowerCase());
@@ -108,22 +109,13 @@ export function compileRedaction(
   mode: TextMode,
   options: CompileOptions = {},
 ): CompiledRedaction {
-  const literals = literalsOf(secrets, mode);
-  const longestLiteral = literals[0]?.length ?? 0;
-  const keywordWindow = Math.max(...DETECTORS.map((d) => d.keyword.length)) - 1;
-  const literalsByFirstChar = new Map<number, string[]>();
-  for (const literal of literals) {
-    const code = literal.charCodeAt(0);
-    literalsByFirstChar.set(code, [...(literalsByFirstChar.get(code) ?? []), literal]);
-  }
   return {
-    literals,
-    literalSearches: literalSearches(literals),
-    literalsByFirstChar,
+    mode,
+    secretMachine: compileSecretMachine(secrets),
     detectorsByFirstChar: indexByFirstChar(DETECTORS),
     trigger: triggerOf(DETECTORS),
-    keywordWindow,
-    tailChars: tailCharsOf(literals, DETECTORS),
-    maxHeldChars: Math.max(options.maxHeldChars ?? DEFAULT_MAX_HELD_CHARS, 2 * longestLiteral + 1024),
+    keywordWindow: Math.max(...DETECTORS.map((d) => d.keyword.length)) - 1,
+    tailChars: tailCharsOf(DETECTORS),
+    maxHeldChars: options.maxHeldChars ?? DEFAULT_MAX_HELD_CHARS,
   };
 }

@@ -1,16 +1,14 @@
 import type { CompiledRedaction } from './compile.js';
+import { SecretStage, SECRET_MASK } from './secret-stage.js';
 import { swallow } from './continuation.js';
 import type { Continuation, DetectorKind } from './types.js';
 import { NO_MATCH, PARTIAL } from './types.js';
 
-export const SECRET_MASK = '[REDACTED]';
+export { SECRET_MASK } from './secret-stage.js';
 
 export function maskFor(kind: DetectorKind | 'secret'): string {
   return kind === 'secret' ? SECRET_MASK : `[REDACTED:${kind}]`;
 }
-
-/** At stream end, a trailing prefix of a secret form this long is masked, not emitted. */
-const MIN_MASKED_PREFIX = 8;
 
 type Mode = 'push' | 'idle' | 'end';
 
@@ -25,9 +23,13 @@ const HOLD = 'hold';
 type Resolution = typeof NO_MATCH | typeof HOLD | Region;
 
 /**
- * Streaming redactor over text chunks (latin1 strings for byte streams). Emits everything that
- * cannot be part of a match at once, holds back only a suffix that could still become (or
- * extend) a match, and never emits part of a match.
+ * The token-shape stage (detectors: `sk-…`, `Bearer …`, `Authorization:`, PEM blocks…) over
+ * latin1 text. Emits everything that cannot be part of a match at once, holds back only a
+ * suffix that could still become (or extend) a match, and never emits part of a match.
+ *
+ * While text is held, a push only appends to it until the held text has doubled since the last
+ * scan (or the cap is near): each scan costs at most twice the text added since the one before,
+ * so a match trickling in one byte at a time costs O(1) per byte, not a rescan per push.
  *
  * - `push(chunk)` returns the text that is safe to emit now (the very `chunk` string when it
  *   passes through unchanged: callers can reuse their buffer).
@@ -35,23 +37,31 @@ type Resolution = typeof NO_MATCH | typeof HOLD | Region;
  *   and the rest of them is dropped as it arrives; partial matches stay held.
  * - `end()` at stream end: everything left, with matches masked.
  */
-export class StreamRedactor {
+class TokenStage {
   readonly #compiled: CompiledRedaction;
+  /** Held length at which the next push rescans (0: at once). */
+  #rescanAt = 0;
   #held = '';
   /** Code of the input char right before the held text (or before the next chunk); -1 at start. */
   #prev = -1;
   #continuation: Continuation | null = null;
-  readonly #literalNext: Int32Array;
   #triggerNext = -2;
 
   constructor(compiled: CompiledRedaction) {
     this.#compiled = compiled;
-    this.#literalNext = new Int32Array(compiled.literalSearches.length);
   }
 
   /** Chars held back because they may belong to a match not yet complete. */
   get pendingLength(): number {
     return this.#held.length;
+  }
+
+  reset(): void {
+    this.#rescanAt = 0;
+    this.#held = '';
+    this.#prev = -1;
+    this.#continuation = null;
+    this.#triggerNext = -2;
   }
 
   push(chunk: string): string {
@@ -64,12 +74,26 @@ export class StreamRedactor {
       if (swallowed.next !== null) return '';
       text = chunk.slice(swallowed.consumed);
     }
-    return this.#scan(this.#held.length > 0 ? this.#held + text : text, 'push');
+    if (this.#held.length > 0) {
+      const held = this.#held + text;
+      if (held.length < this.#rescanAt && held.length <= this.#compiled.maxHeldChars) {
+        this.#held = held;
+        return '';
+      }
+      return this.#rescan(held, 'push');
+    }
+    return this.#rescan(text, 'push');
+  }
+
+  #rescan(s: string, mode: Mode): string {
+    const out = this.#scan(s, mode);
+    this.#rescanAt = 2 * this.#held.length;
+    return out;
   }
 
   idle(): string {
     if (this.#held.length === 0) return '';
-    return this.#scan(this.#held, 'idle');
+    return this.#rescan(this.#held, 'idle');
   }
 
   end(): string {
@@ -82,7 +106,7 @@ export class StreamRedactor {
     const len = s.length;
     if (len === 0) return '';
     this.#resetCandidates();
-    const limit = mode === 'end' ? this.#longPrefixAtEnd(s) : this.#partialStart(s);
+    const limit = mode === 'end' ? len : this.#partialStart(s);
     let out = '';
     let emitted = 0;
     let search = 0;
@@ -140,18 +164,9 @@ export class StreamRedactor {
     let maskStart = len;
     let partial = false;
     let continuation: Continuation | null = null;
-    let kind: DetectorKind | 'secret' | null = null;
+    let kind: DetectorKind | null = null;
     const visit = (p: number) => {
       const code = s.charCodeAt(p);
-      for (const literal of this.#compiled.literalsByFirstChar.get(code) ?? []) {
-        if (!s.startsWith(literal, p)) continue;
-        maskStart = Math.min(maskStart, p);
-        kind = 'secret';
-        if (p + literal.length > end) {
-          end = p + literal.length;
-          continuation = null;
-        }
-      }
       const prev = p > 0 ? s.charCodeAt(p - 1) : this.#prev;
       for (const detector of this.#compiled.detectorsByFirstChar.get(code) ?? []) {
         const result = detector.match(s, p, prev, final);
@@ -181,23 +196,12 @@ export class StreamRedactor {
   }
 
   #resetCandidates(): void {
-    this.#literalNext.fill(-2);
     this.#triggerNext = -2;
   }
 
-  /** Leftmost position >= from where a literal occurs or a detector keyword starts; -1 if none. */
+  /** Leftmost position >= from where a detector keyword starts; -1 if none. */
   #nextCandidate(s: string, from: number): number {
-    const searches = this.#compiled.literalSearches;
-    const next = this.#literalNext;
     let best = -1;
-    for (let i = 0; i < searches.length; i++) {
-      let at = next[i] ?? -1;
-      if (at !== -1 && at < from) {
-        at = searches[i]?.next(s, from) ?? -1;
-        next[i] = at;
-      }
-      if (at !== -1 && (best === -1 || at < best)) best = at;
-    }
     let trigger = this.#triggerNext;
     if (trigger !== -1 && trigger < from) {
       const re = this.#compiled.trigger;
@@ -209,11 +213,11 @@ export class StreamRedactor {
     return best;
   }
 
-  /** Start of the longest suffix that is a proper prefix of a literal or keyword; len if none. */
+  /** Start of the longest suffix that is a proper prefix of a keyword; len if none. */
   #partialStart(s: string): number {
     const len = s.length;
     if (this.#compiled.tailChars[s.charCodeAt(len - 1)] !== 1) return len;
-    let best = this.#literalPrefixAtEnd(s);
+    let best = len;
     for (let q = Math.max(0, len - this.#compiled.keywordWindow); q < best; q++) {
       const detectors = this.#compiled.detectorsByFirstChar.get(s.charCodeAt(q));
       if (detectors === undefined) continue;
@@ -222,29 +226,52 @@ export class StreamRedactor {
     }
     return best;
   }
+}
 
-  #literalPrefixAtEnd(s: string): number {
-    const len = s.length;
-    let best = len;
-    for (const literal of this.#compiled.literals) {
-      const first = literal.charAt(0);
-      for (
-        let q = s.indexOf(first, Math.max(0, len - literal.length + 1));
-        q >= 0 && q < best;
-        q = s.indexOf(first, q + 1)
-      ) {
-        if (literal.startsWith(s.slice(q))) {
-          best = q;
-          break;
-        }
-      }
-    }
-    return best;
+/**
+ * Streaming redactor over latin1 text chunks (one char per byte): secret forms first (every
+ * resolved value, raw and encoded, see secret-forms.ts), then token shapes. Emits everything
+ * that cannot be part of a match at once and never emits part of a match.
+ *
+ * - `push(chunk)` returns the text that is safe to emit now (the very `chunk` string when it
+ *   passes through unchanged: callers can reuse their buffer).
+ * - `idle()` after a quiet period: open-ended token matches that already qualify are emitted
+ *   masked and the rest of them is dropped as it arrives; partial matches stay held.
+ * - `end()` at stream end: everything left, with matches masked (and a held tail of 4+ bytes
+ *   that begins a secret form masked too).
+ */
+export class StreamRedactor {
+  readonly #secrets: SecretStage;
+  readonly #tokens: TokenStage;
+
+  constructor(compiled: CompiledRedaction) {
+    this.#secrets = new SecretStage(compiled.secretMachine);
+    this.#tokens = new TokenStage(compiled);
   }
 
-  /** At stream end, only a long trailing secret prefix is still worth masking. */
-  #longPrefixAtEnd(s: string): number {
-    const q = this.#literalPrefixAtEnd(s);
-    return s.length - q >= MIN_MASKED_PREFIX ? q : s.length;
+  /** Chars held back because they may belong to a match not yet complete. */
+  get pendingLength(): number {
+    return this.#secrets.pendingLength + this.#tokens.pendingLength;
+  }
+
+  /** Back to the state of a new redactor (for one-shot reuse: the automaton's arrays are kept). */
+  reset(): void {
+    this.#secrets.reset();
+    this.#tokens.reset();
+  }
+
+  push(chunk: string): string {
+    const clean = this.#secrets.push(chunk);
+    return clean.length === 0 ? '' : this.#tokens.push(clean);
+  }
+
+  idle(): string {
+    return this.#tokens.idle();
+  }
+
+  end(): string {
+    const rest = this.#secrets.end();
+    const out = rest.length > 0 ? this.#tokens.push(rest) : '';
+    return out + this.#tokens.end();
   }
 }

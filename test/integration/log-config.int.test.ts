@@ -1,0 +1,53 @@
+/**
+ * The engine's own copy of a pair's raw output (issue 11): every pair container is created with the local json-file
+ * driver and bounded files, whatever the daemon's default, so the raw output never leaves the host and is deleted
+ * with the container. Checked on the real engine: the container's HostConfig.LogConfig, the log file under the
+ * engine's data root while the container exists, and the 404 once it is removed.
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import Docker from 'dockerode';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PAIR_LOG_CONFIG } from '../../src/adapters/docker/docker-container-runtime.js';
+import { DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+
+describe.skipIf(noDocker)('pair containers keep their raw output in a local, bounded json-file', () => {
+  const labels = { 'roboguide.test': `log-config-${randomUUID()}` };
+  afterAll(async () => {
+    await sweep(labels);
+  });
+
+  it('sets LogConfig json-file with max-size/max-file, reads the output back through the logs API, and it is gone with the container', async () => {
+    const rt = runtime();
+    const handle = await rt.create({
+      name: `rg-log-config-${randomUUID().slice(0, 8)}`,
+      image: DRIVER_IMAGE,
+      cmd: ['/bin/sh', '-c', 'printf "line one\\n"'],
+      workingDir: '/',
+      env: {},
+      binds: [],
+      ports: [],
+      bindAddress: '127.0.0.1',
+      deviceRequests: [],
+      labels,
+      stopTimeoutSec: 5,
+    });
+    const docker = new Docker();
+    const inspected = await docker.getContainer(handle.id).inspect();
+    expect(inspected.HostConfig.LogConfig).toEqual({ Type: 'json-file', Config: { 'max-size': '512m', 'max-file': '4' } });
+    expect(PAIR_LOG_CONFIG.type).toBe('json-file');
+    await rt.start(handle.id);
+    expect(await rt.wait(handle.id, { deadlineMs: Date.now() + 30_000 })).toEqual({ kind: 'exited', exitCode: 0 });
+    const output = await rt.follow(handle.id);
+    let text = '';
+    for await (const chunk of output.stdout) text += String(chunk);
+    expect(text).toBe('line one\n');
+    const logPath = (await docker.getContainer(handle.id).inspect()).LogPath;
+    expect(logPath).toMatch(/-json\.log$/);
+    // The test may not see the engine's data root (another user, a remote engine): check the file only when it can.
+    const visible = existsSync(logPath);
+    expect(await rt.remove(handle.id)).toBe('removed');
+    expect(await rt.inspect(handle.id)).toBeNull();
+    if (visible) expect(existsSync(logPath)).toBe(false);
+  });
+});
