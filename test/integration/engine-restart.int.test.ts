@@ -19,7 +19,8 @@ import { namespaceSupportProblem, startSecondEngine, type SecondEngine } from '.
 const required = process.env['REQUIRE_DOCKER'] === '1';
 const namespaceProblem = noDocker ? 'no Docker engine' : await namespaceSupportProblem();
 const skipSecondEngine = namespaceProblem !== null && !required;
-if (skipSecondEngine) console.warn(`\n*** engine-restart matrix on a second engine SKIPPED: ${namespaceProblem} ***\n`);
+if (skipSecondEngine)
+  console.warn(`\n*** engine-restart matrix on a second engine SKIPPED: ${namespaceProblem} ***\n`);
 
 /** The engine stays down this long (the issue asks for 2–10 s). */
 const ENGINE_DOWN_MS = 3_000;
@@ -43,6 +44,7 @@ interface ResultView {
 }
 
 const figures: string[] = [];
+const fixtures: Fixture[] = [];
 let engine: SecondEngine | undefined;
 let engineRuntime: DockerContainerRuntime;
 let work: string;
@@ -95,7 +97,7 @@ async function fixture(label: string, victim: readonly string[]): Promise<Fixtur
   };
   const path = join(root, 'manifest.json');
   await writeFile(path, JSON.stringify(manifest, null, 2));
-  return {
+  const fx: Fixture = {
     root,
     manifest: path,
     output: join(root, 'D'),
@@ -104,12 +106,24 @@ async function fixture(label: string, victim: readonly string[]): Promise<Fixtur
     pauseDir,
     jobs: Object.keys(actions),
   };
+  fixtures.push(fx);
+  return fx;
 }
 
 function cli(fx: Fixture, verb: 'start' | 'resume', env: Record<string, string> = {}): Promise<CliRun> {
   const args =
     verb === 'start'
-      ? ['e1-batch', 'start', '--manifest', fx.manifest, '--output', fx.output, '--registry', fx.registry, '--foreground']
+      ? [
+          'e1-batch',
+          'start',
+          '--manifest',
+          fx.manifest,
+          '--output',
+          fx.output,
+          '--registry',
+          fx.registry,
+          '--foreground',
+        ]
       : ['e1-batch', 'resume', '--output', fx.output, '--foreground'];
   return runCli(args, { env: { DOCKER_HOST: `unix://${engine?.socketPath ?? ''}`, ...env } });
 }
@@ -123,7 +137,9 @@ const resultPath = (fx: Fixture, job: string): string => join(fx.output, 'jobs',
 /** The victim's container on the second engine once it runs. */
 async function runningContainerOf(fx: Fixture, job: string): Promise<string> {
   return until(`${job} running`, async () => {
-    const receipt = await readJson<{ container_id: string | null }>(join(fx.output, 'jobs', job, 'receipt.json'));
+    const receipt = await readJson<{ container_id: string | null }>(
+      join(fx.output, 'jobs', job, 'receipt.json'),
+    );
     if (receipt.container_id === null) return undefined;
     const state = await engineRuntime.inspect(receipt.container_id);
     return state?.status === 'running' ? receipt.container_id : undefined;
@@ -154,7 +170,9 @@ async function leftovers(fx: Fixture): Promise<string[]> {
   if (left.length > 0) v.push(`${left.length} container(s) left: ${left.map((c) => c.id).join(',')}`);
   const db = new DatabaseSync(fx.registry, { readOnly: true });
   try {
-    const held = db.prepare("SELECT job_id FROM reservations WHERE batch_id = ? AND state = 'held'").all(batchId);
+    const held = db
+      .prepare("SELECT job_id FROM reservations WHERE batch_id = ? AND state = 'held'")
+      .all(batchId);
     if (held.length > 0) v.push(`slots held: ${JSON.stringify(held)}`);
   } finally {
     db.close();
@@ -173,16 +191,34 @@ async function resumeAndCheck(fx: Fixture): Promise<void> {
 
 beforeAll(async () => {
   if (skipSecondEngine) return;
-  if (namespaceProblem !== null) throw new Error(`REQUIRE_DOCKER=1 but a second engine cannot be started: ${namespaceProblem}`);
+  if (namespaceProblem !== null)
+    throw new Error(`REQUIRE_DOCKER=1 but a second engine cannot be started: ${namespaceProblem}`);
   work = await mkdtemp(join(tmpdir(), 'rg-restart-'));
   engine = await startSecondEngine({ nvidiaHook: false, name: 'restart' });
   engineRuntime = new DockerContainerRuntime({ socketPath: engine.socketPath });
 });
 
+/** A supervisor a failed test left running (ours: its command line names the fixture) is ended by its pid. */
+async function endLeftSupervisors(): Promise<void> {
+  for (const fx of fixtures) {
+    const pid = await readJson<{ pid: number }>(join(fx.output, 'supervisor.json')).then(
+      (s) => s.pid,
+      () => null,
+    );
+    if (pid === null) continue;
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.includes(fx.output)) process.kill(pid, 'SIGKILL');
+  }
+}
+
 afterAll(async () => {
-  console.log(`engine kill matrix (engine down ${ENGINE_DOWN_MS / 1000} s, timeout_seconds 36060):\n  ${figures.join('\n  ')}`);
+  await endLeftSupervisors();
+  console.log(
+    `engine kill matrix (engine down ${ENGINE_DOWN_MS / 1000} s, timeout_seconds 36060):\n  ${figures.join('\n  ')}`,
+  );
   await engine?.stop();
-  if (work !== undefined && process.env['KEEP_RESTART_DIRS'] !== '1') await rm(work, { recursive: true, force: true });
+  if (work !== undefined && process.env['KEEP_RESTART_DIRS'] !== '1')
+    await rm(work, { recursive: true, force: true });
 });
 
 describe.skipIf(skipSecondEngine)('engine SIGKILLed and restarted under a batch (second engine)', () => {
