@@ -68,10 +68,11 @@ export interface WaitPhaseDeps {
   readonly runtime: ContainerRuntime;
   readonly logger: Logger;
   /**
-   * The engine is back and the container exists (and has started): reconnect the log streams if the engine cut
-   * them, re-reading from the first byte and skipping what is on disk. May throw; the phase goes on.
+   * The engine is back and the container exists: reconnect the log streams if the engine cut them, re-reading from
+   * the first byte and skipping what is on disk (`neverStarted`: there is no output; the log files are just
+   * completed empty). May throw; the phase goes on.
    */
-  readonly reconnectLogs: () => Promise<void>;
+  readonly reconnectLogs: (neverStarted: boolean) => Promise<void>;
 }
 
 /**
@@ -123,8 +124,8 @@ export async function waitThroughEngineLoss(
       { container: containerId, status: state?.status ?? 'absent', verdict: verdict.kind },
       'engine answered again',
     );
-    if (state !== null && state.status !== 'created') {
-      await deps.reconnectLogs().catch((err: unknown) => {
+    if (state !== null) {
+      await deps.reconnectLogs(state.status === 'created').catch((err: unknown) => {
         logger.warn(
           { container: containerId, err: err instanceof Error ? err.name : 'unknown' },
           'log reconnection failed',

@@ -1,11 +1,11 @@
 import { pipeline } from 'node:stream/promises';
-import { Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
+import { PassThrough, Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
 import { errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
 import type { EngineFault } from '../adapters/docker/engine-error.js';
 import { EngineError } from '../adapters/docker/engine-error.js';
-import type { EngineLoss } from '../core/engine-loss.js';
+import { describeUnwatchedStop, judgeUnwatchedStop, type EngineLoss } from '../core/engine-loss.js';
 import { awaitEngineReturn, isEngineUnavailable, waitThroughEngineLoss } from './engine-return.js';
 import { pausepoint } from './failpoints.js';
 import type { Clock } from './ports/clock.js';
@@ -166,6 +166,12 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       containerId = launch.reattach.containerId;
       const output = await runtime.follow(containerId);
       await connectLogs(deps, launch, output, pipes, true);
+      const unwatched = await unwatchedStop(deps, launch, containerId, startedAt.getTime());
+      if (unwatched !== null) {
+        engineLoss = 'engine_restarted';
+        engineError = { kind: 'engine_restarted', message: unwatched };
+        logger.warn({ container: containerId }, 'container was stopped by an engine restart while no supervisor watched it');
+      }
     } else {
       const handle = await runtime.create(launch.container);
       containerId = handle.id;
@@ -191,7 +197,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
     const id = containerId;
     const ended = await waitThroughEngineLoss(
-      { runtime, logger, reconnectLogs: () => reconnectLogs(deps, launch, id, pipes) },
+      { runtime, logger, reconnectLogs: (neverStarted) => reconnectLogs(deps, launch, id, pipes, neverStarted) },
       containerId,
       {
         deadlineMs,
@@ -299,6 +305,24 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   };
 }
 
+/**
+ * On reattach: was the container stopped by an engine restart while no supervisor watched (judgeUnwatchedStop)?
+ * Returns the message for result.json, or null. The engine's events are only a hint: any doubt gives null.
+ */
+async function unwatchedStop(deps: PairLifecycleDeps, launch: PairLaunch, containerId: string, nowMs: number): Promise<string | null> {
+  const deadlineMs = launch.deadlineMs ?? nowMs + launch.timeoutSec * 1000;
+  try {
+    const state = await deps.runtime.inspect(containerId);
+    if (state === null || (state.status !== 'exited' && state.status !== 'dead')) return null;
+    const eventActions = await deps.runtime.containerEventsSince(containerId, deadlineMs - launch.timeoutSec * 1000);
+    if (judgeUnwatchedStop({ container: state, deadlineMs, eventActions }) === null) return null;
+    return describeUnwatchedStop(state.finishedAt, state.exitCode);
+  } catch (err) {
+    deps.logger.warn({ container: containerId, err: errorKind(err) }, 'engine history unavailable on reattach');
+    return null;
+  }
+}
+
 /** The sessions archive; a refused connection is retried once after the engine answers again (bounded). */
 async function getArchiveThroughEngineLoss(
   deps: PairLifecycleDeps,
@@ -323,7 +347,13 @@ async function getArchiveThroughEngineLoss(
  * again from the first byte, skipping what is already on disk (as a resume does). A write failure of the old
  * files is kept in the new pipe's place so it is not forgotten.
  */
-async function reconnectLogs(deps: PairLifecycleDeps, launch: PairLaunch, containerId: string, pipes: LogPipe[]): Promise<void> {
+async function reconnectLogs(
+  deps: PairLifecycleDeps,
+  launch: PairLaunch,
+  containerId: string,
+  pipes: LogPipe[],
+  neverStarted: boolean,
+): Promise<void> {
   // Streams the engine cut end within moments of its going away; ones still flowing after a second were not cut.
   await withTimeout(Promise.all(pipes.map((p) => p.done)), 1_000);
   if (pipes.length > 0 && !pipes.every((p) => p.settled)) return;
@@ -333,7 +363,8 @@ async function reconnectLogs(deps: PairLifecycleDeps, launch: PairLaunch, contai
     const finished = await p.target.finish().catch((err: unknown) => ({ failure: errorKind(err) }));
     if (finished.failure !== null) writeFailures.set(p.name, finished.failure);
   }
-  await connectLogs(deps, launch, await deps.runtime.follow(containerId), pipes, true);
+  const output = neverStarted ? { stdout: new PassThrough().end(), stderr: new PassThrough().end() } : await deps.runtime.follow(containerId);
+  await connectLogs(deps, launch, output, pipes, true);
   for (const p of pipes) p.failure = writeFailures.get(p.name) ?? null;
 }
 

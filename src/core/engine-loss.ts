@@ -67,6 +67,26 @@ export function judgeEngineReturn(
   }
 }
 
+/**
+ * A container a resume found stopped, which no supervisor watched stop (issue 10 cell d). The engine's event buffer
+ * is a hint: a restarted dockerd starts with an empty one and, without live-restore, stops the containers it finds
+ * running (`kill`, `die`). So a container stopped before its deadline whose `kill` and `die` the engine remembers
+ * but whose `start` (since the claim) it does not was stopped by an engine that restarted after the container
+ * started. Anything less conclusive (an empty buffer, a remembered start, no kill) is not called a restart.
+ */
+export function judgeUnwatchedStop(input: {
+  readonly container: ReturnedContainer;
+  readonly deadlineMs: number;
+  readonly eventActions: readonly string[];
+}): 'engine_restarted' | null {
+  const { container, eventActions } = input;
+  if (container.status !== 'exited' && container.status !== 'dead') return null;
+  const finishedMs = container.finishedAt === null ? Number.NaN : Date.parse(container.finishedAt);
+  if (!Number.isFinite(finishedMs) || finishedMs >= input.deadlineMs) return null;
+  const seen = new Set(eventActions);
+  return seen.has('kill') && seen.has('die') && !seen.has('start') ? 'engine_restarted' : null;
+}
+
 /** Backoff between probes of an engine that does not answer: 250 ms doubling to 2 s. */
 export function engineProbeDelayMs(attempt: number): number {
   return Math.min(2_000, 250 * 2 ** Math.max(0, Math.min(attempt, 4)));
@@ -91,4 +111,9 @@ export function describeEngineLoss(input: {
         ? `${lost}; when the engine answered again (${input.answeredAt ?? '?'}) the container had never started`
         : `${lost}; when the engine answered again (${input.answeredAt ?? '?'}) the container had been stopped at ${input.finishedAt} (exit code ${input.exitCode ?? '?'})`;
   }
+}
+
+/** The `engine_error.message` of a stop found by a resume (see judgeUnwatchedStop). */
+export function describeUnwatchedStop(finishedAt: string | null, exitCode: number | null): string {
+  return `while no supervisor watched it, the container was stopped at ${finishedAt ?? '?'} (exit code ${exitCode ?? '?'}) by an engine restarted after it started (the engine's event history begins after the start)`;
 }

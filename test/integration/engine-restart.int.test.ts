@@ -22,8 +22,8 @@ const skipSecondEngine = namespaceProblem !== null && !required;
 if (skipSecondEngine)
   console.warn(`\n*** engine-restart matrix on a second engine SKIPPED: ${namespaceProblem} ***\n`);
 
-/** The engine stays down this long (the issue asks for 2–10 s). */
-const ENGINE_DOWN_MS = 3_000;
+/** The engine stays down this long (the issue asks for 2–10 s; ENGINE_DOWN_SECONDS overrides, e.g. for figures). */
+const ENGINE_DOWN_MS = Number(process.env['ENGINE_DOWN_SECONDS'] ?? 3) * 1000;
 
 interface Fixture {
   readonly root: string;
@@ -134,6 +134,21 @@ async function readJson<T>(path: string): Promise<T> {
 
 const resultPath = (fx: Fixture, job: string): string => join(fx.output, 'jobs', job, 'result.json');
 
+/** Run the supervisor paused at the n-th passage of a pause point (see src/app/failpoints.ts). */
+function pausedAt(fx: Fixture, point: string): Record<string, string> {
+  return { ROBOGUIDE_PAUSEPOINT: point, ROBOGUIDE_PAUSEPOINT_DIR: fx.pauseDir };
+}
+
+async function reached(fx: Fixture, name: string): Promise<void> {
+  await until(`pause point ${name}`, async () =>
+    (await exists(join(fx.pauseDir, `${name}.reached`))) ? true : undefined,
+  );
+}
+
+async function release(fx: Fixture, name: string): Promise<void> {
+  await writeFile(join(fx.pauseDir, `${name}.go`), '');
+}
+
 /** The victim's container on the second engine once it runs. */
 async function runningContainerOf(fx: Fixture, job: string): Promise<string> {
   return until(`${job} running`, async () => {
@@ -147,8 +162,11 @@ async function runningContainerOf(fx: Fixture, job: string): Promise<string> {
 }
 
 /** Kill the engine, keep it down, start it again; returns the moment it answers again. */
-async function killAndRestartEngine(): Promise<number> {
+async function killAndRestartEngine(
+  whileDown: () => Promise<void> = () => Promise.resolve(),
+): Promise<number> {
   await engine?.kill();
+  await whileDown();
   await sleep(ENGINE_DOWN_MS);
   await engine?.restart();
   return Date.now();
@@ -236,6 +254,68 @@ describe.skipIf(skipSecondEngine)('engine SIGKILLed and restarted under a batch 
     expect(result.reasons).toContain('engine_restarted');
     expect(result.reasons).not.toContain('timeout');
     expect(result.cleanup.verified_absent).toBe(true);
+    expect((await readJson<ResultView>(resultPath(fx, 'p3'))).classification).toBe('completed');
+    expect(await leftovers(fx)).toEqual([]);
+    await resumeAndCheck(fx);
+  });
+
+  it('(b) between create and start: the never-started container ends the pair as engine_restarted; it never runs', async () => {
+    const fx = await fixture('b', ['outcome=completed']);
+    const run = cli(fx, 'start', pausedAt(fx, 'after_container_created#2'));
+    await reached(fx, 'after_container_created');
+    const back = await killAndRestartEngine(() => release(fx, 'after_container_created'));
+    const seconds = await secondsToResult(fx, back);
+    figures.push(
+      `(b) between create and start: result ${seconds.toFixed(1)} s after the engine answered again`,
+    );
+    const finished = await run;
+    expect(finished.code, finished.stderr.slice(-2000)).toBe(0);
+    const result = await readJson<ResultView>(resultPath(fx, 'p2'));
+    expect(result.classification).toBe('infrastructure_failure');
+    expect(result.reasons).toContain('engine_restarted');
+    expect(result.engine_error?.message).toMatch(/never started/);
+    expect((await driverRuns(fx.counter)).get('p2')).toBeUndefined();
+    expect((await readJson<ResultView>(resultPath(fx, 'p3'))).classification).toBe('completed');
+    expect(await leftovers(fx)).toEqual([]);
+    await resumeAndCheck(fx);
+  });
+
+  it('(c) during collection: collection waits for the engine and the pair keeps its own verdict and sessions', async () => {
+    const fx = await fixture('c', ['session=success', 'outcome=completed']);
+    const run = cli(fx, 'start', pausedAt(fx, 'before_collection#2'));
+    await reached(fx, 'before_collection');
+    const back = await killAndRestartEngine(() => release(fx, 'before_collection'));
+    const seconds = await secondsToResult(fx, back);
+    figures.push(`(c) during collection: result ${seconds.toFixed(1)} s after the engine answered again`);
+    const finished = await run;
+    expect(finished.code, finished.stderr.slice(-2000)).toBe(0);
+    const result = await readJson<ResultView>(resultPath(fx, 'p2'));
+    expect(result.classification).toBe('completed');
+    expect(result.reasons).toEqual([]);
+    expect(result.sessions.files).toBe(1);
+    expect(result.cleanup.verified_absent).toBe(true);
+    expect(await leftovers(fx)).toEqual([]);
+    await resumeAndCheck(fx);
+  });
+
+  it('(d) while the supervisor is down: resume finds the container the restart stopped and ends the pair as engine_restarted', async () => {
+    const fx = await fixture('d', ['sleep=600', 'outcome=completed']);
+    const run = cli(fx, 'start');
+    await runningContainerOf(fx, 'p2');
+    const { pid } = await readJson<{ pid: number }>(join(fx.output, 'supervisor.json'));
+    process.kill(pid, 'SIGKILL');
+    expect((await run).signal).toBe('SIGKILL');
+    const back = await killAndRestartEngine();
+    const resumed = await cli(fx, 'resume');
+    const seconds = await secondsToResult(fx, back);
+    figures.push(
+      `(d) supervisor down: result ${seconds.toFixed(1)} s after the engine answered again (resume started then)`,
+    );
+    expect(resumed.code, resumed.stderr.slice(-2000)).toBe(0);
+    const result = await readJson<ResultView>(resultPath(fx, 'p2'));
+    expect(result.classification).toBe('infrastructure_failure');
+    expect(result.reasons).toContain('engine_restarted');
+    expect((await driverRuns(fx.counter)).get('p2')).toBe(1);
     expect((await readJson<ResultView>(resultPath(fx, 'p3'))).classification).toBe('completed');
     expect(await leftovers(fx)).toEqual([]);
     await resumeAndCheck(fx);

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
-import { engineProbeDelayMs, judgeEngineReturn, type ReturnedContainer } from '../../src/core/engine-loss.js';
+import {
+  engineProbeDelayMs,
+  judgeEngineReturn,
+  judgeUnwatchedStop,
+  type ReturnedContainer,
+} from '../../src/core/engine-loss.js';
 import { checkOutcome } from '../../src/core/outcome.js';
 
 const SEEN = Date.parse('2026-12-02T21:00:00Z');
@@ -50,6 +55,42 @@ describe('judgeEngineReturn', () => {
       exitCode: 0,
     });
     expect(judgeEngineReturn(exited('2026-12-02T20:59:59Z', 0), SEEN)).toMatchObject({ kind: 'lost' });
+  });
+});
+
+describe('judgeUnwatchedStop (a resume finds the container stopped)', () => {
+  const deadlineMs = Date.parse('2026-12-03T07:00:00Z');
+  const stopped = exited('2026-12-02T21:00:05Z', 143);
+
+  it('kill and die remembered, start not: the engine restarted after the container started and stopped it', () => {
+    expect(
+      judgeUnwatchedStop({ container: stopped, deadlineMs, eventActions: ['kill', 'die', 'stop'] }),
+    ).toBe('engine_restarted');
+  });
+
+  it('anything less conclusive is not called a restart', () => {
+    const cases: (readonly string[])[] = [
+      [], // an empty (lost) buffer
+      ['die'], // exited on its own after a restart
+      ['create', 'start', 'kill', 'die', 'stop'], // the same engine saw it start: stopped by someone, not a restart
+    ];
+    for (const eventActions of cases)
+      expect(judgeUnwatchedStop({ container: stopped, deadlineMs, eventActions })).toBeNull();
+    expect(
+      judgeUnwatchedStop({
+        container: { status: 'running', exitCode: null, finishedAt: null },
+        deadlineMs,
+        eventActions: ['kill', 'die'],
+      }),
+    ).toBeNull();
+    // Stopped at or after its deadline: our own controlled stop.
+    expect(
+      judgeUnwatchedStop({
+        container: exited('2026-12-03T07:00:01Z'),
+        deadlineMs,
+        eventActions: ['kill', 'die'],
+      }),
+    ).toBeNull();
   });
 });
 

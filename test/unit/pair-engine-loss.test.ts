@@ -222,6 +222,9 @@ describe('a pair whose engine goes away (issue 10)', () => {
     expect(r.engineError?.message).toMatch(/never started/);
     expect(runtime.started).toBe(0);
     expect(r.engineFault).toBeNull();
+    // No output ever existed: the log files are complete (empty), not a failed write.
+    expect(r.logs).toEqual({ stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } });
+    expect(r.logFailure).toBeNull();
     expect(r.cleanup.verified_absent).toBe(true);
   });
 

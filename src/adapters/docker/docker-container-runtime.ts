@@ -19,8 +19,11 @@ const REMOVE_RETRY_LIMIT = 100;
 /** How often a waiting pair's container is inspected, and how long one such inspect may take. */
 const HEARTBEAT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_MS = 5_000;
-/** A stopped container whose wait has not answered within this long: the wait's connection is dead. */
-const SILENT_WAIT_GRACE_MS = 3_000;
+/**
+ * A stopped container whose wait has not answered within this long: the wait's connection is dead (a dockerd that
+ * restarted between two heartbeats). Generous, so a busy engine's late answer is never taken for a lost one.
+ */
+const SILENT_WAIT_GRACE_MS = 10_000;
 const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 /** Starting may run OCI hooks (the NVIDIA one enumerates GPUs): allow it longer. */
 const START_TIMEOUT_MS = 180_000;
@@ -56,16 +59,21 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly docker: Docker;
   readonly #callTimeoutMs: number;
   readonly #heartbeatMs: number;
+  readonly #silentWaitGraceMs: number;
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
    * EngineError the cleanup path can record, instead of a pair stuck forever. `wait` and streams are unbounded;
    * `wait` inspects the container every `heartbeatMs` to notice an engine that went away.
    */
-  constructor(connection?: DockerConnection | Docker, options: { callTimeoutMs?: number; heartbeatMs?: number } = {}) {
+  constructor(
+    connection?: DockerConnection | Docker,
+    options: { callTimeoutMs?: number; heartbeatMs?: number; silentWaitGraceMs?: number } = {},
+  ) {
     this.docker = connection instanceof Docker ? connection : new Docker(connection);
     this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
+    this.#silentWaitGraceMs = options.silentWaitGraceMs ?? SILENT_WAIT_GRACE_MS;
   }
 
   /** Bound the wait for a streaming call's response only; the stream itself is bounded by whoever reads it. */
@@ -252,7 +260,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         if (seen === 'alive') lastSeenAliveMs = askedAt;
         else if (seen === 'stopped') {
           // An ordinary exit is reported by the wait within moments; one that stays silent lost its connection.
-          await abortableSleep(SILENT_WAIT_GRACE_MS, controller.signal);
+          await abortableSleep(this.#silentWaitGraceMs, controller.signal);
           return controller.signal.aborted ? never : { kind: 'engine_lost', lastSeenAliveMs };
         } else if (seen === 'lost') return { kind: 'engine_lost', lastSeenAliveMs };
       }
@@ -376,6 +384,28 @@ export class DockerContainerRuntime implements ContainerRuntime {
       }));
     } catch (err) {
       throw toEngineError(err, 'list containers');
+    }
+  }
+
+  async containerEventsSince(id: string, sinceMs: number): Promise<readonly string[]> {
+    const nowSec = Math.ceil(Date.now() / 1000);
+    try {
+      // With `until` the engine replays what it buffered and ends the stream.
+      const stream = (await this.docker.getEvents({
+        since: Math.floor(sinceMs / 1000),
+        until: nowSec,
+        filters: { type: ['container'], container: [id] },
+        ...this.#deadline(),
+      } as Docker.GetEventsOptions)) as unknown as Readable;
+      let text = '';
+      for await (const chunk of stream) text += String(chunk);
+      return text
+        .split('\n')
+        .filter((line) => line.trim() !== '')
+        .map((line) => (JSON.parse(line) as { Action?: string; status?: string }).Action ?? '')
+        .filter((action) => action !== '');
+    } catch (err) {
+      throw toEngineError(err, 'read engine events');
     }
   }
 }

@@ -91,4 +91,9 @@ export interface ContainerRuntime {
   /** A tar stream of `path` inside the container, or null when the path does not exist. */
   getArchive(id: string, path: string): Promise<Readable | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
+  /**
+   * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`. The
+   * engine keeps a small in-memory buffer, emptied by a restart: a hint, never the record.
+   */
+  containerEventsSince(id: string, sinceMs: number): Promise<readonly string[]>;
 }
