@@ -208,8 +208,9 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     if (ended.kind === 'engine_loss') {
       engineLoss = ended.loss;
       engineError = { kind: ended.loss, message: ended.message };
-      // Streams the engine cut and that could not be read again are the engine's loss, not a failed write of ours.
-      for (const p of pipes) if (p.settled) p.failure = null;
+      // Streams the engine cut that cannot be read again (no container, or no engine) are the engine's loss, not a
+      // failed write of ours; after a restart they were read again from the engine's log (reconnectLogs).
+      if (ended.loss !== 'engine_restarted') for (const p of pipes) if (p.settled) p.failure = null;
       logger.warn({ container: containerId, reason: ended.loss }, 'pair ended by an engine fault');
     } else if (ended.kind !== 'exited') {
       timedOut = ended.kind === 'deadline';
