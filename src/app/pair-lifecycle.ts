@@ -315,8 +315,9 @@ async function unwatchedStop(deps: PairLifecycleDeps, launch: PairLaunch, contai
   try {
     const state = await deps.runtime.inspect(containerId);
     if (state === null || (state.status !== 'exited' && state.status !== 'dead')) return null;
-    const eventActions = await deps.runtime.containerEventsSince(containerId, deadlineMs - launch.timeoutSec * 1000);
-    if (judgeUnwatchedStop({ container: state, deadlineMs, eventActions }) === null) return null;
+    const history = await deps.runtime.containerEventsSince(containerId, deadlineMs - launch.timeoutSec * 1000);
+    const judged = judgeUnwatchedStop({ container: state, deadlineMs, eventActions: history.actions, historyComplete: history.complete });
+    if (judged === null) return null;
     return describeUnwatchedStop(state.finishedAt, state.exitCode);
   } catch (err) {
     deps.logger.warn({ container: containerId, err: errorKind(err) }, 'engine history unavailable on reattach');

@@ -71,15 +71,19 @@ export function judgeEngineReturn(
  * A container a resume found stopped, which no supervisor watched stop (issue 10 cell d). The engine's event buffer
  * is a hint: a restarted dockerd starts with an empty one and, without live-restore, stops the containers it finds
  * running (`kill`, `die`). So a container stopped before its deadline whose `kill` and `die` the engine remembers
- * but whose `start` (since the claim) it does not was stopped by an engine that restarted after the container
- * started. Anything less conclusive (an empty buffer, a remembered start, no kill) is not called a restart.
+ * but whose `start` (since the claim) it does not — in a history that did not overflow since then — was stopped by
+ * an engine that restarted after the container started. Anything less conclusive (an overflowing buffer, a
+ * remembered start, no kill) is not called a restart.
  */
 export function judgeUnwatchedStop(input: {
   readonly container: ReturnedContainer;
   readonly deadlineMs: number;
   readonly eventActions: readonly string[];
+  /** The engine's history since the claim is whole (its buffer did not overflow): a missing `start` means something. */
+  readonly historyComplete: boolean;
 }): 'engine_restarted' | null {
   const { container, eventActions } = input;
+  if (!input.historyComplete) return null;
   if (container.status !== 'exited' && container.status !== 'dead') return null;
   const finishedMs = container.finishedAt === null ? Number.NaN : Date.parse(container.finishedAt);
   if (!Number.isFinite(finishedMs) || finishedMs >= input.deadlineMs) return null;

@@ -69,7 +69,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
 }
 
 /** Three pairs, the middle one (`p2`) being the one the engine fails under; every pair has the default budget. */
-async function fixture(label: string, victim: readonly string[]): Promise<Fixture> {
+async function fixture(label: string, victim: readonly string[], victimTimeoutSec = 36060): Promise<Fixture> {
   const root = await mkdtemp(join(work, `${label}-`));
   const cwd = join(root, 'work');
   await mkdir(join(cwd, 'out'), { recursive: true });
@@ -89,7 +89,7 @@ async function fixture(label: string, victim: readonly string[]): Promise<Fixtur
       cwd,
       outcome_path: join(cwd, 'out', `${id}.json`),
       environment: {},
-      timeout_seconds: 36060,
+      timeout_seconds: id === 'p2' ? victimTimeoutSec : 36060,
     })),
     source_sha256: {},
     capacity: { max_workers: 1 },
@@ -316,6 +316,40 @@ describe.skipIf(skipSecondEngine)('engine SIGKILLed and restarted under a batch 
     expect(result.classification).toBe('infrastructure_failure');
     expect(result.reasons).toContain('engine_restarted');
     expect((await driverRuns(fx.counter)).get('p2')).toBe(1);
+    expect((await readJson<ResultView>(resultPath(fx, 'p3'))).classification).toBe('completed');
+    expect(await leftovers(fx)).toEqual([]);
+    await resumeAndCheck(fx);
+  });
+
+  it('(e) an engine that is not back by the deadline: engine_unreachable, slot held, batch paused; resume completes it', async () => {
+    const fx = await fixture('e', ['sleep=600', 'outcome=completed'], 20);
+    const run = cli(fx, 'start');
+    await runningContainerOf(fx, 'p2');
+    await engine?.kill();
+    const paused = await run;
+    const result = await readJson<ResultView>(resultPath(fx, 'p2'));
+    expect(result.classification).toBe('harness_failure');
+    expect(result.reasons).toEqual(expect.arrayContaining(['cleanup_unverified', 'engine_unreachable']));
+    expect(result.reasons).not.toContain('timeout');
+    expect(result.cleanup.verified_absent).toBe(false);
+    expect(await readJson<{ state: string }>(join(fx.output, 'SUMMARY.json'))).toMatchObject({
+      state: 'paused',
+    });
+    const db = new DatabaseSync(fx.registry, { readOnly: true });
+    try {
+      const held = db.prepare("SELECT job_id FROM reservations WHERE state = 'held'").all();
+      expect(held.map((r) => r['job_id'])).toEqual(['p2']);
+    } finally {
+      db.close();
+    }
+    expect(await exists(resultPath(fx, 'p3'))).toBe(false);
+    await engine?.restart();
+    const back = Date.now();
+    const resumed = await cli(fx, 'resume');
+    figures.push(
+      `(e) not back by a 20 s deadline: supervisor paused (exit ${String(paused.code)}); after the engine's return, resume drained in ${((Date.now() - back) / 1000).toFixed(1)} s`,
+    );
+    expect(resumed.code, resumed.stderr.slice(-2000)).toBe(0);
     expect((await readJson<ResultView>(resultPath(fx, 'p3'))).classification).toBe('completed');
     expect(await leftovers(fx)).toEqual([]);
     await resumeAndCheck(fx);

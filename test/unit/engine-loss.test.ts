@@ -64,7 +64,12 @@ describe('judgeUnwatchedStop (a resume finds the container stopped)', () => {
 
   it('kill and die remembered, start not: the engine restarted after the container started and stopped it', () => {
     expect(
-      judgeUnwatchedStop({ container: stopped, deadlineMs, eventActions: ['kill', 'die', 'stop'] }),
+      judgeUnwatchedStop({
+        container: stopped,
+        deadlineMs,
+        eventActions: ['kill', 'die', 'stop'],
+        historyComplete: true,
+      }),
     ).toBe('engine_restarted');
   });
 
@@ -75,12 +80,24 @@ describe('judgeUnwatchedStop (a resume finds the container stopped)', () => {
       ['create', 'start', 'kill', 'die', 'stop'], // the same engine saw it start: stopped by someone, not a restart
     ];
     for (const eventActions of cases)
-      expect(judgeUnwatchedStop({ container: stopped, deadlineMs, eventActions })).toBeNull();
+      expect(
+        judgeUnwatchedStop({ container: stopped, deadlineMs, eventActions, historyComplete: true }),
+      ).toBeNull();
+    // A buffer that overflowed since the claim may have dropped the start: no conclusion.
+    expect(
+      judgeUnwatchedStop({
+        container: stopped,
+        deadlineMs,
+        eventActions: ['kill', 'die'],
+        historyComplete: false,
+      }),
+    ).toBeNull();
     expect(
       judgeUnwatchedStop({
         container: { status: 'running', exitCode: null, finishedAt: null },
         deadlineMs,
         eventActions: ['kill', 'die'],
+        historyComplete: true,
       }),
     ).toBeNull();
     // Stopped at or after its deadline: our own controlled stop.
@@ -89,6 +106,7 @@ describe('judgeUnwatchedStop (a resume finds the container stopped)', () => {
         container: exited('2026-12-03T07:00:01Z'),
         deadlineMs,
         eventActions: ['kill', 'die'],
+        historyComplete: true,
       }),
     ).toBeNull();
   });

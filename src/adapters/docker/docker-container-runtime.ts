@@ -16,6 +16,8 @@ import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
 const REMOVE_RETRY_LIMIT = 100;
+/** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest events. */
+const ENGINE_EVENT_BUFFER = 256;
 /** How often a waiting pair's container is inspected, and how long one such inspect may take. */
 const HEARTBEAT_MS = 2_000;
 const HEARTBEAT_TIMEOUT_MS = 5_000;
@@ -387,23 +389,25 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  async containerEventsSince(id: string, sinceMs: number): Promise<readonly string[]> {
-    const nowSec = Math.ceil(Date.now() / 1000);
+  async containerEventsSince(id: string, sinceMs: number): Promise<{ actions: readonly string[]; complete: boolean }> {
     try {
-      // With `until` the engine replays what it buffered and ends the stream.
+      // With `until` the engine replays what it buffered and ends the stream. Unfiltered, to count the buffer.
       const stream = (await this.docker.getEvents({
         since: Math.floor(sinceMs / 1000),
-        until: nowSec,
-        filters: { type: ['container'], container: [id] },
+        until: Math.ceil(Date.now() / 1000),
         ...this.#deadline(),
       } as Docker.GetEventsOptions)) as unknown as Readable;
       let text = '';
       for await (const chunk of stream) text += String(chunk);
-      return text
+      const events = text
         .split('\n')
         .filter((line) => line.trim() !== '')
-        .map((line) => (JSON.parse(line) as { Action?: string; status?: string }).Action ?? '')
-        .filter((action) => action !== '');
+        .map((line) => JSON.parse(line) as { Type?: string; Action?: string; Actor?: { ID?: string } });
+      const actions = events
+        .filter((e) => e.Type === 'container' && e.Actor?.ID === id && typeof e.Action === 'string')
+        .map((e) => e.Action as string);
+      // Oldest events are dropped first: fewer than a full buffer since `sinceMs` means none of those was dropped.
+      return { actions, complete: events.length < ENGINE_EVENT_BUFFER };
     } catch (err) {
       throw toEngineError(err, 'read engine events');
     }

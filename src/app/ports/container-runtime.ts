@@ -92,8 +92,9 @@ export interface ContainerRuntime {
   getArchive(id: string, path: string): Promise<Readable | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
   /**
-   * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`. The
-   * engine keeps a small in-memory buffer, emptied by a restart: a hint, never the record.
+   * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and
+   * whether that history is complete (the engine's small in-memory buffer, emptied by a restart, did not overflow
+   * since then). A hint, never the record.
    */
-  containerEventsSince(id: string, sinceMs: number): Promise<readonly string[]>;
+  containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }
