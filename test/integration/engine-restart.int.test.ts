@@ -4,7 +4,8 @@
  * (d) while the supervisor is itself down; it is started again a few seconds later. Each cell: the pair's result
  * comes soon after the engine's return although its `timeout_seconds` is 36060, with the reason that says what
  * happened; the batch goes on; `resume` finds nothing left to do; no pair ran twice; no container and no slot is
- * left. The seconds from the engine's return to the pair's result are printed for the report.
+ * left. The seconds from the engine's return to the pair's result are printed for the report. (e) keeps the engine
+ * away past a pair's deadline: `engine_unreachable`, slot held, batch paused, and resume completes the batch.
  */
 import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
