@@ -204,6 +204,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     timedOut: execution.timedOut,
     terminated: execution.terminated,
     engineFault: toClassifyFault(execution.engineFault),
+    engineLoss: execution.engineLoss,
     harnessFaults,
     allowedHttpStatuses: input.allowedHttpStatuses,
     sourceHashMismatch: false,

@@ -1,3 +1,6 @@
+import { access, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
 /**
  * Failpoints for crash tests: `ROBOGUIDE_FAILPOINT=<name>[#<n>]` makes the process SIGKILL itself the n-th time
  * (default first) it passes the named point. Unset in production, where every call is a cheap no-op.
@@ -11,4 +14,30 @@ export function failpoint(name: string): void {
   if (target === undefined || target === '' || target !== name) return;
   seen++;
   if (seen === nth) process.kill(process.pid, 'SIGKILL');
+}
+
+/**
+ * Pause points for engine-fault tests: with `ROBOGUIDE_PAUSEPOINT=<name>[#<n>]` and `ROBOGUIDE_PAUSEPOINT_DIR=<dir>`,
+ * the n-th passage of the named point writes `<dir>/<name>.reached` and waits until `<dir>/<name>.go` exists (the
+ * test does something to the world meanwhile, e.g. kills the engine). Unset, it returns at once.
+ */
+const pauseSpec = process.env['ROBOGUIDE_PAUSEPOINT'] ?? '';
+const pauseDir = process.env['ROBOGUIDE_PAUSEPOINT_DIR'] ?? '';
+const [pauseTarget, pauseNthText] = pauseSpec.split('#');
+const pauseNth = pauseNthText === undefined ? 1 : Number(pauseNthText);
+let pauseSeen = 0;
+
+export async function pausepoint(name: string): Promise<void> {
+  if (pauseTarget === undefined || pauseTarget === '' || pauseTarget !== name || pauseDir === '') return;
+  pauseSeen++;
+  if (pauseSeen !== pauseNth) return;
+  await writeFile(join(pauseDir, `${name}.reached`), `${process.pid}\n`);
+  for (;;) {
+    const released = await access(join(pauseDir, `${name}.go`)).then(
+      () => true,
+      () => false,
+    );
+    if (released) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }

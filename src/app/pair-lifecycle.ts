@@ -1,10 +1,13 @@
 import { pipeline } from 'node:stream/promises';
-import { Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
+import { PassThrough, Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
 import { errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
 import type { EngineFault } from '../adapters/docker/engine-error.js';
 import { EngineError } from '../adapters/docker/engine-error.js';
+import { describeUnwatchedStop, judgeUnwatchedStop, type EngineLoss } from '../core/engine-loss.js';
+import { awaitEngineReturn, isEngineUnavailable, waitThroughEngineLoss } from './engine-return.js';
+import { pausepoint } from './failpoints.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerOutput, ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
@@ -38,6 +41,8 @@ export interface PairLifecycleDeps {
   readonly verifyAbsentTimeoutMs?: number;
   /** Log streams get this long to end after the container is gone before they are cut. */
   readonly logDrainTimeoutMs?: number;
+  /** Collection waits this long for an engine that stopped answering (default 120 s). */
+  readonly collectionEngineWaitMs?: number;
 }
 
 export interface PairLaunch {
@@ -66,6 +71,8 @@ export interface PairExecution {
   readonly timedOut: boolean;
   readonly terminated: boolean;
   readonly engineFault: EngineFault | null;
+  /** The engine went away during the pair and what was found when it answered again (issue 10). */
+  readonly engineLoss: EngineLoss | null;
   readonly engineError: { readonly kind: string; readonly message: string } | null;
   readonly receiptUpdateFailed: boolean;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
@@ -81,6 +88,8 @@ export interface PairExecution {
 
 const DEFAULT_VERIFY_ABSENT_MS = 15_000;
 const DEFAULT_LOG_DRAIN_MS = 10_000;
+/** Collection waits this long for an engine that went away after the container stopped. */
+const COLLECTION_ENGINE_WAIT_MS = 120_000;
 const REMOVE_ATTEMPTS = 3;
 
 function delay(ms: number): Promise<void> {
@@ -128,6 +137,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   let timedOut = false;
   let terminated = false;
   let engineFault: EngineFault | null = null;
+  let engineLoss: EngineLoss | null = null;
   let engineError: PairExecution['engineError'] = null;
   let receiptUpdateFailed = false;
   const pipes: LogPipe[] = [];
@@ -150,13 +160,22 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   };
 
   try {
+    // Set when the engine stopped answering before the wait (attach/start refused): the last moment it answered.
+    let lostSinceMs: number | undefined;
     if (launch.reattach) {
       containerId = launch.reattach.containerId;
       const output = await runtime.follow(containerId);
       await connectLogs(deps, launch, output, pipes, true);
+      const unwatched = await unwatchedStop(deps, launch, containerId, startedAt.getTime());
+      if (unwatched !== null) {
+        engineLoss = 'engine_restarted';
+        engineError = { kind: 'engine_restarted', message: unwatched };
+        logger.warn({ container: containerId }, 'container was stopped by an engine restart while no supervisor watched it');
+      }
     } else {
       const handle = await runtime.create(launch.container);
       containerId = handle.id;
+      const createdAtMs = Date.now();
       logger.info({ container: containerId }, 'container created');
       if (launch.onCreated) {
         try {
@@ -167,17 +186,35 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
           throw err;
         }
       }
-      await connectLogs(deps, launch, await runtime.attach(containerId), pipes, false);
-      await runtime.start(containerId);
+      try {
+        await connectLogs(deps, launch, await runtime.attach(containerId), pipes, false);
+        await runtime.start(containerId);
+      } catch (err) {
+        if (!isEngineUnavailable(err)) throw err;
+        lostSinceMs = createdAtMs;
+      }
     }
     const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
-    const waited = await runtime.wait(containerId, {
-      deadlineMs,
-      ...(launch.terminate ? { signal: launch.terminate } : {}),
-    });
-    if (waited.kind !== 'exited') {
-      timedOut = waited.kind === 'deadline';
-      terminated = waited.kind === 'aborted';
+    const id = containerId;
+    const ended = await waitThroughEngineLoss(
+      { runtime, logger, reconnectLogs: (neverStarted) => reconnectLogs(deps, launch, id, pipes, neverStarted) },
+      containerId,
+      {
+        deadlineMs,
+        ...(launch.terminate ? { signal: launch.terminate } : {}),
+        ...(lostSinceMs !== undefined ? { lostSinceMs } : {}),
+      },
+    );
+    if (ended.kind === 'engine_loss') {
+      engineLoss = ended.loss;
+      engineError = { kind: ended.loss, message: ended.message };
+      // Streams the engine cut that cannot be read again (no container, or no engine) are the engine's loss, not a
+      // failed write of ours; after a restart they were read again from the engine's log (reconnectLogs).
+      if (ended.loss !== 'engine_restarted') for (const p of pipes) if (p.settled) p.failure = null;
+      logger.warn({ container: containerId, reason: ended.loss }, 'pair ended by an engine fault');
+    } else if (ended.kind !== 'exited') {
+      timedOut = ended.kind === 'deadline';
+      terminated = ended.kind === 'aborted';
       logger.warn({ container: containerId, stopBudgetSec: launch.stopBudgetSec }, timedOut ? 'wall budget spent: controlled stop' : 'terminate requested: controlled stop');
       await runtime.stop(containerId, launch.stopBudgetSec);
     }
@@ -196,15 +233,16 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     // Logs normally end with the container's output; give them a moment before collecting.
     await withTimeout(Promise.all(pipes.map((p) => p.done)), 2_000);
 
+    await pausepoint('before_collection');
     if (containerId !== null) {
-      try {
-        const state = await runtime.inspect(containerId);
-        if (state) {
-          exitCode = state.exitCode;
-          oomKilled = state.oomKilled;
-        }
-      } catch (err) {
-        logger.warn({ container: containerId, err: errorKind(err) }, 'inspect before collection failed');
+      // An engine that went away after the container stopped is waited for (bounded): the evidence is still there.
+      const wait = engineLoss === 'engine_unreachable' ? 0 : (deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS);
+      const back = await awaitEngineReturn(runtime, containerId, { untilMs: Date.now() + Math.max(1, wait) });
+      if (back.kind === 'answered' && back.state) {
+        exitCode = back.state.exitCode;
+        oomKilled = back.state.oomKilled;
+      } else if (back.kind !== 'answered') {
+        logger.warn({ container: containerId }, 'engine did not answer before collection');
       }
     }
 
@@ -216,7 +254,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
 
     if (containerId !== null) {
       try {
-        sessions = await deps.collectSessions(await runtime.getArchive(containerId, launch.sessionsDir));
+        sessions = await deps.collectSessions(await getArchiveThroughEngineLoss(deps, containerId, launch.sessionsDir, engineLoss));
       } catch (err) {
         sessions = { files: 0, bytes: 0, refusals: [`collection failed: ${errorKind(err)}`] };
         logger.warn({ container: containerId, err: errorKind(err) }, 'session collection failed');
@@ -253,6 +291,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     timedOut,
     terminated,
     engineFault,
+    engineLoss,
     engineError,
     receiptUpdateFailed,
     logs,
@@ -265,6 +304,70 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     startedAt: startedAt.toISOString(),
     finishedAt: deps.clock.now().toISOString(),
   };
+}
+
+/**
+ * On reattach: was the container stopped by an engine restart while no supervisor watched (judgeUnwatchedStop)?
+ * Returns the message for result.json, or null. The engine's events are only a hint: any doubt gives null.
+ */
+async function unwatchedStop(deps: PairLifecycleDeps, launch: PairLaunch, containerId: string, nowMs: number): Promise<string | null> {
+  const deadlineMs = launch.deadlineMs ?? nowMs + launch.timeoutSec * 1000;
+  try {
+    const state = await deps.runtime.inspect(containerId);
+    if (state === null || (state.status !== 'exited' && state.status !== 'dead')) return null;
+    const history = await deps.runtime.containerEventsSince(containerId, deadlineMs - launch.timeoutSec * 1000);
+    const judged = judgeUnwatchedStop({ container: state, deadlineMs, eventActions: history.actions, historyComplete: history.complete });
+    if (judged === null) return null;
+    return describeUnwatchedStop(state.finishedAt, state.exitCode);
+  } catch (err) {
+    deps.logger.warn({ container: containerId, err: errorKind(err) }, 'engine history unavailable on reattach');
+    return null;
+  }
+}
+
+/** The sessions archive; a refused connection is retried once after the engine answers again (bounded). */
+async function getArchiveThroughEngineLoss(
+  deps: PairLifecycleDeps,
+  containerId: string,
+  path: string,
+  engineLoss: EngineLoss | null,
+): Promise<Readable | null> {
+  const { runtime } = deps;
+  try {
+    return await runtime.getArchive(containerId, path);
+  } catch (err) {
+    if (!isEngineUnavailable(err) || engineLoss === 'engine_unreachable') throw err;
+    const untilMs = Date.now() + (deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS);
+    const back = await awaitEngineReturn(runtime, containerId, { untilMs });
+    if (back.kind !== 'answered') throw err;
+    return runtime.getArchive(containerId, path);
+  }
+}
+
+/**
+ * The engine is back after a loss: if it cut the log streams, close those files and follow the container's log
+ * again from the first byte, skipping what is already on disk (as a resume does). A write failure of the old
+ * files is kept in the new pipe's place so it is not forgotten.
+ */
+async function reconnectLogs(
+  deps: PairLifecycleDeps,
+  launch: PairLaunch,
+  containerId: string,
+  pipes: LogPipe[],
+  neverStarted: boolean,
+): Promise<void> {
+  // Streams the engine cut end within moments of its going away; ones still flowing after a second were not cut.
+  await withTimeout(Promise.all(pipes.map((p) => p.done)), 1_000);
+  if (pipes.length > 0 && !pipes.every((p) => p.settled)) return;
+  const old = pipes.splice(0);
+  const writeFailures = new Map<string, string>();
+  for (const p of old) {
+    const finished = await p.target.finish().catch((err: unknown) => ({ failure: errorKind(err) }));
+    if (finished.failure !== null) writeFailures.set(p.name, finished.failure);
+  }
+  const output = neverStarted ? { stdout: new PassThrough().end(), stderr: new PassThrough().end() } : await deps.runtime.follow(containerId);
+  await connectLogs(deps, launch, output, pipes, true);
+  for (const p of pipes) p.failure = writeFailures.get(p.name) ?? null;
 }
 
 /** Our container for this claim, if the engine has one; `known: false` when the engine could not be asked. */

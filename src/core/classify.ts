@@ -1,3 +1,4 @@
+import type { EngineLoss } from './engine-loss.js';
 import type { OutcomeCheck } from './outcome.js';
 import type { Classification, Reason } from './result.js';
 
@@ -18,6 +19,8 @@ export interface ClassifyInput {
   /** The operator stopped the pair (`stop --terminate`). */
   readonly terminated: boolean;
   readonly engineFault: EngineFault | null;
+  /** The engine went away while the pair ran and what was found when it answered again (or that it never did). */
+  readonly engineLoss?: EngineLoss | null;
   readonly harnessFaults: readonly HarnessFault[];
   /** HTTP statuses the driver may continue after; empty = none allowed. */
   readonly allowedHttpStatuses: readonly number[];
@@ -65,6 +68,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   nvidia_runtime_missing: 'infrastructure_failure',
   image_missing: 'infrastructure_failure',
   engine_error: 'infrastructure_failure',
+  engine_restarted: 'infrastructure_failure',
+  container_vanished: 'infrastructure_failure',
+  engine_unreachable: 'infrastructure_failure',
   outcome_missing: 'infrastructure_failure',
   outcome_unparseable: 'infrastructure_failure',
   outcome_invalid: 'infrastructure_failure',
@@ -140,6 +146,7 @@ function observedReasons(input: ClassifyInput): Reason[] {
   if (input.timedOut) reasons.push('timeout');
   if (input.terminated) reasons.push('terminated');
   if (input.engineFault !== null) reasons.push(input.engineFault);
+  if (input.engineLoss !== undefined && input.engineLoss !== null) reasons.push(input.engineLoss);
   if (input.sourceHashMismatch) reasons.push('source_hash_mismatch');
   return reasons;
 }

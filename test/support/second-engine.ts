@@ -15,11 +15,16 @@ import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
  */
 export interface SecondEngine {
   readonly socketPath: string;
+  /** The running dockerd's pid (a new one after `restart`). */
   readonly pid: number;
   readonly dataRoot: string;
   readonly netns: string;
   /** SIGTERM by pid (SIGKILL after a deadline), unmount leftovers, remove the temp dir, delete the netns. Idempotent. */
   stop(): Promise<void>;
+  /** SIGKILL this dockerd (the daemon-restart tests); resolves once the process is gone. Its containers' shims live on. */
+  kill(): Promise<void>;
+  /** Start the same dockerd again on the same data root; resolves when it answers (retried: a first start after a kill can fail). */
+  restart(): Promise<void>;
 }
 
 export interface SecondEngineOptions {
@@ -33,6 +38,7 @@ export interface SecondEngineOptions {
 
 const exec = promisify(execFile);
 const ANSWER_DEADLINE_MS = 30_000;
+const RESTART_DEADLINE_MS = 60_000;
 const STOP_DEADLINE_MS = 20_000;
 const KILL_DEADLINE_MS = 5_000;
 const POLL_MS = 100;
@@ -245,6 +251,61 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
     if (netnsCreated) await deleteNetns(netns);
   };
   const stop = (): Promise<void> => (stopped ??= teardown());
+  const spawnDockerd = async (): Promise<ChildProcess> => {
+      const log = await open(logPath, 'a');
+      try {
+        return spawn(
+          'nsenter',
+          [
+            `--net=/run/netns/${netns}`,
+            'dockerd',
+            '--data-root',
+            dataRoot,
+            '--exec-root',
+            execRoot,
+            '--pidfile',
+            join(dir, 'dockerd.pid'),
+            '-H',
+            `unix://${socketPath}`,
+            '--iptables=false',
+            '--bridge=none',
+          ],
+          {
+            stdio: ['ignore', log.fd, log.fd],
+            env: {
+              ...process.env,
+              PATH: `${binDir}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
+            },
+          },
+        );
+      } finally {
+        await log.close();
+      }
+  };
+
+  const kill = async (): Promise<void> => {
+    if (child?.pid === undefined) return;
+    const exited = exitOf(child);
+    child.kill('SIGKILL');
+    if (!(await within(exited, KILL_DEADLINE_MS))) throw new Error(`second dockerd ${child.pid} survived SIGKILL`);
+  };
+
+  const restart = async (): Promise<void> => {
+    const docker = new Docker({ socketPath });
+    const deadline = Date.now() + RESTART_DEADLINE_MS;
+    for (;;) {
+      child = await spawnDockerd();
+      try {
+        await waitUntilAnswers(docker, child, logPath);
+        return;
+      } catch (err) {
+        // After a hard kill the first start may fail while dockerd cleans up (ENGINE-NOTES): try again.
+        if (Date.now() > deadline) throw err;
+        await kill().catch(() => undefined);
+        await sleep(1_000);
+      }
+    }
+  };
 
   try {
     await mkdir(binDir);
@@ -255,35 +316,7 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
     }
     await exec('ip', ['netns', 'add', netns]);
     netnsCreated = true;
-    const log = await open(logPath, 'a');
-    try {
-      child = spawn(
-        'nsenter',
-        [
-          `--net=/run/netns/${netns}`,
-          'dockerd',
-          '--data-root',
-          dataRoot,
-          '--exec-root',
-          execRoot,
-          '--pidfile',
-          join(dir, 'dockerd.pid'),
-          '-H',
-          `unix://${socketPath}`,
-          '--iptables=false',
-          '--bridge=none',
-        ],
-        {
-          stdio: ['ignore', log.fd, log.fd],
-          env: {
-            ...process.env,
-            PATH: `${binDir}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
-          },
-        },
-      );
-    } finally {
-      await log.close();
-    }
+    child = await spawnDockerd();
     const docker = new Docker({ socketPath });
     await waitUntilAnswers(docker, child, logPath);
     const main = new Docker();
@@ -292,7 +325,17 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
     const recorded = Number((await readFile(join(dir, 'dockerd.pid'), 'utf8')).trim());
     if (pid === undefined || recorded !== pid)
       throw new Error(`second dockerd pid ${recorded} is not the spawned ${pid}`);
-    return { socketPath, pid, dataRoot, netns, stop };
+    return {
+      socketPath,
+      get pid(): number {
+        return child?.pid ?? pid;
+      },
+      dataRoot,
+      netns,
+      stop,
+      kill,
+      restart,
+    };
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;

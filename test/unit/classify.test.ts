@@ -30,6 +30,9 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'nvidia_runtime_missing',
       'image_missing',
       'engine_error',
+      'engine_restarted',
+      'container_vanished',
+      'engine_unreachable',
     ],
   ],
 ];

@@ -16,13 +16,36 @@ import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
 const REMOVE_RETRY_LIMIT = 100;
-const WAIT_RECONNECT_MS = 1_000;
+/** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest events. */
+const ENGINE_EVENT_BUFFER = 256;
+/** How often a waiting pair's container is inspected, and how long one such inspect may take. */
+const HEARTBEAT_MS = 2_000;
+const HEARTBEAT_TIMEOUT_MS = 5_000;
+/**
+ * A stopped container whose wait has not answered within this long: the wait's connection is dead (a dockerd that
+ * restarted between two heartbeats). Generous, so a busy engine's late answer is never taken for a lost one.
+ */
+const SILENT_WAIT_GRACE_MS = 10_000;
 const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 /** Starting may run OCI hooks (the NVIDIA one enumerates GPUs): allow it longer. */
 const START_TIMEOUT_MS = 180_000;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Sleeps `ms`, or less when the signal aborts first. */
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 function isAbort(err: unknown): boolean {
@@ -50,14 +73,22 @@ export const PAIR_LOG_CONFIG = {
 export class DockerContainerRuntime implements ContainerRuntime {
   readonly docker: Docker;
   readonly #callTimeoutMs: number;
+  readonly #heartbeatMs: number;
+  readonly #silentWaitGraceMs: number;
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
-   * EngineError the cleanup path can record, instead of a pair stuck forever. `wait` and streams are unbounded.
+   * EngineError the cleanup path can record, instead of a pair stuck forever. `wait` and streams are unbounded;
+   * `wait` inspects the container every `heartbeatMs` to notice an engine that went away.
    */
-  constructor(connection?: DockerConnection | Docker, options: { callTimeoutMs?: number } = {}) {
+  constructor(
+    connection?: DockerConnection | Docker,
+    options: { callTimeoutMs?: number; heartbeatMs?: number; silentWaitGraceMs?: number } = {},
+  ) {
     this.docker = connection instanceof Docker ? connection : new Docker(connection);
     this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
+    this.#silentWaitGraceMs = options.silentWaitGraceMs ?? SILENT_WAIT_GRACE_MS;
   }
 
   /** Bound the wait for a streaming call's response only; the stream itself is bounded by whoever reads it. */
@@ -205,7 +236,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
     const controller = new AbortController();
     const onAbort = (): void => controller.abort();
     options.signal?.addEventListener('abort', onAbort, { once: true });
+    const never = new Promise<WaitResult>(() => undefined);
     let timer: NodeJS.Timeout | undefined;
+    let lastSeenAliveMs = Date.now();
     const deadline = new Promise<WaitResult>((resolve) => {
       const delay = Math.max(0, options.deadlineMs - Date.now());
       timer = setTimeout(() => {
@@ -218,29 +251,55 @@ export class DockerContainerRuntime implements ContainerRuntime {
       options.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
     });
     const exited = (async (): Promise<WaitResult> => {
-      // A pair may run for hours: a dropped connection to the engine must not end it. Wait again (after a
-      // pause) until the container has exited or the deadline/abort wins the race below.
+      try {
+        const r = (await this.docker
+          .getContainer(id)
+          .wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
+        return { kind: 'exited', exitCode: r.StatusCode };
+      } catch (err) {
+        if (isAbort(err) || controller.signal.aborted) return never;
+        const mapped = toEngineError(err, 'wait for a container');
+        // A dropped connection or a container the engine forgot is not a verdict: the caller inspects again.
+        if (mapped.fault === 'engine_unavailable' || mapped.statusCode === 404) return { kind: 'engine_lost', lastSeenAliveMs };
+        throw mapped;
+      }
+    })();
+    // The wait request can hang forever when dockerd dies (its chunked response is cut without an error): a
+    // heartbeat inspect notices the engine going away, and an exit the wait did not report.
+    const heartbeat = (async (): Promise<WaitResult> => {
       for (;;) {
-        try {
-          const r = (await this.docker
-            .getContainer(id)
-            .wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
-          return { kind: 'exited', exitCode: r.StatusCode };
-        } catch (err) {
-          if (isAbort(err) || controller.signal.aborted) return new Promise<WaitResult>(() => undefined);
-          const mapped = toEngineError(err, 'wait for a container');
-          if (mapped.fault !== 'engine_unavailable') throw mapped;
-          await sleep(WAIT_RECONNECT_MS);
-          if (controller.signal.aborted) return new Promise<WaitResult>(() => undefined);
-        }
+        await abortableSleep(this.#heartbeatMs, controller.signal);
+        if (controller.signal.aborted) return never;
+        const askedAt = Date.now();
+        const seen = await this.#heartbeat(id);
+        if (controller.signal.aborted) return never;
+        if (seen === 'alive') lastSeenAliveMs = askedAt;
+        else if (seen === 'stopped') {
+          // An ordinary exit is reported by the wait within moments; one that stays silent lost its connection.
+          await abortableSleep(this.#silentWaitGraceMs, controller.signal);
+          return controller.signal.aborted ? never : { kind: 'engine_lost', lastSeenAliveMs };
+        } else if (seen === 'lost') return { kind: 'engine_lost', lastSeenAliveMs };
       }
     })();
     try {
-      return await Promise.race([exited, deadline, aborted]);
+      return await Promise.race([exited, heartbeat, deadline, aborted]);
     } finally {
       clearTimeout(timer);
       options.signal?.removeEventListener('abort', onAbort);
       controller.abort();
+    }
+  }
+
+  /** One short inspect: is the container alive, stopped, or is the engine (or the container) gone? */
+  async #heartbeat(id: string): Promise<'alive' | 'stopped' | 'lost' | 'unknown'> {
+    try {
+      const c = await this.docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(HEARTBEAT_TIMEOUT_MS) });
+      const status = c.State.Status;
+      return status === 'exited' || status === 'dead' || status === 'removing' ? 'stopped' : 'alive';
+    } catch (err) {
+      if (statusOf(err) === 404) return 'lost';
+      // A slow answer from a busy engine is not a lost engine: only a refused or reset connection is.
+      return toEngineError(err, 'inspect a container').fault === 'engine_unavailable' ? 'lost' : 'unknown';
     }
   }
 
@@ -341,6 +400,30 @@ export class DockerContainerRuntime implements ContainerRuntime {
       }));
     } catch (err) {
       throw toEngineError(err, 'list containers');
+    }
+  }
+
+  async containerEventsSince(id: string, sinceMs: number): Promise<{ actions: readonly string[]; complete: boolean }> {
+    try {
+      // With `until` the engine replays what it buffered and ends the stream. Unfiltered, to count the buffer.
+      const stream = (await this.docker.getEvents({
+        since: Math.floor(sinceMs / 1000),
+        until: Math.ceil(Date.now() / 1000),
+        ...this.#deadline(),
+      } as Docker.GetEventsOptions)) as unknown as Readable;
+      let text = '';
+      for await (const chunk of stream) text += String(chunk);
+      const events = text
+        .split('\n')
+        .filter((line) => line.trim() !== '')
+        .map((line) => JSON.parse(line) as { Type?: string; Action?: string; Actor?: { ID?: string } });
+      const actions = events
+        .filter((e) => e.Type === 'container' && e.Actor?.ID === id && typeof e.Action === 'string')
+        .map((e) => e.Action as string);
+      // Oldest events are dropped first: fewer than a full buffer since `sinceMs` means none of those was dropped.
+      return { actions, complete: events.length < ENGINE_EVENT_BUFFER };
+    } catch (err) {
+      throw toEngineError(err, 'read engine events');
     }
   }
 }

@@ -7,7 +7,7 @@ import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js'
 import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
-import { failpoint } from '../failpoints.js';
+import { failpoint, pausepoint } from '../failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { BatchRecord } from './layout.js';
 import { jobRel, receiptRel } from './layout.js';
@@ -113,6 +113,7 @@ export async function dispatchPair(
       registry.attachContainer(reservationId, containerId);
       await journal('container_created', { job_id: job.job_id, container_id: containerId });
       failpoint('after_container_created');
+      await pausepoint('after_container_created');
     },
   });
   return { kind: 'ran', finish: await finishPair(deps, receipt, result) };

@@ -7,6 +7,8 @@ import { writeJsonVerified } from '../durable-write.js';
 import { failpoint } from '../failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
+import { removeAndVerify } from '../pair-lifecycle.js';
+import type { Logger } from '../ports/logger.js';
 import { reconcilePair } from '../reconcile-pair.js';
 import { jobRel, resultRel } from './layout.js';
 
@@ -66,4 +68,29 @@ export async function reconcileFinished(
   await journal('reconciled', { job_id: jobId, kind: report.kind, reason: report.reason });
   if (!released) pauseReasons.add('harness');
   return { jobId, result, pauseReasons: [...pauseReasons], released };
+}
+
+/**
+ * Resume, for a finished pair whose removal was never verified (e.g. `engine_unreachable`: the engine was away at
+ * its end): remove its container now (by the ids on record and its claim label) and insist on the engine's 404, so
+ * reconciliation can prove it gone and release the slot. result.json is left as written: it records what happened
+ * then. A failure here changes nothing: reconciliation holds the slot as before.
+ */
+export async function removeUnverifiedContainer(
+  deps: { readonly execute: { readonly runtime: ContainerRuntime; readonly logger: Logger }; readonly journal: FinishDeps['journal'] },
+  receipt: Receipt,
+  result: ResultRecord,
+  stopBudgetSec: number,
+): Promise<void> {
+  if (result.cleanup.verified_absent) return;
+  const { runtime, logger } = deps.execute;
+  const ids = new Set([receipt.container_id, result.container.id].filter((id): id is string => id !== null));
+  try {
+    for (const c of await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })) ids.add(c.id);
+  } catch {
+    // the engine cannot be asked: reconciliation will hold the slot
+  }
+  const verified: boolean[] = [];
+  for (const id of ids) verified.push((await removeAndVerify({ runtime, logger }, id, stopBudgetSec)).verified_absent);
+  await deps.journal('cleanup_retried', { job_id: receipt.job_id, containers: ids.size, verified_absent: verified.every(Boolean) });
 }

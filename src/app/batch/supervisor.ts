@@ -14,7 +14,7 @@ import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments, type ResolvedJobEnvironment } from './batch-context.js';
 import { dispatchPair, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
-import { reconcileFinished, type FinishReport } from './finish-pair.js';
+import { reconcileFinished, removeUnverifiedContainer, type FinishReport } from './finish-pair.js';
 import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type StopRequest, type SupervisorRecord } from './layout.js';
 import { recoverPair } from './recover-pair.js';
 import { checkSources } from './source-check.js';
@@ -221,6 +221,7 @@ async function superviseHeld(
       const held = f.receipt && f.result ? registry.reservationForClaim(f.receipt.claim_id) : null;
       if (f.receipt && f.result && held?.state === 'held') {
         await journal('recovered', { job_id: f.job.job_id, action: 'reconcile_finished' });
+        await removeUnverifiedContainer(batchDeps, f.receipt, f.result, manifest.stop_budget_seconds);
         const report = await reconcileFinished(batchDeps, f.receipt, f.result);
         if (!report.released) await pause(['harness'], f.job.job_id);
       }

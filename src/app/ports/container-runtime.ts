@@ -40,7 +40,13 @@ export interface ContainerState {
 export type WaitResult =
   | { readonly kind: 'exited'; readonly exitCode: number }
   | { readonly kind: 'deadline' }
-  | { readonly kind: 'aborted' };
+  | { readonly kind: 'aborted' }
+  /**
+   * The engine connection was lost (refused, reset, or the wait went silent while the container stopped) or the
+   * engine no longer knows the container. Not a verdict: the caller inspects again once the engine answers.
+   * `lastSeenAliveMs`: the last moment (epoch ms) the engine showed the container not yet exited.
+   */
+  | { readonly kind: 'engine_lost'; readonly lastSeenAliveMs: number };
 
 /** Demultiplexed output of a container: two byte streams that end when the container's output ends. */
 export interface ContainerOutput {
@@ -73,6 +79,10 @@ export interface ContainerRuntime {
   /** Follow the log API from the container's first byte (reattach after a supervisor restart). */
   follow(id: string): Promise<ContainerOutput>;
   start(id: string): Promise<void>;
+  /**
+   * Until the container exits, the deadline passes, the signal aborts, or the engine is lost (`engine_lost`, reported
+   * at once: a heartbeat inspect notices an engine that went away even when the wait request itself hangs).
+   */
   wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult>;
   /** SIGTERM, then SIGKILL after `timeoutSec`. Stop of a stopped container is a success. */
   stop(id: string, timeoutSec: number): Promise<void>;
@@ -83,4 +93,10 @@ export interface ContainerRuntime {
   /** A tar stream of `path` inside the container, or null when the path does not exist. */
   getArchive(id: string, path: string): Promise<Readable | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
+  /**
+   * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and
+   * whether that history is complete (the engine's small in-memory buffer, emptied by a restart, did not overflow
+   * since then). A hint, never the record.
+   */
+  containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }

@@ -1,0 +1,239 @@
+import { PassThrough, Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import {
+  runPairLifecycle,
+  type LogTarget,
+  type PairLaunch,
+  type PairLifecycleDeps,
+} from '../../src/app/pair-lifecycle.js';
+import type {
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerState,
+  WaitResult,
+} from '../../src/app/ports/container-runtime.js';
+import { silentLogger } from '../../src/app/ports/logger.js';
+
+const unavailable = (): EngineError =>
+  new EngineError('engine_unavailable', 'Docker engine unreachable (ECONNREFUSED)', {
+    statusCode: null,
+    engineMessage: 'connect ECONNREFUSED',
+  });
+
+type Answer = ContainerState | null | 'refused';
+
+/**
+ * An engine that goes away while a pair runs: `wait` reports `engine_lost` (or hangs until its deadline), and
+ * `inspect` gives the scripted answers in turn (the last one repeats). Removal makes the container disappear.
+ */
+class EngineThatGoesAway implements Partial<ContainerRuntime> {
+  present = true;
+  removed = 0;
+  started = 0;
+  follows = 0;
+  waits: WaitResult[];
+  answers: Answer[];
+  attachFails = false;
+
+  constructor(waits: WaitResult[], answers: Answer[]) {
+    this.waits = waits;
+    this.answers = answers;
+  }
+  create() {
+    return Promise.resolve({ id: 'c1', name: 'n' });
+  }
+  attach(): Promise<ContainerOutput> {
+    if (this.attachFails) return Promise.reject(unavailable());
+    return Promise.resolve(this.#output('first part\n'));
+  }
+  follow(): Promise<ContainerOutput> {
+    this.follows++;
+    return Promise.resolve(this.#output('first part\nsecond part\n'));
+  }
+  start() {
+    this.started++;
+    return Promise.resolve();
+  }
+  wait(_id: string, options: { deadlineMs: number }): Promise<WaitResult> {
+    const next = this.waits.shift();
+    if (next !== undefined) return Promise.resolve(next);
+    return new Promise((resolve) =>
+      setTimeout(() => resolve({ kind: 'deadline' }), Math.max(0, options.deadlineMs - Date.now())),
+    );
+  }
+  stop() {
+    return Promise.resolve();
+  }
+  remove() {
+    if (this.answers[0] === 'refused') return Promise.reject(unavailable());
+    this.removed++;
+    this.present = false;
+    return Promise.resolve('removed' as const);
+  }
+  inspect(): Promise<ContainerState | null> {
+    if (!this.present) return Promise.resolve(null);
+    const answer = this.answers.length > 1 ? this.answers.shift() : this.answers[0];
+    if (answer === 'refused' || answer === undefined) return Promise.reject(unavailable());
+    return Promise.resolve(answer);
+  }
+  getArchive() {
+    return Promise.resolve(null);
+  }
+  listByLabel(): Promise<ContainerState[]> {
+    return Promise.resolve([]);
+  }
+  #output(text: string): ContainerOutput {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    stdout.end(text);
+    stderr.end();
+    return { stdout, stderr };
+  }
+}
+
+function container(
+  status: ContainerState['status'],
+  finishedAt: string | null = null,
+  exitCode: number | null = null,
+): ContainerState {
+  return { id: 'c1', status, exitCode, oomKilled: false, startedAt: null, finishedAt, labels: {} };
+}
+
+/** A log file in memory that can be reopened for append (as the evidence store's are). */
+function logFiles(): { open: PairLifecycleDeps['openLog']; text: (name: 'stdout' | 'stderr') => string } {
+  const files = { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+  const open = (
+    name: 'stdout' | 'stderr',
+    append: boolean,
+  ): Promise<LogTarget & { existingBytes: number }> => {
+    if (!append) files[name] = Buffer.alloc(0);
+    const stream = new Writable({
+      write(chunk: Buffer, _e, done) {
+        files[name] = Buffer.concat([files[name], chunk]);
+        done();
+      },
+    });
+    return Promise.resolve({
+      stream,
+      existingBytes: files[name].length,
+      finish: () => Promise.resolve({ bytes: files[name].length, closed: true, failure: null }),
+    });
+  };
+  return { open, text: (name) => files[name].toString() };
+}
+
+function deps(runtime: EngineThatGoesAway, logs = logFiles()): PairLifecycleDeps {
+  return {
+    runtime: runtime as unknown as ContainerRuntime,
+    clock: { now: () => new Date() },
+    logger: silentLogger,
+    createRedactor: () => new PassThrough(),
+    openLog: logs.open,
+    readOutcome: () => Promise.resolve({ state: 'missing' }),
+    collectSessions: () => Promise.resolve({ files: 0, bytes: 0, refusals: [] }),
+    diagnose: () => Promise.resolve(null),
+    verifyAbsentTimeoutMs: 300,
+    logDrainTimeoutMs: 200,
+    collectionEngineWaitMs: 300,
+  };
+}
+
+function launch(deadlineInMs = 60_000): PairLaunch {
+  return {
+    container: { labels: {} },
+    outcomePath: '/x/o.json',
+    sessionsDir: '/s',
+    timeoutSec: 36060,
+    stopBudgetSec: 1,
+    secrets: [],
+    deadlineMs: Date.now() + deadlineInMs,
+  } as unknown as PairLaunch;
+}
+
+const lost = (): WaitResult => ({ kind: 'engine_lost', lastSeenAliveMs: Date.now() - 1_000 });
+const stoppedNow = (): ContainerState => container('exited', new Date().toISOString(), 143);
+
+describe('a pair whose engine goes away (issue 10)', () => {
+  it('restart: inspected again once the engine answers, ends now as engine_restarted, logs read again, container removed', async () => {
+    const runtime = new EngineThatGoesAway([lost()], ['refused', 'refused', stoppedNow()]);
+    const logs = logFiles();
+    const r = await runPairLifecycle(deps(runtime, logs), launch());
+    expect(r.engineLoss).toBe('engine_restarted');
+    expect(r.timedOut).toBe(false);
+    expect(r.engineError?.kind).toBe('engine_restarted');
+    expect(r.engineError?.message).toMatch(/stopped at .* \(exit code 143\)/);
+    expect(r.container.exit_code).toBe(143);
+    // The stream the engine cut is continued from the engine's log, without duplicating what was on disk.
+    expect(runtime.follows).toBe(1);
+    expect(logs.text('stdout')).toBe('first part\nsecond part\n');
+    expect(r.logFailure).toBeNull();
+    expect(r.logs.stdout.closed).toBe(true);
+    expect(runtime.removed).toBe(1);
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('a container the engine no longer knows ends the pair as container_vanished', async () => {
+    const runtime = new EngineThatGoesAway([lost()], ['refused', null]);
+    const r = await runPairLifecycle(deps(runtime), launch());
+    expect(r.engineLoss).toBe('container_vanished');
+    expect(r.logFailure).toBeNull();
+    expect(runtime.follows).toBe(0);
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('a container that survived (a dropped connection only) is waited for again; its exit is an ordinary one', async () => {
+    const runtime = new EngineThatGoesAway(
+      [lost(), { kind: 'exited', exitCode: 0 }],
+      [container('running'), container('exited', new Date().toISOString(), 0)],
+    );
+    const logs = logFiles();
+    const r = await runPairLifecycle(deps(runtime, logs), launch());
+    expect(r.engineLoss).toBeNull();
+    expect(r.engineError).toBeNull();
+    expect(r.container.exit_code).toBe(0);
+    expect(logs.text('stdout')).toBe('first part\nsecond part\n');
+  });
+
+  it('an exit clearly before the connection was lost is an ordinary exit whose report was lost', async () => {
+    const runtime = new EngineThatGoesAway(
+      [lost()],
+      [container('exited', new Date(Date.now() - 60_000).toISOString(), 0)],
+    );
+    const r = await runPairLifecycle(deps(runtime), launch());
+    expect(r.engineLoss).toBeNull();
+    expect(r.container.exit_code).toBe(0);
+  });
+
+  it('an engine that never answers again ends the pair at its deadline as engine_unreachable, the slot kept (removal unverified)', async () => {
+    const runtime = new EngineThatGoesAway([lost()], ['refused']);
+    const r = await runPairLifecycle(deps(runtime), launch(500));
+    expect(r.engineLoss).toBe('engine_unreachable');
+    expect(r.timedOut).toBe(false);
+    expect(r.engineError?.message).toMatch(/did not answer again before the pair's deadline/);
+    expect(r.cleanup.verified_absent).toBe(false);
+  });
+
+  it('engine lost between create and start: the never-started container ends the pair as engine_restarted, not started again', async () => {
+    const runtime = new EngineThatGoesAway([], ['refused', container('created')]);
+    runtime.attachFails = true;
+    const r = await runPairLifecycle(deps(runtime), launch());
+    expect(r.engineLoss).toBe('engine_restarted');
+    expect(r.engineError?.message).toMatch(/never started/);
+    expect(runtime.started).toBe(0);
+    expect(r.engineFault).toBeNull();
+    // No output ever existed: the log files are complete (empty), not a failed write.
+    expect(r.logs).toEqual({ stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } });
+    expect(r.logFailure).toBeNull();
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('a stop --terminate while the engine is away ends the pair as terminated', async () => {
+    const runtime = new EngineThatGoesAway([lost()], ['refused']);
+    const terminate = new AbortController();
+    setTimeout(() => terminate.abort(), 300);
+    const r = await runPairLifecycle(deps(runtime), { ...launch(), terminate: terminate.signal });
+    expect(r.terminated).toBe(true);
+    expect(r.engineLoss).toBeNull();
+  });
+});
