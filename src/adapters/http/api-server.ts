@@ -47,6 +47,11 @@ function buildRouter(options: ApiServerOptions): Router {
     sendJson(res, 200, openapi);
     return Promise.resolve();
   });
+  router.add('GET', '/v1/images', async ({ res, query }) => {
+    const ref = query.get('ref') ?? '';
+    if (ref === '') throw ApiError.invalid('the image request', [{ path: 'ref', rule: 'is required' }]);
+    sendJson(res, 200, { ref, present: await options.engine.imageExists(ref) });
+  });
   registerSessionRoutes(router, { sessions: options.sessions, engine: options.engine, tempRoot: options.tempRoot, createRedactor: options.createRedactor });
   registerPairRoutes(router, options.pairs);
   return router;

@@ -7,6 +7,7 @@ import {
   ExecResultSchema,
   ExecSchema,
   HealthSchema,
+  ImagePresenceSchema,
   KeepaliveSchema,
   PairAcceptedSchema,
   PairSpecSchema,
@@ -34,6 +35,7 @@ const COMPONENTS = {
   PairAccepted: [PairAcceptedSchema, 'output'],
   PairStatus: [PairStatusSchema, 'output'],
   Health: [HealthSchema, 'output'],
+  ImagePresence: [ImagePresenceSchema, 'output'],
   Error: [ErrorSchema, 'output'],
 } as const satisfies Record<string, readonly [z.ZodType, 'input' | 'output']>;
 
@@ -69,6 +71,13 @@ export function openApiDocument(version: string): Record<string, unknown> {
     },
     paths: {
       '/v1/health': { get: { operationId: 'health', responses: { '200': json('Health', 'server and engine state') } } },
+      '/v1/images': {
+        get: {
+          operationId: 'imageExists',
+          parameters: [{ name: 'ref', in: 'query', required: true, schema: { type: 'string' } }],
+          responses: { '200': json('ImagePresence', 'whether the engine has the image (no pulls)') },
+        },
+      },
       '/v1/openapi.json': { get: { operationId: 'openapi', responses: { '200': { description: 'this document' } } } },
       '/v1/sessions': {
         get: { operationId: 'listSessions', responses: { '200': json('SessionList', 'live sessions') } },

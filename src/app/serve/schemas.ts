@@ -89,6 +89,8 @@ export const HealthSchema = z
   })
   .meta({ title: 'Health' });
 
+export const ImagePresenceSchema = z.strictObject({ ref: z.string(), present: z.boolean() }).meta({ title: 'ImagePresence' });
+
 export const SessionCreatedSchema = z
   .strictObject({
     session_id: z.string(),
