@@ -93,7 +93,7 @@ export interface TestServer {
   readonly client: ApiClient;
   readonly process: ChildProcess;
   /** The server's first stdout line: what it adopted, reaped and released at start. */
-  readonly started: { adopted: string[]; reaped: string[]; released_slots: string[] };
+  readonly started: { adopted: string[]; reaped: string[]; released_slots: string[]; tcp_port: number | null; listening: string };
   /** Send a signal (default SIGTERM) and wait for the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   /** Stop it if running and delete its temporary folder. */

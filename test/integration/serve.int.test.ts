@@ -334,6 +334,23 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
     expect(heldSlots(second)).toBe(0);
   });
 
+  it('--listen: loopback TCP answers only with the bearer token', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rg-serve-token-'));
+    const tokenFile = join(dir, 'token');
+    const token = randomUUID();
+    await writeFile(tokenFile, `${token}\n`, { mode: 0o600 });
+    const s = await server({ extraArgs: ['--listen', '127.0.0.1:0', '--token-file', tokenFile] });
+    const port = s.started.tcp_port;
+    const url = `http://127.0.0.1:${port}/v1/health`;
+    expect((await fetch(url)).status).toBe(401);
+    expect((await fetch(url, { headers: { authorization: `Bearer ${token}x` } })).status).toBe(401);
+    const ok = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { ok: boolean }).ok).toBe(true);
+    expect(await s.stop('SIGTERM')).toBe(0);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('SIGTERM deletes every session (verified) before the server exits', async () => {
     const s = await server();
     const made = await Promise.all([createSession(s), createSession(s), createSession(s)]);

@@ -91,6 +91,7 @@ describe('toApiError', () => {
     expect(toApiError(new InvalidInputError('E_SPEC_INVALID', 'spec is invalid', [{ path: 'a', rule: 'r' }]))).toMatchObject({ status: 400, issues: [{ path: 'a', rule: 'r' }] });
     expect(toApiError(new RoboguideError('E_ENGINE_UNAVAILABLE', 'down')).status).toBe(503);
     expect(toApiError(new RoboguideError('E_PORT_ALLOCATED', 'taken')).status).toBe(409);
+    expect(toApiError(new RoboguideError('E_ENGINE', 'container is not running', { context: { statusCode: 409 } })).status).toBe(409);
     expect(toApiError(new Error('secret detail'))).toMatchObject({ status: 500, message: 'internal error' });
   });
 });

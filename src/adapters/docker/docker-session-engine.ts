@@ -18,6 +18,8 @@ const START_TIMEOUT_MS = 180_000;
 /** What a session container runs: it idles until stopped (init forwards SIGTERM, so a stop is quick). */
 const IDLE_ENTRYPOINT = ['sleep'];
 const IDLE_CMD = ['2147483647'];
+const KILL_DEADLINE_MS = 30_000;
+const KILL_RETRY_MS = 100;
 
 interface ExecInspect {
   Pid?: number;
@@ -138,10 +140,7 @@ export class DockerSessionEngine implements SessionEngine {
         return null;
       }
     });
-    const killTree = async (): Promise<void> => {
-      const info = (await exec.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) } as object)) as ExecInspect;
-      const hostPid = info.Pid;
-      if (!hostPid || info.Running === false) return;
+    const killGroup = async (hostPid: number): Promise<void> => {
       try {
         // The exec is a session and group leader: its group is the exec's process tree.
         process.kill(-hostPid, 'SIGKILL');
@@ -156,6 +155,17 @@ export class DockerSessionEngine implements SessionEngine {
       killer.stdout.resume();
       killer.stderr.resume();
       await killer.done;
+    };
+    const killTree = async (): Promise<void> => {
+      // On a busy engine the exec may not have started yet (no pid): keep looking until it has and is gone.
+      const deadline = Date.now() + KILL_DEADLINE_MS;
+      while (Date.now() < deadline) {
+        const info = (await exec.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) } as object)) as ExecInspect;
+        if (info.Running === false && typeof info.ExitCode === 'number') return;
+        if (info.Pid && info.Running === true) await killGroup(info.Pid);
+        await new Promise((resolve) => setTimeout(resolve, KILL_RETRY_MS));
+      }
+      throw new Error('the exec was still running after its process group was killed');
     };
     return {
       stdout,

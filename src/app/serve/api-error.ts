@@ -50,6 +50,11 @@ const STATUS_BY_CODE: Readonly<Record<string, ApiStatus>> = {
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof InvalidInputError) return new ApiError(400, err.code, err.message.split('\n')[0] ?? err.message, err.issues);
-  if (err instanceof RoboguideError) return new ApiError(STATUS_BY_CODE[err.code] ?? 500, err.code, err.message);
+  if (err instanceof RoboguideError) {
+    // An engine 409 (container not running) or 404 (container gone) is the session's state, not our fault.
+    const engineStatus = (err.context as { statusCode?: unknown }).statusCode;
+    const status = STATUS_BY_CODE[err.code] ?? (engineStatus === 409 ? 409 : engineStatus === 404 ? 404 : 500);
+    return new ApiError(status, err.code, err.message);
+  }
   return new ApiError(500, 'E_INTERNAL', 'internal error', [], { cause: err });
 }

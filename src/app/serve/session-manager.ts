@@ -23,6 +23,7 @@ const KILL_GRACE_MS = 2_000;
 const EXPIRY_PERSIST_SLACK_MS = 30_000;
 const VERIFY_ATTEMPTS = 20;
 const VERIFY_PAUSE_MS = 100;
+const SESSION_ID = /^s-[0-9a-f-]{36}$/;
 
 /** session.json: what a restarted server needs to adopt or reap the session. No resolved value is written. */
 export interface SessionRecord {
@@ -43,7 +44,8 @@ export interface SessionRecord {
   readonly expires_at: string;
 }
 
-type SessionState = 'live' | 'deleting' | 'deleted';
+/** `creating` until the engine has started the container: invisible to clients, never reaped, deletion waits. */
+type SessionState = 'creating' | 'live' | 'deleting' | 'deleted';
 
 interface Session {
   record: SessionRecord;
@@ -54,6 +56,8 @@ interface Session {
   state: SessionState;
   deletion: Promise<CleanupRecord> | null;
   readonly execs: Set<ExecHandle>;
+  /** Settles when creation has finished (either way); a deletion waits for it. */
+  ready: Promise<void>;
 }
 
 export interface SessionManagerDeps {
@@ -150,12 +154,15 @@ export class SessionManager {
       ports: {},
       expiresAtMs,
       persistedExpiresAtMs: expiresAtMs,
-      state: 'live',
+      state: 'creating',
       deletion: null,
       execs: new Set(),
+      ready: Promise.resolve(),
     };
     // Reserved before the engine is asked, so two creates racing for one port cannot both pass.
     this.#sessions.set(sessionId, session);
+    let markReady = (): void => undefined;
+    session.ready = new Promise((resolve) => { markReady = resolve; });
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };
     try {
       await deps.store.ensureDir(this.#rel(sessionId));
@@ -184,13 +191,21 @@ export class SessionManager {
         verified_absent: true, slot_released: true, error: `create failed: ${redactText((err as Error).message, resolved.secrets)}`,
         finished_at: this.#deps.clock.now().toISOString(),
       } satisfies CleanupRecord).catch(() => undefined);
+      markReady();
       throw err;
     }
     record = { ...record, container_id: created.id };
     session.record = record;
     session.ports = created.ports;
-    deps.registry.attachContainer(admitted.reservationId, created.id);
-    await deps.store.writeJsonAtomic(this.#rel(sessionId, 'session.json'), record);
+    try {
+      deps.registry.attachContainer(admitted.reservationId, created.id);
+      // The TTL runs from the moment the session is usable (a slow engine must not eat it).
+      session.expiresAtMs = this.#nowMs() + body.ttl_seconds * 1000;
+      await this.#persistExpiry(session);
+    } finally {
+      session.state = 'live';
+      markReady();
+    }
     deps.logger.info({ session: sessionId, container: created.id }, 'session created');
     return { session_id: sessionId, container_id: created.id, ports: created.ports };
   }
@@ -218,7 +233,7 @@ export class SessionManager {
   /** A live session; every request renews its TTL. 404 for unknown or deleted, 409 while it is being deleted. */
   #live(sessionId: string): Session {
     const session = this.#sessions.get(sessionId);
-    if (session === undefined || session.state === 'deleted') throw ApiError.notFound(`session ${sessionId}`);
+    if (session === undefined || session.state === 'deleted' || session.state === 'creating') throw ApiError.notFound(`session ${sessionId}`);
     if (session.state === 'deleting') throw new ApiError(409, 'E_SESSION_DELETING', `session ${sessionId} is being deleted`);
     this.#touch(session);
     return session;
@@ -248,7 +263,7 @@ export class SessionManager {
 
   list(): SessionInfo[] {
     return [...this.#sessions.values()]
-      .filter((s) => s.state !== 'deleted')
+      .filter((s): s is Session & { state: 'live' | 'deleting' } => s.state === 'live' || s.state === 'deleting')
       .map((s) => ({
         session_id: s.record.session_id,
         container_id: s.record.container_id ?? '',
@@ -296,8 +311,11 @@ export class SessionManager {
     const kill = (): void => {
       if (killed) return;
       killed = true;
-      handle.killTree().catch((err: unknown) => deps.logger.warn({ session: sessionId, error: (err as Error).message }, 'cannot kill an exec'));
-      setTimeout(() => handle.abandon(), KILL_GRACE_MS).unref();
+      handle
+        .killTree()
+        .catch((err: unknown) => deps.logger.warn({ session: sessionId, error: (err as Error).message }, 'cannot kill an exec'))
+        // Output still open after the kill belongs to a process that left the group: stop reading.
+        .finally(() => setTimeout(() => handle.abandon(), KILL_GRACE_MS).unref());
     };
     const timer = body.timeout_sec !== undefined ? setTimeout(() => { timedOut = true; kill(); }, body.timeout_sec * 1000) : undefined;
     const onAbort = (): void => kill();
@@ -378,6 +396,7 @@ export class SessionManager {
   async delete(sessionId: string, reason: CleanupRecord['reason'] = 'deleted'): Promise<CleanupRecord> {
     const session = this.#sessions.get(sessionId);
     if (session === undefined) {
+      if (!SESSION_ID.test(sessionId)) throw ApiError.notFound(`session ${sessionId}`);
       const record = await this.#deps.store.readJson<CleanupRecord>(this.#rel(sessionId, 'cleanup.json')).catch(() => null);
       if (record !== null) return record;
       throw ApiError.notFound(`session ${sessionId}`);
@@ -388,6 +407,7 @@ export class SessionManager {
 
   async #performDeletion(session: Session, reason: CleanupRecord['reason']): Promise<CleanupRecord> {
     const deps = this.#deps;
+    await session.ready; // a session still being created is deleted once its container exists
     const { record } = session;
     session.state = 'deleting';
     const containerId = record.container_id;
@@ -480,7 +500,7 @@ export class SessionManager {
     for (const container of containers) {
       const sessionId = container.labels['roboguide.job'] ?? '';
       const claimId = container.labels['roboguide.claim'] ?? '';
-      const stored = /^s-[0-9a-f-]{36}$/.test(sessionId)
+      const stored = SESSION_ID.test(sessionId)
         ? await deps.store.readJson<SessionRecord>(this.#rel(sessionId, 'session.json')).catch(() => null)
         : null;
       const reservation = deps.registry.reservationForClaim(claimId);
@@ -496,7 +516,7 @@ export class SessionManager {
       const secrets = env === null ? [] : Object.entries(record.environment).filter(([, v]) => referencedName(v) !== undefined).map(([k]) => env[k] ?? '').filter((v) => v !== '');
       const session: Session = {
         record, secrets, ports: {}, expiresAtMs, persistedExpiresAtMs: expiresAtMs,
-        state: 'live', deletion: null, execs: new Set(),
+        state: 'live', deletion: null, execs: new Set(), ready: Promise.resolve(),
       };
       this.#sessions.set(sessionId, session);
       if (env === null) {
