@@ -1,0 +1,208 @@
+import { readFile } from 'node:fs/promises';
+import { PassThrough, type Duplex, type Readable } from 'node:stream';
+import type Docker from 'dockerode';
+import type {
+  ExecHandle,
+  ExecSpec,
+  PublishedPort,
+  SessionContainerInfo,
+  SessionContainerSpec,
+  SessionEngine,
+} from '../../app/serve/session-engine.js';
+import { demultiplex } from './demux.js';
+import type { DockerContainerRuntime } from './docker-container-runtime.js';
+import { toEngineError } from './engine-error.js';
+
+const CALL_TIMEOUT_MS = 60_000;
+const START_TIMEOUT_MS = 180_000;
+/** What a session container runs: it idles until stopped (init forwards SIGTERM, so a stop is quick). */
+const IDLE_ENTRYPOINT = ['sleep'];
+const IDLE_CMD = ['2147483647'];
+const KILL_DEADLINE_MS = 30_000;
+const KILL_RETRY_MS = 100;
+
+interface ExecInspect {
+  Pid?: number;
+  ExitCode?: number | null;
+  Running?: boolean;
+}
+
+/** The container's own pid of a host pid (last field of NSpid), when this host's /proc shows it. */
+async function namespacePid(hostPid: number): Promise<number | null> {
+  try {
+    const status = await readFile(`/proc/${hostPid}/status`, 'utf8');
+    const line = /^NSpid:\s*(.+)$/m.exec(status)?.[1];
+    const last = line?.trim().split(/\s+/).at(-1);
+    return last === undefined ? null : Number(last);
+  } catch {
+    return null;
+  }
+}
+
+/** SessionEngine over dockerode; stop/remove/inspect reuse the pair runtime's mapped, idempotent calls. */
+export class DockerSessionEngine implements SessionEngine {
+  readonly #docker: Docker;
+  readonly #runtime: DockerContainerRuntime;
+
+  constructor(runtime: DockerContainerRuntime) {
+    this.#runtime = runtime;
+    this.#docker = runtime.docker;
+  }
+
+  async version(): Promise<string> {
+    return (await this.#runtime.info()).version;
+  }
+
+  imageExists(image: string): Promise<boolean> {
+    return this.#runtime.imageExists(image);
+  }
+
+  async createAndStart(spec: SessionContainerSpec): Promise<{ id: string; ports: Record<string, PublishedPort> }> {
+    const options: Docker.ContainerCreateOptions = {
+      name: spec.name,
+      Image: spec.image,
+      Entrypoint: IDLE_ENTRYPOINT,
+      Cmd: IDLE_CMD,
+      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
+      Labels: { ...spec.labels },
+      Tty: false,
+      StopTimeout: spec.stopTimeoutSec,
+      ExposedPorts: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, {}])),
+      ...(spec.workdir !== undefined ? { WorkingDir: spec.workdir } : {}),
+      HostConfig: {
+        NetworkMode: spec.network,
+        Mounts: spec.binds.map((b) => ({ Type: 'bind' as const, Source: b.hostPath, Target: b.containerPath, ReadOnly: b.readOnly })),
+        PortBindings: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]])),
+        Init: true,
+        SecurityOpt: ['no-new-privileges'],
+        AutoRemove: false,
+        ...(spec.nanoCpus !== undefined ? { NanoCpus: spec.nanoCpus } : {}),
+        ...(spec.memoryBytes !== undefined ? { Memory: spec.memoryBytes } : {}),
+        DeviceRequests: spec.deviceRequests.map((r) => ({
+          Driver: r.Driver,
+          ...(r.Count !== undefined ? { Count: r.Count } : {}),
+          ...(r.DeviceIDs !== undefined ? { DeviceIDs: [...r.DeviceIDs] } : {}),
+          Capabilities: r.Capabilities.map((c) => [...c]),
+        })),
+      },
+    };
+    let id: string;
+    try {
+      id = (await this.#docker.createContainer({ ...options, abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })).id;
+    } catch (err) {
+      throw toEngineError(err, 'create a container', spec.image);
+    }
+    try {
+      const container = this.#docker.getContainer(id);
+      await container.start({ abortSignal: AbortSignal.timeout(START_TIMEOUT_MS) });
+      const inspected = await container.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+      const ports: Record<string, PublishedPort> = {};
+      for (const [key, bindings] of Object.entries(inspected.NetworkSettings.Ports ?? {})) {
+        const first = (bindings as { HostIp: string; HostPort: string }[] | null)?.[0];
+        if (first) ports[key.replace(/\/tcp$/, '')] = { host_ip: first.HostIp, host_port: Number(first.HostPort) };
+      }
+      return { id, ports };
+    } catch (err) {
+      // A container left `created` (port taken, no NVIDIA runtime) must still go.
+      await this.#runtime.remove(id).catch(() => undefined);
+      throw toEngineError(err, 'start a container', spec.image);
+    }
+  }
+
+  async exec(id: string, spec: ExecSpec): Promise<ExecHandle> {
+    let exec: Docker.Exec;
+    let socket: Duplex;
+    try {
+      exec = await this.#docker.getContainer(id).exec({
+        Cmd: [...spec.argv],
+        AttachStdout: true,
+        AttachStderr: true,
+        AttachStdin: spec.stdin !== undefined,
+        Tty: false,
+        ...(spec.env ? { Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`) } : {}),
+        ...(spec.cwd !== undefined ? { WorkingDir: spec.cwd } : {}),
+        ...(spec.user !== undefined ? { User: spec.user } : {}),
+        abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+      });
+      socket = await exec.start({ hijack: true, stdin: spec.stdin !== undefined });
+    } catch (err) {
+      throw toEngineError(err, 'run a command in a container');
+    }
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    if (spec.stdin !== undefined) socket.end(spec.stdin);
+    const finished = demultiplex(socket, stdout, stderr).catch(() => undefined);
+    const done = finished.then(async () => {
+      try {
+        const info = (await exec.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) } as object)) as ExecInspect;
+        return typeof info.ExitCode === 'number' && info.Running !== true ? info.ExitCode : null;
+      } catch {
+        return null;
+      }
+    });
+    const killGroup = async (hostPid: number): Promise<void> => {
+      try {
+        // The exec is a session and group leader: its group is the exec's process tree.
+        process.kill(-hostPid, 'SIGKILL');
+        return;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ESRCH') return;
+      }
+      // Not allowed from here (the server is not root): kill the group from inside the container.
+      const inner = await namespacePid(hostPid);
+      if (inner === null) throw new Error('cannot find the exec\'s process to kill it');
+      const killer = await this.exec(id, { argv: ['kill', '-9', '--', `-${inner}`], user: '0' });
+      killer.stdout.resume();
+      killer.stderr.resume();
+      await killer.done;
+    };
+    const killTree = async (): Promise<void> => {
+      // On a busy engine the exec may not have started yet (no pid): keep looking until it has and is gone.
+      const deadline = Date.now() + KILL_DEADLINE_MS;
+      while (Date.now() < deadline) {
+        const info = (await exec.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) } as object)) as ExecInspect;
+        if (info.Running === false && typeof info.ExitCode === 'number') return;
+        if (info.Pid && info.Running === true) await killGroup(info.Pid);
+        await new Promise((resolve) => setTimeout(resolve, KILL_RETRY_MS));
+      }
+      throw new Error('the exec was still running after its process group was killed');
+    };
+    return {
+      stdout,
+      stderr,
+      done,
+      killTree,
+      abandon: () => socket.destroy(),
+    };
+  }
+
+  async putArchive(id: string, dir: string, tar: Readable): Promise<void> {
+    try {
+      await this.#docker.getContainer(id).putArchive(tar, { path: dir });
+    } catch (err) {
+      throw toEngineError(err, 'copy files into a container');
+    }
+  }
+
+  getArchive(id: string, path: string): Promise<Readable | null> {
+    return this.#runtime.getArchive(id, path);
+  }
+
+  stop(id: string, timeoutSec: number): Promise<void> {
+    return this.#runtime.stop(id, timeoutSec);
+  }
+
+  async remove(id: string): Promise<void> {
+    await this.#runtime.remove(id);
+  }
+
+  async inspect(id: string): Promise<SessionContainerInfo | null> {
+    const state = await this.#runtime.inspect(id);
+    return state && { id: state.id, status: state.status, labels: state.labels };
+  }
+
+  async listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
+    const list = await this.#runtime.listByLabel(labels);
+    return list.map((c) => ({ id: c.id, status: c.status, labels: c.labels }));
+  }
+}

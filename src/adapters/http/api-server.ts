@@ -1,0 +1,137 @@
+import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { dirname } from 'node:path';
+import { ApiError } from '../../app/serve/api-error.js';
+import { openApiDocument } from '../../app/serve/openapi.js';
+import type { PairService } from '../../app/serve/pair-service.js';
+import type { Logger } from '../../app/ports/logger.js';
+import type { SessionEngine } from '../../app/serve/session-engine.js';
+import type { SessionManager } from '../../app/serve/session-manager.js';
+import { bearerMatches, Router, sendError, sendJson } from './http-kit.js';
+import { registerPairRoutes } from './pair-routes.js';
+import { registerSessionRoutes, type SessionRouteDeps } from './session-routes.js';
+
+export interface ApiServerOptions {
+  readonly socketPath: string;
+  /** `127.0.0.1:PORT`: TCP as well, every request then needs `Authorization: Bearer <token>`. */
+  readonly listen?: { readonly host: string; readonly port: number; readonly token: string };
+  readonly version: string;
+  readonly sessions: SessionManager;
+  readonly pairs: PairService;
+  readonly engine: SessionEngine;
+  readonly tempRoot: string;
+  readonly createRedactor: SessionRouteDeps['createRedactor'];
+  readonly logger: Logger;
+}
+
+export interface RunningApiServer {
+  readonly socketPath: string;
+  readonly tcpPort: number | null;
+  close(): Promise<void>;
+}
+
+function buildRouter(options: ApiServerOptions): Router {
+  const router = new Router();
+  const openapi = openApiDocument(options.version);
+  router.add('GET', '/v1/health', async ({ res }) => {
+    let version: string | null;
+    try {
+      version = await options.engine.version();
+    } catch {
+      version = null;
+    }
+    sendJson(res, 200, { ok: version !== null, engine: { reachable: version !== null, version }, version: options.version });
+  });
+  router.add('GET', '/v1/openapi.json', ({ res }) => {
+    sendJson(res, 200, openapi);
+    return Promise.resolve();
+  });
+  router.add('GET', '/v1/images', async ({ res, query }) => {
+    const ref = query.get('ref') ?? '';
+    if (ref === '') throw ApiError.invalid('the image request', [{ path: 'ref', rule: 'is required' }]);
+    sendJson(res, 200, { ref, present: await options.engine.imageExists(ref) });
+  });
+  registerSessionRoutes(router, { sessions: options.sessions, engine: options.engine, tempRoot: options.tempRoot, createRedactor: options.createRedactor });
+  registerPairRoutes(router, options.pairs);
+  return router;
+}
+
+/** A stale socket file (no server answers on it) is removed; a live one means another server: refuse. */
+async function claimSocketPath(path: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const info = await lstat(path).catch(() => null);
+  if (info === null) return;
+  if (!info.isSocket()) throw new ApiError(409, 'E_SOCKET_IN_USE', `${path} exists and is not a socket`);
+  const alive = await new Promise<boolean>((resolve) => {
+    const probe = connect(path);
+    probe.once('connect', () => { probe.destroy(); resolve(true); });
+    probe.once('error', () => resolve(false));
+  });
+  if (alive) throw new ApiError(409, 'E_SOCKET_IN_USE', `another server answers on ${path}`);
+  await unlink(path);
+}
+
+function listen(server: Server, target: string | { host: string; port: number }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    const done = (): void => { server.off('error', reject); resolve(); };
+    if (typeof target === 'string') server.listen(target, done);
+    else server.listen(target.port, target.host, done);
+  });
+}
+
+/** node:http on a unix socket (0600) and, optionally, loopback TCP with a bearer token. */
+export async function startApiServer(options: ApiServerOptions): Promise<RunningApiServer> {
+  const router = buildRouter(options);
+  const handle = (requireToken: boolean) => (req: IncomingMessage, res: ServerResponse): void => {
+    const gone = new AbortController();
+    res.once('close', () => { if (!res.writableFinished) gone.abort(); });
+    void (async () => {
+      try {
+        if (requireToken && !bearerMatches(req.headers.authorization, options.listen?.token ?? '')) {
+          res.setHeader('www-authenticate', 'Bearer');
+          sendJson(res, 401, { error: { code: 'E_UNAUTHORIZED', message: 'a valid bearer token is required', issues: [] } });
+          req.resume();
+          return;
+        }
+        const url = new URL(req.url ?? '/', 'http://localhost');
+        const matched = router.match(req.method ?? 'GET', url.pathname);
+        if (matched === null) throw ApiError.notFound(`route ${url.pathname}`);
+        if (matched === 'method') throw new ApiError(404, 'E_NOT_FOUND', `${req.method ?? ''} is not supported on ${url.pathname}`);
+        await matched.handler({ req, res, params: matched.params, query: url.searchParams, clientGone: gone.signal });
+      } catch (err) {
+        sendError(res, err, options.logger);
+      }
+    })();
+  };
+  await claimSocketPath(options.socketPath);
+  const unixServer = createServer({ keepAliveTimeout: 30_000 }, handle(false));
+  const previous = process.umask(0o177);
+  try {
+    await listen(unixServer, options.socketPath);
+  } finally {
+    process.umask(previous);
+  }
+  await chmod(options.socketPath, 0o600);
+  let tcpServer: Server | null = null;
+  let tcpPort: number | null = null;
+  if (options.listen) {
+    tcpServer = createServer({ keepAliveTimeout: 30_000 }, handle(true));
+    await listen(tcpServer, { host: options.listen.host, port: options.listen.port });
+    tcpPort = (tcpServer.address() as { port: number }).port;
+  }
+  const closeOne = (server: Server): Promise<void> =>
+    new Promise((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    });
+  return {
+    socketPath: options.socketPath,
+    tcpPort,
+    close: async () => {
+      await Promise.all([closeOne(unixServer), ...(tcpServer ? [closeOne(tcpServer)] : [])]);
+      await unlink(options.socketPath).catch(() => undefined);
+    },
+  };
+}

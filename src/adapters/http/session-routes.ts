@@ -1,0 +1,102 @@
+import type { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { ApiError, parseBody, toApiError } from '../../app/serve/api-error.js';
+import { ExecSchema, SessionCreateSchema } from '../../app/serve/schemas.js';
+import type { SessionEngine } from '../../app/serve/session-engine.js';
+import type { SessionManager } from '../../app/serve/session-manager.js';
+import { checkUpload, openChecked, redactedDownload } from '../serve-archive.js';
+import { readJson, sendJson, type Router } from './http-kit.js';
+
+export interface SessionRouteDeps {
+  readonly sessions: SessionManager;
+  readonly engine: SessionEngine;
+  readonly tempRoot: string;
+  readonly createRedactor: (secrets: readonly string[]) => Transform;
+}
+
+function absolutePathParam(query: URLSearchParams): string {
+  const path = query.get('path');
+  if (path === null || !path.startsWith('/') || path.includes('\0')) {
+    throw ApiError.invalid('the archive request', [{ path: 'path', rule: 'must be an absolute path in the container' }]);
+  }
+  return path;
+}
+
+/** /v1/sessions…: create, list, exec (JSON or NDJSON), archives in and out, keepalive, delete. */
+export function registerSessionRoutes(router: Router, deps: SessionRouteDeps): void {
+  const { sessions, engine } = deps;
+
+  router.add('POST', '/v1/sessions', async ({ req, res }) => {
+    const body = parseBody(SessionCreateSchema, await readJson(req), 'the session request');
+    sendJson(res, 201, await sessions.create(body));
+  });
+
+  router.add('GET', '/v1/sessions', ({ res }) => {
+    sendJson(res, 200, { sessions: sessions.list() });
+    return Promise.resolve();
+  });
+
+  router.add('POST', '/v1/sessions/{id}/exec', async ({ req, res, params, query, clientGone }) => {
+    const body = parseBody(ExecSchema, await readJson(req), 'the exec request');
+    const id = params['id'] ?? '';
+    if (query.get('stream') !== '1') {
+      sendJson(res, 200, await sessions.exec(id, body, { signal: clientGone }));
+      return;
+    }
+    sessions.secretsOf(id); // 404/409 before the stream starts
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    const write = (event: unknown): void => void res.write(`${JSON.stringify(event)}\n`);
+    try {
+      const result = await sessions.exec(id, body, { signal: clientGone, observer: { onOutput: (stream, data) => write({ stream, data }) } });
+      write({ exit: { return_code: result.return_code, timed_out: result.timed_out, duration_ms: result.duration_ms } });
+    } catch (err) {
+      const api = toApiError(err);
+      write({ error: { code: api.code, message: api.message, issues: api.issues } });
+    }
+    res.end();
+  });
+
+  router.add('PUT', '/v1/sessions/{id}/archive', async ({ req, res, params, query }) => {
+    const dir = absolutePathParam(query);
+    const container = sessions.containerOf(params['id'] ?? '');
+    const upload = await checkUpload(req, deps.tempRoot);
+    try {
+      if (upload.refusals.length > 0) {
+        throw ApiError.invalid('the archive', upload.refusals.map((rule) => ({ path: 'body', rule })));
+      }
+      const mkdir = await engine.exec(container, { argv: ['mkdir', '-p', dir] });
+      mkdir.stdout.resume();
+      mkdir.stderr.resume();
+      const code = await mkdir.done;
+      if (code !== 0) throw ApiError.invalid('the archive request', [{ path: 'path', rule: 'cannot be created in the container' }]);
+      await engine.putArchive(container, dir, openChecked(upload));
+      sendJson(res, 200, { files: upload.files, bytes: upload.bytes });
+    } finally {
+      await upload.dispose();
+    }
+  });
+
+  router.add('GET', '/v1/sessions/{id}/archive', async ({ res, params, query, clientGone }) => {
+    const path = absolutePathParam(query);
+    const id = params['id'] ?? '';
+    const { containerId, secrets } = sessions.secretsOf(id);
+    const archive = await engine.getArchive(containerId, path);
+    if (archive === null) throw ApiError.notFound(`${path} in session ${id}`);
+    const download = await redactedDownload(archive, deps.tempRoot, () => deps.createRedactor(secrets), clientGone);
+    res.writeHead(200, {
+      'content-type': 'application/x-tar',
+      'x-roboguide-files': String(download.files),
+      'x-roboguide-refusals': String(download.refusals.length),
+    });
+    await pipeline(download.stream, res).catch(() => undefined);
+  });
+
+  router.add('POST', '/v1/sessions/{id}/keepalive', async ({ res, params }) => {
+    sendJson(res, 200, await sessions.keepalive(params['id'] ?? ''));
+  });
+
+  router.add('DELETE', '/v1/sessions/{id}', async ({ res, params }) => {
+    // The deletion is not tied to this request: a client that goes away does not interrupt it.
+    sendJson(res, 200, await sessions.delete(params['id'] ?? ''));
+  });
+}

@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import { access, realpath } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { parsePairSpec } from '../../core/manifest/index.js';
+import { checkMounts, type ProtectedPaths } from '../../core/mount-policy.js';
+import { runPair, type RunPairDeps } from '../run-pair.js';
+import { ApiError, toApiError } from './api-error.js';
+
+const RECEIPT_POLL_MS = 10;
+
+interface PairRun {
+  readonly pairId: string;
+  readonly output: string;
+  readonly terminate: AbortController;
+  state: 'running' | 'finished' | 'failed';
+  error: string | null;
+  readonly done: Promise<void>;
+}
+
+export interface PairServiceDeps {
+  readonly pairDeps: RunPairDeps;
+  readonly store: EvidenceStore;
+  readonly environment: Readonly<Record<string, string | undefined>>;
+  readonly bindAddress: string;
+  readonly codeVersion: string;
+  readonly protectedPaths: ProtectedPaths;
+}
+
+export interface PairStatus {
+  readonly pair_id: string;
+  readonly state: 'running' | 'finished' | 'failed';
+  readonly receipt: Record<string, unknown> | null;
+  readonly result: Record<string, unknown> | null;
+  readonly error: string | null;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Pairs through the API: exactly `pair run`'s lifecycle (runPair), evidence under `<data-dir>/pairs/<id>/`. */
+export class PairService {
+  readonly #deps: PairServiceDeps;
+  readonly #pairs = new Map<string, PairRun>();
+
+  constructor(deps: PairServiceDeps) {
+    this.#deps = deps;
+  }
+
+  outputOf(pairId: string): string {
+    if (!/^p-[0-9a-f-]{36}$/.test(pairId)) throw ApiError.notFound(`pair ${pairId}`);
+    return this.#deps.store.resolve(join('pairs', pairId));
+  }
+
+  /** 202 once the receipt is published (the slot is held and the pair claimed); 400/409/503 before that. */
+  async start(body: unknown): Promise<{ pair_id: string }> {
+    const parsed = parsePairSpec(body);
+    if (!parsed.ok) throw ApiError.invalid('the pair spec', parsed.issues);
+    const spec = parsed.spec;
+    const hostPaths = [
+      { field: 'cwd', hostPath: spec.cwd },
+      { field: 'outcome_path', hostPath: dirname(spec.outcome_path) },
+    ];
+    const resolvedPaths = await Promise.all(hostPaths.map(async (p) => ({ ...p, hostPath: await realpath(p.hostPath).catch(() => p.hostPath) })));
+    const issues = checkMounts(resolvedPaths, this.#deps.protectedPaths);
+    if (issues.length > 0) throw ApiError.invalid('the pair spec', issues.map((i) => ({ path: i.field, rule: i.message })));
+    const pairId = `p-${randomUUID()}`;
+    const output = this.outputOf(pairId);
+    await this.#deps.store.ensureDir('pairs');
+    const terminate = new AbortController();
+    const running = runPair(this.#deps.pairDeps, {
+      specText: JSON.stringify(body),
+      specSource: `POST /v1/pairs (${pairId})`,
+      output,
+      bindAddress: this.#deps.bindAddress,
+      environment: this.#deps.environment,
+      codeVersion: this.#deps.codeVersion,
+      cwd: output,
+      terminate: terminate.signal,
+    });
+    let settled: { ok: true } | { ok: false; error: unknown } | null = null;
+    const run: PairRun = {
+      pairId,
+      output,
+      terminate,
+      state: 'running',
+      error: null,
+      done: running.then(
+        () => {
+          settled = { ok: true };
+          run.state = 'finished';
+        },
+        (error: unknown) => {
+          settled = { ok: false, error };
+          run.state = 'failed';
+          run.error = toApiError(error).message;
+        },
+      ),
+    };
+    // Wait until the pair is claimed (receipt.json) or refused before it was.
+    for (;;) {
+      const outcome = settled as { ok: true } | { ok: false; error: unknown } | null;
+      if (outcome !== null && !outcome.ok && !(await exists(join(output, 'receipt.json')))) throw toApiError(outcome.error);
+      if (outcome !== null || (await exists(join(output, 'receipt.json')))) break;
+      await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
+    }
+    this.#pairs.set(pairId, run);
+    return { pair_id: pairId };
+  }
+
+  async status(pairId: string): Promise<PairStatus> {
+    const output = this.outputOf(pairId);
+    const run = this.#pairs.get(pairId);
+    const store = this.#deps.store;
+    const receipt = await store.readJson<Record<string, unknown>>(join('pairs', pairId, 'receipt.json')).catch(() => null);
+    if (run === undefined && receipt === null) throw ApiError.notFound(`pair ${pairId}`);
+    const result = await store.readJson<Record<string, unknown>>(join('pairs', pairId, 'result.json')).catch(() => null);
+    void output;
+    const state = run?.state ?? (result !== null ? 'finished' : 'failed');
+    return { pair_id: pairId, state, receipt, result, error: run?.error ?? (result === null && run === undefined ? 'the server stopped before this pair finished' : null) };
+  }
+
+  /** Whether the pair is still running (log follow stops when it is not). */
+  isRunning(pairId: string): boolean {
+    return this.#pairs.get(pairId)?.state === 'running';
+  }
+
+  /** Controlled stop (SIGTERM, stop budget, kill), then the usual collection and verified removal. */
+  async stop(pairId: string): Promise<PairStatus> {
+    const run = this.#pairs.get(pairId);
+    if (run === undefined) return this.status(pairId);
+    run.terminate.abort();
+    await run.done;
+    return this.status(pairId);
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all([...this.#pairs.keys()].map((id) => this.stop(id)));
+  }
+}

@@ -1,0 +1,172 @@
+import { z } from 'zod';
+import { AbsolutePath, Argv, Environment, Gpus, NonEmptyString, Ports } from '../../core/manifest/fields.js';
+import { PairSpecSchema } from '../../core/manifest/schema.js';
+
+/**
+ * Request and response bodies of the `serve` API (issue 12). Request fields reuse the pair-spec field schemas
+ * (environment references, GPUs, ports, absolute paths) so a session obeys the same rules as a pair; the
+ * OpenAPI document is generated from these, never written by hand.
+ */
+
+export const DEFAULT_SESSION_TTL_SECONDS = 3_600;
+export const MAX_SESSION_TTL_SECONDS = 7 * 24 * 3_600;
+const TTL_RULE = `must be an integer 1..${MAX_SESSION_TTL_SECONDS} (seconds)`;
+const LABEL_KEY = /^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$/;
+
+export const MountSchema = z.strictObject({
+  source: AbsolutePath.meta({ description: 'host path (must exist; resolved through symlinks before the mount rules apply)' }),
+  target: AbsolutePath.refine((p) => p !== '/', { error: 'must not be the root directory' }),
+  read_only: z.boolean().default(false),
+});
+
+export const SessionCreateSchema = z
+  .strictObject({
+    image: NonEmptyString,
+    environment: Environment.default({}),
+    gpus: Gpus.optional().meta({ description: '"all" | count | ["0", "GPU-<uuid>"]; absent = no GPU' }),
+    ports: Ports.default([]).meta({ description: 'container ports published on the same host port (127.0.0.1 by default); needs network "bridge"' }),
+    mounts: z.array(MountSchema).default([]),
+    workdir: AbsolutePath.optional(),
+    network: z.enum(['none', 'bridge'], { error: 'must be "none" or "bridge"' }).default('none'),
+    cpus: z.number({ error: 'must be a number > 0' }).gt(0, { error: 'must be a number > 0' }).max(1024).optional(),
+    memory_mb: z.int({ error: 'must be an integer ≥ 6 (MiB)' }).min(6, { error: 'must be an integer ≥ 6 (MiB)' }).optional(),
+    ttl_seconds: z.int({ error: TTL_RULE }).min(1, { error: TTL_RULE }).max(MAX_SESSION_TTL_SECONDS, { error: TTL_RULE }).default(DEFAULT_SESSION_TTL_SECONDS),
+    labels: z
+      .record(z.string(), z.string())
+      .superRefine((labels, ctx) => {
+        for (const key of Object.keys(labels)) {
+          if (!LABEL_KEY.test(key)) ctx.addIssue({ code: 'custom', message: 'must be a lower-case label key ([a-z0-9._-])', path: [key] });
+          else if (key.startsWith('roboguide.')) ctx.addIssue({ code: 'custom', message: 'keys starting with roboguide. are reserved', path: [key] });
+        }
+      })
+      .default({}),
+  })
+  .superRefine((body, ctx) => {
+    const seen = new Set<number>();
+    body.ports.forEach((port, index) => {
+      if (seen.has(port)) ctx.addIssue({ code: 'custom', message: `port ${port} is listed twice`, path: ['ports', index] });
+      seen.add(port);
+    });
+    if (body.ports.length > 0 && body.network === 'none') {
+      ctx.addIssue({ code: 'custom', message: 'published ports need network "bridge" (network "none" publishes nothing)', path: ['ports'] });
+    }
+  })
+  .meta({ title: 'SessionCreate' });
+
+const TIMEOUT_RULE = 'must be a number of seconds > 0';
+export const ExecSchema = z
+  .strictObject({
+    argv: Argv.optional().meta({ description: 'the program and its arguments (no shell); exactly one of argv and command' }),
+    command: NonEmptyString.optional().meta({ description: 'a shell command line, run as `sh -c COMMAND`' }),
+    cwd: AbsolutePath.optional(),
+    env: Environment.optional(),
+    timeout_sec: z.number({ error: TIMEOUT_RULE }).gt(0, { error: TIMEOUT_RULE }).max(172_800, { error: TIMEOUT_RULE }).optional(),
+    user: NonEmptyString.optional(),
+    stdin: z.string().optional().meta({ description: 'bytes (UTF-8) written to the command\'s standard input, then closed' }),
+  })
+  .superRefine((body, ctx) => {
+    if ((body.argv === undefined) === (body.command === undefined)) {
+      ctx.addIssue({ code: 'custom', message: 'give exactly one of argv and command', path: [body.argv === undefined ? 'argv' : 'command'] });
+    }
+  })
+  .meta({ title: 'Exec' });
+
+export const ErrorSchema = z
+  .strictObject({
+    error: z.strictObject({
+      code: z.string(),
+      message: z.string(),
+      issues: z.array(z.strictObject({ path: z.string(), rule: z.string() })),
+    }),
+  })
+  .meta({ title: 'Error' });
+
+export const HealthSchema = z
+  .strictObject({
+    ok: z.boolean(),
+    engine: z.strictObject({ reachable: z.boolean(), version: z.string().nullable() }),
+    version: z.string(),
+  })
+  .meta({ title: 'Health' });
+
+export const ImagePresenceSchema = z.strictObject({ ref: z.string(), present: z.boolean() }).meta({ title: 'ImagePresence' });
+
+export const SessionCreatedSchema = z
+  .strictObject({
+    session_id: z.string(),
+    container_id: z.string(),
+    ports: z.record(z.string(), z.strictObject({ host_ip: z.string(), host_port: z.int() })),
+  })
+  .meta({ title: 'SessionCreated' });
+
+export const SessionInfoSchema = z
+  .strictObject({
+    session_id: z.string(),
+    container_id: z.string(),
+    image: z.string(),
+    state: z.enum(['live', 'deleting', 'deleted']),
+    created_at: z.string(),
+    expires_at: z.string(),
+    labels: z.record(z.string(), z.string()),
+  })
+  .meta({ title: 'SessionInfo' });
+
+export const SessionListSchema = z.strictObject({ sessions: z.array(SessionInfoSchema) }).meta({ title: 'SessionList' });
+
+export const ExecResultSchema = z
+  .strictObject({
+    stdout: z.string(),
+    stderr: z.string(),
+    return_code: z.int(),
+    timed_out: z.boolean(),
+    duration_ms: z.number(),
+    truncated: z.boolean().meta({ description: 'an output exceeded the server\'s per-exec cap and was cut' }),
+  })
+  .meta({ title: 'ExecResult' });
+
+export const ExecEventSchema = z
+  .union([
+    z.strictObject({ stream: z.enum(['stdout', 'stderr']), data: z.string() }),
+    z.strictObject({ exit: z.strictObject({ return_code: z.int(), timed_out: z.boolean(), duration_ms: z.number() }) }),
+  ])
+  .meta({ title: 'ExecEvent', description: 'one line of the NDJSON stream of POST …/exec?stream=1' });
+
+export const CleanupRecordSchema = z
+  .strictObject({
+    session_id: z.string(),
+    container_id: z.string(),
+    reason: z.enum(['deleted', 'expired', 'shutdown', 'adopted_expired']),
+    stopped: z.boolean(),
+    removed: z.boolean(),
+    verified_absent: z.boolean(),
+    slot_released: z.boolean(),
+    error: z.string().nullable(),
+    finished_at: z.string(),
+  })
+  .meta({ title: 'CleanupRecord' });
+
+export const KeepaliveSchema = z.strictObject({ session_id: z.string(), expires_at: z.string() }).meta({ title: 'Keepalive' });
+
+export const ArchiveUploadSchema = z
+  .strictObject({ files: z.int(), bytes: z.int() })
+  .meta({ title: 'ArchiveUpload' });
+
+export const PairAcceptedSchema = z.strictObject({ pair_id: z.string() }).meta({ title: 'PairAccepted' });
+
+export const PairStatusSchema = z
+  .strictObject({
+    pair_id: z.string(),
+    state: z.enum(['running', 'finished', 'failed']),
+    receipt: z.record(z.string(), z.unknown()).nullable(),
+    result: z.record(z.string(), z.unknown()).nullable().meta({ description: 'the result.json record; null until the pair has finished' }),
+    error: z.string().nullable(),
+  })
+  .meta({ title: 'PairStatus' });
+
+export { PairSpecSchema };
+
+export type SessionCreate = z.output<typeof SessionCreateSchema>;
+export type ExecRequest = z.output<typeof ExecSchema>;
+export type CleanupRecord = z.output<typeof CleanupRecordSchema>;
+export type SessionInfo = z.output<typeof SessionInfoSchema>;
+export type ExecResult = z.output<typeof ExecResultSchema>;

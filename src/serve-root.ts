@@ -1,0 +1,158 @@
+import { createHash } from 'node:crypto';
+import { mkdir, realpath, rm } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
+import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
+import { EvidenceStore } from './adapters/fs/evidence-store.js';
+import { NodeFileSystem } from './adapters/fs/node-file-system.js';
+import { startApiServer } from './adapters/http/api-server.js';
+import { createRedactStream } from './adapters/redact-stream.js';
+import { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-registry.js';
+import { resolveRegistryPath } from './adapters/registry/default-path.js';
+import { systemClock } from './app/ports/clock.js';
+import type { Logger } from './app/ports/logger.js';
+import { PairService } from './app/serve/pair-service.js';
+import { SessionManager } from './app/serve/session-manager.js';
+import { createExecutePairDeps } from './composition-root.js';
+
+/** Wiring of `roboguide-eval serve` (its own composition root, so the shared one stays small). */
+
+export interface ServeOptions {
+  readonly socketPath?: string;
+  readonly listen?: { readonly host: string; readonly port: number; readonly token: string };
+  readonly dataDir?: string;
+  readonly registryPath?: string;
+  readonly bindAddress?: string;
+  readonly reapIntervalMs?: number;
+  readonly stopBudgetSec?: number;
+  readonly maxOutputBytes?: number;
+  readonly environment: Readonly<Record<string, string | undefined>>;
+  readonly version: string;
+  readonly logger: Logger;
+  /** The engine to use (default: DOCKER_HOST or the local socket). */
+  readonly runtime?: DockerContainerRuntime;
+}
+
+export interface RunningServe {
+  readonly socketPath: string;
+  readonly tcpPort: number | null;
+  readonly dataDir: string;
+  readonly batchId: string;
+  readonly adoption: { readonly adopted: string[]; readonly reaped: string[]; readonly released: string[] };
+  readonly sessions: SessionManager;
+  /** Stop accepting requests, delete every session (verified), stop running pairs, close the registry. */
+  shutdown(): Promise<void>;
+}
+
+function stateHome(env: Readonly<Record<string, string | undefined>>): string {
+  const xdg = env['XDG_STATE_HOME'];
+  return xdg !== undefined && isAbsolute(xdg) ? xdg : join(homedir(), '.local', 'state');
+}
+
+export function defaultSocketPath(env: Readonly<Record<string, string | undefined>> = process.env): string {
+  const runtimeDir = env['XDG_RUNTIME_DIR'];
+  if (runtimeDir !== undefined && isAbsolute(runtimeDir)) return join(runtimeDir, 'roboguide-eval', 'api.sock');
+  return join(stateHome(env), 'roboguide-eval', 'api.sock');
+}
+
+export function defaultDataDir(env: Readonly<Record<string, string | undefined>> = process.env): string {
+  return join(stateHome(env), 'roboguide-eval', 'serve');
+}
+
+function engineSocketPaths(env: Readonly<Record<string, string | undefined>>): string[] {
+  const paths = ['/var/run/docker.sock', '/run/docker.sock'];
+  const host = env['DOCKER_HOST'];
+  if (host?.startsWith('unix://')) paths.push(host.slice('unix://'.length));
+  return paths;
+}
+
+export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  const dataDirInput = options.dataDir ?? defaultDataDir(options.environment);
+  await mkdir(dataDirInput, { recursive: true, mode: 0o700 });
+  const dataDir = await realpath(dataDirInput);
+  const tempRoot = join(dataDir, 'tmp');
+  await rm(tempRoot, { recursive: true, force: true });
+  await mkdir(tempRoot, { mode: 0o700 });
+  const registryPath = resolveRegistryPath(options.registryPath, options.environment);
+  const registry = SqliteCapacityRegistry.open({ path: registryPath });
+  const runtime = options.runtime ?? new DockerContainerRuntime();
+  const engine = new DockerSessionEngine(runtime);
+  const store = new EvidenceStore(new NodeFileSystem(), dataDir);
+  const socketPath = options.socketPath ?? defaultSocketPath(options.environment);
+  const batchId = `serve-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
+  const protectedPaths = { outputDir: dataDir, registryPath, homeDir: homedir(), engineSocketPaths: [...engineSocketPaths(options.environment), socketPath] };
+  const bindAddress = options.bindAddress ?? '127.0.0.1';
+  const createRedactor = (secrets: readonly string[]) => createRedactStream(secrets);
+  const sessions = new SessionManager({
+    engine,
+    registry,
+    clock: systemClock,
+    logger: options.logger,
+    store,
+    batchId,
+    environment: options.environment,
+    bindAddress,
+    protectedPaths,
+    createRedactor,
+    stopBudgetSec: options.stopBudgetSec ?? 10,
+    maxOutputBytes: options.maxOutputBytes ?? 16 * 1024 * 1024,
+  });
+  let adoption: RunningServe['adoption'];
+  try {
+    adoption = await sessions.adopt((id) => runtime.environmentOf(id));
+  } catch (err) {
+    registry.close();
+    throw err;
+  }
+  const pairs = new PairService({
+    pairDeps: { ...createExecutePairDeps(runtime, options.logger), fs: new NodeFileSystem(), registry },
+    store,
+    environment: options.environment,
+    bindAddress,
+    codeVersion: options.version,
+    protectedPaths,
+  });
+  const server = await startApiServer({
+    socketPath,
+    ...(options.listen ? { listen: options.listen } : {}),
+    version: options.version,
+    sessions,
+    pairs,
+    engine,
+    tempRoot,
+    createRedactor,
+    logger: options.logger,
+  }).catch((err: unknown) => {
+    registry.close();
+    throw err;
+  });
+  let reaping = false;
+  const reaper = setInterval(() => {
+    if (reaping) return;
+    reaping = true;
+    sessions
+      .reap()
+      .catch((err: unknown) => options.logger.warn({ error: (err as Error).message }, 'reaper pass failed'))
+      .finally(() => { reaping = false; });
+  }, options.reapIntervalMs ?? 5_000);
+  let shutdown: Promise<void> | null = null;
+  return {
+    socketPath,
+    tcpPort: server.tcpPort,
+    dataDir,
+    batchId,
+    adoption,
+    sessions,
+    shutdown: () => {
+      shutdown ??= (async () => {
+        clearInterval(reaper);
+        const closed = server.close();
+        await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
+        await closed;
+        registry.close();
+      })();
+      return shutdown;
+    },
+  };
+}

@@ -1,0 +1,127 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { bearerMatches, Router } from '../../src/adapters/http/http-kit.js';
+import { ApiError, parseBody, toApiError } from '../../src/app/serve/api-error.js';
+import { openApiDocument } from '../../src/app/serve/openapi.js';
+import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { InvalidInputError, RoboguideError } from '../../src/core/errors.js';
+import { checkMounts } from '../../src/core/mount-policy.js';
+
+const protectedPaths = {
+  outputDir: '/var/lib/rg/serve',
+  registryPath: '/home/u/.local/state/roboguide-eval/registry.db',
+  homeDir: '/home/u',
+  engineSocketPaths: ['/var/run/docker.sock'],
+};
+
+describe('checkMounts', () => {
+  it('allows a project folder inside the home directory', () => {
+    expect(checkMounts([{ field: 'm', hostPath: '/home/u/project' }], protectedPaths)).toEqual([]);
+  });
+
+  it.each([
+    ['/', 'must not be the root directory'],
+    ['/home/u', 'must not expose the host registry'],
+    ['/home', 'must not expose the host registry'],
+    ['/var/lib/rg/serve/sessions', 'must not expose the evidence directory'],
+    ['/var/lib/rg', 'must not expose the evidence directory'],
+    ['/var/run/docker.sock', 'must not expose the Docker engine socket'],
+    ['/var/run', 'must not expose the Docker engine socket'],
+    ['/home/u/.local/state/roboguide-eval', 'must not expose the host registry'],
+    ['/srv/app/.env', 'looks like a credential file; it may not be mounted'],
+    ['relative/path', 'must be an absolute path'],
+    ['/srv/x/../../home/u', 'must not expose the host registry'],
+  ])('refuses %s', (hostPath, message) => {
+    expect(checkMounts([{ field: 'mounts[0].source', hostPath }], protectedPaths)).toEqual([{ field: 'mounts[0].source', message }]);
+  });
+});
+
+describe('checkMounts (home only)', () => {
+  it('refuses the home directory or a parent, allows a sibling', () => {
+    const home = { homeDir: '/home/u' };
+    expect(checkMounts([{ field: 'a', hostPath: '/home/u' }], home)).toEqual([{ field: 'a', message: 'must not expose the home directory' }]);
+    expect(checkMounts([{ field: 'a', hostPath: '/home/u/../other' }], home)).toEqual([]);
+  });
+});
+
+describe('bearerMatches', () => {
+  it('accepts only the exact token', () => {
+    const token = 'a-long-enough-token-0123456789';
+    expect(bearerMatches(`Bearer ${token}`, token)).toBe(true);
+    expect(bearerMatches(`Bearer ${token}x`, token)).toBe(false);
+    expect(bearerMatches(token, token)).toBe(false);
+    expect(bearerMatches(undefined, token)).toBe(false);
+    expect(bearerMatches('Bearer ', '')).toBe(false);
+  });
+});
+
+describe('request schemas', () => {
+  it('defaults a session to network none, 1 h TTL, no ports, no mounts', () => {
+    expect(parseBody(SessionCreateSchema, { image: 'i' }, 'x')).toMatchObject({ network: 'none', ttl_seconds: 3600, ports: [], mounts: [], environment: {}, labels: {} });
+  });
+
+  it('reports every problem with its path and rule', () => {
+    let err: unknown;
+    try {
+      parseBody(SessionCreateSchema, { image: 'i', ports: [80, 80], labels: { 'roboguide.x': 'y' }, environment: { API_KEY: 'literal' }, bogus: 1 }, 'the session request');
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ApiError);
+    const api = err as ApiError;
+    expect(api.status).toBe(400);
+    const paths = api.issues.map((i) => i.path);
+    expect(paths).toEqual(expect.arrayContaining(['$', 'labels["roboguide.x"]', 'environment.API_KEY']));
+  });
+
+  it('ports need the bridge network', () => {
+    expect(() => parseBody(SessionCreateSchema, { image: 'i', ports: [8080] }, 'x')).toThrow(ApiError);
+    expect(parseBody(SessionCreateSchema, { image: 'i', ports: [8080], network: 'bridge' }, 'x').ports).toEqual([8080]);
+  });
+
+  it('exec takes exactly one of argv and command', () => {
+    expect(() => parseBody(ExecSchema, {}, 'x')).toThrow(ApiError);
+    expect(() => parseBody(ExecSchema, { argv: ['a'], command: 'a' }, 'x')).toThrow(ApiError);
+    expect(parseBody(ExecSchema, { command: 'ls', timeout_sec: 1.5 }, 'x')).toMatchObject({ command: 'ls', timeout_sec: 1.5 });
+  });
+});
+
+describe('toApiError', () => {
+  it('maps tool errors to 400/409/503 and anything else to 500 without its message', () => {
+    expect(toApiError(new InvalidInputError('E_SPEC_INVALID', 'spec is invalid', [{ path: 'a', rule: 'r' }]))).toMatchObject({ status: 400, issues: [{ path: 'a', rule: 'r' }] });
+    expect(toApiError(new RoboguideError('E_ENGINE_UNAVAILABLE', 'down')).status).toBe(503);
+    expect(toApiError(new RoboguideError('E_PORT_ALLOCATED', 'taken')).status).toBe(409);
+    expect(toApiError(new RoboguideError('E_ENGINE', 'container is not running', { context: { statusCode: 409 } })).status).toBe(409);
+    expect(toApiError(new Error('secret detail'))).toMatchObject({ status: 500, message: 'internal error' });
+  });
+});
+
+describe('Router', () => {
+  it('matches parameters, tells a wrong method from an unknown path', () => {
+    const router = new Router();
+    const handler = () => Promise.resolve();
+    router.add('POST', '/v1/sessions/{id}/exec', handler);
+    expect(router.match('POST', '/v1/sessions/s-1/exec')).toEqual({ handler, params: { id: 's-1' } });
+    expect(router.match('GET', '/v1/sessions/s-1/exec')).toBe('method');
+    expect(router.match('POST', '/v1/sessions/s-1/exec/x')).toBeNull();
+  });
+});
+
+describe('OpenAPI', () => {
+  it('docs/openapi.json is the document generated from the schemas (run `npm run openapi` after a schema change)', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    const committed = JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')) as unknown;
+    expect(committed).toEqual(openApiDocument(pkg.version));
+  });
+
+  it('is OpenAPI 3.1 with every route of the issue', () => {
+    const doc = openApiDocument('0') as { openapi: string; paths: Record<string, Record<string, unknown>> };
+    expect(doc.openapi).toBe('3.1.0');
+    const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    expect(routes.sort()).toEqual([
+      'DELETE /v1/pairs/{id}', 'DELETE /v1/sessions/{id}', 'GET /v1/health', 'GET /v1/images', 'GET /v1/openapi.json', 'GET /v1/pairs/{id}',
+      'GET /v1/pairs/{id}/logs', 'GET /v1/sessions', 'GET /v1/sessions/{id}/archive', 'POST /v1/pairs', 'POST /v1/sessions',
+      'POST /v1/sessions/{id}/exec', 'POST /v1/sessions/{id}/keepalive', 'PUT /v1/sessions/{id}/archive',
+    ].sort());
+  });
+});

@@ -1,0 +1,203 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
+import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
+import { createRedactStream } from '../../src/adapters/redact-stream.js';
+import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
+import { silentLogger } from '../../src/app/ports/logger.js';
+import { ApiError } from '../../src/app/serve/api-error.js';
+import { parseBody } from '../../src/app/serve/api-error.js';
+import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import type { ExecHandle, SessionContainerInfo, SessionContainerSpec, SessionEngine } from '../../src/app/serve/session-engine.js';
+import { SessionManager } from '../../src/app/serve/session-manager.js';
+
+/** A hand-written engine: containers in a map; `stuck` ids survive remove (an engine that will not delete). */
+class FakeEngine implements SessionEngine {
+  readonly containers = new Map<string, { spec: SessionContainerSpec | null; labels: Record<string, string>; status: string }>();
+  readonly stuck = new Set<string>();
+  failCreate: Error | null = null;
+  /** When set, creation waits for it (a slow engine). */
+  createGate: Promise<void> | null = null;
+  removes = 0;
+  #next = 0;
+  version(): Promise<string> { return Promise.resolve('fake'); }
+  imageExists(): Promise<boolean> { return Promise.resolve(true); }
+  async createAndStart(spec: SessionContainerSpec): Promise<{ id: string; ports: Record<string, never> }> {
+    await this.createGate;
+    if (this.failCreate) throw this.failCreate;
+    const id = `c${++this.#next}`;
+    this.containers.set(id, { spec, labels: { ...spec.labels }, status: 'running' });
+    return { id, ports: {} };
+  }
+  exec(): Promise<ExecHandle> {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    stdout.end('out');
+    stderr.end();
+    return Promise.resolve({ stdout, stderr, done: Promise.resolve(0), killTree: () => Promise.resolve(), abandon: () => undefined });
+  }
+  putArchive(): Promise<void> { return Promise.resolve(); }
+  getArchive(): Promise<null> { return Promise.resolve(null); }
+  stop(): Promise<void> { return Promise.resolve(); }
+  remove(id: string): Promise<void> {
+    this.removes += 1;
+    if (!this.stuck.has(id)) this.containers.delete(id);
+    return Promise.resolve();
+  }
+  inspect(id: string): Promise<SessionContainerInfo | null> {
+    const c = this.containers.get(id);
+    return Promise.resolve(c ? { id, status: c.status, labels: c.labels } : null);
+  }
+  listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
+    return Promise.resolve(
+      [...this.containers.entries()]
+        .filter(([, c]) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))
+        .map(([id, c]) => ({ id, status: c.status, labels: c.labels })),
+    );
+  }
+}
+
+let dir: string;
+let now: number;
+let engine: FakeEngine;
+let registry: SqliteCapacityRegistry;
+const clock = { now: () => new Date(now) };
+
+function manager(): SessionManager {
+  return new SessionManager({
+    engine,
+    registry,
+    clock,
+    logger: silentLogger,
+    store: new EvidenceStore(new NodeFileSystem(), join(dir, 'data')),
+    batchId: 'serve-test',
+    environment: { SECRET_VALUE: 'hunter2-secret' },
+    bindAddress: '127.0.0.1',
+    protectedPaths: { outputDir: join(dir, 'data') },
+    createRedactor: (secrets) => createRedactStream(secrets),
+    stopBudgetSec: 1,
+    maxOutputBytes: 1024,
+  });
+}
+
+const body = (extra: Record<string, unknown> = {}) => parseBody(SessionCreateSchema, { image: 'img', ...extra }, 'test');
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rg-session-manager-'));
+  await mkdir(join(dir, 'data'));
+  now = Date.parse('2026-01-01T00:00:00Z');
+  engine = new FakeEngine();
+  registry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
+  registry.setLimits({ maxReservations: 3, gpuMib: null });
+});
+
+afterEach(async () => {
+  registry.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('SessionManager', () => {
+  it('two concurrent deletes share one cleanup: one removal, the slot released once, the same record', async () => {
+    const sessions = manager();
+    const { session_id } = await sessions.create(body());
+    expect(registry.held()).toHaveLength(1);
+    const [a, b] = await Promise.all([sessions.delete(session_id), sessions.delete(session_id)]);
+    expect(a).toBe(b);
+    expect(a).toMatchObject({ verified_absent: true, slot_released: true, reason: 'deleted' });
+    expect(engine.removes).toBe(1);
+    expect(registry.held()).toHaveLength(0);
+    // A new manager (a restarted server) answers the same record from disk.
+    expect(await manager().delete(session_id)).toEqual(a);
+  });
+
+  it('an unverified removal keeps the slot and the session; a later delete finishes it', async () => {
+    const sessions = manager();
+    const { session_id, container_id } = await sessions.create(body());
+    engine.stuck.add(container_id);
+    const first = await sessions.delete(session_id);
+    expect(first).toMatchObject({ verified_absent: false, slot_released: false });
+    expect(registry.held()).toHaveLength(1);
+    expect(sessions.list().map((s) => s.session_id)).toEqual([session_id]);
+    engine.stuck.delete(container_id);
+    expect(await sessions.delete(session_id)).toMatchObject({ verified_absent: true, slot_released: true });
+    expect(registry.held()).toHaveLength(0);
+  }, 20_000);
+
+  it('reaps a session once its TTL has passed; every request renews the TTL', async () => {
+    const sessions = manager();
+    const { session_id } = await sessions.create(body({ ttl_seconds: 60 }));
+    now += 50_000;
+    await sessions.exec(session_id, { command: 'true' });
+    now += 50_000;
+    expect(await sessions.reap()).toEqual([]);
+    now += 11_000;
+    expect(await sessions.reap()).toEqual([session_id]);
+    expect(registry.held()).toHaveLength(0);
+    await expect(sessions.exec(session_id, { command: 'true' })).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('a slow create is neither reaped nor lost: its TTL starts when it is usable, and SIGTERM waits for it', async () => {
+    const sessions = manager();
+    let open = (): void => undefined;
+    engine.createGate = new Promise((resolve) => { open = resolve; });
+    const creating = sessions.create(body({ ttl_seconds: 1 }));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    now += 5_000; // longer than the TTL, while the engine is still creating
+    expect(await sessions.reap()).toEqual([]);
+    const shutdown = sessions.deleteAll();
+    open();
+    const { container_id } = await creating;
+    const [record] = await shutdown;
+    expect(record).toMatchObject({ container_id, verified_absent: true, slot_released: true, reason: 'shutdown' });
+    expect(engine.containers.size).toBe(0);
+    expect(registry.held()).toHaveLength(0);
+  });
+
+  it('refuses a port another session holds, and the host limit, with nothing created', async () => {
+    const sessions = manager();
+    await sessions.create(body({ ports: [9000], network: 'bridge' }));
+    await expect(sessions.create(body({ ports: [9000], network: 'bridge' }))).rejects.toMatchObject({ status: 409, code: 'E_PORT_TAKEN' });
+    await sessions.create(body());
+    await sessions.create(body());
+    await expect(sessions.create(body())).rejects.toMatchObject({ status: 409, code: 'E_CAPACITY' });
+    expect(engine.containers.size).toBe(3);
+  });
+
+  it('gives the slot back when the engine refuses to create, and never writes a resolved value', async () => {
+    const sessions = manager();
+    engine.failCreate = new Error('engine said no to hunter2-secret');
+    await expect(sessions.create(body({ environment: { API_KEY: '${SECRET_VALUE}' } }))).rejects.toThrow('engine said no');
+    expect(registry.held()).toHaveLength(0);
+    expect(sessions.list()).toEqual([]);
+    const { readdir, readFile } = await import('node:fs/promises');
+    const [id] = await readdir(join(dir, 'data', 'sessions'));
+    const files = await readdir(join(dir, 'data', 'sessions', id!));
+    for (const f of files) expect(await readFile(join(dir, 'data', 'sessions', id!, f), 'utf8')).not.toContain('hunter2-secret');
+  });
+
+  it('refuses a mount of the evidence directory and an unset reference (400, nothing reserved)', async () => {
+    const sessions = manager();
+    await expect(sessions.create(body({ mounts: [{ source: dir, target: '/x' }] }))).rejects.toBeInstanceOf(ApiError);
+    await expect(sessions.create(body({ environment: { K: '${NOT_SET}' } }))).rejects.toMatchObject({ status: 400, code: 'E_ENV_MISSING' });
+    expect(registry.held()).toHaveLength(0);
+  });
+
+  it('after a restart: adopts live sessions, deletes expired ones, releases a slot with no container', async () => {
+    const before = manager();
+    const live = await before.create(body({ ttl_seconds: 3600 }));
+    const expiring = await before.create(body({ ttl_seconds: 10 }));
+    // A reservation of this server whose container never came to be (crash between admit and create).
+    const orphan = registry.admit({ batchId: 'serve-test', jobId: 's-orphan', claimId: 'claim-orphan', gpuMib: 0 });
+    expect(orphan.kind).toBe('admitted');
+    now += 60_000;
+    const after = manager();
+    const report = await after.adopt(() => Promise.resolve({}));
+    expect(report).toEqual({ adopted: [live.session_id], reaped: [expiring.session_id], released: ['s-orphan'] });
+    expect(engine.containers.has(expiring.container_id)).toBe(false);
+    expect(registry.held().map((r) => r.jobId)).toEqual([live.session_id]);
+    expect((await after.exec(live.session_id, { argv: ['true'] })).return_code).toBe(0);
+  });
+});
