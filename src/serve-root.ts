@@ -8,8 +8,9 @@ import { EvidenceStore } from './adapters/fs/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { startApiServer } from './adapters/http/api-server.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-registry.js';
-import { resolveRegistryPath } from './adapters/registry/default-path.js';
+import { registryLocation } from './adapters/registry/default-path.js';
+import { openRegistryAt } from './adapters/registry/open-registry.js';
+import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
@@ -60,13 +61,6 @@ export function defaultDataDir(env: Readonly<Record<string, string | undefined>>
   return join(stateHome(env), 'roboguide-eval', 'serve');
 }
 
-function engineSocketPaths(env: Readonly<Record<string, string | undefined>>): string[] {
-  const paths = ['/var/run/docker.sock', '/run/docker.sock'];
-  const host = env['DOCKER_HOST'];
-  if (host?.startsWith('unix://')) paths.push(host.slice('unix://'.length));
-  return paths;
-}
-
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const dataDirInput = options.dataDir ?? defaultDataDir(options.environment);
   await mkdir(dataDirInput, { recursive: true, mode: 0o700 });
@@ -74,8 +68,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const tempRoot = join(dataDir, 'tmp');
   await rm(tempRoot, { recursive: true, force: true });
   await mkdir(tempRoot, { mode: 0o700 });
-  const registryPath = resolveRegistryPath(options.registryPath, options.environment);
-  const registry = SqliteCapacityRegistry.open({ path: registryPath });
+  // The same rules as every command: a URL is refused, a named registry must exist (or be new in an existing folder).
+  const location = registryLocation(options.registryPath, options.environment);
+  const registryPath = location.path;
+  const registry = openRegistryAt(location);
   const runtime = options.runtime ?? new DockerContainerRuntime();
   const engine = new DockerSessionEngine(runtime);
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);

@@ -82,6 +82,8 @@ export class PairService {
       environment: this.#deps.environment,
       codeVersion: this.#deps.codeVersion,
       cwd: output,
+      hostPaths: this.#deps.protectedPaths,
+      ...(this.#deps.protectedPaths.registryPath !== undefined ? { registryPath: this.#deps.protectedPaths.registryPath } : {}),
       terminate: terminate.signal,
     });
     let settled: { ok: true } | { ok: false; error: unknown } | null = null;
