@@ -5,7 +5,7 @@
  */
 import { dirname, join } from 'node:path';
 import type { Issue } from '../core/errors.js';
-import { checkMounts, normalizeAbsolute, type MountRequest, type ProtectedPaths } from '../core/mount-policy.js';
+import { checkMounts, isWithin, normalizeAbsolute, type MountRequest, type ProtectedPaths } from '../core/mount-policy.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
 
 export interface JobPaths {
@@ -68,6 +68,7 @@ async function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<Prot
 export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], protectedPaths: ProtectedPaths): Promise<Issue[]> {
   const resolved = await resolveProtected(fs, protectedPaths);
   const issues: Issue[] = [];
+  const mounted: { prefix: string; cwd: string; outcomeDir: string }[] = [];
   for (const job of jobs) {
     const outcomeField = field(job.prefix, 'outcome_path');
     const cwdField = field(job.prefix, 'cwd');
@@ -78,6 +79,7 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
       const cwd = await resolveReal(fs, job.cwd);
       const outcomeDir = await resolveReal(fs, dirname(job.outcome_path));
       mounts.push({ field: cwdField, hostPath: cwd }, { field: outcomeField, hostPath: outcomeDir });
+      mounted.push({ prefix: job.prefix, cwd, outcomeDir });
       if (cwd === outcomeDir) {
         issues.push({
           path: outcomeField,
@@ -88,6 +90,24 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
       issues.push({ path: cwdField, rule: `cannot resolve the host path (${errnoOf(err) ?? 'error'})` });
     }
     for (const issue of checkMounts(mounts, resolved)) issues.push({ path: issue.field, rule: issue.message });
+  }
+  return [...issues, ...crossJobIssues(mounted)];
+}
+
+/**
+ * A job whose cwd shows another job's outcome folder could read that pair's outcome copy (written there once
+ * its container is gone). Allowed when the folder is the job's own outcome folder or below it: its private
+ * mount hides the host folder (the usual layout, one shared `out/`).
+ */
+function crossJobIssues(jobs: readonly { prefix: string; cwd: string; outcomeDir: string }[]): Issue[] {
+  const issues: Issue[] = [];
+  for (const job of jobs) {
+    const other = jobs.find((k) => k !== job && isWithin(k.outcomeDir, job.cwd) && !isWithin(k.outcomeDir, job.outcomeDir));
+    if (other === undefined) continue;
+    issues.push({
+      path: field(job.prefix, 'cwd'),
+      rule: `shows the outcome folder ${other.outcomeDir} of ${other.prefix}: this pair could read that pair's outcome; use one outcome folder for every job, or keep outcome folders outside other jobs' cwd`,
+    });
   }
   return issues;
 }

@@ -118,6 +118,17 @@ describe('e1-batch start refuses, writing nothing', () => {
     expectRefusal(await startWith([job('b', { outcome_path: join(dir, 'out', 'b.json') })]), 'jobs[0].outcome_path', /already exists|symbolic link/);
   });
 
+  it('a cwd that shows another job\'s outcome folder (one shared out/ folder stays allowed)', async () => {
+    const error = await startWith([
+      job('a', { cwd: join(dir, 'w'), outcome_path: join(dir, 'w', 'out-a', 'a.json') }),
+      job('b', { cwd: join(dir, 'w', 'b'), outcome_path: join(dir, 'w', 'out-b', 'b.json') }),
+    ]);
+    expectRefusal(error, 'jobs[0].cwd', /outcome folder .*out-b of jobs\[1\]/);
+    expect((error as { issues: { path: string }[] }).issues.map((i) => i.path)).toEqual(['jobs[0].cwd']);
+    const shared = await jobPathIssues(fs, ['a', 'b'].map((id, i) => ({ prefix: `jobs[${i}]`, cwd: join(dir, 'w'), outcome_path: join(dir, 'w', 'out', `${id}.json`) })), {});
+    expect(shared).toEqual([]);
+  });
+
   it('an outcome directly in cwd (its private mount would hide cwd)', async () => {
     expectRefusal(await startWith([job('a', { outcome_path: join(dir, 'work', 'a', 'a.json') })]), 'jobs[0].outcome_path', /directly in cwd/);
   });
