@@ -55,9 +55,9 @@ table{border-collapse:collapse;width:100%;font-size:13px;background:#fff}
 th,td{padding:5px 8px;border-bottom:1px solid #eceff2;text-align:left;vertical-align:top}
 th{position:sticky;top:0;background:#eef1f4;cursor:pointer;user-select:none;white-space:nowrap}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
-td.n{text-align:right;font-variant-numeric:tabular-nums}td:first-child,td.cls{white-space:nowrap}
+#pairs td:nth-child(4),#pairs td:nth-child(5){text-align:right;font-variant-numeric:tabular-nums}#pairs td:nth-child(-n+2){white-space:nowrap}
 tbody tr{border-left:5px solid transparent}tbody tr:hover{background:#f6f8fa}
-td a{margin-right:8px}.cls{font-weight:600}
+td a{margin-right:8px}#pairs td:nth-child(2){font-weight:600}
 .filter{margin:0 0 8px;padding:5px 8px;width:280px;border:1px solid #c7cdd4;border-radius:6px}
 .note{font-size:12px;color:#4a5361}
 `;
@@ -66,7 +66,7 @@ function kindCss(): string {
   return Object.entries(KIND_COLOURS)
     .map(
       ([k, c]) =>
-        `.k-${k}{fill:${c}}tr.k-${k}{border-left-color:${c}}.k-${k} .cls{color:${k === 'pending' ? '#777' : c}}.sw.k-${k}{background:${c}}`,
+        `.k-${k}{fill:${c}}tr.k-${k}{border-left-color:${c}}tr.k-${k} td:nth-child(2){color:${k === 'pending' ? '#777' : c}}.sw.k-${k}{background:${c}}`,
     )
     .join('');
 }
@@ -75,7 +75,7 @@ const SCRIPT = `
 (()=>{const t=document.getElementById('pairs');if(!t)return;const b=t.tBodies[0];
 t.tHead.addEventListener('click',e=>{const th=e.target.closest('th');if(!th)return;const i=th.cellIndex,n=th.dataset.sort==='num';
 const dir=th.getAttribute('aria-sort')==='ascending'?-1:1;for(const h of t.tHead.rows[0].cells)h.removeAttribute('aria-sort');
-th.setAttribute('aria-sort',dir===1?'ascending':'descending');const v=r=>{const c=r.cells[i];const d=c.dataset.v;return n?(d===undefined||d===''?-Infinity:+d):(d??c.textContent)};
+th.setAttribute('aria-sort',dir===1?'ascending':'descending');const v=r=>{const c=r.cells[i];const d=c.dataset.v;const s=d??c.textContent;return n?(s===''?-Infinity:+s):s};
 const rows=[...b.rows].sort((x,y)=>{const a=v(x),c=v(y);return (a<c?-1:a>c?1:0)*dir});b.append(...rows)});
 const f=document.getElementById('filter');f&&f.addEventListener('input',()=>{const q=f.value.toLowerCase();for(const r of b.rows)r.hidden=q!==''&&!r.textContent.toLowerCase().includes(q)})})();
 `;
@@ -143,8 +143,8 @@ function row(p: ReportPair, base: string): string {
   const cleanup = p.cleanup_verified === null ? '' : p.cleanup_verified ? 'verified' : '<b>NOT verified</b>';
   const exit = p.exit_code === null ? '' : String(p.exit_code);
   return (
-    `<tr class="k-${kind}" data-job="${esc(p.job_id)}"><td>${esc(p.job_id)}</td><td class="cls">${kind}</td><td>${esc(p.reasons.join(', '))}</td>` +
-    `<td class="n" data-v="${p.duration_sec ?? ''}">${formatDuration(p.duration_sec)}${p.timed_out ? ' ⏱' : ''}</td><td class="n" data-v="${exit}">${exit}</td>` +
+    `<tr class="k-${kind}" data-job="${esc(p.job_id)}"><td>${esc(p.job_id)}</td><td>${kind}</td><td>${esc(p.reasons.join(', '))}</td>` +
+    `<td data-v="${p.duration_sec ?? ''}">${formatDuration(p.duration_sec)}${p.timed_out ? ' ⏱' : ''}</td><td>${exit}</td>` +
     `<td>${provider}</td><td>${cleanup}</td><td>${href(p.links.stdout, 'stdout')}${href(p.links.stderr, 'stderr')}${href(p.links.result, 'result')}</td></tr>`
   );
 }

@@ -207,16 +207,19 @@ const LINKS = [
 export function buildReportModel(input: ReportInput): ReportModel {
   const nowMs = ms(input.now);
   const alive = input.supervisorAlive;
-  const claimed = input.jobs.filter((j) => j.receipt !== null);
+  const claimed = input.jobs.filter((j) => j.receipt !== null || j.result !== null);
   const intervals = claimed.map((j) => ({
     id: j.job_id,
     startMs: ms(j.result?.started_at ?? j.receipt!.claimed_at),
     endMs: j.result ? ms(j.result.finished_at) : nowMs,
   }));
   const slots = assignSlots(intervals);
-  const secondWorker = intervals
-    .filter((i) => (slots.get(i.id) ?? 0) > 0)
-    .sort((a, b) => a.startMs - b.startMs)[0];
+  const byId = new Map(intervals.map((i) => [i.id, i]));
+  let secondWorker: (typeof intervals)[number] | undefined;
+  for (const i of intervals) {
+    if ((slots.get(i.id) ?? 0) > 0 && (secondWorker === undefined || i.startMs < secondWorker.startMs))
+      secondWorker = i;
+  }
 
   const pairs: ReportPair[] = input.jobs.map((j) => {
     const r = j.result;
@@ -228,6 +231,7 @@ export function buildReportModel(input: ReportInput): ReportModel {
           ? 'running'
           : 'unfinished';
     const startedAt = r?.started_at ?? j.receipt?.claimed_at ?? null;
+    const span = byId.get(j.job_id);
     const links: { stdout?: string; stderr?: string; result?: string } = {};
     for (const [key, name] of LINKS) if (j.files.includes(name)) links[key] = `jobs/${j.job_id}/${name}`;
     return {
@@ -238,9 +242,7 @@ export function buildReportModel(input: ReportInput): ReportModel {
       started_at: startedAt,
       finished_at: r?.finished_at ?? null,
       duration_sec:
-        startedAt === null
-          ? null
-          : Math.max(0, Math.round(((r ? ms(r.finished_at) : nowMs) - ms(startedAt)) / 100) / 10),
+        span === undefined ? null : Math.max(0, Math.round((span.endMs - span.startMs) / 100) / 10),
       deadline: j.receipt
         ? new Date(ms(j.receipt.claimed_at) + j.timeout_seconds * 1000).toISOString()
         : null,
@@ -280,8 +282,12 @@ export function buildReportModel(input: ReportInput): ReportModel {
         })
       : null;
 
-  let lastEventMs = ms(input.createdAt);
-  for (const e of input.journal) if (ms(e.at) > lastEventMs) lastEventMs = ms(e.at);
+  // Journal times are all toISOString() output: the latest is the greatest string, parsed once.
+  let lastAt = input.createdAt;
+  for (const e of input.journal) if (e.at > lastAt) lastAt = e.at;
+  let lastEventMs = Number.isFinite(ms(lastAt))
+    ? Math.max(ms(lastAt), ms(input.createdAt))
+    : ms(input.createdAt);
   for (const i of intervals) if (i.endMs > lastEventMs) lastEventMs = i.endMs;
   const endMs = alive ? Math.max(nowMs, lastEventMs) : lastEventMs;
   const markers = markersOf(input.journal);

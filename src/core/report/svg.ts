@@ -58,6 +58,7 @@ export function timelineSvg(m: ReportModel): string {
     );
   }
   const labels = m.pairs.length <= 200;
+  const tooltips = m.pairs.length <= 2_000;
   for (const p of m.pairs) {
     if (p.slot === null || p.started_at === null) continue;
     const a = x(p.started_at);
@@ -65,9 +66,9 @@ export function timelineSvg(m: ReportModel): string {
     const w = Math.max(1, b - a);
     const y = MARK_BAND + p.slot * ROW + 4;
     const title = `${p.job_id}: ${pairKind(p)}${p.reasons.length ? ` (${p.reasons.join(', ')})` : ''}, ${formatDuration(p.duration_sec)}`;
-    out.push(
-      `<rect class="pair k-${pairKind(p)}" data-job="${esc(p.job_id)}" x="${num(a)}" y="${y}" width="${num(w)}" height="${ROW - 8}"><title>${esc(title)}</title></rect>`,
-    );
+    const attrs = `class="pair k-${pairKind(p)}" data-job="${esc(p.job_id)}" x="${num(a)}" y="${y}" width="${num(w)}" height="${ROW - 8}"`;
+    // Past a few thousand pairs a bar is under a pixel wide: a tooltip helps no one, the table has the details.
+    out.push(tooltips ? `<rect ${attrs}><title>${esc(title)}</title></rect>` : `<rect ${attrs}/>`);
     if (labels && w > p.job_id.length * 7 + 6)
       out.push(`<text class="plbl" x="${num(a + 4)}" y="${y + ROW / 2}">${esc(p.job_id)}</text>`);
   }
