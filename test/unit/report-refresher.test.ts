@@ -71,3 +71,33 @@ describe('boundedRefresher', () => {
     expect(maxActive).toBe(1);
   });
 });
+
+describe('boundedRefresher on a slow write', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ now: new Date('2026-12-02T10:00:00Z') });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+  const clock = { now: () => new Date() };
+
+  it('waits four times the last write duration after it ended before the next (a huge batch never refreshes back to back)', async () => {
+    const starts: number[] = [];
+    const r = boundedRefresher(
+      async () => {
+        starts.push(Date.now());
+        await new Promise((resolve) => setTimeout(resolve, 3_000)); // a 3 s write
+      },
+      clock,
+      2_000,
+    );
+    const t0 = Date.now();
+    r.poke();
+    await vi.advanceTimersByTimeAsync(100);
+    r.poke(); // during the write: remembered, not lost
+    await vi.advanceTimersByTimeAsync(3_000 + 12_000 - 101);
+    expect(starts.map((t) => t - t0)).toEqual([0]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(starts.map((t) => t - t0)).toEqual([0, 15_000]);
+  });
+});

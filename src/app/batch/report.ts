@@ -86,38 +86,59 @@ export function reportRefresher(
   );
 }
 
+/** After a write, wait at least this many times its own duration: refreshing costs at most ~20% of a core. */
+const REFRESH_DUTY_FACTOR = 4;
+
 /**
- * A refresh at a bounded rate: a poke writes at once when the last write started at least `minIntervalMs` ago,
- * otherwise one write is scheduled for when it will have; pokes in between coalesce. Writes never overlap; the
- * timer never keeps the process alive; flush writes once more and stops.
+ * A refresh at a bounded rate: a poke writes at once when allowed, otherwise one write is scheduled for when it
+ * is; pokes in between coalesce. The next write is allowed `minIntervalMs` after the last one started, and not
+ * before REFRESH_DUTY_FACTOR times its duration after it ended (a 10,000-pair batch takes seconds to render from
+ * disk on a busy machine). Writes never overlap; the timer never keeps the process alive; flush writes once more
+ * and stops.
  */
 export function boundedRefresher(
   write: () => Promise<void>,
   clock: Clock,
   minIntervalMs: number,
 ): ReportRefresher {
-  let lastMs = -Infinity;
+  let nextMs = -Infinity;
+  let writing = false;
+  let pokedWhileWriting = false;
   let timer: NodeJS.Timeout | undefined;
   let chain: Promise<void> = Promise.resolve();
   let closed = false;
   const run = (): Promise<void> => {
     timer = undefined;
-    // Counted from the request, synchronously: a poke right after this one must wait its interval.
-    lastMs = clock.now().getTime();
-    chain = chain.then(() => write().catch(() => undefined));
+    writing = true; // claimed synchronously: a poke right after this one waits
+    chain = chain.then(async () => {
+      const startMs = clock.now().getTime();
+      await write().catch(() => undefined);
+      const endMs = clock.now().getTime();
+      nextMs = Math.max(startMs + minIntervalMs, endMs + REFRESH_DUTY_FACTOR * (endMs - startMs));
+      writing = false;
+      if (pokedWhileWriting) {
+        pokedWhileWriting = false;
+        poke();
+      }
+    });
     return chain;
   };
+  const poke = (): void => {
+    if (closed || timer !== undefined) return;
+    if (writing) {
+      pokedWhileWriting = true;
+      return;
+    }
+    const wait = nextMs - clock.now().getTime();
+    if (wait <= 0) {
+      void run();
+      return;
+    }
+    timer = setTimeout(() => void run(), wait);
+    timer.unref();
+  };
   return {
-    poke(): void {
-      if (closed || timer !== undefined) return;
-      const wait = lastMs + minIntervalMs - clock.now().getTime();
-      if (wait <= 0) {
-        void run();
-        return;
-      }
-      timer = setTimeout(() => void run(), wait);
-      timer.unref();
-    },
+    poke,
     async flush(): Promise<void> {
       closed = true;
       if (timer !== undefined) clearTimeout(timer);
