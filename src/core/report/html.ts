@@ -30,7 +30,7 @@ code{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.95em}
 .state{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;font-size:13px;color:#fff;vertical-align:middle;margin-left:8px}
 .st-running,.st-stopping{background:#1e88e5}.st-drained{background:#2e7d32}.st-paused{background:#c62828}.st-stopped{background:#616161}
 .facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(190px,1fr));gap:8px 20px;margin:12px 0 0}
-.facts div{font-size:13px;color:#4a5361}.facts b{display:block;font-size:17px;color:#1b1f24;font-weight:600;white-space:nowrap}.facts b.t{font-size:14px}
+.facts div{font-size:13px;color:#4a5361}.facts b{display:block;font-size:17px;color:#1b1f24;font-weight:600;white-space:nowrap}.facts b.t{font-size:14px}.facts small{display:block;font-size:11px}
 .chips{display:flex;flex-wrap:wrap;gap:8px;margin-top:12px}
 .chip{display:flex;align-items:center;gap:6px;border:1px solid #dde1e6;border-radius:14px;padding:3px 10px;font-size:13px;background:#fff}
 .sw{display:inline-block;width:12px;height:12px;border-radius:3px}
@@ -86,12 +86,7 @@ function header(m: ReportModel): string {
   const facts: [string, string][] = [
     ['progress', `${done} / ${c.total}`],
     ['elapsed', formatDuration(m.elapsed_sec)],
-    [
-      'ETA',
-      m.eta
-        ? `${formatDuration(m.eta.remaining_sec)} (mean ${formatDuration(m.eta.mean_pair_sec)} × ${m.eta.basis_pairs} pairs)`
-        : '–',
-    ],
+    ['ETA', m.eta ? formatDuration(m.eta.remaining_sec) : '–'],
     ['workers allowed', String(m.workers_allowed)],
     ['running', String(c.running)],
     ['pending', String(c.pending)],
@@ -113,7 +108,7 @@ function header(m: ReportModel): string {
     : 'not paused now';
   const timeFacts = new Set(['created', 'report generated']);
   return `<header class="card"><h1>Batch <code>${esc(m.batch_id)}</code></h1><span class="state st-${m.state}" id="state">${m.state.toUpperCase()}</span>
-<div class="facts">${facts.map(([k, v]) => `<div>${k}<b${timeFacts.has(k) ? ' class="t"' : ''}>${esc(v)}</b></div>`).join('')}</div>
+<div class="facts">${facts.map(([k, v]) => `<div>${k}<b${timeFacts.has(k) ? ' class="t"' : ''}>${esc(v)}</b>${k === 'ETA' && m.eta ? `<small>mean pair ${esc(formatDuration(m.eta.mean_pair_sec))} over ${m.eta.basis_pairs} finished</small>` : ''}</div>`).join('')}</div>
 <div class="chips">${chips}</div>
 <div class="pausebox" id="pauses">${pauseNow}${history ? `<ol>${history}</ol>` : ''}</div></header>`;
 }
