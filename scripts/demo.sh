@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job on a prepared machine: a demo batch of pairs on the synthetic driver (mixed outcomes), started
-# detached, followed live with `status` until it drains, then summarized.
+# detached, followed live with `status` until it drains, then summarized (a short table and report.html).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cli() { node_modules/.bin/node bin/run.js "$@"; }
@@ -27,21 +27,20 @@ cat > "$root/manifest.json" <<JSON
     $(job demo-0005 numbered=5 session=429 outcome=provider_stop)
   ],
   "source_sha256": { "$work/driver.py": "$sha" },
-  "capacity": { "max_workers": 1 },
+  "capacity": { "max_workers": 2, "gpu_total_mib": 81920, "gpu_baseline_mib": 1024, "gpu_fraction": 0.9 },
   "provider": { "allowed_http_statuses": [502] },
   "stop_budget_seconds": 10
 }
 JSON
 export DEMO_API_KEY="sk-demo-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 registry="$root/registry.db"
-echo "demo: manifest $root/manifest.json (5 pairs: completed, completed, infrastructure failure, completed, provider 429)"
+echo "demo: manifest $root/manifest.json (5 pairs: completed, completed, infrastructure failure, completed, provider 429;"
+echo "      a second worker once a completed pair measured a GPU peak that fits the budget)"
 cli e1-batch start --manifest "$root/manifest.json" --output "$root/batch" --registry "$registry"
 cli e1-batch status --output "$root/batch" --watch
 echo
-echo "demo: SUMMARY.json"
-cat "$root/batch/SUMMARY.json"
-echo
-echo "demo: evidence in $root/batch (manifest.json, batch.json, events.jsonl, jobs/<id>/{receipt,result}.json, logs, sessions)"
+cli e1-batch report --output "$root/batch"
+echo "demo: evidence in $root/batch (report.html, SUMMARY.json, events.jsonl, jobs/<id>/{receipt,result}.json, logs, sessions)"
 # Every byte written for the demo (batch evidence, registry, driver work dir), raw and base64.
 b64=$(printf '%s' "$DEMO_API_KEY" | base64 | cut -c1-24)
 if grep -rqaF -e "$DEMO_API_KEY" -e "$b64" "$root"; then echo "demo: SECRET FOUND ON DISK" >&2; exit 1; fi

@@ -5,6 +5,8 @@ import type { PauseReason } from '../../core/classify.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
+import type { Receipt } from '../../core/receipt.js';
+import { estimateEta, type Eta } from '../../core/report/eta.js';
 import type { Classification } from '../../core/result.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { JobFiles } from './batch-context.js';
@@ -30,6 +32,8 @@ export interface BatchStatus {
   /** Why the batch stays serial on GPU grounds, when it does (null: the dispatch rule alone decides). */
   readonly gpu_note: string | null;
   readonly claims_without_result: string[];
+  /** Time left, from the mean duration of the pairs finished so far; null before the first result or when idle. */
+  readonly eta: Eta | null;
   readonly leftovers: Leftover[];
   readonly supervisor: (SupervisorRecord & { readonly alive: boolean }) | null;
   readonly updated_at: string;
@@ -90,6 +94,29 @@ export interface StatusInput {
   readonly supervisorAlive?: boolean;
 }
 
+/**
+ * The claimed job without a result whose claim a container carries (labels `roboguide.claim` and `roboguide.job`),
+ * while the batch's supervisor is alive: such a container is that supervisor's, never a leftover.
+ */
+function ownerOf(files: readonly JobFiles[], alive: boolean): (labels: Readonly<Record<string, string>>) => JobFiles | undefined {
+  if (!alive) return () => undefined;
+  const byClaim = new Map(files.flatMap((f) => (f.receipt !== null && f.result === null ? [[f.receipt.claim_id, f] as const] : [])));
+  return (labels) => {
+    const f = byClaim.get(labels['roboguide.claim'] ?? '');
+    return f !== undefined && labels['roboguide.job'] === f.job.job_id ? f : undefined;
+  };
+}
+
+function runningPairOf(f: JobFiles, receipt: Receipt, containerId: string | null): RunningPair {
+  const deadline = new Date(new Date(receipt.claimed_at).getTime() + f.job.timeout_seconds * 1000).toISOString();
+  return { job_id: f.job.job_id, container_id: containerId, started_at: receipt.claimed_at, deadline };
+}
+
+/** Seconds from start to finish of every pair with a result. */
+function finishedDurationsSec(files: readonly JobFiles[]): number[] {
+  return files.flatMap((f) => (f.result ? [(new Date(f.result.finished_at).getTime() - new Date(f.result.started_at).getTime()) / 1000] : []));
+}
+
 /** status.json: derived from the journal and the job files, never the source of truth. */
 export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const { files, manifest } = input;
@@ -98,21 +125,29 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const claimsWithoutResult = files.filter((f) => f.receipt !== null && f.result === null).map((f) => f.job.job_id);
   const leftovers: Leftover[] = [];
   const running: RunningPair[] = input.running ? [...input.running] : [];
-  if (input.runtime) {
-    const containers = await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id });
-    const byJob = new Map(files.map((f) => [f.job.job_id, f]));
-    for (const c of containers) {
-      const jobId = c.labels['roboguide.job'] ?? null;
-      const f = jobId === null ? undefined : byJob.get(jobId);
-      if (!input.running && f && f.result === null && c.status === 'running' && f.receipt) {
-        const deadline = new Date(new Date(f.receipt.claimed_at).getTime() + f.job.timeout_seconds * 1000).toISOString();
-        running.push({ job_id: f.job.job_id, container_id: c.id, started_at: f.receipt.claimed_at, deadline });
-        continue;
-      }
-      const isRunningHere = running.some((r) => r.container_id === c.id);
-      if (isRunningHere) continue;
-      leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: !f ? 'unknown_job' : f.result ? 'job_finished' : 'job_not_running' });
+  const containers = input.runtime ? await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id }) : [];
+  const owner = ownerOf(files, alive);
+  const byJob = new Map(files.map((f) => [f.job.job_id, f]));
+  if (!input.running && alive) {
+    // A live supervisor owns every claim without a result (it dispatched or recovered each one): running, from
+    // the claim until the result, whatever state its container is in (not created yet, created, exited).
+    for (const f of files) {
+      if (f.receipt === null || f.result !== null) continue;
+      const own = containers.find((c) => owner(c.labels) === f);
+      running.push(runningPairOf(f, f.receipt, own?.id ?? f.receipt.container_id));
     }
+  }
+  for (const c of containers) {
+    const jobId = c.labels['roboguide.job'] ?? null;
+    const f = jobId === null ? undefined : byJob.get(jobId);
+    if (owner(c.labels) !== undefined) continue;
+    if (!input.running && !alive && f && f.result === null && c.status === 'running' && f.receipt) {
+      // No supervisor, yet the pair's container still runs: shown as running until resume reattaches it.
+      running.push(runningPairOf(f, f.receipt, c.id));
+      continue;
+    }
+    if (running.some((r) => r.container_id === c.id)) continue;
+    leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: !f ? 'unknown_job' : f.result ? 'job_finished' : 'job_not_running' });
   }
   const fold = foldJournal(input.journal);
   const counts = countJobs(
@@ -121,18 +156,31 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   );
   const peaks = gpuPeaksOf(files);
   const finished = files.filter((f) => f.result !== null).length;
+  const allowed = workersAllowed(capacityConfigOf(manifest, input.batch), peaks, finished);
+  const state = deriveState(fold, counts, alive);
+  const nowMs = input.now.getTime();
+  const eta =
+    state === 'running'
+      ? estimateEta({
+          finishedDurationsSec: finishedDurationsSec(files),
+          pending: counts.pending,
+          runningElapsedSec: running.map((r) => (nowMs - new Date(r.started_at).getTime()) / 1000),
+          workersAllowed: allowed,
+        })
+      : null;
   return {
     schema: STATUS_SCHEMA,
     batch_id: input.batch.batch_id,
     output: input.store.root,
-    state: deriveState(fold, counts, alive),
+    state,
     pause_reasons: fold.pauseReasons,
     counts,
     running,
-    workers_allowed: workersAllowed(capacityConfigOf(manifest, input.batch), peaks, finished),
+    workers_allowed: allowed,
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
     gpu_note: gpuNote(input.batch, peaks),
     claims_without_result: claimsWithoutResult,
+    eta,
     leftovers,
     supervisor: supervisor === null ? null : { ...supervisor, alive },
     updated_at: input.now.toISOString(),

@@ -17,6 +17,7 @@ import { dispatchPair, type BatchPairDeps, type RunningHandle } from './batch-pa
 import { reconcileFinished, removeUnverifiedContainer, type FinishReport } from './finish-pair.js';
 import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type StopRequest, type SupervisorRecord } from './layout.js';
 import { recoverPair } from './recover-pair.js';
+import { reportRefresher } from './report.js';
 import { checkSources } from './source-check.js';
 import { buildStatus, buildSummary, capacityConfigOf, gpuPeaksOf } from './status.js';
 
@@ -134,6 +135,7 @@ async function superviseHeld(
     logger.warn({ reasons: fresh, job: jobId }, 'batch paused');
   };
 
+  const report = reportRefresher(store, clock, logger);
   const writeStatus = async (): Promise<void> => {
     files = await readJobFiles(store, manifest);
     const runningView: RunningPair[] = [...running.values()].map((h) => ({
@@ -144,6 +146,7 @@ async function superviseHeld(
     }));
     const status = await buildStatus({ store, batch, manifest, files, journal: await store.readJournal(), running: runningView, now: clock.now(), supervisorAlive: true });
     await store.writeJsonAtomic(STATUS_FILE, status);
+    report.poke();
   };
 
   const applyStop = async (request: StopRequest | null): Promise<void> => {
@@ -315,6 +318,7 @@ async function superviseHeld(
     await store.writeJsonAtomic(STATUS_FILE, final);
     await store.writeJsonAtomic(SUMMARY_FILE, buildSummary(final, batch, files, records, clock.now()));
   });
+  await report.flush();
   logger.info({ state }, 'supervisor exiting');
   return state;
 

@@ -7,6 +7,7 @@ import type { BatchStatus } from '../../app/batch/status.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { createContainerRuntime } from '../../composition-root.js';
 import { ExitCode } from '../../core/errors.js';
+import { formatDuration, formatTime } from '../../core/report/format.js';
 
 function render(s: BatchStatus, now: Date): string {
   const c = s.counts;
@@ -17,9 +18,12 @@ function render(s: BatchStatus, now: Date): string {
     `pending ${c.pending}  claimed without result ${c.claimed} (running ${c.running})`,
     `completed ${c.completed}  infrastructure_failure ${c.infrastructure_failure}  fatal ${c.fatal}  provider_stop ${c.provider_stop}  harness_failure ${c.harness_failure}`,
   ];
+  if (s.eta) lines.push(`ETA ${formatDuration(s.eta.remaining_sec)}  (mean pair ${formatDuration(s.eta.mean_pair_sec)} over ${s.eta.basis_pairs} finished)`);
   for (const r of s.running) {
-    const elapsed = Math.round((now.getTime() - new Date(r.started_at).getTime()) / 1000);
-    lines.push(`  running ${r.job_id}  container ${r.container_id?.slice(0, 12) ?? '-'}  elapsed ${elapsed}s  deadline ${r.deadline}`);
+    const startMs = new Date(r.started_at).getTime();
+    const elapsed = Math.max(0, Math.round((now.getTime() - startMs) / 1000));
+    const budget = Math.round((new Date(r.deadline).getTime() - startMs) / 1000);
+    lines.push(`  running ${r.job_id}  container ${r.container_id?.slice(0, 12) ?? '-'}  elapsed ${elapsed}s / ${budget}s  (deadline ${formatTime(r.deadline)})`);
   }
   if (s.claims_without_result.length && !s.supervisor?.alive) lines.push(`claims without result: ${s.claims_without_result.join(', ')}`);
   for (const l of s.leftovers) lines.push(`leftover container ${l.container_id.slice(0, 12)} (${l.status}) job ${l.job_id ?? '?'}: ${l.why}`);
@@ -28,7 +32,7 @@ function render(s: BatchStatus, now: Date): string {
 }
 
 function withoutElapsed(view: string): string {
-  return view.replace(/elapsed \d+s/g, '');
+  return view.replace(/elapsed \d+s/g, '').replace(/^ETA .*$/m, '');
 }
 
 export default class BatchStatusCommand extends BaseCommand {
