@@ -12,7 +12,12 @@ import type { Logger } from './ports/logger.js';
 /** A sink for one container stream: bytes reach disk as they arrive; `finish` reports what was kept. */
 export interface LogTarget {
   readonly stream: Writable;
-  finish(): Promise<{ bytes: number; closed: boolean; failure: string | null }>;
+  finish(): Promise<{ bytes: number; closed: boolean; failure: string | null; limitExceeded?: boolean }>;
+  /**
+   * Settles when the pair must be stopped for this log's sake: its cap was reached (`limit_exceeded`), or the
+   * file cannot take more bytes (`write_failed`, e.g. ENOSPC). Absent or never settling: no such stop.
+   */
+  readonly halted?: Promise<'limit_exceeded' | 'write_failed'>;
 }
 
 export interface SessionsReport {
@@ -70,6 +75,8 @@ export interface PairExecution {
   readonly receiptUpdateFailed: boolean;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
   readonly logFailure: string | null;
+  /** The stream whose log reached its cap (the pair was stopped for it), or null. */
+  readonly logLimitExceeded: 'stdout' | 'stderr' | null;
   readonly outcome: OutcomeRead;
   readonly sessions: SessionsReport;
   readonly providerFailure: ProviderFailure | null;
@@ -138,6 +145,18 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   let cleanup: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
   let logs: PairExecution['logs'];
   let logFailure: string | null = null;
+  // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
+  const logHalt = new AbortController();
+  let logLimitExceeded: 'stdout' | 'stderr' | null = null;
+  const watchHalts = (): void => {
+    for (const p of pipes) {
+      void p.target.halted?.then((why) => {
+        if (why === 'limit_exceeded') logLimitExceeded ??= p.name;
+        if (!logHalt.signal.aborted) logger.warn({ container: containerId, stream: p.name, why }, 'log halted: controlled stop');
+        logHalt.abort();
+      });
+    }
+  };
 
   const recordEngineFailure = (err: unknown): void => {
     if (err instanceof EngineError) {
@@ -154,6 +173,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       containerId = launch.reattach.containerId;
       const output = await runtime.follow(containerId);
       await connectLogs(deps, launch, output, pipes, true);
+      watchHalts();
     } else {
       const handle = await runtime.create(launch.container);
       containerId = handle.id;
@@ -168,16 +188,17 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
         }
       }
       await connectLogs(deps, launch, await runtime.attach(containerId), pipes, false);
+      watchHalts();
       await runtime.start(containerId);
     }
     const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
     const waited = await runtime.wait(containerId, {
       deadlineMs,
-      ...(launch.terminate ? { signal: launch.terminate } : {}),
+      signal: launch.terminate ? AbortSignal.any([launch.terminate, logHalt.signal]) : logHalt.signal,
     });
     if (waited.kind !== 'exited') {
       timedOut = waited.kind === 'deadline';
-      terminated = waited.kind === 'aborted';
+      terminated = waited.kind === 'aborted' && launch.terminate?.aborted === true;
       logger.warn({ container: containerId, stopBudgetSec: launch.stopBudgetSec }, timedOut ? 'wall budget spent: controlled stop' : 'terminate requested: controlled stop');
       await runtime.stop(containerId, launch.stopBudgetSec);
     }
@@ -257,6 +278,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     receiptUpdateFailed,
     logs,
     logFailure,
+    logLimitExceeded,
     outcome,
     sessions,
     providerFailure,
@@ -312,14 +334,18 @@ async function closeLogs(
   const report = { stdout: { bytes: 0, closed: !containerExisted }, stderr: { bytes: 0, closed: !containerExisted } };
   let failure: string | null = null;
   for (const p of pipes) {
-    let finished: { bytes: number; closed: boolean; failure: string | null };
+    let finished: { bytes: number; closed: boolean; failure: string | null; limitExceeded?: boolean };
     try {
       finished = await p.target.finish();
     } catch (err) {
       finished = { bytes: 0, closed: false, failure: errorKind(err) };
     }
     const why = p.failure ?? finished.failure;
-    report[p.name] = { bytes: finished.bytes, closed: finished.closed && p.failure === null };
+    report[p.name] = {
+      bytes: finished.bytes,
+      closed: finished.closed && p.failure === null,
+      ...(finished.limitExceeded === true ? { limit_exceeded: true } : {}),
+    };
     if (why !== null) failure ??= `${p.name}: ${why}`;
   }
   return { logs: report, failure };

@@ -28,6 +28,7 @@ export type Reason =
   | 'outcome_invalid'
   | 'job_id_mismatch'
   | 'timeout'
+  | 'log_limit_exceeded'
   | 'port_allocated'
   | 'nvidia_runtime_missing'
   | 'image_missing'
@@ -65,6 +66,8 @@ export interface ContainerRecord {
 export interface LogRecord {
   readonly bytes: number;
   readonly closed: boolean;
+  /** Present (true) only when the stream reached the job's `log_limit_bytes`: the file is cap + marker line. */
+  readonly limit_exceeded?: boolean;
 }
 
 export interface CleanupRecord {

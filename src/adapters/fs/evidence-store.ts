@@ -320,7 +320,7 @@ export class EvidenceStore {
   }
 
   /** A new log file (exclusive create, 0600), or with `append` the existing one (bytes count from its size). */
-  async openLog(rel: string, options: { readonly append?: boolean } = {}): Promise<LogSink> {
+  async openLog(rel: string, options: { readonly append?: boolean; readonly limitBytes?: number } = {}): Promise<LogSink> {
     const path = this.resolve(rel);
     const append = options.append === true;
     const handle = await attempt('open', rel, 'cannot open log file', () =>
@@ -332,7 +332,7 @@ export class EvidenceStore {
         : 0;
       await this.#syncParent(rel);
       failpoint(`log_opened:${basename(path)}`);
-      return new LogSink(handle, { initialBytes });
+      return new LogSink(handle, { initialBytes, ...(options.limitBytes !== undefined ? { limitBytes: options.limitBytes } : {}) });
     } catch (err) {
       await ignoreFailure(() => handle.close());
       throw err;
