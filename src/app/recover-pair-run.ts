@@ -61,7 +61,7 @@ export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readon
     });
   }
   if (isSameProcessAliveSync(receipt.supervisor)) {
-    throw new RoboguideError('E_PAIR_RUN_ALIVE', `the pair run that owns ${store.root} is still running (pid ${receipt.supervisor.pid}): nothing was touched`, {
+    throw new RoboguideError('E_SUPERVISOR_ALIVE', `the pair run that owns ${store.root} is still running (pid ${receipt.supervisor.pid}): nothing was touched`, {
       exitCode: ExitCode.invalidInput,
       suggestions: [`stop it with SIGTERM (kill ${receipt.supervisor.pid}); it removes its container and releases its slot itself`],
     });
@@ -88,12 +88,14 @@ export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readon
       throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the slot stays held`, { cause: written.error });
     }
   }
-  const before = deps.registry.reservation(receipt.reservation_id);
+  const reservationOf = (): string | null =>
+    receipt.reservation_id === null ? null : (deps.registry.reservation(receipt.reservation_id)?.state ?? null);
+  const before = reservationOf();
   const reconciliation = await reconcilePair(
     { store, registry: deps.registry, runtime, readOutcomeSha256 },
     { jobRel: '.', mode: 'execute' },
   );
-  const after = deps.registry.reservation(receipt.reservation_id);
+  const after = reservationOf();
   return {
     job_id: receipt.job_id,
     claim_id: receipt.claim_id,
@@ -102,7 +104,7 @@ export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readon
     result: wrote ? 'written' : 'kept',
     classification: result.classification,
     reconciliation,
-    released_now: before?.state === 'held' && after?.state === 'released',
+    released_now: before === 'held' && after === 'released',
   };
 }
 
