@@ -136,4 +136,47 @@ describe('runPairLifecycle', () => {
     const r = await runPairLifecycle(deps(runtime), launch);
     expect(r.cleanup).toEqual({ removed: true, verified_absent: false, attempts: 3 });
   });
+
+  describe('a log that halts', () => {
+    /** A container that runs until it is stopped (or the wait is aborted). */
+    function runningUntilStopped(): FakeRuntime & { stops: number } {
+      const runtime = Object.assign(new FakeRuntime(), { stops: 0 });
+      runtime.start = () => Promise.resolve();
+      runtime.wait = ((_id: string, opts: { signal?: AbortSignal }) =>
+        new Promise((resolve) => {
+          if (opts.signal?.aborted) resolve({ kind: 'aborted' as const });
+          opts.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' as const }));
+        })) as unknown as FakeRuntime['wait'];
+      runtime.stop = () => {
+        runtime.stops++;
+        runtime.output.stdout.push(null);
+        runtime.output.stderr.push(null);
+        return Promise.resolve();
+      };
+      return runtime;
+    }
+    const halting = (why: 'limit_exceeded' | 'write_failed') => (name: 'stdout' | 'stderr') => {
+      const log = memoryLog();
+      return Promise.resolve(name === 'stdout' ? { ...log, halted: Promise.resolve(why), finish: () => Promise.resolve({ bytes: 9, closed: true, failure: null, limitExceeded: why === 'limit_exceeded' }) } : log);
+    };
+
+    it('at its cap: the pair gets the controlled stop, is not called terminated, and the stream is named', async () => {
+      const runtime = runningUntilStopped();
+      const r = await runPairLifecycle(deps(runtime, { openLog: halting('limit_exceeded') }), launch);
+      expect(runtime.stops).toBeGreaterThanOrEqual(1);
+      expect(r.logLimitExceeded).toBe('stdout');
+      expect(r.terminated).toBe(false);
+      expect(r.timedOut).toBe(false);
+      expect(r.logs.stdout).toEqual({ bytes: 9, closed: true, limit_exceeded: true });
+      expect(r.cleanup.verified_absent).toBe(true);
+    });
+
+    it('after a failed write: stopped too, with no limit reason', async () => {
+      const runtime = runningUntilStopped();
+      const r = await runPairLifecycle(deps(runtime, { openLog: halting('write_failed') }), launch);
+      expect(runtime.stops).toBeGreaterThanOrEqual(1);
+      expect(r.logLimitExceeded).toBeNull();
+      expect(r.terminated).toBe(false);
+    });
+  });
 });
