@@ -168,12 +168,17 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     }
   };
 
+  const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
+  let exitedInTime = false;
   try {
     if (launch.reattach) {
       containerId = launch.reattach.containerId;
       const output = await runtime.follow(containerId);
       await connectLogs(deps, launch, output, pipes, true);
       watchHalts();
+      // A container that already exited within its budget is not waited for: after the deadline the wait would
+      // report `deadline` and the pair would be called timed out though it finished in time.
+      exitedInTime = await exitedBefore(runtime, containerId, deadlineMs);
     } else {
       const handle = await runtime.create(launch.container);
       containerId = handle.id;
@@ -191,11 +196,12 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       watchHalts();
       await runtime.start(containerId);
     }
-    const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
-    const waited = await runtime.wait(containerId, {
-      deadlineMs,
-      signal: launch.terminate ? AbortSignal.any([launch.terminate, logHalt.signal]) : logHalt.signal,
-    });
+    const waited = exitedInTime
+      ? ({ kind: 'exited' } as const)
+      : await runtime.wait(containerId, {
+          deadlineMs,
+          signal: launch.terminate ? AbortSignal.any([launch.terminate, logHalt.signal]) : logHalt.signal,
+        });
     if (waited.kind !== 'exited') {
       timedOut = waited.kind === 'deadline';
       terminated = waited.kind === 'aborted' && launch.terminate?.aborted === true;
@@ -287,6 +293,14 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     startedAt: startedAt.toISOString(),
     finishedAt: deps.clock.now().toISOString(),
   };
+}
+
+/** True when the container has exited (or died) and the engine says it finished no later than `deadlineMs`. */
+async function exitedBefore(runtime: ContainerRuntime, containerId: string, deadlineMs: number): Promise<boolean> {
+  const state = await runtime.inspect(containerId).catch(() => null); // unknown: wait as usual
+  if (state === null || (state.status !== 'exited' && state.status !== 'dead') || state.finishedAt === null) return false;
+  const finishedMs = Date.parse(state.finishedAt);
+  return Number.isFinite(finishedMs) && finishedMs <= deadlineMs;
 }
 
 /** Our container for this claim, if the engine has one; `known: false` when the engine could not be asked. */

@@ -179,4 +179,31 @@ describe('runPairLifecycle', () => {
       expect(r.terminated).toBe(false);
     });
   });
+
+  it('reattached after its deadline to a container that exited within it: not a timeout (found by the crash tests)', async () => {
+    const runtime = new FakeRuntime();
+    runtime.present = true;
+    const exitedAt = '2026-12-02T00:00:30Z';
+    runtime.inspect = () =>
+      Promise.resolve(runtime.present ? { id: 'c1', status: 'exited' as const, exitCode: 0, oomKilled: false, startedAt: '2026-12-02T00:00:01Z', finishedAt: exitedAt, labels: {} } : null);
+    // The real wait races the engine's answer against a deadline already past: the deadline wins.
+    runtime.wait = (() => Promise.resolve({ kind: 'deadline' as const })) as unknown as FakeRuntime['wait'];
+    let stops = 0;
+    runtime.stop = () => {
+      stops++;
+      return Promise.resolve();
+    };
+    const follow = () => {
+      const out = { stdout: new PassThrough(), stderr: new PassThrough() };
+      out.stdout.end();
+      out.stderr.end();
+      return Promise.resolve(out);
+    };
+    Object.assign(runtime, { follow });
+    const reattach = { ...launch, reattach: { containerId: 'c1' }, deadlineMs: Date.parse('2026-12-02T00:01:00Z') } as PairLaunch;
+    const r = await runPairLifecycle(deps(runtime), reattach);
+    expect(r.timedOut).toBe(false);
+    expect(r.container.exit_code).toBe(0);
+    expect(stops).toBe(0);
+  });
 });
