@@ -250,7 +250,9 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
           tally.runs += drain.resumes;
           if (drain.lastState !== 'drained') found.push(`${label}: did not drain (${String(drain.lastState)})`);
           tally.ranButLost.push(...(await ranButLost(fx)).map((id) => `${label}: ${id}`));
-          found.push(...(await checkInvariants(fx)).map((s) => `${label}: ${s}`));
+          const broken = (await checkInvariants(fx)).map((s) => `${label}: ${s}`);
+          for (const line of broken) console.log(`VIOLATION ${line}`);
+          found.push(...broken);
           const id = await batchIdOf(fx);
           if (id) await sweep({ 'roboguide.batch': id });
         }
