@@ -36,7 +36,7 @@ const SEED = Number(process.env['CRASH_SEED'] ?? 20261202);
 const CONCURRENCY = Number(process.env['CRASH_CONCURRENCY'] ?? (FULL ? 3 : 2));
 /** CI: this many kill sites per worker mode, each at one seeded occurrence. Full: every site × every occurrence. */
 const CI_SITES_PER_MODE = 5;
-const RANDOM_KILLS = FULL ? 100 : 5;
+const RANDOM_KILLS = Number(process.env['CRASH_RANDOM_KILLS'] ?? (FULL ? 100 : 5));
 const FULL_MIN_POINTS = 300;
 /** `CRASH_PARTS=1w,2w,random` runs only those parts (a long full run split over processes); default all. */
 const PARTS = new Set((process.env['CRASH_PARTS'] ?? '1w,2w,random').split(','));
