@@ -45,7 +45,8 @@ async function probeRegistry(target: RegistryTarget): Promise<void> {
   }
 }
 
-async function freeDiskBytes(path: string): Promise<{ path: string; freeBytes: number }> {
+/** Free bytes for an unprivileged user on the file system of `path` (or its nearest existing ancestor). */
+export async function freeDiskBytes(path: string): Promise<{ path: string; freeBytes: number }> {
   let current = resolve(path);
   for (;;) {
     try {

@@ -1,6 +1,7 @@
 import { EngineError } from '../adapters/docker/engine-error.js';
 import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
 import { ExitCode } from '../core/errors.js';
+import { outputSpaceWarning } from '../core/output-budget.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import type { GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
 import type { ContainerRuntime, EngineInfo } from './ports/container-runtime.js';
@@ -52,6 +53,8 @@ export interface DoctorOptions {
   readonly defaultRegistryPath: string;
   /** `--output` or the working directory: the filesystem whose free space matters. */
   readonly outputDir: string;
+  /** With `--manifest`: the bytes that batch's log and session caps could need on that file system. */
+  readonly batchNeedBytes?: number | null;
 }
 
 export const GIB = 1024 ** 3;
@@ -253,7 +256,7 @@ async function hostChecks(deps: DoctorDeps, options: DoctorOptions): Promise<Doc
   return Promise.all([
     gpuCheck(deps),
     registryCheck(deps, options),
-    diskCheck(deps, options.outputDir),
+    diskCheck(deps, options.outputDir, options.batchNeedBytes ?? null),
     bootIdCheck(deps),
   ]);
 }
@@ -299,7 +302,7 @@ async function registryCheck(deps: DoctorDeps, options: DoctorOptions): Promise<
   }
 }
 
-async function diskCheck(deps: DoctorDeps, outputDir: string): Promise<DoctorCheck> {
+async function diskCheck(deps: DoctorDeps, outputDir: string, batchNeedBytes: number | null): Promise<DoctorCheck> {
   const name = 'disk';
   let free: { path: string; freeBytes: number };
   try {
@@ -317,6 +320,8 @@ async function diskCheck(deps: DoctorDeps, outputDir: string): Promise<DoctorChe
     return fail(name, `${detail} (< ${formatBytes(DISK_FAIL_BYTES)})`, fix);
   if (free.freeBytes < DISK_WARN_BYTES)
     return warn(name, `${detail} (< ${formatBytes(DISK_WARN_BYTES)})`, fix);
+  const shortfall = batchNeedBytes === null ? null : outputSpaceWarning(batchNeedBytes, free);
+  if (shortfall !== null) return warn(name, shortfall, 'free space, choose another --output, or lower the jobs\' log_limit_bytes');
   return ok(name, detail);
 }
 

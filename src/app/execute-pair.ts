@@ -28,6 +28,8 @@ export interface PairJob {
   readonly outcome_path: string;
   readonly ports: readonly number[];
   readonly timeout_seconds: number;
+  /** Cap on each of stdout and stderr (bytes); absent: no cap. */
+  readonly log_limit_bytes?: number | undefined;
   readonly image: string;
   readonly gpus?: 'all' | number | readonly string[] | undefined;
   readonly b1_ports?: boolean | undefined;
@@ -157,8 +159,11 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
       logger: deps.logger,
       createRedactor: deps.createRedactor,
       openLog: async (name, append) => {
-        const sink = await store.openLog(join(jobRel, `${name}.log`), { append });
-        return { stream: sink, finish: () => sink.finish(), existingBytes: sink.bytes };
+        const sink = await store.openLog(join(jobRel, `${name}.log`), {
+          append,
+          ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),
+        });
+        return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: sink.bytes };
       },
       readOutcome: input.readOutcome,
       collectSessions: async (archive) => {
@@ -202,6 +207,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     jobId: job.job_id,
     outcome: check,
     timedOut: execution.timedOut,
+    logLimitExceeded: execution.logLimitExceeded !== null,
     terminated: execution.terminated,
     engineFault: toClassifyFault(execution.engineFault),
     engineLoss: execution.engineLoss,

@@ -15,7 +15,12 @@ import type { Logger } from './ports/logger.js';
 /** A sink for one container stream: bytes reach disk as they arrive; `finish` reports what was kept. */
 export interface LogTarget {
   readonly stream: Writable;
-  finish(): Promise<{ bytes: number; closed: boolean; failure: string | null }>;
+  finish(): Promise<{ bytes: number; closed: boolean; failure: string | null; limitExceeded?: boolean }>;
+  /**
+   * Settles when the pair must be stopped for this log's sake: its cap was reached (`limit_exceeded`), or the
+   * file cannot take more bytes (`write_failed`, e.g. ENOSPC). Absent or never settling: no such stop.
+   */
+  readonly halted?: Promise<'limit_exceeded' | 'write_failed'>;
 }
 
 export interface SessionsReport {
@@ -77,6 +82,8 @@ export interface PairExecution {
   readonly receiptUpdateFailed: boolean;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
   readonly logFailure: string | null;
+  /** The stream whose log reached its cap (the pair was stopped for it), or null. */
+  readonly logLimitExceeded: 'stdout' | 'stderr' | null;
   readonly outcome: OutcomeRead;
   readonly sessions: SessionsReport;
   readonly providerFailure: ProviderFailure | null;
@@ -148,6 +155,18 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   let cleanup: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
   let logs: PairExecution['logs'];
   let logFailure: string | null = null;
+  // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
+  const logHalt = new AbortController();
+  let logLimitExceeded: 'stdout' | 'stderr' | null = null;
+  const watchHalts = (): void => {
+    for (const p of pipes) {
+      void p.target.halted?.then((why) => {
+        if (why === 'limit_exceeded') logLimitExceeded ??= p.name;
+        if (!logHalt.signal.aborted) logger.warn({ container: containerId, stream: p.name, why }, 'log halted: controlled stop');
+        logHalt.abort();
+      });
+    }
+  };
 
   const recordEngineFailure = (err: unknown): void => {
     if (err instanceof EngineError) {
@@ -159,6 +178,8 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     }
   };
 
+  const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
+  let exitedInTime = false;
   try {
     // Set when the engine stopped answering before the wait (attach/start refused): the last moment it answered.
     let lostSinceMs: number | undefined;
@@ -172,6 +193,10 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
         engineError = { kind: 'engine_restarted', message: unwatched };
         logger.warn({ container: containerId }, 'container was stopped by an engine restart while no supervisor watched it');
       }
+      watchHalts();
+      // A container that already exited within its budget is not waited for: after the deadline the wait would
+      // report `deadline` and the pair would be called timed out though it finished in time.
+      exitedInTime = await exitedBefore(runtime, containerId, deadlineMs);
     } else {
       const handle = await runtime.create(launch.container);
       containerId = handle.id;
@@ -188,23 +213,29 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       }
       try {
         await connectLogs(deps, launch, await runtime.attach(containerId), pipes, false);
+        watchHalts();
         await runtime.start(containerId);
       } catch (err) {
         if (!isEngineUnavailable(err)) throw err;
         lostSinceMs = createdAtMs;
       }
     }
-    const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
     const id = containerId;
-    const ended = await waitThroughEngineLoss(
-      { runtime, logger, reconnectLogs: (neverStarted) => reconnectLogs(deps, launch, id, pipes, neverStarted) },
-      containerId,
-      {
-        deadlineMs,
-        ...(launch.terminate ? { signal: launch.terminate } : {}),
-        ...(lostSinceMs !== undefined ? { lostSinceMs } : {}),
-      },
-    );
+    const stopSignal = launch.terminate ? AbortSignal.any([launch.terminate, logHalt.signal]) : logHalt.signal;
+    const ended = exitedInTime
+      ? ({ kind: 'exited' } as const)
+      : await waitThroughEngineLoss(
+          {
+            runtime,
+            logger,
+            reconnectLogs: async (neverStarted) => {
+              await reconnectLogs(deps, launch, id, pipes, neverStarted);
+              watchHalts();
+            },
+          },
+          containerId,
+          { deadlineMs, signal: stopSignal, ...(lostSinceMs !== undefined ? { lostSinceMs } : {}) },
+        );
     if (ended.kind === 'engine_loss') {
       engineLoss = ended.loss;
       engineError = { kind: ended.loss, message: ended.message };
@@ -214,7 +245,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       logger.warn({ container: containerId, reason: ended.loss }, 'pair ended by an engine fault');
     } else if (ended.kind !== 'exited') {
       timedOut = ended.kind === 'deadline';
-      terminated = ended.kind === 'aborted';
+      terminated = ended.kind === 'aborted' && launch.terminate?.aborted === true;
       logger.warn({ container: containerId, stopBudgetSec: launch.stopBudgetSec }, timedOut ? 'wall budget spent: controlled stop' : 'terminate requested: controlled stop');
       await runtime.stop(containerId, launch.stopBudgetSec);
     }
@@ -296,6 +327,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     receiptUpdateFailed,
     logs,
     logFailure,
+    logLimitExceeded,
     outcome,
     sessions,
     providerFailure,
@@ -370,6 +402,14 @@ async function reconnectLogs(
   for (const p of pipes) p.failure = writeFailures.get(p.name) ?? null;
 }
 
+/** True when the container has exited (or died) and the engine says it finished no later than `deadlineMs`. */
+async function exitedBefore(runtime: ContainerRuntime, containerId: string, deadlineMs: number): Promise<boolean> {
+  const state = await runtime.inspect(containerId).catch(() => null); // unknown: wait as usual
+  if (state === null || (state.status !== 'exited' && state.status !== 'dead') || state.finishedAt === null) return false;
+  const finishedMs = Date.parse(state.finishedAt);
+  return Number.isFinite(finishedMs) && finishedMs <= deadlineMs;
+}
+
 /** Our container for this claim, if the engine has one; `known: false` when the engine could not be asked. */
 async function findByClaim(
   runtime: ContainerRuntime,
@@ -415,14 +455,18 @@ async function closeLogs(
   const report = { stdout: { bytes: 0, closed: !containerExisted }, stderr: { bytes: 0, closed: !containerExisted } };
   let failure: string | null = null;
   for (const p of pipes) {
-    let finished: { bytes: number; closed: boolean; failure: string | null };
+    let finished: { bytes: number; closed: boolean; failure: string | null; limitExceeded?: boolean };
     try {
       finished = await p.target.finish();
     } catch (err) {
       finished = { bytes: 0, closed: false, failure: errorKind(err) };
     }
     const why = p.failure ?? finished.failure;
-    report[p.name] = { bytes: finished.bytes, closed: finished.closed && p.failure === null };
+    report[p.name] = {
+      bytes: finished.bytes,
+      closed: finished.closed && p.failure === null,
+      ...(finished.limitExceeded === true ? { limit_exceeded: true } : {}),
+    };
     if (why !== null) failure ??= `${p.name}: ${why}`;
   }
   return { logs: report, failure };

@@ -4,6 +4,9 @@ import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
 import { defaultRegistryPath } from '../adapters/registry/default-path.js';
 import { createDoctorDeps } from '../adapters/doctor-probes.js';
 import { renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
+import { loadManifest } from '../app/load-manifest.js';
+import { DEFAULT_EXTRACT_LIMITS } from '../adapters/safe-extract.js';
+import { batchOutputNeedBytes } from '../core/output-budget.js';
 import { BaseCommand } from '../cli/base-command.js';
 import { createContainerRuntime } from '../composition-root.js';
 
@@ -45,6 +48,9 @@ export default class Doctor extends BaseCommand {
     output: Flags.string({
       description: 'directory whose filesystem needs free space (default: the current directory)',
     }),
+    manifest: Flags.string({
+      description: "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
+    }),
   };
 
   async run(): Promise<DoctorJson> {
@@ -60,6 +66,7 @@ export default class Doctor extends BaseCommand {
       registryPath: flags.registry !== undefined && flags.registry !== '' ? resolve(flags.registry) : null,
       defaultRegistryPath: defaultRegistryPath(),
       outputDir: resolve(flags.output ?? process.cwd()),
+      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(flags.manifest)).manifest.jobs, DEFAULT_EXTRACT_LIMITS.maxTotalBytes),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));

@@ -16,6 +16,8 @@ export interface ClassifyInput {
   readonly jobId: string;
   readonly outcome: OutcomeCheck;
   readonly timedOut: boolean;
+  /** A log reached its `log_limit_bytes` and the pair was stopped for it. */
+  readonly logLimitExceeded?: boolean;
   /** The operator stopped the pair (`stop --terminate`). */
   readonly terminated: boolean;
   readonly engineFault: EngineFault | null;
@@ -63,6 +65,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   provider_requires_stop: 'provider_stop',
   provider_status_not_allowed: 'provider_stop',
   timeout: 'infrastructure_failure',
+  // A budget the pair overran, like the wall clock: the pair's own behaviour, not a fault of the harness, so the
+  // batch goes on (a streak of them pauses it, as for any infrastructure failure).
+  log_limit_exceeded: 'infrastructure_failure',
   terminated: 'infrastructure_failure',
   port_allocated: 'infrastructure_failure',
   nvidia_runtime_missing: 'infrastructure_failure',
@@ -144,6 +149,7 @@ function outcomeReasons(check: OutcomeCheck, input: ClassifyInput): Reason[] {
 function observedReasons(input: ClassifyInput): Reason[] {
   const reasons: Reason[] = [...outcomeReasons(input.outcome, input), ...input.harnessFaults];
   if (input.timedOut) reasons.push('timeout');
+  if (input.logLimitExceeded === true) reasons.push('log_limit_exceeded');
   if (input.terminated) reasons.push('terminated');
   if (input.engineFault !== null) reasons.push(input.engineFault);
   if (input.engineLoss !== undefined && input.engineLoss !== null) reasons.push(input.engineLoss);

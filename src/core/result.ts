@@ -30,6 +30,7 @@ export type Reason =
   | 'outcome_too_deep'
   | 'job_id_mismatch'
   | 'timeout'
+  | 'log_limit_exceeded'
   | 'port_allocated'
   | 'nvidia_runtime_missing'
   | 'image_missing'
@@ -73,6 +74,8 @@ export interface ContainerRecord {
 export interface LogRecord {
   readonly bytes: number;
   readonly closed: boolean;
+  /** Present (true) only when the stream reached the job's `log_limit_bytes`: the file is cap + marker line. */
+  readonly limit_exceeded?: boolean;
 }
 
 export interface CleanupRecord {

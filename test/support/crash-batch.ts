@@ -33,9 +33,13 @@ export interface CliRun {
   readonly killedByTest: boolean;
 }
 
-const BIN = resolve('bin/run.js');
+/** The CLI under test; `ROBOGUIDE_CRASH_BIN` points a long full run at a frozen copy of the build. */
+const BIN = resolve(process.env['ROBOGUIDE_CRASH_BIN'] ?? 'bin/run.js');
 
-export async function writeCrashFixture(root: string, jobs: readonly CrashJob[]): Promise<CrashFixture> {
+/** Two workers: the first completed pair reports a GPU peak that lets the dispatch policy run two at once. */
+export const TWO_WORKERS = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 } as const;
+
+export async function writeCrashFixture(root: string, jobs: readonly CrashJob[], capacity: object = { max_workers: 1 }): Promise<CrashFixture> {
   const work = join(root, 'work');
   await mkdir(join(work, 'out'), { recursive: true });
   const manifest = {
@@ -50,7 +54,7 @@ export async function writeCrashFixture(root: string, jobs: readonly CrashJob[])
       timeout_seconds: 60,
     })),
     source_sha256: {},
-    capacity: { max_workers: 1 },
+    capacity,
     stop_budget_seconds: 5,
   };
   const path = join(root, 'manifest.json');
@@ -77,6 +81,7 @@ export interface RunOptions {
 export function runCli(args: readonly string[], opts: RunOptions = {}): Promise<CliRun> {
   const env: Record<string, string | undefined> = { ...process.env, ...opts.env };
   if (opts.env?.['ROBOGUIDE_FAILPOINT'] === undefined) delete env['ROBOGUIDE_FAILPOINT'];
+  if (opts.env?.['ROBOGUIDE_FAILPOINT_TRACE'] === undefined) delete env['ROBOGUIDE_FAILPOINT_TRACE'];
   const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   let killedByTest = false;
@@ -175,12 +180,24 @@ export async function checkInvariants(fx: CrashFixture): Promise<string[]> {
     if (ran === 1 && !lost && result.classification !== job.expected) {
       v.push(`${job.id}: classified ${result.classification}, outcome says ${job.expected}`);
     }
+    if (ran === 1 && !lost) v.push(...(await logViolations(fx, job)));
   }
   const left = await containersLabelled({ 'roboguide.batch': batchId });
   if (left.length > 0) v.push(`${left.length} labelled container(s) left: ${left.join(',')}`);
   v.push(...registryViolations(fx.registry, batchId, results, receipts));
   v.push(...(await summaryViolations(fx, results)));
   return v;
+}
+
+/** The driver's numbered stdout lines, each exactly once and in order: nothing lost, nothing duplicated on reattach. */
+async function logViolations(fx: CrashFixture, job: CrashJob): Promise<string[]> {
+  const numbered = job.actions.find((a) => a.startsWith('numbered='));
+  if (numbered === undefined) return [];
+  const n = Number(numbered.slice('numbered='.length));
+  const expected = Array.from({ length: n }, (_, i) => `${`line ${i + 1}`.padEnd(63)}\n`).join('');
+  const text = await readFile(join(fx.output, 'jobs', job.id, 'stdout.log'), 'utf8').catch(() => null);
+  if (text === null) return [`${job.id}: stdout.log missing`];
+  return text === expected ? [] : [`${job.id}: stdout.log has ${text.length} bytes, expected the ${n} numbered lines (${expected.length} bytes)`];
 }
 
 function registryViolations(path: string, batchId: string, results: ReadonlyMap<string, ResultView>, receipts: ReadonlyMap<string, ReceiptView>): string[] {
@@ -272,6 +289,14 @@ async function readJsonOrNull<T>(path: string): Promise<T | null> {
 
 function sleepMs(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Kill point name -> how many times one run passed it, from a `ROBOGUIDE_FAILPOINT_TRACE` file. */
+export async function failpointCounts(trace: string): Promise<Map<string, number>> {
+  const text = await readFile(trace, 'utf8');
+  const counts = new Map<string, number>();
+  for (const name of text.split('\n')) if (name) counts.set(name, (counts.get(name) ?? 0) + 1);
+  return counts;
 }
 
 export { seededRandom } from './seeded-random.js';

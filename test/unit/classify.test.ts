@@ -25,6 +25,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'outcome_too_large',
       'outcome_too_deep',
       'timeout',
+      'log_limit_exceeded',
       'terminated',
       'port_allocated',
       'nvidia_runtime_missing',
@@ -247,6 +248,12 @@ describe('classify: worked examples', () => {
     );
     expect(got).toEqual({ classification: 'fatal', reasons: ['fatal_failure_flag', 'cleanup_unverified'] });
     expect(pauseReasonsFor(got)).toEqual(['fatal', 'harness']);
+  });
+
+  it('a log over its cap is an infrastructure failure named first, whatever the outcome says', () => {
+    const c = classify(input({ outcome: checkOutcome({ state: 'missing' }), logLimitExceeded: true }));
+    expect(c).toEqual({ classification: 'infrastructure_failure', reasons: ['log_limit_exceeded', 'outcome_missing'] });
+    expect(pauseReasonsFor(c)).toEqual([]);
   });
 
   it('a timeout with a valid outcome is an infrastructure failure that keeps the outcome flags', () => {

@@ -254,6 +254,16 @@ describe('doctor disk thresholds', () => {
   });
 });
 
+describe('doctor disk check with --manifest', () => {
+  it('warns when the free space is less than the batch caps could need, names both figures; ok when it is enough', async () => {
+    const { deps } = fakeWorld({ freeBytes: 10 * 1024 ** 3 });
+    const short = byName((await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 12 * 1024 ** 3 })).checks, 'disk');
+    expect(short).toMatchObject({ status: 'warn', detail: expect.stringMatching(/10\.0 GiB free, less than the 12\.0 GiB/) });
+    const enough = byName((await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 10 * 1024 ** 3 })).checks, 'disk');
+    expect(enough?.status).toBe('ok');
+  });
+});
+
 describe('doctor registry target', () => {
   it('--registry wins; else the default path when it exists; else a scratch database', async () => {
     const flag = fakeWorld();

@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
-import type { LogSink } from '../../src/adapters/fs/log-sink.js';
+import { logLimitMarker, type LogSink } from '../../src/adapters/fs/log-sink.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 
@@ -37,7 +37,7 @@ describe('LogSink', () => {
   it('streams bytes to a new 0600 file and closes it with a report', async () => {
     const sink = await store.openLog('stdout.log');
     await pipeline(Readable.from([Buffer.from('line 1\n'), Buffer.from('line 2\n')]), sink);
-    expect(await sink.finish()).toEqual({ bytes: 14, closed: true, failure: null });
+    expect(await sink.finish()).toEqual({ bytes: 14, closed: true, failure: null, limitExceeded: false });
     expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('line 1\nline 2\n');
     expect((await stat(join(root, 'stdout.log'))).mode & 0o777).toBe(0o600);
     expect(fs.count('sync', /stdout\.log$/)).toBe(1);
@@ -58,7 +58,7 @@ describe('LogSink', () => {
     sink.on('error', (err) => errors.push(err));
     for (let i = 0; i < 5; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61 + i));
     expect(sink.failed).toEqual({ op: 'write', code: 'ENOSPC' });
-    expect(await sink.finish()).toEqual({ bytes: 2100, closed: true, failure: 'ENOSPC' });
+    expect(await sink.finish()).toEqual({ bytes: 2100, closed: true, failure: 'ENOSPC', limitExceeded: false });
     expect(sink.droppedBytes).toBe(2900);
     expect(errors).toEqual([]);
     expect((await stat(join(root, 'stderr.log'))).size).toBe(2100);
@@ -74,14 +74,14 @@ describe('LogSink', () => {
     }
     await pipeline(source(), sink);
     expect(produced).toBe(50);
-    expect(await sink.finish()).toEqual({ bytes: 0, closed: true, failure: 'ENOSPC' });
+    expect(await sink.finish()).toEqual({ bytes: 0, closed: true, failure: 'ENOSPC', limitExceeded: false });
   });
 
   it('reports closed: false when the final fsync fails', async () => {
     fs.addRule({ op: 'sync', path: /stdout\.log$/, code: 'EIO' });
     const sink = await store.openLog('stdout.log');
     await writeOne(sink, Buffer.from('abc'));
-    expect(await sink.finish()).toEqual({ bytes: 3, closed: false, failure: 'EIO' });
+    expect(await sink.finish()).toEqual({ bytes: 3, closed: false, failure: 'EIO', limitExceeded: false });
     expect(fs.count('close', /stdout\.log$/)).toBe(1);
   });
 
@@ -93,7 +93,7 @@ describe('LogSink', () => {
       throw new Error('engine stream broke');
     }
     await expect(pipeline(source(), sink)).rejects.toThrow('engine stream broke');
-    expect(await sink.finish()).toEqual({ bytes: 8, closed: true, failure: null });
+    expect(await sink.finish()).toEqual({ bytes: 8, closed: true, failure: null, limitExceeded: false });
     expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('partial\n');
   });
 
@@ -101,7 +101,7 @@ describe('LogSink', () => {
     await writeFile(join(root, 'stdout.log'), '0123456789');
     const sink = await store.openLog('stdout.log', { append: true });
     await writeOne(sink, Buffer.from('abcde'));
-    expect(await sink.finish()).toEqual({ bytes: 15, closed: true, failure: null });
+    expect(await sink.finish()).toEqual({ bytes: 15, closed: true, failure: null, limitExceeded: false });
     expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('0123456789abcde');
   });
 
@@ -127,9 +127,50 @@ describe('LogSink', () => {
       }
     }
     await pipeline(source(), sink);
-    expect(await sink.finish()).toEqual({ bytes: totalBytes, closed: true, failure: null });
+    expect(await sink.finish()).toEqual({ bytes: totalBytes, closed: true, failure: null, limitExceeded: false });
     expect((await stat(join(root, 'big.log'))).size).toBe(totalBytes);
     expect(maxBufferedBytes).toBeLessThanOrEqual(sink.writableHighWaterMark + chunkBytes);
     expect(fs.maxInFlight('write')).toBe(1);
+  });
+
+  describe('log_limit_bytes', () => {
+    it('keeps the first limit bytes, appends the marker line, drops the rest and asks for a stop', async () => {
+      const sink = await store.openLog('stdout.log', { limitBytes: 2500 });
+      let halted: string | null = null;
+      void sink.halted.then((why) => (halted = why));
+      for (let i = 0; i < 5; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61 + i));
+      const marker = logLimitMarker(2500);
+      expect(await sink.finish()).toEqual({ bytes: 2500 + marker.length, closed: true, failure: null, limitExceeded: true });
+      const text = await readFile(join(root, 'stdout.log'), 'utf8');
+      expect(text).toBe('a'.repeat(1000) + 'b'.repeat(1000) + 'c'.repeat(500) + marker);
+      expect(sink.droppedBytes).toBe(2500);
+      expect(halted).toBe('limit_exceeded');
+    });
+
+    it('a stream of exactly the limit is not over it', async () => {
+      const sink = await store.openLog('stdout.log', { limitBytes: 2000 });
+      for (let i = 0; i < 2; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61));
+      expect(await sink.finish()).toEqual({ bytes: 2000, closed: true, failure: null, limitExceeded: false });
+    });
+
+    it('reopened after a restart with the cap already reached, writes nothing more and asks for a stop at once', async () => {
+      const before = 'x'.repeat(100) + logLimitMarker(100);
+      await writeFile(join(root, 'stdout.log'), before);
+      const sink = await store.openLog('stdout.log', { append: true, limitBytes: 100 });
+      expect(await sink.halted).toBe('limit_exceeded');
+      await writeOne(sink, Buffer.from('more'));
+      expect(await sink.finish()).toMatchObject({ bytes: before.length, limitExceeded: true });
+      expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe(before);
+    });
+
+    it('a failed write (ENOSPC) also asks for a stop, keeping what was written', async () => {
+      fs.addRule({ op: 'write', path: /stdout\.log$/, nth: 2, when: 'before', code: 'ENOSPC' });
+      const sink = await store.openLog('stdout.log', { limitBytes: 1_000_000 });
+      await writeOne(sink, Buffer.from('kept\n'));
+      await writeOne(sink, Buffer.from('lost\n'));
+      expect(await sink.halted).toBe('write_failed');
+      expect(await sink.finish()).toEqual({ bytes: 5, closed: true, failure: 'ENOSPC', limitExceeded: false });
+      expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('kept\n');
+    });
   });
 });

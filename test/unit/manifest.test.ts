@@ -25,6 +25,7 @@ function fullManifest() {
         environment: { MODEL: 'm-1', OPENAI_API_KEY: '${OPENAI_API_KEY}' },
         ports: [41000, 41001, 41002, 41003, 41004, 41005],
         timeout_seconds: 36060,
+        log_limit_bytes: 1073741824,
         image: 'pair-driver:1',
         gpus: 'all',
         b1_ports: true,
@@ -87,6 +88,7 @@ describe('parseManifest: valid manifests', () => {
       environment: {},
       ports: [],
       timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+      log_limit_bytes: 1024 ** 3,
       b1_ports: false,
     });
   });
@@ -287,5 +289,17 @@ describe('parseManifest: reports every problem at once', () => {
       ].sort(),
     );
     expect(JSON.stringify(issues)).not.toContain('sk-literal-value');
+  });
+});
+
+describe('log_limit_bytes', () => {
+  it('defaults to 1 GiB per stream on every job, and a pair spec takes it too', () => {
+    const parsed = parseManifest(JSON.stringify(minimalManifest()));
+    expect(parsed.ok && parsed.manifest.jobs[0]?.log_limit_bytes).toBe(1024 ** 3);
+  });
+
+  it.each([[0], [65_535], [1.5], ['64m'], [1024 ** 4 + 1]])('refuses %j with the field path and the rule', (value) => {
+    const manifest = minimalManifest();
+    expectIssue({ ...manifest, jobs: [{ ...manifest.jobs[0], log_limit_bytes: value }] }, 'jobs[0].log_limit_bytes', /must be an integer 65536\.\.1099511627776 \(bytes per stream\)/);
   });
 });

@@ -136,4 +136,74 @@ describe('runPairLifecycle', () => {
     const r = await runPairLifecycle(deps(runtime), launch);
     expect(r.cleanup).toEqual({ removed: true, verified_absent: false, attempts: 3 });
   });
+
+  describe('a log that halts', () => {
+    /** A container that runs until it is stopped (or the wait is aborted). */
+    function runningUntilStopped(): FakeRuntime & { stops: number } {
+      const runtime = Object.assign(new FakeRuntime(), { stops: 0 });
+      runtime.start = () => Promise.resolve();
+      runtime.wait = ((_id: string, opts: { signal?: AbortSignal }) =>
+        new Promise((resolve) => {
+          if (opts.signal?.aborted) resolve({ kind: 'aborted' as const });
+          opts.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' as const }));
+        })) as unknown as FakeRuntime['wait'];
+      runtime.stop = () => {
+        runtime.stops++;
+        runtime.output.stdout.push(null);
+        runtime.output.stderr.push(null);
+        return Promise.resolve();
+      };
+      return runtime;
+    }
+    const halting = (why: 'limit_exceeded' | 'write_failed') => (name: 'stdout' | 'stderr') => {
+      const log = memoryLog();
+      return Promise.resolve(name === 'stdout' ? { ...log, halted: Promise.resolve(why), finish: () => Promise.resolve({ bytes: 9, closed: true, failure: null, limitExceeded: why === 'limit_exceeded' }) } : log);
+    };
+
+    it('at its cap: the pair gets the controlled stop, is not called terminated, and the stream is named', async () => {
+      const runtime = runningUntilStopped();
+      const r = await runPairLifecycle(deps(runtime, { openLog: halting('limit_exceeded') }), launch);
+      expect(runtime.stops).toBeGreaterThanOrEqual(1);
+      expect(r.logLimitExceeded).toBe('stdout');
+      expect(r.terminated).toBe(false);
+      expect(r.timedOut).toBe(false);
+      expect(r.logs.stdout).toEqual({ bytes: 9, closed: true, limit_exceeded: true });
+      expect(r.cleanup.verified_absent).toBe(true);
+    });
+
+    it('after a failed write: stopped too, with no limit reason', async () => {
+      const runtime = runningUntilStopped();
+      const r = await runPairLifecycle(deps(runtime, { openLog: halting('write_failed') }), launch);
+      expect(runtime.stops).toBeGreaterThanOrEqual(1);
+      expect(r.logLimitExceeded).toBeNull();
+      expect(r.terminated).toBe(false);
+    });
+  });
+
+  it('reattached after its deadline to a container that exited within it: not a timeout (found by the crash tests)', async () => {
+    const runtime = new FakeRuntime();
+    runtime.present = true;
+    const exitedAt = '2026-12-02T00:00:30Z';
+    runtime.inspect = () =>
+      Promise.resolve(runtime.present ? { id: 'c1', status: 'exited' as const, exitCode: 0, oomKilled: false, startedAt: '2026-12-02T00:00:01Z', finishedAt: exitedAt, labels: {} } : null);
+    // The real wait races the engine's answer against a deadline already past: the deadline wins.
+    runtime.wait = (() => Promise.resolve({ kind: 'deadline' as const })) as unknown as FakeRuntime['wait'];
+    let stops = 0;
+    runtime.stop = () => {
+      stops++;
+      return Promise.resolve();
+    };
+    const follow = () => {
+      const out = { stdout: new PassThrough(), stderr: new PassThrough() };
+      out.stdout.end();
+      out.stderr.end();
+      return Promise.resolve(out);
+    };
+    Object.assign(runtime, { follow });
+    const reattach = { ...launch, reattach: { containerId: 'c1' }, deadlineMs: Date.parse('2026-12-02T00:01:00Z') } as PairLaunch;
+    const r = await runPairLifecycle(deps(runtime), reattach);
+    expect(r.timedOut).toBe(false);
+    expect(r.container.exit_code).toBe(0);
+    expect(stops).toBe(0);
+  });
 });

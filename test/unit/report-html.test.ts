@@ -23,6 +23,7 @@ function result(jobId: string, classification: Classification, from: number, to:
       arms: [{ verdict: SECRET }],
       note: `<script>${SECRET}</script>`,
     },
+    outcome_redactions: 0,
     outcome_sha256: null,
     container: { id: 'c', exit_code: 0, timed_out: false, oom_killed: false },
     logs: { stdout: { bytes: 1, closed: true }, stderr: { bytes: 1, closed: true } },

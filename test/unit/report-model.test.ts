@@ -22,6 +22,7 @@ function result(
     classification,
     reasons: classification === 'completed' ? [] : ['infrastructure_failure_flag'],
     outcome: { job_id: jobId, infrastructure_failure: false, fatal_failure: false, arms: [] },
+    outcome_redactions: 0,
     outcome_sha256: null,
     container: { id: `c-${jobId}`, exit_code: 0, timed_out: false, oom_killed: false },
     logs: { stdout: { bytes: 1, closed: true }, stderr: { bytes: 1, closed: true } },

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
+import { failpoint } from '../../app/failpoints.js';
 import { errnoOf } from '../../app/ports/file-system.js';
 import type { FileHandle, FileSystem } from '../../app/ports/file-system.js';
 import { LogSink } from './log-sink.js';
@@ -207,6 +208,7 @@ export class EvidenceStore {
   async writeBytesAtomic(rel: string, bytes: Uint8Array): Promise<void> {
     const target = this.resolve(rel);
     const temp = await this.#writeTemp(rel, target, bytes);
+    failpoint(`write:${basename(target)}:temp_written`);
     try {
       await attempt('rename', rel, 'cannot replace file', () => this.#fs.rename(temp, target));
     } catch (err) {
@@ -214,6 +216,7 @@ export class EvidenceStore {
       throw err;
     }
     this.#ownTemps.delete(temp);
+    failpoint(`write:${basename(target)}:renamed`);
     await this.#syncParent(rel);
   }
 
@@ -225,8 +228,10 @@ export class EvidenceStore {
       target,
       new TextEncoder().encode(`${serialize(rel, value, 2)}\n`),
     );
+    failpoint(`publish:${basename(target)}:temp_written`);
     try {
       await this.#fs.link(temp, target);
+      failpoint(`publish:${basename(target)}:linked`);
     } catch (err) {
       if (errnoOf(err) === 'EEXIST') return 'exists';
       throw storeError('cannot publish file', rel, 'link', err);
@@ -321,7 +326,7 @@ export class EvidenceStore {
   }
 
   /** A new log file (exclusive create, 0600), or with `append` the existing one (bytes count from its size). */
-  async openLog(rel: string, options: { readonly append?: boolean } = {}): Promise<LogSink> {
+  async openLog(rel: string, options: { readonly append?: boolean; readonly limitBytes?: number } = {}): Promise<LogSink> {
     const path = this.resolve(rel);
     const append = options.append === true;
     const handle = await attempt('open', rel, 'cannot open log file', () =>
@@ -332,7 +337,8 @@ export class EvidenceStore {
         ? (await attempt('lstat', rel, 'cannot inspect log file', () => this.#fs.lstat(path))).sizeBytes
         : 0;
       await this.#syncParent(rel);
-      return new LogSink(handle, { initialBytes });
+      failpoint(`log_opened:${basename(path)}`);
+      return new LogSink(handle, { initialBytes, ...(options.limitBytes !== undefined ? { limitBytes: options.limitBytes } : {}) });
     } catch (err) {
       await ignoreFailure(() => handle.close());
       throw err;
@@ -438,6 +444,7 @@ export class EvidenceStore {
       this.#journal = undefined;
       throw storeError('cannot append to journal', JOURNAL_FILE, syscall, err);
     }
+    failpoint(`journal:${event.type}`);
     // The record is durable once fsync returned: a failing close loses nothing.
     await ignoreFailure(() => handle.close());
     this.#journal = { lastSeq: seq, sizeBytes: state.sizeBytes + bytes.byteLength, needsNewline: false };

@@ -16,12 +16,24 @@ export interface LogCloseReport {
   readonly closed: boolean;
   /** The errno code of the first failure (write, fsync or close), or null. */
   readonly failure: string | null;
+  /** True when the stream reached `limitBytes`: the file holds the first `limitBytes` bytes and the marker line. */
+  readonly limitExceeded: boolean;
 }
+
+/** Why a sink asks for its pair to be stopped: the cap was reached, or the file cannot take more bytes. */
+export type LogHalt = 'limit_exceeded' | 'write_failed';
 
 export interface LogSinkOptions {
   /** The file's size when opened: bytes count from there when appending. */
   readonly initialBytes?: number;
   readonly highWaterMarkBytes?: number;
+  /** Cap on the file's size (before the marker line); bytes past it are dropped. Default: none. */
+  readonly limitBytes?: number;
+}
+
+/** The line appended after the last byte kept when a log reaches its cap (starts with a newline: the cut may be mid-line). */
+export function logLimitMarker(limitBytes: number): string {
+  return `\n[roboguide-eval] log limit of ${limitBytes} bytes reached: later output was discarded and the pair was stopped\n`;
 }
 
 export const DEFAULT_LOG_HIGH_WATER_MARK_BYTES = 64 * 1024;
@@ -38,6 +50,11 @@ export class LogSink extends Writable {
   #bytes: number;
   #droppedBytes = 0;
   #failure: LogFailure | null = null;
+  readonly #limitBytes: number;
+  #limitExceeded = false;
+  #haltReason: LogHalt | null = null;
+  readonly #halted: Promise<LogHalt>;
+  #markHalted: (why: LogHalt) => void = () => undefined;
   #closed = false;
   #inFlight: Promise<void> = Promise.resolve();
   #closing: Promise<void> | undefined;
@@ -51,9 +68,30 @@ export class LogSink extends Writable {
     });
     this.#handle = handle;
     this.#bytes = options.initialBytes ?? 0;
+    this.#limitBytes = options.limitBytes ?? Number.POSITIVE_INFINITY;
     this.#done = new Promise<void>((resolve) => {
       this.#markDone = resolve;
     });
+    this.#halted = new Promise<LogHalt>((resolve) => {
+      this.#markHalted = resolve;
+    });
+    // Reopened after a restart with the cap already reached (file = cap + marker): nothing more is written.
+    if (this.#bytes >= this.#limitBytes) {
+      this.#limitExceeded = true;
+      this.#halt('limit_exceeded');
+    }
+  }
+
+  /**
+   * Settles once, when the pair should be stopped: the cap was reached, or a write failed (ENOSPC…) and the
+   * rest of the output cannot be kept. Never settles for a sink that takes every byte.
+   */
+  get halted(): Promise<LogHalt> {
+    return this.#halted;
+  }
+
+  get limitExceeded(): boolean {
+    return this.#limitExceeded;
   }
 
   get bytes(): number {
@@ -70,7 +108,7 @@ export class LogSink extends Writable {
   }
 
   get report(): LogCloseReport {
-    return { bytes: this.#bytes, closed: this.#closed, failure: this.#failure?.code ?? null };
+    return { bytes: this.#bytes, closed: this.#closed, failure: this.#failure?.code ?? null, limitExceeded: this.#limitExceeded };
   }
 
   /** Ends the stream if needed, waits until every accepted byte is written, fsynced and closed. */
@@ -109,10 +147,30 @@ export class LogSink extends Writable {
   }
 
   async #writeChunk(chunk: Uint8Array): Promise<void> {
+    if (this.#limitExceeded || this.#failure !== null) {
+      this.#droppedBytes += chunk.byteLength;
+      return;
+    }
+    const room = this.#limitBytes - this.#bytes;
+    const kept = room < chunk.byteLength ? chunk.subarray(0, room) : chunk;
+    const offset = await this.#writeAll(kept);
+    this.#droppedBytes += chunk.byteLength - offset;
+    if (this.#failure !== null) {
+      this.#halt('write_failed');
+    } else if (kept !== chunk) {
+      this.#limitExceeded = true;
+      // The marker goes past the cap (the file holds cap + marker); if it cannot be written, that is recorded.
+      await this.#writeAll(new TextEncoder().encode(logLimitMarker(this.#limitBytes)));
+      this.#halt('limit_exceeded');
+    }
+  }
+
+  /** Writes until done or the first failure (recorded); returns the bytes of `bytes` written. */
+  async #writeAll(bytes: Uint8Array): Promise<number> {
     let offset = 0;
     try {
-      while (this.#failure === null && offset < chunk.byteLength) {
-        const written = await this.#handle.write(chunk.subarray(offset));
+      while (this.#failure === null && offset < bytes.byteLength) {
+        const written = await this.#handle.write(bytes.subarray(offset));
         if (written <= 0) throw Object.assign(new Error('write(2) wrote no bytes'), { code: 'EIO' });
         offset += written;
         this.#bytes += written;
@@ -120,7 +178,13 @@ export class LogSink extends Writable {
     } catch (err) {
       this.#failure = { op: 'write', code: errnoOf(err) ?? 'EIO' };
     }
-    this.#droppedBytes += chunk.byteLength - offset;
+    return offset;
+  }
+
+  #halt(why: LogHalt): void {
+    if (this.#haltReason !== null) return;
+    this.#haltReason = why;
+    this.#markHalted(why);
   }
 
   #closeOnce(): Promise<void> {

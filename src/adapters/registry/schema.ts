@@ -77,5 +77,5 @@ export function migrate(db: DatabaseSync): void {
       db.exec(MIGRATIONS[version - 1] ?? '');
       db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(version);
     }
-  });
+  }, 'migrate');
 }

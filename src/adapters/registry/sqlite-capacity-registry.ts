@@ -120,7 +120,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
       this.#db
         .prepare('UPDATE host_limits SET max_reservations = ?, gpu_mib = ? WHERE id = 1')
         .run(limits.maxReservations, limits.gpuMib);
-    });
+    }, 'set_limits');
   }
 
   acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): LeaseResult {
@@ -143,18 +143,18 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
         )
         .run(batchId, lease.pid, lease.start_ticks, lease.boot_id, this.#now());
       return { kind: 'acquired' } as const;
-    });
+    }, 'acquire_lease');
   }
 
   releaseLease(batchId: string, pid: number): void {
     inImmediateTransaction(this.#db, () => {
       this.#db.prepare('DELETE FROM supervisor_leases WHERE batch_id = ? AND pid = ?').run(batchId, pid);
-    });
+    }, 'release_lease');
   }
 
   admit(request: AdmitRequest): AdmitResult {
     checkAdmitRequest(request);
-    return inImmediateTransaction(this.#db, () => this.#admitIn(request));
+    return inImmediateTransaction(this.#db, () => this.#admitIn(request), 'admit');
   }
 
   #admitIn(request: AdmitRequest): AdmitResult {
@@ -215,7 +215,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
       this.#db
         .prepare('UPDATE reservations SET container_id = ? WHERE id = ?')
         .run(containerId, reservationId);
-    });
+    }, 'attach_container');
   }
 
   release(reservationId: string, claimId: string): ReleaseResult {
@@ -230,11 +230,11 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
         )
         .run(this.#now(), reservationId);
       return { kind: 'released' };
-    });
+    }, 'release');
   }
 
   commitTerminal(commit: TerminalCommit): TerminalCommitResult {
-    return inImmediateTransaction(this.#db, () => commitTerminalIn(this.#db, commit, this.#now()));
+    return inImmediateTransaction(this.#db, () => commitTerminalIn(this.#db, commit, this.#now()), 'commit_terminal');
   }
 
   reservation(reservationId: string): Reservation | null {
@@ -279,7 +279,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
           context: { runId },
         });
       }
-    });
+    }, 'annotate');
   }
 
   close(): void {

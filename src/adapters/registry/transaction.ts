@@ -1,12 +1,14 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
+import { failpoint } from '../../app/failpoints.js';
 
 /**
  * Runs `work` inside `BEGIN IMMEDIATE … COMMIT`: the write lock is taken up front, so a
  * count-then-insert cannot interleave with another writer (another process included).
  * Any throw rolls back; SQLite errors (busy past the timeout, constraint) become `E_REGISTRY`.
+ * `operation` names the crash-test failpoints around the COMMIT (`registry:<operation>:in_txn|committed`).
  */
-export function inImmediateTransaction<T>(db: DatabaseSync, work: () => T): T {
+export function inImmediateTransaction<T>(db: DatabaseSync, work: () => T, operation = 'write'): T {
   try {
     db.exec('BEGIN IMMEDIATE');
   } catch (error) {
@@ -14,7 +16,9 @@ export function inImmediateTransaction<T>(db: DatabaseSync, work: () => T): T {
   }
   try {
     const value = work();
+    failpoint(`registry:${operation}:in_txn`);
     db.exec('COMMIT');
+    failpoint(`registry:${operation}:committed`);
     return value;
   } catch (error) {
     if (db.isTransaction) db.exec('ROLLBACK');

@@ -48,7 +48,14 @@ export async function loadBatch(store: EvidenceStore): Promise<LoadedBatch> {
   if (batch === null) {
     throw new RoboguideError('E_BATCH_STATE', `${store.root} is not a batch output directory (no ${BATCH_FILE})`, { exitCode: 2 });
   }
-  const manifestBytes = await readFile(store.resolve(MANIFEST_FILE));
+  const manifestBytes = await readFile(store.resolve(MANIFEST_FILE)).catch((err: unknown) => {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    // `start` died between publishing batch.json and freezing the manifest: nothing was claimed or run.
+    throw new RoboguideError('E_BATCH_STATE', `${store.root}: the batch was never fully created (no ${MANIFEST_FILE})`, {
+      exitCode: 2,
+      suggestions: ['nothing ran: start the batch again with a new --output directory'],
+    });
+  });
   const parsed = parseManifest(manifestBytes.toString('utf8'));
   if (!parsed.ok) throw new RoboguideError('E_BATCH_STATE', `the frozen ${MANIFEST_FILE} no longer validates`, { exitCode: 1 });
   return { batch, manifest: parsed.manifest, manifestBytes };

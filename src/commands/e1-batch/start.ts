@@ -1,12 +1,16 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { readCodeVersion } from '../../adapters/code-version.js';
+import { freeDiskBytes } from '../../adapters/doctor-probes.js';
+import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
+import { DEFAULT_EXTRACT_LIMITS } from '../../adapters/safe-extract.js';
 import { observeGpus } from '../../adapters/nvidia-smi.js';
 import { hostAddresses } from '../../adapters/host-addresses.js';
 import { registryLocation } from '../../adapters/registry/default-path.js';
 import { openRegistryAt } from '../../adapters/registry/open-registry.js';
 import { launchSupervisor } from '../../adapters/supervisor-launcher.js';
+import { batchSpaceWarning } from '../../app/batch/output-space.js';
 import { prepareBatch } from '../../app/batch/start-batch.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { systemClock } from '../../app/ports/clock.js';
@@ -71,13 +75,19 @@ export default class BatchStart extends BaseCommand {
         onWarning: (message) => this.warn(message),
       },
     );
-    for (const warning of record.gpu_observation?.warnings ?? []) this.warn(warning);
+    const warnings = [...(record.gpu_observation?.warnings ?? [])];
+    const space = await batchSpaceWarning(new EvidenceStore(new NodeFileSystem(), output), {
+      freeDiskBytes,
+      sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
+    }).catch(() => null); // advisory: never stops a batch that was created
+    if (space !== null) warnings.push(space);
+    for (const warning of warnings) this.warn(warning);
     if (flags.foreground) {
       const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
       try {
         const state = await supervise({ ...deps, handleSignals: true }, 'start');
         this.log(`batch ${record.batch_id}: ${state} (${output})`);
-        return { batch_id: record.batch_id, output, supervisor_pid: process.pid, state };
+        return { batch_id: record.batch_id, output, supervisor_pid: process.pid, state, warnings };
       } finally {
         deps.dispose();
       }
@@ -85,6 +95,6 @@ export default class BatchStart extends BaseCommand {
     const identity = await launchSupervisor(BIN_RUN_JS, output, 'start');
     this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
     this.log(`  follow it: npx roboguide-eval e1-batch status --output ${output} --watch`);
-    return { batch_id: record.batch_id, output, supervisor_pid: identity.pid, warnings: record.gpu_observation?.warnings ?? [] };
+    return { batch_id: record.batch_id, output, supervisor_pid: identity.pid, warnings };
   }
 }

@@ -12,6 +12,11 @@ export const DEFAULT_SESSIONS_DIR = '/root/.codex/sessions';
 export const DEFAULT_STOP_BUDGET_SECONDS = 240;
 export const MAX_STOP_BUDGET_SECONDS = 3_600;
 
+/** Per-stream cap on a pair's stdout/stderr log: default, floor and ceiling, in bytes (issue 10 part 6). */
+export const DEFAULT_LOG_LIMIT_BYTES = 1024 ** 3;
+export const MIN_LOG_LIMIT_BYTES = 64 * 1024;
+export const MAX_LOG_LIMIT_BYTES = 1024 ** 4;
+
 /** `b1_ports: true` injects exactly this many ports as ROBOGUIDE_B1_*_PORT (SPEC §9). */
 export const B1_PORT_COUNT = 6;
 

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import {
   DEFAULT_SESSIONS_DIR,
   ENV_NAME_PATTERN,
+  MAX_LOG_LIMIT_BYTES,
+  MIN_LOG_LIMIT_BYTES,
   JOB_ID_PATTERN,
   MAX_STOP_BUDGET_SECONDS,
   MAX_TIMEOUT_SECONDS,
@@ -54,6 +56,12 @@ export const StopBudgetSeconds = z
   .int({ error: STOP_BUDGET_RULE })
   .min(1, { error: STOP_BUDGET_RULE })
   .max(MAX_STOP_BUDGET_SECONDS, { error: STOP_BUDGET_RULE });
+
+const LOG_LIMIT_RULE = `must be an integer ${MIN_LOG_LIMIT_BYTES}..${MAX_LOG_LIMIT_BYTES} (bytes per stream)`;
+export const LogLimitBytes = z
+  .int({ error: LOG_LIMIT_RULE })
+  .min(MIN_LOG_LIMIT_BYTES, { error: LOG_LIMIT_RULE })
+  .max(MAX_LOG_LIMIT_BYTES, { error: LOG_LIMIT_RULE });
 
 export const SessionsDir = AbsolutePath.default(DEFAULT_SESSIONS_DIR);
 

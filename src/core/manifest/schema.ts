@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_STOP_BUDGET_SECONDS, DEFAULT_TIMEOUT_SECONDS, MANIFEST_SCHEMA_ID } from './constants.js';
+import { DEFAULT_LOG_LIMIT_BYTES, DEFAULT_STOP_BUDGET_SECONDS, DEFAULT_TIMEOUT_SECONDS, MANIFEST_SCHEMA_ID } from './constants.js';
 import {
   AbsoluteFilePath,
   AbsolutePath,
@@ -8,6 +8,7 @@ import {
   Environment,
   Gpus,
   JobId,
+  LogLimitBytes,
   NonEmptyString,
   Ports,
   SessionsDir,
@@ -29,6 +30,9 @@ const jobShape = {
   environment: Environment.default({}),
   ports: Ports.default([]),
   timeout_seconds: TimeoutSeconds.default(DEFAULT_TIMEOUT_SECONDS),
+  log_limit_bytes: LogLimitBytes.default(DEFAULT_LOG_LIMIT_BYTES).meta({
+    description: 'cap on each of stdout and stderr; past it the pair is stopped (reason log_limit_exceeded)',
+  }),
   image: NonEmptyString.optional(),
   gpus: Gpus.optional().meta({ description: '"all" | count | ["0", "GPU-<uuid>"]; absent = no GPU' }),
   b1_ports: z.boolean().default(false).meta({

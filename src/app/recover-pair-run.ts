@@ -1,0 +1,170 @@
+import { createHash } from 'node:crypto';
+import { stat } from 'node:fs/promises';
+import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
+import { isSameProcessAliveSync } from '../adapters/host-identity.js';
+import { readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
+import { classify } from '../core/classify.js';
+import { ExitCode, RoboguideError } from '../core/errors.js';
+import { checkOutcome } from '../core/outcome.js';
+import type { Receipt } from '../core/receipt.js';
+import { RESULT_SCHEMA, type CleanupRecord, type ResultRecord } from '../core/result.js';
+import { writeJsonVerified } from './durable-write.js';
+import { outcomeForResult } from './execute-pair.js';
+import { removeAndVerify } from './pair-lifecycle.js';
+import type { CapacityRegistry } from './ports/capacity-registry.js';
+import type { Clock } from './ports/clock.js';
+import type { ContainerRuntime } from './ports/container-runtime.js';
+import type { Logger } from './ports/logger.js';
+import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
+
+export interface RecoverPairRunDeps {
+  readonly store: EvidenceStore;
+  readonly registry: CapacityRegistry;
+  readonly runtime: ContainerRuntime;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+export interface RecoverPairRunReport {
+  readonly job_id: string;
+  readonly claim_id: string;
+  /** Containers of this claim found by the label sweep (and the receipt), each stopped and removed. */
+  readonly containers: readonly string[];
+  readonly cleanup: CleanupRecord;
+  /** `written` now, or `kept` when an earlier run (or recover) had written it. */
+  readonly result: 'written' | 'kept';
+  readonly classification: ResultRecord['classification'];
+  readonly reconciliation: ReconcileReport;
+  /** True when this call released the slot; a replay releases nothing. */
+  readonly released_now: boolean;
+}
+
+/**
+ * `pair recover`: the `pair run` that owned `D` was killed (SIGKILL, OOM, lost host shell) and left its slot held,
+ * maybe its container running. Finds every container labelled with the receipt's claim, stops and removes it
+ * with verification, writes result.json from the evidence on disk (`harness_failure` / `lost_worker`, the outcome
+ * kept as found, the logs as far as they were written), then releases the slot through terminal reconciliation.
+ * Idempotent: a second call finds the result and the committed proof and releases nothing. Refuses while the
+ * `pair run` process is alive, and a batch directory (that is `e1-batch resume`'s job).
+ */
+export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readonly stopBudgetSec: number }): Promise<RecoverPairRunReport> {
+  const { store, runtime } = deps;
+  const receipt = await store.readJson<Receipt>('receipt.json');
+  if (receipt === null) {
+    throw new RoboguideError('E_USAGE', `${store.root} holds no receipt.json: not a pair run directory (nothing was claimed there)`, {
+      exitCode: ExitCode.invalidInput,
+    });
+  }
+  if (!receipt.batch_id.startsWith('pair-run-')) {
+    throw new RoboguideError('E_USAGE', `${store.root} is a pair of batch ${receipt.batch_id}, not a pair run`, {
+      exitCode: ExitCode.invalidInput,
+      suggestions: ['recover a batch with `e1-batch resume --output <batch dir>`'],
+    });
+  }
+  if (isSameProcessAliveSync(receipt.supervisor)) {
+    throw new RoboguideError('E_SUPERVISOR_ALIVE', `the pair run that owns ${store.root} is still running (pid ${receipt.supervisor.pid}): nothing was touched`, {
+      exitCode: ExitCode.invalidInput,
+      suggestions: [`stop it with SIGTERM (kill ${receipt.supervisor.pid}); it removes its container and releases its slot itself`],
+    });
+  }
+
+  let result = await store.readJson<ResultRecord>('result.json');
+  const containers: string[] = [];
+  let cleanup: CleanupRecord = result?.cleanup ?? { removed: false, verified_absent: true, attempts: 0 };
+  const wrote = result === null;
+  if (result === null) {
+    const found = (await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })).map((c) => c.id);
+    const secrets = new Set<string>();
+    for (const id of new Set([...found, ...(receipt.container_id !== null ? [receipt.container_id] : [])])) {
+      containers.push(id);
+      for (const value of secretCandidates(await runtime.environmentOf(id).catch(() => null))) secrets.add(value);
+      const one = await removeAndVerify({ runtime, logger: deps.logger }, id, options.stopBudgetSec);
+      cleanup = {
+        removed: cleanup.removed || one.removed,
+        verified_absent: cleanup.verified_absent && one.verified_absent,
+        attempts: cleanup.attempts + one.attempts,
+      };
+    }
+    result = await lostPairRunResult(deps, receipt, containers[0] ?? null, cleanup, [...secrets]);
+    const written = await writeJsonVerified(store, 'result.json', result);
+    if (written.kind === 'failed') {
+      throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the slot stays held`, { cause: written.error });
+    }
+  }
+  const reservationOf = (): string | null =>
+    receipt.reservation_id === null ? null : (deps.registry.reservation(receipt.reservation_id)?.state ?? null);
+  const before = reservationOf();
+  const reconciliation = await reconcilePair(
+    { store, registry: deps.registry, runtime, readOutcomeSha256 },
+    { jobRel: '.', mode: 'execute' },
+  );
+  const after = reservationOf();
+  return {
+    job_id: receipt.job_id,
+    claim_id: receipt.claim_id,
+    containers,
+    cleanup,
+    result: wrote ? 'written' : 'kept',
+    classification: result.classification,
+    reconciliation,
+    released_now: before === 'held' && after === 'released',
+  };
+}
+
+/** The result of a pair whose `pair run` died: lost_worker, plus cleanup_unverified when removal was not proven. */
+async function lostPairRunResult(
+  deps: RecoverPairRunDeps,
+  receipt: Receipt,
+  containerId: string | null,
+  cleanup: CleanupRecord,
+  secrets: readonly string[],
+): Promise<ResultRecord> {
+  // The verdict is the pair's private copy (the host outcome_path is only written once a run finished).
+  const read = await readOutcomeFile(receipt.private_outcome === undefined ? receipt.outcome_path : deps.store.resolve(receipt.private_outcome));
+  const check = checkOutcome(read);
+  const outcome = outcomeForResult(check, secrets);
+  const classified = classify({
+    jobId: receipt.job_id,
+    outcome: check,
+    timedOut: false,
+    terminated: false,
+    engineFault: null,
+    harnessFaults: cleanup.verified_absent ? ['lost_worker'] : ['lost_worker', 'cleanup_unverified'],
+    allowedHttpStatuses: [],
+    sourceHashMismatch: false,
+  });
+  const logBytes = async (name: string): Promise<number> => (await stat(deps.store.resolve(name)).catch(() => null))?.size ?? 0;
+  return {
+    schema: RESULT_SCHEMA,
+    job_id: receipt.job_id,
+    batch_id: receipt.batch_id,
+    claim_id: receipt.claim_id,
+    classification: classified.classification,
+    reasons: classified.reasons,
+    outcome: outcome.value,
+    outcome_redactions: outcome.redactions,
+    outcome_sha256: read.state === 'present' ? createHash('sha256').update(read.bytes).digest('hex') : null,
+    container: { id: containerId, exit_code: null, timed_out: false, oom_killed: false },
+    logs: { stdout: { bytes: await logBytes('stdout.log'), closed: false }, stderr: { bytes: await logBytes('stderr.log'), closed: false } },
+    sessions: { files: 0, bytes: 0, refusals: [] },
+    provider_failure: null,
+    provider_failure_error_kind: null,
+    cleanup,
+    engine_error: null,
+    started_at: receipt.claimed_at,
+    finished_at: deps.clock.now().toISOString(),
+  };
+}
+
+/** Names every image sets, never a resolved `${NAME}` secret. */
+const PLAIN_VARIABLES = new Set(['PATH', 'HOME', 'HOSTNAME', 'TERM', 'LANG', 'PWD', 'SHLVL', 'ROBOGUIDE_OUTCOME_PATH', 'ROBOGUIDE_JOB_ID', 'ROBOGUIDE_BATCH_ID']);
+
+/**
+ * The values the dead `pair run` may have resolved from `${NAME}`: the pair spec is not kept on disk, so every
+ * container variable of 8 characters or more (the shortest secret accepted without `--allow-short-secrets`) that
+ * is not a plain system variable is masked in the outcome kept in result.json. Masking too much is the safe side.
+ */
+function secretCandidates(environment: Readonly<Record<string, string>> | null): string[] {
+  if (environment === null) return [];
+  return Object.entries(environment).flatMap(([name, value]) => (PLAIN_VARIABLES.has(name) || value.length < 8 ? [] : [value]));
+}
