@@ -1,3 +1,5 @@
+import { isCredentialLikePath } from './manifest/secrets.js';
+
 /**
  * Which host paths a pair may have bind-mounted (or have us write to): a pair is hostile, so no mount may
  * reach the evidence, the host registry, the engine's socket, the host's system folders or the home folder.
@@ -85,4 +87,16 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
     if (home !== '/' && isWithin(home, path)) problems.push(`must not be or contain the home folder ${home} (use a folder inside it)`);
   }
   return problems;
+}
+
+/**
+ * `checkMounts` for mounts a caller names freely (serve sessions): also refuses a credential-looking file or
+ * folder (`.env`, `*.pem`, `id_rsa*`, `*credentials*`, …), which a pair could read and print.
+ */
+export function checkFreeMounts(mounts: readonly MountRequest[], protectedPaths: ProtectedPaths): MountIssue[] {
+  const issues = checkMounts(mounts, protectedPaths);
+  for (const mount of mounts) {
+    if (isCredentialLikePath(mount.hostPath)) issues.push({ field: mount.field, message: 'looks like a credential file; it may not be mounted' });
+  }
+  return issues;
 }

@@ -5,7 +5,7 @@ import { ApiError, parseBody, toApiError } from '../../src/app/serve/api-error.j
 import { openApiDocument } from '../../src/app/serve/openapi.js';
 import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { InvalidInputError, RoboguideError } from '../../src/core/errors.js';
-import { checkMounts } from '../../src/core/mount-policy.js';
+import { checkFreeMounts, checkMounts } from '../../src/core/mount-policy.js';
 
 const protectedPaths = {
   outputDir: '/var/lib/rg/serve',
@@ -20,26 +20,30 @@ describe('checkMounts', () => {
   });
 
   it.each([
-    ['/', 'must not be the root directory'],
-    ['/home/u', 'must not expose the host registry'],
-    ['/home', 'must not expose the host registry'],
-    ['/var/lib/rg/serve/sessions', 'must not expose the evidence directory'],
-    ['/var/lib/rg', 'must not expose the evidence directory'],
-    ['/var/run/docker.sock', 'must not expose the Docker engine socket'],
-    ['/var/run', 'must not expose the Docker engine socket'],
-    ['/home/u/.local/state/roboguide-eval', 'must not expose the host registry'],
+    ['/', 'must not be / (the whole host file system)'],
+    ['/home/u', 'must not contain the registry database /home/u/.local/state/roboguide-eval/registry.db'],
+    ['/home', 'must not be or contain the home folder /home/u (use a folder inside it)'],
+    ['/var/lib/rg/serve/sessions', 'must not lie inside the output directory /var/lib/rg/serve'],
+    ['/var/lib/rg', 'must not contain the output directory /var/lib/rg/serve'],
+    ['/var/run/docker.sock', 'must not be, contain or lie inside the system folder /var/run'],
+    ['/srv/sock-dir', 'must not contain the engine socket /srv/sock-dir/docker.sock'],
+    ['/home/u/.local/state/roboguide-eval', 'must not contain the registry database'],
     ['/srv/app/.env', 'looks like a credential file; it may not be mounted'],
-    ['relative/path', 'must be an absolute path'],
-    ['/srv/x/../../home/u', 'must not expose the host registry'],
+    ['relative/path', 'host path relative/path must be absolute'],
+    ['/srv/x/../../home/u', 'must not be or contain the home folder /home/u'],
   ])('refuses %s', (hostPath, message) => {
-    expect(checkMounts([{ field: 'mounts[0].source', hostPath }], protectedPaths)).toEqual([{ field: 'mounts[0].source', message }]);
+    const issues = checkFreeMounts([{ field: 'mounts[0].source', hostPath }], { ...protectedPaths, engineSocketPaths: [...protectedPaths.engineSocketPaths, '/srv/sock-dir/docker.sock'] });
+    expect(issues.length).toBeGreaterThan(0);
+    expect(issues.every((i) => i.field === 'mounts[0].source')).toBe(true);
+    expect(issues.map((i) => i.message)).toContainEqual(expect.stringContaining(message));
   });
 });
 
 describe('checkMounts (home only)', () => {
-  it('refuses the home directory or a parent, allows a sibling', () => {
+  it('refuses the home directory or a parent, allows a folder inside it and a sibling', () => {
     const home = { homeDir: '/home/u' };
-    expect(checkMounts([{ field: 'a', hostPath: '/home/u' }], home)).toEqual([{ field: 'a', message: 'must not expose the home directory' }]);
+    expect(checkMounts([{ field: 'a', hostPath: '/home/u' }], home)).toEqual([{ field: 'a', message: 'must not be or contain the home folder /home/u (use a folder inside it)' }]);
+    expect(checkMounts([{ field: 'a', hostPath: '/home/u/project' }], home)).toEqual([]);
     expect(checkMounts([{ field: 'a', hostPath: '/home/u/../other' }], home)).toEqual([]);
   });
 });
