@@ -6,7 +6,7 @@ import pino from 'pino';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
-import { publishOutcomeCopy } from './adapters/outcome-reader.js';
+import { maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import { extractArchiveSafely } from './adapters/safe-extract.js';
 import { diagnoseSessions } from './app/diagnose-sessions.js';
@@ -78,6 +78,7 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     extractSessions: (archive, targetDir, transform, signal, redactName) => extractArchiveSafely(archive, targetDir, { transform, signal, redactName }),
     diagnose: (dir) => diagnoseSessions(dir),
     publishOutcome: publishOutcomeCopy,
+    maskOutcome: maskOutcomeCopy,
   };
 }
 

@@ -44,6 +44,12 @@ export function redactText(text: string, secrets: readonly string[]): string {
   return redactOnce(compileRedaction(secrets, 'text'), text);
 }
 
+/** Masks secret values, their encodings and token formats in raw bytes (any encoding; matched byte for byte). */
+export function redactBytes(bytes: Uint8Array, secrets: readonly string[]): Buffer {
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
+  return Buffer.from(redactOnce(compileRedaction(secrets, 'latin1-bytes'), text), 'latin1');
+}
+
 /** `redactText` for many texts with the same secrets: compiled once. */
 export function textRedactor(secrets: readonly string[]): (text: string) => string {
   const compiled = compileRedaction(secrets, 'text');

@@ -3,6 +3,7 @@ import { constants } from 'node:fs';
 import { lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
+import { redactBytes } from './log-redaction.js';
 
 export { MAX_OUTCOME_BYTES } from '../core/outcome.js';
 
@@ -103,5 +104,32 @@ export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): P
     await dir.sync();
   } finally {
     await dir.close();
+  }
+}
+
+/**
+ * The evidence copy of a finished pair's outcome (its private folder, which no container reaches any more) with
+ * every secret masked: when masking changes the driver's bytes, the file is replaced atomically by the masked
+ * ones. Returns the bytes now kept there; `outcome_sha256` covers them, so terminal reconciliation can check them.
+ */
+export async function maskOutcomeCopy(bytes: Uint8Array, privatePath: string, secrets: readonly string[]): Promise<Uint8Array> {
+  const masked = redactBytes(bytes, secrets);
+  if (masked.equals(bytes)) return bytes;
+  await publishOutcomeCopy(masked, privatePath);
+  return masked;
+}
+
+/**
+ * A pair finished without its supervisor (lost worker, `pair recover`): the private outcome as the driver left it
+ * (for the verdict) and as kept in the evidence after masking (for `outcome_sha256`). A copy that cannot be masked
+ * in place is not claimed: `kept` is then null, like a missing outcome.
+ */
+export async function readAndMaskOutcome(privatePath: string, secrets: readonly string[]): Promise<{ read: OutcomeRead; kept: Uint8Array | null }> {
+  const read = await readOutcomeFile(privatePath);
+  if (read.state !== 'present') return { read, kept: null };
+  try {
+    return { read, kept: await maskOutcomeCopy(read.bytes, privatePath, secrets) };
+  } catch {
+    return { read, kept: null };
   }
 }

@@ -55,6 +55,11 @@ export interface ExecutePairDeps {
    * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.
    */
   readonly publishOutcome?: (bytes: Uint8Array, hostPath: string) => Promise<void>;
+  /**
+   * After the container is gone: mask every secret in the private outcome copy (the evidence), replacing the file
+   * when masking changed it; returns the bytes kept. Absent: the copy is kept as the driver wrote it.
+   */
+  readonly maskOutcome?: (bytes: Uint8Array, privatePath: string, secrets: readonly string[]) => Promise<Uint8Array>;
 }
 
 export interface ExecutePairInput {
@@ -197,8 +202,18 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     }
   }
   const check = checkOutcome(execution.outcome);
-  const outcomeSha256 =
-    execution.outcome.state === 'present' ? createHash('sha256').update(execution.outcome.bytes).digest('hex') : null;
+  // The verdict comes from the driver's bytes; the evidence keeps them with secrets masked, and the hash covers
+  // what is kept (the same bytes whenever nothing had to be masked).
+  let keptOutcome: Uint8Array | null = execution.outcome.state === 'present' ? execution.outcome.bytes : null;
+  if (keptOutcome !== null && deps.maskOutcome) {
+    try {
+      keptOutcome = await deps.maskOutcome(keptOutcome, privateOutcome.file, input.secrets);
+    } catch (err) {
+      keptOutcome = null;
+      deps.logger.warn({ job: job.job_id, err: errorKind(err) }, 'the private outcome copy could not be masked: its hash is not recorded');
+    }
+  }
+  const outcomeSha256 = keptOutcome !== null ? createHash('sha256').update(keptOutcome).digest('hex') : null;
   const harnessFaults: HarnessFault[] = [];
   if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed) harnessFaults.push('log_write_failed');
   if (execution.receiptUpdateFailed) harnessFaults.push('receipt_write_failed');

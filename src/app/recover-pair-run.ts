@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import { isSameProcessAliveSync } from '../adapters/host-identity.js';
-import { readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
+import { readAndMaskOutcome, readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
 import { classify } from '../core/classify.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 import { checkOutcome } from '../core/outcome.js';
@@ -120,7 +120,10 @@ async function lostPairRunResult(
   secrets: readonly string[],
 ): Promise<ResultRecord> {
   // The verdict is the pair's private copy (the host outcome_path is only written once a run finished).
-  const read = await readOutcomeFile(receipt.private_outcome === undefined ? receipt.outcome_path : deps.store.resolve(receipt.private_outcome));
+  const { read, kept } =
+    receipt.private_outcome === undefined
+      ? await readOutcomeFile(receipt.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null }))
+      : await readAndMaskOutcome(deps.store.resolve(receipt.private_outcome), secrets);
   const check = checkOutcome(read);
   const outcome = outcomeForResult(check, secrets);
   const classified = classify({
@@ -143,7 +146,7 @@ async function lostPairRunResult(
     reasons: classified.reasons,
     outcome: outcome.value,
     outcome_redactions: outcome.redactions,
-    outcome_sha256: read.state === 'present' ? createHash('sha256').update(read.bytes).digest('hex') : null,
+    outcome_sha256: kept !== null ? createHash('sha256').update(kept).digest('hex') : null,
     container: { id: containerId, exit_code: null, timed_out: false, oom_killed: false },
     logs: { stdout: { bytes: await logBytes('stdout.log'), closed: false }, stderr: { bytes: await logBytes('stderr.log'), closed: false } },
     sessions: { files: 0, bytes: 0, refusals: [] },

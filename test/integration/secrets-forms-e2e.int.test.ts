@@ -9,7 +9,7 @@
  * driver's own and keeps what it wrote (checked, not scanned).
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -206,8 +206,12 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     expect(printed.outcome_redactions).toBe(4);
     const sessionNames = (await listFilesRecursively(join(output, 'jobs/f1/sessions'))).map((f) => f.slice(f.lastIndexOf('/') + 1));
     expect(sessionNames.sort()).toEqual(['rollout-[REDACTED].jsonl', 'rollout-forms.jsonl']);
-    // The host outcome file is the driver's own: kept as written (outcome_sha256 covers these bytes).
+    // The host outcome file is the driver's own: kept as written. The evidence copy (the pair's private folder) is
+    // masked, and outcome_sha256 covers the bytes kept there (so reconciliation could check them).
     expect(await readFile(join(work, 'out', 'f1.json'), 'utf8')).toContain(API_TOKEN);
+    const kept = await readFile(join(output, 'jobs/f1/outcome/f1.json'));
+    expect(kept.toString('utf8')).toContain('[REDACTED');
+    expect(createHash('sha256').update(kept).digest('hex')).toBe((result as unknown as { outcome_sha256: string }).outcome_sha256);
 
     const windows = windowsOf([...needles(API_TOKEN), ...needles(NAME_TOKEN)], 8);
     const files = [

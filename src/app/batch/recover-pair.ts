@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { readBootId } from '../../adapters/host-identity.js';
-import { readOutcomeFile } from '../../adapters/outcome-reader.js';
+import { readAndMaskOutcome, readOutcomeFile } from '../../adapters/outcome-reader.js';
 import { classify } from '../../core/classify.js';
 import { referencedName, type Job } from '../../core/manifest/index.js';
 import { checkOutcome } from '../../core/outcome.js';
@@ -69,7 +69,11 @@ async function lostWorkerResult(
   cleanup: ResultRecord['cleanup'],
   secrets: readonly string[],
 ): Promise<ResultRecord> {
-  const read = await readOutcomeFile(receipt.private_outcome === undefined ? job.outcome_path : deps.store.resolve(`${jobRel(job.job_id)}/${receipt.private_outcome}`));
+  // Receipts from before the private folder name only the host outcome_path: the driver's own file, never masked.
+  const { read, kept } =
+    receipt.private_outcome === undefined
+      ? await readOutcomeFile(job.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null }))
+      : await readAndMaskOutcome(deps.store.resolve(`${jobRel(job.job_id)}/${receipt.private_outcome}`), secrets);
   const check = checkOutcome(read);
   const outcome = outcomeForResult(check, secrets);
   const classified = classify({
@@ -98,7 +102,7 @@ async function lostWorkerResult(
     reasons: classified.reasons,
     outcome: outcome.value,
     outcome_redactions: outcome.redactions,
-    outcome_sha256: read.state === 'present' ? createHash('sha256').update(read.bytes).digest('hex') : null,
+    outcome_sha256: kept !== null ? createHash('sha256').update(kept).digest('hex') : null,
     container: { id: containerId, exit_code: null, timed_out: false, oom_killed: false },
     logs: { stdout: { bytes: await logBytes('stdout.log'), closed: false }, stderr: { bytes: await logBytes('stderr.log'), closed: false } },
     sessions: { files: 0, bytes: 0, refusals: [] },
