@@ -61,7 +61,7 @@ export type DockerConnection = Docker.DockerOptions;
  * The engine's own copy of a pair's raw (unredacted) output: always the local json-file driver, whatever the
  * daemon's default (journald, syslog or a remote service would keep or ship it beyond the container). The copy
  * lives under the engine's data root and is deleted with the container, whose removal we verify. It must be a
- * driver the logs API can read back: attach replays it, and a resumed supervisor re-reads it from the start and
+ * driver the logs API can read back: a resumed supervisor re-reads it from the start and
  * skips what stdout.log already holds. Bounded: 4 files of 512 MiB (JSON-framed lines); a pair whose output
  * outgrows that and is reattached after a supervisor crash loses the rotated-away start (docs/secrets.md).
  */
@@ -181,11 +181,13 @@ export class DockerContainerRuntime implements ContainerRuntime {
         (abortSignal) =>
           this.docker
             .getContainer(id)
+            // No `logs`: the engine registers the stream before it answers, so a container started after the answer
+            // loses nothing; a log replay would run after that registration and deliver early lines twice.
             .attach({
               stream: true,
               stdout: true,
               stderr: true,
-              logs: true,
+              logs: false,
               abortSignal,
             }) as unknown as Promise<Readable>,
       );

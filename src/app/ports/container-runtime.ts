@@ -74,7 +74,7 @@ export interface ContainerRuntime {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
   create(spec: ContainerSpec): Promise<ContainerHandle>;
-  /** Attach before start: output from the first byte. */
+  /** Attach before start: the output of the start that follows, from its first byte, each byte once (no log replay). */
   attach(id: string): Promise<ContainerOutput>;
   /** Follow the log API from the container's first byte (reattach after a supervisor restart). */
   follow(id: string): Promise<ContainerOutput>;
