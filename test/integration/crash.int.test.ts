@@ -57,6 +57,7 @@ const KILL_SITES = [
   'write:terminal-proof.json:temp_written', 'write:terminal-proof.json:renamed', 'registry:commit_terminal:in_txn',
   'registry:commit_terminal:committed', 'after_reconcile', 'journal:reconciled', 'before_drain_check', 'journal:supervisor_exited',
   'write:SUMMARY.json:temp_written', 'write:SUMMARY.json:renamed', 'registry:release_lease:in_txn', 'registry:release_lease:committed',
+  'write:report.html:temp_written', 'write:report.html:renamed',
 ].sort();
 
 interface Mode {
