@@ -95,7 +95,10 @@ export interface ResultRecord {
   readonly outcome: unknown;
   /** Strings, keys and numbers of `outcome` that held a secret and were masked. */
   readonly outcome_redactions: number;
-  /** SHA-256 of the outcome file's bytes as the driver wrote them (before masking); null when absent. */
+  /**
+   * SHA-256 of the outcome bytes kept in the evidence (`outcome/` of the pair's folder: the driver's bytes with every
+   * secret masked, so the same bytes whenever nothing had to be masked); null when absent or not kept.
+   */
   readonly outcome_sha256: string | null;
   readonly container: ContainerRecord;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };

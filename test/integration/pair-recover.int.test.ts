@@ -112,4 +112,14 @@ describe.skipIf(noDocker)('pair recover', () => {
     expect(run.stderr).toMatch(/no receipt\.json/);
     expect(spawnSync('ls', ['-A', empty], { encoding: 'utf8' }).stdout).toBe('');
   });
+
+  it('refuses a URL for --registry (exit 2, the field named, the password nowhere), nothing written', () => {
+    const empty = join(work, 'empty-url');
+    spawnSync('mkdir', ['-p', empty]);
+    const run = cli(['pair', 'recover', '--output', empty, '--registry', 'postgres://u:hunter2secret@db/rg']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/--registry/);
+    expect(run.stdout + run.stderr).not.toContain('hunter2secret');
+    expect(spawnSync('ls', ['-A', empty], { encoding: 'utf8' }).stdout).toBe('');
+  });
 });

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { resolveRegistryPath } from '../../adapters/registry/default-path.js';
+import { registryLocation } from '../../adapters/registry/default-path.js';
 import { SqliteCapacityRegistry } from '../../adapters/registry/sqlite-capacity-registry.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { recoverPairRun, type RecoverPairRunReport } from '../../app/recover-pair-run.js';
@@ -38,7 +38,7 @@ export default class PairRecover extends BaseCommand {
     if (!existsSync(output) || !statSync(output).isDirectory()) {
       throw new RoboguideError('E_USAGE', `output directory ${output} does not exist`, { exitCode: ExitCode.invalidInput });
     }
-    const registryPath = resolveRegistryPath(flags.registry);
+    const registryPath = registryLocation(flags.registry).path; // a URL is refused, never taken for a path
     if (!existsSync(registryPath)) {
       throw new RoboguideError('E_USAGE', `no capacity registry at ${registryPath}`, {
         exitCode: ExitCode.invalidInput,

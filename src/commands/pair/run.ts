@@ -13,16 +13,16 @@ export default class PairRun extends BaseCommand {
   static override summary = 'Run one evaluation pair in its own container, in the foreground, and print its receipt.';
   static override description = [
     'The spec is one JSON object with the fields of a manifest job: job_id, argv, cwd, outcome_path, environment,',
-    'ports, timeout_seconds, image, gpus, b1_ports, plus optional sessions_dir, stop_budget_seconds and',
-    'allowed_http_statuses. Environment values may reference this process\'s variables only as the whole string',
+    'ports, timeout_seconds, image, gpus, b1_ports, plus optional sessions_dir, stop_budget_seconds,',
+    'log_limit_bytes (per stream, default 1 GiB) and allowed_http_statuses. Environment values may reference this process\'s variables only as the whole string',
     '"${NAME}"; resolved values are passed to the container and never written anywhere.',
     '',
     'The pair gets the batch lifecycle: receipt first, container created with labels, init, no-new-privileges;',
     'stdout/stderr streamed (redacted) to files; wall budget with a controlled stop (SIGTERM, stop budget, kill);',
     'outcome and Codex sessions collected; then the container is removed and its absence verified.',
     '',
-    'Exit codes: 0 classification "completed"; 1 any other classification or a runtime failure (the receipt',
-    'is still written and printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
+    'Exit codes: 0 classification "completed" and the slot released; 1 any other classification, a held slot or a',
+    'runtime failure (the receipt is still written and printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> pair run --spec pair.json',
