@@ -1,6 +1,7 @@
 import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { registryLocation } from '../../src/adapters/registry/default-path.js';
 import { checkRegistryLocation, openRegistryAt } from '../../src/adapters/registry/open-registry.js';
@@ -46,6 +47,25 @@ describe('checkRegistryLocation / openRegistryAt', () => {
     expect(await readdir(dir)).toEqual(['notes.db']);
     expect((await stat(join(dir, 'notes.db'))).size).toBe('not a database'.length);
     expect(() => openRegistryAt({ path: dir, explicit: true })).toThrow(expect.objectContaining({ message: expect.stringMatching(/is not a file/) as string }));
+  });
+
+  it('takes an empty SQLite database (a first migration killed mid-transaction) as a new registry; refuses one with other tables', () => {
+    const path = join(dir, 'r.db');
+    // What a SIGKILL inside the first migration leaves: WAL mode set, the transaction rolled back, no table.
+    const killed = new DatabaseSync(path);
+    killed.exec('PRAGMA journal_mode = WAL');
+    killed.exec('BEGIN; CREATE TABLE schema_version (v INTEGER); ROLLBACK');
+    killed.close();
+    expect(() => checkRegistryLocation({ path, explicit: true })).not.toThrow();
+    const registry = openRegistryAt({ path, explicit: true });
+    registry.close();
+    expect(() => checkRegistryLocation({ path, explicit: true })).not.toThrow();
+
+    const other = join(dir, 'other.db');
+    const db = new DatabaseSync(other);
+    db.exec('CREATE TABLE notes (t TEXT)');
+    db.close();
+    expect(() => openRegistryAt({ path: other, explicit: true })).toThrow(expect.objectContaining({ exitCode: 2, message: expect.stringMatching(/not a roboguide-eval registry/) as string }));
   });
 
   it('creates a new named registry in an existing folder, then accepts it as existing', () => {

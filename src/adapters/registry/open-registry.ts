@@ -16,15 +16,18 @@ function refuse(rule: string): InvalidInputError {
   return new InvalidInputError('E_USAGE', 'invalid --registry', [{ path: '--registry', rule }]);
 }
 
-/** True when the file is a SQLite database holding our tables (opened read-only: nothing is changed). */
+/**
+ * True when the file is a SQLite database holding our tables, or one holding no table at all: what a first
+ * migration killed inside its transaction leaves (or an empty file); opening it migrates it. Opened read-only:
+ * nothing is changed here.
+ */
 function isRegistryDatabase(path: string): boolean {
   try {
     const db = new DatabaseSync(path, { readOnly: true });
     try {
-      const names = db
-        .prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (${REGISTRY_TABLES.map(() => '?').join(',')})`)
-        .all(...REGISTRY_TABLES);
-      return names.length === REGISTRY_TABLES.length;
+      const tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all().map((row) => String(row['name']));
+      if (tables.length === 0) return true;
+      return REGISTRY_TABLES.every((name) => tables.includes(name));
     } finally {
       db.close();
     }
