@@ -40,6 +40,8 @@ const RANDOM_KILLS = Number(process.env['CRASH_RANDOM_KILLS'] ?? (FULL ? 100 : 5
 const FULL_MIN_POINTS = 300;
 /** `CRASH_PARTS=1w,2w,random` runs only those parts (a long full run split over processes); default all. */
 const PARTS = new Set((process.env['CRASH_PARTS'] ?? '1w,2w,random').split(','));
+/** `CRASH_SITES=site,site` runs every occurrence of just those kill sites (to re-check points after a fix). */
+const ONLY_SITES = process.env['CRASH_SITES'] ? new Set(process.env['CRASH_SITES'].split(',')) : null;
 
 /**
  * Every kill point a 5-pair batch passes (src/app/failpoints.ts). The trace must list exactly these: a new write
@@ -160,6 +162,7 @@ async function killPoint(mode: Mode, site: string, nth: number): Promise<string[
 function pointsFor(mode: Mode): { site: string; nth: number }[] {
   const passes = counts.get(mode.name) ?? new Map<string, number>();
   const all = KILL_SITES.flatMap((site) => Array.from({ length: passes.get(site) ?? 0 }, (_, i) => ({ site, nth: i + 1 })));
+  if (ONLY_SITES) return all.filter((p) => ONLY_SITES.has(p.site));
   if (FULL) return all;
   const random = seededRandom(SEED + (mode.name === '2w' ? 1 : 0));
   const sites = [...KILL_SITES].sort(() => random() - 0.5).slice(0, CI_SITES_PER_MODE);
