@@ -109,27 +109,68 @@ export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): P
 
 /**
  * The evidence copy of a finished pair's outcome (its private folder, which no container reaches any more) with
- * every secret masked: when masking changes the driver's bytes, the file is replaced atomically by the masked
- * ones. Returns the bytes now kept there; `outcome_sha256` covers them, so terminal reconciliation can check them.
+ * every secret masked, and the bytes to hash for `outcome_sha256`:
+ * - nothing to mask: the file is left alone and `bytes` are returned;
+ * - the file still holds `bytes` (compare and swap): it is replaced atomically by the masked bytes (a temp file
+ *   beside it, created exclusively and without following links, fsynced, renamed over it; rename replaces a
+ *   link, never follows it), and the masked bytes are returned;
+ * - the file changed since it was read (a driver that outlived its stop): it is left alone and the masked bytes
+ *   are returned anyway, so terminal reconciliation sees the change (`outcome_changed`) instead of it being hidden;
+ * - the replace failed (ENOSPC, EIO): the file is left as it is and the hash of what is on disk is returned, so
+ *   the pair is not held forever; `masked: false` says the copy kept the driver's bytes.
  */
-export async function maskOutcomeCopy(bytes: Uint8Array, privatePath: string, secrets: readonly string[]): Promise<Uint8Array> {
+export async function maskOutcomeCopy(
+  bytes: Uint8Array,
+  privatePath: string,
+  secrets: readonly string[],
+  replace: (path: string, bytes: Uint8Array) => Promise<void> = replaceFile,
+): Promise<{ kept: Uint8Array; masked: boolean }> {
   const masked = redactBytes(bytes, secrets);
-  if (masked.equals(bytes)) return bytes;
-  await publishOutcomeCopy(masked, privatePath);
-  return masked;
+  if (masked.equals(bytes)) return { kept: bytes, masked: true };
+  const now = await readOutcomeFile(privatePath);
+  if (now.state !== 'present' || !Buffer.from(now.bytes).equals(bytes)) return { kept: masked, masked: true };
+  try {
+    await replace(privatePath, masked);
+    return { kept: masked, masked: true };
+  } catch {
+    return { kept: bytes, masked: false };
+  }
+}
+
+async function replaceFile(path: string, bytes: Uint8Array): Promise<void> {
+  const folder = dirname(path);
+  const temp = join(folder, `.${basename(path)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    await handle.writeFile(bytes);
+    await handle.sync();
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  await handle.close();
+  try {
+    await rename(temp, path);
+  } catch (err) {
+    await unlink(temp).catch(() => undefined);
+    throw err;
+  }
+  const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await dir.sync().catch(() => undefined); // the rename happened; a failed folder fsync must not unsay it
+  } finally {
+    await dir.close();
+  }
 }
 
 /**
  * A pair finished without its supervisor (lost worker, `pair recover`): the private outcome as the driver left it
- * (for the verdict) and as kept in the evidence after masking (for `outcome_sha256`). A copy that cannot be masked
- * in place is not claimed: `kept` is then null, like a missing outcome.
+ * (for the verdict) and as kept in the evidence after masking (for `outcome_sha256`; see maskOutcomeCopy).
  */
-export async function readAndMaskOutcome(privatePath: string, secrets: readonly string[]): Promise<{ read: OutcomeRead; kept: Uint8Array | null }> {
+export async function readAndMaskOutcome(privatePath: string, secrets: readonly string[]): Promise<{ read: OutcomeRead; kept: Uint8Array | null; masked: boolean }> {
   const read = await readOutcomeFile(privatePath);
-  if (read.state !== 'present') return { read, kept: null };
-  try {
-    return { read, kept: await maskOutcomeCopy(read.bytes, privatePath, secrets) };
-  } catch {
-    return { read, kept: null };
-  }
+  if (read.state !== 'present') return { read, kept: null, masked: true };
+  const { kept, masked } = await maskOutcomeCopy(read.bytes, privatePath, secrets);
+  return { read, kept, masked };
 }

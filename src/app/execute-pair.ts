@@ -57,9 +57,14 @@ export interface ExecutePairDeps {
   readonly publishOutcome?: (bytes: Uint8Array, hostPath: string) => Promise<void>;
   /**
    * After the container is gone: mask every secret in the private outcome copy (the evidence), replacing the file
-   * when masking changed it; returns the bytes kept. Absent: the copy is kept as the driver wrote it.
+   * when masking changed it and it still holds `bytes`; returns the bytes to hash, and `masked: false` when the
+   * replace failed and the copy keeps the driver's bytes. Absent: the copy is kept as the driver wrote it.
    */
-  readonly maskOutcome?: (bytes: Uint8Array, privatePath: string, secrets: readonly string[]) => Promise<Uint8Array>;
+  readonly maskOutcome?: (
+    bytes: Uint8Array,
+    privatePath: string,
+    secrets: readonly string[],
+  ) => Promise<{ readonly kept: Uint8Array; readonly masked: boolean }>;
 }
 
 export interface ExecutePairInput {
@@ -206,12 +211,9 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   // what is kept (the same bytes whenever nothing had to be masked).
   let keptOutcome: Uint8Array | null = execution.outcome.state === 'present' ? execution.outcome.bytes : null;
   if (keptOutcome !== null && deps.maskOutcome) {
-    try {
-      keptOutcome = await deps.maskOutcome(keptOutcome, privateOutcome.file, input.secrets);
-    } catch (err) {
-      keptOutcome = null;
-      deps.logger.warn({ job: job.job_id, err: errorKind(err) }, 'the private outcome copy could not be masked: its hash is not recorded');
-    }
+    const kept = await deps.maskOutcome(keptOutcome, privateOutcome.file, input.secrets);
+    keptOutcome = kept.kept;
+    if (!kept.masked) deps.logger.warn({ job: job.job_id }, 'the evidence copy of the outcome could not be masked in place: it keeps the driver\'s bytes');
   }
   const outcomeSha256 = keptOutcome !== null ? createHash('sha256').update(keptOutcome).digest('hex') : null;
   const harnessFaults: HarnessFault[] = [];

@@ -122,7 +122,7 @@ async function lostPairRunResult(
   // The verdict is the pair's private copy (the host outcome_path is only written once a run finished).
   const { read, kept } =
     receipt.private_outcome === undefined
-      ? await readOutcomeFile(receipt.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null }))
+      ? await readOutcomeFile(receipt.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null, masked: true }))
       : await readAndMaskOutcome(deps.store.resolve(receipt.private_outcome), secrets);
   const check = checkOutcome(read);
   const outcome = outcomeForResult(check, secrets);

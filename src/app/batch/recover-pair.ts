@@ -53,11 +53,16 @@ export async function recoverPair(
   }
 
   await deps.journal('recovered', { job_id: job.job_id, action: 'lost_worker', container_id: containerId, rebooted });
+  // Mask with the values the container holds too (read before it is removed): the resuming shell may export
+  // rotated or placeholder ones, or none.
+  const inContainer = containerId !== null && state !== null ? ((await runtime.environmentOf(containerId).catch(() => null)) ?? {}) : {};
+  const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
+  const secrets = [...new Set([...(env?.secrets ?? []), ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))])];
   const cleanup =
     containerId !== null && state !== null
       ? await removeAndVerify({ runtime, logger: deps.execute.logger }, containerId, ctx.manifest.stop_budget_seconds)
       : { removed: false, verified_absent: true, attempts: 0 };
-  return finishPair(deps, receipt, await lostWorkerResult(deps, ctx, job, receipt, containerId, cleanup, env?.secrets ?? []));
+  return finishPair(deps, receipt, await lostWorkerResult(deps, ctx, job, receipt, containerId, cleanup, secrets));
 }
 
 async function lostWorkerResult(
@@ -72,7 +77,7 @@ async function lostWorkerResult(
   // Receipts from before the private folder name only the host outcome_path: the driver's own file, never masked.
   const { read, kept } =
     receipt.private_outcome === undefined
-      ? await readOutcomeFile(job.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null }))
+      ? await readOutcomeFile(job.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null, masked: true }))
       : await readAndMaskOutcome(deps.store.resolve(`${jobRel(job.job_id)}/${receipt.private_outcome}`), secrets);
   const check = checkOutcome(read);
   const outcome = outcomeForResult(check, secrets);
