@@ -5,7 +5,7 @@
  */
 import { dirname, join } from 'node:path';
 import type { Issue } from '../core/errors.js';
-import { checkMounts, isWithin, normalizeAbsolute, type MountRequest, type ProtectedPaths } from '../core/mount-policy.js';
+import { checkMounts, isWithin, normalizeAbsolute, resolveProtectedPaths, type MountRequest, type ProtectedPaths } from '../core/mount-policy.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
 
 export interface JobPaths {
@@ -51,17 +51,8 @@ async function symlinkProblem(fs: FileSystem, path: string): Promise<string | nu
   return null;
 }
 
-async function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<ProtectedPaths> {
-  const real = (path: string | undefined): Promise<string | undefined> =>
-    path === undefined ? Promise.resolve(undefined) : resolveReal(fs, path).catch(() => normalizeAbsolute(path));
-  const [outputDir, registryPath, homeDir] = await Promise.all([real(p.outputDir), real(p.registryPath), real(p.homeDir)]);
-  const sockets = await Promise.all((p.engineSocketPaths ?? []).map(async (s) => [normalizeAbsolute(s), await real(s)]));
-  return {
-    ...(outputDir !== undefined ? { outputDir } : {}),
-    ...(registryPath !== undefined ? { registryPath } : {}),
-    ...(homeDir !== undefined ? { homeDir } : {}),
-    engineSocketPaths: [...new Set(sockets.flat().filter((s): s is string => s !== undefined))],
-  };
+function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<ProtectedPaths> {
+  return resolveProtectedPaths(p, (path) => resolveReal(fs, path));
 }
 
 /** Every problem with the jobs' host paths, each at its field; empty when all are allowed. */

@@ -100,3 +100,21 @@ export function checkFreeMounts(mounts: readonly MountRequest[], protectedPaths:
   }
   return issues;
 }
+
+/**
+ * The protected paths as real paths (symlinks resolved by `real`, e.g. `$HOME` → `/var/home/u`), so that they
+ * compare with mounts that were resolved too; a path that cannot be resolved is kept normalized. Each engine
+ * socket is kept both as named and as resolved.
+ */
+export async function resolveProtectedPaths(p: ProtectedPaths, real: (path: string) => Promise<string>): Promise<ProtectedPaths> {
+  const resolve = (path: string | undefined): Promise<string | undefined> =>
+    path === undefined ? Promise.resolve(undefined) : real(path).catch(() => normalizeAbsolute(path));
+  const [outputDir, registryPath, homeDir] = await Promise.all([resolve(p.outputDir), resolve(p.registryPath), resolve(p.homeDir)]);
+  const sockets = await Promise.all((p.engineSocketPaths ?? []).map(async (s) => [normalizeAbsolute(s), await resolve(s)]));
+  return {
+    ...(outputDir !== undefined ? { outputDir } : {}),
+    ...(registryPath !== undefined ? { registryPath } : {}),
+    ...(homeDir !== undefined ? { homeDir } : {}),
+    engineSocketPaths: [...new Set(sockets.flat().filter((s): s is string => s !== undefined))],
+  };
+}

@@ -5,7 +5,7 @@ import { ApiError, parseBody, toApiError } from '../../src/app/serve/api-error.j
 import { openApiDocument } from '../../src/app/serve/openapi.js';
 import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { InvalidInputError, RoboguideError } from '../../src/core/errors.js';
-import { checkFreeMounts, checkMounts } from '../../src/core/mount-policy.js';
+import { checkFreeMounts, checkMounts, resolveProtectedPaths } from '../../src/core/mount-policy.js';
 
 const protectedPaths = {
   outputDir: '/var/lib/rg/serve',
@@ -45,6 +45,16 @@ describe('checkMounts (home only)', () => {
     expect(checkMounts([{ field: 'a', hostPath: '/home/u' }], home)).toEqual([{ field: 'a', message: 'must not be or contain the home folder /home/u (use a folder inside it)' }]);
     expect(checkMounts([{ field: 'a', hostPath: '/home/u/project' }], home)).toEqual([]);
     expect(checkMounts([{ field: 'a', hostPath: '/home/u/../other' }], home)).toEqual([]);
+  });
+});
+
+describe('resolveProtectedPaths', () => {
+  it('compares mounts with the real protected paths: a symlinked $HOME is refused under its real name too', async () => {
+    const real = (path: string): Promise<string> => (path.startsWith('/home/') ? Promise.resolve(`/var${path}`) : Promise.reject(new Error('ENOENT')));
+    const resolved = await resolveProtectedPaths({ homeDir: '/home/u', registryPath: '/nowhere/r.db', engineSocketPaths: ['/home/u/docker.sock'] }, real);
+    expect(resolved).toEqual({ homeDir: '/var/home/u', registryPath: '/nowhere/r.db', engineSocketPaths: ['/home/u/docker.sock', '/var/home/u/docker.sock'] });
+    expect(checkFreeMounts([{ field: 'm', hostPath: '/var/home/u' }], { homeDir: '/home/u' })).toEqual([]);
+    expect(checkFreeMounts([{ field: 'm', hostPath: '/var/home/u' }], resolved).length).toBeGreaterThan(0);
   });
 });
 

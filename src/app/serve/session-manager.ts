@@ -7,7 +7,7 @@ import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { redactText } from '../../adapters/log-redaction.js';
 import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
 import { referencedName, resolveEnvironment } from '../../core/manifest/index.js';
-import { checkFreeMounts, type ProtectedPaths } from '../../core/mount-policy.js';
+import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
 import type { Clock } from '../ports/clock.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Logger } from '../ports/logger.js';
@@ -221,7 +221,9 @@ export class SessionManager {
       }
     }
     if (missing.length > 0) throw ApiError.invalid('the session request', missing);
-    const issues = checkFreeMounts(binds.map((b, index) => ({ field: `mounts[${index}].source`, hostPath: b.hostPath })), this.#deps.protectedPaths);
+    // Protected paths as real paths too: a symlinked $HOME (/home/u → /var/home/u) must not let /var/home/u in.
+    const protectedPaths = await resolveProtectedPaths(this.#deps.protectedPaths, (path) => realpath(path));
+    const issues = checkFreeMounts(binds.map((b, index) => ({ field: `mounts[${index}].source`, hostPath: b.hostPath })), protectedPaths);
     if (issues.length > 0) throw ApiError.invalid('the session request', issues.map((i) => ({ path: i.field, rule: i.message })));
     return binds;
   }
