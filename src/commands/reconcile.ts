@@ -6,6 +6,7 @@ import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import { readOutcomeFile } from '../adapters/outcome-reader.js';
 import { registryLocation } from '../adapters/registry/default-path.js';
+import { checkRegistryLocation } from '../adapters/registry/open-registry.js';
 import { SqliteCapacityRegistry } from '../adapters/registry/sqlite-capacity-registry.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
 import { BaseCommand } from '../cli/base-command.js';
@@ -69,10 +70,12 @@ export default class Reconcile extends BaseCommand {
     if (!existsSync(output) || !statSync(output).isDirectory()) {
       throw usage(`output directory ${output} does not exist`, 'pass the --output directory of a batch or a pair run');
     }
-    const registryPath = registryLocation(flags.registry).path;
+    const location = registryLocation(flags.registry);
+    const registryPath = location.path;
     if (!existsSync(registryPath)) {
       throw usage(`no capacity registry at ${registryPath}`, 'pass --registry with the database the batch was admitted in');
     }
+    checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
     let result: ReconcileBatchResult;
     try {

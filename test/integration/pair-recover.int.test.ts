@@ -113,6 +113,18 @@ describe.skipIf(noDocker)('pair recover', () => {
     expect(spawnSync('ls', ['-A', empty], { encoding: 'utf8' }).stdout).toBe('');
   });
 
+  it('refuses an existing file that is no registry (exit 2), leaving it byte for byte unchanged', async () => {
+    const empty = join(work, 'empty-notes');
+    spawnSync('mkdir', ['-p', empty]);
+    const notes = join(work, 'notes.txt');
+    await writeFile(notes, 'my notes, not a database\n');
+    const run = cli(['pair', 'recover', '--output', empty, '--registry', notes]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/not a roboguide-eval registry/);
+    expect(await readFile(notes, 'utf8')).toBe('my notes, not a database\n');
+    expect(spawnSync('ls', ['-A', work], { encoding: 'utf8' }).stdout).not.toMatch(/notes\.txt-(wal|shm)/);
+  });
+
   it('refuses a URL for --registry (exit 2, the field named, the password nowhere), nothing written', () => {
     const empty = join(work, 'empty-url');
     spawnSync('mkdir', ['-p', empty]);

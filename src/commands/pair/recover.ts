@@ -4,6 +4,7 @@ import { Flags } from '@oclif/core';
 import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { registryLocation } from '../../adapters/registry/default-path.js';
+import { checkRegistryLocation } from '../../adapters/registry/open-registry.js';
 import { SqliteCapacityRegistry } from '../../adapters/registry/sqlite-capacity-registry.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { recoverPairRun, type RecoverPairRunReport } from '../../app/recover-pair-run.js';
@@ -38,13 +39,15 @@ export default class PairRecover extends BaseCommand {
     if (!existsSync(output) || !statSync(output).isDirectory()) {
       throw new RoboguideError('E_USAGE', `output directory ${output} does not exist`, { exitCode: ExitCode.invalidInput });
     }
-    const registryPath = registryLocation(flags.registry).path; // a URL is refused, never taken for a path
+    const location = registryLocation(flags.registry); // a URL is refused, never taken for a path
+    const registryPath = location.path;
     if (!existsSync(registryPath)) {
       throw new RoboguideError('E_USAGE', `no capacity registry at ${registryPath}`, {
         exitCode: ExitCode.invalidInput,
         suggestions: ['pass --registry with the database the pair run was admitted in'],
       });
     }
+    checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
     let report: RecoverPairRunReport;
     try {
