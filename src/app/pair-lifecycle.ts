@@ -397,8 +397,16 @@ async function reconnectLogs(
     const finished = await p.target.finish().catch((err: unknown) => ({ failure: errorKind(err) }));
     if (finished.failure !== null) writeFailures.set(p.name, finished.failure);
   }
-  const output = neverStarted ? { stdout: new PassThrough().end(), stderr: new PassThrough().end() } : await deps.runtime.follow(containerId);
-  await connectLogs(deps, launch, output, pipes, true);
+  try {
+    const output = neverStarted ? { stdout: new PassThrough().end(), stderr: new PassThrough().end() } : await deps.runtime.follow(containerId);
+    await connectLogs(deps, launch, output, pipes, true);
+  } catch (err) {
+    // Not reconnected: keep the old pipes (their files are finished, their reports stand: bytes kept, a cap reached,
+    // the cut stream's failure) so result.json still tells what was written.
+    for (const p of pipes.splice(0)) await p.target.finish().catch(() => undefined);
+    pipes.push(...old);
+    throw err;
+  }
   for (const p of pipes) p.failure = writeFailures.get(p.name) ?? null;
 }
 

@@ -47,8 +47,10 @@ class EngineThatGoesAway implements Partial<ContainerRuntime> {
     if (this.attachFails) return Promise.reject(unavailable());
     return Promise.resolve(this.#output('first part\n'));
   }
+  followFails = false;
   follow(): Promise<ContainerOutput> {
     this.follows++;
+    if (this.followFails) return Promise.reject(unavailable());
     return Promise.resolve(this.#output('first part\nsecond part\n'));
   }
   start() {
@@ -170,6 +172,18 @@ describe('a pair whose engine goes away (issue 10)', () => {
     expect(r.logFailure).toBeNull();
     expect(r.logs.stdout.closed).toBe(true);
     expect(runtime.removed).toBe(1);
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('restart whose log cannot be followed again: result.json still counts the bytes already on disk', async () => {
+    const runtime = new EngineThatGoesAway([lost()], ['refused', stoppedNow()]);
+    runtime.followFails = true;
+    const logs = logFiles();
+    const r = await runPairLifecycle(deps(runtime, logs), launch());
+    expect(r.engineLoss).toBe('engine_restarted');
+    expect(runtime.follows).toBe(1);
+    expect(logs.text('stdout')).toBe('first part\n');
+    expect(r.logs.stdout.bytes).toBe('first part\n'.length);
     expect(r.cleanup.verified_absent).toBe(true);
   });
 
