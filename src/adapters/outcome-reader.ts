@@ -70,9 +70,8 @@ export async function readOutcomeSha256(path: string): Promise<string | null> {
 }
 
 /**
- * The operator's copy of a pair's outcome at its host `outcome_path`: a temp file in the same folder (created
- * exclusively, never through a symlink), fsynced, renamed over the target, the folder fsynced. A folder on
- * the way that is a symlink is refused (another pair sharing a cwd could have planted one).
+ * The operator's copy of a pair's outcome at its host `outcome_path`, replaced atomically (replaceFile). A folder
+ * on the way that is a symlink is refused (another pair sharing a cwd could have planted one).
  */
 export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): Promise<void> {
   const folder = dirname(hostPath);
@@ -82,29 +81,7 @@ export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): P
     current = `${current}/${segment}`;
     if ((await lstat(current)).isSymbolicLink()) throw Object.assign(new Error(`symlink in the outcome path: ${current}`), { code: 'ELOOP' });
   }
-  const temp = join(folder, `.${basename(hostPath)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
-  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
-  try {
-    await handle.writeFile(bytes);
-    await handle.sync();
-  } catch (err) {
-    await handle.close().catch(() => undefined);
-    await unlink(temp).catch(() => undefined);
-    throw err;
-  }
-  await handle.close();
-  try {
-    await rename(temp, hostPath);
-  } catch (err) {
-    await unlink(temp).catch(() => undefined);
-    throw err;
-  }
-  const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
-  }
+  await replaceFile(hostPath, bytes);
 }
 
 /**
@@ -123,7 +100,7 @@ export async function maskOutcomeCopy(
   bytes: Uint8Array,
   privatePath: string,
   secrets: readonly string[],
-  replace: (path: string, bytes: Uint8Array) => Promise<void> = replaceFile,
+  replace: (path: string, bytes: Uint8Array) => Promise<void> = (path, data) => replaceFile(path, data, 'best-effort'),
 ): Promise<{ kept: Uint8Array; masked: boolean }> {
   const masked = redactBytes(bytes, secrets);
   if (masked.equals(bytes)) return { kept: bytes, masked: true };
@@ -137,7 +114,12 @@ export async function maskOutcomeCopy(
   }
 }
 
-async function replaceFile(path: string, bytes: Uint8Array): Promise<void> {
+/**
+ * Atomic replace: a temp file beside `path` (created exclusively, never through a symlink), fsynced, renamed over
+ * it (rename replaces a link, never follows it), the folder fsynced. `folderSync: 'best-effort'` does not let a
+ * failed folder fsync unsay a rename that happened.
+ */
+async function replaceFile(path: string, bytes: Uint8Array, folderSync: 'required' | 'best-effort' = 'required'): Promise<void> {
   const folder = dirname(path);
   const temp = join(folder, `.${basename(path)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
   const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
@@ -158,7 +140,7 @@ async function replaceFile(path: string, bytes: Uint8Array): Promise<void> {
   }
   const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
   try {
-    await dir.sync().catch(() => undefined); // the rename happened; a failed folder fsync must not unsay it
+    await (folderSync === 'required' ? dir.sync() : dir.sync().catch(() => undefined));
   } finally {
     await dir.close();
   }
