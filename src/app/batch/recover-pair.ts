@@ -44,25 +44,29 @@ export async function recoverPair(
       terminate: new AbortController(),
     };
     onRunning(handle);
-    // Redact with the values the container really holds: the resuming shell may export rotated or placeholder ones.
-    const inContainer = (await runtime.environmentOf(containerId).catch(() => null)) ?? {};
-    const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
-    const secrets = [...new Set([...env.secrets, ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))])];
+    const secrets = await secretsFor(runtime, containerId, job, env.secrets);
     const result = await executeInBatch(deps, ctx, job, { claimId: receipt.claim_id, values: env.values, secrets, handle, deadlineMs }, { reattach: { containerId } });
     return finishPair(deps, receipt, result);
   }
 
   await deps.journal('recovered', { job_id: job.job_id, action: 'lost_worker', container_id: containerId, rebooted });
-  // Mask with the values the container holds too (read before it is removed): the resuming shell may export
-  // rotated or placeholder ones, or none.
-  const inContainer = containerId !== null && state !== null ? ((await runtime.environmentOf(containerId).catch(() => null)) ?? {}) : {};
-  const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
-  const secrets = [...new Set([...(env?.secrets ?? []), ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))])];
+  // Read before the container is removed.
+  const secrets = await secretsFor(runtime, containerId !== null && state !== null ? containerId : null, job, env?.secrets ?? []);
   const cleanup =
     containerId !== null && state !== null
       ? await removeAndVerify({ runtime, logger: deps.execute.logger }, containerId, ctx.manifest.stop_budget_seconds)
       : { removed: false, verified_absent: true, attempts: 0 };
   return finishPair(deps, receipt, await lostWorkerResult(deps, ctx, job, receipt, containerId, cleanup, secrets));
+}
+
+/**
+ * The values to mask: the resuming shell's, plus those the container really holds for the job's `${NAME}`
+ * variables (the shell may export rotated or placeholder ones, or none).
+ */
+async function secretsFor(runtime: BatchPairDeps['execute']['runtime'], containerId: string | null, job: Job, shellSecrets: readonly string[]): Promise<string[]> {
+  const inContainer = containerId === null ? {} : ((await runtime.environmentOf(containerId).catch(() => null)) ?? {});
+  const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
+  return [...new Set([...shellSecrets, ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))])];
 }
 
 async function lostWorkerResult(
