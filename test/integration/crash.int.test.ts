@@ -184,7 +184,7 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
   afterAll(async () => {
     for (const id of batches) await sweep({ 'roboguide.batch': id });
     console.log(
-      `crash tests (${FULL ? 'full' : 'CI subset'}, seed ${SEED}): ${tally.killPoints} systematic kill points fired, ${tally.notFired} not fired, ` +
+      `crash tests (${ONLY_SITES ? 'named sites' : FULL ? 'full' : 'CI subset'}, seed ${SEED}): ${tally.killPoints} systematic kill points fired, ${tally.notFired} not fired, ` +
         `${tally.randomKills} random SIGKILLs, ${tally.runs} CLI runs, ${tally.violations.length} violations, ${tally.ranButLost.length} ran-but-lost_worker notes`,
     );
     for (const v of tally.violations) console.log(`  VIOLATION ${v}`);

@@ -16,13 +16,11 @@ describe.skipIf(noDocker)('pair containers keep their raw output in a local, bou
   afterAll(async () => {
     await sweep(labels);
   });
-
-  it('sets LogConfig json-file with max-size/max-file, reads the output back through the logs API, and it is gone with the container', async () => {
-    const rt = runtime();
-    const handle = await rt.create({
-      name: `rg-log-config-${randomUUID().slice(0, 8)}`,
+  const createDriver = (rt: ReturnType<typeof runtime>, name: string, script: string) =>
+    rt.create({
+      name: `${name}-${randomUUID().slice(0, 8)}`,
       image: DRIVER_IMAGE,
-      cmd: ['/bin/sh', '-c', 'printf "line one\\n"'],
+      cmd: ['/bin/sh', '-c', script],
       workingDir: '/',
       env: {},
       binds: [],
@@ -32,6 +30,10 @@ describe.skipIf(noDocker)('pair containers keep their raw output in a local, bou
       labels,
       stopTimeoutSec: 5,
     });
+
+  it('sets LogConfig json-file with max-size/max-file, reads the output back through the logs API, and it is gone with the container', async () => {
+    const rt = runtime();
+    const handle = await createDriver(rt, 'rg-log-config', 'printf "line one\\n"');
     const docker = new Docker();
     const inspected = await docker.getContainer(handle.id).inspect();
     expect(inspected.HostConfig.LogConfig).toEqual({
@@ -61,19 +63,7 @@ describe.skipIf(noDocker)('pair containers keep their raw output in a local, bou
   // twice, once by the replay and once by the pipes. Deterministic here: the log already holds a first run's line.
   it('attach before start delivers only what this start writes, never a replay of the engine log', async () => {
     const rt = runtime();
-    const handle = await rt.create({
-      name: `rg-attach-once-${randomUUID().slice(0, 8)}`,
-      image: DRIVER_IMAGE,
-      cmd: ['/bin/sh', '-c', 'printf "run\\n"'],
-      workingDir: '/',
-      env: {},
-      binds: [],
-      ports: [],
-      bindAddress: '127.0.0.1',
-      deviceRequests: [],
-      labels,
-      stopTimeoutSec: 5,
-    });
+    const handle = await createDriver(rt, 'rg-attach-once', 'printf "run\\n"');
     await rt.start(handle.id);
     expect(await rt.wait(handle.id, { deadlineMs: Date.now() + 30_000 })).toEqual({
       kind: 'exited',
