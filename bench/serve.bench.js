@@ -101,8 +101,8 @@ try {
   const all = [...latencies.create, ...latencies.exec, ...latencies.delete];
   const leakedContainers = await containersLabelled({ 'bench.run': RUN });
   const registry = SqliteCapacityRegistry.open({ path: server.registryPath });
-  const heldSlots = registry.held().length;
-  registry.close();
+  const heldSlots = (await registry.held()).length;
+  registry.closeSync();
   console.log(`${SESSIONS} concurrent sessions x (create, ${EXECS} execs, delete): ${requests} requests in ${wallS.toFixed(1)} s = ${(requests / wallS).toFixed(1)} req/s, ${(SESSIONS / wallS).toFixed(2)} sessions/s`);
   for (const [name, values] of Object.entries({ ...latencies, all })) {
     console.log(`  ${name.padEnd(6)} p50 ${percentile(values, 50).toFixed(0)} ms, p99 ${percentile(values, 99).toFixed(0)} ms (${values.length})`);

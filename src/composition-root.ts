@@ -16,9 +16,9 @@ import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import type { RunPairDeps } from './app/run-pair.js';
 import { EvidenceStore } from './adapters/fs/evidence-store.js';
-import { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-registry.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
-import { openRegistryAt } from './adapters/registry/open-registry.js';
+import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
+import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
@@ -83,14 +83,16 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
 }
 
 /** `pair run`: the registry is opened (and a named one checked) only once the spec passed every check. */
-export function createPairRunDeps(registry: RegistryLocation, logSecrets: readonly string[]): RunPairDeps & { dispose(): void } {
+export function createPairRunDeps(registry: RegistryLocation, logSecrets: readonly string[]): RunPairDeps & { dispose(): Promise<void> } {
   const runtime = createContainerRuntime();
-  let opened: SqliteCapacityRegistry | null = null;
+  let opened: Promise<CapacityRegistry> | null = null;
   return {
     ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
     fs: new NodeFileSystem(),
     registry: () => (opened ??= openRegistryAt(registry)),
-    dispose: () => opened?.close(),
+    dispose: async () => {
+      if (opened !== null) await (await opened.catch(() => null))?.close();
+    },
   };
 }
 
@@ -102,12 +104,12 @@ export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: stri
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
 
 /** Everything a supervisor process needs, wired for the batch in `output`. */
-export async function createSupervisorDeps(output: string, logger: Logger): Promise<SupervisorDeps & { dispose(): void }> {
+export async function createSupervisorDeps(output: string, logger: Logger): Promise<SupervisorDeps & { dispose(): Promise<void> }> {
   const fs = new NodeFileSystem();
   const store = new EvidenceStore(fs, output);
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
   if (batch === null) throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
-  const registry = SqliteCapacityRegistry.open({ path: batch.registry_path });
+  const registry = await openRecordedRegistry(batch.registry_path);
   const runtime = createContainerRuntime();
   return {
     store,
@@ -120,7 +122,10 @@ export async function createSupervisorDeps(output: string, logger: Logger): Prom
   };
 }
 
-/** The registry of `--registry` (a named one must exist or be new in an existing folder; a URL is refused). */
-export function openRegistry(flag: string | undefined): SqliteCapacityRegistry {
+/**
+ * The registry of `--registry`: a PostgreSQL URL, or a SQLite file (a named one must exist or be new in an
+ * existing folder); any other URL is refused.
+ */
+export function openRegistry(flag: string | undefined): Promise<CapacityRegistry> {
   return openRegistryAt(registryLocation(flag));
 }

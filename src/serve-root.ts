@@ -8,7 +8,7 @@ import { EvidenceStore } from './adapters/fs/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { startApiServer } from './adapters/http/api-server.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import { registryLocation } from './adapters/registry/default-path.js';
+import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
@@ -70,14 +70,14 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   await mkdir(tempRoot, { mode: 0o700 });
   // The same rules as every command: a URL is refused, a named registry must exist (or be new in an existing folder).
   const location = registryLocation(options.registryPath, options.environment);
-  const registryPath = location.path;
-  const registry = openRegistryAt(location);
+  const registryPath = registryFilePath(location);
+  const registry = await openRegistryAt(location);
   const runtime = options.runtime ?? new DockerContainerRuntime();
   const engine = new DockerSessionEngine(runtime);
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);
   const socketPath = options.socketPath ?? defaultSocketPath(options.environment);
   const batchId = `serve-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
-  const protectedPaths = { outputDir: dataDir, registryPath, homeDir: homedir(), engineSocketPaths: [...engineSocketPaths(options.environment), socketPath] };
+  const protectedPaths = { outputDir: dataDir, ...(registryPath !== undefined ? { registryPath } : {}), homeDir: homedir(), engineSocketPaths: [...engineSocketPaths(options.environment), socketPath] };
   const bindAddress = options.bindAddress ?? '127.0.0.1';
   const createRedactor = (secrets: readonly string[]) => createRedactStream(secrets);
   const sessions = new SessionManager({
@@ -98,7 +98,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   try {
     adoption = await sessions.adopt((id) => runtime.environmentOf(id));
   } catch (err) {
-    registry.close();
+    await registry.close();
     throw err;
   }
   const pairs = new PairService({
@@ -119,8 +119,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     tempRoot,
     createRedactor,
     logger: options.logger,
-  }).catch((err: unknown) => {
-    registry.close();
+  }).catch(async (err: unknown) => {
+    await registry.close();
     throw err;
   });
   let reaping = false;
@@ -146,7 +146,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         const closed = server.close();
         await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
         await closed;
-        registry.close();
+        await registry.close();
       })();
       return shutdown;
     },

@@ -8,7 +8,11 @@ import { access, mkdtemp, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import type { DoctorDeps, RegistryTarget } from '../app/doctor.js';
+import pg from 'pg';
+import type { DoctorDeps, RegistryProbe, RegistryTarget } from '../app/doctor.js';
+import type { PostgresConnection } from './registry/default-path.js';
+import { POSTGRES_SCHEMA_VERSION } from './registry/postgres-schema.js';
+import { SCHEMA_VERSION, recordedVersion } from './registry/schema.js';
 import { readBootId } from './host-identity.js';
 import { observeGpus } from './nvidia-smi.js';
 
@@ -35,11 +39,60 @@ export function probeSqliteWritable(path: string): void {
   }
 }
 
-async function probeRegistry(target: RegistryTarget): Promise<void> {
-  if (target.kind === 'file') return probeSqliteWritable(target.path);
+/** The schema version a SQLite registry file records (0 for a new file; null when none can be read). */
+function sqliteSchema(path: string): RegistryProbe['schema'] {
+  try {
+    const db = new DatabaseSync(path, { readOnly: true });
+    try {
+      return { current: recordedVersion(db), supported: SCHEMA_VERSION };
+    } finally {
+      db.close();
+    }
+  } catch {
+    return null;
+  }
+}
+
+/** Connects, reads the schema version and proves a write in a transaction that is rolled back (nothing changes). */
+async function probePostgres(connection: PostgresConnection): Promise<RegistryProbe> {
+  const client = new pg.Client({
+    ...(connection.host !== undefined ? { host: connection.host } : {}),
+    ...(connection.port !== undefined ? { port: connection.port } : {}),
+    ...(connection.user !== undefined ? { user: connection.user } : {}),
+    ...(connection.password !== undefined ? { password: connection.password } : {}),
+    database: connection.database,
+    connectionTimeoutMillis: 5_000,
+  });
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    try {
+      const exists = await client.query<{ t: string | null }>(`SELECT to_regclass('schema_version')::text AS t`);
+      const current = exists.rows[0]?.t == null ? 0 : ((await client.query<{ v: number | null }>('SELECT MAX(version)::int AS v FROM schema_version')).rows[0]?.v ?? 0);
+      await client.query(`CREATE TEMPORARY TABLE ${SCRATCH_TABLE} (id SERIAL PRIMARY KEY, token TEXT NOT NULL) ON COMMIT DROP`);
+      const token = randomUUID();
+      await client.query(`INSERT INTO ${SCRATCH_TABLE} (token) VALUES ($1)`, [token]);
+      const row = await client.query<{ token: string }>(`SELECT token FROM ${SCRATCH_TABLE}`);
+      if (row.rows[0]?.token !== token) throw new Error('the row read back differs from the row written');
+      return { schema: { current, supported: POSTGRES_SCHEMA_VERSION } };
+    } finally {
+      await client.query('ROLLBACK');
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+async function probeRegistry(target: RegistryTarget): Promise<RegistryProbe> {
+  if (target.kind === 'postgres') return probePostgres(target.connection as PostgresConnection);
+  if (target.kind === 'file') {
+    probeSqliteWritable(target.path);
+    return { schema: sqliteSchema(target.path) };
+  }
   const dir = await mkdtemp(join(tmpdir(), 'roboguide-doctor-'));
   try {
     probeSqliteWritable(join(dir, 'registry.db'));
+    return { schema: null };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

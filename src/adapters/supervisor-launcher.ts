@@ -24,16 +24,22 @@ function tail(path: string, lines: number): string {
 
 /**
  * Start the supervisor detached: its own process group, output appended to D/supervisor.log, inheriting the
- * environment (the referenced secrets are resolved inside it, never written). Returns once the supervisor has
+ * environment plus `extraEnv` (the referenced secrets are resolved inside it, never written; `extraEnv` carries a
+ * PostgreSQL registry's password as PGPASSWORD, never written either). Returns once the supervisor has
  * written its identity; fails with the log's tail when it dies first.
  */
-export async function launchSupervisor(binRunJs: string, output: string, mode: 'start' | 'resume'): Promise<SupervisorRecord> {
+export async function launchSupervisor(
+  binRunJs: string,
+  output: string,
+  mode: 'start' | 'resume',
+  extraEnv: Readonly<Record<string, string>> = {},
+): Promise<SupervisorRecord> {
   const logPath = join(output, SUPERVISOR_LOG);
   const fd = openSync(logPath, 'a', 0o600);
   const child = spawn(process.execPath, [binRunJs, 'e1-batch', 'supervise', '--output', output, '--mode', mode], {
     detached: true,
     stdio: ['ignore', fd, fd],
-    env: process.env,
+    env: { ...process.env, ...extraEnv },
   });
   closeSync(fd);
   let exited: number | null = null;

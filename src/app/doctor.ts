@@ -25,7 +25,16 @@ export interface DoctorReport {
 }
 
 /** Where the registry check writes: an explicit file (created when missing), or a throwaway temp database. */
-export type RegistryTarget = { readonly kind: 'file'; readonly path: string } | { readonly kind: 'temp' };
+export type RegistryTarget =
+  | { readonly kind: 'file'; readonly path: string }
+  | { readonly kind: 'temp' }
+  /** `display`: the URL without its password; `connection` is opaque here (the probe's adapter reads it). */
+  | { readonly kind: 'postgres'; readonly display: string; readonly connection: unknown };
+
+/** What a registry probe read: the schema version the database records and the one this tool writes. */
+export interface RegistryProbe {
+  readonly schema: { readonly current: number; readonly supported: number } | null;
+}
 
 /** The world as `doctor` sees it; `createDoctorDeps` wires the real one, unit tests pass fakes. */
 export interface DoctorDeps {
@@ -36,7 +45,8 @@ export interface DoctorDeps {
   readonly observeGpus: () => Promise<GpuObservation>;
   readonly fileExists: (path: string) => Promise<boolean>;
   /** Write and read back a row in a scratch table inside a transaction that is rolled back; throws when it cannot. */
-  readonly probeRegistry: (target: RegistryTarget) => Promise<void>;
+  /** Proves a write (rolled back) and reads the schema version; throws when the registry cannot be reached or written. */
+  readonly probeRegistry: (target: RegistryTarget) => Promise<RegistryProbe | void>;
   /** Free bytes for an unprivileged user on the filesystem holding `path` (or its nearest existing ancestor). */
   readonly freeDiskBytes: (path: string) => Promise<{ readonly path: string; readonly freeBytes: number }>;
   readonly readBootId: () => Promise<string | null>;
@@ -50,6 +60,8 @@ export interface DoctorOptions {
   readonly probeGpu: boolean;
   /** `--registry` when given (absolute), else null. */
   readonly registryPath: string | null;
+  /** `--registry` given a PostgreSQL URL: checked instead of a file. */
+  readonly registryPostgres?: { readonly display: string; readonly connection: unknown };
   readonly defaultRegistryPath: string;
   /** `--output` or the working directory: the filesystem whose free space matters. */
   readonly outputDir: string;
@@ -280,7 +292,10 @@ async function registryCheck(deps: DoctorDeps, options: DoctorOptions): Promise<
   const name = 'registry';
   let target: RegistryTarget;
   let where: string;
-  if (options.registryPath !== null) {
+  if (options.registryPostgres !== undefined) {
+    target = { kind: 'postgres', ...options.registryPostgres };
+    where = options.registryPostgres.display;
+  } else if (options.registryPath !== null) {
     target = { kind: 'file', path: options.registryPath };
     where = options.registryPath;
   } else if (await deps.fileExists(options.defaultRegistryPath)) {
@@ -290,16 +305,25 @@ async function registryCheck(deps: DoctorDeps, options: DoctorOptions): Promise<
     target = { kind: 'temp' };
     where = `a scratch database (no registry yet at ${options.defaultRegistryPath}; it is created on first use)`;
   }
+  let probe: RegistryProbe | void;
   try {
-    await deps.probeRegistry(target);
-    return ok(name, `writable: ${where}`);
+    probe = await deps.probeRegistry(target);
   } catch (err) {
     return fail(
       name,
       `cannot write ${where}: ${(err as Error).message}`,
-      'make the directory writable, or choose another file with --registry',
+      target.kind === 'postgres'
+        ? 'check that the server runs and the URL, user and password (PGPASSWORD) are right'
+        : 'make the directory writable, or choose another file with --registry',
     );
   }
+  const schema = probe?.schema ?? null;
+  if (schema === null) return ok(name, `writable: ${where}`);
+  if (schema.current > schema.supported) {
+    return fail(name, `${where}: schema version ${schema.current} is newer than this tool (${schema.supported})`, 'upgrade roboguide-eval, or point --registry at another database');
+  }
+  const version = schema.current === schema.supported ? `schema version ${schema.current}` : `schema version ${schema.current} (migrated to ${schema.supported} on first use)`;
+  return ok(name, `writable: ${where}; ${version}`);
 }
 
 async function diskCheck(deps: DoctorDeps, outputDir: string, batchNeedBytes: number | null): Promise<DoctorCheck> {

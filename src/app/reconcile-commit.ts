@@ -52,10 +52,10 @@ function message(err: unknown): string {
 }
 
 /** The registry already shows this exact commit: board terminal and reservation released, both by this proof. */
-function committedByThisProof(registry: CapacityRegistry, commit: TerminalCommit): boolean {
+async function committedByThisProof(registry: CapacityRegistry, commit: TerminalCommit): Promise<boolean> {
   try {
-    const board = registry.board({ runId: commit.runId })[0];
-    const reservation = registry.reservation(commit.reservationId);
+    const board = (await registry.board({ runId: commit.runId }))[0];
+    const reservation = await registry.reservation(commit.reservationId);
     return (
       board?.state === 'terminal' &&
       board.batchId === commit.batchId &&
@@ -69,16 +69,16 @@ function committedByThisProof(registry: CapacityRegistry, commit: TerminalCommit
 }
 
 /** commitTerminal; on an error, read back: committed by this proof → done; otherwise one retry. */
-export function commitWithReadBack(registry: CapacityRegistry, commit: TerminalCommit): CommitOutcome {
+export async function commitWithReadBack(registry: CapacityRegistry, commit: TerminalCommit): Promise<CommitOutcome> {
   let lastError: unknown;
   for (let attempt = 1; attempt <= 2; attempt += 1) {
     try {
-      const outcome = fromResult(registry.commitTerminal(commit));
+      const outcome = fromResult(await registry.commitTerminal(commit));
       if (attempt === 1 || outcome.kind === 'refused' || outcome.kind === 'fault') return outcome;
       return { ...outcome, steps: [['registry commit retried after an error', undefined], ...outcome.steps] };
     } catch (err) {
       lastError = err;
-      if (committedByThisProof(registry, commit)) {
+      if (await committedByThisProof(registry, commit)) {
         return {
           kind: 'committed',
           steps: [
@@ -118,12 +118,12 @@ function refusalOf(commit: TerminalCommit, reservation: Reservation | null, boar
 }
 
 /** What `commitWithReadBack` would do now; reads the registry only. */
-export function predictCommit(registry: CapacityRegistry, commit: TerminalCommit): CommitOutcome {
+export async function predictCommit(registry: CapacityRegistry, commit: TerminalCommit): Promise<CommitOutcome> {
   let reservation: Reservation | null;
   let board: BoardRow | null;
   try {
-    reservation = registry.reservation(commit.reservationId);
-    board = registry.board({ runId: commit.runId })[0] ?? null;
+    reservation = await registry.reservation(commit.reservationId);
+    board = (await registry.board({ runId: commit.runId }))[0] ?? null;
   } catch (err) {
     return { kind: 'fault', detail: `cannot read the registry: ${message(err)}` };
   }

@@ -248,7 +248,7 @@ async function run(ctx: Context): Promise<ReconcileReport> {
   const commit = commitOf(proof, proofSha256);
   if (ctx.input.mode === 'preview') {
     step(ctx, written ? 'proof already written (same digest)' : `would write ${PROOF_FILE}`);
-    return finish(ctx, predictCommit(ctx.deps.registry, commit), commit.reservationId);
+    return finish(ctx, await predictCommit(ctx.deps.registry, commit), commit.reservationId);
   }
   if (written) {
     step(ctx, 'proof already written (same digest)', 'proof_written');
@@ -258,7 +258,7 @@ async function run(ctx: Context): Promise<ReconcileReport> {
     const how = write.kind === 'verified_after_error' ? ' (verified after an error)' : write.attempts > 1 ? ' (after a retry)' : '';
     step(ctx, `proof written${how}`, 'proof_written');
   }
-  return finish(ctx, commitWithReadBack(ctx.deps.registry, commit), commit.reservationId);
+  return finish(ctx, await commitWithReadBack(ctx.deps.registry, commit), commit.reservationId);
 }
 
 /** Reconciles one pair; never throws for evidence, storage or registry trouble: those are reports. */

@@ -91,14 +91,14 @@ export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readon
       throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the slot stays held`, { cause: written.error });
     }
   }
-  const reservationOf = (): string | null =>
-    receipt.reservation_id === null ? null : (deps.registry.reservation(receipt.reservation_id)?.state ?? null);
-  const before = reservationOf();
+  const reservationOf = async (): Promise<string | null> =>
+    receipt.reservation_id === null ? null : ((await deps.registry.reservation(receipt.reservation_id))?.state ?? null);
+  const before = await reservationOf();
   const reconciliation = await reconcilePair(
     { store, registry: deps.registry, runtime, readOutcomeSha256 },
     { jobRel: '.', mode: 'execute' },
   );
-  const after = reservationOf();
+  const after = await reservationOf();
   return {
     job_id: receipt.job_id,
     claim_id: receipt.claim_id,

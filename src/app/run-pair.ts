@@ -52,7 +52,7 @@ export interface RunPairDeps extends ExecutePairDeps {
    * The host registry: a pair run takes a slot like a batch pair and gives it back through reconciliation.
    * A function is called only once the spec passed every check (the registry is not touched before).
    */
-  readonly registry: CapacityRegistry | (() => CapacityRegistry);
+  readonly registry: CapacityRegistry | (() => Promise<CapacityRegistry>);
 }
 
 export interface RunPairOutcome {
@@ -119,14 +119,20 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
       suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
     });
   }
-  const registry = typeof deps.registry === 'function' ? deps.registry() : deps.registry;
+  const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
 
   const identity = await currentProcessIdentity();
   const claimId = randomUUID();
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const admitted = registry.admit({ batchId, jobId: spec.job_id, claimId, gpuMib: 0 });
+  const admitted = await registry.admit({ batchId, jobId: spec.job_id, claimId, gpuMib: spec.gpus === undefined ? 0 : (spec.gpu_mib ?? 0), ports: spec.ports });
+  if (admitted.kind === 'refused' && admitted.reason === 'port_held') {
+    throw new RoboguideError('E_REGISTRY', `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`, {
+      suggestions: ['wait for that pair to finish (`roboguide-eval capacity` shows it)', 'or choose another port'],
+    });
+  }
   if (admitted.kind === 'refused') {
-    throw new RoboguideError('E_REGISTRY', `the host is at its capacity limit (${admitted.held} of ${admitted.limit} held): not started`, {
+    const what = admitted.reason === 'gpu_budget' ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)` : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
+    throw new RoboguideError('E_REGISTRY', `the host is at its ${what}: not started`, {
       suggestions: ['wait for running pairs to finish (`roboguide-eval capacity` shows them)', 'or raise the limit: `roboguide-eval capacity --max-reservations N`'],
     });
   }
@@ -135,7 +141,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     await mkdir(dirname(output), { recursive: true });
     await EvidenceStore.createOutputDir(deps.fs, output);
   } catch (err) {
-    registry.release(reservationId, claimId); // nothing was claimed or run
+    await registry.release(reservationId, claimId); // nothing was claimed or run
     throw err;
   }
   const store = new EvidenceStore(deps.fs, output);
@@ -159,18 +165,18 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   };
   let current = receipt;
   // Until a container exists, a failure here means nothing ran: give the slot back before reporting it.
-  const releaseIfNothingRan = (): void => {
-    if (current.container_id === null) registry.release(reservationId, claimId);
+  const releaseIfNothingRan = async (): Promise<void> => {
+    if (current.container_id === null) await registry.release(reservationId, claimId);
   };
   let published: 'published' | 'exists';
   try {
     published = await store.publishExclusive('receipt.json', receipt);
   } catch (err) {
-    releaseIfNothingRan();
+    await releaseIfNothingRan();
     throw err;
   }
   if (published === 'exists') {
-    releaseIfNothingRan();
+    await releaseIfNothingRan();
     throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
   }
   const { result } = await executePair(deps, {
@@ -190,10 +196,10 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
       await store.writeJsonAtomic('receipt.json', current);
-      registry.attachContainer(reservationId, containerId);
+      await registry.attachContainer(reservationId, containerId);
     },
-  }).catch((err: unknown) => {
-    releaseIfNothingRan();
+  }).catch(async (err: unknown) => {
+    await releaseIfNothingRan();
     throw err;
   });
   const written = await writeJsonVerified(store, 'result.json', result);

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
-import { defaultRegistryPath } from '../adapters/registry/default-path.js';
+import { defaultRegistryPath, isPostgresLocation, registryLocation } from '../adapters/registry/default-path.js';
 import { createDoctorDeps } from '../adapters/doctor-probes.js';
 import { renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
 import { loadManifest } from '../app/load-manifest.js';
@@ -60,10 +60,13 @@ export default class Doctor extends BaseCommand {
         ?.split(',')
         .map((i) => i.trim())
         .filter((i) => i !== '') ?? [];
+    // A URL other than PostgreSQL's is refused (exit 2) before anything is probed.
+    const location = flags.registry !== undefined && flags.registry !== '' ? registryLocation(flags.registry) : null;
     const report = await runDoctor(createDoctorDeps(createContainerRuntime()), {
       images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
       probeGpu: flags['probe-gpu'],
-      registryPath: flags.registry !== undefined && flags.registry !== '' ? resolve(flags.registry) : null,
+      registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
+      ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
       defaultRegistryPath: defaultRegistryPath(),
       outputDir: resolve(flags.output ?? process.cwd()),
       batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(flags.manifest)).manifest.jobs, DEFAULT_EXTRACT_LIMITS.maxTotalBytes),

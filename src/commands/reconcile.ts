@@ -5,9 +5,8 @@ import { Flags } from '@oclif/core';
 import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../adapters/fs/evidence-store.js';
 import { readOutcomeFile } from '../adapters/outcome-reader.js';
-import { registryLocation } from '../adapters/registry/default-path.js';
-import { checkRegistryLocation } from '../adapters/registry/open-registry.js';
-import { SqliteCapacityRegistry } from '../adapters/registry/sqlite-capacity-registry.js';
+import { isPostgresLocation, registryLocation } from '../adapters/registry/default-path.js';
+import { checkRegistryLocation, openRegistryAt } from '../adapters/registry/open-registry.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
 import { BaseCommand } from '../cli/base-command.js';
 import { createContainerRuntime } from '../composition-root.js';
@@ -72,17 +71,17 @@ export default class Reconcile extends BaseCommand {
     }
     const location = registryLocation(flags.registry);
     const registryPath = location.path;
-    if (!existsSync(registryPath)) {
+    if (!isPostgresLocation(location) && !existsSync(registryPath)) {
       throw usage(`no capacity registry at ${registryPath}`, 'pass --registry with the database the batch was admitted in');
     }
     checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
-    const registry = SqliteCapacityRegistry.open({ path: registryPath });
+    const registry = await openRegistryAt(location);
     let result: ReconcileBatchResult;
     try {
       const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: createContainerRuntime(), readOutcomeSha256 };
       result = await reconcileBatch(deps, { mode, ...(flags.job !== undefined ? { jobId: flags.job } : {}) });
     } finally {
-      registry.close();
+      await registry.close();
     }
     for (const report of result.reports) for (const line of renderReport(report)) this.log(line);
     for (const s of result.skipped) this.log(`${s.job_id}: skipped: ${s.why}`);

@@ -107,8 +107,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const dataDir = join(workDir, 'data');
   const registryPath = join(workDir, 'registry.db');
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
-  registry.setLimits({ maxReservations: options.maxReservations ?? 100, gpuMib: null });
-  registry.close();
+  await registry.setLimits({ maxReservations: options.maxReservations ?? 100, gpuMib: null });
+  await registry.close();
   const child = spawn(
     process.execPath,
     [BIN, 'serve', '--socket', socketPath, '--data-dir', dataDir, '--registry', registryPath, '--reap-interval', String(options.reapIntervalSec ?? 5), ...(options.extraArgs ?? [])],

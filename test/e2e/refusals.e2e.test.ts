@@ -71,8 +71,13 @@ describe('e1-batch start refuses bad input with exit 2 and writes nothing', () =
     await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--bind-address', 'not-an-ip'], /--bind-address: must be an IP address/);
   });
 
-  it('--registry given as a URL: no folder named after the scheme, no password echoed', async () => {
-    const stderr = await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--registry', 'postgres://eval:hunter2@db/registry'], /--registry: looks like a URL/);
+  it('--registry given a URL that is not PostgreSQL\'s: no folder named after the scheme, no password echoed', async () => {
+    const stderr = await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--registry', 'mysql://eval:hunter2@db/registry'], /--registry: looks like a URL but is not a PostgreSQL one/);
+    expect(stderr).not.toContain('hunter2');
+  });
+
+  it('--registry given a malformed PostgreSQL URL: the rule, never the password', async () => {
+    const stderr = await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--registry', 'postgresql://eval:hunter2@db:99999/registry'], /--registry: is a PostgreSQL URL that cannot be parsed/);
     expect(stderr).not.toContain('hunter2');
   });
 
@@ -102,6 +107,6 @@ describe('pair run refuses bad input with exit 2 and writes nothing, the registr
   });
 
   it('--registry x://anything', async () => {
-    await refused(['pair', 'run', '--spec', await spec({}), '--output', join(dir, 'run'), '--registry', 'x://anything'], /--registry: looks like a URL/);
+    await refused(['pair', 'run', '--spec', await spec({}), '--output', join(dir, 'run'), '--registry', 'x://anything'], /--registry: looks like a URL but is not a PostgreSQL one/);
   });
 });

@@ -129,7 +129,7 @@ async function superviseWithFaults(store: EvidenceStore): Promise<{ state: strin
   } catch (err) {
     return { threw: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? (err.stack ?? '') : '' };
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -177,20 +177,20 @@ async function checkEvidence(output: string, faultedLogAfter: boolean): Promise<
 }
 
 /** Held reservations of the batch (by job), then released so later cells can be admitted. */
-function heldJobs(batchId: string, jobs: readonly JobEvidence[]): { held: string[]; f1: string } {
+async function heldJobs(batchId: string, jobs: readonly JobEvidence[]): Promise<{ held: string[]; f1: string }> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
-    const held = registry.held({ batchId });
+    const held = await registry.held({ batchId });
     for (const j of jobs) {
-      const state = registry.reservationForClaim(j.claimId)?.state ?? 'none';
+      const state = (await registry.reservationForClaim(j.claimId))?.state ?? 'none';
       // A pair whose reconciliation wrote the proof is released; every other claimed pair keeps its reservation.
       expect(`${j.jobId}:${state}`).toBe(`${j.jobId}:${j.proof ? 'released' : 'held'}`);
     }
     const f1State = held.some((r) => r.jobId === 'f1') ? 'held' : jobs.some((j) => j.jobId === 'f1') ? 'released' : 'none';
-    for (const r of held) registry.release(r.id, r.claimId);
+    for (const r of held) await registry.release(r.id, r.claimId);
     return { held: held.map((r) => r.jobId).sort(), f1: f1State };
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -231,7 +231,7 @@ describe.skipIf(noDocker)('batch file-system fault matrix (SPEC §4–§5)', () 
       // (3) no container of the batch remains
       expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
       // (4) reservations: held exactly where no verified result was reconciled
-      const reservations = heldJobs(batchId, jobs);
+      const reservations = await heldJobs(batchId, jobs);
       row['reservation'] = reservations.f1;
       expect(reservations.held).toEqual(cell.held);
       expect(runs).toEqual(cell.runs);
@@ -241,16 +241,16 @@ describe.skipIf(noDocker)('batch file-system fault matrix (SPEC §4–§5)', () 
       if (cell.expect === 'paused' && !cell.journalFull) expect(foldJournal(journal).pauseReasons).toEqual(['harness']);
     } finally {
       await sweep({ 'roboguide.batch': batchId });
-      releaseAll(batchId); // a failing cell must not leave the shared registry full for the next ones
+      await releaseAll(batchId); // a failing cell must not leave the shared registry full for the next ones
     }
   });
 });
 
-function releaseAll(batchId: string): void {
+async function releaseAll(batchId: string): Promise<void> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
-    for (const r of registry.held({ batchId })) registry.release(r.id, r.claimId);
+    for (const r of await registry.held({ batchId })) await registry.release(r.id, r.claimId);
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }

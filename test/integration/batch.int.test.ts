@@ -59,12 +59,12 @@ async function driverRuns(name: string): Promise<string[]> {
   return text.split('\n').filter(Boolean).map((l) => l.split(' ')[0]!);
 }
 
-function heldFor(batchId: string): number {
+async function heldFor(batchId: string): Promise<number> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
-    return registry.held({ batchId }).length;
+    return (await registry.held({ batchId })).length;
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -103,7 +103,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     expect(await driverRuns('mixed')).toHaveLength(6);
     const p02 = JSON.parse(await readFile(store.resolve('jobs/p02/result.json'), 'utf8'));
     expect(p02.outcome.arms[0].verdict).toBe('unavailable');
-    expect(heldFor(batchId)).toBe(0);
+    expect(await heldFor(batchId)).toBe(0);
     expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
 
     // continuation: the unclaimed jobs, referencing the original; the original's claims are refused.
@@ -188,7 +188,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     const t1 = JSON.parse(await readFile(store.resolve('jobs/t1/result.json'), 'utf8'));
     expect(t1.classification).toBe('completed');
     expect(await driverRuns('stop')).toEqual(['t1']);
-    expect(heldFor(batchId)).toBe(0);
+    expect(await heldFor(batchId)).toBe(0);
     expect(await run(store, 'resume')).toBe('drained');
     expect(await driverRuns('stop')).toEqual(['t1', 't2', 't3']);
   });
@@ -209,7 +209,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     expect(u1.cleanup.verified_absent).toBe(true);
     expect(await readFile(store.resolve('jobs/u1/stdout.log'), 'utf8')).toBe(`${'line 1'.padEnd(63)}\n`);
     expect(await driverRuns('term')).toEqual(['u1']);
-    expect(heldFor(batchId)).toBe(0);
+    expect(await heldFor(batchId)).toBe(0);
     expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
   });
 
@@ -243,24 +243,26 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
 
   it('two batches sharing the registry never exceed the host limit', async () => {
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
-    registry.setLimits({ maxReservations: 1, gpuMib: null });
-    registry.close();
+    await registry.setLimits({ maxReservations: 1, gpuMib: null });
+    registry.closeSync();
     try {
       const a = await start('share-a', manifest('share-a', [['a1', ['sleep=1', 'outcome=completed']], ['a2', ['sleep=1', 'outcome=completed']]]));
       const b = await start('share-b', manifest('share-b', [['b1', ['sleep=1', 'outcome=completed']], ['b2', ['sleep=1', 'outcome=completed']]]));
       let peak = 0;
       const sampler = setInterval(() => {
         const r = SqliteCapacityRegistry.open({ path: registryPath });
-        peak = Math.max(peak, r.held().length);
-        r.close();
+        void r.held().then((held) => {
+          peak = Math.max(peak, held.length);
+          r.closeSync();
+        });
       }, 100);
       const states = await Promise.all([run(a.store, 'start'), run(b.store, 'start')]).finally(() => clearInterval(sampler));
       expect(states).toEqual(['drained', 'drained']);
       expect(peak).toBe(1);
     } finally {
       const r = SqliteCapacityRegistry.open({ path: registryPath });
-      r.setLimits({ maxReservations: 2, gpuMib: null });
-      r.close();
+      await r.setLimits({ maxReservations: 2, gpuMib: null });
+      r.closeSync();
     }
   });
 });

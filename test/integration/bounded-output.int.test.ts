@@ -69,12 +69,12 @@ function supervisorRun(store: EvidenceStore, mode: 'start' | 'resume') {
   ).finally(() => registry.close());
 }
 
-function heldFor(batchId: string): string[] {
+async function heldFor(batchId: string): Promise<string[]> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
-    return registry.held({ batchId }).map((r) => r.jobId);
+    return (await registry.held({ batchId })).map((r) => r.jobId);
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -139,7 +139,7 @@ describe.skipIf(noDocker)('bounded output', () => {
       expect(result, id).toMatchObject({ classification: 'completed', reasons: [] });
       expect(await readFile(store.resolve(`jobs/${id}/stdout.log`), 'utf8'), id).toBe(numbered(3));
     }
-    expect(heldFor(batchId)).toEqual([]);
+    expect(await heldFor(batchId)).toEqual([]);
     expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
   });
 
@@ -157,7 +157,7 @@ describe.skipIf(noDocker)('bounded output', () => {
       const receipt = await store.readJson<{ claim_id: string }>('jobs/f1/receipt.json');
       expect(receipt?.claim_id).toMatch(/^[0-9a-f-]{36}$/);
       expect(await store.exists('jobs/f1/result.json')).toBe(false);
-      expect(heldFor(batchId)).toEqual(['f1']);
+      expect(await heldFor(batchId)).toEqual(['f1']);
       expect(await store.exists('jobs/f2/receipt.json')).toBe(false);
       expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
       const logPath = store.resolve('jobs/f1/stdout.log');
@@ -178,10 +178,10 @@ describe.skipIf(noDocker)('bounded output', () => {
       const f1 = await store.readJson<{ classification: string; reasons: string[] }>('jobs/f1/result.json');
       // Stopped when its log could take no more bytes, the driver never wrote its outcome.
       expect(f1).toMatchObject({ classification: 'harness_failure', reasons: ['lost_worker', 'outcome_missing'] });
-      expect(heldFor(batchId)).toEqual([]);
+      expect(await heldFor(batchId)).toEqual([]);
       expect(await supervisorRun(store, 'resume')).toBe('drained');
       expect(await store.readJson('jobs/f2/result.json')).toMatchObject({ classification: 'completed' });
-      expect(heldFor(batchId)).toEqual([]);
+      expect(await heldFor(batchId)).toEqual([]);
       expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
     } finally {
       execFileSync('umount', [mountPoint]);

@@ -38,12 +38,12 @@ function reconcileCli(output: string) {
   return { code: r.status, stdout: r.stdout + r.stderr };
 }
 
-function reservationState(claimId: string): string | undefined {
+async function reservationState(claimId: string): Promise<string | undefined> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
-    return registry.reservationForClaim(claimId)?.state;
+    return (await registry.reservationForClaim(claimId))?.state;
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -70,10 +70,10 @@ async function runOne(name: string, actions: string[], execute: ExecutePairDeps)
   try {
     const state = await supervise({ store, registry, execute, logger: silentLogger, environment: {}, handleSignals: false }, 'start');
     const result = JSON.parse(await readFile(join(output, 'jobs', name, 'result.json'), 'utf8'));
-    const reservation = registry.reservationForClaim(result.claim_id);
+    const reservation = await registry.reservationForClaim(result.claim_id);
     return { state, result, reservation, batchId: batch.batch_id };
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -128,13 +128,13 @@ describe.skipIf(noDocker)('provider diagnosis never prevents the cleanup', () =>
       const refused = reconcileCli(output);
       expect(refused.code).toBe(1);
       expect(refused.stdout).toMatch(/container/i);
-      expect(reservationState(result.claim_id)).toBe('held');
+      expect(await reservationState(result.claim_id)).toBe('held');
       // …and, once a person removed it, releases the original slot exactly once.
       await sweep({ 'roboguide.batch': batchId });
       expect(reconcileCli(output).code).toBe(0);
-      expect(reservationState(result.claim_id)).toBe('released');
+      expect(await reservationState(result.claim_id)).toBe('released');
       expect(reconcileCli(output).code).toBe(0); // replay: already committed, nothing released twice
-      expect(reservationState(result.claim_id)).toBe('released');
+      expect(await reservationState(result.claim_id)).toBe('released');
     } finally {
       await sweep({ 'roboguide.batch': batchId });
     }

@@ -73,7 +73,7 @@ async function supervised(store: EvidenceStore, mode: 'start' | 'resume'): Promi
       mode,
     );
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -81,12 +81,12 @@ async function resultOf(store: EvidenceStore, id: string): Promise<ResultRecord>
   return JSON.parse(await readFile(store.resolve(`jobs/${id}/result.json`), 'utf8')) as ResultRecord;
 }
 
-function heldFor(batchId: string): number {
+async function heldFor(batchId: string): Promise<number> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
-    return registry.held({ batchId }).length;
+    return (await registry.held({ batchId })).length;
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -196,7 +196,7 @@ describe.skipIf(noDocker)('hostile pairs against the real engine', () => {
       expect(receipt).toMatchObject({ job_id: id, batch_id: batchId });
     }
     expect((await readFile(registryPath)).includes('pwned')).toBe(false);
-    expect(heldFor(batchId)).toBe(0);
+    expect(await heldFor(batchId)).toBe(0);
 
     // The symlink never became the host copy, and nothing from /etc/shadow was read.
     await expect(lstat(join(shared, 'out', 'h-link.json'))).rejects.toMatchObject({ code: 'ENOENT' });
@@ -247,7 +247,7 @@ describe.skipIf(noDocker)('two workers of one batch in one shared out/ folder', 
     expect(attacker2).toMatchObject({ classification: 'completed', outcome: { job_id: 'attacker2' } });
     const hostCopy = await readFile(join(shared, 'out', 'victim2.json'));
     expect(createHash('sha256').update(hostCopy).digest('hex')).toBe(victim2.outcome_sha256);
-    expect(heldFor(await batchIdOf(store))).toBe(0);
+    expect(await heldFor(await batchIdOf(store))).toBe(0);
     expect(await containersLabelled({ 'roboguide.batch': await batchIdOf(store) })).toEqual([]);
   });
 });

@@ -89,7 +89,7 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     expect(written).toEqual(JSON.parse(JSON.stringify(result)));
     // The host slot it took is given back through reconciliation, with a proof on disk.
     expect(receipt.reservation_id).not.toBeNull();
-    expect(deps().registry.reservation(receipt.reservation_id!)?.state).toBe('released');
+    expect((await deps().registry.reservation(receipt.reservation_id!))?.state).toBe('released');
     expect(JSON.parse(await readFile(join(output, 'terminal-proof.json'), 'utf8')).reservation_id).toBe(receipt.reservation_id);
   });
 
@@ -98,20 +98,20 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     const aFile = join(work, `${job}.file`);
     await writeFile(aFile, 'not a directory');
     await expect(run(job, ['outcome=completed'], { cwd: join(aFile, 'cwd') })).rejects.toMatchObject({ code: 'ENOTDIR' });
-    expect(deps().registry.held().filter((r) => r.jobId === job)).toEqual([]);
+    expect((await deps().registry.held()).filter((r) => r.jobId === job)).toEqual([]);
   });
 
   it('refuses to start when the host is at its capacity limit, writing nothing', async () => {
     const job = uniqueJob('full');
     const registry = deps().registry;
-    registry.setLimits({ maxReservations: 1, gpuMib: null });
-    const blocker = registry.admit({ batchId: 'other-batch', jobId: 'x', claimId: `blocker-${job}`, gpuMib: 0 });
+    await registry.setLimits({ maxReservations: 1, gpuMib: null });
+    const blocker = await registry.admit({ batchId: 'other-batch', jobId: 'x', claimId: `blocker-${job}`, gpuMib: 0 });
     try {
       await expect(run(job, ['outcome=completed'])).rejects.toMatchObject({ code: 'E_REGISTRY', message: expect.stringContaining('capacity limit') });
       await expect(stat(join(work, job, 'evidence'))).rejects.toMatchObject({ code: 'ENOENT' });
     } finally {
-      if (blocker.kind === 'admitted') registry.release(blocker.reservationId, `blocker-${job}`);
-      registry.setLimits({ maxReservations: 100, gpuMib: null });
+      if (blocker.kind === 'admitted') await registry.release(blocker.reservationId, `blocker-${job}`);
+      await registry.setLimits({ maxReservations: 100, gpuMib: null });
     }
   });
 

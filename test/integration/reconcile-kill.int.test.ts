@@ -99,7 +99,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  registry.close();
+  registry.closeSync();
   await rm(tmp, { recursive: true, force: true });
 });
 
@@ -132,18 +132,18 @@ describe('reconcile --execute killed at each step', () => {
     const store = new EvidenceStore(new NodeFileSystem(), root);
     const proofRel = `${pair.jobRel}/terminal-proof.json`;
     expect(await store.exists(proofRel)).toBe(c.proofAfterKill);
-    expect(registry.reservation(pair.reservationId)?.state).toBe(c.heldAfterKill ? 'held' : 'released');
+    expect((await registry.reservation(pair.reservationId))?.state).toBe(c.heldAfterKill ? 'held' : 'released');
 
     const deps = { store, registry, runtime: new FakeContainerRuntime(), readOutcomeSha256: outcomeSha256OrNull };
     const again = await reconcilePair(deps, { jobRel: pair.jobRel, mode: 'execute' });
     expect(again.kind).toBe(c.rerun);
-    const releasedAt = registry.reservation(pair.reservationId)?.releasedAt;
+    const releasedAt = (await registry.reservation(pair.reservationId))?.releasedAt;
     const replay = await reconcilePair(deps, { jobRel: pair.jobRel, mode: 'execute' });
     expect(replay.kind).toBe('already_committed');
 
     const proofSha = sha256Hex(canonicalJson(JSON.parse(await readFile(join(root, proofRel), 'utf8'))));
-    const board = registry.board({ runId: pair.receipt.claim_id })[0];
-    const reservation = registry.reservation(pair.reservationId);
+    const board = (await registry.board({ runId: pair.receipt.claim_id }))[0];
+    const reservation = await registry.reservation(pair.reservationId);
     expect(again.proof_sha256).toBe(proofSha);
     expect(board).toMatchObject({ state: 'terminal', proofSha256: proofSha });
     expect(reservation).toMatchObject({ state: 'released', proofSha256: proofSha, releasedAt });

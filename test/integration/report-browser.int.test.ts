@@ -123,7 +123,7 @@ describe.skipIf(noDocker || skipBrowser !== null)('report.html in a real browser
         'start',
       );
     } finally {
-      registry.close();
+      registry.closeSync();
     }
   });
   afterAll(async () => {

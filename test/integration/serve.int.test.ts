@@ -63,12 +63,12 @@ async function untar(bytes: Buffer): Promise<Record<string, string>> {
   return files;
 }
 
-function heldSlots(s: TestServer): number {
+async function heldSlots(s: TestServer): Promise<number> {
   const registry = SqliteCapacityRegistry.open({ path: s.registryPath });
   try {
-    return registry.held().length;
+    return (await registry.held()).length;
   } finally {
-    registry.close();
+    registry.closeSync();
   }
 }
 
@@ -122,9 +122,9 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
   });
 
   it('session lifecycle: create, exec, upload, download, delete (verified, slot released once, idempotent)', async () => {
-    const held = heldSlots(shared);
+    const held = await heldSlots(shared);
     const s = await createSession(shared, { environment: { GREETING: 'hi' }, workdir: '/tmp' });
-    expect(heldSlots(shared)).toBe(held + 1);
+    expect(await heldSlots(shared)).toBe(held + 1);
     const inspected = await rt.docker.getContainer(s.container_id).inspect();
     expect(inspected.HostConfig.Init).toBe(true);
     expect(inspected.HostConfig.SecurityOpt).toContain('no-new-privileges');
@@ -148,10 +148,10 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
     const first = await shared.client.call<Cleanup>('DELETE', `/v1/sessions/${s.session_id}`);
     expect(first.body).toMatchObject({ verified_absent: true, slot_released: true, removed: true, stopped: true });
     expect(await rt.inspect(s.container_id)).toBeNull();
-    expect(heldSlots(shared)).toBe(held);
+    expect(await heldSlots(shared)).toBe(held);
     const second = await shared.client.call<Cleanup>('DELETE', `/v1/sessions/${s.session_id}`);
     expect(second.body).toEqual(first.body);
-    expect(heldSlots(shared)).toBe(held);
+    expect(await heldSlots(shared)).toBe(held);
     expect((await exec(shared, s.session_id, { command: 'true' })).status).toBe(404);
     const onDisk = JSON.parse(await readFile(join(shared.dataDir, 'sessions', s.session_id, 'cleanup.json'), 'utf8')) as Cleanup;
     expect(onDisk).toEqual(first.body);
@@ -185,7 +185,7 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
     const port = await freePort();
     const a = await createSession(shared, { ports: [port], network: 'bridge' });
     expect(a.ports[String(port)]).toEqual({ host_ip: '127.0.0.1', host_port: port });
-    const held = heldSlots(shared);
+    const held = await heldSlots(shared);
     const b = await shared.client.call<{ error: { code: string } }>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, labels: LABEL, ports: [port], network: 'bridge' } });
     expect(b.status).toBe(409);
     const other = await freePort();
@@ -199,7 +199,7 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
       await new Promise((resolve) => blocker.close(resolve));
     }
     expect(await containersLabelled({ ...LABEL, case: 'blocked' })).toEqual([]);
-    expect(heldSlots(shared)).toBe(held);
+    expect(await heldSlots(shared)).toBe(held);
   });
 
   it('400 with the field and the rule: bad body, unset reference, refused mount, unknown key', async () => {
@@ -307,7 +307,7 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
     expect(await containersLabelled(LABEL)).toHaveLength(1);
     expect(await s.stop('SIGTERM')).toBe(0);
     expect(await containersLabelled(LABEL)).toEqual([]);
-    expect(heldSlots(s)).toBe(0);
+    expect(await heldSlots(s)).toBe(0);
   });
 
   it('SIGKILLed with 3 live sessions and restarted: the expired one reaped, the live ones adopted, nothing leaked', async () => {
@@ -316,14 +316,14 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
     const live2 = await createSession(first);
     const expiring = await createSession(first, { ttl_seconds: 1 });
     const batch = (await rt.docker.getContainer(live1.container_id).inspect()).Config.Labels['roboguide.batch']!;
-    expect(heldSlots(first)).toBe(3);
+    expect(await heldSlots(first)).toBe(3);
     await first.stop('SIGKILL');
     await new Promise((resolve) => setTimeout(resolve, 1500)); // past the 1 s TTL
     const second = await server({ workDir: first.workDir, reapIntervalSec: 3600 });
     expect(second.started.adopted.sort()).toEqual([live1.session_id, live2.session_id].sort());
     expect(second.started.reaped).toEqual([expiring.session_id]);
     expect(await rt.inspect(expiring.container_id)).toBeNull();
-    expect(heldSlots(second)).toBe(2);
+    expect(await heldSlots(second)).toBe(2);
     // Adopted sessions work, and still redact the values their container holds.
     const out = await exec(second, live1.session_id, { command: 'echo "$API_KEY"' });
     expect(out.body.stdout).toBe('[REDACTED]\n');
@@ -331,7 +331,7 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
     expect(await rt.inspect(live1.container_id)).toBeNull();
     expect(await rt.inspect(live2.container_id)).toBeNull();
     expect(await containersLabelled({ 'roboguide.batch': batch })).toEqual([]);
-    expect(heldSlots(second)).toBe(0);
+    expect(await heldSlots(second)).toBe(0);
   });
 
   it('--listen: loopback TCP answers only with the bearer token', async () => {
@@ -354,13 +354,13 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
   it('SIGTERM deletes every session (verified) before the server exits', async () => {
     const s = await server();
     const made = await Promise.all([createSession(s), createSession(s), createSession(s)]);
-    expect(heldSlots(s)).toBe(3);
+    expect(await heldSlots(s)).toBe(3);
     expect(await s.stop('SIGTERM')).toBe(0);
     for (const m of made) {
       expect(await rt.inspect(m.container_id)).toBeNull();
       const record = JSON.parse(await readFile(join(s.dataDir, 'sessions', m.session_id, 'cleanup.json'), 'utf8')) as Cleanup;
       expect(record).toMatchObject({ reason: 'shutdown', verified_absent: true, slot_released: true });
     }
-    expect(heldSlots(s)).toBe(0);
+    expect(await heldSlots(s)).toBe(0);
   });
 });

@@ -75,7 +75,7 @@ describe.skipIf(noDocker)('status during a live batch', () => {
       'start',
     ).finally(() => {
       done = true;
-      registry.close();
+      registry.closeSync();
     });
     const samples: BatchStatus[] = [];
     while (!done) {

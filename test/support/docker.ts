@@ -44,7 +44,7 @@ export function pairRunDeps(rt: ContainerRuntime = runtime()): RunPairDeps & { r
   if (testRegistry === undefined) {
     const dir = mkdtempSync(join(tmpdir(), 'roboguide-test-registry-'));
     testRegistry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
-    testRegistry.setLimits({ maxReservations: 100, gpuMib: null });
+    void testRegistry.setLimits({ maxReservations: 100, gpuMib: null }); // synchronous underneath (SQLite)
     process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   }
   const registry = testRegistry;

@@ -56,7 +56,7 @@ export async function buildFinishedPair(options: FinishedPairOptions): Promise<F
     if (!(await store.exists('batch.json'))) await store.writeJsonAtomic('batch.json', { batch_id: batchId });
     await store.ensureDir(jobRel);
   }
-  const admitted = options.registry.admit({ batchId, jobId, claimId, gpuMib: 0 });
+  const admitted = await options.registry.admit({ batchId, jobId, claimId, gpuMib: 0 });
   if (admitted.kind === 'refused') throw new Error(`test set-up: admission refused (${admitted.reason})`);
   const reservationId = admitted.reservationId;
   const containerId = `c-${claimId.slice(0, 12)}`;
@@ -78,7 +78,7 @@ export async function buildFinishedPair(options: FinishedPairOptions): Promise<F
     container_name: `roboguide-${jobId}-${claimId.slice(0, 8)}`,
   };
   await store.publishExclusive(rel('receipt.json'), receipt);
-  options.registry.attachContainer(reservationId, containerId);
+  await options.registry.attachContainer(reservationId, containerId);
   const launched = { ...receipt, container_id: containerId };
   await store.writeJsonAtomic(rel('receipt.json'), launched);
   await store.writeBytesAtomic(rel('stdout.log'), new TextEncoder().encode('arm a done\narm b done\n'));

@@ -43,7 +43,7 @@ async function startWith(jobs: Record<string, unknown>[], options: Partial<Start
   await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs }));
   const before = await tree(dir);
   const error = await prepareBatch(
-    { fs, runtime: engine, clock, checkRegistry: () => void opened.push('registry') },
+    { fs, runtime: engine, clock, checkRegistry: () => Promise.resolve(void opened.push('registry')) },
     {
       manifestPath: path,
       output: join(dir, 'D'),
@@ -143,7 +143,7 @@ describe('e1-batch start refuses, writing nothing', () => {
     const path = join(dir, 'ok.json');
     await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [job('a')] }));
     await prepareBatch(
-      { fs, runtime: engine, clock, checkRegistry: () => void opened.push('registry') },
+      { fs, runtime: engine, clock, checkRegistry: () => Promise.resolve(void opened.push('registry')) },
       { manifestPath: path, output: join(dir, 'D'), registryPath: join(dir, 'r.db'), bindAddress: '0.0.0.0', environment: {}, codeVersion: 't', hostAddresses: ['127.0.0.1'] },
     );
     expect(opened).toEqual(['registry']);

@@ -33,24 +33,28 @@ class FlakyRegistry implements CapacityRegistry {
   /** Real commits that released the reservation (whatever the caller was told). */
   releases = 0;
   constructor(private readonly inner: CapacityRegistry) {}
-  limits(): HostLimits { return this.inner.limits(); }
-  setLimits(limits: HostLimits): void { this.inner.setLimits(limits); }
+  get localNode(): string { return this.inner.localNode; }
+  limits(node?: string): Promise<HostLimits> { return this.inner.limits(node); }
+  setLimits(limits: HostLimits, node?: string): Promise<void> { return this.inner.setLimits(limits, node); }
+  nodeLimits(): ReturnType<CapacityRegistry['nodeLimits']> { return this.inner.nodeLimits(); }
+  portHolders(node: string, ports: readonly number[]): ReturnType<CapacityRegistry['portHolders']> { return this.inner.portHolders(node, ports); }
+  schemaVersion(): ReturnType<CapacityRegistry['schemaVersion']> { return this.inner.schemaVersion(); }
   admit(request: AdmitRequest): ReturnType<CapacityRegistry['admit']> { return this.inner.admit(request); }
-  attachContainer(reservationId: string, containerId: string): void { this.inner.attachContainer(reservationId, containerId); }
+  attachContainer(reservationId: string, containerId: string): Promise<void> { return this.inner.attachContainer(reservationId, containerId); }
   release(reservationId: string, claimId: string): ReturnType<CapacityRegistry['release']> { return this.inner.release(reservationId, claimId); }
   reservation(id: string): ReturnType<CapacityRegistry['reservation']> { return this.inner.reservation(id); }
   reservationForClaim(claimId: string): ReturnType<CapacityRegistry['reservationForClaim']> { return this.inner.reservationForClaim(claimId); }
   held(filter?: ReservationFilter): ReturnType<CapacityRegistry['held']> { return this.inner.held(filter); }
   board(filter?: BoardFilter): ReturnType<CapacityRegistry['board']> { return this.inner.board(filter); }
-  annotate(runId: string, fields: BoardAnnotation): void { this.inner.annotate(runId, fields); }
-  close(): void { this.inner.close(); }
+  annotate(runId: string, fields: BoardAnnotation): Promise<void> { return this.inner.annotate(runId, fields); }
+  close(): Promise<void> { return this.inner.close(); }
   acquireLease(...args: Parameters<CapacityRegistry['acquireLease']>): ReturnType<CapacityRegistry['acquireLease']> { return this.inner.acquireLease(...args); }
-  releaseLease(batchId: string, pid: number): void { this.inner.releaseLease(batchId, pid); }
-  commitTerminal(commit: TerminalCommit): TerminalCommitResult {
+  releaseLease(batchId: string, pid: number): Promise<void> { return this.inner.releaseLease(batchId, pid); }
+  async commitTerminal(commit: TerminalCommit): Promise<TerminalCommitResult> {
     const fail = this.failures > 0;
     if (fail) this.failures -= 1;
     if (fail && this.when === 'before') throw new Error('SQLITE_IOERR: injected before the transaction');
-    const result = this.inner.commitTerminal(commit);
+    const result = await this.inner.commitTerminal(commit);
     if (result.kind === 'committed') this.releases += 1;
     if (fail) throw new Error('SQLITE_IOERR: injected after the commit');
     return result;
@@ -73,7 +77,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  registry.close();
+  registry.closeSync();
   await rm(tmp, { recursive: true, force: true });
 });
 
@@ -120,19 +124,19 @@ describe('fault matrix', () => {
     let recovery = '-';
     if (r1.kind !== 'committed') {
       expect(r1.kind).toBe('hold');
-      expect(registry.reservation(pair.reservationId)?.state).toBe('held');
-      expect(registry.board({ runId: pair.receipt.claim_id })[0]?.state).toBe('running');
+      expect((await registry.reservation(pair.reservationId))?.state).toBe('held');
+      expect((await registry.board({ runId: pair.receipt.claim_id }))[0]?.state).toBe('running');
       const rewrite = (await store.exists(resultRel)) ? '' : `rewrite result ${(await writeJsonVerified(store, resultRel, pair.result)).kind}; `;
       const r2 = await execute();
       recovery = `${rewrite}execute ${describeReport(r2)}`;
       expect(r2.kind).toBe('committed');
     }
-    const releasedAt = registry.reservation(pair.reservationId)?.releasedAt;
+    const releasedAt = (await registry.reservation(pair.reservationId))?.releasedAt;
     const replay = await execute();
     expect(replay.kind).toBe('already_committed');
 
-    const board = registry.board({ runId: pair.receipt.claim_id })[0];
-    const reservation = registry.reservation(pair.reservationId);
+    const board = (await registry.board({ runId: pair.receipt.claim_id }))[0];
+    const reservation = await registry.reservation(pair.reservationId);
     expect(board).toMatchObject({ state: 'terminal', proofSha256: replay.proof_sha256 });
     expect(reservation).toMatchObject({ state: 'released', proofSha256: replay.proof_sha256 });
     expect(releasedAt).toMatch(/^2025-/);

@@ -27,12 +27,12 @@ beforeEach(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'rg-reconcile-'));
   root = join(tmp, 'D');
   registry = SqliteCapacityRegistry.open({ path: join(tmp, 'registry.db'), clock: steppingClock() });
-  registry.setLimits({ maxReservations: 10, gpuMib: null });
+  await registry.setLimits({ maxReservations: 10, gpuMib: null });
   runtime = new FakeContainerRuntime();
 });
 
 afterEach(async () => {
-  registry.close();
+  registry.closeSync();
   await rm(tmp, { recursive: true, force: true });
 });
 
@@ -48,9 +48,9 @@ function execute(pair: FinishedPair, extra: Partial<ReconcileDeps> = {}): Return
   return reconcilePair(deps(extra), { jobRel: pair.jobRel, mode: 'execute' });
 }
 
-function expectHeld(pair: FinishedPair): void {
-  expect(registry.reservation(pair.reservationId)?.state).toBe('held');
-  expect(registry.board({ runId: pair.receipt.claim_id })[0]?.state).toBe('running');
+async function expectHeld(pair: FinishedPair): Promise<void> {
+  expect((await registry.reservation(pair.reservationId))?.state).toBe('held');
+  expect((await registry.board({ runId: pair.receipt.claim_id }))[0]?.state).toBe('running');
 }
 
 describe('reconcilePair --execute', () => {
@@ -69,25 +69,25 @@ describe('reconcilePair --execute', () => {
     expect(steps).toEqual(['evidence_read', 'proof_built', 'proof_written', 'board_terminal', 'reservation_released']);
     const proof: unknown = JSON.parse(await readFile(join(root, pair.jobRel, 'terminal-proof.json'), 'utf8'));
     expect(proof).toMatchObject({ run_id: pair.receipt.claim_id, reservation_id: pair.reservationId });
-    const board = registry.board({ runId: pair.receipt.claim_id })[0];
+    const board = (await registry.board({ runId: pair.receipt.claim_id }))[0];
     expect(board).toMatchObject({ state: 'terminal', classification: 'completed', outcomeSha256: pair.result.outcome_sha256, proofSha256: report.proof_sha256 });
-    const reservation = registry.reservation(pair.reservationId);
+    const reservation = await registry.reservation(pair.reservationId);
     expect(reservation).toMatchObject({ state: 'released', proofSha256: report.proof_sha256 });
   });
 
   it('replays idempotently: nothing changes, nothing is released twice, later board fields are kept', async () => {
     const pair = await finished();
     const first = await execute(pair);
-    registry.annotate(pair.receipt.claim_id, { score: '0.75', notes: 'checked by hand' });
-    const releasedAt = registry.reservation(pair.reservationId)?.releasedAt;
+    await registry.annotate(pair.receipt.claim_id, { score: '0.75', notes: 'checked by hand' });
+    const releasedAt = (await registry.reservation(pair.reservationId))?.releasedAt;
     const before = await hashTree(root, tmp);
     const replay = await execute(pair);
     expect(replay.kind).toBe('already_committed');
     expect(replay.proof_sha256).toBe(first.proof_sha256);
     expect(replay.steps.slice(2)).toEqual(['proof already written (same digest)', 'board row already terminal', 'reservation already released']);
     expect(await hashTree(root, tmp)).toEqual(before);
-    expect(registry.reservation(pair.reservationId)?.releasedAt).toBe(releasedAt);
-    expect(registry.board({ runId: pair.receipt.claim_id })[0]).toMatchObject({ score: '0.75', notes: 'checked by hand', state: 'terminal' });
+    expect((await registry.reservation(pair.reservationId))?.releasedAt).toBe(releasedAt);
+    expect((await registry.board({ runId: pair.receipt.claim_id }))[0]).toMatchObject({ score: '0.75', notes: 'checked by hand', state: 'terminal' });
   });
 
   it('reconciles a `pair run` directory (files at its root)', async () => {
@@ -110,7 +110,7 @@ describe('reconcilePair --preview', () => {
       `would release reservation ${pair.reservationId} (read back)`,
     ]);
     expect(await hashTree(root, tmp)).toEqual(before);
-    expectHeld(pair);
+    await expectHeld(pair);
   });
 
   it('after an execute, previews already_committed with the same digest, still byte-identical', async () => {
@@ -126,7 +126,7 @@ describe('reconcilePair --preview', () => {
 describe('refusals and holds keep the reservation', () => {
   it('cross-batch: the run id is on the board under another batch', async () => {
     const claimId = 'shared-run-id';
-    const other = registry.admit({ batchId: 'batch-B', jobId: 'pair-0009', claimId, gpuMib: 0 });
+    const other = await registry.admit({ batchId: 'batch-B', jobId: 'pair-0009', claimId, gpuMib: 0 });
     if (other.kind !== 'admitted') throw new Error('set-up');
     const pair = await finished({ claimId: 'mine' });
     const receipt = { ...pair.receipt, claim_id: claimId, reservation_id: other.reservationId };
@@ -135,18 +135,18 @@ describe('refusals and holds keep the reservation', () => {
     const report = await execute(pair);
     expect(report).toMatchObject({ kind: 'refused', reason: 'run_owned_by_other_batch' });
     expect(report.detail).toContain('cross-batch collision');
-    expect(registry.reservation(other.reservationId)?.state).toBe('held');
-    expect(registry.board({ runId: claimId })[0]).toMatchObject({ batchId: 'batch-B', state: 'running' });
-    expectHeld(pair);
+    expect((await registry.reservation(other.reservationId))?.state).toBe('held');
+    expect((await registry.board({ runId: claimId }))[0]).toMatchObject({ batchId: 'batch-B', state: 'running' });
+    await expectHeld(pair);
   });
 
   it('stale admission: the reservation was released outside reconciliation', async () => {
     const pair = await finished();
-    expect(registry.release(pair.reservationId, pair.receipt.claim_id).kind).toBe('released');
+    expect((await registry.release(pair.reservationId, pair.receipt.claim_id)).kind).toBe('released');
     const report = await execute(pair);
     expect(report).toMatchObject({ kind: 'refused', reason: 'reservation_not_held_by_claim' });
     expect(report.detail).toContain('stale admission');
-    expect(registry.board({ runId: pair.receipt.claim_id })[0]?.state).toBe('running');
+    expect((await registry.board({ runId: pair.receipt.claim_id }))[0]?.state).toBe('running');
   });
 
   it('stale admission: the receipt names a reservation held by another claim', async () => {
@@ -155,8 +155,8 @@ describe('refusals and holds keep the reservation', () => {
     await pair.store.writeJsonAtomic(`${pair.jobRel}/receipt.json`, { ...pair.receipt, reservation_id: other.reservationId });
     const report = await execute(pair);
     expect(report).toMatchObject({ kind: 'refused', reason: 'reservation_not_held_by_claim' });
-    expectHeld(pair);
-    expectHeld(other);
+    await expectHeld(pair);
+    await expectHeld(other);
   });
 
   it('outcome changed since result.json', async () => {
@@ -166,7 +166,7 @@ describe('refusals and holds keep the reservation', () => {
     expect(report).toMatchObject({ kind: 'hold', reason: 'outcome_changed', proof_sha256: null });
     expect(report.detail).toContain(pair.result.outcome_sha256 ?? '');
     expect(await pair.store.exists(`${pair.jobRel}/terminal-proof.json`)).toBe(false);
-    expectHeld(pair);
+    await expectHeld(pair);
   });
 
   it('container still present (by id, then by claim label only)', async () => {
@@ -176,7 +176,7 @@ describe('refusals and holds keep the reservation', () => {
     runtime.present.clear();
     runtime.presentClaims.add(pair.receipt.claim_id);
     expect(await execute(pair)).toMatchObject({ kind: 'hold', reason: 'container_present' });
-    expectHeld(pair);
+    await expectHeld(pair);
   });
 
   it('engine unreachable: absence cannot be verified', async () => {
@@ -185,21 +185,21 @@ describe('refusals and holds keep the reservation', () => {
     const report = await execute(pair);
     expect(report).toMatchObject({ kind: 'hold', reason: 'cleanup_unverified' });
     expect(report.detail).toContain('docker.sock');
-    expectHeld(pair);
+    await expectHeld(pair);
   });
 
   it('evidence missing: result.json deleted', async () => {
     const pair = await finished();
     await unlink(join(root, pair.jobRel, 'result.json'));
     expect(await execute(pair)).toMatchObject({ kind: 'hold', reason: 'evidence_missing' });
-    expectHeld(pair);
+    await expectHeld(pair);
   });
 
   it('evidence contradictory: completed result, outcome file gone', async () => {
     const pair = await finished();
     await unlink(pair.outcomePath);
     expect(await execute(pair)).toMatchObject({ kind: 'hold', reason: 'evidence_contradictory' });
-    expectHeld(pair);
+    await expectHeld(pair);
   });
 
   it('evidence contradictory: a proof with another digest is already on disk', async () => {
@@ -210,7 +210,7 @@ describe('refusals and holds keep the reservation', () => {
     expect(report).toMatchObject({ kind: 'hold', reason: 'evidence_contradictory' });
     expect(report.detail).toContain(sha256(JSON.stringify({ run_id: 'someone-else', schema: 'roboguide.terminal_proof/v1' })));
     expect(await pair.store.readJson(`${pair.jobRel}/terminal-proof.json`)).toEqual(foreign);
-    expectHeld(pair);
+    await expectHeld(pair);
   });
 });
 
@@ -222,9 +222,9 @@ describe('reconcileBatch', () => {
     const batch = await reconcileBatch(deps(), { mode: 'execute' });
     expect(batch.reports.map((r) => [r.job_id, r.kind])).toEqual([['pair-0001', 'committed'], ['pair-0002', 'committed']]);
     expect(batch.skipped.map((s) => s.job_id)).toEqual(['pair-0003']);
-    expect(registry.held().map((r) => r.jobId)).toEqual(['pair-0003']);
-    expect(registry.reservation(a.reservationId)?.state).toBe('released');
-    expect(registry.reservation(b.reservationId)?.state).toBe('released');
+    expect((await registry.held()).map((r) => r.jobId)).toEqual(['pair-0003']);
+    expect((await registry.reservation(a.reservationId))?.state).toBe('released');
+    expect((await registry.reservation(b.reservationId))?.state).toBe('released');
   });
 
   it('with --job reconciles that job only, and reports a missing result as a hold', async () => {
@@ -232,8 +232,8 @@ describe('reconcileBatch', () => {
     const pending = await finished({ jobId: 'pair-0003', writeResult: false });
     const batch = await reconcileBatch(deps(), { mode: 'execute', jobId: 'pair-0003' });
     expect(batch.reports).toEqual([expect.objectContaining({ job_id: 'pair-0003', kind: 'hold', reason: 'evidence_missing' })]);
-    expectHeld(pending);
-    expect(registry.held()).toHaveLength(2);
+    await expectHeld(pending);
+    expect(await registry.held()).toHaveLength(2);
   });
 
   it('refuses an unknown job as bad usage (exit 2)', async () => {

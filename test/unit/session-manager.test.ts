@@ -91,11 +91,11 @@ beforeEach(async () => {
   now = Date.parse('2026-01-01T00:00:00Z');
   engine = new FakeEngine();
   registry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
-  registry.setLimits({ maxReservations: 3, gpuMib: null });
+  await registry.setLimits({ maxReservations: 3, gpuMib: null });
 });
 
 afterEach(async () => {
-  registry.close();
+  registry.closeSync();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -103,12 +103,12 @@ describe('SessionManager', () => {
   it('two concurrent deletes share one cleanup: one removal, the slot released once, the same record', async () => {
     const sessions = manager();
     const { session_id } = await sessions.create(body());
-    expect(registry.held()).toHaveLength(1);
+    expect(await registry.held()).toHaveLength(1);
     const [a, b] = await Promise.all([sessions.delete(session_id), sessions.delete(session_id)]);
     expect(a).toBe(b);
     expect(a).toMatchObject({ verified_absent: true, slot_released: true, reason: 'deleted' });
     expect(engine.removes).toBe(1);
-    expect(registry.held()).toHaveLength(0);
+    expect(await registry.held()).toHaveLength(0);
     // A new manager (a restarted server) answers the same record from disk.
     expect(await manager().delete(session_id)).toEqual(a);
   });
@@ -119,11 +119,11 @@ describe('SessionManager', () => {
     engine.stuck.add(container_id);
     const first = await sessions.delete(session_id);
     expect(first).toMatchObject({ verified_absent: false, slot_released: false });
-    expect(registry.held()).toHaveLength(1);
+    expect(await registry.held()).toHaveLength(1);
     expect(sessions.list().map((s) => s.session_id)).toEqual([session_id]);
     engine.stuck.delete(container_id);
     expect(await sessions.delete(session_id)).toMatchObject({ verified_absent: true, slot_released: true });
-    expect(registry.held()).toHaveLength(0);
+    expect(await registry.held()).toHaveLength(0);
   }, 20_000);
 
   it('reaps a session once its TTL has passed; every request renews the TTL', async () => {
@@ -135,7 +135,7 @@ describe('SessionManager', () => {
     expect(await sessions.reap()).toEqual([]);
     now += 11_000;
     expect(await sessions.reap()).toEqual([session_id]);
-    expect(registry.held()).toHaveLength(0);
+    expect(await registry.held()).toHaveLength(0);
     await expect(sessions.exec(session_id, { command: 'true' })).rejects.toMatchObject({ status: 404 });
   });
 
@@ -153,7 +153,7 @@ describe('SessionManager', () => {
     const [record] = await shutdown;
     expect(record).toMatchObject({ container_id, verified_absent: true, slot_released: true, reason: 'shutdown' });
     expect(engine.containers.size).toBe(0);
-    expect(registry.held()).toHaveLength(0);
+    expect(await registry.held()).toHaveLength(0);
   });
 
   it('refuses a port another session holds, and the host limit, with nothing created', async () => {
@@ -170,7 +170,7 @@ describe('SessionManager', () => {
     const sessions = manager();
     engine.failCreate = new Error('engine said no to hunter2-secret');
     await expect(sessions.create(body({ environment: { API_KEY: '${SECRET_VALUE}' } }))).rejects.toThrow('engine said no');
-    expect(registry.held()).toHaveLength(0);
+    expect(await registry.held()).toHaveLength(0);
     expect(sessions.list()).toEqual([]);
     const { readdir, readFile } = await import('node:fs/promises');
     const [id] = await readdir(join(dir, 'data', 'sessions'));
@@ -182,7 +182,7 @@ describe('SessionManager', () => {
     const sessions = manager();
     await expect(sessions.create(body({ mounts: [{ source: dir, target: '/x' }] }))).rejects.toBeInstanceOf(ApiError);
     await expect(sessions.create(body({ environment: { K: '${NOT_SET}' } }))).rejects.toMatchObject({ status: 400, code: 'E_ENV_MISSING' });
-    expect(registry.held()).toHaveLength(0);
+    expect(await registry.held()).toHaveLength(0);
   });
 
   it('after a restart: adopts live sessions, deletes expired ones, releases a slot with no container', async () => {
@@ -190,14 +190,14 @@ describe('SessionManager', () => {
     const live = await before.create(body({ ttl_seconds: 3600 }));
     const expiring = await before.create(body({ ttl_seconds: 10 }));
     // A reservation of this server whose container never came to be (crash between admit and create).
-    const orphan = registry.admit({ batchId: 'serve-test', jobId: 's-orphan', claimId: 'claim-orphan', gpuMib: 0 });
+    const orphan = await registry.admit({ batchId: 'serve-test', jobId: 's-orphan', claimId: 'claim-orphan', gpuMib: 0 });
     expect(orphan.kind).toBe('admitted');
     now += 60_000;
     const after = manager();
     const report = await after.adopt(() => Promise.resolve({}));
     expect(report).toEqual({ adopted: [live.session_id], reaped: [expiring.session_id], released: ['s-orphan'] });
     expect(engine.containers.has(expiring.container_id)).toBe(false);
-    expect(registry.held().map((r) => r.jobId)).toEqual([live.session_id]);
+    expect((await registry.held()).map((r) => r.jobId)).toEqual([live.session_id]);
     expect((await after.exec(live.session_id, { argv: ['true'] })).return_code).toBe(0);
   });
 });

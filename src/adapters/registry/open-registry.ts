@@ -7,7 +7,9 @@ import { statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { InvalidInputError } from '../../core/errors.js';
-import type { RegistryLocation } from './default-path.js';
+import type { CapacityRegistry } from '../../app/ports/capacity-registry.js';
+import { isPostgresLocation, parsePostgresUrl, type RegistryLocation } from './default-path.js';
+import { PostgresCapacityRegistry } from './postgres-capacity-registry.js';
 import { SqliteCapacityRegistry } from './sqlite-capacity-registry.js';
 
 const REGISTRY_TABLES = ['schema_version', 'reservations', 'board', 'host_limits'];
@@ -46,7 +48,7 @@ function isFolder(path: string): boolean {
 
 /** Throws (exit 2) when a named location is neither an existing registry nor a new file in an existing folder. */
 export function checkRegistryLocation(location: RegistryLocation): void {
-  if (!location.explicit) return;
+  if (!location.explicit || isPostgresLocation(location)) return;
   const { path } = location;
   let isFile: boolean;
   try {
@@ -61,8 +63,31 @@ export function checkRegistryLocation(location: RegistryLocation): void {
   if (!isRegistryDatabase(path)) throw refuse(`${path} exists but is not a roboguide-eval registry database`);
 }
 
-/** Check the location, then open (creating a new file 0600 where allowed) and migrate. */
-export function openRegistryAt(location: RegistryLocation): SqliteCapacityRegistry {
+/**
+ * Check the location, then open (creating a new file 0600 where allowed, or connecting to PostgreSQL) and
+ * migrate.
+ */
+export async function openRegistryAt(location: RegistryLocation): Promise<CapacityRegistry> {
+  if (isPostgresLocation(location)) {
+    return PostgresCapacityRegistry.open({ connection: location.connection, display: location.path });
+  }
   checkRegistryLocation(location);
+  return SqliteCapacityRegistry.open({ path: location.path });
+}
+
+/** A registry as batch.json records it (`registry_path`): a SQLite file, or a PostgreSQL URL without its password. */
+export function recordedRegistryLocation(recorded: string): RegistryLocation {
+  return /^postgres(ql)?:\/\//i.test(recorded) ? parsePostgresUrl(recorded) : { path: recorded, explicit: false };
+}
+
+/**
+ * Opens the registry a batch recorded. The password of a PostgreSQL one was never recorded: it comes from
+ * PGPASSWORD (or ~/.pgpass), as for libpq; `e1-batch start` hands the URL's password to its supervisor that way.
+ */
+export async function openRecordedRegistry(recorded: string): Promise<CapacityRegistry> {
+  const location = recordedRegistryLocation(recorded);
+  if (isPostgresLocation(location)) {
+    return PostgresCapacityRegistry.open({ connection: location.connection, display: location.path });
+  }
   return SqliteCapacityRegistry.open({ path: location.path });
 }

@@ -1,16 +1,19 @@
 /** Small shared reads, usable inside or outside a transaction. */
 import type { DatabaseSync } from 'node:sqlite';
-import type { BoardRow, HostLimits, Reservation } from '../../app/ports/capacity-registry.js';
-import { integer, integerOrNull, toBoardRow, toReservation } from './rows.js';
+import type { BoardRow, HostLimits, PortHolder, Reservation } from '../../app/ports/capacity-registry.js';
+import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { RoboguideError } from '../../core/errors.js';
 
+/** A reservation's columns and its held ports (comma-separated). */
+export const RESERVATION_COLUMNS = `r.*, (SELECT group_concat(p.port, ',') FROM reserved_ports p WHERE p.reservation_id = r.id) AS ports`;
+
 export function selectReservation(db: DatabaseSync, reservationId: string): Reservation | null {
-  const row = db.prepare('SELECT * FROM reservations WHERE id = ?').get(reservationId);
+  const row = db.prepare(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.id = ?`).get(reservationId);
   return row === undefined ? null : toReservation(row);
 }
 
 export function selectReservationForClaim(db: DatabaseSync, claimId: string): Reservation | null {
-  const row = db.prepare('SELECT * FROM reservations WHERE claim_id = ?').get(claimId);
+  const row = db.prepare(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.claim_id = ?`).get(claimId);
   return row === undefined ? null : toReservation(row);
 }
 
@@ -19,7 +22,12 @@ export function selectBoardRow(db: DatabaseSync, runId: string): BoardRow | null
   return row === undefined ? null : toBoardRow(row);
 }
 
-export function selectLimits(db: DatabaseSync): HostLimits {
+/** The limits that apply to `node` (its own row, else the default); the default without `node`. */
+export function selectLimits(db: DatabaseSync, node?: string): HostLimits {
+  if (node !== undefined) {
+    const own = db.prepare('SELECT max_reservations, gpu_mib FROM node_limits WHERE node = ?').get(node);
+    if (own !== undefined) return { maxReservations: integer(own, 'max_reservations'), gpuMib: integerOrNull(own, 'gpu_mib') };
+  }
   const row = db.prepare('SELECT max_reservations, gpu_mib FROM host_limits WHERE id = 1').get();
   if (row === undefined) throw new RoboguideError('E_REGISTRY', 'registry has no host_limits row');
   return { maxReservations: integer(row, 'max_reservations'), gpuMib: integerOrNull(row, 'gpu_mib') };
@@ -30,10 +38,24 @@ export interface HeldTotals {
   readonly gpuMib: number;
 }
 
-export function selectHeldTotals(db: DatabaseSync): HeldTotals {
+export function selectHeldTotals(db: DatabaseSync, node: string): HeldTotals {
   const row = db
-    .prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(gpu_mib), 0) AS mib FROM reservations WHERE state = 'held'`)
-    .get();
+    .prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(gpu_mib), 0) AS mib FROM reservations WHERE state = 'held' AND node = ?`)
+    .get(node);
   if (row === undefined) return { count: 0, gpuMib: 0 };
   return { count: integer(row, 'n'), gpuMib: integer(row, 'mib') };
+}
+
+export function selectPortHolders(db: DatabaseSync, node: string, ports: readonly number[]): PortHolder[] {
+  const holders: PortHolder[] = [];
+  const query = db.prepare(
+    `SELECT p.node, p.port, r.batch_id, r.job_id, r.id FROM reserved_ports p JOIN reservations r ON r.id = p.reservation_id
+     WHERE r.state = 'held' AND p.node = ? AND p.port = ? ORDER BY r.rowid`,
+  );
+  for (const port of [...new Set(ports)].sort((a, b) => a - b)) {
+    for (const row of query.all(node, port)) {
+      holders.push({ node: text(row, 'node'), port: integer(row, 'port'), batchId: text(row, 'batch_id'), jobId: text(row, 'job_id'), reservationId: text(row, 'id') });
+    }
+  }
+  return holders;
 }

@@ -2,7 +2,6 @@
  * Typed reads of registry rows. node:sqlite returns loosely typed records; a column of the
  * wrong type means a damaged database, which is a fault of the tool (`E_REGISTRY`).
  */
-import type { SQLOutputValue } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
 import type {
   BoardRow,
@@ -11,7 +10,8 @@ import type {
   ReservationState,
 } from '../../app/ports/capacity-registry.js';
 
-type Row = Record<string, SQLOutputValue>;
+/** A row as node:sqlite or pg returns it. */
+type Row = Record<string, unknown>;
 
 function damaged(column: string, value: unknown): RoboguideError {
   return new RoboguideError('E_REGISTRY', `registry row has an unexpected value in column ${column}`, {
@@ -49,6 +49,16 @@ function oneOf<T extends string>(row: Row, column: string, allowed: readonly T[]
   return found;
 }
 
+/** `ports`: the reservation's held ports as a comma-separated list (from the query), or null for none. */
+function portsOf(row: Row): number[] {
+  const value = row['ports'];
+  if (value === null || value === undefined || value === '') return [];
+  if (typeof value !== 'string') throw damaged('ports', value);
+  const ports = value.split(',').map(Number);
+  if (!ports.every((p) => Number.isSafeInteger(p) && p >= 1 && p <= 65_535)) throw damaged('ports', value);
+  return ports.sort((a, b) => a - b);
+}
+
 const RESERVATION_STATES: readonly ReservationState[] = ['held', 'released'];
 const BOARD_STATES: readonly BoardRowState[] = ['running', 'terminal'];
 
@@ -60,6 +70,8 @@ export function toReservation(row: Row): Reservation {
     claimId: text(row, 'claim_id'),
     containerId: textOrNull(row, 'container_id'),
     gpuMib: integer(row, 'gpu_mib'),
+    node: text(row, 'node'),
+    ports: portsOf(row),
     state: oneOf(row, 'state', RESERVATION_STATES),
     createdAt: text(row, 'created_at'),
     releasedAt: textOrNull(row, 'released_at'),

@@ -8,7 +8,14 @@ import { DEFAULT_HOST_LIMITS } from '../../app/ports/capacity-registry.js';
 import { inImmediateTransaction } from './transaction.js';
 import { integer } from './rows.js';
 
-const MIGRATIONS: readonly string[] = [
+/** A migration: SQL, or SQL made for the local node (the name rows written before nodes existed get). */
+type Migration = string | ((localNode: string) => string);
+
+function quote(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
+}
+
+const MIGRATIONS: readonly Migration[] = [
   `
   CREATE TABLE reservations (
     id            TEXT PRIMARY KEY,
@@ -53,12 +60,30 @@ const MIGRATIONS: readonly string[] = [
     acquired_at  TEXT NOT NULL
   ) STRICT;
   `,
+  // Nodes: reservations belong to a node (rows from before belong to this host), limits per node (a node without
+  // its own uses host_limits, the default), and published host ports held with a reservation.
+  (localNode) => `
+  ALTER TABLE reservations ADD COLUMN node TEXT NOT NULL DEFAULT ${quote(localNode)};
+  CREATE INDEX reservations_node ON reservations (state, node);
+  CREATE TABLE node_limits (
+    node              TEXT PRIMARY KEY CHECK (node <> ''),
+    max_reservations  INTEGER NOT NULL CHECK (max_reservations >= 1),
+    gpu_mib           INTEGER CHECK (gpu_mib IS NULL OR gpu_mib >= 0)
+  ) STRICT;
+  CREATE TABLE reserved_ports (
+    reservation_id  TEXT NOT NULL REFERENCES reservations (id),
+    node            TEXT NOT NULL,
+    port            INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),
+    PRIMARY KEY (reservation_id, port)
+  ) STRICT;
+  CREATE INDEX reserved_ports_node ON reserved_ports (node, port);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /** Brings the database to SCHEMA_VERSION; refuses a database written by a newer schema. */
-export function migrate(db: DatabaseSync): void {
+export function migrate(db: DatabaseSync, localNode: string): void {
   inImmediateTransaction(db, () => {
     db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT');
     const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
@@ -74,8 +99,17 @@ export function migrate(db: DatabaseSync): void {
       );
     }
     for (let version = current + 1; version <= SCHEMA_VERSION; version += 1) {
-      db.exec(MIGRATIONS[version - 1] ?? '');
+      const migration = MIGRATIONS[version - 1] ?? '';
+      db.exec(typeof migration === 'string' ? migration : migration(localNode));
       db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(version);
     }
   }, 'migrate');
+}
+
+/** The version the database records (0 before the first migration). */
+export function recordedVersion(db: DatabaseSync): number {
+  const table = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`).get();
+  if (table === undefined) return 0;
+  const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
+  return row?.version === null || row === undefined ? 0 : integer(row, 'version');
 }

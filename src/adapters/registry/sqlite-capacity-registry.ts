@@ -1,3 +1,4 @@
+/* eslint-disable @typescript-eslint/require-await -- node:sqlite is synchronous; the port it implements is asynchronous */
 /**
  * The host-wide capacity registry on `node:sqlite` (SPEC §7): WAL mode, a busy timeout, and
  * every write in one `BEGIN IMMEDIATE` transaction, so admissions from any number of
@@ -10,6 +11,9 @@ import { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
 import type {
   LeaseResult,
+  NodeLimits,
+  PortHolder,
+  RegistrySchemaVersion,
   SupervisorLease,
   AdmitRequest,
   AdmitResult,
@@ -24,12 +28,13 @@ import type {
   TerminalCommit,
   TerminalCommitResult,
 } from '../../app/ports/capacity-registry.js';
-import { migrate } from './schema.js';
+import { SCHEMA_VERSION, migrate, recordedVersion } from './schema.js';
+import { localNodeName } from './local-node.js';
 import { inImmediateTransaction, registryFault, registryRead } from './transaction.js';
-import { selectHeldTotals, selectLimits, selectReservation, selectReservationForClaim } from './queries.js';
-import { toBoardRow, toReservation } from './rows.js';
+import { RESERVATION_COLUMNS, selectHeldTotals, selectLimits, selectPortHolders, selectReservation, selectReservationForClaim } from './queries.js';
+import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
-import { checkAdmitRequest, checkLimits } from './validate.js';
+import { checkAdmitRequest, checkLimits, checkNode } from './validate.js';
 
 export const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
 
@@ -40,6 +45,8 @@ export interface SqliteCapacityRegistryOptions {
   readonly newId?: () => string;
   /** How long a writer waits for another process's transaction (default 10 s). */
   readonly busyTimeoutMs?: number;
+  /** The node admissions without one are for (default: this host's name). */
+  readonly localNode?: string;
 }
 
 /** Registry files are private to the host's user: 0600, whatever the umask. */
@@ -86,6 +93,7 @@ function openDatabase(path: string, busyTimeoutMs: number): DatabaseSync {
 
 export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   readonly path: string;
+  readonly localNode: string;
   readonly #db: DatabaseSync;
   readonly #now: () => string;
   readonly #newId: () => string;
@@ -96,13 +104,14 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     const clock = options.clock ?? { now: () => new Date() };
     this.#now = () => clock.now().toISOString();
     this.#newId = options.newId ?? randomUUID;
+    this.localNode = options.localNode ?? localNodeName();
   }
 
   /** Opens (creating if needed) and migrates the registry; idempotent for an existing file. */
   static open(options: SqliteCapacityRegistryOptions): SqliteCapacityRegistry {
     const db = openDatabase(options.path, options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS);
     try {
-      migrate(db);
+      migrate(db, options.localNode ?? localNodeName());
     } catch (error) {
       db.close();
       throw registryFault(`cannot prepare the capacity registry at ${options.path}`, error);
@@ -110,20 +119,47 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     return new SqliteCapacityRegistry(db, options);
   }
 
-  limits(): HostLimits {
-    return registryRead(() => selectLimits(this.#db));
+  async limits(node?: string): Promise<HostLimits> {
+    return registryRead(() => selectLimits(this.#db, node));
   }
 
-  setLimits(limits: HostLimits): void {
+  async setLimits(limits: HostLimits, node?: string): Promise<void> {
     checkLimits(limits);
+    if (node !== undefined) checkNode(node);
     inImmediateTransaction(this.#db, () => {
-      this.#db
-        .prepare('UPDATE host_limits SET max_reservations = ?, gpu_mib = ? WHERE id = 1')
-        .run(limits.maxReservations, limits.gpuMib);
+      if (node === undefined) {
+        this.#db
+          .prepare('UPDATE host_limits SET max_reservations = ?, gpu_mib = ? WHERE id = 1')
+          .run(limits.maxReservations, limits.gpuMib);
+      } else {
+        this.#db
+          .prepare(
+            `INSERT INTO node_limits (node, max_reservations, gpu_mib) VALUES (?, ?, ?)
+             ON CONFLICT (node) DO UPDATE SET max_reservations = excluded.max_reservations, gpu_mib = excluded.gpu_mib`,
+          )
+          .run(node, limits.maxReservations, limits.gpuMib);
+      }
     }, 'set_limits');
   }
 
-  acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): LeaseResult {
+  async nodeLimits(): Promise<NodeLimits[]> {
+    return registryRead(() =>
+      this.#db
+        .prepare('SELECT node, max_reservations, gpu_mib FROM node_limits ORDER BY node')
+        .all()
+        .map((row) => ({ node: text(row, 'node'), limits: { maxReservations: integer(row, 'max_reservations'), gpuMib: integerOrNull(row, 'gpu_mib') } })),
+    );
+  }
+
+  async portHolders(node: string, ports: readonly number[]): Promise<PortHolder[]> {
+    return registryRead(() => selectPortHolders(this.#db, node, ports));
+  }
+
+  async schemaVersion(): Promise<RegistrySchemaVersion> {
+    return registryRead(() => ({ current: recordedVersion(this.#db), supported: SCHEMA_VERSION }));
+  }
+
+  async acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): Promise<LeaseResult> {
     return inImmediateTransaction(this.#db, () => {
       const row = this.#db.prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?').get(batchId);
       if (row !== undefined) {
@@ -146,13 +182,13 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     }, 'acquire_lease');
   }
 
-  releaseLease(batchId: string, pid: number): void {
+  async releaseLease(batchId: string, pid: number): Promise<void> {
     inImmediateTransaction(this.#db, () => {
       this.#db.prepare('DELETE FROM supervisor_leases WHERE batch_id = ? AND pid = ?').run(batchId, pid);
     }, 'release_lease');
   }
 
-  admit(request: AdmitRequest): AdmitResult {
+  async admit(request: AdmitRequest): Promise<AdmitResult> {
     checkAdmitRequest(request);
     return inImmediateTransaction(this.#db, () => this.#admitIn(request), 'admit');
   }
@@ -172,27 +208,35 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
       }
       return { kind: 'already_admitted', reservationId: existing.id };
     }
-    const limits = selectLimits(db);
-    const held = selectHeldTotals(db);
+    const node = request.node ?? this.localNode;
+    const limits = selectLimits(db, node);
+    const held = selectHeldTotals(db, node);
     if (held.count >= limits.maxReservations) {
-      return { kind: 'refused', reason: 'host_full', held: held.count, limit: limits.maxReservations };
+      return { kind: 'refused', reason: 'host_full', held: held.count, limit: limits.maxReservations, node };
     }
     if (limits.gpuMib !== null && held.gpuMib + request.gpuMib > limits.gpuMib) {
-      return { kind: 'refused', reason: 'gpu_budget', held: held.gpuMib, limit: limits.gpuMib };
+      return { kind: 'refused', reason: 'gpu_budget', held: held.gpuMib, limit: limits.gpuMib, node };
+    }
+    const ports = [...new Set(request.ports ?? [])].sort((a, b) => a - b);
+    const holder = selectPortHolders(db, node, ports)[0];
+    if (holder !== undefined) {
+      return { kind: 'refused', reason: 'port_held', held: 1, limit: 1, node, port: holder.port, holderBatchId: holder.batchId };
     }
     const reservationId = this.#newId();
     const nowIso = this.#now();
     db.prepare(
-      `INSERT INTO reservations (id, batch_id, job_id, claim_id, container_id, gpu_mib, state, created_at)
-       VALUES (?, ?, ?, ?, NULL, ?, 'held', ?)`,
-    ).run(reservationId, request.batchId, request.jobId, request.claimId, request.gpuMib, nowIso);
+      `INSERT INTO reservations (id, batch_id, job_id, claim_id, node, container_id, gpu_mib, state, created_at)
+       VALUES (?, ?, ?, ?, ?, NULL, ?, 'held', ?)`,
+    ).run(reservationId, request.batchId, request.jobId, request.claimId, node, request.gpuMib, nowIso);
+    const insertPort = db.prepare('INSERT INTO reserved_ports (reservation_id, node, port) VALUES (?, ?, ?)');
+    for (const port of ports) insertPort.run(reservationId, node, port);
     db.prepare(
       `INSERT INTO board (run_id, batch_id, job_id, state, updated_at) VALUES (?, ?, ?, 'running', ?)`,
     ).run(request.claimId, request.batchId, request.jobId, nowIso);
     return { kind: 'admitted', reservationId };
   }
 
-  attachContainer(reservationId: string, containerId: string): void {
+  async attachContainer(reservationId: string, containerId: string): Promise<void> {
     inImmediateTransaction(this.#db, () => {
       const reservation = selectReservation(this.#db, reservationId);
       const problem =
@@ -218,7 +262,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     }, 'attach_container');
   }
 
-  release(reservationId: string, claimId: string): ReleaseResult {
+  async release(reservationId: string, claimId: string): Promise<ReleaseResult> {
     return inImmediateTransaction(this.#db, (): ReleaseResult => {
       const reservation = selectReservation(this.#db, reservationId);
       if (reservation === null) return { kind: 'refused', reason: 'unknown_reservation' };
@@ -233,30 +277,30 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     }, 'release');
   }
 
-  commitTerminal(commit: TerminalCommit): TerminalCommitResult {
+  async commitTerminal(commit: TerminalCommit): Promise<TerminalCommitResult> {
     return inImmediateTransaction(this.#db, () => commitTerminalIn(this.#db, commit, this.#now()), 'commit_terminal');
   }
 
-  reservation(reservationId: string): Reservation | null {
+  async reservation(reservationId: string): Promise<Reservation | null> {
     return registryRead(() => selectReservation(this.#db, reservationId));
   }
 
-  reservationForClaim(claimId: string): Reservation | null {
+  async reservationForClaim(claimId: string): Promise<Reservation | null> {
     return registryRead(() => selectReservationForClaim(this.#db, claimId));
   }
 
-  held(filter: ReservationFilter = {}): Reservation[] {
+  async held(filter: ReservationFilter = {}): Promise<Reservation[]> {
     return registryRead(() => {
       const rows = this.#db
         .prepare(
-          `SELECT * FROM reservations WHERE state = 'held' AND (?1 IS NULL OR batch_id = ?1) ORDER BY rowid`,
+          `SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.state = 'held' AND (?1 IS NULL OR r.batch_id = ?1) ORDER BY r.rowid`,
         )
         .all(filter.batchId ?? null);
       return rows.map(toReservation);
     });
   }
 
-  board(filter: BoardFilter = {}): BoardRow[] {
+  async board(filter: BoardFilter = {}): Promise<BoardRow[]> {
     return registryRead(() => {
       const rows = this.#db
         .prepare(
@@ -267,7 +311,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     });
   }
 
-  annotate(runId: string, fields: BoardAnnotation): void {
+  async annotate(runId: string, fields: BoardAnnotation): Promise<void> {
     inImmediateTransaction(this.#db, () => {
       const changed = this.#db
         .prepare(
@@ -282,11 +326,16 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     }, 'annotate');
   }
 
-  close(): void {
+  async close(): Promise<void> {
+    this.closeSync();
+  }
+
+  /** Closes the database now (SQLite closes synchronously; `using` relies on it). */
+  closeSync(): void {
     if (this.#db.isOpen) this.#db.close();
   }
 
   [Symbol.dispose](): void {
-    this.close();
+    this.closeSync();
   }
 }

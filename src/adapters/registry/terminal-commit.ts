@@ -14,12 +14,12 @@ import type {
 } from '../../app/ports/capacity-registry.js';
 import { selectBoardRow, selectReservation } from './queries.js';
 
-function refuse(reason: TerminalCommitRefusal, detail: string): TerminalCommitResult {
+export function refuse(reason: TerminalCommitRefusal, detail: string): TerminalCommitResult {
   return { kind: 'refused', reason, detail };
 }
 
 /** Checks ownership and proof; returns a refusal, or null when the commit may proceed. */
-function refusal(
+export function refusal(
   commit: TerminalCommit,
   reservation: Reservation,
   board: BoardRow | null,
@@ -63,7 +63,7 @@ function refusal(
   return null;
 }
 
-function readBackFailed(what: string, context: Record<string, unknown>): RoboguideError {
+export function readBackFailed(what: string, context: Record<string, unknown>): RoboguideError {
   return new RoboguideError('E_REGISTRY', `${what} did not read back as written`, { context });
 }
 

@@ -22,5 +22,20 @@ export function checkAdmitRequest(request: AdmitRequest): void {
     if (request[key].length === 0) issues.push({ path: key, rule: 'must not be empty' });
   }
   if (!isCount(request.gpuMib, 0)) issues.push({ path: 'gpuMib', rule: 'must be an integer >= 0' });
+  if (request.node !== undefined && !isNodeName(request.node)) issues.push({ path: 'node', rule: NODE_RULE });
+  (request.ports ?? []).forEach((port, k) => {
+    if (!(Number.isSafeInteger(port) && port >= 1 && port <= 65_535)) issues.push({ path: `ports[${k}]`, rule: 'must be an integer 1..65535' });
+  });
   if (issues.length > 0) throw new InvalidInputError('E_USAGE', 'invalid admission request', issues);
+}
+
+const NODE_RULE = 'must be 1..253 characters, none of them a control character';
+
+function isNodeName(node: string): boolean {
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  return node.length >= 1 && node.length <= 253 && !/[\u0000-\u001f\u007f]/.test(node);
+}
+
+export function checkNode(node: string): void {
+  if (!isNodeName(node)) throw new InvalidInputError('E_USAGE', 'invalid node', [{ path: 'node', rule: NODE_RULE }]);
 }

@@ -24,6 +24,19 @@ export interface BatchPairDeps {
 export interface BatchPairContext {
   readonly batch: BatchRecord;
   readonly manifest: Manifest;
+  /** The GPU peaks (MiB) the batch has measured so far, per image; admission reserves from them (default none). */
+  readonly gpuPeaksByImage?: () => ReadonlyMap<string, readonly number[]>;
+}
+
+/**
+ * The GPU memory admission reserves for a pair (SPEC §7): none for a job that neither asks for GPUs nor declares
+ * `gpu_mib`; else the largest peak the batch measured for the job's image, or before the first peak the
+ * declared `gpu_mib` (0 when not declared).
+ */
+export function expectedGpuMib(job: Job, declaredImagePeaks: readonly number[]): number {
+  if (job.gpus === undefined && job.gpu_mib === undefined) return 0;
+  const peak = declaredImagePeaks.filter((p) => Number.isFinite(p) && p > 0).reduce((a, b) => Math.max(a, b), 0);
+  return peak > 0 ? Math.ceil(peak) : (job.gpu_mib ?? 0);
 }
 
 export type DispatchAttempt =
@@ -53,7 +66,8 @@ export async function dispatchPair(
   const { store, registry, journal } = deps;
   const batchId = ctx.batch.batch_id;
   const claimId = randomUUID();
-  const admitted = registry.admit({ batchId, jobId: job.job_id, claimId, gpuMib: 0 });
+  const peaks = ctx.gpuPeaksByImage?.().get(jobImage(ctx.manifest, job)) ?? [];
+  const admitted = await registry.admit({ batchId, jobId: job.job_id, claimId, gpuMib: expectedGpuMib(job, peaks), ports: job.ports });
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
   const reservationId = admitted.reservationId;
   failpoint('after_reserve');
@@ -90,7 +104,7 @@ export async function dispatchPair(
     return { kind: 'claim_failed', reason: 'receipt_write_failed' };
   }
   if (published === 'exists') {
-    registry.release(reservationId, claimId);
+    await registry.release(reservationId, claimId);
     return { kind: 'claim_failed', reason: 'already_claimed' };
   }
   failpoint('after_claim');
@@ -110,7 +124,7 @@ export async function dispatchPair(
       handle.containerId = containerId;
       receipt = { ...receipt, container_id: containerId };
       await store.writeJsonAtomic(receiptRel(job.job_id), receipt);
-      registry.attachContainer(reservationId, containerId);
+      await registry.attachContainer(reservationId, containerId);
       await journal('container_created', { job_id: job.job_id, container_id: containerId });
       failpoint('after_container_created');
       await pausepoint('after_container_created');

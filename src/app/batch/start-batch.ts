@@ -10,6 +10,7 @@ import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
+import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
@@ -22,8 +23,12 @@ export interface StartBatchDeps {
   readonly runtime: ContainerRuntime;
   readonly clock: Clock;
   readonly observeGpus?: () => Promise<GpuObservation>;
-  /** Opens and checks the host registry (creating it where allowed); called after every check, before any write. */
-  readonly checkRegistry?: () => void;
+  /**
+   * Opens and checks the host registry (creating it where allowed); called after every check, before any write.
+   * Given what the batch's pairs need on this host (published ports, GPU MiB), it throws when a port is held by
+   * another batch or a pair needs more GPU memory than the host's whole budget.
+   */
+  readonly checkRegistry?: (needs: RegistryNeeds) => Promise<void>;
 }
 
 export interface StartBatchOptions {
@@ -100,6 +105,56 @@ function bindAddressIssues(options: StartBatchOptions): Issue[] {
   return problem === null ? [] : [{ path: '--bind-address', rule: problem }];
 }
 
+/** What the batch's pairs hold in the registry besides a slot, by manifest path (for start-time refusals). */
+export interface RegistryNeeds {
+  readonly ports: readonly { readonly path: string; readonly jobId: string; readonly port: number }[];
+  readonly gpu: readonly { readonly path: string; readonly jobId: string; readonly mib: number }[];
+}
+
+export function registryNeeds(manifest: Manifest): RegistryNeeds {
+  return {
+    ports: manifest.jobs.flatMap((job, i) => job.ports.map((port, k) => ({ path: `jobs[${i}].ports[${k}]`, jobId: job.job_id, port }))),
+    gpu: manifest.jobs.flatMap((job, i) => (job.gpu_mib !== undefined ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib }] : [])),
+  };
+}
+
+/**
+ * Refuses (exit 2, naming each field) a batch that could not run here: a declared port already held on this node
+ * by another batch's pair (that batch is still running: its reservation is held), or a pair whose declared GPU
+ * memory exceeds this node's whole GPU budget (it could never be admitted).
+ */
+export async function checkRegistryNeeds(registry: CapacityRegistry, needs: RegistryNeeds): Promise<void> {
+  const node = registry.localNode;
+  const issues: Issue[] = [];
+  const holders = await registry.portHolders(node, needs.ports.map((p) => p.port));
+  for (const need of needs.ports) {
+    const holder = holders.find((h) => h.port === need.port);
+    if (holder !== undefined) {
+      issues.push({
+        path: need.path,
+        rule: `port ${need.port} is held on node ${node} by batch ${holder.batchId} (job ${holder.jobId}), which is still running: wait for it, or choose another port`,
+      });
+    }
+  }
+  const limits = await registry.limits(node);
+  if (limits.gpuMib !== null) {
+    for (const need of needs.gpu) {
+      if (need.mib > limits.gpuMib) {
+        issues.push({
+          path: need.path,
+          rule: `${need.mib} MiB exceeds the whole GPU budget of node ${node} (${limits.gpuMib} MiB): the pair could never be admitted`,
+        });
+      }
+    }
+  }
+  if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
+}
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+function isPostgresUrl(registry: string): boolean {
+  return POSTGRES_URL.test(registry);
+}
+
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await loadManifest(options.manifestPath);
   const allowShortSecrets = options.allowShortSecrets === true;
@@ -111,7 +166,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     ...(await jobPathIssues(
       deps.fs,
       manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, cwd: job.cwd, outcome_path: job.outcome_path })),
-      { ...options.hostPaths, outputDir: options.output, registryPath: options.registryPath },
+      { ...options.hostPaths, outputDir: options.output, ...(isPostgresUrl(options.registryPath) ? {} : { registryPath: options.registryPath }) },
     )),
   ];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
@@ -127,7 +182,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     }
   }
   const gpuObservation = await observeForManifest(deps, manifest);
-  deps.checkRegistry?.();
+  await deps.checkRegistry?.(registryNeeds(manifest));
 
   await mkdir(dirname(options.output), { recursive: true });
   await EvidenceStore.createOutputDir(deps.fs, options.output);

@@ -5,7 +5,7 @@ import { foldJournal, type BatchState, type RunningPair } from '../../core/batch
 import type { PauseReason } from '../../core/classify.js';
 import { decideDispatch } from '../../core/dispatch-policy.js';
 import { RoboguideError, errorKind } from '../../core/errors.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import { survivingResume, infrastructureStreak } from '../../core/pause-rules.js';
 import type { Classification } from '../../core/result.js';
 import type { ExecutePairDeps } from '../execute-pair.js';
@@ -13,7 +13,7 @@ import { failpoint } from '../failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments, type ResolvedJobEnvironment } from './batch-context.js';
-import { dispatchPair, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
+import { dispatchPair, type BatchPairContext, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
 import { reconcileFinished, removeUnverifiedContainer, type FinishReport } from './finish-pair.js';
 import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type StopRequest, type SupervisorRecord } from './layout.js';
 import { recoverPair } from './recover-pair.js';
@@ -49,7 +49,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
   // tells processes apart; the set below does the same inside one process (the library API).
   const lease = supervisedHere.has(batchId)
     ? ({ kind: 'held', holder: identity } as const)
-    : registry.acquireLease(batchId, identity, isSameProcessAliveSync);
+    : await registry.acquireLease(batchId, identity, isSameProcessAliveSync);
   if (lease.kind === 'held') {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `batch ${batchId} is already supervised by pid ${lease.holder.pid}`, {
       suggestions: ['wait for it, or `e1-batch stop` it first'],
@@ -61,7 +61,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
   } finally {
     supervisedHere.delete(batchId);
     try {
-      registry.releaseLease(batchId, identity.pid);
+      await registry.releaseLease(batchId, identity.pid);
     } catch (err) {
       // A lease left behind is taken over once this process is gone; never let it mask the batch's outcome.
       deps.logger.warn({ err: errorKind(err) }, 'supervisor lease not released');
@@ -81,7 +81,19 @@ async function superviseHeld(
   const { batch, manifest, identity } = held;
   const clock = deps.execute.clock;
   const batchId = batch.batch_id;
-  const ctx = { batch, manifest };
+  // Admission reserves a GPU pair's measured peak for its image (SPEC §7): read from the results seen so far.
+  const ctx: BatchPairContext = {
+    batch,
+    manifest,
+    gpuPeaksByImage: () => {
+      const byImage = new Map<string, number[]>();
+      for (const f of files) {
+        const image = jobImage(manifest, f.job);
+        byImage.set(image, [...(byImage.get(image) ?? []), ...gpuPeaksOf([f])]);
+      }
+      return byImage;
+    },
+  };
   // A stop recorded for an earlier supervisor is void; one sent after our identity is published is ours.
   // Until the real handler is in place, SIGUSR2 (whose default action would kill us) is only latched.
   await unlink(store.resolve(STOP_FILE)).catch(() => undefined);
@@ -213,15 +225,15 @@ async function superviseHeld(
   try {
     // Reservations whose claim never got published: nothing ran for them.
     const claimIds = new Set(files.flatMap((f) => (f.receipt ? [f.receipt.claim_id] : [])));
-    for (const r of registry.held({ batchId })) {
+    for (const r of await registry.held({ batchId })) {
       if (!claimIds.has(r.claimId)) {
-        registry.release(r.id, r.claimId);
+        await registry.release(r.id, r.claimId);
         await journal('reservation_released_unclaimed', { job_id: r.jobId, reservation_id: r.id });
       }
     }
     // A result written but its slot still held: the previous supervisor died between the two. Finish it.
     for (const f of files) {
-      const held = f.receipt && f.result ? registry.reservationForClaim(f.receipt.claim_id) : null;
+      const held = f.receipt && f.result ? await registry.reservationForClaim(f.receipt.claim_id) : null;
       if (f.receipt && f.result && held?.state === 'held') {
         await journal('recovered', { job_id: f.job.job_id, action: 'reconcile_finished' });
         await removeUnverifiedContainer(batchDeps, f.receipt, f.result, manifest.stop_budget_seconds);

@@ -2,8 +2,9 @@
  * The host-wide capacity registry (SPEC §7) and the board of runs that terminal
  * reconciliation writes to (SPEC §8 steps 2-4). Every batch on the host shares one.
  *
- * All methods are synchronous: the SQLite implementation runs each write as one
- * `BEGIN IMMEDIATE` transaction, which serializes writers across processes.
+ * Every method returns a Promise, so that a network database fits behind the same port. The SQLite
+ * implementation runs each write as one `BEGIN IMMEDIATE` transaction, which serializes writers across
+ * processes; the PostgreSQL one runs each check-and-reserve in one transaction holding row locks.
  */
 import type { Classification } from '../../core/result.js';
 
@@ -17,6 +18,27 @@ export interface HostLimits {
 
 export const DEFAULT_HOST_LIMITS: HostLimits = { maxReservations: 2, gpuMib: null };
 
+/** Limits set for one node (`setLimits(limits, node)`); a node without its own uses the default limits. */
+export interface NodeLimits {
+  readonly node: string;
+  readonly limits: HostLimits;
+}
+
+/** A published host port held on a node by a held reservation. */
+export interface PortHolder {
+  readonly node: string;
+  readonly port: number;
+  readonly batchId: string;
+  readonly jobId: string;
+  readonly reservationId: string;
+}
+
+/** The registry's schema: what the database holds and what this tool writes. */
+export interface RegistrySchemaVersion {
+  readonly current: number;
+  readonly supported: number;
+}
+
 export interface AdmitRequest {
   readonly batchId: string;
   readonly jobId: string;
@@ -24,18 +46,28 @@ export interface AdmitRequest {
   readonly claimId: string;
   /** GPU memory budgeted for the pair, 0 when it uses no GPU. */
   readonly gpuMib: number;
+  /** The node (host) the pair runs on; default: the registry's local node (this host's name). */
+  readonly node?: string;
+  /** Published host ports the pair binds on its node; held with the reservation. Default none. */
+  readonly ports?: readonly number[];
 }
 
-export type AdmitRefusalReason = 'host_full' | 'gpu_budget';
+export type AdmitRefusalReason = 'host_full' | 'gpu_budget' | 'port_held';
 
 export type AdmitResult =
   | { readonly kind: 'admitted'; readonly reservationId: string }
-  /** `held`/`limit`: reservations for `host_full`, MiB for `gpu_budget`. The refused request is not counted in `held`. */
+  /**
+   * `held`/`limit`: reservations for `host_full`, MiB for `gpu_budget` (on the request's node); the refused request
+   * is not counted in `held`. `port_held`: `port` is held on the node by `holderBatchId` (`held`/`limit` are 1).
+   */
   | {
       readonly kind: 'refused';
       readonly reason: AdmitRefusalReason;
       readonly held: number;
       readonly limit: number;
+      readonly node: string;
+      readonly port?: number;
+      readonly holderBatchId?: string;
     }
   /** The same claim was admitted before (same batch and job); nothing was inserted. */
   | { readonly kind: 'already_admitted'; readonly reservationId: string };
@@ -54,6 +86,9 @@ export interface Reservation {
   readonly claimId: string;
   readonly containerId: string | null;
   readonly gpuMib: number;
+  readonly node: string;
+  /** Published host ports held with the reservation, ascending. */
+  readonly ports: readonly number[];
   readonly state: ReservationState;
   /** ISO-8601 timestamps from the injected clock. */
   readonly createdAt: string;
@@ -130,26 +165,41 @@ export interface CapacityRegistry {
    * Take the batch's supervisor lease in one transaction: granted when free or when `isAlive(holder)` says the
    * recorded holder is gone (same pid, start time and boot id are the test). Two supervisors never hold it.
    */
-  acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): LeaseResult;
+  acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): Promise<LeaseResult>;
   /** Give the lease back (only the holder's own pid releases it). */
-  releaseLease(batchId: string, pid: number): void;
-  limits(): HostLimits;
-  /** Throws `InvalidInputError` for a limit that is not a positive integer (GPU: non-negative integer or null). */
-  setLimits(limits: HostLimits): void;
-  /** One transaction: count held reservations, check limits, insert reservation + board row `running`. */
-  admit(request: AdmitRequest): AdmitResult;
+  releaseLease(batchId: string, pid: number): Promise<void>;
+  /** The limits that apply to `node` (its own, else the default); without `node`, the default limits. */
+  limits(node?: string): Promise<HostLimits>;
+  /**
+   * Sets `node`'s own limits, or the default limits (every node without its own) when `node` is absent.
+   * Throws `InvalidInputError` for a limit that is not a positive integer (GPU: non-negative integer or null).
+   */
+  setLimits(limits: HostLimits, node?: string): Promise<void>;
+  /** Nodes with limits of their own, by name. */
+  nodeLimits(): Promise<NodeLimits[]>;
+  /** The node admissions without `node` are for (this host's name unless the registry was opened with another). */
+  readonly localNode: string;
+  /**
+   * One transaction holding the node's lock: count the node's held reservations and GPU MiB, check that none of
+   * the request's ports is held on the node, insert reservation + ports + board row `running`.
+   */
+  admit(request: AdmitRequest): Promise<AdmitResult>;
   /** Records the container of a held reservation. Idempotent for the same id; throws `E_REGISTRY` otherwise. */
-  attachContainer(reservationId: string, containerId: string): void;
+  attachContainer(reservationId: string, containerId: string): Promise<void>;
   /** Requires the reservation held by exactly that claim; a second release reports `already_released`. */
-  release(reservationId: string, claimId: string): ReleaseResult;
+  release(reservationId: string, claimId: string): Promise<ReleaseResult>;
   /** SPEC §8 steps 2-4 in one transaction, with read-backs. */
-  commitTerminal(commit: TerminalCommit): TerminalCommitResult;
-  reservation(reservationId: string): Reservation | null;
-  reservationForClaim(claimId: string): Reservation | null;
+  commitTerminal(commit: TerminalCommit): Promise<TerminalCommitResult>;
+  reservation(reservationId: string): Promise<Reservation | null>;
+  reservationForClaim(claimId: string): Promise<Reservation | null>;
   /** Held reservations, oldest first. */
-  held(filter?: ReservationFilter): Reservation[];
-  board(filter?: BoardFilter): BoardRow[];
+  held(filter?: ReservationFilter): Promise<Reservation[]>;
+  /** Which of `ports` are held on `node`, by which batch (ascending port). */
+  portHolders(node: string, ports: readonly number[]): Promise<PortHolder[]>;
+  /** The schema version the database holds and the one this tool writes (they are equal once opened). */
+  schemaVersion(): Promise<RegistrySchemaVersion>;
+  board(filter?: BoardFilter): Promise<BoardRow[]>;
   /** Sets later fields on a board row; throws `E_REGISTRY` for an unknown run. */
-  annotate(runId: string, fields: BoardAnnotation): void;
-  close(): void;
+  annotate(runId: string, fields: BoardAnnotation): Promise<void>;
+  close(): Promise<void>;
 }

@@ -126,7 +126,7 @@ export class SessionManager {
     }
     const sessionId = `s-${randomUUID()}`;
     const claimId = randomUUID();
-    const admitted = deps.registry.admit({ batchId: deps.batchId, jobId: sessionId, claimId, gpuMib: 0 });
+    const admitted = await deps.registry.admit({ batchId: deps.batchId, jobId: sessionId, claimId, gpuMib: 0 });
     if (admitted.kind === 'refused') {
       throw new ApiError(409, 'E_CAPACITY', `the host is at its capacity limit (${admitted.held} of ${admitted.limit} held)`);
     }
@@ -185,7 +185,7 @@ export class SessionManager {
     } catch (err) {
       // Nothing runs (the engine adapter removes a container that failed to start): give the slot back.
       this.#sessions.delete(sessionId);
-      deps.registry.release(admitted.reservationId, claimId);
+      await deps.registry.release(admitted.reservationId, claimId);
       await deps.store.writeJsonAtomic(this.#rel(sessionId, 'cleanup.json'), {
         session_id: sessionId, container_id: '', reason: 'deleted', stopped: false, removed: false,
         verified_absent: true, slot_released: true, error: `create failed: ${redactText((err as Error).message, resolved.secrets)}`,
@@ -198,7 +198,7 @@ export class SessionManager {
     session.record = record;
     session.ports = created.ports;
     try {
-      deps.registry.attachContainer(admitted.reservationId, created.id);
+      await deps.registry.attachContainer(admitted.reservationId, created.id);
       // The TTL runs from the moment the session is usable (a slow engine must not eat it).
       session.expiresAtMs = this.#nowMs() + body.ttl_seconds * 1000;
       await this.#persistExpiry(session);
@@ -444,7 +444,7 @@ export class SessionManager {
     }
     let slotReleased = false;
     if (verified) {
-      const released = deps.registry.release(record.reservation_id, record.claim_id);
+      const released = await deps.registry.release(record.reservation_id, record.claim_id);
       slotReleased = released.kind === 'released' || released.kind === 'already_released';
       if (!slotReleased) error = `slot: ${released.kind === 'refused' ? released.reason : released.kind}`;
     }
@@ -505,7 +505,7 @@ export class SessionManager {
       const stored = SESSION_ID.test(sessionId)
         ? await deps.store.readJson<SessionRecord>(this.#rel(sessionId, 'session.json')).catch(() => null)
         : null;
-      const reservation = deps.registry.reservationForClaim(claimId);
+      const reservation = await deps.registry.reservationForClaim(claimId);
       const record: SessionRecord = {
         ...(stored ?? {
           schema: SESSION_SCHEMA, session_id: sessionId, claim_id: claimId, reservation_id: reservation?.id ?? '', container_name: '',
@@ -528,10 +528,10 @@ export class SessionManager {
         adopted.push(sessionId);
       }
     }
-    for (const reservation of deps.registry.held({ batchId: deps.batchId })) {
+    for (const reservation of await deps.registry.held({ batchId: deps.batchId })) {
       if (this.#sessions.has(reservation.jobId)) continue;
       // No container carries this claim: nothing runs, the slot goes back.
-      deps.registry.release(reservation.id, reservation.claimId);
+      await deps.registry.release(reservation.id, reservation.claimId);
       released.push(reservation.jobId);
     }
     return { adopted, reaped, released };

@@ -34,7 +34,7 @@ export default class BatchResume extends BaseCommand {
         this.log(`batch resumed and supervised to: ${state}`);
         return { output, unfinished, supervisor_pid: process.pid, state };
       } finally {
-        deps.dispose();
+        await deps.dispose();
       }
     }
     const identity = await launchSupervisor(BIN_RUN_JS, output, 'resume');

@@ -7,11 +7,11 @@ import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../../adapters/safe-extract.js';
 import { observeGpus } from '../../adapters/nvidia-smi.js';
 import { hostAddresses } from '../../adapters/host-addresses.js';
-import { registryLocation } from '../../adapters/registry/default-path.js';
+import { isPostgresLocation, registryLocation } from '../../adapters/registry/default-path.js';
 import { openRegistryAt } from '../../adapters/registry/open-registry.js';
 import { launchSupervisor } from '../../adapters/supervisor-launcher.js';
 import { batchSpaceWarning } from '../../app/batch/output-space.js';
-import { prepareBatch } from '../../app/batch/start-batch.js';
+import { checkRegistryNeeds, prepareBatch } from '../../app/batch/start-batch.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
@@ -60,7 +60,14 @@ export default class BatchStart extends BaseCommand {
         runtime: createContainerRuntime(),
         clock: systemClock,
         observeGpus: () => observeGpus(),
-        checkRegistry: () => openRegistryAt(registry).close(),
+        checkRegistry: async (needs) => {
+          const opened = await openRegistryAt(registry);
+          try {
+            await checkRegistryNeeds(opened, needs);
+          } finally {
+            await opened.close();
+          }
+        },
       },
       {
         manifestPath: flags.manifest,
@@ -89,10 +96,12 @@ export default class BatchStart extends BaseCommand {
         this.log(`batch ${record.batch_id}: ${state} (${output})`);
         return { batch_id: record.batch_id, output, supervisor_pid: process.pid, state, warnings };
       } finally {
-        deps.dispose();
+        await deps.dispose();
       }
     }
-    const identity = await launchSupervisor(BIN_RUN_JS, output, 'start');
+    // The supervisor reopens the registry from batch.json, where a PostgreSQL URL is recorded without its password.
+    const password = isPostgresLocation(registry) ? registry.connection.password : undefined;
+    const identity = await launchSupervisor(BIN_RUN_JS, output, 'start', password !== undefined ? { PGPASSWORD: password } : {});
     this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
     this.log(`  follow it: npx roboguide-eval e1-batch status --output ${output} --watch`);
     return { batch_id: record.batch_id, output, supervisor_pid: identity.pid, warnings };

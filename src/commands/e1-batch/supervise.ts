@@ -25,7 +25,7 @@ export default class BatchSupervise extends BaseCommand {
       const state = await supervise(deps, flags.mode === 'resume' ? 'resume' : 'start');
       return { state };
     } finally {
-      deps.dispose();
+      await deps.dispose();
       logger.flush();
     }
   }

@@ -3,9 +3,8 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { registryLocation } from '../../adapters/registry/default-path.js';
-import { checkRegistryLocation } from '../../adapters/registry/open-registry.js';
-import { SqliteCapacityRegistry } from '../../adapters/registry/sqlite-capacity-registry.js';
+import { isPostgresLocation, registryLocation } from '../../adapters/registry/default-path.js';
+import { checkRegistryLocation, openRegistryAt } from '../../adapters/registry/open-registry.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { recoverPairRun, type RecoverPairRunReport } from '../../app/recover-pair-run.js';
 import { BaseCommand } from '../../cli/base-command.js';
@@ -39,16 +38,16 @@ export default class PairRecover extends BaseCommand {
     if (!existsSync(output) || !statSync(output).isDirectory()) {
       throw new RoboguideError('E_USAGE', `output directory ${output} does not exist`, { exitCode: ExitCode.invalidInput });
     }
-    const location = registryLocation(flags.registry); // a URL is refused, never taken for a path
+    const location = registryLocation(flags.registry); // a URL other than PostgreSQL's is refused, never taken for a path
     const registryPath = location.path;
-    if (!existsSync(registryPath)) {
+    if (!isPostgresLocation(location) && !existsSync(registryPath)) {
       throw new RoboguideError('E_USAGE', `no capacity registry at ${registryPath}`, {
         exitCode: ExitCode.invalidInput,
         suggestions: ['pass --registry with the database the pair run was admitted in'],
       });
     }
     checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
-    const registry = SqliteCapacityRegistry.open({ path: registryPath });
+    const registry = await openRegistryAt(location);
     let report: RecoverPairRunReport;
     try {
       report = await recoverPairRun(
@@ -56,7 +55,7 @@ export default class PairRecover extends BaseCommand {
         { stopBudgetSec: flags['stop-budget'] },
       );
     } finally {
-      registry.close();
+      await registry.close();
     }
     const r = report.reconciliation;
     const released = r.kind === 'committed' || r.kind === 'already_committed';

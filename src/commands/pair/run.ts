@@ -3,7 +3,7 @@ import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../cli/base-command.js';
 import { createPairRunDeps, hostProtectedPaths, PACKAGE_ROOT, specLogSecrets } from '../../composition-root.js';
 import { hostAddresses } from '../../adapters/host-addresses.js';
-import { registryLocation } from '../../adapters/registry/default-path.js';
+import { registryFilePath, registryLocation } from '../../adapters/registry/default-path.js';
 import { readCodeVersion } from '../../adapters/code-version.js';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
 import { InvalidInputError } from '../../core/errors.js';
@@ -50,7 +50,7 @@ export default class PairRun extends BaseCommand {
         { path: '$', rule: `cannot read file: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
       ]);
     }
-    const registry = registryLocation(flags.registry); // a URL is refused here, before anything else
+    const registry = registryLocation(flags.registry); // a URL other than PostgreSQL's is refused here, before anything else
     const deps = createPairRunDeps(registry, specLogSecrets(specText));
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
@@ -76,7 +76,7 @@ export default class PairRun extends BaseCommand {
         cwd: process.cwd(),
         hostAddresses: hostAddresses(),
         hostPaths: hostProtectedPaths(),
-        registryPath: registry.path,
+        ...(registryFilePath(registry) !== undefined ? { registryPath: registry.path } : {}),
         terminate: terminate.signal,
         allowShortSecrets: flags['allow-short-secrets'],
         onWarning: (message) => this.warn(message),
@@ -85,7 +85,7 @@ export default class PairRun extends BaseCommand {
       reraise(received);
       throw err;
     } finally {
-      deps.dispose();
+      await deps.dispose();
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
     }

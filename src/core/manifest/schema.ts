@@ -35,6 +35,14 @@ const jobShape = {
   }),
   image: NonEmptyString.optional(),
   gpus: Gpus.optional().meta({ description: '"all" | count | ["0", "GPU-<uuid>"]; absent = no GPU' }),
+  gpu_mib: z
+    .int({ error: 'must be an integer ≥ 0 (MiB)' })
+    .min(0, { error: 'must be an integer ≥ 0 (MiB)' })
+    .max(16_777_216, { error: 'must be an integer ≥ 0 (MiB) and at most 16777216 (16 TiB)' })
+    .optional()
+    .meta({
+      description: 'GPU memory the pair is expected to use (MiB): what admission reserves from the host GPU budget until the batch has measured a peak',
+    }),
   b1_ports: z.boolean().default(false).meta({
     description: 'inject the six ports as ROBOGUIDE_B1_*_PORT; requires exactly six ports',
   }),
