@@ -10,7 +10,7 @@ import { InvalidInputError } from '../../core/errors.js';
 import type { CapacityRegistry } from '../../app/ports/capacity-registry.js';
 import { isPostgresLocation, parsePostgresUrl, type RegistryLocation } from './default-path.js';
 import { PostgresCapacityRegistry } from './postgres-capacity-registry.js';
-import { SqliteCapacityRegistry } from './sqlite-capacity-registry.js';
+import { DEFAULT_BUSY_TIMEOUT_MS, SqliteCapacityRegistry } from './sqlite-capacity-registry.js';
 
 const REGISTRY_TABLES = ['schema_version', 'reservations', 'board', 'host_limits'];
 
@@ -25,7 +25,8 @@ function refuse(rule: string): InvalidInputError {
  */
 function isRegistryDatabase(path: string): boolean {
   try {
-    const db = new DatabaseSync(path, { readOnly: true });
+    // A busy timeout: other processes writing the registry (WAL) must make this wait, not fail.
+    const db = new DatabaseSync(path, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
     try {
       const tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all().map((row) => String(row['name']));
       if (tables.length === 0) return true;
