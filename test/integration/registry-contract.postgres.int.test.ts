@@ -3,14 +3,17 @@
  * file (test/support/postgres.ts), a new database per test. Skipped where PostgreSQL cannot run, unless
  * REQUIRE_POSTGRES=1.
  */
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePostgresUrl } from '../../src/adapters/registry/default-path.js';
 import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-capacity-registry.js';
 import { POSTGRES_SCHEMA_VERSION } from '../../src/adapters/registry/postgres-schema.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres.js';
 import { registryContract } from '../support/registry-contract.js';
 
+const BIN = resolve('bin/run.js');
 const skip = postgresSkipReason();
 let server: TestPostgres | null = null;
 let url = '';
@@ -48,5 +51,23 @@ if (skip !== null) {
         await client.end();
       }
     },
+  });
+
+  describe('doctor --registry with a PostgreSQL URL', () => {
+    it('reports the connection and the schema version, and fails on a server that does not answer', async () => {
+      const url = await server!.createDatabase('doctor_check');
+      const doctor = (registry: string): { status: string; detail: string } => {
+        const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, 'doctor', '--json', '--registry', registry], { encoding: 'utf8' });
+        const report = JSON.parse(r.stdout) as { checks: { name: string; status: string; detail: string }[] };
+        return report.checks.find((c) => c.name === 'registry')!;
+      };
+      expect(doctor(url)).toEqual(expect.objectContaining({ status: 'ok', detail: expect.stringMatching(/schema version 0 \(migrated to 1 on first use\)/) as string }));
+      const opened = await PostgresCapacityRegistry.open({ connection: parsePostgresUrl(url).connection, display: url });
+      await opened.close();
+      expect(doctor(url)).toEqual(expect.objectContaining({ status: 'ok', detail: `writable: ${url}; schema version 1` }));
+      const nowhere = doctor('postgresql://eval:hunter2@/nowhere?host=/nonexistent-socket-dir');
+      expect(nowhere.status).toBe('fail');
+      expect(JSON.stringify(nowhere)).not.toContain('hunter2');
+    });
   });
 }

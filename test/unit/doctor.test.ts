@@ -9,6 +9,7 @@ import {
   type DoctorCheck,
   type DoctorDeps,
   type DoctorOptions,
+  type RegistryProbe,
   type RegistryTarget,
 } from '../../src/app/doctor.js';
 import type { ContainerSpec, EngineInfo, WaitResult } from '../../src/app/ports/container-runtime.js';
@@ -45,7 +46,7 @@ function fakeWorld(
     wait?: () => Promise<WaitResult>;
     gpus?: GpuObservation;
     existing?: readonly string[];
-    registry?: (t: RegistryTarget) => Promise<void>;
+    registry?: (t: RegistryTarget) => Promise<RegistryProbe | void>;
     freeBytes?: number;
     bootId?: string | null;
   } = {},
@@ -94,7 +95,7 @@ function fakeWorld(
     fileExists: (path) => Promise.resolve((overrides.existing ?? []).includes(path)),
     probeRegistry: async (target) => {
       calls.registry.push(target);
-      await overrides.registry?.(target);
+      return overrides.registry?.(target);
     },
     freeDiskBytes: (path) => Promise.resolve({ path, freeBytes: overrides.freeBytes ?? 100 * 1024 ** 3 }),
     readBootId: () => Promise.resolve(overrides.bootId === undefined ? 'boot-1' : overrides.bootId),
@@ -278,6 +279,31 @@ describe('doctor registry target', () => {
     const report = await runDoctor(none.deps, OPTIONS);
     expect(none.calls.registry).toEqual([{ kind: 'temp' }]);
     expect(byName(report.checks, 'registry')?.detail).toContain('no registry yet');
+  });
+
+  it('checks a PostgreSQL registry by its URL without the password, and reports its schema version', async () => {
+    const postgres = { display: 'postgres://eval@db:5432/rg', connection: { opaque: true } };
+    const current = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 1, supported: 1 } }) });
+    const ok = await runDoctor(current.deps, { ...OPTIONS, registryPostgres: postgres });
+    expect(current.calls.registry).toEqual([{ kind: 'postgres', ...postgres }]);
+    expect(byName(ok.checks, 'registry')).toMatchObject({ status: 'ok', detail: 'writable: postgres://eval@db:5432/rg; schema version 1' });
+
+    const older = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 2, supported: 3 } }) });
+    expect(byName((await runDoctor(older.deps, { ...OPTIONS, registryPath: '/tmp/r.db' })).checks, 'registry')).toMatchObject({
+      status: 'ok',
+      detail: 'writable: /tmp/r.db; schema version 2 (migrated to 3 on first use)',
+    });
+
+    const newer = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 5, supported: 1 } }) });
+    const report = await runDoctor(newer.deps, { ...OPTIONS, registryPostgres: postgres });
+    expect(byName(report.checks, 'registry')).toMatchObject({ status: 'fail', detail: expect.stringMatching(/schema version 5 is newer than this tool \(1\)/) });
+    expect(report.exitCode).toBe(1);
+
+    const down = fakeWorld({ registry: () => Promise.reject(new Error('connect ECONNREFUSED')) });
+    expect(byName((await runDoctor(down.deps, { ...OPTIONS, registryPostgres: postgres })).checks, 'registry')).toMatchObject({
+      status: 'fail',
+      fix: expect.stringMatching(/PGPASSWORD/),
+    });
   });
 });
 

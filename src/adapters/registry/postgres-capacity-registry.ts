@@ -66,6 +66,8 @@ function poolConfig(options: PostgresCapacityRegistryOptions): pg.PoolConfig {
     ...(c.options['application_name'] !== undefined ? { application_name: c.options['application_name'] } : { application_name: 'roboguide-eval' }),
     ...(c.options['sslmode'] !== undefined && c.options['sslmode'] !== 'disable' ? { ssl: c.options['sslmode'] === 'require' ? { rejectUnauthorized: false } : true } : {}),
     max: options.maxConnections ?? 4,
+    // Idle connections never keep a command's process alive (close() ends the pool anyway).
+    allowExitOnIdle: true,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
   };
 }
