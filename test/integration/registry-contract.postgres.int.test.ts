@@ -70,4 +70,19 @@ if (skip !== null) {
       expect(JSON.stringify(nowhere)).not.toContain('hunter2');
     });
   });
+
+  describe('capacity --registry with a PostgreSQL URL', () => {
+    it('sets one node\'s limits and shows every node, never the password', async () => {
+      const url = await server!.createDatabase('capacity_cli');
+      const withPassword = url.replace('postgres://postgres@', 'postgres://postgres:hunter2@');
+      const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, 'capacity', '--json', '--registry', withPassword, '--node', 'gpu-2', '--max-reservations', '3', '--gpu-mib', '8000'], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout + r.stderr).not.toContain('hunter2');
+      const report = JSON.parse(r.stdout) as { registry: string; limits: unknown; local_node: string; nodes: { node: string; limits: unknown; own_limits: boolean; held: number }[] };
+      expect(report.registry).toBe(url);
+      expect(report.limits).toEqual({ maxReservations: 2, gpuMib: null });
+      expect(report.nodes).toContainEqual({ node: 'gpu-2', limits: { maxReservations: 3, gpuMib: 8000 }, own_limits: true, held: 0, held_gpu_mib: 0, held_ports: [] });
+      expect(report.nodes.map((n) => n.node)).toContain(report.local_node);
+    });
+  });
 }
