@@ -3,7 +3,10 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
+import { Flags } from '@oclif/core';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
+import { SwarmContainerRuntime } from './adapters/swarm/swarm-container-runtime.js';
+import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
@@ -35,6 +38,22 @@ export function createContainerRuntime(): DockerContainerRuntime {
   // DOCKER_HOST / DOCKER_CERT_PATH are honoured by dockerode; default is the local socket.
   return new DockerContainerRuntime();
 }
+
+/** Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines. */
+export function createExecutorRuntime(executor: ExecutorConfig): ContainerRuntime {
+  if (executor.kind === 'local') return createContainerRuntime();
+  return new SwarmContainerRuntime({ manager: executor.manager, nodeEngines: executor.node_engines });
+}
+
+/** The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. */
+export const executorFlags = {
+  executor: Flags.string({ description: 'where pairs run: local (this host\'s engine) or swarm (Docker Swarm through --manager)', default: 'local' }),
+  manager: Flags.string({ description: 'with --executor swarm: the swarm manager\'s engine (unix:///path, tcp://host:port[?ca=&cert=&key=], ssh://user@host)' }),
+  'node-engine': Flags.string({
+    description: 'with --executor swarm, repeatable: NODE=URL, the engine of swarm node NODE (hostname or id); outcome and sessions are read back and removals verified through it',
+    multiple: true,
+  }),
+};
 
 /** Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise. */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
@@ -83,8 +102,12 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
 }
 
 /** `pair run`: the registry is opened (and a named one checked) only once the spec passed every check. */
-export function createPairRunDeps(registry: RegistryLocation, logSecrets: readonly string[]): RunPairDeps & { dispose(): void } {
-  const runtime = createContainerRuntime();
+export function createPairRunDeps(
+  registry: RegistryLocation,
+  logSecrets: readonly string[],
+  executor: ExecutorConfig = { kind: 'local' },
+): RunPairDeps & { dispose(): void } {
+  const runtime = createExecutorRuntime(executor);
   let opened: SqliteCapacityRegistry | null = null;
   return {
     ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
@@ -108,7 +131,8 @@ export async function createSupervisorDeps(output: string, logger: Logger): Prom
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
   if (batch === null) throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
   const registry = SqliteCapacityRegistry.open({ path: batch.registry_path });
-  const runtime = createContainerRuntime();
+  // The executor the batch was started with (batch.json): a resume runs where the start did.
+  const runtime = createExecutorRuntime(executorOfRecord(batch.executor));
   return {
     store,
     registry,

@@ -34,6 +34,10 @@ export interface SecondEngineOptions {
   readonly name?: string;
   /** Images copied in from the main engine (default: the pair-driver image). */
   readonly images?: readonly string[];
+  /** Its own UTS namespace with this hostname (swarm nodes are told apart by hostname). */
+  readonly hostname?: string;
+  /** More dockerd arguments (e.g. `--node-generic-resource NVIDIA-GPU=GPU-fake-0`). */
+  readonly extraArgs?: readonly string[];
 }
 
 const exec = promisify(execFile);
@@ -254,10 +258,13 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
   const spawnDockerd = async (): Promise<ChildProcess> => {
       const log = await open(logPath, 'a');
       try {
+        // With a hostname: `unshare -u sh -c 'hostname NODE; exec dockerd …'` (both exec: the pid stays dockerd's).
+        const prefix = options.hostname !== undefined ? ['unshare', '-u', 'sh', '-c', 'hostname "$0" && exec "$@"', options.hostname] : [];
         return spawn(
           'nsenter',
           [
             `--net=/run/netns/${netns}`,
+            ...prefix,
             'dockerd',
             '--data-root',
             dataRoot,
@@ -269,6 +276,7 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
             `unix://${socketPath}`,
             '--iptables=false',
             '--bridge=none',
+            ...(options.extraArgs ?? []),
           ],
           {
             stdio: ['ignore', log.fd, log.fd],

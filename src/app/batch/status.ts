@@ -27,7 +27,7 @@ export interface BatchStatus {
   readonly pause_reasons: PauseReason[];
   readonly counts: Counts;
   readonly running: RunningPair[];
-  readonly workers_allowed: 1 | 2;
+  readonly workers_allowed: number;
   readonly gpu_peak_mib: number | null;
   /** Why the batch stays serial on GPU grounds, when it does (null: the dispatch rule alone decides). */
   readonly gpu_note: string | null;
@@ -60,6 +60,7 @@ export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): Capaci
     ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
     ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
     ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
+    ...(batch.executor?.kind === 'swarm' && batch.executor_slots !== undefined ? { executorSlots: batch.executor_slots } : {}),
   };
 }
 
