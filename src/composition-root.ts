@@ -25,6 +25,7 @@ import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
+import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import { parseManifest, referencedValues } from './core/manifest/index.js';
 
@@ -40,9 +41,9 @@ export function createContainerRuntime(): DockerContainerRuntime {
 }
 
 /** Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines. */
-export function createExecutorRuntime(executor: ExecutorConfig): ContainerRuntime {
+export function createExecutorRuntime(executor: ExecutorConfig, downNodes: readonly string[] = []): ContainerRuntime {
   if (executor.kind === 'local') return createContainerRuntime();
-  return new SwarmContainerRuntime({ manager: executor.manager, nodeEngines: executor.node_engines });
+  return new SwarmContainerRuntime({ manager: executor.manager, nodeEngines: executor.node_engines, downNodes });
 }
 
 /** The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. */
@@ -132,7 +133,7 @@ export async function createSupervisorDeps(output: string, logger: Logger): Prom
   if (batch === null) throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
   const registry = SqliteCapacityRegistry.open({ path: batch.registry_path });
   // The executor the batch was started with (batch.json): a resume runs where the start did.
-  const runtime = createExecutorRuntime(executorOfRecord(batch.executor));
+  const runtime = createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
   return {
     store,
     registry,

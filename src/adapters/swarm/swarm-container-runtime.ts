@@ -138,6 +138,15 @@ class LogFeed {
     demultiplex(source, forward('stdout'), forward('stderr')).catch(() => undefined);
   }
 
+  /** No more bytes will come (the node is gone): end both streams with what was delivered. */
+  endNow(): void {
+    this.#completing = true;
+    this.#source?.destroy();
+    this.#completed ??= Promise.resolve();
+    this.stdout.end();
+    this.stderr.end();
+  }
+
   complete(readAll: () => Promise<Readable>, timeoutMs: number): Promise<void> {
     return (this.#completed ??= (async () => {
       this.#completing = true;
@@ -182,6 +191,11 @@ export interface SwarmRuntimeOptions {
   readonly nodeEngines: Readonly<Record<string, string>>;
   readonly pollMs?: number;
   readonly nodeLossGraceMs?: number;
+  /**
+   * Nodes the operator declared down (`e1-batch node-down`, recorded in the batch): a container there counts as gone
+   * without its engine's 404. Every other node must answer for a removal to be verified.
+   */
+  readonly downNodes?: readonly string[];
 }
 
 export class SwarmContainerRuntime implements ContainerRuntime {
@@ -193,8 +207,10 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   readonly #feeds = new Map<string, LogFeed>();
   readonly #pollMs: number;
   readonly #nodeLossGraceMs: number;
+  readonly #downNodes: ReadonlySet<string>;
 
   constructor(options: SwarmRuntimeOptions) {
+    this.#downNodes = new Set(options.downNodes ?? []);
     this.manager = dockerFor(options.manager);
     this.#nodeUrls = options.nodeEngines;
     this.#pollMs = options.pollMs ?? DEFAULT_POLL_MS;
@@ -241,13 +257,6 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     return raw
       .filter((n) => n.Status?.State === 'ready' && (n.Spec?.Availability ?? 'active') === 'active')
       .map((n) => ({ id: n.ID, hostname: n.Description?.Hostname ?? n.ID, gpus: gpusOf(n) }));
-  }
-
-  /** How many pairs needing `gpusPerPair` GPUs the swarm can run at once (nodes, when they need none). At least 1. */
-  async slots(gpusPerPair: number): Promise<number> {
-    const nodes = await this.nodes();
-    const total = gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
-    return Math.max(1, total);
   }
 
   /** Present on every configured node's engine (a node without it would fail the pair placed there). */
@@ -430,6 +439,10 @@ export class SwarmContainerRuntime implements ContainerRuntime {
       }
       if (task === undefined) return { kind: 'engine_lost', lastSeenAliveMs };
       if (task !== null && TERMINAL.has(task.state)) {
+        // A task the swarm ended because its node went away (orphaned, or failed with the node down) did not exit.
+        if (task.nodeId !== null && task.nodeId !== '' && (task.state === 'orphaned' || (await this.#nodeLost(task.nodeId)) !== null)) {
+          return this.#nodeLostResult(id, task.nodeId, task.state === 'orphaned' ? 'down' : 'silent');
+        }
         if (task.state === 'rejected' || (task.containerId === null && task.exitCode === null)) {
           // The node could not start the task (image missing there, a bad mount, …): an engine fault, not an exit.
           const text = task.err ?? `task ${task.state}`;
@@ -447,19 +460,22 @@ export class SwarmContainerRuntime implements ContainerRuntime {
         if (lost === null) nodeSilentSince = null;
         else {
           nodeSilentSince ??= Date.now();
-          if (lost === 'down' || Date.now() - nodeSilentSince >= this.#nodeLossGraceMs) {
-            const node = await this.nodeName(task.nodeId);
-            await this.#feeds.get(id)?.complete(() => Promise.reject(new Error(`node ${node} lost`)), 0);
-            return {
-              kind: 'node_lost',
-              node,
-              message: `node ${node} was lost while the pair ran (${lost === 'down' ? 'the swarm marked it down' : 'its engine stopped answering'}); the pair is not run again`,
-            };
-          }
+          if (lost === 'down' || Date.now() - nodeSilentSince >= this.#nodeLossGraceMs) return this.#nodeLostResult(id, task.nodeId, lost);
         }
       }
       await sleep(this.#pollMs, options.signal);
     }
+  }
+
+  async #nodeLostResult(id: string, nodeId: string, why: 'down' | 'silent'): Promise<WaitResult> {
+    const node = await this.nodeName(nodeId);
+    // What the log API delivered is all there will be: the streams end (the result says node_lost).
+    this.#feeds.get(id)?.endNow();
+    return {
+      kind: 'node_lost',
+      node,
+      message: `node ${node} was lost while the pair ran (${why === 'down' ? 'the swarm marked it down' : 'its engine stopped answering'}); the pair is not run again`,
+    };
   }
 
   /** null: the node answers; `down`: the manager says so; `silent`: its engine does not answer. */
@@ -500,6 +516,8 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     while (Date.now() < until) {
       const task = await this.#task(id);
       if (task === undefined || task === null || TERMINAL.has(task.state)) return;
+      // A task on a lost node never reports its end: nothing to wait for.
+      if (task.nodeId !== null && task.nodeId !== '' && (await this.#nodeLost(task.nodeId)) !== null) return;
       await sleep(this.#pollMs);
     }
   }
@@ -543,7 +561,9 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     const placement = this.#placements.get(id);
     const labels: Record<string, string> = {};
     if (task === undefined) {
-      if (placement === undefined || placement.nodeId === '' || placement.containerId === null) return null;
+      // Not known here (another process placed it): every node's engine is asked for a container of this service.
+      if (placement === undefined || placement.nodeId === '' || placement.containerId === null) return this.#findOnNodes(id);
+      if (this.#downNodes.has(await this.nodeName(placement.nodeId)) || this.#downNodes.has(placement.nodeId)) return null;
       const { engine, name } = await this.#nodeEngine(placement.nodeId);
       try {
         const c = (await engine.getContainer(placement.containerId).inspect(this.#call())) as RawContainer;
@@ -562,6 +582,32 @@ export class SwarmContainerRuntime implements ContainerRuntime {
       return { id, status: 'exited', exitCode: task.exitCode, oomKilled: false, startedAt: null, finishedAt: task.timestamp, labels };
     }
     return { id, status: RUNNING.has(task.state) ? 'running' : 'created', exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels };
+  }
+
+  /**
+   * A removed service's container, searched on every configured node's engine (label `com.docker.swarm.service.id`):
+   * null only when each of them answers without one (nodes declared down are skipped). Throws when one cannot say.
+   */
+  async #findOnNodes(id: string): Promise<ContainerState | null> {
+    for (const [node, url] of Object.entries(this.#nodeUrls)) {
+      if (this.#downNodes.has(node)) continue;
+      const engine = this.#engineForUrl(node, url);
+      let found: { Id: string }[];
+      try {
+        found = (await engine.listContainers({ all: true, filters: JSON.stringify({ label: [`com.docker.swarm.service.id=${id}`] }), ...this.#call() }));
+      } catch (err) {
+        throw toEngineError(err, `look for the pair's container on node ${node}`);
+      }
+      const first = found[0];
+      if (first === undefined) continue;
+      try {
+        return containerState(id, (await engine.getContainer(first.Id).inspect(this.#call())));
+      } catch (err) {
+        if (statusOf(err) === 404) continue;
+        throw toEngineError(err, `inspect the pair's container on node ${node}`);
+      }
+    }
+    return null;
   }
 
   async environmentOf(id: string): Promise<Record<string, string> | null> {

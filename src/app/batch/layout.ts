@@ -41,6 +41,8 @@ export interface BatchRecord {
   readonly executor?: ExecutorConfig;
   /** Swarm: how many pairs the swarm can place at once (GPU slots, or nodes for pairs without GPUs), seen at start. */
   readonly executor_slots?: number;
+  /** Swarm: the nodes that took work at start, with their GPUs (generic resources `NVIDIA-GPU`). */
+  readonly executor_nodes?: readonly { readonly node: string; readonly gpus: number }[];
 }
 
 /** Recorded at start when the manifest asks for GPUs. */

@@ -25,8 +25,8 @@ export interface StartBatchDeps {
   readonly observeGpus?: () => Promise<GpuObservation>;
   /** Opens and checks the host registry (creating it where allowed); called after every check, before any write. */
   readonly checkRegistry?: () => void;
-  /** Swarm: pairs the swarm can place at once for pairs needing `gpusPerPair` GPUs (0: none). */
-  readonly executorSlots?: (gpusPerPair: number) => Promise<number>;
+  /** Swarm: the nodes that take work now, with their GPUs. */
+  readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
 }
 
 export interface StartBatchOptions {
@@ -113,6 +113,12 @@ function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined
   );
 }
 
+/** Pairs needing `gpusPerPair` GPUs the swarm's nodes can run at once (one per node when they need none); at least 1. */
+export function swarmSlots(nodes: readonly { readonly gpus: number }[], gpusPerPair: number): number {
+  const total = gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
+  return Math.max(1, total);
+}
+
 /** GPUs a job asks for, as a count (a list of ids counts its ids; "all" counts as one whole node's worth: 1). */
 function gpuCount(gpus: Manifest['jobs'][number]['gpus']): number {
   if (gpus === undefined) return 0;
@@ -149,7 +155,8 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   }
   const swarm = options.executor?.kind === 'swarm';
   const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
-  const executorSlots = swarm && deps.executorSlots ? await deps.executorSlots(Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
+  const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
+  const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
   deps.checkRegistry?.();
 
   await mkdir(dirname(options.output), { recursive: true });
@@ -170,6 +177,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     ...(allowShortSecrets ? { allow_short_secrets: true } : {}),
     ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
     ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
+    ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
   };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.

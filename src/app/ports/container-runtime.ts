@@ -111,5 +111,7 @@ export interface ContainerRuntime {
    * mounts back into their host folders (after it stopped, before the outcome is read). Absent: nothing to copy.
    */
   collectMounts?(id: string): Promise<void>;
+  /** Runtimes with several nodes (swarm): the node that runs (or ran) the container, null while it is not placed. */
+  placementOf?(id: string): Promise<{ readonly node: string } | null>;
   containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }

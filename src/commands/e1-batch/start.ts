@@ -64,7 +64,7 @@ export default class BatchStart extends BaseCommand {
       {
         fs: new NodeFileSystem(),
         runtime,
-        ...(runtime instanceof SwarmContainerRuntime ? { executorSlots: (gpus: number) => runtime.slots(gpus) } : {}),
+        ...(runtime instanceof SwarmContainerRuntime ? { swarmNodes: async () => (await runtime.nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) } : {}),
         clock: systemClock,
         observeGpus: () => observeGpus(),
         checkRegistry: () => openRegistryAt(registry).close(),
