@@ -114,7 +114,7 @@ interface Placement {
  * bytes and counts them per stream; once the task is terminal, `complete` reads the whole log once more (that read
  * ends) and forwards only the bytes past those counts, then ends both streams: each byte once, nothing lost.
  */
-class LogFeed {
+export class LogFeed {
   readonly stdout = new PassThrough();
   readonly stderr = new PassThrough();
   #counts = { stdout: 0, stderr: 0 };
