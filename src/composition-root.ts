@@ -46,6 +46,30 @@ export function createExecutorRuntime(executor: ExecutorConfig, downNodes: reado
   return new SwarmContainerRuntime({ manager: executor.manager, nodeEngines: executor.node_engines, downNodes });
 }
 
+/**
+ * The runtime that owns the pairs of the evidence in `output`: a batch's recorded executor (with the nodes declared
+ * down), else the local engine. Commands that verify removals of an existing batch (reconcile, status) use it: a
+ * swarm batch's ids are services, which the local engine would wrongly call absent.
+ */
+export async function runtimeForOutput(output: string): Promise<ContainerRuntime> {
+  const store = new EvidenceStore(new NodeFileSystem(), output);
+  const batch = await store.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
+  if (batch === null) {
+    // A `pair run` output: its executor is not recorded. A swarm pair's id is a service id (25 characters, not the
+    // engine's 64 hex), which the local engine would call absent: refuse rather than release a slot on a guess.
+    const receipt = await store.readJson<{ container_id?: unknown }>('receipt.json').catch(() => null);
+    const id = receipt?.container_id;
+    if (typeof id === 'string' && !/^[0-9a-f]{64}$/.test(id)) {
+      throw new RoboguideError('E_USAGE', `${output} holds a pair that ran on a swarm (service ${id}): recover or reconcile it on the swarm's manager is not supported yet`, {
+        exitCode: 2,
+        suggestions: ['remove the service on the manager (`docker service rm`), confirm its container is gone on its node, then reconcile'],
+      });
+    }
+  }
+  if (batch?.executor === undefined) return createContainerRuntime();
+  return createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
+}
+
 /** The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. */
 export const executorFlags = {
   executor: Flags.string({ description: 'where pairs run: local (this host\'s engine) or swarm (Docker Swarm through --manager)', default: 'local' }),

@@ -10,7 +10,7 @@ import { checkRegistryLocation } from '../adapters/registry/open-registry.js';
 import { SqliteCapacityRegistry } from '../adapters/registry/sqlite-capacity-registry.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
 import { BaseCommand } from '../cli/base-command.js';
-import { createContainerRuntime } from '../composition-root.js';
+import { runtimeForOutput } from '../composition-root.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 
 export interface ReconcileJson extends ReconcileBatchResult {
@@ -79,7 +79,7 @@ export default class Reconcile extends BaseCommand {
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
     let result: ReconcileBatchResult;
     try {
-      const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: createContainerRuntime(), readOutcomeSha256 };
+      const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: await runtimeForOutput(output), readOutcomeSha256 };
       result = await reconcileBatch(deps, { mode, ...(flags.job !== undefined ? { jobId: flags.job } : {}) });
     } finally {
       registry.close();

@@ -1,6 +1,11 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { gpuCountOf, LogFeed } from '../../src/adapters/swarm/swarm-container-runtime.js';
+import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
+import { gpuCountOf, LogFeed, SwarmContainerRuntime } from '../../src/adapters/swarm/swarm-container-runtime.js';
+import { runtimeForOutput } from '../../src/composition-root.js';
 import { swarmSlots } from '../../src/app/batch/start-batch.js';
 import { classify } from '../../src/core/classify.js';
 import { decideDispatch, workersAllowed } from '../../src/core/dispatch-policy.js';
@@ -162,5 +167,22 @@ describe('service log feed (follow never ends; completion re-reads and skips wha
     await new Promise((r) => setTimeout(r, 20));
     feed.endNow();
     expect(await out).toBe('before the loss\n');
+  });
+});
+
+describe('the runtime that owns existing evidence (reconcile, pair recover, status)', () => {
+  it('a swarm batch gets its recorded executor; a local pair run the local engine; a swarm pair run is refused', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'rg-owner-'));
+    try {
+      await writeFile(join(dir, 'batch.json'), JSON.stringify({ executor: { kind: 'swarm', manager: 'unix:///m.sock', node_engines: { n1: 'unix:///n1.sock' } } }));
+      expect(await runtimeForOutput(dir)).toBeInstanceOf(SwarmContainerRuntime);
+      await rm(join(dir, 'batch.json'));
+      await writeFile(join(dir, 'receipt.json'), JSON.stringify({ container_id: 'a'.repeat(64) }));
+      expect(await runtimeForOutput(dir)).toBeInstanceOf(DockerContainerRuntime);
+      await writeFile(join(dir, 'receipt.json'), JSON.stringify({ container_id: 'rxbue33dzpz6k8grl6r76820q' }));
+      await expect(runtimeForOutput(dir)).rejects.toThrow(/ran on a swarm \(service rxbue33dzpz6k8grl6r76820q\)/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

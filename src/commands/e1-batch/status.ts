@@ -5,9 +5,7 @@ import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { readStatus } from '../../app/batch/read-status.js';
 import type { BatchStatus } from '../../app/batch/status.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createExecutorRuntime } from '../../composition-root.js';
-import { loadBatch } from '../../app/batch/batch-context.js';
-import { executorOfRecord } from '../../core/executor.js';
+import { runtimeForOutput } from '../../composition-root.js';
 import { ExitCode } from '../../core/errors.js';
 import { formatDuration, formatTime } from '../../core/report/format.js';
 
@@ -61,8 +59,7 @@ export default class BatchStatusCommand extends BaseCommand {
     const { flags } = await this.parse(BatchStatusCommand);
     const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
     // The batch's own executor (a swarm batch's pairs are services on the manager, not local containers).
-    const recorded = await loadBatch(store).then((b) => b.batch.executor, () => undefined);
-    const runtime = createExecutorRuntime(executorOfRecord(recorded));
+    const runtime = await runtimeForOutput(store.root);
     const engine = await runtime.info().then(() => runtime, () => undefined);
     let status = await readStatus(store, engine, new Date());
     if (flags.watch && !this.jsonEnabled()) {
