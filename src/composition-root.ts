@@ -3,7 +3,10 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
+import { Flags } from '@oclif/core';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
+import { SwarmContainerRuntime } from './adapters/swarm/swarm-container-runtime.js';
+import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
@@ -22,6 +25,7 @@ import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
+import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import { parseManifest, referencedValues } from './core/manifest/index.js';
 
@@ -35,6 +39,46 @@ export function createContainerRuntime(): DockerContainerRuntime {
   // DOCKER_HOST / DOCKER_CERT_PATH are honoured by dockerode; default is the local socket.
   return new DockerContainerRuntime();
 }
+
+/** Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines. */
+export function createExecutorRuntime(executor: ExecutorConfig, downNodes: readonly string[] = []): ContainerRuntime {
+  if (executor.kind === 'local') return createContainerRuntime();
+  return new SwarmContainerRuntime({ manager: executor.manager, nodeEngines: executor.node_engines, downNodes });
+}
+
+/**
+ * The runtime that owns the pairs of the evidence in `output`: a batch's recorded executor (with the nodes declared
+ * down), else the local engine. Commands that verify removals of an existing batch (reconcile, status) use it: a
+ * swarm batch's ids are services, which the local engine would wrongly call absent.
+ */
+export async function runtimeForOutput(output: string): Promise<ContainerRuntime> {
+  const store = new EvidenceStore(new NodeFileSystem(), output);
+  const batch = await store.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
+  if (batch === null) {
+    // A `pair run` output: its executor is not recorded. A swarm pair's id is a service id (25 characters, not the
+    // engine's 64 hex), which the local engine would call absent: refuse rather than release a slot on a guess.
+    const receipt = await store.readJson<{ container_id?: unknown }>('receipt.json').catch(() => null);
+    const id = receipt?.container_id;
+    if (typeof id === 'string' && !/^[0-9a-f]{64}$/.test(id)) {
+      throw new RoboguideError('E_USAGE', `${output} holds a pair that ran on a swarm (service ${id}): recover or reconcile it on the swarm's manager is not supported yet`, {
+        exitCode: 2,
+        suggestions: ['remove the service on the manager (`docker service rm`), confirm its container is gone on its node, then reconcile'],
+      });
+    }
+  }
+  if (batch?.executor === undefined) return createContainerRuntime();
+  return createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
+}
+
+/** The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. */
+export const executorFlags = {
+  executor: Flags.string({ description: 'where pairs run: local (this host\'s engine) or swarm (Docker Swarm through --manager)', default: 'local' }),
+  manager: Flags.string({ description: 'with --executor swarm: the swarm manager\'s engine (unix:///path, tcp://host:port[?ca=&cert=&key=], ssh://user@host)' }),
+  'node-engine': Flags.string({
+    description: 'with --executor swarm, repeatable: NODE=URL, the engine of swarm node NODE (hostname or id); outcome and sessions are read back and removals verified through it',
+    multiple: true,
+  }),
+};
 
 /** Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise. */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
@@ -83,8 +127,12 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
 }
 
 /** `pair run`: the registry is opened (and a named one checked) only once the spec passed every check. */
-export function createPairRunDeps(registry: RegistryLocation, logSecrets: readonly string[]): RunPairDeps & { dispose(): Promise<void> } {
-  const runtime = createContainerRuntime();
+export function createPairRunDeps(
+  registry: RegistryLocation,
+  logSecrets: readonly string[],
+  executor: ExecutorConfig = { kind: 'local' },
+): RunPairDeps & { dispose(): Promise<void> } {
+  const runtime = createExecutorRuntime(executor);
   let opened: Promise<CapacityRegistry> | null = null;
   return {
     ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
@@ -110,7 +158,8 @@ export async function createSupervisorDeps(output: string, logger: Logger): Prom
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
   if (batch === null) throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
   const registry = await openRecordedRegistry(batch.registry_path);
-  const runtime = createContainerRuntime();
+  // The executor the batch was started with (batch.json): a resume runs where the start did.
+  const runtime = createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
   return {
     store,
     registry,

@@ -12,6 +12,7 @@ import { registryFilePath, registryLocation } from './adapters/registry/default-
 import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
+import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { SessionManager } from './app/serve/session-manager.js';
@@ -33,6 +34,8 @@ export interface ServeOptions {
   readonly logger: Logger;
   /** The engine to use (default: DOCKER_HOST or the local socket). */
   readonly runtime?: DockerContainerRuntime;
+  /** Where `/v1/pairs` run (`--executor swarm`); default: `runtime`. Sessions always use `runtime`. */
+  readonly pairRuntime?: ContainerRuntime;
 }
 
 export interface RunningServe {
@@ -102,7 +105,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     throw err;
   }
   const pairs = new PairService({
-    pairDeps: { ...createExecutePairDeps(runtime, options.logger), fs: new NodeFileSystem(), registry },
+    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry },
     store,
     environment: options.environment,
     bindAddress,

@@ -94,6 +94,10 @@ export async function waitThroughEngineLoss(
         deadlineMs: options.deadlineMs,
         ...(options.signal ? { signal: options.signal } : {}),
       });
+      if (waited.kind === 'node_lost') {
+        logger.warn({ container: containerId, node: waited.node }, 'node lost while the pair ran');
+        return { kind: 'engine_loss', loss: 'node_lost', message: waited.message };
+      }
       if (waited.kind !== 'engine_lost')
         return waited.kind === 'exited' ? { kind: 'exited' } : { kind: waited.kind };
       lastSeenAliveMs = waited.lastSeenAliveMs;

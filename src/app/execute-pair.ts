@@ -33,6 +33,8 @@ export interface PairJob {
   readonly image: string;
   readonly gpus?: 'all' | number | readonly string[] | undefined;
   readonly b1_ports?: boolean | undefined;
+  /** Swarm placement constraints (issue 13); the local executor has one node and ignores them. */
+  readonly placement?: readonly string[] | undefined;
 }
 
 export interface ExecutePairDeps {
@@ -113,7 +115,7 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
   const { job } = input;
   const binds = [
     { hostPath: job.cwd, containerPath: job.cwd, readOnly: false },
-    { hostPath: privateOutcomePaths(input).dir, containerPath: dirname(job.outcome_path), readOnly: false },
+    { hostPath: privateOutcomePaths(input).dir, containerPath: dirname(job.outcome_path), readOnly: false, collect: true },
   ];
   return {
     name: containerName(job.job_id, input.claimId),
@@ -133,6 +135,7 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
     deviceRequests: deviceRequestsFor(job.gpus),
     labels: pairLabels(input.batchId, job.job_id, input.claimId),
     stopTimeoutSec: input.stopBudgetSec,
+    ...(job.placement !== undefined && job.placement.length > 0 ? { placement: job.placement } : {}),
   };
 }
 
@@ -219,7 +222,9 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const harnessFaults: HarnessFault[] = [];
   if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed) harnessFaults.push('log_write_failed');
   if (execution.receiptUpdateFailed) harnessFaults.push('receipt_write_failed');
-  if (!execution.cleanup.verified_absent) harnessFaults.push('cleanup_unverified');
+  // A lost node cannot confirm the removal: the slot stays held (reconciliation needs the 404, or the operator's
+  // `e1-batch node-down`), but that is the node's fault, not the harness's: no harness pause, dispatch goes on.
+  if (!execution.cleanup.verified_absent && execution.engineLoss !== 'node_lost') harnessFaults.push('cleanup_unverified');
   const classified = classify({
     jobId: job.job_id,
     outcome: check,

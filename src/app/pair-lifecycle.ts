@@ -267,7 +267,8 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     await pausepoint('before_collection');
     if (containerId !== null) {
       // An engine that went away after the container stopped is waited for (bounded): the evidence is still there.
-      const wait = engineLoss === 'engine_unreachable' ? 0 : (deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS);
+      // A lost node (swarm) does not come back for this pair: nothing is waited for.
+      const wait = engineLoss === 'engine_unreachable' || engineLoss === 'node_lost' ? 0 : (deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS);
       const back = await awaitEngineReturn(runtime, containerId, { untilMs: Date.now() + Math.max(1, wait) });
       if (back.kind === 'answered' && back.state) {
         exitCode = back.state.exitCode;
@@ -277,6 +278,14 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       }
     }
 
+    if (containerId !== null && runtime.collectMounts && engineLoss !== 'node_lost') {
+      // A runtime without this host's file system (swarm) copies the outcome folder back before it is read.
+      try {
+        await runtime.collectMounts(containerId);
+      } catch (err) {
+        logger.warn({ container: containerId, err: errorKind(err) }, 'collecting the outcome folder from the node failed');
+      }
+    }
     try {
       outcome = await deps.readOutcome(launch.outcomePath);
     } catch (err) {
@@ -368,7 +377,7 @@ async function getArchiveThroughEngineLoss(
   try {
     return await runtime.getArchive(containerId, path);
   } catch (err) {
-    if (!isEngineUnavailable(err) || engineLoss === 'engine_unreachable') throw err;
+    if (!isEngineUnavailable(err) || engineLoss === 'engine_unreachable' || engineLoss === 'node_lost') throw err;
     const untilMs = Date.now() + (deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS);
     const back = await awaitEngineReturn(runtime, containerId, { untilMs });
     if (back.kind !== 'answered') throw err;

@@ -9,7 +9,7 @@ import { isPostgresLocation, registryLocation } from '../adapters/registry/defau
 import { checkRegistryLocation, openRegistryAt } from '../adapters/registry/open-registry.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
 import { BaseCommand } from '../cli/base-command.js';
-import { createContainerRuntime } from '../composition-root.js';
+import { runtimeForOutput } from '../composition-root.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 
 export interface ReconcileJson extends ReconcileBatchResult {
@@ -78,7 +78,7 @@ export default class Reconcile extends BaseCommand {
     const registry = await openRegistryAt(location);
     let result: ReconcileBatchResult;
     try {
-      const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: createContainerRuntime(), readOutcomeSha256 };
+      const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: await runtimeForOutput(output), readOutcomeSha256 };
       result = await reconcileBatch(deps, { mode, ...(flags.job !== undefined ? { jobId: flags.job } : {}) });
     } finally {
       await registry.close();

@@ -1,7 +1,8 @@
 import { readFile, stat } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
-import { createStderrLogger, PACKAGE_ROOT } from '../composition-root.js';
+import { createExecutorRuntime, createStderrLogger, executorFlags, PACKAGE_ROOT } from '../composition-root.js';
+import { executorFromFlags } from '../core/executor.js';
 import { readCodeVersion } from '../adapters/code-version.js';
 import { InvalidInputError } from '../core/errors.js';
 import { startServe } from '../serve-root.js';
@@ -32,10 +33,12 @@ export default class Serve extends BaseCommand {
     'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
     'reap-interval': Flags.integer({ description: 'seconds between reaper passes over expired sessions', default: 5, min: 1 }),
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill when a session is deleted', default: 10, min: 1 }),
+    ...executorFlags,
   };
 
   async run(): Promise<void> {
     const { flags } = await this.parse(Serve);
+    const executor = executorFromFlags(flags);
     const listen = await parseListen(flags.listen, flags['token-file']);
     const logger = createStderrLogger();
     const running = await startServe({
@@ -49,6 +52,8 @@ export default class Serve extends BaseCommand {
       environment: process.env,
       version: await readCodeVersion(PACKAGE_ROOT),
       logger,
+      // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
+      ...(executor.kind === 'swarm' ? { pairRuntime: createExecutorRuntime(executor) } : {}),
     });
     const { adopted, reaped, released } = running.adoption;
     // One machine-readable line on stdout: clients and tests wait for it.

@@ -27,6 +27,8 @@ export interface RunningPair {
   readonly container_id: string | null;
   readonly started_at: string;
   readonly deadline: string;
+  /** Swarm executor: the node that runs the pair, once placed. */
+  readonly node?: string;
 }
 
 export interface Counts {

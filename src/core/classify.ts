@@ -76,6 +76,7 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   engine_restarted: 'infrastructure_failure',
   container_vanished: 'infrastructure_failure',
   engine_unreachable: 'infrastructure_failure',
+  node_lost: 'infrastructure_failure',
   outcome_missing: 'infrastructure_failure',
   outcome_unparseable: 'infrastructure_failure',
   outcome_invalid: 'infrastructure_failure',

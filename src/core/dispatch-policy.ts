@@ -11,6 +11,11 @@
 
 export interface CapacityConfig {
   maxWorkers: 1 | 2;
+  /**
+   * Swarm executor (issue 13): pairs the swarm can place at once (GPU slots over its nodes). Each pair gets its own
+   * GPUs (generic resources), so the one-GPU sharing rule does not apply: after the first pair, this many workers.
+   */
+  executorSlots?: number;
   gpuTotalMib?: number;
   gpuBaselineMib?: number;
   gpuFraction?: number;
@@ -37,8 +42,8 @@ export interface DispatchState {
 export type WaitReason = 'paused' | 'stopping' | 'at_capacity' | 'first_pair_alone' | 'registry_refused';
 
 export type DispatchDecision =
-  | { kind: 'dispatch'; jobId: string; workersAllowed: 1 | 2 }
-  | { kind: 'wait'; reason: WaitReason; workersAllowed: 1 | 2 }
+  | { kind: 'dispatch'; jobId: string; workersAllowed: number }
+  | { kind: 'wait'; reason: WaitReason; workersAllowed: number }
   /** Nothing left to dispatch and nothing running. */
   | { kind: 'drained' }
   /** Nothing left to dispatch but pairs still running. */
@@ -70,15 +75,17 @@ export function workersAllowed(
   capacity: CapacityConfig,
   gpuPeaksMib: readonly number[],
   finishedCount: number,
-): 1 | 2 {
-  if (finishedCount <= 0 || capacity.maxWorkers !== 2) return 1;
+): number {
+  if (finishedCount <= 0) return 1;
+  if (capacity.executorSlots !== undefined) return Math.max(1, Math.floor(capacity.executorSlots));
+  if (capacity.maxWorkers !== 2) return 1;
   const budget = gpuBudget(capacity);
   const peakMib = largestPeakMib(gpuPeaksMib);
   if (budget === null || peakMib === null) return 1;
   return budget.baselineMib + 2 * peakMib <= budget.fraction * budget.totalMib ? 2 : 1;
 }
 
-function waitReason(s: DispatchState, allowed: 1 | 2): WaitReason | null {
+function waitReason(s: DispatchState, allowed: number): WaitReason | null {
   if (s.stopping) return 'stopping';
   if (s.paused) return 'paused';
   if (s.finishedCount <= 0 && s.running >= 1) return 'first_pair_alone';

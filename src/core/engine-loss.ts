@@ -11,7 +11,9 @@ export type EngineLoss =
   /** When the engine answered again it no longer knew the container (inspect: 404). */
   | 'container_vanished'
   /** The engine never answered again before the pair's deadline. */
-  | 'engine_unreachable';
+  | 'engine_unreachable'
+  /** Swarm: the node that ran the pair was lost (its engine killed, or the node marked down); never re-run. */
+  | 'node_lost';
 
 /** The part of a fresh inspect this decision reads; null when the engine says the container does not exist. */
 export interface ReturnedContainer {
@@ -27,7 +29,7 @@ export type EngineReturnVerdict =
   | { readonly kind: 'exited_before_loss'; readonly exitCode: number | null }
   | {
       readonly kind: 'lost';
-      readonly loss: Exclude<EngineLoss, 'engine_unreachable'>;
+      readonly loss: Exclude<EngineLoss, 'engine_unreachable' | 'node_lost'>;
       readonly exitCode: number | null;
     };
 
@@ -108,6 +110,8 @@ export function describeEngineLoss(input: {
   switch (input.loss) {
     case 'engine_unreachable':
       return `${lost}; the engine did not answer again before the pair's deadline`;
+    case 'node_lost':
+      return `the node that ran the pair was lost at ${input.lostAt}; the pair is not run again`;
     case 'container_vanished':
       return `${lost}; when the engine answered again (${input.answeredAt ?? '?'}) the container no longer existed`;
     case 'engine_restarted':

@@ -38,6 +38,7 @@ export type Reason =
   | 'engine_restarted'
   | 'container_vanished'
   | 'engine_unreachable'
+  | 'node_lost'
   | 'source_hash_mismatch'
   | 'provider_requires_stop'
   | 'provider_status_not_allowed'

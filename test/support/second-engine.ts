@@ -34,6 +34,10 @@ export interface SecondEngineOptions {
   readonly name?: string;
   /** Images copied in from the main engine (default: the pair-driver image). */
   readonly images?: readonly string[];
+  /** Its own UTS namespace with this hostname (swarm nodes are told apart by hostname). */
+  readonly hostname?: string;
+  /** More dockerd arguments (e.g. `--node-generic-resource NVIDIA-GPU=GPU-fake-0`). */
+  readonly extraArgs?: readonly string[];
 }
 
 const exec = promisify(execFile);
@@ -217,6 +221,37 @@ async function stopManagedContainerd(execRoot: string): Promise<void> {
     throw new Error(`containerd ${pid} of the second engine survived SIGKILL`);
 }
 
+/**
+ * Container shims of this engine that outlived it (its dockerd was SIGKILLed while a container ran and never cleaned
+ * up after): each found by its containerd address under our exec root, its children (the container's init) first.
+ */
+async function killShims(execRoot: string): Promise<void> {
+  const { readdir } = await import('node:fs/promises');
+  const pids = (await readdir('/proc')).filter((name) => /^\d+$/.test(name)).map(Number);
+  const shims = pids.filter((pid) => {
+    const cmdline = procText(pid, 'cmdline');
+    return cmdline.includes('containerd-shim') && cmdline.includes(`${execRoot}/`);
+  });
+  for (const shim of shims) {
+    for (const pid of pids) {
+      const stat = procText(pid, 'stat');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === shim) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    }
+    try {
+      process.kill(shim, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
+
 async function deleteNetns(name: string): Promise<void> {
   if ((await listNetns()).includes(name)) await exec('ip', ['netns', 'delete', name]);
 }
@@ -246,6 +281,7 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
       }
     }
     await stopManagedContainerd(execRoot);
+    await killShims(execRoot);
     await unmountAll(dir);
     await rm(dir, { recursive: true, force: true });
     if (netnsCreated) await deleteNetns(netns);
@@ -254,10 +290,13 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
   const spawnDockerd = async (): Promise<ChildProcess> => {
       const log = await open(logPath, 'a');
       try {
+        // With a hostname: `unshare -u sh -c 'hostname NODE; exec dockerd …'` (both exec: the pid stays dockerd's).
+        const prefix = options.hostname !== undefined ? ['unshare', '-u', 'sh', '-c', 'hostname "$0" && exec "$@"', options.hostname] : [];
         return spawn(
           'nsenter',
           [
             `--net=/run/netns/${netns}`,
+            ...prefix,
             'dockerd',
             '--data-root',
             dataRoot,
@@ -269,6 +308,7 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
             `unix://${socketPath}`,
             '--iptables=false',
             '--bridge=none',
+            ...(options.extraArgs ?? []),
           ],
           {
             stdio: ['ignore', log.fd, log.fd],

@@ -34,6 +34,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'engine_restarted',
       'container_vanished',
       'engine_unreachable',
+      'node_lost',
     ],
   ],
 ];

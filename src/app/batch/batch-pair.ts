@@ -50,6 +50,8 @@ export interface RunningHandle {
   readonly startedAt: string;
   readonly deadline: string;
   readonly terminate: AbortController;
+  /** Swarm: the node the pair was placed on, once known. */
+  node?: string;
 }
 
 /**

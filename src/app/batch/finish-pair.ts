@@ -66,7 +66,9 @@ export async function reconcileFinished(
   failpoint('after_reconcile');
   const released = report.kind === 'committed' || report.kind === 'already_committed';
   await journal('reconciled', { job_id: jobId, kind: report.kind, reason: report.reason });
-  if (!released) pauseReasons.add('harness');
+  // A pair whose node was lost keeps its slot until the node's engine confirms the removal or the operator declares
+  // the node down; the batch goes on with the other nodes (issue 13).
+  if (!released && !result.reasons.includes('node_lost')) pauseReasons.add('harness');
   return { jobId, result, pauseReasons: [...pauseReasons], released };
 }
 

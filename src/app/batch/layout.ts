@@ -1,3 +1,4 @@
+import type { ExecutorConfig } from '../../core/executor.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 
 /** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
@@ -36,6 +37,12 @@ export interface BatchRecord {
   readonly gpu_observation: BatchGpuObservation | null;
   /** `start --allow-short-secrets`: values under 8 characters are accepted (and masked) by every supervisor of the batch. */
   readonly allow_short_secrets?: boolean;
+  /** `start --executor` (issue 13); absent: local. `resume` uses the same. */
+  readonly executor?: ExecutorConfig;
+  /** Swarm: how many pairs the swarm can place at once (GPU slots, or nodes for pairs without GPUs), seen at start. */
+  readonly executor_slots?: number;
+  /** Swarm: the nodes that took work at start, with their GPUs (generic resources `NVIDIA-GPU`). */
+  readonly executor_nodes?: readonly { readonly node: string; readonly gpus: number }[];
 }
 
 /** Recorded at start when the manifest asks for GPUs. */

@@ -7,6 +7,7 @@ import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors
 import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
+import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
@@ -29,6 +30,8 @@ export interface StartBatchDeps {
    * another batch or a pair needs more GPU memory than the host's whole budget.
    */
   readonly checkRegistry?: (needs: RegistryNeeds) => Promise<void>;
+  /** Swarm: the nodes that take work now, with their GPUs. */
+  readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
 }
 
 export interface StartBatchOptions {
@@ -45,6 +48,8 @@ export interface StartBatchOptions {
   /** Accept `${NAME}` values shorter than 8 characters (masked anyway); recorded in batch.json. */
   readonly allowShortSecrets?: boolean;
   readonly onWarning?: (message: string) => void;
+  /** Where pairs run (absent: local). Swarm GPUs are the nodes' generic resources: this host's GPUs are not observed. */
+  readonly executor?: ExecutorConfig;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -155,12 +160,34 @@ function isPostgresUrl(registry: string): boolean {
   return POSTGRES_URL.test(registry);
 }
 
+/** On a swarm GPUs are generic resources counted per node: "all" has no meaning there. */
+function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined): Issue[] {
+  if (executor?.kind !== 'swarm') return [];
+  return manifest.jobs.flatMap((job, i) =>
+    job.gpus === 'all' ? [{ path: `jobs[${i}].gpus`, rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed' }] : [],
+  );
+}
+
+/** Pairs needing `gpusPerPair` GPUs the swarm's nodes can run at once (one per node when they need none); at least 1. */
+export function swarmSlots(nodes: readonly { readonly gpus: number }[], gpusPerPair: number): number {
+  const total = gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
+  return Math.max(1, total);
+}
+
+/** GPUs a job asks for, as a count (a list of ids counts its ids; "all" counts as one whole node's worth: 1). */
+function gpuCount(gpus: Manifest['jobs'][number]['gpus']): number {
+  if (gpus === undefined) return 0;
+  if (gpus === 'all') return 1;
+  return typeof gpus === 'number' ? gpus : gpus.length;
+}
+
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await loadManifest(options.manifestPath);
   const allowShortSecrets = options.allowShortSecrets === true;
   const envs = resolveAllEnvironments(manifest, options.environment, undefined, { allowShortSecrets });
   const issues = [
     ...bindAddressIssues(options),
+    ...swarmJobIssues(manifest, options.executor),
     ...(await claimedInOriginal(manifest, deps.fs)),
     ...(await staleOutcomes(manifest, deps.fs)),
     ...(await jobPathIssues(
@@ -181,7 +208,10 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
       });
     }
   }
-  const gpuObservation = await observeForManifest(deps, manifest);
+  const swarm = options.executor?.kind === 'swarm';
+  const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
+  const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
+  const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
   await deps.checkRegistry?.(registryNeeds(manifest));
 
   await mkdir(dirname(options.output), { recursive: true });
@@ -200,6 +230,9 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
     ...(allowShortSecrets ? { allow_short_secrets: true } : {}),
+    ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
+    ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
+    ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
   };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.

@@ -27,7 +27,12 @@ export interface BatchStatus {
   readonly pause_reasons: PauseReason[];
   readonly counts: Counts;
   readonly running: RunningPair[];
-  readonly workers_allowed: 1 | 2;
+  readonly workers_allowed: number;
+  /**
+   * Swarm executor only (absent for local batches): per node, the pairs running there and its GPUs (the node's
+   * `NVIDIA-GPU` generic resources seen at start, and those the running pairs asked for).
+   */
+  readonly nodes?: readonly NodeStatus[];
   readonly gpu_peak_mib: number | null;
   /** Why the batch stays serial on GPU grounds, when it does (null: the dispatch rule alone decides). */
   readonly gpu_note: string | null;
@@ -60,6 +65,7 @@ export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): Capaci
     ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
     ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
     ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
+    ...(batch.executor?.kind === 'swarm' && batch.executor_slots !== undefined ? { executorSlots: batch.executor_slots } : {}),
   };
 }
 
@@ -117,6 +123,46 @@ function finishedDurationsSec(files: readonly JobFiles[]): number[] {
   return files.flatMap((f) => (f.result ? [(new Date(f.result.finished_at).getTime() - new Date(f.result.started_at).getTime()) / 1000] : []));
 }
 
+export interface NodeStatus {
+  readonly node: string;
+  readonly running: readonly string[];
+  readonly gpus_total: number;
+  readonly gpus_in_use: number;
+}
+
+/** Where each pair was placed (swarm): the supervisor's `pair_placed` journal records, the last one per job. */
+function placementsOf(journal: readonly JournalRecord[]): Map<string, string> {
+  const placed = new Map<string, string>();
+  for (const r of journal) {
+    const rec = r as JournalRecord & { job_id?: unknown; node?: unknown };
+    if (r.type === 'pair_placed' && typeof rec.job_id === 'string' && typeof rec.node === 'string') placed.set(rec.job_id, rec.node);
+  }
+  return placed;
+}
+
+function gpusOfJob(job: Manifest['jobs'][number] | undefined): number {
+  const g = job?.gpus;
+  if (g === undefined) return 0;
+  if (g === 'all') return 1;
+  return typeof g === 'number' ? g : g.length;
+}
+
+/** Per-node view of a swarm batch: its nodes at start (plus any a pair was placed on since), the pairs running there, GPUs. */
+function nodesStatus(batch: BatchRecord, manifest: Manifest, running: readonly RunningPair[]): NodeStatus[] | undefined {
+  if (batch.executor?.kind !== 'swarm') return undefined;
+  const jobs = new Map(manifest.jobs.map((j) => [j.job_id, j]));
+  const nodes = new Map<string, { running: string[]; gpus_total: number; gpus_in_use: number }>();
+  for (const n of batch.executor_nodes ?? []) nodes.set(n.node, { running: [], gpus_total: n.gpus, gpus_in_use: 0 });
+  for (const r of running) {
+    if (r.node === undefined) continue;
+    const n = nodes.get(r.node) ?? { running: [], gpus_total: 0, gpus_in_use: 0 };
+    n.running.push(r.job_id);
+    n.gpus_in_use += gpusOfJob(jobs.get(r.job_id));
+    nodes.set(r.node, n);
+  }
+  return [...nodes].map(([node, n]) => ({ node, ...n }));
+}
+
 /** status.json: derived from the journal and the job files, never the source of truth. */
 export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const { files, manifest } = input;
@@ -149,6 +195,12 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
     if (running.some((r) => r.container_id === c.id)) continue;
     leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: !f ? 'unknown_job' : f.result ? 'job_finished' : 'job_not_running' });
   }
+  const placements = placementsOf(input.journal);
+  for (const [i, r] of running.entries()) {
+    const node = r.node ?? placements.get(r.job_id);
+    if (node !== undefined && r.node === undefined) running[i] = { ...r, node };
+  }
+  const nodes = nodesStatus(input.batch, manifest, running);
   const fold = foldJournal(input.journal);
   const counts = countJobs(
     files.map((f) => ({ jobId: f.job.job_id, claimed: f.receipt !== null, classification: f.result?.classification ?? null })),
@@ -177,6 +229,7 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
     counts,
     running,
     workers_allowed: allowed,
+    ...(nodes !== undefined ? { nodes } : {}),
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
     gpu_note: gpuNote(input.batch, peaks),
     claims_without_result: claimsWithoutResult,

@@ -21,6 +21,9 @@ import { reportRefresher } from './report.js';
 import { checkSources } from './source-check.js';
 import { buildStatus, buildSummary, capacityConfigOf, gpuPeaksOf } from './status.js';
 
+/** How often a swarm pair's placement is asked for until the swarm has placed it. */
+const PLACEMENT_POLL_MS = 500;
+
 export interface SupervisorDeps {
   readonly store: EvidenceStore;
   readonly registry: CapacityRegistry;
@@ -155,6 +158,7 @@ async function superviseHeld(
       container_id: h.containerId,
       started_at: h.startedAt,
       deadline: h.deadline,
+      ...(h.node !== undefined ? { node: h.node } : {}),
     }));
     const status = await buildStatus({ store, batch, manifest, files, journal: await store.readJournal(), running: runningView, now: clock.now(), supervisorAlive: true });
     await store.writeJsonAtomic(STATUS_FILE, status);
@@ -193,10 +197,28 @@ async function superviseHeld(
   const stopPoll = setInterval(onUsr2, STOP_POLL_MS);
 
   const batchDeps: BatchPairDeps = { store, registry, execute: deps.execute, journal };
+  // Swarm (issue 13): which node runs each pair, journalled once the swarm placed it (status shows it).
+  const placementOf = deps.execute.runtime.placementOf?.bind(deps.execute.runtime);
+  const watchPlacement = (h: RunningHandle): void => {
+    if (!placementOf) return;
+    void (async () => {
+      while (running.get(h.jobId) === h) {
+        const placed = h.containerId === null ? null : await placementOf(h.containerId).catch(() => null);
+        if (placed !== null) {
+          h.node = placed.node;
+          await bestEffort('journal pair_placed', () => journal('pair_placed', { job_id: h.jobId, node: placed.node }));
+          await writeStatus().catch(() => undefined);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, PLACEMENT_POLL_MS));
+      }
+    })();
+  };
   const onRunning = (h: RunningHandle): void => {
     running.set(h.jobId, h);
     if (terminateRequested) h.terminate.abort();
     void writeStatus().catch(() => undefined);
+    watchPlacement(h);
   };
   const settle = async (jobId: string, work: Promise<FinishReport | null>): Promise<void> => {
     try {

@@ -7,7 +7,11 @@ export interface ContainerSpec {
   readonly cmd: readonly string[];
   readonly workingDir: string;
   readonly env: Readonly<Record<string, string>>;
-  readonly binds: readonly { readonly hostPath: string; readonly containerPath: string; readonly readOnly: boolean }[];
+  /**
+   * `collect`: the folder is evidence the pair writes (its outcome folder). A runtime whose containers do not share
+   * this host's file system (swarm) mounts a volume on the node instead and copies it back here (`collectMounts`).
+   */
+  readonly binds: readonly { readonly hostPath: string; readonly containerPath: string; readonly readOnly: boolean; readonly collect?: boolean }[];
   readonly ports: readonly number[];
   readonly bindAddress: string;
   readonly deviceRequests: readonly {
@@ -18,6 +22,8 @@ export interface ContainerSpec {
   }[];
   readonly labels: Readonly<Record<string, string>>;
   readonly stopTimeoutSec: number;
+  /** Swarm placement constraints (`node.hostname==gpu-3`, `node.labels.zone==a`); the local engine has one node and ignores them. */
+  readonly placement?: readonly string[];
 }
 
 export interface ContainerHandle {
@@ -46,7 +52,9 @@ export type WaitResult =
    * engine no longer knows the container. Not a verdict: the caller inspects again once the engine answers.
    * `lastSeenAliveMs`: the last moment (epoch ms) the engine showed the container not yet exited.
    */
-  | { readonly kind: 'engine_lost'; readonly lastSeenAliveMs: number };
+  | { readonly kind: 'engine_lost'; readonly lastSeenAliveMs: number }
+  /** The node that ran the pair is gone (swarm): its engine stopped answering or the swarm marked it down. A verdict. */
+  | { readonly kind: 'node_lost'; readonly node: string; readonly message: string };
 
 /** Demultiplexed output of a container: two byte streams that end when the container's output ends. */
 export interface ContainerOutput {
@@ -98,5 +106,12 @@ export interface ContainerRuntime {
    * whether that history is complete (the engine's small in-memory buffer, emptied by a restart, did not overflow
    * since then). A hint, never the record.
    */
+  /**
+   * Runtimes whose containers do not share this host's file system: copy what the pair wrote into its `collect`
+   * mounts back into their host folders (after it stopped, before the outcome is read). Absent: nothing to copy.
+   */
+  collectMounts?(id: string): Promise<void>;
+  /** Runtimes with several nodes (swarm): the node that runs (or ran) the container, null while it is not placed. */
+  placementOf?(id: string): Promise<{ readonly node: string } | null>;
   containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }

@@ -15,11 +15,14 @@ import { checkRegistryNeeds, prepareBatch } from '../../app/batch/start-batch.js
 import { supervise } from '../../app/batch/supervisor.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
+import { SwarmContainerRuntime } from '../../adapters/swarm/swarm-container-runtime.js';
+import { executorFromFlags } from '../../core/executor.js';
 import {
   BIN_RUN_JS,
   batchLogSecrets,
-  createContainerRuntime,
+  createExecutorRuntime,
   createStderrLogger,
+  executorFlags,
   createSupervisorDeps,
   hostProtectedPaths,
   PACKAGE_ROOT,
@@ -44,6 +47,7 @@ export default class BatchStart extends BaseCommand {
     registry: Flags.string({ description: 'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)' }),
     'bind-address': Flags.string({ description: 'host IP address published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
     foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
+    ...executorFlags,
     'allow-short-secrets': Flags.boolean({
       description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
       default: false,
@@ -53,11 +57,14 @@ export default class BatchStart extends BaseCommand {
   async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string; warnings?: readonly string[] }> {
     const { flags } = await this.parse(BatchStart);
     const output = resolve(flags.output);
+    const executor = executorFromFlags(flags);
     const registry = registryLocation(flags.registry);
+    const runtime = createExecutorRuntime(executor);
     const record = await prepareBatch(
       {
         fs: new NodeFileSystem(),
-        runtime: createContainerRuntime(),
+        runtime,
+        ...(runtime instanceof SwarmContainerRuntime ? { swarmNodes: async () => (await runtime.nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) } : {}),
         clock: systemClock,
         observeGpus: () => observeGpus(),
         checkRegistry: async (needs) => {
@@ -79,6 +86,7 @@ export default class BatchStart extends BaseCommand {
         environment: process.env,
         codeVersion: await readCodeVersion(PACKAGE_ROOT),
         allowShortSecrets: flags['allow-short-secrets'],
+        executor,
         onWarning: (message) => this.warn(message),
       },
     );

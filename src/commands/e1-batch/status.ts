@@ -5,7 +5,7 @@ import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { readStatus } from '../../app/batch/read-status.js';
 import type { BatchStatus } from '../../app/batch/status.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createContainerRuntime } from '../../composition-root.js';
+import { runtimeForOutput } from '../../composition-root.js';
 import { ExitCode } from '../../core/errors.js';
 import { formatDuration, formatTime } from '../../core/report/format.js';
 
@@ -23,7 +23,11 @@ function render(s: BatchStatus, now: Date): string {
     const startMs = new Date(r.started_at).getTime();
     const elapsed = Math.max(0, Math.round((now.getTime() - startMs) / 1000));
     const budget = Math.round((new Date(r.deadline).getTime() - startMs) / 1000);
-    lines.push(`  running ${r.job_id}  container ${r.container_id?.slice(0, 12) ?? '-'}  elapsed ${elapsed}s / ${budget}s  (deadline ${formatTime(r.deadline)})`);
+    const node = s.nodes !== undefined ? `  node ${r.node ?? '(not placed yet)'}` : '';
+    lines.push(`  running ${r.job_id}  container ${r.container_id?.slice(0, 12) ?? '-'}${node}  elapsed ${elapsed}s / ${budget}s  (deadline ${formatTime(r.deadline)})`);
+  }
+  for (const n of s.nodes ?? []) {
+    lines.push(`  node ${n.node}: ${n.running.length} running${n.running.length ? ` (${n.running.join(', ')})` : ''}, GPUs ${n.gpus_in_use}/${n.gpus_total} in use`);
   }
   if (s.claims_without_result.length && !s.supervisor?.alive) lines.push(`claims without result: ${s.claims_without_result.join(', ')}`);
   for (const l of s.leftovers) lines.push(`leftover container ${l.container_id.slice(0, 12)} (${l.status}) job ${l.job_id ?? '?'}: ${l.why}`);
@@ -54,7 +58,8 @@ export default class BatchStatusCommand extends BaseCommand {
   async run(): Promise<BatchStatus> {
     const { flags } = await this.parse(BatchStatusCommand);
     const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
-    const runtime = createContainerRuntime();
+    // The batch's own executor (a swarm batch's pairs are services on the manager, not local containers).
+    const runtime = await runtimeForOutput(store.root);
     const engine = await runtime.info().then(() => runtime, () => undefined);
     let status = await readStatus(store, engine, new Date());
     if (flags.watch && !this.jsonEnabled()) {

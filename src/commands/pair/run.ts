@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createPairRunDeps, hostProtectedPaths, PACKAGE_ROOT, specLogSecrets } from '../../composition-root.js';
+import { createPairRunDeps, executorFlags, hostProtectedPaths, PACKAGE_ROOT, specLogSecrets } from '../../composition-root.js';
+import { executorFromFlags } from '../../core/executor.js';
 import { hostAddresses } from '../../adapters/host-addresses.js';
 import { registryFilePath, registryLocation } from '../../adapters/registry/default-path.js';
 import { readCodeVersion } from '../../adapters/code-version.js';
@@ -34,6 +35,7 @@ export default class PairRun extends BaseCommand {
     'bind-address': Flags.string({ description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
     registry: Flags.string({ description: 'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)' }),
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
+    ...executorFlags,
     'allow-short-secrets': Flags.boolean({
       description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
       default: false,
@@ -42,6 +44,7 @@ export default class PairRun extends BaseCommand {
 
   async run(): Promise<ResultRecord & { output: string }> {
     const { flags } = await this.parse(PairRun);
+    const executor = executorFromFlags(flags); // bad executor flags: exit 2 before anything is read or written
     let specText: string;
     try {
       specText = flags.spec === '-' ? await readStdin() : await readFile(flags.spec, 'utf8');
@@ -51,7 +54,7 @@ export default class PairRun extends BaseCommand {
       ]);
     }
     const registry = registryLocation(flags.registry); // a URL other than PostgreSQL's is refused here, before anything else
-    const deps = createPairRunDeps(registry, specLogSecrets(specText));
+    const deps = createPairRunDeps(registry, specLogSecrets(specText), executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
     const terminate = new AbortController();

@@ -78,6 +78,17 @@ export const Gpus = z.union(
   { error: 'must be "all", a GPU count ≥ 1, or a non-empty array of device indexes/UUIDs' },
 );
 
+const PLACEMENT_RULE =
+  'must be a swarm constraint ATTRIBUTE==VALUE or ATTRIBUTE!=VALUE on node.id, node.hostname, node.role, node.platform.os, node.platform.arch, node.labels.NAME or engine.labels.NAME';
+/** Swarm placement constraints (issue 13), passed through to the service; at most 16. */
+export const Placement = z
+  .array(
+    z
+      .string({ error: PLACEMENT_RULE })
+      .regex(/^(node\.(id|hostname|role|platform\.os|platform\.arch|labels\.[A-Za-z0-9._-]+)|engine\.labels\.[A-Za-z0-9._-]+) ?(==|!=) ?[A-Za-z0-9._:/-]+$/, { error: PLACEMENT_RULE }),
+  )
+  .max(16, { error: 'at most 16 placement constraints' });
+
 const HTTP_STATUS_RULE = 'must be an integer HTTP status 100..599';
 export const AllowedHttpStatuses = z
   .array(

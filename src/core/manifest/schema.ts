@@ -10,6 +10,7 @@ import {
   JobId,
   LogLimitBytes,
   NonEmptyString,
+  Placement,
   Ports,
   SessionsDir,
   SourceSha256,
@@ -47,6 +48,9 @@ const jobShape = {
     description: 'inject the six ports as ROBOGUIDE_B1_*_PORT; requires exactly six ports',
   }),
   sessions_dir: AbsolutePath.optional().meta({ description: 'container path of Codex session files' }),
+  placement: Placement.optional().meta({
+    description: 'swarm placement constraints (--executor swarm), e.g. ["node.labels.gpu==h100"]; ignored by the local executor',
+  }),
 };
 
 export const JobSchema = z.strictObject(jobShape);

@@ -106,7 +106,7 @@ export interface ReportModel {
   readonly counts: Counts;
   readonly elapsed_sec: number;
   readonly eta: Eta | null;
-  readonly workers_allowed: 1 | 2;
+  readonly workers_allowed: number;
   readonly timeline: {
     readonly start: string;
     readonly end: string;
