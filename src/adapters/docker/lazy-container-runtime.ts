@@ -1,0 +1,74 @@
+import type { Readable } from 'node:stream';
+import type {
+  ContainerHandle,
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerState,
+  EngineInfo,
+  RemoveResult,
+  WaitResult,
+} from '../../app/ports/container-runtime.js';
+
+/**
+ * A ContainerRuntime that builds the real one (dockerode and what it pulls in: ssh2, gRPC, protobufjs — the
+ * largest part of the CLI's start-up) on its first engine call, once. A command that fails before talking to
+ * the engine (invalid input) never loads it. A failure to build it is the failure of that call, and of every
+ * later one.
+ */
+export class LazyContainerRuntime implements ContainerRuntime {
+  readonly #load: () => Promise<ContainerRuntime>;
+  #runtime: Promise<ContainerRuntime> | null = null;
+
+  constructor(load: () => Promise<ContainerRuntime>) {
+    this.#load = load;
+  }
+
+  /** The real runtime (built now if no call did yet). */
+  runtime(): Promise<ContainerRuntime> {
+    return (this.#runtime ??= this.#load());
+  }
+
+  async info(): Promise<EngineInfo> {
+    return (await this.runtime()).info();
+  }
+  async imageExists(image: string): Promise<boolean> {
+    return (await this.runtime()).imageExists(image);
+  }
+  async create(spec: ContainerSpec): Promise<ContainerHandle> {
+    return (await this.runtime()).create(spec);
+  }
+  async attach(id: string): Promise<ContainerOutput> {
+    return (await this.runtime()).attach(id);
+  }
+  async follow(id: string): Promise<ContainerOutput> {
+    return (await this.runtime()).follow(id);
+  }
+  async start(id: string): Promise<void> {
+    return (await this.runtime()).start(id);
+  }
+  async wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult> {
+    return (await this.runtime()).wait(id, options);
+  }
+  async stop(id: string, timeoutSec: number): Promise<void> {
+    return (await this.runtime()).stop(id, timeoutSec);
+  }
+  async remove(id: string): Promise<RemoveResult> {
+    return (await this.runtime()).remove(id);
+  }
+  async inspect(id: string): Promise<ContainerState | null> {
+    return (await this.runtime()).inspect(id);
+  }
+  async environmentOf(id: string): Promise<Record<string, string> | null> {
+    return (await this.runtime()).environmentOf(id);
+  }
+  async getArchive(id: string, path: string): Promise<Readable | null> {
+    return (await this.runtime()).getArchive(id, path);
+  }
+  async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
+    return (await this.runtime()).listByLabel(labels);
+  }
+  async containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }> {
+    return (await this.runtime()).containerEventsSince(id, sinceMs);
+  }
+}
