@@ -39,7 +39,11 @@ const msSince = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 function timed(argv, { env = {}, expect = 0 } = {}) {
   const t0 = process.hrtime.bigint();
   return new Promise((resolveRun, reject) => {
-    const child = spawn(argv[0], argv.slice(1), { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(argv[0], argv.slice(1), {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('error', reject);
@@ -76,7 +80,10 @@ async function engineProxy(path) {
 async function firstEngineCall(proxy, proxyPath, spec, registry) {
   proxy.reset();
   const t0 = process.hrtime.bigint();
-  await timed([LAUNCHER, 'pair', 'run', '--spec', spec, '--registry', registry], { env: { DOCKER_HOST: `unix://${proxyPath}` }, expect: 1 });
+  await timed([LAUNCHER, 'pair', 'run', '--spec', spec, '--registry', registry], {
+    env: { DOCKER_HOST: `unix://${proxyPath}` },
+    expect: 1,
+  });
   const first = proxy.firstAt();
   if (first === null) throw new Error('pair run ended without an engine call');
   return Number(first - t0) / 1e6;
@@ -90,7 +97,14 @@ function noOpPair(image = IMAGE) {
   const base = join(dir, `pair-${runIndex}`);
   mkdirSync(join(base, 'cwd'), { recursive: true });
   const spec = join(base, 'spec.json');
-  const job = { job_id: `startup-${runIndex}`, argv: ACTIONS, cwd: join(base, 'cwd'), outcome_path: join(base, 'out', 'outcome.json'), timeout_seconds: 120, image };
+  const job = {
+    job_id: `startup-${runIndex}`,
+    argv: ACTIONS,
+    cwd: join(base, 'cwd'),
+    outcome_path: join(base, 'out', 'outcome.json'),
+    timeout_seconds: 120,
+    image,
+  };
   writeFileSync(spec, JSON.stringify(job));
   return { spec, output: join(base, 'evidence') };
 }
@@ -107,23 +121,36 @@ async function compare(variants) {
 
 function print(title, rows, ratios) {
   console.log(title);
-  for (const row of rows) console.log(`  ${row.name.padEnd(44)}: median ${row.median.toFixed(0).padStart(5)} ms  [${row.samples.map((v) => v.toFixed(0)).join(' ')}]`);
-  for (const [label, a, b] of ratios) console.log(`  ratio ${label.padEnd(38)}: ${(rows[a].median / rows[b].median).toFixed(2)}`);
+  for (const row of rows)
+    console.log(
+      `  ${row.name.padEnd(44)}: median ${row.median.toFixed(0).padStart(5)} ms  [${row.samples.map((v) => v.toFixed(0)).join(' ')}]`,
+    );
+  for (const [label, a, b] of ratios)
+    console.log(`  ratio ${label.padEnd(38)}: ${(rows[a].median / rows[b].median).toFixed(2)}`);
 }
 
-const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
 const proxyPath = join(dir, 'engine.sock');
 const proxy = await engineProxy(proxyPath);
 const registry = join(dir, 'registry.db');
 try {
-  console.log(`startup bench: ${RUNS} runs each after a warm-up, alternating; load average at start ${load()}`);
+  console.log(
+    `startup bench: ${RUNS} runs each after a warm-up, alternating; load average at start ${load()}`,
+  );
   const version = await compare([
     { name: 'bin/roboguide-eval --version (launcher)', run: () => timed([LAUNCHER, '--version']) },
     { name: 'node bin/run.js --version', run: () => timed([NODE, RUN_JS, '--version']) },
     { name: 'npx roboguide-eval --version', run: () => timed(['npx', 'roboguide-eval', '--version']) },
     { name: 'node -e 0 (the floor)', run: () => timed([NODE, '-e', '0']) },
   ]);
-  print('--version', version, [['launcher / npx', 0, 2], ['launcher / node bin/run.js', 0, 1], ['launcher / floor', 0, 3]]);
+  print('--version', version, [
+    ['launcher / npx', 0, 2],
+    ['launcher / node bin/run.js', 0, 1],
+    ['launcher / floor', 0, 3],
+  ]);
 
   const bad = join(dir, 'invalid-spec.json');
   writeFileSync(bad, JSON.stringify({ job_id: '../x' }));
@@ -131,12 +158,22 @@ try {
   const startup = await compare([
     { name: 'bin/roboguide-eval --help', run: () => timed([LAUNCHER, '--help']) },
     { name: 'node -e 0 (the floor)', run: () => timed([NODE, '-e', '0']) },
-    { name: 'pair run, invalid spec (exit 2)', run: () => timed([LAUNCHER, 'pair', 'run', '--spec', bad], { expect: 2 }) },
+    {
+      name: 'pair run, invalid spec (exit 2)',
+      run: () => timed([LAUNCHER, 'pair', 'run', '--spec', bad], { expect: 2 }),
+    },
     {
       name: 'same, NODE_DISABLE_COMPILE_CACHE=1',
-      run: () => timed([LAUNCHER, 'pair', 'run', '--spec', bad], { env: { NODE_DISABLE_COMPILE_CACHE: '1' }, expect: 2 }),
+      run: () =>
+        timed([LAUNCHER, 'pair', 'run', '--spec', bad], {
+          env: { NODE_DISABLE_COMPILE_CACHE: '1' },
+          expect: 2,
+        }),
     },
-    { name: 'pair run: spawn to first engine request', run: () => firstEngineCall(proxy, proxyPath, missing, registry) },
+    {
+      name: 'pair run: spawn to first engine request',
+      run: () => firstEngineCall(proxy, proxyPath, missing, registry),
+    },
   ]);
   print('start-up', startup, [
     ['--help / floor', 0, 1],

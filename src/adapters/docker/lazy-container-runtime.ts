@@ -47,7 +47,10 @@ export class LazyContainerRuntime implements ContainerRuntime {
   async start(id: string): Promise<void> {
     return (await this.runtime()).start(id);
   }
-  async wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult> {
+  async wait(
+    id: string,
+    options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
+  ): Promise<WaitResult> {
     return (await this.runtime()).wait(id, options);
   }
   async stop(id: string, timeoutSec: number): Promise<void> {
@@ -68,7 +71,10 @@ export class LazyContainerRuntime implements ContainerRuntime {
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     return (await this.runtime()).listByLabel(labels);
   }
-  async containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }> {
+  async containerEventsSince(
+    id: string,
+    sinceMs: number,
+  ): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }> {
     return (await this.runtime()).containerEventsSince(id, sinceMs);
   }
 }
