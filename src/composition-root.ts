@@ -39,9 +39,16 @@ import { referencedValues } from './core/manifest/environment.js';
 export const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const DOCKER_DIR = fileURLToPath(new URL('../docker', import.meta.url));
 
-/** The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call. */
+/**
+ * The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call; a
+ * first `info()` on a unix socket is answered by a plain HTTP probe while dockerode loads.
+ */
 export function createContainerRuntime(): ContainerRuntime {
-  return new LazyContainerRuntime(createDockerRuntime);
+  return new LazyContainerRuntime(createDockerRuntime, async () => {
+    const { engineUnixSocket, probeEngineInfo } = await import('./adapters/docker/engine-probe.js');
+    const socket = await engineUnixSocket();
+    return socket === null ? null : probeEngineInfo(socket);
+  });
 }
 
 /** The dockerode runtime itself, for what needs dockerode's client (`images build`). */

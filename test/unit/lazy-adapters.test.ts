@@ -94,3 +94,45 @@ describe('lazyLogger', () => {
     ]);
   });
 });
+
+describe('LazyContainerRuntime with an info probe', () => {
+  const engineInfo = { id: 'probed', version: '28.0', apiVersion: '1.48', runtimes: ['runc'] };
+
+  it('answers the first info() from the probe and builds the real runtime meanwhile; later calls use the real one', async () => {
+    const calls: string[] = [];
+    let built = 0;
+    const lazy = new LazyContainerRuntime(
+      () => {
+        built += 1;
+        return Promise.resolve(fakeRuntime(calls));
+      },
+      () => Promise.resolve({ sent: Promise.resolve(), info: Promise.resolve(engineInfo) }),
+    );
+    expect(await lazy.info()).toEqual(engineInfo);
+    expect(built).toBe(1);
+    expect(await lazy.imageExists('present:1')).toBe(true);
+    expect((await lazy.info()).id).toBe('engine'); // the real runtime now
+    expect(built).toBe(1);
+    expect(calls).toEqual(['imageExists("present:1")', 'info()']);
+  });
+
+  it('a probe that cannot run here (null) leaves info() to the real runtime', async () => {
+    const calls: string[] = [];
+    const lazy = new LazyContainerRuntime(
+      () => Promise.resolve(fakeRuntime(calls)),
+      () => Promise.resolve(null),
+    );
+    expect((await lazy.info()).id).toBe('engine');
+    expect(calls).toEqual(['info()']);
+  });
+
+  it("an engine that is not there: info() rejects with the probe's error, never as an unhandled rejection", async () => {
+    const unavailable = Object.assign(new Error('Docker engine unreachable'), { exitCode: 3 });
+    const lazy = new LazyContainerRuntime(
+      () => Promise.resolve(fakeRuntime([])),
+      // The answer fails before the requests count as sent (connect ENOENT): nothing awaits it yet.
+      () => Promise.resolve({ sent: new Promise<void>((resolve) => setTimeout(resolve, 5)), info: Promise.reject(unavailable) }),
+    );
+    await expect(lazy.info()).rejects.toBe(unavailable);
+  });
+});
