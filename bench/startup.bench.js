@@ -9,10 +9,13 @@
 //                        `--help`
 //   no-op pair           `pair run` of roboguide/pair-driver:1 `/opt/driver/run outcome=completed` via the
 //                        launcher vs `docker run --rm` of the same image and command
+// Each whole-process figure also gives the process's CPU time (user + sys, from GNU time when /usr/bin/time is
+// there), which a loaded machine inflates far less than wall time. BASELINE_ROOT=<another checkout, built> adds
+// that checkout's `node bin/run.js` (e.g. the commit before this work) to each figure, alternating with ours.
 // Imports nothing of ours. Needs the build and the driver image: `npm run build`, `bin/roboguide-eval images
 // build`, then `node bench/startup.bench.js [runs]` (default 10).
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +29,8 @@ const RUN_JS = join(ROOT, 'bin', 'run.js');
 const IMAGE = 'roboguide/pair-driver:1';
 const ACTIONS = ['/opt/driver/run', 'outcome=completed'];
 const ENGINE_SOCKET = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '');
+const GNU_TIME = existsSync('/usr/bin/time') ? '/usr/bin/time' : null;
+const BASELINE = process.env.BASELINE_ROOT ? [NODE, join(process.env.BASELINE_ROOT, 'bin', 'run.js')] : null;
 
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
@@ -34,12 +39,21 @@ function median(values) {
 }
 
 const msSince = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
+const dir = mkdtempSync(join(tmpdir(), 'rg-startup-bench-'));
 
-/** Runs argv to its end; resolves the wall ms. `expect`: the exit code it must end with. */
+let cpuIndex = 0;
+/**
+ * Runs argv to its end; resolves `{ wall, cpu }` in ms (cpu: user + sys of the process and its children, null
+ * without GNU time; the wall time then includes GNU time's own exec, about 1 ms). `expect`: the exit code it
+ * must end with.
+ */
 function timed(argv, { env = {}, expect = 0 } = {}) {
+  cpuIndex += 1;
+  const cpuFile = join(dir, `cpu-${cpuIndex}.txt`);
+  const command = GNU_TIME ? [GNU_TIME, '-q', '-f', '%U %S', '-o', cpuFile, ...argv] : argv;
   const t0 = process.hrtime.bigint();
   return new Promise((resolveRun, reject) => {
-    const child = spawn(argv[0], argv.slice(1), {
+    const child = spawn(command[0], command.slice(1), {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -48,9 +62,15 @@ function timed(argv, { env = {}, expect = 0 } = {}) {
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.on('error', reject);
     child.on('exit', (code) => {
-      const ms = msSince(t0);
-      if (code === expect) resolveRun(ms);
-      else reject(new Error(`${argv.join(' ')}: exit ${code}, expected ${expect}\n${stderr}`));
+      const wall = msSince(t0);
+      if (code !== expect)
+        return reject(new Error(`${argv.join(' ')}: exit ${code}, expected ${expect}\n${stderr}`));
+      let cpu = null;
+      if (GNU_TIME) {
+        const [user, sys] = readFileSync(cpuFile, 'utf8').trim().split(/\s+/).slice(-2).map(Number);
+        cpu = (user + sys) * 1000;
+      }
+      resolveRun({ wall, cpu });
     });
   });
 }
@@ -77,19 +97,18 @@ async function engineProxy(path) {
 }
 
 /** Wall ms from spawn to the engine's first request (the command then fails: the image is missing). */
-async function firstEngineCall(proxy, proxyPath, spec, registry) {
+async function firstEngineCall(cli, proxy, proxyPath, spec, registry) {
   proxy.reset();
   const t0 = process.hrtime.bigint();
-  await timed([LAUNCHER, 'pair', 'run', '--spec', spec, '--registry', registry], {
+  await timed([...cli, 'pair', 'run', '--spec', spec, '--registry', registry], {
     env: { DOCKER_HOST: `unix://${proxyPath}` },
     expect: 1,
   });
   const first = proxy.firstAt();
   if (first === null) throw new Error('pair run ended without an engine call');
-  return Number(first - t0) / 1e6;
+  return { wall: Number(first - t0) / 1e6, cpu: null };
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'rg-startup-bench-'));
 let runIndex = 0;
 /** A fresh no-op pair spec (its outcome_path must not exist yet), its output directory. */
 function noOpPair(image = IMAGE) {
@@ -111,22 +130,38 @@ function noOpPair(image = IMAGE) {
 
 /** Runs each variant once per round (alternating), `RUNS` rounds after one warm-up round; medians. */
 async function compare(variants) {
-  for (const v of variants) await v.run();
-  const samples = variants.map(() => []);
+  const present = variants.filter((v) => v !== null);
+  for (const v of present) await v.run();
+  const samples = present.map(() => []);
   for (let r = 0; r < RUNS; r += 1) {
-    for (const [i, v] of variants.entries()) samples[i].push(await v.run());
+    for (const [i, v] of present.entries()) samples[i].push(await v.run());
   }
-  return variants.map((v, i) => ({ name: v.name, median: median(samples[i]), samples: samples[i] }));
+  return present.map((v, i) => {
+    const cpus = samples[i].map((s) => s.cpu).filter((c) => c !== null);
+    return {
+      name: v.name,
+      median: median(samples[i].map((s) => s.wall)),
+      cpu: cpus.length > 0 ? median(cpus) : null,
+      samples: samples[i].map((s) => s.wall),
+    };
+  });
 }
 
+/** Ratios by row name (one whose row is absent, a baseline without BASELINE_ROOT, is left out). */
 function print(title, rows, ratios) {
   console.log(title);
-  for (const row of rows)
-    console.log(
-      `  ${row.name.padEnd(44)}: median ${row.median.toFixed(0).padStart(5)} ms  [${row.samples.map((v) => v.toFixed(0)).join(' ')}]`,
-    );
-  for (const [label, a, b] of ratios)
-    console.log(`  ratio ${label.padEnd(38)}: ${(rows[a].median / rows[b].median).toFixed(2)}`);
+  for (const row of rows) {
+    const cpu = row.cpu === null ? '' : `, cpu ${row.cpu.toFixed(0).padStart(5)} ms`;
+    const runs = row.samples.map((v) => v.toFixed(0)).join(' ');
+    console.log(`  ${row.name.padEnd(44)}: median ${row.median.toFixed(0).padStart(5)} ms${cpu}  [${runs}]`);
+  }
+  for (const [label, a, b] of ratios) {
+    const x = rows.find((r) => r.name === a);
+    const y = rows.find((r) => r.name === b);
+    if (x === undefined || y === undefined) continue;
+    const cpu = x.cpu !== null && y.cpu !== null ? `  (cpu ${(x.cpu / y.cpu).toFixed(2)})` : '';
+    console.log(`  ratio ${label.padEnd(38)}: ${(x.median / y.median).toFixed(2)}${cpu}`);
+  }
 }
 
 const load = () =>
@@ -140,59 +175,85 @@ try {
   console.log(
     `startup bench: ${RUNS} runs each after a warm-up, alternating; load average at start ${load()}`,
   );
+  const V = {
+    launcher: 'bin/roboguide-eval --version (launcher)',
+    direct: 'node bin/run.js --version',
+    npx: 'npx roboguide-eval --version',
+    floor: 'node -e 0 (the floor)',
+    base: 'baseline: node bin/run.js --version',
+  };
   const version = await compare([
-    { name: 'bin/roboguide-eval --version (launcher)', run: () => timed([LAUNCHER, '--version']) },
-    { name: 'node bin/run.js --version', run: () => timed([NODE, RUN_JS, '--version']) },
-    { name: 'npx roboguide-eval --version', run: () => timed(['npx', 'roboguide-eval', '--version']) },
-    { name: 'node -e 0 (the floor)', run: () => timed([NODE, '-e', '0']) },
+    { name: V.launcher, run: () => timed([LAUNCHER, '--version']) },
+    { name: V.direct, run: () => timed([NODE, RUN_JS, '--version']) },
+    { name: V.npx, run: () => timed(['npx', 'roboguide-eval', '--version']) },
+    { name: V.floor, run: () => timed([NODE, '-e', '0']) },
+    BASELINE && { name: V.base, run: () => timed([...BASELINE, '--version']) },
   ]);
   print('--version', version, [
-    ['launcher / npx', 0, 2],
-    ['launcher / node bin/run.js', 0, 1],
-    ['launcher / floor', 0, 3],
+    ['launcher / npx', V.launcher, V.npx],
+    ['launcher / node bin/run.js', V.launcher, V.direct],
+    ['launcher / floor', V.launcher, V.floor],
+    ['launcher / baseline', V.launcher, V.base],
   ]);
 
   const bad = join(dir, 'invalid-spec.json');
   writeFileSync(bad, JSON.stringify({ job_id: '../x' }));
   const missing = noOpPair('roboguide/no-such-image:1').spec;
+  const S = {
+    help: 'bin/roboguide-eval --help',
+    floor: 'node -e 0 (the floor)',
+    invalid: 'pair run, invalid spec (exit 2)',
+    nocache: 'same, NODE_DISABLE_COMPILE_CACHE=1',
+    baseInvalid: 'baseline: pair run, invalid spec',
+    first: 'pair run: spawn to first engine request',
+    baseFirst: 'baseline: spawn to first engine request',
+  };
+  const noCache = { NODE_DISABLE_COMPILE_CACHE: '1' };
   const startup = await compare([
-    { name: 'bin/roboguide-eval --help', run: () => timed([LAUNCHER, '--help']) },
-    { name: 'node -e 0 (the floor)', run: () => timed([NODE, '-e', '0']) },
+    { name: S.help, run: () => timed([LAUNCHER, '--help']) },
+    { name: S.floor, run: () => timed([NODE, '-e', '0']) },
+    { name: S.invalid, run: () => timed([LAUNCHER, 'pair', 'run', '--spec', bad], { expect: 2 }) },
     {
-      name: 'pair run, invalid spec (exit 2)',
-      run: () => timed([LAUNCHER, 'pair', 'run', '--spec', bad], { expect: 2 }),
+      name: S.nocache,
+      run: () => timed([LAUNCHER, 'pair', 'run', '--spec', bad], { env: noCache, expect: 2 }),
     },
-    {
-      name: 'same, NODE_DISABLE_COMPILE_CACHE=1',
-      run: () =>
-        timed([LAUNCHER, 'pair', 'run', '--spec', bad], {
-          env: { NODE_DISABLE_COMPILE_CACHE: '1' },
-          expect: 2,
-        }),
+    BASELINE && {
+      name: S.baseInvalid,
+      run: () => timed([...BASELINE, 'pair', 'run', '--spec', bad], { expect: 2 }),
     },
-    {
-      name: 'pair run: spawn to first engine request',
-      run: () => firstEngineCall(proxy, proxyPath, missing, registry),
+    { name: S.first, run: () => firstEngineCall([LAUNCHER], proxy, proxyPath, missing, registry) },
+    BASELINE && {
+      name: S.baseFirst,
+      run: () => firstEngineCall(BASELINE, proxy, proxyPath, missing, registry),
     },
   ]);
   print('start-up', startup, [
-    ['--help / floor', 0, 1],
-    ['invalid spec / --help', 2, 0],
-    ['compile cache: with / without', 2, 3],
-    ['first engine request / --help', 4, 0],
+    ['--help / floor', S.help, S.floor],
+    ['invalid spec / --help', S.invalid, S.help],
+    ['compile cache: with / without', S.invalid, S.nocache],
+    ['invalid spec: ours / baseline', S.invalid, S.baseInvalid],
+    ['first engine request / --help', S.first, S.help],
+    ['first engine request: ours / baseline', S.first, S.baseFirst],
   ]);
 
+  const W = {
+    ours: 'pair run of a no-op pair (launcher)',
+    docker: 'docker run --rm of the same',
+    base: 'baseline: node bin/run.js pair run',
+  };
+  const pairWith = (cli) => () => {
+    const { spec, output } = noOpPair();
+    return timed([...cli, 'pair', 'run', '--spec', spec, '--output', output, '--registry', registry]);
+  };
   const whole = await compare([
-    {
-      name: 'pair run of a no-op pair (launcher)',
-      run: () => {
-        const { spec, output } = noOpPair();
-        return timed([LAUNCHER, 'pair', 'run', '--spec', spec, '--output', output, '--registry', registry]);
-      },
-    },
-    { name: 'docker run --rm of the same', run: () => timed(['docker', 'run', '--rm', IMAGE, ...ACTIONS]) },
+    { name: W.ours, run: pairWith([LAUNCHER]) },
+    { name: W.docker, run: () => timed(['docker', 'run', '--rm', IMAGE, ...ACTIONS]) },
+    BASELINE && { name: W.base, run: pairWith(BASELINE) },
   ]);
-  print(`whole process: ${IMAGE} ${ACTIONS.join(' ')}`, whole, [['pair run / docker run --rm', 0, 1]]);
+  print(`whole process: ${IMAGE} ${ACTIONS.join(' ')}`, whole, [
+    ['pair run / docker run --rm', W.ours, W.docker],
+    ['pair run: ours / baseline', W.ours, W.base],
+  ]);
   console.log(`  load average at end ${load()}`);
 } finally {
   await proxy.close();
