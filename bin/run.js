@@ -12,14 +12,14 @@ if (major < 24) {
   process.exit(1);
 }
 const { default: nodeModule } = await import('node:module');
-const { readFileSync } = await import('node:fs');
+const { mkdirSync, readFileSync } = await import('node:fs');
 const { arch, platform, release } = await import('node:os');
 
 // V8's compiled code of our modules and dependencies, kept between runs (NODE_COMPILE_CACHE or
 // NODE_DISABLE_COMPILE_CACHE decide instead when set). Code only, never data; a failure just means no cache.
 if (process.env.NODE_COMPILE_CACHE === undefined) {
-  const home = process.env.XDG_CACHE_HOME || (process.env.HOME ? `${process.env.HOME}/.cache` : '');
-  if (home !== '') nodeModule.enableCompileCache(`${home}/roboguide-eval/node-compile-cache`);
+  const cache = compileCacheDir();
+  if (cache !== null) nodeModule.enableCompileCache(cache);
 }
 
 // `--version` answered from package.json, exactly as oclif would print it, without loading oclif (WSL, where
@@ -42,4 +42,25 @@ function mayBeWsl() {
   } catch {
     return false;
   }
+}
+
+/**
+ * $XDG_CACHE_HOME (absolute) or ~/.cache, then roboguide-eval/node-compile-cache, created one level at a time
+ * (0700): Node's own recursive mkdir never returns where a parent cannot hold a folder (HOME=/proc), so it is
+ * never asked to create one. Null when any level cannot be made.
+ */
+function compileCacheDir() {
+  const xdg = process.env.XDG_CACHE_HOME ?? '';
+  const home = process.env.HOME ?? '';
+  const base = xdg.startsWith('/') ? xdg : home.startsWith('/') ? `${home}/.cache` : null;
+  if (base === null) return null;
+  const levels = [base, `${base}/roboguide-eval`, `${base}/roboguide-eval/node-compile-cache`];
+  for (const dir of levels) {
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (err) {
+      if (err?.code !== 'EEXIST') return null;
+    }
+  }
+  return levels[levels.length - 1];
 }

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -24,7 +24,7 @@ function run(argv: string[], options: { cwd?: string; env?: Record<string, strin
     cwd: options.cwd ?? dir,
     encoding: 'utf8',
     env: { ...process.env, ...options.env },
-    timeout: 120_000,
+    timeout: 60_000,
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
@@ -89,6 +89,21 @@ describe('start-up: the launcher and what a command loads', () => {
     const r = run([LAUNCHER, 'b1', 'config', '--help'], { env: { PATH: '/usr/bin:/bin' } });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('b1 config');
+  });
+
+  it('keeps its compile cache under $XDG_CACHE_HOME (0700), and starts without one where none can be made', async () => {
+    const xdg = join(dir, 'xdg-cache');
+    expect(run([LAUNCHER, '--help'], { env: { XDG_CACHE_HOME: xdg } }).code).toBe(0);
+    expect(await readdir(join(xdg, 'roboguide-eval', 'node-compile-cache'))).not.toEqual([]);
+    expect((await stat(join(xdg, 'roboguide-eval'))).mode & 0o777).toBe(0o700);
+    // A HOME where no folder can be made (Node's own recursive mkdir never returns on /proc) or that is a file.
+    await writeFile(join(dir, 'home-file'), '');
+    for (const home of ['/proc', join(dir, 'home-file')]) {
+      for (const args of [['--version'], ['b1', 'config', '--help']]) {
+        const r = run([LAUNCHER, ...args], { env: { HOME: home, XDG_CACHE_HOME: '' } });
+        expect(r.code, `HOME=${home} ${args.join(' ')}`).toBe(0);
+      }
+    }
   });
 
   it('--version loads no oclif; help (root, topic, command) loads no command module', async () => {
