@@ -1,13 +1,66 @@
 #!/usr/bin/env node
 // The tool needs Node 24 (node:sqlite and its dependencies' engines). Run directly with an older Node (the
 // machine's Node 20, say), say so plainly instead of failing somewhere inside a dependency.
+// Nothing above the guard may need Node 24; nothing here loads oclif before it is needed (start-up time:
+// docs/benchmarks.md, "start-up").
 const major = Number(process.versions.node.split('.')[0]);
 if (major < 24) {
   process.stderr.write(
     `roboguide-eval needs Node.js 24 or newer; this is ${process.version}.\n` +
-      '  Try: npx roboguide-eval …  (npm puts the pinned Node 24 from node_modules/.bin first on PATH)\n',
+      '  Try: bin/roboguide-eval …  (runs the pinned Node 24 from node_modules), or npx roboguide-eval …\n',
   );
   process.exit(1);
 }
-const { execute } = await import('@oclif/core');
-await execute({ dir: import.meta.url });
+const { default: nodeModule } = await import('node:module');
+const { mkdirSync, readFileSync } = await import('node:fs');
+const { arch, platform, release } = await import('node:os');
+
+// V8's compiled code of our modules and dependencies, kept between runs (NODE_COMPILE_CACHE or
+// NODE_DISABLE_COMPILE_CACHE decide instead when set). Code only, never data; a failure just means no cache.
+if (process.env.NODE_COMPILE_CACHE === undefined) {
+  const cache = compileCacheDir();
+  if (cache !== null) nodeModule.enableCompileCache(cache);
+}
+
+// `--version` answered from package.json, exactly as oclif would print it, without loading oclif (WSL, where
+// oclif says "wsl" for the platform, is left to oclif).
+const pjson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+const versionFlags = ['--version', ...(pjson.oclif?.additionalVersionFlags ?? [])];
+if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
+  const cpu = arch() === 'ia32' ? 'x86' : arch();
+  process.stdout.write(`${pjson.name}/${pjson.version} ${platform()}-${cpu} node-${process.version}\n`);
+} else {
+  const { execute } = await import('@oclif/core');
+  await execute({ dir: import.meta.url });
+}
+
+function mayBeWsl() {
+  if (platform() !== 'linux') return false;
+  if (release().toLowerCase().includes('microsoft')) return true;
+  try {
+    return readFileSync('/proc/version', 'utf8').toLowerCase().includes('microsoft');
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * $XDG_CACHE_HOME (absolute) or ~/.cache, then roboguide-eval/node-compile-cache, created one level at a time
+ * (0700): Node's own recursive mkdir never returns where a parent cannot hold a folder (HOME=/proc), so it is
+ * never asked to create one. Null when any level cannot be made.
+ */
+function compileCacheDir() {
+  const xdg = process.env.XDG_CACHE_HOME ?? '';
+  const home = process.env.HOME ?? '';
+  const base = xdg.startsWith('/') ? xdg : home.startsWith('/') ? `${home}/.cache` : null;
+  if (base === null) return null;
+  const levels = [base, `${base}/roboguide-eval`, `${base}/roboguide-eval/node-compile-cache`];
+  for (const dir of levels) {
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (err) {
+      if (err?.code !== 'EEXIST') return null;
+    }
+  }
+  return levels[levels.length - 1];
+}

@@ -3,7 +3,7 @@
 # detached, followed live with `status` until it drains, then summarized (a short table and report.html).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cli() { node_modules/.bin/node bin/run.js "$@"; }
+cli() { bin/roboguide-eval "$@"; } # the launcher: the pinned Node 24, no npx
 root="$PWD/demo-output/$(date -u +%Y%m%dT%H%M%SZ)"
 work="$root/work"
 mkdir -p "$work/out"

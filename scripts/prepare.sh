@@ -14,4 +14,4 @@ if [ "${ROBOGUIDE_SKIP_BUILD:-}" != 1 ]; then
   npm run --silent build
 fi
 echo "prepare: building synthetic images" >&2
-node_modules/.bin/node bin/run.js images build
+bin/roboguide-eval images build

@@ -1,18 +1,19 @@
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pino from 'pino';
+import type pinoModule from 'pino';
 import { Flags } from '@oclif/core';
-import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
-import { SwarmContainerRuntime } from './adapters/swarm/swarm-container-runtime.js';
+import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
+import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
+import type { SwarmContainerRuntime } from './adapters/swarm/swarm-container-runtime.js';
 import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
+import { lazyLogger } from './adapters/lazy-logger.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import { extractArchiveSafely } from './adapters/safe-extract.js';
-import { diagnoseSessions } from './app/diagnose-sessions.js';
 import type { ExecutePairDeps } from './app/execute-pair.js';
 import { systemClock } from './app/ports/clock.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
@@ -27,22 +28,48 @@ import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
-import { parseManifest, referencedValues } from './core/manifest/index.js';
+import { referencedValues } from './core/manifest/environment.js';
 
-/** The one place adapters are constructed. Commands ask for what they need here. */
+/**
+ * The one place adapters are constructed. Commands ask for what they need here.
+ *
+ * Start-up time: this module and the commands import nothing heavy at their top. dockerode (with ssh2, gRPC and
+ * protobufjs), pino, tar-stream and the zod schemas are loaded when first used: the container runtime on its first
+ * engine call, the logger on its first line, session extraction and diagnosis when a pair ends
+ * (docs/benchmarks.md, "start-up"; test/e2e/startup.e2e.test.ts checks what a command loads).
+ */
 
 /** Root of the installed package (the folder holding package.json, docker/, dist/). */
 export const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const DOCKER_DIR = fileURLToPath(new URL('../docker', import.meta.url));
 
-export function createContainerRuntime(): DockerContainerRuntime {
-  // DOCKER_HOST / DOCKER_CERT_PATH are honoured by dockerode; default is the local socket.
+/**
+ * The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call; a
+ * first `info()` on a unix socket is answered by a plain HTTP probe while dockerode loads.
+ */
+export function createContainerRuntime(): ContainerRuntime {
+  return new LazyContainerRuntime(createDockerRuntime, async () => {
+    const { engineUnixSocket, probeEngineInfo } = await import('./adapters/docker/engine-probe.js');
+    const socket = await engineUnixSocket();
+    return socket === null ? null : probeEngineInfo(socket);
+  });
+}
+
+/** The dockerode runtime itself, for what needs dockerode's client (`images build`). */
+export async function createDockerRuntime(): Promise<DockerContainerRuntime> {
+  const { DockerContainerRuntime } = await import('./adapters/docker/docker-container-runtime.js');
   return new DockerContainerRuntime();
 }
 
 /** Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines. */
 export function createExecutorRuntime(executor: ExecutorConfig, downNodes: readonly string[] = []): ContainerRuntime {
   if (executor.kind === 'local') return createContainerRuntime();
+  return new LazyExecutorRuntime(() => createSwarmRuntime(executor, downNodes));
+}
+
+/** The swarm executor itself (dockerode loaded now): `e1-batch start` asks it for the swarm's nodes. */
+export async function createSwarmRuntime(executor: ExecutorConfig & { kind: 'swarm' }, downNodes: readonly string[] = []): Promise<SwarmContainerRuntime> {
+  const { SwarmContainerRuntime } = await import('./adapters/swarm/swarm-container-runtime.js');
   return new SwarmContainerRuntime({ manager: executor.manager, nodeEngines: executor.node_engines, downNodes });
 }
 
@@ -80,9 +107,19 @@ export const executorFlags = {
   }),
 };
 
-/** Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise. */
+const PINO_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+
+/**
+ * Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise. pino is loaded on
+ * the first line logged; a level pino does not know is refused at once, as before, not at the first line.
+ */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
-  return pino({ level: process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn', ...pinoRedactionOptions(secrets) }, pino.destination(2));
+  const level = process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn';
+  const create = (): Logger => {
+    const pino = createRequire(import.meta.url)('pino') as typeof pinoModule;
+    return pino({ level, ...pinoRedactionOptions(secrets) }, pino.destination(2));
+  };
+  return PINO_LEVELS.has(level) ? lazyLogger(create) : create();
 }
 
 /**
@@ -92,6 +129,7 @@ export function createStderrLogger(secrets: readonly string[] = []): Logger {
  */
 export async function batchLogSecrets(output: string): Promise<string[]> {
   try {
+    const { parseManifest } = await import('./core/manifest/parse.js');
     const parsed = parseManifest(await readFile(join(output, MANIFEST_FILE), 'utf8'));
     return parsed.ok ? referencedValues(parsed.manifest.jobs.map((j) => j.environment), process.env) : [];
   } catch {
@@ -119,8 +157,11 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     clock: systemClock,
     logger,
     createRedactor: (secrets) => createRedactStream(secrets),
-    extractSessions: (archive, targetDir, transform, signal, redactName) => extractArchiveSafely(archive, targetDir, { transform, signal, redactName }),
-    diagnose: (dir) => diagnoseSessions(dir),
+    extractSessions: async (archive, targetDir, transform, signal, redactName) => {
+      const { extractArchiveSafely } = await import('./adapters/safe-extract.js');
+      return extractArchiveSafely(archive, targetDir, { transform, signal, redactName });
+    },
+    diagnose: async (dir) => (await import('./app/diagnose-sessions.js')).diagnoseSessions(dir),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
   };

@@ -14,8 +14,10 @@ export async function readCodeVersion(packageRoot: string): Promise<string> {
     // an unreadable package.json leaves the placeholder version
   }
   try {
-    const { stdout } = await run('git', ['-C', packageRoot, 'rev-parse', 'HEAD'], { timeout: 5_000 });
-    const { stdout: dirty } = await run('git', ['-C', packageRoot, 'status', '--porcelain', '--untracked-files=no'], { timeout: 5_000 });
+    const [{ stdout }, { stdout: dirty }] = await Promise.all([
+      run('git', ['-C', packageRoot, 'rev-parse', 'HEAD'], { timeout: 5_000 }),
+      run('git', ['-C', packageRoot, 'status', '--porcelain', '--untracked-files=no'], { timeout: 5_000 }),
+    ]);
     return `${version}+${stdout.trim()}${dirty.trim() === '' ? '' : '.dirty'}`;
   } catch {
     return version;

@@ -31,7 +31,11 @@ export interface RunPairOptions {
   readonly bindAddress: string;
   readonly stopBudgetSec?: number;
   readonly environment: Readonly<Record<string, string | undefined>>;
-  readonly codeVersion: string;
+  /**
+   * For the receipt. A function is called once the spec passed every check, so that reading it (git, in the CLI)
+   * runs alongside the engine checks instead of before them.
+   */
+  readonly codeVersion: string | (() => Promise<string>);
   readonly cwd: string;
   /** The host's IP addresses: when given, `bindAddress` must be one of them (or 0.0.0.0 / ::). */
   readonly hostAddresses?: readonly string[];
@@ -112,6 +116,8 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
   for (const warning of resolved.warnings) options.onWarning?.(warning);
+  const codeVersion = typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
+  codeVersion.catch(() => undefined); // awaited below, once the engine checks passed (not an unhandled rejection meanwhile)
   await deps.runtime.info(); // exit 3 when no engine answers, before anything is written
   if (!(await deps.runtime.imageExists(spec.image))) {
     throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
@@ -119,6 +125,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
       suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
     });
   }
+  const codeVersionText = await codeVersion; // before a slot is taken: nothing to give back if it fails
   const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
 
   const identity = await currentProcessIdentity();
@@ -159,7 +166,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     outcome_path: spec.outcome_path,
     private_outcome: privateOutcomeRel(spec.outcome_path),
     source_sha256: {},
-    code_version: options.codeVersion,
+    code_version: codeVersionText,
     container_id: null,
     container_name: containerName(spec.job_id, claimId),
   };

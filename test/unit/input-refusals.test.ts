@@ -212,6 +212,45 @@ describe('pair run refuses before it touches the registry, writing nothing', () 
   });
 });
 
+describe('pair run reads its code version (git, in the CLI) only for a spec that passed every check', () => {
+  const base = (codeVersion: () => Promise<string>) => ({
+    specSource: 'spec.json',
+    output: join(dir, 'run'),
+    bindAddress: '127.0.0.1',
+    environment: {},
+    codeVersion,
+    cwd: dir,
+    hostAddresses: ['127.0.0.1'],
+    registryPath: join(dir, 'state', 'registry.db'),
+  });
+  const opened: string[] = [];
+  const deps = (): RunPairDeps =>
+    ({ fs, runtime: engine, clock, registry: () => (opened.push('registry'), { admit: () => ({ kind: 'refused', held: 1, limit: 1 }) }) }) as unknown as RunPairDeps;
+
+  it('an invalid spec: not called', async () => {
+    let calls = 0;
+    const error = await runPair(deps(), {
+      ...base(() => ((calls += 1), Promise.resolve('0.1.0+abc'))),
+      specText: JSON.stringify({ job_id: '..' }),
+    }).catch((err: unknown) => err);
+    expect(error).toMatchObject({ code: 'E_SPEC_INVALID', exitCode: 2 });
+    expect(calls).toBe(0);
+  });
+
+  it('a valid spec whose code version cannot be read: that error, before any slot is taken or file written', async () => {
+    opened.length = 0;
+    const before = await tree(dir);
+    const spec = { job_id: 'p', argv: ['/opt/driver/run'], cwd: join(dir, 'work'), outcome_path: join(dir, 'out', 'p.json'), image: 'roboguide/pair-driver:1' };
+    const error = await runPair(deps(), {
+      ...base(() => Promise.reject(new Error('git broke'))),
+      specText: JSON.stringify(spec),
+    }).catch((err: unknown) => err);
+    expect((error as Error).message).toBe('git broke');
+    expect(opened).toEqual([]);
+    expect(await tree(dir)).toEqual(before);
+  });
+});
+
 describe('jobPathIssues and bindAddressProblem', () => {
   it('allows an ordinary layout, with the outcome folder above cwd', async () => {
     expect(await jobPathIssues(fs, [{ prefix: 'jobs[0]', cwd: join(dir, 'w', 'p1'), outcome_path: join(dir, 'w', 'p1.json') }], { outputDir: join(dir, 'D') })).toEqual([]);

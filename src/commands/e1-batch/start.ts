@@ -15,12 +15,12 @@ import { checkRegistryNeeds, prepareBatch } from '../../app/batch/start-batch.js
 import { supervise } from '../../app/batch/supervisor.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { SwarmContainerRuntime } from '../../adapters/swarm/swarm-container-runtime.js';
 import { executorFromFlags } from '../../core/executor.js';
 import {
   BIN_RUN_JS,
   batchLogSecrets,
   createExecutorRuntime,
+  createSwarmRuntime,
   createStderrLogger,
   executorFlags,
   createSupervisorDeps,
@@ -64,7 +64,9 @@ export default class BatchStart extends BaseCommand {
       {
         fs: new NodeFileSystem(),
         runtime,
-        ...(runtime instanceof SwarmContainerRuntime ? { swarmNodes: async () => (await runtime.nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) } : {}),
+        ...(executor.kind === 'swarm'
+          ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }
+          : {}),
         clock: systemClock,
         observeGpus: () => observeGpus(),
         checkRegistry: async (needs) => {

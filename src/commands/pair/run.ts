@@ -75,7 +75,7 @@ export default class PairRun extends BaseCommand {
         bindAddress: flags['bind-address'],
         ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
         environment: process.env,
-        codeVersion: await readCodeVersion(PACKAGE_ROOT),
+        codeVersion: () => readCodeVersion(PACKAGE_ROOT),
         cwd: process.cwd(),
         hostAddresses: hostAddresses(),
         hostPaths: hostProtectedPaths(),

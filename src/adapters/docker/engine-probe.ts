@@ -1,0 +1,81 @@
+import { access } from 'node:fs/promises';
+import { request } from 'node:http';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { EngineInfo } from '../../app/ports/container-runtime.js';
+import { toEngineError } from './engine-error.js';
+
+/**
+ * The engine's unix socket exactly as dockerode (docker-modem) picks it: DOCKER_HOST `unix://PATH`, or when
+ * DOCKER_HOST is unset or empty (or `unix://` without a path) `~/.docker/run/docker.sock` if it is there, else
+ * `/var/run/docker.sock`. Null for every other transport (tcp, TLS, ssh, npipe): those are dockerode's alone.
+ */
+export async function engineUnixSocket(env: Readonly<Record<string, string | undefined>> = process.env): Promise<string | null> {
+  if (process.platform === 'win32') return null;
+  const host = env['DOCKER_HOST'];
+  if (host !== undefined && host !== '' && !host.startsWith('unix://')) return null;
+  const explicit = host?.slice('unix://'.length) ?? '';
+  if (explicit !== '') return explicit;
+  const user = join(homedir(), '.docker', 'run', 'docker.sock');
+  try {
+    await access(user);
+    return user;
+  } catch {
+    return '/var/run/docker.sock';
+  }
+}
+
+/** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */
+function getJson(socketPath: string, path: string): { sent: Promise<void>; answer: Promise<unknown> } {
+  let markSent: () => void = () => undefined;
+  const sent = new Promise<void>((resolve) => (markSent = resolve));
+  const answer = new Promise<unknown>((resolve, reject) => {
+    const req = request({ socketPath, path, method: 'GET', headers: { host: 'docker' } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown = null;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          // not JSON: an error below
+        }
+        const status = res.statusCode ?? 0;
+        if (status >= 200 && status < 300 && typeof json === 'object' && json !== null) resolve(json);
+        else reject(Object.assign(new Error(`(HTTP code ${status}) ${text.trim()}`), { statusCode: status, json }));
+      });
+    });
+    req.on('finish', markSent);
+    req.on('error', (err) => {
+      markSent();
+      reject(err);
+    });
+    req.end();
+  });
+  return { sent, answer };
+}
+
+/**
+ * `docker info` + `docker version` straight over the engine's unix socket with node:http: the first engine call
+ * of a command, made without dockerode (whose loading is most of the CLI's start-up). `sent` settles once both
+ * requests are handed to the OS, so the caller can load dockerode while the engine answers. Same answer and
+ * same errors (toEngineError) as DockerContainerRuntime.info().
+ */
+export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info: Promise<EngineInfo> } {
+  const info = getJson(socketPath, '/info');
+  const version = getJson(socketPath, '/version');
+  const answer = Promise.all([info.answer, version.answer]).then(
+    ([i, v]) => {
+      const infoBody = i as { ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string };
+      const versionBody = v as { Version: string; ApiVersion: string };
+      const runtimes = infoBody.Runtimes ? Object.keys(infoBody.Runtimes) : [];
+      return { id: infoBody.ID ?? '', version: versionBody.Version, apiVersion: versionBody.ApiVersion, runtimes, loggingDriver: infoBody.LoggingDriver };
+    },
+    (err: unknown) => {
+      throw toEngineError(err, 'query the engine');
+    },
+  );
+  return { sent: Promise.all([info.sent, version.sent]).then(() => undefined), info: answer };
+}

@@ -1,0 +1,115 @@
+import type { Readable } from 'node:stream';
+import type {
+  ContainerHandle,
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerState,
+  EngineInfo,
+  RemoveResult,
+  WaitResult,
+} from '../../app/ports/container-runtime.js';
+
+/** The first `info()` without the real runtime: requests handed to the OS (`sent`), then the engine's answer. */
+export type InfoProbe = () => Promise<{ readonly sent: Promise<void>; readonly info: Promise<EngineInfo> } | null>;
+
+/**
+ * A ContainerRuntime that builds the real one (dockerode and what it pulls in: ssh2, gRPC, protobufjs — the
+ * largest part of the CLI's start-up) on its first engine call, once. A command that fails before talking to
+ * the engine (invalid input) never loads it. A failure to build it is the failure of that call, and of every
+ * later one.
+ *
+ * With a `probe`, an `info()` made before the real runtime exists is answered by the probe (a plain HTTP call
+ * on the engine's socket; null: not possible here, use the real runtime), and the real runtime is built while
+ * the engine answers: the command's first engine call does not wait for dockerode to load.
+ */
+export class LazyContainerRuntime implements ContainerRuntime {
+  readonly #load: () => Promise<ContainerRuntime>;
+  readonly #probe: InfoProbe | undefined;
+  #runtime: Promise<ContainerRuntime> | null = null;
+
+  constructor(load: () => Promise<ContainerRuntime>, probe?: InfoProbe) {
+    this.#load = load;
+    this.#probe = probe;
+  }
+
+  /** The real runtime (built now if no call did yet). */
+  runtime(): Promise<ContainerRuntime> {
+    return (this.#runtime ??= this.#load());
+  }
+
+  async info(): Promise<EngineInfo> {
+    if (this.#runtime === null && this.#probe !== undefined) {
+      const probe = await this.#probe();
+      if (probe !== null) {
+        // Its rejection is the caller's (returned below); not an unhandled one while we wait for `sent`.
+        probe.info.catch(() => undefined);
+        await probe.sent;
+        // Loading blocks this thread; the engine answers meanwhile. A load failure is the next call's.
+        this.runtime().catch(() => undefined);
+        return probe.info;
+      }
+    }
+    return (await this.runtime()).info();
+  }
+  async imageExists(image: string): Promise<boolean> {
+    return (await this.runtime()).imageExists(image);
+  }
+  async create(spec: ContainerSpec): Promise<ContainerHandle> {
+    return (await this.runtime()).create(spec);
+  }
+  async attach(id: string): Promise<ContainerOutput> {
+    return (await this.runtime()).attach(id);
+  }
+  async follow(id: string): Promise<ContainerOutput> {
+    return (await this.runtime()).follow(id);
+  }
+  async start(id: string): Promise<void> {
+    return (await this.runtime()).start(id);
+  }
+  async wait(
+    id: string,
+    options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
+  ): Promise<WaitResult> {
+    return (await this.runtime()).wait(id, options);
+  }
+  async stop(id: string, timeoutSec: number): Promise<void> {
+    return (await this.runtime()).stop(id, timeoutSec);
+  }
+  async remove(id: string): Promise<RemoveResult> {
+    return (await this.runtime()).remove(id);
+  }
+  async inspect(id: string): Promise<ContainerState | null> {
+    return (await this.runtime()).inspect(id);
+  }
+  async environmentOf(id: string): Promise<Record<string, string> | null> {
+    return (await this.runtime()).environmentOf(id);
+  }
+  async getArchive(id: string, path: string): Promise<Readable | null> {
+    return (await this.runtime()).getArchive(id, path);
+  }
+  async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
+    return (await this.runtime()).listByLabel(labels);
+  }
+  async containerEventsSince(
+    id: string,
+    sinceMs: number,
+  ): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }> {
+    return (await this.runtime()).containerEventsSince(id, sinceMs);
+  }
+}
+
+/**
+ * A lazily built executor whose runtime also collects mounts and reports placements (the swarm executor): both
+ * forwarded, so the lifecycle and the supervisor see them as on the real one. dockerode loads on the first call.
+ */
+export class LazyExecutorRuntime extends LazyContainerRuntime {
+  async collectMounts(id: string): Promise<void> {
+    const runtime = await this.runtime();
+    await runtime.collectMounts?.(id);
+  }
+  async placementOf(id: string): Promise<{ readonly node: string } | null> {
+    const runtime = await this.runtime();
+    return runtime.placementOf ? runtime.placementOf(id) : null;
+  }
+}

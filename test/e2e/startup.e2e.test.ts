@@ -1,0 +1,161 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Config } from '@oclif/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * How the CLI starts (docs/benchmarks.md, "start-up"; the times themselves are the bench's): the launcher from
+ * anywhere, `--version` without oclif, help from the manifest, and a command that fails on its input without
+ * loading the engine client, the logger or the archive reader. No engine needed.
+ */
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const LAUNCHER = join(ROOT, 'bin', 'roboguide-eval');
+const RUN_JS = join(ROOT, 'bin', 'run.js');
+const OUR_DIST = `${pathToFileURL(join(ROOT, 'dist')).href}/`;
+let dir: string;
+let hook: string;
+
+function run(argv: string[], options: { cwd?: string; env?: Record<string, string> } = {}) {
+  const r = spawnSync(argv[0]!, argv.slice(1), {
+    cwd: options.cwd ?? dir,
+    encoding: 'utf8',
+    env: { ...process.env, ...options.env },
+    timeout: 60_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The files (not node: builtins) a `bin/run.js …` process loaded, in order. */
+async function loadedBy(args: string[]): Promise<{ code: number | null; files: string[]; stderr: string }> {
+  const record = join(dir, `loaded-${Math.random().toString(36).slice(2)}.txt`);
+  const r = run([process.execPath, '--import', hook, RUN_JS, ...args], { env: { RG_TEST_LOADED: record } });
+  const files = (await readFile(record, 'utf8')).split('\n').filter((line) => line !== '');
+  return { code: r.code, files, stderr: r.stderr };
+}
+
+const HEAVY = [
+  '/node_modules/dockerode/',
+  '/node_modules/ssh2/',
+  '/node_modules/@grpc/',
+  '/node_modules/protobufjs/',
+  '/node_modules/pino/',
+  '/node_modules/tar-stream/',
+];
+
+describe('start-up: the launcher and what a command loads', () => {
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rg-startup-'));
+    hook = join(dir, 'record-loads.mjs');
+    await writeFile(
+      hook,
+      [
+        "import { registerHooks } from 'node:module';",
+        "import { appendFileSync } from 'node:fs';",
+        'const out = process.env.RG_TEST_LOADED;',
+        "appendFileSync(out, '');",
+        'registerHooks({ load(url, context, next) {',
+        "  if (url.startsWith('file:')) appendFileSync(out, url + '\\n');",
+        '  return next(url, context);',
+        '} });',
+      ].join('\n'),
+    );
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('--version from the launcher, from another folder and through symlinks, prints exactly what oclif would', async () => {
+    const config = await Config.load(ROOT);
+    const expected = `${config.userAgent}\n`;
+    expect(run([LAUNCHER, '--version']).stdout).toBe(expected);
+    const links = join(dir, 'links', 'deeper');
+    await mkdir(links, { recursive: true });
+    await symlink(LAUNCHER, join(dir, 'links', 'roboguide-eval')); // absolute link
+    await symlink('../roboguide-eval', join(links, 'rg')); // relative link to a link
+    for (const argv of [
+      [join(dir, 'links', 'roboguide-eval'), '--version'],
+      [join(links, 'rg'), '--version'],
+      ['sh', 'rg', '--version'],
+    ]) {
+      const r = run(argv, { cwd: links });
+      expect(r.code, argv.join(' ')).toBe(0);
+      expect(r.stdout, argv.join(' ')).toBe(expected);
+    }
+    // The launcher runs the pinned Node 24 even when the Node on PATH is another one.
+    const r = run([LAUNCHER, 'b1', 'config', '--help'], { env: { PATH: '/usr/bin:/bin' } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('b1 config');
+  });
+
+  it('keeps its compile cache under $XDG_CACHE_HOME (0700), and starts without one where none can be made', async () => {
+    const xdg = join(dir, 'xdg-cache');
+    expect(run([LAUNCHER, '--help'], { env: { XDG_CACHE_HOME: xdg } }).code).toBe(0);
+    expect(await readdir(join(xdg, 'roboguide-eval', 'node-compile-cache'))).not.toEqual([]);
+    expect((await stat(join(xdg, 'roboguide-eval'))).mode & 0o777).toBe(0o700);
+    // A HOME where no folder can be made (Node's own recursive mkdir never returns on /proc) or that is a file.
+    await writeFile(join(dir, 'home-file'), '');
+    for (const home of ['/proc', join(dir, 'home-file')]) {
+      for (const args of [['--version'], ['b1', 'config', '--help']]) {
+        const r = run([LAUNCHER, ...args], { env: { HOME: home, XDG_CACHE_HOME: '' } });
+        expect(r.code, `HOME=${home} ${args.join(' ')}`).toBe(0);
+      }
+    }
+  });
+
+  it('--version loads no oclif; help (root, topic, command) loads no command module', async () => {
+    const version = await loadedBy(['--version']);
+    expect(version.code).toBe(0);
+    expect(version.files.filter((f) => f.includes('/node_modules/'))).toEqual([]);
+    for (const args of [
+      ['--help'],
+      ['pair', '--help'],
+      ['pair', 'run', '--help'],
+      ['e1-batch', 'start', '--help'],
+    ]) {
+      const help = await loadedBy(args);
+      expect(help.code, args.join(' ')).toBe(0);
+      expect(
+        help.files.filter((f) => f.startsWith(OUR_DIST)),
+        args.join(' '),
+      ).toEqual([]);
+    }
+  });
+
+  it('pair run of an invalid spec: exit 2 without loading dockerode, pino or tar-stream, nothing written', async () => {
+    const spec = join(dir, 'bad-spec.json');
+    await writeFile(spec, JSON.stringify({ job_id: '../escape' }));
+    const before = await readdir(dir);
+    const r = await loadedBy(['pair', 'run', '--spec', spec]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('job_id');
+    expect(r.files).toContain(`${OUR_DIST}commands/pair/run.js`);
+    expect(r.files.filter((f) => HEAVY.some((h) => f.includes(h)))).toEqual([]);
+    expect((await readdir(dir)).filter((f) => !before.includes(f) && !f.startsWith('loaded-'))).toEqual([]);
+  });
+
+  const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => {
+    if (!existsSync(p)) return false;
+    const v = spawnSync(p, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
+    return Number(v.split('.')[0]) < 24;
+  });
+  it.skipIf(oldNode === undefined)(
+    'the launcher without the pinned Node falls back to the node on PATH, which bin/run.js refuses plainly when older than 24',
+    async () => {
+      const copy = join(dir, 'no-pinned-node');
+      await mkdir(join(copy, 'bin'), { recursive: true });
+      await copyFile(LAUNCHER, join(copy, 'bin', 'roboguide-eval'));
+      await copyFile(RUN_JS, join(copy, 'bin', 'run.js'));
+      const r = run(['sh', join(copy, 'bin', 'roboguide-eval'), '--version'], {
+        env: { PATH: oldNode!.replace(/\/node$/, '') },
+      });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('roboguide-eval needs Node.js 24 or newer');
+      expect(r.stderr).toContain('bin/roboguide-eval');
+      expect(r.stdout).toBe('');
+    },
+  );
+});

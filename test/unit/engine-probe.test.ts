@@ -1,0 +1,90 @@
+import { createServer, type Server } from 'node:http';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { engineUnixSocket, probeEngineInfo } from '../../src/adapters/docker/engine-probe.js';
+
+/** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */
+let dir: string;
+let server: Server;
+let socket: string;
+let failWith: number | null = null;
+const requests: string[] = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rg-engine-probe-'));
+  socket = join(dir, 'engine.sock');
+  server = createServer((req, res) => {
+    requests.push(`${req.method} ${req.url}`);
+    if (failWith !== null) {
+      res.writeHead(failWith, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'engine is unwell' }));
+    } else if (req.url === '/info') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ID: 'ENGINE-ID', Runtimes: { runc: {}, nvidia: {} }, LoggingDriver: 'json-file' }));
+    } else if (req.url === '/version') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Version: '28.1.1', ApiVersion: '1.49' }));
+    } else {
+      res.writeHead(404).end('{"message":"page not found"}');
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+});
+afterAll(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('probeEngineInfo', () => {
+  it("answers what DockerContainerRuntime.info() answers, from the engine's /info and /version", async () => {
+    failWith = null;
+    requests.length = 0;
+    const probe = probeEngineInfo(socket);
+    await probe.sent;
+    expect(await probe.info).toEqual({ id: 'ENGINE-ID', version: '28.1.1', apiVersion: '1.49', runtimes: ['runc', 'nvidia'], loggingDriver: 'json-file' });
+    expect(requests.sort()).toEqual(['GET /info', 'GET /version']);
+  });
+
+  it('an engine that answers with an error status: an engine_error carrying the status and the engine message', async () => {
+    failWith = 500;
+    const probe = probeEngineInfo(socket);
+    const err = await probe.info.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect((err as EngineError).fault).toBe('engine_error');
+    expect((err as EngineError).statusCode).toBe(500);
+    expect((err as EngineError).message).toContain('engine is unwell');
+  });
+
+  it('no engine at the socket: engine_unavailable (exit 3), and `sent` still settles', async () => {
+    const probe = probeEngineInfo(join(dir, 'nobody-listens.sock'));
+    const err = await probe.info.catch((e: unknown) => e);
+    await probe.sent;
+    expect((err as EngineError).fault).toBe('engine_unavailable');
+    expect((err as EngineError).exitCode).toBe(3);
+  });
+});
+
+describe('engineUnixSocket: the socket dockerode would use', () => {
+  it('DOCKER_HOST unix://PATH is PATH; tcp, ssh and npipe are left to dockerode', async () => {
+    expect(await engineUnixSocket({ DOCKER_HOST: 'unix:///run/user/1000/docker.sock' })).toBe('/run/user/1000/docker.sock');
+    for (const host of ['tcp://127.0.0.1:2375', 'ssh://me@host', 'npipe:////./pipe/docker_engine', '127.0.0.1:2375']) {
+      expect(await engineUnixSocket({ DOCKER_HOST: host }), host).toBeNull();
+    }
+  });
+
+  it('unset, empty or `unix://` alone: ~/.docker/run/docker.sock when it is there, else /var/run/docker.sock', async () => {
+    const home = join(dir, 'home');
+    const saved = process.env['HOME'];
+    process.env['HOME'] = home;
+    try {
+      for (const env of [{}, { DOCKER_HOST: '' }, { DOCKER_HOST: 'unix://' }]) {
+        expect(await engineUnixSocket(env)).toBe('/var/run/docker.sock');
+      }
+      await mkdir(join(home, '.docker', 'run'), { recursive: true });
+      await writeFile(join(home, '.docker', 'run', 'docker.sock'), '');
+      expect(await engineUnixSocket({})).toBe(join(home, '.docker', 'run', 'docker.sock'));
+    } finally {
+      process.env['HOME'] = saved;
+    }
+  });
+});
