@@ -24,6 +24,7 @@ import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { RoboguideError } from './core/errors.js';
 import { parseManifest, referencedValues } from './core/manifest/index.js';
+import { ImageSessionsMemo } from './core/sessions-skip.js';
 
 /** The one place adapters are constructed. Commands ask for what they need here. */
 
@@ -77,6 +78,7 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     createRedactor: (secrets) => createRedactStream(secrets),
     extractSessions: (archive, targetDir, transform, signal, redactName) => extractArchiveSafely(archive, targetDir, { transform, signal, redactName }),
     diagnose: (dir) => diagnoseSessions(dir),
+    imageSessions: new ImageSessionsMemo(),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
   };

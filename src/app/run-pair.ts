@@ -112,7 +112,8 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
   for (const warning of resolved.warnings) options.onWarning?.(warning);
-  await deps.runtime.info(); // exit 3 when no engine answers, before anything is written
+  // The first engine call: exit 3 when no engine answers, before anything is written (no separate `info`, which
+  // costs the engine a full inventory).
   if (!(await deps.runtime.imageExists(spec.image))) {
     throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
       exitCode: ExitCode.runtime,

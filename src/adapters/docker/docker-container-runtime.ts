@@ -11,6 +11,7 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
+import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import { demultiplex } from './demux.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
@@ -381,6 +382,24 @@ export class DockerContainerRuntime implements ContainerRuntime {
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'copy files out of a container');
+    }
+  }
+
+  async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
+    try {
+      const container = this.docker.getContainer(id);
+      const [c, changes] = await Promise.all([
+        container.inspect(this.#deadline()),
+        container.changes(this.#deadline()) as Promise<{ Path: string }[] | null>,
+      ]);
+      return {
+        imageId: c.Image ?? '',
+        changed: (changes ?? []).map((change) => change.Path),
+        mounts: (c.Mounts ?? []).map((m) => m.Destination),
+      };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'list the changes of a container');
     }
   }
 
