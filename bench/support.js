@@ -10,7 +10,11 @@ import { silentLogger } from '../dist/app/ports/logger.js';
 import { runPair } from '../dist/app/run-pair.js';
 import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
 
-export const IMAGE = 'roboguide/pair-driver:1';
+/**
+ * The driver image; `BENCH_IMAGE` names another build of `docker/pair-driver` (e.g. a private tag on an engine
+ * shared with other checkouts whose `images build` moves `roboguide/pair-driver:1` to their own context).
+ */
+export const IMAGE = process.env.BENCH_IMAGE ?? 'roboguide/pair-driver:1';
 
 export function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
