@@ -95,4 +95,30 @@ describe.skipIf(noDocker)('the sessions copy is skipped only when nothing could 
     expect(viaMount.copied).toBe(1);
     expect(viaMount.sessionFiles).toHaveLength(1);
   });
+
+  it('a layer whose changes list is too long to read is copied as usual (a hostile pair cannot make the check costly)', async () => {
+    // Over 1000 bytes of changes is "too long" for this runtime: the check gives up and the dir is copied out.
+    const small = new CountingRuntime(undefined, { changesMaxBytes: 1_000 });
+    const smallDeps = pairRunDeps(small);
+    const job = (n: number) => `it-skip-big-${n}-${randomUUID().slice(0, 6)}`;
+    const noop = ['/opt/driver/run', 'outcome=completed'];
+    for (const [i, argv] of [
+      noop,
+      noop,
+      ['/bin/sh', '-c', 'mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 200); do : > "file-$i"; done && exec /opt/driver/run outcome=completed'],
+    ].entries()) {
+      const id = job(i);
+      jobsUsed.push(id);
+      const cwd = join(work, id, 'cwd');
+      await mkdir(cwd, { recursive: true });
+      const spec = { job_id: id, argv, cwd, outcome_path: join(work, id, 'out', 'outcome.json'), timeout_seconds: 60, image: DRIVER_IMAGE };
+      const before = small.archives;
+      const { result } = await runPair(smallDeps, { specText: JSON.stringify(spec), specSource: `${id}.json`, output: join(work, id, 'evidence'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test', cwd: work });
+      expect(result.classification).toBe('completed');
+      expect(result.cleanup).toMatchObject({ removed: true, verified_absent: true });
+      // The first pair teaches the image's empty dir, the second (a short list) is skipped; the third, whose list
+      // is too long to read, is copied although its image is known.
+      expect(small.archives - before).toBe(i === 1 ? 0 : 1);
+    }
+  });
 });
