@@ -1,7 +1,8 @@
 // Overhead of one pair lifecycle through our code (runPair: receipt, create, attach + redact, wait,
 // outcome, sessions, remove, verify absent, result.json) against a bare `docker run --rm` of the same
 // no-op driver. Same process, alternating, medians of N runs each, after one warm-up of each (the warm-up pair
-// also teaches the process that the image's sessions dir is empty, as the first pair of a batch does).
+// also teaches the process that the image's sessions dir is empty, as the first pair of a batch does); a third
+// series runs our lifecycle with the sessions dir always copied (what every pair paid before the skip).
 // Then the whole process: `node bin/run.js pair run --spec S` (the pinned Node, a fresh process per pair, so the
 // sessions dir is always copied) against the same `docker run --rm`, alternating, medians.
 // Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
@@ -50,6 +51,8 @@ async function processOnce(root, index) {
 }
 
 const deps = pairRunDeps();
+// The same adapters without what the process learned about images: the sessions dir is copied out every time.
+const alwaysCopy = { ...deps, imageSessions: undefined };
 const root = await mkdtemp(join(tmpdir(), 'lifecycle-bench-'));
 try {
   const loadBefore = loadavg()[0];
@@ -57,9 +60,11 @@ try {
   await baselineOnce();
   const ours = [];
   const baseline = [];
+  const copying = [];
   for (let run = 0; run < RUNS; run += 1) {
     ours.push(await oursOnce(deps, root, run));
     baseline.push(await baselineOnce());
+    copying.push(await oursOnce(alwaysCopy, root, `copy-${run}`));
   }
   const oursMs = median(ours);
   const baselineMs = median(baseline);
@@ -76,6 +81,8 @@ try {
   console.log(`    ours (runPair)      : median ${oursMs.toFixed(1)} ms  [${ours.map((v) => v.toFixed(0)).join(' ')}]`);
   console.log(`    docker run --rm     : median ${baselineMs.toFixed(1)} ms  [${baseline.map((v) => v.toFixed(0)).join(' ')}]`);
   console.log(`    ratio ours/baseline : ${(oursMs / baselineMs).toFixed(2)}  (aim <= 0.9)`);
+  const copyingMs = median(copying);
+  console.log(`    ours, sessions always copied : median ${copyingMs.toFixed(1)} ms  [${copying.map((v) => v.toFixed(0)).join(' ')}]  ratio ${(copyingMs / baselineMs).toFixed(2)}`);
   if (PROCESS_RUNS > 0) {
     const wholeMs = median(whole);
     const wholeBaselineMs = median(wholeBaseline);
