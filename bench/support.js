@@ -1,6 +1,6 @@
 // Shared by the benches: medians, a monotonic clock, and one pair through our code (runPair) with its own
 // private registry, so the pairs of a bench take and give back slots without touching the host's.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,7 +27,9 @@ export function elapsedMsSince(started) {
 }
 
 export function pairRunDeps() {
-  const registry = SqliteCapacityRegistry.open({ path: join(mkdtempSync(join(tmpdir(), 'rg-bench-registry-')), 'registry.db') });
+  const dir = mkdtempSync(join(tmpdir(), 'rg-bench-registry-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const registry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
   return { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem(), registry };
 }
 
