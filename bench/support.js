@@ -1,6 +1,6 @@
 // Shared by the benches: medians, a monotonic clock, and one pair through our code (runPair) with its own
 // private registry, so the pairs of a bench take and give back slots without touching the host's.
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +10,11 @@ import { silentLogger } from '../dist/app/ports/logger.js';
 import { runPair } from '../dist/app/run-pair.js';
 import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
 
-export const IMAGE = 'roboguide/pair-driver:1';
+/**
+ * The driver image; `BENCH_IMAGE` names another build of `docker/pair-driver` (e.g. a private tag on an engine
+ * shared with other checkouts whose `images build` moves `roboguide/pair-driver:1` to their own context).
+ */
+export const IMAGE = process.env.BENCH_IMAGE ?? 'roboguide/pair-driver:1';
 
 export function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
@@ -23,7 +27,9 @@ export function elapsedMsSince(started) {
 }
 
 export function pairRunDeps() {
-  const registry = SqliteCapacityRegistry.open({ path: join(mkdtempSync(join(tmpdir(), 'rg-bench-registry-')), 'registry.db') });
+  const dir = mkdtempSync(join(tmpdir(), 'rg-bench-registry-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const registry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
   return { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem(), registry };
 }
 

@@ -29,6 +29,7 @@ import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import { referencedValues } from './core/manifest/environment.js';
+import { ImageSessionsMemo } from './core/sessions-skip.js';
 
 /**
  * The one place adapters are constructed. Commands ask for what they need here.
@@ -162,6 +163,7 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
       return extractArchiveSafely(archive, targetDir, { transform, signal, redactName });
     },
     diagnose: async (dir) => (await import('./app/diagnose-sessions.js')).diagnoseSessions(dir),
+    imageSessions: new ImageSessionsMemo(),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
   };

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
 import { redactOutcome, textRedactor } from '../adapters/log-redaction.js';
@@ -12,6 +12,7 @@ import { checkOutcome, type OutcomeCheck, type OutcomeRead } from '../core/outco
 import { errorKind } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { ProviderFailure, ResultRecord } from '../core/result.js';
+import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import { buildResult } from './build-result.js';
 import { runPairLifecycle, type PairExecution } from './pair-lifecycle.js';
 import type { Clock } from './ports/clock.js';
@@ -51,6 +52,8 @@ export interface ExecutePairDeps {
     redactName: (name: string) => string,
   ) => Promise<ExtractReport>;
   readonly diagnose: (sessionsDir: string) => Promise<ProviderFailure | null>;
+  /** What images hold at their sessions dir, shared by the pairs of this process (see PairLifecycleDeps). */
+  readonly imageSessions?: ImageSessionsMemo;
   readonly verifyAbsentTimeoutMs?: number;
   /**
    * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
@@ -182,10 +185,16 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
       collectSessions: async (archive) => {
         if (archive === null) return { files: 0, bytes: 0, refusals: [] };
         await store.ensureDir(sessionsRel);
+        // Known empty (the image's own empty dir, untouched by the container): the folder exists, as after a copy.
+        if (archive === 'empty') return { files: 0, bytes: 0, refusals: [] };
         // A hung archive stream must not stall the cleanup that follows.
         const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS), redact);
-        return { files: report.files, bytes: report.bytes, refusals: report.refusals };
+        const clean = report.files === 0 && report.refusals.length === 0 && !report.truncated;
+        // Nothing planned, created or refused, and the folder still empty: the archive held the dir alone.
+        const nothingInside = clean && (await readdir(sessionsAbs).then((names) => names.length === 0, () => false));
+        return { files: report.files, bytes: report.bytes, refusals: report.refusals, nothingInside };
       },
+      ...(deps.imageSessions !== undefined ? { imageSessions: deps.imageSessions } : {}),
       diagnose: () => deps.diagnose(sessionsAbs),
       ...(deps.verifyAbsentTimeoutMs !== undefined ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs } : {}),
     },

@@ -5,6 +5,7 @@ import type { OutcomeRead } from '../core/outcome.js';
 import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
 import type { EngineFault } from '../adapters/docker/engine-error.js';
 import { EngineError } from '../adapters/docker/engine-error.js';
+import { untouchedByContainer, type ImageSessionsMemo, type FilesystemChanges } from '../core/sessions-skip.js';
 import { describeUnwatchedStop, judgeUnwatchedStop, type EngineLoss } from '../core/engine-loss.js';
 import { awaitEngineReturn, isEngineUnavailable, waitThroughEngineLoss } from './engine-return.js';
 import { pausepoint } from './failpoints.js';
@@ -38,8 +39,17 @@ export interface PairLifecycleDeps {
   /** Open a log file; `append` when reattaching after a supervisor restart (the file holds a prefix already). */
   readonly openLog: (stream: 'stdout' | 'stderr', append: boolean) => Promise<LogTarget & { readonly existingBytes: number }>;
   readonly readOutcome: (path: string) => Promise<OutcomeRead>;
-  /** Copy the sessions archive (may be null: no sessions dir in the container) into the job's evidence. */
-  readonly collectSessions: (archive: Readable | null) => Promise<SessionsReport>;
+  /**
+   * Copy the sessions archive into the job's evidence. `null`: no sessions dir in the container; `'empty'`: the dir
+   * holds nothing (known without copying). `nothingInside`: the archive held the directory alone.
+   */
+  readonly collectSessions: (archive: Readable | null | 'empty') => Promise<SessionsReport & { readonly nothingInside?: boolean }>;
+  /**
+   * What images hold at their sessions dir, learned from earlier pairs of this process: a container that did not
+   * touch the dir (its layer's changes, its mounts) is not copied from when its image is known to hold nothing
+   * there. Absent: always copied.
+   */
+  readonly imageSessions?: ImageSessionsMemo;
   /** Provider-failure diagnosis over the collected sessions. May throw: the lifecycle isolates it. */
   readonly diagnose: () => Promise<ProviderFailure | null>;
   /** How long to wait for the engine to confirm the container is gone. */
@@ -261,6 +271,11 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     }
     logger.warn({ container: containerId, fault: engineFault }, 'pair did not run to completion');
   } finally {
+    // The container's layer changes (whether its sessions dir can hold anything), asked alongside the collection's
+    // inspect. Only for a container that stopped the ordinary way (exited, or the controlled stop returned): after an
+    // engine fault the sessions are always copied out.
+    const stoppedId = engineFault === null && engineLoss === null ? containerId : null;
+    const changes = stoppedId !== null && deps.imageSessions !== undefined ? filesystemChangesOrNull(deps, stoppedId) : Promise.resolve(null);
     // Logs normally end with the container's output; give them a moment before collecting.
     await withTimeout(Promise.all(pipes.map((p) => p.done)), 2_000);
 
@@ -294,7 +309,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
 
     if (containerId !== null) {
       try {
-        sessions = await deps.collectSessions(await getArchiveThroughEngineLoss(deps, containerId, launch.sessionsDir, engineLoss));
+        sessions = await collectSessions(deps, containerId, launch.sessionsDir, engineLoss, await changes);
       } catch (err) {
         sessions = { files: 0, bytes: 0, refusals: [`collection failed: ${errorKind(err)}`] };
         logger.warn({ container: containerId, err: errorKind(err) }, 'session collection failed');
@@ -364,6 +379,43 @@ async function unwatchedStop(deps: PairLifecycleDeps, launch: PairLaunch, contai
     deps.logger.warn({ container: containerId, err: errorKind(err) }, 'engine history unavailable on reattach');
     return null;
   }
+}
+
+async function filesystemChangesOrNull(deps: PairLifecycleDeps, containerId: string): Promise<FilesystemChanges | null> {
+  try {
+    return (await deps.runtime.filesystemChanges?.(containerId)) ?? null;
+  } catch {
+    return null; // unknown: the sessions are copied out as usual
+  }
+}
+
+/**
+ * Copy the sessions dir out, unless the container cannot have written there (no change of its layer at, under or
+ * above the dir, no mount there) and its image is known to hold nothing there: then the copy would be the image's
+ * own empty dir (or no dir), and the engine's archive call (a chrooted tar process, about 120 ms) is skipped.
+ * What a copy from an untouched dir gives is learned for the image.
+ */
+async function collectSessions(
+  deps: PairLifecycleDeps,
+  containerId: string,
+  sessionsDir: string,
+  engineLoss: EngineLoss | null,
+  changes: FilesystemChanges | null,
+): Promise<SessionsReport> {
+  const memo = deps.imageSessions;
+  const untouched = memo !== undefined && changes !== null && untouchedByContainer(changes, sessionsDir);
+  const known = untouched ? memo.get(changes.imageId, sessionsDir) : undefined;
+  if (known !== undefined) {
+    const skipped = await deps.collectSessions(known === 'absent' ? null : 'empty');
+    return { files: skipped.files, bytes: skipped.bytes, refusals: skipped.refusals };
+  }
+  const archive = await getArchiveThroughEngineLoss(deps, containerId, sessionsDir, engineLoss);
+  const report = await deps.collectSessions(archive);
+  if (untouched) {
+    if (archive === null) memo.learn(changes.imageId, sessionsDir, 'absent');
+    else if (report.nothingInside === true) memo.learn(changes.imageId, sessionsDir, 'empty');
+  }
+  return { files: report.files, bytes: report.bytes, refusals: report.refusals };
 }
 
 /** The sessions archive; a refused connection is retried once after the engine answers again (bounded). */

@@ -118,7 +118,8 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   for (const warning of resolved.warnings) options.onWarning?.(warning);
   const codeVersion = typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
   codeVersion.catch(() => undefined); // awaited below, once the engine checks passed (not an unhandled rejection meanwhile)
-  await deps.runtime.info(); // exit 3 when no engine answers, before anything is written
+  // The first engine call: exit 3 when no engine answers, before anything is written (no separate `info`, which
+  // costs the engine a full inventory).
   if (!(await deps.runtime.imageExists(spec.image))) {
     throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
       exitCode: ExitCode.runtime,

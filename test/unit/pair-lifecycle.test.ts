@@ -4,6 +4,7 @@ import { runPairLifecycle, type LogTarget, type PairLaunch, type PairLifecycleDe
 import type { ContainerOutput, ContainerRuntime, ContainerState } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { ImageSessionsMemo, type FilesystemChanges } from '../../src/core/sessions-skip.js';
 
 /** A container that prints one line on each stream and exits 0; removal makes it disappear. */
 class FakeRuntime implements Partial<ContainerRuntime> {
@@ -205,5 +206,90 @@ describe('runPairLifecycle', () => {
     expect(r.timedOut).toBe(false);
     expect(r.container.exit_code).toBe(0);
     expect(stops).toBe(0);
+  });
+
+  describe('the sessions copy, skipped only when it could hold nothing', () => {
+    const sessionsLaunch = { ...launch, sessionsDir: '/root/.codex/sessions' } as PairLaunch;
+    function withChanges(changes: FilesystemChanges | (() => Promise<FilesystemChanges | null>)) {
+      const runtime = new FakeRuntime();
+      let archives = 0;
+      runtime.getArchive = () => {
+        archives++;
+        return Promise.resolve(new PassThrough().end() as unknown as null);
+      };
+      Object.assign(runtime, { filesystemChanges: typeof changes === 'function' ? changes : () => Promise.resolve(changes) });
+      const collected: unknown[] = [];
+      const collectSessions = (archive: unknown) => {
+        collected.push(archive === null || archive === 'empty' ? archive : 'archive');
+        return Promise.resolve({ files: 0, bytes: 0, refusals: [], nothingInside: true });
+      };
+      return { runtime, archives: () => archives, collected, collectSessions };
+    }
+    const untouched: FilesystemChanges = { imageId: 'sha256:img', changed: ['/tmp', '/tmp/x', '/root/.codexx'], mounts: ['/work'] };
+
+    it('copies the first pair of an image, then skips an untouched dir the image holds empty', async () => {
+      const memo = new ImageSessionsMemo();
+      const first = withChanges(untouched);
+      await runPairLifecycle(deps(first.runtime, { imageSessions: memo, collectSessions: first.collectSessions }), sessionsLaunch);
+      expect(first.archives()).toBe(1);
+      const second = withChanges(untouched);
+      const r = await runPairLifecycle(deps(second.runtime, { imageSessions: memo, collectSessions: second.collectSessions }), sessionsLaunch);
+      expect(second.archives()).toBe(0);
+      expect(second.collected).toEqual(['empty']); // the sessions folder is still made, as after a copy
+      expect(r.sessions).toEqual({ files: 0, bytes: 0, refusals: [] });
+      expect(second.runtime.removed).toBe(1);
+      expect(r.cleanup.verified_absent).toBe(true);
+    });
+
+    it('copies a dir the container wrote in, at or under it or above it, or reached through a mount, whatever the image holds', async () => {
+      for (const changes of [
+        { ...untouched, changed: ['/root', '/root/.codex', '/root/.codex/sessions', '/root/.codex/sessions/2026/x.jsonl'] },
+        { ...untouched, changed: ['/root/.codex/sessions/2026/12/02/late.jsonl'] },
+        { ...untouched, changed: ['/root/.codex'] }, // replaced by a link, or deleted
+        { ...untouched, mounts: ['/root/.codex'] },
+        { ...untouched, mounts: ['/root/.codex/sessions/2026'] },
+        { ...untouched, mounts: ['/'] },
+      ]) {
+        const memo = new ImageSessionsMemo();
+        memo.learn('sha256:img', '/root/.codex/sessions', 'empty');
+        const pair = withChanges(changes);
+        await runPairLifecycle(deps(pair.runtime, { imageSessions: memo, collectSessions: pair.collectSessions }), sessionsLaunch);
+        expect(pair.archives(), JSON.stringify(changes)).toBe(1);
+        expect(pair.collected).toEqual(['archive']);
+      }
+    });
+
+    it('copies when the changes cannot be read, for another image, and after an engine fault', async () => {
+      const memo = new ImageSessionsMemo();
+      memo.learn('sha256:img', '/root/.codex/sessions', 'empty');
+      const unreadable = withChanges(() => Promise.reject(new EngineError('engine_error', 'x', { statusCode: 500, engineMessage: 'x' })));
+      await runPairLifecycle(deps(unreadable.runtime, { imageSessions: memo, collectSessions: unreadable.collectSessions }), sessionsLaunch);
+      expect(unreadable.archives()).toBe(1);
+      const other = withChanges({ ...untouched, imageId: 'sha256:other' });
+      await runPairLifecycle(deps(other.runtime, { imageSessions: memo, collectSessions: other.collectSessions }), sessionsLaunch);
+      expect(other.archives()).toBe(1);
+      const faulted = withChanges(untouched);
+      faulted.runtime.wait = () => Promise.reject(new EngineError('engine_error', 'boom', { statusCode: 500, engineMessage: 'boom' }));
+      await runPairLifecycle(deps(faulted.runtime, { imageSessions: memo, collectSessions: faulted.collectSessions }), sessionsLaunch);
+      expect(faulted.archives()).toBe(1);
+    });
+
+    it('learns a dir the image lacks (null archive) and skips it as missing; never learns from a copy that held something', async () => {
+      const memo = new ImageSessionsMemo();
+      const absent = withChanges(untouched);
+      absent.runtime.getArchive = () => Promise.resolve(null);
+      await runPairLifecycle(deps(absent.runtime, { imageSessions: memo, collectSessions: absent.collectSessions }), sessionsLaunch);
+      expect(memo.get('sha256:img', '/root/.codex/sessions')).toBe('absent');
+      const next = withChanges(untouched);
+      await runPairLifecycle(deps(next.runtime, { imageSessions: memo, collectSessions: next.collectSessions }), sessionsLaunch);
+      expect(next.archives()).toBe(0);
+      expect(next.collected).toEqual([null]);
+
+      const baked = new ImageSessionsMemo();
+      const withFiles = withChanges(untouched);
+      const collectSessions = () => Promise.resolve({ files: 1, bytes: 9, refusals: [], nothingInside: false });
+      await runPairLifecycle(deps(withFiles.runtime, { imageSessions: baked, collectSessions }), sessionsLaunch);
+      expect(baked.get('sha256:img', '/root/.codex/sessions')).toBeUndefined();
+    });
   });
 });

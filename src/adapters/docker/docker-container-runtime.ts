@@ -11,6 +11,7 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
+import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import { demultiplex } from './demux.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
@@ -27,6 +28,9 @@ const HEARTBEAT_TIMEOUT_MS = 5_000;
  */
 const SILENT_WAIT_GRACE_MS = 10_000;
 const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+/** A container's changes list past these is not waited for nor read: the sessions are copied out instead. */
+const CHANGES_TIMEOUT_MS = 5_000;
+const CHANGES_MAX_BYTES = 8 * 2 ** 20;
 /** Starting may run OCI hooks (the NVIDIA one enumerates GPUs): allow it longer. */
 const START_TIMEOUT_MS = 180_000;
 
@@ -75,6 +79,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly #callTimeoutMs: number;
   readonly #heartbeatMs: number;
   readonly #silentWaitGraceMs: number;
+  readonly #changesTimeoutMs: number;
+  readonly #changesMaxBytes: number;
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
@@ -83,12 +89,14 @@ export class DockerContainerRuntime implements ContainerRuntime {
    */
   constructor(
     connection?: DockerConnection | Docker,
-    options: { callTimeoutMs?: number; heartbeatMs?: number; silentWaitGraceMs?: number } = {},
+    options: { callTimeoutMs?: number; heartbeatMs?: number; silentWaitGraceMs?: number; changesTimeoutMs?: number; changesMaxBytes?: number } = {},
   ) {
     this.docker = connection instanceof Docker ? connection : new Docker(connection);
     this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
     this.#silentWaitGraceMs = options.silentWaitGraceMs ?? SILENT_WAIT_GRACE_MS;
+    this.#changesTimeoutMs = options.changesTimeoutMs ?? CHANGES_TIMEOUT_MS;
+    this.#changesMaxBytes = options.changesMaxBytes ?? CHANGES_MAX_BYTES;
   }
 
   /** Bound the wait for a streaming call's response only; the stream itself is bounded by whoever reads it. */
@@ -382,6 +390,52 @@ export class DockerContainerRuntime implements ContainerRuntime {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'copy files out of a container');
     }
+  }
+
+  /**
+   * A pair is hostile: a layer of millions of files makes a huge, slow changes list. It is read as a stream, within
+   * CHANGES_MAX_BYTES and CHANGES_TIMEOUT_MS; past either it is an error (the caller then copies as usual).
+   */
+  async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
+    try {
+      const abortSignal = AbortSignal.timeout(this.#changesTimeoutMs);
+      const [c, changes] = await Promise.all([this.docker.getContainer(id).inspect(this.#deadline()), this.#changesList(id, abortSignal)]);
+      return {
+        imageId: c.Image ?? '',
+        changed: (changes ?? []).map((change) => change.Path),
+        mounts: (c.Mounts ?? []).map((m) => m.Destination),
+      };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'list the changes of a container');
+    }
+  }
+
+  async #changesList(id: string, abortSignal: AbortSignal): Promise<{ Path: string }[] | null> {
+    const stream = await new Promise<Readable>((resolve, reject) => {
+      this.docker.modem.dial(
+        {
+          path: `/containers/${encodeURIComponent(id)}/changes`,
+          method: 'GET',
+          isStream: true,
+          abortSignal,
+          statusCodes: { 200: true, 404: 'no such container', 500: 'server error' },
+        },
+        (err: Error | null, data: unknown) => (err ? reject(err) : resolve(data as Readable)),
+      );
+    });
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    try {
+      for await (const chunk of stream) {
+        bytes += (chunk as Buffer).length;
+        if (bytes > this.#changesMaxBytes) throw new Error(`the changes list is over ${this.#changesMaxBytes} bytes`);
+        chunks.push(chunk as Buffer);
+      }
+    } finally {
+      stream.destroy();
+    }
+    return JSON.parse(Buffer.concat(chunks).toString('utf8')) as { Path: string }[] | null;
   }
 
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { FilesystemChanges } from '../../core/sessions-skip.js';
 
 /** What the runtime needs to create one pair container. Environment values are resolved secrets: never persist. */
 export interface ContainerSpec {
@@ -100,6 +101,11 @@ export interface ContainerRuntime {
   environmentOf(id: string): Promise<Record<string, string> | null>;
   /** A tar stream of `path` inside the container, or null when the path does not exist. */
   getArchive(id: string, path: string): Promise<Readable | null>;
+  /**
+   * What the container changed in its writable layer, its image id and its mount points (null: no such
+   * container). Optional: without it the sessions directory is always copied out.
+   */
+  filesystemChanges?(id: string): Promise<FilesystemChanges | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
   /**
    * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and

@@ -1,0 +1,126 @@
+// Do two workers pay off? The makespan of N equal pairs (the driver sleeps S seconds, then writes its outcome)
+// through the real batch supervisor (`supervise`, in process, as `e1-batch start --foreground` runs it), with
+// `capacity.max_workers` 2 and a private registry whose host limit is 2, against the same batch with 1 worker.
+// The dispatch policy runs the first pair alone, so the best two workers can do is (1 + (N-1)/2) / N of serial
+// (0.525 for 20 pairs). Alternating runs, medians; prints the ratio two/one (aim <= 0.6) and the load average.
+// Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
+// then `npx node bench/workers.bench.js [pairs] [runs] [sleepSeconds]` (defaults 20, 3, 1).
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EvidenceStore } from '../dist/adapters/fs/evidence-store.js';
+import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
+import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
+import { prepareBatch } from '../dist/app/batch/start-batch.js';
+import { supervise } from '../dist/app/batch/supervisor.js';
+import { systemClock } from '../dist/app/ports/clock.js';
+import { silentLogger } from '../dist/app/ports/logger.js';
+import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
+import { elapsedMsSince, IMAGE, median } from './support.js';
+
+const PAIRS = Number(process.argv[2] ?? 20);
+const RUNS = Number(process.argv[3] ?? 3);
+const SLEEP_S = Number(process.argv[4] ?? 1);
+
+const runtime = createContainerRuntime();
+const root = await mkdtemp(join(tmpdir(), 'workers-bench-'));
+const registryPath = join(root, 'registry.db');
+const setup = SqliteCapacityRegistry.open({ path: registryPath });
+setup.setLimits({ maxReservations: 2, gpuMib: null });
+setup.close();
+
+/** One whole batch of PAIRS pairs with `workers` workers; returns its makespan (prepare excluded) in ms. */
+async function batchOnce(workers, index) {
+  const name = `w${workers}-${index}`;
+  const dir = join(root, name);
+  const manifest = {
+    schema: 'roboguide.e1.batch/v0.1',
+    image: IMAGE,
+    jobs: Array.from({ length: PAIRS }, (_, i) => ({
+      job_id: `p${String(i).padStart(3, '0')}`,
+      // A GPU observation (usage=) lets the dispatch policy admit the second worker after the first result.
+      argv: ['/opt/driver/run', `sleep=${SLEEP_S}`, 'usage=1000', 'outcome=completed'],
+      cwd: join(dir, 'cwd'),
+      outcome_path: join(dir, 'out', `p${i}.json`),
+      timeout_seconds: 120,
+    })),
+    capacity: { max_workers: workers, gpu_total_mib: 80000, gpu_baseline_mib: 0, gpu_fraction: 0.9 },
+    stop_budget_seconds: 5,
+  };
+  const manifestPath = join(root, `${name}.json`);
+  await writeFile(manifestPath, JSON.stringify(manifest));
+  const output = join(dir, 'batch');
+  const fs = new NodeFileSystem();
+  await prepareBatch({ fs, runtime, clock: systemClock }, { manifestPath, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'bench' });
+  const registry = SqliteCapacityRegistry.open({ path: registryPath });
+  const started = process.hrtime.bigint();
+  let state;
+  try {
+    state = await supervise(
+      { store: new EvidenceStore(fs, output), registry, execute: createExecutePairDeps(runtime, silentLogger), logger: silentLogger, environment: {}, handleSignals: false },
+      'start',
+    );
+  } finally {
+    registry.close();
+  }
+  const elapsedMs = elapsedMsSince(started);
+  const summary = JSON.parse(await readFile(join(output, 'SUMMARY.json'), 'utf8'));
+  const completed = summary.jobs.filter((j) => j.classification === 'completed').length;
+  if (state !== 'drained' || completed !== PAIRS) throw new Error(`${name}: ${state}, ${completed}/${PAIRS} completed`);
+  await rm(dir, { recursive: true, force: true });
+  return elapsedMs;
+}
+
+function dockerRun() {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn('docker', ['run', '--rm', IMAGE, '/opt/driver/run', `sleep=${SLEEP_S}`, 'usage=1000', 'outcome=completed'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolveRun() : reject(new Error(`docker run exited ${code}`))));
+  });
+}
+
+/**
+ * The engine's own ceiling: the same N pairs as bare `docker run --rm`, the first alone (as the dispatch policy
+ * does), the rest `workers` at a time. What two of these cannot gain, no supervisor can.
+ */
+async function engineOnce(workers) {
+  const started = process.hrtime.bigint();
+  await dockerRun();
+  let next = 1;
+  const lane = async () => {
+    while (next < PAIRS) {
+      next += 1;
+      await dockerRun();
+    }
+  };
+  await Promise.all(Array.from({ length: workers }, lane));
+  return elapsedMsSince(started);
+}
+
+try {
+  const loadBefore = loadavg()[0];
+  const one = [];
+  const two = [];
+  const engineOne = [];
+  const engineTwo = [];
+  for (let run = 0; run < RUNS; run += 1) {
+    one.push(await batchOnce(1, run));
+    two.push(await batchOnce(2, run));
+    engineOne.push(await engineOnce(1));
+    engineTwo.push(await engineOnce(2));
+  }
+  const oneMs = median(one);
+  const twoMs = median(two);
+  const s = (v) => (v / 1000).toFixed(1);
+  console.log(`workers bench: ${PAIRS} pairs (sleep=${SLEEP_S} s), ${RUNS} batches each, alternating; load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`);
+  console.log(`  1 worker  : median ${s(oneMs)} s  [${one.map(s).join(' ')}]  (${(oneMs / PAIRS).toFixed(0)} ms per pair)`);
+  console.log(`  2 workers : median ${s(twoMs)} s  [${two.map(s).join(' ')}]`);
+  console.log(`  ratio two/one : ${(twoMs / oneMs).toFixed(2)}  (aim <= 0.6)`);
+  const e1 = median(engineOne);
+  const e2 = median(engineTwo);
+  console.log(`  engine alone (docker run --rm, first alone, then 1 or 2 at a time): ${s(e1)} s / ${s(e2)} s  [${engineOne.map(s).join(' ')}] / [${engineTwo.map(s).join(' ')}]`);
+  console.log(`  engine ratio two/one : ${(e2 / e1).toFixed(2)}`);
+} finally {
+  await rm(root, { recursive: true, force: true });
+}
