@@ -5,6 +5,8 @@ import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { gpuCountOf, LogFeed, SwarmContainerRuntime } from '../../src/adapters/swarm/swarm-container-runtime.js';
+import type { LazyContainerRuntime} from '../../src/adapters/docker/lazy-container-runtime.js';
+import { LazyExecutorRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { runtimeForOutput } from '../../src/composition-root.js';
 import { swarmSlots } from '../../src/app/batch/start-batch.js';
 import { classify } from '../../src/core/classify.js';
@@ -175,10 +177,14 @@ describe('the runtime that owns existing evidence (reconcile, pair recover, stat
     const dir = await mkdtemp(join(tmpdir(), 'rg-owner-'));
     try {
       await writeFile(join(dir, 'batch.json'), JSON.stringify({ executor: { kind: 'swarm', manager: 'unix:///m.sock', node_engines: { n1: 'unix:///n1.sock' } } }));
-      expect(await runtimeForOutput(dir)).toBeInstanceOf(SwarmContainerRuntime);
+      const swarm = await runtimeForOutput(dir);
+      expect(swarm).toBeInstanceOf(LazyExecutorRuntime);
+      expect(await (swarm as LazyExecutorRuntime).runtime()).toBeInstanceOf(SwarmContainerRuntime);
       await rm(join(dir, 'batch.json'));
       await writeFile(join(dir, 'receipt.json'), JSON.stringify({ container_id: 'a'.repeat(64) }));
-      expect(await runtimeForOutput(dir)).toBeInstanceOf(DockerContainerRuntime);
+      const local = await runtimeForOutput(dir);
+      expect(local).not.toBeInstanceOf(LazyExecutorRuntime);
+      expect(await (local as LazyContainerRuntime).runtime()).toBeInstanceOf(DockerContainerRuntime);
       await writeFile(join(dir, 'receipt.json'), JSON.stringify({ container_id: 'rxbue33dzpz6k8grl6r76820q' }));
       await expect(runtimeForOutput(dir)).rejects.toThrow(/ran on a swarm \(service rxbue33dzpz6k8grl6r76820q\)/);
     } finally {
