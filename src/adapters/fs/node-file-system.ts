@@ -77,6 +77,24 @@ export class NodeFileSystem implements FileSystem {
     return readFile(path, { flag: constants.O_RDONLY | constants.O_NOFOLLOW });
   }
 
+  async readFileFrom(path: string, offset: number): Promise<Uint8Array> {
+    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      const size = (await handle.stat()).size;
+      const length = Math.max(0, size - offset);
+      const bytes = new Uint8Array(length);
+      let done = 0;
+      while (done < length) {
+        const { bytesRead } = await handle.read(bytes, done, length - done, offset + done);
+        if (bytesRead === 0) break;
+        done += bytesRead;
+      }
+      return bytes.subarray(0, done);
+    } finally {
+      await handle.close();
+    }
+  }
+
   async readdir(path: string): Promise<DirEntry[]> {
     const entries = await readdir(path, { withFileTypes: true });
     return entries.map((e) => ({ name: e.name, kind: kindOf(e) }));
