@@ -499,7 +499,13 @@ export class EvidenceStore {
     if (created) await this.#syncParent(JOURNAL_FILE);
     if (this.#journalListeners.size > 0) {
       const record = { seq, ...fields } as JournalRecord;
-      for (const listener of this.#journalListeners) listener(record, state.sizeBytes + bytes.byteLength);
+      for (const listener of this.#journalListeners) {
+        try {
+          listener(record, state.sizeBytes + bytes.byteLength);
+        } catch {
+          // The record is durable: a listener's fault is the listener's, never the append's.
+        }
+      }
     }
     return seq;
   }
