@@ -205,6 +205,11 @@ export class BatchLedger {
     return [...this.#openClaims.values()].map((e) => e.claim).sort((a, b) => a.index - b.index);
   }
 
+  /** Jobs the ledger counts as finished. */
+  finishedJobs(): string[] {
+    return [...this.#entries].flatMap(([id, e]) => (e.kind === 'finished' ? [id] : []));
+  }
+
   /** Whether the ledger has a record of this job (any state). */
   knows(jobId: string): boolean {
     return this.#entries.has(jobId);

@@ -212,6 +212,17 @@ describe('incremental status equals the full derivation', () => {
     expect(s.leftovers.map((l) => l.why)).toEqual(['job_not_running']);
   });
 
+  it('cold: a result lost behind the journal (its pair_finished stands) shows as a claim without result', async () => {
+    await supervisorStarted(false);
+    await claim('a', 10, 'full', 'c-a');
+    await finish('a', 'completed', 10, 70, 'full', 25_000);
+    await claim('b', 71, 'full', 'c-b');
+    await finish('b', 'completed', 71, 90, 'full');
+    await rm(store.resolve('jobs/b/result.json'));
+    const s = await expectSameAsFull('cold');
+    expect(s.claims_without_result).toEqual(['b']);
+  });
+
   it('cold: a stopped and a drained batch; a supervisor that exited is not hot even with its status.json', async () => {
     const sup = await supervisorStarted(true);
     for (const [i, id] of JOBS.entries()) {

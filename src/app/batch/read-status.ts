@@ -80,8 +80,9 @@ export async function readHotStatus(store: EvidenceStore, runtime: ContainerRunt
 }
 
 /**
- * Cold status: the journal folded once; then the files of the jobs the fold leaves open or unsettled, and of any
- * job folder the journal has no claim for (a receipt published just before a crash). Nothing else is read.
+ * Cold status: the journal folded once; then the files of the jobs the fold leaves open or unsettled, of any job
+ * folder the journal has no claim for (a receipt published just before a crash) and of any finished job whose
+ * result.json is no longer there (each is looked up, not read). Nothing else is read.
  */
 export async function readColdStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
   const { batch, manifest } = await loadBatch(store);
@@ -91,7 +92,12 @@ export async function readColdStatus(store: EvidenceStore, runtime: ContainerRun
   ledger.at(ledger.journalSeq, journal.endBytes);
   const jobIds = new Set(manifest.jobs.map((j) => j.job_id));
   const folders = (await store.list(JOBS_DIR)).filter((name) => jobIds.has(name));
-  const toRead = new Set([...ledger.open().map((c) => c.job_id), ...ledger.unsettled(), ...folders.filter((name) => !ledger.knows(name))]);
+  // A finished pair counts while its result.json is there (looked up, not read): a result lost behind the journal's
+  // back shows as a claim without result, as the full derivation shows it.
+  const finished = ledger.finishedJobs();
+  const present = await Promise.all(finished.map((jobId) => store.exists(resultRel(jobId))));
+  const lost = finished.filter((_, i) => !present[i]);
+  const toRead = new Set([...ledger.open().map((c) => c.job_id), ...ledger.unsettled(), ...lost, ...folders.filter((name) => !ledger.knows(name))]);
   await Promise.all(
     [...toRead].map(async (jobId) => {
       const [receipt, result] = await Promise.all([store.readJson<Receipt>(receiptRel(jobId)), store.readJson<ResultRecord>(resultRel(jobId))]);
