@@ -124,7 +124,8 @@ async function medianProcess(args, rssFile) {
 
 /**
  * The supervisor's bookkeeping for one pair, as it does it now: the claim and finish records folded into its ledger
- * as they are appended, status.json rewritten from the ledger on the claim and on the finish.
+ * as they are appended, status.json rewritten from the ledger on the claim and on the finish. Returns a step that
+ * claims and finishes the next pending job (manifest order) and gives its ms.
  */
 async function ledgerBookkeeping(out, supervisor) {
   const store = new EvidenceStore(new NodeFileSystem(), out);
@@ -135,23 +136,23 @@ async function ledgerBookkeeping(out, supervisor) {
   store.onJournalAppend((record, endBytes) => ledger.apply(record, endBytes));
   const capacity = capacityConfigOf(manifest, batch);
   const write = async () => store.writeJsonAtomic('status.json', await buildWrittenStatus({ ledger, output: out, batch, capacity, supervisor, running: [], now: new Date() }));
-  // Every pending job (manifest order) claimed and finished in turn, as the supervisor's journal calls do.
   const pending = manifest.jobs.map((j) => j.job_id).filter((id) => !ledger.knows(id));
-  const ms = [];
-  for (const [r, jobId] of pending.entries()) {
+  let r = 0;
+  return async () => {
+    const jobId = pending[r];
     const started = process.hrtime.bigint();
     const claimedAt = new Date().toISOString();
-    const claimId = `bench-${r}`;
+    const claimId = `bench-${r++}`;
     await store.appendJournal({ type: 'claimed', at: claimedAt, job_id: jobId, claim_id: claimId, reservation_id: 'r', claimed_at: claimedAt, deadline: claimedAt });
     await write();
     await store.appendJournal({ type: 'container_created', at: new Date().toISOString(), job_id: jobId, container_id: `c-${r}` });
     await store.appendJournal({ type: 'pair_finished', at: new Date().toISOString(), job_id: jobId, claim_id: claimId, classification: 'completed', reasons: [], started_at: claimedAt, finished_at: new Date().toISOString(), gpu_peak_mib: null });
     await write();
     await store.appendJournal({ type: 'reconciled', at: new Date().toISOString(), job_id: jobId, kind: 'committed', reason: null });
-    ms.push(elapsedMsSince(started));
-  }
-  if (ledger.counts(0).pending !== 0) throw new Error('bookkeeping bench: the ledger did not follow the records');
-  return median(ms);
+    const ms = elapsedMsSince(started);
+    if (r === pending.length && ledger.counts(0).pending !== 0) throw new Error('bookkeeping bench: the ledger did not follow the records');
+    return ms;
+  };
 }
 
 /** The same two status writes as the supervisor did them before: every job's files and the whole journal, each time. */
@@ -231,8 +232,17 @@ try {
   console.log(`  in process, without the engine: hot ${inHot.toFixed(1)} ms vs full ${inFullLive.toFixed(0)} ms (ratio ${(inHot / inFullLive).toFixed(3)}); cold ${inCold.toFixed(0)} ms vs full ${inFullDead.toFixed(0)} ms (ratio ${(inCold / inFullDead).toFixed(2)})`);
   console.log(`  hot vs full: ${same(hot.stdout, fullLive.stdout)}; cold vs full: ${same(cold.stdout, fullDead.stdout)}; hot above the start-up floor: ${(hot.ms - version.ms).toFixed(0)} ms`);
 
-  const ledgerBig = await ledgerBookkeeping(big, live);
-  const ledgerSmall = await ledgerBookkeeping(small, live);
+  // Side by side: one pair at 10,000 jobs, one at 10, alternating.
+  const stepBig = await ledgerBookkeeping(big, live);
+  const stepSmall = await ledgerBookkeeping(small, live);
+  const msBig = [];
+  const msSmall = [];
+  for (let r = 0; r < PENDING; r++) {
+    msBig.push(await stepBig());
+    msSmall.push(await stepSmall());
+  }
+  const ledgerBig = median(msBig);
+  const ledgerSmall = median(msSmall);
   const rescanBig = await rescanBookkeeping(big);
   const rescanSmall = await rescanBookkeeping(small);
   console.log(`supervisor bookkeeping per pair (4 journal records + 2 status.json writes), ${JOBS} vs ${SMALL} jobs:`);

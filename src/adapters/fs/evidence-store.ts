@@ -284,6 +284,16 @@ export class EvidenceStore {
     });
   }
 
+  /** `exists` for many paths at once (in order); one E_STORE for the first that cannot be inspected. */
+  async existAll(rels: readonly string[]): Promise<boolean[]> {
+    const paths = rels.map((rel) => this.resolve(rel));
+    if (this.#fs.existMany) {
+      const many = this.#fs.existMany.bind(this.#fs);
+      return attempt('lstat', rels[0] ?? '.', 'cannot inspect path', () => many(paths));
+    }
+    return Promise.all(rels.map((rel) => this.exists(rel)));
+  }
+
   /** Sorted entry names of a directory (temp files left out); empty when it does not exist. */
   async list(relDir: string): Promise<string[]> {
     const path = this.resolve(relDir);

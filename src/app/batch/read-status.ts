@@ -95,7 +95,7 @@ export async function readColdStatus(store: EvidenceStore, runtime: ContainerRun
   // A finished pair counts while its result.json is there (looked up, not read): a result lost behind the journal's
   // back shows as a claim without result, as the full derivation shows it.
   const finished = ledger.finishedJobs();
-  const present = await Promise.all(finished.map((jobId) => store.exists(resultRel(jobId))));
+  const present = await store.existAll(finished.map(resultRel));
   const lost = finished.filter((_, i) => !present[i]);
   const toRead = new Set([...ledger.open().map((c) => c.job_id), ...ledger.unsettled(), ...lost, ...folders.filter((name) => !ledger.knows(name))]);
   await Promise.all(
