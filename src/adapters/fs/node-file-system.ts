@@ -79,11 +79,8 @@ export class NodeFileSystem implements FileSystem {
 
   /** Synchronous lstat in a loop: for thousands of look-ups a hop to the thread pool each costs far more. */
   existMany(paths: readonly string[]): Promise<boolean[]> {
-    try {
-      return Promise.resolve(paths.map((p) => lstatSync(p, { throwIfNoEntry: false }) !== undefined));
-    } catch (err) {
-      return Promise.reject(err);
-    }
+    // A throw in the executor (EACCES, ENOTDIR…) rejects the promise.
+    return new Promise((resolve) => resolve(paths.map((p) => lstatSync(p, { throwIfNoEntry: false }) !== undefined)));
   }
 
   async readFileFrom(path: string, offset: number): Promise<Uint8Array> {
