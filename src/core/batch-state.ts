@@ -62,35 +62,75 @@ function isPaused(e: BatchEvent): e is Extract<BatchEvent, { type: 'paused' }> {
   return e.type === 'paused' && Array.isArray((e as { reasons?: unknown }).reasons);
 }
 
-/** Fold the journal into the facts status needs. Every supervisor start resets stop/exit facts. */
-export function foldJournal(events: readonly (BatchEvent & { readonly at?: string })[]): JournalFold {
-  const reasons = new Set<PauseReason>();
-  let stopRequested = false;
-  let terminateRequested = false;
-  let exitedAs: BatchState | null = null;
-  const pauseHistory: PauseHistoryEntry[] = [];
-  for (const e of events) {
+/** The fold's state between records: what status.json's `basis` keeps of it (the pause history is not kept). */
+export interface JournalFoldState {
+  readonly pause_reasons: PauseReason[];
+  readonly stop_requested: boolean;
+  readonly terminate_requested: boolean;
+  readonly exited_as: BatchState | null;
+}
+
+/**
+ * The journal fold, one record at a time: `apply` each record in journal order, read `fold()` whenever. The same
+ * rules whether it folds the whole journal (cold status), a supervisor's own records as it appends them, or the
+ * records past the offset a status.json was written at. Every supervisor start resets stop/exit facts.
+ */
+export class JournalFolder {
+  readonly #reasons: Set<PauseReason>;
+  #stopRequested: boolean;
+  #terminateRequested: boolean;
+  #exitedAs: BatchState | null;
+  readonly #pauseHistory: PauseHistoryEntry[] = [];
+
+  constructor(from?: JournalFoldState) {
+    this.#reasons = new Set(from?.pause_reasons ?? []);
+    this.#stopRequested = from?.stop_requested ?? false;
+    this.#terminateRequested = from?.terminate_requested ?? false;
+    this.#exitedAs = from?.exited_as ?? null;
+  }
+
+  apply(e: BatchEvent & { readonly at?: string }): void {
     if (isPaused(e)) {
-      for (const r of e.reasons) reasons.add(r);
-      pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...e.reasons], job_id: typeof e.job_id === 'string' ? e.job_id : null });
+      for (const r of e.reasons) this.#reasons.add(r);
+      this.#pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...e.reasons], job_id: typeof e.job_id === 'string' ? e.job_id : null });
     } else if (e.type === 'resumed') {
-      const kept = survivingResume([...reasons]);
-      const cleared = [...reasons].filter((r) => !kept.includes(r));
-      reasons.clear();
-      for (const r of kept) reasons.add(r);
-      pauseHistory.push({ at: e.at ?? '', event: 'resumed', reasons: cleared, job_id: null });
+      const kept = survivingResume([...this.#reasons]);
+      const cleared = [...this.#reasons].filter((r) => !kept.includes(r));
+      this.#reasons.clear();
+      for (const r of kept) this.#reasons.add(r);
+      this.#pauseHistory.push({ at: e.at ?? '', event: 'resumed', reasons: cleared, job_id: null });
     } else if (e.type === 'supervisor_started') {
-      stopRequested = false;
-      terminateRequested = false;
-      exitedAs = null;
+      this.#stopRequested = false;
+      this.#terminateRequested = false;
+      this.#exitedAs = null;
     } else if (e.type === 'stop_requested') {
-      stopRequested = true;
-      terminateRequested = terminateRequested || (e as { terminate?: unknown }).terminate === true;
+      this.#stopRequested = true;
+      this.#terminateRequested = this.#terminateRequested || (e as { terminate?: unknown }).terminate === true;
     } else if (e.type === 'supervisor_exited') {
-      exitedAs = (e as { state: BatchState }).state;
+      this.#exitedAs = (e as { state: BatchState }).state;
     }
   }
-  return { pauseReasons: [...reasons], stopRequested, terminateRequested, exitedAs, pauseHistory };
+
+  fold(): JournalFold {
+    return {
+      pauseReasons: [...this.#reasons],
+      stopRequested: this.#stopRequested,
+      terminateRequested: this.#terminateRequested,
+      exitedAs: this.#exitedAs,
+      pauseHistory: [...this.#pauseHistory],
+    };
+  }
+
+  state(): JournalFoldState {
+    return { pause_reasons: [...this.#reasons], stop_requested: this.#stopRequested, terminate_requested: this.#terminateRequested, exited_as: this.#exitedAs };
+  }
+}
+
+/** Fold the journal into the facts status needs. Every supervisor start resets stop/exit facts. */
+export function foldJournal(events: readonly (BatchEvent & { readonly at?: string })[]): JournalFold {
+  const folder = new JournalFolder();
+  for (const e of events) folder.apply(e);
+  return folder.fold();
 }
 
 export function countJobs(jobs: readonly JobView[], runningCount: number): Counts {

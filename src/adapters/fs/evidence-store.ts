@@ -30,6 +30,15 @@ export interface JournalRecord extends JournalEvent {
   readonly seq: number;
 }
 
+/** Complete records and the byte offset just past the last of them (a torn last line is not counted). */
+export interface JournalSlice {
+  readonly records: JournalRecord[];
+  readonly endBytes: number;
+}
+
+/** Told of every record this store appends, in journal order, once it is durable. */
+export type JournalListener = (record: JournalRecord, endBytes: number) => void;
+
 interface JournalState {
   lastSeq: number;
   sizeBytes: number;
@@ -147,6 +156,7 @@ export class EvidenceStore {
   #journal: JournalState | undefined;
   #journalChain: Promise<unknown> = Promise.resolve();
   readonly #ownTemps = new Set<string>();
+  readonly #journalListeners = new Set<JournalListener>();
 
   constructor(fs: FileSystem, root: string) {
     if (!isAbsolute(root)) throw storeError('output directory must be an absolute path', root, 'resolve');
@@ -274,6 +284,16 @@ export class EvidenceStore {
     });
   }
 
+  /** `exists` for many paths at once (in order); one E_STORE for the first that cannot be inspected. */
+  async existAll(rels: readonly string[]): Promise<boolean[]> {
+    const paths = rels.map((rel) => this.resolve(rel));
+    if (this.#fs.existMany) {
+      const many = this.#fs.existMany.bind(this.#fs);
+      return attempt('lstat', rels[0] ?? '.', 'cannot inspect path', () => many(paths));
+    }
+    return Promise.all(rels.map((rel) => this.exists(rel)));
+  }
+
   /** Sorted entry names of a directory (temp files left out); empty when it does not exist. */
   async list(relDir: string): Promise<string[]> {
     const path = this.resolve(relDir);
@@ -323,6 +343,44 @@ export class EvidenceStore {
     await this.#journalChain;
     const bytes = await this.#readJournalBytes();
     return bytes === null ? [] : parseJournal(bytes).records;
+  }
+
+  /** Like readJournal, with the offset just past the last complete record. */
+  async readJournalSlice(): Promise<JournalSlice> {
+    await this.#journalChain;
+    const bytes = await this.#readJournalBytes();
+    if (bytes === null) return { records: [], endBytes: 0 };
+    const parsed = parseJournal(bytes);
+    return { records: parsed.records, endBytes: parsed.goodBytes };
+  }
+
+  /**
+   * The complete records from byte `offset` on (an offset some earlier read or append ended at), and where they end.
+   * Null when the journal is shorter than `offset` or `offset` is not at the start of a line: the caller reads it
+   * all instead.
+   */
+  async readJournalFrom(offset: number): Promise<JournalSlice | null> {
+    const path = this.resolve(JOURNAL_FILE);
+    const from = Math.max(0, offset - 1);
+    const bytes = await attempt('read', JOURNAL_FILE, 'cannot read journal', async () => {
+      try {
+        return this.#fs.readFileFrom ? await this.#fs.readFileFrom(path, from) : (await this.#fs.readFile(path)).subarray(from);
+      } catch (err) {
+        if (errnoOf(err) === 'ENOENT') return null;
+        throw err;
+      }
+    });
+    if (bytes === null) return offset === 0 ? { records: [], endBytes: 0 } : null;
+    if (offset > 0 && bytes[0] !== 0x0a) return null;
+    const tail = offset > 0 ? bytes.subarray(1) : bytes;
+    const parsed = parseJournal(tail);
+    return { records: parsed.records, endBytes: offset + parsed.goodBytes };
+  }
+
+  /** Calls `listener` after each record this store appends from now on; returns the way to stop. */
+  onJournalAppend(listener: JournalListener): () => void {
+    this.#journalListeners.add(listener);
+    return () => this.#journalListeners.delete(listener);
   }
 
   /** A new log file (exclusive create, 0600), or with `append` the existing one (bytes count from its size). */
@@ -449,6 +507,16 @@ export class EvidenceStore {
     await ignoreFailure(() => handle.close());
     this.#journal = { lastSeq: seq, sizeBytes: state.sizeBytes + bytes.byteLength, needsNewline: false };
     if (created) await this.#syncParent(JOURNAL_FILE);
+    if (this.#journalListeners.size > 0) {
+      const record = { seq, ...fields } as JournalRecord;
+      for (const listener of this.#journalListeners) {
+        try {
+          listener(record, state.sizeBytes + bytes.byteLength);
+        } catch {
+          // The record is durable: a listener's fault is the listener's, never the append's.
+        }
+      }
+    }
     return seq;
   }
 

@@ -110,9 +110,10 @@ export async function dispatchPair(
     return { kind: 'claim_failed', reason: 'already_claimed' };
   }
   failpoint('after_claim');
-  await journal('claimed', { job_id: job.job_id, claim_id: claimId, reservation_id: reservationId });
-
   const deadlineMs = now.getTime() + job.timeout_seconds * 1000;
+  // claimed_at and deadline: what status shows of a running pair, so that it needs no receipt to show it.
+  await journal('claimed', { job_id: job.job_id, claim_id: claimId, reservation_id: reservationId, claimed_at: receipt.claimed_at, deadline: new Date(deadlineMs).toISOString() });
+
   const handle: RunningHandle = {
     jobId: job.job_id,
     containerId: null,

@@ -11,6 +11,7 @@ import { removeAndVerify } from '../pair-lifecycle.js';
 import type { Logger } from '../ports/logger.js';
 import { reconcilePair } from '../reconcile-pair.js';
 import { jobRel, resultRel } from './layout.js';
+import { finishFactsOfResult } from './status.js';
 
 export interface FinishDeps {
   readonly store: EvidenceStore;
@@ -43,7 +44,17 @@ export async function finishPair(deps: FinishDeps, receipt: Receipt, result: Res
     return { jobId, result, pauseReasons: [...pauseReasons, 'harness'], released: false };
   }
   failpoint('after_result');
-  await journal('pair_finished', { job_id: jobId, claim_id: receipt.claim_id, classification: result.classification, reasons: result.reasons });
+  // The times and the GPU peak: what status counts of a finished pair, so that it needs no result file to count it.
+  const facts = finishFactsOfResult(result);
+  await journal('pair_finished', {
+    job_id: jobId,
+    claim_id: receipt.claim_id,
+    classification: result.classification,
+    reasons: result.reasons,
+    started_at: facts.started_at,
+    finished_at: facts.finished_at,
+    gpu_peak_mib: facts.gpu_peak_mib,
+  });
   return reconcileFinished(deps, receipt, result, pauseReasons);
 }
 

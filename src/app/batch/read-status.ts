@@ -1,10 +1,138 @@
+import { readFile } from 'node:fs/promises';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { isSameProcessAlive } from '../../adapters/host-identity.js';
+import { BASIS_SCHEMA, BatchLedger } from '../../core/batch-ledger.js';
+import type { Receipt } from '../../core/receipt.js';
+import type { Manifest } from '../../core/manifest/index.js';
+import type { ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
-import { buildStatus, type BatchStatus } from './status.js';
+import { BATCH_FILE, JOBS_DIR, MANIFEST_FILE, receiptRel, resultRel, STATUS_FILE, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { buildStatus, capacityConfigOf, leftoverWhyFrom, settleFromFiles, statusFromLedger, type BatchStatus, type WrittenStatus } from './status.js';
 
-/** A fresh status from the evidence and the engine (read-only: status.json is not rewritten). */
+/**
+ * A fresh status from the evidence and the engine (read-only: status.json is not rewritten; SPEC §3.3, §6.11).
+ * With a live supervisor: its status.json, the journal past the offset it was written at, and the engine's
+ * containers (hot). Otherwise, or when status.json cannot be built on: the journal folded once, and the files of
+ * only the jobs the fold cannot settle (cold). Both give what the full derivation (`readStatusFull`) gives.
+ */
 export async function readStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
+  return (await readHotStatus(store, runtime, now)) ?? (await readColdStatus(store, runtime, now));
+}
+
+function sameSupervisor(a: SupervisorRecord, b: SupervisorRecord): boolean {
+  return a.pid === b.pid && a.start_ticks === b.start_ticks && a.boot_id === b.boot_id && a.started_at === b.started_at;
+}
+
+function usableBasis(written: WrittenStatus | null): written is WrittenStatus {
+  const basis = (written as Partial<WrittenStatus> | null)?.basis;
+  return basis?.schema === BASIS_SCHEMA && Number.isInteger(basis.journal_bytes) && Array.isArray(basis.open) && typeof basis.fold === 'object';
+}
+
+/**
+ * Hot status: null when it cannot be built on status.json (no live supervisor, a status.json from another
+ * supervisor or without a basis, a journal record it cannot place): the caller derives it cold.
+ */
+async function jobsById(store: EvidenceStore): Promise<Map<string, Manifest['jobs'][number]>> {
+  const raw = JSON.parse(await readFile(store.resolve(MANIFEST_FILE), 'utf8')) as { jobs?: Manifest['jobs'] };
+  return new Map((raw.jobs ?? []).map((j) => [j.job_id, j]));
+}
+
+export async function readHotStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus | null> {
+  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE).catch(() => null);
+  if (supervisor === null) return null;
+  const written = await store.readJson<WrittenStatus>(STATUS_FILE).catch(() => null);
+  if (!usableBasis(written) || written.supervisor === null || written.supervisor.alive !== true || !sameSupervisor(written.supervisor, supervisor)) return null;
+  if (written.basis.fold.exited_as !== null || !(await isSameProcessAlive(supervisor))) return null;
+  const batch = await store.readJson<BatchRecord>(BATCH_FILE);
+  if (batch === null || batch.batch_id !== written.batch_id) return null;
+  const tail = await store.readJournalFrom(written.basis.journal_bytes).catch(() => null);
+  if (tail === null || (tail.records[0] !== undefined && tail.records[0].seq !== written.basis.journal_seq + 1)) return null;
+
+  // The manifest is read only when something needs a job's position or existence (a claim after status.json was
+  // written, a leftover container): as plain JSON, it was validated when the batch was created.
+  let jobIndex: Map<string, number> | undefined;
+  const indexOf = async (): Promise<Map<string, number>> => {
+    if (jobIndex === undefined) {
+      const raw = JSON.parse(await readFile(store.resolve(MANIFEST_FILE), 'utf8')) as { jobs?: { job_id?: unknown }[] };
+      jobIndex = new Map((raw.jobs ?? []).flatMap((j, i) => (typeof j.job_id === 'string' ? [[j.job_id, i] as const] : [])));
+    }
+    return jobIndex;
+  };
+  if (tail.records.some((r) => r.type === 'claimed')) await indexOf();
+  const ledger = BatchLedger.restore(written.basis, (id) => jobIndex?.get(id));
+  for (const record of tail.records) {
+    // A new supervisor start or an exit after status.json: it no longer describes a live supervisor's batch.
+    if (record.type === 'supervisor_started' || record.type === 'supervisor_exited') return null;
+    if (ledger.apply(record) === 'unsure') return null;
+  }
+  const containers = runtime ? await runtime.listByLabel({ 'roboguide.batch': batch.batch_id }) : [];
+  // A swarm batch's per-node view counts the GPUs of the pairs running there: only then is the manifest read.
+  const jobs = batch.executor?.kind === 'swarm' ? await jobsById(store) : undefined;
+  return statusFromLedger({
+    ledger,
+    output: store.root,
+    batch,
+    ...(jobs !== undefined ? { jobs } : {}),
+    capacity: written.basis.capacity,
+    supervisor,
+    alive: true,
+    containers,
+    now,
+    leftoverWhy: async (jobId) => {
+      if (jobId === null || !(await indexOf()).has(jobId)) return 'unknown_job';
+      const known = ledger.finishedKnown(jobId);
+      if (known !== null) return known ? 'job_finished' : 'job_not_running';
+      return (await store.readJson<ResultRecord>(resultRel(jobId))) !== null ? 'job_finished' : 'job_not_running';
+    },
+  });
+}
+
+/**
+ * Cold status: the journal folded once; then the files of the jobs the fold leaves open or unsettled, of any job
+ * folder the journal has no claim for (a receipt published just before a crash) and of any finished job whose
+ * result.json is no longer there (each is looked up, not read). Nothing else is read.
+ */
+export async function readColdStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
+  const { batch, manifest } = await loadBatch(store);
+  const ledger = BatchLedger.forJobs(manifest.jobs);
+  const journal = await store.readJournalSlice();
+  for (const record of journal.records) ledger.apply(record);
+  ledger.at(ledger.journalSeq, journal.endBytes);
+  const jobIds = new Set(manifest.jobs.map((j) => j.job_id));
+  const folders = (await store.list(JOBS_DIR)).filter((name) => jobIds.has(name));
+  // A finished pair counts while its result.json is there (looked up, not read): a result lost behind the journal's
+  // back shows as a claim without result, as the full derivation shows it.
+  const finished = ledger.finishedJobs();
+  const present = await store.existAll(finished.map(resultRel));
+  const lost = finished.filter((_, i) => !present[i]);
+  const toRead = new Set([...ledger.open().map((c) => c.job_id), ...ledger.unsettled(), ...lost, ...folders.filter((name) => !ledger.knows(name))]);
+  await Promise.all(
+    [...toRead].map(async (jobId) => {
+      const [receipt, result] = await Promise.all([store.readJson<Receipt>(receiptRel(jobId)), store.readJson<ResultRecord>(resultRel(jobId))]);
+      settleFromFiles(ledger, jobId, receipt, result);
+    }),
+  );
+  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  // Alive: the recorded supervisor's process lives and no `supervisor_exited` was journalled since it started.
+  const alive = supervisor !== null && ledger.fold().exitedAs === null && (await isSameProcessAlive(supervisor));
+  const containers = runtime ? await runtime.listByLabel({ 'roboguide.batch': batch.batch_id }) : [];
+  return statusFromLedger({
+    ledger,
+    output: store.root,
+    batch,
+    capacity: capacityConfigOf(manifest, batch),
+    supervisor,
+    alive,
+    containers,
+    now,
+    leftoverWhy: leftoverWhyFrom(ledger, manifest),
+    jobs: new Map(manifest.jobs.map((j) => [j.job_id, j])),
+  });
+}
+
+/** The full derivation (every job's receipt and result, the whole journal): the reference for the two above. */
+export async function readStatusFull(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
   const { batch, manifest } = await loadBatch(store);
   return buildStatus({
     store,

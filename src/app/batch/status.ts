@@ -1,14 +1,15 @@
 import type { EvidenceStore, JournalRecord } from '../../adapters/fs/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
-import { countJobs, deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
+import { BatchLedger, type FinishFacts, type LedgerBasis, type OpenClaim } from '../../core/batch-ledger.js';
+import { deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
-import { estimateEta, type Eta } from '../../core/report/eta.js';
-import type { Classification } from '../../core/result.js';
-import type { ContainerRuntime } from '../ports/container-runtime.js';
+import { estimateEtaFromMean, type Eta } from '../../core/report/eta.js';
+import type { Classification, ResultRecord } from '../../core/result.js';
+import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { JobFiles } from './batch-context.js';
 import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 
@@ -100,27 +101,29 @@ export interface StatusInput {
   readonly supervisorAlive?: boolean;
 }
 
-/**
- * The claimed job without a result whose claim a container carries (labels `roboguide.claim` and `roboguide.job`),
- * while the batch's supervisor is alive: such a container is that supervisor's, never a leftover.
- */
-function ownerOf(files: readonly JobFiles[], alive: boolean): (labels: Readonly<Record<string, string>>) => JobFiles | undefined {
-  if (!alive) return () => undefined;
-  const byClaim = new Map(files.flatMap((f) => (f.receipt !== null && f.result === null ? [[f.receipt.claim_id, f] as const] : [])));
-  return (labels) => {
-    const f = byClaim.get(labels['roboguide.claim'] ?? '');
-    return f !== undefined && labels['roboguide.job'] === f.job.job_id ? f : undefined;
+/** What status counts of a result: its classification, its times and, for a completed pair, its usable GPU peak. */
+export function finishFactsOfResult(result: ResultRecord): FinishFacts {
+  // result.json keeps the outcome as parsed: check its shape again, no need to re-encode it.
+  const usable = result.classification === 'completed' && outcomeProblems(result.outcome).length === 0;
+  return {
+    classification: result.classification,
+    started_at: result.started_at,
+    finished_at: result.finished_at,
+    gpu_peak_mib: usable ? gpuObservation(result.outcome as Outcome) : null,
   };
 }
 
-function runningPairOf(f: JobFiles, receipt: Receipt, containerId: string | null): RunningPair {
-  const deadline = new Date(new Date(receipt.claimed_at).getTime() + f.job.timeout_seconds * 1000).toISOString();
-  return { job_id: f.job.job_id, container_id: containerId, started_at: receipt.claimed_at, deadline };
+/** Settle one job of a ledger from its files (receipt: the claim; result: the finish). */
+export function settleFromFiles(ledger: BatchLedger, jobId: string, receipt: Receipt | null, result: ResultRecord | null): void {
+  ledger.settle(jobId, receipt, result === null ? null : finishFactsOfResult(result));
 }
 
-/** Seconds from start to finish of every pair with a result. */
-function finishedDurationsSec(files: readonly JobFiles[]): number[] {
-  return files.flatMap((f) => (f.result ? [(new Date(f.result.finished_at).getTime() - new Date(f.result.started_at).getTime()) / 1000] : []));
+/** The whole derivation: the journal's fold, and every job as its files show it. */
+export function ledgerFromFiles(manifest: Manifest, files: readonly JobFiles[], journal: readonly JournalRecord[]): BatchLedger {
+  const ledger = BatchLedger.forJobs(manifest.jobs);
+  for (const record of journal) ledger.foldOnly(record);
+  for (const f of files) settleFromFiles(ledger, f.job.job_id, f.receipt, f.result);
+  return ledger;
 }
 
 export interface NodeStatus {
@@ -128,16 +131,6 @@ export interface NodeStatus {
   readonly running: readonly string[];
   readonly gpus_total: number;
   readonly gpus_in_use: number;
-}
-
-/** Where each pair was placed (swarm): the supervisor's `pair_placed` journal records, the last one per job. */
-function placementsOf(journal: readonly JournalRecord[]): Map<string, string> {
-  const placed = new Map<string, string>();
-  for (const r of journal) {
-    const rec = r as JournalRecord & { job_id?: unknown; node?: unknown };
-    if (r.type === 'pair_placed' && typeof rec.job_id === 'string' && typeof rec.node === 'string') placed.set(rec.job_id, rec.node);
-  }
-  return placed;
 }
 
 function gpusOfJob(job: Manifest['jobs'][number] | undefined): number {
@@ -148,9 +141,8 @@ function gpusOfJob(job: Manifest['jobs'][number] | undefined): number {
 }
 
 /** Per-node view of a swarm batch: its nodes at start (plus any a pair was placed on since), the pairs running there, GPUs. */
-function nodesStatus(batch: BatchRecord, manifest: Manifest, running: readonly RunningPair[]): NodeStatus[] | undefined {
+function nodesStatus(batch: BatchRecord, jobs: ReadonlyMap<string, Manifest['jobs'][number]>, running: readonly RunningPair[]): NodeStatus[] | undefined {
   if (batch.executor?.kind !== 'swarm') return undefined;
-  const jobs = new Map(manifest.jobs.map((j) => [j.job_id, j]));
   const nodes = new Map<string, { running: string[]; gpus_total: number; gpus_in_use: number }>();
   for (const n of batch.executor_nodes ?? []) nodes.set(n.node, { running: [], gpus_total: n.gpus, gpus_in_use: 0 });
   for (const r of running) {
@@ -163,58 +155,89 @@ function nodesStatus(batch: BatchRecord, manifest: Manifest, running: readonly R
   return [...nodes].map(([node, n]) => ({ node, ...n }));
 }
 
-/** status.json: derived from the journal and the job files, never the source of truth. */
-export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
-  const { files, manifest } = input;
-  const supervisor = await input.store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
-  const alive = input.supervisorAlive ?? (await runningSupervisor(input.store)) !== null;
-  const claimsWithoutResult = files.filter((f) => f.receipt !== null && f.result === null).map((f) => f.job.job_id);
+/** status.json as the supervisor writes it: the status, and the ledger it was built from (`basis`, SPEC §6.11). */
+export interface WrittenStatus extends BatchStatus {
+  readonly basis: StatusBasis;
+}
+
+export interface StatusBasis extends LedgerBasis {
+  readonly capacity: CapacityConfig;
+}
+
+export interface LedgerStatusInput {
+  readonly ledger: BatchLedger;
+  readonly output: string;
+  readonly batch: BatchRecord;
+  readonly capacity: CapacityConfig;
+  readonly supervisor: SupervisorRecord | null;
+  readonly alive: boolean;
+  /** The engine's containers labelled with the batch (none when the engine is not asked). */
+  readonly containers: readonly ContainerState[];
+  /** In the supervisor: its own view of running pairs. Elsewhere: derived from the open claims and the engine. */
+  readonly running?: readonly RunningPair[];
+  readonly now: Date;
+  /** Why a container of the batch that no live claim owns is there: its job unknown, finished, or not running. */
+  readonly leftoverWhy: (jobId: string | null) => Promise<Leftover['why']>;
+  /** The manifest's jobs by id (a swarm batch's per-node GPUs in use); none: no per-node view. */
+  readonly jobs?: ReadonlyMap<string, Manifest['jobs'][number]>;
+}
+
+function runningPairOf(claim: OpenClaim, containerId: string | null): RunningPair {
+  return { job_id: claim.job_id, container_id: containerId, started_at: claim.claimed_at, deadline: claim.deadline, ...(claim.node !== undefined ? { node: claim.node } : {}) };
+}
+
+/**
+ * The status record from a ledger (SPEC §6.11): O(claims without result + the batch's containers), whatever the
+ * size of the batch. Every path (the supervisor's status.json, hot and cold `e1-batch status`) ends here.
+ */
+export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchStatus> {
+  const { ledger, alive } = input;
+  const open = ledger.open();
+  const openByJob = new Map(open.map((c) => [c.job_id, c]));
+  const byClaim = alive ? new Map(open.map((c) => [c.claim_id, c])) : new Map<string, OpenClaim>();
+  // A claimed pair without a result whose claim a container carries (labels `roboguide.claim` and `roboguide.job`),
+  // while the batch's supervisor is alive: such a container is that supervisor's, never a leftover.
+  const owner = (labels: Readonly<Record<string, string>>): OpenClaim | undefined => {
+    const c = byClaim.get(labels['roboguide.claim'] ?? '');
+    return c !== undefined && labels['roboguide.job'] === c.job_id ? c : undefined;
+  };
   const leftovers: Leftover[] = [];
   const running: RunningPair[] = input.running ? [...input.running] : [];
-  const containers = input.runtime ? await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id }) : [];
-  const owner = ownerOf(files, alive);
-  const byJob = new Map(files.map((f) => [f.job.job_id, f]));
+  const containers = input.containers;
   if (!input.running && alive) {
     // A live supervisor owns every claim without a result (it dispatched or recovered each one): running, from
     // the claim until the result, whatever state its container is in (not created yet, created, exited).
-    for (const f of files) {
-      if (f.receipt === null || f.result !== null) continue;
-      const own = containers.find((c) => owner(c.labels) === f);
-      running.push(runningPairOf(f, f.receipt, own?.id ?? f.receipt.container_id));
+    for (const claim of open) {
+      const own = containers.find((c) => owner(c.labels) === claim);
+      running.push(runningPairOf(claim, own?.id ?? claim.container_id));
     }
   }
   for (const c of containers) {
     const jobId = c.labels['roboguide.job'] ?? null;
-    const f = jobId === null ? undefined : byJob.get(jobId);
     if (owner(c.labels) !== undefined) continue;
-    if (!input.running && !alive && f && f.result === null && c.status === 'running' && f.receipt) {
+    const claim = jobId === null ? undefined : openByJob.get(jobId);
+    if (!input.running && !alive && claim !== undefined && c.status === 'running') {
       // No supervisor, yet the pair's container still runs: shown as running until resume reattaches it.
-      running.push(runningPairOf(f, f.receipt, c.id));
+      running.push(runningPairOf(claim, c.id));
       continue;
     }
     if (running.some((r) => r.container_id === c.id)) continue;
-    leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: !f ? 'unknown_job' : f.result ? 'job_finished' : 'job_not_running' });
+    leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: await input.leftoverWhy(jobId) });
   }
-  const placements = placementsOf(input.journal);
-  for (const [i, r] of running.entries()) {
-    const node = r.node ?? placements.get(r.job_id);
-    if (node !== undefined && r.node === undefined) running[i] = { ...r, node };
+  for (const [k, r] of running.entries()) {
+    const node = r.node ?? ledger.placement(r.job_id);
+    if (node !== undefined && r.node === undefined) running[k] = { ...r, node };
   }
-  const nodes = nodesStatus(input.batch, manifest, running);
-  const fold = foldJournal(input.journal);
-  const counts = countJobs(
-    files.map((f) => ({ jobId: f.job.job_id, claimed: f.receipt !== null, classification: f.result?.classification ?? null })),
-    running.length,
-  );
-  const peaks = gpuPeaksOf(files);
-  const finished = files.filter((f) => f.result !== null).length;
-  const allowed = workersAllowed(capacityConfigOf(manifest, input.batch), peaks, finished);
+  const nodes = nodesStatus(input.batch, input.jobs ?? new Map(), running);
+  const fold = ledger.fold();
+  const counts = ledger.counts(running.length);
+  const peaks = ledger.gpuPeaks();
+  const allowed = workersAllowed(input.capacity, peaks, ledger.finishedCount());
   const state = deriveState(fold, counts, alive);
   const nowMs = input.now.getTime();
   const eta =
     state === 'running'
-      ? estimateEta({
-          finishedDurationsSec: finishedDurationsSec(files),
+      ? estimateEtaFromMean(ledger.meanDuration(), {
           pending: counts.pending,
           runningElapsedSec: running.map((r) => (nowMs - new Date(r.started_at).getTime()) / 1000),
           workersAllowed: allowed,
@@ -223,7 +246,7 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   return {
     schema: STATUS_SCHEMA,
     batch_id: input.batch.batch_id,
-    output: input.store.root,
+    output: input.output,
     state,
     pause_reasons: fold.pauseReasons,
     counts,
@@ -232,12 +255,69 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
     ...(nodes !== undefined ? { nodes } : {}),
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
     gpu_note: gpuNote(input.batch, peaks),
-    claims_without_result: claimsWithoutResult,
+    claims_without_result: open.map((c) => c.job_id),
     eta,
     leftovers,
-    supervisor: supervisor === null ? null : { ...supervisor, alive },
+    supervisor: input.supervisor === null ? null : { ...input.supervisor, alive },
     updated_at: input.now.toISOString(),
   };
+}
+
+/**
+ * status.json as a live supervisor writes it: the status from its own ledger and view of its running pairs (no
+ * engine call: no leftovers), and the ledger's basis at the same journal record.
+ */
+export async function buildWrittenStatus(input: {
+  readonly ledger: BatchLedger;
+  readonly output: string;
+  readonly batch: BatchRecord;
+  readonly capacity: CapacityConfig;
+  readonly supervisor: SupervisorRecord;
+  readonly running: readonly RunningPair[];
+  readonly now: Date;
+  readonly jobs?: ReadonlyMap<string, Manifest['jobs'][number]>;
+}): Promise<WrittenStatus> {
+  for (;;) {
+    const basis = input.ledger.basis();
+    const status = await statusFromLedger({ ...input, alive: true, containers: [], leftoverWhy: () => Promise.resolve('unknown_job') });
+    // The status and its basis must describe the same records: if one was folded in meanwhile, build again.
+    if (basis.journal_seq === input.ledger.journalSeq) return { ...status, basis: { ...basis, capacity: input.capacity } };
+  }
+}
+
+/** Why a leftover container is there, from a full ledger (one that knows every claimed job). */
+export function leftoverWhyFrom(ledger: BatchLedger, manifest: Manifest): (jobId: string | null) => Promise<Leftover['why']> {
+  const jobIds = new Set(manifest.jobs.map((j) => j.job_id));
+  return (jobId) => Promise.resolve(jobId === null || !jobIds.has(jobId) ? 'unknown_job' : ledger.finishedKnown(jobId) === true ? 'job_finished' : 'job_not_running');
+}
+
+/**
+ * The full derivation from every job file and the whole journal: what status.json and `e1-batch status` were before
+ * they became incremental, kept as the reference the incremental paths are tested against.
+ */
+export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
+  const { files, manifest } = input;
+  const supervisor = await input.store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  const alive = input.supervisorAlive ?? (await runningSupervisor(input.store)) !== null;
+  const containers = input.runtime ? await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id }) : [];
+  const ledger = ledgerFromFiles(manifest, files, input.journal);
+  const byJob = new Map(files.map((f) => [f.job.job_id, f]));
+  return statusFromLedger({
+    ledger,
+    output: input.store.root,
+    batch: input.batch,
+    capacity: capacityConfigOf(manifest, input.batch),
+    supervisor,
+    alive,
+    containers,
+    jobs: new Map(manifest.jobs.map((j) => [j.job_id, j])),
+    ...(input.running ? { running: input.running } : {}),
+    now: input.now,
+    leftoverWhy: (jobId) => {
+      const f = jobId === null ? undefined : byJob.get(jobId);
+      return Promise.resolve(!f ? 'unknown_job' : f.result ? 'job_finished' : 'job_not_running');
+    },
+  });
 }
 
 export function buildSummary(status: BatchStatus, batch: BatchRecord, files: readonly JobFiles[], journal: readonly JournalRecord[], now: Date): Summary {

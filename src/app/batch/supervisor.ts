@@ -1,25 +1,29 @@
 import { unlink } from 'node:fs/promises';
 import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
 import { currentProcessIdentity, isSameProcessAliveSync, type ProcessIdentity } from '../../adapters/host-identity.js';
-import { foldJournal, type BatchState, type RunningPair } from '../../core/batch-state.js';
+import type { JournalRecord } from '../../adapters/fs/evidence-store.js';
+import type { BatchLedger } from '../../core/batch-ledger.js';
+import { foldJournal, type BatchState } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
 import { decideDispatch } from '../../core/dispatch-policy.js';
 import { RoboguideError, errorKind } from '../../core/errors.js';
 import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import { survivingResume, infrastructureStreak } from '../../core/pause-rules.js';
-import type { Classification } from '../../core/result.js';
+import type { Receipt } from '../../core/receipt.js';
+import type { Classification, ResultRecord } from '../../core/result.js';
 import type { ExecutePairDeps } from '../execute-pair.js';
 import { failpoint } from '../failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Logger } from '../ports/logger.js';
-import { loadBatch, readJobFiles, resolveAllEnvironments, type ResolvedJobEnvironment } from './batch-context.js';
+import { loadBatch, readJobFiles, resolveAllEnvironments, type JobFiles, type ResolvedJobEnvironment } from './batch-context.js';
 import { dispatchPair, type BatchPairContext, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
 import { reconcileFinished, removeUnverifiedContainer, type FinishReport } from './finish-pair.js';
-import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type StopRequest, type SupervisorRecord } from './layout.js';
+import { receiptRel, resultRel, STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type StopRequest, type SupervisorRecord } from './layout.js';
 import { recoverPair } from './recover-pair.js';
 import { reportRefresher } from './report.js';
 import { checkSources } from './source-check.js';
-import { buildStatus, buildSummary, capacityConfigOf, gpuPeaksOf } from './status.js';
+import { buildStatus, buildSummary, buildWrittenStatus, capacityConfigOf, gpuPeaksOf, ledgerFromFiles, settleFromFiles } from './status.js';
+import { CoalescingWriter, STATUS_MIN_INTERVAL_MS } from './status-writer.js';
 
 /** How often a swarm pair's placement is asked for until the swarm has placed it. */
 const PLACEMENT_POLL_MS = 500;
@@ -84,19 +88,17 @@ async function superviseHeld(
   const { batch, manifest, identity } = held;
   const clock = deps.execute.clock;
   const batchId = batch.batch_id;
-  // Admission reserves a GPU pair's measured peak for its image (SPEC §7): read from the results seen so far.
-  const ctx: BatchPairContext = {
-    batch,
-    manifest,
-    gpuPeaksByImage: () => {
-      const byImage = new Map<string, number[]>();
-      for (const f of files) {
-        const image = jobImage(manifest, f.job);
-        byImage.set(image, [...(byImage.get(image) ?? []), ...gpuPeaksOf([f])]);
-      }
-      return byImage;
-    },
+  // Admission reserves a GPU pair's measured peak for its image (SPEC §7): the results read at start, then each
+  // `pair_finished` record's peak as it is appended (never a rescan of the job folders).
+  const jobById = new Map(manifest.jobs.map((j) => [j.job_id, j]));
+  const peaksByImage = new Map<string, number[]>();
+  const notePeak = (jobId: string, peak: number): void => {
+    const job = jobById.get(jobId);
+    if (job === undefined) return;
+    const image = jobImage(manifest, job);
+    peaksByImage.set(image, [...(peaksByImage.get(image) ?? []), peak]);
   };
+  const ctx: BatchPairContext = { batch, manifest, gpuPeaksByImage: () => peaksByImage };
   // A stop recorded for an earlier supervisor is void; one sent after our identity is published is ours.
   // Until the real handler is in place, SIGUSR2 (whose default action would kill us) is only latched.
   await unlink(store.resolve(STOP_FILE)).catch(() => undefined);
@@ -123,11 +125,40 @@ async function superviseHeld(
     await journal('resumed', { cleared: before.pauseReasons.filter((r) => !kept.includes(r)), kept });
   }
 
-  let files = await readJobFiles(store, manifest);
+  // The ledger status is written from: every record this store appends from here on is folded in as it becomes
+  // durable; the records before, and the jobs, come from the journal and the files read once just below.
+  let ledger: BatchLedger | undefined;
+  const early: { record: JournalRecord; endBytes: number }[] = [];
+  const stopFolding = store.onJournalAppend((record, endBytes) => {
+    const r = record as JournalRecord & { job_id?: unknown; gpu_peak_mib?: unknown };
+    if (r.type === 'pair_finished' && typeof r.job_id === 'string' && typeof r.gpu_peak_mib === 'number') notePeak(r.job_id, r.gpu_peak_mib);
+    if (ledger === undefined) early.push({ record, endBytes });
+    else if (record.seq > ledger.journalSeq) ledger.apply(record, endBytes);
+  });
+  let files: JobFiles[];
+  try {
+    files = await readJobFiles(store, manifest);
+    for (const f of files) for (const peak of gpuPeaksOf([f])) notePeak(f.job.job_id, peak);
+    const slice = await store.readJournalSlice();
+    const seeded = ledgerFromFiles(manifest, files, slice.records);
+    seeded.at(slice.records.at(-1)?.seq ?? 0, slice.endBytes);
+    for (const { record, endBytes } of early) if (record.seq > seeded.journalSeq) seeded.apply(record, endBytes);
+    ledger = seeded;
+  } catch (err) {
+    stopFolding();
+    throw err;
+  }
+  const book = ledger;
   const pending = new Set(files.filter((f) => f.result === null).map((f) => f.job.job_id));
-  const envs: Map<string, ResolvedJobEnvironment> = resolveAllEnvironments(manifest, deps.environment, pending, { allowShortSecrets: batch.allow_short_secrets === true });
+  let envs: Map<string, ResolvedJobEnvironment>;
+  try {
+    envs = resolveAllEnvironments(manifest, deps.environment, pending, { allowShortSecrets: batch.allow_short_secrets === true });
+  } catch (err) {
+    stopFolding();
+    throw err;
+  }
 
-  const pauseReasons = new Set<PauseReason>(foldJournal(await store.readJournal()).pauseReasons);
+  const pauseReasons = new Set<PauseReason>(book.fold().pauseReasons);
   const claimed = new Set(files.filter((f) => f.receipt !== null).map((f) => f.job.job_id));
   let finishedCount = files.filter((f) => f.result !== null).length;
   const finishedHere: { jobId: string; classification: Classification }[] = [];
@@ -148,22 +179,35 @@ async function superviseHeld(
     // recorded pause or stop is shown as paused anyway (fail closed).
     await bestEffort('journal paused', () => journal('paused', { reasons: fresh, ...(jobId ? { job_id: jobId } : {}) }));
     logger.warn({ reasons: fresh, job: jobId }, 'batch paused');
+    await writeStatus();
   };
 
   const report = reportRefresher(store, clock, logger);
-  const writeStatus = async (): Promise<void> => {
-    files = await readJobFiles(store, manifest);
-    const runningView: RunningPair[] = [...running.values()].map((h) => ({
+  const capacity = capacityConfigOf(manifest, batch);
+  // A swarm batch's status shows the GPUs in use per node: the jobs by id, once.
+  const jobsById = batch.executor?.kind === 'swarm' ? new Map(manifest.jobs.map((j) => [j.job_id, j])) : undefined;
+  /** status.json from the ledger (never a rescan of the job folders), with the basis `e1-batch status` builds on. */
+  const writeStatusNow = async (): Promise<void> => {
+    // A job a harness fault left unsettled: its files decide (one job, not the batch).
+    for (const jobId of book.unsettled()) {
+      settleFromFiles(book, jobId, await store.readJson<Receipt>(receiptRel(jobId)), await store.readJson<ResultRecord>(resultRel(jobId)));
+    }
+    const view = [...running.values()].map((h) => ({
       job_id: h.jobId,
       container_id: h.containerId,
       started_at: h.startedAt,
       deadline: h.deadline,
       ...(h.node !== undefined ? { node: h.node } : {}),
     }));
-    const status = await buildStatus({ store, batch, manifest, files, journal: await store.readJournal(), running: runningView, now: clock.now(), supervisorAlive: true });
-    await store.writeJsonAtomic(STATUS_FILE, status);
+    const written = await buildWrittenStatus({ ledger: book, output: store.root, batch, capacity, supervisor: record, running: view, now: clock.now(), ...(jobsById !== undefined ? { jobs: jobsById } : {}) });
+    await store.writeJsonAtomic(STATUS_FILE, written);
     report.poke();
   };
+  const statusWriter = new CoalescingWriter(writeStatusNow, clock, STATUS_MIN_INTERVAL_MS, (err) => logger.error({ err: errorKind(err), what: 'status.json' }, 'write failed; continuing fail-closed'));
+  /** A status change that can wait (a pair started): coalesced, at most one write per STATUS_MIN_INTERVAL_MS. */
+  const statusSoon = (): void => statusWriter.soon();
+  /** A status change that matters (a pair finished, a pause, a stop): written now. */
+  const writeStatus = (): Promise<void> => statusWriter.now();
 
   const applyStop = async (request: StopRequest | null): Promise<void> => {
     if (!request) return;
@@ -174,7 +218,10 @@ async function superviseHeld(
       for (const h of running.values()) h.terminate.abort();
     }
     wake();
-    if (fresh) await bestEffort('journal stop_requested', () => journal('stop_requested', { terminate: request.terminate }));
+    if (fresh) {
+      await bestEffort('journal stop_requested', () => journal('stop_requested', { terminate: request.terminate }));
+      await writeStatus();
+    }
   };
   const onSignal = (): void => {
     // First SIGTERM/SIGINT: stop (running pairs finish); a second one: terminate them.
@@ -207,7 +254,7 @@ async function superviseHeld(
         if (placed !== null) {
           h.node = placed.node;
           await bestEffort('journal pair_placed', () => journal('pair_placed', { job_id: h.jobId, node: placed.node }));
-          await writeStatus().catch(() => undefined);
+          statusSoon();
           return;
         }
         await new Promise((resolve) => setTimeout(resolve, PLACEMENT_POLL_MS));
@@ -217,7 +264,7 @@ async function superviseHeld(
   const onRunning = (h: RunningHandle): void => {
     running.set(h.jobId, h);
     if (terminateRequested) h.terminate.abort();
-    void writeStatus().catch(() => undefined);
+    statusSoon();
     watchPlacement(h);
   };
   const settle = async (jobId: string, work: Promise<FinishReport | null>): Promise<void> => {
@@ -236,7 +283,7 @@ async function superviseHeld(
     } finally {
       running.delete(jobId);
       tasks.delete(jobId);
-      await writeStatus().catch(() => undefined);
+      await writeStatus();
       wake();
     }
   };
@@ -270,15 +317,14 @@ async function superviseHeld(
       }
     }
     let sourcesChecked = false;
-    const capacity = capacityConfigOf(manifest, batch);
-    await bestEffort('status.json', writeStatus);
+    await writeStatus();
     for (;;) {
       const decision = decideDispatch({
         jobIds: manifest.jobs.map((j) => j.job_id),
         claimed,
         running: tasks.size,
         finishedCount,
-        gpuPeaksMib: gpuPeaksOf(files),
+        gpuPeaksMib: book.gpuPeaks(),
         capacity,
         paused: pauseReasons.size > 0,
         stopping: stopRequested,
@@ -330,6 +376,8 @@ async function superviseHeld(
   } finally {
     // Whatever happened, pairs already running are finished (and their containers removed) before we exit.
     await Promise.allSettled(tasks.values());
+    await statusWriter.close();
+    stopFolding();
     clearInterval(stopPoll);
     process.off('SIGUSR2', onUsr2);
     if (deps.handleSignals) {

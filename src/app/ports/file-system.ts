@@ -46,6 +46,16 @@ export interface FileSystem {
   mkdir(path: string, permissions: number): Promise<void>;
   chmod(path: string, permissions: number): Promise<void>;
   readFile(path: string): Promise<Uint8Array>;
+  /**
+   * The bytes from `offset` to the end of the file (empty when the file is shorter). Optional: without it the
+   * store reads the whole file and keeps the tail.
+   */
+  readFileFrom?(path: string, offset: number): Promise<Uint8Array>;
+  /**
+   * Whether each path exists (lstat: a symlink counts), for many paths at once. Optional: without it the store
+   * lstats them one by one.
+   */
+  existMany?(paths: readonly string[]): Promise<boolean[]>;
   readdir(path: string): Promise<DirEntry[]>;
   /** Does not follow a symlink at the final component. */
   lstat(path: string): Promise<FileInfo>;

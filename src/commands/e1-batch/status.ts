@@ -42,7 +42,8 @@ function withoutElapsed(view: string): string {
 export default class BatchStatusCommand extends BaseCommand {
   static override summary = 'Show the derived state of a batch: counts, running pairs, pause reasons, leftovers.';
   static override description =
-    'Computed fresh from the journal, the job files and the engine (containers labelled with the batch id). ' +
+    'Computed fresh from the journal, the job files and the engine (containers labelled with the batch id), reading only what changed: ' +
+    "a live supervisor's status.json and the journal records after it, or else the journal folded once. " +
     'With --exit-status the exit code is 0 while running or drained cleanly, 4 when the batch finished with failures or is paused.';
   static override examples = [
     '<%= config.bin %> e1-batch status --output ./batch',

@@ -24,13 +24,23 @@ export interface Eta {
 export function estimateEta(input: EtaInput): Eta | null {
   const durations = input.finishedDurationsSec.filter((d) => Number.isFinite(d) && d >= 0);
   if (durations.length === 0) return null;
-  if (input.pending === 0 && input.runningElapsedSec.length === 0) return null;
   const mean = durations.reduce((a, b) => a + b, 0) / durations.length;
+  return estimateEtaFromMean({ meanSec: mean, basisPairs: durations.length }, input);
+}
+
+/** The same estimate from a mean already known (status keeps a running sum, not every duration). */
+export function estimateEtaFromMean(
+  basis: { readonly meanSec: number; readonly basisPairs: number } | null,
+  input: Omit<EtaInput, 'finishedDurationsSec'>,
+): Eta | null {
+  if (basis === null || basis.basisPairs === 0) return null;
+  if (input.pending === 0 && input.runningElapsedSec.length === 0) return null;
+  const mean = basis.meanSec;
   const runningLeft = input.runningElapsedSec.reduce((sum, elapsed) => sum + Math.max(0, mean - elapsed), 0);
   const workers = Math.max(1, input.workersAllowed);
   return {
     remaining_sec: Math.round((input.pending * mean + runningLeft) / workers),
     mean_pair_sec: Math.round(mean * 10) / 10,
-    basis_pairs: durations.length,
+    basis_pairs: basis.basisPairs,
   };
 }

@@ -1,0 +1,389 @@
+import { JournalFolder, type BatchEvent, type Counts, type JournalFold, type JournalFoldState } from './batch-state.js';
+import { CLASSIFICATIONS, type Classification } from './result.js';
+
+/**
+ * The batch's bookkeeping as status needs it, kept up to date one journal record at a time (SPEC §6.11). Pure.
+ *
+ * Status never needs every job: it needs how many are claimed and finished (per classification), the pairs
+ * claimed without a result, the finished pairs' summed durations (for the ETA) and their largest GPU peak. The
+ * ledger holds exactly that, updated by `apply(record)` in journal order; a job whose records do not tell it
+ * everything (a record from an older writer, a harness fault, a receipt published just before a crash) is
+ * set aside as `unsettled` until its files are read (`settle`). Its `basis()` is what status.json keeps so that
+ * `e1-batch status` can apply only the records written after it.
+ */
+
+/** A claim without a result. `index`: the job's position in the manifest (status lists claims in that order). */
+export interface OpenClaim {
+  readonly job_id: string;
+  readonly index: number;
+  readonly claim_id: string;
+  readonly claimed_at: string;
+  readonly deadline: string;
+  readonly container_id: string | null;
+  /** Swarm executor: the node the pair was placed on (`pair_placed`), once known. */
+  readonly node?: string;
+}
+
+/** A finished pair, as status counts it. `gpu_peak_mib`: a completed pair's usable GPU peak, else null. */
+export interface FinishFacts {
+  readonly classification: Classification;
+  readonly started_at: string;
+  readonly finished_at: string;
+  readonly gpu_peak_mib: number | null;
+}
+
+export const BASIS_SCHEMA = 'roboguide.e1.status_basis/v1' as const;
+
+/** What status.json keeps of the ledger: its size grows with the claims without result, never with the batch. */
+export interface LedgerBasis {
+  readonly schema: typeof BASIS_SCHEMA;
+  /** The last journal record folded in, and the byte offset just past it. */
+  readonly journal_seq: number;
+  readonly journal_bytes: number;
+  readonly total: number;
+  /** Jobs with a claim, finished ones included. */
+  readonly claimed: number;
+  readonly finished: Readonly<Record<Classification, number>>;
+  /** Summed durations (whole milliseconds) of the finished pairs with a usable duration, and how many. */
+  readonly duration_ms: number;
+  readonly timed: number;
+  readonly gpu_peak_mib: number | null;
+  readonly gpu_peaks: number;
+  readonly open: readonly OpenClaim[];
+  readonly fold: JournalFoldState;
+}
+
+type Entry = { readonly kind: 'open'; claim: OpenClaim } | { readonly kind: 'finished'; readonly facts: FinishFacts } | { readonly kind: 'unsettled' };
+
+export interface LedgerJob {
+  readonly job_id: string;
+  readonly timeout_seconds: number;
+}
+
+export type ApplyOutcome = 'applied' | 'unsure';
+
+function zeroFinished(): Record<Classification, number> {
+  return Object.fromEntries(CLASSIFICATIONS.map((c) => [c, 0])) as Record<Classification, number>;
+}
+
+function str(value: unknown): string | null {
+  return typeof value === 'string' ? value : null;
+}
+
+/** Milliseconds from start to finish, when both parse and the difference is not negative. */
+function durationMs(facts: FinishFacts): number | null {
+  const ms = new Date(facts.finished_at).getTime() - new Date(facts.started_at).getTime();
+  return Number.isFinite(ms) && ms >= 0 ? ms : null;
+}
+
+export function deadlineOf(claimedAt: string, timeoutSeconds: number): string {
+  return new Date(new Date(claimedAt).getTime() + timeoutSeconds * 1000).toISOString();
+}
+
+export class BatchLedger {
+  #seq = 0;
+  #bytes = 0;
+  readonly #total: number;
+  #claimed = 0;
+  readonly #finished = zeroFinished();
+  #durationMs = 0;
+  #timed = 0;
+  #peak: number | null = null;
+  #peaks = 0;
+  readonly #placed = new Map<string, string>();
+  /**
+   * Full ledgers (the supervisor's, cold status) know every claimed job; a ledger restored from a basis (hot status)
+   * knows only the open claims, and answers `unsure` to a record it cannot place.
+   */
+  readonly #full: boolean;
+  readonly #entries = new Map<string, Entry>();
+  /** The open entries again, so that status costs O(open claims), not O(jobs). */
+  readonly #openClaims = new Map<string, { claim: OpenClaim }>();
+  readonly #folder: JournalFolder;
+  readonly #indexOf: (jobId: string) => number | undefined;
+  readonly #timeoutOf: (jobId: string) => number | undefined;
+
+  private constructor(total: number, full: boolean, folder: JournalFolder, indexOf: (jobId: string) => number | undefined, timeoutOf: (jobId: string) => number | undefined) {
+    this.#total = total;
+    this.#full = full;
+    this.#folder = folder;
+    this.#indexOf = indexOf;
+    this.#timeoutOf = timeoutOf;
+  }
+
+  /** An empty ledger over the manifest's jobs (nothing claimed, nothing folded). */
+  static forJobs(jobs: readonly LedgerJob[]): BatchLedger {
+    const index = new Map(jobs.map((j, i) => [j.job_id, i]));
+    const timeout = new Map(jobs.map((j) => [j.job_id, j.timeout_seconds]));
+    return new BatchLedger(jobs.length, true, new JournalFolder(), (id) => index.get(id), (id) => timeout.get(id));
+  }
+
+  /** The ledger a status.json was written from; `indexOf` places claims recorded after it. */
+  static restore(basis: LedgerBasis, indexOf: (jobId: string) => number | undefined): BatchLedger {
+    const known = new Map(basis.open.map((c) => [c.job_id, c.index]));
+    const ledger = new BatchLedger(basis.total, false, new JournalFolder(basis.fold), (id) => known.get(id) ?? indexOf(id), () => undefined);
+    ledger.#seq = basis.journal_seq;
+    ledger.#bytes = basis.journal_bytes;
+    ledger.#claimed = basis.claimed;
+    for (const c of CLASSIFICATIONS) ledger.#finished[c] = basis.finished[c];
+    ledger.#durationMs = basis.duration_ms;
+    ledger.#timed = basis.timed;
+    ledger.#peak = basis.gpu_peak_mib;
+    ledger.#peaks = basis.gpu_peaks;
+    for (const claim of basis.open) ledger.#setOpen(claim);
+    return ledger;
+  }
+
+  get journalSeq(): number {
+    return this.#seq;
+  }
+
+  get journalBytes(): number {
+    return this.#bytes;
+  }
+
+  /**
+   * Fold one journal record (in journal order; `endBytes`: the offset just past it). Job records that do not say
+   * everything status needs make their job unsettled (full ledger) or are answered `unsure` (restored ledger).
+   */
+  apply(record: BatchEvent & { readonly seq?: number; readonly at?: string }, endBytes?: number): ApplyOutcome {
+    this.#folder.apply(record);
+    this.#notePlacement(record);
+    if (typeof record.seq === 'number') this.#seq = record.seq;
+    if (endBytes !== undefined) this.#bytes = endBytes;
+    const r = record as Record<string, unknown>;
+    const jobId = str(r['job_id']);
+    // A receipt or result write that failed: the file may or may not be there. Its files decide.
+    if (record.type === 'harness_fault' && jobId !== null && !this.#full) return 'unsure';
+    if (jobId === null || this.#indexOf(jobId) === undefined) {
+      // Not a job record, or a job the manifest does not have (status never counts those).
+      return record.type === 'claimed' || record.type === 'pair_finished' ? (this.#full || jobId === null ? 'applied' : 'unsure') : 'applied';
+    }
+    const entry = this.#entries.get(jobId);
+    switch (record.type) {
+      case 'claimed': {
+        const claimId = str(r['claim_id']);
+        const claimedAt = str(r['claimed_at']);
+        const deadline = str(r['deadline']);
+        if (entry !== undefined || claimId === null || claimedAt === null || deadline === null) return this.#unsettle(jobId);
+        this.#open({ job_id: jobId, index: this.#indexOf(jobId) ?? 0, claim_id: claimId, claimed_at: claimedAt, deadline, container_id: null });
+        return 'applied';
+      }
+      case 'container_created': {
+        const containerId = str(r['container_id']);
+        if (entry?.kind === 'open' && containerId !== null) entry.claim = { ...entry.claim, container_id: containerId };
+        return 'applied';
+      }
+      case 'pair_finished': {
+        const facts = finishFactsOf(r);
+        const claimId = str(r['claim_id']);
+        if (facts === null || (entry !== undefined && (entry.kind !== 'open' || entry.claim.claim_id !== claimId))) return this.#unsettle(jobId);
+        if (entry === undefined) {
+          // A receipt published without its `claimed` record (a crash between the two), finished on resume.
+          if (!this.#full) return 'unsure';
+          this.#claimed++;
+        }
+        this.#finish(jobId, facts);
+        return 'applied';
+      }
+      case 'harness_fault':
+        return this.#unsettle(jobId);
+      default:
+        return 'applied';
+    }
+  }
+
+  /** Fold a record into the batch facts (pauses, stops, exits) only: the jobs are settled from their files. */
+  foldOnly(record: BatchEvent & { readonly seq?: number; readonly at?: string }): void {
+    this.#folder.apply(record);
+    this.#notePlacement(record);
+    if (typeof record.seq === 'number') this.#seq = record.seq;
+  }
+
+  /** Swarm: the node a pair was last placed on (its `pair_placed` records), or undefined. */
+  placement(jobId: string): string | undefined {
+    return this.#placed.get(jobId);
+  }
+
+  #notePlacement(record: BatchEvent): void {
+    const r = record as Record<string, unknown>;
+    const jobId = str(r['job_id']);
+    const node = str(r['node']);
+    if (record.type !== 'pair_placed' || jobId === null || node === null) return;
+    this.#placed.set(jobId, node);
+    const entry = this.#entries.get(jobId);
+    if (entry?.kind === 'open') entry.claim = { ...entry.claim, node };
+  }
+
+  /** Jobs whose files must be read before status is exact (see `settle`). */
+  unsettled(): string[] {
+    return [...this.#entries].flatMap(([id, e]) => (e.kind === 'unsettled' ? [id] : []));
+  }
+
+  /** Jobs with a claim and no result, in manifest order. */
+  open(): OpenClaim[] {
+    return [...this.#openClaims.values()].map((e) => e.claim).sort((a, b) => a.index - b.index);
+  }
+
+  /** Jobs the ledger counts as finished. */
+  finishedJobs(): string[] {
+    return [...this.#entries].flatMap(([id, e]) => (e.kind === 'finished' ? [id] : []));
+  }
+
+  /** Whether the ledger has a record of this job (any state). */
+  knows(jobId: string): boolean {
+    return this.#entries.has(jobId);
+  }
+
+  /** Finished, as far as this ledger knows (a restored ledger knows only its open claims: null otherwise). */
+  finishedKnown(jobId: string): boolean | null {
+    const e = this.#entries.get(jobId);
+    if (e?.kind === 'finished') return true;
+    if (e?.kind === 'open') return false;
+    return this.#full ? false : null;
+  }
+
+  /**
+   * A job as its files show it: the receipt (the claim) and the result. Replaces whatever the ledger had for it;
+   * the truth for claims and finishes is the files, the journal only says when to look.
+   */
+  settle(jobId: string, receipt: { readonly claim_id: string; readonly claimed_at: string; readonly container_id: string | null } | null, result: FinishFacts | null): void {
+    const index = this.#indexOf(jobId);
+    if (index === undefined) return;
+    this.#forget(jobId);
+    if (receipt === null) return;
+    if (result !== null) {
+      this.#claimed++;
+      this.#finish(jobId, result);
+      return;
+    }
+    const timeout = this.#timeoutOf(jobId) ?? 0;
+    this.#open({ job_id: jobId, index, claim_id: receipt.claim_id, claimed_at: receipt.claimed_at, deadline: deadlineOf(receipt.claimed_at, timeout), container_id: receipt.container_id });
+  }
+
+  /** Records the position in the journal without a record (the offset of an empty or just-read journal). */
+  at(seq: number, bytes: number): void {
+    this.#seq = seq;
+    this.#bytes = bytes;
+  }
+
+  fold(): JournalFold {
+    return this.#folder.fold();
+  }
+
+  /** Counts as status shows them; `running`: the pairs running now (the caller decides which). */
+  counts(running: number): Counts {
+    return {
+      total: this.#total,
+      pending: this.#total - this.#claimed,
+      claimed: this.#openClaims.size,
+      running,
+      completed: this.#finished.completed,
+      infrastructure_failure: this.#finished.infrastructure_failure,
+      fatal: this.#finished.fatal,
+      provider_stop: this.#finished.provider_stop,
+      harness_failure: this.#finished.harness_failure,
+    };
+  }
+
+  finishedCount(): number {
+    return CLASSIFICATIONS.reduce((sum, c) => sum + this.#finished[c], 0);
+  }
+
+  /** The usable GPU peaks as the dispatch rule reads them: the largest, or none. */
+  gpuPeaks(): number[] {
+    return this.#peak === null ? [] : [this.#peak];
+  }
+
+  /** Mean duration (seconds) of the finished pairs with a usable duration, and how many; null before the first. */
+  meanDuration(): { readonly meanSec: number; readonly basisPairs: number } | null {
+    return this.#timed === 0 ? null : { meanSec: this.#durationMs / 1000 / this.#timed, basisPairs: this.#timed };
+  }
+
+  basis(): LedgerBasis {
+    return {
+      schema: BASIS_SCHEMA,
+      journal_seq: this.#seq,
+      journal_bytes: this.#bytes,
+      total: this.#total,
+      claimed: this.#claimed,
+      finished: { ...this.#finished },
+      duration_ms: this.#durationMs,
+      timed: this.#timed,
+      gpu_peak_mib: this.#peak,
+      gpu_peaks: this.#peaks,
+      open: this.open(),
+      fold: this.#folder.state(),
+    };
+  }
+
+  #open(claim: OpenClaim): void {
+    this.#claimed++;
+    this.#setOpen(claim);
+  }
+
+  #setOpen(claim: OpenClaim): void {
+    const entry = { kind: 'open' as const, claim };
+    this.#entries.set(claim.job_id, entry);
+    this.#openClaims.set(claim.job_id, entry);
+  }
+
+  #finish(jobId: string, facts: FinishFacts): void {
+    this.#openClaims.delete(jobId);
+    this.#entries.set(jobId, { kind: 'finished', facts });
+    this.#finished[facts.classification]++;
+    const ms = durationMs(facts);
+    if (ms !== null) {
+      this.#durationMs += ms;
+      this.#timed++;
+    }
+    if (facts.gpu_peak_mib !== null) {
+      this.#peaks++;
+      this.#peak = this.#peak === null ? facts.gpu_peak_mib : Math.max(this.#peak, facts.gpu_peak_mib);
+    }
+  }
+
+  #unsettle(jobId: string): ApplyOutcome {
+    if (!this.#full) return 'unsure';
+    this.#forget(jobId);
+    this.#entries.set(jobId, { kind: 'unsettled' });
+    return 'applied';
+  }
+
+  /** Takes a job's contribution out of the counts (a restored ledger never gets here for a finished job). */
+  #forget(jobId: string): void {
+    const entry = this.#entries.get(jobId);
+    this.#entries.delete(jobId);
+    this.#openClaims.delete(jobId);
+    if (entry === undefined || entry.kind === 'unsettled') return;
+    this.#claimed--;
+    if (entry.kind === 'open') return;
+    const { facts } = entry;
+    this.#finished[facts.classification]--;
+    const ms = durationMs(facts);
+    if (ms !== null) {
+      this.#durationMs -= ms;
+      this.#timed--;
+    }
+    if (facts.gpu_peak_mib !== null) {
+      this.#peaks--;
+      let peak: number | null = null;
+      for (const e of this.#entries.values()) {
+        if (e.kind === 'finished' && e.facts.gpu_peak_mib !== null) peak = peak === null ? e.facts.gpu_peak_mib : Math.max(peak, e.facts.gpu_peak_mib);
+      }
+      this.#peak = peak;
+    }
+  }
+}
+
+/** The finish facts a `pair_finished` record carries (records from before they did: null, read the result). */
+export function finishFactsOf(r: Readonly<Record<string, unknown>>): FinishFacts | null {
+  const classification = r['classification'];
+  const startedAt = str(r['started_at']);
+  const finishedAt = str(r['finished_at']);
+  const peak = r['gpu_peak_mib'];
+  if (typeof classification !== 'string' || !(CLASSIFICATIONS as readonly string[]).includes(classification)) return null;
+  if (startedAt === null || finishedAt === null || !Object.hasOwn(r, 'gpu_peak_mib')) return null;
+  if (peak !== null && (typeof peak !== 'number' || !Number.isFinite(peak) || peak <= 0)) return null;
+  return { classification: classification as Classification, started_at: startedAt, finished_at: finishedAt, gpu_peak_mib: peak };
+}
