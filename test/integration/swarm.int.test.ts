@@ -208,13 +208,35 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
   }
 
   it(`a ${PAIRS}-pair batch (e1-batch start --executor swarm, 2 nodes x 2 fake GPUs, 1 GPU per pair): every pair once, local evidence shape, nothing left on either node, no held reservation`, async () => {
-    expect(cli(['capacity', '--registry', registry, '--max-reservations', '4']).status).toBe(0);
+    // Limits per node: two slots on each node (its two GPUs).
+    expect(cli(['capacity', '--registry', registry, '--max-reservations', '2']).status).toBe(0);
     const two = await runBatch('two-nodes', PAIR_SLEEP_SEC);
     const batch = JSON.parse(await readFile(join(two.output, 'batch.json'), 'utf8')) as { executor: { kind: string }; executor_slots: number };
     expect(batch).toMatchObject({ executor: { kind: 'swarm', manager: cluster.managerUrl }, executor_slots: 4 });
     // Every pair's node is on record, and both nodes took pairs.
     expect(two.nodes.size).toBe(PAIRS);
     expect(new Set(two.nodes.values())).toEqual(new Set(cluster.nodes.map((n) => n.hostname)));
+
+    // Admission per node: each pair's reservation is on the node Swarm ran it on, and no node ran more pairs at
+    // once than its two slots.
+    const reg = SqliteCapacityRegistry.open({ path: registry });
+    try {
+      const rows = await reg.board({ batchId: two.batchId });
+      expect(rows).toHaveLength(PAIRS);
+      for (const row of rows) expect((await reg.reservationForClaim(row.runId))?.node, row.jobId).toBe(two.nodes.get(row.jobId));
+    } finally {
+      await reg.close();
+    }
+    for (const node of cluster.nodes.map((n) => n.hostname)) {
+      const spans = await Promise.all(
+        [...two.nodes].filter(([, n]) => n === node).map(async ([job]) => (await readJson(join(two.output, 'jobs', job, 'result.json'))) as { started_at: string; finished_at: string }),
+      );
+      const edges = spans.flatMap((r) => [[Date.parse(r.started_at), 1], [Date.parse(r.finished_at), -1]] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+      let now = 0;
+      let most = 0;
+      for (const [, d] of edges) most = Math.max(most, (now += d));
+      expect(most, node).toBeLessThanOrEqual(2);
+    }
 
     // Evidence identical in shape to a local batch's (same files per job, same result.json and SUMMARY.json keys).
     const localManifest = join(work, 'local.json');

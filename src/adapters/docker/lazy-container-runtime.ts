@@ -100,8 +100,8 @@ export class LazyContainerRuntime implements ContainerRuntime {
 }
 
 /**
- * A lazily built executor whose runtime also collects mounts and reports placements (the swarm executor): both
- * forwarded, so the lifecycle and the supervisor see them as on the real one. dockerode loads on the first call.
+ * A lazily built executor whose runtime also collects mounts, reports placements and lists its ready nodes (the
+ * swarm executor): all forwarded, so the lifecycle and the supervisor see them as on the real one. dockerode loads on the first call.
  */
 export class LazyExecutorRuntime extends LazyContainerRuntime {
   async collectMounts(id: string): Promise<void> {
@@ -111,5 +111,9 @@ export class LazyExecutorRuntime extends LazyContainerRuntime {
   async placementOf(id: string): Promise<{ readonly node: string } | null> {
     const runtime = await this.runtime();
     return runtime.placementOf ? runtime.placementOf(id) : null;
+  }
+  async readyNodes(constraints?: readonly string[]): Promise<readonly string[]> {
+    const runtime = await this.runtime();
+    return runtime.readyNodes ? runtime.readyNodes(constraints) : [];
   }
 }

@@ -246,17 +246,23 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     }
   }
 
-  /** The swarm's nodes that take work now (ready, active), with their GPUs (generic resources `NVIDIA-GPU`). */
-  async nodes(): Promise<{ readonly id: string; readonly hostname: string; readonly gpus: number }[]> {
+  async readyNodes(constraints: readonly string[] = []): Promise<readonly string[]> {
+    return (await this.#readyRawNodes()).filter((n) => nodeMatches(n, constraints)).map((n) => n.Description?.Hostname ?? n.ID);
+  }
+
+  async #readyRawNodes(): Promise<RawNode[]> {
     let raw: RawNode[];
     try {
       raw = (await promised(this.manager.listNodes.bind(this.manager))(this.#call())) as RawNode[];
     } catch (err) {
       throw toEngineError(err, 'list swarm nodes');
     }
-    return raw
-      .filter((n) => n.Status?.State === 'ready' && (n.Spec?.Availability ?? 'active') === 'active')
-      .map((n) => ({ id: n.ID, hostname: n.Description?.Hostname ?? n.ID, gpus: gpusOf(n) }));
+    return raw.filter((n) => n.Status?.State === 'ready' && (n.Spec?.Availability ?? 'active') === 'active');
+  }
+
+  /** The swarm's nodes that take work now (ready, active), with their GPUs (generic resources `NVIDIA-GPU`). */
+  async nodes(): Promise<{ readonly id: string; readonly hostname: string; readonly gpus: number }[]> {
+    return (await this.#readyRawNodes()).map((n) => ({ id: n.ID, hostname: n.Description?.Hostname ?? n.ID, gpus: gpusOf(n) }));
   }
 
   /** Present on every configured node's engine (a node without it would fail the pair placed there). */
@@ -701,14 +707,42 @@ interface RawTask {
   Status?: { State?: string; Err?: string; Timestamp?: string; ContainerStatus?: { ContainerID?: string; ExitCode?: number } };
 }
 
-interface RawNode {
+export interface RawNode {
   ID: string;
-  Spec?: { Availability?: string };
+  Spec?: { Availability?: string; Role?: string; Labels?: Record<string, string> };
   Status?: { State?: string };
   Description?: {
     Hostname?: string;
+    Platform?: { OS?: string; Architecture?: string };
+    Engine?: { Labels?: Record<string, string> };
     Resources?: { GenericResources?: { NamedResourceSpec?: { Kind?: string }; DiscreteResourceSpec?: { Kind?: string; Value?: number } }[] };
   };
+}
+
+function attributeOf(node: RawNode, attribute: string): string | undefined {
+  if (attribute === 'node.id') return node.ID;
+  if (attribute === 'node.hostname') return node.Description?.Hostname;
+  if (attribute === 'node.role') return node.Spec?.Role;
+  if (attribute === 'node.platform.os') return node.Description?.Platform?.OS;
+  if (attribute === 'node.platform.arch') return node.Description?.Platform?.Architecture;
+  if (attribute.startsWith('node.labels.')) return node.Spec?.Labels?.[attribute.slice('node.labels.'.length)];
+  if (attribute.startsWith('engine.labels.')) return node.Description?.Engine?.Labels?.[attribute.slice('engine.labels.'.length)];
+  return undefined;
+}
+
+/**
+ * Whether a node satisfies placement constraints in the manifest's syntax (`ATTRIBUTE==VALUE`, `ATTRIBUTE!=VALUE`),
+ * as Swarm matches them: values compared without regard to case, a missing attribute equal to nothing. A constraint
+ * we cannot read is left to Swarm (it matches here).
+ */
+export function nodeMatches(node: RawNode, constraints: readonly string[]): boolean {
+  return constraints.every((constraint) => {
+    const m = /^([A-Za-z0-9._-]+) ?(==|!=) ?(.+)$/.exec(constraint);
+    if (m === null) return true;
+    const actual = attributeOf(node, m[1]!);
+    const equal = actual !== undefined && actual.toLowerCase() === m[3]!.toLowerCase();
+    return m[2] === '==' ? equal : !equal;
+  });
 }
 
 function gpusOf(node: RawNode): number {

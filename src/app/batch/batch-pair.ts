@@ -8,7 +8,7 @@ import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '
 import type { ResultRecord } from '../../core/result.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
 import { failpoint, pausepoint } from '../failpoints.js';
-import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import type { AdmitRequest, AdmitResult, CapacityRegistry } from '../ports/capacity-registry.js';
 import type { BatchRecord } from './layout.js';
 import { jobRel, receiptRel } from './layout.js';
 import type { ResolvedJobEnvironment } from './batch-context.js';
@@ -26,6 +26,30 @@ export interface BatchPairContext {
   readonly manifest: Manifest;
   /** The GPU peaks (MiB) the batch has measured so far, per image; admission reserves from them (default none). */
   readonly gpuPeaksByImage?: () => ReadonlyMap<string, readonly number[]>;
+  /**
+   * Swarm: the nodes a pair with these placement constraints may be admitted to, in the order to try. Admission
+   * reserves on the first with room (its slots, GPU budget and published ports in the registry) and pins the
+   * pair's service to that node. None: the registry's own node (the local executor).
+   */
+  readonly admissionNodes?: (constraints: readonly string[]) => Promise<readonly string[]>;
+}
+
+/**
+ * Admission (SPEC §7): on the registry's own node, or on the first of `nodes` with room. Every node refusing:
+ * the last refusal (no node at all: `host_full`).
+ */
+export async function admitOnNodes(
+  registry: CapacityRegistry,
+  request: AdmitRequest,
+  nodes: readonly string[] | null,
+): Promise<{ readonly admitted: AdmitResult; readonly node: string | null }> {
+  if (nodes === null) return { admitted: await registry.admit(request), node: null };
+  let last: AdmitResult = { kind: 'refused', reason: 'host_full', node: '', held: 0, limit: 0 };
+  for (const node of nodes) {
+    last = await registry.admit({ ...request, node });
+    if (last.kind !== 'refused') return { admitted: last, node };
+  }
+  return { admitted: last, node: null };
 }
 
 /**
@@ -69,8 +93,11 @@ export async function dispatchPair(
   const batchId = ctx.batch.batch_id;
   const claimId = randomUUID();
   const peaks = ctx.gpuPeaksByImage?.().get(jobImage(ctx.manifest, job)) ?? [];
-  const admitted = await registry.admit({ batchId, jobId: job.job_id, claimId, gpuMib: expectedGpuMib(job, peaks), ports: job.ports });
+  const nodes = ctx.admissionNodes ? await ctx.admissionNodes(job.placement ?? []) : null;
+  const { admitted, node } = await admitOnNodes(registry, { batchId, jobId: job.job_id, claimId, gpuMib: expectedGpuMib(job, peaks), ports: job.ports }, nodes);
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
+  // Swarm: the pair runs where its reservation is (the registry's limits are per node).
+  const placedJob: Job = node === null ? job : { ...job, placement: [...(job.placement ?? []), `node.hostname==${node}`] };
   const reservationId = admitted.reservationId;
   failpoint('after_reserve');
 
@@ -122,7 +149,7 @@ export async function dispatchPair(
     terminate: new AbortController(),
   };
   onRunning(handle);
-  const result = await executeInBatch(deps, ctx, job, { claimId, secrets: env.secrets, values: env.values, handle, deadlineMs }, {
+  const result = await executeInBatch(deps, ctx, placedJob, { claimId, secrets: env.secrets, values: env.values, handle, deadlineMs }, {
     onCreated: async (containerId) => {
       handle.containerId = containerId;
       receipt = { ...receipt, container_id: containerId };

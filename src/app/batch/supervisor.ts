@@ -19,6 +19,7 @@ import { loadBatch, readJobFiles, resolveAllEnvironments, type JobFiles, type Re
 import { dispatchPair, type BatchPairContext, type BatchPairDeps, type RunningHandle } from './batch-pair.js';
 import { reconcileFinished, removeUnverifiedContainer, type FinishReport } from './finish-pair.js';
 import { receiptRel, resultRel, STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type StopRequest, type SupervisorRecord } from './layout.js';
+import { nodesDown } from './node-down.js';
 import { recoverPair } from './recover-pair.js';
 import { reportRefresher } from './report.js';
 import { checkSources } from './source-check.js';
@@ -98,7 +99,21 @@ async function superviseHeld(
     const image = jobImage(manifest, job);
     peaksByImage.set(image, [...(peaksByImage.get(image) ?? []), peak]);
   };
-  const ctx: BatchPairContext = { batch, manifest, gpuPeaksByImage: () => peaksByImage };
+  // Swarm: admission per node (the registry's slots, GPU budget and ports are per node). The nodes the manager
+  // calls ready, less those the operator declared down, taken in turn so that the pairs spread over the nodes.
+  const readyNodes = batch.executor?.kind === 'swarm' ? deps.execute.runtime.readyNodes?.bind(deps.execute.runtime) : undefined;
+  let turn = 0;
+  const admissionNodes =
+    readyNodes === undefined
+      ? undefined
+      : async (constraints: readonly string[]): Promise<readonly string[]> => {
+          const down = new Set(await nodesDown(store).catch(() => []));
+          const ready = (await readyNodes(constraints).catch(() => [])).filter((n) => !down.has(n));
+          if (ready.length === 0) return [];
+          const first = turn++ % ready.length;
+          return [...ready.slice(first), ...ready.slice(0, first)];
+        };
+  const ctx: BatchPairContext = { batch, manifest, gpuPeaksByImage: () => peaksByImage, ...(admissionNodes ? { admissionNodes } : {}) };
   // A stop recorded for an earlier supervisor is void; one sent after our identity is published is ours.
   // Until the real handler is in place, SIGUSR2 (whose default action would kill us) is only latched.
   await unlink(store.resolve(STOP_FILE)).catch(() => undefined);

@@ -119,5 +119,11 @@ export interface ContainerRuntime {
   collectMounts?(id: string): Promise<void>;
   /** Runtimes with several nodes (swarm): the node that runs (or ran) the container, null while it is not placed. */
   placementOf?(id: string): Promise<{ readonly node: string } | null>;
+  /**
+   * Swarm: the hostnames of the nodes that take work now (ready, active) and satisfy `constraints` (the job's
+   * placement). Admission reserves a pair on one of them (the registry's limits, GPU budget and ports per node) and
+   * the pair's service is pinned there.
+   */
+  readyNodes?(constraints?: readonly string[]): Promise<readonly string[]>;
   containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }
