@@ -136,3 +136,29 @@ describe('LazyContainerRuntime with an info probe', () => {
     await expect(lazy.info()).rejects.toBe(unavailable);
   });
 });
+
+describe('the lazy runtimes forward every method of the real ones', () => {
+  const methods = (proto: object): string[] => Object.getOwnPropertyNames(proto).filter((n) => n !== 'constructor' && !n.startsWith('#'));
+
+  it('LazyContainerRuntime has every public method of DockerContainerRuntime (an optional one left out is silently lost)', async () => {
+    const { DockerContainerRuntime } = await import('../../src/adapters/docker/docker-container-runtime.js');
+    const lazy = new Set([...methods(LazyContainerRuntime.prototype)]);
+    // `split` is the adapter's own helper (demultiplexing), not a method of the port.
+    expect(methods(DockerContainerRuntime.prototype).filter((m) => !lazy.has(m) && m !== 'split')).toEqual([]);
+  });
+
+  it('LazyExecutorRuntime has every public method of SwarmContainerRuntime that the port declares', async () => {
+    const { SwarmContainerRuntime } = await import('../../src/adapters/swarm/swarm-container-runtime.js');
+    const { LazyExecutorRuntime } = await import('../../src/adapters/docker/lazy-container-runtime.js');
+    const lazy = new Set([...methods(LazyContainerRuntime.prototype), ...methods(LazyExecutorRuntime.prototype)]);
+    // `nodes` and `nodeName` are the swarm's own (start asks the swarm runtime itself), not the port's.
+    expect(methods(SwarmContainerRuntime.prototype).filter((m) => !lazy.has(m) && m !== 'nodes' && m !== 'nodeName')).toEqual([]);
+  });
+
+  it('forwards filesystemChanges (the sessions-copy skip) and answers null when the real runtime has none', async () => {
+    const calls: string[] = [];
+    const lazy = new LazyContainerRuntime(() => Promise.resolve(fakeRuntime(calls)));
+    expect(await lazy.filesystemChanges('c1')).toBeNull();
+    expect(calls).toEqual(['filesystemChanges("c1")']);
+  });
+});

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type {
   ContainerHandle,
   ContainerOutput,
@@ -87,6 +88,11 @@ export class LazyContainerRuntime implements ContainerRuntime {
   }
   async getArchive(id: string, path: string): Promise<Readable | null> {
     return (await this.runtime()).getArchive(id, path);
+  }
+  /** Forwarded when the real runtime has it; without it null, which means "copy the sessions dir out". */
+  async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
+    const runtime = await this.runtime();
+    return runtime.filesystemChanges ? runtime.filesystemChanges(id) : null;
   }
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     return (await this.runtime()).listByLabel(labels);
