@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { PassThrough, Writable, type Readable } from 'node:stream';
+import { PassThrough, Readable, Writable } from 'node:stream';
 import Docker from 'dockerode';
 import type {
   ContainerHandle,
@@ -41,6 +41,11 @@ const COLLECT_LIMITS = { maxFiles: 1_000, maxTotalBytes: 256 * 1024 * 1024, maxF
 /** dockerode's promise form of a method whose typings (lagging dockerode 5) only offer the callback overload for our options. */
 function promised(method: unknown): (options: object) => Promise<unknown> {
   return method as (options: object) => Promise<unknown>;
+}
+
+/** A log read without `follow` answers the whole (multiplexed) log as one Buffer, not a stream. */
+function asStream(log: unknown): Readable {
+  return Buffer.isBuffer(log) ? Readable.from([log]) : (log as Readable);
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -381,13 +386,26 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   async #completeLogs(id: string): Promise<void> {
     const feed = this.#feeds.get(id);
     if (feed === undefined) return;
-    await feed.complete(
-      async () => {
-        const service = this.manager.getService(id);
-        return (await promised(service.logs.bind(service))({ follow: false, stdout: true, stderr: true, ...this.#call() })) as Readable;
-      },
-      LOG_COMPLETION_TIMEOUT_MS,
-    );
+    await feed.complete(async () => {
+      // The task's container on its node first: once that engine calls the container exited its log is whole (the
+      // engine waits for the output copiers), whereas the manager's service log is relayed by the node's agent and
+      // can still lack the last (partial) line right after the task ends. The service log when the node cannot say.
+      const placement = this.#placements.get(id);
+      if (placement !== undefined && placement.nodeId !== '' && placement.containerId !== null) {
+        try {
+          const { engine } = await this.#nodeEngine(placement.nodeId);
+          const container = engine.getContainer(placement.containerId);
+          const state = (await container.inspect(this.#call())) as { State?: { Running?: boolean } };
+          if (state.State?.Running === false) {
+            return asStream(await promised(container.logs.bind(container))({ follow: false, stdout: true, stderr: true, ...this.#call() }));
+          }
+        } catch {
+          // the service log below
+        }
+      }
+      const service = this.manager.getService(id);
+      return asStream(await promised(service.logs.bind(service))({ follow: false, stdout: true, stderr: true, ...this.#call() }));
+    }, LOG_COMPLETION_TIMEOUT_MS);
   }
 
   /** The service's newest task, or null (none yet); undefined when the service does not exist. */
