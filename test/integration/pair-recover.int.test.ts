@@ -125,12 +125,22 @@ describe.skipIf(noDocker)('pair recover', () => {
     expect(spawnSync('ls', ['-A', work], { encoding: 'utf8' }).stdout).not.toMatch(/notes\.txt-(wal|shm)/);
   });
 
-  it('refuses a URL for --registry (exit 2, the field named, the password nowhere), nothing written', () => {
+  it('refuses a --registry URL that is not PostgreSQL\'s (exit 2, the field named, the password nowhere), nothing written', () => {
     const empty = join(work, 'empty-url');
     spawnSync('mkdir', ['-p', empty]);
-    const run = cli(['pair', 'recover', '--output', empty, '--registry', 'postgres://u:hunter2secret@db/rg']);
+    const run = cli(['pair', 'recover', '--output', empty, '--registry', 'mysql://u:hunter2secret@db/rg']);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/--registry/);
+    expect(run.stdout + run.stderr).not.toContain('hunter2secret');
+    expect(spawnSync('ls', ['-A', empty], { encoding: 'utf8' }).stdout).toBe('');
+  });
+
+  it('a PostgreSQL URL whose server cannot be reached: a registry error without the password, nothing written', () => {
+    const empty = join(work, 'empty-pg-url');
+    spawnSync('mkdir', ['-p', empty]);
+    const run = cli(['pair', 'recover', '--output', empty, '--registry', 'postgres://u:hunter2secret@db.invalid/rg']);
+    expect(run.code).not.toBe(0);
+    expect(run.stderr).toMatch(/registry/);
     expect(run.stdout + run.stderr).not.toContain('hunter2secret');
     expect(spawnSync('ls', ['-A', empty], { encoding: 'utf8' }).stdout).toBe('');
   });
