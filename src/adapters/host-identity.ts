@@ -51,6 +51,10 @@ export function isSameProcessAliveSync(identity: ProcessIdentity): boolean {
   if (identity.boot_id !== null && bootId !== identity.boot_id) return false;
   const stat = readSync(`/proc/${identity.pid}/stat`);
   if (stat === null) return false;
-  const ticks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // A zombie (Z) or a dead task (X) has ended: killed, only not reaped yet by its parent (or by init, for a
+  // detached supervisor), it still has its /proc entry and start time.
+  if (fields[0] === 'Z' || fields[0] === 'X') return false;
+  const ticks = fields[19] ?? null;
   return ticks !== null && ticks === identity.start_ticks;
 }

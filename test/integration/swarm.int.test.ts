@@ -5,7 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
+import { registryLocation } from '../../src/adapters/registry/default-path.js';
+import { openRegistryAt } from '../../src/adapters/registry/open-registry.js';
+import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
+import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 import { listFilesRecursively } from '../support/files.js';
 import { leftovers, startSwarmCluster, swarmSkipReason, type SwarmCluster } from '../support/swarm-cluster.js';
@@ -22,6 +25,12 @@ const PAIR_SLEEP_SEC = 1;
 let cluster: SwarmCluster;
 let work: string;
 let registry: string;
+let postgres: TestPostgres | undefined;
+
+/** The registry `registry` names, file or URL, opened as the CLI opens it. */
+function openRegistry(): Promise<CapacityRegistry> {
+  return openRegistryAt(registryLocation(registry));
+}
 
 function cli(args: readonly string[], env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn', ...env }, timeout: 300_000 });
@@ -87,8 +96,11 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     work = await mkdtemp(join(tmpdir(), 'rg-swarm-'));
     registry = join(work, 'registry.db');
     cluster = await startSwarmCluster({ nodes: 2, gpusPerNode: 2 });
+    // The 20-pair batch runs on the PostgreSQL registry where one can run here (CI: REQUIRE_POSTGRES=1).
+    if (postgresSkipReason() === null) postgres = startPostgres();
   });
   afterAll(async () => {
+    postgres?.stop();
     await cluster?.stop();
     if (work) await rm(work, { recursive: true, force: true });
   });
@@ -190,7 +202,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       expect((await readFile(counter[0]!, 'utf8')).split('\n').filter(Boolean), job).toHaveLength(1);
     }
     await expectNothingLeft(`roboguide.batch=${out.batch_id}`);
-    const reg = SqliteCapacityRegistry.open({ path: registry });
+    const reg = await openRegistry();
     try {
       expect(await reg.held({ batchId: out.batch_id })).toEqual([]);
       expect((await reg.board({ batchId: out.batch_id })).map((row) => row.jobId).sort()).toEqual(jobs);
@@ -208,9 +220,20 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
   }
 
   it(`a ${PAIRS}-pair batch (e1-batch start --executor swarm, 2 nodes x 2 fake GPUs, 1 GPU per pair): every pair once, local evidence shape, nothing left on either node, no held reservation`, async () => {
+    const fileRegistry = registry;
+    if (postgres !== undefined) registry = await postgres.createDatabase('swarm_batch');
+    try {
+      await twentyPairBatch();
+    } finally {
+      registry = fileRegistry;
+    }
+  });
+
+  async function twentyPairBatch(): Promise<void> {
     // Limits per node: two slots on each node (its two GPUs).
     expect(cli(['capacity', '--registry', registry, '--max-reservations', '2']).status).toBe(0);
     const two = await runBatch('two-nodes', PAIR_SLEEP_SEC);
+    process.stdout.write(`registry: ${postgres !== undefined ? 'PostgreSQL' : 'SQLite'}\n`);
     const batch = JSON.parse(await readFile(join(two.output, 'batch.json'), 'utf8')) as { executor: { kind: string }; executor_slots: number };
     expect(batch).toMatchObject({ executor: { kind: 'swarm', manager: cluster.managerUrl }, executor_slots: 4 });
     // Every pair's node is on record, and both nodes took pairs.
@@ -219,7 +242,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
 
     // Admission per node: each pair's reservation is on the node Swarm ran it on, and no node ran more pairs at
     // once than its two slots.
-    const reg = SqliteCapacityRegistry.open({ path: registry });
+    const reg = await openRegistry();
     try {
       const rows = await reg.board({ batchId: two.batchId });
       expect(rows).toHaveLength(PAIRS);
@@ -264,7 +287,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     expect(await filesOf(join(two.output, 'jobs', 'p00'))).toEqual(await filesOf(join(localOut, 'jobs', 'p00')));
     expect(shape(await readJson(join(two.output, 'jobs', 'p00', 'result.json')))).toEqual(shape(await readJson(join(localOut, 'jobs', 'p00', 'result.json'))));
     expect(Object.keys((await readJson(join(two.output, 'SUMMARY.json'))) as object).sort()).toEqual(Object.keys((await readJson(join(localOut, 'SUMMARY.json'))) as object).sort());
-  });
+  }
 
   /** A small manifest: `jobs` are [job_id, driver actions, placement?]; one GPU each; counters in the outcome folders. */
   async function smallManifest(name: string, jobs: readonly (readonly [string, readonly string[], string?])[]): Promise<string> {
@@ -342,7 +365,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     expect(lines).toHaveLength(30);
     expect(new Set(lines).size).toBe(30);
     await expectNothingLeft(`roboguide.batch=${batchId}`);
-    const reg = SqliteCapacityRegistry.open({ path: registry });
+    const reg = await openRegistry();
     try {
       expect(await reg.held({ batchId })).toEqual([]);
     } finally {
@@ -396,7 +419,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     );
 
     // Never re-run (one run on the registry's board), and its slot is held: the container was never seen gone.
-    const reg = SqliteCapacityRegistry.open({ path: registry });
+    const reg = await openRegistry();
     try {
       expect((await reg.board({ batchId })).filter((r) => r.jobId === 'n1')).toHaveLength(1);
       expect((await reg.held({ batchId })).map((r) => r.jobId)).toEqual(['n1']);
@@ -412,7 +435,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     expect(down.status).toBe(0);
     expect(JSON.parse(down.stdout)).toEqual({ node: victimNode, held: ['n1'], released: ['n1'] });
     expect(((await readJson(join(output, 'nodes-down.json'))) as { nodes: { node: string }[] }).nodes.map((n) => n.node)).toEqual([victimNode]);
-    const after = SqliteCapacityRegistry.open({ path: registry });
+    const after = await openRegistry();
     try {
       expect(await after.held({ batchId })).toEqual([]);
     } finally {
