@@ -46,14 +46,23 @@ export const DOCKER_DIR = fileURLToPath(new URL('../docker', import.meta.url));
 
 /**
  * The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call; a
- * first `info()` on a unix socket is answered by a plain HTTP probe while dockerode loads.
+ * first `info()` or `imageExists()` (`pair run`'s first call) on a unix socket is answered by a plain HTTP probe
+ * while dockerode loads.
  */
 export function createContainerRuntime(): ContainerRuntime {
-  return new LazyContainerRuntime(createDockerRuntime, async () => {
-    const { engineUnixSocket, probeEngineInfo } = await import('./adapters/docker/engine-probe.js');
-    const socket = await engineUnixSocket();
-    return socket === null ? null : probeEngineInfo(socket);
-  });
+  return new LazyContainerRuntime(
+    createDockerRuntime,
+    async () => {
+      const { engineUnixSocket, probeEngineInfo } = await import('./adapters/docker/engine-probe.js');
+      const socket = await engineUnixSocket();
+      return socket === null ? null : probeEngineInfo(socket);
+    },
+    async (image) => {
+      const { engineUnixSocket, probeImageExists } = await import('./adapters/docker/engine-probe.js');
+      const socket = await engineUnixSocket();
+      return socket === null ? null : probeImageExists(socket, image);
+    },
+  );
 }
 
 /** The dockerode runtime itself, for what needs dockerode's client (`images build`). */

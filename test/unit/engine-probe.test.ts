@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
-import { engineUnixSocket, probeEngineInfo } from '../../src/adapters/docker/engine-probe.js';
+import { engineUnixSocket, probeEngineInfo, probeImageExists } from '../../src/adapters/docker/engine-probe.js';
 
 /** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */
 let dir: string;
@@ -22,6 +22,8 @@ beforeAll(async () => {
       res.writeHead(failWith, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'engine is unwell' }));
     } else if (req.url === '/info') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ID: 'ENGINE-ID', Runtimes: { runc: {}, nvidia: {} }, LoggingDriver: 'json-file' }));
+    } else if (req.url === '/images/roboguide/pair-driver:1/json') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Id: 'sha256:abc' }));
     } else if (req.url === '/version') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Version: '28.1.1', ApiVersion: '1.49' }));
     } else {
@@ -85,6 +87,23 @@ describe('engineUnixSocket: the socket dockerode would use', () => {
       expect(await engineUnixSocket({})).toBe(join(home, '.docker', 'run', 'docker.sock'));
     } finally {
       process.env['HOME'] = saved;
+    }
+  });
+});
+
+describe('probeImageExists', () => {
+  it('true for an image the engine has, false for its 404, the engine error otherwise', async () => {
+    failWith = null;
+    const present = probeImageExists(socket, 'roboguide/pair-driver:1');
+    await present.sent;
+    expect(await present.exists).toBe(true);
+    expect(await probeImageExists(socket, 'roboguide/absent:1').exists).toBe(false);
+    expect(requests).toContain('GET /images/roboguide/absent:1/json');
+    failWith = 500;
+    try {
+      await expect(probeImageExists(socket, 'roboguide/pair-driver:1').exists).rejects.toBeInstanceOf(EngineError);
+    } finally {
+      failWith = null;
     }
   });
 });

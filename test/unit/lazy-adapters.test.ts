@@ -116,6 +116,30 @@ describe('LazyContainerRuntime with an info probe', () => {
     expect(calls).toEqual(['imageExists("present:1")', 'info()']);
   });
 
+  it('answers the first imageExists() (pair run\'s first call) from the image probe; later calls use the real runtime', async () => {
+    const calls: string[] = [];
+    const probed: string[] = [];
+    let built = 0;
+    const lazy = new LazyContainerRuntime(
+      () => {
+        built += 1;
+        return Promise.resolve(fakeRuntime(calls));
+      },
+      undefined,
+      (image) => {
+        probed.push(image);
+        return Promise.resolve({ sent: Promise.resolve(), exists: Promise.resolve(image === 'probed:1') });
+      },
+    );
+    expect(await lazy.imageExists('probed:1')).toBe(true);
+    expect(probed).toEqual(['probed:1']);
+    expect(built).toBe(1);
+    expect(calls).toEqual([]);
+    expect(await lazy.imageExists('present:1')).toBe(true); // the real runtime now
+    expect(probed).toEqual(['probed:1']);
+    expect(calls).toEqual(['imageExists("present:1")']);
+  });
+
   it('a probe that cannot run here (null) leaves info() to the real runtime', async () => {
     const calls: string[] = [];
     const lazy = new LazyContainerRuntime(

@@ -79,3 +79,20 @@ export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info
   );
   return { sent: Promise.all([info.sent, version.sent]).then(() => undefined), info: answer };
 }
+
+/**
+ * `docker image inspect IMAGE` straight over the engine's unix socket (see probeEngineInfo): `pair run`'s first
+ * engine call, sent before dockerode loads. true / false (404) as DockerContainerRuntime.imageExists answers, and
+ * the same errors.
+ */
+export function probeImageExists(socketPath: string, image: string): { sent: Promise<void>; exists: Promise<boolean> } {
+  const inspect = getJson(socketPath, `/images/${encodeURI(image)}/json`);
+  const exists = inspect.answer.then(
+    () => true,
+    (err: unknown) => {
+      if ((err as { statusCode?: unknown }).statusCode === 404) return false;
+      throw toEngineError(err, 'inspect an image', image);
+    },
+  );
+  return { sent: inspect.sent, exists };
+}

@@ -14,6 +14,9 @@ import type {
 /** The first `info()` without the real runtime: requests handed to the OS (`sent`), then the engine's answer. */
 export type InfoProbe = () => Promise<{ readonly sent: Promise<void>; readonly info: Promise<EngineInfo> } | null>;
 
+/** The same for `imageExists(image)`: a plain HTTP image inspect (null: not possible here). */
+export type ImageProbe = (image: string) => Promise<{ readonly sent: Promise<void>; readonly exists: Promise<boolean> } | null>;
+
 /**
  * A ContainerRuntime that builds the real one (dockerode and what it pulls in: ssh2, gRPC, protobufjs — the
  * largest part of the CLI's start-up) on its first engine call, once. A command that fails before talking to
@@ -27,11 +30,13 @@ export type InfoProbe = () => Promise<{ readonly sent: Promise<void>; readonly i
 export class LazyContainerRuntime implements ContainerRuntime {
   readonly #load: () => Promise<ContainerRuntime>;
   readonly #probe: InfoProbe | undefined;
+  readonly #imageProbe: ImageProbe | undefined;
   #runtime: Promise<ContainerRuntime> | null = null;
 
-  constructor(load: () => Promise<ContainerRuntime>, probe?: InfoProbe) {
+  constructor(load: () => Promise<ContainerRuntime>, probe?: InfoProbe, imageProbe?: ImageProbe) {
     this.#load = load;
     this.#probe = probe;
+    this.#imageProbe = imageProbe;
   }
 
   /** The real runtime (built now if no call did yet). */
@@ -54,6 +59,15 @@ export class LazyContainerRuntime implements ContainerRuntime {
     return (await this.runtime()).info();
   }
   async imageExists(image: string): Promise<boolean> {
+    if (this.#runtime === null && this.#imageProbe !== undefined) {
+      const probe = await this.#imageProbe(image);
+      if (probe !== null) {
+        probe.exists.catch(() => undefined);
+        await probe.sent;
+        this.runtime().catch(() => undefined);
+        return probe.exists;
+      }
+    }
     return (await this.runtime()).imageExists(image);
   }
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
