@@ -7,25 +7,13 @@ import {
 import { EngineError } from '../adapters/docker/engine-error.js';
 import type { ContainerRuntime, ContainerState } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
+import { sleep } from '../core/sleep.js';
 
 /** What probing an engine that went away found. */
 export type EngineReturn =
   | { readonly kind: 'answered'; readonly state: ContainerState | null; readonly answeredAtMs: number }
   | { readonly kind: 'deadline' }
   | { readonly kind: 'aborted' };
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted === true) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
-}
 
 /** A failure that means "the engine did not answer" (refused, reset, no socket), as opposed to an engine verdict. */
 export function isEngineUnavailable(err: unknown): boolean {

@@ -16,6 +16,7 @@ import { demultiplex } from '../docker/demux.js';
 import { EngineError, statusOf, toEngineError } from '../docker/engine-error.js';
 import { PAIR_LOG_CONFIG } from '../docker/docker-container-runtime.js';
 import { extractArchiveSafely } from '../safe-extract.js';
+import { sleep } from '../../core/sleep.js';
 
 /**
  * The pair lifecycle's ContainerRuntime on Docker Swarm (issue 13, docs/scale-out.md). One replicated service per
@@ -46,19 +47,6 @@ function promised(method: unknown): (options: object) => Promise<unknown> {
 /** A log read without `follow` answers the whole (multiplexed) log as one Buffer, not a stream. */
 function asStream(log: unknown): Readable {
   return Buffer.isBuffer(log) ? Readable.from([log]) : (log as Readable);
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted === true) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
 
 /** dockerode options for an endpoint (TLS files are read here: a missing one is a clear error). */
