@@ -8,7 +8,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EvidenceStore } from '../dist/adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../dist/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { loadBatch, readJobFiles } from '../dist/app/batch/batch-context.js';
 import { writeReport } from '../dist/app/batch/report.js';

@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
-import { EvidenceStore } from '../dist/adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../dist/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { currentProcessIdentity } from '../dist/adapters/host-identity.js';
 import { loadBatch, readJobFiles } from '../dist/app/batch/batch-context.js';
@@ -200,7 +200,7 @@ try {
   }
   const statusArgs = [BIN, 'e1-batch', 'status', '--output', big, '--json'];
   const fullScript = join(root, 'full.mjs');
-  await writeFile(fullScript, `import { EvidenceStore } from '${resolve('dist/adapters/fs/evidence-store.js')}';\nimport { NodeFileSystem } from '${resolve('dist/adapters/fs/node-file-system.js')}';\nimport { readStatusFull } from '${resolve('dist/app/batch/read-status.js')}';\nimport { createContainerRuntime } from '${resolve('dist/composition-root.js')}';\nconst rt = createContainerRuntime();\nconst engine = await rt.info().then(() => rt, () => undefined);\nprocess.stdout.write(JSON.stringify(await readStatusFull(new EvidenceStore(new NodeFileSystem(), process.argv[2]), engine, new Date())));\n`);
+  await writeFile(fullScript, `import { EvidenceStore } from '${resolve('dist/app/evidence/evidence-store.js')}';\nimport { NodeFileSystem } from '${resolve('dist/adapters/fs/node-file-system.js')}';\nimport { readStatusFull } from '${resolve('dist/app/batch/read-status.js')}';\nimport { createContainerRuntime } from '${resolve('dist/composition-root.js')}';\nconst rt = createContainerRuntime();\nconst engine = await rt.info().then(() => rt, () => undefined);\nprocess.stdout.write(JSON.stringify(await readStatusFull(new EvidenceStore(new NodeFileSystem(), process.argv[2]), engine, new Date())));\n`);
 
   console.log(`status of a ${JOBS}-job batch (${JOBS - 1 - PENDING} finished, 1 running, ${PENDING} pending); runs ${RUNS} (medians); load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   const version = await medianProcess([BIN, '--version'], rssFile);

@@ -30,7 +30,7 @@ registerHooks({
     }
   },
 });
-const { startSwarmCluster, swarmSupportProblem } = await import('../test/support/swarm-cluster.ts');
+const { startSwarmCluster, swarmSupportProblem } = await import('../test/support/swarm-clus.ts');
 
 const RUNS = Number(process.argv[2] ?? 5);
 const PAIRS = Number(process.argv[3] ?? 20);

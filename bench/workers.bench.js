@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EvidenceStore } from '../dist/adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../dist/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
 import { prepareBatch } from '../dist/app/batch/start-batch.js';

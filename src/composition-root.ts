@@ -19,7 +19,7 @@ import { systemClock } from './app/ports/clock.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import type { RunPairDeps } from './app/run-pair.js';
-import { EvidenceStore } from './adapters/fs/evidence-store.js';
+import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';

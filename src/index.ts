@@ -17,7 +17,7 @@ export { parseB1Config, renderB1Config } from './core/b1-config.js';
 export { parseNvidiaSmi, type GpuObservation } from './core/gpu/nvidia-smi-parse.js';
 export { observeGpus } from './adapters/nvidia-smi.js';
 export { createRedactStream } from './adapters/redact-stream.js';
-export { EvidenceStore } from './adapters/fs/evidence-store.js';
+export { EvidenceStore } from './app/evidence/evidence-store.js';
 export { NodeFileSystem } from './adapters/fs/node-file-system.js';
 export { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-registry.js';
 export { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';

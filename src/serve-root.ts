@@ -4,7 +4,7 @@ import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
-import { EvidenceStore } from './adapters/fs/evidence-store.js';
+import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { startApiServer } from './adapters/http/api-server.js';
 import { createRedactStream } from './adapters/redact-stream.js';

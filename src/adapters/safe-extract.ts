@@ -31,15 +31,8 @@ export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = Object.freeze({
   maxFileBytes: 256 * 1024 ** 2,
 });
 
-export interface ExtractReport {
-  /** Regular files written completely. */
-  readonly files: number;
-  /** Bytes in those files (after the transform). */
-  readonly bytes: number;
-  readonly refusals: readonly string[];
-  /** The extraction stopped before the end of the archive (limit, abort, archive or write failure). */
-  readonly truncated: boolean;
-}
+import type { ExtractReport } from '../app/ports/session-archive.js';
+export type { ExtractReport } from '../app/ports/session-archive.js';
 
 export interface ExtractOptions {
   readonly limits?: ExtractLimits;

@@ -1,5 +1,5 @@
-import { EngineError } from '../adapters/docker/engine-error.js';
-import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
+import { EngineError } from './ports/engine-error.js';
+import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import { ExitCode } from '../core/errors.js';
 import { outputSpaceWarning } from '../core/output-budget.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';

@@ -7,7 +7,7 @@
  * - anything else, or the retry failing too → `failed`: the file is left as it is.
  * Never throws and never deletes anything.
  */
-import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from './evidence/evidence-store.js';
 import { RoboguideError } from '../core/errors.js';
 import { canonicalJson } from '../core/terminal-proof.js';
 

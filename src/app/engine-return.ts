@@ -4,7 +4,7 @@ import {
   judgeEngineReturn,
   type EngineLoss,
 } from '../core/engine-loss.js';
-import { EngineError } from '../adapters/docker/engine-error.js';
+import { EngineError } from './ports/engine-error.js';
 import type { ContainerRuntime, ContainerState } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
 import { sleep } from '../core/sleep.js';

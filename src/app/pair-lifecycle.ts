@@ -3,8 +3,8 @@ import { PassThrough, Transform, type Readable, type TransformCallback, type Wri
 import { errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
-import type { EngineFault } from '../adapters/docker/engine-error.js';
-import { EngineError } from '../adapters/docker/engine-error.js';
+import type { EngineFault } from './ports/engine-error.js';
+import { EngineError } from './ports/engine-error.js';
 import { untouchedByContainer, type ImageSessionsMemo, type FilesystemChanges } from '../core/sessions-skip.js';
 import { describeUnwatchedStop, judgeUnwatchedStop, type EngineLoss } from '../core/engine-loss.js';
 import { awaitEngineReturn, isEngineUnavailable, waitThroughEngineLoss } from './engine-return.js';

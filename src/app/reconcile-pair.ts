@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from './evidence/evidence-store.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 import type { Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';

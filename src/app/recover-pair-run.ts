@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
-import type { EvidenceStore } from '../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from './evidence/evidence-store.js';
 import { isSameProcessAliveSync } from '../adapters/host-identity.js';
 import { readAndMaskOutcome, readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
 import { classify } from '../core/classify.js';

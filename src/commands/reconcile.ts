@@ -3,7 +3,7 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
-import { EvidenceStore } from '../adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../app/evidence/evidence-store.js';
 import { readOutcomeFile } from '../adapters/outcome-reader.js';
 import { isPostgresLocation, registryLocation } from '../adapters/registry/default-path.js';
 import { checkRegistryLocation, openRegistryAt } from '../adapters/registry/open-registry.js';

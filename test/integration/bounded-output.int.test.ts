@@ -9,8 +9,8 @@ import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/pro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
-import { logLimitMarker } from '../../src/adapters/fs/log-sink.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import { logLimitMarker } from '../../src/app/evidence/log-sink.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';

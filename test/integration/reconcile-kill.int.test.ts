@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { reconcilePair, sha256Hex } from '../../src/app/reconcile-pair.js';
@@ -118,7 +118,7 @@ describe('reconcile --execute killed at each step', () => {
     const jobDir = join(root, pair.jobRel);
     const evidenceBefore = await readdir(jobDir);
     const child = await runChild({
-      STORE_MODULE: dist('adapters/fs/evidence-store.js'),
+      STORE_MODULE: dist('app/evidence/evidence-store.js'),
       FS_MODULE: dist('adapters/fs/node-file-system.js'),
       REGISTRY_MODULE: dist('adapters/registry/sqlite-capacity-registry.js'),
       RECONCILE_MODULE: dist('app/reconcile-pair.js'),

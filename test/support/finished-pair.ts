@@ -7,7 +7,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import type { ContainerRuntime, ContainerState } from '../../src/app/ports/container-runtime.js';

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
-import { logLimitMarker, type LogSink } from '../../src/adapters/fs/log-sink.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import { logLimitMarker, type LogSink } from '../../src/app/evidence/log-sink.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 

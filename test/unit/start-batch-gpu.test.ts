@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
-import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { readStatus } from '../../src/app/batch/read-status.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EvidenceStore } from '../../src/adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { currentProcessIdentity } from '../../src/adapters/host-identity.js';
 import { loadBatch, readJobFiles } from '../../src/app/batch/batch-context.js';

@@ -2,7 +2,7 @@ import { appendFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EvidenceStore, JOURNAL_FILE, type JournalRecord } from '../../src/adapters/fs/evidence-store.js';
+import { EvidenceStore, JOURNAL_FILE, type JournalRecord } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 

@@ -7,12 +7,8 @@ import * as tarFs from 'tar-fs';
 import { RoboguideError } from '../../core/errors.js';
 import { toEngineError } from './engine-error.js';
 
-/** Synthetic images built from `docker/<name>/`; tag is `roboguide/<name>:1`. */
-export const SYNTHETIC_IMAGE_TAG_VERSION = '1';
-export function syntheticImageTag(name: string): string {
-  return `roboguide/${name}:${SYNTHETIC_IMAGE_TAG_VERSION}`;
-}
-export const PAIR_DRIVER_IMAGE = syntheticImageTag('pair-driver');
+import { syntheticImageTag } from '../../core/synthetic-images.js';
+export { PAIR_DRIVER_IMAGE, SYNTHETIC_IMAGE_TAG_VERSION, syntheticImageTag } from '../../core/synthetic-images.js';
 
 const CONTEXT_LABEL = 'roboguide.context-sha256';
 

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError } from '../../core/errors.js';
 import { parseManifest, resolveEnvironment, type Job, type Manifest, type ResolveOptions } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { currentProcessIdentity, readBootId } from '../../adapters/host-identity.js';
 import { readOutcomeFile } from '../../adapters/outcome-reader.js';
 import { errorKind } from '../../core/errors.js';

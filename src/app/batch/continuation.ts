@@ -1,5 +1,5 @@
 import { writeFile } from 'node:fs/promises';
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { foldJournal } from '../../core/batch-state.js';
 import { RoboguideError } from '../../core/errors.js';
 import { loadBatch, readJobFiles } from './batch-context.js';

@@ -1,4 +1,4 @@
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { readOutcomeSha256 } from '../../adapters/outcome-reader.js';
 import { pauseReasonsFor, type PauseReason } from '../../core/classify.js';
 import type { Receipt } from '../../core/receipt.js';

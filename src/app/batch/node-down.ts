@@ -1,4 +1,4 @@
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError } from '../../core/errors.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';

@@ -1,4 +1,4 @@
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { batchOutputNeedBytes, outputSpaceWarning } from '../../core/output-budget.js';
 import { loadBatch } from './batch-context.js';
 

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import { BASIS_SCHEMA, BatchLedger } from '../../core/batch-ledger.js';
 import type { Receipt } from '../../core/receipt.js';

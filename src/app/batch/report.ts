@@ -1,4 +1,4 @@
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { errorKind } from '../../core/errors.js';
 import { buildReportModel, type ReportModel } from '../../core/report/model.js';
 import { renderReportHtml } from '../../core/report/html.js';

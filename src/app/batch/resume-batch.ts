@@ -1,4 +1,4 @@
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { RoboguideError } from '../../core/errors.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments } from './batch-context.js';
 import { runningSupervisor } from './supervisor-liveness.js';

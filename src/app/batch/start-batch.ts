@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../evidence/evidence-store.js';
 import { readBootId } from '../../adapters/host-identity.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { jobImage, type Manifest } from '../../core/manifest/index.js';

@@ -1,4 +1,4 @@
-import type { EvidenceStore, JournalRecord } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 import { BatchLedger, type FinishFacts, type LedgerBasis, type OpenClaim } from '../../core/batch-ledger.js';
 import { deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';

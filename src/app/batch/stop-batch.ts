@@ -1,4 +1,4 @@
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { Clock } from '../ports/clock.js';
 import { STOP_FILE, type StopRequest } from './layout.js';
 import { runningSupervisor } from './supervisor-liveness.js';

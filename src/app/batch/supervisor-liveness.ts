@@ -1,4 +1,4 @@
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
 

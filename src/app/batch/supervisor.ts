@@ -1,7 +1,7 @@
 import { unlink } from 'node:fs/promises';
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { currentProcessIdentity, isSameProcessAliveSync, type ProcessIdentity } from '../../adapters/host-identity.js';
-import type { JournalRecord } from '../../adapters/fs/evidence-store.js';
+import type { JournalRecord } from '../evidence/evidence-store.js';
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { foldJournal, type BatchState } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { access, realpath } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { parsePairSpec } from '../../core/manifest/index.js';
 import { checkMounts, type ProtectedPaths } from '../../core/mount-policy.js';
 import { runPair, type RunPairDeps } from '../run-pair.js';

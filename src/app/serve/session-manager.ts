@@ -3,7 +3,7 @@ import { appendFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import type { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { redactText } from '../../adapters/log-redaction.js';
 import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
 import { referencedName, resolveEnvironment } from '../../core/manifest/index.js';

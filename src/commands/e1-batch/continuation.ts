@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { readCodeVersion } from '../../adapters/code-version.js';
-import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
 import { BaseCommand } from '../../cli/base-command.js';

@@ -2,7 +2,7 @@ import { lstat } from 'node:fs/promises';
 import { basename, dirname, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { REPORT_FILE, writeReport, type ReportTarget } from '../../app/batch/report.js';
 import { BaseCommand } from '../../cli/base-command.js';

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { readCodeVersion } from '../../adapters/code-version.js';
 import { freeDiskBytes } from '../../adapters/doctor-probes.js';
-import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../../adapters/safe-extract.js';
 import { observeGpus } from '../../adapters/nvidia-smi.js';

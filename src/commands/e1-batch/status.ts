@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../adapters/fs/evidence-store.js';
+import { EvidenceStore } from '../../app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { readStatus } from '../../app/batch/read-status.js';
 import type { BatchStatus } from '../../app/batch/status.js';

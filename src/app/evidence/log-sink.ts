@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
-import { errnoOf } from '../../app/ports/file-system.js';
-import type { FileHandle } from '../../app/ports/file-system.js';
+import { errnoOf } from '../ports/file-system.js';
+import type { FileHandle } from '../ports/file-system.js';
 
 /** Where a log write failed and with which errno code (`ENOSPC`…). */
 export interface LogFailure {

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
-import { failpoint } from '../../app/failpoints.js';
-import { errnoOf } from '../../app/ports/file-system.js';
-import type { FileHandle, FileSystem } from '../../app/ports/file-system.js';
+import { failpoint } from '../failpoints.js';
+import { errnoOf } from '../ports/file-system.js';
+import type { FileHandle, FileSystem } from '../ports/file-system.js';
 import { LogSink } from './log-sink.js';
 
 export const FILE_PERMISSIONS = 0o600;

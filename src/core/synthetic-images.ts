@@ -1,0 +1,6 @@
+/** Synthetic images built from `docker/<name>/`; tag is `roboguide/<name>:1`. */
+export const SYNTHETIC_IMAGE_TAG_VERSION = '1';
+export function syntheticImageTag(name: string): string {
+  return `roboguide/${name}:${SYNTHETIC_IMAGE_TAG_VERSION}`;
+}
+export const PAIR_DRIVER_IMAGE = syntheticImageTag('pair-driver');
