@@ -55,7 +55,7 @@ const report = {
   wrongWayImports: crossings.length,
   wrongWayImportsByEdge: crossings.reduce((acc, c) => ({ ...acc, [`${c.from}→${c.to}`]: (acc[`${c.from}→${c.to}`] ?? 0) + 1 }), {}),
   filesWithWrongWayImports: new Set(crossings.map((c) => c.file)).size,
-  largestFunctions: functions.slice(0, 10),
+  largestFunctions: functions.slice(0, 30),
   functionsOver60Lines: functions.filter((f) => f.lines > 60).length,
   filesOver300Lines: long,
 };
