@@ -244,7 +244,6 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     engineLoss: execution.engineLoss,
     harnessFaults,
     allowedHttpStatuses: input.allowedHttpStatuses,
-    sourceHashMismatch: false,
   });
   // The engine's own words are kept, but never with a resolved value in them.
   const engineError = execution.engineError && { ...execution.engineError, message: redact(execution.engineError.message) };

@@ -134,7 +134,6 @@ async function lostPairRunResult(
     engineFault: null,
     harnessFaults: cleanup.verified_absent ? ['lost_worker'] : ['lost_worker', 'cleanup_unverified'],
     allowedHttpStatuses: [],
-    sourceHashMismatch: false,
   });
   const logBytes = async (name: string): Promise<number> => (await stat(deps.store.resolve(name)).catch(() => null))?.size ?? 0;
   return {

@@ -26,7 +26,6 @@ export interface ClassifyInput {
   readonly harnessFaults: readonly HarnessFault[];
   /** HTTP statuses the driver may continue after; empty = none allowed. */
   readonly allowedHttpStatuses: readonly number[];
-  readonly sourceHashMismatch: boolean;
 }
 
 export interface Classified {
@@ -56,7 +55,6 @@ type FailureClass = Exclude<Classification, 'completed'>;
 const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   fatal_failure_flag: 'fatal',
   job_id_mismatch: 'fatal',
-  source_hash_mismatch: 'fatal',
   lost_worker: 'harness_failure',
   log_write_failed: 'harness_failure',
   receipt_write_failed: 'harness_failure',
@@ -154,7 +152,6 @@ function observedReasons(input: ClassifyInput): Reason[] {
   if (input.terminated) reasons.push('terminated');
   if (input.engineFault !== null) reasons.push(input.engineFault);
   if (input.engineLoss !== undefined && input.engineLoss !== null) reasons.push(input.engineLoss);
-  if (input.sourceHashMismatch) reasons.push('source_hash_mismatch');
   return reasons;
 }
 
@@ -165,13 +162,15 @@ export function classify(input: ClassifyInput): Classified {
   return { classification: first === undefined ? 'completed' : classOfReason(first), reasons };
 }
 
-/** The pauses a classified pair causes. An infrastructure failure alone pauses nothing (see streak). */
+/**
+ * The pauses a classified pair causes. An infrastructure failure alone pauses nothing (see streak). `inputs_changed`
+ * is never a pair's: the batch-level pin check (src/app/batch/source-check.ts) sets it.
+ */
 export function pauseReasonsFor(c: Classified): PauseReason[] {
   const classes = new Set(c.reasons.map(classOfReason));
   const pauses = new Set<PauseReason>();
   if (classes.has('fatal')) pauses.add('fatal');
   if (classes.has('provider_stop')) pauses.add('provider');
   if (classes.has('harness_failure')) pauses.add('harness');
-  if (c.reasons.includes('source_hash_mismatch')) pauses.add('inputs_changed');
   return PAUSE_REASONS.filter((p) => pauses.has(p));
 }

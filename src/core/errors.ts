@@ -19,7 +19,6 @@ export type ErrorCode =
   | 'E_REGISTRY'
   | 'E_SUPERVISOR_ALIVE'
   | 'E_BATCH_STATE'
-  | 'E_RECONCILE_REFUSED'
   | 'E_B1_CONFIG_INVALID'
   | 'E_INTERNAL';
 

@@ -39,7 +39,6 @@ export type Reason =
   | 'container_vanished'
   | 'engine_unreachable'
   | 'node_lost'
-  | 'source_hash_mismatch'
   | 'provider_requires_stop'
   | 'provider_status_not_allowed'
   | 'lost_worker'

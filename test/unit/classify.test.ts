@@ -9,7 +9,7 @@ const JOB = 'pair-0001';
 
 /** The table of SPEC §5, written out independently of the implementation. */
 const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] = [
-  ['fatal', ['fatal_failure_flag', 'job_id_mismatch', 'source_hash_mismatch']],
+  ['fatal', ['fatal_failure_flag', 'job_id_mismatch']],
   [
     'harness_failure',
     ['lost_worker', 'log_write_failed', 'receipt_write_failed', 'result_write_failed', 'cleanup_unverified'],
@@ -130,7 +130,6 @@ function expectedPauses(reasons: readonly Reason[]): PauseReason[] {
   if (classes.has('fatal')) pauses.push('fatal');
   if (classes.has('provider_stop')) pauses.push('provider');
   if (classes.has('harness_failure')) pauses.push('harness');
-  if (reasons.includes('source_hash_mismatch')) pauses.push('inputs_changed');
   return pauses;
 }
 
@@ -166,30 +165,26 @@ describe('classify: cartesian product of observations', () => {
           for (const terminated of [false, true]) {
             for (const engineFault of ENGINE_FAULTS) {
               for (const harnessFaults of HARNESS_SETS) {
-                for (const sourceHashMismatch of [false, true]) {
-                  const input: ClassifyInput = {
-                    jobId: JOB,
-                    outcome: oc.check,
-                    timedOut,
-                    terminated,
-                    engineFault,
-                    harnessFaults,
-                    allowedHttpStatuses: allow502 ? [502] : [],
-                    sourceHashMismatch,
-                  };
-                  const causes: Reason[] = [
-                    ...oc.causes(allow502),
-                    ...harnessFaults,
-                    ...(timedOut ? (['timeout'] as const) : []),
-                    ...(terminated ? (['terminated'] as const) : []),
-                    ...(engineFault === null ? [] : [engineFault]),
-                    ...(sourceHashMismatch ? (['source_hash_mismatch'] as const) : []),
-                  ];
-                  cases += 1;
-                  const problems = mismatches(input, causes);
-                  if (problems.length > 0 && failures.length < 20)
-                    failures.push(`${oc.label} ${JSON.stringify(input)}: ${problems.join('; ')}`);
-                }
+                const input: ClassifyInput = {
+                  jobId: JOB,
+                  outcome: oc.check,
+                  timedOut,
+                  terminated,
+                  engineFault,
+                  harnessFaults,
+                  allowedHttpStatuses: allow502 ? [502] : [],
+                };
+                const causes: Reason[] = [
+                  ...oc.causes(allow502),
+                  ...harnessFaults,
+                  ...(timedOut ? (['timeout'] as const) : []),
+                  ...(terminated ? (['terminated'] as const) : []),
+                  ...(engineFault === null ? [] : [engineFault]),
+                ];
+                cases += 1;
+                const problems = mismatches(input, causes);
+                if (problems.length > 0 && failures.length < 20)
+                  failures.push(`${oc.label} ${JSON.stringify(input)}: ${problems.join('; ')}`);
               }
             }
           }
@@ -197,7 +192,7 @@ describe('classify: cartesian product of observations', () => {
       }
     }
     expect(failures).toEqual([]);
-    expect(cases).toBe(98 * 2 * 2 * 2 * 5 * 7 * 2);
+    expect(cases).toBe(98 * 2 * 2 * 2 * 5 * 7);
   });
 
   it('lists every Reason word exactly once in the stable order, grouped strongest class first', () => {
@@ -229,7 +224,6 @@ const input = (over: Partial<ClassifyInput> = {}): ClassifyInput => ({
   engineFault: null,
   harnessFaults: [],
   allowedHttpStatuses: [],
-  sourceHashMismatch: false,
   ...over,
 });
 
@@ -293,10 +287,10 @@ describe('classify: worked examples', () => {
     expect(classify(input({ outcome: valid(incidents) })).reasons).toEqual(['provider_status_not_allowed']);
   });
 
-  it('source hash mismatch pauses fatal and inputs_changed', () => {
-    const got = classify(input({ sourceHashMismatch: true }));
-    expect(got).toEqual({ classification: 'fatal', reasons: ['source_hash_mismatch'] });
-    expect(pauseReasonsFor(got)).toEqual(['fatal', 'inputs_changed']);
+  it('never pauses a batch for changed inputs: only the batch-level pin check does (inputs_changed)', () => {
+    const fatal = classify(input({ outcome: valid({ fatal_failure: true }) }));
+    expect(pauseReasonsFor(fatal)).toEqual(['fatal']);
+    expect(REASON_ORDER).not.toContain('source_hash_mismatch');
   });
 
   it('an invalid outcome cannot hide a fatal flag or a foreign job id', () => {

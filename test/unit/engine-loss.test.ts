@@ -128,7 +128,6 @@ describe('classify with an engine loss', () => {
     engineFault: null,
     harnessFaults: [],
     allowedHttpStatuses: [],
-    sourceHashMismatch: false,
   };
 
   it('is an infrastructure failure whose first reason names the engine, before the missing outcome', () => {

@@ -112,7 +112,7 @@ describe('swarm capacity', () => {
 
   it('a lost node classifies as infrastructure_failure/node_lost', () => {
     expect(
-      classify({ jobId: 'j', outcome: { kind: 'missing' }, timedOut: false, terminated: false, engineFault: null, engineLoss: 'node_lost', harnessFaults: [], allowedHttpStatuses: [], sourceHashMismatch: false }),
+      classify({ jobId: 'j', outcome: { kind: 'missing' }, timedOut: false, terminated: false, engineFault: null, engineLoss: 'node_lost', harnessFaults: [], allowedHttpStatuses: [] }),
     ).toEqual({ classification: 'infrastructure_failure', reasons: ['node_lost', 'outcome_missing'] });
   });
 });

@@ -93,7 +93,6 @@ async function lostWorkerResult(
     engineFault: null,
     harnessFaults: cleanup.verified_absent ? ['lost_worker'] : ['lost_worker', 'cleanup_unverified'],
     allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
-    sourceHashMismatch: false,
   });
   const logBytes = async (name: string): Promise<number> => {
     try {
