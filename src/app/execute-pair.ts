@@ -6,7 +6,7 @@ import { redactOutcome, textRedactor } from '../adapters/log-redaction.js';
 import type { ExtractReport } from './ports/session-archive.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { b1PortEnvironment } from '../core/b1-config.js';
-import { classify, type EngineFault, type HarnessFault } from '../core/classify.js';
+import { classify, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import { checkOutcome, type OutcomeCheck, type OutcomeRead } from '../core/outcome.js';
 import { errorKind } from '../core/errors.js';
@@ -149,11 +149,6 @@ export function outcomeForResult(check: OutcomeCheck, secrets: readonly string[]
   return { value: outcome, redactions };
 }
 
-function toClassifyFault(fault: PairExecution['engineFault']): EngineFault | null {
-  if (fault === null) return null;
-  return fault === 'engine_unavailable' ? 'engine_error' : fault;
-}
-
 /**
  * Run one pair through the lifecycle with the evidence wired to the store, then classify it and build its
  * result.json. Writing the result is the caller's (batch or `pair run`), because what a failed write means
@@ -240,7 +235,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     timedOut: execution.timedOut,
     logLimitExceeded: execution.logLimitExceeded !== null,
     terminated: execution.terminated,
-    engineFault: toClassifyFault(execution.engineFault),
+    engineFault: execution.engineFault,
     engineLoss: execution.engineLoss,
     harnessFaults,
     allowedHttpStatuses: input.allowedHttpStatuses,

@@ -1,3 +1,4 @@
+import { reasonOfEngineFault, type EngineFault } from './engine-fault.js';
 import type { EngineLoss } from './engine-loss.js';
 import type { OutcomeCheck } from './outcome.js';
 import type { Classification, Reason } from './result.js';
@@ -8,7 +9,6 @@ import type { Classification, Reason } from './result.js';
  * observed reason. Arm verdicts are never inspected: ordinary failures are `completed`.
  */
 
-export type EngineFault = 'port_allocated' | 'nvidia_runtime_missing' | 'image_missing' | 'engine_error';
 export type HarnessFault =
   'log_write_failed' | 'receipt_write_failed' | 'result_write_failed' | 'cleanup_unverified' | 'lost_worker';
 
@@ -20,6 +20,7 @@ export interface ClassifyInput {
   readonly logLimitExceeded?: boolean;
   /** The operator stopped the pair (`stop --terminate`). */
   readonly terminated: boolean;
+  /** The engine refused or failed a call of the pair (`engine_unavailable` is reported as `engine_error`). */
   readonly engineFault: EngineFault | null;
   /** The engine went away while the pair ran and what was found when it answered again (or that it never did). */
   readonly engineLoss?: EngineLoss | null;
@@ -150,7 +151,7 @@ function observedReasons(input: ClassifyInput): Reason[] {
   if (input.timedOut) reasons.push('timeout');
   if (input.logLimitExceeded === true) reasons.push('log_limit_exceeded');
   if (input.terminated) reasons.push('terminated');
-  if (input.engineFault !== null) reasons.push(input.engineFault);
+  if (input.engineFault !== null) reasons.push(reasonOfEngineFault(input.engineFault));
   if (input.engineLoss !== undefined && input.engineLoss !== null) reasons.push(input.engineLoss);
   return reasons;
 }

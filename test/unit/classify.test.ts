@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { REASON_ORDER, classify, pauseReasonsFor } from '../../src/core/classify.js';
-import type { ClassifyInput, EngineFault, HarnessFault, PauseReason } from '../../src/core/classify.js';
+import type { ClassifyInput, HarnessFault, PauseReason } from '../../src/core/classify.js';
+import type { EngineFault } from '../../src/core/engine-fault.js';
 import { checkOutcome } from '../../src/core/outcome.js';
 import type { OutcomeCheck } from '../../src/core/outcome.js';
 import type { Classification, Reason } from '../../src/core/result.js';
@@ -46,6 +47,7 @@ const ENGINE_FAULTS: readonly (EngineFault | null)[] = [
   'nvidia_runtime_missing',
   'image_missing',
   'engine_error',
+  'engine_unavailable',
 ];
 const HARNESS_SETS: readonly (readonly HarnessFault[])[] = [
   [],
@@ -179,7 +181,7 @@ describe('classify: cartesian product of observations', () => {
                   ...harnessFaults,
                   ...(timedOut ? (['timeout'] as const) : []),
                   ...(terminated ? (['terminated'] as const) : []),
-                  ...(engineFault === null ? [] : [engineFault]),
+                  ...(engineFault === null ? [] : [engineFault === 'engine_unavailable' ? 'engine_error' : engineFault]),
                 ];
                 cases += 1;
                 const problems = mismatches(input, causes);
@@ -192,7 +194,7 @@ describe('classify: cartesian product of observations', () => {
       }
     }
     expect(failures).toEqual([]);
-    expect(cases).toBe(98 * 2 * 2 * 2 * 5 * 7);
+    expect(cases).toBe(98 * 2 * 2 * 2 * 6 * 7);
   });
 
   it('lists every Reason word exactly once in the stable order, grouped strongest class first', () => {

@@ -1,10 +1,8 @@
+import type { EngineFault } from '../../core/engine-fault.js';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
 
-/**
- * The container runtime port's failure type: every adapter (Docker, Swarm) maps its engine's errors to one of
- * these faults, so the use-cases never parse engine text.
- */
-export type EngineFault = 'engine_unavailable' | 'image_missing' | 'nvidia_runtime_missing' | 'port_allocated' | 'engine_error';
+/** The container runtime port's failure type carries the one EngineFault word (src/core/engine-fault.ts). */
+export type { EngineFault };
 
 const CODES = {
   engine_unavailable: 'E_ENGINE_UNAVAILABLE',
