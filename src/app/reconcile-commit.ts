@@ -54,7 +54,7 @@ function message(err: unknown): string {
 /** The registry already shows this exact commit: board terminal and reservation released, both by this proof. */
 async function committedByThisProof(registry: CapacityRegistry, commit: TerminalCommit): Promise<boolean> {
   try {
-    const board = (await registry.board({ runId: commit.runId }))[0];
+    const board = (await registry.board({ claimId: commit.claimId }))[0];
     const reservation = await registry.reservation(commit.reservationId);
     return (
       board?.state === 'terminal' &&
@@ -97,16 +97,16 @@ function refusalOf(commit: TerminalCommit, reservation: Reservation | null, boar
   const refuse = (reason: TerminalCommitRefusal, detail: string): CommitOutcome => ({ kind: 'refused', reason, detail });
   if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
   if (board !== null && board.batchId !== commit.batchId) {
-    return refuse('run_owned_by_other_batch', `run ${commit.runId} is on the board under batch ${board.batchId}`);
+    return refuse('run_owned_by_other_batch', `run ${commit.claimId} is on the board under batch ${board.batchId}`);
   }
   if (reservation.batchId !== commit.batchId) {
     return refuse('run_owned_by_other_batch', `reservation ${reservation.id} belongs to batch ${reservation.batchId}`);
   }
-  if (reservation.claimId !== commit.runId || reservation.jobId !== commit.jobId) {
+  if (reservation.claimId !== commit.claimId || reservation.jobId !== commit.jobId) {
     return refuse('reservation_not_held_by_claim', `reservation ${reservation.id} is held by claim ${reservation.claimId} (job ${reservation.jobId})`);
   }
   if (board?.state === 'terminal' && board.proofSha256 !== commit.proofSha256) {
-    return refuse('proof_mismatch', `run ${commit.runId} is terminal with proof ${board.proofSha256 ?? 'none'}`);
+    return refuse('proof_mismatch', `run ${commit.claimId} is terminal with proof ${board.proofSha256 ?? 'none'}`);
   }
   if (reservation.state === 'released' && board?.state !== 'terminal') {
     return refuse('reservation_not_held_by_claim', `reservation ${reservation.id} was released without a terminal proof`);
@@ -123,7 +123,7 @@ export async function predictCommit(registry: CapacityRegistry, commit: Terminal
   let board: BoardRow | null;
   try {
     reservation = await registry.reservation(commit.reservationId);
-    board = (await registry.board({ runId: commit.runId }))[0] ?? null;
+    board = (await registry.board({ claimId: commit.claimId }))[0] ?? null;
   } catch (err) {
     return { kind: 'fault', detail: `cannot read the registry: ${message(err)}` };
   }

@@ -219,7 +219,7 @@ function commitOf(proof: TerminalProof, proofSha256: string): TerminalCommit {
   return {
     batchId: proof.batch_id,
     jobId: proof.job_id,
-    runId: proof.run_id,
+    claimId: proof.run_id,
     reservationId: proof.reservation_id,
     classification: proof.classification,
     outcomeSha256: proof.outcome_sha256,

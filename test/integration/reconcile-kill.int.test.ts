@@ -142,7 +142,7 @@ describe('reconcile --execute killed at each step', () => {
     expect(replay.kind).toBe('already_committed');
 
     const proofSha = sha256Hex(canonicalJson(JSON.parse(await readFile(join(root, proofRel), 'utf8'))));
-    const board = (await registry.board({ runId: pair.receipt.claim_id }))[0];
+    const board = (await registry.board({ claimId: pair.receipt.claim_id }))[0];
     const reservation = await registry.reservation(pair.reservationId);
     expect(again.proof_sha256).toBe(proofSha);
     expect(board).toMatchObject({ state: 'terminal', proofSha256: proofSha });

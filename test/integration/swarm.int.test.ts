@@ -246,7 +246,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     try {
       const rows = await reg.board({ batchId: two.batchId });
       expect(rows).toHaveLength(PAIRS);
-      for (const row of rows) expect((await reg.reservationForClaim(row.runId))?.node, row.jobId).toBe(two.nodes.get(row.jobId));
+      for (const row of rows) expect((await reg.reservationForClaim(row.claimId))?.node, row.jobId).toBe(two.nodes.get(row.jobId));
     } finally {
       await reg.close();
     }

@@ -44,7 +44,7 @@ export function registryContract(backend: RegistryBackend): void {
     return {
       batchId: 'batch-a',
       jobId: `job-${claimId}`,
-      runId: claimId,
+      claimId,
       reservationId,
       classification: 'completed',
       outcomeSha256: 'o'.repeat(64),
@@ -124,11 +124,11 @@ export function registryContract(backend: RegistryBackend): void {
           releasedAt: null,
           proofSha256: null,
         });
-        expect(await registry.board({ runId: 'c1' })).toEqual([
+        expect(await registry.board({ claimId: 'c1' })).toEqual([
           {
             batchId: 'batch-a',
             jobId: 'job-c1',
-            runId: 'c1',
+            claimId: 'c1',
             state: 'running',
             classification: null,
             outcomeSha256: null,
@@ -146,7 +146,7 @@ export function registryContract(backend: RegistryBackend): void {
         await admitted(registry, 'c2', { batchId: 'batch-b' });
         expect(await registry.admit(request('c3'))).toEqual({ kind: 'refused', reason: 'host_full', held: 2, limit: 2, node: NODE });
         expect(await registry.reservationForClaim('c3')).toBeNull();
-        expect(await registry.board({ runId: 'c3' })).toEqual([]);
+        expect(await registry.board({ claimId: 'c3' })).toEqual([]);
         expect(await registry.held()).toHaveLength(2);
       });
 
@@ -288,7 +288,7 @@ export function registryContract(backend: RegistryBackend): void {
           kind: 'committed',
           steps: ['board_written_terminal', 'board_read_back', 'reservation_released', 'reservation_read_back'],
         });
-        expect((await registry.board({ runId: 'c1' }))[0]).toMatchObject({
+        expect((await registry.board({ claimId: 'c1' }))[0]).toMatchObject({
           state: 'terminal',
           classification: 'fatal',
           outcomeSha256: null,
@@ -304,14 +304,14 @@ export function registryContract(backend: RegistryBackend): void {
         await registry.commitTerminal(terminal('c1', id));
         await registry.annotate('c1', { score: '0.75' });
         await registry.annotate('c1', { notes: 'checked by hand' });
-        const board = await registry.board({ runId: 'c1' });
+        const board = await registry.board({ claimId: 'c1' });
         const reservation = await registry.reservation(id);
         expect(board[0]).toMatchObject({ score: '0.75', notes: 'checked by hand' });
         expect(await registry.commitTerminal(terminal('c1', id))).toEqual({
           kind: 'already_committed',
           steps: ['board_already_terminal', 'reservation_already_released'],
         });
-        expect(await registry.board({ runId: 'c1' })).toEqual(board);
+        expect(await registry.board({ claimId: 'c1' })).toEqual(board);
         expect(await registry.reservation(id)).toEqual(reservation);
         expect(await registry.release(id, 'c1')).toEqual({ kind: 'already_released' });
       });
@@ -350,7 +350,7 @@ export function registryContract(backend: RegistryBackend): void {
         const id = await admitted(registry, 'c1');
         await registry.release(id, 'c1');
         expect(await registry.commitTerminal(terminal('c1', id))).toMatchObject({ kind: 'refused', reason: 'reservation_not_held_by_claim' });
-        expect((await registry.board({ runId: 'c1' }))[0]?.state).toBe('running');
+        expect((await registry.board({ claimId: 'c1' }))[0]?.state).toBe('running');
       });
 
       it('completes the release when the board is already terminal with the same proof', async () => {
@@ -380,8 +380,8 @@ export function registryContract(backend: RegistryBackend): void {
         const registry = await openRegistry();
         await admitted(registry, 'c1');
         await admitted(registry, 'c2', { batchId: 'batch-b' });
-        expect((await registry.board({ batchId: 'batch-b' })).map((row) => row.runId)).toEqual(['c2']);
-        expect(await registry.board({ batchId: 'batch-a', runId: 'c2' })).toEqual([]);
+        expect((await registry.board({ batchId: 'batch-b' })).map((row) => row.claimId)).toEqual(['c2']);
+        expect(await registry.board({ batchId: 'batch-a', claimId: 'c2' })).toEqual([]);
         await expect(registry.annotate('nope', { score: '1' })).rejects.toThrow(RoboguideError);
       });
     });

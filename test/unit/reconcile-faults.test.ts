@@ -46,7 +46,7 @@ class FlakyRegistry implements CapacityRegistry {
   reservationForClaim(claimId: string): ReturnType<CapacityRegistry['reservationForClaim']> { return this.inner.reservationForClaim(claimId); }
   held(filter?: ReservationFilter): ReturnType<CapacityRegistry['held']> { return this.inner.held(filter); }
   board(filter?: BoardFilter): ReturnType<CapacityRegistry['board']> { return this.inner.board(filter); }
-  annotate(runId: string, fields: BoardAnnotation): Promise<void> { return this.inner.annotate(runId, fields); }
+  annotate(claimId: string, fields: BoardAnnotation): Promise<void> { return this.inner.annotate(claimId, fields); }
   close(): Promise<void> { return this.inner.close(); }
   acquireLease(...args: Parameters<CapacityRegistry['acquireLease']>): ReturnType<CapacityRegistry['acquireLease']> { return this.inner.acquireLease(...args); }
   releaseLease(batchId: string, pid: number): Promise<void> { return this.inner.releaseLease(batchId, pid); }
@@ -125,7 +125,7 @@ describe('fault matrix', () => {
     if (r1.kind !== 'committed') {
       expect(r1.kind).toBe('hold');
       expect((await registry.reservation(pair.reservationId))?.state).toBe('held');
-      expect((await registry.board({ runId: pair.receipt.claim_id }))[0]?.state).toBe('running');
+      expect((await registry.board({ claimId: pair.receipt.claim_id }))[0]?.state).toBe('running');
       const rewrite = (await store.exists(resultRel)) ? '' : `rewrite result ${(await writeJsonVerified(store, resultRel, pair.result)).kind}; `;
       const r2 = await execute();
       recovery = `${rewrite}execute ${describeReport(r2)}`;
@@ -135,7 +135,7 @@ describe('fault matrix', () => {
     const replay = await execute();
     expect(replay.kind).toBe('already_committed');
 
-    const board = (await registry.board({ runId: pair.receipt.claim_id }))[0];
+    const board = (await registry.board({ claimId: pair.receipt.claim_id }))[0];
     const reservation = await registry.reservation(pair.reservationId);
     expect(board).toMatchObject({ state: 'terminal', proofSha256: replay.proof_sha256 });
     expect(reservation).toMatchObject({ state: 'released', proofSha256: replay.proof_sha256 });

@@ -50,7 +50,7 @@ function execute(pair: FinishedPair, extra: Partial<ReconcileDeps> = {}): Return
 
 async function expectHeld(pair: FinishedPair): Promise<void> {
   expect((await registry.reservation(pair.reservationId))?.state).toBe('held');
-  expect((await registry.board({ runId: pair.receipt.claim_id }))[0]?.state).toBe('running');
+  expect((await registry.board({ claimId: pair.receipt.claim_id }))[0]?.state).toBe('running');
 }
 
 describe('reconcilePair --execute', () => {
@@ -69,7 +69,7 @@ describe('reconcilePair --execute', () => {
     expect(steps).toEqual(['evidence_read', 'proof_built', 'proof_written', 'board_terminal', 'reservation_released']);
     const proof: unknown = JSON.parse(await readFile(join(root, pair.jobRel, 'terminal-proof.json'), 'utf8'));
     expect(proof).toMatchObject({ run_id: pair.receipt.claim_id, reservation_id: pair.reservationId });
-    const board = (await registry.board({ runId: pair.receipt.claim_id }))[0];
+    const board = (await registry.board({ claimId: pair.receipt.claim_id }))[0];
     expect(board).toMatchObject({ state: 'terminal', classification: 'completed', outcomeSha256: pair.result.outcome_sha256, proofSha256: report.proof_sha256 });
     const reservation = await registry.reservation(pair.reservationId);
     expect(reservation).toMatchObject({ state: 'released', proofSha256: report.proof_sha256 });
@@ -87,7 +87,7 @@ describe('reconcilePair --execute', () => {
     expect(replay.steps.slice(2)).toEqual(['proof already written (same digest)', 'board row already terminal', 'reservation already released']);
     expect(await hashTree(root, tmp)).toEqual(before);
     expect((await registry.reservation(pair.reservationId))?.releasedAt).toBe(releasedAt);
-    expect((await registry.board({ runId: pair.receipt.claim_id }))[0]).toMatchObject({ score: '0.75', notes: 'checked by hand', state: 'terminal' });
+    expect((await registry.board({ claimId: pair.receipt.claim_id }))[0]).toMatchObject({ score: '0.75', notes: 'checked by hand', state: 'terminal' });
   });
 
   it('reconciles a `pair run` directory (files at its root)', async () => {
@@ -136,7 +136,7 @@ describe('refusals and holds keep the reservation', () => {
     expect(report).toMatchObject({ kind: 'refused', reason: 'run_owned_by_other_batch' });
     expect(report.detail).toContain('cross-batch collision');
     expect((await registry.reservation(other.reservationId))?.state).toBe('held');
-    expect((await registry.board({ runId: claimId }))[0]).toMatchObject({ batchId: 'batch-B', state: 'running' });
+    expect((await registry.board({ claimId }))[0]).toMatchObject({ batchId: 'batch-B', state: 'running' });
     await expectHeld(pair);
   });
 
@@ -146,7 +146,7 @@ describe('refusals and holds keep the reservation', () => {
     const report = await execute(pair);
     expect(report).toMatchObject({ kind: 'refused', reason: 'reservation_not_held_by_claim' });
     expect(report.detail).toContain('stale admission');
-    expect((await registry.board({ runId: pair.receipt.claim_id }))[0]?.state).toBe('running');
+    expect((await registry.board({ claimId: pair.receipt.claim_id }))[0]?.state).toBe('running');
   });
 
   it('stale admission: the receipt names a reservation held by another claim', async () => {

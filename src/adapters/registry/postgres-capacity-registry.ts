@@ -333,20 +333,20 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     return this.#read(async (db) => {
       const rows = await db.query(
         `SELECT * FROM board WHERE ($1::text IS NULL OR batch_id = $1) AND ($2::text IS NULL OR run_id = $2) ORDER BY seq`,
-        [filter.batchId ?? null, filter.runId ?? null],
+        [filter.batchId ?? null, filter.claimId ?? null],
       );
       return rows.rows.map((row: Record<string, unknown>) => toBoardRow(row));
     });
   }
 
-  async annotate(runId: string, fields: BoardAnnotation): Promise<void> {
+  async annotate(claimId: string, fields: BoardAnnotation): Promise<void> {
     await this.#transaction('annotate', async (db) => {
       const changed = await db.query(
         `UPDATE board SET score = COALESCE($1, score), notes = COALESCE($2, notes), updated_at = $3 WHERE run_id = $4`,
-        [fields.score ?? null, fields.notes ?? null, this.#now(), runId],
+        [fields.score ?? null, fields.notes ?? null, this.#now(), claimId],
       );
       if (changed.rowCount !== 1) {
-        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${runId}`, { context: { runId } });
+        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${claimId}`, { context: { claimId } });
       }
     });
   }
@@ -395,8 +395,8 @@ async function selectReservationForClaim(db: Queryable, claimId: string): Promis
   return row === undefined ? null : toReservation(row);
 }
 
-async function selectBoardRow(db: Queryable, runId: string): Promise<BoardRow | null> {
-  const rows = await db.query('SELECT * FROM board WHERE run_id = $1 FOR UPDATE', [runId]);
+async function selectBoardRow(db: Queryable, claimId: string): Promise<BoardRow | null> {
+  const rows = await db.query('SELECT * FROM board WHERE run_id = $1 FOR UPDATE', [claimId]);
   const row = rows.rows[0] as Record<string, unknown> | undefined;
   return row === undefined ? null : toBoardRow(row);
 }
@@ -421,7 +421,7 @@ async function selectPortHolders(db: Queryable, node: string, ports: readonly nu
 async function commitTerminalPg(db: PoolClient, commit: TerminalCommit, nowIso: string): Promise<TerminalCommitResult> {
   const reservation = await selectReservation(db, commit.reservationId, true);
   if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
-  const board = await selectBoardRow(db, commit.runId);
+  const board = await selectBoardRow(db, commit.claimId);
   const refused = refusal(commit, reservation, board);
   if (refused !== null) return refused;
   const steps: string[] = [];
@@ -433,16 +433,16 @@ async function commitTerminalPg(db: PoolClient, commit: TerminalCommit, nowIso: 
        VALUES ($1, $2, $3, 'terminal', $4, $5, $6, $7)
        ON CONFLICT (run_id) DO UPDATE SET state = 'terminal', classification = excluded.classification,
          outcome_sha256 = excluded.outcome_sha256, proof_sha256 = excluded.proof_sha256, updated_at = excluded.updated_at`,
-      [commit.runId, commit.batchId, commit.jobId, commit.classification, commit.outcomeSha256, commit.proofSha256, nowIso],
+      [commit.claimId, commit.batchId, commit.jobId, commit.classification, commit.outcomeSha256, commit.proofSha256, nowIso],
     );
-    const back = await selectBoardRow(db, commit.runId);
+    const back = await selectBoardRow(db, commit.claimId);
     const exact =
       back?.state === 'terminal' &&
       back.batchId === commit.batchId &&
       back.classification === commit.classification &&
       back.outcomeSha256 === commit.outcomeSha256 &&
       back.proofSha256 === commit.proofSha256;
-    if (!exact) throw readBackFailed('board row', { runId: commit.runId });
+    if (!exact) throw readBackFailed('board row', { claimId: commit.claimId });
     steps.push('board_written_terminal', 'board_read_back');
   }
   if (reservation.state === 'released') {
@@ -451,7 +451,7 @@ async function commitTerminalPg(db: PoolClient, commit: TerminalCommit, nowIso: 
   }
   const changed = await db.query(
     `UPDATE reservations SET state = 'released', released_at = $1, proof_sha256 = $2 WHERE id = $3 AND claim_id = $4 AND state = 'held'`,
-    [nowIso, commit.proofSha256, commit.reservationId, commit.runId],
+    [nowIso, commit.proofSha256, commit.reservationId, commit.claimId],
   );
   const back = await selectReservation(db, commit.reservationId, false);
   if (changed.rowCount !== 1 || back?.state !== 'released' || back.proofSha256 !== commit.proofSha256) {

@@ -17,8 +17,8 @@ export function selectReservationForClaim(db: DatabaseSync, claimId: string): Re
   return row === undefined ? null : toReservation(row);
 }
 
-export function selectBoardRow(db: DatabaseSync, runId: string): BoardRow | null {
-  const row = db.prepare('SELECT * FROM board WHERE run_id = ?').get(runId);
+export function selectBoardRow(db: DatabaseSync, claimId: string): BoardRow | null {
+  const row = db.prepare('SELECT * FROM board WHERE run_id = ?').get(claimId);
   return row === undefined ? null : toBoardRow(row);
 }
 

@@ -83,7 +83,7 @@ export function toBoardRow(row: Row): BoardRow {
   return {
     batchId: text(row, 'batch_id'),
     jobId: text(row, 'job_id'),
-    runId: text(row, 'run_id'),
+    claimId: text(row, 'run_id'),
     state: oneOf(row, 'state', BOARD_STATES),
     classification: textOrNull(row, 'classification'),
     outcomeSha256: textOrNull(row, 'outcome_sha256'),

@@ -306,21 +306,21 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
         .prepare(
           `SELECT * FROM board WHERE (?1 IS NULL OR batch_id = ?1) AND (?2 IS NULL OR run_id = ?2) ORDER BY rowid`,
         )
-        .all(filter.batchId ?? null, filter.runId ?? null);
+        .all(filter.batchId ?? null, filter.claimId ?? null);
       return rows.map(toBoardRow);
     });
   }
 
-  async annotate(runId: string, fields: BoardAnnotation): Promise<void> {
+  async annotate(claimId: string, fields: BoardAnnotation): Promise<void> {
     inImmediateTransaction(this.#db, () => {
       const changed = this.#db
         .prepare(
           `UPDATE board SET score = COALESCE(?, score), notes = COALESCE(?, notes), updated_at = ? WHERE run_id = ?`,
         )
-        .run(fields.score ?? null, fields.notes ?? null, this.#now(), runId);
+        .run(fields.score ?? null, fields.notes ?? null, this.#now(), claimId);
       if (Number(changed.changes) !== 1) {
-        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${runId}`, {
-          context: { runId },
+        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${claimId}`, {
+          context: { claimId },
         });
       }
     }, 'annotate');

@@ -27,7 +27,7 @@ export function refusal(
   if (board !== null && board.batchId !== commit.batchId) {
     return refuse(
       'run_owned_by_other_batch',
-      `run ${commit.runId} is on the board under batch ${board.batchId}`,
+      `run ${commit.claimId} is on the board under batch ${board.batchId}`,
     );
   }
   if (reservation.batchId !== commit.batchId) {
@@ -36,7 +36,7 @@ export function refusal(
       `reservation ${reservation.id} belongs to batch ${reservation.batchId}`,
     );
   }
-  if (reservation.claimId !== commit.runId || reservation.jobId !== commit.jobId) {
+  if (reservation.claimId !== commit.claimId || reservation.jobId !== commit.jobId) {
     return refuse(
       'reservation_not_held_by_claim',
       `reservation ${reservation.id} is held by claim ${reservation.claimId} (job ${reservation.jobId})`,
@@ -45,7 +45,7 @@ export function refusal(
   if (board?.state === 'terminal' && board.proofSha256 !== commit.proofSha256) {
     return refuse(
       'proof_mismatch',
-      `run ${commit.runId} is terminal with proof ${board.proofSha256 ?? 'none'}`,
+      `run ${commit.claimId} is terminal with proof ${board.proofSha256 ?? 'none'}`,
     );
   }
   if (reservation.state === 'released' && board?.state !== 'terminal') {
@@ -74,7 +74,7 @@ function writeBoardTerminal(db: DatabaseSync, commit: TerminalCommit, nowIso: st
      ON CONFLICT (run_id) DO UPDATE SET state = 'terminal', classification = excluded.classification,
        outcome_sha256 = excluded.outcome_sha256, proof_sha256 = excluded.proof_sha256, updated_at = excluded.updated_at`,
   ).run(
-    commit.runId,
+    commit.claimId,
     commit.batchId,
     commit.jobId,
     commit.classification,
@@ -82,14 +82,14 @@ function writeBoardTerminal(db: DatabaseSync, commit: TerminalCommit, nowIso: st
     commit.proofSha256,
     nowIso,
   );
-  const back = selectBoardRow(db, commit.runId);
+  const back = selectBoardRow(db, commit.claimId);
   const exact =
     back?.state === 'terminal' &&
     back.batchId === commit.batchId &&
     back.classification === commit.classification &&
     back.outcomeSha256 === commit.outcomeSha256 &&
     back.proofSha256 === commit.proofSha256;
-  if (!exact) throw readBackFailed('board row', { runId: commit.runId });
+  if (!exact) throw readBackFailed('board row', { claimId: commit.claimId });
 }
 
 function releaseWithProof(db: DatabaseSync, commit: TerminalCommit, nowIso: string): void {
@@ -98,7 +98,7 @@ function releaseWithProof(db: DatabaseSync, commit: TerminalCommit, nowIso: stri
       `UPDATE reservations SET state = 'released', released_at = ?, proof_sha256 = ?
        WHERE id = ? AND claim_id = ? AND state = 'held'`,
     )
-    .run(nowIso, commit.proofSha256, commit.reservationId, commit.runId);
+    .run(nowIso, commit.proofSha256, commit.reservationId, commit.claimId);
   const back = selectReservation(db, commit.reservationId);
   if (
     Number(changed.changes) !== 1 ||
@@ -116,7 +116,7 @@ export function commitTerminalIn(
 ): TerminalCommitResult {
   const reservation = selectReservation(db, commit.reservationId);
   if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
-  const board = selectBoardRow(db, commit.runId);
+  const board = selectBoardRow(db, commit.claimId);
   const refused = refusal(commit, reservation, board);
   if (refused !== null) return refused;
   const steps: string[] = [];

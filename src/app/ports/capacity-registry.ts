@@ -103,8 +103,8 @@ export type BoardRowState = 'running' | 'terminal';
 export interface BoardRow {
   readonly batchId: string;
   readonly jobId: string;
-  /** = the claim id. */
-  readonly runId: string;
+  /** The claim id (the board's `run_id` column, the terminal proof's `run_id` field). */
+  readonly claimId: string;
   readonly state: BoardRowState;
   readonly classification: string | null;
   readonly outcomeSha256: string | null;
@@ -117,8 +117,8 @@ export interface BoardRow {
 export interface TerminalCommit {
   readonly batchId: string;
   readonly jobId: string;
-  /** = the claim id. */
-  readonly runId: string;
+  /** The claim id (the board's `run_id` column, the terminal proof's `run_id` field). */
+  readonly claimId: string;
   readonly reservationId: string;
   readonly classification: Classification;
   /** `null` when the outcome file was missing. */
@@ -143,7 +143,7 @@ export interface ReservationFilter {
 
 export interface BoardFilter {
   readonly batchId?: string;
-  readonly runId?: string;
+  readonly claimId?: string;
 }
 
 export interface BoardAnnotation {
@@ -200,6 +200,6 @@ export interface CapacityRegistry {
   schemaVersion(): Promise<RegistrySchemaVersion>;
   board(filter?: BoardFilter): Promise<BoardRow[]>;
   /** Sets later fields on a board row; throws `E_REGISTRY` for an unknown run. */
-  annotate(runId: string, fields: BoardAnnotation): Promise<void>;
+  annotate(claimId: string, fields: BoardAnnotation): Promise<void>;
   close(): Promise<void>;
 }
