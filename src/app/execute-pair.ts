@@ -28,7 +28,6 @@ export interface PairJob {
   readonly cwd: string;
   readonly outcome_path: string;
   readonly ports: readonly number[];
-  readonly timeout_seconds: number;
   /** Cap on each of stdout and stderr (bytes); absent: no cap. */
   readonly log_limit_bytes?: number | undefined;
   readonly image: string;
@@ -88,8 +87,10 @@ export interface ExecutePairInput {
   readonly allowedHttpStatuses: readonly number[];
   readonly terminate?: AbortSignal;
   readonly onCreated?: (containerId: string) => Promise<void>;
-  readonly reattach?: { readonly containerId: string };
-  readonly deadlineMs?: number;
+  /** Reattach to the container of an earlier supervisor (resume), claimed at `claimedAtMs`. */
+  readonly reattach?: { readonly containerId: string; readonly claimedAtMs: number };
+  /** The wall budget: the claim time plus `timeout_seconds`, in epoch ms (src/core/wall-budget.ts). */
+  readonly deadlineMs: number;
   readonly readOutcome: (path: string) => Promise<OutcomeRead>;
 }
 
@@ -197,13 +198,12 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
       container: containerSpecFor(input),
       outcomePath: privateOutcome.file,
       sessionsDir: input.sessionsDir,
-      timeoutSec: job.timeout_seconds,
       stopBudgetSec: input.stopBudgetSec,
       secrets: input.secrets,
       ...(input.terminate ? { terminate: input.terminate } : {}),
       ...(input.onCreated ? { onCreated: input.onCreated } : {}),
       ...(input.reattach ? { reattach: input.reattach } : {}),
-      ...(input.deadlineMs !== undefined ? { deadlineMs: input.deadlineMs } : {}),
+      deadlineMs: input.deadlineMs,
     },
   );
   if (execution.outcome.state === 'present' && deps.publishOutcome) {

@@ -64,7 +64,6 @@ export interface PairLaunch {
   readonly container: ContainerSpec;
   readonly outcomePath: string;
   readonly sessionsDir: string;
-  readonly timeoutSec: number;
   readonly stopBudgetSec: number;
   readonly secrets: readonly string[];
   /** Aborting it performs the controlled stop (`stop --terminate`). */
@@ -76,9 +75,9 @@ export interface PairLaunch {
    * again from the engine's log API from the beginning and the bytes already on disk are skipped, so the log
    * files continue without duplicated or lost lines.
    */
-  readonly reattach?: { readonly containerId: string };
-  /** Absolute wall-budget deadline (epoch ms); default: start + timeoutSec. */
-  readonly deadlineMs?: number;
+  readonly reattach?: { readonly containerId: string; readonly claimedAtMs: number };
+  /** The wall budget: one deadline in epoch ms, fixed at claim time (src/core/wall-budget.ts). */
+  readonly deadlineMs: number;
 }
 
 export interface PairExecution {
@@ -188,7 +187,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     }
   };
 
-  const deadlineMs = launch.deadlineMs ?? startedAt.getTime() + launch.timeoutSec * 1000;
+  const { deadlineMs } = launch;
   let exitedInTime = false;
   try {
     // Set when the engine stopped answering before the wait (attach/start refused): the last moment it answered.
@@ -197,7 +196,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       containerId = launch.reattach.containerId;
       const output = await runtime.follow(containerId);
       await connectLogs(deps, launch, output, pipes, true);
-      const unwatched = await unwatchedStop(deps, launch, containerId, startedAt.getTime());
+      const unwatched = await unwatchedStop(deps, launch.reattach, deadlineMs);
       if (unwatched !== null) {
         engineLoss = 'engine_restarted';
         engineError = { kind: 'engine_restarted', message: unwatched };
@@ -366,12 +365,15 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
  * On reattach: was the container stopped by an engine restart while no supervisor watched (judgeUnwatchedStop)?
  * Returns the message for result.json, or null. The engine's events are only a hint: any doubt gives null.
  */
-async function unwatchedStop(deps: PairLifecycleDeps, launch: PairLaunch, containerId: string, nowMs: number): Promise<string | null> {
-  const deadlineMs = launch.deadlineMs ?? nowMs + launch.timeoutSec * 1000;
+async function unwatchedStop(
+  deps: PairLifecycleDeps,
+  { containerId, claimedAtMs }: NonNullable<PairLaunch['reattach']>,
+  deadlineMs: number,
+): Promise<string | null> {
   try {
     const state = await deps.runtime.inspect(containerId);
     if (state === null || (state.status !== 'exited' && state.status !== 'dead')) return null;
-    const history = await deps.runtime.containerEventsSince(containerId, deadlineMs - launch.timeoutSec * 1000);
+    const history = await deps.runtime.containerEventsSince(containerId, claimedAtMs);
     const judged = judgeUnwatchedStop({ container: state, deadlineMs, eventActions: history.actions, historyComplete: history.complete });
     if (judged === null) return null;
     return describeUnwatchedStop(state.finishedAt, state.exitCode);

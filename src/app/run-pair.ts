@@ -19,6 +19,7 @@ import {
 } from '../core/manifest/index.js';
 import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
+import { wallDeadlineMs } from '../core/wall-budget.js';
 import { writeJsonVerified } from './durable-write.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
@@ -197,6 +198,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     secrets: resolved.secrets,
     sessionsDir: spec.sessions_dir ?? DEFAULT_SESSIONS_DIR,
     stopBudgetSec: options.stopBudgetSec ?? spec.stop_budget_seconds ?? DEFAULT_STOP_BUDGET_SECONDS,
+    deadlineMs: wallDeadlineMs(now.getTime(), spec.timeout_seconds), // from the claim, like a batch pair's
     bindAddress: options.bindAddress,
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
     readOutcome: readOutcomeFile,

@@ -1,5 +1,6 @@
 import { JournalFolder, type BatchEvent, type Counts, type JournalFold, type JournalFoldState } from './batch-state.js';
 import { CLASSIFICATIONS, type Classification } from './result.js';
+import { wallDeadlineFromClaim } from './wall-budget.js';
 
 /**
  * The batch's bookkeeping as status needs it, kept up to date one journal record at a time (SPEC §6.11). Pure.
@@ -77,7 +78,7 @@ function durationMs(facts: FinishFacts): number | null {
 }
 
 export function deadlineOf(claimedAt: string, timeoutSeconds: number): string {
-  return new Date(new Date(claimedAt).getTime() + timeoutSeconds * 1000).toISOString();
+  return new Date(wallDeadlineFromClaim(claimedAt, timeoutSeconds)).toISOString();
 }
 
 export class BatchLedger {

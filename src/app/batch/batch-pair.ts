@@ -6,6 +6,7 @@ import { errorKind } from '../../core/errors.js';
 import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js';
 import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
+import { wallDeadlineMs } from '../../core/wall-budget.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
 import { failpoint, pausepoint } from '../failpoints.js';
 import type { AdmitRequest, AdmitResult, CapacityRegistry } from '../ports/capacity-registry.js';
@@ -137,7 +138,7 @@ export async function dispatchPair(
     return { kind: 'claim_failed', reason: 'already_claimed' };
   }
   failpoint('after_claim');
-  const deadlineMs = now.getTime() + job.timeout_seconds * 1000;
+  const deadlineMs = wallDeadlineMs(now.getTime(), job.timeout_seconds);
   // claimed_at and deadline: what status shows of a running pair, so that it needs no receipt to show it.
   await journal('claimed', { job_id: job.job_id, claim_id: claimId, reservation_id: reservationId, claimed_at: receipt.claimed_at, deadline: new Date(deadlineMs).toISOString() });
 
@@ -169,7 +170,7 @@ export async function executeInBatch(
   ctx: BatchPairContext,
   job: Job,
   run: { claimId: string; values: Record<string, string>; secrets: readonly string[]; handle: RunningHandle; deadlineMs: number },
-  how: { onCreated: (containerId: string) => Promise<void> } | { reattach: { containerId: string } },
+  how: { onCreated: (containerId: string) => Promise<void> } | { reattach: { containerId: string; claimedAtMs: number } },
 ): Promise<ResultRecord> {
   const { result } = await executePair(deps.execute, {
     store: deps.store,

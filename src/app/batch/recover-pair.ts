@@ -4,6 +4,7 @@ import { readBootId } from '../../adapters/host-identity.js';
 import { readAndMaskOutcome, readOutcomeFile } from '../../adapters/outcome-reader.js';
 import { classify } from '../../core/classify.js';
 import { referencedName, type Job } from '../../core/manifest/index.js';
+import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
 import { checkOutcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../core/result.js';
@@ -32,7 +33,7 @@ export async function recoverPair(
   const containerId = receipt.container_id ?? found[0]?.id ?? null;
   const state = containerId === null ? null : await runtime.inspect(containerId);
   const rebooted = receipt.host_boot_id !== null && receipt.host_boot_id !== (await readBootId());
-  const deadlineMs = new Date(receipt.claimed_at).getTime() + job.timeout_seconds * 1000;
+  const deadlineMs = wallDeadlineFromClaim(receipt.claimed_at, job.timeout_seconds);
 
   if (state !== null && containerId !== null && !rebooted && state.status !== 'created' && env !== undefined) {
     await deps.journal('recovered', { job_id: job.job_id, action: 'reattach', container_id: containerId, status: state.status });
@@ -45,7 +46,7 @@ export async function recoverPair(
     };
     onRunning(handle);
     const secrets = await secretsFor(runtime, containerId, job, env.secrets);
-    const result = await executeInBatch(deps, ctx, job, { claimId: receipt.claim_id, values: env.values, secrets, handle, deadlineMs }, { reattach: { containerId } });
+    const result = await executeInBatch(deps, ctx, job, { claimId: receipt.claim_id, values: env.values, secrets, handle, deadlineMs }, { reattach: { containerId, claimedAtMs: Date.parse(receipt.claimed_at) } });
     return finishPair(deps, receipt, result);
   }
 

@@ -11,6 +11,7 @@ import { gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
 import type { Classification, ResultRecord } from '../result.js';
 import { estimateEta, type Eta } from './eta.js';
 import { assignSlots } from './slots.js';
+import { wallDeadlineFromClaim } from '../wall-budget.js';
 
 /**
  * The batch report's data (`e1-batch report --json`, and what report.html draws). Pure: built only from evidence
@@ -244,7 +245,7 @@ export function buildReportModel(input: ReportInput): ReportModel {
       duration_sec:
         span === undefined ? null : Math.max(0, Math.round((span.endMs - span.startMs) / 100) / 10),
       deadline: j.receipt
-        ? new Date(ms(j.receipt.claimed_at) + j.timeout_seconds * 1000).toISOString()
+        ? new Date(wallDeadlineFromClaim(j.receipt.claimed_at, j.timeout_seconds)).toISOString()
         : null,
       exit_code: r?.container.exit_code ?? null,
       timed_out: r?.container.timed_out ?? false,
