@@ -146,7 +146,6 @@ function launch(deadlineInMs = 60_000): PairLaunch {
     container: { labels: {} },
     outcomePath: '/x/o.json',
     sessionsDir: '/s',
-    timeoutSec: 36060,
     stopBudgetSec: 1,
     secrets: [],
     deadlineMs: Date.now() + deadlineInMs,

@@ -5,6 +5,7 @@ import type { ContainerOutput, ContainerRuntime, ContainerState } from '../../sr
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
 import { ImageSessionsMemo, type FilesystemChanges } from '../../src/core/sessions-skip.js';
+import { fakeTime } from '../support/fake-time.js';
 
 /** A container that prints one line on each stream and exits 0; removal makes it disappear. */
 class FakeRuntime implements Partial<ContainerRuntime> {
@@ -63,9 +64,12 @@ function memoryLog(): LogTarget & { existingBytes: number; text: () => string } 
 }
 
 function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}): PairLifecycleDeps {
+  // The lifecycle reads only the injected clock; this one moves when the lifecycle sleeps (removal polling).
+  const time = fakeTime('2026-12-02T00:00:00Z');
   return {
     runtime: runtime as unknown as ContainerRuntime,
-    clock: { now: () => new Date('2026-12-02T00:00:00Z') },
+    clock: time.clock,
+    sleep: time.sleep,
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
     openLog: () => Promise.resolve(memoryLog()),
@@ -78,7 +82,7 @@ function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}):
   };
 }
 
-const launch = { container: {}, outcomePath: '/x/o.json', sessionsDir: '/s', timeoutSec: 60, stopBudgetSec: 1, secrets: [] } as unknown as PairLaunch;
+const launch = { container: {}, outcomePath: '/x/o.json', sessionsDir: '/s', deadlineMs: Date.parse('2026-12-02T00:01:00Z'), stopBudgetSec: 1, secrets: [] } as unknown as PairLaunch;
 
 describe('runPairLifecycle', () => {
   it('streams both logs, then removes the container and verifies it is gone', async () => {
@@ -201,7 +205,7 @@ describe('runPairLifecycle', () => {
       return Promise.resolve(out);
     };
     Object.assign(runtime, { follow });
-    const reattach = { ...launch, reattach: { containerId: 'c1' }, deadlineMs: Date.parse('2026-12-02T00:01:00Z') } as PairLaunch;
+    const reattach = { ...launch, reattach: { containerId: 'c1', claimedAtMs: Date.parse('2026-12-02T00:00:00Z') }, deadlineMs: Date.parse('2026-12-02T00:01:00Z') } as PairLaunch;
     const r = await runPairLifecycle(deps(runtime), reattach);
     expect(r.timedOut).toBe(false);
     expect(r.container.exit_code).toBe(0);

@@ -1,0 +1,88 @@
+import type { Readable, Transform } from 'node:stream';
+import type { EngineFault } from '../core/engine-fault.js';
+import type { EngineLoss } from '../core/engine-loss.js';
+import type { OutcomeRead } from '../core/outcome.js';
+import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
+import type { ImageSessionsMemo } from '../core/sessions-skip.js';
+import type { SessionsReport } from './pair-collection.js';
+import type { OpenLog } from './pair-logs.js';
+import type { Clock } from './ports/clock.js';
+import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
+import type { Logger } from './ports/logger.js';
+
+/* The pair lifecycle's inputs and its report (src/app/pair-lifecycle.ts). */
+
+/** Everything the lifecycle does to the world besides the engine, injectable for tests. */
+export interface PairLifecycleDeps {
+  readonly runtime: ContainerRuntime;
+  /** The only source of time: deadlines, the engine's return, removal polling, started/finished. */
+  readonly clock: Clock;
+  /** How the lifecycle waits between probes (default: a real timer); a test pairs it with a fake clock. */
+  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  readonly logger: Logger;
+  readonly createRedactor: (secrets: readonly string[]) => Transform;
+  /** Open a log file; `append` when reattaching after a supervisor restart (the file holds a prefix already). */
+  readonly openLog: OpenLog;
+  readonly readOutcome: (path: string) => Promise<OutcomeRead>;
+  /**
+   * Copy the sessions archive into the job's evidence. `null`: no sessions dir in the container; `'empty'`: the dir
+   * holds nothing (known without copying). `nothingInside`: the archive held the directory alone.
+   */
+  readonly collectSessions: (archive: Readable | null | 'empty') => Promise<SessionsReport & { readonly nothingInside?: boolean }>;
+  /**
+   * What images hold at their sessions dir, learned from earlier pairs of this process: a container that did not
+   * touch the dir (its layer's changes, its mounts) is not copied from when its image is known to hold nothing
+   * there. Absent: always copied.
+   */
+  readonly imageSessions?: ImageSessionsMemo;
+  /** Provider-failure diagnosis over the collected sessions. May throw: the lifecycle isolates it. */
+  readonly diagnose: () => Promise<ProviderFailure | null>;
+  /** How long to wait for the engine to confirm the container is gone. */
+  readonly verifyAbsentTimeoutMs?: number;
+  /** Log streams get this long to end after the container is gone before they are cut. */
+  readonly logDrainTimeoutMs?: number;
+  /** Collection waits this long for an engine that stopped answering (default 120 s). */
+  readonly collectionEngineWaitMs?: number;
+}
+
+export interface PairLaunch {
+  readonly container: ContainerSpec;
+  readonly outcomePath: string;
+  readonly sessionsDir: string;
+  readonly stopBudgetSec: number;
+  readonly secrets: readonly string[];
+  /** Aborting it performs the controlled stop (`stop --terminate`). */
+  readonly terminate?: AbortSignal;
+  /** Called once the container exists (the supervisor records its id in the receipt). A throw is a harness fault. */
+  readonly onCreated?: (containerId: string) => Promise<void>;
+  /**
+   * Reattach to a container a previous supervisor created (docs/spec.md 8.4 resume): no create/start; logs are read
+   * again from the engine's log API from the beginning and the bytes already on disk are skipped, so the log
+   * files continue without duplicated or lost lines. `claimedAtMs`: the claim, where the engine's history is read from.
+   */
+  readonly reattach?: { readonly containerId: string; readonly claimedAtMs: number };
+  /** The wall budget: one deadline in epoch ms, fixed at claim time (src/core/wall-budget.ts). */
+  readonly deadlineMs: number;
+}
+
+export interface PairExecution {
+  readonly container: ContainerRecord;
+  readonly timedOut: boolean;
+  readonly terminated: boolean;
+  readonly engineFault: EngineFault | null;
+  /** The engine went away during the pair and what was found when it answered again (issue 10). */
+  readonly engineLoss: EngineLoss | null;
+  readonly engineError: { readonly kind: string; readonly message: string } | null;
+  readonly receiptUpdateFailed: boolean;
+  readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
+  readonly logFailure: string | null;
+  /** The stream whose log reached its cap (the pair was stopped for it), or null. */
+  readonly logLimitExceeded: 'stdout' | 'stderr' | null;
+  readonly outcome: OutcomeRead;
+  readonly sessions: SessionsReport;
+  readonly providerFailure: ProviderFailure | null;
+  readonly providerFailureErrorKind: string | null;
+  readonly cleanup: CleanupRecord;
+  readonly startedAt: string;
+  readonly finishedAt: string;
+}
