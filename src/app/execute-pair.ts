@@ -14,7 +14,7 @@ import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/r
 import type { ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import { buildResult } from './build-result.js';
-import { runPairLifecycle, type PairExecution } from './pair-lifecycle.js';
+import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
@@ -150,6 +150,14 @@ export function outcomeForResult(check: OutcomeCheck, secrets: readonly string[]
   return { value: outcome, redactions };
 }
 
+/** The folders of one pair's evidence the lifecycle writes into, and the redactor of its texts. */
+interface PairPaths {
+  readonly sessionsRel: string;
+  readonly sessionsAbs: string;
+  readonly privateOutcomeFile: string;
+  readonly redact: (text: string) => string;
+}
+
 /**
  * Run one pair through the lifecycle with the evidence wired to the store, then classify it and build its
  * result.json. Writing the result is the caller's (batch or `pair run`), because what a failed write means
@@ -158,77 +166,101 @@ export function outcomeForResult(check: OutcomeCheck, secrets: readonly string[]
 export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput): Promise<ExecutedPair> {
   const { store, jobRel, job } = input;
   const sessionsRel = join(jobRel, 'sessions');
-  const sessionsAbs = join(store.root, sessionsRel);
   // Both bind-mount sources must exist: the driver's working directory, and its private outcome folder.
   await mkdir(job.cwd, { recursive: true });
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
-  const redact = textRedactor(input.secrets);
-  const execution = await runPairLifecycle(
-    {
-      runtime: deps.runtime,
-      clock: deps.clock,
-      logger: deps.logger,
-      createRedactor: deps.createRedactor,
-      openLog: async (name, append) => {
-        const sink = await store.openLog(join(jobRel, `${name}.log`), {
-          append,
-          ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),
-        });
-        return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: sink.bytes };
-      },
-      readOutcome: input.readOutcome,
-      collectSessions: async (archive) => {
-        if (archive === null) return { files: 0, bytes: 0, refusals: [] };
-        await store.ensureDir(sessionsRel);
-        // Known empty (the image's own empty dir, untouched by the container): the folder exists, as after a copy.
-        if (archive === 'empty') return { files: 0, bytes: 0, refusals: [] };
-        // A hung archive stream must not stall the cleanup that follows.
-        const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS), redact);
-        const clean = report.files === 0 && report.refusals.length === 0 && !report.truncated;
-        // Nothing planned, created or refused, and the folder still empty: the archive held the dir alone.
-        const nothingInside = clean && (await readdir(sessionsAbs).then((names) => names.length === 0, () => false));
-        return { files: report.files, bytes: report.bytes, refusals: report.refusals, nothingInside };
-      },
-      ...(deps.imageSessions !== undefined ? { imageSessions: deps.imageSessions } : {}),
-      diagnose: () => deps.diagnose(sessionsAbs),
-      ...(deps.verifyAbsentTimeoutMs !== undefined ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs } : {}),
+  const paths: PairPaths = { sessionsRel, sessionsAbs: join(store.root, sessionsRel), privateOutcomeFile: privateOutcome.file, redact: textRedactor(input.secrets) };
+  const execution = await runPairLifecycle(lifecycleDepsFor(deps, input, paths), {
+    container: containerSpecFor(input),
+    outcomePath: privateOutcome.file,
+    sessionsDir: input.sessionsDir,
+    stopBudgetSec: input.stopBudgetSec,
+    secrets: input.secrets,
+    ...(input.terminate ? { terminate: input.terminate } : {}),
+    ...(input.onCreated ? { onCreated: input.onCreated } : {}),
+    ...(input.reattach ? { reattach: input.reattach } : {}),
+    deadlineMs: input.deadlineMs,
+  });
+  await publishOperatorCopy(deps, execution, job);
+  return { result: await resultOf(deps, input, execution, paths), execution };
+}
+
+/** The lifecycle's evidence, wired to the store: the log files, the sessions folder, the diagnosis. */
+function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths: PairPaths): PairLifecycleDeps {
+  const { store, jobRel, job } = input;
+  const { sessionsRel, sessionsAbs, redact } = paths;
+  return {
+    runtime: deps.runtime,
+    clock: deps.clock,
+    logger: deps.logger,
+    createRedactor: deps.createRedactor,
+    openLog: async (name, append) => {
+      const sink = await store.openLog(join(jobRel, `${name}.log`), {
+        append,
+        ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),
+      });
+      return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: sink.bytes };
     },
-    {
-      container: containerSpecFor(input),
-      outcomePath: privateOutcome.file,
-      sessionsDir: input.sessionsDir,
-      stopBudgetSec: input.stopBudgetSec,
-      secrets: input.secrets,
-      ...(input.terminate ? { terminate: input.terminate } : {}),
-      ...(input.onCreated ? { onCreated: input.onCreated } : {}),
-      ...(input.reattach ? { reattach: input.reattach } : {}),
-      deadlineMs: input.deadlineMs,
+    readOutcome: input.readOutcome,
+    collectSessions: async (archive) => {
+      if (archive === null) return { files: 0, bytes: 0, refusals: [] };
+      await store.ensureDir(sessionsRel);
+      // Known empty (the image's own empty dir, untouched by the container): the folder exists, as after a copy.
+      if (archive === 'empty') return { files: 0, bytes: 0, refusals: [] };
+      // A hung archive stream must not stall the cleanup that follows.
+      const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS), redact);
+      const clean = report.files === 0 && report.refusals.length === 0 && !report.truncated;
+      // Nothing planned, created or refused, and the folder still empty: the archive held the dir alone.
+      const nothingInside = clean && (await readdir(sessionsAbs).then((names) => names.length === 0, () => false));
+      return { files: report.files, bytes: report.bytes, refusals: report.refusals, nothingInside };
     },
-  );
-  if (execution.outcome.state === 'present' && deps.publishOutcome) {
-    try {
-      await deps.publishOutcome(execution.outcome.bytes, job.outcome_path);
-    } catch (err) {
-      deps.logger.warn({ job: job.job_id, err: errorKind(err) }, 'the operator copy of the outcome could not be written (the evidence keeps the private one)');
-    }
+    ...(deps.imageSessions !== undefined ? { imageSessions: deps.imageSessions } : {}),
+    diagnose: () => deps.diagnose(sessionsAbs),
+    ...(deps.verifyAbsentTimeoutMs !== undefined ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs } : {}),
+  };
+}
+
+/** The operator's copy at the job's `outcome_path`; a failure is logged, never a verdict. */
+async function publishOperatorCopy(deps: ExecutePairDeps, execution: PairExecution, job: PairJob): Promise<void> {
+  if (execution.outcome.state !== 'present' || !deps.publishOutcome) return;
+  try {
+    await deps.publishOutcome(execution.outcome.bytes, job.outcome_path);
+  } catch (err) {
+    deps.logger.warn({ job: job.job_id, err: errorKind(err) }, 'the operator copy of the outcome could not be written (the evidence keeps the private one)');
   }
-  const check = checkOutcome(execution.outcome);
-  // The verdict comes from the driver's bytes; the evidence keeps them with secrets masked, and the hash covers
-  // what is kept (the same bytes whenever nothing had to be masked).
+}
+
+/**
+ * SHA-256 of the outcome bytes the evidence keeps. The verdict comes from the driver's bytes; the evidence keeps them
+ * with secrets masked, and the hash covers what is kept (the same bytes whenever nothing had to be masked).
+ */
+async function keptOutcomeSha256(deps: ExecutePairDeps, execution: PairExecution, input: ExecutePairInput, privateOutcomeFile: string): Promise<string | null> {
   let keptOutcome: Uint8Array | null = execution.outcome.state === 'present' ? execution.outcome.bytes : null;
   if (keptOutcome !== null && deps.maskOutcome) {
-    const kept = await deps.maskOutcome(keptOutcome, privateOutcome.file, input.secrets);
+    const kept = await deps.maskOutcome(keptOutcome, privateOutcomeFile, input.secrets);
     keptOutcome = kept.kept;
-    if (!kept.masked) deps.logger.warn({ job: job.job_id }, 'the evidence copy of the outcome could not be masked in place: it keeps the driver\'s bytes');
+    if (!kept.masked) deps.logger.warn({ job: input.job.job_id }, 'the evidence copy of the outcome could not be masked in place: it keeps the driver\'s bytes');
   }
-  const outcomeSha256 = keptOutcome !== null ? createHash('sha256').update(keptOutcome).digest('hex') : null;
+  return keptOutcome !== null ? createHash('sha256').update(keptOutcome).digest('hex') : null;
+}
+
+/** The harness's own faults in a finished pair. */
+function harnessFaultsOf(execution: PairExecution): HarnessFault[] {
   const harnessFaults: HarnessFault[] = [];
   if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed) harnessFaults.push('log_write_failed');
   if (execution.receiptUpdateFailed) harnessFaults.push('receipt_write_failed');
   // A lost node cannot confirm the removal: the slot stays held (reconciliation needs the 404, or the operator's
   // `e1-batch node-down`), but that is the node's fault, not the harness's: no harness pause, dispatch goes on.
   if (!execution.cleanup.verified_absent && execution.engineLoss !== 'node_lost') harnessFaults.push('cleanup_unverified');
+  return harnessFaults;
+}
+
+/** Classify the pair and build its result.json record, every text from the pair's side masked. */
+async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths): Promise<ResultRecord> {
+  const { job } = input;
+  const check = checkOutcome(execution.outcome);
+  const outcomeSha256 = await keptOutcomeSha256(deps, execution, input, paths.privateOutcomeFile);
   const classified = classify({
     jobId: job.job_id,
     outcome: check,
@@ -237,14 +269,14 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     terminated: execution.terminated,
     engineFault: execution.engineFault,
     engineLoss: execution.engineLoss,
-    harnessFaults,
+    harnessFaults: harnessFaultsOf(execution),
     allowedHttpStatuses: input.allowedHttpStatuses,
   });
   // The engine's own words are kept, but never with a resolved value in them.
-  const engineError = execution.engineError && { ...execution.engineError, message: redact(execution.engineError.message) };
+  const engineError = execution.engineError && { ...execution.engineError, message: paths.redact(execution.engineError.message) };
   // Refusal texts hold archive names and error codes from the pair's side: masked before they are kept.
-  const sessions = { ...execution.sessions, refusals: execution.sessions.refusals.map(redact) };
-  const result = buildResult({
+  const sessions = { ...execution.sessions, refusals: execution.sessions.refusals.map(paths.redact) };
+  return buildResult({
     batchId: input.batchId,
     jobId: job.job_id,
     claimId: input.claimId,
@@ -254,5 +286,4 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     outcomeSha256,
     classified,
   });
-  return { result, execution };
 }
