@@ -40,6 +40,8 @@ export interface PairJob {
 export interface ExecutePairDeps {
   readonly runtime: ContainerRuntime;
   readonly clock: Clock;
+  /** How the lifecycle waits between probes (default: a real timer); a test pairs it with a fake clock. */
+  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly logger: Logger;
   readonly createRedactor: (secrets: readonly string[]) => Transform;
   readonly extractSessions: (
@@ -193,6 +195,7 @@ function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths:
   return {
     runtime: deps.runtime,
     clock: deps.clock,
+    ...(deps.sleep !== undefined ? { sleep: deps.sleep } : {}),
     logger: deps.logger,
     createRedactor: deps.createRedactor,
     openLog: async (name, append) => {

@@ -1,0 +1,102 @@
+import { PassThrough } from 'node:stream';
+import { EngineError, type EngineFault } from '../../src/app/ports/engine-error.js';
+import type { ContainerHandle, ContainerOutput, ContainerRuntime, ContainerSpec, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
+
+/** The engine's typed failure, as the Docker adapter throws it. */
+export function engineError(fault: EngineFault, statusCode: number | null = 500, engineMessage = `engine: ${fault}`): EngineError {
+  return new EngineError(fault, engineMessage, { statusCode, engineMessage });
+}
+
+type Step<T> = T | Error | ((...args: never[]) => Promise<T>);
+
+/**
+ * A container engine scripted step by step, without an engine: each call takes its next scripted answer (an
+ * Error is thrown); what the lifecycle asked is recorded. The container prints `output` on stdout when started and
+ * is gone once removed (unless `removeTakesNoEffect`).
+ */
+export class ScriptedRuntime implements Partial<ContainerRuntime> {
+  readonly calls: string[] = [];
+  readonly stops: { id: string; timeoutSec: number }[] = [];
+  readonly waitDeadlines: number[] = [];
+  created: ContainerSpec | null = null;
+  present = false;
+  output = 'out\n';
+  createAnswer: Step<ContainerHandle> = { id: 'c1', name: 'n' };
+  startAnswer: Error | null = null;
+  /** Answers of wait in turn; `'until_signal'` waits for the stop signal (a running container). */
+  waits: (WaitResult | Error | 'until_signal')[] = [{ kind: 'exited', exitCode: 0 }];
+  /** Answers of inspect in turn while present (the last repeats); `'refused'`: the engine does not answer; null: 404. */
+  inspects: (ContainerState | 'refused' | null)[] = [state('exited', 0)];
+  removeTakesNoEffect = false;
+  #out: { stdout: PassThrough; stderr: PassThrough } | null = null;
+
+  create(spec: ContainerSpec): Promise<ContainerHandle> {
+    this.calls.push('create');
+    this.created = spec;
+    const answer = this.createAnswer;
+    if (answer instanceof Error) return Promise.reject(answer);
+    this.present = true;
+    return typeof answer === 'function' ? answer() : Promise.resolve(answer);
+  }
+  attach(): Promise<ContainerOutput> {
+    this.calls.push('attach');
+    this.#out = { stdout: new PassThrough(), stderr: new PassThrough() };
+    return Promise.resolve(this.#out);
+  }
+  start(): Promise<void> {
+    this.calls.push('start');
+    if (this.startAnswer !== null) return Promise.reject(this.startAnswer);
+    const out = this.#out;
+    if (out !== null) {
+      out.stdout.end(this.output);
+      out.stderr.end();
+    }
+    return Promise.resolve();
+  }
+  wait(_id: string, options: { deadlineMs: number; signal?: AbortSignal }): Promise<WaitResult> {
+    this.calls.push('wait');
+    this.waitDeadlines.push(options.deadlineMs);
+    const next = this.waits.length > 1 ? this.waits.shift()! : this.waits[0]!;
+    if (next instanceof Error) return Promise.reject(next);
+    if (next !== 'until_signal') return Promise.resolve(next);
+    return new Promise((resolve) => {
+      if (options.signal?.aborted === true) resolve({ kind: 'aborted' });
+      options.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
+    });
+  }
+  stop(id: string, timeoutSec: number): Promise<void> {
+    this.calls.push('stop');
+    this.stops.push({ id, timeoutSec });
+    for (const stream of [this.#out?.stdout, this.#out?.stderr]) if (stream !== undefined && !stream.writableEnded) stream.end();
+    return Promise.resolve();
+  }
+  remove(): Promise<'removed'> {
+    this.calls.push('remove');
+    if (!this.removeTakesNoEffect) this.present = false;
+    // A removed container's attached streams end.
+    for (const stream of [this.#out?.stdout, this.#out?.stderr]) if (stream !== undefined && !stream.writableEnded) stream.end();
+    return Promise.resolve('removed');
+  }
+  inspect(): Promise<ContainerState | null> {
+    if (!this.present) return Promise.resolve(null);
+    const next = this.inspects.length > 1 ? this.inspects.shift()! : this.inspects[0]!;
+    return next === 'refused' ? Promise.reject(engineError('engine_unavailable', null)) : Promise.resolve(next);
+  }
+  follow(): Promise<ContainerOutput> {
+    this.calls.push('follow');
+    return Promise.resolve({ stdout: new PassThrough().end(this.output), stderr: new PassThrough().end() });
+  }
+  getArchive(): Promise<null> {
+    return Promise.resolve(null);
+  }
+  listByLabel(): Promise<ContainerState[]> {
+    return Promise.resolve(this.present ? [state('created', null)] : []);
+  }
+  containerEventsSince(): Promise<{ actions: string[]; complete: boolean }> {
+    return Promise.resolve({ actions: [], complete: false });
+  }
+}
+
+export function state(status: ContainerState['status'], exitCode: number | null, finishedAt: string | null = null): ContainerState {
+  return { id: 'c1', status, exitCode, oomKilled: false, startedAt: null, finishedAt, labels: {} };
+}

@@ -1,0 +1,210 @@
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import { executePair, type ExecutePairDeps, type ExecutePairInput } from '../../src/app/execute-pair.js';
+import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { FileSystem } from '../../src/app/ports/file-system.js';
+import { silentLogger } from '../../src/app/ports/logger.js';
+import { fakeTime } from '../support/fake-time.js';
+import { FaultyFileSystem } from '../support/faulty-file-system.js';
+import { engineError, ScriptedRuntime, state } from '../support/scripted-runtime.js';
+
+const T0 = Date.parse('2026-12-03T08:00:00Z');
+const DEADLINE = T0 + 90_000;
+const SECRET = 'sk-live-0123456789abcdef';
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rg-execute-pair-'));
+  await mkdir(join(dir, 'D'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function deps(runtime: ScriptedRuntime): ExecutePairDeps {
+  const time = fakeTime('2026-12-03T08:00:00Z');
+  return {
+    runtime: runtime as unknown as ContainerRuntime,
+    clock: time.clock,
+    sleep: time.sleep,
+    logger: silentLogger,
+    createRedactor: () => new PassThrough(),
+    extractSessions: () => Promise.reject(new Error('no sessions archive in these tests')),
+    diagnose: () => Promise.resolve(null),
+    verifyAbsentTimeoutMs: 300,
+  };
+}
+
+function input(extra: Partial<ExecutePairInput> = {}, fs: FileSystem = new NodeFileSystem()): ExecutePairInput {
+  return {
+    store: new EvidenceStore(fs, join(dir, 'D')),
+    jobRel: 'jobs/p1',
+    batchId: 'batch-1',
+    claimId: 'claim-0001',
+    job: { job_id: 'p1', argv: ['/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json'), ports: [], image: 'img' },
+    environment: {},
+    secrets: [SECRET],
+    sessionsDir: '/root/.codex/sessions',
+    stopBudgetSec: 5,
+    bindAddress: '127.0.0.1',
+    allowedHttpStatuses: [],
+    deadlineMs: DEADLINE,
+    readOutcome: () => Promise.resolve({ state: 'missing' }),
+    ...extra,
+  };
+}
+
+const log = (name: string): Promise<string> => readFile(join(dir, 'D', 'jobs', 'p1', name), 'utf8');
+
+describe('executePair with a scripted engine', () => {
+  it('a pair that exits: logs on disk, the wait bounded by the claim deadline, the container removed and verified', async () => {
+    const runtime = new ScriptedRuntime();
+    const { result } = await executePair(deps(runtime), input());
+    expect(runtime.waitDeadlines).toEqual([DEADLINE]);
+    expect(await log('stdout.log')).toBe('out\n');
+    expect(result).toMatchObject({ classification: 'infrastructure_failure', reasons: ['outcome_missing'], container: { id: 'c1', exit_code: 0, timed_out: false } });
+    expect(result.cleanup).toEqual({ removed: true, verified_absent: true, attempts: 1 });
+    expect(result.started_at).toBe('2026-12-03T08:00:00.000Z');
+    expect(runtime.created?.labels).toEqual({ 'roboguide.batch': 'batch-1', 'roboguide.job': 'p1', 'roboguide.claim': 'claim-0001' });
+  });
+
+  it('at its deadline: the controlled stop with the stop budget, timed out, still removed', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = [{ kind: 'deadline' }];
+    runtime.inspects = [state('exited', 137)];
+    const { result } = await executePair(deps(runtime), input());
+    expect(runtime.stops).toEqual([{ id: 'c1', timeoutSec: 5 }]);
+    expect(result.reasons).toEqual(['timeout', 'outcome_missing']);
+    expect(result.container).toEqual({ id: 'c1', exit_code: 137, timed_out: true, oom_killed: false });
+    expect(runtime.calls.at(-1)).toBe('remove');
+  });
+
+  it('on terminate: the controlled stop, terminated', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = ['until_signal'];
+    const terminate = new AbortController();
+    terminate.abort();
+    const { result } = await executePair(deps(runtime), input({ terminate: terminate.signal }));
+    expect(runtime.stops).toHaveLength(1);
+    expect(result.reasons).toEqual(['terminated', 'outcome_missing']);
+    expect(result.container.timed_out).toBe(false);
+  });
+
+  it('a log past its cap stops the pair: log_limit_exceeded, the file is the cap plus a marker', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = ['until_signal'];
+    runtime.output = 'x'.repeat(200_000);
+    const pair = input();
+    const { result, execution } = await executePair(deps(runtime), { ...pair, job: { ...pair.job, log_limit_bytes: 65_536 } });
+    expect(execution.logLimitExceeded).toBe('stdout');
+    expect(result.reasons).toEqual(['log_limit_exceeded', 'outcome_missing']);
+    expect(result.logs.stdout.limit_exceeded).toBe(true);
+    expect((await log('stdout.log')).startsWith('x'.repeat(65_536))).toBe(true);
+    expect(runtime.stops).toHaveLength(1);
+  });
+
+  it('a log that cannot be written stops the pair as a harness fault, and the container is still removed', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = ['until_signal'];
+    const fs = new FaultyFileSystem(new NodeFileSystem(), { rules: [{ op: 'write', path: 'stdout.log', code: 'ENOSPC' }] });
+    const { result } = await executePair(deps(runtime), input({}, fs));
+    expect(result.classification).toBe('harness_failure');
+    expect(result.reasons).toContain('log_write_failed');
+    expect(runtime.stops).toHaveLength(1);
+    expect(result.cleanup.verified_absent).toBe(true);
+  });
+
+  it('an engine lost during the wait and back with the container stopped: engine_restarted, logs read again without duplicates', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = [{ kind: 'engine_lost', lastSeenAliveMs: T0 }];
+    runtime.inspects = ['refused', 'refused', state('exited', 143, '2026-12-03T08:00:30Z')];
+    const { result } = await executePair(deps(runtime), input());
+    expect(result.reasons).toEqual(['engine_restarted', 'outcome_missing']);
+    expect(result.engine_error?.message).toMatch(/stopped at 2026-12-03T08:00:30Z \(exit code 143\)/);
+    expect(runtime.calls).toContain('follow');
+    expect(await log('stdout.log')).toBe('out\n');
+    expect(result.cleanup.verified_absent).toBe(true);
+  });
+
+  it('an engine lost during the wait whose container survived: waited for again until its ordinary exit', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = [{ kind: 'engine_lost', lastSeenAliveMs: T0 }, { kind: 'exited', exitCode: 0 }];
+    runtime.inspects = ['refused', state('running', null), state('exited', 0)];
+    const { result } = await executePair(deps(runtime), input());
+    expect(runtime.waitDeadlines).toEqual([DEADLINE, DEADLINE]);
+    expect(result.reasons).toEqual(['outcome_missing']);
+    expect(result.engine_error).toBeNull();
+  });
+
+  it('a removal that does not take effect: cleanup_unverified, a harness failure (the slot stays held)', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.removeTakesNoEffect = true;
+    const { result } = await executePair(deps(runtime), input());
+    expect(result.cleanup).toEqual({ removed: true, verified_absent: false, attempts: 3 });
+    expect(result.classification).toBe('harness_failure');
+    expect(result.reasons).toContain('cleanup_unverified');
+  });
+
+  it('an image missing at create: image_missing, no container to stop or remove, the engine words masked', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.createAnswer = engineError('image_missing', 404, `No such image: img (token ${SECRET})`);
+    const { result } = await executePair(deps(runtime), input());
+    expect(result.reasons).toEqual(['image_missing', 'outcome_missing']);
+    expect(result.container.id).toBeNull();
+    expect(runtime.calls).toEqual(['create']);
+    expect(result.engine_error?.kind).toBe('image_missing');
+    expect(result.engine_error?.message).not.toContain(SECRET);
+    expect(result.logs).toEqual({ stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } });
+  });
+
+  it('a port already allocated at start: port_allocated, and the created container is removed', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.startAnswer = engineError('port_allocated', 500, 'Bind for 127.0.0.1:8080 failed: port is already allocated');
+    runtime.inspects = [state('created', null)];
+    const { result } = await executePair(deps(runtime), input());
+    expect(result.reasons).toEqual(['port_allocated', 'outcome_missing']);
+    expect(runtime.calls).toContain('remove');
+    expect(result.cleanup.verified_absent).toBe(true);
+  });
+
+  it('an engine that stops answering mid-wait is the engine_error reason; result.json keeps the fault word engine_unavailable', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = [engineError('engine_unavailable', null)];
+    const { result } = await executePair(deps(runtime), input());
+    expect(result.reasons).toEqual(['engine_error', 'outcome_missing']);
+    expect(result.engine_error?.kind).toBe('engine_unavailable');
+  });
+
+  it('a lost node leaves the removal unverified without a harness fault (the node is at fault)', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = [{ kind: 'node_lost', node: 'n2', message: 'node n2 was lost' }];
+    runtime.inspects = ['refused'];
+    const { result } = await executePair(deps(runtime), input());
+    expect(result.reasons).toEqual(['node_lost', 'outcome_missing']);
+    expect(result.classification).toBe('infrastructure_failure');
+    expect(result.cleanup.verified_absent).toBe(false);
+  });
+
+  it('a valid outcome: published for the operator, masked in the evidence, hashed as kept, completed', async () => {
+    const runtime = new ScriptedRuntime();
+    const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, note: SECRET }));
+    const published: string[] = [];
+    const pair = input({ readOutcome: () => Promise.resolve({ state: 'present', bytes }) });
+    const { result } = await executePair(
+      {
+        ...deps(runtime),
+        publishOutcome: (b, path) => Promise.resolve(void published.push(`${path}:${b.length}`)),
+        maskOutcome: (b) => Promise.resolve({ kept: new TextEncoder().encode(new TextDecoder().decode(b).replace(SECRET, '***')), masked: false }),
+      },
+      pair,
+    );
+    expect(published).toEqual([`${pair.job.outcome_path}:${bytes.length}`]);
+    expect(result.outcome_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(JSON.stringify(result.outcome)).not.toContain(SECRET);
+  });
+});
