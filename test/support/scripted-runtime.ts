@@ -92,8 +92,12 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
   listByLabel(): Promise<ContainerState[]> {
     return Promise.resolve(this.present ? [state('created', null)] : []);
   }
-  containerEventsSince(): Promise<{ actions: string[]; complete: boolean }> {
-    return Promise.resolve({ actions: [], complete: false });
+  /** The engine's buffered events for the container (a hint), and the moments they were asked from. */
+  events: { actions: string[]; complete: boolean } = { actions: [], complete: false };
+  readonly eventsSince: number[] = [];
+  containerEventsSince(_id: string, sinceMs: number): Promise<{ actions: string[]; complete: boolean }> {
+    this.eventsSince.push(sinceMs);
+    return Promise.resolve(this.events);
   }
 }
 

@@ -190,6 +190,29 @@ describe('executePair with a scripted engine', () => {
     expect(result.cleanup.verified_absent).toBe(false);
   });
 
+  it('a reattach (resume) to a container an unwatched engine restart stopped: engine_restarted, history read from the claim, no wait', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.present = true;
+    runtime.inspects = [state('exited', 143, '2026-12-03T08:00:30Z')];
+    runtime.events = { actions: ['kill', 'die'], complete: true };
+    const claimedAtMs = T0 - 10_000;
+    const { result } = await executePair(deps(runtime), input({ reattach: { containerId: 'c1', claimedAtMs } }));
+    expect(runtime.eventsSince).toEqual([claimedAtMs]);
+    expect(runtime.calls).not.toContain('wait');
+    expect(runtime.calls.slice(0, 1)).toEqual(['follow']);
+    expect(result.reasons).toEqual(['engine_restarted', 'outcome_missing']);
+    expect(result.container).toMatchObject({ id: 'c1', exit_code: 143, timed_out: false });
+  });
+
+  it('a reattach to a container still running waits until the original deadline', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.present = true;
+    runtime.inspects = [state('running', null), state('running', null), state('exited', 0)];
+    const { result } = await executePair(deps(runtime), input({ reattach: { containerId: 'c1', claimedAtMs: T0 } }));
+    expect(runtime.waitDeadlines).toEqual([DEADLINE]);
+    expect(result.reasons).toEqual(['outcome_missing']);
+  });
+
   it('a valid outcome: published for the operator, masked in the evidence, hashed as kept, completed', async () => {
     const runtime = new ScriptedRuntime();
     const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, note: SECRET }));
