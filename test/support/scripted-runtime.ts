@@ -45,13 +45,13 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
   }
   start(): Promise<void> {
     this.calls.push('start');
-    if (this.startAnswer !== null) return Promise.reject(this.startAnswer);
     const out = this.#out;
+    // A container that never ran has no output: its streams end empty.
     if (out !== null) {
-      out.stdout.end(this.output);
+      out.stdout.end(this.startAnswer === null ? this.output : undefined);
       out.stderr.end();
     }
-    return Promise.resolve();
+    return this.startAnswer === null ? Promise.resolve() : Promise.reject(this.startAnswer);
   }
   wait(_id: string, options: { deadlineMs: number; signal?: AbortSignal }): Promise<WaitResult> {
     this.calls.push('wait');
