@@ -43,10 +43,16 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
   const run = new LifecycleRun(deps, launch);
   let { state, effects } = beginLifecycle({ deadlineMs: launch.deadlineMs, stopBudgetSec: launch.stopBudgetSec, reattachTo: launch.reattach?.containerId ?? null });
   const queue = [...effects];
-  for (let effect = queue.shift(); effect !== undefined; effect = queue.shift()) {
-    const event = await run.perform(effect, state.facts);
-    ({ state, effects } = decide(state, event));
-    queue.push(...effects);
+  try {
+    for (let effect = queue.shift(); effect !== undefined; effect = queue.shift()) {
+      const event = await run.perform(effect, state.facts);
+      ({ state, effects } = decide(state, event));
+      queue.push(...effects);
+    }
+  } catch (err) {
+    // A fault of this loop itself (never the pair's or the engine's): the container still goes, then the fault is raised.
+    if (state.facts.containerId !== null) await removeAndVerify(deps, state.facts.containerId, launch.stopBudgetSec);
+    throw err;
   }
   return run.execution(state.facts);
 }

@@ -213,6 +213,16 @@ describe('executePair with a scripted engine', () => {
     expect(result.reasons).toEqual(['outcome_missing']);
   });
 
+  it('a fault of the lifecycle loop itself is raised, but only after the container is removed', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.inspects = ['refused', state('exited', 0)]; // the collection's probe sleeps, and the timer fails
+    class TimerBroke extends Error {}
+    const broken = { ...deps(runtime), sleep: () => Promise.reject(new TimerBroke('the timer broke')) };
+    await expect(executePair(broken, input())).rejects.toThrow(TimerBroke);
+    expect(runtime.calls.at(-1)).toBe('remove');
+    expect(runtime.present).toBe(false);
+  });
+
   it('a valid outcome: published for the operator, masked in the evidence, hashed as kept, completed', async () => {
     const runtime = new ScriptedRuntime();
     const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, note: SECRET }));
