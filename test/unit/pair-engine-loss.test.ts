@@ -14,6 +14,7 @@ import type {
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
+import { fakeTime } from '../support/fake-time.js';
 
 const unavailable = (): EngineError =>
   new EngineError('engine_unavailable', 'Docker engine unreachable (ECONNREFUSED)', {
@@ -125,10 +126,19 @@ function logFiles(): { open: PairLifecycleDeps['openLog']; text: (name: 'stdout'
   return { open, text: (name) => files[name].toString() };
 }
 
-function deps(runtime: EngineThatGoesAway, logs = logFiles()): PairLifecycleDeps {
+/**
+ * The lifecycle's clock starts now and moves only when the lifecycle sleeps (probe backoff, removal polling), so no
+ * test waits for real backoffs. `onSleep`: what happens in the world while the lifecycle waits.
+ */
+function deps(runtime: EngineThatGoesAway, logs = logFiles(), onSleep: () => void = () => undefined): PairLifecycleDeps {
+  const time = fakeTime(new Date().toISOString());
   return {
     runtime: runtime as unknown as ContainerRuntime,
-    clock: { now: () => new Date() },
+    clock: time.clock,
+    sleep: (ms, signal) => {
+      onSleep();
+      return time.sleep(ms, signal);
+    },
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
     openLog: logs.open,
@@ -244,8 +254,8 @@ describe('a pair whose engine goes away (issue 10)', () => {
   it('a stop --terminate while the engine is away ends the pair as terminated', async () => {
     const runtime = new EngineThatGoesAway([lost()], ['refused']);
     const terminate = new AbortController();
-    setTimeout(() => terminate.abort(), 300);
-    const r = await runPairLifecycle(deps(runtime), { ...launch(), terminate: terminate.signal });
+    // The operator asks for the stop while the lifecycle waits between probes of the absent engine.
+    const r = await runPairLifecycle(deps(runtime, logFiles(), () => terminate.abort()), { ...launch(), terminate: terminate.signal });
     expect(r.terminated).toBe(true);
     expect(r.engineLoss).toBeNull();
   });
