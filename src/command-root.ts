@@ -1,12 +1,8 @@
-import { createHash } from 'node:crypto';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
-import { hostAddresses } from './adapters/host-addresses.js';
-import { readOutcomeFile } from './adapters/outcome-reader.js';
-import { defaultRegistryPath, isPostgresLocation, registryFilePath, registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
-import { checkRegistryLocation, openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { BuildReport } from './adapters/docker/image-builder.js';
+import type { RegistryLocation } from './adapters/registry/default-path.js';
 import type { CapacityDeps } from './app/capacity-report.js';
 import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
@@ -17,33 +13,23 @@ import type { BatchStatus } from './app/batch/status.js';
 import { SUPERVISOR_LOG } from './app/batch/layout.js';
 import { systemClock } from './app/ports/clock.js';
 import type { Logger } from './app/ports/logger.js';
-import type { OutputEvidenceDeps, RecoverOutputDeps, ReconcileOutputDeps } from './app/reconcile-output.js';
+import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/reconcile-output.js';
+import type { RecoverOutputDeps } from './app/recover-output.js';
 import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
 import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
-import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
-import {
-  BIN_RUN_JS,
-  DOCKER_DIR,
-  PACKAGE_ROOT,
-  batchLogSecrets,
-  createContainerRuntime,
-  createDockerRuntime,
-  createExecutorRuntime,
-  createPairRunDeps,
-  createStderrLogger,
-  createSupervisorDeps,
-  createSwarmRuntime,
-  hostProtectedPaths,
-  runtimeForOutput,
-  specLogSecrets,
-} from './composition-root.js';
+import type { ExecutorConfig } from './core/executor.js';
 
 /**
- * The wiring of each command, on top of the shared composition root: a command parses its flags, asks here for
- * what its use-case needs, calls the use-case and renders. Adapters that only some commands use (the supervisor
- * launcher, the doctor's probes with pg, nvidia-smi, the image builder with tar-fs, the file logger with pino)
- * are imported when the command asks for them, so that every command still starts light (issue 14).
+ * The wiring of each command, on top of the shared composition root (`composition-root.ts`): a command parses its
+ * flags, asks here for what its use-case needs, calls the use-case and renders. Only the evidence store and the
+ * local file system are imported at the top; the composition root, the registry (node:sqlite, pg), the supervisor
+ * launcher, the doctor's probes, nvidia-smi, the image builder (tar-fs) and the file logger (pino) are imported when
+ * a command asks for them, so that a command loads no more than it did when it wired them itself (issue 14).
  */
+
+export type { BuildReport } from './adapters/docker/image-builder.js';
+
+const root = () => import('./composition-root.js');
 
 /** An evidence store on the local file system, rooted at `dir`. */
 export function evidenceStoreAt(dir: string): EvidenceStore {
@@ -53,11 +39,12 @@ export function evidenceStoreAt(dir: string): EvidenceStore {
 /** This tool's exact code version (package version and git commit), as receipts and batch.json record it. */
 export async function codeVersion(): Promise<string> {
   const { readCodeVersion } = await import('./adapters/code-version.js');
-  return readCodeVersion(PACKAGE_ROOT);
+  return readCodeVersion((await root()).PACKAGE_ROOT);
 }
 
 /** The batch's supervisor in this process (`--foreground`), logging on stderr with the batch's secrets masked. */
 export async function superviseHere(output: string, mode: 'start' | 'resume'): Promise<string> {
+  const { batchLogSecrets, createStderrLogger, createSupervisorDeps } = await root();
   const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
   try {
     const { supervise } = await import('./app/batch/supervisor.js');
@@ -73,18 +60,21 @@ export async function superviseHere(output: string, mode: 'start' | 'resume'): P
  */
 export async function launchBatchSupervisor(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<{ pid: number }> {
   const { launchSupervisor } = await import('./adapters/supervisor-launcher.js');
+  const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
   const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  return launchSupervisor(BIN_RUN_JS, output, mode, password !== undefined ? { PGPASSWORD: password } : {});
+  return launchSupervisor((await root()).BIN_RUN_JS, output, mode, password !== undefined ? { PGPASSWORD: password } : {});
 }
 
 /** The logger of the detached supervisor: JSON lines in D/supervisor.log, the batch's secrets masked. */
 export async function createSupervisorLogger(output: string): Promise<Logger & { flush(): void }> {
   const { createFileLogger } = await import('./adapters/pino-logger.js');
-  return createFileLogger(join(output, SUPERVISOR_LOG), await batchLogSecrets(output), { output });
+  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), { output });
 }
 
 /** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone or over the size limit. */
 async function readOutcomeSha256(path: string): Promise<string | null> {
+  const { readOutcomeFile } = await import('./adapters/outcome-reader.js');
+  const { createHash } = await import('node:crypto');
   const read = await readOutcomeFile(path);
   // An outcome over the size limit is never read, and result.json records no digest for it either.
   if (read.state === 'missing' || read.state === 'too_large') return null;
@@ -92,42 +82,41 @@ async function readOutcomeSha256(path: string): Promise<string | null> {
   return createHash('sha256').update(read.bytes).digest('hex');
 }
 
-function existingRegistry(flag: string | undefined): ExistingRegistry {
-  const location = registryLocation(flag); // a URL other than PostgreSQL's is refused, never taken for a path
-  return {
-    path: location.path,
-    file: !isPostgresLocation(location),
-    open: () => {
-      checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
-      return openRegistryAt(location);
-    },
+/** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
+async function existingRegistry(flag: string | undefined): Promise<() => ExistingRegistry> {
+  const { isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
+  return () => {
+    const location = registryLocation(flag);
+    return {
+      path: location.path,
+      file: !isPostgresLocation(location),
+      open: async () => {
+        const { checkRegistryLocation, openRegistryAt } = await import('./adapters/registry/open-registry.js');
+        checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
+        return openRegistryAt(location);
+      },
+    };
   };
 }
 
-async function isDirectory(path: string): Promise<boolean> {
-  return stat(path).then(
-    (info) => info.isDirectory(),
-    () => false,
-  );
-}
-
 /** The evidence of an existing output directory and the registry of `--registry` (reconcile, pair recover). */
-function createOutputEvidenceDeps(registryFlag: string | undefined): OutputEvidenceDeps {
+async function createOutputEvidenceDeps(registryFlag: string | undefined): Promise<OutputEvidenceDeps> {
+  const { runtimeForOutput } = await root();
   return {
-    isDirectory,
+    isDirectory: (path) => stat(path).then((info) => info.isDirectory(), () => false),
     exists: (path) => stat(path).then(() => true, () => false),
-    locateRegistry: () => existingRegistry(registryFlag),
+    locateRegistry: await existingRegistry(registryFlag),
     storeAt: evidenceStoreAt,
     runtimeFor: runtimeForOutput,
   };
 }
 
-export function createReconcileDeps(registryFlag: string | undefined): ReconcileOutputDeps {
-  return { ...createOutputEvidenceDeps(registryFlag), readOutcomeSha256 };
+export async function createReconcileDeps(registryFlag: string | undefined): Promise<ReconcileOutputDeps> {
+  return { ...(await createOutputEvidenceDeps(registryFlag)), readOutcomeSha256 };
 }
 
-export function createRecoverDeps(registryFlag: string | undefined): RecoverOutputDeps {
-  return { ...createOutputEvidenceDeps(registryFlag), clock: systemClock, logger: createStderrLogger() };
+export async function createRecoverDeps(registryFlag: string | undefined): Promise<RecoverOutputDeps> {
+  return { ...(await createOutputEvidenceDeps(registryFlag)), clock: systemClock, logger: (await root()).createStderrLogger() };
 }
 
 export function createReportFileDeps(): ReportFileDeps {
@@ -140,7 +129,7 @@ export function createReportFileDeps(): ReportFileDeps {
  */
 export async function createStatusReader(output: string): Promise<(now: Date) => Promise<BatchStatus>> {
   const store = evidenceStoreAt(output);
-  const runtime = await runtimeForOutput(store.root);
+  const runtime = await (await root()).runtimeForOutput(store.root);
   const engine = await runtime.info().then(() => runtime, () => undefined);
   const { readStatus } = await import('./app/batch/read-status.js');
   return (now) => readStatus(store, engine, now);
@@ -151,6 +140,9 @@ export async function createNodeDownDeps(output: string): Promise<NodeDownDeps &
   const store = evidenceStoreAt(output);
   const { loadBatch } = await import('./app/batch/batch-context.js');
   const { batch } = await loadBatch(store);
+  const { openRecordedRegistry } = await import('./adapters/registry/open-registry.js');
+  const { executorOfRecord } = await import('./core/executor.js');
+  const { createExecutorRuntime, createStderrLogger } = await root();
   const registry = await openRecordedRegistry(batch.registry_path);
   return {
     store,
@@ -164,7 +156,9 @@ export async function createNodeDownDeps(output: string): Promise<NodeDownDeps &
 
 /** `capacity`: the registry of `--registry` (its location shown as given) and this host's GPUs. */
 export async function openCapacity(registryFlag: string | undefined): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
+  const { registryLocation } = await import('./adapters/registry/default-path.js');
   const location = registryLocation(registryFlag);
+  const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
   const registry = await openRegistryAt(location);
   return {
     registryPath: location.path,
@@ -178,11 +172,12 @@ export async function openCapacity(registryFlag: string | undefined): Promise<Ca
 export async function createDoctorWiring(
   registryFlag: string | undefined,
 ): Promise<{ readonly deps: DoctorDeps; readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>; readonly sessionsMaxBytes: number }> {
+  const { defaultRegistryPath, isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
   const location = registryFlag !== undefined && registryFlag !== '' ? registryLocation(registryFlag) : null;
   const { createDoctorDeps } = await import('./adapters/doctor-probes.js');
   const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
   return {
-    deps: createDoctorDeps(createContainerRuntime()),
+    deps: createDoctorDeps((await root()).createContainerRuntime()),
     registry: {
       registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
       ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
@@ -192,10 +187,9 @@ export async function createDoctorWiring(
   };
 }
 
-export type { BuildReport } from './adapters/docker/image-builder.js';
-
 /** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */
 export async function buildImages(options: { readonly busyboxPath: string; readonly force: boolean; readonly only?: string[] }): Promise<BuildReport[]> {
+  const { createDockerRuntime, DOCKER_DIR } = await root();
   const runtime = await createDockerRuntime();
   await runtime.info(); // fail fast with exit 3 when no engine answers
   const { buildSyntheticImages } = await import('./adapters/docker/image-builder.js');
@@ -211,9 +205,13 @@ export async function createBatchStartWiring(
   readonly registry: RegistryLocation;
   readonly host: Pick<StartBatchOptions, 'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'>;
 }> {
+  const { registryLocation } = await import('./adapters/registry/default-path.js');
+  const { createExecutorRuntime, createSwarmRuntime, hostProtectedPaths } = await root();
   const registry = registryLocation(registryFlag);
   const runtime = createExecutorRuntime(executor);
   const { checkRegistryNeeds } = await import('./app/batch/start-batch.js');
+  const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
+  const { hostAddresses } = await import('./adapters/host-addresses.js');
   const deps: StartBatchDeps = {
     fs: new NodeFileSystem(),
     runtime,
@@ -260,14 +258,17 @@ export async function outputSpaceWarning(output: string): Promise<string | null>
  * `pair run`: the adapters of the lifecycle (the registry opened only once the spec passed every check) and the host
  * facts the spec is checked against. A `--registry` URL other than PostgreSQL's is refused here, before anything else.
  */
-export function createPairRunWiring(
+export async function createPairRunWiring(
   registryFlag: string | undefined,
   specText: string,
   executor: ExecutorConfig,
-): {
+): Promise<{
   readonly deps: RunPairDeps & { dispose(): Promise<void> };
   readonly host: Pick<RunPairOptions, 'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath'>;
-} {
+}> {
+  const { registryFilePath, registryLocation } = await import('./adapters/registry/default-path.js');
+  const { createPairRunDeps, hostProtectedPaths, specLogSecrets } = await root();
+  const { hostAddresses } = await import('./adapters/host-addresses.js');
   const registry = registryLocation(registryFlag);
   const deps = createPairRunDeps(registry, specLogSecrets(specText), executor);
   const registryPath = registryFilePath(registry);
@@ -275,7 +276,7 @@ export function createPairRunWiring(
     deps,
     host: {
       environment: process.env,
-      codeVersion: codeVersion,
+      codeVersion,
       cwd: process.cwd(),
       hostAddresses: hostAddresses(),
       hostPaths: hostProtectedPaths(),

@@ -1,9 +1,6 @@
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { openExistingEvidence, type ExistingEvidenceDeps } from './existing-evidence.js';
-import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
-import type { Logger } from './ports/logger.js';
-import { recoverPairRun, type RecoverPairRunReport } from './recover-pair-run.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileDeps, type ReconcileMode } from './reconcile-pair.js';
 
 /** The evidence of an output directory, as the composition root wires it. */
@@ -31,25 +28,6 @@ export async function reconcileOutput(
     const reconcile = { store: deps.storeAt(output), registry, runtime: await deps.runtimeFor(output), readOutcomeSha256: deps.readOutcomeSha256 };
     const result = await reconcileBatch(reconcile, { mode: request.mode, ...(request.jobId !== undefined ? { jobId: request.jobId } : {}) });
     return { ...result, registryPath };
-  } finally {
-    await registry.close();
-  }
-}
-
-export interface RecoverOutputDeps extends OutputEvidenceDeps {
-  readonly clock: Clock;
-  readonly logger: Logger;
-}
-
-/** `pair recover`: the killed `pair run` of `output` is cleaned up, finished and its slot released. */
-export async function recoverOutput(deps: RecoverOutputDeps, request: { readonly output: string; readonly stopBudgetSec: number }): Promise<RecoverPairRunReport> {
-  const { output } = request;
-  const { registry } = await openExistingEvidence(deps, output, { registrySuggestion: 'pass --registry with the database the pair run was admitted in' });
-  try {
-    return await recoverPairRun(
-      { store: deps.storeAt(output), registry, runtime: await deps.runtimeFor(output), clock: deps.clock, logger: deps.logger },
-      { stopBudgetSec: request.stopBudgetSec },
-    );
   } finally {
     await registry.close();
   }

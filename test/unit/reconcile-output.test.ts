@@ -8,7 +8,8 @@ import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { Logger } from '../../src/app/ports/logger.js';
-import { reconcileOutput, recoverOutput, type OutputEvidenceDeps } from '../../src/app/reconcile-output.js';
+import { reconcileOutput, type OutputEvidenceDeps } from '../../src/app/reconcile-output.js';
+import { recoverOutput } from '../../src/app/recover-output.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { buildFinishedPair, FakeContainerRuntime, outcomeSha256OrNull, steppingClock } from '../support/finished-pair.js';
 

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { recoverOutput } from '../../app/reconcile-output.js';
+import { recoverOutput } from '../../app/recover-output.js';
 import type { RecoverPairRunReport } from '../../app/recover-pair-run.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { createRecoverDeps } from '../../command-root.js';
@@ -30,7 +30,7 @@ export default class PairRecover extends BaseCommand {
   async run(): Promise<RecoverPairRunReport & { output: string }> {
     const { flags } = await this.parse(PairRecover);
     const output = resolve(flags.output);
-    const report = await recoverOutput(createRecoverDeps(flags.registry), { output, stopBudgetSec: flags['stop-budget'] });
+    const report = await recoverOutput(await createRecoverDeps(flags.registry), { output, stopBudgetSec: flags['stop-budget'] });
     const r = report.reconciliation;
     const released = r.kind === 'committed' || r.kind === 'already_committed';
     if (!released) process.exitCode = ExitCode.runtime;

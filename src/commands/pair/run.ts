@@ -42,7 +42,7 @@ export default class PairRun extends BaseCommand {
     const { flags } = await this.parse(PairRun);
     const executor = executorFromFlags(flags); // bad executor flags: exit 2 before anything is read or written
     const specText = await readSpec(flags.spec);
-    const { deps, host } = createPairRunWiring(flags.registry, specText, executor);
+    const { deps, host } = await createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
     const termination = trapTermination((signal) => `${signal}: stopping the pair (stop budget), then removing its container…\n`);
