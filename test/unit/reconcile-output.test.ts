@@ -58,6 +58,16 @@ describe('reconcileOutput (`reconcile`)', () => {
     expect(closes).toBe(1);
   });
 
+  it('--job: only that pair of a batch is reconciled (preview: nothing released)', async () => {
+    const root = join(tmp, 'batch');
+    await buildFinishedPair({ root, outcomeDir: join(tmp, 'out'), registry, jobId: 'pair-0001' });
+    const second = await buildFinishedPair({ root, outcomeDir: join(tmp, 'out'), registry, jobId: 'pair-0002' });
+    const got = await reconcileOutput({ ...deps(new FakeContainerRuntime()), readOutcomeSha256: outcomeSha256OrNull }, { output: root, mode: 'preview', jobId: 'pair-0002' });
+    expect(got.reports.map((r) => [r.job_id, r.kind])).toEqual([['pair-0002', 'would_commit']]);
+    expect((await registry.reservation(second.reservationId))?.state).toBe('held');
+    expect(closes).toBe(1);
+  });
+
   it('closes the registry when the output\'s runtime cannot be built', async () => {
     await mkdir(join(tmp, 'run'));
     const refused = new RoboguideError('E_USAGE', 'a swarm pair');
