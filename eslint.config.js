@@ -30,6 +30,17 @@ export default tseslint.config(
     },
   },
   {
+    // Commands are thin: they take their adapters from the composition roots (src/composition-root.ts,
+    // src/command-root.ts, src/serve-root.ts), never construct or import one themselves.
+    files: ['src/commands/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/adapters', '**/adapters/**'], message: 'commands ask the composition root (src/command-root.ts) for adapters; only the composition roots and src/cli import src/adapters.' }] },
+      ],
+    },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',

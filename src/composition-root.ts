@@ -4,7 +4,6 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pinoModule from 'pino';
-import { Flags } from '@oclif/core';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
 import type { SwarmContainerRuntime } from './adapters/swarm/swarm-container-runtime.js';
@@ -106,16 +105,6 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
   if (batch?.executor === undefined) return createContainerRuntime();
   return createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
 }
-
-/** The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. */
-export const executorFlags = {
-  executor: Flags.string({ description: 'where pairs run: local (this host\'s engine) or swarm (Docker Swarm through --manager)', default: 'local' }),
-  manager: Flags.string({ description: 'with --executor swarm: the swarm manager\'s engine (unix:///path, tcp://host:port[?ca=&cert=&key=], ssh://user@host)' }),
-  'node-engine': Flags.string({
-    description: 'with --executor swarm, repeatable: NODE=URL, the engine of swarm node NODE (hostname or id); outcome and sessions are read back and removals verified through it',
-    multiple: true,
-  }),
-};
 
 const PINO_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
 

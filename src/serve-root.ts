@@ -12,6 +12,7 @@ import { registryFilePath, registryLocation } from './adapters/registry/default-
 import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
+import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
@@ -64,17 +65,50 @@ export function defaultDataDir(env: Readonly<Record<string, string | undefined>>
   return join(stateHome(env), 'roboguide-eval', 'serve');
 }
 
-export async function startServe(options: ServeOptions): Promise<RunningServe> {
+/** The data directory (private, made if needed; its canonical path) and its scratch folder, emptied at each start. */
+async function prepareDataDir(options: ServeOptions): Promise<{ dataDir: string; tempRoot: string }> {
   const dataDirInput = options.dataDir ?? defaultDataDir(options.environment);
   await mkdir(dataDirInput, { recursive: true, mode: 0o700 });
   const dataDir = await realpath(dataDirInput);
   const tempRoot = join(dataDir, 'tmp');
   await rm(tempRoot, { recursive: true, force: true });
   await mkdir(tempRoot, { mode: 0o700 });
-  // The same rules as every command: a URL is refused, a named registry must exist (or be new in an existing folder).
+  return { dataDir, tempRoot };
+}
+
+/** Every `reapIntervalMs`, one pass over expired sessions (never two at once); returns how to stop it. */
+function startReaper(sessions: SessionManager, logger: Logger, reapIntervalMs: number): () => void {
+  let reaping = false;
+  const reaper = setInterval(() => {
+    if (reaping) return;
+    reaping = true;
+    sessions
+      .reap()
+      .catch((err: unknown) => logger.warn({ error: (err as Error).message }, 'reaper pass failed'))
+      .finally(() => { reaping = false; });
+  }, reapIntervalMs);
+  return () => clearInterval(reaper);
+}
+
+/** Closes the registry when `work` fails (the server never started), and passes the failure on. */
+async function closingOnFailure<T>(registry: CapacityRegistry, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    await registry.close();
+    throw err;
+  }
+}
+
+/** The same rules as every command: a URL is refused, a named registry must exist (or be new in an existing folder). */
+async function openServeRegistry(options: ServeOptions): Promise<{ registry: CapacityRegistry; registryPath: string | undefined }> {
   const location = registryLocation(options.registryPath, options.environment);
-  const registryPath = registryFilePath(location);
-  const registry = await openRegistryAt(location);
+  return { registry: await openRegistryAt(location), registryPath: registryFilePath(location) };
+}
+
+export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  const { dataDir, tempRoot } = await prepareDataDir(options);
+  const { registry, registryPath } = await openServeRegistry(options);
   const runtime = options.runtime ?? new DockerContainerRuntime();
   const engine = new DockerSessionEngine(runtime);
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);
@@ -97,13 +131,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     stopBudgetSec: options.stopBudgetSec ?? 10,
     maxOutputBytes: options.maxOutputBytes ?? 16 * 1024 * 1024,
   });
-  let adoption: RunningServe['adoption'];
-  try {
-    adoption = await sessions.adopt((id) => runtime.environmentOf(id));
-  } catch (err) {
-    await registry.close();
-    throw err;
-  }
+  const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
     pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry },
     store,
@@ -112,29 +140,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     codeVersion: options.version,
     protectedPaths,
   });
-  const server = await startApiServer({
-    socketPath,
-    ...(options.listen ? { listen: options.listen } : {}),
-    version: options.version,
-    sessions,
-    pairs,
-    engine,
-    tempRoot,
-    createRedactor,
-    logger: options.logger,
-  }).catch(async (err: unknown) => {
-    await registry.close();
-    throw err;
-  });
-  let reaping = false;
-  const reaper = setInterval(() => {
-    if (reaping) return;
-    reaping = true;
-    sessions
-      .reap()
-      .catch((err: unknown) => options.logger.warn({ error: (err as Error).message }, 'reaper pass failed'))
-      .finally(() => { reaping = false; });
-  }, options.reapIntervalMs ?? 5_000);
+  const server = await closingOnFailure(registry, () =>
+    startApiServer({ socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor, logger: options.logger }),
+  );
+  const stopReaper = startReaper(sessions, options.logger, options.reapIntervalMs ?? 5_000);
   let shutdown: Promise<void> | null = null;
   return {
     socketPath,
@@ -145,7 +154,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     sessions,
     shutdown: () => {
       shutdown ??= (async () => {
-        clearInterval(reaper);
+        stopReaper();
         const closed = server.close();
         await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
         await closed;

@@ -1,34 +1,11 @@
 import { Flags } from '@oclif/core';
-import { observeGpus } from '../adapters/nvidia-smi.js';
-import { registryLocation } from '../adapters/registry/default-path.js';
-import type { BoardRow, CapacityRegistry, HostLimits, Reservation } from '../app/ports/capacity-registry.js';
+import { readCapacity, type CapacityView } from '../app/capacity-report.js';
+import type { HostLimits } from '../app/ports/capacity-registry.js';
 import { BaseCommand } from '../cli/base-command.js';
-import { openRegistry } from '../composition-root.js';
-import type { GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
+import { openCapacity } from '../command-root.js';
 import { InvalidInputError } from '../core/errors.js';
 
-/** One node's limits and what is held on it. */
-interface NodeCapacity {
-  readonly node: string;
-  readonly limits: HostLimits;
-  /** Whether the node has limits of its own (else the default applies). */
-  readonly own_limits: boolean;
-  readonly held: number;
-  readonly held_gpu_mib: number;
-  readonly held_ports: number[];
-}
-
-interface CapacityReport {
-  readonly registry: string;
-  /** The default limits: every node without its own. */
-  readonly limits: HostLimits;
-  /** This host's node name (what local pairs are admitted to). */
-  readonly local_node: string;
-  readonly nodes: NodeCapacity[];
-  readonly held: Reservation[];
-  readonly board: BoardRow[];
-  readonly gpu: GpuObservation;
-}
+type CapacityReport = { readonly registry: string } & CapacityView;
 
 function parseGpuLimit(text: string): number | null {
   if (text === 'none') return null;
@@ -38,26 +15,6 @@ function parseGpuLimit(text: string): number | null {
 
 function limitsText(limits: HostLimits): string {
   return `${limits.maxReservations} reservation(s) at once; GPU budget ${limits.gpuMib === null ? 'none' : `${limits.gpuMib} MiB`}`;
-}
-
-/** Every node that has limits of its own or holds something, plus this host (and the node named by --node). */
-async function nodeCapacities(registry: CapacityRegistry, named: string | undefined): Promise<NodeCapacity[]> {
-  const own = await registry.nodeLimits();
-  const held = await registry.held();
-  const names = new Set([registry.localNode, ...own.map((n) => n.node), ...held.map((r) => r.node), ...(named !== undefined ? [named] : [])]);
-  const nodes: NodeCapacity[] = [];
-  for (const node of [...names].sort()) {
-    const mine = held.filter((r) => r.node === node);
-    nodes.push({
-      node,
-      limits: await registry.limits(node),
-      own_limits: own.some((n) => n.node === node),
-      held: mine.length,
-      held_gpu_mib: mine.reduce((sum, r) => sum + r.gpuMib, 0),
-      held_ports: mine.flatMap((r) => r.ports).sort((a, b) => a - b),
-    });
-  }
-  return nodes;
 }
 
 export default class Capacity extends BaseCommand {
@@ -84,29 +41,11 @@ export default class Capacity extends BaseCommand {
   async run(): Promise<CapacityReport> {
     const { flags } = await this.parse(Capacity);
     const gpuLimit = flags['gpu-mib'] !== undefined ? parseGpuLimit(flags['gpu-mib']) : undefined;
-    const location = registryLocation(flags.registry);
-    const registry = await openRegistry(flags.registry);
+    const capacity = await openCapacity(flags.registry);
     try {
-      if (flags['max-reservations'] !== undefined || gpuLimit !== undefined) {
-        const current = await registry.limits(flags.node);
-        await registry.setLimits(
-          {
-            maxReservations: flags['max-reservations'] ?? current.maxReservations,
-            gpuMib: gpuLimit !== undefined ? gpuLimit : current.gpuMib,
-          },
-          flags.node,
-        );
-      }
-      const filter = flags.batch !== undefined ? { batchId: flags.batch } : {};
-      const report: CapacityReport = {
-        registry: location.path,
-        limits: await registry.limits(),
-        local_node: registry.localNode,
-        nodes: await nodeCapacities(registry, flags.node),
-        held: await registry.held(filter),
-        board: await registry.board(filter),
-        gpu: await observeGpus(),
-      };
+      const set = { ...(flags['max-reservations'] !== undefined ? { maxReservations: flags['max-reservations'] } : {}), ...(gpuLimit !== undefined ? { gpuMib: gpuLimit } : {}) };
+      const view = await readCapacity(capacity, { ...(flags.batch !== undefined ? { batchId: flags.batch } : {}), ...(flags.node !== undefined ? { node: flags.node } : {}), set });
+      const report: CapacityReport = { registry: capacity.registryPath, ...view };
       this.log(`registry ${report.registry}`);
       this.log(`limits (default): ${limitsText(report.limits)}`);
       for (const n of report.nodes) {
@@ -124,7 +63,7 @@ export default class Capacity extends BaseCommand {
       );
       return report;
     } finally {
-      await registry.close();
+      await capacity.dispose();
     }
   }
 }

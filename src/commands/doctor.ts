@@ -1,14 +1,11 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
-import { defaultRegistryPath, isPostgresLocation, registryLocation } from '../adapters/registry/default-path.js';
-import { createDoctorDeps } from '../adapters/doctor-probes.js';
 import { renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
 import { loadManifest } from '../app/load-manifest.js';
-import { DEFAULT_EXTRACT_LIMITS } from '../adapters/safe-extract.js';
 import { batchOutputNeedBytes } from '../core/output-budget.js';
+import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import { BaseCommand } from '../cli/base-command.js';
-import { createContainerRuntime } from '../composition-root.js';
+import { createDoctorWiring } from '../command-root.js';
 
 export interface DoctorJson {
   readonly schema: 'roboguide.doctor/v1';
@@ -61,15 +58,13 @@ export default class Doctor extends BaseCommand {
         .map((i) => i.trim())
         .filter((i) => i !== '') ?? [];
     // A URL other than PostgreSQL's is refused (exit 2) before anything is probed.
-    const location = flags.registry !== undefined && flags.registry !== '' ? registryLocation(flags.registry) : null;
-    const report = await runDoctor(createDoctorDeps(createContainerRuntime()), {
+    const wiring = await createDoctorWiring(flags.registry);
+    const report = await runDoctor(wiring.deps, {
       images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
       probeGpu: flags['probe-gpu'],
-      registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
-      ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
-      defaultRegistryPath: defaultRegistryPath(),
+      ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
-      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(flags.manifest)).manifest.jobs, DEFAULT_EXTRACT_LIMITS.maxTotalBytes),
+      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(flags.manifest)).manifest.jobs, wiring.sessionsMaxBytes),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));

@@ -1,16 +1,10 @@
-import { createHash } from 'node:crypto';
-import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
-import { EvidenceStore } from '../app/evidence/evidence-store.js';
-import { readOutcomeFile } from '../adapters/outcome-reader.js';
-import { isPostgresLocation, registryLocation } from '../adapters/registry/default-path.js';
-import { checkRegistryLocation, openRegistryAt } from '../adapters/registry/open-registry.js';
-import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
+import type { ReconcileBatchResult, ReconcileMode, ReconcileReport } from '../app/reconcile-pair.js';
+import { reconcileOutput } from '../app/reconcile-output.js';
 import { BaseCommand } from '../cli/base-command.js';
-import { runtimeForOutput } from '../composition-root.js';
-import { ExitCode, RoboguideError } from '../core/errors.js';
+import { createReconcileDeps } from '../command-root.js';
+import { ExitCode } from '../core/errors.js';
 
 export interface ReconcileJson extends ReconcileBatchResult {
   readonly output: string;
@@ -19,19 +13,6 @@ export interface ReconcileJson extends ReconcileBatchResult {
 }
 
 const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set(['would_commit', 'committed', 'already_committed']);
-
-/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone or over the size limit. */
-async function readOutcomeSha256(path: string): Promise<string | null> {
-  const read = await readOutcomeFile(path);
-  // An outcome over the size limit is never read, and result.json records no digest for it either.
-  if (read.state === 'missing' || read.state === 'too_large') return null;
-  if (read.state === 'unreadable') throw new Error(`outcome file unreadable (${read.code})`);
-  return createHash('sha256').update(read.bytes).digest('hex');
-}
-
-function usage(message: string, suggestion: string): RoboguideError {
-  return new RoboguideError('E_USAGE', message, { exitCode: ExitCode.invalidInput, suggestions: [suggestion] });
-}
 
 export function renderReport(r: ReconcileReport): string[] {
   const head = OK_KINDS.has(r.kind) ? r.kind : `${r.kind.toUpperCase()} (${r.reason ?? '?'})`;
@@ -66,23 +47,11 @@ export default class Reconcile extends BaseCommand {
     const { flags } = await this.parse(Reconcile);
     const mode: ReconcileMode = flags.execute ? 'execute' : 'preview';
     const output = resolve(flags.output);
-    if (!existsSync(output) || !statSync(output).isDirectory()) {
-      throw usage(`output directory ${output} does not exist`, 'pass the --output directory of a batch or a pair run');
-    }
-    const location = registryLocation(flags.registry);
-    const registryPath = location.path;
-    if (!isPostgresLocation(location) && !existsSync(registryPath)) {
-      throw usage(`no capacity registry at ${registryPath}`, 'pass --registry with the database the batch was admitted in');
-    }
-    checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
-    const registry = await openRegistryAt(location);
-    let result: ReconcileBatchResult;
-    try {
-      const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: await runtimeForOutput(output), readOutcomeSha256 };
-      result = await reconcileBatch(deps, { mode, ...(flags.job !== undefined ? { jobId: flags.job } : {}) });
-    } finally {
-      await registry.close();
-    }
+    const { registryPath, ...result } = await reconcileOutput(await createReconcileDeps(flags.registry), {
+      output,
+      mode,
+      ...(flags.job !== undefined ? { jobId: flags.job } : {}),
+    });
     for (const report of result.reports) for (const line of renderReport(report)) this.log(line);
     for (const s of result.skipped) this.log(`${s.job_id}: skipped: ${s.why}`);
     if (result.reports.length === 0) this.log('nothing to reconcile: no claimed job has a result.json');

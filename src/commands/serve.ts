@@ -1,9 +1,10 @@
 import { readFile, stat } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
-import { createExecutorRuntime, createStderrLogger, executorFlags, PACKAGE_ROOT } from '../composition-root.js';
+import { executorFlags } from '../cli/flags.js';
+import { codeVersion } from '../command-root.js';
+import { createExecutorRuntime, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
-import { readCodeVersion } from '../adapters/code-version.js';
 import { InvalidInputError } from '../core/errors.js';
 import { startServe } from '../serve-root.js';
 
@@ -50,7 +51,7 @@ export default class Serve extends BaseCommand {
       reapIntervalMs: flags['reap-interval'] * 1000,
       stopBudgetSec: flags['stop-budget'],
       environment: process.env,
-      version: await readCodeVersion(PACKAGE_ROOT),
+      version: await codeVersion(),
       logger,
       // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
       ...(executor.kind === 'swarm' ? { pairRuntime: createExecutorRuntime(executor) } : {}),

@@ -5,7 +5,7 @@ import { ExecSchema, SessionCreateSchema } from '../../app/serve/schemas.js';
 import type { SessionEngine } from '../../app/serve/session-engine.js';
 import type { SessionManager } from '../../app/serve/session-manager.js';
 import { checkUpload, openChecked, redactedDownload } from '../serve-archive.js';
-import { readJson, sendJson, type Router } from './http-kit.js';
+import { readJson, sendJson, type RouteContext, type Router } from './http-kit.js';
 
 export interface SessionRouteDeps {
   readonly sessions: SessionManager;
@@ -22,9 +22,69 @@ function absolutePathParam(query: URLSearchParams): string {
   return path;
 }
 
+/** POST /v1/sessions/{id}/exec: one JSON answer, or (`?stream=1`) NDJSON output events ending with the exit or an error. */
+async function exec(deps: SessionRouteDeps, { req, res, params, query, clientGone }: RouteContext): Promise<void> {
+  const { sessions } = deps;
+  const body = parseBody(ExecSchema, await readJson(req), 'the exec request');
+  const id = params['id'] ?? '';
+  if (query.get('stream') !== '1') {
+    sendJson(res, 200, await sessions.exec(id, body, { signal: clientGone }));
+    return;
+  }
+  sessions.secretsOf(id); // 404/409 before the stream starts
+  res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+  const write = (event: unknown): void => void res.write(`${JSON.stringify(event)}\n`);
+  try {
+    const result = await sessions.exec(id, body, { signal: clientGone, observer: { onOutput: (stream, data) => write({ stream, data }) } });
+    write({ exit: { return_code: result.return_code, timed_out: result.timed_out, duration_ms: result.duration_ms } });
+  } catch (err) {
+    const api = toApiError(err);
+    write({ error: { code: api.code, message: api.message, issues: api.issues } });
+  }
+  res.end();
+}
+
+/** PUT /v1/sessions/{id}/archive: the client's tar, checked entry by entry, unpacked into `path` (made if needed). */
+async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: RouteContext): Promise<void> {
+  const { sessions, engine } = deps;
+  const dir = absolutePathParam(query);
+  const container = sessions.containerOf(params['id'] ?? '');
+  const upload = await checkUpload(req, deps.tempRoot);
+  try {
+    if (upload.refusals.length > 0) {
+      throw ApiError.invalid('the archive', upload.refusals.map((rule) => ({ path: 'body', rule })));
+    }
+    const mkdir = await engine.exec(container, { argv: ['mkdir', '-p', dir] });
+    mkdir.stdout.resume();
+    mkdir.stderr.resume();
+    const code = await mkdir.done;
+    if (code !== 0) throw ApiError.invalid('the archive request', [{ path: 'path', rule: 'cannot be created in the container' }]);
+    await engine.putArchive(container, dir, openChecked(upload));
+    sendJson(res, 200, { files: upload.files, bytes: upload.bytes });
+  } finally {
+    await upload.dispose();
+  }
+}
+
+/** GET /v1/sessions/{id}/archive: `path` as a tar, every file redacted, only regular files and directories. */
+async function getArchive(deps: SessionRouteDeps, { res, params, query, clientGone }: RouteContext): Promise<void> {
+  const path = absolutePathParam(query);
+  const id = params['id'] ?? '';
+  const { containerId, secrets } = deps.sessions.secretsOf(id);
+  const archive = await deps.engine.getArchive(containerId, path);
+  if (archive === null) throw ApiError.notFound(`${path} in session ${id}`);
+  const download = await redactedDownload(archive, deps.tempRoot, () => deps.createRedactor(secrets), clientGone);
+  res.writeHead(200, {
+    'content-type': 'application/x-tar',
+    'x-roboguide-files': String(download.files),
+    'x-roboguide-refusals': String(download.refusals.length),
+  });
+  await pipeline(download.stream, res).catch(() => undefined);
+}
+
 /** /v1/sessions…: create, list, exec (JSON or NDJSON), archives in and out, keepalive, delete. */
 export function registerSessionRoutes(router: Router, deps: SessionRouteDeps): void {
-  const { sessions, engine } = deps;
+  const { sessions } = deps;
 
   router.add('POST', '/v1/sessions', async ({ req, res }) => {
     const body = parseBody(SessionCreateSchema, await readJson(req), 'the session request');
@@ -36,60 +96,9 @@ export function registerSessionRoutes(router: Router, deps: SessionRouteDeps): v
     return Promise.resolve();
   });
 
-  router.add('POST', '/v1/sessions/{id}/exec', async ({ req, res, params, query, clientGone }) => {
-    const body = parseBody(ExecSchema, await readJson(req), 'the exec request');
-    const id = params['id'] ?? '';
-    if (query.get('stream') !== '1') {
-      sendJson(res, 200, await sessions.exec(id, body, { signal: clientGone }));
-      return;
-    }
-    sessions.secretsOf(id); // 404/409 before the stream starts
-    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
-    const write = (event: unknown): void => void res.write(`${JSON.stringify(event)}\n`);
-    try {
-      const result = await sessions.exec(id, body, { signal: clientGone, observer: { onOutput: (stream, data) => write({ stream, data }) } });
-      write({ exit: { return_code: result.return_code, timed_out: result.timed_out, duration_ms: result.duration_ms } });
-    } catch (err) {
-      const api = toApiError(err);
-      write({ error: { code: api.code, message: api.message, issues: api.issues } });
-    }
-    res.end();
-  });
-
-  router.add('PUT', '/v1/sessions/{id}/archive', async ({ req, res, params, query }) => {
-    const dir = absolutePathParam(query);
-    const container = sessions.containerOf(params['id'] ?? '');
-    const upload = await checkUpload(req, deps.tempRoot);
-    try {
-      if (upload.refusals.length > 0) {
-        throw ApiError.invalid('the archive', upload.refusals.map((rule) => ({ path: 'body', rule })));
-      }
-      const mkdir = await engine.exec(container, { argv: ['mkdir', '-p', dir] });
-      mkdir.stdout.resume();
-      mkdir.stderr.resume();
-      const code = await mkdir.done;
-      if (code !== 0) throw ApiError.invalid('the archive request', [{ path: 'path', rule: 'cannot be created in the container' }]);
-      await engine.putArchive(container, dir, openChecked(upload));
-      sendJson(res, 200, { files: upload.files, bytes: upload.bytes });
-    } finally {
-      await upload.dispose();
-    }
-  });
-
-  router.add('GET', '/v1/sessions/{id}/archive', async ({ res, params, query, clientGone }) => {
-    const path = absolutePathParam(query);
-    const id = params['id'] ?? '';
-    const { containerId, secrets } = sessions.secretsOf(id);
-    const archive = await engine.getArchive(containerId, path);
-    if (archive === null) throw ApiError.notFound(`${path} in session ${id}`);
-    const download = await redactedDownload(archive, deps.tempRoot, () => deps.createRedactor(secrets), clientGone);
-    res.writeHead(200, {
-      'content-type': 'application/x-tar',
-      'x-roboguide-files': String(download.files),
-      'x-roboguide-refusals': String(download.refusals.length),
-    });
-    await pipeline(download.stream, res).catch(() => undefined);
-  });
+  router.add('POST', '/v1/sessions/{id}/exec', (ctx) => exec(deps, ctx));
+  router.add('PUT', '/v1/sessions/{id}/archive', (ctx) => putArchive(deps, ctx));
+  router.add('GET', '/v1/sessions/{id}/archive', (ctx) => getArchive(deps, ctx));
 
   router.add('POST', '/v1/sessions/{id}/keepalive', async ({ res, params }) => {
     sendJson(res, 200, await sessions.keepalive(params['id'] ?? ''));

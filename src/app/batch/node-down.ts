@@ -28,23 +28,22 @@ export interface NodeDownReport {
   readonly released: readonly string[];
 }
 
+export interface NodeDownDeps {
+  readonly store: EvidenceStore;
+  readonly registry: CapacityRegistry;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** A runtime for this batch's executor that treats `downNodes` as gone. */
+  readonly runtimeFor: (downNodes: readonly string[]) => ContainerRuntime;
+}
+
 /**
  * `e1-batch node-down`: record that a swarm node is gone for good, then release the slots of the pairs lost with it
  * (result `node_lost`, reservation still held because their container could not be verified gone). The release goes
  * through the usual terminal reconciliation, with a runtime that counts the declared node's containers as gone and
  * still insists on every other node's 404. Idempotent: a second declaration changes nothing.
  */
-export async function declareNodeDown(
-  deps: {
-    readonly store: EvidenceStore;
-    readonly registry: CapacityRegistry;
-    readonly clock: Clock;
-    readonly logger: Logger;
-    /** A runtime for this batch's executor that treats `downNodes` as gone. */
-    readonly runtimeFor: (downNodes: readonly string[]) => ContainerRuntime;
-  },
-  node: string,
-): Promise<NodeDownReport> {
+export async function declareNodeDown(deps: NodeDownDeps, node: string): Promise<NodeDownReport> {
   const { store } = deps;
   const { batch, manifest } = await loadBatch(store);
   if (batch.executor?.kind !== 'swarm') {

@@ -1,5 +1,6 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { Clock } from '../ports/clock.js';
+import { loadBatch } from './batch-context.js';
 import { STOP_FILE, type StopRequest } from './layout.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
@@ -24,4 +25,10 @@ export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: b
     return { signalled: false, pid: supervisor.pid, terminate };
   }
   return { signalled: true, pid: supervisor.pid, terminate };
+}
+
+/** `e1-batch stop`: refuse a folder that is not a batch (nothing written there), then `stopBatch`. */
+export async function requestStop(store: EvidenceStore, clock: Clock, terminate: boolean): Promise<StopOutcome> {
+  await loadBatch(store);
+  return stopBatch(store, clock, terminate);
 }

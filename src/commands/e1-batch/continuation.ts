@@ -1,11 +1,8 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { readCodeVersion } from '../../adapters/code-version.js';
-import { EvidenceStore } from '../../app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { PACKAGE_ROOT } from '../../composition-root.js';
+import { codeVersion, evidenceStoreAt } from '../../command-root.js';
 
 export default class BatchContinuation extends BaseCommand {
   static override summary = 'After a fatal pause: write a new manifest with every unclaimed job.';
@@ -20,9 +17,9 @@ export default class BatchContinuation extends BaseCommand {
 
   async run(): Promise<ContinuationOutcome> {
     const { flags } = await this.parse(BatchContinuation);
-    const outcome = await writeContinuation(new EvidenceStore(new NodeFileSystem(), resolve(flags.output)), {
+    const outcome = await writeContinuation(evidenceStoreAt(resolve(flags.output)), {
       manifestOut: resolve(flags['manifest-out']),
-      codeVersion: await readCodeVersion(PACKAGE_ROOT),
+      codeVersion: await codeVersion(),
     });
     this.log(`wrote ${outcome.manifest_out}: ${outcome.jobs} unclaimed job(s), continuation of ${outcome.batch_id}`);
     return outcome;

@@ -1,14 +1,9 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { openRecordedRegistry } from '../../adapters/registry/open-registry.js';
-import { loadBatch } from '../../app/batch/batch-context.js';
 import { declareNodeDown, type NodeDownReport } from '../../app/batch/node-down.js';
-import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createExecutorRuntime, createStderrLogger } from '../../composition-root.js';
-import { executorOfRecord } from '../../core/executor.js';
+import { batchOutputFlag } from '../../cli/flags.js';
+import { createNodeDownDeps } from '../../command-root.js';
 
 export default class BatchNodeDown extends BaseCommand {
   static override summary = 'Declare a swarm node gone for good: the slots of the pairs lost with it are released.';
@@ -20,31 +15,20 @@ export default class BatchNodeDown extends BaseCommand {
   ].join('\n');
   static override examples = ['<%= config.bin %> e1-batch node-down --output ./batch --node gpu-7'];
   static override flags = {
-    output: Flags.string({ description: 'batch output directory', required: true }),
+    output: batchOutputFlag,
     node: Flags.string({ description: 'the swarm node (hostname as in --node-engine) that is gone', required: true }),
   };
 
   async run(): Promise<NodeDownReport> {
     const { flags } = await this.parse(BatchNodeDown);
-    const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
-    const { batch } = await loadBatch(store);
-    const registry = await openRecordedRegistry(batch.registry_path);
+    const deps = await createNodeDownDeps(resolve(flags.output));
     try {
-      const report = await declareNodeDown(
-        {
-          store,
-          registry,
-          clock: systemClock,
-          logger: createStderrLogger(),
-          runtimeFor: (downNodes) => createExecutorRuntime(executorOfRecord(batch.executor), downNodes),
-        },
-        flags.node,
-      );
+      const report = await declareNodeDown(deps, flags.node);
       this.log(`node ${report.node} declared down; slots released: ${report.released.length}/${report.held.length}${report.released.length ? ` (${report.released.join(', ')})` : ''}`);
       if (report.released.length < report.held.length) process.exitCode = 1;
       return report;
     } finally {
-      await registry.close();
+      await deps.dispose();
     }
   }
 }

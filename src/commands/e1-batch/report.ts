@@ -1,39 +1,14 @@
-import { lstat } from 'node:fs/promises';
-import { basename, dirname, relative, resolve, sep } from 'node:path';
+import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { REPORT_FILE, writeReport, type ReportTarget } from '../../app/batch/report.js';
+import { REPORT_FILE } from '../../app/batch/report.js';
+import { writeReportFile } from '../../app/batch/report-file.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { InvalidInputError } from '../../core/errors.js';
+import { batchOutputFlag } from '../../cli/flags.js';
+import { createReportFileDeps } from '../../command-root.js';
 import { formatDuration } from '../../core/report/format.js';
 import type { ReportModel } from '../../core/report/model.js';
 import { CLASSIFICATIONS } from '../../core/result.js';
-
-/** `--out FILE`: its folder must exist and FILE must not be a folder. Checked before anything is written. */
-async function targetFor(output: string, out: string | undefined): Promise<ReportTarget | undefined> {
-  if (out === undefined) return undefined;
-  const file = resolve(out);
-  const folder = dirname(file);
-  const info = await lstat(folder).catch(() => null);
-  if (info === null || !info.isDirectory()) {
-    throw new InvalidInputError('E_USAGE', 'invalid --out', [
-      { path: '--out', rule: `its folder ${folder} must be an existing directory` },
-    ]);
-  }
-  if ((await lstat(file).catch(() => null))?.isDirectory()) {
-    throw new InvalidInputError('E_USAGE', 'invalid --out', [
-      { path: '--out', rule: `${file} is a directory; name a file` },
-    ]);
-  }
-  const up = relative(folder, output);
-  return {
-    store: new EvidenceStore(new NodeFileSystem(), folder),
-    rel: basename(file),
-    linkBase: up === '' ? '' : `${up.split(sep).map(encodeURIComponent).join('/')}/`,
-  };
-}
 
 const TABLE_MAX_ROWS = 30;
 
@@ -83,7 +58,7 @@ export default class BatchReport extends BaseCommand {
     '<%= config.bin %> e1-batch report --output ./batch --json',
   ];
   static override flags = {
-    output: Flags.string({ description: 'batch output directory', required: true }),
+    output: batchOutputFlag,
     out: Flags.string({
       description: `where to write the page (default <output>/${REPORT_FILE}); links stay relative to the batch`,
     }),
@@ -91,11 +66,8 @@ export default class BatchReport extends BaseCommand {
 
   async run(): Promise<ReportModel> {
     const { flags } = await this.parse(BatchReport);
-    const output = resolve(flags.output);
-    const store = new EvidenceStore(new NodeFileSystem(), output);
-    const target = await targetFor(output, flags.out);
-    const model = await writeReport(store, new Date(), target);
-    const path = target ? resolve(target.store.root, target.rel) : store.resolve(REPORT_FILE);
+    const request = { output: resolve(flags.output), ...(flags.out !== undefined ? { out: flags.out } : {}), now: new Date() };
+    const { model, path } = await writeReportFile(createReportFileDeps(), request);
     this.log(summaryTable(model));
     this.log(`report: ${pathToFileURL(path).href}`);
     return model;

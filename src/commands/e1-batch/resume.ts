@@ -1,12 +1,9 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { launchSupervisor } from '../../adapters/supervisor-launcher.js';
 import { checkResumable } from '../../app/batch/resume-batch.js';
-import { supervise } from '../../app/batch/supervisor.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { BIN_RUN_JS, batchLogSecrets, createStderrLogger, createSupervisorDeps } from '../../composition-root.js';
+import { batchOutputFlag } from '../../cli/flags.js';
+import { evidenceStoreAt, launchBatchSupervisor, superviseHere } from '../../command-root.js';
 
 export default class BatchResume extends BaseCommand {
   static override summary = 'Restart the supervisor of a stopped, paused or crashed batch.';
@@ -19,25 +16,20 @@ export default class BatchResume extends BaseCommand {
   ].join('\n');
   static override examples = ['<%= config.bin %> e1-batch resume --output ./batch'];
   static override flags = {
-    output: Flags.string({ description: 'batch output directory', required: true }),
+    output: batchOutputFlag,
     foreground: Flags.boolean({ description: 'run the supervisor in this process', default: false }),
   };
 
   async run(): Promise<{ output: string; unfinished: number; supervisor_pid: number; state?: string }> {
     const { flags } = await this.parse(BatchResume);
     const output = resolve(flags.output);
-    const unfinished = await checkResumable(new EvidenceStore(new NodeFileSystem(), output), process.env);
+    const unfinished = await checkResumable(evidenceStoreAt(output), process.env);
     if (flags.foreground) {
-      const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
-      try {
-        const state = await supervise(deps, 'resume');
-        this.log(`batch resumed and supervised to: ${state}`);
-        return { output, unfinished, supervisor_pid: process.pid, state };
-      } finally {
-        await deps.dispose();
-      }
+      const state = await superviseHere(output, 'resume');
+      this.log(`batch resumed and supervised to: ${state}`);
+      return { output, unfinished, supervisor_pid: process.pid, state };
     }
-    const identity = await launchSupervisor(BIN_RUN_JS, output, 'resume');
+    const identity = await launchBatchSupervisor(output, 'resume');
     this.log(`resumed: supervisor pid ${identity.pid}; ${unfinished} job(s) without a result`);
     return { output, unfinished, supervisor_pid: identity.pid };
   }

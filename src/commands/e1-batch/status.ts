@@ -1,17 +1,16 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { readStatus } from '../../app/batch/read-status.js';
 import type { BatchStatus } from '../../app/batch/status.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { runtimeForOutput } from '../../composition-root.js';
+import { batchOutputFlag } from '../../cli/flags.js';
+import { createStatusReader } from '../../command-root.js';
+import { batchFailed, failedPairs } from '../../core/batch-verdict.js';
 import { ExitCode } from '../../core/errors.js';
 import { formatDuration, formatTime } from '../../core/report/format.js';
 
 function render(s: BatchStatus, now: Date): string {
   const c = s.counts;
-  const done = c.completed + c.infrastructure_failure + c.fatal + c.provider_stop + c.harness_failure;
+  const done = c.completed + failedPairs(c);
   const lines = [
     `batch ${s.batch_id}  state ${s.state.toUpperCase()}${s.pause_reasons.length ? ` (paused: ${s.pause_reasons.join(', ')})` : ''}`,
     `progress ${done}/${c.total}  [${'#'.repeat(Math.round((done / Math.max(1, c.total)) * 30)).padEnd(30, '.')}]  workers allowed ${s.workers_allowed}${s.gpu_note ? ` (${s.gpu_note})` : ` (peak ${s.gpu_peak_mib} MiB)`}`,
@@ -51,18 +50,15 @@ export default class BatchStatusCommand extends BaseCommand {
     '<%= config.bin %> e1-batch status --output ./batch --json',
   ];
   static override flags = {
-    output: Flags.string({ description: 'batch output directory', required: true }),
+    output: batchOutputFlag,
     watch: Flags.boolean({ description: 'refresh every second until the batch drains, stops or pauses', default: false }),
     'exit-status': Flags.boolean({ description: 'exit 4 when the batch is paused or finished with failures', default: false }),
   };
 
   async run(): Promise<BatchStatus> {
     const { flags } = await this.parse(BatchStatusCommand);
-    const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
-    // The batch's own executor (a swarm batch's pairs are services on the manager, not local containers).
-    const runtime = await runtimeForOutput(store.root);
-    const engine = await runtime.info().then(() => runtime, () => undefined);
-    let status = await readStatus(store, engine, new Date());
+    const readStatus = await createStatusReader(resolve(flags.output));
+    let status = await readStatus(new Date());
     if (flags.watch && !this.jsonEnabled()) {
       // On a terminal: redraw in place. Piped: print the view again only when it changed (no escape codes).
       let last = '';
@@ -73,14 +69,12 @@ export default class BatchStatusCommand extends BaseCommand {
         last = withoutElapsed(view);
         if (status.state !== 'running' && status.state !== 'stopping') break;
         await new Promise((r) => setTimeout(r, 1000));
-        status = await readStatus(store, engine, new Date());
+        status = await readStatus(new Date());
       }
     } else {
       this.log(render(status, new Date()));
     }
-    const c = status.counts;
-    const failures = c.infrastructure_failure + c.fatal + c.provider_stop + c.harness_failure;
-    if (flags['exit-status'] && (status.state === 'paused' || (status.state === 'drained' && failures > 0))) process.exitCode = ExitCode.batchFailed;
+    if (flags['exit-status'] && batchFailed(status)) process.exitCode = ExitCode.batchFailed;
     return status;
   }
 }

@@ -1,11 +1,10 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { loadBatch } from '../../app/batch/batch-context.js';
-import { stopBatch, type StopOutcome } from '../../app/batch/stop-batch.js';
+import { requestStop, type StopOutcome } from '../../app/batch/stop-batch.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
+import { batchOutputFlag } from '../../cli/flags.js';
+import { evidenceStoreAt } from '../../command-root.js';
 
 export default class BatchStop extends BaseCommand {
   static override summary = 'Pause new dispatch; running pairs finish and are archived (or, with --terminate, are stopped).';
@@ -15,15 +14,13 @@ export default class BatchStop extends BaseCommand {
     'The supervisor exits with state "stopped"; `e1-batch resume` continues the batch.';
   static override examples = ['<%= config.bin %> e1-batch stop --output ./batch', '<%= config.bin %> e1-batch stop --output ./batch --terminate'];
   static override flags = {
-    output: Flags.string({ description: 'batch output directory', required: true }),
+    output: batchOutputFlag,
     terminate: Flags.boolean({ description: 'also stop running pairs within the stop budget', default: false }),
   };
 
   async run(): Promise<StopOutcome> {
     const { flags } = await this.parse(BatchStop);
-    const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
-    await loadBatch(store);
-    const outcome = await stopBatch(store, systemClock, flags.terminate);
+    const outcome = await requestStop(evidenceStoreAt(resolve(flags.output)), systemClock, flags.terminate);
     this.log(
       outcome.signalled
         ? `stop requested${outcome.terminate ? ' (terminate running pairs)' : ''}: supervisor pid ${outcome.pid} signalled`

@@ -1,11 +1,9 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { createFileLogger } from '../../adapters/pino-logger.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { batchLogSecrets, createSupervisorDeps } from '../../composition-root.js';
-import { join } from 'node:path';
-import { SUPERVISOR_LOG } from '../../app/batch/layout.js';
+import { createSupervisorDeps } from '../../composition-root.js';
+import { createSupervisorLogger } from '../../command-root.js';
 
 /** The detached supervisor process that `start` and `resume` launch. Not for people. */
 export default class BatchSupervise extends BaseCommand {
@@ -19,7 +17,7 @@ export default class BatchSupervise extends BaseCommand {
   async run(): Promise<{ state: string }> {
     const { flags } = await this.parse(BatchSupervise);
     const output = resolve(flags.output);
-    const logger = createFileLogger(join(output, SUPERVISOR_LOG), await batchLogSecrets(output), { output });
+    const logger = await createSupervisorLogger(output);
     const deps = await createSupervisorDeps(output, logger);
     try {
       const state = await supervise(deps, flags.mode === 'resume' ? 'resume' : 'start');

@@ -1,7 +1,6 @@
 import { Flags } from '@oclif/core';
-import { buildSyntheticImages, type BuildReport } from '../../adapters/docker/image-builder.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createDockerRuntime, DOCKER_DIR } from '../../composition-root.js';
+import { buildImages, type BuildReport } from '../../command-root.js';
 
 export default class ImagesBuild extends BaseCommand {
   static override summary = 'Build the synthetic images under docker/ (FROM scratch + static busybox, no pulls).';
@@ -17,14 +16,7 @@ export default class ImagesBuild extends BaseCommand {
 
   async run(): Promise<{ images: BuildReport[] }> {
     const { flags } = await this.parse(ImagesBuild);
-    const runtime = await createDockerRuntime();
-    await runtime.info(); // fail fast with exit 3 when no engine answers
-    const images = await buildSyntheticImages(runtime.docker, {
-      dockerDir: DOCKER_DIR,
-      busyboxPath: flags.busybox,
-      force: flags.force,
-      ...(flags.only ? { only: flags.only } : {}),
-    });
+    const images = await buildImages({ busyboxPath: flags.busybox, force: flags.force, ...(flags.only ? { only: flags.only } : {}) });
     for (const image of images) this.log(`${image.tag}: ${image.action === 'built' ? 'built' : 'up to date'}`);
     return { images };
   }

@@ -1,15 +1,10 @@
-import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { EvidenceStore } from '../../app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
-import { isPostgresLocation, registryLocation } from '../../adapters/registry/default-path.js';
-import { checkRegistryLocation, openRegistryAt } from '../../adapters/registry/open-registry.js';
-import { systemClock } from '../../app/ports/clock.js';
-import { recoverPairRun, type RecoverPairRunReport } from '../../app/recover-pair-run.js';
+import { recoverOutput } from '../../app/recover-output.js';
+import type { RecoverPairRunReport } from '../../app/recover-pair-run.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createStderrLogger, runtimeForOutput } from '../../composition-root.js';
-import { ExitCode, RoboguideError } from '../../core/errors.js';
+import { createRecoverDeps } from '../../command-root.js';
+import { ExitCode } from '../../core/errors.js';
 
 export default class PairRecover extends BaseCommand {
   static override summary = 'Recover a `pair run` that was killed: remove its container, write its result, release its slot.';
@@ -35,28 +30,7 @@ export default class PairRecover extends BaseCommand {
   async run(): Promise<RecoverPairRunReport & { output: string }> {
     const { flags } = await this.parse(PairRecover);
     const output = resolve(flags.output);
-    if (!existsSync(output) || !statSync(output).isDirectory()) {
-      throw new RoboguideError('E_USAGE', `output directory ${output} does not exist`, { exitCode: ExitCode.invalidInput });
-    }
-    const location = registryLocation(flags.registry); // a URL other than PostgreSQL's is refused, never taken for a path
-    const registryPath = location.path;
-    if (!isPostgresLocation(location) && !existsSync(registryPath)) {
-      throw new RoboguideError('E_USAGE', `no capacity registry at ${registryPath}`, {
-        exitCode: ExitCode.invalidInput,
-        suggestions: ['pass --registry with the database the pair run was admitted in'],
-      });
-    }
-    checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
-    const registry = await openRegistryAt(location);
-    let report: RecoverPairRunReport;
-    try {
-      report = await recoverPairRun(
-        { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: await runtimeForOutput(output), clock: systemClock, logger: createStderrLogger() },
-        { stopBudgetSec: flags['stop-budget'] },
-      );
-    } finally {
-      await registry.close();
-    }
+    const report = await recoverOutput(await createRecoverDeps(flags.registry), { output, stopBudgetSec: flags['stop-budget'] });
     const r = report.reconciliation;
     const released = r.kind === 'committed' || r.kind === 'already_committed';
     if (!released) process.exitCode = ExitCode.runtime;

@@ -1,12 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
-import { BaseCommand } from '../../cli/base-command.js';
-import { createPairRunDeps, executorFlags, hostProtectedPaths, PACKAGE_ROOT, specLogSecrets } from '../../composition-root.js';
-import { executorFromFlags } from '../../core/executor.js';
-import { hostAddresses } from '../../adapters/host-addresses.js';
-import { registryFilePath, registryLocation } from '../../adapters/registry/default-path.js';
-import { readCodeVersion } from '../../adapters/code-version.js';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
+import { BaseCommand } from '../../cli/base-command.js';
+import { admissionRegistryFlag, allowShortSecretsFlag, executorFlags } from '../../cli/flags.js';
+import { trapTermination } from '../../cli/termination.js';
+import { createPairRunWiring } from '../../command-root.js';
+import { executorFromFlags } from '../../core/executor.js';
 import { InvalidInputError } from '../../core/errors.js';
 import type { ResultRecord } from '../../core/result.js';
 
@@ -33,66 +32,47 @@ export default class PairRun extends BaseCommand {
     spec: Flags.string({ description: 'path of the pair spec JSON ("-" for stdin)', required: true }),
     output: Flags.string({ description: 'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)' }),
     'bind-address': Flags.string({ description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
-    registry: Flags.string({ description: 'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)' }),
+    registry: admissionRegistryFlag,
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
     ...executorFlags,
-    'allow-short-secrets': Flags.boolean({
-      description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
-      default: false,
-    }),
+    'allow-short-secrets': allowShortSecretsFlag,
   };
 
   async run(): Promise<ResultRecord & { output: string }> {
     const { flags } = await this.parse(PairRun);
     const executor = executorFromFlags(flags); // bad executor flags: exit 2 before anything is read or written
-    let specText: string;
-    try {
-      specText = flags.spec === '-' ? await readStdin() : await readFile(flags.spec, 'utf8');
-    } catch (err) {
-      throw new InvalidInputError('E_SPEC_INVALID', `cannot read pair spec ${flags.spec}`, [
-        { path: '$', rule: `cannot read file: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
-      ]);
-    }
-    const registry = registryLocation(flags.registry); // a URL other than PostgreSQL's is refused here, before anything else
-    const deps = createPairRunDeps(registry, specLogSecrets(specText), executor);
+    const specText = await readSpec(flags.spec);
+    const { deps, host } = await createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
-    const terminate = new AbortController();
-    let received: NodeJS.Signals | null = null;
-    const onSignal = (signal: NodeJS.Signals): void => {
-      if (received === null) process.stderr.write(`${signal}: stopping the pair (stop budget), then removing its container…\n`);
-      received = signal;
-      terminate.abort();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    const termination = trapTermination((signal) => `${signal}: stopping the pair (stop budget), then removing its container…\n`);
     let outcome: RunPairOutcome;
     try {
       outcome = await runPair(deps, {
+        ...host,
         specText,
         specSource: flags.spec,
         ...(flags.output !== undefined ? { output: flags.output } : {}),
         bindAddress: flags['bind-address'],
         ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
-        environment: process.env,
-        codeVersion: () => readCodeVersion(PACKAGE_ROOT),
-        cwd: process.cwd(),
-        hostAddresses: hostAddresses(),
-        hostPaths: hostProtectedPaths(),
-        ...(registryFilePath(registry) !== undefined ? { registryPath: registry.path } : {}),
-        terminate: terminate.signal,
+        terminate: termination.signal,
         allowShortSecrets: flags['allow-short-secrets'],
         onWarning: (message) => this.warn(message),
       });
     } catch (err) {
-      reraise(received);
+      termination.reraise();
       throw err;
     } finally {
       await deps.dispose();
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      termination.dispose();
     }
-    const { result, output, reconciliation } = outcome;
+    this.render(outcome, flags.registry);
+    termination.reraise();
+    return { ...outcome.result, output: outcome.output };
+  }
+
+  /** The human lines (exit 1 unless the pair completed and its slot was released). */
+  private render({ result, output, reconciliation }: RunPairOutcome, registryFlag: string | undefined): void {
     const released = reconciliation.kind === 'committed' || reconciliation.kind === 'already_committed';
     if (result.classification !== 'completed' || !released) process.exitCode = 1;
     this.log(`pair ${result.job_id}: ${result.classification}${result.reasons.length ? ` (${result.reasons.join(', ')})` : ''}`);
@@ -102,17 +82,21 @@ export default class PairRun extends BaseCommand {
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
     this.log(`  evidence: ${output}`);
     if (!released) {
-      const registry = flags.registry !== undefined ? ` --registry ${flags.registry}` : '';
+      const registry = registryFlag !== undefined ? ` --registry ${registryFlag}` : '';
       this.logToStderr(`  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output}${registry} --execute\``);
     }
-    reraise(received);
-    return { ...result, output };
   }
 }
 
-/** After the evidence is written and printed, exit by the signal that interrupted us (as a shell expects). */
-function reraise(signal: NodeJS.Signals | null): void {
-  if (signal !== null) setImmediate(() => process.kill(process.pid, signal));
+/** The spec's text ("-": stdin); a file that cannot be read is an invalid spec (exit 2). */
+async function readSpec(spec: string): Promise<string> {
+  try {
+    return spec === '-' ? await readStdin() : await readFile(spec, 'utf8');
+  } catch (err) {
+    throw new InvalidInputError('E_SPEC_INVALID', `cannot read pair spec ${spec}`, [
+      { path: '$', rule: `cannot read file: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
+    ]);
+  }
 }
 
 async function readStdin(): Promise<string> {

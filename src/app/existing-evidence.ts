@@ -1,0 +1,45 @@
+import { ExitCode, RoboguideError } from '../core/errors.js';
+import type { CapacityRegistry } from './ports/capacity-registry.js';
+
+/** Where the registry of `--registry` is, and how to open it without creating one (wired in the composition root). */
+export interface ExistingRegistry {
+  /** Shown to the user: the SQLite file, or the PostgreSQL URL without its password. */
+  readonly path: string;
+  /** A SQLite file, which must exist already (a database server is asked when opened). */
+  readonly file: boolean;
+  /** Refuses an existing file that is no registry (never migrates it), then opens. */
+  open(): Promise<CapacityRegistry>;
+}
+
+export interface ExistingEvidenceDeps {
+  readonly isDirectory: (path: string) => Promise<boolean>;
+  readonly exists: (path: string) => Promise<boolean>;
+  /** The registry of `--registry` (the default when unset); throws for a URL other than PostgreSQL's. */
+  readonly locateRegistry: () => ExistingRegistry;
+}
+
+/** What the refusals suggest, in the words of the command that asks. */
+export interface ExistingEvidenceWords {
+  readonly outputSuggestion?: string;
+  readonly registrySuggestion: string;
+}
+
+function usage(message: string, suggestion: string | undefined): RoboguideError {
+  return new RoboguideError('E_USAGE', message, { exitCode: ExitCode.invalidInput, ...(suggestion !== undefined ? { suggestions: [suggestion] } : {}) });
+}
+
+/**
+ * `reconcile` and `pair recover` act on evidence that exists: the output directory must exist, and so must the
+ * registry its pairs were admitted in (a missing SQLite file is refused, never created empty: a new registry
+ * holds no reservation to release). Refusals exit 2, in this order: output, registry location, registry file.
+ */
+export async function openExistingEvidence(
+  deps: ExistingEvidenceDeps,
+  output: string,
+  words: ExistingEvidenceWords,
+): Promise<{ readonly registry: CapacityRegistry; readonly registryPath: string }> {
+  if (!(await deps.isDirectory(output))) throw usage(`output directory ${output} does not exist`, words.outputSuggestion);
+  const location = deps.locateRegistry();
+  if (location.file && !(await deps.exists(location.path))) throw usage(`no capacity registry at ${location.path}`, words.registrySuggestion);
+  return { registry: await location.open(), registryPath: location.path };
+}

@@ -1,0 +1,286 @@
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { NodeFileSystem } from './adapters/fs/node-file-system.js';
+import type { BuildReport } from './adapters/docker/image-builder.js';
+import type { RegistryLocation } from './adapters/registry/default-path.js';
+import type { CapacityDeps } from './app/capacity-report.js';
+import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
+import { EvidenceStore } from './app/evidence/evidence-store.js';
+import type { ExistingRegistry } from './app/existing-evidence.js';
+import type { ReportFileDeps } from './app/batch/report-file.js';
+import type { NodeDownDeps } from './app/batch/node-down.js';
+import type { BatchStatus } from './app/batch/status.js';
+import { SUPERVISOR_LOG } from './app/batch/layout.js';
+import { systemClock } from './app/ports/clock.js';
+import type { Logger } from './app/ports/logger.js';
+import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/reconcile-output.js';
+import type { RecoverOutputDeps } from './app/recover-output.js';
+import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
+import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
+import type { ExecutorConfig } from './core/executor.js';
+
+/**
+ * The wiring of each command, on top of the shared composition root (`composition-root.ts`): a command parses its
+ * flags, asks here for what its use-case needs, calls the use-case and renders. Only the evidence store and the
+ * local file system are imported at the top; the composition root, the registry (node:sqlite, pg), the supervisor
+ * launcher, the doctor's probes, nvidia-smi, the image builder (tar-fs) and the file logger (pino) are imported when
+ * a command asks for them, so that a command loads no more than it did when it wired them itself (issue 14).
+ */
+
+export type { BuildReport } from './adapters/docker/image-builder.js';
+
+const root = () => import('./composition-root.js');
+
+/** An evidence store on the local file system, rooted at `dir`. */
+export function evidenceStoreAt(dir: string): EvidenceStore {
+  return new EvidenceStore(new NodeFileSystem(), dir);
+}
+
+/** This tool's exact code version (package version and git commit), as receipts and batch.json record it. */
+export async function codeVersion(): Promise<string> {
+  const { readCodeVersion } = await import('./adapters/code-version.js');
+  return readCodeVersion((await root()).PACKAGE_ROOT);
+}
+
+/** The batch's supervisor in this process (`--foreground`), logging on stderr with the batch's secrets masked. */
+export async function superviseHere(output: string, mode: 'start' | 'resume'): Promise<string> {
+  const { batchLogSecrets, createStderrLogger, createSupervisorDeps } = await root();
+  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
+  try {
+    const { supervise } = await import('./app/batch/supervisor.js');
+    return await supervise({ ...deps, handleSignals: true }, mode);
+  } finally {
+    await deps.dispose();
+  }
+}
+
+/**
+ * The batch's supervisor as a detached process. `registry`: where the batch was admitted; the supervisor reopens it
+ * from batch.json, where a PostgreSQL URL is recorded without its password, so the password travels as PGPASSWORD.
+ */
+export async function launchBatchSupervisor(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<{ pid: number }> {
+  const { launchSupervisor } = await import('./adapters/supervisor-launcher.js');
+  const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
+  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  return launchSupervisor((await root()).BIN_RUN_JS, output, mode, password !== undefined ? { PGPASSWORD: password } : {});
+}
+
+/** The logger of the detached supervisor: JSON lines in D/supervisor.log, the batch's secrets masked. */
+export async function createSupervisorLogger(output: string): Promise<Logger & { flush(): void }> {
+  const { createFileLogger } = await import('./adapters/pino-logger.js');
+  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), { output });
+}
+
+/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone or over the size limit. */
+async function readOutcomeSha256(path: string): Promise<string | null> {
+  const { readOutcomeFile } = await import('./adapters/outcome-reader.js');
+  const { createHash } = await import('node:crypto');
+  const read = await readOutcomeFile(path);
+  // An outcome over the size limit is never read, and result.json records no digest for it either.
+  if (read.state === 'missing' || read.state === 'too_large') return null;
+  if (read.state === 'unreadable') throw new Error(`outcome file unreadable (${read.code})`);
+  return createHash('sha256').update(read.bytes).digest('hex');
+}
+
+/** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
+async function existingRegistry(flag: string | undefined): Promise<() => ExistingRegistry> {
+  const { isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
+  return () => {
+    const location = registryLocation(flag);
+    return {
+      path: location.path,
+      file: !isPostgresLocation(location),
+      open: async () => {
+        const { checkRegistryLocation, openRegistryAt } = await import('./adapters/registry/open-registry.js');
+        checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
+        return openRegistryAt(location);
+      },
+    };
+  };
+}
+
+/** The evidence of an existing output directory and the registry of `--registry` (reconcile, pair recover). */
+async function createOutputEvidenceDeps(registryFlag: string | undefined): Promise<OutputEvidenceDeps> {
+  const { runtimeForOutput } = await root();
+  return {
+    isDirectory: (path) => stat(path).then((info) => info.isDirectory(), () => false),
+    exists: (path) => stat(path).then(() => true, () => false),
+    locateRegistry: await existingRegistry(registryFlag),
+    storeAt: evidenceStoreAt,
+    runtimeFor: runtimeForOutput,
+  };
+}
+
+export async function createReconcileDeps(registryFlag: string | undefined): Promise<ReconcileOutputDeps> {
+  return { ...(await createOutputEvidenceDeps(registryFlag)), readOutcomeSha256 };
+}
+
+export async function createRecoverDeps(registryFlag: string | undefined): Promise<RecoverOutputDeps> {
+  return { ...(await createOutputEvidenceDeps(registryFlag)), clock: systemClock, logger: (await root()).createStderrLogger() };
+}
+
+export function createReportFileDeps(): ReportFileDeps {
+  return { fs: new NodeFileSystem(), storeAt: evidenceStoreAt };
+}
+
+/**
+ * Reads the status of the batch in `output` with the batch's own executor (a swarm batch's pairs are services on
+ * the manager, not local containers); without an engine, from the evidence alone.
+ */
+export async function createStatusReader(output: string): Promise<(now: Date) => Promise<BatchStatus>> {
+  const store = evidenceStoreAt(output);
+  const runtime = await (await root()).runtimeForOutput(store.root);
+  const engine = await runtime.info().then(() => runtime, () => undefined);
+  const { readStatus } = await import('./app/batch/read-status.js');
+  return (now) => readStatus(store, engine, now);
+}
+
+/** `e1-batch node-down`: the batch's recorded registry and executor (a runtime that counts the down nodes gone). */
+export async function createNodeDownDeps(output: string): Promise<NodeDownDeps & { dispose(): Promise<void> }> {
+  const store = evidenceStoreAt(output);
+  const { loadBatch } = await import('./app/batch/batch-context.js');
+  const { batch } = await loadBatch(store);
+  const { openRecordedRegistry } = await import('./adapters/registry/open-registry.js');
+  const { executorOfRecord } = await import('./core/executor.js');
+  const { createExecutorRuntime, createStderrLogger } = await root();
+  const registry = await openRecordedRegistry(batch.registry_path);
+  return {
+    store,
+    registry,
+    clock: systemClock,
+    logger: createStderrLogger(),
+    runtimeFor: (downNodes) => createExecutorRuntime(executorOfRecord(batch.executor), downNodes),
+    dispose: () => registry.close(),
+  };
+}
+
+/** `capacity`: the registry of `--registry` (its location shown as given) and this host's GPUs. */
+export async function openCapacity(registryFlag: string | undefined): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
+  const { registryLocation } = await import('./adapters/registry/default-path.js');
+  const location = registryLocation(registryFlag);
+  const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
+  const registry = await openRegistryAt(location);
+  return {
+    registryPath: location.path,
+    registry,
+    observeGpus: async () => (await import('./adapters/nvidia-smi.js')).observeGpus(),
+    dispose: () => registry.close(),
+  };
+}
+
+/** `doctor`: the probes of this host, and where `--registry` points (a URL other than PostgreSQL's is refused). */
+export async function createDoctorWiring(
+  registryFlag: string | undefined,
+): Promise<{ readonly deps: DoctorDeps; readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>; readonly sessionsMaxBytes: number }> {
+  const { defaultRegistryPath, isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
+  const location = registryFlag !== undefined && registryFlag !== '' ? registryLocation(registryFlag) : null;
+  const { createDoctorDeps } = await import('./adapters/doctor-probes.js');
+  const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
+  return {
+    deps: createDoctorDeps((await root()).createContainerRuntime()),
+    registry: {
+      registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
+      ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
+      defaultRegistryPath: defaultRegistryPath(),
+    },
+    sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
+  };
+}
+
+/** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */
+export async function buildImages(options: { readonly busyboxPath: string; readonly force: boolean; readonly only?: string[] }): Promise<BuildReport[]> {
+  const { createDockerRuntime, DOCKER_DIR } = await root();
+  const runtime = await createDockerRuntime();
+  await runtime.info(); // fail fast with exit 3 when no engine answers
+  const { buildSyntheticImages } = await import('./adapters/docker/image-builder.js');
+  return buildSyntheticImages(runtime.docker, { dockerDir: DOCKER_DIR, ...options });
+}
+
+/** `e1-batch start`: what prepareBatch needs of this host, and the facts it checks the manifest against. */
+export async function createBatchStartWiring(
+  executor: ExecutorConfig,
+  registryFlag: string | undefined,
+): Promise<{
+  readonly deps: StartBatchDeps;
+  readonly registry: RegistryLocation;
+  readonly host: Pick<StartBatchOptions, 'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'>;
+}> {
+  const { registryLocation } = await import('./adapters/registry/default-path.js');
+  const { createExecutorRuntime, createSwarmRuntime, hostProtectedPaths } = await root();
+  const registry = registryLocation(registryFlag);
+  const runtime = createExecutorRuntime(executor);
+  const { checkRegistryNeeds } = await import('./app/batch/start-batch.js');
+  const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
+  const { hostAddresses } = await import('./adapters/host-addresses.js');
+  const deps: StartBatchDeps = {
+    fs: new NodeFileSystem(),
+    runtime,
+    ...(executor.kind === 'swarm'
+      ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }
+      : {}),
+    clock: systemClock,
+    observeGpus: async () => (await import('./adapters/nvidia-smi.js')).observeGpus(),
+    checkRegistry: async (needs) => {
+      const opened = await openRegistryAt(registry);
+      try {
+        await checkRegistryNeeds(opened, needs);
+      } finally {
+        await opened.close();
+      }
+    },
+  };
+  const host = {
+    registryPath: registry.path,
+    hostAddresses: hostAddresses(),
+    hostPaths: hostProtectedPaths(),
+    environment: process.env,
+    codeVersion: await codeVersion(),
+  };
+  return { deps, registry, host };
+}
+
+/**
+ * After `start` froze the manifest: a warning when the output file system has less free space than the batch's caps
+ * could need, else null. Advisory: never stops a batch that was created (any failure here is null).
+ */
+export async function outputSpaceWarning(output: string): Promise<string | null> {
+  try {
+    const { batchSpaceWarning } = await import('./app/batch/output-space.js');
+    const { freeDiskBytes } = await import('./adapters/doctor-probes.js');
+    const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
+    return await batchSpaceWarning(evidenceStoreAt(output), { freeDiskBytes, sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes });
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * `pair run`: the adapters of the lifecycle (the registry opened only once the spec passed every check) and the host
+ * facts the spec is checked against. A `--registry` URL other than PostgreSQL's is refused here, before anything else.
+ */
+export async function createPairRunWiring(
+  registryFlag: string | undefined,
+  specText: string,
+  executor: ExecutorConfig,
+): Promise<{
+  readonly deps: RunPairDeps & { dispose(): Promise<void> };
+  readonly host: Pick<RunPairOptions, 'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath'>;
+}> {
+  const { registryFilePath, registryLocation } = await import('./adapters/registry/default-path.js');
+  const { createPairRunDeps, hostProtectedPaths, specLogSecrets } = await root();
+  const { hostAddresses } = await import('./adapters/host-addresses.js');
+  const registry = registryLocation(registryFlag);
+  const deps = createPairRunDeps(registry, specLogSecrets(specText), executor);
+  const registryPath = registryFilePath(registry);
+  return {
+    deps,
+    host: {
+      environment: process.env,
+      codeVersion,
+      cwd: process.cwd(),
+      hostAddresses: hostAddresses(),
+      hostPaths: hostProtectedPaths(),
+      ...(registryPath !== undefined ? { registryPath: registry.path } : {}),
+    },
+  };
+}
