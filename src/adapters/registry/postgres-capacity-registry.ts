@@ -210,6 +210,15 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     });
   }
 
+  async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
+    return this.#read(async (db) => {
+      const found = await db.query('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = $1', [batchId]);
+      const row = found.rows[0] as Record<string, unknown> | undefined;
+      if (row === undefined) return null;
+      return { pid: Number(row['pid']), start_ticks: textOrNull(row, 'start_ticks'), boot_id: textOrNull(row, 'boot_id') };
+    });
+  }
+
   async releaseLease(batchId: string, pid: number): Promise<void> {
     await this.#transaction('release_lease', async (db) => {
       await db.query('DELETE FROM supervisor_leases WHERE batch_id = $1 AND pid = $2', [batchId, pid]);
