@@ -99,8 +99,10 @@ export default class BatchStart extends BaseCommand {
     }).catch(() => null); // advisory: never stops a batch that was created
     if (space !== null) warnings.push(space);
     for (const warning of warnings) this.warn(warning);
+    // The supervisor reopens the registry from batch.json, where a PostgreSQL URL is recorded without its password.
+    const password = isPostgresLocation(registry) ? registry.connection.password : undefined;
     if (flags.foreground) {
-      const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
+      const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), { registryPassword: password });
       try {
         const state = await supervise({ ...deps, handleSignals: true }, 'start');
         this.log(`batch ${record.batch_id}: ${state} (${output})`);
@@ -109,8 +111,6 @@ export default class BatchStart extends BaseCommand {
         await deps.dispose();
       }
     }
-    // The supervisor reopens the registry from batch.json, where a PostgreSQL URL is recorded without its password.
-    const password = isPostgresLocation(registry) ? registry.connection.password : undefined;
     const identity = await launchSupervisor(BIN_RUN_JS, output, 'start', password !== undefined ? { PGPASSWORD: password } : {});
     this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
     this.log(`  follow it: npx roboguide-eval e1-batch status --output ${output} --watch`);
