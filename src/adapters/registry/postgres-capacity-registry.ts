@@ -131,7 +131,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
           cause: error,
           context: { registry: options.display },
           suggestions: [
-            'give it in the environment: PGPASSWORD=… (or a ~/.pgpass line); a batch records its registry URL without the password, so `resume`, `reconcile` and `node-down` need it this way',
+            'give it in the environment: PGPASSWORD=… (or a ~/.pgpass line); a batch records its registry URL without the password, so `resume` and `node-down` need it this way',
             'or put it in a --registry URL where the command takes one (postgresql://USER:PASSWORD@HOST:PORT/DB)',
           ],
         });
