@@ -103,11 +103,16 @@ export interface GpuNeed {
  */
 export async function neverFitIssues(registry: CapacityRegistry, needs: readonly GpuNeed[], nodes: AdmissionNodes | undefined): Promise<Issue[]> {
   const issues: Issue[] = [];
+  const candidatesOf = candidateNodes(registry, nodes);
+  const budgetOf = new Map<string, number | null>();
   for (const need of needs) {
-    const candidates = nodes === undefined ? [registry.localNode] : await nodes(need.placement ?? []);
+    const candidates = await candidatesOf(need.placement);
     if (candidates.length === 0) continue;
     const budgets: { node: string; mib: number | null }[] = [];
-    for (const node of candidates) budgets.push({ node, mib: (await registry.limits(node)).gpuMib });
+    for (const node of candidates) {
+      if (!budgetOf.has(node)) budgetOf.set(node, (await registry.limits(node)).gpuMib);
+      budgets.push({ node, mib: budgetOf.get(node) ?? null });
+    }
     if (budgets.some((b) => b.mib === null || need.mib <= b.mib)) continue;
     const where =
       budgets.length === 1
@@ -116,6 +121,21 @@ export async function neverFitIssues(registry: CapacityRegistry, needs: readonly
     issues.push({ path: need.path, rule: `${need.mib} MiB exceeds ${where}: job ${need.jobId} could never be admitted` });
   }
   return issues;
+}
+
+/** The nodes a pair with this placement may run on (the registry's own without `nodes`), listed once per placement. */
+function candidateNodes(registry: CapacityRegistry, nodes: AdmissionNodes | undefined): (placement: readonly string[] | undefined) => Promise<readonly string[]> {
+  const listed = new Map<string, Promise<readonly string[]>>();
+  return (placement) => {
+    if (nodes === undefined) return Promise.resolve([registry.localNode]);
+    const key = JSON.stringify(placement ?? []);
+    let found = listed.get(key);
+    if (found === undefined) {
+      found = nodes(placement ?? []);
+      listed.set(key, found);
+    }
+    return found;
+  };
 }
 
 /** A published port a pair needs, for the start-time check. */
@@ -154,13 +174,24 @@ export async function heldPortIssues(
     }
     return alive.get(batchId) ?? null;
   };
-  for (const need of needs) {
-    const candidates = nodes === undefined ? [registry.localNode] : await nodes(need.placement ?? []);
+  // One look-up per node for every port a pair may need there (not one per pair and node).
+  const candidatesOf = candidateNodes(registry, nodes);
+  const candidates = await Promise.all(needs.map((need) => candidatesOf(need.placement)));
+  const portsByNode = new Map<string, Set<number>>();
+  needs.forEach((need, i) => {
+    for (const node of candidates[i] ?? []) portsByNode.set(node, (portsByNode.get(node) ?? new Set()).add(need.port));
+  });
+  const holders = new Map<string, PortHolder>();
+  for (const [node, ports] of portsByNode) {
+    for (const holder of await registry.portHolders(node, [...ports])) if (!holders.has(`${node}:${holder.port}`)) holders.set(`${node}:${holder.port}`, holder);
+  }
+  for (const [i, need] of needs.entries()) {
+    const nodesOfNeed = candidates[i] ?? [];
     const live: { holder: PortHolder; lease: SupervisorLease }[] = [];
     const dead: PortHolder[] = [];
-    let free = candidates.length === 0; // no node now: the pair waits for one like any other
-    for (const node of candidates) {
-      const holder = (await registry.portHolders(node, [need.port]))[0];
+    let free = nodesOfNeed.length === 0; // no node now: the pair waits for one like any other
+    for (const node of nodesOfNeed) {
+      const holder = holders.get(`${node}:${need.port}`);
       if (holder === undefined) {
         free = true;
         break;
