@@ -66,6 +66,15 @@ function cli(args: readonly string[], env: Readonly<Record<string, string>> = {}
   });
 }
 
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function manifest(name: string, count: number, sleepSeconds: number): Promise<string> {
   const dir = join(work, name);
   const path = join(work, `${name}.json`);
@@ -151,6 +160,10 @@ if (skip !== null) {
       const stopped = await cli(['e1-batch', 'stop', '--output', output]);
       expect(stopped.code, stopped.stderr).toBe(0);
       expect(await waitFor(output, ['stopped', 'drained'], 60_000)).toBe('stopped');
+      // The supervisor records its stop before its process ends: resume refuses a live one, so wait for the end.
+      const { supervisor_pid: pid } = JSON.parse(started.stdout) as { supervisor_pid: number };
+      for (let i = 0; i < 300 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(alive(pid)).toBe(false);
       const before = await statusOf(output);
       expect(before.counts['completed']).toBeLessThan(4);
 
