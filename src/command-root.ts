@@ -42,10 +42,16 @@ export async function codeVersion(): Promise<string> {
   return readCodeVersion((await root()).PACKAGE_ROOT);
 }
 
-/** The batch's supervisor in this process (`--foreground`), logging on stderr with the batch's secrets masked. */
-export async function superviseHere(output: string, mode: 'start' | 'resume'): Promise<string> {
+/**
+ * The batch's supervisor in this process (`--foreground`), logging on stderr with the batch's secrets masked.
+ * `registry`: where the batch was admitted; batch.json records a PostgreSQL URL without its password, so the
+ * password given to `start` is handed over here (a resume takes it from PGPASSWORD or ~/.pgpass).
+ */
+export async function superviseHere(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<string> {
   const { batchLogSecrets, createStderrLogger, createSupervisorDeps } = await root();
-  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
+  const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
+  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), { registryPassword: password });
   try {
     const { supervise } = await import('./app/batch/supervisor.js');
     return await supervise({ ...deps, handleSignals: true }, mode);

@@ -193,12 +193,16 @@ export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: stri
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
 
 /** Everything a supervisor process needs, wired for the batch in `output`. */
-export async function createSupervisorDeps(output: string, logger: Logger): Promise<SupervisorDeps & { dispose(): Promise<void> }> {
+export async function createSupervisorDeps(
+  output: string,
+  logger: Logger,
+  options: { readonly registryPassword?: string | undefined } = {},
+): Promise<SupervisorDeps & { dispose(): Promise<void> }> {
   const fs = new NodeFileSystem();
   const store = new EvidenceStore(fs, output);
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
   if (batch === null) throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
-  const registry = await openRecordedRegistry(batch.registry_path);
+  const registry = await openRecordedRegistry(batch.registry_path, options.registryPassword);
   // The executor the batch was started with (batch.json): a resume runs where the start did.
   const runtime = createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
   return {

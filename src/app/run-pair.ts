@@ -22,6 +22,7 @@ import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';
 import { writeJsonVerified } from './durable-write.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
+import { admitOnePair } from './admission.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 
@@ -133,7 +134,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   const identity = await currentProcessIdentity();
   const claimId = randomUUID();
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const admitted = await registry.admit({ batchId, jobId: spec.job_id, claimId, gpuMib: spec.gpus === undefined ? 0 : (spec.gpu_mib ?? 0), ports: spec.ports });
+  const { admitted, job } = await admitOnePair(registry, deps.runtime, { batchId, claimId, ports: spec.ports }, spec, options.specSource);
   if (admitted.kind === 'refused' && admitted.reason === 'port_held') {
     throw new RoboguideError('E_REGISTRY', `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`, {
       suggestions: ['wait for that pair to finish (`roboguide-eval capacity` shows it)', 'or choose another port'],
@@ -193,7 +194,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     jobRel: '.',
     batchId,
     claimId,
-    job: spec,
+    job,
     environment: resolved.values,
     secrets: resolved.secrets,
     sessionsDir: spec.sessions_dir ?? DEFAULT_SESSIONS_DIR,

@@ -9,6 +9,7 @@ import { registryLocation } from '../../src/adapters/registry/default-path.js';
 import { openRegistryAt } from '../../src/adapters/registry/open-registry.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres.js';
+import { startTestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 import { listFilesRecursively } from '../support/files.js';
 import { leftovers, startSwarmCluster, swarmSkipReason, type SwarmCluster } from '../support/swarm-cluster.js';
@@ -153,6 +154,107 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const sessions = await listFilesRecursively(join(r.output, 'sessions'));
     expect(sessions.some((f) => f.endsWith('.jsonl'))).toBe(true);
     await expectNothingLeft(`roboguide.job=${job}`);
+  });
+
+  /** Until a running container labelled for `job` is on node `index` (polls its engine). */
+  async function jobRunningOn(index: number, job: string): Promise<void> {
+    const docker = new Docker({ socketPath: cluster.nodes[index]!.engine.socketPath });
+    const deadline = Date.now() + 120_000;
+    while (Date.now() < deadline) {
+      const found = await docker.listContainers({ filters: JSON.stringify({ label: [`roboguide.job=${job}`], status: ['running'] }) });
+      if (found.length > 0) return;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    throw new Error(`${job} never ran on ${cluster.nodes[index]!.hostname}`);
+  }
+
+  it('pair run --executor swarm is admitted per node: with one node full it is reserved on, pinned to and runs on the other; all full: refused; a gpu_mib no node can hold: exit 2', async () => {
+    const admission = join(work, 'admission.db');
+    const [nodeA, nodeB] = [cluster.nodes[0]!.hostname, cluster.nodes[1]!.hostname];
+    const reg = await openRegistryAt(registryLocation(admission));
+    try {
+      await reg.setLimits({ maxReservations: 1, gpuMib: null });
+      // Another batch's pair holds node A's only slot.
+      const fillerA = await reg.admit({ batchId: 'other-batch', jobId: 'filler-a', claimId: randomUUID(), gpuMib: 0, node: nodeA });
+      expect(fillerA.kind).toBe('admitted');
+      const job = `sw-adm-${randomUUID().slice(0, 6)}`;
+      const path = join(work, `${job}.json`);
+      await writeFile(path, JSON.stringify(spec(job, ['sleep=3', 'outcome=completed'])));
+      const output = join(work, job, 'evidence');
+      const child = spawn(process.execPath, [BIN, 'pair', 'run', '--spec', path, '--output', output, '--registry', admission, '--json', ...cluster.flags], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn' },
+      });
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      await jobRunningOn(1, job);
+      expect(await exited, stderr).toBe(0);
+      expect(await readJson(join(output, 'result.json'))).toMatchObject({ classification: 'completed', cleanup: { verified_absent: true } });
+      const receipt = (await readJson(join(output, 'receipt.json'))) as { claim_id: string };
+      expect(await reg.reservationForClaim(receipt.claim_id)).toMatchObject({ node: nodeB, state: 'released' });
+      await expectNothingLeft(`roboguide.job=${job}`);
+
+      // Both nodes full: refused at once (exit 1, naming the limit), nothing held for it, nothing created.
+      const fillerB = await reg.admit({ batchId: 'other-batch', jobId: 'filler-b', claimId: randomUUID(), gpuMib: 0, node: nodeB });
+      expect(fillerB.kind).toBe('admitted');
+      const full = `sw-full-${randomUUID().slice(0, 6)}`;
+      const fullSpec = join(work, `${full}.json`);
+      await writeFile(fullSpec, JSON.stringify(spec(full, ['outcome=completed'])));
+      const again = cli(['pair', 'run', '--spec', fullSpec, '--output', join(work, full, 'evidence2'), '--registry', admission, ...cluster.flags]);
+      expect(again.status).toBe(1);
+      expect(again.stderr).toMatch(/capacity limit \(1 of 1 held\): not started/);
+      expect((await reg.held()).map((r) => r.jobId).sort()).toEqual(['filler-a', 'filler-b']);
+      await expectNothingLeft(`roboguide.job=${full}`);
+
+      // A declared gpu_mib larger than every node's whole GPU budget can never run: exit 2 naming the field and figures.
+      await reg.setLimits({ maxReservations: 4, gpuMib: 1_000 });
+      const huge = join(work, 'huge.json');
+      await writeFile(huge, JSON.stringify(spec('sw-huge', ['outcome=completed'], { gpus: 1, gpu_mib: 5_000 })));
+      const never = cli(['pair', 'run', '--spec', huge, '--output', join(work, 'huge-out'), '--registry', admission, ...cluster.flags]);
+      expect(never.status).toBe(2);
+      expect(never.stderr).toContain('gpu_mib: 5000 MiB exceeds the whole GPU budget of every node it may run on');
+      expect(await readdir(work)).not.toContain('huge-out');
+    } finally {
+      await reg.close();
+    }
+  });
+
+  it('serve --executor swarm: a pair through POST /v1/pairs runs as a service on a node (admitted there), its evidence comes back, nothing left', async () => {
+    const server = await startTestServer({ extraArgs: [...cluster.flags] });
+    try {
+      const job = `sw-api-${randomUUID().slice(0, 6)}`;
+      const accepted = await server.client.call<{ pair_id: string }>('POST', '/v1/pairs', { body: spec(job, ['numbered=20', 'outcome=completed']) });
+      expect(accepted.status, JSON.stringify(accepted.body)).toBe(202);
+      const id = accepted.body.pair_id;
+      type PairBody = { state: string; error: string | null; receipt: { claim_id: string } | null; result: { classification: string; cleanup: { verified_absent: boolean }; container: { id: string } } | null };
+      let pair: PairBody | null = null;
+      const deadline = Date.now() + 180_000;
+      while (Date.now() < deadline) {
+        pair = (await server.client.call<PairBody>('GET', `/v1/pairs/${id}`)).body;
+        if (pair.state !== 'running') break;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      expect(pair?.state, pair?.error ?? '').toBe('finished');
+      expect(pair?.result).toMatchObject({ classification: 'completed', cleanup: { verified_absent: true } });
+      expect(pair?.result?.container.id).toMatch(/^[a-z0-9]{25}$/); // a service id, not a local container's
+      const logs = await server.client.call<Buffer>('GET', `/v1/pairs/${id}/logs?stream=stdout`);
+      expect(logs.body.toString('utf8').split('\n').filter(Boolean)).toHaveLength(20);
+      const evidence = join(server.dataDir, 'pairs', id);
+      expect((await readdir(evidence)).sort()).toEqual(expect.arrayContaining(['receipt.json', 'result.json', 'stdout.log', 'stderr.log']));
+      expect(((await readJson(join(work, job, 'out', 'outcome.json'))) as { job_id: string }).job_id).toBe(job);
+      const reg = await openRegistryAt(registryLocation(server.registryPath));
+      try {
+        const reservation = await reg.reservationForClaim(pair!.receipt!.claim_id);
+        expect(cluster.nodes.map((n) => n.hostname)).toContain(reservation?.node);
+        expect(reservation?.state).toBe('released');
+      } finally {
+        await reg.close();
+      }
+      await expectNothingLeft(`roboguide.job=${job}`);
+    } finally {
+      await server.dispose();
+    }
   });
 
   /** A 20-pair manifest asking one GPU per pair; `placement` pins every pair (the one-node baseline). */

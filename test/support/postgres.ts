@@ -1,7 +1,9 @@
 /**
  * A throwaway PostgreSQL server for tests: Debian's postgresql 15 binaries, `initdb` and `pg_ctl` run as the
  * `postgres` user (the server refuses root) in a temporary directory that user owns, trust authentication, a Unix
- * socket only (no TCP). Started by a suite's set-up, stopped (pg_ctl stop, then by pid) at its teardown.
+ * socket only (no TCP). With `{ tcp: true }` it also listens on 127.0.0.1 (a free port the kernel picked), where
+ * every login needs a password (scram-sha-256; the socket stays trust, for the set-up). Started by a suite's set-up,
+ * stopped (pg_ctl stop, then by pid) at its teardown.
  * Missing binaries skip the suite, unless REQUIRE_POSTGRES=1 (CI), where they fail it.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -19,6 +21,10 @@ export interface TestPostgres {
   /** `postgres://postgres@/DB?host=SOCKET` for a database (created by `createDatabase`). */
   url(database: string): string;
   createDatabase(name: string): Promise<string>;
+  /** `{ tcp: true }`: the TCP port on 127.0.0.1 (password logins only). */
+  readonly port: number | null;
+  /** A login role with this password, owning a new database: `postgresql://USER:PASSWORD@127.0.0.1:PORT/DB` works. */
+  createPasswordUser(user: string, password: string, database: string): Promise<void>;
   stop(): void;
 }
 
@@ -50,7 +56,16 @@ function asPostgres(command: string, args: readonly string[]): string {
   return execFileSync('runuser', ['-u', PG_USER, '--', join(PG_BIN, command), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-export function startPostgres(): TestPostgres {
+/** A TCP port free on 127.0.0.1 right now (the kernel picks it). */
+function freePort(): number {
+  const out = execFileSync(process.execPath, [
+    '-e',
+    "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{process.stdout.write(String(s.address().port));s.close()})",
+  ], { encoding: 'utf8' });
+  return Number(out);
+}
+
+export function startPostgres(options: { readonly tcp?: boolean } = {}): TestPostgres {
   const owner = ids(PG_USER);
   if (owner === null) throw new Error(`no ${PG_USER} user`);
   const root = mkdtempSync(join(tmpdir(), 'rg-pg-'));
@@ -58,7 +73,9 @@ export function startPostgres(): TestPostgres {
   chownSync(root, owner.uid, owner.gid);
   const dataDir = join(root, 'data');
   const socketDir = root;
-  asPostgres('initdb', ['-D', dataDir, '-A', 'trust', '-U', PG_USER, '--no-sync', '-E', 'UTF8']);
+  asPostgres('initdb', ['-D', dataDir, '--auth-local=trust', '--auth-host=scram-sha-256', '-U', PG_USER, '--no-sync', '-E', 'UTF8']);
+  const port = options.tcp === true ? freePort() : null;
+  const listen = port === null ? `-c listen_addresses=''` : `-c listen_addresses=127.0.0.1 -p ${port}`;
   // Reachable by root (the test process) through the socket folder: 0711 lets it traverse, not list.
   chmodSync(root, 0o711);
   asPostgres('pg_ctl', [
@@ -67,7 +84,7 @@ export function startPostgres(): TestPostgres {
     '-l',
     join(root, 'server.log'),
     '-o',
-    `-k ${socketDir} -c listen_addresses='' -c fsync=off -c max_connections=100`,
+    `-k ${socketDir} ${listen} -c fsync=off -c max_connections=100`,
     '-w',
     '-t',
     '60',
@@ -76,18 +93,31 @@ export function startPostgres(): TestPostgres {
   const pidText = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '';
   const pid = Number(pidText);
   let stopped = false;
-  const url = (database: string): string => `postgres://${PG_USER}@/${database}?host=${socketDir}`;
+  const socketPort = port === null ? '' : `&port=${port}`;
+  const url = (database: string): string => `postgres://${PG_USER}@/${database}?host=${socketDir}${socketPort}`;
+  const admin = async (statements: readonly string[]): Promise<void> => {
+    const client = new pg.Client({ host: socketDir, ...(port === null ? {} : { port }), user: PG_USER, database: 'postgres' });
+    await client.connect();
+    try {
+      for (const statement of statements) await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
   return {
     socketDir,
     url,
+    port,
+    async createPasswordUser(user: string, password: string, database: string): Promise<void> {
+      const ident = (name: string): string => `"${name.replaceAll('"', '')}"`;
+      await admin([
+        `SET password_encryption = 'scram-sha-256'`,
+        `CREATE ROLE ${ident(user)} LOGIN PASSWORD '${password.replaceAll("'", "''")}'`,
+        `CREATE DATABASE ${ident(database)} OWNER ${ident(user)}`,
+      ]);
+    },
     async createDatabase(name: string): Promise<string> {
-      const client = new pg.Client({ host: socketDir, user: PG_USER, database: 'postgres' });
-      await client.connect();
-      try {
-        await client.query(`CREATE DATABASE "${name.replaceAll('"', '')}"`);
-      } finally {
-        await client.end();
-      }
+      await admin([`CREATE DATABASE "${name.replaceAll('"', '')}"`]);
       return url(name);
     },
     stop(): void {

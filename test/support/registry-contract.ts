@@ -407,6 +407,18 @@ export function registryContract(backend: RegistryBackend): void {
         expect(await a.acquireLease('batch-1', first, alive)).toEqual({ kind: 'acquired' });
       });
 
+      it('reads a batch\'s recorded holder back (null when none is recorded or it gave the lease back)', async () => {
+        const a = await openRegistry();
+        const b = await openRegistry();
+        const holder = { pid: 300, start_ticks: '30', boot_id: 'boot' };
+        expect(await b.supervisorLease('batch-3')).toBeNull();
+        await a.acquireLease('batch-3', holder, () => true);
+        expect(await b.supervisorLease('batch-3')).toEqual(holder);
+        expect(await b.supervisorLease('batch-4')).toBeNull();
+        await a.releaseLease('batch-3', 300);
+        expect(await b.supervisorLease('batch-3')).toBeNull();
+      });
+
       it('grants a contested lease to exactly one of several concurrent supervisors', async () => {
         const registries = await Promise.all(Array.from({ length: 6 }, () => openRegistry()));
         const results = await Promise.all(

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { nodeMatches, type RawNode } from '../../src/adapters/swarm/swarm-container-runtime.js';
-import { admitOnNodes } from '../../src/app/batch/batch-pair.js';
+import { admitOnNodes } from '../../src/app/admission.js';
 
 let tmp: string;
 let registry: SqliteCapacityRegistry;

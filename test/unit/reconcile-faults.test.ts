@@ -50,6 +50,7 @@ class FlakyRegistry implements CapacityRegistry {
   close(): Promise<void> { return this.inner.close(); }
   acquireLease(...args: Parameters<CapacityRegistry['acquireLease']>): ReturnType<CapacityRegistry['acquireLease']> { return this.inner.acquireLease(...args); }
   releaseLease(batchId: string, pid: number): Promise<void> { return this.inner.releaseLease(batchId, pid); }
+  supervisorLease(batchId: string): ReturnType<CapacityRegistry['supervisorLease']> { return this.inner.supervisorLease(batchId); }
   async commitTerminal(commit: TerminalCommit): Promise<TerminalCommitResult> {
     const fail = this.failures > 0;
     if (fail) this.failures -= 1;

@@ -83,12 +83,15 @@ export function recordedRegistryLocation(recorded: string): RegistryLocation {
 
 /**
  * Opens the registry a batch recorded. The password of a PostgreSQL one was never recorded: it comes from
- * PGPASSWORD (or ~/.pgpass), as for libpq; `e1-batch start` hands the URL's password to its supervisor that way.
+ * PGPASSWORD (or ~/.pgpass), as for libpq; `e1-batch start` hands the URL's password to its supervisor that way
+ * (a detached one through its environment, one in the same process as `password`).
  */
-export async function openRecordedRegistry(recorded: string): Promise<CapacityRegistry> {
+export async function openRecordedRegistry(recorded: string, password?: string): Promise<CapacityRegistry> {
   const location = recordedRegistryLocation(recorded);
   if (isPostgresLocation(location)) {
-    return PostgresCapacityRegistry.open({ connection: location.connection, display: location.path });
+    // `password`: the one `e1-batch start` was given in its --registry URL, for a supervisor in the same process.
+    const connection = password !== undefined && location.connection.password === undefined ? { ...location.connection, password } : location.connection;
+    return PostgresCapacityRegistry.open({ connection, display: location.path });
   }
   return SqliteCapacityRegistry.open({ path: location.path });
 }

@@ -83,6 +83,16 @@ function pgFault(display: string, message: string, error: unknown): RoboguideErr
   });
 }
 
+/**
+ * The server wants a password the client does not have: pg's SCRAM code says "client password must be a string",
+ * a cleartext/md5 server answers 28P01 (or the client fails before asking).
+ */
+function asksForPassword(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : '';
+  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
+  return /client password must be a string|password authentication failed|no password (was )?supplied/i.test(message) || code === '28P01';
+}
+
 /** SERIALIZABLE/deadlock aborts are retried; these are PostgreSQL's codes for them. */
 const RETRYABLE = new Set(['40001', '40P01']);
 
@@ -115,6 +125,17 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     } catch (error) {
       client?.release();
       await pool.end().catch(() => undefined);
+      const noPassword = options.connection.password === undefined && (process.env['PGPASSWORD'] ?? '') === '';
+      if (noPassword && asksForPassword(error)) {
+        throw new RoboguideError('E_REGISTRY', `cannot open the capacity registry (${options.display}): the server asks for a password and none was given`, {
+          cause: error,
+          context: { registry: options.display },
+          suggestions: [
+            'give it in the environment: PGPASSWORD=… (or a ~/.pgpass line); a batch records its registry URL without the password, so `resume` and `node-down` need it this way',
+            'or put it in a --registry URL where the command takes one (postgresql://USER:PASSWORD@HOST:PORT/DB)',
+          ],
+        });
+      }
       throw pgFault(options.display, 'cannot open the capacity registry', error);
     }
     client.release();
@@ -207,6 +228,15 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
         [batchId, lease.pid, lease.start_ticks, lease.boot_id, this.#now()],
       );
       return { kind: 'acquired' };
+    });
+  }
+
+  async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
+    return this.#read(async (db) => {
+      const found = await db.query('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = $1', [batchId]);
+      const row = found.rows[0] as Record<string, unknown> | undefined;
+      if (row === undefined) return null;
+      return { pid: Number(row['pid']), start_ticks: textOrNull(row, 'start_ticks'), boot_id: textOrNull(row, 'boot_id') };
     });
   }
 

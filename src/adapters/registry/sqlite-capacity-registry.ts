@@ -182,6 +182,18 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     }, 'acquire_lease');
   }
 
+  async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
+    return registryRead(() => {
+      const row = this.#db.prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?').get(batchId);
+      if (row === undefined) return null;
+      return {
+        pid: Number(row['pid']),
+        start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
+        boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
+      };
+    });
+  }
+
   async releaseLease(batchId: string, pid: number): Promise<void> {
     inImmediateTransaction(this.#db, () => {
       this.#db.prepare('DELETE FROM supervisor_leases WHERE batch_id = ? AND pid = ?').run(batchId, pid);

@@ -34,6 +34,15 @@ export const SWARM_GPU_RESOURCE = 'NVIDIA-GPU';
 const DEFAULT_POLL_MS = 250;
 /** A node whose engine does not answer for this long while its pair runs (and the manager agrees it is not ready, or never answers either) is lost. */
 const DEFAULT_NODE_LOSS_GRACE_MS = 5_000;
+/**
+ * While a pair's node answers, its health (the manager's view and a ping of its engine) is checked this often, not
+ * on every poll of the task: two calls fewer per poll and pair. A node that stopped answering is checked on every
+ * poll, so the loss is still declared once the grace has passed (at most this much later for a node the manager
+ * marks down).
+ */
+const NODE_CHECK_MS = 1_000;
+/** The best-effort removal of a task's container on its node, after its service is gone (a node lost must not stall it). */
+const CONTAINER_REMOVE_TIMEOUT_MS = 5_000;
 const LOG_COMPLETION_TIMEOUT_MS = 20_000;
 const CALL_TIMEOUT_MS = 60_000;
 const COLLECT_TIMEOUT_MS = 120_000;
@@ -439,6 +448,7 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   async wait(id: string, options: { deadlineMs: number; signal?: AbortSignal }): Promise<WaitResult> {
     let lastSeenAliveMs = Date.now();
     let nodeSilentSince: number | null = null;
+    let nodeCheckedAtMs = 0;
     for (;;) {
       if (options.signal?.aborted === true) return { kind: 'aborted' };
       if (Date.now() >= options.deadlineMs) return { kind: 'deadline' };
@@ -467,7 +477,9 @@ export class SwarmContainerRuntime implements ContainerRuntime {
         return { kind: 'exited', exitCode: task.exitCode ?? -1 };
       }
       lastSeenAliveMs = Date.now();
-      if (task !== null && task.nodeId !== null && task.nodeId !== '' && (RUNNING.has(task.state) || task.state === 'starting')) {
+      const nodeCheckDue = nodeSilentSince !== null || Date.now() - nodeCheckedAtMs >= NODE_CHECK_MS;
+      if (nodeCheckDue && task !== null && task.nodeId !== null && task.nodeId !== '' && (RUNNING.has(task.state) || task.state === 'starting')) {
+        nodeCheckedAtMs = Date.now();
         const lost = await this.#nodeLost(task.nodeId);
         if (lost === null) nodeSilentSince = null;
         else {
@@ -545,8 +557,24 @@ export class SwarmContainerRuntime implements ContainerRuntime {
       if (statusOf(err) !== 404) throw toEngineError(err, 'remove a swarm service');
       result = 'absent';
     }
+    // The node's agent removes the task's container on its own, some time after the service is gone; removing it
+    // through the node's engine now lets the verified removal (its 404 there) and the volumes' removal follow at once.
+    await this.#removeTaskContainer(id).catch(() => undefined);
     await this.#removeVolumes(id).catch(() => undefined);
     return result;
+  }
+
+  /** Force-removes the task's container on its node (absent, or already being removed: nothing to do). */
+  async #removeTaskContainer(id: string): Promise<void> {
+    const placement = this.#placements.get(id);
+    if (placement === undefined || placement.nodeId === '' || placement.containerId === null) return;
+    if (this.#downNodes.has(placement.nodeId) || this.#downNodes.has(await this.nodeName(placement.nodeId))) return;
+    const { engine } = await this.#nodeEngine(placement.nodeId);
+    try {
+      await engine.getContainer(placement.containerId).remove({ force: true, abortSignal: AbortSignal.timeout(CONTAINER_REMOVE_TIMEOUT_MS) });
+    } catch (err) {
+      if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
+    }
   }
 
   /** The pair's volumes on its node, once its container is gone there (in use before; retried by `inspect`). */

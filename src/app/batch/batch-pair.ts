@@ -9,7 +9,8 @@ import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineMs } from '../../core/wall-budget.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
 import { failpoint, pausepoint } from '../failpoints.js';
-import type { AdmitRequest, AdmitResult, CapacityRegistry } from '../ports/capacity-registry.js';
+import { admitOnNodes } from '../admission.js';
+import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { BatchRecord } from './layout.js';
 import { jobRel, receiptRel } from './layout.js';
 import type { ResolvedJobEnvironment } from './batch-context.js';
@@ -33,24 +34,6 @@ export interface BatchPairContext {
    * pair's service to that node. None: the registry's own node (the local executor).
    */
   readonly admissionNodes?: (constraints: readonly string[]) => Promise<readonly string[]>;
-}
-
-/**
- * Admission (SPEC §7): on the registry's own node, or on the first of `nodes` with room. Every node refusing:
- * the last refusal (no node at all: `host_full`).
- */
-export async function admitOnNodes(
-  registry: CapacityRegistry,
-  request: AdmitRequest,
-  nodes: readonly string[] | null,
-): Promise<{ readonly admitted: AdmitResult; readonly node: string | null }> {
-  if (nodes === null) return { admitted: await registry.admit(request), node: null };
-  let last: AdmitResult = { kind: 'refused', reason: 'host_full', node: '', held: 0, limit: 0 };
-  for (const node of nodes) {
-    last = await registry.admit({ ...request, node });
-    if (last.kind !== 'refused') return { admitted: last, node };
-  }
-  return { admitted: last, node: null };
 }
 
 /**

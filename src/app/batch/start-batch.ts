@@ -11,6 +11,7 @@ import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
+import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type PortNeed } from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
@@ -112,47 +113,34 @@ function bindAddressIssues(options: StartBatchOptions): Issue[] {
 
 /** What the batch's pairs hold in the registry besides a slot, by manifest path (for start-time refusals). */
 export interface RegistryNeeds {
-  readonly ports: readonly { readonly path: string; readonly jobId: string; readonly port: number }[];
-  readonly gpu: readonly { readonly path: string; readonly jobId: string; readonly mib: number }[];
+  readonly ports: readonly PortNeed[];
+  readonly gpu: readonly GpuNeed[];
+  /** Swarm: the nodes a pair with given placement constraints may run on; absent: the registry's own node. */
+  readonly nodes?: AdmissionNodes;
+  /** Told what does not stop the batch (a port held by a batch whose supervisor is gone). */
+  readonly warn?: (message: string) => void;
 }
 
-export function registryNeeds(manifest: Manifest): RegistryNeeds {
+export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'nodes' | 'warn'> = {}): RegistryNeeds {
+  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } => (job.placement !== undefined ? { placement: job.placement } : {});
   return {
-    ports: manifest.jobs.flatMap((job, i) => job.ports.map((port, k) => ({ path: `jobs[${i}].ports[${k}]`, jobId: job.job_id, port }))),
-    gpu: manifest.jobs.flatMap((job, i) => (job.gpu_mib !== undefined ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib }] : [])),
+    ports: manifest.jobs.flatMap((job, i) => job.ports.map((port, k) => ({ path: `jobs[${i}].ports[${k}]`, jobId: job.job_id, port, ...placement(job) }))),
+    gpu: manifest.jobs.flatMap((job, i) => (job.gpu_mib !== undefined ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }] : [])),
+    ...how,
   };
 }
 
 /**
- * Refuses (exit 2, naming each field) a batch that could not run here: a declared port already held on this node
- * by another batch's pair (that batch is still running: its reservation is held), or a pair whose declared GPU
- * memory exceeds this node's whole GPU budget (it could never be admitted).
+ * Refuses (exit 2, naming each field) a batch that could not run: a declared port held, on every node the pair may
+ * run on, by another batch whose supervisor is alive (a holder whose supervisor is gone gives a warning instead:
+ * `heldPortIssues`), or a pair whose declared GPU memory exceeds the whole GPU budget of every such node (it could
+ * never be admitted). Locally the only node is the registry's own.
  */
 export async function checkRegistryNeeds(registry: CapacityRegistry, needs: RegistryNeeds): Promise<void> {
-  const node = registry.localNode;
-  const issues: Issue[] = [];
-  const holders = await registry.portHolders(node, needs.ports.map((p) => p.port));
-  for (const need of needs.ports) {
-    const holder = holders.find((h) => h.port === need.port);
-    if (holder !== undefined) {
-      issues.push({
-        path: need.path,
-        rule: `port ${need.port} is held on node ${node} by batch ${holder.batchId} (job ${holder.jobId}), which is still running: wait for it, or choose another port`,
-      });
-    }
-  }
-  const limits = await registry.limits(node);
-  if (limits.gpuMib !== null) {
-    for (const need of needs.gpu) {
-      if (need.mib > limits.gpuMib) {
-        issues.push({
-          path: need.path,
-          rule: `${need.mib} MiB exceeds the whole GPU budget of node ${node} (${limits.gpuMib} MiB): the pair could never be admitted`,
-        });
-      }
-    }
-  }
+  const ports = await heldPortIssues(registry, needs.ports, needs.nodes);
+  const issues: Issue[] = [...ports.issues, ...(await neverFitIssues(registry, needs.gpu, needs.nodes))];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
+  for (const warning of ports.warnings) needs.warn?.(warning);
 }
 
 const POSTGRES_URL = /^postgres(ql)?:\/\//i;
@@ -212,7 +200,8 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
   const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
   const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
-  await deps.checkRegistry?.(registryNeeds(manifest));
+  const nodes = swarm ? admissionNodesFor(deps.runtime) : undefined;
+  await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}) }));
 
   await mkdir(dirname(options.output), { recursive: true });
   await EvidenceStore.createOutputDir(deps.fs, options.output);

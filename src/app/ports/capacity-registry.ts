@@ -168,6 +168,11 @@ export interface CapacityRegistry {
   acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): Promise<LeaseResult>;
   /** Give the lease back (only the holder's own pid releases it). */
   releaseLease(batchId: string, pid: number): Promise<void>;
+  /**
+   * The batch's recorded lease holder, or null when none is recorded (never supervised, or its supervisor exited
+   * and gave the lease back). A recorded holder may be dead (SIGKILLed): the caller tests it as `acquireLease` does.
+   */
+  supervisorLease(batchId: string): Promise<SupervisorLease | null>;
   /** The limits that apply to `node` (its own, else the default); without `node`, the default limits. */
   limits(node?: string): Promise<HostLimits>;
   /**

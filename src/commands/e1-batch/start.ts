@@ -48,7 +48,7 @@ export default class BatchStart extends BaseCommand {
     if (space !== null) warnings.push(space);
     for (const warning of warnings) this.warn(warning);
     if (flags.foreground) {
-      const state = await superviseHere(output, 'start');
+      const state = await superviseHere(output, 'start', wiring.registry);
       this.log(`batch ${record.batch_id}: ${state} (${output})`);
       return { batch_id: record.batch_id, output, supervisor_pid: process.pid, state, warnings };
     }
