@@ -9,6 +9,7 @@ import { DEFAULT_EXTRACT_LIMITS } from '../adapters/safe-extract.js';
 import { batchOutputNeedBytes } from '../core/output-budget.js';
 import { BaseCommand } from '../cli/base-command.js';
 import { createContainerRuntime } from '../composition-root.js';
+import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
 
 export interface DoctorJson {
   readonly schema: 'roboguide.doctor/v1';
@@ -69,7 +70,7 @@ export default class Doctor extends BaseCommand {
       ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
       defaultRegistryPath: defaultRegistryPath(),
       outputDir: resolve(flags.output ?? process.cwd()),
-      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(flags.manifest)).manifest.jobs, DEFAULT_EXTRACT_LIMITS.maxTotalBytes),
+      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(new NodeFileSystem(), flags.manifest)).manifest.jobs, DEFAULT_EXTRACT_LIMITS.maxTotalBytes),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));

@@ -1,15 +1,13 @@
-import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { NodeFileSystem } from '../adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../app/evidence/evidence-store.js';
-import { readOutcomeFile } from '../adapters/outcome-reader.js';
 import { isPostgresLocation, registryLocation } from '../adapters/registry/default-path.js';
 import { checkRegistryLocation, openRegistryAt } from '../adapters/registry/open-registry.js';
 import { reconcileBatch, type ReconcileBatchResult, type ReconcileMode, type ReconcileReport } from '../app/reconcile-pair.js';
 import { BaseCommand } from '../cli/base-command.js';
-import { runtimeForOutput } from '../composition-root.js';
+import { outcomeReader, runtimeForOutput } from '../composition-root.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 
 export interface ReconcileJson extends ReconcileBatchResult {
@@ -19,15 +17,6 @@ export interface ReconcileJson extends ReconcileBatchResult {
 }
 
 const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set(['would_commit', 'committed', 'already_committed']);
-
-/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone or over the size limit. */
-async function readOutcomeSha256(path: string): Promise<string | null> {
-  const read = await readOutcomeFile(path);
-  // An outcome over the size limit is never read, and result.json records no digest for it either.
-  if (read.state === 'missing' || read.state === 'too_large') return null;
-  if (read.state === 'unreadable') throw new Error(`outcome file unreadable (${read.code})`);
-  return createHash('sha256').update(read.bytes).digest('hex');
-}
 
 function usage(message: string, suggestion: string): RoboguideError {
   return new RoboguideError('E_USAGE', message, { exitCode: ExitCode.invalidInput, suggestions: [suggestion] });
@@ -78,7 +67,7 @@ export default class Reconcile extends BaseCommand {
     const registry = await openRegistryAt(location);
     let result: ReconcileBatchResult;
     try {
-      const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: await runtimeForOutput(output), readOutcomeSha256 };
+      const deps = { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: await runtimeForOutput(output), readOutcomeSha256: (path: string) => outcomeReader.sha256(path) };
       result = await reconcileBatch(deps, { mode, ...(flags.job !== undefined ? { jobId: flags.job } : {}) });
     } finally {
       await registry.close();

@@ -5,7 +5,7 @@ import { EvidenceStore } from '../../app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { PACKAGE_ROOT } from '../../composition-root.js';
+import { hostIdentity, PACKAGE_ROOT } from '../../composition-root.js';
 
 export default class BatchContinuation extends BaseCommand {
   static override summary = 'After a fatal pause: write a new manifest with every unclaimed job.';
@@ -23,6 +23,8 @@ export default class BatchContinuation extends BaseCommand {
     const outcome = await writeContinuation(new EvidenceStore(new NodeFileSystem(), resolve(flags.output)), {
       manifestOut: resolve(flags['manifest-out']),
       codeVersion: await readCodeVersion(PACKAGE_ROOT),
+      fs: new NodeFileSystem(),
+      host: hostIdentity,
     });
     this.log(`wrote ${outcome.manifest_out}: ${outcome.jobs} unclaimed job(s), continuation of ${outcome.batch_id}`);
     return outcome;

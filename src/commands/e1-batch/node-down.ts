@@ -7,7 +7,7 @@ import { loadBatch } from '../../app/batch/batch-context.js';
 import { declareNodeDown, type NodeDownReport } from '../../app/batch/node-down.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createExecutorRuntime, createStderrLogger } from '../../composition-root.js';
+import { createExecutorRuntime, createStderrLogger, outcomeReader } from '../../composition-root.js';
 import { executorOfRecord } from '../../core/executor.js';
 
 export default class BatchNodeDown extends BaseCommand {
@@ -36,6 +36,7 @@ export default class BatchNodeDown extends BaseCommand {
           registry,
           clock: systemClock,
           logger: createStderrLogger(),
+          outcomes: outcomeReader,
           runtimeFor: (downNodes) => createExecutorRuntime(executorOfRecord(batch.executor), downNodes),
         },
         flags.node,

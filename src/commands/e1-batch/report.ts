@@ -6,6 +6,7 @@ import { EvidenceStore } from '../../app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { REPORT_FILE, writeReport, type ReportTarget } from '../../app/batch/report.js';
 import { BaseCommand } from '../../cli/base-command.js';
+import { hostIdentity } from '../../composition-root.js';
 import { InvalidInputError } from '../../core/errors.js';
 import { formatDuration } from '../../core/report/format.js';
 import type { ReportModel } from '../../core/report/model.js';
@@ -94,7 +95,7 @@ export default class BatchReport extends BaseCommand {
     const output = resolve(flags.output);
     const store = new EvidenceStore(new NodeFileSystem(), output);
     const target = await targetFor(output, flags.out);
-    const model = await writeReport(store, new Date(), target);
+    const model = await writeReport(store, new Date(), hostIdentity, target);
     const path = target ? resolve(target.store.root, target.rel) : store.resolve(REPORT_FILE);
     this.log(summaryTable(model));
     this.log(`report: ${pathToFileURL(path).href}`);

@@ -6,7 +6,7 @@ import { launchSupervisor } from '../../adapters/supervisor-launcher.js';
 import { checkResumable } from '../../app/batch/resume-batch.js';
 import { supervise } from '../../app/batch/supervisor.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { BIN_RUN_JS, batchLogSecrets, createStderrLogger, createSupervisorDeps } from '../../composition-root.js';
+import { BIN_RUN_JS, batchLogSecrets, createStderrLogger, createSupervisorDeps, hostIdentity } from '../../composition-root.js';
 
 export default class BatchResume extends BaseCommand {
   static override summary = 'Restart the supervisor of a stopped, paused or crashed batch.';
@@ -26,7 +26,7 @@ export default class BatchResume extends BaseCommand {
   async run(): Promise<{ output: string; unfinished: number; supervisor_pid: number; state?: string }> {
     const { flags } = await this.parse(BatchResume);
     const output = resolve(flags.output);
-    const unfinished = await checkResumable(new EvidenceStore(new NodeFileSystem(), output), process.env);
+    const unfinished = await checkResumable(new EvidenceStore(new NodeFileSystem(), output), process.env, hostIdentity);
     if (flags.foreground) {
       const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)));
       try {

@@ -24,6 +24,7 @@ import {
   createStderrLogger,
   executorFlags,
   createSupervisorDeps,
+  hostIdentity,
   hostProtectedPaths,
   PACKAGE_ROOT,
 } from '../../composition-root.js';
@@ -63,6 +64,7 @@ export default class BatchStart extends BaseCommand {
     const record = await prepareBatch(
       {
         fs: new NodeFileSystem(),
+        host: hostIdentity,
         runtime,
         ...(executor.kind === 'swarm'
           ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }

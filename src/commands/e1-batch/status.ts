@@ -5,7 +5,7 @@ import { NodeFileSystem } from '../../adapters/fs/node-file-system.js';
 import { readStatus } from '../../app/batch/read-status.js';
 import type { BatchStatus } from '../../app/batch/status.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { runtimeForOutput } from '../../composition-root.js';
+import { hostIdentity, runtimeForOutput } from '../../composition-root.js';
 import { ExitCode } from '../../core/errors.js';
 import { formatDuration, formatTime } from '../../core/report/format.js';
 
@@ -62,7 +62,7 @@ export default class BatchStatusCommand extends BaseCommand {
     // The batch's own executor (a swarm batch's pairs are services on the manager, not local containers).
     const runtime = await runtimeForOutput(store.root);
     const engine = await runtime.info().then(() => runtime, () => undefined);
-    let status = await readStatus(store, engine, new Date());
+    let status = await readStatus(store, engine, new Date(), hostIdentity);
     if (flags.watch && !this.jsonEnabled()) {
       // On a terminal: redraw in place. Piped: print the view again only when it changed (no escape codes).
       let last = '';
@@ -73,7 +73,7 @@ export default class BatchStatusCommand extends BaseCommand {
         last = withoutElapsed(view);
         if (status.state !== 'running' && status.state !== 'stopping') break;
         await new Promise((r) => setTimeout(r, 1000));
-        status = await readStatus(store, engine, new Date());
+        status = await readStatus(store, engine, new Date(), hostIdentity);
       }
     } else {
       this.log(render(status, new Date()));

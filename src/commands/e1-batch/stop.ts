@@ -6,6 +6,7 @@ import { loadBatch } from '../../app/batch/batch-context.js';
 import { stopBatch, type StopOutcome } from '../../app/batch/stop-batch.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
+import { hostIdentity } from '../../composition-root.js';
 
 export default class BatchStop extends BaseCommand {
   static override summary = 'Pause new dispatch; running pairs finish and are archived (or, with --terminate, are stopped).';
@@ -23,7 +24,7 @@ export default class BatchStop extends BaseCommand {
     const { flags } = await this.parse(BatchStop);
     const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
     await loadBatch(store);
-    const outcome = await stopBatch(store, systemClock, flags.terminate);
+    const outcome = await stopBatch(store, systemClock, flags.terminate, hostIdentity);
     this.log(
       outcome.signalled
         ? `stop requested${outcome.terminate ? ' (terminate running pairs)' : ''}: supervisor pid ${outcome.pid} signalled`

@@ -8,7 +8,7 @@ import { checkRegistryLocation, openRegistryAt } from '../../adapters/registry/o
 import { systemClock } from '../../app/ports/clock.js';
 import { recoverPairRun, type RecoverPairRunReport } from '../../app/recover-pair-run.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createStderrLogger, runtimeForOutput } from '../../composition-root.js';
+import { createStderrLogger, hostIdentity, outcomeReader, runtimeForOutput } from '../../composition-root.js';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
 
 export default class PairRecover extends BaseCommand {
@@ -51,7 +51,16 @@ export default class PairRecover extends BaseCommand {
     let report: RecoverPairRunReport;
     try {
       report = await recoverPairRun(
-        { store: new EvidenceStore(new NodeFileSystem(), output), registry, runtime: await runtimeForOutput(output), clock: systemClock, logger: createStderrLogger() },
+        {
+          store: new EvidenceStore(new NodeFileSystem(), output),
+          registry,
+          runtime: await runtimeForOutput(output),
+          clock: systemClock,
+          logger: createStderrLogger(),
+          fs: new NodeFileSystem(),
+          host: hostIdentity,
+          outcomes: outcomeReader,
+        },
         { stopBudgetSec: flags['stop-budget'] },
       );
     } finally {
