@@ -4,25 +4,15 @@ import type { Receipt } from '../core/receipt.js';
 import type { CleanupRecord, ResultRecord } from '../core/result.js';
 import { lostWorkerResult } from './build-result.js';
 import { writeJsonVerified } from './durable-write.js';
+import type { ExecutePairDeps } from './execute-pair.js';
 import { removeAndVerify } from './pair-lifecycle.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
-import type { Clock } from './ports/clock.js';
-import type { ContainerRuntime } from './ports/container-runtime.js';
-import type { FileSystem } from './ports/file-system.js';
-import type { HostIdentity } from './ports/host-identity.js';
-import type { Logger } from './ports/logger.js';
-import type { OutcomeReader } from './ports/outcome-reader.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 
-export interface RecoverPairRunDeps {
+/** The pair lifecycle's ports it needs (the same adapters as `pair run`), and the run's evidence and registry. */
+export interface RecoverPairRunDeps extends Pick<ExecutePairDeps, 'runtime' | 'clock' | 'logger' | 'fs' | 'host' | 'outcomes'> {
   readonly store: EvidenceStore;
   readonly registry: CapacityRegistry;
-  readonly runtime: ContainerRuntime;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  readonly fs: FileSystem;
-  readonly host: HostIdentity;
-  readonly outcomes: OutcomeReader;
 }
 
 export interface RecoverPairRunReport {

@@ -13,6 +13,7 @@ import { dispatchPair, type BatchPairContext, type BatchPairDeps } from '../../s
 import { BATCH_SCHEMA, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from '../../src/app/batch/layout.js';
 import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { parseManifest, type Manifest } from '../../src/core/manifest/index.js';
 import type { Receipt } from '../../src/core/receipt.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../support/fake-pair-world.js';
@@ -60,7 +61,7 @@ const batch: BatchRecord = {
   gpu_observation: null,
 };
 
-function setUp(fs = new NodeFileSystem()): { deps: BatchPairDeps; ctx: BatchPairContext; store: EvidenceStore; m: Manifest } {
+function setUp(fs: FileSystem = new NodeFileSystem()): { deps: BatchPairDeps; ctx: BatchPairContext; store: EvidenceStore; m: Manifest } {
   const store = new EvidenceStore(fs, join(dir, 'D'));
   const m = manifest();
   const deps: BatchPairDeps = {

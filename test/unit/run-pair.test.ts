@@ -46,7 +46,7 @@ function options(spec: Record<string, unknown> = {}, extra: Partial<RunPairOptio
 }
 
 async function held(): Promise<number> {
-  return (await registry.held()).filter((r) => r.batch_id !== 'other').length;
+  return (await registry.held()).filter((r) => r.batchId !== 'other').length;
 }
 
 async function refusal(run: Promise<unknown>): Promise<RoboguideError> {
