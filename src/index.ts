@@ -3,11 +3,11 @@
  * stable in the sense of SPEC §11: add, never rename without a schema bump.
  */
 export { runPair, type RunPairOptions, type RunPairOutcome } from './app/run-pair.js';
-export { prepareBatch, type StartBatchOptions } from './app/batch/start-batch.js';
+export type { StartBatchOptions } from './app/batch/start-batch.js';
 export { supervise, type SupervisorDeps } from './app/batch/supervisor.js';
 export type { BatchStatus, Summary } from './app/batch/status.js';
 export { reconcilePair, reconcileBatch, type ReconcileReport } from './app/reconcile-pair.js';
-export { diagnoseSessions, diagnoseSessionsReport, readStatus, stopBatch, writeContinuation } from './library.js';
+export { diagnoseSessions, diagnoseSessionsReport, prepareBatch, readStatus, stopBatch, writeContinuation } from './library.js';
 export type { SessionsReport } from './app/diagnose-sessions.js';
 export { diagnoseSessionTails, reduceSessionTails, type SessionDiagnosis, type SessionTail } from './core/provider-failure.js';
 export { parseManifest, parsePairSpec, manifestJsonSchema, MANIFEST_SCHEMA_ID, type Manifest, type Job, type PairSpec } from './core/manifest/index.js';

@@ -5,6 +5,8 @@
 import { diagnoseSessions as diagnoseWith, diagnoseSessionsReport as reportWith, type DiagnoseSessionsOptions, type SessionsReport } from './app/diagnose-sessions.js';
 import { writeContinuation as continuationWith, type ContinuationOutcome } from './app/batch/continuation.js';
 import { readStatus as statusWith } from './app/batch/read-status.js';
+import { prepareBatch as prepareWith, type StartBatchDeps, type StartBatchOptions } from './app/batch/start-batch.js';
+import type { BatchRecord } from './app/batch/layout.js';
 import type { BatchStatus } from './app/batch/status.js';
 import { stopBatch as stopWith, type StopOutcome } from './app/batch/stop-batch.js';
 import type { EvidenceStore } from './app/evidence/evidence-store.js';
@@ -37,4 +39,9 @@ export function stopBatch(store: EvidenceStore, clock: Clock, terminate: boolean
 /** Write the continuation manifest of a batch paused `fatal` (see app/batch/continuation.ts). */
 export function writeContinuation(store: EvidenceStore, options: { manifestOut: string; codeVersion: string }): Promise<ContinuationOutcome> {
   return continuationWith(store, { ...options, fs: new NodeFileSystem(), host: hostIdentity });
+}
+
+/** Validate a manifest and freeze it into a new output directory (see app/batch/start-batch.ts); `host` defaults to /proc. */
+export function prepareBatch(deps: Omit<StartBatchDeps, 'host'> & Partial<Pick<StartBatchDeps, 'host'>>, options: StartBatchOptions): Promise<BatchRecord> {
+  return prepareWith({ host: hostIdentity, ...deps }, options);
 }

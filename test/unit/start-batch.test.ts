@@ -5,11 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
+import { SUPERVISOR_FILE, type SupervisorRecord } from '../../src/app/batch/layout.js';
+import { readStatus, readStatusFull } from '../../src/app/batch/read-status.js';
 import { prepareBatch, type StartBatchDeps } from '../../src/app/batch/start-batch.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { sha256Hex } from '../../src/app/digest.js';
 import type { RoboguideError } from '../../src/core/errors.js';
 import { InvalidInputError } from '../../src/core/errors.js';
-import { FakeHost, FakePairRuntime } from '../support/fake-pair-world.js';
+import { FakeHost, FakePairRuntime, SUPERVISOR } from '../support/fake-pair-world.js';
 
 let dir: string;
 let runtime: FakePairRuntime;
@@ -62,5 +65,22 @@ describe('prepareBatch', () => {
     const err: unknown = await prepareBatch(deps(), options(path)).catch((e: unknown) => e);
     expect((err as RoboguideError).code).toBe('E_IMAGE_MISSING');
     expect(existsSync(join(dir, 'D'))).toBe(false);
+  });
+});
+
+describe('readStatus (host port)', () => {
+  it("the recorded supervisor counts as alive only when the host says its process lives; the full derivation agrees", async () => {
+    const { path } = await manifestFile();
+    await prepareBatch(deps(), options(path));
+    const store = new EvidenceStore(new NodeFileSystem(), join(dir, 'D'));
+    const record: SupervisorRecord = { ...SUPERVISOR, started_at: '2026-12-03T08:00:01.000Z', mode: 'start' };
+    await store.writeJsonAtomic(SUPERVISOR_FILE, record);
+    await store.appendJournal({ type: 'supervisor_started', at: record.started_at, mode: 'start' });
+    const now = new Date('2026-12-03T08:05:00Z');
+    expect((await readStatus(store, undefined, now, host)).supervisor?.alive).toBe(false);
+    host.alive.add(SUPERVISOR.pid);
+    const live = await readStatus(store, undefined, now, host);
+    expect(live.supervisor?.alive).toBe(true);
+    expect(live).toEqual(await readStatusFull(store, undefined, now, host));
   });
 });
