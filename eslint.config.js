@@ -41,6 +41,34 @@ export default tseslint.config(
     },
   },
   {
+    // app/ is the use-cases: it imports core/ and its own ports, never the world. Adapters implement the ports and
+    // the composition roots wire them in. Node built-ins: only the pure ones app really uses (node:path for path
+    // arithmetic, node:crypto for digests and ids, node:stream and node:string_decoder for the redacting log
+    // streams, node:events); anything that touches files, processes, the network or the OS goes through a port.
+    files: ['src/app/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/adapters/**', '**/commands/**', '**/cli/**', '**/composition-root*', '**/command-root*', '**/serve-root*', '**/library*'],
+              message: 'app/ imports core/ and app/ports only: take the adapter through a port (deps), wired in the composition root.',
+            },
+            {
+              group: ['node:*', '!node:path', '!node:crypto', '!node:stream', '!node:stream/promises', '!node:string_decoder', '!node:events'],
+              message: 'app/ does no I/O itself: use a port (FileSystem, HostIdentity, OutcomeReader, SessionTails, ContainerRuntime…).',
+            },
+            {
+              group: ['fs', 'fs/*', 'child_process', 'os', 'net', 'dockerode', 'pino', 'pino/*', 'pg', 'pg-*', 'node:sqlite', 'tar-*', 'ssh2'],
+              message: 'app/ does no I/O itself: the technology belongs in an adapter behind a port.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',

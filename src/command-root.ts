@@ -1,6 +1,8 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
+import { procHostIdentity } from './adapters/host-identity.js';
+import { fileOutcomeReader } from './adapters/outcome-reader.js';
 import type { BuildReport } from './adapters/docker/image-builder.js';
 import type { RegistryLocation } from './adapters/registry/default-path.js';
 import type { CapacityDeps } from './app/capacity-report.js';
@@ -30,6 +32,12 @@ import type { ExecutorConfig } from './core/executor.js';
 export type { BuildReport } from './adapters/docker/image-builder.js';
 
 const root = () => import('./composition-root.js');
+
+/** This host's process identities (`/proc`): who runs, whether a recorded supervisor still lives. */
+export const hostIdentity = procHostIdentity;
+
+/** The local file system, behind the app's port. */
+export const localFileSystem = new NodeFileSystem();
 
 /** An evidence store on the local file system, rooted at `dir`. */
 export function evidenceStoreAt(dir: string): EvidenceStore {
@@ -77,17 +85,6 @@ export async function createSupervisorLogger(output: string): Promise<Logger & {
   return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), { output });
 }
 
-/** The outcome file's SHA-256 now (bounded read, no symlinks); null when it is gone or over the size limit. */
-async function readOutcomeSha256(path: string): Promise<string | null> {
-  const { readOutcomeFile } = await import('./adapters/outcome-reader.js');
-  const { createHash } = await import('node:crypto');
-  const read = await readOutcomeFile(path);
-  // An outcome over the size limit is never read, and result.json records no digest for it either.
-  if (read.state === 'missing' || read.state === 'too_large') return null;
-  if (read.state === 'unreadable') throw new Error(`outcome file unreadable (${read.code})`);
-  return createHash('sha256').update(read.bytes).digest('hex');
-}
-
 /** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
 async function existingRegistry(flag: string | undefined): Promise<() => ExistingRegistry> {
   const { isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
@@ -118,15 +115,23 @@ async function createOutputEvidenceDeps(registryFlag: string | undefined): Promi
 }
 
 export async function createReconcileDeps(registryFlag: string | undefined): Promise<ReconcileOutputDeps> {
-  return { ...(await createOutputEvidenceDeps(registryFlag)), readOutcomeSha256 };
+  // The one outcome digest (OutcomeReader.sha256): null when there are no bytes to hash, as result.json records it.
+  return { ...(await createOutputEvidenceDeps(registryFlag)), readOutcomeSha256: (path) => fileOutcomeReader.sha256(path) };
 }
 
 export async function createRecoverDeps(registryFlag: string | undefined): Promise<RecoverOutputDeps> {
-  return { ...(await createOutputEvidenceDeps(registryFlag)), clock: systemClock, logger: (await root()).createStderrLogger() };
+  return {
+    ...(await createOutputEvidenceDeps(registryFlag)),
+    clock: systemClock,
+    logger: (await root()).createStderrLogger(),
+    host: procHostIdentity,
+    fs: new NodeFileSystem(),
+    outcomes: fileOutcomeReader,
+  };
 }
 
 export function createReportFileDeps(): ReportFileDeps {
-  return { fs: new NodeFileSystem(), storeAt: evidenceStoreAt };
+  return { fs: new NodeFileSystem(), storeAt: evidenceStoreAt, host: procHostIdentity };
 }
 
 /**
@@ -138,7 +143,7 @@ export async function createStatusReader(output: string): Promise<(now: Date) =>
   const runtime = await (await root()).runtimeForOutput(store.root);
   const engine = await runtime.info().then(() => runtime, () => undefined);
   const { readStatus } = await import('./app/batch/read-status.js');
-  return (now) => readStatus(store, engine, now);
+  return (now) => readStatus(store, engine, now, procHostIdentity);
 }
 
 /** `e1-batch node-down`: the batch's recorded registry and executor (a runtime that counts the down nodes gone). */
@@ -155,6 +160,7 @@ export async function createNodeDownDeps(output: string): Promise<NodeDownDeps &
     registry,
     clock: systemClock,
     logger: createStderrLogger(),
+    outcomes: fileOutcomeReader,
     runtimeFor: (downNodes) => createExecutorRuntime(executorOfRecord(batch.executor), downNodes),
     dispose: () => registry.close(),
   };
@@ -220,6 +226,7 @@ export async function createBatchStartWiring(
   const { hostAddresses } = await import('./adapters/host-addresses.js');
   const deps: StartBatchDeps = {
     fs: new NodeFileSystem(),
+    host: procHostIdentity,
     runtime,
     ...(executor.kind === 'swarm'
       ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }

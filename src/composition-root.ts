@@ -11,12 +11,16 @@ import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { lazyLogger } from './adapters/lazy-logger.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
-import { maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
+import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
+import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import type { ExecutePairDeps } from './app/execute-pair.js';
 import { systemClock } from './app/ports/clock.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
+import type { HostIdentity } from './app/ports/host-identity.js';
 import type { Logger } from './app/ports/logger.js';
+import type { OutcomeReader } from './app/ports/outcome-reader.js';
+import type { SessionTails } from './app/ports/session-tails.js';
 import type { RunPairDeps } from './app/run-pair.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
@@ -29,6 +33,8 @@ import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import { referencedValues } from './core/manifest/environment.js';
 import { ImageSessionsMemo } from './core/sessions-skip.js';
+import { failpointsFromEnvironment } from './adapters/env-failpoints.js';
+import { installFailpoints } from './app/failpoints.js';
 
 /**
  * The one place adapters are constructed. Commands ask for what they need here.
@@ -38,6 +44,10 @@ import { ImageSessionsMemo } from './core/sessions-skip.js';
  * engine call, the logger on its first line, session extraction and diagnosis when a pair ends
  * (docs/benchmarks.md, "start-up"; test/e2e/startup.e2e.test.ts checks what a command loads).
  */
+
+// Crash tests' failpoints (ROBOGUIDE_FAILPOINT…), read once from this process's environment: every CLI command
+// loads this module. Unset, as in production, every point stays a no-op.
+installFailpoints(failpointsFromEnvironment(process.env));
 
 /** Root of the installed package (the folder holding package.json, docker/, dist/). */
 export const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -149,18 +159,30 @@ export function specLogSecrets(specText: string): string[] {
   }
 }
 
+/** The host's ports for the use-cases that take them directly (status, reconcile, `pair recover`, node-down). */
+export const hostIdentity: HostIdentity = procHostIdentity;
+export const outcomeReader: OutcomeReader = fileOutcomeReader;
+
+/** Session tails (node:zlib for `.jsonl.zst`), loaded when a diagnosis first needs them. */
+export async function sessionTails(): Promise<SessionTails> {
+  return (await import('./adapters/session-tails.js')).fileSessionTails;
+}
+
 /** Adapters of the pair lifecycle, shared by `pair run` and the supervisor. */
 export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger): ExecutePairDeps {
   return {
     runtime,
     clock: systemClock,
     logger,
+    fs: new NodeFileSystem(),
+    host: hostIdentity,
+    outcomes: outcomeReader,
     createRedactor: (secrets) => createRedactStream(secrets),
     extractSessions: async (archive, targetDir, transform, signal, redactName) => {
       const { extractArchiveSafely } = await import('./adapters/safe-extract.js');
       return extractArchiveSafely(archive, targetDir, { transform, signal, redactName });
     },
-    diagnose: async (dir) => (await import('./app/diagnose-sessions.js')).diagnoseSessions(dir),
+    diagnose: async (dir) => (await import('./app/diagnose-sessions.js')).diagnoseSessions(await sessionTails(), dir),
     imageSessions: new ImageSessionsMemo(),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
@@ -177,7 +199,6 @@ export function createPairRunDeps(
   let opened: Promise<CapacityRegistry> | null = null;
   return {
     ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
-    fs: new NodeFileSystem(),
     registry: () => (opened ??= openRegistryAt(registry)),
     dispose: async () => {
       if (opened !== null) await (await opened.catch(() => null))?.close();

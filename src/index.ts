@@ -3,14 +3,12 @@
  * stable in the sense of SPEC §11: add, never rename without a schema bump.
  */
 export { runPair, type RunPairOptions, type RunPairOutcome } from './app/run-pair.js';
-export { prepareBatch, type StartBatchOptions } from './app/batch/start-batch.js';
+export type { StartBatchOptions } from './app/batch/start-batch.js';
 export { supervise, type SupervisorDeps } from './app/batch/supervisor.js';
-export { readStatus } from './app/batch/read-status.js';
-export { stopBatch } from './app/batch/stop-batch.js';
-export { writeContinuation } from './app/batch/continuation.js';
 export type { BatchStatus, Summary } from './app/batch/status.js';
 export { reconcilePair, reconcileBatch, type ReconcileReport } from './app/reconcile-pair.js';
-export { diagnoseSessions, diagnoseSessionsReport, type SessionsReport } from './app/diagnose-sessions.js';
+export { diagnoseSessions, diagnoseSessionsReport, prepareBatch, readStatus, stopBatch, writeContinuation } from './library.js';
+export type { SessionsReport } from './app/diagnose-sessions.js';
 export { diagnoseSessionTails, reduceSessionTails, type SessionDiagnosis, type SessionTail } from './core/provider-failure.js';
 export { parseManifest, parsePairSpec, manifestJsonSchema, MANIFEST_SCHEMA_ID, type Manifest, type Job, type PairSpec } from './core/manifest/index.js';
 export { parseB1Config, renderB1Config } from './core/b1-config.js';

@@ -122,6 +122,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     registry,
     clock: systemClock,
     logger: options.logger,
+    fs: new NodeFileSystem(),
     store,
     batchId,
     environment: options.environment,

@@ -1,10 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import type { HostIdentity } from '../app/ports/host-identity.js';
+import { isSameProcess, parseProcStat, type ProcessIdentity } from '../core/process-identity.js';
+
+export type { ProcessIdentity } from '../core/process-identity.js';
+
+const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';
 
 /** Linux boot id: changes on every boot, so a claim from a previous boot is known to be lost. */
 export async function readBootId(): Promise<string | null> {
   try {
-    return (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
+    return (await readFile(BOOT_ID_PATH, 'utf8')).trim();
   } catch {
     return null;
   }
@@ -13,28 +19,14 @@ export async function readBootId(): Promise<string | null> {
 /** Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), or null when it is gone. */
 export async function readProcessStartTicks(pid: number): Promise<string | null> {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return rest[19] ?? null; // field 22 overall = index 19 after the first two fields
+    return parseProcStat(await readFile(`/proc/${pid}/stat`, 'utf8'))?.startTicks ?? null;
   } catch {
     return null;
   }
 }
 
-export interface ProcessIdentity {
-  readonly pid: number;
-  readonly start_ticks: string | null;
-  readonly boot_id: string | null;
-}
-
 export async function currentProcessIdentity(): Promise<ProcessIdentity> {
   return { pid: process.pid, start_ticks: await readProcessStartTicks(process.pid), boot_id: await readBootId() };
-}
-
-/** Is the recorded process still the same live process (same pid, same start time, same boot)? */
-export function isSameProcessAlive(identity: ProcessIdentity): Promise<boolean> {
-  return Promise.resolve(isSameProcessAliveSync(identity));
 }
 
 function readSync(path: string): string | null {
@@ -45,16 +37,14 @@ function readSync(path: string): string | null {
   }
 }
 
-/** isSameProcessAlive, synchronous: for use inside a registry transaction. */
+/** Is the recorded process still the same live process (same pid, same start time, same boot)? Synchronous: for use inside a registry transaction. */
 export function isSameProcessAliveSync(identity: ProcessIdentity): boolean {
-  const bootId = readSync('/proc/sys/kernel/random/boot_id')?.trim() ?? null;
-  if (identity.boot_id !== null && bootId !== identity.boot_id) return false;
-  const stat = readSync(`/proc/${identity.pid}/stat`);
-  if (stat === null) return false;
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // A zombie (Z) or a dead task (X) has ended: killed, only not reaped yet by its parent (or by init, for a
-  // detached supervisor), it still has its /proc entry and start time.
-  if (fields[0] === 'Z' || fields[0] === 'X') return false;
-  const ticks = fields[19] ?? null;
-  return ticks !== null && ticks === identity.start_ticks;
+  return isSameProcess(identity, { bootId: readSync(BOOT_ID_PATH)?.trim() ?? null, procStat: readSync(`/proc/${identity.pid}/stat`) });
 }
+
+/** The HostIdentity port read from Linux's /proc. */
+export const procHostIdentity: HostIdentity = {
+  current: currentProcessIdentity,
+  bootId: readBootId,
+  isAlive: isSameProcessAliveSync,
+};

@@ -1,7 +1,6 @@
 import type { LoggerOptions } from 'pino';
 import { compileRedaction } from '../core/redaction/compile.js';
 import type { CompiledRedaction } from '../core/redaction/compile.js';
-import { redactJson } from '../core/redaction/redact-json.js';
 import { redactOnce } from '../core/redaction/redact-once.js';
 import { SECRET_MASK } from '../core/redaction/stream-redactor.js';
 
@@ -39,28 +38,8 @@ function redactLine(compiled: CompiledRedaction, line: string): string {
   return redactOnce(compiled, line);
 }
 
-/** Masks secret values, their encodings and token formats in a message shown to a user. */
-export function redactText(text: string, secrets: readonly string[]): string {
-  return redactOnce(compileRedaction(secrets, 'text'), text);
-}
-
 /** Masks secret values, their encodings and token formats in raw bytes (any encoding; matched byte for byte). */
 export function redactBytes(bytes: Uint8Array, secrets: readonly string[]): Buffer {
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
   return Buffer.from(redactOnce(compileRedaction(secrets, 'latin1-bytes'), text), 'latin1');
-}
-
-/** `redactText` for many texts with the same secrets: compiled once. */
-export function textRedactor(secrets: readonly string[]): (text: string) => string {
-  const compiled = compileRedaction(secrets, 'text');
-  return (text) => redactOnce(compiled, text);
-}
-
-/**
- * The parsed outcome as result.json and `pair run --json` show it: every string, key and number
- * that holds a secret (in any form) masked, and how many had to be.
- */
-export function redactOutcome(raw: unknown, secrets: readonly string[]): { outcome: unknown; redactions: number } {
-  const { value, redactions } = redactJson(raw, textRedactor(secrets));
-  return { outcome: value, redactions };
 }

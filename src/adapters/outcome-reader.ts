@@ -1,7 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { sha256Hex } from '../app/digest.js';
+import type { OutcomeReader } from '../app/ports/outcome-reader.js';
 import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
 import { redactBytes } from './log-redaction.js';
 
@@ -62,11 +64,14 @@ async function readGrown(handle: Awaited<ReturnType<typeof open>>, head: Buffer)
   return { state: 'present', bytes: Buffer.concat([head, rest.subarray(0, length)]) };
 }
 
-/** SHA-256 of the outcome file as it is now, or null when it is absent, unreadable or over the limit. */
+/**
+ * SHA-256 of the outcome file as it is now, or null when there are no bytes to hash: absent, unreadable (a symlink,
+ * not a regular file, an I/O error) or over the limit — exactly when result.json records `outcome_sha256: null`.
+ * Never throws: reconciliation in process and through the CLI reach the same verdict from the same evidence.
+ */
 export async function readOutcomeSha256(path: string): Promise<string | null> {
   const read = await readOutcomeFile(path);
-  if (read.state !== 'present') return null;
-  return createHash('sha256').update(read.bytes).digest('hex');
+  return read.state === 'present' ? sha256Hex(read.bytes) : null;
 }
 
 /**
@@ -156,3 +161,10 @@ export async function readAndMaskOutcome(privatePath: string, secrets: readonly 
   const { kept, masked } = await maskOutcomeCopy(read.bytes, privatePath, secrets);
   return { read, kept, masked };
 }
+
+/** The OutcomeReader port on the local file system. */
+export const fileOutcomeReader: OutcomeReader = {
+  read: readOutcomeFile,
+  sha256: readOutcomeSha256,
+  readAndMask: readAndMaskOutcome,
+};

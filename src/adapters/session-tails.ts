@@ -6,6 +6,9 @@ import { join } from 'node:path';
 import * as zlib from 'node:zlib';
 import { MAX_SESSION_FILES, MAX_TAIL_BYTES } from '../core/provider-failure.js';
 import type { SessionTail } from '../core/provider-failure.js';
+import type { SessionFiles, SessionTails } from '../app/ports/session-tails.js';
+
+export type { SessionFiles } from '../app/ports/session-tails.js';
 
 /**
  * Reads the tails of Codex session files (SPEC §6): the MAX_SESSION_FILES newest regular
@@ -29,15 +32,6 @@ const CHUNK_BYTES = 64 * 1024;
 /** Whether this Node's zlib can decompress zstd (Node ≥ 23.8 / 22.15). */
 export const zstdAvailable: boolean =
   typeof (zlib as { createZstdDecompress?: unknown }).createZstdDecompress === 'function';
-
-export interface SessionFiles {
-  /** Tails of the files read, oldest first (the order the reducer treats as "later is newer"). */
-  readonly tails: SessionTail[];
-  /** Candidate files that could not be read (I/O error, or a `.jsonl.zst` that could not be decompressed). */
-  readonly unreadable: number;
-  /** Whether any candidate was a `.jsonl.zst` file. */
-  readonly compressedSeen: boolean;
-}
 
 interface Candidate {
   readonly path: string;
@@ -230,3 +224,6 @@ export async function isDirectory(dir: string): Promise<boolean> {
     return false;
   }
 }
+
+/** The SessionTails port on the local file system. */
+export const fileSessionTails: SessionTails = { read: readSessionFiles, isDirectory, zstdAvailable };

@@ -11,7 +11,6 @@
  *   alone on the node instead (a declared `gpu_mib` that can never fit is refused before anything runs:
  *   `neverFitIssues`).
  */
-import { isSameProcessAliveSync } from '../adapters/host-identity.js';
 import { InvalidInputError, type Issue } from '../core/errors.js';
 import type { AdmitRequest, AdmitResult, CapacityRegistry, HostLimits, PortHolder, SupervisorLease } from './ports/capacity-registry.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
@@ -162,7 +161,7 @@ export async function heldPortIssues(
   registry: CapacityRegistry,
   needs: readonly PortNeed[],
   nodes: AdmissionNodes | undefined,
-  isAlive: LeaseAlive = isSameProcessAliveSync,
+  isAlive: LeaseAlive,
 ): Promise<{ readonly issues: Issue[]; readonly warnings: string[] }> {
   const issues: Issue[] = [];
   const warnings: string[] = [];

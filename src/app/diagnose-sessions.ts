@@ -1,8 +1,8 @@
-import { isDirectory, readSessionFiles, zstdAvailable } from '../adapters/session-tails.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 import { diagnoseSessionTails } from '../core/provider-failure.js';
 import type { SessionDiagnosis } from '../core/provider-failure.js';
 import type { ProviderFailure } from '../core/result.js';
+import type { SessionTails } from './ports/session-tails.js';
 
 export interface DiagnoseSessionsOptions {
   /** Throw E_USAGE (exit 2) when `dir` is not a directory, instead of reporting "no failure". */
@@ -24,28 +24,30 @@ export interface SessionsReport extends SessionDiagnosis {
  * (the CLI sets it: a mistyped --dir must not look like a clean run).
  */
 export async function diagnoseSessionsReport(
+  tails: SessionTails,
   dir: string,
   options: DiagnoseSessionsOptions = {},
 ): Promise<SessionsReport> {
-  if (options.requireDirectory === true && !(await isDirectory(dir))) {
+  if (options.requireDirectory === true && !(await tails.isDirectory(dir))) {
     throw new RoboguideError('E_USAGE', `session directory not found: ${dir}`, {
       exitCode: ExitCode.invalidInput,
       context: { dir },
       suggestions: ['pass --dir the directory holding the Codex session files (e.g. ~/.codex/sessions)'],
     });
   }
-  const files = await readSessionFiles(dir);
+  const files = await tails.read(dir);
   return {
     ...diagnoseSessionTails(files.tails),
     files_unreadable: files.unreadable,
-    zstd_available: zstdAvailable,
+    zstd_available: tails.zstdAvailable,
   };
 }
 
 /** The provider failure alone (a pair's result.json carries only this). */
 export async function diagnoseSessions(
+  tails: SessionTails,
   dir: string,
   options: DiagnoseSessionsOptions = {},
 ): Promise<ProviderFailure | null> {
-  return (await diagnoseSessionsReport(dir, options)).provider_failure;
+  return (await diagnoseSessionsReport(tails, dir, options)).provider_failure;
 }

@@ -1,23 +1,25 @@
-import { createHash } from 'node:crypto';
-import { mkdir, readdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
-import { redactOutcome, textRedactor } from '../adapters/log-redaction.js';
+import { textRedactor } from '../core/redaction/redact-text.js';
 import type { ExtractReport } from './ports/session-archive.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { b1PortEnvironment } from '../core/b1-config.js';
 import { classify, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
-import { checkOutcome, type OutcomeCheck, type OutcomeRead } from '../core/outcome.js';
+import { checkOutcome, type OutcomeRead } from '../core/outcome.js';
 import { errorKind } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
-import { buildResult } from './build-result.js';
+import { buildResult, outcomeForResult } from './build-result.js';
+import { sha256Hex } from './digest.js';
 import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
+import type { FileSystem } from './ports/file-system.js';
+import type { HostIdentity } from './ports/host-identity.js';
 import type { Logger } from './ports/logger.js';
+import type { OutcomeReader } from './ports/outcome-reader.js';
 
 const SESSIONS_TIMEOUT_MS = 120_000;
 
@@ -43,6 +45,11 @@ export interface ExecutePairDeps {
   /** How the lifecycle waits between probes (default: a real timer); a test pairs it with a fake clock. */
   readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly logger: Logger;
+  readonly fs: FileSystem;
+  /** Who this process is (the receipt's `supervisor`), the boot id, whether a recorded process still lives. */
+  readonly host: HostIdentity;
+  /** The driver's outcome file: read, digest, masked copy. */
+  readonly outcomes: OutcomeReader;
   readonly createRedactor: (secrets: readonly string[]) => Transform;
   readonly extractSessions: (
     archive: Readable,
@@ -145,13 +152,6 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
   };
 }
 
-/** The parsed outcome as result.json keeps it: secrets masked; the host file stays as the driver wrote it. */
-export function outcomeForResult(check: OutcomeCheck, secrets: readonly string[]): { value: unknown; redactions: number } {
-  if (check.kind !== 'valid' && check.kind !== 'invalid') return { value: null, redactions: 0 };
-  const { outcome, redactions } = redactOutcome(check.raw, secrets);
-  return { value: outcome, redactions };
-}
-
 /** The folders of one pair's evidence the lifecycle writes into, and the redactor of its texts. */
 interface PairPaths {
   readonly sessionsRel: string;
@@ -169,7 +169,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const { store, jobRel, job } = input;
   const sessionsRel = join(jobRel, 'sessions');
   // Both bind-mount sources must exist: the driver's working directory, and its private outcome folder.
-  await mkdir(job.cwd, { recursive: true });
+  await deps.fs.mkdirp(job.cwd, 0o777);
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
   const paths: PairPaths = { sessionsRel, sessionsAbs: join(store.root, sessionsRel), privateOutcomeFile: privateOutcome.file, redact: textRedactor(input.secrets) };
@@ -215,7 +215,7 @@ function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths:
       const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS), redact);
       const clean = report.files === 0 && report.refusals.length === 0 && !report.truncated;
       // Nothing planned, created or refused, and the folder still empty: the archive held the dir alone.
-      const nothingInside = clean && (await readdir(sessionsAbs).then((names) => names.length === 0, () => false));
+      const nothingInside = clean && (await deps.fs.readdir(sessionsAbs).then((names) => names.length === 0, () => false));
       return { files: report.files, bytes: report.bytes, refusals: report.refusals, nothingInside };
     },
     ...(deps.imageSessions !== undefined ? { imageSessions: deps.imageSessions } : {}),
@@ -245,7 +245,7 @@ async function keptOutcomeSha256(deps: ExecutePairDeps, execution: PairExecution
     keptOutcome = kept.kept;
     if (!kept.masked) deps.logger.warn({ job: input.job.job_id }, 'the evidence copy of the outcome could not be masked in place: it keeps the driver\'s bytes');
   }
-  return keptOutcome !== null ? createHash('sha256').update(keptOutcome).digest('hex') : null;
+  return keptOutcome !== null ? sha256Hex(keptOutcome) : null;
 }
 
 /** The harness's own faults in a finished pair. */

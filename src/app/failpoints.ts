@@ -1,54 +1,33 @@
-import { appendFileSync } from 'node:fs';
-import { access, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-
 /**
- * Failpoints for crash tests: `ROBOGUIDE_FAILPOINT=<name>[#<n>]` makes the process SIGKILL itself the n-th time
- * (default first) it passes the named point. `ROBOGUIDE_FAILPOINT_TRACE=<file>` appends the name of every point
- * passed to that file (one per line): the crash tests use it to enumerate the kill points of a batch. Unset in
- * production, where every call is a cheap no-op.
+ * Named points on the crash-relevant paths (SPEC §4): the supervisor's own steps (`after_reserve`, `after_claim`, …)
+ * and one pair per write site, passed just before and just after the write becomes durable:
+ * `write:<file>:temp_written|renamed`, `publish:<file>:temp_written|linked`, `journal:<event type>` (after the
+ * fsync), `log_opened:<file>`, and `registry:<operation>:in_txn|committed` (inside the transaction before COMMIT,
+ * and after it). Pause points (`after_container_created`) let an engine-fault test act on the world mid-pair.
  *
- * Names: the supervisor's own steps (`after_reserve`, `after_claim`, …) and one pair per write site, passed just
- * before and just after the write becomes durable: `write:<file>:temp_written|renamed`,
- * `publish:<file>:temp_written|linked`, `journal:<event type>` (after the fsync), `log_opened:<file>`, and
- * `registry:<operation>:in_txn|committed` (inside the transaction before COMMIT, and after it).
+ * What a point does is a test hook installed by the process (src/adapters/env-failpoints.ts reads it from the
+ * environment: kill the process, trace the points passed, wait for a file). Installed by nobody, as in production,
+ * every point is a cheap no-op. A module-level hook rather than a port in every deps object: the points sit inside
+ * the evidence store and the registry transaction, below any deps a use-case passes.
  */
-const spec = process.env['ROBOGUIDE_FAILPOINT'] ?? '';
-const tracePath = process.env['ROBOGUIDE_FAILPOINT_TRACE'] ?? '';
-const hash = spec.lastIndexOf('#');
-const target = hash === -1 ? spec : spec.slice(0, hash);
-const nth = hash === -1 ? 1 : Number(spec.slice(hash + 1));
-let seen = 0;
-
-export function failpoint(name: string): void {
-  if (tracePath !== '') appendFileSync(tracePath, `${name}\n`);
-  if (target === '' || target !== name) return;
-  seen++;
-  if (seen === nth) process.kill(process.pid, 'SIGKILL');
+export interface FailpointHooks {
+  /** Passing a kill point (may SIGKILL the process; never returns an error). */
+  hit(name: string): void;
+  /** Passing a pause point: resolves when the test lets the process go on. */
+  pause(name: string): Promise<void>;
 }
 
-/**
- * Pause points for engine-fault tests: with `ROBOGUIDE_PAUSEPOINT=<name>[#<n>]` and `ROBOGUIDE_PAUSEPOINT_DIR=<dir>`,
- * the n-th passage of the named point writes `<dir>/<name>.reached` and waits until `<dir>/<name>.go` exists (the
- * test does something to the world meanwhile, e.g. kills the engine). Unset, it returns at once.
- */
-const pauseSpec = process.env['ROBOGUIDE_PAUSEPOINT'] ?? '';
-const pauseDir = process.env['ROBOGUIDE_PAUSEPOINT_DIR'] ?? '';
-const [pauseTarget, pauseNthText] = pauseSpec.split('#');
-const pauseNth = pauseNthText === undefined ? 1 : Number(pauseNthText);
-let pauseSeen = 0;
+let hooks: FailpointHooks | null = null;
+
+/** Installs the process's failpoint hooks (null: none). */
+export function installFailpoints(installed: FailpointHooks | null): void {
+  hooks = installed;
+}
+
+export function failpoint(name: string): void {
+  hooks?.hit(name);
+}
 
 export async function pausepoint(name: string): Promise<void> {
-  if (pauseTarget === undefined || pauseTarget === '' || pauseTarget !== name || pauseDir === '') return;
-  pauseSeen++;
-  if (pauseSeen !== pauseNth) return;
-  await writeFile(join(pauseDir, `${name}.reached`), `${process.pid}\n`);
-  for (;;) {
-    const released = await access(join(pauseDir, `${name}.go`)).then(
-      () => true,
-      () => false,
-    );
-    if (released) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  if (hooks !== null) await hooks.pause(name);
 }

@@ -19,6 +19,31 @@ function field(prefix: string, name: string): string {
   return prefix === '' ? name : `${prefix}.${name}`;
 }
 
+/**
+ * Whether anything is at `path` (SPEC §3 start checks), by lstat: a symlink is there, dangling or not, and is never
+ * followed to decide (access or stat would call a dangling link absent). Any failure to look counts as absent, as
+ * before.
+ */
+export async function somethingAt(fs: FileSystem, path: string): Promise<boolean> {
+  try {
+    await fs.lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Outcome paths that already hold something (the operator copy would replace it): one issue per job, at its field. */
+export async function staleOutcomeIssues(fs: FileSystem, jobs: readonly Pick<JobPaths, 'prefix' | 'outcome_path'>[]): Promise<Issue[]> {
+  const issues: Issue[] = [];
+  for (const job of jobs) {
+    if (await somethingAt(fs, job.outcome_path)) {
+      issues.push({ path: field(job.prefix, 'outcome_path'), rule: "already exists: it would be replaced by this run's outcome; move it away first" });
+    }
+  }
+  return issues;
+}
+
 /** realpath of the longest existing prefix, with the missing rest appended (a path may not exist yet). */
 export async function resolveReal(fs: FileSystem, path: string): Promise<string> {
   const normalized = normalizeAbsolute(path);

@@ -1,32 +1,32 @@
-import { readFile } from 'node:fs/promises';
 import { InvalidInputError, type Issue } from '../core/errors.js';
 import { parseManifest, type Manifest } from '../core/manifest/index.js';
+import { errnoOf, type FileSystem } from './ports/file-system.js';
 
 export interface LoadedManifest {
   /** The exact input bytes: frozen byte-identical into the output directory (SPEC §3). */
-  readonly bytes: Buffer;
+  readonly bytes: Uint8Array;
   readonly manifest: Manifest;
 }
 
 /** Reads and validates a manifest file; any problem is an InvalidInputError (exit 2). */
-export async function loadManifest(file: string): Promise<LoadedManifest> {
-  const bytes = await readManifestBytes(file);
+export async function loadManifest(fs: FileSystem, file: string): Promise<LoadedManifest> {
+  const bytes = await readManifestBytes(fs, file);
   const text = decodeUtf8(bytes);
   const parsed = text === undefined ? invalid('is not valid UTF-8') : parseManifest(text);
   if (!parsed.ok) throw manifestInvalid(file, parsed.issues);
   return { bytes, manifest: parsed.manifest };
 }
 
-async function readManifestBytes(file: string): Promise<Buffer> {
+async function readManifestBytes(fs: FileSystem, file: string): Promise<Uint8Array> {
   try {
-    return await readFile(file);
+    return await fs.readUserFile(file);
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'unknown error';
+    const code = errnoOf(err) ?? 'unknown error';
     throw manifestInvalid(file, [{ path: '$', rule: `cannot read file: ${code}` }], err);
   }
 }
 
-function decodeUtf8(bytes: Buffer): string | undefined {
+function decodeUtf8(bytes: Uint8Array): string | undefined {
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {

@@ -5,8 +5,8 @@
  * read back. `preview` runs the same checks and reads the registry, and writes nothing at all.
  * Re-running is always safe: a replay changes nothing; a hold or refusal keeps the reservation.
  */
-import { createHash } from 'node:crypto';
 import { join } from 'node:path';
+import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 import type { Receipt } from '../core/receipt.js';
@@ -117,9 +117,7 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
-}
+export { sha256Hex } from './digest.js';
 
 /** JSON that may be absent (null); not JSON → evidence_contradictory, I/O error → storage_fault. */
 async function readOptional(store: EvidenceStore, rel: string): Promise<unknown> {

@@ -1,28 +1,18 @@
-import { createHash } from 'node:crypto';
-import { stat } from 'node:fs/promises';
 import type { EvidenceStore } from './evidence/evidence-store.js';
-import { isSameProcessAliveSync } from '../adapters/host-identity.js';
-import { readAndMaskOutcome, readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
-import { classify } from '../core/classify.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
-import { checkOutcome } from '../core/outcome.js';
 import type { Receipt } from '../core/receipt.js';
-import { RESULT_SCHEMA, type CleanupRecord, type ResultRecord } from '../core/result.js';
+import type { CleanupRecord, ResultRecord } from '../core/result.js';
+import { lostWorkerResult } from './build-result.js';
 import { writeJsonVerified } from './durable-write.js';
-import { outcomeForResult } from './execute-pair.js';
+import type { ExecutePairDeps } from './execute-pair.js';
 import { removeAndVerify } from './pair-lifecycle.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
-import type { Clock } from './ports/clock.js';
-import type { ContainerRuntime } from './ports/container-runtime.js';
-import type { Logger } from './ports/logger.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 
-export interface RecoverPairRunDeps {
+/** The pair lifecycle's ports it needs (the same adapters as `pair run`), and the run's evidence and registry. */
+export interface RecoverPairRunDeps extends Pick<ExecutePairDeps, 'runtime' | 'clock' | 'logger' | 'fs' | 'host' | 'outcomes'> {
   readonly store: EvidenceStore;
   readonly registry: CapacityRegistry;
-  readonly runtime: ContainerRuntime;
-  readonly clock: Clock;
-  readonly logger: Logger;
 }
 
 export interface RecoverPairRunReport {
@@ -48,7 +38,34 @@ export interface RecoverPairRunReport {
  * `pair run` process is alive, and a batch directory (that is `e1-batch resume`'s job).
  */
 export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readonly stopBudgetSec: number }): Promise<RecoverPairRunReport> {
-  const { store, runtime } = deps;
+  const { store } = deps;
+  const receipt = await recoverableReceipt(deps);
+  const kept = await store.readJson<ResultRecord>('result.json');
+  const recovered = kept === null ? await writeLostResult(deps, receipt, options.stopBudgetSec) : null;
+  const result = recovered?.result ?? (kept as ResultRecord);
+  const reservationOf = async (): Promise<string | null> =>
+    receipt.reservation_id === null ? null : ((await deps.registry.reservation(receipt.reservation_id))?.state ?? null);
+  const before = await reservationOf();
+  const reconciliation = await reconcilePair(
+    { store, registry: deps.registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) },
+    { jobRel: '.', mode: 'execute' },
+  );
+  const after = await reservationOf();
+  return {
+    job_id: receipt.job_id,
+    claim_id: receipt.claim_id,
+    containers: recovered?.containers ?? [],
+    cleanup: recovered?.cleanup ?? result.cleanup,
+    result: recovered === null ? 'kept' : 'written',
+    classification: result.classification,
+    reconciliation,
+    released_now: before === 'held' && after === 'released',
+  };
+}
+
+/** The receipt of a `pair run` whose process is gone; a refusal when it is not one, or when it still runs. */
+async function recoverableReceipt(deps: RecoverPairRunDeps): Promise<Receipt> {
+  const { store } = deps;
   const receipt = await store.readJson<Receipt>('receipt.json');
   if (receipt === null) {
     throw new RoboguideError('E_USAGE', `${store.root} holds no receipt.json: not a pair run directory (nothing was claimed there)`, {
@@ -61,101 +78,46 @@ export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readon
       suggestions: ['recover a batch with `e1-batch resume --output <batch dir>`'],
     });
   }
-  if (isSameProcessAliveSync(receipt.supervisor)) {
+  if (deps.host.isAlive(receipt.supervisor)) {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `the pair run that owns ${store.root} is still running (pid ${receipt.supervisor.pid}): nothing was touched`, {
       exitCode: ExitCode.invalidInput,
       suggestions: [`stop it with SIGTERM (kill ${receipt.supervisor.pid}); it removes its container and releases its slot itself`],
     });
   }
-
-  let result = await store.readJson<ResultRecord>('result.json');
-  const containers: string[] = [];
-  let cleanup: CleanupRecord = result?.cleanup ?? { removed: false, verified_absent: true, attempts: 0 };
-  const wrote = result === null;
-  if (result === null) {
-    const found = (await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })).map((c) => c.id);
-    const secrets = new Set<string>();
-    for (const id of new Set([...found, ...(receipt.container_id !== null ? [receipt.container_id] : [])])) {
-      containers.push(id);
-      for (const value of secretCandidates(await runtime.environmentOf(id).catch(() => null))) secrets.add(value);
-      const one = await removeAndVerify({ runtime, logger: deps.logger }, id, options.stopBudgetSec);
-      cleanup = {
-        removed: cleanup.removed || one.removed,
-        verified_absent: cleanup.verified_absent && one.verified_absent,
-        attempts: cleanup.attempts + one.attempts,
-      };
-    }
-    result = await lostPairRunResult(deps, receipt, containers[0] ?? null, cleanup, [...secrets]);
-    const written = await writeJsonVerified(store, 'result.json', result);
-    if (written.kind === 'failed') {
-      throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the slot stays held`, { cause: written.error });
-    }
-  }
-  const reservationOf = async (): Promise<string | null> =>
-    receipt.reservation_id === null ? null : ((await deps.registry.reservation(receipt.reservation_id))?.state ?? null);
-  const before = await reservationOf();
-  const reconciliation = await reconcilePair(
-    { store, registry: deps.registry, runtime, readOutcomeSha256 },
-    { jobRel: '.', mode: 'execute' },
-  );
-  const after = await reservationOf();
-  return {
-    job_id: receipt.job_id,
-    claim_id: receipt.claim_id,
-    containers,
-    cleanup,
-    result: wrote ? 'written' : 'kept',
-    classification: result.classification,
-    reconciliation,
-    released_now: before === 'held' && after === 'released',
-  };
+  return receipt;
 }
 
-/** The result of a pair whose `pair run` died: lost_worker, plus cleanup_unverified when removal was not proven. */
-async function lostPairRunResult(
+/**
+ * No result yet: every container of the claim stopped and removed (its variables read first, to mask them), then
+ * result.json from the evidence. A result that cannot be written keeps the slot held.
+ */
+async function writeLostResult(
   deps: RecoverPairRunDeps,
   receipt: Receipt,
-  containerId: string | null,
-  cleanup: CleanupRecord,
-  secrets: readonly string[],
-): Promise<ResultRecord> {
+  stopBudgetSec: number,
+): Promise<{ readonly result: ResultRecord; readonly containers: string[]; readonly cleanup: CleanupRecord }> {
+  const { store, runtime } = deps;
+  const containers: string[] = [];
+  let cleanup: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
+  const found = (await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })).map((c) => c.id);
+  const secrets = new Set<string>();
+  for (const id of new Set([...found, ...(receipt.container_id !== null ? [receipt.container_id] : [])])) {
+    containers.push(id);
+    for (const value of secretCandidates(await runtime.environmentOf(id).catch(() => null))) secrets.add(value);
+    const one = await removeAndVerify({ runtime, logger: deps.logger }, id, stopBudgetSec);
+    cleanup = {
+      removed: cleanup.removed || one.removed,
+      verified_absent: cleanup.verified_absent && one.verified_absent,
+      attempts: cleanup.attempts + one.attempts,
+    };
+  }
   // The verdict is the pair's private copy (the host outcome_path is only written once a run finished).
-  const { read, kept } =
-    receipt.private_outcome === undefined
-      ? await readOutcomeFile(receipt.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null, masked: true }))
-      : await readAndMaskOutcome(deps.store.resolve(receipt.private_outcome), secrets);
-  const check = checkOutcome(read);
-  const outcome = outcomeForResult(check, secrets);
-  const classified = classify({
-    jobId: receipt.job_id,
-    outcome: check,
-    timedOut: false,
-    terminated: false,
-    engineFault: null,
-    harnessFaults: cleanup.verified_absent ? ['lost_worker'] : ['lost_worker', 'cleanup_unverified'],
-    allowedHttpStatuses: [],
-  });
-  const logBytes = async (name: string): Promise<number> => (await stat(deps.store.resolve(name)).catch(() => null))?.size ?? 0;
-  return {
-    schema: RESULT_SCHEMA,
-    job_id: receipt.job_id,
-    batch_id: receipt.batch_id,
-    claim_id: receipt.claim_id,
-    classification: classified.classification,
-    reasons: classified.reasons,
-    outcome: outcome.value,
-    outcome_redactions: outcome.redactions,
-    outcome_sha256: kept !== null ? createHash('sha256').update(kept).digest('hex') : null,
-    container: { id: containerId, exit_code: null, timed_out: false, oom_killed: false },
-    logs: { stdout: { bytes: await logBytes('stdout.log'), closed: false }, stderr: { bytes: await logBytes('stderr.log'), closed: false } },
-    sessions: { files: 0, bytes: 0, refusals: [] },
-    provider_failure: null,
-    provider_failure_error_kind: null,
-    cleanup,
-    engine_error: null,
-    started_at: receipt.claimed_at,
-    finished_at: deps.clock.now().toISOString(),
-  };
+  const result = await lostWorkerResult(deps, { store, jobRel: '.', receipt, containerId: containers[0] ?? null, cleanup, secrets: [...secrets], allowedHttpStatuses: [] });
+  const written = await writeJsonVerified(store, 'result.json', result);
+  if (written.kind === 'failed') {
+    throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the slot stays held`, { cause: written.error });
+  }
+  return { result, containers, cleanup };
 }
 
 /** Names every image sets, never a resolved `${NAME}` secret. */

@@ -1,15 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { currentProcessIdentity } from '../adapters/host-identity.js';
-import { readOutcomeFile, readOutcomeSha256 } from '../adapters/outcome-reader.js';
 import { EvidenceStore } from './evidence/evidence-store.js';
 import type { FileSystem } from './ports/file-system.js';
 import { bindAddressProblem } from '../core/bind-address.js';
 import { InvalidInputError, RoboguideError, ExitCode, type Issue } from '../core/errors.js';
 import { jsonErrorSummary } from '../core/manifest/parse.js';
 import type { ProtectedPaths } from '../core/mount-policy.js';
-import { jobPathIssues } from './job-paths.js';
+import { jobPathIssues, staleOutcomeIssues } from './job-paths.js';
 import {
   DEFAULT_SESSIONS_DIR,
   DEFAULT_STOP_BUDGET_SECONDS,
@@ -17,7 +14,7 @@ import {
   resolveEnvironment,
   type PairSpec,
 } from '../core/manifest/index.js';
-import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '../core/receipt.js';
+import { buildReceipt, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';
 import { writeJsonVerified } from './durable-write.js';
@@ -53,7 +50,6 @@ export interface RunPairOptions {
 }
 
 export interface RunPairDeps extends ExecutePairDeps {
-  readonly fs: FileSystem;
   /**
    * The host registry: a pair run takes a slot like a batch pair and gives it back through reconciliation.
    * A function is called only once the spec passed every check (the registry is not touched before).
@@ -89,12 +85,7 @@ async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, op
   const issues: Issue[] = [];
   const bind = options.hostAddresses === undefined ? null : bindAddressProblem(options.bindAddress, options.hostAddresses);
   if (bind !== null) issues.push({ path: '--bind-address', rule: bind });
-  try {
-    await fs.lstat(spec.outcome_path); // lstat: a dangling symlink is there too
-    issues.push({ path: 'outcome_path', rule: "already exists: it would be replaced by this run's outcome; move it away first" });
-  } catch {
-    // absent, as it must be
-  }
+  issues.push(...(await staleOutcomeIssues(fs, [{ prefix: '', outcome_path: spec.outcome_path }])));
   const protectedPaths = { ...options.hostPaths, outputDir: output, ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}) };
   issues.push(...(await jobPathIssues(fs, [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }], protectedPaths)));
   return issues;
@@ -105,11 +96,17 @@ function defaultOutput(cwd: string, jobId: string, now: Date): string {
   return resolve(cwd, `roboguide-pair-${jobId}-${stamp}`);
 }
 
-/**
- * `pair run`: one pair in the foreground with the batch lifecycle and the same evidence (receipt, logs,
- * sessions, result.json) in its own output directory. Validates everything before writing anything.
- */
-export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
+/** A spec that passed every check before anything is written: its values, where its evidence goes, the receipt's code version. */
+interface CheckedSpec {
+  readonly spec: PairSpec;
+  readonly environment: { readonly values: Record<string, string>; readonly secrets: string[] };
+  readonly output: string;
+  readonly now: Date;
+  readonly codeVersion: string;
+}
+
+/** Everything `pair run` checks before it takes a slot: the spec, its variables, its paths, the image on the engine. */
+async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<CheckedSpec> {
   const spec = parseSpec(options.specText, options.specSource);
   const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', { allowShortSecrets: options.allowShortSecrets === true });
   if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references variables that are not set or not usable', resolved.issues);
@@ -128,13 +125,22 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
       suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
     });
   }
-  const codeVersionText = await codeVersion; // before a slot is taken: nothing to give back if it fails
-  const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
+  // Before a slot is taken: nothing to give back if it fails.
+  return { spec, environment: resolved, output, now, codeVersion: await codeVersion };
+}
 
-  const identity = await currentProcessIdentity();
-  const claimId = randomUUID();
+interface PairClaim {
+  readonly batchId: string;
+  readonly claimId: string;
+  readonly reservationId: string;
+  /** The spec as admitted: on a swarm, pinned to the node its slot is on. */
+  readonly job: PairSpec;
+}
+
+/** A slot in the registry, like a batch pair's (per node on a swarm); a refusal is an error naming what holds it. */
+async function admitPair(deps: RunPairDeps, registry: CapacityRegistry, spec: PairSpec, specSource: string, claimId: string): Promise<PairClaim> {
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const { admitted, job } = await admitOnePair(registry, deps.runtime, { batchId, claimId, ports: spec.ports }, spec, options.specSource);
+  const { admitted, job } = await admitOnePair(registry, deps.runtime, { batchId, claimId, ports: spec.ports }, spec, specSource);
   if (admitted.kind === 'refused' && admitted.reason === 'port_held') {
     throw new RoboguideError('E_REGISTRY', `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`, {
       suggestions: ['wait for that pair to finish (`roboguide-eval capacity` shows it)', 'or choose another port'],
@@ -146,84 +152,93 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
       suggestions: ['wait for running pairs to finish (`roboguide-eval capacity` shows them)', 'or raise the limit: `roboguide-eval capacity --max-reservations N`'],
     });
   }
-  const reservationId = admitted.reservationId;
-  try {
-    await mkdir(dirname(output), { recursive: true });
-    await EvidenceStore.createOutputDir(deps.fs, output);
-  } catch (err) {
-    await registry.release(reservationId, claimId); // nothing was claimed or run
-    throw err;
-  }
-  const store = new EvidenceStore(deps.fs, output);
-  const receipt: Receipt = {
-    schema: RECEIPT_SCHEMA,
-    batch_id: batchId,
-    job_id: spec.job_id,
-    attempt: 1,
-    claim_id: claimId,
-    claimed_at: now.toISOString(),
-    host_boot_id: identity.boot_id,
-    supervisor: identity,
-    reservation_id: reservationId,
-    image: spec.image,
-    outcome_path: spec.outcome_path,
-    private_outcome: privateOutcomeRel(spec.outcome_path),
-    source_sha256: {},
-    code_version: codeVersionText,
-    container_id: null,
-    container_name: containerName(spec.job_id, claimId),
-  };
-  let current = receipt;
-  // Until a container exists, a failure here means nothing ran: give the slot back before reporting it.
-  const releaseIfNothingRan = async (): Promise<void> => {
-    if (current.container_id === null) await registry.release(reservationId, claimId);
+  return { batchId, claimId, reservationId: admitted.reservationId, job };
+}
+
+/**
+ * The output directory and the exclusive receipt. Nothing ran yet: any failure here gives the slot back before it
+ * is reported.
+ */
+async function claimPair(deps: RunPairDeps, registry: CapacityRegistry, claim: PairClaim, output: string, receipt: Receipt): Promise<EvidenceStore> {
+  const release = async (): Promise<void> => {
+    await registry.release(claim.reservationId, claim.claimId);
   };
   let published: 'published' | 'exists';
+  const store = new EvidenceStore(deps.fs, output);
   try {
+    await deps.fs.mkdirp(dirname(output), 0o777);
+    await EvidenceStore.createOutputDir(deps.fs, output);
     published = await store.publishExclusive('receipt.json', receipt);
   } catch (err) {
-    await releaseIfNothingRan();
+    await release();
     throw err;
   }
   if (published === 'exists') {
-    await releaseIfNothingRan();
+    await release();
     throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
   }
+  return store;
+}
+
+/**
+ * `pair run`: one pair in the foreground with the batch lifecycle and the same evidence (receipt, logs,
+ * sessions, result.json) in its own output directory. Validates everything before writing anything.
+ */
+export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
+  const { spec, environment, output, now, codeVersion } = await checkSpec(deps, options);
+  const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
+  const claim = await admitPair(deps, registry, spec, options.specSource, randomUUID());
+  const receipt = buildReceipt({
+    batchId: claim.batchId,
+    jobId: spec.job_id,
+    claimId: claim.claimId,
+    claimedAt: now,
+    supervisor: await deps.host.current(),
+    reservationId: claim.reservationId,
+    image: spec.image,
+    outcomePath: spec.outcome_path,
+    sourceSha256: {},
+    codeVersion,
+  });
+  const store = await claimPair(deps, registry, claim, output, receipt);
+  let current = receipt;
   const { result } = await executePair(deps, {
     store,
     jobRel: '.',
-    batchId,
-    claimId,
-    job,
-    environment: resolved.values,
-    secrets: resolved.secrets,
+    batchId: claim.batchId,
+    claimId: claim.claimId,
+    job: claim.job,
+    environment: environment.values,
+    secrets: environment.secrets,
     sessionsDir: spec.sessions_dir ?? DEFAULT_SESSIONS_DIR,
     stopBudgetSec: options.stopBudgetSec ?? spec.stop_budget_seconds ?? DEFAULT_STOP_BUDGET_SECONDS,
     deadlineMs: wallDeadlineMs(now.getTime(), spec.timeout_seconds), // from the claim, like a batch pair's
     bindAddress: options.bindAddress,
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
-    readOutcome: readOutcomeFile,
+    readOutcome: (path) => deps.outcomes.read(path),
     ...(options.terminate ? { terminate: options.terminate } : {}),
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
       await store.writeJsonAtomic('receipt.json', current);
-      await registry.attachContainer(reservationId, containerId);
+      await registry.attachContainer(claim.reservationId, containerId);
     },
   }).catch(async (err: unknown) => {
-    await releaseIfNothingRan();
+    // Until a container exists, a failure means nothing ran: give the slot back before reporting it.
+    if (current.container_id === null) await registry.release(claim.reservationId, claim.claimId);
     throw err;
   });
+  return { output, receipt: current, result, reconciliation: await finishPairRun(deps, registry, store, claim, result) };
+}
+
+/** result.json, then terminal reconciliation (which gives the slot back once the evidence proves the pair finished). */
+async function finishPairRun(deps: RunPairDeps, registry: CapacityRegistry, store: EvidenceStore, claim: PairClaim, result: ResultRecord): Promise<ReconcileReport> {
   const written = await writeJsonVerified(store, 'result.json', result);
   if (written.kind === 'failed') {
     // Fail closed: the container is gone, but without a result on disk nothing may release the slot.
-    throw new RoboguideError('E_STORE', `result.json could not be written in ${output}; the pair's evidence is kept and its capacity slot stays held`, {
+    throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`, {
       cause: written.error,
-      context: { reservation_id: reservationId, claim_id: claimId },
+      context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
     });
   }
-  const reconciliation = await reconcilePair(
-    { store, registry, runtime: deps.runtime, readOutcomeSha256 },
-    { jobRel: '.', mode: 'execute' },
-  );
-  return { output, receipt: current, result, reconciliation };
+  return reconcilePair({ store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) }, { jobRel: '.', mode: 'execute' });
 }

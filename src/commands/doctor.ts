@@ -5,7 +5,7 @@ import { loadManifest } from '../app/load-manifest.js';
 import { batchOutputNeedBytes } from '../core/output-budget.js';
 import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import { BaseCommand } from '../cli/base-command.js';
-import { createDoctorWiring } from '../command-root.js';
+import { createDoctorWiring, localFileSystem } from '../command-root.js';
 
 export interface DoctorJson {
   readonly schema: 'roboguide.doctor/v1';
@@ -64,7 +64,7 @@ export default class Doctor extends BaseCommand {
       probeGpu: flags['probe-gpu'],
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
-      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(flags.manifest)).manifest.jobs, wiring.sessionsMaxBytes),
+      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(localFileSystem, flags.manifest)).manifest.jobs, wiring.sessionsMaxBytes),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));

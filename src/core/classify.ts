@@ -2,6 +2,7 @@ import { reasonOfEngineFault, type EngineFault } from './engine-fault.js';
 import type { EngineLoss } from './engine-loss.js';
 import type { OutcomeCheck } from './outcome.js';
 import type { Classification, Reason } from './result.js';
+import { isObject, own, type JsonObject } from './json-object.js';
 
 /**
  * Classification of a finished pair (SPEC §5). Pure: the use-case gathers what it observed
@@ -90,16 +91,6 @@ export const REASON_ORDER: readonly Reason[] = Object.keys(CLASS_OF_REASON) as R
 /** The classification a single reason leads to. */
 export function classOfReason(reason: Reason): FailureClass {
   return CLASS_OF_REASON[reason];
-}
-
-type JsonObject = Readonly<Record<string, unknown>>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function own(obj: JsonObject, key: string): unknown {
-  return Object.hasOwn(obj, key) ? obj[key] : undefined;
 }
 
 function rawOf(check: OutcomeCheck): unknown {

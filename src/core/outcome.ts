@@ -5,6 +5,7 @@
  * bytes honour the contract. It never inspects or rewrites `arms` (raw verdicts stay verbatim)
  * and keeps every extra field. `raw` is the parsed JSON as it was, for result.json `outcome`.
  */
+import { isObject, own } from './json-object.js';
 
 /** Outcome files are small JSON documents: larger ones are refused unread (`outcome_too_large`). */
 export const MAX_OUTCOME_BYTES = 16 * 1024 * 1024;
@@ -54,17 +55,6 @@ export type OutcomeCheck =
   | { kind: 'too_deep' }
   | { kind: 'invalid'; problems: string[]; raw: unknown }
   | { kind: 'missing' };
-
-type JsonObject = Readonly<Record<string, unknown>>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** An own property only, so `constructor` or `toString` never resolve through the prototype. */
-function own(obj: JsonObject, key: string): unknown {
-  return Object.hasOwn(obj, key) ? obj[key] : undefined;
-}
 
 function isHttpStatus(value: unknown): value is number | null {
   return value === null || Number.isInteger(value);

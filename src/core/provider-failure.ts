@@ -1,5 +1,6 @@
 import { PROVIDER_FAILURE_SCHEMA } from './result.js';
 import type { ProviderFailure, ProviderFailureKind } from './result.js';
+import { isObject, own, type JsonObject } from './json-object.js';
 
 /**
  * Provider-failure diagnosis over Codex session ("rollout") tails (SPEC §6).
@@ -52,17 +53,6 @@ const KNOWN_VARIANTS: ReadonlyMap<string, ProviderFailureKind> = new Map<string,
 const STATUS_KEYS = ['http_status_code', 'httpStatusCode'] as const;
 const ERROR_INFO_KEYS = ['codex_error_info', 'codexErrorInfo'] as const;
 const TURN_ID_KEYS = ['turn_id', 'turnId'] as const;
-
-type JsonObject = Readonly<Record<string, unknown>>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** An own property only: `constructor`, `__proto__`, `toString` never resolve through the prototype. */
-function own(obj: JsonObject, key: string): unknown {
-  return Object.hasOwn(obj, key) ? obj[key] : undefined;
-}
 
 function httpStatus(value: unknown): number | null {
   return typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 599 ? value : null;

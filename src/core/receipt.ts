@@ -1,11 +1,7 @@
 /** `jobs/<id>/receipt.json`: the claim. Published exclusively before the container exists (SPEC §4, §5 step 1). */
 export const RECEIPT_SCHEMA = 'roboguide.e1.receipt/v1' as const;
 
-export interface Identity {
-  readonly pid: number;
-  readonly start_ticks: string | null;
-  readonly boot_id: string | null;
-}
+import type { ProcessIdentity } from './process-identity.js';
 
 export interface Receipt {
   readonly schema: typeof RECEIPT_SCHEMA;
@@ -15,7 +11,7 @@ export interface Receipt {
   readonly claim_id: string;
   readonly claimed_at: string;
   readonly host_boot_id: string | null;
-  readonly supervisor: Identity;
+  readonly supervisor: ProcessIdentity;
   readonly reservation_id: string | null;
   readonly image: string;
   /** Where the driver writes its outcome (the path inside the container; the operator's copy on the host). */
@@ -45,4 +41,40 @@ export const PRIVATE_OUTCOME_DIR = 'outcome';
 export function privateOutcomeRel(outcomePath: string): string {
   const name = outcomePath.split('/').filter((s) => s !== '').at(-1) ?? 'outcome.json';
   return `${PRIVATE_OUTCOME_DIR}/${name}`;
+}
+
+/**
+ * The claim of a pair, as published before its container exists: the same for a batch pair and `pair run`. The
+ * host's boot id is the supervisor's (one read, so the two can never disagree).
+ */
+export function buildReceipt(input: {
+  readonly batchId: string;
+  readonly jobId: string;
+  readonly claimId: string;
+  readonly claimedAt: Date;
+  readonly supervisor: ProcessIdentity;
+  readonly reservationId: string;
+  readonly image: string;
+  readonly outcomePath: string;
+  readonly sourceSha256: Readonly<Record<string, string>>;
+  readonly codeVersion: string;
+}): Receipt {
+  return {
+    schema: RECEIPT_SCHEMA,
+    batch_id: input.batchId,
+    job_id: input.jobId,
+    attempt: 1,
+    claim_id: input.claimId,
+    claimed_at: input.claimedAt.toISOString(),
+    host_boot_id: input.supervisor.boot_id,
+    supervisor: input.supervisor,
+    reservation_id: input.reservationId,
+    image: input.image,
+    outcome_path: input.outcomePath,
+    private_outcome: privateOutcomeRel(input.outcomePath),
+    source_sha256: input.sourceSha256,
+    code_version: input.codeVersion,
+    container_id: null,
+    container_name: containerName(input.jobId, input.claimId),
+  };
 }

@@ -7,6 +7,7 @@
  */
 import type { Receipt } from './receipt.js';
 import { CLASSIFICATIONS, type Classification, type Reason, type ResultRecord } from './result.js';
+import { isObject, type JsonObject } from './json-object.js';
 
 export const TERMINAL_PROOF_SCHEMA = 'roboguide.terminal_proof/v1' as const;
 
@@ -184,17 +185,11 @@ export function proofDigestInput(proof: TerminalProof): string {
 
 // ---- Shape checks of evidence read from disk (JSON of unknown shape) ----
 
-type Json = Readonly<Record<string, unknown>>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 const isString = (v: unknown): boolean => typeof v === 'string';
 const isStringOrNull = (v: unknown): boolean => v === null || typeof v === 'string';
 const isCount = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
-function problems(value: Json, checks: Readonly<Record<string, (v: unknown) => boolean>>, prefix: string): string[] {
+function problems(value: JsonObject, checks: Readonly<Record<string, (v: unknown) => boolean>>, prefix: string): string[] {
   return Object.entries(checks)
     .filter(([key, check]) => !check(value[key]))
     .map(([key]) => `${prefix}${key}`);

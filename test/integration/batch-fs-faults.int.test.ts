@@ -13,6 +13,7 @@ import { createExecutePairDeps } from '../../src/composition-root.js';
 import { foldJournal } from '../../src/core/batch-state.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
 import { FaultyFileSystem, type FaultRule } from '../support/faulty-file-system.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /**
  * SPEC §4–§5 file-system fault matrix: each write site of the batch × {error before the operation, operation
@@ -112,7 +113,7 @@ async function prepare(name: string): Promise<{ output: string; cwd: string; bat
   await writeFile(path, JSON.stringify(manifest));
   const output = join(work, name, 'batch');
   const record = await prepareBatch(
-    { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
     { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
   );
   return { output, cwd, batchId: record.batch_id };

@@ -14,6 +14,7 @@ import { systemClock } from '../../src/app/ports/clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 const rt = runtime();
 let work: string;
@@ -40,7 +41,7 @@ async function start(name: string, text: string): Promise<{ store: EvidenceStore
   await writeFile(path, text);
   const output = join(work, name, 'batch');
   const record = await prepareBatch(
-    { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
     { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
   );
   return { store: new EvidenceStore(new NodeFileSystem(), output), batchId: record.batch_id };
@@ -108,7 +109,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
 
     // continuation: the unclaimed jobs, referencing the original; the original's claims are refused.
     const next = join(work, 'mixed-2.json');
-    const cont = await writeContinuation(store, { manifestOut: next, codeVersion: 'test+abc' });
+    const cont = await writeContinuation(store, { manifestOut: next, codeVersion: 'test+abc', fs: new NodeFileSystem(), host: procHostIdentity });
     expect(cont.jobs).toBe(4);
     const m2 = JSON.parse(await readFile(next, 'utf8'));
     expect(m2.continuation_of).toMatchObject({ batch_id: batchId, code_version: 'test+abc' });
@@ -119,7 +120,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     await writeFile(join(work, 'sneaky.json'), JSON.stringify(sneaky));
     await expect(
       prepareBatch(
-        { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+        { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
         { manifestPath: join(work, 'sneaky.json'), output: join(work, 'sneaky'), registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
       ),
     ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('was claimed in batch') });
@@ -183,7 +184,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
       if (receipt?.container_id) break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    await stopBatch(store, systemClock, false);
+    await stopBatch(store, systemClock, false, procHostIdentity);
     expect(await supervising).toBe('stopped');
     const t1 = JSON.parse(await readFile(store.resolve('jobs/t1/result.json'), 'utf8'));
     expect(t1.classification).toBe('completed');
@@ -201,7 +202,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
       if (receipt?.container_id) break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    await stopBatch(store, systemClock, true);
+    await stopBatch(store, systemClock, true, procHostIdentity);
     expect(await supervising).toBe('stopped');
     const u1 = JSON.parse(await readFile(store.resolve('jobs/u1/result.json'), 'utf8'));
     expect(u1.reasons).toContain('terminated');
@@ -232,7 +233,7 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     });
     try {
       await rm(store.resolve('jobs/l2/result.json'));
-      const status = await readStatus(store, rt, new Date());
+      const status = await readStatus(store, rt, new Date(), procHostIdentity);
       expect(status.leftovers).toEqual([{ container_id: stray.id, job_id: 'l1', status: 'created', why: 'job_finished' }]);
       expect(status.claims_without_result).toEqual(['l2']);
       expect(status.state).toBe('paused'); // no supervisor, work unaccounted for: fail closed

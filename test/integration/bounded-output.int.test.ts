@@ -19,6 +19,7 @@ import { systemClock } from '../../src/app/ports/clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 const rt = runtime();
 const MIB = 1024 * 1024;
@@ -54,7 +55,7 @@ async function start(name: string, jobs: readonly JobDef[], output = join(work, 
     }),
   );
   const record = await prepareBatch(
-    { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
     { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
   );
   batches.push(record.batch_id);

@@ -15,6 +15,7 @@ import type { ContainerRuntime, RemoveResult } from '../../src/app/ports/contain
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /** The real engine, except that remove does nothing: the container stays, as when a removal silently fails. */
 class NoOpRemoveRuntime {
@@ -62,7 +63,7 @@ async function runOne(name: string, actions: string[], execute: ExecutePairDeps)
   await writeFile(path, JSON.stringify(manifest));
   const output = join(work, `${name}-batch`);
   const batch = await prepareBatch(
-    { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
     { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
   );
   const store = new EvidenceStore(new NodeFileSystem(), output);

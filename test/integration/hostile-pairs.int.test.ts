@@ -14,6 +14,7 @@ import { runPair } from '../../src/app/run-pair.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { containersLabelled, DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /**
  * Pairs are hostile (issue 10 part 2/3): each one below attacks what is not its own, on the real engine, in the
@@ -59,7 +60,7 @@ async function startBatch(name: string, shared: string, jobs: readonly JobSpec[]
   );
   const output = join(work, name, 'batch');
   await prepareBatch(
-    { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
     { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
   );
   return new EvidenceStore(new NodeFileSystem(), output);

@@ -29,6 +29,7 @@ import { createExecutePairDeps } from '../../src/composition-root.js';
 import { driverRuns, runCli } from '../support/crash-batch.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 const rt = runtime();
 const pgSkip = postgresSkipReason();
@@ -69,6 +70,7 @@ async function prepare(name: string, jobs: readonly JobSpec[], registry: string)
   const record = await prepareBatch(
     {
       fs: new NodeFileSystem(),
+      host: procHostIdentity,
       runtime: rt,
       clock: systemClock,
       checkRegistry: async (needs) => {

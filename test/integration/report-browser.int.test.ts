@@ -18,6 +18,7 @@ import { KIND_COLOURS } from '../../src/core/report/html.js';
 import type { ReportModel } from '../../src/core/report/model.js';
 import { browserSkipReason, openPage } from '../support/browser.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /**
  * report.html of a finished mixed batch (real engine, two workers under the GPU rule), loaded in a real headless
@@ -97,7 +98,7 @@ describe.skipIf(noDocker || skipBrowser !== null)('report.html in a real browser
     const environment = { RG_SECRET: SECRET };
     const registryPath = join(work, 'registry.db');
     const record = await prepareBatch(
-      { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+      { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
       {
         manifestPath: join(work, 'm.json'),
         output,

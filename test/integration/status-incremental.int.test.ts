@@ -15,6 +15,7 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { batchIdOf, resumeUntilDrained, runCli, startArgs, writeCrashFixture, type CrashJob } from '../support/crash-batch.js';
 import { DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /**
  * Incremental status on the real engine (issue 14, item 2): while a real supervisor runs, `readStatus` built on its
@@ -79,7 +80,7 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
     const output = join(work, 'live');
     const registryPath = join(work, 'registry.db');
     const { batch_id: batchId } = await prepareBatch(
-      { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+      { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
       { manifestPath: join(work, 'm.json'), output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
     );
     const store = new EvidenceStore(new NodeFileSystem(), output);
@@ -94,9 +95,9 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
     try {
       while (!done) {
         const now = new Date();
-        const before = await readHotStatus(store, rt, now);
-        const full = await readStatusFull(store, rt, now);
-        const after = await readHotStatus(store, rt, now);
+        const before = await readHotStatus(store, rt, now, procHostIdentity);
+        const full = await readStatusFull(store, rt, now, procHostIdentity);
+        const after = await readHotStatus(store, rt, now, procHostIdentity);
         // Compared only when nothing moved while the full derivation read every file.
         if (before !== null && after !== null && JSON.stringify(before) === JSON.stringify(after)) {
           expect(before).toEqual(full);
@@ -113,7 +114,7 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
     expect(compared).toBeGreaterThan(3);
     expect(states.size).toBeGreaterThan(1); // seen at more than one point of the batch
     const now = new Date();
-    expect(await readStatus(store, rt, now)).toEqual(await readStatusFull(store, rt, now));
+    expect(await readStatus(store, rt, now, procHostIdentity)).toEqual(await readStatusFull(store, rt, now, procHostIdentity));
   });
 
   const jobs: CrashJob[] = [
@@ -131,16 +132,16 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
         expect(killed.signal).toBe('SIGKILL');
         const store = new EvidenceStore(new NodeFileSystem(), fx.output);
         const now = new Date();
-        expect(await readHotStatus(store, rt, now)).toBeNull(); // its supervisor is dead
-        const full = await expectSameAsFull(() => readStatusFull(store, rt, now), () => readStatus(store, rt, now));
-        await expectSameAsFull(() => readStatusFull(store, rt, new Date()), () => statusCli(fx.output));
+        expect(await readHotStatus(store, rt, now, procHostIdentity)).toBeNull(); // its supervisor is dead
+        const full = await expectSameAsFull(() => readStatusFull(store, rt, now, procHostIdentity), () => readStatus(store, rt, now, procHostIdentity));
+        await expectSameAsFull(() => readStatusFull(store, rt, new Date(), procHostIdentity), () => statusCli(fx.output));
         expect(full.state).toBe('paused');
 
         const drained = await resumeUntilDrained(fx, 3);
         expect(drained.lastState).toBe('drained');
         const later = new Date();
-        const final = await readStatusFull(store, rt, later);
-        expect(await readStatus(store, rt, later)).toEqual(final);
+        const final = await readStatusFull(store, rt, later, procHostIdentity);
+        expect(await readStatus(store, rt, later, procHostIdentity)).toEqual(final);
         expect(final.counts).toMatchObject({ total: 2, completed: 1, infrastructure_failure: 1, pending: 0, claimed: 0 });
       } finally {
         const id = await batchIdOf(fx);

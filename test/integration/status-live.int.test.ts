@@ -13,6 +13,7 @@ import { systemClock } from '../../src/app/ports/clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /**
  * `e1-batch status` while a live supervisor runs a batch on the real engine: sampled as fast as it answers, it
@@ -50,7 +51,7 @@ describe.skipIf(noDocker)('status during a live batch', () => {
     const output = join(work, 'batch');
     const registryPath = join(work, 'registry.db');
     const { batch_id: batchId } = await prepareBatch(
-      { fs: new NodeFileSystem(), runtime: rt, clock: systemClock },
+      { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
       {
         manifestPath: join(work, 'm.json'),
         output,
@@ -79,7 +80,7 @@ describe.skipIf(noDocker)('status during a live batch', () => {
     });
     const samples: BatchStatus[] = [];
     while (!done) {
-      const s = await readStatus(store, rt, new Date()).catch(() => null);
+      const s = await readStatus(store, rt, new Date(), procHostIdentity).catch(() => null);
       // Only samples taken while the supervisor was live and had work in hand say anything.
       if (s && s.supervisor?.alive && s.state === 'running') samples.push(s);
     }

@@ -6,6 +6,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { SUPERVISOR_FILE, type SupervisorRecord } from '../../src/app/batch/layout.js';
@@ -52,6 +53,7 @@ export async function startTestBatch(
   const record = await prepareBatch(
     {
       fs: new NodeFileSystem(),
+      host: procHostIdentity,
       runtime: ANSWERING_ENGINE,
       clock: { now: () => new Date('2026-12-02T10:00:00Z') },
       ...(executor?.kind === 'swarm' ? { swarmNodes: () => Promise.resolve(Object.keys(executor.node_engines).map((node) => ({ node, gpus: 0 }))) } : {}),

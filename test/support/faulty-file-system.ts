@@ -16,6 +16,9 @@ export type FsOperation =
   | 'link'
   | 'unlink'
   | 'mkdir'
+  | 'mkdirp'
+  | 'readUserFile'
+  | 'appendFile'
   | 'chmod'
   | 'readFile'
   | 'readdir'
@@ -114,6 +117,23 @@ export class FaultyFileSystem implements FileSystem {
 
   mkdir(path: string, permissions: number): Promise<void> {
     return this.#invoke('mkdir', [path], () => this.#inner.mkdir(path, permissions));
+  }
+
+  mkdirp(path: string, permissions: number): Promise<void> {
+    return this.#invoke('mkdirp', [path], () => this.#inner.mkdirp(path, permissions));
+  }
+
+  readUserFile(path: string): Promise<Uint8Array> {
+    return this.#invoke('readUserFile', [path], () => this.#inner.readUserFile(path));
+  }
+
+  /** Streams pass through unfaulted (a fault at open time would need the stream's own error path). */
+  streamUserFile(path: string): AsyncIterable<Uint8Array> {
+    return this.#inner.streamUserFile(path);
+  }
+
+  appendFile(path: string, bytes: Uint8Array, permissions: number): Promise<void> {
+    return this.#invoke('appendFile', [path], () => this.#inner.appendFile(path, bytes, permissions));
   }
 
   realpath(path: string): Promise<string> {

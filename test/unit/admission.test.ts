@@ -1,3 +1,4 @@
+import { isSameProcessAliveSync } from '../../src/adapters/host-identity.js';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -188,7 +189,7 @@ describe('start and a port held by another batch: refused only while that batch\
     await holdPort();
     await registry.acquireLease('e1-old', { pid: 2 ** 22 + 7, start_ticks: '1', boot_id: 'no-such-boot' }, () => true); // a dead process
     const warnings: string[] = [];
-    await expect(checkRegistryNeeds(registry, registryNeeds(manifest, { warn: (w) => warnings.push(w) }))).resolves.toBeUndefined();
+    await expect(checkRegistryNeeds(registry, registryNeeds(manifest, { warn: (w) => warnings.push(w), isAlive: isSameProcessAliveSync }))).resolves.toBeUndefined();
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('port 18080 is held on node this-host by batch e1-old (job old1), whose supervisor is not running');
     expect(warnings[0]).toContain('e1-batch resume --output DIR');
@@ -196,7 +197,7 @@ describe('start and a port held by another batch: refused only while that batch\
     // No lease at all (the supervisor exited and kept the pair's slot): the same.
     await registry.releaseLease('e1-old', 2 ** 22 + 7);
     const again: string[] = [];
-    await checkRegistryNeeds(registry, registryNeeds(manifest, { warn: (w) => again.push(w) }));
+    await checkRegistryNeeds(registry, registryNeeds(manifest, { warn: (w) => again.push(w), isAlive: isSameProcessAliveSync }));
     expect(again).toHaveLength(1);
   });
 

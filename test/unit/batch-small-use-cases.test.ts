@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { currentProcessIdentity, readBootId, readProcessStartTicks } from '../../src/adapters/host-identity.js';
+import { currentProcessIdentity, procHostIdentity, readBootId, readProcessStartTicks } from '../../src/adapters/host-identity.js';
 import { writeContinuation } from '../../src/app/batch/continuation.js';
 import { batchSpaceWarning } from '../../src/app/batch/output-space.js';
 import { checkSources } from '../../src/app/batch/source-check.js';
@@ -51,7 +51,7 @@ describe('writeContinuation (`e1-batch continuation`)', () => {
     await claimJob(batch, 'a');
     await journalFatalPause();
     const out = join(dir, 'queue-2.json');
-    const outcome = await writeContinuation(batch.store, { manifestOut: out, codeVersion: '1.2.3+abc' });
+    const outcome = await writeContinuation(batch.store, { manifestOut: out, codeVersion: '1.2.3+abc', fs: new NodeFileSystem(), host: procHostIdentity });
     expect(outcome).toEqual({ manifest_out: out, batch_id: batch.batchId, jobs: 2, excluded_claimed: 1 });
     const written = JSON.parse(await readFile(out, 'utf8')) as { jobs: { job_id: string }[]; continuation_of: unknown; image: string };
     expect(written.jobs.map((j) => j.job_id)).toEqual(['b', 'c']);
@@ -62,7 +62,7 @@ describe('writeContinuation (`e1-batch continuation`)', () => {
 
   it('refuses a batch without a fatal pause (exit 2), writing nothing', async () => {
     const out = join(dir, 'queue-2.json');
-    const err = await rejection(writeContinuation(batch.store, { manifestOut: out, codeVersion: 't' }));
+    const err = await rejection(writeContinuation(batch.store, { manifestOut: out, codeVersion: 't', fs: new NodeFileSystem(), host: procHostIdentity }));
     expect([err.code, err.exitCode]).toEqual(['E_BATCH_STATE', 2]);
     await expect(stat(out)).rejects.toMatchObject({ code: 'ENOENT' });
   });
@@ -70,14 +70,14 @@ describe('writeContinuation (`e1-batch continuation`)', () => {
   it('refuses while the supervisor is still running', async () => {
     await journalFatalPause();
     await recordSupervisor(batch, await currentProcessIdentity());
-    const err = await rejection(writeContinuation(batch.store, { manifestOut: join(dir, 'q.json'), codeVersion: 't' }));
+    const err = await rejection(writeContinuation(batch.store, { manifestOut: join(dir, 'q.json'), codeVersion: 't', fs: new NodeFileSystem(), host: procHostIdentity }));
     expect(err.code).toBe('E_SUPERVISOR_ALIVE');
   });
 
   it('refuses when every job was claimed: nothing to continue', async () => {
     for (const id of ['a', 'b', 'c']) await claimJob(batch, id);
     await journalFatalPause();
-    const err = await rejection(writeContinuation(batch.store, { manifestOut: join(dir, 'q.json'), codeVersion: 't' }));
+    const err = await rejection(writeContinuation(batch.store, { manifestOut: join(dir, 'q.json'), codeVersion: 't', fs: new NodeFileSystem(), host: procHostIdentity }));
     expect([err.code, err.message]).toEqual(['E_BATCH_STATE', 'every job of the batch was claimed: nothing to continue']);
   });
 
@@ -85,7 +85,7 @@ describe('writeContinuation (`e1-batch continuation`)', () => {
     await journalFatalPause();
     const out = join(dir, 'exists.json');
     await writeFile(out, 'mine');
-    const err = await rejection(writeContinuation(batch.store, { manifestOut: out, codeVersion: 't' }));
+    const err = await rejection(writeContinuation(batch.store, { manifestOut: out, codeVersion: 't', fs: new NodeFileSystem(), host: procHostIdentity }));
     expect([err.code, err.exitCode, err.message]).toEqual(['E_USAGE', 2, `cannot write ${out}: EEXIST`]);
     expect(await readFile(out, 'utf8')).toBe('mine');
   });
@@ -93,13 +93,13 @@ describe('writeContinuation (`e1-batch continuation`)', () => {
 
 describe('stopBatch / requestStop (`e1-batch stop`)', () => {
   it('records the stop request atomically; no supervisor: not signalled', async () => {
-    expect(await stopBatch(batch.store, clock, true)).toEqual({ signalled: false, pid: null, terminate: true });
+    expect(await stopBatch(batch.store, clock, true, procHostIdentity)).toEqual({ signalled: false, pid: null, terminate: true });
     expect(await batch.store.readJson(STOP_FILE)).toEqual({ terminate: true, requested_at: '2026-12-02T11:00:00.000Z' });
   });
 
   it('a recorded supervisor that is gone (another process now, or none) is not signalled', async () => {
     await recordSupervisor(batch, { pid: process.pid, start_ticks: '1', boot_id: await readBootId() });
-    expect(await stopBatch(batch.store, clock, false)).toEqual({ signalled: false, pid: null, terminate: false });
+    expect(await stopBatch(batch.store, clock, false, procHostIdentity)).toEqual({ signalled: false, pid: null, terminate: false });
   });
 
   it('signals the live supervisor with SIGUSR2', async () => {
@@ -107,7 +107,7 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
     try {
       await recordSupervisor(batch, identity);
       const exited = once(child, 'exit');
-      expect(await stopBatch(batch.store, clock, false)).toEqual({ signalled: true, pid: identity.pid, terminate: false });
+      expect(await stopBatch(batch.store, clock, false, procHostIdentity)).toEqual({ signalled: true, pid: identity.pid, terminate: false });
       // The child has no SIGUSR2 handler: the signal's default action ends it, which shows it was sent.
       expect((await exited)[1]).toBe('SIGUSR2');
     } finally {
@@ -119,9 +119,9 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
     const empty = join(dir, 'empty');
     await mkdir(empty);
     const store = new EvidenceStore(new NodeFileSystem(), empty);
-    await expect(requestStop(store, clock, false)).rejects.toBeInstanceOf(RoboguideError);
+    await expect(requestStop(store, clock, false, procHostIdentity)).rejects.toBeInstanceOf(RoboguideError);
     expect(await store.exists(STOP_FILE)).toBe(false);
-    expect(await requestStop(batch.store, clock, false)).toMatchObject({ signalled: false });
+    expect(await requestStop(batch.store, clock, false, procHostIdentity)).toMatchObject({ signalled: false });
     expect(await batch.store.exists(STOP_FILE)).toBe(true);
   });
 });
@@ -132,20 +132,20 @@ describe('checkSources (pinned public sources)', () => {
     const changed = join(dir, 'changed.py');
     await writeFile(same, 'print(1)\n');
     await writeFile(changed, 'print(2)\n');
-    expect(await checkSources({})).toEqual({ ok: true, checked: 0, mismatched: [] });
-    expect(await checkSources({ [same]: sha256('print(1)\n') })).toEqual({ ok: true, checked: 1, mismatched: [] });
+    expect(await checkSources(new NodeFileSystem(), {})).toEqual({ ok: true, checked: 0, mismatched: [] });
+    expect(await checkSources(new NodeFileSystem(), { [same]: sha256('print(1)\n') })).toEqual({ ok: true, checked: 1, mismatched: [] });
     const gone = join(dir, 'gone.py');
     const folder = join(dir, 'cwd');
     await mkdir(folder, { recursive: true });
     const pins = { [same]: sha256('print(1)\n'), [changed]: sha256('print(1)\n'), [gone]: sha256(''), [folder]: sha256('') };
-    expect(await checkSources(pins)).toEqual({ ok: false, checked: 4, mismatched: [changed, gone, folder] });
+    expect(await checkSources(new NodeFileSystem(), pins)).toEqual({ ok: false, checked: 4, mismatched: [changed, gone, folder] });
   });
 
   it('follows a symlink to the pinned bytes', async () => {
     const real = join(dir, 'real.py');
     await writeFile(real, 'x');
     await symlink(real, join(dir, 'link.py'));
-    expect((await checkSources({ [join(dir, 'link.py')]: sha256('x') })).ok).toBe(true);
+    expect((await checkSources(new NodeFileSystem(), { [join(dir, 'link.py')]: sha256('x') })).ok).toBe(true);
   });
 });
 

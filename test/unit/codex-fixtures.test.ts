@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { diagnoseSessionsReport } from '../../src/app/diagnose-sessions.js';
+import { diagnoseSessionsReport } from '../../src/library.js';
 import { PROVIDER_FAILURE_SCHEMA } from '../../src/core/result.js';
 
 /**

@@ -12,6 +12,8 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import { engineError, ScriptedRuntime, state } from '../support/scripted-runtime.js';
+import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 const T0 = Date.parse('2026-12-03T08:00:00Z');
 const DEADLINE = T0 + 90_000;
@@ -37,6 +39,9 @@ function deps(runtime: ScriptedRuntime): ExecutePairDeps {
     extractSessions: () => Promise.reject(new Error('no sessions archive in these tests')),
     diagnose: () => Promise.resolve(null),
     verifyAbsentTimeoutMs: 300,
+    fs: new NodeFileSystem(),
+    host: procHostIdentity,
+    outcomes: fileOutcomeReader,
   };
 }
 

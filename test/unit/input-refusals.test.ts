@@ -8,6 +8,7 @@ import { jobPathIssues } from '../../src/app/job-paths.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
 import { bindAddressProblem } from '../../src/core/bind-address.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /**
  * Every refusal of `e1-batch start` / `pair run` input (issue: bad input fails fast, exit 2, nothing written):
@@ -43,7 +44,7 @@ async function startWith(jobs: Record<string, unknown>[], options: Partial<Start
   await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs }));
   const before = await tree(dir);
   const error = await prepareBatch(
-    { fs, runtime: engine, clock, checkRegistry: () => Promise.resolve(void opened.push('registry')) },
+    { fs, host: procHostIdentity, runtime: engine, clock, checkRegistry: () => Promise.resolve(void opened.push('registry')) },
     {
       manifestPath: path,
       output: join(dir, 'D'),
@@ -143,7 +144,7 @@ describe('e1-batch start refuses, writing nothing', () => {
     const path = join(dir, 'ok.json');
     await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [job('a')] }));
     await prepareBatch(
-      { fs, runtime: engine, clock, checkRegistry: () => Promise.resolve(void opened.push('registry')) },
+      { fs, host: procHostIdentity, runtime: engine, clock, checkRegistry: () => Promise.resolve(void opened.push('registry')) },
       { manifestPath: path, output: join(dir, 'D'), registryPath: join(dir, 'r.db'), bindAddress: '0.0.0.0', environment: {}, codeVersion: 't', hostAddresses: ['127.0.0.1'] },
     );
     expect(opened).toEqual(['registry']);
@@ -225,7 +226,7 @@ describe('pair run reads its code version (git, in the CLI) only for a spec that
   });
   const opened: string[] = [];
   const deps = (): RunPairDeps =>
-    ({ fs, runtime: engine, clock, registry: () => (opened.push('registry'), { admit: () => ({ kind: 'refused', held: 1, limit: 1 }) }) }) as unknown as RunPairDeps;
+    ({ fs, host: procHostIdentity, runtime: engine, clock, registry: () => (opened.push('registry'), { admit: () => ({ kind: 'refused', held: 1, limit: 1 }) }) }) as unknown as RunPairDeps;
 
   it('an invalid spec: not called', async () => {
     let calls = 0;

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Config } from '@oclif/core';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { loadManifest } from '../../src/app/load-manifest.js';
 import E1BatchSchema from '../../src/commands/e1-batch/schema.js';
 import { ExitCode, InvalidInputError } from '../../src/core/errors.js';
@@ -38,7 +39,7 @@ afterEach(async () => {
 });
 
 async function failure(file: string): Promise<InvalidInputError> {
-  const err: unknown = await loadManifest(file).catch((e: unknown) => e);
+  const err: unknown = await loadManifest(new NodeFileSystem(), file).catch((e: unknown) => e);
   if (!(err instanceof InvalidInputError)) throw new Error(`expected InvalidInputError, got ${String(err)}`);
   return err;
 }
@@ -47,8 +48,8 @@ describe('loadManifest', () => {
   it('returns the exact bytes and the parsed manifest', async () => {
     const file = join(dir, 'm.json');
     await writeFile(file, VALID);
-    const loaded = await loadManifest(file);
-    expect(loaded.bytes.equals(Buffer.from(VALID))).toBe(true);
+    const loaded = await loadManifest(new NodeFileSystem(), file);
+    expect(Buffer.from(loaded.bytes).equals(Buffer.from(VALID))).toBe(true);
     expect(loaded.manifest.jobs.map((j) => j.job_id)).toEqual(['p1']);
   });
 

@@ -10,6 +10,7 @@ import { InvalidInputError } from '../../src/core/errors.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
 import { steppingClock } from '../support/finished-pair.js';
+import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 
 const SWARM: ExecutorConfig = { kind: 'swarm', manager: 'unix:///m.sock', node_engines: { 'gpu-1': 'unix:///n1.sock', 'gpu-2': 'unix:///n2.sock' } };
 const silent = { warn: () => undefined, error: () => undefined, info: () => undefined, debug: () => undefined } as unknown as Logger;
@@ -39,6 +40,7 @@ function deps(): NodeDownDeps {
     registry,
     clock: { now: () => new Date('2026-12-02T12:00:00Z') },
     logger: silent,
+    outcomes: fileOutcomeReader,
     runtimeFor: (downNodes) => {
       runtimes.push([...downNodes]);
       // The swarm runtime that counts the down nodes' containers gone: every one answers 404.

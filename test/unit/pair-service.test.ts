@@ -12,6 +12,8 @@ import { ApiError } from '../../src/app/serve/api-error.js';
 import { PairService } from '../../src/app/serve/pair-service.js';
 import { FakePairRuntime } from '../support/fake-pair-runtime.js';
 import { steppingClock } from '../support/finished-pair.js';
+import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 let tmp: string;
 let registry: SqliteCapacityRegistry;
@@ -36,6 +38,8 @@ beforeEach(async () => {
       extractSessions: () => Promise.reject(new Error('no sessions in these tests')),
       diagnose: () => Promise.resolve(null),
       fs: new NodeFileSystem(),
+      host: procHostIdentity,
+      outcomes: fileOutcomeReader,
       registry,
     },
     store,

@@ -12,6 +12,8 @@ import { reconcileOutput, type OutputEvidenceDeps } from '../../src/app/reconcil
 import { recoverOutput } from '../../src/app/recover-output.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { buildFinishedPair, FakeContainerRuntime, outcomeSha256OrNull, steppingClock } from '../support/finished-pair.js';
+import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 let tmp: string;
 let registry: SqliteCapacityRegistry;
@@ -80,7 +82,7 @@ describe('recoverOutput (`pair recover`)', () => {
   it('refuses a directory without a receipt (exit 2) and closes the registry', async () => {
     await mkdir(join(tmp, 'empty'));
     const logger = { warn: () => undefined } as unknown as Logger;
-    const err: unknown = await recoverOutput({ ...deps(new FakeContainerRuntime()), clock: { now: () => new Date() }, logger }, { output: join(tmp, 'empty'), stopBudgetSec: 1 }).catch((e: unknown) => e);
+    const err: unknown = await recoverOutput({ ...deps(new FakeContainerRuntime()), clock: { now: () => new Date() }, logger, host: procHostIdentity, fs: new NodeFileSystem(), outcomes: fileOutcomeReader }, { output: join(tmp, 'empty'), stopBudgetSec: 1 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RoboguideError);
     expect((err as RoboguideError).exitCode).toBe(2);
     expect(closes).toBe(1);

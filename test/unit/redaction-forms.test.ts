@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redactText } from '../../src/adapters/log-redaction.js';
+import { redactText } from '../../src/core/redaction/redact-text.js';
 
 const secret = 'ELWaldUv27wuMy4QFIk+VisEwojCdD/KTTwBdayv';
 

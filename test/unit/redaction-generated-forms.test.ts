@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pack } from 'tar-stream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { redactOutcome, redactText } from '../../src/adapters/log-redaction.js';
+import { redactOutcome, redactText } from '../../src/core/redaction/redact-text.js';
 import { createRedactStream } from '../../src/adapters/redact-stream.js';
 import { extractArchiveSafely } from '../../src/adapters/safe-extract.js';
 import { compileRedaction } from '../../src/core/redaction/compile.js';

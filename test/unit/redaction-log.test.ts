@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { pinoRedactionOptions, redactText } from '../../src/adapters/log-redaction.js';
+import { pinoRedactionOptions } from '../../src/adapters/log-redaction.js';
+import { redactText } from '../../src/core/redaction/redact-text.js';
 import { leakedWindows } from './redaction.fixtures.js';
 
 const SECRET = 'Zq9-resolved-env-value/with+chars"and\\quotes';

@@ -9,11 +9,12 @@ import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { Logger } from '../../src/app/ports/logger.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 let dir: string;
 let batch: TestBatch;
 const now = new Date('2026-12-02T10:30:00Z');
-const deps: ReportFileDeps = { fs: new NodeFileSystem(), storeAt: (d) => new EvidenceStore(new NodeFileSystem(), d) };
+const deps: ReportFileDeps = { fs: new NodeFileSystem(), storeAt: (d) => new EvidenceStore(new NodeFileSystem(), d), host: procHostIdentity };
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'rg-report-file-'));
@@ -80,11 +81,11 @@ describe('reportRefresher (the supervisor keeps report.html current)', () => {
     const warnings: unknown[] = [];
     const logger = { warn: (o: unknown) => warnings.push(o) } as unknown as Logger;
     const clock = { now: () => now };
-    await reportRefresher(batch.store, clock, logger).flush();
+    await reportRefresher(batch.store, clock, logger, procHostIdentity).flush();
     expect(await batch.store.exists(REPORT_FILE)).toBe(true);
     expect(warnings).toEqual([]);
     const notABatch = new EvidenceStore(new NodeFileSystem(), join(dir, 'not-a-batch'));
-    await reportRefresher(notABatch, clock, logger).flush();
+    await reportRefresher(notABatch, clock, logger, procHostIdentity).flush();
     expect(warnings).toHaveLength(1);
   });
 });

@@ -72,6 +72,7 @@ function manager(): SessionManager {
     registry,
     clock,
     logger: silentLogger,
+    fs: new NodeFileSystem(),
     store: new EvidenceStore(new NodeFileSystem(), join(dir, 'data')),
     batchId: 'serve-test',
     environment: { SECRET_VALUE: 'hunter2-secret' },

@@ -14,7 +14,7 @@ import {
   readSessionTails,
   zstdAvailable,
 } from '../../src/adapters/session-tails.js';
-import { diagnoseSessions, diagnoseSessionsReport } from '../../src/app/diagnose-sessions.js';
+import { diagnoseSessions, diagnoseSessionsReport } from '../../src/library.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { MAX_SESSION_FILES, MAX_TAIL_BYTES, reduceSessionTails } from '../../src/core/provider-failure.js';
 

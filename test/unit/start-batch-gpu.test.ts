@@ -8,6 +8,7 @@ import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { readStatus } from '../../src/app/batch/read-status.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { GpuObservation } from '../../src/core/gpu/nvidia-smi-parse.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /** Only what prepareBatch asks of the engine. */
 const engine = {
@@ -29,7 +30,7 @@ async function start(name: string, observation: GpuObservation, gpus: unknown) {
   await writeFile(path, JSON.stringify(manifest));
   const output = join(dir, name, 'batch');
   const record = await prepareBatch(
-    { fs: new NodeFileSystem(), runtime: engine, clock, observeGpus: () => Promise.resolve(observation) },
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock, observeGpus: () => Promise.resolve(observation) },
     { manifestPath: path, output, registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
   );
   return { record, output };
@@ -48,7 +49,7 @@ describe('GPU observation at start', () => {
     expect(record.gpu_observation?.warnings).toEqual(['GPUs not observable (binary_missing): the batch stays serial']);
     const onDisk = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8'));
     expect(onDisk.gpu_observation.observation.kind).toBe('unobservable');
-    const status = await readStatus(new EvidenceStore(new NodeFileSystem(), output), undefined, clock.now());
+    const status = await readStatus(new EvidenceStore(new NodeFileSystem(), output), undefined, clock.now(), procHostIdentity);
     expect(status.workers_allowed).toBe(1);
     expect(status.gpu_note).toMatch(/not observable.*serial/);
   });

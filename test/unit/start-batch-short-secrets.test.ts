@@ -7,6 +7,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { InvalidInputError } from '../../src/core/errors.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 const engine = {
   info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
@@ -26,7 +27,7 @@ async function start(environment: Record<string, string>, allowShortSecrets?: bo
   const output = join(dir, 'batch');
   const warnings: string[] = [];
   const record = await prepareBatch(
-    { fs: new NodeFileSystem(), runtime: engine, clock },
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock },
     {
       manifestPath: path,
       output,

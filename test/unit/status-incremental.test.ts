@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
-import { currentProcessIdentity } from '../../src/adapters/host-identity.js';
+import { currentProcessIdentity, procHostIdentity } from '../../src/adapters/host-identity.js';
 import { loadBatch, readJobFiles } from '../../src/app/batch/batch-context.js';
 import { STATUS_FILE, SUPERVISOR_FILE, type SupervisorRecord } from '../../src/app/batch/layout.js';
 import { readColdStatus, readHotStatus, readStatus, readStatusFull } from '../../src/app/batch/read-status.js';
@@ -101,12 +101,12 @@ async function writeLiveStatus(supervisor: SupervisorRecord): Promise<WrittenSta
 }
 
 async function expectSameAsFull(path: 'hot' | 'cold'): Promise<BatchStatus> {
-  const full = await readStatusFull(store, engine, NOW);
-  const hot = await readHotStatus(store, engine, NOW);
+  const full = await readStatusFull(store, engine, NOW, procHostIdentity);
+  const hot = await readHotStatus(store, engine, NOW, procHostIdentity);
   if (path === 'hot') expect(hot).toEqual(full);
   else expect(hot).toBeNull();
-  expect(await readColdStatus(store, engine, NOW)).toEqual(full);
-  expect(await readStatus(store, engine, NOW)).toEqual(full);
+  expect(await readColdStatus(store, engine, NOW, procHostIdentity)).toEqual(full);
+  expect(await readStatus(store, engine, NOW, procHostIdentity)).toEqual(full);
   return full;
 }
 
@@ -122,7 +122,7 @@ describe('incremental status equals the full derivation', () => {
     };
     await writeFile(join(dir, 'm.json'), JSON.stringify(manifest));
     const record = await prepareBatch(
-      { fs: new NodeFileSystem(), runtime: engine, clock },
+      { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock },
       { manifestPath: join(dir, 'm.json'), output: join(dir, 'batch'), registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
     );
     batchId = record.batch_id;

@@ -10,6 +10,7 @@ import { buildStatus, type BatchStatus } from '../../src/app/batch/status.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /** A swarm batch (issue 13): batch.json keeps the executor and its nodes; status shows which pair runs where. */
 const clock = { now: () => new Date('2026-12-03T10:00:30Z') };
@@ -32,6 +33,7 @@ async function start(gpus: unknown, executor: ExecutorConfig = SWARM): Promise<E
   await prepareBatch(
     {
       fs: new NodeFileSystem(),
+      host: procHostIdentity,
       runtime: engine,
       clock,
       observeGpus: () => Promise.reject(new Error('a swarm batch must not observe this host\'s GPUs')),

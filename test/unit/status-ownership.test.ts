@@ -13,6 +13,7 @@ import type {
   ContainerStatus,
 } from '../../src/app/ports/container-runtime.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /**
  * `status` and the containers of a live supervisor: between create and start, and between exit and removal (or
@@ -100,7 +101,7 @@ describe('status: containers owned by the live supervisor', () => {
     await writeFile(join(dir, 'm.json'), JSON.stringify(manifest));
     const output = join(dir, 'batch');
     const record = await prepareBatch(
-      { fs: new NodeFileSystem(), runtime: engine, clock },
+      { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock },
       {
         manifestPath: join(dir, 'm.json'),
         output,

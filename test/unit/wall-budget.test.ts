@@ -11,6 +11,8 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { deadlineOf } from '../../src/core/batch-ledger.js';
 import { wallDeadlineFromClaim, wallDeadlineMs } from '../../src/core/wall-budget.js';
 import { steppingClock } from '../support/finished-pair.js';
+import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /** An engine whose one container exits at once; it records the deadline each wait was given. */
 class RecordingRuntime implements Partial<ContainerRuntime> {
@@ -75,6 +77,8 @@ describe('the wall budget: one deadline in epoch ms, fixed at claim time', () =>
     // Every reading of the injected clock is one second later than the one before.
     const deps: RunPairDeps = {
       fs: new NodeFileSystem(),
+      host: procHostIdentity,
+      outcomes: fileOutcomeReader,
       registry,
       runtime: runtime as unknown as ContainerRuntime,
       clock: steppingClock(),

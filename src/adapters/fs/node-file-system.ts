@@ -1,6 +1,6 @@
-import { constants, lstatSync } from 'node:fs';
+import { constants, createReadStream, lstatSync } from 'node:fs';
 import type { Dirent, Stats } from 'node:fs';
-import { chmod, link, lstat, mkdir, open, readFile, readdir, realpath, rename, unlink } from 'node:fs/promises';
+import { appendFile, chmod, link, lstat, mkdir, open, readFile, readdir, realpath, rename, unlink } from 'node:fs/promises';
 import type { FileHandle as NodeFileHandle } from 'node:fs/promises';
 import type {
   DirEntry,
@@ -69,12 +69,28 @@ export class NodeFileSystem implements FileSystem {
     await mkdir(path, { mode: permissions });
   }
 
+  async mkdirp(path: string, permissions: number): Promise<void> {
+    await mkdir(path, { recursive: true, mode: permissions });
+  }
+
   chmod(path: string, permissions: number): Promise<void> {
     return chmod(path, permissions);
   }
 
   async readFile(path: string): Promise<Uint8Array> {
     return readFile(path, { flag: constants.O_RDONLY | constants.O_NOFOLLOW });
+  }
+
+  readUserFile(path: string): Promise<Uint8Array> {
+    return readFile(path);
+  }
+
+  async *streamUserFile(path: string): AsyncIterable<Uint8Array> {
+    for await (const chunk of createReadStream(path)) yield chunk as Buffer;
+  }
+
+  appendFile(path: string, bytes: Uint8Array, permissions: number): Promise<void> {
+    return appendFile(path, bytes, { mode: permissions });
   }
 
   /** Synchronous lstat in a loop: for thousands of look-ups a hop to the thread pool each costs far more. */

@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError } from '../../core/errors.js';
 import { parseManifest, resolveEnvironment, type Job, type Manifest, type ResolveOptions } from '../../core/manifest/index.js';
@@ -48,15 +47,15 @@ export async function loadBatch(store: EvidenceStore): Promise<LoadedBatch> {
   if (batch === null) {
     throw new RoboguideError('E_BATCH_STATE', `${store.root} is not a batch output directory (no ${BATCH_FILE})`, { exitCode: 2 });
   }
-  const manifestBytes = await readFile(store.resolve(MANIFEST_FILE)).catch((err: unknown) => {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  const manifestBytes = await store.readBytes(MANIFEST_FILE);
+  if (manifestBytes === null) {
     // `start` died between publishing batch.json and freezing the manifest: nothing was claimed or run.
     throw new RoboguideError('E_BATCH_STATE', `${store.root}: the batch was never fully created (no ${MANIFEST_FILE})`, {
       exitCode: 2,
       suggestions: ['nothing ran: start the batch again with a new --output directory'],
     });
-  });
-  const parsed = parseManifest(manifestBytes.toString('utf8'));
+  }
+  const parsed = parseManifest(new TextDecoder().decode(manifestBytes));
   if (!parsed.ok) throw new RoboguideError('E_BATCH_STATE', `the frozen ${MANIFEST_FILE} no longer validates`, { exitCode: 1 });
   return { batch, manifest: parsed.manifest, manifestBytes };
 }

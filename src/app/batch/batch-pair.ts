@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { currentProcessIdentity, readBootId } from '../../adapters/host-identity.js';
-import { readOutcomeFile } from '../../adapters/outcome-reader.js';
 import { errorKind } from '../../core/errors.js';
 import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js';
-import { containerName, privateOutcomeRel, RECEIPT_SCHEMA, type Receipt } from '../../core/receipt.js';
+import { buildReceipt, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineMs } from '../../core/wall-budget.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
@@ -62,6 +60,41 @@ export interface RunningHandle {
   node?: string;
 }
 
+/** Admission for one pair, placed where its reservation is (swarm: the registry's limits are per node). */
+async function reservePair(
+  deps: BatchPairDeps,
+  ctx: BatchPairContext,
+  job: Job,
+  claimId: string,
+): Promise<{ readonly kind: 'refused'; readonly reason: string } | { readonly kind: 'reserved'; readonly reservationId: string; readonly placedJob: Job }> {
+  const peaks = ctx.gpuPeaksByImage?.().get(jobImage(ctx.manifest, job)) ?? [];
+  const nodes = ctx.admissionNodes ? await ctx.admissionNodes(job.placement ?? []) : null;
+  const request = { batchId: ctx.batch.batch_id, jobId: job.job_id, claimId, gpuMib: expectedGpuMib(job, peaks), ports: job.ports };
+  const { admitted, node } = await admitOnNodes(deps.registry, request, nodes);
+  if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
+  const placedJob: Job = node === null ? job : { ...job, placement: [...(job.placement ?? []), `node.hostname==${node}`] };
+  return { kind: 'reserved', reservationId: admitted.reservationId, placedJob };
+}
+
+/** The exclusive receipt. Null when the claim stands; else why it does not (fail closed). */
+async function publishClaim(deps: BatchPairDeps, job: Job, receipt: Receipt, reservationId: string): Promise<DispatchAttempt | null> {
+  let published: 'published' | 'exists';
+  try {
+    await deps.store.ensureDir(jobRel(job.job_id));
+    published = await deps.store.publishExclusive(receiptRel(job.job_id), receipt);
+  } catch (err) {
+    // Fail closed. If the link happened despite the error the claim stands and resume finds it;
+    // otherwise nothing ran and the reservation is released on resume (reservation without claim).
+    await deps.journal('harness_fault', { job_id: job.job_id, fault: 'receipt_write_failed', err: errorKind(err) });
+    return { kind: 'claim_failed', reason: 'receipt_write_failed' };
+  }
+  if (published === 'exists') {
+    await deps.registry.release(reservationId, receipt.claim_id);
+    return { kind: 'claim_failed', reason: 'already_claimed' };
+  }
+  return null;
+}
+
 /**
  * One pair of a batch: reserve, claim (exclusive receipt), run, then finish (result + reconciliation).
  * Reservation first: a reservation without a claim is released on resume; a claim always has a reservation.
@@ -74,52 +107,27 @@ export async function dispatchPair(
   onRunning: (handle: RunningHandle) => void,
 ): Promise<DispatchAttempt> {
   const { store, registry, journal } = deps;
-  const batchId = ctx.batch.batch_id;
   const claimId = randomUUID();
-  const peaks = ctx.gpuPeaksByImage?.().get(jobImage(ctx.manifest, job)) ?? [];
-  const nodes = ctx.admissionNodes ? await ctx.admissionNodes(job.placement ?? []) : null;
-  const { admitted, node } = await admitOnNodes(registry, { batchId, jobId: job.job_id, claimId, gpuMib: expectedGpuMib(job, peaks), ports: job.ports }, nodes);
-  if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
-  // Swarm: the pair runs where its reservation is (the registry's limits are per node).
-  const placedJob: Job = node === null ? job : { ...job, placement: [...(job.placement ?? []), `node.hostname==${node}`] };
-  const reservationId = admitted.reservationId;
+  const reserved = await reservePair(deps, ctx, job, claimId);
+  if (reserved.kind === 'refused') return reserved;
+  const { reservationId, placedJob } = reserved;
   failpoint('after_reserve');
 
-  const identity = await currentProcessIdentity();
   const now = deps.execute.clock.now();
-  const image = jobImage(ctx.manifest, job);
-  let receipt: Receipt = {
-    schema: RECEIPT_SCHEMA,
-    batch_id: batchId,
-    job_id: job.job_id,
-    attempt: 1,
-    claim_id: claimId,
-    claimed_at: now.toISOString(),
-    host_boot_id: await readBootId(),
-    supervisor: identity,
-    reservation_id: reservationId,
-    image,
-    outcome_path: job.outcome_path,
-    private_outcome: privateOutcomeRel(job.outcome_path),
-    source_sha256: ctx.manifest.source_sha256,
-    code_version: ctx.batch.code_version,
-    container_id: null,
-    container_name: containerName(job.job_id, claimId),
-  };
-  let published: 'published' | 'exists';
-  try {
-    await store.ensureDir(jobRel(job.job_id));
-    published = await store.publishExclusive(receiptRel(job.job_id), receipt);
-  } catch (err) {
-    // Fail closed. If the link happened despite the error the claim stands and resume finds it;
-    // otherwise nothing ran and the reservation is released on resume (reservation without claim).
-    await journal('harness_fault', { job_id: job.job_id, fault: 'receipt_write_failed', err: errorKind(err) });
-    return { kind: 'claim_failed', reason: 'receipt_write_failed' };
-  }
-  if (published === 'exists') {
-    await registry.release(reservationId, claimId);
-    return { kind: 'claim_failed', reason: 'already_claimed' };
-  }
+  let receipt = buildReceipt({
+    batchId: ctx.batch.batch_id,
+    jobId: job.job_id,
+    claimId,
+    claimedAt: now,
+    supervisor: await deps.execute.host.current(),
+    reservationId,
+    image: jobImage(ctx.manifest, job),
+    outcomePath: job.outcome_path,
+    sourceSha256: ctx.manifest.source_sha256,
+    codeVersion: ctx.batch.code_version,
+  });
+  const refused = await publishClaim(deps, job, receipt, reservationId);
+  if (refused !== null) return refused;
   failpoint('after_claim');
   const deadlineMs = wallDeadlineMs(now.getTime(), job.timeout_seconds);
   // claimed_at and deadline: what status shows of a running pair, so that it needs no receipt to show it.
@@ -169,7 +177,7 @@ export async function executeInBatch(
     allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
     terminate: run.handle.terminate.signal,
     deadlineMs: run.deadlineMs,
-    readOutcome: readOutcomeFile,
+    readOutcome: (path) => deps.execute.outcomes.read(path),
     ...how,
   });
   return result;

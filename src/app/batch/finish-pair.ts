@@ -1,5 +1,4 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { readOutcomeSha256 } from '../../adapters/outcome-reader.js';
 import { pauseReasonsFor, type PauseReason } from '../../core/classify.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
@@ -9,6 +8,7 @@ import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import { removeAndVerify } from '../pair-lifecycle.js';
 import type { Logger } from '../ports/logger.js';
+import type { OutcomeReader } from '../ports/outcome-reader.js';
 import { reconcilePair } from '../reconcile-pair.js';
 import { jobRel, resultRel } from './layout.js';
 import { finishFactsOfResult } from './status.js';
@@ -16,7 +16,7 @@ import { finishFactsOfResult } from './status.js';
 export interface FinishDeps {
   readonly store: EvidenceStore;
   readonly registry: CapacityRegistry;
-  readonly execute: { readonly runtime: ContainerRuntime };
+  readonly execute: { readonly runtime: ContainerRuntime; readonly outcomes: Pick<OutcomeReader, 'sha256'> };
   readonly journal: (type: string, fields: Record<string, unknown>) => Promise<void>;
 }
 
@@ -71,7 +71,7 @@ export async function reconcileFinished(
   const { store, journal } = deps;
   const jobId = receipt.job_id;
   const report = await reconcilePair(
-    { store, registry: deps.registry, runtime: deps.execute.runtime, readOutcomeSha256 },
+    { store, registry: deps.registry, runtime: deps.execute.runtime, readOutcomeSha256: (path) => deps.execute.outcomes.sha256(path) },
     { jobRel: jobRel(jobId), mode: 'execute' },
   );
   failpoint('after_reconcile');

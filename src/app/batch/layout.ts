@@ -1,5 +1,6 @@
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
+import type { ProcessIdentity } from '../../core/process-identity.js';
 
 /** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
 export const MANIFEST_FILE = 'manifest.json';
@@ -62,10 +63,7 @@ export interface StopRequest {
   readonly requested_at: string;
 }
 
-export interface SupervisorRecord {
-  readonly pid: number;
-  readonly start_ticks: string | null;
-  readonly boot_id: string | null;
+export interface SupervisorRecord extends ProcessIdentity {
   readonly started_at: string;
   readonly mode: 'start' | 'resume';
 }

@@ -4,6 +4,7 @@ import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { Logger } from '../ports/logger.js';
+import type { OutcomeReader } from '../ports/outcome-reader.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
 import { reconcileFinished, removeUnverifiedContainer } from './finish-pair.js';
 
@@ -33,6 +34,7 @@ export interface NodeDownDeps {
   readonly registry: CapacityRegistry;
   readonly clock: Clock;
   readonly logger: Logger;
+  readonly outcomes: OutcomeReader;
   /** A runtime for this batch's executor that treats `downNodes` as gone. */
   readonly runtimeFor: (downNodes: readonly string[]) => ContainerRuntime;
 }
@@ -60,7 +62,7 @@ export async function declareNodeDown(deps: NodeDownDeps, node: string): Promise
   }
   const runtime = deps.runtimeFor([...existing.map((n) => n.node), node]);
   // No journal records: a live supervisor may be appending to it; the registry and nodes-down.json are the record.
-  const finishDeps = { store, registry: deps.registry, execute: { runtime, logger: deps.logger }, journal: () => Promise.resolve() };
+  const finishDeps = { store, registry: deps.registry, execute: { runtime, logger: deps.logger, outcomes: deps.outcomes }, journal: () => Promise.resolve() };
   const held: string[] = [];
   const released: string[] = [];
   for (const f of await readJobFiles(store, manifest)) {

@@ -1,11 +1,11 @@
-import { readFile } from 'node:fs/promises';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { isSameProcessAlive } from '../../adapters/host-identity.js';
 import { BASIS_SCHEMA, BatchLedger } from '../../core/batch-ledger.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import type { ResultRecord } from '../../core/result.js';
+import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
+import type { HostIdentity } from '../ports/host-identity.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
 import { BATCH_FILE, JOBS_DIR, MANIFEST_FILE, receiptRel, resultRel, STATUS_FILE, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 import { buildStatus, capacityConfigOf, leftoverWhyFrom, settleFromFiles, statusFromLedger, type BatchStatus, type WrittenStatus } from './status.js';
@@ -16,8 +16,18 @@ import { buildStatus, capacityConfigOf, leftoverWhyFrom, settleFromFiles, status
  * containers (hot). Otherwise, or when status.json cannot be built on: the journal folded once, and the files of
  * only the jobs the fold cannot settle (cold). Both give what the full derivation (`readStatusFull`) gives.
  */
-export async function readStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
-  return (await readHotStatus(store, runtime, now)) ?? (await readColdStatus(store, runtime, now));
+export async function readStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
+  return (await readHotStatus(store, runtime, now, host)) ?? (await readColdStatus(store, runtime, now, host));
+}
+
+/** Whether a recorded supervisor is the same live process (HostIdentity.isAlive). */
+type Liveness = Pick<HostIdentity, 'isAlive'>;
+
+/** The frozen manifest as plain JSON (validated when the batch was created). */
+async function frozenManifestJson<T>(store: EvidenceStore): Promise<T> {
+  const raw = await store.readJson<T>(MANIFEST_FILE);
+  if (raw === null) throw new RoboguideError('E_BATCH_STATE', `${store.root}: the batch was never fully created (no ${MANIFEST_FILE})`, { exitCode: 2 });
+  return raw;
 }
 
 function sameSupervisor(a: SupervisorRecord, b: SupervisorRecord): boolean {
@@ -34,16 +44,16 @@ function usableBasis(written: WrittenStatus | null): written is WrittenStatus {
  * supervisor or without a basis, a journal record it cannot place): the caller derives it cold.
  */
 async function jobsById(store: EvidenceStore): Promise<Map<string, Manifest['jobs'][number]>> {
-  const raw = JSON.parse(await readFile(store.resolve(MANIFEST_FILE), 'utf8')) as { jobs?: Manifest['jobs'] };
+  const raw = await frozenManifestJson<{ jobs?: Manifest['jobs'] }>(store);
   return new Map((raw.jobs ?? []).map((j) => [j.job_id, j]));
 }
 
-export async function readHotStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus | null> {
+export async function readHotStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus | null> {
   const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE).catch(() => null);
   if (supervisor === null) return null;
   const written = await store.readJson<WrittenStatus>(STATUS_FILE).catch(() => null);
   if (!usableBasis(written) || written.supervisor === null || written.supervisor.alive !== true || !sameSupervisor(written.supervisor, supervisor)) return null;
-  if (written.basis.fold.exited_as !== null || !(await isSameProcessAlive(supervisor))) return null;
+  if (written.basis.fold.exited_as !== null || !host.isAlive(supervisor)) return null;
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
   if (batch === null || batch.batch_id !== written.batch_id) return null;
   const tail = await store.readJournalFrom(written.basis.journal_bytes).catch(() => null);
@@ -54,7 +64,7 @@ export async function readHotStatus(store: EvidenceStore, runtime: ContainerRunt
   let jobIndex: Map<string, number> | undefined;
   const indexOf = async (): Promise<Map<string, number>> => {
     if (jobIndex === undefined) {
-      const raw = JSON.parse(await readFile(store.resolve(MANIFEST_FILE), 'utf8')) as { jobs?: { job_id?: unknown }[] };
+      const raw = await frozenManifestJson<{ jobs?: { job_id?: unknown }[] }>(store);
       jobIndex = new Map((raw.jobs ?? []).flatMap((j, i) => (typeof j.job_id === 'string' ? [[j.job_id, i] as const] : [])));
     }
     return jobIndex;
@@ -93,7 +103,7 @@ export async function readHotStatus(store: EvidenceStore, runtime: ContainerRunt
  * folder the journal has no claim for (a receipt published just before a crash) and of any finished job whose
  * result.json is no longer there (each is looked up, not read). Nothing else is read.
  */
-export async function readColdStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
+export async function readColdStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
   const { batch, manifest } = await loadBatch(store);
   const ledger = BatchLedger.forJobs(manifest.jobs);
   const journal = await store.readJournalSlice();
@@ -115,7 +125,7 @@ export async function readColdStatus(store: EvidenceStore, runtime: ContainerRun
   );
   const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
   // Alive: the recorded supervisor's process lives and no `supervisor_exited` was journalled since it started.
-  const alive = supervisor !== null && ledger.fold().exitedAs === null && (await isSameProcessAlive(supervisor));
+  const alive = supervisor !== null && ledger.fold().exitedAs === null && host.isAlive(supervisor);
   const containers = runtime ? await runtime.listByLabel({ 'roboguide.batch': batch.batch_id }) : [];
   return statusFromLedger({
     ledger,
@@ -132,7 +142,7 @@ export async function readColdStatus(store: EvidenceStore, runtime: ContainerRun
 }
 
 /** The full derivation (every job's receipt and result, the whole journal): the reference for the two above. */
-export async function readStatusFull(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
+export async function readStatusFull(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
   const { batch, manifest } = await loadBatch(store);
   return buildStatus({
     store,
@@ -142,5 +152,6 @@ export async function readStatusFull(store: EvidenceStore, runtime: ContainerRun
     journal: await store.readJournal(),
     ...(runtime ? { runtime } : {}),
     now,
+    host,
   });
 }

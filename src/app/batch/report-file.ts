@@ -2,11 +2,14 @@ import { basename, dirname, relative, resolve, sep } from 'node:path';
 import { InvalidInputError } from '../../core/errors.js';
 import type { ReportModel } from '../../core/report/model.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { HostIdentity } from '../ports/host-identity.js';
 import type { FileSystem } from '../ports/file-system.js';
 import { REPORT_FILE, writeReport, type ReportTarget } from './report.js';
 
 export interface ReportFileDeps {
   readonly fs: Pick<FileSystem, 'lstat'>;
+  /** Whether the batch's supervisor still lives (the report says running or stopped). */
+  readonly host: Pick<HostIdentity, 'isAlive'>;
   /** An evidence store rooted at `dir` (the batch, or the folder of `--out`). */
   readonly storeAt: (dir: string) => EvidenceStore;
 }
@@ -43,7 +46,7 @@ export async function writeReportFile(
 ): Promise<{ readonly model: ReportModel; readonly path: string }> {
   const store = deps.storeAt(request.output);
   const target = request.out === undefined ? undefined : await reportTarget(deps, request.output, request.out);
-  const model = await writeReport(store, request.now, target);
+  const model = await writeReport(store, request.now, deps.host, target);
   const path = target ? resolve(target.store.root, target.rel) : store.resolve(REPORT_FILE);
   return { model, path };
 }

@@ -3,6 +3,7 @@ import { errorKind } from '../../core/errors.js';
 import { buildReportModel, type ReportModel } from '../../core/report/model.js';
 import { renderReportHtml } from '../../core/report/html.js';
 import type { Clock } from '../ports/clock.js';
+import type { HostIdentity } from '../ports/host-identity.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
 import { gpuHostUnobservable, jobRel } from './layout.js';
@@ -12,11 +13,11 @@ import { runningSupervisor } from './supervisor-liveness.js';
 export const REPORT_FILE = 'report.html';
 
 /** The report's data, fresh from the evidence (journal, receipts, results, the file names in each job folder). */
-export async function readReportModel(store: EvidenceStore, now: Date): Promise<ReportModel> {
+export async function readReportModel(store: EvidenceStore, now: Date, host: Pick<HostIdentity, 'isAlive'>): Promise<ReportModel> {
   const { batch, manifest } = await loadBatch(store);
   const files = await readJobFiles(store, manifest);
   const journal = await store.readJournal();
-  const alive = (await runningSupervisor(store)) !== null;
+  const alive = (await runningSupervisor(store, host)) !== null;
   const jobs = await Promise.all(
     files.map(async (f) => ({
       job_id: f.job.job_id,
@@ -50,9 +51,10 @@ export interface ReportTarget {
 export async function writeReport(
   store: EvidenceStore,
   now: Date,
+  host: Pick<HostIdentity, 'isAlive'>,
   target?: ReportTarget,
 ): Promise<ReportModel> {
-  const model = await readReportModel(store, now);
+  const model = await readReportModel(store, now, host);
   const html = renderReportHtml(model, { linkBase: target?.linkBase ?? '' });
   await (target?.store ?? store).writeBytesAtomic(target?.rel ?? REPORT_FILE, new TextEncoder().encode(html));
   return model;
@@ -70,12 +72,13 @@ export function reportRefresher(
   store: EvidenceStore,
   clock: Clock,
   logger: Logger,
+  host: Pick<HostIdentity, 'isAlive'>,
   minIntervalMs = 2_000,
 ): ReportRefresher {
   return boundedRefresher(
     async () => {
       try {
-        await writeReport(store, clock.now());
+        await writeReport(store, clock.now(), host);
       } catch (err) {
         // The page is derived: the evidence is already durable, and a full disk must not stop the batch.
         logger.warn({ err: errorKind(err) }, 'report.html not refreshed');

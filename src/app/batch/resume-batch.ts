@@ -1,15 +1,20 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { RoboguideError } from '../../core/errors.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments } from './batch-context.js';
+import type { HostIdentity } from '../ports/host-identity.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
 /**
  * Checks before a resume: the recorded supervisor must be dead (pid + start time + boot id), and every
  * variable the unfinished jobs reference must be set. Returns the number of unfinished jobs.
  */
-export async function checkResumable(store: EvidenceStore, environment: Readonly<Record<string, string | undefined>>): Promise<number> {
+export async function checkResumable(
+  store: EvidenceStore,
+  environment: Readonly<Record<string, string | undefined>>,
+  host: Pick<HostIdentity, 'isAlive'>,
+): Promise<number> {
   const { batch, manifest } = await loadBatch(store);
-  const supervisor = await runningSupervisor(store);
+  const supervisor = await runningSupervisor(store, host);
   if (supervisor !== null) {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `the supervisor of this batch is still running (pid ${supervisor.pid})`, {
       suggestions: ['wait for it, or `e1-batch stop` it first'],

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import type { FileSystem } from '../ports/file-system.js';
 
 export interface SourceCheck {
   readonly ok: boolean;
@@ -8,10 +8,10 @@ export interface SourceCheck {
   readonly mismatched: readonly string[];
 }
 
-async function sha256Of(path: string): Promise<string | null> {
+async function sha256Of(fs: FileSystem, path: string): Promise<string | null> {
   try {
     const hash = createHash('sha256');
-    for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+    for await (const chunk of fs.streamUserFile(path)) hash.update(chunk);
     return hash.digest('hex');
   } catch {
     return null;
@@ -19,10 +19,10 @@ async function sha256Of(path: string): Promise<string | null> {
 }
 
 /** Compare the pinned public source files with their SHA-256 now (before the first dispatch and at drain). */
-export async function checkSources(pins: Readonly<Record<string, string>>): Promise<SourceCheck> {
+export async function checkSources(fs: FileSystem, pins: Readonly<Record<string, string>>): Promise<SourceCheck> {
   const mismatched: string[] = [];
   for (const [path, expected] of Object.entries(pins)) {
-    if ((await sha256Of(path)) !== expected) mismatched.push(path);
+    if ((await sha256Of(fs, path)) !== expected) mismatched.push(path);
   }
   return { ok: mismatched.length === 0, checked: Object.keys(pins).length, mismatched };
 }

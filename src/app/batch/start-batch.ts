@@ -1,27 +1,29 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
 import { dirname } from 'node:path';
 import { EvidenceStore } from '../evidence/evidence-store.js';
-import { readBootId } from '../../adapters/host-identity.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
-import { jobPathIssues } from '../job-paths.js';
+import { jobPathIssues, staleOutcomeIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
-import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type PortNeed } from '../admission.js';
+import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type LeaseAlive, type PortNeed } from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
+import type { HostIdentity } from '../ports/host-identity.js';
+import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import { resolveAllEnvironments } from './batch-context.js';
 import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
 
 export interface StartBatchDeps {
   readonly fs: FileSystem;
+  /** The boot id recorded in batch.json. */
+  readonly host: Pick<HostIdentity, 'bootId' | 'isAlive'>;
   readonly runtime: ContainerRuntime;
   readonly clock: Clock;
   readonly observeGpus?: () => Promise<GpuObservation>;
@@ -73,23 +75,6 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   return issues;
 }
 
-async function staleOutcomes(manifest: Manifest, fs: FileSystem): Promise<Issue[]> {
-  const issues: Issue[] = [];
-  for (const [i, job] of manifest.jobs.entries()) {
-    try {
-      await fs.lstat(job.outcome_path); // lstat: a dangling symlink is there too
-      issues.push({ path: `jobs[${i}].outcome_path`, rule: 'already exists: it would be replaced by this run\'s outcome; move it away first' });
-    } catch {
-      // absent, as it must be
-    }
-  }
-  return issues;
-}
-
-/**
- * Validate everything, then freeze the manifest into a new output directory with the batch identity. Nothing
- * is written unless every check passed. The caller launches the supervisor.
- */
 /**
  * When the manifest asks for GPUs: what nvidia-smi sees, compared with the declared `capacity.gpu_total_mib`.
  * A mismatch is a warning (recorded and printed), not an error; an unobservable host keeps the batch serial.
@@ -119,9 +104,11 @@ export interface RegistryNeeds {
   readonly nodes?: AdmissionNodes;
   /** Told what does not stop the batch (a port held by a batch whose supervisor is gone). */
   readonly warn?: (message: string) => void;
+  /** Whether a holder batch's supervisor (its registry lease) still lives; absent: every holder counts as alive. */
+  readonly isAlive?: LeaseAlive;
 }
 
-export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'nodes' | 'warn'> = {}): RegistryNeeds {
+export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {}): RegistryNeeds {
   const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } => (job.placement !== undefined ? { placement: job.placement } : {});
   return {
     ports: manifest.jobs.flatMap((job, i) => job.ports.map((port, k) => ({ path: `jobs[${i}].ports[${k}]`, jobId: job.job_id, port, ...placement(job) }))),
@@ -137,7 +124,7 @@ export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'node
  * never be admitted). Locally the only node is the registry's own.
  */
 export async function checkRegistryNeeds(registry: CapacityRegistry, needs: RegistryNeeds): Promise<void> {
-  const ports = await heldPortIssues(registry, needs.ports, needs.nodes);
+  const ports = await heldPortIssues(registry, needs.ports, needs.nodes, needs.isAlive ?? (() => true));
   const issues: Issue[] = [...ports.issues, ...(await neverFitIssues(registry, needs.gpu, needs.nodes))];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
   for (const warning of ports.warnings) needs.warn?.(warning);
@@ -169,15 +156,15 @@ function gpuCount(gpus: Manifest['jobs'][number]['gpus']): number {
   return typeof gpus === 'number' ? gpus : gpus.length;
 }
 
-export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
-  const { bytes, manifest } = await loadManifest(options.manifestPath);
-  const allowShortSecrets = options.allowShortSecrets === true;
-  const envs = resolveAllEnvironments(manifest, options.environment, undefined, { allowShortSecrets });
+/** The manifest as read and every check that needs no engine; warnings printed once it passed. */
+async function checkManifest(deps: StartBatchDeps, options: StartBatchOptions): Promise<{ readonly bytes: Uint8Array; readonly manifest: Manifest }> {
+  const { bytes, manifest } = await loadManifest(deps.fs, options.manifestPath);
+  const envs = resolveAllEnvironments(manifest, options.environment, undefined, { allowShortSecrets: options.allowShortSecrets === true });
   const issues = [
     ...bindAddressIssues(options),
     ...swarmJobIssues(manifest, options.executor),
     ...(await claimedInOriginal(manifest, deps.fs)),
-    ...(await staleOutcomes(manifest, deps.fs)),
+    ...(await staleOutcomeIssues(deps.fs, manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, outcome_path: job.outcome_path })))),
     ...(await jobPathIssues(
       deps.fs,
       manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, cwd: job.cwd, outcome_path: job.outcome_path })),
@@ -186,24 +173,48 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   ];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
+  return { bytes, manifest };
+}
 
-  const engine = await deps.runtime.info();
-  const images = [...new Set(manifest.jobs.map((j) => jobImage(manifest, j)))];
-  for (const image of images) {
-    if (!(await deps.runtime.imageExists(image))) {
+/** The engine answers, and has every image of the manifest. */
+async function checkEngine(runtime: ContainerRuntime, manifest: Manifest): Promise<BatchRecord['engine']> {
+  const engine = await runtime.info();
+  for (const image of new Set(manifest.jobs.map((j) => jobImage(manifest, j)))) {
+    if (!(await runtime.imageExists(image))) {
       throw new RoboguideError('E_IMAGE_MISSING', `image ${image} is not present on this engine`, {
         suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
       });
     }
   }
+  return { id: engine.id, version: engine.version, api_version: engine.apiVersion };
+}
+
+/** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
+async function executorFacts(deps: StartBatchDeps, options: StartBatchOptions, manifest: Manifest): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
   const swarm = options.executor?.kind === 'swarm';
   const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
   const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
   const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
-  const nodes = swarm ? admissionNodesFor(deps.runtime) : undefined;
-  await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}) }));
+  return {
+    gpu_observation: gpuObservation,
+    ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
+    ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
+    ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
+  };
+}
 
-  await mkdir(dirname(options.output), { recursive: true });
+/**
+ * Validate everything, then freeze the manifest into a new output directory with the batch identity. Nothing
+ * is written unless every check passed. The caller launches the supervisor.
+ */
+export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
+  const { bytes, manifest } = await checkManifest(deps, options);
+  const engine = await checkEngine(deps.runtime, manifest);
+  const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
+  const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.runtime) : undefined;
+  await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}), isAlive: (lease) => deps.host.isAlive(lease) }));
+
+  await deps.fs.mkdirp(dirname(options.output), 0o777);
   await EvidenceStore.createOutputDir(deps.fs, options.output);
   const store = new EvidenceStore(deps.fs, options.output);
   const now = deps.clock.now();
@@ -211,17 +222,15 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     schema: BATCH_SCHEMA,
     batch_id: `e1-${now.toISOString().slice(0, 10).replace(/-/g, '')}-${randomUUID().slice(0, 8)}`,
     created_at: now.toISOString(),
-    manifest_sha256: createHash('sha256').update(bytes).digest('hex'),
+    manifest_sha256: sha256Hex(bytes),
     code_version: options.codeVersion,
-    host_boot_id: await readBootId(),
-    engine: { id: engine.id, version: engine.version, api_version: engine.apiVersion },
+    host_boot_id: await deps.host.bootId(),
+    engine,
     registry_path: options.registryPath,
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
-    ...(allowShortSecrets ? { allow_short_secrets: true } : {}),
-    ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
-    ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
-    ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
+    ...(options.allowShortSecrets === true ? { allow_short_secrets: true } : {}),
+    ...placement,
   };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.

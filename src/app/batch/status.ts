@@ -10,6 +10,7 @@ import type { Receipt } from '../../core/receipt.js';
 import { estimateEtaFromMean, type Eta } from '../../core/report/eta.js';
 import type { Classification, ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
+import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
 import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 
@@ -88,7 +89,10 @@ export function gpuPeaksOf(files: readonly JobFiles[]): number[] {
   return peaks;
 }
 
-export interface StatusInput {
+/** Whether the supervisor is alive: known (the supervisor itself), or asked of the host. */
+export type StatusInput = StatusInputBase & ({ readonly supervisorAlive: boolean } | { readonly host: Pick<HostIdentity, 'isAlive'> });
+
+interface StatusInputBase {
   readonly store: EvidenceStore;
   readonly batch: BatchRecord;
   readonly manifest: Manifest;
@@ -98,7 +102,6 @@ export interface StatusInput {
   readonly running?: readonly RunningPair[];
   readonly runtime?: ContainerRuntime;
   readonly now: Date;
-  readonly supervisorAlive?: boolean;
 }
 
 /** What status counts of a result: its classification, its times and, for a completed pair, its usable GPU peak. */
@@ -298,7 +301,7 @@ export function leftoverWhyFrom(ledger: BatchLedger, manifest: Manifest): (jobId
 export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const { files, manifest } = input;
   const supervisor = await input.store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
-  const alive = input.supervisorAlive ?? (await runningSupervisor(input.store)) !== null;
+  const alive = 'supervisorAlive' in input ? input.supervisorAlive : (await runningSupervisor(input.store, input.host)) !== null;
   const containers = input.runtime ? await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id }) : [];
   const ledger = ledgerFromFiles(manifest, files, input.journal);
   const byJob = new Map(files.map((f) => [f.job.job_id, f]));

@@ -1,6 +1,7 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { Clock } from '../ports/clock.js';
 import { loadBatch } from './batch-context.js';
+import type { HostIdentity } from '../ports/host-identity.js';
 import { STOP_FILE, type StopRequest } from './layout.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
@@ -14,10 +15,10 @@ export interface StopOutcome {
  * Record a stop request (atomic file) and tell the supervisor (SIGUSR2). Without `terminate` running pairs
  * finish and are archived; with it they get a controlled stop within the stop budget.
  */
-export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: boolean): Promise<StopOutcome> {
+export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: boolean, host: Pick<HostIdentity, 'isAlive'>): Promise<StopOutcome> {
   const request: StopRequest = { terminate, requested_at: clock.now().toISOString() };
   await store.writeJsonAtomic(STOP_FILE, request);
-  const supervisor = await runningSupervisor(store);
+  const supervisor = await runningSupervisor(store, host);
   if (supervisor === null) return { signalled: false, pid: null, terminate };
   try {
     process.kill(supervisor.pid, 'SIGUSR2');
@@ -28,7 +29,7 @@ export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: b
 }
 
 /** `e1-batch stop`: refuse a folder that is not a batch (nothing written there), then `stopBatch`. */
-export async function requestStop(store: EvidenceStore, clock: Clock, terminate: boolean): Promise<StopOutcome> {
+export async function requestStop(store: EvidenceStore, clock: Clock, terminate: boolean, host: Pick<HostIdentity, 'isAlive'>): Promise<StopOutcome> {
   await loadBatch(store);
-  return stopBatch(store, clock, terminate);
+  return stopBatch(store, clock, terminate, host);
 }

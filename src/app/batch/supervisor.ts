@@ -1,6 +1,5 @@
-import { unlink } from 'node:fs/promises';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { currentProcessIdentity, isSameProcessAliveSync, type ProcessIdentity } from '../../adapters/host-identity.js';
+import type { ProcessIdentity } from '../ports/host-identity.js';
 import type { JournalRecord } from '../evidence/evidence-store.js';
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { foldJournal, type BatchState } from '../../core/batch-state.js';
@@ -52,12 +51,12 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
   const { batch, manifest } = await loadBatch(store);
   const batchId = batch.batch_id;
 
-  const identity = await currentProcessIdentity();
+  const identity = await deps.execute.host.current();
   // One live supervisor per batch, host-wide: two resumes racing can never both supervise. The registry lease
   // tells processes apart; the set below does the same inside one process (the library API).
   const lease = supervisedHere.has(batchId)
     ? ({ kind: 'held', holder: identity } as const)
-    : await registry.acquireLease(batchId, identity, isSameProcessAliveSync);
+    : await registry.acquireLease(batchId, identity, (holder) => deps.execute.host.isAlive(holder));
   if (lease.kind === 'held') {
     throw new RoboguideError('E_SUPERVISOR_ALIVE', `batch ${batchId} is already supervised by pid ${lease.holder.pid}`, {
       suggestions: ['wait for it, or `e1-batch stop` it first'],
@@ -116,7 +115,7 @@ async function superviseHeld(
   const ctx: BatchPairContext = { batch, manifest, gpuPeaksByImage: () => peaksByImage, ...(admissionNodes ? { admissionNodes } : {}) };
   // A stop recorded for an earlier supervisor is void; one sent after our identity is published is ours.
   // Until the real handler is in place, SIGUSR2 (whose default action would kill us) is only latched.
-  await unlink(store.resolve(STOP_FILE)).catch(() => undefined);
+  await deps.execute.fs.unlink(store.resolve(STOP_FILE)).catch(() => undefined);
   if (mode === 'resume') await store.cleanTempFiles();
   let stopLatched = false;
   const latchStop = (): void => {
@@ -197,7 +196,7 @@ async function superviseHeld(
     await writeStatus();
   };
 
-  const report = reportRefresher(store, clock, logger);
+  const report = reportRefresher(store, clock, logger, deps.execute.host);
   const capacity = capacityConfigOf(manifest, batch);
   // A swarm batch's status shows the GPUs in use per node: the jobs by id, once.
   const jobsById = batch.executor?.kind === 'swarm' ? new Map(manifest.jobs.map((j) => [j.job_id, j])) : undefined;
@@ -349,7 +348,7 @@ async function superviseHeld(
       if (decision.kind === 'dispatch') {
         if (!sourcesChecked) {
           sourcesChecked = true;
-          const check = await checkSources(manifest.source_sha256);
+          const check = await checkSources(deps.execute.fs, manifest.source_sha256);
           await journal('source_check', { phase: 'before_first_dispatch', ok: check.ok, checked: check.checked, mismatched: check.mismatched });
           if (!check.ok) {
             await pause(['fatal', 'inputs_changed'], null);
@@ -381,7 +380,7 @@ async function superviseHeld(
     failpoint('before_drain_check');
     files = await readJobFiles(store, manifest);
     if (files.every((f) => f.result !== null) && Object.keys(manifest.source_sha256).length > 0) {
-      const check = await checkSources(manifest.source_sha256);
+      const check = await checkSources(deps.execute.fs, manifest.source_sha256);
       await journal('source_check', { phase: 'drain', ok: check.ok, checked: check.checked, mismatched: check.mismatched });
       if (!check.ok) await pause(['fatal', 'inputs_changed'], null);
     }

@@ -271,6 +271,17 @@ export class EvidenceStore {
     }
   }
 
+  /** The bytes of `rel`; null when it does not exist (a symlink is never followed). */
+  async readBytes(rel: string): Promise<Uint8Array | null> {
+    const path = this.resolve(rel);
+    try {
+      return await this.#fs.readFile(path);
+    } catch (err) {
+      if (errnoOf(err) === 'ENOENT') return null;
+      throw err;
+    }
+  }
+
   async exists(rel: string): Promise<boolean> {
     const path = this.resolve(rel);
     return attempt('lstat', rel, 'cannot inspect path', async () => {

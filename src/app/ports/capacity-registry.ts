@@ -7,6 +7,7 @@
  * processes; the PostgreSQL one runs each check-and-reserve in one transaction holding row locks.
  */
 import type { Classification } from '../../core/result.js';
+import type { ProcessIdentity } from '../../core/process-identity.js';
 
 /** Host limits, stored in the registry so that every batch on the host sees the same ones. */
 export interface HostLimits {
@@ -152,11 +153,7 @@ export interface BoardAnnotation {
 }
 
 /** Who supervises a batch: one live supervisor per batch, host-wide. */
-export interface SupervisorLease {
-  readonly pid: number;
-  readonly start_ticks: string | null;
-  readonly boot_id: string | null;
-}
+export type SupervisorLease = ProcessIdentity;
 
 export type LeaseResult = { readonly kind: 'acquired' } | { readonly kind: 'held'; readonly holder: SupervisorLease };
 

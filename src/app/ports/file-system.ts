@@ -44,8 +44,19 @@ export interface FileSystem {
   unlink(path: string): Promise<void>;
   /** One directory, not recursive; EEXIST when anything exists at `path`. */
   mkdir(path: string, permissions: number): Promise<void>;
+  /** mkdir -p: `path` and any missing parent (each made with `permissions`, subject to the umask); no error when it exists. */
+  mkdirp(path: string, permissions: number): Promise<void>;
   chmod(path: string, permissions: number): Promise<void>;
   readFile(path: string): Promise<Uint8Array>;
+  /**
+   * A file the user named (a manifest, a pinned source file), read whole, following symlinks as the user's own
+   * tools would. Never for evidence (readFile refuses a symlink there).
+   */
+  readUserFile(path: string): Promise<Uint8Array>;
+  /** The same, streamed in chunks: for hashing a file of any size in bounded memory. */
+  streamUserFile(path: string): AsyncIterable<Uint8Array>;
+  /** Appends `bytes` (O_APPEND), creating the file with `permissions` when it does not exist. */
+  appendFile(path: string, bytes: Uint8Array, permissions: number): Promise<void>;
   /**
    * The bytes from `offset` to the end of the file (empty when the file is shorter). Optional: without it the
    * store reads the whole file and keeps the tail.

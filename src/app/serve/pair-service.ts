@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { access, realpath } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { parsePairSpec } from '../../core/manifest/index.js';
 import { checkMounts, type ProtectedPaths } from '../../core/mount-policy.js';
 import { runPair, type RunPairDeps } from '../run-pair.js';
 import { ApiError, toApiError } from './api-error.js';
+import { somethingAt } from '../job-paths.js';
 
 const RECEIPT_POLL_MS = 10;
 
@@ -35,15 +35,6 @@ export interface PairStatus {
   readonly error: string | null;
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Pairs through the API: exactly `pair run`'s lifecycle (runPair), evidence under `<data-dir>/pairs/<id>/`. */
 export class PairService {
   readonly #deps: PairServiceDeps;
@@ -67,7 +58,7 @@ export class PairService {
       { field: 'cwd', hostPath: spec.cwd },
       { field: 'outcome_path', hostPath: dirname(spec.outcome_path) },
     ];
-    const resolvedPaths = await Promise.all(hostPaths.map(async (p) => ({ ...p, hostPath: await realpath(p.hostPath).catch(() => p.hostPath) })));
+    const resolvedPaths = await Promise.all(hostPaths.map(async (p) => ({ ...p, hostPath: await this.#deps.pairDeps.fs.realpath(p.hostPath).catch(() => p.hostPath) })));
     const issues = checkMounts(resolvedPaths, this.#deps.protectedPaths);
     if (issues.length > 0) throw ApiError.invalid('the pair spec', issues.map((i) => ({ path: i.field, rule: i.message })));
     const pairId = `p-${randomUUID()}`;
@@ -108,8 +99,8 @@ export class PairService {
     // Wait until the pair is claimed (receipt.json) or refused before it was.
     for (;;) {
       const outcome = settled as { ok: true } | { ok: false; error: unknown } | null;
-      if (outcome !== null && !outcome.ok && !(await exists(join(output, 'receipt.json')))) throw toApiError(outcome.error);
-      if (outcome !== null || (await exists(join(output, 'receipt.json')))) break;
+      if (outcome !== null && !outcome.ok && !(await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))) throw toApiError(outcome.error);
+      if (outcome !== null || (await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))) break;
       await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
     }
     this.#pairs.set(pairId, run);

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { appendFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { redactText } from '../../adapters/log-redaction.js';
+import { redactText } from '../../core/redaction/redact-text.js';
 import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
 import { referencedName, resolveEnvironment } from '../../core/manifest/index.js';
 import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
@@ -14,6 +13,7 @@ import type { Logger } from '../ports/logger.js';
 import { ApiError } from './api-error.js';
 import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionInfo } from './schemas.js';
 import type { ExecHandle, PublishedPort, SessionEngine } from './session-engine.js';
+import type { FileSystem } from '../ports/file-system.js';
 
 export const SESSION_SCHEMA = 'roboguide.serve.session/v1' as const;
 const TIMEOUT_RETURN_CODE = 124;
@@ -65,6 +65,8 @@ export interface SessionManagerDeps {
   readonly registry: CapacityRegistry;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Real paths of mount sources, and the exec log (`execs.jsonl`). */
+  readonly fs: FileSystem;
   /** Evidence root (`--data-dir`): sessions/<id>/ and pairs/<id>/ live under it. */
   readonly store: EvidenceStore;
   /** The registry batch id of this server's sessions (also their `roboguide.batch` label). */
@@ -215,14 +217,14 @@ export class SessionManager {
     const missing: { path: string; rule: string }[] = [];
     for (const [index, mount] of mounts.entries()) {
       try {
-        binds.push({ hostPath: await realpath(mount.source), containerPath: mount.target, readOnly: mount.read_only });
+        binds.push({ hostPath: await this.#deps.fs.realpath(mount.source), containerPath: mount.target, readOnly: mount.read_only });
       } catch {
         missing.push({ path: `mounts[${index}].source`, rule: 'does not exist on the server\'s host' });
       }
     }
     if (missing.length > 0) throw ApiError.invalid('the session request', missing);
     // Protected paths as real paths too: a symlinked $HOME (/home/u → /var/home/u) must not let /var/home/u in.
-    const protectedPaths = await resolveProtectedPaths(this.#deps.protectedPaths, (path) => realpath(path));
+    const protectedPaths = await resolveProtectedPaths(this.#deps.protectedPaths, (path) => this.#deps.fs.realpath(path));
     const issues = checkFreeMounts(binds.map((b, index) => ({ field: `mounts[${index}].source`, hostPath: b.hostPath })), protectedPaths);
     if (issues.length > 0) throw ApiError.invalid('the session request', issues.map((i) => ({ path: i.field, rule: i.message })));
     return binds;
@@ -382,7 +384,7 @@ export class SessionManager {
       stdout_bytes: outputs[0].bytes,
       stderr_bytes: outputs[1].bytes,
     };
-    await appendFile(deps.store.resolve(this.#rel(sessionId, 'execs.jsonl')), `${JSON.stringify(line)}\n`, { mode: 0o600 }).catch(() => undefined);
+    await deps.fs.appendFile(deps.store.resolve(this.#rel(sessionId, 'execs.jsonl')), new TextEncoder().encode(`${JSON.stringify(line)}\n`), 0o600).catch(() => undefined);
     return result;
   }
 

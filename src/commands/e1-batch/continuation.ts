@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { codeVersion, evidenceStoreAt } from '../../command-root.js';
+import { codeVersion, evidenceStoreAt, hostIdentity, localFileSystem } from '../../command-root.js';
 
 export default class BatchContinuation extends BaseCommand {
   static override summary = 'After a fatal pause: write a new manifest with every unclaimed job.';
@@ -20,6 +20,8 @@ export default class BatchContinuation extends BaseCommand {
     const outcome = await writeContinuation(evidenceStoreAt(resolve(flags.output)), {
       manifestOut: resolve(flags['manifest-out']),
       codeVersion: await codeVersion(),
+      fs: localFileSystem,
+      host: hostIdentity,
     });
     this.log(`wrote ${outcome.manifest_out}: ${outcome.jobs} unclaimed job(s), continuation of ${outcome.batch_id}`);
     return outcome;

@@ -3,7 +3,7 @@ import { Flags } from '@oclif/core';
 import { checkResumable } from '../../app/batch/resume-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
-import { evidenceStoreAt, launchBatchSupervisor, superviseHere } from '../../command-root.js';
+import { evidenceStoreAt, hostIdentity, launchBatchSupervisor, superviseHere } from '../../command-root.js';
 
 export default class BatchResume extends BaseCommand {
   static override summary = 'Restart the supervisor of a stopped, paused or crashed batch.';
@@ -23,7 +23,7 @@ export default class BatchResume extends BaseCommand {
   async run(): Promise<{ output: string; unfinished: number; supervisor_pid: number; state?: string }> {
     const { flags } = await this.parse(BatchResume);
     const output = resolve(flags.output);
-    const unfinished = await checkResumable(evidenceStoreAt(output), process.env);
+    const unfinished = await checkResumable(evidenceStoreAt(output), process.env, hostIdentity);
     if (flags.foreground) {
       const state = await superviseHere(output, 'resume');
       this.log(`batch resumed and supervised to: ${state}`);

@@ -4,7 +4,7 @@ import { requestStop, type StopOutcome } from '../../app/batch/stop-batch.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
-import { evidenceStoreAt } from '../../command-root.js';
+import { evidenceStoreAt, hostIdentity } from '../../command-root.js';
 
 export default class BatchStop extends BaseCommand {
   static override summary = 'Pause new dispatch; running pairs finish and are archived (or, with --terminate, are stopped).';
@@ -20,7 +20,7 @@ export default class BatchStop extends BaseCommand {
 
   async run(): Promise<StopOutcome> {
     const { flags } = await this.parse(BatchStop);
-    const outcome = await requestStop(evidenceStoreAt(resolve(flags.output)), systemClock, flags.terminate);
+    const outcome = await requestStop(evidenceStoreAt(resolve(flags.output)), systemClock, flags.terminate, hostIdentity);
     this.log(
       outcome.signalled
         ? `stop requested${outcome.terminate ? ' (terminate running pairs)' : ''}: supervisor pid ${outcome.pid} signalled`
