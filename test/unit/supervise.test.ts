@@ -6,7 +6,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
+import { checkResumable } from '../../src/app/batch/resume-batch.js';
 import { supervise, type SupervisorDeps } from '../../src/app/batch/supervisor.js';
+import { currentProcessIdentity } from '../../src/adapters/host-identity.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
@@ -135,5 +137,35 @@ describe('supervise, without an engine', () => {
     expect(process.listenerCount('SIGUSR2')).toBe(before);
     // The lease is free again: a second attempt fails for the same reason, not E_SUPERVISOR_ALIVE.
     await expect(supervise(depsOf(store, {}), 'start')).rejects.toMatchObject({ code: 'E_ENV_MISSING' });
+  });
+
+  describe('checkResumable', () => {
+    it('counts the unfinished jobs when no supervisor lives and every variable is set', async () => {
+      const { store } = await prepared({ TOKEN: 'a-long-secret-value' }, { TOKEN: '${TOKEN}' });
+      expect(await checkResumable(store, { TOKEN: 'a-long-secret-value' })).toBe(2);
+    });
+
+    it('refuses while the recorded supervisor lives (this process, no exit record)', async () => {
+      const { store } = await prepared();
+      const me = await currentProcessIdentity();
+      await store.writeJsonAtomic('supervisor.json', { ...me, started_at: clock.now().toISOString(), mode: 'start' });
+      await store.appendJournal({ type: 'supervisor_started', at: clock.now().toISOString(), mode: 'start', pid: me.pid, start_ticks: me.start_ticks, boot_id: me.boot_id });
+      await expect(checkResumable(store, {})).rejects.toMatchObject({ code: 'E_SUPERVISOR_ALIVE' });
+      // Once it journalled its exit, it is no longer the batch's supervisor.
+      await store.appendJournal({ type: 'supervisor_exited', at: clock.now().toISOString(), state: 'stopped' });
+      expect(await checkResumable(store, {})).toBe(2);
+    });
+
+    it('names a variable the unfinished jobs reference that is not set', async () => {
+      const { store } = await prepared({ TOKEN: 'a-long-secret-value' }, { TOKEN: '${TOKEN}' });
+      await expect(checkResumable(store, {})).rejects.toMatchObject({ code: 'E_ENV_MISSING' });
+    });
+
+    it('counts only the jobs without a result', async () => {
+      const { store } = await prepared();
+      await store.ensureDir('jobs/j1');
+      await store.writeJsonAtomic('jobs/j1/result.json', { classification: 'completed' });
+      expect(await checkResumable(store, {})).toBe(1);
+    });
   });
 });
