@@ -144,7 +144,7 @@ function pairContextOf(s: Supervision): BatchPairContext {
  * Swarm: admission per node (the registry's slots, GPU budget and ports are per node). The nodes the manager calls
  * ready, less those the operator declared down, taken in turn so that the pairs spread over the nodes.
  */
-function admissionNodesOf(s: Supervision): BatchPairContext['admissionNodes'] {
+export function admissionNodesOf(s: Supervision): BatchPairContext['admissionNodes'] {
   const runtime = s.deps.execute.runtime;
   const readyNodes = s.batch.executor?.kind === 'swarm' ? runtime.readyNodes?.bind(runtime) : undefined;
   if (readyNodes === undefined) return undefined;
