@@ -13,6 +13,7 @@ import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
+import { buildFinishedPair } from '../support/finished-pair.js';
 
 /**
  * The supervisor end to end without an engine: the paths where no pair runs (a source pin that no longer matches, a
@@ -23,7 +24,10 @@ const engine = {
   info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
   imageExists: () => Promise.resolve(true),
   listByLabel: () => Promise.resolve([]),
+  inspect: (id: string) => Promise.resolve(present.has(id) ? { id, status: 'exited', exitCode: 0, oomKilled: false, startedAt: null, finishedAt: null, labels: {} } : null),
 } as unknown as ContainerRuntime;
+/** Containers the fake engine says exist (by id). */
+const present = new Set<string>();
 
 const clock = { now: () => new Date('2026-12-03T10:00:00Z') };
 let dir: string;
@@ -137,6 +141,24 @@ describe('supervise, without an engine', () => {
     expect(process.listenerCount('SIGUSR2')).toBe(before);
     // The lease is free again: a second attempt fails for the same reason, not E_SUPERVISOR_ALIVE.
     await expect(supervise(depsOf(store, {}), 'start')).rejects.toMatchObject({ code: 'E_ENV_MISSING' });
+  });
+
+  it.each([
+    ['gone', false, 'committed', []],
+    ['still there', true, 'hold', [{ type: 'paused', reasons: ['harness'], job_id: 'j1' }]],
+  ])('resume finishes a pair whose result was written but whose slot is held (container %s)', async (_name, stillThere, kind, pauses) => {
+    const { store, source, batchId } = await prepared();
+    const pair = await buildFinishedPair({ root: store.root, outcomeDir: join(dir, 'outcomes'), registry, batchId, jobId: 'j1' });
+    if (stillThere) present.add(pair.containerId);
+    // The sources changed: nothing is dispatched after the recovery.
+    await writeFile(source, 'print("v2")\n');
+    expect(await supervise(depsOf(store), 'resume')).toBe('paused');
+    const journal = await store.readJournal();
+    expect(journal.filter((r) => r.type === 'recovered')).toMatchObject([{ job_id: 'j1', action: 'reconcile_finished' }]);
+    expect(journal.filter((r) => r.type === 'reconciled')).toMatchObject([{ job_id: 'j1', kind }]);
+    expect(journal.filter((r) => r.type === 'paused' && 'job_id' in r)).toMatchObject(pauses);
+    expect((await registry.reservation(pair.reservationId))?.state === 'held').toBe(stillThere);
+    present.clear();
   });
 
   describe('checkResumable', () => {
