@@ -1,4 +1,5 @@
-import { JournalFolder, type BatchEvent, type Counts, type JournalFold, type JournalFoldState } from './batch-state.js';
+import { JournalFolder, type Counts, type JournalFold, type JournalFoldState } from './batch-state.js';
+import { knownEntry, type JournalEntry } from './journal-events.js';
 import { CLASSIFICATIONS, type Classification } from './result.js';
 import { wallDeadlineFromClaim } from './wall-budget.js';
 
@@ -147,55 +148,65 @@ export class BatchLedger {
    * Fold one journal record (in journal order; `endBytes`: the offset just past it). Job records that do not say
    * everything status needs make their job unsettled (full ledger) or are answered `unsure` (restored ledger).
    */
-  apply(record: BatchEvent & { readonly seq?: number; readonly at?: string }, endBytes?: number): ApplyOutcome {
-    this.#folder.apply(record);
-    this.#notePlacement(record);
-    if (typeof record.seq === 'number') this.#seq = record.seq;
+  apply(entry: JournalEntry, endBytes?: number): ApplyOutcome {
+    this.#folder.apply(entry);
+    this.#notePlacement(entry);
+    if (typeof entry.seq === 'number') this.#seq = entry.seq;
     if (endBytes !== undefined) this.#bytes = endBytes;
-    const r = record as Record<string, unknown>;
-    const jobId = str(r['job_id']);
-    // A receipt or result write that failed: the file may or may not be there. Its files decide.
-    if (record.type === 'harness_fault' && jobId !== null && !this.#full) return 'unsure';
-    if (jobId === null || this.#indexOf(jobId) === undefined) {
-      // Not a job record, or a job the manifest does not have (status never counts those).
-      return record.type === 'claimed' || record.type === 'pair_finished' ? (this.#full || jobId === null ? 'applied' : 'unsure') : 'applied';
-    }
-    const entry = this.#entries.get(jobId);
-    switch (record.type) {
-      case 'claimed': {
-        const claimId = str(r['claim_id']);
-        const claimedAt = str(r['claimed_at']);
-        const deadline = str(r['deadline']);
-        if (entry !== undefined || claimId === null || claimedAt === null || deadline === null) return this.#unsettle(jobId);
-        this.#open({ job_id: jobId, index: this.#indexOf(jobId) ?? 0, claim_id: claimId, claimed_at: claimedAt, deadline, container_id: null });
-        return 'applied';
-      }
-      case 'container_created': {
-        const containerId = str(r['container_id']);
-        if (entry?.kind === 'open' && containerId !== null) entry.claim = { ...entry.claim, container_id: containerId };
-        return 'applied';
-      }
-      case 'pair_finished': {
-        const facts = finishFactsOf(r);
-        const claimId = str(r['claim_id']);
-        if (facts === null || (entry !== undefined && (entry.kind !== 'open' || entry.claim.claim_id !== claimId))) return this.#unsettle(jobId);
-        if (entry === undefined) {
-          // A receipt published without its `claimed` record (a crash between the two), finished on resume.
-          if (!this.#full) return 'unsure';
-          this.#claimed++;
-        }
-        this.#finish(jobId, facts);
-        return 'applied';
-      }
+    const record = knownEntry(entry);
+    switch (record?.type) {
+      case 'claimed':
+        return this.#applyJob(record, (jobId, entry) => this.#applyClaimed(jobId, entry, record));
+      case 'container_created':
+        return this.#applyJob(record, (_jobId, entry) => {
+          const containerId = str(record.container_id);
+          if (entry?.kind === 'open' && containerId !== null) entry.claim = { ...entry.claim, container_id: containerId };
+          return 'applied';
+        });
+      case 'pair_finished':
+        return this.#applyJob(record, (jobId, entry) => this.#applyFinished(jobId, entry, record));
       case 'harness_fault':
-        return this.#unsettle(jobId);
+        // A receipt or result write that failed: the file may or may not be there. Its files decide.
+        if (str(record.job_id) !== null && !this.#full) return 'unsure';
+        return this.#applyJob(record, (jobId) => this.#unsettle(jobId));
       default:
         return 'applied';
     }
   }
 
+  /** A job record: applied by `apply` when its job is one of the manifest's (status never counts others). */
+  #applyJob(record: { readonly type: string; readonly job_id?: unknown }, apply: (jobId: string, entry: Entry | undefined) => ApplyOutcome): ApplyOutcome {
+    const jobId = str(record.job_id);
+    if (jobId === null || this.#indexOf(jobId) === undefined) {
+      return record.type === 'claimed' || record.type === 'pair_finished' ? (this.#full || jobId === null ? 'applied' : 'unsure') : 'applied';
+    }
+    return apply(jobId, this.#entries.get(jobId));
+  }
+
+  #applyClaimed(jobId: string, entry: Entry | undefined, r: Extract<JournalEntry, { type: 'claimed' }>): ApplyOutcome {
+    const claimId = str(r.claim_id);
+    const claimedAt = str(r.claimed_at);
+    const deadline = str(r.deadline);
+    if (entry !== undefined || claimId === null || claimedAt === null || deadline === null) return this.#unsettle(jobId);
+    this.#open({ job_id: jobId, index: this.#indexOf(jobId) ?? 0, claim_id: claimId, claimed_at: claimedAt, deadline, container_id: null });
+    return 'applied';
+  }
+
+  #applyFinished(jobId: string, entry: Entry | undefined, r: Extract<JournalEntry, { type: 'pair_finished' }>): ApplyOutcome {
+    const facts = finishFactsOf(r);
+    const claimId = str(r.claim_id);
+    if (facts === null || (entry !== undefined && (entry.kind !== 'open' || entry.claim.claim_id !== claimId))) return this.#unsettle(jobId);
+    if (entry === undefined) {
+      // A receipt published without its `claimed` record (a crash between the two), finished on resume.
+      if (!this.#full) return 'unsure';
+      this.#claimed++;
+    }
+    this.#finish(jobId, facts);
+    return 'applied';
+  }
+
   /** Fold a record into the batch facts (pauses, stops, exits) only: the jobs are settled from their files. */
-  foldOnly(record: BatchEvent & { readonly seq?: number; readonly at?: string }): void {
+  foldOnly(record: JournalEntry): void {
     this.#folder.apply(record);
     this.#notePlacement(record);
     if (typeof record.seq === 'number') this.#seq = record.seq;
@@ -206,11 +217,12 @@ export class BatchLedger {
     return this.#placed.get(jobId);
   }
 
-  #notePlacement(record: BatchEvent): void {
-    const r = record as Record<string, unknown>;
-    const jobId = str(r['job_id']);
-    const node = str(r['node']);
-    if (record.type !== 'pair_placed' || jobId === null || node === null) return;
+  #notePlacement(journalEntry: JournalEntry): void {
+    const record = knownEntry(journalEntry);
+    if (record?.type !== 'pair_placed') return;
+    const jobId = str(record.job_id);
+    const node = str(record.node);
+    if (jobId === null || node === null) return;
     this.#placed.set(jobId, node);
     const entry = this.#entries.get(jobId);
     if (entry?.kind === 'open') entry.claim = { ...entry.claim, node };
@@ -378,11 +390,11 @@ export class BatchLedger {
 }
 
 /** The finish facts a `pair_finished` record carries (records from before they did: null, read the result). */
-export function finishFactsOf(r: Readonly<Record<string, unknown>>): FinishFacts | null {
-  const classification = r['classification'];
-  const startedAt = str(r['started_at']);
-  const finishedAt = str(r['finished_at']);
-  const peak = r['gpu_peak_mib'];
+export function finishFactsOf(r: Extract<JournalEntry, { type: 'pair_finished' }>): FinishFacts | null {
+  const classification = r.classification;
+  const startedAt = str(r.started_at);
+  const finishedAt = str(r.finished_at);
+  const peak = r.gpu_peak_mib;
   if (typeof classification !== 'string' || !(CLASSIFICATIONS as readonly string[]).includes(classification)) return null;
   if (startedAt === null || finishedAt === null || !Object.hasOwn(r, 'gpu_peak_mib')) return null;
   if (peak !== null && (typeof peak !== 'number' || !Number.isFinite(peak) || peak <= 0)) return null;

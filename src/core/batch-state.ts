@@ -1,20 +1,11 @@
 import type { PauseReason } from './classify.js';
+import { knownEntry, type JournalEntry } from './journal-events.js';
 import { survivingResume } from './pause-rules.js';
 import type { Classification } from './result.js';
 
 export const STATUS_SCHEMA = 'roboguide.e1.status/v1' as const;
 
 export type BatchState = 'running' | 'stopping' | 'stopped' | 'paused' | 'drained';
-
-/** Journal records as the supervisor writes them (events.jsonl). Only the fields the fold needs are typed. */
-export type BatchEvent =
-  | { readonly type: 'batch_created'; readonly batch_id: string }
-  | { readonly type: 'supervisor_started'; readonly mode: 'start' | 'resume'; readonly pid: number }
-  | { readonly type: 'paused'; readonly reasons: readonly PauseReason[]; readonly job_id?: string }
-  | { readonly type: 'resumed'; readonly cleared: readonly string[]; readonly kept: readonly PauseReason[] }
-  | { readonly type: 'stop_requested'; readonly terminate: boolean }
-  | { readonly type: 'supervisor_exited'; readonly state: BatchState }
-  | { readonly type: string; readonly [field: string]: unknown };
 
 export interface JobView {
   readonly jobId: string;
@@ -58,9 +49,11 @@ export interface JournalFold {
   readonly pauseHistory: PauseHistoryEntry[];
 }
 
-function isPaused(e: BatchEvent): e is Extract<BatchEvent, { type: 'paused' }> {
-  return e.type === 'paused' && Array.isArray((e as { reasons?: unknown }).reasons);
+function reasonsOf(value: unknown): PauseReason[] | null {
+  return Array.isArray(value) ? (value as PauseReason[]) : null;
 }
+
+const BATCH_STATES: ReadonlySet<unknown> = new Set<BatchState>(['running', 'stopping', 'stopped', 'paused', 'drained']);
 
 /** The fold's state between records: what status.json's `basis` keeps of it (the pause history is not kept). */
 export interface JournalFoldState {
@@ -89,25 +82,40 @@ export class JournalFolder {
     this.#exitedAs = from?.exited_as ?? null;
   }
 
-  apply(e: BatchEvent & { readonly at?: string }): void {
-    if (isPaused(e)) {
-      for (const r of e.reasons) this.#reasons.add(r);
-      this.#pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...e.reasons], job_id: typeof e.job_id === 'string' ? e.job_id : null });
-    } else if (e.type === 'resumed') {
-      const kept = survivingResume([...this.#reasons]);
-      const cleared = [...this.#reasons].filter((r) => !kept.includes(r));
-      this.#reasons.clear();
-      for (const r of kept) this.#reasons.add(r);
-      this.#pauseHistory.push({ at: e.at ?? '', event: 'resumed', reasons: cleared, job_id: null });
-    } else if (e.type === 'supervisor_started') {
-      this.#stopRequested = false;
-      this.#terminateRequested = false;
-      this.#exitedAs = null;
-    } else if (e.type === 'stop_requested') {
-      this.#stopRequested = true;
-      this.#terminateRequested = this.#terminateRequested || (e as { terminate?: unknown }).terminate === true;
-    } else if (e.type === 'supervisor_exited') {
-      this.#exitedAs = (e as { state: BatchState }).state;
+  /** One entry of the closed union (`journal-events.ts`); a foreign type, or a field of another type, changes nothing. */
+  apply(entry: JournalEntry): void {
+    const e = knownEntry(entry);
+    switch (e?.type) {
+      case 'paused': {
+        const reasons = reasonsOf(e.reasons);
+        if (reasons === null) return;
+        for (const r of reasons) this.#reasons.add(r);
+        this.#pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...reasons], job_id: typeof e.job_id === 'string' ? e.job_id : null });
+        return;
+      }
+      case 'resumed': {
+        const kept = survivingResume([...this.#reasons]);
+        const cleared = [...this.#reasons].filter((r) => !kept.includes(r));
+        this.#reasons.clear();
+        for (const r of kept) this.#reasons.add(r);
+        this.#pauseHistory.push({ at: e.at ?? '', event: 'resumed', reasons: cleared, job_id: null });
+        return;
+      }
+      case 'supervisor_started':
+        this.#stopRequested = false;
+        this.#terminateRequested = false;
+        this.#exitedAs = null;
+        return;
+      case 'stop_requested':
+        this.#stopRequested = true;
+        this.#terminateRequested = this.#terminateRequested || e.terminate === true;
+        return;
+      case 'supervisor_exited':
+        // An unknown state (a newer writer) reads as no exit record: status fails closed on it.
+        this.#exitedAs = BATCH_STATES.has(e.state) ? (e.state as BatchState) : null;
+        return;
+      default:
+        return;
     }
   }
 
@@ -127,7 +135,7 @@ export class JournalFolder {
 }
 
 /** Fold the journal into the facts status needs. Every supervisor start resets stop/exit facts. */
-export function foldJournal(events: readonly (BatchEvent & { readonly at?: string })[]): JournalFold {
+export function foldJournal(events: readonly JournalEntry[]): JournalFold {
   const folder = new JournalFolder();
   for (const e of events) folder.apply(e);
   return folder.fold();

@@ -238,7 +238,7 @@ describe.skipIf(noDocker)('batch file-system fault matrix (SPEC §4–§5)', () 
       expect(runs).toEqual(cell.runs);
       expect(row['f1']).toBe(cell.f1 ?? '-');
       if (cell.reason !== undefined) expect(first?.reasons).toContain(cell.reason);
-      if (cell.lost !== undefined) expect(journal.filter((r) => r.type === cell.lost && r.job_id === 'f1')).toEqual([]);
+      if (cell.lost !== undefined) expect(journal.filter((r) => r.type === cell.lost && 'job_id' in r && r.job_id === 'f1')).toEqual([]);
       if (cell.expect === 'paused' && !cell.journalFull) expect(foldJournal(journal).pauseReasons).toEqual(['harness']);
     } finally {
       await sweep({ 'roboguide.batch': batchId });

@@ -145,7 +145,7 @@ describe('runningSupervisor', () => {
     const host = new FakeHost();
     host.alive.add(SUPERVISOR.pid);
     await store.writeJsonAtomic(SUPERVISOR_FILE, record);
-    await store.appendJournal({ type: 'supervisor_started', at: record.started_at, mode: 'start' });
+    await store.appendJournal({ type: 'supervisor_started', at: record.started_at, mode: 'start', pid: record.pid, start_ticks: record.start_ticks, boot_id: record.boot_id });
     expect(await runningSupervisor(store, host)).toEqual(record);
     await store.appendJournal({ type: 'supervisor_exited', at: record.started_at, state: 'drained' });
     expect(await runningSupervisor(store, host)).toBeNull();

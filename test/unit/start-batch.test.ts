@@ -75,7 +75,7 @@ describe('readStatus (host port)', () => {
     const store = new EvidenceStore(new NodeFileSystem(), join(dir, 'D'));
     const record: SupervisorRecord = { ...SUPERVISOR, started_at: '2026-12-03T08:00:01.000Z', mode: 'start' };
     await store.writeJsonAtomic(SUPERVISOR_FILE, record);
-    await store.appendJournal({ type: 'supervisor_started', at: record.started_at, mode: 'start' });
+    await store.appendJournal({ type: 'supervisor_started', at: record.started_at, mode: 'start', pid: record.pid, start_ticks: record.start_ticks, boot_id: record.boot_id });
     const now = new Date('2026-12-03T08:05:00Z');
     expect((await readStatus(store, undefined, now, host)).supervisor?.alive).toBe(false);
     host.alive.add(SUPERVISOR.pid);

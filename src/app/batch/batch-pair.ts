@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalAppend } from '../../core/journal-events.js';
 import { errorKind } from '../../core/errors.js';
 import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js';
 import { buildReceipt, type Receipt } from '../../core/receipt.js';
@@ -18,7 +19,7 @@ export interface BatchPairDeps {
   readonly store: EvidenceStore;
   readonly registry: CapacityRegistry;
   readonly execute: ExecutePairDeps;
-  readonly journal: (type: string, fields: Record<string, unknown>) => Promise<void>;
+  readonly journal: JournalAppend;
 }
 
 export interface BatchPairContext {

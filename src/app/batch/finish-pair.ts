@@ -1,4 +1,5 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalAppend } from '../../core/journal-events.js';
 import { pauseReasonsFor, type PauseReason } from '../../core/classify.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
@@ -17,7 +18,7 @@ export interface FinishDeps {
   readonly store: EvidenceStore;
   readonly registry: CapacityRegistry;
   readonly execute: { readonly runtime: ContainerRuntime; readonly outcomes: Pick<OutcomeReader, 'sha256'> };
-  readonly journal: (type: string, fields: Record<string, unknown>) => Promise<void>;
+  readonly journal: JournalAppend;
 }
 
 export interface FinishReport {

@@ -196,6 +196,49 @@ function runningPairOf(claim: OpenClaim, containerId: string | null): RunningPai
 export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchStatus> {
   const { ledger, alive } = input;
   const open = ledger.open();
+  const { running, leftovers } = await runningAndLeftovers(input, open);
+  const nodes = nodesStatus(input.batch, input.jobs ?? new Map(), running);
+  const fold = ledger.fold();
+  const counts = ledger.counts(running.length);
+  const peaks = ledger.gpuPeaks();
+  const allowed = workersAllowed(input.capacity, peaks, ledger.finishedCount());
+  const state = deriveState(fold, counts, alive);
+  return {
+    schema: STATUS_SCHEMA,
+    batch_id: input.batch.batch_id,
+    output: input.output,
+    state,
+    pause_reasons: fold.pauseReasons,
+    counts,
+    running,
+    workers_allowed: allowed,
+    ...(nodes !== undefined ? { nodes } : {}),
+    gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
+    gpu_note: gpuNote(input.batch, peaks),
+    claims_without_result: open.map((c) => c.job_id),
+    eta: state === 'running' ? etaOf(ledger, counts.pending, running, allowed, input.now) : null,
+    leftovers,
+    supervisor: input.supervisor === null ? null : { ...input.supervisor, alive },
+    updated_at: input.now.toISOString(),
+  };
+}
+
+/** Time left from the mean duration of the finished pairs, the pending ones and how long the running ones ran. */
+function etaOf(ledger: BatchLedger, pending: number, running: readonly RunningPair[], workers: number, now: Date): Eta | null {
+  const nowMs = now.getTime();
+  return estimateEtaFromMean(ledger.meanDuration(), {
+    pending,
+    runningElapsedSec: running.map((r) => (nowMs - new Date(r.started_at).getTime()) / 1000),
+    workersAllowed: workers,
+  });
+}
+
+/**
+ * The running pairs (the supervisor's own view, or the open claims and the engine's containers) and the batch's
+ * containers no running pair accounts for (leftovers), each running pair with its node once placed.
+ */
+async function runningAndLeftovers(input: LedgerStatusInput, open: readonly OpenClaim[]): Promise<{ running: RunningPair[]; leftovers: Leftover[] }> {
+  const { ledger, alive, containers } = input;
   const openByJob = new Map(open.map((c) => [c.job_id, c]));
   const byClaim = alive ? new Map(open.map((c) => [c.claim_id, c])) : new Map<string, OpenClaim>();
   // A claimed pair without a result whose claim a container carries (labels `roboguide.claim` and `roboguide.job`),
@@ -206,7 +249,6 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
   };
   const leftovers: Leftover[] = [];
   const running: RunningPair[] = input.running ? [...input.running] : [];
-  const containers = input.containers;
   if (!input.running && alive) {
     // A live supervisor owns every claim without a result (it dispatched or recovered each one): running, from
     // the claim until the result, whatever state its container is in (not created yet, created, exited).
@@ -227,43 +269,11 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
     if (running.some((r) => r.container_id === c.id)) continue;
     leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: await input.leftoverWhy(jobId) });
   }
-  for (const [k, r] of running.entries()) {
-    const node = r.node ?? ledger.placement(r.job_id);
-    if (node !== undefined && r.node === undefined) running[k] = { ...r, node };
-  }
-  const nodes = nodesStatus(input.batch, input.jobs ?? new Map(), running);
-  const fold = ledger.fold();
-  const counts = ledger.counts(running.length);
-  const peaks = ledger.gpuPeaks();
-  const allowed = workersAllowed(input.capacity, peaks, ledger.finishedCount());
-  const state = deriveState(fold, counts, alive);
-  const nowMs = input.now.getTime();
-  const eta =
-    state === 'running'
-      ? estimateEtaFromMean(ledger.meanDuration(), {
-          pending: counts.pending,
-          runningElapsedSec: running.map((r) => (nowMs - new Date(r.started_at).getTime()) / 1000),
-          workersAllowed: allowed,
-        })
-      : null;
-  return {
-    schema: STATUS_SCHEMA,
-    batch_id: input.batch.batch_id,
-    output: input.output,
-    state,
-    pause_reasons: fold.pauseReasons,
-    counts,
-    running,
-    workers_allowed: allowed,
-    ...(nodes !== undefined ? { nodes } : {}),
-    gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
-    gpu_note: gpuNote(input.batch, peaks),
-    claims_without_result: open.map((c) => c.job_id),
-    eta,
-    leftovers,
-    supervisor: input.supervisor === null ? null : { ...input.supervisor, alive },
-    updated_at: input.now.toISOString(),
-  };
+  return { running: running.map((r) => (r.node !== undefined ? r : withNode(r, ledger.placement(r.job_id)))), leftovers };
+}
+
+function withNode(r: RunningPair, node: string | undefined): RunningPair {
+  return node === undefined ? r : { ...r, node };
 }
 
 /**

@@ -5,6 +5,7 @@ import { failpoint } from '../failpoints.js';
 import { errnoOf } from '../ports/file-system.js';
 import type { FileHandle, FileSystem } from '../ports/file-system.js';
 import { LogSink } from './log-sink.js';
+import type { JournalEvent, JournalRecord } from '../../core/journal-events.js';
 
 export const FILE_PERMISSIONS = 0o600;
 export const DIR_PERMISSIONS = 0o700;
@@ -19,16 +20,12 @@ const TEMP_NAME = /^\..+\.tmp-\d+-[0-9a-f]{16}$/;
  */
 const PAIR_FOLDERS: ReadonlySet<string> = new Set(['sessions', 'outcome']);
 
-/** What a caller appends: a `type`, an ISO `at` and any JSON fields. The store adds `seq`. */
-export interface JournalEvent {
-  readonly type: string;
-  readonly at: string;
-  readonly [field: string]: unknown;
-}
-
-export interface JournalRecord extends JournalEvent {
-  readonly seq: number;
-}
+/**
+ * What a caller appends: one of the closed union of journal events (`core/journal-events.ts`), its `at` from the
+ * injected clock. The store adds `seq`. What it reads back is a `JournalRecord`: the same union, each field to be
+ * checked (an older writer may lack it), or a foreign type (an older or newer writer) that readers pass over.
+ */
+export type { JournalEvent, JournalRecord } from '../../core/journal-events.js';
 
 /** Complete records and the byte offset just past the last of them (a torn last line is not counted). */
 export interface JournalSlice {
@@ -37,7 +34,7 @@ export interface JournalSlice {
 }
 
 /** Told of every record this store appends, in journal order, once it is durable. */
-export type JournalListener = (record: JournalRecord, endBytes: number) => void;
+export type JournalListener = (record: JournalEvent & { readonly seq: number }, endBytes: number) => void;
 
 interface JournalState {
   lastSeq: number;
@@ -490,7 +487,9 @@ export class EvidenceStore {
   }
 
   async #appendNow(event: JournalEvent): Promise<number> {
-    if (typeof event.type !== 'string' || event.type === '' || typeof event.at !== 'string') {
+    // The type checker holds callers to the union; a JavaScript caller is still refused here.
+    const { type, at } = event as { readonly type: unknown; readonly at: unknown };
+    if (typeof type !== 'string' || type === '' || typeof at !== 'string') {
       throw storeError('journal event needs a string `type` and `at`', JOURNAL_FILE, 'serialize');
     }
     const state = await this.#journalState();
@@ -519,7 +518,7 @@ export class EvidenceStore {
     this.#journal = { lastSeq: seq, sizeBytes: state.sizeBytes + bytes.byteLength, needsNewline: false };
     if (created) await this.#syncParent(JOURNAL_FILE);
     if (this.#journalListeners.size > 0) {
-      const record = { seq, ...fields } as JournalRecord;
+      const record = { seq, ...fields } as JournalEvent & { readonly seq: number };
       for (const listener of this.#journalListeners) {
         try {
           listener(record, state.sizeBytes + bytes.byteLength);

@@ -1,0 +1,194 @@
+import type { PauseReason } from '../../core/classify.js';
+import { errorKind } from '../../core/errors.js';
+import { decide, type PairOutcome, type SupervisorEffect, type SupervisorEvent, type SupervisorJournal, type SupervisorState } from '../../core/supervisor-machine.js';
+import type { Clock } from '../ports/clock.js';
+import type { Logger } from '../ports/logger.js';
+import type { RunningHandle } from './batch-pair.js';
+
+/** What the loop does in the world; each call is one effect of `core/supervisor-machine.ts`. */
+export interface SupervisorLoopPorts {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** The GPU peaks the dispatch rule reads now (the ledger's). */
+  readonly gpuPeaksMib: () => readonly number[];
+  /** Append one record (the loop makes it best effort). */
+  readonly journal: (event: SupervisorJournal) => Promise<void>;
+  readonly writeStatus: () => Promise<void>;
+  readonly statusSoon: () => void;
+  /** Check the source pins and journal the check; true when they match. */
+  readonly checkSources: (phase: 'before_first_dispatch' | 'drain') => Promise<boolean>;
+  /**
+   * Start one pair: reserve, claim, run, finish (`dispatch`), or finish a claimed one found at start (`recover`).
+   * Called synchronously: a throw is a fault of the supervisor; a rejection is the pair's (it fails, the batch pauses).
+   */
+  readonly dispatch: (jobId: string, onRunning: (handle: RunningHandle) => void) => Promise<PairOutcome>;
+  readonly recover: (jobId: string, onRunning: (handle: RunningHandle) => void) => Promise<PairOutcome>;
+  /** Swarm: learn where a pair was placed (optional: the local executor places nothing). */
+  readonly watchPlacement?: (handle: RunningHandle, stillRunning: () => boolean) => void;
+  /** A timer for the loop's wait (default: a real one that does not keep the process alive). */
+  readonly delay?: (ms: number) => Promise<void>;
+}
+
+/**
+ * The supervisor's imperative shell: holds the machine's state, performs its effects in order, and feeds back what
+ * happens (a pair's handle, its end, a stop, the loop's turn) as events. The running pairs' handles (their
+ * containers, their terminate switches) live here: they are things of the world, not decisions.
+ */
+export class SupervisorLoop {
+  #state: SupervisorState;
+  readonly #ports: SupervisorLoopPorts;
+  readonly #handles = new Map<string, RunningHandle>();
+  readonly #tasks = new Map<string, Promise<void>>();
+  readonly #wakeup: Wakeup;
+  #left = false;
+
+  constructor(ports: SupervisorLoopPorts, initial: SupervisorState) {
+    this.#ports = ports;
+    this.#state = initial;
+    this.#wakeup = new Wakeup(ports.delay ?? delay);
+  }
+
+  get state(): SupervisorState {
+    return this.#state;
+  }
+
+  /** The pairs running now, as status shows them. */
+  handles(): RunningHandle[] {
+    return [...this.#handles.values()];
+  }
+
+  /**
+   * One event: decide, then perform each effect in order. Synchronous effects run before `feed` returns its promise
+   * (a pair's terminate switch is thrown in the same turn as its handle arrives).
+   */
+  async feed(event: SupervisorEvent): Promise<void> {
+    const { state, effects } = decide(this.#state, event);
+    this.#state = state;
+    for (const effect of effects) {
+      const pending = this.#perform(effect);
+      if (pending !== undefined) await pending;
+    }
+  }
+
+  /** The dispatch loop: turns until the machine says leave (drained, or paused/stopped with nothing in flight). */
+  async run(): Promise<void> {
+    while (!this.#left) await this.feed({ type: 'next', nowMs: this.#ports.clock.now().getTime(), gpuPeaksMib: this.#ports.gpuPeaksMib() });
+  }
+
+  /** Every launched pair has ended and its end was performed. */
+  async settled(): Promise<void> {
+    await Promise.allSettled(this.#tasks.values());
+  }
+
+  #perform(effect: SupervisorEffect): Promise<void> | undefined {
+    switch (effect.kind) {
+      case 'journal':
+        return this.#bestEffort(`journal ${effect.event.type}`, () => this.#ports.journal(effect.event));
+      case 'log_pause':
+        this.#logPause(effect.reasons, effect.jobId);
+        return undefined;
+      case 'write_status':
+        return this.#ports.writeStatus();
+      case 'status_soon':
+        this.#ports.statusSoon();
+        return undefined;
+      case 'terminate':
+        for (const jobId of effect.jobIds) this.#handles.get(jobId)?.terminate.abort();
+        return undefined;
+      case 'watch_placement':
+        this.#watchPlacement(effect.jobId);
+        return undefined;
+      case 'wake':
+        this.#wakeup.notify();
+        return undefined;
+      default:
+        return this.#performStep(effect);
+    }
+  }
+
+  /** The effects that start or wait for work. */
+  #performStep(effect: Exclude<SupervisorEffect, { kind: 'journal' | 'log_pause' | 'write_status' | 'status_soon' | 'terminate' | 'watch_placement' | 'wake' }>): Promise<void> | undefined {
+    switch (effect.kind) {
+      case 'check_sources':
+        return this.#ports.checkSources(effect.phase).then((ok) => this.feed({ type: 'sources_checked', ok }));
+      case 'dispatch':
+        this.#launch(effect.jobId, this.#ports.dispatch(effect.jobId, this.#onRunning));
+        return undefined;
+      case 'recover':
+        this.#launch(effect.jobId, this.#ports.recover(effect.jobId, this.#onRunning));
+        return undefined;
+      case 'wait':
+        return this.#wakeup.wait(effect.ms);
+      case 'leave':
+        this.#left = true;
+        return undefined;
+    }
+  }
+
+  readonly #onRunning = (handle: RunningHandle): void => {
+    this.#handles.set(handle.jobId, handle);
+    void this.feed({ type: 'pair_running', jobId: handle.jobId }).catch(() => undefined);
+  };
+
+  #launch(jobId: string, work: Promise<PairOutcome>): void {
+    const task = work
+      .catch((err: unknown): PairOutcome => {
+        this.#ports.logger.error({ job: jobId, err: errorKind(err) }, 'pair task failed: pausing the batch');
+        return { kind: 'failed' };
+      })
+      .then((outcome) => {
+        this.#handles.delete(jobId);
+        return this.feed({ type: 'pair_done', jobId, nowMs: this.#ports.clock.now().getTime(), outcome });
+      })
+      .catch((err: unknown) => this.#ports.logger.error({ job: jobId, err: errorKind(err) }, 'pair end not recorded'))
+      .finally(() => this.#tasks.delete(jobId));
+    this.#tasks.set(jobId, task);
+  }
+
+  #watchPlacement(jobId: string): void {
+    const handle = this.#handles.get(jobId);
+    if (handle === undefined || this.#ports.watchPlacement === undefined) return;
+    this.#ports.watchPlacement(handle, () => this.#handles.get(jobId) === handle);
+  }
+
+  #logPause(reasons: readonly PauseReason[], jobId: string | null): void {
+    this.#ports.logger.warn({ reasons, job: jobId }, 'batch paused');
+  }
+
+  async #bestEffort(what: string, work: () => Promise<unknown>): Promise<void> {
+    try {
+      await work();
+    } catch (err) {
+      this.#ports.logger.error({ err: errorKind(err), what }, 'write failed; continuing fail-closed');
+    }
+  }
+}
+
+/** A wake-up that is never lost: a notify before the wait makes the wait return at once. */
+class Wakeup {
+  #pending = false;
+  #resolve: (() => void) | undefined;
+  readonly #delay: (ms: number) => Promise<void>;
+
+  constructor(delayFn: (ms: number) => Promise<void>) {
+    this.#delay = delayFn;
+  }
+
+  notify(): void {
+    this.#pending = true;
+    this.#resolve?.();
+  }
+
+  async wait(ms: number): Promise<void> {
+    if (!this.#pending) await Promise.race([new Promise<void>((resolve) => (this.#resolve = resolve)), this.#delay(ms)]);
+    this.#resolve = undefined;
+    this.#pending = false;
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    t.unref?.();
+  });
+}

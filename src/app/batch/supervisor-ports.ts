@@ -1,0 +1,182 @@
+import type { BatchLedger } from '../../core/batch-ledger.js';
+import { errorKind } from '../../core/errors.js';
+import type { JournalAppend } from '../../core/journal-events.js';
+import type { Job, Manifest } from '../../core/manifest/index.js';
+import type { Receipt } from '../../core/receipt.js';
+import type { ResultRecord } from '../../core/result.js';
+import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
+import type { Logger } from '../ports/logger.js';
+import type { JobFiles, ResolvedJobEnvironment } from './batch-context.js';
+import { dispatchPair, type BatchPairContext, type BatchPairDeps, type DispatchAttempt, type RunningHandle } from './batch-pair.js';
+import type { FinishReport } from './finish-pair.js';
+import { receiptRel, resultRel, STATUS_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { nodesDown } from './node-down.js';
+import { recoverPair } from './recover-pair.js';
+import type { reportRefresher } from './report.js';
+import { checkSources } from './source-check.js';
+import { buildWrittenStatus, capacityConfigOf, settleFromFiles } from './status.js';
+import { CoalescingWriter, STATUS_MIN_INTERVAL_MS } from './status-writer.js';
+import type { SupervisorDeps } from './supervisor.js';
+import type { PeakBook } from './supervisor-ledger.js';
+import type { SupervisorLoopPorts } from './supervisor-loop.js';
+
+/**
+ * The supervisor's wiring: how each effect of the loop is performed on the batch's evidence, registry and engine
+ * (dispatch, recovery, the source check, the journal, status.json, swarm placement and admission nodes).
+ */
+
+/** How often a swarm pair's placement is asked for until the swarm has placed it. */
+const PLACEMENT_POLL_MS = 500;
+
+/** What one supervision holds while it runs: the batch, the ledger status is written from, the loop. */
+export interface Supervision {
+  readonly deps: SupervisorDeps;
+  readonly batch: BatchRecord;
+  readonly manifest: Manifest;
+  readonly record: SupervisorRecord;
+  readonly journal: JournalAppend;
+  readonly book: BatchLedger;
+  readonly peaks: PeakBook;
+  readonly stopFolding: () => void;
+}
+
+export async function bestEffort(logger: Logger, what: string, work: () => Promise<unknown>): Promise<void> {
+  try {
+    await work();
+  } catch (err) {
+    logger.error({ err: errorKind(err), what }, 'write failed; continuing fail-closed');
+  }
+}
+
+export function batchDepsOf(s: Supervision): BatchPairDeps {
+  return { store: s.deps.store, registry: s.deps.registry, execute: s.deps.execute, journal: s.journal };
+}
+
+/** The loop's effects, performed on the batch's evidence, registry and engine. */
+export function loopPorts(s: Supervision, files: readonly JobFiles[], envs: ReadonlyMap<string, ResolvedJobEnvironment>, statusWriter: CoalescingWriter): SupervisorLoopPorts {
+  const { deps, manifest } = s;
+  const receipts = new Map(files.flatMap((f) => (f.receipt !== null ? [[f.job.job_id, f.receipt] as const] : [])));
+  const batchDeps = batchDepsOf(s);
+  const ctx = pairContextOf(s);
+  const jobOf = (jobId: string): Job => {
+    const job = manifest.jobs.find((j) => j.job_id === jobId);
+    if (job === undefined) throw new Error(`job ${jobId} is not in the manifest`);
+    return job;
+  };
+  const placementOf = deps.execute.runtime.placementOf?.bind(deps.execute.runtime);
+  return {
+    clock: deps.execute.clock,
+    logger: deps.logger,
+    gpuPeaksMib: () => s.book.gpuPeaks(),
+    journal: (event) => journalEvent(s.journal, event),
+    writeStatus: () => statusWriter.now(),
+    statusSoon: () => statusWriter.soon(),
+    checkSources: async (phase) => {
+      const check = await checkSources(s.deps.execute.fs, manifest.source_sha256);
+      await s.journal('source_check', { phase, ok: check.ok, checked: check.checked, mismatched: check.mismatched });
+      return check.ok;
+    },
+    dispatch: (jobId, onRunning) => {
+      const job = jobOf(jobId);
+      const env = envs.get(jobId);
+      if (env === undefined) throw new Error(`job ${jobId} has no resolved environment`);
+      return dispatchPair(batchDeps, ctx, job, env, onRunning).then(outcomeOfAttempt);
+    },
+    recover: (jobId, onRunning) => {
+      const job = jobOf(jobId);
+      const receipt = receipts.get(jobId);
+      if (receipt === undefined) throw new Error(`job ${jobId} has no receipt to recover`);
+      return recoverPair(batchDeps, ctx, job, receipt, envs.get(jobId), onRunning).then(outcomeOfFinish);
+    },
+    ...(placementOf !== undefined ? { watchPlacement: (handle, stillRunning) => watchPlacement(s, placementOf, handle, stillRunning, () => statusWriter.soon()) } : {}),
+  };
+}
+
+function journalEvent(journal: JournalAppend, event: SupervisorJournal): Promise<void> {
+  switch (event.type) {
+    case 'paused':
+      return journal('paused', { reasons: event.reasons, ...(event.job_id !== undefined ? { job_id: event.job_id } : {}) });
+    case 'stop_requested':
+      return journal('stop_requested', { terminate: event.terminate });
+    case 'admission_refused':
+      return journal('admission_refused', { job_id: event.job_id, reason: event.reason });
+  }
+}
+
+export function outcomeOfFinish(report: FinishReport): PairOutcome {
+  return { kind: 'finished', classification: report.result.classification, pauseReasons: report.pauseReasons };
+}
+
+export function outcomeOfAttempt(attempt: DispatchAttempt): PairOutcome {
+  if (attempt.kind === 'ran') return outcomeOfFinish(attempt.finish);
+  return attempt.kind === 'refused' ? { kind: 'refused', reason: attempt.reason } : { kind: 'claim_failed', reason: attempt.reason };
+}
+
+/** Swarm (issue 13): which node runs each pair, journalled once the swarm placed it (status shows it). */
+function watchPlacement(
+  s: Supervision,
+  placementOf: (id: string) => Promise<{ readonly node: string } | null>,
+  handle: RunningHandle,
+  stillRunning: () => boolean,
+  statusSoon: () => void,
+): void {
+  void (async () => {
+    while (stillRunning()) {
+      const placed = handle.containerId === null ? null : await placementOf(handle.containerId).catch(() => null);
+      if (placed !== null) {
+        handle.node = placed.node;
+        await bestEffort(s.deps.logger, 'journal pair_placed', () => s.journal('pair_placed', { job_id: handle.jobId, node: placed.node }));
+        statusSoon();
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, PLACEMENT_POLL_MS));
+    }
+  })();
+}
+
+/** The pair context: the batch, its GPU peaks per image, and on a swarm the nodes admission tries in turn. */
+function pairContextOf(s: Supervision): BatchPairContext {
+  const admissionNodes = admissionNodesOf(s);
+  return { batch: s.batch, manifest: s.manifest, gpuPeaksByImage: () => s.peaks.byImage(), ...(admissionNodes ? { admissionNodes } : {}) };
+}
+
+/**
+ * Swarm: admission per node (the registry's slots, GPU budget and ports are per node). The nodes the manager calls
+ * ready, less those the operator declared down, taken in turn so that the pairs spread over the nodes.
+ */
+export function admissionNodesOf(s: Supervision): BatchPairContext['admissionNodes'] {
+  const runtime = s.deps.execute.runtime;
+  const readyNodes = s.batch.executor?.kind === 'swarm' ? runtime.readyNodes?.bind(runtime) : undefined;
+  if (readyNodes === undefined) return undefined;
+  let turn = 0;
+  return async (constraints) => {
+    const down = new Set(await nodesDown(s.deps.store).catch(() => []));
+    const ready = (await readyNodes(constraints).catch((): readonly string[] => [])).filter((n) => !down.has(n));
+    if (ready.length === 0) return [];
+    const first = turn++ % ready.length;
+    return [...ready.slice(first), ...ready.slice(0, first)];
+  };
+}
+
+/**
+ * status.json from the ledger (never a rescan of the job folders), with the basis `e1-batch status` builds on: now
+ * for a change that matters (a pair finished, a pause, a stop), coalesced for one that can wait (a pair started).
+ */
+export function statusWriterOf(s: Supervision, running: () => readonly RunningHandle[], report: ReturnType<typeof reportRefresher>): CoalescingWriter {
+  const { store, logger } = s.deps;
+  const clock = s.deps.execute.clock;
+  const capacity = capacityConfigOf(s.manifest, s.batch);
+  // A swarm batch's status shows the GPUs in use per node: the jobs by id, once.
+  const jobsById = s.batch.executor?.kind === 'swarm' ? new Map(s.manifest.jobs.map((j) => [j.job_id, j])) : undefined;
+  const writeNow = async (): Promise<void> => {
+    // A job a harness fault left unsettled: its files decide (one job, not the batch).
+    for (const jobId of s.book.unsettled()) {
+      settleFromFiles(s.book, jobId, await store.readJson<Receipt>(receiptRel(jobId)), await store.readJson<ResultRecord>(resultRel(jobId)));
+    }
+    const view = running().map((h) => ({ job_id: h.jobId, container_id: h.containerId, started_at: h.startedAt, deadline: h.deadline, ...(h.node !== undefined ? { node: h.node } : {}) }));
+    const written = await buildWrittenStatus({ ledger: s.book, output: store.root, batch: s.batch, capacity, supervisor: s.record, running: view, now: clock.now(), ...(jobsById !== undefined ? { jobs: jobsById } : {}) });
+    await store.writeJsonAtomic(STATUS_FILE, written);
+    report.poke();
+  };
+  return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) => logger.error({ err: errorKind(err), what: 'status.json' }, 'write failed; continuing fail-closed'));
+}
