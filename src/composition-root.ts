@@ -30,6 +30,8 @@ import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import { referencedValues } from './core/manifest/environment.js';
 import { ImageSessionsMemo } from './core/sessions-skip.js';
+import type { HostFactsRequest } from './app/host-facts.js';
+import type { HostFactsRecord } from './core/host-facts.js';
 
 /**
  * The one place adapters are constructed. Commands ask for what they need here.
@@ -202,6 +204,15 @@ export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: stri
 }
 
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
+
+/** Host facts for `e1-batch start`'s batch.json (systeminformation in a child process, loaded on first use). */
+export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<HostFactsRecord> {
+  const [{ SystemInformationHostFacts }, { gatherHostFacts }] = await Promise.all([
+    import('./adapters/host-facts/systeminformation-host-facts.js'),
+    import('./app/host-facts.js'),
+  ]);
+  return gatherHostFacts({ source: new SystemInformationHostFacts() }, request);
+}
 
 /** Everything a supervisor process needs, wired for the batch in `output`. */
 export async function createSupervisorDeps(output: string, logger: Logger): Promise<SupervisorDeps & { dispose(): Promise<void> }> {

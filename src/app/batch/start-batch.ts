@@ -17,6 +17,8 @@ import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import { resolveAllEnvironments } from './batch-context.js';
+import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
+import type { HostFactsRecord } from '../../core/host-facts.js';
 import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
 
 export interface StartBatchDeps {
@@ -30,6 +32,8 @@ export interface StartBatchDeps {
    * another batch or a pair needs more GPU memory than the host's whole budget.
    */
   readonly checkRegistry?: (needs: RegistryNeeds) => Promise<void>;
+  /** Host facts for batch.json's `host` (gathered side by side with the other checks; never rejects). */
+  readonly hostFacts?: (request: HostFactsRequest) => Promise<HostFactsRecord>;
   /** Swarm: the nodes that take work now, with their GPUs. */
   readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
 }
@@ -200,6 +204,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
 
   const engine = await deps.runtime.info();
+  const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
   const images = [...new Set(manifest.jobs.map((j) => jobImage(manifest, j)))];
   for (const image of images) {
     if (!(await deps.runtime.imageExists(image))) {
@@ -233,6 +238,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
     ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
     ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
+    ...(host !== undefined ? { host: await host } : {}),
   };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.

@@ -24,6 +24,7 @@ import {
   createStderrLogger,
   executorFlags,
   createSupervisorDeps,
+  gatherBatchHostFacts,
   hostProtectedPaths,
   PACKAGE_ROOT,
 } from '../../composition-root.js';
@@ -69,6 +70,7 @@ export default class BatchStart extends BaseCommand {
           : {}),
         clock: systemClock,
         observeGpus: () => observeGpus(),
+        hostFacts: gatherBatchHostFacts,
         checkRegistry: async (needs) => {
           const opened = await openRegistryAt(registry);
           try {

@@ -1,0 +1,168 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { realpath } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname } from 'node:path';
+import { mountOf, type CpuFact, type FileSystemFact, type GpuController, type MemoryFact, type MountFact, type OsFact } from '../../core/host-facts.js';
+import type { HostFactsSource } from '../../app/ports/host-facts.js';
+import { controllersFromSi, cpuFromSi, memoryFromSi, mountsFromSi, osFromSi } from './si-shapes.js';
+
+/** The facts the child asks systeminformation for, each printed as one JSON line as soon as it is known. */
+type FactName = 'cpu' | 'memory' | 'os' | 'fileSystems' | 'gpuControllers';
+
+/**
+ * Runs in a separate Node process (CommonJS, `node -e`): systeminformation shells out (lscpu, df, lspci) and some of
+ * its calls are synchronous (nvidia-smi inside `graphics()`, `hostname -f` inside `osInfo()`), so in this process a
+ * hung command could block the event loop past any timeout. The fast calls are asked first.
+ */
+const CHILD_SOURCE = `
+const si = require(process.argv[1]);
+const say = (fact, call) => Promise.resolve().then(call).then(
+  (value) => ({ fact, value }),
+  (err) => ({ fact, error: String((err && err.message) || err) }),
+).then((line) => process.stdout.write(JSON.stringify(line) + '\\n'));
+Promise.all([
+  say('memory', () => si.mem()),
+  say('fileSystems', () => si.fsSize()),
+  say('cpu', () => si.cpu()),
+  say('os', () => si.osInfo()),
+  say('gpuControllers', () => si.graphics().then((g) => g.controllers)),
+]);
+`;
+
+/** Past this the child (and what it started) is killed: the process never outlives its answers for long. */
+export const CHILD_DEADLINE_MS = 6_000;
+
+interface Pending {
+  readonly promise: Promise<unknown>;
+  resolve(value: unknown): void;
+  reject(err: Error): void;
+}
+
+/**
+ * Host facts from `systeminformation` (https://systeminformation.io), loaded lazily in a child process on the first
+ * call; every later call is answered from the same child. The port's callers bound each call in time; this adapter
+ * also kills the child's process group at `deadlineMs` so a hung command never keeps the tool alive.
+ */
+export class SystemInformationHostFacts implements HostFactsSource {
+  readonly #deadlineMs: number;
+  readonly #modulePath: string;
+  #facts: Map<FactName, Pending> | null = null;
+
+  constructor(options: { readonly deadlineMs?: number; readonly modulePath?: string } = {}) {
+    this.#deadlineMs = options.deadlineMs ?? CHILD_DEADLINE_MS;
+    this.#modulePath = options.modulePath ?? createRequire(import.meta.url).resolve('systeminformation');
+  }
+
+  async cpu(): Promise<CpuFact> {
+    return cpuFromSi(await this.#fact('cpu'));
+  }
+
+  async memory(): Promise<MemoryFact> {
+    return memoryFromSi(await this.#fact('memory'));
+  }
+
+  async os(): Promise<OsFact> {
+    return osFromSi(await this.#fact('os'));
+  }
+
+  async gpuControllers(): Promise<readonly GpuController[]> {
+    return controllersFromSi(await this.#fact('gpuControllers'));
+  }
+
+  async fileSystemOf(path: string, options: { readonly nearestAncestor: boolean }): Promise<FileSystemFact> {
+    const mounts = this.#fact('fileSystems').then(mountsFromSi);
+    mounts.catch(() => undefined); // awaited below; a realpath failure must not leave it unhandled
+    const real = options.nearestAncestor ? await realNearest(path) : await realpath(path);
+    const mount: MountFact | null = mountOf(real, await mounts);
+    if (mount === null) throw new Error(`no listed file system holds ${real}`);
+    return { path, ...mount };
+  }
+
+  #fact(name: FactName): Promise<unknown> {
+    this.#facts ??= this.#spawn();
+    const pending = this.#facts.get(name);
+    if (pending === undefined) throw new Error(`unknown fact ${name}`);
+    return pending.promise;
+  }
+
+  #spawn(): Map<FactName, Pending> {
+    const facts = new Map<FactName, Pending>(
+      (['cpu', 'memory', 'os', 'fileSystems', 'gpuControllers'] as const).map((name) => [name, deferred()]),
+    );
+    let child: ChildProcess;
+    try {
+      child = spawn(process.execPath, ['-e', CHILD_SOURCE, this.#modulePath], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+        detached: true, // its own process group: killed with what it started (lspci, df, nvidia-smi)
+        env: { ...process.env, NODE_OPTIONS: '' },
+      });
+    } catch (err) {
+      for (const p of facts.values()) p.reject(err as Error);
+      return facts;
+    }
+    const timer = setTimeout(() => killGroup(child), this.#deadlineMs);
+    let buffered = '';
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk;
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) settleLine(facts, line);
+    });
+    child.on('error', (err) => {
+      for (const p of facts.values()) p.reject(err);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const why = signal === 'SIGKILL' ? `no answer within ${this.#deadlineMs} ms (killed)` : `exited ${signal ?? code} without answering`;
+      for (const p of facts.values()) p.reject(new Error(`systeminformation ${why}`));
+    });
+    return facts;
+  }
+}
+
+function settleLine(facts: Map<FactName, Pending>, line: string): void {
+  let parsed: { fact?: unknown; value?: unknown; error?: unknown };
+  try {
+    parsed = JSON.parse(line) as typeof parsed;
+  } catch {
+    return;
+  }
+  const pending = facts.get(parsed.fact as FactName);
+  if (pending === undefined) return;
+  if (typeof parsed.error === 'string') pending.reject(new Error(parsed.error));
+  else pending.resolve(parsed.value);
+}
+
+function killGroup(child: ChildProcess): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    child.kill('SIGKILL');
+  }
+}
+
+function deferred(): Pending {
+  let resolve!: (value: unknown) => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<unknown>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => undefined); // a fact nobody asked for may fail unobserved
+  return { promise, resolve, reject };
+}
+
+/** The real path of `path`, or of its nearest existing ancestor. */
+async function realNearest(path: string): Promise<string> {
+  let current = path;
+  for (;;) {
+    try {
+      return await realpath(current);
+    } catch (err) {
+      const parent = dirname(current);
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || parent === current) throw err;
+      current = parent;
+    }
+  }
+}
