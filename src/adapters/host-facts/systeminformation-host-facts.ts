@@ -6,28 +6,40 @@ import { mountOf, type CpuFact, type FileSystemFact, type GpuController, type Me
 import type { HostFactsSource } from '../../app/ports/host-facts.js';
 import { controllersFromSi, cpuFromSi, memoryFromSi, mountsFromSi, osFromSi } from './si-shapes.js';
 
-/** The facts the child asks systeminformation for, each printed as one JSON line as soon as it is known. */
+/** The facts a child asks systeminformation for. */
 type FactName = 'cpu' | 'memory' | 'os' | 'fileSystems' | 'gpuControllers';
 
 /**
- * Runs in a separate Node process (CommonJS, `node -e`): systeminformation shells out (lscpu, df, lspci) and some of
- * its calls are synchronous (nvidia-smi inside `graphics()`, `hostname -f` inside `osInfo()`), so in this process a
- * hung command could block the event loop past any timeout. The fast calls are asked first.
+ * Runs in a separate Node process (CommonJS, `node -e`), given the module path and the facts to ask for:
+ * systeminformation shells out (lscpu, df, lspci) and some of its calls are synchronous (nvidia-smi inside
+ * `graphics()`, `hostname -f` inside `osInfo()`), so in this process a hung command could block the event loop past
+ * any timeout. Each fact is printed as one JSON line as soon as it is known.
  */
 const CHILD_SOURCE = `
 const si = require(process.argv[1]);
-const say = (fact, call) => Promise.resolve().then(call).then(
-  (value) => ({ fact, value }),
-  (err) => ({ fact, error: String((err && err.message) || err) }),
-).then((line) => process.stdout.write(JSON.stringify(line) + '\\n'));
-Promise.all([
-  say('memory', () => si.mem()),
-  say('fileSystems', () => si.fsSize()),
-  say('cpu', () => si.cpu()),
-  say('os', () => si.osInfo()),
-  say('gpuControllers', () => si.graphics().then((g) => g.controllers)),
-]);
+const calls = {
+  memory: () => si.mem(),
+  fileSystems: () => si.fsSize(),
+  cpu: () => si.cpu(),
+  os: () => si.osInfo(),
+  gpuControllers: () => si.graphics().then((g) => g.controllers),
+};
+for (const fact of process.argv.slice(2)) {
+  Promise.resolve().then(calls[fact]).then(
+    (value) => ({ fact, value }),
+    (err) => ({ fact, error: String((err && err.message) || err) }),
+  ).then((line) => process.stdout.write(JSON.stringify(line) + '\\n'));
+}
 `;
+
+/**
+ * The facts in two processes: those whose commands run asynchronously, and those with a synchronous command inside
+ * (a hung `hostname -f` or nvidia-smi then blocks only its own group).
+ */
+const GROUPS: readonly (readonly FactName[])[] = [
+  ['memory', 'fileSystems', 'cpu'],
+  ['os', 'gpuControllers'],
+];
 
 /** Past this the child (and what it started) is killed: the process never outlives its answers for long. */
 export const CHILD_DEADLINE_MS = 6_000;
@@ -46,7 +58,7 @@ interface Pending {
 export class SystemInformationHostFacts implements HostFactsSource {
   readonly #deadlineMs: number;
   readonly #modulePath: string;
-  #facts: Map<FactName, Pending> | null = null;
+  readonly #facts = new Map<FactName, Pending>();
 
   constructor(options: { readonly deadlineMs?: number; readonly modulePath?: string } = {}) {
     this.#deadlineMs = options.deadlineMs ?? CHILD_DEADLINE_MS;
@@ -79,26 +91,24 @@ export class SystemInformationHostFacts implements HostFactsSource {
   }
 
   #fact(name: FactName): Promise<unknown> {
-    this.#facts ??= this.#spawn();
-    const pending = this.#facts.get(name);
-    if (pending === undefined) throw new Error(`unknown fact ${name}`);
-    return pending.promise;
+    if (!this.#facts.has(name)) this.#spawn(GROUPS.find((g) => g.includes(name)) ?? [name]);
+    return (this.#facts.get(name) as Pending).promise;
   }
 
-  #spawn(): Map<FactName, Pending> {
-    const facts = new Map<FactName, Pending>(
-      (['cpu', 'memory', 'os', 'fileSystems', 'gpuControllers'] as const).map((name) => [name, deferred()]),
-    );
+  /** One child asking for `group`; its answers settle the group's facts. */
+  #spawn(group: readonly FactName[]): void {
+    const facts = new Map<FactName, Pending>(group.map((name) => [name, deferred()]));
+    for (const [name, pending] of facts) this.#facts.set(name, pending);
     let child: ChildProcess;
     try {
-      child = spawn(process.execPath, ['-e', CHILD_SOURCE, this.#modulePath], {
+      child = spawn(process.execPath, ['-e', CHILD_SOURCE, this.#modulePath, ...group], {
         stdio: ['ignore', 'pipe', 'ignore'],
         detached: true, // its own process group: killed with what it started (lspci, df, nvidia-smi)
         env: { ...process.env, NODE_OPTIONS: '' },
       });
     } catch (err) {
       for (const p of facts.values()) p.reject(err as Error);
-      return facts;
+      return;
     }
     const timer = setTimeout(() => killGroup(child), this.#deadlineMs);
     let buffered = '';
@@ -116,7 +126,6 @@ export class SystemInformationHostFacts implements HostFactsSource {
       const why = signal === 'SIGKILL' ? `no answer within ${this.#deadlineMs} ms (killed)` : `exited ${signal ?? code} without answering`;
       for (const p of facts.values()) p.reject(new Error(`systeminformation ${why}`));
     });
-    return facts;
   }
 }
 
