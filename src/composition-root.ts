@@ -205,13 +205,13 @@ export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: stri
 
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
 
-/** Host facts for `e1-batch start`'s batch.json (systeminformation in a child process, loaded on first use). */
+/** Host facts for `e1-batch start`'s batch.json (systeminformation in child processes, static facts cached per boot). */
 export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<HostFactsRecord> {
-  const [{ SystemInformationHostFacts }, { gatherHostFacts }] = await Promise.all([
+  const [{ defaultHostFactsSource }, { gatherHostFacts }] = await Promise.all([
     import('./adapters/host-facts/systeminformation-host-facts.js'),
     import('./app/host-facts.js'),
   ]);
-  return gatherHostFacts({ source: new SystemInformationHostFacts() }, request);
+  return gatherHostFacts({ source: defaultHostFactsSource() }, request);
 }
 
 /** Everything a supervisor process needs, wired for the batch in `output`. */

@@ -4,6 +4,7 @@ import { cpus, release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SystemInformationHostFacts } from '../../src/adapters/host-facts/systeminformation-host-facts.js';
+import { StaticFactsCache } from '../../src/adapters/host-facts/static-facts-cache.js';
 import { gatherHostFacts } from '../../src/app/host-facts.js';
 import type { DoctorCheck } from '../../src/app/doctor.js';
 import type { FileSystemFact, HostFact } from '../../src/core/host-facts.js';
@@ -89,7 +90,7 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
     await rm(work, { recursive: true, force: true });
   });
 
-  it('memory never answers, cpu throws, osInfo spins: those are unknown, the file systems are known, the children end', async () => {
+  it('memory never answers, cpu throws, osInfo spins (and blocks the controllers of its group): unknown; the file systems are known; the children end', async () => {
     // A stand-in for systeminformation (the adapter loads it by path): each child records its pid.
     const standIn = join(work, 'stand-in.cjs');
     await writeFile(
@@ -107,7 +108,8 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
     const facts = await gatherHostFacts({ source, timeoutMs: 1_000 }, { outputDir: work, dataRoot: null });
     expect(facts.memory).toEqual({ kind: 'unknown', reason: 'no answer within 1000 ms' });
     expect(facts.cpu).toEqual({ kind: 'unknown', reason: 'lscpu failed' });
-    expect(facts.os.kind).toBe('unknown');
+    expect(facts.os).toEqual({ kind: 'unknown', reason: 'no answer within 1000 ms' });
+    expect(facts.gpu_controllers).toEqual({ kind: 'unknown', reason: 'no answer within 1000 ms' });
     expect(facts.output_fs).toMatchObject({ kind: 'known', fs: '/dev/x', mount: '/' });
 
     const pids = (await readFile(join(work, 'pids'), 'utf8')).trim().split('\n').map(Number);
@@ -123,5 +125,46 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
     };
     for (let i = 0; i < 100 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 100));
     expect(pids.filter(alive)).toEqual([]);
+  });
+
+  it('static facts (cpu, os, controllers) are asked once per boot: a second source of the same boot starts only the other child', async () => {
+    const standIn = join(work, 'answers.cjs');
+    const pidsFile = join(work, 'answer-pids');
+    await writeFile(
+      standIn,
+      [
+        `require('node:fs').appendFileSync(${JSON.stringify(pidsFile)}, process.argv.slice(2).join(',') + '\\n');`,
+        'exports.mem = () => Promise.resolve({ total: 1000, available: 600 });',
+        "exports.fsSize = () => Promise.resolve([{ fs: '/dev/x', type: 'ext4', size: 100, available: 40, mount: '/' }]);",
+        "exports.cpu = () => Promise.resolve({ manufacturer: 'AMD', brand: 'EPYC', cores: 4, physicalCores: 2 });",
+        "exports.osInfo = () => Promise.resolve({ distro: 'Debian', release: '12', kernel: '6.1', arch: 'x64' });",
+        "exports.graphics = () => Promise.resolve({ controllers: [{ vendor: 'NVIDIA Corporation', model: 'GH100' }] });",
+      ].join('\n'),
+    );
+    const cacheFile = join(work, 'state', 'host-facts.json');
+    const gather = (boot: string) =>
+      gatherHostFacts(
+        { source: new SystemInformationHostFacts({ modulePath: standIn, cache: new StaticFactsCache(cacheFile, () => Promise.resolve(boot)) }) },
+        { outputDir: work, dataRoot: null },
+      );
+    const first = await gather('boot-1');
+    // The cache is written just after the answers: wait (bounded) until it holds the three static facts.
+    const cached = async (boot: string): Promise<void> => {
+      for (let i = 0; i < 100; i++) {
+        const file = JSON.parse(await readFile(cacheFile, 'utf8').catch(() => '{}')) as { boot_id?: string; facts?: object };
+        if (file.boot_id === boot && Object.keys(file.facts ?? {}).length === 3) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await cached('boot-1');
+    const second = await gather('boot-1');
+    expect(second).toEqual(first);
+    expect(second.cpu).toEqual({ kind: 'known', model: 'AMD EPYC', cores: 4, physical_cores: 2 });
+    expect(JSON.parse(await readFile(cacheFile, 'utf8'))).toMatchObject({ boot_id: 'boot-1', facts: { cpu: { cores: 4 }, os: { kernel: '6.1' } } });
+    await gather('boot-2');
+    await cached('boot-2');
+    const groups = (await readFile(pidsFile, 'utf8')).trim().split('\n');
+    // boot-1: both children; boot-1 again: only the dynamic one; boot-2 (a reboot): both again.
+    expect(groups.sort()).toEqual(['cpu,os,gpuControllers', 'cpu,os,gpuControllers', 'memory,fileSystems', 'memory,fileSystems', 'memory,fileSystems']);
   });
 });

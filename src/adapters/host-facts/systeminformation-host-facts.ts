@@ -1,10 +1,19 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { realpath } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { mountOf, type CpuFact, type FileSystemFact, type GpuController, type MemoryFact, type MountFact, type OsFact } from '../../core/host-facts.js';
 import type { HostFactsSource } from '../../app/ports/host-facts.js';
 import { controllersFromSi, cpuFromSi, memoryFromSi, mountsFromSi, osFromSi } from './si-shapes.js';
+import { StaticFactsCache, type StaticFacts } from './static-facts-cache.js';
+import { defaultRegistryPath } from '../registry/default-path.js';
+import { readBootId } from '../host-identity.js';
+
+/** The source `doctor` and `e1-batch start` use: static facts cached per boot beside the default registry. */
+export function defaultHostFactsSource(): SystemInformationHostFacts {
+  const cacheFile = join(dirname(defaultRegistryPath()), 'host-facts.json');
+  return new SystemInformationHostFacts({ cache: new StaticFactsCache(cacheFile, readBootId) });
+}
 
 /** The facts a child asks systeminformation for. */
 type FactName = 'cpu' | 'memory' | 'os' | 'fileSystems' | 'gpuControllers';
@@ -24,21 +33,26 @@ const calls = {
   os: () => si.osInfo(),
   gpuControllers: () => si.graphics().then((g) => g.controllers),
 };
-for (const fact of process.argv.slice(2)) {
-  Promise.resolve().then(calls[fact]).then(
-    (value) => ({ fact, value }),
-    (err) => ({ fact, error: String((err && err.message) || err) }),
-  ).then((line) => process.stdout.write(JSON.stringify(line) + '\\n'));
-}
+// One call per turn of the event loop: an answer already there is written before the next call can block.
+(async () => {
+  for (const fact of process.argv.slice(2)) {
+    await new Promise((resolve) => setImmediate(resolve));
+    Promise.resolve().then(calls[fact]).then(
+      (value) => ({ fact, value }),
+      (err) => ({ fact, error: String((err && err.message) || err) }),
+    ).then((line) => process.stdout.write(JSON.stringify(line) + '\\n'));
+  }
+})();
 `;
 
 /**
- * The facts in two processes: those whose commands run asynchronously, and those with a synchronous command inside
- * (a hung `hostname -f` or nvidia-smi then blocks only its own group).
+ * The facts in two processes: those that change while the machine runs (cheap: /proc/meminfo, df), and the static
+ * ones, asked once per boot when a cache is given, whose calls hold most commands and the synchronous ones (a hung
+ * `hostname -f` or nvidia-smi then blocks only its own group).
  */
 const GROUPS: readonly (readonly FactName[])[] = [
-  ['memory', 'fileSystems', 'cpu'],
-  ['os', 'gpuControllers'],
+  ['memory', 'fileSystems'],
+  ['cpu', 'os', 'gpuControllers'],
 ];
 
 /** Past this the child (and what it started) is killed: the process never outlives its answers for long. */
@@ -58,27 +72,38 @@ interface Pending {
 export class SystemInformationHostFacts implements HostFactsSource {
   readonly #deadlineMs: number;
   readonly #modulePath: string;
+  readonly #cache: StaticFactsCache | null;
   readonly #facts = new Map<FactName, Pending>();
 
-  constructor(options: { readonly deadlineMs?: number; readonly modulePath?: string } = {}) {
+  constructor(options: { readonly deadlineMs?: number; readonly modulePath?: string; readonly cache?: StaticFactsCache | null } = {}) {
     this.#deadlineMs = options.deadlineMs ?? CHILD_DEADLINE_MS;
     this.#modulePath = options.modulePath ?? createRequire(import.meta.url).resolve('systeminformation');
+    this.#cache = options.cache ?? null;
   }
 
-  async cpu(): Promise<CpuFact> {
-    return cpuFromSi(await this.#fact('cpu'));
+  cpu(): Promise<CpuFact> {
+    return this.#static('cpu', async () => cpuFromSi(await this.#fact('cpu')));
   }
 
   async memory(): Promise<MemoryFact> {
     return memoryFromSi(await this.#fact('memory'));
   }
 
-  async os(): Promise<OsFact> {
-    return osFromSi(await this.#fact('os'));
+  os(): Promise<OsFact> {
+    return this.#static('os', async () => osFromSi(await this.#fact('os')));
   }
 
-  async gpuControllers(): Promise<readonly GpuController[]> {
-    return controllersFromSi(await this.#fact('gpuControllers'));
+  gpuControllers(): Promise<readonly GpuController[]> {
+    return this.#static('gpuControllers', async () => controllersFromSi(await this.#fact('gpuControllers')));
+  }
+
+  /** A static fact from this boot's cache, else asked (and remembered once known). */
+  async #static<K extends keyof StaticFacts>(key: K, ask: () => Promise<NonNullable<StaticFacts[K]>>): Promise<NonNullable<StaticFacts[K]>> {
+    const hit = await this.#cache?.get(key);
+    if (hit !== undefined) return hit;
+    const value = await ask();
+    void this.#cache?.remember(key, value);
+    return value;
   }
 
   async fileSystemOf(path: string, options: { readonly nearestAncestor: boolean }): Promise<FileSystemFact> {
