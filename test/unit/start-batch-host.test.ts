@@ -86,6 +86,29 @@ describe('batch.json host record', () => {
   });
 });
 
+describe('batch.json host record: refusals', () => {
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rg-host-refused-'));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('a refused start (image missing) never asks for host facts', async () => {
+    const manifest = { schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [{ job_id: 'j1', argv: ['/x'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json') }] };
+    await writeFile(join(dir, 'm.json'), JSON.stringify(manifest));
+    const noImage = { ...engine, imageExists: () => Promise.resolve(false) } as unknown as ContainerRuntime;
+    let asked = 0;
+    await expect(
+      prepareBatch(
+        { fs: new NodeFileSystem(), runtime: noImage, clock, hostFacts: (request) => (asked++, gatherHostFacts({ source }, request)) },
+        { manifestPath: join(dir, 'm.json'), output: join(dir, 'b'), registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
+      ),
+    ).rejects.toMatchObject({ code: 'E_IMAGE_MISSING' });
+    expect(asked).toBe(0);
+  });
+});
+
 describe('batchHostRequest', () => {
   it('local: the engine\'s data root (or null when it did not say)', () => {
     expect(batchHostRequest('/out', { dataRoot: '/srv/docker' }, undefined)).toEqual({ outputDir: '/out', dataRoot: '/srv/docker' });

@@ -32,7 +32,7 @@ export interface StartBatchDeps {
    * another batch or a pair needs more GPU memory than the host's whole budget.
    */
   readonly checkRegistry?: (needs: RegistryNeeds) => Promise<void>;
-  /** Host facts for batch.json's `host` (gathered side by side with the other checks; never rejects). */
+  /** Host facts for batch.json's `host`, asked once every check has passed (never rejects). */
   readonly hostFacts?: (request: HostFactsRequest) => Promise<HostFactsRecord>;
   /** Swarm: the nodes that take work now, with their GPUs. */
   readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
@@ -204,7 +204,6 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
 
   const engine = await deps.runtime.info();
-  const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
   const images = [...new Set(manifest.jobs.map((j) => jobImage(manifest, j)))];
   for (const image of images) {
     if (!(await deps.runtime.imageExists(image))) {
@@ -218,6 +217,8 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
   const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
   await deps.checkRegistry?.(registryNeeds(manifest));
+  // After every refusal (a refused start never waits for them), side by side with creating the output directory.
+  const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
 
   await mkdir(dirname(options.output), { recursive: true });
   await EvidenceStore.createOutputDir(deps.fs, options.output);
