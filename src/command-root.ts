@@ -228,6 +228,7 @@ export async function createBatchStartWiring(
     fs: new NodeFileSystem(),
     host: procHostIdentity,
     runtime,
+    hostFacts: async (request) => (await root()).gatherBatchHostFacts(request),
     ...(executor.kind === 'swarm'
       ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }
       : {}),

@@ -35,6 +35,8 @@ import { referencedValues } from './core/manifest/environment.js';
 import { ImageSessionsMemo } from './core/sessions-skip.js';
 import { failpointsFromEnvironment } from './adapters/env-failpoints.js';
 import { installFailpoints } from './app/failpoints.js';
+import type { HostFactsRequest } from './app/host-facts.js';
+import type { HostFactsRecord } from './core/host-facts.js';
 
 /**
  * The one place adapters are constructed. Commands ask for what they need here.
@@ -212,6 +214,15 @@ export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: stri
 }
 
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
+
+/** Host facts for `e1-batch start`'s batch.json (systeminformation in child processes, static facts cached per boot). */
+export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<HostFactsRecord> {
+  const [{ defaultHostFactsSource }, { gatherHostFacts }] = await Promise.all([
+    import('./adapters/host-facts/systeminformation-host-facts.js'),
+    import('./app/host-facts.js'),
+  ]);
+  return gatherHostFacts({ source: defaultHostFactsSource() }, request);
+}
 
 /** Everything a supervisor process needs, wired for the batch in `output`. */
 export async function createSupervisorDeps(

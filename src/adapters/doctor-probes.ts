@@ -15,6 +15,8 @@ import { POSTGRES_SCHEMA_VERSION } from './registry/postgres-schema.js';
 import { SCHEMA_VERSION, recordedVersion } from './registry/schema.js';
 import { readBootId } from './host-identity.js';
 import { observeGpus } from './nvidia-smi.js';
+import { gatherHostFacts } from '../app/host-facts.js';
+import { defaultHostFactsSource } from './host-facts/systeminformation-host-facts.js';
 
 
 const SCRATCH_TABLE = 'roboguide_doctor_scratch';
@@ -129,6 +131,7 @@ export function createDoctorDeps(
     probeRegistry,
     freeDiskBytes,
     readBootId,
+    hostFacts: (request) => gatherHostFacts({ source: defaultHostFactsSource() }, request),
     nowMs: () => Date.now(),
     newId: () => randomUUID().slice(0, 8),
   };

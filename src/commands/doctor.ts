@@ -23,6 +23,9 @@ export default class Doctor extends BaseCommand {
     'requesting gpus "all" starts and exits (labelled roboguide.doctor=probe, always removed); GPUs and memory from',
     'nvidia-smi; the capacity registry is writable (a scratch write inside a transaction that is rolled back: nothing',
     'is added to it); free space on the output filesystem (warn under 5 GiB, fail under 512 MiB); the boot id.',
+    'Host facts (systeminformation, each bounded in time, "unknown" when slow or failing): CPU, memory, OS; the file',
+    "systems of the output directory and of the engine's data root (warn under 5 GiB free); the NVIDIA controllers on",
+    "the PCI bus against nvidia-smi's GPU count (a different count warns). --json adds them as each check's facts.",
     '',
     'Exit codes: 0 no failure (warnings allowed); 1 a check failed; 3 no Docker engine answers.',
   ].join('\n');

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { runDoctor, type DoctorCheck, type DoctorDeps, type DoctorOptions, type RegistryProbe, type RegistryTarget } from '../../src/app/doctor.js';
 import { EngineError } from '../../src/app/ports/engine-error.js';
 import type { ContainerState, EngineInfo, WaitResult } from '../../src/app/ports/container-runtime.js';
+import type { HostFactsSource } from '../../src/app/ports/host-facts.js';
+import { gatherHostFacts } from '../../src/app/host-facts.js';
 
 /**
  * The doctor's engine and registry checks, branch by branch (the host facts are another test's): an engine that
@@ -23,6 +25,9 @@ interface World {
   existing?: readonly string[];
   probeRegistry?: (target: RegistryTarget) => Promise<RegistryProbe | void>;
 }
+
+const none = (): Promise<never> => Promise.reject(new Error('not in this test'));
+const UNKNOWN_FACTS: HostFactsSource = { cpu: none, memory: none, os: none, fileSystemOf: none, gpuControllers: none };
 
 function deps(world: World = {}) {
   const removed: string[] = [];
@@ -49,6 +54,8 @@ function deps(world: World = {}) {
     },
     freeDiskBytes: (path) => Promise.resolve({ path, freeBytes: 100 * 1024 ** 3 }),
     readBootId: () => Promise.resolve('boot'),
+    // This file is about the engine and registry checks: every host fact is unknown at once.
+    hostFacts: (request) => gatherHostFacts({ source: UNKNOWN_FACTS, after: () => new Promise(() => {}) }, request),
     nowMs: () => 0,
     newId: () => 'x',
   };

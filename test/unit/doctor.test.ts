@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
 import {
+  DATA_ROOT_WARN_BYTES,
   DISK_FAIL_BYTES,
   DISK_WARN_BYTES,
   doctorExitCode,
@@ -14,6 +15,9 @@ import {
 } from '../../src/app/doctor.js';
 import type { ContainerSpec, EngineInfo, WaitResult } from '../../src/app/ports/container-runtime.js';
 import type { GpuObservation } from '../../src/core/gpu/nvidia-smi-parse.js';
+import { gatherHostFacts } from '../../src/app/host-facts.js';
+import type { HostFactsSource } from '../../src/app/ports/host-facts.js';
+import type { FileSystemFact } from '../../src/core/host-facts.js';
 
 const ENGINE: EngineInfo = {
   id: 'ABCD:EFGH',
@@ -21,6 +25,7 @@ const ENGINE: EngineInfo = {
   apiVersion: '1.41',
   runtimes: ['runc', 'nvidia'],
   loggingDriver: 'json-file',
+  dataRoot: '/var/lib/docker',
 };
 const GPUS: GpuObservation = {
   kind: 'observed',
@@ -49,6 +54,7 @@ function fakeWorld(
     registry?: (t: RegistryTarget) => Promise<RegistryProbe | void>;
     freeBytes?: number;
     bootId?: string | null;
+    facts?: Partial<HostFactsSource>;
   } = {},
 ) {
   const calls = {
@@ -99,10 +105,33 @@ function fakeWorld(
     },
     freeDiskBytes: (path) => Promise.resolve({ path, freeBytes: overrides.freeBytes ?? 100 * 1024 ** 3 }),
     readBootId: () => Promise.resolve(overrides.bootId === undefined ? 'boot-1' : overrides.bootId),
+    hostFacts: (request) =>
+      gatherHostFacts({ source: { ...fakeFacts(overrides.gpus ?? GPUS), ...overrides.facts }, after: () => new Promise(() => {}) }, request),
     nowMs: () => 1_000,
     newId: () => 'id1',
   };
   return { deps, calls, live };
+}
+
+const fsFact = (path: string, freeBytes = 70 * 1024 ** 3): FileSystemFact => ({
+  path,
+  fs: '/dev/vda',
+  type: 'ext4',
+  mount: '/',
+  size_bytes: 250 * 1024 ** 3,
+  free_bytes: freeBytes,
+});
+
+/** A host that answers every fact at once; as many NVIDIA controllers on the bus as nvidia-smi sees GPUs. */
+function fakeFacts(gpus: GpuObservation): HostFactsSource {
+  const nvidia = gpus.kind === 'observed' ? gpus.gpus.length : 0;
+  return {
+    cpu: () => Promise.resolve({ model: 'AMD EPYC', cores: 64, physical_cores: 32 }),
+    memory: () => Promise.resolve({ total_bytes: 512 * 1024 ** 3, available_bytes: 500 * 1024 ** 3 }),
+    os: () => Promise.resolve({ distro: 'Ubuntu', release: '24.04', kernel: '6.8.0', arch: 'x64' }),
+    fileSystemOf: (path) => Promise.resolve(fsFact(path)),
+    gpuControllers: () => Promise.resolve(Array.from({ length: nvidia }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' }))),
+  };
 }
 
 const OPTIONS: DoctorOptions = {
@@ -134,9 +163,11 @@ describe('doctor verdict', () => {
       ['image roboguide/pair-driver:1', 'ok'],
       ['nvidia runtime', 'ok'],
       ['log driver', 'ok'],
+      ['host', 'ok'],
       ['gpus', 'ok'],
       ['registry', 'ok'],
       ['disk', 'ok'],
+      ['engine data root', 'ok'],
       ['boot id', 'ok'],
     ]);
     expect(report.exitCode).toBe(0);
@@ -352,6 +383,91 @@ describe('doctor GPU probe', () => {
       detail: expect.stringContaining('did not exit'),
     });
     expect(calls.removed).toEqual(['c1']);
+  });
+});
+
+describe('doctor host facts (systeminformation, through the HostFactsSource port)', () => {
+  it('reports CPU, memory and OS in one ok line, with the facts in --json', async () => {
+    const { deps } = fakeWorld();
+    const host = byName((await runDoctor(deps, OPTIONS)).checks, 'host');
+    expect(host).toMatchObject({
+      status: 'ok',
+      detail: 'AMD EPYC, 64 core(s) (32 physical); 512.0 GiB memory, 500.0 GiB available; Ubuntu 24.04, kernel 6.8.0 (x64)',
+      facts: { cpu: { kind: 'known', cores: 64 }, memory: { kind: 'known', total_bytes: 512 * 1024 ** 3 }, os: { kind: 'known', kernel: '6.8.0' } },
+    });
+  });
+
+  it('a fact that throws is unknown with its reason; with none of CPU, memory and OS known the line warns (exit 0)', async () => {
+    const broken = () => Promise.reject(new Error('lscpu: not found'));
+    const some = byName((await runDoctor(fakeWorld({ facts: { cpu: broken } }).deps, OPTIONS)).checks, 'host');
+    expect(some).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^CPU unknown \(lscpu: not found\); 512\.0 GiB memory/) });
+    const report = await runDoctor(fakeWorld({ facts: { cpu: broken, memory: broken, os: broken } }).deps, OPTIONS);
+    expect(byName(report.checks, 'host')).toMatchObject({ status: 'warn', fix: expect.stringContaining('lscpu') });
+    expect(report.exitCode).toBe(0);
+  });
+
+  it('the disk line names the output file system (type, device, mount, size) from the facts; its verdict stays statfs\'s', async () => {
+    const { deps } = fakeWorld({ freeBytes: DISK_FAIL_BYTES - 1 });
+    const disk = byName((await runDoctor(deps, OPTIONS)).checks, 'disk');
+    expect(disk).toMatchObject({ status: 'fail', detail: expect.stringMatching(/\(ext4 \/dev\/vda mounted on \/, 250\.0 GiB in all\)$/) });
+    expect(disk?.facts).toEqual({ output_fs: { kind: 'known', path: '/data/out', fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 250 * 1024 ** 3, free_bytes: 70 * 1024 ** 3 } });
+  });
+
+  it('the engine data root: ok with its file system, warn under 5 GiB free, warn when unknown', async () => {
+    const okRoot = byName((await runDoctor(fakeWorld().deps, OPTIONS)).checks, 'engine data root');
+    expect(okRoot).toMatchObject({ status: 'ok', detail: '/var/lib/docker: ext4 /dev/vda mounted on /, 70.0 GiB free of 250.0 GiB' });
+
+    const full = fakeWorld({ facts: { fileSystemOf: (path) => Promise.resolve(fsFact(path, DATA_ROOT_WARN_BYTES - 1)) } });
+    expect(byName((await runDoctor(full.deps, OPTIONS)).checks, 'engine data root')).toMatchObject({
+      status: 'warn',
+      detail: expect.stringContaining('(< 5.0 GiB)'),
+    });
+
+    const unreported = fakeWorld({ info: () => Promise.resolve({ ...ENGINE, dataRoot: undefined }) });
+    expect(byName((await runDoctor(unreported.deps, OPTIONS)).checks, 'engine data root')).toMatchObject({
+      status: 'warn',
+      detail: 'not checked: the engine did not report its data root',
+    });
+
+    const down = fakeWorld({ info: () => Promise.reject(unavailable()) });
+    const report = await runDoctor(down.deps, OPTIONS);
+    expect(byName(report.checks, 'engine data root')).toMatchObject({ status: 'warn', detail: 'not checked: the engine did not answer' });
+    expect(byName(report.checks, 'host')?.status).toBe('ok');
+  });
+
+  it('asks the engine for its info once (the data root comes from the same answer)', async () => {
+    let infos = 0;
+    const { deps } = fakeWorld({ info: () => (infos++, Promise.resolve(ENGINE)) });
+    await runDoctor(deps, OPTIONS);
+    expect(infos).toBe(1);
+  });
+
+  it('warns when the PCI bus lists a different number of NVIDIA controllers than nvidia-smi sees, naming both', async () => {
+    const four = Array.from({ length: 4 }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' }));
+    const report = await runDoctor(fakeWorld({ facts: { gpuControllers: () => Promise.resolve(four) } }).deps, OPTIONS);
+    expect(byName(report.checks, 'gpus')).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(/^1 GPU\(s\), 81559 MiB in all: .*; nvidia-smi sees 1 GPU\(s\) but the PCI bus lists 4 NVIDIA controller\(s\)$/),
+      fix: expect.stringContaining('nvidia-smi -L'),
+      facts: { gpu_controllers: { kind: 'known', nvidia_count: 4 } },
+    });
+    expect(report.exitCode).toBe(0);
+
+    const noDriver = fakeWorld({
+      gpus: { kind: 'unobservable', reason: 'binary_missing', detail: 'nvidia-smi: not found' },
+      facts: { gpuControllers: () => Promise.resolve(four.slice(0, 2)) },
+    });
+    expect(byName((await runDoctor(noDriver.deps, OPTIONS)).checks, 'gpus')?.detail).toMatch(
+      /^not observable \(binary_missing\): nvidia-smi: not found; nvidia-smi sees no GPU \(not observable\) but the PCI bus lists 2 NVIDIA controller\(s\)$/,
+    );
+  });
+
+  it('controllers that do not answer leave the nvidia-smi verdict alone', async () => {
+    const { deps } = fakeWorld({ facts: { gpuControllers: () => Promise.reject(new Error('lspci: not found')) } });
+    expect(byName((await runDoctor(deps, OPTIONS)).checks, 'gpus')).toMatchObject({
+      status: 'ok',
+      facts: { gpu_controllers: { kind: 'unknown', reason: 'lspci: not found' } },
+    });
   });
 });
 

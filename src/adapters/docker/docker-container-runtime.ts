@@ -117,11 +117,11 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.docker.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string }>,
+        this.docker.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; DockerRootDir?: string }>,
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes, loggingDriver: info.LoggingDriver };
+      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes, loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }

@@ -27,6 +27,10 @@ interface ExecInspect {
   Running?: boolean;
 }
 
+function inspectExec(exec: Docker.Exec): Promise<ExecInspect> {
+  return exec.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) } as object);
+}
+
 /** The container's own pid of a host pid (last field of NSpid), when this host's /proc shows it. */
 async function namespacePid(hostPid: number): Promise<number | null> {
   try {
@@ -110,10 +114,26 @@ export class DockerSessionEngine implements SessionEngine {
   }
 
   async exec(id: string, spec: ExecSpec): Promise<ExecHandle> {
-    let exec: Docker.Exec;
-    let socket: Duplex;
+    const { exec, socket } = await this.#startExec(id, spec);
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    if (spec.stdin !== undefined) socket.end(spec.stdin);
+    const finished = demultiplex(socket, stdout, stderr).catch(() => undefined);
+    const done = finished.then(async () => {
+      try {
+        const info = await inspectExec(exec);
+        return typeof info.ExitCode === 'number' && info.Running !== true ? info.ExitCode : null;
+      } catch {
+        return null;
+      }
+    });
+    return { stdout, stderr, done, killTree: () => this.#killTree(id, exec), abandon: () => socket.destroy() };
+  }
+
+  /** Creates the exec and hijacks its stream (stdin attached only when there is some). */
+  async #startExec(id: string, spec: ExecSpec): Promise<{ exec: Docker.Exec; socket: Duplex }> {
     try {
-      exec = await this.#docker.getContainer(id).exec({
+      const exec = await this.#docker.getContainer(id).exec({
         Cmd: [...spec.argv],
         AttachStdout: true,
         AttachStderr: true,
@@ -124,56 +144,40 @@ export class DockerSessionEngine implements SessionEngine {
         ...(spec.user !== undefined ? { User: spec.user } : {}),
         abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
       });
-      socket = await exec.start({ hijack: true, stdin: spec.stdin !== undefined });
+      const socket = await exec.start({ hijack: true, stdin: spec.stdin !== undefined });
+      return { exec, socket };
     } catch (err) {
       throw toEngineError(err, 'run a command in a container');
     }
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
-    if (spec.stdin !== undefined) socket.end(spec.stdin);
-    const finished = demultiplex(socket, stdout, stderr).catch(() => undefined);
-    const done = finished.then(async () => {
-      try {
-        const info = (await exec.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) } as object)) as ExecInspect;
-        return typeof info.ExitCode === 'number' && info.Running !== true ? info.ExitCode : null;
-      } catch {
-        return null;
-      }
-    });
-    const killGroup = async (hostPid: number): Promise<void> => {
-      try {
-        // The exec is a session and group leader: its group is the exec's process tree.
-        process.kill(-hostPid, 'SIGKILL');
-        return;
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ESRCH') return;
-      }
-      // Not allowed from here (the server is not root): kill the group from inside the container.
-      const inner = await namespacePid(hostPid);
-      if (inner === null) throw new Error('cannot find the exec\'s process to kill it');
-      const killer = await this.exec(id, { argv: ['kill', '-9', '--', `-${inner}`], user: '0' });
-      killer.stdout.resume();
-      killer.stderr.resume();
-      await killer.done;
-    };
-    const killTree = async (): Promise<void> => {
-      // On a busy engine the exec may not have started yet (no pid): keep looking until it has and is gone.
-      const deadline = Date.now() + KILL_DEADLINE_MS;
-      while (Date.now() < deadline) {
-        const info = (await exec.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) } as object)) as ExecInspect;
-        if (info.Running === false && typeof info.ExitCode === 'number') return;
-        if (info.Pid && info.Running === true) await killGroup(info.Pid);
-        await new Promise((resolve) => setTimeout(resolve, KILL_RETRY_MS));
-      }
-      throw new Error('the exec was still running after its process group was killed');
-    };
-    return {
-      stdout,
-      stderr,
-      done,
-      killTree,
-      abandon: () => socket.destroy(),
-    };
+  }
+
+  /** SIGKILL to the exec's process group until it is gone; on a busy engine the exec may not have a pid yet. */
+  async #killTree(id: string, exec: Docker.Exec): Promise<void> {
+    const deadline = Date.now() + KILL_DEADLINE_MS;
+    while (Date.now() < deadline) {
+      const info = await inspectExec(exec);
+      if (info.Running === false && typeof info.ExitCode === 'number') return;
+      if (info.Pid && info.Running === true) await this.#killGroup(id, info.Pid);
+      await new Promise((resolve) => setTimeout(resolve, KILL_RETRY_MS));
+    }
+    throw new Error('the exec was still running after its process group was killed');
+  }
+
+  async #killGroup(id: string, hostPid: number): Promise<void> {
+    try {
+      // The exec is a session and group leader: its group is the exec's process tree.
+      process.kill(-hostPid, 'SIGKILL');
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ESRCH') return;
+    }
+    // Not allowed from here (the server is not root): kill the group from inside the container.
+    const inner = await namespacePid(hostPid);
+    if (inner === null) throw new Error('cannot find the exec\'s process to kill it');
+    const killer = await this.exec(id, { argv: ['kill', '-9', '--', `-${inner}`], user: '0' });
+    killer.stdout.resume();
+    killer.stderr.resume();
+    await killer.done;
   }
 
   async putArchive(id: string, dir: string, tar: Readable): Promise<void> {

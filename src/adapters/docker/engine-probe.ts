@@ -68,10 +68,10 @@ export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info
   const version = getJson(socketPath, '/version');
   const answer = Promise.all([info.answer, version.answer]).then(
     ([i, v]) => {
-      const infoBody = i as { ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string };
+      const infoBody = i as { ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; DockerRootDir?: string };
       const versionBody = v as { Version: string; ApiVersion: string };
       const runtimes = infoBody.Runtimes ? Object.keys(infoBody.Runtimes) : [];
-      return { id: infoBody.ID ?? '', version: versionBody.Version, apiVersion: versionBody.ApiVersion, runtimes, loggingDriver: infoBody.LoggingDriver };
+      return { id: infoBody.ID ?? '', version: versionBody.Version, apiVersion: versionBody.ApiVersion, runtimes, loggingDriver: infoBody.LoggingDriver, dataRoot: infoBody.DockerRootDir };
     },
     (err: unknown) => {
       throw toEngineError(err, 'query the engine');

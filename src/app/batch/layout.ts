@@ -1,6 +1,7 @@
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { ProcessIdentity } from '../../core/process-identity.js';
+import type { HostFactsRecord } from '../../core/host-facts.js';
 
 /** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
 export const MANIFEST_FILE = 'manifest.json';
@@ -44,6 +45,8 @@ export interface BatchRecord {
   readonly executor_slots?: number;
   /** Swarm: the nodes that took work at start, with their GPUs (generic resources `NVIDIA-GPU`). */
   readonly executor_nodes?: readonly { readonly node: string; readonly gpus: number }[];
+  /** The host at start (systeminformation, each fact bounded in time: `{kind: "unknown", reason}` when it failed). */
+  readonly host?: HostFactsRecord;
 }
 
 /** Recorded at start when the manifest asks for GPUs. */

@@ -18,6 +18,8 @@ import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import { resolveAllEnvironments } from './batch-context.js';
+import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
+import type { HostFactsRecord } from '../../core/host-facts.js';
 import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
 
 export interface StartBatchDeps {
@@ -33,6 +35,8 @@ export interface StartBatchDeps {
    * another batch or a pair needs more GPU memory than the host's whole budget.
    */
   readonly checkRegistry?: (needs: RegistryNeeds) => Promise<void>;
+  /** Host facts for batch.json's `host`, asked once every check has passed (never rejects). */
+  readonly hostFacts?: (request: HostFactsRequest) => Promise<HostFactsRecord>;
   /** Swarm: the nodes that take work now, with their GPUs. */
   readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
 }
@@ -177,7 +181,7 @@ async function checkManifest(deps: StartBatchDeps, options: StartBatchOptions): 
 }
 
 /** The engine answers, and has every image of the manifest. */
-async function checkEngine(runtime: ContainerRuntime, manifest: Manifest): Promise<BatchRecord['engine']> {
+async function checkEngine(runtime: ContainerRuntime, manifest: Manifest): Promise<Awaited<ReturnType<ContainerRuntime['info']>>> {
   const engine = await runtime.info();
   for (const image of new Set(manifest.jobs.map((j) => jobImage(manifest, j)))) {
     if (!(await runtime.imageExists(image))) {
@@ -186,7 +190,7 @@ async function checkEngine(runtime: ContainerRuntime, manifest: Manifest): Promi
       });
     }
   }
-  return { id: engine.id, version: engine.version, api_version: engine.apiVersion };
+  return engine;
 }
 
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
@@ -213,6 +217,8 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.runtime) : undefined;
   await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}), isAlive: (lease) => deps.host.isAlive(lease) }));
+  // After every refusal (a refused start never waits for them), side by side with creating the output directory.
+  const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
 
   await deps.fs.mkdirp(dirname(options.output), 0o777);
   await EvidenceStore.createOutputDir(deps.fs, options.output);
@@ -225,12 +231,13 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     manifest_sha256: sha256Hex(bytes),
     code_version: options.codeVersion,
     host_boot_id: await deps.host.bootId(),
-    engine,
+    engine: { id: engine.id, version: engine.version, api_version: engine.apiVersion },
     registry_path: options.registryPath,
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
     ...(options.allowShortSecrets === true ? { allow_short_secrets: true } : {}),
     ...placement,
+    ...(host !== undefined ? { host: await host } : {}),
   };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.

@@ -70,6 +70,8 @@ export interface EngineInfo {
   readonly runtimes: readonly string[];
   /** The engine's default log driver (`docker info` LoggingDriver), when it says. */
   readonly loggingDriver?: string | undefined;
+  /** Where the engine keeps images, container layers and json-file logs (`docker info` DockerRootDir), when it says. */
+  readonly dataRoot?: string | undefined;
 }
 
 export type RemoveResult = 'removed' | 'absent';

@@ -31,38 +31,59 @@ function tickLabel(sec: number, step: number): string {
   return `+${num(sec / 86_400)}d`;
 }
 
-export function timelineSvg(m: ReportModel): string {
+/** Where the timeline draws: x of a time, the plot's width, its slots and where their rows end. */
+interface TimelineScale {
+  readonly t0: number;
+  readonly t1: number;
+  readonly plotW: number;
+  readonly slots: number;
+  readonly rowsBottom: number;
+  x(iso: string): number;
+}
+
+function timelineScale(m: ReportModel): TimelineScale {
   const t0 = new Date(m.timeline.start).getTime();
   const t1 = Math.max(new Date(m.timeline.end).getTime(), t0 + 1000);
   const plotW = WIDTH - LEFT - RIGHT;
-  const x = (iso: string): number => LEFT + ((new Date(iso).getTime() - t0) / (t1 - t0)) * plotW;
   const slots = m.timeline.slots;
-  const height = MARK_BAND + slots * ROW + AXIS;
-  const rowsBottom = MARK_BAND + slots * ROW;
+  return {
+    t0,
+    t1,
+    plotW,
+    slots,
+    rowsBottom: MARK_BAND + slots * ROW,
+    x: (iso) => LEFT + ((new Date(iso).getTime() - t0) / (t1 - t0)) * plotW,
+  };
+}
+
+function lanes(sc: TimelineScale): string[] {
   const out: string[] = [];
-  out.push(
-    `<svg id="timeline" viewBox="0 0 ${WIDTH} ${height}" width="100%" role="img" aria-label="timeline of pairs by worker slot">`,
-  );
-  for (let s = 0; s < slots; s++) {
+  for (let s = 0; s < sc.slots; s++) {
     const y = MARK_BAND + s * ROW;
     out.push(
-      `<rect class="lane" x="${LEFT}" y="${y}" width="${plotW}" height="${ROW}"/><text class="lbl" x="${LEFT - 8}" y="${y + ROW / 2 + 4}" text-anchor="end">worker ${s + 1}</text>`,
+      `<rect class="lane" x="${LEFT}" y="${y}" width="${sc.plotW}" height="${ROW}"/><text class="lbl" x="${LEFT - 8}" y="${y + ROW / 2 + 4}" text-anchor="end">worker ${s + 1}</text>`,
     );
   }
-  for (const p of m.timeline.pauses) {
-    const a = x(p.from);
-    const b = p.to === null ? WIDTH - RIGHT : x(p.to);
+  return out;
+}
+
+function pauseRects(m: ReportModel, sc: TimelineScale): string[] {
+  return m.timeline.pauses.map((p) => {
+    const a = sc.x(p.from);
+    const b = p.to === null ? WIDTH - RIGHT : sc.x(p.to);
     const title = `paused ${formatTime(p.from)} → ${p.to === null ? 'still paused' : formatTime(p.to)}: ${p.reasons.join(', ')}${p.job_id ? ` (after ${p.job_id})` : ''}`;
-    out.push(
-      `<rect class="pause" x="${num(a)}" y="${MARK_BAND}" width="${num(Math.max(2, b - a))}" height="${slots * ROW}"><title>${esc(title)}</title></rect>`,
-    );
-  }
+    return `<rect class="pause" x="${num(a)}" y="${MARK_BAND}" width="${num(Math.max(2, b - a))}" height="${sc.slots * ROW}"><title>${esc(title)}</title></rect>`;
+  });
+}
+
+function pairBars(m: ReportModel, sc: TimelineScale): string[] {
+  const out: string[] = [];
   const labels = m.pairs.length <= 200;
   const tooltips = m.pairs.length <= 2_000;
   for (const p of m.pairs) {
     if (p.slot === null || p.started_at === null) continue;
-    const a = x(p.started_at);
-    const b = p.finished_at === null ? x(m.timeline.end) : x(p.finished_at);
+    const a = sc.x(p.started_at);
+    const b = p.finished_at === null ? sc.x(m.timeline.end) : sc.x(p.finished_at);
     const w = Math.max(1, b - a);
     const y = MARK_BAND + p.slot * ROW + 4;
     const title = `${p.job_id}: ${pairKind(p)}${p.reasons.length ? ` (${p.reasons.join(', ')})` : ''}, ${formatDuration(p.duration_sec)}`;
@@ -72,8 +93,12 @@ export function timelineSvg(m: ReportModel): string {
     if (labels && w > p.job_id.length * 7 + 6)
       out.push(`<text class="plbl" x="${num(a + 4)}" y="${y + ROW / 2}">${esc(p.job_id)}</text>`);
   }
-  for (const mk of m.timeline.markers) {
-    const mx = num(x(mk.at));
+  return out;
+}
+
+function markerGlyphs(m: ReportModel, sc: TimelineScale): string[] {
+  return m.timeline.markers.map((mk) => {
+    const mx = num(sc.x(mk.at));
     const cls =
       mk.kind === 'source_check'
         ? `mk-source${mk.ok === false ? ' bad' : ''}`
@@ -84,20 +109,35 @@ export function timelineSvg(m: ReportModel): string {
         : mk.kind === 'second_worker'
           ? `<path d="M${mx} 4 l7 14 h-14 z"/>`
           : `<circle cx="${mx}" cy="11" r="5"/>`;
-    out.push(
-      `<g class="mk ${cls}" data-kind="${mk.kind}"><title>${esc(`${mk.label} at ${formatTime(mk.at)}`)}</title>${sym}<line x1="${mx}" y1="18" x2="${mx}" y2="${rowsBottom}"/></g>`,
-    );
-  }
-  const spanSec = (t1 - t0) / 1000;
+    return `<g class="mk ${cls}" data-kind="${mk.kind}"><title>${esc(`${mk.label} at ${formatTime(mk.at)}`)}</title>${sym}<line x1="${mx}" y1="18" x2="${mx}" y2="${sc.rowsBottom}"/></g>`;
+  });
+}
+
+function axisTicks(sc: TimelineScale): string[] {
+  const out: string[] = [];
+  const spanSec = (sc.t1 - sc.t0) / 1000;
   const step = niceStep(spanSec, 10);
   for (let sec = 0; sec <= spanSec; sec += step) {
-    const tx = num(LEFT + (sec / spanSec) * plotW);
+    const tx = num(LEFT + (sec / spanSec) * sc.plotW);
     out.push(
-      `<line class="tick" x1="${tx}" y1="${rowsBottom}" x2="${tx}" y2="${rowsBottom + 5}"/><text class="lbl" x="${tx}" y="${rowsBottom + 18}" text-anchor="middle">${tickLabel(sec, step)}</text>`,
+      `<line class="tick" x1="${tx}" y1="${sc.rowsBottom}" x2="${tx}" y2="${sc.rowsBottom + 5}"/><text class="lbl" x="${tx}" y="${sc.rowsBottom + 18}" text-anchor="middle">${tickLabel(sec, step)}</text>`,
     );
   }
-  out.push('</svg>');
-  return out.join('');
+  return out;
+}
+
+export function timelineSvg(m: ReportModel): string {
+  const sc = timelineScale(m);
+  const height = sc.rowsBottom + AXIS;
+  return [
+    `<svg id="timeline" viewBox="0 0 ${WIDTH} ${height}" width="100%" role="img" aria-label="timeline of pairs by worker slot">`,
+    ...lanes(sc),
+    ...pauseRects(m, sc),
+    ...pairBars(m, sc),
+    ...markerGlyphs(m, sc),
+    ...axisTicks(sc),
+    '</svg>',
+  ].join('');
 }
 
 const GPU_H = 220;

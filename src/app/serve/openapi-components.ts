@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import {
+  ArchiveUploadSchema,
+  CleanupRecordSchema,
+  ErrorSchema,
+  ExecEventSchema,
+  ExecResultSchema,
+  ExecSchema,
+  HealthSchema,
+  ImagePresenceSchema,
+  KeepaliveSchema,
+  PairAcceptedSchema,
+  PairSpecSchema,
+  PairStatusSchema,
+  SessionCreatedSchema,
+  SessionCreateSchema,
+  SessionListSchema,
+} from './schemas.js';
+
+/** The schemas of `serve`'s OpenAPI document, each from the zod schema that validates it (`z.toJSONSchema`). */
+export const COMPONENTS = {
+  SessionCreate: [SessionCreateSchema, 'input'],
+  SessionCreated: [SessionCreatedSchema, 'output'],
+  SessionList: [SessionListSchema, 'output'],
+  Exec: [ExecSchema, 'input'],
+  ExecResult: [ExecResultSchema, 'output'],
+  ExecEvent: [ExecEventSchema, 'output'],
+  CleanupRecord: [CleanupRecordSchema, 'output'],
+  Keepalive: [KeepaliveSchema, 'output'],
+  ArchiveUpload: [ArchiveUploadSchema, 'output'],
+  PairSpec: [PairSpecSchema, 'input'],
+  PairAccepted: [PairAcceptedSchema, 'output'],
+  PairStatus: [PairStatusSchema, 'output'],
+  Health: [HealthSchema, 'output'],
+  ImagePresence: [ImagePresenceSchema, 'output'],
+  Error: [ErrorSchema, 'output'],
+} as const satisfies Record<string, readonly [z.ZodType, 'input' | 'output']>;
+
+export type ComponentName = keyof typeof COMPONENTS;
+
+export function schemaOf(name: ComponentName): Record<string, unknown> {
+  const [schema, io] = COMPONENTS[name];
+  const { $schema: _drop, ...json } = z.toJSONSchema(schema, { io, target: 'draft-2020-12', unrepresentable: 'any' }) as Record<string, unknown>;
+  return json;
+}
+

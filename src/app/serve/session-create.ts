@@ -1,0 +1,84 @@
+import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
+import { resolveEnvironment } from '../../core/manifest/index.js';
+import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import { ApiError } from './api-error.js';
+import type { SessionCreate } from './schemas.js';
+import type { PublishedPort, SessionEngine } from './session-engine.js';
+import { sessionRel, type Session } from './session-state.js';
+import type { FileSystem } from '../ports/file-system.js';
+
+/** A session's creation before and at the engine: the refusals, then session.json and the container. */
+
+export type Bind = { hostPath: string; containerPath: string; readOnly: boolean };
+
+export interface CreateDeps {
+  readonly engine: SessionEngine;
+  /** Real paths of mount sources. */
+  readonly fs: Pick<FileSystem, 'realpath'>;
+  readonly store: EvidenceStore;
+  readonly environment: Readonly<Record<string, string | undefined>>;
+  readonly protectedPaths: ProtectedPaths;
+  readonly bindAddress: string;
+  readonly stopBudgetSec: number;
+}
+
+/** Refusals before anything is held: unset references, refused mounts, a port another session publishes, no image. */
+export async function checkCreate(deps: CreateDeps, body: SessionCreate, sessions: Iterable<Session>): Promise<{ resolved: { values: Record<string, string>; secrets: string[] }; binds: Bind[] }> {
+  const resolved = resolveEnvironment(body.environment, deps.environment, 'environment');
+  if (!resolved.ok) throw new ApiError(400, 'E_ENV_MISSING', 'the session references unset variables', resolved.issues);
+  const binds = await checkedMounts((path) => deps.fs.realpath(path), deps.protectedPaths, body.mounts);
+  for (const port of body.ports) {
+    for (const other of sessions) {
+      if (other.state !== 'deleted' && other.record.ports.includes(port)) {
+        throw new ApiError(409, 'E_PORT_TAKEN', `port ${port} is already published by session ${other.record.session_id}`, [{ path: 'ports', rule: `port ${port} is taken` }]);
+      }
+    }
+  }
+  if (!(await deps.engine.imageExists(body.image))) {
+    throw new ApiError(400, 'E_IMAGE_MISSING', `image ${body.image} is not present on this engine`, [{ path: 'image', rule: 'is not present on the engine (no pulls)' }]);
+  }
+  return { resolved: { values: resolved.values, secrets: resolved.secrets }, binds };
+}
+
+/** session.json first (no resolved value in it), then the container, created and started. */
+export async function startContainer(deps: CreateDeps, session: Session, request: { body: SessionCreate; env: Record<string, string>; binds: Bind[]; labels: Record<string, string> }): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
+  const { body, env, binds } = request;
+  const { record } = session;
+  await deps.store.ensureDir(sessionRel(record.session_id));
+  await deps.store.writeJsonAtomic(sessionRel(record.session_id, 'session.json'), record);
+  return deps.engine.createAndStart({
+    name: record.container_name,
+    image: body.image,
+    env,
+    workdir: body.workdir,
+    binds,
+    ports: body.ports,
+    bindAddress: deps.bindAddress,
+    network: body.network,
+    nanoCpus: body.cpus !== undefined ? Math.round(body.cpus * 1e9) : undefined,
+    memoryBytes: body.memory_mb !== undefined ? body.memory_mb * 1024 * 1024 : undefined,
+    deviceRequests: deviceRequestsFor(body.gpus),
+    labels: request.labels,
+    stopTimeoutSec: deps.stopBudgetSec,
+  });
+}
+
+/** The mounts as real paths, refused when missing or when they reach a protected path. */
+async function checkedMounts(realpath: (path: string) => Promise<string>, protectedPathsOf: ProtectedPaths, mounts: SessionCreate['mounts']): Promise<Bind[]> {
+  const binds: Bind[] = [];
+  const missing: { path: string; rule: string }[] = [];
+  for (const [index, mount] of mounts.entries()) {
+    try {
+      binds.push({ hostPath: await realpath(mount.source), containerPath: mount.target, readOnly: mount.read_only });
+    } catch {
+      missing.push({ path: `mounts[${index}].source`, rule: 'does not exist on the server\'s host' });
+    }
+  }
+  if (missing.length > 0) throw ApiError.invalid('the session request', missing);
+  // Protected paths as real paths too: a symlinked $HOME (/home/u → /var/home/u) must not let /var/home/u in.
+  const protectedPaths = await resolveProtectedPaths(protectedPathsOf, (path) => realpath(path));
+  const issues = checkFreeMounts(binds.map((b, index) => ({ field: `mounts[${index}].source`, hostPath: b.hostPath })), protectedPaths);
+  if (issues.length > 0) throw ApiError.invalid('the session request', issues.map((i) => ({ path: i.field, rule: i.message })));
+  return binds;
+}

@@ -1,0 +1,121 @@
+import type { Readable, Transform } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+import type { Logger } from '../ports/logger.js';
+import type { ExecResult } from './schemas.js';
+import type { ExecHandle } from './session-engine.js';
+
+const TIMEOUT_RETURN_CODE = 124;
+
+/** After a timeout kill, how long the output may take to end before the connection is abandoned. */
+const KILL_GRACE_MS = 2_000;
+
+export interface ExecObserver {
+  onOutput(stream: 'stdout' | 'stderr', text: string): void;
+}
+
+export interface CollectedOutput {
+  readonly text: string;
+  readonly bytes: number;
+}
+
+/** What one exec needs besides its handle: redaction, the output cap, where kill failures are logged. */
+export interface ExecRun {
+  readonly handle: ExecHandle;
+  readonly secrets: readonly string[];
+  readonly createRedactor: (secrets: readonly string[]) => Transform;
+  /** Per stream: output beyond this is dropped (`truncated`), unless an observer streams it. */
+  readonly maxOutputBytes: number;
+  readonly timeoutSec: number | undefined;
+  readonly observer?: ExecObserver | undefined;
+  readonly signal?: AbortSignal | undefined;
+  readonly logger: Logger;
+  readonly sessionId: string;
+}
+
+export interface ExecOutcome {
+  readonly stdout: CollectedOutput;
+  readonly stderr: CollectedOutput;
+  readonly code: number | null;
+  readonly timedOut: boolean;
+  readonly truncated: boolean;
+}
+
+/**
+ * Kills the exec's process tree once (a timeout or the client going away); output still open after the kill
+ * belongs to a process that left the group, so reading stops after a grace period.
+ */
+function killerOf(run: ExecRun): () => void {
+  let killed = false;
+  return () => {
+    if (killed) return;
+    killed = true;
+    run.handle
+      .killTree()
+      .catch((err: unknown) => run.logger.warn({ session: run.sessionId, error: (err as Error).message }, 'cannot kill an exec'))
+      .finally(() => setTimeout(() => run.handle.abandon(), KILL_GRACE_MS).unref());
+  };
+}
+
+/** Redacted output of one stream: streamed to the observer, or kept up to the cap (`onTruncated` past it). */
+async function collect(run: ExecRun, source: Readable, name: 'stdout' | 'stderr', onTruncated: () => void): Promise<CollectedOutput> {
+  const redactor = run.createRedactor(run.secrets);
+  source.pipe(redactor);
+  const decoder = new StringDecoder('utf8');
+  const parts: string[] = [];
+  let kept = 0;
+  let bytes = 0;
+  for await (const chunk of redactor) {
+    const buffer = chunk as Buffer;
+    bytes += buffer.length;
+    const text = decoder.write(buffer);
+    if (run.observer) {
+      if (text.length > 0) run.observer.onOutput(name, text);
+      continue;
+    }
+    if (kept + buffer.length > run.maxOutputBytes) {
+      onTruncated();
+      continue;
+    }
+    kept += buffer.length;
+    parts.push(text);
+  }
+  const tail = decoder.end();
+  if (tail.length > 0) {
+    if (run.observer) run.observer.onOutput(name, tail);
+    else parts.push(tail);
+  }
+  return { text: parts.join(''), bytes };
+}
+
+/** Reads both streams to their end and waits for the exit code, killing the tree on timeout or abort. */
+export async function runExec(run: ExecRun): Promise<ExecOutcome> {
+  let timedOut = false;
+  let truncated = false;
+  const kill = killerOf(run);
+  const timer = run.timeoutSec !== undefined ? setTimeout(() => { timedOut = true; kill(); }, run.timeoutSec * 1000) : undefined;
+  const onAbort = (): void => kill();
+  run.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    const onTruncated = (): void => {
+      truncated = true;
+    };
+    const [stdout, stderr] = await Promise.all([collect(run, run.handle.stdout, 'stdout', onTruncated), collect(run, run.handle.stderr, 'stderr', onTruncated)]);
+    const code = await run.handle.done;
+    return { stdout, stderr, code, timedOut, truncated };
+  } finally {
+    clearTimeout(timer);
+    run.signal?.removeEventListener('abort', onAbort);
+  }
+}
+
+/** The API's answer: a timed-out exec returns 124 (its tree was killed), one without an exit code -1. */
+export function execResult(outcome: ExecOutcome, durationMs: number): ExecResult {
+  return {
+    stdout: outcome.stdout.text,
+    stderr: outcome.stderr.text,
+    return_code: outcome.timedOut ? TIMEOUT_RETURN_CODE : (outcome.code ?? -1),
+    timed_out: outcome.timedOut,
+    duration_ms: Math.round(durationMs * 1000) / 1000,
+    truncated: outcome.truncated,
+  };
+}

@@ -1,0 +1,124 @@
+import { join } from 'node:path';
+import type { Transform } from 'node:stream';
+import type { ProtectedPaths } from '../../core/mount-policy.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import type { Clock } from '../ports/clock.js';
+import type { FileSystem } from '../ports/file-system.js';
+import type { Logger } from '../ports/logger.js';
+import type { ExecHandle, PublishedPort, SessionEngine } from './session-engine.js';
+import type { CleanupRecord, SessionCreate, SessionInfo } from './schemas.js';
+
+export const SESSION_SCHEMA = 'roboguide.serve.session/v1' as const;
+export const SESSION_ID = /^s-[0-9a-f-]{36}$/;
+
+/** session.json: what a restarted server needs to adopt or reap the session. No resolved value is written. */
+export interface SessionRecord {
+  readonly schema: typeof SESSION_SCHEMA;
+  readonly session_id: string;
+  readonly claim_id: string;
+  readonly reservation_id: string;
+  readonly container_id: string | null;
+  readonly container_name: string;
+  readonly image: string;
+  /** As requested: `${NAME}` references, never their values. */
+  readonly environment: Readonly<Record<string, string>>;
+  readonly ports: readonly number[];
+  readonly network: 'none' | 'bridge';
+  readonly labels: Readonly<Record<string, string>>;
+  readonly ttl_seconds: number;
+  readonly created_at: string;
+  readonly expires_at: string;
+}
+
+/** `creating` until the engine has started the container: invisible to clients, never reaped, deletion waits. */
+export type SessionState = 'creating' | 'live' | 'deleting' | 'deleted';
+
+/** A session in the server's memory: its record, the resolved secrets (memory only) and its state. */
+export interface Session {
+  record: SessionRecord;
+  readonly secrets: readonly string[];
+  ports: Readonly<Record<string, PublishedPort>>;
+  expiresAtMs: number;
+  persistedExpiresAtMs: number;
+  state: SessionState;
+  deletion: Promise<CleanupRecord> | null;
+  readonly execs: Set<ExecHandle>;
+  /** Settles when creation has finished (either way); a deletion waits for it. */
+  ready: Promise<void>;
+}
+
+/** A session's folder under the evidence root, or a file in it. */
+export function sessionRel(sessionId: string, file?: string): string {
+  return file === undefined ? join('sessions', sessionId) : join('sessions', sessionId, file);
+}
+
+/** The record of a session just admitted (no container yet). */
+export function newSessionRecord(
+  ids: { readonly sessionId: string; readonly claimId: string; readonly reservationId: string },
+  body: SessionCreate,
+  nowMs: number,
+  expiresAtMs: number,
+): SessionRecord {
+  return {
+    schema: SESSION_SCHEMA,
+    session_id: ids.sessionId,
+    claim_id: ids.claimId,
+    reservation_id: ids.reservationId,
+    container_id: null,
+    container_name: `roboguide-${ids.sessionId}`,
+    image: body.image,
+    environment: body.environment,
+    ports: body.ports,
+    network: body.network,
+    labels: body.labels,
+    ttl_seconds: body.ttl_seconds,
+    created_at: new Date(nowMs).toISOString(),
+    expires_at: new Date(expiresAtMs).toISOString(),
+  };
+}
+
+/** The record of a container found at adoption: its session.json, or what its labels and registry row say. */
+export function adoptedRecord(stored: SessionRecord | null, ids: { readonly sessionId: string; readonly claimId: string; readonly reservationId: string }, containerId: string): SessionRecord {
+  return {
+    ...(stored ?? {
+      schema: SESSION_SCHEMA, session_id: ids.sessionId, claim_id: ids.claimId, reservation_id: ids.reservationId, container_name: '',
+      image: '', environment: {}, ports: [], network: 'none', labels: {}, ttl_seconds: 1, created_at: '', expires_at: new Date(0).toISOString(),
+    }),
+    container_id: containerId,
+  };
+}
+
+export interface SessionManagerDeps {
+  readonly engine: SessionEngine;
+  readonly registry: CapacityRegistry;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Real paths of mount sources, and the exec log (`execs.jsonl`). */
+  readonly fs: FileSystem;
+  /** Evidence root (`--data-dir`): sessions/<id>/ and pairs/<id>/ live under it. */
+  readonly store: EvidenceStore;
+  /** The registry batch id of this server's sessions (also their `roboguide.batch` label). */
+  readonly batchId: string;
+  /** Where `${NAME}` references are resolved: the server's own environment. */
+  readonly environment: Readonly<Record<string, string | undefined>>;
+  readonly bindAddress: string;
+  readonly protectedPaths: ProtectedPaths;
+  readonly createRedactor: (secrets: readonly string[]) => Transform;
+  readonly stopBudgetSec: number;
+  /** Per stream, per exec: output beyond this is dropped (the result says `truncated`). */
+  readonly maxOutputBytes: number;
+}
+
+/** A live or deleting session as `GET /v1/sessions` lists it. */
+export function sessionInfo(s: Session & { state: 'live' | 'deleting' }): SessionInfo {
+  return {
+    session_id: s.record.session_id,
+    container_id: s.record.container_id ?? '',
+    image: s.record.image,
+    state: s.state,
+    created_at: s.record.created_at,
+    expires_at: new Date(s.expiresAtMs).toISOString(),
+    labels: s.record.labels,
+  };
+}
