@@ -174,7 +174,7 @@ describe('recoverPair: a claimed pair without a result, found by a new superviso
     await pair.store.writeJsonAtomic(`${pair.jobRel}/receipt.json`, receipt);
     if (containerStatus !== null) runtime.add(pair.containerId, containerStatus, { 'roboguide.claim': receipt.claim_id }, { TOKEN: 'the-secret-in-the-container' });
     const { journal, records } = recordingJournal();
-    const execute = { runtime, clock, logger: silentLogger } as unknown as ExecutePairDeps;
+    const execute = { runtime, clock, logger: silentLogger, outcomes: fileOutcomeReader, host: procHostIdentity, fs: new NodeFileSystem() } as unknown as ExecutePairDeps;
     const deps: BatchPairDeps = { store: pair.store, registry, execute, journal };
     const job = { job_id: 'pair-0001', argv: ['/x'], cwd: dir, outcome_path: pair.outcomePath, environment: { TOKEN: '${TOKEN}' }, timeout_seconds: 60 } as unknown as Job;
     const manifest = { jobs: [job], stop_budget_seconds: 5, source_sha256: {}, provider: undefined } as unknown as Manifest;
