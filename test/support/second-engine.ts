@@ -9,7 +9,7 @@ import Docker from 'dockerode';
 import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
 
 /**
- * A second, throwaway Docker engine in its own network namespace (see ENGINE-NOTES: started in the
+ * A second, throwaway Docker engine in its own network namespace (measured here: started in the
  * host namespace with `--bridge=none` it would delete the shared engine's docker0). The shared engine
  * at /var/run/docker.sock is only read from (the pair-driver image is copied out of it), never touched.
  */
@@ -339,7 +339,7 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
         await waitUntilAnswers(docker, child, logPath);
         return;
       } catch (err) {
-        // After a hard kill the first start may fail while dockerd cleans up (ENGINE-NOTES): try again.
+        // After a hard kill the first start may fail while dockerd cleans up (seen on these machines): try again.
         if (Date.now() > deadline) throw err;
         await kill().catch(() => undefined);
         await sleep(1_000);

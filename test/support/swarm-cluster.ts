@@ -5,7 +5,7 @@ import Docker from 'dockerode';
 import { namespaceSupportProblem, startSecondEngine, type SecondEngine } from './second-engine.js';
 
 /**
- * A swarm of throwaway engines on this machine (ENGINE-NOTES "two-node swarm"): each dockerd in its own network
+ * A swarm of throwaway engines on this machine: each dockerd in its own network
  * namespace and with its own hostname, a veth pair (or a small chain of them) between the namespaces, `swarm init`
  * on the first, `swarm join` from the others, the pair-driver image copied into each, fake GPUs as generic resources
  * (`NVIDIA-GPU=GPU-fake-<node>-<i>`). The shared engine is only read from (image copy), never put in swarm mode.
