@@ -150,6 +150,23 @@ if (skip !== null) {
       expect(recorded.registry_path).toBe(`postgres://rg_batch@127.0.0.1:${server!.port}/rg_pw`);
     });
 
+    it('a server that asks for a password none was given: refused at once, and the half-open connection is closed', async () => {
+      // The server keeps a connection stuck in its password exchange until authentication_timeout (a minute): the
+      // registry must close it itself, or the refused command lingers that long before it exits.
+      const tcp = (): number => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+      const before = tcp();
+      const saved = process.env['PGPASSWORD'];
+      delete process.env['PGPASSWORD'];
+      try {
+        const { connection } = parsePostgresUrl(`postgresql://rg_batch@127.0.0.1:${server!.port}/rg_pw`);
+        await expect(PostgresCapacityRegistry.open({ connection, display: 'the test registry' })).rejects.toThrow(/asks for a password and none was given/);
+      } finally {
+        if (saved !== undefined) process.env['PGPASSWORD'] = saved;
+      }
+      await new Promise((r) => setTimeout(r, 100)); // a destroyed socket's handle closes on the next turns
+      expect(tcp()).toBe(before);
+    });
+
     it('detached start, status, stop; resume without the password is refused saying how to give it; with PGPASSWORD it finishes', async () => {
       const output = join(work, 'bg', 'batch');
       const started = await cli(['e1-batch', 'start', '--manifest', await manifest('bg', 4, 2), '--output', output, '--registry', url, '--json']);
