@@ -5,6 +5,7 @@
  * (`SELECT … FOR UPDATE`: release, attach, terminal commit), so concurrent admitters never exceed a limit.
  */
 import { randomUUID } from 'node:crypto';
+import { Socket } from 'node:net';
 import pg from 'pg';
 import type { PoolClient } from 'pg';
 import { RoboguideError } from '../../core/errors.js';
@@ -55,9 +56,30 @@ export interface PostgresCapacityRegistryOptions {
   readonly connectTimeoutMs?: number;
 }
 
-function poolConfig(options: PostgresCapacityRegistryOptions): pg.PoolConfig {
+/**
+ * The sockets of a pool's connections, so that a failed open can close them at once. A server that asks for a
+ * password the client does not have leaves the connection mid-handshake: pg reports the error, but the socket
+ * stays open until the server's authentication_timeout (one minute by default), and with it the process.
+ */
+function trackedSockets(): { readonly stream: () => Socket; destroyAll(): void } {
+  const sockets = new Set<Socket>();
+  return {
+    stream: () => {
+      const socket = new Socket();
+      sockets.add(socket);
+      socket.once('close', () => sockets.delete(socket));
+      return socket;
+    },
+    destroyAll: () => {
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}
+
+function poolConfig(options: PostgresCapacityRegistryOptions, stream?: () => Socket): pg.PoolConfig {
   const c = options.connection;
   return {
+    ...(stream !== undefined ? { stream } : {}),
     ...(c.host !== undefined ? { host: c.host } : {}),
     ...(c.port !== undefined ? { port: c.port } : {}),
     ...(c.user !== undefined ? { user: c.user } : {}),
@@ -115,7 +137,8 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
 
   /** Connects and migrates (safe when several processes do it at once). */
   static async open(options: PostgresCapacityRegistryOptions): Promise<PostgresCapacityRegistry> {
-    const pool = new pg.Pool(poolConfig(options));
+    const sockets = trackedSockets();
+    const pool = new pg.Pool(poolConfig(options, sockets.stream));
     // An idle connection the server drops must not crash the process: the next query reports it instead.
     pool.on('error', () => undefined);
     let client: PoolClient | undefined;
@@ -124,6 +147,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
       await migratePostgres(client);
     } catch (error) {
       client?.release();
+      sockets.destroyAll();
       await pool.end().catch(() => undefined);
       const noPassword = options.connection.password === undefined && (process.env['PGPASSWORD'] ?? '') === '';
       if (noPassword && asksForPassword(error)) {
