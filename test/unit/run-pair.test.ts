@@ -118,3 +118,87 @@ describe('runPair', () => {
     expect(runtime.created).toBe(0);
   });
 });
+
+describe('runPair: refusals before anything runs, and the options', () => {
+  /** A registry that refuses every admission with `refusal`, and counts what it was asked. */
+  function refusingRegistry(refusal: Record<string, unknown>): { registry: RunPairDeps['registry']; admits: () => number } {
+    let admits = 0;
+    const fake = {
+      localNode: 'here',
+      admit: () => {
+        admits++;
+        return Promise.resolve({ kind: 'refused', ...refusal });
+      },
+    } as unknown as SqliteCapacityRegistry;
+    return { registry: fake, admits: () => admits };
+  }
+
+  it('a spec that is not JSON is refused without quoting it; one that is JSON but not a spec names its problems', async () => {
+    const notJson = await refusal(runPair(deps(), { ...options(), specText: '{"job_id": "sk-secret-value' }));
+    expect(notJson.code).toBe('E_SPEC_INVALID');
+    expect(JSON.stringify(notJson)).not.toContain('sk-secret-value');
+    const notSpec = await refusal(runPair(deps(), options({ argv: 'not-a-list' })));
+    expect(notSpec.code).toBe('E_SPEC_INVALID');
+    expect(opened).toBe(0);
+  });
+
+  it('a variable the spec references and the environment lacks is E_ENV_MISSING before the registry', async () => {
+    const err = await refusal(runPair(deps(), options({ environment: { API_KEY: '${API_KEY}' } })));
+    expect(err.code).toBe('E_ENV_MISSING');
+    expect(opened).toBe(0);
+  });
+
+  it('a bind address that is not one of the host\'s is refused at --bind-address', async () => {
+    const err = await refusal(runPair(deps(), options({}, { bindAddress: '10.9.9.9', hostAddresses: ['127.0.0.1', '192.168.1.5'] })));
+    expect(err.code).toBe('E_SPEC_INVALID');
+    expect(JSON.stringify(err)).toContain('--bind-address');
+    expect(opened).toBe(0);
+  });
+
+  it('a port held by another batch names the port and its holder; unknown ones show as ?', async () => {
+    const named = refusingRegistry({ reason: 'port_held', port: 8080, node: 'here', holderBatchId: 'b-7' });
+    const err = await refusal(runPair(deps({ registry: named.registry }), options()));
+    expect(err.code).toBe('E_REGISTRY');
+    expect(err.message).toBe('port 8080 is held on node here by batch b-7: not started');
+    const unnamed = refusingRegistry({ reason: 'port_held', node: 'here' });
+    const err2 = await refusal(runPair(deps({ registry: unnamed.registry }), options()));
+    expect(err2.message).toBe('port ? is held on node here by batch ?: not started');
+    expect(existsSync(join(dir, 'D'))).toBe(false);
+  });
+
+  it('a host at its GPU budget says so in MiB', async () => {
+    const full = refusingRegistry({ reason: 'gpu_budget', held: 30000, limit: 32000 });
+    const err = await refusal(runPair(deps({ registry: full.registry }), options()));
+    expect(err.message).toContain('GPU budget (30000 of 32000 MiB held)');
+    expect(full.admits()).toBe(1);
+    expect(runtime.created).toBe(0);
+  });
+
+  it('a code version given as a function that fails is reported after the engine checks, before a slot is taken', async () => {
+    const err: unknown = await runPair(deps(), options({}, { codeVersion: () => Promise.reject(new Error('git describe failed')) })).catch((e: unknown) => e);
+    expect(String(err)).toContain('git describe failed');
+    expect(opened).toBe(0);
+  });
+
+  it('with a registry given as an object, no --output and a code version function: evidence goes to a stamped directory under cwd', async () => {
+    const extra: Partial<RunPairOptions> = { codeVersion: () => Promise.resolve('v-fn') };
+    const { output: _drop, ...rest } = options({}, extra);
+    const outcome = await runPair(deps({ registry }), rest);
+    expect(outcome.output).toMatch(new RegExp(`^${dir}/roboguide-pair-j1-\\d{8}T\\d{6}$`));
+    expect(outcome.receipt.code_version).toBe('v-fn');
+    expect(outcome.reconciliation.kind).toBe('committed');
+    expect(await held()).toBe(0);
+  });
+
+  it('a short secret accepted with allowShortSecrets is named in a warning', async () => {
+    const warnings: string[] = [];
+    const outcome = await runPair(
+      deps(),
+      options({ environment: { API_KEY: '${API_KEY}' } }, { environment: { API_KEY: 'abc' }, allowShortSecrets: true, onWarning: (w) => warnings.push(w) }),
+    );
+    expect(warnings.length).toBe(1);
+    expect(warnings[0]).toContain('API_KEY');
+    expect(warnings[0]).not.toContain('abc');
+    expect(outcome.result.classification).toBe('completed');
+  });
+});
