@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import { LogSink, logLimitMarker } from '../../src/app/evidence/log-sink.js';
+import type { FileHandle } from '../../src/app/ports/file-system.js';
+
+/**
+ * LogSink over a hand-written file handle: the write(2) answers a real file rarely gives (short writes, zero bytes,
+ * an error without an errno code, a failing close), and the report each leaves.
+ */
+class ScriptedHandle implements FileHandle {
+  readonly path = '/fake/stdout.log';
+  readonly bytes: number[] = [];
+  writes = 0;
+  syncs = 0;
+  closes = 0;
+  /** Per write call (0-based): what it does instead of writing everything. */
+  readonly script = new Map<number, 'short' | 'zero' | Error>();
+  syncError: Error | null = null;
+  closeError: Error | null = null;
+
+  write(bytes: Uint8Array): Promise<number> {
+    const step = this.script.get(this.writes++);
+    if (step instanceof Error) return Promise.reject(step);
+    if (step === 'zero') return Promise.resolve(0);
+    const n = step === 'short' ? Math.max(1, Math.floor(bytes.byteLength / 2)) : bytes.byteLength;
+    this.bytes.push(...bytes.subarray(0, n));
+    return Promise.resolve(n);
+  }
+  sync(): Promise<void> {
+    this.syncs++;
+    return this.syncError === null ? Promise.resolve() : Promise.reject(this.syncError);
+  }
+  truncate(): Promise<void> {
+    return Promise.resolve();
+  }
+  close(): Promise<void> {
+    this.closes++;
+    return this.closeError === null ? Promise.resolve() : Promise.reject(this.closeError);
+  }
+  text(): string {
+    return Buffer.from(this.bytes).toString('utf8');
+  }
+}
+
+function write(sink: LogSink, chunk: string): Promise<void> {
+  return new Promise((resolve, reject) => sink.write(Buffer.from(chunk), (err) => (err ? reject(err) : resolve())));
+}
+
+describe('LogSink over a scripted handle', () => {
+  it('a short write is continued until the chunk is in the file', async () => {
+    const handle = new ScriptedHandle();
+    handle.script.set(0, 'short');
+    const sink = new LogSink(handle);
+    await write(sink, 'abcdefgh');
+    expect(await sink.finish()).toEqual({ bytes: 8, closed: true, failure: null, limitExceeded: false });
+    expect(handle.text()).toBe('abcdefgh');
+    expect(handle.writes).toBe(2);
+  });
+
+  it('a write(2) that writes nothing is an EIO failure: the rest is dropped and the pair asked to stop', async () => {
+    const handle = new ScriptedHandle();
+    handle.script.set(1, 'zero');
+    const sink = new LogSink(handle);
+    await write(sink, 'one\n');
+    await write(sink, 'two\n');
+    await write(sink, 'three\n');
+    await expect(sink.halted).resolves.toBe('write_failed');
+    expect(await sink.finish()).toEqual({ bytes: 4, closed: true, failure: 'EIO', limitExceeded: false });
+    expect(sink.droppedBytes).toBe(10);
+    expect(sink.failed).toEqual({ op: 'write', code: 'EIO' });
+    expect(handle.text()).toBe('one\n');
+  });
+
+  it('an error without an errno code is recorded as EIO', async () => {
+    const handle = new ScriptedHandle();
+    handle.script.set(0, new Error('no code'));
+    const sink = new LogSink(handle);
+    await write(sink, 'x');
+    expect((await sink.finish()).failure).toBe('EIO');
+  });
+
+  it('chunks corked together are written as one, and the cap cuts inside them', async () => {
+    const handle = new ScriptedHandle();
+    const sink = new LogSink(handle, { limitBytes: 5 });
+    sink.cork();
+    sink.write(Buffer.from('abc'));
+    sink.write(Buffer.from('def'));
+    sink.uncork();
+    expect(await sink.finish()).toMatchObject({ limitExceeded: true, failure: null, closed: true });
+    expect(handle.text()).toBe(`abcde${logLimitMarker(5)}`);
+    expect(handle.writes).toBe(2);
+    expect(sink.droppedBytes).toBe(1);
+  });
+
+  it('a marker that cannot be written is recorded; the cap is still reported and the stop asked', async () => {
+    const handle = new ScriptedHandle();
+    handle.script.set(1, Object.assign(new Error('disk full'), { code: 'ENOSPC' }));
+    const sink = new LogSink(handle, { limitBytes: 3 });
+    await write(sink, 'abcdef');
+    await expect(sink.halted).resolves.toBe('limit_exceeded');
+    expect(await sink.finish()).toEqual({ bytes: 3, closed: true, failure: 'ENOSPC', limitExceeded: true });
+    expect(handle.text()).toBe('abc');
+  });
+
+  it('a close that fails is recorded and the file not reported closed; the first failure is the one kept', async () => {
+    const handle = new ScriptedHandle();
+    handle.closeError = Object.assign(new Error('bad fd'), { code: 'EBADF' });
+    const sink = new LogSink(handle);
+    await write(sink, 'x');
+    expect(await sink.finish()).toEqual({ bytes: 1, closed: false, failure: 'EBADF', limitExceeded: false });
+
+    const both = new ScriptedHandle();
+    both.syncError = new Error('no code either');
+    both.closeError = Object.assign(new Error('bad fd'), { code: 'EBADF' });
+    const sink2 = new LogSink(both);
+    expect(await sink2.finish()).toEqual({ bytes: 0, closed: false, failure: 'EIO', limitExceeded: false });
+    expect(sink2.failed).toEqual({ op: 'sync', code: 'EIO' });
+  });
+
+  it('finish after a destroy, and a second finish, close the file once', async () => {
+    const handle = new ScriptedHandle();
+    const sink = new LogSink(handle);
+    await write(sink, 'abc');
+    sink.destroy();
+    expect(await sink.finish()).toEqual({ bytes: 3, closed: true, failure: null, limitExceeded: false });
+    expect(await sink.finish()).toEqual({ bytes: 3, closed: true, failure: null, limitExceeded: false });
+    expect(handle.closes).toBe(1);
+    expect(handle.syncs).toBe(1);
+  });
+
+  it('a destroy while the close fails still ends the stream', async () => {
+    const handle = new ScriptedHandle();
+    handle.syncError = Object.assign(new Error('io'), { code: 'EIO' });
+    handle.closeError = Object.assign(new Error('bad fd'), { code: 'EBADF' });
+    const sink = new LogSink(handle, { initialBytes: 10 });
+    sink.destroy();
+    expect(await sink.finish()).toEqual({ bytes: 10, closed: false, failure: 'EIO', limitExceeded: false });
+  });
+});
