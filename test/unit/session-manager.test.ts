@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -10,7 +10,7 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { parseBody } from '../../src/app/serve/api-error.js';
-import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import type { ExecHandle, SessionContainerInfo, SessionContainerSpec, SessionEngine } from '../../src/app/serve/session-engine.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 
@@ -200,5 +200,89 @@ describe('SessionManager', () => {
     expect(engine.containers.has(expiring.container_id)).toBe(false);
     expect((await registry.held()).map((r) => r.jobId)).toEqual([live.session_id]);
     expect((await after.exec(live.session_id, { argv: ['true'] })).return_code).toBe(0);
+  });
+});
+
+describe('SessionManager: requests on a session', () => {
+  async function status(work: () => unknown): Promise<[number, string]> {
+    try {
+      await work();
+    } catch (err) {
+      if (err instanceof ApiError) return [err.status, err.code];
+      throw err;
+    }
+    throw new Error('expected an ApiError');
+  }
+
+  it('an unknown session is 404 for every request; a delete of a well-formed id with no cleanup record too', async () => {
+    const sessions = manager();
+    expect((await status(() => sessions.secretsOf('nope')))[0]).toBe(404);
+    expect((await status(() => sessions.containerOf('nope')))[0]).toBe(404);
+    expect((await status(() => sessions.keepalive('nope')))[0]).toBe(404);
+    expect((await status(() => sessions.delete('not-a-session-id')))[0]).toBe(404);
+    expect((await status(() => sessions.delete('s-00000000-0000-0000-0000-000000000000')))[0]).toBe(404);
+  });
+
+  it('keepalive persists the renewed expiry; secretsOf and containerOf name the live container', async () => {
+    const sessions = manager();
+    const { session_id, container_id } = await sessions.create(body({ environment: { K: '${SECRET_VALUE}' } }));
+    now += 60_000;
+    const kept = await sessions.keepalive(session_id);
+    expect(kept.session_id).toBe(session_id);
+    expect(Date.parse(kept.expires_at)).toBeGreaterThan(now);
+    const onDisk = JSON.parse(await readFile(join(dir, 'data', 'sessions', session_id, 'session.json'), 'utf8')) as { expires_at: string };
+    expect(onDisk.expires_at).toBe(kept.expires_at);
+    expect(sessions.secretsOf(session_id)).toEqual({ containerId: container_id, secrets: ['hunter2-secret'] });
+    expect(sessions.containerOf(session_id)).toBe(container_id);
+  });
+
+  it('a session being deleted answers 409 and is still listed; once deleted it is 404', async () => {
+    const sessions = manager();
+    const { session_id } = await sessions.create(body());
+    let open: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    let stopping = false;
+    engine.stop = () => {
+      stopping = true;
+      return gate;
+    };
+    const deleting = sessions.delete(session_id);
+    while (!stopping) await new Promise((resolve) => setImmediate(resolve));
+    expect(await status(() => sessions.keepalive(session_id))).toEqual([409, 'E_SESSION_DELETING']);
+    expect(sessions.list().map((s) => s.session_id)).toEqual([session_id]);
+    open();
+    expect(await deleting).toMatchObject({ verified_absent: true });
+    expect((await status(() => sessions.containerOf(session_id)))[0]).toBe(404);
+    expect(sessions.list()).toEqual([]);
+  });
+
+  it('exec: an unset reference in env is 400 before the engine; set ones are passed and redacted from the exec log', async () => {
+    const sessions = manager();
+    const { session_id, container_id } = await sessions.create(body());
+    const calls: { id: string; spec: { argv: readonly string[]; env?: Record<string, string>; stdin?: Buffer } }[] = [];
+    const original = engine.exec.bind(engine);
+    engine.exec = ((id: string, spec: (typeof calls)[number]['spec']) => {
+      calls.push({ id, spec });
+      return original();
+    }) as typeof engine.exec;
+    const unset = parseBody(ExecSchema, { argv: ['/bin/true'], env: { X: '${NOT_SET_ANYWHERE}' } }, 'test');
+    expect(await status(() => sessions.exec(session_id, unset))).toEqual([400, 'E_ENV_MISSING']);
+    expect(calls).toEqual([]);
+
+    const withEnv = parseBody(ExecSchema, { command: 'echo hunter2-secret', env: { TOKEN: '${SECRET_VALUE}' }, stdin: 'in' }, 'test');
+    const result = await sessions.exec(session_id, withEnv);
+    expect(result.return_code).toBe(0);
+    expect(calls[0]?.id).toBe(container_id);
+    expect(calls[0]?.spec.argv).toEqual(['/bin/sh', '-c', 'echo hunter2-secret']);
+    expect(calls[0]?.spec.env).toEqual({ TOKEN: 'hunter2-secret' });
+    expect(calls[0]?.spec.stdin?.toString('utf8')).toBe('in');
+    const log = await readFile(join(dir, 'data', 'sessions', session_id, 'execs.jsonl'), 'utf8');
+    expect(log).not.toContain('hunter2-secret');
+    expect(JSON.parse(log.trim()) as Record<string, unknown>).toMatchObject({ return_code: 0, timed_out: false, client_gone: false });
+
+    await sessions.exec(session_id, parseBody(ExecSchema, { argv: ['/bin/ls'] }, 'test'));
+    expect(calls[1]?.spec).toMatchObject({ argv: ['/bin/ls'], env: undefined, stdin: undefined });
   });
 });
