@@ -9,6 +9,7 @@ import { executePair, type ExecutePairDeps, type ExecutePairInput } from '../../
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
+import { B1_PORT_VARIABLES } from '../../src/core/b1-config.js';
 import { fakeTime } from '../support/fake-time.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import { engineError, ScriptedRuntime, state } from '../support/scripted-runtime.js';
@@ -244,5 +245,33 @@ describe('executePair with a scripted engine', () => {
     expect(published).toEqual([`${pair.job.outcome_path}:${bytes.length}`]);
     expect(result.outcome_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(JSON.stringify(result.outcome)).not.toContain(SECRET);
+  });
+  it('an operator copy that cannot be written is logged, never a verdict: the same classification as without one, its outcome hashed', async () => {
+    const runtime = new ScriptedRuntime();
+    const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false }));
+    const warnings: unknown[] = [];
+    const logger = { ...silentLogger, warn: (fields: unknown) => void warnings.push(fields) } as typeof silentLogger;
+    const { result } = await executePair(
+      { ...deps(runtime), logger, publishOutcome: () => Promise.reject(Object.assign(new Error('read-only file system'), { code: 'EROFS' })) },
+      input({ readOutcome: () => Promise.resolve({ state: 'present', bytes }) }),
+    );
+    // The same verdict as a pair with no operator copy at all.
+    const plain = (await executePair(deps(new ScriptedRuntime()), input({ jobRel: 'jobs/p3', readOutcome: () => Promise.resolve({ state: 'present', bytes }) }))).result;
+    expect([result.classification, result.reasons]).toEqual([plain.classification, plain.reasons]);
+    expect(result.outcome_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(warnings).toEqual([expect.objectContaining({ job: 'p1' })]);
+  });
+
+  it('a B1 job gets its port variables, and a placement is passed to the engine; an empty placement is not', async () => {
+    const runtime = new ScriptedRuntime();
+    const ports = B1_PORT_VARIABLES.map((_, i) => 20000 + i);
+    const base = input();
+    await executePair(deps(runtime), { ...base, job: { ...base.job, ports, b1_ports: true, placement: ['node.hostname==n1'] } });
+    expect(runtime.created?.env).toMatchObject(Object.fromEntries(B1_PORT_VARIABLES.map((name, i) => [name, String(20000 + i)])));
+    expect(runtime.created).toMatchObject({ placement: ['node.hostname==n1'] });
+    const again = new ScriptedRuntime();
+    await executePair(deps(again), { ...base, jobRel: 'jobs/p2', job: { ...base.job, placement: [] } });
+    expect(again.created).not.toHaveProperty('placement');
+    expect(Object.keys(again.created?.env ?? {}).filter((k) => k.startsWith('ROBOGUIDE_B1_'))).toEqual([]);
   });
 });
