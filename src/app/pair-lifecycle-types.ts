@@ -1,8 +1,7 @@
 import type { Readable, Transform } from 'node:stream';
-import type { EngineFault } from '../core/engine-fault.js';
-import type { EngineLoss } from '../core/engine-loss.js';
 import type { OutcomeRead } from '../core/outcome.js';
-import type { CleanupRecord, ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
+import type { ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
+import type { LifecycleFacts } from '../core/pair-lifecycle-state.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { SessionsReport } from './pair-collection.js';
 import type { OpenLog } from './pair-logs.js';
@@ -65,15 +64,13 @@ export interface PairLaunch {
   readonly deadlineMs: number;
 }
 
-export interface PairExecution {
+/**
+ * What a pair's lifecycle observed, for its result: the machine's facts (timed out, terminated, the engine's fault,
+ * loss and error, a failed receipt update, `src/core/pair-lifecycle-state.ts`) and what was collected.
+ */
+export interface PairExecution
+  extends Pick<LifecycleFacts, 'timedOut' | 'terminated' | 'engineFault' | 'engineLoss' | 'engineError' | 'receiptUpdateFailed' | 'cleanup'> {
   readonly container: ContainerRecord;
-  readonly timedOut: boolean;
-  readonly terminated: boolean;
-  readonly engineFault: EngineFault | null;
-  /** The engine went away during the pair and what was found when it answered again (issue 10). */
-  readonly engineLoss: EngineLoss | null;
-  readonly engineError: { readonly kind: string; readonly message: string } | null;
-  readonly receiptUpdateFailed: boolean;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
   readonly logFailure: string | null;
   /** The stream whose log reached its cap (the pair was stopped for it), or null. */
@@ -82,7 +79,6 @@ export interface PairExecution {
   readonly sessions: SessionsReport;
   readonly providerFailure: ProviderFailure | null;
   readonly providerFailureErrorKind: string | null;
-  readonly cleanup: CleanupRecord;
   readonly startedAt: string;
   readonly finishedAt: string;
 }
