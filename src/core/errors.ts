@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'E_STORE'
   | 'E_CLAIM_EXISTS'
   | 'E_REGISTRY'
+  /** The registry did not answer within its deadline, or could not be reached: retry later (serve: 503). */
+  | 'E_REGISTRY_UNAVAILABLE'
   | 'E_SUPERVISOR_ALIVE'
   | 'E_BATCH_STATE'
   | 'E_B1_CONFIG_INVALID'
