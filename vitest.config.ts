@@ -28,6 +28,9 @@ export default defineConfig({
           // One engine, two cores: integration files run one at a time.
           fileParallelism: false,
           globalSetup: ['test/support/global-setup.ts'],
+          // The shared engine's host firewall is not ours to change: pairs on network "bridge" use the engine's default
+          // bridge there. The guarded network is tested on a throwaway engine in its own namespace (pair-network.int).
+          env: { ROBOGUIDE_PAIRS_NETWORK: 'engine-bridge' },
         },
       },
     ],

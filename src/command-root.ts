@@ -20,6 +20,7 @@ import type { RecoverOutputDeps } from './app/recover-output.js';
 import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
 import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
 import type { ExecutorConfig } from './core/executor.js';
+import type { PairNetworkGuard } from './app/ports/pair-network.js';
 
 /**
  * The wiring of each command, on top of the shared composition root (`composition-root.ts`): a command parses its
@@ -189,7 +190,10 @@ export async function createDoctorWiring(
   const { createDoctorDeps } = await import('./adapters/doctor-probes.js');
   const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
   return {
-    deps: createDoctorDeps((await root()).createContainerRuntime()),
+    deps: {
+      ...createDoctorDeps((await root()).createContainerRuntime()),
+      pairNetwork: (await (await root()).createPairNetworkGuard()) ?? 'engine-bridge',
+    },
     registry: {
       registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
       ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
@@ -197,6 +201,20 @@ export async function createDoctorWiring(
     },
     sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
   };
+}
+
+/** `network setup` / `network remove`: the guard of the local engine; refused (exit 2) when ROBOGUIDE_PAIRS_NETWORK turns it off. */
+export async function pairNetworkGuard(): Promise<PairNetworkGuard> {
+  const guard = await (await root()).createPairNetworkGuard();
+  if (guard === null) {
+    const { RoboguideError } = await import('./core/errors.js');
+    throw new RoboguideError(
+      'E_USAGE',
+      'ROBOGUIDE_PAIRS_NETWORK=engine-bridge turns the guarded pairs network off: nothing to set up or remove',
+      { exitCode: 2, suggestions: ['unset ROBOGUIDE_PAIRS_NETWORK'] },
+    );
+  }
+  return guard;
 }
 
 /** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */

@@ -31,6 +31,8 @@ import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
+import { PAIRS_NETWORK_VARIABLE, pairsNetworkSetting } from './core/pair-network.js';
+import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import { referencedValues } from './core/manifest/environment.js';
 import { ImageSessionsMemo } from './core/sessions-skip.js';
 import { failpointsFromEnvironment } from './adapters/env-failpoints.js';
@@ -76,10 +78,42 @@ export function createContainerRuntime(): ContainerRuntime {
   );
 }
 
-/** The dockerode runtime itself, for what needs dockerode's client (`images build`). */
-export async function createDockerRuntime(): Promise<DockerContainerRuntime> {
-  const { DockerContainerRuntime } = await import('./adapters/docker/docker-container-runtime.js');
-  return new DockerContainerRuntime();
+/**
+ * The dockerode runtime itself, for what needs dockerode's client (`images build`, `serve`). Network "bridge" is the
+ * guarded pairs network (its rules set in this process's network namespace, the engine's when it is local) unless
+ * ROBOGUIDE_PAIRS_NETWORK says `engine-bridge` (src/core/pair-network.ts).
+ */
+export async function createDockerRuntime(
+  environment: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<DockerContainerRuntime> {
+  const setting = pairsNetworkSetting(environment[PAIRS_NETWORK_VARIABLE]);
+  if (!setting.ok)
+    throw new RoboguideError('E_USAGE', `${PAIRS_NETWORK_VARIABLE} ${setting.rule}`, { exitCode: 2 });
+  const [{ DockerContainerRuntime }, { DockerPairNetwork }, { default: Docker }] = await Promise.all([
+    import('./adapters/docker/docker-container-runtime.js'),
+    import('./adapters/docker/docker-pair-network.js'),
+    import('dockerode'),
+  ]);
+  const docker = new Docker();
+  return new DockerContainerRuntime(
+    docker,
+    setting.setting === 'guarded' ? { pairNetwork: new DockerPairNetwork(docker) } : {},
+  );
+}
+
+/** `network setup`, `network remove`, `doctor`: the guard of the local engine, null when ROBOGUIDE_PAIRS_NETWORK turns it off. */
+export async function createPairNetworkGuard(
+  environment: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<PairNetworkGuard | null> {
+  const setting = pairsNetworkSetting(environment[PAIRS_NETWORK_VARIABLE]);
+  if (!setting.ok)
+    throw new RoboguideError('E_USAGE', `${PAIRS_NETWORK_VARIABLE} ${setting.rule}`, { exitCode: 2 });
+  if (setting.setting !== 'guarded') return null;
+  const [{ DockerPairNetwork }, { default: Docker }] = await Promise.all([
+    import('./adapters/docker/docker-pair-network.js'),
+    import('dockerode'),
+  ]);
+  return new DockerPairNetwork(new Docker());
 }
 
 /** Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines. */

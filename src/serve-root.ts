@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdir, realpath, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
-import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
+import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
@@ -17,7 +17,7 @@ import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { SessionManager } from './app/serve/session-manager.js';
-import { createExecutePairDeps } from './composition-root.js';
+import { createDockerRuntime, createExecutePairDeps } from './composition-root.js';
 
 /** Wiring of `roboguide-eval serve` (its own composition root, so the shared one stays small). */
 
@@ -107,9 +107,10 @@ async function openServeRegistry(options: ServeOptions): Promise<{ registry: Cap
 }
 
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  // First: an invalid ROBOGUIDE_PAIRS_NETWORK is refused before anything is written.
+  const runtime = options.runtime ?? (await createDockerRuntime(options.environment));
   const { dataDir, tempRoot } = await prepareDataDir(options);
   const { registry, registryPath } = await openServeRegistry(options);
-  const runtime = options.runtime ?? new DockerContainerRuntime();
   const engine = new DockerSessionEngine(runtime);
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);
   const socketPath = options.socketPath ?? defaultSocketPath(options.environment);

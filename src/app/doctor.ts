@@ -6,6 +6,8 @@ import type { HostFactsRequest } from './host-facts.js';
 import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
 import { engineChecks } from './doctor/engine-checks.js';
 import { hostChecks } from './doctor/host-checks.js';
+import { pairNetworkCheck } from './doctor/network-check.js';
+import type { PairNetworkGuard } from './ports/pair-network.js';
 
 export { formatBytes, GIB, MIB, type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
 export { OFF_HOST_LOG_DRIVERS, PROBE_DEADLINE_MS, PROBE_LABELS } from './doctor/engine-checks.js';
@@ -48,6 +50,8 @@ export interface DoctorDeps {
   readonly hostFacts: (request: HostFactsRequest) => Promise<HostFactsRecord>;
   readonly nowMs: () => number;
   readonly newId: () => string;
+  /** The guarded pairs network of the local engine (`engine-bridge`: turned off by ROBOGUIDE_PAIRS_NETWORK); absent: not checked. */
+  readonly pairNetwork?: PairNetworkGuard | 'engine-bridge';
 }
 
 export interface DoctorOptions {
@@ -82,7 +86,8 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     ),
   });
   const [engine, host] = await Promise.all([engineChecks(deps, options, info), hostChecks(deps, options, facts)]);
-  const checks = [...engine.checks, ...host];
+  const network = engine.reachable && deps.pairNetwork !== undefined ? [await pairNetworkCheck(deps.pairNetwork)] : [];
+  const checks = [...engine.checks, ...network, ...host];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };
 }
 

@@ -11,6 +11,7 @@ import { errorKind } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
+import type { NetworkChoice } from '../core/pair-network.js';
 import { buildResult, outcomeForResult } from './build-result.js';
 import { sha256Hex } from './digest.js';
 import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
@@ -30,6 +31,8 @@ export interface PairJob {
   readonly cwd: string;
   readonly outcome_path: string;
   readonly ports: readonly number[];
+  /** `bridge` (absent: the same) or `none` (docs/spec.md §5.1, "network"). */
+  readonly network?: NetworkChoice | undefined;
   /** Cap on each of stdout and stderr (bytes); absent: no cap. */
   readonly log_limit_bytes?: number | undefined;
   readonly image: string;
@@ -145,6 +148,7 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
     binds,
     ports: job.ports,
     bindAddress: input.bindAddress,
+    network: job.network ?? 'bridge',
     deviceRequests: deviceRequestsFor(job.gpus),
     labels: pairLabels(input.batchId, job.job_id, input.claimId),
     stopTimeoutSec: input.stopBudgetSec,

@@ -199,6 +199,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     outcomePath: spec.outcome_path,
     sourceSha256: {},
     codeVersion,
+    network: spec.network,
   });
   const store = await claimPair(deps, registry, claim, output, receipt);
   let current = receipt;

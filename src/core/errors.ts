@@ -22,6 +22,8 @@ export type ErrorCode =
   | 'E_SUPERVISOR_ALIVE'
   | 'E_BATCH_STATE'
   | 'E_B1_CONFIG_INVALID'
+  /** The guarded pairs network or its firewall rules could not be set up, checked or removed (docs/spec.md §5.1). */
+  | 'E_NETWORK'
   | 'E_INTERNAL';
 
 /** Process exit codes of SPEC §2. */

@@ -2,6 +2,7 @@
 export const RECEIPT_SCHEMA = 'roboguide.e1.receipt/v1' as const;
 
 import type { ProcessIdentity } from './process-identity.js';
+import { networkModeFor, type NetworkChoice } from './pair-network.js';
 
 export interface Receipt {
   readonly schema: typeof RECEIPT_SCHEMA;
@@ -24,6 +25,12 @@ export interface Receipt {
   readonly private_outcome?: string;
   readonly source_sha256: Readonly<Record<string, string>>;
   readonly code_version: string;
+  /**
+   * The job's network (`bridge` or `none`) and the engine network the container joins for it (`roboguide-pairs` or
+   * `none`; docs/spec.md §5.1). Absent in receipts written before it existed (those pairs ran on the engine's default
+   * bridge network).
+   */
+  readonly network?: { readonly choice: NetworkChoice; readonly engine_network: string };
   /** Null until the container exists; then recorded by atomic replace. */
   readonly container_id: string | null;
   readonly container_name: string;
@@ -58,6 +65,7 @@ export function buildReceipt(input: {
   readonly outcomePath: string;
   readonly sourceSha256: Readonly<Record<string, string>>;
   readonly codeVersion: string;
+  readonly network: NetworkChoice;
 }): Receipt {
   return {
     schema: RECEIPT_SCHEMA,
@@ -74,6 +82,7 @@ export function buildReceipt(input: {
     private_outcome: privateOutcomeRel(input.outcomePath),
     source_sha256: input.sourceSha256,
     code_version: input.codeVersion,
+    network: { choice: input.network, engine_network: networkModeFor(input.network) },
     container_id: null,
     container_name: containerName(input.jobId, input.claimId),
   };

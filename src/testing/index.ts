@@ -112,7 +112,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const child = spawn(
     process.execPath,
     [BIN, 'serve', '--socket', socketPath, '--data-dir', dataDir, '--registry', registryPath, '--reap-interval', String(options.reapIntervalSec ?? 5), ...(options.extraArgs ?? [])],
-    { env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? workDir, ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}), ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+    { env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? workDir, ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}), ...(process.env['ROBOGUIDE_PAIRS_NETWORK'] ? { ROBOGUIDE_PAIRS_NETWORK: process.env['ROBOGUIDE_PAIRS_NETWORK'] } : {}), ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-4000); });

@@ -38,6 +38,11 @@ export interface SecondEngineOptions {
   readonly hostname?: string;
   /** More dockerd arguments (e.g. `--node-generic-resource NVIDIA-GPU=GPU-fake-0`). */
   readonly extraArgs?: readonly string[];
+  /**
+   * The engine's own firewall rules and default bridge on (default: `--iptables=false --bridge=none`). Only ever inside
+   * the engine's own network namespace (its loopback is brought up first): the host's rules are never touched.
+   */
+  readonly firewall?: boolean;
 }
 
 const exec = promisify(execFile);
@@ -306,8 +311,7 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
             join(dir, 'dockerd.pid'),
             '-H',
             `unix://${socketPath}`,
-            '--iptables=false',
-            '--bridge=none',
+            ...(options.firewall === true ? [] : ['--iptables=false', '--bridge=none']),
             ...(options.extraArgs ?? []),
           ],
           {
@@ -356,6 +360,7 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
     }
     await exec('ip', ['netns', 'add', netns]);
     netnsCreated = true;
+    if (options.firewall === true) await exec('nsenter', [`--net=/run/netns/${netns}`, 'ip', 'link', 'set', 'lo', 'up']);
     child = await spawnDockerd();
     const docker = new Docker({ socketPath });
     await waitUntilAnswers(docker, child, logPath);

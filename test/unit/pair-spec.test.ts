@@ -32,6 +32,7 @@ describe('parsePairSpec', () => {
         ...spec(),
         environment: {},
         ports: [],
+        network: 'bridge',
         timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
         log_limit_bytes: 1024 ** 3,
         b1_ports: false,
@@ -46,6 +47,7 @@ describe('parsePairSpec', () => {
     const full = spec({
       environment: { MODEL: 'm', OPENAI_API_KEY: '${OPENAI_API_KEY}' },
       ports: [41000, 41001, 41002, 41003, 41004, 41005],
+      network: 'bridge',
       timeout_seconds: 600,
       log_limit_bytes: 64 * 1024 ** 2,
       gpus: ['GPU-abc'],

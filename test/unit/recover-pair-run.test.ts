@@ -63,6 +63,7 @@ async function killedPairRun(batchId = 'pair-run-0000aaaa'): Promise<{ receipt: 
       outcomePath: join(dir, 'out', 'j1.json'),
       sourceSha256: {},
       codeVersion: 'test',
+      network: 'bridge',
     }),
     container_id: containerId,
   };

@@ -12,6 +12,9 @@ import type {
   WaitResult,
 } from '../../app/ports/container-runtime.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
+import { EngineError } from '../../app/ports/engine-error.js';
+import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
+import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { demultiplex } from './demux.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
@@ -81,6 +84,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly #silentWaitGraceMs: number;
   readonly #changesTimeoutMs: number;
   readonly #changesMaxBytes: number;
+  readonly #pairNetwork: PairNetworkGuard | null;
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
@@ -89,7 +93,18 @@ export class DockerContainerRuntime implements ContainerRuntime {
    */
   constructor(
     connection?: DockerConnection | Docker,
-    options: { callTimeoutMs?: number; heartbeatMs?: number; silentWaitGraceMs?: number; changesTimeoutMs?: number; changesMaxBytes?: number } = {},
+    options: {
+      callTimeoutMs?: number;
+      heartbeatMs?: number;
+      silentWaitGraceMs?: number;
+      changesTimeoutMs?: number;
+      changesMaxBytes?: number;
+      /**
+       * The guarded pairs network (src/core/pair-network.ts): network "bridge" is ours, ensured before every create.
+       * Without it "bridge" is the engine's default bridge network (tests on a shared engine, whose firewall is not ours).
+       */
+      pairNetwork?: PairNetworkGuard;
+    } = {},
   ) {
     this.docker = connection instanceof Docker ? connection : new Docker(connection);
     this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
@@ -97,6 +112,29 @@ export class DockerContainerRuntime implements ContainerRuntime {
     this.#silentWaitGraceMs = options.silentWaitGraceMs ?? SILENT_WAIT_GRACE_MS;
     this.#changesTimeoutMs = options.changesTimeoutMs ?? CHANGES_TIMEOUT_MS;
     this.#changesMaxBytes = options.changesMaxBytes ?? CHANGES_MAX_BYTES;
+    this.#pairNetwork = options.pairNetwork ?? null;
+  }
+
+  /**
+   * The NetworkMode of a container on `choice`: "none", or the guarded pairs network once its rules are in place
+   * (ensured on every call: a pair never starts on it unguarded). A guard that cannot be ensured is an EngineError, so
+   * the pair fails closed before any container exists (infrastructure_failure, the reason in `engine_error`).
+   */
+  async networkMode(choice: NetworkChoice): Promise<string> {
+    if (choice === 'none') return 'none';
+    if (this.#pairNetwork === null) return 'bridge';
+    try {
+      await this.#pairNetwork.ensure();
+    } catch (err) {
+      if (err instanceof EngineError) throw err;
+      const message = err instanceof Error ? err.message : String(err);
+      throw new EngineError('engine_error', `the pairs network could not be guarded: ${message}`, {
+        statusCode: null,
+        engineMessage: message,
+        cause: err,
+      });
+    }
+    return networkModeFor(choice);
   }
 
   /** Bound the wait for a streaming call's response only; the stream itself is bounded by whoever reads it. */
@@ -138,6 +176,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
+    const networkMode = await this.networkMode(spec.network ?? 'bridge');
     const portKeys = spec.ports.map((p) => `${p}/tcp`);
     const options: Docker.ContainerCreateOptions = {
       name: spec.name,
@@ -153,6 +192,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
       StopTimeout: spec.stopTimeoutSec,
       ExposedPorts: Object.fromEntries(portKeys.map((k) => [k, {}])),
       HostConfig: {
+        NetworkMode: networkMode,
         // Mounts, not Binds strings: a path may contain ':' and a missing source is an error, never created as root.
         Mounts: spec.binds.map((b) => ({
           Type: 'bind' as const,

@@ -62,6 +62,8 @@ export class DockerSessionEngine implements SessionEngine {
   }
 
   async createAndStart(spec: SessionContainerSpec): Promise<{ id: string; ports: Record<string, PublishedPort> }> {
+    // "bridge": the guarded pairs network, as for pairs (ensured first; a failure refuses the session).
+    const networkMode = await this.#runtime.networkMode(spec.network);
     const options: Docker.ContainerCreateOptions = {
       name: spec.name,
       Image: spec.image,
@@ -74,7 +76,7 @@ export class DockerSessionEngine implements SessionEngine {
       ExposedPorts: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, {}])),
       ...(spec.workdir !== undefined ? { WorkingDir: spec.workdir } : {}),
       HostConfig: {
-        NetworkMode: spec.network,
+        NetworkMode: networkMode,
         Mounts: spec.binds.map((b) => ({ Type: 'bind' as const, Source: b.hostPath, Target: b.containerPath, ReadOnly: b.readOnly })),
         PortBindings: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]])),
         Init: true,

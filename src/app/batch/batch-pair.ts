@@ -126,6 +126,7 @@ export async function dispatchPair(
     outcomePath: job.outcome_path,
     sourceSha256: ctx.manifest.source_sha256,
     codeVersion: ctx.batch.code_version,
+    network: job.network,
   });
   const refused = await publishClaim(deps, job, receipt, reservationId);
   if (refused !== null) return refused;

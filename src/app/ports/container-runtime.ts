@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
+import type { NetworkChoice } from '../../core/pair-network.js';
 
 /** What the runtime needs to create one pair container. Environment values are resolved secrets: never persist. */
 export interface ContainerSpec {
@@ -15,6 +16,8 @@ export interface ContainerSpec {
   readonly binds: readonly { readonly hostPath: string; readonly containerPath: string; readonly readOnly: boolean; readonly collect?: boolean }[];
   readonly ports: readonly number[];
   readonly bindAddress: string;
+  /** `bridge` (absent: the same): the guarded pairs network, outbound only (src/core/pair-network.ts); `none`: loopback only. */
+  readonly network?: NetworkChoice;
   readonly deviceRequests: readonly {
     readonly Driver: 'nvidia';
     readonly Count?: number;

@@ -36,6 +36,7 @@ export function manifestCrossIssues(manifest: unknown): Issue[] {
     issues.push(...uniqueFieldIssues(outcomes, 'outcome_path', job, index, jobs));
     issues.push(...portIssues(job, base, index, jobs, portOwners));
     issues.push(...b1PortsIssues(job, base));
+    issues.push(...networkIssues(job, base));
     if (job.image === undefined && manifest.image === undefined) {
       issues.push({ path: joinPath(base, 'image'), rule: 'is required (no top-level default image)' });
     }
@@ -47,7 +48,22 @@ export function manifestCrossIssues(manifest: unknown): Issue[] {
 /** Within-spec rules of a `pair run` spec (one job at the root). */
 export function pairSpecCrossIssues(spec: unknown): Issue[] {
   if (!isRaw(spec)) return [];
-  return [...portIssues(spec, ROOT_PATH, 0, [spec], new Map()), ...b1PortsIssues(spec, ROOT_PATH)];
+  return [
+    ...portIssues(spec, ROOT_PATH, 0, [spec], new Map()),
+    ...b1PortsIssues(spec, ROOT_PATH),
+    ...networkIssues(spec, ROOT_PATH),
+  ];
+}
+
+/** Network "none" publishes nothing (the engine accepts the ports silently): published ports need "bridge". */
+function networkIssues(job: Raw, base: string): Issue[] {
+  if (job.network !== 'none' || !Array.isArray(job.ports) || job.ports.length === 0) return [];
+  return [
+    {
+      path: joinPath(base, 'ports'),
+      rule: 'published ports need network "bridge" (network "none" publishes nothing)',
+    },
+  ];
 }
 
 /** A string field that must differ across jobs; the first job using a value owns it. */

@@ -42,6 +42,12 @@ export const Port = z
   .min(1, { error: PORT_RULE })
   .max(65_535, { error: PORT_RULE });
 
+/**
+ * A pair's (or a session's) network, docs/spec.md §5.1: "bridge" is our guarded bridge network (outbound only: no
+ * other container, no cloud metadata address, no address of the host), "none" has loopback only.
+ */
+export const Network = z.enum(['none', 'bridge'], { error: 'must be "none" or "bridge"' });
+
 /** Uniqueness and disjointness of ports are checked across jobs by cross-rules.ts. */
 export const Ports = z.array(Port).meta({ uniqueItems: true });
 

@@ -9,6 +9,7 @@ import {
   Gpus,
   JobId,
   LogLimitBytes,
+  Network,
   NonEmptyString,
   Placement,
   Ports,
@@ -30,6 +31,10 @@ const jobShape = {
   outcome_path: AbsoluteFilePath,
   environment: Environment.default({}),
   ports: Ports.default([]),
+  network: Network.default('bridge').meta({
+    description:
+      '"bridge": our guarded bridge network (outbound only; no other pair, no cloud metadata address, no address of the host); "none": loopback only (no published ports)',
+  }),
   timeout_seconds: TimeoutSeconds.default(DEFAULT_TIMEOUT_SECONDS),
   log_limit_bytes: LogLimitBytes.default(DEFAULT_LOG_LIMIT_BYTES).meta({
     description: 'cap on each of stdout and stderr; past it the pair is stopped (reason log_limit_exceeded)',

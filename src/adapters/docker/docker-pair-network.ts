@@ -1,0 +1,306 @@
+import { execFile } from 'node:child_process';
+import type Docker from 'dockerode';
+import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
+import { RoboguideError } from '../../core/errors.js';
+import {
+  PAIRS_CHAIN,
+  PAIRS_NETWORK,
+  PAIRS_NETWORK_LABELS,
+  PAIRS_NETWORK_OPTIONS,
+  chainListingMatches,
+  chainRules,
+  jumpChains,
+  jumpRule,
+  pairsNetworkProblem,
+  type IpFamily,
+  type PairsNetworkReport,
+} from '../../core/pair-network.js';
+import { statusOf, toEngineError } from './engine-error.js';
+
+const IPTABLES_TIMEOUT_MS = 30_000;
+const CALL_TIMEOUT_MS = 60_000;
+const FAMILIES: readonly IpFamily[] = ['ipv4', 'ipv6'];
+/** `iptables -D` of a jump until none is left: a race of two `ensure` may have inserted it twice. Bounded. */
+const MAX_JUMP_COPIES = 16;
+
+export interface IptablesResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `iptables` (ipv4) or `ip6tables` (ipv6) with these arguments in the engine's network namespace. */
+export type IptablesRunner = (family: IpFamily, args: readonly string[]) => Promise<IptablesResult>;
+
+/**
+ * The real runner: `iptables -w …` / `ip6tables -w …`, after `prefix` when given (the tests run it inside the
+ * throwaway engine's namespace: `nsenter --net=/run/netns/NS`). A missing binary is an E_NETWORK error saying so.
+ */
+export function iptablesRunner(prefix: readonly string[] = []): IptablesRunner {
+  return (family, args) => {
+    const binary = family === 'ipv4' ? 'iptables' : 'ip6tables';
+    const argv = [...prefix, binary, '-w', ...args];
+    const [file = binary, ...rest] = argv;
+    return new Promise((resolve, reject) => {
+      execFile(file, rest, { timeout: IPTABLES_TIMEOUT_MS, encoding: 'utf8' }, (err, stdout, stderr) => {
+        if (err === null) return resolve({ code: 0, stdout, stderr });
+        const e = err as NodeJS.ErrnoException & { code?: unknown };
+        if (e.code === 'ENOENT') {
+          return reject(
+            new RoboguideError(
+              'E_NETWORK',
+              `${file} is not installed: the pairs network's firewall rules cannot be set`,
+              {
+                suggestions: [
+                  'install iptables (Debian: `apt-get install iptables`)',
+                  'or run the pairs with network "none"',
+                ],
+              },
+            ),
+          );
+        }
+        resolve({ code: typeof e.code === 'number' ? e.code : 1, stdout, stderr });
+      });
+    });
+  };
+}
+
+/** The network on the engine, the chain in iptables and ip6tables (src/core/pair-network.ts says what and why). */
+export class DockerPairNetwork implements PairNetworkGuard {
+  readonly #docker: Docker;
+  readonly #iptables: IptablesRunner;
+
+  constructor(docker: Docker, iptables: IptablesRunner = iptablesRunner()) {
+    this.#docker = docker;
+    this.#iptables = iptables;
+  }
+
+  async ensure(): Promise<void> {
+    // Rules first, so that the bridge never exists unguarded. An engine creates DOCKER-USER with its first bridge
+    // network: when it is missing still, that jump is added once our network exists (no container is on it before
+    // this returns).
+    let complete = true;
+    for (const family of FAMILIES) complete = (await this.#ensureRules(family, true)) && complete;
+    await this.#ensureNetwork();
+    if (!complete) for (const family of FAMILIES) await this.#ensureRules(family, false);
+  }
+
+  async check(): Promise<PairsNetworkReport> {
+    const facts = await this.#inspect();
+    const network: PairsNetworkReport['network'] =
+      facts === null
+        ? { state: 'missing' }
+        : ((problem) =>
+            problem === null ? { state: 'ok' as const } : { state: 'foreign' as const, problem })(
+            pairsNetworkProblem(facts),
+          );
+    const rules: PairsNetworkReport['rules'][number][] = [];
+    for (const family of FAMILIES) {
+      const missing: string[] = [];
+      const listing = await this.#iptables(family, ['-S', PAIRS_CHAIN]);
+      if (listing.code !== 0) missing.push(`chain ${PAIRS_CHAIN}`);
+      else if (!chainListingMatches(family, listing.stdout))
+        missing.push(`the rules of ${PAIRS_CHAIN} (they differ)`);
+      for (const chain of jumpChains(family)) {
+        if (!(await this.#hasJump(family, chain))) missing.push(`the jump from ${chain}`);
+      }
+      rules.push({ family, ok: missing.length === 0, missing });
+    }
+    return { network, rules };
+  }
+
+  async remove(): Promise<{ network: 'removed' | 'absent'; rules: 'removed' | 'absent' }> {
+    const network = await this.#removeNetwork();
+    let removed = false;
+    for (const family of FAMILIES) removed = (await this.#removeRules(family)) || removed;
+    return { network, rules: removed ? 'removed' : 'absent' };
+  }
+
+  async #inspect(): Promise<{
+    driver: string;
+    labels: Record<string, string>;
+    options: Record<string, string>;
+  } | null> {
+    try {
+      // dockerode's network inspect takes no abort signal: bounded here instead.
+      const info = (await withinDeadline(
+        this.#docker.getNetwork(PAIRS_NETWORK).inspect() as Promise<unknown>,
+        CALL_TIMEOUT_MS,
+      )) as {
+        Name?: string;
+        Driver?: string;
+        Labels?: Record<string, string> | null;
+        Options?: Record<string, string> | null;
+      };
+      // The engine resolves a name by id prefix too: only the network of that exact name counts.
+      if (info.Name !== PAIRS_NETWORK) return null;
+      return { driver: info.Driver ?? '', labels: info.Labels ?? {}, options: info.Options ?? {} };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a network', PAIRS_NETWORK);
+    }
+  }
+
+  async #ensureNetwork(): Promise<void> {
+    let facts = await this.#inspect();
+    if (facts === null) {
+      try {
+        await this.#docker.createNetwork({
+          Name: PAIRS_NETWORK,
+          Driver: 'bridge',
+          CheckDuplicate: true,
+          Internal: false,
+          Attachable: false,
+          Labels: { ...PAIRS_NETWORK_LABELS },
+          Options: { ...PAIRS_NETWORK_OPTIONS },
+          abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+        });
+      } catch (err) {
+        // 409: another process created it meanwhile; it is checked below like any existing one.
+        if (statusOf(err) !== 409) throw toEngineError(err, 'create a network', PAIRS_NETWORK);
+      }
+      facts = await this.#inspect();
+      if (facts === null)
+        throw new RoboguideError(
+          'E_NETWORK',
+          `network ${PAIRS_NETWORK} was created but the engine does not show it`,
+        );
+    }
+    const problem = pairsNetworkProblem(facts);
+    if (problem !== null) {
+      throw new RoboguideError('E_NETWORK', `${problem}: pairs are not started on it`, {
+        suggestions: [
+          `remove it (\`docker network rm ${PAIRS_NETWORK}\`, once no container uses it); the next pair creates ours`,
+          'or run the pairs with network "none"',
+        ],
+      });
+    }
+  }
+
+  /** False when a chain to jump from is missing and `waitForEngineChains` allows it (DOCKER-USER before our network). */
+  async #ensureRules(family: IpFamily, waitForEngineChains: boolean): Promise<boolean> {
+    const listing = await this.#iptables(family, ['-S', PAIRS_CHAIN]);
+    if (listing.code !== 0) {
+      const created = await this.#iptables(family, ['-N', PAIRS_CHAIN]);
+      // Another process may have created it between the listing and here: re-read below.
+      if (created.code !== 0 && (await this.#iptables(family, ['-S', PAIRS_CHAIN])).code !== 0) {
+        throw this.#failure(family, `create chain ${PAIRS_CHAIN}`, created);
+      }
+    }
+    const now = await this.#iptables(family, ['-S', PAIRS_CHAIN]);
+    if (!chainListingMatches(family, now.stdout)) {
+      // A chain from an older version, or edited by hand: rewritten whole. The jumps to it are added only after.
+      await this.#must(family, ['-F', PAIRS_CHAIN], `flush chain ${PAIRS_CHAIN}`);
+      for (const rule of chainRules(family))
+        await this.#must(family, ['-A', PAIRS_CHAIN, ...rule], `add a rule to ${PAIRS_CHAIN}`);
+    }
+    let complete = true;
+    for (const chain of jumpChains(family)) {
+      if (await this.#hasJump(family, chain)) continue;
+      const exists = await this.#iptables(family, ['-S', chain]);
+      if (exists.code !== 0 && waitForEngineChains) {
+        complete = false;
+        continue;
+      }
+      if (exists.code !== 0) {
+        throw new RoboguideError(
+          'E_NETWORK',
+          `${binaryOf(family)} has no chain ${chain}: the engine does not manage its own firewall rules (dockerd --iptables=false?), so the pairs network cannot keep its containers apart`,
+          {
+            suggestions: [
+              'run dockerd with its iptables rules on (the default)',
+              'or run the pairs with network "none"',
+            ],
+          },
+        );
+      }
+      await this.#must(
+        family,
+        ['-I', chain, '1', ...jumpRule()],
+        `insert the jump from ${chain} to ${PAIRS_CHAIN}`,
+      );
+    }
+    return complete;
+  }
+
+  async #hasJump(family: IpFamily, chain: string): Promise<boolean> {
+    return (await this.#iptables(family, ['-C', chain, ...jumpRule()])).code === 0;
+  }
+
+  async #removeNetwork(): Promise<'removed' | 'absent'> {
+    const facts = await this.#inspect();
+    if (facts === null) return 'absent';
+    if (pairsNetworkProblem(facts)?.includes('is not ours') === true) {
+      throw new RoboguideError(
+        'E_NETWORK',
+        `network ${PAIRS_NETWORK} is not ours (no label roboguide.network=pairs): left alone`,
+      );
+    }
+    try {
+      await this.#docker
+        .getNetwork(PAIRS_NETWORK)
+        .remove({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+      return 'removed';
+    } catch (err) {
+      if (statusOf(err) === 404) return 'absent';
+      if (statusOf(err) === 403 || statusOf(err) === 409) {
+        throw new RoboguideError(
+          'E_NETWORK',
+          `network ${PAIRS_NETWORK} is in use by containers: it and its firewall rules are kept`,
+          {
+            cause: err,
+            suggestions: ['wait for the running pairs and sessions to finish, then run it again'],
+          },
+        );
+      }
+      throw toEngineError(err, 'remove a network', PAIRS_NETWORK);
+    }
+  }
+
+  /** The jumps (every copy), then the chain. True when something was removed. */
+  async #removeRules(family: IpFamily): Promise<boolean> {
+    let removed = false;
+    for (const chain of jumpChains(family)) {
+      for (let copy = 0; copy < MAX_JUMP_COPIES && (await this.#hasJump(family, chain)); copy += 1) {
+        await this.#must(family, ['-D', chain, ...jumpRule()], `delete the jump from ${chain}`);
+        removed = true;
+      }
+    }
+    if ((await this.#iptables(family, ['-S', PAIRS_CHAIN])).code === 0) {
+      await this.#must(family, ['-F', PAIRS_CHAIN], `flush chain ${PAIRS_CHAIN}`);
+      await this.#must(family, ['-X', PAIRS_CHAIN], `delete chain ${PAIRS_CHAIN}`);
+      removed = true;
+    }
+    return removed;
+  }
+
+  async #must(family: IpFamily, args: readonly string[], what: string): Promise<void> {
+    const result = await this.#iptables(family, args);
+    if (result.code !== 0) throw this.#failure(family, what, result);
+  }
+
+  #failure(family: IpFamily, what: string, result: IptablesResult): RoboguideError {
+    return new RoboguideError(
+      'E_NETWORK',
+      `${binaryOf(family)} could not ${what}: ${result.stderr.trim() || `exit ${result.code}`}`,
+      {
+        suggestions: ['run as root (iptables needs CAP_NET_ADMIN)', 'or run the pairs with network "none"'],
+      },
+    );
+  }
+}
+
+function withinDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`no answer within ${ms} ms`), { name: 'TimeoutError' })),
+      ms,
+    );
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+function binaryOf(family: IpFamily): string {
+  return family === 'ipv4' ? 'iptables' : 'ip6tables';
+}

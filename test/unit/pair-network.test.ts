@@ -1,0 +1,357 @@
+import { describe, expect, it } from 'vitest';
+import { DockerPairNetwork, type IptablesRunner } from '../../src/adapters/docker/docker-pair-network.js';
+import { pairNetworkCheck } from '../../src/app/doctor/network-check.js';
+import type { PairNetworkGuard } from '../../src/app/ports/pair-network.js';
+import { parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
+import {
+  chainListingMatches,
+  expectedChainListing,
+  PAIRS_BRIDGE,
+  PAIRS_CHAIN,
+  PAIRS_NETWORK,
+  pairsNetworkProblem,
+  pairsNetworkSetting,
+  type IpFamily,
+  type PairsNetworkReport,
+} from '../../src/core/pair-network.js';
+import { buildReceipt } from '../../src/core/receipt.js';
+
+const job = (extra: Record<string, unknown> = {}) => ({
+  job_id: 'p1',
+  argv: ['/bin/true'],
+  cwd: '/w',
+  outcome_path: '/o/p1.json',
+  image: 'i:1',
+  ...extra,
+});
+const manifest = (extra: Record<string, unknown>) => ({
+  schema: 'roboguide.e1.batch/v0.1',
+  jobs: [job(extra)],
+});
+
+describe('the network field of a job and of a pair spec', () => {
+  it('defaults to "bridge" and takes "none"', () => {
+    const parsed = parseManifest(JSON.stringify(manifest({})));
+    expect(parsed.ok && parsed.manifest.jobs[0]?.network).toBe('bridge');
+    const none = parsePairSpec(job({ network: 'none' }));
+    expect(none.ok && none.spec.network).toBe('none');
+  });
+
+  it.each([['host'], ['container:abc'], [''], [42], [{ egress: ['api.example.com:443'] }], [null]])(
+    'refuses %j, naming the field and the rule',
+    (value) => {
+      const parsed = parseManifest(JSON.stringify(manifest({ network: value })));
+      expect(parsed.ok).toBe(false);
+      if (!parsed.ok)
+        expect(parsed.issues).toContainEqual({ path: 'jobs[0].network', rule: 'must be "none" or "bridge"' });
+      const spec = parsePairSpec(job({ network: value }));
+      expect(spec.ok).toBe(false);
+      if (!spec.ok)
+        expect(spec.issues).toContainEqual({ path: 'network', rule: 'must be "none" or "bridge"' });
+    },
+  );
+
+  it('refuses published ports on network "none" (the engine would publish nothing), at the ports field', () => {
+    const rule = 'published ports need network "bridge" (network "none" publishes nothing)';
+    const parsed = parseManifest(JSON.stringify(manifest({ network: 'none', ports: [41000] })));
+    expect(parsed.ok).toBe(false);
+    if (!parsed.ok) expect(parsed.issues).toEqual([{ path: 'jobs[0].ports', rule }]);
+    const spec = parsePairSpec(job({ network: 'none', ports: [41000] }));
+    expect(spec.ok).toBe(false);
+    if (!spec.ok) expect(spec.issues).toEqual([{ path: 'ports', rule }]);
+    expect(parsePairSpec(job({ network: 'bridge', ports: [41000] })).ok).toBe(true);
+  });
+
+  it('is recorded in the receipt with the engine network it maps to', () => {
+    const base = {
+      batchId: 'b',
+      jobId: 'p1',
+      claimId: 'c',
+      claimedAt: new Date(0),
+      supervisor: { pid: 1, start_time: 1, boot_id: null, hostname: 'h' },
+      reservationId: 'r',
+      image: 'i:1',
+      outcomePath: '/o/p1.json',
+      sourceSha256: {},
+      codeVersion: 'v',
+    } as unknown as Parameters<typeof buildReceipt>[0];
+    expect(buildReceipt({ ...base, network: 'bridge' }).network).toEqual({
+      choice: 'bridge',
+      engine_network: PAIRS_NETWORK,
+    });
+    expect(buildReceipt({ ...base, network: 'none' }).network).toEqual({
+      choice: 'none',
+      engine_network: 'none',
+    });
+  });
+});
+
+describe('ROBOGUIDE_PAIRS_NETWORK', () => {
+  it('is guarded unless it says engine-bridge; anything else is refused', () => {
+    expect(pairsNetworkSetting(undefined)).toEqual({ ok: true, setting: 'guarded' });
+    expect(pairsNetworkSetting('')).toEqual({ ok: true, setting: 'guarded' });
+    expect(pairsNetworkSetting('guarded')).toEqual({ ok: true, setting: 'guarded' });
+    expect(pairsNetworkSetting('engine-bridge')).toEqual({ ok: true, setting: 'engine-bridge' });
+    expect(pairsNetworkSetting('off')).toMatchObject({ ok: false });
+  });
+});
+
+describe('the network of that name', () => {
+  const ours = {
+    driver: 'bridge',
+    labels: { 'roboguide.network': 'pairs' },
+    options: {
+      'com.docker.network.bridge.enable_icc': 'false',
+      'com.docker.network.bridge.name': PAIRS_BRIDGE,
+    },
+  };
+  it('is used only when it is ours, a bridge, ICC off, on our bridge name', () => {
+    expect(pairsNetworkProblem(ours)).toBeNull();
+    expect(pairsNetworkProblem({ ...ours, labels: {} })).toMatch(/is not ours/);
+    expect(pairsNetworkProblem({ ...ours, driver: 'macvlan' })).toMatch(/driver macvlan/);
+    expect(
+      pairsNetworkProblem({
+        ...ours,
+        options: { ...ours.options, 'com.docker.network.bridge.enable_icc': 'true' },
+      }),
+    ).toMatch(/reach each other/);
+    expect(
+      pairsNetworkProblem({ ...ours, options: { 'com.docker.network.bridge.enable_icc': 'false' } }),
+    ).toMatch(/not on bridge/);
+  });
+});
+
+describe('the chain listing', () => {
+  it('matches only our rules in our order', () => {
+    const listing = `${expectedChainListing('ipv4').join('\n')}\n`;
+    expect(chainListingMatches('ipv4', listing)).toBe(true);
+    const lines = expectedChainListing('ipv4');
+    expect(chainListingMatches('ipv4', [lines[0], ...lines.slice(2), lines[1]].join('\n'))).toBe(false);
+    expect(chainListingMatches('ipv4', lines.slice(0, -1).join('\n'))).toBe(false);
+    expect(chainListingMatches('ipv4', `${listing}-A ${PAIRS_CHAIN} -j ACCEPT\n`)).toBe(false);
+    expect(chainListingMatches('ipv6', listing)).toBe(false);
+    expect(lines.join('\n')).toContain('-d 169.254.169.254/32 -j REJECT');
+    expect(lines.join('\n')).toContain('-m addrtype --dst-type LOCAL -j REJECT');
+  });
+});
+
+/** iptables as a table of chains: enough of `-S`, `-N`, `-F`, `-X`, `-A`, `-I`, `-C`, `-D` for the adapter. */
+function fakeIptables(builtIn: Record<IpFamily, string[]>): {
+  run: IptablesRunner;
+  chains: Record<IpFamily, Map<string, string[]>>;
+  calls: string[];
+} {
+  const chains: Record<IpFamily, Map<string, string[]>> = {
+    ipv4: new Map(builtIn.ipv4.map((c) => [c, []])),
+    ipv6: new Map(builtIn.ipv6.map((c) => [c, []])),
+  };
+  const calls: string[] = [];
+  const run: IptablesRunner = (family, args) => {
+    calls.push(`${family} ${args.join(' ')}`);
+    const table = chains[family];
+    const [op, chain = '', ...rest] = args;
+    const ok = (stdout = '') => Promise.resolve({ code: 0, stdout, stderr: '' });
+    const no = () => Promise.resolve({ code: 1, stdout: '', stderr: 'No chain/target/match by that name.' });
+    const rules = table.get(chain);
+    switch (op) {
+      case '-S':
+        return rules === undefined
+          ? no()
+          : ok([`-N ${chain}`, ...rules.map((r) => `-A ${chain} ${r}`)].join('\n') + '\n');
+      case '-N':
+        if (rules !== undefined) return no();
+        table.set(chain, []);
+        return ok();
+      case '-F':
+        if (rules === undefined) return no();
+        rules.length = 0;
+        return ok();
+      case '-X':
+        return table.delete(chain) ? ok() : no();
+      case '-A':
+        if (rules === undefined) return no();
+        rules.push(rest.join(' '));
+        return ok();
+      case '-I':
+        if (rules === undefined) return no();
+        rules.unshift(rest.slice(1).join(' '));
+        return ok();
+      case '-C':
+        return rules?.includes(rest.join(' ')) === true ? ok() : no();
+      case '-D': {
+        const at = rules?.indexOf(rest.join(' ')) ?? -1;
+        if (rules === undefined || at < 0) return no();
+        rules.splice(at, 1);
+        return ok();
+      }
+      default:
+        return no();
+    }
+  };
+  return { run, chains, calls };
+}
+
+/** The engine's network endpoints, as dockerode calls them. */
+function fakeDocker(): {
+  docker: ConstructorParameters<typeof DockerPairNetwork>[0];
+  networks: Map<
+    string,
+    { Name: string; Driver: string; Labels: Record<string, string>; Options: Record<string, string> }
+  >;
+  inUse: { value: boolean };
+} {
+  const networks = new Map<
+    string,
+    { Name: string; Driver: string; Labels: Record<string, string>; Options: Record<string, string> }
+  >();
+  const inUse = { value: false };
+  const notFound = () => Object.assign(new Error('network not found'), { statusCode: 404 });
+  const docker = {
+    getNetwork: (name: string) => ({
+      inspect: () => (networks.has(name) ? Promise.resolve(networks.get(name)) : Promise.reject(notFound())),
+      remove: () => {
+        if (!networks.has(name)) return Promise.reject(notFound());
+        if (inUse.value)
+          return Promise.reject(Object.assign(new Error('has active endpoints'), { statusCode: 403 }));
+        networks.delete(name);
+        return Promise.resolve();
+      },
+    }),
+    createNetwork: (options: {
+      Name: string;
+      Driver: string;
+      Labels: Record<string, string>;
+      Options: Record<string, string>;
+    }) => {
+      networks.set(options.Name, {
+        Name: options.Name,
+        Driver: options.Driver,
+        Labels: options.Labels,
+        Options: options.Options,
+      });
+      return Promise.resolve({});
+    },
+  };
+  return { docker: docker as unknown as ConstructorParameters<typeof DockerPairNetwork>[0], networks, inUse };
+}
+
+describe('DockerPairNetwork over fakes of iptables and the engine', () => {
+  const engineChains = { ipv4: ['INPUT', 'FORWARD', 'DOCKER-USER'], ipv6: ['INPUT', 'FORWARD'] };
+
+  it('ensure creates the chain, its rules and the jumps, then the network with ICC off; a second ensure changes nothing', async () => {
+    const ipt = fakeIptables(engineChains);
+    const engine = fakeDocker();
+    const guard = new DockerPairNetwork(engine.docker, ipt.run);
+    await guard.ensure();
+    expect(engine.networks.get(PAIRS_NETWORK)?.Options).toMatchObject({
+      'com.docker.network.bridge.enable_icc': 'false',
+      'com.docker.network.bridge.name': PAIRS_BRIDGE,
+    });
+    expect(ipt.chains.ipv4.get('INPUT')).toEqual([`-i ${PAIRS_BRIDGE} -j ${PAIRS_CHAIN}`]);
+    expect(ipt.chains.ipv4.get('DOCKER-USER')).toEqual([`-i ${PAIRS_BRIDGE} -j ${PAIRS_CHAIN}`]);
+    expect(ipt.chains.ipv6.get('INPUT')).toEqual([`-i ${PAIRS_BRIDGE} -j ${PAIRS_CHAIN}`]);
+    expect(await guard.check()).toEqual({
+      network: { state: 'ok' },
+      rules: [
+        { family: 'ipv4', ok: true, missing: [] },
+        { family: 'ipv6', ok: true, missing: [] },
+      ],
+    });
+    const before = ipt.calls.length;
+    await guard.ensure();
+    expect(ipt.calls.slice(before).filter((c) => !/ -[SC] /.test(c))).toEqual([]);
+  });
+
+  it('a chain edited by hand is rewritten whole', async () => {
+    const ipt = fakeIptables(engineChains);
+    const guard = new DockerPairNetwork(fakeDocker().docker, ipt.run);
+    await guard.ensure();
+    ipt.chains.ipv4.get(PAIRS_CHAIN)?.unshift('-j ACCEPT');
+    expect((await guard.check()).rules[0]).toEqual({
+      family: 'ipv4',
+      ok: false,
+      missing: [`the rules of ${PAIRS_CHAIN} (they differ)`],
+    });
+    await guard.ensure();
+    expect((await guard.check()).rules[0]?.ok).toBe(true);
+  });
+
+  it('without DOCKER-USER even after the network exists (an engine without its own rules), ensure refuses', async () => {
+    const ipt = fakeIptables({ ipv4: ['INPUT', 'FORWARD'], ipv6: ['INPUT'] });
+    const guard = new DockerPairNetwork(fakeDocker().docker, ipt.run);
+    await expect(guard.ensure()).rejects.toMatchObject({
+      code: 'E_NETWORK',
+      message: expect.stringMatching(/no chain DOCKER-USER/) as unknown,
+    });
+  });
+
+  it('refuses a network of that name that is not ours or lets its containers reach each other, and never removes one that is not ours', async () => {
+    const engine = fakeDocker();
+    engine.networks.set(PAIRS_NETWORK, { Name: PAIRS_NETWORK, Driver: 'bridge', Labels: {}, Options: {} });
+    const guard = new DockerPairNetwork(engine.docker, fakeIptables(engineChains).run);
+    await expect(guard.ensure()).rejects.toMatchObject({
+      code: 'E_NETWORK',
+      message: expect.stringMatching(/is not ours/) as unknown,
+    });
+    await expect(guard.remove()).rejects.toMatchObject({ code: 'E_NETWORK' });
+    expect(engine.networks.has(PAIRS_NETWORK)).toBe(true);
+    expect((await guard.check()).network).toMatchObject({ state: 'foreign' });
+  });
+
+  it('remove takes the network, then every jump (duplicates too) and the chain; while a container is on the network it removes nothing', async () => {
+    const ipt = fakeIptables(engineChains);
+    const engine = fakeDocker();
+    const guard = new DockerPairNetwork(engine.docker, ipt.run);
+    await guard.ensure();
+    ipt.chains.ipv4.get('INPUT')?.push(`-i ${PAIRS_BRIDGE} -j ${PAIRS_CHAIN}`); // a race of two ensure
+    engine.inUse.value = true;
+    await expect(guard.remove()).rejects.toMatchObject({
+      code: 'E_NETWORK',
+      message: expect.stringMatching(/in use/) as unknown,
+    });
+    expect((await guard.check()).rules.every((r) => r.ok)).toBe(true);
+    engine.inUse.value = false;
+    expect(await guard.remove()).toEqual({ network: 'removed', rules: 'removed' });
+    expect(ipt.chains.ipv4.get('INPUT')).toEqual([]);
+    expect(ipt.chains.ipv4.get('DOCKER-USER')).toEqual([]);
+    expect(ipt.chains.ipv4.has(PAIRS_CHAIN)).toBe(false);
+    expect(ipt.chains.ipv6.has(PAIRS_CHAIN)).toBe(false);
+    expect(await guard.remove()).toEqual({ network: 'absent', rules: 'absent' });
+  });
+});
+
+describe('doctor: the pairs network check', () => {
+  const report = (network: PairsNetworkReport['network'], rulesOk: boolean): PairsNetworkReport => ({
+    network,
+    rules: [
+      { family: 'ipv4', ok: rulesOk, missing: rulesOk ? [] : ['the jump from DOCKER-USER'] },
+      { family: 'ipv6', ok: true, missing: [] },
+    ],
+  });
+  const guardReporting = (r: PairsNetworkReport | Error): PairNetworkGuard => ({
+    ensure: () => Promise.resolve(),
+    check: () => (r instanceof Error ? Promise.reject(r) : Promise.resolve(r)),
+    remove: () => Promise.resolve({ network: 'absent', rules: 'absent' }),
+  });
+
+  it.each<[string, PairsNetworkReport | Error, string]>([
+    ['everything in place', report({ state: 'ok' }, true), 'ok'],
+    ['nothing set up yet', report({ state: 'missing' }, false), 'warn'],
+    ['the network without its rules (a pair on it is unguarded)', report({ state: 'ok' }, false), 'fail'],
+    [
+      'a network of that name that is not ours',
+      report({ state: 'foreign', problem: 'not ours' }, true),
+      'fail',
+    ],
+    ['iptables cannot be read', new Error('iptables is not installed'), 'fail'],
+  ])('%s: %s', async (_what, r, status) => {
+    expect(await pairNetworkCheck(guardReporting(r))).toMatchObject({ name: 'pairs network', status });
+  });
+
+  it('warns when ROBOGUIDE_PAIRS_NETWORK turned the guard off', async () => {
+    expect(await pairNetworkCheck('engine-bridge')).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(/unguarded/) as unknown,
+    });
+  });
+});
