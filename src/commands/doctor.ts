@@ -15,7 +15,7 @@ export interface DoctorJson {
 }
 
 export default class Doctor extends BaseCommand {
-  static override summary = 'Check this host: engine, images, NVIDIA runtime, GPUs, registry, disk, boot id.';
+  static override summary = 'Check this host: engine, images, NVIDIA runtime, pairs network, GPUs, registry, disk, boot id.';
   static override description = [
     'Each check is ok, warn or fail; the fix is printed under every line that is not ok.',
     'Checks: the Docker engine answers (version, API version); the images are present locally (default: the',
@@ -23,6 +23,8 @@ export default class Doctor extends BaseCommand {
     'requesting gpus "all" starts and exits (labelled roboguide.doctor=probe, always removed); GPUs and memory from',
     'nvidia-smi; the capacity registry is writable (a scratch write inside a transaction that is rolled back: nothing',
     'is added to it); free space on the output filesystem (warn under 5 GiB, fail under 512 MiB); the boot id.',
+    'The pairs network: roboguide-pairs ours with inter-container traffic off and our iptables chain ROBOGUIDE-PAIRS',
+    'with its jumps in place (warn before the first pair set it up or under ROBOGUIDE_PAIRS_NETWORK=engine-bridge).',
     'Host facts (systeminformation, each bounded in time, "unknown" when slow or failing): CPU, memory, OS; the file',
     "systems of the output directory and of the engine's data root (warn under 5 GiB free); the NVIDIA controllers on",
     "the PCI bus against nvidia-smi's GPU count (a different count warns). --json adds them as each check's facts.",

@@ -398,7 +398,7 @@ describe.skipIf(skip)('the guarded pairs network on a throwaway engine with its 
     expect(await doctor()).toMatchObject({ status: 'ok' });
   });
 
-  it("`network remove` (the CLI, in the engine's namespace) removes the network and every rule of ours; doctor then warns", async () => {
+  it("`network remove` (the CLI, in the engine's namespace) removes the network and every rule of ours, idempotently", async () => {
     const { stdout } = await exec(
       'nsenter',
       [...nsenter, process.execPath, BIN_RUN_JS, 'network', 'remove', '--json'],
