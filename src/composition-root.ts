@@ -31,7 +31,7 @@ import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
-import { PAIRS_NETWORK_VARIABLE, pairsNetworkSetting } from './core/pair-network.js';
+import { PAIRS_NETWORK_VARIABLE, pairsNetworkSetting, type PairsNetworkSetting } from './core/pair-network.js';
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import { referencedValues } from './core/manifest/environment.js';
 import { ImageSessionsMemo } from './core/sessions-skip.js';
@@ -63,6 +63,7 @@ export const DOCKER_DIR = fileURLToPath(new URL('../docker', import.meta.url));
  * while dockerode loads.
  */
 export function createContainerRuntime(): ContainerRuntime {
+  pairsNetworkSettingOf(process.env); // an invalid ROBOGUIDE_PAIRS_NETWORK: exit 2 now, before anything is written
   return new LazyContainerRuntime(
     createDockerRuntime,
     async () => {
@@ -86,9 +87,7 @@ export function createContainerRuntime(): ContainerRuntime {
 export async function createDockerRuntime(
   environment: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<DockerContainerRuntime> {
-  const setting = pairsNetworkSetting(environment[PAIRS_NETWORK_VARIABLE]);
-  if (!setting.ok)
-    throw new RoboguideError('E_USAGE', `${PAIRS_NETWORK_VARIABLE} ${setting.rule}`, { exitCode: 2 });
+  const setting = pairsNetworkSettingOf(environment);
   const [{ DockerContainerRuntime }, { DockerPairNetwork }, { default: Docker }] = await Promise.all([
     import('./adapters/docker/docker-container-runtime.js'),
     import('./adapters/docker/docker-pair-network.js'),
@@ -97,18 +96,22 @@ export async function createDockerRuntime(
   const docker = new Docker();
   return new DockerContainerRuntime(
     docker,
-    setting.setting === 'guarded' ? { pairNetwork: new DockerPairNetwork(docker) } : {},
+    setting === 'guarded' ? { pairNetwork: new DockerPairNetwork(docker) } : {},
   );
+}
+
+/** ROBOGUIDE_PAIRS_NETWORK, or E_USAGE (exit 2) naming the variable and the rule. */
+function pairsNetworkSettingOf(environment: Readonly<Record<string, string | undefined>>): PairsNetworkSetting {
+  const setting = pairsNetworkSetting(environment[PAIRS_NETWORK_VARIABLE]);
+  if (!setting.ok) throw new RoboguideError('E_USAGE', `${PAIRS_NETWORK_VARIABLE} ${setting.rule}`, { exitCode: 2 });
+  return setting.setting;
 }
 
 /** `network setup`, `network remove`, `doctor`: the guard of the local engine, null when ROBOGUIDE_PAIRS_NETWORK turns it off. */
 export async function createPairNetworkGuard(
   environment: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<PairNetworkGuard | null> {
-  const setting = pairsNetworkSetting(environment[PAIRS_NETWORK_VARIABLE]);
-  if (!setting.ok)
-    throw new RoboguideError('E_USAGE', `${PAIRS_NETWORK_VARIABLE} ${setting.rule}`, { exitCode: 2 });
-  if (setting.setting !== 'guarded') return null;
+  if (pairsNetworkSettingOf(environment) !== 'guarded') return null;
   const [{ DockerPairNetwork }, { default: Docker }] = await Promise.all([
     import('./adapters/docker/docker-pair-network.js'),
     import('dockerode'),

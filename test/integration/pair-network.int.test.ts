@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { DockerPairNetwork, iptablesRunner } from '../../src/adapters/docker/docker-pair-network.js';
+import { DockerSessionEngine } from '../../src/adapters/docker/docker-session-engine.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { runDoctor } from '../../src/app/doctor.js';
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
@@ -342,6 +343,33 @@ describe.skipIf(skip)('the guarded pairs network on a throwaway engine with its 
     expect(result.container.id).toBeNull();
     expect(result.engine_error?.message).toContain('Permission denied');
     expect(await rt.listByLabel({ 'roboguide.job': jobId })).toEqual([]);
+  });
+
+  it('a serve session on network "bridge" joins the guarded network too', async () => {
+    const sessions = new DockerSessionEngine(rt);
+    const { id } = await sessions.createAndStart({
+      name: `w22-session-${tag}`,
+      image: DRIVER_IMAGE,
+      env: {},
+      workdir: undefined,
+      binds: [],
+      ports: [],
+      bindAddress: '127.0.0.1',
+      network: 'bridge',
+      nanoCpus: undefined,
+      memoryBytes: undefined,
+      deviceRequests: [],
+      labels: { 'it.w22net': tag },
+      stopTimeoutSec: 1,
+    });
+    try {
+      const inspected = await rt.docker.getContainer(id).inspect();
+      expect(inspected.HostConfig.NetworkMode).toBe(PAIRS_NETWORK);
+      expect(Object.keys(inspected.NetworkSettings.Networks)).toEqual([PAIRS_NETWORK]);
+    } finally {
+      await rt.docker.getContainer(id).remove({ force: true });
+    }
+    expect(await rt.inspect(id)).toBeNull();
   });
 
   it('network "none": the pair has loopback only', async () => {
