@@ -276,6 +276,20 @@ describe('DockerPairNetwork over fakes of iptables and the engine', () => {
     expect((await guard.check()).rules[0]?.ok).toBe(true);
   });
 
+  it('an engine that creates DOCKER-USER with its first network: that jump is added once our network exists', async () => {
+    const ipt = fakeIptables({ ipv4: ['INPUT', 'FORWARD'], ipv6: ['INPUT'] });
+    const engine = fakeDocker();
+    const create = engine.docker.createNetwork.bind(engine.docker);
+    engine.docker.createNetwork = ((options: Parameters<typeof create>[0]) => {
+      ipt.chains.ipv4.set('DOCKER-USER', []);
+      return create(options);
+    }) as typeof create;
+    const guard = new DockerPairNetwork(engine.docker, ipt.run);
+    await guard.ensure();
+    expect(ipt.chains.ipv4.get('DOCKER-USER')).toEqual([`-i ${PAIRS_BRIDGE} -j ${PAIRS_CHAIN}`]);
+    expect((await guard.check()).rules.every((r) => r.ok)).toBe(true);
+  });
+
   it('without DOCKER-USER even after the network exists (an engine without its own rules), ensure refuses', async () => {
     const ipt = fakeIptables({ ipv4: ['INPUT', 'FORWARD'], ipv6: ['INPUT'] });
     const guard = new DockerPairNetwork(fakeDocker().docker, ipt.run);
