@@ -93,6 +93,45 @@ export function chainListingMatches(family: IpFamily, listing: string): boolean 
   return lines.length === expected.length && lines.every((line, index) => line === expected[index]);
 }
 
+/** What one `iptables -S` (the whole filter table) shows of ours: one call per family on every create. */
+export interface FilterTableState {
+  readonly chain: 'ok' | 'differs' | 'missing';
+  /** Per chain of jumpChains(family): whether our jump is there. */
+  readonly jumps: Readonly<Record<string, boolean>>;
+  /** Every chain of the table (built-in and user-defined). */
+  readonly chains: ReadonlySet<string>;
+}
+
+export function readFilterTable(family: IpFamily, listing: string): FilterTableState {
+  const lines = listing
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  const chains = new Set(
+    lines.filter((l) => l.startsWith('-P ') || l.startsWith('-N ')).map((l) => l.split(' ')[1] ?? ''),
+  );
+  const ours = lines.filter((l) => l === `-N ${PAIRS_CHAIN}` || l.startsWith(`-A ${PAIRS_CHAIN} `));
+  const chain = !chains.has(PAIRS_CHAIN)
+    ? 'missing'
+    : chainListingMatches(family, ours.join('\n'))
+      ? 'ok'
+      : 'differs';
+  const jumps = Object.fromEntries(
+    jumpChains(family).map((c) => [c, lines.includes(`-A ${c} ${jumpRule().join(' ')}`)]),
+  );
+  return { chain, jumps, chains };
+}
+
+/** The plain-words list of what is missing, for `doctor` and `network setup` (empty: all in place). */
+export function missingOf(state: FilterTableState): string[] {
+  const missing: string[] = [];
+  if (state.chain === 'missing') missing.push(`chain ${PAIRS_CHAIN}`);
+  if (state.chain === 'differs') missing.push(`the rules of ${PAIRS_CHAIN} (they differ)`);
+  for (const [chain, present] of Object.entries(state.jumps))
+    if (!present) missing.push(`the jump from ${chain}`);
+  return missing;
+}
+
 /** What the engine says of the network named PAIRS_NETWORK. */
 export interface PairsNetworkFacts {
   readonly driver: string;

@@ -8,6 +8,9 @@ import {
   PAIRS_NETWORK_LABELS,
   PAIRS_NETWORK_OPTIONS,
   chainListingMatches,
+  missingOf,
+  readFilterTable,
+  type FilterTableState,
   chainRules,
   jumpChains,
   jumpRule,
@@ -96,14 +99,7 @@ export class DockerPairNetwork implements PairNetworkGuard {
           );
     const rules: PairsNetworkReport['rules'][number][] = [];
     for (const family of FAMILIES) {
-      const missing: string[] = [];
-      const listing = await this.#iptables(family, ['-S', PAIRS_CHAIN]);
-      if (listing.code !== 0) missing.push(`chain ${PAIRS_CHAIN}`);
-      else if (!chainListingMatches(family, listing.stdout))
-        missing.push(`the rules of ${PAIRS_CHAIN} (they differ)`);
-      for (const chain of jumpChains(family)) {
-        if (!(await this.#hasJump(family, chain))) missing.push(`the jump from ${chain}`);
-      }
+      const missing = missingOf(await this.#table(family));
       rules.push({ family, ok: missing.length === 0, missing });
     }
     return { network, rules };
@@ -178,7 +174,17 @@ export class DockerPairNetwork implements PairNetworkGuard {
   }
 
   /** False when a chain to jump from is missing and `waitForEngineChains` allows it (DOCKER-USER before our network). */
+  /** The filter table as `iptables -S` shows it: one call. */
+  async #table(family: IpFamily): Promise<FilterTableState> {
+    const listing = await this.#iptables(family, ['-S']);
+    if (listing.code !== 0) throw this.#failure(family, 'list the filter table', listing);
+    return readFilterTable(family, listing.stdout);
+  }
+
   async #ensureRules(family: IpFamily, waitForEngineChains: boolean): Promise<boolean> {
+    // The usual case, on every create: everything in place, seen in one listing.
+    const table = await this.#table(family);
+    if (table.chain === 'ok' && Object.values(table.jumps).every(Boolean)) return true;
     const listing = await this.#iptables(family, ['-S', PAIRS_CHAIN]);
     if (listing.code !== 0) {
       const created = await this.#iptables(family, ['-N', PAIRS_CHAIN]);
