@@ -96,14 +96,14 @@ describe('runExec', () => {
     exec.stderr.end('ghijkl');
     exec.exit(0);
     const outcome = await pending;
-    expect(outcome).toEqual({ stdout: { text: '12345', bytes: 5 }, stderr: { text: 'abcdef', bytes: 12 }, code: 0, timedOut: false, truncated: true });
+    expect(outcome).toEqual({ stdout: { text: '12345', bytes: 5 }, stderr: { text: 'abcdef', bytes: 12 }, code: 0, timedOut: false, truncated: true, stoppedFor: null });
     expect(execResult(outcome, 1.23456)).toEqual({ stdout: '12345', stderr: 'abcdef', return_code: 0, timed_out: false, duration_ms: 1.235, truncated: true });
   });
 
   it('streams to an observer instead (no cap); an unfinished UTF-8 character is flushed at the end', async () => {
     const exec = fakeExec();
     const seen: string[] = [];
-    const pending = runExec(run(exec.handle, { observer: { onOutput: (name, text) => seen.push(`${name}:${text}`) } }));
+    const pending = runExec(run(exec.handle, { observer: { onOutput: (name, text) => { seen.push(`${name}:${text}`); } } }));
     const euro = Buffer.from('€');
     exec.stdout.write(Buffer.from('0123456789'));
     exec.stdout.end(euro.subarray(0, 2));
