@@ -19,8 +19,10 @@ export default class Serve extends BaseCommand {
     '/v1/pairs (start, status, logs, stop) with the `pair run` lifecycle. Evidence goes under --data-dir.',
     '',
     'Sessions expire after their TTL (renewed by every request) and are deleted with verification. On restart',
-    'the server adopts its live sessions (by label and registry row) and deletes expired ones. SIGTERM/SIGINT',
-    'delete every session and stop running pairs before exiting; a second signal exits at once.',
+    'the server adopts its live sessions (label, session.json and registry row must agree; other containers with',
+    'its labels are left alone and reported) and deletes expired ones. SIGTERM/SIGINT delete every session and',
+    'stop running pairs before exiting (exit 1 when a slot could not be released: the next start releases it);',
+    'a second signal exits at once. Callers may reference only the variables named with --allow-env.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> serve',
