@@ -69,7 +69,10 @@ class OutageRegistry implements CapacityRegistry {
   admit(request: AdmitRequest) {
     return this.#gate(() => this.inner.admit(request));
   }
+  /** Only attachContainer fails (the registry went away between admission and the container's start). */
+  failAttach = false;
   attachContainer(reservationId: string, containerId: string) {
+    if (this.failAttach) return Promise.reject(this.fault());
     return this.#gate(() => this.inner.attachContainer(reservationId, containerId));
   }
   release(reservationId: string, claimId: string) {
@@ -335,6 +338,16 @@ describe('SessionManager: deletion across a registry outage', () => {
     const err = toApiError(await sessions.create(body()).catch((e: unknown) => e));
     expect([err.status, err.code, err.retryAfterSec]).toEqual([503, 'E_REGISTRY_UNAVAILABLE', 5]);
     expect(engine.containers.size).toBe(0);
+  });
+
+  it('the registry lost between admission and attach: 503, the container deleted at once, its slot released', async () => {
+    const sessions = manager();
+    registry.failAttach = true;
+    const err = toApiError(await sessions.create(body()).catch((e: unknown) => e));
+    expect([err.status, err.code]).toEqual([503, 'E_REGISTRY_UNAVAILABLE']);
+    expect(engine.containers.size).toBe(0);
+    expect(sessions.list()).toEqual([]);
+    expect(await inner.held()).toHaveLength(0);
   });
 
   it('isRegistryUnavailable: unreachable or timed out yes; a refusal or a bad request no', () => {

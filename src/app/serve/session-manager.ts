@@ -71,14 +71,23 @@ export class SessionManager {
     }
     session.record = { ...session.record, container_id: created.id };
     session.ports = created.ports;
+    let attachFailure: Error | null = null;
     try {
-      await this.#deps.registry.attachContainer(session.record.reservation_id, created.id);
-      // The TTL runs from the moment the session is usable (a slow engine must not eat it).
+      // The TTL runs from the moment the session is usable (a slow engine must not eat it). session.json names the
+      // container first: a restart adopts only a container that session.json or the reservation names.
       session.expiresAtMs = this.#nowMs() + body.ttl_seconds * 1000;
       await this.#persistExpiry(session);
+      await this.#deps.registry.attachContainer(session.record.reservation_id, created.id);
+    } catch (err) {
+      attachFailure = err instanceof Error ? err : new Error(String(err));
     } finally {
       session.state = 'live';
       markReady();
+    }
+    if (attachFailure !== null) {
+      // The caller gets an error and no session id: delete it now (verified) rather than leave it to its TTL.
+      await this.delete(sessionId).catch(() => undefined);
+      throw attachFailure;
     }
     this.#deps.logger.info({ session: sessionId, container: created.id }, 'session created');
     return { session_id: sessionId, container_id: created.id, ports: created.ports };
