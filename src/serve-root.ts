@@ -16,8 +16,12 @@ import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
-import { SessionManager } from './app/serve/session-manager.js';
+import { allowedEnvironment } from './app/serve/env-allow.js';
+import { DEFAULT_CONCURRENCY_LIMITS, SessionManager, type Adoption, type ConcurrencyLimits } from './app/serve/session-manager.js';
 import { createDockerRuntime, createExecutePairDeps } from './composition-root.js';
+
+/** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
+export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;
 
 /** Wiring of `roboguide-eval serve` (its own composition root, so the shared one stays small). */
 
@@ -30,7 +34,13 @@ export interface ServeOptions {
   readonly reapIntervalMs?: number;
   readonly stopBudgetSec?: number;
   readonly maxOutputBytes?: number;
+  /** Bytes an NDJSON exec stream may hold for a client that reads too slowly; past it the exec is killed. */
+  readonly streamBufferCap?: number;
+  /** The server's environment: its paths come from here; `${NAME}` references only reach `allowEnv` names. */
   readonly environment: Readonly<Record<string, string | undefined>>;
+  /** `--allow-env`: the only variables sessions and pairs may reference (checked by the command). */
+  readonly allowEnv?: readonly string[];
+  readonly limits?: ConcurrencyLimits;
   readonly version: string;
   readonly logger: Logger;
   /** The engine to use (default: DOCKER_HOST or the local socket). */
@@ -44,10 +54,14 @@ export interface RunningServe {
   readonly tcpPort: number | null;
   readonly dataDir: string;
   readonly batchId: string;
-  readonly adoption: { readonly adopted: string[]; readonly reaped: string[]; readonly released: string[] };
+  readonly adoption: Adoption;
   readonly sessions: SessionManager;
-  /** Stop accepting requests, delete every session (verified), stop running pairs, close the registry. */
-  shutdown(): Promise<void>;
+  /**
+   * Stop accepting requests, delete every session (verified), stop running pairs, close the registry. Resolves
+   * with the sessions whose slot could not be released (the registry was unreachable): their cleanup.json says so
+   * and the next start releases them.
+   */
+  shutdown(): Promise<{ readonly unreleased: readonly { readonly session_id: string; readonly error: string }[] }>;
 }
 
 function stateHome(env: Readonly<Record<string, string | undefined>>): string {
@@ -118,6 +132,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const protectedPaths = { outputDir: dataDir, ...(registryPath !== undefined ? { registryPath } : {}), homeDir: homedir(), engineSocketPaths: [...engineSocketPaths(options.environment), socketPath] };
   const bindAddress = options.bindAddress ?? '127.0.0.1';
   const createRedactor = (secrets: readonly string[]) => createRedactStream(secrets);
+  const allowedEnv = new Set(options.allowEnv ?? []);
+  // Sessions and pairs resolve `${NAME}` from the allowed variables only (the routes refuse the others by name).
+  const callerEnvironment = allowedEnvironment(options.environment, allowedEnv);
   const sessions = new SessionManager({
     engine,
     registry,
@@ -126,27 +143,33 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     fs: new NodeFileSystem(),
     store,
     batchId,
-    environment: options.environment,
+    environment: callerEnvironment,
     bindAddress,
     protectedPaths,
     createRedactor,
     stopBudgetSec: options.stopBudgetSec ?? 10,
     maxOutputBytes: options.maxOutputBytes ?? 16 * 1024 * 1024,
+    allowedEnv,
+    limits: options.limits ?? DEFAULT_CONCURRENCY_LIMITS,
   });
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
     pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry },
     store,
-    environment: options.environment,
+    environment: callerEnvironment,
+    allowedEnv,
     bindAddress,
     codeVersion: options.version,
     protectedPaths,
   });
   const server = await closingOnFailure(registry, () =>
-    startApiServer({ socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor, logger: options.logger }),
+    startApiServer({
+      socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor,
+      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger: options.logger,
+    }),
   );
   const stopReaper = startReaper(sessions, options.logger, options.reapIntervalMs ?? 5_000);
-  let shutdown: Promise<void> | null = null;
+  let shutdown: ReturnType<RunningServe['shutdown']> | null = null;
   return {
     socketPath,
     tcpPort: server.tcpPort,
@@ -158,9 +181,11 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       shutdown ??= (async () => {
         stopReaper();
         const closed = server.close();
-        await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
+        const [cleanup] = await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
+        for (const left of cleanup.unreleased) options.logger.error({ session: left.session_id, error: left.error }, 'shutdown: slot not released (recorded in cleanup.json); the next start releases it');
         await closed;
-        await registry.close();
+        await registry.close().catch((err: unknown) => options.logger.warn({ error: (err as Error).message }, 'cannot close the registry'));
+        return { unreleased: cleanup.unreleased };
       })();
       return shutdown;
     },

@@ -6,7 +6,9 @@ import { codeVersion } from '../command-root.js';
 import { createExecutorRuntime, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
 import { InvalidInputError } from '../core/errors.js';
-import { startServe } from '../serve-root.js';
+import { allowEnvRefusal } from '../app/serve/env-allow.js';
+import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
+import { DEFAULT_STREAM_BUFFER_CAP, startServe } from '../serve-root.js';
 
 export default class Serve extends BaseCommand {
   static override summary = 'Serve a local HTTP API (sessions with exec, archives, pairs) for backend adapters such as Harbor and SForge.';
@@ -17,8 +19,10 @@ export default class Serve extends BaseCommand {
     '/v1/pairs (start, status, logs, stop) with the `pair run` lifecycle. Evidence goes under --data-dir.',
     '',
     'Sessions expire after their TTL (renewed by every request) and are deleted with verification. On restart',
-    'the server adopts its live sessions (by label and registry row) and deletes expired ones. SIGTERM/SIGINT',
-    'delete every session and stop running pairs before exiting; a second signal exits at once.',
+    'the server adopts its live sessions (label, session.json and registry row must agree; other containers with',
+    'its labels are left alone and reported) and deletes expired ones. SIGTERM/SIGINT delete every session and',
+    'stop running pairs before exiting (exit 1 when a slot could not be released: the next start releases it);',
+    'a second signal exits at once. Callers may reference only the variables named with --allow-env.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> serve',
@@ -34,6 +38,19 @@ export default class Serve extends BaseCommand {
     'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
     'reap-interval': Flags.integer({ description: 'seconds between reaper passes over expired sessions', default: 5, min: 1 }),
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill when a session is deleted', default: 10, min: 1 }),
+    'allow-env': Flags.string({
+      description: 'a server variable that callers may reference as "${NAME}" (repeatable; none by default; never PG*, ROBOGUIDE_* or one holding the bearer token)',
+      multiple: true,
+    }),
+    'max-execs-per-session': Flags.integer({ description: 'execs running at once in one session (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.execsPerSession, min: 1 }),
+    'max-execs': Flags.integer({ description: 'execs running at once, all sessions together (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.execs, min: 1 }),
+    'max-archives-per-session': Flags.integer({ description: 'archive uploads and downloads at once in one session (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.archivesPerSession, min: 1 }),
+    'max-archives': Flags.integer({ description: 'archive uploads and downloads at once, all sessions together (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.archives, min: 1 }),
+    'stream-buffer-cap': Flags.integer({
+      description: 'bytes a streamed (NDJSON) exec may hold for a client that reads too slowly; past it the exec is killed',
+      default: DEFAULT_STREAM_BUFFER_CAP,
+      min: 65_536,
+    }),
     ...executorFlags,
   };
 
@@ -41,6 +58,7 @@ export default class Serve extends BaseCommand {
     const { flags } = await this.parse(Serve);
     const executor = executorFromFlags(flags);
     const listen = await parseListen(flags.listen, flags['token-file']);
+    const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token);
     const logger = createStderrLogger();
     const running = await startServe({
       ...(flags.socket !== undefined ? { socketPath: flags.socket } : {}),
@@ -50,15 +68,23 @@ export default class Serve extends BaseCommand {
       bindAddress: flags['bind-address'],
       reapIntervalMs: flags['reap-interval'] * 1000,
       stopBudgetSec: flags['stop-budget'],
+      streamBufferCap: flags['stream-buffer-cap'],
+      allowEnv,
+      limits: {
+        execsPerSession: flags['max-execs-per-session'],
+        execs: flags['max-execs'],
+        archivesPerSession: flags['max-archives-per-session'],
+        archives: flags['max-archives'],
+      },
       environment: process.env,
       version: await codeVersion(),
       logger,
       // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
       ...(executor.kind === 'swarm' ? { pairRuntime: createExecutorRuntime(executor) } : {}),
     });
-    const { adopted, reaped, released } = running.adoption;
+    const { adopted, reaped, released, foreign } = running.adoption;
     // One machine-readable line on stdout: clients and tests wait for it.
-    this.log(JSON.stringify({ listening: running.socketPath, tcp_port: running.tcpPort, data_dir: running.dataDir, adopted, reaped, released_slots: released }));
+    this.log(JSON.stringify({ listening: running.socketPath, tcp_port: running.tcpPort, data_dir: running.dataDir, adopted, reaped, released_slots: released, foreign }));
     await new Promise<void>((resolve) => {
       let received: NodeJS.Signals | null = null;
       const onSignal = (signal: NodeJS.Signals): void => {
@@ -70,7 +96,17 @@ export default class Serve extends BaseCommand {
         process.stderr.write(`${signal}: deleting every session (verified) and stopping running pairs…\n`);
         running
           .shutdown()
-          .catch((err: unknown) => process.stderr.write(`shutdown failed: ${(err as Error).message}\n`))
+          .then(({ unreleased }) => {
+            if (unreleased.length === 0) return;
+            // It finished what it could; what it could not is in each session's cleanup.json. Exit 1 says so.
+            const ids = unreleased.map((u) => u.session_id).join(', ');
+            process.stderr.write(`shutdown: ${unreleased.length} session slot(s) not released (${ids}): recorded in their cleanup.json; the next start releases them\n`);
+            process.exitCode = 1;
+          })
+          .catch((err: unknown) => {
+            process.stderr.write(`shutdown failed: ${(err as Error).message}\n`);
+            process.exitCode = 1;
+          })
           .finally(() => {
             process.off('SIGINT', onSignal);
             process.off('SIGTERM', onSignal);
@@ -106,4 +142,14 @@ async function parseListen(listen: string | undefined, tokenFile: string | undef
   if (token.length < 16) throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path: '--token-file', rule: 'must hold a token of at least 16 characters' }]);
   const host = m[1] === '[::1]' ? '::1' : m[1] === 'localhost' ? '127.0.0.1' : '127.0.0.1';
   return { host, port, token };
+}
+
+/** `--allow-env` names, each checked (exit 2 naming the refused ones); duplicates collapse. */
+function checkAllowEnv(names: readonly string[], token: string | undefined): string[] {
+  const issues = names.flatMap((name) => {
+    const rule = allowEnvRefusal(name, process.env, token);
+    return rule === null ? [] : [{ path: '--allow-env', rule }];
+  });
+  if (issues.length > 0) throw new InvalidInputError('E_USAGE', 'invalid flags', issues);
+  return [...new Set(names)];
 }

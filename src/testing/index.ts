@@ -77,11 +77,15 @@ export async function writeFakeCodexSession(dir: string, options: FakeCodexSessi
 export interface TestServerOptions {
   /** Environment of the server process (`${NAME}` references resolve here); PATH and HOME are kept. */
   readonly env?: Readonly<Record<string, string>>;
+  /** Names callers may reference (`serve --allow-env`); default: every name of `env`. */
+  readonly allowEnv?: readonly string[];
   readonly reapIntervalSec?: number;
   /** Host reservation limit of the server's private registry (default 100). */
   readonly maxReservations?: number;
   /** Reuse the folder of an earlier server (restart tests); default: a new temporary folder. */
   readonly workDir?: string;
+  /** Another registry (e.g. a PostgreSQL URL) instead of the private SQLite file (`maxReservations` is then not set). */
+  readonly registry?: string;
   readonly extraArgs?: readonly string[];
 }
 
@@ -93,7 +97,16 @@ export interface TestServer {
   readonly client: ApiClient;
   readonly process: ChildProcess;
   /** The server's first stdout line: what it adopted, reaped and released at start. */
-  readonly started: { adopted: string[]; reaped: string[]; released_slots: string[]; tcp_port: number | null; listening: string };
+  readonly started: {
+    adopted: string[];
+    reaped: string[];
+    released_slots: string[];
+    foreign: { container_id: string; session_id: string; reason: string }[];
+    tcp_port: number | null;
+    listening: string;
+  };
+  /** The server's stderr so far (its last 64 KiB): logs, shutdown messages. */
+  stderr(): string;
   /** Send a signal (default SIGTERM) and wait for the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   /** Stop it if running and delete its temporary folder. */
@@ -106,16 +119,22 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const socketPath = join(workDir, 'api.sock');
   const dataDir = join(workDir, 'data');
   const registryPath = join(workDir, 'registry.db');
-  const registry = SqliteCapacityRegistry.open({ path: registryPath });
-  await registry.setLimits({ maxReservations: options.maxReservations ?? 100, gpuMib: null });
-  await registry.close();
+  if (options.registry === undefined) {
+    const registry = SqliteCapacityRegistry.open({ path: registryPath });
+    await registry.setLimits({ maxReservations: options.maxReservations ?? 100, gpuMib: null });
+    await registry.close();
+  }
   const child = spawn(
     process.execPath,
-    [BIN, 'serve', '--socket', socketPath, '--data-dir', dataDir, '--registry', registryPath, '--reap-interval', String(options.reapIntervalSec ?? 5), ...(options.extraArgs ?? [])],
+    [
+      BIN, 'serve', '--socket', socketPath, '--data-dir', dataDir, '--registry', options.registry ?? registryPath, '--reap-interval', String(options.reapIntervalSec ?? 5),
+      ...(options.allowEnv ?? Object.keys(options.env ?? {})).flatMap((name) => ['--allow-env', name]),
+      ...(options.extraArgs ?? []),
+    ],
     { env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? workDir, ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}), ...(process.env['ROBOGUIDE_PAIRS_NETWORK'] ? { ROBOGUIDE_PAIRS_NETWORK: process.env['ROBOGUIDE_PAIRS_NETWORK'] } : {}), ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-4000); });
+  child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-65_536); });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const lines = createInterface({ input: child.stdout });
   const first = await Promise.race([
@@ -135,6 +154,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     client: new ApiClient(socketPath),
     process: child,
     started,
+    stderr: () => stderr,
     stop,
     dispose: async () => {
       await stop('SIGTERM');

@@ -255,8 +255,11 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
   it('an expired session is reaped: container removed (404), slot released', async () => {
     const s = await createSession(shared, { ttl_seconds: 1 });
     await until(async () => ((await rt.inspect(s.container_id)) === null ? true : undefined), 'reaped');
-    const listed = await shared.client.call<{ sessions: { session_id: string }[] }>('GET', '/v1/sessions');
-    expect(listed.body.sessions.map((x) => x.session_id)).not.toContain(s.session_id);
+    // Listed (as deleting) until its slot is released and cleanup.json written, just after the engine's 404.
+    await until(async () => {
+      const listed = await shared.client.call<{ sessions: { session_id: string }[] }>('GET', '/v1/sessions');
+      return listed.body.sessions.some((x) => x.session_id === s.session_id) ? undefined : true;
+    }, 'deletion finished', 10_000);
     const record = await shared.client.call<Cleanup>('DELETE', `/v1/sessions/${s.session_id}`);
     expect(record.body).toMatchObject({ reason: 'expired', verified_absent: true, slot_released: true });
   });

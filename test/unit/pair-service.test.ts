@@ -43,6 +43,7 @@ beforeEach(async () => {
       registry,
     },
     store,
+    allowedEnv: new Set(),
     environment: {},
     bindAddress: '127.0.0.1',
     codeVersion: 't',

@@ -10,7 +10,7 @@ import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { adoptedSession } from '../../src/app/serve/session-adopt.js';
 import { checkCreate, startContainer, type CreateDeps } from '../../src/app/serve/session-create.js';
 import type { SessionEngine } from '../../src/app/serve/session-engine.js';
-import { SESSION_SCHEMA, sessionRel, type Session, type SessionRecord } from '../../src/app/serve/session-state.js';
+import { SESSION_SCHEMA, sessionOf as freshSession, sessionRel, type Session, type SessionRecord } from '../../src/app/serve/session-state.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 
 /**
@@ -53,8 +53,7 @@ function recordOf(extra: Partial<SessionRecord> = {}): SessionRecord {
 }
 
 function sessionOf(record: SessionRecord, state: Session['state'] = 'live'): Session {
-  const at = Date.parse(record.expires_at);
-  return { record, secrets: [], ports: {}, expiresAtMs: at, persistedExpiresAtMs: at, state, deletion: null, execs: new Set(), ready: Promise.resolve() };
+  return freshSession({ record, secrets: [], expiresAtMs: Date.parse(record.expires_at), state });
 }
 
 describe('checkCreate', () => {
@@ -67,7 +66,7 @@ describe('checkCreate', () => {
         return Promise.resolve({ id: 'c-1', ports: {} });
       },
     } as unknown as SessionEngine;
-    return { engine, fs: new NodeFileSystem(), store, environment, protectedPaths: { outputDir: join(dir, 'data') }, bindAddress: '127.0.0.1', stopBudgetSec: 7 };
+    return { engine, fs: new NodeFileSystem(), store, environment, protectedPaths: { outputDir: join(dir, 'data') }, bindAddress: '127.0.0.1', stopBudgetSec: 7, allowedEnv: new Set(['API_KEY', 'NOT_SET']) };
   }
 
   async function apiError(work: Promise<unknown>): Promise<ApiError> {
@@ -79,6 +78,13 @@ describe('checkCreate', () => {
   it('an unset reference is E_ENV_MISSING (400)', async () => {
     const err = await apiError(checkCreate(deps(), SessionCreateSchema.parse({ image: 'img:1', environment: { X: '${NOT_SET}' } }), []));
     expect([err.status, err.code]).toEqual([400, 'E_ENV_MISSING']);
+  });
+
+  it('a reference to a variable not allowed (--allow-env) is E_ENV_NOT_ALLOWED (400) naming it, even when it is set', async () => {
+    const environment = { API_KEY: 'k-123456789012', HOME_SECRET: 'h-123456789012' };
+    const err = await apiError(checkCreate(deps(['img:1'], environment), SessionCreateSchema.parse({ image: 'img:1', environment: { X: '${HOME_SECRET}', K: '${API_KEY}' } }), []));
+    expect([err.status, err.code]).toEqual([400, 'E_ENV_NOT_ALLOWED']);
+    expect(err.issues).toEqual([{ path: 'environment.X', rule: 'references ${HOME_SECRET}, which this server does not allow (start it with --allow-env HOME_SECRET)' }]);
   });
 
   it('a mount whose source is missing is refused at its index; one reaching the evidence is refused too', async () => {
@@ -128,21 +134,43 @@ describe('checkCreate', () => {
 });
 
 describe('adoptedSession', () => {
-  const registry = {
-    reservationForClaim: (claimId: string) => Promise.resolve(claimId === 'claim-1' ? { id: 'res-1' } : null),
-  } as unknown as CapacityRegistry;
-  const labels = { 'roboguide.job': SID, 'roboguide.claim': 'claim-1' };
-  const now = Date.parse('2026-12-03T10:05:00.000Z');
-  const envOf = (reads: string[]) => (id: string) => {
-    reads.push(id);
-    return Promise.resolve({ API_KEY: 'k-secret-value', MODE: 'fast' });
+  const held = {
+    id: 'res-1',
+    batchId: 'serve-test',
+    jobId: SID,
+    containerId: 'c-9' as string | null,
+    state: 'held',
   };
-
-  it('a live, unexpired, running container with its session.json: live, its secrets read back from the engine', async () => {
+  let reservation: typeof held | null = held;
+  const registry = {
+    reservationForClaim: (claimId: string) => Promise.resolve(claimId === 'claim-1' ? reservation : null),
+  } as unknown as CapacityRegistry;
+  const labels = { 'roboguide.job': SID, 'roboguide.claim': 'claim-1', 'roboguide.serve': 'session' };
+  const now = Date.parse('2026-12-03T10:05:00.000Z');
+  const envOf =
+    (reads: string[]) =>
+    (id: string): Promise<Record<string, string> | null> => {
+      reads.push(id);
+      return Promise.resolve({ API_KEY: 'k-secret-value', MODE: 'fast' });
+    };
+  const adopt = (
+    container: { id: string; labels: Record<string, string>; status: string },
+    at = now,
+    env = envOf([]),
+  ) => adoptedSession({ store, registry, batchId: 'serve-test' }, container, at, env);
+  async function writeRecord(extra: Partial<SessionRecord> = {}): Promise<void> {
     await store.ensureDir(sessionRel(SID));
-    await store.writeJsonAtomic(sessionRel(SID, 'session.json'), recordOf());
+    await store.writeJsonAtomic(sessionRel(SID, 'session.json'), recordOf({ container_id: 'c-9', ...extra }));
+  }
+  beforeEach(() => {
+    reservation = held;
+  });
+
+  it('labels, session.json and a held reservation that agree: live, its secrets read back from the engine', async () => {
+    await writeRecord();
     const reads: string[] = [];
-    const adopted = await adoptedSession({ store, registry }, { id: 'c-9', labels, status: 'running' }, now, envOf(reads));
+    const adopted = await adopt({ id: 'c-9', labels, status: 'running' }, now, envOf(reads));
+    if (adopted.kind !== 'session') throw new Error(`expected a session, got ${adopted.reason}`);
     expect(adopted.live).toBe(true);
     expect(adopted.sessionId).toBe(SID);
     expect(adopted.session.record.container_id).toBe('c-9');
@@ -151,37 +179,69 @@ describe('adoptedSession', () => {
     expect(reads).toEqual(['c-9']);
   });
 
+  it('a server that died before session.json named the container: the reservation names it', async () => {
+    await writeRecord({ container_id: null });
+    expect(await adopt({ id: 'c-9', labels, status: 'running' })).toMatchObject({
+      kind: 'session',
+      live: true,
+    });
+    expect(await adopt({ id: 'c-7', labels, status: 'running' })).toMatchObject({ kind: 'foreign' });
+  });
+
   it('expired, or not running: to be deleted, and the engine is not asked for its environment', async () => {
-    await store.ensureDir(sessionRel(SID));
-    await store.writeJsonAtomic(sessionRel(SID, 'session.json'), recordOf());
+    await writeRecord();
     const reads: string[] = [];
     const later = Date.parse('2026-12-03T11:00:00.000Z');
-    expect((await adoptedSession({ store, registry }, { id: 'c-9', labels, status: 'running' }, later, envOf(reads))).live).toBe(false);
-    expect((await adoptedSession({ store, registry }, { id: 'c-9', labels, status: 'exited' }, now, envOf(reads))).live).toBe(false);
+    expect(await adopt({ id: 'c-9', labels, status: 'running' }, later, envOf(reads))).toMatchObject({
+      kind: 'session',
+      live: false,
+    });
+    expect(await adopt({ id: 'c-9', labels, status: 'exited' }, now, envOf(reads))).toMatchObject({
+      kind: 'session',
+      live: false,
+    });
     expect(reads).toEqual([]);
   });
 
-  it('without session.json (or with labels that are not a session id): a record from the labels and registry, not live', async () => {
+  it('anything that does not match is foreign, with its reason, and its environment is never read', async () => {
     const reads: string[] = [];
-    const fromLabels = await adoptedSession({ store, registry }, { id: 'c-9', labels, status: 'running' }, now, envOf(reads));
-    expect(fromLabels.live).toBe(false);
-    expect(fromLabels.session.record).toMatchObject({ session_id: SID, claim_id: 'claim-1', reservation_id: 'res-1', container_id: 'c-9' });
-    const foreign = await adoptedSession({ store, registry }, { id: 'c-8', labels: {}, status: 'running' }, now, envOf(reads));
-    expect(foreign.sessionId).toBe('');
-    expect(foreign.session.record).toMatchObject({ claim_id: '', reservation_id: '', container_id: 'c-8' });
-    expect(foreign.live).toBe(false);
+    const env = envOf(reads);
+    const foreign = async (container: { id: string; labels: Record<string, string> }): Promise<string> => {
+      const found = await adopt({ ...container, status: 'running' }, now, env);
+      if (found.kind !== 'foreign') throw new Error(`${container.id} was taken as a session`);
+      return found.reason;
+    };
+    expect(await foreign({ id: 'c-9', labels })).toBe('no session.json for its session id');
+    await writeRecord();
+    expect(await foreign({ id: 'c-9', labels: { ...labels, 'roboguide.serve': 'x' } })).toBe(
+      'no roboguide.serve=session label',
+    );
+    expect(await foreign({ id: 'c-9', labels: { ...labels, 'roboguide.job': 'nope' } })).toBe(
+      'its roboguide.job label is not a session id',
+    );
+    expect(await foreign({ id: 'c-9', labels: { ...labels, 'roboguide.claim': 'claim-2' } })).toBe(
+      'its labels do not match session.json (session id or claim)',
+    );
+    expect(await foreign({ id: 'c-8', labels })).toBe(
+      'session.json names another container for this session (a duplicate id)',
+    );
+    reservation = { ...held, batchId: 'serve-other' };
+    expect(await foreign({ id: 'c-9', labels })).toBe(
+      'the reservation of its claim does not match session.json',
+    );
+    reservation = { ...held, state: 'released' };
+    expect(await foreign({ id: 'c-9', labels })).toBe('the reservation of its claim is already released');
+    reservation = null;
+    expect(await foreign({ id: 'c-9', labels })).toBe('no registry reservation for its claim');
+    await store.writeBytesAtomic(sessionRel(SID, 'session.json'), new TextEncoder().encode('{torn'));
+    reservation = held;
+    expect(await foreign({ id: 'c-9', labels })).toBe('no session.json for its session id');
     expect(reads).toEqual([]);
   });
 
-  it('an unreadable session.json counts as none; a container whose environment cannot be read is not live', async () => {
-    await store.ensureDir(sessionRel(SID));
-    await store.writeBytesAtomic(sessionRel(SID, 'session.json'), new TextEncoder().encode('{torn'));
-    const unreadable = await adoptedSession({ store, registry }, { id: 'c-9', labels, status: 'running' }, now, envOf([]));
-    expect(unreadable.live).toBe(false);
-    expect(unreadable.session.record.image).toBe('');
-    await store.writeJsonAtomic(sessionRel(SID, 'session.json'), recordOf());
-    const noEnv = await adoptedSession({ store, registry }, { id: 'c-9', labels, status: 'running' }, now, () => Promise.resolve(null));
-    expect(noEnv.live).toBe(false);
-    expect(noEnv.session.secrets).toEqual([]);
+  it('a container whose environment cannot be read is not live', async () => {
+    await writeRecord();
+    const noEnv = await adopt({ id: 'c-9', labels, status: 'running' }, now, () => Promise.resolve(null));
+    expect(noEnv).toMatchObject({ kind: 'session', live: false, session: { secrets: [] } });
   });
 });

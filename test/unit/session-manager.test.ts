@@ -81,6 +81,8 @@ function manager(): SessionManager {
     createRedactor: (secrets) => createRedactStream(secrets),
     stopBudgetSec: 1,
     maxOutputBytes: 1024,
+    allowedEnv: new Set(['SECRET_VALUE', 'NOT_SET', 'NOT_SET_ANYWHERE']),
+    limits: { execsPerSession: 2, execs: 3, archivesPerSession: 1, archives: 2 },
   });
 }
 
@@ -151,7 +153,8 @@ describe('SessionManager', () => {
     const shutdown = sessions.deleteAll();
     open();
     const { container_id } = await creating;
-    const [record] = await shutdown;
+    const { deleted: [record], unreleased } = await shutdown;
+    expect(unreleased).toEqual([]);
     expect(record).toMatchObject({ container_id, verified_absent: true, slot_released: true, reason: 'shutdown' });
     expect(engine.containers.size).toBe(0);
     expect(await registry.held()).toHaveLength(0);
@@ -196,7 +199,7 @@ describe('SessionManager', () => {
     now += 60_000;
     const after = manager();
     const report = await after.adopt(() => Promise.resolve({}));
-    expect(report).toEqual({ adopted: [live.session_id], reaped: [expiring.session_id], released: ['s-orphan'] });
+    expect(report).toEqual({ adopted: [live.session_id], reaped: [expiring.session_id], released: ['s-orphan'], foreign: [] });
     expect(engine.containers.has(expiring.container_id)).toBe(false);
     expect((await registry.held()).map((r) => r.jobId)).toEqual([live.session_id]);
     expect((await after.exec(live.session_id, { argv: ['true'] })).return_code).toBe(0);

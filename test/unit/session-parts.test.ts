@@ -87,6 +87,40 @@ const run = (handle: ExecHandle, overrides: Partial<ExecRun> = {}): ExecRun => (
 });
 
 describe('runExec', () => {
+  it('backpressure: output is not read while the observer waits; a kill releases the wait and drops the rest', async () => {
+    const exec = fakeExec();
+    const seen: string[] = [];
+    let release: () => void = () => undefined;
+    let waitingSignal: AbortSignal | null = null;
+    const controller = new AbortController();
+    const observer = {
+      onOutput: (_name: 'stdout' | 'stderr', text: string, stopped: AbortSignal) => {
+        seen.push(text);
+        waitingSignal = stopped;
+        // The client's socket is full: wait until it drains, or until the exec is killed.
+        return new Promise<void>((resolve) => {
+          release = resolve;
+          stopped.addEventListener('abort', () => resolve(), { once: true });
+        });
+      },
+    };
+    const pending = runExec(run(exec.handle, { observer, signal: controller.signal }));
+    exec.stdout.write('first');
+    await new Promise((r) => setTimeout(r, 20));
+    // While the observer waits, nothing more reaches it (the pipe from the exec pauses at its high-water marks).
+    for (let i = 0; i < 20; i++) exec.stdout.write(Buffer.alloc(4096, 97));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(seen).toEqual(['first']);
+    release();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(seen.length).toBeGreaterThan(1);
+    controller.abort('slow_reader');
+    expect(waitingSignal!.aborted).toBe(true);
+    const outcome = await pending;
+    expect(exec.kills()).toBe(1);
+    expect(outcome.stoppedFor).toBe('slow_reader');
+  });
+
   it('keeps each stream up to the cap and says truncated past it', async () => {
     const exec = fakeExec();
     const pending = runExec(run(exec.handle));
@@ -96,14 +130,14 @@ describe('runExec', () => {
     exec.stderr.end('ghijkl');
     exec.exit(0);
     const outcome = await pending;
-    expect(outcome).toEqual({ stdout: { text: '12345', bytes: 5 }, stderr: { text: 'abcdef', bytes: 12 }, code: 0, timedOut: false, truncated: true });
+    expect(outcome).toEqual({ stdout: { text: '12345', bytes: 5 }, stderr: { text: 'abcdef', bytes: 12 }, code: 0, timedOut: false, truncated: true, stoppedFor: null });
     expect(execResult(outcome, 1.23456)).toEqual({ stdout: '12345', stderr: 'abcdef', return_code: 0, timed_out: false, duration_ms: 1.235, truncated: true });
   });
 
   it('streams to an observer instead (no cap); an unfinished UTF-8 character is flushed at the end', async () => {
     const exec = fakeExec();
     const seen: string[] = [];
-    const pending = runExec(run(exec.handle, { observer: { onOutput: (name, text) => seen.push(`${name}:${text}`) } }));
+    const pending = runExec(run(exec.handle, { observer: { onOutput: (name, text) => { seen.push(`${name}:${text}`); } } }));
     const euro = Buffer.from('€');
     exec.stdout.write(Buffer.from('0123456789'));
     exec.stdout.end(euro.subarray(0, 2));

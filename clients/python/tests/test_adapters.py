@@ -52,7 +52,7 @@ class ServerFixture:
             env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
         self.process = subprocess.Popen(
             [node_binary(), str(ROOT / "bin" / "run.js"), "serve", "--socket", self.socket, "--data-dir", os.path.join(self.work, "data"),
-             "--registry", os.path.join(self.work, "registry.db")],
+             "--registry", os.path.join(self.work, "registry.db"), "--allow-env", "RG_PY_SECRET"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         line = self.process.stdout.readline() if self.process.stdout else ""

@@ -22,6 +22,7 @@ export interface ApiServerOptions {
   readonly engine: SessionEngine;
   readonly tempRoot: string;
   readonly createRedactor: SessionRouteDeps['createRedactor'];
+  readonly streamBufferCap: number;
   readonly logger: Logger;
 }
 
@@ -52,7 +53,9 @@ function buildRouter(options: ApiServerOptions): Router {
     if (ref === '') throw ApiError.invalid('the image request', [{ path: 'ref', rule: 'is required' }]);
     sendJson(res, 200, { ref, present: await options.engine.imageExists(ref) });
   });
-  registerSessionRoutes(router, { sessions: options.sessions, engine: options.engine, tempRoot: options.tempRoot, createRedactor: options.createRedactor });
+  registerSessionRoutes(router, {
+    sessions: options.sessions, engine: options.engine, tempRoot: options.tempRoot, createRedactor: options.createRedactor, streamBufferCap: options.streamBufferCap, logger: options.logger,
+  });
   registerPairRoutes(router, options.pairs);
   return router;
 }

@@ -79,6 +79,7 @@ export function sendError(res: ServerResponse, err: unknown, logger: Logger): vo
     res.destroy();
     return;
   }
+  if (api.retryAfterSec !== null) res.setHeader('retry-after', String(api.retryAfterSec));
   sendJson(res, api.status, { error: { code: api.code, message: api.message, issues: api.issues } });
 }
 

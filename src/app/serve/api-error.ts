@@ -2,8 +2,14 @@ import type { z } from 'zod';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { dedupeIssues, issuesFromZod, plainRule } from '../../core/manifest/zod-issues.js';
 
-/** The HTTP statuses an API error maps to (issue 12): bad input, unknown id, conflict/capacity, no engine. */
-export type ApiStatus = 400 | 404 | 409 | 500 | 503;
+/**
+ * The HTTP statuses an API error maps to (issue 12): bad input, unknown id, conflict/capacity, too many concurrent
+ * operations (429), internal, and a dependency that cannot be reached right now (503: engine or registry).
+ */
+export type ApiStatus = 400 | 404 | 409 | 429 | 500 | 503;
+
+/** Seconds a client is told to wait (`Retry-After`) when the registry cannot be reached. */
+export const REGISTRY_RETRY_AFTER_SEC = 5;
 
 /**
  * An error meant for an API client: rendered as `{"error":{"code","message","issues"}}` with `status`.
@@ -13,12 +19,15 @@ export class ApiError extends Error {
   readonly status: ApiStatus;
   readonly code: string;
   readonly issues: readonly Issue[];
-  constructor(status: ApiStatus, code: string, message: string, issues: readonly Issue[] = [], options?: { cause?: unknown }) {
-    super(message, options);
+  /** Sent as `Retry-After` (seconds): the request may succeed later as it is (429, 503). */
+  readonly retryAfterSec: number | null;
+  constructor(status: ApiStatus, code: string, message: string, issues: readonly Issue[] = [], options?: { cause?: unknown; retryAfterSec?: number }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
     this.issues = issues;
+    this.retryAfterSec = options?.retryAfterSec ?? null;
   }
 
   static invalid(what: string, issues: readonly Issue[]): ApiError {
@@ -46,10 +55,46 @@ const STATUS_BY_CODE: Readonly<Record<string, ApiStatus>> = {
   E_IMAGE_MISSING: 400,
 };
 
+/**
+ * Error codes of a registry that cannot be reached (rather than one that refused): node's socket errors for a
+ * stopped, restarting or partitioned PostgreSQL (ENOENT: its Unix socket is gone), and PostgreSQL's own codes for a
+ * server shutting down or starting (57P01-57P03) and lost connections (class 08).
+ */
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006']);
+/** The same in messages: pg's pool timeout and lost connections, SQLite's busy wait that ran out. */
+const UNREACHABLE_MESSAGE = /timeout exceeded when trying to connect|Connection terminated|database is locked|SQLITE_BUSY/i;
+
+function codeOf(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || !('code' in value)) return undefined;
+  const code = value.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * True when `err` says the registry could not be reached in time (`E_REGISTRY_UNAVAILABLE`, or an `E_REGISTRY`
+ * whose cause is a connection that failed or a busy wait that ran out): the same request may succeed later.
+ */
+export function isRegistryUnavailable(err: unknown): boolean {
+  if (!(err instanceof RoboguideError)) return false;
+  if (err.code === 'E_REGISTRY_UNAVAILABLE') return true;
+  if (err.code !== 'E_REGISTRY') return false;
+  const pgCode = (err.context as { pg_code?: unknown }).pg_code;
+  if (typeof pgCode === 'string' && UNREACHABLE_CODES.has(pgCode)) return true;
+  for (let cause: unknown = err.cause, depth = 0; cause !== undefined && cause !== null && depth < 5; cause = (cause as { cause?: unknown }).cause, depth++) {
+    const code = codeOf(cause);
+    if (code !== undefined && UNREACHABLE_CODES.has(code)) return true;
+  }
+  return UNREACHABLE_MESSAGE.test(err.message);
+}
+
 /** Any error thrown by a use-case, as the API reports it. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof InvalidInputError) return new ApiError(400, err.code, err.message.split('\n')[0] ?? err.message, err.issues);
+  if (err instanceof RoboguideError && isRegistryUnavailable(err)) {
+    const message = `the capacity registry cannot be reached right now; retry later (${err.message})`;
+    return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], { retryAfterSec: REGISTRY_RETRY_AFTER_SEC });
+  }
   if (err instanceof RoboguideError) {
     // An engine 409 (container not running) or 404 (container gone) is the session's state, not our fault.
     const engineStatus = (err.context as { statusCode?: unknown }).statusCode;

@@ -33,9 +33,9 @@ export function sessionPaths(): Record<string, unknown> {
         requestBody: { required: true, content: { 'application/json': { schema: ref('SessionCreate') } } },
         responses: {
           '201': json('SessionCreated', 'created and started'),
-          '400': error('invalid request, unset ${NAME}, refused mount, missing image'),
+          '400': error('invalid request, unset ${NAME} or one not allowed (serve --allow-env), refused mount, missing image'),
           '409': error('port taken or host capacity reached'),
-          '503': error('engine unavailable'),
+          '503': error('engine or registry unavailable (registry: with Retry-After)'),
         },
       },
     },
@@ -43,7 +43,11 @@ export function sessionPaths(): Record<string, unknown> {
       delete: {
         operationId: 'deleteSession',
         parameters: [sessionId],
-        responses: { '200': json('CleanupRecord', 'the cleanup record (the same on every call)'), '404': error('unknown session') },
+        responses: {
+          '200': json('CleanupRecord', 'the cleanup record (the same on every call)'),
+          '404': error('unknown session'),
+          '503': error('the container is removed (verified) but the registry cannot be reached to release its slot: DELETE again after Retry-After'),
+        },
       },
     },
     '/v1/sessions/{id}/exec': {
@@ -56,9 +60,10 @@ export function sessionPaths(): Record<string, unknown> {
             description: 'the result (redacted); with ?stream=1 an NDJSON stream of ExecEvent',
             content: { 'application/json': { schema: ref('ExecResult') }, 'application/x-ndjson': { schema: ref('ExecEvent') } },
           },
-          '400': error('invalid request'),
+          '400': error('invalid request, or env references a variable that is unset or not allowed (serve --allow-env)'),
           '404': error('unknown session'),
           '409': error('session being deleted'),
+          '429': error('too many execs running in the session or in all (--max-execs-per-session, --max-execs); Retry-After'),
         },
       },
     },
@@ -67,7 +72,12 @@ export function sessionPaths(): Record<string, unknown> {
         operationId: 'putArchive',
         parameters: [sessionId, absPath('directory in the container (created when missing)')],
         requestBody: { required: true, content: { 'application/x-tar': { schema: { type: 'string', contentMediaType: 'application/x-tar' } } } },
-        responses: { '200': json('ArchiveUpload', 'extracted'), '400': error('refused by the safe-extraction rules'), '404': error('unknown session') },
+        responses: {
+          '200': json('ArchiveUpload', 'extracted'),
+          '400': error('refused by the safe-extraction rules'),
+          '404': error('unknown session'),
+          '429': error('too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After'),
+        },
       },
       get: {
         operationId: 'getArchive',
@@ -75,6 +85,7 @@ export function sessionPaths(): Record<string, unknown> {
         responses: {
           '200': { description: 'a tar stream, each file redacted', content: { 'application/x-tar': { schema: { type: 'string', contentMediaType: 'application/x-tar' } } } },
           '404': error('unknown session or path'),
+          '429': error('too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After'),
         },
       },
     },

@@ -5,6 +5,7 @@ import { parsePairSpec } from '../../core/manifest/index.js';
 import { checkMounts, type ProtectedPaths } from '../../core/mount-policy.js';
 import { runPair, type RunPairDeps } from '../run-pair.js';
 import { ApiError, toApiError } from './api-error.js';
+import { unallowedReferences } from './env-allow.js';
 import { somethingAt } from '../job-paths.js';
 
 const RECEIPT_POLL_MS = 10;
@@ -21,7 +22,10 @@ interface PairRun {
 export interface PairServiceDeps {
   readonly pairDeps: RunPairDeps;
   readonly store: EvidenceStore;
+  /** Where `${NAME}` references resolve: the server's allowed variables only. */
   readonly environment: Readonly<Record<string, string | undefined>>;
+  /** `serve --allow-env`: a reference to any other name is refused (400) before anything runs. */
+  readonly allowedEnv: ReadonlySet<string>;
   readonly bindAddress: string;
   readonly codeVersion: string;
   readonly protectedPaths: ProtectedPaths;
@@ -54,6 +58,8 @@ export class PairService {
     const parsed = parsePairSpec(body);
     if (!parsed.ok) throw ApiError.invalid('the pair spec', parsed.issues);
     const spec = parsed.spec;
+    const notAllowed = unallowedReferences(spec.environment, this.#deps.allowedEnv, 'environment');
+    if (notAllowed.length > 0) throw new ApiError(400, 'E_ENV_NOT_ALLOWED', 'the pair spec references variables this server does not allow', notAllowed);
     const hostPaths = [
       { field: 'cwd', hostPath: spec.cwd },
       { field: 'outcome_path', hostPath: dirname(spec.outcome_path) },

@@ -128,8 +128,11 @@ export const ExecEventSchema = z
   .union([
     z.strictObject({ stream: z.enum(['stdout', 'stderr']), data: z.string() }),
     z.strictObject({ exit: z.strictObject({ return_code: z.int(), timed_out: z.boolean(), duration_ms: z.number() }) }),
+    z
+      .strictObject({ error: z.strictObject({ code: z.string(), message: z.string(), issues: z.array(z.strictObject({ path: z.string(), rule: z.string() })) }) })
+      .meta({ description: 'the last line when the exec could not finish; E_SLOW_READER: the client read too slowly (past --stream-buffer-cap) and the exec was killed' }),
   ])
-  .meta({ title: 'ExecEvent', description: 'one line of the NDJSON stream of POST …/exec?stream=1' });
+  .meta({ title: 'ExecEvent', description: 'one line of the NDJSON stream of POST …/exec?stream=1 (read slowly, the exec waits: backpressure)' });
 
 export const CleanupRecordSchema = z
   .strictObject({

@@ -3,6 +3,7 @@ import { resolveEnvironment } from '../../core/manifest/index.js';
 import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { ApiError } from './api-error.js';
+import { unallowedReferences } from './env-allow.js';
 import type { SessionCreate } from './schemas.js';
 import type { PublishedPort, SessionEngine } from './session-engine.js';
 import { sessionRel, type Session } from './session-state.js';
@@ -21,10 +22,14 @@ export interface CreateDeps {
   readonly protectedPaths: ProtectedPaths;
   readonly bindAddress: string;
   readonly stopBudgetSec: number;
+  /** `serve --allow-env`: the only names a `${NAME}` may reference. */
+  readonly allowedEnv: ReadonlySet<string>;
 }
 
 /** Refusals before anything is held: unset references, refused mounts, a port another session publishes, no image. */
 export async function checkCreate(deps: CreateDeps, body: SessionCreate, sessions: Iterable<Session>): Promise<{ resolved: { values: Record<string, string>; secrets: string[] }; binds: Bind[] }> {
+  const notAllowed = unallowedReferences(body.environment, deps.allowedEnv, 'environment');
+  if (notAllowed.length > 0) throw new ApiError(400, 'E_ENV_NOT_ALLOWED', 'the session references variables this server does not allow', notAllowed);
   const resolved = resolveEnvironment(body.environment, deps.environment, 'environment');
   if (!resolved.ok) throw new ApiError(400, 'E_ENV_MISSING', 'the session references unset variables', resolved.issues);
   const binds = await checkedMounts((path) => deps.fs.realpath(path), deps.protectedPaths, body.mounts);

@@ -10,7 +10,12 @@ const TIMEOUT_RETURN_CODE = 124;
 const KILL_GRACE_MS = 2_000;
 
 export interface ExecObserver {
-  onOutput(stream: 'stdout' | 'stderr', text: string): void;
+  /**
+   * One piece of output, in order. The exec's output is not read further until the returned promise settles
+   * (backpressure: a slow client pauses the exec). `stopped` aborts once the exec is being killed (timeout, client
+   * gone): stop waiting then; later output is dropped.
+   */
+  onOutput(stream: 'stdout' | 'stderr', text: string, stopped: AbortSignal): void | Promise<void>;
 }
 
 export interface CollectedOutput {
@@ -38,17 +43,20 @@ export interface ExecOutcome {
   readonly code: number | null;
   readonly timedOut: boolean;
   readonly truncated: boolean;
+  /** Why the caller's signal stopped the exec, when it gave a reason (e.g. `slow_reader`); null otherwise. */
+  readonly stoppedFor: string | null;
 }
 
 /**
  * Kills the exec's process tree once (a timeout or the client going away); output still open after the kill
  * belongs to a process that left the group, so reading stops after a grace period.
  */
-function killerOf(run: ExecRun): () => void {
+function killerOf(run: ExecRun, stopped: AbortController): () => void {
   let killed = false;
   return () => {
     if (killed) return;
     killed = true;
+    stopped.abort();
     run.handle
       .killTree()
       .catch((err: unknown) => run.logger.warn({ session: run.sessionId, error: (err as Error).message }, 'cannot kill an exec'))
@@ -57,7 +65,7 @@ function killerOf(run: ExecRun): () => void {
 }
 
 /** Redacted output of one stream: streamed to the observer, or kept up to the cap (`onTruncated` past it). */
-async function collect(run: ExecRun, source: Readable, name: 'stdout' | 'stderr', onTruncated: () => void): Promise<CollectedOutput> {
+async function collect(run: ExecRun, source: Readable, name: 'stdout' | 'stderr', onTruncated: () => void, stopped: AbortSignal): Promise<CollectedOutput> {
   const redactor = run.createRedactor(run.secrets);
   source.pipe(redactor);
   const decoder = new StringDecoder('utf8');
@@ -69,7 +77,7 @@ async function collect(run: ExecRun, source: Readable, name: 'stdout' | 'stderr'
     bytes += buffer.length;
     const text = decoder.write(buffer);
     if (run.observer) {
-      if (text.length > 0) run.observer.onOutput(name, text);
+      if (text.length > 0 && !stopped.aborted) await run.observer.onOutput(name, text, stopped);
       continue;
     }
     if (kept + buffer.length > run.maxOutputBytes) {
@@ -81,8 +89,9 @@ async function collect(run: ExecRun, source: Readable, name: 'stdout' | 'stderr'
   }
   const tail = decoder.end();
   if (tail.length > 0) {
-    if (run.observer) run.observer.onOutput(name, tail);
-    else parts.push(tail);
+    if (run.observer) {
+      if (!stopped.aborted) await run.observer.onOutput(name, tail, stopped);
+    } else parts.push(tail);
   }
   return { text: parts.join(''), bytes };
 }
@@ -91,17 +100,20 @@ async function collect(run: ExecRun, source: Readable, name: 'stdout' | 'stderr'
 export async function runExec(run: ExecRun): Promise<ExecOutcome> {
   let timedOut = false;
   let truncated = false;
-  const kill = killerOf(run);
+  const stopped = new AbortController();
+  const kill = killerOf(run, stopped);
   const timer = run.timeoutSec !== undefined ? setTimeout(() => { timedOut = true; kill(); }, run.timeoutSec * 1000) : undefined;
   const onAbort = (): void => kill();
-  run.signal?.addEventListener('abort', onAbort, { once: true });
+  if (run.signal?.aborted === true) kill();
+  else run.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     const onTruncated = (): void => {
       truncated = true;
     };
-    const [stdout, stderr] = await Promise.all([collect(run, run.handle.stdout, 'stdout', onTruncated), collect(run, run.handle.stderr, 'stderr', onTruncated)]);
+    const [stdout, stderr] = await Promise.all([collect(run, run.handle.stdout, 'stdout', onTruncated, stopped.signal), collect(run, run.handle.stderr, 'stderr', onTruncated, stopped.signal)]);
     const code = await run.handle.done;
-    return { stdout, stderr, code, timedOut, truncated };
+    const reason: unknown = run.signal?.aborted === true ? run.signal.reason : null;
+    return { stdout, stderr, code, timedOut, truncated, stoppedFor: typeof reason === 'string' ? reason : null };
   } finally {
     clearTimeout(timer);
     run.signal?.removeEventListener('abort', onAbort);

@@ -1,16 +1,33 @@
 import { randomUUID } from 'node:crypto';
 import { redactText } from '../../core/redaction/redact-text.js';
 import { resolveEnvironment } from '../../core/manifest/index.js';
-import { ApiError } from './api-error.js';
+import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
+import { unallowedReferences } from './env-allow.js';
 import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionInfo } from './schemas.js';
 import type { PublishedPort } from './session-engine.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
 import { releaseSlot, removeVerified } from './session-deletion.js';
-import { newSessionRecord, SESSION_ID, sessionInfo, sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
-import { adoptedSession } from './session-adopt.js';
+import { newSessionRecord, SESSION_ID, sessionInfo, sessionOf, sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
+import { adoptedSession, type ForeignContainer } from './session-adopt.js';
 
-export { SESSION_SCHEMA, type SessionManagerDeps, type SessionRecord } from './session-state.js';
+export { DEFAULT_CONCURRENCY_LIMITS, SESSION_SCHEMA, type ConcurrencyLimits, type SessionManagerDeps, type SessionRecord } from './session-state.js';
+export type { ForeignContainer } from './session-adopt.js';
+
+/** What a restarted server found: sessions adopted, reaped and slots released, and containers it left alone. */
+export interface Adoption {
+  readonly adopted: string[];
+  readonly reaped: string[];
+  readonly released: string[];
+  /** Containers with this server's batch label whose session.json, claim and reservation do not all match. */
+  readonly foreign: ForeignContainer[];
+}
+
+/** The end of a shutdown: sessions deleted, and those whose slot could not be released (recorded in cleanup.json). */
+export interface ShutdownCleanup {
+  readonly deleted: CleanupRecord[];
+  readonly unreleased: { readonly session_id: string; readonly error: string }[];
+}
 export type { ExecObserver } from './session-exec.js';
 
 /** Expiry persisted on disk is refreshed when it lags the in-memory one by more than this. */
@@ -25,6 +42,8 @@ const EXPIRY_PERSIST_SLACK_MS = 30_000;
 export class SessionManager {
   readonly #deps: SessionManagerDeps;
   readonly #sessions = new Map<string, Session>();
+  /** Execs and archive transfers running now, all sessions together. */
+  readonly #active = { exec: 0, archive: 0 };
 
   constructor(deps: SessionManagerDeps) {
     this.#deps = deps;
@@ -52,14 +71,23 @@ export class SessionManager {
     }
     session.record = { ...session.record, container_id: created.id };
     session.ports = created.ports;
+    let attachFailure: Error | null = null;
     try {
-      await this.#deps.registry.attachContainer(session.record.reservation_id, created.id);
-      // The TTL runs from the moment the session is usable (a slow engine must not eat it).
+      // The TTL runs from the moment the session is usable (a slow engine must not eat it). session.json names the
+      // container first: a restart adopts only a container that session.json or the reservation names.
       session.expiresAtMs = this.#nowMs() + body.ttl_seconds * 1000;
       await this.#persistExpiry(session);
+      await this.#deps.registry.attachContainer(session.record.reservation_id, created.id);
+    } catch (err) {
+      attachFailure = err instanceof Error ? err : new Error(String(err));
     } finally {
       session.state = 'live';
       markReady();
+    }
+    if (attachFailure !== null) {
+      // The caller gets an error and no session id: delete it now (verified) rather than leave it to its TTL.
+      await this.delete(sessionId).catch(() => undefined);
+      throw attachFailure;
     }
     this.#deps.logger.info({ session: sessionId, container: created.id }, 'session created');
     return { session_id: sessionId, container_id: created.id, ports: created.ports };
@@ -76,10 +104,7 @@ export class SessionManager {
     const now = this.#nowMs();
     const expiresAtMs = now + body.ttl_seconds * 1000;
     const record = newSessionRecord({ sessionId, claimId, reservationId: admitted.reservationId }, body, now, expiresAtMs);
-    const session: Session = {
-      record, secrets, ports: {}, expiresAtMs, persistedExpiresAtMs: expiresAtMs,
-      state: 'creating', deletion: null, execs: new Set(), ready: Promise.resolve(),
-    };
+    const session = sessionOf({ record, secrets, expiresAtMs, state: 'creating' });
     let markReady = (): void => undefined;
     session.ready = new Promise((resolve) => { markReady = resolve; });
     this.#sessions.set(sessionId, session); // with its `ready` already pending: a deletion (SIGTERM) waits for it
@@ -91,10 +116,14 @@ export class SessionManager {
     const deps = this.#deps;
     const { session_id: sessionId, reservation_id: reservationId, claim_id: claimId } = session.record;
     this.#sessions.delete(sessionId);
-    await deps.registry.release(reservationId, claimId);
+    // The create's own error is the answer; a slot the registry cannot release now is released by the next start.
+    const released = await deps.registry.release(reservationId, claimId).then(() => true, (releaseErr: unknown) => {
+      deps.logger.error({ session: sessionId, error: (releaseErr as Error).message }, 'cannot release the slot of a failed create; the next start releases it');
+      return false;
+    });
     await deps.store.writeJsonAtomic(sessionRel(sessionId, 'cleanup.json'), {
       session_id: sessionId, container_id: '', reason: 'deleted', stopped: false, removed: false,
-      verified_absent: true, slot_released: true, error: `create failed: ${redactText(err.message, session.secrets)}`,
+      verified_absent: true, slot_released: released, error: `create failed: ${redactText(err.message, session.secrets)}`,
       finished_at: deps.clock.now().toISOString(),
     } satisfies CleanupRecord).catch(() => undefined);
   }
@@ -103,7 +132,7 @@ export class SessionManager {
   #live(sessionId: string): Session {
     const session = this.#sessions.get(sessionId);
     if (session === undefined || session.state === 'deleted' || session.state === 'creating') throw ApiError.notFound(`session ${sessionId}`);
-    if (session.state === 'deleting') throw new ApiError(409, 'E_SESSION_DELETING', `session ${sessionId} is being deleted`);
+    if (session.state === 'deleting' || session.state === 'releasing') throw new ApiError(409, 'E_SESSION_DELETING', `session ${sessionId} is being deleted`);
     this.#touch(session);
     return session;
   }
@@ -132,7 +161,7 @@ export class SessionManager {
 
   list(): SessionInfo[] {
     return [...this.#sessions.values()]
-      .filter((s): s is Session & { state: 'live' | 'deleting' } => s.state === 'live' || s.state === 'deleting')
+      .filter((s): s is Session & { state: 'live' | 'deleting' | 'releasing' } => s.state === 'live' || s.state === 'deleting' || s.state === 'releasing')
       .map(sessionInfo);
   }
 
@@ -152,6 +181,8 @@ export class SessionManager {
     let secrets = session.secrets;
     let env: Record<string, string> | undefined;
     if (body.env !== undefined) {
+      const notAllowed = unallowedReferences(body.env, deps.allowedEnv, 'env');
+      if (notAllowed.length > 0) throw new ApiError(400, 'E_ENV_NOT_ALLOWED', 'the command references variables this server does not allow', notAllowed);
       const resolved = resolveEnvironment(body.env, deps.environment, 'env');
       if (!resolved.ok) throw new ApiError(400, 'E_ENV_MISSING', 'the command references unset variables', resolved.issues);
       env = resolved.values;
@@ -159,19 +190,24 @@ export class SessionManager {
     }
     const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
     const started = process.hrtime.bigint();
-    const handle = await deps.engine.exec(session.record.container_id ?? '', {
-      argv,
-      cwd: body.cwd,
-      env,
-      user: body.user,
-      stdin: body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined,
-    });
-    session.execs.add(handle);
+    const done = this.#acquire(session, 'exec');
     let outcome;
     try {
-      outcome = await runExec({ ...options, handle, secrets, timeoutSec: body.timeout_sec, createRedactor: deps.createRedactor, maxOutputBytes: deps.maxOutputBytes, logger: deps.logger, sessionId });
+      const handle = await deps.engine.exec(session.record.container_id ?? '', {
+        argv,
+        cwd: body.cwd,
+        env,
+        user: body.user,
+        stdin: body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined,
+      });
+      session.execs.add(handle);
+      try {
+        outcome = await runExec({ ...options, handle, secrets, timeoutSec: body.timeout_sec, createRedactor: deps.createRedactor, maxOutputBytes: deps.maxOutputBytes, logger: deps.logger, sessionId });
+      } finally {
+        session.execs.delete(handle);
+      }
     } finally {
-      session.execs.delete(handle);
+      done();
       this.#touch(session);
     }
     const result = execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6);
@@ -181,6 +217,7 @@ export class SessionManager {
       return_code: result.return_code,
       timed_out: outcome.timedOut,
       client_gone: options.signal?.aborted === true,
+      ...(outcome.stoppedFor !== null ? { killed: outcome.stoppedFor } : {}),
       duration_ms: result.duration_ms,
       stdout_bytes: outcome.stdout.bytes,
       stderr_bytes: outcome.stderr.bytes,
@@ -189,14 +226,52 @@ export class SessionManager {
     return result;
   }
 
+  /**
+   * One more exec or archive transfer on the session, within the limits (429 past them, naming the limit and its
+   * flag); returns the function that ends it.
+   */
+  #acquire(session: Session, kind: 'exec' | 'archive'): () => void {
+    const limits = this.#deps.limits;
+    const [perSession, all, flag] = kind === 'exec' ? [limits.execsPerSession, limits.execs, '--max-execs'] : [limits.archivesPerSession, limits.archives, '--max-archives'];
+    const what = kind === 'exec' ? 'execs' : 'archive transfers';
+    if (session.active[kind] >= perSession) {
+      throw new ApiError(429, 'E_TOO_MANY_REQUESTS', `session ${session.record.session_id} already has ${session.active[kind]} ${what} running (limit ${perSession}, ${flag}-per-session); retry when one ends`, [], { retryAfterSec: 1 });
+    }
+    if (this.#active[kind] >= all) {
+      throw new ApiError(429, 'E_TOO_MANY_REQUESTS', `the server already has ${this.#active[kind]} ${what} running (limit ${all}, ${flag}); retry when one ends`, [], { retryAfterSec: 1 });
+    }
+    session.active[kind] += 1;
+    this.#active[kind] += 1;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      session.active[kind] -= 1;
+      this.#active[kind] -= 1;
+    };
+  }
+
   /** The container a live session runs in (for archives), renewing its TTL. */
   containerOf(sessionId: string): string {
     return this.#live(sessionId).record.container_id ?? '';
   }
 
   /**
+   * An archive transfer (upload or download) on a live session, within the concurrency limits: its container, the
+   * secrets to redact with, and `end()` to call once the transfer is over (429 past the limits).
+   */
+  beginArchive(sessionId: string): { containerId: string; secrets: readonly string[]; end: () => void } {
+    const session = this.#live(sessionId);
+    const end = this.#acquire(session, 'archive');
+    return { containerId: session.record.container_id ?? '', secrets: session.secrets, end };
+  }
+
+  /**
    * Controlled stop, removal verified by the engine's 404, the slot released once. Idempotent: a second call
    * (even after a restart) returns the same cleanup record. Runs to its end whatever happens to the caller.
+   * When the registry cannot release the slot (an outage), the removal stands, the session waits in `releasing`,
+   * and the call fails (503 with Retry-After when the registry is unreachable): a later DELETE, the reaper, or
+   * the next start releases it.
    */
   async delete(sessionId: string, reason: CleanupRecord['reason'] = 'deleted'): Promise<CleanupRecord> {
     const session = this.#sessions.get(sessionId);
@@ -206,7 +281,15 @@ export class SessionManager {
       if (record !== null) return record;
       throw ApiError.notFound(`session ${sessionId}`);
     }
-    session.deletion ??= this.#performDeletion(session, reason);
+    if (session.deletion === null) {
+      session.deletionReason ??= reason;
+      const deletion = this.#performDeletion(session, session.deletionReason);
+      session.deletion = deletion;
+      // A failed attempt is not kept: the next DELETE (or reaper pass) tries again.
+      deletion.catch(() => {
+        if (session.deletion === deletion) session.deletion = null;
+      });
+    }
     return session.deletion;
   }
 
@@ -214,79 +297,148 @@ export class SessionManager {
     const deps = this.#deps;
     await session.ready; // a session still being created is deleted once its container exists
     const { record } = session;
-    session.state = 'deleting';
     const containerId = record.container_id;
-    const removal = await removeVerified(deps.engine, containerId, deps.stopBudgetSec);
-    const slot = removal.verified ? await releaseSlot(deps.registry, record) : { released: false, error: null };
-    const error = slot.error ?? removal.error;
-    const cleanup: CleanupRecord = {
-      session_id: record.session_id,
-      container_id: containerId ?? '',
-      reason,
-      stopped: removal.stopped,
-      removed: removal.removed,
-      verified_absent: removal.verified,
-      slot_released: slot.released,
-      error: error === null ? null : redactText(error, session.secrets),
-      finished_at: deps.clock.now().toISOString(),
-    };
-    if (!removal.verified) {
-      // Not proven gone: keep the slot and let a later DELETE (or the reaper) try again.
-      session.state = 'live';
-      session.deletion = null;
-      deps.logger.error({ session: record.session_id, container: containerId }, 'session removal unverified; slot kept');
-      return cleanup;
+    if (session.removal === null) {
+      session.state = 'deleting';
+      const removal = await removeVerified(deps.engine, containerId, deps.stopBudgetSec);
+      if (!removal.verified) {
+        // Not proven gone: keep the slot and let a later DELETE (or the reaper) try again.
+        session.state = 'live';
+        session.deletionReason = null;
+        session.deletion = null;
+        deps.logger.error({ session: record.session_id, container: containerId }, 'session removal unverified; slot kept');
+        return this.#cleanupRecord(session, reason, { stopped: removal.stopped, removed: removal.removed, verified_absent: false, slot_released: false, error: removal.error });
+      }
+      session.removal = { stopped: removal.stopped, removed: removal.removed };
+      session.state = 'releasing';
     }
-    await deps.store.writeJsonAtomic(sessionRel(record.session_id, 'cleanup.json'), cleanup).catch((err: unknown) => {
-      deps.logger.error({ session: record.session_id, error: (err as Error).message }, 'cannot write cleanup.json');
-    });
+    const removal = session.removal;
+    let slot: { released: boolean; error: string | null };
+    try {
+      slot = await releaseSlot(deps.registry, record);
+    } catch (err) {
+      const cleanup = this.#cleanupRecord(session, reason, { ...removal, verified_absent: true, slot_released: false, error: `slot: ${(err as Error).message}` });
+      await this.#writeCleanup(cleanup);
+      deps.logger.error({ session: record.session_id, container: containerId, error: cleanup.error }, 'session removed (verified) but its slot could not be released; will retry');
+      throw this.#releaseFailure(session, err);
+    }
+    const cleanup = this.#cleanupRecord(session, reason, { ...removal, verified_absent: true, slot_released: slot.released, error: slot.error });
+    await this.#writeCleanup(cleanup);
     session.state = 'deleted';
     deps.logger.info({ session: record.session_id, container: containerId, reason }, 'session deleted');
     return cleanup;
   }
 
-  /** Delete every session whose TTL has passed; returns their ids. */
-  async reap(): Promise<string[]> {
-    const now = this.#nowMs();
-    const expired = [...this.#sessions.values()].filter((s) => s.state === 'live' && s.expiresAtMs <= now && s.execs.size === 0);
-    await Promise.all(expired.map((s) => this.delete(s.record.session_id, 'expired')));
-    return expired.map((s) => s.record.session_id);
+  #cleanupRecord(session: Session, reason: CleanupRecord['reason'], facts: Pick<CleanupRecord, 'stopped' | 'removed' | 'verified_absent' | 'slot_released' | 'error'>): CleanupRecord {
+    return {
+      session_id: session.record.session_id,
+      container_id: session.record.container_id ?? '',
+      reason,
+      ...facts,
+      error: facts.error === null ? null : redactText(facts.error, session.secrets),
+      finished_at: this.#deps.clock.now().toISOString(),
+    };
   }
 
-  /** SIGTERM: delete every session (verified) before the server exits. */
-  async deleteAll(): Promise<CleanupRecord[]> {
-    const ids = [...this.#sessions.values()].filter((s) => s.state !== 'deleted').map((s) => s.record.session_id);
-    return Promise.all(ids.map((id) => this.delete(id, 'shutdown')));
+  async #writeCleanup(cleanup: CleanupRecord): Promise<void> {
+    await this.#deps.store.writeJsonAtomic(sessionRel(cleanup.session_id, 'cleanup.json'), cleanup).catch((err: unknown) => {
+      this.#deps.logger.error({ session: cleanup.session_id, error: (err as Error).message }, 'cannot write cleanup.json');
+    });
+  }
+
+  /** The API's answer to a deletion whose slot could not be released: 503 + Retry-After while the registry is unreachable. */
+  #releaseFailure(session: Session, err: unknown): ApiError {
+    const id = session.record.session_id;
+    if (isRegistryUnavailable(err)) {
+      const message = `session ${id}: its container is removed (verified) but the capacity registry cannot be reached to release its slot; DELETE again later (the reaper retries too)`;
+      return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], { retryAfterSec: REGISTRY_RETRY_AFTER_SEC, cause: err });
+    }
+    const api = toApiError(err);
+    const message = `session ${id}: its container is removed (verified) but its slot could not be released: ${redactText(api.message, session.secrets)}`;
+    return new ApiError(api.status, api.code, message, api.issues, { cause: err, ...(api.retryAfterSec !== null ? { retryAfterSec: api.retryAfterSec } : {}) });
   }
 
   /**
-   * After a restart: find this server's sessions by label and registry row. Expired (or unknown) ones are
-   * deleted with verification; live ones are adopted; a held slot whose session has no container is released.
+   * One reaper pass: deletes every session whose TTL has passed (no exec in flight) and retries the slot release of
+   * sessions left `releasing`. Returns the ids deleted now; a failure is logged, never thrown.
    */
-  async adopt(readEnvironment: (containerId: string) => Promise<Record<string, string> | null>): Promise<{ adopted: string[]; reaped: string[]; released: string[] }> {
+  async reap(): Promise<string[]> {
+    const now = this.#nowMs();
+    const due = [...this.#sessions.values()].filter(
+      (s) => s.deletion === null && ((s.state === 'live' && s.expiresAtMs <= now && s.execs.size === 0) || s.state === 'releasing'),
+    );
+    const outcomes = await Promise.allSettled(due.map((s) => this.delete(s.record.session_id, 'expired')));
+    const done: string[] = [];
+    outcomes.forEach((outcome, index) => {
+      const id = due[index]!.record.session_id;
+      if (outcome.status === 'fulfilled' && outcome.value.verified_absent) done.push(id);
+      else if (outcome.status === 'rejected') this.#deps.logger.warn({ session: id, error: (outcome.reason as Error).message }, 'reaper: deletion not finished; the next pass retries');
+    });
+    return done;
+  }
+
+  /**
+   * SIGTERM: delete every session (verified) before the server exits. What cannot be finished (a slot the registry
+   * could not release) is in that session's cleanup.json (`slot_released: false`) and returned; the next start
+   * releases it.
+   */
+  async deleteAll(): Promise<ShutdownCleanup> {
+    const ids = [...this.#sessions.values()].filter((s) => s.state !== 'deleted').map((s) => s.record.session_id);
+    const outcomes = await Promise.allSettled(ids.map((id) => this.delete(id, 'shutdown')));
+    const deleted: CleanupRecord[] = [];
+    const unreleased: { session_id: string; error: string }[] = [];
+    outcomes.forEach((outcome, index) => {
+      if (outcome.status === 'fulfilled') deleted.push(outcome.value);
+      else unreleased.push({ session_id: ids[index]!, error: (outcome.reason as Error).message });
+    });
+    return { deleted, unreleased };
+  }
+
+  /**
+   * After a restart: find this server's sessions by label, session.json and registry row (all three must match;
+   * anything else is `foreign`: left alone, logged, reported). Expired ones are deleted with verification; live
+   * ones are adopted; a held slot of this server whose session has no container (and no container carries its
+   * claim) is released, and a cleanup.json that said the slot was kept is brought up to date.
+   */
+  async adopt(readEnvironment: (containerId: string) => Promise<Record<string, string> | null>): Promise<Adoption> {
     const deps = this.#deps;
-    const adopted: string[] = [];
-    const reaped: string[] = [];
-    const released: string[] = [];
+    const adoption: Adoption = { adopted: [], reaped: [], released: [], foreign: [] };
     const containers = await deps.engine.listByLabel({ 'roboguide.batch': deps.batchId });
+    const claimsOnContainers = new Set(containers.map((c) => c.labels['roboguide.claim'] ?? '').filter((c) => c !== ''));
     const now = this.#nowMs();
     for (const container of containers) {
-      const { sessionId, session, live } = await adoptedSession(deps, container, now, readEnvironment);
-      this.#sessions.set(sessionId, session);
-      if (!live) {
-        await this.delete(sessionId, 'adopted_expired');
-        reaped.push(sessionId);
+      const found = await adoptedSession(deps, container, now, readEnvironment);
+      const reason = found.kind === 'foreign' ? found.reason : this.#sessions.has(found.sessionId) ? 'a second container for an adopted session id (a duplicate id)' : null;
+      if (found.kind === 'foreign' || reason !== null) {
+        const foreign = { container_id: container.id, session_id: container.labels['roboguide.job'] ?? '', reason: reason ?? '' };
+        adoption.foreign.push(foreign);
+        deps.logger.warn({ container: foreign.container_id, session: foreign.session_id, reason: foreign.reason }, "container with this server's labels left alone: not provably one of its sessions");
+        continue;
+      }
+      this.#sessions.set(found.sessionId, found.session);
+      if (!found.live) {
+        await this.delete(found.sessionId, 'adopted_expired');
+        adoption.reaped.push(found.sessionId);
       } else {
-        adopted.push(sessionId);
+        adoption.adopted.push(found.sessionId);
       }
     }
     for (const reservation of await deps.registry.held({ batchId: deps.batchId })) {
-      if (this.#sessions.has(reservation.jobId)) continue;
+      if (this.#sessions.has(reservation.jobId) || claimsOnContainers.has(reservation.claimId)) continue;
       // No container carries this claim: nothing runs, the slot goes back.
       await deps.registry.release(reservation.id, reservation.claimId);
-      released.push(reservation.jobId);
+      adoption.released.push(reservation.jobId);
+      await this.#settleRecordedCleanup(reservation.jobId);
     }
-    return { adopted, reaped, released };
+    return adoption;
+  }
+
+  /** A cleanup.json written while the registry was down (`slot_released: false`, container verified gone): now released. */
+  async #settleRecordedCleanup(sessionId: string): Promise<void> {
+    if (!SESSION_ID.test(sessionId)) return;
+    const record = await this.#deps.store.readJson<CleanupRecord>(sessionRel(sessionId, 'cleanup.json')).catch(() => null);
+    if (record === null || record.slot_released || !record.verified_absent) return;
+    await this.#writeCleanup({ ...record, slot_released: true, error: null, finished_at: this.#deps.clock.now().toISOString() });
   }
 
   get size(): number {

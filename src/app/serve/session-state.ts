@@ -31,8 +31,12 @@ export interface SessionRecord {
   readonly expires_at: string;
 }
 
-/** `creating` until the engine has started the container: invisible to clients, never reaped, deletion waits. */
-export type SessionState = 'creating' | 'live' | 'deleting' | 'deleted';
+/**
+ * `creating` until the engine has started the container: invisible to clients, never reaped, deletion waits.
+ * `releasing`: the container is gone (verified) but the registry could not release the slot; a later DELETE, the
+ * reaper or (after a shutdown) the next start releases it.
+ */
+export type SessionState = 'creating' | 'live' | 'deleting' | 'releasing' | 'deleted';
 
 /** A session in the server's memory: its record, the resolved secrets (memory only) and its state. */
 export interface Session {
@@ -43,7 +47,13 @@ export interface Session {
   persistedExpiresAtMs: number;
   state: SessionState;
   deletion: Promise<CleanupRecord> | null;
+  /** Why it is being deleted: the first deletion's reason, kept across retries. */
+  deletionReason: CleanupRecord['reason'] | null;
+  /** The verified removal, once done: a retried deletion only releases the slot. */
+  removal: { readonly stopped: boolean; readonly removed: boolean } | null;
   readonly execs: Set<ExecHandle>;
+  /** Execs and archive transfers running now (the per-session limits). */
+  readonly active: { exec: number; archive: number };
   /** Settles when creation has finished (either way); a deletion waits for it. */
   ready: Promise<void>;
 }
@@ -108,15 +118,36 @@ export interface SessionManagerDeps {
   readonly stopBudgetSec: number;
   /** Per stream, per exec: output beyond this is dropped (the result says `truncated`). */
   readonly maxOutputBytes: number;
+  /** The only names `${NAME}` may reference (`serve --allow-env`); every other reference is refused (400). */
+  readonly allowedEnv: ReadonlySet<string>;
+  /** Concurrent execs and archive transfers (uploads and downloads), per session and in all; past them: 429. */
+  readonly limits: ConcurrencyLimits;
 }
 
-/** A live or deleting session as `GET /v1/sessions` lists it. */
-export function sessionInfo(s: Session & { state: 'live' | 'deleting' }): SessionInfo {
+export interface ConcurrencyLimits {
+  readonly execsPerSession: number;
+  readonly execs: number;
+  readonly archivesPerSession: number;
+  readonly archives: number;
+}
+
+export const DEFAULT_CONCURRENCY_LIMITS: ConcurrencyLimits = { execsPerSession: 8, execs: 64, archivesPerSession: 2, archives: 8 };
+
+/** A session in memory, fresh (nothing deleted, nothing running). */
+export function sessionOf(fields: Pick<Session, 'record' | 'secrets' | 'expiresAtMs' | 'state'>): Session {
+  return {
+    ...fields, ports: {}, persistedExpiresAtMs: fields.expiresAtMs, deletion: null, deletionReason: null, removal: null,
+    execs: new Set(), active: { exec: 0, archive: 0 }, ready: Promise.resolve(),
+  };
+}
+
+/** A live or deleting session as `GET /v1/sessions` lists it (`releasing` is still being deleted). */
+export function sessionInfo(s: Session & { state: 'live' | 'deleting' | 'releasing' }): SessionInfo {
   return {
     session_id: s.record.session_id,
     container_id: s.record.container_id ?? '',
     image: s.record.image,
-    state: s.state,
+    state: s.state === 'live' ? 'live' : 'deleting',
     created_at: s.record.created_at,
     expires_at: new Date(s.expiresAtMs).toISOString(),
     labels: s.record.labels,
