@@ -35,7 +35,8 @@ export interface Classified {
   readonly reasons: Reason[];
 }
 
-export type PauseReason = 'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'inputs_changed';
+/** `registry_unavailable`: a registry call timed out or could not reach its server (issue 27); resume clears it. */
+export type PauseReason = 'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'registry_unavailable' | 'inputs_changed';
 
 /** Stable order of pause reasons in status.json. */
 export const PAUSE_REASONS: readonly PauseReason[] = [
@@ -43,6 +44,7 @@ export const PAUSE_REASONS: readonly PauseReason[] = [
   'infrastructure_streak',
   'provider',
   'harness',
+  'registry_unavailable',
   'inputs_changed',
 ];
 

@@ -1,6 +1,7 @@
 import type { BatchState } from './batch-state.js';
 import type { PauseReason } from './classify.js';
 import type { Classification } from './result.js';
+import type { PauseCause } from './pause-cause.js';
 
 /**
  * The batch journal (`events.jsonl`, SPEC §6.10) as a closed union: every record this version appends, one type
@@ -41,6 +42,8 @@ export interface PausedEvent {
   readonly at: string;
   readonly reasons: readonly PauseReason[];
   readonly job_id?: string;
+  /** What caused it where an error did (code and masked message; issue 27). */
+  readonly cause?: PauseCause;
 }
 
 export interface StopRequestedEvent {

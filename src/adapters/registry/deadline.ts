@@ -18,31 +18,59 @@ export function registryDeadlineMs(env: Readonly<Record<string, string | undefin
   const raw = env[REGISTRY_DEADLINE_ENV];
   if (raw === undefined || raw.trim() === '') return DEFAULT_REGISTRY_DEADLINE_MS;
   const value = Number(raw.trim());
-  if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < MIN_REGISTRY_DEADLINE_MS || value > MAX_REGISTRY_DEADLINE_MS) {
+  if (
+    !/^\d+$/.test(raw.trim()) ||
+    !Number.isSafeInteger(value) ||
+    value < MIN_REGISTRY_DEADLINE_MS ||
+    value > MAX_REGISTRY_DEADLINE_MS
+  ) {
     throw new InvalidInputError('E_USAGE', `invalid ${REGISTRY_DEADLINE_ENV}`, [
-      { path: REGISTRY_DEADLINE_ENV, rule: `an integer number of milliseconds from ${MIN_REGISTRY_DEADLINE_MS} to ${MAX_REGISTRY_DEADLINE_MS} (got ${JSON.stringify(raw)})` },
+      {
+        path: REGISTRY_DEADLINE_ENV,
+        rule: `an integer number of milliseconds from ${MIN_REGISTRY_DEADLINE_MS} to ${MAX_REGISTRY_DEADLINE_MS} (got ${JSON.stringify(raw)})`,
+      },
     ]);
   }
   return value;
 }
 
 /** The error of a registry operation that did not finish within its deadline. */
-export function registryTimedOut(operation: string, deadlineMs: number, registry: string, cause?: unknown): RoboguideError {
-  return new RoboguideError('E_REGISTRY_UNAVAILABLE', `registry ${operation} did not finish within its deadline of ${deadlineMs} ms (${registry})`, {
-    ...(cause !== undefined ? { cause } : {}),
-    context: { registry, operation, deadline_ms: deadlineMs },
-    suggestions: [`check that the registry answers; \`e1-batch resume\` retries; ${REGISTRY_DEADLINE_ENV} sets the deadline`],
-  });
+export function registryTimedOut(
+  operation: string,
+  deadlineMs: number,
+  registry: string,
+  cause?: unknown,
+): RoboguideError {
+  return new RoboguideError(
+    'E_REGISTRY_UNAVAILABLE',
+    `registry ${operation} did not finish within its deadline of ${deadlineMs} ms (${registry})`,
+    {
+      ...(cause !== undefined ? { cause } : {}),
+      context: { registry, operation, deadline_ms: deadlineMs },
+      suggestions: [
+        `check that the registry answers; \`e1-batch resume\` retries; ${REGISTRY_DEADLINE_ENV} sets the deadline`,
+      ],
+    },
+  );
 }
 
 /** The error of a registry operation that could not reach its server (refused, reset, no socket). */
-export function registryUnreachable(operation: string, deadlineMs: number, registry: string, cause: unknown): RoboguideError {
+export function registryUnreachable(
+  operation: string,
+  deadlineMs: number,
+  registry: string,
+  cause: unknown,
+): RoboguideError {
   const detail = cause instanceof Error ? cause.message : String(cause);
-  return new RoboguideError('E_REGISTRY_UNAVAILABLE', `registry ${operation} could not reach its server (deadline ${deadlineMs} ms, ${registry}): ${detail}`, {
-    cause,
-    context: { registry, operation, deadline_ms: deadlineMs },
-    suggestions: ['start the registry server or restore the network; `e1-batch resume` retries'],
-  });
+  return new RoboguideError(
+    'E_REGISTRY_UNAVAILABLE',
+    `registry ${operation} could not reach its server (deadline ${deadlineMs} ms, ${registry}): ${detail}`,
+    {
+      cause,
+      context: { registry, operation, deadline_ms: deadlineMs },
+      suggestions: ['start the registry server or restore the network; `e1-batch resume` retries'],
+    },
+  );
 }
 
 /**
@@ -53,7 +81,10 @@ export function withDeadline<T>(
   what: { readonly operation: string; readonly registry: string; readonly deadlineMs: number },
   work: () => Promise<T>,
   onTimeout: () => void,
-  timers: { readonly set: (fn: () => void, ms: number) => unknown; readonly clear: (handle: unknown) => void } = realTimers,
+  timers: {
+    readonly set: (fn: () => void, ms: number) => unknown;
+    readonly clear: (handle: unknown) => void;
+  } = realTimers,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
@@ -70,6 +101,7 @@ export function withDeadline<T>(
     try {
       started = work();
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on whatever the work threw
       started = Promise.reject(err);
     }
     started.then(
@@ -83,6 +115,7 @@ export function withDeadline<T>(
         if (settled) return;
         settled = true;
         timers.clear(handle);
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on the work's own error
         reject(err);
       },
     );
@@ -95,10 +128,33 @@ const realTimers = {
 };
 
 /** Network and server-state errors that mean the server cannot be reached now (not a refusal of the request). */
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENETDOWN', 'EAI_AGAIN']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOENT',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENETDOWN',
+  'EAI_AGAIN',
+]);
 /** PostgreSQL SQLSTATEs of a server going away or not ready, a statement or lock past its timeout. */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57014', '55P03', '08000', '08001', '08003', '08004', '08006']);
-const UNREACHABLE_MESSAGE = /connection terminated|timeout exceeded when trying to connect|query read timeout|connection timeout|client has encountered a connection error|Client was closed/i;
+const UNAVAILABLE_SQLSTATES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  '57014',
+  '55P03',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+]);
+const UNREACHABLE_MESSAGE =
+  /connection terminated|timeout exceeded when trying to connect|query read timeout|connection timeout|client has encountered a connection error|Client was closed/i;
 
 /** True when `error` says the server could not be reached or answered too late. */
 export function isUnreachable(error: unknown): boolean {

@@ -18,7 +18,8 @@ import { reportRefresher } from './report.js';
 import { buildStatus, buildSummary, capacityConfigOf } from './status.js';
 import { seedLedger, type SeededLedger } from './supervisor-ledger.js';
 import { SupervisorLoop } from './supervisor-loop.js';
-import { batchDepsOf, bestEffort, loopPorts, statusWriterOf, type Supervision } from './supervisor-ports.js';
+import { batchDepsOf, batchRedactor, bestEffort, loopPorts, statusWriterOf, type Supervision } from './supervisor-ports.js';
+import { causeOf } from '../../core/pause-cause.js';
 import { listenForStops, StopLatch } from './supervisor-signals.js';
 
 export interface SupervisorDeps {
@@ -61,7 +62,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
       await registry.releaseLease(batchId, identity.pid);
     } catch (err) {
       // A lease left behind is taken over once this process is gone; never let it mask the batch's outcome.
-      deps.logger.warn({ err: errorKind(err) }, 'supervisor lease not released');
+      deps.logger.warn({ err: errorKind(err), cause: causeOf(err) }, 'supervisor lease not released');
     }
   }
 }
@@ -139,8 +140,9 @@ async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<strin
   try {
     await superviseLoop(s, loop, files);
   } catch (err) {
-    deps.logger.error({ err: errorKind(err) }, 'supervisor fault: pausing the batch; running pairs finish first');
-    await loop.feed({ type: 'fault' });
+    const cause = causeOf(err, batchRedactor(deps, envs));
+    deps.logger.error({ err: cause.code, cause }, 'supervisor fault: pausing the batch; running pairs finish first');
+    await loop.feed({ type: 'fault', cause });
   } finally {
     // Whatever happened, pairs already running are finished (and their containers removed) before we exit.
     await loop.settled();
