@@ -12,6 +12,8 @@ import type { CapacityRegistry, TerminalCommit } from '../../src/app/ports/capac
 import { ExitCode, RoboguideError } from '../../src/core/errors.js';
 import { causeOf, pauseReasonOfFault } from '../../src/core/pause-cause.js';
 import { survivingResume } from '../../src/core/pause-rules.js';
+import { JournalFolder } from '../../src/core/batch-state.js';
+import type { JournalEntry } from '../../src/core/journal-events.js';
 import { decide, initialSupervisorState } from '../../src/core/supervisor-machine.js';
 
 /**
@@ -298,5 +300,45 @@ describe('PostgresCapacityRegistry against a server that never answers', () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(accepted.length).toBeGreaterThan(0);
     expect(closed).toBe(accepted.length);
+  });
+});
+
+describe('the journal fold keeps the causes of the pauses in force', () => {
+  const cause = {
+    code: 'E_REGISTRY_UNAVAILABLE',
+    message: 'registry held did not finish within its deadline of 5000 ms (pg)',
+  };
+
+  it('a paused record with a cause: in the history and in force; resume clears it; a basis carries it over', () => {
+    const folder = new JournalFolder();
+    folder.apply({ type: 'paused', at: 't1', reasons: ['registry_unavailable'], job_id: 'j1', cause });
+    folder.apply({ type: 'paused', at: 't2', reasons: ['fatal'] });
+    const fold = folder.fold();
+    expect(fold.pauseHistory[0]).toEqual({
+      at: 't1',
+      event: 'paused',
+      reasons: ['registry_unavailable'],
+      job_id: 'j1',
+      cause,
+    });
+    expect(fold.pauseCauses).toEqual([{ reason: 'registry_unavailable', at: 't1', job_id: 'j1', ...cause }]);
+    // status.json's basis: an incremental status folds on from it and still shows the cause.
+    const again = new JournalFolder(folder.state());
+    expect(again.fold().pauseCauses).toEqual(fold.pauseCauses);
+    folder.apply({ type: 'resumed', at: 't3', cleared: [], kept: [] });
+    expect(folder.fold().pauseReasons).toEqual(['fatal']);
+    expect(folder.fold().pauseCauses).toBeUndefined();
+  });
+
+  it('a cause of the wrong shape (an older or foreign writer) is ignored, the pause is not', () => {
+    const folder = new JournalFolder();
+    folder.apply({
+      type: 'paused',
+      at: 't1',
+      reasons: ['harness'],
+      cause: 'disk full',
+    } as unknown as JournalEntry);
+    expect(folder.fold().pauseReasons).toEqual(['harness']);
+    expect(folder.fold().pauseCauses).toBeUndefined();
   });
 });
