@@ -132,11 +132,6 @@ async function waitForExit(pid: number, timeoutMs: number): Promise<number> {
   return Date.now() - t0;
 }
 
-async function supervisorPid(output: string): Promise<number> {
-  const record = JSON.parse(await readFile(join(output, 'supervisor.json'), 'utf8')) as { pid: number };
-  return record.pid;
-}
-
 async function withRegistry<T>(url: string, work: (r: PostgresCapacityRegistry) => Promise<T>): Promise<T> {
   const location = parsePostgresUrl(url);
   const registry = await PostgresCapacityRegistry.open({ connection: location.connection, display: location.path, maxConnections: 1 });
