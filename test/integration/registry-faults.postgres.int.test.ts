@@ -48,9 +48,15 @@ let work = '';
 const batches: string[] = [];
 
 function cli(args: readonly string[]): Promise<CliOutput> {
-  const env: Record<string, string | undefined> = { ...process.env, ROBOGUIDE_REGISTRY_DEADLINE_MS: String(DEADLINE_MS) };
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    ROBOGUIDE_REGISTRY_DEADLINE_MS: String(DEADLINE_MS),
+  };
   delete env['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -117,7 +123,11 @@ async function journal(output: string): Promise<JournalLine[]> {
 }
 
 /** Polls the journal (no CLI start-up cost) until `pred` holds; returns the first record that matched. */
-async function waitForRecord(output: string, pred: (r: JournalLine) => boolean, timeoutMs: number): Promise<JournalLine | null> {
+async function waitForRecord(
+  output: string,
+  pred: (r: JournalLine) => boolean,
+  timeoutMs: number,
+): Promise<JournalLine | null> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const found = (await journal(output).catch(() => [])).find(pred);
@@ -134,7 +144,11 @@ async function waitForExit(pid: number, timeoutMs: number): Promise<number> {
 
 async function withRegistry<T>(url: string, work: (r: PostgresCapacityRegistry) => Promise<T>): Promise<T> {
   const location = parsePostgresUrl(url);
-  const registry = await PostgresCapacityRegistry.open({ connection: location.connection, display: location.path, maxConnections: 1 });
+  const registry = await PostgresCapacityRegistry.open({
+    connection: location.connection,
+    display: location.path,
+    maxConnections: 1,
+  });
   try {
     return await work(registry);
   } finally {
@@ -142,11 +156,28 @@ async function withRegistry<T>(url: string, work: (r: PostgresCapacityRegistry) 
   }
 }
 
-async function start(name: string, url: string, sleeps: readonly number[]): Promise<{ output: string; batchId: string; pid: number }> {
+async function start(
+  name: string,
+  url: string,
+  sleeps: readonly number[],
+): Promise<{ output: string; batchId: string; pid: number }> {
   const output = join(work, name, 'batch');
-  const started = await cli(['e1-batch', 'start', '--manifest', await manifest(name, sleeps), '--output', output, '--registry', url, '--json']);
+  const started = await cli([
+    'e1-batch',
+    'start',
+    '--manifest',
+    await manifest(name, sleeps),
+    '--output',
+    output,
+    '--registry',
+    url,
+    '--json',
+  ]);
   expect(started.code, started.stderr).toBe(0);
-  const { batch_id: batchId, supervisor_pid: pid } = JSON.parse(started.stdout) as { batch_id: string; supervisor_pid: number };
+  const { batch_id: batchId, supervisor_pid: pid } = JSON.parse(started.stdout) as {
+    batch_id: string;
+    supervisor_pid: number;
+  };
   batches.push(batchId);
   return { output, batchId, pid };
 }
@@ -159,7 +190,10 @@ async function expectRegistryPause(output: string, paused: JournalLine): Promise
   const status = await statusOf(output);
   expect(status.state).toBe('paused');
   expect(status.pause_reasons).toEqual(['registry_unavailable']);
-  expect(status.pause_causes?.[0]).toMatchObject({ reason: 'registry_unavailable', code: 'E_REGISTRY_UNAVAILABLE' });
+  expect(status.pause_causes?.[0]).toMatchObject({
+    reason: 'registry_unavailable',
+    code: 'E_REGISTRY_UNAVAILABLE',
+  });
   const log = await readFile(join(output, 'supervisor.log'), 'utf8');
   const pauseLine = log.split('\n').find((l) => l.includes('"batch paused"'));
   expect(pauseLine).toContain('registry_unavailable');
@@ -214,7 +248,9 @@ if (skip !== null) {
         const finished = (await journal(output)).find((r) => r.type === 'pair_finished');
         expect(finished).toBeDefined();
         const afterFinish = Date.parse(paused!.at) - Date.parse(finished!.at);
-        console.info(`frozen during a pair: paused ${afterFinish} ms after the pair finished (deadline ${DEADLINE_MS} ms)`);
+        console.info(
+          `frozen during a pair: paused ${afterFinish} ms after the pair finished (deadline ${DEADLINE_MS} ms)`,
+        );
         expect(afterFinish).toBeLessThanOrEqual(DEADLINE_MS + SLACK_MS);
         const reconciled = (await journal(output)).find((r) => r.type === 'reconciled');
         expect(reconciled).toMatchObject({ kind: 'hold', reason: 'registry_unavailable' });
@@ -234,7 +270,12 @@ if (skip !== null) {
       // The only slot is held by another batch: the supervisor's admission is refused and retried every 2 s.
       const blocker = await withRegistry(url, async (r) => {
         await r.setLimits({ maxReservations: 1, gpuMib: null });
-        const admitted = await r.admit({ batchId: 'blocker', jobId: 'x', claimId: 'blocker-claim', gpuMib: 0 });
+        const admitted = await r.admit({
+          batchId: 'blocker',
+          jobId: 'x',
+          claimId: 'blocker-claim',
+          gpuMib: 0,
+        });
         if (admitted.kind !== 'admitted') throw new Error(`blocker not admitted: ${admitted.kind}`);
         return admitted.reservationId;
       });
@@ -246,7 +287,9 @@ if (skip !== null) {
         const paused = await waitForRecord(output, (r) => r.type === 'paused', 60_000);
         expect(paused).not.toBeNull();
         const pausedMs = Date.parse(paused!.at) - frozenAt;
-        console.info(`frozen at admission: paused ${pausedMs} ms after the freeze (retry 2000 ms + deadline ${DEADLINE_MS} ms)`);
+        console.info(
+          `frozen at admission: paused ${pausedMs} ms after the freeze (retry 2000 ms + deadline ${DEADLINE_MS} ms)`,
+        );
         expect(pausedMs).toBeLessThanOrEqual(2_000 + DEADLINE_MS + SLACK_MS);
         expect(await waitForExit(pid, 30_000)).toBeLessThan(30_000);
         await expectRegistryPause(output, paused!);
@@ -292,9 +335,13 @@ if (skip !== null) {
         const stopped = await cli(['e1-batch', 'stop', '--output', output, '--terminate']);
         expect(stopped.code, stopped.stderr).toBe(0);
         const exitMs = await waitForExit(pid, 60_000);
-        console.info(`stop --terminate while frozen: supervisor exited ${exitMs} ms after the stop (stop budget ${STOP_BUDGET_SEC} s, deadline ${DEADLINE_MS} ms)`);
+        console.info(
+          `stop --terminate while frozen: supervisor exited ${exitMs} ms after the stop (stop budget ${STOP_BUDGET_SEC} s, deadline ${DEADLINE_MS} ms)`,
+        );
         expect(alive(pid)).toBe(false);
-        expect(Date.now() - t0).toBeLessThanOrEqual(STOP_BUDGET_SEC * 1_000 + 2 * DEADLINE_MS + SLACK_MS + 2_000);
+        expect(Date.now() - t0).toBeLessThanOrEqual(
+          STOP_BUDGET_SEC * 1_000 + 2 * DEADLINE_MS + SLACK_MS + 2_000,
+        );
         const status = await statusOf(output);
         expect(status.state).toBe('paused');
         expect(status.pause_reasons).toContain('registry_unavailable');
