@@ -11,7 +11,7 @@ import { isObject, own, type JsonObject } from './json-object.js';
  */
 
 export type HarnessFault =
-  'log_write_failed' | 'receipt_write_failed' | 'result_write_failed' | 'cleanup_unverified' | 'lost_worker';
+  'log_write_failed' | 'receipt_write_failed' | 'result_write_failed' | 'cleanup_unverified' | 'lost_worker' | 'evidence_write_failed';
 
 export interface ClassifyInput {
   readonly jobId: string;
@@ -60,6 +60,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   fatal_failure_flag: 'fatal',
   job_id_mismatch: 'fatal',
   lost_worker: 'harness_failure',
+  // The pair ended, but its result.json could not be written on the evidence disk (ENOSPC, EIO…): rebuilt on resume
+  // from the evidence on disk instead of being taken for a lost worker (issue 27).
+  evidence_write_failed: 'harness_failure',
   log_write_failed: 'harness_failure',
   receipt_write_failed: 'harness_failure',
   result_write_failed: 'harness_failure',

@@ -128,7 +128,8 @@ export interface PairPlacedEvent {
 }
 
 export type HarnessFaultEvent =
-  | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'result_write_failed' }
+  /** `path` and `err` (the error's code, e.g. ENOSPC): what could not be written (issue 27; absent before). */
+  | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'result_write_failed'; readonly path?: string; readonly err?: string }
   | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'receipt_write_failed'; readonly err: string };
 
 export interface PairFinishedEvent {

@@ -37,6 +37,15 @@ export function causeOf(err: unknown, redact: (text: string) => string = (text) 
   };
 }
 
+/** The system error code (`ENOSPC`, `EIO`…) of `err` or of an error it wraps (its `cause` chain), if any. */
+export function errnoOf(err: unknown): string | null {
+  for (let e: unknown = err, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth += 1) {
+    const code = 'code' in e ? e.code : undefined;
+    if (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code)) return code;
+  }
+  return null;
+}
+
 /**
  * The pause a fault of the supervisor (or of a pair's task) causes: a registry that timed out or could not be
  * reached pauses as `registry_unavailable` (resume retries once it answers); anything else as `harness`.

@@ -10,7 +10,7 @@ import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-c
 import { commitWithReadBack } from '../../src/app/reconcile-commit.js';
 import type { CapacityRegistry, TerminalCommit } from '../../src/app/ports/capacity-registry.js';
 import { ExitCode, RoboguideError } from '../../src/core/errors.js';
-import { causeOf, pauseReasonOfFault } from '../../src/core/pause-cause.js';
+import { causeOf, errnoOf, pauseReasonOfFault } from '../../src/core/pause-cause.js';
 import { survivingResume } from '../../src/core/pause-rules.js';
 import { JournalFolder } from '../../src/core/batch-state.js';
 import type { JournalEntry } from '../../src/core/journal-events.js';
@@ -178,6 +178,13 @@ describe('causes and the pause they make', () => {
       causeOf(new Error('token s3cr3t-value leaked'), (t) => t.replaceAll('s3cr3t-value', '***')).message,
     ).toBe('token *** leaked');
     expect(causeOf(new Error('y'.repeat(2_000))).message).toHaveLength(500);
+  });
+
+  it('errnoOf finds the system error code through wrapping errors (E_STORE → ENOSPC), or none', () => {
+    const enospc = Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
+    expect(errnoOf(new RoboguideError('E_STORE', 'cannot write temp file: jobs/d3/result.json (ENOSPC)', { cause: enospc }))).toBe('ENOSPC');
+    expect(errnoOf(new Error('wrapped', { cause: enospc }))).toBe('ENOSPC');
+    expect(errnoOf(new Error('plain'))).toBeNull();
   });
 
   it('E_REGISTRY_UNAVAILABLE pauses as registry_unavailable, anything else as harness; resume clears both', () => {

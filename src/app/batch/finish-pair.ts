@@ -2,7 +2,7 @@ import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import { pauseReasonsFor, type PauseReason } from '../../core/classify.js';
 import type { Receipt } from '../../core/receipt.js';
-import type { PauseCause } from '../../core/pause-cause.js';
+import { causeOf, errnoOf, type PauseCause } from '../../core/pause-cause.js';
 import type { ResultRecord } from '../../core/result.js';
 import { writeJsonVerified } from '../durable-write.js';
 import { failpoint } from '../failpoints.js';
@@ -44,8 +44,13 @@ export async function finishPair(deps: FinishDeps, receipt: Receipt, result: Res
   failpoint('before_result');
   const written = await writeJsonVerified(store, resultRel(jobId), result);
   if (written.kind === 'failed') {
-    await journal('harness_fault', { job_id: jobId, fault: 'result_write_failed' });
-    return { jobId, result, pauseReasons: [...pauseReasons, 'harness'], released: false };
+    // The evidence disk refused it (ENOSPC, EIO…): say so, with the path, so that resume rebuilds the result as
+    // `evidence_write_failed` rather than a lost worker (issue 27). Best effort: the disk may refuse this too.
+    const cause = causeOf(written.error);
+    const path = store.resolve(resultRel(jobId));
+    await journal('harness_fault', { job_id: jobId, fault: 'result_write_failed', path, err: errnoOf(written.error) ?? cause.code }).catch(() => undefined);
+    pauseReasons.add('harness');
+    return { jobId, result, pauseReasons: [...pauseReasons], released: false, cause: { code: cause.code, message: `cannot write ${path}: ${cause.message}` } };
   }
   failpoint('after_result');
   // The times and the GPU peak: what status counts of a finished pair, so that it needs no result file to count it.
