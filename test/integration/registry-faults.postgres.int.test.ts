@@ -5,11 +5,11 @@
  * here), the cause is in the journal, status and supervisor.log, the supervisor exits, and once the server is back
  * one `resume` drains the batch: each pair run once, no reservation held, no container left.
  *
- * Faults last FAULT_MS (5 s); ROBOGUIDE_TEST_LONG_REGISTRY_FAULTS=1 holds them 90 s (not in CI: slow). A network
- * partition is not here: see the report of issue 27. Skipped where PostgreSQL or Docker cannot run, unless
- * REQUIRE_POSTGRES=1.
+ * The last case partitions the registry from the supervisor in a network namespace of the test's own (iptables
+ * there drops the packets to the server's port). Faults last FAULT_MS (5 s); ROBOGUIDE_TEST_LONG_REGISTRY_FAULTS=1
+ * holds them 90 s (not in CI: slow). Skipped where PostgreSQL or Docker cannot run, unless REQUIRE_POSTGRES=1.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -46,6 +46,8 @@ interface JournalLine {
 let server: TestPostgres | null = null;
 let work = '';
 const batches: string[] = [];
+/** The partition case: the CLI (and the supervisor it launches) run in this network namespace, with this password. */
+let inNamespace: { readonly netns: string; readonly password: string } | null = null;
 
 function cli(args: readonly string[]): Promise<CliOutput> {
   const env: Record<string, string | undefined> = {
@@ -53,10 +55,13 @@ function cli(args: readonly string[]): Promise<CliOutput> {
     ROBOGUIDE_REGISTRY_DEADLINE_MS: String(DEADLINE_MS),
   };
   delete env['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const argv = ['--disable-warning=ExperimentalWarning', BIN, ...args];
+  if (inNamespace !== null) env['PGPASSWORD'] = inNamespace.password;
+  const [file, ...rest] =
+    inNamespace === null
+      ? [process.execPath, ...argv]
+      : ['nsenter', `--net=/run/netns/${inNamespace.netns}`, process.execPath, ...argv];
+  const child = spawn(file, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -201,7 +206,13 @@ async function expectRegistryPause(output: string, paused: JournalLine): Promise
 }
 
 /** One resume drains it: each pair claimed and finished once, nothing held, no container left. */
-async function expectResumeDrains(output: string, batchId: string, url: string, jobs: number): Promise<void> {
+async function expectResumeDrains(
+  output: string,
+  batchId: string,
+  url: string,
+  jobs: number,
+  registryUrl: string = url,
+): Promise<void> {
   const resumed = await cli(['e1-batch', 'resume', '--output', output, '--foreground', '--json']);
   expect(resumed.code, resumed.stderr).toBe(0);
   const status = await statusOf(output);
@@ -214,7 +225,7 @@ async function expectResumeDrains(output: string, batchId: string, url: string, 
   expect(new Set(claims).size).toBe(jobs);
   expect(finishes.length).toBe(jobs);
   expect(new Set(finishes).size).toBe(jobs);
-  expect(await withRegistry(url, (r) => r.held({ batchId }))).toEqual([]);
+  expect(await withRegistry(registryUrl, (r) => r.held({ batchId }))).toEqual([]);
   expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
 }
 
@@ -360,4 +371,87 @@ if (skip !== null) {
       expect((await statusOf(output)).state).toBe('drained');
     });
   });
+
+  /**
+   * A network partition, safely: PostgreSQL listens on 127.0.0.1 inside a network namespace of this test's own, the
+   * CLI and its supervisor run in that namespace (the engine is reached through its Unix socket), and an iptables
+   * rule of that namespace only drops the packets to the server's port. The test reads the registry through the
+   * server's Unix socket. Nothing outside the namespace is touched.
+   */
+  const NETNS = `rg-w27-part-${process.pid}`;
+  let netnsReady: string | null = null;
+  try {
+    execFileSync('ip', ['netns', 'add', NETNS]);
+    execFileSync('nsenter', [`--net=/run/netns/${NETNS}`, 'ip', 'link', 'set', 'lo', 'up']);
+    execFileSync('nsenter', [`--net=/run/netns/${NETNS}`, 'iptables', '-S']);
+    netnsReady = NETNS;
+  } catch {
+    spawnSync('ip', ['netns', 'del', NETNS]);
+  }
+  const iptables = (op: '-A' | '-D', port: number): void => {
+    execFileSync('nsenter', [
+      `--net=/run/netns/${NETNS}`,
+      'iptables',
+      op,
+      'INPUT',
+      '-p',
+      'tcp',
+      '--dport',
+      String(port),
+      '-j',
+      'DROP',
+    ]);
+  };
+
+  describe.skipIf(netnsReady === null)(
+    'PostgreSQL registry partitioned from the supervisor (a network namespace of the test)',
+    () => {
+      let partServer: TestPostgres | null = null;
+      let dropping = false;
+      beforeAll(() => {
+        partServer = startPostgres({ tcp: true, netns: NETNS });
+      });
+      afterAll(() => {
+        inNamespace = null;
+        if (dropping && partServer?.port != null) iptables('-D', partServer.port);
+        partServer?.stop();
+        spawnSync('ip', ['netns', 'del', NETNS]);
+      });
+
+      it('packets to the server dropped during a pair: pauses registry_unavailable within the deadline; resume drains', async () => {
+        const password = 'Partition-Pw-7781';
+        await partServer!.createPasswordUser('rg_part', password, 'rg_part');
+        const port = partServer!.port!;
+        const tcpUrl = `postgresql://rg_part@127.0.0.1:${port}/rg_part`;
+        const socketUrl = partServer!.url('rg_part');
+        inNamespace = { netns: NETNS, password };
+        try {
+          const { output, batchId, pid } = await start('partition', tcpUrl, [3, 1]);
+          expect(await waitForRecord(output, (r) => r.type === 'container_created', 60_000)).not.toBeNull();
+          iptables('-A', port);
+          dropping = true;
+          const droppedAt = Date.now();
+          try {
+            const paused = await waitForRecord(output, (r) => r.type === 'paused', 60_000);
+            expect(paused).not.toBeNull();
+            const finished = (await journal(output)).find((r) => r.type === 'pair_finished');
+            const afterFinish = Date.parse(paused!.at) - Date.parse(finished!.at);
+            console.info(
+              `partitioned during a pair: paused ${afterFinish} ms after the pair finished (deadline ${DEADLINE_MS} ms)`,
+            );
+            expect(afterFinish).toBeLessThanOrEqual(DEADLINE_MS + SLACK_MS);
+            expect(await waitForExit(pid, 30_000)).toBeLessThan(30_000);
+            await expectRegistryPause(output, paused!);
+          } finally {
+            await sleep(Math.max(0, FAULT_MS - (Date.now() - droppedAt)));
+            iptables('-D', port);
+            dropping = false;
+          }
+          await expectResumeDrains(output, batchId, tcpUrl, 2, socketUrl);
+        } finally {
+          inNamespace = null;
+        }
+      });
+    },
+  );
 }

@@ -77,8 +77,11 @@ export function postgresSkipReason(): string | null {
   return reason;
 }
 
-function asPostgres(command: string, args: readonly string[]): string {
-  return execFileSync('runuser', ['-u', PG_USER, '--', join(PG_BIN, command), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+/** `netns`: run it inside that network namespace (`/run/netns/NAME`, made by the caller): its TCP port lives there. */
+function asPostgres(command: string, args: readonly string[], netns?: string): string {
+  const run = ['runuser', '-u', PG_USER, '--', join(PG_BIN, command), ...args];
+  const [file, ...rest] = netns === undefined ? run : ['nsenter', `--net=/run/netns/${netns}`, ...run];
+  return execFileSync(file!, rest, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** A TCP port free on 127.0.0.1 right now (the kernel picks it). */
@@ -90,7 +93,7 @@ function freePort(): number {
   return Number(out);
 }
 
-export function startPostgres(options: { readonly tcp?: boolean } = {}): TestPostgres {
+export function startPostgres(options: { readonly tcp?: boolean; readonly netns?: string } = {}): TestPostgres {
   const owner = ids(PG_USER);
   if (owner === null) throw new Error(`no ${PG_USER} user`);
   const root = mkdtempSync(join(tmpdir(), 'rg-pg-'));
@@ -115,7 +118,7 @@ export function startPostgres(options: { readonly tcp?: boolean } = {}): TestPos
       '-t',
       '60',
       'start',
-    ]);
+    ], options.netns);
     return Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '');
   };
   let pid = start();
