@@ -170,6 +170,8 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   readonly #now: () => string;
   readonly #newId: () => string;
   #closed = false;
+  /** The last operation found the server late or unreachable: close() does not wait for its goodbye. */
+  #unavailable = false;
 
   private constructor(pool: pg.Pool, sockets: TrackedSockets, options: PostgresCapacityRegistryOptions) {
     this.path = options.display;
@@ -234,10 +236,17 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
    */
   async #bounded<T>(operation: string, work: (held: Held) => Promise<T>): Promise<T> {
     const held: Held = { client: undefined, timedOut: false };
-    return withDeadline({ operation, registry: this.path, deadlineMs: this.#deadlineMs }, () => work(held), () => {
-      held.timedOut = true;
-      if (held.client !== undefined) destroyClient(held.client);
-    });
+    try {
+      const value = await withDeadline({ operation, registry: this.path, deadlineMs: this.#deadlineMs }, () => work(held), () => {
+        held.timedOut = true;
+        if (held.client !== undefined) destroyClient(held.client);
+      });
+      this.#unavailable = false;
+      return value;
+    } catch (error) {
+      this.#unavailable = isUnreachable(error);
+      throw error;
+    }
   }
 
   /** A client for `held`, or (the deadline passed while it connected) none: it is destroyed at once. */
@@ -514,6 +523,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    if (this.#unavailable) this.#sockets.destroyAll();
     await endPool(this.#pool, this.#sockets, this.#deadlineMs);
   }
 }
