@@ -335,7 +335,7 @@ if (skip !== null) {
       await expectResumeDrains(output, batchId, url, 2);
     });
 
-    it('stop --terminate while frozen settles within the stop budget plus the registry deadlines; resume drains', async () => {
+    it('stop --terminate while frozen settles within the stop budget plus one registry deadline; resume drains', async () => {
       const url = await server!.createDatabase('rg_stop');
       const { output, batchId, pid } = await start('stopfrozen', url, [30, 1]);
       expect(await waitForRecord(output, (r) => r.type === 'container_created', 60_000)).not.toBeNull();
