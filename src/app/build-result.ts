@@ -80,6 +80,8 @@ export async function lostWorkerResult(
     readonly cleanup: CleanupRecord;
     readonly secrets: readonly string[];
     readonly allowedHttpStatuses: readonly number[];
+    /** `evidence_write_failed`: the pair had ended and only its result.json could not be written (default lost_worker). */
+    readonly fault?: 'lost_worker' | 'evidence_write_failed';
   },
 ): Promise<ResultRecord> {
   const { store, receipt } = pair;
@@ -96,7 +98,7 @@ export async function lostWorkerResult(
     timedOut: false,
     terminated: false,
     engineFault: null,
-    harnessFaults: pair.cleanup.verified_absent ? ['lost_worker'] : ['lost_worker', 'cleanup_unverified'],
+    harnessFaults: pair.cleanup.verified_absent ? [pair.fault ?? 'lost_worker'] : [pair.fault ?? 'lost_worker', 'cleanup_unverified'],
     allowedHttpStatuses: pair.allowedHttpStatuses,
   });
   const logBytes = async (name: string): Promise<number> => (await deps.fs.lstat(inPair(name)).catch(() => null))?.sizeBytes ?? 0;

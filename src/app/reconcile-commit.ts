@@ -21,7 +21,8 @@ export type CommitStep = readonly [text: string, point: ReconcileStep | undefine
 export type CommitOutcome =
   | { readonly kind: 'would_commit' | 'committed' | 'already_committed'; readonly steps: readonly CommitStep[] }
   | { readonly kind: 'refused'; readonly reason: TerminalCommitRefusal; readonly detail: string }
-  | { readonly kind: 'fault'; readonly detail: string };
+  /** `unavailable`: the registry timed out or could not be reached (E_REGISTRY_UNAVAILABLE): retry later. */
+  | { readonly kind: 'fault'; readonly detail: string; readonly unavailable?: boolean };
 
 const REGISTRY_STEPS: Readonly<Record<string, CommitStep | null>> = {
   board_written_terminal: ['board row terminal (read back)', 'board_terminal'],
@@ -51,6 +52,10 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+function unavailable(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && 'code' in err && err.code === 'E_REGISTRY_UNAVAILABLE';
+}
+
 /** The registry already shows this exact commit: board terminal and reservation released, both by this proof. */
 async function committedByThisProof(registry: CapacityRegistry, commit: TerminalCommit): Promise<boolean> {
   try {
@@ -78,6 +83,9 @@ export async function commitWithReadBack(registry: CapacityRegistry, commit: Ter
       return { ...outcome, steps: [['registry commit retried after an error', undefined], ...outcome.steps] };
     } catch (err) {
       lastError = err;
+      // A registry past its deadline: no read-back and no retry (each would wait one more deadline); the commit is
+      // replay-safe, so `resume` finds it committed by this proof, or commits it then.
+      if (unavailable(err)) return { kind: 'fault', detail: `terminal commit: ${message(err)}`, unavailable: true };
       if (await committedByThisProof(registry, commit)) {
         return {
           kind: 'committed',
@@ -125,7 +133,7 @@ export async function predictCommit(registry: CapacityRegistry, commit: Terminal
     reservation = await registry.reservation(commit.reservationId);
     board = (await registry.board({ claimId: commit.claimId }))[0] ?? null;
   } catch (err) {
-    return { kind: 'fault', detail: `cannot read the registry: ${message(err)}` };
+    return { kind: 'fault', detail: `cannot read the registry: ${message(err)}`, ...(unavailable(err) ? { unavailable: true } : {}) };
   }
   const refused = refusalOf(commit, reservation, board);
   if (refused !== null) return refused;

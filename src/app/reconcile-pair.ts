@@ -29,8 +29,11 @@ export const PROOF_FILE = 'terminal-proof.json';
 
 export type ReconcileMode = 'preview' | 'execute';
 export type ReconcileKind = 'would_commit' | 'committed' | 'already_committed' | 'hold' | 'refused';
-/** `storage_fault`/`registry_fault`: a write or read failed; the reservation and the evidence are kept. */
-export type ReconcileHoldReason = HoldReason | 'storage_fault' | 'registry_fault';
+/**
+ * `storage_fault`/`registry_fault`: a write or read failed; `registry_unavailable`: the registry timed out or could not
+ * be reached (retry later). The reservation and the evidence are kept.
+ */
+export type ReconcileHoldReason = HoldReason | 'storage_fault' | 'registry_fault' | 'registry_unavailable';
 export type ReconcileReason = ReconcileHoldReason | TerminalCommitRefusal;
 export type { ReconcileStep } from './reconcile-commit.js';
 
@@ -68,6 +71,7 @@ export const REASON_TEXT: Readonly<Record<ReconcileReason, string>> = {
   cleanup_unverified: 'container absence cannot be verified',
   storage_fault: 'storage fault',
   registry_fault: 'registry fault',
+  registry_unavailable: 'registry unavailable (timed out or unreachable)',
   run_owned_by_other_batch: 'cross-batch collision: the run id is owned by another batch',
   reservation_not_held_by_claim: 'stale admission: the reservation is not held by this claim',
   proof_mismatch: 'proof mismatch: the run was made terminal by a different proof',
@@ -227,7 +231,7 @@ function commitOf(proof: TerminalProof, proofSha256: string): TerminalCommit {
 
 function finish(ctx: Context, outcome: CommitOutcome, reservationId: string): ReconcileReport {
   if (outcome.kind === 'refused') throw new Stop(outcome.reason, outcome.detail);
-  if (outcome.kind === 'fault') throw new Stop('registry_fault', outcome.detail);
+  if (outcome.kind === 'fault') throw new Stop(outcome.unavailable === true ? 'registry_unavailable' : 'registry_fault', outcome.detail);
   for (const [text, point] of outcome.steps) step(ctx, text, point);
   const detail =
     outcome.kind === 'would_commit'

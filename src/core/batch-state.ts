@@ -2,6 +2,7 @@ import type { PauseReason } from './classify.js';
 import { knownEntry, type JournalEntry } from './journal-events.js';
 import { survivingResume } from './pause-rules.js';
 import type { Classification } from './result.js';
+import type { PauseCause } from './pause-cause.js';
 
 export const STATUS_SCHEMA = 'roboguide.e1.status/v1' as const;
 
@@ -39,6 +40,23 @@ export interface PauseHistoryEntry {
   readonly event: 'paused' | 'resumed';
   readonly reasons: readonly string[];
   readonly job_id: string | null;
+  /** A pause's cause where an error made it (code and masked message, issue 27). */
+  readonly cause?: PauseCause;
+}
+
+/** The cause of a pause in force: which reason, when, after which pair, and the error's code and message. */
+export interface PauseCauseEntry {
+  readonly reason: PauseReason;
+  readonly at: string;
+  readonly job_id: string | null;
+  readonly code: string;
+  readonly message: string;
+}
+
+function causeOfEntry(value: unknown): PauseCause | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const { code, message } = value as { code?: unknown; message?: unknown };
+  return typeof code === 'string' && typeof message === 'string' ? { code, message } : null;
 }
 
 export interface JournalFold {
@@ -47,6 +65,8 @@ export interface JournalFold {
   readonly terminateRequested: boolean;
   readonly exitedAs: BatchState | null;
   readonly pauseHistory: PauseHistoryEntry[];
+  /** The causes of the pauses in force (the latest per reason; absent when none): a pause without an error has none. */
+  readonly pauseCauses?: PauseCauseEntry[];
 }
 
 function reasonsOf(value: unknown): PauseReason[] | null {
@@ -61,6 +81,8 @@ export interface JournalFoldState {
   readonly stop_requested: boolean;
   readonly terminate_requested: boolean;
   readonly exited_as: BatchState | null;
+  /** Absent in a basis written before issue 27. */
+  readonly pause_causes?: PauseCauseEntry[];
 }
 
 /**
@@ -74,9 +96,11 @@ export class JournalFolder {
   #terminateRequested: boolean;
   #exitedAs: BatchState | null;
   readonly #pauseHistory: PauseHistoryEntry[] = [];
+  readonly #causes = new Map<PauseReason, PauseCauseEntry>();
 
   constructor(from?: JournalFoldState) {
     this.#reasons = new Set(from?.pause_reasons ?? []);
+    for (const c of from?.pause_causes ?? []) this.#causes.set(c.reason, c);
     this.#stopRequested = from?.stop_requested ?? false;
     this.#terminateRequested = from?.terminate_requested ?? false;
     this.#exitedAs = from?.exited_as ?? null;
@@ -90,7 +114,10 @@ export class JournalFolder {
         const reasons = reasonsOf(e.reasons);
         if (reasons === null) return;
         for (const r of reasons) this.#reasons.add(r);
-        this.#pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...reasons], job_id: typeof e.job_id === 'string' ? e.job_id : null });
+        const jobId = typeof e.job_id === 'string' ? e.job_id : null;
+        const cause = causeOfEntry(e.cause);
+        this.#pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...reasons], job_id: jobId, ...(cause !== null ? { cause } : {}) });
+        if (cause !== null) for (const r of reasons) this.#causes.set(r, { reason: r, at: e.at ?? '', job_id: jobId, ...cause });
         return;
       }
       case 'resumed': {
@@ -98,6 +125,7 @@ export class JournalFolder {
         const cleared = [...this.#reasons].filter((r) => !kept.includes(r));
         this.#reasons.clear();
         for (const r of kept) this.#reasons.add(r);
+        for (const r of cleared) this.#causes.delete(r);
         this.#pauseHistory.push({ at: e.at ?? '', event: 'resumed', reasons: cleared, job_id: null });
         return;
       }
@@ -126,11 +154,12 @@ export class JournalFolder {
       terminateRequested: this.#terminateRequested,
       exitedAs: this.#exitedAs,
       pauseHistory: [...this.#pauseHistory],
+      ...(this.#causes.size > 0 ? { pauseCauses: [...this.#causes.values()] } : {}),
     };
   }
 
   state(): JournalFoldState {
-    return { pause_reasons: [...this.#reasons], stop_requested: this.#stopRequested, terminate_requested: this.#terminateRequested, exited_as: this.#exitedAs };
+    return { pause_reasons: [...this.#reasons], stop_requested: this.#stopRequested, terminate_requested: this.#terminateRequested, exited_as: this.#exitedAs, ...(this.#causes.size > 0 ? { pause_causes: [...this.#causes.values()] } : {}) };
   }
 }
 

@@ -11,7 +11,7 @@ import { isObject, own, type JsonObject } from './json-object.js';
  */
 
 export type HarnessFault =
-  'log_write_failed' | 'receipt_write_failed' | 'result_write_failed' | 'cleanup_unverified' | 'lost_worker';
+  'log_write_failed' | 'receipt_write_failed' | 'result_write_failed' | 'cleanup_unverified' | 'lost_worker' | 'evidence_write_failed';
 
 export interface ClassifyInput {
   readonly jobId: string;
@@ -35,7 +35,8 @@ export interface Classified {
   readonly reasons: Reason[];
 }
 
-export type PauseReason = 'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'inputs_changed';
+/** `registry_unavailable`: a registry call timed out or could not reach its server (issue 27); resume clears it. */
+export type PauseReason = 'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'registry_unavailable' | 'inputs_changed';
 
 /** Stable order of pause reasons in status.json. */
 export const PAUSE_REASONS: readonly PauseReason[] = [
@@ -43,6 +44,7 @@ export const PAUSE_REASONS: readonly PauseReason[] = [
   'infrastructure_streak',
   'provider',
   'harness',
+  'registry_unavailable',
   'inputs_changed',
 ];
 
@@ -58,6 +60,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   fatal_failure_flag: 'fatal',
   job_id_mismatch: 'fatal',
   lost_worker: 'harness_failure',
+  // The pair ended, but its result.json could not be written on the evidence disk (ENOSPC, EIO…): rebuilt on resume
+  // from the evidence on disk instead of being taken for a lost worker (issue 27).
+  evidence_write_failed: 'harness_failure',
   log_write_failed: 'harness_failure',
   receipt_write_failed: 'harness_failure',
   result_write_failed: 'harness_failure',

@@ -1,6 +1,7 @@
 import type { BatchState } from './batch-state.js';
 import type { PauseReason } from './classify.js';
 import type { Classification } from './result.js';
+import type { PauseCause } from './pause-cause.js';
 
 /**
  * The batch journal (`events.jsonl`, SPEC §6.10) as a closed union: every record this version appends, one type
@@ -41,6 +42,8 @@ export interface PausedEvent {
   readonly at: string;
   readonly reasons: readonly PauseReason[];
   readonly job_id?: string;
+  /** What caused it where an error did (code and masked message; issue 27). */
+  readonly cause?: PauseCause;
 }
 
 export interface StopRequestedEvent {
@@ -125,7 +128,8 @@ export interface PairPlacedEvent {
 }
 
 export type HarnessFaultEvent =
-  | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'result_write_failed' }
+  /** `path` and `err` (the error's code, e.g. ENOSPC): what could not be written (issue 27; absent before). */
+  | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'result_write_failed'; readonly path?: string; readonly err?: string }
   | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'receipt_write_failed'; readonly err: string };
 
 export interface PairFinishedEvent {

@@ -42,6 +42,7 @@ export type Reason =
   | 'provider_requires_stop'
   | 'provider_status_not_allowed'
   | 'lost_worker'
+  | 'evidence_write_failed'
   | 'log_write_failed'
   | 'receipt_write_failed'
   | 'result_write_failed'

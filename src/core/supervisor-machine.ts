@@ -4,6 +4,7 @@ import { decideDispatch, type CapacityConfig } from './dispatch-policy.js';
 import type { JournalFieldsOf } from './journal-events.js';
 import { infrastructureStreak, type FinishedPair } from './pause-rules.js';
 import type { Classification } from './result.js';
+import { pauseReasonOfFault, type PauseCause } from './pause-cause.js';
 
 /**
  * The batch supervisor's decisions (SPEC §5) as a reducer: `decide(state, event) → { state, effects }`. Pure: the
@@ -40,12 +41,12 @@ export interface SupervisorState {
 
 /** How a launched pair ended, as the loop saw it. */
 export type PairOutcome =
-  | { readonly kind: 'finished'; readonly classification: Classification; readonly pauseReasons: readonly PauseReason[] }
+  | { readonly kind: 'finished'; readonly classification: Classification; readonly pauseReasons: readonly PauseReason[]; readonly cause?: PauseCause }
   /** The registry had no room: nothing was claimed. */
   | { readonly kind: 'refused'; readonly reason: string }
   | { readonly kind: 'claim_failed'; readonly reason: 'receipt_write_failed' | 'already_claimed' }
-  /** The pair's task threw (a fault of the tool, logged where it was caught). */
-  | { readonly kind: 'failed' };
+  /** The pair's task threw (a fault of the tool, logged where it was caught): `registry_unavailable` or `harness`. */
+  | { readonly kind: 'failed'; readonly cause?: PauseCause };
 
 export type SupervisorEvent =
   /** Claimed pairs without a result, found at start: recovered, never launched again; then the first status.json. */
@@ -54,9 +55,9 @@ export type SupervisorEvent =
   | { readonly type: 'next'; readonly nowMs: number; readonly gpuPeaksMib: readonly number[] }
   | { readonly type: 'sources_checked'; readonly ok: boolean }
   /** A reason to pause found outside the loop (start-up recovery). */
-  | { readonly type: 'pause_needed'; readonly reasons: readonly PauseReason[]; readonly jobId: string | null }
-  /** The supervisor itself failed (logged where caught): pause; running pairs finish first. */
-  | { readonly type: 'fault' }
+  | { readonly type: 'pause_needed'; readonly reasons: readonly PauseReason[]; readonly jobId: string | null; readonly cause?: PauseCause }
+  /** The supervisor itself failed (logged where caught): pause (`registry_unavailable` or `harness`); running pairs finish first. */
+  | { readonly type: 'fault'; readonly cause?: PauseCause }
   /** A stop request (`e1-batch stop`, the stop file). */
   | { readonly type: 'stop_requested'; readonly terminate: boolean }
   /** SIGTERM/SIGINT: the first stops, the next terminates. */
@@ -75,7 +76,7 @@ export type SupervisorJournal =
 export type SupervisorEffect =
   /** Best effort: the decision holds in memory whatever happens to the journal (fail closed). */
   | { readonly kind: 'journal'; readonly event: SupervisorJournal }
-  | { readonly kind: 'log_pause'; readonly reasons: readonly PauseReason[]; readonly jobId: string | null }
+  | { readonly kind: 'log_pause'; readonly reasons: readonly PauseReason[]; readonly jobId: string | null; readonly cause?: PauseCause }
   /** A change that matters (a pair finished, a pause, a stop): status.json now. */
   | { readonly kind: 'write_status' }
   /** A change that can wait (a pair started): coalesced. */
@@ -130,9 +131,9 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
     case 'sources_checked':
       return event.ok ? { state, effects: [] } : pause(state, ['fatal', 'inputs_changed'], null);
     case 'pause_needed':
-      return pause(state, event.reasons, event.jobId);
+      return pause(state, event.reasons, event.jobId, event.cause);
     case 'fault':
-      return pause(state, ['harness'], null);
+      return pause(state, [pauseReasonOfFault(event.cause)], null, event.cause);
     case 'stop_requested':
       return requestStop(state, event.terminate);
     case 'signal':
@@ -150,14 +151,15 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
 }
 
 /** Pause for the reasons not already held: journal them, say so, write status. Nothing new: nothing to do. */
-function pause(state: SupervisorState, reasons: readonly PauseReason[], jobId: string | null): Decision {
+function pause(state: SupervisorState, reasons: readonly PauseReason[], jobId: string | null, cause?: PauseCause): Decision {
   const fresh = reasons.filter((r) => !state.pauseReasons.includes(r));
   if (fresh.length === 0) return { state, effects: [] };
+  const withCause = cause !== undefined ? { cause } : {};
   return {
     state: { ...state, pauseReasons: [...new Set([...state.pauseReasons, ...fresh])] },
     effects: [
-      { kind: 'journal', event: { type: 'paused', reasons: fresh, ...(jobId !== null ? { job_id: jobId } : {}) } },
-      { kind: 'log_pause', reasons: fresh, jobId },
+      { kind: 'journal', event: { type: 'paused', reasons: fresh, ...(jobId !== null ? { job_id: jobId } : {}), ...withCause } },
+      { kind: 'log_pause', reasons: fresh, jobId, ...withCause },
       { kind: 'write_status' },
     ],
   };
@@ -213,7 +215,7 @@ function pairDone(before: SupervisorState, jobId: string, nowMs: number, outcome
 function settleOutcome(state: SupervisorState, jobId: string, nowMs: number, outcome: PairOutcome): Decision {
   switch (outcome.kind) {
     case 'finished':
-      return finished(state, jobId, outcome.classification, outcome.pauseReasons);
+      return finished(state, jobId, outcome.classification, outcome.pauseReasons, outcome.cause);
     case 'refused': {
       const claimed = new Set(state.claimed);
       claimed.delete(jobId);
@@ -226,15 +228,15 @@ function settleOutcome(state: SupervisorState, jobId: string, nowMs: number, out
       // Already claimed (another process won the receipt): it stays claimed, nothing ran here.
       return outcome.reason === 'receipt_write_failed' ? pause(state, ['harness'], jobId) : { state, effects: [] };
     case 'failed':
-      return pause(state, ['harness'], jobId);
+      return pause(state, [pauseReasonOfFault(outcome.cause)], jobId, outcome.cause);
   }
 }
 
 /** A result: a slot is free again (retry admission at once), count it, pause for what it says and for a streak. */
-function finished(before: SupervisorState, jobId: string, classification: Classification, reasons: readonly PauseReason[]): Decision {
+function finished(before: SupervisorState, jobId: string, classification: Classification, reasons: readonly PauseReason[], cause?: PauseCause): Decision {
   const finishedHere = [...before.finishedHere, { jobId, classification }];
   const state: SupervisorState = { ...before, registryRetryAtMs: 0, finishedCount: before.finishedCount + 1, finishedHere };
-  const first = reasons.length > 0 ? pause(state, reasons, jobId) : { state, effects: [] };
+  const first = reasons.length > 0 ? pause(state, reasons, jobId, cause) : { state, effects: [] };
   if (!infrastructureStreak(finishedHere)) return first;
   const streak = pause(first.state, ['infrastructure_streak'], jobId);
   return { state: streak.state, effects: [...first.effects, ...streak.effects] };

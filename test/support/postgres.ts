@@ -25,7 +25,32 @@ export interface TestPostgres {
   readonly port: number | null;
   /** A login role with this password, owning a new database: `postgresql://USER:PASSWORD@127.0.0.1:PORT/DB` works. */
   createPasswordUser(user: string, password: string, database: string): Promise<void>;
+  /** Freeze the server: SIGSTOP the postmaster and every child (`pgrep -P`); it accepts nothing and answers nothing. */
+  freeze(): void;
+  /** Thaw a frozen server (SIGCONT, children first). Safe to call when not frozen. */
+  thaw(): void;
+  /** Stop the server (`pg_ctl stop -m immediate`); its socket goes away: a client is refused at once. */
+  halt(): void;
+  /** Start it again on the same data, socket and port. */
+  restart(): void;
   stop(): void;
+}
+
+/** The postmaster's children now (`pgrep -P`). */
+function childrenOf(pid: number): number[] {
+  const out = spawnSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' });
+  return out.stdout
+    .split('\n')
+    .map((line) => Number(line.trim()))
+    .filter((n) => Number.isSafeInteger(n) && n > 0);
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone
+  }
 }
 
 function ids(user: string): { uid: number; gid: number } | null {
@@ -52,8 +77,11 @@ export function postgresSkipReason(): string | null {
   return reason;
 }
 
-function asPostgres(command: string, args: readonly string[]): string {
-  return execFileSync('runuser', ['-u', PG_USER, '--', join(PG_BIN, command), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+/** `netns`: run it inside that network namespace (`/run/netns/NAME`, made by the caller): its TCP port lives there. */
+function asPostgres(command: string, args: readonly string[], netns?: string): string {
+  const run = ['runuser', '-u', PG_USER, '--', join(PG_BIN, command), ...args];
+  const [file, ...rest] = netns === undefined ? run : ['nsenter', `--net=/run/netns/${netns}`, ...run];
+  return execFileSync(file!, rest, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** A TCP port free on 127.0.0.1 right now (the kernel picks it). */
@@ -65,7 +93,7 @@ function freePort(): number {
   return Number(out);
 }
 
-export function startPostgres(options: { readonly tcp?: boolean } = {}): TestPostgres {
+export function startPostgres(options: { readonly tcp?: boolean; readonly netns?: string } = {}): TestPostgres {
   const owner = ids(PG_USER);
   if (owner === null) throw new Error(`no ${PG_USER} user`);
   const root = mkdtempSync(join(tmpdir(), 'rg-pg-'));
@@ -78,21 +106,28 @@ export function startPostgres(options: { readonly tcp?: boolean } = {}): TestPos
   const listen = port === null ? `-c listen_addresses=''` : `-c listen_addresses=127.0.0.1 -p ${port}`;
   // Reachable by root (the test process) through the socket folder: 0711 lets it traverse, not list.
   chmodSync(root, 0o711);
-  asPostgres('pg_ctl', [
-    '-D',
-    dataDir,
-    '-l',
-    join(root, 'server.log'),
-    '-o',
-    `-k ${socketDir} ${listen} -c fsync=off -c max_connections=100`,
-    '-w',
-    '-t',
-    '60',
-    'start',
-  ]);
-  const pidText = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '';
-  const pid = Number(pidText);
+  const start = (): number => {
+    asPostgres('pg_ctl', [
+      '-D',
+      dataDir,
+      '-l',
+      join(root, 'server.log'),
+      '-o',
+      `-k ${socketDir} ${listen} -c fsync=off -c max_connections=100`,
+      '-w',
+      '-t',
+      '60',
+      'start',
+    ], options.netns);
+    return Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '');
+  };
+  let pid = start();
   let stopped = false;
+  let frozen: number[] = [];
+  const thaw = (): void => {
+    for (const p of frozen.reverse()) signal(p, 'SIGCONT');
+    frozen = [];
+  };
   const socketPort = port === null ? '' : `&port=${port}`;
   const url = (database: string): string => `postgres://${PG_USER}@/${database}?host=${socketDir}${socketPort}`;
   const admin = async (statements: readonly string[]): Promise<void> => {
@@ -120,7 +155,26 @@ export function startPostgres(options: { readonly tcp?: boolean } = {}): TestPos
       await admin([`CREATE DATABASE "${name.replaceAll('"', '')}"`]);
       return url(name);
     },
+    freeze(): void {
+      if (frozen.length > 0) return;
+      // The postmaster first (it forks no new child once stopped), then every child it has.
+      frozen = [pid];
+      signal(pid, 'SIGSTOP');
+      for (const child of childrenOf(pid)) {
+        frozen.push(child);
+        signal(child, 'SIGSTOP');
+      }
+    },
+    thaw,
+    halt(): void {
+      thaw();
+      asPostgres('pg_ctl', ['-D', dataDir, '-m', 'immediate', '-w', '-t', '30', 'stop']);
+    },
+    restart(): void {
+      pid = start();
+    },
     stop(): void {
+      thaw();
       if (stopped) return;
       stopped = true;
       try {

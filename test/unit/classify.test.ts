@@ -13,7 +13,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
   ['fatal', ['fatal_failure_flag', 'job_id_mismatch']],
   [
     'harness_failure',
-    ['lost_worker', 'log_write_failed', 'receipt_write_failed', 'result_write_failed', 'cleanup_unverified'],
+    ['lost_worker', 'evidence_write_failed', 'log_write_failed', 'receipt_write_failed', 'result_write_failed', 'cleanup_unverified'],
   ],
   ['provider_stop', ['provider_requires_stop', 'provider_status_not_allowed']],
   [

@@ -47,7 +47,10 @@ describe('registry shared by several connections (SQLite)', () => {
           )
           .run(`r-${claim}`, `job-${claim}`, claim);
       }
-      await expect(registry.admit(request('c1'))).rejects.toMatchObject({ code: 'E_REGISTRY' });
+      // Busy past its busy timeout (the registry deadline, 50 ms here): unavailable for now, within the deadline.
+      const t0 = performance.now();
+      await expect(registry.admit(request('c1'))).rejects.toMatchObject({ code: 'E_REGISTRY_UNAVAILABLE', message: expect.stringMatching(/locked past its busy timeout/) });
+      expect(performance.now() - t0).toBeLessThan(2_000);
       raw.exec('COMMIT');
     } finally {
       raw.close();

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
 import { SupervisorLoop, type SupervisorLoopPorts } from '../../src/app/batch/supervisor-loop.js';
 import type { Logger } from '../../src/app/ports/logger.js';
+import { RoboguideError } from '../../src/core/errors.js';
 import { initialSupervisorState, type PairOutcome, type SupervisorJournal } from '../../src/core/supervisor-machine.js';
 
 /** A promise settled from outside: the tests decide when a pair ends. */
@@ -48,6 +49,8 @@ class FakeWorld {
   delay: (ms: number) => Promise<void> = () => Promise.resolve();
   dispatchThrows = false;
 
+  redact: ((text: string) => string) | undefined;
+
   ports(): SupervisorLoopPorts {
     const start = (kind: string) => (jobId: string, onRunning: (h: RunningHandle) => void) => {
       if (this.dispatchThrows) throw new Error(`job ${jobId} has no resolved environment`);
@@ -62,6 +65,7 @@ class FakeWorld {
     return {
       clock: { now: () => new Date(this.nowMs) },
       logger: this.logger,
+      ...(this.redact !== undefined ? { redact: this.redact } : {}),
       gpuPeaksMib: () => [],
       journal: (event) => {
         if (this.journalFails) return Promise.reject(new Error('ENOSPC'));
@@ -183,9 +187,30 @@ describe('SupervisorLoop', () => {
     world.gates.get('a')?.reject(Object.assign(new Error('boom'), { code: 'E_X' }));
     await running;
     await loop.settled();
-    expect(world.journal).toEqual([{ type: 'paused', reasons: ['harness'], job_id: 'a' }]);
-    expect(world.logger.lines.filter((l) => l.message === 'pair task failed: pausing the batch')).toHaveLength(1);
+    // The cause reaches the journal and supervisor.log: the error's code and message, not its class name (issue 27).
+    expect(world.journal).toEqual([{ type: 'paused', reasons: ['harness'], job_id: 'a', cause: { code: 'E_X', message: 'boom' } }]);
+    const failed = world.logger.lines.filter((l) => l.message === 'pair task failed: pausing the batch');
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.fields).toMatchObject({ err: 'E_X', cause: { code: 'E_X', message: 'boom' } });
+    expect(world.logger.lines).toContainEqual({ level: 'warn', fields: { reasons: ['harness'], job: 'a', cause: { code: 'E_X', message: 'boom' } }, message: 'batch paused' });
     expect(loop.state.inFlight.size).toBe(0);
+  });
+
+  it('a pair task failing with E_REGISTRY_UNAVAILABLE pauses as registry_unavailable, its message masked', async () => {
+    const world = new FakeWorld();
+    world.redact = (text: string) => text.replaceAll('hunter2-secret', '***');
+    const loop = loopOf(world, ['a', 'b']);
+    world.delay = () => new Promise(() => undefined);
+    const running = loop.run();
+    await flush();
+    world.gates.get('a')?.reject(new RoboguideError('E_REGISTRY_UNAVAILABLE', 'registry admit did not finish within its deadline of 5000 ms (postgres://u:hunter2-secret@h/db)'));
+    await running;
+    await loop.settled();
+    const cause = { code: 'E_REGISTRY_UNAVAILABLE', message: 'registry admit did not finish within its deadline of 5000 ms (postgres://u:***@h/db)' };
+    expect(world.journal).toEqual([{ type: 'paused', reasons: ['registry_unavailable'], job_id: 'a', cause }]);
+    expect(loop.state.pauseReasons).toEqual(['registry_unavailable']);
+    expect(JSON.stringify(world.logger.lines)).not.toContain('hunter2-secret');
+    expect(world.logger.lines).toContainEqual({ level: 'warn', fields: { reasons: ['registry_unavailable'], job: 'a', cause }, message: 'batch paused' });
   });
 
   it('a journal that fails does not undo the pause (best effort, fail closed) and is logged', async () => {
@@ -194,7 +219,7 @@ describe('SupervisorLoop', () => {
     const loop = loopOf(world, ['a']);
     await loop.feed({ type: 'fault' });
     expect(loop.state.pauseReasons).toEqual(['harness']);
-    expect(world.logger.lines).toContainEqual({ level: 'error', fields: { err: 'Error', what: 'journal paused' }, message: 'write failed; continuing fail-closed' });
+    expect(world.logger.lines).toContainEqual({ level: 'error', fields: { err: 'Error', cause: { code: 'Error', message: 'ENOSPC' }, what: 'journal paused' }, message: 'write failed; continuing fail-closed' });
     expect(world.log).toEqual(['status']);
   });
 

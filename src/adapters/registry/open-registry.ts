@@ -11,6 +11,7 @@ import type { CapacityRegistry } from '../../app/ports/capacity-registry.js';
 import { isPostgresLocation, parsePostgresUrl, type RegistryLocation } from './default-path.js';
 import { PostgresCapacityRegistry } from './postgres-capacity-registry.js';
 import { DEFAULT_BUSY_TIMEOUT_MS, SqliteCapacityRegistry } from './sqlite-capacity-registry.js';
+import { registryDeadlineMs } from './deadline.js';
 
 const REGISTRY_TABLES = ['schema_version', 'reservations', 'board', 'host_limits'];
 
@@ -68,12 +69,14 @@ export function checkRegistryLocation(location: RegistryLocation): void {
  * Check the location, then open (creating a new file 0600 where allowed, or connecting to PostgreSQL) and
  * migrate.
  */
-export async function openRegistryAt(location: RegistryLocation): Promise<CapacityRegistry> {
+export async function openRegistryAt(location: RegistryLocation, env: Readonly<Record<string, string | undefined>> = process.env): Promise<CapacityRegistry> {
+  // The deadline of every registry call (ROBOGUIDE_REGISTRY_DEADLINE_MS): checked first, a bad value is exit 2.
+  const deadlineMs = registryDeadlineMs(env);
   if (isPostgresLocation(location)) {
-    return PostgresCapacityRegistry.open({ connection: location.connection, display: location.path });
+    return PostgresCapacityRegistry.open({ connection: location.connection, display: location.path, deadlineMs });
   }
   checkRegistryLocation(location);
-  return SqliteCapacityRegistry.open({ path: location.path });
+  return SqliteCapacityRegistry.open({ path: location.path, busyTimeoutMs: deadlineMs });
 }
 
 /** A registry as batch.json records it (`registry_path`): a SQLite file, or a PostgreSQL URL without its password. */
@@ -86,12 +89,13 @@ export function recordedRegistryLocation(recorded: string): RegistryLocation {
  * PGPASSWORD (or ~/.pgpass), as for libpq; `e1-batch start` hands the URL's password to its supervisor that way
  * (a detached one through its environment, one in the same process as `password`).
  */
-export async function openRecordedRegistry(recorded: string, password?: string): Promise<CapacityRegistry> {
+export async function openRecordedRegistry(recorded: string, password?: string, env: Readonly<Record<string, string | undefined>> = process.env): Promise<CapacityRegistry> {
+  const deadlineMs = registryDeadlineMs(env);
   const location = recordedRegistryLocation(recorded);
   if (isPostgresLocation(location)) {
     // `password`: the one `e1-batch start` was given in its --registry URL, for a supervisor in the same process.
     const connection = password !== undefined && location.connection.password === undefined ? { ...location.connection, password } : location.connection;
-    return PostgresCapacityRegistry.open({ connection, display: location.path });
+    return PostgresCapacityRegistry.open({ connection, display: location.path, deadlineMs });
   }
-  return SqliteCapacityRegistry.open({ path: location.path });
+  return SqliteCapacityRegistry.open({ path: location.path, busyTimeoutMs: deadlineMs });
 }

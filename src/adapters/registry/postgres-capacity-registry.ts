@@ -35,6 +35,7 @@ import { integer, integerOrNull, textOrNull, toBoardRow, toReservation } from '.
 import { readBackFailed, refusal, refuse } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode } from './validate.js';
 import { localNodeName } from './local-node.js';
+import { DEFAULT_REGISTRY_DEADLINE_MS, isUnreachable, registryUnreachable, withDeadline } from './deadline.js';
 
 /** Second advisory-lock keys: a node's admission lock and a batch's lease lock hash their names into this space. */
 const NODE_LOCK_SQL = `SELECT pg_advisory_xact_lock(${LOCK_CLASS} + 1, hashtext($1))`;
@@ -52,8 +53,13 @@ export interface PostgresCapacityRegistryOptions {
   readonly localNode?: string;
   /** Connections kept open at most (default 4). */
   readonly maxConnections?: number;
-  /** How long to wait for a connection (default 10 s). */
+  /** How long to wait for a connection (default 10 s, never more than the deadline). */
   readonly connectTimeoutMs?: number;
+  /**
+   * The deadline of every operation, connect to commit (default DEFAULT_REGISTRY_DEADLINE_MS): past it the
+   * connection is destroyed and the call fails with E_REGISTRY_UNAVAILABLE. Also the server's statement_timeout.
+   */
+  readonly deadlineMs?: number;
 }
 
 /**
@@ -61,7 +67,12 @@ export interface PostgresCapacityRegistryOptions {
  * password the client does not have leaves the connection mid-handshake: pg reports the error, but the socket
  * stays open until the server's authentication_timeout (one minute by default), and with it the process.
  */
-function trackedSockets(): { readonly stream: () => Socket; destroyAll(): void } {
+interface TrackedSockets {
+  readonly stream: () => Socket;
+  destroyAll(): void;
+}
+
+function trackedSockets(): TrackedSockets {
   const sockets = new Set<Socket>();
   return {
     stream: () => {
@@ -78,6 +89,7 @@ function trackedSockets(): { readonly stream: () => Socket; destroyAll(): void }
 
 function poolConfig(options: PostgresCapacityRegistryOptions, stream?: () => Socket): pg.PoolConfig {
   const c = options.connection;
+  const deadlineMs = options.deadlineMs ?? DEFAULT_REGISTRY_DEADLINE_MS;
   return {
     ...(stream !== undefined ? { stream } : {}),
     ...(c.host !== undefined ? { host: c.host } : {}),
@@ -90,13 +102,44 @@ function poolConfig(options: PostgresCapacityRegistryOptions, stream?: () => Soc
     max: options.maxConnections ?? 4,
     // Idle connections never keep a command's process alive (close() ends the pool anyway).
     allowExitOnIdle: true,
-    connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+    connectionTimeoutMillis: Math.min(options.connectTimeoutMs ?? 10_000, deadlineMs),
+    // A frozen or partitioned server must not hold anything forever (issue 27): the server cancels a statement past
+    // the deadline, the client gives up on a read a little later (the operation's own deadline, below, comes first
+    // and destroys the connection: pg's query_timeout alone leaves the client checked out), keepalive probes notice
+    // a peer gone from an idle connection, and a transaction a vanished client left open is ended by the server.
+    statement_timeout: deadlineMs,
+    query_timeout: deadlineMs + 1_000,
+    idle_in_transaction_session_timeout: Math.max(2 * deadlineMs, 1_000),
+    keepAlive: true,
+    keepAliveInitialDelayMillis: Math.min(deadlineMs, 10_000),
   };
 }
 
+/**
+ * Ends a client now, whatever its server does: the socket is destroyed (a frozen server never answers the polite
+ * Terminate, and a half-closed socket would keep the process alive), then the client leaves the pool for good.
+ */
+function destroyClient(client: PoolClient): void {
+  client.on('error', () => undefined);
+  const stream = (client as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream;
+  stream?.destroy?.();
+  try {
+    client.release(true);
+  } catch {
+    // already released
+  }
+}
+
+/** What an operation holds while it runs: the client to destroy should its deadline pass. */
+interface Held {
+  client: PoolClient | undefined;
+  timedOut: boolean;
+}
+
 /** A pg error as E_REGISTRY, naming the database without its password (pg's messages never carry it). */
-function pgFault(display: string, message: string, error: unknown): RoboguideError {
+function pgFault(display: string, message: string, error: unknown, unreachable?: { operation: string; deadlineMs: number }): RoboguideError {
   if (error instanceof RoboguideError) return error;
+  if (unreachable !== undefined && isUnreachable(error)) return registryUnreachable(unreachable.operation, unreachable.deadlineMs, display, error);
   const detail = error instanceof Error ? error.message : String(error);
   const code = typeof error === 'object' && error !== null && 'code' in error ? String((error).code) : undefined;
   return new RoboguideError('E_REGISTRY', `${message} (${display}): ${detail}`, {
@@ -122,33 +165,54 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   readonly path: string;
   readonly localNode: string;
   readonly #pool: pg.Pool;
+  readonly #sockets: TrackedSockets;
+  readonly #deadlineMs: number;
   readonly #now: () => string;
   readonly #newId: () => string;
   #closed = false;
+  /** The last operation found the server late or unreachable: close() does not wait for its goodbye. */
+  #unavailable = false;
 
-  private constructor(pool: pg.Pool, options: PostgresCapacityRegistryOptions) {
+  private constructor(pool: pg.Pool, sockets: TrackedSockets, options: PostgresCapacityRegistryOptions) {
     this.path = options.display;
     this.#pool = pool;
+    this.#sockets = sockets;
+    this.#deadlineMs = options.deadlineMs ?? DEFAULT_REGISTRY_DEADLINE_MS;
     const clock = options.clock ?? { now: () => new Date() };
     this.#now = () => clock.now().toISOString();
     this.#newId = options.newId ?? randomUUID;
     this.localNode = options.localNode ?? localNodeName();
   }
 
-  /** Connects and migrates (safe when several processes do it at once). */
+  /** Connects and migrates (safe when several processes do it at once), within the deadline. */
   static async open(options: PostgresCapacityRegistryOptions): Promise<PostgresCapacityRegistry> {
     const sockets = trackedSockets();
     const pool = new pg.Pool(poolConfig(options, sockets.stream));
     // An idle connection the server drops must not crash the process: the next query reports it instead.
     pool.on('error', () => undefined);
-    let client: PoolClient | undefined;
+    const deadlineMs = options.deadlineMs ?? DEFAULT_REGISTRY_DEADLINE_MS;
+    const held: Held = { client: undefined, timedOut: false };
     try {
-      client = await pool.connect();
-      await migratePostgres(client);
+      await withDeadline(
+        { operation: 'open', registry: options.display, deadlineMs },
+        async () => {
+          const client = await pool.connect();
+          if (held.timedOut) {
+            destroyClient(client);
+            return;
+          }
+          held.client = client;
+          await migratePostgres(client);
+        },
+        () => {
+          held.timedOut = true;
+          sockets.destroyAll();
+        },
+      );
     } catch (error) {
-      client?.release();
+      if (held.client !== undefined && !held.timedOut) held.client.release();
       sockets.destroyAll();
-      await pool.end().catch(() => undefined);
+      await endPool(pool, sockets, deadlineMs);
       const noPassword = options.connection.password === undefined && (process.env['PGPASSWORD'] ?? '') === '';
       if (noPassword && asksForPassword(error)) {
         throw new RoboguideError('E_REGISTRY', `cannot open the capacity registry (${options.display}): the server asks for a password and none was given`, {
@@ -160,49 +224,96 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
           ],
         });
       }
-      throw pgFault(options.display, 'cannot open the capacity registry', error);
+      throw pgFault(options.display, 'cannot open the capacity registry', error, { operation: 'open', deadlineMs });
     }
-    client.release();
-    return new PostgresCapacityRegistry(pool, options);
+    held.client?.release();
+    return new PostgresCapacityRegistry(pool, sockets, options);
+  }
+
+  /**
+   * Runs `work` with a client of the pool, within the deadline: past it the client's connection is destroyed (also
+   * one that connects late) and the call fails with E_REGISTRY_UNAVAILABLE; so does a server that cannot be reached.
+   */
+  async #bounded<T>(operation: string, work: (held: Held) => Promise<T>): Promise<T> {
+    const held: Held = { client: undefined, timedOut: false };
+    try {
+      const value = await withDeadline({ operation, registry: this.path, deadlineMs: this.#deadlineMs }, () => work(held), () => {
+        held.timedOut = true;
+        if (held.client !== undefined) destroyClient(held.client);
+      });
+      this.#unavailable = false;
+      return value;
+    } catch (error) {
+      this.#unavailable = isUnreachable(error);
+      throw error;
+    }
+  }
+
+  /** A client for `held`, or (the deadline passed while it connected) none: it is destroyed at once. */
+  async #connect(operation: string, held: Held): Promise<PoolClient> {
+    let client: PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (error) {
+      throw pgFault(this.path, 'cannot reach the capacity registry', error, { operation, deadlineMs: this.#deadlineMs });
+    }
+    if (held.timedOut) {
+      destroyClient(client);
+      throw new Error('deadline passed while connecting');
+    }
+    held.client = client;
+    return client;
   }
 
   /** Runs `work` in one transaction (READ COMMITTED + explicit locks); retries a serialization/deadlock abort. */
   async #transaction<T>(operation: string, work: (client: PoolClient) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt += 1) {
-      let client: PoolClient;
-      try {
-        client = await this.#pool.connect();
-      } catch (error) {
-        throw pgFault(this.path, 'cannot reach the capacity registry', error);
+    return this.#bounded(operation, async (held) => {
+      for (let attempt = 1; ; attempt += 1) {
+        const client = await this.#connect(operation, held);
+        try {
+          await client.query('BEGIN');
+          const value = await work(client);
+          failpoint(`registry:${operation}:in_txn`);
+          await client.query('COMMIT');
+          failpoint(`registry:${operation}:committed`);
+          held.client = undefined;
+          client.release();
+          return value;
+        } catch (error) {
+          if (held.timedOut) throw error;
+          const rolledBack = isUnreachable(error) ? false : await client.query('ROLLBACK').then(() => true, () => false);
+          held.client = undefined;
+          if (rolledBack) client.release();
+          else destroyClient(client);
+          const code = typeof error === 'object' && error !== null && 'code' in error ? String((error).code) : '';
+          if (RETRYABLE.has(code) && attempt < 5) continue;
+          throw pgFault(this.path, 'registry transaction failed and was rolled back', error, { operation, deadlineMs: this.#deadlineMs });
+        }
       }
+    });
+  }
+
+  /** One read, outside a transaction, within the deadline. */
+  async #read<T>(operation: string, work: (client: PoolClient) => Promise<T>): Promise<T> {
+    return this.#bounded(operation, async (held) => {
+      const client = await this.#connect(operation, held);
       try {
-        await client.query('BEGIN');
         const value = await work(client);
-        failpoint(`registry:${operation}:in_txn`);
-        await client.query('COMMIT');
-        failpoint(`registry:${operation}:committed`);
+        held.client = undefined;
         client.release();
         return value;
       } catch (error) {
-        const rolledBack = await client.query('ROLLBACK').then(() => true, () => false);
-        client.release(!rolledBack);
-        const code = typeof error === 'object' && error !== null && 'code' in error ? String((error).code) : '';
-        if (RETRYABLE.has(code) && attempt < 5) continue;
-        throw pgFault(this.path, 'registry transaction failed and was rolled back', error);
+        if (held.timedOut) throw error;
+        held.client = undefined;
+        if (isUnreachable(error)) destroyClient(client);
+        else client.release();
+        throw pgFault(this.path, 'registry read failed', error, { operation, deadlineMs: this.#deadlineMs });
       }
-    }
-  }
-
-  async #read<T>(work: (client: pg.Pool) => Promise<T>): Promise<T> {
-    try {
-      return await work(this.#pool);
-    } catch (error) {
-      throw pgFault(this.path, 'registry read failed', error);
-    }
+    });
   }
 
   async limits(node?: string): Promise<HostLimits> {
-    return this.#read((db) => selectLimits(db, node));
+    return this.#read('limits', (db) => selectLimits(db, node));
   }
 
   async setLimits(limits: HostLimits, node?: string): Promise<void> {
@@ -222,7 +333,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   }
 
   async nodeLimits(): Promise<NodeLimits[]> {
-    return this.#read(async (db) => {
+    return this.#read('node_limits', async (db) => {
       const rows = await db.query('SELECT node, max_reservations, gpu_mib FROM node_limits ORDER BY node');
       return rows.rows.map((row: Record<string, unknown>) => ({
         node: String(row['node']),
@@ -256,7 +367,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   }
 
   async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
-    return this.#read(async (db) => {
+    return this.#read('supervisor_lease', async (db) => {
       const found = await db.query('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = $1', [batchId]);
       const row = found.rows[0] as Record<string, unknown> | undefined;
       if (row === undefined) return null;
@@ -362,15 +473,15 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   }
 
   async reservation(reservationId: string): Promise<Reservation | null> {
-    return this.#read((db) => selectReservation(db, reservationId, false));
+    return this.#read('reservation', (db) => selectReservation(db, reservationId, false));
   }
 
   async reservationForClaim(claimId: string): Promise<Reservation | null> {
-    return this.#read((db) => selectReservationForClaim(db, claimId));
+    return this.#read('reservation_for_claim', (db) => selectReservationForClaim(db, claimId));
   }
 
   async held(filter: ReservationFilter = {}): Promise<Reservation[]> {
-    return this.#read(async (db) => {
+    return this.#read('held', async (db) => {
       const rows = await db.query(
         `SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.state = 'held' AND ($1::text IS NULL OR r.batch_id = $1) ORDER BY r.seq`,
         [filter.batchId ?? null],
@@ -380,11 +491,11 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   }
 
   async portHolders(node: string, ports: readonly number[]): Promise<PortHolder[]> {
-    return this.#read((db) => selectPortHolders(db, node, ports));
+    return this.#read('port_holders', (db) => selectPortHolders(db, node, ports));
   }
 
   async board(filter: BoardFilter = {}): Promise<BoardRow[]> {
-    return this.#read(async (db) => {
+    return this.#read('board', async (db) => {
       const rows = await db.query(
         `SELECT * FROM board WHERE ($1::text IS NULL OR batch_id = $1) AND ($2::text IS NULL OR run_id = $2) ORDER BY seq`,
         [filter.batchId ?? null, filter.claimId ?? null],
@@ -406,21 +517,29 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   }
 
   async schemaVersion(): Promise<RegistrySchemaVersion> {
-    return this.#read(async (db) => {
-      const client = await db.connect();
-      try {
-        return { current: await currentVersion(client), supported: POSTGRES_SCHEMA_VERSION };
-      } finally {
-        client.release();
-      }
-    });
+    return this.#read('schema_version', async (client) => ({ current: await currentVersion(client), supported: POSTGRES_SCHEMA_VERSION }));
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#pool.end();
+    if (this.#unavailable) this.#sockets.destroyAll();
+    await endPool(this.#pool, this.#sockets, this.#deadlineMs);
   }
+}
+
+/** Ends the pool within the deadline; a server that does not answer the goodbye has its sockets destroyed. */
+async function endPool(pool: pg.Pool, sockets: TrackedSockets, deadlineMs: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      sockets.destroyAll();
+      resolve();
+    }, deadlineMs);
+    timer.unref();
+  });
+  await Promise.race([pool.end().catch(() => undefined), late]);
+  clearTimeout(timer);
 }
 
 type Queryable = Pick<pg.Pool, 'query'> | PoolClient;

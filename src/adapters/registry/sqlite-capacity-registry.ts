@@ -31,19 +31,24 @@ import type {
 import { SCHEMA_VERSION, migrate, recordedVersion } from './schema.js';
 import { localNodeName } from './local-node.js';
 import { inImmediateTransaction, registryFault, registryRead } from './transaction.js';
+import { DEFAULT_REGISTRY_DEADLINE_MS } from './deadline.js';
 import { RESERVATION_COLUMNS, selectHeldTotals, selectLimits, selectPortHolders, selectReservation, selectReservationForClaim } from './queries.js';
 import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode } from './validate.js';
 
-export const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
+/** The busy wait: the registry deadline (a writer never waits longer for another process's transaction). */
+export const DEFAULT_BUSY_TIMEOUT_MS = DEFAULT_REGISTRY_DEADLINE_MS;
 
 export interface SqliteCapacityRegistryOptions {
   /** Database file; parent directories are created with mode 0700. `:memory:` for a private one. */
   readonly path: string;
   readonly clock?: { now(): Date };
   readonly newId?: () => string;
-  /** How long a writer waits for another process's transaction (default 10 s). */
+  /**
+   * How long a writer waits for another process's transaction (default: the registry deadline, 10 s); past it the
+   * call fails with E_REGISTRY_UNAVAILABLE. SQLite waits synchronously: keep it short.
+   */
   readonly busyTimeoutMs?: number;
   /** The node admissions without one are for (default: this host's name). */
   readonly localNode?: string;

@@ -2,6 +2,7 @@ import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import { pauseReasonsFor, type PauseReason } from '../../core/classify.js';
 import type { Receipt } from '../../core/receipt.js';
+import { causeOf, errnoOf, type PauseCause } from '../../core/pause-cause.js';
 import type { ResultRecord } from '../../core/result.js';
 import { writeJsonVerified } from '../durable-write.js';
 import { failpoint } from '../failpoints.js';
@@ -27,6 +28,8 @@ export interface FinishReport {
   /** Why the batch must pause after this pair (empty: continue). */
   readonly pauseReasons: PauseReason[];
   readonly released: boolean;
+  /** Why, where an error made the batch pause (issue 27). */
+  readonly cause?: PauseCause;
 }
 
 /**
@@ -41,8 +44,13 @@ export async function finishPair(deps: FinishDeps, receipt: Receipt, result: Res
   failpoint('before_result');
   const written = await writeJsonVerified(store, resultRel(jobId), result);
   if (written.kind === 'failed') {
-    await journal('harness_fault', { job_id: jobId, fault: 'result_write_failed' });
-    return { jobId, result, pauseReasons: [...pauseReasons, 'harness'], released: false };
+    // The evidence disk refused it (ENOSPC, EIO…): say so, with the path, so that resume rebuilds the result as
+    // `evidence_write_failed` rather than a lost worker (issue 27). Best effort: the disk may refuse this too.
+    const cause = causeOf(written.error);
+    const path = store.resolve(resultRel(jobId));
+    await journal('harness_fault', { job_id: jobId, fault: 'result_write_failed', path, err: errnoOf(written.error) ?? cause.code }).catch(() => undefined);
+    pauseReasons.add('harness');
+    return { jobId, result, pauseReasons: [...pauseReasons], released: false, cause: { code: cause.code, message: `cannot write ${path}: ${cause.message}` } };
   }
   failpoint('after_result');
   // The times and the GPU peak: what status counts of a finished pair, so that it needs no result file to count it.
@@ -78,10 +86,16 @@ export async function reconcileFinished(
   failpoint('after_reconcile');
   const released = report.kind === 'committed' || report.kind === 'already_committed';
   await journal('reconciled', { job_id: jobId, kind: report.kind, reason: report.reason });
+  // A registry that timed out or could not be reached keeps the slot (and the evidence) for `resume` to reconcile
+  // once it answers: the batch pauses as `registry_unavailable`, with the registry's words (issue 27).
+  if (!released && report.reason === 'registry_unavailable') {
+    pauseReasons.add('registry_unavailable');
+    return { jobId, result, pauseReasons: [...pauseReasons], released, cause: { code: 'E_REGISTRY_UNAVAILABLE', message: report.detail } };
+  }
   // A pair whose node was lost keeps its slot until the node's engine confirms the removal or the operator declares
   // the node down; the batch goes on with the other nodes (issue 13).
   if (!released && !result.reasons.includes('node_lost')) pauseReasons.add('harness');
-  return { jobId, result, pauseReasons: [...pauseReasons], released };
+  return { jobId, result, pauseReasons: [...pauseReasons], released, ...(released ? {} : { cause: { code: report.reason ?? report.kind, message: report.detail } }) };
 }
 
 /**

@@ -1,4 +1,6 @@
 import { referencedName, type Job } from '../../core/manifest/index.js';
+import { classOfReason } from '../../core/classify.js';
+import { knownEntry } from '../../core/journal-events.js';
 import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
 import type { Receipt } from '../../core/receipt.js';
 import { lostWorkerResult } from '../build-result.js';
@@ -43,6 +45,7 @@ export async function recoverPair(
     return finishPair(deps, receipt, result);
   }
 
+  const unwritten = await resultWriteFailed(deps, job.job_id);
   await deps.journal('recovered', { job_id: job.job_id, action: 'lost_worker', container_id: containerId, rebooted });
   // Read before the container is removed.
   const secrets = await secretsFor(runtime, containerId !== null && state !== null ? containerId : null, job, env?.secrets ?? []);
@@ -58,8 +61,23 @@ export async function recoverPair(
     cleanup,
     secrets,
     allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
+    ...(unwritten ? { fault: 'evidence_write_failed' as const } : {}),
   });
-  return finishPair(deps, receipt, result);
+  const report = await finishPair(deps, receipt, result);
+  // The write failure already paused the batch, and the operator resumed once there was room: the rebuilt result
+  // does not pause it a second time (before issue 27, two resumes were needed). Any other harness fault still does.
+  if (!unwritten || !report.released) return report;
+  const otherHarness = result.reasons.some((r) => r !== 'evidence_write_failed' && classOfReason(r) === 'harness_failure');
+  return otherHarness ? report : { ...report, pauseReasons: report.pauseReasons.filter((r) => r !== 'harness') };
+}
+
+/** The previous supervisor journalled that this pair's result.json could not be written (its pair had ended). */
+async function resultWriteFailed(deps: BatchPairDeps, jobId: string): Promise<boolean> {
+  const records = await deps.store.readJournal().catch(() => []);
+  return records.some((r) => {
+    const e = knownEntry(r);
+    return e?.type === 'harness_fault' && e.job_id === jobId && e.fault === 'result_write_failed';
+  });
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 import { BatchLedger, type FinishFacts, type LedgerBasis, type OpenClaim } from '../../core/batch-ledger.js';
-import { deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
+import { deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseCauseEntry, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
@@ -27,6 +27,8 @@ export interface BatchStatus {
   readonly output: string;
   readonly state: BatchState;
   readonly pause_reasons: PauseReason[];
+  /** The causes of the pauses in force, where an error made them (issue 27); absent when there is none. */
+  readonly pause_causes?: PauseCauseEntry[];
   readonly counts: Counts;
   readonly running: RunningPair[];
   readonly workers_allowed: number;
@@ -209,6 +211,7 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
     output: input.output,
     state,
     pause_reasons: fold.pauseReasons,
+    ...(fold.pauseCauses !== undefined ? { pause_causes: fold.pauseCauses } : {}),
     counts,
     running,
     workers_allowed: allowed,

@@ -1,5 +1,5 @@
 import type { PauseReason } from '../../core/classify.js';
-import { errorKind } from '../../core/errors.js';
+import { causeOf, type PauseCause } from '../../core/pause-cause.js';
 import { decide, type PairOutcome, type SupervisorEffect, type SupervisorEvent, type SupervisorJournal, type SupervisorState } from '../../core/supervisor-machine.js';
 import type { Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
@@ -25,6 +25,8 @@ export interface SupervisorLoopPorts {
   readonly recover: (jobId: string, onRunning: (handle: RunningHandle) => void) => Promise<PairOutcome>;
   /** Swarm: learn where a pair was placed (optional: the local executor places nothing). */
   readonly watchPlacement?: (handle: RunningHandle, stillRunning: () => boolean) => void;
+  /** Masks the batch's secrets in a cause's message before it is journalled or logged (default: none to mask). */
+  readonly redact?: (text: string) => string;
   /** A timer for the loop's wait (default: a real one that does not keep the process alive). */
   readonly delay?: (ms: number) => Promise<void>;
 }
@@ -85,7 +87,7 @@ export class SupervisorLoop {
       case 'journal':
         return this.#bestEffort(`journal ${effect.event.type}`, () => this.#ports.journal(effect.event));
       case 'log_pause':
-        this.#logPause(effect.reasons, effect.jobId);
+        this.#logPause(effect.reasons, effect.jobId, effect.cause);
         return undefined;
       case 'write_status':
         return this.#ports.writeStatus();
@@ -133,14 +135,18 @@ export class SupervisorLoop {
   #launch(jobId: string, work: Promise<PairOutcome>): void {
     const task = work
       .catch((err: unknown): PairOutcome => {
-        this.#ports.logger.error({ job: jobId, err: errorKind(err) }, 'pair task failed: pausing the batch');
-        return { kind: 'failed' };
+        const cause = this.#causeOf(err);
+        this.#ports.logger.error({ job: jobId, err: cause.code, cause }, 'pair task failed: pausing the batch');
+        return { kind: 'failed', cause };
       })
       .then((outcome) => {
         this.#handles.delete(jobId);
         return this.feed({ type: 'pair_done', jobId, nowMs: this.#ports.clock.now().getTime(), outcome });
       })
-      .catch((err: unknown) => this.#ports.logger.error({ job: jobId, err: errorKind(err) }, 'pair end not recorded'))
+      .catch((err: unknown) => {
+        const cause = this.#causeOf(err);
+        this.#ports.logger.error({ job: jobId, err: cause.code, cause }, 'pair end not recorded');
+      })
       .finally(() => this.#tasks.delete(jobId));
     this.#tasks.set(jobId, task);
   }
@@ -151,15 +157,21 @@ export class SupervisorLoop {
     this.#ports.watchPlacement(handle, () => this.#handles.get(jobId) === handle);
   }
 
-  #logPause(reasons: readonly PauseReason[], jobId: string | null): void {
-    this.#ports.logger.warn({ reasons, job: jobId }, 'batch paused');
+  #logPause(reasons: readonly PauseReason[], jobId: string | null, cause: PauseCause | undefined): void {
+    this.#ports.logger.warn({ reasons, job: jobId, ...(cause !== undefined ? { cause } : {}) }, 'batch paused');
+  }
+
+  /** An error as the operator reads it: its code and its message, masked (never only the class name). */
+  #causeOf(err: unknown): PauseCause {
+    return causeOf(err, this.#ports.redact);
   }
 
   async #bestEffort(what: string, work: () => Promise<unknown>): Promise<void> {
     try {
       await work();
     } catch (err) {
-      this.#ports.logger.error({ err: errorKind(err), what }, 'write failed; continuing fail-closed');
+      const cause = this.#causeOf(err);
+      this.#ports.logger.error({ err: cause.code, cause, what }, 'write failed; continuing fail-closed');
     }
   }
 }

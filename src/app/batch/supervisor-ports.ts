@@ -1,11 +1,13 @@
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { errorKind } from '../../core/errors.js';
+import { causeOf } from '../../core/pause-cause.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Job, Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
 import type { Logger } from '../ports/logger.js';
+import { textRedactor } from '../../core/redaction/redact-text.js';
 import type { JobFiles, ResolvedJobEnvironment } from './batch-context.js';
 import { dispatchPair, type BatchPairContext, type BatchPairDeps, type DispatchAttempt, type RunningHandle } from './batch-pair.js';
 import type { FinishReport } from './finish-pair.js';
@@ -44,7 +46,7 @@ export async function bestEffort(logger: Logger, what: string, work: () => Promi
   try {
     await work();
   } catch (err) {
-    logger.error({ err: errorKind(err), what }, 'write failed; continuing fail-closed');
+    logger.error({ err: errorKind(err), cause: causeOf(err), what }, 'write failed; continuing fail-closed');
   }
 }
 
@@ -67,6 +69,7 @@ export function loopPorts(s: Supervision, files: readonly JobFiles[], envs: Read
   return {
     clock: deps.execute.clock,
     logger: deps.logger,
+    redact: batchRedactor(deps, envs),
     gpuPeaksMib: () => s.book.gpuPeaks(),
     journal: (event) => journalEvent(s.journal, event),
     writeStatus: () => statusWriter.now(),
@@ -92,10 +95,19 @@ export function loopPorts(s: Supervision, files: readonly JobFiles[], envs: Read
   };
 }
 
+/** Masks every secret of the batch's pending jobs, and the registry's password, in a cause's message. */
+export function batchRedactor(deps: Pick<SupervisorDeps, 'environment'>, envs: ReadonlyMap<string, ResolvedJobEnvironment>): (text: string) => string {
+  const secrets = new Set<string>();
+  for (const env of envs.values()) for (const s of env.secrets) secrets.add(s);
+  const pgPassword = deps.environment['PGPASSWORD'];
+  if (pgPassword !== undefined && pgPassword !== '') secrets.add(pgPassword);
+  return textRedactor([...secrets]);
+}
+
 function journalEvent(journal: JournalAppend, event: SupervisorJournal): Promise<void> {
   switch (event.type) {
     case 'paused':
-      return journal('paused', { reasons: event.reasons, ...(event.job_id !== undefined ? { job_id: event.job_id } : {}) });
+      return journal('paused', { reasons: event.reasons, ...(event.job_id !== undefined ? { job_id: event.job_id } : {}), ...(event.cause !== undefined ? { cause: event.cause } : {}) });
     case 'stop_requested':
       return journal('stop_requested', { terminate: event.terminate });
     case 'admission_refused':
@@ -104,7 +116,7 @@ function journalEvent(journal: JournalAppend, event: SupervisorJournal): Promise
 }
 
 export function outcomeOfFinish(report: FinishReport): PairOutcome {
-  return { kind: 'finished', classification: report.result.classification, pauseReasons: report.pauseReasons };
+  return { kind: 'finished', classification: report.result.classification, pauseReasons: report.pauseReasons, ...(report.cause !== undefined ? { cause: report.cause } : {}) };
 }
 
 export function outcomeOfAttempt(attempt: DispatchAttempt): PairOutcome {
@@ -178,5 +190,5 @@ export function statusWriterOf(s: Supervision, running: () => readonly RunningHa
     await store.writeJsonAtomic(STATUS_FILE, written);
     report.poke();
   };
-  return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) => logger.error({ err: errorKind(err), what: 'status.json' }, 'write failed; continuing fail-closed'));
+  return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) => logger.error({ err: errorKind(err), cause: causeOf(err), what: 'status.json' }, 'write failed; continuing fail-closed'));
 }

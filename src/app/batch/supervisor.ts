@@ -18,7 +18,8 @@ import { reportRefresher } from './report.js';
 import { buildStatus, buildSummary, capacityConfigOf } from './status.js';
 import { seedLedger, type SeededLedger } from './supervisor-ledger.js';
 import { SupervisorLoop } from './supervisor-loop.js';
-import { batchDepsOf, bestEffort, loopPorts, statusWriterOf, type Supervision } from './supervisor-ports.js';
+import { batchDepsOf, batchRedactor, bestEffort, loopPorts, statusWriterOf, type Supervision } from './supervisor-ports.js';
+import { causeOf } from '../../core/pause-cause.js';
 import { listenForStops, StopLatch } from './supervisor-signals.js';
 
 export interface SupervisorDeps {
@@ -53,15 +54,22 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
     });
   }
   supervisedHere.add(batchId);
+  const left = { registryUnavailable: false };
   try {
-    return await superviseHeld(deps, mode, { batch, manifest, identity });
+    return await superviseHeld(deps, mode, { batch, manifest, identity }, left);
   } finally {
     supervisedHere.delete(batchId);
-    try {
-      await registry.releaseLease(batchId, identity.pid);
-    } catch (err) {
-      // A lease left behind is taken over once this process is gone; never let it mask the batch's outcome.
-      deps.logger.warn({ err: errorKind(err) }, 'supervisor lease not released');
+    // A registry that did not answer in time would only make the exit wait one more deadline (issue 27: `stop` takes
+    // effect within the stop budget plus one deadline): the lease is left, and taken over once this process is gone.
+    if (left.registryUnavailable) {
+      deps.logger.warn({ reason: 'registry_unavailable' }, 'supervisor lease left for takeover');
+    } else {
+      try {
+        await registry.releaseLease(batchId, identity.pid);
+      } catch (err) {
+        // A lease left behind is taken over once this process is gone; never let it mask the batch's outcome.
+        deps.logger.warn({ err: errorKind(err), cause: causeOf(err) }, 'supervisor lease not released');
+      }
     }
   }
 }
@@ -73,6 +81,7 @@ async function superviseHeld(
   deps: SupervisorDeps,
   mode: 'start' | 'resume',
   held: { batch: BatchRecord; manifest: Manifest; identity: ProcessIdentity },
+  left: { registryUnavailable: boolean },
 ): Promise<BatchState> {
   const { store } = deps;
   const { batch, manifest, identity } = held;
@@ -96,7 +105,7 @@ async function superviseHeld(
   }
   const { record, journal, seeded, envs } = started;
   const s: Supervision = { deps, batch, manifest, record, journal, book: seeded.book, peaks: seeded.peaks, stopFolding: seeded.stopFolding };
-  return runSupervision(s, seeded.files, envs, latch);
+  return runSupervision(s, seeded.files, envs, latch, left);
 }
 
 /** The start records: who supervises, and on resume which pauses it cleared and which survive (fatal, inputs changed). */
@@ -121,7 +130,7 @@ function resolvePending(deps: SupervisorDeps, batch: BatchRecord, manifest: Mani
 }
 
 /** The loop from start-up recovery to the drain check, then the exit records. */
-async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<string, ResolvedJobEnvironment>, latch: StopLatch): Promise<BatchState> {
+async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<string, ResolvedJobEnvironment>, latch: StopLatch, left: { registryUnavailable: boolean }): Promise<BatchState> {
   const { deps, manifest, batch, book } = s;
   const report = reportRefresher(deps.store, deps.execute.clock, deps.logger, deps.execute.host);
   const initial = initialSupervisorState({
@@ -139,8 +148,9 @@ async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<strin
   try {
     await superviseLoop(s, loop, files);
   } catch (err) {
-    deps.logger.error({ err: errorKind(err) }, 'supervisor fault: pausing the batch; running pairs finish first');
-    await loop.feed({ type: 'fault' });
+    const cause = causeOf(err, batchRedactor(deps, envs));
+    deps.logger.error({ err: cause.code, cause }, 'supervisor fault: pausing the batch; running pairs finish first');
+    await loop.feed({ type: 'fault', cause });
   } finally {
     // Whatever happened, pairs already running are finished (and their containers removed) before we exit.
     await loop.settled();
@@ -148,6 +158,7 @@ async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<strin
     s.stopFolding();
     signalsOff();
   }
+  left.registryUnavailable = loop.state.pauseReasons.includes('registry_unavailable');
   return exitSupervision(s, loop, report);
 }
 

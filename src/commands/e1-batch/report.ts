@@ -21,6 +21,7 @@ export function summaryTable(m: ReportModel): string {
   const counted = CLASSIFICATIONS.filter((k) => c[k] > 0).map((k) => `${k} ${c[k]}`);
   if (counted.length) lines.push(counted.join('  '));
   if (m.pause_reasons.length) lines.push(`paused: ${m.pause_reasons.join(', ')}`);
+  for (const c of m.pause_causes ?? []) lines.push(`  ${c.reason}: ${c.code}: ${c.message}`);
   if (m.pairs.length <= TABLE_MAX_ROWS) {
     const rows = m.pairs.map((p) => [
       p.job_id,

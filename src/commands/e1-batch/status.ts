@@ -17,6 +17,7 @@ function render(s: BatchStatus, now: Date): string {
     `pending ${c.pending}  claimed without result ${c.claimed} (running ${c.running})`,
     `completed ${c.completed}  infrastructure_failure ${c.infrastructure_failure}  fatal ${c.fatal}  provider_stop ${c.provider_stop}  harness_failure ${c.harness_failure}`,
   ];
+  for (const p of s.pause_causes ?? []) lines.push(`  paused ${p.reason}${p.job_id ? ` (after ${p.job_id})` : ''}: ${p.code}: ${p.message}`);
   if (s.eta) lines.push(`ETA ${formatDuration(s.eta.remaining_sec)}  (mean pair ${formatDuration(s.eta.mean_pair_sec)} over ${s.eta.basis_pairs} finished)`);
   for (const r of s.running) {
     const startMs = new Date(r.started_at).getTime();

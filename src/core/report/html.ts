@@ -100,7 +100,7 @@ function header(m: ReportModel): string {
   const history = m.pause_history
     .map(
       (h) =>
-        `<li>${formatTime(h.at)} — ${h.event === 'paused' ? 'paused' : 'resumed, cleared'}: ${esc(h.reasons.join(', ') || 'nothing')}${h.job_id ? ` (after ${esc(h.job_id)})` : ''}</li>`,
+        `<li>${formatTime(h.at)} — ${h.event === 'paused' ? 'paused' : 'resumed, cleared'}: ${esc(h.reasons.join(', ') || 'nothing')}${h.job_id ? ` (after ${esc(h.job_id)})` : ''}${h.cause ? ` — <span class="cause">${esc(h.cause.code)}: ${esc(h.cause.message)}</span>` : ''}</li>`,
     )
     .join('');
   const pauseNow = m.pause_reasons.length

@@ -89,6 +89,7 @@ export function buildReportModel(input: ReportInput): ReportModel {
     supervisor_alive: input.supervisorAlive,
     pause_reasons: fold.pauseReasons,
     pause_history: fold.pauseHistory,
+    ...(fold.pauseCauses !== undefined ? { pause_causes: fold.pauseCauses } : {}),
     counts,
     elapsed_sec: Math.max(0, Math.round((endMs - ms(input.createdAt)) / 1000)),
     eta,

@@ -1,4 +1,4 @@
-import type { BatchState, Counts, PauseHistoryEntry } from '../batch-state.js';
+import type { BatchState, Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
 import type { CapacityConfig } from '../dispatch-policy.js';
 import type { Classification, ResultRecord } from '../result.js';
 import type { Eta } from './eta.js';
@@ -94,6 +94,8 @@ export interface ReportModel {
   readonly supervisor_alive: boolean;
   readonly pause_reasons: readonly string[];
   readonly pause_history: readonly PauseHistoryEntry[];
+  /** The causes of the pauses in force (issue 27); absent when there is none. */
+  readonly pause_causes?: readonly PauseCauseEntry[];
   readonly counts: Counts;
   readonly elapsed_sec: number;
   readonly eta: Eta | null;
