@@ -76,7 +76,8 @@ async function symlinkProblem(fs: FileSystem, path: string): Promise<string | nu
   return null;
 }
 
-function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<ProtectedPaths> {
+/** The mount rules with every path resolved to its real path (a missing one through its longest existing prefix). */
+export function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<ProtectedPaths> {
   return resolveProtectedPaths(p, (path) => resolveReal(fs, path));
 }
 
@@ -114,10 +115,19 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
  * A job whose cwd shows another job's outcome folder could read that pair's outcome copy (written there once
  * its container is gone). Allowed when the folder is the job's own outcome folder or below it: its private
  * mount hides the host folder (the usual layout, one shared `out/`).
+ *
+ * A job whose cwd lies strictly inside another job's cwd or outcome folder is refused: the other pair could replace
+ * it (or a folder above it) with a link before this one starts. Equal cwds are allowed (one shared read-write cwd,
+ * the README's layout): a pair cannot replace the folder that is its own mount point.
  */
 function crossJobIssues(jobs: readonly { prefix: string; cwd: string; outcomeDir: string }[]): Issue[] {
   const issues: Issue[] = [];
   for (const job of jobs) {
+    const outer = jobs.find((k) => k !== job && ((job.cwd !== k.cwd && isWithin(job.cwd, k.cwd)) || isWithin(job.cwd, k.outcomeDir)));
+    if (outer !== undefined) {
+      const what = isWithin(job.cwd, outer.outcomeDir) ? `the outcome folder ${outer.outcomeDir}` : `the cwd ${outer.cwd}`;
+      issues.push({ path: field(job.prefix, 'cwd'), rule: `lies inside ${what} of ${outer.prefix}: that pair could swap it for a link before this one starts; use sibling folders or one shared cwd` });
+    }
     const other = jobs.find((k) => k !== job && isWithin(k.outcomeDir, job.cwd) && !isWithin(k.outcomeDir, job.outcomeDir));
     if (other === undefined) continue;
     issues.push({

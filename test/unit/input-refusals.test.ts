@@ -125,7 +125,9 @@ describe('e1-batch start refuses, writing nothing', () => {
       job('b', { cwd: join(dir, 'w', 'b'), outcome_path: join(dir, 'w', 'out-b', 'b.json') }),
     ]);
     expectRefusal(error, 'jobs[0].cwd', /outcome folder .*out-b of jobs\[1\]/);
-    expect((error as { issues: { path: string }[] }).issues.map((i) => i.path)).toEqual(['jobs[0].cwd']);
+    // b's cwd lies inside a's: a could swap it for a link before b starts.
+    expectRefusal(error, 'jobs[1].cwd', /lies inside the cwd .*\/w of jobs\[0\]/);
+    expect((error as { issues: { path: string }[] }).issues.map((i) => i.path)).toEqual(['jobs[0].cwd', 'jobs[1].cwd']);
     const shared = await jobPathIssues(fs, ['a', 'b'].map((id, i) => ({ prefix: `jobs[${i}]`, cwd: join(dir, 'w'), outcome_path: join(dir, 'w', 'out', `${id}.json`) })), {});
     expect(shared).toEqual([]);
   });

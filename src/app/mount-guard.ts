@@ -1,0 +1,192 @@
+/**
+ * The launch-time mount check (docs/spec.md 5.3): what `e1-batch start` and `pair run` checked may have changed
+ * since (a pair sharing a parent folder, anything on the host), so just before a pair's container is created its
+ * bind sources are walked again from `/` with lstat: no component may be a symlink, a non-folder, or owned by
+ * anyone but the expected owners; missing folders are made one component at a time (mkdir, then lstat), never
+ * through a link; the mount rules run again on the path so found (link-free, hence real); and the engine gets that
+ * path. Before and after the container starts, each source is walked again and must still be the same folder
+ * (device and inode). Any refusal fails the pair closed with the reason `mount_refused`.
+ */
+import { checkMounts, normalizeAbsolute, type ProtectedPaths } from '../core/mount-policy.js';
+import { pausepoint } from './failpoints.js';
+import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
+import { errnoOf, type FileSystem } from './ports/file-system.js';
+
+/** A refusal of the launch-time mount check: `field` names the mount (`cwd`, `outcome folder`), `rule` the cause. */
+export class MountRefusedError extends Error {
+  constructor(
+    readonly field: string,
+    readonly rule: string,
+  ) {
+    super(`${field}: ${rule}`);
+    this.name = 'MountRefusedError';
+  }
+}
+
+export interface MountGuardOptions {
+  /** The mount rules, already resolved to real paths (job-paths.ts `resolveProtected`); absent: the built-in rules only. */
+  readonly rules?: ProtectedPaths;
+  /** Who may own each component of a source (root and the supervisor's user); absent: owners are not checked. */
+  readonly owners?: readonly number[];
+}
+
+/** One checked folder: its link-free (real) path and which folder it was (`dev:ino`). */
+export interface CheckedFolder {
+  readonly path: string;
+  readonly fileId: string;
+}
+
+/**
+ * Walks `path` from `/` component by component with lstat (and, with `create`, makes each missing folder with
+ * mkdir, then lstats it): refuses a symlink, a non-folder, an unexpected owner, or a file system that cannot say
+ * which file a folder is. Returns the link-free path and the final folder's identity.
+ */
+export async function checkFolder(
+  fs: FileSystem,
+  path: string,
+  field: string,
+  options: { readonly create: boolean; readonly owners?: readonly number[] | undefined },
+): Promise<CheckedFolder> {
+  if (!path.startsWith('/')) throw new MountRefusedError(field, `${path} is not absolute`);
+  // `..` is resolved textually only after a link-free walk would be the same: refuse it instead of guessing.
+  if (path.split('/').includes('..')) throw new MountRefusedError(field, `${path} holds a ".." component`);
+  const normalized = normalizeAbsolute(path);
+  const segments = normalized.split('/').filter((s) => s !== '');
+  let current = '';
+  let fileId: string | undefined;
+  for (const segment of ['', ...segments]) {
+    current = segment === '' ? '/' : `${current === '/' ? '' : current}/${segment}`;
+    let info = await lstatOrNull(fs, current, field);
+    if (info === null) {
+      if (!options.create) throw new MountRefusedError(field, `${current} does not exist`);
+      await fs.mkdir(current, 0o777).catch((err: unknown) => {
+        // Someone made it meanwhile: the lstat below decides what it is.
+        if (errnoOf(err) !== 'EEXIST')
+          throw new MountRefusedError(field, `cannot create ${current} (${errnoOf(err) ?? 'error'})`);
+      });
+      info = await lstatOrNull(fs, current, field);
+      if (info === null) throw new MountRefusedError(field, `${current} vanished while it was created`);
+    }
+    if (info.kind === 'symlink')
+      throw new MountRefusedError(field, `${current} is a symbolic link (a link could redirect the mount)`);
+    if (info.kind !== 'directory') throw new MountRefusedError(field, `${current} is not a folder`);
+    if (options.owners !== undefined && (info.uid === undefined || !options.owners.includes(info.uid))) {
+      throw new MountRefusedError(
+        field,
+        `${current} is owned by user ${info.uid ?? 'unknown'}, not by root or the supervisor's user (its owner could swap it)`,
+      );
+    }
+    fileId = info.fileId;
+  }
+  if (fileId === undefined)
+    throw new MountRefusedError(field, `the file system does not say which folder ${normalized} is`);
+  return { path: normalized, fileId };
+}
+
+async function lstatOrNull(
+  fs: FileSystem,
+  path: string,
+  field: string,
+): Promise<Awaited<ReturnType<FileSystem['lstat']>> | null> {
+  try {
+    return await fs.lstat(path);
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return null;
+    throw new MountRefusedError(field, `cannot inspect ${path} (${errnoOf(err) ?? 'error'})`);
+  }
+}
+
+/** Guarded bind: the spec's source, the path given to the engine, and the folder it was. */
+interface Guarded {
+  readonly field: string;
+  readonly specPath: string;
+  readonly checked: CheckedFolder;
+}
+
+/**
+ * One pair's guard: `wrap(runtime)` returns the runtime the lifecycle uses, whose `create` checks and prepares
+ * every bind source (the rules apply to every bind but the `collect` one, the pair's private outcome folder inside
+ * the evidence, which only has to be link-free and ours) and gives the engine the checked paths, and whose `start`
+ * verifies the sources before and after starting. `refusal` is what refused, or null.
+ */
+export class MountGuard {
+  #refusal: MountRefusedError | null = null;
+  #guarded: Guarded[] = [];
+
+  constructor(
+    private readonly fs: FileSystem,
+    private readonly options: MountGuardOptions,
+  ) {}
+
+  get refusal(): MountRefusedError | null {
+    return this.#refusal;
+  }
+
+  wrap(runtime: ContainerRuntime): ContainerRuntime {
+    const create: ContainerRuntime['create'] = async (spec) =>
+      runtime.create(await this.#refuseOr(() => this.#prepare(spec)));
+    const start: ContainerRuntime['start'] = async (id) => {
+      await this.#refuseOr(() => this.#verify('before start'));
+      await runtime.start(id);
+      await this.#refuseOr(() => this.#verify('after start'));
+    };
+    // Every other call goes to the runtime itself (bound: adapters keep private fields).
+    return new Proxy(runtime, {
+      get(target, prop) {
+        if (prop === 'create') return create;
+        if (prop === 'start') return start;
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  }
+
+  async #refuseOr<T>(step: () => Promise<T>): Promise<T> {
+    try {
+      return await step();
+    } catch (err) {
+      if (err instanceof MountRefusedError) this.#refusal ??= err;
+      throw err;
+    }
+  }
+
+  async #prepare(spec: ContainerSpec): Promise<ContainerSpec> {
+    const binds: ContainerSpec['binds'][number][] = [];
+    for (const bind of spec.binds) {
+      const field =
+        bind.collect === true
+          ? 'outcome folder'
+          : bind.containerPath === spec.workingDir
+            ? 'cwd'
+            : `mount ${bind.containerPath}`;
+      const checked = await checkFolder(this.fs, bind.hostPath, field, {
+        create: bind.collect !== true,
+        owners: this.options.owners,
+      });
+      if (bind.collect !== true) {
+        const issue = checkMounts([{ field, hostPath: checked.path }], this.options.rules ?? {})[0];
+        if (issue !== undefined) throw new MountRefusedError(field, `${checked.path} ${issue.message}`);
+      }
+      this.#guarded.push({ field, specPath: bind.hostPath, checked });
+      binds.push({ ...bind, hostPath: checked.path });
+    }
+    // Tests swap a folder here, between the check and the create.
+    await pausepoint('mount_checked');
+    return { ...spec, binds };
+  }
+
+  async #verify(when: string): Promise<void> {
+    for (const g of this.#guarded) {
+      const now = await checkFolder(this.fs, g.checked.path, g.field, {
+        create: false,
+        owners: this.options.owners,
+      });
+      if (now.fileId !== g.checked.fileId) {
+        throw new MountRefusedError(
+          g.field,
+          `${g.checked.path} was replaced ${when} (another folder than the one checked)`,
+        );
+      }
+    }
+  }
+}
