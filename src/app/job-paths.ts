@@ -89,6 +89,10 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
   for (const job of jobs) {
     const outcomeField = field(job.prefix, 'outcome_path');
     const cwdField = field(job.prefix, 'cwd');
+    // `a/link/..` is not `a` to the kernel (`..` of a link's target): refused rather than resolved by text.
+    for (const [name, path] of [['cwd', job.cwd], ['outcome_path', job.outcome_path]] as const) {
+      if (path.split('/').includes('..')) issues.push({ path: field(job.prefix, name), rule: 'must not hold a ".." component (after a symbolic link it would lead elsewhere)' });
+    }
     const link = await symlinkProblem(fs, job.outcome_path);
     if (link !== null) issues.push({ path: outcomeField, rule: link });
     const mounts: MountRequest[] = [];
