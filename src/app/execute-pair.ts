@@ -201,7 +201,10 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const refusal = guard?.refusal ?? null;
   if (refusal !== null) deps.logger.warn({ job: job.job_id, mount: refusal.field, rule: refusal.rule }, 'mount refused at launch: the pair fails closed');
   // A refused mount is the pair's reason, not an engine fault (the guard's throw ended the create or the start).
-  const checked = refusal === null ? execution : { ...execution, engineFault: null, engineError: { kind: 'mount_refused', message: `${refusal.field}: ${refusal.rule}` } };
+  let checked = refusal === null ? execution : { ...execution, engineFault: null, engineError: { kind: 'mount_refused', message: `${refusal.field}: ${refusal.rule}` } };
+  const unremoved = guard?.unremoved ?? null;
+  // Refused right after its create and not confirmed gone: the pair's container is known and its removal unverified.
+  if (unremoved !== null) checked = { ...checked, container: { ...checked.container, id: unremoved }, cleanup: { ...checked.cleanup, removed: false, verified_absent: false } };
   await publishOperatorCopy(deps, checked, job);
   return { result: await resultOf(deps, input, checked, paths, refusal !== null), execution: checked };
 }

@@ -4,8 +4,9 @@
  * bind sources are walked again from `/` with lstat: no component may be a symlink, a non-folder, or owned by
  * anyone but the expected owners; missing folders are made one component at a time (mkdir, then lstat), never
  * through a link; the mount rules run again on the path so found (link-free, hence real); and the engine gets that
- * path. Before and after the container starts, each source is walked again and must still be the same folder
- * (device and inode). Any refusal fails the pair closed with the reason `mount_refused`.
+ * path. Right after the create and right after the start, each source is walked again and must still be the same
+ * folder (device and inode): refused after the create, the container is removed before it ever starts; refused
+ * after the start, it is killed at once. Any refusal fails the pair closed with the reason `mount_refused`.
  */
 import { checkMounts, normalizeAbsolute, type ProtectedPaths } from '../core/mount-policy.js';
 import { pausepoint } from './failpoints.js';
@@ -106,12 +107,13 @@ interface Guarded {
 /**
  * One pair's guard: `wrap(runtime)` returns the runtime the lifecycle uses, whose `create` checks and prepares
  * every bind source (the rules apply to every bind but the `collect` one, the pair's private outcome folder inside
- * the evidence, which only has to be link-free and ours) and gives the engine the checked paths, and whose `start`
- * verifies the sources before and after starting. `refusal` is what refused, or null.
+ * the evidence, which only has to be link-free and ours), gives the engine the checked paths and verifies them once
+ * the container exists, and whose `start` verifies them again once it runs. `refusal` is what refused, or null.
  */
 export class MountGuard {
   #refusal: MountRefusedError | null = null;
   #guarded: Guarded[] = [];
+  #unremoved: string | null = null;
 
   constructor(
     private readonly fs: FileSystem,
@@ -122,13 +124,33 @@ export class MountGuard {
     return this.#refusal;
   }
 
+  /** A container the guard refused right after its create and could not see gone (the engine did not confirm the 404). */
+  get unremoved(): string | null {
+    return this.#unremoved;
+  }
+
   wrap(runtime: ContainerRuntime): ContainerRuntime {
-    const create: ContainerRuntime['create'] = async (spec) =>
-      runtime.create(await this.#refuseOr(() => this.#prepare(spec)));
+    const create: ContainerRuntime['create'] = async (spec) => {
+      const handle = await runtime.create(await this.#refuseOr(() => this.#prepare(spec)));
+      try {
+        await this.#refuseOr(() => this.#verify('while the container was created'));
+      } catch (err) {
+        // Never started: removed here (the lifecycle never learns of it, so no log stream waits on it), 404 checked.
+        await runtime.remove(handle.id).catch(() => undefined);
+        if ((await runtime.inspect(handle.id).catch(() => undefined)) !== null) this.#unremoved = handle.id;
+        throw err;
+      }
+      return handle;
+    };
     const start: ContainerRuntime['start'] = async (id) => {
-      await this.#refuseOr(() => this.#verify('before start'));
       await runtime.start(id);
-      await this.#refuseOr(() => this.#verify('after start'));
+      try {
+        await this.#refuseOr(() => this.#verify('while the container started'));
+      } catch (err) {
+        // Killed at once; the lifecycle collects and removes it as after any failed start.
+        await runtime.stop(id, 0).catch(() => undefined);
+        throw err;
+      }
     };
     // Every other call goes to the runtime itself (bound: adapters keep private fields).
     return new Proxy(runtime, {

@@ -234,7 +234,7 @@ describe('executePair: the launch-time mount guard', () => {
     };
     const { result } = await executePair(deps(runtime as unknown as ContainerRuntime), input(cwd));
     expect(result.reasons).toEqual(['mount_refused', 'outcome_missing']);
-    expect(result.engine_error?.message).toMatch(/was replaced before start/);
+    expect(result.engine_error?.message).toMatch(/was replaced while the container was created/);
     expect(runtime.calls).not.toContain('start');
   });
 
