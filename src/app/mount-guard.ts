@@ -8,7 +8,13 @@
  * folder (device and inode): refused after the create, the container is removed before it ever starts; refused
  * after the start, it is killed at once. Any refusal fails the pair closed with the reason `mount_refused`.
  */
-import { checkMounts, normalizeAbsolute, type ProtectedPaths } from '../core/mount-policy.js';
+import {
+  checkMounts,
+  DEFAULT_HOME_PATHS,
+  normalizeAbsolute,
+  SYSTEM_PATHS,
+  type ProtectedPaths,
+} from '../core/mount-policy.js';
 import { pausepoint } from './failpoints.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
@@ -35,6 +41,8 @@ export interface MountGuardOptions {
 export interface CheckedFolder {
   readonly path: string;
   readonly fileId: string;
+  /** The identity of every component from `/` down to the folder itself. */
+  readonly componentIds: readonly string[];
 }
 
 /**
@@ -55,6 +63,7 @@ export async function checkFolder(
   const segments = normalized.split('/').filter((s) => s !== '');
   let current = '';
   let fileId: string | undefined;
+  const componentIds: string[] = [];
   for (const segment of ['', ...segments]) {
     current = segment === '' ? '/' : `${current === '/' ? '' : current}/${segment}`;
     let info = await lstatOrNull(fs, current, field);
@@ -78,10 +87,49 @@ export async function checkFolder(
       );
     }
     fileId = info.fileId;
+    if (fileId !== undefined) componentIds.push(fileId);
   }
   if (fileId === undefined)
     throw new MountRefusedError(field, `the file system does not say which folder ${normalized} is`);
-  return { path: normalized, fileId };
+  return { path: normalized, fileId, componentIds };
+}
+
+interface ProtectedIds {
+  /** Identity → folder no mount may lie inside (system folders, the engine's and our own folders, the output). */
+  readonly inside: ReadonlyMap<string, string>;
+  /** Identity → folder no mount may be (`/`, the homes). */
+  readonly be: ReadonlyMap<string, string>;
+}
+
+/** The identities of the protected folders that exist (each followed through its links first). */
+async function protectedIdentities(fs: FileSystem, rules: ProtectedPaths): Promise<ProtectedIds> {
+  const idOf = async (path: string): Promise<string | undefined> => {
+    try {
+      return (await fs.lstat(await fs.realpath(path))).fileId;
+    } catch {
+      return undefined;
+    }
+  };
+  const mapOf = async (paths: readonly string[]): Promise<Map<string, string>> => {
+    const map = new Map<string, string>();
+    for (const path of new Set(paths)) {
+      const id = await idOf(path);
+      if (id !== undefined && !map.has(id)) map.set(id, path);
+    }
+    return map;
+  };
+  const inside = [
+    ...SYSTEM_PATHS,
+    ...(rules.ownedDirs ?? []),
+    ...(rules.outputDir !== undefined ? [rules.outputDir] : []),
+  ];
+  const be = [
+    '/',
+    ...DEFAULT_HOME_PATHS,
+    ...(rules.homeDir !== undefined ? [rules.homeDir] : []),
+    ...(rules.homeDirs ?? []),
+  ];
+  return { inside: await mapOf(inside), be: await mapOf(be) };
 }
 
 async function lstatOrNull(
@@ -114,6 +162,7 @@ export class MountGuard {
   #refusal: MountRefusedError | null = null;
   #guarded: Guarded[] = [];
   #unremoved: string | null = null;
+  #protectedIds: Promise<ProtectedIds> | null = null;
 
   constructor(
     private readonly fs: FileSystem,
@@ -188,6 +237,7 @@ export class MountGuard {
       if (bind.collect !== true) {
         const issue = checkMounts([{ field, hostPath: checked.path }], this.options.rules ?? {})[0];
         if (issue !== undefined) throw new MountRefusedError(field, `${checked.path} ${issue.message}`);
+        await this.#refuseAliases(field, checked);
       }
       this.#guarded.push({ field, specPath: bind.hostPath, checked });
       binds.push({ ...bind, hostPath: checked.path });
@@ -195,6 +245,26 @@ export class MountGuard {
     // Tests swap a folder here, between the check and the create.
     await pausepoint('mount_checked');
     return { ...spec, binds };
+  }
+
+  /**
+   * A protected folder under another name (a bind mount of `/etc` elsewhere, `/` bound into a work folder): the
+   * path rules cannot see it, the folders' identities can. Refused when a component below `/` is a folder that no
+   * mount may lie inside, or the folder itself is `/` or a home.
+   */
+  async #refuseAliases(field: string, checked: CheckedFolder): Promise<void> {
+    const ids = await (this.#protectedIds ??= protectedIdentities(this.fs, this.options.rules ?? {}));
+    for (const [i, id] of checked.componentIds.entries()) {
+      const inside = i > 0 ? ids.inside.get(id) : undefined;
+      if (inside !== undefined)
+        throw new MountRefusedError(
+          field,
+          `${checked.path} lies in ${inside} under another name (a bind mount of it)`,
+        );
+    }
+    const be = ids.be.get(checked.fileId);
+    if (be !== undefined)
+      throw new MountRefusedError(field, `${checked.path} is ${be} under another name (a bind mount of it)`);
   }
 
   async #verify(when: string): Promise<void> {

@@ -14,6 +14,7 @@ import type {
   ContainerRuntime,
   ContainerSpec,
 } from '../../src/app/ports/container-runtime.js';
+import type { FileInfo } from '../../src/app/ports/file-system.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
 import { ScriptedRuntime } from '../support/scripted-runtime.js';
@@ -155,7 +156,40 @@ class SwappingRuntime extends ScriptedRuntime {
   }
 }
 
+/** A file system where `alias` is the same folder as `as` (a bind mount): lstat gives it the other folder's identity. */
+class BindMountedFs extends NodeFileSystem {
+  constructor(
+    private readonly alias: string,
+    private readonly as: string,
+  ) {
+    super();
+  }
+
+  override async lstat(path: string): Promise<FileInfo> {
+    const info = await super.lstat(path);
+    return path === this.alias ? { ...info, fileId: (await super.lstat(this.as)).fileId! } : info;
+  }
+}
+
 describe('executePair: the launch-time mount guard', () => {
+  it('a protected folder under another name (a bind mount of /etc, of /): refused by identity, no container', async () => {
+    const bound = join(dir, 'bound');
+    await mkdir(join(bound, 'work'), { recursive: true });
+    for (const [as, cwd, rule] of [
+      ['/etc', join(bound, 'work'), /lies in \/etc under another name/],
+      ['/', bound, /is \/ under another name/],
+    ] as const) {
+      const runtime = new ScriptedRuntime();
+      const { result } = await executePair(
+        { ...deps(runtime as unknown as ContainerRuntime), fs: new BindMountedFs(bound, as) },
+        input(cwd),
+      );
+      expect(result.reasons, as).toEqual(['mount_refused', 'outcome_missing']);
+      expect(result.engine_error?.message, as).toMatch(rule);
+      expect(runtime.calls, as).not.toContain('create');
+    }
+  });
+
   it('gives the engine the checked, link-free path and a cwd made by the guard', async () => {
     const runtime = new ScriptedRuntime();
     const { result } = await executePair(
