@@ -54,7 +54,12 @@ export async function checkFolder(
   fs: FileSystem,
   path: string,
   field: string,
-  options: { readonly create: boolean; readonly owners?: readonly number[] | undefined },
+  options: {
+    readonly create: boolean;
+    readonly owners?: readonly number[] | undefined;
+    /** Called for each component that passed (from `/` down), before the next one is made: throws to refuse. */
+    readonly inspect?: (index: number, path: string, fileId: string | undefined) => void;
+  },
 ): Promise<CheckedFolder> {
   if (!path.startsWith('/')) throw new MountRefusedError(field, `${path} is not absolute`);
   // `..` is resolved textually only after a link-free walk would be the same: refuse it instead of guessing.
@@ -88,10 +93,28 @@ export async function checkFolder(
     }
     fileId = info.fileId;
     if (fileId !== undefined) componentIds.push(fileId);
+    options.inspect?.(componentIds.length - 1, current, fileId);
   }
   if (fileId === undefined)
     throw new MountRefusedError(field, `the file system does not say which folder ${normalized} is`);
   return { path: normalized, fileId, componentIds };
+}
+
+/**
+ * A protected folder under another name (a bind mount of `/etc` elsewhere, `/` bound into a work folder): the path
+ * rules cannot see it, the folders' identities can. A component below `/` that is a folder no mount may lie inside
+ * is refused as the walk reaches it; the folder itself being `/` or a home is refused once the walk is done.
+ */
+function refuseAlias(
+  field: string,
+  ids: ProtectedIds,
+  index: number,
+  path: string,
+  id: string | undefined,
+): void {
+  const inside = index > 0 && id !== undefined ? ids.inside.get(id) : undefined;
+  if (inside !== undefined)
+    throw new MountRefusedError(field, `${path} is ${inside} under another name (a bind mount of it)`);
 }
 
 interface ProtectedIds {
@@ -230,14 +253,29 @@ export class MountGuard {
           : bind.containerPath === spec.workingDir
             ? 'cwd'
             : `mount ${bind.containerPath}`;
+      const guarded = bind.collect !== true;
+      // The rules first, on the path as it will be once the walk found no link (then it is its real path), and the
+      // identities on the way down: nothing is made inside a protected folder before it is refused.
+      if (guarded && !bind.hostPath.split('/').includes('..')) {
+        const normalized = normalizeAbsolute(bind.hostPath);
+        const issue = checkMounts([{ field, hostPath: normalized }], this.options.rules ?? {})[0];
+        if (issue !== undefined) throw new MountRefusedError(field, `${normalized} ${issue.message}`);
+      }
+      const ids = guarded
+        ? await (this.#protectedIds ??= protectedIdentities(this.fs, this.options.rules ?? {}))
+        : null;
       const checked = await checkFolder(this.fs, bind.hostPath, field, {
-        create: bind.collect !== true,
+        create: guarded,
         owners: this.options.owners,
+        ...(ids !== null ? { inspect: (index, path, id) => refuseAlias(field, ids, index, path, id) } : {}),
       });
-      if (bind.collect !== true) {
-        const issue = checkMounts([{ field, hostPath: checked.path }], this.options.rules ?? {})[0];
-        if (issue !== undefined) throw new MountRefusedError(field, `${checked.path} ${issue.message}`);
-        await this.#refuseAliases(field, checked);
+      if (ids !== null) {
+        const be = ids.be.get(checked.fileId);
+        if (be !== undefined)
+          throw new MountRefusedError(
+            field,
+            `${checked.path} is ${be} under another name (a bind mount of it)`,
+          );
       }
       this.#guarded.push({ field, specPath: bind.hostPath, checked });
       binds.push({ ...bind, hostPath: checked.path });
@@ -245,26 +283,6 @@ export class MountGuard {
     // Tests swap a folder here, between the check and the create.
     await pausepoint('mount_checked');
     return { ...spec, binds };
-  }
-
-  /**
-   * A protected folder under another name (a bind mount of `/etc` elsewhere, `/` bound into a work folder): the
-   * path rules cannot see it, the folders' identities can. Refused when a component below `/` is a folder that no
-   * mount may lie inside, or the folder itself is `/` or a home.
-   */
-  async #refuseAliases(field: string, checked: CheckedFolder): Promise<void> {
-    const ids = await (this.#protectedIds ??= protectedIdentities(this.fs, this.options.rules ?? {}));
-    for (const [i, id] of checked.componentIds.entries()) {
-      const inside = i > 0 ? ids.inside.get(id) : undefined;
-      if (inside !== undefined)
-        throw new MountRefusedError(
-          field,
-          `${checked.path} lies in ${inside} under another name (a bind mount of it)`,
-        );
-    }
-    const be = ids.be.get(checked.fileId);
-    if (be !== undefined)
-      throw new MountRefusedError(field, `${checked.path} is ${be} under another name (a bind mount of it)`);
   }
 
   async #verify(when: string): Promise<void> {

@@ -176,7 +176,7 @@ describe('executePair: the launch-time mount guard', () => {
     const bound = join(dir, 'bound');
     await mkdir(join(bound, 'work'), { recursive: true });
     for (const [as, cwd, rule] of [
-      ['/etc', join(bound, 'work'), /lies in \/etc under another name/],
+      ['/etc', join(bound, 'work'), /bound is \/etc under another name/],
       ['/', bound, /is \/ under another name/],
     ] as const) {
       const runtime = new ScriptedRuntime();
@@ -188,6 +188,15 @@ describe('executePair: the launch-time mount guard', () => {
       expect(result.engine_error?.message, as).toMatch(rule);
       expect(runtime.calls, as).not.toContain('create');
     }
+    // Refused on the way down: nothing was made inside the aliased folder.
+    await expect(lstat(join(bound, 'work', 'new'))).rejects.toMatchObject({ code: 'ENOENT' });
+    const runtime = new ScriptedRuntime();
+    const { result } = await executePair(
+      { ...deps(runtime as unknown as ContainerRuntime), fs: new BindMountedFs(bound, '/etc') },
+      input(join(bound, 'work', 'new', 'deeper')),
+    );
+    expect(result.reasons[0]).toBe('mount_refused');
+    await expect(lstat(join(bound, 'work', 'new'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('gives the engine the checked, link-free path and a cwd made by the guard', async () => {
