@@ -57,6 +57,22 @@ export async function resolveReal(fs: FileSystem, path: string): Promise<string>
   }
 }
 
+/**
+ * The first folder on `path` (itself included, from `/` down) that is the evidence of a run of ours — a batch's
+ * output (`batch.json` and `events.jsonl`) or a pair's folder (`receipt.json` and `stdout.log`: a `pair run`
+ * directory, a batch's `jobs/<id>/`) — or null. Another batch's evidence is not in this run's protected paths.
+ */
+async function evidenceAbove(fs: FileSystem, path: string): Promise<string | null> {
+  const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
+  const folders = segments.map((_, i) => `/${segments.slice(0, i + 1).join('/')}`);
+  const marks = folders.flatMap((f) => [join(f, 'batch.json'), join(f, 'events.jsonl'), join(f, 'receipt.json'), join(f, 'stdout.log')]);
+  const there = fs.existMany ? await fs.existMany(marks) : await Promise.all(marks.map((m) => somethingAt(fs, m)));
+  for (const [i, folder] of folders.entries()) {
+    if ((there[4 * i] === true && there[4 * i + 1] === true) || (there[4 * i + 2] === true && there[4 * i + 3] === true)) return folder;
+  }
+  return null;
+}
+
 /** A symlink (or a non-folder where a folder must be) anywhere in `path`; null when every existing component is plain. */
 async function symlinkProblem(fs: FileSystem, path: string): Promise<string | null> {
   const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
@@ -101,6 +117,10 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
       const outcomeDir = await resolveReal(fs, dirname(job.outcome_path));
       mounts.push({ field: cwdField, hostPath: cwd }, { field: outcomeField, hostPath: outcomeDir });
       mounted.push({ prefix: job.prefix, cwd, outcomeDir });
+      for (const [name, path] of [[cwdField, cwd], [outcomeField, outcomeDir]] as const) {
+        const evidence = await evidenceAbove(fs, path);
+        if (evidence !== null) issues.push({ path: name, rule: `must not lie inside the evidence of another run (${evidence}): a pair could rewrite it` });
+      }
       if (cwd === outcomeDir) {
         issues.push({
           path: outcomeField,

@@ -153,6 +153,25 @@ describe('e1-batch start refuses, writing nothing', () => {
     await expect(readdir(join(dir, 'D'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
+  it('a cwd or outcome folder inside another run\'s evidence (a batch output, a pair run directory)', async () => {
+    await mkdir(join(dir, 'old-batch', 'jobs'), { recursive: true });
+    await writeFile(join(dir, 'old-batch', 'batch.json'), '{}');
+    await writeFile(join(dir, 'old-batch', 'events.jsonl'), '');
+    await mkdir(join(dir, 'old-run'));
+    await writeFile(join(dir, 'old-run', 'receipt.json'), '{}');
+    await writeFile(join(dir, 'old-run', 'stdout.log'), '');
+    const error = await startWith([
+      job('a', { cwd: join(dir, 'old-batch', 'jobs', 'a'), outcome_path: join(dir, 'work', 'a', 'out', 'a.json') }),
+      job('b', { cwd: join(dir, 'work', 'b'), outcome_path: join(dir, 'old-run', 'out', 'b.json') }),
+    ]);
+    expectRefusal(error, 'jobs[0].cwd', /inside the evidence of another run \(.*old-batch\)/);
+    expectRefusal(error, 'jobs[1].outcome_path', /inside the evidence of another run \(.*old-run\)/);
+    // A folder that merely holds one of the marks is not evidence.
+    await mkdir(join(dir, 'proj'));
+    await writeFile(join(dir, 'proj', 'batch.json'), '{}');
+    expect(await jobPathIssues(fs, [{ prefix: 'jobs[0]', cwd: join(dir, 'proj'), outcome_path: join(dir, 'proj', 'out', 'a.json') }], {})).toEqual([]);
+  });
+
   it('--mount-root accepted: recorded in batch.json as real paths, so every launch of the batch enforces it', async () => {
     await mkdir(join(dir, 'real-root', 'work'), { recursive: true });
     await symlink(join(dir, 'real-root'), join(dir, 'root-link'));
