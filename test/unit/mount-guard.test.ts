@@ -281,6 +281,21 @@ describe('executePair: the launch-time mount guard', () => {
     expect(runtime.calls).not.toContain('start');
   });
 
+  it('refused after the create and the engine does not confirm the removal: the container is named, cleanup_unverified', async () => {
+    const cwd = join(dir, 'work');
+    const runtime = new SwappingRuntime();
+    runtime.removeTakesNoEffect = true;
+    runtime.afterCreate = () => swap(cwd, elsewhere);
+    const { result } = await executePair(deps(runtime as unknown as ContainerRuntime), input(cwd));
+    expect(result).toMatchObject({
+      classification: 'harness_failure',
+      reasons: ['cleanup_unverified', 'mount_refused', 'outcome_missing'],
+    });
+    expect(result.container.id).toBe('c1');
+    expect(result.cleanup).toMatchObject({ removed: false, verified_absent: false });
+    expect(runtime.calls).not.toContain('start');
+  });
+
   it('the cwd swapped while the engine starts it: refused after start, the container removed and verified', async () => {
     const cwd = join(dir, 'work');
     const runtime = new SwappingRuntime();
