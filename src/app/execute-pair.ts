@@ -72,17 +72,17 @@ export interface ExecutePairDeps {
    */
   readonly publishOutcome?: (bytes: Uint8Array, hostPath: string) => Promise<void>;
   /**
-   * After the container is gone: mask every secret in the private outcome copy (the evidence), replacing the file
-   * when masking changed it and it still holds `bytes`; returns the bytes to hash, and `masked: false` when the
-   * replace failed and the copy keeps the driver's bytes. Absent: the copy is kept as the driver wrote it.
-   */
-  /**
    * The host's part of the mount rules (every user's home, the engine's sockets and real data root, our own state
    * folders), asked just before each create; absent: the built-in rules only (core/mount-policy.ts).
    */
   readonly hostMountRules?: () => Promise<Pick<ProtectedPaths, 'homeDir' | 'homeDirs' | 'engineSocketPaths' | 'ownedDirs'>>;
   /** Who may own each component of a bind source (root and the supervisor's user); absent: owners are not checked. */
   readonly mountOwners?: readonly number[];
+  /**
+   * After the container is gone: mask every secret in the private outcome copy (the evidence), replacing the file
+   * when masking changed it and it still holds `bytes`; returns the bytes to hash, and `masked: false` when the
+   * replace failed and the copy keeps the driver's bytes. Absent: the copy is kept as the driver wrote it.
+   */
   readonly maskOutcome?: (
     bytes: Uint8Array,
     privatePath: string,
