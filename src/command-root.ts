@@ -236,7 +236,7 @@ export async function createBatchStartWiring(
   readonly host: Pick<StartBatchOptions, 'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'>;
 }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
-  const { createExecutorRuntime, createSwarmRuntime, hostProtectedPaths } = await root();
+  const { createExecutorRuntime, createSwarmRuntime, hostMountRules } = await root();
   const registry = registryLocation(registryFlag);
   const runtime = createExecutorRuntime(executor);
   const { checkRegistryNeeds } = await import('./app/batch/start-batch.js');
@@ -264,7 +264,7 @@ export async function createBatchStartWiring(
   const host = {
     registryPath: registry.path,
     hostAddresses: hostAddresses(),
-    hostPaths: hostProtectedPaths(),
+    hostPaths: await hostMountRules(runtime),
     environment: process.env,
     codeVersion: await codeVersion(),
   };
@@ -299,7 +299,7 @@ export async function createPairRunWiring(
   readonly host: Pick<RunPairOptions, 'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath'>;
 }> {
   const { registryFilePath, registryLocation } = await import('./adapters/registry/default-path.js');
-  const { createPairRunDeps, hostProtectedPaths, specLogSecrets } = await root();
+  const { createPairRunDeps, hostMountRules, specLogSecrets } = await root();
   const { hostAddresses } = await import('./adapters/host-addresses.js');
   const registry = registryLocation(registryFlag);
   const deps = createPairRunDeps(registry, specLogSecrets(specText), executor);
@@ -311,7 +311,7 @@ export async function createPairRunWiring(
       codeVersion,
       cwd: process.cwd(),
       hostAddresses: hostAddresses(),
-      hostPaths: hostProtectedPaths(),
+      hostPaths: await hostMountRules(deps.runtime),
       ...(registryPath !== undefined ? { registryPath: registry.path } : {}),
     },
   };

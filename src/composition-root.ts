@@ -209,6 +209,8 @@ export async function sessionTails(): Promise<SessionTails> {
 
 /** Adapters of the pair lifecycle, shared by `pair run` and the supervisor. */
 export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger): ExecutePairDeps {
+  // Asked once per process (the engine's data root and the password database do not change under a batch).
+  let hostRules: ReturnType<typeof hostMountRules> | null = null;
   return {
     runtime,
     clock: systemClock,
@@ -225,6 +227,8 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     imageSessions: new ImageSessionsMemo(),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
+    hostMountRules: () => (hostRules ??= hostMountRules(runtime)),
+    mountOwners: mountOwners(),
   };
 }
 
@@ -248,6 +252,31 @@ export function createPairRunDeps(
 /** What no pair may get mounted besides the output directory and the registry: $HOME and the engine's sockets. */
 export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: string[] } {
   return { homeDir: homedir(), engineSocketPaths: engineSocketPaths() };
+}
+
+/** The engine's own folders: its real data root (asked, `DockerRootDir`) when it answers; containerd's is built in. */
+async function engineOwnedDirs(runtime: Pick<ContainerRuntime, 'info'>): Promise<string[]> {
+  const root = await runtime.info().then((i) => i.dataRoot, () => undefined);
+  return root !== undefined && root.startsWith('/') ? [root] : [];
+}
+
+/**
+ * The host's part of the mount rules (docs/spec.md 5.3): $HOME and every user's home, the engine's sockets, its real
+ * data root, and `extraOwned` (our own state folders: the token file's, serve's data directory).
+ */
+export async function hostMountRules(
+  runtime: Pick<ContainerRuntime, 'info'>,
+  extraOwned: readonly string[] = [],
+): Promise<{ homeDir: string; homeDirs: string[]; engineSocketPaths: string[]; ownedDirs: string[] }> {
+  const { passwdHomes } = await import('./adapters/host-homes.js');
+  const [homeDirs, engineDirs] = await Promise.all([passwdHomes(), engineOwnedDirs(runtime)]);
+  return { ...hostProtectedPaths(), homeDirs, ownedDirs: [...engineDirs, ...extraOwned] };
+}
+
+/** Who may own a bind source's folders: root and the supervisor's own user. */
+export function mountOwners(): number[] {
+  const uid = process.getuid?.();
+  return uid === undefined ? [0] : [...new Set([0, uid])];
 }
 
 export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));

@@ -18,7 +18,7 @@ import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
 import { DEFAULT_CONCURRENCY_LIMITS, SessionManager, type Adoption, type ConcurrencyLimits } from './app/serve/session-manager.js';
-import { createDockerRuntime, createExecutePairDeps } from './composition-root.js';
+import { createDockerRuntime, createExecutePairDeps, hostMountRules } from './composition-root.js';
 
 /** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
 export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;
@@ -29,6 +29,10 @@ export interface ServeOptions {
   readonly socketPath?: string;
   readonly listen?: { readonly host: string; readonly port: number; readonly token: string };
   readonly dataDir?: string;
+  /** `--mount-root` (real paths): when given, every session mount and pair cwd must lie under one of them. */
+  readonly mountRoots?: readonly string[];
+  /** Folders of ours no mount may reach besides the data directory (the token file's folder). */
+  readonly ownedDirs?: readonly string[];
   readonly registryPath?: string;
   readonly bindAddress?: string;
   readonly reapIntervalMs?: number;
@@ -129,7 +133,15 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);
   const socketPath = options.socketPath ?? defaultSocketPath(options.environment);
   const batchId = `serve-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
-  const protectedPaths = { outputDir: dataDir, ...(registryPath !== undefined ? { registryPath } : {}), homeDir: homedir(), engineSocketPaths: [...engineSocketPaths(options.environment), socketPath] };
+  const host = await hostMountRules(runtime, [dataDir, ...(options.ownedDirs ?? [])]);
+  const protectedPaths = {
+    ...host,
+    outputDir: dataDir,
+    ...(registryPath !== undefined ? { registryPath } : {}),
+    homeDir: homedir(),
+    engineSocketPaths: [...engineSocketPaths(options.environment), socketPath],
+    ...(options.mountRoots !== undefined && options.mountRoots.length > 0 ? { mountRoots: options.mountRoots } : {}),
+  };
   const bindAddress = options.bindAddress ?? '127.0.0.1';
   const createRedactor = (secrets: readonly string[]) => createRedactStream(secrets);
   const allowedEnv = new Set(options.allowEnv ?? []);

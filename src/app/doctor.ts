@@ -1,3 +1,4 @@
+import { checkMounts } from '../core/mount-policy.js';
 import { ExitCode } from '../core/errors.js';
 import type { GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../core/host-facts.js';
@@ -63,6 +64,8 @@ export interface DoctorOptions {
   /** `--registry` given a PostgreSQL URL: checked instead of a file. */
   readonly registryPostgres?: { readonly display: string; readonly connection: unknown };
   readonly defaultRegistryPath: string;
+  /** `--mount-root` (real paths): reported, each checked against the mount rules. */
+  readonly mountRoots?: readonly string[];
   /** `--output` or the working directory: the filesystem whose free space matters. */
   readonly outputDir: string;
   /** With `--manifest`: the bytes that batch's log and session caps could need on that file system. */
@@ -87,8 +90,27 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
   });
   const [engine, host] = await Promise.all([engineChecks(deps, options, info), hostChecks(deps, options, facts)]);
   const network = engine.reachable && deps.pairNetwork !== undefined ? [await pairNetworkCheck(deps.pairNetwork)] : [];
-  const checks = [...engine.checks, ...network, ...host];
+  const dataRoot = await info.then((i) => i.dataRoot, () => undefined);
+  const checks = [...engine.checks, ...network, ...host, mountRootsCheck(options.mountRoots ?? [], dataRoot)];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };
+}
+
+/**
+ * `mount roots`: the `--mount-root` folders every cwd and session mount must lie under, or none (any folder the
+ * rules of docs/spec.md 5.3 allow). A root the rules refuse (a system folder, a home itself…) allows nothing: warned.
+ */
+export function mountRootsCheck(roots: readonly string[], dataRoot: string | undefined): DoctorCheck {
+  if (roots.length === 0) {
+    return { name: 'mount roots', status: 'ok', detail: 'none given: a cwd or session mount may be any folder the mount rules allow', fix: null, facts: { mount_roots: [] } };
+  }
+  const refused = roots.flatMap((root) => checkMounts([{ field: root, hostPath: root }], dataRoot !== undefined ? { ownedDirs: [dataRoot] } : {}).map((i) => `${root} ${i.message}`));
+  return {
+    name: 'mount roots',
+    status: refused.length === 0 ? 'ok' : 'warn',
+    detail: refused.length === 0 ? `every cwd and session mount must lie under ${roots.join(', ')}` : refused.join('; '),
+    fix: refused.length === 0 ? null : 'name a work folder as --mount-root, not a protected folder or one that holds one',
+    facts: { mount_roots: roots },
+  };
 }
 
 const MARKS: Readonly<Record<CheckStatus, string>> = { ok: '✓', warn: '!', fail: '✗' };

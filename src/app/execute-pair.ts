@@ -21,6 +21,9 @@ import type { FileSystem } from './ports/file-system.js';
 import type { HostIdentity } from './ports/host-identity.js';
 import type { Logger } from './ports/logger.js';
 import type { OutcomeReader } from './ports/outcome-reader.js';
+import type { ProtectedPaths } from '../core/mount-policy.js';
+import { resolveProtected } from './job-paths.js';
+import { MountGuard } from './mount-guard.js';
 
 const SESSIONS_TIMEOUT_MS = 120_000;
 
@@ -72,6 +75,13 @@ export interface ExecutePairDeps {
    */
   readonly publishOutcome?: (bytes: Uint8Array, hostPath: string) => Promise<void>;
   /**
+   * The host's part of the mount rules (every user's home, the engine's sockets and real data root, our own state
+   * folders), asked just before each create; absent: the built-in rules only (core/mount-policy.ts).
+   */
+  readonly hostMountRules?: () => Promise<Pick<ProtectedPaths, 'homeDir' | 'homeDirs' | 'engineSocketPaths' | 'ownedDirs'>>;
+  /** Who may own each component of a bind source (root and the supervisor's user); absent: owners are not checked. */
+  readonly mountOwners?: readonly number[];
+  /**
    * After the container is gone: mask every secret in the private outcome copy (the evidence), replacing the file
    * when masking changed it and it still holds `bytes`; returns the bytes to hash, and `masked: false` when the
    * replace failed and the copy keeps the driver's bytes. Absent: the copy is kept as the driver wrote it.
@@ -104,6 +114,8 @@ export interface ExecutePairInput {
   /** The wall budget: the claim time plus `timeout_seconds`, in epoch ms (src/core/wall-budget.ts). */
   readonly deadlineMs: number;
   readonly readOutcome: (path: string) => Promise<OutcomeRead>;
+  /** The run's part of the mount rules: the registry file and the operator's `--mount-root` folders (the output directory is the store's root). */
+  readonly mountRules?: Pick<ProtectedPaths, 'registryPath' | 'mountRoots'>;
 }
 
 export interface ExecutedPair {
@@ -172,12 +184,14 @@ interface PairPaths {
 export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput): Promise<ExecutedPair> {
   const { store, jobRel, job } = input;
   const sessionsRel = join(jobRel, 'sessions');
-  // Both bind-mount sources must exist: the driver's working directory, and its private outcome folder.
-  await deps.fs.mkdirp(job.cwd, 0o777);
+  // Both bind-mount sources must exist: the driver's working directory (made by the mount guard, one folder at a
+  // time, never through a link), and its private outcome folder.
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
+  const guard = input.reattach ? null : await mountGuardFor(deps, input);
   const paths: PairPaths = { sessionsRel, sessionsAbs: join(store.root, sessionsRel), privateOutcomeFile: privateOutcome.file, redact: textRedactor(input.secrets) };
-  const execution = await runPairLifecycle(lifecycleDepsFor(deps, input, paths), {
+  const lifecycleDeps = lifecycleDepsFor(deps, input, paths);
+  const execution = await runPairLifecycle(guard === null ? lifecycleDeps : { ...lifecycleDeps, runtime: guard.wrap(deps.runtime) }, {
     container: containerSpecFor(input),
     outcomePath: privateOutcome.file,
     sessionsDir: input.sessionsDir,
@@ -188,8 +202,22 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     ...(input.reattach ? { reattach: input.reattach } : {}),
     deadlineMs: input.deadlineMs,
   });
-  await publishOperatorCopy(deps, execution, job);
-  return { result: await resultOf(deps, input, execution, paths), execution };
+  const refusal = guard?.refusal ?? null;
+  if (refusal !== null) deps.logger.warn({ job: job.job_id, mount: refusal.field, rule: refusal.rule }, 'mount refused at launch: the pair fails closed');
+  // A refused mount is the pair's reason, not an engine fault (the guard's throw ended the create or the start).
+  let checked = refusal === null ? execution : { ...execution, engineFault: null, engineError: { kind: 'mount_refused', message: `${refusal.field}: ${refusal.rule}` } };
+  const unremoved = guard?.unremoved ?? null;
+  // Refused right after its create and not confirmed gone: the pair's container is known and its removal unverified.
+  if (unremoved !== null) checked = { ...checked, container: { ...checked.container, id: unremoved }, cleanup: { ...checked.cleanup, removed: false, verified_absent: false } };
+  await publishOperatorCopy(deps, checked, job);
+  return { result: await resultOf(deps, input, checked, paths, refusal !== null), execution: checked };
+}
+
+/** The launch-time mount guard of one pair (src/app/mount-guard.ts), with the rules resolved to real paths now. */
+async function mountGuardFor(deps: ExecutePairDeps, input: ExecutePairInput): Promise<MountGuard> {
+  const host = (await deps.hostMountRules?.()) ?? {};
+  const rules = await resolveProtected(deps.fs, { ...host, ...input.mountRules, outputDir: input.store.root });
+  return new MountGuard(deps.fs, { rules, ...(deps.mountOwners !== undefined ? { owners: deps.mountOwners } : {}) });
 }
 
 /** The lifecycle's evidence, wired to the store: the log files, the sessions folder, the diagnosis. */
@@ -264,7 +292,7 @@ function harnessFaultsOf(execution: PairExecution): HarnessFault[] {
 }
 
 /** Classify the pair and build its result.json record, every text from the pair's side masked. */
-async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths): Promise<ResultRecord> {
+async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths, mountRefused: boolean): Promise<ResultRecord> {
   const { job } = input;
   const check = checkOutcome(execution.outcome);
   const outcomeSha256 = await keptOutcomeSha256(deps, execution, input, paths.privateOutcomeFile);
@@ -277,6 +305,7 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     engineFault: execution.engineFault,
     engineLoss: execution.engineLoss,
     harnessFaults: harnessFaultsOf(execution),
+    mountRefused,
     allowedHttpStatuses: input.allowedHttpStatuses,
   });
   // The engine's own words are kept, but never with a resolved value in them.

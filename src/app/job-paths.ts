@@ -57,6 +57,22 @@ export async function resolveReal(fs: FileSystem, path: string): Promise<string>
   }
 }
 
+/**
+ * The first folder on `path` (itself included, from `/` down) that is the evidence of a run of ours — a batch's
+ * output (`batch.json` and `events.jsonl`) or a pair's folder (`receipt.json` and `stdout.log`: a `pair run`
+ * directory, a batch's `jobs/<id>/`) — or null. Another batch's evidence is not in this run's protected paths.
+ */
+async function evidenceAbove(fs: FileSystem, path: string): Promise<string | null> {
+  const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
+  const folders = segments.map((_, i) => `/${segments.slice(0, i + 1).join('/')}`);
+  const marks = folders.flatMap((f) => [join(f, 'batch.json'), join(f, 'events.jsonl'), join(f, 'receipt.json'), join(f, 'stdout.log')]);
+  const there = fs.existMany ? await fs.existMany(marks) : await Promise.all(marks.map((m) => somethingAt(fs, m)));
+  for (const [i, folder] of folders.entries()) {
+    if ((there[4 * i] === true && there[4 * i + 1] === true) || (there[4 * i + 2] === true && there[4 * i + 3] === true)) return folder;
+  }
+  return null;
+}
+
 /** A symlink (or a non-folder where a folder must be) anywhere in `path`; null when every existing component is plain. */
 async function symlinkProblem(fs: FileSystem, path: string): Promise<string | null> {
   const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
@@ -76,7 +92,8 @@ async function symlinkProblem(fs: FileSystem, path: string): Promise<string | nu
   return null;
 }
 
-function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<ProtectedPaths> {
+/** The mount rules with every path resolved to its real path (a missing one through its longest existing prefix). */
+export function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<ProtectedPaths> {
   return resolveProtectedPaths(p, (path) => resolveReal(fs, path));
 }
 
@@ -88,6 +105,10 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
   for (const job of jobs) {
     const outcomeField = field(job.prefix, 'outcome_path');
     const cwdField = field(job.prefix, 'cwd');
+    // `a/link/..` is not `a` to the kernel (`..` of a link's target): refused rather than resolved by text.
+    for (const [name, path] of [['cwd', job.cwd], ['outcome_path', job.outcome_path]] as const) {
+      if (path.split('/').includes('..')) issues.push({ path: field(job.prefix, name), rule: 'must not hold a ".." component (after a symbolic link it would lead elsewhere)' });
+    }
     const link = await symlinkProblem(fs, job.outcome_path);
     if (link !== null) issues.push({ path: outcomeField, rule: link });
     const mounts: MountRequest[] = [];
@@ -96,6 +117,10 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
       const outcomeDir = await resolveReal(fs, dirname(job.outcome_path));
       mounts.push({ field: cwdField, hostPath: cwd }, { field: outcomeField, hostPath: outcomeDir });
       mounted.push({ prefix: job.prefix, cwd, outcomeDir });
+      for (const [name, path] of [[cwdField, cwd], [outcomeField, outcomeDir]] as const) {
+        const evidence = await evidenceAbove(fs, path);
+        if (evidence !== null) issues.push({ path: name, rule: `must not lie inside the evidence of another run (${evidence}): a pair could rewrite it` });
+      }
       if (cwd === outcomeDir) {
         issues.push({
           path: outcomeField,
@@ -114,10 +139,19 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
  * A job whose cwd shows another job's outcome folder could read that pair's outcome copy (written there once
  * its container is gone). Allowed when the folder is the job's own outcome folder or below it: its private
  * mount hides the host folder (the usual layout, one shared `out/`).
+ *
+ * A job whose cwd lies strictly inside another job's cwd or outcome folder is refused: the other pair could replace
+ * it (or a folder above it) with a link before this one starts. Equal cwds are allowed (one shared read-write cwd,
+ * the README's layout): a pair cannot replace the folder that is its own mount point.
  */
 function crossJobIssues(jobs: readonly { prefix: string; cwd: string; outcomeDir: string }[]): Issue[] {
   const issues: Issue[] = [];
   for (const job of jobs) {
+    const outer = jobs.find((k) => k !== job && ((job.cwd !== k.cwd && isWithin(job.cwd, k.cwd)) || isWithin(job.cwd, k.outcomeDir)));
+    if (outer !== undefined) {
+      const what = isWithin(job.cwd, outer.outcomeDir) ? `the outcome folder ${outer.outcomeDir}` : `the cwd ${outer.cwd}`;
+      issues.push({ path: field(job.prefix, 'cwd'), rule: `lies inside ${what} of ${outer.prefix}: that pair could swap it for a link before this one starts; use sibling folders or one shared cwd` });
+    }
     const other = jobs.find((k) => k !== job && isWithin(k.outcomeDir, job.cwd) && !isWithin(k.outcomeDir, job.outcomeDir));
     if (other === undefined) continue;
     issues.push({

@@ -39,9 +39,11 @@ export interface RunPairOptions {
   /** The host's IP addresses: when given, `bindAddress` must be one of them (or 0.0.0.0 / ::). */
   readonly hostAddresses?: readonly string[];
   /** $HOME and the engine's sockets: never mounted (the output directory and the registry always count). */
-  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths'>;
+  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths' | 'homeDirs' | 'ownedDirs'>;
   /** The registry database file, for the mount rules (a pair must never reach it). */
   readonly registryPath?: string;
+  /** The operator's `--mount-root` folders: when given, `cwd` must lie under one of them (at the check and at launch). */
+  readonly mountRoots?: readonly string[];
   /** Accept `${NAME}` values shorter than 8 characters (masked anyway, with a warning). */
   readonly allowShortSecrets?: boolean;
   readonly onWarning?: (message: string) => void;
@@ -86,7 +88,12 @@ async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, op
   const bind = options.hostAddresses === undefined ? null : bindAddressProblem(options.bindAddress, options.hostAddresses);
   if (bind !== null) issues.push({ path: '--bind-address', rule: bind });
   issues.push(...(await staleOutcomeIssues(fs, [{ prefix: '', outcome_path: spec.outcome_path }])));
-  const protectedPaths = { ...options.hostPaths, outputDir: output, ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}) };
+  const protectedPaths = {
+    ...options.hostPaths,
+    outputDir: output,
+    ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}),
+    ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}),
+  };
   issues.push(...(await jobPathIssues(fs, [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }], protectedPaths)));
   return issues;
 }
@@ -217,6 +224,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     bindAddress: options.bindAddress,
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
     readOutcome: (path) => deps.outcomes.read(path),
+    mountRules: { ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}), ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}) },
     ...(options.terminate ? { terminate: options.terminate } : {}),
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };

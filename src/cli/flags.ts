@@ -1,4 +1,7 @@
+import { realpath, stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
+import { InvalidInputError } from '../core/errors.js';
 
 /**
  * Flags that several commands share word for word (help text included). A flag whose description differs between
@@ -29,3 +32,27 @@ export const executorFlags = {
     multiple: true,
   }),
 };
+
+/** `--mount-root` of `e1-batch start`, `pair run`, `serve` and `doctor`. */
+export const mountRootFlag = Flags.string({
+  description:
+    'repeatable: a folder every pair cwd and session mount must lie under (compared by real path; checked at start and again at each launch, recorded in batch.json); default: anywhere the mount rules allow',
+  multiple: true,
+});
+
+/**
+ * The `--mount-root` folders as real paths: each must exist and be a folder, and must not be `/` (it would allow
+ * everything). Exit 2 naming the flag otherwise; nothing is written before.
+ */
+export async function mountRootsFrom(values: readonly string[] | undefined): Promise<string[] | undefined> {
+  if (values === undefined || values.length === 0) return undefined;
+  const roots: string[] = [];
+  for (const [i, value] of values.entries()) {
+    const path = `--mount-root[${i}]`;
+    const real = await realpath(resolve(value)).catch(() => null);
+    if (real === null || !(await stat(real)).isDirectory()) throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path, rule: `${value} must be an existing folder` }]);
+    if (real === '/') throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path, rule: 'must not be / (it would allow every folder)' }]);
+    roots.push(real);
+  }
+  return roots;
+}

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
+import { mountRootFlag, mountRootsFrom } from '../cli/flags.js';
 import { renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
 import { loadManifest } from '../app/load-manifest.js';
 import { batchOutputNeedBytes } from '../core/output-budget.js';
@@ -50,6 +51,7 @@ export default class Doctor extends BaseCommand {
     output: Flags.string({
       description: 'directory whose filesystem needs free space (default: the current directory)',
     }),
+    'mount-root': mountRootFlag,
     manifest: Flags.string({
       description: "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
     }),
@@ -63,12 +65,14 @@ export default class Doctor extends BaseCommand {
         .map((i) => i.trim())
         .filter((i) => i !== '') ?? [];
     // A URL other than PostgreSQL's is refused (exit 2) before anything is probed.
+    const mountRoots = await mountRootsFrom(flags['mount-root']);
     const wiring = await createDoctorWiring(flags.registry);
     const report = await runDoctor(wiring.deps, {
       images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
       probeGpu: flags['probe-gpu'],
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
+      ...(mountRoots !== undefined ? { mountRoots } : {}),
       batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(localFileSystem, flags.manifest)).manifest.jobs, wiring.sessionsMaxBytes),
     });
     process.exitCode = report.exitCode;

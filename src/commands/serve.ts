@@ -1,7 +1,8 @@
 import { readFile, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
-import { executorFlags } from '../cli/flags.js';
+import { executorFlags, mountRootFlag, mountRootsFrom } from '../cli/flags.js';
 import { codeVersion } from '../command-root.js';
 import { createExecutorRuntime, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
@@ -33,6 +34,7 @@ export default class Serve extends BaseCommand {
     socket: Flags.string({ description: 'unix socket path (default $XDG_RUNTIME_DIR/roboguide-eval/api.sock)' }),
     listen: Flags.string({ description: 'also listen on loopback TCP, 127.0.0.1:PORT (requires --token-file)' }),
     'token-file': Flags.string({ description: 'file holding the bearer token for --listen (must not be group/world readable)' }),
+    'mount-root': mountRootFlag,
     'data-dir': Flags.string({ description: 'evidence of API pairs and sessions (default $XDG_STATE_HOME/roboguide-eval/serve)' }),
     registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
     'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
@@ -59,11 +61,15 @@ export default class Serve extends BaseCommand {
     const executor = executorFromFlags(flags);
     const listen = await parseListen(flags.listen, flags['token-file']);
     const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token);
+    const mountRoots = await mountRootsFrom(flags['mount-root']);
     const logger = createStderrLogger();
     const running = await startServe({
       ...(flags.socket !== undefined ? { socketPath: flags.socket } : {}),
       ...(listen ? { listen } : {}),
       ...(flags['data-dir'] !== undefined ? { dataDir: flags['data-dir'] } : {}),
+      ...(mountRoots !== undefined ? { mountRoots } : {}),
+      // The token file's folder is ours: no session mount or pair cwd may reach it.
+      ...(flags['token-file'] !== undefined ? { ownedDirs: [dirname(resolve(flags['token-file']))] } : {}),
       ...(flags.registry !== undefined ? { registryPath: flags.registry } : {}),
       bindAddress: flags['bind-address'],
       reapIntervalMs: flags['reap-interval'] * 1000,

@@ -26,6 +26,8 @@ export interface ClassifyInput {
   /** The engine went away while the pair ran and what was found when it answered again (or that it never did). */
   readonly engineLoss?: EngineLoss | null;
   readonly harnessFaults: readonly HarnessFault[];
+  /** The launch-time mount check refused the pair's cwd (src/app/mount-guard.ts): no container ran with it. */
+  readonly mountRefused?: boolean;
   /** HTTP statuses the driver may continue after; empty = none allowed. */
   readonly allowedHttpStatuses: readonly number[];
 }
@@ -74,6 +76,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   // batch goes on (a streak of them pauses it, as for any infrastructure failure).
   log_limit_exceeded: 'infrastructure_failure',
   terminated: 'infrastructure_failure',
+  // A mount the launch-time check refused (a link, a foreign owner, a protected real path, a folder swapped after the
+  // check): no container ran with it; the batch goes on.
+  mount_refused: 'infrastructure_failure',
   port_allocated: 'infrastructure_failure',
   nvidia_runtime_missing: 'infrastructure_failure',
   image_missing: 'infrastructure_failure',
@@ -147,6 +152,7 @@ function observedReasons(input: ClassifyInput): Reason[] {
   if (input.timedOut) reasons.push('timeout');
   if (input.logLimitExceeded === true) reasons.push('log_limit_exceeded');
   if (input.terminated) reasons.push('terminated');
+  if (input.mountRefused === true) reasons.push('mount_refused');
   if (input.engineFault !== null) reasons.push(reasonOfEngineFault(input.engineFault));
   if (input.engineLoss !== undefined && input.engineLoss !== null) reasons.push(input.engineLoss);
   return reasons;

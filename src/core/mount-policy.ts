@@ -15,6 +15,19 @@ export interface ProtectedPaths {
   readonly homeDir?: string;
   /** The engine's Unix sockets: a mount may not contain one. */
   readonly engineSocketPaths?: readonly string[];
+  /**
+   * Every user's home folder (from the password database) besides `homeDir`: a mount may lie inside one, but may not
+   * be it, contain it, or lie in one of its hidden folders (`~/.config`, `~/.ssh`…).
+   */
+  readonly homeDirs?: readonly string[];
+  /**
+   * Folders that belong to the engine or to us, protected like the system folders (never be, contain or lie inside):
+   * the engine's real data root (asked from the engine), the token file's folder, serve's data directory, other
+   * output directories of ours.
+   */
+  readonly ownedDirs?: readonly string[];
+  /** The operator's allowlist (`--mount-root`, real paths): when non-empty, every mount must lie under one of them. */
+  readonly mountRoots?: readonly string[];
 }
 
 /** `field` names the manifest field, e.g. `jobs[0].cwd`; `hostPath` is absolute and already resolved (realpath). */
@@ -28,8 +41,53 @@ export interface MountIssue {
   readonly message: string;
 }
 
-/** Host folders whose contents belong to the system or the engine: never mounted, nor anything inside or above them. */
-export const SYSTEM_PATHS: readonly string[] = ['/etc', '/proc', '/sys', '/dev', '/run', '/var/run', '/var/lib/docker'];
+/**
+ * Host folders whose contents belong to the system or the engine: never mounted, nor anything inside or above them.
+ * Every top-level folder whose name starts with `lib` (`/lib`, `/lib64`, `/libx32`…) counts too (`isSystemLib`).
+ */
+export const SYSTEM_PATHS: readonly string[] = [
+  '/usr',
+  '/bin',
+  '/sbin',
+  '/lib',
+  '/boot',
+  '/etc',
+  '/proc',
+  '/sys',
+  '/dev',
+  '/run',
+  '/var/run',
+  '/var/lib/docker',
+  '/var/lib/containerd',
+];
+
+/** Home folders protected even when the password database cannot be read: `/root` and the usual parent `/home`. */
+export const DEFAULT_HOME_PATHS: readonly string[] = ['/root', '/home'];
+
+/**
+ * Folders that hold credentials wherever they are (`.ssh`, `.gnupg`, `.aws`, `.kube`, `.docker`, `gcloud` under
+ * `.config`): a mount may be none of them and lie inside none of them, like a credential file.
+ */
+const CREDENTIAL_FOLDERS = new Set(['.ssh', '.gnupg', '.aws', '.kube', '.docker']);
+
+/** The first component of `path` (normalized) that is a credential folder or looks like a credential file, or null. */
+export function credentialComponent(path: string): string | null {
+  const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
+  for (const [i, segment] of segments.entries()) {
+    const lower = segment.toLowerCase();
+    const prefix = `/${segments.slice(0, i + 1).join('/')}`;
+    if (CREDENTIAL_FOLDERS.has(lower)) return prefix;
+    if (lower === 'gcloud' && segments[i - 1]?.toLowerCase() === '.config') return prefix;
+    if (isCredentialLikePath(segment)) return prefix;
+  }
+  return null;
+}
+
+/** `/lib`, `/lib64`, `/libx32`, `/lib32` and anything inside one: a top-level folder named `lib*`. */
+function systemLibOf(path: string): string | null {
+  const first = path.split('/')[1] ?? '';
+  return first.startsWith('lib') ? `/${first}` : null;
+}
 
 /** `/a//b/./c/../d/` → `/a/b/d`; the root stays `/`. */
 export function normalizeAbsolute(path: string): string {
@@ -63,8 +121,28 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
   const problems: string[] = [];
   if (path === '/') problems.push('must not be / (the whole host file system)');
   else {
-    const system = SYSTEM_PATHS.find((s) => isWithin(path, s) || isWithin(s, path));
-    if (system !== undefined) problems.push(`must not be, contain or lie inside the system folder ${system}`);
+    const system = SYSTEM_PATHS.find((s) => isWithin(path, s) || isWithin(s, path)) ?? systemLibOf(path);
+    if (system !== undefined && system !== null) problems.push(`must not be, contain or lie inside the system folder ${system}`);
+  }
+  for (const owned of p.ownedDirs ?? []) {
+    const dir = normalizeAbsolute(owned);
+    if (dir !== '/' && (isWithin(path, dir) || isWithin(dir, path))) {
+      problems.push(`must not be, contain or lie inside ${dir} (the engine's data or our own state: a pair could rewrite it)`);
+    }
+  }
+  const credential = credentialComponent(path);
+  if (credential !== null) problems.push(`must not be or lie inside the credential-looking ${credential} (a pair could read and print it)`);
+  const homes = [...new Set([...(p.homeDir !== undefined ? [p.homeDir] : []), ...DEFAULT_HOME_PATHS, ...(p.homeDirs ?? [])].map(normalizeAbsolute))];
+  for (const home of homes) {
+    if (home === '/') continue;
+    if (isWithin(home, path)) problems.push(`must not be or contain the home folder ${home} (use a folder inside it)`);
+    else if (isWithin(path, home) && (path.slice(home.length + 1).split('/')[0] ?? '').startsWith('.')) {
+      problems.push(`must not lie in a hidden folder of the home folder ${home} (configuration and credentials live there)`);
+    }
+  }
+  const roots = (p.mountRoots ?? []).map(normalizeAbsolute);
+  if (roots.length > 0 && !roots.some((root) => isWithin(path, root))) {
+    problems.push(`must lie under one of the --mount-root folders (${roots.join(', ')})`);
   }
   if (p.outputDir !== undefined) {
     const output = normalizeAbsolute(p.outputDir);
@@ -82,10 +160,6 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
     const normalized = normalizeAbsolute(socket);
     if (isWithin(normalized, path)) problems.push(`must not contain the engine socket ${normalized} (a pair could control the engine)`);
   }
-  if (p.homeDir !== undefined) {
-    const home = normalizeAbsolute(p.homeDir);
-    if (home !== '/' && isWithin(home, path)) problems.push(`must not be or contain the home folder ${home} (use a folder inside it)`);
-  }
   return problems;
 }
 
@@ -94,11 +168,8 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
  * folder (`.env`, `*.pem`, `id_rsa*`, `*credentials*`, …), which a pair could read and print.
  */
 export function checkFreeMounts(mounts: readonly MountRequest[], protectedPaths: ProtectedPaths): MountIssue[] {
-  const issues = checkMounts(mounts, protectedPaths);
-  for (const mount of mounts) {
-    if (isCredentialLikePath(mount.hostPath)) issues.push({ field: mount.field, message: 'looks like a credential file; it may not be mounted' });
-  }
-  return issues;
+  // The credential rule is one of checkMounts' own now (every component of the path, for pairs and sessions alike).
+  return checkMounts(mounts, protectedPaths);
 }
 
 /**
@@ -110,11 +181,19 @@ export async function resolveProtectedPaths(p: ProtectedPaths, real: (path: stri
   const resolve = (path: string | undefined): Promise<string | undefined> =>
     path === undefined ? Promise.resolve(undefined) : real(path).catch(() => normalizeAbsolute(path));
   const [outputDir, registryPath, homeDir] = await Promise.all([resolve(p.outputDir), resolve(p.registryPath), resolve(p.homeDir)]);
-  const sockets = await Promise.all((p.engineSocketPaths ?? []).map(async (s) => [normalizeAbsolute(s), await resolve(s)]));
+  // Both as named and as resolved: a protected folder reached through a link is protected by either name.
+  const both = async (paths: readonly string[] | undefined): Promise<string[]> =>
+    [...new Set((await Promise.all((paths ?? []).map(async (s) => [normalizeAbsolute(s), await resolve(s)]))).flat().filter((s): s is string => s !== undefined))];
+  const [engineSocketPaths, homeDirs, ownedDirs] = await Promise.all([both(p.engineSocketPaths), both([...DEFAULT_HOME_PATHS, ...(p.homeDirs ?? [])]), both(p.ownedDirs)]);
+  // An allowlisted root counts by its real path only (a link in it could point anywhere).
+  const mountRoots = await Promise.all((p.mountRoots ?? []).map(async (r) => (await resolve(r)) ?? normalizeAbsolute(r)));
   return {
     ...(outputDir !== undefined ? { outputDir } : {}),
     ...(registryPath !== undefined ? { registryPath } : {}),
     ...(homeDir !== undefined ? { homeDir } : {}),
-    engineSocketPaths: [...new Set(sockets.flat().filter((s): s is string => s !== undefined))],
+    engineSocketPaths,
+    homeDirs,
+    ownedDirs,
+    ...(mountRoots.length > 0 ? { mountRoots } : {}),
   };
 }

@@ -31,6 +31,7 @@ export type Reason =
   | 'job_id_mismatch'
   | 'timeout'
   | 'log_limit_exceeded'
+  | 'mount_refused'
   | 'port_allocated'
   | 'nvidia_runtime_missing'
   | 'image_missing'

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -114,6 +114,22 @@ describe('the CLI as a black box', () => {
     expect(await readdir(dir)).not.toContain('never-short');
     expect(await readdir(dir)).not.toContain('never-short-pair');
     expect(cli(['pair', 'run', '--help']).stdout).toContain('--allow-short-secrets');
+  });
+
+  it('--mount-root: start refuses a cwd outside it (exit 2, the field and the rule named, nothing written); every command documents it', async () => {
+    const roots = join(dir, 'roots');
+    await mkdir(join(roots, 'allowed'), { recursive: true });
+    const manifest = join(dir, 'roots.json');
+    const job = { job_id: 'a', argv: ['x'], cwd: join(roots, 'outside'), outcome_path: join(roots, 'outside', 'o', 'a.json') };
+    await writeFile(manifest, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: DRIVER_IMAGE, jobs: [job] }));
+    const start = cli(['e1-batch', 'start', '--manifest', manifest, '--output', join(dir, 'never-roots'), '--mount-root', join(roots, 'allowed')]);
+    expect(start.code).toBe(2);
+    expect(start.stderr).toMatch(/jobs\[0\]\.cwd: must lie under one of the --mount-root folders/);
+    expect(await readdir(dir)).not.toContain('never-roots');
+    const missing = cli(['pair', 'run', '--spec', manifest, '--mount-root', join(roots, 'missing')]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--mount-root\[0\]: .*must be an existing folder/);
+    for (const command of [['e1-batch', 'start'], ['pair', 'run'], ['serve'], ['doctor']]) expect(cli([...command, '--help']).stdout, command.join(' ')).toContain('--mount-root');
   });
 
   it('capacity sets host limits that every later call (and batch) sees, and rejects a bad value', () => {

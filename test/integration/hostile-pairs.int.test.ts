@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +15,7 @@ import { createExecutePairDeps } from '../../src/composition-root.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { containersLabelled, DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { installFailpoints } from '../../src/app/failpoints.js';
 
 /**
  * Pairs are hostile (issue 10 part 2/3): each one below attacks what is not its own, on the real engine, in the
@@ -33,6 +34,8 @@ interface JobSpec {
   readonly id: string;
   readonly argv: readonly string[];
   readonly environment?: Record<string, string>;
+  /** Its own cwd (outcome in `<cwd>/out/`); absent: the shared one. */
+  readonly cwd?: string;
 }
 
 function shell(script: string): string[] {
@@ -49,8 +52,8 @@ async function startBatch(name: string, shared: string, jobs: readonly JobSpec[]
       jobs: jobs.map((j) => ({
         job_id: j.id,
         argv: j.argv,
-        cwd: shared,
-        outcome_path: join(shared, 'out', `${j.id}.json`),
+        cwd: j.cwd ?? shared,
+        outcome_path: join(j.cwd ?? shared, 'out', `${j.id}.json`),
         environment: j.environment ?? {},
         timeout_seconds: 60,
       })),
@@ -287,5 +290,96 @@ describe.skipIf(noDocker)('two pair runs at once in one shared out/ folder', () 
     expect(createHash('sha256').update(victimCopy).digest('hex')).toBe(victimRun.result.outcome_sha256);
     expect(victimRun.reconciliation.kind).toBe('committed');
     expect(attackerRun.reconciliation.kind).toBe('committed');
+  });
+});
+
+/**
+ * Mounts that cannot be redirected (issue 22): the pair's cwd swapped for a link to a host folder — by another
+ * batch's pair, by anything on the host after `start`, or between the launch check and the create (a pause point) —
+ * fails that pair closed with `mount_refused` (its container never started, removed and verified), the other pairs'
+ * verdicts stand, and nothing of the host folder is read or written.
+ */
+describe.skipIf(noDocker)('a cwd swapped for a link to a host folder', () => {
+  let root: string;
+  let hostFolder: string;
+  const good = { id: 'good', argv: ['/opt/driver/run', 'outcome=completed'] };
+
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), 'rg-hostile-swap-'));
+    registryPath = join(work, 'registry.db');
+    root = join(work, 'w');
+    // Stands for a host folder a pair must never get (the engine's socket folder, /etc…): its bytes are checked after.
+    hostFolder = join(work, 'host-secrets');
+    await mkdir(hostFolder);
+    await writeFile(join(hostFolder, 'config.v2.json'), '{"Env":["OPENAI_API_KEY=sk-host-secret"]}');
+  });
+  afterAll(async () => {
+    installFailpoints(null);
+    await rm(work, { recursive: true, force: true });
+  });
+
+  async function expectRefusedAndOthersFine(store: EvidenceStore, victimId: string, rule: RegExp): Promise<void> {
+    const victim = await resultOf(store, victimId);
+    expect(victim).toMatchObject({ classification: 'infrastructure_failure', reasons: ['mount_refused', 'outcome_missing'], outcome: null });
+    expect(victim.engine_error?.message).toMatch(rule);
+    expect(victim.cleanup.verified_absent).toBe(true);
+    expect(await resultOf(store, 'good')).toMatchObject({ classification: 'completed', reasons: [], outcome: { job_id: 'good' } });
+    expect(await containersLabelled({ 'roboguide.batch': await batchIdOf(store) })).toEqual([]);
+    expect(await heldFor(await batchIdOf(store))).toBe(0);
+    expect(await readdir(hostFolder)).toEqual(['config.v2.json']);
+    expect(JSON.stringify(await fingerprint(store.root))).not.toContain('sk-host-secret');
+    for (const log of ['stdout.log', 'stderr.log']) {
+      const text = await readFile(store.resolve(`jobs/${victimId}/${log}`), 'utf8').catch(() => '');
+      expect(text).not.toContain('sk-host-secret');
+    }
+  }
+
+  it('a sibling: a pair of another batch replaces a folder below its cwd that is the next batch\'s cwd', async () => {
+    const attackerCwd = join(root, 'sib');
+    const victimCwd = join(attackerCwd, 'victim');
+    // The victim's batch is started (checked) first, while its cwd is an ordinary (missing) folder.
+    const victimBatch = await startBatch('sib-victim', root, [{ id: 'victim', cwd: victimCwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) }, { ...good, cwd: join(root, 'sib-good') }]);
+    const attackerBatch = await startBatch('sib-attacker', root, [
+      { id: 'attacker', cwd: attackerCwd, argv: shell(`rm -rf "$VICTIM_CWD"; ln -s "$HOST_FOLDER" "$VICTIM_CWD"; ${WRITE_OWN}`), environment: { VICTIM_CWD: victimCwd, HOST_FOLDER: hostFolder } },
+    ]);
+    expect(await supervised(attackerBatch, 'start')).toBe('drained');
+    expect((await lstat(victimCwd)).isSymbolicLink()).toBe(true); // the attack took place
+    expect(await supervised(victimBatch, 'start')).toBe('drained');
+    await expectRefusedAndOthersFine(victimBatch, 'victim', /victim is a symbolic link/);
+  });
+
+  it('on the host after start: the cwd becomes a link between `start` and the launch', async () => {
+    const cwd = join(root, 'host-swap');
+    await mkdir(cwd, { recursive: true });
+    const store = await startBatch('host-swap', root, [{ id: 'victim', cwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) }, { ...good, cwd: join(root, 'host-good') }]);
+    await rm(cwd, { recursive: true });
+    await symlink(hostFolder, cwd);
+    expect(await supervised(store, 'start')).toBe('drained');
+    await expectRefusedAndOthersFine(store, 'victim', /host-swap is a symbolic link/);
+  });
+
+  it('during create: the cwd is swapped between the launch check and the create (pause point mount_checked)', async () => {
+    const cwd = join(root, 'create-swap');
+    const store = await startBatch('create-swap', root, [{ id: 'victim', cwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) }, { ...good, cwd: join(root, 'create-good') }]);
+    let swapped = 0;
+    installFailpoints({
+      hit: () => undefined,
+      pause: async (name) => {
+        if (name !== 'mount_checked' || swapped > 0) return;
+        swapped++;
+        // The guard checked (and made) the folder; it becomes a link before the engine sees the path.
+        await rm(cwd, { recursive: true });
+        await symlink(hostFolder, cwd);
+      },
+    });
+    try {
+      expect(await supervised(store, 'start')).toBe('drained');
+    } finally {
+      installFailpoints(null);
+    }
+    expect(swapped).toBe(1);
+    await expectRefusedAndOthersFine(store, 'victim', /create-swap is a symbolic link/);
+    // The engine created the container, the guard removed it before anything attached to it or started it.
+    await expect(lstat(store.resolve('jobs/victim/stdout.log'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });

@@ -20,6 +20,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
     'infrastructure_failure',
     [
       'infrastructure_failure_flag',
+      'mount_refused',
       'outcome_missing',
       'outcome_unparseable',
       'outcome_invalid',

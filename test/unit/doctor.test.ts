@@ -154,6 +154,19 @@ const unavailable = (): EngineError =>
     },
   );
 
+describe('doctor: --mount-root', () => {
+  it('reports the roots every mount must lie under, and warns about a root the mount rules refuse', async () => {
+    const { deps } = fakeWorld();
+    const none = await runDoctor(deps, OPTIONS);
+    expect(byName(none.checks, 'mount roots')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^none given/) as string, facts: { mount_roots: [] } });
+    const given = await runDoctor(deps, { ...OPTIONS, mountRoots: ['/srv/eval'] });
+    expect(byName(given.checks, 'mount roots')).toMatchObject({ status: 'ok', detail: 'every cwd and session mount must lie under /srv/eval', facts: { mount_roots: ['/srv/eval'] } });
+    const bad = await runDoctor(deps, { ...OPTIONS, mountRoots: ['/srv/eval', '/usr/local'] });
+    expect(byName(bad.checks, 'mount roots')).toMatchObject({ status: 'warn', detail: expect.stringMatching(/\/usr\/local must not be, contain or lie inside the system folder \/usr/) as string });
+    expect(bad.exitCode).toBe(0);
+  });
+});
+
 describe('doctor verdict', () => {
   it('all checks ok → exit 0, in a stable order', async () => {
     const { deps } = fakeWorld();
@@ -169,6 +182,7 @@ describe('doctor verdict', () => {
       ['disk', 'ok'],
       ['engine data root', 'ok'],
       ['boot id', 'ok'],
+      ['mount roots', 'ok'],
     ]);
     expect(report.exitCode).toBe(0);
     expect(byName(report.checks, 'engine')?.detail).toBe('Docker 20.10.24, API 1.41, id ABCD:EFGH');

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -125,9 +125,65 @@ describe('e1-batch start refuses, writing nothing', () => {
       job('b', { cwd: join(dir, 'w', 'b'), outcome_path: join(dir, 'w', 'out-b', 'b.json') }),
     ]);
     expectRefusal(error, 'jobs[0].cwd', /outcome folder .*out-b of jobs\[1\]/);
-    expect((error as { issues: { path: string }[] }).issues.map((i) => i.path)).toEqual(['jobs[0].cwd']);
+    // b's cwd lies inside a's: a could swap it for a link before b starts.
+    expectRefusal(error, 'jobs[1].cwd', /lies inside the cwd .*\/w of jobs\[0\]/);
+    expect((error as { issues: { path: string }[] }).issues.map((i) => i.path)).toEqual(['jobs[0].cwd', 'jobs[1].cwd']);
     const shared = await jobPathIssues(fs, ['a', 'b'].map((id, i) => ({ prefix: `jobs[${i}]`, cwd: join(dir, 'w'), outcome_path: join(dir, 'w', 'out', `${id}.json`) })), {});
     expect(shared).toEqual([]);
+  });
+
+  it('a cwd outside every --mount-root, one holding "..", or under the engine\'s real data root (asked from the engine)', async () => {
+    await mkdir(join(dir, 'allowed'));
+    const outside = await startWith([job('a')], { mountRoots: [join(dir, 'allowed')] });
+    expectRefusal(outside, 'jobs[0].cwd', /must lie under one of the --mount-root folders/);
+    const dotdot = await startWith([job('a', { cwd: `${dir}/work/x/../a` })]);
+    expectRefusal(dotdot, 'jobs[0].cwd', /must not hold a "\.\." component/);
+    const dataRoot = join(dir, 'engine-data');
+    const withRoot = { ...engine, info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'], dataRoot }) } as unknown as ContainerRuntime;
+    const path = join(dir, 'manifest-root.json');
+    await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [job('a', { cwd: join(dataRoot, 'volumes', 'x') })] }));
+    const error = await prepareBatch(
+      { fs, host: procHostIdentity, runtime: withRoot, clock },
+      { manifestPath: path, output: join(dir, 'D'), registryPath: join(dir, 'registry.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
+    ).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expectRefusal(error, 'jobs[0].cwd', /engine-data \(the engine's data or our own state/);
+    await expect(readdir(join(dir, 'D'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('a cwd or outcome folder inside another run\'s evidence (a batch output, a pair run directory)', async () => {
+    await mkdir(join(dir, 'old-batch', 'jobs'), { recursive: true });
+    await writeFile(join(dir, 'old-batch', 'batch.json'), '{}');
+    await writeFile(join(dir, 'old-batch', 'events.jsonl'), '');
+    await mkdir(join(dir, 'old-run'));
+    await writeFile(join(dir, 'old-run', 'receipt.json'), '{}');
+    await writeFile(join(dir, 'old-run', 'stdout.log'), '');
+    const error = await startWith([
+      job('a', { cwd: join(dir, 'old-batch', 'jobs', 'a'), outcome_path: join(dir, 'work', 'a', 'out', 'a.json') }),
+      job('b', { cwd: join(dir, 'work', 'b'), outcome_path: join(dir, 'old-run', 'out', 'b.json') }),
+    ]);
+    expectRefusal(error, 'jobs[0].cwd', /inside the evidence of another run \(.*old-batch\)/);
+    expectRefusal(error, 'jobs[1].outcome_path', /inside the evidence of another run \(.*old-run\)/);
+    // A folder that merely holds one of the marks is not evidence.
+    await mkdir(join(dir, 'proj'));
+    await writeFile(join(dir, 'proj', 'batch.json'), '{}');
+    expect(await jobPathIssues(fs, [{ prefix: 'jobs[0]', cwd: join(dir, 'proj'), outcome_path: join(dir, 'proj', 'out', 'a.json') }], {})).toEqual([]);
+  });
+
+  it('--mount-root accepted: recorded in batch.json as real paths, so every launch of the batch enforces it', async () => {
+    await mkdir(join(dir, 'real-root', 'work'), { recursive: true });
+    await symlink(join(dir, 'real-root'), join(dir, 'root-link'));
+    const path = join(dir, 'manifest-ok.json');
+    const cwd = join(dir, 'real-root', 'work', 'a');
+    await writeFile(path, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [job('a', { cwd, outcome_path: join(cwd, 'out', 'a.json') })] }));
+    const record = await prepareBatch(
+      { fs, host: procHostIdentity, runtime: engine, clock },
+      { manifestPath: path, output: join(dir, 'D'), registryPath: join(dir, 'registry.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't', mountRoots: [join(dir, 'root-link')] },
+    );
+    expect(record.mount_roots).toEqual([join(dir, 'real-root')]);
+    expect(JSON.parse(await readFile(join(dir, 'D', 'batch.json'), 'utf8'))).toMatchObject({ mount_roots: [join(dir, 'real-root')] });
   });
 
   it('an outcome directly in cwd (its private mount would hide cwd)', async () => {

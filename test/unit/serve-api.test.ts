@@ -28,7 +28,8 @@ describe('checkMounts', () => {
     ['/var/run/docker.sock', 'must not be, contain or lie inside the system folder /var/run'],
     ['/srv/sock-dir', 'must not contain the engine socket /srv/sock-dir/docker.sock'],
     ['/home/u/.local/state/roboguide-eval', 'must not contain the registry database'],
-    ['/srv/app/.env', 'looks like a credential file; it may not be mounted'],
+    ['/srv/app/.env', 'must not be or lie inside the credential-looking /srv/app/.env'],
+    ['/srv/app/.ssh/keys', 'must not be or lie inside the credential-looking /srv/app/.ssh'],
     ['relative/path', 'host path relative/path must be absolute'],
     ['/srv/x/../../home/u', 'must not be or contain the home folder /home/u'],
   ])('refuses %s', (hostPath, message) => {
@@ -52,7 +53,13 @@ describe('resolveProtectedPaths', () => {
   it('compares mounts with the real protected paths: a symlinked $HOME is refused under its real name too', async () => {
     const real = (path: string): Promise<string> => (path.startsWith('/home/') ? Promise.resolve(`/var${path}`) : Promise.reject(new Error('ENOENT')));
     const resolved = await resolveProtectedPaths({ homeDir: '/home/u', registryPath: '/nowhere/r.db', engineSocketPaths: ['/home/u/docker.sock'] }, real);
-    expect(resolved).toEqual({ homeDir: '/var/home/u', registryPath: '/nowhere/r.db', engineSocketPaths: ['/home/u/docker.sock', '/var/home/u/docker.sock'] });
+    expect(resolved).toEqual({
+      homeDir: '/var/home/u',
+      registryPath: '/nowhere/r.db',
+      engineSocketPaths: ['/home/u/docker.sock', '/var/home/u/docker.sock'],
+      homeDirs: ['/root', '/home'],
+      ownedDirs: [],
+    });
     expect(checkFreeMounts([{ field: 'm', hostPath: '/var/home/u' }], { homeDir: '/home/u' })).toEqual([]);
     expect(checkFreeMounts([{ field: 'm', hostPath: '/var/home/u' }], resolved).length).toBeGreaterThan(0);
   });

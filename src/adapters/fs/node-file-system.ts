@@ -1,5 +1,5 @@
 import { constants, createReadStream, lstatSync } from 'node:fs';
-import type { Dirent, Stats } from 'node:fs';
+import type { BigIntStats, Dirent, Stats } from 'node:fs';
 import { appendFile, chmod, link, lstat, mkdir, open, readFile, readdir, realpath, rename, unlink } from 'node:fs/promises';
 import type { FileHandle as NodeFileHandle } from 'node:fs/promises';
 import type {
@@ -16,7 +16,7 @@ const OPEN_FLAGS: Readonly<Record<OpenMode, number>> = {
   append: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW,
 };
 
-function kindOf(entry: Dirent | Stats): EntryKind {
+function kindOf(entry: Dirent | Stats | BigIntStats): EntryKind {
   if (entry.isFile()) return 'file';
   if (entry.isDirectory()) return 'directory';
   if (entry.isSymbolicLink()) return 'symlink';
@@ -123,8 +123,8 @@ export class NodeFileSystem implements FileSystem {
   }
 
   async lstat(path: string): Promise<FileInfo> {
-    const info = await lstat(path);
-    return { kind: kindOf(info), sizeBytes: info.size, permissions: info.mode & 0o7777 };
+    const info = await lstat(path, { bigint: true });
+    return { kind: kindOf(info), sizeBytes: Number(info.size), permissions: Number(info.mode & 0o7777n), uid: Number(info.uid), fileId: `${info.dev}:${info.ino}` };
   }
 
   realpath(path: string): Promise<string> {

@@ -180,9 +180,18 @@ export async function executeInBatch(
     terminate: run.handle.terminate.signal,
     deadlineMs: run.deadlineMs,
     readOutcome: (path) => deps.execute.outcomes.read(path),
+    mountRules: batchMountRules(ctx.batch),
     ...how,
   });
   return result;
+}
+
+/** The batch's part of the launch-time mount rules: its registry file (not a PostgreSQL URL) and its `--mount-root` folders. */
+function batchMountRules(batch: BatchRecord): { registryPath?: string; mountRoots?: readonly string[] } {
+  return {
+    ...(batch.registry_path.startsWith('/') ? { registryPath: batch.registry_path } : {}),
+    ...(batch.mount_roots !== undefined && batch.mount_roots.length > 0 ? { mountRoots: batch.mount_roots } : {}),
+  };
 }
 
 export type { ResultRecord };

@@ -39,6 +39,8 @@ export interface BatchRecord {
   readonly gpu_observation: BatchGpuObservation | null;
   /** `start --allow-short-secrets`: values under 8 characters are accepted (and masked) by every supervisor of the batch. */
   readonly allow_short_secrets?: boolean;
+  /** The operator's `--mount-root` folders (real paths): every cwd must lie under one, at start and at each launch. */
+  readonly mount_roots?: readonly string[];
   /** `start --executor` (issue 13); absent: local. `resume` uses the same. */
   readonly executor?: ExecutorConfig;
   /** Swarm: how many pairs the swarm can place at once (GPU slots, or nodes for pairs without GPUs), seen at start. */

@@ -7,7 +7,7 @@ import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
-import { jobPathIssues, staleOutcomeIssues } from '../job-paths.js';
+import { jobPathIssues, resolveReal, staleOutcomeIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
 import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type LeaseAlive, type PortNeed } from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
@@ -51,7 +51,9 @@ export interface StartBatchOptions {
   /** The host's IP addresses: when given, `bindAddress` must be one of them (or 0.0.0.0 / ::). */
   readonly hostAddresses?: readonly string[];
   /** $HOME and the engine's sockets: no job may get them mounted (the output directory and registry always count). */
-  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths'>;
+  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths' | 'homeDirs' | 'ownedDirs'>;
+  /** The operator's `--mount-root` folders: when given, every cwd must lie under one of them; recorded in batch.json (real paths). */
+  readonly mountRoots?: readonly string[];
   /** Accept `${NAME}` values shorter than 8 characters (masked anyway); recorded in batch.json. */
   readonly allowShortSecrets?: boolean;
   readonly onWarning?: (message: string) => void;
@@ -172,12 +174,25 @@ async function checkManifest(deps: StartBatchDeps, options: StartBatchOptions): 
     ...(await jobPathIssues(
       deps.fs,
       manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, cwd: job.cwd, outcome_path: job.outcome_path })),
-      { ...options.hostPaths, outputDir: options.output, ...(isPostgresUrl(options.registryPath) ? {} : { registryPath: options.registryPath }) },
+      {
+        ...options.hostPaths,
+        ...(await engineDataRoot(deps.runtime, options.hostPaths?.ownedDirs)),
+        outputDir: options.output,
+        ...(isPostgresUrl(options.registryPath) ? {} : { registryPath: options.registryPath }),
+        ...(options.mountRoots !== undefined && options.mountRoots.length > 0 ? { mountRoots: options.mountRoots } : {}),
+      },
     )),
   ];
   if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
   return { bytes, manifest };
+}
+
+/** The engine's real data root, protected from mounts, with `owned` (the engine's answer is asked here: a refused manifest needs it). */
+async function engineDataRoot(runtime: ContainerRuntime, owned: readonly string[] = []): Promise<{ ownedDirs?: readonly string[] }> {
+  const root = await runtime.info().then((i) => i.dataRoot, () => undefined);
+  const dirs = [...owned, ...(root !== undefined && root.startsWith('/') ? [root] : [])];
+  return dirs.length > 0 ? { ownedDirs: dirs } : {};
 }
 
 /** The engine answers, and has every image of the manifest. */
@@ -236,6 +251,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
     ...(options.allowShortSecrets === true ? { allow_short_secrets: true } : {}),
+    ...(options.mountRoots !== undefined && options.mountRoots.length > 0 ? { mount_roots: await Promise.all(options.mountRoots.map((r) => resolveReal(deps.fs, r))) } : {}),
     ...placement,
     ...(host !== undefined ? { host: await host } : {}),
   };

@@ -23,6 +23,10 @@ export interface FileInfo {
   readonly sizeBytes: number;
   /** Permission bits only (`mode & 0o7777`). */
   readonly permissions: number;
+  /** The owner's user id, when the file system says (the mount guard refuses a folder of an unexpected owner). */
+  readonly uid?: number;
+  /** `<st_dev>:<st_ino>` in decimal, when the file system says: which file this is, whatever its name now. */
+  readonly fileId?: string;
 }
 
 export interface FileHandle {

@@ -81,6 +81,7 @@ export class PairService {
       cwd: output,
       hostPaths: this.#deps.protectedPaths,
       ...(this.#deps.protectedPaths.registryPath !== undefined ? { registryPath: this.#deps.protectedPaths.registryPath } : {}),
+      ...(this.#deps.protectedPaths.mountRoots !== undefined ? { mountRoots: this.#deps.protectedPaths.mountRoots } : {}),
       terminate: terminate.signal,
     });
     let settled: { ok: true } | { ok: false; error: unknown } | null = null;

@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { prepareBatch } from '../../app/batch/start-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { admissionRegistryFlag, allowShortSecretsFlag, executorFlags } from '../../cli/flags.js';
+import { admissionRegistryFlag, allowShortSecretsFlag, executorFlags, mountRootFlag, mountRootsFrom } from '../../cli/flags.js';
 import { createBatchStartWiring, launchBatchSupervisor, outputSpaceWarning, superviseHere } from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
 
@@ -27,12 +27,14 @@ export default class BatchStart extends BaseCommand {
     foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
+    'mount-root': mountRootFlag,
   };
 
   async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string; warnings?: readonly string[] }> {
     const { flags } = await this.parse(BatchStart);
     const output = resolve(flags.output);
     const executor = executorFromFlags(flags);
+    const mountRoots = await mountRootsFrom(flags['mount-root']);
     const wiring = await createBatchStartWiring(executor, flags.registry);
     const record = await prepareBatch(wiring.deps, {
       ...wiring.host,
@@ -40,6 +42,7 @@ export default class BatchStart extends BaseCommand {
       output,
       bindAddress: flags['bind-address'],
       allowShortSecrets: flags['allow-short-secrets'],
+      ...(mountRoots !== undefined ? { mountRoots } : {}),
       executor,
       onWarning: (message) => this.warn(message),
     });

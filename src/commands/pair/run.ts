@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { admissionRegistryFlag, allowShortSecretsFlag, executorFlags } from '../../cli/flags.js';
+import { admissionRegistryFlag, allowShortSecretsFlag, executorFlags, mountRootFlag, mountRootsFrom } from '../../cli/flags.js';
 import { trapTermination } from '../../cli/termination.js';
 import { createPairRunWiring } from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
@@ -36,11 +36,13 @@ export default class PairRun extends BaseCommand {
     'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
+    'mount-root': mountRootFlag,
   };
 
   async run(): Promise<ResultRecord & { output: string }> {
     const { flags } = await this.parse(PairRun);
     const executor = executorFromFlags(flags); // bad executor flags: exit 2 before anything is read or written
+    const mountRoots = await mountRootsFrom(flags['mount-root']);
     const specText = await readSpec(flags.spec);
     const { deps, host } = await createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
@@ -57,6 +59,7 @@ export default class PairRun extends BaseCommand {
         ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
         terminate: termination.signal,
         allowShortSecrets: flags['allow-short-secrets'],
+        ...(mountRoots !== undefined ? { mountRoots } : {}),
         onWarning: (message) => this.warn(message),
       });
     } catch (err) {
