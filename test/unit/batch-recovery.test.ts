@@ -111,7 +111,9 @@ describe('finishPair', () => {
     const report = await finishPair(finishDeps(pair.store, journal), pair.receipt, fatal);
     expect(report.released).toBe(false);
     expect(report.pauseReasons).toEqual(['fatal', 'harness']);
-    expect(records).toEqual([{ type: 'harness_fault', job_id: 'pair-0001', fault: 'result_write_failed' }]);
+    expect(records).toEqual([
+      { type: 'harness_fault', job_id: 'pair-0001', fault: 'result_write_failed', path: join(dir, 'out', 'jobs', 'pair-0001', 'result.json'), err: 'EIO' },
+    ]);
     expect((await registry.reservation(pair.reservationId))?.state).toBe('held');
   });
 });
