@@ -12,6 +12,8 @@ import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { lazyLogger } from './adapters/lazy-logger.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
+import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
+import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import type { ExecutePairDeps } from './app/execute-pair.js';
@@ -188,6 +190,7 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     imageSessions: new ImageSessionsMemo(),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
+    disk: new DiskUsageWalker(),
   };
 }
 
@@ -202,6 +205,7 @@ export function createPairRunDeps(
   return {
     ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
     registry: () => (opened ??= openRegistryAt(registry)),
+    limitBasis: readLimitBasis,
     dispose: async () => {
       if (opened !== null) await (await opened.catch(() => null))?.close();
     },

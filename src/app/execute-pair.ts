@@ -9,8 +9,12 @@ import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import { checkOutcome, type OutcomeRead } from '../core/outcome.js';
 import { errorKind } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
-import type { ProviderFailure, ResultRecord } from '../core/result.js';
+import type { DiskRecord, ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
+import { containerLimitsOf, effectiveLimits, limitDefaults, type PairLimits, type RequestedLimits } from '../core/pair-limits.js';
+import { sleep as realSleep } from '../core/sleep.js';
+import { DiskWatch } from './disk-watch.js';
+import type { DiskUsage } from './ports/disk-usage.js';
 import { buildResult, outcomeForResult } from './build-result.js';
 import { sha256Hex } from './digest.js';
 import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
@@ -24,7 +28,7 @@ import type { OutcomeReader } from './ports/outcome-reader.js';
 const SESSIONS_TIMEOUT_MS = 120_000;
 
 /** The fields of a manifest job (or a `pair run` spec) the lifecycle needs. */
-export interface PairJob {
+export interface PairJob extends RequestedLimits {
   readonly job_id: string;
   readonly argv: readonly string[];
   readonly cwd: string;
@@ -63,6 +67,10 @@ export interface ExecutePairDeps {
   /** What images hold at their sessions dir, shared by the pairs of this process (see PairLifecycleDeps). */
   readonly imageSessions?: ImageSessionsMemo;
   readonly verifyAbsentTimeoutMs?: number;
+  /** Measures the pair's folders for its disk limit (issue 22). Absent: the disk is not watched. */
+  readonly disk?: DiskUsage;
+  /** The disk watch's interval (default DISK_POLL_INTERVAL_MS); tests shorten it. */
+  readonly diskPollIntervalMs?: number;
   /**
    * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
    * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.
@@ -101,6 +109,11 @@ export interface ExecutePairInput {
   /** The wall budget: the claim time plus `timeout_seconds`, in epoch ms (src/core/wall-budget.ts). */
   readonly deadlineMs: number;
   readonly readOutcome: (path: string) => Promise<OutcomeRead>;
+  /**
+   * The limits the container runs under (src/core/pair-limits.ts), resolved by the caller from the job's fields and
+   * the batch's defaults. Absent: the job's fields over the fixed fallbacks of an unknown host.
+   */
+  readonly limits?: PairLimits;
 }
 
 export interface ExecutedPair {
@@ -149,7 +162,13 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
     labels: pairLabels(input.batchId, job.job_id, input.claimId),
     stopTimeoutSec: input.stopBudgetSec,
     ...(job.placement !== undefined && job.placement.length > 0 ? { placement: job.placement } : {}),
+    limits: containerLimitsOf(limitsOf(input)),
   };
+}
+
+/** The limits of this pair: the caller's, else the job's fields over the fallbacks of an unknown host. */
+export function limitsOf(input: Pick<ExecutePairInput, 'limits' | 'job'>): PairLimits {
+  return input.limits ?? effectiveLimits(input.job, limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 }));
 }
 
 /** The folders of one pair's evidence the lifecycle writes into, and the redactor of its texts. */
@@ -173,19 +192,54 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
   const paths: PairPaths = { sessionsRel, sessionsAbs: join(store.root, sessionsRel), privateOutcomeFile: privateOutcome.file, redact: textRedactor(input.secrets) };
-  const execution = await runPairLifecycle(lifecycleDepsFor(deps, input, paths), {
-    container: containerSpecFor(input),
-    outcomePath: privateOutcome.file,
-    sessionsDir: input.sessionsDir,
-    stopBudgetSec: input.stopBudgetSec,
-    secrets: input.secrets,
-    ...(input.terminate ? { terminate: input.terminate } : {}),
-    ...(input.onCreated ? { onCreated: input.onCreated } : {}),
-    ...(input.reattach ? { reattach: input.reattach } : {}),
-    deadlineMs: input.deadlineMs,
-  });
+  const disk = diskWatchFor(deps, input, privateOutcome.dir);
+  if (input.reattach) disk?.attach(input.reattach.containerId);
+  disk?.start();
+  let execution: PairExecution;
+  let diskRecord: DiskRecord | undefined;
+  try {
+    execution = await runPairLifecycle(lifecycleDepsFor(deps, input, paths), {
+      container: containerSpecFor(input),
+      outcomePath: privateOutcome.file,
+      sessionsDir: input.sessionsDir,
+      stopBudgetSec: input.stopBudgetSec,
+      secrets: input.secrets,
+      ...(input.terminate ? { terminate: input.terminate } : {}),
+      ...(disk ? { halt: disk.halt } : {}),
+      ...onCreatedWith(input.onCreated, disk),
+      ...(input.reattach ? { reattach: input.reattach } : {}),
+      deadlineMs: input.deadlineMs,
+    });
+  } finally {
+    // Measured once more at collection (this also ends the interval loop when the lifecycle threw).
+    diskRecord = await disk?.finish();
+  }
   await publishOperatorCopy(deps, execution, job);
-  return { result: await resultOf(deps, input, execution, paths), execution };
+  return { result: await resultOf(deps, input, execution, paths, diskRecord), execution };
+}
+
+/** The caller's `onCreated`, with the disk watch told the container (its writable layer counts from then on). */
+function onCreatedWith(onCreated: ExecutePairInput['onCreated'], disk: DiskWatch | undefined): { onCreated?: (containerId: string) => Promise<void> } {
+  if (disk === undefined) return onCreated ? { onCreated } : {};
+  return {
+    onCreated: async (containerId) => {
+      disk.attach(containerId);
+      await onCreated?.(containerId);
+    },
+  };
+}
+
+/** The disk watch of this pair: its cwd and private outcome folder, and its container's writable layer. */
+function diskWatchFor(deps: ExecutePairDeps, input: ExecutePairInput, privateOutcomeDir: string): DiskWatch | undefined {
+  if (deps.disk === undefined) return undefined;
+  return new DiskWatch(
+    { disk: deps.disk, runtime: deps.runtime, clock: deps.clock, sleep: deps.sleep ?? realSleep, logger: deps.logger },
+    {
+      folders: [input.job.cwd, privateOutcomeDir],
+      limitBytes: limitsOf(input).disk_limit_bytes,
+      ...(deps.diskPollIntervalMs !== undefined ? { intervalMs: deps.diskPollIntervalMs } : {}),
+    },
+  );
 }
 
 /** The lifecycle's evidence, wired to the store: the log files, the sessions folder, the diagnosis. */
@@ -260,7 +314,7 @@ function harnessFaultsOf(execution: PairExecution): HarnessFault[] {
 }
 
 /** Classify the pair and build its result.json record, every text from the pair's side masked. */
-async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths): Promise<ResultRecord> {
+async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths, disk: DiskRecord | undefined): Promise<ResultRecord> {
   const { job } = input;
   const check = checkOutcome(execution.outcome);
   const outcomeSha256 = await keptOutcomeSha256(deps, execution, input, paths.privateOutcomeFile);
@@ -269,6 +323,8 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     outcome: check,
     timedOut: execution.timedOut,
     logLimitExceeded: execution.logLimitExceeded !== null,
+    oomKilled: execution.container.oom_killed,
+    diskLimitExceeded: disk?.exceeded === true,
     terminated: execution.terminated,
     engineFault: execution.engineFault,
     engineLoss: execution.engineLoss,
@@ -288,5 +344,7 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     outcome: outcomeForResult(check, input.secrets),
     outcomeSha256,
     classified,
+    limits: limitsOf(input),
+    ...(disk !== undefined ? { disk } : {}),
   });
 }
