@@ -58,7 +58,7 @@ describe('DiskWatch', () => {
         { bytes: 400, entries: 3, complete: true },
         { bytes: 900, entries: 5, complete: true },
       ],
-      time.advance,
+      (ms) => time.advance(ms),
     );
     const runtime = layers([50, 200]);
     const watch = new DiskWatch({ disk, runtime, clock: time.clock, sleep, logger: silentLogger }, { folders: ['/w/cwd', '/e/outcome'], limitBytes: 1000 });
@@ -107,7 +107,7 @@ describe('DiskWatch', () => {
     const time = fakeTime();
     const sleep = (_ms: number, signal?: AbortSignal): Promise<void> =>
       new Promise((resolve) => (signal?.aborted === true ? resolve() : signal?.addEventListener('abort', () => resolve(), { once: true })));
-    const disk = new ScriptedDisk([{ bytes: 5_000, entries: 2, complete: true }], time.advance);
+    const disk = new ScriptedDisk([{ bytes: 5_000, entries: 2, complete: true }], (ms) => time.advance(ms));
     const watch = new DiskWatch({ disk, runtime: layers([]), clock: time.clock, sleep, logger: silentLogger }, { folders: ['/w'], limitBytes: 1_000 });
     watch.start();
     const record = await watch.finish();
