@@ -16,8 +16,11 @@ export const MAX_MEMORY_MIB = 16_777_216;
 export const MAX_CPUS = 1_024;
 export const MIN_DISK_LIMIT_BYTES = MIB;
 export const MAX_DISK_LIMIT_BYTES = 1024 ** 5;
-/** Open files per process (soft = hard). */
-export const NOFILE_LIMIT = 65_536;
+/**
+ * Open files per process (soft = hard). Never above the engine's own hard limit: without CAP_SYS_RESOURCE a
+ * container cannot raise it, and the engine then refuses to start it (seen here: dockerd runs with 20000).
+ */
+export const NOFILE_LIMIT = 16_384;
 
 /**
  * Memory kept for the supervisor and the system before the rest is shared among the pairs allowed at once:

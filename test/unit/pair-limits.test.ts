@@ -87,7 +87,7 @@ describe('containerLimitsOf', () => {
       memoryBytes: 32 * 2 ** 20,
       memorySwapBytes: 32 * 2 ** 20,
       ulimits: [
-        { name: 'nofile', soft: 65536, hard: 65536 },
+        { name: 'nofile', soft: 16384, hard: 16384 },
         { name: 'nproc', soft: 64, hard: 64 },
       ],
     });
