@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { mkdir, realpath, rm } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { homedir, totalmem } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
@@ -18,6 +18,8 @@ import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { SessionManager } from './app/serve/session-manager.js';
 import { createExecutePairDeps } from './composition-root.js';
+import { readLimitBasis } from './adapters/limit-basis.js';
+import { limitDefaults } from './core/pair-limits.js';
 
 /** Wiring of `roboguide-eval serve` (its own composition root, so the shared one stays small). */
 
@@ -131,10 +133,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     createRedactor,
     stopBudgetSec: options.stopBudgetSec ?? 10,
     maxOutputBytes: options.maxOutputBytes ?? 16 * 1024 * 1024,
+    // A session that asks for no limits gets a pair's defaults for one at a time (issue 22).
+    limitDefaults: limitDefaults({ memoryTotalBytes: totalmem(), outputFreeBytes: null, maxConcurrentPairs: 1 }),
   });
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
-    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry },
+    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry, limitBasis: readLimitBasis },
     store,
     environment: options.environment,
     bindAddress,

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { sessionLimits } from '../../src/app/serve/session-create.js';
+import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
 import {
   containerLimitsOf,
@@ -96,5 +98,27 @@ describe('containerLimitsOf', () => {
 
   it('keeps only the documented capabilities', () => {
     expect([...PAIR_CAPABILITIES]).toEqual(['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'SETUID', 'SETGID', 'KILL']);
+  });
+});
+
+describe('serve sessions take the same limit fields', () => {
+  const body = { image: 'i' };
+
+  it('memory_mb is still accepted as the former name of memory_mib; both at once is refused naming memory_mb', () => {
+    expect(SessionCreateSchema.safeParse({ ...body, memory_mb: 64 }).success).toBe(true);
+    const both = SessionCreateSchema.safeParse({ ...body, memory_mb: 64, memory_mib: 64 });
+    expect(both.success).toBe(false);
+    expect(both.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([['memory_mb', 'give only one of memory_mib and memory_mb (its former name)']]);
+    const bad = SessionCreateSchema.safeParse({ ...body, pids_limit: 3 });
+    expect(bad.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([['pids_limit', 'must be an integer 16..1048576 (processes and threads)']]);
+  });
+
+  it('a session that asks for nothing gets the defaults: pids 4096, memory from the host, no swap beyond it', () => {
+    const defaults = limitDefaults({ memoryTotalBytes: 16 * GIB, outputFreeBytes: null, maxConcurrentPairs: 1 });
+    const limits = sessionLimits(SessionCreateSchema.parse(body), defaults);
+    expect(limits).toMatchObject({ pidsLimit: 4096, memoryBytes: defaults.memory_mib * 2 ** 20, memorySwapBytes: defaults.memory_mib * 2 ** 20 });
+    expect(limits.nanoCpus).toBeUndefined();
+    const asked = sessionLimits(SessionCreateSchema.parse({ ...body, memory_mb: 100, cpus: 0.5, pids_limit: 32 }), defaults);
+    expect(asked).toMatchObject({ pidsLimit: 32, memoryBytes: 100 * 2 ** 20, nanoCpus: 500_000_000 });
   });
 });

@@ -1,3 +1,4 @@
+import type { LimitDefaults } from '../../core/pair-limits.js';
 import { join } from 'node:path';
 import type { Transform } from 'node:stream';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
@@ -108,6 +109,8 @@ export interface SessionManagerDeps {
   readonly stopBudgetSec: number;
   /** Per stream, per exec: output beyond this is dropped (the result says `truncated`). */
   readonly maxOutputBytes: number;
+  /** The limits of a session that asks for none (issue 22); absent: the fixed fallbacks of an unknown host. */
+  readonly limitDefaults?: LimitDefaults;
 }
 
 /** A live or deleting session as `GET /v1/sessions` lists it. */
