@@ -168,6 +168,7 @@ describe('doctor verdict', () => {
       ['registry', 'ok'],
       ['disk', 'ok'],
       ['engine data root', 'ok'],
+      ['pair limits', 'ok'],
       ['boot id', 'ok'],
     ]);
     expect(report.exitCode).toBe(0);

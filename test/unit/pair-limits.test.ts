@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { pairLimitsCheck } from '../../src/app/doctor/host-checks.js';
 import { sessionLimits } from '../../src/app/serve/session-create.js';
+import type { HostFactsRecord } from '../../src/core/host-facts.js';
 import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
 import {
@@ -120,5 +122,26 @@ describe('serve sessions take the same limit fields', () => {
     expect(limits.nanoCpus).toBeUndefined();
     const asked = sessionLimits(SessionCreateSchema.parse({ ...body, memory_mb: 100, cpus: 0.5, pids_limit: 32 }), defaults);
     expect(asked).toMatchObject({ pidsLimit: 32, memoryBytes: 100 * 2 ** 20, nanoCpus: 500_000_000 });
+  });
+});
+
+describe('doctor: pair limits', () => {
+  const unknown = { kind: 'unknown', reason: 'not asked' } as const;
+  const facts = (freeBytes: number): HostFactsRecord => ({
+    cpu: unknown,
+    memory: { kind: 'known', total_bytes: 8 * GIB, available_bytes: 6 * GIB },
+    os: unknown,
+    output_fs: { kind: 'known', path: '/out', fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 100 * GIB, free_bytes: freeBytes },
+    engine_data_root_fs: unknown,
+    gpu_controllers: unknown,
+  });
+
+  it('shows the defaults a job without limits gets here, and warns when the disk default is under 1 GiB', () => {
+    const roomy = pairLimitsCheck(facts(40 * GIB));
+    expect(roomy).toMatchObject({ status: 'ok', name: 'pair limits' });
+    expect(roomy.detail).toContain(`memory ${7 * 1024} MiB`);
+    const tight = pairLimitsCheck(facts(GIB));
+    expect(tight.status).toBe('warn');
+    expect(tight.fix).toContain('disk_limit_bytes');
   });
 });
