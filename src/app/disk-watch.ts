@@ -46,6 +46,7 @@ export class DiskWatch {
   readonly #stop = new AbortController();
   #containerId: string | null = null;
   #layerBytes = 0;
+  #baselineBytes = 0;
   #peakBytes = 0;
   #polls = 0;
   #incompletePolls = 0;
@@ -72,6 +73,7 @@ export class DiskWatch {
   }
 
   async #run(): Promise<void> {
+    await this.#measureBaseline();
     let intervalMs = this.#options.intervalMs ?? DISK_POLL_INTERVAL_MS;
     for (;;) {
       await this.#deps.sleep(intervalMs, this.#stop.signal);
@@ -80,6 +82,18 @@ export class DiskWatch {
       // A slow walk (a huge cwd) stretches the interval so the walks stay a small share of the time.
       const base = this.#options.intervalMs ?? DISK_POLL_INTERVAL_MS;
       intervalMs = Math.min(MAX_DISK_POLL_INTERVAL_MS, Math.max(base, Math.ceil(tookMs / DISK_POLL_DUTY)));
+    }
+  }
+
+  /**
+   * What the folders hold before the pair runs (its inputs in `cwd`, another pair's files in a shared one): only
+   * what is added beyond it counts against the limit. A failed walk leaves it 0 (everything counts).
+   */
+  async #measureBaseline(): Promise<void> {
+    try {
+      this.#baselineBytes = (await this.#deps.disk.measure(this.#options.folders, this.#options.budget ?? DISK_WALK_BUDGET)).bytes;
+    } catch (err) {
+      this.#deps.logger.warn({ err: errorKind(err) }, 'disk baseline measurement failed: every byte counts');
     }
   }
 
@@ -96,7 +110,7 @@ export class DiskWatch {
       if (!walk.complete) this.#incompletePolls += 1;
       const total = walk.bytes + layer;
       this.#peakBytes = Math.max(this.#peakBytes, total);
-      if (total > this.#options.limitBytes && !this.#exceeded) {
+      if (total - this.#baselineBytes > this.#options.limitBytes && !this.#exceeded) {
         this.#exceeded = true;
         this.#deps.logger.warn(
           { container: this.#containerId, bytes: total, limitBytes: this.#options.limitBytes },
@@ -126,6 +140,7 @@ export class DiskWatch {
     if (!this.#exceeded) await this.#poll(false);
     return {
       limit_bytes: this.#options.limitBytes,
+      baseline_bytes: this.#baselineBytes,
       peak_bytes: this.#peakBytes,
       exceeded: this.#exceeded,
       polls: this.#polls,

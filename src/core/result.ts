@@ -83,7 +83,9 @@ export interface LogRecord {
 /** result.json `disk`: what the pair held on disk (cwd + outcome folder + writable layer), as measured. */
 export interface DiskRecord {
   readonly limit_bytes: number;
-  /** The most seen in one measurement. */
+  /** What its folders held before it ran (inputs, a shared cwd's files): only the bytes beyond it count. */
+  readonly baseline_bytes: number;
+  /** The most seen in one measurement (baseline included). */
   readonly peak_bytes: number;
   /** The pair went past `limit_bytes` (reason `disk_limit_exceeded`). */
   readonly exceeded: boolean;

@@ -55,8 +55,9 @@ describe('DiskWatch', () => {
     };
     const disk = new ScriptedDisk(
       [
-        { bytes: 400, entries: 3, complete: true },
-        { bytes: 900, entries: 5, complete: true },
+        { bytes: 100, entries: 2, complete: true }, // the baseline: what the folders held before the pair ran
+        { bytes: 500, entries: 3, complete: true },
+        { bytes: 1000, entries: 5, complete: true },
       ],
       (ms) => time.advance(ms),
     );
@@ -67,16 +68,16 @@ describe('DiskWatch', () => {
     await settle();
     release();
     await settle();
-    expect(watch.halt.aborted).toBe(false); // 400 + 50
+    expect(watch.halt.aborted).toBe(false); // 500 + 50 − 100
     release();
     await settle();
-    expect(watch.halt.aborted).toBe(true); // 900 + 200 > 1000
+    expect(watch.halt.aborted).toBe(true); // 1000 + 200 − 100 > 1000
     expect(runtime.asked).toEqual(['c1', 'c1']);
     expect(disk.asked[0]!.paths).toEqual(['/w/cwd', '/e/outcome']);
     expect(sleeps[0]).toBe(DISK_POLL_INTERVAL_MS);
     const record = await watch.finish();
     // Once over the limit the loop ends: no further walk at collection.
-    expect(record).toEqual({ limit_bytes: 1000, peak_bytes: 1100, exceeded: true, polls: 2, incomplete_polls: 0 });
+    expect(record).toEqual({ limit_bytes: 1000, baseline_bytes: 100, peak_bytes: 1200, exceeded: true, polls: 2, incomplete_polls: 0 });
   });
 
   it('stretches the interval after a slow walk, so walks take at most a tenth of the time', async () => {
@@ -89,9 +90,9 @@ describe('DiskWatch', () => {
     };
     const disk: DiskUsage = {
       measure: () => {
-        polls += 1;
-        time.advance(polls === 1 ? 4_000 : 10);
-        return Promise.resolve({ bytes: 1, entries: 1, complete: polls !== 1 });
+        polls += 1; // the first is the baseline
+        time.advance(polls === 2 ? 4_000 : 10);
+        return Promise.resolve({ bytes: 1, entries: 1, complete: polls !== 2 });
       },
     };
     const watch = new DiskWatch({ disk, runtime: {}, clock: time.clock, sleep, logger: silentLogger }, { folders: ['/w'], limitBytes: 10 });
@@ -107,11 +108,36 @@ describe('DiskWatch', () => {
     const time = fakeTime();
     const sleep = (_ms: number, signal?: AbortSignal): Promise<void> =>
       new Promise((resolve) => (signal?.aborted === true ? resolve() : signal?.addEventListener('abort', () => resolve(), { once: true })));
-    const disk = new ScriptedDisk([{ bytes: 5_000, entries: 2, complete: true }], (ms) => time.advance(ms));
+    const disk = new ScriptedDisk(
+      [
+        { bytes: 3_000, entries: 2, complete: true },
+        { bytes: 5_000, entries: 2, complete: true },
+      ],
+      (ms) => time.advance(ms),
+    );
     const watch = new DiskWatch({ disk, runtime: layers([]), clock: time.clock, sleep, logger: silentLogger }, { folders: ['/w'], limitBytes: 1_000 });
     watch.start();
+    await settle();
     const record = await watch.finish();
-    expect(record).toMatchObject({ exceeded: true, peak_bytes: 5_000, polls: 1 });
+    // 3,000 bytes of inputs were there before: only the 2,000 added count, and they are over 1,000.
+    expect(record).toMatchObject({ exceeded: true, baseline_bytes: 3_000, peak_bytes: 5_000, polls: 1 });
+  });
+
+  it('what the folders held before the pair ran does not count against its limit', async () => {
+    const time = fakeTime();
+    const disk = new ScriptedDisk(
+      [
+        { bytes: 50_000, entries: 2, complete: true },
+        { bytes: 50_500, entries: 3, complete: true },
+      ],
+      (ms) => time.advance(ms),
+    );
+    const watch = new DiskWatch({ disk, runtime: {}, clock: time.clock, sleep: (_ms, signal) => new Promise((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })), logger: silentLogger }, { folders: ['/w'], limitBytes: 1_000 });
+    watch.start();
+    await settle();
+    const record = await watch.finish();
+    expect(record).toMatchObject({ exceeded: false, baseline_bytes: 50_000, peak_bytes: 50_500 });
+    expect(watch.halt.aborted).toBe(false);
   });
 
   it('a failed walk is logged and skipped, never thrown', async () => {

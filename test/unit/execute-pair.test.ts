@@ -122,7 +122,8 @@ describe('executePair with a scripted engine', () => {
     const disk: DiskUsage = {
       measure: (paths) => {
         walked.push(paths);
-        return Promise.resolve({ bytes: 5 * 2 ** 20, entries: 10, complete: true });
+        // The baseline (before the pair runs) is empty; then the pair has written 5 MiB.
+        return Promise.resolve({ bytes: walked.length === 1 ? 0 : 5 * 2 ** 20, entries: 10, complete: true });
       },
     };
     const pair = input({ limits: { pids_limit: 64, memory_mib: 128, cpus: 0.5, disk_limit_bytes: 2 ** 20 } });
