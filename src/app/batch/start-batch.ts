@@ -260,10 +260,12 @@ export function batchLimitDefaults(manifest: Manifest, host: HostFactsRecord | u
   return limitDefaults({ memoryTotalBytes: memory, outputFreeBytes: free, maxConcurrentPairs: manifest.capacity.max_workers });
 }
 
-/** `start` says what a job without `disk_limit_bytes` may fill (the default is a share of the free space). */
+/**
+ * `start` warns when the default disk limit (a share of the free space) is low and some job relies on it; `doctor`
+ * always shows it.
+ */
 function warnDefaultDiskLimit(manifest: Manifest, limits: LimitDefaults, warn: ((message: string) => void) | undefined): void {
   const defaulted = manifest.jobs.filter((j) => j.disk_limit_bytes === undefined).length;
-  if (defaulted === 0 || warn === undefined) return;
-  const low = limits.disk_limit_bytes < LOW_DISK_LIMIT_BYTES ? ' (low: free space on the output file system, or set disk_limit_bytes)' : '';
-  warn(`${defaulted} job(s) without disk_limit_bytes: each pair may hold ${limits.disk_limit_bytes} bytes in its cwd, outcome folder and writable layer${low}; ${limits.basis}`);
+  if (defaulted === 0 || warn === undefined || limits.disk_limit_bytes >= LOW_DISK_LIMIT_BYTES) return;
+  warn(`${defaulted} job(s) without disk_limit_bytes: each pair may add only ${limits.disk_limit_bytes} bytes to its cwd, outcome folder and writable layer (low free space on the output file system: free space, or set disk_limit_bytes); ${limits.basis}`);
 }
