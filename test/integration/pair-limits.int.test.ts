@@ -33,6 +33,21 @@ async function hostTasks(): Promise<number> {
   return Number(field.split('/')[1]);
 }
 
+/** The pids cgroup's count of a container, read on the host (cgroup v1 or v2, cgroupfs or systemd driver). */
+async function hostPidsOf(id: string): Promise<number | null> {
+  const candidates = [
+    `/sys/fs/cgroup/pids/docker/${id}/pids.current`,
+    `/sys/fs/cgroup/pids/system.slice/docker-${id}.scope/pids.current`,
+    `/sys/fs/cgroup/docker/${id}/pids.current`,
+    `/sys/fs/cgroup/system.slice/docker-${id}.scope/pids.current`,
+  ];
+  for (const path of candidates) {
+    const text = await readFile(path, 'utf8').catch(() => null);
+    if (text !== null) return Number(text.trim());
+  }
+  return null;
+}
+
 async function pairRun(jobId: string, script: string, extra: Record<string, unknown>): Promise<RunPairOutcome> {
   jobs.push(jobId);
   const dir = join(work, jobId);
@@ -62,7 +77,15 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
       + 'kill -9 -1 2>/dev/null; wait; ' + WRITE_OWN;
     const before = await hostTasks();
     let peak = before;
-    const sampler = setInterval(() => void hostTasks().then((n) => (peak = Math.max(peak, n))), 50);
+    let cgroupPeak: number | null = null;
+    const sample = async (): Promise<void> => {
+      peak = Math.max(peak, await hostTasks());
+      for (const c of await rt.listByLabel({ 'roboguide.job': 'fork-bomb' })) {
+        const n = await hostPidsOf(c.id);
+        if (n !== null) cgroupPeak = Math.max(cgroupPeak ?? 0, n);
+      }
+    };
+    const sampler = setInterval(() => void sample().catch(() => undefined), 50);
     let run: RunPairOutcome;
     try {
       run = await pairRun('fork-bomb', script, { pids_limit: 64 });
@@ -76,10 +99,14 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
     // Tasks count threads: the container's shim, runc and the engine's own threads come and go with any pair, and
     // other helpers share this host. A margin of 64 for them, far below the 1000 sleepers of an unbounded pair.
     expect(peak - before).toBeLessThanOrEqual(64 + 64);
-    console.info(`fork bomb: host tasks ${before} -> peak ${peak} (+${peak - before}), pair saw ${/current=\d+/.exec(stdout)![0]}`);
+    // Exact, on the host: the container's pids cgroup never held more than its limit.
+    expect(cgroupPeak, 'the pair\'s pids cgroup was read on the host').not.toBeNull();
+    expect(cgroupPeak!).toBeLessThanOrEqual(64);
+    expect(cgroupPeak!).toBeGreaterThanOrEqual(32); // it did fork: the limit, not a broken script, bounded it
+    console.info(`fork bomb: host tasks ${before} -> peak ${peak} (+${peak - before}); its pids cgroup peaked at ${cgroupPeak}; the pair saw ${/current=\d+/.exec(stdout)![0]}`);
   });
 
-  it('a memory hog past memory_mib is OOM-killed and classified oom_killed; swap gives it no room', async () => {
+  it('a memory hog past memory_mib is OOM-killed and classified oom_killed', async () => {
     // The shell keeps 128 MiB of output in a variable: far over 32 MiB.
     const run = await pairRun('memory-hog', `x=$(head -c ${128 * MIB} /dev/zero | tr '\\0' a); echo survived; ${WRITE_OWN}`, { memory_mib: 32 });
     expect(run.result).toMatchObject({
