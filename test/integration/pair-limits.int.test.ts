@@ -118,9 +118,17 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
     expect(await readFile(join(run.output, 'stdout.log'), 'utf8')).not.toContain('survived');
   });
 
-  it('the container runs with every capability dropped but the documented few, and no new privileges', async () => {
-    const run = await pairRun('caps', `grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; ${WRITE_OWN}`, {});
+  it('the container runs with every capability dropped but the documented few, no new privileges, its ulimits and no swap beyond memory', async () => {
+    const script =
+      "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; grep -E '^Max (open files|processes)' /proc/self/limits; "
+      + 'echo "mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) memsw=$(cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes)"; '
+      + WRITE_OWN;
+    const run = await pairRun('caps', script, { memory_mib: 96 });
     const stdout = await readFile(join(run.output, 'stdout.log'), 'utf8');
+    expect(stdout).toMatch(/^Max open files\s+16384\s+16384\s+files/m);
+    expect(stdout).toMatch(/^Max processes\s+4096\s+4096\s+processes/m);
+    // cgroup v1 with swap accounting (this engine): memory + swap equal to memory.
+    expect(stdout).toContain(`mem=${96 * MIB} memsw=${96 * MIB}`);
     // CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, KILL 5, SETGID 6, SETUID 7 → 0b11101011 = 0xeb.
     expect(stdout).toMatch(/^CapBnd:\s+00000000000000eb$/m);
     expect(stdout).toMatch(/^NoNewPrivs:\s+1$/m);
