@@ -91,7 +91,9 @@ export class DiskWatch {
    */
   async #measureBaseline(): Promise<void> {
     try {
-      this.#baselineBytes = (await this.#deps.disk.measure(this.#options.folders, this.#options.budget ?? DISK_WALK_BUDGET)).bytes;
+      this.#baselineBytes = (
+        await this.#deps.disk.measure(this.#options.folders, this.#options.budget ?? DISK_WALK_BUDGET)
+      ).bytes;
     } catch (err) {
       this.#deps.logger.warn({ err: errorKind(err) }, 'disk baseline measurement failed: every byte counts');
     }

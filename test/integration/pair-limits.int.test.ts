@@ -23,7 +23,8 @@ const rt = runtime();
 const SH = '/bin/sh';
 const MIB = 1024 * 1024;
 /** A valid outcome, written with shell builtins only (no fork needed). */
-const WRITE_OWN = 'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":[]}\' "$ROBOGUIDE_JOB_ID" > "$ROBOGUIDE_OUTCOME_PATH"';
+const WRITE_OWN =
+  'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":[]}\' "$ROBOGUIDE_JOB_ID" > "$ROBOGUIDE_OUTCOME_PATH"';
 let work: string;
 const jobs: string[] = [];
 
@@ -48,13 +49,34 @@ async function hostPidsOf(id: string): Promise<number | null> {
   return null;
 }
 
-async function pairRun(jobId: string, script: string, extra: Record<string, unknown>): Promise<RunPairOutcome> {
+async function pairRun(
+  jobId: string,
+  script: string,
+  extra: Record<string, unknown>,
+): Promise<RunPairOutcome> {
   jobs.push(jobId);
   const dir = join(work, jobId);
-  const spec = { job_id: jobId, argv: [SH, '-c', script], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'outcome.json'), image: DRIVER_IMAGE, timeout_seconds: 120, stop_budget_seconds: 2, ...extra };
+  const spec = {
+    job_id: jobId,
+    argv: [SH, '-c', script],
+    cwd: join(dir, 'cwd'),
+    outcome_path: join(dir, 'out', 'outcome.json'),
+    image: DRIVER_IMAGE,
+    timeout_seconds: 120,
+    stop_budget_seconds: 2,
+    ...extra,
+  };
   return runPair(
     { ...pairRunDeps(rt), diskPollIntervalMs: 500 },
-    { specText: JSON.stringify(spec), specSource: `${jobId}.json`, output: join(dir, 'evidence'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test', cwd: work },
+    {
+      specText: JSON.stringify(spec),
+      specSource: `${jobId}.json`,
+      output: join(dir, 'evidence'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+      cwd: work,
+    },
   );
 }
 
@@ -72,9 +94,10 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
     // Bounded even without a limit: at most 1000 sleepers. The forks run in a subshell (a failed fork ends it); the
     // count is read with builtins, the sleepers killed, and the outcome written.
     const script =
-      '( i=0; while [ $i -lt 1000 ]; do sleep 30 & i=$((i+1)); done ) 2>/dev/null; '
-      + 'read max < /sys/fs/cgroup/pids/pids.max; read cur < /sys/fs/cgroup/pids/pids.current; echo "max=$max current=$cur"; '
-      + 'kill -9 -1 2>/dev/null; wait; ' + WRITE_OWN;
+      '( i=0; while [ $i -lt 1000 ]; do sleep 30 & i=$((i+1)); done ) 2>/dev/null; ' +
+      'read max < /sys/fs/cgroup/pids/pids.max; read cur < /sys/fs/cgroup/pids/pids.current; echo "max=$max current=$cur"; ' +
+      'kill -9 -1 2>/dev/null; wait; ' +
+      WRITE_OWN;
     const before = await hostTasks();
     let peak = before;
     let cgroupPeak: number | null = null;
@@ -95,20 +118,30 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
     const stdout = await readFile(join(run.output, 'stdout.log'), 'utf8');
     expect(stdout).toMatch(/^max=64 current=(\d+)$/m);
     expect(Number(/current=(\d+)/.exec(stdout)![1])).toBeLessThanOrEqual(64);
-    expect(run.result).toMatchObject({ classification: 'completed', reasons: [], limits: { pids_limit: 64 } });
+    expect(run.result).toMatchObject({
+      classification: 'completed',
+      reasons: [],
+      limits: { pids_limit: 64 },
+    });
     // Tasks count threads: the container's shim, runc and the engine's own threads come and go with any pair, and
     // other helpers share this host. A margin of 64 for them, far below the 1000 sleepers of an unbounded pair.
     expect(peak - before).toBeLessThanOrEqual(64 + 64);
     // Exact, on the host: the container's pids cgroup never held more than its limit.
-    expect(cgroupPeak, 'the pair\'s pids cgroup was read on the host').not.toBeNull();
+    expect(cgroupPeak, "the pair's pids cgroup was read on the host").not.toBeNull();
     expect(cgroupPeak!).toBeLessThanOrEqual(64);
     expect(cgroupPeak!).toBeGreaterThanOrEqual(32); // it did fork: the limit, not a broken script, bounded it
-    console.info(`fork bomb: host tasks ${before} -> peak ${peak} (+${peak - before}); its pids cgroup peaked at ${cgroupPeak}; the pair saw ${/current=\d+/.exec(stdout)![0]}`);
+    console.info(
+      `fork bomb: host tasks ${before} -> peak ${peak} (+${peak - before}); its pids cgroup peaked at ${cgroupPeak}; the pair saw ${/current=\d+/.exec(stdout)![0]}`,
+    );
   });
 
   it('a memory hog past memory_mib is OOM-killed and classified oom_killed', async () => {
     // The shell keeps 128 MiB of output in a variable: far over 32 MiB.
-    const run = await pairRun('memory-hog', `x=$(head -c ${128 * MIB} /dev/zero | tr '\\0' a); echo survived; ${WRITE_OWN}`, { memory_mib: 32 });
+    const run = await pairRun(
+      'memory-hog',
+      `x=$(head -c ${128 * MIB} /dev/zero | tr '\\0' a); echo survived; ${WRITE_OWN}`,
+      { memory_mib: 32 },
+    );
     expect(run.result).toMatchObject({
       classification: 'infrastructure_failure',
       reasons: ['oom_killed', 'outcome_missing'],
@@ -120,9 +153,9 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
 
   it('the container runs with every capability dropped but the documented few, no new privileges, its ulimits and no swap beyond memory', async () => {
     const script =
-      "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; grep -E '^Max (open files|processes)' /proc/self/limits; "
-      + 'echo "mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) memsw=$(cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes)"; '
-      + WRITE_OWN;
+      "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; grep -E '^Max (open files|processes)' /proc/self/limits; " +
+      'echo "mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) memsw=$(cat /sys/fs/cgroup/memory/memory.memsw.limit_in_bytes)"; ' +
+      WRITE_OWN;
     const run = await pairRun('caps', script, { memory_mib: 96 });
     const stdout = await readFile(join(run.output, 'stdout.log'), 'utf8');
     expect(stdout).toMatch(/^Max open files\s+16384\s+16384\s+files/m);
@@ -146,7 +179,11 @@ describe.skipIf(noDocker)('disk fillers in a batch', () => {
 
   it('fillers of the cwd, the outcome folder and /tmp are stopped with disk_limit_exceeded; the pairs between them complete', async () => {
     const root = join(work, 'disk');
-    const fill = (target: string): string[] => [SH, '-c', `head -c ${64 * MIB} /dev/zero > ${target}; sleep 60; ${WRITE_OWN}`];
+    const fill = (target: string): string[] => [
+      SH,
+      '-c',
+      `head -c ${64 * MIB} /dev/zero > ${target}; sleep 60; ${WRITE_OWN}`,
+    ];
     const good = ['/opt/driver/run', 'outcome=completed'];
     const specs: [string, string[]][] = [
       ['fill-cwd', fill('./filler')],
@@ -165,7 +202,14 @@ describe.skipIf(noDocker)('disk fillers in a batch', () => {
         schema: 'roboguide.e1.batch/v0.1',
         image: DRIVER_IMAGE,
         // Separate cwds: a walk counts everything in a cwd, so a shared one would charge one pair for another's files.
-        jobs: specs.map(([id, argv]) => ({ job_id: id, argv, cwd: join(root, id), outcome_path: join(root, id, 'out', `${id}.json`), timeout_seconds: 120, disk_limit_bytes: 16 * MIB })),
+        jobs: specs.map(([id, argv]) => ({
+          job_id: id,
+          argv,
+          cwd: join(root, id),
+          outcome_path: join(root, id, 'out', `${id}.json`),
+          timeout_seconds: 120,
+          disk_limit_bytes: 16 * MIB,
+        })),
         stop_budget_seconds: 2,
       }),
     );
@@ -178,24 +222,40 @@ describe.skipIf(noDocker)('disk fillers in a batch', () => {
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
     try {
       const state = await supervise(
-        { store, registry, execute: { ...createExecutePairDeps(rt, silentLogger), diskPollIntervalMs: 500 }, logger: silentLogger, environment: {}, handleSignals: false },
+        {
+          store,
+          registry,
+          execute: { ...createExecutePairDeps(rt, silentLogger), diskPollIntervalMs: 500 },
+          logger: silentLogger,
+          environment: {},
+          handleSignals: false,
+        },
         'start',
       );
       expect(state).toBe('drained');
     } finally {
       registry.closeSync();
     }
-    const result = async (id: string): Promise<ResultRecord> => JSON.parse(await readFile(store.resolve(`jobs/${id}/result.json`), 'utf8')) as ResultRecord;
+    const result = async (id: string): Promise<ResultRecord> =>
+      JSON.parse(await readFile(store.resolve(`jobs/${id}/result.json`), 'utf8')) as ResultRecord;
     for (const id of ['fill-cwd', 'fill-outcome', 'fill-tmp']) {
       const r = await result(id);
-      expect(r, id).toMatchObject({ classification: 'infrastructure_failure', reasons: ['disk_limit_exceeded', 'outcome_missing'], disk: { limit_bytes: 16 * MIB, exceeded: true } });
+      expect(r, id).toMatchObject({
+        classification: 'infrastructure_failure',
+        reasons: ['disk_limit_exceeded', 'outcome_missing'],
+        disk: { limit_bytes: 16 * MIB, exceeded: true },
+      });
       expect(r.disk!.peak_bytes, id).toBeGreaterThan(16 * MIB);
       expect(r.container.timed_out, id).toBe(false);
       // Stopped by the watch, well before the filler's 60 s sleep ends.
       expect(Date.parse(r.finished_at) - Date.parse(r.started_at), id).toBeLessThan(30_000);
     }
     for (const id of ['ok-1', 'ok-2', 'ok-3']) {
-      expect(await result(id), id).toMatchObject({ classification: 'completed', reasons: [], disk: { exceeded: false, limit_bytes: 16 * MIB } });
+      expect(await result(id), id).toMatchObject({
+        classification: 'completed',
+        reasons: [],
+        disk: { exceeded: false, limit_bytes: 16 * MIB },
+      });
     }
     // The operator copy of a good pair: 0600, in a folder closed to other users.
     const copy = join(root, 'ok-1', 'out', 'ok-1.json');

@@ -24,7 +24,9 @@ class ScriptedDisk implements DiskUsage {
   }
 }
 
-function layers(sizes: (number | null)[]): Pick<ContainerRuntime, 'writableLayerBytes'> & { asked: string[] } {
+function layers(
+  sizes: (number | null)[],
+): Pick<ContainerRuntime, 'writableLayerBytes'> & { asked: string[] } {
   const asked: string[] = [];
   return {
     asked,
@@ -62,7 +64,10 @@ describe('DiskWatch', () => {
       (ms) => time.advance(ms),
     );
     const runtime = layers([50, 200]);
-    const watch = new DiskWatch({ disk, runtime, clock: time.clock, sleep, logger: silentLogger }, { folders: ['/w/cwd', '/e/outcome'], limitBytes: 1000 });
+    const watch = new DiskWatch(
+      { disk, runtime, clock: time.clock, sleep, logger: silentLogger },
+      { folders: ['/w/cwd', '/e/outcome'], limitBytes: 1000 },
+    );
     watch.attach('c1');
     watch.start();
     await settle();
@@ -77,7 +82,14 @@ describe('DiskWatch', () => {
     expect(sleeps[0]).toBe(DISK_POLL_INTERVAL_MS);
     const record = await watch.finish();
     // Once over the limit the loop ends: no further walk at collection.
-    expect(record).toEqual({ limit_bytes: 1000, baseline_bytes: 100, peak_bytes: 1200, exceeded: true, polls: 2, incomplete_polls: 0 });
+    expect(record).toEqual({
+      limit_bytes: 1000,
+      baseline_bytes: 100,
+      peak_bytes: 1200,
+      exceeded: true,
+      polls: 2,
+      incomplete_polls: 0,
+    });
   });
 
   it('stretches the interval after a slow walk, so walks take at most a tenth of the time', async () => {
@@ -95,7 +107,10 @@ describe('DiskWatch', () => {
         return Promise.resolve({ bytes: 1, entries: 1, complete: polls !== 2 });
       },
     };
-    const watch = new DiskWatch({ disk, runtime: {}, clock: time.clock, sleep, logger: silentLogger }, { folders: ['/w'], limitBytes: 10 });
+    const watch = new DiskWatch(
+      { disk, runtime: {}, clock: time.clock, sleep, logger: silentLogger },
+      { folders: ['/w'], limitBytes: 10 },
+    );
     watch.start();
     await settle();
     const record = await watch.finish();
@@ -107,7 +122,11 @@ describe('DiskWatch', () => {
   it('measures the folders once more at collection: a pair that filled its cwd just before it exited is caught', async () => {
     const time = fakeTime();
     const sleep = (_ms: number, signal?: AbortSignal): Promise<void> =>
-      new Promise((resolve) => (signal?.aborted === true ? resolve() : signal?.addEventListener('abort', () => resolve(), { once: true })));
+      new Promise((resolve) =>
+        signal?.aborted === true
+          ? resolve()
+          : signal?.addEventListener('abort', () => resolve(), { once: true }),
+      );
     const disk = new ScriptedDisk(
       [
         { bytes: 3_000, entries: 2, complete: true },
@@ -115,7 +134,10 @@ describe('DiskWatch', () => {
       ],
       (ms) => time.advance(ms),
     );
-    const watch = new DiskWatch({ disk, runtime: layers([]), clock: time.clock, sleep, logger: silentLogger }, { folders: ['/w'], limitBytes: 1_000 });
+    const watch = new DiskWatch(
+      { disk, runtime: layers([]), clock: time.clock, sleep, logger: silentLogger },
+      { folders: ['/w'], limitBytes: 1_000 },
+    );
     watch.start();
     await settle();
     const record = await watch.finish();
@@ -132,7 +154,17 @@ describe('DiskWatch', () => {
       ],
       (ms) => time.advance(ms),
     );
-    const watch = new DiskWatch({ disk, runtime: {}, clock: time.clock, sleep: (_ms, signal) => new Promise((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })), logger: silentLogger }, { folders: ['/w'], limitBytes: 1_000 });
+    const watch = new DiskWatch(
+      {
+        disk,
+        runtime: {},
+        clock: time.clock,
+        sleep: (_ms, signal) =>
+          new Promise((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })),
+        logger: silentLogger,
+      },
+      { folders: ['/w'], limitBytes: 1_000 },
+    );
     watch.start();
     await settle();
     const record = await watch.finish();
@@ -143,7 +175,10 @@ describe('DiskWatch', () => {
   it('a failed walk is logged and skipped, never thrown', async () => {
     const time = fakeTime();
     const disk: DiskUsage = { measure: () => Promise.reject(new Error('EIO')) };
-    const watch = new DiskWatch({ disk, runtime: {}, clock: time.clock, sleep: () => Promise.resolve(), logger: silentLogger }, { folders: ['/w'], limitBytes: 1 });
+    const watch = new DiskWatch(
+      { disk, runtime: {}, clock: time.clock, sleep: () => Promise.resolve(), logger: silentLogger },
+      { folders: ['/w'], limitBytes: 1 },
+    );
     const record = await watch.finish();
     expect(record).toMatchObject({ exceeded: false, polls: 0 });
   });

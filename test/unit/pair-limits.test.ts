@@ -17,7 +17,11 @@ import {
 
 const GIB = 1024 ** 3;
 const job = { job_id: 'j', argv: ['/bin/true'], cwd: '/w/j', outcome_path: '/w/out/j.json' };
-const manifest = (extra: Record<string, unknown>): unknown => ({ schema: 'roboguide.e1.batch/v0.1', image: 'i', jobs: [{ ...job, ...extra }] });
+const manifest = (extra: Record<string, unknown>): unknown => ({
+  schema: 'roboguide.e1.batch/v0.1',
+  image: 'i',
+  jobs: [{ ...job, ...extra }],
+});
 
 function issuesOf(extra: Record<string, unknown>): { path: string; rule: string }[] {
   const parsed = parseManifest(JSON.stringify(manifest(extra)));
@@ -26,8 +30,15 @@ function issuesOf(extra: Record<string, unknown>): { path: string; rule: string 
 
 describe('limit fields (manifest, pair run spec)', () => {
   it('accepts the four fields and keeps them absent when not given', () => {
-    const parsed = parseManifest(JSON.stringify(manifest({ pids_limit: 64, memory_mib: 512, cpus: 1.5, disk_limit_bytes: 1048576 })));
-    expect(parsed.ok && parsed.manifest.jobs[0]).toMatchObject({ pids_limit: 64, memory_mib: 512, cpus: 1.5, disk_limit_bytes: 1048576 });
+    const parsed = parseManifest(
+      JSON.stringify(manifest({ pids_limit: 64, memory_mib: 512, cpus: 1.5, disk_limit_bytes: 1048576 })),
+    );
+    expect(parsed.ok && parsed.manifest.jobs[0]).toMatchObject({
+      pids_limit: 64,
+      memory_mib: 512,
+      cpus: 1.5,
+      disk_limit_bytes: 1048576,
+    });
     const bare = parseManifest(JSON.stringify(manifest({})));
     expect(bare.ok && Object.keys(bare.manifest.jobs[0]!)).not.toContain('memory_mib');
   });
@@ -39,7 +50,11 @@ describe('limit fields (manifest, pair run spec)', () => {
     [{ memory_mib: '512' }, 'jobs[0].memory_mib', 'must be an integer 6..16777216 (MiB)'],
     [{ cpus: 0 }, 'jobs[0].cpus', 'must be a number 0.001..1024 (CPUs)'],
     [{ cpus: 2000 }, 'jobs[0].cpus', 'must be a number 0.001..1024 (CPUs)'],
-    [{ disk_limit_bytes: 1024 }, 'jobs[0].disk_limit_bytes', 'must be an integer 1048576..1125899906842624 (bytes)'],
+    [
+      { disk_limit_bytes: 1024 },
+      'jobs[0].disk_limit_bytes',
+      'must be an integer 1048576..1125899906842624 (bytes)',
+    ],
   ])('refuses %j naming the field and the rule', (extra, path, rule) => {
     expect(issuesOf(extra)).toContainEqual({ path, rule });
   });
@@ -65,21 +80,39 @@ describe('limitDefaults', () => {
   });
 
   it('keeps at least 1 GiB and at most 8 GiB for the supervisor and the system', () => {
-    expect(limitDefaults({ memoryTotalBytes: 4 * GIB, outputFreeBytes: 0, maxConcurrentPairs: 1 }).memory_mib).toBe(3 * 1024);
-    expect(limitDefaults({ memoryTotalBytes: 512 * GIB, outputFreeBytes: 0, maxConcurrentPairs: 1 }).memory_mib).toBe(504 * 1024);
+    expect(
+      limitDefaults({ memoryTotalBytes: 4 * GIB, outputFreeBytes: 0, maxConcurrentPairs: 1 }).memory_mib,
+    ).toBe(3 * 1024);
+    expect(
+      limitDefaults({ memoryTotalBytes: 512 * GIB, outputFreeBytes: 0, maxConcurrentPairs: 1 }).memory_mib,
+    ).toBe(504 * 1024);
   });
 
   it('never goes under 256 MiB on a tiny host, and uses fixed fallbacks when the host is unknown', () => {
-    expect(limitDefaults({ memoryTotalBytes: GIB, outputFreeBytes: 0, maxConcurrentPairs: 2 }).memory_mib).toBe(MIN_DEFAULT_MEMORY_MIB);
+    expect(
+      limitDefaults({ memoryTotalBytes: GIB, outputFreeBytes: 0, maxConcurrentPairs: 2 }).memory_mib,
+    ).toBe(MIN_DEFAULT_MEMORY_MIB);
     const unknown = limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 });
-    expect(unknown).toMatchObject({ memory_mib: FALLBACK_MEMORY_MIB, disk_limit_bytes: FALLBACK_DISK_LIMIT_BYTES });
+    expect(unknown).toMatchObject({
+      memory_mib: FALLBACK_MEMORY_MIB,
+      disk_limit_bytes: FALLBACK_DISK_LIMIT_BYTES,
+    });
     expect(unknown.basis).toContain('unknown');
   });
 
   it('a job field wins over its default; cpus has no default', () => {
     const d = limitDefaults({ memoryTotalBytes: 8 * GIB, outputFreeBytes: 10 * GIB, maxConcurrentPairs: 1 });
-    expect(effectiveLimits({ memory_mib: 64 }, d)).toEqual({ pids_limit: DEFAULT_PIDS_LIMIT, memory_mib: 64, cpus: null, disk_limit_bytes: 5 * GIB });
-    expect(effectiveLimits({ pids_limit: 64, cpus: 0.5, disk_limit_bytes: 2 ** 20 }, d)).toMatchObject({ pids_limit: 64, cpus: 0.5, disk_limit_bytes: 2 ** 20 });
+    expect(effectiveLimits({ memory_mib: 64 }, d)).toEqual({
+      pids_limit: DEFAULT_PIDS_LIMIT,
+      memory_mib: 64,
+      cpus: null,
+      disk_limit_bytes: 5 * GIB,
+    });
+    expect(effectiveLimits({ pids_limit: 64, cpus: 0.5, disk_limit_bytes: 2 ** 20 }, d)).toMatchObject({
+      pids_limit: 64,
+      cpus: 0.5,
+      disk_limit_bytes: 2 ** 20,
+    });
   });
 });
 
@@ -110,17 +143,32 @@ describe('serve sessions take the same limit fields', () => {
     expect(SessionCreateSchema.safeParse({ ...body, memory_mb: 64 }).success).toBe(true);
     const both = SessionCreateSchema.safeParse({ ...body, memory_mb: 64, memory_mib: 64 });
     expect(both.success).toBe(false);
-    expect(both.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([['memory_mb', 'give only one of memory_mib and memory_mb (its former name)']]);
+    expect(both.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([
+      ['memory_mb', 'give only one of memory_mib and memory_mb (its former name)'],
+    ]);
     const bad = SessionCreateSchema.safeParse({ ...body, pids_limit: 3 });
-    expect(bad.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([['pids_limit', 'must be an integer 16..1048576 (processes and threads)']]);
+    expect(bad.error?.issues.map((i) => [i.path.join('.'), i.message])).toEqual([
+      ['pids_limit', 'must be an integer 16..1048576 (processes and threads)'],
+    ]);
   });
 
   it('a session that asks for nothing gets the defaults: pids 4096, memory from the host, no swap beyond it', () => {
-    const defaults = limitDefaults({ memoryTotalBytes: 16 * GIB, outputFreeBytes: null, maxConcurrentPairs: 1 });
+    const defaults = limitDefaults({
+      memoryTotalBytes: 16 * GIB,
+      outputFreeBytes: null,
+      maxConcurrentPairs: 1,
+    });
     const limits = sessionLimits(SessionCreateSchema.parse(body), defaults);
-    expect(limits).toMatchObject({ pidsLimit: 4096, memoryBytes: defaults.memory_mib * 2 ** 20, memorySwapBytes: defaults.memory_mib * 2 ** 20 });
+    expect(limits).toMatchObject({
+      pidsLimit: 4096,
+      memoryBytes: defaults.memory_mib * 2 ** 20,
+      memorySwapBytes: defaults.memory_mib * 2 ** 20,
+    });
     expect(limits.nanoCpus).toBeUndefined();
-    const asked = sessionLimits(SessionCreateSchema.parse({ ...body, memory_mb: 100, cpus: 0.5, pids_limit: 32 }), defaults);
+    const asked = sessionLimits(
+      SessionCreateSchema.parse({ ...body, memory_mb: 100, cpus: 0.5, pids_limit: 32 }),
+      defaults,
+    );
     expect(asked).toMatchObject({ pidsLimit: 32, memoryBytes: 100 * 2 ** 20, nanoCpus: 500_000_000 });
   });
 });
@@ -131,7 +179,15 @@ describe('doctor: pair limits', () => {
     cpu: unknown,
     memory: { kind: 'known', total_bytes: 8 * GIB, available_bytes: 6 * GIB },
     os: unknown,
-    output_fs: { kind: 'known', path: '/out', fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 100 * GIB, free_bytes: freeBytes },
+    output_fs: {
+      kind: 'known',
+      path: '/out',
+      fs: '/dev/vda',
+      type: 'ext4',
+      mount: '/',
+      size_bytes: 100 * GIB,
+      free_bytes: freeBytes,
+    },
     engine_data_root_fs: unknown,
     gpu_controllers: unknown,
   });

@@ -50,7 +50,8 @@ export class DiskUsageWalker implements DiskUsage {
             }
             if ((entries & 255) === 0) {
               const now = performance.now();
-              if (entries >= budget.maxEntries || now - started >= budget.maxMs) return { bytes, entries, complete: false };
+              if (entries >= budget.maxEntries || now - started >= budget.maxMs)
+                return { bytes, entries, complete: false };
               if (now - sliceStarted >= SLICE_MS) {
                 await new Promise((resolve) => setImmediate(resolve));
                 sliceStarted = performance.now();
