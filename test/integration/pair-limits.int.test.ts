@@ -80,16 +80,17 @@ async function pairRun(
   );
 }
 
+// One work folder for the whole file (the fillers leave 64 MiB files behind): removed once, after both groups.
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), 'rg-limits-'));
+});
+
+afterAll(async () => {
+  if (!noDocker) await expectNoContainersLeft(jobs);
+  await rm(work, { recursive: true, force: true });
+});
+
 describe.skipIf(noDocker)('pair limits on the real engine', () => {
-  beforeAll(async () => {
-    work = await mkdtemp(join(tmpdir(), 'rg-limits-'));
-  });
-
-  afterAll(async () => {
-    await expectNoContainersLeft(jobs);
-    await rm(work, { recursive: true, force: true });
-  });
-
   it('a fork bomb hits its pids limit: the pair sees pids.max 64, cannot hold more, and the host barely notices', async () => {
     // Bounded even without a limit: at most 1000 sleepers. The forks run in a subshell (a failed fork ends it); the
     // count is read with builtins, the sleepers killed, and the outcome written.
@@ -172,8 +173,7 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
 describe.skipIf(noDocker)('disk fillers in a batch', () => {
   let registryPath: string;
 
-  beforeAll(async () => {
-    work ??= await mkdtemp(join(tmpdir(), 'rg-limits-'));
+  beforeAll(() => {
     registryPath = join(work, 'registry.db');
   });
 
