@@ -12,6 +12,8 @@ import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { lazyLogger } from './adapters/lazy-logger.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
+import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
+import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import type { ExecutePairDeps } from './app/execute-pair.js';
@@ -229,6 +231,7 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
     maskOutcome: maskOutcomeCopy,
     hostMountRules: () => (hostRules ??= hostMountRules(runtime)),
     mountOwners: mountOwners(),
+    disk: new DiskUsageWalker(),
   };
 }
 
@@ -243,6 +246,7 @@ export function createPairRunDeps(
   return {
     ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
     registry: () => (opened ??= openRegistryAt(registry)),
+    limitBasis: readLimitBasis,
     dispose: async () => {
       if (opened !== null) await (await opened.catch(() => null))?.close();
     },

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { mkdir, realpath, rm } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { homedir, totalmem } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
@@ -22,6 +22,8 @@ import { createDockerRuntime, createExecutePairDeps, hostMountRules } from './co
 
 /** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
 export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;
+import { readLimitBasis } from './adapters/limit-basis.js';
+import { limitDefaults } from './core/pair-limits.js';
 
 /** Wiring of `roboguide-eval serve` (its own composition root, so the shared one stays small). */
 
@@ -163,10 +165,12 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     maxOutputBytes: options.maxOutputBytes ?? 16 * 1024 * 1024,
     allowedEnv,
     limits: options.limits ?? DEFAULT_CONCURRENCY_LIMITS,
+    // A session that asks for no limits gets a pair's defaults for one at a time (issue 22).
+    limitDefaults: limitDefaults({ memoryTotalBytes: totalmem(), outputFreeBytes: null, maxConcurrentPairs: 1 }),
   });
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
-    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry },
+    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry, limitBasis: readLimitBasis },
     store,
     environment: callerEnvironment,
     allowedEnv,

@@ -75,18 +75,32 @@ export async function readOutcomeSha256(path: string): Promise<string | null> {
 }
 
 /**
- * The operator's copy of a pair's outcome at its host `outcome_path`, replaced atomically (replaceFile). A folder
- * on the way that is a symlink is refused (another pair sharing a cwd could have planted one).
+ * The operator's copy of a pair's outcome at its host `outcome_path`, replaced atomically (replaceFile), mode 0600:
+ * it holds the driver's raw bytes, secrets included. A folder on the way that is a symlink is refused (another pair
+ * sharing a cwd could have planted one); the outcome's own folder is made unreadable to other users (created 0700,
+ * or its "other" bits cleared: the engine creates a missing mount point 0755).
  */
 export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): Promise<void> {
   const folder = dirname(hostPath);
-  await mkdir(folder, { recursive: true });
+  await mkdir(folder, { recursive: true, mode: 0o700 });
   let current = '';
   for (const segment of folder.split('/').filter((s) => s !== '')) {
     current = `${current}/${segment}`;
     if ((await lstat(current)).isSymbolicLink()) throw Object.assign(new Error(`symlink in the outcome path: ${current}`), { code: 'ELOOP' });
   }
+  await closeToOthers(folder);
   await replaceFile(hostPath, bytes);
+}
+
+/** Clears the "other" permission bits of a folder (never through a link: the folder was just checked). */
+async function closeToOthers(folder: string): Promise<void> {
+  const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    const { mode } = await dir.stat();
+    if ((mode & 0o007) !== 0) await dir.chmod(mode & 0o7770);
+  } finally {
+    await dir.close();
+  }
 }
 
 /**
@@ -127,7 +141,8 @@ export async function maskOutcomeCopy(
 async function replaceFile(path: string, bytes: Uint8Array, folderSync: 'required' | 'best-effort' = 'required'): Promise<void> {
   const folder = dirname(path);
   const temp = join(folder, `.${basename(path)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
-  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  // 0600: the operator copy holds raw secrets, the evidence copy is the operator's alone.
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
     await handle.writeFile(bytes);
     await handle.sync();

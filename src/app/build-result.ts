@@ -2,7 +2,7 @@ import { classify, type Classified } from '../core/classify.js';
 import { checkOutcome, type OutcomeCheck } from '../core/outcome.js';
 import type { Receipt } from '../core/receipt.js';
 import { redactOutcome } from '../core/redaction/redact-text.js';
-import { RESULT_SCHEMA, type CleanupRecord, type ResultRecord } from '../core/result.js';
+import { RESULT_SCHEMA, type CleanupRecord, type DiskRecord, type LimitsRecord, type ResultRecord } from '../core/result.js';
 import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import type { PairExecution } from './pair-lifecycle.js';
@@ -34,6 +34,9 @@ export function buildResult(input: {
   readonly outcome: { readonly value: unknown; readonly redactions: number };
   readonly outcomeSha256: string | null;
   readonly classified: Classified;
+  /** The limits the container ran under and its measured disk use (issue 22); absent for a lost worker. */
+  readonly limits?: LimitsRecord;
+  readonly disk?: DiskRecord;
 }): ResultRecord {
   const { execution: e } = input;
   return {
@@ -53,6 +56,8 @@ export function buildResult(input: {
     provider_failure_error_kind: e.providerFailureErrorKind,
     cleanup: e.cleanup,
     engine_error: e.engineError,
+    ...(input.limits !== undefined ? { limits: input.limits } : {}),
+    ...(input.disk !== undefined ? { disk: input.disk } : {}),
     started_at: e.startedAt,
     finished_at: e.finishedAt,
   };

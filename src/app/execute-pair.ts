@@ -9,9 +9,13 @@ import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import { checkOutcome, type OutcomeRead } from '../core/outcome.js';
 import { errorKind } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
-import type { ProviderFailure, ResultRecord } from '../core/result.js';
+import type { DiskRecord, ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { NetworkChoice } from '../core/pair-network.js';
+import { containerLimitsOf, effectiveLimits, limitDefaults, type PairLimits, type RequestedLimits } from '../core/pair-limits.js';
+import { sleep as realSleep } from '../core/sleep.js';
+import { DiskWatch } from './disk-watch.js';
+import type { DiskUsage } from './ports/disk-usage.js';
 import { buildResult, outcomeForResult } from './build-result.js';
 import { sha256Hex } from './digest.js';
 import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
@@ -28,7 +32,7 @@ import { MountGuard } from './mount-guard.js';
 const SESSIONS_TIMEOUT_MS = 120_000;
 
 /** The fields of a manifest job (or a `pair run` spec) the lifecycle needs. */
-export interface PairJob {
+export interface PairJob extends RequestedLimits {
   readonly job_id: string;
   readonly argv: readonly string[];
   readonly cwd: string;
@@ -69,6 +73,10 @@ export interface ExecutePairDeps {
   /** What images hold at their sessions dir, shared by the pairs of this process (see PairLifecycleDeps). */
   readonly imageSessions?: ImageSessionsMemo;
   readonly verifyAbsentTimeoutMs?: number;
+  /** Measures the pair's folders for its disk limit (issue 22). Absent: the disk is not watched. */
+  readonly disk?: DiskUsage;
+  /** The disk watch's interval (default DISK_POLL_INTERVAL_MS); tests shorten it. */
+  readonly diskPollIntervalMs?: number;
   /**
    * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
    * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.
@@ -116,6 +124,11 @@ export interface ExecutePairInput {
   readonly readOutcome: (path: string) => Promise<OutcomeRead>;
   /** The run's part of the mount rules: the registry file and the operator's `--mount-root` folders (the output directory is the store's root). */
   readonly mountRules?: Pick<ProtectedPaths, 'registryPath' | 'mountRoots'>;
+  /**
+   * The limits the container runs under (src/core/pair-limits.ts), resolved by the caller from the job's fields and
+   * the batch's defaults. Absent: the job's fields over the fixed fallbacks of an unknown host.
+   */
+  readonly limits?: PairLimits;
 }
 
 export interface ExecutedPair {
@@ -165,7 +178,13 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
     labels: pairLabels(input.batchId, job.job_id, input.claimId),
     stopTimeoutSec: input.stopBudgetSec,
     ...(job.placement !== undefined && job.placement.length > 0 ? { placement: job.placement } : {}),
+    limits: containerLimitsOf(limitsOf(input)),
   };
+}
+
+/** The limits of this pair: the caller's, else the job's fields over the fallbacks of an unknown host. */
+export function limitsOf(input: Pick<ExecutePairInput, 'limits' | 'job'>): PairLimits {
+  return input.limits ?? effectiveLimits(input.job, limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 }));
 }
 
 /** The folders of one pair's evidence the lifecycle writes into, and the redactor of its texts. */
@@ -191,17 +210,28 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const guard = input.reattach ? null : await mountGuardFor(deps, input);
   const paths: PairPaths = { sessionsRel, sessionsAbs: join(store.root, sessionsRel), privateOutcomeFile: privateOutcome.file, redact: textRedactor(input.secrets) };
   const lifecycleDeps = lifecycleDepsFor(deps, input, paths);
-  const execution = await runPairLifecycle(guard === null ? lifecycleDeps : { ...lifecycleDeps, runtime: guard.wrap(deps.runtime) }, {
-    container: containerSpecFor(input),
-    outcomePath: privateOutcome.file,
-    sessionsDir: input.sessionsDir,
-    stopBudgetSec: input.stopBudgetSec,
-    secrets: input.secrets,
-    ...(input.terminate ? { terminate: input.terminate } : {}),
-    ...(input.onCreated ? { onCreated: input.onCreated } : {}),
-    ...(input.reattach ? { reattach: input.reattach } : {}),
-    deadlineMs: input.deadlineMs,
-  });
+  const disk = diskWatchFor(deps, input, privateOutcome.dir);
+  if (input.reattach) disk?.attach(input.reattach.containerId);
+  disk?.start();
+  let execution: PairExecution;
+  let diskRecord: DiskRecord | undefined;
+  try {
+    execution = await runPairLifecycle(guard === null ? lifecycleDeps : { ...lifecycleDeps, runtime: guard.wrap(deps.runtime) }, {
+      container: containerSpecFor(input),
+      outcomePath: privateOutcome.file,
+      sessionsDir: input.sessionsDir,
+      stopBudgetSec: input.stopBudgetSec,
+      secrets: input.secrets,
+      ...(input.terminate ? { terminate: input.terminate } : {}),
+      ...(disk ? { halt: disk.halt } : {}),
+      ...onCreatedWith(input.onCreated, disk),
+      ...(input.reattach ? { reattach: input.reattach } : {}),
+      deadlineMs: input.deadlineMs,
+    });
+  } finally {
+    // Measured once more at collection (this also ends the interval loop when the lifecycle threw).
+    diskRecord = await disk?.finish();
+  }
   const refusal = guard?.refusal ?? null;
   if (refusal !== null) deps.logger.warn({ job: job.job_id, mount: refusal.field, rule: refusal.rule }, 'mount refused at launch: the pair fails closed');
   // A refused mount is the pair's reason, not an engine fault (the guard's throw ended the create or the start).
@@ -210,7 +240,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   // Refused right after its create and not confirmed gone: the pair's container is known and its removal unverified.
   if (unremoved !== null) checked = { ...checked, container: { ...checked.container, id: unremoved }, cleanup: { ...checked.cleanup, removed: false, verified_absent: false } };
   await publishOperatorCopy(deps, checked, job);
-  return { result: await resultOf(deps, input, checked, paths, refusal !== null), execution: checked };
+  return { result: await resultOf(deps, input, checked, paths, refusal !== null, diskRecord), execution: checked };
 }
 
 /** The launch-time mount guard of one pair (src/app/mount-guard.ts), with the rules resolved to real paths now. */
@@ -218,6 +248,30 @@ async function mountGuardFor(deps: ExecutePairDeps, input: ExecutePairInput): Pr
   const host = (await deps.hostMountRules?.()) ?? {};
   const rules = await resolveProtected(deps.fs, { ...host, ...input.mountRules, outputDir: input.store.root });
   return new MountGuard(deps.fs, { rules, ...(deps.mountOwners !== undefined ? { owners: deps.mountOwners } : {}) });
+}
+
+/** The caller's `onCreated`, with the disk watch told the container (its writable layer counts from then on). */
+function onCreatedWith(onCreated: ExecutePairInput['onCreated'], disk: DiskWatch | undefined): { onCreated?: (containerId: string) => Promise<void> } {
+  if (disk === undefined) return onCreated ? { onCreated } : {};
+  return {
+    onCreated: async (containerId) => {
+      disk.attach(containerId);
+      await onCreated?.(containerId);
+    },
+  };
+}
+
+/** The disk watch of this pair: its cwd and private outcome folder, and its container's writable layer. */
+function diskWatchFor(deps: ExecutePairDeps, input: ExecutePairInput, privateOutcomeDir: string): DiskWatch | undefined {
+  if (deps.disk === undefined) return undefined;
+  return new DiskWatch(
+    { disk: deps.disk, runtime: deps.runtime, clock: deps.clock, sleep: deps.sleep ?? realSleep, logger: deps.logger },
+    {
+      folders: [input.job.cwd, privateOutcomeDir],
+      limitBytes: limitsOf(input).disk_limit_bytes,
+      ...(deps.diskPollIntervalMs !== undefined ? { intervalMs: deps.diskPollIntervalMs } : {}),
+    },
+  );
 }
 
 /** The lifecycle's evidence, wired to the store: the log files, the sessions folder, the diagnosis. */
@@ -292,7 +346,7 @@ function harnessFaultsOf(execution: PairExecution): HarnessFault[] {
 }
 
 /** Classify the pair and build its result.json record, every text from the pair's side masked. */
-async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths, mountRefused: boolean): Promise<ResultRecord> {
+async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths, mountRefused: boolean, disk: DiskRecord | undefined): Promise<ResultRecord> {
   const { job } = input;
   const check = checkOutcome(execution.outcome);
   const outcomeSha256 = await keptOutcomeSha256(deps, execution, input, paths.privateOutcomeFile);
@@ -301,6 +355,8 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     outcome: check,
     timedOut: execution.timedOut,
     logLimitExceeded: execution.logLimitExceeded !== null,
+    oomKilled: execution.container.oom_killed,
+    diskLimitExceeded: disk?.exceeded === true,
     terminated: execution.terminated,
     engineFault: execution.engineFault,
     engineLoss: execution.engineLoss,
@@ -321,5 +377,7 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     outcome: outcomeForResult(check, input.secrets),
     outcomeSha256,
     classified,
+    limits: limitsOf(input),
+    ...(disk !== undefined ? { disk } : {}),
   });
 }

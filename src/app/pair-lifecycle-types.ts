@@ -52,6 +52,11 @@ export interface PairLaunch {
   readonly secrets: readonly string[];
   /** Aborting it performs the controlled stop (`stop --terminate`). */
   readonly terminate?: AbortSignal;
+  /**
+   * Aborting it performs the controlled stop too, for a limit the pair went past (its disk, issue 22): like a log
+   * that reached its cap, not an operator's terminate. The caller records why.
+   */
+  readonly halt?: AbortSignal;
   /** Called once the container exists (the supervisor records its id in the receipt). A throw is a harness fault. */
   readonly onCreated?: (containerId: string) => Promise<void>;
   /**

@@ -86,7 +86,9 @@ class LifecycleRun {
     this.#sleep = deps.sleep ?? realSleep;
     this.#logs = new PairLogs(deps, launch.secrets, () => this.#containerId);
     // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
-    this.#stopSignal = launch.terminate ? AbortSignal.any([launch.terminate, this.#logs.halt]) : this.#logs.halt;
+    // So does a limit the caller watches (the disk, issue 22).
+    const stops = [launch.terminate, this.#logs.halt, launch.halt].filter((s): s is AbortSignal => s !== undefined);
+    this.#stopSignal = stops.length === 1 ? this.#logs.halt : AbortSignal.any(stops);
   }
 
   #nowMs(): number {

@@ -17,6 +17,7 @@ import {
 import { buildReceipt, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';
+import { effectiveLimits, limitDefaults, LOW_DISK_LIMIT_BYTES, type PairLimits } from '../core/pair-limits.js';
 import { writeJsonVerified } from './durable-write.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
 import { admitOnePair } from './admission.js';
@@ -57,6 +58,11 @@ export interface RunPairDeps extends ExecutePairDeps {
    * A function is called only once the spec passed every check (the registry is not touched before).
    */
   readonly registry: CapacityRegistry | (() => Promise<CapacityRegistry>);
+  /**
+   * The host's memory and the output file system's free bytes, for the default limits (src/core/pair-limits.ts).
+   * Absent, or a fact null: the fixed fallbacks.
+   */
+  readonly limitBasis?: (outputDir: string) => Promise<{ readonly memoryTotalBytes: number | null; readonly outputFreeBytes: number | null }>;
 }
 
 export interface RunPairOutcome {
@@ -208,6 +214,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     codeVersion,
     network: spec.network,
   });
+  const limits = await pairRunLimits(deps, spec, output, options.onWarning);
   const store = await claimPair(deps, registry, claim, output, receipt);
   let current = receipt;
   const { result } = await executePair(deps, {
@@ -225,6 +232,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
     readOutcome: (path) => deps.outcomes.read(path),
     mountRules: { ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}), ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}) },
+    limits,
     ...(options.terminate ? { terminate: options.terminate } : {}),
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
@@ -237,6 +245,16 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     throw err;
   });
   return { output, receipt: current, result, reconciliation: await finishPairRun(deps, registry, store, claim, result) };
+}
+
+/** The spec's limits over the defaults of this host for one pair; a low default disk limit is said (like `start`). */
+async function pairRunLimits(deps: RunPairDeps, spec: PairSpec, output: string, warn: ((message: string) => void) | undefined): Promise<PairLimits> {
+  const basis = (await deps.limitBasis?.(output).catch(() => null)) ?? { memoryTotalBytes: null, outputFreeBytes: null };
+  const defaults = limitDefaults({ ...basis, maxConcurrentPairs: 1 });
+  if (spec.disk_limit_bytes === undefined && defaults.disk_limit_bytes < LOW_DISK_LIMIT_BYTES) {
+    warn?.(`no disk_limit_bytes: the pair may hold only ${defaults.disk_limit_bytes} bytes (low free space on the output file system); ${defaults.basis}`);
+  }
+  return effectiveLimits(spec, defaults);
 }
 
 /** result.json, then terminal reconciliation (which gives the slot back once the evidence proves the pair finished). */

@@ -19,6 +19,10 @@ export interface ClassifyInput {
   readonly timedOut: boolean;
   /** A log reached its `log_limit_bytes` and the pair was stopped for it. */
   readonly logLimitExceeded?: boolean;
+  /** The kernel's OOM killer killed a process of the container (its memory limit; `State.OOMKilled`). */
+  readonly oomKilled?: boolean;
+  /** The pair's cwd, outcome folder and writable layer went past `disk_limit_bytes` (it was stopped for it). */
+  readonly diskLimitExceeded?: boolean;
   /** The operator stopped the pair (`stop --terminate`). */
   readonly terminated: boolean;
   /** The engine refused or failed a call of the pair (`engine_unavailable` is reported as `engine_error`). */
@@ -75,6 +79,10 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   // A budget the pair overran, like the wall clock: the pair's own behaviour, not a fault of the harness, so the
   // batch goes on (a streak of them pauses it, as for any infrastructure failure).
   log_limit_exceeded: 'infrastructure_failure',
+  // The same for memory and disk (issue 22): the pair went past its own limit. The tool's evidence is whole and the
+  // other pairs are untouched, so neither harness nor fatal; like a timeout, a streak of them pauses the batch.
+  oom_killed: 'infrastructure_failure',
+  disk_limit_exceeded: 'infrastructure_failure',
   terminated: 'infrastructure_failure',
   // A mount the launch-time check refused (a link, a foreign owner, a protected real path, a folder swapped after the
   // check): no container ran with it; the batch goes on.
@@ -151,6 +159,8 @@ function observedReasons(input: ClassifyInput): Reason[] {
   const reasons: Reason[] = [...outcomeReasons(input.outcome, input), ...input.harnessFaults];
   if (input.timedOut) reasons.push('timeout');
   if (input.logLimitExceeded === true) reasons.push('log_limit_exceeded');
+  if (input.oomKilled === true) reasons.push('oom_killed');
+  if (input.diskLimitExceeded === true) reasons.push('disk_limit_exceeded');
   if (input.terminated) reasons.push('terminated');
   if (input.mountRefused === true) reasons.push('mount_refused');
   if (input.engineFault !== null) reasons.push(reasonOfEngineFault(input.engineFault));

@@ -32,6 +32,8 @@ export type Reason =
   | 'timeout'
   | 'log_limit_exceeded'
   | 'mount_refused'
+  | 'oom_killed'
+  | 'disk_limit_exceeded'
   | 'port_allocated'
   | 'nvidia_runtime_missing'
   | 'image_missing'
@@ -80,6 +82,28 @@ export interface LogRecord {
   readonly limit_exceeded?: boolean;
 }
 
+/** result.json `disk`: what the pair held on disk (cwd + outcome folder + writable layer), as measured. */
+export interface DiskRecord {
+  readonly limit_bytes: number;
+  /** What its folders held before it ran (inputs, a shared cwd's files): only the bytes beyond it count. */
+  readonly baseline_bytes: number;
+  /** The most seen in one measurement (baseline included). */
+  readonly peak_bytes: number;
+  /** The pair went past `limit_bytes` (reason `disk_limit_exceeded`). */
+  readonly exceeded: boolean;
+  readonly polls: number;
+  /** Measurements whose walk ran out of budget (their bytes a lower bound). */
+  readonly incomplete_polls: number;
+}
+
+/** result.json `limits`: what the pair's container ran under (src/core/pair-limits.ts). */
+export interface LimitsRecord {
+  readonly pids_limit: number;
+  readonly memory_mib: number;
+  readonly cpus: number | null;
+  readonly disk_limit_bytes: number;
+}
+
 export interface CleanupRecord {
   readonly removed: boolean;
   readonly verified_absent: boolean;
@@ -109,6 +133,10 @@ export interface ResultRecord {
   readonly provider_failure_error_kind: string | null;
   readonly cleanup: CleanupRecord;
   readonly engine_error: { readonly kind: string; readonly message: string } | null;
+  /** The limits the container ran under; absent in results from before issue 22 and for a lost worker. */
+  readonly limits?: LimitsRecord;
+  /** The pair's disk use as measured; absent where it was not measured (a lost worker, a result from before issue 22). */
+  readonly disk?: DiskRecord;
   readonly started_at: string;
   readonly finished_at: string;
 }

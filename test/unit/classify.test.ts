@@ -28,6 +28,8 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'outcome_too_deep',
       'timeout',
       'log_limit_exceeded',
+      'oom_killed',
+      'disk_limit_exceeded',
       'terminated',
       'port_allocated',
       'nvidia_runtime_missing',
@@ -252,6 +254,18 @@ describe('classify: worked examples', () => {
     const c = classify(input({ outcome: checkOutcome({ state: 'missing' }), logLimitExceeded: true }));
     expect(c).toEqual({ classification: 'infrastructure_failure', reasons: ['log_limit_exceeded', 'outcome_missing'] });
     expect(pauseReasonsFor(c)).toEqual([]);
+  });
+
+  it('an OOM kill and a disk over its limit are infrastructure failures of their own, named before the outcome', () => {
+    const oom = classify(input({ outcome: checkOutcome({ state: 'missing' }), oomKilled: true }));
+    expect(oom).toEqual({ classification: 'infrastructure_failure', reasons: ['oom_killed', 'outcome_missing'] });
+    const disk = classify(input({ diskLimitExceeded: true }));
+    expect(disk).toEqual({ classification: 'infrastructure_failure', reasons: ['disk_limit_exceeded'] });
+    // The pair's own doing: no pause of its own (only a streak of three pauses the batch).
+    expect(pauseReasonsFor(oom)).toEqual([]);
+    expect(pauseReasonsFor(disk)).toEqual([]);
+    // A fatal flag still wins.
+    expect(classify(input({ oomKilled: true, outcome: valid({ fatal_failure: true }) })).classification).toBe('fatal');
   });
 
   it('a timeout with a valid outcome is an infrastructure failure that keeps the outcome flags', () => {

@@ -181,6 +181,7 @@ describe('doctor verdict', () => {
       ['registry', 'ok'],
       ['disk', 'ok'],
       ['engine data root', 'ok'],
+      ['pair limits', 'ok'],
       ['boot id', 'ok'],
       ['mount roots', 'ok'],
     ]);

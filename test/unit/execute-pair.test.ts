@@ -7,6 +7,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { executePair, type ExecutePairDeps, type ExecutePairInput } from '../../src/app/execute-pair.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { DiskUsage } from '../../src/app/ports/disk-usage.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { B1_PORT_VARIABLES } from '../../src/core/b1-config.js';
@@ -112,6 +113,38 @@ describe('executePair with a scripted engine', () => {
     expect(result.logs.stdout.limit_exceeded).toBe(true);
     expect((await log('stdout.log')).startsWith('x'.repeat(65_536))).toBe(true);
     expect(runtime.stops).toHaveLength(1);
+  });
+
+  it('a pair past its disk limit is stopped the controlled way: disk_limit_exceeded, and the limits are recorded', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = ['until_signal'];
+    const walked: (readonly string[])[] = [];
+    const disk: DiskUsage = {
+      measure: (paths) => {
+        walked.push(paths);
+        // The baseline (before the pair runs) is empty; then the pair has written 5 MiB.
+        return Promise.resolve({ bytes: walked.length === 1 ? 0 : 5 * 2 ** 20, entries: 10, complete: true });
+      },
+    };
+    const pair = input({ limits: { pids_limit: 64, memory_mib: 128, cpus: 0.5, disk_limit_bytes: 2 ** 20 } });
+    const { result } = await executePair({ ...deps(runtime), disk, diskPollIntervalMs: 10 }, pair);
+    expect(runtime.stops).toHaveLength(1);
+    expect(result.reasons).toEqual(['disk_limit_exceeded', 'outcome_missing']);
+    expect(result.classification).toBe('infrastructure_failure');
+    expect(result.limits).toEqual({ pids_limit: 64, memory_mib: 128, cpus: 0.5, disk_limit_bytes: 2 ** 20 });
+    expect(result.disk).toMatchObject({ limit_bytes: 2 ** 20, exceeded: true, peak_bytes: 5 * 2 ** 20 });
+    expect(walked[0]).toEqual([pair.job.cwd, join(dir, 'D', 'jobs', 'p1', 'outcome')]);
+    // What the engine was asked for: the limits in its words, swap equal to memory.
+    expect(runtime.created?.limits).toMatchObject({ pidsLimit: 64, memoryBytes: 128 * 2 ** 20, memorySwapBytes: 128 * 2 ** 20, nanoCpus: 500_000_000 });
+  });
+
+  it('an OOM kill seen at collection is recorded and classified oom_killed', async () => {
+    const runtime = new ScriptedRuntime();
+    runtime.waits = [{ kind: 'exited', exitCode: 137 }];
+    runtime.inspects = [{ ...state('exited', 137), oomKilled: true }];
+    const { result } = await executePair(deps(runtime), input());
+    expect(result.container.oom_killed).toBe(true);
+    expect(result.reasons).toEqual(['oom_killed', 'outcome_missing']);
   });
 
   it('a log that cannot be written stops the pair as a harness fault, and the container is still removed', async () => {

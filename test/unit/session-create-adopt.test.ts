@@ -119,7 +119,7 @@ describe('checkCreate', () => {
     expect(ok.binds).toEqual([{ hostPath: await realpath(join(dir, 'work')), containerPath: '/w', readOnly: true }]);
   });
 
-  it('startContainer writes session.json first, then asks the engine with the limits converted (absent ones left out)', async () => {
+  it('startContainer writes session.json first, then asks the engine with the limits converted (absent ones: the defaults, no CPU quota)', async () => {
     created.length = 0;
     const session = sessionOf(recordOf());
     const withLimits = SessionCreateSchema.parse({ image: 'img:1', cpus: 1.5, memory_mb: 64, gpus: 'all' });
@@ -129,7 +129,8 @@ describe('checkCreate', () => {
     expect((created[0] as { deviceRequests: unknown[] }).deviceRequests.length).toBeGreaterThan(0);
     await rm(join(dir, 'data', 'sessions'), { recursive: true });
     await startContainer(deps(), session, { body: SessionCreateSchema.parse({ image: 'img:1' }), env: {}, binds: [], labels: {} });
-    expect(created[1]).toMatchObject({ nanoCpus: undefined, memoryBytes: undefined });
+    // Issue 22: a session that asks for nothing still gets a pids limit and a memory limit (the fixed fallback here).
+    expect(created[1]).toMatchObject({ nanoCpus: undefined, memoryBytes: 4096 * 1024 * 1024, limits: { pidsLimit: 4096, memorySwapBytes: 4096 * 1024 * 1024 } });
   });
 });
 

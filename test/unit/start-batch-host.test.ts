@@ -68,6 +68,25 @@ describe('batch.json host record', () => {
     });
   });
 
+  it('records the default pair limits derived from those facts (issue 22), fixed fallbacks where a fact is unknown', async () => {
+    const GIB = 1024 ** 3;
+    const roomy: HostFactsSource = {
+      ...source,
+      memory: () => Promise.resolve({ total_bytes: 16 * GIB, available_bytes: 8 * GIB }),
+      fileSystemOf: (path) => Promise.resolve({ path, fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 100 * GIB, free_bytes: 40 * GIB }),
+    };
+    const { onDisk } = await start((request) => gatherHostFacts({ source: roomy, after: () => new Promise(() => {}) }, request));
+    // (16 GiB − 1.6 GiB reserve) / 1 worker; half of 40 GiB free / 1 worker.
+    expect(onDisk['pair_limit_defaults']).toMatchObject({ pids_limit: 4096, memory_mib: Math.floor((16 * GIB - Math.floor((16 * GIB) / 10)) / 2 ** 20), disk_limit_bytes: 20 * GIB });
+  });
+
+  it('an unknown host memory gives the fixed fallback default', async () => {
+    const { onDisk: unknown } = await start((request) =>
+      gatherHostFacts({ source: { ...source, memory: () => Promise.reject(new Error('no /proc/meminfo')) }, after: () => Promise.resolve(), timeoutMs: 10 }, request),
+    );
+    expect(unknown['pair_limit_defaults']).toMatchObject({ memory_mib: 4096 });
+  });
+
   it('a fact that never answers is recorded unknown and the batch still starts', async () => {
     const { onDisk } = await start((request) =>
       gatherHostFacts({ source: { ...source, cpu: () => new Promise(() => {}) }, after: () => Promise.resolve(), timeoutMs: 10 }, request),

@@ -11,6 +11,7 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
+import { PAIR_CAPABILITIES, type ContainerLimits } from '../../core/pair-limits.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
@@ -76,6 +77,17 @@ export const PAIR_LOG_CONFIG = {
   type: 'json-file',
   config: { 'max-size': '512m', 'max-file': '4' },
 } as const;
+
+/** The engine's HostConfig fields for a pair's limits. */
+export function hostConfigLimits(limits: ContainerLimits): Pick<Docker.HostConfig, 'PidsLimit' | 'Memory' | 'MemorySwap' | 'NanoCpus' | 'Ulimits'> {
+  return {
+    PidsLimit: limits.pidsLimit,
+    Memory: limits.memoryBytes,
+    MemorySwap: limits.memorySwapBytes,
+    ...(limits.nanoCpus !== undefined ? { NanoCpus: limits.nanoCpus } : {}),
+    Ulimits: limits.ulimits.map((u) => ({ Name: u.name, Soft: u.soft, Hard: u.hard })),
+  };
+}
 
 export class DockerContainerRuntime implements ContainerRuntime {
   readonly docker: Docker;
@@ -205,6 +217,10 @@ export class DockerContainerRuntime implements ContainerRuntime {
         ),
         Init: true,
         SecurityOpt: ['no-new-privileges'],
+        // Every capability dropped but the few a pair needs (docs/spec.md 5.1), whatever the limits say.
+        CapDrop: ['ALL'],
+        CapAdd: [...PAIR_CAPABILITIES],
+        ...(spec.limits !== undefined ? hostConfigLimits(spec.limits) : {}),
         LogConfig: { Type: PAIR_LOG_CONFIG.type, Config: { ...PAIR_LOG_CONFIG.config } },
         AutoRemove: false,
         DeviceRequests: spec.deviceRequests.map((r) => ({
@@ -402,6 +418,16 @@ export class DockerContainerRuntime implements ContainerRuntime {
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'inspect a container');
+    }
+  }
+
+  async writableLayerBytes(id: string): Promise<number | null> {
+    try {
+      const c = (await this.docker.getContainer(id).inspect({ size: true, ...this.#deadline() } as object)) as { SizeRw?: number };
+      return typeof c.SizeRw === 'number' && c.SizeRw >= 0 ? c.SizeRw : 0;
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, "measure a container's writable layer");
     }
   }
 

@@ -10,7 +10,8 @@ import type {
   SessionEngine,
 } from '../../app/serve/session-engine.js';
 import { demultiplex } from './demux.js';
-import type { DockerContainerRuntime } from './docker-container-runtime.js';
+import { hostConfigLimits, type DockerContainerRuntime } from './docker-container-runtime.js';
+import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
 import { toEngineError } from './engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
@@ -81,9 +82,13 @@ export class DockerSessionEngine implements SessionEngine {
         PortBindings: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]])),
         Init: true,
         SecurityOpt: ['no-new-privileges'],
+        // The same capabilities as a pair's (docs/spec.md 5.1).
+        CapDrop: ['ALL'],
+        CapAdd: [...PAIR_CAPABILITIES],
         AutoRemove: false,
         ...(spec.nanoCpus !== undefined ? { NanoCpus: spec.nanoCpus } : {}),
         ...(spec.memoryBytes !== undefined ? { Memory: spec.memoryBytes } : {}),
+        ...(spec.limits !== undefined ? hostConfigLimits(spec.limits) : {}),
         DeviceRequests: spec.deviceRequests.map((r) => ({
           Driver: r.Driver,
           ...(r.Count !== undefined ? { Count: r.Count } : {}),

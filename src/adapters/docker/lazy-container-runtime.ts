@@ -108,6 +108,11 @@ export class LazyContainerRuntime implements ContainerRuntime {
     const runtime = await this.runtime();
     return runtime.filesystemChanges ? runtime.filesystemChanges(id) : null;
   }
+  /** Forwarded when the real runtime has it; without it null (the layer is not counted). */
+  async writableLayerBytes(id: string): Promise<number | null> {
+    const runtime = await this.runtime();
+    return runtime.writableLayerBytes ? runtime.writableLayerBytes(id) : null;
+  }
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     return (await this.runtime()).listByLabel(labels);
   }

@@ -6,6 +6,7 @@ import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js'
 import { buildReceipt, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineMs } from '../../core/wall-budget.js';
+import { effectiveLimits, limitDefaults } from '../../core/pair-limits.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
 import { failpoint, pausepoint } from '../failpoints.js';
 import { admitOnNodes } from '../admission.js';
@@ -181,6 +182,7 @@ export async function executeInBatch(
     deadlineMs: run.deadlineMs,
     readOutcome: (path) => deps.execute.outcomes.read(path),
     mountRules: batchMountRules(ctx.batch),
+    limits: effectiveLimits(job, ctx.batch.pair_limit_defaults ?? limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: ctx.manifest.capacity.max_workers })),
     ...how,
   });
   return result;

@@ -2,6 +2,7 @@ import type { ExecutorConfig } from '../../core/executor.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { ProcessIdentity } from '../../core/process-identity.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
+import type { LimitDefaults } from '../../core/pair-limits.js';
 
 /** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
 export const MANIFEST_FILE = 'manifest.json';
@@ -49,6 +50,11 @@ export interface BatchRecord {
   readonly executor_nodes?: readonly { readonly node: string; readonly gpus: number }[];
   /** The host at start (systeminformation, each fact bounded in time: `{kind: "unknown", reason}` when it failed). */
   readonly host?: HostFactsRecord;
+  /**
+   * The limits of a job that gives none (issue 22), derived at start from `host` and `capacity.max_workers`
+   * (src/core/pair-limits.ts); absent in batches from before: the fixed fallbacks apply.
+   */
+  readonly pair_limit_defaults?: LimitDefaults;
 }
 
 /** Recorded at start when the manifest asks for GPUs. */

@@ -20,6 +20,7 @@ import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia
 import { resolveAllEnvironments } from './batch-context.js';
 import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
+import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
 import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
 
 export interface StartBatchDeps {
@@ -255,12 +256,32 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     ...placement,
     ...(host !== undefined ? { host: await host } : {}),
   };
+  const limits = batchLimitDefaults(manifest, record.host, options.executor?.kind === 'swarm');
+  warnDefaultDiskLimit(manifest, limits, options.onWarning);
+  const withLimits: BatchRecord = { ...record, pair_limit_defaults: limits };
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.
-  if ((await store.publishExclusive(BATCH_FILE, record)) === 'exists') {
+  if ((await store.publishExclusive(BATCH_FILE, withLimits)) === 'exists') {
     throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, { exitCode: 2 });
   }
   await store.writeBytesAtomic(MANIFEST_FILE, bytes);
   await store.appendJournal({ type: 'batch_created', at: now.toISOString(), batch_id: record.batch_id, jobs: manifest.jobs.length });
-  return record;
+  return withLimits;
+}
+
+/** The defaults of the batch's pairs from the host at start (a swarm's pairs run elsewhere: the fixed fallbacks). */
+export function batchLimitDefaults(manifest: Manifest, host: HostFactsRecord | undefined, swarm: boolean): LimitDefaults {
+  const memory = !swarm && host?.memory.kind === 'known' ? host.memory.total_bytes : null;
+  const free = !swarm && host?.output_fs.kind === 'known' ? host.output_fs.free_bytes : null;
+  return limitDefaults({ memoryTotalBytes: memory, outputFreeBytes: free, maxConcurrentPairs: manifest.capacity.max_workers });
+}
+
+/**
+ * `start` warns when the default disk limit (a share of the free space) is low and some job relies on it; `doctor`
+ * always shows it.
+ */
+function warnDefaultDiskLimit(manifest: Manifest, limits: LimitDefaults, warn: ((message: string) => void) | undefined): void {
+  const defaulted = manifest.jobs.filter((j) => j.disk_limit_bytes === undefined).length;
+  if (defaulted === 0 || warn === undefined || limits.disk_limit_bytes >= LOW_DISK_LIMIT_BYTES) return;
+  warn(`${defaulted} job(s) without disk_limit_bytes: each pair may add only ${limits.disk_limit_bytes} bytes to its cwd, outcome folder and writable layer (low free space on the output file system: free space, or set disk_limit_bytes); ${limits.basis}`);
 }

@@ -3,6 +3,7 @@ import { fail, formatBytes, GIB, MIB, ok, warn, type DoctorCheck } from './check
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { DoctorDeps, DoctorOptions, RegistryProbe, RegistryTarget } from '../doctor.js';
 import { dataRootCheck, gpuCheck, hostCheck } from './facts-checks.js';
+import { limitDefaults, LOW_DISK_LIMIT_BYTES } from '../../core/pair-limits.js';
 
 export const DISK_WARN_BYTES = 5 * GIB;
 export const DISK_FAIL_BYTES = 512 * MIB;
@@ -15,8 +16,26 @@ export async function hostChecks(deps: DoctorDeps, options: DoctorOptions, facts
     registryCheck(deps, options),
     Promise.all([diskCheck(deps, options.outputDir, options.batchNeedBytes ?? null), facts]).then(([check, f]) => withOutputFs(check, f.output_fs)),
     facts.then((f) => dataRootCheck(f.engine_data_root_fs)),
+    facts.then(pairLimitsCheck),
     bootIdCheck(deps),
   ]);
+}
+
+/**
+ * The limits a job without its own would get on this host (issue 22), one pair at a time (a batch with two
+ * workers halves memory and disk). Warns when the default disk limit is low: it is a share of the free space.
+ */
+export function pairLimitsCheck(facts: HostFactsRecord): DoctorCheck {
+  const defaults = limitDefaults({
+    memoryTotalBytes: facts.memory.kind === 'known' ? facts.memory.total_bytes : null,
+    outputFreeBytes: facts.output_fs.kind === 'known' ? facts.output_fs.free_bytes : null,
+    maxConcurrentPairs: 1,
+  });
+  const detail = `default per pair: pids ${defaults.pids_limit}, memory ${defaults.memory_mib} MiB, disk ${formatBytes(defaults.disk_limit_bytes)} (${defaults.basis})`;
+  if (defaults.disk_limit_bytes < LOW_DISK_LIMIT_BYTES) {
+    return warn('pair limits', `${detail}: the default disk limit is under ${formatBytes(LOW_DISK_LIMIT_BYTES)}`, 'free space on the output file system, or give each job its disk_limit_bytes');
+  }
+  return ok('pair limits', detail);
 }
 
 /** The disk check's verdict is statfs's (free bytes for this user); the file system's facts are added to it. */

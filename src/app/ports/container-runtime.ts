@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { ContainerLimits } from '../../core/pair-limits.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 
@@ -28,6 +29,8 @@ export interface ContainerSpec {
   readonly stopTimeoutSec: number;
   /** Swarm placement constraints (`node.hostname==gpu-3`, `node.labels.zone==a`); the local engine has one node and ignores them. */
   readonly placement?: readonly string[];
+  /** Pids, memory (no swap beyond it), CPU quota and ulimits (src/core/pair-limits.ts). */
+  readonly limits?: ContainerLimits;
 }
 
 export interface ContainerHandle {
@@ -130,5 +133,10 @@ export interface ContainerRuntime {
    * the pair's service is pinned there.
    */
   readyNodes?(constraints?: readonly string[]): Promise<readonly string[]>;
+  /**
+   * Bytes of the container's writable layer (the engine's `SizeRw`, computed by walking the layer; bounded by the
+   * call's deadline), null when the container is gone or the runtime cannot tell (the layer is then not counted).
+   */
+  writableLayerBytes?(id: string): Promise<number | null>;
   containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }

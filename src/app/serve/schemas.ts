@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AbsolutePath, Argv, Environment, Gpus, NonEmptyString, Ports } from '../../core/manifest/fields.js';
+import { AbsolutePath, Argv, Environment, Gpus, limitFields, NonEmptyString, Ports } from '../../core/manifest/fields.js';
 import { PairSpecSchema } from '../../core/manifest/schema.js';
 
 /**
@@ -28,8 +28,10 @@ export const SessionCreateSchema = z
     mounts: z.array(MountSchema).default([]),
     workdir: AbsolutePath.optional(),
     network: z.enum(['none', 'bridge'], { error: 'must be "none" or "bridge"' }).default('none'),
-    cpus: z.number({ error: 'must be a number > 0' }).gt(0, { error: 'must be a number > 0' }).max(1024).optional(),
-    memory_mb: z.int({ error: 'must be an integer ≥ 6 (MiB)' }).min(6, { error: 'must be an integer ≥ 6 (MiB)' }).optional(),
+    cpus: limitFields.cpus,
+    pids_limit: limitFields.pids_limit,
+    memory_mib: limitFields.memory_mib,
+    memory_mb: limitFields.memory_mib.meta({ description: 'the former name of memory_mib (MiB), still accepted; give only one of them' }),
     ttl_seconds: z.int({ error: TTL_RULE }).min(1, { error: TTL_RULE }).max(MAX_SESSION_TTL_SECONDS, { error: TTL_RULE }).default(DEFAULT_SESSION_TTL_SECONDS),
     labels: z
       .record(z.string(), z.string())
@@ -47,6 +49,9 @@ export const SessionCreateSchema = z
       if (seen.has(port)) ctx.addIssue({ code: 'custom', message: `port ${port} is listed twice`, path: ['ports', index] });
       seen.add(port);
     });
+    if (body.memory_mb !== undefined && body.memory_mib !== undefined) {
+      ctx.addIssue({ code: 'custom', message: 'give only one of memory_mib and memory_mb (its former name)', path: ['memory_mb'] });
+    }
     if (body.ports.length > 0 && body.network === 'none') {
       ctx.addIssue({ code: 'custom', message: 'published ports need network "bridge" (network "none" publishes nothing)', path: ['ports'] });
     }

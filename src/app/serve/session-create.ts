@@ -1,4 +1,5 @@
 import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
+import { containerLimitsOf, effectiveLimits, limitDefaults, type ContainerLimits, type LimitDefaults } from '../../core/pair-limits.js';
 import { resolveEnvironment } from '../../core/manifest/index.js';
 import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
@@ -24,6 +25,8 @@ export interface CreateDeps {
   readonly stopBudgetSec: number;
   /** `serve --allow-env`: the only names a `${NAME}` may reference. */
   readonly allowedEnv: ReadonlySet<string>;
+  /** The limits of a session that asks for none; absent: the fixed fallbacks of an unknown host. */
+  readonly limitDefaults?: LimitDefaults;
 }
 
 /** Refusals before anything is held: unset references, refused mounts, a port another session publishes, no image. */
@@ -50,6 +53,7 @@ export async function checkCreate(deps: CreateDeps, body: SessionCreate, session
 export async function startContainer(deps: CreateDeps, session: Session, request: { body: SessionCreate; env: Record<string, string>; binds: Bind[]; labels: Record<string, string> }): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
   const { body, env, binds } = request;
   const { record } = session;
+  const limits = sessionLimits(body, deps.limitDefaults);
   await deps.store.ensureDir(sessionRel(record.session_id));
   await deps.store.writeJsonAtomic(sessionRel(record.session_id, 'session.json'), record);
   return deps.engine.createAndStart({
@@ -61,12 +65,23 @@ export async function startContainer(deps: CreateDeps, session: Session, request
     ports: body.ports,
     bindAddress: deps.bindAddress,
     network: body.network,
-    nanoCpus: body.cpus !== undefined ? Math.round(body.cpus * 1e9) : undefined,
-    memoryBytes: body.memory_mb !== undefined ? body.memory_mb * 1024 * 1024 : undefined,
+    nanoCpus: limits.nanoCpus,
+    memoryBytes: limits.memoryBytes,
+    limits,
     deviceRequests: deviceRequestsFor(body.gpus),
     labels: request.labels,
     stopTimeoutSec: deps.stopBudgetSec,
   });
+}
+
+/**
+ * A session's limits: its own fields (`memory_mb` is the former name of `memory_mib`) over the defaults, like a
+ * pair's (pids 4096, a memory limit from the host, no swap beyond it, ulimits). Sessions have no disk watch.
+ */
+export function sessionLimits(body: Pick<SessionCreate, 'pids_limit' | 'memory_mib' | 'memory_mb' | 'cpus'>, defaults: LimitDefaults | undefined): ContainerLimits {
+  const base = defaults ?? limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 });
+  const limits = effectiveLimits({ pids_limit: body.pids_limit, memory_mib: body.memory_mib ?? body.memory_mb, cpus: body.cpus }, base);
+  return containerLimitsOf(limits);
 }
 
 /** The mounts as real paths, refused when missing or when they reach a protected path. */

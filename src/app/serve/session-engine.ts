@@ -1,3 +1,4 @@
+import type { ContainerLimits } from '../../core/pair-limits.js';
 import type { Readable } from 'node:stream';
 import type { DeviceRequest } from '../../core/gpu/device-requests.js';
 
@@ -13,6 +14,8 @@ export interface SessionContainerSpec {
   readonly network: 'none' | 'bridge';
   readonly nanoCpus: number | undefined;
   readonly memoryBytes: number | undefined;
+  /** Pids, memory (no swap beyond it), CPU quota and ulimits (issue 22); absent: only `nanoCpus`/`memoryBytes`. */
+  readonly limits?: ContainerLimits;
   readonly deviceRequests: readonly DeviceRequest[];
   readonly labels: Readonly<Record<string, string>>;
   readonly stopTimeoutSec: number;

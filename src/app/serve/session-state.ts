@@ -1,3 +1,4 @@
+import type { LimitDefaults } from '../../core/pair-limits.js';
 import { join } from 'node:path';
 import type { Transform } from 'node:stream';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
@@ -122,6 +123,8 @@ export interface SessionManagerDeps {
   readonly allowedEnv: ReadonlySet<string>;
   /** Concurrent execs and archive transfers (uploads and downloads), per session and in all; past them: 429. */
   readonly limits: ConcurrencyLimits;
+  /** The limits of a session that asks for none (issue 22); absent: the fixed fallbacks of an unknown host. */
+  readonly limitDefaults?: LimitDefaults;
 }
 
 export interface ConcurrencyLimits {

@@ -12,6 +12,16 @@ import {
 } from './constants.js';
 import { environmentProblems } from './environment.js';
 import { isCredentialLikePath } from './secrets.js';
+import {
+  DEFAULT_PIDS_LIMIT,
+  MAX_CPUS,
+  MAX_DISK_LIMIT_BYTES,
+  MAX_MEMORY_MIB,
+  MAX_PIDS_LIMIT,
+  MIN_DISK_LIMIT_BYTES,
+  MIN_MEMORY_MIB,
+  MIN_PIDS_LIMIT,
+} from '../pair-limits.js';
 
 /** Field schemas shared by the manifest and the `pair run` spec, each with a plain-words rule. */
 
@@ -154,3 +164,43 @@ function reportDuplicates<T>(items: readonly T[], ctx: IssueSink, rule: (item: T
     seen.add(item);
   });
 }
+
+const PIDS_RULE = `must be an integer ${MIN_PIDS_LIMIT}..${MAX_PIDS_LIMIT} (processes and threads)`;
+/** The pids cgroup of the pair's container (issue 22). */
+export const PidsLimit = z
+  .int({ error: PIDS_RULE })
+  .min(MIN_PIDS_LIMIT, { error: PIDS_RULE })
+  .max(MAX_PIDS_LIMIT, { error: PIDS_RULE });
+
+const MEMORY_RULE = `must be an integer ${MIN_MEMORY_MIB}..${MAX_MEMORY_MIB} (MiB)`;
+/** The memory limit (MiB); swap is never allowed beyond it. */
+export const MemoryMib = z
+  .int({ error: MEMORY_RULE })
+  .min(MIN_MEMORY_MIB, { error: MEMORY_RULE })
+  .max(MAX_MEMORY_MIB, { error: MEMORY_RULE });
+
+const CPUS_RULE = `must be a number 0.001..${MAX_CPUS} (CPUs)`;
+export const Cpus = z
+  .number({ error: CPUS_RULE })
+  .min(0.001, { error: CPUS_RULE })
+  .max(MAX_CPUS, { error: CPUS_RULE });
+
+const DISK_RULE = `must be an integer ${MIN_DISK_LIMIT_BYTES}..${MAX_DISK_LIMIT_BYTES} (bytes)`;
+/** Bytes the pair may hold in its cwd, outcome folder and writable layer together (measured, not a quota). */
+export const DiskLimitBytes = z
+  .int({ error: DISK_RULE })
+  .min(MIN_DISK_LIMIT_BYTES, { error: DISK_RULE })
+  .max(MAX_DISK_LIMIT_BYTES, { error: DISK_RULE });
+
+/** The limit fields of a job, a `pair run` spec and a serve session (absent: the defaults of src/core/pair-limits.ts). */
+export const limitFields = {
+  pids_limit: PidsLimit.optional().meta({ description: `processes and threads in the container (pids cgroup); default ${DEFAULT_PIDS_LIMIT}` }),
+  memory_mib: MemoryMib.optional().meta({
+    description: 'memory limit (MiB), no swap beyond it; default: (host memory − reserve) / the pairs allowed at once',
+  }),
+  cpus: Cpus.optional().meta({ description: 'CPU quota (e.g. 1.5); default none (a fair share)' }),
+  disk_limit_bytes: DiskLimitBytes.optional().meta({
+    description:
+      "bytes in cwd + outcome folder + writable layer, measured; past it the pair is stopped (reason disk_limit_exceeded); default: a share of the output file system's free space",
+  }),
+};

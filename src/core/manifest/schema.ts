@@ -8,6 +8,7 @@ import {
   Environment,
   Gpus,
   JobId,
+  limitFields,
   LogLimitBytes,
   Network,
   NonEmptyString,
@@ -56,6 +57,7 @@ const jobShape = {
   placement: Placement.optional().meta({
     description: 'swarm placement constraints (--executor swarm), e.g. ["node.labels.gpu==h100"]; ignored by the local executor',
   }),
+  ...limitFields,
 };
 
 export const JobSchema = z.strictObject(jobShape);

@@ -1,0 +1,84 @@
+import { lstatSync, opendirSync, type Dir, type Stats } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { DiskUsage, DiskUsageBudget, DiskUsageReport } from '../../app/ports/disk-usage.js';
+
+/** The longest the walker holds the event loop before it yields (ms): log pumping and timers go on meanwhile. */
+const SLICE_MS = 4;
+
+/**
+ * DiskUsage by walking the folders with `lstat` (links are counted, never followed), folder by folder, within the
+ * budget (checked every 256 entries). Synchronous calls in short slices: an asynchronous `lstat` per file costs several times more (the thread
+ * pool and a promise each), and the slices keep the event loop free (SLICE_MS at most at a time). Hard links are
+ * counted once (by device and inode). A folder on another file system than its root (a mount below it) is not
+ * entered. Unreadable entries (a file deleted during the walk, a folder that cannot be opened) count what their own
+ * `lstat` said, or nothing.
+ */
+export class DiskUsageWalker implements DiskUsage {
+  async measure(paths: readonly string[], budget: DiskUsageBudget): Promise<DiskUsageReport> {
+    const started = performance.now();
+    let sliceStarted = started;
+    const seenInodes = new Set<string>();
+    let bytes = 0;
+    let entries = 0;
+    const count = (st: Stats): void => {
+      if (!st.isDirectory() && st.nlink > 1) {
+        const key = `${st.dev}:${st.ino}`;
+        if (seenInodes.has(key)) return;
+        seenInodes.add(key);
+      }
+      bytes += st.blocks * 512;
+    };
+    for (const root of new Set(paths)) {
+      const rootStat = lstatOrNull(root);
+      if (rootStat === null) continue;
+      entries += 1;
+      count(rootStat);
+      if (!rootStat.isDirectory()) continue;
+      const folders: string[] = [root];
+      for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
+        const dir = opendirOrNull(folder);
+        if (dir === null) continue;
+        try {
+          for (let entry = dir.readSync(); entry !== null; entry = dir.readSync()) {
+            const path = join(folder, entry.name);
+            const st = lstatOrNull(path);
+            if (st !== null) {
+              entries += 1;
+              count(st);
+              if (st.isDirectory() && st.dev === rootStat.dev) folders.push(path);
+            }
+            if ((entries & 255) === 0) {
+              const now = performance.now();
+              if (entries >= budget.maxEntries || now - started >= budget.maxMs)
+                return { bytes, entries, complete: false };
+              if (now - sliceStarted >= SLICE_MS) {
+                await new Promise((resolve) => setImmediate(resolve));
+                sliceStarted = performance.now();
+              }
+            }
+          }
+        } finally {
+          dir.closeSync();
+        }
+      }
+    }
+    return { bytes, entries, complete: entries <= budget.maxEntries };
+  }
+}
+
+function lstatOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path);
+  } catch {
+    return null;
+  }
+}
+
+function opendirOrNull(path: string): Dir | null {
+  try {
+    return opendirSync(path);
+  } catch {
+    return null;
+  }
+}
