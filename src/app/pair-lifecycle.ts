@@ -7,7 +7,7 @@ import type { FilesystemChanges } from '../core/sessions-skip.js';
 import type { EngineLoss } from '../core/engine-loss.js';
 import { sleep as realSleep } from '../core/sleep.js';
 import { awaitEngineReturn } from './engine-return.js';
-import { pausepoint } from './failpoints.js';
+import { failpoint, pausepoint } from './failpoints.js';
 import {
   collectMounts,
   collectSessions,
@@ -29,7 +29,13 @@ export type { SessionsReport } from './pair-collection.js';
 export type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 export { removeAndVerify } from './remove-and-verify.js';
 
+/** After the removal the streams are already drained; any still open get this long to end. */
 const DEFAULT_LOG_DRAIN_MS = 10_000;
+/** The drain before the removal stops when no byte arrived for this long (docs/spec.md 6.6). */
+const DEFAULT_LOG_STALL_MS = 30_000;
+/** ... or at the later of the wall-budget deadline and this long after the drain began. */
+const DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS = 600_000;
+const LOG_DRAIN_POLL_MS = 1_000;
 /** Logs normally end with the container's output; they get this long before collection starts. */
 const LOG_SETTLE_MS = 2_000;
 
@@ -210,7 +216,7 @@ class LifecycleRun {
   }
 
   /** Collection, diagnosis, removal and the logs' close: each isolated, so none can skip the ones after it. */
-  async #collect(effect: Extract<LifecycleEffect, { kind: 'settle_logs' | 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'remove' | 'close_logs' }>, facts: LifecycleFacts): Promise<LifecycleEvent> {
+  async #collect(effect: Extract<LifecycleEffect, { kind: 'settle_logs' | 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'drain_logs' | 'remove' | 'close_logs' }>, facts: LifecycleFacts): Promise<LifecycleEvent> {
     switch (effect.kind) {
       case 'settle_logs':
         return this.#settle(effect.probeChangesOf, facts);
@@ -230,6 +236,9 @@ class LifecycleRun {
       case 'diagnose':
         await this.#diagnose();
         return { kind: 'step_done' };
+      case 'drain_logs':
+        await this.#drainLogs(effect.deadlineMs);
+        return { kind: 'logs_drained' };
       case 'remove':
         return { kind: 'removed', cleanup: await removeAndVerify({ ...this.deps, sleep: (ms) => this.#sleep(ms) }, effect.containerId, effect.stopBudgetSec) };
       case 'close_logs': {
@@ -238,6 +247,20 @@ class LifecycleRun {
         return { kind: 'logs_closed', failure: closed.failure };
       }
     }
+  }
+
+  /** Reads the logs to their end before the removal, bounded by progress and the wall budget (never a fixed cut). */
+  async #drainLogs(deadlineMs: number): Promise<void> {
+    const startMs = this.#nowMs();
+    failpoint('log_drain:begin');
+    await this.#logs.drain({
+      stallMs: this.deps.logStallMs ?? DEFAULT_LOG_STALL_MS,
+      untilMs: Math.max(deadlineMs, startMs + (this.deps.logDrainAfterDeadlineMs ?? DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS)),
+      pollMs: LOG_DRAIN_POLL_MS,
+      nowMs: () => this.#nowMs(),
+      sleep: this.#sleep,
+    });
+    failpoint('log_drain:done');
   }
 
   async #settle(probeChangesOf: string | null, facts: LifecycleFacts): Promise<LifecycleEvent> {

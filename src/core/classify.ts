@@ -19,6 +19,8 @@ export interface ClassifyInput {
   readonly timedOut: boolean;
   /** A log reached its `log_limit_bytes` and the pair was stopped for it. */
   readonly logLimitExceeded?: boolean;
+  /** Bytes of a log are known to be missing from its file (the engine's copy could not be read in full). */
+  readonly logIncomplete?: boolean;
   /** The operator stopped the pair (`stop --terminate`). */
   readonly terminated: boolean;
   /** The engine refused or failed a call of the pair (`engine_unavailable` is reported as `engine_error`). */
@@ -68,6 +70,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   // A budget the pair overran, like the wall clock: the pair's own behaviour, not a fault of the harness, so the
   // batch goes on (a streak of them pauses it, as for any infrastructure failure).
   log_limit_exceeded: 'infrastructure_failure',
+  // The engine's copy of the output could not be read in full (rotated away, altered, or it stopped giving bytes):
+  // the evidence has a named gap; not a fault of the harness's own writes.
+  log_incomplete: 'infrastructure_failure',
   terminated: 'infrastructure_failure',
   port_allocated: 'infrastructure_failure',
   nvidia_runtime_missing: 'infrastructure_failure',
@@ -141,6 +146,7 @@ function observedReasons(input: ClassifyInput): Reason[] {
   const reasons: Reason[] = [...outcomeReasons(input.outcome, input), ...input.harnessFaults];
   if (input.timedOut) reasons.push('timeout');
   if (input.logLimitExceeded === true) reasons.push('log_limit_exceeded');
+  if (input.logIncomplete === true) reasons.push('log_incomplete');
   if (input.terminated) reasons.push('terminated');
   if (input.engineFault !== null) reasons.push(reasonOfEngineFault(input.engineFault));
   if (input.engineLoss !== undefined && input.engineLoss !== null) reasons.push(input.engineLoss);

@@ -27,6 +27,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'outcome_too_deep',
       'timeout',
       'log_limit_exceeded',
+      'log_incomplete',
       'terminated',
       'port_allocated',
       'nvidia_runtime_missing',
@@ -251,6 +252,13 @@ describe('classify: worked examples', () => {
     const c = classify(input({ outcome: checkOutcome({ state: 'missing' }), logLimitExceeded: true }));
     expect(c).toEqual({ classification: 'infrastructure_failure', reasons: ['log_limit_exceeded', 'outcome_missing'] });
     expect(pauseReasonsFor(c)).toEqual([]);
+  });
+
+  it("a log with a named gap (the engine's copy could not be read in full) is never completed: log_incomplete, infrastructure", () => {
+    const c = classify(input({ logIncomplete: true }));
+    expect(c).toEqual({ classification: 'infrastructure_failure', reasons: ['log_incomplete'] });
+    expect(pauseReasonsFor(c)).toEqual([]);
+    expect(classify(input({ logIncomplete: false }))).toEqual({ classification: 'completed', reasons: [] });
   });
 
   it('a timeout with a valid outcome is an infrastructure failure that keeps the outcome flags', () => {
