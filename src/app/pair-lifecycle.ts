@@ -36,6 +36,8 @@ const DEFAULT_LOG_STALL_MS = 30_000;
 /** ... or at the later of the wall-budget deadline and this long after the drain began. */
 const DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS = 600_000;
 const LOG_DRAIN_POLL_MS = 1_000;
+/** A container that finished this long before its log was followed was read to the end by that follow. */
+const FOLLOW_MARGIN_MS = 2_000;
 /** Logs normally end with the container's output; they get this long before collection starts. */
 const LOG_SETTLE_MS = 2_000;
 
@@ -77,6 +79,8 @@ class LifecycleRun {
   readonly #stopSignal: AbortSignal;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   #containerId: string | null = null;
+  /** When the logs were last followed from the engine's log API (reattach, reconnect); null: attached live. */
+  #followedAtMs: number | null = null;
   #changes: Promise<FilesystemChanges | null> = Promise.resolve(null);
   #outcome: OutcomeRead = { state: 'missing' };
   #sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
@@ -150,6 +154,7 @@ class LifecycleRun {
           await runtime.start(effect.containerId);
           return { kind: 'started' };
         case 'follow':
+          this.#followedAtMs = this.#nowMs();
           await this.#logs.connect(await runtime.follow(effect.containerId), true);
           return { kind: 'followed' };
         case 'stop':
@@ -208,7 +213,10 @@ class LifecycleRun {
 
   async #reconnectLogs(containerId: string, neverStarted: boolean): Promise<LifecycleEvent> {
     try {
-      await this.#logs.reconnect(() => this.deps.runtime.follow(containerId), neverStarted);
+      await this.#logs.reconnect(() => {
+        this.#followedAtMs = this.#nowMs();
+        return this.deps.runtime.follow(containerId);
+      }, neverStarted);
     } catch (err) {
       this.deps.logger.warn({ container: containerId, err: errorKind(err) }, 'log reconnection failed');
     }
@@ -237,7 +245,7 @@ class LifecycleRun {
         await this.#diagnose();
         return { kind: 'step_done' };
       case 'drain_logs':
-        await this.#drainLogs(effect.deadlineMs);
+        await this.#drainLogs(effect.containerId, effect.deadlineMs);
         return { kind: 'logs_drained' };
       case 'remove':
         return { kind: 'removed', cleanup: await removeAndVerify({ ...this.deps, sleep: (ms) => this.#sleep(ms) }, effect.containerId, effect.stopBudgetSec) };
@@ -250,17 +258,35 @@ class LifecycleRun {
   }
 
   /** Reads the logs to their end before the removal, bounded by progress and the wall budget (never a fixed cut). */
-  async #drainLogs(deadlineMs: number): Promise<void> {
+  async #drainLogs(containerId: string, deadlineMs: number): Promise<void> {
     const startMs = this.#nowMs();
     failpoint('log_drain:begin');
-    await this.#logs.drain({
+    const bounds = {
       stallMs: this.deps.logStallMs ?? DEFAULT_LOG_STALL_MS,
       untilMs: Math.max(deadlineMs, startMs + (this.deps.logDrainAfterDeadlineMs ?? DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS)),
       pollMs: LOG_DRAIN_POLL_MS,
       nowMs: () => this.#nowMs(),
       sleep: this.#sleep,
-    });
+    };
+    await this.#logs.drain(bounds);
+    if (await this.#followEndedEarlyMaybe(containerId)) {
+      await this.#logs.catchUp(() => this.deps.runtime.follow(containerId));
+      await this.#logs.drain(bounds);
+    }
     failpoint('log_drain:done');
+  }
+
+  /**
+   * Whether the logs came from a follow opened while the container still ran (reattach, reconnect) and the container
+   * has stopped since: that follow may have ended before the engine's copy did (PairLogs.catchUp).
+   */
+  async #followEndedEarlyMaybe(containerId: string): Promise<boolean> {
+    if (this.#followedAtMs === null) return false;
+    const state = await this.deps.runtime.inspect(containerId).catch(() => null);
+    if (state === null || state.status === 'running' || state.status === 'restarting' || state.status === 'paused') return false;
+    const finishedMs = state.finishedAt === null ? Number.NaN : Date.parse(state.finishedAt);
+    // Stopped well before the follow began: the engine read its log to the end (a plain read), nothing to catch up.
+    return !(finishedMs < this.#followedAtMs - FOLLOW_MARGIN_MS);
   }
 
   async #settle(probeChangesOf: string | null, facts: LifecycleFacts): Promise<LifecycleEvent> {

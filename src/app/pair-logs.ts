@@ -68,6 +68,8 @@ interface LogPipe {
   settled: boolean;
   /** Bytes the engine gave on this connection (before redaction): the drain's measure of progress. */
   received: number;
+  /** The engine's stream ended (what is left is our own writing, fsync and close: never a stall). */
+  sourceEnded: boolean;
   /** Bytes the redactor gave on this connection (the engine's copy as the file would hold it). */
   redacted: number;
   /** Bytes of the stream known to be missing from the file, and why; null while none are. */
@@ -86,12 +88,19 @@ export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | 'ti
 
 /** Counts the bytes that pass (progress of a drain, size of the engine's copy). */
 class Count extends Transform {
-  constructor(private readonly onBytes: (n: number) => void) {
+  constructor(
+    private readonly onBytes: (n: number) => void,
+    private readonly onEnd: () => void = () => undefined,
+  ) {
     super();
   }
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
     this.onBytes(chunk.length);
     done(null, chunk);
+  }
+  override _flush(done: TransformCallback): void {
+    this.onEnd();
+    done();
   }
 }
 
@@ -222,10 +231,13 @@ export class PairLogs {
   }
 
   #pipe(name: LogStreamName, source: Readable, target: OpenedLog, append: boolean): LogPipe {
-    const pipe: LogPipe = { name, source, target, failure: null, settled: false, done: Promise.resolve(), received: 0, redacted: 0, gap: null };
+    const pipe: LogPipe = { name, source, target, failure: null, settled: false, done: Promise.resolve(), received: 0, sourceEnded: false, redacted: 0, gap: null };
     const stages: (Readable | Transform | Writable)[] = [
       source,
-      new Count((n) => (pipe.received += n)),
+      new Count(
+        (n) => (pipe.received += n),
+        () => (pipe.sourceEnded = true),
+      ),
       this.deps.createRedactor(this.secrets),
       new Count((n) => (pipe.redacted += n)),
     ];
@@ -320,13 +332,18 @@ export class PairLogs {
       const tick = new AbortController();
       await Promise.race([all, bounds.sleep(bounds.pollMs, tick.signal)]);
       tick.abort();
+      // One turn of the event loop for pending I/O before progress is judged (an injected sleep may not wait at all).
+      await new Promise((resolve) => setImmediate(resolve));
       if (ended) break;
       const now = bounds.nowMs();
       if (progress() !== seen) {
         seen = progress();
         lastProgressMs = now;
       }
-      const cause = now >= bounds.untilMs ? 'drain_deadline' : now - lastProgressMs >= bounds.stallMs ? 'drain_stalled' : null;
+      // A stall is the engine's: a stream whose source ended is only waiting for its own file's fsync and close.
+      const waitingOnEngine = this.#pipes.some((p) => !p.settled && !p.sourceEnded);
+      const stalled = waitingOnEngine && now - lastProgressMs >= bounds.stallMs;
+      const cause = now >= bounds.untilMs ? 'drain_deadline' : stalled ? 'drain_stalled' : null;
       if (cause !== null) {
         await this.#cut(cause, bounds.stallMs, all);
         break;
@@ -344,6 +361,27 @@ export class PairLogs {
     }
     this.deps.logger.warn({ container: this.containerId(), cause, stall_ms: stallMs }, 'log drain stopped before the streams ended: the logs are incomplete');
     await withTimeout(all, 1_000);
+  }
+
+  /**
+   * A followed log (reattach, reconnect) may end before the engine's copy does: seen on engine 20.10 when the
+   * container stops while the follow is behind (a 100 MiB stream ended at 89 MiB, no error). Once the container has
+   * stopped, its copy is read once more from the first byte (the engine reads a stopped container's log to its end):
+   * the whole file is checked against it and what follows is appended. Only after streams that ended on their own,
+   * without a gap, a failure or a cap; a read that cannot be opened keeps the old report (and is logged).
+   */
+  async catchUp(read: () => Promise<ContainerOutput>): Promise<void> {
+    if (this.#pipes.length === 0 || this.#pipes.some((p) => !p.settled || p.gap !== null || p.failure !== null)) return;
+    const finished = await Promise.all(this.#pipes.map((p) => p.target.finish().catch(() => null)));
+    if (finished.some((f) => f === null || f.failure !== null || f.limitExceeded === true)) return;
+    const old = this.#pipes.splice(0);
+    try {
+      await this.connect(await read(), true);
+    } catch (err) {
+      for (const p of this.#pipes.splice(0)) await p.target.finish().catch(() => undefined);
+      this.#pipes.push(...old);
+      this.deps.logger.warn({ container: this.containerId(), err: errorKind(err) }, 'the engine\'s copy of the logs could not be read again after the container stopped');
+    }
   }
 
   /** After the container is gone: give the streams `drainMs` to end, cut the rest, close every file and report. */

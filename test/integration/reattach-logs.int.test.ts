@@ -39,10 +39,11 @@ type KillHow = 'sigkill' | 'oom';
 type KillPoint = 'writing' | 'exited' | 'drain' | 'removal';
 
 /** The pair: `mib` MiB of numbered 1 KiB lines on each stream at once, then the driver's run-once count and outcome. */
-function pairScript(mib: number): string {
-  const gen = (tag: string) =>
-    `awk -v n=${mib * (MIB / LINE)} -v t=${tag} 'BEGIN{p=sprintf("%0${LINE - 12}d",0); for(i=0;i<n;i++) printf "%s %08d %s\\n", t, i, p}'`;
-  return `${gen('o')} & ${gen('e')} >&2; wait; exec /opt/driver/run count outcome=completed`;
+function pairScript(mib: number, notUtf8 = false): string {
+  const gen = (tag: string, mark = '') =>
+    `awk -v n=${mib * (MIB / LINE)} -v t=${tag} 'BEGIN{p=sprintf("%0${LINE - 12 - mark.length / 4}d",0); for(i=0;i<n;i++) printf "%s %08d ${mark}%s\\n", t, i, p}'`;
+  // `notUtf8`: each stdout line holds one byte that is not UTF-8 (octal 377) at offset 11.
+  return `${gen('o', notUtf8 ? '\\377' : '')} & ${gen('e')} >&2; wait; exec /opt/driver/run count outcome=completed`;
 }
 
 /** sha256 of what the pair writes on one stream (the same lines, generated here). */
@@ -68,7 +69,7 @@ async function fileSha256(path: string): Promise<{ sha256: string; bytes: number
   }
 }
 
-async function fixture(label: string, mib: number): Promise<CrashFixture> {
+async function fixture(label: string, mib: number, notUtf8 = false): Promise<CrashFixture> {
   const root = await mkdtemp(join(tmpdir(), `rg-reattach-${label}-`));
   const work = join(root, 'work');
   await mkdir(join(work, 'out'), { recursive: true });
@@ -78,7 +79,7 @@ async function fixture(label: string, mib: number): Promise<CrashFixture> {
     jobs: [
       {
         job_id: 'big',
-        argv: ['sh', '-c', pairScript(mib)],
+        argv: ['sh', '-c', pairScript(mib, notUtf8)],
         cwd: work,
         outcome_path: join(work, 'out', 'big.json'),
         environment: {},
@@ -355,7 +356,6 @@ async function cell(how: KillHow, point: KillPoint, mib: number): Promise<CellRe
 
 const POINTS: readonly KillPoint[] = ['writing', 'exited', 'drain', 'removal'];
 const SIGKILL_CELLS = SIZES_MIB.flatMap((mib) => POINTS.map((p): [KillPoint, number] => [p, mib]));
-// The OOM killer at the points an outside trigger can reach (the `drain` cell uses the CLI's own failpoint).
 // The OOM killer (SIGKILL from the kernel) at the points where the supervisor allocates (it streams): while the pair
 // writes, and in the resumed re-read. At a quiet point (waiting on the engine) a memory cgroup charges too little
 // for the kernel to act; those points are the SIGKILL cells' (the supervisor sees the same signal either way).
@@ -392,5 +392,52 @@ describe.skipIf(noDocker)(
       },
       900_000,
     );
+
+    it('an engine copy that does not continue the file is a named gap with byte counts, never completed: json-file gives bytes that are not UTF-8 back as U+FFFD', async () => {
+      const fx = await fixture('not-utf8', 10, true);
+      roots.push(fx.root);
+      const log = join(fx.output, 'jobs', 'big', 'stdout.log');
+      const first = await runCli(startArgs(fx), {
+        how: 'sigkill',
+        trigger: async () =>
+          (await stat(log).then(
+            (s) => s.size,
+            () => 0,
+          )) >=
+          (10 * MIB) / 4,
+      });
+      const id = await batchIdOf(fx);
+      if (id) batches.add(id);
+      expect(first.signal).toBe('SIGKILL');
+      const keptAtKill = (await stat(log)).size;
+      const again = await runCli(resumeArgs(fx));
+      expect(again.code, again.stderr.slice(-600)).toBe(0);
+      const result = JSON.parse(await readFile(join(fx.output, 'jobs', 'big', 'result.json'), 'utf8')) as {
+        classification: string;
+        reasons: string[];
+        logs: {
+          stdout: { bytes: number; incomplete?: { cause: string; differs_at: number; engine_bytes: number } };
+          stderr: { bytes: number; incomplete?: unknown };
+        };
+      };
+      expect(result.classification).toBe('infrastructure_failure');
+      expect(result.reasons).toEqual(['log_incomplete']);
+      // The file keeps what the live stream gave (raw bytes); nothing is spliced after it.
+      expect(result.logs.stdout.bytes).toBe(keptAtKill);
+      expect((await stat(log)).size).toBe(keptAtKill);
+      const line0 = (await readFile(log)).subarray(0, 12);
+      expect(line0[11]).toBe(0o377);
+      // The engine's copy differs at the first such byte (U+FFFD, 3 bytes, in its place): 2 bytes longer per line.
+      expect(result.logs.stdout.incomplete).toEqual({
+        cause: 'engine_copy_differs',
+        differs_at: 11,
+        engine_bytes: 10 * MIB + 2 * ((10 * MIB) / LINE),
+      });
+      expect(result.logs.stderr.incomplete).toBeUndefined();
+      expect((await fileSha256(join(fx.output, 'jobs', 'big', 'stderr.log')))?.sha256).toBe(
+        expectedSha256(10, 'e'),
+      );
+      if (id) expect(await containersLabelled({ 'roboguide.batch': id })).toEqual([]);
+    }, 300_000);
   },
 );

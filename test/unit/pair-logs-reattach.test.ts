@@ -41,7 +41,7 @@ class MemoryLog {
       },
     });
     const bytes = (): number => this.chunks.reduce((n, c) => n + c.length, 0);
-    const existing = Buffer.from(this.prefix);
+    const existing = Buffer.concat(this.chunks);
     // Read back in small pieces, so the check crosses chunk boundaries of both sides.
     async function* back(): AsyncIterable<Uint8Array> {
       for (let i = 0; i < existing.length; i += 3) {
@@ -228,76 +228,100 @@ describe('the drain before the removal', () => {
   });
 });
 
+/**
+ * A reattached pair whose container has exited: the engine's copy of stdout is 400 numbered lines. The first follow
+ * gives `firstCopy` of them a piece per drain poll (slowly, 5 bytes per fake second), later follows the whole copy.
+ */
+function reattachedWorld(firstCopyLines: number, finishedAt: string) {
+  const time = fakeTime('2026-12-02T00:00:00Z');
+  const files = { stdout: new MemoryLog('0000\n0001\n'), stderr: new MemoryLog('') };
+  const full = Array.from({ length: 400 }, (_, i) => `${String(i).padStart(4, '0')}\n`).join('');
+  const first = full.slice(0, firstCopyLines * 5);
+  const slow = new PassThrough();
+  const world = { present: true, follows: 0, finishedAtRemoval: null as boolean | null, files, full };
+  let at = 0;
+  const sleep: PairLifecycleDeps['sleep'] = async (ms, signal) => {
+    await time.sleep(ms, signal);
+    if (at < first.length) {
+      slow.write(first.slice(at, at + 5));
+      at += 5;
+    } else if (!slow.writableEnded) slow.end();
+    await new Promise((resolve) => setImmediate(resolve));
+  };
+  const state = (): ContainerState | null =>
+    world.present
+      ? {
+          id: 'c1',
+          status: 'exited',
+          exitCode: 0,
+          oomKilled: false,
+          startedAt: '2026-12-01T23:00:00Z',
+          finishedAt,
+          labels: {},
+        }
+      : null;
+  const runtime: Partial<ContainerRuntime> = {
+    follow: (): Promise<ContainerOutput> =>
+      Promise.resolve({
+        stdout: world.follows++ === 0 ? slow : engineCopy(full, 64),
+        stderr: engineCopy(''),
+      }),
+    inspect: () => Promise.resolve(state()),
+    wait: () => Promise.resolve({ kind: 'exited' as const, exitCode: 0 }),
+    stop: () => Promise.resolve(),
+    remove: () => {
+      world.finishedAtRemoval ??= files.stdout.finished;
+      world.present = false;
+      return Promise.resolve('removed' as const);
+    },
+    getArchive: () => Promise.resolve(null),
+    listByLabel: () => Promise.resolve([]),
+    events: () => Promise.resolve({ events: [], complete: true }),
+  } as Partial<ContainerRuntime>;
+  const deps: PairLifecycleDeps = {
+    runtime: runtime as ContainerRuntime,
+    clock: time.clock,
+    sleep,
+    logger: silentLogger,
+    createRedactor: () => new PassThrough(),
+    openLog: (name) => Promise.resolve(files[name].opened()),
+    readOutcome: () => Promise.resolve({ state: 'missing' }),
+    collectSessions: () => Promise.resolve({ files: 0, bytes: 0, refusals: [] }),
+    diagnose: () => Promise.resolve(null),
+    verifyAbsentTimeoutMs: 300,
+    logDrainTimeoutMs: 200,
+  };
+  const launch = {
+    container: {},
+    outcomePath: '/x/o.json',
+    sessionsDir: '/s',
+    stopBudgetSec: 1,
+    secrets: [],
+    reattach: { containerId: 'c1', claimedAtMs: Date.parse('2026-12-01T23:00:00Z') },
+    deadlineMs: Date.parse('2026-12-02T00:01:00Z'),
+  } as unknown as PairLaunch;
+  return { world, run: () => runPairLifecycle(deps, launch) };
+}
+
 describe('the lifecycle removes a reattached container only after its logs are drained and finished', () => {
-  it('a slow engine copy is read to its end before the removal, and the file is complete', async () => {
-    const time = fakeTime('2026-12-02T00:00:00Z');
-    const files = { stdout: new MemoryLog('0000\n0001\n'), stderr: new MemoryLog('') };
-    const full = Array.from({ length: 400 }, (_, i) => `${String(i).padStart(4, '0')}\n`).join('');
-    const stdout = new PassThrough();
-    let present = true;
-    let finishedAtRemoval: boolean | null = null;
-    // The engine's copy arrives a piece per drain poll: 400 polls, i.e. 400 s of the fake clock.
-    let at = 0;
-    const sleep: PairLifecycleDeps['sleep'] = async (ms, signal) => {
-      await time.sleep(ms, signal);
-      if (at < full.length) {
-        stdout.write(full.slice(at, at + 5));
-        at += 5;
-      } else if (!stdout.writableEnded) stdout.end();
-      await new Promise((resolve) => setImmediate(resolve));
-    };
-    const state = (): ContainerState | null =>
-      present
-        ? {
-            id: 'c1',
-            status: 'exited',
-            exitCode: 0,
-            oomKilled: false,
-            startedAt: '2026-12-02T00:00:01Z',
-            finishedAt: '2026-12-02T00:00:30Z',
-            labels: {},
-          }
-        : null;
-    const runtime: Partial<ContainerRuntime> = {
-      follow: (): Promise<ContainerOutput> => Promise.resolve({ stdout, stderr: engineCopy('') }),
-      inspect: () => Promise.resolve(state()),
-      wait: () => Promise.resolve({ kind: 'exited' as const, exitCode: 0 }),
-      stop: () => Promise.resolve(),
-      remove: () => {
-        finishedAtRemoval ??= files.stdout.finished;
-        present = false;
-        return Promise.resolve('removed' as const);
-      },
-      getArchive: () => Promise.resolve(null),
-      listByLabel: () => Promise.resolve([]),
-      events: () => Promise.resolve({ events: [], complete: true }),
-    } as Partial<ContainerRuntime>;
-    const deps: PairLifecycleDeps = {
-      runtime: runtime as ContainerRuntime,
-      clock: time.clock,
-      sleep,
-      logger: silentLogger,
-      createRedactor: () => new PassThrough(),
-      openLog: (name) => Promise.resolve(files[name].opened()),
-      readOutcome: () => Promise.resolve({ state: 'missing' }),
-      collectSessions: () => Promise.resolve({ files: 0, bytes: 0, refusals: [] }),
-      diagnose: () => Promise.resolve(null),
-      verifyAbsentTimeoutMs: 300,
-      logDrainTimeoutMs: 200,
-    };
-    const launch = {
-      container: {},
-      outcomePath: '/x/o.json',
-      sessionsDir: '/s',
-      stopBudgetSec: 1,
-      secrets: [],
-      reattach: { containerId: 'c1', claimedAtMs: Date.parse('2026-12-02T00:00:00Z') },
-      deadlineMs: Date.parse('2026-12-02T00:01:00Z'),
-    } as unknown as PairLaunch;
-    const r = await runPairLifecycle(deps, launch);
-    expect(finishedAtRemoval).toBe(true);
-    expect(files.stdout.text()).toBe(full);
-    expect(r.logs.stdout).toEqual({ bytes: full.length, closed: true });
+  it('a slow engine copy (400 s of the fake clock) is read to its end before the removal, and the file is complete', async () => {
+    // Stopped long before the follow: the engine read its copy to the end; no second read.
+    const { world, run } = reattachedWorld(400, '2026-12-01T23:30:00Z');
+    const r = await run();
+    expect(world.finishedAtRemoval).toBe(true);
+    expect(world.files.stdout.text()).toBe(world.full);
+    expect(r.logs.stdout).toEqual({ bytes: world.full.length, closed: true });
+    expect(world.follows).toBe(1);
     expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it("a follow that ended before the engine's copy (the container stopped while it was behind) is completed by a second read, checked against the whole file", async () => {
+    // The container finished after the follow began: the engine may have ended the follow early (seen: 89 of 100 MiB).
+    const { world, run } = reattachedWorld(150, '2026-12-02T00:00:30Z');
+    const r = await run();
+    expect(world.follows).toBe(2);
+    expect(world.finishedAtRemoval).toBe(true);
+    expect(world.files.stdout.text()).toBe(world.full);
+    expect(r.logs.stdout).toEqual({ bytes: world.full.length, closed: true });
   });
 });
