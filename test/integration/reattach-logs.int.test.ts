@@ -268,6 +268,8 @@ interface CellReport {
   readonly resumes: number;
   readonly classification: string;
   readonly violations: string[];
+  /** The supervisor was moved into the small memory group but the kernel never OOM-killed it (it ran to the end). */
+  readonly oomNotInduced: boolean;
 }
 
 const reports: CellReport[] = [];
@@ -285,7 +287,20 @@ async function cell(how: KillHow, point: KillPoint, mib: number): Promise<CellRe
   const id = await batchIdOf(fx);
   if (id) batches.add(id);
   const v: string[] = [];
+  let oomNotInduced = false;
   const checkKilled = (run: Run, what: string, kill: Kill): void => {
+    // The memory group charges only pages touched after the move: a supervisor that allocates nothing new by then
+    // is never OOM-killed. Not a fault of the product: the cell did not happen (reported as skipped, never passed).
+    if (
+      kill.how === 'oom' &&
+      kill.failpoint === undefined &&
+      run.killed &&
+      run.code === 0 &&
+      run.signal === null
+    ) {
+      oomNotInduced = true;
+      return;
+    }
     if (!run.killed || run.signal !== 'SIGKILL')
       v.push(
         `${what} was not killed at ${point} (code ${String(run.code)}, signal ${String(run.signal)}): ${run.stderr.slice(-600)}`,
@@ -348,6 +363,7 @@ async function cell(how: KillHow, point: KillPoint, mib: number): Promise<CellRe
     resumes,
     classification: result ? `${result.classification} [${result.reasons.join(',')}]` : 'none',
     violations: v,
+    oomNotInduced,
   };
   reports.push(report);
   await rm(fx.root, { recursive: true, force: true });
@@ -372,7 +388,7 @@ describe.skipIf(noDocker)(
       );
       for (const r of reports)
         console.log(
-          `  ${r.cell}: ${r.killedAtS.toFixed(1)} s, ${r.resumeS.toFixed(1)} s, ${r.resumes}, ${r.classification}${r.violations.length ? `, VIOLATIONS ${r.violations.join('; ')}` : ''}`,
+          `  ${r.cell}: ${r.killedAtS.toFixed(1)} s, ${r.resumeS.toFixed(1)} s, ${r.resumes}, ${r.classification}${r.oomNotInduced ? ', OOM NOT INDUCED (skipped)' : ''}${r.violations.length ? `, VIOLATIONS ${r.violations.join('; ')}` : ''}`,
         );
     });
 
@@ -385,12 +401,16 @@ describe.skipIf(noDocker)(
     );
 
     // Needs a writable cgroup v1 memory hierarchy (root on a v1 host): skipped visibly elsewhere.
-    it.skipIf(!oomUsable).each(OOM_CELLS)(
+    it.for(OOM_CELLS)(
       'OOM kill (memory cgroup) at %s, %i MiB on stdout and stderr at once: both logs byte-exact after resume',
-      async (point, mib) => {
-        expect((await cell('oom', point, mib)).violations).toEqual([]);
+      { timeout: 900_000 },
+      async ([point, mib], ctx) => {
+        if (!oomUsable) ctx.skip('no writable cgroup v1 memory hierarchy here (root on a v1 host)');
+        const report = await cell('oom', point, mib);
+        expect(report.violations).toEqual([]);
+        if (report.oomNotInduced)
+          ctx.skip('the kernel did not OOM-kill the supervisor in its memory group: the cell did not happen');
       },
-      900_000,
     );
 
     it('an engine copy that does not continue the file is a named gap with byte counts, never completed: json-file gives bytes that are not UTF-8 back as U+FFFD', async () => {
