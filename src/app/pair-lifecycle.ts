@@ -36,8 +36,6 @@ const DEFAULT_LOG_STALL_MS = 30_000;
 /** ... or at the later of the wall-budget deadline and this long after the drain began. */
 const DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS = 600_000;
 const LOG_DRAIN_POLL_MS = 1_000;
-/** A container that finished this long before its log was followed was read to the end by that follow. */
-const FOLLOW_MARGIN_MS = 2_000;
 /** Logs normally end with the container's output; they get this long before collection starts. */
 const LOG_SETTLE_MS = 2_000;
 
@@ -79,8 +77,8 @@ class LifecycleRun {
   readonly #stopSignal: AbortSignal;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   #containerId: string | null = null;
-  /** When the logs were last followed from the engine's log API (reattach, reconnect); null: attached live. */
-  #followedAtMs: number | null = null;
+  /** The logs were followed from the engine's log API (reattach, reconnect), not attached live. */
+  #followed = false;
   #changes: Promise<FilesystemChanges | null> = Promise.resolve(null);
   #outcome: OutcomeRead = { state: 'missing' };
   #sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
@@ -154,7 +152,7 @@ class LifecycleRun {
           await runtime.start(effect.containerId);
           return { kind: 'started' };
         case 'follow':
-          this.#followedAtMs = this.#nowMs();
+          this.#followed = true;
           await this.#logs.connect(await runtime.follow(effect.containerId), true);
           return { kind: 'followed' };
         case 'stop':
@@ -214,7 +212,7 @@ class LifecycleRun {
   async #reconnectLogs(containerId: string, neverStarted: boolean): Promise<LifecycleEvent> {
     try {
       await this.#logs.reconnect(() => {
-        this.#followedAtMs = this.#nowMs();
+        this.#followed = true;
         return this.deps.runtime.follow(containerId);
       }, neverStarted);
     } catch (err) {
@@ -277,16 +275,14 @@ class LifecycleRun {
   }
 
   /**
-   * Whether the logs came from a follow opened while the container still ran (reattach, reconnect) and the container
-   * has stopped since: that follow may have ended before the engine's copy did (PairLogs.catchUp).
+   * Whether the logs came from a follow (reattach, reconnect) and the container has stopped: that follow may have
+   * ended before the engine's copy did (PairLogs.catchUp). Not judged from the engine's `FinishedAt` against our
+   * clock (two clocks): a reattached pair's log is simply read once more, a cost only crash recovery pays.
    */
   async #followEndedEarlyMaybe(containerId: string): Promise<boolean> {
-    if (this.#followedAtMs === null) return false;
+    if (!this.#followed) return false;
     const state = await this.deps.runtime.inspect(containerId).catch(() => null);
-    if (state === null || state.status === 'running' || state.status === 'restarting' || state.status === 'paused') return false;
-    const finishedMs = state.finishedAt === null ? Number.NaN : Date.parse(state.finishedAt);
-    // Stopped well before the follow began: the engine read its log to the end (a plain read), nothing to catch up.
-    return !(finishedMs < this.#followedAtMs - FOLLOW_MARGIN_MS);
+    return state !== null && state.status !== 'running' && state.status !== 'restarting' && state.status !== 'paused';
   }
 
   async #settle(probeChangesOf: string | null, facts: LifecycleFacts): Promise<LifecycleEvent> {
