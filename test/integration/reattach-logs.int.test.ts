@@ -213,19 +213,17 @@ function plan(
 ): { first: Kill; firstResume: Kill | null } {
   const log = join(fx.output, 'jobs', 'big', 'stdout.log');
   switch (point) {
-    case 'writing':
-      return {
-        first: {
-          how,
-          trigger: async () =>
-            (await stat(log).then(
-              (s) => s.size,
-              () => 0,
-            )) >=
-            (mib * MIB) / 4,
-        },
-        firstResume: null,
-      };
+    case 'writing': {
+      // The OOM killer acts on pages the process touches after the move: early in the stream it still grows its
+      // buffers (at a quarter of 100 MiB it no longer did, twice, and was never killed).
+      const at = how === 'oom' ? MIB : (mib * MIB) / 4;
+      const size = (): Promise<number> =>
+        stat(log).then(
+          (s) => s.size,
+          () => 0,
+        );
+      return { first: { how, trigger: async () => (await size()) >= at }, firstResume: null };
+    }
     case 'exited':
       return {
         first: {
