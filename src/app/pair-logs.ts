@@ -345,7 +345,9 @@ export class PairLogs {
       const stalled = waitingOnEngine && now - lastProgressMs >= bounds.stallMs;
       const cause = now >= bounds.untilMs ? 'drain_deadline' : stalled ? 'drain_stalled' : null;
       if (cause !== null) {
-        await this.#cut(cause, bounds.stallMs, all);
+        this.#cut(cause, bounds.stallMs);
+        // The cut streams end at once (their sources destroyed); a moment for their files to be closed.
+        await Promise.race([all, bounds.sleep(bounds.pollMs)]);
         break;
       }
     }
@@ -353,14 +355,13 @@ export class PairLogs {
     await Promise.all(this.#pipes.map((p) => p.target.finish().catch(() => undefined)));
   }
 
-  async #cut(cause: 'drain_stalled' | 'drain_deadline', stallMs: number, all: Promise<unknown>): Promise<void> {
+  #cut(cause: 'drain_stalled' | 'drain_deadline', stallMs: number): void {
     for (const p of this.#pipes) {
       if (p.settled) continue; // a stream that ended on its own is complete
       p.gap ??= { cause, engine_bytes: 0 };
       p.source.destroy();
     }
     this.deps.logger.warn({ container: this.containerId(), cause, stall_ms: stallMs }, 'log drain stopped before the streams ended: the logs are incomplete');
-    await withTimeout(all, 1_000);
   }
 
   /**
