@@ -285,11 +285,14 @@ function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths:
     logger: deps.logger,
     createRedactor: deps.createRedactor,
     openLog: async (name, append) => {
-      const sink = await store.openLog(join(jobRel, `${name}.log`), {
+      const rel = join(jobRel, `${name}.log`);
+      const sink = await store.openLog(rel, {
         append,
         ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),
       });
-      return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: sink.bytes };
+      // A reattach checks the engine's copy against the bytes kept (a file at its cap takes nothing more: no check).
+      const readBack = append && sink.bytes > 0 && !sink.limitExceeded ? { readBack: () => deps.fs.streamUserFile(store.resolve(rel)) } : {};
+      return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: sink.bytes, ...readBack };
     },
     readOutcome: input.readOutcome,
     collectSessions: async (archive) => {
@@ -357,6 +360,7 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     logLimitExceeded: execution.logLimitExceeded !== null,
     oomKilled: execution.container.oom_killed,
     diskLimitExceeded: disk?.exceeded === true,
+    logIncomplete: execution.logs.stdout.incomplete !== undefined || execution.logs.stderr.incomplete !== undefined,
     terminated: execution.terminated,
     engineFault: execution.engineFault,
     engineLoss: execution.engineLoss,

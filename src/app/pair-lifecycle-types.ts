@@ -38,8 +38,12 @@ export interface PairLifecycleDeps {
   readonly diagnose: () => Promise<ProviderFailure | null>;
   /** How long to wait for the engine to confirm the container is gone. */
   readonly verifyAbsentTimeoutMs?: number;
-  /** Log streams get this long to end after the container is gone before they are cut. */
+  /** Log streams still open after the container is gone (the drain before the removal was cut) get this long to end. */
   readonly logDrainTimeoutMs?: number;
+  /** The drain before the removal stops when no byte arrived for this long (default 30 s). */
+  readonly logStallMs?: number;
+  /** ... or at the later of the wall-budget deadline and this long after the drain began (default 10 min). */
+  readonly logDrainAfterDeadlineMs?: number;
   /** Collection waits this long for an engine that stopped answering (default 120 s). */
   readonly collectionEngineWaitMs?: number;
 }
@@ -61,8 +65,8 @@ export interface PairLaunch {
   readonly onCreated?: (containerId: string) => Promise<void>;
   /**
    * Reattach to a container a previous supervisor created (docs/spec.md 8.4 resume): no create/start; logs are read
-   * again from the engine's log API from the beginning and the bytes already on disk are skipped, so the log
-   * files continue without duplicated or lost lines. `claimedAtMs`: the claim, where the engine's history is read from.
+   * again from the engine's log API from the beginning, the bytes already on disk are checked against it and skipped,
+   * so the log files continue without duplicated or lost lines (or the gap is named, docs/spec.md 6.6). `claimedAtMs`: the claim, where the engine's history is read from.
    */
   readonly reattach?: { readonly containerId: string; readonly claimedAtMs: number };
   /** The wall budget: one deadline in epoch ms, fixed at claim time (src/core/wall-budget.ts). */

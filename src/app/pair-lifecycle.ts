@@ -7,7 +7,7 @@ import type { FilesystemChanges } from '../core/sessions-skip.js';
 import type { EngineLoss } from '../core/engine-loss.js';
 import { sleep as realSleep } from '../core/sleep.js';
 import { awaitEngineReturn } from './engine-return.js';
-import { pausepoint } from './failpoints.js';
+import { failpoint, pausepoint } from './failpoints.js';
 import {
   collectMounts,
   collectSessions,
@@ -29,7 +29,13 @@ export type { SessionsReport } from './pair-collection.js';
 export type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 export { removeAndVerify } from './remove-and-verify.js';
 
+/** After the removal the streams are already drained; any still open get this long to end. */
 const DEFAULT_LOG_DRAIN_MS = 10_000;
+/** The drain before the removal stops when no byte arrived for this long (docs/spec.md 6.6). */
+const DEFAULT_LOG_STALL_MS = 30_000;
+/** ... or at the later of the wall-budget deadline and this long after the drain began. */
+const DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS = 600_000;
+const LOG_DRAIN_POLL_MS = 1_000;
 /** Logs normally end with the container's output; they get this long before collection starts. */
 const LOG_SETTLE_MS = 2_000;
 
@@ -71,6 +77,8 @@ class LifecycleRun {
   readonly #stopSignal: AbortSignal;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   #containerId: string | null = null;
+  /** The logs were followed from the engine's log API (reattach, reconnect), not attached live. */
+  #followed = false;
   #changes: Promise<FilesystemChanges | null> = Promise.resolve(null);
   #outcome: OutcomeRead = { state: 'missing' };
   #sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
@@ -146,6 +154,7 @@ class LifecycleRun {
           await runtime.start(effect.containerId);
           return { kind: 'started' };
         case 'follow':
+          this.#followed = true;
           await this.#logs.connect(await runtime.follow(effect.containerId), true);
           return { kind: 'followed' };
         case 'stop':
@@ -204,7 +213,10 @@ class LifecycleRun {
 
   async #reconnectLogs(containerId: string, neverStarted: boolean): Promise<LifecycleEvent> {
     try {
-      await this.#logs.reconnect(() => this.deps.runtime.follow(containerId), neverStarted);
+      await this.#logs.reconnect(() => {
+        this.#followed = true;
+        return this.deps.runtime.follow(containerId);
+      }, neverStarted);
     } catch (err) {
       this.deps.logger.warn({ container: containerId, err: errorKind(err) }, 'log reconnection failed');
     }
@@ -212,7 +224,7 @@ class LifecycleRun {
   }
 
   /** Collection, diagnosis, removal and the logs' close: each isolated, so none can skip the ones after it. */
-  async #collect(effect: Extract<LifecycleEffect, { kind: 'settle_logs' | 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'remove' | 'close_logs' }>, facts: LifecycleFacts): Promise<LifecycleEvent> {
+  async #collect(effect: Extract<LifecycleEffect, { kind: 'settle_logs' | 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'drain_logs' | 'remove' | 'close_logs' }>, facts: LifecycleFacts): Promise<LifecycleEvent> {
     switch (effect.kind) {
       case 'settle_logs':
         return this.#settle(effect.probeChangesOf, facts);
@@ -232,6 +244,9 @@ class LifecycleRun {
       case 'diagnose':
         await this.#diagnose();
         return { kind: 'step_done' };
+      case 'drain_logs':
+        await this.#drainLogs(effect.containerId, effect.deadlineMs);
+        return { kind: 'logs_drained' };
       case 'remove':
         return { kind: 'removed', cleanup: await removeAndVerify({ ...this.deps, sleep: (ms) => this.#sleep(ms) }, effect.containerId, effect.stopBudgetSec) };
       case 'close_logs': {
@@ -240,6 +255,36 @@ class LifecycleRun {
         return { kind: 'logs_closed', failure: closed.failure };
       }
     }
+  }
+
+  /** Reads the logs to their end before the removal, bounded by progress and the wall budget (never a fixed cut). */
+  async #drainLogs(containerId: string, deadlineMs: number): Promise<void> {
+    const startMs = this.#nowMs();
+    failpoint('log_drain:begin');
+    const bounds = {
+      stallMs: this.deps.logStallMs ?? DEFAULT_LOG_STALL_MS,
+      untilMs: Math.max(deadlineMs, startMs + (this.deps.logDrainAfterDeadlineMs ?? DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS)),
+      pollMs: LOG_DRAIN_POLL_MS,
+      nowMs: () => this.#nowMs(),
+      sleep: this.#sleep,
+    };
+    await this.#logs.drain(bounds);
+    if (await this.#followEndedEarlyMaybe(containerId)) {
+      await this.#logs.catchUp(() => this.deps.runtime.follow(containerId));
+      await this.#logs.drain(bounds);
+    }
+    failpoint('log_drain:done');
+  }
+
+  /**
+   * Whether the logs came from a follow (reattach, reconnect) and the container has stopped: that follow may have
+   * ended before the engine's copy did (PairLogs.catchUp). Not judged from the engine's `FinishedAt` against our
+   * clock (two clocks): a reattached pair's log is simply read once more, a cost only crash recovery pays.
+   */
+  async #followEndedEarlyMaybe(containerId: string): Promise<boolean> {
+    if (!this.#followed) return false;
+    const state = await this.deps.runtime.inspect(containerId).catch(() => null);
+    return state !== null && state.status !== 'running' && state.status !== 'restarting' && state.status !== 'paused';
   }
 
   async #settle(probeChangesOf: string | null, facts: LifecycleFacts): Promise<LifecycleEvent> {

@@ -4,6 +4,7 @@ import { sleep as realSleep } from '../core/sleep.js';
 import { systemClock, type Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
+import { failpoint } from './failpoints.js';
 
 const DEFAULT_VERIFY_ABSENT_MS = 15_000;
 const REMOVE_ATTEMPTS = 3;
@@ -35,6 +36,7 @@ export async function removeAndVerify(deps: RemoveAndVerifyDeps, containerId: st
         await runtime.stop(containerId, stopBudgetSec);
       }
       removed = (await runtime.remove(containerId)) === 'removed' || removed;
+      failpoint('remove:requested');
     } catch (err) {
       logger.warn({ container: containerId, attempt: attempts, err: errorKind(err) }, 'container removal failed');
     }

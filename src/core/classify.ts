@@ -23,6 +23,8 @@ export interface ClassifyInput {
   readonly oomKilled?: boolean;
   /** The pair's cwd, outcome folder and writable layer went past `disk_limit_bytes` (it was stopped for it). */
   readonly diskLimitExceeded?: boolean;
+  /** Bytes of a log are known to be missing from its file (the engine's copy could not be read in full). */
+  readonly logIncomplete?: boolean;
   /** The operator stopped the pair (`stop --terminate`). */
   readonly terminated: boolean;
   /** The engine refused or failed a call of the pair (`engine_unavailable` is reported as `engine_error`). */
@@ -83,6 +85,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   // other pairs are untouched, so neither harness nor fatal; like a timeout, a streak of them pauses the batch.
   oom_killed: 'infrastructure_failure',
   disk_limit_exceeded: 'infrastructure_failure',
+  // The engine's copy of the output could not be read in full (rotated away, altered, or it stopped giving bytes):
+  // the evidence has a named gap; not a fault of the harness's own writes.
+  log_incomplete: 'infrastructure_failure',
   terminated: 'infrastructure_failure',
   // A mount the launch-time check refused (a link, a foreign owner, a protected real path, a folder swapped after the
   // check): no container ran with it; the batch goes on.
@@ -161,6 +166,7 @@ function observedReasons(input: ClassifyInput): Reason[] {
   if (input.logLimitExceeded === true) reasons.push('log_limit_exceeded');
   if (input.oomKilled === true) reasons.push('oom_killed');
   if (input.diskLimitExceeded === true) reasons.push('disk_limit_exceeded');
+  if (input.logIncomplete === true) reasons.push('log_incomplete');
   if (input.terminated) reasons.push('terminated');
   if (input.mountRefused === true) reasons.push('mount_refused');
   if (input.engineFault !== null) reasons.push(reasonOfEngineFault(input.engineFault));

@@ -4,7 +4,8 @@
  * and feeds back what happened as an event; it decides nothing itself. No clock, no I/O: every moment arrives in an
  * event (`atMs`, read from the injected clock), every failure as data.
  *
- * create → record the container id → attach → start → wait → (controlled stop) → collect → remove → close logs.
+ * create → record the container id → attach → start → wait → (controlled stop) → collect → drain the logs → remove →
+ * close logs. The logs are drained (read to their end and fsynced) before the removal, which destroys the engine's copy.
  * A reattach (resume) follows the logs instead, asks whether an engine restart stopped the container while no
  * supervisor watched, and skips the wait for a container that already exited within its budget. An engine that
  * goes away is probed until it answers or the deadline; what it says decides (judgeEngineReturn). Collection and
@@ -213,7 +214,8 @@ function settle(state: LifecycleState, facts: Partial<LifecycleFacts> = {}): Dec
   return { state: { ...state, at: { phase: 'settling' }, facts: next }, effects: [{ kind: 'settle_logs', probeChangesOf }] };
 }
 
-const COLLECT_ORDER: readonly CollectStep[] = ['inspect_exit', 'collect_mounts', 'read_outcome', 'collect_sessions', 'diagnose', 'remove', 'close_logs'];
+/** The logs are drained before the removal: removing the container destroys the engine's copy of what was not read. */
+const COLLECT_ORDER: readonly CollectStep[] = ['inspect_exit', 'collect_mounts', 'read_outcome', 'collect_sessions', 'diagnose', 'drain_logs', 'remove', 'close_logs'];
 
 /** Steps that need a container are skipped without one; a lost node has no outcome folder to copy back. */
 function applies(step: CollectStep, facts: LifecycleFacts): boolean {
@@ -232,6 +234,8 @@ function collectEffect(step: CollectStep, state: LifecycleState): LifecycleEffec
       return { kind: 'collect_mounts', containerId: idOf(state) };
     case 'collect_sessions':
       return { kind: 'collect_sessions', containerId: idOf(state), engineLoss: facts.engineLoss };
+    case 'drain_logs':
+      return { kind: 'drain_logs', containerId: idOf(state), deadlineMs: state.deadlineMs };
     case 'remove':
       return { kind: 'remove', containerId: idOf(state), stopBudgetSec: state.stopBudgetSec };
     case 'close_logs':
@@ -249,7 +253,7 @@ function nextStep(state: LifecycleState, after: CollectStep | null, facts: Parti
   return { state: { ...next, at: { phase: 'collecting', step } }, effects: [collectEffect(step, next)] };
 }
 
-/** Collection, diagnosis, removal and the logs' close: one step after the other, none of them skippable. */
+/** Collection, diagnosis, the logs' drain, removal and the logs' close: one step after the other, none of them skippable. */
 function onCollection(state: LifecycleState, event: LifecycleEvent): Decision | null {
   const { at } = state;
   if (at.phase === 'settling') return event.kind === 'settled' ? nextStep(state, null, {}) : null;
@@ -260,6 +264,7 @@ function onCollection(state: LifecycleState, event: LifecycleEvent): Decision | 
     read_outcome: 'step_done',
     collect_sessions: 'step_done',
     diagnose: 'step_done',
+    drain_logs: 'logs_drained',
     remove: 'removed',
     close_logs: 'logs_closed',
   };

@@ -40,7 +40,7 @@ export type ReturnOutcome =
   | { readonly kind: 'exited' }
   | { readonly kind: 'lost'; readonly loss: EngineLoss; readonly message: string };
 
-export type CollectStep = 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'remove' | 'close_logs';
+export type CollectStep = 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'drain_logs' | 'remove' | 'close_logs';
 
 export type LifecyclePhase =
   | { readonly phase: 'creating' }
@@ -95,6 +95,11 @@ export type LifecycleEffect =
   | { readonly kind: 'read_outcome' }
   | { readonly kind: 'collect_sessions'; readonly containerId: string; readonly engineLoss: EngineLoss | null }
   | { readonly kind: 'diagnose' }
+  /**
+   * Before the removal (which destroys the engine's copy): read the log streams to their end, bounded by progress and
+   * by the pair's wall budget (`deadlineMs`), and fsync what they gave. What could not be read is recorded, not cut silently.
+   */
+  | { readonly kind: 'drain_logs'; readonly containerId: string; readonly deadlineMs: number }
   | { readonly kind: 'remove'; readonly containerId: string; readonly stopBudgetSec: number }
   | { readonly kind: 'close_logs'; readonly containerExisted: boolean };
 
@@ -122,6 +127,7 @@ export type LifecycleEvent =
   | { readonly kind: 'settled' }
   | { readonly kind: 'exit_inspected'; readonly exit: { readonly exitCode: number | null; readonly oomKilled: boolean } | null }
   | { readonly kind: 'step_done' }
+  | { readonly kind: 'logs_drained' }
   | { readonly kind: 'removed'; readonly cleanup: CleanupRecord }
   | { readonly kind: 'logs_closed'; readonly failure: string | null };
 

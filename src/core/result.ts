@@ -34,6 +34,7 @@ export type Reason =
   | 'mount_refused'
   | 'oom_killed'
   | 'disk_limit_exceeded'
+  | 'log_incomplete'
   | 'port_allocated'
   | 'nvidia_runtime_missing'
   | 'image_missing'
@@ -80,6 +81,18 @@ export interface LogRecord {
   readonly closed: boolean;
   /** Present (true) only when the stream reached the job's `log_limit_bytes`: the file is cap + marker line. */
   readonly limit_exceeded?: boolean;
+  /**
+   * Present only when bytes of the stream are known to be missing from the file (reason `log_incomplete`, docs/spec.md
+   * 6.6): the engine's copy read on reattach does not continue the file (`engine_copy_differs` at byte `differs_at`,
+   * or `engine_copy_short`: it ended before the file's end, e.g. rotated away), or the drain before the removal was cut
+   * (`drain_stalled`: no byte for the stall bound; `drain_deadline`). `engine_bytes`: the bytes (masked) the engine
+   * gave on the last read of the stream.
+   */
+  readonly incomplete?: {
+    readonly cause: 'engine_copy_differs' | 'engine_copy_short' | 'drain_stalled' | 'drain_deadline';
+    readonly engine_bytes: number;
+    readonly differs_at?: number;
+  };
 }
 
 /** result.json `disk`: what the pair held on disk (cwd + outcome folder + writable layer), as measured. */

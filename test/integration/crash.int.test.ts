@@ -59,7 +59,7 @@ const KILL_SITES = [
   'write:terminal-proof.json:temp_written', 'write:terminal-proof.json:renamed', 'registry:commit_terminal:in_txn',
   'registry:commit_terminal:committed', 'after_reconcile', 'journal:reconciled', 'before_drain_check', 'journal:supervisor_exited',
   'write:SUMMARY.json:temp_written', 'write:SUMMARY.json:renamed', 'registry:release_lease:in_txn', 'registry:release_lease:committed',
-  'write:report.html:temp_written', 'write:report.html:renamed',
+  'write:report.html:temp_written', 'write:report.html:renamed', 'log_drain:begin', 'log_drain:done', 'remove:requested',
 ].sort();
 
 interface Mode {

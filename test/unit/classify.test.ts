@@ -30,6 +30,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'log_limit_exceeded',
       'oom_killed',
       'disk_limit_exceeded',
+      'log_incomplete',
       'terminated',
       'port_allocated',
       'nvidia_runtime_missing',
@@ -266,6 +267,13 @@ describe('classify: worked examples', () => {
     expect(pauseReasonsFor(disk)).toEqual([]);
     // A fatal flag still wins.
     expect(classify(input({ oomKilled: true, outcome: valid({ fatal_failure: true }) })).classification).toBe('fatal');
+  });
+
+  it("a log with a named gap (the engine's copy could not be read in full) is never completed: log_incomplete, infrastructure", () => {
+    const c = classify(input({ logIncomplete: true }));
+    expect(c).toEqual({ classification: 'infrastructure_failure', reasons: ['log_incomplete'] });
+    expect(pauseReasonsFor(c)).toEqual([]);
+    expect(classify(input({ logIncomplete: false }))).toEqual({ classification: 'completed', reasons: [] });
   });
 
   it('a timeout with a valid outcome is an infrastructure failure that keeps the outcome flags', () => {

@@ -34,10 +34,11 @@ const COLLECTED: LifecycleEvent[] = [
   { kind: 'step_done' },
   { kind: 'step_done' },
   { kind: 'step_done' },
+  { kind: 'logs_drained' },
   { kind: 'removed', cleanup: { removed: true, verified_absent: true, attempts: 1 } },
   { kind: 'logs_closed', failure: null },
 ];
-const FULL_COLLECTION = ['settle_logs', 'inspect_exit', 'collect_mounts', 'read_outcome', 'collect_sessions', 'diagnose', 'remove', 'close_logs'];
+const FULL_COLLECTION = ['settle_logs', 'inspect_exit', 'collect_mounts', 'read_outcome', 'collect_sessions', 'diagnose', 'drain_logs', 'remove', 'close_logs'];
 
 describe('the pair lifecycle machine', () => {
   it('runs a pair that exits: create, record, attach, start, wait until the deadline, then every collection step once', () => {
@@ -51,6 +52,27 @@ describe('the pair lifecycle machine', () => {
     expect(last.state.at).toEqual({ phase: 'done' });
     expect(last.effects).toEqual([]);
     expect(last.state.facts).toMatchObject({ containerId: 'c1', exitCode: 0, timedOut: false, terminated: false, engineFault: null, engineLoss: null, cleanup: { removed: true, verified_absent: true, attempts: 1 } });
+  });
+
+  it("drains the logs before the removal (which destroys the engine's copy) and closes them after it, bounded by the wall budget", () => {
+    const reattachedRun: LifecycleEvent[] = [{ kind: 'followed' }, { kind: 'unwatched_stop', message: null }, { kind: 'exited_in_time', exited: true }];
+    const freshRun: LifecycleEvent[] = [...UP_TO_WAIT, { kind: 'wait_ended', end: 'exited', byTerminate: false }];
+    for (const [start, run] of [[fresh(), freshRun], [reattached(), reattachedRun]] as const) {
+      const { effects } = drive(start, [...run, ...COLLECTED]);
+      const order = kinds(effects);
+      expect(order.indexOf('drain_logs')).toBeGreaterThan(order.indexOf('diagnose'));
+      expect(order.indexOf('drain_logs')).toBe(order.indexOf('remove') - 1);
+      expect(order.indexOf('close_logs')).toBe(order.indexOf('remove') + 1);
+      expect(effects).toContainEqual({ kind: 'drain_logs', containerId: 'c1', deadlineMs: DEADLINE });
+    }
+  });
+
+  it('the removal waits for the drain: a removal or a close reported before the logs are drained is refused', () => {
+    const { last } = drive(fresh(), [...UP_TO_WAIT, { kind: 'wait_ended', end: 'exited', byTerminate: false }, ...COLLECTED.slice(0, 6)]);
+    expect(last.effects).toEqual([{ kind: 'drain_logs', containerId: 'c1', deadlineMs: DEADLINE }]);
+    expect(() => decide(last.state, { kind: 'removed', cleanup: { removed: true, verified_absent: true, attempts: 1 } })).toThrow(/no transition from collecting on removed/);
+    expect(() => decide(last.state, { kind: 'logs_closed', failure: null })).toThrow(/no transition from collecting on logs_closed/);
+    expect(decide(last.state, { kind: 'logs_drained' }).effects).toEqual([{ kind: 'remove', containerId: 'c1', stopBudgetSec: 7 }]);
   });
 
   it('at the deadline: the controlled stop with the stop budget (SIGTERM, budget, kill), timed out', () => {
@@ -176,7 +198,7 @@ describe('the pair lifecycle machine', () => {
 
     it('a lost node: node_lost, no outcome folder to copy back, nothing waited for', () => {
       const { effects, last } = drive(fresh(), [...UP_TO_WAIT, { kind: 'node_lost', message: 'node n2 lost' }, { kind: 'logs_forgiven' }, ...COLLECTED.slice(0, 1), COLLECTED[1]!, ...COLLECTED.slice(3)]);
-      expect(kinds(effects)).toEqual(['create', 'record_created', 'attach', 'start', 'wait', 'forgive_cut_logs', 'settle_logs', 'inspect_exit', 'read_outcome', 'collect_sessions', 'diagnose', 'remove', 'close_logs']);
+      expect(kinds(effects)).toEqual(['create', 'record_created', 'attach', 'start', 'wait', 'forgive_cut_logs', 'settle_logs', 'inspect_exit', 'read_outcome', 'collect_sessions', 'diagnose', 'drain_logs', 'remove', 'close_logs']);
       expect(effects).toContainEqual({ kind: 'inspect_exit', containerId: 'c1', waitForEngine: false });
       expect(effects).toContainEqual({ kind: 'collect_sessions', containerId: 'c1', engineLoss: 'node_lost' });
       expect(last.state.facts).toMatchObject({ engineLoss: 'node_lost', engineError: { kind: 'node_lost', message: 'node n2 lost' } });
