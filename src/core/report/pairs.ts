@@ -1,4 +1,4 @@
-import { gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
+import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
 import type { ResultRecord } from '../result.js';
 import { assignSlots, type Interval } from './slots.js';
 import type { PairStatus, ReportInput, ReportJob, ReportPair } from './types.js';
@@ -52,8 +52,12 @@ function statusOf(j: ReportJob, alive: boolean): PairStatus {
 export function reportPair(j: ReportJob, alive: boolean, claims: Claims): ReportPair {
   const r = j.result;
   const span = claims.byId.get(j.job_id);
-  const links: { stdout?: string; stderr?: string; result?: string } = {};
+  const links: { stdout?: string; stderr?: string; result?: string; outcome?: string } = {};
   for (const [key, name] of LINKS) if (j.files.includes(name)) links[key] = `jobs/${j.job_id}/${name}`;
+  // The evidence's copy of the outcome (secrets masked), when the driver wrote one: `outcome/<file>` of the pair.
+  const outcome = j.receipt?.private_outcome;
+  if (outcome !== undefined && r?.outcome_sha256 != null && j.files.includes(outcome.split('/')[0] ?? ''))
+    links.outcome = `jobs/${j.job_id}/${outcome}`;
   return {
     job_id: j.job_id,
     status: statusOf(j, alive),
@@ -62,7 +66,9 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
     started_at: r?.started_at ?? j.receipt?.claimed_at ?? null,
     finished_at: r?.finished_at ?? null,
     duration_sec: span === undefined ? null : Math.max(0, Math.round((span.endMs - span.startMs) / 100) / 10),
-    deadline: j.receipt ? new Date(wallDeadlineFromClaim(j.receipt.claimed_at, j.timeout_seconds)).toISOString() : null,
+    deadline: j.receipt
+      ? new Date(wallDeadlineFromClaim(j.receipt.claimed_at, j.timeout_seconds)).toISOString()
+      : null,
     exit_code: r?.container.exit_code ?? null,
     timed_out: r?.container.timed_out ?? false,
     provider_failure_kind: r?.provider_failure?.kind ?? null,
@@ -72,5 +78,6 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
     gpu_peak_mib: peakOf(r),
     slot: claims.slots.get(j.job_id) ?? null,
     links,
+    outcome_problems: (r?.outcome_problems ?? []).map(formatOutcomeProblem),
   };
 }

@@ -13,7 +13,12 @@ export const REPORT_SCHEMA = 'roboguide.e1.report/v1' as const;
 export interface ReportJob {
   readonly job_id: string;
   readonly timeout_seconds: number;
-  readonly receipt: { readonly claimed_at: string; readonly container_id: string | null } | null;
+  readonly receipt: {
+    readonly claimed_at: string;
+    readonly container_id: string | null;
+    /** The evidence's copy of the outcome, relative to the pair's folder (`outcome/<file>`). */
+    readonly private_outcome?: string;
+  } | null;
   readonly result: ResultRecord | null;
   /** Names of the files in `jobs/<id>/`: a link is offered only to a file that exists. */
   readonly files: readonly string[];
@@ -57,7 +62,14 @@ export interface ReportPair {
   /** Worker slot on the timeline (0-based); null for a pair never claimed. */
   readonly slot: number | null;
   /** Paths relative to the batch directory, only for files that exist. */
-  readonly links: { readonly stdout?: string; readonly stderr?: string; readonly result?: string };
+  readonly links: {
+    readonly stdout?: string;
+    readonly stderr?: string;
+    readonly result?: string;
+    readonly outcome?: string;
+  };
+  /** The outcome's broken rules, `path: message` (result.json `outcome_problems`); empty when none. */
+  readonly outcome_problems: readonly string[];
 }
 
 export interface TimelineMarker {
