@@ -32,7 +32,23 @@ export interface FinishFacts {
   readonly started_at: string;
   readonly finished_at: string;
   readonly gpu_peak_mib: number | null;
+  /** The first of the pair's reasons (none for a completed pair). */
+  readonly first_reason?: string;
+  /** The first broken rule of its outcome, `path: message` (result.json `outcome_problems`), when there was one. */
+  readonly first_problem?: string;
 }
+
+/** A failed pair as status names it. */
+export interface FailedPair {
+  readonly job_id: string;
+  readonly classification: Exclude<Classification, 'completed'>;
+  readonly reason: string | null;
+  readonly problem: string | null;
+  readonly finished_at: string;
+}
+
+/** How many failed pairs status names (the most recent); the report lists every one. */
+export const FAILED_SHOWN = 10;
 
 export const BASIS_SCHEMA = 'roboguide.e1.status_basis/v1' as const;
 
@@ -53,9 +69,14 @@ export interface LedgerBasis {
   readonly gpu_peaks: number;
   readonly open: readonly OpenClaim[];
   readonly fold: JournalFoldState;
+  /** The most recent failed pairs (at most FAILED_SHOWN, oldest first); absent from a basis written before. */
+  readonly failed_recent?: readonly FailedPair[];
 }
 
-type Entry = { readonly kind: 'open'; claim: OpenClaim } | { readonly kind: 'finished'; readonly facts: FinishFacts } | { readonly kind: 'unsettled' };
+type Entry =
+  | { readonly kind: 'open'; claim: OpenClaim }
+  | { readonly kind: 'finished'; readonly facts: FinishFacts }
+  | { readonly kind: 'unsettled' };
 
 export interface LedgerJob {
   readonly job_id: string;
@@ -93,6 +114,8 @@ export class BatchLedger {
   #peak: number | null = null;
   #peaks = 0;
   readonly #placed = new Map<string, string>();
+  /** The most recent failed pairs, oldest first, at most FAILED_SHOWN. */
+  #failed: FailedPair[] = [];
   /**
    * Full ledgers (the supervisor's, cold status) know every claimed job; a ledger restored from a basis (hot status)
    * knows only the open claims, and answers `unsure` to a record it cannot place.
@@ -105,7 +128,13 @@ export class BatchLedger {
   readonly #indexOf: (jobId: string) => number | undefined;
   readonly #timeoutOf: (jobId: string) => number | undefined;
 
-  private constructor(total: number, full: boolean, folder: JournalFolder, indexOf: (jobId: string) => number | undefined, timeoutOf: (jobId: string) => number | undefined) {
+  private constructor(
+    total: number,
+    full: boolean,
+    folder: JournalFolder,
+    indexOf: (jobId: string) => number | undefined,
+    timeoutOf: (jobId: string) => number | undefined,
+  ) {
     this.#total = total;
     this.#full = full;
     this.#folder = folder;
@@ -117,13 +146,25 @@ export class BatchLedger {
   static forJobs(jobs: readonly LedgerJob[]): BatchLedger {
     const index = new Map(jobs.map((j, i) => [j.job_id, i]));
     const timeout = new Map(jobs.map((j) => [j.job_id, j.timeout_seconds]));
-    return new BatchLedger(jobs.length, true, new JournalFolder(), (id) => index.get(id), (id) => timeout.get(id));
+    return new BatchLedger(
+      jobs.length,
+      true,
+      new JournalFolder(),
+      (id) => index.get(id),
+      (id) => timeout.get(id),
+    );
   }
 
   /** The ledger a status.json was written from; `indexOf` places claims recorded after it. */
   static restore(basis: LedgerBasis, indexOf: (jobId: string) => number | undefined): BatchLedger {
     const known = new Map(basis.open.map((c) => [c.job_id, c.index]));
-    const ledger = new BatchLedger(basis.total, false, new JournalFolder(basis.fold), (id) => known.get(id) ?? indexOf(id), () => undefined);
+    const ledger = new BatchLedger(
+      basis.total,
+      false,
+      new JournalFolder(basis.fold),
+      (id) => known.get(id) ?? indexOf(id),
+      () => undefined,
+    );
     ledger.#seq = basis.journal_seq;
     ledger.#bytes = basis.journal_bytes;
     ledger.#claimed = basis.claimed;
@@ -133,6 +174,8 @@ export class BatchLedger {
     ledger.#peak = basis.gpu_peak_mib;
     ledger.#peaks = basis.gpu_peaks;
     for (const claim of basis.open) ledger.#setOpen(claim);
+    const failed: unknown = basis.failed_recent;
+    ledger.#failed = Array.isArray(failed) ? (failed as FailedPair[]).slice(-FAILED_SHOWN) : [];
     return ledger;
   }
 
@@ -160,7 +203,8 @@ export class BatchLedger {
       case 'container_created':
         return this.#applyJob(record, (_jobId, entry) => {
           const containerId = str(record.container_id);
-          if (entry?.kind === 'open' && containerId !== null) entry.claim = { ...entry.claim, container_id: containerId };
+          if (entry?.kind === 'open' && containerId !== null)
+            entry.claim = { ...entry.claim, container_id: containerId };
           return 'applied';
         });
       case 'pair_finished':
@@ -175,27 +219,54 @@ export class BatchLedger {
   }
 
   /** A job record: applied by `apply` when its job is one of the manifest's (status never counts others). */
-  #applyJob(record: { readonly type: string; readonly job_id?: unknown }, apply: (jobId: string, entry: Entry | undefined) => ApplyOutcome): ApplyOutcome {
+  #applyJob(
+    record: { readonly type: string; readonly job_id?: unknown },
+    apply: (jobId: string, entry: Entry | undefined) => ApplyOutcome,
+  ): ApplyOutcome {
     const jobId = str(record.job_id);
     if (jobId === null || this.#indexOf(jobId) === undefined) {
-      return record.type === 'claimed' || record.type === 'pair_finished' ? (this.#full || jobId === null ? 'applied' : 'unsure') : 'applied';
+      return record.type === 'claimed' || record.type === 'pair_finished'
+        ? this.#full || jobId === null
+          ? 'applied'
+          : 'unsure'
+        : 'applied';
     }
     return apply(jobId, this.#entries.get(jobId));
   }
 
-  #applyClaimed(jobId: string, entry: Entry | undefined, r: Extract<JournalEntry, { type: 'claimed' }>): ApplyOutcome {
+  #applyClaimed(
+    jobId: string,
+    entry: Entry | undefined,
+    r: Extract<JournalEntry, { type: 'claimed' }>,
+  ): ApplyOutcome {
     const claimId = str(r.claim_id);
     const claimedAt = str(r.claimed_at);
     const deadline = str(r.deadline);
-    if (entry !== undefined || claimId === null || claimedAt === null || deadline === null) return this.#unsettle(jobId);
-    this.#open({ job_id: jobId, index: this.#indexOf(jobId) ?? 0, claim_id: claimId, claimed_at: claimedAt, deadline, container_id: null });
+    if (entry !== undefined || claimId === null || claimedAt === null || deadline === null)
+      return this.#unsettle(jobId);
+    this.#open({
+      job_id: jobId,
+      index: this.#indexOf(jobId) ?? 0,
+      claim_id: claimId,
+      claimed_at: claimedAt,
+      deadline,
+      container_id: null,
+    });
     return 'applied';
   }
 
-  #applyFinished(jobId: string, entry: Entry | undefined, r: Extract<JournalEntry, { type: 'pair_finished' }>): ApplyOutcome {
+  #applyFinished(
+    jobId: string,
+    entry: Entry | undefined,
+    r: Extract<JournalEntry, { type: 'pair_finished' }>,
+  ): ApplyOutcome {
     const facts = finishFactsOf(r);
     const claimId = str(r.claim_id);
-    if (facts === null || (entry !== undefined && (entry.kind !== 'open' || entry.claim.claim_id !== claimId))) return this.#unsettle(jobId);
+    if (
+      facts === null ||
+      (entry !== undefined && (entry.kind !== 'open' || entry.claim.claim_id !== claimId))
+    )
+      return this.#unsettle(jobId);
     if (entry === undefined) {
       // A receipt published without its `claimed` record (a crash between the two), finished on resume.
       if (!this.#full) return 'unsure';
@@ -260,7 +331,15 @@ export class BatchLedger {
    * A job as its files show it: the receipt (the claim) and the result. Replaces whatever the ledger had for it;
    * the truth for claims and finishes is the files, the journal only says when to look.
    */
-  settle(jobId: string, receipt: { readonly claim_id: string; readonly claimed_at: string; readonly container_id: string | null } | null, result: FinishFacts | null): void {
+  settle(
+    jobId: string,
+    receipt: {
+      readonly claim_id: string;
+      readonly claimed_at: string;
+      readonly container_id: string | null;
+    } | null,
+    result: FinishFacts | null,
+  ): void {
     const index = this.#indexOf(jobId);
     if (index === undefined) return;
     this.#forget(jobId);
@@ -271,7 +350,14 @@ export class BatchLedger {
       return;
     }
     const timeout = this.#timeoutOf(jobId) ?? 0;
-    this.#open({ job_id: jobId, index, claim_id: receipt.claim_id, claimed_at: receipt.claimed_at, deadline: deadlineOf(receipt.claimed_at, timeout), container_id: receipt.container_id });
+    this.#open({
+      job_id: jobId,
+      index,
+      claim_id: receipt.claim_id,
+      claimed_at: receipt.claimed_at,
+      deadline: deadlineOf(receipt.claimed_at, timeout),
+      container_id: receipt.container_id,
+    });
   }
 
   /** Records the position in the journal without a record (the offset of an empty or just-read journal). */
@@ -308,9 +394,16 @@ export class BatchLedger {
     return this.#peak === null ? [] : [this.#peak];
   }
 
+  /** The most recent failed pairs, newest first (at most FAILED_SHOWN). */
+  failedRecent(): FailedPair[] {
+    return [...this.#failed].reverse();
+  }
+
   /** Mean duration (seconds) of the finished pairs with a usable duration, and how many; null before the first. */
   meanDuration(): { readonly meanSec: number; readonly basisPairs: number } | null {
-    return this.#timed === 0 ? null : { meanSec: this.#durationMs / 1000 / this.#timed, basisPairs: this.#timed };
+    return this.#timed === 0
+      ? null
+      : { meanSec: this.#durationMs / 1000 / this.#timed, basisPairs: this.#timed };
   }
 
   basis(): LedgerBasis {
@@ -327,6 +420,7 @@ export class BatchLedger {
       gpu_peaks: this.#peaks,
       open: this.open(),
       fold: this.#folder.state(),
+      failed_recent: [...this.#failed],
     };
   }
 
@@ -345,6 +439,21 @@ export class BatchLedger {
     this.#openClaims.delete(jobId);
     this.#entries.set(jobId, { kind: 'finished', facts });
     this.#finished[facts.classification]++;
+    if (facts.classification !== 'completed') {
+      this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
+      this.#failed.push({
+        job_id: jobId,
+        classification: facts.classification,
+        reason: facts.first_reason ?? null,
+        problem: facts.first_problem ?? null,
+        finished_at: facts.finished_at,
+      });
+      // Newest last by finish time (journal order is finish order in a live batch; a cold read settles in any order).
+      this.#failed.sort(
+        (a, b) => a.finished_at.localeCompare(b.finished_at) || a.job_id.localeCompare(b.job_id),
+      );
+      if (this.#failed.length > FAILED_SHOWN) this.#failed.shift();
+    }
     const ms = durationMs(facts);
     if (ms !== null) {
       this.#durationMs += ms;
@@ -373,6 +482,7 @@ export class BatchLedger {
     if (entry.kind === 'open') return;
     const { facts } = entry;
     this.#finished[facts.classification]--;
+    this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
     const ms = durationMs(facts);
     if (ms !== null) {
       this.#durationMs -= ms;
@@ -382,7 +492,8 @@ export class BatchLedger {
       this.#peaks--;
       let peak: number | null = null;
       for (const e of this.#entries.values()) {
-        if (e.kind === 'finished' && e.facts.gpu_peak_mib !== null) peak = peak === null ? e.facts.gpu_peak_mib : Math.max(peak, e.facts.gpu_peak_mib);
+        if (e.kind === 'finished' && e.facts.gpu_peak_mib !== null)
+          peak = peak === null ? e.facts.gpu_peak_mib : Math.max(peak, e.facts.gpu_peak_mib);
       }
       this.#peak = peak;
     }
@@ -395,8 +506,24 @@ export function finishFactsOf(r: Extract<JournalEntry, { type: 'pair_finished' }
   const startedAt = str(r.started_at);
   const finishedAt = str(r.finished_at);
   const peak = r.gpu_peak_mib;
-  if (typeof classification !== 'string' || !(CLASSIFICATIONS as readonly string[]).includes(classification)) return null;
+  if (typeof classification !== 'string' || !(CLASSIFICATIONS as readonly string[]).includes(classification))
+    return null;
   if (startedAt === null || finishedAt === null || !Object.hasOwn(r, 'gpu_peak_mib')) return null;
   if (peak !== null && (typeof peak !== 'number' || !Number.isFinite(peak) || peak <= 0)) return null;
-  return { classification: classification as Classification, started_at: startedAt, finished_at: finishedAt, gpu_peak_mib: peak };
+  const reason = Array.isArray(r.reasons) && typeof r.reasons[0] === 'string' ? r.reasons[0] : undefined;
+  const problem = Array.isArray(r.outcome_problems)
+    ? (r.outcome_problems[0] as { path?: unknown; message?: unknown } | undefined)
+    : undefined;
+  const firstProblem =
+    typeof problem?.path === 'string' && typeof problem.message === 'string'
+      ? `${problem.path}: ${problem.message}`
+      : undefined;
+  return {
+    classification: classification as Classification,
+    started_at: startedAt,
+    finished_at: finishedAt,
+    gpu_peak_mib: peak,
+    ...(reason !== undefined ? { first_reason: reason } : {}),
+    ...(firstProblem !== undefined ? { first_problem: firstProblem } : {}),
+  };
 }
