@@ -55,11 +55,18 @@ export async function codeVersion(): Promise<string> {
  * `registry`: where the batch was admitted; batch.json records a PostgreSQL URL without its password, so the
  * password given to `start` is handed over here (a resume takes it from PGPASSWORD or ~/.pgpass).
  */
-export async function superviseHere(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<string> {
+export async function superviseHere(
+  output: string,
+  mode: 'start' | 'resume',
+  registry?: RegistryLocation,
+): Promise<string> {
   const { batchLogSecrets, createStderrLogger, createSupervisorDeps } = await root();
   const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
-  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), { registryPassword: password });
+  const password =
+    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), {
+    registryPassword: password,
+  });
   try {
     const { supervise } = await import('./app/batch/supervisor.js');
     return await supervise({ ...deps, handleSignals: true }, mode);
@@ -72,29 +79,55 @@ export async function superviseHere(output: string, mode: 'start' | 'resume', re
  * The batch's supervisor as a detached process. `registry`: where the batch was admitted; the supervisor reopens it
  * from batch.json, where a PostgreSQL URL is recorded without its password, so the password travels as PGPASSWORD.
  */
-export async function launchBatchSupervisor(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<{ pid: number }> {
+export async function launchBatchSupervisor(
+  output: string,
+  mode: 'start' | 'resume',
+  registry?: RegistryLocation,
+): Promise<{ pid: number }> {
   const { launchSupervisor } = await import('./adapters/supervisor-launcher.js');
   const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
-  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  return launchSupervisor((await root()).BIN_RUN_JS, output, mode, password !== undefined ? { PGPASSWORD: password } : {});
+  const password =
+    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  return launchSupervisor(
+    (await root()).BIN_RUN_JS,
+    output,
+    mode,
+    password !== undefined ? { PGPASSWORD: password } : {},
+  );
 }
 
 /** The logger of the detached supervisor: JSON lines in D/supervisor.log, the batch's secrets masked. */
 export async function createSupervisorLogger(output: string): Promise<Logger & { flush(): void }> {
   const { createFileLogger } = await import('./adapters/pino-logger.js');
-  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), { output });
+  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), {
+    output,
+  });
 }
 
 /** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
-async function existingRegistry(flag: string | undefined): Promise<() => ExistingRegistry> {
+async function existingRegistry(
+  flag: string | undefined,
+): Promise<(recorded: string | null) => ExistingRegistry> {
   const { isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
-  return () => {
+  return (recorded) => {
+    if (flag === undefined && recorded !== null) {
+      // The registry the evidence records (a PostgreSQL one's password from PGPASSWORD or ~/.pgpass, as for resume).
+      return {
+        path: recorded,
+        file: !/^postgres(ql)?:\/\//i.test(recorded),
+        explicit: false,
+        open: async () =>
+          (await import('./adapters/registry/open-registry.js')).openRecordedRegistry(recorded),
+      };
+    }
     const location = registryLocation(flag);
     return {
       path: location.path,
       file: !isPostgresLocation(location),
+      explicit: flag !== undefined,
       open: async () => {
-        const { checkRegistryLocation, openRegistryAt } = await import('./adapters/registry/open-registry.js');
+        const { checkRegistryLocation, openRegistryAt } =
+          await import('./adapters/registry/open-registry.js');
         checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
         return openRegistryAt(location);
       },
@@ -102,13 +135,31 @@ async function existingRegistry(flag: string | undefined): Promise<() => Existin
   };
 }
 
+/** The registry an output directory's evidence records: a batch's batch.json, or a pair run's receipt. */
+async function recordedRegistry(output: string): Promise<string | null> {
+  const store = evidenceStoreAt(output);
+  const batch = await store.readJson<{ registry_path?: unknown }>('batch.json').catch(() => null);
+  if (typeof batch?.registry_path === 'string') return batch.registry_path;
+  const receipt = await store.readJson<{ registry_path?: unknown }>('receipt.json').catch(() => null);
+  return typeof receipt?.registry_path === 'string' ? receipt.registry_path : null;
+}
+
 /** The evidence of an existing output directory and the registry of `--registry` (reconcile, pair recover). */
 async function createOutputEvidenceDeps(registryFlag: string | undefined): Promise<OutputEvidenceDeps> {
   const { runtimeForOutput } = await root();
   return {
-    isDirectory: (path) => stat(path).then((info) => info.isDirectory(), () => false),
-    exists: (path) => stat(path).then(() => true, () => false),
+    isDirectory: (path) =>
+      stat(path).then(
+        (info) => info.isDirectory(),
+        () => false,
+      ),
+    exists: (path) =>
+      stat(path).then(
+        () => true,
+        () => false,
+      ),
     locateRegistry: await existingRegistry(registryFlag),
+    recordedRegistry,
     storeAt: evidenceStoreAt,
     runtimeFor: runtimeForOutput,
   };
@@ -116,7 +167,10 @@ async function createOutputEvidenceDeps(registryFlag: string | undefined): Promi
 
 export async function createReconcileDeps(registryFlag: string | undefined): Promise<ReconcileOutputDeps> {
   // The one outcome digest (OutcomeReader.sha256): null when there are no bytes to hash, as result.json records it.
-  return { ...(await createOutputEvidenceDeps(registryFlag)), readOutcomeSha256: (path) => fileOutcomeReader.sha256(path) };
+  return {
+    ...(await createOutputEvidenceDeps(registryFlag)),
+    readOutcomeSha256: (path) => fileOutcomeReader.sha256(path),
+  };
 }
 
 export async function createRecoverDeps(registryFlag: string | undefined): Promise<RecoverOutputDeps> {
@@ -141,13 +195,18 @@ export function createReportFileDeps(): ReportFileDeps {
 export async function createStatusReader(output: string): Promise<(now: Date) => Promise<BatchStatus>> {
   const store = evidenceStoreAt(output);
   const runtime = await (await root()).runtimeForOutput(store.root);
-  const engine = await runtime.info().then(() => runtime, () => undefined);
+  const engine = await runtime.info().then(
+    () => runtime,
+    () => undefined,
+  );
   const { readStatus } = await import('./app/batch/read-status.js');
   return (now) => readStatus(store, engine, now, procHostIdentity);
 }
 
 /** `e1-batch node-down`: the batch's recorded registry and executor (a runtime that counts the down nodes gone). */
-export async function createNodeDownDeps(output: string): Promise<NodeDownDeps & { dispose(): Promise<void> }> {
+export async function createNodeDownDeps(
+  output: string,
+): Promise<NodeDownDeps & { dispose(): Promise<void> }> {
   const store = evidenceStoreAt(output);
   const { loadBatch } = await import('./app/batch/batch-context.js');
   const { batch } = await loadBatch(store);
@@ -167,7 +226,9 @@ export async function createNodeDownDeps(output: string): Promise<NodeDownDeps &
 }
 
 /** `capacity`: the registry of `--registry` (its location shown as given) and this host's GPUs. */
-export async function openCapacity(registryFlag: string | undefined): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
+export async function openCapacity(
+  registryFlag: string | undefined,
+): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
   const location = registryLocation(registryFlag);
   const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
@@ -183,8 +244,13 @@ export async function openCapacity(registryFlag: string | undefined): Promise<Ca
 /** `doctor`: the probes of this host, and where `--registry` points (a URL other than PostgreSQL's is refused). */
 export async function createDoctorWiring(
   registryFlag: string | undefined,
-): Promise<{ readonly deps: DoctorDeps; readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>; readonly sessionsMaxBytes: number }> {
-  const { defaultRegistryPath, isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
+): Promise<{
+  readonly deps: DoctorDeps;
+  readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>;
+  readonly sessionsMaxBytes: number;
+}> {
+  const { defaultRegistryPath, isPostgresLocation, registryLocation } =
+    await import('./adapters/registry/default-path.js');
   const location = registryFlag !== undefined && registryFlag !== '' ? registryLocation(registryFlag) : null;
   const { createDoctorDeps } = await import('./adapters/doctor-probes.js');
   const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
@@ -192,7 +258,9 @@ export async function createDoctorWiring(
     deps: createDoctorDeps((await root()).createContainerRuntime()),
     registry: {
       registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
-      ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
+      ...(location !== null && isPostgresLocation(location)
+        ? { registryPostgres: { display: location.path, connection: location.connection } }
+        : {}),
       defaultRegistryPath: defaultRegistryPath(),
     },
     sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
@@ -200,7 +268,11 @@ export async function createDoctorWiring(
 }
 
 /** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */
-export async function buildImages(options: { readonly busyboxPath: string; readonly force: boolean; readonly only?: string[] }): Promise<BuildReport[]> {
+export async function buildImages(options: {
+  readonly busyboxPath: string;
+  readonly force: boolean;
+  readonly only?: string[];
+}): Promise<BuildReport[]> {
   const { createDockerRuntime, DOCKER_DIR } = await root();
   const runtime = await createDockerRuntime();
   await runtime.info(); // fail fast with exit 3 when no engine answers
@@ -215,7 +287,10 @@ export async function createBatchStartWiring(
 ): Promise<{
   readonly deps: StartBatchDeps;
   readonly registry: RegistryLocation;
-  readonly host: Pick<StartBatchOptions, 'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'>;
+  readonly host: Pick<
+    StartBatchOptions,
+    'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'
+  >;
 }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
   const { createExecutorRuntime, createSwarmRuntime, hostProtectedPaths } = await root();
@@ -230,7 +305,13 @@ export async function createBatchStartWiring(
     runtime,
     hostFacts: async (request) => (await root()).gatherBatchHostFacts(request),
     ...(executor.kind === 'swarm'
-      ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }
+      ? {
+          swarmNodes: async () =>
+            (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({
+              node: n.hostname,
+              gpus: n.gpus,
+            })),
+        }
       : {}),
     clock: systemClock,
     observeGpus: async () => (await import('./adapters/nvidia-smi.js')).observeGpus(),
@@ -262,7 +343,10 @@ export async function outputSpaceWarning(output: string): Promise<string | null>
     const { batchSpaceWarning } = await import('./app/batch/output-space.js');
     const { freeDiskBytes } = await import('./adapters/doctor-probes.js');
     const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
-    return await batchSpaceWarning(evidenceStoreAt(output), { freeDiskBytes, sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes });
+    return await batchSpaceWarning(evidenceStoreAt(output), {
+      freeDiskBytes,
+      sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
+    });
   } catch {
     return null;
   }
@@ -278,7 +362,10 @@ export async function createPairRunWiring(
   executor: ExecutorConfig,
 ): Promise<{
   readonly deps: RunPairDeps & { dispose(): Promise<void> };
-  readonly host: Pick<RunPairOptions, 'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath'>;
+  readonly host: Pick<
+    RunPairOptions,
+    'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath' | 'registryRecord'
+  >;
 }> {
   const { registryFilePath, registryLocation } = await import('./adapters/registry/default-path.js');
   const { createPairRunDeps, hostProtectedPaths, specLogSecrets } = await root();
@@ -295,6 +382,7 @@ export async function createPairRunWiring(
       hostAddresses: hostAddresses(),
       hostPaths: hostProtectedPaths(),
       ...(registryPath !== undefined ? { registryPath: registry.path } : {}),
+      registryRecord: registry.path,
     },
   };
 }

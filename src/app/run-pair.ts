@@ -42,6 +42,8 @@ export interface RunPairOptions {
   readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths'>;
   /** The registry database file, for the mount rules (a pair must never reach it). */
   readonly registryPath?: string;
+  /** Where the pair is admitted, as the receipt records it (`registry_path`: reconcile and recover default to it). */
+  readonly registryRecord?: string;
   /** Accept `${NAME}` values shorter than 8 characters (masked anyway, with a warning). */
   readonly allowShortSecrets?: boolean;
   readonly onWarning?: (message: string) => void;
@@ -76,18 +78,37 @@ function parseSpec(text: string, source: string): PairSpec {
     ]);
   }
   const parsed = parsePairSpec(value);
-  if (!parsed.ok) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
+  if (!parsed.ok)
+    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
   return parsed.spec;
 }
 
 /** Bind address, a stale or linked outcome path, and the mount rules; each problem at its field. */
-async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, options: RunPairOptions): Promise<Issue[]> {
+async function specPathIssues(
+  fs: FileSystem,
+  spec: PairSpec,
+  output: string,
+  options: RunPairOptions,
+): Promise<Issue[]> {
   const issues: Issue[] = [];
-  const bind = options.hostAddresses === undefined ? null : bindAddressProblem(options.bindAddress, options.hostAddresses);
+  const bind =
+    options.hostAddresses === undefined
+      ? null
+      : bindAddressProblem(options.bindAddress, options.hostAddresses);
   if (bind !== null) issues.push({ path: '--bind-address', rule: bind });
   issues.push(...(await staleOutcomeIssues(fs, [{ prefix: '', outcome_path: spec.outcome_path }])));
-  const protectedPaths = { ...options.hostPaths, outputDir: output, ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}) };
-  issues.push(...(await jobPathIssues(fs, [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }], protectedPaths)));
+  const protectedPaths = {
+    ...options.hostPaths,
+    outputDir: output,
+    ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}),
+  };
+  issues.push(
+    ...(await jobPathIssues(
+      fs,
+      [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }],
+      protectedPaths,
+    )),
+  );
   return issues;
 }
 
@@ -108,21 +129,33 @@ interface CheckedSpec {
 /** Everything `pair run` checks before it takes a slot: the spec, its variables, its paths, the image on the engine. */
 async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<CheckedSpec> {
   const spec = parseSpec(options.specText, options.specSource);
-  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', { allowShortSecrets: options.allowShortSecrets === true });
-  if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references variables that are not set or not usable', resolved.issues);
+  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', {
+    allowShortSecrets: options.allowShortSecrets === true,
+  });
+  if (!resolved.ok)
+    throw new InvalidInputError(
+      'E_ENV_MISSING',
+      'the pair spec references variables that are not set or not usable',
+      resolved.issues,
+    );
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
   const issues = await specPathIssues(deps.fs, spec, output, options);
-  if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
+  if (issues.length > 0)
+    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
   for (const warning of resolved.warnings) options.onWarning?.(warning);
-  const codeVersion = typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
+  const codeVersion =
+    typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
   codeVersion.catch(() => undefined); // awaited below, once the engine checks passed (not an unhandled rejection meanwhile)
   // The first engine call: exit 3 when no engine answers, before anything is written (no separate `info`, which
   // costs the engine a full inventory).
   if (!(await deps.runtime.imageExists(spec.image))) {
     throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
       exitCode: ExitCode.runtime,
-      suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
+      suggestions: [
+        'build the synthetic images with `npx roboguide-eval images build`',
+        'or `docker build`/`docker load` the driver image',
+      ],
     });
   }
   // Before a slot is taken: nothing to give back if it fails.
@@ -138,18 +171,43 @@ interface PairClaim {
 }
 
 /** A slot in the registry, like a batch pair's (per node on a swarm); a refusal is an error naming what holds it. */
-async function admitPair(deps: RunPairDeps, registry: CapacityRegistry, spec: PairSpec, specSource: string, claimId: string): Promise<PairClaim> {
+async function admitPair(
+  deps: RunPairDeps,
+  registry: CapacityRegistry,
+  spec: PairSpec,
+  specSource: string,
+  claimId: string,
+): Promise<PairClaim> {
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const { admitted, job } = await admitOnePair(registry, deps.runtime, { batchId, claimId, ports: spec.ports }, spec, specSource);
+  const { admitted, job } = await admitOnePair(
+    registry,
+    deps.runtime,
+    { batchId, claimId, ports: spec.ports },
+    spec,
+    specSource,
+  );
   if (admitted.kind === 'refused' && admitted.reason === 'port_held') {
-    throw new RoboguideError('E_REGISTRY', `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`, {
-      suggestions: ['wait for that pair to finish (`roboguide-eval capacity` shows it)', 'or choose another port'],
-    });
+    throw new RoboguideError(
+      'E_REGISTRY',
+      `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`,
+      {
+        suggestions: [
+          'wait for that pair to finish (`roboguide-eval capacity` shows it)',
+          'or choose another port',
+        ],
+      },
+    );
   }
   if (admitted.kind === 'refused') {
-    const what = admitted.reason === 'gpu_budget' ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)` : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
+    const what =
+      admitted.reason === 'gpu_budget'
+        ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)`
+        : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
     throw new RoboguideError('E_REGISTRY', `the host is at its ${what}: not started`, {
-      suggestions: ['wait for running pairs to finish (`roboguide-eval capacity` shows them)', 'or raise the limit: `roboguide-eval capacity --max-reservations N`'],
+      suggestions: [
+        'wait for running pairs to finish (`roboguide-eval capacity` shows them)',
+        'or raise the limit: `roboguide-eval capacity --max-reservations N`',
+      ],
     });
   }
   return { batchId, claimId, reservationId: admitted.reservationId, job };
@@ -159,7 +217,13 @@ async function admitPair(deps: RunPairDeps, registry: CapacityRegistry, spec: Pa
  * The output directory and the exclusive receipt. Nothing ran yet: any failure here gives the slot back before it
  * is reported.
  */
-async function claimPair(deps: RunPairDeps, registry: CapacityRegistry, claim: PairClaim, output: string, receipt: Receipt): Promise<EvidenceStore> {
+async function claimPair(
+  deps: RunPairDeps,
+  registry: CapacityRegistry,
+  claim: PairClaim,
+  output: string,
+  receipt: Receipt,
+): Promise<EvidenceStore> {
   const release = async (): Promise<void> => {
     await registry.release(claim.reservationId, claim.claimId);
   };
@@ -175,7 +239,10 @@ async function claimPair(deps: RunPairDeps, registry: CapacityRegistry, claim: P
   }
   if (published === 'exists') {
     await release();
-    throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
+    throw new RoboguideError(
+      'E_CLAIM_EXISTS',
+      `${output}/receipt.json already exists: this pair was claimed`,
+    );
   }
   return store;
 }
@@ -199,6 +266,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     outcomePath: spec.outcome_path,
     sourceSha256: {},
     codeVersion,
+    ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
   });
   const store = await claimPair(deps, registry, claim, output, receipt);
   let current = receipt;
@@ -227,18 +295,36 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     if (current.container_id === null) await registry.release(claim.reservationId, claim.claimId);
     throw err;
   });
-  return { output, receipt: current, result, reconciliation: await finishPairRun(deps, registry, store, claim, result) };
+  return {
+    output,
+    receipt: current,
+    result,
+    reconciliation: await finishPairRun(deps, registry, store, claim, result),
+  };
 }
 
 /** result.json, then terminal reconciliation (which gives the slot back once the evidence proves the pair finished). */
-async function finishPairRun(deps: RunPairDeps, registry: CapacityRegistry, store: EvidenceStore, claim: PairClaim, result: ResultRecord): Promise<ReconcileReport> {
+async function finishPairRun(
+  deps: RunPairDeps,
+  registry: CapacityRegistry,
+  store: EvidenceStore,
+  claim: PairClaim,
+  result: ResultRecord,
+): Promise<ReconcileReport> {
   const written = await writeJsonVerified(store, 'result.json', result);
   if (written.kind === 'failed') {
     // Fail closed: the container is gone, but without a result on disk nothing may release the slot.
-    throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`, {
-      cause: written.error,
-      context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
-    });
+    throw new RoboguideError(
+      'E_STORE',
+      `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`,
+      {
+        cause: written.error,
+        context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
+      },
+    );
   }
-  return reconcilePair({ store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) }, { jobRel: '.', mode: 'execute' });
+  return reconcilePair(
+    { store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) },
+    { jobRel: '.', mode: 'execute' },
+  );
 }

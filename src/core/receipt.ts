@@ -27,6 +27,12 @@ export interface Receipt {
   /** Null until the container exists; then recorded by atomic replace. */
   readonly container_id: string | null;
   readonly container_name: string;
+  /**
+   * `pair run` only: the registry the pair was admitted in, as batch.json records a batch's (a SQLite file, or a
+   * PostgreSQL URL without its password): `reconcile` and `pair recover` default to it. Absent in batch receipts
+   * (batch.json has it) and in receipts written before it existed.
+   */
+  readonly registry_path?: string;
 }
 
 /** Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; job ids are already in that alphabet. */
@@ -39,7 +45,11 @@ export const PRIVATE_OUTCOME_DIR = 'outcome';
 
 /** `outcome/<name of outcome_path>`: where the pair's outcome lands on the host, relative to its folder. */
 export function privateOutcomeRel(outcomePath: string): string {
-  const name = outcomePath.split('/').filter((s) => s !== '').at(-1) ?? 'outcome.json';
+  const name =
+    outcomePath
+      .split('/')
+      .filter((s) => s !== '')
+      .at(-1) ?? 'outcome.json';
   return `${PRIVATE_OUTCOME_DIR}/${name}`;
 }
 
@@ -58,6 +68,8 @@ export function buildReceipt(input: {
   readonly outcomePath: string;
   readonly sourceSha256: Readonly<Record<string, string>>;
   readonly codeVersion: string;
+  /** `pair run`: the registry it was admitted in (`registry_path`). */
+  readonly registryPath?: string;
 }): Receipt {
   return {
     schema: RECEIPT_SCHEMA,
@@ -76,5 +88,6 @@ export function buildReceipt(input: {
     code_version: input.codeVersion,
     container_id: null,
     container_name: containerName(input.jobId, input.claimId),
+    ...(input.registryPath !== undefined ? { registry_path: input.registryPath } : {}),
   };
 }

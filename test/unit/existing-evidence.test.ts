@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { openExistingEvidence, type ExistingEvidenceDeps, type ExistingRegistry } from '../../src/app/existing-evidence.js';
+import {
+  openExistingEvidence,
+  type ExistingEvidenceDeps,
+  type ExistingRegistry,
+} from '../../src/app/existing-evidence.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import { RoboguideError } from '../../src/core/errors.js';
 
@@ -26,7 +30,10 @@ function world(paths: readonly string[], registry: Partial<ExistingRegistry> = {
 const WORDS = { outputSuggestion: 'pass the --output of a batch', registrySuggestion: 'pass --registry' };
 
 async function refusal(promise: Promise<unknown>): Promise<RoboguideError> {
-  const err: unknown = await promise.then(() => null, (e: unknown) => e);
+  const err: unknown = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(RoboguideError);
   return err as RoboguideError;
 }
@@ -42,9 +49,14 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
   it('refuses a missing output directory (exit 2, with the suggestion) before the registry is even located', async () => {
     let located = false;
     const w = world(['/state/registry.db']);
-    const deps = { ...w.deps, locateRegistry: () => ((located = true), w.deps.locateRegistry()) };
+    const deps = { ...w.deps, locateRegistry: () => ((located = true), w.deps.locateRegistry(null)) };
     const err = await refusal(openExistingEvidence(deps, '/d', WORDS));
-    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual(['E_USAGE', 2, 'output directory /d does not exist', [WORDS.outputSuggestion]]);
+    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual([
+      'E_USAGE',
+      2,
+      'output directory /d does not exist',
+      [WORDS.outputSuggestion],
+    ]);
     expect(located).toBe(false);
   });
 
@@ -57,7 +69,12 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
   it('refuses a SQLite registry that does not exist, never creating one (nothing opened)', async () => {
     const w = world(['/d/']);
     const err = await refusal(openExistingEvidence(w.deps, '/d', WORDS));
-    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual(['E_USAGE', 2, 'no capacity registry at /state/registry.db', ['pass --registry']]);
+    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual([
+      'E_USAGE',
+      2,
+      'no capacity registry at /state/registry.db',
+      ['pass --registry'],
+    ]);
     expect(w.opened).toEqual([]);
   });
 
@@ -70,7 +87,80 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
   it('a refused location (a URL that is not PostgreSQL) and a refused open propagate as they are', async () => {
     const bad = new RoboguideError('E_USAGE', 'not a registry URL');
     const w = world(['/d/', '/state/registry.db']);
-    await expect(openExistingEvidence({ ...w.deps, locateRegistry: () => { throw bad; } }, '/d', WORDS)).rejects.toBe(bad);
-    await expect(openExistingEvidence(world(['/d/', '/state/registry.db'], { open: () => Promise.reject(bad) }).deps, '/d', WORDS)).rejects.toBe(bad);
+    await expect(
+      openExistingEvidence(
+        {
+          ...w.deps,
+          locateRegistry: () => {
+            throw bad;
+          },
+        },
+        '/d',
+        WORDS,
+      ),
+    ).rejects.toBe(bad);
+    await expect(
+      openExistingEvidence(
+        world(['/d/', '/state/registry.db'], { open: () => Promise.reject(bad) }).deps,
+        '/d',
+        WORDS,
+      ),
+    ).rejects.toBe(bad);
+  });
+
+  it('without --registry, the registry the evidence records is located and opened', async () => {
+    const asked: (string | null)[] = [];
+    const w = world(['/d/', '/srv/rg.db']);
+    const deps: ExistingEvidenceDeps = {
+      ...w.deps,
+      recordedRegistry: (output) => Promise.resolve(output === '/d' ? '/srv/rg.db' : null),
+      locateRegistry: (recorded) => (
+        asked.push(recorded),
+        {
+          path: recorded ?? '/state/registry.db',
+          file: true,
+          explicit: false,
+          open: () => Promise.resolve(w.handle),
+        }
+      ),
+    };
+    expect((await openExistingEvidence(deps, '/d', WORDS)).registryPath).toBe('/srv/rg.db');
+    expect(asked).toEqual(['/srv/rg.db']);
+  });
+
+  it('a --registry other than the recorded one is refused (exit 2) naming both, before anything is opened', async () => {
+    const w = world(['/d/', '/state/registry.db', '/srv/rg.db']);
+    const deps: ExistingEvidenceDeps = {
+      ...w.deps,
+      recordedRegistry: () => Promise.resolve('/srv/rg.db'),
+      locateRegistry: () => ({
+        path: '/state/registry.db',
+        file: true,
+        explicit: true,
+        open: () => Promise.reject(new Error('must not open')),
+      }),
+    };
+    const err = await refusal(openExistingEvidence(deps, '/d', WORDS));
+    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual([
+      'E_USAGE',
+      2,
+      '--registry /state/registry.db is not the registry the pairs of /d were admitted in: the evidence records /srv/rg.db',
+      ['omit --registry (the recorded /srv/rg.db is used), or pass --registry /srv/rg.db'],
+    ]);
+  });
+
+  it('a --registry naming the recorded one is accepted', async () => {
+    const w = world(['/d/', '/srv/rg.db']);
+    const deps: ExistingEvidenceDeps = {
+      ...w.deps,
+      recordedRegistry: () => Promise.resolve('/srv/rg.db'),
+      locateRegistry: () => ({
+        path: '/srv/rg.db',
+        file: true,
+        explicit: true,
+        open: () => Promise.resolve(w.handle),
+      }),
+    };
+    expect((await openExistingEvidence(deps, '/d', WORDS)).registryPath).toBe('/srv/rg.db');
   });
 });
