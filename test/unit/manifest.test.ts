@@ -152,9 +152,9 @@ describe('parseManifest: top-level rules', () => {
     expect(issues).toHaveLength(5);
     expect(issues).toEqual(
       expect.arrayContaining([
-        { path: '$', rule: 'unknown key "jbos"' },
-        { path: 'jobs[0]', rule: 'unknown key "timout_seconds"' },
-        { path: 'capacity', rule: 'unknown key "max_worker"' },
+        { path: '$', rule: 'unknown key "jbos" (did you mean "jobs"?)' },
+        { path: 'jobs[0]', rule: 'unknown key "timout_seconds" (did you mean "timeout_seconds"?)' },
+        { path: 'capacity', rule: 'unknown key "max_worker" (did you mean "max_workers"?)' },
         { path: 'provider', rule: 'unknown key "allowed"' },
         { path: 'continuation_of', rule: 'unknown key "batch"' },
       ]),
@@ -298,8 +298,15 @@ describe('log_limit_bytes', () => {
     expect(parsed.ok && parsed.manifest.jobs[0]?.log_limit_bytes).toBe(1024 ** 3);
   });
 
-  it.each([[0], [65_535], [1.5], ['64m'], [1024 ** 4 + 1]])('refuses %j with the field path and the rule', (value) => {
-    const manifest = minimalManifest();
-    expectIssue({ ...manifest, jobs: [{ ...manifest.jobs[0], log_limit_bytes: value }] }, 'jobs[0].log_limit_bytes', /must be an integer 65536\.\.1099511627776 \(bytes per stream\)/);
-  });
+  it.each([[0], [65_535], [1.5], ['64m'], [1024 ** 4 + 1]])(
+    'refuses %j with the field path and the rule',
+    (value) => {
+      const manifest = minimalManifest();
+      expectIssue(
+        { ...manifest, jobs: [{ ...manifest.jobs[0], log_limit_bytes: value }] },
+        'jobs[0].log_limit_bytes',
+        /must be an integer 65536\.\.1099511627776 \(bytes per stream\)/,
+      );
+    },
+  );
 });
