@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { EvidenceStore } from './evidence/evidence-store.js';
 import type { FileSystem } from './ports/file-system.js';
 import { bindAddressProblem } from '../core/bind-address.js';
-import { InvalidInputError, RoboguideError, ExitCode, type Issue } from '../core/errors.js';
+import { InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
 import { jsonErrorSummary } from '../core/manifest/parse.js';
 import type { ProtectedPaths } from '../core/mount-policy.js';
 import { jobPathIssues, staleOutcomeIssues } from './job-paths.js';
@@ -18,6 +18,7 @@ import { buildReceipt, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';
 import { writeJsonVerified } from './durable-write.js';
+import { imagesMissing } from './image-missing.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
 import { admitOnePair } from './admission.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
@@ -44,6 +45,8 @@ export interface RunPairOptions {
   readonly registryPath?: string;
   /** Where the pair is admitted, as the receipt records it (`registry_path`: reconcile and recover default to it). */
   readonly registryRecord?: string;
+  /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): hints name it. */
+  readonly bin?: string;
   /** Accept `${NAME}` values shorter than 8 characters (masked anyway, with a warning). */
   readonly allowShortSecrets?: boolean;
   readonly onWarning?: (message: string) => void;
@@ -150,13 +153,11 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   // The first engine call: exit 3 when no engine answers, before anything is written (no separate `info`, which
   // costs the engine a full inventory).
   if (!(await deps.runtime.imageExists(spec.image))) {
-    throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
-      exitCode: ExitCode.runtime,
-      suggestions: [
-        'build the synthetic images with `npx roboguide-eval images build`',
-        'or `docker build`/`docker load` the driver image',
-      ],
-    });
+    throw imagesMissing(
+      [spec.image],
+      new Map([[spec.image, [spec.job_id]]]),
+      options.bin ?? 'roboguide-eval',
+    );
   }
   // Before a slot is taken: nothing to give back if it fails.
   return { spec, environment: resolved, output, now, codeVersion: await codeVersion };

@@ -49,7 +49,8 @@ export default class Doctor extends BaseCommand {
       description: 'directory whose filesystem needs free space (default: the current directory)',
     }),
     manifest: Flags.string({
-      description: "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
+      description:
+        "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
     }),
   };
 
@@ -65,9 +66,16 @@ export default class Doctor extends BaseCommand {
     const report = await runDoctor(wiring.deps, {
       images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
       probeGpu: flags['probe-gpu'],
+      bin: this.userBin,
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
-      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(localFileSystem, flags.manifest)).manifest.jobs, wiring.sessionsMaxBytes),
+      batchNeedBytes:
+        flags.manifest === undefined
+          ? null
+          : batchOutputNeedBytes(
+              (await loadManifest(localFileSystem, flags.manifest)).manifest.jobs,
+              wiring.sessionsMaxBytes,
+            ),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));

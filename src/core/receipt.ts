@@ -14,6 +14,11 @@ export interface Receipt {
   readonly supervisor: ProcessIdentity;
   readonly reservation_id: string | null;
   readonly image: string;
+  /**
+   * The id (`sha256:…`) `image` had when the run was set up, which the container was created from (a batch's pin, a
+   * pair run's inspect). Absent: run by tag (a swarm batch, receipts from before).
+   */
+  readonly image_id?: string;
   /** Where the driver writes its outcome (the path inside the container; the operator's copy on the host). */
   readonly outcome_path: string;
   /**
@@ -65,6 +70,7 @@ export function buildReceipt(input: {
   readonly supervisor: ProcessIdentity;
   readonly reservationId: string;
   readonly image: string;
+  readonly imageId?: string;
   readonly outcomePath: string;
   readonly sourceSha256: Readonly<Record<string, string>>;
   readonly codeVersion: string;
@@ -82,6 +88,7 @@ export function buildReceipt(input: {
     supervisor: input.supervisor,
     reservation_id: input.reservationId,
     image: input.image,
+    ...(input.imageId !== undefined ? { image_id: input.imageId } : {}),
     outcome_path: input.outcomePath,
     private_outcome: privateOutcomeRel(input.outcomePath),
     source_sha256: input.sourceSha256,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { dirname } from 'node:path';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
+import { imagesMissing } from '../image-missing.js';
 import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
@@ -9,7 +10,15 @@ import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues, staleOutcomeIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
-import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type LeaseAlive, type PortNeed } from '../admission.js';
+import {
+  admissionNodesFor,
+  heldPortIssues,
+  neverFitIssues,
+  type AdmissionNodes,
+  type GpuNeed,
+  type LeaseAlive,
+  type PortNeed,
+} from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
@@ -20,7 +29,14 @@ import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia
 import { resolveAllEnvironments } from './batch-context.js';
 import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
-import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
+import {
+  BATCH_FILE,
+  BATCH_SCHEMA,
+  MANIFEST_FILE,
+  receiptRel,
+  type BatchGpuObservation,
+  type BatchRecord,
+} from './layout.js';
 
 export interface StartBatchDeps {
   readonly fs: FileSystem;
@@ -57,6 +73,8 @@ export interface StartBatchOptions {
   readonly onWarning?: (message: string) => void;
   /** Where pairs run (absent: local). Swarm GPUs are the nodes' generic resources: this host's GPUs are not observed. */
   readonly executor?: ExecutorConfig;
+  /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): hints name it. */
+  readonly bin?: string;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -67,13 +85,21 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   // The original must be readable and be that batch, or the claims cannot be checked: refuse rather than guess.
   const batch = await original.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
   if (batch === null || batch.batch_id !== origin.batch_id) {
-    return [{ path: 'continuation_of.output', rule: `must be the readable output directory of batch ${origin.batch_id}` }];
+    return [
+      {
+        path: 'continuation_of.output',
+        rule: `must be the readable output directory of batch ${origin.batch_id}`,
+      },
+    ];
   }
   const issues: Issue[] = [];
   for (const [i, job] of manifest.jobs.entries()) {
     const receipt = await original.readJson<Receipt>(receiptRel(job.job_id));
     if (receipt !== null && receipt.batch_id === origin.batch_id) {
-      issues.push({ path: `jobs[${i}].job_id`, rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again` });
+      issues.push({
+        path: `jobs[${i}].job_id`,
+        rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again`,
+      });
     }
   }
   return issues;
@@ -83,13 +109,17 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
  * When the manifest asks for GPUs: what nvidia-smi sees, compared with the declared `capacity.gpu_total_mib`.
  * A mismatch is a warning (recorded and printed), not an error; an unobservable host keeps the batch serial.
  */
-async function observeForManifest(deps: StartBatchDeps, manifest: Manifest): Promise<BatchGpuObservation | null> {
+async function observeForManifest(
+  deps: StartBatchDeps,
+  manifest: Manifest,
+): Promise<BatchGpuObservation | null> {
   if (!manifest.jobs.some((j) => j.gpus !== undefined) || !deps.observeGpus) return null;
   const observation = await deps.observeGpus();
   const declared = manifest.capacity.gpu_total_mib;
   const comparison = declared === undefined ? null : compareDeclaredTotal(declared, observation);
   const warnings: string[] = [];
-  if (observation.kind === 'unobservable') warnings.push(`GPUs not observable (${observation.reason}): the batch stays serial`);
+  if (observation.kind === 'unobservable')
+    warnings.push(`GPUs not observable (${observation.reason}): the batch stays serial`);
   if (comparison?.kind === 'mismatch') warnings.push(`capacity.gpu_total_mib: ${comparison.message}`);
   return { observation, comparison, warnings };
 }
@@ -112,11 +142,26 @@ export interface RegistryNeeds {
   readonly isAlive?: LeaseAlive;
 }
 
-export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {}): RegistryNeeds {
-  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } => (job.placement !== undefined ? { placement: job.placement } : {});
+export function registryNeeds(
+  manifest: Manifest,
+  how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {},
+): RegistryNeeds {
+  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } =>
+    job.placement !== undefined ? { placement: job.placement } : {};
   return {
-    ports: manifest.jobs.flatMap((job, i) => job.ports.map((port, k) => ({ path: `jobs[${i}].ports[${k}]`, jobId: job.job_id, port, ...placement(job) }))),
-    gpu: manifest.jobs.flatMap((job, i) => (job.gpu_mib !== undefined ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }] : [])),
+    ports: manifest.jobs.flatMap((job, i) =>
+      job.ports.map((port, k) => ({
+        path: `jobs[${i}].ports[${k}]`,
+        jobId: job.job_id,
+        port,
+        ...placement(job),
+      })),
+    ),
+    gpu: manifest.jobs.flatMap((job, i) =>
+      job.gpu_mib !== undefined
+        ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }]
+        : [],
+    ),
     ...how,
   };
 }
@@ -130,7 +175,8 @@ export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'node
 export async function checkRegistryNeeds(registry: CapacityRegistry, needs: RegistryNeeds): Promise<void> {
   const ports = await heldPortIssues(registry, needs.ports, needs.nodes, needs.isAlive ?? (() => true));
   const issues: Issue[] = [...ports.issues, ...(await neverFitIssues(registry, needs.gpu, needs.nodes))];
-  if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
+  if (issues.length > 0)
+    throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
   for (const warning of ports.warnings) needs.warn?.(warning);
 }
 
@@ -143,13 +189,21 @@ function isPostgresUrl(registry: string): boolean {
 function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined): Issue[] {
   if (executor?.kind !== 'swarm') return [];
   return manifest.jobs.flatMap((job, i) =>
-    job.gpus === 'all' ? [{ path: `jobs[${i}].gpus`, rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed' }] : [],
+    job.gpus === 'all'
+      ? [
+          {
+            path: `jobs[${i}].gpus`,
+            rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed',
+          },
+        ]
+      : [],
   );
 }
 
 /** Pairs needing `gpusPerPair` GPUs the swarm's nodes can run at once (one per node when they need none); at least 1. */
 export function swarmSlots(nodes: readonly { readonly gpus: number }[], gpusPerPair: number): number {
-  const total = gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
+  const total =
+    gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
   return Math.max(1, total);
 }
 
@@ -161,49 +215,97 @@ function gpuCount(gpus: Manifest['jobs'][number]['gpus']): number {
 }
 
 /** The manifest as read and every check that needs no engine; warnings printed once it passed. */
-async function checkManifest(deps: StartBatchDeps, options: StartBatchOptions): Promise<{ readonly bytes: Uint8Array; readonly manifest: Manifest }> {
+async function checkManifest(
+  deps: StartBatchDeps,
+  options: StartBatchOptions,
+): Promise<{ readonly bytes: Uint8Array; readonly manifest: Manifest }> {
   const { bytes, manifest } = await loadManifest(deps.fs, options.manifestPath);
-  const envs = resolveAllEnvironments(manifest, options.environment, undefined, { allowShortSecrets: options.allowShortSecrets === true });
+  const envs = resolveAllEnvironments(manifest, options.environment, undefined, {
+    allowShortSecrets: options.allowShortSecrets === true,
+  });
   const issues = [
     ...bindAddressIssues(options),
     ...swarmJobIssues(manifest, options.executor),
     ...(await claimedInOriginal(manifest, deps.fs)),
-    ...(await staleOutcomeIssues(deps.fs, manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, outcome_path: job.outcome_path })))),
+    ...(await staleOutcomeIssues(
+      deps.fs,
+      manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, outcome_path: job.outcome_path })),
+    )),
     ...(await jobPathIssues(
       deps.fs,
       manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, cwd: job.cwd, outcome_path: job.outcome_path })),
-      { ...options.hostPaths, outputDir: options.output, ...(isPostgresUrl(options.registryPath) ? {} : { registryPath: options.registryPath }) },
+      {
+        ...options.hostPaths,
+        outputDir: options.output,
+        ...(isPostgresUrl(options.registryPath) ? {} : { registryPath: options.registryPath }),
+      },
     )),
   ];
-  if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
+  if (issues.length > 0)
+    throw new InvalidInputError(
+      'E_MANIFEST_INVALID',
+      `manifest ${options.manifestPath} cannot start`,
+      issues,
+    );
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
   return { bytes, manifest };
 }
 
-/** The engine answers, and has every image of the manifest. */
-async function checkEngine(runtime: ContainerRuntime, manifest: Manifest): Promise<Awaited<ReturnType<ContainerRuntime['info']>>> {
+/**
+ * The engine answers, and has every image of the manifest: each resolved to its id (the batch's pins, SPEC §3).
+ * Missing images are refused together (exit 2), each with the jobs that use it and how to get it there.
+ */
+async function checkEngine(
+  runtime: ContainerRuntime,
+  manifest: Manifest,
+  bin: string,
+): Promise<{
+  readonly engine: Awaited<ReturnType<ContainerRuntime['info']>>;
+  readonly pins: Record<string, string>;
+}> {
   const engine = await runtime.info();
-  for (const image of new Set(manifest.jobs.map((j) => jobImage(manifest, j)))) {
-    if (!(await runtime.imageExists(image))) {
-      throw new RoboguideError('E_IMAGE_MISSING', `image ${image} is not present on this engine`, {
-        suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
-      });
-    }
+  const jobsOf = new Map<string, string[]>();
+  for (const job of manifest.jobs) {
+    const image = jobImage(manifest, job);
+    jobsOf.set(image, [...(jobsOf.get(image) ?? []), job.job_id]);
   }
-  return engine;
+  const pins: Record<string, string> = {};
+  const missing: string[] = [];
+  for (const image of jobsOf.keys()) {
+    const id = runtime.imageId
+      ? await runtime.imageId(image)
+      : (await runtime.imageExists(image))
+        ? image
+        : null;
+    if (id === null) missing.push(image);
+    else if (id.startsWith('sha256:')) pins[image] = id;
+  }
+  if (missing.length > 0) throw imagesMissing(missing, jobsOf, bin);
+  return { engine, pins };
 }
 
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
-async function executorFacts(deps: StartBatchDeps, options: StartBatchOptions, manifest: Manifest): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
+async function executorFacts(
+  deps: StartBatchDeps,
+  options: StartBatchOptions,
+  manifest: Manifest,
+): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
   const swarm = options.executor?.kind === 'swarm';
   const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
   const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
-  const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
+  const executorSlots =
+    swarmNodes !== undefined
+      ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus))))
+      : undefined;
   return {
     gpu_observation: gpuObservation,
-    ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
+    ...(options.executor !== undefined && options.executor.kind !== 'local'
+      ? { executor: options.executor }
+      : {}),
     ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
-    ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
+    ...(swarmNodes !== undefined
+      ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) }
+      : {}),
   };
 }
 
@@ -213,10 +315,16 @@ async function executorFacts(deps: StartBatchDeps, options: StartBatchOptions, m
  */
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await checkManifest(deps, options);
-  const engine = await checkEngine(deps.runtime, manifest);
+  const { engine, pins } = await checkEngine(deps.runtime, manifest, options.bin ?? 'roboguide-eval');
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.runtime) : undefined;
-  await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}), isAlive: (lease) => deps.host.isAlive(lease) }));
+  await deps.checkRegistry?.(
+    registryNeeds(manifest, {
+      ...(nodes ? { nodes } : {}),
+      ...(options.onWarning ? { warn: options.onWarning } : {}),
+      isAlive: (lease) => deps.host.isAlive(lease),
+    }),
+  );
   // After every refusal (a refused start never waits for them), side by side with creating the output directory.
   const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
 
@@ -235,6 +343,10 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     registry_path: options.registryPath,
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
+    // The local executor runs each pair by the id its image had at start: a tag rebuilt later is never followed.
+    ...(Object.keys(pins).length > 0 && (options.executor === undefined || options.executor.kind === 'local')
+      ? { images: pins }
+      : {}),
     ...(options.allowShortSecrets === true ? { allow_short_secrets: true } : {}),
     ...placement,
     ...(host !== undefined ? { host: await host } : {}),
@@ -242,9 +354,16 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.
   if ((await store.publishExclusive(BATCH_FILE, record)) === 'exists') {
-    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, { exitCode: 2 });
+    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, {
+      exitCode: 2,
+    });
   }
   await store.writeBytesAtomic(MANIFEST_FILE, bytes);
-  await store.appendJournal({ type: 'batch_created', at: now.toISOString(), batch_id: record.batch_id, jobs: manifest.jobs.length });
+  await store.appendJournal({
+    type: 'batch_created',
+    at: now.toISOString(),
+    batch_id: record.batch_id,
+    jobs: manifest.jobs.length,
+  });
   return record;
 }

@@ -12,7 +12,12 @@ export interface ContainerSpec {
    * `collect`: the folder is evidence the pair writes (its outcome folder). A runtime whose containers do not share
    * this host's file system (swarm) mounts a volume on the node instead and copies it back here (`collectMounts`).
    */
-  readonly binds: readonly { readonly hostPath: string; readonly containerPath: string; readonly readOnly: boolean; readonly collect?: boolean }[];
+  readonly binds: readonly {
+    readonly hostPath: string;
+    readonly containerPath: string;
+    readonly readOnly: boolean;
+    readonly collect?: boolean;
+  }[];
   readonly ports: readonly number[];
   readonly bindAddress: string;
   readonly deviceRequests: readonly {
@@ -32,7 +37,8 @@ export interface ContainerHandle {
   readonly name: string;
 }
 
-export type ContainerStatus = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
+export type ContainerStatus =
+  'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
 
 export interface ContainerState {
   readonly id: string;
@@ -84,6 +90,11 @@ export type RemoveResult = 'removed' | 'absent';
 export interface ContainerRuntime {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
+  /**
+   * The image's id (`sha256:…`) on this engine, or null when it is not there: what `e1-batch start` pins (SPEC §3).
+   * Optional: a runtime without it (a swarm's) runs its pairs by tag.
+   */
+  imageId?(image: string): Promise<string | null>;
   create(spec: ContainerSpec): Promise<ContainerHandle>;
   /** Attach before start: the output of the start that follows, from its first byte, each byte once (no log replay). */
   attach(id: string): Promise<ContainerOutput>;
@@ -94,7 +105,10 @@ export interface ContainerRuntime {
    * Until the container exits, the deadline passes, the signal aborts, or the engine is lost (`engine_lost`, reported
    * at once: a heartbeat inspect notices an engine that went away even when the wait request itself hangs).
    */
-  wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult>;
+  wait(
+    id: string,
+    options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
+  ): Promise<WaitResult>;
   /** SIGTERM, then SIGKILL after `timeoutSec`. Stop of a stopped container is a success. */
   stop(id: string, timeoutSec: number): Promise<void>;
   remove(id: string): Promise<RemoveResult>;
@@ -127,5 +141,8 @@ export interface ContainerRuntime {
    * the pair's service is pinned there.
    */
   readyNodes?(constraints?: readonly string[]): Promise<readonly string[]>;
-  containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
+  containerEventsSince(
+    id: string,
+    sinceMs: number,
+  ): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }

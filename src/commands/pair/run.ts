@@ -10,11 +10,12 @@ import { InvalidInputError } from '../../core/errors.js';
 import type { ResultRecord } from '../../core/result.js';
 
 export default class PairRun extends BaseCommand {
-  static override summary = 'Run one evaluation pair in its own container, in the foreground, and print its receipt.';
+  static override summary =
+    'Run one evaluation pair in its own container, in the foreground, and print its receipt.';
   static override description = [
     'The spec is one JSON object with the fields of a manifest job: job_id, argv, cwd, outcome_path, environment,',
     'ports, timeout_seconds, image, gpus, b1_ports, plus optional sessions_dir, stop_budget_seconds,',
-    'log_limit_bytes (per stream, default 1 GiB) and allowed_http_statuses. Environment values may reference this process\'s variables only as the whole string',
+    "log_limit_bytes (per stream, default 1 GiB) and allowed_http_statuses. Environment values may reference this process's variables only as the whole string",
     '"${NAME}"; resolved values are passed to the container and never written anywhere.',
     '',
     'The pair gets the batch lifecycle: receipt first, container created with labels, init, no-new-privileges;',
@@ -30,10 +31,19 @@ export default class PairRun extends BaseCommand {
   ];
   static override flags = {
     spec: Flags.string({ description: 'path of the pair spec JSON ("-" for stdin)', required: true }),
-    output: Flags.string({ description: 'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)' }),
-    'bind-address': Flags.string({ description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
+    output: Flags.string({
+      description:
+        'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)',
+    }),
+    'bind-address': Flags.string({
+      description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)',
+      default: '127.0.0.1',
+    }),
     registry: admissionRegistryFlag,
-    'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
+    'stop-budget': Flags.integer({
+      description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)',
+      min: 1,
+    }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
   };
@@ -45,7 +55,9 @@ export default class PairRun extends BaseCommand {
     const { deps, host } = await createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
-    const termination = trapTermination((signal) => `${signal}: stopping the pair (stop budget), then removing its container…\n`);
+    const termination = trapTermination(
+      (signal) => `${signal}: stopping the pair (stop budget), then removing its container…\n`,
+    );
     let outcome: RunPairOutcome;
     try {
       outcome = await runPair(deps, {
@@ -54,6 +66,7 @@ export default class PairRun extends BaseCommand {
         specSource: flags.spec,
         ...(flags.output !== undefined ? { output: flags.output } : {}),
         bindAddress: flags['bind-address'],
+        bin: this.userBin,
         ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
         terminate: termination.signal,
         allowShortSecrets: flags['allow-short-secrets'],
@@ -75,15 +88,26 @@ export default class PairRun extends BaseCommand {
   private render({ result, output, reconciliation }: RunPairOutcome, registryFlag: string | undefined): void {
     const released = reconciliation.kind === 'committed' || reconciliation.kind === 'already_committed';
     if (result.classification !== 'completed' || !released) process.exitCode = 1;
-    this.log(`pair ${result.job_id}: ${result.classification}${result.reasons.length ? ` (${result.reasons.join(', ')})` : ''}`);
-    this.log(`  container ${result.container.id ?? '-'} exit ${result.container.exit_code ?? '-'}; removed and verified absent: ${result.cleanup.verified_absent}`);
-    this.log(`  logs: stdout ${result.logs.stdout.bytes} B, stderr ${result.logs.stderr.bytes} B; sessions ${result.sessions.files} file(s)`);
-    if (result.provider_failure) this.log(`  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`);
+    this.log(
+      `pair ${result.job_id}: ${result.classification}${result.reasons.length ? ` (${result.reasons.join(', ')})` : ''}`,
+    );
+    this.log(
+      `  container ${result.container.id ?? '-'} exit ${result.container.exit_code ?? '-'}; removed and verified absent: ${result.cleanup.verified_absent}`,
+    );
+    this.log(
+      `  logs: stdout ${result.logs.stdout.bytes} B, stderr ${result.logs.stderr.bytes} B; sessions ${result.sessions.files} file(s)`,
+    );
+    if (result.provider_failure)
+      this.log(
+        `  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`,
+      );
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
     this.log(`  evidence: ${output}`);
     if (!released) {
       const registry = registryFlag !== undefined ? ` --registry ${registryFlag}` : '';
-      this.logToStderr(`  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output}${registry} --execute\``);
+      this.logToStderr(
+        `  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output}${registry} --execute\``,
+      );
     }
   }
 }
