@@ -5,6 +5,8 @@ import { procHostIdentity } from './adapters/host-identity.js';
 import { fileOutcomeReader } from './adapters/outcome-reader.js';
 import type { BuildReport } from './adapters/docker/image-builder.js';
 import type { RegistryLocation } from './adapters/registry/default-path.js';
+import type { MovedImage } from './app/batch/image-pins.js';
+import type { BatchRecord } from './app/batch/layout.js';
 import type { CapacityDeps } from './app/capacity-report.js';
 import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
@@ -203,6 +205,16 @@ export async function createStatusReader(output: string): Promise<(now: Date) =>
   return (now) => readStatus(store, engine, now, procHostIdentity);
 }
 
+/** The pinned images of the batch in `output` whose tag moved since start (none without an engine). */
+export async function movedImagesOf(output: string): Promise<MovedImage[]> {
+  const store = evidenceStoreAt(output);
+  const batch = await store.readJson<BatchRecord>('batch.json').catch(() => null);
+  if (batch?.images === undefined) return [];
+  const runtime = await (await root()).runtimeForOutput(store.root);
+  const { movedImages } = await import('./app/batch/image-pins.js');
+  return movedImages(batch, runtime).catch(() => []);
+}
+
 /** `e1-batch node-down`: the batch's recorded registry and executor (a runtime that counts the down nodes gone). */
 export async function createNodeDownDeps(
   output: string,
@@ -242,9 +254,7 @@ export async function openCapacity(
 }
 
 /** `doctor`: the probes of this host, and where `--registry` points (a URL other than PostgreSQL's is refused). */
-export async function createDoctorWiring(
-  registryFlag: string | undefined,
-): Promise<{
+export async function createDoctorWiring(registryFlag: string | undefined): Promise<{
   readonly deps: DoctorDeps;
   readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>;
   readonly sessionsMaxBytes: number;

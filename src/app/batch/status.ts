@@ -26,6 +26,7 @@ import type { Classification, ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
+import type { MovedImage } from './image-pins.js';
 import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 
 export interface Leftover {
@@ -55,6 +56,8 @@ export interface BatchStatus {
   readonly claims_without_result: string[];
   /** The failed pairs, most recent first, with their first reason (see FailedPairs). */
   readonly failed?: FailedPairs;
+  /** Pinned images whose tag names another image now (`e1-batch status` with an engine); absent when none. */
+  readonly images_moved?: readonly MovedImage[];
   /** Time left, from the mean duration of the pairs finished so far; null before the first result or when idle. */
   readonly eta: Eta | null;
   readonly leftovers: Leftover[];

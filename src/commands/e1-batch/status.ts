@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
+import { movedImageLine } from '../../app/batch/image-pins.js';
 import type { BatchStatus } from '../../app/batch/status.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
@@ -36,6 +37,12 @@ function render(s: BatchStatus, now: Date): string {
     );
   }
   lines.push(...failedLines(s));
+  for (const m of s.images_moved ?? []) lines.push(`warning: ${movedImageLine(m)}`);
+  if (s.state === 'drained' && s.pause_reasons.length > 0) {
+    lines.push(
+      `note: every job has a result; the pause (${s.pause_reasons.join(', ')}) came from the last pairs and held nothing back (see the failed pairs above, and e1-batch report)`,
+    );
+  }
   if (s.claims_without_result.length && !s.supervisor?.alive)
     lines.push(`claims without result: ${s.claims_without_result.join(', ')}`);
   for (const l of s.leftovers)
