@@ -11,7 +11,7 @@ import type { ResultRecord } from '../../core/result.js';
 
 export default class PairRun extends BaseCommand {
   static override summary =
-    'Run one evaluation pair in its own container, in the foreground, and print its receipt.';
+    'Run one evaluation pair in its own container, in the foreground, and print its result (classification, reasons, what broke the outcome contract).';
   static override description = [
     'The spec is one JSON object with the fields of a manifest job: job_id, argv, cwd, outcome_path, environment,',
     'ports, timeout_seconds, image, gpus, b1_ports, plus optional sessions_dir, stop_budget_seconds,',
@@ -23,7 +23,7 @@ export default class PairRun extends BaseCommand {
     'outcome and Codex sessions collected; then the container is removed and its absence verified.',
     '',
     'Exit codes: 0 classification "completed" and the slot released; 1 any other classification, a held slot or a',
-    'runtime failure (the receipt is still written and printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
+    'runtime failure (the evidence is still written and the result printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> pair run --spec pair.json',
@@ -79,13 +79,13 @@ export default class PairRun extends BaseCommand {
       await deps.dispose();
       termination.dispose();
     }
-    this.render(outcome, flags.registry);
+    this.render(outcome);
     termination.reraise();
     return { ...outcome.result, output: outcome.output };
   }
 
   /** The human lines (exit 1 unless the pair completed and its slot was released). */
-  private render({ result, output, reconciliation }: RunPairOutcome, registryFlag: string | undefined): void {
+  private render({ result, output, reconciliation }: RunPairOutcome): void {
     const released = reconciliation.kind === 'committed' || reconciliation.kind === 'already_committed';
     if (result.classification !== 'completed' || !released) process.exitCode = 1;
     this.log(
@@ -97,6 +97,7 @@ export default class PairRun extends BaseCommand {
     this.log(
       `  logs: stdout ${result.logs.stdout.bytes} B, stderr ${result.logs.stderr.bytes} B; sessions ${result.sessions.files} file(s)`,
     );
+    for (const p of result.outcome_problems ?? []) this.log(`  outcome ${p.path}: ${p.message}`);
     if (result.provider_failure)
       this.log(
         `  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`,
@@ -104,9 +105,9 @@ export default class PairRun extends BaseCommand {
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
     this.log(`  evidence: ${output}`);
     if (!released) {
-      const registry = registryFlag !== undefined ? ` --registry ${registryFlag}` : '';
+      // The receipt records the registry: reconcile finds it without --registry.
       this.logToStderr(
-        `  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output}${registry} --execute\``,
+        `  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`${this.userBin} reconcile --output ${output} --execute\``,
       );
     }
   }
