@@ -2,6 +2,8 @@
  * `roboguide-eval/testing`: a test kit for TypeScript suites that use roboguide-eval as their execution backend.
  * Framework-agnostic (assertions throw plain Errors), real parts only: the real engine, the real server process.
  */
+// First: on an older Node this refuses with what to do, before anything below needs Node 24.
+import './require-node-24.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,17 +13,24 @@ import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
 import { buildSyntheticImages, PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
-import { SqliteCapacityRegistry } from '../adapters/registry/sqlite-capacity-registry.js';
 import { ApiClient } from './api-client.js';
 
-export { ApiClient, type ApiResponse, type RequestOptions } from './api-client.js';
+export {
+  ApiCallError,
+  ApiClient,
+  type ApiClientOptions,
+  type ApiResponse,
+  type RequestOptions,
+} from './api-client.js';
 export { PAIR_DRIVER_IMAGE };
 
 const PACKAGE_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = join(PACKAGE_ROOT, 'bin', 'run.js');
 
 /** Build the synthetic pair-driver image (FROM scratch + the host's static busybox; no network, no pull). */
-export async function buildPairDriverImage(options: { docker?: Docker; busyboxPath?: string } = {}): Promise<string> {
+export async function buildPairDriverImage(
+  options: { docker?: Docker; busyboxPath?: string } = {},
+): Promise<string> {
   await buildSyntheticImages(options.docker ?? new Docker(), {
     dockerDir: join(PACKAGE_ROOT, 'docker'),
     busyboxPath: options.busyboxPath ?? '/bin/busybox',
@@ -31,7 +40,10 @@ export async function buildPairDriverImage(options: { docker?: Docker; busyboxPa
 }
 
 /** Containers carrying every given label (`{key: ''}` matches the key with any value). */
-export async function containersLabelled(labels: Readonly<Record<string, string>>, runtime = new DockerContainerRuntime()): Promise<string[]> {
+export async function containersLabelled(
+  labels: Readonly<Record<string, string>>,
+  runtime = new DockerContainerRuntime(),
+): Promise<string[]> {
   return (await runtime.listByLabel(labels)).map((c) => c.id);
 }
 
@@ -39,12 +51,20 @@ export async function containersLabelled(labels: Readonly<Record<string, string>
  * Throws when a container with these labels still exists. It removes them first (so one failure does not spill
  * into the next test) and names them in the error.
  */
-export async function expectNoContainersLeft(labels: Readonly<Record<string, string>> | string): Promise<void> {
-  const wanted = typeof labels === 'string' ? { [labels.split('=')[0] ?? labels]: labels.includes('=') ? labels.slice(labels.indexOf('=') + 1) : '' } : labels;
+export async function expectNoContainersLeft(
+  labels: Readonly<Record<string, string>> | string,
+): Promise<void> {
+  const wanted =
+    typeof labels === 'string'
+      ? {
+          [labels.split('=')[0] ?? labels]: labels.includes('=') ? labels.slice(labels.indexOf('=') + 1) : '',
+        }
+      : labels;
   const runtime = new DockerContainerRuntime();
   const left = await containersLabelled(wanted, runtime);
   await Promise.all(left.map((id) => runtime.remove(id)));
-  if (left.length > 0) throw new Error(`containers left with labels ${JSON.stringify(wanted)}: ${left.join(', ')}`);
+  if (left.length > 0)
+    throw new Error(`containers left with labels ${JSON.stringify(wanted)}: ${left.join(', ')}`);
 }
 
 export interface FakeCodexSessionOptions {
@@ -55,9 +75,17 @@ export interface FakeCodexSessionOptions {
 }
 
 /** Write a Codex session file (`rollout-*.jsonl`, one JSON event a line) under `dir/YYYY/MM/DD/`; returns its path. */
-export async function writeFakeCodexSession(dir: string, options: FakeCodexSessionOptions = {}): Promise<string> {
+export async function writeFakeCodexSession(
+  dir: string,
+  options: FakeCodexSessionOptions = {},
+): Promise<string> {
   const when = options.mtime ?? new Date();
-  const day = join(dir, String(when.getUTCFullYear()), String(when.getUTCMonth() + 1).padStart(2, '0'), String(when.getUTCDate()).padStart(2, '0'));
+  const day = join(
+    dir,
+    String(when.getUTCFullYear()),
+    String(when.getUTCMonth() + 1).padStart(2, '0'),
+    String(when.getUTCDate()).padStart(2, '0'),
+  );
   await mkdir(day, { recursive: true });
   const lines: unknown[] = [
     { type: 'session_meta', payload: { id: 'fake', cwd: '/work' } },
@@ -66,7 +94,14 @@ export async function writeFakeCodexSession(dir: string, options: FakeCodexSessi
   ];
   if (options.failure) {
     const kind = options.failure.kind ?? 'response_too_many_failed_attempts';
-    lines.push({ type: 'event_msg', payload: { type: 'error', message: 'provider error', codex_error_info: { [kind]: { http_status_code: options.failure.httpStatus } } } });
+    lines.push({
+      type: 'event_msg',
+      payload: {
+        type: 'error',
+        message: 'provider error',
+        codex_error_info: { [kind]: { http_status_code: options.failure.httpStatus } },
+      },
+    });
   }
   const path = join(day, `rollout-${when.toISOString().replace(/[:.]/g, '-')}.jsonl`);
   await writeFile(path, `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`);
@@ -83,6 +118,8 @@ export interface TestServerOptions {
   /** Reuse the folder of an earlier server (restart tests); default: a new temporary folder. */
   readonly workDir?: string;
   readonly extraArgs?: readonly string[];
+  /** How `client` answers a 4xx/5xx: `throw` (default, an ApiCallError) or `raw` (returned with its status). */
+  readonly clientMode?: 'throw' | 'raw';
 }
 
 export interface TestServer {
@@ -93,7 +130,13 @@ export interface TestServer {
   readonly client: ApiClient;
   readonly process: ChildProcess;
   /** The server's first stdout line: what it adopted, reaped and released at start. */
-  readonly started: { adopted: string[]; reaped: string[]; released_slots: string[]; tcp_port: number | null; listening: string };
+  readonly started: {
+    adopted: string[];
+    reaped: string[];
+    released_slots: string[];
+    tcp_port: number | null;
+    listening: string;
+  };
   /** Send a signal (default SIGTERM) and wait for the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   /** Stop it if running and delete its temporary folder. */
@@ -106,21 +149,47 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const socketPath = join(workDir, 'api.sock');
   const dataDir = join(workDir, 'data');
   const registryPath = join(workDir, 'registry.db');
+  // Loaded here, not at import: node:sqlite exists on Node 24 only (require-node-24.ts refuses older ones first).
+  const { SqliteCapacityRegistry } = await import('../adapters/registry/sqlite-capacity-registry.js');
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   await registry.setLimits({ maxReservations: options.maxReservations ?? 100, gpuMib: null });
   await registry.close();
   const child = spawn(
     process.execPath,
-    [BIN, 'serve', '--socket', socketPath, '--data-dir', dataDir, '--registry', registryPath, '--reap-interval', String(options.reapIntervalSec ?? 5), ...(options.extraArgs ?? [])],
-    { env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? workDir, ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}), ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      BIN,
+      'serve',
+      '--socket',
+      socketPath,
+      '--data-dir',
+      dataDir,
+      '--registry',
+      registryPath,
+      '--reap-interval',
+      String(options.reapIntervalSec ?? 5),
+      ...(options.extraArgs ?? []),
+    ],
+    {
+      env: {
+        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+        HOME: process.env['HOME'] ?? workDir,
+        ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}),
+        ...options.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-4000); });
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const lines = createInterface({ input: child.stdout });
   const first = await Promise.race([
     new Promise<string>((resolve) => lines.once('line', resolve)),
-    exited.then((code) => { throw new Error(`serve exited (${code}) before listening: ${stderr}`); }),
+    exited.then((code) => {
+      throw new Error(`serve exited (${code}) before listening: ${stderr}`);
+    }),
   ]);
   const started = JSON.parse(first) as TestServer['started'];
   const stop = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> => {
@@ -132,7 +201,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     socketPath,
     dataDir,
     registryPath,
-    client: new ApiClient(socketPath),
+    client: new ApiClient(socketPath, { mode: options.clientMode ?? 'throw' }),
     process: child,
     started,
     stop,
