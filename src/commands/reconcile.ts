@@ -12,7 +12,11 @@ export interface ReconcileJson extends ReconcileBatchResult {
   readonly mode: ReconcileMode;
 }
 
-const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set(['would_commit', 'committed', 'already_committed']);
+const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set([
+  'would_commit',
+  'committed',
+  'already_committed',
+]);
 
 export function renderReport(r: ReconcileReport): string[] {
   const head = OK_KINDS.has(r.kind) ? r.kind : `${r.kind.toUpperCase()} (${r.reason ?? '?'})`;
@@ -20,7 +24,8 @@ export function renderReport(r: ReconcileReport): string[] {
 }
 
 export default class Reconcile extends BaseCommand {
-  static override summary = 'Terminal reconciliation: prove each finished pair, mark it terminal on the board, release its reservation.';
+  static override summary =
+    'Terminal reconciliation: prove each finished pair, mark it terminal on the board, release its reservation.';
   static override description = [
     'Builds a terminal proof of each finished pair from its retained evidence (receipt, result.json, the outcome',
     'file, the container verified gone), writes it to terminal-proof.json, then in one registry transaction marks',
@@ -36,11 +41,23 @@ export default class Reconcile extends BaseCommand {
     '<%= config.bin %> reconcile --output ./batch-1 --job pair-0001 --execute --json',
   ];
   static override flags = {
-    output: Flags.string({ description: 'batch output directory D (or a `pair run` directory)', required: true }),
+    output: Flags.string({
+      description: 'batch output directory D (or a `pair run` directory)',
+      required: true,
+    }),
     job: Flags.string({ description: 'reconcile only this job id' }),
-    preview: Flags.boolean({ description: 'show the plan; change nothing', exactlyOne: ['preview', 'execute'] }),
-    execute: Flags.boolean({ description: 'write the proof, mark the board terminal, release', exactlyOne: ['preview', 'execute'] }),
-    registry: Flags.string({ description: 'host registry database (default: $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
+    preview: Flags.boolean({
+      description: 'show the plan; change nothing',
+      exactlyOne: ['preview', 'execute'],
+    }),
+    execute: Flags.boolean({
+      description: 'write the proof, mark the board terminal, release',
+      exactlyOne: ['preview', 'execute'],
+    }),
+    registry: Flags.string({
+      description:
+        'host registry (default: the one the evidence records, batch.json or the pair run receipt; else $XDG_STATE_HOME/roboguide-eval/registry.db); another one than recorded is refused',
+    }),
   };
 
   async run(): Promise<ReconcileJson> {

@@ -55,6 +55,13 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
     expect(work.startsWith(tmp)).toBe(true);
   });
 
+  it("start's hint names the command the page ran (the launcher, relative to the checkout), never npx", () => {
+    expect(shell.stdout).toContain(
+      `  follow it: bin/roboguide-eval e1-batch status --output ${work}/batch --watch`,
+    );
+    expect(shell.stdout + shell.stderr).not.toContain('npx');
+  });
+
   it('the dry run of one pair completed, and its evidence is where the page says', async () => {
     expect(shell.stdout).toMatch(/^pair try-0001: completed$/m);
     const result = JSON.parse(await readFile(join(work, 'try-run', 'result.json'), 'utf8')) as {
@@ -145,6 +152,41 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
     expect(refused.stderr).toContain(
       `--registry ${other} is not the registry the pairs of ${batch} were admitted in: the evidence records ${recorded}`,
     );
+  });
+
+  it('resume of the drained batch starts no supervisor: the journal gets no new record', async () => {
+    const batch = join(work, 'batch');
+    const before = await readFile(join(batch, 'events.jsonl'), 'utf8');
+    const r = rg(['e1-batch', 'resume', '--output', batch]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('batch already drained: every job has a result; no supervisor started');
+    expect(r.stdout).toContain(`${LAUNCHER.slice(ROOT.length + 1)} e1-batch report --output ${batch}`);
+    expect(await readFile(join(batch, 'events.jsonl'), 'utf8')).toBe(before);
+  });
+
+  it('a tag rebuilt after start is reported by status, never followed', async () => {
+    const pinned =
+      (
+        JSON.parse(await readFile(join(work, 'batch', 'batch.json'), 'utf8')) as {
+          images: Record<string, string>;
+        }
+      ).images[IMAGE] ?? '';
+    // Another image under the same tag: the pinned one plus a label.
+    const built = spawnSync('docker', ['build', '-q', '-t', IMAGE, '-'], {
+      input: `FROM ${pinned}\nLABEL first-day-moved=${Date.now()}\n`,
+      encoding: 'utf8',
+    });
+    expect(built.status, built.stderr).toBe(0);
+    const moved = built.stdout.trim();
+    expect(moved).not.toBe(pinned);
+    const status = rg(['e1-batch', 'status', '--output', join(work, 'batch')]);
+    expect(status.stdout).toContain(
+      `warning: image ${IMAGE} now names ${moved.slice(0, 19)}: this batch keeps running ${pinned.slice(0, 19)}, the image it had at start`,
+    );
+    const json = JSON.parse(rg(['e1-batch', 'status', '--output', join(work, 'batch'), '--json']).stdout) as {
+      images_moved: unknown;
+    };
+    expect(json.images_moved).toEqual([{ image: IMAGE, pinned_id: pinned, current_id: moved }]);
   });
 
   it('leaves no container behind', async () => {
