@@ -187,7 +187,15 @@ export async function createRecoverDeps(registryFlag: string | undefined): Promi
 }
 
 export function createReportFileDeps(): ReportFileDeps {
-  return { fs: new NodeFileSystem(), storeAt: evidenceStoreAt, host: procHostIdentity };
+  return {
+    fs: new NodeFileSystem(),
+    storeAt: evidenceStoreAt,
+    host: procHostIdentity,
+    imagesMoved: async (output) => {
+      const { movedImageLine } = await import('./app/batch/image-pins.js');
+      return (await movedImagesOf(output).catch(() => [])).map(movedImageLine);
+    },
+  };
 }
 
 /**
@@ -210,9 +218,12 @@ export async function movedImagesOf(output: string): Promise<MovedImage[]> {
   const store = evidenceStoreAt(output);
   const batch = await store.readJson<BatchRecord>('batch.json').catch(() => null);
   if (batch?.images === undefined) return [];
-  const runtime = await (await root()).runtimeForOutput(store.root);
   const { movedImages } = await import('./app/batch/image-pins.js');
-  return movedImages(batch, runtime).catch(() => []);
+  // Advisory: an engine that cannot be reached says nothing here (the command's own engine calls report it).
+  return (await root()).runtimeForOutput(store.root).then(
+    (runtime) => movedImages(batch, runtime),
+    () => [],
+  );
 }
 
 /** `e1-batch node-down`: the batch's recorded registry and executor (a runtime that counts the down nodes gone). */

@@ -187,6 +187,11 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
       images_moved: unknown;
     };
     expect(json.images_moved).toEqual([{ image: IMAGE, pinned_id: pinned, current_id: moved }]);
+    const report = rg(['e1-batch', 'report', '--output', join(work, 'batch')]);
+    expect(report.code, report.stderr).toBe(0);
+    expect(await readFile(join(work, 'batch', 'report.html'), 'utf8')).toContain(
+      `warning: image ${IMAGE} now names ${moved.slice(0, 19)}`,
+    );
   });
 
   it('leaves no container behind', async () => {

@@ -160,4 +160,13 @@ describe('report.html', () => {
     expect(html).toContain('stop requested (e1-batch stop)</span>');
     expect(html).toContain('supervisor start (first start or resume; filled) / exit (hollow)</span>');
   });
+
+  it('warns in the header when a pinned image tag names another image now', () => {
+    const moved =
+      'image my-eval:1 now names sha256:bbbbbbbbbbbb: this batch keeps running sha256:aaaaaaaaaaaa, the image it had at start';
+    expect(renderReportHtml(model({ imagesMoved: [moved] }))).toContain(
+      `<div class="pausebox" id="images-moved"><span class="now">warning: ${moved}</span></div>`,
+    );
+    expect(renderReportHtml(model())).not.toContain('images-moved');
+  });
 });

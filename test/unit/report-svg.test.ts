@@ -38,6 +38,7 @@ function model(pairs: ReportPair[], overrides: Partial<ReportModel> = {}): Repor
     created_at: at(0),
     supervisor_alive: true,
     pause_reasons: [],
+    images_moved: [],
     pause_history: [],
     counts: {
       total: pairs.length,

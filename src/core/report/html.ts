@@ -110,7 +110,13 @@ function header(m: ReportModel): string {
   return `<header class="card"><h1>Batch <code>${esc(m.batch_id)}</code></h1><span class="state st-${m.state}" id="state">${m.state.toUpperCase()}</span>
 <div class="facts">${facts.map(([k, v]) => `<div>${k}<b${timeFacts.has(k) ? ' class="t"' : ''}>${esc(v)}</b>${k === 'ETA' && m.eta ? `<small>mean pair ${esc(formatDuration(m.eta.mean_pair_sec))} over ${m.eta.basis_pairs} finished</small>` : ''}</div>`).join('')}</div>
 <div class="chips">${chips}</div>
-<div class="pausebox" id="pauses">${pauseNow}${history ? `<ol>${history}</ol>` : ''}</div></header>`;
+<div class="pausebox" id="pauses">${pauseNow}${history ? `<ol>${history}</ol>` : ''}</div>${movedBox(m)}</header>`;
+}
+
+/** Pinned tags that moved since start (said, never followed). */
+function movedBox(m: ReportModel): string {
+  if (m.images_moved.length === 0) return '';
+  return `<div class="pausebox" id="images-moved">${m.images_moved.map((l) => `<span class="now">warning: ${esc(l)}</span>`).join('<br>')}</div>`;
 }
 
 function legend(): string {

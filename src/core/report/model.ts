@@ -52,7 +52,11 @@ function progressOf(
 ): { counts: Counts; allowed: number; state: BatchState; eta: Eta | null; peaks: number[] } {
   const running = pairs.filter((p) => p.status === 'running');
   const counts = countJobs(
-    input.jobs.map((j) => ({ jobId: j.job_id, claimed: j.receipt !== null, classification: j.result?.classification ?? null })),
+    input.jobs.map((j) => ({
+      jobId: j.job_id,
+      claimed: j.receipt !== null,
+      classification: j.result?.classification ?? null,
+    })),
     running.length,
   );
   const finished = pairs.filter((p) => p.status === 'finished');
@@ -88,13 +92,19 @@ export function buildReportModel(input: ReportInput): ReportModel {
     created_at: input.createdAt,
     supervisor_alive: input.supervisorAlive,
     pause_reasons: fold.pauseReasons,
+    images_moved: input.imagesMoved ?? [],
     pause_history: fold.pauseHistory,
     counts,
     elapsed_sec: Math.max(0, Math.round((endMs - ms(input.createdAt)) / 1000)),
     eta,
     workers_allowed: allowed,
     timeline: timelineOf(input, claims, fold.pauseHistory, endMs),
-    gpu: { max_workers: input.capacity.maxWorkers, rule, largest_peak_mib: largest, note: gpuNote(input, rule, largest) },
+    gpu: {
+      max_workers: input.capacity.maxWorkers,
+      rule,
+      largest_peak_mib: largest,
+      note: gpuNote(input, rule, largest),
+    },
     pairs,
   };
 }

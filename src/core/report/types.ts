@@ -38,6 +38,8 @@ export interface ReportInput {
   readonly jobs: readonly ReportJob[];
   readonly supervisorAlive: boolean;
   readonly now: string;
+  /** Pinned image tags that name another image now, one line each (`e1-batch report` with an engine). */
+  readonly imagesMoved?: readonly string[];
 }
 
 /** pending: never claimed; running: claimed, its live supervisor owns it; unfinished: claimed, no result, no supervisor. */
@@ -105,6 +107,8 @@ export interface ReportModel {
   readonly created_at: string;
   readonly supervisor_alive: boolean;
   readonly pause_reasons: readonly string[];
+  /** Pinned image tags that name another image now: the batch keeps running the pinned ids (empty: none seen). */
+  readonly images_moved: readonly string[];
   readonly pause_history: readonly PauseHistoryEntry[];
   readonly counts: Counts;
   readonly elapsed_sec: number;
