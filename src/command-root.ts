@@ -57,18 +57,11 @@ export async function codeVersion(): Promise<string> {
  * `registry`: where the batch was admitted; batch.json records a PostgreSQL URL without its password, so the
  * password given to `start` is handed over here (a resume takes it from PGPASSWORD or ~/.pgpass).
  */
-export async function superviseHere(
-  output: string,
-  mode: 'start' | 'resume',
-  registry?: RegistryLocation,
-): Promise<string> {
+export async function superviseHere(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<string> {
   const { batchLogSecrets, createStderrLogger, createSupervisorDeps } = await root();
   const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
-  const password =
-    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), {
-    registryPassword: password,
-  });
+  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), { registryPassword: password });
   try {
     const { supervise } = await import('./app/batch/supervisor.js');
     return await supervise({ ...deps, handleSignals: true }, mode);
@@ -81,29 +74,17 @@ export async function superviseHere(
  * The batch's supervisor as a detached process. `registry`: where the batch was admitted; the supervisor reopens it
  * from batch.json, where a PostgreSQL URL is recorded without its password, so the password travels as PGPASSWORD.
  */
-export async function launchBatchSupervisor(
-  output: string,
-  mode: 'start' | 'resume',
-  registry?: RegistryLocation,
-): Promise<{ pid: number }> {
+export async function launchBatchSupervisor(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<{ pid: number }> {
   const { launchSupervisor } = await import('./adapters/supervisor-launcher.js');
   const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
-  const password =
-    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  return launchSupervisor(
-    (await root()).BIN_RUN_JS,
-    output,
-    mode,
-    password !== undefined ? { PGPASSWORD: password } : {},
-  );
+  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  return launchSupervisor((await root()).BIN_RUN_JS, output, mode, password !== undefined ? { PGPASSWORD: password } : {});
 }
 
 /** The logger of the detached supervisor: JSON lines in D/supervisor.log, the batch's secrets masked. */
 export async function createSupervisorLogger(output: string): Promise<Logger & { flush(): void }> {
   const { createFileLogger } = await import('./adapters/pino-logger.js');
-  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), {
-    output,
-  });
+  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), { output });
 }
 
 /** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
@@ -128,8 +109,7 @@ async function existingRegistry(
       file: !isPostgresLocation(location),
       explicit: flag !== undefined,
       open: async () => {
-        const { checkRegistryLocation, openRegistryAt } =
-          await import('./adapters/registry/open-registry.js');
+        const { checkRegistryLocation, openRegistryAt } = await import('./adapters/registry/open-registry.js');
         checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
         return openRegistryAt(location);
       },
@@ -150,16 +130,8 @@ async function recordedRegistry(output: string): Promise<string | null> {
 async function createOutputEvidenceDeps(registryFlag: string | undefined): Promise<OutputEvidenceDeps> {
   const { runtimeForOutput } = await root();
   return {
-    isDirectory: (path) =>
-      stat(path).then(
-        (info) => info.isDirectory(),
-        () => false,
-      ),
-    exists: (path) =>
-      stat(path).then(
-        () => true,
-        () => false,
-      ),
+    isDirectory: (path) => stat(path).then((info) => info.isDirectory(), () => false),
+    exists: (path) => stat(path).then(() => true, () => false),
     locateRegistry: await existingRegistry(registryFlag),
     recordedRegistry,
     storeAt: evidenceStoreAt,
@@ -169,10 +141,7 @@ async function createOutputEvidenceDeps(registryFlag: string | undefined): Promi
 
 export async function createReconcileDeps(registryFlag: string | undefined): Promise<ReconcileOutputDeps> {
   // The one outcome digest (OutcomeReader.sha256): null when there are no bytes to hash, as result.json records it.
-  return {
-    ...(await createOutputEvidenceDeps(registryFlag)),
-    readOutcomeSha256: (path) => fileOutcomeReader.sha256(path),
-  };
+  return { ...(await createOutputEvidenceDeps(registryFlag)), readOutcomeSha256: (path) => fileOutcomeReader.sha256(path) };
 }
 
 export async function createRecoverDeps(registryFlag: string | undefined): Promise<RecoverOutputDeps> {
@@ -249,9 +218,7 @@ export async function createNodeDownDeps(
 }
 
 /** `capacity`: the registry of `--registry` (its location shown as given) and this host's GPUs. */
-export async function openCapacity(
-  registryFlag: string | undefined,
-): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
+export async function openCapacity(registryFlag: string | undefined): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
   const location = registryLocation(registryFlag);
   const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
@@ -279,9 +246,7 @@ export async function createDoctorWiring(registryFlag: string | undefined): Prom
     deps: createDoctorDeps((await root()).createContainerRuntime()),
     registry: {
       registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
-      ...(location !== null && isPostgresLocation(location)
-        ? { registryPostgres: { display: location.path, connection: location.connection } }
-        : {}),
+      ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
       defaultRegistryPath: defaultRegistryPath(),
     },
     sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
@@ -289,11 +254,7 @@ export async function createDoctorWiring(registryFlag: string | undefined): Prom
 }
 
 /** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */
-export async function buildImages(options: {
-  readonly busyboxPath: string;
-  readonly force: boolean;
-  readonly only?: string[];
-}): Promise<BuildReport[]> {
+export async function buildImages(options: { readonly busyboxPath: string; readonly force: boolean; readonly only?: string[] }): Promise<BuildReport[]> {
   const { createDockerRuntime, DOCKER_DIR } = await root();
   const runtime = await createDockerRuntime();
   await runtime.info(); // fail fast with exit 3 when no engine answers
@@ -308,10 +269,7 @@ export async function createBatchStartWiring(
 ): Promise<{
   readonly deps: StartBatchDeps;
   readonly registry: RegistryLocation;
-  readonly host: Pick<
-    StartBatchOptions,
-    'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'
-  >;
+  readonly host: Pick<StartBatchOptions, 'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'>;
 }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
   const { createExecutorRuntime, createSwarmRuntime, hostProtectedPaths } = await root();
@@ -326,13 +284,7 @@ export async function createBatchStartWiring(
     runtime,
     hostFacts: async (request) => (await root()).gatherBatchHostFacts(request),
     ...(executor.kind === 'swarm'
-      ? {
-          swarmNodes: async () =>
-            (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({
-              node: n.hostname,
-              gpus: n.gpus,
-            })),
-        }
+      ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }
       : {}),
     clock: systemClock,
     observeGpus: async () => (await import('./adapters/nvidia-smi.js')).observeGpus(),
@@ -364,10 +316,7 @@ export async function outputSpaceWarning(output: string): Promise<string | null>
     const { batchSpaceWarning } = await import('./app/batch/output-space.js');
     const { freeDiskBytes } = await import('./adapters/doctor-probes.js');
     const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
-    return await batchSpaceWarning(evidenceStoreAt(output), {
-      freeDiskBytes,
-      sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
-    });
+    return await batchSpaceWarning(evidenceStoreAt(output), { freeDiskBytes, sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes });
   } catch {
     return null;
   }

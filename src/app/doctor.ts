@@ -7,14 +7,7 @@ import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './docto
 import { engineChecks } from './doctor/engine-checks.js';
 import { hostChecks } from './doctor/host-checks.js';
 
-export {
-  formatBytes,
-  GIB,
-  MIB,
-  type CheckStatus,
-  type DoctorCheck,
-  type DoctorExitCode,
-} from './doctor/check.js';
+export { formatBytes, GIB, MIB, type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
 export { OFF_HOST_LOG_DRIVERS, PROBE_DEADLINE_MS, PROBE_LABELS } from './doctor/engine-checks.js';
 export { DISK_FAIL_BYTES, DISK_WARN_BYTES } from './doctor/host-checks.js';
 export { DATA_ROOT_WARN_BYTES } from './doctor/facts-checks.js';
@@ -90,10 +83,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
       () => Promise.reject(new Error('the engine did not answer')),
     ),
   });
-  const [engine, host] = await Promise.all([
-    engineChecks(deps, options, info),
-    hostChecks(deps, options, facts),
-  ]);
+  const [engine, host] = await Promise.all([engineChecks(deps, options, info), hostChecks(deps, options, facts)]);
   const checks = [...engine.checks, ...host];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };
 }

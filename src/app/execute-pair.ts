@@ -114,10 +114,7 @@ export function pairLabels(batchId: string, jobId: string, claimId: string): Rec
 }
 
 /** The host folder of the pair's private outcome (inside its evidence folder), and the file in it. */
-export function privateOutcomePaths(input: Pick<ExecutePairInput, 'store' | 'jobRel' | 'job'>): {
-  readonly dir: string;
-  readonly file: string;
-} {
+export function privateOutcomePaths(input: Pick<ExecutePairInput, 'store' | 'jobRel' | 'job'>): { readonly dir: string; readonly file: string } {
   const file = input.store.resolve(join(input.jobRel, privateOutcomeRel(input.job.outcome_path)));
   return { dir: dirname(file), file };
 }
@@ -131,12 +128,7 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
   const { job } = input;
   const binds = [
     { hostPath: job.cwd, containerPath: job.cwd, readOnly: false },
-    {
-      hostPath: privateOutcomePaths(input).dir,
-      containerPath: dirname(job.outcome_path),
-      readOnly: false,
-      collect: true,
-    },
+    { hostPath: privateOutcomePaths(input).dir, containerPath: dirname(job.outcome_path), readOnly: false, collect: true },
   ];
   return {
     name: containerName(job.job_id, input.claimId),
@@ -180,12 +172,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   await deps.fs.mkdirp(job.cwd, 0o777);
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
-  const paths: PairPaths = {
-    sessionsRel,
-    sessionsAbs: join(store.root, sessionsRel),
-    privateOutcomeFile: privateOutcome.file,
-    redact: textRedactor(input.secrets),
-  };
+  const paths: PairPaths = { sessionsRel, sessionsAbs: join(store.root, sessionsRel), privateOutcomeFile: privateOutcome.file, redact: textRedactor(input.secrets) };
   const execution = await runPairLifecycle(lifecycleDepsFor(deps, input, paths), {
     container: containerSpecFor(input),
     outcomePath: privateOutcome.file,
@@ -202,11 +189,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
 }
 
 /** The lifecycle's evidence, wired to the store: the log files, the sessions folder, the diagnosis. */
-function lifecycleDepsFor(
-  deps: ExecutePairDeps,
-  input: ExecutePairInput,
-  paths: PairPaths,
-): PairLifecycleDeps {
+function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths: PairPaths): PairLifecycleDeps {
   const { store, jobRel, job } = input;
   const { sessionsRel, sessionsAbs, redact } = paths;
   return {
@@ -229,45 +212,25 @@ function lifecycleDepsFor(
       // Known empty (the image's own empty dir, untouched by the container): the folder exists, as after a copy.
       if (archive === 'empty') return { files: 0, bytes: 0, refusals: [] };
       // A hung archive stream must not stall the cleanup that follows.
-      const report = await deps.extractSessions(
-        archive,
-        sessionsAbs,
-        () => deps.createRedactor(input.secrets),
-        AbortSignal.timeout(SESSIONS_TIMEOUT_MS),
-        redact,
-      );
+      const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS), redact);
       const clean = report.files === 0 && report.refusals.length === 0 && !report.truncated;
       // Nothing planned, created or refused, and the folder still empty: the archive held the dir alone.
-      const nothingInside =
-        clean &&
-        (await deps.fs.readdir(sessionsAbs).then(
-          (names) => names.length === 0,
-          () => false,
-        ));
+      const nothingInside = clean && (await deps.fs.readdir(sessionsAbs).then((names) => names.length === 0, () => false));
       return { files: report.files, bytes: report.bytes, refusals: report.refusals, nothingInside };
     },
     ...(deps.imageSessions !== undefined ? { imageSessions: deps.imageSessions } : {}),
     diagnose: () => deps.diagnose(sessionsAbs),
-    ...(deps.verifyAbsentTimeoutMs !== undefined
-      ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs }
-      : {}),
+    ...(deps.verifyAbsentTimeoutMs !== undefined ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs } : {}),
   };
 }
 
 /** The operator's copy at the job's `outcome_path`; a failure is logged, never a verdict. */
-async function publishOperatorCopy(
-  deps: ExecutePairDeps,
-  execution: PairExecution,
-  job: PairJob,
-): Promise<void> {
+async function publishOperatorCopy(deps: ExecutePairDeps, execution: PairExecution, job: PairJob): Promise<void> {
   if (execution.outcome.state !== 'present' || !deps.publishOutcome) return;
   try {
     await deps.publishOutcome(execution.outcome.bytes, job.outcome_path);
   } catch (err) {
-    deps.logger.warn(
-      { job: job.job_id, err: errorKind(err) },
-      'the operator copy of the outcome could not be written (the evidence keeps the private one)',
-    );
+    deps.logger.warn({ job: job.job_id, err: errorKind(err) }, 'the operator copy of the outcome could not be written (the evidence keeps the private one)');
   }
 }
 
@@ -275,21 +238,12 @@ async function publishOperatorCopy(
  * SHA-256 of the outcome bytes the evidence keeps. The verdict comes from the driver's bytes; the evidence keeps them
  * with secrets masked, and the hash covers what is kept (the same bytes whenever nothing had to be masked).
  */
-async function keptOutcomeSha256(
-  deps: ExecutePairDeps,
-  execution: PairExecution,
-  input: ExecutePairInput,
-  privateOutcomeFile: string,
-): Promise<string | null> {
+async function keptOutcomeSha256(deps: ExecutePairDeps, execution: PairExecution, input: ExecutePairInput, privateOutcomeFile: string): Promise<string | null> {
   let keptOutcome: Uint8Array | null = execution.outcome.state === 'present' ? execution.outcome.bytes : null;
   if (keptOutcome !== null && deps.maskOutcome) {
     const kept = await deps.maskOutcome(keptOutcome, privateOutcomeFile, input.secrets);
     keptOutcome = kept.kept;
-    if (!kept.masked)
-      deps.logger.warn(
-        { job: input.job.job_id },
-        "the evidence copy of the outcome could not be masked in place: it keeps the driver's bytes",
-      );
+    if (!kept.masked) deps.logger.warn({ job: input.job.job_id }, 'the evidence copy of the outcome could not be masked in place: it keeps the driver\'s bytes');
   }
   return keptOutcome !== null ? sha256Hex(keptOutcome) : null;
 }
@@ -297,23 +251,16 @@ async function keptOutcomeSha256(
 /** The harness's own faults in a finished pair. */
 function harnessFaultsOf(execution: PairExecution): HarnessFault[] {
   const harnessFaults: HarnessFault[] = [];
-  if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed)
-    harnessFaults.push('log_write_failed');
+  if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed) harnessFaults.push('log_write_failed');
   if (execution.receiptUpdateFailed) harnessFaults.push('receipt_write_failed');
   // A lost node cannot confirm the removal: the slot stays held (reconciliation needs the 404, or the operator's
   // `e1-batch node-down`), but that is the node's fault, not the harness's: no harness pause, dispatch goes on.
-  if (!execution.cleanup.verified_absent && execution.engineLoss !== 'node_lost')
-    harnessFaults.push('cleanup_unverified');
+  if (!execution.cleanup.verified_absent && execution.engineLoss !== 'node_lost') harnessFaults.push('cleanup_unverified');
   return harnessFaults;
 }
 
 /** Classify the pair and build its result.json record, every text from the pair's side masked. */
-async function resultOf(
-  deps: ExecutePairDeps,
-  input: ExecutePairInput,
-  execution: PairExecution,
-  paths: PairPaths,
-): Promise<ResultRecord> {
+async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths): Promise<ResultRecord> {
   const { job } = input;
   const check = checkOutcome(execution.outcome);
   const outcomeSha256 = await keptOutcomeSha256(deps, execution, input, paths.privateOutcomeFile);
@@ -329,10 +276,7 @@ async function resultOf(
     allowedHttpStatuses: input.allowedHttpStatuses,
   });
   // The engine's own words are kept, but never with a resolved value in them.
-  const engineError = execution.engineError && {
-    ...execution.engineError,
-    message: paths.redact(execution.engineError.message),
-  };
+  const engineError = execution.engineError && { ...execution.engineError, message: paths.redact(execution.engineError.message) };
   // Refusal texts hold archive names and error codes from the pair's side: masked before they are kept.
   const sessions = { ...execution.sessions, refusals: execution.sessions.refusals.map(paths.redact) };
   const problems = outcomeProblemsOf(check);

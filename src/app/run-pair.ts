@@ -81,37 +81,18 @@ function parseSpec(text: string, source: string): PairSpec {
     ]);
   }
   const parsed = parsePairSpec(value);
-  if (!parsed.ok)
-    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
+  if (!parsed.ok) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
   return parsed.spec;
 }
 
 /** Bind address, a stale or linked outcome path, and the mount rules; each problem at its field. */
-async function specPathIssues(
-  fs: FileSystem,
-  spec: PairSpec,
-  output: string,
-  options: RunPairOptions,
-): Promise<Issue[]> {
+async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, options: RunPairOptions): Promise<Issue[]> {
   const issues: Issue[] = [];
-  const bind =
-    options.hostAddresses === undefined
-      ? null
-      : bindAddressProblem(options.bindAddress, options.hostAddresses);
+  const bind = options.hostAddresses === undefined ? null : bindAddressProblem(options.bindAddress, options.hostAddresses);
   if (bind !== null) issues.push({ path: '--bind-address', rule: bind });
   issues.push(...(await staleOutcomeIssues(fs, [{ prefix: '', outcome_path: spec.outcome_path }])));
-  const protectedPaths = {
-    ...options.hostPaths,
-    outputDir: output,
-    ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}),
-  };
-  issues.push(
-    ...(await jobPathIssues(
-      fs,
-      [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }],
-      protectedPaths,
-    )),
-  );
+  const protectedPaths = { ...options.hostPaths, outputDir: output, ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}) };
+  issues.push(...(await jobPathIssues(fs, [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }], protectedPaths)));
   return issues;
 }
 
@@ -172,43 +153,18 @@ interface PairClaim {
 }
 
 /** A slot in the registry, like a batch pair's (per node on a swarm); a refusal is an error naming what holds it. */
-async function admitPair(
-  deps: RunPairDeps,
-  registry: CapacityRegistry,
-  spec: PairSpec,
-  specSource: string,
-  claimId: string,
-): Promise<PairClaim> {
+async function admitPair(deps: RunPairDeps, registry: CapacityRegistry, spec: PairSpec, specSource: string, claimId: string): Promise<PairClaim> {
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const { admitted, job } = await admitOnePair(
-    registry,
-    deps.runtime,
-    { batchId, claimId, ports: spec.ports },
-    spec,
-    specSource,
-  );
+  const { admitted, job } = await admitOnePair(registry, deps.runtime, { batchId, claimId, ports: spec.ports }, spec, specSource);
   if (admitted.kind === 'refused' && admitted.reason === 'port_held') {
-    throw new RoboguideError(
-      'E_REGISTRY',
-      `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`,
-      {
-        suggestions: [
-          'wait for that pair to finish (`roboguide-eval capacity` shows it)',
-          'or choose another port',
-        ],
-      },
-    );
+    throw new RoboguideError('E_REGISTRY', `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`, {
+      suggestions: ['wait for that pair to finish (`roboguide-eval capacity` shows it)', 'or choose another port'],
+    });
   }
   if (admitted.kind === 'refused') {
-    const what =
-      admitted.reason === 'gpu_budget'
-        ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)`
-        : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
+    const what = admitted.reason === 'gpu_budget' ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)` : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
     throw new RoboguideError('E_REGISTRY', `the host is at its ${what}: not started`, {
-      suggestions: [
-        'wait for running pairs to finish (`roboguide-eval capacity` shows them)',
-        'or raise the limit: `roboguide-eval capacity --max-reservations N`',
-      ],
+      suggestions: ['wait for running pairs to finish (`roboguide-eval capacity` shows them)', 'or raise the limit: `roboguide-eval capacity --max-reservations N`'],
     });
   }
   return { batchId, claimId, reservationId: admitted.reservationId, job };
@@ -218,13 +174,7 @@ async function admitPair(
  * The output directory and the exclusive receipt. Nothing ran yet: any failure here gives the slot back before it
  * is reported.
  */
-async function claimPair(
-  deps: RunPairDeps,
-  registry: CapacityRegistry,
-  claim: PairClaim,
-  output: string,
-  receipt: Receipt,
-): Promise<EvidenceStore> {
+async function claimPair(deps: RunPairDeps, registry: CapacityRegistry, claim: PairClaim, output: string, receipt: Receipt): Promise<EvidenceStore> {
   const release = async (): Promise<void> => {
     await registry.release(claim.reservationId, claim.claimId);
   };
@@ -240,10 +190,7 @@ async function claimPair(
   }
   if (published === 'exists') {
     await release();
-    throw new RoboguideError(
-      'E_CLAIM_EXISTS',
-      `${output}/receipt.json already exists: this pair was claimed`,
-    );
+    throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
   }
   return store;
 }
@@ -296,36 +243,18 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     if (current.container_id === null) await registry.release(claim.reservationId, claim.claimId);
     throw err;
   });
-  return {
-    output,
-    receipt: current,
-    result,
-    reconciliation: await finishPairRun(deps, registry, store, claim, result),
-  };
+  return { output, receipt: current, result, reconciliation: await finishPairRun(deps, registry, store, claim, result) };
 }
 
 /** result.json, then terminal reconciliation (which gives the slot back once the evidence proves the pair finished). */
-async function finishPairRun(
-  deps: RunPairDeps,
-  registry: CapacityRegistry,
-  store: EvidenceStore,
-  claim: PairClaim,
-  result: ResultRecord,
-): Promise<ReconcileReport> {
+async function finishPairRun(deps: RunPairDeps, registry: CapacityRegistry, store: EvidenceStore, claim: PairClaim, result: ResultRecord): Promise<ReconcileReport> {
   const written = await writeJsonVerified(store, 'result.json', result);
   if (written.kind === 'failed') {
     // Fail closed: the container is gone, but without a result on disk nothing may release the slot.
-    throw new RoboguideError(
-      'E_STORE',
-      `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`,
-      {
-        cause: written.error,
-        context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
-      },
-    );
+    throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`, {
+      cause: written.error,
+      context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
+    });
   }
-  return reconcilePair(
-    { store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) },
-    { jobRel: '.', mode: 'execute' },
-  );
+  return reconcilePair({ store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) }, { jobRel: '.', mode: 'execute' });
 }

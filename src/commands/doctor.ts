@@ -49,8 +49,7 @@ export default class Doctor extends BaseCommand {
       description: 'directory whose filesystem needs free space (default: the current directory)',
     }),
     manifest: Flags.string({
-      description:
-        "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
+      description: "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
     }),
   };
 
@@ -69,13 +68,7 @@ export default class Doctor extends BaseCommand {
       bin: this.userBin,
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
-      batchNeedBytes:
-        flags.manifest === undefined
-          ? null
-          : batchOutputNeedBytes(
-              (await loadManifest(localFileSystem, flags.manifest)).manifest.jobs,
-              wiring.sessionsMaxBytes,
-            ),
+      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(localFileSystem, flags.manifest)).manifest.jobs, wiring.sessionsMaxBytes),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));

@@ -28,9 +28,7 @@ const PACKAGE_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = join(PACKAGE_ROOT, 'bin', 'run.js');
 
 /** Build the synthetic pair-driver image (FROM scratch + the host's static busybox; no network, no pull). */
-export async function buildPairDriverImage(
-  options: { docker?: Docker; busyboxPath?: string } = {},
-): Promise<string> {
+export async function buildPairDriverImage(options: { docker?: Docker; busyboxPath?: string } = {}): Promise<string> {
   await buildSyntheticImages(options.docker ?? new Docker(), {
     dockerDir: join(PACKAGE_ROOT, 'docker'),
     busyboxPath: options.busyboxPath ?? '/bin/busybox',
@@ -40,10 +38,7 @@ export async function buildPairDriverImage(
 }
 
 /** Containers carrying every given label (`{key: ''}` matches the key with any value). */
-export async function containersLabelled(
-  labels: Readonly<Record<string, string>>,
-  runtime = new DockerContainerRuntime(),
-): Promise<string[]> {
+export async function containersLabelled(labels: Readonly<Record<string, string>>, runtime = new DockerContainerRuntime()): Promise<string[]> {
   return (await runtime.listByLabel(labels)).map((c) => c.id);
 }
 
@@ -51,20 +46,12 @@ export async function containersLabelled(
  * Throws when a container with these labels still exists. It removes them first (so one failure does not spill
  * into the next test) and names them in the error.
  */
-export async function expectNoContainersLeft(
-  labels: Readonly<Record<string, string>> | string,
-): Promise<void> {
-  const wanted =
-    typeof labels === 'string'
-      ? {
-          [labels.split('=')[0] ?? labels]: labels.includes('=') ? labels.slice(labels.indexOf('=') + 1) : '',
-        }
-      : labels;
+export async function expectNoContainersLeft(labels: Readonly<Record<string, string>> | string): Promise<void> {
+  const wanted = typeof labels === 'string' ? { [labels.split('=')[0] ?? labels]: labels.includes('=') ? labels.slice(labels.indexOf('=') + 1) : '' } : labels;
   const runtime = new DockerContainerRuntime();
   const left = await containersLabelled(wanted, runtime);
   await Promise.all(left.map((id) => runtime.remove(id)));
-  if (left.length > 0)
-    throw new Error(`containers left with labels ${JSON.stringify(wanted)}: ${left.join(', ')}`);
+  if (left.length > 0) throw new Error(`containers left with labels ${JSON.stringify(wanted)}: ${left.join(', ')}`);
 }
 
 export interface FakeCodexSessionOptions {
@@ -75,17 +62,9 @@ export interface FakeCodexSessionOptions {
 }
 
 /** Write a Codex session file (`rollout-*.jsonl`, one JSON event a line) under `dir/YYYY/MM/DD/`; returns its path. */
-export async function writeFakeCodexSession(
-  dir: string,
-  options: FakeCodexSessionOptions = {},
-): Promise<string> {
+export async function writeFakeCodexSession(dir: string, options: FakeCodexSessionOptions = {}): Promise<string> {
   const when = options.mtime ?? new Date();
-  const day = join(
-    dir,
-    String(when.getUTCFullYear()),
-    String(when.getUTCMonth() + 1).padStart(2, '0'),
-    String(when.getUTCDate()).padStart(2, '0'),
-  );
+  const day = join(dir, String(when.getUTCFullYear()), String(when.getUTCMonth() + 1).padStart(2, '0'), String(when.getUTCDate()).padStart(2, '0'));
   await mkdir(day, { recursive: true });
   const lines: unknown[] = [
     { type: 'session_meta', payload: { id: 'fake', cwd: '/work' } },
@@ -94,14 +73,7 @@ export async function writeFakeCodexSession(
   ];
   if (options.failure) {
     const kind = options.failure.kind ?? 'response_too_many_failed_attempts';
-    lines.push({
-      type: 'event_msg',
-      payload: {
-        type: 'error',
-        message: 'provider error',
-        codex_error_info: { [kind]: { http_status_code: options.failure.httpStatus } },
-      },
-    });
+    lines.push({ type: 'event_msg', payload: { type: 'error', message: 'provider error', codex_error_info: { [kind]: { http_status_code: options.failure.httpStatus } } } });
   }
   const path = join(day, `rollout-${when.toISOString().replace(/[:.]/g, '-')}.jsonl`);
   await writeFile(path, `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`);
@@ -130,13 +102,7 @@ export interface TestServer {
   readonly client: ApiClient;
   readonly process: ChildProcess;
   /** The server's first stdout line: what it adopted, reaped and released at start. */
-  readonly started: {
-    adopted: string[];
-    reaped: string[];
-    released_slots: string[];
-    tcp_port: number | null;
-    listening: string;
-  };
+  readonly started: { adopted: string[]; reaped: string[]; released_slots: string[]; tcp_port: number | null; listening: string };
   /** Send a signal (default SIGTERM) and wait for the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   /** Stop it if running and delete its temporary folder. */
@@ -156,40 +122,16 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   await registry.close();
   const child = spawn(
     process.execPath,
-    [
-      BIN,
-      'serve',
-      '--socket',
-      socketPath,
-      '--data-dir',
-      dataDir,
-      '--registry',
-      registryPath,
-      '--reap-interval',
-      String(options.reapIntervalSec ?? 5),
-      ...(options.extraArgs ?? []),
-    ],
-    {
-      env: {
-        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-        HOME: process.env['HOME'] ?? workDir,
-        ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}),
-        ...options.env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+    [BIN, 'serve', '--socket', socketPath, '--data-dir', dataDir, '--registry', registryPath, '--reap-interval', String(options.reapIntervalSec ?? 5), ...(options.extraArgs ?? [])],
+    { env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: process.env['HOME'] ?? workDir, ...(process.env['DOCKER_HOST'] ? { DOCKER_HOST: process.env['DOCKER_HOST'] } : {}), ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
+  child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-4000); });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const lines = createInterface({ input: child.stdout });
   const first = await Promise.race([
     new Promise<string>((resolve) => lines.once('line', resolve)),
-    exited.then((code) => {
-      throw new Error(`serve exited (${code}) before listening: ${stderr}`);
-    }),
+    exited.then((code) => { throw new Error(`serve exited (${code}) before listening: ${stderr}`); }),
   ]);
   const started = JSON.parse(first) as TestServer['started'];
   const stop = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> => {

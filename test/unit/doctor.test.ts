@@ -106,13 +106,7 @@ function fakeWorld(
     freeDiskBytes: (path) => Promise.resolve({ path, freeBytes: overrides.freeBytes ?? 100 * 1024 ** 3 }),
     readBootId: () => Promise.resolve(overrides.bootId === undefined ? 'boot-1' : overrides.bootId),
     hostFacts: (request) =>
-      gatherHostFacts(
-        {
-          source: { ...fakeFacts(overrides.gpus ?? GPUS), ...overrides.facts },
-          after: () => new Promise(() => {}),
-        },
-        request,
-      ),
+      gatherHostFacts({ source: { ...fakeFacts(overrides.gpus ?? GPUS), ...overrides.facts }, after: () => new Promise(() => {}) }, request),
     nowMs: () => 1_000,
     newId: () => 'id1',
   };
@@ -136,10 +130,7 @@ function fakeFacts(gpus: GpuObservation): HostFactsSource {
     memory: () => Promise.resolve({ total_bytes: 512 * 1024 ** 3, available_bytes: 500 * 1024 ** 3 }),
     os: () => Promise.resolve({ distro: 'Ubuntu', release: '24.04', kernel: '6.8.0', arch: 'x64' }),
     fileSystemOf: (path) => Promise.resolve(fsFact(path)),
-    gpuControllers: () =>
-      Promise.resolve(
-        Array.from({ length: nvidia }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' })),
-      ),
+    gpuControllers: () => Promise.resolve(Array.from({ length: nvidia }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' }))),
   };
 }
 
@@ -225,7 +216,9 @@ describe('doctor verdict', () => {
       'gpus',
       'boot id',
     ]);
-    expect(byName(report.checks, 'image roboguide/pair-driver:1')?.fix).toBe('roboguide-eval images build');
+    expect(byName(report.checks, 'image roboguide/pair-driver:1')?.fix).toBe(
+      'roboguide-eval images build',
+    );
     expect(byName(report.checks, 'nvidia runtime')?.detail).toContain('io.containerd.runc.v2, runc');
     expect(byName(report.checks, 'gpus')?.detail).toContain('binary_missing');
     expect(report.exitCode).toBe(0);
@@ -257,11 +250,7 @@ describe('doctor verdict', () => {
       const report = await runDoctor(deps, OPTIONS);
       expect(byName(report.checks, 'log driver')).toMatchObject({
         status: 'warn',
-        detail: expect.stringMatching(
-          new RegExp(
-            `^engine default ${driver} ships container output off this host.*pair containers set json-file`,
-          ),
-        ),
+        detail: expect.stringMatching(new RegExp(`^engine default ${driver} ships container output off this host.*pair containers set json-file`)),
         fix: expect.stringContaining('"log-driver": "json-file"'),
       });
       expect(report.exitCode).toBe(0);
@@ -270,10 +259,7 @@ describe('doctor verdict', () => {
 
   it.each(['json-file', 'local'])('reports the local default log driver %s as ok', async (driver) => {
     const { deps } = fakeWorld({ info: () => Promise.resolve({ ...ENGINE, loggingDriver: driver }) });
-    expect(byName((await runDoctor(deps, OPTIONS)).checks, 'log driver')).toMatchObject({
-      status: 'ok',
-      detail: expect.stringContaining(`engine default ${driver}`),
-    });
+    expect(byName((await runDoctor(deps, OPTIONS)).checks, 'log driver')).toMatchObject({ status: 'ok', detail: expect.stringContaining(`engine default ${driver}`) });
   });
 
   it('warns on an API older than 1.40 (no device requests)', async () => {
@@ -303,18 +289,9 @@ describe('doctor disk thresholds', () => {
 describe('doctor disk check with --manifest', () => {
   it('warns when the free space is less than the batch caps could need, names both figures; ok when it is enough', async () => {
     const { deps } = fakeWorld({ freeBytes: 10 * 1024 ** 3 });
-    const short = byName(
-      (await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 12 * 1024 ** 3 })).checks,
-      'disk',
-    );
-    expect(short).toMatchObject({
-      status: 'warn',
-      detail: expect.stringMatching(/10\.0 GiB free, less than the 12\.0 GiB/),
-    });
-    const enough = byName(
-      (await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 10 * 1024 ** 3 })).checks,
-      'disk',
-    );
+    const short = byName((await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 12 * 1024 ** 3 })).checks, 'disk');
+    expect(short).toMatchObject({ status: 'warn', detail: expect.stringMatching(/10\.0 GiB free, less than the 12\.0 GiB/) });
+    const enough = byName((await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 10 * 1024 ** 3 })).checks, 'disk');
     expect(enough?.status).toBe('ok');
   });
 });
@@ -340,31 +317,21 @@ describe('doctor registry target', () => {
     const current = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 1, supported: 1 } }) });
     const ok = await runDoctor(current.deps, { ...OPTIONS, registryPostgres: postgres });
     expect(current.calls.registry).toEqual([{ kind: 'postgres', ...postgres }]);
-    expect(byName(ok.checks, 'registry')).toMatchObject({
-      status: 'ok',
-      detail: 'writable: postgres://eval@db:5432/rg; schema version 1',
-    });
+    expect(byName(ok.checks, 'registry')).toMatchObject({ status: 'ok', detail: 'writable: postgres://eval@db:5432/rg; schema version 1' });
 
     const older = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 2, supported: 3 } }) });
-    expect(
-      byName((await runDoctor(older.deps, { ...OPTIONS, registryPath: '/tmp/r.db' })).checks, 'registry'),
-    ).toMatchObject({
+    expect(byName((await runDoctor(older.deps, { ...OPTIONS, registryPath: '/tmp/r.db' })).checks, 'registry')).toMatchObject({
       status: 'ok',
       detail: 'writable: /tmp/r.db; schema version 2 (migrated to 3 on first use)',
     });
 
     const newer = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 5, supported: 1 } }) });
     const report = await runDoctor(newer.deps, { ...OPTIONS, registryPostgres: postgres });
-    expect(byName(report.checks, 'registry')).toMatchObject({
-      status: 'fail',
-      detail: expect.stringMatching(/schema version 5 is newer than this tool \(1\)/),
-    });
+    expect(byName(report.checks, 'registry')).toMatchObject({ status: 'fail', detail: expect.stringMatching(/schema version 5 is newer than this tool \(1\)/) });
     expect(report.exitCode).toBe(1);
 
     const down = fakeWorld({ registry: () => Promise.reject(new Error('connect ECONNREFUSED')) });
-    expect(
-      byName((await runDoctor(down.deps, { ...OPTIONS, registryPostgres: postgres })).checks, 'registry'),
-    ).toMatchObject({
+    expect(byName((await runDoctor(down.deps, { ...OPTIONS, registryPostgres: postgres })).checks, 'registry')).toMatchObject({
       status: 'fail',
       fix: expect.stringMatching(/PGPASSWORD/),
     });
@@ -425,67 +392,32 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
     const host = byName((await runDoctor(deps, OPTIONS)).checks, 'host');
     expect(host).toMatchObject({
       status: 'ok',
-      detail:
-        'AMD EPYC, 64 core(s) (32 physical); 512.0 GiB memory, 500.0 GiB available; Ubuntu 24.04, kernel 6.8.0 (x64)',
-      facts: {
-        cpu: { kind: 'known', cores: 64 },
-        memory: { kind: 'known', total_bytes: 512 * 1024 ** 3 },
-        os: { kind: 'known', kernel: '6.8.0' },
-      },
+      detail: 'AMD EPYC, 64 core(s) (32 physical); 512.0 GiB memory, 500.0 GiB available; Ubuntu 24.04, kernel 6.8.0 (x64)',
+      facts: { cpu: { kind: 'known', cores: 64 }, memory: { kind: 'known', total_bytes: 512 * 1024 ** 3 }, os: { kind: 'known', kernel: '6.8.0' } },
     });
   });
 
   it('a fact that throws is unknown with its reason; with none of CPU, memory and OS known the line warns (exit 0)', async () => {
     const broken = () => Promise.reject(new Error('lscpu: not found'));
-    const some = byName(
-      (await runDoctor(fakeWorld({ facts: { cpu: broken } }).deps, OPTIONS)).checks,
-      'host',
-    );
-    expect(some).toMatchObject({
-      status: 'ok',
-      detail: expect.stringMatching(/^CPU unknown \(lscpu: not found\); 512\.0 GiB memory/),
-    });
-    const report = await runDoctor(
-      fakeWorld({ facts: { cpu: broken, memory: broken, os: broken } }).deps,
-      OPTIONS,
-    );
-    expect(byName(report.checks, 'host')).toMatchObject({
-      status: 'warn',
-      fix: expect.stringContaining('lscpu'),
-    });
+    const some = byName((await runDoctor(fakeWorld({ facts: { cpu: broken } }).deps, OPTIONS)).checks, 'host');
+    expect(some).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^CPU unknown \(lscpu: not found\); 512\.0 GiB memory/) });
+    const report = await runDoctor(fakeWorld({ facts: { cpu: broken, memory: broken, os: broken } }).deps, OPTIONS);
+    expect(byName(report.checks, 'host')).toMatchObject({ status: 'warn', fix: expect.stringContaining('lscpu') });
     expect(report.exitCode).toBe(0);
   });
 
-  it("the disk line names the output file system (type, device, mount, size) from the facts; its verdict stays statfs's", async () => {
+  it('the disk line names the output file system (type, device, mount, size) from the facts; its verdict stays statfs\'s', async () => {
     const { deps } = fakeWorld({ freeBytes: DISK_FAIL_BYTES - 1 });
     const disk = byName((await runDoctor(deps, OPTIONS)).checks, 'disk');
-    expect(disk).toMatchObject({
-      status: 'fail',
-      detail: expect.stringMatching(/\(ext4 \/dev\/vda mounted on \/, 250\.0 GiB in all\)$/),
-    });
-    expect(disk?.facts).toEqual({
-      output_fs: {
-        kind: 'known',
-        path: '/data/out',
-        fs: '/dev/vda',
-        type: 'ext4',
-        mount: '/',
-        size_bytes: 250 * 1024 ** 3,
-        free_bytes: 70 * 1024 ** 3,
-      },
-    });
+    expect(disk).toMatchObject({ status: 'fail', detail: expect.stringMatching(/\(ext4 \/dev\/vda mounted on \/, 250\.0 GiB in all\)$/) });
+    expect(disk?.facts).toEqual({ output_fs: { kind: 'known', path: '/data/out', fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 250 * 1024 ** 3, free_bytes: 70 * 1024 ** 3 } });
   });
 
   it('the engine data root: ok with its file system, warn under 5 GiB free, warn when unknown', async () => {
     const okRoot = byName((await runDoctor(fakeWorld().deps, OPTIONS)).checks, 'engine data root');
-    expect(okRoot).toMatchObject({
-      status: 'ok',
-      detail: '/var/lib/docker: ext4 /dev/vda mounted on /, 70.0 GiB free of 250.0 GiB',
-    });
+    expect(okRoot).toMatchObject({ status: 'ok', detail: '/var/lib/docker: ext4 /dev/vda mounted on /, 70.0 GiB free of 250.0 GiB' });
 
-    const full = fakeWorld({
-      facts: { fileSystemOf: (path) => Promise.resolve(fsFact(path, DATA_ROOT_WARN_BYTES - 1)) },
-    });
+    const full = fakeWorld({ facts: { fileSystemOf: (path) => Promise.resolve(fsFact(path, DATA_ROOT_WARN_BYTES - 1)) } });
     expect(byName((await runDoctor(full.deps, OPTIONS)).checks, 'engine data root')).toMatchObject({
       status: 'warn',
       detail: expect.stringContaining('(< 5.0 GiB)'),
@@ -499,10 +431,7 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
 
     const down = fakeWorld({ info: () => Promise.reject(unavailable()) });
     const report = await runDoctor(down.deps, OPTIONS);
-    expect(byName(report.checks, 'engine data root')).toMatchObject({
-      status: 'warn',
-      detail: 'not checked: the engine did not answer',
-    });
+    expect(byName(report.checks, 'engine data root')).toMatchObject({ status: 'warn', detail: 'not checked: the engine did not answer' });
     expect(byName(report.checks, 'host')?.status).toBe('ok');
   });
 
@@ -515,15 +444,10 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
 
   it('warns when the PCI bus lists a different number of NVIDIA controllers than nvidia-smi sees, naming both', async () => {
     const four = Array.from({ length: 4 }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' }));
-    const report = await runDoctor(
-      fakeWorld({ facts: { gpuControllers: () => Promise.resolve(four) } }).deps,
-      OPTIONS,
-    );
+    const report = await runDoctor(fakeWorld({ facts: { gpuControllers: () => Promise.resolve(four) } }).deps, OPTIONS);
     expect(byName(report.checks, 'gpus')).toMatchObject({
       status: 'warn',
-      detail: expect.stringMatching(
-        /^1 GPU\(s\), 81559 MiB in all: .*; nvidia-smi sees 1 GPU\(s\) but the PCI bus lists 4 NVIDIA controller\(s\)$/,
-      ),
+      detail: expect.stringMatching(/^1 GPU\(s\), 81559 MiB in all: .*; nvidia-smi sees 1 GPU\(s\) but the PCI bus lists 4 NVIDIA controller\(s\)$/),
       fix: expect.stringContaining('nvidia-smi -L'),
       facts: { gpu_controllers: { kind: 'known', nvidia_count: 4 } },
     });
@@ -539,9 +463,7 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
   });
 
   it('controllers that do not answer leave the nvidia-smi verdict alone', async () => {
-    const { deps } = fakeWorld({
-      facts: { gpuControllers: () => Promise.reject(new Error('lspci: not found')) },
-    });
+    const { deps } = fakeWorld({ facts: { gpuControllers: () => Promise.reject(new Error('lspci: not found')) } });
     expect(byName((await runDoctor(deps, OPTIONS)).checks, 'gpus')).toMatchObject({
       status: 'ok',
       facts: { gpu_controllers: { kind: 'unknown', reason: 'lspci: not found' } },

@@ -46,23 +46,13 @@ function deps(runtime: ScriptedRuntime): ExecutePairDeps {
   };
 }
 
-function input(
-  extra: Partial<ExecutePairInput> = {},
-  fs: FileSystem = new NodeFileSystem(),
-): ExecutePairInput {
+function input(extra: Partial<ExecutePairInput> = {}, fs: FileSystem = new NodeFileSystem()): ExecutePairInput {
   return {
     store: new EvidenceStore(fs, join(dir, 'D')),
     jobRel: 'jobs/p1',
     batchId: 'batch-1',
     claimId: 'claim-0001',
-    job: {
-      job_id: 'p1',
-      argv: ['/run'],
-      cwd: join(dir, 'cwd'),
-      outcome_path: join(dir, 'out', 'o.json'),
-      ports: [],
-      image: 'img',
-    },
+    job: { job_id: 'p1', argv: ['/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json'), ports: [], image: 'img' },
     environment: {},
     secrets: [SECRET],
     sessionsDir: '/root/.codex/sessions',
@@ -83,18 +73,10 @@ describe('executePair with a scripted engine', () => {
     const { result } = await executePair(deps(runtime), input());
     expect(runtime.waitDeadlines).toEqual([DEADLINE]);
     expect(await log('stdout.log')).toBe('out\n');
-    expect(result).toMatchObject({
-      classification: 'infrastructure_failure',
-      reasons: ['outcome_missing'],
-      container: { id: 'c1', exit_code: 0, timed_out: false },
-    });
+    expect(result).toMatchObject({ classification: 'infrastructure_failure', reasons: ['outcome_missing'], container: { id: 'c1', exit_code: 0, timed_out: false } });
     expect(result.cleanup).toEqual({ removed: true, verified_absent: true, attempts: 1 });
     expect(result.started_at).toBe('2026-12-03T08:00:00.000Z');
-    expect(runtime.created?.labels).toEqual({
-      'roboguide.batch': 'batch-1',
-      'roboguide.job': 'p1',
-      'roboguide.claim': 'claim-0001',
-    });
+    expect(runtime.created?.labels).toEqual({ 'roboguide.batch': 'batch-1', 'roboguide.job': 'p1', 'roboguide.claim': 'claim-0001' });
   });
 
   it('at its deadline: the controlled stop with the stop budget, timed out, still removed', async () => {
@@ -124,10 +106,7 @@ describe('executePair with a scripted engine', () => {
     runtime.waits = ['until_signal'];
     runtime.output = 'x'.repeat(200_000);
     const pair = input();
-    const { result, execution } = await executePair(deps(runtime), {
-      ...pair,
-      job: { ...pair.job, log_limit_bytes: 65_536 },
-    });
+    const { result, execution } = await executePair(deps(runtime), { ...pair, job: { ...pair.job, log_limit_bytes: 65_536 } });
     expect(execution.logLimitExceeded).toBe('stdout');
     expect(result.reasons).toEqual(['log_limit_exceeded', 'outcome_missing']);
     expect(result.logs.stdout.limit_exceeded).toBe(true);
@@ -138,9 +117,7 @@ describe('executePair with a scripted engine', () => {
   it('a log that cannot be written stops the pair as a harness fault, and the container is still removed', async () => {
     const runtime = new ScriptedRuntime();
     runtime.waits = ['until_signal'];
-    const fs = new FaultyFileSystem(new NodeFileSystem(), {
-      rules: [{ op: 'write', path: 'stdout.log', code: 'ENOSPC' }],
-    });
+    const fs = new FaultyFileSystem(new NodeFileSystem(), { rules: [{ op: 'write', path: 'stdout.log', code: 'ENOSPC' }] });
     const { result } = await executePair(deps(runtime), input({}, fs));
     expect(result.classification).toBe('harness_failure');
     expect(result.reasons).toContain('log_write_failed');
@@ -162,10 +139,7 @@ describe('executePair with a scripted engine', () => {
 
   it('an engine lost during the wait whose container survived: waited for again until its ordinary exit', async () => {
     const runtime = new ScriptedRuntime();
-    runtime.waits = [
-      { kind: 'engine_lost', lastSeenAliveMs: T0 },
-      { kind: 'exited', exitCode: 0 },
-    ];
+    runtime.waits = [{ kind: 'engine_lost', lastSeenAliveMs: T0 }, { kind: 'exited', exitCode: 0 }];
     runtime.inspects = ['refused', state('running', null), state('exited', 0)];
     const { result } = await executePair(deps(runtime), input());
     expect(runtime.waitDeadlines).toEqual([DEADLINE, DEADLINE]);
@@ -196,11 +170,7 @@ describe('executePair with a scripted engine', () => {
 
   it('a port already allocated at start: port_allocated, and the created container is removed', async () => {
     const runtime = new ScriptedRuntime();
-    runtime.startAnswer = engineError(
-      'port_allocated',
-      500,
-      'Bind for 127.0.0.1:8080 failed: port is already allocated',
-    );
+    runtime.startAnswer = engineError('port_allocated', 500, 'Bind for 127.0.0.1:8080 failed: port is already allocated');
     runtime.inspects = [state('created', null)];
     const { result } = await executePair(deps(runtime), input());
     expect(result.reasons).toEqual(['port_allocated', 'outcome_missing']);
@@ -232,10 +202,7 @@ describe('executePair with a scripted engine', () => {
     runtime.inspects = [state('exited', 143, '2026-12-03T08:00:30Z')];
     runtime.events = { actions: ['kill', 'die'], complete: true };
     const claimedAtMs = T0 - 10_000;
-    const { result } = await executePair(
-      deps(runtime),
-      input({ reattach: { containerId: 'c1', claimedAtMs } }),
-    );
+    const { result } = await executePair(deps(runtime), input({ reattach: { containerId: 'c1', claimedAtMs } }));
     expect(runtime.eventsSince).toEqual([claimedAtMs]);
     expect(runtime.calls).not.toContain('wait');
     expect(runtime.calls.slice(0, 1)).toEqual(['follow']);
@@ -247,10 +214,7 @@ describe('executePair with a scripted engine', () => {
     const runtime = new ScriptedRuntime();
     runtime.present = true;
     runtime.inspects = [state('running', null), state('running', null), state('exited', 0)];
-    const { result } = await executePair(
-      deps(runtime),
-      input({ reattach: { containerId: 'c1', claimedAtMs: T0 } }),
-    );
+    const { result } = await executePair(deps(runtime), input({ reattach: { containerId: 'c1', claimedAtMs: T0 } }));
     expect(runtime.waitDeadlines).toEqual([DEADLINE]);
     expect(result.reasons).toEqual(['outcome_missing']);
   });
@@ -267,20 +231,14 @@ describe('executePair with a scripted engine', () => {
 
   it('a valid outcome: published for the operator, masked in the evidence, hashed as kept, completed', async () => {
     const runtime = new ScriptedRuntime();
-    const bytes = new TextEncoder().encode(
-      JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, note: SECRET }),
-    );
+    const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, note: SECRET }));
     const published: string[] = [];
     const pair = input({ readOutcome: () => Promise.resolve({ state: 'present', bytes }) });
     const { result } = await executePair(
       {
         ...deps(runtime),
         publishOutcome: (b, path) => Promise.resolve(void published.push(`${path}:${b.length}`)),
-        maskOutcome: (b) =>
-          Promise.resolve({
-            kept: new TextEncoder().encode(new TextDecoder().decode(b).replace(SECRET, '***')),
-            masked: false,
-          }),
+        maskOutcome: (b) => Promise.resolve({ kept: new TextEncoder().encode(new TextDecoder().decode(b).replace(SECRET, '***')), masked: false }),
       },
       pair,
     );
@@ -366,13 +324,8 @@ describe('executePair with a scripted engine', () => {
     const runtime = new ScriptedRuntime();
     const ports = B1_PORT_VARIABLES.map((_, i) => 20000 + i);
     const base = input();
-    await executePair(deps(runtime), {
-      ...base,
-      job: { ...base.job, ports, b1_ports: true, placement: ['node.hostname==n1'] },
-    });
-    expect(runtime.created?.env).toMatchObject(
-      Object.fromEntries(B1_PORT_VARIABLES.map((name, i) => [name, String(20000 + i)])),
-    );
+    await executePair(deps(runtime), { ...base, job: { ...base.job, ports, b1_ports: true, placement: ['node.hostname==n1'] } });
+    expect(runtime.created?.env).toMatchObject(Object.fromEntries(B1_PORT_VARIABLES.map((name, i) => [name, String(20000 + i)])));
     expect(runtime.created).toMatchObject({ placement: ['node.hostname==n1'] });
     const again = new ScriptedRuntime();
     await executePair(deps(again), { ...base, jobRel: 'jobs/p2', job: { ...base.job, placement: [] } });

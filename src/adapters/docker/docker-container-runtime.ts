@@ -89,13 +89,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
    */
   constructor(
     connection?: DockerConnection | Docker,
-    options: {
-      callTimeoutMs?: number;
-      heartbeatMs?: number;
-      silentWaitGraceMs?: number;
-      changesTimeoutMs?: number;
-      changesMaxBytes?: number;
-    } = {},
+    options: { callTimeoutMs?: number; heartbeatMs?: number; silentWaitGraceMs?: number; changesTimeoutMs?: number; changesMaxBytes?: number } = {},
   ) {
     this.docker = connection instanceof Docker ? connection : new Docker(connection);
     this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
@@ -123,23 +117,11 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.docker.info() as Promise<{
-          ID?: string;
-          Runtimes?: Record<string, unknown>;
-          LoggingDriver?: string;
-          DockerRootDir?: string;
-        }>,
+        this.docker.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; DockerRootDir?: string }>,
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return {
-        id: info.ID ?? '',
-        version: version.Version,
-        apiVersion: version.ApiVersion,
-        runtimes,
-        loggingDriver: info.LoggingDriver,
-        dataRoot: info.DockerRootDir,
-      };
+      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes, loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -290,16 +272,15 @@ export class DockerContainerRuntime implements ContainerRuntime {
     });
     const exited = (async (): Promise<WaitResult> => {
       try {
-        const r = (await this.docker.getContainer(id).wait({ abortSignal: controller.signal } as object)) as {
-          StatusCode: number;
-        };
+        const r = (await this.docker
+          .getContainer(id)
+          .wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
         return { kind: 'exited', exitCode: r.StatusCode };
       } catch (err) {
         if (isAbort(err) || controller.signal.aborted) return never;
         const mapped = toEngineError(err, 'wait for a container');
         // A dropped connection or a container the engine forgot is not a verdict: the caller inspects again.
-        if (mapped.fault === 'engine_unavailable' || mapped.statusCode === 404)
-          return { kind: 'engine_lost', lastSeenAliveMs };
+        if (mapped.fault === 'engine_unavailable' || mapped.statusCode === 404) return { kind: 'engine_lost', lastSeenAliveMs };
         throw mapped;
       }
     })();
@@ -332,9 +313,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   /** One short inspect: is the container alive, stopped, or is the engine (or the container) gone? */
   async #heartbeat(id: string): Promise<'alive' | 'stopped' | 'lost' | 'unknown'> {
     try {
-      const c = await this.docker
-        .getContainer(id)
-        .inspect({ abortSignal: AbortSignal.timeout(HEARTBEAT_TIMEOUT_MS) });
+      const c = await this.docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(HEARTBEAT_TIMEOUT_MS) });
       const status = c.State.Status;
       return status === 'exited' || status === 'dead' || status === 'removing' ? 'stopped' : 'alive';
     } catch (err) {
@@ -430,10 +409,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
     try {
       const abortSignal = AbortSignal.timeout(this.#changesTimeoutMs);
-      const [c, changes] = await Promise.all([
-        this.docker.getContainer(id).inspect(this.#deadline()),
-        this.#changesList(id, abortSignal),
-      ]);
+      const [c, changes] = await Promise.all([this.docker.getContainer(id).inspect(this.#deadline()), this.#changesList(id, abortSignal)]);
       return {
         imageId: c.Image ?? '',
         changed: (changes ?? []).map((change) => change.Path),
@@ -463,8 +439,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
     try {
       for await (const chunk of stream) {
         bytes += (chunk as Buffer).length;
-        if (bytes > this.#changesMaxBytes)
-          throw new Error(`the changes list is over ${this.#changesMaxBytes} bytes`);
+        if (bytes > this.#changesMaxBytes) throw new Error(`the changes list is over ${this.#changesMaxBytes} bytes`);
         chunks.push(chunk as Buffer);
       }
     } finally {
@@ -494,10 +469,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  async containerEventsSince(
-    id: string,
-    sinceMs: number,
-  ): Promise<{ actions: readonly string[]; complete: boolean }> {
+  async containerEventsSince(id: string, sinceMs: number): Promise<{ actions: readonly string[]; complete: boolean }> {
     try {
       // With `until` the engine replays what it buffered and ends the stream. Unfiltered, to count the buffer.
       const stream = (await this.docker.getEvents({

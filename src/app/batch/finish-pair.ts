@@ -34,16 +34,10 @@ export interface FinishReport {
  * release the reservation only through terminal reconciliation. Any failure keeps the reservation and all
  * evidence and pauses the batch (harness).
  */
-export async function finishPair(
-  deps: FinishDeps,
-  receipt: Receipt,
-  result: ResultRecord,
-): Promise<FinishReport> {
+export async function finishPair(deps: FinishDeps, receipt: Receipt, result: ResultRecord): Promise<FinishReport> {
   const { store, journal } = deps;
   const jobId = receipt.job_id;
-  const pauseReasons = new Set<PauseReason>(
-    pauseReasonsFor({ classification: result.classification, reasons: [...result.reasons] }),
-  );
+  const pauseReasons = new Set<PauseReason>(pauseReasonsFor({ classification: result.classification, reasons: [...result.reasons] }));
   failpoint('before_result');
   const written = await writeJsonVerified(store, resultRel(jobId), result);
   if (written.kind === 'failed') {
@@ -81,12 +75,7 @@ export async function reconcileFinished(
   const { store, journal } = deps;
   const jobId = receipt.job_id;
   const report = await reconcilePair(
-    {
-      store,
-      registry: deps.registry,
-      runtime: deps.execute.runtime,
-      readOutcomeSha256: (path) => deps.execute.outcomes.sha256(path),
-    },
+    { store, registry: deps.registry, runtime: deps.execute.runtime, readOutcomeSha256: (path) => deps.execute.outcomes.sha256(path) },
     { jobRel: jobRel(jobId), mode: 'execute' },
   );
   failpoint('after_reconcile');
@@ -105,10 +94,7 @@ export async function reconcileFinished(
  * then. A failure here changes nothing: reconciliation holds the slot as before.
  */
 export async function removeUnverifiedContainer(
-  deps: {
-    readonly execute: { readonly runtime: ContainerRuntime; readonly logger: Logger };
-    readonly journal: FinishDeps['journal'];
-  },
+  deps: { readonly execute: { readonly runtime: ContainerRuntime; readonly logger: Logger }; readonly journal: FinishDeps['journal'] },
   receipt: Receipt,
   result: ResultRecord,
   stopBudgetSec: number,
@@ -122,11 +108,6 @@ export async function removeUnverifiedContainer(
     // the engine cannot be asked: reconciliation will hold the slot
   }
   const verified: boolean[] = [];
-  for (const id of ids)
-    verified.push((await removeAndVerify({ runtime, logger }, id, stopBudgetSec)).verified_absent);
-  await deps.journal('cleanup_retried', {
-    job_id: receipt.job_id,
-    containers: ids.size,
-    verified_absent: verified.every(Boolean),
-  });
+  for (const id of ids) verified.push((await removeAndVerify({ runtime, logger }, id, stopBudgetSec)).verified_absent);
+  await deps.journal('cleanup_retried', { job_id: receipt.job_id, containers: ids.size, verified_absent: verified.every(Boolean) });
 }

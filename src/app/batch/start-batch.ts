@@ -10,15 +10,7 @@ import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues, staleOutcomeIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
-import {
-  admissionNodesFor,
-  heldPortIssues,
-  neverFitIssues,
-  type AdmissionNodes,
-  type GpuNeed,
-  type LeaseAlive,
-  type PortNeed,
-} from '../admission.js';
+import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type LeaseAlive, type PortNeed } from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
@@ -29,14 +21,7 @@ import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia
 import { resolveAllEnvironments } from './batch-context.js';
 import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
-import {
-  BATCH_FILE,
-  BATCH_SCHEMA,
-  MANIFEST_FILE,
-  receiptRel,
-  type BatchGpuObservation,
-  type BatchRecord,
-} from './layout.js';
+import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
 
 export interface StartBatchDeps {
   readonly fs: FileSystem;
@@ -85,21 +70,13 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   // The original must be readable and be that batch, or the claims cannot be checked: refuse rather than guess.
   const batch = await original.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
   if (batch === null || batch.batch_id !== origin.batch_id) {
-    return [
-      {
-        path: 'continuation_of.output',
-        rule: `must be the readable output directory of batch ${origin.batch_id}`,
-      },
-    ];
+    return [{ path: 'continuation_of.output', rule: `must be the readable output directory of batch ${origin.batch_id}` }];
   }
   const issues: Issue[] = [];
   for (const [i, job] of manifest.jobs.entries()) {
     const receipt = await original.readJson<Receipt>(receiptRel(job.job_id));
     if (receipt !== null && receipt.batch_id === origin.batch_id) {
-      issues.push({
-        path: `jobs[${i}].job_id`,
-        rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again`,
-      });
+      issues.push({ path: `jobs[${i}].job_id`, rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again` });
     }
   }
   return issues;
@@ -109,17 +86,13 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
  * When the manifest asks for GPUs: what nvidia-smi sees, compared with the declared `capacity.gpu_total_mib`.
  * A mismatch is a warning (recorded and printed), not an error; an unobservable host keeps the batch serial.
  */
-async function observeForManifest(
-  deps: StartBatchDeps,
-  manifest: Manifest,
-): Promise<BatchGpuObservation | null> {
+async function observeForManifest(deps: StartBatchDeps, manifest: Manifest): Promise<BatchGpuObservation | null> {
   if (!manifest.jobs.some((j) => j.gpus !== undefined) || !deps.observeGpus) return null;
   const observation = await deps.observeGpus();
   const declared = manifest.capacity.gpu_total_mib;
   const comparison = declared === undefined ? null : compareDeclaredTotal(declared, observation);
   const warnings: string[] = [];
-  if (observation.kind === 'unobservable')
-    warnings.push(`GPUs not observable (${observation.reason}): the batch stays serial`);
+  if (observation.kind === 'unobservable') warnings.push(`GPUs not observable (${observation.reason}): the batch stays serial`);
   if (comparison?.kind === 'mismatch') warnings.push(`capacity.gpu_total_mib: ${comparison.message}`);
   return { observation, comparison, warnings };
 }
@@ -142,26 +115,11 @@ export interface RegistryNeeds {
   readonly isAlive?: LeaseAlive;
 }
 
-export function registryNeeds(
-  manifest: Manifest,
-  how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {},
-): RegistryNeeds {
-  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } =>
-    job.placement !== undefined ? { placement: job.placement } : {};
+export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {}): RegistryNeeds {
+  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } => (job.placement !== undefined ? { placement: job.placement } : {});
   return {
-    ports: manifest.jobs.flatMap((job, i) =>
-      job.ports.map((port, k) => ({
-        path: `jobs[${i}].ports[${k}]`,
-        jobId: job.job_id,
-        port,
-        ...placement(job),
-      })),
-    ),
-    gpu: manifest.jobs.flatMap((job, i) =>
-      job.gpu_mib !== undefined
-        ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }]
-        : [],
-    ),
+    ports: manifest.jobs.flatMap((job, i) => job.ports.map((port, k) => ({ path: `jobs[${i}].ports[${k}]`, jobId: job.job_id, port, ...placement(job) }))),
+    gpu: manifest.jobs.flatMap((job, i) => (job.gpu_mib !== undefined ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }] : [])),
     ...how,
   };
 }
@@ -175,8 +133,7 @@ export function registryNeeds(
 export async function checkRegistryNeeds(registry: CapacityRegistry, needs: RegistryNeeds): Promise<void> {
   const ports = await heldPortIssues(registry, needs.ports, needs.nodes, needs.isAlive ?? (() => true));
   const issues: Issue[] = [...ports.issues, ...(await neverFitIssues(registry, needs.gpu, needs.nodes))];
-  if (issues.length > 0)
-    throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
+  if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
   for (const warning of ports.warnings) needs.warn?.(warning);
 }
 
@@ -189,21 +146,13 @@ function isPostgresUrl(registry: string): boolean {
 function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined): Issue[] {
   if (executor?.kind !== 'swarm') return [];
   return manifest.jobs.flatMap((job, i) =>
-    job.gpus === 'all'
-      ? [
-          {
-            path: `jobs[${i}].gpus`,
-            rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed',
-          },
-        ]
-      : [],
+    job.gpus === 'all' ? [{ path: `jobs[${i}].gpus`, rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed' }] : [],
   );
 }
 
 /** Pairs needing `gpusPerPair` GPUs the swarm's nodes can run at once (one per node when they need none); at least 1. */
 export function swarmSlots(nodes: readonly { readonly gpus: number }[], gpusPerPair: number): number {
-  const total =
-    gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
+  const total = gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
   return Math.max(1, total);
 }
 
@@ -285,27 +234,16 @@ async function checkEngine(
 }
 
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
-async function executorFacts(
-  deps: StartBatchDeps,
-  options: StartBatchOptions,
-  manifest: Manifest,
-): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
+async function executorFacts(deps: StartBatchDeps, options: StartBatchOptions, manifest: Manifest): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
   const swarm = options.executor?.kind === 'swarm';
   const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
   const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
-  const executorSlots =
-    swarmNodes !== undefined
-      ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus))))
-      : undefined;
+  const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
   return {
     gpu_observation: gpuObservation,
-    ...(options.executor !== undefined && options.executor.kind !== 'local'
-      ? { executor: options.executor }
-      : {}),
+    ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
     ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
-    ...(swarmNodes !== undefined
-      ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) }
-      : {}),
+    ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
   };
 }
 
@@ -318,13 +256,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   const { engine, pins } = await checkEngine(deps.runtime, manifest, options.bin ?? 'roboguide-eval');
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.runtime) : undefined;
-  await deps.checkRegistry?.(
-    registryNeeds(manifest, {
-      ...(nodes ? { nodes } : {}),
-      ...(options.onWarning ? { warn: options.onWarning } : {}),
-      isAlive: (lease) => deps.host.isAlive(lease),
-    }),
-  );
+  await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}), isAlive: (lease) => deps.host.isAlive(lease) }));
   // After every refusal (a refused start never waits for them), side by side with creating the output directory.
   const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
 
@@ -354,16 +286,9 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.
   if ((await store.publishExclusive(BATCH_FILE, record)) === 'exists') {
-    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, {
-      exitCode: 2,
-    });
+    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, { exitCode: 2 });
   }
   await store.writeBytesAtomic(MANIFEST_FILE, bytes);
-  await store.appendJournal({
-    type: 'batch_created',
-    at: now.toISOString(),
-    batch_id: record.batch_id,
-    jobs: manifest.jobs.length,
-  });
+  await store.appendJournal({ type: 'batch_created', at: now.toISOString(), batch_id: record.batch_id, jobs: manifest.jobs.length });
   return record;
 }
