@@ -192,6 +192,9 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
     expect(await readFile(join(work, 'batch', 'report.html'), 'utf8')).toContain(
       `warning: image ${IMAGE} now names ${moved.slice(0, 19)}`,
     );
+    // Back as the page built it; the moved image goes (it only served this test).
+    expect(spawnSync('docker', ['tag', pinned, IMAGE]).status).toBe(0);
+    expect(spawnSync('docker', ['image', 'rm', moved]).status).toBe(0);
   });
 
   it('leaves no container behind', async () => {
