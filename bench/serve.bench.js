@@ -36,7 +36,7 @@ async function ok(promise, status) {
   return res.body;
 }
 
-const server = await startTestServer({ maxReservations: SESSIONS + 10, reapIntervalSec: 3600 });
+const server = await startTestServer({ maxReservations: SESSIONS + 10, reapIntervalSec: 3600, clientMode: 'raw' });
 const api = server.client;
 try {
   // 1. exec of `true`

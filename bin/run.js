@@ -5,10 +5,18 @@
 // docs/benchmarks.md, "start-up").
 const major = Number(process.versions.node.split('.')[0]);
 if (major < 24) {
-  process.stderr.write(
-    `roboguide-eval needs Node.js 24 or newer; this is ${process.version}.\n` +
-      '  Try: bin/roboguide-eval …  (runs the pinned Node 24 from node_modules), or npx roboguide-eval …\n',
-  );
+  // In this checkout the launcher next to this file runs the pinned Node 24 of node_modules; installed elsewhere
+  // (a consumer project) there is none of ours: Node 24 must be installed.
+  const { existsSync } = await import('node:fs');
+  const launcher = new URL('./roboguide-eval', import.meta.url);
+  const pinned = new URL('../node_modules/node/bin/node', import.meta.url);
+  const { relative } = await import('node:path');
+  const { fileURLToPath } = await import('node:url');
+  const hint =
+    existsSync(launcher) && existsSync(pinned)
+      ? `  Try: ${relative(process.cwd(), fileURLToPath(launcher)) || 'roboguide-eval'} …  (the launcher of this checkout runs its pinned Node 24)\n`
+      : '  Install Node.js 24 (nodejs.org, or your version manager: `nvm install 24`, `fnm install 24`) and run it again.\n';
+  process.stderr.write(`roboguide-eval needs Node.js 24 or newer; this is ${process.version}.\n${hint}`);
   process.exit(1);
 }
 const { default: nodeModule } = await import('node:module');

@@ -5,6 +5,8 @@ import { procHostIdentity } from './adapters/host-identity.js';
 import { fileOutcomeReader } from './adapters/outcome-reader.js';
 import type { BuildReport } from './adapters/docker/image-builder.js';
 import type { RegistryLocation } from './adapters/registry/default-path.js';
+import type { MovedImage } from './app/batch/image-pins.js';
+import type { BatchRecord } from './app/batch/layout.js';
 import type { CapacityDeps } from './app/capacity-report.js';
 import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
@@ -87,13 +89,26 @@ export async function createSupervisorLogger(output: string): Promise<Logger & {
 }
 
 /** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
-async function existingRegistry(flag: string | undefined): Promise<() => ExistingRegistry> {
+async function existingRegistry(
+  flag: string | undefined,
+): Promise<(recorded: string | null) => ExistingRegistry> {
   const { isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
-  return () => {
+  return (recorded) => {
+    if (flag === undefined && recorded !== null) {
+      // The registry the evidence records (a PostgreSQL one's password from PGPASSWORD or ~/.pgpass, as for resume).
+      return {
+        path: recorded,
+        file: !/^postgres(ql)?:\/\//i.test(recorded),
+        explicit: false,
+        open: async () =>
+          (await import('./adapters/registry/open-registry.js')).openRecordedRegistry(recorded),
+      };
+    }
     const location = registryLocation(flag);
     return {
       path: location.path,
       file: !isPostgresLocation(location),
+      explicit: flag !== undefined,
       open: async () => {
         const { checkRegistryLocation, openRegistryAt } = await import('./adapters/registry/open-registry.js');
         checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
@@ -103,6 +118,15 @@ async function existingRegistry(flag: string | undefined): Promise<() => Existin
   };
 }
 
+/** The registry an output directory's evidence records: a batch's batch.json, or a pair run's receipt. */
+async function recordedRegistry(output: string): Promise<string | null> {
+  const store = evidenceStoreAt(output);
+  const batch = await store.readJson<{ registry_path?: unknown }>('batch.json').catch(() => null);
+  if (typeof batch?.registry_path === 'string') return batch.registry_path;
+  const receipt = await store.readJson<{ registry_path?: unknown }>('receipt.json').catch(() => null);
+  return typeof receipt?.registry_path === 'string' ? receipt.registry_path : null;
+}
+
 /** The evidence of an existing output directory and the registry of `--registry` (reconcile, pair recover). */
 async function createOutputEvidenceDeps(registryFlag: string | undefined): Promise<OutputEvidenceDeps> {
   const { runtimeForOutput } = await root();
@@ -110,6 +134,7 @@ async function createOutputEvidenceDeps(registryFlag: string | undefined): Promi
     isDirectory: (path) => stat(path).then((info) => info.isDirectory(), () => false),
     exists: (path) => stat(path).then(() => true, () => false),
     locateRegistry: await existingRegistry(registryFlag),
+    recordedRegistry,
     storeAt: evidenceStoreAt,
     runtimeFor: runtimeForOutput,
   };
@@ -132,7 +157,15 @@ export async function createRecoverDeps(registryFlag: string | undefined): Promi
 }
 
 export function createReportFileDeps(): ReportFileDeps {
-  return { fs: new NodeFileSystem(), storeAt: evidenceStoreAt, host: procHostIdentity };
+  return {
+    fs: new NodeFileSystem(),
+    storeAt: evidenceStoreAt,
+    host: procHostIdentity,
+    imagesMoved: async (output) => {
+      const { movedImageLine } = await import('./app/batch/image-pins.js');
+      return (await movedImagesOf(output).catch(() => [])).map(movedImageLine);
+    },
+  };
 }
 
 /**
@@ -142,13 +175,31 @@ export function createReportFileDeps(): ReportFileDeps {
 export async function createStatusReader(output: string): Promise<(now: Date) => Promise<BatchStatus>> {
   const store = evidenceStoreAt(output);
   const runtime = await (await root()).runtimeForOutput(store.root);
-  const engine = await runtime.info().then(() => runtime, () => undefined);
+  const engine = await runtime.info().then(
+    () => runtime,
+    () => undefined,
+  );
   const { readStatus } = await import('./app/batch/read-status.js');
   return (now) => readStatus(store, engine, now, procHostIdentity);
 }
 
+/** The pinned images of the batch in `output` whose tag moved since start (none without an engine). */
+export async function movedImagesOf(output: string): Promise<MovedImage[]> {
+  const store = evidenceStoreAt(output);
+  const batch = await store.readJson<BatchRecord>('batch.json').catch(() => null);
+  if (batch?.images === undefined) return [];
+  const { movedImages } = await import('./app/batch/image-pins.js');
+  // Advisory: an engine that cannot be reached says nothing here (the command's own engine calls report it).
+  return (await root()).runtimeForOutput(store.root).then(
+    (runtime) => movedImages(batch, runtime),
+    () => [],
+  );
+}
+
 /** `e1-batch node-down`: the batch's recorded registry and executor (a runtime that counts the down nodes gone). */
-export async function createNodeDownDeps(output: string): Promise<NodeDownDeps & { dispose(): Promise<void> }> {
+export async function createNodeDownDeps(
+  output: string,
+): Promise<NodeDownDeps & { dispose(): Promise<void> }> {
   const store = evidenceStoreAt(output);
   const { loadBatch } = await import('./app/batch/batch-context.js');
   const { batch } = await loadBatch(store);
@@ -182,10 +233,13 @@ export async function openCapacity(registryFlag: string | undefined): Promise<Ca
 }
 
 /** `doctor`: the probes of this host, and where `--registry` points (a URL other than PostgreSQL's is refused). */
-export async function createDoctorWiring(
-  registryFlag: string | undefined,
-): Promise<{ readonly deps: DoctorDeps; readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>; readonly sessionsMaxBytes: number }> {
-  const { defaultRegistryPath, isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
+export async function createDoctorWiring(registryFlag: string | undefined): Promise<{
+  readonly deps: DoctorDeps;
+  readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>;
+  readonly sessionsMaxBytes: number;
+}> {
+  const { defaultRegistryPath, isPostgresLocation, registryLocation } =
+    await import('./adapters/registry/default-path.js');
   const location = registryFlag !== undefined && registryFlag !== '' ? registryLocation(registryFlag) : null;
   const { createDoctorDeps } = await import('./adapters/doctor-probes.js');
   const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
@@ -296,7 +350,10 @@ export async function createPairRunWiring(
   executor: ExecutorConfig,
 ): Promise<{
   readonly deps: RunPairDeps & { dispose(): Promise<void> };
-  readonly host: Pick<RunPairOptions, 'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath'>;
+  readonly host: Pick<
+    RunPairOptions,
+    'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath' | 'registryRecord'
+  >;
 }> {
   const { registryFilePath, registryLocation } = await import('./adapters/registry/default-path.js');
   const { createPairRunDeps, hostMountRules, specLogSecrets } = await root();
@@ -313,6 +370,7 @@ export async function createPairRunWiring(
       hostAddresses: hostAddresses(),
       hostPaths: await hostMountRules(deps.runtime),
       ...(registryPath !== undefined ? { registryPath: registry.path } : {}),
+      registryRecord: registry.path,
     },
   };
 }

@@ -1,5 +1,5 @@
 import { classify, type Classified } from '../core/classify.js';
-import { checkOutcome, type OutcomeCheck } from '../core/outcome.js';
+import { checkOutcome, outcomeProblemsOf, type OutcomeCheck } from '../core/outcome.js';
 import type { Receipt } from '../core/receipt.js';
 import { redactOutcome } from '../core/redaction/redact-text.js';
 import { RESULT_SCHEMA, type CleanupRecord, type DiskRecord, type LimitsRecord, type ResultRecord } from '../core/result.js';
@@ -49,6 +49,7 @@ export function buildResult(input: {
     outcome: input.outcome.value,
     outcome_redactions: input.outcome.redactions,
     outcome_sha256: input.outcomeSha256,
+    outcome_problems: outcomeProblemsOf(input.check),
     container: e.container,
     logs: e.logs,
     sessions: e.sessions,

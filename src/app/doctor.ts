@@ -70,6 +70,8 @@ export interface DoctorOptions {
   readonly outputDir: string;
   /** With `--manifest`: the bytes that batch's log and session caps could need on that file system. */
   readonly batchNeedBytes?: number | null;
+  /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): fixes name it. */
+  readonly bin?: string;
 }
 
 /** The verdict: 3 when no engine answers, else 1 on any failed check, else 0 (warnings do not fail). */
@@ -89,7 +91,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     ),
   });
   const [engine, host] = await Promise.all([engineChecks(deps, options, info), hostChecks(deps, options, facts)]);
-  const network = engine.reachable && deps.pairNetwork !== undefined ? [await pairNetworkCheck(deps.pairNetwork)] : [];
+  const network = engine.reachable && deps.pairNetwork !== undefined ? [await pairNetworkCheck(deps.pairNetwork, options.bin)] : [];
   const dataRoot = await info.then((i) => i.dataRoot, () => undefined);
   const checks = [...engine.checks, ...network, ...host, mountRootsCheck(options.mountRoots ?? [], dataRoot)];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };

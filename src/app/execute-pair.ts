@@ -6,7 +6,7 @@ import type { EvidenceStore } from './evidence/evidence-store.js';
 import { b1PortEnvironment } from '../core/b1-config.js';
 import { classify, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
-import { checkOutcome, type OutcomeRead } from '../core/outcome.js';
+import { checkOutcome, formatOutcomeProblem, outcomeProblemsOf, type OutcomeRead } from '../core/outcome.js';
 import { errorKind } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { DiskRecord, ProviderFailure, ResultRecord } from '../core/result.js';
@@ -372,6 +372,13 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
   const engineError = execution.engineError && { ...execution.engineError, message: paths.redact(execution.engineError.message) };
   // Refusal texts hold archive names and error codes from the pair's side: masked before they are kept.
   const sessions = { ...execution.sessions, refusals: execution.sessions.refusals.map(paths.redact) };
+  const problems = outcomeProblemsOf(check);
+  if (problems.length > 0) {
+    deps.logger.warn(
+      { job: job.job_id, outcome_problems: problems.map(formatOutcomeProblem) },
+      `the outcome breaks the contract (SPEC §5.2): ${problems.map(formatOutcomeProblem).join('; ')}`,
+    );
+  }
   return buildResult({
     batchId: input.batchId,
     jobId: job.job_id,

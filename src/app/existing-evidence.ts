@@ -9,13 +9,20 @@ export interface ExistingRegistry {
   readonly file: boolean;
   /** Refuses an existing file that is no registry (never migrates it), then opens. */
   open(): Promise<CapacityRegistry>;
+  /** True when the user named it (`--registry`); false for the default or the recorded one. */
+  readonly explicit?: boolean;
 }
 
 export interface ExistingEvidenceDeps {
   readonly isDirectory: (path: string) => Promise<boolean>;
   readonly exists: (path: string) => Promise<boolean>;
-  /** The registry of `--registry` (the default when unset); throws for a URL other than PostgreSQL's. */
-  readonly locateRegistry: () => ExistingRegistry;
+  /**
+   * The registry of `--registry`; unset: the one the evidence recorded (`recorded`), else the default. Throws for a
+   * URL other than PostgreSQL's.
+   */
+  readonly locateRegistry: (recorded: string | null) => ExistingRegistry;
+  /** The registry the output's evidence records: batch.json `registry_path`, or a pair run's receipt; null if none. */
+  readonly recordedRegistry?: (output: string) => Promise<string | null>;
 }
 
 /** What the refusals suggest, in the words of the command that asks. */
@@ -31,15 +38,27 @@ function usage(message: string, suggestion: string | undefined): RoboguideError 
 /**
  * `reconcile` and `pair recover` act on evidence that exists: the output directory must exist, and so must the
  * registry its pairs were admitted in (a missing SQLite file is refused, never created empty: a new registry
- * holds no reservation to release). Refusals exit 2, in this order: output, registry location, registry file.
+ * holds no reservation to release). Without --registry, the registry the evidence records is used (batch.json, or
+ * a pair run's receipt); a --registry naming another one is refused, naming both. Refusals exit 2, in this order:
+ * output, registry location (and its agreement with the recorded one), registry file.
  */
 export async function openExistingEvidence(
   deps: ExistingEvidenceDeps,
   output: string,
   words: ExistingEvidenceWords,
 ): Promise<{ readonly registry: CapacityRegistry; readonly registryPath: string }> {
-  if (!(await deps.isDirectory(output))) throw usage(`output directory ${output} does not exist`, words.outputSuggestion);
-  const location = deps.locateRegistry();
-  if (location.file && !(await deps.exists(location.path))) throw usage(`no capacity registry at ${location.path}`, words.registrySuggestion);
+  if (!(await deps.isDirectory(output)))
+    throw usage(`output directory ${output} does not exist`, words.outputSuggestion);
+  const recorded = deps.recordedRegistry ? await deps.recordedRegistry(output) : null;
+  const location = deps.locateRegistry(recorded);
+  if (recorded !== null && location.explicit === true && location.path !== recorded) {
+    // Another registry holds no reservation of these pairs: reconciling there would refuse every pair, or worse.
+    throw usage(
+      `--registry ${location.path} is not the registry the pairs of ${output} were admitted in: the evidence records ${recorded}`,
+      `omit --registry (the recorded ${recorded} is used), or pass --registry ${recorded}`,
+    );
+  }
+  if (location.file && !(await deps.exists(location.path)))
+    throw usage(`no capacity registry at ${location.path}`, words.registrySuggestion);
   return { registry: await location.open(), registryPath: location.path };
 }

@@ -1,4 +1,5 @@
-import { InvalidInputError, type Issue } from '../core/errors.js';
+import { resolve } from 'node:path';
+import { ExitCode, InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
 import { parseManifest, type Manifest } from '../core/manifest/index.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
 
@@ -9,7 +10,9 @@ export interface LoadedManifest {
 }
 
 /** Reads and validates a manifest file; any problem is an InvalidInputError (exit 2). */
-export async function loadManifest(fs: FileSystem, file: string): Promise<LoadedManifest> {
+export async function loadManifest(fs: FileSystem, path: string): Promise<LoadedManifest> {
+  // Every message names the file as an absolute path: a relative one says nothing about where it was looked for.
+  const file = resolve(path);
   const bytes = await readManifestBytes(fs, file);
   const text = decodeUtf8(bytes);
   const parsed = text === undefined ? invalid('is not valid UTF-8') : parseManifest(text);
@@ -22,6 +25,13 @@ async function readManifestBytes(fs: FileSystem, file: string): Promise<Uint8Arr
     return await fs.readUserFile(file);
   } catch (err) {
     const code = errnoOf(err) ?? 'unknown error';
+    if (code === 'ENOENT') {
+      throw new RoboguideError('E_USAGE', `manifest not found: ${file}`, {
+        cause: err,
+        exitCode: ExitCode.invalidInput,
+        suggestions: [`check the path: there is no file at ${file}`],
+      });
+    }
     throw manifestInvalid(file, [{ path: '$', rule: `cannot read file: ${code}` }], err);
   }
 }

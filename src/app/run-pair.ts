@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { EvidenceStore } from './evidence/evidence-store.js';
 import type { FileSystem } from './ports/file-system.js';
 import { bindAddressProblem } from '../core/bind-address.js';
-import { InvalidInputError, RoboguideError, ExitCode, type Issue } from '../core/errors.js';
+import { InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
 import { jsonErrorSummary } from '../core/manifest/parse.js';
 import type { ProtectedPaths } from '../core/mount-policy.js';
 import { jobPathIssues, staleOutcomeIssues } from './job-paths.js';
@@ -19,6 +19,7 @@ import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';
 import { effectiveLimits, limitDefaults, LOW_DISK_LIMIT_BYTES, type PairLimits } from '../core/pair-limits.js';
 import { writeJsonVerified } from './durable-write.js';
+import { imagesMissing } from './image-missing.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
 import { admitOnePair } from './admission.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
@@ -45,6 +46,10 @@ export interface RunPairOptions {
   readonly registryPath?: string;
   /** The operator's `--mount-root` folders: when given, `cwd` must lie under one of them (at the check and at launch). */
   readonly mountRoots?: readonly string[];
+  /** Where the pair is admitted, as the receipt records it (`registry_path`: reconcile and recover default to it). */
+  readonly registryRecord?: string;
+  /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): hints name it. */
+  readonly bin?: string;
   /** Accept `${NAME}` values shorter than 8 characters (masked anyway, with a warning). */
   readonly allowShortSecrets?: boolean;
   readonly onWarning?: (message: string) => void;
@@ -121,22 +126,32 @@ interface CheckedSpec {
 /** Everything `pair run` checks before it takes a slot: the spec, its variables, its paths, the image on the engine. */
 async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<CheckedSpec> {
   const spec = parseSpec(options.specText, options.specSource);
-  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', { allowShortSecrets: options.allowShortSecrets === true });
-  if (!resolved.ok) throw new InvalidInputError('E_ENV_MISSING', 'the pair spec references variables that are not set or not usable', resolved.issues);
+  const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', {
+    allowShortSecrets: options.allowShortSecrets === true,
+  });
+  if (!resolved.ok)
+    throw new InvalidInputError(
+      'E_ENV_MISSING',
+      'the pair spec references variables that are not set or not usable',
+      resolved.issues,
+    );
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
   const issues = await specPathIssues(deps.fs, spec, output, options);
-  if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
+  if (issues.length > 0)
+    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
   for (const warning of resolved.warnings) options.onWarning?.(warning);
-  const codeVersion = typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
+  const codeVersion =
+    typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
   codeVersion.catch(() => undefined); // awaited below, once the engine checks passed (not an unhandled rejection meanwhile)
   // The first engine call: exit 3 when no engine answers, before anything is written (no separate `info`, which
   // costs the engine a full inventory).
   if (!(await deps.runtime.imageExists(spec.image))) {
-    throw new RoboguideError('E_IMAGE_MISSING', `image ${spec.image} is not present on this engine`, {
-      exitCode: ExitCode.runtime,
-      suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
-    });
+    throw imagesMissing(
+      [spec.image],
+      new Map([[spec.image, [spec.job_id]]]),
+      options.bin ?? 'roboguide-eval',
+    );
   }
   // Before a slot is taken: nothing to give back if it fails.
   return { spec, environment: resolved, output, now, codeVersion: await codeVersion };
@@ -213,6 +228,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     sourceSha256: {},
     codeVersion,
     network: spec.network,
+    ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
   });
   const limits = await pairRunLimits(deps, spec, output, options.onWarning);
   const store = await claimPair(deps, registry, claim, output, receipt);

@@ -1,4 +1,5 @@
 import { Command } from '@oclif/core';
+import { userCommand } from '../adapters/user-command.js';
 import { InvalidInputError, RoboguideError } from '../core/errors.js';
 
 /**
@@ -7,6 +8,11 @@ import { InvalidInputError, RoboguideError } from '../core/errors.js';
  */
 export abstract class BaseCommand extends Command {
   static override enableJsonFlag = true;
+
+  /** The command the user ran (`bin/roboguide-eval`, or the installed binary's name): what hints tell them to run. */
+  protected get userBin(): string {
+    return userCommand();
+  }
 
   protected override async catch(err: Error & { exitCode?: number }): Promise<unknown> {
     if (!(err instanceof RoboguideError)) return super.catch(err);

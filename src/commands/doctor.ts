@@ -70,6 +70,7 @@ export default class Doctor extends BaseCommand {
     const report = await runDoctor(wiring.deps, {
       images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
       probeGpu: flags['probe-gpu'],
+      bin: this.userBin,
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
       ...(mountRoots !== undefined ? { mountRoots } : {}),

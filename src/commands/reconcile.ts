@@ -36,11 +36,23 @@ export default class Reconcile extends BaseCommand {
     '<%= config.bin %> reconcile --output ./batch-1 --job pair-0001 --execute --json',
   ];
   static override flags = {
-    output: Flags.string({ description: 'batch output directory D (or a `pair run` directory)', required: true }),
+    output: Flags.string({
+      description: 'batch output directory D (or a `pair run` directory)',
+      required: true,
+    }),
     job: Flags.string({ description: 'reconcile only this job id' }),
-    preview: Flags.boolean({ description: 'show the plan; change nothing', exactlyOne: ['preview', 'execute'] }),
-    execute: Flags.boolean({ description: 'write the proof, mark the board terminal, release', exactlyOne: ['preview', 'execute'] }),
-    registry: Flags.string({ description: 'host registry database (default: $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
+    preview: Flags.boolean({
+      description: 'show the plan; change nothing',
+      exactlyOne: ['preview', 'execute'],
+    }),
+    execute: Flags.boolean({
+      description: 'write the proof, mark the board terminal, release',
+      exactlyOne: ['preview', 'execute'],
+    }),
+    registry: Flags.string({
+      description:
+        'host registry (default: the one the evidence records, batch.json or the pair run receipt; else $XDG_STATE_HOME/roboguide-eval/registry.db); another one than recorded is refused',
+    }),
   };
 
   async run(): Promise<ReconcileJson> {

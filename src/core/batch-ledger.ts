@@ -32,7 +32,23 @@ export interface FinishFacts {
   readonly started_at: string;
   readonly finished_at: string;
   readonly gpu_peak_mib: number | null;
+  /** The first of the pair's reasons (none for a completed pair). */
+  readonly first_reason?: string;
+  /** The first broken rule of its outcome, `path: message` (result.json `outcome_problems`), when there was one. */
+  readonly first_problem?: string;
 }
+
+/** A failed pair as status names it. */
+export interface FailedPair {
+  readonly job_id: string;
+  readonly classification: Exclude<Classification, 'completed'>;
+  readonly reason: string | null;
+  readonly problem: string | null;
+  readonly finished_at: string;
+}
+
+/** How many failed pairs status names (the most recent); the report lists every one. */
+export const FAILED_SHOWN = 10;
 
 export const BASIS_SCHEMA = 'roboguide.e1.status_basis/v1' as const;
 
@@ -53,6 +69,8 @@ export interface LedgerBasis {
   readonly gpu_peaks: number;
   readonly open: readonly OpenClaim[];
   readonly fold: JournalFoldState;
+  /** The most recent failed pairs (at most FAILED_SHOWN, oldest first); absent from a basis written before. */
+  readonly failed_recent?: readonly FailedPair[];
 }
 
 type Entry = { readonly kind: 'open'; claim: OpenClaim } | { readonly kind: 'finished'; readonly facts: FinishFacts } | { readonly kind: 'unsettled' };
@@ -93,6 +111,8 @@ export class BatchLedger {
   #peak: number | null = null;
   #peaks = 0;
   readonly #placed = new Map<string, string>();
+  /** The most recent failed pairs, oldest first, at most FAILED_SHOWN. */
+  #failed: FailedPair[] = [];
   /**
    * Full ledgers (the supervisor's, cold status) know every claimed job; a ledger restored from a basis (hot status)
    * knows only the open claims, and answers `unsure` to a record it cannot place.
@@ -133,6 +153,8 @@ export class BatchLedger {
     ledger.#peak = basis.gpu_peak_mib;
     ledger.#peaks = basis.gpu_peaks;
     for (const claim of basis.open) ledger.#setOpen(claim);
+    const failed: unknown = basis.failed_recent;
+    ledger.#failed = Array.isArray(failed) ? (failed as FailedPair[]).slice(-FAILED_SHOWN) : [];
     return ledger;
   }
 
@@ -308,6 +330,11 @@ export class BatchLedger {
     return this.#peak === null ? [] : [this.#peak];
   }
 
+  /** The most recent failed pairs, newest first (at most FAILED_SHOWN). */
+  failedRecent(): FailedPair[] {
+    return [...this.#failed].reverse();
+  }
+
   /** Mean duration (seconds) of the finished pairs with a usable duration, and how many; null before the first. */
   meanDuration(): { readonly meanSec: number; readonly basisPairs: number } | null {
     return this.#timed === 0 ? null : { meanSec: this.#durationMs / 1000 / this.#timed, basisPairs: this.#timed };
@@ -327,6 +354,7 @@ export class BatchLedger {
       gpu_peaks: this.#peaks,
       open: this.open(),
       fold: this.#folder.state(),
+      failed_recent: [...this.#failed],
     };
   }
 
@@ -345,6 +373,21 @@ export class BatchLedger {
     this.#openClaims.delete(jobId);
     this.#entries.set(jobId, { kind: 'finished', facts });
     this.#finished[facts.classification]++;
+    if (facts.classification !== 'completed') {
+      this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
+      this.#failed.push({
+        job_id: jobId,
+        classification: facts.classification,
+        reason: facts.first_reason ?? null,
+        problem: facts.first_problem ?? null,
+        finished_at: facts.finished_at,
+      });
+      // Newest last by finish time (journal order is finish order in a live batch; a cold read settles in any order).
+      this.#failed.sort(
+        (a, b) => a.finished_at.localeCompare(b.finished_at) || a.job_id.localeCompare(b.job_id),
+      );
+      if (this.#failed.length > FAILED_SHOWN) this.#failed.shift();
+    }
     const ms = durationMs(facts);
     if (ms !== null) {
       this.#durationMs += ms;
@@ -373,6 +416,7 @@ export class BatchLedger {
     if (entry.kind === 'open') return;
     const { facts } = entry;
     this.#finished[facts.classification]--;
+    this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
     const ms = durationMs(facts);
     if (ms !== null) {
       this.#durationMs -= ms;
@@ -395,8 +439,24 @@ export function finishFactsOf(r: Extract<JournalEntry, { type: 'pair_finished' }
   const startedAt = str(r.started_at);
   const finishedAt = str(r.finished_at);
   const peak = r.gpu_peak_mib;
-  if (typeof classification !== 'string' || !(CLASSIFICATIONS as readonly string[]).includes(classification)) return null;
+  if (typeof classification !== 'string' || !(CLASSIFICATIONS as readonly string[]).includes(classification))
+    return null;
   if (startedAt === null || finishedAt === null || !Object.hasOwn(r, 'gpu_peak_mib')) return null;
   if (peak !== null && (typeof peak !== 'number' || !Number.isFinite(peak) || peak <= 0)) return null;
-  return { classification: classification as Classification, started_at: startedAt, finished_at: finishedAt, gpu_peak_mib: peak };
+  const reason = Array.isArray(r.reasons) && typeof r.reasons[0] === 'string' ? r.reasons[0] : undefined;
+  const problem = Array.isArray(r.outcome_problems)
+    ? (r.outcome_problems[0] as { path?: unknown; message?: unknown } | undefined)
+    : undefined;
+  const firstProblem =
+    typeof problem?.path === 'string' && typeof problem.message === 'string'
+      ? `${problem.path}: ${problem.message}`
+      : undefined;
+  return {
+    classification: classification as Classification,
+    started_at: startedAt,
+    finished_at: finishedAt,
+    gpu_peak_mib: peak,
+    ...(reason !== undefined ? { first_reason: reason } : {}),
+    ...(firstProblem !== undefined ? { first_problem: firstProblem } : {}),
+  };
 }

@@ -139,6 +139,8 @@ export interface PairFinishedEvent {
   readonly claim_id: string;
   readonly classification: Classification;
   readonly reasons: readonly string[];
+  /** The outcome's broken rules (result.json `outcome_problems`), when there are any. */
+  readonly outcome_problems?: readonly { readonly path: string; readonly message: string }[];
   readonly started_at: string;
   readonly finished_at: string;
   readonly gpu_peak_mib: number | null;

@@ -104,16 +104,67 @@ function checkE1Attempt(value: unknown, problems: string[]): void {
   });
 }
 
+/** One broken rule of the contract: where (a JSON path, `outcome` for the whole file) and what. */
+export interface OutcomeProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+/**
+ * Why an outcome is not a valid one, rule by rule (result.json `outcome_problems`, the report, status, the log):
+ * empty for a valid outcome. The paths are the contract's own keys (never text from the driver).
+ */
+export function outcomeProblemsOf(check: OutcomeCheck): OutcomeProblem[] {
+  switch (check.kind) {
+    case 'valid':
+      return [];
+    case 'missing':
+      return [{ path: 'outcome', message: 'no file at ROBOGUIDE_OUTCOME_PATH when the container exited' }];
+    case 'unparseable':
+      return [{ path: 'outcome', message: 'not a readable UTF-8 JSON document' }];
+    case 'too_large':
+      return [{ path: 'outcome', message: `larger than ${MAX_OUTCOME_BYTES} bytes` }];
+    case 'too_deep':
+      return [{ path: 'outcome', message: `nested deeper than ${MAX_OUTCOME_DEPTH} levels` }];
+    case 'invalid':
+      return check.problems.map(splitProblem);
+  }
+}
+
+function splitProblem(problem: string): OutcomeProblem {
+  const at = problem.indexOf(': ');
+  return at < 0
+    ? { path: 'outcome', message: problem }
+    : { path: problem.slice(0, at), message: problem.slice(at + 2) };
+}
+
+/** `path: message`, as status, the report and the log show a problem. */
+export function formatOutcomeProblem(p: OutcomeProblem): string {
+  return `${p.path}: ${p.message}`;
+}
+
+/** A required flag: missing (no default: the driver must say true or false) or of the wrong type. */
+function flagProblem(value: unknown): string {
+  return value === undefined ? 'is required (true or false; there is no default)' : 'must be a boolean';
+}
+
 /** Every way the parsed value breaks the contract; empty when it honours it. */
 export function outcomeProblems(raw: unknown): string[] {
   if (!isObject(raw)) return ['outcome: must be a JSON object'];
   const problems: string[] = [];
-  if (typeof own(raw, 'job_id') !== 'string') problems.push('job_id: must be a string');
+  if (typeof own(raw, 'job_id') !== 'string')
+    problems.push(
+      own(raw, 'job_id') === undefined
+        ? 'job_id: is required (a string: ROBOGUIDE_JOB_ID)'
+        : 'job_id: must be a string',
+    );
   if (typeof own(raw, 'infrastructure_failure') !== 'boolean') {
-    problems.push('infrastructure_failure: must be a boolean');
+    problems.push(`infrastructure_failure: ${flagProblem(own(raw, 'infrastructure_failure'))}`);
   }
-  if (typeof own(raw, 'fatal_failure') !== 'boolean') problems.push('fatal_failure: must be a boolean');
-  if (!Object.hasOwn(raw, 'arms')) problems.push('arms: is required');
+  if (typeof own(raw, 'fatal_failure') !== 'boolean')
+    problems.push(`fatal_failure: ${flagProblem(own(raw, 'fatal_failure'))}`);
+  if (!Object.hasOwn(raw, 'arms'))
+    problems.push('arms: is required (any JSON value: kept verbatim, never read)');
   const usage = own(raw, 'resource_usage');
   if (usage !== undefined) checkResourceUsage(usage, problems);
   const attempt = own(raw, 'e1_attempt');

@@ -15,6 +15,11 @@ export interface Receipt {
   readonly supervisor: ProcessIdentity;
   readonly reservation_id: string | null;
   readonly image: string;
+  /**
+   * The id (`sha256:…`) `image` had when the run was set up, which the container was created from (a batch's pin, a
+   * pair run's inspect). Absent: run by tag (a swarm batch, receipts from before).
+   */
+  readonly image_id?: string;
   /** Where the driver writes its outcome (the path inside the container; the operator's copy on the host). */
   readonly outcome_path: string;
   /**
@@ -34,6 +39,12 @@ export interface Receipt {
   /** Null until the container exists; then recorded by atomic replace. */
   readonly container_id: string | null;
   readonly container_name: string;
+  /**
+   * `pair run` only: the registry the pair was admitted in, as batch.json records a batch's (a SQLite file, or a
+   * PostgreSQL URL without its password): `reconcile` and `pair recover` default to it. Absent in batch receipts
+   * (batch.json has it) and in receipts written before it existed.
+   */
+  readonly registry_path?: string;
 }
 
 /** Docker names allow [a-zA-Z0-9][a-zA-Z0-9_.-]*; job ids are already in that alphabet. */
@@ -62,10 +73,13 @@ export function buildReceipt(input: {
   readonly supervisor: ProcessIdentity;
   readonly reservationId: string;
   readonly image: string;
+  readonly imageId?: string;
   readonly outcomePath: string;
   readonly sourceSha256: Readonly<Record<string, string>>;
   readonly codeVersion: string;
   readonly network: NetworkChoice;
+  /** `pair run`: the registry it was admitted in (`registry_path`). */
+  readonly registryPath?: string;
 }): Receipt {
   return {
     schema: RECEIPT_SCHEMA,
@@ -78,6 +92,7 @@ export function buildReceipt(input: {
     supervisor: input.supervisor,
     reservation_id: input.reservationId,
     image: input.image,
+    ...(input.imageId !== undefined ? { image_id: input.imageId } : {}),
     outcome_path: input.outcomePath,
     private_outcome: privateOutcomeRel(input.outcomePath),
     source_sha256: input.sourceSha256,
@@ -85,5 +100,6 @@ export function buildReceipt(input: {
     network: { choice: input.network, engine_network: networkModeFor(input.network) },
     container_id: null,
     container_name: containerName(input.jobId, input.claimId),
+    ...(input.registryPath !== undefined ? { registry_path: input.registryPath } : {}),
   };
 }

@@ -1,3 +1,5 @@
+import type { OutcomeProblem } from './outcome.js';
+
 /**
  * The `jobs/<id>/result.json` contract (SPEC §11). Field names are a contract: add, never rename.
  */
@@ -139,6 +141,12 @@ export interface ResultRecord {
    * secret masked, so the same bytes whenever nothing had to be masked); null when absent or not kept.
    */
   readonly outcome_sha256: string | null;
+  /**
+   * Each rule of the outcome contract (SPEC §5.2) the driver's file broke, with its JSON path (`outcome`: the whole
+   * file: missing, unparseable, too large or too deep); empty when the outcome is valid. Absent from results written
+   * before it was recorded.
+   */
+  readonly outcome_problems?: readonly OutcomeProblem[];
   readonly container: ContainerRecord;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
   readonly sessions: { readonly files: number; readonly bytes: number; readonly refusals: readonly string[] };

@@ -4,3 +4,8 @@ export function syntheticImageTag(name: string): string {
   return `roboguide/${name}:${SYNTHETIC_IMAGE_TAG_VERSION}`;
 }
 export const PAIR_DRIVER_IMAGE = syntheticImageTag('pair-driver');
+
+/** One of the images `images build` builds from this checkout's docker/ (`roboguide/<name>:1`). */
+export function isSyntheticImage(image: string): boolean {
+  return /^roboguide\/[a-z0-9-]+:1$/.test(image);
+}

@@ -16,10 +16,55 @@ export interface RequestOptions {
   readonly headers?: Record<string, string>;
 }
 
+/**
+ * A 4xx/5xx answer of the server, thrown by `call` (default mode): its status and the server's own error code,
+ * message and issues (`{"error": {"code", "message", "issues"}}`, docs/serve.md), and the body as it came.
+ */
+export class ApiCallError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly issues: readonly { readonly path: string; readonly rule: string }[];
+  readonly body: unknown;
+  constructor(method: string, path: string, status: number, body: unknown) {
+    const error = (body as { error?: { code?: unknown; message?: unknown; issues?: unknown } } | null)?.error;
+    const code = typeof error?.code === 'string' ? error.code : `HTTP_${status}`;
+    const detail =
+      typeof error?.message === 'string'
+        ? error.message
+        : Buffer.isBuffer(body)
+          ? body.toString('utf8').slice(0, 200)
+          : '';
+    const issues = Array.isArray(error?.issues) ? (error.issues as { path: string; rule: string }[]) : [];
+    const lines = issues.map((i) => `\n  ${i.path}: ${i.rule}`).join('');
+    super(`${method} ${path} → ${status} ${code}: ${detail}${lines}`);
+    this.name = 'ApiCallError';
+    this.status = status;
+    this.code = code;
+    this.issues = issues;
+    this.body = body;
+  }
+}
+
+export interface ApiClientOptions {
+  /**
+   * `throw` (default): `call` throws an ApiCallError on a 4xx/5xx answer, so a refused request (a misspelled
+   * image, a missing variable) fails the test where it happened. `raw`: every answer is returned with its status,
+   * for tests that assert on error answers (also reachable as `client.raw`).
+   */
+  readonly mode?: 'throw' | 'raw';
+}
+
 export class ApiClient {
   readonly socketPath: string;
-  constructor(socketPath: string) {
+  readonly mode: 'throw' | 'raw';
+  constructor(socketPath: string, options: ApiClientOptions = {}) {
     this.socketPath = socketPath;
+    this.mode = options.mode ?? 'throw';
+  }
+
+  /** The same server in raw mode: every answer returned with its status, none thrown. */
+  get raw(): ApiClient {
+    return this.mode === 'raw' ? this : new ApiClient(this.socketPath, { mode: 'raw' });
   }
 
   /** The response as a stream (tar downloads, NDJSON, followed logs). */
@@ -53,6 +98,8 @@ export class ApiClient {
     const bytes = Buffer.concat(chunks);
     const type = res.headers['content-type'] ?? '';
     const body = (type.startsWith('application/json') ? JSON.parse(bytes.toString('utf8')) : bytes) as T;
-    return { status: res.statusCode ?? 0, headers: res.headers, body };
+    const status = res.statusCode ?? 0;
+    if (this.mode === 'throw' && status >= 400) throw new ApiCallError(method, path, status, body);
+    return { status, headers: res.headers, body };
   }
 }

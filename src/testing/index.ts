@@ -2,6 +2,8 @@
  * `roboguide-eval/testing`: a test kit for TypeScript suites that use roboguide-eval as their execution backend.
  * Framework-agnostic (assertions throw plain Errors), real parts only: the real engine, the real server process.
  */
+// First: on an older Node this refuses with what to do, before anything below needs Node 24.
+import './require-node-24.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,10 +13,15 @@ import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
 import { buildSyntheticImages, PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
-import { SqliteCapacityRegistry } from '../adapters/registry/sqlite-capacity-registry.js';
 import { ApiClient } from './api-client.js';
 
-export { ApiClient, type ApiResponse, type RequestOptions } from './api-client.js';
+export {
+  ApiCallError,
+  ApiClient,
+  type ApiClientOptions,
+  type ApiResponse,
+  type RequestOptions,
+} from './api-client.js';
 export { PAIR_DRIVER_IMAGE };
 
 const PACKAGE_ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -87,6 +94,8 @@ export interface TestServerOptions {
   /** Another registry (e.g. a PostgreSQL URL) instead of the private SQLite file (`maxReservations` is then not set). */
   readonly registry?: string;
   readonly extraArgs?: readonly string[];
+  /** How `client` answers a 4xx/5xx: `throw` (default, an ApiCallError) or `raw` (returned with its status). */
+  readonly clientMode?: 'throw' | 'raw';
 }
 
 export interface TestServer {
@@ -120,6 +129,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const dataDir = join(workDir, 'data');
   const registryPath = join(workDir, 'registry.db');
   if (options.registry === undefined) {
+    // Loaded here, not at import: node:sqlite exists on Node 24 only (require-node-24.ts refuses older ones first).
+    const { SqliteCapacityRegistry } = await import('../adapters/registry/sqlite-capacity-registry.js');
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
     await registry.setLimits({ maxReservations: options.maxReservations ?? 100, gpuMib: null });
     await registry.close();
@@ -151,7 +162,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     socketPath,
     dataDir,
     registryPath,
-    client: new ApiClient(socketPath),
+    client: new ApiClient(socketPath, { mode: options.clientMode ?? 'throw' }),
     process: child,
     started,
     stderr: () => stderr,

@@ -53,7 +53,11 @@ describe('e1-batch report: bad input', () => {
       const r = cli(['--version'], oldNode);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain('roboguide-eval needs Node.js 24 or newer');
-      expect(r.stderr).toContain('npx roboguide-eval');
+      // In this checkout: the launcher next to run.js (relative to where the user is), never npx.
+      expect(r.stderr).toContain(
+        'Try: bin/roboguide-eval …  (the launcher of this checkout runs its pinned Node 24)',
+      );
+      expect(r.stderr).not.toContain('npx');
     },
   );
 });

@@ -154,7 +154,11 @@ describe('start-up: the launcher and what a command loads', () => {
       });
       expect(r.code).toBe(1);
       expect(r.stderr).toContain('roboguide-eval needs Node.js 24 or newer');
-      expect(r.stderr).toContain('bin/roboguide-eval');
+      // No pinned Node next to it (an install elsewhere): the fix is to install Node 24, never npx.
+      expect(r.stderr).toContain(
+        'Install Node.js 24 (nodejs.org, or your version manager: `nvm install 24`, `fnm install 24`) and run it again.',
+      );
+      expect(r.stderr).not.toContain('npx');
       expect(r.stdout).toBe('');
     },
   );

@@ -74,7 +74,7 @@ describe.skipIf(noDocker)('doctor against the shared engine', () => {
     const report = await runDoctor(createDoctorDeps(runtime()), options({ images: [DRIVER_IMAGE, missing] }));
     expect(report.checks.find((c) => c.name === `image ${missing}`)).toMatchObject({
       status: 'warn',
-      fix: 'npx roboguide-eval images build',
+      fix: 'roboguide-eval images build',
     });
     expect(report.exitCode).toBe(0);
   });

@@ -36,6 +36,7 @@ async function server(options: Parameters<typeof startTestServer>[0] = {}): Prom
   const s = await startTestServer({
     env: { RG_ALLOWED: SECRET, RG_OTHER: OTHER },
     allowEnv: ['RG_ALLOWED'],
+    clientMode: 'raw',
     ...options,
   });
   servers.push(s);

@@ -118,7 +118,7 @@ describe.skipIf(noDocker || skip !== null)(
     });
 
     it('DELETE: 503 + Retry-After while down (container removed anyway); after recovery a DELETE and the reaper release the slots', async () => {
-      const s = await startTestServer({ registry: url, reapIntervalSec: 2 });
+      const s = await startTestServer({ clientMode: 'raw', registry: url, reapIntervalSec: 2 });
       servers.push(s);
       const a = await create(s);
       const b = await create(s);
@@ -166,7 +166,7 @@ describe.skipIf(noDocker || skip !== null)(
     }, 180_000);
 
     it('SIGTERM while down: containers removed, the unreleased slot recorded (exit 1); the next start releases it', async () => {
-      const s = await startTestServer({ registry: url, reapIntervalSec: 3600 });
+      const s = await startTestServer({ clientMode: 'raw', registry: url, reapIntervalSec: 3600 });
       servers.push(s);
       const c = await create(s);
       pgCtl(postgres, 'stop');
@@ -181,7 +181,7 @@ describe.skipIf(noDocker || skip !== null)(
 
       pgCtl(postgres, 'start');
       expect(await heldSlots()).toEqual([c.session_id]);
-      const next = await startTestServer({ registry: url, workDir: s.workDir, reapIntervalSec: 3600 });
+      const next = await startTestServer({ clientMode: 'raw', registry: url, workDir: s.workDir, reapIntervalSec: 3600 });
       servers.push(next);
       expect(next.started.released_slots).toEqual([c.session_id]);
       expect(next.started.foreign).toEqual([]);

@@ -21,7 +21,7 @@ interface ExecOut { stdout: string; stderr: string; return_code: number; timed_o
 interface Cleanup { session_id: string; verified_absent: boolean; slot_released: boolean; removed: boolean; stopped: boolean; reason: string }
 
 async function server(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer({ env: { RG_TEST_SECRET: SECRET }, ...options });
+  const s = await startTestServer({ env: { RG_TEST_SECRET: SECRET }, clientMode: 'raw', ...options });
   servers.push(s);
   return s;
 }

@@ -221,7 +221,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
   });
 
   it('serve --executor swarm: a pair through POST /v1/pairs runs as a service on a node (admitted there), its evidence comes back, nothing left', async () => {
-    const server = await startTestServer({ extraArgs: [...cluster.flags] });
+    const server = await startTestServer({ extraArgs: [...cluster.flags], clientMode: 'raw' });
     try {
       const job = `sw-api-${randomUUID().slice(0, 6)}`;
       const accepted = await server.client.call<{ pair_id: string }>('POST', '/v1/pairs', { body: spec(job, ['numbered=20', 'outcome=completed']) });

@@ -97,7 +97,7 @@ describe('doctor: the engine', () => {
     const failing = await runDoctor(deps({ imageExists: () => Promise.reject(new Error('500 from the engine')) }).deps, OPTIONS);
     expect(check(failing.checks, 'image roboguide/pair-driver:1')).toMatchObject({ status: 'fail', detail: '500 from the engine' });
     const missing = await runDoctor(deps({ imageExists: () => Promise.resolve(false) }).deps, { ...OPTIONS, images: ['roboguide/pair-driver:1', 'my/driver:2'] });
-    expect(check(missing.checks, 'image roboguide/pair-driver:1').fix).toBe('npx roboguide-eval images build');
+    expect(check(missing.checks, 'image roboguide/pair-driver:1').fix).toBe('roboguide-eval images build');
     expect(check(missing.checks, 'image my/driver:2')).toMatchObject({ status: 'warn', fix: 'docker build -t my/driver:2 … or docker load -i … (nothing can be pulled here)' });
   });
 
@@ -138,7 +138,7 @@ describe('doctor --probe-gpu: every way the probe goes wrong, and its container 
 
   it('an image missing at start says how to build it; any other engine failure where to look', async () => {
     const missing = await probe({ start: () => Promise.reject(new EngineError('image_missing', 'no such image', { statusCode: 404, engineMessage: 'No such image' })) });
-    expect(missing.probe).toMatchObject({ status: 'fail', detail: 'no such image', fix: 'npx roboguide-eval images build' });
+    expect(missing.probe).toMatchObject({ status: 'fail', detail: 'no such image', fix: 'roboguide-eval images build' });
     expect(missing.removed).toEqual(['probe-container-1']);
     const other = await probe({ create: () => Promise.reject(new Error('conflict')) });
     expect(other.probe).toMatchObject({ status: 'fail', detail: 'conflict', fix: 'check the engine log' });

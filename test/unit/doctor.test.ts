@@ -232,7 +232,7 @@ describe('doctor verdict', () => {
       'boot id',
     ]);
     expect(byName(report.checks, 'image roboguide/pair-driver:1')?.fix).toBe(
-      'npx roboguide-eval images build',
+      'roboguide-eval images build',
     );
     expect(byName(report.checks, 'nvidia runtime')?.detail).toContain('io.containerd.runc.v2, runc');
     expect(byName(report.checks, 'gpus')?.detail).toContain('binary_missing');

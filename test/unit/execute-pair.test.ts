@@ -279,17 +279,75 @@ describe('executePair with a scripted engine', () => {
     expect(result.outcome_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(JSON.stringify(result.outcome)).not.toContain(SECRET);
   });
+  it('an outcome that breaks the contract: each broken rule in result.json outcome_problems, and logged once', async () => {
+    const bytes = new TextEncoder().encode(
+      JSON.stringify({ job_id: 'p1', arms: [], infrastructure_failure: 'no' }),
+    );
+    const warnings: { fields: unknown; msg: string }[] = [];
+    const logger = {
+      ...silentLogger,
+      warn: (fields: unknown, msg: string) => void warnings.push({ fields, msg }),
+    } as typeof silentLogger;
+    const { result } = await executePair(
+      { ...deps(new ScriptedRuntime()), logger },
+      input({ readOutcome: () => Promise.resolve({ state: 'present', bytes }) }),
+    );
+    expect([result.classification, result.reasons]).toEqual(['infrastructure_failure', ['outcome_invalid']]);
+    expect(result.outcome_problems).toEqual([
+      { path: 'infrastructure_failure', message: 'must be a boolean' },
+      { path: 'fatal_failure', message: 'is required (true or false; there is no default)' },
+    ]);
+    expect(warnings).toEqual([
+      {
+        fields: {
+          job: 'p1',
+          outcome_problems: [
+            'infrastructure_failure: must be a boolean',
+            'fatal_failure: is required (true or false; there is no default)',
+          ],
+        },
+        msg: 'the outcome breaks the contract (SPEC §5.2): infrastructure_failure: must be a boolean; fatal_failure: is required (true or false; there is no default)',
+      },
+    ]);
+  });
+
+  it('a valid outcome has no outcome problems', async () => {
+    const bytes = new TextEncoder().encode(
+      JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, arms: null }),
+    );
+    const { result } = await executePair(
+      deps(new ScriptedRuntime()),
+      input({ readOutcome: () => Promise.resolve({ state: 'present', bytes }) }),
+    );
+    expect([result.classification, result.outcome_problems]).toEqual(['completed', []]);
+  });
+
   it('an operator copy that cannot be written is logged, never a verdict: the same classification as without one, its outcome hashed', async () => {
     const runtime = new ScriptedRuntime();
-    const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false }));
+    const bytes = new TextEncoder().encode(
+      JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, arms: [] }),
+    );
     const warnings: unknown[] = [];
-    const logger = { ...silentLogger, warn: (fields: unknown) => void warnings.push(fields) } as typeof silentLogger;
+    const logger = {
+      ...silentLogger,
+      warn: (fields: unknown) => void warnings.push(fields),
+    } as typeof silentLogger;
     const { result } = await executePair(
-      { ...deps(runtime), logger, publishOutcome: () => Promise.reject(Object.assign(new Error('read-only file system'), { code: 'EROFS' })) },
+      {
+        ...deps(runtime),
+        logger,
+        publishOutcome: () =>
+          Promise.reject(Object.assign(new Error('read-only file system'), { code: 'EROFS' })),
+      },
       input({ readOutcome: () => Promise.resolve({ state: 'present', bytes }) }),
     );
     // The same verdict as a pair with no operator copy at all.
-    const plain = (await executePair(deps(new ScriptedRuntime()), input({ jobRel: 'jobs/p3', readOutcome: () => Promise.resolve({ state: 'present', bytes }) }))).result;
+    const plain = (
+      await executePair(
+        deps(new ScriptedRuntime()),
+        input({ jobRel: 'jobs/p3', readOutcome: () => Promise.resolve({ state: 'present', bytes }) }),
+      )
+    ).result;
     expect([result.classification, result.reasons]).toEqual([plain.classification, plain.reasons]);
     expect(result.outcome_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(warnings).toEqual([expect.objectContaining({ job: 'p1' })]);

@@ -42,7 +42,7 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
   it('refuses a missing output directory (exit 2, with the suggestion) before the registry is even located', async () => {
     let located = false;
     const w = world(['/state/registry.db']);
-    const deps = { ...w.deps, locateRegistry: () => ((located = true), w.deps.locateRegistry()) };
+    const deps = { ...w.deps, locateRegistry: () => ((located = true), w.deps.locateRegistry(null)) };
     const err = await refusal(openExistingEvidence(deps, '/d', WORDS));
     expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual(['E_USAGE', 2, 'output directory /d does not exist', [WORDS.outputSuggestion]]);
     expect(located).toBe(false);
@@ -72,5 +72,61 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
     const w = world(['/d/', '/state/registry.db']);
     await expect(openExistingEvidence({ ...w.deps, locateRegistry: () => { throw bad; } }, '/d', WORDS)).rejects.toBe(bad);
     await expect(openExistingEvidence(world(['/d/', '/state/registry.db'], { open: () => Promise.reject(bad) }).deps, '/d', WORDS)).rejects.toBe(bad);
+  });
+
+  it('without --registry, the registry the evidence records is located and opened', async () => {
+    const asked: (string | null)[] = [];
+    const w = world(['/d/', '/srv/rg.db']);
+    const deps: ExistingEvidenceDeps = {
+      ...w.deps,
+      recordedRegistry: (output) => Promise.resolve(output === '/d' ? '/srv/rg.db' : null),
+      locateRegistry: (recorded) => (
+        asked.push(recorded),
+        {
+          path: recorded ?? '/state/registry.db',
+          file: true,
+          explicit: false,
+          open: () => Promise.resolve(w.handle),
+        }
+      ),
+    };
+    expect((await openExistingEvidence(deps, '/d', WORDS)).registryPath).toBe('/srv/rg.db');
+    expect(asked).toEqual(['/srv/rg.db']);
+  });
+
+  it('a --registry other than the recorded one is refused (exit 2) naming both, before anything is opened', async () => {
+    const w = world(['/d/', '/state/registry.db', '/srv/rg.db']);
+    const deps: ExistingEvidenceDeps = {
+      ...w.deps,
+      recordedRegistry: () => Promise.resolve('/srv/rg.db'),
+      locateRegistry: () => ({
+        path: '/state/registry.db',
+        file: true,
+        explicit: true,
+        open: () => Promise.reject(new Error('must not open')),
+      }),
+    };
+    const err = await refusal(openExistingEvidence(deps, '/d', WORDS));
+    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual([
+      'E_USAGE',
+      2,
+      '--registry /state/registry.db is not the registry the pairs of /d were admitted in: the evidence records /srv/rg.db',
+      ['omit --registry (the recorded /srv/rg.db is used), or pass --registry /srv/rg.db'],
+    ]);
+  });
+
+  it('a --registry naming the recorded one is accepted', async () => {
+    const w = world(['/d/', '/srv/rg.db']);
+    const deps: ExistingEvidenceDeps = {
+      ...w.deps,
+      recordedRegistry: () => Promise.resolve('/srv/rg.db'),
+      locateRegistry: () => ({
+        path: '/srv/rg.db',
+        file: true,
+        explicit: true,
+        open: () => Promise.resolve(w.handle),
+      }),
+    };
+    expect((await openExistingEvidence(deps, '/d', WORDS)).registryPath).toBe('/srv/rg.db');
   });
 });

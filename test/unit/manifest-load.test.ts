@@ -6,7 +6,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vite
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { loadManifest } from '../../src/app/load-manifest.js';
 import E1BatchSchema from '../../src/commands/e1-batch/schema.js';
-import { ExitCode, InvalidInputError } from '../../src/core/errors.js';
+import { ExitCode, InvalidInputError, RoboguideError } from '../../src/core/errors.js';
 import { manifestJsonSchema, MANIFEST_SCHEMA_ID } from '../../src/core/manifest/index.js';
 
 const VALID = `{
@@ -63,9 +63,19 @@ describe('loadManifest', () => {
     expect(err.issues.map((i) => i.path)).toEqual(['schema', 'jobs']);
   });
 
-  it('reports an unreadable file at $', async () => {
-    const err = await failure(join(dir, 'missing.json'));
-    expect(err.issues).toEqual([{ path: '$', rule: 'cannot read file: ENOENT' }]);
+  it('a missing file is "not found" with its absolute path (exit 2), a relative path resolved against the working directory', async () => {
+    const err: unknown = await loadManifest(new NodeFileSystem(), 'no-such-dir-w24/missing.json').catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(RoboguideError);
+    const e = err as RoboguideError;
+    const abs = join(process.cwd(), 'no-such-dir-w24/missing.json');
+    expect([e.code, e.exitCode, e.message, e.suggestions]).toEqual([
+      'E_USAGE',
+      2,
+      `manifest not found: ${abs}`,
+      [`check the path: there is no file at ${abs}`],
+    ]);
   });
 
   it('rejects bytes that are not UTF-8', async () => {

@@ -154,9 +154,9 @@ describe('parseManifest: top-level rules', () => {
     expect(issues).toHaveLength(5);
     expect(issues).toEqual(
       expect.arrayContaining([
-        { path: '$', rule: 'unknown key "jbos"' },
-        { path: 'jobs[0]', rule: 'unknown key "timout_seconds"' },
-        { path: 'capacity', rule: 'unknown key "max_worker"' },
+        { path: '$', rule: 'unknown key "jbos" (did you mean "jobs"?)' },
+        { path: 'jobs[0]', rule: 'unknown key "timout_seconds" (did you mean "timeout_seconds"?)' },
+        { path: 'capacity', rule: 'unknown key "max_worker" (did you mean "max_workers"?)' },
         { path: 'provider', rule: 'unknown key "allowed"' },
         { path: 'continuation_of', rule: 'unknown key "batch"' },
       ]),

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { checkOutcome, gpuObservation, jsonDepthExceeds, MAX_OUTCOME_BYTES, MAX_OUTCOME_DEPTH } from '../../src/core/outcome.js';
+import {
+  checkOutcome,
+  formatOutcomeProblem,
+  gpuObservation,
+  jsonDepthExceeds,
+  MAX_OUTCOME_BYTES,
+  MAX_OUTCOME_DEPTH,
+  outcomeProblemsOf,
+} from '../../src/core/outcome.js';
 import type { Outcome, OutcomeCheck } from '../../src/core/outcome.js';
 
 const encode = (text: string): Uint8Array => new TextEncoder().encode(text);
@@ -104,21 +112,25 @@ describe('checkOutcome: contract', () => {
   });
 
   it.each([
-    ['job_id missing', without('job_id'), 'job_id: must be a string'],
+    ['job_id missing', without('job_id'), 'job_id: is required (a string: ROBOGUIDE_JOB_ID)'],
     ['job_id a number', { ...base, job_id: 1 }, 'job_id: must be a string'],
     [
       'infrastructure_failure missing',
       without('infrastructure_failure'),
-      'infrastructure_failure: must be a boolean',
+      'infrastructure_failure: is required (true or false; there is no default)',
     ],
     [
       'infrastructure_failure a string',
       { ...base, infrastructure_failure: 'false' },
       'infrastructure_failure: must be a boolean',
     ],
-    ['fatal_failure missing', without('fatal_failure'), 'fatal_failure: must be a boolean'],
+    [
+      'fatal_failure missing',
+      without('fatal_failure'),
+      'fatal_failure: is required (true or false; there is no default)',
+    ],
     ['fatal_failure a number', { ...base, fatal_failure: 0 }, 'fatal_failure: must be a boolean'],
-    ['arms missing', without('arms'), 'arms: is required'],
+    ['arms missing', without('arms'), 'arms: is required (any JSON value: kept verbatim, never read)'],
     ['resource_usage an array', { ...base, resource_usage: [] }, 'resource_usage: must be an object'],
     ['resource_usage null', { ...base, resource_usage: null }, 'resource_usage: must be an object'],
     [
@@ -175,9 +187,9 @@ describe('checkOutcome: contract', () => {
 
   it('lists every problem at once', () => {
     expect(problemsOf(present({ arms: 1, e1_attempt: [] }))).toEqual([
-      'job_id: must be a string',
-      'infrastructure_failure: must be a boolean',
-      'fatal_failure: must be a boolean',
+      'job_id: is required (a string: ROBOGUIDE_JOB_ID)',
+      'infrastructure_failure: is required (true or false; there is no default)',
+      'fatal_failure: is required (true or false; there is no default)',
       'e1_attempt: must be an object',
     ]);
   });
@@ -219,5 +231,52 @@ describe('gpuObservation', () => {
   it('reads the observation from a checked outcome', () => {
     const check = present({ ...base, resource_usage: { both_arms_measured: true, peak_job_gpu_mib: 12345 } });
     expect(check.kind === 'valid' ? gpuObservation(check.outcome) : 'not valid').toBe(12345);
+  });
+});
+
+describe('outcomeProblemsOf: why an outcome is not valid, rule by rule', () => {
+  it('is empty for the minimal valid outcome of the contract (SPEC §5.2)', () => {
+    expect(
+      outcomeProblemsOf(
+        present({ job_id: 'pair-0001', infrastructure_failure: false, fatal_failure: false, arms: null }),
+      ),
+    ).toEqual([]);
+  });
+
+  it('names each missing flag with its path, and says there is no default', () => {
+    const problems = outcomeProblemsOf(present({ job_id: 'pair-0001', arms: {} }));
+    expect(problems).toEqual([
+      { path: 'infrastructure_failure', message: 'is required (true or false; there is no default)' },
+      { path: 'fatal_failure', message: 'is required (true or false; there is no default)' },
+    ]);
+    expect(problems.map(formatOutcomeProblem)).toEqual([
+      'infrastructure_failure: is required (true or false; there is no default)',
+      'fatal_failure: is required (true or false; there is no default)',
+    ]);
+  });
+
+  it('keeps nested paths whole', () => {
+    const problems = outcomeProblemsOf(
+      present({ ...base, e1_attempt: { provider_incidents: [{ http_status: 'x', requires_stop: false }] } }),
+    );
+    expect(problems).toEqual([
+      { path: 'e1_attempt.provider_incidents[0].http_status', message: 'must be an integer or null' },
+    ]);
+  });
+
+  it.each([
+    ['missing', { state: 'missing' } as const, 'no file at ROBOGUIDE_OUTCOME_PATH when the container exited'],
+    [
+      'unparseable',
+      { state: 'present', bytes: encode('{"job_id":') } as const,
+      'not a readable UTF-8 JSON document',
+    ],
+    [
+      'too large',
+      { state: 'too_large', sizeBytes: MAX_OUTCOME_BYTES + 1 } as const,
+      `larger than ${MAX_OUTCOME_BYTES} bytes`,
+    ],
+  ])('names a %s file as one problem of the whole outcome', (_name, read, message) => {
+    expect(outcomeProblemsOf(checkOutcome(read))).toEqual([{ path: 'outcome', message }]);
   });
 });

@@ -66,7 +66,7 @@ describe('parsePairSpec', () => {
 
   it('rejects unknown keys, including manifest-only ones', () => {
     expect(issuesOf(spec({ timout_seconds: 5, capacity: { max_workers: 1 } }))).toEqual([
-      { path: '$', rule: 'unknown key "timout_seconds"' },
+      { path: '$', rule: 'unknown key "timout_seconds" (did you mean "timeout_seconds"?)' },
       { path: '$', rule: 'unknown key "capacity"' },
     ]);
   });

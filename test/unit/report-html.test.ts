@@ -124,4 +124,49 @@ describe('report.html', () => {
     expect(html).toMatch(/<rect class="pause"[^>]*><title>paused [^<]*fatal \(after p2\)<\/title>/);
     expect(html).toContain('paused now: fatal');
   });
+
+  it('names the broken outcome rules in the pair row, links the outcome copy and explains stop/resume in the legend', () => {
+    const broken: ReportJob = {
+      job_id: 'p-broken',
+      timeout_seconds: 60,
+      receipt: { claimed_at: at(60), container_id: 'c', private_outcome: 'outcome/outcome.json' },
+      result: {
+        ...result('p-broken', 'infrastructure_failure', 60, 62),
+        reasons: ['outcome_invalid'],
+        outcome_sha256: 'a'.repeat(64),
+        outcome_problems: [
+          { path: 'fatal_failure', message: 'is required (true or false; there is no default)' },
+        ],
+      },
+      files: ['outcome', 'receipt.json', 'result.json'],
+    };
+    const html = renderReportHtml(
+      buildReportModel({
+        batchId: 'b',
+        createdAt: at(0),
+        capacity: { maxWorkers: 1 },
+        gpuUnobservable: false,
+        journal: [{ type: 'stop_requested', at: at(61) }],
+        jobs: [broken],
+        supervisorAlive: false,
+        now: at(100),
+      }),
+    );
+    const row = /<tr class="k-infrastructure_failure" data-job="p-broken">.*<\/tr>/.exec(html)?.[0] ?? '';
+    expect(row).toContain(
+      'outcome_invalid<ul class="problems"><li>fatal_failure: is required (true or false; there is no default)</li></ul>',
+    );
+    expect(row).toContain('<a href="jobs/p-broken/outcome/outcome.json">outcome</a>');
+    expect(html).toContain('stop requested (e1-batch stop)</span>');
+    expect(html).toContain('supervisor start (first start or resume; filled) / exit (hollow)</span>');
+  });
+
+  it('warns in the header when a pinned image tag names another image now', () => {
+    const moved =
+      'image my-eval:1 now names sha256:bbbbbbbbbbbb: this batch keeps running sha256:aaaaaaaaaaaa, the image it had at start';
+    expect(renderReportHtml(model({ imagesMoved: [moved] }))).toContain(
+      `<div class="pausebox" id="images-moved"><span class="now">warning: ${moved}</span></div>`,
+    );
+    expect(renderReportHtml(model())).not.toContain('images-moved');
+  });
 });

@@ -268,3 +268,50 @@ describe('assignSlots', () => {
     expect(Object.fromEntries(slots)).toEqual({ a: 0, b: 1, c: 0, d: 2, e: 0 });
   });
 });
+
+describe('report model: evidence that explains itself', () => {
+  it('shows no source check marker when no file was pinned (nothing compared, nothing matched)', () => {
+    const m = buildReportModel(
+      input([], {
+        journal: [
+          {
+            type: 'source_check',
+            at: at(1),
+            phase: 'before_first_dispatch',
+            ok: true,
+            checked: 0,
+            mismatched: [],
+          },
+          { type: 'source_check', at: at(2), phase: 'at_drain', ok: true, checked: 2, mismatched: [] },
+        ],
+      }),
+    );
+    expect(m.timeline.markers.filter((k) => k.kind === 'source_check').map((k) => k.label)).toEqual([
+      'source check (at_drain): match',
+    ]);
+  });
+
+  it("carries the outcome's broken rules per pair, and links the outcome copy only when it was kept", () => {
+    const problems = [{ path: 'infrastructure_failure', message: 'must be a boolean' }];
+    const kept = result('p1', 'infrastructure_failure', 2, 4, {
+      outcome_problems: problems,
+      outcome_sha256: 'b'.repeat(64),
+    });
+    const m = buildReportModel(
+      input([
+        {
+          ...job('p1', kept, 2, [...ALL_FILES, 'outcome']),
+          receipt: { claimed_at: at(2), container_id: 'c', private_outcome: 'outcome/out.json' },
+        },
+        {
+          ...job('p2', result('p2', 'infrastructure_failure', 4, 6), 4),
+          receipt: { claimed_at: at(4), container_id: 'c', private_outcome: 'outcome/out.json' },
+        },
+      ]),
+    );
+    expect(m.pairs[0]!.outcome_problems).toEqual(['infrastructure_failure: must be a boolean']);
+    expect(m.pairs[0]!.links.outcome).toBe('jobs/p1/outcome/out.json');
+    expect(m.pairs[1]!.outcome_problems).toEqual([]);
+    expect(m.pairs[1]!.links.outcome).toBeUndefined();
+  });
+});

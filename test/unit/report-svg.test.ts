@@ -24,6 +24,7 @@ function pair(i: number, overrides: Partial<ReportPair> = {}): ReportPair {
     gpu_peak_mib: 1000 + i,
     slot: i % 2,
     links: {},
+    outcome_problems: [],
     ...overrides,
   };
 }
@@ -37,6 +38,7 @@ function model(pairs: ReportPair[], overrides: Partial<ReportModel> = {}): Repor
     created_at: at(0),
     supervisor_alive: true,
     pause_reasons: [],
+    images_moved: [],
     pause_history: [],
     counts: { total: pairs.length, pending: 0, running: 0, completed: pairs.length, failed: 0 } as unknown as ReportModel['counts'],
     elapsed_sec: 1000,

@@ -82,9 +82,13 @@ describe('runPair', () => {
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
-  it('a missing image is exit 3 before the registry is opened or anything written', async () => {
+  it('a missing image is exit 2, naming the job and the fix, before the registry is opened or anything written', async () => {
     const err = await refusal(runPair(deps(), options({ image: 'absent:1' })));
-    expect(err.code).toBe('E_IMAGE_MISSING');
+    expect([err.code, err.exitCode]).toEqual(['E_IMAGE_MISSING', 2]);
+    expect(err.message).toMatch(/^image absent:1 is not present on this engine \(needed by job \S+\)$/);
+    expect(err.suggestions[0]).toBe(
+      'get it onto this engine: `docker build -t absent:1 <folder with its Dockerfile>`, `docker pull absent:1` or `docker load -i <file>`',
+    );
     expect(opened).toBe(0);
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });

@@ -59,12 +59,54 @@ describe('prepareBatch', () => {
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
-  it('an image the engine lacks is refused before anything is written', async () => {
+  it('an image the engine lacks is refused (exit 2) before anything is written, naming its jobs and the fix', async () => {
     runtime.images.clear();
-    const { path } = await manifestFile();
-    const err: unknown = await prepareBatch(deps(), options(path)).catch((e: unknown) => e);
-    expect((err as RoboguideError).code).toBe('E_IMAGE_MISSING');
+    const { path } = await manifestFile(
+      [1, 2].map((i) => ({ job_id: `pair-000${i}`, argv: ['/run'], cwd: '', outcome_path: '' })),
+    );
+    const err = (await prepareBatch(deps(), { ...options(path), bin: 'bin/roboguide-eval' }).catch(
+      (e: unknown) => e,
+    )) as RoboguideError;
+    expect([err.code, err.exitCode, err.message]).toEqual([
+      'E_IMAGE_MISSING',
+      2,
+      'image driver:1 is not present on this engine (needed by 2 jobs: pair-0001, pair-0002)',
+    ]);
+    expect(err.suggestions).toEqual([
+      'get it onto this engine: `docker build -t driver:1 <folder with its Dockerfile>`, `docker pull driver:1` or `docker load -i <file>`',
+      'see docs/driver.md: building your own evaluation image',
+    ]);
     expect(existsSync(join(dir, 'D'))).toBe(false);
+  });
+
+  it('a missing synthetic image also names `images build` in the command the user runs', async () => {
+    runtime.images.clear();
+    const text = JSON.stringify({
+      schema: 'roboguide.e1.batch/v0.1',
+      image: 'roboguide/pair-driver:1',
+      jobs: [
+        { job_id: 'a', argv: ['/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'a.json') },
+      ],
+    });
+    await writeFile(join(dir, 'm.json'), text);
+    const err = (await prepareBatch(deps(), {
+      ...options(join(dir, 'm.json')),
+      bin: 'bin/roboguide-eval',
+    }).catch((e: unknown) => e)) as RoboguideError;
+    expect(err.message).toBe('image roboguide/pair-driver:1 is not present on this engine (needed by job a)');
+    expect(err.suggestions).toContain(
+      'the synthetic images of this checkout: `bin/roboguide-eval images build`',
+    );
+  });
+
+  it('pins each image to its id in batch.json when the engine resolves ids', async () => {
+    const pinning = Object.assign(runtime, {
+      imageId: (image: string) =>
+        Promise.resolve(runtime.images.has(image) ? `sha256:${'1'.repeat(64)}` : null),
+    });
+    const { path } = await manifestFile();
+    const record = await prepareBatch({ ...deps(), runtime: pinning }, options(path));
+    expect(record.images).toEqual({ 'driver:1': `sha256:${'1'.repeat(64)}` });
   });
 });
 

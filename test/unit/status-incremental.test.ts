@@ -238,6 +238,119 @@ describe('incremental status equals the full derivation', () => {
     expect(s.counts.fatal).toBe(1);
   });
 
+  it('names the failed pairs, newest first, with their first reason and outcome problem: the same hot, cold and full', async () => {
+    const sup = await supervisorStarted(true);
+    const problem = { path: 'fatal_failure', message: 'is required (true or false; there is no default)' };
+    const failWith = async (
+      jobId: string,
+      startSec: number,
+      endSec: number,
+      reasons: string[],
+      problems: (typeof problem)[],
+    ): Promise<void> => {
+      const result = {
+        schema: 'roboguide.e1.result/v1',
+        job_id: jobId,
+        batch_id: batchId,
+        claim_id: `claim-${jobId}`,
+        classification: 'infrastructure_failure',
+        reasons,
+        outcome_problems: problems,
+        outcome: null,
+        started_at: at(startSec),
+        finished_at: at(endSec),
+      };
+      await store.writeJsonAtomic(`jobs/${jobId}/result.json`, result);
+      await journal(
+        'pair_finished',
+        {
+          job_id: jobId,
+          claim_id: `claim-${jobId}`,
+          classification: 'infrastructure_failure',
+          reasons,
+          ...(problems.length ? { outcome_problems: problems } : {}),
+          started_at: at(startSec),
+          finished_at: at(endSec),
+          gpu_peak_mib: null,
+        },
+        endSec,
+      );
+    };
+    await claim('a', 10);
+    await failWith('a', 10, 20, ['outcome_invalid'], [problem]);
+    await writeLiveStatus(sup);
+    await claim('b', 21);
+    await finish('b', 'completed', 21, 30);
+    await claim('c', 31);
+    await failWith('c', 31, 40, ['timeout'], []);
+    const s = await expectSameAsFull('hot');
+    expect(s.failed).toEqual({
+      pairs: [
+        {
+          job_id: 'c',
+          classification: 'infrastructure_failure',
+          reason: 'timeout',
+          problem: null,
+          finished_at: at(40),
+        },
+        {
+          job_id: 'a',
+          classification: 'infrastructure_failure',
+          reason: 'outcome_invalid',
+          problem: 'fatal_failure: is required (true or false; there is no default)',
+          finished_at: at(20),
+        },
+      ],
+      more: 0,
+    });
+  });
+
+  it('keeps only the most recent failed pairs in the basis and counts the others', () => {
+    const many = Array.from({ length: 14 }, (_, i) => `j${String(i).padStart(2, '0')}`);
+    const ledger = BatchLedger.forJobs(many.map((job_id) => ({ job_id, timeout_seconds: 60 })));
+    for (const [i, id] of many.entries()) {
+      ledger.apply({
+        type: 'claimed',
+        seq: 2 * i + 1,
+        job_id: id,
+        claim_id: `k${id}`,
+        claimed_at: at(i),
+        deadline: at(i + 60),
+      });
+      ledger.apply({
+        type: 'pair_finished',
+        seq: 2 * i + 2,
+        job_id: id,
+        claim_id: `k${id}`,
+        classification: 'fatal',
+        reasons: ['fatal_failure_flag'],
+        started_at: at(i),
+        finished_at: at(i + 1),
+        gpu_peak_mib: null,
+      });
+    }
+    const restored = BatchLedger.restore(ledger.basis(), () => undefined);
+    expect(restored.failedRecent().map((f) => f.job_id)).toEqual([
+      'j13',
+      'j12',
+      'j11',
+      'j10',
+      'j09',
+      'j08',
+      'j07',
+      'j06',
+      'j05',
+      'j04',
+    ]);
+    expect(restored.failedRecent()[0]).toEqual({
+      job_id: 'j13',
+      classification: 'fatal',
+      reason: 'fatal_failure_flag',
+      problem: null,
+      finished_at: at(14),
+    });
+  });
+
   it('a restored ledger answers unsure to what it cannot place, and its basis does not grow with finished pairs', () => {
     const ledger = BatchLedger.forJobs(JOBS.map((job_id) => ({ job_id, timeout_seconds: 60 })));
     for (const [i, id] of JOBS.entries()) {

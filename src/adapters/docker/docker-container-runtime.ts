@@ -187,6 +187,16 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
+  async imageId(image: string): Promise<string | null> {
+    try {
+      const info = (await this.docker.getImage(image).inspect()) as { Id?: string };
+      return info.Id ?? null;
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect an image', image);
+    }
+  }
+
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
     const networkMode = await this.networkMode(spec.network ?? 'bridge');
     const portKeys = spec.ports.map((p) => `${p}/tcp`);

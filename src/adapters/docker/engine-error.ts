@@ -1,4 +1,5 @@
 import { EngineError } from '../../app/ports/engine-error.js';
+import { userCommand } from '../user-command.js';
 
 export { EngineError, type EngineFault } from '../../app/ports/engine-error.js';
 
@@ -45,27 +46,43 @@ export function toEngineError(err: unknown, action: string, subject?: string): E
     });
   }
   if (status === 404 && /no such image/i.test(text)) {
-    return new EngineError('image_missing', `image ${subject ?? ''} is not present on this engine: ${text}`.replace('  ', ' '), {
-      statusCode: status,
-      engineMessage: text,
-      cause: err,
-      suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build` / `docker load` your driver image'],
-    });
+    return new EngineError(
+      'image_missing',
+      `image ${subject ?? ''} is not present on this engine: ${text}`.replace('  ', ' '),
+      {
+        statusCode: status,
+        engineMessage: text,
+        cause: err,
+        suggestions: [
+          `\`docker build -t ${subject ?? 'IMAGE'} <folder>\`, \`docker pull\` or \`docker load\` the image`,
+          `the synthetic images of this checkout: \`${userCommand()} images build\``,
+        ],
+      },
+    );
   }
   if (/could not select device driver "?nvidia"?/i.test(text)) {
-    return new EngineError('nvidia_runtime_missing', `GPU requested but the engine has no NVIDIA runtime: ${text}`, {
-      statusCode: status,
-      engineMessage: text,
-      cause: err,
-      suggestions: ['install nvidia-container-toolkit and restart dockerd', 'or remove `gpus` from the job'],
-    });
+    return new EngineError(
+      'nvidia_runtime_missing',
+      `GPU requested but the engine has no NVIDIA runtime: ${text}`,
+      {
+        statusCode: status,
+        engineMessage: text,
+        cause: err,
+        suggestions: [
+          'install nvidia-container-toolkit and restart dockerd',
+          'or remove `gpus` from the job',
+        ],
+      },
+    );
   }
   if (/port is already allocated|address already in use/i.test(text)) {
     return new EngineError('port_allocated', `a published port is already in use: ${text}`, {
       statusCode: status,
       engineMessage: text,
       cause: err,
-      suggestions: ['free the port or give the job other ports (ports must be disjoint across jobs and batches)'],
+      suggestions: [
+        'free the port or give the job other ports (ports must be disjoint across jobs and batches)',
+      ],
     });
   }
   return new EngineError('engine_error', `Docker engine error while trying to ${action}: ${text}`, {

@@ -70,6 +70,10 @@ export class LazyContainerRuntime implements ContainerRuntime {
     }
     return (await this.runtime()).imageExists(image);
   }
+  async imageId(image: string): Promise<string | null> {
+    const runtime = await this.runtime();
+    return runtime.imageId ? runtime.imageId(image) : (await runtime.imageExists(image)) ? image : null;
+  }
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
     return (await this.runtime()).create(spec);
   }

@@ -47,6 +47,12 @@ export function expectedGpuMib(job: Job, declaredImagePeaks: readonly number[]):
   return peak > 0 ? Math.ceil(peak) : (job.gpu_mib ?? 0);
 }
 
+/** The id `start` pinned the image to (batch.json `images`); undefined: the batch runs it by tag. */
+export function pinnedImageId(batch: Pick<BatchRecord, 'images'>, image: string): string | undefined {
+  const id = batch.images?.[image];
+  return typeof id === 'string' && id.startsWith('sha256:') ? id : undefined;
+}
+
 export type DispatchAttempt =
   | { readonly kind: 'refused'; readonly reason: string }
   | { readonly kind: 'claim_failed'; readonly reason: 'receipt_write_failed' | 'already_claimed' }
@@ -116,6 +122,8 @@ export async function dispatchPair(
   failpoint('after_reserve');
 
   const now = deps.execute.clock.now();
+  const image = jobImage(ctx.manifest, job);
+  const imageId = pinnedImageId(ctx.batch, image);
   let receipt = buildReceipt({
     batchId: ctx.batch.batch_id,
     jobId: job.job_id,
@@ -123,7 +131,8 @@ export async function dispatchPair(
     claimedAt: now,
     supervisor: await deps.execute.host.current(),
     reservationId,
-    image: jobImage(ctx.manifest, job),
+    image,
+    ...(imageId !== undefined ? { imageId } : {}),
     outcomePath: job.outcome_path,
     sourceSha256: ctx.manifest.source_sha256,
     codeVersion: ctx.batch.code_version,
@@ -171,7 +180,11 @@ export async function executeInBatch(
     jobRel: jobRel(job.job_id),
     batchId: ctx.batch.batch_id,
     claimId: run.claimId,
-    job: { ...job, image: jobImage(ctx.manifest, job) },
+    // The image's id as `start` pinned it: a tag rebuilt since is never followed (status and the report say so).
+    job: {
+      ...job,
+      image: pinnedImageId(ctx.batch, jobImage(ctx.manifest, job)) ?? jobImage(ctx.manifest, job),
+    },
     environment: run.values,
     secrets: run.secrets,
     sessionsDir: job.sessions_dir ?? ctx.manifest.sessions_dir,

@@ -60,6 +60,9 @@ export async function finishPair(deps: FinishDeps, receipt: Receipt, result: Res
     claim_id: receipt.claim_id,
     classification: result.classification,
     reasons: result.reasons,
+    ...(result.outcome_problems !== undefined && result.outcome_problems.length > 0
+      ? { outcome_problems: result.outcome_problems }
+      : {}),
     started_at: facts.started_at,
     finished_at: facts.finished_at,
     gpu_peak_mib: facts.gpu_peak_mib,

@@ -48,6 +48,12 @@ export interface BatchRecord {
   readonly executor_slots?: number;
   /** Swarm: the nodes that took work at start, with their GPUs (generic resources `NVIDIA-GPU`). */
   readonly executor_nodes?: readonly { readonly node: string; readonly gpus: number }[];
+  /**
+   * The images as `start` resolved them: tag → id (`sha256:…`). Pairs run by that id (the local executor), and
+   * their receipts record both; status and the report say when a tag has moved since. Absent: run by tag (a swarm
+   * batch, a batch from before).
+   */
+  readonly images?: Readonly<Record<string, string>>;
   /** The host at start (systeminformation, each fact bounded in time: `{kind: "unknown", reason}` when it failed). */
   readonly host?: HostFactsRecord;
   /**

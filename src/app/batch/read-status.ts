@@ -7,8 +7,27 @@ import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
-import { BATCH_FILE, JOBS_DIR, MANIFEST_FILE, receiptRel, resultRel, STATUS_FILE, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
-import { buildStatus, capacityConfigOf, leftoverWhyFrom, settleFromFiles, statusFromLedger, type BatchStatus, type WrittenStatus } from './status.js';
+import { movedImages } from './image-pins.js';
+import {
+  BATCH_FILE,
+  JOBS_DIR,
+  MANIFEST_FILE,
+  receiptRel,
+  resultRel,
+  STATUS_FILE,
+  SUPERVISOR_FILE,
+  type BatchRecord,
+  type SupervisorRecord,
+} from './layout.js';
+import {
+  buildStatus,
+  capacityConfigOf,
+  leftoverWhyFrom,
+  settleFromFiles,
+  statusFromLedger,
+  type BatchStatus,
+  type WrittenStatus,
+} from './status.js';
 
 /**
  * A fresh status from the evidence and the engine (read-only: status.json is not rewritten; SPEC §3.3, §6.11).
@@ -16,8 +35,27 @@ import { buildStatus, capacityConfigOf, leftoverWhyFrom, settleFromFiles, status
  * containers (hot). Otherwise, or when status.json cannot be built on: the journal folded once, and the files of
  * only the jobs the fold cannot settle (cold). Both give what the full derivation (`readStatusFull`) gives.
  */
-export async function readStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
-  return (await readHotStatus(store, runtime, now, host)) ?? (await readColdStatus(store, runtime, now, host));
+export async function readStatus(
+  store: EvidenceStore,
+  runtime: ContainerRuntime | undefined,
+  now: Date,
+  host: Liveness,
+): Promise<BatchStatus> {
+  const status =
+    (await readHotStatus(store, runtime, now, host)) ?? (await readColdStatus(store, runtime, now, host));
+  return withMovedImages(store, runtime, status);
+}
+
+/** Pinned tags that name another image now (SPEC §3): said by status, never followed. Only with an engine. */
+async function withMovedImages(
+  store: EvidenceStore,
+  runtime: ContainerRuntime | undefined,
+  status: BatchStatus,
+): Promise<BatchStatus> {
+  if (runtime === undefined) return status;
+  const batch = await store.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
+  const moved = batch === null ? [] : await movedImages(batch, runtime);
+  return moved.length > 0 ? { ...status, images_moved: moved } : status;
 }
 
 /** Whether a recorded supervisor is the same live process (HostIdentity.isAlive). */

@@ -12,6 +12,8 @@ export interface ReportFileDeps {
   readonly host: Pick<HostIdentity, 'isAlive'>;
   /** An evidence store rooted at `dir` (the batch, or the folder of `--out`). */
   readonly storeAt: (dir: string) => EvidenceStore;
+  /** The batch's pinned tags that moved since start, one line each (asked of the engine; none without one). */
+  readonly imagesMoved?: (output: string) => Promise<readonly string[]>;
 }
 
 async function isDirectory(fs: ReportFileDeps['fs'], path: string): Promise<boolean | null> {
@@ -45,8 +47,9 @@ export async function writeReportFile(
   request: { readonly output: string; readonly out?: string; readonly now: Date },
 ): Promise<{ readonly model: ReportModel; readonly path: string }> {
   const store = deps.storeAt(request.output);
-  const target = request.out === undefined ? undefined : await reportTarget(deps, request.output, request.out);
-  const model = await writeReport(store, request.now, deps.host, target);
+  const target =
+    request.out === undefined ? undefined : await reportTarget(deps, request.output, request.out);
+  const model = await writeReport(store, request.now, deps.host, target, deps.imagesMoved);
   const path = target ? resolve(target.store.root, target.rel) : store.resolve(REPORT_FILE);
   return { model, path };
 }

@@ -13,7 +13,12 @@ import { runningSupervisor } from './supervisor-liveness.js';
 export const REPORT_FILE = 'report.html';
 
 /** The report's data, fresh from the evidence (journal, receipts, results, the file names in each job folder). */
-export async function readReportModel(store: EvidenceStore, now: Date, host: Pick<HostIdentity, 'isAlive'>): Promise<ReportModel> {
+export async function readReportModel(
+  store: EvidenceStore,
+  now: Date,
+  host: Pick<HostIdentity, 'isAlive'>,
+  imagesMoved?: (output: string) => Promise<readonly string[]>,
+): Promise<ReportModel> {
   const { batch, manifest } = await loadBatch(store);
   const files = await readJobFiles(store, manifest);
   const journal = await store.readJournal();
@@ -36,6 +41,7 @@ export async function readReportModel(store: EvidenceStore, now: Date, host: Pic
     jobs,
     supervisorAlive: alive,
     now: now.toISOString(),
+    ...(imagesMoved !== undefined ? { imagesMoved: await imagesMoved(store.root) } : {}),
   });
 }
 
@@ -53,8 +59,9 @@ export async function writeReport(
   now: Date,
   host: Pick<HostIdentity, 'isAlive'>,
   target?: ReportTarget,
+  imagesMoved?: (output: string) => Promise<readonly string[]>,
 ): Promise<ReportModel> {
-  const model = await readReportModel(store, now, host);
+  const model = await readReportModel(store, now, host, imagesMoved);
   const html = renderReportHtml(model, { linkBase: target?.linkBase ?? '' });
   await (target?.store ?? store).writeBytesAtomic(target?.rel ?? REPORT_FILE, new TextEncoder().encode(html));
   return model;

@@ -1,5 +1,6 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { RoboguideError } from '../../core/errors.js';
+import { foldJournal } from '../../core/batch-state.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments } from './batch-context.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { runningSupervisor } from './supervisor-liveness.js';
@@ -24,4 +25,14 @@ export async function checkResumable(
   const unfinished = new Set(files.filter((f) => f.result === null).map((f) => f.job.job_id));
   resolveAllEnvironments(manifest, environment, unfinished, { allowShortSecrets: batch.allow_short_secrets === true });
   return unfinished.size;
+}
+
+/**
+ * A batch that drained (its last supervisor exited `drained`) with every job's result written: nothing is left for a
+ * supervisor to run or reconcile, so `resume` starts none (its report's elapsed time stays the batch's own).
+ */
+export async function alreadyDrained(store: EvidenceStore, unfinished: number): Promise<boolean> {
+  if (unfinished > 0) return false;
+  const journal = await store.readJournal();
+  return foldJournal(journal).exitedAs === 'drained';
 }

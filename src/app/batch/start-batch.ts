@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { dirname } from 'node:path';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
+import { imagesMissing } from '../image-missing.js';
 import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
@@ -60,6 +61,8 @@ export interface StartBatchOptions {
   readonly onWarning?: (message: string) => void;
   /** Where pairs run (absent: local). Swarm GPUs are the nodes' generic resources: this host's GPUs are not observed. */
   readonly executor?: ExecutorConfig;
+  /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): hints name it. */
+  readonly bin?: string;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -164,14 +167,22 @@ function gpuCount(gpus: Manifest['jobs'][number]['gpus']): number {
 }
 
 /** The manifest as read and every check that needs no engine; warnings printed once it passed. */
-async function checkManifest(deps: StartBatchDeps, options: StartBatchOptions): Promise<{ readonly bytes: Uint8Array; readonly manifest: Manifest }> {
+async function checkManifest(
+  deps: StartBatchDeps,
+  options: StartBatchOptions,
+): Promise<{ readonly bytes: Uint8Array; readonly manifest: Manifest }> {
   const { bytes, manifest } = await loadManifest(deps.fs, options.manifestPath);
-  const envs = resolveAllEnvironments(manifest, options.environment, undefined, { allowShortSecrets: options.allowShortSecrets === true });
+  const envs = resolveAllEnvironments(manifest, options.environment, undefined, {
+    allowShortSecrets: options.allowShortSecrets === true,
+  });
   const issues = [
     ...bindAddressIssues(options),
     ...swarmJobIssues(manifest, options.executor),
     ...(await claimedInOriginal(manifest, deps.fs)),
-    ...(await staleOutcomeIssues(deps.fs, manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, outcome_path: job.outcome_path })))),
+    ...(await staleOutcomeIssues(
+      deps.fs,
+      manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, outcome_path: job.outcome_path })),
+    )),
     ...(await jobPathIssues(
       deps.fs,
       manifest.jobs.map((job, i) => ({ prefix: `jobs[${i}]`, cwd: job.cwd, outcome_path: job.outcome_path })),
@@ -184,7 +195,12 @@ async function checkManifest(deps: StartBatchDeps, options: StartBatchOptions): 
       },
     )),
   ];
-  if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, issues);
+  if (issues.length > 0)
+    throw new InvalidInputError(
+      'E_MANIFEST_INVALID',
+      `manifest ${options.manifestPath} cannot start`,
+      issues,
+    );
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
   return { bytes, manifest };
 }
@@ -196,17 +212,37 @@ async function engineDataRoot(runtime: ContainerRuntime, owned: readonly string[
   return dirs.length > 0 ? { ownedDirs: dirs } : {};
 }
 
-/** The engine answers, and has every image of the manifest. */
-async function checkEngine(runtime: ContainerRuntime, manifest: Manifest): Promise<Awaited<ReturnType<ContainerRuntime['info']>>> {
+/**
+ * The engine answers, and has every image of the manifest: each resolved to its id (the batch's pins, SPEC §3).
+ * Missing images are refused together (exit 2), each with the jobs that use it and how to get it there.
+ */
+async function checkEngine(
+  runtime: ContainerRuntime,
+  manifest: Manifest,
+  bin: string,
+): Promise<{
+  readonly engine: Awaited<ReturnType<ContainerRuntime['info']>>;
+  readonly pins: Record<string, string>;
+}> {
   const engine = await runtime.info();
-  for (const image of new Set(manifest.jobs.map((j) => jobImage(manifest, j)))) {
-    if (!(await runtime.imageExists(image))) {
-      throw new RoboguideError('E_IMAGE_MISSING', `image ${image} is not present on this engine`, {
-        suggestions: ['build the synthetic images with `npx roboguide-eval images build`', 'or `docker build`/`docker load` the driver image'],
-      });
-    }
+  const jobsOf = new Map<string, string[]>();
+  for (const job of manifest.jobs) {
+    const image = jobImage(manifest, job);
+    jobsOf.set(image, [...(jobsOf.get(image) ?? []), job.job_id]);
   }
-  return engine;
+  const pins: Record<string, string> = {};
+  const missing: string[] = [];
+  for (const image of jobsOf.keys()) {
+    const id = runtime.imageId
+      ? await runtime.imageId(image)
+      : (await runtime.imageExists(image))
+        ? image
+        : null;
+    if (id === null) missing.push(image);
+    else if (id.startsWith('sha256:')) pins[image] = id;
+  }
+  if (missing.length > 0) throw imagesMissing(missing, jobsOf, bin);
+  return { engine, pins };
 }
 
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
@@ -229,7 +265,7 @@ async function executorFacts(deps: StartBatchDeps, options: StartBatchOptions, m
  */
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await checkManifest(deps, options);
-  const engine = await checkEngine(deps.runtime, manifest);
+  const { engine, pins } = await checkEngine(deps.runtime, manifest, options.bin ?? 'roboguide-eval');
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.runtime) : undefined;
   await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}), isAlive: (lease) => deps.host.isAlive(lease) }));
@@ -251,6 +287,10 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     registry_path: options.registryPath,
     bind_address: options.bindAddress,
     gpu_observation: gpuObservation,
+    // The local executor runs each pair by the id its image had at start: a tag rebuilt later is never followed.
+    ...(Object.keys(pins).length > 0 && (options.executor === undefined || options.executor.kind === 'local')
+      ? { images: pins }
+      : {}),
     ...(options.allowShortSecrets === true ? { allow_short_secrets: true } : {}),
     ...(options.mountRoots !== undefined && options.mountRoots.length > 0 ? { mount_roots: await Promise.all(options.mountRoots.map((r) => resolveReal(deps.fs, r))) } : {}),
     ...placement,

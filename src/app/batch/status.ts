@@ -1,17 +1,18 @@
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
-import { BatchLedger, type FinishFacts, type LedgerBasis, type OpenClaim } from '../../core/batch-ledger.js';
+import { BatchLedger, type FailedPair, type FinishFacts, type LedgerBasis, type OpenClaim } from '../../core/batch-ledger.js';
 import { deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseCauseEntry, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
-import { gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
+import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
 import { estimateEtaFromMean, type Eta } from '../../core/report/eta.js';
 import type { Classification, ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
+import type { MovedImage } from './image-pins.js';
 import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 
 export interface Leftover {
@@ -41,6 +42,10 @@ export interface BatchStatus {
   /** Why the batch stays serial on GPU grounds, when it does (null: the dispatch rule alone decides). */
   readonly gpu_note: string | null;
   readonly claims_without_result: string[];
+  /** The failed pairs, most recent first, with their first reason (see FailedPairs). */
+  readonly failed?: FailedPairs;
+  /** Pinned images whose tag names another image now (`e1-batch status` with an engine); absent when none. */
+  readonly images_moved?: readonly MovedImage[];
   /** Time left, from the mean duration of the pairs finished so far; null before the first result or when idle. */
   readonly eta: Eta | null;
   readonly leftovers: Leftover[];
@@ -61,6 +66,22 @@ export interface Summary {
   readonly written_at: string;
 }
 
+/**
+ * Failed pairs as status names them: the most recent ones (at most FAILED_SHOWN, newest first) with their
+ * classification, first reason and first outcome problem; `more`: how many other failed pairs there are (the report
+ * lists every one).
+ */
+export interface FailedPairs {
+  readonly pairs: readonly FailedPair[];
+  readonly more: number;
+}
+
+function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
+  const pairs = ledger.failedRecent();
+  const total = counts.total - counts.pending - counts.claimed - counts.completed;
+  return { pairs, more: Math.max(0, total - pairs.length) };
+}
+
 /** The dispatch policy's view of the manifest's capacity; an unobservable GPU host never gets a second worker. */
 export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): CapacityConfig {
   const c = manifest.capacity;
@@ -73,9 +94,17 @@ export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): Capaci
   };
 }
 
-function gpuNote(batch: BatchRecord, peaks: readonly number[]): string | null {
+/**
+ * Why the batch has the workers it has, in the words of its own rule: a serial manifest (`max_workers` 1) or a swarm
+ * batch never speaks of GPU peaks; a local two-worker batch says what the GPU rule still waits for.
+ */
+function gpuNote(batch: BatchRecord, capacity: CapacityConfig, peaks: readonly number[], finished: number): string | null {
+  if (capacity.executorSlots !== undefined) return `swarm: up to ${capacity.executorSlots} pairs at once after the first`;
   const observed = batch.gpu_observation;
   if (observed?.observation.kind === 'unobservable') return `GPUs not observable at start (${observed.observation.reason}): serial`;
+  if (capacity.maxWorkers !== 2) return `max_workers ${capacity.maxWorkers}: serial by the manifest`;
+  if (finished === 0) return 'the first pair runs alone';
+  if (capacity.gpuTotalMib === undefined) return 'no gpu_total_mib in the manifest: serial';
   if (peaks.length === 0) return 'no measured GPU peak from a completed pair yet: serial';
   return null;
 }
@@ -110,11 +139,14 @@ interface StatusInputBase {
 export function finishFactsOfResult(result: ResultRecord): FinishFacts {
   // result.json keeps the outcome as parsed: check its shape again, no need to re-encode it.
   const usable = result.classification === 'completed' && outcomeProblems(result.outcome).length === 0;
+  const problem = result.outcome_problems?.[0];
   return {
     classification: result.classification,
     started_at: result.started_at,
     finished_at: result.finished_at,
     gpu_peak_mib: usable ? gpuObservation(result.outcome as Outcome) : null,
+    ...(result.reasons[0] !== undefined ? { first_reason: result.reasons[0] } : {}),
+    ...(problem !== undefined ? { first_problem: formatOutcomeProblem(problem) } : {}),
   };
 }
 
@@ -217,7 +249,8 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
     workers_allowed: allowed,
     ...(nodes !== undefined ? { nodes } : {}),
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
-    gpu_note: gpuNote(input.batch, peaks),
+    gpu_note: gpuNote(input.batch, input.capacity, peaks, ledger.finishedCount()),
+    failed: failedPairsOf(ledger, counts),
     claims_without_result: open.map((c) => c.job_id),
     eta: state === 'running' ? etaOf(ledger, counts.pending, running, allowed, input.now) : null,
     leftovers,

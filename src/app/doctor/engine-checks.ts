@@ -9,7 +9,9 @@ export const PROBE_DEADLINE_MS = 30_000;
 export const PROBE_LABELS: Readonly<Record<string, string>> = { 'roboguide.doctor': 'probe' };
 /** HostConfig.DeviceRequests appeared in Engine API 1.40 (Docker 19.03). */
 const DEVICE_REQUESTS_MIN_API = [1, 40] as const;
-const IMAGES_BUILD_FIX = 'npx roboguide-eval images build';
+/** The fix for a missing synthetic image, in the command the user runs. */
+const imagesBuildFix = (options: Pick<DoctorOptions, 'bin'>): string =>
+  `${options.bin ?? 'roboguide-eval'} images build`;
 const NVIDIA_FIX =
   'install nvidia-container-toolkit, run `nvidia-ctk runtime configure --runtime=docker`, restart dockerd';
 
@@ -42,10 +44,10 @@ export async function engineChecks(
     return { checks: [fail('engine', detail, fix), ...skipped], reachable: !unreachable };
   }
   const checks: DoctorCheck[] = [engineCheck(info)];
-  for (const image of options.images) checks.push(await imageCheck(deps, image));
+  for (const image of options.images) checks.push(await imageCheck(deps, image, options));
   checks.push(nvidiaRuntimeCheck(info));
   checks.push(logDriverCheck(info));
-  if (options.probeGpu) checks.push(await gpuProbe(deps, options.images[0] ?? PAIR_DRIVER_IMAGE));
+  if (options.probeGpu) checks.push(await gpuProbe(deps, options.images[0] ?? PAIR_DRIVER_IMAGE, options));
   return { checks, reachable: true };
 }
 
@@ -65,14 +67,18 @@ function engineCheck(info: EngineInfo): DoctorCheck {
 
 const imageName = (image: string): string => `image ${image}`;
 
-async function imageCheck(deps: DoctorDeps, image: string): Promise<DoctorCheck> {
+async function imageCheck(
+  deps: DoctorDeps,
+  image: string,
+  options: Pick<DoctorOptions, 'bin'>,
+): Promise<DoctorCheck> {
   try {
     if (await deps.runtime.imageExists(image)) return ok(imageName(image), 'present');
   } catch (err) {
     return fail(imageName(image), (err as Error).message, 'check the engine log');
   }
   const fix = image.startsWith('roboguide/')
-    ? IMAGES_BUILD_FIX
+    ? imagesBuildFix(options)
     : `docker build -t ${image} … or docker load -i … (nothing can be pulled here)`;
   return warn(imageName(image), 'missing: jobs using it will fail with image_missing', fix);
 }
@@ -106,7 +112,11 @@ function nvidiaRuntimeCheck(info: EngineInfo): DoctorCheck {
 }
 
 /** A container asking for `gpus: all` that exits at once; always removed, whatever happened. */
-async function gpuProbe(deps: DoctorDeps, image: string): Promise<DoctorCheck> {
+async function gpuProbe(
+  deps: DoctorDeps,
+  image: string,
+  options: Pick<DoctorOptions, 'bin'>,
+): Promise<DoctorCheck> {
   const name = 'gpu probe';
   let id: string | null = null;
   let check: DoctorCheck;
@@ -142,16 +152,16 @@ async function gpuProbe(deps: DoctorDeps, image: string): Promise<DoctorCheck> {
       );
     else check = ok(name, `a container requesting gpus "all" started and exited 0 (${image})`);
   } catch (err) {
-    check = probeFailure(name, err);
+    check = probeFailure(name, err, options);
   }
   return id === null ? check : withProbeRemoved(deps, id, check);
 }
 
-function probeFailure(name: string, err: unknown): DoctorCheck {
+function probeFailure(name: string, err: unknown, options: Pick<DoctorOptions, 'bin'>): DoctorCheck {
   if (err instanceof EngineError && err.fault === 'nvidia_runtime_missing')
     return fail(name, err.engineMessage, NVIDIA_FIX);
   if (err instanceof EngineError && err.fault === 'image_missing')
-    return fail(name, err.message, IMAGES_BUILD_FIX);
+    return fail(name, err.message, imagesBuildFix(options));
   return fail(name, err instanceof Error ? err.message : String(err), 'check the engine log');
 }
 

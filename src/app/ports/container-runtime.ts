@@ -90,6 +90,11 @@ export type RemoveResult = 'removed' | 'absent';
 export interface ContainerRuntime {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
+  /**
+   * The image's id (`sha256:…`) on this engine, or null when it is not there: what `e1-batch start` pins (SPEC §3).
+   * Optional: a runtime without it (a swarm's) runs its pairs by tag.
+   */
+  imageId?(image: string): Promise<string | null>;
   create(spec: ContainerSpec): Promise<ContainerHandle>;
   /** Attach before start: the output of the start that follows, from its first byte, each byte once (no log replay). */
   attach(id: string): Promise<ContainerOutput>;

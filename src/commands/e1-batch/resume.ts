@@ -1,9 +1,16 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { checkResumable } from '../../app/batch/resume-batch.js';
+import { movedImageLine } from '../../app/batch/image-pins.js';
+import { alreadyDrained, checkResumable } from '../../app/batch/resume-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
-import { evidenceStoreAt, hostIdentity, launchBatchSupervisor, superviseHere } from '../../command-root.js';
+import {
+  evidenceStoreAt,
+  hostIdentity,
+  launchBatchSupervisor,
+  movedImagesOf,
+  superviseHere,
+} from '../../command-root.js';
 
 export default class BatchResume extends BaseCommand {
   static override summary = 'Restart the supervisor of a stopped, paused or crashed batch.';
@@ -13,6 +20,8 @@ export default class BatchResume extends BaseCommand {
     'duplicated or lost lines), an exited one is collected and finished, a vanished one (or one from before a',
     'reboot) becomes harness_failure/lost_worker. A claimed pair is never launched again. Resume clears the',
     'stopped, infrastructure_streak, harness and provider pauses; a fatal pause stays (see `e1-batch continuation`).',
+    'A batch that already drained (every job has a result) starts no supervisor. Pairs run the image ids `start`',
+    'pinned: a tag rebuilt since is reported (a warning) and never followed.',
   ].join('\n');
   static override examples = ['<%= config.bin %> e1-batch resume --output ./batch'];
   static override flags = {
@@ -20,10 +29,24 @@ export default class BatchResume extends BaseCommand {
     foreground: Flags.boolean({ description: 'run the supervisor in this process', default: false }),
   };
 
-  async run(): Promise<{ output: string; unfinished: number; supervisor_pid: number; state?: string }> {
+  async run(): Promise<{
+    output: string;
+    unfinished: number;
+    supervisor_pid: number | null;
+    state?: string;
+  }> {
     const { flags } = await this.parse(BatchResume);
     const output = resolve(flags.output);
-    const unfinished = await checkResumable(evidenceStoreAt(output), process.env, hostIdentity);
+    const store = evidenceStoreAt(output);
+    const unfinished = await checkResumable(store, process.env, hostIdentity);
+    if (await alreadyDrained(store, unfinished)) {
+      this.log(
+        `batch already drained: every job has a result; no supervisor started (see \`${this.userBin} e1-batch report --output ${output}\`)`,
+      );
+      return { output, unfinished, supervisor_pid: null, state: 'drained' };
+    }
+    // A tag rebuilt since start is never followed: the pairs still to run use the image the batch pinned.
+    for (const moved of await movedImagesOf(output)) this.warn(movedImageLine(moved));
     if (flags.foreground) {
       const state = await superviseHere(output, 'resume');
       this.log(`batch resumed and supervised to: ${state}`);

@@ -44,6 +44,7 @@ export default class BatchStart extends BaseCommand {
       allowShortSecrets: flags['allow-short-secrets'],
       ...(mountRoots !== undefined ? { mountRoots } : {}),
       executor,
+      bin: this.userBin,
       onWarning: (message) => this.warn(message),
     });
     const warnings = [...(record.gpu_observation?.warnings ?? [])];
@@ -57,7 +58,7 @@ export default class BatchStart extends BaseCommand {
     }
     const identity = await launchBatchSupervisor(output, 'start', wiring.registry);
     this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
-    this.log(`  follow it: npx roboguide-eval e1-batch status --output ${output} --watch`);
+    this.log(`  follow it: ${this.userBin} e1-batch status --output ${output} --watch`);
     return { batch_id: record.batch_id, output, supervisor_pid: identity.pid, warnings };
   }
 }

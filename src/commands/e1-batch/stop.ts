@@ -7,20 +7,33 @@ import { batchOutputFlag } from '../../cli/flags.js';
 import { evidenceStoreAt, hostIdentity } from '../../command-root.js';
 
 export default class BatchStop extends BaseCommand {
-  static override summary = 'Pause new dispatch; running pairs finish and are archived (or, with --terminate, are stopped).';
+  static override summary =
+    'Stop the batch: no new dispatch; running pairs finish and are archived (or, with --terminate, are stopped); state `stopped`.';
   static override description =
     'Writes D/stop-request.json and signals the supervisor. Without --terminate running pairs finish normally; ' +
     'with --terminate each gets a controlled stop (SIGTERM, the stop budget, then kill) and is archived. ' +
-    'The supervisor exits with state "stopped"; `e1-batch resume` continues the batch.';
-  static override examples = ['<%= config.bin %> e1-batch stop --output ./batch', '<%= config.bin %> e1-batch stop --output ./batch --terminate'];
+    'The supervisor exits with state "stopped" (a stop is not a pause: no pause reason is recorded, and status shows STOPPED); ' +
+    '`e1-batch resume` continues the batch.';
+  static override examples = [
+    '<%= config.bin %> e1-batch stop --output ./batch',
+    '<%= config.bin %> e1-batch stop --output ./batch --terminate',
+  ];
   static override flags = {
     output: batchOutputFlag,
-    terminate: Flags.boolean({ description: 'also stop running pairs within the stop budget', default: false }),
+    terminate: Flags.boolean({
+      description: 'also stop running pairs within the stop budget',
+      default: false,
+    }),
   };
 
   async run(): Promise<StopOutcome> {
     const { flags } = await this.parse(BatchStop);
-    const outcome = await requestStop(evidenceStoreAt(resolve(flags.output)), systemClock, flags.terminate, hostIdentity);
+    const outcome = await requestStop(
+      evidenceStoreAt(resolve(flags.output)),
+      systemClock,
+      flags.terminate,
+      hostIdentity,
+    );
     this.log(
       outcome.signalled
         ? `stop requested${outcome.terminate ? ' (terminate running pairs)' : ''}: supervisor pid ${outcome.pid} signalled`

@@ -20,23 +20,42 @@ export default class PairRecover extends BaseCommand {
     'Exit codes: 0 the slot is released (now or before); 1 it is still held (removal not verified, evidence',
     'contradicts); 2 bad usage (no receipt, a batch directory, no registry, the pair run still alive).',
   ].join('\n');
-  static override examples = ['<%= config.bin %> pair recover --output ./run-1', '<%= config.bin %> pair recover --output ./run-1 --registry /srv/rg/registry.db --json'];
+  static override examples = [
+    '<%= config.bin %> pair recover --output ./run-1',
+    '<%= config.bin %> pair recover --output ./run-1 --registry /srv/rg/registry.db --json',
+  ];
   static override flags = {
     output: Flags.string({ description: 'the `pair run` output directory (receipt.json)', required: true }),
-    registry: Flags.string({ description: 'the registry the pair run was admitted in (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
-    'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill when the container still runs', min: 1, default: 30 }),
+    registry: Flags.string({
+      description:
+        'the registry the pair run was admitted in (default: the one its receipt records; else $XDG_STATE_HOME/roboguide-eval/registry.db); another one than recorded is refused',
+    }),
+    'stop-budget': Flags.integer({
+      description: 'seconds between SIGTERM and kill when the container still runs',
+      min: 1,
+      default: 30,
+    }),
   };
 
   async run(): Promise<RecoverPairRunReport & { output: string }> {
     const { flags } = await this.parse(PairRecover);
     const output = resolve(flags.output);
-    const report = await recoverOutput(await createRecoverDeps(flags.registry), { output, stopBudgetSec: flags['stop-budget'] });
+    const report = await recoverOutput(await createRecoverDeps(flags.registry), {
+      output,
+      stopBudgetSec: flags['stop-budget'],
+    });
     const r = report.reconciliation;
     const released = r.kind === 'committed' || r.kind === 'already_committed';
     if (!released) process.exitCode = ExitCode.runtime;
-    this.log(`pair ${report.job_id} (claim ${report.claim_id}): result ${report.result} (${report.classification})`);
-    this.log(`  containers found by label: ${report.containers.length === 0 ? 'none' : report.containers.map((c) => c.slice(0, 12)).join(', ')}; verified absent: ${report.cleanup.verified_absent}`);
-    this.log(`  slot: ${report.released_now ? 'released now' : released ? 'already released: nothing to do' : `still held (${r.reason ?? r.kind}): ${r.detail}`}`);
+    this.log(
+      `pair ${report.job_id} (claim ${report.claim_id}): result ${report.result} (${report.classification})`,
+    );
+    this.log(
+      `  containers found by label: ${report.containers.length === 0 ? 'none' : report.containers.map((c) => c.slice(0, 12)).join(', ')}; verified absent: ${report.cleanup.verified_absent}`,
+    );
+    this.log(
+      `  slot: ${report.released_now ? 'released now' : released ? 'already released: nothing to do' : `still held (${r.reason ?? r.kind}): ${r.detail}`}`,
+    );
     return { ...report, output };
   }
 }

@@ -10,11 +10,12 @@ import { InvalidInputError } from '../../core/errors.js';
 import type { ResultRecord } from '../../core/result.js';
 
 export default class PairRun extends BaseCommand {
-  static override summary = 'Run one evaluation pair in its own container, in the foreground, and print its receipt.';
+  static override summary =
+    'Run one evaluation pair in its own container, in the foreground, and print its result (classification, reasons, what broke the outcome contract).';
   static override description = [
     'The spec is one JSON object with the fields of a manifest job: job_id, argv, cwd, outcome_path, environment,',
     'ports, timeout_seconds, image, gpus, b1_ports, plus optional sessions_dir, stop_budget_seconds,',
-    'log_limit_bytes (per stream, default 1 GiB) and allowed_http_statuses. Environment values may reference this process\'s variables only as the whole string',
+    "log_limit_bytes (per stream, default 1 GiB) and allowed_http_statuses. Environment values may reference this process's variables only as the whole string",
     '"${NAME}"; resolved values are passed to the container and never written anywhere.',
     '',
     'The pair gets the batch lifecycle: receipt first, container created with labels, init, no-new-privileges;',
@@ -22,7 +23,7 @@ export default class PairRun extends BaseCommand {
     'outcome and Codex sessions collected; then the container is removed and its absence verified.',
     '',
     'Exit codes: 0 classification "completed" and the slot released; 1 any other classification, a held slot or a',
-    'runtime failure (the receipt is still written and printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
+    'runtime failure (the evidence is still written and the result printed); 2 invalid spec, unset referenced variable or one under 8 characters; 3 no Docker engine.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> pair run --spec pair.json',
@@ -56,6 +57,7 @@ export default class PairRun extends BaseCommand {
         specSource: flags.spec,
         ...(flags.output !== undefined ? { output: flags.output } : {}),
         bindAddress: flags['bind-address'],
+        bin: this.userBin,
         ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
         terminate: termination.signal,
         allowShortSecrets: flags['allow-short-secrets'],
@@ -69,24 +71,36 @@ export default class PairRun extends BaseCommand {
       await deps.dispose();
       termination.dispose();
     }
-    this.render(outcome, flags.registry);
+    this.render(outcome);
     termination.reraise();
     return { ...outcome.result, output: outcome.output };
   }
 
   /** The human lines (exit 1 unless the pair completed and its slot was released). */
-  private render({ result, output, reconciliation }: RunPairOutcome, registryFlag: string | undefined): void {
+  private render({ result, output, reconciliation }: RunPairOutcome): void {
     const released = reconciliation.kind === 'committed' || reconciliation.kind === 'already_committed';
     if (result.classification !== 'completed' || !released) process.exitCode = 1;
-    this.log(`pair ${result.job_id}: ${result.classification}${result.reasons.length ? ` (${result.reasons.join(', ')})` : ''}`);
-    this.log(`  container ${result.container.id ?? '-'} exit ${result.container.exit_code ?? '-'}; removed and verified absent: ${result.cleanup.verified_absent}`);
-    this.log(`  logs: stdout ${result.logs.stdout.bytes} B, stderr ${result.logs.stderr.bytes} B; sessions ${result.sessions.files} file(s)`);
-    if (result.provider_failure) this.log(`  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`);
+    this.log(
+      `pair ${result.job_id}: ${result.classification}${result.reasons.length ? ` (${result.reasons.join(', ')})` : ''}`,
+    );
+    this.log(
+      `  container ${result.container.id ?? '-'} exit ${result.container.exit_code ?? '-'}; removed and verified absent: ${result.cleanup.verified_absent}`,
+    );
+    this.log(
+      `  logs: stdout ${result.logs.stdout.bytes} B, stderr ${result.logs.stderr.bytes} B; sessions ${result.sessions.files} file(s)`,
+    );
+    for (const p of result.outcome_problems ?? []) this.log(`  outcome ${p.path}: ${p.message}`);
+    if (result.provider_failure)
+      this.log(
+        `  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`,
+      );
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
     this.log(`  evidence: ${output}`);
     if (!released) {
-      const registry = registryFlag !== undefined ? ` --registry ${registryFlag}` : '';
-      this.logToStderr(`  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`reconcile --output ${output}${registry} --execute\``);
+      // The receipt records the registry: reconcile finds it without --registry.
+      this.logToStderr(
+        `  capacity slot kept (${reconciliation.reason ?? reconciliation.kind}): ${reconciliation.detail}; finish with \`${this.userBin} reconcile --output ${output} --execute\``,
+      );
     }
   }
 }

@@ -3,6 +3,7 @@ import { RoboguideError } from '../errors.js';
 import { manifestCrossIssues, pairSpecCrossIssues } from './cross-rules.js';
 import { ROOT_PATH } from './issue-path.js';
 import { ManifestSchema, PairSpecSchema, type Job, type Manifest, type PairSpec } from './schema.js';
+import { withoutFollowOns, type Typo } from './typo-hints.js';
 import { dedupeIssues, issuesFromZod, plainRule } from './zod-issues.js';
 
 export type ManifestParse = { ok: true; manifest: Manifest } | { ok: false; issues: Issue[] };
@@ -17,10 +18,14 @@ export function parseManifest(text: string): ManifestParse {
     return { ok: false, issues: [{ path: ROOT_PATH, rule: `is not valid JSON: ${jsonErrorSummary(err)}` }] };
   }
   const parsed = ManifestSchema.safeParse(value, { error: plainRule });
-  const issues = dedupeIssues([
-    ...(parsed.success ? [] : issuesFromZod(parsed.error)),
-    ...manifestCrossIssues(value),
-  ]);
+  const typos: Typo[] = [];
+  const issues = withoutFollowOns(
+    dedupeIssues([
+      ...(parsed.success ? [] : issuesFromZod(parsed.error, { schema: ManifestSchema, value, typos })),
+      ...manifestCrossIssues(value),
+    ]),
+    typos,
+  );
   if (!parsed.success || issues.length > 0) return { ok: false, issues };
   return { ok: true, manifest: parsed.data };
 }
@@ -28,10 +33,14 @@ export function parseManifest(text: string): ManifestParse {
 /** Validates an already-decoded `pair run` spec (one job at the root, `image` required). */
 export function parsePairSpec(value: unknown): PairSpecParse {
   const parsed = PairSpecSchema.safeParse(value, { error: plainRule });
-  const issues = dedupeIssues([
-    ...(parsed.success ? [] : issuesFromZod(parsed.error)),
-    ...pairSpecCrossIssues(value),
-  ]);
+  const typos: Typo[] = [];
+  const issues = withoutFollowOns(
+    dedupeIssues([
+      ...(parsed.success ? [] : issuesFromZod(parsed.error, { schema: PairSpecSchema, value, typos })),
+      ...pairSpecCrossIssues(value),
+    ]),
+    typos,
+  );
   if (!parsed.success || issues.length > 0) return { ok: false, issues };
   return { ok: true, spec: parsed.data };
 }

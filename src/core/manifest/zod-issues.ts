@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { Issue } from '../errors.js';
 import { formatPath } from './issue-path.js';
+import { typosOf, unknownKeyRule, type Typo } from './typo-hints.js';
 
 /**
  * Turns zod issues into `{path, rule}` in plain words. The error map sees the input, but no
@@ -43,12 +44,25 @@ function sizeRule(
   return `must be ${op} ${String(limit)}`;
 }
 
-export function issuesFromZod(error: z.ZodError): Issue[] {
+/**
+ * The issues in plain words. With `typo` (the schema and the value parsed), an unknown key close to an allowed one
+ * says "did you mean", and `typos` lists those misspellings (see typo-hints.ts).
+ */
+export function issuesFromZod(
+  error: z.ZodError,
+  typo?: { readonly schema: z.core.$ZodType; readonly value: unknown; readonly typos?: Typo[] },
+): Issue[] {
   const issues: Issue[] = [];
   for (const issue of error.issues) {
     const path = formatPath(issue.path);
     if (issue.code === 'unrecognized_keys') {
-      for (const key of issue.keys) issues.push({ path, rule: `unknown key ${JSON.stringify(key)}` });
+      if (typo === undefined) {
+        for (const key of issue.keys) issues.push({ path, rule: unknownKeyRule(key, null) });
+        continue;
+      }
+      const { rules, typos } = typosOf(typo.schema, issue.path, issue.keys, typo.value);
+      for (const rule of rules) issues.push({ path, rule });
+      typo.typos?.push(...typos);
     } else {
       issues.push({ path, rule: issue.message });
     }

@@ -45,7 +45,7 @@ svg text{font-size:11px;fill:#4a5361}svg .plbl{fill:#fff;font-size:10px;dominant
 .mk-second-worker path{fill:#f9a825}.mk-second-worker line{stroke:#f9a825;stroke-dasharray:none;stroke-width:2}
 .mk-supervisor-started circle{fill:#455a64}.mk-supervisor-started line,.mk-supervisor-exited line{stroke:#455a64}
 .mk-supervisor-exited circle{fill:#fff;stroke:#455a64;stroke-width:2}
-.mk-stop-requested circle{fill:#616161}.mk-stop-requested line{stroke:#616161}
+.problems{margin:2px 0 0;padding-left:16px;font-size:12px;color:#c62828}.mk-stop-requested circle{fill:#616161}.mk-stop-requested line{stroke:#616161}
 .tick,.axis{stroke:#9aa3ad}
 .gbar.fits,.gpath.fits{fill:#1e88e5;stroke:#1e88e5}.gbar.over,.gpath.over{fill:#ef6c00;stroke:#ef6c00}.gpath{fill:none}
 .limit{stroke:#f9a825;stroke-width:2;stroke-dasharray:6 4}.budget{stroke:#c62828;stroke-width:1.5}.lim{fill:#9a6b00}
@@ -110,7 +110,13 @@ function header(m: ReportModel): string {
   return `<header class="card"><h1>Batch <code>${esc(m.batch_id)}</code></h1><span class="state st-${m.state}" id="state">${m.state.toUpperCase()}</span>
 <div class="facts">${facts.map(([k, v]) => `<div>${k}<b${timeFacts.has(k) ? ' class="t"' : ''}>${esc(v)}</b>${k === 'ETA' && m.eta ? `<small>mean pair ${esc(formatDuration(m.eta.mean_pair_sec))} over ${m.eta.basis_pairs} finished</small>` : ''}</div>`).join('')}</div>
 <div class="chips">${chips}</div>
-<div class="pausebox" id="pauses">${pauseNow}${history ? `<ol>${history}</ol>` : ''}</div></header>`;
+<div class="pausebox" id="pauses">${pauseNow}${history ? `<ol>${history}</ol>` : ''}</div>${movedBox(m)}</header>`;
+}
+
+/** Pinned tags that moved since start (said, never followed). */
+function movedBox(m: ReportModel): string {
+  if (m.images_moved.length === 0) return '';
+  return `<div class="pausebox" id="images-moved">${m.images_moved.map((l) => `<span class="now">warning: ${esc(l)}</span>`).join('<br>')}</div>`;
 }
 
 function legend(): string {
@@ -118,12 +124,19 @@ function legend(): string {
   const marks = [
     ['#00897b', 'source check'],
     ['#f9a825', 'second worker admitted'],
-    ['#455a64', 'supervisor start / exit'],
+    ['#455a64', 'supervisor start (first start or resume; filled) / exit (hollow)'],
+    ['#616161', 'stop requested (e1-batch stop)'],
     ['rgba(198,40,40,.25)', 'paused'],
   ];
   return `<div class="legend">${kinds.map((k) => `<span><span class="sw k-${k}"></span>${k.replace('_', ' ')}</span>`).join('')}${marks
     .map(([c, l]) => `<span><span class="sw" style="background:${c}"></span>${l}</span>`)
     .join('')}</div>`;
+}
+
+/** The outcome's broken rules under the reasons (result.json `outcome_problems`): the fix is named where it shows. */
+function problemsCell(p: ReportPair): string {
+  if (p.outcome_problems.length === 0) return '';
+  return `<ul class="problems">${p.outcome_problems.map((t) => `<li>${esc(t)}</li>`).join('')}</ul>`;
 }
 
 function row(p: ReportPair, base: string): string {
@@ -138,9 +151,9 @@ function row(p: ReportPair, base: string): string {
   const cleanup = p.cleanup_verified === null ? '' : p.cleanup_verified ? 'verified' : '<b>NOT verified</b>';
   const exit = p.exit_code === null ? '' : String(p.exit_code);
   return (
-    `<tr class="k-${kind}" data-job="${esc(p.job_id)}"><td>${esc(p.job_id)}</td><td>${kind}</td><td>${esc(p.reasons.join(', '))}</td>` +
+    `<tr class="k-${kind}" data-job="${esc(p.job_id)}"><td>${esc(p.job_id)}</td><td>${kind}</td><td>${esc(p.reasons.join(', '))}${problemsCell(p)}</td>` +
     `<td data-v="${p.duration_sec ?? ''}">${formatDuration(p.duration_sec)}${p.timed_out ? ' ⏱' : ''}</td><td>${exit}</td>` +
-    `<td>${provider}</td><td>${cleanup}</td><td>${href(p.links.stdout, 'stdout')}${href(p.links.stderr, 'stderr')}${href(p.links.result, 'result')}</td></tr>`
+    `<td>${provider}</td><td>${cleanup}</td><td>${href(p.links.stdout, 'stdout')}${href(p.links.stderr, 'stderr')}${href(p.links.result, 'result')}${href(p.links.outcome, 'outcome')}</td></tr>`
   );
 }
 

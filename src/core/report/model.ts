@@ -88,6 +88,7 @@ export function buildReportModel(input: ReportInput): ReportModel {
     created_at: input.createdAt,
     supervisor_alive: input.supervisorAlive,
     pause_reasons: fold.pauseReasons,
+    images_moved: input.imagesMoved ?? [],
     pause_history: fold.pauseHistory,
     ...(fold.pauseCauses !== undefined ? { pause_causes: fold.pauseCauses } : {}),
     counts,

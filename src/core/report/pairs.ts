@@ -1,4 +1,4 @@
-import { gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
+import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
 import type { ResultRecord } from '../result.js';
 import { assignSlots, type Interval } from './slots.js';
 import type { PairStatus, ReportInput, ReportJob, ReportPair } from './types.js';
@@ -52,8 +52,12 @@ function statusOf(j: ReportJob, alive: boolean): PairStatus {
 export function reportPair(j: ReportJob, alive: boolean, claims: Claims): ReportPair {
   const r = j.result;
   const span = claims.byId.get(j.job_id);
-  const links: { stdout?: string; stderr?: string; result?: string } = {};
+  const links: { stdout?: string; stderr?: string; result?: string; outcome?: string } = {};
   for (const [key, name] of LINKS) if (j.files.includes(name)) links[key] = `jobs/${j.job_id}/${name}`;
+  // The evidence's copy of the outcome (secrets masked), when the driver wrote one: `outcome/<file>` of the pair.
+  const outcome = j.receipt?.private_outcome;
+  if (outcome !== undefined && r?.outcome_sha256 != null && j.files.includes(outcome.split('/')[0] ?? ''))
+    links.outcome = `jobs/${j.job_id}/${outcome}`;
   return {
     job_id: j.job_id,
     status: statusOf(j, alive),
@@ -72,5 +76,6 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
     gpu_peak_mib: peakOf(r),
     slot: claims.slots.get(j.job_id) ?? null,
     links,
+    outcome_problems: (r?.outcome_problems ?? []).map(formatOutcomeProblem),
   };
 }

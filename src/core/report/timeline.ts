@@ -14,6 +14,8 @@ function word(value: unknown): string {
 function markersOf(journal: ReportInput['journal']): TimelineMarker[] {
   const markers: TimelineMarker[] = [];
   for (const e of journal) {
+    // A check with no pinned file compared nothing: no "match" to show.
+    if (e.type === 'source_check' && e['checked'] === 0) continue;
     if (e.type === 'source_check') {
       const ok = e['ok'] === true;
       markers.push({

@@ -13,7 +13,12 @@ export const REPORT_SCHEMA = 'roboguide.e1.report/v1' as const;
 export interface ReportJob {
   readonly job_id: string;
   readonly timeout_seconds: number;
-  readonly receipt: { readonly claimed_at: string; readonly container_id: string | null } | null;
+  readonly receipt: {
+    readonly claimed_at: string;
+    readonly container_id: string | null;
+    /** The evidence's copy of the outcome, relative to the pair's folder (`outcome/<file>`). */
+    readonly private_outcome?: string;
+  } | null;
   readonly result: ResultRecord | null;
   /** Names of the files in `jobs/<id>/`: a link is offered only to a file that exists. */
   readonly files: readonly string[];
@@ -33,6 +38,8 @@ export interface ReportInput {
   readonly jobs: readonly ReportJob[];
   readonly supervisorAlive: boolean;
   readonly now: string;
+  /** Pinned image tags that name another image now, one line each (`e1-batch report` with an engine). */
+  readonly imagesMoved?: readonly string[];
 }
 
 /** pending: never claimed; running: claimed, its live supervisor owns it; unfinished: claimed, no result, no supervisor. */
@@ -57,7 +64,14 @@ export interface ReportPair {
   /** Worker slot on the timeline (0-based); null for a pair never claimed. */
   readonly slot: number | null;
   /** Paths relative to the batch directory, only for files that exist. */
-  readonly links: { readonly stdout?: string; readonly stderr?: string; readonly result?: string };
+  readonly links: {
+    readonly stdout?: string;
+    readonly stderr?: string;
+    readonly result?: string;
+    readonly outcome?: string;
+  };
+  /** The outcome's broken rules, `path: message` (result.json `outcome_problems`); empty when none. */
+  readonly outcome_problems: readonly string[];
 }
 
 export interface TimelineMarker {
@@ -93,6 +107,8 @@ export interface ReportModel {
   readonly created_at: string;
   readonly supervisor_alive: boolean;
   readonly pause_reasons: readonly string[];
+  /** Pinned image tags that name another image now: the batch keeps running the pinned ids (empty: none seen). */
+  readonly images_moved: readonly string[];
   readonly pause_history: readonly PauseHistoryEntry[];
   /** The causes of the pauses in force (issue 27); absent when there is none. */
   readonly pause_causes?: readonly PauseCauseEntry[];
