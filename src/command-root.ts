@@ -368,7 +368,7 @@ export async function createPairRunWiring(
       codeVersion,
       cwd: process.cwd(),
       hostAddresses: hostAddresses(),
-      hostPaths: await hostMountRules(deps.runtime),
+      hostPaths: () => hostMountRules(deps.runtime),
       ...(registryPath !== undefined ? { registryPath: registry.path } : {}),
       registryRecord: registry.path,
     },

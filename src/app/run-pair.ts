@@ -41,7 +41,7 @@ export interface RunPairOptions {
   /** The host's IP addresses: when given, `bindAddress` must be one of them (or 0.0.0.0 / ::). */
   readonly hostAddresses?: readonly string[];
   /** $HOME and the engine's sockets: never mounted (the output directory and the registry always count). */
-  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths' | 'homeDirs' | 'ownedDirs'>;
+  readonly hostPaths?: HostPaths | (() => Promise<HostPaths>);
   /** The registry database file, for the mount rules (a pair must never reach it). */
   readonly registryPath?: string;
   /** The operator's `--mount-root` folders: when given, `cwd` must lie under one of them (at the check and at launch). */
@@ -78,6 +78,8 @@ export interface RunPairOutcome {
   readonly reconciliation: ReconcileReport;
 }
 
+type HostPaths = Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths' | 'homeDirs' | 'ownedDirs'>;
+
 function parseSpec(text: string, source: string): PairSpec {
   let value: unknown;
   try {
@@ -99,8 +101,10 @@ async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, op
   const bind = options.hostAddresses === undefined ? null : bindAddressProblem(options.bindAddress, options.hostAddresses);
   if (bind !== null) issues.push({ path: '--bind-address', rule: bind });
   issues.push(...(await staleOutcomeIssues(fs, [{ prefix: '', outcome_path: spec.outcome_path }])));
+  // Asked only for a spec that parsed (the engine's data root: an invalid spec never loads the engine client).
+  const hostPaths = typeof options.hostPaths === 'function' ? await options.hostPaths() : options.hostPaths;
   const protectedPaths = {
-    ...options.hostPaths,
+    ...hostPaths,
     outputDir: output,
     ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}),
     ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}),

@@ -93,11 +93,14 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     expect(JSON.parse(await readFile(join(output, 'terminal-proof.json'), 'utf8')).reservation_id).toBe(receipt.reservation_id);
   });
 
-  it('gives its slot back when it fails before any container exists', async () => {
+  it('a cwd under a file is refused before a slot is taken (the mount rules walk it), so no slot is held', async () => {
     const job = uniqueJob('nocwd');
     const aFile = join(work, `${job}.file`);
     await writeFile(aFile, 'not a directory');
-    await expect(run(job, ['outcome=completed'], { cwd: join(aFile, 'cwd') })).rejects.toMatchObject({ code: 'ENOTDIR' });
+    await expect(run(job, ['outcome=completed'], { cwd: join(aFile, 'cwd') })).rejects.toMatchObject({
+      code: 'E_SPEC_INVALID',
+      issues: [expect.objectContaining({ path: 'cwd' })],
+    });
     expect((await deps().registry.held()).filter((r) => r.jobId === job)).toEqual([]);
   });
 

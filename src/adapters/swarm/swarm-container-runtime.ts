@@ -372,8 +372,15 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     return this.#openFeed(id);
   }
 
-  follow(id: string): Promise<ContainerOutput> {
-    return this.#openFeed(id);
+  /**
+   * A follow of a task that already ended (the lifecycle reads a reattached pair's log once more after it stopped) is
+   * completed at once: nothing else would end it, since the service log's follow never ends on its own.
+   */
+  async follow(id: string): Promise<ContainerOutput> {
+    const output = await this.#openFeed(id);
+    const task = await this.#task(id).catch(() => undefined);
+    if (task !== undefined && task !== null && TERMINAL.has(task.state)) void this.#completeLogs(id).catch(() => undefined);
+    return output;
   }
 
   /** The service starts its task when it is created (replicas 1); nothing is left to start. */
