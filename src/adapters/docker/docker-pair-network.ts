@@ -57,6 +57,7 @@ export function iptablesRunner(prefix: readonly string[] = []): IptablesRunner {
                 suggestions: [
                   'install iptables (Debian: `apt-get install iptables`)',
                   'or run the pairs with network "none"',
+                  'or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine\'s default bridge, unguarded)',
                 ],
               },
             ),
@@ -288,9 +289,13 @@ export class DockerPairNetwork implements PairNetworkGuard {
   #failure(family: IpFamily, what: string, result: IptablesResult): RoboguideError {
     return new RoboguideError(
       'E_NETWORK',
-      `${binaryOf(family)} could not ${what}: ${result.stderr.trim() || `exit ${result.code}`}`,
+      `${binaryOf(family)} could not ${what}: ${result.stderr.trim() || `exit ${result.code}`} (the pairs network needs root; otherwise give the job network "none", or set ROBOGUIDE_PAIRS_NETWORK=engine-bridge to run pairs unguarded on the engine's bridge)`,
       {
-        suggestions: ['run as root (iptables needs CAP_NET_ADMIN)', 'or run the pairs with network "none"'],
+        suggestions: [
+          'run as root (iptables needs CAP_NET_ADMIN)',
+          'or run the pairs with network "none"',
+          'or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine\'s default bridge, unguarded)',
+        ],
       },
     );
   }
