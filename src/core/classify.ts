@@ -11,7 +11,12 @@ import { isObject, own, type JsonObject } from './json-object.js';
  */
 
 export type HarnessFault =
-  'log_write_failed' | 'receipt_write_failed' | 'result_write_failed' | 'cleanup_unverified' | 'lost_worker' | 'evidence_write_failed';
+  | 'log_write_failed'
+  | 'receipt_write_failed'
+  | 'result_write_failed'
+  | 'cleanup_unverified'
+  | 'lost_worker'
+  | 'evidence_write_failed';
 
 export interface ClassifyInput {
   readonly jobId: string;
@@ -44,7 +49,8 @@ export interface Classified {
 }
 
 /** `registry_unavailable`: a registry call timed out or could not reach its server (issue 27); resume clears it. */
-export type PauseReason = 'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'registry_unavailable' | 'inputs_changed';
+export type PauseReason =
+  'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'registry_unavailable' | 'inputs_changed';
 
 /** Stable order of pause reasons in status.json. */
 export const PAUSE_REASONS: readonly PauseReason[] = [

@@ -39,7 +39,11 @@ export function causeOf(err: unknown, redact: (text: string) => string = (text) 
 
 /** The system error code (`ENOSPC`, `EIO`…) of `err` or of an error it wraps (its `cause` chain), if any. */
 export function errnoOf(err: unknown): string | null {
-  for (let e: unknown = err, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth += 1) {
+  for (
+    let e: unknown = err, depth = 0;
+    typeof e === 'object' && e !== null && depth < 5;
+    e = (e as { cause?: unknown }).cause, depth += 1
+  ) {
     const code = 'code' in e ? e.code : undefined;
     if (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code)) return code;
   }

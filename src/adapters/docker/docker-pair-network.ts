@@ -57,7 +57,7 @@ export function iptablesRunner(prefix: readonly string[] = []): IptablesRunner {
                 suggestions: [
                   'install iptables (Debian: `apt-get install iptables`)',
                   'or run the pairs with network "none"',
-                  'or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine\'s default bridge, unguarded)',
+                  "or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine's default bridge, unguarded)",
                 ],
               },
             ),
@@ -294,7 +294,7 @@ export class DockerPairNetwork implements PairNetworkGuard {
         suggestions: [
           'run as root (iptables needs CAP_NET_ADMIN)',
           'or run the pairs with network "none"',
-          'or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine\'s default bridge, unguarded)',
+          "or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine's default bridge, unguarded)",
         ],
       },
     );

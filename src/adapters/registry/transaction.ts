@@ -40,17 +40,24 @@ export function registryFault(message: string, error: unknown): RoboguideError {
   const detail = error instanceof Error ? error.message : String(error);
   // Another process held the database past the busy timeout (the registry deadline): unavailable for now, not broken.
   if (isBusy(error)) {
-    return new RoboguideError('E_REGISTRY_UNAVAILABLE', `${message}: the database stayed locked past its busy timeout (the registry deadline): ${detail}`, {
-      cause: error,
-      suggestions: ['another process holds the registry; `e1-batch resume` retries; ROBOGUIDE_REGISTRY_DEADLINE_MS sets the wait'],
-    });
+    return new RoboguideError(
+      'E_REGISTRY_UNAVAILABLE',
+      `${message}: the database stayed locked past its busy timeout (the registry deadline): ${detail}`,
+      {
+        cause: error,
+        suggestions: [
+          'another process holds the registry; `e1-batch resume` retries; ROBOGUIDE_REGISTRY_DEADLINE_MS sets the wait',
+        ],
+      },
+    );
   }
   return new RoboguideError('E_REGISTRY', `${message}: ${detail}`, { cause: error });
 }
 
 /** SQLITE_BUSY (5) or SQLITE_LOCKED (6), primary or extended. */
 function isBusy(error: unknown): boolean {
-  const errcode = typeof error === 'object' && error !== null && 'errcode' in error ? Number(error.errcode) : NaN;
+  const errcode =
+    typeof error === 'object' && error !== null && 'errcode' in error ? Number(error.errcode) : NaN;
   if (Number.isInteger(errcode) && ((errcode & 0xff) === 5 || (errcode & 0xff) === 6)) return true;
   return error instanceof Error && /database is locked|database table is locked/i.test(error.message);
 }

@@ -3,7 +3,8 @@ import type { PairNetworkGuard } from '../ports/pair-network.js';
 import { fail, ok, warn, type DoctorCheck } from './check.js';
 
 const NAME = 'pairs network';
-const setupFix = (bin: string): string => `${bin} network setup (the first pair on network "bridge" also sets it up)`;
+const setupFix = (bin: string): string =>
+  `${bin} network setup (the first pair on network "bridge" also sets it up)`;
 
 /**
  * The guarded pairs network and our firewall rules (docs/spec.md §5.1): ok when the network is ours with ICC off and
@@ -11,7 +12,10 @@ const setupFix = (bin: string): string => `${bin} network setup (the first pair 
  * off; fail when the network is not ours or not guarded, or exists while rules are missing (a pair on it now is
  * unguarded), or when iptables cannot be read.
  */
-export async function pairNetworkCheck(guard: PairNetworkGuard | 'engine-bridge', bin = 'roboguide-eval'): Promise<DoctorCheck> {
+export async function pairNetworkCheck(
+  guard: PairNetworkGuard | 'engine-bridge',
+  bin = 'roboguide-eval',
+): Promise<DoctorCheck> {
   const SETUP_FIX = setupFix(bin);
   if (guard === 'engine-bridge') {
     return warn(
