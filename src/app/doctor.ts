@@ -2,7 +2,10 @@ import { checkMounts } from '../core/mount-policy.js';
 import { ExitCode } from '../core/errors.js';
 import type { GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../core/host-facts.js';
-import type { ContainerRuntime } from './ports/container-runtime.js';
+import type { ContainerRuntime, EngineInfo } from './ports/container-runtime.js';
+import { warn } from './doctor/check.js';
+import { runtimeProbe, runtimesCheck } from './doctor/runtime-checks.js';
+import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import type { HostFactsRequest } from './host-facts.js';
 import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
 import { engineChecks } from './doctor/engine-checks.js';
@@ -38,7 +41,8 @@ export interface DoctorDeps {
   readonly runtime: Pick<
     ContainerRuntime,
     'info' | 'imageExists' | 'create' | 'start' | 'wait' | 'remove' | 'inspect'
-  >;
+  > &
+    Partial<Pick<ContainerRuntime, 'follow'>>;
   readonly observeGpus: () => Promise<GpuObservation>;
   readonly fileExists: (path: string) => Promise<boolean>;
   /** Write and read back a row in a scratch table inside a transaction that is rolled back; throws when it cannot. */
@@ -72,6 +76,8 @@ export interface DoctorOptions {
   readonly batchNeedBytes?: number | null;
   /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): fixes name it. */
   readonly bin?: string;
+  /** `--probe-runtime NAME`: run a short container under that OCI runtime and report its kernel (issue 29). */
+  readonly probeRuntime?: string;
 }
 
 /** The verdict: 3 when no engine answers, else 1 on any failed check, else 0 (warnings do not fail). */
@@ -92,9 +98,17 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
   });
   const [engine, host] = await Promise.all([engineChecks(deps, options, info), hostChecks(deps, options, facts)]);
   const network = engine.reachable && deps.pairNetwork !== undefined ? [await pairNetworkCheck(deps.pairNetwork, options.bin)] : [];
+  const runtimes = await ociRuntimeChecks(deps, options, info);
   const dataRoot = await info.then((i) => i.dataRoot, () => undefined);
-  const checks = [...engine.checks, ...network, ...host, mountRootsCheck(options.mountRoots ?? [], dataRoot)];
+  const checks = [...engine.checks, ...runtimes, ...network, ...host, mountRootsCheck(options.mountRoots ?? [], dataRoot)];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };
+}
+
+/** The OCI runtimes (issue 29): the engine's list, and with `probeRuntime` a container run under it. */
+async function ociRuntimeChecks(deps: DoctorDeps, options: DoctorOptions, info: Promise<EngineInfo>): Promise<DoctorCheck[]> {
+  const answered = await info.then((i) => i, () => null);
+  if (answered === null) return options.probeRuntime !== undefined ? [warn(`runtime probe (${options.probeRuntime})`, 'not checked: the engine check failed', 'fix the engine first')] : [];
+  return [runtimesCheck(answered), ...(options.probeRuntime !== undefined ? [await runtimeProbe(deps, answered, options.images[0] ?? PAIR_DRIVER_IMAGE, options.probeRuntime)] : [])];
 }
 
 /**

@@ -47,6 +47,8 @@ export interface PairJob extends RequestedLimits {
   readonly b1_ports?: boolean | undefined;
   /** Swarm placement constraints (issue 13); the local executor has one node and ignores them. */
   readonly placement?: readonly string[] | undefined;
+  /** The container's OCI runtime (`runc`, `runsc`…; absent: the engine's default). */
+  readonly runtime?: string | undefined;
 }
 
 export interface ExecutePairDeps {
@@ -179,6 +181,7 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
     stopTimeoutSec: input.stopBudgetSec,
     ...(job.placement !== undefined && job.placement.length > 0 ? { placement: job.placement } : {}),
     limits: containerLimitsOf(limitsOf(input)),
+    ...(job.runtime !== undefined ? { runtime: job.runtime } : {}),
   };
 }
 

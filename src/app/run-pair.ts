@@ -20,6 +20,7 @@ import { wallDeadlineMs } from '../core/wall-budget.js';
 import { effectiveLimits, limitDefaults, LOW_DISK_LIMIT_BYTES, type PairLimits } from '../core/pair-limits.js';
 import { writeJsonVerified } from './durable-write.js';
 import { imagesMissing } from './image-missing.js';
+import { DEFAULT_RUNTIME, runtimeProblem } from '../core/oci-runtime.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
 import { admitOnePair } from './admission.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
@@ -157,8 +158,21 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
       options.bin ?? 'roboguide-eval',
     );
   }
+  await checkRuntime(deps.runtime, spec, options.specSource);
   // Before a slot is taken: nothing to give back if it fails.
   return { spec, environment: resolved, output, now, codeVersion: await codeVersion };
+}
+
+/**
+ * A runtime other than "runc" must be registered with the engine (and GPUs under gVisor need its GPU proxy): exit 2
+ * naming it and the engine's runtimes, before anything is written. "runc" costs no engine inventory (`info`).
+ */
+async function checkRuntime(runtime: RunPairDeps['runtime'], spec: PairSpec, specSource: string): Promise<void> {
+  if (spec.runtime === DEFAULT_RUNTIME) return;
+  const engine = await runtime.info();
+  const registered = engine.runtimeDetails ?? engine.runtimes.map((name) => ({ name, path: '', args: [] }));
+  const problem = runtimeProblem(spec.runtime, registered, spec.gpus !== undefined);
+  if (problem !== null) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${specSource} cannot run on this engine`, [{ path: 'runtime', rule: problem }]);
 }
 
 interface PairClaim {
@@ -232,6 +246,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     sourceSha256: {},
     codeVersion,
     network: spec.network,
+    runtime: spec.runtime,
     ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
   });
   const limits = await pairRunLimits(deps, spec, output, options.onWarning);

@@ -29,12 +29,15 @@ export default class Doctor extends BaseCommand {
     'Host facts (systeminformation, each bounded in time, "unknown" when slow or failing): CPU, memory, OS; the file',
     "systems of the output directory and of the engine's data root (warn under 5 GiB free); the NVIDIA controllers on",
     "the PCI bus against nvidia-smi's GPU count (a different count warns). --json adds them as each check's facts.",
+    'The OCI runtimes the engine registers (a job\'s "runtime" may name one), and how to register gVisor (runsc) when it',
+    'is not; with --probe-runtime NAME, a container under it prints its kernel (gVisor: 4.4.0), always removed.',
     '',
     'Exit codes: 0 no failure (warnings allowed); 1 a check failed; 3 no Docker engine answers.',
   ].join('\n');
   static override examples = [
     '<%= config.bin %> doctor',
     '<%= config.bin %> doctor --probe-gpu --images roboguide/pair-driver:1,my-driver:2 --output /data/batches --json',
+    '<%= config.bin %> doctor --probe-runtime runsc',
   ];
   static override flags = {
     images: Flags.string({
@@ -52,6 +55,9 @@ export default class Doctor extends BaseCommand {
       description: 'directory whose filesystem needs free space (default: the current directory)',
     }),
     'mount-root': mountRootFlag,
+    'probe-runtime': Flags.string({
+      description: 'run a short container under this OCI runtime (e.g. runsc) and report the kernel it sees (gVisor: 4.4.0)',
+    }),
     manifest: Flags.string({
       description: "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
     }),
@@ -70,6 +76,7 @@ export default class Doctor extends BaseCommand {
     const report = await runDoctor(wiring.deps, {
       images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
       probeGpu: flags['probe-gpu'],
+      ...(flags['probe-runtime'] !== undefined ? { probeRuntime: flags['probe-runtime'] } : {}),
       bin: this.userBin,
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),

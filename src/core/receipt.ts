@@ -36,6 +36,11 @@ export interface Receipt {
    * bridge network).
    */
   readonly network?: { readonly choice: NetworkChoice; readonly engine_network: string };
+  /**
+   * The OCI runtime the container is created under (`runc`, `runsc` for gVisor, or another the engine registers;
+   * docs/spec.md §5.1). Absent in receipts written before it existed (those pairs ran under the engine's default).
+   */
+  readonly runtime?: string;
   /** Null until the container exists; then recorded by atomic replace. */
   readonly container_id: string | null;
   readonly container_name: string;
@@ -78,6 +83,8 @@ export function buildReceipt(input: {
   readonly sourceSha256: Readonly<Record<string, string>>;
   readonly codeVersion: string;
   readonly network: NetworkChoice;
+  /** The container's OCI runtime (`runtime`). */
+  readonly runtime: string;
   /** `pair run`: the registry it was admitted in (`registry_path`). */
   readonly registryPath?: string;
 }): Receipt {
@@ -98,6 +105,7 @@ export function buildReceipt(input: {
     source_sha256: input.sourceSha256,
     code_version: input.codeVersion,
     network: { choice: input.network, engine_network: networkModeFor(input.network) },
+    runtime: input.runtime,
     container_id: null,
     container_name: containerName(input.jobId, input.claimId),
     ...(input.registryPath !== undefined ? { registry_path: input.registryPath } : {}),

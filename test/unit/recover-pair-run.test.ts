@@ -64,6 +64,7 @@ async function killedPairRun(batchId = 'pair-run-0000aaaa'): Promise<{ receipt: 
       sourceSha256: {},
       codeVersion: 'test',
       network: 'bridge',
+      runtime: 'runc',
     }),
     container_id: containerId,
   };

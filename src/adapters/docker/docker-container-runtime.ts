@@ -17,6 +17,7 @@ import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { demultiplex } from './demux.js';
+import { engineRuntimesOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -171,7 +172,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes, loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
+      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(info.Runtimes), loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -215,6 +216,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
       ExposedPorts: Object.fromEntries(portKeys.map((k) => [k, {}])),
       HostConfig: {
         NetworkMode: networkMode,
+        ...(spec.runtime !== undefined ? { Runtime: spec.runtime } : {}),
         // Mounts, not Binds strings: a path may contain ':' and a missing source is an error, never created as root.
         Mounts: spec.binds.map((b) => ({
           Type: 'bind' as const,

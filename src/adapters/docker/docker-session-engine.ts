@@ -12,6 +12,7 @@ import type {
 import { demultiplex } from './demux.js';
 import { hostConfigLimits, type DockerContainerRuntime } from './docker-container-runtime.js';
 import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
+import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
@@ -62,6 +63,11 @@ export class DockerSessionEngine implements SessionEngine {
     return this.#runtime.imageExists(image);
   }
 
+  async runtimes(): Promise<readonly EngineRuntime[]> {
+    const info = await this.#runtime.info();
+    return info.runtimeDetails ?? info.runtimes.map((name) => ({ name, path: '', args: [] }));
+  }
+
   async createAndStart(spec: SessionContainerSpec): Promise<{ id: string; ports: Record<string, PublishedPort> }> {
     // "bridge": the guarded pairs network, as for pairs (ensured first; a failure refuses the session).
     const networkMode = await this.#runtime.networkMode(spec.network);
@@ -78,6 +84,7 @@ export class DockerSessionEngine implements SessionEngine {
       ...(spec.workdir !== undefined ? { WorkingDir: spec.workdir } : {}),
       HostConfig: {
         NetworkMode: networkMode,
+        ...(spec.runtime !== undefined ? { Runtime: spec.runtime } : {}),
         Mounts: spec.binds.map((b) => ({ Type: 'bind' as const, Source: b.hostPath, Target: b.containerPath, ReadOnly: b.readOnly })),
         PortBindings: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]])),
         Init: true,

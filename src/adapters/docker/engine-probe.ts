@@ -3,6 +3,7 @@ import { request } from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { EngineInfo } from '../../app/ports/container-runtime.js';
+import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
 
 /**
@@ -71,7 +72,7 @@ export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info
       const infoBody = i as { ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; DockerRootDir?: string };
       const versionBody = v as { Version: string; ApiVersion: string };
       const runtimes = infoBody.Runtimes ? Object.keys(infoBody.Runtimes) : [];
-      return { id: infoBody.ID ?? '', version: versionBody.Version, apiVersion: versionBody.ApiVersion, runtimes, loggingDriver: infoBody.LoggingDriver, dataRoot: infoBody.DockerRootDir };
+      return { id: infoBody.ID ?? '', version: versionBody.Version, apiVersion: versionBody.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(infoBody.Runtimes), loggingDriver: infoBody.LoggingDriver, dataRoot: infoBody.DockerRootDir };
     },
     (err: unknown) => {
       throw toEngineError(err, 'query the engine');
@@ -95,4 +96,13 @@ export function probeImageExists(socketPath: string, image: string): { sent: Pro
     },
   );
   return { sent: inspect.sent, exists };
+}
+
+/** `docker info` Runtimes as names with their binary and arguments. */
+export function engineRuntimesOf(runtimes: Record<string, unknown> | undefined): EngineRuntime[] {
+  return Object.entries(runtimes ?? {}).map(([name, value]) => {
+    const v = (value ?? {}) as { path?: unknown; runtimeArgs?: unknown };
+    const args = Array.isArray(v.runtimeArgs) ? v.runtimeArgs.filter((a): a is string => typeof a === 'string') : [];
+    return { name, path: typeof v.path === 'string' ? v.path : '', args };
+  });
 }

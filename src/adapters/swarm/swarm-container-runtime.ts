@@ -320,6 +320,11 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   }
 
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
+    // A swarm service cannot choose its OCI runtime: never run a pair that asked for gVisor under runc (fail closed).
+    if (spec.runtime !== undefined && spec.runtime !== 'runc') {
+      const message = `runtime "${spec.runtime}" cannot be chosen for a swarm service (only "runc")`;
+      throw new EngineError('engine_error', message, { statusCode: null, engineMessage: message });
+    }
     const mounts: MountRecord[] = spec.binds.map((b, i) => ({ volume: `${spec.name}-m${i}`, target: b.containerPath, hostPath: b.hostPath, collect: b.collect === true }));
     const gpus = gpuCountOf(spec);
     const serviceSpec = {

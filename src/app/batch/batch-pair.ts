@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import { errorKind } from '../../core/errors.js';
-import { jobImage, type Job, type Manifest } from '../../core/manifest/index.js';
+import { jobImage, jobRuntime, type Job, type Manifest } from '../../core/manifest/index.js';
 import { buildReceipt, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineMs } from '../../core/wall-budget.js';
@@ -137,6 +137,7 @@ export async function dispatchPair(
     sourceSha256: ctx.manifest.source_sha256,
     codeVersion: ctx.batch.code_version,
     network: job.network,
+    runtime: jobRuntime(ctx.manifest, job),
   });
   const refused = await publishClaim(deps, job, receipt, reservationId);
   if (refused !== null) return refused;
@@ -184,6 +185,7 @@ export async function executeInBatch(
     job: {
       ...job,
       image: pinnedImageId(ctx.batch, jobImage(ctx.manifest, job)) ?? jobImage(ctx.manifest, job),
+      runtime: jobRuntime(ctx.manifest, job),
     },
     environment: run.values,
     secrets: run.secrets,

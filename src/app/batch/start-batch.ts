@@ -3,7 +3,8 @@ import { dirname } from 'node:path';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { imagesMissing } from '../image-missing.js';
-import { jobImage, type Manifest } from '../../core/manifest/index.js';
+import { jobImage, jobRuntime, type Manifest } from '../../core/manifest/index.js';
+import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
 import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
@@ -13,7 +14,7 @@ import { loadManifest } from '../load-manifest.js';
 import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type LeaseAlive, type PortNeed } from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
-import type { ContainerRuntime } from '../ports/container-runtime.js';
+import type { ContainerRuntime, EngineInfo } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
@@ -148,9 +149,36 @@ function isPostgresUrl(registry: string): boolean {
 /** On a swarm GPUs are generic resources counted per node: "all" has no meaning there. */
 function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined): Issue[] {
   if (executor?.kind !== 'swarm') return [];
-  return manifest.jobs.flatMap((job, i) =>
-    job.gpus === 'all' ? [{ path: `jobs[${i}].gpus`, rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed' }] : [],
-  );
+  const RUNTIME_RULE = `must be "${DEFAULT_RUNTIME}" with --executor swarm: a swarm service cannot choose its runtime`;
+  return [
+    ...(manifest.runtime !== DEFAULT_RUNTIME ? [{ path: 'runtime', rule: RUNTIME_RULE }] : []),
+    ...manifest.jobs.flatMap((job, i) => [
+      ...(job.gpus === 'all' ? [{ path: `jobs[${i}].gpus`, rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed' }] : []),
+      ...(job.runtime !== undefined && job.runtime !== DEFAULT_RUNTIME ? [{ path: `jobs[${i}].runtime`, rule: RUNTIME_RULE }] : []),
+    ]),
+  ];
+}
+
+/**
+ * Every runtime the manifest asks for must be registered with the engine, and GPUs under gVisor need its GPU proxy
+ * (src/core/oci-runtime.ts). One issue per job (its own field, else the manifest's `runtime`), all at once.
+ */
+export function runtimeIssues(manifest: Manifest, engine: Pick<EngineInfo, 'runtimes' | 'runtimeDetails'>): Issue[] {
+  const registered = engine.runtimeDetails ?? engine.runtimes.map((name) => ({ name, path: '', args: [] }));
+  const issues: Issue[] = [];
+  const batchWide = new Set<string>();
+  manifest.jobs.forEach((job, i) => {
+    const runtime = jobRuntime(manifest, job);
+    const problem = runtimeProblem(runtime, registered, job.gpus !== undefined);
+    if (problem === null) return;
+    const path = job.runtime !== undefined ? `jobs[${i}].runtime` : problem.startsWith('gpus') ? `jobs[${i}].gpus` : 'runtime';
+    if (path === 'runtime') {
+      if (batchWide.has(problem)) return;
+      batchWide.add(problem);
+    }
+    issues.push({ path, rule: problem });
+  });
+  return issues;
 }
 
 /** Pairs needing `gpusPerPair` GPUs the swarm's nodes can run at once (one per node when they need none); at least 1. */
@@ -225,6 +253,8 @@ async function checkEngine(
   readonly pins: Record<string, string>;
 }> {
   const engine = await runtime.info();
+  const runtimes = runtimeIssues(manifest, engine);
+  if (runtimes.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch asks for a runtime this engine cannot give', runtimes);
   const jobsOf = new Map<string, string[]>();
   for (const job of manifest.jobs) {
     const image = jobImage(manifest, job);

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { ContainerLimits } from '../../core/pair-limits.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
+import type { EngineRuntime } from '../../core/oci-runtime.js';
 
 /** What the runtime needs to create one pair container. Environment values are resolved secrets: never persist. */
 export interface ContainerSpec {
@@ -31,6 +32,8 @@ export interface ContainerSpec {
   readonly placement?: readonly string[];
   /** Pids, memory (no swap beyond it), CPU quota and ulimits (src/core/pair-limits.ts). */
   readonly limits?: ContainerLimits;
+  /** The OCI runtime (`HostConfig.Runtime`, src/core/oci-runtime.ts); absent: the engine's default. */
+  readonly runtime?: string;
 }
 
 export interface ContainerHandle {
@@ -74,6 +77,8 @@ export interface EngineInfo {
   readonly version: string;
   readonly apiVersion: string;
   readonly runtimes: readonly string[];
+  /** Each registered runtime with its binary and arguments (`docker info` Runtimes), when the engine says. */
+  readonly runtimeDetails?: readonly EngineRuntime[];
   /** The engine's default log driver (`docker info` LoggingDriver), when it says. */
   readonly loggingDriver?: string | undefined;
   /** Where the engine keeps images, container layers and json-file logs (`docker info` DockerRootDir), when it says. */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AbsolutePath, Argv, Environment, Gpus, limitFields, NonEmptyString, Ports } from '../../core/manifest/fields.js';
 import { PairSpecSchema } from '../../core/manifest/schema.js';
+import { DEFAULT_RUNTIME, RuntimeName } from '../../core/oci-runtime.js';
 
 /**
  * Request and response bodies of the `serve` API (issue 12). Request fields reuse the pair-spec field schemas
@@ -28,6 +29,7 @@ export const SessionCreateSchema = z
     mounts: z.array(MountSchema).default([]),
     workdir: AbsolutePath.optional(),
     network: z.enum(['none', 'bridge'], { error: 'must be "none" or "bridge"' }).default('none'),
+    runtime: RuntimeName.default(DEFAULT_RUNTIME),
     cpus: limitFields.cpus,
     pids_limit: limitFields.pids_limit,
     memory_mib: limitFields.memory_mib,

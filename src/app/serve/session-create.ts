@@ -9,6 +9,7 @@ import type { SessionCreate } from './schemas.js';
 import type { PublishedPort, SessionEngine } from './session-engine.js';
 import { sessionRel, type Session } from './session-state.js';
 import type { FileSystem } from '../ports/file-system.js';
+import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
 
 /** A session's creation before and at the engine: the refusals, then session.json and the container. */
 
@@ -46,6 +47,10 @@ export async function checkCreate(deps: CreateDeps, body: SessionCreate, session
   if (!(await deps.engine.imageExists(body.image))) {
     throw new ApiError(400, 'E_IMAGE_MISSING', `image ${body.image} is not present on this engine`, [{ path: 'image', rule: 'is not present on the engine (no pulls)' }]);
   }
+  if (body.runtime !== DEFAULT_RUNTIME) {
+    const problem = runtimeProblem(body.runtime, (await deps.engine.runtimes?.()) ?? [], body.gpus !== undefined);
+    if (problem !== null) throw ApiError.invalid('the session request', [{ path: 'runtime', rule: problem }]);
+  }
   return { resolved: { values: resolved.values, secrets: resolved.secrets }, binds };
 }
 
@@ -71,6 +76,7 @@ export async function startContainer(deps: CreateDeps, session: Session, request
     deviceRequests: deviceRequestsFor(body.gpus),
     labels: request.labels,
     stopTimeoutSec: deps.stopBudgetSec,
+    runtime: body.runtime,
   });
 }
 

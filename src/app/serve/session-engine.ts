@@ -1,6 +1,7 @@
 import type { ContainerLimits } from '../../core/pair-limits.js';
 import type { Readable } from 'node:stream';
 import type { DeviceRequest } from '../../core/gpu/device-requests.js';
+import type { EngineRuntime } from '../../core/oci-runtime.js';
 
 /** What the engine needs to create one session container. `env` holds resolved values: memory only. */
 export interface SessionContainerSpec {
@@ -19,6 +20,8 @@ export interface SessionContainerSpec {
   readonly deviceRequests: readonly DeviceRequest[];
   readonly labels: Readonly<Record<string, string>>;
   readonly stopTimeoutSec: number;
+  /** The OCI runtime (`runc`, `runsc`…; absent: the engine's default). */
+  readonly runtime?: string;
 }
 
 export interface PublishedPort {
@@ -56,6 +59,8 @@ export interface SessionContainerInfo {
 export interface SessionEngine {
   version(): Promise<string>;
   imageExists(image: string): Promise<boolean>;
+  /** The engine's registered runtimes (`docker info` Runtimes); absent: only "runc" is offered. */
+  runtimes?(): Promise<readonly EngineRuntime[]>;
   /** Create and start; a container that fails to start is removed before the error is thrown. */
   createAndStart(spec: SessionContainerSpec): Promise<{ readonly id: string; readonly ports: Readonly<Record<string, PublishedPort>> }>;
   exec(id: string, spec: ExecSpec): Promise<ExecHandle>;

@@ -26,6 +26,8 @@ export interface SessionRecord {
   readonly environment: Readonly<Record<string, string>>;
   readonly ports: readonly number[];
   readonly network: 'none' | 'bridge';
+  /** The container's OCI runtime (`runc`, `runsc`…); absent in records written before it existed. */
+  readonly runtime?: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly ttl_seconds: number;
   readonly created_at: string;
@@ -82,6 +84,7 @@ export function newSessionRecord(
     environment: body.environment,
     ports: body.ports,
     network: body.network,
+    runtime: body.runtime,
     labels: body.labels,
     ttl_seconds: body.ttl_seconds,
     created_at: new Date(nowMs).toISOString(),

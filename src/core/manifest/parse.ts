@@ -54,6 +54,11 @@ export function jobImage(manifest: Pick<Manifest, 'image'>, job: Pick<Job, 'imag
   return image;
 }
 
+/** The job's OCI runtime: its own, else the manifest's (default "runc"). */
+export function jobRuntime(manifest: Pick<Manifest, 'runtime'>, job: Pick<Job, 'runtime'>): string {
+  return job.runtime ?? manifest.runtime;
+}
+
 /**
  * JSON.parse messages quote a slice of the input, which may hold a secret: keep only the
  * position information.

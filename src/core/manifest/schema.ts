@@ -19,6 +19,7 @@ import {
   StopBudgetSeconds,
   TimeoutSeconds,
 } from './fields.js';
+import { DEFAULT_RUNTIME, RuntimeName } from '../oci-runtime.js';
 
 /**
  * Manifest `roboguide.e1.batch/v0.1` and the `pair run` spec (SPEC §2, §3). Unknown keys are
@@ -58,6 +59,9 @@ const jobShape = {
     description: 'swarm placement constraints (--executor swarm), e.g. ["node.labels.gpu==h100"]; ignored by the local executor',
   }),
   ...limitFields,
+  runtime: RuntimeName.optional().meta({
+    description: 'OCI runtime of this pair\'s container (absent: the manifest\'s "runtime"): "runc", "runsc" (gVisor) or any runtime the engine registers',
+  }),
 };
 
 export const JobSchema = z.strictObject(jobShape);
@@ -99,6 +103,7 @@ export const ManifestSchema = z
     sessions_dir: SessionsDir,
     stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
     continuation_of: ContinuationSchema.optional(),
+    runtime: RuntimeName.default(DEFAULT_RUNTIME),
   })
   .meta({ title: MANIFEST_SCHEMA_ID, description: 'roboguide-eval batch manifest' });
 
@@ -109,6 +114,7 @@ export const PairSpecSchema = z
     sessions_dir: SessionsDir,
     stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
     allowed_http_statuses: AllowedHttpStatuses.default([]),
+    runtime: RuntimeName.default(DEFAULT_RUNTIME),
   })
   .meta({ title: 'roboguide-eval pair run spec' });
 

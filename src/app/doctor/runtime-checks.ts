@@ -1,0 +1,179 @@
+import type { Readable } from 'node:stream';
+import { EngineError } from '../ports/engine-error.js';
+import type { EngineInfo } from '../ports/container-runtime.js';
+import {
+  DEFAULT_RUNTIME,
+  GVISOR_GPU_FLAG,
+  GVISOR_KERNEL_RELEASE,
+  GVISOR_RUNTIME,
+  gvisorDaemonEntry,
+  hasNvproxy,
+  isGvisor,
+  type EngineRuntime,
+} from '../../core/oci-runtime.js';
+import { fail, ok, warn, type DoctorCheck } from './check.js';
+import type { DoctorDeps } from '../doctor.js';
+import { PROBE_DEADLINE_MS, PROBE_LABELS } from './engine-checks.js';
+
+/**
+ * `doctor`'s OCI runtime lines (issue 29): the engine's registered runtimes with how to register gVisor's, and with
+ * `--probe-runtime NAME` a container that really runs under it and the kernel it reports (gVisor's says 4.4.0).
+ */
+
+const REGISTER_GVISOR = `add ${gvisorDaemonEntry()} to /etc/docker/daemon.json (merge with its other keys; on an engine in a network namespace of its own, also "runtimeArgs": ["--network=none"]; for GPUs "${GVISOR_GPU_FLAG}"), then restart dockerd (systemctl restart docker)`;
+
+function registeredOf(info: EngineInfo): readonly EngineRuntime[] {
+  return info.runtimeDetails ?? info.runtimes.map((name) => ({ name, path: '', args: [] }));
+}
+
+function describe(runtime: EngineRuntime): string {
+  const args = runtime.args.length > 0 ? ` ${runtime.args.join(' ')}` : '';
+  const what = isGvisor(runtime)
+    ? ` (gVisor${hasNvproxy(runtime.args) ? ', GPUs through nvproxy' : ', no GPUs'})`
+    : '';
+  return runtime.path !== '' && runtime.path !== runtime.name
+    ? `${runtime.name}${what}: ${runtime.path}${args}`
+    : `${runtime.name}${what}${args}`;
+}
+
+/** `runtimes`: what a job's `runtime` may name here; how to register gVisor when it is not there. */
+export function runtimesCheck(info: EngineInfo): DoctorCheck {
+  const registered = registeredOf(info);
+  const list = registered.length > 0 ? registered.map(describe).join('; ') : 'none listed';
+  const gvisor = registered.find(isGvisor);
+  const check =
+    gvisor !== undefined
+      ? ok(
+          'runtimes',
+          `${list}. Jobs and sessions may ask for "runtime": "${gvisor.name}" (gVisor); check it with --probe-runtime ${gvisor.name}`,
+        )
+      : ok(
+          'runtimes',
+          `${list}. gVisor (${GVISOR_RUNTIME}) is not registered: to run pairs with "runtime": "${GVISOR_RUNTIME}", ${REGISTER_GVISOR}`,
+        );
+  return {
+    ...check,
+    facts: { runtimes: registered.map((r) => ({ name: r.name, path: r.path, args: [...r.args] })) },
+  };
+}
+
+async function readAll(stream: Readable): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.from(chunk as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * `runtime probe`: a container under `runtime` (network none) that prints `uname -r` and exits; always removed and its
+ * absence verified. Under gVisor the kernel must be gVisor's (4.4.0): anything else means the runtime was not used.
+ */
+export async function runtimeProbe(
+  deps: DoctorDeps,
+  info: EngineInfo,
+  image: string,
+  runtime: string,
+): Promise<DoctorCheck> {
+  const name = `runtime probe (${runtime})`;
+  const registered = registeredOf(info).find((r) => r.name === runtime);
+  if (registered === undefined) {
+    const names =
+      registeredOf(info)
+        .map((r) => r.name)
+        .join(', ') || 'none listed';
+    return fail(
+      name,
+      `runtime "${runtime}" is not registered with the engine (its runtimes: ${names})`,
+      runtime === GVISOR_RUNTIME
+        ? REGISTER_GVISOR
+        : `register "${runtime}" in daemon.json "runtimes" and restart dockerd`,
+    );
+  }
+  let id: string | null = null;
+  let check: DoctorCheck;
+  try {
+    id = (
+      await deps.runtime.create({
+        name: `roboguide-doctor-runtime-${deps.newId()}`,
+        image,
+        cmd: ['uname', '-r'],
+        workingDir: '/',
+        env: {},
+        binds: [],
+        ports: [],
+        bindAddress: '127.0.0.1',
+        network: 'none',
+        deviceRequests: [],
+        labels: PROBE_LABELS,
+        stopTimeoutSec: 1,
+        runtime,
+      })
+    ).id;
+    const started = deps.nowMs();
+    await deps.runtime.start(id);
+    const waited = await deps.runtime.wait(id, { deadlineMs: deps.nowMs() + PROBE_DEADLINE_MS });
+    const seconds = ((deps.nowMs() - started) / 1000).toFixed(2);
+    if (waited.kind !== 'exited')
+      check = fail(
+        name,
+        `the probe container did not exit within ${PROBE_DEADLINE_MS} ms`,
+        'check the engine log and the runtime',
+      );
+    else if (waited.exitCode !== 0)
+      check = fail(
+        name,
+        `the probe container (${image}, "uname -r") exited ${waited.exitCode}`,
+        "check the image and the runtime (the engine log names the runtime's error)",
+      );
+    else {
+      const kernel =
+        deps.runtime.follow === undefined
+          ? null
+          : (await readAll((await deps.runtime.follow(id)).stdout)).trim();
+      if (kernel === null)
+        check = warn(
+          name,
+          `a container under ${runtime} started and exited 0 in ${seconds} s; its kernel was not read`,
+          'run doctor against a Docker engine',
+        );
+      else if (isGvisor(registered) && kernel !== GVISOR_KERNEL_RELEASE)
+        check = fail(
+          name,
+          `a container under ${runtime} reported kernel ${kernel}, not gVisor's ${GVISOR_KERNEL_RELEASE}: it did not run under gVisor`,
+          `check the "${runtime}" entry of daemon.json (its path must be runsc) and restart dockerd`,
+        );
+      else
+        check = ok(
+          name,
+          `a container under ${runtime} ran in ${seconds} s and reported kernel ${kernel}${isGvisor(registered) ? " (gVisor's)" : runtime === DEFAULT_RUNTIME ? " (the host's)" : ''}`,
+        );
+    }
+  } catch (err) {
+    const message =
+      err instanceof EngineError && err.engineMessage !== err.message
+        ? `${err.message}: ${err.engineMessage}`
+        : err instanceof Error
+          ? err.message
+          : String(err);
+    check = fail(
+      name,
+      message,
+      "check the engine log (journalctl -u docker) and the runtime's entry in daemon.json",
+    );
+  }
+  if (id === null) return check;
+  try {
+    await deps.runtime.remove(id);
+    if ((await deps.runtime.inspect(id)) === null) return check;
+    return fail(
+      name,
+      `${check.detail}; probe container ${id.slice(0, 12)} still exists after removal`,
+      `docker rm -f ${id.slice(0, 12)}`,
+    );
+  } catch (err) {
+    return fail(
+      name,
+      `${check.detail}; removing probe container ${id.slice(0, 12)} failed: ${(err as Error).message}`,
+      `docker rm -f ${id.slice(0, 12)}`,
+    );
+  }
+}
