@@ -20,7 +20,7 @@ import { wallDeadlineMs } from '../core/wall-budget.js';
 import { effectiveLimits, limitDefaults, LOW_DISK_LIMIT_BYTES, type PairLimits } from '../core/pair-limits.js';
 import { writeJsonVerified } from './durable-write.js';
 import { imagesMissing } from './image-missing.js';
-import { DEFAULT_RUNTIME, runtimeProblem } from '../core/oci-runtime.js';
+import { DEFAULT_RUNTIME, gvisorSessionsDirProblem, isGvisor, runtimeProblem } from '../core/oci-runtime.js';
 import { executePair, type ExecutePairDeps } from './execute-pair.js';
 import { admitOnePair } from './admission.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
@@ -172,7 +172,10 @@ async function checkRuntime(runtime: RunPairDeps['runtime'], spec: PairSpec, spe
   const engine = await runtime.info();
   const registered = engine.runtimeDetails ?? engine.runtimes.map((name) => ({ name, path: '', args: [] }));
   const problem = runtimeProblem(spec.runtime, registered, spec.gpus !== undefined);
-  if (problem !== null) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${specSource} cannot run on this engine`, [{ path: 'runtime', rule: problem }]);
+  const gvisor = registered.find((r) => r.name === spec.runtime);
+  const sessions = problem === null && gvisor !== undefined && isGvisor(gvisor) ? gvisorSessionsDirProblem(spec.sessions_dir) : null;
+  const issues = [...(problem !== null ? [{ path: 'runtime', rule: problem }] : []), ...(sessions !== null ? [{ path: 'sessions_dir', rule: sessions }] : [])];
+  if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${specSource} cannot run on this engine`, issues);
 }
 
 interface PairClaim {

@@ -39,6 +39,21 @@ export function hasNvproxy(args: readonly string[]): boolean {
   return args.some((a) => a === GVISOR_GPU_FLAG || a === `${GVISOR_GPU_FLAG}=true`);
 }
 
+/** gVisor run with an overlay whose upper layer is not the container's own layer on the host (`--overlay2=root:memory`…). */
+function rootInMemory(args: readonly string[]): boolean {
+  return args.some((a) => a === '--overlay' || a === '--overlay=true' || (a.startsWith('--overlay2=') && a !== '--overlay2=none'));
+}
+
+/**
+ * gVisor mounts a tmpfs of its own at /tmp, inside the sandbox: what a pair writes there never reaches the engine, so a
+ * sessions folder under /tmp could not be copied out (measured with runsc 20221219; its memory limit bounds it).
+ */
+export function gvisorSessionsDirProblem(sessionsDir: string): string | null {
+  return sessionsDir === '/tmp' || sessionsDir.startsWith('/tmp/')
+    ? 'must not lie under /tmp under gVisor (runsc): its /tmp is a file system inside the sandbox that the engine cannot copy out; choose another folder (default /root/.codex/sessions)'
+    : null;
+}
+
 /**
  * Why `requested` cannot run here, in words (null: it can): not registered with the engine (naming the engine's
  * runtimes), or GPUs under gVisor without its GPU proxy. `runtimes` are the engine's (`docker info`).
@@ -52,6 +67,9 @@ export function runtimeProblem(
   if (found === undefined) {
     const names = runtimes.map((r) => r.name).join(', ') || 'none listed';
     return `runtime "${requested}" is not registered with the engine (its runtimes: ${names}); register it in daemon.json "runtimes" and restart dockerd (\`roboguide-eval doctor\` says how)`;
+  }
+  if (isGvisor(found) && rootInMemory(found.args)) {
+    return `runtime "${requested}" (gVisor) keeps the container's root file system in memory (${found.args.filter((a) => a.startsWith('--overlay')).join(' ')}): the sessions copy and the disk limit would see nothing the pair wrote; register it with "--overlay2=none" (or without --overlay flags) in daemon.json and restart dockerd`;
   }
   if (wantsGpus && isGvisor(found) && !hasNvproxy(found.args)) {
     const args = found.args.length > 0 ? found.args.join(' ') : 'none';

@@ -4,7 +4,7 @@ import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { imagesMissing } from '../image-missing.js';
 import { jobImage, jobRuntime, type Manifest } from '../../core/manifest/index.js';
-import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
+import { DEFAULT_RUNTIME, gvisorSessionsDirProblem, isGvisor, runtimeProblem } from '../../core/oci-runtime.js';
 import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
@@ -170,6 +170,9 @@ export function runtimeIssues(manifest: Manifest, engine: Pick<EngineInfo, 'runt
   manifest.jobs.forEach((job, i) => {
     const runtime = jobRuntime(manifest, job);
     const problem = runtimeProblem(runtime, registered, job.gpus !== undefined);
+    const gvisor = registered.find((r) => r.name === runtime);
+    const sessions = problem === null && gvisor !== undefined && isGvisor(gvisor) ? gvisorSessionsDirProblem(job.sessions_dir ?? manifest.sessions_dir) : null;
+    if (sessions !== null) issues.push({ path: job.sessions_dir !== undefined ? `jobs[${i}].sessions_dir` : 'sessions_dir', rule: sessions });
     if (problem === null) return;
     const path = job.runtime !== undefined ? `jobs[${i}].runtime` : problem.startsWith('gpus') ? `jobs[${i}].gpus` : 'runtime';
     if (path === 'runtime') {
