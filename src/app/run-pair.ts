@@ -168,7 +168,7 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
  * naming it and the engine's runtimes, before anything is written. "runc" costs no engine inventory (`info`).
  */
 async function checkRuntime(runtime: RunPairDeps['runtime'], spec: PairSpec, specSource: string): Promise<void> {
-  if (spec.runtime === DEFAULT_RUNTIME) return;
+  if (spec.runtime === undefined || spec.runtime === DEFAULT_RUNTIME) return;
   const engine = await runtime.info();
   const registered = engine.runtimeDetails ?? engine.runtimes.map((name) => ({ name, path: '', args: [] }));
   const problem = runtimeProblem(spec.runtime, registered, spec.gpus !== undefined);
@@ -249,7 +249,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     sourceSha256: {},
     codeVersion,
     network: spec.network,
-    runtime: spec.runtime,
+    runtime: spec.runtime ?? DEFAULT_RUNTIME,
     ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
   });
   const limits = await pairRunLimits(deps, spec, output, options.onWarning);
@@ -260,7 +260,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     jobRel: '.',
     batchId: claim.batchId,
     claimId: claim.claimId,
-    job: claim.job,
+    job: { ...claim.job, runtime: claim.job.runtime ?? DEFAULT_RUNTIME },
     environment: environment.values,
     secrets: environment.secrets,
     sessionsDir: spec.sessions_dir ?? DEFAULT_SESSIONS_DIR,

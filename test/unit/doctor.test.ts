@@ -176,6 +176,7 @@ describe('doctor verdict', () => {
       ['image roboguide/pair-driver:1', 'ok'],
       ['nvidia runtime', 'ok'],
       ['log driver', 'ok'],
+      ['runtimes', 'ok'],
       ['host', 'ok'],
       ['gpus', 'ok'],
       ['registry', 'ok'],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runtimeIssues } from '../../src/app/batch/start-batch.js';
-import { parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
+import { jobRuntime, parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
 import { gvisorSessionsDirProblem, hasNvproxy, runtimeProblem, type EngineRuntime } from '../../src/core/oci-runtime.js';
 import { runtimesCheck } from '../../src/app/doctor/runtime-checks.js';
 
@@ -22,11 +22,13 @@ function manifest(extra: Record<string, unknown>, job: Record<string, unknown> =
 }
 
 describe('the runtime field', () => {
-  it('defaults to runc batch-wide and in a pair spec; a job may override it; a bad name is refused naming the field', () => {
-    expect(manifest({}).runtime).toBe('runc');
-    expect(manifest({ runtime: 'runsc' }, { runtime: 'runc' }).jobs[0]?.runtime).toBe('runc');
-    const spec = parsePairSpec({ job_id: 'a', argv: ['true'], cwd: '/w', outcome_path: '/w/o.json', image: 'i' });
-    expect(spec.ok && spec.spec.runtime).toBe('runc');
+  it('is runc when absent (batch-wide and in a pair spec); a job overrides the batch; a bad name is refused naming the field', () => {
+    expect(jobRuntime(manifest({}), {})).toBe('runc');
+    expect(jobRuntime(manifest({ runtime: 'runsc' }), {})).toBe('runsc');
+    const m = manifest({ runtime: 'runsc' }, { runtime: 'runc' });
+    expect(jobRuntime(m, m.jobs[0]!)).toBe('runc');
+    const spec = parsePairSpec({ job_id: 'a', argv: ['true'], cwd: '/w', outcome_path: '/w/o.json', image: 'i', runtime: 'runsc' });
+    expect(spec.ok && spec.spec.runtime).toBe('runsc');
     const bad = parseManifest(JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'i', runtime: 'run sc', jobs: [{ job_id: 'a', argv: ['true'], cwd: '/w', outcome_path: '/w/o.json', runtime: '' }] }));
     expect(bad.ok).toBe(false);
     if (!bad.ok) expect(bad.issues.map((i) => i.path).sort()).toEqual(['jobs[0].runtime', 'runtime']);

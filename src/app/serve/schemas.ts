@@ -29,7 +29,7 @@ export const SessionCreateSchema = z
     mounts: z.array(MountSchema).default([]),
     workdir: AbsolutePath.optional(),
     network: z.enum(['none', 'bridge'], { error: 'must be "none" or "bridge"' }).default('none'),
-    runtime: RuntimeName.default(DEFAULT_RUNTIME),
+    runtime: RuntimeName.optional().meta({ description: `OCI runtime of the session's container (absent: "${DEFAULT_RUNTIME}"); "runsc": gVisor` }),
     cpus: limitFields.cpus,
     pids_limit: limitFields.pids_limit,
     memory_mib: limitFields.memory_mib,

@@ -47,7 +47,7 @@ export async function checkCreate(deps: CreateDeps, body: SessionCreate, session
   if (!(await deps.engine.imageExists(body.image))) {
     throw new ApiError(400, 'E_IMAGE_MISSING', `image ${body.image} is not present on this engine`, [{ path: 'image', rule: 'is not present on the engine (no pulls)' }]);
   }
-  if (body.runtime !== DEFAULT_RUNTIME) {
+  if (body.runtime !== undefined && body.runtime !== DEFAULT_RUNTIME) {
     const problem = runtimeProblem(body.runtime, (await deps.engine.runtimes?.()) ?? [], body.gpus !== undefined);
     if (problem !== null) throw ApiError.invalid('the session request', [{ path: 'runtime', rule: problem }]);
   }
@@ -76,7 +76,7 @@ export async function startContainer(deps: CreateDeps, session: Session, request
     deviceRequests: deviceRequestsFor(body.gpus),
     labels: request.labels,
     stopTimeoutSec: deps.stopBudgetSec,
-    runtime: body.runtime,
+    runtime: body.runtime ?? DEFAULT_RUNTIME,
   });
 }
 

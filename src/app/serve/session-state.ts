@@ -84,7 +84,7 @@ export function newSessionRecord(
     environment: body.environment,
     ports: body.ports,
     network: body.network,
-    runtime: body.runtime,
+    runtime: body.runtime ?? 'runc',
     labels: body.labels,
     ttl_seconds: body.ttl_seconds,
     created_at: new Date(nowMs).toISOString(),

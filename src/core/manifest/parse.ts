@@ -3,6 +3,7 @@ import { RoboguideError } from '../errors.js';
 import { manifestCrossIssues, pairSpecCrossIssues } from './cross-rules.js';
 import { ROOT_PATH } from './issue-path.js';
 import { ManifestSchema, PairSpecSchema, type Job, type Manifest, type PairSpec } from './schema.js';
+import { DEFAULT_RUNTIME } from '../oci-runtime.js';
 import { withoutFollowOns, type Typo } from './typo-hints.js';
 import { dedupeIssues, issuesFromZod, plainRule } from './zod-issues.js';
 
@@ -56,7 +57,7 @@ export function jobImage(manifest: Pick<Manifest, 'image'>, job: Pick<Job, 'imag
 
 /** The job's OCI runtime: its own, else the manifest's (default "runc"). */
 export function jobRuntime(manifest: Pick<Manifest, 'runtime'>, job: Pick<Job, 'runtime'>): string {
-  return job.runtime ?? manifest.runtime;
+  return job.runtime ?? manifest.runtime ?? DEFAULT_RUNTIME;
 }
 
 /**

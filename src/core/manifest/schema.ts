@@ -60,7 +60,7 @@ const jobShape = {
   }),
   ...limitFields,
   runtime: RuntimeName.optional().meta({
-    description: 'OCI runtime of this pair\'s container (absent: the manifest\'s "runtime"): "runc", "runsc" (gVisor) or any runtime the engine registers',
+    description: `OCI runtime of this pair's container (absent: the manifest's "runtime", else "${DEFAULT_RUNTIME}"): "runc", "runsc" (gVisor) or any runtime the engine registers`,
   }),
 };
 
@@ -103,7 +103,7 @@ export const ManifestSchema = z
     sessions_dir: SessionsDir,
     stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
     continuation_of: ContinuationSchema.optional(),
-    runtime: RuntimeName.default(DEFAULT_RUNTIME),
+    runtime: RuntimeName.optional().meta({ description: `OCI runtime of every job without its own "runtime" (absent: "${DEFAULT_RUNTIME}")` }),
   })
   .meta({ title: MANIFEST_SCHEMA_ID, description: 'roboguide-eval batch manifest' });
 
@@ -114,7 +114,6 @@ export const PairSpecSchema = z
     sessions_dir: SessionsDir,
     stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
     allowed_http_statuses: AllowedHttpStatuses.default([]),
-    runtime: RuntimeName.default(DEFAULT_RUNTIME),
   })
   .meta({ title: 'roboguide-eval pair run spec' });
 

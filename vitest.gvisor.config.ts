@@ -1,0 +1,18 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * `npm run test:gvisor` (issue 29): pairs and sessions under gVisor (runsc) on a throwaway engine in its own network
+ * namespace (test/gvisor). Kept out of `npm test`'s projects: `.ci/run` runs it beside the main suite.
+ */
+export default defineConfig({
+  test: {
+    name: 'gvisor',
+    include: ['test/gvisor/**/*.test.ts'],
+    environment: 'node',
+    testTimeout: 180_000,
+    hookTimeout: 180_000,
+    fileParallelism: false,
+    globalSetup: ['test/support/global-setup.ts'],
+    env: { ROBOGUIDE_PAIRS_NETWORK: 'engine-bridge' },
+  },
+});
