@@ -41,7 +41,10 @@ export function hasNvproxy(args: readonly string[]): boolean {
 
 /** gVisor run with an overlay whose upper layer is not the container's own layer on the host (`--overlay2=root:memory`…). */
 function rootInMemory(args: readonly string[]): boolean {
-  return args.some((a) => a === '--overlay' || a === '--overlay=true' || (a.startsWith('--overlay2=') && a !== '--overlay2=none'));
+  return args.some(
+    (a) =>
+      a === '--overlay' || a === '--overlay=true' || (a.startsWith('--overlay2=') && a !== '--overlay2=none'),
+  );
 }
 
 /**

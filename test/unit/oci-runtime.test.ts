@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { runtimeIssues } from '../../src/app/batch/start-batch.js';
 import { jobRuntime, parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
-import { gvisorSessionsDirProblem, hasNvproxy, runtimeProblem, type EngineRuntime } from '../../src/core/oci-runtime.js';
+import {
+  gvisorSessionsDirProblem,
+  hasNvproxy,
+  runtimeProblem,
+  type EngineRuntime,
+} from '../../src/core/oci-runtime.js';
 import { runtimesCheck } from '../../src/app/doctor/runtime-checks.js';
 
 const RUNC: EngineRuntime = { name: 'runc', path: 'runc', args: [] };
@@ -27,28 +32,50 @@ describe('the runtime field', () => {
     expect(jobRuntime(manifest({ runtime: 'runsc' }), {})).toBe('runsc');
     const m = manifest({ runtime: 'runsc' }, { runtime: 'runc' });
     expect(jobRuntime(m, m.jobs[0]!)).toBe('runc');
-    const spec = parsePairSpec({ job_id: 'a', argv: ['true'], cwd: '/w', outcome_path: '/w/o.json', image: 'i', runtime: 'runsc' });
+    const spec = parsePairSpec({
+      job_id: 'a',
+      argv: ['true'],
+      cwd: '/w',
+      outcome_path: '/w/o.json',
+      image: 'i',
+      runtime: 'runsc',
+    });
     expect(spec.ok && spec.spec.runtime).toBe('runsc');
-    const bad = parseManifest(JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'i', runtime: 'run sc', jobs: [{ job_id: 'a', argv: ['true'], cwd: '/w', outcome_path: '/w/o.json', runtime: '' }] }));
+    const bad = parseManifest(
+      JSON.stringify({
+        schema: 'roboguide.e1.batch/v0.1',
+        image: 'i',
+        runtime: 'run sc',
+        jobs: [{ job_id: 'a', argv: ['true'], cwd: '/w', outcome_path: '/w/o.json', runtime: '' }],
+      }),
+    );
     expect(bad.ok).toBe(false);
     if (!bad.ok) expect(bad.issues.map((i) => i.path).sort()).toEqual(['jobs[0].runtime', 'runtime']);
   });
 
-  it('an unregistered runtime names itself and the engine\'s runtimes; GPUs under gVisor need --nvproxy', () => {
+  it("an unregistered runtime names itself and the engine's runtimes; GPUs under gVisor need --nvproxy", () => {
     expect(runtimeProblem('runc', [RUNC, RUNSC], false)).toBeNull();
     expect(runtimeProblem('runsc', [RUNC, RUNSC], false)).toBeNull();
-    expect(runtimeProblem('kata', [RUNC, RUNSC], false)).toMatch(/runtime "kata" is not registered with the engine \(its runtimes: runc, runsc\)/);
-    expect(runtimeProblem('runsc', [RUNC, RUNSC], true)).toMatch(/gpus under runtime "runsc" \(gVisor\) need its GPU proxy.*without --nvproxy/);
+    expect(runtimeProblem('kata', [RUNC, RUNSC], false)).toMatch(
+      /runtime "kata" is not registered with the engine \(its runtimes: runc, runsc\)/,
+    );
+    expect(runtimeProblem('runsc', [RUNC, RUNSC], true)).toMatch(
+      /gpus under runtime "runsc" \(gVisor\) need its GPU proxy.*without --nvproxy/,
+    );
     expect(runtimeProblem('runsc', [RUNC, { ...RUNSC, args: ['--nvproxy'] }], true)).toBeNull();
     expect(runtimeProblem('runc', [RUNC], true)).toBeNull();
     // gVisor found by its binary under another name
-    expect(runtimeProblem('gvisor', [RUNC, { name: 'gvisor', path: '/usr/local/bin/runsc', args: [] }], true)).toMatch(/--nvproxy/);
+    expect(
+      runtimeProblem('gvisor', [RUNC, { name: 'gvisor', path: '/usr/local/bin/runsc', args: [] }], true),
+    ).toMatch(/--nvproxy/);
     expect(hasNvproxy(['--nvproxy=true'])).toBe(true);
     expect(hasNvproxy(['--nvproxy=false'])).toBe(false);
   });
 
   it('gVisor with its root file system in memory is refused (nothing it wrote could be copied out); /tmp sessions too', () => {
-    expect(runtimeProblem('runsc', [{ ...RUNSC, args: ['--overlay2=root:memory'] }], false)).toMatch(/in memory.*--overlay2=none/);
+    expect(runtimeProblem('runsc', [{ ...RUNSC, args: ['--overlay2=root:memory'] }], false)).toMatch(
+      /in memory.*--overlay2=none/,
+    );
     expect(runtimeProblem('runsc', [{ ...RUNSC, args: ['--overlay2=none'] }], false)).toBeNull();
     expect(gvisorSessionsDirProblem('/tmp/sessions')).toMatch(/under \/tmp/);
     expect(gvisorSessionsDirProblem('/root/.codex/sessions')).toBeNull();
@@ -56,22 +83,47 @@ describe('the runtime field', () => {
 
   it('start: one issue per job at its own field, a batch-wide refusal once, all at once', () => {
     expect(runtimeIssues(manifest({ runtime: 'runsc' }), ENGINE)).toEqual([]);
-    expect(runtimeIssues(manifest({ runtime: 'kata' }), ENGINE)).toEqual([{ path: 'runtime', rule: expect.stringContaining('"kata" is not registered') }]);
-    expect(runtimeIssues(manifest({}, { runtime: 'kata' }), ENGINE)).toEqual([{ path: 'jobs[0].runtime', rule: expect.stringContaining('its runtimes: runc, runsc') }]);
-    expect(runtimeIssues(manifest({ runtime: 'runsc' }, { gpus: 1 }), ENGINE)).toEqual([{ path: 'jobs[0].gpus', rule: expect.stringContaining('--nvproxy') }]);
-    expect(runtimeIssues(manifest({ runtime: 'runsc', sessions_dir: '/tmp/s' }), ENGINE)).toEqual([{ path: 'sessions_dir', rule: expect.stringContaining('/tmp') }]);
+    expect(runtimeIssues(manifest({ runtime: 'kata' }), ENGINE)).toEqual([
+      { path: 'runtime', rule: expect.stringContaining('"kata" is not registered') },
+    ]);
+    expect(runtimeIssues(manifest({}, { runtime: 'kata' }), ENGINE)).toEqual([
+      { path: 'jobs[0].runtime', rule: expect.stringContaining('its runtimes: runc, runsc') },
+    ]);
+    expect(runtimeIssues(manifest({ runtime: 'runsc' }, { gpus: 1 }), ENGINE)).toEqual([
+      { path: 'jobs[0].gpus', rule: expect.stringContaining('--nvproxy') },
+    ]);
+    expect(runtimeIssues(manifest({ runtime: 'runsc', sessions_dir: '/tmp/s' }), ENGINE)).toEqual([
+      { path: 'sessions_dir', rule: expect.stringContaining('/tmp') },
+    ]);
     // an engine that reports names only
     expect(runtimeIssues(manifest({ runtime: 'runsc' }), { runtimes: ['runc'] })).toHaveLength(1);
   });
 
   it('doctor lists the runtimes and says how to register gVisor when it is missing', () => {
-    const without = runtimesCheck({ id: '', version: '20', apiVersion: '1.41', runtimes: ['runc'], runtimeDetails: [RUNC] });
+    const without = runtimesCheck({
+      id: '',
+      version: '20',
+      apiVersion: '1.41',
+      runtimes: ['runc'],
+      runtimeDetails: [RUNC],
+    });
     expect(without.status).toBe('ok');
     expect(without.detail).toContain('runc');
     expect(without.detail).toContain('{"runtimes":{"runsc":{"path":"/usr/bin/runsc"}}}');
     expect(without.detail).toContain('restart dockerd');
-    const withIt = runtimesCheck({ id: '', version: '20', apiVersion: '1.41', runtimes: ['runc', 'runsc'], runtimeDetails: [RUNC, RUNSC] });
+    const withIt = runtimesCheck({
+      id: '',
+      version: '20',
+      apiVersion: '1.41',
+      runtimes: ['runc', 'runsc'],
+      runtimeDetails: [RUNC, RUNSC],
+    });
     expect(withIt.detail).toContain('runsc (gVisor, no GPUs): /usr/bin/runsc --network=none');
-    expect(withIt.facts).toEqual({ runtimes: [{ name: 'runc', path: 'runc', args: [] }, { name: 'runsc', path: '/usr/bin/runsc', args: ['--network=none'] }] });
+    expect(withIt.facts).toEqual({
+      runtimes: [
+        { name: 'runc', path: 'runc', args: [] },
+        { name: 'runsc', path: '/usr/bin/runsc', args: ['--network=none'] },
+      ],
+    });
   });
 });
