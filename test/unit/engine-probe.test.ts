@@ -21,7 +21,7 @@ beforeAll(async () => {
     if (failWith !== null) {
       res.writeHead(failWith, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'engine is unwell' }));
     } else if (req.url === '/info') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ID: 'ENGINE-ID', Runtimes: { runc: {}, nvidia: {} }, LoggingDriver: 'json-file' }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ID: 'ENGINE-ID', Runtimes: { runc: {}, nvidia: {}, runsc: { path: '/usr/bin/runsc', runtimeArgs: ['--network=none'] } }, LoggingDriver: 'json-file' }));
     } else if (req.url === '/images/roboguide/pair-driver:1/json') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Id: 'sha256:abc' }));
     } else if (req.url === '/version') {
@@ -43,7 +43,18 @@ describe('probeEngineInfo', () => {
     requests.length = 0;
     const probe = probeEngineInfo(socket);
     await probe.sent;
-    expect(await probe.info).toEqual({ id: 'ENGINE-ID', version: '28.1.1', apiVersion: '1.49', runtimes: ['runc', 'nvidia'], loggingDriver: 'json-file' });
+    expect(await probe.info).toEqual({
+      id: 'ENGINE-ID',
+      version: '28.1.1',
+      apiVersion: '1.49',
+      runtimes: ['runc', 'nvidia', 'runsc'],
+      runtimeDetails: [
+        { name: 'runc', path: '', args: [] },
+        { name: 'nvidia', path: '', args: [] },
+        { name: 'runsc', path: '/usr/bin/runsc', args: ['--network=none'] },
+      ],
+      loggingDriver: 'json-file',
+    });
     expect(requests.sort()).toEqual(['GET /info', 'GET /version']);
   });
 
