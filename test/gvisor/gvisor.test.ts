@@ -259,6 +259,40 @@ describe.skipIf(problem !== null)('pairs and sessions under gVisor (runsc) on a 
     expect(await leftovers()).toEqual([]);
   });
 
+  it("doctor lists the runtimes and --probe-runtime proves the kernel: gVisor's 4.4.0 under runsc, the host's under runc; the probe is removed", async () => {
+    const gvisor = await cli(['doctor', '--probe-runtime', 'runsc', '--registry', registry, '--json']);
+    const report = JSON.parse(gvisor.stdout) as {
+      checks: { name: string; status: string; detail: string }[];
+    };
+    const line = (name: string) => report.checks.find((c) => c.name === name);
+    expect(line('runtimes')?.detail).toMatch(
+      /runsc \(gVisor, no GPUs\): \/usr\/bin\/runsc --network=none --overlay2=none/,
+    );
+    expect(line('runtime probe (runsc)')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining(`reported kernel ${GVISOR_KERNEL} (gVisor's)`),
+    });
+    const runc = JSON.parse(
+      (await cli(['doctor', '--probe-runtime', 'runc', '--registry', registry, '--json'])).stdout,
+    ) as typeof report;
+    expect(runc.checks.find((c) => c.name === 'runtime probe (runc)')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining(`reported kernel ${release()}`),
+    });
+    const missing = JSON.parse(
+      (await cli(['doctor', '--probe-runtime', 'kata-w29', '--registry', registry, '--json'])).stdout,
+    ) as typeof report;
+    expect(missing.checks.find((c) => c.name === 'runtime probe (kata-w29)')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/not registered.*runsc/),
+    });
+    expect(
+      (await rt.docker.listContainers({ all: true, filters: { label: ['roboguide.doctor=probe'] } })).map(
+        (c) => c.Id,
+      ),
+    ).toEqual([]);
+  });
+
   describe('hostile pairs under runsc (pair run, in process)', () => {
     const runs: string[] = [];
     async function pairRun(
