@@ -355,17 +355,23 @@ describe.skipIf(problem !== null)('pairs and sessions under gVisor (runsc) on a 
       );
     });
 
-    it('a memory hog past memory_mib is OOM-killed (oom_killed); a /tmp filler is measured and stopped by the disk limit', async () => {
+    it('a memory hog past memory_mib is killed by its memory cgroup; a /tmp filler is measured and stopped by the disk limit', async () => {
       const hog = await pairRun(
         'hog',
         `x=$(head -c ${128 * MIB} /dev/zero | tr '\\0' a); echo survived; ${WRITE_OWN}`,
         { memory_mib: 48 },
       );
+      // Killed by the memory cgroup (SIGKILL, 137) every time; the engine's OOMKilled flag under runsc is not reliable
+      // (seen both ways on this engine: the shim can miss the sandbox's OOM event), so oom_killed is recorded when set.
       expect(hog.result, JSON.stringify(hog.result)).toMatchObject({
         classification: 'infrastructure_failure',
-        reasons: ['oom_killed', 'outcome_missing'],
-        container: { oom_killed: true },
+        container: { exit_code: 137 },
       });
+      expect(hog.result.reasons).toContain('outcome_missing');
+      expect(hog.result.reasons.includes('oom_killed')).toBe(hog.result.container?.oom_killed === true);
+      console.info(
+        `gVisor memory hog: exit 137, engine OOMKilled ${String(hog.result.container?.oom_killed)}`,
+      );
       expect(await readFile(join(hog.output, 'stdout.log'), 'utf8')).not.toContain('survived');
       const fill = await pairRun(
         'tmpfill',
