@@ -17,8 +17,6 @@ import {
 } from '../../src/testing/index.js';
 import { containersLabelled, noDocker, runtime, sweep } from '../support/docker.js';
 
-// No reaper image can be pulled here: the kit's owner sweep stands in for Ryuk.
-process.env['TESTCONTAINERS_RYUK_DISABLED'] = 'true';
 const RUN = { 'roboguide.test': `kit-${randomUUID().slice(0, 8)}` };
 /** Sessions take the caller's labels, but not under roboguide.* (reserved). */
 const SESSION_LABEL = { 'kit.test': RUN['roboguide.test'] };
