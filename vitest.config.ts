@@ -30,7 +30,9 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           // The shared engine's host firewall is not ours to change: pairs on network "bridge" use the engine's default
           // bridge there. The guarded network is tested on a throwaway engine in its own namespace (pair-network.int).
-          env: { ROBOGUIDE_PAIRS_NETWORK: 'engine-bridge' },
+          // No image can be pulled here, Ryuk's neither: testcontainers runs without its reaper, and the test kit's
+          // owner sweep (src/testing/leftovers.ts) removes what a killed run leaves.
+          env: { ROBOGUIDE_PAIRS_NETWORK: 'engine-bridge', TESTCONTAINERS_RYUK_DISABLED: 'true' },
         },
       },
     ],

@@ -3,12 +3,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
+import { Wait } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPair } from '../../src/app/run-pair.js';
-import { containersLabelled, DRIVER_IMAGE, noDocker, pairRunDeps, runtime, sweep } from '../support/docker.js';
+import { PairDriverContainer, type StartedPairDriverContainer } from '../../src/testing/index.js';
+import { containersLabelled, DRIVER_IMAGE, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 
-// No reaper image can be pulled here: testcontainers runs without Ryuk, and this suite sweeps by label.
+// No reaper image can be pulled here: testcontainers runs without Ryuk; the kit's owner sweep stands in for it.
 process.env['TESTCONTAINERS_RYUK_DISABLED'] = 'true';
 const HELPER_LABEL = { 'roboguide.test': `port-helper-${randomUUID().slice(0, 8)}` };
 
@@ -22,23 +23,25 @@ async function freePort(): Promise<number> {
 
 /** A port published by ANOTHER container: the engine's "port is already allocated", not a plain bind error. */
 describe.skipIf(noDocker)('a port already published by another container', () => {
-  let helper: StartedTestContainer;
+  let helper: StartedPairDriverContainer;
   let port: number;
   let work: string;
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'rg-port-'));
     port = await freePort();
-    helper = await new GenericContainer(DRIVER_IMAGE)
-      .withCommand(['/bin/sh', '-c', 'echo ready; exec sleep 300'])
+    // The kit's pair container, on the bridge here (its default is no network) so that it can publish the port.
+    helper = await new PairDriverContainer()
+      .withNetworkMode('bridge')
+      .withScript('echo ready; exec sleep 300')
       .withExposedPorts({ container: port, host: port })
       .withLabels(HELPER_LABEL)
       .withWaitStrategy(Wait.forLogMessage('ready'))
       .start();
   });
   afterAll(async () => {
-    await helper?.stop({ timeout: 1 }).catch(() => undefined);
-    await sweep(HELPER_LABEL);
+    await helper?.stop(); // removed, its 404 confirmed
+    expect(await containersLabelled(HELPER_LABEL)).toEqual([]);
     await rm(work, { recursive: true, force: true });
   });
 

@@ -8,8 +8,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   containersLabelled,
   expectNoContainersLeft,
-  startTestServer,
-  type TestServer,
+  PairDriverContainer,
+  RoboguideServer,
+  type RoboguideServerOptions,
+  type StartedRoboguideServer,
 } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
 
@@ -25,25 +27,28 @@ const SECRET = `allowed-${randomUUID()}`;
 const OTHER = `other-${randomUUID()}`;
 const BIN = fileURLToPath(new URL('../../bin/run.js', import.meta.url));
 const rt = runtime();
-const servers: TestServer[] = [];
+const servers: StartedRoboguideServer[] = [];
 
 interface Created {
   session_id: string;
   container_id: string;
 }
 
-async function server(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer({
+async function server(options: RoboguideServerOptions = {}): Promise<StartedRoboguideServer> {
+  const s = await new RoboguideServer({
     env: { RG_ALLOWED: SECRET, RG_OTHER: OTHER },
     allowEnv: ['RG_ALLOWED'],
     clientMode: 'raw',
     ...options,
-  });
+  }).start();
   servers.push(s);
   return s;
 }
 
-async function createSession(s: TestServer, extra: Record<string, unknown> = {}): Promise<Created> {
+async function createSession(
+  s: StartedRoboguideServer,
+  extra: Record<string, unknown> = {},
+): Promise<Created> {
   const res = await s.client.call<Created>('POST', '/v1/sessions', {
     body: { image: DRIVER_IMAGE, labels: LABEL, ...extra },
   });
@@ -51,7 +56,7 @@ async function createSession(s: TestServer, extra: Record<string, unknown> = {})
   return res.body;
 }
 
-async function ps(s: TestServer, id: string): Promise<string> {
+async function ps(s: StartedRoboguideServer, id: string): Promise<string> {
   const res = await s.client.call<{ stdout: string }>('POST', `/v1/sessions/${id}/exec`, {
     body: { argv: ['ps'] },
   });
@@ -94,7 +99,12 @@ describe.skipIf(noDocker)(
   'serve containment: slow readers, references, limits, foreign containers (real engine)',
   () => {
     afterAll(async () => {
-      await Promise.all(servers.map((s) => s.dispose()));
+      await Promise.all(
+        servers.map(async (s) => {
+          await s.kill(); // SIGTERM: each deletes its sessions; restart tests share a folder, so no stop() check here
+          await s.release();
+        }),
+      );
       await expectNoContainersLeft(LABEL);
     });
 
@@ -269,20 +279,17 @@ describe.skipIf(noDocker)(
       const first = await server({ reapIntervalSec: 1 });
       const live = await createSession(first, { ttl_seconds: 600 });
       const labels = (await rt.docker.getContainer(live.container_id).inspect()).Config.Labels;
-      const make = async (extra: Record<string, string>): Promise<string> => {
-        const c = await rt.docker.createContainer({
-          Image: DRIVER_IMAGE,
-          Entrypoint: ['sleep'],
-          Cmd: ['600'],
-          Labels: { ...labels, ...LABEL, ...extra },
-          HostConfig: { NetworkMode: 'none' },
-        });
-        await c.start();
-        return c.id;
-      };
-      const stranger = await make({ 'roboguide.job': `s-${randomUUID()}`, 'roboguide.claim': randomUUID() });
-      const twin = await make({});
-      await first.stop('SIGKILL');
+      const make = (extra: Record<string, string>) =>
+        new PairDriverContainer()
+          .withHang()
+          .withLabels({ ...labels, ...LABEL, ...extra })
+          .start();
+      const strangers = [
+        await make({ 'roboguide.job': `s-${randomUUID()}`, 'roboguide.claim': randomUUID() }),
+        await make({}),
+      ];
+      const [stranger, twin] = strangers.map((c) => c.getId()) as [string, string];
+      await first.kill('SIGKILL');
       const second = await server({ workDir: first.workDir, reapIntervalSec: 1 });
       expect(second.started.adopted).toEqual([live.session_id]);
       expect(second.started.reaped).toEqual([]);
@@ -296,11 +303,11 @@ describe.skipIf(noDocker)(
       await sleep(3_000);
       expect((await second.client.call('DELETE', `/v1/sessions/${live.session_id}`)).status).toBe(200);
       expect(await rt.inspect(live.container_id)).toBeNull();
-      expect(await second.stop('SIGTERM')).toBe(0);
+      expect(await second.kill('SIGTERM')).toBe(0);
       expect(
         (await containersLabelled({ ...LABEL, 'roboguide.batch': labels['roboguide.batch'] ?? '' })).sort(),
       ).toEqual([stranger, twin].sort());
-      await Promise.all([stranger, twin].map((id) => rt.remove(id)));
+      await Promise.all(strangers.map((c) => c.stop())); // each one's 404 confirmed
     }, 90_000);
   },
 );

@@ -1,27 +1,30 @@
 // The README's example suite for `roboguide-eval/testing`, kept here verbatim so it stays true.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildPairDriverImage, expectNoContainersLeft, startTestServer, type TestServer } from 'roboguide-eval/testing';
+import { PairDriverContainer, RoboguideServer, type StartedRoboguideServer } from 'roboguide-eval/testing';
 import { noDocker } from '../support/docker.js';
 
-let server: TestServer;
+let server: StartedRoboguideServer;
 beforeAll(async () => {
   if (noDocker) return;
-  await buildPairDriverImage(); // FROM scratch + the host's static busybox: no network, no pull
-  server = await startTestServer({ env: { API_TOKEN: 'tok-123456' } });
+  server = await new RoboguideServer().withEnvironment({ API_TOKEN: 'tok-123456' }).start();
 });
 afterAll(async () => {
   if (noDocker) return;
-  await server.dispose(); // SIGTERM: the server deletes every session (verified) before it exits
-  await expectNoContainersLeft({ suite: 'readme-example' });
+  await server.stop(); // SIGTERM: every session deleted (verified); throws if a container of it is left
 });
 
 it.skipIf(noDocker)('runs a command in a session, with the secret masked', async () => {
   const { body: s } = await server.client.call<{ session_id: string }>('POST', '/v1/sessions', {
-    body: { image: 'roboguide/pair-driver:1', environment: { TOKEN: '${API_TOKEN}' }, labels: { suite: 'readme-example' } },
+    body: { image: 'roboguide/pair-driver:1', environment: { TOKEN: '${API_TOKEN}' } },
   });
   const { body: out } = await server.client.call<{ stdout: string }>('POST', `/v1/sessions/${s.session_id}/exec`, {
     body: { command: 'echo "$TOKEN"' },
   });
   expect(out.stdout).toBe('[REDACTED]\n');
   await server.client.call('DELETE', `/v1/sessions/${s.session_id}`);
+});
+
+it.skipIf(noDocker)('a pair container has no network, and is removed at the end of its block', async () => {
+  await using pair = await new PairDriverContainer().withHang().start(); // built here if missing, never pulled
+  expect((await pair.inspect()).HostConfig.NetworkMode).toBe('none');
 });
