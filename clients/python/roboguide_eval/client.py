@@ -319,7 +319,7 @@ class Client:
         (as :mod:`roboguide_eval.errors` classes) for a missing file, a directory, or a file the user may not read."""
         data = self.get_archive(session_id, path, user=user)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-            members = tar.getmembers()
+            members = archive_members(tar)
             if not members:
                 raise error_for(404, "E_FILE_NOT_FOUND", f"{path}: no such file", path=path)
             top = members[0]
@@ -445,7 +445,7 @@ def extract_tar(data: bytes, target: Path) -> None:
     if not hasattr(tarfile, "data_filter"):
         raise RuntimeError("this Python's tarfile has no extraction filters: use Python 3.10.12+, 3.11.4+ or 3.12+")
     with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        members = tar.getmembers()
+        members = archive_members(tar)
         if not members:
             return
         root = members[0].name.rstrip("/")
@@ -472,4 +472,31 @@ def extract_tar(data: bytes, target: Path) -> None:
             raise IsADirectoryError(f"{target}: is a directory")
         if single and (target.exists() or target.is_symlink()):
             target.unlink()
-        tar.extractall(str(destination), filter=rename)  # type: ignore[call-arg]
+        tar.extractall(str(destination), members=members, filter=rename)  # type: ignore[call-arg]
+
+
+def archive_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """The archive's entries without a leading ``.`` entry and ``./`` prefixes (the server's archives of one path
+    start with the path's own entry, as ``docker cp``'s; some carry a ``.`` entry first)."""
+    members: list[tarfile.TarInfo] = []
+    for member in tar.getmembers():
+        name = member.name
+        while name.startswith("./"):
+            name = name[2:]
+        name = name.rstrip("/")
+        if name in ("", "."):
+            continue
+        if name != member.name:
+            member.name = name
+        members.append(member)
+    return members
+
+
+def docker_archive(data: bytes) -> bytes:
+    """The archive re-written as ``docker cp``/docker-py's ``get_archive`` gives it: the copied path's own entry
+    first, no ``.`` entry."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for member in archive_members(tar):
+            dst.addfile(member, tar.extractfile(member) if member.isfile() else None)
+    return out.getvalue()

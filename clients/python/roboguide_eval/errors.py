@@ -111,6 +111,8 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 def error_for(status: int, code: str, message: str, issues: list[dict[str, Any]] | None = None, *, path: str | None = None) -> ApiError:
     """The most specific error class for an answer (the file codes first, then the status, then the family)."""
     text = f"{status} {code}: {message}"
+    if issues:
+        text += " (" + "; ".join(f"{i.get('path', '')}: {i.get('rule', i.get('message', ''))}" for i in issues[:5]) + ")"
     by_code = _BY_CODE.get(code)
     if by_code is not None:
         cls, number = by_code

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from .client import Cancel, Client
+from .client import Cancel, Client, docker_archive
 from .errors import ApiError, ConflictError, NotFoundError
 
 try:  # SForge's own classes whenever SForge is importable
@@ -207,7 +207,7 @@ class RoboguideBackend(ContainerBackend):  # type: ignore[misc,valid-type]
 
     def copy_from_container(self, handle: RoboguideHandle, src: PurePosixPath) -> bytes:
         """The tar of ``src`` (its top entry named after ``src``'s last part), as docker-py's ``get_archive``."""
-        return self._client.get_archive(handle.session_id, str(src))
+        return docker_archive(self._client.get_archive(handle.session_id, str(src)))
 
     def write_to_container(self, handle: RoboguideHandle, data: str, dst: PurePosixPath) -> None:
         """Writes ``data`` and a newline to ``dst`` (what Docker's backend's here-document writes)."""
