@@ -46,6 +46,7 @@ from tests.serverkit import ServerFixture, containers_labelled, docker_inspect, 
 
 RESULTS: list[tuple[str, str, bool, str]] = []
 SKIPPED: list[tuple[str, str]] = []
+NOTES: list[str] = []
 
 
 def check(framework: str, name: str, fn: Callable[[], Any]) -> Any:
@@ -615,9 +616,6 @@ def run_inspect(server: ServerFixture, image: str, src: Path, tmp: Path) -> None
     pkg = src / "src" / "inspect_ai" if (src / "src" / "inspect_ai").is_dir() else src / "inspect_ai"
     shutil.copytree(pkg, copy / "inspect_ai")
     (copy / "inspect_ai" / "__init__.py").write_text("")
-    probe = subprocess.run([python, "-c", "import shortuuid"], capture_output=True)
-    if probe.returncode != 0:
-        _stub_modules(copy, ["shortuuid"])
     dist = tmp / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(dist), str(PY_ROOT)], check=True, capture_output=True)
     wheel = next(dist.glob("*.whl"))
@@ -629,9 +627,12 @@ def run_inspect(server: ServerFixture, image: str, src: Path, tmp: Path) -> None
     out = subprocess.run([python, str(HERE / "inspect_checks.py")], env=env, capture_output=True, text=True, timeout=1200)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode == 3 or not lines:
-        reason = (out.stdout + out.stderr).strip().splitlines()[-1:] or ["no output"]
+        reason = [line for line in out.stdout.splitlines() if line.startswith("import failed")] or (out.stderr.strip().splitlines()[-1:] or ["no output"])
         SKIPPED.append(("inspect", f"cannot load inspect_ai with {python}: {reason[0]} (set INSPECT_PYTHON to a Python with inspect_ai's dependencies)"))
         return
+    shims = [line for line in out.stderr.splitlines() if line.startswith("load shims:")]
+    if shims:
+        NOTES.append(f"inspect {shims[0]}")
     for line in lines:
         row = json.loads(line)
         RESULTS.append(("inspect", row["check"], row["ok"], row.get("detail", "")))
@@ -676,6 +677,8 @@ def main() -> int:
         rows = [r for r in RESULTS if r[0] == framework]
         if rows:
             print(f"{framework}: {sum(1 for r in rows if r[2])} of {len(rows)} checks pass")
+    for note in NOTES:
+        print(note)
     if left:
         print(f"sessions left at the end (deleted): {left}")
     return 1 if any(not r[2] for r in RESULTS) or left else 0
