@@ -17,6 +17,7 @@ import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
+import { redactingLogger } from './app/serve/redacting-logger.js';
 import { DEFAULT_CONCURRENCY_LIMITS, SessionManager, type Adoption, type ConcurrencyLimits } from './app/serve/session-manager.js';
 import { createDockerRuntime, createExecutePairDeps, hostMountRules } from './composition-root.js';
 
@@ -149,11 +150,14 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const allowedEnv = new Set(options.allowEnv ?? []);
   // Sessions and pairs resolve `${NAME}` from the allowed variables only (the routes refuse the others by name).
   const callerEnvironment = allowedEnvironment(options.environment, allowedEnv);
+  // The callers' secrets (session environment, exec env) arrive with requests: the log masks those of every session.
+  let sessionsRef: SessionManager | null = null;
+  const logger = redactingLogger(options.logger, () => sessionsRef?.allSecrets() ?? []);
   const sessions = new SessionManager({
     engine,
     registry,
     clock: systemClock,
-    logger: options.logger,
+    logger,
     fs: new NodeFileSystem(),
     store,
     batchId,
@@ -168,9 +172,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // A session that asks for no limits gets a pair's defaults for one at a time (issue 22).
     limitDefaults: limitDefaults({ memoryTotalBytes: totalmem(), outputFreeBytes: null, maxConcurrentPairs: 1 }),
   });
+  sessionsRef = sessions;
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
-    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry, limitBasis: readLimitBasis },
+    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, logger), fs: new NodeFileSystem(), registry, limitBasis: readLimitBasis },
     store,
     environment: callerEnvironment,
     allowedEnv,
@@ -181,10 +186,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const server = await closingOnFailure(registry, () =>
     startApiServer({
       socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor,
-      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger: options.logger,
+      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger,
     }),
   );
-  const stopReaper = startReaper(sessions, options.logger, options.reapIntervalMs ?? 5_000);
+  const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);
   let shutdown: ReturnType<RunningServe['shutdown']> | null = null;
   return {
     socketPath,
@@ -198,9 +203,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         stopReaper();
         const closed = server.close();
         const [cleanup] = await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
-        for (const left of cleanup.unreleased) options.logger.error({ session: left.session_id, error: left.error }, 'shutdown: slot not released (recorded in cleanup.json); the next start releases it');
+        for (const left of cleanup.unreleased) logger.error({ session: left.session_id, error: left.error }, 'shutdown: slot not released (recorded in cleanup.json); the next start releases it');
         await closed;
-        await registry.close().catch((err: unknown) => options.logger.warn({ error: (err as Error).message }, 'cannot close the registry'));
+        await registry.close().catch((err: unknown) => logger.warn({ error: (err as Error).message }, 'cannot close the registry'));
         return { unreleased: cleanup.unreleased };
       })();
       return shutdown;

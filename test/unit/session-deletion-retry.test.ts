@@ -24,6 +24,7 @@ import { parseBody } from '../../src/app/serve/api-error.js';
 import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import type {
   ExecHandle,
+  SessionContainerDetail,
   SessionContainerInfo,
   SessionContainerSpec,
   SessionEngine,
@@ -162,6 +163,9 @@ class FakeEngine implements SessionEngine {
   inspect(id: string): Promise<SessionContainerInfo | null> {
     const c = this.containers.get(id);
     return Promise.resolve(c ? { id, status: c.status, labels: c.labels } : null);
+  }
+  detail(): Promise<SessionContainerDetail | null> {
+    return Promise.resolve(null);
   }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
     return Promise.resolve(

@@ -5,6 +5,7 @@ import type {
   ExecHandle,
   ExecSpec,
   PublishedPort,
+  SessionContainerDetail,
   SessionContainerInfo,
   SessionContainerSpec,
   SessionEngine,
@@ -12,7 +13,7 @@ import type {
 import { demultiplex } from './demux.js';
 import { hostConfigLimits, type DockerContainerRuntime } from './docker-container-runtime.js';
 import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
-import { toEngineError } from './engine-error.js';
+import { statusOf, toEngineError } from './engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 const START_TIMEOUT_MS = 180_000;
@@ -68,8 +69,9 @@ export class DockerSessionEngine implements SessionEngine {
     const options: Docker.ContainerCreateOptions = {
       name: spec.name,
       Image: spec.image,
-      Entrypoint: IDLE_ENTRYPOINT,
-      Cmd: IDLE_CMD,
+      // A caller's command keeps the image's entrypoint (docker run IMAGE CMD…); without one, the keep-alive.
+      ...(spec.command !== undefined ? { Cmd: [...spec.command] } : { Entrypoint: IDLE_ENTRYPOINT, Cmd: IDLE_CMD }),
+      ...(spec.user !== undefined ? { User: spec.user } : {}),
       Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
       Labels: { ...spec.labels },
       Tty: false,
@@ -84,7 +86,8 @@ export class DockerSessionEngine implements SessionEngine {
         SecurityOpt: ['no-new-privileges'],
         // The same capabilities as a pair's (docs/spec.md 5.1).
         CapDrop: ['ALL'],
-        CapAdd: [...PAIR_CAPABILITIES],
+        CapAdd: [...(spec.capabilities ?? PAIR_CAPABILITIES)],
+        ...(spec.extraHosts !== undefined && spec.extraHosts.length > 0 ? { ExtraHosts: [...spec.extraHosts] } : {}),
         AutoRemove: false,
         ...(spec.nanoCpus !== undefined ? { NanoCpus: spec.nanoCpus } : {}),
         ...(spec.memoryBytes !== undefined ? { Memory: spec.memoryBytes } : {}),
@@ -210,6 +213,18 @@ export class DockerSessionEngine implements SessionEngine {
   async inspect(id: string): Promise<SessionContainerInfo | null> {
     const state = await this.#runtime.inspect(id);
     return state && { id: state.id, status: state.status, labels: state.labels };
+  }
+
+  async detail(id: string): Promise<SessionContainerDetail | null> {
+    try {
+      const c = await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+      const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
+      const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
+      return { workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir, user: c.Config.User, ipAddress: ip };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
   }
 
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {

@@ -153,6 +153,10 @@ export function registerSessionRoutes(router: Router, deps: SessionRouteDeps): v
     return Promise.resolve();
   });
 
+  router.add('GET', '/v1/sessions/{id}', async ({ res, params }) => {
+    sendJson(res, 200, await sessions.detail(params['id'] ?? ''));
+  });
+
   router.add('POST', '/v1/sessions/{id}/exec', (ctx) => exec(deps, ctx));
   router.add('PUT', '/v1/sessions/{id}/archive', (ctx) => putArchive(deps, ctx));
   router.add('GET', '/v1/sessions/{id}/archive', (ctx) => getArchive(deps, ctx));

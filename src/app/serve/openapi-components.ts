@@ -14,6 +14,7 @@ import {
   PairStatusSchema,
   SessionCreatedSchema,
   SessionCreateSchema,
+  SessionDetailSchema,
   SessionListSchema,
 } from './schemas.js';
 
@@ -22,6 +23,7 @@ export const COMPONENTS = {
   SessionCreate: [SessionCreateSchema, 'input'],
   SessionCreated: [SessionCreatedSchema, 'output'],
   SessionList: [SessionListSchema, 'output'],
+  SessionDetail: [SessionDetailSchema, 'output'],
   Exec: [ExecSchema, 'input'],
   ExecResult: [ExecResultSchema, 'output'],
   ExecEvent: [ExecEventSchema, 'output'],

@@ -33,13 +33,22 @@ export function sessionPaths(): Record<string, unknown> {
         requestBody: { required: true, content: { 'application/json': { schema: ref('SessionCreate') } } },
         responses: {
           '201': json('SessionCreated', 'created and started'),
-          '400': error('invalid request, unset ${NAME} or one not allowed (serve --allow-env), refused mount, missing image'),
+          '400': error('invalid request, unset ${NAME} or one not allowed (serve --allow-env), a secret_env value too short to mask, refused mount, missing image'),
           '409': error('port taken or host capacity reached'),
           '503': error('engine or registry unavailable (registry: with Retry-After)'),
         },
       },
     },
     '/v1/sessions/{id}': {
+      get: {
+        operationId: 'getSession',
+        parameters: [sessionId],
+        responses: {
+          '200': json('SessionDetail', 'the session, with its working directory, user, network, address and published ports'),
+          '404': error('unknown session'),
+          '409': error('session being deleted'),
+        },
+      },
       delete: {
         operationId: 'deleteSession',
         parameters: [sessionId],

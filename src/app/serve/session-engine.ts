@@ -19,6 +19,22 @@ export interface SessionContainerSpec {
   readonly deviceRequests: readonly DeviceRequest[];
   readonly labels: Readonly<Record<string, string>>;
   readonly stopTimeoutSec: number;
+  /** The container's default user; absent: the image's. */
+  readonly user?: string | undefined;
+  /** The capabilities it keeps (all others dropped); absent: a pair's set. */
+  readonly capabilities?: readonly string[];
+  /** Its main command (the image's entrypoint kept); absent: the keep-alive. */
+  readonly command?: readonly string[] | undefined;
+  /** `/etc/hosts` lines, "NAME:IP" or "NAME:host-gateway". */
+  readonly extraHosts?: readonly string[];
+}
+
+/** What the engine says of a session's container now (GET /v1/sessions/{id}). */
+export interface SessionContainerDetail {
+  readonly workdir: string;
+  readonly user: string;
+  /** Its address on its network; null without one. */
+  readonly ipAddress: string | null;
 }
 
 export interface PublishedPort {
@@ -67,5 +83,7 @@ export interface SessionEngine {
   remove(id: string): Promise<void>;
   /** null when the engine answers 404. */
   inspect(id: string): Promise<SessionContainerInfo | null>;
+  /** Working directory, user and address of a container; null when the engine answers 404. */
+  detail(id: string): Promise<SessionContainerDetail | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]>;
 }

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { redactText } from '../../core/redaction/redact-text.js';
-import { resolveEnvironment } from '../../core/manifest/index.js';
 import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
-import { unallowedReferences } from './env-allow.js';
-import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionInfo } from './schemas.js';
+import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
+import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionDetail, SessionInfo } from './schemas.js';
 import type { PublishedPort } from './session-engine.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
@@ -59,7 +58,7 @@ export class SessionManager {
 
   async create(body: SessionCreate): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
     const { resolved, binds } = await checkCreate(this.#deps, body, this.#sessions.values());
-    const { session, markReady } = await this.#admit(body, resolved.secrets);
+    const { session, markReady } = await this.#admit(body, resolved);
     const sessionId = session.record.session_id;
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };
     try {
@@ -94,7 +93,7 @@ export class SessionManager {
   }
 
   /** A registry slot, then the session in memory (state `creating`): reserved before the engine is asked, so two creates racing for one port cannot both pass. */
-  async #admit(body: SessionCreate, secrets: readonly string[]): Promise<{ session: Session; markReady: () => void }> {
+  async #admit(body: SessionCreate, resolved: CallerEnvironment): Promise<{ session: Session; markReady: () => void }> {
     const sessionId = `s-${randomUUID()}`;
     const claimId = randomUUID();
     const admitted = await this.#deps.registry.admit({ batchId: this.#deps.batchId, jobId: sessionId, claimId, gpuMib: 0 });
@@ -103,8 +102,8 @@ export class SessionManager {
     }
     const now = this.#nowMs();
     const expiresAtMs = now + body.ttl_seconds * 1000;
-    const record = newSessionRecord({ sessionId, claimId, reservationId: admitted.reservationId }, body, now, expiresAtMs);
-    const session = sessionOf({ record, secrets, expiresAtMs, state: 'creating' });
+    const record = newSessionRecord({ sessionId, claimId, reservationId: admitted.reservationId }, body, now, expiresAtMs, resolved.stored);
+    const session = sessionOf({ record, secrets: resolved.secrets, expiresAtMs, state: 'creating' });
     let markReady = (): void => undefined;
     session.ready = new Promise((resolve) => { markReady = resolve; });
     this.#sessions.set(sessionId, session); // with its `ready` already pending: a deletion (SIGTERM) waits for it
@@ -165,6 +164,27 @@ export class SessionManager {
       .map(sessionInfo);
   }
 
+  /** Every secret of every session in memory: what the server's own log masks. */
+  allSecrets(): string[] {
+    const all = new Set<string>();
+    for (const session of this.#sessions.values()) for (const secret of session.secrets) all.add(secret);
+    return [...all];
+  }
+
+  /** GET /v1/sessions/{id}: the list's fields, and the container's working directory, user and address now. */
+  async detail(sessionId: string): Promise<SessionDetail> {
+    const session = this.#live(sessionId);
+    const detail = await this.#deps.engine.detail(session.record.container_id ?? '');
+    return {
+      ...sessionInfo(session as Session & { state: 'live' }),
+      workdir: session.record.workdir ?? detail?.workdir ?? null,
+      user: session.record.user ?? (detail === null || detail.user === '' ? null : detail.user),
+      network: session.record.network,
+      ip_address: session.record.network === 'none' ? null : (detail?.ipAddress ?? null),
+      ports: session.ports,
+    };
+  }
+
   /** Secrets of a live session (to redact what comes out of it), renewing its TTL. */
   secretsOf(sessionId: string): { containerId: string; secrets: readonly string[] } {
     const session = this.#live(sessionId);
@@ -178,16 +198,14 @@ export class SessionManager {
   async exec(sessionId: string, body: ExecRequest, options: { observer?: ExecObserver; signal?: AbortSignal } = {}): Promise<ExecResult> {
     const session = this.#live(sessionId);
     const deps = this.#deps;
-    let secrets = session.secrets;
     let env: Record<string, string> | undefined;
     if (body.env !== undefined) {
-      const notAllowed = unallowedReferences(body.env, deps.allowedEnv, 'env');
-      if (notAllowed.length > 0) throw new ApiError(400, 'E_ENV_NOT_ALLOWED', 'the command references variables this server does not allow', notAllowed);
-      const resolved = resolveEnvironment(body.env, deps.environment, 'env');
-      if (!resolved.ok) throw new ApiError(400, 'E_ENV_MISSING', 'the command references unset variables', resolved.issues);
+      const resolved = callerEnvironment(body.env, body.secret_env ?? [], deps.environment, deps.allowedEnv, { env: 'env', secretEnv: 'secret_env' });
       env = resolved.values;
-      secrets = [...secrets, ...resolved.secrets];
+      // Masked from now on in everything of this session (a file the exec writes, a later exec's output), memory only.
+      for (const secret of resolved.secrets) if (!session.secrets.includes(secret)) session.secrets.push(secret);
     }
+    const secrets = [...session.secrets];
     const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
     const started = process.hrtime.bigint();
     const done = this.#acquire(session, 'exec');
