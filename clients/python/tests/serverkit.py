@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE_IMAGE = "roboguide/pair-driver:1"
-TEST_IMAGE = "roboguide-test/py-adapters:4"
+TEST_IMAGE = "roboguide-test/py-adapters:6"
 """The synthetic image plus what harnesses expect of a Linux image: ``/bin/bash`` (busybox ``sh`` behind a script
 that exports ``RG_VIA_BASH=1``, so a test can tell that bash was used), users in
 ``/etc/passwd`` (root, nobody, agent), ``/usr/bin/env``, ``/app``, and a minimal busybox-style ``adduser -D NAME``
