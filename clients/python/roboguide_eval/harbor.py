@@ -271,7 +271,7 @@ class RoboguideEnvironment(BaseEnvironment):  # type: ignore[misc,valid-type]
             self._shell = "sh"
         targets = self._mount_targets(writable_only=True) or list(DEFAULT_LOG_DIRS)
         quoted = " ".join(shlex.quote(str(t)) for t in targets)
-        made = await self.exec(f"mkdir -p {quoted} && chmod 777 {quoted}", user="root")
+        made = await self.exec(f"mkdir -p {quoted} && chmod 777 {quoted}", user="0")  # uid 0: also where /etc/passwd has no root
         if made.return_code != 0:
             raise RuntimeError(f"cannot create {quoted} in the environment: {made.stderr or made.stdout}")
         await self._upload_environment_dir_after_start()
