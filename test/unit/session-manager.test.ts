@@ -51,6 +51,9 @@ class FakeEngine implements SessionEngine {
     const c = this.containers.get(id);
     return Promise.resolve(c ? { id, status: c.status, labels: c.labels } : null);
   }
+  containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
+    return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
+  }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
     return Promise.resolve(
       [...this.containers.entries()]
