@@ -58,6 +58,9 @@ class FakeEngine implements SessionEngine {
     if (!c) return Promise.resolve(null);
     return Promise.resolve({ workdir: c.spec?.workdir ?? '/', user: c.spec?.user ?? '', ipAddress: c.spec?.network === 'bridge' ? '172.30.0.2' : null });
   }
+  containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
+    return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
+  }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
     return Promise.resolve(
       [...this.containers.entries()]

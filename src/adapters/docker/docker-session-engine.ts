@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type {
+  ContainerDefaults,
   ExecHandle,
   ExecSpec,
   PublishedPort,
@@ -43,6 +44,21 @@ async function namespacePid(hostPid: number): Promise<number | null> {
   } catch {
     return null;
   }
+}
+
+/**
+ * Pipes `source` into the exec's stdin with backpressure and closes the write half at its end. When the exec stops
+ * reading (it exited, or the connection closed), the rest of `source` is discarded, never buffered.
+ */
+function feedStdin(source: Readable, socket: Duplex): void {
+  const stop = (): void => {
+    source.unpipe(socket);
+    source.resume();
+  };
+  socket.once('close', stop);
+  socket.on('error', stop);
+  source.once('error', () => socket.end());
+  source.pipe(socket);
 }
 
 /** SessionEngine over dockerode; stop/remove/inspect reuse the pair runtime's mapped, idempotent calls. */
@@ -127,7 +143,8 @@ export class DockerSessionEngine implements SessionEngine {
     const { exec, socket } = await this.#startExec(id, spec);
     const stdout = new PassThrough();
     const stderr = new PassThrough();
-    if (spec.stdin !== undefined) socket.end(spec.stdin);
+    if (Buffer.isBuffer(spec.stdin)) socket.end(spec.stdin);
+    else if (spec.stdin !== undefined) feedStdin(spec.stdin, socket);
     const finished = demultiplex(socket, stdout, stderr).catch(() => undefined);
     const done = finished.then(async () => {
       try {
@@ -223,6 +240,16 @@ export class DockerSessionEngine implements SessionEngine {
       return { workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir, user: c.Config.User, ipAddress: ip };
     } catch (err) {
       if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
+  }
+
+  async containerDefaults(id: string): Promise<ContainerDefaults | null> {
+    try {
+      const config = (await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })).Config;
+      return { workingDir: config.WorkingDir ?? '', user: config.User ?? '' };
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 404) return null;
       throw toEngineError(err, 'inspect a container');
     }
   }

@@ -137,20 +137,36 @@ export const SessionCreateSchema = z
   .meta({ title: 'SessionCreate' });
 
 const TIMEOUT_RULE = 'must be a number of seconds > 0';
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** A path in the container: absolute, or relative to the session's working directory. */
+export const ContainerPath = z
+  .string()
+  .min(1, { error: 'must be a non-empty path' })
+  .refine((p) => !p.includes('\0'), { error: 'must not contain NUL' })
+  .refine((p) => !p.includes('\n'), { error: 'must not contain a newline' });
 export const ExecSchema = z
   .strictObject({
     argv: Argv.optional().meta({ description: 'the program and its arguments (no shell); exactly one of argv and command' }),
     command: NonEmptyString.optional().meta({ description: 'a shell command line, run as `sh -c COMMAND`' }),
-    cwd: AbsolutePath.optional(),
+    cwd: ContainerPath.optional().meta({ description: "the command's working directory; a relative path is resolved against the session's working directory (its workdir, else the image's WorkingDir, else /)" }),
     env: CallerEnvironment.optional(),
     secret_env: SecretEnv.optional(),
     timeout_sec: z.number({ error: TIMEOUT_RULE }).gt(0, { error: TIMEOUT_RULE }).max(172_800, { error: TIMEOUT_RULE }).optional(),
     user: NonEmptyString.optional(),
-    stdin: z.string().optional().meta({ description: 'bytes (UTF-8) written to the command\'s standard input, then closed' }),
+    stdin: z.string().optional().meta({ description: 'text (UTF-8) written to the command\'s standard input, then closed' }),
+    stdin_base64: z
+      .string()
+      .regex(BASE64, { error: 'must be standard base64 (A-Z a-z 0-9 + /, padded with =)' })
+      .optional()
+      .meta({ description: 'bytes (base64) written to the command\'s standard input, then closed; for large stdin use the streamed form (Content-Type: application/vnd.roboguide.exec-stream)' }),
   })
   .superRefine((body, ctx) => {
     if ((body.argv === undefined) === (body.command === undefined)) {
       ctx.addIssue({ code: 'custom', message: 'give exactly one of argv and command', path: [body.argv === undefined ? 'argv' : 'command'] });
+    }
+    if (body.stdin !== undefined && body.stdin_base64 !== undefined) {
+      ctx.addIssue({ code: 'custom', message: 'give at most one of stdin and stdin_base64', path: ['stdin_base64'] });
     }
   })
   .meta({ title: 'Exec' });

@@ -47,7 +47,8 @@ export interface ExecSpec {
   readonly cwd?: string | undefined;
   readonly env?: Readonly<Record<string, string>> | undefined;
   readonly user?: string | undefined;
-  readonly stdin?: Buffer | undefined;
+  /** Written to the command's standard input, then closed: bytes, or a stream piped in with backpressure. */
+  readonly stdin?: Buffer | Readable | undefined;
 }
 
 /** A running exec: its two output streams end when every holder of the exec's pipes is gone. */
@@ -68,6 +69,14 @@ export interface SessionContainerInfo {
   readonly labels: Readonly<Record<string, string>>;
 }
 
+/** What a session's commands and file transfers default to. */
+export interface ContainerDefaults {
+  /** The container's working directory (the session's workdir, else the image's; '' when neither sets one). */
+  readonly workingDir: string;
+  /** The container's default user (the session's, else the image's; '' = root). */
+  readonly user: string;
+}
+
 /** The engine as the session manager sees it (a port; the Docker adapter implements it). */
 export interface SessionEngine {
   version(): Promise<string>;
@@ -85,5 +94,7 @@ export interface SessionEngine {
   inspect(id: string): Promise<SessionContainerInfo | null>;
   /** Working directory, user and address of a container; null when the engine answers 404. */
   detail(id: string): Promise<SessionContainerDetail | null>;
+  /** The container's working directory and default user; null when the engine answers 404. */
+  containerDefaults(id: string): Promise<ContainerDefaults | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]>;
 }

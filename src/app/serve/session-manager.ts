@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
 import { redactText } from '../../core/redaction/redact-text.js';
 import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
 import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
 import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionDetail, SessionInfo } from './schemas.js';
-import type { PublishedPort } from './session-engine.js';
+import type { ContainerDefaults, PublishedPort } from './session-engine.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
 import { releaseSlot, removeVerified } from './session-deletion.js';
@@ -29,6 +31,13 @@ export interface ShutdownCleanup {
 }
 export type { ExecObserver } from './session-exec.js';
 
+/** The exec's standard input: the streamed body, else the JSON's text or base64 bytes. */
+function stdinOf(body: ExecRequest, streamed: Readable | undefined): Buffer | Readable | undefined {
+  if (streamed !== undefined) return streamed;
+  if (body.stdin_base64 !== undefined) return Buffer.from(body.stdin_base64, 'base64');
+  return body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined;
+}
+
 /** Expiry persisted on disk is refreshed when it lags the in-memory one by more than this. */
 const EXPIRY_PERSIST_SLACK_MS = 30_000;
 
@@ -43,6 +52,8 @@ export class SessionManager {
   readonly #sessions = new Map<string, Session>();
   /** Execs and archive transfers running now, all sessions together. */
   readonly #active = { exec: 0, archive: 0 };
+  /** Each container's working directory and default user, asked of the engine once (they never change). */
+  readonly #defaults = new Map<string, Promise<ContainerDefaults>>();
 
   constructor(deps: SessionManagerDeps) {
     this.#deps = deps;
@@ -195,8 +206,10 @@ export class SessionManager {
    * Run a command. On timeout the exec's process tree is killed (SIGKILL to its process group) and the result
    * says `timed_out` with return code 124. `signal` aborting (the client went away) kills the tree too.
    */
-  async exec(sessionId: string, body: ExecRequest, options: { observer?: ExecObserver; signal?: AbortSignal } = {}): Promise<ExecResult> {
+  async exec(sessionId: string, body: ExecRequest, options: { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable } = {}): Promise<ExecResult> {
     const session = this.#live(sessionId);
+    const containerId = session.record.container_id ?? '';
+    const cwd = body.cwd === undefined ? undefined : await this.resolvePath(containerId, body.cwd);
     const deps = this.#deps;
     let env: Record<string, string> | undefined;
     if (body.env !== undefined) {
@@ -211,16 +224,10 @@ export class SessionManager {
     const done = this.#acquire(session, 'exec');
     let outcome;
     try {
-      const handle = await deps.engine.exec(session.record.container_id ?? '', {
-        argv,
-        cwd: body.cwd,
-        env,
-        user: body.user,
-        stdin: body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined,
-      });
+      const handle = await deps.engine.exec(containerId, { argv, cwd, env, user: body.user, stdin: stdinOf(body, options.stdin) });
       session.execs.add(handle);
       try {
-        outcome = await runExec({ ...options, handle, secrets, timeoutSec: body.timeout_sec, createRedactor: deps.createRedactor, maxOutputBytes: deps.maxOutputBytes, logger: deps.logger, sessionId });
+        outcome = await runExec({ observer: options.observer, signal: options.signal, handle, secrets, timeoutSec: body.timeout_sec, createRedactor: deps.createRedactor, maxOutputBytes: deps.maxOutputBytes, logger: deps.logger, sessionId });
       } finally {
         session.execs.delete(handle);
       }
@@ -274,14 +281,39 @@ export class SessionManager {
     return this.#live(sessionId).record.container_id ?? '';
   }
 
+  /** The container's working directory and default user (asked of the engine once per container). */
+  #defaultsOf(containerId: string): Promise<ContainerDefaults> {
+    let known = this.#defaults.get(containerId);
+    if (known === undefined) {
+      known = this.#deps.engine.containerDefaults(containerId).then((d) => d ?? { workingDir: '', user: '' });
+      known.catch(() => this.#defaults.delete(containerId));
+      this.#defaults.set(containerId, known);
+    }
+    return known;
+  }
+
   /**
-   * An archive transfer (upload or download) on a live session, within the concurrency limits: its container, the
-   * secrets to redact with, and `end()` to call once the transfer is over (429 past the limits).
+   * A path in the container: an absolute one as given (normalized), a relative one against the session's working
+   * directory (its workdir, else the image's WorkingDir, else /). `..` never climbs above `/`.
    */
-  beginArchive(sessionId: string): { containerId: string; secrets: readonly string[]; end: () => void } {
+  async resolvePath(containerId: string, path: string): Promise<string> {
+    if (path.startsWith('/')) return posix.resolve(path);
+    const { workingDir } = await this.#defaultsOf(containerId);
+    return posix.resolve(workingDir.startsWith('/') ? workingDir : '/', path);
+  }
+
+  /**
+   * A file transfer (archive or single file) on a live session, within the concurrency limits: its container, the
+   * secrets to redact with, the user it runs as (the one asked for, else the container's default user), the path
+   * resolved, and `end()` to call once the transfer is over (429 past the limits).
+   */
+  async beginArchive(sessionId: string, request: { path: string; user?: string | undefined }): Promise<{ containerId: string; secrets: readonly string[]; user: string; path: string; end: () => void }> {
     const session = this.#live(sessionId);
+    const containerId = session.record.container_id ?? '';
+    const defaults = await this.#defaultsOf(containerId);
+    const path = await this.resolvePath(containerId, request.path);
     const end = this.#acquire(session, 'archive');
-    return { containerId: session.record.container_id ?? '', secrets: session.secrets, end };
+    return { containerId, secrets: session.secrets, user: request.user ?? defaults.user, path, end };
   }
 
   /**
@@ -343,6 +375,7 @@ export class SessionManager {
     const cleanup = this.#cleanupRecord(session, reason, { ...removal, verified_absent: true, slot_released: slot.released, error: slot.error });
     await this.#writeCleanup(cleanup);
     session.state = 'deleted';
+    if (containerId !== null) this.#defaults.delete(containerId);
     deps.logger.info({ session: record.session_id, container: containerId, reason }, 'session deleted');
     return cleanup;
   }
