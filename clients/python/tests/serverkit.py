@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE_IMAGE = "roboguide/pair-driver:1"
-TEST_IMAGE = "roboguide-test/py-adapters:6"
+TEST_IMAGE = "roboguide-test/py-adapters:7"
 """The synthetic image plus what harnesses expect of a Linux image: ``/bin/bash`` (busybox ``sh`` behind a script
 that exports ``RG_VIA_BASH=1``, so a test can tell that bash was used), users in
 ``/etc/passwd`` (root, nobody, agent), ``/usr/bin/env``, ``/app``, and a minimal busybox-style ``adduser -D NAME``
@@ -26,7 +26,7 @@ RUN printf '#!/bin/sh\\nexport RG_VIA_BASH=1\\nexec /bin/sh "$@"\\n' > /bin/bash
  && printf 'root:x:0:0:root:/root:/bin/sh\\nnobody:x:65534:65534:nobody:/home/nobody:/bin/sh\\nagent:x:1000:1000:agent:/home/agent:/bin/sh\\n' > /etc/passwd \\
  && printf 'root:x:0:\\nnobody:x:65534:\\nagent:x:1000:\\n' > /etc/group \\
  && chown 1000:1000 /home/agent && chown 65534:65534 /home/nobody && chmod 0755 /app \
- && printf '#!/bin/sh\\n[ "$1" = --help ] && {{ echo "BusyBox adduser (test image)"; exit 0; }}\\n[ "$1" = -D ] && shift\\nuid=$((2000 + $(wc -l < /etc/passwd)))\\necho "$1:x:$uid:$uid:$1:/home/$1:/bin/sh" >> /etc/passwd && mkdir -p /home/$1 && chown $uid /home/$1\\n' > /bin/adduser && chmod 0755 /bin/adduser
+ && printf '#!/bin/sh\\n[ "$1" = --help ] && {{ echo "BusyBox adduser (test image)"; exit 0; }}\\n[ "$1" = -D ] && shift\\nuid=$((2000 + $(wc -l < /etc/passwd)))\\necho "$1:x:$uid:$uid:$1:/home/$1:/bin/sh" >> /etc/passwd && mkdir -p /home/$1 && {{ chown $uid /home/$1 2>/dev/null; true; }}\\n' > /bin/adduser && chmod 0755 /bin/adduser
 """
 
 
