@@ -218,7 +218,7 @@ describe.skipIf(noDocker)('serve: POST /v1/images (issue 23)', () => {
     const first = await ndjson(s, 'POST', path, { raw: context });
     const firstMs = Date.now() - t0;
     expect(first.status, first.text).toBe(200);
-    expect(first.lines.some((l) => typeof l['log'] === 'string' && (l['log'] as string).includes('Step'))).toBe(true);
+    expect(first.lines.some((l) => typeof l['log'] === 'string' && (l['log']).includes('Step'))).toBe(true);
     const built = first.lines.at(-1) as { image: { tag: string; id: string; cached: boolean } };
     expect(built.image).toMatchObject({ tag, cached: false });
     const image = await rt.docker.getImage(tag).inspect();
