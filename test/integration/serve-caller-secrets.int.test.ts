@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { extract, pack } from 'tar-stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
@@ -202,6 +203,27 @@ describe.skipIf(noDocker)('serve: session options and GET /v1/sessions/{id} (iss
     const unknown = await s.client.call<{ error: { issues: { path: string }[] } }>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, labels: LABEL, cap_drop: ['SUPERPOWER'] } });
     expect(unknown.body.error.issues[0]!.path).toBe('cap_drop[0]');
   });
+});
+
+describe.skipIf(noDocker)('serve: a judge on the host through extra_hosts host-gateway (issue 23)', () => {
+  // The integration project runs "bridge" on the engine's bridge (vitest.config.ts: the shared engine's firewall is
+  // not ours); the guarded network rejects every host address by design (docs/serve.md says what that means here).
+  it('a judge listening on the host is reachable from a bridge session as judge:host-gateway, and not without the entry', async () => {
+    const judge = createServer((socket) => socket.end('judge-says-hello\n'));
+    await new Promise<void>((resolve) => judge.listen(0, '0.0.0.0', resolve));
+    const port = (judge.address() as AddressInfo).port;
+    try {
+      const probe = `nc -w 3 judge ${port} </dev/null; echo "rc=$?"`;
+      const s = await server();
+      const withHost = await createSession(s, { network: 'bridge', extra_hosts: ['judge:host-gateway'] });
+      expect((await exec(s, withHost.session_id, { command: probe })).stdout).toContain('judge-says-hello');
+      const without = await createSession(s, { network: 'bridge' });
+      expect((await exec(s, without.session_id, { command: probe })).stdout).not.toContain('judge-says-hello');
+      expect(await s.stop('SIGTERM')).toBe(0);
+    } finally {
+      judge.close();
+    }
+  }, 120_000);
 });
 
 describe.skipIf(noDocker)('serve: POST /v1/images (issue 23)', () => {
