@@ -4,6 +4,8 @@ import { homedir, totalmem } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
+import { DockerImageBuilds } from './adapters/docker/docker-image-builds.js';
+import { ImageBuilds } from './app/serve/image-build.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { startApiServer } from './adapters/http/api-server.js';
@@ -23,6 +25,9 @@ import { createDockerRuntime, createExecutePairDeps, hostMountRules } from './co
 
 /** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
 export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;
+/** Defaults of `--max-builds` and `--max-build-context-mib` (POST /v1/images). */
+export const DEFAULT_MAX_BUILDS = 2;
+export const DEFAULT_MAX_BUILD_CONTEXT_BYTES = 1024 * 1024 * 1024;
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { limitDefaults } from './core/pair-limits.js';
 
@@ -48,6 +53,9 @@ export interface ServeOptions {
   /** `--allow-env`: the only variables sessions and pairs may reference (checked by the command). */
   readonly allowEnv?: readonly string[];
   readonly limits?: ConcurrencyLimits;
+  /** Image builds at once (`--max-builds`; more: 429) and the largest build context (`--max-build-context-mib`; more: 413). */
+  readonly maxBuilds?: number;
+  readonly maxBuildContextBytes?: number;
   readonly version: string;
   readonly logger: Logger;
   /** The engine to use (default: DOCKER_HOST or the local socket). */
@@ -187,6 +195,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     startApiServer({
       socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor,
       streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger,
+      images: { builds: new ImageBuilds(new DockerImageBuilds(runtime), options.maxBuilds ?? DEFAULT_MAX_BUILDS), maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES },
     }),
   );
   const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);

@@ -7,6 +7,7 @@ import {
   ExecResultSchema,
   ExecSchema,
   HealthSchema,
+  ImageBuildEventSchema,
   ImagePresenceSchema,
   KeepaliveSchema,
   PairAcceptedSchema,
@@ -35,6 +36,7 @@ export const COMPONENTS = {
   PairStatus: [PairStatusSchema, 'output'],
   Health: [HealthSchema, 'output'],
   ImagePresence: [ImagePresenceSchema, 'output'],
+  ImageBuildEvent: [ImageBuildEventSchema, 'output'],
   Error: [ErrorSchema, 'output'],
 } as const satisfies Record<string, readonly [z.ZodType, 'input' | 'output']>;
 

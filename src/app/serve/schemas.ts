@@ -243,6 +243,14 @@ export const ExecEventSchema = z
   ])
   .meta({ title: 'ExecEvent', description: 'one line of the NDJSON stream of POST …/exec?stream=1 (read slowly, the exec waits: backpressure)' });
 
+export const ImageBuildEventSchema = z
+  .union([
+    z.strictObject({ log: z.string() }),
+    z.strictObject({ image: z.strictObject({ tag: z.string(), id: z.string(), cached: z.boolean().meta({ description: 'true: the same context (and Dockerfile path) was built before; answered at once' }) }) }),
+    z.strictObject({ error: z.strictObject({ code: z.string(), message: z.string(), issues: z.array(z.strictObject({ path: z.string(), rule: z.string() })) }) }).meta({ description: 'the last line when the build failed (E_BUILD_FAILED: the builder\'s own message)' }),
+  ])
+  .meta({ title: 'ImageBuildEvent', description: 'one line of the NDJSON stream of POST /v1/images: build output, then the image or an error' });
+
 export const CleanupRecordSchema = z
   .strictObject({
     session_id: z.string(),
