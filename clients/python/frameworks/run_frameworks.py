@@ -411,13 +411,13 @@ async def _harbor_env_checks(F: str, env: Any, server: ServerFixture, tmp: Path,
         expect(marker not in (r.stdout or ""), f"still running: {r.stdout!r}")
 
     async def concurrency() -> None:
-        slow = [asyncio.create_task(env.exec("sleep 6")) for _ in range(6)]
+        slow = [asyncio.create_task(env.exec("sleep 20")) for _ in range(6)]
         await asyncio.sleep(0.5)
         started = time.monotonic()
         await env.exec("true")
         waited = time.monotonic() - started
         await asyncio.gather(*slow)
-        expect(waited < 3.0, f"quick exec waited {waited:.1f}s behind 6 long ones")
+        expect(waited < 10.0, f"quick exec waited {waited:.1f}s behind 6 long ones (20 s each)")
 
     async def truncated() -> None:
         r = await env.exec("head -c 17825792 /dev/zero | tr '\\0' a")

@@ -15,6 +15,7 @@ import os
 import socket
 import tarfile
 import threading
+import time
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Iterable, Iterator
 from urllib.parse import quote, urlencode, urlsplit
@@ -131,8 +132,12 @@ class Client:
     ``https://`` is refused: the server serves plain HTTP on loopback only (use an SSH tunnel or a TLS-terminating
     proxy you trust and give its plain-HTTP loopback end)."""
 
-    def __init__(self, socket_path: str | None = None, *, url: str | None = None, token: str | None = None, timeout: float | None = DEFAULT_TIMEOUT):
+    def __init__(self, socket_path: str | None = None, *, url: str | None = None, token: str | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+                 rate_limit_wait: float = 0.0):
         self.socket_path = socket_path or default_socket_path()
+        self.rate_limit_wait = rate_limit_wait
+        """Seconds a call may spend waiting out 429 answers (``Retry-After``) before it raises ``RateLimitedError``
+        (0: raise at once). The adapters wait: a harness never expects "too many requests" from its environment."""
         self.url = url
         self.token = token
         self.timeout = timeout
@@ -157,6 +162,20 @@ class Client:
     def _open(self, method: str, path: str, *, body: Any = None, raw: bytes | Iterable[bytes] | IO[bytes] | None = None,
               content_type: str = "application/x-tar", query: dict[str, str] | None = None, timeout: float | None | str = "default",
               cancel: Cancel | None = None, error_path: str | None = None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        deadline = time.monotonic() + self.rate_limit_wait
+        while True:
+            try:
+                return self._open_once(method, path, body=body, raw=raw, content_type=content_type, query=query, timeout=timeout, cancel=cancel,
+                                       error_path=error_path)
+            except RateLimitedError as err:
+                resendable = raw is None or isinstance(raw, (bytes, bytearray))
+                wait = err.retry_after or 1.0
+                if not resendable or time.monotonic() + wait > deadline or (cancel is not None and cancel.cancelled):
+                    raise
+                time.sleep(wait)
+
+    def _open_once(self, method: str, path: str, *, body: Any, raw: Any, content_type: str, query: dict[str, str] | None, timeout: float | None | str,
+                   cancel: Cancel | None, error_path: str | None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         headers: dict[str, str] = {}
         data: Any = None
         if body is not None:

@@ -180,7 +180,7 @@ class RoboguideEnvironment(BaseEnvironment):  # type: ignore[misc,valid-type]
                  ttl_seconds: int = 86_400, client: Client | None = None, **kwargs: Any):
         self._image_override = image or os.environ.get("ROBOGUIDE_EVAL_IMAGE") or None
         self._client = client or Client(socket_path or os.environ.get("ROBOGUIDE_EVAL_SOCKET"), url=url or os.environ.get("ROBOGUIDE_EVAL_URL"),
-                                        token=token or os.environ.get("ROBOGUIDE_EVAL_TOKEN"))
+                                        token=token or os.environ.get("ROBOGUIDE_EVAL_TOKEN"), rate_limit_wait=600.0)
         self._ttl_seconds = ttl_seconds
         self._session: str | None = None
         self._shell = "bash"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from pathlib import PurePosixPath
 from typing import Any, Literal, Union, overload
 
 try:
@@ -58,7 +57,7 @@ class RoboguideSandboxConfig(BaseModel, frozen=True):
 
 def _client(config: RoboguideSandboxConfig) -> Client:
     return Client(config.socket or os.environ.get("ROBOGUIDE_EVAL_SOCKET"), url=config.url or os.environ.get("ROBOGUIDE_EVAL_URL"),
-                  token=os.environ.get("ROBOGUIDE_EVAL_TOKEN"))
+                  token=os.environ.get("ROBOGUIDE_EVAL_TOKEN"), rate_limit_wait=600.0)
 
 
 def _config(config: SandboxEnvironmentConfigType | None) -> RoboguideSandboxConfig:
@@ -150,26 +149,21 @@ class RoboguideSandboxEnvironment(SandboxEnvironment):
     # --- files (as the sandbox's user: its permissions apply) ---
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
+        # As Inspect's Docker sandbox: the bytes go in as stdin of a shell that opens the file for writing as the
+        # sandbox's user (its permissions apply: an existing read-only file is refused, a directory is never
+        # replaced); missing parent directories are made.
         data = contents.encode("utf-8") if isinstance(contents, str) else bytes(contents)
-
-        def write(c: Any) -> None:
-            try:
-                self._client.write_file(self.session_id, file, data, user=self._user)
-            except (FileNotFoundError, NotFoundError):
-                parent = str(PurePosixPath(file).parent)
-                made = self._client.exec(self.session_id, ["mkdir", "-p", "--", parent], user=self._user, timeout_sec=60)
-                if made["return_code"] != 0:
-                    if "permission denied" in made["stderr"].casefold():
-                        raise PermissionError(13, f"Permission denied: {made['stderr'].strip()}", file) from None
-                    raise
-                self._client.write_file(self.session_id, file, data, user=self._user)
-
-        try:
-            await _aio.call(write)
-        except IsADirectoryError as err:
-            raise IsADirectoryError(21, f"Failed to write file: {file} because it is a directory already", file) from err
-        except PermissionError as err:
-            raise PermissionError(13, f"Permission denied: {err}", file) from err
+        script = 'mkdir -p -- "$(dirname -- "$1")" 2>/dev/null; cat > "$1"'
+        result = await _aio.call(lambda c: self._client.exec(self.session_id, ["sh", "-c", script, "write_file", file], stdin=data, user=self._user, cancel=c))
+        if result["return_code"] == 0:
+            return
+        message = (result.get("stderr") or result.get("stdout") or "").strip()
+        folded = message.casefold()
+        if "permission denied" in folded or "read-only" in folded:
+            raise PermissionError(13, f"Permission denied: {message}", file)
+        if "is a directory" in folded:
+            raise IsADirectoryError(21, f"Failed to write file: {file} because it is a directory already", file)
+        raise OSError(f"writing {file} failed (exit {result['return_code']}): {message}")
 
     @overload
     async def read_file(self, file: str, text: Literal[True] = True) -> str: ...

@@ -124,7 +124,7 @@ class RoboguideBackend(ContainerBackend):  # type: ignore[misc,valid-type]
     def __init__(self, socket_path: str | None = None, *, client: Client | None = None, url: str | None = None, token: str | None = None,
                  network: str = "bridge", ttl_seconds: int = 7 * 24 * 3600):
         self._client = client or Client(socket_path or os.environ.get("ROBOGUIDE_EVAL_SOCKET"), url=url or os.environ.get("ROBOGUIDE_EVAL_URL"),
-                                        token=token or os.environ.get("ROBOGUIDE_EVAL_TOKEN"))
+                                        token=token or os.environ.get("ROBOGUIDE_EVAL_TOKEN"), rate_limit_wait=600.0)
         self._network = network
         self._ttl_seconds = ttl_seconds
 
