@@ -517,8 +517,10 @@ def run_sforge(server: ServerFixture, image: str, tmp: Path) -> None:
               lambda: expect(backend.container_exists(name) and not backend.container_exists(name.replace(".", "/")), "exists"))
         check(F, "SFORGE_TOKEN masked in output", lambda: expect(token not in backend.exec_run(handle, ["/bin/sh", "-c", "echo $SFORGE_TOKEN"]).output, "token shown"))
         probe = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | timeout 5 nc host.docker.internal {judge.server_address[1]} 2>&1"  # busybox wget crashes here
-        check(F, "judge on the host reachable via host.docker.internal (extra_hosts host-gateway)",
-              lambda: expect("judge-ok" in (out := backend.exec_run(handle, ["/bin/sh", "-c", probe]).output), out.strip()[:200]))
+        check(F, "default guarded network: the host refused even with host-gateway (by design, docs/serve.md)",
+              lambda: expect("judge-ok" not in (out := backend.exec_run(handle, ["/bin/sh", "-c", probe]).output), out.strip()[:200]))
+        check(F, "judge on the host reachable via host.docker.internal (server with ROBOGUIDE_PAIRS_NETWORK=engine-bridge)",
+              lambda: _judge_on_engine_bridge(image, probe))
         check(F, "cap_drop NET_RAW applied", lambda: _cap_dropped(backend, handle, 13))
         check(F, "get_container_ip / get_container_gateway_ip",
               lambda: expect(re.match(r"^\d+\.\d+\.\d+\.\d+$", backend.get_container_ip(handle) or "") and backend.get_container_gateway_ip(handle), "no ip"))
@@ -602,6 +604,21 @@ def run_sforge(server: ServerFixture, image: str, tmp: Path) -> None:
             check(F, "remove_container_by_name", lambda: expect(not backend.container_exists(other), "left"))
         finally:
             backend.remove_container_by_name(other)
+
+
+def _judge_on_engine_bridge(image: str, probe: str) -> None:
+    rg_sforge = importlib.import_module("roboguide_eval.sforge")
+    open_server = ServerFixture(env={"ROBOGUIDE_PAIRS_NETWORK": "engine-bridge"})
+    try:
+        backend = rg_sforge.RoboguideBackend(open_server.socket)
+        handle = backend.create_container(image, f"sforge.judge-probe.{uuid.uuid4().hex[:6]}", extra_hosts={"host.docker.internal": "host-gateway"})
+        try:
+            out = backend.exec_run(handle, ["/bin/sh", "-c", probe]).output
+            expect("judge-ok" in out, out.strip()[:200])
+        finally:
+            backend.cleanup_container(handle, None)
+    finally:
+        open_server.close()
 
 
 def _cap_dropped(backend: Any, handle: Any, bit: int) -> None:
