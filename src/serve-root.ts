@@ -4,6 +4,8 @@ import { homedir, totalmem } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
+import { DockerImageBuilds } from './adapters/docker/docker-image-builds.js';
+import { ImageBuilds } from './app/serve/image-build.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { startApiServer } from './adapters/http/api-server.js';
@@ -17,11 +19,15 @@ import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
+import { redactingLogger } from './app/serve/redacting-logger.js';
 import { DEFAULT_CONCURRENCY_LIMITS, SessionManager, type Adoption, type ConcurrencyLimits } from './app/serve/session-manager.js';
 import { createDockerRuntime, createExecutePairDeps, hostMountRules } from './composition-root.js';
 
 /** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
 export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;
+/** Defaults of `--max-builds` and `--max-build-context-mib` (POST /v1/images). */
+export const DEFAULT_MAX_BUILDS = 2;
+export const DEFAULT_MAX_BUILD_CONTEXT_BYTES = 1024 * 1024 * 1024;
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { limitDefaults } from './core/pair-limits.js';
 
@@ -47,6 +53,9 @@ export interface ServeOptions {
   /** `--allow-env`: the only variables sessions and pairs may reference (checked by the command). */
   readonly allowEnv?: readonly string[];
   readonly limits?: ConcurrencyLimits;
+  /** Image builds at once (`--max-builds`; more: 429) and the largest build context (`--max-build-context-mib`; more: 413). */
+  readonly maxBuilds?: number;
+  readonly maxBuildContextBytes?: number;
   readonly version: string;
   readonly logger: Logger;
   /** The engine to use (default: DOCKER_HOST or the local socket). */
@@ -149,11 +158,14 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const allowedEnv = new Set(options.allowEnv ?? []);
   // Sessions and pairs resolve `${NAME}` from the allowed variables only (the routes refuse the others by name).
   const callerEnvironment = allowedEnvironment(options.environment, allowedEnv);
+  // The callers' secrets (session environment, exec env) arrive with requests: the log masks those of every session.
+  let sessionsRef: SessionManager | null = null;
+  const logger = redactingLogger(options.logger, () => sessionsRef?.allSecrets() ?? []);
   const sessions = new SessionManager({
     engine,
     registry,
     clock: systemClock,
-    logger: options.logger,
+    logger,
     fs: new NodeFileSystem(),
     store,
     batchId,
@@ -168,9 +180,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     // A session that asks for no limits gets a pair's defaults for one at a time (issue 22).
     limitDefaults: limitDefaults({ memoryTotalBytes: totalmem(), outputFreeBytes: null, maxConcurrentPairs: 1 }),
   });
+  sessionsRef = sessions;
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
-    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, options.logger), fs: new NodeFileSystem(), registry, limitBasis: readLimitBasis },
+    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, logger), fs: new NodeFileSystem(), registry, limitBasis: readLimitBasis },
     store,
     environment: callerEnvironment,
     allowedEnv,
@@ -181,10 +194,11 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const server = await closingOnFailure(registry, () =>
     startApiServer({
       socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor,
-      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger: options.logger,
+      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger,
+      images: { builds: new ImageBuilds(new DockerImageBuilds(runtime), options.maxBuilds ?? DEFAULT_MAX_BUILDS), maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES },
     }),
   );
-  const stopReaper = startReaper(sessions, options.logger, options.reapIntervalMs ?? 5_000);
+  const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);
   let shutdown: ReturnType<RunningServe['shutdown']> | null = null;
   return {
     socketPath,
@@ -198,9 +212,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         stopReaper();
         const closed = server.close();
         const [cleanup] = await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
-        for (const left of cleanup.unreleased) options.logger.error({ session: left.session_id, error: left.error }, 'shutdown: slot not released (recorded in cleanup.json); the next start releases it');
+        for (const left of cleanup.unreleased) logger.error({ session: left.session_id, error: left.error }, 'shutdown: slot not released (recorded in cleanup.json); the next start releases it');
         await closed;
-        await registry.close().catch((err: unknown) => options.logger.warn({ error: (err as Error).message }, 'cannot close the registry'));
+        await registry.close().catch((err: unknown) => logger.warn({ error: (err as Error).message }, 'cannot close the registry'));
         return { unreleased: cleanup.unreleased };
       })();
       return shutdown;

@@ -1,18 +1,17 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { PassThrough, type Readable, type Transform } from 'node:stream';
+import { join, posix } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { pack as packDir } from 'tar-fs';
 import { extract, pack, type Pack } from 'tar-stream';
-import { DEFAULT_EXTRACT_LIMITS, extractArchiveSafely, planEntry, type ExtractLimits } from './safe-extract.js';
+import { DEFAULT_EXTRACT_LIMITS, planEntry, sanitizeLabel, type ExtractLimits } from './safe-extract.js';
 
 /**
- * Archives through the `serve` API (issue 12). In: the client's tar is checked entry by entry with the
- * safe-extraction rules (regular files and directories only, no absolute names, no `..`, the count and size
- * limits) and re-packed to a temporary file; only a clean archive reaches the container. Out: the container's
- * tar is extracted safely with every file passed through the redactor, then packed again, so sizes in the
- * headers are those of the redacted contents.
+ * Uploads through the `serve` API (issues 12, 23): the client's tar is checked entry by entry with the
+ * safe-extraction rules (regular files, directories and symbolic links whose target stays inside the destination;
+ * no absolute names, no `..`, no hard links or special files, the count and size limits) and re-packed to a
+ * temporary file with its permission bits (no setuid/setgid/sticky); only a clean archive reaches the container.
+ * Downloads: see serve-files.ts.
  */
 
 export interface CheckedUpload {
@@ -20,6 +19,8 @@ export interface CheckedUpload {
   readonly files: number;
   readonly bytes: number;
   readonly refusals: readonly string[];
+  /** Names (relative to the destination) the archive writes as files or links: none may replace a directory. */
+  readonly nonDirectories: readonly string[];
   dispose(): Promise<void>;
 }
 
@@ -49,6 +50,20 @@ async function feedWithin(body: Readable, limited: PassThrough, budget: number, 
 interface RepackCount {
   files: number;
   bytes: number;
+  readonly nonDirectories: string[];
+}
+
+/**
+ * A symbolic link of an upload: kept when its target, read from the link's own folder, stays inside the
+ * destination (relative, no climbing out, no NUL); the reason otherwise.
+ */
+export function linkRefusal(name: string, target: string): string | null {
+  const label = sanitizeLabel(name);
+  if (target === '' || target.includes('\0')) return `symlink with an empty or NUL target refused: ${label}`;
+  if (target.startsWith('/')) return `symlink to an absolute path refused: ${label}`;
+  const resolved = posix.normalize(posix.join(posix.dirname(name), target));
+  if (resolved === '..' || resolved.startsWith('../')) return `symlink escaping the destination refused: ${label}`;
+  return null;
 }
 
 /**
@@ -63,9 +78,19 @@ async function repackChecked(input: PassThrough, out: Pack, limits: ExtractLimit
     for await (const entry of parser) {
       const header = entry.header;
       entries += 1;
-      const plan = planEntry(header, 0);
-      if (plan.kind === 'refuse') refusals.push(plan.reason);
+      const plan = planEntry(header.type === 'symlink' ? { name: header.name, type: 'file' } : header, 0);
+      if (plan.kind !== 'refuse' && header.name.includes('\n')) refusals.push(`name with a newline refused: ${sanitizeLabel(header.name)}`);
+      else if (plan.kind === 'refuse') refusals.push(plan.reason);
       else if (entries > 2 * limits.maxFiles) refusals.push('too many entries');
+      else if (header.type === 'symlink' && plan.kind === 'file') {
+        const name = plan.segments.join('/');
+        const refusal = linkRefusal(name, header.linkname ?? '');
+        if (refusal !== null) refusals.push(refusal);
+        else if (refusals.length === 0) {
+          count.nonDirectories.push(name);
+          out.entry({ name, type: 'symlink', linkname: header.linkname ?? '', mode: 0o777, mtime: header.mtime ?? new Date() });
+        }
+      }
       else if (plan.kind === 'file') {
         const size = header.size ?? 0;
         count.files += 1;
@@ -74,6 +99,7 @@ async function repackChecked(input: PassThrough, out: Pack, limits: ExtractLimit
         else if (size > limits.maxFileBytes) refusals.push(`file size limit reached: ${plan.segments.join('/')}`);
         else if (count.bytes > limits.maxTotalBytes) refusals.push('archive size limit reached');
         else if (refusals.length === 0) {
+          count.nonDirectories.push(plan.segments.join('/'));
           const target = out.entry({ name: plan.segments.join('/'), size, mode: (header.mode ?? 0o644) & 0o777, type: 'file', mtime: header.mtime ?? new Date() });
           await pipeline(entry, target);
           continue;
@@ -92,7 +118,7 @@ export async function checkUpload(body: Readable, tempRoot: string, limits: Extr
   const dir = await mkdtemp(join(tempRoot, 'upload-'));
   const path = join(dir, 'checked.tar');
   const refusals: string[] = [];
-  const count: RepackCount = { files: 0, bytes: 0 };
+  const count: RepackCount = { files: 0, bytes: 0, nonDirectories: [] };
   const out = pack();
   const written = pipeline(out, createWriteStream(path, { mode: 0o600 }));
   const budget = limits.maxTotalBytes + (2 * limits.maxFiles + 2) * FRAMING_BYTES_PER_ENTRY;
@@ -100,28 +126,10 @@ export async function checkUpload(body: Readable, tempRoot: string, limits: Extr
   await Promise.all([feedWithin(body, limited, budget, refusals), repackChecked(limited, out, limits, refusals, count)]);
   out.finalize();
   await written.catch(() => undefined);
-  return { path, files: count.files, bytes: count.bytes, refusals, dispose: () => rm(dir, { recursive: true, force: true }) };
+  return { path, files: count.files, bytes: count.bytes, refusals, nonDirectories: count.nonDirectories, dispose: () => rm(dir, { recursive: true, force: true }) };
 }
 
 /** The checked upload as a stream for the engine. */
 export function openChecked(upload: CheckedUpload): Readable {
   return createReadStream(upload.path);
-}
-
-export interface RedactedDownload {
-  readonly stream: Readable;
-  readonly files: number;
-  readonly refusals: readonly string[];
-}
-
-/** Extract safely (each file redacted), then pack again; the temporary folder goes when the stream closes. */
-export async function redactedDownload(archive: Readable, tempRoot: string, redactor: () => Transform, signal?: AbortSignal): Promise<RedactedDownload> {
-  const dir = await mkdtemp(join(tempRoot, 'download-'));
-  const report = await extractArchiveSafely(archive, dir, { stripComponents: 0, transform: redactor, ...(signal ? { signal } : {}) });
-  const stream = packDir(dir) as unknown as Readable;
-  const cleanup = (): void => void rm(dir, { recursive: true, force: true });
-  stream.once('close', cleanup);
-  stream.once('end', cleanup);
-  stream.once('error', cleanup);
-  return { stream, files: report.files, refusals: report.refusals };
 }

@@ -9,14 +9,15 @@ import { executorFromFlags } from '../core/executor.js';
 import { InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
 import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
-import { DEFAULT_STREAM_BUFFER_CAP, startServe } from '../serve-root.js';
+import { DEFAULT_MAX_BUILD_CONTEXT_BYTES, DEFAULT_MAX_BUILDS, DEFAULT_STREAM_BUFFER_CAP, startServe } from '../serve-root.js';
 
 export default class Serve extends BaseCommand {
   static override summary = 'Serve a local HTTP API (sessions with exec, archives, pairs) for backend adapters such as Harbor and SForge.';
   static override description = [
     'HTTP/1.1 + JSON on a unix socket (mode 0600), default $XDG_RUNTIME_DIR/roboguide-eval/api.sock (else under the',
     'state directory). --listen 127.0.0.1:PORT adds loopback TCP and requires --token-file (bearer token).',
-    'Routes: GET /v1/health, /v1/openapi.json; /v1/sessions (create, list, exec, archive, keepalive, delete);',
+    'Routes: GET /v1/health, /v1/openapi.json; /v1/images (presence; POST: build from a tar context, cached, no pulls);',
+    '/v1/sessions (create, get, list, exec, archive, keepalive, delete);',
     '/v1/pairs (start, status, logs, stop) with the `pair run` lifecycle. Evidence goes under --data-dir.',
     '',
     'Sessions expire after their TTL (renewed by every request) and are deleted with verification. On restart',
@@ -53,6 +54,8 @@ export default class Serve extends BaseCommand {
       default: DEFAULT_STREAM_BUFFER_CAP,
       min: 65_536,
     }),
+    'max-builds': Flags.integer({ description: 'image builds (POST /v1/images) at once (more: 429)', default: DEFAULT_MAX_BUILDS, min: 1 }),
+    'max-build-context-mib': Flags.integer({ description: 'largest build context (tar) POST /v1/images accepts, in MiB (more: 413)', default: DEFAULT_MAX_BUILD_CONTEXT_BYTES / (1024 * 1024), min: 1 }),
     ...executorFlags,
   };
 
@@ -75,6 +78,8 @@ export default class Serve extends BaseCommand {
       reapIntervalMs: flags['reap-interval'] * 1000,
       stopBudgetSec: flags['stop-budget'],
       streamBufferCap: flags['stream-buffer-cap'],
+      maxBuilds: flags['max-builds'],
+      maxBuildContextBytes: flags['max-build-context-mib'] * 1024 * 1024,
       allowEnv,
       limits: {
         execsPerSession: flags['max-execs-per-session'],

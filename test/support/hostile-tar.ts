@@ -14,6 +14,7 @@ export interface TarEntrySpec {
   readonly type?: Header['type'];
   readonly body?: string | Buffer;
   readonly linkname?: string;
+  readonly mode?: number;
 }
 
 function headerOf(spec: TarEntrySpec): Header {
@@ -23,7 +24,7 @@ function headerOf(spec: TarEntrySpec): Header {
     name: spec.name,
     type,
     size,
-    mode: type === 'directory' ? 0o755 : 0o644,
+    mode: spec.mode ?? (type === 'directory' ? 0o755 : 0o644),
     mtime: new Date(0),
     linkname: spec.linkname ?? '',
     uid: 0,

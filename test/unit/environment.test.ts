@@ -104,11 +104,16 @@ describe('isSecretLookingName', () => {
     'my_private',
     'SESSION_ID',
     'SENTRY_DSN',
+    'ANTHROPIC_API_KEY',
+    'SFORGE_TOKEN',
+    'GIT_AUTHOR_TOKEN',
+    'MY_PWD',
+    'KEYBOARD_SECRET',
   ])('flags %s', (name) => {
     expect(isSecretLookingName(name)).toBe(true);
   });
 
-  it.each(['MODEL', 'BASE_URL', 'HOME', 'PATH', 'CODEX_HOME'])('does not flag %s', (name) => {
+  it.each(['MODEL', 'BASE_URL', 'HOME', 'PATH', 'CODEX_HOME', 'PWD', 'OLDPWD', 'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'KEYBOARD_LAYOUT', 'XDG_SESSION_ID', 'DBUS_SESSION_BUS_ADDRESS'])('does not flag %s', (name) => {
     expect(isSecretLookingName(name)).toBe(false);
   });
 });

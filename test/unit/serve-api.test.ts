@@ -84,7 +84,7 @@ describe('request schemas', () => {
   it('reports every problem with its path and rule', () => {
     let err: unknown;
     try {
-      parseBody(SessionCreateSchema, { image: 'i', ports: [80, 80], labels: { 'roboguide.x': 'y' }, environment: { API_KEY: 'literal' }, bogus: 1 }, 'the session request');
+      parseBody(SessionCreateSchema, { image: 'i', ports: [80, 80], labels: { 'roboguide.x': 'y' }, environment: { API_KEY: 'Bearer ${KEY}' }, bogus: 1 }, 'the session request');
     } catch (e) {
       err = e;
     }
@@ -141,7 +141,7 @@ describe('OpenAPI', () => {
     const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
     expect(routes.sort()).toEqual([
       'DELETE /v1/pairs/{id}', 'DELETE /v1/sessions/{id}', 'GET /v1/health', 'GET /v1/images', 'GET /v1/openapi.json', 'GET /v1/pairs/{id}',
-      'GET /v1/pairs/{id}/logs', 'GET /v1/sessions', 'GET /v1/sessions/{id}/archive', 'POST /v1/pairs', 'POST /v1/sessions',
+      'GET /v1/pairs/{id}/logs', 'GET /v1/sessions', 'GET /v1/sessions/{id}', 'GET /v1/sessions/{id}/archive', 'POST /v1/images', 'POST /v1/pairs', 'POST /v1/sessions',
       'POST /v1/sessions/{id}/exec', 'POST /v1/sessions/{id}/keepalive', 'PUT /v1/sessions/{id}/archive',
     ].sort());
   });

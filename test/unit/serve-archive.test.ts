@@ -49,6 +49,39 @@ describe('checkUpload', () => {
     await upload.dispose();
   });
 
+  it('keeps a symbolic link whose target stays inside the destination, and the modes; lists what may not replace a directory', async () => {
+    const upload = await checkUpload(await tarStream([
+      { name: 'bin', type: 'directory', mode: 0o750 },
+      { name: 'bin/run.sh', body: 'x', mode: 0o4755 },
+      { name: 'bin/latest', type: 'symlink', linkname: 'run.sh' },
+      { name: 'up', type: 'symlink', linkname: 'bin/../bin/run.sh' },
+    ]), temp);
+    expect(upload.refusals).toEqual([]);
+    expect(upload.nonDirectories).toEqual(['bin/run.sh', 'bin/latest', 'up']);
+    const parser = extract();
+    openChecked(upload).pipe(parser);
+    const seen: string[] = [];
+    for await (const entry of parser) {
+      entry.resume();
+      const h = entry.header;
+      seen.push(`${h.name} ${h.type} ${((h.mode ?? 0) & 0o7777).toString(8)}${h.linkname ? ` -> ${h.linkname}` : ''}`);
+    }
+    // The setuid bit is dropped; the permission bits are kept.
+    expect(seen).toEqual(['bin directory 750', 'bin/run.sh file 755', 'bin/latest symlink 777 -> run.sh', 'up symlink 777 -> bin/../bin/run.sh']);
+    await upload.dispose();
+  });
+
+  it('refuses a link that is absolute, climbs out of the destination (even from a folder), or is a hard link', async () => {
+    for (const [name, linkname] of [['a', '/etc'], ['a', '..'], ['d/a', '../../x'], ['d/a', '../d/../../x']] as const) {
+      const upload = await checkUpload(await tarStream([{ name, type: 'symlink', linkname }]), temp);
+      expect(upload.refusals, `${name} -> ${linkname}`).toEqual([expect.stringMatching(/^symlink (to an absolute path|escaping the destination) refused: /)]);
+      await upload.dispose();
+    }
+    const hard = await checkUpload(await tarStream([{ name: 'f', body: 'x' }, { name: 'h', type: 'link', linkname: 'f' }]), temp);
+    expect(hard.refusals).toEqual(['hard link refused: h']);
+    await hard.dispose();
+  });
+
   it('the count and size limits: too many files, one file too big, the whole too big', async () => {
     const small = { ...DEFAULT_EXTRACT_LIMITS, maxFiles: 1, maxFileBytes: 4, maxTotalBytes: 6 };
     const many = await checkUpload(await tarStream([{ name: 'a', body: '1' }, { name: 'b', body: '2' }]), temp, small);

@@ -24,6 +24,7 @@ import { parseBody } from '../../src/app/serve/api-error.js';
 import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import type {
   ExecHandle,
+  SessionContainerDetail,
   SessionContainerInfo,
   SessionContainerSpec,
   SessionEngine,
@@ -162,6 +163,12 @@ class FakeEngine implements SessionEngine {
   inspect(id: string): Promise<SessionContainerInfo | null> {
     const c = this.containers.get(id);
     return Promise.resolve(c ? { id, status: c.status, labels: c.labels } : null);
+  }
+  detail(): Promise<SessionContainerDetail | null> {
+    return Promise.resolve(null);
+  }
+  containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
+    return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
   }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
     return Promise.resolve(
@@ -428,14 +435,14 @@ describe('SessionManager: references, limits, adoption', () => {
     engine.holdExecs = false;
     expect((await sessions.exec(b.session_id, { command: 'x' })).return_code).toBe(0);
 
-    const upload = sessions.beginArchive(a.session_id);
-    expect((await rejection(() => sessions.beginArchive(a.session_id))).message).toContain(
+    const upload = await sessions.beginArchive(a.session_id, { path: '/' });
+    expect((await rejection(sessions.beginArchive(a.session_id, { path: '/' }))).message).toContain(
       '--max-archives-per-session',
     );
-    const other = sessions.beginArchive(b.session_id);
+    const other = await sessions.beginArchive(b.session_id, { path: '/' });
     upload.end();
     upload.end(); // ending twice frees one slot only
-    const again = sessions.beginArchive(a.session_id);
+    const again = await sessions.beginArchive(a.session_id, { path: '/' });
     again.end();
     other.end();
   });

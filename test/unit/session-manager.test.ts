@@ -11,7 +11,7 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { parseBody } from '../../src/app/serve/api-error.js';
 import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
-import type { ExecHandle, SessionContainerInfo, SessionContainerSpec, SessionEngine } from '../../src/app/serve/session-engine.js';
+import type { ExecHandle, SessionContainerDetail, SessionContainerInfo, SessionContainerSpec, SessionEngine } from '../../src/app/serve/session-engine.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 
 /** A hand-written engine: containers in a map; `stuck` ids survive remove (an engine that will not delete). */
@@ -32,10 +32,12 @@ class FakeEngine implements SessionEngine {
     this.containers.set(id, { spec, labels: { ...spec.labels }, status: 'running' });
     return { id, ports: {} };
   }
+  /** When set, an exec prints this (a container that echoes what it was given). */
+  execOutput: string | null = null;
   exec(): Promise<ExecHandle> {
     const stdout = new PassThrough();
     const stderr = new PassThrough();
-    stdout.end('out');
+    stdout.end(this.execOutput ?? 'out');
     stderr.end();
     return Promise.resolve({ stdout, stderr, done: Promise.resolve(0), killTree: () => Promise.resolve(), abandon: () => undefined });
   }
@@ -50,6 +52,14 @@ class FakeEngine implements SessionEngine {
   inspect(id: string): Promise<SessionContainerInfo | null> {
     const c = this.containers.get(id);
     return Promise.resolve(c ? { id, status: c.status, labels: c.labels } : null);
+  }
+  detail(id: string): Promise<SessionContainerDetail | null> {
+    const c = this.containers.get(id);
+    if (!c) return Promise.resolve(null);
+    return Promise.resolve({ workdir: c.spec?.workdir ?? '/', user: c.spec?.user ?? '', ipAddress: c.spec?.network === 'bridge' ? '172.30.0.2' : null });
+  }
+  containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
+    return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
   }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
     return Promise.resolve(
@@ -287,5 +297,56 @@ describe('SessionManager: requests on a session', () => {
 
     await sessions.exec(session_id, parseBody(ExecSchema, { argv: ['/bin/ls'] }, 'test'));
     expect(calls[1]?.spec).toMatchObject({ argv: ['/bin/ls'], env: undefined, stdin: undefined });
+  });
+});
+
+describe('SessionManager: secrets from callers (issue 23)', () => {
+  const KEY = 'sk-ant-literal-abcdef0123456789';
+  const TOKEN = 'sforge-token-0123456789abcdef';
+
+  it('a literal secret in the session environment: given to the container, masked in exec output, a marker in session.json', async () => {
+    const sessions = manager();
+    const { session_id, container_id } = await sessions.create(body({ environment: { ANTHROPIC_API_KEY: KEY, PWD: '/app' } }));
+    expect(engine.containers.get(container_id)?.spec?.env).toEqual({ ANTHROPIC_API_KEY: KEY, PWD: '/app' });
+    const stored = await readFile(join(dir, 'data', 'sessions', session_id, 'session.json'), 'utf8');
+    expect(stored).not.toContain(KEY);
+    expect(JSON.parse(stored).environment).toEqual({ ANTHROPIC_API_KEY: { secret: true }, PWD: '/app' });
+    engine.execOutput = `key=${KEY} pwd=/app b64=${Buffer.from(KEY).toString('base64')}`;
+    const result = await sessions.exec(session_id, parseBody(ExecSchema, { command: 'env' }, 't'));
+    expect(result.stdout).not.toContain(KEY);
+    expect(result.stdout).not.toContain(Buffer.from(KEY).toString('base64'));
+    expect(result.stdout).toContain('pwd=/app');
+    expect(sessions.allSecrets()).toEqual([KEY]);
+  });
+
+  it('an exec env secret is masked in that exec, in execs.jsonl and from then on in the session', async () => {
+    const sessions = manager();
+    const { session_id } = await sessions.create(body());
+    engine.execOutput = `token=${TOKEN}`;
+    const first = await sessions.exec(session_id, parseBody(ExecSchema, { argv: ['echo', TOKEN], env: { SFORGE_TOKEN: TOKEN } }, 't'));
+    expect(first.stdout).toBe('token=[REDACTED]');
+    const later = await sessions.exec(session_id, parseBody(ExecSchema, { command: 'cat /tmp/token' }, 't'));
+    expect(later.stdout).toBe('token=[REDACTED]');
+    const log = await readFile(join(dir, 'data', 'sessions', session_id, 'execs.jsonl'), 'utf8');
+    expect(log).not.toContain(TOKEN);
+    expect(log).toContain('[REDACTED]');
+  });
+
+  it('a restarted server re-learns the secret from the container environment and masks it again', async () => {
+    const first = manager();
+    const { session_id, container_id } = await first.create(body({ environment: { JUDGE: TOKEN }, secret_env: ['JUDGE'] }));
+    const restarted = manager();
+    const adoption = await restarted.adopt((id) => Promise.resolve(id === container_id ? { JUDGE: TOKEN, PATH: '/bin' } : null));
+    expect(adoption.adopted).toEqual([session_id]);
+    engine.execOutput = `judge=${TOKEN}`;
+    expect((await restarted.exec(session_id, parseBody(ExecSchema, { command: 'env' }, 't'))).stdout).toBe('judge=[REDACTED]');
+  });
+
+  it('GET detail: user, workdir, network and address from the engine', async () => {
+    const sessions = manager();
+    const none = await sessions.create(body({ user: '1000:1000', workdir: '/app' }));
+    expect(await sessions.detail(none.session_id)).toMatchObject({ user: '1000:1000', workdir: '/app', network: 'none', ip_address: null, ports: {} });
+    const bridge = await sessions.create(body({ network: 'bridge' }));
+    expect(await sessions.detail(bridge.session_id)).toMatchObject({ user: null, workdir: '/', network: 'bridge', ip_address: '172.30.0.2' });
   });
 });

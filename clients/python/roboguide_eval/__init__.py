@@ -1,6 +1,31 @@
-"""Python client and backend adapters for ``roboguide-eval serve`` (standard library only, Python >= 3.10)."""
+"""Python client and benchmark-harness adapters for ``roboguide-eval serve`` (standard library only, Python >= 3.10).
 
-from .client import ApiError, Client, default_socket_path
+``roboguide_eval.harbor`` (Harbor environment), ``roboguide_eval.sforge`` (SForge container backend) and
+``roboguide_eval.inspect`` (Inspect sandbox provider, needs inspect_ai) are imported on demand."""
 
-__all__ = ["ApiError", "Client", "default_socket_path"]
-__version__ = "0.1.0"
+from .client import DEFAULT_TIMEOUT, Cancel, Client, ExecStream, default_socket_path
+from .errors import (
+    ApiError,
+    BadRequestError,
+    BuildError,
+    ConflictError,
+    FileNotFoundApiError,
+    ForbiddenError,
+    IsADirectoryApiError,
+    NotADirectoryApiError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedApiError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    UnauthorizedError,
+    UnavailableError,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT", "ApiError", "BadRequestError", "BuildError", "Cancel", "Client", "ConflictError", "ExecStream", "FileNotFoundApiError",
+    "ForbiddenError", "IsADirectoryApiError", "NotADirectoryApiError", "NotFoundError", "PayloadTooLargeError", "PermissionDeniedApiError",
+    "RateLimitedError", "ServerError", "TransportError", "UnauthorizedError", "UnavailableError", "default_socket_path",
+]
+__version__ = "0.2.0"

@@ -1,20 +1,37 @@
-"""SForge container backend backed by ``roboguide-eval serve`` (SForge's ContainerBackend method set)."""
+"""SForge container backend backed by ``roboguide-eval serve``, with the semantics of SForge's ``DockerBackend``.
+
+- A container is a session labelled ``sforge.name=<the exact name>``; ``create_container`` takes SForge's
+  ``command`` (a string is split like docker-py does, with ``shlex``), ``environment`` (literal values: the server
+  masks secret-looking ones such as ``SFORGE_TOKEN``), ``extra_hosts`` (``"host-gateway"`` included), ``cap_drop``,
+  ``user``, ``annotations``, ``cpu_limit``, ``mem_limit``; the network is "bridge" (a judge on the host is reachable
+  through ``host.docker.internal: host-gateway``) unless ``RoboguideBackend(network="none")``.
+- ``exec_run``: a string is split with ``shlex`` (no shell), stdout and stderr come back as one stream in arrival
+  order; ``detach=True`` returns at once with the command running on in the container.
+- ``exec_run_with_timeout``/``exec_run_with_exit_code``: ``timeout`` None or 0 = no timeout; ``shutdown_event`` is
+  polled every second; on timeout or shutdown the command is killed and the result is ``exit_code=-1,
+  timed_out=True``; ``log_file``'s folder is created and it receives the raw bytes.
+- ``copy_from_container`` returns the tar of the path (as docker-py's ``get_archive``).
+
+Select it by name in SForge's own factory with :func:`register` (see its docstring) — SForge is not edited.
+"""
 
 from __future__ import annotations
 
-import io
 import logging
+import os
 import re
-import tarfile
+import shlex
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from .client import ApiError, Client
+from .client import Cancel, Client, docker_archive
+from .errors import ApiError, ConflictError, NotFoundError
 
-try:  # pragma: no cover - exercised only where SForge is installed
+try:  # SForge's own classes whenever SForge is importable
     from sforge.harness.backend.base import (  # type: ignore[import-not-found]
         ContainerBackend,
         ContainerHandle,
@@ -22,7 +39,10 @@ try:  # pragma: no cover - exercised only where SForge is installed
         NetworkIsolationStrategy,
         StreamingExecResult,
     )
+
+    SFORGE_INSTALLED = True
 except ImportError:
+    SFORGE_INSTALLED = False
     ContainerBackend = object  # type: ignore[assignment,misc]
 
     @dataclass
@@ -41,20 +61,24 @@ except ImportError:
         pass
 
     class NetworkIsolationStrategy:  # type: ignore[no-redef]
-        def apply(self) -> None: ...
+        pass
 
-        def cleanup(self) -> None: ...
+BACKEND_NAME = "roboguide"
+NAME_LABEL = "sforge.name"
 
 
 class RoboguideHandle(ContainerHandle):  # type: ignore[misc,valid-type]
-    def __init__(self, session_id: str, name: str, container_id: str):
+    """``id`` is the container's id (as Docker's handle); ``session_id`` the server's session."""
+
+    def __init__(self, client: Client, session_id: str, name: str, container_id: str):
+        self._client = client
         self.session_id = session_id
         self._name = name
-        self.container_id = container_id
+        self._container_id = container_id
 
     @property
     def id(self) -> str:
-        return self.session_id
+        return self._container_id
 
     @property
     def name(self) -> str:
@@ -62,79 +86,112 @@ class RoboguideHandle(ContainerHandle):  # type: ignore[misc,valid-type]
 
     @property
     def ip_address(self) -> str | None:
-        return None
+        try:
+            return self._client.get_session(self.session_id).get("ip_address") or None
+        except ApiError:
+            return None
 
 
-class _AlreadyIsolated(NetworkIsolationStrategy):  # type: ignore[misc,valid-type]
-    """Sessions start with network "none": nothing to apply or undo."""
-
-    def apply(self) -> None:
-        return None
-
-    def cleanup(self) -> None:
-        return None
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)\s*([bkmg]?)b?$", re.IGNORECASE)
 
 
-_MEM = re.compile(r"^(\d+)([kmgKMG]?)[bB]?$")
-
-
-def _memory_mb(limit: str | None) -> int | None:
+def _memory_mib(limit: str | int | None) -> int | None:
+    """docker-py's ``mem_limit`` (bytes as an int, or a string with b/k/m/g) in MiB (at least 1)."""
     if limit is None:
         return None
+    if isinstance(limit, int):
+        return max(1, limit // (1024 * 1024))
     m = _MEM.match(limit.strip())
     if m is None:
-        raise ValueError(f"mem_limit {limit!r}: expected a number with k, m or g")
-    value, unit = int(m.group(1)), m.group(2).lower()
-    return {"": max(1, value // (1024 * 1024)), "k": max(1, value // 1024), "m": value, "g": value * 1024}[unit]
+        raise ValueError(f"mem_limit {limit!r}: expected a number with an optional unit b, k, m or g")
+    value, unit = float(m.group(1)), m.group(2).lower()
+    factor = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[unit]
+    return max(1, int(value * factor) // (1024 * 1024))
 
 
-def _argv(cmd: str | list[str]) -> dict[str, Any]:
-    return {"command": cmd} if isinstance(cmd, str) else {"argv": list(cmd)}
+def _split(cmd: str | list[str]) -> list[str]:
+    """docker-py's ``split_command``: a string is split with ``shlex`` (no shell), a list is used as it is."""
+    return shlex.split(cmd) if isinstance(cmd, str) else [str(part) for part in cmd]
+
+
+def _annotation_key(key: str) -> str:
+    return "sforge.annotation." + re.sub(r"[^a-z0-9._-]", "-", key.lower()).strip("._-")[:100]
 
 
 class RoboguideBackend(ContainerBackend):  # type: ignore[misc,valid-type]
-    """Each container is a roboguide session (labels ``sforge.name``); removal is verified by the server."""
+    """SForge's ``ContainerBackend`` on roboguide sessions (each removal verified by the server)."""
 
-    def __init__(self, socket_path: str | None = None, *, client: Client | None = None, network: str = "none", ttl_seconds: int = 3600):
-        self._client = client or Client(socket_path)
+    def __init__(self, socket_path: str | None = None, *, client: Client | None = None, url: str | None = None, token: str | None = None,
+                 network: str = "bridge", ttl_seconds: int = 7 * 24 * 3600):
+        self._client = client or Client(socket_path or os.environ.get("ROBOGUIDE_EVAL_SOCKET"), url=url or os.environ.get("ROBOGUIDE_EVAL_URL"),
+                                        token=token or os.environ.get("ROBOGUIDE_EVAL_TOKEN"), rate_limit_wait=600.0)
         self._network = network
         self._ttl_seconds = ttl_seconds
 
     @property
     def backend_name(self) -> str:
-        return "roboguide"
+        return BACKEND_NAME
+
+    @property
+    def client(self) -> Client:
+        return self._client
 
     # --- lifecycle ---
 
     def create_container(self, image: str, name: str, *, command: str = "tail -f /dev/null", environment: dict[str, str] | None = None,
                          extra_hosts: dict[str, str] | None = None, cap_drop: list[str] | None = None, cpu_limit: int | None = None,
                          mem_limit: str | None = None, user: str | None = None, annotations: dict[str, str] | None = None) -> RoboguideHandle:
-        # The session's own idle process replaces `command`; init, no-new-privileges and network none are the server's.
+        if self._sessions_named(name):
+            raise ConflictError(f'409 E_NAME_IN_USE: the container name "{name}" is already in use', status=409, code="E_NAME_IN_USE",
+                                message=f'the container name "{name}" is already in use')
+        labels = {NAME_LABEL: name}
         created = self._client.create_session(
-            image, environment=environment or None, cpus=cpu_limit, memory_mb=_memory_mb(mem_limit), network=self._network,
-            ttl_seconds=self._ttl_seconds, labels={"sforge.name": _label(name)},
+            image,
+            environment=dict(environment) if environment else None,
+            command=_split(command) if command else None,
+            extra_hosts=[f"{host}:{ip}" for host, ip in (extra_hosts or {}).items()] or None,
+            cap_drop=list(cap_drop) if cap_drop else None,
+            user=user or None,
+            annotations=dict(annotations) if annotations else None,
+            cpus=cpu_limit,
+            memory_mib=_memory_mib(mem_limit),
+            network=self._network,
+            ttl_seconds=self._ttl_seconds,
+            labels=labels,
         )
-        return RoboguideHandle(created["session_id"], name, created["container_id"])
+        return RoboguideHandle(self._client, created["session_id"], name, created.get("container_id", created["session_id"]))
 
     def start_container(self, handle: RoboguideHandle) -> None:
-        return None  # sessions are started when created
+        return None  # a session runs from its creation
 
     def cleanup_container(self, handle: RoboguideHandle | None, logger: logging.Logger | None = None) -> None:
         if handle is None:
             return
-        record = self._client.delete_session(handle.session_id)
-        if logger is not None and not record.get("verified_absent"):
-            logger.error("roboguide session %s: removal not verified: %s", handle.session_id, record.get("error"))
+        log_info = logger.info if logger else print
+        log_error = logger.error if logger else print
+        log_info(f"Removing container {handle.name}...")
+        try:
+            record = self._client.delete_session(handle.session_id)
+        except Exception as err:  # like Docker's backend: reported, not raised
+            log_error(f"Failed to remove container {handle.name}: {err}")
+            return
+        if record.get("verified_absent", True):
+            log_info(f"Container {handle.name} removed.")
+        else:
+            log_error(f"Failed to remove container {handle.name}: removal not verified: {record.get('error')}")
 
     def _sessions_named(self, name: str) -> list[dict[str, Any]]:
-        return [s for s in self._client.list_sessions() if s.get("labels", {}).get("sforge.name") == _label(name)]
+        return [s for s in self._client.list_sessions() if (s.get("labels") or {}).get(NAME_LABEL) == name]
 
     def container_exists(self, name: str) -> bool:
         return bool(self._sessions_named(name))
 
     def remove_container_by_name(self, name: str) -> None:
         for session in self._sessions_named(name):
-            self._client.delete_session(session["session_id"])
+            try:
+                self._client.delete_session(session["session_id"])
+            except NotFoundError:
+                pass
 
     def image_exists(self, image_key: str) -> bool:
         return self._client.image_exists(image_key)
@@ -142,91 +199,153 @@ class RoboguideBackend(ContainerBackend):  # type: ignore[misc,valid-type]
     # --- files ---
 
     def copy_to_container(self, handle: RoboguideHandle, src: Path, dst: PurePosixPath) -> None:
-        self._client.upload(handle.session_id, src, str(dst))
+        dst = PurePosixPath(dst)
+        if str(dst.parent) == ".":
+            raise ValueError(f"Destination parent directory cannot be empty: {dst}")
+        self._client.exec(handle.session_id, ["mkdir", "-p", str(dst.parent)], timeout_sec=60)
+        self._client.upload(handle.session_id, Path(src), str(dst))
 
     def copy_from_container(self, handle: RoboguideHandle, src: PurePosixPath) -> bytes:
-        """The file's bytes (redacted by the server)."""
-        data = self._client.get_archive(handle.session_id, str(src))
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-            for member in tar.getmembers():
-                if member.isfile() and PurePosixPath(member.name).name == PurePosixPath(src).name:
-                    extracted = tar.extractfile(member)
-                    return extracted.read() if extracted is not None else b""
-        raise FileNotFoundError(str(src))
+        """The tar of ``src`` (its top entry named after ``src``'s last part), as docker-py's ``get_archive``."""
+        return docker_archive(self._client.get_archive(handle.session_id, str(src)))
 
     def write_to_container(self, handle: RoboguideHandle, data: str, dst: PurePosixPath) -> None:
-        payload = data.encode()
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            info = tarfile.TarInfo(PurePosixPath(dst).name)
-            info.size = len(payload)
-            info.mode = 0o644
-            tar.addfile(info, io.BytesIO(payload))
-        self._client.put_archive(handle.session_id, str(PurePosixPath(dst).parent), buffer.getvalue())
+        """Writes ``data`` and a newline to ``dst`` (what Docker's backend's here-document writes)."""
+        self._client.write_file(handle.session_id, str(dst), data + "\n")
 
     # --- exec ---
 
     def exec_run(self, handle: RoboguideHandle, cmd: str | list[str], *, user: str | None = None, workdir: str | None = None,
                  environment: dict[str, str] | None = None, detach: bool = False) -> ExecResult:
+        argv = _split(cmd)
         if detach:
-            argv = ["/bin/sh", "-c", 'nohup "$@" >/dev/null 2>&1 &', "sh", *(["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd)]
-            result = self._client.exec(handle.session_id, argv, cwd=workdir, env=environment, user=user)
-        else:
-            result = self._client.exec(handle.session_id, **_argv(cmd), cwd=workdir, env=environment, user=user)
-        return ExecResult(output=result["stdout"] + result["stderr"], exit_code=result["return_code"])
+            # The command runs on after this call returns (its output discarded, as a detached docker exec).
+            launcher = ["/bin/sh", "-c", '"$@" </dev/null >/dev/null 2>&1 &', "sforge-detach", *argv]
+            self._client.exec(handle.session_id, launcher, cwd=workdir or None, env=environment or None, user=user or None)
+            return ExecResult(output="", exit_code=0)
+        output, exit_code, _timed_out, _elapsed = self._run(handle, argv, None, user=user, workdir=workdir, environment=environment)
+        return ExecResult(output=output, exit_code=exit_code)
 
     def exec_run_with_timeout(self, handle: RoboguideHandle, cmd: str | list[str], timeout: int | None = 60, *, log_file: Path | None = None,
                               user: str | None = None, workdir: str | None = None, environment: dict[str, str] | None = None,
                               stream_to_stdout: bool = False, shutdown_event: threading.Event | None = None, log_append: bool = False,
                               on_chunk: Callable[[bytes], None] | None = None) -> StreamingExecResult:
-        started = time.monotonic()
-        parts: list[str] = []
-        exit_event: dict[str, Any] = {}
-        log = open(log_file, "a" if log_append else "w", encoding="utf-8") if log_file is not None else None
-        try:
-            for event in self._client.exec_stream(handle.session_id, **_argv(cmd), cwd=workdir, env=environment, timeout_sec=timeout, user=user):
-                if "data" in event:
-                    parts.append(event["data"])
-                    if log is not None:
-                        log.write(event["data"])
-                    if stream_to_stdout:
-                        print(event["data"], end="", flush=True)
-                    if on_chunk is not None:
-                        on_chunk(event["data"].encode())
-                elif "exit" in event:
-                    exit_event = event["exit"]
-                elif "error" in event:
-                    err = event["error"]
-                    raise ApiError(500, err.get("code", ""), err.get("message", ""), err.get("issues"))
-                if shutdown_event is not None and shutdown_event.is_set():
-                    break  # closing the stream makes the server kill the exec's process tree
-        finally:
-            if log is not None:
-                log.close()
-        return StreamingExecResult(
-            output="".join(parts), exit_code=int(exit_event.get("return_code", -1)), timed_out=bool(exit_event.get("timed_out", False)),
-            elapsed_seconds=time.monotonic() - started,
-        )
+        output, exit_code, timed_out, elapsed = self._run(handle, _split(cmd), timeout, log_file=log_file, user=user, workdir=workdir,
+                                                          environment=environment, stream_to_stdout=stream_to_stdout,
+                                                          shutdown_event=shutdown_event, log_append=log_append, on_chunk=on_chunk)
+        return StreamingExecResult(output=output, exit_code=exit_code, timed_out=timed_out, elapsed_seconds=elapsed)
 
     def exec_run_with_exit_code(self, handle: RoboguideHandle, cmd: str | list[str], timeout: int | None = 60, *, user: str | None = None,
                                 workdir: str | None = None, environment: dict[str, str] | None = None) -> StreamingExecResult:
-        result = self._client.exec(handle.session_id, **_argv(cmd), cwd=workdir, env=environment, timeout_sec=timeout, user=user)
-        return StreamingExecResult(output=result["stdout"] + result["stderr"], exit_code=result["return_code"],
-                                   timed_out=result["timed_out"], elapsed_seconds=result["duration_ms"] / 1000)
+        output, exit_code, timed_out, elapsed = self._run(handle, _split(cmd), timeout, user=user, workdir=workdir, environment=environment)
+        return StreamingExecResult(output=output, exit_code=exit_code, timed_out=timed_out, elapsed_seconds=elapsed)
+
+    def _run(self, handle: RoboguideHandle, argv: list[str], timeout: int | float | None, *, log_file: Path | None = None, user: str | None = None,
+             workdir: str | None = None, environment: dict[str, str] | None = None, stream_to_stdout: bool = False,
+             shutdown_event: threading.Event | None = None, log_append: bool = False,
+             on_chunk: Callable[[bytes], None] | None = None) -> tuple[str, int, bool, float]:
+        """One streamed exec read on a thread while this one polls the deadline and ``shutdown_event`` (each second)."""
+        chunks: list[bytes] = []
+        exit_info: dict[str, Any] = {}
+        failure: list[BaseException] = []
+        cancel = Cancel()
+        log_fh = None
+        if log_file is not None:
+            Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+            log_fh = open(log_file, "ab" if log_append else "wb")
+
+        def read() -> None:
+            try:
+                stream = self._client.exec_stream(handle.session_id, argv, cwd=workdir or None, env=environment or None, user=user or None, cancel=cancel)
+                for event in stream:
+                    if "data" in event:
+                        chunk = str(event["data"]).encode()
+                        chunks.append(chunk)
+                        if log_fh is not None:
+                            log_fh.write(chunk)
+                            log_fh.flush()
+                        if stream_to_stdout:
+                            sys.stdout.buffer.write(chunk)
+                            sys.stdout.buffer.flush()
+                        if on_chunk is not None:
+                            try:
+                                on_chunk(chunk)
+                            except Exception:  # noqa: BLE001 - as Docker's backend: a callback never breaks the exec
+                                pass
+                    elif "exit" in event:
+                        exit_info.update(event["exit"])
+                    elif "error" in event:
+                        err = event["error"]
+                        raise ApiError(f"exec: {err.get('code', '')}: {err.get('message', '')}", status=200, code=str(err.get("code", "")), message=str(err.get("message", "")))
+            except BaseException as err:  # noqa: BLE001 - re-raised by the caller
+                if not cancel.cancelled:
+                    failure.append(err)
+
+        started = time.time()
+        thread = threading.Thread(target=read, name="sforge-exec", daemon=True)
+        try:
+            thread.start()
+            deadline = started + timeout if timeout else None
+            while thread.is_alive():
+                remaining = (deadline - time.time()) if deadline is not None else 1.0
+                if remaining <= 0:
+                    break
+                thread.join(min(remaining, 1.0))
+                if shutdown_event is not None and shutdown_event.is_set():
+                    break
+            timed_out = thread.is_alive()
+            if timed_out:
+                cancel.cancel()  # the server kills the exec's process tree when its request ends
+                thread.join(10)
+        finally:
+            if log_fh is not None:
+                log_fh.close()
+        if failure:
+            raise failure[0]
+        exit_code = -1 if timed_out else int(exit_info.get("return_code", -1))
+        return b"".join(chunks).decode(errors="replace"), exit_code, timed_out, time.time() - started
 
     # --- network ---
 
     def get_container_ip(self, handle: RoboguideHandle) -> str:
-        raise NotImplementedError("roboguide sessions run with network none by default; publish ports (create_session ports=[...]) instead")
+        ip = self._client.get_session(handle.session_id).get("ip_address")
+        if not ip:
+            raise RuntimeError(f"Cannot determine IP for container {handle.name}")
+        return str(ip)
 
     def get_container_gateway_ip(self, handle: RoboguideHandle) -> str | None:
+        """The default route's gateway, read from the container's ``/proc/net/route``."""
+        result = self._client.exec(handle.session_id, ["cat", "/proc/net/route"], timeout_sec=30)
+        for line in result.get("stdout", "").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 2 and fields[1] == "00000000" and fields[2] != "00000000":
+                raw = bytes.fromhex(fields[2])
+                return ".".join(str(b) for b in reversed(raw))
         return None
 
     def create_network_isolation(self, handle: RoboguideHandle, allowed_endpoints: list, logger: logging.Logger) -> NetworkIsolationStrategy:
-        if allowed_endpoints and self._network == "none":
-            logger.warning("roboguide: sessions have no network; allowed endpoints are unreachable")
-        return _AlreadyIsolated()
+        raise NotImplementedError("the roboguide backend cannot restrict a container's egress to an allowlist: run SForge with internet "
+                                  "enabled (network bridge) or use RoboguideBackend(network='none') for no network at all")
 
 
-def _label(value: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "-" for c in value)[:128] or "-"
+def register(*, socket_path: str | None = None, network: str = "bridge") -> None:
+    """Let SForge's own factory create this backend by name, without editing SForge.
+
+    ``sforge.harness.backend.factory.create_backend("roboguide")`` (and so ``backend: roboguide`` in SForge's
+    config, used by ``create_backend_from_config``) returns a :class:`RoboguideBackend`; every other name goes to
+    SForge's original function. Call it once before SForge creates a backend, e.g. in a ``sitecustomize`` or in a
+    launcher: ``python -c "import roboguide_eval.sforge as r; r.register(); from sforge.cli import main; main()"``,
+    or simply ``python -m roboguide_eval.sforge_cli ARGS…`` (SForge's CLI with this backend registered)."""
+    from sforge.harness.backend import factory  # type: ignore[import-not-found]
+
+    original = getattr(factory.create_backend, "__roboguide_original__", factory.create_backend)
+
+    def create_backend(name: str = "docker", **kwargs: Any) -> Any:
+        if name == BACKEND_NAME:
+            return RoboguideBackend(socket_path, network=network)
+        return original(name, **kwargs)
+
+    create_backend.__roboguide_original__ = original  # type: ignore[attr-defined]
+    create_backend.__doc__ = original.__doc__
+    factory.create_backend = create_backend
+

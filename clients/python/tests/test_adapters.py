@@ -1,223 +1,337 @@
-"""The Python adapters against a real ``roboguide-eval serve`` and the real Docker engine.
+"""Conformance of the Python package against a real ``roboguide-eval serve`` and the real Docker engine.
 
-Run from the repository root after ``npm run build``:
-    python3 -m unittest discover -s clients/python/tests -t clients/python -v
-Needs the engine and the image ``roboguide/pair-driver:1`` (the integration set-up builds it).
+Written from what Harbor, SForge and Inspect do with an environment (call sequences, arguments, results read in
+their sources; ``npm run test:frameworks`` runs the frameworks' own code). No stand-in of a framework class decides
+an outcome here: every assertion is on what the server and the container did.
+
+Run from the repository root after ``npm run build``: ``npm run test:python``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import io
 import os
-import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
+import time
 import unittest
 import uuid
+import zipfile
 from pathlib import Path, PurePosixPath
 from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent.parent
 sys.path.insert(0, str(HERE.parent))
 
-from roboguide_eval import ApiError, Client  # noqa: E402
-from roboguide_eval.harbor import HARBOR_INSTALLED, RoboguideEnvironment  # noqa: E402
+from roboguide_eval import (  # noqa: E402
+    DEFAULT_TIMEOUT,
+    ApiError,
+    BadRequestError,
+    Cancel,
+    Client,
+    NotFoundError,
+    TransportError,
+)
+from roboguide_eval.harbor import RoboguideEnvironment  # noqa: E402
 from roboguide_eval.sforge import RoboguideBackend  # noqa: E402
+from tests.serverkit import ServerFixture, containers_labelled, docker_inspect, ensure_test_image  # noqa: E402
 
-IMAGE = "roboguide/pair-driver:1"
-SECRET = f"s3cr3t-py-{uuid.uuid4()}"
 RUN = f"py-{uuid.uuid4().hex[:8]}"
-
-
-def node_binary() -> str:
-    pinned = ROOT / "node_modules" / ".bin" / "node"
-    return os.environ.get("ROBOGUIDE_NODE") or (str(pinned) if pinned.exists() else "node")
-
-
-def containers_labelled(label: str) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"], check=True, capture_output=True, text=True).stdout
-    return out.split()
-
-
-class ServerFixture:
-    def __init__(self) -> None:
-        self.work = tempfile.mkdtemp(prefix="rg-py-")
-        self.socket = os.path.join(self.work, "api.sock")
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", self.work), "RG_PY_SECRET": SECRET}
-        if os.environ.get("DOCKER_HOST"):
-            env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
-        self.process = subprocess.Popen(
-            [node_binary(), str(ROOT / "bin" / "run.js"), "serve", "--socket", self.socket, "--data-dir", os.path.join(self.work, "data"),
-             "--registry", os.path.join(self.work, "registry.db"), "--allow-env", "RG_PY_SECRET"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        line = self.process.stdout.readline() if self.process.stdout else ""
-        if not line:
-            raise RuntimeError(f"serve did not start: {self.process.stderr.read() if self.process.stderr else ''}")
-        self.started = json.loads(line)
-        self.client = Client(self.socket)
-
-    def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=120)
-        for pipe in (self.process.stdout, self.process.stderr):
-            if pipe is not None:
-                pipe.close()
-        shutil.rmtree(self.work, ignore_errors=True)
-
-
+SECRET = f"sk-ant-{uuid.uuid4().hex}"
 server: ServerFixture
+IMAGE: str
 
 
 def setUpModule() -> None:  # noqa: N802
-    global server
+    global server, IMAGE
+    IMAGE = ensure_test_image()
     server = ServerFixture()
 
 
 def tearDownModule() -> None:  # noqa: N802
+    left = [s["session_id"] for s in server.client.list_sessions()]
+    for sid in left:
+        server.client.delete_session(sid)
     server.close()
-    left = containers_labelled(f"rg.py.run={RUN}") + containers_labelled(f"harbor.session={RUN}-trial") + containers_labelled(f"sforge.name={RUN}-box")
-    for cid in left:
+    leaked = containers_labelled(f"rg.py.run={RUN}") + containers_labelled(f"harbor.session={RUN}") + containers_labelled(f"sforge.name={RUN}-box")
+    for cid in leaked:
         subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
-    if left:
-        raise AssertionError(f"containers left: {left}")
+    if left or leaked:
+        raise AssertionError(f"sessions left: {left}, containers left: {leaked}")
+
+
+class Session:
+    def __init__(self, **fields: object) -> None:
+        self.client = server.client
+        self.id = self.client.create_session(IMAGE, labels={"rg.py.run": RUN}, **fields)["session_id"]
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        record = self.client.delete_session(self.id)
+        assert record["verified_absent"], record
+
+
+class PackageTest(unittest.TestCase):
+    def test_wheel_builds_offline_with_py_typed_and_the_inspect_entry_point(self) -> None:
+        with tempfile.TemporaryDirectory() as out:
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", out, str(HERE.parent)],
+                           check=True, capture_output=True)
+            wheel = next(Path(out).glob("roboguide_eval-*-py3-none-any.whl"))
+            names = zipfile.ZipFile(wheel).namelist()
+            self.assertIn("roboguide_eval/py.typed", names)
+            self.assertIn("roboguide_eval/inspect.py", names)
+            entry = next(n for n in names if n.endswith("entry_points.txt"))
+            self.assertIn("[inspect_ai]\nroboguide_eval = roboguide_eval.inspect", zipfile.ZipFile(wheel).read(entry).decode())
+            self.assertFalse([n for n in names if n.startswith("tests/") or "__pycache__" in n])
+
+    def test_inspect_provider_refuses_to_import_without_inspect_ai(self) -> None:
+        try:
+            import inspect_ai  # type: ignore[import-not-found] # noqa: F401
+
+            self.skipTest("inspect_ai is installed here")
+        except ImportError:
+            pass
+        out = subprocess.run([sys.executable, "-c", "import roboguide_eval.inspect"], cwd=HERE.parent, capture_output=True, text=True)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("needs inspect_ai", out.stderr)
 
 
 class ClientTest(unittest.TestCase):
-    def test_health(self) -> None:
-        health = server.client.health()
-        self.assertTrue(health["ok"])
-        self.assertTrue(health["engine"]["reachable"])
-
-    def test_session_exec_files_delete(self) -> None:
-        c = server.client
-        s = c.create_session(IMAGE, environment={"API_KEY": "${RG_PY_SECRET}"}, labels={"rg.py.run": RUN})
-        sid = s["session_id"]
-        try:
-            out = c.exec(sid, ["sh", "-c", 'echo "k=$API_KEY"; echo e >&2; exit 4'])
-            self.assertEqual(out["stdout"], "k=[REDACTED]\n")
-            self.assertEqual(out["stderr"], "e\n")
-            self.assertEqual(out["return_code"], 4)
-            timed = c.exec(sid, command="sleep 300 & sleep 301", timeout_sec=1)
-            self.assertEqual((timed["return_code"], timed["timed_out"]), (124, True))
-            self.assertNotIn("sleep 30", c.exec(sid, ["ps"])["stdout"])
-            events = list(c.exec_stream(sid, command="echo a; echo b >&2"))
-            self.assertIn({"stream": "stdout", "data": "a\n"}, events)
-            self.assertEqual(events[-1]["exit"]["return_code"], 0)
-            with tempfile.TemporaryDirectory() as tmp:
-                src = Path(tmp, "src")
-                (src / "sub").mkdir(parents=True)
-                (src / "a.txt").write_text("alpha")
-                (src / "sub" / "b.txt").write_text("beta")
-                c.upload(sid, src, "/work/in", contents_only=True)
-                self.assertEqual(c.exec(sid, command="cat /work/in/a.txt /work/in/sub/b.txt")["stdout"], "alphabeta")
-                c.exec(sid, command='echo "secret $API_KEY" > /work/in/s.txt')
-                c.download(sid, "/work/in", Path(tmp, "back"))
-                self.assertEqual(Path(tmp, "back", "sub", "b.txt").read_text(), "beta")
-                self.assertEqual(Path(tmp, "back", "s.txt").read_text(), "secret [REDACTED]\n")
-                c.download(sid, "/work/in/a.txt", Path(tmp, "one.txt"))
-                self.assertEqual(Path(tmp, "one.txt").read_text(), "alpha")
-            with self.assertRaises(ApiError) as missing:
-                c.get_archive(sid, "/nope")
-            self.assertEqual(missing.exception.status, 404)
-        finally:
-            first = c.delete_session(sid)
-        self.assertTrue(first["verified_absent"])
-        self.assertTrue(first["slot_released"])
-        self.assertEqual(c.delete_session(sid), first)
-        self.assertEqual(containers_labelled(f"rg.py.run={RUN}"), [])
-        with self.assertRaises(ApiError) as gone:
-            c.exec(sid, ["true"])
-        self.assertEqual(gone.exception.status, 404)
-
-    def test_bad_request_names_the_field(self) -> None:
-        with self.assertRaises(ApiError) as err:
+    def test_errors_per_status_family_keep_code_and_issues(self) -> None:
+        with self.assertRaises(BadRequestError) as bad:
             server.client.create_session(IMAGE, network="host")
-        self.assertEqual(err.exception.status, 400)
-        self.assertEqual(err.exception.issues[0]["path"], "network")
+        self.assertEqual((bad.exception.status, bad.exception.code), (400, "E_REQUEST_INVALID"))
+        self.assertEqual(bad.exception.issues[0]["path"], "network")
+        with self.assertRaises(NotFoundError) as missing:
+            server.client.exec("s-00000000-0000-0000-0000-000000000000", ["true"])
+        self.assertEqual(missing.exception.status, 404)
+        self.assertIsInstance(missing.exception, ApiError)
+
+    def test_https_is_refused_and_timeouts_are_on_by_default(self) -> None:
+        with self.assertRaisesRegex(ValueError, "https is not supported"):
+            Client(url="https://127.0.0.1:8443")
+        self.assertEqual(Client(server.socket).timeout, DEFAULT_TIMEOUT)
+        self.assertGreater(DEFAULT_TIMEOUT, 0)
+        with self.assertRaises(TransportError):
+            Client(os.path.join(tempfile.gettempdir(), f"none-{uuid.uuid4().hex}.sock")).health()
+
+    def test_exec_stdin_text_binary_and_large_streamed(self) -> None:
+        with Session() as s:
+            c = s.client
+            self.assertEqual(c.exec(s.id, ["cat"], stdin="a\nb\n")["stdout"], "a\nb\n")
+            payload = b"\xc3\x28\x00\xff\x01bytes"
+            self.assertEqual(c.exec(s.id, ["sh", "-c", "cat > /tmp/bin"], stdin=payload)["return_code"], 0)
+            self.assertEqual(c.read_file(s.id, "/tmp/bin"), payload)
+            big = 20 * 1024 * 1024  # past the 16 MiB JSON body cap: sent as the streamed exec form
+            self.assertEqual(c.exec(s.id, ["wc", "-c"], stdin=b"a" * big)["stdout"].strip(), str(big))
+
+    def test_cancel_ends_the_request_and_the_command(self) -> None:
+        with Session() as s:
+            marker = f"rgcancel{uuid.uuid4().hex[:8]}"
+            cancel = Cancel()
+            threading.Timer(1.0, cancel.cancel).start()
+            started = time.monotonic()
+            with self.assertRaises(TransportError) as ended:
+                s.client.exec(s.id, ["sh", "-c", f"sleep 300 # {marker}\n:"], cancel=cancel)
+            self.assertLess(time.monotonic() - started, 10)
+            self.assertEqual(ended.exception.code, "E_CANCELLED")
+            time.sleep(2)
+            self.assertNotIn(marker, s.client.exec(s.id, ["ps"])["stdout"])
+
+    def test_files_errors_modes_links_and_relative_paths(self) -> None:
+        with Session(workdir="/app") as s:
+            c = s.client
+            c.write_file(s.id, "run.sh", "#!/bin/sh\necho ran\n", mode=0o755)  # relative: against the workdir
+            self.assertEqual(c.exec(s.id, ["/app/run.sh"])["stdout"], "ran\n")
+            with tempfile.TemporaryDirectory() as tmp:
+                c.download(s.id, "/app/run.sh", Path(tmp, "run.sh"))
+                self.assertEqual(Path(tmp, "run.sh").stat().st_mode & 0o777, 0o755)
+                src = Path(tmp, "src")
+                src.mkdir()
+                Path(src, "t.txt").write_text("target")
+                os.symlink("t.txt", src / "l.txt")
+                c.upload(s.id, src, "/app/tree", contents_only=True)
+                self.assertEqual(c.exec(s.id, ["readlink", "/app/tree/l.txt"])["stdout"], "t.txt\n")
+                c.download(s.id, "/app/tree", Path(tmp, "back"))
+                self.assertEqual(os.readlink(Path(tmp, "back", "l.txt")), "t.txt")
+            with self.assertRaises(FileNotFoundError):
+                c.read_file(s.id, "/app/missing.txt")
+            with self.assertRaises(IsADirectoryError):
+                c.read_file(s.id, "/app/tree")
+            with self.assertRaises(IsADirectoryError):
+                c.write_file(s.id, "/app/tree", "not over a directory")
+            self.assertEqual(c.exec(s.id, ["ls", "/app/tree"])["stdout"], "l.txt\nt.txt\n")  # the directory is intact
+
+    def test_file_io_as_a_user_honours_permissions(self) -> None:
+        with Session() as s:
+            c = s.client
+            c.write_file(s.id, "/tmp/private", "root only", mode=0o600)
+            with self.assertRaises(PermissionError):
+                c.read_file(s.id, "/tmp/private", user="nobody")
+            self.assertEqual(c.read_file(s.id, "/tmp/private"), b"root only")
+
+    def test_literal_secret_values_are_accepted_and_masked(self) -> None:
+        with Session(environment={"ANTHROPIC_API_KEY": SECRET}) as s:
+            out = s.client.exec(s.id, ["sh", "-c", 'echo "$ANTHROPIC_API_KEY $MY_TOKEN"'], env={"MY_TOKEN": "tok-" + SECRET[-12:]})
+            self.assertNotIn(SECRET, out["stdout"])
+            self.assertNotIn("tok-" + SECRET[-12:], out["stdout"])
+            self.assertIn("[REDACTED]", out["stdout"])
 
 
 class HarborEnvironmentTest(unittest.TestCase):
-    def test_trial_lifecycle(self) -> None:
-        config = SimpleNamespace(docker_image=IMAGE, gpus=0, allow_internet=False, cpus=1, memory_mb=256)
-        env = RoboguideEnvironment(Path("."), "task", f"{RUN}-trial", None, config, socket_path=server.socket)
-        self.assertTrue(env.capabilities.gpus)
-        self.assertTrue(env.capabilities.disable_internet)
-        self.assertTrue(env.supports_gpus and env.can_disable_internet)
-        os.environ["ROBOGUIDE_EVAL_SOCKET"] = server.socket
-        try:
-            self.assertIsNone(RoboguideEnvironment.preflight())
-        finally:
-            del os.environ["ROBOGUIDE_EVAL_SOCKET"]
-        self.assertIsInstance(HARBOR_INSTALLED, bool)
+    """The calls Harbor's Trial, OracleAgent, Verifier and installed agents make on an environment."""
 
-        async def trial() -> None:
-            await env.start(force_build=False)
-            try:
-                result = await env.exec("echo hi; pwd", cwd="/tmp", env={"X": "1"})
-                self.assertEqual((result.stdout, result.return_code), ("hi\n/tmp\n", 0))
-                slow = await env.exec("sleep 100", timeout_sec=1)
-                self.assertEqual(slow.return_code, 124)
-                with tempfile.TemporaryDirectory() as tmp:
-                    Path(tmp, "f.txt").write_text("file")
-                    Path(tmp, "d").mkdir()
-                    Path(tmp, "d", "g.txt").write_text("dir")
-                    await env.upload_file(Path(tmp, "f.txt"), "/logs/f.txt")
-                    await env.upload_dir(Path(tmp, "d"), "/logs/d")
-                    self.assertTrue(await env.is_file("/logs/f.txt"))
-                    self.assertTrue(await env.is_dir("/logs/d"))
-                    await env.download_file("/logs/f.txt", Path(tmp, "out.txt"))
-                    await env.download_dir("/logs/d", Path(tmp, "outd"))
-                    self.assertEqual(Path(tmp, "out.txt").read_text(), "file")
-                    self.assertEqual(Path(tmp, "outd", "g.txt").read_text(), "dir")
-                net = await env.exec("ip -o link | grep -v ' lo:' | wc -l")
-                self.assertEqual(net.stdout.strip(), "0")
-            finally:
-                await asyncio.shield(env.stop(delete=True))
+    def make(self, task_dir: Path, **kwargs: object) -> RoboguideEnvironment:
+        config = SimpleNamespace(docker_image=kwargs.pop("docker_image", IMAGE), workdir="/app", cpus=1, memory_mb=512, gpus=0, gpu_types=None, env={})
+        return RoboguideEnvironment(task_dir / "environment", "hello", f"{RUN}", None, config, socket_path=server.socket, **kwargs)  # type: ignore[arg-type]
 
-        asyncio.run(trial())
-        self.assertEqual(containers_labelled(f"harbor.session={RUN}-trial"), [])
+    def test_trial_sequence(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            task = Path(tmp, "task")
+            (task / "environment").mkdir(parents=True)
+            (task / "environment" / "shipped.txt").write_text("from environment/")
+            env = self.make(task, persistent_env={"ANTHROPIC_API_KEY": SECRET})
+            self.assertTrue(env.capabilities.gpus and env.capabilities.disable_internet)
+            self.assertFalse(env.capabilities.mounted or env.capabilities.dynamic_network_policy)
+
+            async def trial() -> None:
+                await env.start(force_build=False)
+                try:
+                    r = await env.exec("pwd; cat shipped.txt; ls /sys/class/net")
+                    self.assertEqual(r.stdout, "/app\nfrom environment/eth0\nlo\n")  # workdir, environment/ upload, network public
+                    self.assertEqual((await env.exec('set -o pipefail; false | true; echo "$? $RG_VIA_BASH"')).stdout, "1 1\n")  # bash -c
+                    made = await env.exec("touch /logs/agent/a /logs/verifier/v && echo ok", user="nobody")
+                    self.assertEqual(made.stdout, "ok\n")
+                    with self.assertRaisesRegex(RuntimeError, "Command timed out after 1 seconds"):
+                        await env.exec("sleep 30; :", timeout_sec=1)
+                    secret = await env.exec('echo "k=$ANTHROPIC_API_KEY"')
+                    self.assertNotIn(SECRET, secret.stdout or "")
+                    marker = f"rgc{uuid.uuid4().hex[:8]}"
+                    with self.assertRaises(asyncio.TimeoutError):
+                        await asyncio.wait_for(env.exec(f"sleep 300 # {marker}\n:"), timeout=1)
+                    await asyncio.sleep(2)
+                    self.assertNotIn(marker, (await env.exec("ps")).stdout or "")
+                    slow = [asyncio.create_task(env.exec("sleep 15")) for _ in range(6)]
+                    await asyncio.sleep(0.5)
+                    started = time.monotonic()
+                    await env.exec("true")
+                    self.assertLess(time.monotonic() - started, 8.0)  # not behind the 15 s ones (a shared pool would queue it)
+                    await asyncio.gather(*slow)
+                    big = await env.exec("head -c 17825792 /dev/zero | tr '\\0' a")
+                    self.assertTrue(big.truncated)  # type: ignore[attr-defined]
+                    solution = Path(tmp, "solution")
+                    solution.mkdir()
+                    Path(solution, "solve.sh").write_text("#!/bin/bash\necho 'Hello, world!' > hello.txt\n")
+                    Path(solution, "solve.sh").chmod(0o755)
+                    os.symlink("solve.sh", solution / "link.sh")
+                    await env.upload_dir(solution, "/solution")  # OracleAgent
+                    self.assertEqual((await env.exec("/solution/link.sh && cat hello.txt")).stdout, "Hello, world!\n")
+                    await env.exec("echo 1 > /logs/verifier/reward.txt")
+                    await env.download_dir("/logs/verifier", Path(tmp, "verifier"))  # Verifier, not mounted
+                    self.assertEqual(Path(tmp, "verifier", "reward.txt").read_text(), "1\n")
+                    await env.download_dir("/solution", Path(tmp, "back"))
+                    self.assertEqual(os.readlink(Path(tmp, "back", "link.sh")), "solve.sh")
+                    self.assertEqual(Path(tmp, "back", "solve.sh").stat().st_mode & 0o777, 0o755)
+                finally:
+                    await env.stop(delete=True)
+
+            asyncio.run(trial())
+            self.assertEqual(containers_labelled(f"harbor.session={RUN}"), [])
+
+    def test_no_network_and_dockerfile_build(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            task = Path(tmp, "task")
+            (task / "environment").mkdir(parents=True)
+            (task / "environment" / "Dockerfile").write_text(f"FROM {IMAGE}\nRUN echo built > /built.txt\n")
+            env = self.make(task, docker_image=None, network_policy="no-network")
+
+            async def run() -> None:
+                await env.start(force_build=False)
+                try:
+                    r = await env.exec("cat /built.txt; ls /sys/class/net")
+                    self.assertEqual(r.stdout, "built\nlo\n")
+                finally:
+                    await env.stop(delete=True)
+
+            asyncio.run(run())
 
 
 class SForgeBackendTest(unittest.TestCase):
-    def test_backend_methods(self) -> None:
+    """The calls SForge's run_agent and run_evaluation make on a ContainerBackend, with DockerBackend's results."""
+
+    def test_run_agent_sequence(self) -> None:
         backend = RoboguideBackend(server.socket)
-        self.assertEqual(backend.backend_name, "roboguide")
-        self.assertTrue(backend.image_exists(IMAGE))
-        self.assertFalse(backend.image_exists("roboguide/does-not-exist:0"))
-        handle = backend.create_container(IMAGE, f"{RUN}-box", environment={"TOKEN": "${RG_PY_SECRET}"}, mem_limit="256m", cpu_limit=1)
+        name = f"{RUN}-box"
+        backend.remove_container_by_name(name)
+        handle = backend.create_container(IMAGE, name, environment={"SFORGE_TOKEN": SECRET}, extra_hosts={"host.docker.internal": "host-gateway"},
+                                          cap_drop=["NET_RAW"], cpu_limit=1, mem_limit="512m")
         try:
             backend.start_container(handle)
-            self.assertTrue(backend.container_exists(f"{RUN}-box"))
-            r = backend.exec_run(handle, 'echo "$TOKEN" out')
-            self.assertEqual((r.output, r.exit_code), ("[REDACTED] out\n", 0))
-            chunks: list[bytes] = []
+            self.assertTrue(backend.container_exists(name))
+            self.assertFalse(backend.container_exists(name.replace("-", "/", 1)))
+            inspected = docker_inspect(handle.id)
+            self.assertIn("host.docker.internal:host-gateway", inspected["HostConfig"]["ExtraHosts"] or [])
+            self.assertTrue({"NET_RAW", "ALL"} & set(inspected["HostConfig"]["CapDrop"] or []), inspected["HostConfig"]["CapDrop"])
+            self.assertNotIn(SECRET, backend.exec_run(handle, ["sh", "-c", "echo $SFORGE_TOKEN"]).output)
+            self.assertEqual(backend.exec_run(handle, "echo 'a  b' $HOME").output, "a  b $HOME\n")  # shlex, no shell
+            self.assertEqual(backend.exec_run(handle, ["sh", "-c", "echo 1; sleep 0.3; echo 2 >&2; sleep 0.3; echo 3"]).output, "1\n2\n3\n")
+            install = backend.exec_run_with_exit_code(handle, "/bin/bash -c 'echo installing && exit 3'", timeout=600)
+            self.assertEqual((install.output, install.exit_code, install.timed_out), ("installing\n", 3, False))
+            started = time.monotonic()
+            self.assertEqual(backend.exec_run(handle, "sleep 77", detach=True).exit_code, 0)
+            self.assertLess(time.monotonic() - started, 5)
+            self.assertIn("sleep 77", backend.exec_run(handle, ["ps"]).output)
             with tempfile.TemporaryDirectory() as tmp:
-                log = Path(tmp, "exec.log")
-                t = backend.exec_run_with_timeout(handle, ["sh", "-c", "echo start; sleep 100"], timeout=1, log_file=log, on_chunk=chunks.append)
-                self.assertTrue(t.timed_out)
-                self.assertEqual(t.exit_code, 124)
-                self.assertEqual(t.output, "start\n")
-                self.assertEqual(log.read_text(), "start\n")
-                self.assertEqual(b"".join(chunks), b"start\n")
+                log = Path(tmp, "runs", "r1", "task", "agent_output.txt")
+                chunks: list[bytes] = []
+                r = backend.exec_run_with_timeout(handle, ["/bin/bash", "-c", "echo start; sleep 60"], timeout=2, log_file=log, on_chunk=chunks.append)
+                self.assertEqual((r.exit_code, r.timed_out, r.output), (-1, True, "start\n"))
+                self.assertEqual((log.read_bytes(), b"".join(chunks)), (b"start\n", b"start\n"))
+                self.assertNotIn("sleep 60", backend.exec_run(handle, ["ps"]).output)
                 stop = threading.Event()
-                stop.set()
-                backend.exec_run_with_timeout(handle, "echo x; sleep 200", timeout=300, shutdown_event=stop)
-                backend.write_to_container(handle, "written", PurePosixPath("/w/a.txt"))
-                self.assertEqual(backend.copy_from_container(handle, PurePosixPath("/w/a.txt")), b"written")
-                Path(tmp, "c.txt").write_text("copied")
-                backend.copy_to_container(handle, Path(tmp, "c.txt"), PurePosixPath("/w/c.txt"))
-                self.assertEqual(backend.exec_run_with_exit_code(handle, "cat /w/c.txt").output, "copied")
-            ec = backend.exec_run_with_exit_code(handle, "exit 3")
-            self.assertEqual((ec.exit_code, ec.timed_out), (3, False))
+                threading.Timer(1.0, stop.set).start()
+                started = time.monotonic()
+                r = backend.exec_run_with_timeout(handle, ["sleep", "120"], timeout=0, shutdown_event=stop)
+                self.assertTrue(r.timed_out and r.exit_code == -1)
+                self.assertLess(time.monotonic() - started, 4.0)
+                self.assertEqual(backend.exec_run_with_timeout(handle, ["sh", "-c", "sleep 1.5; echo done"], timeout=0).output, "done\n")
+                Path(tmp, "prompt.md").write_text("# task\n")
+                backend.copy_to_container(handle, Path(tmp, "prompt.md"), PurePosixPath("/tmp/deep/agent_prompt.md"))
+            backend.write_to_container(handle, "written", PurePosixPath("/tmp/w.txt"))
+            self.assertEqual(backend.exec_run(handle, ["cat", "/tmp/deep/agent_prompt.md", "/tmp/w.txt"]).output, "# task\nwritten\n")
+            backend.exec_run(handle, ["sh", "-c", "cd /tmp && tar czf /tmp/final.tar.gz w.txt"])
+            outer = tarfile.open(fileobj=io.BytesIO(backend.copy_from_container(handle, PurePosixPath("/tmp/final.tar.gz"))))
+            member = outer.getmembers()[0]  # run_agent's reading of docker's archive
+            self.assertEqual(member.name, "final.tar.gz")
+            inner = tarfile.open(fileobj=io.BytesIO(outer.extractfile(member).read()), mode="r:gz")  # type: ignore[union-attr]
+            self.assertEqual(inner.getnames(), ["w.txt"])
+            self.assertRegex(backend.get_container_ip(handle), r"^\d+\.\d+\.\d+\.\d+$")
+            self.assertRegex(backend.get_container_gateway_ip(handle) or "", r"^\d+\.\d+\.\d+\.\d+$")
         finally:
-            backend.cleanup_container(handle)
-        self.assertFalse(backend.container_exists(f"{RUN}-box"))
-        self.assertEqual(containers_labelled(f"sforge.name={RUN}-box"), [])
+            backend.cleanup_container(handle, None)
+        self.assertFalse(backend.container_exists(name))
+        self.assertEqual(containers_labelled(f"sforge.name={name}"), [])
+
+    def test_user_command_annotations(self) -> None:
+        backend = RoboguideBackend(server.socket, network="none")
+        name = f"{RUN}-box"
+        handle = backend.create_container(IMAGE, name, command="sleep 1000", user="65534", annotations={"run": RUN})
+        try:
+            self.assertEqual(backend.exec_run(handle, ["id", "-u"]).output, "65534\n")
+            self.assertIn("sleep 1000", backend.exec_run(handle, ["cat", "/proc/1/cmdline"]).output.replace("\0", " "))
+            inspected = docker_inspect(handle.id)
+            self.assertIn(RUN, str(inspected["Config"].get("Labels")) + str(inspected["HostConfig"].get("Annotations")))
+            with self.assertRaises(RuntimeError):
+                backend.get_container_ip(handle)  # network none: no address, as Docker's backend says
+        finally:
+            backend.remove_container_by_name(name)
+        self.assertFalse(backend.container_exists(name))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@ import { readFile } from 'node:fs/promises';
 import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type {
+  ContainerDefaults,
   ExecHandle,
   ExecSpec,
   PublishedPort,
+  SessionContainerDetail,
   SessionContainerInfo,
   SessionContainerSpec,
   SessionEngine,
@@ -13,7 +15,7 @@ import { demultiplex } from './demux.js';
 import { hostConfigLimits, type DockerContainerRuntime } from './docker-container-runtime.js';
 import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
-import { toEngineError } from './engine-error.js';
+import { statusOf, toEngineError } from './engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 const START_TIMEOUT_MS = 180_000;
@@ -45,6 +47,21 @@ async function namespacePid(hostPid: number): Promise<number | null> {
   }
 }
 
+/**
+ * Pipes `source` into the exec's stdin with backpressure and closes the write half at its end. When the exec stops
+ * reading (it exited, or the connection closed), the rest of `source` is discarded, never buffered.
+ */
+function feedStdin(source: Readable, socket: Duplex): void {
+  const stop = (): void => {
+    source.unpipe(socket);
+    source.resume();
+  };
+  socket.once('close', stop);
+  socket.on('error', stop);
+  source.once('error', () => socket.end());
+  source.pipe(socket);
+}
+
 /** SessionEngine over dockerode; stop/remove/inspect reuse the pair runtime's mapped, idempotent calls. */
 export class DockerSessionEngine implements SessionEngine {
   readonly #docker: Docker;
@@ -74,8 +91,9 @@ export class DockerSessionEngine implements SessionEngine {
     const options: Docker.ContainerCreateOptions = {
       name: spec.name,
       Image: spec.image,
-      Entrypoint: IDLE_ENTRYPOINT,
-      Cmd: IDLE_CMD,
+      // A caller's command keeps the image's entrypoint (docker run IMAGE CMD…); without one, the keep-alive.
+      ...(spec.command !== undefined ? { Cmd: [...spec.command] } : { Entrypoint: IDLE_ENTRYPOINT, Cmd: IDLE_CMD }),
+      ...(spec.user !== undefined ? { User: spec.user } : {}),
       Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
       Labels: { ...spec.labels },
       Tty: false,
@@ -91,7 +109,8 @@ export class DockerSessionEngine implements SessionEngine {
         SecurityOpt: ['no-new-privileges'],
         // The same capabilities as a pair's (docs/spec.md 5.1).
         CapDrop: ['ALL'],
-        CapAdd: [...PAIR_CAPABILITIES],
+        CapAdd: [...(spec.capabilities ?? PAIR_CAPABILITIES)],
+        ...(spec.extraHosts !== undefined && spec.extraHosts.length > 0 ? { ExtraHosts: [...spec.extraHosts] } : {}),
         AutoRemove: false,
         ...(spec.nanoCpus !== undefined ? { NanoCpus: spec.nanoCpus } : {}),
         ...(spec.memoryBytes !== undefined ? { Memory: spec.memoryBytes } : {}),
@@ -131,7 +150,8 @@ export class DockerSessionEngine implements SessionEngine {
     const { exec, socket } = await this.#startExec(id, spec);
     const stdout = new PassThrough();
     const stderr = new PassThrough();
-    if (spec.stdin !== undefined) socket.end(spec.stdin);
+    if (Buffer.isBuffer(spec.stdin)) socket.end(spec.stdin);
+    else if (spec.stdin !== undefined) feedStdin(spec.stdin, socket);
     const finished = demultiplex(socket, stdout, stderr).catch(() => undefined);
     const done = finished.then(async () => {
       try {
@@ -217,6 +237,28 @@ export class DockerSessionEngine implements SessionEngine {
   async inspect(id: string): Promise<SessionContainerInfo | null> {
     const state = await this.#runtime.inspect(id);
     return state && { id: state.id, status: state.status, labels: state.labels };
+  }
+
+  async detail(id: string): Promise<SessionContainerDetail | null> {
+    try {
+      const c = await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+      const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
+      const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
+      return { workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir, user: c.Config.User, ipAddress: ip };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
+  }
+
+  async containerDefaults(id: string): Promise<ContainerDefaults | null> {
+    try {
+      const config = (await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })).Config;
+      return { workingDir: config.WorkingDir ?? '', user: config.User ?? '' };
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
   }
 
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {

@@ -10,6 +10,7 @@ import type { SessionEngine } from '../../app/serve/session-engine.js';
 import type { SessionManager } from '../../app/serve/session-manager.js';
 import { bearerMatches, Router, sendError, sendJson } from './http-kit.js';
 import { registerPairRoutes } from './pair-routes.js';
+import { registerImageRoutes, type ImageRouteDeps } from './image-routes.js';
 import { registerSessionRoutes, type SessionRouteDeps } from './session-routes.js';
 
 export interface ApiServerOptions {
@@ -24,6 +25,8 @@ export interface ApiServerOptions {
   readonly createRedactor: SessionRouteDeps['createRedactor'];
   readonly streamBufferCap: number;
   readonly logger: Logger;
+  /** POST /v1/images (issue 23); absent: the route is not served. */
+  readonly images?: Omit<ImageRouteDeps, 'tempRoot' | 'logger'>;
 }
 
 export interface RunningApiServer {
@@ -57,6 +60,7 @@ function buildRouter(options: ApiServerOptions): Router {
     sessions: options.sessions, engine: options.engine, tempRoot: options.tempRoot, createRedactor: options.createRedactor, streamBufferCap: options.streamBufferCap, logger: options.logger,
   });
   registerPairRoutes(router, options.pairs);
+  if (options.images !== undefined) registerImageRoutes(router, { ...options.images, tempRoot: options.tempRoot, logger: options.logger });
   return router;
 }
 

@@ -1,13 +1,17 @@
 import { once } from 'node:events';
-import type { ServerResponse } from 'node:http';
-import type { Transform } from 'node:stream';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApiError, parseBody, toApiError } from '../../app/serve/api-error.js';
-import { ExecSchema, SessionCreateSchema } from '../../app/serve/schemas.js';
+import { ExecSchema, SessionCreateSchema, type ExecRequest } from '../../app/serve/schemas.js';
 import type { SessionEngine } from '../../app/serve/session-engine.js';
 import type { ExecObserver, SessionManager } from '../../app/serve/session-manager.js';
 import type { Logger } from '../../app/ports/logger.js';
-import { checkUpload, openChecked, redactedDownload } from '../serve-archive.js';
+import { checkUpload, openChecked } from '../serve-archive.js';
+import { downloadTar, readOneFile, uploadTar, userParam, writeOneFile, type FileTarget, type SpooledDownload } from '../serve-files.js';
+import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
 import { readJson, sendJson, type RouteContext, type Router } from './http-kit.js';
 
 export interface SessionRouteDeps {
@@ -18,14 +22,6 @@ export interface SessionRouteDeps {
   /** Bytes one NDJSON exec stream may hold for a client that does not read; past it the exec is killed. */
   readonly streamBufferCap: number;
   readonly logger: Logger;
-}
-
-function absolutePathParam(query: URLSearchParams): string {
-  const path = query.get('path');
-  if (path === null || !path.startsWith('/') || path.includes('\0')) {
-    throw ApiError.invalid('the archive request', [{ path: 'path', rule: 'must be an absolute path in the container' }]);
-  }
-  return path;
 }
 
 /** Resolves on 'drain' (the socket took what was queued), on 'close', or when `stopped` aborts. */
@@ -59,13 +55,63 @@ function ndjsonObserver(res: ServerResponse, cap: number, slowReader: AbortContr
   };
 }
 
+/** The streamed exec form: one line of JSON (the request, without stdin), `\n`, then the raw stdin to the end. */
+export const EXEC_STREAM_TYPE = 'application/vnd.roboguide.exec-stream';
+const MAX_HEAD_BYTES = 1024 * 1024;
+
+/**
+ * The exec request: a JSON body, or (Content-Type EXEC_STREAM_TYPE) its first line, with the rest of the body as
+ * the command's stdin, streamed (never held whole: the exec reads it with backpressure).
+ */
+async function execRequest(req: IncomingMessage): Promise<{ body: ExecRequest; stdin: Readable | undefined }> {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
+  if (type !== EXEC_STREAM_TYPE) return { body: parseBody(ExecSchema, await readJson(req), 'the exec request'), stdin: undefined };
+  const chunks = req[Symbol.asyncIterator]();
+  const head: Buffer[] = [];
+  let held = 0;
+  let rest: Buffer = Buffer.alloc(0);
+  for (;;) {
+    const next = await chunks.next();
+    if (next.done === true) break;
+    const chunk = next.value as Buffer;
+    const newline = chunk.indexOf(0x0a);
+    if (newline >= 0) {
+      head.push(chunk.subarray(0, newline));
+      rest = chunk.subarray(newline + 1);
+      break;
+    }
+    head.push(chunk);
+    held += chunk.length;
+    if (held > MAX_HEAD_BYTES) throw ApiError.invalid('the exec request', [{ path: '$', rule: `the first line (the JSON request) must end with a newline within ${MAX_HEAD_BYTES} bytes` }]);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.concat(head).toString('utf8')) as unknown;
+  } catch {
+    throw ApiError.invalid('the exec request', [{ path: '$', rule: 'the first line must be the exec request as JSON' }]);
+  }
+  const body = parseBody(ExecSchema, value, 'the exec request');
+  if (body.stdin !== undefined || body.stdin_base64 !== undefined) {
+    throw ApiError.invalid('the exec request', [{ path: body.stdin !== undefined ? 'stdin' : 'stdin_base64', rule: 'must be absent in the streamed form (the stdin is the body after the first line)' }]);
+  }
+  const source = async function* (): AsyncGenerator<Buffer> {
+    if (rest.length > 0) yield rest;
+    for (;;) {
+      const next = await chunks.next();
+      if (next.done === true) return;
+      yield next.value as Buffer;
+    }
+  };
+  return { body, stdin: Readable.from(source(), { objectMode: false }) };
+}
+
 /** POST /v1/sessions/{id}/exec: one JSON answer, or (`?stream=1`) NDJSON output events ending with the exit or an error. */
 async function exec(deps: SessionRouteDeps, { req, res, params, query, clientGone }: RouteContext): Promise<void> {
   const { sessions } = deps;
-  const body = parseBody(ExecSchema, await readJson(req), 'the exec request');
+  const { body, stdin } = await execRequest(req);
   const id = params['id'] ?? '';
   if (query.get('stream') !== '1') {
-    sendJson(res, 200, await sessions.exec(id, body, { signal: clientGone }));
+    sendJson(res, 200, await sessions.exec(id, body, { signal: clientGone, ...(stdin ? { stdin } : {}) }));
     return;
   }
   sessions.secretsOf(id); // 404/409 before the stream starts
@@ -74,7 +120,7 @@ async function exec(deps: SessionRouteDeps, { req, res, params, query, clientGon
   const slowReader = new AbortController();
   try {
     const signal = AbortSignal.any([clientGone, slowReader.signal]);
-    const result = await sessions.exec(id, body, { signal, observer: ndjsonObserver(res, deps.streamBufferCap, slowReader) });
+    const result = await sessions.exec(id, body, { signal, observer: ndjsonObserver(res, deps.streamBufferCap, slowReader), ...(stdin ? { stdin } : {}) });
     if (slowReader.signal.aborted) {
       deps.logger.warn({ session: id, cap_bytes: deps.streamBufferCap }, 'streamed exec killed: the client read too slowly');
       const message = `the client read too slowly: more than ${deps.streamBufferCap} bytes of output were waiting for it (--stream-buffer-cap); the exec was killed`;
@@ -89,53 +135,111 @@ async function exec(deps: SessionRouteDeps, { req, res, params, query, clientGon
   res.end();
 }
 
-/** PUT /v1/sessions/{id}/archive: the client's tar, checked entry by entry, unpacked into `path` (made if needed). */
+/** The `path` query parameter: a path in the container, absolute or relative to the session's working directory. */
+function pathParam(query: URLSearchParams): string {
+  const path = query.get('path');
+  if (path === null || path === '' || path.includes('\0') || path.includes('\n')) {
+    throw ApiError.invalid('the request', [{ path: 'path', rule: "must be a path in the container (absolute, or relative to the session's working directory)" }]);
+  }
+  return path;
+}
+
+/** The `mode` query parameter of a file upload: absent, or octal permission bits (e.g. 0644, 755). */
+function modeParam(query: URLSearchParams): string | undefined {
+  const mode = query.get('mode');
+  if (mode === null) return undefined;
+  if (!/^0?[0-7]{3}$/.test(mode)) throw ApiError.invalid('the request', [{ path: 'mode', rule: 'must be octal permission bits, e.g. 0644 or 755' }]);
+  return mode;
+}
+
+/** A file transfer of a session as a user, with the path resolved; `end()` frees its slot (429 past the limits). */
+async function beginTransfer(deps: SessionRouteDeps, params: Readonly<Record<string, string>>, query: URLSearchParams): Promise<{ target: FileTarget; end: () => void }> {
+  const path = pathParam(query);
+  const user = userParam(query);
+  const t = await deps.sessions.beginArchive(params['id'] ?? '', { path, user });
+  return { target: { engine: deps.engine, containerId: t.containerId, user: t.user, path: t.path, secrets: t.secrets }, end: t.end };
+}
+
+/** Sends a spooled file (tar or raw bytes), then removes it. */
+async function sendSpooled(res: ServerResponse, spooled: SpooledDownload, headers: Record<string, string>): Promise<void> {
+  try {
+    const size = (await stat(spooled.path)).size;
+    res.writeHead(200, { ...headers, 'content-length': String(size) });
+    await pipeline(createReadStream(spooled.path), res).catch(() => undefined);
+  } finally {
+    await spooled.dispose();
+  }
+}
+
+/**
+ * PUT /v1/sessions/{id}/archive: the client's tar, checked entry by entry (links only inside the destination),
+ * unpacked into `path` (made if needed) inside the container as the user.
+ */
 async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: RouteContext): Promise<void> {
-  const { sessions, engine } = deps;
-  const dir = absolutePathParam(query);
-  const transfer = sessions.beginArchive(params['id'] ?? '');
-  const container = transfer.containerId;
+  const { target, end } = await beginTransfer(deps, params, query);
   let upload: Awaited<ReturnType<typeof checkUpload>>;
   try {
     upload = await checkUpload(req, deps.tempRoot);
   } catch (err) {
-    transfer.end();
+    end();
     throw err;
   }
   try {
     if (upload.refusals.length > 0) {
       throw ApiError.invalid('the archive', upload.refusals.map((rule) => ({ path: 'body', rule })));
     }
-    const mkdir = await engine.exec(container, { argv: ['mkdir', '-p', dir] });
-    mkdir.stdout.resume();
-    mkdir.stderr.resume();
-    const code = await mkdir.done;
-    if (code !== 0) throw ApiError.invalid('the archive request', [{ path: 'path', rule: 'cannot be created in the container' }]);
-    await engine.putArchive(container, dir, openChecked(upload));
+    await uploadTar(target, () => openChecked(upload), upload.nonDirectories);
     sendJson(res, 200, { files: upload.files, bytes: upload.bytes });
   } finally {
-    transfer.end();
+    end();
     await upload.dispose();
   }
 }
 
-/** GET /v1/sessions/{id}/archive: `path` as a tar, every file redacted, only regular files and directories. */
+/** GET /v1/sessions/{id}/archive: `path` as a tar made by the user, every file redacted, modes and links kept. */
 async function getArchive(deps: SessionRouteDeps, { res, params, query, clientGone }: RouteContext): Promise<void> {
-  const path = absolutePathParam(query);
-  const id = params['id'] ?? '';
-  const { containerId, secrets, end } = deps.sessions.beginArchive(id);
+  const { target, end } = await beginTransfer(deps, params, query);
   try {
-    const archive = await deps.engine.getArchive(containerId, path);
-    if (archive === null) throw ApiError.notFound(`${path} in session ${id}`);
-    const download = await redactedDownload(archive, deps.tempRoot, () => deps.createRedactor(secrets), clientGone);
-    res.writeHead(200, {
+    const download = await downloadTar(target, deps.tempRoot, () => deps.createRedactor(target.secrets), clientGone);
+    await sendSpooled(res, download, {
       'content-type': 'application/x-tar',
       'x-roboguide-files': String(download.files),
       'x-roboguide-refusals': String(download.refusals.length),
     });
-    await pipeline(download.stream, res).catch(() => undefined);
   } finally {
     end();
+  }
+}
+
+/** Bytes one GET …/file may answer with; a larger file is fetched as an archive. */
+const MAX_FILE_BYTES = DEFAULT_EXTRACT_LIMITS.maxFileBytes;
+
+/** GET /v1/sessions/{id}/file: one file's bytes, read by the user, redacted. */
+async function getFile(deps: SessionRouteDeps, { res, params, query }: RouteContext): Promise<void> {
+  const { target, end } = await beginTransfer(deps, params, query);
+  try {
+    const file = await readOneFile(target, deps.tempRoot, () => deps.createRedactor(target.secrets), MAX_FILE_BYTES);
+    await sendSpooled(res, file, { 'content-type': 'application/octet-stream' });
+  } finally {
+    end();
+  }
+}
+
+/** PUT /v1/sessions/{id}/file: the raw body (streamed) into one file, written by the user. */
+async function putFile(deps: SessionRouteDeps, { req, res, params, query }: RouteContext): Promise<void> {
+  const mode = modeParam(query);
+  let transfer: Awaited<ReturnType<typeof beginTransfer>>;
+  try {
+    transfer = await beginTransfer(deps, params, query);
+  } catch (err) {
+    req.resume();
+    throw err;
+  }
+  try {
+    const { bytes } = await writeOneFile(transfer.target, req, mode);
+    sendJson(res, 200, { path: transfer.target.path, bytes });
+  } finally {
+    transfer.end();
   }
 }
 
@@ -153,9 +257,15 @@ export function registerSessionRoutes(router: Router, deps: SessionRouteDeps): v
     return Promise.resolve();
   });
 
+  router.add('GET', '/v1/sessions/{id}', async ({ res, params }) => {
+    sendJson(res, 200, await sessions.detail(params['id'] ?? ''));
+  });
+
   router.add('POST', '/v1/sessions/{id}/exec', (ctx) => exec(deps, ctx));
   router.add('PUT', '/v1/sessions/{id}/archive', (ctx) => putArchive(deps, ctx));
   router.add('GET', '/v1/sessions/{id}/archive', (ctx) => getArchive(deps, ctx));
+  router.add('GET', '/v1/sessions/{id}/file', (ctx) => getFile(deps, ctx));
+  router.add('PUT', '/v1/sessions/{id}/file', (ctx) => putFile(deps, ctx));
 
   router.add('POST', '/v1/sessions/{id}/keepalive', async ({ res, params }) => {
     sendJson(res, 200, await sessions.keepalive(params['id'] ?? ''));

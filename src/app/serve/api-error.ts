@@ -6,7 +6,7 @@ import { dedupeIssues, issuesFromZod, plainRule } from '../../core/manifest/zod-
  * The HTTP statuses an API error maps to (issue 12): bad input, unknown id, conflict/capacity, too many concurrent
  * operations (429), internal, and a dependency that cannot be reached right now (503: engine or registry).
  */
-export type ApiStatus = 400 | 404 | 409 | 429 | 500 | 503;
+export type ApiStatus = 400 | 403 | 404 | 409 | 413 | 429 | 500 | 503;
 
 /** Seconds a client is told to wait (`Retry-After`) when the registry cannot be reached. */
 export const REGISTRY_RETRY_AFTER_SEC = 5;

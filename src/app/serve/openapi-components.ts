@@ -7,6 +7,7 @@ import {
   ExecResultSchema,
   ExecSchema,
   HealthSchema,
+  ImageBuildEventSchema,
   ImagePresenceSchema,
   KeepaliveSchema,
   PairAcceptedSchema,
@@ -14,6 +15,7 @@ import {
   PairStatusSchema,
   SessionCreatedSchema,
   SessionCreateSchema,
+  SessionDetailSchema,
   SessionListSchema,
 } from './schemas.js';
 
@@ -22,6 +24,7 @@ export const COMPONENTS = {
   SessionCreate: [SessionCreateSchema, 'input'],
   SessionCreated: [SessionCreatedSchema, 'output'],
   SessionList: [SessionListSchema, 'output'],
+  SessionDetail: [SessionDetailSchema, 'output'],
   Exec: [ExecSchema, 'input'],
   ExecResult: [ExecResultSchema, 'output'],
   ExecEvent: [ExecEventSchema, 'output'],
@@ -33,6 +36,7 @@ export const COMPONENTS = {
   PairStatus: [PairStatusSchema, 'output'],
   Health: [HealthSchema, 'output'],
   ImagePresence: [ImagePresenceSchema, 'output'],
+  ImageBuildEvent: [ImageBuildEventSchema, 'output'],
   Error: [ErrorSchema, 'output'],
 } as const satisfies Record<string, readonly [z.ZodType, 'input' | 'output']>;
 

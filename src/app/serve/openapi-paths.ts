@@ -18,6 +18,23 @@ export function servicePaths(): Record<string, unknown> {
         parameters: [{ name: 'ref', in: 'query', required: true, schema: { type: 'string' } }],
         responses: { '200': json('ImagePresence', 'whether the engine has the image (no pulls)') },
       },
+      post: {
+        operationId: 'buildImage',
+        description: 'build an image from a tar of its context; cached by the content hash of the context and the Dockerfile path (label roboguide.build.sha256); never pulls',
+        parameters: [
+          { name: 'tag', in: 'query', required: false, description: 'NAME[:TAG] (":latest" added); default roboguide-build:<hash>; roboguide/* is reserved', schema: { type: 'string' } },
+          { name: 'dockerfile', in: 'query', required: false, description: 'the Dockerfile\'s path inside the context (default Dockerfile)', schema: { type: 'string' } },
+          { name: 'network', in: 'query', required: false, description: 'the network of RUN steps: "none" (default) or "bridge" (the guarded network)', schema: { type: 'string', enum: ['none', 'bridge'] } },
+        ],
+        requestBody: { required: true, content: { 'application/x-tar': { schema: { type: 'string', format: 'binary' } } } },
+        responses: {
+          '200': { description: 'NDJSON: build output lines, then the image (or an error)', content: { 'application/x-ndjson': { schema: ref('ImageBuildEvent') } } },
+          '400': error('invalid parameters, not a tar, no Dockerfile at that path, or a FROM image the engine does not have (E_IMAGE_MISSING, naming it: no pulls)'),
+          '409': error('the tag names an existing image that was not built through this endpoint (E_TAG_TAKEN)'),
+          '413': error('the context is larger than --max-build-context-mib'),
+          '429': error('too many builds running (--max-builds); Retry-After'),
+        },
+      },
     },
     '/v1/openapi.json': { get: { operationId: 'openapi', responses: { '200': { description: 'this document' } } } },
   };
@@ -33,13 +50,22 @@ export function sessionPaths(): Record<string, unknown> {
         requestBody: { required: true, content: { 'application/json': { schema: ref('SessionCreate') } } },
         responses: {
           '201': json('SessionCreated', 'created and started'),
-          '400': error('invalid request, unset ${NAME} or one not allowed (serve --allow-env), refused mount, missing image'),
+          '400': error('invalid request, unset ${NAME} or one not allowed (serve --allow-env), a secret_env value too short to mask, refused mount, missing image'),
           '409': error('port taken or host capacity reached'),
           '503': error('engine or registry unavailable (registry: with Retry-After)'),
         },
       },
     },
     '/v1/sessions/{id}': {
+      get: {
+        operationId: 'getSession',
+        parameters: [sessionId],
+        responses: {
+          '200': json('SessionDetail', 'the session, with its working directory, user, network, address and published ports'),
+          '404': error('unknown session'),
+          '409': error('session being deleted'),
+        },
+      },
       delete: {
         operationId: 'deleteSession',
         parameters: [sessionId],

@@ -1,4 +1,4 @@
-import { referencedName } from '../../core/manifest/index.js';
+import { relearnedSecrets } from './caller-secrets.js';
 import {
   SESSION_ID,
   sessionOf,
@@ -101,13 +101,8 @@ export async function adoptedSession(
   const expiresAtMs = Date.parse(record.expires_at);
   const env =
     expiresAtMs > nowMs && container.status === 'running' ? await readEnvironment(container.id) : null;
-  const secrets =
-    env === null
-      ? []
-      : Object.entries(record.environment)
-          .filter(([, v]) => referencedName(v) !== undefined)
-          .map(([k]) => env[k] ?? '')
-          .filter((v) => v !== '');
+  // Re-learned from the container's own environment: references and the caller's literal secrets alike.
+  const secrets = env === null ? [] : relearnedSecrets(record.environment, env);
   const session = sessionOf({ record, secrets, expiresAtMs, state: 'live' });
   return { kind: 'session', sessionId, session, live: env !== null };
 }

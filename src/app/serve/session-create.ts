@@ -1,11 +1,11 @@
 import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
 import { containerLimitsOf, effectiveLimits, limitDefaults, type ContainerLimits, type LimitDefaults } from '../../core/pair-limits.js';
-import { resolveEnvironment } from '../../core/manifest/index.js';
 import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { ApiError } from './api-error.js';
-import { unallowedReferences } from './env-allow.js';
-import type { SessionCreate } from './schemas.js';
+import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
+import { capabilityName, type SessionCreate } from './schemas.js';
+import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
 import type { PublishedPort, SessionEngine } from './session-engine.js';
 import { sessionRel, type Session } from './session-state.js';
 import type { FileSystem } from '../ports/file-system.js';
@@ -31,11 +31,8 @@ export interface CreateDeps {
 }
 
 /** Refusals before anything is held: unset references, refused mounts, a port another session publishes, no image. */
-export async function checkCreate(deps: CreateDeps, body: SessionCreate, sessions: Iterable<Session>): Promise<{ resolved: { values: Record<string, string>; secrets: string[] }; binds: Bind[] }> {
-  const notAllowed = unallowedReferences(body.environment, deps.allowedEnv, 'environment');
-  if (notAllowed.length > 0) throw new ApiError(400, 'E_ENV_NOT_ALLOWED', 'the session references variables this server does not allow', notAllowed);
-  const resolved = resolveEnvironment(body.environment, deps.environment, 'environment');
-  if (!resolved.ok) throw new ApiError(400, 'E_ENV_MISSING', 'the session references unset variables', resolved.issues);
+export async function checkCreate(deps: CreateDeps, body: SessionCreate, sessions: Iterable<Session>): Promise<{ resolved: CallerEnvironment; binds: Bind[] }> {
+  const resolved = callerEnvironment(body.environment, body.secret_env ?? [], deps.environment, deps.allowedEnv, { env: 'environment', secretEnv: 'secret_env' });
   const binds = await checkedMounts((path) => deps.fs.realpath(path), deps.protectedPaths, body.mounts);
   for (const port of body.ports) {
     for (const other of sessions) {
@@ -51,7 +48,7 @@ export async function checkCreate(deps: CreateDeps, body: SessionCreate, session
     const problem = runtimeProblem(body.runtime, (await deps.engine.runtimes?.()) ?? [], body.gpus !== undefined);
     if (problem !== null) throw ApiError.invalid('the session request', [{ path: 'runtime', rule: problem }]);
   }
-  return { resolved: { values: resolved.values, secrets: resolved.secrets }, binds };
+  return { resolved, binds };
 }
 
 /** session.json first (no resolved value in it), then the container, created and started. */
@@ -74,10 +71,21 @@ export async function startContainer(deps: CreateDeps, session: Session, request
     memoryBytes: limits.memoryBytes,
     limits,
     deviceRequests: deviceRequestsFor(body.gpus),
-    labels: request.labels,
+    labels: { ...(body.annotations ?? {}), ...request.labels },
     stopTimeoutSec: deps.stopBudgetSec,
     runtime: body.runtime ?? DEFAULT_RUNTIME,
+    user: body.user,
+    capabilities: sessionCapabilities(body.cap_drop ?? []),
+    command: body.command,
+    extraHosts: body.extra_hosts ?? [],
   });
+}
+
+/** The session's capabilities: a pair's set (docs/spec.md 5.1) less what the caller drops ("ALL": none). Never more. */
+export function sessionCapabilities(capDrop: readonly string[]): string[] {
+  const dropped = new Set(capDrop.map(capabilityName));
+  if (dropped.has('ALL')) return [];
+  return PAIR_CAPABILITIES.filter((cap) => !dropped.has(cap));
 }
 
 /**

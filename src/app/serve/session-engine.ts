@@ -22,6 +22,22 @@ export interface SessionContainerSpec {
   readonly stopTimeoutSec: number;
   /** The OCI runtime (`runc`, `runsc`…; absent: the engine's default). */
   readonly runtime?: string;
+  /** The container's default user; absent: the image's. */
+  readonly user?: string | undefined;
+  /** The capabilities it keeps (all others dropped); absent: a pair's set. */
+  readonly capabilities?: readonly string[];
+  /** Its main command (the image's entrypoint kept); absent: the keep-alive. */
+  readonly command?: readonly string[] | undefined;
+  /** `/etc/hosts` lines, "NAME:IP" or "NAME:host-gateway". */
+  readonly extraHosts?: readonly string[];
+}
+
+/** What the engine says of a session's container now (GET /v1/sessions/{id}). */
+export interface SessionContainerDetail {
+  readonly workdir: string;
+  readonly user: string;
+  /** Its address on its network; null without one. */
+  readonly ipAddress: string | null;
 }
 
 export interface PublishedPort {
@@ -34,7 +50,8 @@ export interface ExecSpec {
   readonly cwd?: string | undefined;
   readonly env?: Readonly<Record<string, string>> | undefined;
   readonly user?: string | undefined;
-  readonly stdin?: Buffer | undefined;
+  /** Written to the command's standard input, then closed: bytes, or a stream piped in with backpressure. */
+  readonly stdin?: Buffer | Readable | undefined;
 }
 
 /** A running exec: its two output streams end when every holder of the exec's pipes is gone. */
@@ -55,6 +72,14 @@ export interface SessionContainerInfo {
   readonly labels: Readonly<Record<string, string>>;
 }
 
+/** What a session's commands and file transfers default to. */
+export interface ContainerDefaults {
+  /** The container's working directory (the session's workdir, else the image's; '' when neither sets one). */
+  readonly workingDir: string;
+  /** The container's default user (the session's, else the image's; '' = root). */
+  readonly user: string;
+}
+
 /** The engine as the session manager sees it (a port; the Docker adapter implements it). */
 export interface SessionEngine {
   version(): Promise<string>;
@@ -72,5 +97,9 @@ export interface SessionEngine {
   remove(id: string): Promise<void>;
   /** null when the engine answers 404. */
   inspect(id: string): Promise<SessionContainerInfo | null>;
+  /** Working directory, user and address of a container; null when the engine answers 404. */
+  detail(id: string): Promise<SessionContainerDetail | null>;
+  /** The container's working directory and default user; null when the engine answers 404. */
+  containerDefaults(id: string): Promise<ContainerDefaults | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]>;
 }

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
 import { redactText } from '../../core/redaction/redact-text.js';
-import { resolveEnvironment } from '../../core/manifest/index.js';
 import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
-import { unallowedReferences } from './env-allow.js';
-import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionInfo } from './schemas.js';
-import type { PublishedPort } from './session-engine.js';
+import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
+import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionDetail, SessionInfo } from './schemas.js';
+import type { ContainerDefaults, PublishedPort } from './session-engine.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
 import { releaseSlot, removeVerified } from './session-deletion.js';
@@ -30,6 +31,13 @@ export interface ShutdownCleanup {
 }
 export type { ExecObserver } from './session-exec.js';
 
+/** The exec's standard input: the streamed body, else the JSON's text or base64 bytes. */
+function stdinOf(body: ExecRequest, streamed: Readable | undefined): Buffer | Readable | undefined {
+  if (streamed !== undefined) return streamed;
+  if (body.stdin_base64 !== undefined) return Buffer.from(body.stdin_base64, 'base64');
+  return body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined;
+}
+
 /** Expiry persisted on disk is refreshed when it lags the in-memory one by more than this. */
 const EXPIRY_PERSIST_SLACK_MS = 30_000;
 
@@ -44,6 +52,8 @@ export class SessionManager {
   readonly #sessions = new Map<string, Session>();
   /** Execs and archive transfers running now, all sessions together. */
   readonly #active = { exec: 0, archive: 0 };
+  /** Each container's working directory and default user, asked of the engine once (they never change). */
+  readonly #defaults = new Map<string, Promise<ContainerDefaults>>();
 
   constructor(deps: SessionManagerDeps) {
     this.#deps = deps;
@@ -59,7 +69,7 @@ export class SessionManager {
 
   async create(body: SessionCreate): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
     const { resolved, binds } = await checkCreate(this.#deps, body, this.#sessions.values());
-    const { session, markReady } = await this.#admit(body, resolved.secrets);
+    const { session, markReady } = await this.#admit(body, resolved);
     const sessionId = session.record.session_id;
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };
     try {
@@ -94,7 +104,7 @@ export class SessionManager {
   }
 
   /** A registry slot, then the session in memory (state `creating`): reserved before the engine is asked, so two creates racing for one port cannot both pass. */
-  async #admit(body: SessionCreate, secrets: readonly string[]): Promise<{ session: Session; markReady: () => void }> {
+  async #admit(body: SessionCreate, resolved: CallerEnvironment): Promise<{ session: Session; markReady: () => void }> {
     const sessionId = `s-${randomUUID()}`;
     const claimId = randomUUID();
     const admitted = await this.#deps.registry.admit({ batchId: this.#deps.batchId, jobId: sessionId, claimId, gpuMib: 0 });
@@ -103,8 +113,8 @@ export class SessionManager {
     }
     const now = this.#nowMs();
     const expiresAtMs = now + body.ttl_seconds * 1000;
-    const record = newSessionRecord({ sessionId, claimId, reservationId: admitted.reservationId }, body, now, expiresAtMs);
-    const session = sessionOf({ record, secrets, expiresAtMs, state: 'creating' });
+    const record = newSessionRecord({ sessionId, claimId, reservationId: admitted.reservationId }, body, now, expiresAtMs, resolved.stored);
+    const session = sessionOf({ record, secrets: resolved.secrets, expiresAtMs, state: 'creating' });
     let markReady = (): void => undefined;
     session.ready = new Promise((resolve) => { markReady = resolve; });
     this.#sessions.set(sessionId, session); // with its `ready` already pending: a deletion (SIGTERM) waits for it
@@ -165,6 +175,27 @@ export class SessionManager {
       .map(sessionInfo);
   }
 
+  /** Every secret of every session in memory: what the server's own log masks. */
+  allSecrets(): string[] {
+    const all = new Set<string>();
+    for (const session of this.#sessions.values()) for (const secret of session.secrets) all.add(secret);
+    return [...all];
+  }
+
+  /** GET /v1/sessions/{id}: the list's fields, and the container's working directory, user and address now. */
+  async detail(sessionId: string): Promise<SessionDetail> {
+    const session = this.#live(sessionId);
+    const detail = await this.#deps.engine.detail(session.record.container_id ?? '');
+    return {
+      ...sessionInfo(session as Session & { state: 'live' }),
+      workdir: session.record.workdir ?? detail?.workdir ?? null,
+      user: session.record.user ?? (detail === null || detail.user === '' ? null : detail.user),
+      network: session.record.network,
+      ip_address: session.record.network === 'none' ? null : (detail?.ipAddress ?? null),
+      ports: session.ports,
+    };
+  }
+
   /** Secrets of a live session (to redact what comes out of it), renewing its TTL. */
   secretsOf(sessionId: string): { containerId: string; secrets: readonly string[] } {
     const session = this.#live(sessionId);
@@ -175,34 +206,28 @@ export class SessionManager {
    * Run a command. On timeout the exec's process tree is killed (SIGKILL to its process group) and the result
    * says `timed_out` with return code 124. `signal` aborting (the client went away) kills the tree too.
    */
-  async exec(sessionId: string, body: ExecRequest, options: { observer?: ExecObserver; signal?: AbortSignal } = {}): Promise<ExecResult> {
+  async exec(sessionId: string, body: ExecRequest, options: { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable } = {}): Promise<ExecResult> {
     const session = this.#live(sessionId);
+    const containerId = session.record.container_id ?? '';
+    const cwd = body.cwd === undefined ? undefined : await this.resolvePath(containerId, body.cwd);
     const deps = this.#deps;
-    let secrets = session.secrets;
     let env: Record<string, string> | undefined;
     if (body.env !== undefined) {
-      const notAllowed = unallowedReferences(body.env, deps.allowedEnv, 'env');
-      if (notAllowed.length > 0) throw new ApiError(400, 'E_ENV_NOT_ALLOWED', 'the command references variables this server does not allow', notAllowed);
-      const resolved = resolveEnvironment(body.env, deps.environment, 'env');
-      if (!resolved.ok) throw new ApiError(400, 'E_ENV_MISSING', 'the command references unset variables', resolved.issues);
+      const resolved = callerEnvironment(body.env, body.secret_env ?? [], deps.environment, deps.allowedEnv, { env: 'env', secretEnv: 'secret_env' });
       env = resolved.values;
-      secrets = [...secrets, ...resolved.secrets];
+      // Masked from now on in everything of this session (a file the exec writes, a later exec's output), memory only.
+      for (const secret of resolved.secrets) if (!session.secrets.includes(secret)) session.secrets.push(secret);
     }
+    const secrets = [...session.secrets];
     const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
     const started = process.hrtime.bigint();
     const done = this.#acquire(session, 'exec');
     let outcome;
     try {
-      const handle = await deps.engine.exec(session.record.container_id ?? '', {
-        argv,
-        cwd: body.cwd,
-        env,
-        user: body.user,
-        stdin: body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined,
-      });
+      const handle = await deps.engine.exec(containerId, { argv, cwd, env, user: body.user, stdin: stdinOf(body, options.stdin) });
       session.execs.add(handle);
       try {
-        outcome = await runExec({ ...options, handle, secrets, timeoutSec: body.timeout_sec, createRedactor: deps.createRedactor, maxOutputBytes: deps.maxOutputBytes, logger: deps.logger, sessionId });
+        outcome = await runExec({ observer: options.observer, signal: options.signal, handle, secrets, timeoutSec: body.timeout_sec, createRedactor: deps.createRedactor, maxOutputBytes: deps.maxOutputBytes, logger: deps.logger, sessionId });
       } finally {
         session.execs.delete(handle);
       }
@@ -256,14 +281,39 @@ export class SessionManager {
     return this.#live(sessionId).record.container_id ?? '';
   }
 
+  /** The container's working directory and default user (asked of the engine once per container). */
+  #defaultsOf(containerId: string): Promise<ContainerDefaults> {
+    let known = this.#defaults.get(containerId);
+    if (known === undefined) {
+      known = this.#deps.engine.containerDefaults(containerId).then((d) => d ?? { workingDir: '', user: '' });
+      known.catch(() => this.#defaults.delete(containerId));
+      this.#defaults.set(containerId, known);
+    }
+    return known;
+  }
+
   /**
-   * An archive transfer (upload or download) on a live session, within the concurrency limits: its container, the
-   * secrets to redact with, and `end()` to call once the transfer is over (429 past the limits).
+   * A path in the container: an absolute one as given (normalized), a relative one against the session's working
+   * directory (its workdir, else the image's WorkingDir, else /). `..` never climbs above `/`.
    */
-  beginArchive(sessionId: string): { containerId: string; secrets: readonly string[]; end: () => void } {
+  async resolvePath(containerId: string, path: string): Promise<string> {
+    if (path.startsWith('/')) return posix.resolve(path);
+    const { workingDir } = await this.#defaultsOf(containerId);
+    return posix.resolve(workingDir.startsWith('/') ? workingDir : '/', path);
+  }
+
+  /**
+   * A file transfer (archive or single file) on a live session, within the concurrency limits: its container, the
+   * secrets to redact with, the user it runs as (the one asked for, else the container's default user), the path
+   * resolved, and `end()` to call once the transfer is over (429 past the limits).
+   */
+  async beginArchive(sessionId: string, request: { path: string; user?: string | undefined }): Promise<{ containerId: string; secrets: readonly string[]; user: string; path: string; end: () => void }> {
     const session = this.#live(sessionId);
+    const containerId = session.record.container_id ?? '';
+    const defaults = await this.#defaultsOf(containerId);
+    const path = await this.resolvePath(containerId, request.path);
     const end = this.#acquire(session, 'archive');
-    return { containerId: session.record.container_id ?? '', secrets: session.secrets, end };
+    return { containerId, secrets: session.secrets, user: request.user ?? defaults.user, path, end };
   }
 
   /**
@@ -325,6 +375,7 @@ export class SessionManager {
     const cleanup = this.#cleanupRecord(session, reason, { ...removal, verified_absent: true, slot_released: slot.released, error: slot.error });
     await this.#writeCleanup(cleanup);
     session.state = 'deleted';
+    if (containerId !== null) this.#defaults.delete(containerId);
     deps.logger.info({ session: record.session_id, container: containerId, reason }, 'session deleted');
     return cleanup;
   }

@@ -9,6 +9,7 @@ import type { FileSystem } from '../ports/file-system.js';
 import type { Logger } from '../ports/logger.js';
 import type { ExecHandle, PublishedPort, SessionEngine } from './session-engine.js';
 import type { CleanupRecord, SessionCreate, SessionInfo } from './schemas.js';
+import type { StoredEnvValue } from './caller-secrets.js';
 
 export const SESSION_SCHEMA = 'roboguide.serve.session/v1' as const;
 export const SESSION_ID = /^s-[0-9a-f-]{36}$/;
@@ -22,8 +23,11 @@ export interface SessionRecord {
   readonly container_id: string | null;
   readonly container_name: string;
   readonly image: string;
-  /** As requested: `${NAME}` references, never their values. */
-  readonly environment: Readonly<Record<string, string>>;
+  /** As requested, with every secret (a caller's literal secret) replaced by `{"secret": true}`: never a secret value. */
+  readonly environment: Readonly<Record<string, StoredEnvValue>>;
+  /** The caller's `user` and `workdir` (absent: the image's). */
+  readonly user?: string;
+  readonly workdir?: string;
   readonly ports: readonly number[];
   readonly network: 'none' | 'bridge';
   /** The container's OCI runtime (`runc`, `runsc`…); absent in records written before it existed. */
@@ -41,10 +45,13 @@ export interface SessionRecord {
  */
 export type SessionState = 'creating' | 'live' | 'deleting' | 'releasing' | 'deleted';
 
-/** A session in the server's memory: its record, the resolved secrets (memory only) and its state. */
+/**
+ * A session in the server's memory: its record, the secrets to mask (memory only: resolved references, the caller's
+ * literal secrets, and those of its execs' `env`, added as they come) and its state.
+ */
 export interface Session {
   record: SessionRecord;
-  readonly secrets: readonly string[];
+  readonly secrets: string[];
   ports: Readonly<Record<string, PublishedPort>>;
   expiresAtMs: number;
   persistedExpiresAtMs: number;
@@ -72,6 +79,7 @@ export function newSessionRecord(
   body: SessionCreate,
   nowMs: number,
   expiresAtMs: number,
+  storedEnvironment: Readonly<Record<string, StoredEnvValue>>,
 ): SessionRecord {
   return {
     schema: SESSION_SCHEMA,
@@ -81,7 +89,9 @@ export function newSessionRecord(
     container_id: null,
     container_name: `roboguide-${ids.sessionId}`,
     image: body.image,
-    environment: body.environment,
+    environment: storedEnvironment,
+    ...(body.user !== undefined ? { user: body.user } : {}),
+    ...(body.workdir !== undefined ? { workdir: body.workdir } : {}),
     ports: body.ports,
     network: body.network,
     runtime: body.runtime ?? 'runc',
@@ -140,9 +150,9 @@ export interface ConcurrencyLimits {
 export const DEFAULT_CONCURRENCY_LIMITS: ConcurrencyLimits = { execsPerSession: 8, execs: 64, archivesPerSession: 2, archives: 8 };
 
 /** A session in memory, fresh (nothing deleted, nothing running). */
-export function sessionOf(fields: Pick<Session, 'record' | 'secrets' | 'expiresAtMs' | 'state'>): Session {
+export function sessionOf(fields: Pick<Session, 'record' | 'expiresAtMs' | 'state'> & { readonly secrets: readonly string[] }): Session {
   return {
-    ...fields, ports: {}, persistedExpiresAtMs: fields.expiresAtMs, deletion: null, deletionReason: null, removal: null,
+    ...fields, secrets: [...fields.secrets], ports: {}, persistedExpiresAtMs: fields.expiresAtMs, deletion: null, deletionReason: null, removal: null,
     execs: new Set(), active: { exec: 0, archive: 0 }, ready: Promise.resolve(),
   };
 }

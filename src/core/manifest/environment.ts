@@ -20,10 +20,14 @@ export interface EnvironmentProblem {
   readonly rule: string;
 }
 
-export function environmentProblems(env: Readonly<Record<string, string>>): EnvironmentProblem[] {
+/**
+ * `literalSecrets`: the serve API's rule (issue 23): a caller may send a secret's literal value (it is masked and
+ * never written to disk); files (manifests, pair specs) never may.
+ */
+export function environmentProblems(env: Readonly<Record<string, string>>, options: { readonly literalSecrets?: boolean } = {}): EnvironmentProblem[] {
   const problems: EnvironmentProblem[] = [];
   for (const [name, value] of Object.entries(env)) {
-    const rule = nameRule(name) ?? valueRule(name, value);
+    const rule = nameRule(name) ?? (options.literalSecrets === true ? referenceRule(value) : valueRule(name, value));
     if (rule !== undefined) problems.push({ name, rule });
   }
   return problems;
@@ -36,9 +40,15 @@ function nameRule(name: string): string | undefined {
   return undefined;
 }
 
-function valueRule(name: string, value: string): string | undefined {
+function referenceRule(value: string): string | undefined {
   if (referencedName(value) !== undefined) return undefined;
   if (value.includes('${')) return 'references must be the whole value, exactly "${NAME}"';
+  return undefined;
+}
+
+function valueRule(name: string, value: string): string | undefined {
+  const reference = referenceRule(value);
+  if (reference !== undefined || referencedName(value) !== undefined) return reference;
   if (isSecretLookingName(name)) {
     return 'a secret-looking name must not hold a literal value; reference the supervisor environment as "${NAME}"';
   }

@@ -116,6 +116,26 @@ export const AllowedHttpStatuses = z
   .superRefine((codes, ctx) => reportDuplicates(codes, ctx, (code) => `status ${code} is listed twice`))
   .meta({ uniqueItems: true });
 
+/**
+ * The serve API's environment (session `environment`, exec `env`, issue 23): like Environment, but a literal value
+ * is accepted under any name (secret-looking ones are masked by the server and never written to disk).
+ */
+export const CallerEnvironment = z
+  .record(z.string(), z.string())
+  .superRefine((env, ctx) => {
+    for (const problem of environmentProblems(env, { literalSecrets: true })) {
+      ctx.addIssue({ code: 'custom', message: problem.rule, path: [problem.name] });
+    }
+  })
+  .meta({
+    description:
+      'literal values, or "${NAME}" (the whole value) for a server variable named with serve --allow-env; a value under a secret-looking name (or one listed in secret_env) is masked in all output and never written to disk',
+    propertyNames: {
+      type: 'string',
+      pattern: `^(?!${RESERVED_ENV_PREFIX})${ENV_NAME_PATTERN.source.slice(1)}`,
+    },
+  });
+
 export const Environment = z
   .record(z.string(), z.string())
   .superRefine((env, ctx) => {

@@ -5,8 +5,26 @@
  */
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION|DSN/i;
 
+/**
+ * Well-known variables that match SECRET_NAME by accident and never hold a secret: the shell's working directories,
+ * the desktop session's bookkeeping. Matched exactly (case-sensitive, as the shell sets them).
+ */
+const NOT_SECRET_NAMES: ReadonlySet<string> = new Set([
+  'PWD',
+  'OLDPWD',
+  'XDG_SESSION_ID',
+  'XDG_SESSION_TYPE',
+  'XDG_SESSION_CLASS',
+  'XDG_SESSION_DESKTOP',
+  'DBUS_SESSION_BUS_ADDRESS',
+  'SESSION_MANAGER',
+]);
+/** Words that contain a keyword of SECRET_NAME without meaning one (GIT_AUTHOR_NAME, KEYBOARD_LAYOUT). */
+const INNOCENT_WORDS = /AUTHOR(?!I[SZ])|KEYBOARD|KEYMAP/gi;
+
 export function isSecretLookingName(name: string): boolean {
-  return SECRET_NAME.test(name);
+  if (NOT_SECRET_NAMES.has(name)) return false;
+  return SECRET_NAME.test(name.replace(INNOCENT_WORDS, ''));
 }
 
 const URL_NAME = /(?:^|_)URL$/i;

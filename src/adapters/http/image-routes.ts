@@ -1,0 +1,164 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { extract } from 'tar-stream';
+import { normalizeDockerfilePath, normalizeTag } from '../../core/image-build.js';
+import { ApiError, toApiError } from '../../app/serve/api-error.js';
+import type { ImageBuilds } from '../../app/serve/image-build.js';
+import type { Logger } from '../../app/ports/logger.js';
+import type { RouteContext, Router } from './http-kit.js';
+
+export interface ImageRouteDeps {
+  readonly builds: ImageBuilds;
+  readonly tempRoot: string;
+  /** The largest build context accepted (413 past it). */
+  readonly maxContextBytes: number;
+  readonly logger: Logger;
+}
+
+/** A Dockerfile bigger than this is not read (a real one is a few KiB). */
+const MAX_DOCKERFILE_BYTES = 1024 * 1024;
+
+/** The request body into `path`, refused (413) past `cap` bytes; returns the sha256 of `prefix` and the bytes. */
+async function spool(req: IncomingMessage, path: string, cap: number, prefix: string): Promise<string> {
+  const hash = createHash('sha256').update(prefix).update('\0');
+  let total = 0;
+  const out = createWriteStream(path, { mode: 0o600 });
+  try {
+    await pipeline(
+      req,
+      async function* (source: AsyncIterable<Buffer>) {
+        for await (const chunk of source) {
+          total += chunk.length;
+          if (total > cap)
+            throw new ApiError(
+              413,
+              'E_TOO_LARGE',
+              `the build context is larger than ${cap} bytes (--max-build-context-mib)`,
+              [{ path: 'body', rule: `must be at most ${cap} bytes` }],
+            );
+          hash.update(chunk);
+          yield chunk;
+        }
+      },
+      out,
+    );
+  } catch (err) {
+    req.resume();
+    if (err instanceof ApiError) throw err;
+    throw ApiError.invalid('the build context', [{ path: 'body', rule: 'ended early' }]);
+  }
+  if (total === 0)
+    throw ApiError.invalid('the build context', [
+      { path: 'body', rule: 'must be a tar of the build context (application/x-tar), not empty' },
+    ]);
+  return hash.digest('hex');
+}
+
+/** The text of `name` in the tar at `path` (names compared without a leading "./"), or null when absent. */
+async function readEntry(path: string, name: string): Promise<string | null> {
+  const parser = extract();
+  let found: string | null = null;
+  let broken = false;
+  parser.on('entry', (header, stream, next) => {
+    const entryName = header.name.replace(/^(\.\/)+/, '');
+    if (
+      found === null &&
+      entryName === name &&
+      header.type === 'file' &&
+      (header.size ?? 0) <= MAX_DOCKERFILE_BYTES
+    ) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: unknown) => chunks.push(c as Buffer));
+      stream.on('end', () => {
+        found = Buffer.concat(chunks).toString('utf8');
+        next();
+      });
+    } else {
+      stream.on('end', () => next());
+      stream.resume();
+    }
+  });
+  try {
+    await pipeline(createReadStream(path), parser);
+  } catch {
+    broken = true;
+  }
+  if (broken && found === null)
+    throw ApiError.invalid('the build context', [{ path: 'body', rule: 'is not a valid tar archive' }]);
+  return found;
+}
+
+/**
+ * POST /v1/images?tag=NAME[:TAG]&dockerfile=PATH[&network=none|bridge]: body = a tar of the build context. Refusals
+ * before the build are plain JSON errors (400, 409, 413, 429); then an NDJSON stream of `{"log"}` lines ending with
+ * `{"image":{tag,id,cached}}` or `{"error":{code,message,issues}}`.
+ */
+async function buildImage(
+  deps: ImageRouteDeps,
+  { req, res, query, clientGone }: RouteContext,
+): Promise<void> {
+  const dockerfile = normalizeDockerfilePath(query.get('dockerfile') ?? 'Dockerfile');
+  if (dockerfile === null)
+    throw ApiError.invalid('the build request', [
+      { path: 'dockerfile', rule: 'must be a relative path inside the context (no "..", not absolute)' },
+    ]);
+  const network = query.get('network') ?? 'none';
+  if (network !== 'none' && network !== 'bridge')
+    throw ApiError.invalid('the build request', [{ path: 'network', rule: 'must be "none" or "bridge"' }]);
+  const tagParam = query.get('tag');
+  const end = deps.builds.acquire();
+  const file = join(deps.tempRoot, `build-${randomUUID()}.tar`);
+  try {
+    const key = await spool(req, file, deps.maxContextBytes, dockerfile);
+    const tag = normalizeTag(tagParam ?? `roboguide-build:${key.slice(0, 16)}`);
+    if (tag === null)
+      throw ApiError.invalid('the build request', [
+        { path: 'tag', rule: 'must be an image reference NAME[:TAG] (lower-case name)' },
+      ]);
+    const dockerfileText = await readEntry(file, dockerfile);
+    if (dockerfileText === null)
+      throw ApiError.invalid('the build context', [
+        {
+          path: 'dockerfile',
+          rule: `${dockerfile} is not a file in the context (at most ${MAX_DOCKERFILE_BYTES} bytes)`,
+        },
+      ]);
+    const request = { ref: tag.ref, dockerfile, dockerfileText, key, network } as const;
+    const plan = await deps.builds.plan(request);
+    res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    const write = (event: unknown): void => void res.write(`${JSON.stringify(event)}\n`);
+    if (plan.kind === 'cached') {
+      write({ image: plan.image });
+      res.end();
+      return;
+    }
+    try {
+      const image = await deps.builds.build(
+        request,
+        createReadStream(file),
+        (text) => write({ log: text }),
+        clientGone,
+      );
+      write({ image });
+      deps.logger.info({ tag: image.tag, id: image.id }, 'image built');
+    } catch (err) {
+      const api = toApiError(err);
+      const message = api.status === 500 ? `the build failed: ${(err as Error).message}` : api.message;
+      write({
+        error: { code: api.status === 500 ? 'E_BUILD_FAILED' : api.code, message, issues: api.issues },
+      });
+    }
+    res.end();
+  } finally {
+    end();
+    await rm(file, { force: true });
+  }
+}
+
+export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void {
+  router.add('POST', '/v1/images', (ctx) => buildImage(deps, ctx));
+}

@@ -1,0 +1,374 @@
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { PassThrough, Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { extract, pack, type Header } from 'tar-stream';
+import { ApiError } from '../app/serve/api-error.js';
+import type { ExecHandle, SessionEngine } from '../app/serve/session-engine.js';
+import { redactText } from '../core/redaction/redact-text.js';
+import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './safe-extract.js';
+
+/**
+ * File I/O of a session as a user (issue 23): every read and write runs INSIDE the container, as the requested
+ * user (else the container's default user), with the container's own `sh`, `tar`, `cat`. The engine's archive API
+ * always runs as root and would ignore permissions (and leave uploads owned by root); running as the user lets the
+ * container's kernel decide, exactly as an exec by that user would, and new files belong to that user. Nothing the
+ * container sends is ever extracted on the host: a download is re-packed entry by entry (files redacted through a
+ * temporary file, links carried as links), so no link can be followed on this side.
+ */
+
+export interface FileTarget {
+  readonly engine: SessionEngine;
+  readonly containerId: string;
+  /** The user the command runs as ('' = the container's default). */
+  readonly user: string;
+  /** Absolute, normalized. */
+  readonly path: string;
+  readonly secrets: readonly string[];
+}
+
+const STDERR_KEPT_BYTES = 8192;
+/** English messages from busybox and GNU tools, whatever the image's locale says. */
+const LOCALE = { LC_ALL: 'C', LANG: 'C' };
+/** A user name or uid, optionally with a group: what `docker exec --user` takes. */
+const USER_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?$/;
+
+/** The `user` query parameter: absent, or a user (name or uid, optionally `:group`). */
+export function userParam(query: URLSearchParams): string | undefined {
+  const user = query.get('user');
+  if (user === null) return undefined;
+  if (!USER_PATTERN.test(user) || user.length > 256) {
+    throw ApiError.invalid('the request', [
+      { path: 'user', rule: 'must be a user name or uid, optionally with :group' },
+    ]);
+  }
+  return user;
+}
+
+function run(
+  target: FileTarget,
+  script: string,
+  args: readonly string[],
+  stdin?: Readable,
+): Promise<ExecHandle> {
+  return target.engine.exec(target.containerId, {
+    argv: ['/bin/sh', '-c', script, 'sh', ...args],
+    env: LOCALE,
+    ...(target.user !== '' ? { user: target.user } : {}),
+    ...(stdin !== undefined ? { stdin } : {}),
+  });
+}
+
+async function keepText(stream: Readable): Promise<string> {
+  const parts: Buffer[] = [];
+  let kept = 0;
+  for await (const chunk of stream) {
+    const buffer = chunk as Buffer;
+    if (kept < STDERR_KEPT_BYTES) parts.push(buffer.subarray(0, STDERR_KEPT_BYTES - kept));
+    kept += buffer.length;
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+const CLASSES: readonly {
+  readonly test: RegExp;
+  readonly status: 403 | 404 | 409;
+  readonly code: string;
+  readonly what: string;
+}[] = [
+  {
+    test: /Permission denied|Operation not permitted|Read-only file system/i,
+    status: 403,
+    code: 'E_PERMISSION_DENIED',
+    what: 'permission denied',
+  },
+  {
+    test: /Not a directory|File exists/i,
+    status: 409,
+    code: 'E_NOT_A_DIRECTORY',
+    what: 'a part of the path is not a directory',
+  },
+  { test: /Is a directory/i, status: 409, code: 'E_IS_A_DIRECTORY', what: 'is a directory' },
+  {
+    test: /No such file or directory|can't stat|Cannot stat/i,
+    status: 404,
+    code: 'E_FILE_NOT_FOUND',
+    what: 'no such file or directory',
+  },
+];
+
+/** The API error a failed file command means, from its standard error (first line that says which wins). */
+export function fileError(stderr: string, target: FileTarget): ApiError {
+  const who = target.user === '' ? "the session's user" : `user ${target.user}`;
+  const path = redactText(target.path, target.secrets);
+  for (const line of stderr.split('\n')) {
+    const found = CLASSES.find((c) => c.test.test(line));
+    if (found !== undefined)
+      return new ApiError(
+        found.status,
+        found.code,
+        `${path}: ${found.what} (as ${who}): ${redactText(line.trim(), target.secrets).slice(0, 300)}`,
+      );
+  }
+  const detail = redactText(stderr.trim().split('\n')[0] ?? '', target.secrets).slice(0, 300);
+  return new ApiError(
+    500,
+    'E_FILE_IO',
+    `${path}: the file operation failed in the container (as ${who})${detail === '' ? '' : `: ${detail}`}`,
+  );
+}
+
+/** Runs a script to its end with output discarded; an ApiError from its stderr when it fails. */
+async function check(
+  target: FileTarget,
+  script: string,
+  args: readonly string[],
+  stdin?: Readable,
+): Promise<void> {
+  const handle = await run(target, script, args, stdin);
+  handle.stdout.resume();
+  const [stderr, code] = await Promise.all([keepText(handle.stderr), handle.done]);
+  if (code !== 0) throw fileError(stderr, target);
+}
+
+// Every path handed to these scripts is absolute (starts with '/'), so none can be taken for an option.
+const PREPARE_DIR = [
+  'd=$1',
+  'if [ -e "$d" ] && [ ! -d "$d" ]; then echo "$d: Not a directory" >&2; exit 1; fi',
+  'mkdir -p "$d" || exit 1',
+  'cd "$d" || exit 1',
+  'if [ ! -w . ]; then echo "$d: Permission denied" >&2; exit 1; fi',
+  // The names the upload writes as non-directories: none may be an existing directory (never replaced).
+  'while IFS= read -r n; do if [ -d "$n" ] && [ ! -L "$n" ]; then echo "$d/$n: Is a directory" >&2; exit 1; fi; done',
+].join('\n');
+
+const EXTRACT = 'cd "$1" && exec tar -x -o -f -';
+
+/**
+ * Unpacks a checked tar (see serve-archive `checkUpload`) into `target.path` as the user: the folder is made if
+ * needed; refused before anything is written when the folder is not one, not writable, or a file of the upload
+ * would replace an existing directory. Modes come from the archive (less the container's umask), owner: the user.
+ */
+export async function uploadTar(
+  target: FileTarget,
+  tar: () => Readable,
+  nonDirectories: readonly string[],
+): Promise<void> {
+  const names = new PassThrough();
+  names.end(nonDirectories.map((n) => `${n}\n`).join(''));
+  await check(target, PREPARE_DIR, [target.path], names);
+  await check(target, EXTRACT, [target.path], tar());
+}
+
+const PACK = [
+  'p=$1',
+  'if [ ! -e "$p" ] && [ ! -L "$p" ]; then ls -d "$p" >&2 || echo "$p: No such file or directory" >&2; exit 1; fi',
+  'if [ "$p" = / ]; then exec tar -c -f - -C / .; fi',
+  'cd "$(dirname "$p")" && exec tar -c -f - "./$(basename "$p")"',
+].join('\n');
+
+export interface SpooledDownload {
+  readonly path: string;
+  readonly files: number;
+  readonly refusals: readonly string[];
+  dispose(): Promise<void>;
+}
+
+/** A name from the container's tar, relative and normalized ('' for the top `.`). */
+function cleanName(name: string): string {
+  return posix
+    .normalize(name.replace(/^\/+/, ''))
+    .replace(/^(\.\/)+/, '')
+    .replace(/\/+$/, '')
+    .replace(/^\.$/, '');
+}
+
+interface RepackState {
+  files: number;
+  bytes: number;
+  readonly refusals: string[];
+}
+
+/** One entry of the container's tar into `out`: files redacted (sized through a temp file), dirs and links as they are. */
+async function repackEntry(
+  entry: AsyncIterable<unknown> & { resume(): unknown },
+  header: Header,
+  out: ReturnType<typeof pack>,
+  dir: string,
+  ctx: { secrets: readonly string[]; redactor: () => Transform; limits: ExtractLimits; state: RepackState },
+): Promise<void> {
+  const { state, limits } = ctx;
+  const name = redactText(cleanName(header.name), ctx.secrets);
+  const mode = (header.mode ?? 0o644) & 0o777;
+  const mtime = header.mtime ?? new Date();
+  if (header.type === 'file' || header.type === 'contiguous-file') {
+    state.files += 1;
+    if (
+      state.files > limits.maxFiles ||
+      (header.size ?? 0) > limits.maxFileBytes ||
+      state.bytes + (header.size ?? 0) > limits.maxTotalBytes
+    ) {
+      state.refusals.push(`limit reached at ${name}`);
+      throw new Error('download limit reached');
+    }
+    const temp = join(dir, 'entry');
+    await pipeline(entry, ctx.redactor(), createWriteStream(temp, { mode: 0o600 }));
+    const size = (await stat(temp)).size;
+    state.bytes += size;
+    await pipeline(createReadStream(temp), out.entry({ name, size, mode, mtime, type: 'file' }));
+    await rm(temp, { force: true });
+    return;
+  }
+  entry.resume();
+  if (name === '') return;
+  if (header.type === 'directory') out.entry({ name, mode, mtime, type: 'directory' });
+  else if (header.type === 'symlink' || header.type === 'link') {
+    const linkname = header.type === 'link' ? cleanName(header.linkname ?? '') : (header.linkname ?? '');
+    out.entry({ name, mode, mtime, type: header.type, linkname: redactText(linkname, ctx.secrets) });
+  } else state.refusals.push(`${header.type} refused: ${name}`);
+}
+
+/**
+ * `target.path` (a file, directory or link) as a tar, made in the container by the user, then re-packed into a
+ * temporary file on the host with every file redacted: names relative to the path's parent (as the engine's
+ * archive API gives them), modes (0777 bits) and symbolic links kept. Special files are refused (counted).
+ */
+export async function downloadTar(
+  target: FileTarget,
+  tempRoot: string,
+  redactor: () => Transform,
+  signal?: AbortSignal,
+  limits: ExtractLimits = DEFAULT_EXTRACT_LIMITS,
+): Promise<SpooledDownload> {
+  const dir = await mkdtemp(join(tempRoot, 'download-'));
+  const dispose = (): Promise<void> => rm(dir, { recursive: true, force: true });
+  const state: RepackState = { files: 0, bytes: 0, refusals: [] };
+  const tarPath = join(dir, 'out.tar');
+  try {
+    const handle = await run(target, PACK, [target.path]);
+    const stopOnAbort = (): void => void handle.killTree().catch(() => undefined);
+    signal?.addEventListener('abort', stopOnAbort, { once: true });
+    const out = pack();
+    const written = pipeline(out, createWriteStream(tarPath, { mode: 0o600 }));
+    const parser = extract();
+    handle.stdout.pipe(parser);
+    const stderr = keepText(handle.stderr);
+    let failure: unknown = null;
+    try {
+      for await (const entry of parser) {
+        await repackEntry(entry, entry.header, out, dir, {
+          secrets: target.secrets,
+          redactor,
+          limits,
+          state,
+        });
+      }
+    } catch (err) {
+      failure = err;
+      await handle.killTree().catch(() => undefined);
+      handle.stdout.resume();
+    } finally {
+      signal?.removeEventListener('abort', stopOnAbort);
+    }
+    out.finalize();
+    await written;
+    const [code, text] = await Promise.all([handle.done, stderr]);
+    if (signal?.aborted === true) throw new ApiError(400, 'E_REQUEST_INVALID', 'the client went away');
+    if (state.refusals.some((r) => r.startsWith('limit reached'))) {
+      throw new ApiError(
+        413,
+        'E_ARCHIVE_TOO_LARGE',
+        `${redactText(target.path, target.secrets)}: more than the download limits (${limits.maxFiles} files, ${limits.maxFileBytes} bytes a file, ${limits.maxTotalBytes} bytes in all)`,
+      );
+    }
+    if (code !== 0) throw fileError(text, target);
+    if (failure !== null)
+      throw fileError(`not a valid tar from the container: ${(failure as Error).message}`, target);
+    return { path: tarPath, files: state.files, refusals: state.refusals, dispose };
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+}
+
+const READ_FILE = [
+  'p=$1',
+  'if [ -d "$p" ]; then echo "$p: Is a directory" >&2; exit 1; fi',
+  'exec cat "$p"',
+].join('\n');
+
+/** One file's bytes, read by the user and redacted, spooled to a temporary file (limit: `maxBytes`, else 413). */
+export async function readOneFile(
+  target: FileTarget,
+  tempRoot: string,
+  redactor: () => Transform,
+  maxBytes: number,
+): Promise<SpooledDownload & { bytes: number }> {
+  const dir = await mkdtemp(join(tempRoot, 'file-'));
+  const dispose = (): Promise<void> => rm(dir, { recursive: true, force: true });
+  const path = join(dir, 'file');
+  try {
+    const handle = await run(target, READ_FILE, [target.path]);
+    let bytes = 0;
+    let tooLarge = false;
+    const limit = async function* (source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+      for await (const chunk of source) {
+        bytes += chunk.length;
+        if (bytes > maxBytes) {
+          tooLarge = true;
+          await handle.killTree().catch(() => undefined);
+          return;
+        }
+        yield chunk;
+      }
+    };
+    const [, stderr, code] = await Promise.all([
+      pipeline(handle.stdout, limit, redactor(), createWriteStream(path, { mode: 0o600 })),
+      keepText(handle.stderr),
+      handle.done,
+    ]);
+    handle.stdout.resume();
+    if (tooLarge)
+      throw new ApiError(
+        413,
+        'E_FILE_TOO_LARGE',
+        `${redactText(target.path, target.secrets)}: larger than ${maxBytes} bytes; download it with GET …/archive`,
+      );
+    if (code !== 0) throw fileError(stderr, target);
+    return { path, files: 1, refusals: [], bytes: (await stat(path)).size, dispose };
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+}
+
+const WRITE_FILE = [
+  'p=$1',
+  'm=$2',
+  'if [ -d "$p" ]; then echo "$p: Is a directory" >&2; exit 1; fi',
+  'mkdir -p "$(dirname "$p")" || exit 1',
+  'cat > "$p" || exit 1',
+  'if [ -n "$m" ]; then chmod "$m" "$p" || exit 1; fi',
+].join('\n');
+
+/**
+ * The request body (streamed, never held whole) into one file, written by the user: parent folders made, an
+ * existing directory never replaced (409 E_IS_A_DIRECTORY), `mode` (octal) applied when given.
+ */
+export async function writeOneFile(
+  target: FileTarget,
+  body: Readable,
+  mode: string | undefined,
+): Promise<{ bytes: number }> {
+  let bytes = 0;
+  const counted = new Transform({
+    transform(chunk: Buffer, _encoding, done): void {
+      bytes += chunk.length;
+      done(null, chunk);
+    },
+  });
+  body.pipe(counted);
+  await check(target, WRITE_FILE, [target.path, mode ?? ''], counted);
+  return { bytes };
+}

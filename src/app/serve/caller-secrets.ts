@@ -1,0 +1,105 @@
+import type { Issue } from '../../core/errors.js';
+import { referencedName, resolveEnvironment } from '../../core/manifest/index.js';
+import { joinPath } from '../../core/manifest/issue-path.js';
+import {
+  isSecretLookingName,
+  isUrlWithPassword,
+  MIN_SECRET_VALUE_LENGTH,
+} from '../../core/manifest/secrets.js';
+import { ApiError } from './api-error.js';
+import { unallowedReferences } from './env-allow.js';
+
+/**
+ * Secrets from callers (issue 23): a session's `environment` or an exec's `env` may hold literal values. A value is a
+ * secret when it is a resolved `${NAME}` reference, when its name looks secret (the manifest's name rule), when it is
+ * a URL with a password, or when the caller lists its name in `secret_env`. Secrets are masked in everything the
+ * server sends or writes, and never written to disk: session.json keeps `{"secret": true}` in their place.
+ */
+
+/** What session.json keeps of one variable: a public literal or a `${NAME}` reference as given, a secret as a marker. */
+export type StoredEnvValue = string | { readonly secret: true };
+
+export interface CallerEnvironment {
+  /** The values the container (or the exec) gets: memory only. */
+  readonly values: Record<string, string>;
+  /** The values to mask (resolved references and secret literals long enough to mask). */
+  readonly secrets: string[];
+  /** What may be written to disk. */
+  readonly stored: Record<string, StoredEnvValue>;
+}
+
+export const SECRET_MARKER = { secret: true } as const;
+
+/** Whether a literal under `name` is a secret: listed by the caller, a secret-looking name, or a URL with a password. */
+export function isCallerSecret(name: string, value: string, listed: ReadonlySet<string>): boolean {
+  return listed.has(name) || isSecretLookingName(name) || isUrlWithPassword(name, value);
+}
+
+/**
+ * Checks and resolves a caller's environment (`field`: "environment" or "env"; `listField`: where `secret_env` is).
+ * 400 for a reference the server does not allow or cannot resolve, and for a value listed in `secret_env` too short
+ * to mask safely. A value that is secret only by its name and shorter than MIN_SECRET_VALUE_LENGTH is passed on but
+ * not masked (masking every "1" would wreck all output); it is still never written to disk.
+ */
+export function callerEnvironment(
+  env: Readonly<Record<string, string>>,
+  secretEnv: readonly string[],
+  source: Readonly<Record<string, string | undefined>>,
+  allowed: ReadonlySet<string>,
+  fields: { readonly env: string; readonly secretEnv: string },
+): CallerEnvironment {
+  const notAllowed = unallowedReferences(env, allowed, fields.env);
+  if (notAllowed.length > 0)
+    throw new ApiError(
+      400,
+      'E_ENV_NOT_ALLOWED',
+      `the ${fields.env} references variables this server does not allow`,
+      notAllowed,
+    );
+  const resolved = resolveEnvironment(env, source, fields.env);
+  if (!resolved.ok)
+    throw new ApiError(400, 'E_ENV_MISSING', `the ${fields.env} references unset variables`, resolved.issues);
+  const listed = new Set(secretEnv);
+  const secrets = new Set(resolved.secrets);
+  const stored: Record<string, StoredEnvValue> = {};
+  const issues: Issue[] = [];
+  for (const [name, given] of Object.entries(env)) {
+    if (referencedName(given) !== undefined) {
+      stored[name] = given;
+      continue;
+    }
+    if (!isCallerSecret(name, given, listed)) {
+      stored[name] = given;
+      continue;
+    }
+    stored[name] = SECRET_MARKER;
+    const length = [...given].length;
+    if (length >= MIN_SECRET_VALUE_LENGTH) secrets.add(given);
+    else if (listed.has(name) && length > 0) {
+      issues.push({
+        path: joinPath(fields.env, name),
+        rule: `is listed in ${fields.secretEnv} but shorter than ${MIN_SECRET_VALUE_LENGTH} characters: too short to mask safely`,
+      });
+    }
+  }
+  if (issues.length > 0) throw ApiError.invalid(`the ${fields.env}`, issues);
+  return { values: resolved.values, secrets: [...secrets], stored };
+}
+
+/**
+ * The secrets of an adopted session, re-learned from the container's own environment (`docker inspect`
+ * Config.Env): every variable session.json marks secret or stores as a `${NAME}` reference, with the same length
+ * rule as at creation.
+ */
+export function relearnedSecrets(
+  stored: Readonly<Record<string, StoredEnvValue>>,
+  containerEnv: Readonly<Record<string, string>>,
+): string[] {
+  const secrets = new Set<string>();
+  for (const [name, value] of Object.entries(stored)) {
+    const secret = typeof value !== 'string' || referencedName(value) !== undefined;
+    const actual = Object.hasOwn(containerEnv, name) ? containerEnv[name] : undefined;
+    if (secret && actual !== undefined && [...actual].length >= MIN_SECRET_VALUE_LENGTH) secrets.add(actual);
+  }
+  return [...secrets];
+}

@@ -1,0 +1,119 @@
+import type { Readable } from 'node:stream';
+import { baseImages, BUILD_KEY_LABEL, reservedTagRule } from '../../core/image-build.js';
+import type { ImageBuildEngine } from '../ports/image-builds.js';
+import { ApiError } from './api-error.js';
+
+/**
+ * `POST /v1/images` (issue 23): a build from a caller's tar context, cached by the context's content hash (a label on
+ * the image), never pulling (a base the engine lacks is refused by name before anything is built), bounded by a
+ * number of builds at once (429 past it).
+ */
+
+export interface ImageBuildRequest {
+  /** `repo:tag`, normalized. */
+  readonly ref: string;
+  readonly dockerfile: string;
+  readonly dockerfileText: string;
+  /** sha256 of the Dockerfile path and the context bytes. */
+  readonly key: string;
+  readonly network: 'none' | 'bridge';
+}
+
+export interface BuiltImage {
+  readonly tag: string;
+  readonly id: string;
+  readonly cached: boolean;
+}
+
+export type BuildPlan = { readonly kind: 'cached'; readonly image: BuiltImage } | { readonly kind: 'build' };
+
+export class ImageBuilds {
+  readonly #engine: ImageBuildEngine;
+  readonly #maxConcurrent: number;
+  #active = 0;
+
+  constructor(engine: ImageBuildEngine, maxConcurrent: number) {
+    this.#engine = engine;
+    this.#maxConcurrent = maxConcurrent;
+  }
+
+  /** One more build, within the limit (429 past it); returns the function that ends it. */
+  acquire(): () => void {
+    if (this.#active >= this.#maxConcurrent) {
+      throw new ApiError(
+        429,
+        'E_TOO_MANY_REQUESTS',
+        `the server already has ${this.#active} image builds running (limit ${this.#maxConcurrent}, --max-builds); retry when one ends`,
+        [],
+        { retryAfterSec: 1 },
+      );
+    }
+    this.#active += 1;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.#active -= 1;
+    };
+  }
+
+  /**
+   * Before a build: the tag must not name an image this endpoint did not build (409), a build of the same bytes is
+   * answered from the cache (tagged as asked), and every base image must be on the engine (400 naming it).
+   */
+  async plan(request: ImageBuildRequest): Promise<BuildPlan> {
+    const reserved = reservedTagRule(request.ref);
+    if (reserved !== null) throw ApiError.invalid('the build request', [{ path: 'tag', rule: reserved }]);
+    const existing = await this.#engine.inspectImage(request.ref);
+    if (existing !== null && existing.labels[BUILD_KEY_LABEL] === undefined) {
+      throw new ApiError(
+        409,
+        'E_TAG_TAKEN',
+        `${request.ref} names an image this server did not build; choose another tag`,
+        [{ path: 'tag', rule: 'names an existing image not built through POST /v1/images' }],
+      );
+    }
+    const cachedId = await this.#engine.findByLabel(BUILD_KEY_LABEL, request.key);
+    if (cachedId !== null) {
+      if (existing?.id !== cachedId) await this.#engine.tag(cachedId, request.ref);
+      return { kind: 'cached', image: { tag: request.ref, id: cachedId, cached: true } };
+    }
+    const missing: string[] = [];
+    for (const base of baseImages(request.dockerfileText)) {
+      if ((await this.#engine.inspectImage(base)) === null) missing.push(base);
+    }
+    if (missing.length > 0) {
+      throw new ApiError(
+        400,
+        'E_IMAGE_MISSING',
+        `the Dockerfile builds FROM ${missing.join(', ')}, not present on this engine (no pulls: load or build it first)`,
+        missing.map((image) => ({
+          path: 'dockerfile',
+          rule: `FROM ${image}: not present on the engine (no pulls)`,
+        })),
+      );
+    }
+    return { kind: 'build' };
+  }
+
+  async build(
+    request: ImageBuildRequest,
+    context: Readable,
+    onLog: (text: string) => void,
+    signal: AbortSignal,
+  ): Promise<BuiltImage> {
+    const networkMode = await this.#engine.networkMode(request.network);
+    const { id } = await this.#engine.build(
+      context,
+      {
+        ref: request.ref,
+        dockerfile: request.dockerfile,
+        labels: { [BUILD_KEY_LABEL]: request.key },
+        networkMode,
+      },
+      onLog,
+      signal,
+    );
+    return { tag: request.ref, id, cached: false };
+  }
+}
