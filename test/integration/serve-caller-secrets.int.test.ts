@@ -306,11 +306,17 @@ describe.skipIf(noDocker)('serve: a judge on the host through extra_hosts host-g
 
 describe.skipIf(noDocker)('serve: POST /v1/images (issue 23)', () => {
   const tag = `rg-it-build-${RUN}:1`;
+  const builtIds: string[] = [];
   afterAll(async () => {
     await rt.docker
       .getImage(tag)
       .remove({ force: true })
       .catch(() => undefined);
+    for (const id of builtIds)
+      await rt.docker
+        .getImage(id)
+        .remove({ force: true })
+        .catch(() => undefined);
   });
 
   it('builds FROM a local image with streamed logs; the same context again is cached at once; a missing FROM is named; an oversize context is refused', async () => {
@@ -370,5 +376,8 @@ describe.skipIf(noDocker)('serve: POST /v1/images (issue 23)', () => {
     expect(reserved.status).toBe(400);
     const taken = await ndjson(s, 'POST', `/v1/images?tag=roboguide-example/my-eval:1`, { raw: context });
     expect([400, 409]).toContain(taken.status);
+    // The session using the image goes first, so the image itself can be removed afterwards (not only untagged).
+    expect(await s.stop('SIGTERM')).toBe(0);
+    builtIds.push(built.image.id);
   }, 300_000);
 });
