@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { extract } from 'tar-stream';
@@ -22,35 +22,56 @@ export interface ImageRouteDeps {
 /** A Dockerfile bigger than this is not read (a real one is a few KiB). */
 const MAX_DOCKERFILE_BYTES = 1024 * 1024;
 
-/** The request body into `path`, refused (413) past `cap` bytes; returns the sha256 of `prefix` and the bytes. */
-async function spool(req: IncomingMessage, path: string, cap: number, prefix: string): Promise<string> {
+/**
+ * The request body into `path`, refused (413) past `cap` bytes; returns the sha256 of `prefix` and the bytes. The
+ * request is never destroyed here (a destroyed request left the server unable to close at shutdown): past the cap
+ * the rest is discarded and the answer closes the connection.
+ */
+async function spool(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  cap: number,
+  prefix: string,
+): Promise<string> {
   const hash = createHash('sha256').update(prefix).update('\0');
-  let total = 0;
   const out = createWriteStream(path, { mode: 0o600 });
-  try {
-    await pipeline(
-      req,
-      async function* (source: AsyncIterable<Buffer>) {
-        for await (const chunk of source) {
-          total += chunk.length;
-          if (total > cap)
-            throw new ApiError(
-              413,
-              'E_TOO_LARGE',
-              `the build context is larger than ${cap} bytes (--max-build-context-mib)`,
-              [{ path: 'body', rule: `must be at most ${cap} bytes` }],
-            );
-          hash.update(chunk);
-          yield chunk;
-        }
-      },
-      out,
+  let total = 0;
+  const outcome = await new Promise<'ok' | 'too_large' | 'broken'>((resolve) => {
+    const onData = (chunk: Buffer): void => {
+      total += chunk.length;
+      if (total > cap) {
+        req.off('data', onData);
+        req.resume();
+        resolve('too_large');
+        return;
+      }
+      hash.update(chunk);
+      if (!out.write(chunk)) {
+        req.pause();
+        out.once('drain', () => req.resume());
+      }
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve('ok'));
+    req.once('aborted', () => resolve('broken'));
+    req.once('error', () => resolve('broken'));
+    out.once('error', () => resolve('broken'));
+  });
+  await new Promise<void>((resolve) => out.end(() => resolve()));
+  if (outcome === 'too_large') {
+    res.setHeader('connection', 'close');
+    throw new ApiError(
+      413,
+      'E_TOO_LARGE',
+      `the build context is larger than ${cap} bytes (--max-build-context-mib)`,
+      [{ path: 'body', rule: `must be at most ${cap} bytes` }],
     );
-  } catch (err) {
-    req.resume();
-    if (err instanceof ApiError) throw err;
-    throw ApiError.invalid('the build context', [{ path: 'body', rule: 'ended early' }]);
   }
+  if (outcome === 'broken')
+    throw ApiError.invalid('the build context', [
+      { path: 'body', rule: 'ended early or could not be stored' },
+    ]);
   if (total === 0)
     throw ApiError.invalid('the build context', [
       { path: 'body', rule: 'must be a tar of the build context (application/x-tar), not empty' },
@@ -113,7 +134,7 @@ async function buildImage(
   const end = deps.builds.acquire();
   const file = join(deps.tempRoot, `build-${randomUUID()}.tar`);
   try {
-    const key = await spool(req, file, deps.maxContextBytes, dockerfile);
+    const key = await spool(req, res, file, deps.maxContextBytes, dockerfile);
     const tag = normalizeTag(tagParam ?? `roboguide-build:${key.slice(0, 16)}`);
     if (tag === null)
       throw ApiError.invalid('the build request', [
