@@ -17,13 +17,13 @@ const asUser = {
   name: 'user',
   in: 'query',
   required: false,
-  description: "the user the transfer runs as inside the container (name or uid, optionally :group); default: the container's user. Its permissions apply; what it writes belongs to it",
+  description: "the user the transfer runs as inside the container (name or uid, optionally :group); default: the container's user. Its permissions apply; what it writes belongs to it; a name the container does not know: 400 E_USER_UNKNOWN",
   schema: { type: 'string' },
 };
 const fileErrors = {
   '403': error('E_PERMISSION_DENIED: the user may not read or write there'),
   '404': error('unknown session; E_FILE_NOT_FOUND: no such file or directory'),
-  '409': error('E_IS_A_DIRECTORY: a directory where a file is read or written (never replaced); E_NOT_A_DIRECTORY: a part of the path is a file; session being deleted'),
+  '409': error('E_IS_A_DIRECTORY: a directory where a file is read or written (never replaced); E_NOT_A_DIRECTORY: a part of the path is a file; E_TOOL_MISSING: the image lacks tar or cat; session being deleted'),
   '429': error('too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After'),
 };
 const tar = { 'application/x-tar': { schema: { type: 'string', contentMediaType: 'application/x-tar' } } };
