@@ -102,6 +102,25 @@ const CLASSES: readonly {
 export function fileError(stderr: string, target: FileTarget): ApiError {
   const who = target.user === '' ? "the session's user" : `user ${target.user}`;
   const path = redactText(target.path, target.secrets);
+  if (/unable to find (user|group)|no matching entries in (passwd|group)/i.test(stderr)) {
+    return new ApiError(
+      400,
+      'E_USER_UNKNOWN',
+      `${who} does not exist in the container (no such entry in its /etc/passwd or /etc/group); give a uid[:gid]`,
+      [{ path: 'user', rule: 'must exist in the container' }],
+    );
+  }
+  const missing =
+    /(?:^|\s)(tar|cat|mkdir|chmod|sh)(?::| ):? ?(?:not found|command not found)|executable file not found/i.exec(
+      stderr,
+    );
+  if (missing !== null) {
+    return new ApiError(
+      409,
+      'E_TOOL_MISSING',
+      `${path}: the container lacks ${missing[1] ?? 'a tool'} (file transfers run /bin/sh, tar, cat, mkdir inside the container as the user)`,
+    );
+  }
   for (const line of stderr.split('\n')) {
     const found = CLASSES.find((c) => c.test.test(line));
     if (found !== undefined)
@@ -119,6 +138,23 @@ export function fileError(stderr: string, target: FileTarget): ApiError {
   );
 }
 
+/** `source` passed through, its first bytes kept (what an exec the engine could not start says is on stdout). */
+function headOf(source: Readable): { stream: Readable; text: () => string } {
+  const parts: Buffer[] = [];
+  let kept = 0;
+  const stream = new Transform({
+    transform(chunk: Buffer, _encoding, done): void {
+      if (kept < STDERR_KEPT_BYTES) {
+        parts.push(chunk.subarray(0, STDERR_KEPT_BYTES - kept));
+        kept += chunk.length;
+      }
+      done(null, chunk);
+    },
+  });
+  source.pipe(stream);
+  return { stream, text: () => Buffer.concat(parts).toString('utf8') };
+}
+
 /** Runs a script to its end with output discarded; an ApiError from its stderr when it fails. */
 async function check(
   target: FileTarget,
@@ -127,9 +163,9 @@ async function check(
   stdin?: Readable,
 ): Promise<void> {
   const handle = await run(target, script, args, stdin);
-  handle.stdout.resume();
-  const [stderr, code] = await Promise.all([keepText(handle.stderr), handle.done]);
-  if (code !== 0) throw fileError(stderr, target);
+  const [stderr, stdout, code] = await Promise.all([keepText(handle.stderr), keepText(handle.stdout), handle.done]);
+  // An exec the engine could not start (e.g. an unknown user) reports on its output stream.
+  if (code !== 0) throw fileError(`${stderr}\n${stdout}`, target);
 }
 
 // Every path handed to these scripts is absolute (starts with '/'), so none can be taken for an option.
@@ -252,7 +288,8 @@ export async function downloadTar(
     const out = pack();
     const written = pipeline(out, createWriteStream(tarPath, { mode: 0o600 }));
     const parser = extract();
-    handle.stdout.pipe(parser);
+    const head = headOf(handle.stdout);
+    head.stream.pipe(parser);
     const stderr = keepText(handle.stderr);
     let failure: unknown = null;
     try {
@@ -282,7 +319,7 @@ export async function downloadTar(
         `${redactText(target.path, target.secrets)}: more than the download limits (${limits.maxFiles} files, ${limits.maxFileBytes} bytes a file, ${limits.maxTotalBytes} bytes in all)`,
       );
     }
-    if (code !== 0) throw fileError(text, target);
+    if (code !== 0) throw fileError(`${text}\n${head.text()}`, target);
     if (failure !== null)
       throw fileError(`not a valid tar from the container: ${(failure as Error).message}`, target);
     return { path: tarPath, files: state.files, refusals: state.refusals, dispose };
@@ -310,6 +347,7 @@ export async function readOneFile(
   const path = join(dir, 'file');
   try {
     const handle = await run(target, READ_FILE, [target.path]);
+    const head = headOf(handle.stdout);
     let bytes = 0;
     let tooLarge = false;
     const limit = async function* (source: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
@@ -324,7 +362,7 @@ export async function readOneFile(
       }
     };
     const [, stderr, code] = await Promise.all([
-      pipeline(handle.stdout, limit, redactor(), createWriteStream(path, { mode: 0o600 })),
+      pipeline(head.stream, limit, redactor(), createWriteStream(path, { mode: 0o600 })),
       keepText(handle.stderr),
       handle.done,
     ]);
@@ -335,7 +373,7 @@ export async function readOneFile(
         'E_FILE_TOO_LARGE',
         `${redactText(target.path, target.secrets)}: larger than ${maxBytes} bytes; download it with GET …/archive`,
       );
-    if (code !== 0) throw fileError(stderr, target);
+    if (code !== 0) throw fileError(`${stderr}\n${head.text()}`, target);
     return { path, files: 1, refusals: [], bytes: (await stat(path)).size, dispose };
   } catch (err) {
     await dispose();

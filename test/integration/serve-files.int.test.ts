@@ -361,6 +361,11 @@ describe.skipIf(noDocker)('serve: file and stdin fidelity (issue 23), real engin
       status: 400,
       code: 'E_REQUEST_INVALID',
     });
+    expect(errorOf(await get(id, 'file', '/shared/one.bin', '&user=nosuchuser'))).toEqual({
+      status: 400,
+      code: 'E_USER_UNKNOWN',
+    });
+    expect((await bytesOf(id, 'file', '/shared/one.bin')).length).toBe(3);
   });
 
   it('single-file routes: raw bytes in and out, byte-exact; secrets redacted on the way out', async () => {

@@ -143,6 +143,7 @@ describe('OpenAPI', () => {
       'DELETE /v1/pairs/{id}', 'DELETE /v1/sessions/{id}', 'GET /v1/health', 'GET /v1/images', 'GET /v1/openapi.json', 'GET /v1/pairs/{id}',
       'GET /v1/pairs/{id}/logs', 'GET /v1/sessions', 'GET /v1/sessions/{id}', 'GET /v1/sessions/{id}/archive', 'POST /v1/images', 'POST /v1/pairs', 'POST /v1/sessions',
       'POST /v1/sessions/{id}/exec', 'POST /v1/sessions/{id}/keepalive', 'PUT /v1/sessions/{id}/archive',
+      'GET /v1/sessions/{id}/file', 'PUT /v1/sessions/{id}/file',
     ].sort());
   });
 });

@@ -11,7 +11,7 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { parseBody } from '../../src/app/serve/api-error.js';
 import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
-import type { ExecHandle, SessionContainerDetail, SessionContainerInfo, SessionContainerSpec, SessionEngine } from '../../src/app/serve/session-engine.js';
+import type { ExecHandle, ExecSpec, SessionContainerDetail, SessionContainerInfo, SessionContainerSpec, SessionEngine } from '../../src/app/serve/session-engine.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 
 /** A hand-written engine: containers in a map; `stuck` ids survive remove (an engine that will not delete). */
@@ -22,6 +22,10 @@ class FakeEngine implements SessionEngine {
   /** When set, creation waits for it (a slow engine). */
   createGate: Promise<void> | null = null;
   removes = 0;
+  /** The working directory every container reports (its session's workdir or its image's). */
+  workingDir = '';
+  readonly execSpecs: ExecSpec[] = [];
+  defaultsAsked = 0;
   #next = 0;
   version(): Promise<string> { return Promise.resolve('fake'); }
   imageExists(): Promise<boolean> { return Promise.resolve(true); }
@@ -34,7 +38,8 @@ class FakeEngine implements SessionEngine {
   }
   /** When set, an exec prints this (a container that echoes what it was given). */
   execOutput: string | null = null;
-  exec(): Promise<ExecHandle> {
+  exec(_id: string, spec: ExecSpec): Promise<ExecHandle> {
+    this.execSpecs.push(spec);
     const stdout = new PassThrough();
     const stderr = new PassThrough();
     stdout.end(this.execOutput ?? 'out');
@@ -59,7 +64,8 @@ class FakeEngine implements SessionEngine {
     return Promise.resolve({ workdir: c.spec?.workdir ?? '/', user: c.spec?.user ?? '', ipAddress: c.spec?.network === 'bridge' ? '172.30.0.2' : null });
   }
   containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
-    return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
+    this.defaultsAsked += 1;
+    return Promise.resolve(this.containers.has(id) ? { workingDir: this.workingDir, user: '' } : null);
   }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
     return Promise.resolve(
@@ -113,6 +119,30 @@ afterEach(async () => {
 });
 
 describe('SessionManager', () => {
+  it('a relative cwd resolves against the working directory the engine reports (asked once), else /; .. stops at /', async () => {
+    const sessions = manager();
+    engine.workingDir = '/app';
+    const { session_id: id } = await sessions.create(body());
+    for (const cwd of ['sub/dir', '/abs/../x', '../../..', '.']) await sessions.exec(id, { command: 'pwd', cwd });
+    expect(engine.execSpecs.map((s) => s.cwd)).toEqual(['/app/sub/dir', '/x', '/', '/app']);
+    expect(engine.defaultsAsked).toBe(1);
+    engine.workingDir = '';
+    const other = await sessions.create(body());
+    await sessions.exec(other.session_id, { command: 'pwd', cwd: 'tmp' });
+    expect(engine.execSpecs.at(-1)?.cwd).toBe('/tmp');
+    expect((await sessions.beginArchive(other.session_id, { path: 'a/../b', user: '1000' }))).toMatchObject({ path: '/b', user: '1000' });
+  });
+
+  it('stdin_base64 reaches the engine as bytes, a streamed stdin as the stream itself', async () => {
+    const sessions = manager();
+    const { session_id: id } = await sessions.create(body());
+    await sessions.exec(id, parseBody(ExecSchema, { command: 'cat', stdin_base64: Buffer.from([0, 255]).toString('base64') }, 't'));
+    expect(engine.execSpecs.at(-1)?.stdin).toEqual(Buffer.from([0, 255]));
+    const stream = new PassThrough();
+    await sessions.exec(id, { command: 'cat' }, { stdin: stream });
+    expect(engine.execSpecs.at(-1)?.stdin).toBe(stream);
+  });
+
   it('two concurrent deletes share one cleanup: one removal, the slot released once, the same record', async () => {
     const sessions = manager();
     const { session_id } = await sessions.create(body());
@@ -278,8 +308,8 @@ describe('SessionManager: requests on a session', () => {
     const original = engine.exec.bind(engine);
     engine.exec = ((id: string, spec: (typeof calls)[number]['spec']) => {
       calls.push({ id, spec });
-      return original();
-    }) as typeof engine.exec;
+      return original(id, spec);
+    });
     const unset = parseBody(ExecSchema, { argv: ['/bin/true'], env: { X: '${NOT_SET_ANYWHERE}' } }, 'test');
     expect(await status(() => sessions.exec(session_id, unset))).toEqual([400, 'E_ENV_MISSING']);
     expect(calls).toEqual([]);

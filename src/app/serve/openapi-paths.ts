@@ -6,7 +6,28 @@ const ref = (name: ComponentName): { $ref: string } => ({ $ref: `#/components/sc
 const json = (name: ComponentName, description: string) => ({ description, content: { 'application/json': { schema: ref(name) } } });
 const error = (description: string) => json('Error', description);
 const sessionId = { name: 'id', in: 'path', required: true, schema: { type: 'string' } } as const;
-const absPath = (description: string) => ({ name: 'path', in: 'query', required: true, description, schema: { type: 'string', pattern: '^/' } });
+const containerPath = (description: string) => ({
+  name: 'path',
+  in: 'query',
+  required: true,
+  description: `${description}; absolute, or relative to the session's working directory (its workdir, else the image's WorkingDir, else /)`,
+  schema: { type: 'string', minLength: 1 },
+});
+const asUser = {
+  name: 'user',
+  in: 'query',
+  required: false,
+  description: "the user the transfer runs as inside the container (name or uid, optionally :group); default: the container's user. Its permissions apply; what it writes belongs to it; a name the container does not know: 400 E_USER_UNKNOWN",
+  schema: { type: 'string' },
+};
+const fileErrors = {
+  '403': error('E_PERMISSION_DENIED: the user may not read or write there'),
+  '404': error('unknown session; E_FILE_NOT_FOUND: no such file or directory'),
+  '409': error('E_IS_A_DIRECTORY: a directory where a file is read or written (never replaced); E_NOT_A_DIRECTORY: a part of the path is a file; E_TOOL_MISSING: the image lacks tar or cat; session being deleted'),
+  '429': error('too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After'),
+};
+const tar = { 'application/x-tar': { schema: { type: 'string', contentMediaType: 'application/x-tar' } } };
+const bytes = { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } };
 
 /** Health, image presence and this document. */
 export function servicePaths(): Record<string, unknown> {
@@ -80,7 +101,16 @@ export function sessionPaths(): Record<string, unknown> {
       post: {
         operationId: 'exec',
         parameters: [sessionId, { name: 'stream', in: 'query', required: false, schema: { type: 'string', enum: ['1'] } }],
-        requestBody: { required: true, content: { 'application/json': { schema: ref('Exec') } } },
+        requestBody: {
+          required: true,
+          content: {
+            'application/json': { schema: ref('Exec') },
+            'application/vnd.roboguide.exec-stream': {
+              schema: { type: 'string', contentMediaType: 'application/octet-stream' },
+              description: 'streamed stdin: one line of JSON (an Exec without stdin/stdin_base64), a newline, then the raw stdin bytes to the end of the body (no size cap; piped into the command as it arrives)',
+            },
+          },
+        },
         responses: {
           '200': {
             description: 'the result (redacted); with ?stream=1 an NDJSON stream of ExecEvent',
@@ -96,23 +126,40 @@ export function sessionPaths(): Record<string, unknown> {
     '/v1/sessions/{id}/archive': {
       put: {
         operationId: 'putArchive',
-        parameters: [sessionId, absPath('directory in the container (created when missing)')],
-        requestBody: { required: true, content: { 'application/x-tar': { schema: { type: 'string', contentMediaType: 'application/x-tar' } } } },
+        parameters: [sessionId, containerPath('directory in the container (created when missing)'), asUser],
+        requestBody: { required: true, content: tar },
         responses: {
-          '200': json('ArchiveUpload', 'extracted'),
-          '400': error('refused by the safe-extraction rules'),
-          '404': error('unknown session'),
-          '429': error('too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After'),
+          '200': json('ArchiveUpload', 'extracted by the user: modes (permission bits) kept, links created as links'),
+          '400': error('refused by the safe-extraction rules (e.g. a link to an absolute path or out of the destination); invalid path or user'),
+          ...fileErrors,
         },
       },
       get: {
         operationId: 'getArchive',
-        parameters: [sessionId, absPath('file or directory in the container')],
+        parameters: [sessionId, containerPath('file or directory in the container'), asUser],
         responses: {
-          '200': { description: 'a tar stream, each file redacted', content: { 'application/x-tar': { schema: { type: 'string', contentMediaType: 'application/x-tar' } } } },
-          '404': error('unknown session or path'),
-          '429': error('too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After'),
+          '200': { description: 'a tar made by the user, each file redacted, modes and symbolic links kept', content: tar },
+          ...fileErrors,
+          '413': error('E_ARCHIVE_TOO_LARGE: past the download limits'),
         },
+      },
+    },
+    '/v1/sessions/{id}/file': {
+      get: {
+        operationId: 'readFile',
+        parameters: [sessionId, containerPath('a file in the container'), asUser],
+        responses: { '200': { description: "the file's bytes, read by the user and redacted", content: bytes }, ...fileErrors, '413': error('E_FILE_TOO_LARGE: use GET …/archive') },
+      },
+      put: {
+        operationId: 'writeFile',
+        parameters: [
+          sessionId,
+          containerPath('a file in the container (its folders are created)'),
+          asUser,
+          { name: 'mode', in: 'query', required: false, description: 'octal permission bits applied after writing, e.g. 0755', schema: { type: 'string', pattern: '^0?[0-7]{3}$' } },
+        ],
+        requestBody: { required: true, content: bytes },
+        responses: { '200': json('FileUpload', 'written by the user (streamed, no size cap)'), '400': error('invalid path, user or mode'), ...fileErrors },
       },
     },
     '/v1/sessions/{id}/keepalive': {

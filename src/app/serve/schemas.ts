@@ -273,6 +273,10 @@ export const ArchiveUploadSchema = z
   .strictObject({ files: z.int(), bytes: z.int() })
   .meta({ title: 'ArchiveUpload' });
 
+export const FileUploadSchema = z
+  .strictObject({ path: z.string().meta({ description: 'the file written (absolute)' }), bytes: z.int() })
+  .meta({ title: 'FileUpload' });
+
 export const PairAcceptedSchema = z.strictObject({ pair_id: z.string() }).meta({ title: 'PairAccepted' });
 
 export const PairStatusSchema = z
