@@ -151,7 +151,7 @@ function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined
   if (executor?.kind !== 'swarm') return [];
   const RUNTIME_RULE = `must be "${DEFAULT_RUNTIME}" with --executor swarm: a swarm service cannot choose its runtime`;
   return [
-    ...(manifest.runtime !== DEFAULT_RUNTIME ? [{ path: 'runtime', rule: RUNTIME_RULE }] : []),
+    ...(manifest.runtime !== undefined && manifest.runtime !== DEFAULT_RUNTIME ? [{ path: 'runtime', rule: RUNTIME_RULE }] : []),
     ...manifest.jobs.flatMap((job, i) => [
       ...(job.gpus === 'all' ? [{ path: `jobs[${i}].gpus`, rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed' }] : []),
       ...(job.runtime !== undefined && job.runtime !== DEFAULT_RUNTIME ? [{ path: `jobs[${i}].runtime`, rule: RUNTIME_RULE }] : []),
