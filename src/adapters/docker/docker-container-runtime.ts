@@ -13,6 +13,7 @@ import type {
 } from '../../app/ports/container-runtime.js';
 import { PAIR_CAPABILITIES, type ContainerLimits } from '../../core/pair-limits.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
+import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
@@ -425,6 +426,18 @@ export class DockerContainerRuntime implements ContainerRuntime {
         finishedAt: c.State.FinishedAt && !c.State.FinishedAt.startsWith('0001') ? c.State.FinishedAt : null,
         labels: c.Config.Labels ?? {},
       };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
+  }
+
+  async gpuGrantOf(id: string): Promise<GpuGrant | null> {
+    try {
+      const c = (await this.docker.getContainer(id).inspect(this.#deadline())) as { HostConfig?: { DeviceRequests?: unknown[] | null; Devices?: { PathOnHost?: string }[] | null } };
+      const requests = Array.isArray(c.HostConfig?.DeviceRequests) ? c.HostConfig.DeviceRequests.length : 0;
+      const devices = Array.isArray(c.HostConfig?.Devices) ? c.HostConfig.Devices : [];
+      return { deviceRequests: requests, cdiDevices: devices.filter((d) => CDI_DEVICE_NAME.test(d.PathOnHost ?? '')).length };
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'inspect a container');

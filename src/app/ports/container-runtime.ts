@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { ContainerLimits } from '../../core/pair-limits.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
+import type { GpuGrant } from '../../core/gpu/gpu-proof.js';
 
 /** What the runtime needs to create one pair container. Environment values are resolved secrets: never persist. */
 export interface ContainerSpec {
@@ -119,6 +120,11 @@ export interface ContainerRuntime {
    * container). Optional: without it the sessions directory is always copied out.
    */
   filesystemChanges?(id: string): Promise<FilesystemChanges | null>;
+  /**
+   * What the engine kept of the container's GPU request (its inspect: DeviceRequests, CDI devices), null when the
+   * container is gone. Optional: a runtime without it cannot prove a GPU request was kept (issue 28).
+   */
+  gpuGrantOf?(id: string): Promise<GpuGrant | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
   /**
    * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and
