@@ -200,7 +200,7 @@ describe('classify: cartesian product of observations', () => {
       }
     }
     expect(failures).toEqual([]);
-    expect(cases).toBe(98 * 2 * 2 * 2 * 6 * 7);
+    expect(cases).toBe(98 * 2 * 2 * 2 * 7 * 7);
   });
 
   it('lists every Reason word exactly once in the stable order, grouped strongest class first', () => {
