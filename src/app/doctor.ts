@@ -37,7 +37,7 @@ export interface RegistryProbe {
 export interface DoctorDeps {
   readonly runtime: Pick<
     ContainerRuntime,
-    'info' | 'imageExists' | 'create' | 'start' | 'wait' | 'remove' | 'inspect'
+    'info' | 'imageExists' | 'create' | 'attach' | 'start' | 'wait' | 'remove' | 'inspect' | 'gpuGrantOf'
   >;
   readonly observeGpus: () => Promise<GpuObservation>;
   readonly fileExists: (path: string) => Promise<boolean>;

@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
 import {
@@ -49,6 +50,9 @@ function fakeWorld(
     images?: readonly string[];
     start?: (id: string) => Promise<void>;
     wait?: () => Promise<WaitResult>;
+    /** What the GPU probe container prints (default: NVIDIA_VISIBLE_DEVICES=all as asked) and what its inspect holds. */
+    probeOutput?: string;
+    grant?: { deviceRequests: number; cdiDevices: number };
     gpus?: GpuObservation;
     existing?: readonly string[];
     registry?: (t: RegistryTarget) => Promise<RegistryProbe | void>;
@@ -76,6 +80,14 @@ function fakeWorld(
         live.add('c1');
         return Promise.resolve({ id: 'c1', name: spec.name });
       },
+      attach: () => {
+        const stdout = new PassThrough();
+        stdout.end(overrides.probeOutput ?? 'visible_set=1\nvisible=all\nsmi=absent\nprobe=done\n');
+        const stderr = new PassThrough();
+        stderr.end();
+        return Promise.resolve({ stdout, stderr });
+      },
+      gpuGrantOf: () => Promise.resolve(overrides.grant ?? { deviceRequests: 1, cdiDevices: 0 }),
       start: overrides.start ?? (() => Promise.resolve()),
       wait: overrides.wait ?? (() => Promise.resolve({ kind: 'exited', exitCode: 0 })),
       remove: (id) => {
@@ -363,9 +375,38 @@ describe('doctor GPU probe', () => {
       labels: { 'roboguide.doctor': 'probe' },
       deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }],
     });
-    expect(byName(report.checks, 'gpu probe')?.status).toBe('ok');
+    expect(calls.created[0]?.cmd.slice(0, 2)).toEqual(['sh', '-c']);
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('NVIDIA_VISIBLE_DEVICES=all as asked') });
     expect(calls.removed).toEqual(['c1']);
     expect(live.size).toBe(0);
+  });
+
+  it('nvidia-smi -L in the container is the strongest evidence, parsed at the probe boundary', async () => {
+    const probeOutput = 'visible_set=1\nvisible=all\nnode=/dev/nvidia0\nsmi_exit=0\nsmi: GPU 0: NVIDIA H200 (UUID: GPU-5f1e)\nprobe=done\n';
+    const report = await runDoctor(fakeWorld({ probeOutput }).deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('lists 1 GPU(s): GPU 0: NVIDIA H200') });
+  });
+
+  it('an engine that dropped the request (Podman): the probe fails from the inspect, never starts, and is removed (issue 28)', async () => {
+    let started = 0;
+    const { deps, calls, live } = fakeWorld({
+      grant: { deviceRequests: 0, cdiDevices: 0 },
+      start: () => {
+        started++;
+        return Promise.resolve();
+      },
+    });
+    const report = await runDoctor(deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'fail', detail: expect.stringContaining('holds none'), fix: expect.stringContaining('CDI') });
+    expect(started).toBe(0);
+    expect(calls.removed).toEqual(['c1']);
+    expect(live.size).toBe(0);
+    expect(report.exitCode).toBe(1);
+  });
+
+  it('a container that started and exited 0 but shows no GPU is no GPU (the old probe said ok)', async () => {
+    const report = await runDoctor(fakeWorld({ probeOutput: 'visible_set=\nvisible=\nsmi=absent\nprobe=done\n' }).deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'fail', detail: expect.stringContaining('shows no GPU') });
   });
 
   it('no NVIDIA runtime: fails with the engine text, still removes the container, exit 1', async () => {
