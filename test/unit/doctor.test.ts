@@ -549,3 +549,37 @@ describe('doctor human table', () => {
     ]);
   });
 });
+
+describe('doctor on Podman behind the Docker API (issue 28)', () => {
+  const PODMAN: EngineInfo = { id: 'f1e2', product: 'podman', version: '4.3.1', apiVersion: '1.41', runtimes: ['crun', 'runc', 'runsc'], loggingDriver: '' };
+  const podman = (initPath: string | null, specs: readonly string[], existing: readonly string[]) => {
+    const world = fakeWorld({ info: () => Promise.resolve(PODMAN), existing });
+    return { ...world.deps, podmanHost: { initPath: () => Promise.resolve(initPath), cdiSpecs: () => Promise.resolve(specs) } };
+  };
+
+  it('names Podman and its own version, knows its log driver answer, finds catatonit, and says GPUs are dropped', async () => {
+    const report = await runDoctor(podman(null, [], ['/usr/libexec/podman/catatonit']), OPTIONS);
+    expect(byName(report.checks, 'engine')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^Podman 4\.3\.1, API 1\.41/) });
+    expect(byName(report.checks, 'podman init')).toMatchObject({ status: 'ok', detail: expect.stringContaining('/usr/libexec/podman/catatonit') });
+    expect(byName(report.checks, 'log driver')).toMatchObject({ status: 'ok', detail: expect.stringContaining('not reported over the Docker API') });
+    expect(byName(report.checks, 'podman gpus')).toMatchObject({ status: 'warn', detail: expect.stringMatching(/gpu_request_dropped.*no CDI spec in \/etc\/cdi or \/var\/run\/cdi/) });
+    expect(byName(report.checks, 'nvidia runtime')).toBeUndefined();
+    expect(report.exitCode).toBe(0);
+  });
+
+  it('no catatonit and no init_path: fails with the fix (every pair would fail at its start)', async () => {
+    const report = await runDoctor(podman(null, [], []), OPTIONS);
+    expect(byName(report.checks, 'podman init')).toMatchObject({ status: 'fail', fix: expect.stringContaining('apt-get install catatonit') });
+    expect(report.exitCode).toBe(1);
+  });
+
+  it('an init_path in containers.conf is checked instead; one that is missing fails', async () => {
+    expect(byName((await runDoctor(podman('/usr/bin/tini', [], ['/usr/bin/tini']), OPTIONS)).checks, 'podman init')).toMatchObject({ status: 'ok', detail: expect.stringContaining('/usr/bin/tini') });
+    expect(byName((await runDoctor(podman('/usr/bin/tini', [], ['/usr/libexec/podman/catatonit']), OPTIONS)).checks, 'podman init')?.status).toBe('fail');
+  });
+
+  it('a CDI spec on the host is named (and that CDI names are not passed yet)', async () => {
+    const report = await runDoctor(podman(null, ['/etc/cdi/nvidia.yaml'], ['/usr/libexec/podman/catatonit']), OPTIONS);
+    expect(byName(report.checks, 'podman gpus')).toMatchObject({ status: 'warn', detail: expect.stringContaining('/etc/cdi/nvidia.yaml') });
+  });
+});

@@ -1,6 +1,7 @@
 import { EngineError } from '../ports/engine-error.js';
 import { PAIR_DRIVER_IMAGE } from '../../core/synthetic-images.js';
 import { probeGpuView } from '../gpu-probe.js';
+import { isPodman, podmanChecks } from './podman-checks.js';
 import type { EngineInfo } from '../ports/container-runtime.js';
 import { fail, ok, warn, type DoctorCheck } from './check.js';
 import type { DoctorDeps, DoctorOptions } from '../doctor.js';
@@ -47,14 +48,15 @@ export async function engineChecks(
   }
   const checks: DoctorCheck[] = [engineCheck(info)];
   for (const image of options.images) checks.push(await imageCheck(deps, image, options));
-  checks.push(nvidiaRuntimeCheck(info));
-  checks.push(logDriverCheck(info));
+  // Podman behind the Docker API: its own checks in place of the Docker runtime and log driver lines (podman-checks.ts).
+  if (isPodman(info)) checks.push(...(await podmanChecks(deps, info)));
+  else checks.push(nvidiaRuntimeCheck(info), logDriverCheck(info));
   if (options.probeGpu) checks.push(await gpuProbe(deps, options.images[0] ?? PAIR_DRIVER_IMAGE, options));
   return { checks, reachable: true };
 }
 
 function engineCheck(info: EngineInfo): DoctorCheck {
-  const detail = `Docker ${info.version}, API ${info.apiVersion}${info.id ? `, id ${info.id.slice(0, 14)}` : ''}`;
+  const detail = `${isPodman(info) ? 'Podman' : 'Docker'} ${info.version}, API ${info.apiVersion}${info.id ? `, id ${info.id.slice(0, 14)}` : ''}`;
   const [major = 0, minor = 0] = info.apiVersion.split('.').map(Number);
   const [minMajor, minMinor] = DEVICE_REQUESTS_MIN_API;
   if (major < minMajor || (major === minMajor && minor < minMinor)) {

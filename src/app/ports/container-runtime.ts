@@ -72,6 +72,9 @@ export interface ContainerOutput {
 
 export interface EngineInfo {
   readonly id: string;
+  /** The engine serving the API: `podman` when the version endpoint's Components name Podman Engine (issue 28). */
+  readonly product?: 'docker' | 'podman';
+  /** The product's own version (Podman's, not the Docker API's). */
   readonly version: string;
   readonly apiVersion: string;
   readonly runtimes: readonly string[];
