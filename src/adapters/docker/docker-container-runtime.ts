@@ -18,7 +18,7 @@ import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { demultiplex } from './demux.js';
-import { engineProductOf, type VersionBody } from './engine-probe.js';
+import { engineProductOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -173,7 +173,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return { id: info.ID ?? '', ...engineProductOf(version as VersionBody), apiVersion: version.ApiVersion, runtimes, loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
+      return { id: info.ID ?? '', ...engineProductOf(version), apiVersion: version.ApiVersion, runtimes, loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
