@@ -67,7 +67,7 @@ for _ in $(seq 1 300); do
 done
 curl -sf --unix-socket "$sock" http://podman/_ping >/dev/null || { echo "podman service did not answer" >&2; cat "${dir}/service.log" >&2; exit 1; }
 
-export DOCKER_HOST="unix://${sock}" REQUIRE_DOCKER=1 ROBOGUIDE_TEST_ENGINE=podman TESTCONTAINERS_RYUK_DISABLED=true
+export DOCKER_HOST="unix://${sock}" REQUIRE_DOCKER=1 ROBOGUIDE_TEST_PODMAN_NETNS="${netns}" TESTCONTAINERS_RYUK_DISABLED=true
 start=$(date +%s)
 status=0
 npx vitest run --project integration "${PODMAN_FILES[@]}" "$@" || status=$?

@@ -13,6 +13,8 @@ declare module 'vitest' {
     dockerSkipReason: string;
     /** The shared engine can start containers with NVIDIA device requests (a GPU host). */
     engineHasNvidia: boolean;
+    /** The engine behind DOCKER_HOST is Podman (the Podman set, scripts/podman-suite.sh): Docker-only tests skip. */
+    engineIsPodman: boolean;
   }
 }
 
@@ -71,8 +73,9 @@ export default async function setup(project: TestProject): Promise<void> {
   const runtime = new DockerContainerRuntime();
   let available = false;
   let reason = '';
+  let podman = false;
   try {
-    await runtime.info();
+    podman = (await runtime.info()).product === 'podman';
     available = true;
   } catch (err) {
     reason = `no Docker engine answers (${(err as Error).message})`;
@@ -96,4 +99,6 @@ export default async function setup(project: TestProject): Promise<void> {
   project.provide('dockerAvailable', available);
   project.provide('dockerSkipReason', reason);
   project.provide('engineHasNvidia', nvidia);
+  project.provide('engineIsPodman', podman);
+  if (podman) console.warn('\n*** the engine is Podman: tests of Docker-only behaviour are SKIPPED (docs/podman.md) ***\n');
 }
