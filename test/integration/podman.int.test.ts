@@ -6,6 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
+import { DockerSessionEngine } from '../../src/adapters/docker/docker-session-engine.js';
+import { deviceRequestsFor } from '../../src/core/gpu/device-requests.js';
+import { containerLimitsOf } from '../../src/core/pair-limits.js';
 import { PROBE_LABELS, runDoctor } from '../../src/app/doctor.js';
 import { runPair } from '../../src/app/run-pair.js';
 import {
@@ -143,6 +146,32 @@ describe.skipIf(!engineIsPodman)('Podman on its Docker API', () => {
       }
     },
   );
+
+  it('a serve session asking for GPUs is refused (E_GPU_REQUEST_DROPPED) before anything runs in it, its container removed', async () => {
+    const labels = { 'roboguide.test': `podman-session-${randomUUID().slice(0, 8)}` };
+    const engine = new DockerSessionEngine(runtime());
+    const refused = engine.createAndStart({
+      name: `rg-podman-session-${randomUUID().slice(0, 8)}`,
+      image: DRIVER_IMAGE,
+      env: {},
+      workdir: undefined,
+      binds: [],
+      ports: [],
+      bindAddress: '127.0.0.1',
+      network: 'none',
+      nanoCpus: undefined,
+      memoryBytes: undefined,
+      limits: containerLimitsOf({ pids_limit: 64, memory_mib: 64, cpus: null }),
+      deviceRequests: deviceRequestsFor(1),
+      labels,
+      stopTimeoutSec: 1,
+    });
+    await expect(refused).rejects.toMatchObject({
+      code: 'E_GPU_REQUEST_DROPPED',
+      fault: 'gpu_request_dropped',
+    });
+    expect(await runtime().listByLabel(labels)).toEqual([]);
+  });
 
   it('a pair without GPUs runs to completion on Podman (Init: true through catatonit, json-file logs read back)', async () => {
     const { result, output } = await run('plain', {});
