@@ -10,20 +10,15 @@ cd "$(dirname "$0")/.."
 
 # Run on Podman (the rest are skipped on Podman; why, per file, in docs/podman.md "The Podman set in CI").
 PODMAN_FILES=(
+  test/integration/podman.int.test.ts
   test/integration/pair-run.int.test.ts
   test/integration/doctor.int.test.ts
-  test/integration/podman.int.test.ts
-  test/integration/hostile-pairs.int.test.ts
-  test/integration/hostile-archive.int.test.ts
-  test/integration/bounded-output.int.test.ts
-  test/integration/pair-limits.int.test.ts
-  test/integration/port-held-by-container.int.test.ts
-  test/integration/log-config.int.test.ts
-  test/integration/secrets-e2e.int.test.ts
-  test/integration/sessions-skip.int.test.ts
-  test/integration/diagnosis-cleanup.int.test.ts
-  test/integration/batch.int.test.ts
   test/integration/serve.int.test.ts
+  test/integration/sessions-skip.int.test.ts
+  test/integration/hostile-archive.int.test.ts
+  test/integration/secrets-e2e.int.test.ts
+  test/integration/bounded-output.int.test.ts
+  test/integration/diagnosis-cleanup.int.test.ts
 )
 
 if [ "$(id -u)" != 0 ]; then echo "podman-suite: needs root (a network namespace of its own)" >&2; exit 2; fi
