@@ -156,7 +156,8 @@ class LifecycleRun {
           await this.#logs.connect(await this.#attachOrEmpty(effect.containerId), false);
           return { kind: 'attached' };
         case 'start':
-          await this.#refuseDroppedGpus(effect.containerId);
+          // A start error the attach kept (Podman), or a GPU request the engine dropped: the start is not made.
+          if (this.#startError !== null) throw this.#startError;
           await runtime.start(effect.containerId);
           return { kind: 'started' };
         case 'follow':
@@ -184,6 +185,12 @@ class LifecycleRun {
    * fails with the same reason as on Docker (`port_allocated`, infrastructure), not as a log it could not write.
    */
   async #attachOrEmpty(containerId: string): Promise<ContainerOutput> {
+    // A container that will not start is not attached: an attach to it never ends on Podman (the drain would stall).
+    const dropped = await this.#droppedGpus(containerId);
+    if (dropped !== null) {
+      this.#startError = dropped;
+      return { stdout: Readable.from([]), stderr: Readable.from([]) };
+    }
     try {
       return await this.deps.runtime.attach(containerId);
     } catch (err) {
@@ -198,17 +205,16 @@ class LifecycleRun {
   /**
    * A pair that asked for GPUs starts only when the created container's inspect still holds the request (issue 28):
    * an engine that dropped it (Podman 4 with DeviceRequests) would run the driver without a GPU, scored as if it had
-   * one. Also raises a start error the attach kept.
+   * one. Checked before the attach; the error is raised in place of the start.
    */
-  async #refuseDroppedGpus(containerId: string): Promise<void> {
-    if (this.#startError !== null) throw this.#startError;
+  async #droppedGpus(containerId: string): Promise<EngineError | null> {
     // Read defensively: a launch built outside the manifest (a test, a serve session) may carry none.
     const requested = (this.launch.container.deviceRequests as ContainerSpec['deviceRequests'] | undefined) ?? [];
-    if (requested.length === 0 || this.deps.runtime.gpuGrantOf === undefined) return;
+    if (requested.length === 0 || this.deps.runtime.gpuGrantOf === undefined) return null;
     const grant = await this.deps.runtime.gpuGrantOf(containerId);
     const dropped = grant === null ? null : gpuRequestDropped(requested, grant);
-    if (dropped === null) return;
-    throw new EngineError('gpu_request_dropped', `GPU request dropped by the engine: ${dropped}`, {
+    if (dropped === null) return null;
+    return new EngineError('gpu_request_dropped', `GPU request dropped by the engine: ${dropped}`, {
       statusCode: null,
       engineMessage: `${dropped} (Podman drops Docker DeviceRequests: docs/podman.md)`,
     });

@@ -101,7 +101,8 @@ describe.skipIf(!engineIsPodman)('Podman on its Docker API', () => {
   it('a pair asking for GPUs fails with gpu_request_dropped (infrastructure) before its driver runs, and its container is gone', async () => {
     const { result, output } = await run('gpu', { gpus: 'all' });
     expect(result.classification).toBe('infrastructure_failure');
-    expect(result.reasons).toEqual(['gpu_request_dropped']);
+    // The same reasons as any start error on Docker: no harness fault, no log gap.
+    expect(result.reasons).toEqual(['gpu_request_dropped', 'outcome_missing']);
     expect(result.engine_error?.message).toMatch(/holds none/);
     // The driver never ran: it would have printed NVIDIA_VISIBLE_DEVICES= (gpu_env).
     expect(await readFile(join(output, 'stdout.log'), 'utf8')).toBe('');
@@ -135,7 +136,8 @@ describe.skipIf(!engineIsPodman)('Podman on its Docker API', () => {
           argv: ['/opt/driver/run', 'outcome=completed'],
         });
         expect(result.classification).toBe('infrastructure_failure');
-        expect(result.reasons).toEqual(['port_allocated']);
+        // What Docker gives for a taken port (pair-run.int.test.ts): no log_write_failed, no harness_failure.
+        expect(result.reasons).toEqual(['port_allocated', 'outcome_missing']);
         expect(result.engine_error?.message).toMatch(/address already in use/);
         expect(result.logs).toMatchObject({ stdout: { closed: true }, stderr: { closed: true } });
         expect(await readFile(join(output, 'stdout.log'), 'utf8')).toBe('');

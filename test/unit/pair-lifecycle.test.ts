@@ -335,13 +335,20 @@ describe('start errors at the attach, and GPU requests the engine dropped (issue
   it('a GPU request the created container does not hold fails with gpu_request_dropped before the driver starts', async () => {
     const runtime = new FakeRuntime() as FakeRuntime & { gpuGrantOf: () => Promise<{ deviceRequests: number; cdiDevices: number }> };
     let started = 0;
+    let attached = 0;
     runtime.gpuGrantOf = () => Promise.resolve({ deviceRequests: 0, cdiDevices: 0 });
+    runtime.attach = () => {
+      attached++; // an attach to a container that never starts does not end on Podman
+      return Promise.resolve(runtime.output);
+    };
     runtime.start = () => {
       started++;
       return Promise.resolve();
     };
     const r = await runPairLifecycle(deps(runtime), gpuLaunch);
     expect(started).toBe(0);
+    expect(attached).toBe(0);
+    expect(r.logs).toEqual({ stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } });
     expect(r.engineFault).toBe('gpu_request_dropped');
     expect(r.engineError?.message).toMatch(/holds none.*docs\/podman\.md/);
     expect(r.logFailure).toBeNull();
