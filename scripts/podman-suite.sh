@@ -21,6 +21,9 @@ PODMAN_FILES=(
   test/integration/diagnosis-cleanup.int.test.ts
 )
 
+# PODMAN_SUITE_FILES="a.int.test.ts b.int.test.ts": run only those (a check of one file on Podman).
+if [ -n "${PODMAN_SUITE_FILES:-}" ]; then read -r -a PODMAN_FILES <<<"$PODMAN_SUITE_FILES"; fi
+
 if [ "$(id -u)" != 0 ]; then echo "podman-suite: needs root (a network namespace of its own)" >&2; exit 2; fi
 # Debian's podman + catatonit (Podman's container-init for `Init: true`), installed once, idempotently.
 if ! command -v podman >/dev/null || [ ! -x /usr/libexec/podman/catatonit ]; then
