@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { access, mkdtemp, rm, statfs } from 'node:fs/promises';
+import { access, mkdtemp, readdir, readFile, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -15,6 +15,7 @@ import { POSTGRES_SCHEMA_VERSION } from './registry/postgres-schema.js';
 import { SCHEMA_VERSION, recordedVersion } from './registry/schema.js';
 import { readBootId } from './host-identity.js';
 import { observeGpus } from './nvidia-smi.js';
+import { CDI_SPEC_DIRS } from '../app/doctor/podman-checks.js';
 import { gatherHostFacts } from '../app/host-facts.js';
 import { defaultHostFactsSource } from './host-facts/systeminformation-host-facts.js';
 
@@ -134,5 +135,30 @@ export function createDoctorDeps(
     hostFacts: (request) => gatherHostFacts({ source: defaultHostFactsSource() }, request),
     nowMs: () => Date.now(),
     newId: () => randomUUID().slice(0, 8),
+    podmanHost: { initPath: podmanInitPath, cdiSpecs },
   };
+}
+
+/** containers.conf files in Podman's order of precedence for root (the first `init_path` wins). */
+const CONTAINERS_CONF = ['/etc/containers/containers.conf', '/usr/share/containers/containers.conf'];
+
+/** `init_path = "…"` of the first containers.conf that sets it (CONTAINERS_CONF in the environment first), or null. */
+async function podmanInitPath(): Promise<string | null> {
+  const files = [process.env['CONTAINERS_CONF'], ...CONTAINERS_CONF].filter((f): f is string => f !== undefined && f !== '');
+  for (const file of files) {
+    const text = await readFile(file, 'utf8').catch(() => '');
+    const match = /^\s*init_path\s*=\s*"([^"]+)"/m.exec(text);
+    if (match?.[1] !== undefined) return match[1];
+  }
+  return null;
+}
+
+/** CDI spec files (.json, .yaml, .yml) in the folders Podman reads. */
+async function cdiSpecs(): Promise<string[]> {
+  const found: string[] = [];
+  for (const dir of CDI_SPEC_DIRS) {
+    const names = await readdir(dir).catch(() => [] as string[]);
+    for (const name of names) if (/\.(json|ya?ml)$/.test(name)) found.push(join(dir, name));
+  }
+  return found;
 }

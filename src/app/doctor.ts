@@ -9,6 +9,7 @@ import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import type { HostFactsRequest } from './host-facts.js';
 import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
 import { engineChecks } from './doctor/engine-checks.js';
+import type { PodmanHost } from './doctor/podman-checks.js';
 import { hostChecks } from './doctor/host-checks.js';
 import { pairNetworkCheck } from './doctor/network-check.js';
 import type { PairNetworkGuard } from './ports/pair-network.js';
@@ -40,7 +41,7 @@ export interface RegistryProbe {
 export interface DoctorDeps {
   readonly runtime: Pick<
     ContainerRuntime,
-    'info' | 'imageExists' | 'create' | 'start' | 'wait' | 'remove' | 'inspect'
+    'info' | 'imageExists' | 'create' | 'attach' | 'start' | 'wait' | 'remove' | 'inspect' | 'gpuGrantOf'
   > &
     Partial<Pick<ContainerRuntime, 'follow'>>;
   readonly observeGpus: () => Promise<GpuObservation>;
@@ -57,6 +58,8 @@ export interface DoctorDeps {
   readonly newId: () => string;
   /** The guarded pairs network of the local engine (`engine-bridge`: turned off by ROBOGUIDE_PAIRS_NETWORK); absent: not checked. */
   readonly pairNetwork?: PairNetworkGuard | 'engine-bridge';
+  /** What Podman needs of this host (its init, CDI specs); absent: the Podman checks report them unknown. */
+  readonly podmanHost?: PodmanHost;
 }
 
 export interface DoctorOptions {

@@ -22,6 +22,9 @@ import {
 import { LogOpenError, PairLogs } from './pair-logs.js';
 import type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 import { EngineError } from './ports/engine-error.js';
+import type { ContainerOutput, ContainerSpec } from './ports/container-runtime.js';
+import { gpuRequestDropped } from '../core/gpu/gpu-proof.js';
+import { Readable } from 'node:stream';
 import { removeAndVerify } from './remove-and-verify.js';
 
 export type { LogTarget } from './pair-logs.js';
@@ -77,6 +80,8 @@ class LifecycleRun {
   readonly #stopSignal: AbortSignal;
   readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   #containerId: string | null = null;
+  /** A start error the engine raised at the attach (Podman), raised again in place of the start. */
+  #startError: EngineError | null = null;
   /** The logs were followed from the engine's log API (reattach, reconnect), not attached live. */
   #followed = false;
   #changes: Promise<FilesystemChanges | null> = Promise.resolve(null);
@@ -148,9 +153,11 @@ class LifecycleRun {
         case 'record_created':
           return await this.#recordCreated(effect.containerId);
         case 'attach':
-          await this.#logs.connect(await runtime.attach(effect.containerId), false);
+          await this.#logs.connect(await this.#attachOrEmpty(effect.containerId), false);
           return { kind: 'attached' };
         case 'start':
+          // A start error the attach kept (Podman), or a GPU request the engine dropped: the start is not made.
+          if (this.#startError !== null) throw this.#startError;
           await runtime.start(effect.containerId);
           return { kind: 'started' };
         case 'follow':
@@ -169,6 +176,48 @@ class LifecycleRun {
       logger.warn({ container: this.#containerId, fault: failure.kind === 'engine' ? failure.fault : failure.kind }, 'pair did not run to completion');
       return { kind: 'failed', failure, atMs: this.#nowMs() };
     }
+  }
+
+  /**
+   * Podman prepares a container (its ports, rlimits) when the attach is made, so a start error (a taken port…) comes
+   * from the attach there, where Docker raises it at the start. Such an error is kept for the start: the logs get
+   * empty streams (the container never ran and printed nothing), and the start that follows is not made — the pair
+   * fails with the same reason as on Docker (`port_allocated`, infrastructure), not as a log it could not write.
+   */
+  async #attachOrEmpty(containerId: string): Promise<ContainerOutput> {
+    // A container that will not start is not attached: an attach to it never ends on Podman (the drain would stall).
+    const dropped = await this.#droppedGpus(containerId);
+    if (dropped !== null) {
+      this.#startError = dropped;
+      return { stdout: Readable.from([]), stderr: Readable.from([]) };
+    }
+    try {
+      return await this.deps.runtime.attach(containerId);
+    } catch (err) {
+      // An answer of the engine (not a lost connection, which the machine probes): the start error it stands for.
+      if (!(err instanceof EngineError) || err.statusCode === null || err.fault === 'engine_unavailable') throw err;
+      this.#startError = err;
+      this.deps.logger.warn({ container: containerId, fault: err.fault }, 'the engine raised a start error at the attach (Podman): kept for the start');
+      return { stdout: Readable.from([]), stderr: Readable.from([]) };
+    }
+  }
+
+  /**
+   * A pair that asked for GPUs starts only when the created container's inspect still holds the request (issue 28):
+   * an engine that dropped it (Podman 4 with DeviceRequests) would run the driver without a GPU, scored as if it had
+   * one. Checked before the attach; the error is raised in place of the start.
+   */
+  async #droppedGpus(containerId: string): Promise<EngineError | null> {
+    // Read defensively: a launch built outside the manifest (a test, a serve session) may carry none.
+    const requested = (this.launch.container.deviceRequests as ContainerSpec['deviceRequests'] | undefined) ?? [];
+    if (requested.length === 0 || this.deps.runtime.gpuGrantOf === undefined) return null;
+    const grant = await this.deps.runtime.gpuGrantOf(containerId);
+    const dropped = grant === null ? null : gpuRequestDropped(requested, grant);
+    if (dropped === null) return null;
+    return new EngineError('gpu_request_dropped', `GPU request dropped by the engine: ${dropped}`, {
+      statusCode: null,
+      engineMessage: `${dropped} (Podman drops Docker DeviceRequests: docs/podman.md)`,
+    });
   }
 
   async #recordCreated(containerId: string): Promise<LifecycleEvent> {

@@ -100,6 +100,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   mount_refused: 'infrastructure_failure',
   port_allocated: 'infrastructure_failure',
   nvidia_runtime_missing: 'infrastructure_failure',
+  // The engine accepted a GPU request and dropped it (Podman 4 with DeviceRequests, a runtime that ignores it): the
+  // pair never ran, so it is not scored as if it had a GPU.
+  gpu_request_dropped: 'infrastructure_failure',
   image_missing: 'infrastructure_failure',
   engine_error: 'infrastructure_failure',
   engine_restarted: 'infrastructure_failure',

@@ -39,6 +39,7 @@ export type Reason =
   | 'log_incomplete'
   | 'port_allocated'
   | 'nvidia_runtime_missing'
+  | 'gpu_request_dropped'
   | 'image_missing'
   | 'engine_error'
   | 'engine_restarted'

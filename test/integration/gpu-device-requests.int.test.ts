@@ -142,7 +142,7 @@ describe.skipIf(skipSecondEngine)(
         outputDir: work,
       });
       const check = (name: string) => report.checks.find((c) => c.name === name);
-      expect(check('gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('exited 0') });
+      expect(check('gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('NVIDIA_VISIBLE_DEVICES=all as asked') });
       expect(check('nvidia runtime')?.status).toBe('warn');
       expect(await rt.listByLabel(PROBE_LABELS)).toEqual([]);
     });

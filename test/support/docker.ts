@@ -16,6 +16,8 @@ export const dockerAvailable = inject('dockerAvailable');
 export const noDocker = !dockerAvailable;
 /** True on a GPU host: tests of the "engine without NVIDIA runtime" behaviour skip there (visibly). */
 export const engineHasNvidia = inject('engineHasNvidia');
+/** The engine is Podman behind the Docker API (scripts/podman-suite.sh): tests of Docker-only behaviour skip, visibly. */
+export const engineIsPodman = inject('engineIsPodman');
 export const DRIVER_IMAGE = PAIR_DRIVER_IMAGE;
 
 export function runtime(): DockerContainerRuntime {

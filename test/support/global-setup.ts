@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { buildSyntheticImages, PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
+import { probeGpuView } from '../../src/app/gpu-probe.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -12,6 +13,8 @@ declare module 'vitest' {
     dockerSkipReason: string;
     /** The shared engine can start containers with NVIDIA device requests (a GPU host). */
     engineHasNvidia: boolean;
+    /** The engine behind DOCKER_HOST is Podman (the Podman set, scripts/podman-suite.sh): Docker-only tests skip. */
+    engineIsPodman: boolean;
   }
 }
 
@@ -36,34 +39,29 @@ function ensureFreshBuild(): void {
   }
   if (distMs >= newestMtimeMs(join(ROOT, 'src'))) return;
   const r = spawnSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`npm run build failed before the integration suite:\n${r.stdout}${r.stderr}`);
+  if (r.status !== 0)
+    throw new Error(`npm run build failed before the integration suite:\n${r.stdout}${r.stderr}`);
 }
 
-/** One short probe: can a container with `gpus: all` start here? Always removed. */
+/**
+ * One short probe: does a container asking for `gpus: all` show a GPU here (the request kept in its inspect, and
+ * nvidia-smi -L, /dev/nvidia<N> or NVIDIA_VISIBLE_DEVICES as asked inside it: src/app/gpu-probe.ts)? "It started"
+ * is no proof: Podman drops the request and starts the container anyway. Always removed.
+ */
 async function probeNvidia(runtime: DockerContainerRuntime): Promise<boolean> {
-  let id: string | null = null;
-  try {
-    const handle = await runtime.create({
+  const { containerId, verdict } = await probeGpuView(
+    { runtime, nowMs: () => Date.now() },
+    {
       name: `roboguide-setup-gpu-probe-${process.pid}`,
       image: PAIR_DRIVER_IMAGE,
-      cmd: ['/bin/true'],
-      workingDir: '/',
-      env: {},
-      binds: [],
-      ports: [],
-      bindAddress: '127.0.0.1',
-      deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }],
+      gpus: 'all',
       labels: { 'roboguide.test': 'gpu-probe' },
-      stopTimeoutSec: 1,
-    });
-    id = handle.id;
-    await runtime.start(id);
-    return true;
-  } catch {
-    return false;
-  } finally {
-    if (id !== null) await runtime.remove(id);
-  }
+      timeoutMs: 30_000,
+    },
+  );
+  if (containerId !== null) await runtime.remove(containerId);
+  if (verdict.kind === 'not_shown') console.warn(`\n*** GPU probe: ${verdict.why} ***\n`);
+  return verdict.kind === 'shown';
 }
 
 /**
@@ -75,8 +73,9 @@ export default async function setup(project: TestProject): Promise<void> {
   const runtime = new DockerContainerRuntime();
   let available = false;
   let reason = '';
+  let podman = false;
   try {
-    await runtime.info();
+    podman = (await runtime.info()).product === 'podman';
     available = true;
   } catch (err) {
     reason = `no Docker engine answers (${(err as Error).message})`;
@@ -85,13 +84,21 @@ export default async function setup(project: TestProject): Promise<void> {
   if (!available && engineRequired) throw new Error(`REQUIRE_DOCKER=1 but ${reason}`);
   let nvidia = false;
   if (available) {
-    await buildSyntheticImages(runtime.docker, { dockerDir: join(ROOT, 'docker'), busyboxPath: '/bin/busybox' });
+    await buildSyntheticImages(runtime.docker, {
+      dockerDir: join(ROOT, 'docker'),
+      busyboxPath: '/bin/busybox',
+    });
     nvidia = await probeNvidia(runtime);
-    if (nvidia) console.warn('\n*** this engine starts NVIDIA device requests: the "no NVIDIA runtime" tests are SKIPPED ***\n');
+    if (nvidia)
+      console.warn(
+        '\n*** this engine starts NVIDIA device requests: the "no NVIDIA runtime" tests are SKIPPED ***\n',
+      );
   } else {
     console.warn(`\n*** integration tests SKIPPED: ${reason} ***\n`);
   }
   project.provide('dockerAvailable', available);
   project.provide('dockerSkipReason', reason);
   project.provide('engineHasNvidia', nvidia);
+  project.provide('engineIsPodman', podman);
+  if (podman) console.warn('\n*** the engine is Podman: tests of Docker-only behaviour are SKIPPED (docs/podman.md) ***\n');
 }

@@ -34,6 +34,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'terminated',
       'port_allocated',
       'nvidia_runtime_missing',
+      'gpu_request_dropped',
       'image_missing',
       'engine_error',
       'engine_restarted',
@@ -49,6 +50,7 @@ const ENGINE_FAULTS: readonly (EngineFault | null)[] = [
   null,
   'port_allocated',
   'nvidia_runtime_missing',
+  'gpu_request_dropped',
   'image_missing',
   'engine_error',
   'engine_unavailable',
@@ -198,7 +200,7 @@ describe('classify: cartesian product of observations', () => {
       }
     }
     expect(failures).toEqual([]);
-    expect(cases).toBe(98 * 2 * 2 * 2 * 6 * 7);
+    expect(cases).toBe(98 * 2 * 2 * 2 * 7 * 7);
   });
 
   it('lists every Reason word exactly once in the stable order, grouped strongest class first', () => {

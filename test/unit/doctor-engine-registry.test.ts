@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { runDoctor, type DoctorCheck, type DoctorDeps, type DoctorOptions, type RegistryProbe, type RegistryTarget } from '../../src/app/doctor.js';
 import { EngineError } from '../../src/app/ports/engine-error.js';
@@ -38,6 +39,15 @@ function deps(world: World = {}) {
       info: world.info ?? (() => Promise.resolve(ENGINE)),
       imageExists: world.imageExists ?? (() => Promise.resolve(true)),
       create: world.create ?? (() => Promise.resolve({ id: 'probe-container-1', name: 'p' })),
+      // The GPU probe's own view (src/app/gpu-probe.ts): the request kept, NVIDIA_VISIBLE_DEVICES as asked.
+      attach: () => {
+        const stdout = new PassThrough();
+        stdout.end('visible_set=1\nvisible=all\nsmi=absent\nprobe=done\n');
+        const stderr = new PassThrough();
+        stderr.end();
+        return Promise.resolve({ stdout, stderr });
+      },
+      gpuGrantOf: () => Promise.resolve({ deviceRequests: 1, cdiDevices: 0 }),
       start: world.start ?? (() => Promise.resolve()),
       wait: world.wait ?? (() => Promise.resolve({ kind: 'exited', exitCode: 0 })),
       remove: (id) => {

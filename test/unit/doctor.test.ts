@@ -1,3 +1,4 @@
+import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
 import {
@@ -49,6 +50,9 @@ function fakeWorld(
     images?: readonly string[];
     start?: (id: string) => Promise<void>;
     wait?: () => Promise<WaitResult>;
+    /** What the GPU probe container prints (default: NVIDIA_VISIBLE_DEVICES=all as asked) and what its inspect holds. */
+    probeOutput?: string;
+    grant?: { deviceRequests: number; cdiDevices: number };
     gpus?: GpuObservation;
     existing?: readonly string[];
     registry?: (t: RegistryTarget) => Promise<RegistryProbe | void>;
@@ -76,6 +80,14 @@ function fakeWorld(
         live.add('c1');
         return Promise.resolve({ id: 'c1', name: spec.name });
       },
+      attach: () => {
+        const stdout = new PassThrough();
+        stdout.end(overrides.probeOutput ?? 'visible_set=1\nvisible=all\nsmi=absent\nprobe=done\n');
+        const stderr = new PassThrough();
+        stderr.end();
+        return Promise.resolve({ stdout, stderr });
+      },
+      gpuGrantOf: () => Promise.resolve(overrides.grant ?? { deviceRequests: 1, cdiDevices: 0 }),
       start: overrides.start ?? (() => Promise.resolve()),
       wait: overrides.wait ?? (() => Promise.resolve({ kind: 'exited', exitCode: 0 })),
       remove: (id) => {
@@ -364,9 +376,38 @@ describe('doctor GPU probe', () => {
       labels: { 'roboguide.doctor': 'probe' },
       deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }],
     });
-    expect(byName(report.checks, 'gpu probe')?.status).toBe('ok');
+    expect(calls.created[0]?.cmd.slice(0, 2)).toEqual(['sh', '-c']);
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('NVIDIA_VISIBLE_DEVICES=all as asked') });
     expect(calls.removed).toEqual(['c1']);
     expect(live.size).toBe(0);
+  });
+
+  it('nvidia-smi -L in the container is the strongest evidence, parsed at the probe boundary', async () => {
+    const probeOutput = 'visible_set=1\nvisible=all\nnode=/dev/nvidia0\nsmi_exit=0\nsmi: GPU 0: NVIDIA H200 (UUID: GPU-5f1e)\nprobe=done\n';
+    const report = await runDoctor(fakeWorld({ probeOutput }).deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('lists 1 GPU(s): GPU 0: NVIDIA H200') });
+  });
+
+  it('an engine that dropped the request (Podman): the probe fails from the inspect, never starts, and is removed (issue 28)', async () => {
+    let started = 0;
+    const { deps, calls, live } = fakeWorld({
+      grant: { deviceRequests: 0, cdiDevices: 0 },
+      start: () => {
+        started++;
+        return Promise.resolve();
+      },
+    });
+    const report = await runDoctor(deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'fail', detail: expect.stringContaining('holds none'), fix: expect.stringContaining('CDI') });
+    expect(started).toBe(0);
+    expect(calls.removed).toEqual(['c1']);
+    expect(live.size).toBe(0);
+    expect(report.exitCode).toBe(1);
+  });
+
+  it('a container that started and exited 0 but shows no GPU is no GPU (the old probe said ok)', async () => {
+    const report = await runDoctor(fakeWorld({ probeOutput: 'visible_set=\nvisible=\nsmi=absent\nprobe=done\n' }).deps, { ...OPTIONS, probeGpu: true });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'fail', detail: expect.stringContaining('shows no GPU') });
   });
 
   it('no NVIDIA runtime: fails with the engine text, still removes the container, exit 1', async () => {
@@ -507,5 +548,39 @@ describe('doctor human table', () => {
       '',
       '1 ok, 1 warning(s), 1 failure(s): exit 1',
     ]);
+  });
+});
+
+describe('doctor on Podman behind the Docker API (issue 28)', () => {
+  const PODMAN: EngineInfo = { id: 'f1e2', product: 'podman', version: '4.3.1', apiVersion: '1.41', runtimes: ['crun', 'runc', 'runsc'], loggingDriver: '' };
+  const podman = (initPath: string | null, specs: readonly string[], existing: readonly string[]) => {
+    const world = fakeWorld({ info: () => Promise.resolve(PODMAN), existing });
+    return { ...world.deps, podmanHost: { initPath: () => Promise.resolve(initPath), cdiSpecs: () => Promise.resolve(specs) } };
+  };
+
+  it('names Podman and its own version, knows its log driver answer, finds catatonit, and says GPUs are dropped', async () => {
+    const report = await runDoctor(podman(null, [], ['/usr/libexec/podman/catatonit']), OPTIONS);
+    expect(byName(report.checks, 'engine')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^Podman 4\.3\.1, API 1\.41/) });
+    expect(byName(report.checks, 'podman init')).toMatchObject({ status: 'ok', detail: expect.stringContaining('/usr/libexec/podman/catatonit') });
+    expect(byName(report.checks, 'log driver')).toMatchObject({ status: 'ok', detail: expect.stringContaining('not reported over the Docker API') });
+    expect(byName(report.checks, 'podman gpus')).toMatchObject({ status: 'warn', detail: expect.stringMatching(/gpu_request_dropped.*no CDI spec in \/etc\/cdi or \/var\/run\/cdi/) });
+    expect(byName(report.checks, 'nvidia runtime')).toBeUndefined();
+    expect(report.exitCode).toBe(0);
+  });
+
+  it('no catatonit and no init_path: fails with the fix (every pair would fail at its start)', async () => {
+    const report = await runDoctor(podman(null, [], []), OPTIONS);
+    expect(byName(report.checks, 'podman init')).toMatchObject({ status: 'fail', fix: expect.stringContaining('apt-get install catatonit') });
+    expect(report.exitCode).toBe(1);
+  });
+
+  it('an init_path in containers.conf is checked instead; one that is missing fails', async () => {
+    expect(byName((await runDoctor(podman('/usr/bin/tini', [], ['/usr/bin/tini']), OPTIONS)).checks, 'podman init')).toMatchObject({ status: 'ok', detail: expect.stringContaining('/usr/bin/tini') });
+    expect(byName((await runDoctor(podman('/usr/bin/tini', [], ['/usr/libexec/podman/catatonit']), OPTIONS)).checks, 'podman init')?.status).toBe('fail');
+  });
+
+  it('a CDI spec on the host is named (and that CDI names are not passed yet)', async () => {
+    const report = await runDoctor(podman(null, ['/etc/cdi/nvidia.yaml'], ['/usr/libexec/podman/catatonit']), OPTIONS);
+    expect(byName(report.checks, 'podman gpus')).toMatchObject({ status: 'warn', detail: expect.stringContaining('/etc/cdi/nvidia.yaml') });
   });
 });

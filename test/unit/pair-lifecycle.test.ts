@@ -297,3 +297,78 @@ describe('runPairLifecycle', () => {
     });
   });
 });
+
+describe('start errors at the attach, and GPU requests the engine dropped (issue 28)', () => {
+  const gpuLaunch = { ...launch, container: { deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] } } as unknown as PairLaunch;
+
+  it('a taken port refused at the attach (Podman: 409 address already in use) is the start error Docker gives: port_allocated, empty logs closed, no start', async () => {
+    const runtime = new FakeRuntime();
+    let started = 0;
+    runtime.attach = () =>
+      Promise.reject(
+        new EngineError('port_allocated', 'a published port is already in use', {
+          statusCode: 409,
+          engineMessage: 'rootlessport listen tcp 127.0.0.1:18080: bind: address already in use',
+        }),
+      );
+    runtime.start = () => {
+      started++;
+      return Promise.resolve();
+    };
+    const r = await runPairLifecycle(deps(runtime), launch);
+    expect(r.engineFault).toBe('port_allocated');
+    expect(r.engineError).toMatchObject({ kind: 'port_allocated', message: expect.stringContaining('address already in use') });
+    expect(r.logFailure).toBeNull();
+    expect(r.logs).toEqual({ stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } });
+    expect(started).toBe(0);
+    expect(r.cleanup).toMatchObject({ removed: true, verified_absent: true });
+  });
+
+  it('a lost engine at the attach is still the machine\'s to probe (not taken for a start error)', async () => {
+    const runtime = new FakeRuntime();
+    runtime.attach = () => Promise.reject(new EngineError('engine_unavailable', 'gone', { statusCode: null, engineMessage: 'ECONNREFUSED' }));
+    const r = await runPairLifecycle(deps(runtime), launch);
+    expect(r.engineFault).not.toBe('port_allocated');
+    expect(r.cleanup.verified_absent).toBe(true);
+  });
+
+  it('a GPU request the created container does not hold fails with gpu_request_dropped before the driver starts', async () => {
+    const runtime = new FakeRuntime() as FakeRuntime & { gpuGrantOf: () => Promise<{ deviceRequests: number; cdiDevices: number }> };
+    let started = 0;
+    let attached = 0;
+    runtime.gpuGrantOf = () => Promise.resolve({ deviceRequests: 0, cdiDevices: 0 });
+    runtime.attach = () => {
+      attached++; // an attach to a container that never starts does not end on Podman
+      return Promise.resolve(runtime.output);
+    };
+    runtime.start = () => {
+      started++;
+      return Promise.resolve();
+    };
+    const r = await runPairLifecycle(deps(runtime), gpuLaunch);
+    expect(started).toBe(0);
+    expect(attached).toBe(0);
+    expect(r.logs).toEqual({ stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } });
+    expect(r.engineFault).toBe('gpu_request_dropped');
+    expect(r.engineError?.message).toMatch(/holds none.*docs\/podman\.md/);
+    expect(r.logFailure).toBeNull();
+    expect(r.cleanup).toMatchObject({ removed: true, verified_absent: true });
+  });
+
+  it('a GPU request the container holds (DeviceRequests, or CDI devices) starts as usual', async () => {
+    for (const grant of [{ deviceRequests: 1, cdiDevices: 0 }, { deviceRequests: 0, cdiDevices: 2 }]) {
+      const runtime = new FakeRuntime() as FakeRuntime & { gpuGrantOf: () => Promise<typeof grant> };
+      runtime.gpuGrantOf = () => Promise.resolve(grant);
+      const r = await runPairLifecycle(deps(runtime), gpuLaunch);
+      expect(r.engineFault).toBeNull();
+      expect(r.container.exit_code).toBe(0);
+    }
+  });
+
+  it('a pair without GPUs is never asked about a grant', async () => {
+    const runtime = new FakeRuntime() as FakeRuntime & { gpuGrantOf: () => Promise<never> };
+    runtime.gpuGrantOf = () => Promise.reject(new Error('must not be called'));
+    const r = await runPairLifecycle(deps(runtime), launch);
+    expect(r.engineFault).toBeNull();
+  });
+});

@@ -13,11 +13,12 @@ import type {
 } from '../../app/ports/container-runtime.js';
 import { PAIR_CAPABILITIES, type ContainerLimits } from '../../core/pair-limits.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
+import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { demultiplex } from './demux.js';
-import { engineRuntimesOf } from './engine-probe.js';
+import { engineProductOf, engineRuntimesOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -172,7 +173,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return { id: info.ID ?? '', version: version.Version, apiVersion: version.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(info.Runtimes), loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
+      return { id: info.ID ?? '', ...engineProductOf(version), apiVersion: version.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(info.Runtimes), loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -427,6 +428,18 @@ export class DockerContainerRuntime implements ContainerRuntime {
         finishedAt: c.State.FinishedAt && !c.State.FinishedAt.startsWith('0001') ? c.State.FinishedAt : null,
         labels: c.Config.Labels ?? {},
       };
+    } catch (err) {
+      if (statusOf(err) === 404) return null;
+      throw toEngineError(err, 'inspect a container');
+    }
+  }
+
+  async gpuGrantOf(id: string): Promise<GpuGrant | null> {
+    try {
+      const c = (await this.docker.getContainer(id).inspect(this.#deadline())) as { HostConfig?: { DeviceRequests?: unknown[] | null; Devices?: { PathOnHost?: string }[] | null } };
+      const requests = Array.isArray(c.HostConfig?.DeviceRequests) ? c.HostConfig.DeviceRequests.length : 0;
+      const devices = Array.isArray(c.HostConfig?.Devices) ? c.HostConfig.Devices : [];
+      return { deviceRequests: requests, cdiDevices: devices.filter((d) => CDI_DEVICE_NAME.test(d.PathOnHost ?? '')).length };
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'inspect a container');

@@ -15,7 +15,8 @@ import { demultiplex } from './demux.js';
 import { hostConfigLimits, type DockerContainerRuntime } from './docker-container-runtime.js';
 import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
-import { statusOf, toEngineError } from './engine-error.js';
+import { EngineError, statusOf, toEngineError } from './engine-error.js';
+import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 const START_TIMEOUT_MS = 180_000;
@@ -129,6 +130,8 @@ export class DockerSessionEngine implements SessionEngine {
     } catch (err) {
       throw toEngineError(err, 'create a container', spec.image);
     }
+    // A GPU request the engine dropped (Podman 4): the session is refused before anything runs in it (issue 28).
+    await this.#refuseDroppedGpus(id, spec);
     try {
       const container = this.#docker.getContainer(id);
       await container.start({ abortSignal: AbortSignal.timeout(START_TIMEOUT_MS) });
@@ -144,6 +147,24 @@ export class DockerSessionEngine implements SessionEngine {
       await this.#runtime.remove(id).catch(() => undefined);
       throw toEngineError(err, 'start a container', spec.image);
     }
+  }
+
+  async #refuseDroppedGpus(id: string, spec: SessionContainerSpec): Promise<void> {
+    if (spec.deviceRequests.length === 0) return;
+    let dropped: string | null;
+    try {
+      const grant = await this.#runtime.gpuGrantOf(id);
+      dropped = grant === null ? 'the container vanished after its create' : gpuRequestDropped(spec.deviceRequests, grant);
+    } catch (err) {
+      await this.#runtime.remove(id).catch(() => undefined);
+      throw toEngineError(err, 'inspect a container', spec.image);
+    }
+    if (dropped === null) return;
+    await this.#runtime.remove(id).catch(() => undefined);
+    throw new EngineError('gpu_request_dropped', `GPU request dropped by the engine: ${dropped}`, {
+      statusCode: null,
+      engineMessage: `${dropped} (Podman drops Docker DeviceRequests: docs/podman.md)`,
+    });
   }
 
   async exec(id: string, spec: ExecSpec): Promise<ExecHandle> {

@@ -26,6 +26,23 @@ export async function engineUnixSocket(env: Readonly<Record<string, string | und
   }
 }
 
+/** The version endpoint's answer, as much as we read of it. */
+export interface VersionBody {
+  readonly Version: string;
+  readonly ApiVersion: string;
+  readonly Components?: readonly { readonly Name?: string; readonly Version?: string }[] | null;
+}
+
+/**
+ * Which engine serves the Docker API, from the version endpoint's Components: Podman names itself "Podman Engine"
+ * there (and its own version), Docker "Engine". Anything else is taken for Docker.
+ */
+export function engineProductOf(version: VersionBody): { product: 'docker' | 'podman'; version: string } {
+  const podman = (version.Components ?? []).find((c) => /^podman( engine)?$/i.test(c.Name ?? ''));
+  if (podman !== undefined) return { product: 'podman', version: podman.Version ?? version.Version };
+  return { product: 'docker', version: version.Version };
+}
+
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */
 function getJson(socketPath: string, path: string): { sent: Promise<void>; answer: Promise<unknown> } {
   let markSent: () => void = () => undefined;
@@ -70,9 +87,9 @@ export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info
   const answer = Promise.all([info.answer, version.answer]).then(
     ([i, v]) => {
       const infoBody = i as { ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; DockerRootDir?: string };
-      const versionBody = v as { Version: string; ApiVersion: string };
+      const versionBody = v as VersionBody;
       const runtimes = infoBody.Runtimes ? Object.keys(infoBody.Runtimes) : [];
-      return { id: infoBody.ID ?? '', version: versionBody.Version, apiVersion: versionBody.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(infoBody.Runtimes), loggingDriver: infoBody.LoggingDriver, dataRoot: infoBody.DockerRootDir };
+      return { id: infoBody.ID ?? '', ...engineProductOf(versionBody), apiVersion: versionBody.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(infoBody.Runtimes), loggingDriver: infoBody.LoggingDriver, dataRoot: infoBody.DockerRootDir };
     },
     (err: unknown) => {
       throw toEngineError(err, 'query the engine');

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
+import type { GpuGrant } from '../../core/gpu/gpu-proof.js';
 import type {
   ContainerHandle,
   ContainerOutput,
@@ -116,6 +117,11 @@ export class LazyContainerRuntime implements ContainerRuntime {
   async writableLayerBytes(id: string): Promise<number | null> {
     const runtime = await this.runtime();
     return runtime.writableLayerBytes ? runtime.writableLayerBytes(id) : null;
+  }
+  /** Forwarded when the real runtime has it; without it null (no proof either way: the start goes on, as on a swarm). */
+  async gpuGrantOf(id: string): Promise<GpuGrant | null> {
+    const runtime = await this.runtime();
+    return runtime.gpuGrantOf ? runtime.gpuGrantOf(id) : null;
   }
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     return (await this.runtime()).listByLabel(labels);

@@ -1,6 +1,7 @@
 import { EngineError } from '../ports/engine-error.js';
 import { PAIR_DRIVER_IMAGE } from '../../core/synthetic-images.js';
-import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
+import { probeGpuView } from '../gpu-probe.js';
+import { isPodman, podmanChecks } from './podman-checks.js';
 import type { EngineInfo } from '../ports/container-runtime.js';
 import { fail, ok, warn, type DoctorCheck } from './check.js';
 import type { DoctorDeps, DoctorOptions } from '../doctor.js';
@@ -12,6 +13,8 @@ const DEVICE_REQUESTS_MIN_API = [1, 40] as const;
 /** The fix for a missing synthetic image, in the command the user runs. */
 const imagesBuildFix = (options: Pick<DoctorOptions, 'bin'>): string =>
   `${options.bin ?? 'roboguide-eval'} images build`;
+const GPU_DROPPED_FIX =
+  'on Docker: install nvidia-container-toolkit and configure the runtime; on Podman: GPUs need CDI (docs/podman.md), Docker device requests are dropped';
 const NVIDIA_FIX =
   'install nvidia-container-toolkit, run `nvidia-ctk runtime configure --runtime=docker`, restart dockerd';
 
@@ -45,14 +48,15 @@ export async function engineChecks(
   }
   const checks: DoctorCheck[] = [engineCheck(info)];
   for (const image of options.images) checks.push(await imageCheck(deps, image, options));
-  checks.push(nvidiaRuntimeCheck(info));
-  checks.push(logDriverCheck(info));
+  // Podman behind the Docker API: its own checks in place of the Docker runtime and log driver lines (podman-checks.ts).
+  if (isPodman(info)) checks.push(...(await podmanChecks(deps, info)));
+  else checks.push(nvidiaRuntimeCheck(info), logDriverCheck(info));
   if (options.probeGpu) checks.push(await gpuProbe(deps, options.images[0] ?? PAIR_DRIVER_IMAGE, options));
   return { checks, reachable: true };
 }
 
 function engineCheck(info: EngineInfo): DoctorCheck {
-  const detail = `Docker ${info.version}, API ${info.apiVersion}${info.id ? `, id ${info.id.slice(0, 14)}` : ''}`;
+  const detail = `${isPodman(info) ? 'Podman' : 'Docker'} ${info.version}, API ${info.apiVersion}${info.id ? `, id ${info.id.slice(0, 14)}` : ''}`;
   const [major = 0, minor = 0] = info.apiVersion.split('.').map(Number);
   const [minMajor, minMinor] = DEVICE_REQUESTS_MIN_API;
   if (major < minMajor || (major === minMajor && minor < minMinor)) {
@@ -111,50 +115,41 @@ function nvidiaRuntimeCheck(info: EngineInfo): DoctorCheck {
   );
 }
 
-/** A container asking for `gpus: all` that exits at once; always removed, whatever happened. */
+/**
+ * A container asking for `gpus: all` that prints what it sees (src/app/gpu-probe.ts): ok only when the engine kept
+ * the request and the container shows the devices; always removed, whatever happened.
+ */
 async function gpuProbe(
   deps: DoctorDeps,
   image: string,
   options: Pick<DoctorOptions, 'bin'>,
 ): Promise<DoctorCheck> {
   const name = 'gpu probe';
-  let id: string | null = null;
+  const { containerId, verdict } = await probeGpuView(deps, {
+    name: `roboguide-doctor-probe-${deps.newId()}`,
+    image,
+    gpus: 'all',
+    labels: PROBE_LABELS,
+    timeoutMs: PROBE_DEADLINE_MS,
+  });
   let check: DoctorCheck;
-  try {
-    id = (
-      await deps.runtime.create({
-        name: `roboguide-doctor-probe-${deps.newId()}`,
-        image,
-        cmd: ['true'],
-        workingDir: '/',
-        env: {},
-        binds: [],
-        ports: [],
-        bindAddress: '127.0.0.1',
-        deviceRequests: deviceRequestsFor('all'),
-        labels: PROBE_LABELS,
-        stopTimeoutSec: 1,
-      })
-    ).id;
-    await deps.runtime.start(id);
-    const waited = await deps.runtime.wait(id, { deadlineMs: deps.nowMs() + PROBE_DEADLINE_MS });
-    if (waited.kind !== 'exited')
-      check = fail(
-        name,
-        `probe container did not exit within ${PROBE_DEADLINE_MS} ms`,
-        'check the engine and the NVIDIA hook',
-      );
-    else if (waited.exitCode !== 0)
-      check = fail(
-        name,
-        `probe container (${image}, "true") exited ${waited.exitCode}`,
-        'check the image and the NVIDIA hook',
-      );
-    else check = ok(name, `a container requesting gpus "all" started and exited 0 (${image})`);
-  } catch (err) {
-    check = probeFailure(name, err, options);
+  switch (verdict.kind) {
+    case 'shown':
+      check = ok(name, `a container requesting gpus "all" (${image}): ${verdict.evidence}`);
+      break;
+    case 'not_shown':
+      check = fail(name, `a container requesting gpus "all" (${image}) got no GPU: ${verdict.why}`, GPU_DROPPED_FIX);
+      break;
+    case 'not_exited':
+      check = fail(name, `probe container did not exit within ${verdict.ms} ms`, 'check the engine and the NVIDIA hook');
+      break;
+    case 'exit':
+      check = fail(name, `probe container (${image}, sh -c …) exited ${verdict.exitCode}${verdict.output !== '' ? `: ${verdict.output.trim()}` : ''}`, 'the probe needs a POSIX shell in the image; check the image and the NVIDIA hook');
+      break;
+    case 'error':
+      check = probeFailure(name, verdict.error, options);
   }
-  return id === null ? check : withProbeRemoved(deps, id, check);
+  return containerId === null ? check : withProbeRemoved(deps, containerId, check);
 }
 
 function probeFailure(name: string, err: unknown, options: Pick<DoctorOptions, 'bin'>): DoctorCheck {

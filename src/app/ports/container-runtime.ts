@@ -3,6 +3,7 @@ import type { ContainerLimits } from '../../core/pair-limits.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
+import type { GpuGrant } from '../../core/gpu/gpu-proof.js';
 
 /** What the runtime needs to create one pair container. Environment values are resolved secrets: never persist. */
 export interface ContainerSpec {
@@ -74,6 +75,9 @@ export interface ContainerOutput {
 
 export interface EngineInfo {
   readonly id: string;
+  /** The engine serving the API: `podman` when the version endpoint's Components name Podman Engine (issue 28). */
+  readonly product?: 'docker' | 'podman';
+  /** The product's own version (Podman's, not the Docker API's). */
   readonly version: string;
   readonly apiVersion: string;
   readonly runtimes: readonly string[];
@@ -124,6 +128,11 @@ export interface ContainerRuntime {
    * container). Optional: without it the sessions directory is always copied out.
    */
   filesystemChanges?(id: string): Promise<FilesystemChanges | null>;
+  /**
+   * What the engine kept of the container's GPU request (its inspect: DeviceRequests, CDI devices), null when the
+   * container is gone. Optional: a runtime without it cannot prove a GPU request was kept (issue 28).
+   */
+  gpuGrantOf?(id: string): Promise<GpuGrant | null>;
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
   /**
    * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and

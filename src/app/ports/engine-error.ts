@@ -8,6 +8,7 @@ const CODES = {
   engine_unavailable: 'E_ENGINE_UNAVAILABLE',
   image_missing: 'E_IMAGE_MISSING',
   nvidia_runtime_missing: 'E_NVIDIA_RUNTIME_MISSING',
+  gpu_request_dropped: 'E_GPU_REQUEST_DROPPED',
   port_allocated: 'E_PORT_ALLOCATED',
   engine_error: 'E_ENGINE',
 } as const;
