@@ -45,6 +45,7 @@ describe('probeEngineInfo', () => {
     await probe.sent;
     expect(await probe.info).toEqual({
       id: 'ENGINE-ID',
+      product: 'docker',
       version: '28.1.1',
       apiVersion: '1.49',
       runtimes: ['runc', 'nvidia', 'runsc'],
