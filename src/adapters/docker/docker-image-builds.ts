@@ -35,18 +35,6 @@ export class DockerImageBuilds implements ImageBuildEngine {
     }
   }
 
-  async findByLabel(key: string, value: string): Promise<string | null> {
-    try {
-      const images = await this.#docker.listImages({
-        filters: { label: [`${key}=${value}`] },
-        abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
-      } as object);
-      return images[0]?.Id ?? null;
-    } catch (err) {
-      throw toEngineError(err, 'list images');
-    }
-  }
-
   async tag(id: string, ref: string): Promise<void> {
     const colon = ref.lastIndexOf(':');
     try {
@@ -63,7 +51,7 @@ export class DockerImageBuilds implements ImageBuildEngine {
   async build(
     context: Readable,
     options: ImageBuildOptions,
-    onLog: (text: string) => void,
+    onLog: (text: string) => Promise<void> | undefined,
     signal: AbortSignal,
   ): Promise<{ id: string }> {
     let stream: NodeJS.ReadableStream;
@@ -76,6 +64,8 @@ export class DockerImageBuilds implements ImageBuildEngine {
         forcerm: true,
         pull: false,
         networkmode: options.networkMode,
+        memory: options.memoryBytes,
+        memswap: options.memoryBytes,
         abortSignal: signal,
       } as Docker.ImageBuildOptions);
     } catch (err) {
@@ -88,18 +78,43 @@ export class DockerImageBuilds implements ImageBuildEngine {
     let failure: string | null = null;
     let id: string | null = null;
     try {
-      // Build errors do not reject: they arrive as `error`/`errorDetail` events in the progress stream.
+      // Build errors do not reject: they arrive as `error`/`errorDetail` events in the progress stream. Read line by
+      // line here (not modem.followProgress, which keeps every event in memory), pausing the engine's stream while
+      // `onLog` waits for a slow reader.
       await new Promise<void>((resolve, reject) => {
-        this.#docker.modem.followProgress(
-          stream,
-          (err: Error | null) => (err ? reject(err) : resolve()),
-          (event: BuildEvent) => {
-            if (event.stream !== undefined) onLog(event.stream);
-            if (event.aux?.ID !== undefined) id = event.aux.ID;
-            if (event.error !== undefined || event.errorDetail !== undefined)
-              failure ??= event.errorDetail?.message ?? event.error ?? 'unknown error';
-          },
-        );
+        const readable = stream as unknown as Readable;
+        let buf = '';
+        const onEvent = (event: BuildEvent): Promise<void> | undefined => {
+          if (event.aux?.ID !== undefined) id = event.aux.ID;
+          if (event.error !== undefined || event.errorDetail !== undefined)
+            failure ??= event.errorDetail?.message ?? event.error ?? 'unknown error';
+          return event.stream !== undefined ? (onLog(event.stream) ?? undefined) : undefined;
+        };
+        readable.on('data', (chunk: Buffer | string) => {
+          buf += chunk.toString();
+          const waits: Promise<void>[] = [];
+          let pos: number;
+          while ((pos = buf.indexOf('\n')) >= 0) {
+            const line = buf.slice(0, pos).replace(/\r$/, '');
+            buf = buf.slice(pos + 1);
+            if (line.length === 0) continue;
+            let event: BuildEvent;
+            try {
+              event = JSON.parse(line) as BuildEvent;
+            } catch {
+              continue;
+            }
+            const wait = onEvent(event);
+            if (wait !== undefined) waits.push(wait);
+          }
+          if (waits.length > 0) {
+            readable.pause();
+            void Promise.all(waits).then(() => readable.resume());
+          }
+        });
+        readable.once('error', reject);
+        readable.once('end', () => resolve());
+        readable.once('close', () => (signal.aborted ? reject(new Error('aborted')) : resolve()));
       });
     } catch (err) {
       if (signal.aborted) throw new Error('the build was stopped: the client went away', { cause: err });
