@@ -1,9 +1,10 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { pack } from 'tar-stream';
 import { describe, expect, it } from 'vitest';
+import { readBuildEvents } from '../../src/adapters/docker/docker-image-builds.js';
 import { readEntry } from '../../src/adapters/http/image-routes.js';
 import type {
   BuildRecord,
@@ -305,5 +306,33 @@ describe('ImageBuilds (a hand-written engine typed as the port)', () => {
       builds.build(request(), Readable.from([]), () => undefined, new AbortController().signal),
     ).rejects.toMatchObject({ code: 'E_BUILD_TIMEOUT' });
     expect(records.map.size).toBe(0);
+  });
+});
+
+describe('readBuildEvents (the engine build output, with backpressure)', () => {
+  it('pauses the engine stream while a log write waits for a slow reader, resumes after, keeps order', async () => {
+    const stream = new PassThrough();
+    const seen: string[] = [];
+    let release: () => void = () => undefined;
+    const done = readBuildEvents(stream, new AbortController().signal, (event) => {
+      seen.push(event.stream ?? `id=${event.aux?.ID ?? ''}`);
+      if (event.stream === 'slow\n')
+        return new Promise<void>((resolve) => {
+          release = resolve;
+        });
+      return undefined;
+    });
+    stream.write(`${JSON.stringify({ stream: 'slow\n' })}\n{"stream":"par`);
+    await new Promise((r) => setImmediate(r));
+    expect(stream.isPaused()).toBe(true);
+    stream.write(`t\\n"}\nnot json\n${JSON.stringify({ aux: { ID: 'sha256:x' } })}\n`);
+    await new Promise((r) => setImmediate(r));
+    expect(seen).toEqual(['slow\n']);
+    release();
+    await new Promise((r) => setImmediate(r));
+    expect(stream.isPaused()).toBe(false);
+    stream.end();
+    await done;
+    expect(seen).toEqual(['slow\n', 'part\n', 'id=sha256:x']);
   });
 });
