@@ -6,6 +6,7 @@ import type { DockerContainerRuntime } from './adapters/docker/docker-container-
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
 import { DockerImageBuilds } from './adapters/docker/docker-image-builds.js';
 import { ImageBuilds } from './app/serve/image-build.js';
+import { FileBuildRecords } from './adapters/fs/build-records.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { startApiServer } from './adapters/http/api-server.js';
@@ -28,6 +29,9 @@ export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;
 /** Defaults of `--max-builds` and `--max-build-context-mib` (POST /v1/images). */
 export const DEFAULT_MAX_BUILDS = 2;
 export const DEFAULT_MAX_BUILD_CONTEXT_BYTES = 1024 * 1024 * 1024;
+/** Defaults of `--build-memory-mib` (each build step's memory) and `--build-timeout-sec` (a build's wall time). */
+export const DEFAULT_BUILD_MEMORY_MIB = 2048;
+export const DEFAULT_BUILD_TIMEOUT_SEC = 1800;
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { limitDefaults } from './core/pair-limits.js';
 
@@ -56,6 +60,11 @@ export interface ServeOptions {
   /** Image builds at once (`--max-builds`; more: 429) and the largest build context (`--max-build-context-mib`; more: 413). */
   readonly maxBuilds?: number;
   readonly maxBuildContextBytes?: number;
+  /** `--allow-builds`: POST /v1/images is refused (403 E_BUILDS_DISABLED) unless set (a build step runs as root). */
+  readonly allowBuilds?: boolean;
+  /** Each build step's memory and memory+swap (`--build-memory-mib`) and a build's wall time (`--build-timeout-sec`). */
+  readonly buildMemoryMib?: number;
+  readonly buildTimeoutSec?: number;
   readonly version: string;
   readonly logger: Logger;
   /** The engine to use (default: DOCKER_HOST or the local socket). */
@@ -195,7 +204,15 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     startApiServer({
       socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor,
       streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger,
-      images: { builds: new ImageBuilds(new DockerImageBuilds(runtime), options.maxBuilds ?? DEFAULT_MAX_BUILDS), maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES },
+      images: {
+        builds: options.allowBuilds === true
+          ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
+              maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
+              memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
+              timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
+            })
+          : null,
+        maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES },
     }),
   );
   const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);

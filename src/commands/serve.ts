@@ -9,7 +9,7 @@ import { executorFromFlags } from '../core/executor.js';
 import { InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
 import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
-import { DEFAULT_MAX_BUILD_CONTEXT_BYTES, DEFAULT_MAX_BUILDS, DEFAULT_STREAM_BUFFER_CAP, startServe } from '../serve-root.js';
+import { DEFAULT_BUILD_MEMORY_MIB, DEFAULT_BUILD_TIMEOUT_SEC, DEFAULT_MAX_BUILD_CONTEXT_BYTES, DEFAULT_MAX_BUILDS, DEFAULT_STREAM_BUFFER_CAP, startServe } from '../serve-root.js';
 
 export default class Serve extends BaseCommand {
   static override summary = 'Serve a local HTTP API (sessions with exec, archives, pairs) for backend adapters such as Harbor and SForge.';
@@ -56,6 +56,12 @@ export default class Serve extends BaseCommand {
     }),
     'max-builds': Flags.integer({ description: 'image builds (POST /v1/images) at once (more: 429)', default: DEFAULT_MAX_BUILDS, min: 1 }),
     'max-build-context-mib': Flags.integer({ description: 'largest build context (tar) POST /v1/images accepts, in MiB (more: 413)', default: DEFAULT_MAX_BUILD_CONTEXT_BYTES / (1024 * 1024), min: 1 }),
+    'allow-builds': Flags.boolean({
+      description: "turn on POST /v1/images (off: 403 E_BUILDS_DISABLED); a build step runs as root with the engine's default capabilities",
+      default: false,
+    }),
+    'build-memory-mib': Flags.integer({ description: 'memory (and memory+swap) of each build step, in MiB', default: DEFAULT_BUILD_MEMORY_MIB, min: 64 }),
+    'build-timeout-sec': Flags.integer({ description: 'a build running longer is stopped', default: DEFAULT_BUILD_TIMEOUT_SEC, min: 1 }),
     ...executorFlags,
   };
 
@@ -80,6 +86,9 @@ export default class Serve extends BaseCommand {
       streamBufferCap: flags['stream-buffer-cap'],
       maxBuilds: flags['max-builds'],
       maxBuildContextBytes: flags['max-build-context-mib'] * 1024 * 1024,
+      allowBuilds: flags['allow-builds'],
+      buildMemoryMib: flags['build-memory-mib'],
+      buildTimeoutSec: flags['build-timeout-sec'],
       allowEnv,
       limits: {
         execsPerSession: flags['max-execs-per-session'],

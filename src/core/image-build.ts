@@ -27,11 +27,70 @@ export function normalizeTag(
   return { repo, tag: version, ref: `${repo}:${version}` };
 }
 
-/** Why a caller may not use `ref` as a build's tag, or null. */
+/** `ref` as the engine stores it: Docker Hub's `docker.io/`, `index.docker.io/` and `library/` prefixes removed. */
+export function canonicalRef(ref: string): string {
+  let out = ref;
+  for (;;) {
+    const lower = out.toLowerCase();
+    const prefix = ['docker.io/', 'index.docker.io/', 'registry-1.docker.io/', 'library/'].find((p) =>
+      lower.startsWith(p),
+    );
+    if (prefix === undefined) return out;
+    out = out.slice(prefix.length);
+  }
+}
+
+/** Why a caller may not use `ref` as a build's tag, or null (compared as the engine stores it, any case). */
 export function reservedTagRule(ref: string): string | null {
-  return ref.startsWith(RESERVED_TAG_PREFIX)
-    ? `tags under ${RESERVED_TAG_PREFIX} are reserved for the tool's own images`
+  return canonicalRef(ref).toLowerCase().startsWith(RESERVED_TAG_PREFIX)
+    ? `tags under ${RESERVED_TAG_PREFIX} (also as docker.io/${RESERVED_TAG_PREFIX}…) are reserved for the tool's own images`
     : null;
+}
+
+/** A URL or git remote as an ADD source (the daemon would fetch it from the host's network). */
+const REMOTE_SOURCE = /^(?:[a-z][a-z0-9+.-]*:\/\/|git@|[^/\s]+@[^/\s]+:)/i;
+
+/**
+ * What a caller's Dockerfile may not do, each with its line: parser directives (`# escape=`, `# syntax=`,
+ * `# check=`: they change how the file is read), `ADD` of a URL or git remote (fetched by the daemon from the host's
+ * network whatever the build's network), and `LABEL roboguide.*` (our own labels).
+ */
+export function dockerfileRuleIssues(text: string): { path: string; rule: string }[] {
+  const issues: { path: string; rule: string }[] = [];
+  const lines = text.split(/\r?\n/);
+  for (const [i, raw] of lines.entries()) {
+    const m = /^\s*#\s*([A-Za-z]+)\s*=/.exec(raw);
+    if (m === null) {
+      if (/^\s*#/.test(raw) || raw.trim() === '') continue;
+      break;
+    }
+    issues.push({
+      path: 'dockerfile',
+      rule: `line ${i + 1}: parser directives (# ${m[1]}=) are not accepted in a build through the serve API`,
+    });
+  }
+  for (const line of instructions(text)) {
+    const [keyword = '', ...rest] = line.split(/\s+/);
+    const word = keyword.toUpperCase();
+    if (word === 'ADD') {
+      let operands = rest.filter((r) => !r.startsWith('--'));
+      if (operands[0]?.startsWith('[')) {
+        try {
+          operands = (JSON.parse(rest.filter((r) => !r.startsWith('--')).join(' ')) as unknown[]).map(String);
+        } catch {
+          operands = operands.map((o) => o.replace(/^\[?\s*"?|"?\s*,?\]?$/g, ''));
+        }
+      }
+      if (operands.slice(0, -1).some((src) => REMOTE_SOURCE.test(src.replace(/^["']/, ''))))
+        issues.push({
+          path: 'dockerfile',
+          rule: `${line}: ADD of a URL or git remote is refused (the engine would fetch it from the host's network); COPY files from the context instead`,
+        });
+    } else if (word === 'LABEL' && /(?:^|\s)["']?roboguide\./i.test(rest.join(' '))) {
+      issues.push({ path: 'dockerfile', rule: `${line}: labels under roboguide. are reserved for the tool` });
+    }
+  }
+  return issues;
 }
 
 /** A `dockerfile` query parameter: a relative path inside the context, without `..`; normalized (no `./`). */

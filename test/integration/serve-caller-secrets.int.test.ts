@@ -320,7 +320,16 @@ describe.skipIf(noDocker)('serve: POST /v1/images (issue 23)', () => {
   });
 
   it('builds FROM a local image with streamed logs; the same context again is cached at once; a missing FROM is named; an oversize context is refused', async () => {
-    const s = await server({ extraArgs: ['--max-build-context-mib', '1'] });
+    const off = await server({});
+    const refused = await ndjson(off, 'POST', `/v1/images?tag=rg-it-off-${RUN}`, {
+      raw: await tarOf({ Dockerfile: `FROM ${DRIVER_IMAGE}\n` }),
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.lines[0]).toMatchObject({ error: { code: 'E_BUILDS_DISABLED' } });
+    expect(JSON.stringify(refused.lines[0])).toContain('--allow-builds');
+    expect(await off.stop('SIGTERM')).toBe(0);
+
+    const s = await server({ extraArgs: ['--allow-builds', '--max-build-context-mib', '1'] });
     const context = await tarOf({
       'env/Dockerfile': `FROM ${DRIVER_IMAGE}\nCOPY hello.txt /hello.txt\nRUN echo built-${RUN} > /built.txt\n`,
       'hello.txt': `hello ${RUN}\n`,

@@ -60,7 +60,7 @@ def ensure_test_image() -> str:
 
 
 class ServerFixture:
-    def __init__(self, env: dict[str, str] | None = None, allow_env: list[str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, allow_env: list[str] | None = None, allow_builds: bool = True) -> None:
         from roboguide_eval import Client
 
         self.work = tempfile.mkdtemp(prefix="rg-py-")
@@ -72,6 +72,8 @@ class ServerFixture:
                 "--registry", os.path.join(self.work, "registry.db")]
         for name in allow_env or []:
             args += ["--allow-env", name]
+        if allow_builds:  # the Harbor adapter builds task images through POST /v1/images (off by default in serve)
+            args.append("--allow-builds")
         self.log_path = os.path.join(self.work, "serve.log")
         self._log = open(self.log_path, "w")  # never a pipe nobody reads (a full pipe would stall the server)
         self.process = subprocess.Popen(args, env=base, stdout=subprocess.PIPE, stderr=self._log, text=True)

@@ -6,11 +6,51 @@ import { statusOf, toEngineError } from './engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 
-interface BuildEvent {
+export interface BuildEvent {
   stream?: string;
   error?: string;
   errorDetail?: { message?: string };
   aux?: { ID?: string };
+}
+
+/**
+ * The engine's build output (JSON lines) to `onEvent`, line by line, without keeping it: while a promise `onEvent`
+ * returned is pending (a slow reader), the stream is paused. Resolves at its end; rejects on an error or when closed
+ * after `signal` aborted.
+ */
+export function readBuildEvents(
+  readable: Readable,
+  signal: AbortSignal,
+  onEvent: (event: BuildEvent) => Promise<void> | undefined,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let buf = '';
+    readable.on('data', (chunk: Buffer | string) => {
+      buf += chunk.toString();
+      const waits: Promise<void>[] = [];
+      let pos: number;
+      while ((pos = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, pos).replace(/\r$/, '');
+        buf = buf.slice(pos + 1);
+        if (line.length === 0) continue;
+        let event: BuildEvent;
+        try {
+          event = JSON.parse(line) as BuildEvent;
+        } catch {
+          continue;
+        }
+        const wait = onEvent(event);
+        if (wait !== undefined) waits.push(wait);
+      }
+      if (waits.length > 0) {
+        readable.pause();
+        void Promise.all(waits).then(() => readable.resume());
+      }
+    });
+    readable.once('error', reject);
+    readable.once('end', () => resolve());
+    readable.once('close', () => (signal.aborted ? reject(new Error('aborted')) : resolve()));
+  });
 }
 
 /** ImageBuildEngine over dockerode (the engine's legacy builder: a tar context, no pulls of missing bases asked). */
@@ -35,18 +75,6 @@ export class DockerImageBuilds implements ImageBuildEngine {
     }
   }
 
-  async findByLabel(key: string, value: string): Promise<string | null> {
-    try {
-      const images = await this.#docker.listImages({
-        filters: { label: [`${key}=${value}`] },
-        abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
-      } as object);
-      return images[0]?.Id ?? null;
-    } catch (err) {
-      throw toEngineError(err, 'list images');
-    }
-  }
-
   async tag(id: string, ref: string): Promise<void> {
     const colon = ref.lastIndexOf(':');
     try {
@@ -63,7 +91,7 @@ export class DockerImageBuilds implements ImageBuildEngine {
   async build(
     context: Readable,
     options: ImageBuildOptions,
-    onLog: (text: string) => void,
+    onLog: (text: string) => Promise<void> | undefined,
     signal: AbortSignal,
   ): Promise<{ id: string }> {
     let stream: NodeJS.ReadableStream;
@@ -76,6 +104,8 @@ export class DockerImageBuilds implements ImageBuildEngine {
         forcerm: true,
         pull: false,
         networkmode: options.networkMode,
+        memory: options.memoryBytes,
+        memswap: options.memoryBytes,
         abortSignal: signal,
       } as Docker.ImageBuildOptions);
     } catch (err) {
@@ -88,18 +118,14 @@ export class DockerImageBuilds implements ImageBuildEngine {
     let failure: string | null = null;
     let id: string | null = null;
     try {
-      // Build errors do not reject: they arrive as `error`/`errorDetail` events in the progress stream.
-      await new Promise<void>((resolve, reject) => {
-        this.#docker.modem.followProgress(
-          stream,
-          (err: Error | null) => (err ? reject(err) : resolve()),
-          (event: BuildEvent) => {
-            if (event.stream !== undefined) onLog(event.stream);
-            if (event.aux?.ID !== undefined) id = event.aux.ID;
-            if (event.error !== undefined || event.errorDetail !== undefined)
-              failure ??= event.errorDetail?.message ?? event.error ?? 'unknown error';
-          },
-        );
+      // Build errors do not reject: they arrive as `error`/`errorDetail` events in the progress stream. Read line by
+      // line here (not modem.followProgress, which keeps every event in memory), pausing the engine's stream while
+      // `onLog` waits for a slow reader.
+      await readBuildEvents(stream as unknown as Readable, signal, (event) => {
+        if (event.aux?.ID !== undefined) id = event.aux.ID;
+        if (event.error !== undefined || event.errorDetail !== undefined)
+          failure ??= event.errorDetail?.message ?? event.error ?? 'unknown error';
+        return event.stream !== undefined ? (onLog(event.stream) ?? undefined) : undefined;
       });
     } catch (err) {
       if (signal.aborted) throw new Error('the build was stopped: the client went away', { cause: err });

@@ -5,14 +5,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { extract } from 'tar-stream';
-import { normalizeDockerfilePath, normalizeTag } from '../../core/image-build.js';
+import { canonicalRef, normalizeDockerfilePath, normalizeTag } from '../../core/image-build.js';
 import { ApiError, toApiError } from '../../app/serve/api-error.js';
 import type { ImageBuilds } from '../../app/serve/image-build.js';
 import type { Logger } from '../../app/ports/logger.js';
 import type { RouteContext, Router } from './http-kit.js';
 
 export interface ImageRouteDeps {
-  readonly builds: ImageBuilds;
+  /** null when builds are off (`serve` without `--allow-builds`): every POST is refused with 403. */
+  readonly builds: ImageBuilds | null;
   readonly tempRoot: string;
   /** The largest build context accepted (413 past it). */
   readonly maxContextBytes: number;
@@ -79,15 +80,21 @@ async function spool(
   return hash.digest('hex');
 }
 
-/** The text of `name` in the tar at `path` (names compared without a leading "./"), or null when absent. */
-async function readEntry(path: string, name: string): Promise<string | null> {
+/**
+ * The text of `name` in the tar at `path` (names compared normalized: no "./", no empty parts), or null when absent.
+ * A tar holding `name` more than once is refused (the engine reads the last one, a check of the first would be moot).
+ */
+export async function readEntry(path: string, name: string): Promise<string | null> {
   const parser = extract();
   let found: string | null = null;
+  let seen = 0;
   let broken = false;
   parser.on('entry', (header, stream, next) => {
-    const entryName = header.name.replace(/^(\.\/)+/, '');
+    const entryName = normalizeDockerfilePath(header.name.replace(/\/+$/, '')) ?? header.name;
+    if (entryName === name) seen += 1;
     if (
       found === null &&
+      seen === 1 &&
       entryName === name &&
       header.type === 'file' &&
       (header.size ?? 0) <= MAX_DOCKERFILE_BYTES
@@ -108,8 +115,12 @@ async function readEntry(path: string, name: string): Promise<string | null> {
   } catch {
     broken = true;
   }
-  if (broken && found === null)
+  if (broken)
     throw ApiError.invalid('the build context', [{ path: 'body', rule: 'is not a valid tar archive' }]);
+  if (seen > 1)
+    throw ApiError.invalid('the build context', [
+      { path: 'dockerfile', rule: `${name} appears ${seen} times in the tar; it must appear once` },
+    ]);
   return found;
 }
 
@@ -122,6 +133,14 @@ async function buildImage(
   deps: ImageRouteDeps,
   { req, res, query, clientGone }: RouteContext,
 ): Promise<void> {
+  const builds = deps.builds;
+  if (builds === null)
+    throw new ApiError(
+      403,
+      'E_BUILDS_DISABLED',
+      "image builds are off on this server (start serve with --allow-builds; a build step runs as root with the engine's default capabilities)",
+      [{ path: 'POST /v1/images', rule: 'needs serve --allow-builds' }],
+    );
   const dockerfile = normalizeDockerfilePath(query.get('dockerfile') ?? 'Dockerfile');
   if (dockerfile === null)
     throw ApiError.invalid('the build request', [
@@ -131,7 +150,7 @@ async function buildImage(
   if (network !== 'none' && network !== 'bridge')
     throw ApiError.invalid('the build request', [{ path: 'network', rule: 'must be "none" or "bridge"' }]);
   const tagParam = query.get('tag');
-  const end = deps.builds.acquire();
+  const end = builds.acquire();
   const file = join(deps.tempRoot, `build-${randomUUID()}.tar`);
   try {
     const key = await spool(req, res, file, deps.maxContextBytes, dockerfile);
@@ -148,8 +167,8 @@ async function buildImage(
           rule: `${dockerfile} is not a file in the context (at most ${MAX_DOCKERFILE_BYTES} bytes)`,
         },
       ]);
-    const request = { ref: tag.ref, dockerfile, dockerfileText, key, network } as const;
-    const plan = await deps.builds.plan(request);
+    const request = { ref: canonicalRef(tag.ref), dockerfile, dockerfileText, key, network } as const;
+    const plan = await builds.plan(request);
     res.writeHead(200, { 'content-type': 'application/x-ndjson' });
     const write = (event: unknown): void => void res.write(`${JSON.stringify(event)}\n`);
     if (plan.kind === 'cached') {
@@ -158,10 +177,14 @@ async function buildImage(
       return;
     }
     try {
-      const image = await deps.builds.build(
+      const image = await builds.build(
         request,
         createReadStream(file),
-        (text) => write({ log: text }),
+        (text) => {
+          // Backpressure: a slow reader pauses the engine's build stream until the answer drains.
+          if (!res.write(`${JSON.stringify({ log: text })}\n`)) return waitDrain(res, clientGone);
+          return undefined;
+        },
         clientGone,
       );
       write({ image });
@@ -178,6 +201,21 @@ async function buildImage(
     end();
     await rm(file, { force: true });
   }
+}
+
+/** Resolves when `res` drains (or the client goes away). */
+function waitDrain(res: ServerResponse, gone: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      gone.removeEventListener('abort', done);
+      resolve();
+    };
+    res.once('drain', done);
+    res.once('close', done);
+    gone.addEventListener('abort', done, { once: true });
+  });
 }
 
 export function registerImageRoutes(router: Router, deps: ImageRouteDeps): void {

@@ -1,6 +1,11 @@
 import type { Readable } from 'node:stream';
-import { baseImages, BUILD_KEY_LABEL, reservedTagRule } from '../../core/image-build.js';
-import type { ImageBuildEngine } from '../ports/image-builds.js';
+import {
+  baseImages,
+  BUILD_KEY_LABEL,
+  dockerfileRuleIssues,
+  reservedTagRule,
+} from '../../core/image-build.js';
+import type { BuildRecords, ImageBuildEngine } from '../ports/image-builds.js';
 import { ApiError } from './api-error.js';
 
 /**
@@ -27,14 +32,36 @@ export interface BuiltImage {
 
 export type BuildPlan = { readonly kind: 'cached'; readonly image: BuiltImage } | { readonly kind: 'build' };
 
+export interface ImageBuildLimits {
+  /** Image builds at once (`--max-builds`; more: 429). */
+  readonly maxConcurrent: number;
+  /** Memory (and memory+swap) of each build step (`--build-memory-mib`). */
+  readonly memoryBytes: number;
+  /** A build running longer is stopped (`--build-timeout-sec`). */
+  readonly timeoutMs: number;
+}
+
 export class ImageBuilds {
   readonly #engine: ImageBuildEngine;
-  readonly #maxConcurrent: number;
+  readonly #records: BuildRecords;
+  readonly #limits: ImageBuildLimits;
   #active = 0;
 
-  constructor(engine: ImageBuildEngine, maxConcurrent: number) {
+  constructor(engine: ImageBuildEngine, records: BuildRecords, limits: ImageBuildLimits) {
     this.#engine = engine;
-    this.#maxConcurrent = maxConcurrent;
+    this.#records = records;
+    this.#limits = limits;
+  }
+
+  get #maxConcurrent(): number {
+    return this.#limits.maxConcurrent;
+  }
+
+  /** Whether the image `existing` (under some tag) is one this server built, by its own records. */
+  async #ours(existing: { id: string; labels: Readonly<Record<string, string>> }): Promise<boolean> {
+    const key = existing.labels[BUILD_KEY_LABEL];
+    if (key === undefined || !/^[0-9a-f]{64}$/.test(key)) return false;
+    return (await this.#records.read(key))?.id === existing.id;
   }
 
   /** One more build, within the limit (429 past it); returns the function that ends it. */
@@ -64,8 +91,10 @@ export class ImageBuilds {
   async plan(request: ImageBuildRequest): Promise<BuildPlan> {
     const reserved = reservedTagRule(request.ref);
     if (reserved !== null) throw ApiError.invalid('the build request', [{ path: 'tag', rule: reserved }]);
+    const refused = dockerfileRuleIssues(request.dockerfileText);
+    if (refused.length > 0) throw ApiError.invalid('the Dockerfile', refused);
     const existing = await this.#engine.inspectImage(request.ref);
-    if (existing !== null && existing.labels[BUILD_KEY_LABEL] === undefined) {
+    if (existing !== null && !(await this.#ours(existing))) {
       throw new ApiError(
         409,
         'E_TAG_TAKEN',
@@ -73,7 +102,10 @@ export class ImageBuilds {
         [{ path: 'tag', rule: 'names an existing image not built through POST /v1/images' }],
       );
     }
-    const cachedId = await this.#engine.findByLabel(BUILD_KEY_LABEL, request.key);
+    // A hit needs the server's own record AND the engine's image under that id (a label alone proves nothing).
+    const record = await this.#records.read(request.key);
+    const recorded = record === null ? null : await this.#engine.inspectImage(record.id);
+    const cachedId = recorded !== null && recorded.id === record?.id ? recorded.id : null;
     if (cachedId !== null) {
       if (existing?.id !== cachedId) await this.#engine.tag(cachedId, request.ref);
       return { kind: 'cached', image: { tag: request.ref, id: cachedId, cached: true } };
@@ -99,21 +131,38 @@ export class ImageBuilds {
   async build(
     request: ImageBuildRequest,
     context: Readable,
-    onLog: (text: string) => void,
+    onLog: (text: string) => Promise<void> | undefined,
     signal: AbortSignal,
   ): Promise<BuiltImage> {
     const networkMode = await this.#engine.networkMode(request.network);
-    const { id } = await this.#engine.build(
-      context,
-      {
-        ref: request.ref,
-        dockerfile: request.dockerfile,
-        labels: { [BUILD_KEY_LABEL]: request.key },
-        networkMode,
-      },
-      onLog,
-      signal,
-    );
+    const timeoutSec = Math.round(this.#limits.timeoutMs / 1000);
+    const timeout = AbortSignal.timeout(this.#limits.timeoutMs);
+    let id: string;
+    try {
+      ({ id } = await this.#engine.build(
+        context,
+        {
+          ref: request.ref,
+          dockerfile: request.dockerfile,
+          labels: { [BUILD_KEY_LABEL]: request.key },
+          networkMode,
+          memoryBytes: this.#limits.memoryBytes,
+        },
+        onLog,
+        AbortSignal.any([signal, timeout]),
+      ));
+    } catch (err) {
+      if (timeout.aborted && !signal.aborted)
+        throw new ApiError(
+          409,
+          'E_BUILD_TIMEOUT',
+          `the build ran past ${timeoutSec} s (--build-timeout-sec) and was stopped`,
+          [{ path: 'body', rule: `the build must end within ${timeoutSec} s` }],
+          { cause: err },
+        );
+      throw err;
+    }
+    await this.#records.write(request.key, { id, tag: request.ref });
     return { tag: request.ref, id, cached: false };
   }
 }

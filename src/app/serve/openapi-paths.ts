@@ -41,7 +41,7 @@ export function servicePaths(): Record<string, unknown> {
       },
       post: {
         operationId: 'buildImage',
-        description: 'build an image from a tar of its context; cached by the content hash of the context and the Dockerfile path (label roboguide.build.sha256); never pulls',
+        description: 'build an image from a tar of its context (only with serve --allow-builds: a build step runs as root with the engine\'s default capabilities, memory --build-memory-mib, stopped past --build-timeout-sec); cached by the content hash of the context and the Dockerfile path (the server\'s own record of the build, not a label); never pulls',
         parameters: [
           { name: 'tag', in: 'query', required: false, description: 'NAME[:TAG] (":latest" added); default roboguide-build:<hash>; roboguide/* is reserved', schema: { type: 'string' } },
           { name: 'dockerfile', in: 'query', required: false, description: 'the Dockerfile\'s path inside the context (default Dockerfile)', schema: { type: 'string' } },
@@ -50,7 +50,8 @@ export function servicePaths(): Record<string, unknown> {
         requestBody: { required: true, content: { 'application/x-tar': { schema: { type: 'string', format: 'binary' } } } },
         responses: {
           '200': { description: 'NDJSON: build output lines, then the image (or an error)', content: { 'application/x-ndjson': { schema: ref('ImageBuildEvent') } } },
-          '400': error('invalid parameters, not a tar, no Dockerfile at that path, or a FROM image the engine does not have (E_IMAGE_MISSING, naming it: no pulls)'),
+          '400': error('invalid parameters, not a tar, no Dockerfile at that path or more than one, a parser directive (# escape/syntax/check), ADD of a URL or git remote, LABEL roboguide.*, a reserved tag (roboguide/, also behind docker.io/), or a FROM image the engine does not have (E_IMAGE_MISSING, naming it: no pulls)'),
+          '403': error('builds are off: serve was started without --allow-builds (E_BUILDS_DISABLED)'),
           '409': error('the tag names an existing image that was not built through this endpoint (E_TAG_TAKEN)'),
           '413': error('the context is larger than --max-build-context-mib'),
           '429': error('too many builds running (--max-builds); Retry-After'),
