@@ -220,7 +220,13 @@ function cleanName(name: string): string {
     .replace(/^\.$/, '');
 }
 
+/** An absolute name or one with a `..` component: never handed to a client (a forged tar could hold one). */
+function unsafeName(name: string): boolean {
+  return name.startsWith('/') || name.split('/').includes('..');
+}
+
 interface RepackState {
+  entries: number;
   files: number;
   bytes: number;
   readonly refusals: string[];
@@ -235,19 +241,29 @@ async function repackEntry(
   ctx: { secrets: readonly string[]; redactor: () => Transform; limits: ExtractLimits; state: RepackState },
 ): Promise<void> {
   const { state, limits } = ctx;
+  // Every header counts (a forged tar of endless links, directories or special files must stop too), and so do its
+  // name and link target, against the same limits as files' data.
+  state.entries += 1;
+  state.bytes += Buffer.byteLength(header.name) + Buffer.byteLength(header.linkname ?? '');
   const name = redactText(cleanName(header.name), ctx.secrets);
+  const isFile = header.type === 'file' || header.type === 'contiguous-file';
+  if (
+    state.entries > limits.maxFiles ||
+    (isFile && (header.size ?? 0) > limits.maxFileBytes) ||
+    state.bytes + (isFile ? (header.size ?? 0) : 0) > limits.maxTotalBytes
+  ) {
+    state.refusals.push(`limit reached at ${name}`);
+    throw new Error('download limit reached');
+  }
+  if (unsafeName(header.name) || (header.type === 'link' && unsafeName(header.linkname ?? ''))) {
+    entry.resume();
+    state.refusals.push(`unsafe name refused: ${name}`);
+    return;
+  }
   const mode = (header.mode ?? 0o644) & 0o777;
   const mtime = header.mtime ?? new Date();
-  if (header.type === 'file' || header.type === 'contiguous-file') {
+  if (isFile) {
     state.files += 1;
-    if (
-      state.files > limits.maxFiles ||
-      (header.size ?? 0) > limits.maxFileBytes ||
-      state.bytes + (header.size ?? 0) > limits.maxTotalBytes
-    ) {
-      state.refusals.push(`limit reached at ${name}`);
-      throw new Error('download limit reached');
-    }
     const temp = join(dir, 'entry');
     await pipeline(entry, ctx.redactor(), createWriteStream(temp, { mode: 0o600 }));
     const size = (await stat(temp)).size;
@@ -279,7 +295,7 @@ export async function downloadTar(
 ): Promise<SpooledDownload> {
   const dir = await mkdtemp(join(tempRoot, 'download-'));
   const dispose = (): Promise<void> => rm(dir, { recursive: true, force: true });
-  const state: RepackState = { files: 0, bytes: 0, refusals: [] };
+  const state: RepackState = { entries: 0, files: 0, bytes: 0, refusals: [] };
   const tarPath = join(dir, 'out.tar');
   try {
     const handle = await run(target, PACK, [target.path]);
@@ -316,7 +332,7 @@ export async function downloadTar(
       throw new ApiError(
         413,
         'E_ARCHIVE_TOO_LARGE',
-        `${redactText(target.path, target.secrets)}: more than the download limits (${limits.maxFiles} files, ${limits.maxFileBytes} bytes a file, ${limits.maxTotalBytes} bytes in all)`,
+        `${redactText(target.path, target.secrets)}: more than the download limits (${limits.maxFiles} entries, ${limits.maxFileBytes} bytes a file, ${limits.maxTotalBytes} bytes in all, names and link targets included)`,
       );
     }
     if (code !== 0) throw fileError(`${text}\n${head.text()}`, target);

@@ -161,3 +161,13 @@ describe('isCredentialLikePath', () => {
     },
   );
 });
+
+describe('environmentProblems: control characters', () => {
+  it('refuses NUL and other C0/DEL control characters in a value (files and the serve API alike), never quoting it', () => {
+    for (const options of [{}, { literalSecrets: true }]) {
+      const problems = environmentProblems({ A: 'x\u0000y', B: 'x\u001by', C: 'x\u007fy', D: 'x\ty\r\nz', E: 'plain' }, options);
+      expect(problems.map((p) => p.name)).toEqual(['A', 'B', 'C']);
+      for (const p of problems) expect(p.rule).toMatch(/must not contain a control character/);
+    }
+  });
+});

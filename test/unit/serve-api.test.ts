@@ -95,6 +95,28 @@ describe('request schemas', () => {
     expect(paths).toEqual(expect.arrayContaining(['$', 'labels["roboguide.x"]', 'environment.API_KEY']));
   });
 
+  it('refuses a NUL or other control character in a session environment or exec env value, naming the field', () => {
+    for (const [schema, body, path] of [
+      [SessionCreateSchema, { image: 'i', environment: { API_KEY: 'nulsecret\u0000abcdefgh' } }, 'environment.API_KEY'],
+      [SessionCreateSchema, { image: 'i', environment: { MODEL: 'a\u0001b' } }, 'environment.MODEL'],
+      [ExecSchema, { command: 'ls', env: { API_KEY: 'nulsecret\u0000abcdefgh' } }, 'env.API_KEY'],
+    ] as const) {
+      let err: unknown;
+      try {
+        parseBody(schema, body, 'the request');
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ApiError);
+      const api = err as ApiError;
+      expect(api.status).toBe(400);
+      expect(api.issues).toEqual([expect.objectContaining({ path, rule: expect.stringMatching(/control character/) })]);
+      expect(JSON.stringify(api.issues)).not.toContain('nulsecret');
+    }
+    // tab and newline stay allowed (multi-line values are ordinary configuration)
+    expect(parseBody(ExecSchema, { command: 'ls', env: { NOTE: 'a\tb\nc' } }, 'x').env).toEqual({ NOTE: 'a\tb\nc' });
+  });
+
   it('ports need the bridge network', () => {
     expect(() => parseBody(SessionCreateSchema, { image: 'i', ports: [8080] }, 'x')).toThrow(ApiError);
     expect(parseBody(SessionCreateSchema, { image: 'i', ports: [8080], network: 'bridge' }, 'x').ports).toEqual([8080]);

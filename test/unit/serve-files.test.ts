@@ -1,6 +1,13 @@
+import { createReadStream } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { extract, pack } from 'tar-stream';
 import { describe, expect, it } from 'vitest';
-import { fileError, userParam, type FileTarget } from '../../src/adapters/serve-files.js';
-import type { SessionEngine } from '../../src/app/serve/session-engine.js';
+import { downloadTar, fileError, userParam, type FileTarget } from '../../src/adapters/serve-files.js';
+import { ApiError } from '../../src/app/serve/api-error.js';
+import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
 
 /** What a failed file command in the container means for the API, from the messages busybox and GNU tools print. */
 const target = (user = ''): FileTarget => ({
@@ -46,6 +53,112 @@ describe('userParam', () => {
       expect(() => userParam(new URLSearchParams({ user: bad })), bad).toThrow(
         expect.objectContaining({ status: 400, issues: [expect.objectContaining({ path: 'user' })] }),
       );
+    }
+  });
+});
+
+/**
+ * downloadTar against a hostile container: the fake engine's exec hands back a tar stream the test builds (what a
+ * forged `/bin/sh`/`tar` in the container could print), so the re-pack's limits and name rules are seen directly.
+ */
+describe('downloadTar (hostile tar from the container)', () => {
+  type Header = Parameters<ReturnType<typeof pack>['entry']>[0];
+  interface FakeExec {
+    readonly engine: SessionEngine;
+    killed(): boolean;
+  }
+  const fakeEngine = (stdout: Readable): FakeExec => {
+    let killed = false;
+    let finish: (code: number | null) => void = () => undefined;
+    const done = new Promise<number | null>((resolve) => (finish = resolve));
+    stdout.on('end', () => finish(0));
+    stdout.on('close', () => finish(killed ? 137 : 0));
+    const handle: ExecHandle = {
+      stdout,
+      stderr: Readable.from([]),
+      done,
+      killTree: () => {
+        killed = true;
+        stdout.destroy();
+        return Promise.resolve();
+      },
+      abandon: () => stdout.destroy(),
+    };
+    const exec: SessionEngine['exec'] = () => Promise.resolve(handle);
+    return { engine: { exec } as SessionEngine, killed: () => killed };
+  };
+  /** An endless tar of `make(i)` headers, produced only as fast as it is read; `pulled` counts them. */
+  const endless = (make: (i: number) => Header): { stream: Readable; pulled: () => number } => {
+    const archive = pack();
+    let produced = 0;
+    void (async () => {
+      for (let i = 0; ; i += 1) {
+        await new Promise<void>((resolve, reject) => archive.entry(make(i), '', (err) => (err ? reject(err) : resolve())));
+        produced += 1;
+        await new Promise((resolve) => setImmediate(resolve)); // let the reader run (an entry without data is written at once)
+      }
+    })().catch(() => undefined);
+    return { stream: Readable.from(archive), pulled: () => produced };
+  };
+  const limits = { maxFiles: 200, maxFileBytes: 1024 * 1024, maxTotalBytes: 1024 * 1024 };
+  const downloadTarget = (engine: SessionEngine): FileTarget => ({ engine, containerId: 'c', user: '', path: '/w', secrets: [] });
+
+  async function expectTooLarge(make: (i: number) => Header, bound: number): Promise<void> {
+    const tempRoot = await mkdtemp(join(tmpdir(), 'rg-dl-'));
+    try {
+      const source = endless(make);
+      const fake = fakeEngine(source.stream);
+      const err: unknown = await downloadTar(downloadTarget(fake.engine), tempRoot, () => new PassThrough(), undefined, limits).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ status: 413, code: 'E_ARCHIVE_TOO_LARGE' });
+      expect(fake.killed()).toBe(true);
+      expect(source.pulled()).toBeLessThan(bound);
+      expect(await readdir(tempRoot)).toEqual([]); // the spool is gone
+    } finally {
+      await rm(tempRoot, { recursive: true, force: true });
+    }
+  }
+
+  it('counts symlink, directory and special headers against the entry limit and stops an endless stream (413)', async () => {
+    const types = ['symlink', 'directory', 'fifo', 'character-device'] as const;
+    await expectTooLarge((i) => ({ name: `w/e${i}`, type: types[i % 4] ?? 'fifo', linkname: 'x', mode: 0o644 }), 1000);
+  });
+
+  it('counts names and link targets against the byte limit (413)', async () => {
+    const long = 'n'.repeat(90);
+    const target = 't/'.repeat(30_000); // a 60 KB link target (pax header)
+    await expectTooLarge((i) => ({ name: `w/${long}${i}`, type: 'symlink', linkname: target, mode: 0o777 }), 100);
+  });
+
+  it('drops names with `..` components or absolute names, keeps symlinks (targets as they are)', async () => {
+    const tempRoot = await mkdtemp(join(tmpdir(), 'rg-dl-'));
+    try {
+      const archive = pack();
+      const add = (h: Header, body = ''): Promise<void> => new Promise((resolve, reject) => archive.entry(h, body, (err) => (err ? reject(err) : resolve())));
+      await add({ name: 'w/ok.txt', type: 'file', size: 2, mode: 0o644 }, 'ok');
+      await add({ name: '../evil.txt', type: 'file', size: 4, mode: 0o644 }, 'evil');
+      await add({ name: 'w/../../up.txt', type: 'file', size: 2, mode: 0o644 }, 'up');
+      await add({ name: '/etc/abs.txt', type: 'file', size: 3, mode: 0o644 }, 'abs');
+      await add({ name: 'w/..', type: 'directory', mode: 0o755 });
+      await add({ name: 'w/hard', type: 'link', linkname: '../../etc/passwd', mode: 0o644 });
+      await add({ name: 'w/link', type: 'symlink', linkname: '../../etc/passwd', mode: 0o777 });
+      archive.finalize();
+      const fake = fakeEngine(Readable.from(archive));
+      const download = await downloadTar(downloadTarget(fake.engine), tempRoot, () => new PassThrough(), undefined, limits);
+      const seen: { name: string; type: string; linkname: string | null | undefined }[] = [];
+      const parser = extract();
+      createReadStream(download.path).pipe(parser);
+      for await (const entry of parser) {
+        seen.push({ name: entry.header.name, type: entry.header.type ?? '', linkname: entry.header.linkname });
+        entry.resume();
+      }
+      await download.dispose();
+      expect(seen.map((e) => e.name)).toEqual(['w/ok.txt', 'w/link']);
+      expect(seen[1]).toMatchObject({ type: 'symlink', linkname: '../../etc/passwd' });
+      expect(download.refusals).toHaveLength(5);
+      for (const r of download.refusals) expect(r).toMatch(/unsafe name refused/);
+    } finally {
+      await rm(tempRoot, { recursive: true, force: true });
     }
   });
 });

@@ -27,7 +27,7 @@ export interface EnvironmentProblem {
 export function environmentProblems(env: Readonly<Record<string, string>>, options: { readonly literalSecrets?: boolean } = {}): EnvironmentProblem[] {
   const problems: EnvironmentProblem[] = [];
   for (const [name, value] of Object.entries(env)) {
-    const rule = nameRule(name) ?? (options.literalSecrets === true ? referenceRule(value) : valueRule(name, value));
+    const rule = nameRule(name) ?? controlRule(value) ?? (options.literalSecrets === true ? referenceRule(value) : valueRule(name, value));
     if (rule !== undefined) problems.push({ name, rule });
   }
   return problems;
@@ -37,6 +37,18 @@ function nameRule(name: string): string | undefined {
   if (!ENV_NAME_PATTERN.test(name))
     return 'must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)';
   if (name.startsWith(RESERVED_ENV_PREFIX)) return `names starting with ${RESERVED_ENV_PREFIX} are reserved`;
+  return undefined;
+}
+
+/**
+ * NUL cannot be carried by an environment variable at all (the engine fails and quotes the value in Go's escaped
+ * form, which no masker of the literal recognises); the other C0 controls (but tab, CR, LF) and DEL are refused with it.
+ */
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTER = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+
+function controlRule(value: string): string | undefined {
+  if (CONTROL_CHARACTER.test(value)) return 'must not contain a control character (NUL, U+0001..U+001F other than tab, CR and LF, or DEL)';
   return undefined;
 }
 
