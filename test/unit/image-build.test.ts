@@ -280,9 +280,20 @@ describe('ImageBuilds (a hand-written engine typed as the port)', () => {
     // A record whose image the engine no longer has (or has under another id) is no hit either.
     records.map.set(K1, { id: 'sha256:gone', tag: 'task:1' });
     expect(await builds.plan(request())).toEqual({ kind: 'build' });
-    // The labelled image is not "ours" for the tag check: its id is not the record's.
-    await expect(builds.plan(request({ ref: 'evil:1' }))).rejects.toMatchObject({ status: 409 });
+    // Nor under its own tag: it is built again (the tag of an endpoint-made image may move), nothing retagged.
+    expect(await builds.plan(request({ ref: 'evil:1' }))).toEqual({ kind: 'build' });
     expect(engine.tags).toEqual([]);
+  });
+
+  it('rebuilds under a tag that another server on the engine built (its record is in another data dir)', async () => {
+    const engine = new FakeImages();
+    engine.images.set('base:1', { id: 'sha256:base', labels: {} });
+    engine.images.set('task:1', { id: 'sha256:other-server', labels: { [BUILD_KEY_LABEL]: K1 } });
+    const builds = new ImageBuilds(engine, new FakeRecords(), limits);
+    expect(await builds.plan(request({ ref: 'task:1' }))).toEqual({ kind: 'build' });
+    // An operator's own image under that tag (no label) stays refused.
+    engine.images.set('task:1', { id: 'sha256:operator', labels: {} });
+    await expect(builds.plan(request({ ref: 'task:1' }))).rejects.toMatchObject({ status: 409, code: 'E_TAG_TAKEN' });
   });
 
   it('refuses a Dockerfile breaking a rule before anything else (400 naming the line)', async () => {

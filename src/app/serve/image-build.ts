@@ -57,11 +57,15 @@ export class ImageBuilds {
     return this.#limits.maxConcurrent;
   }
 
-  /** Whether the image `existing` (under some tag) is one this server built, by its own records. */
-  async #ours(existing: { id: string; labels: Readonly<Record<string, string>> }): Promise<boolean> {
+  /**
+   * Whether the tag of the image `existing` may be moved by a build: when the image was made through this endpoint,
+   * by this server or another one on the same engine (its records live in another data dir): it carries the cache
+   * label, which only the endpoint sets (`LABEL roboguide.*` is refused in a Dockerfile). An operator's own image
+   * (no label) is never retagged. A cache hit needs more: this server's record (see plan).
+   */
+  #builtByEndpoint(existing: { id: string; labels: Readonly<Record<string, string>> }): boolean {
     const key = existing.labels[BUILD_KEY_LABEL];
-    if (key === undefined || !/^[0-9a-f]{64}$/.test(key)) return false;
-    return (await this.#records.read(key))?.id === existing.id;
+    return key !== undefined && /^[0-9a-f]{64}$/.test(key);
   }
 
   /** One more build, within the limit (429 past it); returns the function that ends it. */
@@ -94,11 +98,11 @@ export class ImageBuilds {
     const refused = dockerfileRuleIssues(request.dockerfileText);
     if (refused.length > 0) throw ApiError.invalid('the Dockerfile', refused);
     const existing = await this.#engine.inspectImage(request.ref);
-    if (existing !== null && !(await this.#ours(existing))) {
+    if (existing !== null && !this.#builtByEndpoint(existing)) {
       throw new ApiError(
         409,
         'E_TAG_TAKEN',
-        `${request.ref} names an image this server did not build; choose another tag`,
+        `${request.ref} names an image that was not built through POST /v1/images; choose another tag`,
         [{ path: 'tag', rule: 'names an existing image not built through POST /v1/images' }],
       );
     }
