@@ -293,7 +293,10 @@ describe('ImageBuilds (a hand-written engine typed as the port)', () => {
     expect(await builds.plan(request({ ref: 'task:1' }))).toEqual({ kind: 'build' });
     // An operator's own image under that tag (no label) stays refused.
     engine.images.set('task:1', { id: 'sha256:operator', labels: {} });
-    await expect(builds.plan(request({ ref: 'task:1' }))).rejects.toMatchObject({ status: 409, code: 'E_TAG_TAKEN' });
+    await expect(builds.plan(request({ ref: 'task:1' }))).rejects.toMatchObject({
+      status: 409,
+      code: 'E_TAG_TAKEN',
+    });
   });
 
   it('refuses a Dockerfile breaking a rule before anything else (400 naming the line)', async () => {
