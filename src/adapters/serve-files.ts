@@ -163,7 +163,11 @@ async function check(
   stdin?: Readable,
 ): Promise<void> {
   const handle = await run(target, script, args, stdin);
-  const [stderr, stdout, code] = await Promise.all([keepText(handle.stderr), keepText(handle.stdout), handle.done]);
+  const [stderr, stdout, code] = await Promise.all([
+    keepText(handle.stderr),
+    keepText(handle.stdout),
+    handle.done,
+  ]);
   // An exec the engine could not start (e.g. an unknown user) reports on its output stream.
   if (code !== 0) throw fileError(`${stderr}\n${stdout}`, target);
 }

@@ -93,7 +93,9 @@ describe('downloadTar (hostile tar from the container)', () => {
     let produced = 0;
     void (async () => {
       for (let i = 0; ; i += 1) {
-        await new Promise<void>((resolve, reject) => archive.entry(make(i), '', (err) => (err ? reject(err) : resolve())));
+        await new Promise<void>((resolve, reject) =>
+          archive.entry(make(i), '', (err) => (err ? reject(err) : resolve())),
+        );
         produced += 1;
         await new Promise((resolve) => setImmediate(resolve)); // let the reader run (an entry without data is written at once)
       }
@@ -101,14 +103,26 @@ describe('downloadTar (hostile tar from the container)', () => {
     return { stream: Readable.from(archive), pulled: () => produced };
   };
   const limits = { maxFiles: 200, maxFileBytes: 1024 * 1024, maxTotalBytes: 1024 * 1024 };
-  const downloadTarget = (engine: SessionEngine): FileTarget => ({ engine, containerId: 'c', user: '', path: '/w', secrets: [] });
+  const downloadTarget = (engine: SessionEngine): FileTarget => ({
+    engine,
+    containerId: 'c',
+    user: '',
+    path: '/w',
+    secrets: [],
+  });
 
   async function expectTooLarge(make: (i: number) => Header, bound: number): Promise<void> {
     const tempRoot = await mkdtemp(join(tmpdir(), 'rg-dl-'));
     try {
       const source = endless(make);
       const fake = fakeEngine(source.stream);
-      const err: unknown = await downloadTar(downloadTarget(fake.engine), tempRoot, () => new PassThrough(), undefined, limits).catch((e: unknown) => e);
+      const err: unknown = await downloadTar(
+        downloadTarget(fake.engine),
+        tempRoot,
+        () => new PassThrough(),
+        undefined,
+        limits,
+      ).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ApiError);
       expect(err).toMatchObject({ status: 413, code: 'E_ARCHIVE_TOO_LARGE' });
       expect(fake.killed()).toBe(true);
@@ -121,20 +135,27 @@ describe('downloadTar (hostile tar from the container)', () => {
 
   it('counts symlink, directory and special headers against the entry limit and stops an endless stream (413)', async () => {
     const types = ['symlink', 'directory', 'fifo', 'character-device'] as const;
-    await expectTooLarge((i) => ({ name: `w/e${i}`, type: types[i % 4] ?? 'fifo', linkname: 'x', mode: 0o644 }), 1000);
+    await expectTooLarge(
+      (i) => ({ name: `w/e${i}`, type: types[i % 4] ?? 'fifo', linkname: 'x', mode: 0o644 }),
+      1000,
+    );
   });
 
   it('counts names and link targets against the byte limit (413)', async () => {
     const long = 'n'.repeat(90);
     const target = 't/'.repeat(30_000); // a 60 KB link target (pax header)
-    await expectTooLarge((i) => ({ name: `w/${long}${i}`, type: 'symlink', linkname: target, mode: 0o777 }), 100);
+    await expectTooLarge(
+      (i) => ({ name: `w/${long}${i}`, type: 'symlink', linkname: target, mode: 0o777 }),
+      100,
+    );
   });
 
   it('drops names with `..` components or absolute names, keeps symlinks (targets as they are)', async () => {
     const tempRoot = await mkdtemp(join(tmpdir(), 'rg-dl-'));
     try {
       const archive = pack();
-      const add = (h: Header, body = ''): Promise<void> => new Promise((resolve, reject) => archive.entry(h, body, (err) => (err ? reject(err) : resolve())));
+      const add = (h: Header, body = ''): Promise<void> =>
+        new Promise((resolve, reject) => archive.entry(h, body, (err) => (err ? reject(err) : resolve())));
       await add({ name: 'w/ok.txt', type: 'file', size: 2, mode: 0o644 }, 'ok');
       await add({ name: '../evil.txt', type: 'file', size: 4, mode: 0o644 }, 'evil');
       await add({ name: 'w/../../up.txt', type: 'file', size: 2, mode: 0o644 }, 'up');
@@ -144,12 +165,22 @@ describe('downloadTar (hostile tar from the container)', () => {
       await add({ name: 'w/link', type: 'symlink', linkname: '../../etc/passwd', mode: 0o777 });
       archive.finalize();
       const fake = fakeEngine(Readable.from(archive));
-      const download = await downloadTar(downloadTarget(fake.engine), tempRoot, () => new PassThrough(), undefined, limits);
+      const download = await downloadTar(
+        downloadTarget(fake.engine),
+        tempRoot,
+        () => new PassThrough(),
+        undefined,
+        limits,
+      );
       const seen: { name: string; type: string; linkname: string | null | undefined }[] = [];
       const parser = extract();
       createReadStream(download.path).pipe(parser);
       for await (const entry of parser) {
-        seen.push({ name: entry.header.name, type: entry.header.type ?? '', linkname: entry.header.linkname });
+        seen.push({
+          name: entry.header.name,
+          type: entry.header.type ?? '',
+          linkname: entry.header.linkname,
+        });
         entry.resume();
       }
       await download.dispose();
