@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
-import { extract, pack } from 'tar-stream';
+import { tarOf, untar } from '../support/tar.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
@@ -75,32 +75,6 @@ async function ndjson(
   return { status: res.statusCode ?? 0, lines, text };
 }
 
-function tarOf(files: Record<string, string | Buffer>): Promise<Buffer> {
-  const p = pack();
-  for (const [name, content] of Object.entries(files)) p.entry({ name, mode: 0o644 }, content);
-  p.finalize();
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    p.on('data', (c: unknown) => chunks.push(c as Buffer));
-    p.on('end', () => resolve(Buffer.concat(chunks)));
-    p.on('error', reject);
-  });
-}
-
-async function untar(bytes: Buffer): Promise<Record<string, string>> {
-  const files: Record<string, string> = {};
-  const x = extract();
-  const done = (async () => {
-    for await (const entry of x) {
-      const chunks: Buffer[] = [];
-      for await (const c of entry) chunks.push(c as Buffer);
-      if (entry.header.type === 'file') files[entry.header.name] = Buffer.concat(chunks).toString('utf8');
-    }
-  })();
-  x.end(bytes);
-  await done;
-  return files;
-}
 
 /** Every form of every secret under `dir`: none may be there. */
 async function secretsOnDisk(dir: string, secrets: readonly string[]): Promise<string[]> {

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { extract, pack } from 'tar-stream';
+import { tarOf, untar } from '../support/tar.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { containersLabelled, expectNoContainersLeft, startTestServer, type ApiResponse, type TestServer } from '../../src/testing/index.js';
@@ -36,32 +36,6 @@ function exec(s: TestServer, id: string, body: Record<string, unknown>): Promise
   return s.client.call<ExecOut>('POST', `/v1/sessions/${id}/exec`, { body });
 }
 
-function tarOf(files: Record<string, string>): Promise<Buffer> {
-  const p = pack();
-  for (const [name, content] of Object.entries(files)) p.entry({ name, mode: 0o644 }, content);
-  p.finalize();
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    p.on('data', (c: unknown) => chunks.push(c as Buffer));
-    p.on('end', () => resolve(Buffer.concat(chunks)));
-    p.on('error', reject);
-  });
-}
-
-async function untar(bytes: Buffer): Promise<Record<string, string>> {
-  const files: Record<string, string> = {};
-  const x = extract();
-  const done = (async () => {
-    for await (const entry of x) {
-      const chunks: Buffer[] = [];
-      for await (const c of entry) chunks.push(c as Buffer);
-      if (entry.header.type === 'file') files[entry.header.name] = Buffer.concat(chunks).toString('utf8');
-    }
-  })();
-  x.end(bytes);
-  await done;
-  return files;
-}
 
 async function heldSlots(s: TestServer): Promise<number> {
   const registry = SqliteCapacityRegistry.open({ path: s.registryPath });
