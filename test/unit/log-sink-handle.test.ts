@@ -139,7 +139,7 @@ describe('LogSink over a scripted handle', () => {
   });
 
   describe('blocks (one write(2) per block, not per chunk)', () => {
-    it('gathers small chunks into one write when the block fills, before the filling chunk is acknowledged', async () => {
+    it('gathers small chunks into one write, queued as soon as the block fills', async () => {
       const handle = new ScriptedHandle();
       const sink = new LogSink(handle, { blockBytes: 64, holdMs: 60_000 });
       await write(sink, 'a'.repeat(30));
@@ -147,6 +147,7 @@ describe('LogSink over a scripted handle', () => {
       expect(handle.writes).toBe(0);
       expect(sink.heldBytes).toBe(60);
       await write(sink, 'c'.repeat(30));
+      await new Promise((resolve) => setImmediate(resolve));
       expect(handle.writes).toBe(1);
       expect(sink.heldBytes).toBe(0);
       expect(handle.text()).toBe(`${'a'.repeat(30)}${'b'.repeat(30)}${'c'.repeat(30)}`);
@@ -200,6 +201,27 @@ describe('LogSink over a scripted handle', () => {
       expect(await sink.finish()).toMatchObject({ bytes: 5, closed: true, failure: null });
       expect(handle.text()).toBe('held\n');
       expect(handle.closes).toBe(1);
+    });
+    it('one block written while the next gathers: a full block waits for the write before it', async () => {
+      let release: () => void = () => undefined;
+      const handle = new ScriptedHandle();
+      const slow = handle.write.bind(handle);
+      let calls = 0;
+      handle.write = (bytes: Uint8Array): Promise<number> => {
+        calls += 1;
+        if (calls > 1) return slow(bytes);
+        return new Promise((resolve) => (release = () => resolve(slow(bytes))));
+      };
+      const sink = new LogSink(handle, { blockBytes: 4, holdMs: 60_000 });
+      await write(sink, 'aaaa'); // block 1 queued, its write held; acknowledged (nothing was in flight before it)
+      let acknowledged = false;
+      const second = write(sink, 'bbbb').then(() => (acknowledged = true)); // block 2 waits for block 1
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(acknowledged).toBe(false);
+      release();
+      await second;
+      expect(await sink.finish()).toMatchObject({ bytes: 8, closed: true });
+      expect(handle.text()).toBe('aaaabbbb');
     });
   });
 });

@@ -160,9 +160,10 @@ export class LogSink extends Writable {
   }
 
   /**
-   * Adds a chunk to the block being gathered. A full block (or one that reaches the cap) is written before the
-   * chunk is acknowledged, so a slow disk holds the pipeline back; otherwise the chunk is acknowledged at once and
-   * the block is written when the hold time is up.
+   * Adds a chunk to the block being gathered. A full block (or one that reaches the cap) is queued for writing at
+   * once, and the chunk acknowledged only when the block before it is written, so a slow disk holds the pipeline
+   * back with at most one block in flight and one gathering; otherwise the chunk is acknowledged at once and the
+   * block is written when the hold time is up.
    */
   #accept(chunk: Buffer, callback: (error?: Error | null) => void): void {
     if (this.#blockBytes <= 0) {
@@ -172,7 +173,11 @@ export class LogSink extends Writable {
     this.#held.push(chunk);
     this.#heldBytes += chunk.byteLength;
     if (this.#heldBytes >= this.#blockBytes || this.#bytes + this.#heldBytes >= this.#limitBytes) {
-      this.#flushHeld().then(() => callback(), callback);
+      // The full block is queued at once; the chunk is acknowledged when the write before it is done: one block
+      // written while the next gathers, never more.
+      const previous = this.#inFlight;
+      void this.#flushHeld();
+      previous.then(() => callback(), callback);
       return;
     }
     this.#holdTimer ??= setTimeout(() => void this.#flushHeld(), this.#holdMs);
