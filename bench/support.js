@@ -30,7 +30,40 @@ export function pairRunDeps() {
   const dir = mkdtempSync(join(tmpdir(), 'rg-bench-registry-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const registry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });
-  return { ...createExecutePairDeps(createContainerRuntime(), silentLogger), fs: new NodeFileSystem(), registry };
+  return {
+    ...createExecutePairDeps(createContainerRuntime(), silentLogger),
+    fs: new NodeFileSystem(),
+    registry,
+  };
+}
+
+/**
+ * The same deps built from another build's compiled output (`BASELINE_DIST=<other checkout>/dist`), with that
+ * build's `runPair` under `deps.runPair`: `timedPair` then times the other build's lifecycle in the same run.
+ */
+export async function pairRunDepsFrom(dist) {
+  const [
+    { NodeFileSystem: Fs },
+    { SqliteCapacityRegistry: Registry },
+    { silentLogger: logger },
+    { runPair: run },
+    root,
+  ] = await Promise.all([
+    import(`${dist}/adapters/fs/node-file-system.js`),
+    import(`${dist}/adapters/registry/sqlite-capacity-registry.js`),
+    import(`${dist}/app/ports/logger.js`),
+    import(`${dist}/app/run-pair.js`),
+    import(`${dist}/composition-root.js`),
+  ]);
+  const dir = mkdtempSync(join(tmpdir(), 'rg-bench-registry-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const registry = Registry.open({ path: join(dir, 'registry.db') });
+  return {
+    ...root.createExecutePairDeps(root.createContainerRuntime(), logger),
+    fs: new Fs(),
+    registry,
+    runPair: run,
+  };
 }
 
 /** One pair of the synthetic driver through runPair; returns the elapsed ms and its evidence directory. */
@@ -48,7 +81,7 @@ export async function timedPair(deps, root, jobId, actions, timeoutSeconds) {
   };
   const output = join(dir, 'evidence');
   const started = process.hrtime.bigint();
-  const { result } = await runPair(deps, {
+  const { result } = await (deps.runPair ?? runPair)(deps, {
     specText: JSON.stringify(spec),
     specSource: `${jobId}.json`,
     output,
@@ -59,7 +92,9 @@ export async function timedPair(deps, root, jobId, actions, timeoutSeconds) {
   });
   const elapsedMs = elapsedMsSince(started);
   if (result.classification !== 'completed') {
-    throw new Error(`${jobId}: expected completed, got ${result.classification} ${JSON.stringify(result.reasons)}`);
+    throw new Error(
+      `${jobId}: expected completed, got ${result.classification} ${JSON.stringify(result.reasons)}`,
+    );
   }
   return { elapsedMs, dir, output };
 }

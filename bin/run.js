@@ -37,9 +37,23 @@ const versionFlags = ['--version', ...(pjson.oclif?.additionalVersionFlags ?? []
 if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   const cpu = arch() === 'ia32' ? 'x86' : arch();
   process.stdout.write(`${pjson.name}/${pjson.version} ${platform()}-${cpu} node-${process.version}\n`);
-} else {
+} else if (!(process.argv[2] === 'e1-batch' && process.argv[3] === 'status' && (await statusFast(process.argv.slice(4))))) {
   const { execute } = await import('@oclif/core');
   await execute({ dir: import.meta.url });
+}
+
+/**
+ * `e1-batch status` of a live batch answered without oclif (dist/status-entry.js: status.json plus the journal
+ * tail); false, with nothing printed, when that is not the case at hand, and the command runs the full way.
+ */
+async function statusFast(argv) {
+  let entry;
+  try {
+    entry = await import('../dist/status-entry.js');
+  } catch {
+    return false;
+  }
+  return entry.runStatusFast(argv);
 }
 
 function mayBeWsl() {

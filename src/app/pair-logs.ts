@@ -86,24 +86,6 @@ export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | 'ti
   ]).finally(() => clearTimeout(timer));
 }
 
-/** Counts the bytes that pass (progress of a drain, size of the engine's copy). */
-class Count extends Transform {
-  constructor(
-    private readonly onBytes: (n: number) => void,
-    private readonly onEnd: () => void = () => undefined,
-  ) {
-    super();
-  }
-  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
-    this.onBytes(chunk.length);
-    done(null, chunk);
-  }
-  override _flush(done: TransformCallback): void {
-    this.onEnd();
-    done();
-  }
-}
-
 type PrefixGap = { readonly cause: 'engine_copy_differs' | 'engine_copy_short'; readonly differs_at: number };
 
 /**
@@ -232,15 +214,8 @@ export class PairLogs {
 
   #pipe(name: LogStreamName, source: Readable, target: OpenedLog, append: boolean): LogPipe {
     const pipe: LogPipe = { name, source, target, failure: null, settled: false, done: Promise.resolve(), received: 0, sourceEnded: false, redacted: 0, gap: null };
-    const stages: (Readable | Transform | Writable)[] = [
-      source,
-      new Count(
-        (n) => (pipe.received += n),
-        () => (pipe.sourceEnded = true),
-      ),
-      this.deps.createRedactor(this.secrets),
-      new Count((n) => (pipe.redacted += n)),
-    ];
+    const redactor = this.deps.createRedactor(this.secrets);
+    const stages: (Readable | Transform | Writable)[] = [source, redactor];
     // The redactor is deterministic, so the redacted re-read starts with exactly the bytes already kept: checked
     // against the file when it can be read back (an engine copy rotated away or altered is a named gap, never a splice).
     if (append && target.existingBytes > 0) stages.push(this.#prefixStage(pipe, target));
@@ -253,6 +228,11 @@ export class PairLogs {
       .finally(() => {
         pipe.settled = true;
       });
+    // Counted by listening (after the pipeline has piped them: no byte flows before), not by stages of their own:
+    // each stage costs a hop per chunk (docs/benchmarks.md, logs).
+    source.on('data', (chunk: Uint8Array) => (pipe.received += chunk.byteLength));
+    source.once('end', () => (pipe.sourceEnded = true));
+    redactor.on('data', (chunk: Uint8Array) => (pipe.redacted += chunk.byteLength));
     this.#pipes.push(pipe);
     return pipe;
   }

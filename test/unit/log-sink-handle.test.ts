@@ -42,7 +42,9 @@ class ScriptedHandle implements FileHandle {
 }
 
 function write(sink: LogSink, chunk: string): Promise<void> {
-  return new Promise((resolve, reject) => sink.write(Buffer.from(chunk), (err) => (err ? reject(err) : resolve())));
+  return new Promise((resolve, reject) =>
+    sink.write(Buffer.from(chunk), (err) => (err ? reject(err) : resolve())),
+  );
 }
 
 describe('LogSink over a scripted handle', () => {
@@ -59,7 +61,7 @@ describe('LogSink over a scripted handle', () => {
   it('a write(2) that writes nothing is an EIO failure: the rest is dropped and the pair asked to stop', async () => {
     const handle = new ScriptedHandle();
     handle.script.set(1, 'zero');
-    const sink = new LogSink(handle);
+    const sink = new LogSink(handle, { blockBytes: 0 }); // one write(2) per chunk
     await write(sink, 'one\n');
     await write(sink, 'two\n');
     await write(sink, 'three\n');
@@ -134,5 +136,92 @@ describe('LogSink over a scripted handle', () => {
     const sink = new LogSink(handle, { initialBytes: 10 });
     sink.destroy();
     expect(await sink.finish()).toEqual({ bytes: 10, closed: false, failure: 'EIO', limitExceeded: false });
+  });
+
+  describe('blocks (one write(2) per block, not per chunk)', () => {
+    it('gathers small chunks into one write, queued as soon as the block fills', async () => {
+      const handle = new ScriptedHandle();
+      const sink = new LogSink(handle, { blockBytes: 64, holdMs: 60_000 });
+      await write(sink, 'a'.repeat(30));
+      await write(sink, 'b'.repeat(30));
+      expect(handle.writes).toBe(0);
+      expect(sink.heldBytes).toBe(60);
+      await write(sink, 'c'.repeat(30));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(handle.writes).toBe(1);
+      expect(sink.heldBytes).toBe(0);
+      expect(handle.text()).toBe(`${'a'.repeat(30)}${'b'.repeat(30)}${'c'.repeat(30)}`);
+      expect(await sink.finish()).toEqual({ bytes: 90, closed: true, failure: null, limitExceeded: false });
+      expect(handle.writes).toBe(1);
+    });
+
+    it('writes a partial block after the hold time, without waiting for more input or the end', async () => {
+      const handle = new ScriptedHandle();
+      const sink = new LogSink(handle, { blockBytes: 1024, holdMs: 10 });
+      await write(sink, 'last line of a quiet pair\n');
+      expect(handle.writes).toBe(0);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(handle.writes).toBe(1);
+      expect(handle.text()).toBe('last line of a quiet pair\n');
+      expect(sink.writableEnded).toBe(false);
+      expect(await sink.finish()).toMatchObject({ bytes: 26, closed: true });
+      expect(handle.syncs).toBe(1);
+    });
+
+    it('a block that reaches the cap is written at once: the stop is asked without waiting for the hold time', async () => {
+      const handle = new ScriptedHandle();
+      const sink = new LogSink(handle, { blockBytes: 1024, holdMs: 60_000, limitBytes: 10 });
+      await write(sink, '12345');
+      expect(handle.writes).toBe(0);
+      await write(sink, '67890abc');
+      await expect(sink.halted).resolves.toBe('limit_exceeded');
+      expect(handle.text()).toBe(`1234567890${logLimitMarker(10)}`);
+      expect(await sink.finish()).toMatchObject({
+        bytes: 10 + logLimitMarker(10).length,
+        limitExceeded: true,
+      });
+    });
+
+    it('a block write that fails stops the pair and drops what follows', async () => {
+      const handle = new ScriptedHandle();
+      handle.script.set(0, 'zero');
+      const sink = new LogSink(handle, { blockBytes: 8, holdMs: 60_000 });
+      await write(sink, 'abcdefgh');
+      await expect(sink.halted).resolves.toBe('write_failed');
+      await write(sink, 'more');
+      expect(await sink.finish()).toEqual({ bytes: 0, closed: true, failure: 'EIO', limitExceeded: false });
+      expect(sink.droppedBytes).toBe(12);
+    });
+
+    it('a destroy writes the held block before the file is closed (acknowledged bytes are never lost)', async () => {
+      const handle = new ScriptedHandle();
+      const sink = new LogSink(handle, { blockBytes: 1024, holdMs: 60_000 });
+      await write(sink, 'held\n');
+      sink.destroy();
+      expect(await sink.finish()).toMatchObject({ bytes: 5, closed: true, failure: null });
+      expect(handle.text()).toBe('held\n');
+      expect(handle.closes).toBe(1);
+    });
+    it('one block written while the next gathers: a full block waits for the write before it', async () => {
+      let release: () => void = () => undefined;
+      const handle = new ScriptedHandle();
+      const slow = handle.write.bind(handle);
+      let calls = 0;
+      handle.write = (bytes: Uint8Array): Promise<number> => {
+        calls += 1;
+        if (calls > 1) return slow(bytes);
+        return new Promise((resolve) => (release = () => resolve(slow(bytes))));
+      };
+      const sink = new LogSink(handle, { blockBytes: 4, holdMs: 60_000 });
+      await write(sink, 'aaaa'); // block 1 queued, its write held; acknowledged (nothing was in flight before it)
+      let acknowledged = false;
+      const second = write(sink, 'bbbb').then(() => (acknowledged = true)); // block 2 waits for block 1
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(acknowledged).toBe(false);
+      release();
+      await second;
+      expect(await sink.finish()).toMatchObject({ bytes: 8, closed: true });
+      expect(handle.text()).toBe('aaaabbbb');
+    });
   });
 });

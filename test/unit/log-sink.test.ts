@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import { logLimitMarker, type LogSink } from '../../src/app/evidence/log-sink.js';
+import { DEFAULT_LOG_BLOCK_BYTES, logLimitMarker, type LogSink } from '../../src/app/evidence/log-sink.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 
@@ -53,12 +53,17 @@ describe('LogSink', () => {
       partialBytes: 100,
       code: 'ENOSPC',
     });
-    const sink = await store.openLog('stderr.log');
+    const sink = await store.openLog('stderr.log', { blockBytes: 0 }); // one write(2) per chunk
     const errors: unknown[] = [];
     sink.on('error', (err) => errors.push(err));
     for (let i = 0; i < 5; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61 + i));
     expect(sink.failed).toEqual({ op: 'write', code: 'ENOSPC' });
-    expect(await sink.finish()).toEqual({ bytes: 2100, closed: true, failure: 'ENOSPC', limitExceeded: false });
+    expect(await sink.finish()).toEqual({
+      bytes: 2100,
+      closed: true,
+      failure: 'ENOSPC',
+      limitExceeded: false,
+    });
     expect(sink.droppedBytes).toBe(2900);
     expect(errors).toEqual([]);
     expect((await stat(join(root, 'stderr.log'))).size).toBe(2100);
@@ -122,15 +127,24 @@ describe('LogSink', () => {
     let maxBufferedBytes = 0;
     async function* source(): AsyncGenerator<Buffer> {
       for (let sent = 0; sent < totalBytes; sent += chunkBytes) {
-        maxBufferedBytes = Math.max(maxBufferedBytes, sink.writableLength);
+        maxBufferedBytes = Math.max(maxBufferedBytes, sink.writableLength + sink.heldBytes);
         yield await Promise.resolve(chunk);
       }
     }
     await pipeline(source(), sink);
-    expect(await sink.finish()).toEqual({ bytes: totalBytes, closed: true, failure: null, limitExceeded: false });
+    expect(await sink.finish()).toEqual({
+      bytes: totalBytes,
+      closed: true,
+      failure: null,
+      limitExceeded: false,
+    });
     expect((await stat(join(root, 'big.log'))).size).toBe(totalBytes);
-    expect(maxBufferedBytes).toBeLessThanOrEqual(sink.writableHighWaterMark + chunkBytes);
+    expect(maxBufferedBytes).toBeLessThanOrEqual(
+      sink.writableHighWaterMark + DEFAULT_LOG_BLOCK_BYTES + chunkBytes,
+    );
     expect(fs.maxInFlight('write')).toBe(1);
+    // One write(2) per block, not per chunk (a block holds four of these chunks).
+    expect(fs.count('write', /big\.log$/)).toBe(totalBytes / DEFAULT_LOG_BLOCK_BYTES);
   });
 
   describe('log_limit_bytes', () => {
@@ -140,7 +154,12 @@ describe('LogSink', () => {
       void sink.halted.then((why) => (halted = why));
       for (let i = 0; i < 5; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61 + i));
       const marker = logLimitMarker(2500);
-      expect(await sink.finish()).toEqual({ bytes: 2500 + marker.length, closed: true, failure: null, limitExceeded: true });
+      expect(await sink.finish()).toEqual({
+        bytes: 2500 + marker.length,
+        closed: true,
+        failure: null,
+        limitExceeded: true,
+      });
       const text = await readFile(join(root, 'stdout.log'), 'utf8');
       expect(text).toBe('a'.repeat(1000) + 'b'.repeat(1000) + 'c'.repeat(500) + marker);
       expect(sink.droppedBytes).toBe(2500);
@@ -165,11 +184,16 @@ describe('LogSink', () => {
 
     it('a failed write (ENOSPC) also asks for a stop, keeping what was written', async () => {
       fs.addRule({ op: 'write', path: /stdout\.log$/, nth: 2, when: 'before', code: 'ENOSPC' });
-      const sink = await store.openLog('stdout.log', { limitBytes: 1_000_000 });
+      const sink = await store.openLog('stdout.log', { limitBytes: 1_000_000, blockBytes: 0 });
       await writeOne(sink, Buffer.from('kept\n'));
       await writeOne(sink, Buffer.from('lost\n'));
       expect(await sink.halted).toBe('write_failed');
-      expect(await sink.finish()).toEqual({ bytes: 5, closed: true, failure: 'ENOSPC', limitExceeded: false });
+      expect(await sink.finish()).toEqual({
+        bytes: 5,
+        closed: true,
+        failure: 'ENOSPC',
+        limitExceeded: false,
+      });
       expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('kept\n');
     });
   });

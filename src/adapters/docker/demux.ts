@@ -1,19 +1,23 @@
-import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 
 const HEADER_BYTES = 8;
 
+/** Resolves at the target's next `drain` or `close`, whichever comes first; neither listener outlives the wait. */
+function drainOrClose(target: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      target.off('drain', done);
+      target.off('close', done);
+      resolve();
+    };
+    target.on('drain', done);
+    target.on('close', done);
+  });
+}
+
 async function writeWithBackpressure(target: Writable, chunk: Buffer): Promise<void> {
   if (chunk.length === 0 || target.destroyed) return;
-  if (!target.write(chunk)) {
-    // Whichever of drain/close comes first, the other waiter is cancelled so no listener outlives the wait.
-    const settled = new AbortController();
-    try {
-      await Promise.race([once(target, 'drain', { signal: settled.signal }), once(target, 'close', { signal: settled.signal })]);
-    } finally {
-      settled.abort();
-    }
-  }
+  if (!target.write(chunk)) await drainOrClose(target);
 }
 
 /**
@@ -21,7 +25,11 @@ async function writeWithBackpressure(target: Writable, chunk: Buffer): Promise<v
  * stdout and stderr, respecting backpressure on both targets so memory stays bounded whatever the volume.
  * Ends both targets when the source ends. Resolves with the number of payload bytes routed to each.
  */
-export async function demultiplex(source: Readable, stdout: Writable, stderr: Writable): Promise<{ stdout: number; stderr: number }> {
+export async function demultiplex(
+  source: Readable,
+  stdout: Writable,
+  stderr: Writable,
+): Promise<{ stdout: number; stderr: number }> {
   const counts = { stdout: 0, stderr: 0 };
   let pending: Buffer = Buffer.alloc(0);
   let frameType = 0;

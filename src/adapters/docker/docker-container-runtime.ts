@@ -23,6 +23,9 @@ import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
 const REMOVE_RETRY_LIMIT = 100;
+
+/** Buffer of each demultiplexed stream (docs/benchmarks.md, logs). */
+const SPLIT_HIGH_WATER_MARK_BYTES = 256 * 1024;
 /** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest events. */
 const ENGINE_EVENT_BUFFER = 256;
 /** How often a waiting pair's container is inspected, and how long one such inspect may take. */
@@ -292,8 +295,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   private split(stream: Readable): ContainerOutput {
-    const stdout = new PassThrough();
-    const stderr = new PassThrough();
+    // Room for a few engine frames (32 KiB each on engine 20.10): fewer waits for `drain` per frame.
+    const stdout = new PassThrough({ highWaterMark: SPLIT_HIGH_WATER_MARK_BYTES });
+    const stderr = new PassThrough({ highWaterMark: SPLIT_HIGH_WATER_MARK_BYTES });
     demultiplex(stream, stdout, stderr).catch((err: unknown) => {
       // The source failed (engine gone, connection reset): end both sides with the error so readers see it.
       stdout.destroy(err as Error);

@@ -2,7 +2,7 @@ import { access } from 'node:fs/promises';
 import { request } from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { EngineInfo } from '../../app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus, EngineInfo } from '../../app/ports/container-runtime.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
 
@@ -44,7 +44,7 @@ export function engineProductOf(version: VersionBody): { product: 'docker' | 'po
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */
-function getJson(socketPath: string, path: string): { sent: Promise<void>; answer: Promise<unknown> } {
+function getJson(socketPath: string, path: string, timeoutMs?: number): { sent: Promise<void>; answer: Promise<unknown> } {
   let markSent: () => void = () => undefined;
   const sent = new Promise<void>((resolve) => (markSent = resolve));
   const answer = new Promise<unknown>((resolve, reject) => {
@@ -65,6 +65,7 @@ function getJson(socketPath: string, path: string): { sent: Promise<void>; answe
         else reject(Object.assign(new Error(`(HTTP code ${status}) ${text.trim()}`), { statusCode: status, json }));
       });
     });
+    if (timeoutMs !== undefined) req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })));
     req.on('finish', markSent);
     req.on('error', (err) => {
       markSent();
@@ -122,4 +123,42 @@ export function engineRuntimesOf(runtimes: Record<string, unknown> | undefined):
     const args = Array.isArray(v.runtimeArgs) ? v.runtimeArgs.filter((a): a is string => typeof a === 'string') : [];
     return { name, path: typeof v.path === 'string' ? v.path : '', args };
   });
+}
+
+/**
+ * `docker ps -a --filter label=…` straight over the engine's unix socket: the same states DockerContainerRuntime
+ * .listByLabel gives (id, state, labels; nothing else is known from a list). For `e1-batch status`'s fast path,
+ * which answers without loading dockerode.
+ */
+export async function probeContainersByLabel(socketPath: string, labels: Readonly<Record<string, string>>, timeoutMs?: number): Promise<ContainerState[]> {
+  const filters = JSON.stringify({ label: Object.entries(labels).map(([k, v]) => (v === '' ? k : `${k}=${v}`)) });
+  try {
+    const list = (await getJson(socketPath, `/containers/json?all=1&filters=${encodeURIComponent(filters)}`, timeoutMs).answer) as {
+      Id: string;
+      State: string;
+      Labels?: Record<string, string> | null;
+    }[];
+    return list.map((c) => ({
+      id: c.Id,
+      status: c.State as ContainerStatus,
+      exitCode: null,
+      oomKilled: false,
+      startedAt: null,
+      finishedAt: null,
+      labels: c.Labels ?? {},
+    }));
+  } catch (err) {
+    throw toEngineError(err, 'list containers');
+  }
+}
+
+/** `docker image inspect IMAGE`'s id over the unix socket, null when the engine has no such image (404). */
+export async function probeImageId(socketPath: string, image: string, timeoutMs?: number): Promise<string | null> {
+  try {
+    const info = (await getJson(socketPath, `/images/${encodeURI(image)}/json`, timeoutMs).answer) as { Id?: string };
+    return info.Id ?? null;
+  } catch (err) {
+    if ((err as { statusCode?: unknown }).statusCode === 404) return null;
+    throw toEngineError(err, 'inspect an image', image);
+  }
 }

@@ -6,7 +6,6 @@ import type { ResultRecord } from '../../core/result.js';
 import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
-import { loadBatch, readJobFiles } from './batch-context.js';
 import { movedImages } from './image-pins.js';
 import {
   BATCH_FILE,
@@ -86,7 +85,7 @@ async function jobsById(store: EvidenceStore): Promise<Map<string, Manifest['job
   return new Map((raw.jobs ?? []).map((j) => [j.job_id, j]));
 }
 
-export async function readHotStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus | null> {
+export async function readHotStatus(store: EvidenceStore, runtime: Pick<ContainerRuntime, 'listByLabel'> | undefined, now: Date, host: Liveness): Promise<BatchStatus | null> {
   const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE).catch(() => null);
   if (supervisor === null) return null;
   const written = await store.readJson<WrittenStatus>(STATUS_FILE).catch(() => null);
@@ -142,6 +141,8 @@ export async function readHotStatus(store: EvidenceStore, runtime: ContainerRunt
  * result.json is no longer there (each is looked up, not read). Nothing else is read.
  */
 export async function readColdStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
+  // Loaded here, not at the top: the manifest's schema (zod) is the hot path's largest import (start-up of `status`).
+  const { loadBatch } = await import('./batch-context.js');
   const { batch, manifest } = await loadBatch(store);
   const ledger = BatchLedger.forJobs(manifest.jobs);
   const journal = await store.readJournalSlice();
@@ -181,6 +182,7 @@ export async function readColdStatus(store: EvidenceStore, runtime: ContainerRun
 
 /** The full derivation (every job's receipt and result, the whole journal): the reference for the two above. */
 export async function readStatusFull(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
+  const { loadBatch, readJobFiles } = await import('./batch-context.js');
   const { batch, manifest } = await loadBatch(store);
   return buildStatus({
     store,

@@ -372,7 +372,9 @@ export class EvidenceStore {
     const from = Math.max(0, offset - 1);
     const bytes = await attempt('read', JOURNAL_FILE, 'cannot read journal', async () => {
       try {
-        return this.#fs.readFileFrom ? await this.#fs.readFileFrom(path, from) : (await this.#fs.readFile(path)).subarray(from);
+        return this.#fs.readFileFrom
+          ? await this.#fs.readFileFrom(path, from)
+          : (await this.#fs.readFile(path)).subarray(from);
       } catch (err) {
         if (errnoOf(err) === 'ENOENT') return null;
         throw err;
@@ -392,7 +394,10 @@ export class EvidenceStore {
   }
 
   /** A new log file (exclusive create, 0600), or with `append` the existing one (bytes count from its size). */
-  async openLog(rel: string, options: { readonly append?: boolean; readonly limitBytes?: number } = {}): Promise<LogSink> {
+  async openLog(
+    rel: string,
+    options: { readonly append?: boolean; readonly limitBytes?: number; readonly blockBytes?: number } = {},
+  ): Promise<LogSink> {
     const path = this.resolve(rel);
     const append = options.append === true;
     const handle = await attempt('open', rel, 'cannot open log file', () =>
@@ -404,7 +409,11 @@ export class EvidenceStore {
         : 0;
       await this.#syncParent(rel);
       failpoint(`log_opened:${basename(path)}`);
-      return new LogSink(handle, { initialBytes, ...(options.limitBytes !== undefined ? { limitBytes: options.limitBytes } : {}) });
+      return new LogSink(handle, {
+        initialBytes,
+        ...(options.limitBytes !== undefined ? { limitBytes: options.limitBytes } : {}),
+        ...(options.blockBytes !== undefined ? { blockBytes: options.blockBytes } : {}),
+      });
     } catch (err) {
       await ignoreFailure(() => handle.close());
       throw err;

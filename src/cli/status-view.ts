@@ -1,0 +1,68 @@
+import { movedImageLine } from '../app/batch/image-pins.js';
+import type { BatchStatus } from '../app/batch/status.js';
+import { failedPairs } from '../core/batch-verdict.js';
+import { formatDuration, formatTime } from '../core/report/format.js';
+
+/** `e1-batch status`'s human view (the command, and its fast path in src/status-entry.ts, print the same). */
+export function renderStatus(s: BatchStatus, now: Date): string {
+  const c = s.counts;
+  const done = c.completed + failedPairs(c);
+  const lines = [
+    `batch ${s.batch_id}  state ${s.state.toUpperCase()}${s.pause_reasons.length ? ` (paused: ${s.pause_reasons.join(', ')})` : ''}`,
+    `progress ${done}/${c.total}  [${'#'.repeat(Math.round((done / Math.max(1, c.total)) * 30)).padEnd(30, '.')}]  workers allowed ${s.workers_allowed}${s.gpu_note ? ` (${s.gpu_note})` : s.gpu_peak_mib !== null ? ` (GPU peak ${s.gpu_peak_mib} MiB)` : ''}`,
+    `pending ${c.pending}  claimed without result ${c.claimed} (running ${c.running})`,
+    `completed ${c.completed}  infrastructure_failure ${c.infrastructure_failure}  fatal ${c.fatal}  provider_stop ${c.provider_stop}  harness_failure ${c.harness_failure}`,
+  ];
+  for (const p of s.pause_causes ?? [])
+    lines.push(`  paused ${p.reason}${p.job_id ? ` (after ${p.job_id})` : ''}: ${p.code}: ${p.message}`);
+  if (s.eta)
+    lines.push(
+      `ETA ${formatDuration(s.eta.remaining_sec)}  (mean pair ${formatDuration(s.eta.mean_pair_sec)} over ${s.eta.basis_pairs} finished)`,
+    );
+  for (const r of s.running) {
+    const startMs = new Date(r.started_at).getTime();
+    const elapsed = Math.max(0, Math.round((now.getTime() - startMs) / 1000));
+    const budget = Math.round((new Date(r.deadline).getTime() - startMs) / 1000);
+    const node = s.nodes !== undefined ? `  node ${r.node ?? '(not placed yet)'}` : '';
+    lines.push(
+      `  running ${r.job_id}  container ${r.container_id?.slice(0, 12) ?? '-'}${node}  elapsed ${elapsed}s / ${budget}s  (deadline ${formatTime(r.deadline)})`,
+    );
+  }
+  for (const n of s.nodes ?? []) {
+    lines.push(
+      `  node ${n.node}: ${n.running.length} running${n.running.length ? ` (${n.running.join(', ')})` : ''}, GPUs ${n.gpus_in_use}/${n.gpus_total} in use`,
+    );
+  }
+  lines.push(...failedLines(s));
+  for (const m of s.images_moved ?? []) lines.push(`warning: ${movedImageLine(m)}`);
+  if (s.state === 'drained' && s.pause_reasons.length > 0) {
+    lines.push(
+      `note: every job has a result; the pause (${s.pause_reasons.join(', ')}) came from the last pairs and held nothing back (see the failed pairs above, and e1-batch report)`,
+    );
+  }
+  if (s.claims_without_result.length && !s.supervisor?.alive)
+    lines.push(`claims without result: ${s.claims_without_result.join(', ')}`);
+  for (const l of s.leftovers)
+    lines.push(
+      `leftover container ${l.container_id.slice(0, 12)} (${l.status}) job ${l.job_id ?? '?'}: ${l.why}`,
+    );
+  lines.push(
+    `supervisor ${s.supervisor ? `pid ${s.supervisor.pid} ${s.supervisor.alive ? 'alive' : 'not running'}` : 'never started'}`,
+  );
+  return lines.join('\n');
+}
+
+/** The failed pairs by name, newest first, each with its first reason and the outcome's first broken rule. */
+function failedLines(s: BatchStatus): string[] {
+  const f = s.failed;
+  if (f === undefined || f.pairs.length === 0) return [];
+  const lines = f.pairs.map(
+    (p) =>
+      `  failed ${p.job_id}  ${p.classification}: ${p.reason ?? '?'}${p.problem !== null ? ` (${p.problem})` : ''}`,
+  );
+  if (f.more > 0)
+    lines.push(
+      `  … and ${f.more} more failed pair${f.more === 1 ? '' : 's'} (e1-batch report lists every one)`,
+    );
+  return lines;
+}
