@@ -3,7 +3,18 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'bin/**', 'bench/**/*.js', 'scripts/**/*.js', 'docker/**', 'eslint.config.js'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      'coverage/**',
+      'bin/**',
+      'bench/**/*.js',
+      'scripts/**/*.js',
+      'docker/**',
+      'eslint.config.js',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -25,7 +36,14 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['node:*', 'dockerode', 'tar-fs', 'pino', 'fs', 'path', 'child_process'], message: 'core/ is pure: take data, return data; do I/O in adapters/.' }] },
+        {
+          patterns: [
+            {
+              group: ['node:*', 'dockerode', 'tar-fs', 'pino', 'fs', 'path', 'child_process'],
+              message: 'core/ is pure: take data, return data; do I/O in adapters/.',
+            },
+          ],
+        },
       ],
     },
   },
@@ -36,7 +54,15 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/adapters', '**/adapters/**'], message: 'commands ask the composition root (src/command-root.ts) for adapters; only the composition roots and src/cli import src/adapters.' }] },
+        {
+          patterns: [
+            {
+              group: ['**/adapters', '**/adapters/**'],
+              message:
+                'commands ask the composition root (src/command-root.ts) for adapters; only the composition roots and src/cli import src/adapters.',
+            },
+          ],
+        },
       ],
     },
   },
@@ -52,15 +78,47 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/adapters/**', '**/commands/**', '**/cli/**', '**/composition-root*', '**/command-root*', '**/serve-root*', '**/library*'],
-              message: 'app/ imports core/ and app/ports only: take the adapter through a port (deps), wired in the composition root.',
+              group: [
+                '**/adapters/**',
+                '**/commands/**',
+                '**/cli/**',
+                '**/composition-root*',
+                '**/command-root*',
+                '**/serve-root*',
+                '**/library*',
+              ],
+              message:
+                'app/ imports core/ and app/ports only: take the adapter through a port (deps), wired in the composition root.',
             },
             {
-              group: ['node:*', '!node:path', '!node:crypto', '!node:stream', '!node:stream/promises', '!node:string_decoder', '!node:events'],
-              message: 'app/ does no I/O itself: use a port (FileSystem, HostIdentity, OutcomeReader, SessionTails, ContainerRuntime…).',
+              group: [
+                'node:*',
+                '!node:path',
+                '!node:crypto',
+                '!node:stream',
+                '!node:stream/promises',
+                '!node:string_decoder',
+                '!node:events',
+              ],
+              message:
+                'app/ does no I/O itself: use a port (FileSystem, HostIdentity, OutcomeReader, SessionTails, ContainerRuntime…).',
             },
             {
-              group: ['fs', 'fs/*', 'child_process', 'os', 'net', 'dockerode', 'pino', 'pino/*', 'pg', 'pg-*', 'node:sqlite', 'tar-*', 'ssh2'],
+              group: [
+                'fs',
+                'fs/*',
+                'child_process',
+                'os',
+                'net',
+                'dockerode',
+                'pino',
+                'pino/*',
+                'pg',
+                'pg-*',
+                'node:sqlite',
+                'tar-*',
+                'ssh2',
+              ],
               message: 'app/ does no I/O itself: the technology belongs in an adapter behind a port.',
             },
           ],

@@ -44,11 +44,19 @@ try {
   }
   const med = median(times);
   const p99 = percentile(times, 99);
-  console.log(`disk walk bench: ${FILES} files in ${Math.ceil(FILES / PER_FOLDER)} folders, ${POLLS} polls; load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`);
-  console.log(`  per poll: median ${med.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms`);
-  console.log(`  CPU time per poll (user + system, less sensitive to a loaded machine): median ${median(cpu).toFixed(1)} ms, p99 ${percentile(cpu, 99).toFixed(1)} ms`);
+  console.log(
+    `disk walk bench: ${FILES} files in ${Math.ceil(FILES / PER_FOLDER)} folders, ${POLLS} polls; load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`,
+  );
+  console.log(
+    `  per poll: median ${med.toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms`,
+  );
+  console.log(
+    `  CPU time per poll (user + system, less sensitive to a loaded machine): median ${median(cpu).toFixed(1)} ms, p99 ${percentile(cpu, 99).toFixed(1)} ms`,
+  );
   console.log(`  walk saw ${last.entries} entries, ${last.bytes} bytes, complete ${last.complete}`);
-  console.log(`  share of a ${DISK_POLL_INTERVAL_MS / 1000} s interval: median ${((med / DISK_POLL_INTERVAL_MS) * 100).toFixed(1)} %`);
+  console.log(
+    `  share of a ${DISK_POLL_INTERVAL_MS / 1000} s interval: median ${((med / DISK_POLL_INTERVAL_MS) * 100).toFixed(1)} %`,
+  );
 } finally {
   await rm(root, { recursive: true, force: true });
 }

@@ -22,26 +22,56 @@ async function oursOnce(deps, root, runtime, index) {
   const dir = join(root, jobId);
   const cwd = join(dir, 'cwd');
   await mkdir(cwd, { recursive: true });
-  const spec = { job_id: jobId, argv: ['/opt/driver/run', ...ACTIONS], cwd, outcome_path: join(dir, 'out', 'outcome.json'), timeout_seconds: 120, image: IMAGE, network: 'none', runtime };
+  const spec = {
+    job_id: jobId,
+    argv: ['/opt/driver/run', ...ACTIONS],
+    cwd,
+    outcome_path: join(dir, 'out', 'outcome.json'),
+    timeout_seconds: 120,
+    image: IMAGE,
+    network: 'none',
+    runtime,
+  };
   const started = process.hrtime.bigint();
-  const { result } = await runPair(deps, { specText: JSON.stringify(spec), specSource: `${jobId}.json`, output: join(dir, 'evidence'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 'bench', cwd: dir });
+  const { result } = await runPair(deps, {
+    specText: JSON.stringify(spec),
+    specSource: `${jobId}.json`,
+    output: join(dir, 'evidence'),
+    bindAddress: '127.0.0.1',
+    environment: {},
+    codeVersion: 'bench',
+    cwd: dir,
+  });
   const ms = elapsedMsSince(started);
-  if (result.classification !== 'completed') throw new Error(`${jobId}: expected completed, got ${result.classification} ${JSON.stringify(result.reasons)}`);
+  if (result.classification !== 'completed')
+    throw new Error(
+      `${jobId}: expected completed, got ${result.classification} ${JSON.stringify(result.reasons)}`,
+    );
   return ms;
 }
 
 function dockerRunOnce(runtime) {
   const started = process.hrtime.bigint();
   return new Promise((resolveRun, reject) => {
-    const child = spawn('docker', ['run', '--rm', '--network', 'none', '--runtime', runtime, IMAGE, '/opt/driver/run', ...ACTIONS], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const child = spawn(
+      'docker',
+      ['run', '--rm', '--network', 'none', '--runtime', runtime, IMAGE, '/opt/driver/run', ...ACTIONS],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolveRun(elapsedMsSince(started)) : reject(new Error(`docker run --runtime ${runtime} exited ${code}`))));
+    child.on('exit', (code) =>
+      code === 0
+        ? resolveRun(elapsedMsSince(started))
+        : reject(new Error(`docker run --runtime ${runtime} exited ${code}`)),
+    );
   });
 }
 
 const info = await createContainerRuntime().info();
 if (!info.runtimes.includes(RUNTIME)) {
-  console.error(`the engine (DOCKER_HOST=${process.env.DOCKER_HOST ?? 'default'}) does not register "${RUNTIME}" (its runtimes: ${info.runtimes.join(', ')}): see docs/benchmarks.md, "gvisor"`);
+  console.error(
+    `the engine (DOCKER_HOST=${process.env.DOCKER_HOST ?? 'default'}) does not register "${RUNTIME}" (its runtimes: ${info.runtimes.join(', ')}): see docs/benchmarks.md, "gvisor"`,
+  );
   process.exit(2);
 }
 const deps = pairRunDeps();
@@ -61,12 +91,24 @@ try {
     series.dockerRunc.push(await dockerRunOnce('runc'));
   }
   const m = Object.fromEntries(Object.entries(series).map(([k, v]) => [k, median(v)]));
-  console.log(`gvisor bench: no-op driver (${ACTIONS.join(' ')}), image ${IMAGE}, network none, runtime "${RUNTIME}" vs runc, ${RUNS} runs each, alternating; load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`);
-  console.log(`  ours under ${RUNTIME}              : median ${m.oursGvisor.toFixed(1)} ms  [${fmt(series.oursGvisor)}]`);
-  console.log(`  ours under runc               : median ${m.oursRunc.toFixed(1)} ms  [${fmt(series.oursRunc)}]`);
-  console.log(`  docker run --rm --runtime ${RUNTIME} : median ${m.dockerGvisor.toFixed(1)} ms  [${fmt(series.dockerGvisor)}]`);
-  console.log(`  docker run --rm (runc)        : median ${m.dockerRunc.toFixed(1)} ms  [${fmt(series.dockerRunc)}]`);
-  console.log(`  ratio ours ${RUNTIME}/runc          : ${(m.oursGvisor / m.oursRunc).toFixed(2)}  (+${(m.oursGvisor - m.oursRunc).toFixed(0)} ms per pair)`);
+  console.log(
+    `gvisor bench: no-op driver (${ACTIONS.join(' ')}), image ${IMAGE}, network none, runtime "${RUNTIME}" vs runc, ${RUNS} runs each, alternating; load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`,
+  );
+  console.log(
+    `  ours under ${RUNTIME}              : median ${m.oursGvisor.toFixed(1)} ms  [${fmt(series.oursGvisor)}]`,
+  );
+  console.log(
+    `  ours under runc               : median ${m.oursRunc.toFixed(1)} ms  [${fmt(series.oursRunc)}]`,
+  );
+  console.log(
+    `  docker run --rm --runtime ${RUNTIME} : median ${m.dockerGvisor.toFixed(1)} ms  [${fmt(series.dockerGvisor)}]`,
+  );
+  console.log(
+    `  docker run --rm (runc)        : median ${m.dockerRunc.toFixed(1)} ms  [${fmt(series.dockerRunc)}]`,
+  );
+  console.log(
+    `  ratio ours ${RUNTIME}/runc          : ${(m.oursGvisor / m.oursRunc).toFixed(2)}  (+${(m.oursGvisor - m.oursRunc).toFixed(0)} ms per pair)`,
+  );
   console.log(`  ratio ours/docker run, ${RUNTIME}   : ${(m.oursGvisor / m.dockerGvisor).toFixed(2)}`);
   console.log(`  ratio docker run ${RUNTIME}/runc    : ${(m.dockerGvisor / m.dockerRunc).toFixed(2)}`);
 } finally {

@@ -44,10 +44,28 @@ async function processOnce(root, index) {
   const jobId = `bench-process-${process.pid}-${index}`;
   const dir = join(root, jobId);
   await mkdir(join(dir, 'cwd'), { recursive: true });
-  const spec = { job_id: jobId, argv: ['/opt/driver/run', ...ACTIONS], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'outcome.json'), timeout_seconds: 120, image: IMAGE };
+  const spec = {
+    job_id: jobId,
+    argv: ['/opt/driver/run', ...ACTIONS],
+    cwd: join(dir, 'cwd'),
+    outcome_path: join(dir, 'out', 'outcome.json'),
+    timeout_seconds: 120,
+    image: IMAGE,
+  };
   const specPath = join(dir, 'spec.json');
   await writeFile(specPath, JSON.stringify(spec));
-  return timedSpawn(process.execPath, [BIN_RUN, 'pair', 'run', '--spec', specPath, '--output', join(dir, 'evidence'), '--registry', join(root, 'registry.db'), '--json']);
+  return timedSpawn(process.execPath, [
+    BIN_RUN,
+    'pair',
+    'run',
+    '--spec',
+    specPath,
+    '--output',
+    join(dir, 'evidence'),
+    '--registry',
+    join(root, 'registry.db'),
+    '--json',
+  ]);
 }
 
 const deps = pairRunDeps();
@@ -76,19 +94,31 @@ try {
     whole.push(await processOnce(root, run));
     wholeBaseline.push(await baselineOnce());
   }
-  console.log(`lifecycle bench: no-op driver (${ACTIONS.join(' ')}), image ${IMAGE}, alternating; load average ${loadBefore.toFixed(2)} -> ${loadMid.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`);
+  console.log(
+    `lifecycle bench: no-op driver (${ACTIONS.join(' ')}), image ${IMAGE}, alternating; load average ${loadBefore.toFixed(2)} -> ${loadMid.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`,
+  );
   console.log(`  in process, ${RUNS} runs each:`);
-  console.log(`    ours (runPair)      : median ${oursMs.toFixed(1)} ms  [${ours.map((v) => v.toFixed(0)).join(' ')}]`);
-  console.log(`    docker run --rm     : median ${baselineMs.toFixed(1)} ms  [${baseline.map((v) => v.toFixed(0)).join(' ')}]`);
+  console.log(
+    `    ours (runPair)      : median ${oursMs.toFixed(1)} ms  [${ours.map((v) => v.toFixed(0)).join(' ')}]`,
+  );
+  console.log(
+    `    docker run --rm     : median ${baselineMs.toFixed(1)} ms  [${baseline.map((v) => v.toFixed(0)).join(' ')}]`,
+  );
   console.log(`    ratio ours/baseline : ${(oursMs / baselineMs).toFixed(2)}  (aim <= 0.9)`);
   const copyingMs = median(copying);
-  console.log(`    ours, sessions always copied : median ${copyingMs.toFixed(1)} ms  [${copying.map((v) => v.toFixed(0)).join(' ')}]  ratio ${(copyingMs / baselineMs).toFixed(2)}`);
+  console.log(
+    `    ours, sessions always copied : median ${copyingMs.toFixed(1)} ms  [${copying.map((v) => v.toFixed(0)).join(' ')}]  ratio ${(copyingMs / baselineMs).toFixed(2)}`,
+  );
   if (PROCESS_RUNS > 0) {
     const wholeMs = median(whole);
     const wholeBaselineMs = median(wholeBaseline);
     console.log(`  whole process, ${PROCESS_RUNS} runs each:`);
-    console.log(`    node bin/run.js pair run : median ${wholeMs.toFixed(1)} ms  [${whole.map((v) => v.toFixed(0)).join(' ')}]`);
-    console.log(`    docker run --rm          : median ${wholeBaselineMs.toFixed(1)} ms  [${wholeBaseline.map((v) => v.toFixed(0)).join(' ')}]`);
+    console.log(
+      `    node bin/run.js pair run : median ${wholeMs.toFixed(1)} ms  [${whole.map((v) => v.toFixed(0)).join(' ')}]`,
+    );
+    console.log(
+      `    docker run --rm          : median ${wholeBaselineMs.toFixed(1)} ms  [${wholeBaseline.map((v) => v.toFixed(0)).join(' ')}]`,
+    );
     console.log(`    ratio ours/baseline      : ${(wholeMs / wholeBaselineMs).toFixed(2)}  (aim <= 1.2)`);
   }
 } finally {

@@ -169,11 +169,15 @@ for (const [name, text] of Object.entries(TRICKLES)) {
     for (let i = 0; i < slice.length; i++) r.push(slice[i]);
     r.end();
     const cpu = process.cpuUsage(cpuStart);
-    console.log(`1-byte trickle, ${name.padEnd(24)} baseline build, 64 KiB, cpu: ${(slice.length / 1e6 / ((cpu.user + cpu.system) / 1e6)).toFixed(3)} MB/s`);
+    console.log(
+      `1-byte trickle, ${name.padEnd(24)} baseline build, 64 KiB, cpu: ${(slice.length / 1e6 / ((cpu.user + cpu.system) / 1e6)).toFixed(3)} MB/s`,
+    );
   }
   for (const clock of ['wall', 'cpu']) {
     const r = rates[clock];
-    console.log(`1-byte trickle, ${name.padEnd(24)} ${clock.padEnd(4)}: median ${median(r).toFixed(2)} MB/s (runs: ${r.map((x) => x.toFixed(2)).join(' ')}; target >= 1)`);
+    console.log(
+      `1-byte trickle, ${name.padEnd(24)} ${clock.padEnd(4)}: median ${median(r).toFixed(2)} MB/s (runs: ${r.map((x) => x.toFixed(2)).join(' ')}; target >= 1)`,
+    );
   }
 }
 console.log(`peak RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB`);

@@ -19,7 +19,10 @@ const CONCURRENT = 8;
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 
 function asPostgres(command, args) {
-  return execFileSync('runuser', ['-u', 'postgres', '--', join(PG_BIN, command), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return execFileSync('runuser', ['-u', 'postgres', '--', join(PG_BIN, command), ...args], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 }
 
 const root = mkdtempSync(join(tmpdir(), 'rg-bench-pg-'));
@@ -30,7 +33,16 @@ chownSync(root, uid, gid);
 const dataDir = join(root, 'data');
 asPostgres('initdb', ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync']);
 // fsync on, as a real server would run (the SQLite side runs synchronous = FULL).
-asPostgres('pg_ctl', ['-D', dataDir, '-l', join(root, 'server.log'), '-o', `-k ${root} -c listen_addresses=''`, '-w', 'start']);
+asPostgres('pg_ctl', [
+  '-D',
+  dataDir,
+  '-l',
+  join(root, 'server.log'),
+  '-o',
+  `-k ${root} -c listen_addresses=''`,
+  '-w',
+  'start',
+]);
 
 let counter = 0;
 async function freshPostgres() {
@@ -40,7 +52,12 @@ async function freshPostgres() {
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
   const location = parsePostgresUrl(`postgres://postgres@/${name}?host=${root}`);
-  return () => PostgresCapacityRegistry.open({ connection: location.connection, display: location.path, localNode: 'bench' });
+  return () =>
+    PostgresCapacityRegistry.open({
+      connection: location.connection,
+      display: location.path,
+      localNode: 'bench',
+    });
 }
 
 function freshSqlite() {
@@ -59,7 +76,13 @@ async function timeOps(open, workers) {
     registries.map(async (registry, w) => {
       for (let i = 0; i < per; i++) {
         const claimId = `c-${w}-${i}-${counter}`;
-        const admitted = await registry.admit({ batchId: `b${w}`, jobId: `j${i}`, claimId, gpuMib: 0, ports: [20_000 + w] });
+        const admitted = await registry.admit({
+          batchId: `b${w}`,
+          jobId: `j${i}`,
+          claimId,
+          gpuMib: 0,
+          ports: [20_000 + w],
+        });
         if (admitted.kind !== 'admitted') throw new Error(`not admitted: ${JSON.stringify(admitted)}`);
         await registry.release(admitted.reservationId, claimId);
       }

@@ -41,7 +41,10 @@ const RUNS = Number(process.argv[2] ?? 5);
 const PAIRS = Number(process.argv[3] ?? 20);
 const SLEEP = Number(process.argv[4] ?? 5);
 const BATCHES = Number(process.argv[5] ?? 3);
-const load = () => loadavg().map((v) => v.toFixed(1)).join(' ');
+const load = () =>
+  loadavg()
+    .map((v) => v.toFixed(1))
+    .join(' ');
 const BIN = new URL('../bin/run.js', import.meta.url).pathname;
 
 const problem = await swarmSupportProblem();
@@ -51,7 +54,11 @@ if (problem !== null) {
 }
 
 function swarmDeps(cluster, registryPath) {
-  const executor = { kind: 'swarm', manager: cluster.managerUrl, node_engines: Object.fromEntries(cluster.nodes.map((n) => [n.hostname, n.url])) };
+  const executor = {
+    kind: 'swarm',
+    manager: cluster.managerUrl,
+    node_engines: Object.fromEntries(cluster.nodes.map((n) => [n.hostname, n.url])),
+  };
   return {
     ...createExecutePairDeps(createExecutorRuntime(executor), silentLogger),
     fs: new NodeFileSystem(),
@@ -71,18 +78,47 @@ async function batch(root, registry, cluster, name, placement) {
   }));
   const manifest = join(root, `${name}.json`);
   await mkdir(join(root, name), { recursive: true });
-  await writeFile(manifest, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: IMAGE, jobs, stop_budget_seconds: 5 }));
+  await writeFile(
+    manifest,
+    JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: IMAGE, jobs, stop_budget_seconds: 5 }),
+  );
   const started = process.hrtime.bigint();
-  const r = spawnSync(process.execPath, [BIN, 'e1-batch', 'start', '--manifest', manifest, '--output', join(root, name, 'batch'), '--registry', registry, '--foreground', '--json', ...cluster.flags], { encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    [
+      BIN,
+      'e1-batch',
+      'start',
+      '--manifest',
+      manifest,
+      '--output',
+      join(root, name, 'batch'),
+      '--registry',
+      registry,
+      '--foreground',
+      '--json',
+      ...cluster.flags,
+    ],
+    { encoding: 'utf8' },
+  );
   const ms = elapsedMsSince(started);
   const state = r.status === 0 ? JSON.parse(r.stdout).state : `exit ${r.status}: ${r.stderr.slice(-500)}`;
   if (state !== 'drained') throw new Error(`${name}: ${state}`);
-  return { ms, phases: await phases(join(root, name, 'batch'), jobs.map((j) => j.job_id)) };
+  return {
+    ms,
+    phases: await phases(
+      join(root, name, 'batch'),
+      jobs.map((j) => j.job_id),
+    ),
+  };
 }
 
 /** Where a batch's time went, from its journal and results (medians over its pairs, ms). */
 async function phases(output, jobIds) {
-  const events = (await readFile(join(output, 'events.jsonl'), 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const events = (await readFile(join(output, 'events.jsonl'), 'utf8'))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
   const at = (type, job) => Date.parse(events.find((e) => e.type === type && e.job_id === job)?.at ?? 'x');
   const rows = await Promise.all(
     jobIds.map(async (job) => {
@@ -91,10 +127,20 @@ async function phases(output, jobIds) {
       const created = at('container_created', job);
       const started = Date.parse(result.started_at);
       const finished = Date.parse(result.finished_at);
-      return { claimed, create: created - claimed, start: started - created, run: finished - started, teardown: at('pair_finished', job) - finished, reconcile: at('reconciled', job) - at('pair_finished', job) };
+      return {
+        claimed,
+        create: created - claimed,
+        start: started - created,
+        run: finished - started,
+        teardown: at('pair_finished', job) - finished,
+        reconcile: at('reconciled', job) - at('pair_finished', job),
+      };
     }),
   );
-  const freed = events.filter((e) => e.type === 'reconciled').map((e) => Date.parse(e.at)).sort((a, b) => a - b);
+  const freed = events
+    .filter((e) => e.type === 'reconciled')
+    .map((e) => Date.parse(e.at))
+    .sort((a, b) => a - b);
   // A slot freed → the next claim after it (claims that did not wait for a slot, the first ones, have none before them).
   const gaps = rows
     .map((r) => r.claimed)
@@ -123,26 +169,48 @@ try {
   }
   swarm.registry.close();
   console.log(`swarm bench: no-op pair through runPair, ${RUNS} runs each, alternating; load ${load()}`);
-  console.log(`  local executor : median ${median(localMs).toFixed(0)} ms  [${localMs.map((v) => v.toFixed(0)).join(' ')}]`);
-  console.log(`  swarm executor : median ${median(swarmMs).toFixed(0)} ms  [${swarmMs.map((v) => v.toFixed(0)).join(' ')}]`);
+  console.log(
+    `  local executor : median ${median(localMs).toFixed(0)} ms  [${localMs.map((v) => v.toFixed(0)).join(' ')}]`,
+  );
+  console.log(
+    `  swarm executor : median ${median(swarmMs).toFixed(0)} ms  [${swarmMs.map((v) => v.toFixed(0)).join(' ')}]`,
+  );
   console.log(`  ratio swarm/local: ${(median(swarmMs) / median(localMs)).toFixed(2)}`);
 
-  const set = spawnSync(process.execPath, [BIN, 'capacity', '--registry', registry, '--max-reservations', '2'], { encoding: 'utf8' });
+  const set = spawnSync(
+    process.execPath,
+    [BIN, 'capacity', '--registry', registry, '--max-reservations', '2'],
+    { encoding: 'utf8' },
+  );
   if (set.status !== 0) throw new Error(set.stderr);
-  console.log(`swarm bench: batch of ${PAIRS} pairs (1 GPU, sleep ${SLEEP} s each), 2 fake GPUs and 2 registry slots per node, ${BATCHES} runs each, alternating; load ${load()}`);
+  console.log(
+    `swarm bench: batch of ${PAIRS} pairs (1 GPU, sleep ${SLEEP} s each), 2 fake GPUs and 2 registry slots per node, ${BATCHES} runs each, alternating; load ${load()}`,
+  );
   const twoMs = [];
   const oneMs = [];
   for (let run = 0; run < BATCHES; run += 1) {
     const two = await batch(root, registry, cluster, `two-nodes-${run}`);
-    const one = await batch(root, registry, cluster, `one-node-${run}`, `node.hostname==${cluster.nodes[0].hostname}`);
+    const one = await batch(
+      root,
+      registry,
+      cluster,
+      `one-node-${run}`,
+      `node.hostname==${cluster.nodes[0].hostname}`,
+    );
     twoMs.push(two.ms);
     oneMs.push(one.ms);
     console.log(`  run ${run}: 2 nodes ${(two.ms / 1000).toFixed(1)} s (${two.phases})`);
     console.log(`         1 node  ${(one.ms / 1000).toFixed(1)} s (${one.phases})`);
   }
-  console.log(`  2 nodes: makespan median ${(median(twoMs) / 1000).toFixed(1)} s  [${twoMs.map((v) => (v / 1000).toFixed(1)).join(' ')}]`);
-  console.log(`  1 node : makespan median ${(median(oneMs) / 1000).toFixed(1)} s  [${oneMs.map((v) => (v / 1000).toFixed(1)).join(' ')}]`);
-  console.log(`  ratio 2 nodes / 1 node: ${(median(twoMs) / median(oneMs)).toFixed(2)} (aim <= 0.6); load after ${load()}`);
+  console.log(
+    `  2 nodes: makespan median ${(median(twoMs) / 1000).toFixed(1)} s  [${twoMs.map((v) => (v / 1000).toFixed(1)).join(' ')}]`,
+  );
+  console.log(
+    `  1 node : makespan median ${(median(oneMs) / 1000).toFixed(1)} s  [${oneMs.map((v) => (v / 1000).toFixed(1)).join(' ')}]`,
+  );
+  console.log(
+    `  ratio 2 nodes / 1 node: ${(median(twoMs) / median(oneMs)).toFixed(2)} (aim <= 0.6); load after ${load()}`,
+  );
 } finally {
   await rm(root, { recursive: true, force: true });
   await cluster.stop();

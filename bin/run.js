@@ -37,7 +37,11 @@ const versionFlags = ['--version', ...(pjson.oclif?.additionalVersionFlags ?? []
 if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   const cpu = arch() === 'ia32' ? 'x86' : arch();
   process.stdout.write(`${pjson.name}/${pjson.version} ${platform()}-${cpu} node-${process.version}\n`);
-} else if (!(process.argv[2] === 'e1-batch' && process.argv[3] === 'status' && (await statusFast(process.argv.slice(4))))) {
+} else if (!(
+  process.argv[2] === 'e1-batch' &&
+  process.argv[3] === 'status' &&
+  (await statusFast(process.argv.slice(4)))
+)) {
   const { execute } = await import('@oclif/core');
   await execute({ dir: import.meta.url });
 }

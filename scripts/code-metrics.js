@@ -16,7 +16,11 @@ function walk(dir) {
 
 const layerOf = (file) => relative(src, file).split('/')[0].replace(/\.ts$/, '');
 /** Who may import whom: commands → app → core; adapters implement app's ports; the roots wire everything. */
-const forbidden = { app: ['adapters', 'commands', 'cli'], core: ['app', 'adapters', 'commands', 'cli'], adapters: ['commands', 'cli'] };
+const forbidden = {
+  app: ['adapters', 'commands', 'cli'],
+  core: ['app', 'adapters', 'commands', 'cli'],
+  adapters: ['commands', 'cli'],
+};
 
 const files = walk(src);
 const crossings = [];
@@ -29,18 +33,37 @@ for (const file of files) {
   const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   const from = layerOf(file);
   const visit = (node) => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+    if (
+      (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
       const spec = node.moduleSpecifier.text;
       if (spec.startsWith('.')) {
         const to = layerOf(resolve(dirname(file), spec));
-        if ((forbidden[from] ?? []).includes(to)) crossings.push({ file: relative(root, file), line: sf.getLineAndCharacterOfPosition(node.getStart()).line + 1, from, to, spec });
+        if ((forbidden[from] ?? []).includes(to))
+          crossings.push({
+            file: relative(root, file),
+            line: sf.getLineAndCharacterOfPosition(node.getStart()).line + 1,
+            from,
+            to,
+            spec,
+          });
       }
     }
-    if (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isArrowFunction(node) || ts.isFunctionExpression(node) || ts.isConstructorDeclaration(node)) {
+    if (
+      ts.isFunctionDeclaration(node) ||
+      ts.isMethodDeclaration(node) ||
+      ts.isArrowFunction(node) ||
+      ts.isFunctionExpression(node) ||
+      ts.isConstructorDeclaration(node)
+    ) {
       if (node.body) {
         const start = sf.getLineAndCharacterOfPosition(node.getStart()).line + 1;
         const end = sf.getLineAndCharacterOfPosition(node.getEnd()).line + 1;
-        const name = node.name?.getText?.() ?? (ts.isVariableDeclaration(node.parent) ? node.parent.name.getText() : '(anonymous)');
+        const name =
+          node.name?.getText?.() ??
+          (ts.isVariableDeclaration(node.parent) ? node.parent.name.getText() : '(anonymous)');
         functions.push({ where: `${relative(root, file)}:${start}`, name, lines: end - start + 1 });
       }
     }
@@ -53,7 +76,10 @@ long.sort((a, b) => b.lines - a.lines);
 const report = {
   files: files.length,
   wrongWayImports: crossings.length,
-  wrongWayImportsByEdge: crossings.reduce((acc, c) => ({ ...acc, [`${c.from}→${c.to}`]: (acc[`${c.from}→${c.to}`] ?? 0) + 1 }), {}),
+  wrongWayImportsByEdge: crossings.reduce(
+    (acc, c) => ({ ...acc, [`${c.from}→${c.to}`]: (acc[`${c.from}→${c.to}`] ?? 0) + 1 }),
+    {},
+  ),
   filesWithWrongWayImports: new Set(crossings.map((c) => c.file)).size,
   largestFunctions: functions.slice(0, 30),
   functionsOver60Lines: functions.filter((f) => f.lines > 60).length,
@@ -62,9 +88,12 @@ const report = {
 if (process.argv.includes('--json')) console.log(JSON.stringify({ ...report, crossings }, null, 2));
 else {
   console.log(`files in src/: ${report.files}`);
-  console.log(`wrong-way imports: ${report.wrongWayImports} in ${report.filesWithWrongWayImports} files ${JSON.stringify(report.wrongWayImportsByEdge)}`);
+  console.log(
+    `wrong-way imports: ${report.wrongWayImports} in ${report.filesWithWrongWayImports} files ${JSON.stringify(report.wrongWayImportsByEdge)}`,
+  );
   console.log(`functions over 60 lines: ${report.functionsOver60Lines}`);
-  for (const f of report.largestFunctions) console.log(`  ${String(f.lines).padStart(4)}  ${f.name}  ${f.where}`);
+  for (const f of report.largestFunctions)
+    console.log(`  ${String(f.lines).padStart(4)}  ${f.name}  ${f.where}`);
   console.log(`files over 300 lines: ${long.length}`);
   for (const f of long) console.log(`  ${String(f.lines).padStart(4)}  ${f.file}`);
 }

@@ -3,4 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { openApiDocument } from '../dist/app/serve/openapi.js';
 
 const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-writeFileSync(new URL('../docs/openapi.json', import.meta.url), `${JSON.stringify(openApiDocument(pkg.version), null, 2)}\n`);
+writeFileSync(
+  new URL('../docs/openapi.json', import.meta.url),
+  `${JSON.stringify(openApiDocument(pkg.version), null, 2)}\n`,
+);

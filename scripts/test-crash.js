@@ -9,5 +9,8 @@ const rest = args.filter((a) => a !== '--full');
 const env = { ...process.env, ...(full ? { ROBOGUIDE_CRASH_FULL: '1' } : {}) };
 // The reattach matrix (large logs, supervisor SIGKILL and OOM kill) runs with them; --full adds its 400 MiB cells.
 const files = ['test/integration/crash.int.test.ts', 'test/integration/reattach-logs.int.test.ts'];
-const run = spawnSync('npx', ['vitest', 'run', '--project', 'integration', ...files, ...rest], { stdio: 'inherit', env });
+const run = spawnSync('npx', ['vitest', 'run', '--project', 'integration', ...files, ...rest], {
+  stdio: 'inherit',
+  env,
+});
 process.exit(run.status ?? 1);

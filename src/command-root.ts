@@ -58,11 +58,18 @@ export async function codeVersion(): Promise<string> {
  * `registry`: where the batch was admitted; batch.json records a PostgreSQL URL without its password, so the
  * password given to `start` is handed over here (a resume takes it from PGPASSWORD or ~/.pgpass).
  */
-export async function superviseHere(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<string> {
+export async function superviseHere(
+  output: string,
+  mode: 'start' | 'resume',
+  registry?: RegistryLocation,
+): Promise<string> {
   const { batchLogSecrets, createStderrLogger, createSupervisorDeps } = await root();
   const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
-  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), { registryPassword: password });
+  const password =
+    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), {
+    registryPassword: password,
+  });
   try {
     const { supervise } = await import('./app/batch/supervisor.js');
     return await supervise({ ...deps, handleSignals: true }, mode);
@@ -75,17 +82,29 @@ export async function superviseHere(output: string, mode: 'start' | 'resume', re
  * The batch's supervisor as a detached process. `registry`: where the batch was admitted; the supervisor reopens it
  * from batch.json, where a PostgreSQL URL is recorded without its password, so the password travels as PGPASSWORD.
  */
-export async function launchBatchSupervisor(output: string, mode: 'start' | 'resume', registry?: RegistryLocation): Promise<{ pid: number }> {
+export async function launchBatchSupervisor(
+  output: string,
+  mode: 'start' | 'resume',
+  registry?: RegistryLocation,
+): Promise<{ pid: number }> {
   const { launchSupervisor } = await import('./adapters/supervisor-launcher.js');
   const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
-  const password = registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  return launchSupervisor((await root()).BIN_RUN_JS, output, mode, password !== undefined ? { PGPASSWORD: password } : {});
+  const password =
+    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
+  return launchSupervisor(
+    (await root()).BIN_RUN_JS,
+    output,
+    mode,
+    password !== undefined ? { PGPASSWORD: password } : {},
+  );
 }
 
 /** The logger of the detached supervisor: JSON lines in D/supervisor.log, the batch's secrets masked. */
 export async function createSupervisorLogger(output: string): Promise<Logger & { flush(): void }> {
   const { createFileLogger } = await import('./adapters/pino-logger.js');
-  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), { output });
+  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), {
+    output,
+  });
 }
 
 /** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
@@ -110,7 +129,8 @@ async function existingRegistry(
       file: !isPostgresLocation(location),
       explicit: flag !== undefined,
       open: async () => {
-        const { checkRegistryLocation, openRegistryAt } = await import('./adapters/registry/open-registry.js');
+        const { checkRegistryLocation, openRegistryAt } =
+          await import('./adapters/registry/open-registry.js');
         checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
         return openRegistryAt(location);
       },
@@ -131,8 +151,16 @@ async function recordedRegistry(output: string): Promise<string | null> {
 async function createOutputEvidenceDeps(registryFlag: string | undefined): Promise<OutputEvidenceDeps> {
   const { runtimeForOutput } = await root();
   return {
-    isDirectory: (path) => stat(path).then((info) => info.isDirectory(), () => false),
-    exists: (path) => stat(path).then(() => true, () => false),
+    isDirectory: (path) =>
+      stat(path).then(
+        (info) => info.isDirectory(),
+        () => false,
+      ),
+    exists: (path) =>
+      stat(path).then(
+        () => true,
+        () => false,
+      ),
     locateRegistry: await existingRegistry(registryFlag),
     recordedRegistry,
     storeAt: evidenceStoreAt,
@@ -142,7 +170,10 @@ async function createOutputEvidenceDeps(registryFlag: string | undefined): Promi
 
 export async function createReconcileDeps(registryFlag: string | undefined): Promise<ReconcileOutputDeps> {
   // The one outcome digest (OutcomeReader.sha256): null when there are no bytes to hash, as result.json records it.
-  return { ...(await createOutputEvidenceDeps(registryFlag)), readOutcomeSha256: (path) => fileOutcomeReader.sha256(path) };
+  return {
+    ...(await createOutputEvidenceDeps(registryFlag)),
+    readOutcomeSha256: (path) => fileOutcomeReader.sha256(path),
+  };
 }
 
 export async function createRecoverDeps(registryFlag: string | undefined): Promise<RecoverOutputDeps> {
@@ -219,7 +250,9 @@ export async function createNodeDownDeps(
 }
 
 /** `capacity`: the registry of `--registry` (its location shown as given) and this host's GPUs. */
-export async function openCapacity(registryFlag: string | undefined): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
+export async function openCapacity(
+  registryFlag: string | undefined,
+): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
   const location = registryLocation(registryFlag);
   const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
@@ -250,7 +283,9 @@ export async function createDoctorWiring(registryFlag: string | undefined): Prom
     },
     registry: {
       registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
-      ...(location !== null && isPostgresLocation(location) ? { registryPostgres: { display: location.path, connection: location.connection } } : {}),
+      ...(location !== null && isPostgresLocation(location)
+        ? { registryPostgres: { display: location.path, connection: location.connection } }
+        : {}),
       defaultRegistryPath: defaultRegistryPath(),
     },
     sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
@@ -272,7 +307,11 @@ export async function pairNetworkGuard(): Promise<PairNetworkGuard> {
 }
 
 /** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */
-export async function buildImages(options: { readonly busyboxPath: string; readonly force: boolean; readonly only?: string[] }): Promise<BuildReport[]> {
+export async function buildImages(options: {
+  readonly busyboxPath: string;
+  readonly force: boolean;
+  readonly only?: string[];
+}): Promise<BuildReport[]> {
   const { createDockerRuntime, DOCKER_DIR } = await root();
   const runtime = await createDockerRuntime();
   await runtime.info(); // fail fast with exit 3 when no engine answers
@@ -287,7 +326,10 @@ export async function createBatchStartWiring(
 ): Promise<{
   readonly deps: StartBatchDeps;
   readonly registry: RegistryLocation;
-  readonly host: Pick<StartBatchOptions, 'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'>;
+  readonly host: Pick<
+    StartBatchOptions,
+    'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'
+  >;
 }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
   const { createExecutorRuntime, createSwarmRuntime, hostMountRules } = await root();
@@ -302,7 +344,13 @@ export async function createBatchStartWiring(
     runtime,
     hostFacts: async (request) => (await root()).gatherBatchHostFacts(request),
     ...(executor.kind === 'swarm'
-      ? { swarmNodes: async () => (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({ node: n.hostname, gpus: n.gpus })) }
+      ? {
+          swarmNodes: async () =>
+            (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({
+              node: n.hostname,
+              gpus: n.gpus,
+            })),
+        }
       : {}),
     clock: systemClock,
     observeGpus: async () => (await import('./adapters/nvidia-smi.js')).observeGpus(),
@@ -334,7 +382,10 @@ export async function outputSpaceWarning(output: string): Promise<string | null>
     const { batchSpaceWarning } = await import('./app/batch/output-space.js');
     const { freeDiskBytes } = await import('./adapters/doctor-probes.js');
     const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
-    return await batchSpaceWarning(evidenceStoreAt(output), { freeDiskBytes, sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes });
+    return await batchSpaceWarning(evidenceStoreAt(output), {
+      freeDiskBytes,
+      sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
+    });
   } catch {
     return null;
   }

@@ -33,7 +33,11 @@ import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
-import { PAIRS_NETWORK_VARIABLE, pairsNetworkSetting, type PairsNetworkSetting } from './core/pair-network.js';
+import {
+  PAIRS_NETWORK_VARIABLE,
+  pairsNetworkSetting,
+  type PairsNetworkSetting,
+} from './core/pair-network.js';
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import { referencedValues } from './core/manifest/environment.js';
 import { ImageSessionsMemo } from './core/sessions-skip.js';
@@ -103,9 +107,12 @@ export async function createDockerRuntime(
 }
 
 /** ROBOGUIDE_PAIRS_NETWORK, or E_USAGE (exit 2) naming the variable and the rule. */
-function pairsNetworkSettingOf(environment: Readonly<Record<string, string | undefined>>): PairsNetworkSetting {
+function pairsNetworkSettingOf(
+  environment: Readonly<Record<string, string | undefined>>,
+): PairsNetworkSetting {
   const setting = pairsNetworkSetting(environment[PAIRS_NETWORK_VARIABLE]);
-  if (!setting.ok) throw new RoboguideError('E_USAGE', `${PAIRS_NETWORK_VARIABLE} ${setting.rule}`, { exitCode: 2 });
+  if (!setting.ok)
+    throw new RoboguideError('E_USAGE', `${PAIRS_NETWORK_VARIABLE} ${setting.rule}`, { exitCode: 2 });
   return setting.setting;
 }
 
@@ -122,15 +129,25 @@ export async function createPairNetworkGuard(
 }
 
 /** Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines. */
-export function createExecutorRuntime(executor: ExecutorConfig, downNodes: readonly string[] = []): ContainerRuntime {
+export function createExecutorRuntime(
+  executor: ExecutorConfig,
+  downNodes: readonly string[] = [],
+): ContainerRuntime {
   if (executor.kind === 'local') return createContainerRuntime();
   return new LazyExecutorRuntime(() => createSwarmRuntime(executor, downNodes));
 }
 
 /** The swarm executor itself (dockerode loaded now): `e1-batch start` asks it for the swarm's nodes. */
-export async function createSwarmRuntime(executor: ExecutorConfig & { kind: 'swarm' }, downNodes: readonly string[] = []): Promise<SwarmContainerRuntime> {
+export async function createSwarmRuntime(
+  executor: ExecutorConfig & { kind: 'swarm' },
+  downNodes: readonly string[] = [],
+): Promise<SwarmContainerRuntime> {
   const { SwarmContainerRuntime } = await import('./adapters/swarm/swarm-container-runtime.js');
-  return new SwarmContainerRuntime({ manager: executor.manager, nodeEngines: executor.node_engines, downNodes });
+  return new SwarmContainerRuntime({
+    manager: executor.manager,
+    nodeEngines: executor.node_engines,
+    downNodes,
+  });
 }
 
 /**
@@ -147,10 +164,16 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
     const receipt = await store.readJson<{ container_id?: unknown }>('receipt.json').catch(() => null);
     const id = receipt?.container_id;
     if (typeof id === 'string' && !/^[0-9a-f]{64}$/.test(id)) {
-      throw new RoboguideError('E_USAGE', `${output} holds a pair that ran on a swarm (service ${id}): recover or reconcile it on the swarm's manager is not supported yet`, {
-        exitCode: 2,
-        suggestions: ['remove the service on the manager (`docker service rm`), confirm its container is gone on its node, then reconcile'],
-      });
+      throw new RoboguideError(
+        'E_USAGE',
+        `${output} holds a pair that ran on a swarm (service ${id}): recover or reconcile it on the swarm's manager is not supported yet`,
+        {
+          exitCode: 2,
+          suggestions: [
+            'remove the service on the manager (`docker service rm`), confirm its container is gone on its node, then reconcile',
+          ],
+        },
+      );
     }
   }
   if (batch?.executor === undefined) return createContainerRuntime();
@@ -181,7 +204,12 @@ export async function batchLogSecrets(output: string): Promise<string[]> {
   try {
     const { parseManifest } = await import('./core/manifest/parse.js');
     const parsed = parseManifest(await readFile(join(output, MANIFEST_FILE), 'utf8'));
-    return parsed.ok ? referencedValues(parsed.manifest.jobs.map((j) => j.environment), process.env) : [];
+    return parsed.ok
+      ? referencedValues(
+          parsed.manifest.jobs.map((j) => j.environment),
+          process.env,
+        )
+      : [];
   } catch {
     return [];
   }
@@ -193,7 +221,9 @@ export function specLogSecrets(specText: string): string[] {
     const spec = JSON.parse(specText) as { environment?: unknown };
     const env = spec.environment;
     if (typeof env !== 'object' || env === null) return [];
-    const strings = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => typeof e[1] === 'string'));
+    const strings = Object.fromEntries(
+      Object.entries(env).filter((e): e is [string, string] => typeof e[1] === 'string'),
+    );
     return referencedValues([strings], process.env);
   } catch {
     return [];
@@ -225,7 +255,8 @@ export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger)
       const { extractArchiveSafely } = await import('./adapters/safe-extract.js');
       return extractArchiveSafely(archive, targetDir, { transform, signal, redactName });
     },
-    diagnose: async (dir) => (await import('./app/diagnose-sessions.js')).diagnoseSessions(await sessionTails(), dir),
+    diagnose: async (dir) =>
+      (await import('./app/diagnose-sessions.js')).diagnoseSessions(await sessionTails(), dir),
     imageSessions: new ImageSessionsMemo(),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
@@ -260,7 +291,10 @@ export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: stri
 
 /** The engine's own folders: its real data root (asked, `DockerRootDir`) when it answers; containerd's is built in. */
 async function engineOwnedDirs(runtime: Pick<ContainerRuntime, 'info'>): Promise<string[]> {
-  const root = await runtime.info().then((i) => i.dataRoot, () => undefined);
+  const root = await runtime.info().then(
+    (i) => i.dataRoot,
+    () => undefined,
+  );
   return root !== undefined && root.startsWith('/') ? [root] : [];
 }
 
@@ -303,7 +337,8 @@ export async function createSupervisorDeps(
   const fs = new NodeFileSystem();
   const store = new EvidenceStore(fs, output);
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
-  if (batch === null) throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
+  if (batch === null)
+    throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
   const registry = await openRecordedRegistry(batch.registry_path, options.registryPassword);
   // The executor the batch was started with (batch.json): a resume runs where the start did.
   const runtime = createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));

@@ -7,10 +7,30 @@ export type { StartBatchOptions } from './app/batch/start-batch.js';
 export { supervise, type SupervisorDeps } from './app/batch/supervisor.js';
 export type { BatchStatus, Summary } from './app/batch/status.js';
 export { reconcilePair, reconcileBatch, type ReconcileReport } from './app/reconcile-pair.js';
-export { diagnoseSessions, diagnoseSessionsReport, prepareBatch, readStatus, stopBatch, writeContinuation } from './library.js';
+export {
+  diagnoseSessions,
+  diagnoseSessionsReport,
+  prepareBatch,
+  readStatus,
+  stopBatch,
+  writeContinuation,
+} from './library.js';
 export type { SessionsReport } from './app/diagnose-sessions.js';
-export { diagnoseSessionTails, reduceSessionTails, type SessionDiagnosis, type SessionTail } from './core/provider-failure.js';
-export { parseManifest, parsePairSpec, manifestJsonSchema, MANIFEST_SCHEMA_ID, type Manifest, type Job, type PairSpec } from './core/manifest/index.js';
+export {
+  diagnoseSessionTails,
+  reduceSessionTails,
+  type SessionDiagnosis,
+  type SessionTail,
+} from './core/provider-failure.js';
+export {
+  parseManifest,
+  parsePairSpec,
+  manifestJsonSchema,
+  MANIFEST_SCHEMA_ID,
+  type Manifest,
+  type Job,
+  type PairSpec,
+} from './core/manifest/index.js';
 export { parseB1Config, renderB1Config } from './core/b1-config.js';
 export { parseNvidiaSmi, type GpuObservation } from './core/gpu/nvidia-smi-parse.js';
 export { observeGpus } from './adapters/nvidia-smi.js';

@@ -2,10 +2,19 @@
  * The library API's use-cases that take ports, bound to this host's adapters so that their public signatures stay
  * as they were (SPEC §11: add, never rename). The CLI wires the same adapters in the composition root.
  */
-import { diagnoseSessions as diagnoseWith, diagnoseSessionsReport as reportWith, type DiagnoseSessionsOptions, type SessionsReport } from './app/diagnose-sessions.js';
+import {
+  diagnoseSessions as diagnoseWith,
+  diagnoseSessionsReport as reportWith,
+  type DiagnoseSessionsOptions,
+  type SessionsReport,
+} from './app/diagnose-sessions.js';
 import { writeContinuation as continuationWith, type ContinuationOutcome } from './app/batch/continuation.js';
 import { readStatus as statusWith } from './app/batch/read-status.js';
-import { prepareBatch as prepareWith, type StartBatchDeps, type StartBatchOptions } from './app/batch/start-batch.js';
+import {
+  prepareBatch as prepareWith,
+  type StartBatchDeps,
+  type StartBatchOptions,
+} from './app/batch/start-batch.js';
 import type { BatchRecord } from './app/batch/layout.js';
 import type { BatchStatus } from './app/batch/status.js';
 import { stopBatch as stopWith, type StopOutcome } from './app/batch/stop-batch.js';
@@ -17,17 +26,27 @@ import { hostIdentity, sessionTails } from './composition-root.js';
 import type { ProviderFailure } from './core/result.js';
 
 /** See app/diagnose-sessions.ts: the diagnosis of the Codex session files under `dir`, with what it rests on. */
-export async function diagnoseSessionsReport(dir: string, options: DiagnoseSessionsOptions = {}): Promise<SessionsReport> {
+export async function diagnoseSessionsReport(
+  dir: string,
+  options: DiagnoseSessionsOptions = {},
+): Promise<SessionsReport> {
   return reportWith(await sessionTails(), dir, options);
 }
 
 /** The provider failure alone (a pair's result.json carries only this). */
-export async function diagnoseSessions(dir: string, options: DiagnoseSessionsOptions = {}): Promise<ProviderFailure | null> {
+export async function diagnoseSessions(
+  dir: string,
+  options: DiagnoseSessionsOptions = {},
+): Promise<ProviderFailure | null> {
   return diagnoseWith(await sessionTails(), dir, options);
 }
 
 /** A fresh status of the batch in `store` (see app/batch/read-status.ts); the supervisor's liveness from /proc. */
-export function readStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date): Promise<BatchStatus> {
+export function readStatus(
+  store: EvidenceStore,
+  runtime: ContainerRuntime | undefined,
+  now: Date,
+): Promise<BatchStatus> {
   return statusWith(store, runtime, now, hostIdentity);
 }
 
@@ -37,11 +56,17 @@ export function stopBatch(store: EvidenceStore, clock: Clock, terminate: boolean
 }
 
 /** Write the continuation manifest of a batch paused `fatal` (see app/batch/continuation.ts). */
-export function writeContinuation(store: EvidenceStore, options: { manifestOut: string; codeVersion: string }): Promise<ContinuationOutcome> {
+export function writeContinuation(
+  store: EvidenceStore,
+  options: { manifestOut: string; codeVersion: string },
+): Promise<ContinuationOutcome> {
   return continuationWith(store, { ...options, fs: new NodeFileSystem(), host: hostIdentity });
 }
 
 /** Validate a manifest and freeze it into a new output directory (see app/batch/start-batch.ts); `host` defaults to /proc. */
-export function prepareBatch(deps: Omit<StartBatchDeps, 'host'> & Partial<Pick<StartBatchDeps, 'host'>>, options: StartBatchOptions): Promise<BatchRecord> {
+export function prepareBatch(
+  deps: Omit<StartBatchDeps, 'host'> & Partial<Pick<StartBatchDeps, 'host'>>,
+  options: StartBatchOptions,
+): Promise<BatchRecord> {
   return prepareWith({ host: hostIdentity, ...deps }, options);
 }

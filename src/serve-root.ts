@@ -21,7 +21,12 @@ import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
 import { redactingLogger } from './app/serve/redacting-logger.js';
-import { DEFAULT_CONCURRENCY_LIMITS, SessionManager, type Adoption, type ConcurrencyLimits } from './app/serve/session-manager.js';
+import {
+  DEFAULT_CONCURRENCY_LIMITS,
+  SessionManager,
+  type Adoption,
+  type ConcurrencyLimits,
+} from './app/serve/session-manager.js';
 import { createDockerRuntime, createExecutePairDeps, hostMountRules } from './composition-root.js';
 
 /** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
@@ -85,7 +90,9 @@ export interface RunningServe {
    * with the sessions whose slot could not be released (the registry was unreachable): their cleanup.json says so
    * and the next start releases them.
    */
-  shutdown(): Promise<{ readonly unreleased: readonly { readonly session_id: string; readonly error: string }[] }>;
+  shutdown(): Promise<{
+    readonly unreleased: readonly { readonly session_id: string; readonly error: string }[];
+  }>;
 }
 
 function stateHome(env: Readonly<Record<string, string | undefined>>): string {
@@ -95,7 +102,8 @@ function stateHome(env: Readonly<Record<string, string | undefined>>): string {
 
 export function defaultSocketPath(env: Readonly<Record<string, string | undefined>> = process.env): string {
   const runtimeDir = env['XDG_RUNTIME_DIR'];
-  if (runtimeDir !== undefined && isAbsolute(runtimeDir)) return join(runtimeDir, 'roboguide-eval', 'api.sock');
+  if (runtimeDir !== undefined && isAbsolute(runtimeDir))
+    return join(runtimeDir, 'roboguide-eval', 'api.sock');
   return join(stateHome(env), 'roboguide-eval', 'api.sock');
 }
 
@@ -123,7 +131,9 @@ function startReaper(sessions: SessionManager, logger: Logger, reapIntervalMs: n
     sessions
       .reap()
       .catch((err: unknown) => logger.warn({ error: (err as Error).message }, 'reaper pass failed'))
-      .finally(() => { reaping = false; });
+      .finally(() => {
+        reaping = false;
+      });
   }, reapIntervalMs);
   return () => clearInterval(reaper);
 }
@@ -139,7 +149,9 @@ async function closingOnFailure<T>(registry: CapacityRegistry, work: () => Promi
 }
 
 /** The same rules as every command: a URL is refused, a named registry must exist (or be new in an existing folder). */
-async function openServeRegistry(options: ServeOptions): Promise<{ registry: CapacityRegistry; registryPath: string | undefined }> {
+async function openServeRegistry(
+  options: ServeOptions,
+): Promise<{ registry: CapacityRegistry; registryPath: string | undefined }> {
   const location = registryLocation(options.registryPath, options.environment);
   return { registry: await openRegistryAt(location), registryPath: registryFilePath(location) };
 }
@@ -160,7 +172,9 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     ...(registryPath !== undefined ? { registryPath } : {}),
     homeDir: homedir(),
     engineSocketPaths: [...engineSocketPaths(options.environment), socketPath],
-    ...(options.mountRoots !== undefined && options.mountRoots.length > 0 ? { mountRoots: options.mountRoots } : {}),
+    ...(options.mountRoots !== undefined && options.mountRoots.length > 0
+      ? { mountRoots: options.mountRoots }
+      : {}),
   };
   const bindAddress = options.bindAddress ?? '127.0.0.1';
   const createRedactor = (secrets: readonly string[]) => createRedactStream(secrets);
@@ -187,12 +201,21 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     allowedEnv,
     limits: options.limits ?? DEFAULT_CONCURRENCY_LIMITS,
     // A session that asks for no limits gets a pair's defaults for one at a time (issue 22).
-    limitDefaults: limitDefaults({ memoryTotalBytes: totalmem(), outputFreeBytes: null, maxConcurrentPairs: 1 }),
+    limitDefaults: limitDefaults({
+      memoryTotalBytes: totalmem(),
+      outputFreeBytes: null,
+      maxConcurrentPairs: 1,
+    }),
   });
   sessionsRef = sessions;
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
-    pairDeps: { ...createExecutePairDeps(options.pairRuntime ?? runtime, logger), fs: new NodeFileSystem(), registry, limitBasis: readLimitBasis },
+    pairDeps: {
+      ...createExecutePairDeps(options.pairRuntime ?? runtime, logger),
+      fs: new NodeFileSystem(),
+      registry,
+      limitBasis: readLimitBasis,
+    },
     store,
     environment: callerEnvironment,
     allowedEnv,
@@ -202,17 +225,27 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   });
   const server = await closingOnFailure(registry, () =>
     startApiServer({
-      socketPath, ...(options.listen ? { listen: options.listen } : {}), version: options.version, sessions, pairs, engine, tempRoot, createRedactor,
-      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP, logger,
+      socketPath,
+      ...(options.listen ? { listen: options.listen } : {}),
+      version: options.version,
+      sessions,
+      pairs,
+      engine,
+      tempRoot,
+      createRedactor,
+      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP,
+      logger,
       images: {
-        builds: options.allowBuilds === true
-          ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
-              maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
-              memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
-              timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
-            })
-          : null,
-        maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES },
+        builds:
+          options.allowBuilds === true
+            ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
+                maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
+                memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
+                timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
+              })
+            : null,
+        maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES,
+      },
     }),
   );
   const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);
@@ -229,9 +262,17 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         stopReaper();
         const closed = server.close();
         const [cleanup] = await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
-        for (const left of cleanup.unreleased) logger.error({ session: left.session_id, error: left.error }, 'shutdown: slot not released (recorded in cleanup.json); the next start releases it');
+        for (const left of cleanup.unreleased)
+          logger.error(
+            { session: left.session_id, error: left.error },
+            'shutdown: slot not released (recorded in cleanup.json); the next start releases it',
+          );
         await closed;
-        await registry.close().catch((err: unknown) => logger.warn({ error: (err as Error).message }, 'cannot close the registry'));
+        await registry
+          .close()
+          .catch((err: unknown) =>
+            logger.warn({ error: (err as Error).message }, 'cannot close the registry'),
+          );
         return { unreleased: cleanup.unreleased };
       })();
       return shutdown;

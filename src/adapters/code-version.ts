@@ -9,7 +9,9 @@ const run = promisify(execFile);
 export async function readCodeVersion(packageRoot: string): Promise<string> {
   let version = '0.0.0';
   try {
-    version = (JSON.parse(await readFile(join(packageRoot, 'package.json'), 'utf8')) as { version?: string }).version ?? version;
+    version =
+      (JSON.parse(await readFile(join(packageRoot, 'package.json'), 'utf8')) as { version?: string })
+        .version ?? version;
   } catch {
     // an unreadable package.json leaves the placeholder version
   }

@@ -19,7 +19,6 @@ import { CDI_SPEC_DIRS } from '../app/doctor/podman-checks.js';
 import { gatherHostFacts } from '../app/host-facts.js';
 import { defaultHostFactsSource } from './host-facts/systeminformation-host-facts.js';
 
-
 const SCRATCH_TABLE = 'roboguide_doctor_scratch';
 
 /** Opens (creating when missing) the database and proves a write + read inside a transaction that is rolled back. */
@@ -70,9 +69,17 @@ async function probePostgres(connection: PostgresConnection): Promise<RegistryPr
   try {
     await client.query('BEGIN');
     try {
-      const exists = await client.query<{ t: string | null }>(`SELECT to_regclass('schema_version')::text AS t`);
-      const current = exists.rows[0]?.t == null ? 0 : ((await client.query<{ v: number | null }>('SELECT MAX(version)::int AS v FROM schema_version')).rows[0]?.v ?? 0);
-      await client.query(`CREATE TEMPORARY TABLE ${SCRATCH_TABLE} (id SERIAL PRIMARY KEY, token TEXT NOT NULL) ON COMMIT DROP`);
+      const exists = await client.query<{ t: string | null }>(
+        `SELECT to_regclass('schema_version')::text AS t`,
+      );
+      const current =
+        exists.rows[0]?.t == null
+          ? 0
+          : ((await client.query<{ v: number | null }>('SELECT MAX(version)::int AS v FROM schema_version'))
+              .rows[0]?.v ?? 0);
+      await client.query(
+        `CREATE TEMPORARY TABLE ${SCRATCH_TABLE} (id SERIAL PRIMARY KEY, token TEXT NOT NULL) ON COMMIT DROP`,
+      );
       const token = randomUUID();
       await client.query(`INSERT INTO ${SCRATCH_TABLE} (token) VALUES ($1)`, [token]);
       const row = await client.query<{ token: string }>(`SELECT token FROM ${SCRATCH_TABLE}`);
@@ -144,7 +151,9 @@ const CONTAINERS_CONF = ['/etc/containers/containers.conf', '/usr/share/containe
 
 /** `init_path = "…"` of the first containers.conf that sets it (CONTAINERS_CONF in the environment first), or null. */
 async function podmanInitPath(): Promise<string | null> {
-  const files = [process.env['CONTAINERS_CONF'], ...CONTAINERS_CONF].filter((f): f is string => f !== undefined && f !== '');
+  const files = [process.env['CONTAINERS_CONF'], ...CONTAINERS_CONF].filter(
+    (f): f is string => f !== undefined && f !== '',
+  );
   for (const file of files) {
     const text = await readFile(file, 'utf8').catch(() => '');
     const match = /^\s*init_path\s*=\s*"([^"]+)"/m.exec(text);

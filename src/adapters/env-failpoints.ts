@@ -15,7 +15,9 @@ import type { FailpointHooks } from '../app/failpoints.js';
  *
  * Null when none of these is set (production): the app's points stay cheap no-ops.
  */
-export function failpointsFromEnvironment(env: Readonly<Record<string, string | undefined>>): FailpointHooks | null {
+export function failpointsFromEnvironment(
+  env: Readonly<Record<string, string | undefined>>,
+): FailpointHooks | null {
   const spec = env['ROBOGUIDE_FAILPOINT'] ?? '';
   const tracePath = env['ROBOGUIDE_FAILPOINT_TRACE'] ?? '';
   const pauseSpec = env['ROBOGUIDE_PAUSEPOINT'] ?? '';

@@ -26,7 +26,11 @@ export async function readProcessStartTicks(pid: number): Promise<string | null>
 }
 
 export async function currentProcessIdentity(): Promise<ProcessIdentity> {
-  return { pid: process.pid, start_ticks: await readProcessStartTicks(process.pid), boot_id: await readBootId() };
+  return {
+    pid: process.pid,
+    start_ticks: await readProcessStartTicks(process.pid),
+    boot_id: await readBootId(),
+  };
 }
 
 function readSync(path: string): string | null {
@@ -39,7 +43,10 @@ function readSync(path: string): string | null {
 
 /** Is the recorded process still the same live process (same pid, same start time, same boot)? Synchronous: for use inside a registry transaction. */
 export function isSameProcessAliveSync(identity: ProcessIdentity): boolean {
-  return isSameProcess(identity, { bootId: readSync(BOOT_ID_PATH)?.trim() ?? null, procStat: readSync(`/proc/${identity.pid}/stat`) });
+  return isSameProcess(identity, {
+    bootId: readSync(BOOT_ID_PATH)?.trim() ?? null,
+    procStat: readSync(`/proc/${identity.pid}/stat`),
+  });
 }
 
 /** The HostIdentity port read from Linux's /proc. */

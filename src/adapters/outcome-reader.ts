@@ -86,7 +86,8 @@ export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): P
   let current = '';
   for (const segment of folder.split('/').filter((s) => s !== '')) {
     current = `${current}/${segment}`;
-    if ((await lstat(current)).isSymbolicLink()) throw Object.assign(new Error(`symlink in the outcome path: ${current}`), { code: 'ELOOP' });
+    if ((await lstat(current)).isSymbolicLink())
+      throw Object.assign(new Error(`symlink in the outcome path: ${current}`), { code: 'ELOOP' });
   }
   await closeToOthers(folder);
   await replaceFile(hostPath, bytes);
@@ -119,7 +120,8 @@ export async function maskOutcomeCopy(
   bytes: Uint8Array,
   privatePath: string,
   secrets: readonly string[],
-  replace: (path: string, bytes: Uint8Array) => Promise<void> = (path, data) => replaceFile(path, data, 'best-effort'),
+  replace: (path: string, bytes: Uint8Array) => Promise<void> = (path, data) =>
+    replaceFile(path, data, 'best-effort'),
 ): Promise<{ kept: Uint8Array; masked: boolean }> {
   const masked = redactBytes(bytes, secrets);
   if (masked.equals(bytes)) return { kept: bytes, masked: true };
@@ -138,11 +140,19 @@ export async function maskOutcomeCopy(
  * it (rename replaces a link, never follows it), the folder fsynced. `folderSync: 'best-effort'` does not let a
  * failed folder fsync unsay a rename that happened.
  */
-async function replaceFile(path: string, bytes: Uint8Array, folderSync: 'required' | 'best-effort' = 'required'): Promise<void> {
+async function replaceFile(
+  path: string,
+  bytes: Uint8Array,
+  folderSync: 'required' | 'best-effort' = 'required',
+): Promise<void> {
   const folder = dirname(path);
   const temp = join(folder, `.${basename(path)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
   // 0600: the operator copy holds raw secrets, the evidence copy is the operator's alone.
-  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  const handle = await open(
+    temp,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    0o600,
+  );
   try {
     await handle.writeFile(bytes);
     await handle.sync();
@@ -170,7 +180,10 @@ async function replaceFile(path: string, bytes: Uint8Array, folderSync: 'require
  * A pair finished without its supervisor (lost worker, `pair recover`): the private outcome as the driver left it
  * (for the verdict) and as kept in the evidence after masking (for `outcome_sha256`; see maskOutcomeCopy).
  */
-export async function readAndMaskOutcome(privatePath: string, secrets: readonly string[]): Promise<{ read: OutcomeRead; kept: Uint8Array | null; masked: boolean }> {
+export async function readAndMaskOutcome(
+  privatePath: string,
+  secrets: readonly string[],
+): Promise<{ read: OutcomeRead; kept: Uint8Array | null; masked: boolean }> {
   const read = await readOutcomeFile(privatePath);
   if (read.state !== 'present') return { read, kept: null, masked: true };
   const { kept, masked } = await maskOutcomeCopy(read.bytes, privatePath, secrets);

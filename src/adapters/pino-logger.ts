@@ -6,8 +6,15 @@ import { pinoRedactionOptions } from './log-redaction.js';
  * The tool's own JSON log. Resolved secret values and `authorization` fields are masked before a line is
  * formatted, so they never reach the file.
  */
-export function createFileLogger(path: string, secrets: readonly string[], bindings: Record<string, unknown> = {}): Logger & { flush(): void } {
+export function createFileLogger(
+  path: string,
+  secrets: readonly string[],
+  bindings: Record<string, unknown> = {},
+): Logger & { flush(): void } {
   const destination = pino.destination({ dest: path, sync: true, mkdir: true, mode: 0o600 });
-  const logger = pino({ level: process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'info', base: bindings, ...pinoRedactionOptions(secrets) }, destination);
+  const logger = pino(
+    { level: process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'info', base: bindings, ...pinoRedactionOptions(secrets) },
+    destination,
+  );
   return Object.assign(logger as unknown as Logger, { flush: () => destination.flushSync() });
 }

@@ -279,7 +279,10 @@ class Extraction {
   ): Promise<void> {
     const dest = resolve(this.root, ...segments);
     if (!dest.startsWith(this.insidePrefix)) this.refuse(`outside target refused: ${label}`);
-    else if ((await this.ensureDirs(segments, segments.length - 1, label)) && (await this.replaceable(dest, label))) {
+    else if (
+      (await this.ensureDirs(segments, segments.length - 1, label)) &&
+      (await this.replaceable(dest, label))
+    ) {
       const temp = join(this.tempDir, `.session-file.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
       const handle = await this.create(temp, label);
       if (handle !== undefined) return this.fill(handle, temp, dest, sizeBytes, label, entry);

@@ -27,7 +27,12 @@ export interface CheckedUpload {
 const FRAMING_BYTES_PER_ENTRY = 4096;
 
 /** Copies `body` into `limited` until it ends or passes `budget` bytes (then refused, and the body destroyed). */
-async function feedWithin(body: Readable, limited: PassThrough, budget: number, refusals: string[]): Promise<void> {
+async function feedWithin(
+  body: Readable,
+  limited: PassThrough,
+  budget: number,
+  refusals: string[],
+): Promise<void> {
   let fed = 0;
   try {
     for await (const chunk of body) {
@@ -62,7 +67,8 @@ export function linkRefusal(name: string, target: string): string | null {
   if (target === '' || target.includes('\0')) return `symlink with an empty or NUL target refused: ${label}`;
   if (target.startsWith('/')) return `symlink to an absolute path refused: ${label}`;
   const resolved = posix.normalize(posix.join(posix.dirname(name), target));
-  if (resolved === '..' || resolved.startsWith('../')) return `symlink escaping the destination refused: ${label}`;
+  if (resolved === '..' || resolved.startsWith('../'))
+    return `symlink escaping the destination refused: ${label}`;
   return null;
 }
 
@@ -70,7 +76,13 @@ export function linkRefusal(name: string, target: string): string | null {
  * Reads the tar of `input` entry by entry with the safe-extraction rules and the limits, and packs every accepted
  * file and directory into `out` while nothing has been refused; refusals are collected, never thrown.
  */
-async function repackChecked(input: PassThrough, out: Pack, limits: ExtractLimits, refusals: string[], count: RepackCount): Promise<void> {
+async function repackChecked(
+  input: PassThrough,
+  out: Pack,
+  limits: ExtractLimits,
+  refusals: string[],
+  count: RepackCount,
+): Promise<void> {
   const parser = extract();
   let entries = 0;
   input.pipe(parser);
@@ -79,7 +91,8 @@ async function repackChecked(input: PassThrough, out: Pack, limits: ExtractLimit
       const header = entry.header;
       entries += 1;
       const plan = planEntry(header.type === 'symlink' ? { name: header.name, type: 'file' } : header, 0);
-      if (plan.kind !== 'refuse' && header.name.includes('\n')) refusals.push(`name with a newline refused: ${sanitizeLabel(header.name)}`);
+      if (plan.kind !== 'refuse' && header.name.includes('\n'))
+        refusals.push(`name with a newline refused: ${sanitizeLabel(header.name)}`);
       else if (plan.kind === 'refuse') refusals.push(plan.reason);
       else if (entries > 2 * limits.maxFiles) refusals.push('too many entries');
       else if (header.type === 'symlink' && plan.kind === 'file') {
@@ -88,24 +101,41 @@ async function repackChecked(input: PassThrough, out: Pack, limits: ExtractLimit
         if (refusal !== null) refusals.push(refusal);
         else if (refusals.length === 0) {
           count.nonDirectories.push(name);
-          out.entry({ name, type: 'symlink', linkname: header.linkname ?? '', mode: 0o777, mtime: header.mtime ?? new Date() });
+          out.entry({
+            name,
+            type: 'symlink',
+            linkname: header.linkname ?? '',
+            mode: 0o777,
+            mtime: header.mtime ?? new Date(),
+          });
         }
-      }
-      else if (plan.kind === 'file') {
+      } else if (plan.kind === 'file') {
         const size = header.size ?? 0;
         count.files += 1;
         count.bytes += size;
         if (count.files > limits.maxFiles) refusals.push('file count limit reached');
-        else if (size > limits.maxFileBytes) refusals.push(`file size limit reached: ${plan.segments.join('/')}`);
+        else if (size > limits.maxFileBytes)
+          refusals.push(`file size limit reached: ${plan.segments.join('/')}`);
         else if (count.bytes > limits.maxTotalBytes) refusals.push('archive size limit reached');
         else if (refusals.length === 0) {
           count.nonDirectories.push(plan.segments.join('/'));
-          const target = out.entry({ name: plan.segments.join('/'), size, mode: (header.mode ?? 0o644) & 0o777, type: 'file', mtime: header.mtime ?? new Date() });
+          const target = out.entry({
+            name: plan.segments.join('/'),
+            size,
+            mode: (header.mode ?? 0o644) & 0o777,
+            type: 'file',
+            mtime: header.mtime ?? new Date(),
+          });
           await pipeline(entry, target);
           continue;
         }
       } else if (plan.kind === 'directory' && refusals.length === 0) {
-        out.entry({ name: plan.segments.join('/'), type: 'directory', mode: (header.mode ?? 0o755) & 0o777, mtime: header.mtime ?? new Date() });
+        out.entry({
+          name: plan.segments.join('/'),
+          type: 'directory',
+          mode: (header.mode ?? 0o755) & 0o777,
+          mtime: header.mtime ?? new Date(),
+        });
       }
       entry.resume();
     }
@@ -114,7 +144,11 @@ async function repackChecked(input: PassThrough, out: Pack, limits: ExtractLimit
   }
 }
 
-export async function checkUpload(body: Readable, tempRoot: string, limits: ExtractLimits = DEFAULT_EXTRACT_LIMITS): Promise<CheckedUpload> {
+export async function checkUpload(
+  body: Readable,
+  tempRoot: string,
+  limits: ExtractLimits = DEFAULT_EXTRACT_LIMITS,
+): Promise<CheckedUpload> {
   const dir = await mkdtemp(join(tempRoot, 'upload-'));
   const path = join(dir, 'checked.tar');
   const refusals: string[] = [];
@@ -123,10 +157,20 @@ export async function checkUpload(body: Readable, tempRoot: string, limits: Extr
   const written = pipeline(out, createWriteStream(path, { mode: 0o600 }));
   const budget = limits.maxTotalBytes + (2 * limits.maxFiles + 2) * FRAMING_BYTES_PER_ENTRY;
   const limited = new PassThrough();
-  await Promise.all([feedWithin(body, limited, budget, refusals), repackChecked(limited, out, limits, refusals, count)]);
+  await Promise.all([
+    feedWithin(body, limited, budget, refusals),
+    repackChecked(limited, out, limits, refusals, count),
+  ]);
   out.finalize();
   await written.catch(() => undefined);
-  return { path, files: count.files, bytes: count.bytes, refusals, nonDirectories: count.nonDirectories, dispose: () => rm(dir, { recursive: true, force: true }) };
+  return {
+    path,
+    files: count.files,
+    bytes: count.bytes,
+    refusals,
+    nonDirectories: count.nonDirectories,
+    dispose: () => rm(dir, { recursive: true, force: true }),
+  };
 }
 
 /** The checked upload as a stream for the engine. */

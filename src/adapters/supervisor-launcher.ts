@@ -36,11 +36,15 @@ export async function launchSupervisor(
 ): Promise<SupervisorRecord> {
   const logPath = join(output, SUPERVISOR_LOG);
   const fd = openSync(logPath, 'a', 0o600);
-  const child = spawn(process.execPath, [binRunJs, 'e1-batch', 'supervise', '--output', output, '--mode', mode], {
-    detached: true,
-    stdio: ['ignore', fd, fd],
-    env: { ...process.env, ...extraEnv },
-  });
+  const child = spawn(
+    process.execPath,
+    [binRunJs, 'e1-batch', 'supervise', '--output', output, '--mode', mode],
+    {
+      detached: true,
+      stdio: ['ignore', fd, fd],
+      env: { ...process.env, ...extraEnv },
+    },
+  );
   closeSync(fd);
   let exited: number | null = null;
   child.on('exit', (code) => (exited = code ?? -1));
@@ -60,5 +64,8 @@ export async function launchSupervisor(
       // already gone
     }
   }
-  throw new RoboguideError('E_INTERNAL', `the supervisor did not start (exit ${exited ?? 'none'}); last lines of ${logPath}:\n${tail(logPath, 20)}`);
+  throw new RoboguideError(
+    'E_INTERNAL',
+    `the supervisor did not start (exit ${exited ?? 'none'}); last lines of ${logPath}:\n${tail(logPath, 20)}`,
+  );
 }

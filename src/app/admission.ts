@@ -12,7 +12,14 @@
  *   `neverFitIssues`).
  */
 import { InvalidInputError, type Issue } from '../core/errors.js';
-import type { AdmitRequest, AdmitResult, CapacityRegistry, HostLimits, PortHolder, SupervisorLease } from './ports/capacity-registry.js';
+import type {
+  AdmitRequest,
+  AdmitResult,
+  CapacityRegistry,
+  HostLimits,
+  PortHolder,
+  SupervisorLease,
+} from './ports/capacity-registry.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 
 /** The nodes a pair with these placement constraints may be admitted to, in the order to try. */
@@ -55,7 +62,12 @@ export async function admitOnNodes(
   nodes: readonly string[] | null,
 ): Promise<{ readonly admitted: AdmitResult; readonly node: string | null }> {
   const capped = async (node: string | undefined): Promise<AdmitRequest> =>
-    request.gpuMib > 0 ? { ...request, gpuMib: cappedGpuMib(request.gpuMib, await registry.limits(node ?? registry.localNode)) } : request;
+    request.gpuMib > 0
+      ? {
+          ...request,
+          gpuMib: cappedGpuMib(request.gpuMib, await registry.limits(node ?? registry.localNode)),
+        }
+      : request;
   if (nodes === null) return { admitted: await registry.admit(await capped(undefined)), node: null };
   let last: AdmitResult = { kind: 'refused', reason: 'host_full', node: '', held: 0, limit: 0 };
   for (const node of nodes) {
@@ -66,7 +78,10 @@ export async function admitOnNodes(
 }
 
 /** The placement a pair admitted on `node` runs with: its own constraints plus `node.hostname==NODE`. */
-export function pinnedPlacement(placement: readonly string[] | undefined, node: string | null): string[] | undefined {
+export function pinnedPlacement(
+  placement: readonly string[] | undefined,
+  node: string | null,
+): string[] | undefined {
   if (node === null) return placement === undefined ? undefined : [...placement];
   return [...(placement ?? []), `node.hostname==${node}`];
 }
@@ -80,7 +95,11 @@ export async function admitPair(
   request: AdmitRequest,
   nodes: AdmissionNodes | undefined,
   placement: readonly string[] | undefined,
-): Promise<{ readonly admitted: AdmitResult; readonly node: string | null; readonly placement: string[] | undefined }> {
+): Promise<{
+  readonly admitted: AdmitResult;
+  readonly node: string | null;
+  readonly placement: string[] | undefined;
+}> {
   const candidates = nodes === undefined ? null : await nodes(placement ?? []);
   const { admitted, node } = await admitOnNodes(registry, request, candidates);
   return { admitted, node, placement: pinnedPlacement(placement, node) };
@@ -100,7 +119,11 @@ export interface GpuNeed {
  * undefined). A node without a GPU budget fits any figure. No node at all: nothing to say here (the pair waits for
  * a node like any other).
  */
-export async function neverFitIssues(registry: CapacityRegistry, needs: readonly GpuNeed[], nodes: AdmissionNodes | undefined): Promise<Issue[]> {
+export async function neverFitIssues(
+  registry: CapacityRegistry,
+  needs: readonly GpuNeed[],
+  nodes: AdmissionNodes | undefined,
+): Promise<Issue[]> {
   const issues: Issue[] = [];
   const candidatesOf = candidateNodes(registry, nodes);
   const budgetOf = new Map<string, number | null>();
@@ -117,13 +140,19 @@ export async function neverFitIssues(registry: CapacityRegistry, needs: readonly
       budgets.length === 1
         ? `the whole GPU budget of node ${budgets[0]!.node} (${budgets[0]!.mib} MiB)`
         : `the whole GPU budget of every node it may run on (${budgets.map((b) => `${b.node}: ${b.mib} MiB`).join(', ')})`;
-    issues.push({ path: need.path, rule: `${need.mib} MiB exceeds ${where}: job ${need.jobId} could never be admitted` });
+    issues.push({
+      path: need.path,
+      rule: `${need.mib} MiB exceeds ${where}: job ${need.jobId} could never be admitted`,
+    });
   }
   return issues;
 }
 
 /** The nodes a pair with this placement may run on (the registry's own without `nodes`), listed once per placement. */
-function candidateNodes(registry: CapacityRegistry, nodes: AdmissionNodes | undefined): (placement: readonly string[] | undefined) => Promise<readonly string[]> {
+function candidateNodes(
+  registry: CapacityRegistry,
+  nodes: AdmissionNodes | undefined,
+): (placement: readonly string[] | undefined) => Promise<readonly string[]> {
   const listed = new Map<string, Promise<readonly string[]>>();
   return (placement) => {
     if (nodes === undefined) return Promise.resolve([registry.localNode]);
@@ -178,11 +207,13 @@ export async function heldPortIssues(
   const candidates = await Promise.all(needs.map((need) => candidatesOf(need.placement)));
   const portsByNode = new Map<string, Set<number>>();
   needs.forEach((need, i) => {
-    for (const node of candidates[i] ?? []) portsByNode.set(node, (portsByNode.get(node) ?? new Set()).add(need.port));
+    for (const node of candidates[i] ?? [])
+      portsByNode.set(node, (portsByNode.get(node) ?? new Set()).add(need.port));
   });
   const holders = new Map<string, PortHolder>();
   for (const [node, ports] of portsByNode) {
-    for (const holder of await registry.portHolders(node, [...ports])) if (!holders.has(`${node}:${holder.port}`)) holders.set(`${node}:${holder.port}`, holder);
+    for (const holder of await registry.portHolders(node, [...ports]))
+      if (!holders.has(`${node}:${holder.port}`)) holders.set(`${node}:${holder.port}`, holder);
   }
   for (const [i, need] of needs.entries()) {
     const nodesOfNeed = candidates[i] ?? [];
@@ -201,7 +232,10 @@ export async function heldPortIssues(
     }
     if (free) continue;
     if (dead.length === 0) {
-      const held = live.map(({ holder, lease }) => `on node ${holder.node} by batch ${holder.batchId} (job ${holder.jobId}), whose supervisor (pid ${lease.pid}) is alive`);
+      const held = live.map(
+        ({ holder, lease }) =>
+          `on node ${holder.node} by batch ${holder.batchId} (job ${holder.jobId}), whose supervisor (pid ${lease.pid}) is alive`,
+      );
       issues.push({
         path: need.path,
         rule: `port ${need.port} is held ${held.join('; ')}, which is still running: wait for it to finish, or choose another port`,
@@ -224,7 +258,13 @@ export async function heldPortIssues(
  * the field and the figures), before anything is reserved. Returns the admission and the job as it must run: on a
  * swarm, pinned to the node it was admitted on.
  */
-export async function admitOnePair<J extends { readonly job_id: string; readonly gpu_mib?: number | undefined; readonly placement?: readonly string[] | undefined }>(
+export async function admitOnePair<
+  J extends {
+    readonly job_id: string;
+    readonly gpu_mib?: number | undefined;
+    readonly placement?: readonly string[] | undefined;
+  },
+>(
   registry: CapacityRegistry,
   runtime: Pick<ContainerRuntime, 'readyNodes'>,
   request: Omit<AdmitRequest, 'gpuMib' | 'node' | 'jobId'>,
@@ -234,8 +274,16 @@ export async function admitOnePair<J extends { readonly job_id: string; readonly
   const nodes = admissionNodesFor(runtime);
   const gpuMib = job.gpu_mib ?? 0;
   const placement = job.placement ?? [];
-  const issues = gpuMib > 0 ? await neverFitIssues(registry, [{ path: 'gpu_mib', jobId: job.job_id, mib: gpuMib, placement }], nodes) : [];
-  if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} cannot run here`, issues);
+  const issues =
+    gpuMib > 0
+      ? await neverFitIssues(
+          registry,
+          [{ path: 'gpu_mib', jobId: job.job_id, mib: gpuMib, placement }],
+          nodes,
+        )
+      : [];
+  if (issues.length > 0)
+    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} cannot run here`, issues);
   const admitted = await admitPair(registry, { ...request, jobId: job.job_id, gpuMib }, nodes, job.placement);
   const pinned = admitted.node === null ? job : { ...job, placement: admitted.placement };
   return { admitted: admitted.admitted, node: admitted.node, job: pinned };

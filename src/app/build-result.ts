@@ -2,7 +2,13 @@ import { classify, type Classified } from '../core/classify.js';
 import { checkOutcome, outcomeProblemsOf, type OutcomeCheck } from '../core/outcome.js';
 import type { Receipt } from '../core/receipt.js';
 import { redactOutcome } from '../core/redaction/redact-text.js';
-import { RESULT_SCHEMA, type CleanupRecord, type DiskRecord, type LimitsRecord, type ResultRecord } from '../core/result.js';
+import {
+  RESULT_SCHEMA,
+  type CleanupRecord,
+  type DiskRecord,
+  type LimitsRecord,
+  type ResultRecord,
+} from '../core/result.js';
 import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import type { PairExecution } from './pair-lifecycle.js';
@@ -13,11 +19,22 @@ import type { OutcomeReader } from './ports/outcome-reader.js';
 /** What result.json records of a pair's run, besides its verdict and outcome. */
 export type ResultFacts = Pick<
   PairExecution,
-  'container' | 'logs' | 'sessions' | 'providerFailure' | 'providerFailureErrorKind' | 'cleanup' | 'engineError' | 'startedAt' | 'finishedAt'
+  | 'container'
+  | 'logs'
+  | 'sessions'
+  | 'providerFailure'
+  | 'providerFailureErrorKind'
+  | 'cleanup'
+  | 'engineError'
+  | 'startedAt'
+  | 'finishedAt'
 >;
 
 /** The parsed outcome as result.json keeps it: secrets masked; the host file stays as the driver wrote it. */
-export function outcomeForResult(check: OutcomeCheck, secrets: readonly string[]): { value: unknown; redactions: number } {
+export function outcomeForResult(
+  check: OutcomeCheck,
+  secrets: readonly string[],
+): { value: unknown; redactions: number } {
   if (check.kind !== 'valid' && check.kind !== 'invalid') return { value: null, redactions: 0 };
   const { outcome, redactions } = redactOutcome(check.raw, secrets);
   return { value: outcome, redactions };
@@ -91,11 +108,14 @@ export async function lostWorkerResult(
   },
 ): Promise<ResultRecord> {
   const { store, receipt } = pair;
-  const inPair = (name: string): string => store.resolve(pair.jobRel === '.' ? name : `${pair.jobRel}/${name}`);
+  const inPair = (name: string): string =>
+    store.resolve(pair.jobRel === '.' ? name : `${pair.jobRel}/${name}`);
   // Receipts from before the private folder name only the host outcome_path: the driver's own file, never masked.
   const { read, kept } =
     receipt.private_outcome === undefined
-      ? await deps.outcomes.read(receipt.outcome_path).then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null }))
+      ? await deps.outcomes
+          .read(receipt.outcome_path)
+          .then((r) => ({ read: r, kept: r.state === 'present' ? r.bytes : null }))
       : await deps.outcomes.readAndMask(inPair(receipt.private_outcome), pair.secrets);
   const check = checkOutcome(read);
   const classified = classify({
@@ -104,13 +124,19 @@ export async function lostWorkerResult(
     timedOut: false,
     terminated: false,
     engineFault: null,
-    harnessFaults: pair.cleanup.verified_absent ? [pair.fault ?? 'lost_worker'] : [pair.fault ?? 'lost_worker', 'cleanup_unverified'],
+    harnessFaults: pair.cleanup.verified_absent
+      ? [pair.fault ?? 'lost_worker']
+      : [pair.fault ?? 'lost_worker', 'cleanup_unverified'],
     allowedHttpStatuses: pair.allowedHttpStatuses,
   });
-  const logBytes = async (name: string): Promise<number> => (await deps.fs.lstat(inPair(name)).catch(() => null))?.sizeBytes ?? 0;
+  const logBytes = async (name: string): Promise<number> =>
+    (await deps.fs.lstat(inPair(name)).catch(() => null))?.sizeBytes ?? 0;
   const facts: ResultFacts = {
     container: { id: pair.containerId, exit_code: null, timed_out: false, oom_killed: false },
-    logs: { stdout: { bytes: await logBytes('stdout.log'), closed: false }, stderr: { bytes: await logBytes('stderr.log'), closed: false } },
+    logs: {
+      stdout: { bytes: await logBytes('stdout.log'), closed: false },
+      stderr: { bytes: await logBytes('stderr.log'), closed: false },
+    },
     sessions: { files: 0, bytes: 0, refusals: [] },
     providerFailure: null,
     providerFailureErrorKind: null,

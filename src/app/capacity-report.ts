@@ -39,10 +39,18 @@ export interface CapacityDeps {
 }
 
 /** Every node that has limits of its own or holds something, plus this host (and the node named by the request). */
-export async function nodeCapacities(registry: CapacityRegistry, named: string | undefined): Promise<NodeCapacity[]> {
+export async function nodeCapacities(
+  registry: CapacityRegistry,
+  named: string | undefined,
+): Promise<NodeCapacity[]> {
   const own = await registry.nodeLimits();
   const held = await registry.held();
-  const names = new Set([registry.localNode, ...own.map((n) => n.node), ...held.map((r) => r.node), ...(named !== undefined ? [named] : [])]);
+  const names = new Set([
+    registry.localNode,
+    ...own.map((n) => n.node),
+    ...held.map((r) => r.node),
+    ...(named !== undefined ? [named] : []),
+  ]);
   const nodes: NodeCapacity[] = [];
   for (const node of [...names].sort()) {
     const mine = held.filter((r) => r.node === node);

@@ -14,7 +14,14 @@ import { hostChecks } from './doctor/host-checks.js';
 import { pairNetworkCheck } from './doctor/network-check.js';
 import type { PairNetworkGuard } from './ports/pair-network.js';
 
-export { formatBytes, GIB, MIB, type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
+export {
+  formatBytes,
+  GIB,
+  MIB,
+  type CheckStatus,
+  type DoctorCheck,
+  type DoctorExitCode,
+} from './doctor/check.js';
 export { OFF_HOST_LOG_DRIVERS, PROBE_DEADLINE_MS, PROBE_LABELS } from './doctor/engine-checks.js';
 export { DISK_FAIL_BYTES, DISK_WARN_BYTES } from './doctor/host-checks.js';
 export { DATA_ROOT_WARN_BYTES } from './doctor/facts-checks.js';
@@ -99,19 +106,55 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
       () => Promise.reject(new Error('the engine did not answer')),
     ),
   });
-  const [engine, host] = await Promise.all([engineChecks(deps, options, info), hostChecks(deps, options, facts)]);
-  const network = engine.reachable && deps.pairNetwork !== undefined ? [await pairNetworkCheck(deps.pairNetwork, options.bin)] : [];
+  const [engine, host] = await Promise.all([
+    engineChecks(deps, options, info),
+    hostChecks(deps, options, facts),
+  ]);
+  const network =
+    engine.reachable && deps.pairNetwork !== undefined
+      ? [await pairNetworkCheck(deps.pairNetwork, options.bin)]
+      : [];
   const runtimes = await ociRuntimeChecks(deps, options, info);
-  const dataRoot = await info.then((i) => i.dataRoot, () => undefined);
-  const checks = [...engine.checks, ...runtimes, ...network, ...host, mountRootsCheck(options.mountRoots ?? [], dataRoot)];
+  const dataRoot = await info.then(
+    (i) => i.dataRoot,
+    () => undefined,
+  );
+  const checks = [
+    ...engine.checks,
+    ...runtimes,
+    ...network,
+    ...host,
+    mountRootsCheck(options.mountRoots ?? [], dataRoot),
+  ];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };
 }
 
 /** The OCI runtimes (issue 29): the engine's list, and with `probeRuntime` a container run under it. */
-async function ociRuntimeChecks(deps: DoctorDeps, options: DoctorOptions, info: Promise<EngineInfo>): Promise<DoctorCheck[]> {
-  const answered = await info.then((i) => i, () => null);
-  if (answered === null) return options.probeRuntime !== undefined ? [warn(`runtime probe (${options.probeRuntime})`, 'not checked: the engine check failed', 'fix the engine first')] : [];
-  return [runtimesCheck(answered), ...(options.probeRuntime !== undefined ? [await runtimeProbe(deps, answered, options.images[0] ?? PAIR_DRIVER_IMAGE, options.probeRuntime)] : [])];
+async function ociRuntimeChecks(
+  deps: DoctorDeps,
+  options: DoctorOptions,
+  info: Promise<EngineInfo>,
+): Promise<DoctorCheck[]> {
+  const answered = await info.then(
+    (i) => i,
+    () => null,
+  );
+  if (answered === null)
+    return options.probeRuntime !== undefined
+      ? [
+          warn(
+            `runtime probe (${options.probeRuntime})`,
+            'not checked: the engine check failed',
+            'fix the engine first',
+          ),
+        ]
+      : [];
+  return [
+    runtimesCheck(answered),
+    ...(options.probeRuntime !== undefined
+      ? [await runtimeProbe(deps, answered, options.images[0] ?? PAIR_DRIVER_IMAGE, options.probeRuntime)]
+      : []),
+  ];
 }
 
 /**
@@ -120,14 +163,31 @@ async function ociRuntimeChecks(deps: DoctorDeps, options: DoctorOptions, info: 
  */
 export function mountRootsCheck(roots: readonly string[], dataRoot: string | undefined): DoctorCheck {
   if (roots.length === 0) {
-    return { name: 'mount roots', status: 'ok', detail: 'none given: a cwd or session mount may be any folder the mount rules allow', fix: null, facts: { mount_roots: [] } };
+    return {
+      name: 'mount roots',
+      status: 'ok',
+      detail: 'none given: a cwd or session mount may be any folder the mount rules allow',
+      fix: null,
+      facts: { mount_roots: [] },
+    };
   }
-  const refused = roots.flatMap((root) => checkMounts([{ field: root, hostPath: root }], dataRoot !== undefined ? { ownedDirs: [dataRoot] } : {}).map((i) => `${root} ${i.message}`));
+  const refused = roots.flatMap((root) =>
+    checkMounts(
+      [{ field: root, hostPath: root }],
+      dataRoot !== undefined ? { ownedDirs: [dataRoot] } : {},
+    ).map((i) => `${root} ${i.message}`),
+  );
   return {
     name: 'mount roots',
     status: refused.length === 0 ? 'ok' : 'warn',
-    detail: refused.length === 0 ? `every cwd and session mount must lie under ${roots.join(', ')}` : refused.join('; '),
-    fix: refused.length === 0 ? null : 'name a work folder as --mount-root, not a protected folder or one that holds one',
+    detail:
+      refused.length === 0
+        ? `every cwd and session mount must lie under ${roots.join(', ')}`
+        : refused.join('; '),
+    fix:
+      refused.length === 0
+        ? null
+        : 'name a work folder as --mount-root, not a protected folder or one that holds one',
     facts: { mount_roots: roots },
   };
 }

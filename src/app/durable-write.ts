@@ -27,13 +27,22 @@ type ReadBack = 'same' | 'missing' | 'previous' | 'other' | 'unreadable';
 
 function asStoreError(err: unknown, rel: string): RoboguideError {
   if (err instanceof RoboguideError) return err;
-  return new RoboguideError('E_STORE', `cannot write ${rel}: ${err instanceof Error ? err.message : String(err)}`, {
-    cause: err,
-    context: { path: rel },
-  });
+  return new RoboguideError(
+    'E_STORE',
+    `cannot write ${rel}: ${err instanceof Error ? err.message : String(err)}`,
+    {
+      cause: err,
+      context: { path: rel },
+    },
+  );
 }
 
-async function readBack(store: EvidenceStore, rel: string, expected: string, options: WriteJsonVerifiedOptions): Promise<ReadBack> {
+async function readBack(
+  store: EvidenceStore,
+  rel: string,
+  expected: string,
+  options: WriteJsonVerifiedOptions,
+): Promise<ReadBack> {
   let found: unknown;
   try {
     found = await store.readJson(rel);
@@ -84,7 +93,11 @@ export async function writeJsonVerified(
   const expected = canonicalOrNull(value);
   if (expected === null) {
     // Not encodable (nested too deep): nothing is written, and the caller gets a failure, not an exception.
-    const error = new RoboguideError('E_STORE', `cannot write ${rel}: the value is nested too deeply to encode`, { context: { path: rel, syscall: 'serialize' } });
+    const error = new RoboguideError(
+      'E_STORE',
+      `cannot write ${rel}: the value is nested too deeply to encode`,
+      { context: { path: rel, syscall: 'serialize' } },
+    );
     return { kind: 'failed', attempts: 0, error };
   }
   const retries = options.retries ?? 1;

@@ -42,6 +42,9 @@ export async function awaitEngineReturn(
     } catch {
       // not answering yet (or answering badly): probe again after the backoff
     }
-    await pause(Math.min(engineProbeDelayMs(attempt), Math.max(0, options.untilMs - nowMs())), options.signal);
+    await pause(
+      Math.min(engineProbeDelayMs(attempt), Math.max(0, options.untilMs - nowMs())),
+      options.signal,
+    );
   }
 }

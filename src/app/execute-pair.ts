@@ -12,7 +12,13 @@ import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/r
 import type { DiskRecord, ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { NetworkChoice } from '../core/pair-network.js';
-import { containerLimitsOf, effectiveLimits, limitDefaults, type PairLimits, type RequestedLimits } from '../core/pair-limits.js';
+import {
+  containerLimitsOf,
+  effectiveLimits,
+  limitDefaults,
+  type PairLimits,
+  type RequestedLimits,
+} from '../core/pair-limits.js';
 import { sleep as realSleep } from '../core/sleep.js';
 import { DiskWatch } from './disk-watch.js';
 import type { DiskUsage } from './ports/disk-usage.js';
@@ -88,7 +94,9 @@ export interface ExecutePairDeps {
    * The host's part of the mount rules (every user's home, the engine's sockets and real data root, our own state
    * folders), asked just before each create; absent: the built-in rules only (core/mount-policy.ts).
    */
-  readonly hostMountRules?: () => Promise<Pick<ProtectedPaths, 'homeDir' | 'homeDirs' | 'engineSocketPaths' | 'ownedDirs'>>;
+  readonly hostMountRules?: () => Promise<
+    Pick<ProtectedPaths, 'homeDir' | 'homeDirs' | 'engineSocketPaths' | 'ownedDirs'>
+  >;
   /** Who may own each component of a bind source (root and the supervisor's user); absent: owners are not checked. */
   readonly mountOwners?: readonly number[];
   /**
@@ -144,7 +152,10 @@ export function pairLabels(batchId: string, jobId: string, claimId: string): Rec
 }
 
 /** The host folder of the pair's private outcome (inside its evidence folder), and the file in it. */
-export function privateOutcomePaths(input: Pick<ExecutePairInput, 'store' | 'jobRel' | 'job'>): { readonly dir: string; readonly file: string } {
+export function privateOutcomePaths(input: Pick<ExecutePairInput, 'store' | 'jobRel' | 'job'>): {
+  readonly dir: string;
+  readonly file: string;
+} {
   const file = input.store.resolve(join(input.jobRel, privateOutcomeRel(input.job.outcome_path)));
   return { dir: dirname(file), file };
 }
@@ -158,7 +169,12 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
   const { job } = input;
   const binds = [
     { hostPath: job.cwd, containerPath: job.cwd, readOnly: false },
-    { hostPath: privateOutcomePaths(input).dir, containerPath: dirname(job.outcome_path), readOnly: false, collect: true },
+    {
+      hostPath: privateOutcomePaths(input).dir,
+      containerPath: dirname(job.outcome_path),
+      readOnly: false,
+      collect: true,
+    },
   ];
   return {
     name: containerName(job.job_id, input.claimId),
@@ -187,7 +203,13 @@ export function containerSpecFor(input: ExecutePairInput): ContainerSpec {
 
 /** The limits of this pair: the caller's, else the job's fields over the fallbacks of an unknown host. */
 export function limitsOf(input: Pick<ExecutePairInput, 'limits' | 'job'>): PairLimits {
-  return input.limits ?? effectiveLimits(input.job, limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 }));
+  return (
+    input.limits ??
+    effectiveLimits(
+      input.job,
+      limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 }),
+    )
+  );
 }
 
 /** The folders of one pair's evidence the lifecycle writes into, and the redactor of its texts. */
@@ -211,7 +233,12 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
   const guard = input.reattach ? null : await mountGuardFor(deps, input);
-  const paths: PairPaths = { sessionsRel, sessionsAbs: join(store.root, sessionsRel), privateOutcomeFile: privateOutcome.file, redact: textRedactor(input.secrets) };
+  const paths: PairPaths = {
+    sessionsRel,
+    sessionsAbs: join(store.root, sessionsRel),
+    privateOutcomeFile: privateOutcome.file,
+    redact: textRedactor(input.secrets),
+  };
   const lifecycleDeps = lifecycleDepsFor(deps, input, paths);
   const disk = diskWatchFor(deps, input, privateOutcome.dir);
   if (input.reattach) disk?.attach(input.reattach.containerId);
@@ -219,42 +246,74 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   let execution: PairExecution;
   let diskRecord: DiskRecord | undefined;
   try {
-    execution = await runPairLifecycle(guard === null ? lifecycleDeps : { ...lifecycleDeps, runtime: guard.wrap(deps.runtime) }, {
-      container: containerSpecFor(input),
-      outcomePath: privateOutcome.file,
-      sessionsDir: input.sessionsDir,
-      stopBudgetSec: input.stopBudgetSec,
-      secrets: input.secrets,
-      ...(input.terminate ? { terminate: input.terminate } : {}),
-      ...(disk ? { halt: disk.halt } : {}),
-      ...onCreatedWith(input.onCreated, disk),
-      ...(input.reattach ? { reattach: input.reattach } : {}),
-      deadlineMs: input.deadlineMs,
-    });
+    execution = await runPairLifecycle(
+      guard === null ? lifecycleDeps : { ...lifecycleDeps, runtime: guard.wrap(deps.runtime) },
+      {
+        container: containerSpecFor(input),
+        outcomePath: privateOutcome.file,
+        sessionsDir: input.sessionsDir,
+        stopBudgetSec: input.stopBudgetSec,
+        secrets: input.secrets,
+        ...(input.terminate ? { terminate: input.terminate } : {}),
+        ...(disk ? { halt: disk.halt } : {}),
+        ...onCreatedWith(input.onCreated, disk),
+        ...(input.reattach ? { reattach: input.reattach } : {}),
+        deadlineMs: input.deadlineMs,
+      },
+    );
   } finally {
     // Measured once more at collection (this also ends the interval loop when the lifecycle threw).
     diskRecord = await disk?.finish();
   }
   const refusal = guard?.refusal ?? null;
-  if (refusal !== null) deps.logger.warn({ job: job.job_id, mount: refusal.field, rule: refusal.rule }, 'mount refused at launch: the pair fails closed');
+  if (refusal !== null)
+    deps.logger.warn(
+      { job: job.job_id, mount: refusal.field, rule: refusal.rule },
+      'mount refused at launch: the pair fails closed',
+    );
   // A refused mount is the pair's reason, not an engine fault (the guard's throw ended the create or the start).
-  let checked = refusal === null ? execution : { ...execution, engineFault: null, engineError: { kind: 'mount_refused', message: `${refusal.field}: ${refusal.rule}` } };
+  let checked =
+    refusal === null
+      ? execution
+      : {
+          ...execution,
+          engineFault: null,
+          engineError: { kind: 'mount_refused', message: `${refusal.field}: ${refusal.rule}` },
+        };
   const unremoved = guard?.unremoved ?? null;
   // Refused right after its create and not confirmed gone: the pair's container is known and its removal unverified.
-  if (unremoved !== null) checked = { ...checked, container: { ...checked.container, id: unremoved }, cleanup: { ...checked.cleanup, removed: false, verified_absent: false } };
+  if (unremoved !== null)
+    checked = {
+      ...checked,
+      container: { ...checked.container, id: unremoved },
+      cleanup: { ...checked.cleanup, removed: false, verified_absent: false },
+    };
   await publishOperatorCopy(deps, checked, job);
-  return { result: await resultOf(deps, input, checked, paths, refusal !== null, diskRecord), execution: checked };
+  return {
+    result: await resultOf(deps, input, checked, paths, refusal !== null, diskRecord),
+    execution: checked,
+  };
 }
 
 /** The launch-time mount guard of one pair (src/app/mount-guard.ts), with the rules resolved to real paths now. */
 async function mountGuardFor(deps: ExecutePairDeps, input: ExecutePairInput): Promise<MountGuard> {
   const host = (await deps.hostMountRules?.()) ?? {};
-  const rules = await resolveProtected(deps.fs, { ...host, ...input.mountRules, outputDir: input.store.root });
-  return new MountGuard(deps.fs, { rules, ...(deps.mountOwners !== undefined ? { owners: deps.mountOwners } : {}) });
+  const rules = await resolveProtected(deps.fs, {
+    ...host,
+    ...input.mountRules,
+    outputDir: input.store.root,
+  });
+  return new MountGuard(deps.fs, {
+    rules,
+    ...(deps.mountOwners !== undefined ? { owners: deps.mountOwners } : {}),
+  });
 }
 
 /** The caller's `onCreated`, with the disk watch told the container (its writable layer counts from then on). */
-function onCreatedWith(onCreated: ExecutePairInput['onCreated'], disk: DiskWatch | undefined): { onCreated?: (containerId: string) => Promise<void> } {
+function onCreatedWith(
+  onCreated: ExecutePairInput['onCreated'],
+  disk: DiskWatch | undefined,
+): { onCreated?: (containerId: string) => Promise<void> } {
   if (disk === undefined) return onCreated ? { onCreated } : {};
   return {
     onCreated: async (containerId) => {
@@ -265,10 +324,20 @@ function onCreatedWith(onCreated: ExecutePairInput['onCreated'], disk: DiskWatch
 }
 
 /** The disk watch of this pair: its cwd and private outcome folder, and its container's writable layer. */
-function diskWatchFor(deps: ExecutePairDeps, input: ExecutePairInput, privateOutcomeDir: string): DiskWatch | undefined {
+function diskWatchFor(
+  deps: ExecutePairDeps,
+  input: ExecutePairInput,
+  privateOutcomeDir: string,
+): DiskWatch | undefined {
   if (deps.disk === undefined) return undefined;
   return new DiskWatch(
-    { disk: deps.disk, runtime: deps.runtime, clock: deps.clock, sleep: deps.sleep ?? realSleep, logger: deps.logger },
+    {
+      disk: deps.disk,
+      runtime: deps.runtime,
+      clock: deps.clock,
+      sleep: deps.sleep ?? realSleep,
+      logger: deps.logger,
+    },
     {
       folders: [input.job.cwd, privateOutcomeDir],
       limitBytes: limitsOf(input).disk_limit_bytes,
@@ -278,7 +347,11 @@ function diskWatchFor(deps: ExecutePairDeps, input: ExecutePairInput, privateOut
 }
 
 /** The lifecycle's evidence, wired to the store: the log files, the sessions folder, the diagnosis. */
-function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths: PairPaths): PairLifecycleDeps {
+function lifecycleDepsFor(
+  deps: ExecutePairDeps,
+  input: ExecutePairInput,
+  paths: PairPaths,
+): PairLifecycleDeps {
   const { store, jobRel, job } = input;
   const { sessionsRel, sessionsAbs, redact } = paths;
   return {
@@ -294,8 +367,17 @@ function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths:
         ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),
       });
       // A reattach checks the engine's copy against the bytes kept (a file at its cap takes nothing more: no check).
-      const readBack = append && sink.bytes > 0 && !sink.limitExceeded ? { readBack: () => deps.fs.streamUserFile(store.resolve(rel)) } : {};
-      return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: sink.bytes, ...readBack };
+      const readBack =
+        append && sink.bytes > 0 && !sink.limitExceeded
+          ? { readBack: () => deps.fs.streamUserFile(store.resolve(rel)) }
+          : {};
+      return {
+        stream: sink,
+        finish: () => sink.finish(),
+        halted: sink.halted,
+        existingBytes: sink.bytes,
+        ...readBack,
+      };
     },
     readOutcome: input.readOutcome,
     collectSessions: async (archive) => {
@@ -304,25 +386,45 @@ function lifecycleDepsFor(deps: ExecutePairDeps, input: ExecutePairInput, paths:
       // Known empty (the image's own empty dir, untouched by the container): the folder exists, as after a copy.
       if (archive === 'empty') return { files: 0, bytes: 0, refusals: [] };
       // A hung archive stream must not stall the cleanup that follows.
-      const report = await deps.extractSessions(archive, sessionsAbs, () => deps.createRedactor(input.secrets), AbortSignal.timeout(SESSIONS_TIMEOUT_MS), redact);
+      const report = await deps.extractSessions(
+        archive,
+        sessionsAbs,
+        () => deps.createRedactor(input.secrets),
+        AbortSignal.timeout(SESSIONS_TIMEOUT_MS),
+        redact,
+      );
       const clean = report.files === 0 && report.refusals.length === 0 && !report.truncated;
       // Nothing planned, created or refused, and the folder still empty: the archive held the dir alone.
-      const nothingInside = clean && (await deps.fs.readdir(sessionsAbs).then((names) => names.length === 0, () => false));
+      const nothingInside =
+        clean &&
+        (await deps.fs.readdir(sessionsAbs).then(
+          (names) => names.length === 0,
+          () => false,
+        ));
       return { files: report.files, bytes: report.bytes, refusals: report.refusals, nothingInside };
     },
     ...(deps.imageSessions !== undefined ? { imageSessions: deps.imageSessions } : {}),
     diagnose: () => deps.diagnose(sessionsAbs),
-    ...(deps.verifyAbsentTimeoutMs !== undefined ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs } : {}),
+    ...(deps.verifyAbsentTimeoutMs !== undefined
+      ? { verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs }
+      : {}),
   };
 }
 
 /** The operator's copy at the job's `outcome_path`; a failure is logged, never a verdict. */
-async function publishOperatorCopy(deps: ExecutePairDeps, execution: PairExecution, job: PairJob): Promise<void> {
+async function publishOperatorCopy(
+  deps: ExecutePairDeps,
+  execution: PairExecution,
+  job: PairJob,
+): Promise<void> {
   if (execution.outcome.state !== 'present' || !deps.publishOutcome) return;
   try {
     await deps.publishOutcome(execution.outcome.bytes, job.outcome_path);
   } catch (err) {
-    deps.logger.warn({ job: job.job_id, err: errorKind(err) }, 'the operator copy of the outcome could not be written (the evidence keeps the private one)');
+    deps.logger.warn(
+      { job: job.job_id, err: errorKind(err) },
+      'the operator copy of the outcome could not be written (the evidence keeps the private one)',
+    );
   }
 }
 
@@ -330,12 +432,21 @@ async function publishOperatorCopy(deps: ExecutePairDeps, execution: PairExecuti
  * SHA-256 of the outcome bytes the evidence keeps. The verdict comes from the driver's bytes; the evidence keeps them
  * with secrets masked, and the hash covers what is kept (the same bytes whenever nothing had to be masked).
  */
-async function keptOutcomeSha256(deps: ExecutePairDeps, execution: PairExecution, input: ExecutePairInput, privateOutcomeFile: string): Promise<string | null> {
+async function keptOutcomeSha256(
+  deps: ExecutePairDeps,
+  execution: PairExecution,
+  input: ExecutePairInput,
+  privateOutcomeFile: string,
+): Promise<string | null> {
   let keptOutcome: Uint8Array | null = execution.outcome.state === 'present' ? execution.outcome.bytes : null;
   if (keptOutcome !== null && deps.maskOutcome) {
     const kept = await deps.maskOutcome(keptOutcome, privateOutcomeFile, input.secrets);
     keptOutcome = kept.kept;
-    if (!kept.masked) deps.logger.warn({ job: input.job.job_id }, 'the evidence copy of the outcome could not be masked in place: it keeps the driver\'s bytes');
+    if (!kept.masked)
+      deps.logger.warn(
+        { job: input.job.job_id },
+        "the evidence copy of the outcome could not be masked in place: it keeps the driver's bytes",
+      );
   }
   return keptOutcome !== null ? sha256Hex(keptOutcome) : null;
 }
@@ -343,16 +454,25 @@ async function keptOutcomeSha256(deps: ExecutePairDeps, execution: PairExecution
 /** The harness's own faults in a finished pair. */
 function harnessFaultsOf(execution: PairExecution): HarnessFault[] {
   const harnessFaults: HarnessFault[] = [];
-  if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed) harnessFaults.push('log_write_failed');
+  if (execution.logFailure !== null || !execution.logs.stdout.closed || !execution.logs.stderr.closed)
+    harnessFaults.push('log_write_failed');
   if (execution.receiptUpdateFailed) harnessFaults.push('receipt_write_failed');
   // A lost node cannot confirm the removal: the slot stays held (reconciliation needs the 404, or the operator's
   // `e1-batch node-down`), but that is the node's fault, not the harness's: no harness pause, dispatch goes on.
-  if (!execution.cleanup.verified_absent && execution.engineLoss !== 'node_lost') harnessFaults.push('cleanup_unverified');
+  if (!execution.cleanup.verified_absent && execution.engineLoss !== 'node_lost')
+    harnessFaults.push('cleanup_unverified');
   return harnessFaults;
 }
 
 /** Classify the pair and build its result.json record, every text from the pair's side masked. */
-async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, execution: PairExecution, paths: PairPaths, mountRefused: boolean, disk: DiskRecord | undefined): Promise<ResultRecord> {
+async function resultOf(
+  deps: ExecutePairDeps,
+  input: ExecutePairInput,
+  execution: PairExecution,
+  paths: PairPaths,
+  mountRefused: boolean,
+  disk: DiskRecord | undefined,
+): Promise<ResultRecord> {
   const { job } = input;
   const check = checkOutcome(execution.outcome);
   const outcomeSha256 = await keptOutcomeSha256(deps, execution, input, paths.privateOutcomeFile);
@@ -363,7 +483,8 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     logLimitExceeded: execution.logLimitExceeded !== null,
     oomKilled: execution.container.oom_killed,
     diskLimitExceeded: disk?.exceeded === true,
-    logIncomplete: execution.logs.stdout.incomplete !== undefined || execution.logs.stderr.incomplete !== undefined,
+    logIncomplete:
+      execution.logs.stdout.incomplete !== undefined || execution.logs.stderr.incomplete !== undefined,
     terminated: execution.terminated,
     engineFault: execution.engineFault,
     engineLoss: execution.engineLoss,
@@ -372,7 +493,10 @@ async function resultOf(deps: ExecutePairDeps, input: ExecutePairInput, executio
     allowedHttpStatuses: input.allowedHttpStatuses,
   });
   // The engine's own words are kept, but never with a resolved value in them.
-  const engineError = execution.engineError && { ...execution.engineError, message: paths.redact(execution.engineError.message) };
+  const engineError = execution.engineError && {
+    ...execution.engineError,
+    message: paths.redact(execution.engineError.message),
+  };
   // Refusal texts hold archive names and error codes from the pair's side: masked before they are kept.
   const sessions = { ...execution.sessions, refusals: execution.sessions.refusals.map(paths.redact) };
   const problems = outcomeProblemsOf(check);

@@ -32,7 +32,10 @@ export interface ExistingEvidenceWords {
 }
 
 function usage(message: string, suggestion: string | undefined): RoboguideError {
-  return new RoboguideError('E_USAGE', message, { exitCode: ExitCode.invalidInput, ...(suggestion !== undefined ? { suggestions: [suggestion] } : {}) });
+  return new RoboguideError('E_USAGE', message, {
+    exitCode: ExitCode.invalidInput,
+    ...(suggestion !== undefined ? { suggestions: [suggestion] } : {}),
+  });
 }
 
 /**

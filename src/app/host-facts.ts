@@ -26,7 +26,10 @@ export interface HostFactsDeps {
  * Every host fact, each bounded in time: a call that throws or does not answer within the timeout gives an
  * unknown fact with the reason; this never rejects and never waits longer than the timeout.
  */
-export async function gatherHostFacts(deps: HostFactsDeps, request: HostFactsRequest): Promise<HostFactsRecord> {
+export async function gatherHostFacts(
+  deps: HostFactsDeps,
+  request: HostFactsRequest,
+): Promise<HostFactsRecord> {
   const stop = new AbortController();
   const after = deps.after ?? sleep;
   const timeoutMs = deps.timeoutMs ?? HOST_FACTS_TIMEOUT_MS;
@@ -60,7 +63,7 @@ export function batchHostRequest(
 ): HostFactsRequest {
   // A swarm's pairs run on its nodes' engines: the manager's data root is not where their images and logs live.
   if (executor?.kind === 'swarm') {
-    const onNodes = Promise.reject(new Error('swarm executor: the pairs run on the nodes\' engines'));
+    const onNodes = Promise.reject(new Error("swarm executor: the pairs run on the nodes' engines"));
     onNodes.catch(() => undefined); // read by gatherHostFacts, if at all
     return { outputDir, dataRoot: onNodes };
   }
@@ -69,7 +72,10 @@ export function batchHostRequest(
 
 const unknown = (reason: string): { kind: 'unknown'; reason: string } => ({ kind: 'unknown', reason });
 
-async function boundedFact<T extends object>(call: () => Promise<T>, timeout: () => Promise<number>): Promise<HostFact<T>> {
+async function boundedFact<T extends object>(
+  call: () => Promise<T>,
+  timeout: () => Promise<number>,
+): Promise<HostFact<T>> {
   const answer = Promise.resolve()
     .then(call)
     .then(

@@ -5,7 +5,14 @@
  */
 import { dirname, join } from 'node:path';
 import type { Issue } from '../core/errors.js';
-import { checkMounts, isWithin, normalizeAbsolute, resolveProtectedPaths, type MountRequest, type ProtectedPaths } from '../core/mount-policy.js';
+import {
+  checkMounts,
+  isWithin,
+  normalizeAbsolute,
+  resolveProtectedPaths,
+  type MountRequest,
+  type ProtectedPaths,
+} from '../core/mount-policy.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
 
 export interface JobPaths {
@@ -34,11 +41,17 @@ export async function somethingAt(fs: FileSystem, path: string): Promise<boolean
 }
 
 /** Outcome paths that already hold something (the operator copy would replace it): one issue per job, at its field. */
-export async function staleOutcomeIssues(fs: FileSystem, jobs: readonly Pick<JobPaths, 'prefix' | 'outcome_path'>[]): Promise<Issue[]> {
+export async function staleOutcomeIssues(
+  fs: FileSystem,
+  jobs: readonly Pick<JobPaths, 'prefix' | 'outcome_path'>[],
+): Promise<Issue[]> {
   const issues: Issue[] = [];
   for (const job of jobs) {
     if (await somethingAt(fs, job.outcome_path)) {
-      issues.push({ path: field(job.prefix, 'outcome_path'), rule: "already exists: it would be replaced by this run's outcome; move it away first" });
+      issues.push({
+        path: field(job.prefix, 'outcome_path'),
+        rule: "already exists: it would be replaced by this run's outcome; move it away first",
+      });
     }
   }
   return issues;
@@ -63,19 +76,34 @@ export async function resolveReal(fs: FileSystem, path: string): Promise<string>
  * directory, a batch's `jobs/<id>/`) — or null. Another batch's evidence is not in this run's protected paths.
  */
 async function evidenceAbove(fs: FileSystem, path: string): Promise<string | null> {
-  const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
+  const segments = normalizeAbsolute(path)
+    .split('/')
+    .filter((s) => s !== '');
   const folders = segments.map((_, i) => `/${segments.slice(0, i + 1).join('/')}`);
-  const marks = folders.flatMap((f) => [join(f, 'batch.json'), join(f, 'events.jsonl'), join(f, 'receipt.json'), join(f, 'stdout.log')]);
-  const there = fs.existMany ? await fs.existMany(marks) : await Promise.all(marks.map((m) => somethingAt(fs, m)));
+  const marks = folders.flatMap((f) => [
+    join(f, 'batch.json'),
+    join(f, 'events.jsonl'),
+    join(f, 'receipt.json'),
+    join(f, 'stdout.log'),
+  ]);
+  const there = fs.existMany
+    ? await fs.existMany(marks)
+    : await Promise.all(marks.map((m) => somethingAt(fs, m)));
   for (const [i, folder] of folders.entries()) {
-    if ((there[4 * i] === true && there[4 * i + 1] === true) || (there[4 * i + 2] === true && there[4 * i + 3] === true)) return folder;
+    if (
+      (there[4 * i] === true && there[4 * i + 1] === true) ||
+      (there[4 * i + 2] === true && there[4 * i + 3] === true)
+    )
+      return folder;
   }
   return null;
 }
 
 /** A symlink (or a non-folder where a folder must be) anywhere in `path`; null when every existing component is plain. */
 async function symlinkProblem(fs: FileSystem, path: string): Promise<string | null> {
-  const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
+  const segments = normalizeAbsolute(path)
+    .split('/')
+    .filter((s) => s !== '');
   let current = '';
   for (const [i, segment] of segments.entries()) {
     current = `${current}/${segment}`;
@@ -86,7 +114,8 @@ async function symlinkProblem(fs: FileSystem, path: string): Promise<string | nu
       if (errnoOf(err) === 'ENOENT') return null;
       return `cannot inspect ${current} (${errnoOf(err) ?? 'error'})`;
     }
-    if (kind === 'symlink') return `holds a symbolic link at ${current}: refused (a link could redirect our writes)`;
+    if (kind === 'symlink')
+      return `holds a symbolic link at ${current}: refused (a link could redirect our writes)`;
     if (i < segments.length - 1 && kind !== 'directory') return `${current} is not a folder`;
   }
   return null;
@@ -98,7 +127,11 @@ export function resolveProtected(fs: FileSystem, p: ProtectedPaths): Promise<Pro
 }
 
 /** Every problem with the jobs' host paths, each at its field; empty when all are allowed. */
-export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], protectedPaths: ProtectedPaths): Promise<Issue[]> {
+export async function jobPathIssues(
+  fs: FileSystem,
+  jobs: readonly JobPaths[],
+  protectedPaths: ProtectedPaths,
+): Promise<Issue[]> {
   const resolved = await resolveProtected(fs, protectedPaths);
   const issues: Issue[] = [];
   const mounted: { prefix: string; cwd: string; outcomeDir: string }[] = [];
@@ -106,8 +139,15 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
     const outcomeField = field(job.prefix, 'outcome_path');
     const cwdField = field(job.prefix, 'cwd');
     // `a/link/..` is not `a` to the kernel (`..` of a link's target): refused rather than resolved by text.
-    for (const [name, path] of [['cwd', job.cwd], ['outcome_path', job.outcome_path]] as const) {
-      if (path.split('/').includes('..')) issues.push({ path: field(job.prefix, name), rule: 'must not hold a ".." component (after a symbolic link it would lead elsewhere)' });
+    for (const [name, path] of [
+      ['cwd', job.cwd],
+      ['outcome_path', job.outcome_path],
+    ] as const) {
+      if (path.split('/').includes('..'))
+        issues.push({
+          path: field(job.prefix, name),
+          rule: 'must not hold a ".." component (after a symbolic link it would lead elsewhere)',
+        });
     }
     const link = await symlinkProblem(fs, job.outcome_path);
     if (link !== null) issues.push({ path: outcomeField, rule: link });
@@ -117,9 +157,16 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
       const outcomeDir = await resolveReal(fs, dirname(job.outcome_path));
       mounts.push({ field: cwdField, hostPath: cwd }, { field: outcomeField, hostPath: outcomeDir });
       mounted.push({ prefix: job.prefix, cwd, outcomeDir });
-      for (const [name, path] of [[cwdField, cwd], [outcomeField, outcomeDir]] as const) {
+      for (const [name, path] of [
+        [cwdField, cwd],
+        [outcomeField, outcomeDir],
+      ] as const) {
         const evidence = await evidenceAbove(fs, path);
-        if (evidence !== null) issues.push({ path: name, rule: `must not lie inside the evidence of another run (${evidence}): a pair could rewrite it` });
+        if (evidence !== null)
+          issues.push({
+            path: name,
+            rule: `must not lie inside the evidence of another run (${evidence}): a pair could rewrite it`,
+          });
       }
       if (cwd === outcomeDir) {
         issues.push({
@@ -130,7 +177,8 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
     } catch (err) {
       issues.push({ path: cwdField, rule: `cannot resolve the host path (${errnoOf(err) ?? 'error'})` });
     }
-    for (const issue of checkMounts(mounts, resolved)) issues.push({ path: issue.field, rule: issue.message });
+    for (const issue of checkMounts(mounts, resolved))
+      issues.push({ path: issue.field, rule: issue.message });
   }
   return [...issues, ...crossJobIssues(mounted)];
 }
@@ -147,12 +195,22 @@ export async function jobPathIssues(fs: FileSystem, jobs: readonly JobPaths[], p
 function crossJobIssues(jobs: readonly { prefix: string; cwd: string; outcomeDir: string }[]): Issue[] {
   const issues: Issue[] = [];
   for (const job of jobs) {
-    const outer = jobs.find((k) => k !== job && ((job.cwd !== k.cwd && isWithin(job.cwd, k.cwd)) || isWithin(job.cwd, k.outcomeDir)));
+    const outer = jobs.find(
+      (k) =>
+        k !== job && ((job.cwd !== k.cwd && isWithin(job.cwd, k.cwd)) || isWithin(job.cwd, k.outcomeDir)),
+    );
     if (outer !== undefined) {
-      const what = isWithin(job.cwd, outer.outcomeDir) ? `the outcome folder ${outer.outcomeDir}` : `the cwd ${outer.cwd}`;
-      issues.push({ path: field(job.prefix, 'cwd'), rule: `lies inside ${what} of ${outer.prefix}: that pair could swap it for a link before this one starts; use sibling folders or one shared cwd` });
+      const what = isWithin(job.cwd, outer.outcomeDir)
+        ? `the outcome folder ${outer.outcomeDir}`
+        : `the cwd ${outer.cwd}`;
+      issues.push({
+        path: field(job.prefix, 'cwd'),
+        rule: `lies inside ${what} of ${outer.prefix}: that pair could swap it for a link before this one starts; use sibling folders or one shared cwd`,
+      });
     }
-    const other = jobs.find((k) => k !== job && isWithin(k.outcomeDir, job.cwd) && !isWithin(k.outcomeDir, job.outcomeDir));
+    const other = jobs.find(
+      (k) => k !== job && isWithin(k.outcomeDir, job.cwd) && !isWithin(k.outcomeDir, job.outcomeDir),
+    );
     if (other === undefined) continue;
     issues.push({
       path: field(job.prefix, 'cwd'),

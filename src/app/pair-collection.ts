@@ -1,7 +1,11 @@
 import type { Readable } from 'node:stream';
 import { describeUnwatchedStop, judgeUnwatchedStop, type EngineLoss } from '../core/engine-loss.js';
 import { errorKind } from '../core/errors.js';
-import { untouchedByContainer, type FilesystemChanges, type ImageSessionsMemo } from '../core/sessions-skip.js';
+import {
+  untouchedByContainer,
+  type FilesystemChanges,
+  type ImageSessionsMemo,
+} from '../core/sessions-skip.js';
 import { awaitEngineReturn, isEngineUnavailable, type EngineReturnDeps } from './engine-return.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
@@ -17,7 +21,9 @@ export interface SessionsReport {
 
 export interface SessionsDeps extends EngineReturnDeps {
   /** See PairLifecycleDeps.collectSessions. */
-  readonly collectSessions: (archive: Readable | null | 'empty') => Promise<SessionsReport & { readonly nothingInside?: boolean }>;
+  readonly collectSessions: (
+    archive: Readable | null | 'empty',
+  ) => Promise<SessionsReport & { readonly nothingInside?: boolean }>;
   readonly imageSessions?: ImageSessionsMemo;
   readonly collectionEngineWaitMs?: number;
 }
@@ -36,19 +42,32 @@ export async function unwatchedStop(
     const state = await deps.runtime.inspect(containerId);
     if (state === null || (state.status !== 'exited' && state.status !== 'dead')) return null;
     const history = await deps.runtime.containerEventsSince(containerId, window.claimedAtMs);
-    const judged = judgeUnwatchedStop({ container: state, deadlineMs: window.deadlineMs, eventActions: history.actions, historyComplete: history.complete });
+    const judged = judgeUnwatchedStop({
+      container: state,
+      deadlineMs: window.deadlineMs,
+      eventActions: history.actions,
+      historyComplete: history.complete,
+    });
     if (judged === null) return null;
     return describeUnwatchedStop(state.finishedAt, state.exitCode);
   } catch (err) {
-    deps.logger.warn({ container: containerId, err: errorKind(err) }, 'engine history unavailable on reattach');
+    deps.logger.warn(
+      { container: containerId, err: errorKind(err) },
+      'engine history unavailable on reattach',
+    );
     return null;
   }
 }
 
 /** True when the container has exited (or died) and the engine says it finished no later than `deadlineMs`. */
-export async function exitedBefore(runtime: ContainerRuntime, containerId: string, deadlineMs: number): Promise<boolean> {
+export async function exitedBefore(
+  runtime: ContainerRuntime,
+  containerId: string,
+  deadlineMs: number,
+): Promise<boolean> {
   const state = await runtime.inspect(containerId).catch(() => null); // unknown: wait as usual
-  if (state === null || (state.status !== 'exited' && state.status !== 'dead') || state.finishedAt === null) return false;
+  if (state === null || (state.status !== 'exited' && state.status !== 'dead') || state.finishedAt === null)
+    return false;
   const finishedMs = Date.parse(state.finishedAt);
   return Number.isFinite(finishedMs) && finishedMs <= deadlineMs;
 }
@@ -72,7 +91,10 @@ export async function findByClaim(
   return { id: null, known: false };
 }
 
-export async function filesystemChangesOrNull(runtime: ContainerRuntime, containerId: string): Promise<FilesystemChanges | null> {
+export async function filesystemChangesOrNull(
+  runtime: ContainerRuntime,
+  containerId: string,
+): Promise<FilesystemChanges | null> {
   try {
     return (await runtime.filesystemChanges?.(containerId)) ?? null;
   } catch {
@@ -89,18 +111,29 @@ export async function inspectExit(
   containerId: string,
   waitMs: number,
 ): Promise<{ exitCode: number | null; oomKilled: boolean } | null> {
-  const back = await awaitEngineReturn(deps, containerId, { untilMs: deps.clock.now().getTime() + Math.max(1, waitMs) });
-  if (back.kind !== 'answered') deps.logger.warn({ container: containerId }, 'engine did not answer before collection');
-  return back.kind === 'answered' && back.state !== null ? { exitCode: back.state.exitCode, oomKilled: back.state.oomKilled } : null;
+  const back = await awaitEngineReturn(deps, containerId, {
+    untilMs: deps.clock.now().getTime() + Math.max(1, waitMs),
+  });
+  if (back.kind !== 'answered')
+    deps.logger.warn({ container: containerId }, 'engine did not answer before collection');
+  return back.kind === 'answered' && back.state !== null
+    ? { exitCode: back.state.exitCode, oomKilled: back.state.oomKilled }
+    : null;
 }
 
 /** A runtime without this host's file system (swarm) copies the outcome folder back before it is read. */
-export async function collectMounts(deps: { readonly runtime: ContainerRuntime; readonly logger: Logger }, containerId: string): Promise<void> {
+export async function collectMounts(
+  deps: { readonly runtime: ContainerRuntime; readonly logger: Logger },
+  containerId: string,
+): Promise<void> {
   if (!deps.runtime.collectMounts) return;
   try {
     await deps.runtime.collectMounts(containerId);
   } catch (err) {
-    deps.logger.warn({ container: containerId, err: errorKind(err) }, 'collecting the outcome folder from the node failed');
+    deps.logger.warn(
+      { container: containerId, err: errorKind(err) },
+      'collecting the outcome folder from the node failed',
+    );
   }
 }
 
@@ -134,11 +167,17 @@ export async function collectSessions(
 }
 
 /** The sessions archive; a refused connection is retried once after the engine answers again (bounded). */
-async function getArchiveThroughEngineLoss(deps: SessionsDeps, containerId: string, path: string, engineLoss: EngineLoss | null): Promise<Readable | null> {
+async function getArchiveThroughEngineLoss(
+  deps: SessionsDeps,
+  containerId: string,
+  path: string,
+  engineLoss: EngineLoss | null,
+): Promise<Readable | null> {
   try {
     return await deps.runtime.getArchive(containerId, path);
   } catch (err) {
-    if (!isEngineUnavailable(err) || engineLoss === 'engine_unreachable' || engineLoss === 'node_lost') throw err;
+    if (!isEngineUnavailable(err) || engineLoss === 'engine_unreachable' || engineLoss === 'node_lost')
+      throw err;
     const untilMs = deps.clock.now().getTime() + (deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS);
     const back = await awaitEngineReturn(deps, containerId, { untilMs });
     if (back.kind !== 'answered') throw err;

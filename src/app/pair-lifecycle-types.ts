@@ -27,7 +27,9 @@ export interface PairLifecycleDeps {
    * Copy the sessions archive into the job's evidence. `null`: no sessions dir in the container; `'empty'`: the dir
    * holds nothing (known without copying). `nothingInside`: the archive held the directory alone.
    */
-  readonly collectSessions: (archive: Readable | null | 'empty') => Promise<SessionsReport & { readonly nothingInside?: boolean }>;
+  readonly collectSessions: (
+    archive: Readable | null | 'empty',
+  ) => Promise<SessionsReport & { readonly nothingInside?: boolean }>;
   /**
    * What images hold at their sessions dir, learned from earlier pairs of this process: a container that did not
    * touch the dir (its layer's changes, its mounts) is not copied from when its image is known to hold nothing
@@ -77,8 +79,10 @@ export interface PairLaunch {
  * What a pair's lifecycle observed, for its result: the machine's facts (timed out, terminated, the engine's fault,
  * loss and error, a failed receipt update, `src/core/pair-lifecycle-state.ts`) and what was collected.
  */
-export interface PairExecution
-  extends Pick<LifecycleFacts, 'timedOut' | 'terminated' | 'engineFault' | 'engineLoss' | 'engineError' | 'receiptUpdateFailed' | 'cleanup'> {
+export interface PairExecution extends Pick<
+  LifecycleFacts,
+  'timedOut' | 'terminated' | 'engineFault' | 'engineLoss' | 'engineError' | 'receiptUpdateFailed' | 'cleanup'
+> {
   readonly container: ContainerRecord;
   readonly logs: { readonly stdout: LogRecord; readonly stderr: LogRecord };
   readonly logFailure: string | null;

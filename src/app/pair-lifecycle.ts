@@ -1,7 +1,12 @@
 import { errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import { beginLifecycle, decide } from '../core/pair-lifecycle-machine.js';
-import type { CallFailure, LifecycleEffect, LifecycleEvent, LifecycleFacts } from '../core/pair-lifecycle-state.js';
+import type {
+  CallFailure,
+  LifecycleEffect,
+  LifecycleEvent,
+  LifecycleFacts,
+} from '../core/pair-lifecycle-state.js';
 import type { ProviderFailure } from '../core/result.js';
 import type { FilesystemChanges } from '../core/sessions-skip.js';
 import type { EngineLoss } from '../core/engine-loss.js';
@@ -50,7 +55,11 @@ const LOG_SETTLE_MS = 2_000;
  */
 export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaunch): Promise<PairExecution> {
   const run = new LifecycleRun(deps, launch);
-  let { state, effects } = beginLifecycle({ deadlineMs: launch.deadlineMs, stopBudgetSec: launch.stopBudgetSec, reattachTo: launch.reattach?.containerId ?? null });
+  let { state, effects } = beginLifecycle({
+    deadlineMs: launch.deadlineMs,
+    stopBudgetSec: launch.stopBudgetSec,
+    reattachTo: launch.reattach?.containerId ?? null,
+  });
   const queue = [...effects];
   try {
     for (let effect = queue.shift(); effect !== undefined; effect = queue.shift()) {
@@ -60,7 +69,8 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     }
   } catch (err) {
     // A fault of this loop itself (never the pair's or the engine's): the container still goes, then the fault is raised.
-    if (state.facts.containerId !== null) await removeAndVerify(deps, state.facts.containerId, launch.stopBudgetSec);
+    if (state.facts.containerId !== null)
+      await removeAndVerify(deps, state.facts.containerId, launch.stopBudgetSec);
     throw err;
   }
   return run.execution(state.facts);
@@ -69,7 +79,8 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
 /** What a thrown error means for the pair (the engine's typed fault, a log file, or a fault of the tool). */
 function failureOf(err: unknown): CallFailure {
   if (err instanceof LogOpenError) return { kind: 'log_open', code: err.code };
-  if (err instanceof EngineError) return { kind: 'engine', fault: err.fault, message: err.engineMessage, statusCode: err.statusCode };
+  if (err instanceof EngineError)
+    return { kind: 'engine', fault: err.fault, message: err.engineMessage, statusCode: err.statusCode };
   return { kind: 'internal', errorKind: errorKind(err) };
 }
 
@@ -89,7 +100,10 @@ class LifecycleRun {
   #sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
   #providerFailure: ProviderFailure | null = null;
   #providerFailureErrorKind: string | null = null;
-  #logReport: PairExecution['logs'] = { stdout: { bytes: 0, closed: false }, stderr: { bytes: 0, closed: false } };
+  #logReport: PairExecution['logs'] = {
+    stdout: { bytes: 0, closed: false },
+    stderr: { bytes: 0, closed: false },
+  };
 
   constructor(
     private readonly deps: PairLifecycleDeps,
@@ -100,7 +114,9 @@ class LifecycleRun {
     this.#logs = new PairLogs(deps, launch.secrets, () => this.#containerId);
     // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
     // So does a limit the caller watches (the disk, issue 22).
-    const stops = [launch.terminate, this.#logs.halt, launch.halt].filter((s): s is AbortSignal => s !== undefined);
+    const stops = [launch.terminate, this.#logs.halt, launch.halt].filter(
+      (s): s is AbortSignal => s !== undefined,
+    );
     this.#stopSignal = stops.length === 1 ? this.#logs.halt : AbortSignal.any(stops);
   }
 
@@ -121,15 +137,23 @@ class LifecycleRun {
       case 'wait':
         return this.#engineCall(effect);
       case 'check_unwatched_stop':
-        return { kind: 'unwatched_stop', message: await this.#unwatchedStop(effect.containerId, effect.deadlineMs) };
+        return {
+          kind: 'unwatched_stop',
+          message: await this.#unwatchedStop(effect.containerId, effect.deadlineMs),
+        };
       case 'check_exited_in_time':
-        return { kind: 'exited_in_time', exited: await exitedBefore(this.deps.runtime, effect.containerId, effect.deadlineMs) };
+        return {
+          kind: 'exited_in_time',
+          exited: await exitedBefore(this.deps.runtime, effect.containerId, effect.deadlineMs),
+        };
       case 'await_engine':
         return this.#awaitEngine(effect.containerId, effect.deadlineMs);
       case 'reconnect_logs':
         return this.#reconnectLogs(effect.containerId, effect.neverStarted);
       case 'find_by_claim': {
-        const found = await findByClaim(this.deps.runtime, this.launch.container.labels, (ms) => this.#sleep(ms));
+        const found = await findByClaim(this.deps.runtime, this.launch.container.labels, (ms) =>
+          this.#sleep(ms),
+        );
         return { kind: 'found', containerId: found.id, known: found.known };
       }
       case 'forgive_cut_logs':
@@ -141,7 +165,12 @@ class LifecycleRun {
   }
 
   /** The calls whose failure is the pair's (or the tool's) to report: a throw becomes a `failed` event. */
-  async #engineCall(effect: Extract<LifecycleEffect, { kind: 'create' | 'record_created' | 'attach' | 'start' | 'follow' | 'stop' | 'wait' }>): Promise<LifecycleEvent> {
+  async #engineCall(
+    effect: Extract<
+      LifecycleEffect,
+      { kind: 'create' | 'record_created' | 'attach' | 'start' | 'follow' | 'stop' | 'wait' }
+    >,
+  ): Promise<LifecycleEvent> {
     const { runtime, logger } = this.deps;
     try {
       switch (effect.kind) {
@@ -165,7 +194,12 @@ class LifecycleRun {
           await this.#logs.connect(await runtime.follow(effect.containerId), true);
           return { kind: 'followed' };
         case 'stop':
-          logger.warn({ container: effect.containerId, stopBudgetSec: effect.stopBudgetSec }, effect.why === 'deadline' ? 'wall budget spent: controlled stop' : 'terminate requested: controlled stop');
+          logger.warn(
+            { container: effect.containerId, stopBudgetSec: effect.stopBudgetSec },
+            effect.why === 'deadline'
+              ? 'wall budget spent: controlled stop'
+              : 'terminate requested: controlled stop',
+          );
           await runtime.stop(effect.containerId, effect.stopBudgetSec);
           return { kind: 'stopped' };
         case 'wait':
@@ -173,7 +207,10 @@ class LifecycleRun {
       }
     } catch (err) {
       const failure = failureOf(err);
-      logger.warn({ container: this.#containerId, fault: failure.kind === 'engine' ? failure.fault : failure.kind }, 'pair did not run to completion');
+      logger.warn(
+        { container: this.#containerId, fault: failure.kind === 'engine' ? failure.fault : failure.kind },
+        'pair did not run to completion',
+      );
       return { kind: 'failed', failure, atMs: this.#nowMs() };
     }
   }
@@ -195,9 +232,13 @@ class LifecycleRun {
       return await this.deps.runtime.attach(containerId);
     } catch (err) {
       // An answer of the engine (not a lost connection, which the machine probes): the start error it stands for.
-      if (!(err instanceof EngineError) || err.statusCode === null || err.fault === 'engine_unavailable') throw err;
+      if (!(err instanceof EngineError) || err.statusCode === null || err.fault === 'engine_unavailable')
+        throw err;
       this.#startError = err;
-      this.deps.logger.warn({ container: containerId, fault: err.fault }, 'the engine raised a start error at the attach (Podman): kept for the start');
+      this.deps.logger.warn(
+        { container: containerId, fault: err.fault },
+        'the engine raised a start error at the attach (Podman): kept for the start',
+      );
       return { stdout: Readable.from([]), stderr: Readable.from([]) };
     }
   }
@@ -209,7 +250,8 @@ class LifecycleRun {
    */
   async #droppedGpus(containerId: string): Promise<EngineError | null> {
     // Read defensively: a launch built outside the manifest (a test, a serve session) may carry none.
-    const requested = (this.launch.container.deviceRequests as ContainerSpec['deviceRequests'] | undefined) ?? [];
+    const requested =
+      (this.launch.container.deviceRequests as ContainerSpec['deviceRequests'] | undefined) ?? [];
     if (requested.length === 0 || this.deps.runtime.gpuGrantOf === undefined) return null;
     const grant = await this.deps.runtime.gpuGrantOf(containerId);
     const dropped = grant === null ? null : gpuRequestDropped(requested, grant);
@@ -226,7 +268,10 @@ class LifecycleRun {
       await this.launch.onCreated(containerId);
       return { kind: 'recorded' };
     } catch (err) {
-      this.deps.logger.error({ container: containerId, err: errorKind(err) }, 'recording the container id failed');
+      this.deps.logger.error(
+        { container: containerId, err: errorKind(err) },
+        'recording the container id failed',
+      );
       return { kind: 'failed', failure: { kind: 'receipt' }, atMs: this.#nowMs() };
     }
   }
@@ -247,16 +292,30 @@ class LifecycleRun {
   async #unwatchedStop(containerId: string, deadlineMs: number): Promise<string | null> {
     const claimedAtMs = this.launch.reattach?.claimedAtMs ?? deadlineMs;
     const message = await unwatchedStop(this.deps, containerId, { claimedAtMs, deadlineMs });
-    if (message !== null) this.deps.logger.warn({ container: containerId }, 'container was stopped by an engine restart while no supervisor watched it');
+    if (message !== null)
+      this.deps.logger.warn(
+        { container: containerId },
+        'container was stopped by an engine restart while no supervisor watched it',
+      );
     return message;
   }
 
   async #awaitEngine(containerId: string, deadlineMs: number): Promise<LifecycleEvent> {
-    this.deps.logger.warn({ container: containerId }, 'engine connection lost: inspecting again once the engine answers');
-    const back = await awaitEngineReturn({ ...this.deps, sleep: this.#sleep }, containerId, { untilMs: deadlineMs, signal: this.#stopSignal });
-    if (back.kind === 'aborted') return { kind: 'wait_ended', end: 'aborted', byTerminate: this.launch.terminate?.aborted === true };
+    this.deps.logger.warn(
+      { container: containerId },
+      'engine connection lost: inspecting again once the engine answers',
+    );
+    const back = await awaitEngineReturn({ ...this.deps, sleep: this.#sleep }, containerId, {
+      untilMs: deadlineMs,
+      signal: this.#stopSignal,
+    });
+    if (back.kind === 'aborted')
+      return { kind: 'wait_ended', end: 'aborted', byTerminate: this.launch.terminate?.aborted === true };
     if (back.kind === 'deadline') return { kind: 'engine_silent' };
-    this.deps.logger.warn({ container: containerId, status: back.state?.status ?? 'absent' }, 'engine answered again');
+    this.deps.logger.warn(
+      { container: containerId, status: back.state?.status ?? 'absent' },
+      'engine answered again',
+    );
     return { kind: 'engine_back', container: back.state, atMs: back.answeredAtMs };
   }
 
@@ -273,13 +332,35 @@ class LifecycleRun {
   }
 
   /** Collection, diagnosis, removal and the logs' close: each isolated, so none can skip the ones after it. */
-  async #collect(effect: Extract<LifecycleEffect, { kind: 'settle_logs' | 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'drain_logs' | 'remove' | 'close_logs' }>, facts: LifecycleFacts): Promise<LifecycleEvent> {
+  async #collect(
+    effect: Extract<
+      LifecycleEffect,
+      {
+        kind:
+          | 'settle_logs'
+          | 'inspect_exit'
+          | 'collect_mounts'
+          | 'read_outcome'
+          | 'collect_sessions'
+          | 'diagnose'
+          | 'drain_logs'
+          | 'remove'
+          | 'close_logs';
+      }
+    >,
+    facts: LifecycleFacts,
+  ): Promise<LifecycleEvent> {
     switch (effect.kind) {
       case 'settle_logs':
         return this.#settle(effect.probeChangesOf, facts);
       case 'inspect_exit': {
-        const waitMs = effect.waitForEngine ? (this.deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS) : 0;
-        return { kind: 'exit_inspected', exit: await inspectExit({ ...this.deps, sleep: this.#sleep }, effect.containerId, waitMs) };
+        const waitMs = effect.waitForEngine
+          ? (this.deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS)
+          : 0;
+        return {
+          kind: 'exit_inspected',
+          exit: await inspectExit({ ...this.deps, sleep: this.#sleep }, effect.containerId, waitMs),
+        };
       }
       case 'collect_mounts':
         await collectMounts(this.deps, effect.containerId);
@@ -297,9 +378,19 @@ class LifecycleRun {
         await this.#drainLogs(effect.containerId, effect.deadlineMs);
         return { kind: 'logs_drained' };
       case 'remove':
-        return { kind: 'removed', cleanup: await removeAndVerify({ ...this.deps, sleep: (ms) => this.#sleep(ms) }, effect.containerId, effect.stopBudgetSec) };
+        return {
+          kind: 'removed',
+          cleanup: await removeAndVerify(
+            { ...this.deps, sleep: (ms) => this.#sleep(ms) },
+            effect.containerId,
+            effect.stopBudgetSec,
+          ),
+        };
       case 'close_logs': {
-        const closed = await this.#logs.close(this.deps.logDrainTimeoutMs ?? DEFAULT_LOG_DRAIN_MS, effect.containerExisted);
+        const closed = await this.#logs.close(
+          this.deps.logDrainTimeoutMs ?? DEFAULT_LOG_DRAIN_MS,
+          effect.containerExisted,
+        );
         this.#logReport = closed.logs;
         return { kind: 'logs_closed', failure: closed.failure };
       }
@@ -312,7 +403,10 @@ class LifecycleRun {
     failpoint('log_drain:begin');
     const bounds = {
       stallMs: this.deps.logStallMs ?? DEFAULT_LOG_STALL_MS,
-      untilMs: Math.max(deadlineMs, startMs + (this.deps.logDrainAfterDeadlineMs ?? DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS)),
+      untilMs: Math.max(
+        deadlineMs,
+        startMs + (this.deps.logDrainAfterDeadlineMs ?? DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS),
+      ),
       pollMs: LOG_DRAIN_POLL_MS,
       nowMs: () => this.#nowMs(),
       sleep: this.#sleep,
@@ -333,13 +427,23 @@ class LifecycleRun {
   async #followEndedEarlyMaybe(containerId: string): Promise<boolean> {
     if (!this.#followed) return false;
     const state = await this.deps.runtime.inspect(containerId).catch(() => null);
-    return state !== null && state.status !== 'running' && state.status !== 'restarting' && state.status !== 'paused';
+    return (
+      state !== null &&
+      state.status !== 'running' &&
+      state.status !== 'restarting' &&
+      state.status !== 'paused'
+    );
   }
 
   async #settle(probeChangesOf: string | null, facts: LifecycleFacts): Promise<LifecycleEvent> {
-    if (facts.engineLoss !== null) this.deps.logger.warn({ container: facts.containerId, reason: facts.engineLoss }, 'pair ended by an engine fault');
+    if (facts.engineLoss !== null)
+      this.deps.logger.warn(
+        { container: facts.containerId, reason: facts.engineLoss },
+        'pair ended by an engine fault',
+      );
     // The container's layer changes (can its sessions dir hold anything?), asked alongside the collection's inspect.
-    if (probeChangesOf !== null && this.deps.imageSessions !== undefined) this.#changes = filesystemChangesOrNull(this.deps.runtime, probeChangesOf);
+    if (probeChangesOf !== null && this.deps.imageSessions !== undefined)
+      this.#changes = filesystemChangesOrNull(this.deps.runtime, probeChangesOf);
     await this.#logs.settle(LOG_SETTLE_MS);
     await pausepoint('before_collection');
     return { kind: 'settled' };
@@ -355,7 +459,13 @@ class LifecycleRun {
 
   async #collectSessions(containerId: string, engineLoss: EngineLoss | null): Promise<void> {
     try {
-      this.#sessions = await collectSessions({ ...this.deps, sleep: this.#sleep }, containerId, this.launch.sessionsDir, engineLoss, await this.#changes);
+      this.#sessions = await collectSessions(
+        { ...this.deps, sleep: this.#sleep },
+        containerId,
+        this.launch.sessionsDir,
+        engineLoss,
+        await this.#changes,
+      );
     } catch (err) {
       this.#sessions = { files: 0, bytes: 0, refusals: [`collection failed: ${errorKind(err)}`] };
       this.deps.logger.warn({ container: containerId, err: errorKind(err) }, 'session collection failed');
@@ -367,13 +477,21 @@ class LifecycleRun {
       this.#providerFailure = await this.deps.diagnose();
     } catch (err) {
       this.#providerFailureErrorKind = errorKind(err);
-      this.deps.logger.warn({ container: this.#containerId, err: this.#providerFailureErrorKind }, 'provider-failure diagnosis failed');
+      this.deps.logger.warn(
+        { container: this.#containerId, err: this.#providerFailureErrorKind },
+        'provider-failure diagnosis failed',
+      );
     }
   }
 
   execution(facts: LifecycleFacts): PairExecution {
     return {
-      container: { id: facts.containerId, exit_code: facts.exitCode, timed_out: facts.timedOut, oom_killed: facts.oomKilled },
+      container: {
+        id: facts.containerId,
+        exit_code: facts.exitCode,
+        timed_out: facts.timedOut,
+        oom_killed: facts.oomKilled,
+      },
       timedOut: facts.timedOut,
       terminated: facts.terminated,
       engineFault: facts.engineFault,

@@ -31,7 +31,10 @@ export interface LogTarget {
  * reads those bytes back from the first one: a reattach then checks that the engine's copy starts with exactly them
  * before it appends anything (without it the prefix is skipped unchecked, e.g. a file already at its cap).
  */
-export type OpenedLog = LogTarget & { readonly existingBytes: number; readonly readBack?: () => AsyncIterable<Uint8Array> };
+export type OpenedLog = LogTarget & {
+  readonly existingBytes: number;
+  readonly readBack?: () => AsyncIterable<Uint8Array>;
+};
 
 /** Opens a log file; `append` when reattaching (the file holds a prefix already). */
 export type OpenLog = (stream: LogStreamName, append: boolean) => Promise<OpenedLog>;
@@ -99,14 +102,21 @@ export class VerifyPrefix extends Transform {
   #diverged = false;
   #held: Uint8Array = new Uint8Array(0);
   readonly #prefix: AsyncIterator<Uint8Array>;
-  constructor(skip: number, prefix: AsyncIterable<Uint8Array>, private readonly onGap: (gap: PrefixGap) => void) {
+  constructor(
+    skip: number,
+    prefix: AsyncIterable<Uint8Array>,
+    private readonly onGap: (gap: PrefixGap) => void,
+  ) {
     super();
     this.#left = skip;
     this.#prefix = prefix[Symbol.asyncIterator]();
   }
 
   override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
-    this.#check(chunk).then((rest) => done(null, rest), (err: unknown) => done(err as Error));
+    this.#check(chunk).then(
+      (rest) => done(null, rest),
+      (err: unknown) => done(err as Error),
+    );
   }
 
   override _flush(done: TransformCallback): void {
@@ -181,7 +191,11 @@ export class PairLogs {
   #limitExceeded: LogStreamName | null = null;
 
   constructor(
-    private readonly deps: { readonly openLog: OpenLog; readonly createRedactor: (secrets: readonly string[]) => Transform; readonly logger: Logger },
+    private readonly deps: {
+      readonly openLog: OpenLog;
+      readonly createRedactor: (secrets: readonly string[]) => Transform;
+      readonly logger: Logger;
+    },
     private readonly secrets: readonly string[],
     private readonly containerId: () => string | null,
   ) {}
@@ -198,7 +212,10 @@ export class PairLogs {
 
   /** Streams both outputs into their files; throws LogOpenError when a file cannot be opened. */
   async connect(output: ContainerOutput, append: boolean): Promise<void> {
-    for (const [name, source] of [['stdout', output.stdout], ['stderr', output.stderr]] as const) {
+    for (const [name, source] of [
+      ['stdout', output.stdout],
+      ['stderr', output.stderr],
+    ] as const) {
       let target: OpenedLog;
       try {
         target = await this.deps.openLog(name, append);
@@ -213,7 +230,18 @@ export class PairLogs {
   }
 
   #pipe(name: LogStreamName, source: Readable, target: OpenedLog, append: boolean): LogPipe {
-    const pipe: LogPipe = { name, source, target, failure: null, settled: false, done: Promise.resolve(), received: 0, sourceEnded: false, redacted: 0, gap: null };
+    const pipe: LogPipe = {
+      name,
+      source,
+      target,
+      failure: null,
+      settled: false,
+      done: Promise.resolve(),
+      received: 0,
+      sourceEnded: false,
+      redacted: 0,
+      gap: null,
+    };
     const redactor = this.deps.createRedactor(this.secrets);
     const stages: (Readable | Transform | Writable)[] = [source, redactor];
     // The redactor is deterministic, so the redacted re-read starts with exactly the bytes already kept: checked
@@ -241,15 +269,28 @@ export class PairLogs {
     if (target.readBack === undefined) return new SkipBytes(target.existingBytes);
     return new VerifyPrefix(target.existingBytes, target.readBack(), (gap) => {
       pipe.gap = { ...gap, engine_bytes: 0 };
-      const facts = { container: this.containerId(), stream: pipe.name, cause: gap.cause, kept_bytes: target.existingBytes, differs_at: gap.differs_at };
-      this.deps.logger.warn(facts, "the engine's copy of the log does not continue the file: later output is not appended");
+      const facts = {
+        container: this.containerId(),
+        stream: pipe.name,
+        cause: gap.cause,
+        kept_bytes: target.existingBytes,
+        differs_at: gap.differs_at,
+      };
+      this.deps.logger.warn(
+        facts,
+        "the engine's copy of the log does not continue the file: later output is not appended",
+      );
     });
   }
 
   #watch(pipe: LogPipe): void {
     void pipe.target.halted?.then((why) => {
       if (why === 'limit_exceeded') this.#limitExceeded ??= pipe.name;
-      if (!this.#halt.signal.aborted) this.deps.logger.warn({ container: this.containerId(), stream: pipe.name, why }, 'log halted: controlled stop');
+      if (!this.#halt.signal.aborted)
+        this.deps.logger.warn(
+          { container: this.containerId(), stream: pipe.name, why },
+          'log halted: controlled stop',
+        );
       this.#halt.abort();
     });
   }
@@ -283,7 +324,9 @@ export class PairLogs {
       if (finished.failure !== null) writeFailures.set(p.name, finished.failure);
     }
     try {
-      const output = neverStarted ? { stdout: new PassThrough().end(), stderr: new PassThrough().end() } : await follow();
+      const output = neverStarted
+        ? { stdout: new PassThrough().end(), stderr: new PassThrough().end() }
+        : await follow();
       await this.connect(output, true);
     } catch (err) {
       // Not reconnected: keep the old pipes (their files are finished, their reports stand: bytes kept, a cap reached,
@@ -341,7 +384,10 @@ export class PairLogs {
       p.gap ??= { cause, engine_bytes: 0 };
       p.source.destroy();
     }
-    this.deps.logger.warn({ container: this.containerId(), cause, stall_ms: stallMs }, 'log drain stopped before the streams ended: the logs are incomplete');
+    this.deps.logger.warn(
+      { container: this.containerId(), cause, stall_ms: stallMs },
+      'log drain stopped before the streams ended: the logs are incomplete',
+    );
   }
 
   /**
@@ -352,7 +398,11 @@ export class PairLogs {
    * without a gap, a failure or a cap; a read that cannot be opened keeps the old report (and is logged).
    */
   async catchUp(read: () => Promise<ContainerOutput>): Promise<void> {
-    if (this.#pipes.length === 0 || this.#pipes.some((p) => !p.settled || p.gap !== null || p.failure !== null)) return;
+    if (
+      this.#pipes.length === 0 ||
+      this.#pipes.some((p) => !p.settled || p.gap !== null || p.failure !== null)
+    )
+      return;
     const finished = await Promise.all(this.#pipes.map((p) => p.target.finish().catch(() => null)));
     if (finished.some((f) => f === null || f.failure !== null || f.limitExceeded === true)) return;
     const old = this.#pipes.splice(0);
@@ -361,12 +411,18 @@ export class PairLogs {
     } catch (err) {
       for (const p of this.#pipes.splice(0)) await p.target.finish().catch(() => undefined);
       this.#pipes.push(...old);
-      this.deps.logger.warn({ container: this.containerId(), err: errorKind(err) }, 'the engine\'s copy of the logs could not be read again after the container stopped');
+      this.deps.logger.warn(
+        { container: this.containerId(), err: errorKind(err) },
+        "the engine's copy of the logs could not be read again after the container stopped",
+      );
     }
   }
 
   /** After the container is gone: give the streams `drainMs` to end, cut the rest, close every file and report. */
-  async close(drainMs: number, containerExisted: boolean): Promise<{ logs: { stdout: LogRecord; stderr: LogRecord }; failure: string | null }> {
+  async close(
+    drainMs: number,
+    containerExisted: boolean,
+  ): Promise<{ logs: { stdout: LogRecord; stderr: LogRecord }; failure: string | null }> {
     if ((await withTimeout(Promise.all(this.#pipes.map((p) => p.done)), drainMs)) === 'timeout') {
       for (const p of this.#pipes) {
         if (p.settled) continue; // a stream that ended on its own is complete
@@ -379,11 +435,18 @@ export class PairLogs {
   }
 
   /** Close every log file and report it; a stream cut short or never opened is not a closed log. */
-  async #report(containerExisted: boolean): Promise<{ logs: { stdout: LogRecord; stderr: LogRecord }; failure: string | null }> {
-    const report: { stdout: LogRecord; stderr: LogRecord } = { stdout: { bytes: 0, closed: !containerExisted }, stderr: { bytes: 0, closed: !containerExisted } };
+  async #report(
+    containerExisted: boolean,
+  ): Promise<{ logs: { stdout: LogRecord; stderr: LogRecord }; failure: string | null }> {
+    const report: { stdout: LogRecord; stderr: LogRecord } = {
+      stdout: { bytes: 0, closed: !containerExisted },
+      stderr: { bytes: 0, closed: !containerExisted },
+    };
     let failure: string | null = null;
     for (const p of this.#pipes) {
-      const finished: LogFinish = await p.target.finish().catch((err: unknown) => ({ bytes: 0, closed: false, failure: errorKind(err) }));
+      const finished: LogFinish = await p.target
+        .finish()
+        .catch((err: unknown) => ({ bytes: 0, closed: false, failure: errorKind(err) }));
       const why = p.failure ?? finished.failure;
       report[p.name] = {
         bytes: finished.bytes,

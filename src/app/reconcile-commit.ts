@@ -13,13 +13,17 @@ import type {
 } from './ports/capacity-registry.js';
 
 /** Points where reconciliation calls `afterStep` (the crash-test hook). Board and release are one transaction. */
-export type ReconcileStep = 'evidence_read' | 'proof_built' | 'proof_written' | 'board_terminal' | 'reservation_released';
+export type ReconcileStep =
+  'evidence_read' | 'proof_built' | 'proof_written' | 'board_terminal' | 'reservation_released';
 
 /** A step as reported to the operator, and the hook point it completes (none in a preview). */
 export type CommitStep = readonly [text: string, point: ReconcileStep | undefined];
 
 export type CommitOutcome =
-  | { readonly kind: 'would_commit' | 'committed' | 'already_committed'; readonly steps: readonly CommitStep[] }
+  | {
+      readonly kind: 'would_commit' | 'committed' | 'already_committed';
+      readonly steps: readonly CommitStep[];
+    }
   | { readonly kind: 'refused'; readonly reason: TerminalCommitRefusal; readonly detail: string }
   /** `unavailable`: the registry timed out or could not be reached (E_REGISTRY_UNAVAILABLE): retry later. */
   | { readonly kind: 'fault'; readonly detail: string; readonly unavailable?: boolean };
@@ -74,7 +78,10 @@ async function committedByThisProof(registry: CapacityRegistry, commit: Terminal
 }
 
 /** commitTerminal; on an error, read back: committed by this proof → done; otherwise one retry. */
-export async function commitWithReadBack(registry: CapacityRegistry, commit: TerminalCommit): Promise<CommitOutcome> {
+export async function commitWithReadBack(
+  registry: CapacityRegistry,
+  commit: TerminalCommit,
+): Promise<CommitOutcome> {
   let lastError: unknown;
   for (let attempt = 1; attempt <= 2; attempt += 1) {
     try {
@@ -85,7 +92,8 @@ export async function commitWithReadBack(registry: CapacityRegistry, commit: Ter
       lastError = err;
       // A registry past its deadline: no read-back and no retry (each would wait one more deadline); the commit is
       // replay-safe, so `resume` finds it committed by this proof, or commits it then.
-      if (unavailable(err)) return { kind: 'fault', detail: `terminal commit: ${message(err)}`, unavailable: true };
+      if (unavailable(err))
+        return { kind: 'fault', detail: `terminal commit: ${message(err)}`, unavailable: true };
       if (await committedByThisProof(registry, commit)) {
         return {
           kind: 'committed',
@@ -101,45 +109,84 @@ export async function commitWithReadBack(registry: CapacityRegistry, commit: Ter
 }
 
 /** The registry's refusal rules, evaluated on what it holds now (mirrors the commit transaction). */
-function refusalOf(commit: TerminalCommit, reservation: Reservation | null, board: BoardRow | null): CommitOutcome | null {
-  const refuse = (reason: TerminalCommitRefusal, detail: string): CommitOutcome => ({ kind: 'refused', reason, detail });
+function refusalOf(
+  commit: TerminalCommit,
+  reservation: Reservation | null,
+  board: BoardRow | null,
+): CommitOutcome | null {
+  const refuse = (reason: TerminalCommitRefusal, detail: string): CommitOutcome => ({
+    kind: 'refused',
+    reason,
+    detail,
+  });
   if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
   if (board !== null && board.batchId !== commit.batchId) {
-    return refuse('run_owned_by_other_batch', `run ${commit.claimId} is on the board under batch ${board.batchId}`);
+    return refuse(
+      'run_owned_by_other_batch',
+      `run ${commit.claimId} is on the board under batch ${board.batchId}`,
+    );
   }
   if (reservation.batchId !== commit.batchId) {
-    return refuse('run_owned_by_other_batch', `reservation ${reservation.id} belongs to batch ${reservation.batchId}`);
+    return refuse(
+      'run_owned_by_other_batch',
+      `reservation ${reservation.id} belongs to batch ${reservation.batchId}`,
+    );
   }
   if (reservation.claimId !== commit.claimId || reservation.jobId !== commit.jobId) {
-    return refuse('reservation_not_held_by_claim', `reservation ${reservation.id} is held by claim ${reservation.claimId} (job ${reservation.jobId})`);
+    return refuse(
+      'reservation_not_held_by_claim',
+      `reservation ${reservation.id} is held by claim ${reservation.claimId} (job ${reservation.jobId})`,
+    );
   }
   if (board?.state === 'terminal' && board.proofSha256 !== commit.proofSha256) {
-    return refuse('proof_mismatch', `run ${commit.claimId} is terminal with proof ${board.proofSha256 ?? 'none'}`);
+    return refuse(
+      'proof_mismatch',
+      `run ${commit.claimId} is terminal with proof ${board.proofSha256 ?? 'none'}`,
+    );
   }
   if (reservation.state === 'released' && board?.state !== 'terminal') {
-    return refuse('reservation_not_held_by_claim', `reservation ${reservation.id} was released without a terminal proof`);
+    return refuse(
+      'reservation_not_held_by_claim',
+      `reservation ${reservation.id} was released without a terminal proof`,
+    );
   }
   if (reservation.proofSha256 !== null && reservation.proofSha256 !== commit.proofSha256) {
-    return refuse('proof_mismatch', `reservation ${reservation.id} was released by proof ${reservation.proofSha256}`);
+    return refuse(
+      'proof_mismatch',
+      `reservation ${reservation.id} was released by proof ${reservation.proofSha256}`,
+    );
   }
   return null;
 }
 
 /** What `commitWithReadBack` would do now; reads the registry only. */
-export async function predictCommit(registry: CapacityRegistry, commit: TerminalCommit): Promise<CommitOutcome> {
+export async function predictCommit(
+  registry: CapacityRegistry,
+  commit: TerminalCommit,
+): Promise<CommitOutcome> {
   let reservation: Reservation | null;
   let board: BoardRow | null;
   try {
     reservation = await registry.reservation(commit.reservationId);
     board = (await registry.board({ claimId: commit.claimId }))[0] ?? null;
   } catch (err) {
-    return { kind: 'fault', detail: `cannot read the registry: ${message(err)}`, ...(unavailable(err) ? { unavailable: true } : {}) };
+    return {
+      kind: 'fault',
+      detail: `cannot read the registry: ${message(err)}`,
+      ...(unavailable(err) ? { unavailable: true } : {}),
+    };
   }
   const refused = refusalOf(commit, reservation, board);
   if (refused !== null) return refused;
-  const boardStep: CommitStep = board?.state === 'terminal' ? ['board row already terminal', undefined] : ['would write the board row terminal (read back)', undefined];
+  const boardStep: CommitStep =
+    board?.state === 'terminal'
+      ? ['board row already terminal', undefined]
+      : ['would write the board row terminal (read back)', undefined];
   if (reservation?.state === 'released') {
     return { kind: 'already_committed', steps: [boardStep, ['reservation already released', undefined]] };
   }
-  return { kind: 'would_commit', steps: [boardStep, [`would release reservation ${commit.reservationId} (read back)`, undefined]] };
+  return {
+    kind: 'would_commit',
+    steps: [boardStep, [`would release reservation ${commit.reservationId} (read back)`, undefined]],
+  };
 }

@@ -1,7 +1,12 @@
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { openExistingEvidence, type ExistingEvidenceDeps } from './existing-evidence.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
-import { reconcileBatch, type ReconcileBatchResult, type ReconcileDeps, type ReconcileMode } from './reconcile-pair.js';
+import {
+  reconcileBatch,
+  type ReconcileBatchResult,
+  type ReconcileDeps,
+  type ReconcileMode,
+} from './reconcile-pair.js';
 
 /** The evidence of an output directory, as the composition root wires it. */
 export interface OutputEvidenceDeps extends ExistingEvidenceDeps {
@@ -25,8 +30,16 @@ export async function reconcileOutput(
     registrySuggestion: 'pass --registry with the database the batch was admitted in',
   });
   try {
-    const reconcile = { store: deps.storeAt(output), registry, runtime: await deps.runtimeFor(output), readOutcomeSha256: deps.readOutcomeSha256 };
-    const result = await reconcileBatch(reconcile, { mode: request.mode, ...(request.jobId !== undefined ? { jobId: request.jobId } : {}) });
+    const reconcile = {
+      store: deps.storeAt(output),
+      registry,
+      runtime: await deps.runtimeFor(output),
+      readOutcomeSha256: deps.readOutcomeSha256,
+    };
+    const result = await reconcileBatch(reconcile, {
+      mode: request.mode,
+      ...(request.jobId !== undefined ? { jobId: request.jobId } : {}),
+    });
     return { ...result, registryPath };
   } finally {
     await registry.close();

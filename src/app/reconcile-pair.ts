@@ -23,7 +23,12 @@ import {
 import type { CapacityRegistry, TerminalCommit, TerminalCommitRefusal } from './ports/capacity-registry.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import { writeJsonVerified } from './durable-write.js';
-import { commitWithReadBack, predictCommit, type CommitOutcome, type ReconcileStep } from './reconcile-commit.js';
+import {
+  commitWithReadBack,
+  predictCommit,
+  type CommitOutcome,
+  type ReconcileStep,
+} from './reconcile-commit.js';
 
 export const PROOF_FILE = 'terminal-proof.json';
 
@@ -96,8 +101,21 @@ interface Context {
   proofSha256: string | null;
 }
 
-function report(ctx: Context, kind: ReconcileKind, reason: ReconcileReason | null, detail: string): ReconcileReport {
-  return { job_id: ctx.jobId, mode: ctx.input.mode, kind, reason, detail, steps: [...ctx.steps], proof_sha256: ctx.proofSha256 };
+function report(
+  ctx: Context,
+  kind: ReconcileKind,
+  reason: ReconcileReason | null,
+  detail: string,
+): ReconcileReport {
+  return {
+    job_id: ctx.jobId,
+    mode: ctx.input.mode,
+    kind,
+    reason,
+    detail,
+    steps: [...ctx.steps],
+    proof_sha256: ctx.proofSha256,
+  };
 }
 
 function stopReport(ctx: Context, stop: Stop): ReconcileReport {
@@ -134,11 +152,16 @@ async function readOptional(store: EvidenceStore, rel: string): Promise<unknown>
 }
 
 /** Required JSON evidence: missing → evidence_missing, wrong shape → evidence_contradictory. */
-async function readEvidence(store: EvidenceStore, rel: string, problemsOf: (v: unknown) => string[]): Promise<unknown> {
+async function readEvidence(
+  store: EvidenceStore,
+  rel: string,
+  problemsOf: (v: unknown) => string[],
+): Promise<unknown> {
   const value = await readOptional(store, rel);
   if (value === null) throw new Stop('evidence_missing', `no ${rel}`);
   const problems = problemsOf(value);
-  if (problems.length > 0) throw new Stop('evidence_contradictory', `${rel} is malformed (${problems.join(', ')})`);
+  if (problems.length > 0)
+    throw new Stop('evidence_contradictory', `${rel} is malformed (${problems.join(', ')})`);
   return value;
 }
 
@@ -149,11 +172,15 @@ async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: R
   ctx.jobId = receipt.job_id;
   if (jobRel !== '.') {
     const dirName = jobRel.split('/').at(-1);
-    if (dirName !== receipt.job_id) throw new Stop('evidence_contradictory', `receipt in ${jobRel} names job ${receipt.job_id}`);
+    if (dirName !== receipt.job_id)
+      throw new Stop('evidence_contradictory', `receipt in ${jobRel} names job ${receipt.job_id}`);
     const batch = await readOptional(store, 'batch.json');
     const batchId = (batch as { batch_id?: unknown } | null)?.batch_id;
     if (batch !== null && batchId !== receipt.batch_id) {
-      throw new Stop('evidence_contradictory', `receipt batch ${receipt.batch_id} differs from batch.json batch ${String(batchId)}`);
+      throw new Stop(
+        'evidence_contradictory',
+        `receipt batch ${receipt.batch_id} differs from batch.json batch ${String(batchId)}`,
+      );
     }
   }
   const result = (await readEvidence(store, join(jobRel, 'result.json'), resultProblems)) as ResultRecord;
@@ -176,17 +203,27 @@ async function containerPresent(ctx: Context, receipt: Receipt, result: ResultRe
     for (const id of ids) if ((await runtime.inspect(id)) !== null) return true;
     return (await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })).length > 0;
   } catch (err) {
-    throw new Stop('cleanup_unverified', `cannot ask the engine whether the container is gone: ${message(err)}`);
+    throw new Stop(
+      'cleanup_unverified',
+      `cannot ask the engine whether the container is gone: ${message(err)}`,
+    );
   }
 }
 
 async function buildProof(ctx: Context): Promise<TerminalProof> {
   const { receipt, result } = await loadEvidence(ctx);
   // The pair's private copy (no container can reach it once removed); receipts from before it existed name only outcome_path.
-  const outcomeFile = receipt.private_outcome === undefined ? receipt.outcome_path : ctx.deps.store.resolve(join(ctx.input.jobRel, receipt.private_outcome));
+  const outcomeFile =
+    receipt.private_outcome === undefined
+      ? receipt.outcome_path
+      : ctx.deps.store.resolve(join(ctx.input.jobRel, receipt.private_outcome));
   const current = await outcomeDigest(ctx, outcomeFile);
   const present = await containerPresent(ctx, receipt, result);
-  step(ctx, `evidence read (receipt, result, outcome ${current === null ? 'missing' : 'present'}, container ${present ? 'present' : 'absent'})`, 'evidence_read');
+  step(
+    ctx,
+    `evidence read (receipt, result, outcome ${current === null ? 'missing' : 'present'}, container ${present ? 'present' : 'absent'})`,
+    'evidence_read',
+  );
   const decision = buildTerminalProof({
     receipt,
     result,
@@ -212,7 +249,10 @@ async function proofOnDisk(ctx: Context, proofRel: string): Promise<boolean> {
   }
   const digest = sha256Hex(text);
   if (digest !== ctx.proofSha256) {
-    throw new Stop('evidence_contradictory', `${proofRel} holds proof ${digest}, the evidence now gives ${ctx.proofSha256 ?? '?'}`);
+    throw new Stop(
+      'evidence_contradictory',
+      `${proofRel} holds proof ${digest}, the evidence now gives ${ctx.proofSha256 ?? '?'}`,
+    );
   }
   return true;
 }
@@ -231,7 +271,8 @@ function commitOf(proof: TerminalProof, proofSha256: string): TerminalCommit {
 
 function finish(ctx: Context, outcome: CommitOutcome, reservationId: string): ReconcileReport {
   if (outcome.kind === 'refused') throw new Stop(outcome.reason, outcome.detail);
-  if (outcome.kind === 'fault') throw new Stop(outcome.unavailable === true ? 'registry_unavailable' : 'registry_fault', outcome.detail);
+  if (outcome.kind === 'fault')
+    throw new Stop(outcome.unavailable === true ? 'registry_unavailable' : 'registry_fault', outcome.detail);
   for (const [text, point] of outcome.steps) step(ctx, text, point);
   const detail =
     outcome.kind === 'would_commit'
@@ -256,16 +297,31 @@ async function run(ctx: Context): Promise<ReconcileReport> {
     step(ctx, 'proof already written (same digest)', 'proof_written');
   } else {
     const write = await writeJsonVerified(ctx.deps.store, proofRel, proof);
-    if (write.kind === 'failed') throw new Stop('storage_fault', `cannot write ${proofRel}: ${write.error.message}`);
-    const how = write.kind === 'verified_after_error' ? ' (verified after an error)' : write.attempts > 1 ? ' (after a retry)' : '';
+    if (write.kind === 'failed')
+      throw new Stop('storage_fault', `cannot write ${proofRel}: ${write.error.message}`);
+    const how =
+      write.kind === 'verified_after_error'
+        ? ' (verified after an error)'
+        : write.attempts > 1
+          ? ' (after a retry)'
+          : '';
     step(ctx, `proof written${how}`, 'proof_written');
   }
   return finish(ctx, await commitWithReadBack(ctx.deps.registry, commit), commit.reservationId);
 }
 
 /** Reconciles one pair; never throws for evidence, storage or registry trouble: those are reports. */
-export async function reconcilePair(deps: ReconcileDeps, input: ReconcilePairInput): Promise<ReconcileReport> {
-  const ctx: Context = { deps, input, jobId: input.jobRel === '.' ? '.' : (input.jobRel.split('/').at(-1) ?? input.jobRel), steps: [], proofSha256: null };
+export async function reconcilePair(
+  deps: ReconcileDeps,
+  input: ReconcilePairInput,
+): Promise<ReconcileReport> {
+  const ctx: Context = {
+    deps,
+    input,
+    jobId: input.jobRel === '.' ? '.' : (input.jobRel.split('/').at(-1) ?? input.jobRel),
+    steps: [],
+    proofSha256: null,
+  };
   try {
     return await run(ctx);
   } catch (err) {
@@ -302,14 +358,20 @@ export async function reconcileBatch(
     if (!names.includes(input.jobId) || !(await store.exists(`jobs/${input.jobId}/receipt.json`))) {
       throw usage(`no claimed job ${input.jobId} in ${store.root}`);
     }
-    return { reports: [await reconcilePair(deps, { jobRel: `jobs/${input.jobId}`, mode: input.mode })], skipped: [] };
+    return {
+      reports: [await reconcilePair(deps, { jobRel: `jobs/${input.jobId}`, mode: input.mode })],
+      skipped: [],
+    };
   }
   const reports: ReconcileReport[] = [];
   const skipped: { job_id: string; why: string }[] = [];
   for (const name of names) {
     if (!(await store.exists(`jobs/${name}/receipt.json`))) continue;
     if (!(await store.exists(`jobs/${name}/result.json`))) {
-      skipped.push({ job_id: name, why: 'claimed, no result.json yet (running, or lost: resume the batch first)' });
+      skipped.push({
+        job_id: name,
+        why: 'claimed, no result.json yet (running, or lost: resume the batch first)',
+      });
       continue;
     }
     reports.push(await reconcilePair(deps, { jobRel: `jobs/${name}`, mode: input.mode }));

@@ -16,12 +16,26 @@ export interface RecoverOutputDeps extends OutputEvidenceDeps {
 }
 
 /** `pair recover`: the killed `pair run` of `output` is cleaned up, finished and its slot released. */
-export async function recoverOutput(deps: RecoverOutputDeps, request: { readonly output: string; readonly stopBudgetSec: number }): Promise<RecoverPairRunReport> {
+export async function recoverOutput(
+  deps: RecoverOutputDeps,
+  request: { readonly output: string; readonly stopBudgetSec: number },
+): Promise<RecoverPairRunReport> {
   const { output } = request;
-  const { registry } = await openExistingEvidence(deps, output, { registrySuggestion: 'pass --registry with the database the pair run was admitted in' });
+  const { registry } = await openExistingEvidence(deps, output, {
+    registrySuggestion: 'pass --registry with the database the pair run was admitted in',
+  });
   try {
     return await recoverPairRun(
-      { store: deps.storeAt(output), registry, runtime: await deps.runtimeFor(output), clock: deps.clock, logger: deps.logger, host: deps.host, fs: deps.fs, outcomes: deps.outcomes },
+      {
+        store: deps.storeAt(output),
+        registry,
+        runtime: await deps.runtimeFor(output),
+        clock: deps.clock,
+        logger: deps.logger,
+        host: deps.host,
+        fs: deps.fs,
+        outcomes: deps.outcomes,
+      },
       { stopBudgetSec: request.stopBudgetSec },
     );
   } finally {

@@ -10,7 +10,10 @@ import type { CapacityRegistry } from './ports/capacity-registry.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 
 /** The pair lifecycle's ports it needs (the same adapters as `pair run`), and the run's evidence and registry. */
-export interface RecoverPairRunDeps extends Pick<ExecutePairDeps, 'runtime' | 'clock' | 'logger' | 'fs' | 'host' | 'outcomes'> {
+export interface RecoverPairRunDeps extends Pick<
+  ExecutePairDeps,
+  'runtime' | 'clock' | 'logger' | 'fs' | 'host' | 'outcomes'
+> {
   readonly store: EvidenceStore;
   readonly registry: CapacityRegistry;
 }
@@ -37,17 +40,27 @@ export interface RecoverPairRunReport {
  * Idempotent: a second call finds the result and the committed proof and releases nothing. Refuses while the
  * `pair run` process is alive, and a batch directory (that is `e1-batch resume`'s job).
  */
-export async function recoverPairRun(deps: RecoverPairRunDeps, options: { readonly stopBudgetSec: number }): Promise<RecoverPairRunReport> {
+export async function recoverPairRun(
+  deps: RecoverPairRunDeps,
+  options: { readonly stopBudgetSec: number },
+): Promise<RecoverPairRunReport> {
   const { store } = deps;
   const receipt = await recoverableReceipt(deps);
   const kept = await store.readJson<ResultRecord>('result.json');
   const recovered = kept === null ? await writeLostResult(deps, receipt, options.stopBudgetSec) : null;
   const result = recovered?.result ?? (kept as ResultRecord);
   const reservationOf = async (): Promise<string | null> =>
-    receipt.reservation_id === null ? null : ((await deps.registry.reservation(receipt.reservation_id))?.state ?? null);
+    receipt.reservation_id === null
+      ? null
+      : ((await deps.registry.reservation(receipt.reservation_id))?.state ?? null);
   const before = await reservationOf();
   const reconciliation = await reconcilePair(
-    { store, registry: deps.registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) },
+    {
+      store,
+      registry: deps.registry,
+      runtime: deps.runtime,
+      readOutcomeSha256: (path) => deps.outcomes.sha256(path),
+    },
     { jobRel: '.', mode: 'execute' },
   );
   const after = await reservationOf();
@@ -68,21 +81,35 @@ async function recoverableReceipt(deps: RecoverPairRunDeps): Promise<Receipt> {
   const { store } = deps;
   const receipt = await store.readJson<Receipt>('receipt.json');
   if (receipt === null) {
-    throw new RoboguideError('E_USAGE', `${store.root} holds no receipt.json: not a pair run directory (nothing was claimed there)`, {
-      exitCode: ExitCode.invalidInput,
-    });
+    throw new RoboguideError(
+      'E_USAGE',
+      `${store.root} holds no receipt.json: not a pair run directory (nothing was claimed there)`,
+      {
+        exitCode: ExitCode.invalidInput,
+      },
+    );
   }
   if (!receipt.batch_id.startsWith('pair-run-')) {
-    throw new RoboguideError('E_USAGE', `${store.root} is a pair of batch ${receipt.batch_id}, not a pair run`, {
-      exitCode: ExitCode.invalidInput,
-      suggestions: ['recover a batch with `e1-batch resume --output <batch dir>`'],
-    });
+    throw new RoboguideError(
+      'E_USAGE',
+      `${store.root} is a pair of batch ${receipt.batch_id}, not a pair run`,
+      {
+        exitCode: ExitCode.invalidInput,
+        suggestions: ['recover a batch with `e1-batch resume --output <batch dir>`'],
+      },
+    );
   }
   if (deps.host.isAlive(receipt.supervisor)) {
-    throw new RoboguideError('E_SUPERVISOR_ALIVE', `the pair run that owns ${store.root} is still running (pid ${receipt.supervisor.pid}): nothing was touched`, {
-      exitCode: ExitCode.invalidInput,
-      suggestions: [`stop it with SIGTERM (kill ${receipt.supervisor.pid}); it removes its container and releases its slot itself`],
-    });
+    throw new RoboguideError(
+      'E_SUPERVISOR_ALIVE',
+      `the pair run that owns ${store.root} is still running (pid ${receipt.supervisor.pid}): nothing was touched`,
+      {
+        exitCode: ExitCode.invalidInput,
+        suggestions: [
+          `stop it with SIGTERM (kill ${receipt.supervisor.pid}); it removes its container and releases its slot itself`,
+        ],
+      },
+    );
   }
   return receipt;
 }
@@ -95,7 +122,11 @@ async function writeLostResult(
   deps: RecoverPairRunDeps,
   receipt: Receipt,
   stopBudgetSec: number,
-): Promise<{ readonly result: ResultRecord; readonly containers: string[]; readonly cleanup: CleanupRecord }> {
+): Promise<{
+  readonly result: ResultRecord;
+  readonly containers: string[];
+  readonly cleanup: CleanupRecord;
+}> {
   const { store, runtime } = deps;
   const containers: string[] = [];
   let cleanup: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
@@ -103,7 +134,8 @@ async function writeLostResult(
   const secrets = new Set<string>();
   for (const id of new Set([...found, ...(receipt.container_id !== null ? [receipt.container_id] : [])])) {
     containers.push(id);
-    for (const value of secretCandidates(await runtime.environmentOf(id).catch(() => null))) secrets.add(value);
+    for (const value of secretCandidates(await runtime.environmentOf(id).catch(() => null)))
+      secrets.add(value);
     const one = await removeAndVerify({ runtime, logger: deps.logger }, id, stopBudgetSec);
     cleanup = {
       removed: cleanup.removed || one.removed,
@@ -112,16 +144,39 @@ async function writeLostResult(
     };
   }
   // The verdict is the pair's private copy (the host outcome_path is only written once a run finished).
-  const result = await lostWorkerResult(deps, { store, jobRel: '.', receipt, containerId: containers[0] ?? null, cleanup, secrets: [...secrets], allowedHttpStatuses: [] });
+  const result = await lostWorkerResult(deps, {
+    store,
+    jobRel: '.',
+    receipt,
+    containerId: containers[0] ?? null,
+    cleanup,
+    secrets: [...secrets],
+    allowedHttpStatuses: [],
+  });
   const written = await writeJsonVerified(store, 'result.json', result);
   if (written.kind === 'failed') {
-    throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the slot stays held`, { cause: written.error });
+    throw new RoboguideError(
+      'E_STORE',
+      `result.json could not be written in ${store.root}; the slot stays held`,
+      { cause: written.error },
+    );
   }
   return { result, containers, cleanup };
 }
 
 /** Names every image sets, never a resolved `${NAME}` secret. */
-const PLAIN_VARIABLES = new Set(['PATH', 'HOME', 'HOSTNAME', 'TERM', 'LANG', 'PWD', 'SHLVL', 'ROBOGUIDE_OUTCOME_PATH', 'ROBOGUIDE_JOB_ID', 'ROBOGUIDE_BATCH_ID']);
+const PLAIN_VARIABLES = new Set([
+  'PATH',
+  'HOME',
+  'HOSTNAME',
+  'TERM',
+  'LANG',
+  'PWD',
+  'SHLVL',
+  'ROBOGUIDE_OUTCOME_PATH',
+  'ROBOGUIDE_JOB_ID',
+  'ROBOGUIDE_BATCH_ID',
+]);
 
 /**
  * The values the dead `pair run` may have resolved from `${NAME}`: the pair spec is not kept on disk, so every
@@ -130,5 +185,7 @@ const PLAIN_VARIABLES = new Set(['PATH', 'HOME', 'HOSTNAME', 'TERM', 'LANG', 'PW
  */
 function secretCandidates(environment: Readonly<Record<string, string>> | null): string[] {
   if (environment === null) return [];
-  return Object.entries(environment).flatMap(([name, value]) => (PLAIN_VARIABLES.has(name) || value.length < 8 ? [] : [value]));
+  return Object.entries(environment).flatMap(([name, value]) =>
+    PLAIN_VARIABLES.has(name) || value.length < 8 ? [] : [value],
+  );
 }

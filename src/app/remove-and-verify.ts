@@ -22,7 +22,11 @@ export interface RemoveAndVerifyDeps {
 }
 
 /** Stop if running, remove with force, then insist on the engine's 404. Never throws. */
-export async function removeAndVerify(deps: RemoveAndVerifyDeps, containerId: string, stopBudgetSec: number): Promise<CleanupRecord> {
+export async function removeAndVerify(
+  deps: RemoveAndVerifyDeps,
+  containerId: string,
+  stopBudgetSec: number,
+): Promise<CleanupRecord> {
   const { runtime, logger } = deps;
   const clock = deps.clock ?? systemClock;
   const pause = deps.sleep ?? realSleep;
@@ -38,18 +42,32 @@ export async function removeAndVerify(deps: RemoveAndVerifyDeps, containerId: st
       removed = (await runtime.remove(containerId)) === 'removed' || removed;
       failpoint('remove:requested');
     } catch (err) {
-      logger.warn({ container: containerId, attempt: attempts, err: errorKind(err) }, 'container removal failed');
+      logger.warn(
+        { container: containerId, attempt: attempts, err: errorKind(err) },
+        'container removal failed',
+      );
     }
-    if (await goneWithin(runtime, containerId, clock.now().getTime() + verifyMs / REMOVE_ATTEMPTS, clock, pause)) {
+    if (
+      await goneWithin(runtime, containerId, clock.now().getTime() + verifyMs / REMOVE_ATTEMPTS, clock, pause)
+    ) {
       return { removed, verified_absent: true, attempts };
     }
   }
-  logger.error({ container: containerId, attempts: REMOVE_ATTEMPTS }, 'container still present after removal: keeping its reservation');
+  logger.error(
+    { container: containerId, attempts: REMOVE_ATTEMPTS },
+    'container still present after removal: keeping its reservation',
+  );
   return { removed, verified_absent: false, attempts: REMOVE_ATTEMPTS };
 }
 
 /** Polls inspect until the engine says 404 or `untilMs` passes; an engine hiccup is polled through. */
-async function goneWithin(runtime: ContainerRuntime, containerId: string, untilMs: number, clock: Clock, pause: (ms: number) => Promise<void>): Promise<boolean> {
+async function goneWithin(
+  runtime: ContainerRuntime,
+  containerId: string,
+  untilMs: number,
+  clock: Clock,
+  pause: (ms: number) => Promise<void>,
+): Promise<boolean> {
   while (clock.now().getTime() < untilMs) {
     try {
       if ((await runtime.inspect(containerId)) === null) return true;

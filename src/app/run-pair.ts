@@ -17,7 +17,12 @@ import {
 import { buildReceipt, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';
-import { effectiveLimits, limitDefaults, LOW_DISK_LIMIT_BYTES, type PairLimits } from '../core/pair-limits.js';
+import {
+  effectiveLimits,
+  limitDefaults,
+  LOW_DISK_LIMIT_BYTES,
+  type PairLimits,
+} from '../core/pair-limits.js';
 import { writeJsonVerified } from './durable-write.js';
 import { imagesMissing } from './image-missing.js';
 import { DEFAULT_RUNTIME, gvisorSessionsDirProblem, isGvisor, runtimeProblem } from '../core/oci-runtime.js';
@@ -68,7 +73,9 @@ export interface RunPairDeps extends ExecutePairDeps {
    * The host's memory and the output file system's free bytes, for the default limits (src/core/pair-limits.ts).
    * Absent, or a fact null: the fixed fallbacks.
    */
-  readonly limitBasis?: (outputDir: string) => Promise<{ readonly memoryTotalBytes: number | null; readonly outputFreeBytes: number | null }>;
+  readonly limitBasis?: (
+    outputDir: string,
+  ) => Promise<{ readonly memoryTotalBytes: number | null; readonly outputFreeBytes: number | null }>;
 }
 
 export interface RunPairOutcome {
@@ -92,14 +99,23 @@ function parseSpec(text: string, source: string): PairSpec {
     ]);
   }
   const parsed = parsePairSpec(value);
-  if (!parsed.ok) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
+  if (!parsed.ok)
+    throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} is invalid`, parsed.issues);
   return parsed.spec;
 }
 
 /** Bind address, a stale or linked outcome path, and the mount rules; each problem at its field. */
-async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, options: RunPairOptions): Promise<Issue[]> {
+async function specPathIssues(
+  fs: FileSystem,
+  spec: PairSpec,
+  output: string,
+  options: RunPairOptions,
+): Promise<Issue[]> {
   const issues: Issue[] = [];
-  const bind = options.hostAddresses === undefined ? null : bindAddressProblem(options.bindAddress, options.hostAddresses);
+  const bind =
+    options.hostAddresses === undefined
+      ? null
+      : bindAddressProblem(options.bindAddress, options.hostAddresses);
   if (bind !== null) issues.push({ path: '--bind-address', rule: bind });
   issues.push(...(await staleOutcomeIssues(fs, [{ prefix: '', outcome_path: spec.outcome_path }])));
   // Asked only for a spec that parsed (the engine's data root: an invalid spec never loads the engine client).
@@ -110,7 +126,13 @@ async function specPathIssues(fs: FileSystem, spec: PairSpec, output: string, op
     ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}),
     ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}),
   };
-  issues.push(...(await jobPathIssues(fs, [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }], protectedPaths)));
+  issues.push(
+    ...(await jobPathIssues(
+      fs,
+      [{ prefix: '', cwd: spec.cwd, outcome_path: spec.outcome_path }],
+      protectedPaths,
+    )),
+  );
   return issues;
 }
 
@@ -167,15 +189,30 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
  * A runtime other than "runc" must be registered with the engine (and GPUs under gVisor need its GPU proxy): exit 2
  * naming it and the engine's runtimes, before anything is written. "runc" costs no engine inventory (`info`).
  */
-async function checkRuntime(runtime: RunPairDeps['runtime'], spec: PairSpec, specSource: string): Promise<void> {
+async function checkRuntime(
+  runtime: RunPairDeps['runtime'],
+  spec: PairSpec,
+  specSource: string,
+): Promise<void> {
   if (spec.runtime === undefined || spec.runtime === DEFAULT_RUNTIME) return;
   const engine = await runtime.info();
   const registered = engine.runtimeDetails ?? engine.runtimes.map((name) => ({ name, path: '', args: [] }));
   const problem = runtimeProblem(spec.runtime, registered, spec.gpus !== undefined);
   const gvisor = registered.find((r) => r.name === spec.runtime);
-  const sessions = problem === null && gvisor !== undefined && isGvisor(gvisor) ? gvisorSessionsDirProblem(spec.sessions_dir) : null;
-  const issues = [...(problem !== null ? [{ path: 'runtime', rule: problem }] : []), ...(sessions !== null ? [{ path: 'sessions_dir', rule: sessions }] : [])];
-  if (issues.length > 0) throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${specSource} cannot run on this engine`, issues);
+  const sessions =
+    problem === null && gvisor !== undefined && isGvisor(gvisor)
+      ? gvisorSessionsDirProblem(spec.sessions_dir)
+      : null;
+  const issues = [
+    ...(problem !== null ? [{ path: 'runtime', rule: problem }] : []),
+    ...(sessions !== null ? [{ path: 'sessions_dir', rule: sessions }] : []),
+  ];
+  if (issues.length > 0)
+    throw new InvalidInputError(
+      'E_SPEC_INVALID',
+      `pair spec ${specSource} cannot run on this engine`,
+      issues,
+    );
 }
 
 interface PairClaim {
@@ -187,18 +224,43 @@ interface PairClaim {
 }
 
 /** A slot in the registry, like a batch pair's (per node on a swarm); a refusal is an error naming what holds it. */
-async function admitPair(deps: RunPairDeps, registry: CapacityRegistry, spec: PairSpec, specSource: string, claimId: string): Promise<PairClaim> {
+async function admitPair(
+  deps: RunPairDeps,
+  registry: CapacityRegistry,
+  spec: PairSpec,
+  specSource: string,
+  claimId: string,
+): Promise<PairClaim> {
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const { admitted, job } = await admitOnePair(registry, deps.runtime, { batchId, claimId, ports: spec.ports }, spec, specSource);
+  const { admitted, job } = await admitOnePair(
+    registry,
+    deps.runtime,
+    { batchId, claimId, ports: spec.ports },
+    spec,
+    specSource,
+  );
   if (admitted.kind === 'refused' && admitted.reason === 'port_held') {
-    throw new RoboguideError('E_REGISTRY', `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`, {
-      suggestions: ['wait for that pair to finish (`roboguide-eval capacity` shows it)', 'or choose another port'],
-    });
+    throw new RoboguideError(
+      'E_REGISTRY',
+      `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`,
+      {
+        suggestions: [
+          'wait for that pair to finish (`roboguide-eval capacity` shows it)',
+          'or choose another port',
+        ],
+      },
+    );
   }
   if (admitted.kind === 'refused') {
-    const what = admitted.reason === 'gpu_budget' ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)` : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
+    const what =
+      admitted.reason === 'gpu_budget'
+        ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)`
+        : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
     throw new RoboguideError('E_REGISTRY', `the host is at its ${what}: not started`, {
-      suggestions: ['wait for running pairs to finish (`roboguide-eval capacity` shows them)', 'or raise the limit: `roboguide-eval capacity --max-reservations N`'],
+      suggestions: [
+        'wait for running pairs to finish (`roboguide-eval capacity` shows them)',
+        'or raise the limit: `roboguide-eval capacity --max-reservations N`',
+      ],
     });
   }
   return { batchId, claimId, reservationId: admitted.reservationId, job };
@@ -208,7 +270,13 @@ async function admitPair(deps: RunPairDeps, registry: CapacityRegistry, spec: Pa
  * The output directory and the exclusive receipt. Nothing ran yet: any failure here gives the slot back before it
  * is reported.
  */
-async function claimPair(deps: RunPairDeps, registry: CapacityRegistry, claim: PairClaim, output: string, receipt: Receipt): Promise<EvidenceStore> {
+async function claimPair(
+  deps: RunPairDeps,
+  registry: CapacityRegistry,
+  claim: PairClaim,
+  output: string,
+  receipt: Receipt,
+): Promise<EvidenceStore> {
   const release = async (): Promise<void> => {
     await registry.release(claim.reservationId, claim.claimId);
   };
@@ -224,7 +292,10 @@ async function claimPair(deps: RunPairDeps, registry: CapacityRegistry, claim: P
   }
   if (published === 'exists') {
     await release();
-    throw new RoboguideError('E_CLAIM_EXISTS', `${output}/receipt.json already exists: this pair was claimed`);
+    throw new RoboguideError(
+      'E_CLAIM_EXISTS',
+      `${output}/receipt.json already exists: this pair was claimed`,
+    );
   }
   return store;
 }
@@ -269,7 +340,10 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     bindAddress: options.bindAddress,
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
     readOutcome: (path) => deps.outcomes.read(path),
-    mountRules: { ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}), ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}) },
+    mountRules: {
+      ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}),
+      ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}),
+    },
     limits,
     ...(options.terminate ? { terminate: options.terminate } : {}),
     onCreated: async (containerId) => {
@@ -282,28 +356,56 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     if (current.container_id === null) await registry.release(claim.reservationId, claim.claimId);
     throw err;
   });
-  return { output, receipt: current, result, reconciliation: await finishPairRun(deps, registry, store, claim, result) };
+  return {
+    output,
+    receipt: current,
+    result,
+    reconciliation: await finishPairRun(deps, registry, store, claim, result),
+  };
 }
 
 /** The spec's limits over the defaults of this host for one pair; a low default disk limit is said (like `start`). */
-async function pairRunLimits(deps: RunPairDeps, spec: PairSpec, output: string, warn: ((message: string) => void) | undefined): Promise<PairLimits> {
-  const basis = (await deps.limitBasis?.(output).catch(() => null)) ?? { memoryTotalBytes: null, outputFreeBytes: null };
+async function pairRunLimits(
+  deps: RunPairDeps,
+  spec: PairSpec,
+  output: string,
+  warn: ((message: string) => void) | undefined,
+): Promise<PairLimits> {
+  const basis = (await deps.limitBasis?.(output).catch(() => null)) ?? {
+    memoryTotalBytes: null,
+    outputFreeBytes: null,
+  };
   const defaults = limitDefaults({ ...basis, maxConcurrentPairs: 1 });
   if (spec.disk_limit_bytes === undefined && defaults.disk_limit_bytes < LOW_DISK_LIMIT_BYTES) {
-    warn?.(`no disk_limit_bytes: the pair may hold only ${defaults.disk_limit_bytes} bytes (low free space on the output file system); ${defaults.basis}`);
+    warn?.(
+      `no disk_limit_bytes: the pair may hold only ${defaults.disk_limit_bytes} bytes (low free space on the output file system); ${defaults.basis}`,
+    );
   }
   return effectiveLimits(spec, defaults);
 }
 
 /** result.json, then terminal reconciliation (which gives the slot back once the evidence proves the pair finished). */
-async function finishPairRun(deps: RunPairDeps, registry: CapacityRegistry, store: EvidenceStore, claim: PairClaim, result: ResultRecord): Promise<ReconcileReport> {
+async function finishPairRun(
+  deps: RunPairDeps,
+  registry: CapacityRegistry,
+  store: EvidenceStore,
+  claim: PairClaim,
+  result: ResultRecord,
+): Promise<ReconcileReport> {
   const written = await writeJsonVerified(store, 'result.json', result);
   if (written.kind === 'failed') {
     // Fail closed: the container is gone, but without a result on disk nothing may release the slot.
-    throw new RoboguideError('E_STORE', `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`, {
-      cause: written.error,
-      context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
-    });
+    throw new RoboguideError(
+      'E_STORE',
+      `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`,
+      {
+        cause: written.error,
+        context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
+      },
+    );
   }
-  return reconcilePair({ store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) }, { jobRel: '.', mode: 'execute' });
+  return reconcilePair(
+    { store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) },
+    { jobRel: '.', mode: 'execute' },
+  );
 }

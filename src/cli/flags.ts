@@ -19,16 +19,24 @@ export const admissionRegistryFlag = Flags.string({
 
 /** `--allow-short-secrets` of `e1-batch start` and `pair run`. */
 export const allowShortSecretsFlag = Flags.boolean({
-  description: 'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
+  description:
+    'accept ${NAME} values shorter than 8 characters (refused otherwise); every occurrence is masked in all output, with a warning',
   default: false,
 });
 
 /** The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. */
 export const executorFlags = {
-  executor: Flags.string({ description: 'where pairs run: local (this host\'s engine) or swarm (Docker Swarm through --manager)', default: 'local' }),
-  manager: Flags.string({ description: 'with --executor swarm: the swarm manager\'s engine (unix:///path, tcp://host:port[?ca=&cert=&key=], ssh://user@host)' }),
+  executor: Flags.string({
+    description: "where pairs run: local (this host's engine) or swarm (Docker Swarm through --manager)",
+    default: 'local',
+  }),
+  manager: Flags.string({
+    description:
+      "with --executor swarm: the swarm manager's engine (unix:///path, tcp://host:port[?ca=&cert=&key=], ssh://user@host)",
+  }),
   'node-engine': Flags.string({
-    description: 'with --executor swarm, repeatable: NODE=URL, the engine of swarm node NODE (hostname or id); outcome and sessions are read back and removals verified through it',
+    description:
+      'with --executor swarm, repeatable: NODE=URL, the engine of swarm node NODE (hostname or id); outcome and sessions are read back and removals verified through it',
     multiple: true,
   }),
 };
@@ -50,8 +58,14 @@ export async function mountRootsFrom(values: readonly string[] | undefined): Pro
   for (const [i, value] of values.entries()) {
     const path = `--mount-root[${i}]`;
     const real = await realpath(resolve(value)).catch(() => null);
-    if (real === null || !(await stat(real)).isDirectory()) throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path, rule: `${value} must be an existing folder` }]);
-    if (real === '/') throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path, rule: 'must not be / (it would allow every folder)' }]);
+    if (real === null || !(await stat(real)).isDirectory())
+      throw new InvalidInputError('E_USAGE', 'invalid flags', [
+        { path, rule: `${value} must be an existing folder` },
+      ]);
+    if (real === '/')
+      throw new InvalidInputError('E_USAGE', 'invalid flags', [
+        { path, rule: 'must not be / (it would allow every folder)' },
+      ]);
     roots.push(real);
   }
   return roots;

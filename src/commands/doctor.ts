@@ -16,7 +16,8 @@ export interface DoctorJson {
 }
 
 export default class Doctor extends BaseCommand {
-  static override summary = 'Check this host: engine, images, NVIDIA runtime, pairs network, GPUs, registry, disk, boot id.';
+  static override summary =
+    'Check this host: engine, images, NVIDIA runtime, pairs network, GPUs, registry, disk, boot id.';
   static override description = [
     'Each check is ok, warn or fail; the fix is printed under every line that is not ok.',
     'Checks: the Docker engine answers (version, API version); the images are present locally (default: the',
@@ -56,10 +57,12 @@ export default class Doctor extends BaseCommand {
     }),
     'mount-root': mountRootFlag,
     'probe-runtime': Flags.string({
-      description: 'run a short container under this OCI runtime (e.g. runsc) and report the kernel it sees (gVisor: 4.4.0)',
+      description:
+        'run a short container under this OCI runtime (e.g. runsc) and report the kernel it sees (gVisor: 4.4.0)',
     }),
     manifest: Flags.string({
-      description: "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
+      description:
+        "batch manifest: warn when --output's filesystem has less free space than its log and session caps could need",
     }),
   };
 
@@ -81,7 +84,13 @@ export default class Doctor extends BaseCommand {
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
       ...(mountRoots !== undefined ? { mountRoots } : {}),
-      batchNeedBytes: flags.manifest === undefined ? null : batchOutputNeedBytes((await loadManifest(localFileSystem, flags.manifest)).manifest.jobs, wiring.sessionsMaxBytes),
+      batchNeedBytes:
+        flags.manifest === undefined
+          ? null
+          : batchOutputNeedBytes(
+              (await loadManifest(localFileSystem, flags.manifest)).manifest.jobs,
+              wiring.sessionsMaxBytes,
+            ),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));

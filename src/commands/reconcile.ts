@@ -12,7 +12,11 @@ export interface ReconcileJson extends ReconcileBatchResult {
   readonly mode: ReconcileMode;
 }
 
-const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set(['would_commit', 'committed', 'already_committed']);
+const OK_KINDS: ReadonlySet<ReconcileReport['kind']> = new Set([
+  'would_commit',
+  'committed',
+  'already_committed',
+]);
 
 export function renderReport(r: ReconcileReport): string[] {
   const head = OK_KINDS.has(r.kind) ? r.kind : `${r.kind.toUpperCase()} (${r.reason ?? '?'})`;
@@ -20,7 +24,8 @@ export function renderReport(r: ReconcileReport): string[] {
 }
 
 export default class Reconcile extends BaseCommand {
-  static override summary = 'Terminal reconciliation: prove each finished pair, mark it terminal on the board, release its reservation.';
+  static override summary =
+    'Terminal reconciliation: prove each finished pair, mark it terminal on the board, release its reservation.';
   static override description = [
     'Builds a terminal proof of each finished pair from its retained evidence (receipt, result.json, the outcome',
     'file, the container verified gone), writes it to terminal-proof.json, then in one registry transaction marks',

@@ -9,10 +9,18 @@ import { executorFromFlags } from '../core/executor.js';
 import { InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
 import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
-import { DEFAULT_BUILD_MEMORY_MIB, DEFAULT_BUILD_TIMEOUT_SEC, DEFAULT_MAX_BUILD_CONTEXT_BYTES, DEFAULT_MAX_BUILDS, DEFAULT_STREAM_BUFFER_CAP, startServe } from '../serve-root.js';
+import {
+  DEFAULT_BUILD_MEMORY_MIB,
+  DEFAULT_BUILD_TIMEOUT_SEC,
+  DEFAULT_MAX_BUILD_CONTEXT_BYTES,
+  DEFAULT_MAX_BUILDS,
+  DEFAULT_STREAM_BUFFER_CAP,
+  startServe,
+} from '../serve-root.js';
 
 export default class Serve extends BaseCommand {
-  static override summary = 'Serve a local HTTP API (sessions with exec, archives, pairs) for backend adapters such as Harbor and SForge.';
+  static override summary =
+    'Serve a local HTTP API (sessions with exec, archives, pairs) for backend adapters such as Harbor and SForge.';
   static override description = [
     'HTTP/1.1 + JSON on a unix socket (mode 0600), default $XDG_RUNTIME_DIR/roboguide-eval/api.sock (else under the',
     'state directory). --listen 127.0.0.1:PORT adds loopback TCP and requires --token-file (bearer token).',
@@ -32,36 +40,92 @@ export default class Serve extends BaseCommand {
     '<%= config.bin %> serve --listen 127.0.0.1:8765 --token-file ~/.config/roboguide-eval/token',
   ];
   static override flags = {
-    socket: Flags.string({ description: 'unix socket path (default $XDG_RUNTIME_DIR/roboguide-eval/api.sock)' }),
-    listen: Flags.string({ description: 'also listen on loopback TCP, 127.0.0.1:PORT (requires --token-file)' }),
-    'token-file': Flags.string({ description: 'file holding the bearer token for --listen (must not be group/world readable)' }),
+    socket: Flags.string({
+      description: 'unix socket path (default $XDG_RUNTIME_DIR/roboguide-eval/api.sock)',
+    }),
+    listen: Flags.string({
+      description: 'also listen on loopback TCP, 127.0.0.1:PORT (requires --token-file)',
+    }),
+    'token-file': Flags.string({
+      description: 'file holding the bearer token for --listen (must not be group/world readable)',
+    }),
     'mount-root': mountRootFlag,
-    'data-dir': Flags.string({ description: 'evidence of API pairs and sessions (default $XDG_STATE_HOME/roboguide-eval/serve)' }),
-    registry: Flags.string({ description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)' }),
-    'bind-address': Flags.string({ description: 'host address that published ports bind to', default: '127.0.0.1' }),
-    'reap-interval': Flags.integer({ description: 'seconds between reaper passes over expired sessions', default: 5, min: 1 }),
-    'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill when a session is deleted', default: 10, min: 1 }),
+    'data-dir': Flags.string({
+      description: 'evidence of API pairs and sessions (default $XDG_STATE_HOME/roboguide-eval/serve)',
+    }),
+    registry: Flags.string({
+      description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)',
+    }),
+    'bind-address': Flags.string({
+      description: 'host address that published ports bind to',
+      default: '127.0.0.1',
+    }),
+    'reap-interval': Flags.integer({
+      description: 'seconds between reaper passes over expired sessions',
+      default: 5,
+      min: 1,
+    }),
+    'stop-budget': Flags.integer({
+      description: 'seconds between SIGTERM and kill when a session is deleted',
+      default: 10,
+      min: 1,
+    }),
     'allow-env': Flags.string({
-      description: 'a server variable that callers may reference as "${NAME}" (repeatable; none by default; never PG*, ROBOGUIDE_* or one holding the bearer token)',
+      description:
+        'a server variable that callers may reference as "${NAME}" (repeatable; none by default; never PG*, ROBOGUIDE_* or one holding the bearer token)',
       multiple: true,
     }),
-    'max-execs-per-session': Flags.integer({ description: 'execs running at once in one session (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.execsPerSession, min: 1 }),
-    'max-execs': Flags.integer({ description: 'execs running at once, all sessions together (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.execs, min: 1 }),
-    'max-archives-per-session': Flags.integer({ description: 'archive uploads and downloads at once in one session (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.archivesPerSession, min: 1 }),
-    'max-archives': Flags.integer({ description: 'archive uploads and downloads at once, all sessions together (more: 429)', default: DEFAULT_CONCURRENCY_LIMITS.archives, min: 1 }),
+    'max-execs-per-session': Flags.integer({
+      description: 'execs running at once in one session (more: 429)',
+      default: DEFAULT_CONCURRENCY_LIMITS.execsPerSession,
+      min: 1,
+    }),
+    'max-execs': Flags.integer({
+      description: 'execs running at once, all sessions together (more: 429)',
+      default: DEFAULT_CONCURRENCY_LIMITS.execs,
+      min: 1,
+    }),
+    'max-archives-per-session': Flags.integer({
+      description: 'archive uploads and downloads at once in one session (more: 429)',
+      default: DEFAULT_CONCURRENCY_LIMITS.archivesPerSession,
+      min: 1,
+    }),
+    'max-archives': Flags.integer({
+      description: 'archive uploads and downloads at once, all sessions together (more: 429)',
+      default: DEFAULT_CONCURRENCY_LIMITS.archives,
+      min: 1,
+    }),
     'stream-buffer-cap': Flags.integer({
-      description: 'bytes a streamed (NDJSON) exec may hold for a client that reads too slowly; past it the exec is killed',
+      description:
+        'bytes a streamed (NDJSON) exec may hold for a client that reads too slowly; past it the exec is killed',
       default: DEFAULT_STREAM_BUFFER_CAP,
       min: 65_536,
     }),
-    'max-builds': Flags.integer({ description: 'image builds (POST /v1/images) at once (more: 429)', default: DEFAULT_MAX_BUILDS, min: 1 }),
-    'max-build-context-mib': Flags.integer({ description: 'largest build context (tar) POST /v1/images accepts, in MiB (more: 413)', default: DEFAULT_MAX_BUILD_CONTEXT_BYTES / (1024 * 1024), min: 1 }),
+    'max-builds': Flags.integer({
+      description: 'image builds (POST /v1/images) at once (more: 429)',
+      default: DEFAULT_MAX_BUILDS,
+      min: 1,
+    }),
+    'max-build-context-mib': Flags.integer({
+      description: 'largest build context (tar) POST /v1/images accepts, in MiB (more: 413)',
+      default: DEFAULT_MAX_BUILD_CONTEXT_BYTES / (1024 * 1024),
+      min: 1,
+    }),
     'allow-builds': Flags.boolean({
-      description: "turn on POST /v1/images (off: 403 E_BUILDS_DISABLED); a build step runs as root with the engine's default capabilities",
+      description:
+        "turn on POST /v1/images (off: 403 E_BUILDS_DISABLED); a build step runs as root with the engine's default capabilities",
       default: false,
     }),
-    'build-memory-mib': Flags.integer({ description: 'memory (and memory+swap) of each build step, in MiB', default: DEFAULT_BUILD_MEMORY_MIB, min: 64 }),
-    'build-timeout-sec': Flags.integer({ description: 'a build running longer is stopped', default: DEFAULT_BUILD_TIMEOUT_SEC, min: 1 }),
+    'build-memory-mib': Flags.integer({
+      description: 'memory (and memory+swap) of each build step, in MiB',
+      default: DEFAULT_BUILD_MEMORY_MIB,
+      min: 64,
+    }),
+    'build-timeout-sec': Flags.integer({
+      description: 'a build running longer is stopped',
+      default: DEFAULT_BUILD_TIMEOUT_SEC,
+      min: 1,
+    }),
     ...executorFlags,
   };
 
@@ -104,12 +168,24 @@ export default class Serve extends BaseCommand {
     });
     const { adopted, reaped, released, foreign } = running.adoption;
     // One machine-readable line on stdout: clients and tests wait for it.
-    this.log(JSON.stringify({ listening: running.socketPath, tcp_port: running.tcpPort, data_dir: running.dataDir, adopted, reaped, released_slots: released, foreign }));
+    this.log(
+      JSON.stringify({
+        listening: running.socketPath,
+        tcp_port: running.tcpPort,
+        data_dir: running.dataDir,
+        adopted,
+        reaped,
+        released_slots: released,
+        foreign,
+      }),
+    );
     await new Promise<void>((resolve) => {
       let received: NodeJS.Signals | null = null;
       const onSignal = (signal: NodeJS.Signals): void => {
         if (received !== null) {
-          process.stderr.write(`${signal} again: exiting now; sessions left are reaped by the next server start\n`);
+          process.stderr.write(
+            `${signal} again: exiting now; sessions left are reaped by the next server start\n`,
+          );
           process.exit(1);
         }
         received = signal;
@@ -120,7 +196,9 @@ export default class Serve extends BaseCommand {
             if (unreleased.length === 0) return;
             // It finished what it could; what it could not is in each session's cleanup.json. Exit 1 says so.
             const ids = unreleased.map((u) => u.session_id).join(', ');
-            process.stderr.write(`shutdown: ${unreleased.length} session slot(s) not released (${ids}): recorded in their cleanup.json; the next start releases them\n`);
+            process.stderr.write(
+              `shutdown: ${unreleased.length} session slot(s) not released (${ids}): recorded in their cleanup.json; the next start releases them\n`,
+            );
             process.exitCode = 1;
           })
           .catch((err: unknown) => {
@@ -139,27 +217,46 @@ export default class Serve extends BaseCommand {
   }
 }
 
-async function parseListen(listen: string | undefined, tokenFile: string | undefined): Promise<{ host: string; port: number; token: string } | undefined> {
+async function parseListen(
+  listen: string | undefined,
+  tokenFile: string | undefined,
+): Promise<{ host: string; port: number; token: string } | undefined> {
   if (listen === undefined) {
-    if (tokenFile !== undefined) throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path: '--token-file', rule: 'only makes sense with --listen' }]);
+    if (tokenFile !== undefined)
+      throw new InvalidInputError('E_USAGE', 'invalid flags', [
+        { path: '--token-file', rule: 'only makes sense with --listen' },
+      ]);
     return undefined;
   }
   const m = /^(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})$/.exec(listen);
   const port = Number(m?.[2]);
   if (m === null || port < 0 || port > 65_535) {
-    throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path: '--listen', rule: 'must be 127.0.0.1:PORT (loopback only)' }]);
+    throw new InvalidInputError('E_USAGE', 'invalid flags', [
+      { path: '--listen', rule: 'must be 127.0.0.1:PORT (loopback only)' },
+    ]);
   }
-  if (tokenFile === undefined) throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path: '--token-file', rule: 'is required with --listen' }]);
+  if (tokenFile === undefined)
+    throw new InvalidInputError('E_USAGE', 'invalid flags', [
+      { path: '--token-file', rule: 'is required with --listen' },
+    ]);
   let token: string;
   try {
     const info = await stat(tokenFile);
-    if ((info.mode & 0o077) !== 0) throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path: '--token-file', rule: 'must not be readable by group or others (chmod 600)' }]);
+    if ((info.mode & 0o077) !== 0)
+      throw new InvalidInputError('E_USAGE', 'invalid flags', [
+        { path: '--token-file', rule: 'must not be readable by group or others (chmod 600)' },
+      ]);
     token = (await readFile(tokenFile, 'utf8')).trim();
   } catch (err) {
     if (err instanceof InvalidInputError) throw err;
-    throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path: '--token-file', rule: `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` }]);
+    throw new InvalidInputError('E_USAGE', 'invalid flags', [
+      { path: '--token-file', rule: `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` },
+    ]);
   }
-  if (token.length < 16) throw new InvalidInputError('E_USAGE', 'invalid flags', [{ path: '--token-file', rule: 'must hold a token of at least 16 characters' }]);
+  if (token.length < 16)
+    throw new InvalidInputError('E_USAGE', 'invalid flags', [
+      { path: '--token-file', rule: 'must hold a token of at least 16 characters' },
+    ]);
   const host = m[1] === '[::1]' ? '::1' : m[1] === 'localhost' ? '127.0.0.1' : '127.0.0.1';
   return { host, port, token };
 }

@@ -73,7 +73,10 @@ export interface LedgerBasis {
   readonly failed_recent?: readonly FailedPair[];
 }
 
-type Entry = { readonly kind: 'open'; claim: OpenClaim } | { readonly kind: 'finished'; readonly facts: FinishFacts } | { readonly kind: 'unsettled' };
+type Entry =
+  | { readonly kind: 'open'; claim: OpenClaim }
+  | { readonly kind: 'finished'; readonly facts: FinishFacts }
+  | { readonly kind: 'unsettled' };
 
 export interface LedgerJob {
   readonly job_id: string;
@@ -125,7 +128,13 @@ export class BatchLedger {
   readonly #indexOf: (jobId: string) => number | undefined;
   readonly #timeoutOf: (jobId: string) => number | undefined;
 
-  private constructor(total: number, full: boolean, folder: JournalFolder, indexOf: (jobId: string) => number | undefined, timeoutOf: (jobId: string) => number | undefined) {
+  private constructor(
+    total: number,
+    full: boolean,
+    folder: JournalFolder,
+    indexOf: (jobId: string) => number | undefined,
+    timeoutOf: (jobId: string) => number | undefined,
+  ) {
     this.#total = total;
     this.#full = full;
     this.#folder = folder;
@@ -137,13 +146,25 @@ export class BatchLedger {
   static forJobs(jobs: readonly LedgerJob[]): BatchLedger {
     const index = new Map(jobs.map((j, i) => [j.job_id, i]));
     const timeout = new Map(jobs.map((j) => [j.job_id, j.timeout_seconds]));
-    return new BatchLedger(jobs.length, true, new JournalFolder(), (id) => index.get(id), (id) => timeout.get(id));
+    return new BatchLedger(
+      jobs.length,
+      true,
+      new JournalFolder(),
+      (id) => index.get(id),
+      (id) => timeout.get(id),
+    );
   }
 
   /** The ledger a status.json was written from; `indexOf` places claims recorded after it. */
   static restore(basis: LedgerBasis, indexOf: (jobId: string) => number | undefined): BatchLedger {
     const known = new Map(basis.open.map((c) => [c.job_id, c.index]));
-    const ledger = new BatchLedger(basis.total, false, new JournalFolder(basis.fold), (id) => known.get(id) ?? indexOf(id), () => undefined);
+    const ledger = new BatchLedger(
+      basis.total,
+      false,
+      new JournalFolder(basis.fold),
+      (id) => known.get(id) ?? indexOf(id),
+      () => undefined,
+    );
     ledger.#seq = basis.journal_seq;
     ledger.#bytes = basis.journal_bytes;
     ledger.#claimed = basis.claimed;
@@ -182,7 +203,8 @@ export class BatchLedger {
       case 'container_created':
         return this.#applyJob(record, (_jobId, entry) => {
           const containerId = str(record.container_id);
-          if (entry?.kind === 'open' && containerId !== null) entry.claim = { ...entry.claim, container_id: containerId };
+          if (entry?.kind === 'open' && containerId !== null)
+            entry.claim = { ...entry.claim, container_id: containerId };
           return 'applied';
         });
       case 'pair_finished':
@@ -197,27 +219,54 @@ export class BatchLedger {
   }
 
   /** A job record: applied by `apply` when its job is one of the manifest's (status never counts others). */
-  #applyJob(record: { readonly type: string; readonly job_id?: unknown }, apply: (jobId: string, entry: Entry | undefined) => ApplyOutcome): ApplyOutcome {
+  #applyJob(
+    record: { readonly type: string; readonly job_id?: unknown },
+    apply: (jobId: string, entry: Entry | undefined) => ApplyOutcome,
+  ): ApplyOutcome {
     const jobId = str(record.job_id);
     if (jobId === null || this.#indexOf(jobId) === undefined) {
-      return record.type === 'claimed' || record.type === 'pair_finished' ? (this.#full || jobId === null ? 'applied' : 'unsure') : 'applied';
+      return record.type === 'claimed' || record.type === 'pair_finished'
+        ? this.#full || jobId === null
+          ? 'applied'
+          : 'unsure'
+        : 'applied';
     }
     return apply(jobId, this.#entries.get(jobId));
   }
 
-  #applyClaimed(jobId: string, entry: Entry | undefined, r: Extract<JournalEntry, { type: 'claimed' }>): ApplyOutcome {
+  #applyClaimed(
+    jobId: string,
+    entry: Entry | undefined,
+    r: Extract<JournalEntry, { type: 'claimed' }>,
+  ): ApplyOutcome {
     const claimId = str(r.claim_id);
     const claimedAt = str(r.claimed_at);
     const deadline = str(r.deadline);
-    if (entry !== undefined || claimId === null || claimedAt === null || deadline === null) return this.#unsettle(jobId);
-    this.#open({ job_id: jobId, index: this.#indexOf(jobId) ?? 0, claim_id: claimId, claimed_at: claimedAt, deadline, container_id: null });
+    if (entry !== undefined || claimId === null || claimedAt === null || deadline === null)
+      return this.#unsettle(jobId);
+    this.#open({
+      job_id: jobId,
+      index: this.#indexOf(jobId) ?? 0,
+      claim_id: claimId,
+      claimed_at: claimedAt,
+      deadline,
+      container_id: null,
+    });
     return 'applied';
   }
 
-  #applyFinished(jobId: string, entry: Entry | undefined, r: Extract<JournalEntry, { type: 'pair_finished' }>): ApplyOutcome {
+  #applyFinished(
+    jobId: string,
+    entry: Entry | undefined,
+    r: Extract<JournalEntry, { type: 'pair_finished' }>,
+  ): ApplyOutcome {
     const facts = finishFactsOf(r);
     const claimId = str(r.claim_id);
-    if (facts === null || (entry !== undefined && (entry.kind !== 'open' || entry.claim.claim_id !== claimId))) return this.#unsettle(jobId);
+    if (
+      facts === null ||
+      (entry !== undefined && (entry.kind !== 'open' || entry.claim.claim_id !== claimId))
+    )
+      return this.#unsettle(jobId);
     if (entry === undefined) {
       // A receipt published without its `claimed` record (a crash between the two), finished on resume.
       if (!this.#full) return 'unsure';
@@ -282,7 +331,15 @@ export class BatchLedger {
    * A job as its files show it: the receipt (the claim) and the result. Replaces whatever the ledger had for it;
    * the truth for claims and finishes is the files, the journal only says when to look.
    */
-  settle(jobId: string, receipt: { readonly claim_id: string; readonly claimed_at: string; readonly container_id: string | null } | null, result: FinishFacts | null): void {
+  settle(
+    jobId: string,
+    receipt: {
+      readonly claim_id: string;
+      readonly claimed_at: string;
+      readonly container_id: string | null;
+    } | null,
+    result: FinishFacts | null,
+  ): void {
     const index = this.#indexOf(jobId);
     if (index === undefined) return;
     this.#forget(jobId);
@@ -293,7 +350,14 @@ export class BatchLedger {
       return;
     }
     const timeout = this.#timeoutOf(jobId) ?? 0;
-    this.#open({ job_id: jobId, index, claim_id: receipt.claim_id, claimed_at: receipt.claimed_at, deadline: deadlineOf(receipt.claimed_at, timeout), container_id: receipt.container_id });
+    this.#open({
+      job_id: jobId,
+      index,
+      claim_id: receipt.claim_id,
+      claimed_at: receipt.claimed_at,
+      deadline: deadlineOf(receipt.claimed_at, timeout),
+      container_id: receipt.container_id,
+    });
   }
 
   /** Records the position in the journal without a record (the offset of an empty or just-read journal). */
@@ -337,7 +401,9 @@ export class BatchLedger {
 
   /** Mean duration (seconds) of the finished pairs with a usable duration, and how many; null before the first. */
   meanDuration(): { readonly meanSec: number; readonly basisPairs: number } | null {
-    return this.#timed === 0 ? null : { meanSec: this.#durationMs / 1000 / this.#timed, basisPairs: this.#timed };
+    return this.#timed === 0
+      ? null
+      : { meanSec: this.#durationMs / 1000 / this.#timed, basisPairs: this.#timed };
   }
 
   basis(): LedgerBasis {
@@ -426,7 +492,8 @@ export class BatchLedger {
       this.#peaks--;
       let peak: number | null = null;
       for (const e of this.#entries.values()) {
-        if (e.kind === 'finished' && e.facts.gpu_peak_mib !== null) peak = peak === null ? e.facts.gpu_peak_mib : Math.max(peak, e.facts.gpu_peak_mib);
+        if (e.kind === 'finished' && e.facts.gpu_peak_mib !== null)
+          peak = peak === null ? e.facts.gpu_peak_mib : Math.max(peak, e.facts.gpu_peak_mib);
       }
       this.#peak = peak;
     }

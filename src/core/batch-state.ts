@@ -73,7 +73,13 @@ function reasonsOf(value: unknown): PauseReason[] | null {
   return Array.isArray(value) ? (value as PauseReason[]) : null;
 }
 
-const BATCH_STATES: ReadonlySet<unknown> = new Set<BatchState>(['running', 'stopping', 'stopped', 'paused', 'drained']);
+const BATCH_STATES: ReadonlySet<unknown> = new Set<BatchState>([
+  'running',
+  'stopping',
+  'stopped',
+  'paused',
+  'drained',
+]);
 
 /** The fold's state between records: what status.json's `basis` keeps of it (the pause history is not kept). */
 export interface JournalFoldState {
@@ -116,8 +122,16 @@ export class JournalFolder {
         for (const r of reasons) this.#reasons.add(r);
         const jobId = typeof e.job_id === 'string' ? e.job_id : null;
         const cause = causeOfEntry(e.cause);
-        this.#pauseHistory.push({ at: e.at ?? '', event: 'paused', reasons: [...reasons], job_id: jobId, ...(cause !== null ? { cause } : {}) });
-        if (cause !== null) for (const r of reasons) this.#causes.set(r, { reason: r, at: e.at ?? '', job_id: jobId, ...cause });
+        this.#pauseHistory.push({
+          at: e.at ?? '',
+          event: 'paused',
+          reasons: [...reasons],
+          job_id: jobId,
+          ...(cause !== null ? { cause } : {}),
+        });
+        if (cause !== null)
+          for (const r of reasons)
+            this.#causes.set(r, { reason: r, at: e.at ?? '', job_id: jobId, ...cause });
         return;
       }
       case 'resumed': {
@@ -159,7 +173,13 @@ export class JournalFolder {
   }
 
   state(): JournalFoldState {
-    return { pause_reasons: [...this.#reasons], stop_requested: this.#stopRequested, terminate_requested: this.#terminateRequested, exited_as: this.#exitedAs, ...(this.#causes.size > 0 ? { pause_causes: [...this.#causes.values()] } : {}) };
+    return {
+      pause_reasons: [...this.#reasons],
+      stop_requested: this.#stopRequested,
+      terminate_requested: this.#terminateRequested,
+      exited_as: this.#exitedAs,
+      ...(this.#causes.size > 0 ? { pause_causes: [...this.#causes.values()] } : {}),
+    };
   }
 }
 

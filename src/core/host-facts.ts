@@ -4,7 +4,8 @@
  * Field names are snake_case: they are written to evidence files and `doctor --json` as they are.
  */
 
-export type HostFact<T> = ({ readonly kind: 'known' } & T) | { readonly kind: 'unknown'; readonly reason: string };
+export type HostFact<T> =
+  ({ readonly kind: 'known' } & T) | { readonly kind: 'unknown'; readonly reason: string };
 
 export interface CpuFact {
   readonly model: string;
@@ -89,10 +90,14 @@ export function mountOf(realPath: string, mounts: readonly MountFact[]): MountFa
  * The cross-check of nvidia-smi's GPU count against the NVIDIA controllers on the PCI bus: null when they agree
  * (or either side is unknown), else a sentence naming both figures.
  */
-export function gpuCountMismatch(nvidiaSmiCount: number | null, controllers: HostFact<GpuControllersFact>): string | null {
+export function gpuCountMismatch(
+  nvidiaSmiCount: number | null,
+  controllers: HostFact<GpuControllersFact>,
+): string | null {
   if (controllers.kind !== 'known') return null;
   const smi = nvidiaSmiCount ?? 0;
   if (smi === controllers.nvidia_count) return null;
-  const seen = nvidiaSmiCount === null ? 'nvidia-smi sees no GPU (not observable)' : `nvidia-smi sees ${smi} GPU(s)`;
+  const seen =
+    nvidiaSmiCount === null ? 'nvidia-smi sees no GPU (not observable)' : `nvidia-smi sees ${smi} GPU(s)`;
   return `${seen} but the PCI bus lists ${controllers.nvidia_count} NVIDIA controller(s)`;
 }

@@ -76,7 +76,12 @@ export interface ReservationReleasedUnclaimedEvent {
 
 /** A claimed pair a new supervisor found: finished but its slot held, reattached, or lost. */
 export type RecoveredEvent =
-  | { readonly type: 'recovered'; readonly at: string; readonly job_id: string; readonly action: 'reconcile_finished' }
+  | {
+      readonly type: 'recovered';
+      readonly at: string;
+      readonly job_id: string;
+      readonly action: 'reconcile_finished';
+    }
   | {
       readonly type: 'recovered';
       readonly at: string;
@@ -129,8 +134,21 @@ export interface PairPlacedEvent {
 
 export type HarnessFaultEvent =
   /** `path` and `err` (the error's code, e.g. ENOSPC): what could not be written (issue 27; absent before). */
-  | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'result_write_failed'; readonly path?: string; readonly err?: string }
-  | { readonly type: 'harness_fault'; readonly at: string; readonly job_id: string; readonly fault: 'receipt_write_failed'; readonly err: string };
+  | {
+      readonly type: 'harness_fault';
+      readonly at: string;
+      readonly job_id: string;
+      readonly fault: 'result_write_failed';
+      readonly path?: string;
+      readonly err?: string;
+    }
+  | {
+      readonly type: 'harness_fault';
+      readonly at: string;
+      readonly job_id: string;
+      readonly fault: 'receipt_write_failed';
+      readonly err: string;
+    };
 
 export interface PairFinishedEvent {
   readonly type: 'pair_finished';
@@ -186,17 +204,25 @@ export type JournalEvent =
 export type JournalEventType = JournalEvent['type'];
 
 /** An event without its time: what a writer decides; the journal adds `at` from the injected clock. */
-export type JournalEventBody = JournalEvent extends infer E ? (E extends JournalEvent ? Omit<E, 'at'> : never) : never;
-
-/** The fields of one event type, without `type` and `at` (a union where the type has several shapes). */
-export type JournalFieldsOf<T extends JournalEventType> = Extract<JournalEvent, { readonly type: T }> extends infer E
+export type JournalEventBody = JournalEvent extends infer E
   ? E extends JournalEvent
-    ? Omit<E, 'type' | 'at'>
+    ? Omit<E, 'at'>
     : never
   : never;
 
+/** The fields of one event type, without `type` and `at` (a union where the type has several shapes). */
+export type JournalFieldsOf<T extends JournalEventType> =
+  Extract<JournalEvent, { readonly type: T }> extends infer E
+    ? E extends JournalEvent
+      ? Omit<E, 'type' | 'at'>
+      : never
+    : never;
+
 /** How the batch code journals: the type and its fields; the journal adds `at` from the injected clock. */
-export type JournalAppend = <T extends JournalEventType>(type: T, fields: JournalFieldsOf<T>) => Promise<void>;
+export type JournalAppend = <T extends JournalEventType>(
+  type: T,
+  fields: JournalFieldsOf<T>,
+) => Promise<void>;
 
 const KNOWN_TYPES: ReadonlySet<string> = new Set<JournalEventType>([
   'batch_created',
@@ -230,7 +256,9 @@ export type ForeignJournalEntry = {
 
 /** An entry as read back: every field but `type` may be absent (an older writer) or hold another type: check it. */
 type AsRead<E> = E extends JournalEvent
-  ? { readonly type: E['type']; readonly at?: string; readonly seq?: number } & { readonly [F in Exclude<keyof E, 'type' | 'at'>]?: unknown }
+  ? { readonly type: E['type']; readonly at?: string; readonly seq?: number } & {
+      readonly [F in Exclude<keyof E, 'type' | 'at'>]?: unknown;
+    }
   : never;
 
 export type KnownJournalEntry = AsRead<JournalEvent>;

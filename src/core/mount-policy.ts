@@ -72,7 +72,9 @@ const CREDENTIAL_FOLDERS = new Set(['.ssh', '.gnupg', '.aws', '.kube', '.docker'
 
 /** The first component of `path` (normalized) that is a credential folder or looks like a credential file, or null. */
 export function credentialComponent(path: string): string | null {
-  const segments = normalizeAbsolute(path).split('/').filter((s) => s !== '');
+  const segments = normalizeAbsolute(path)
+    .split('/')
+    .filter((s) => s !== '');
   for (const [i, segment] of segments.entries()) {
     const lower = segment.toLowerCase();
     const prefix = `/${segments.slice(0, i + 1).join('/')}`;
@@ -110,7 +112,8 @@ export function isWithin(inner: string, outer: string): boolean {
 export function checkMounts(mounts: readonly MountRequest[], protectedPaths: ProtectedPaths): MountIssue[] {
   const issues: MountIssue[] = [];
   for (const mount of mounts) {
-    for (const message of mountProblems(mount.hostPath, protectedPaths)) issues.push({ field: mount.field, message });
+    for (const message of mountProblems(mount.hostPath, protectedPaths))
+      issues.push({ field: mount.field, message });
   }
   return issues;
 }
@@ -122,22 +125,37 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
   if (path === '/') problems.push('must not be / (the whole host file system)');
   else {
     const system = SYSTEM_PATHS.find((s) => isWithin(path, s) || isWithin(s, path)) ?? systemLibOf(path);
-    if (system !== undefined && system !== null) problems.push(`must not be, contain or lie inside the system folder ${system}`);
+    if (system !== undefined && system !== null)
+      problems.push(`must not be, contain or lie inside the system folder ${system}`);
   }
   for (const owned of p.ownedDirs ?? []) {
     const dir = normalizeAbsolute(owned);
     if (dir !== '/' && (isWithin(path, dir) || isWithin(dir, path))) {
-      problems.push(`must not be, contain or lie inside ${dir} (the engine's data or our own state: a pair could rewrite it)`);
+      problems.push(
+        `must not be, contain or lie inside ${dir} (the engine's data or our own state: a pair could rewrite it)`,
+      );
     }
   }
   const credential = credentialComponent(path);
-  if (credential !== null) problems.push(`must not be or lie inside the credential-looking ${credential} (a pair could read and print it)`);
-  const homes = [...new Set([...(p.homeDir !== undefined ? [p.homeDir] : []), ...DEFAULT_HOME_PATHS, ...(p.homeDirs ?? [])].map(normalizeAbsolute))];
+  if (credential !== null)
+    problems.push(
+      `must not be or lie inside the credential-looking ${credential} (a pair could read and print it)`,
+    );
+  const homes = [
+    ...new Set(
+      [...(p.homeDir !== undefined ? [p.homeDir] : []), ...DEFAULT_HOME_PATHS, ...(p.homeDirs ?? [])].map(
+        normalizeAbsolute,
+      ),
+    ),
+  ];
   for (const home of homes) {
     if (home === '/') continue;
-    if (isWithin(home, path)) problems.push(`must not be or contain the home folder ${home} (use a folder inside it)`);
+    if (isWithin(home, path))
+      problems.push(`must not be or contain the home folder ${home} (use a folder inside it)`);
     else if (isWithin(path, home) && (path.slice(home.length + 1).split('/')[0] ?? '').startsWith('.')) {
-      problems.push(`must not lie in a hidden folder of the home folder ${home} (configuration and credentials live there)`);
+      problems.push(
+        `must not lie in a hidden folder of the home folder ${home} (configuration and credentials live there)`,
+      );
     }
   }
   const roots = (p.mountRoots ?? []).map(normalizeAbsolute);
@@ -146,19 +164,25 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
   }
   if (p.outputDir !== undefined) {
     const output = normalizeAbsolute(p.outputDir);
-    if (output === path) problems.push(`must not be the output directory ${output} (a pair could rewrite evidence)`);
-    else if (isWithin(output, path)) problems.push(`must not contain the output directory ${output} (a pair could rewrite evidence)`);
-    else if (isWithin(path, output)) problems.push(`must not lie inside the output directory ${output} (a pair could rewrite evidence)`);
+    if (output === path)
+      problems.push(`must not be the output directory ${output} (a pair could rewrite evidence)`);
+    else if (isWithin(output, path))
+      problems.push(`must not contain the output directory ${output} (a pair could rewrite evidence)`);
+    else if (isWithin(path, output))
+      problems.push(`must not lie inside the output directory ${output} (a pair could rewrite evidence)`);
   }
   if (p.registryPath !== undefined) {
     const registry = normalizeAbsolute(p.registryPath);
     if (isWithin(registry, path) || isWithin(path, registry)) {
-      problems.push(`must not contain the registry database ${registry} (a pair could rewrite the host's capacity ledger)`);
+      problems.push(
+        `must not contain the registry database ${registry} (a pair could rewrite the host's capacity ledger)`,
+      );
     }
   }
   for (const socket of p.engineSocketPaths ?? []) {
     const normalized = normalizeAbsolute(socket);
-    if (isWithin(normalized, path)) problems.push(`must not contain the engine socket ${normalized} (a pair could control the engine)`);
+    if (isWithin(normalized, path))
+      problems.push(`must not contain the engine socket ${normalized} (a pair could control the engine)`);
   }
   return problems;
 }
@@ -167,7 +191,10 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
  * `checkMounts` for mounts a caller names freely (serve sessions): also refuses a credential-looking file or
  * folder (`.env`, `*.pem`, `id_rsa*`, `*credentials*`, …), which a pair could read and print.
  */
-export function checkFreeMounts(mounts: readonly MountRequest[], protectedPaths: ProtectedPaths): MountIssue[] {
+export function checkFreeMounts(
+  mounts: readonly MountRequest[],
+  protectedPaths: ProtectedPaths,
+): MountIssue[] {
   // The credential rule is one of checkMounts' own now (every component of the path, for pairs and sessions alike).
   return checkMounts(mounts, protectedPaths);
 }
@@ -177,16 +204,34 @@ export function checkFreeMounts(mounts: readonly MountRequest[], protectedPaths:
  * compare with mounts that were resolved too; a path that cannot be resolved is kept normalized. Each engine
  * socket is kept both as named and as resolved.
  */
-export async function resolveProtectedPaths(p: ProtectedPaths, real: (path: string) => Promise<string>): Promise<ProtectedPaths> {
+export async function resolveProtectedPaths(
+  p: ProtectedPaths,
+  real: (path: string) => Promise<string>,
+): Promise<ProtectedPaths> {
   const resolve = (path: string | undefined): Promise<string | undefined> =>
     path === undefined ? Promise.resolve(undefined) : real(path).catch(() => normalizeAbsolute(path));
-  const [outputDir, registryPath, homeDir] = await Promise.all([resolve(p.outputDir), resolve(p.registryPath), resolve(p.homeDir)]);
+  const [outputDir, registryPath, homeDir] = await Promise.all([
+    resolve(p.outputDir),
+    resolve(p.registryPath),
+    resolve(p.homeDir),
+  ]);
   // Both as named and as resolved: a protected folder reached through a link is protected by either name.
-  const both = async (paths: readonly string[] | undefined): Promise<string[]> =>
-    [...new Set((await Promise.all((paths ?? []).map(async (s) => [normalizeAbsolute(s), await resolve(s)]))).flat().filter((s): s is string => s !== undefined))];
-  const [engineSocketPaths, homeDirs, ownedDirs] = await Promise.all([both(p.engineSocketPaths), both([...DEFAULT_HOME_PATHS, ...(p.homeDirs ?? [])]), both(p.ownedDirs)]);
+  const both = async (paths: readonly string[] | undefined): Promise<string[]> => [
+    ...new Set(
+      (await Promise.all((paths ?? []).map(async (s) => [normalizeAbsolute(s), await resolve(s)])))
+        .flat()
+        .filter((s): s is string => s !== undefined),
+    ),
+  ];
+  const [engineSocketPaths, homeDirs, ownedDirs] = await Promise.all([
+    both(p.engineSocketPaths),
+    both([...DEFAULT_HOME_PATHS, ...(p.homeDirs ?? [])]),
+    both(p.ownedDirs),
+  ]);
   // An allowlisted root counts by its real path only (a link in it could point anywhere).
-  const mountRoots = await Promise.all((p.mountRoots ?? []).map(async (r) => (await resolve(r)) ?? normalizeAbsolute(r)));
+  const mountRoots = await Promise.all(
+    (p.mountRoots ?? []).map(async (r) => (await resolve(r)) ?? normalizeAbsolute(r)),
+  );
   return {
     ...(outputDir !== undefined ? { outputDir } : {}),
     ...(registryPath !== undefined ? { registryPath } : {}),

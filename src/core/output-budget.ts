@@ -12,11 +12,17 @@ export interface BudgetedJob {
 const MARKER_ALLOWANCE_BYTES = 256;
 
 export function batchOutputNeedBytes(jobs: readonly BudgetedJob[], sessionsMaxBytes: number): number {
-  return jobs.reduce((sum, j) => sum + 2 * (j.log_limit_bytes + MARKER_ALLOWANCE_BYTES) + sessionsMaxBytes, 0);
+  return jobs.reduce(
+    (sum, j) => sum + 2 * (j.log_limit_bytes + MARKER_ALLOWANCE_BYTES) + sessionsMaxBytes,
+    0,
+  );
 }
 
 /** A warning when the free space is less than the batch's caps could need; null when it is enough. */
-export function outputSpaceWarning(needBytes: number, free: { readonly path: string; readonly freeBytes: number }): string | null {
+export function outputSpaceWarning(
+  needBytes: number,
+  free: { readonly path: string; readonly freeBytes: number },
+): string | null {
   if (free.freeBytes >= needBytes) return null;
   return (
     `the output file system (${free.path}) has ${gib(free.freeBytes)} free, less than the ${gib(needBytes)} this batch's ` +

@@ -11,7 +11,12 @@
  * goes away is probed until it answers or the deadline; what it says decides (judgeEngineReturn). Collection and
  * removal run whatever happened before.
  */
-import { describeEngineLoss, judgeEngineReturn, type EngineLoss, type ReturnedContainer } from './engine-loss.js';
+import {
+  describeEngineLoss,
+  judgeEngineReturn,
+  type EngineLoss,
+  type ReturnedContainer,
+} from './engine-loss.js';
 import {
   LifecycleTransitionError,
   type CallFailure,
@@ -52,27 +57,44 @@ export function beginLifecycle(launch: {
   const base = { facts, deadlineMs: launch.deadlineMs, stopBudgetSec: launch.stopBudgetSec };
   return launch.reattachTo === null
     ? { state: { ...base, at: { phase: 'creating' } }, effects: [{ kind: 'create' }] }
-    : { state: { ...base, at: { phase: 'following' } }, effects: [{ kind: 'follow', containerId: launch.reattachTo }] };
+    : {
+        state: { ...base, at: { phase: 'following' } },
+        effects: [{ kind: 'follow', containerId: launch.reattachTo }],
+      };
 }
 
 export function decide(state: LifecycleState, event: LifecycleEvent): Decision {
   if (event.kind === 'failed') return onFailure(state, event.failure, event.atMs);
-  const next = state.at.phase === 'collecting' || state.at.phase === 'settling' ? onCollection(state, event) : onRun(state, event);
+  const next =
+    state.at.phase === 'collecting' || state.at.phase === 'settling'
+      ? onCollection(state, event)
+      : onRun(state, event);
   if (next === null) throw new LifecycleTransitionError(state.at.phase, event.kind);
   return next;
 }
 
 function idOf(state: LifecycleState): string {
-  if (state.facts.containerId === null) throw new LifecycleTransitionError(state.at.phase, 'a step that needs a container');
+  if (state.facts.containerId === null)
+    throw new LifecycleTransitionError(state.at.phase, 'a step that needs a container');
   return state.facts.containerId;
 }
 
-function go(state: LifecycleState, at: LifecyclePhase, effect: LifecycleEffect, facts: Partial<LifecycleFacts> = {}): Decision {
+function go(
+  state: LifecycleState,
+  at: LifecyclePhase,
+  effect: LifecycleEffect,
+  facts: Partial<LifecycleFacts> = {},
+): Decision {
   return { state: { ...state, at, facts: { ...state.facts, ...facts } }, effects: [effect] };
 }
 
 function waitFor(state: LifecycleState, facts: Partial<LifecycleFacts> = {}): Decision {
-  return go(state, { phase: 'waiting' }, { kind: 'wait', containerId: idOf(state), deadlineMs: state.deadlineMs }, facts);
+  return go(
+    state,
+    { phase: 'waiting' },
+    { kind: 'wait', containerId: idOf(state), deadlineMs: state.deadlineMs },
+    facts,
+  );
 }
 
 /** The phases up to the end of the wait (or of the controlled stop). */
@@ -81,25 +103,46 @@ function onRun(state: LifecycleState, event: LifecycleEvent): Decision | null {
   switch (event.kind) {
     case 'created':
       if (phase !== 'creating') return null;
-      return go(state, { phase: 'recording' }, { kind: 'record_created', containerId: event.containerId }, { containerId: event.containerId, createdAtMs: event.atMs });
+      return go(
+        state,
+        { phase: 'recording' },
+        { kind: 'record_created', containerId: event.containerId },
+        { containerId: event.containerId, createdAtMs: event.atMs },
+      );
     case 'recorded':
-      return phase === 'recording' ? go(state, { phase: 'attaching' }, { kind: 'attach', containerId: idOf(state) }) : null;
+      return phase === 'recording'
+        ? go(state, { phase: 'attaching' }, { kind: 'attach', containerId: idOf(state) })
+        : null;
     case 'attached':
-      return phase === 'attaching' ? go(state, { phase: 'starting' }, { kind: 'start', containerId: idOf(state) }) : null;
+      return phase === 'attaching'
+        ? go(state, { phase: 'starting' }, { kind: 'start', containerId: idOf(state) })
+        : null;
     case 'started':
       return phase === 'starting' ? waitFor(state) : null;
     case 'followed':
-      return phase === 'following' ? go(state, { phase: 'checking_unwatched' }, { kind: 'check_unwatched_stop', containerId: idOf(state), deadlineMs: state.deadlineMs }) : null;
+      return phase === 'following'
+        ? go(
+            state,
+            { phase: 'checking_unwatched' },
+            { kind: 'check_unwatched_stop', containerId: idOf(state), deadlineMs: state.deadlineMs },
+          )
+        : null;
     case 'unwatched_stop':
       return phase === 'checking_unwatched' ? onUnwatchedStop(state, event.message) : null;
     case 'exited_in_time':
       if (phase !== 'checking_exit') return null;
       return event.exited ? settle(state) : waitFor(state);
     case 'wait_ended':
-      return phase === 'waiting' || phase === 'engine_away' ? onWaitEnded(state, event.end, event.byTerminate) : null;
+      return phase === 'waiting' || phase === 'engine_away'
+        ? onWaitEnded(state, event.end, event.byTerminate)
+        : null;
     case 'engine_lost':
       if (phase !== 'waiting') return null;
-      return go(state, { phase: 'engine_away', lastSeenAliveMs: event.lastSeenAliveMs, lostAtMs: event.atMs }, { kind: 'await_engine', containerId: idOf(state), deadlineMs: state.deadlineMs });
+      return go(
+        state,
+        { phase: 'engine_away', lastSeenAliveMs: event.lastSeenAliveMs, lostAtMs: event.atMs },
+        { kind: 'await_engine', containerId: idOf(state), deadlineMs: state.deadlineMs },
+      );
     case 'node_lost':
       return phase === 'waiting' ? endByLoss(state, 'node_lost', event.message) : null;
     default:
@@ -108,14 +151,32 @@ function onRun(state: LifecycleState, event: LifecycleEvent): Decision | null {
 }
 
 function onUnwatchedStop(state: LifecycleState, message: string | null): Decision {
-  const facts: Partial<LifecycleFacts> = message === null ? {} : { engineLoss: 'engine_restarted', engineError: { kind: 'engine_restarted', message } };
-  return go(state, { phase: 'checking_exit' }, { kind: 'check_exited_in_time', containerId: idOf(state), deadlineMs: state.deadlineMs }, facts);
+  const facts: Partial<LifecycleFacts> =
+    message === null
+      ? {}
+      : { engineLoss: 'engine_restarted', engineError: { kind: 'engine_restarted', message } };
+  return go(
+    state,
+    { phase: 'checking_exit' },
+    { kind: 'check_exited_in_time', containerId: idOf(state), deadlineMs: state.deadlineMs },
+    facts,
+  );
 }
 
 function onWaitEnded(state: LifecycleState, end: WaitEnd, byTerminate: boolean): Decision {
   if (end === 'exited') return settle(state);
-  const stop: LifecycleEffect = { kind: 'stop', containerId: idOf(state), stopBudgetSec: state.stopBudgetSec, why: end };
-  return go(state, { phase: 'stopping' }, stop, end === 'deadline' ? { timedOut: true } : { terminated: byTerminate });
+  const stop: LifecycleEffect = {
+    kind: 'stop',
+    containerId: idOf(state),
+    stopBudgetSec: state.stopBudgetSec,
+    why: end,
+  };
+  return go(
+    state,
+    { phase: 'stopping' },
+    stop,
+    end === 'deadline' ? { timedOut: true } : { terminated: byTerminate },
+  );
 }
 
 /** The engine went away, the wait ended by its return or its silence, or the phase after it. */
@@ -127,11 +188,21 @@ function onEngineReturn(state: LifecycleState, event: LifecycleEvent): Decision 
       const then = returnOutcome(at, event.container, event.atMs);
       if (event.container === null) return afterReturn(state, then);
       const neverStarted = event.container.status === 'created';
-      return go(state, { phase: 'reconnecting', then }, { kind: 'reconnect_logs', containerId: idOf(state), neverStarted });
+      return go(
+        state,
+        { phase: 'reconnecting', then },
+        { kind: 'reconnect_logs', containerId: idOf(state), neverStarted },
+      );
     }
     case 'engine_silent': {
       if (at.phase !== 'engine_away') return null;
-      const message = describeEngineLoss({ loss: 'engine_unreachable', lostAt: iso(at.lostAtMs), answeredAt: null, finishedAt: null, exitCode: null });
+      const message = describeEngineLoss({
+        loss: 'engine_unreachable',
+        lostAt: iso(at.lostAtMs),
+        answeredAt: null,
+        finishedAt: null,
+        exitCode: null,
+      });
       return endByLoss(state, 'engine_unreachable', message);
     }
     case 'logs_reconnected':
@@ -142,13 +213,20 @@ function onEngineReturn(state: LifecycleState, event: LifecycleEvent): Decision 
       return at.phase === 'stopping' ? settle(state) : null;
     case 'found':
       if (at.phase !== 'finding') return null;
-      return settle(state, { containerId: event.containerId, ...(event.known ? {} : { cleanup: { removed: false, verified_absent: false, attempts: 0 } }) });
+      return settle(state, {
+        containerId: event.containerId,
+        ...(event.known ? {} : { cleanup: { removed: false, verified_absent: false, attempts: 0 } }),
+      });
     default:
       return null;
   }
 }
 
-function returnOutcome(at: { readonly lastSeenAliveMs: number; readonly lostAtMs: number }, container: ReturnedContainer | null, answeredAtMs: number): ReturnOutcome {
+function returnOutcome(
+  at: { readonly lastSeenAliveMs: number; readonly lostAtMs: number },
+  container: ReturnedContainer | null,
+  answeredAtMs: number,
+): ReturnOutcome {
   const verdict = judgeEngineReturn(container, at.lastSeenAliveMs);
   if (verdict.kind === 'still_running') return { kind: 'wait_again' };
   if (verdict.kind === 'exited_before_loss') return { kind: 'exited' };
@@ -177,12 +255,20 @@ function endByLoss(state: LifecycleState, loss: EngineLoss, message: string): De
 
 function onFailure(state: LifecycleState, failure: CallFailure, atMs: number): Decision {
   const { phase } = state.at;
-  if (phase === 'collecting' || phase === 'settling' || phase === 'done') throw new LifecycleTransitionError(phase, 'failed');
-  const lostBeforeWait = (phase === 'attaching' || phase === 'starting') && failure.kind === 'engine' && failure.fault === 'engine_unavailable';
+  if (phase === 'collecting' || phase === 'settling' || phase === 'done')
+    throw new LifecycleTransitionError(phase, 'failed');
+  const lostBeforeWait =
+    (phase === 'attaching' || phase === 'starting') &&
+    failure.kind === 'engine' &&
+    failure.fault === 'engine_unavailable';
   if (lostBeforeWait) {
     // The engine stopped answering between create and the wait: probe it; what it says decides.
     const lastSeenAliveMs = state.facts.createdAtMs ?? atMs;
-    return go(state, { phase: 'engine_away', lastSeenAliveMs, lostAtMs: atMs }, { kind: 'await_engine', containerId: idOf(state), deadlineMs: state.deadlineMs });
+    return go(
+      state,
+      { phase: 'engine_away', lastSeenAliveMs, lostAtMs: atMs },
+      { kind: 'await_engine', containerId: idOf(state), deadlineMs: state.deadlineMs },
+    );
   }
   const facts = recordFailure(failure);
   if (phase === 'creating' && failure.kind === 'engine' && failure.statusCode === null) {
@@ -200,7 +286,10 @@ function recordFailure(failure: CallFailure): Partial<LifecycleFacts> {
     case 'engine':
       return { engineFault: failure.fault, engineError: { kind: failure.fault, message: failure.message } };
     case 'internal':
-      return { engineFault: 'engine_error', engineError: { kind: failure.errorKind, message: 'internal error in the pair lifecycle' } };
+      return {
+        engineFault: 'engine_error',
+        engineError: { kind: failure.errorKind, message: 'internal error in the pair lifecycle' },
+      };
   }
 }
 
@@ -211,11 +300,23 @@ function recordFailure(failure: CallFailure): Partial<LifecycleFacts> {
 function settle(state: LifecycleState, facts: Partial<LifecycleFacts> = {}): Decision {
   const next = { ...state.facts, ...facts };
   const probeChangesOf = next.engineFault === null && next.engineLoss === null ? next.containerId : null;
-  return { state: { ...state, at: { phase: 'settling' }, facts: next }, effects: [{ kind: 'settle_logs', probeChangesOf }] };
+  return {
+    state: { ...state, at: { phase: 'settling' }, facts: next },
+    effects: [{ kind: 'settle_logs', probeChangesOf }],
+  };
 }
 
 /** The logs are drained before the removal: removing the container destroys the engine's copy of what was not read. */
-const COLLECT_ORDER: readonly CollectStep[] = ['inspect_exit', 'collect_mounts', 'read_outcome', 'collect_sessions', 'diagnose', 'drain_logs', 'remove', 'close_logs'];
+const COLLECT_ORDER: readonly CollectStep[] = [
+  'inspect_exit',
+  'collect_mounts',
+  'read_outcome',
+  'collect_sessions',
+  'diagnose',
+  'drain_logs',
+  'remove',
+  'close_logs',
+];
 
 /** Steps that need a container are skipped without one; a lost node has no outcome folder to copy back. */
 function applies(step: CollectStep, facts: LifecycleFacts): boolean {
@@ -229,7 +330,11 @@ function collectEffect(step: CollectStep, state: LifecycleState): LifecycleEffec
   switch (step) {
     case 'inspect_exit':
       // A lost node or an engine that never came back is not waited for again.
-      return { kind: 'inspect_exit', containerId: idOf(state), waitForEngine: facts.engineLoss !== 'engine_unreachable' && facts.engineLoss !== 'node_lost' };
+      return {
+        kind: 'inspect_exit',
+        containerId: idOf(state),
+        waitForEngine: facts.engineLoss !== 'engine_unreachable' && facts.engineLoss !== 'node_lost',
+      };
     case 'collect_mounts':
       return { kind: 'collect_mounts', containerId: idOf(state) };
     case 'collect_sessions':
@@ -245,7 +350,11 @@ function collectEffect(step: CollectStep, state: LifecycleState): LifecycleEffec
   }
 }
 
-function nextStep(state: LifecycleState, after: CollectStep | null, facts: Partial<LifecycleFacts>): Decision {
+function nextStep(
+  state: LifecycleState,
+  after: CollectStep | null,
+  facts: Partial<LifecycleFacts>,
+): Decision {
   const next: LifecycleState = { ...state, facts: { ...state.facts, ...facts } };
   const from = after === null ? 0 : COLLECT_ORDER.indexOf(after) + 1;
   const step = COLLECT_ORDER.slice(from).find((s) => applies(s, next.facts));
@@ -271,7 +380,8 @@ function onCollection(state: LifecycleState, event: LifecycleEvent): Decision | 
   if (event.kind !== expected[at.step]) return null;
   if (event.kind === 'exit_inspected') return nextStep(state, at.step, event.exit ?? {});
   if (event.kind === 'removed') return nextStep(state, at.step, { cleanup: event.cleanup });
-  if (event.kind === 'logs_closed') return nextStep(state, at.step, { logFailure: state.facts.logFailure ?? event.failure });
+  if (event.kind === 'logs_closed')
+    return nextStep(state, at.step, { logFailure: state.facts.logFailure ?? event.failure });
   return nextStep(state, at.step, {});
 }
 

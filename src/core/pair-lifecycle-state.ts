@@ -8,7 +8,12 @@ import type { CleanupRecord } from './result.js';
 /** A call of the lifecycle that failed, as data (the use-case maps what was thrown). */
 export type CallFailure =
   /** The engine refused or failed the call (`statusCode` null: no answer at all). */
-  | { readonly kind: 'engine'; readonly fault: EngineFault; readonly message: string; readonly statusCode: number | null }
+  | {
+      readonly kind: 'engine';
+      readonly fault: EngineFault;
+      readonly message: string;
+      readonly statusCode: number | null;
+    }
   /** A log file could not be opened: the pair cannot keep its evidence. */
   | { readonly kind: 'log_open'; readonly code: string }
   /** Recording the container id (receipt, registry) failed. */
@@ -40,7 +45,15 @@ export type ReturnOutcome =
   | { readonly kind: 'exited' }
   | { readonly kind: 'lost'; readonly loss: EngineLoss; readonly message: string };
 
-export type CollectStep = 'inspect_exit' | 'collect_mounts' | 'read_outcome' | 'collect_sessions' | 'diagnose' | 'drain_logs' | 'remove' | 'close_logs';
+export type CollectStep =
+  | 'inspect_exit'
+  | 'collect_mounts'
+  | 'read_outcome'
+  | 'collect_sessions'
+  | 'diagnose'
+  | 'drain_logs'
+  | 'remove'
+  | 'close_logs';
 
 export type LifecyclePhase =
   | { readonly phase: 'creating' }
@@ -82,7 +95,12 @@ export type LifecycleEffect =
   | { readonly kind: 'await_engine'; readonly containerId: string; readonly deadlineMs: number }
   | { readonly kind: 'reconnect_logs'; readonly containerId: string; readonly neverStarted: boolean }
   /** The controlled stop: SIGTERM, the stop budget, then kill. */
-  | { readonly kind: 'stop'; readonly containerId: string; readonly stopBudgetSec: number; readonly why: 'deadline' | 'aborted' }
+  | {
+      readonly kind: 'stop';
+      readonly containerId: string;
+      readonly stopBudgetSec: number;
+      readonly why: 'deadline' | 'aborted';
+    }
   /** create got no answer: the engine may have made the container anyway; find it by its claim label. */
   | { readonly kind: 'find_by_claim' }
   /** Streams the engine cut and that cannot be read again are the engine's loss, not a failed write of ours. */
@@ -93,7 +111,11 @@ export type LifecycleEffect =
   | { readonly kind: 'inspect_exit'; readonly containerId: string; readonly waitForEngine: boolean }
   | { readonly kind: 'collect_mounts'; readonly containerId: string }
   | { readonly kind: 'read_outcome' }
-  | { readonly kind: 'collect_sessions'; readonly containerId: string; readonly engineLoss: EngineLoss | null }
+  | {
+      readonly kind: 'collect_sessions';
+      readonly containerId: string;
+      readonly engineLoss: EngineLoss | null;
+    }
   | { readonly kind: 'diagnose' }
   /**
    * Before the removal (which destroys the engine's copy): read the log streams to their end, bounded by progress and
@@ -125,7 +147,10 @@ export type LifecycleEvent =
   | { readonly kind: 'stopped' }
   | { readonly kind: 'found'; readonly containerId: string | null; readonly known: boolean }
   | { readonly kind: 'settled' }
-  | { readonly kind: 'exit_inspected'; readonly exit: { readonly exitCode: number | null; readonly oomKilled: boolean } | null }
+  | {
+      readonly kind: 'exit_inspected';
+      readonly exit: { readonly exitCode: number | null; readonly oomKilled: boolean } | null;
+    }
   | { readonly kind: 'step_done' }
   | { readonly kind: 'logs_drained' }
   | { readonly kind: 'removed'; readonly cleanup: CleanupRecord }

@@ -36,7 +36,10 @@ export function parseProcStat(text: string): ProcStat | null {
  * zombie (Z) or dead task (X) is not: killed but not reaped yet by its parent (or by init, for a detached
  * supervisor), it still has its /proc entry and start time.
  */
-export function isSameProcess(recorded: ProcessIdentity, now: { readonly bootId: string | null; readonly procStat: string | null }): boolean {
+export function isSameProcess(
+  recorded: ProcessIdentity,
+  now: { readonly bootId: string | null; readonly procStat: string | null },
+): boolean {
   if (recorded.boot_id !== null && now.bootId !== recorded.boot_id) return false;
   if (now.procStat === null) return false;
   const stat = parseProcStat(now.procStat);

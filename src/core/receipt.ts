@@ -62,7 +62,11 @@ export const PRIVATE_OUTCOME_DIR = 'outcome';
 
 /** `outcome/<name of outcome_path>`: where the pair's outcome lands on the host, relative to its folder. */
 export function privateOutcomeRel(outcomePath: string): string {
-  const name = outcomePath.split('/').filter((s) => s !== '').at(-1) ?? 'outcome.json';
+  const name =
+    outcomePath
+      .split('/')
+      .filter((s) => s !== '')
+      .at(-1) ?? 'outcome.json';
   return `${PRIVATE_OUTCOME_DIR}/${name}`;
 }
 

@@ -7,11 +7,7 @@ export const RESULT_SCHEMA = 'roboguide.e1.result/v1' as const;
 export const PROVIDER_FAILURE_SCHEMA = 'roboguide.provider_failure/v1' as const;
 
 export type Classification =
-  | 'completed'
-  | 'infrastructure_failure'
-  | 'fatal'
-  | 'provider_stop'
-  | 'harness_failure';
+  'completed' | 'infrastructure_failure' | 'fatal' | 'provider_stop' | 'harness_failure';
 
 export const CLASSIFICATIONS: readonly Classification[] = [
   'completed',

@@ -38,7 +38,9 @@ export function pathsOverlap(a: string, b: string): boolean {
  */
 export function untouchedByContainer(changes: FilesystemChanges, dir: string): boolean {
   if (!dir.startsWith('/')) return false;
-  return !changes.changed.some((p) => pathsOverlap(p, dir)) && !changes.mounts.some((m) => pathsOverlap(m, dir));
+  return (
+    !changes.changed.some((p) => pathsOverlap(p, dir)) && !changes.mounts.some((m) => pathsOverlap(m, dir))
+  );
 }
 
 /** What copying `dir` out of a container of an image gave when the container had not touched it. */

@@ -41,7 +41,12 @@ export interface SupervisorState {
 
 /** How a launched pair ended, as the loop saw it. */
 export type PairOutcome =
-  | { readonly kind: 'finished'; readonly classification: Classification; readonly pauseReasons: readonly PauseReason[]; readonly cause?: PauseCause }
+  | {
+      readonly kind: 'finished';
+      readonly classification: Classification;
+      readonly pauseReasons: readonly PauseReason[];
+      readonly cause?: PauseCause;
+    }
   /** The registry had no room: nothing was claimed. */
   | { readonly kind: 'refused'; readonly reason: string }
   | { readonly kind: 'claim_failed'; readonly reason: 'receipt_write_failed' | 'already_claimed' }
@@ -55,7 +60,12 @@ export type SupervisorEvent =
   | { readonly type: 'next'; readonly nowMs: number; readonly gpuPeaksMib: readonly number[] }
   | { readonly type: 'sources_checked'; readonly ok: boolean }
   /** A reason to pause found outside the loop (start-up recovery). */
-  | { readonly type: 'pause_needed'; readonly reasons: readonly PauseReason[]; readonly jobId: string | null; readonly cause?: PauseCause }
+  | {
+      readonly type: 'pause_needed';
+      readonly reasons: readonly PauseReason[];
+      readonly jobId: string | null;
+      readonly cause?: PauseCause;
+    }
   /** The supervisor itself failed (logged where caught): pause (`registry_unavailable` or `harness`); running pairs finish first. */
   | { readonly type: 'fault'; readonly cause?: PauseCause }
   /** A stop request (`e1-batch stop`, the stop file). */
@@ -64,7 +74,12 @@ export type SupervisorEvent =
   | { readonly type: 'signal' }
   /** A launched pair has its handle (its container may not exist yet). */
   | { readonly type: 'pair_running'; readonly jobId: string }
-  | { readonly type: 'pair_done'; readonly jobId: string; readonly nowMs: number; readonly outcome: PairOutcome }
+  | {
+      readonly type: 'pair_done';
+      readonly jobId: string;
+      readonly nowMs: number;
+      readonly outcome: PairOutcome;
+    }
   /** After the loop: whether every job has a result, and whether the manifest pins sources. */
   | { readonly type: 'drain_checked'; readonly allResults: boolean; readonly pinsSources: boolean };
 
@@ -76,7 +91,12 @@ export type SupervisorJournal =
 export type SupervisorEffect =
   /** Best effort: the decision holds in memory whatever happens to the journal (fail closed). */
   | { readonly kind: 'journal'; readonly event: SupervisorJournal }
-  | { readonly kind: 'log_pause'; readonly reasons: readonly PauseReason[]; readonly jobId: string | null; readonly cause?: PauseCause }
+  | {
+      readonly kind: 'log_pause';
+      readonly reasons: readonly PauseReason[];
+      readonly jobId: string | null;
+      readonly cause?: PauseCause;
+    }
   /** A change that matters (a pair finished, a pause, a stop): status.json now. */
   | { readonly kind: 'write_status' }
   /** A change that can wait (a pair started): coalesced. */
@@ -124,7 +144,10 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
     case 'recover':
       return {
         state: { ...state, inFlight: new Set([...state.inFlight, ...event.jobIds]) },
-        effects: [...event.jobIds.map((jobId) => ({ kind: 'recover', jobId }) as const), { kind: 'write_status' }],
+        effects: [
+          ...event.jobIds.map((jobId) => ({ kind: 'recover', jobId }) as const),
+          { kind: 'write_status' },
+        ],
       };
     case 'next':
       return next(state, event.nowMs, event.gpuPeaksMib);
@@ -141,24 +164,39 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
     case 'pair_running':
       return {
         state,
-        effects: [...(state.stop === 'terminate' ? [{ kind: 'terminate', jobIds: [event.jobId] } as const] : []), { kind: 'status_soon' }, { kind: 'watch_placement', jobId: event.jobId }],
+        effects: [
+          ...(state.stop === 'terminate' ? [{ kind: 'terminate', jobIds: [event.jobId] } as const] : []),
+          { kind: 'status_soon' },
+          { kind: 'watch_placement', jobId: event.jobId },
+        ],
       };
     case 'pair_done':
       return pairDone(state, event.jobId, event.nowMs, event.outcome);
     case 'drain_checked':
-      return { state, effects: event.allResults && event.pinsSources ? [{ kind: 'check_sources', phase: 'drain' }] : [] };
+      return {
+        state,
+        effects: event.allResults && event.pinsSources ? [{ kind: 'check_sources', phase: 'drain' }] : [],
+      };
   }
 }
 
 /** Pause for the reasons not already held: journal them, say so, write status. Nothing new: nothing to do. */
-function pause(state: SupervisorState, reasons: readonly PauseReason[], jobId: string | null, cause?: PauseCause): Decision {
+function pause(
+  state: SupervisorState,
+  reasons: readonly PauseReason[],
+  jobId: string | null,
+  cause?: PauseCause,
+): Decision {
   const fresh = reasons.filter((r) => !state.pauseReasons.includes(r));
   if (fresh.length === 0) return { state, effects: [] };
   const withCause = cause !== undefined ? { cause } : {};
   return {
     state: { ...state, pauseReasons: [...new Set([...state.pauseReasons, ...fresh])] },
     effects: [
-      { kind: 'journal', event: { type: 'paused', reasons: fresh, ...(jobId !== null ? { job_id: jobId } : {}), ...withCause } },
+      {
+        kind: 'journal',
+        event: { type: 'paused', reasons: fresh, ...(jobId !== null ? { job_id: jobId } : {}), ...withCause },
+      },
       { kind: 'log_pause', reasons: fresh, jobId, ...withCause },
       { kind: 'write_status' },
     ],
@@ -173,7 +211,8 @@ function requestStop(state: SupervisorState, terminate: boolean): Decision {
   const effects: SupervisorEffect[] = [];
   if (escalates) effects.push({ kind: 'terminate', jobIds: [...state.inFlight] });
   effects.push({ kind: 'wake' });
-  if (fresh) effects.push({ kind: 'journal', event: { type: 'stop_requested', terminate } }, { kind: 'write_status' });
+  if (fresh)
+    effects.push({ kind: 'journal', event: { type: 'stop_requested', terminate } }, { kind: 'write_status' });
   return { state: { ...state, stop }, effects };
 }
 
@@ -192,14 +231,23 @@ function next(state: SupervisorState, nowMs: number, gpuPeaksMib: readonly numbe
   });
   if (decision.kind === 'drained') return { state, effects: [{ kind: 'leave' }] };
   if (decision.kind === 'dispatch') {
-    if (!state.sourcesChecked) return { state: { ...state, sourcesChecked: true }, effects: [{ kind: 'check_sources', phase: 'before_first_dispatch' }] };
+    if (!state.sourcesChecked)
+      return {
+        state: { ...state, sourcesChecked: true },
+        effects: [{ kind: 'check_sources', phase: 'before_first_dispatch' }],
+      };
     const jobId = decision.jobId;
     return {
-      state: { ...state, claimed: new Set([...state.claimed, jobId]), inFlight: new Set([...state.inFlight, jobId]) },
+      state: {
+        ...state,
+        claimed: new Set([...state.claimed, jobId]),
+        inFlight: new Set([...state.inFlight, jobId]),
+      },
       effects: [{ kind: 'dispatch', jobId }],
     };
   }
-  if (state.inFlight.size === 0 && (paused || state.stop !== 'none')) return { state, effects: [{ kind: 'leave' }] };
+  if (state.inFlight.size === 0 && (paused || state.stop !== 'none'))
+    return { state, effects: [{ kind: 'leave' }] };
   const ms = state.registryRetryAtMs > nowMs ? state.registryRetryAtMs - nowMs : IDLE_WAIT_MS;
   return { state, effects: [{ kind: 'wait', ms }] };
 }
@@ -221,21 +269,36 @@ function settleOutcome(state: SupervisorState, jobId: string, nowMs: number, out
       claimed.delete(jobId);
       // One record per run of refusals: the first after a pair freed a slot (or since start).
       const effects: SupervisorEffect[] =
-        state.registryRetryAtMs === 0 ? [{ kind: 'journal', event: { type: 'admission_refused', job_id: jobId, reason: outcome.reason } }] : [];
+        state.registryRetryAtMs === 0
+          ? [{ kind: 'journal', event: { type: 'admission_refused', job_id: jobId, reason: outcome.reason } }]
+          : [];
       return { state: { ...state, claimed, registryRetryAtMs: nowMs + REGISTRY_RETRY_MS }, effects };
     }
     case 'claim_failed':
       // Already claimed (another process won the receipt): it stays claimed, nothing ran here.
-      return outcome.reason === 'receipt_write_failed' ? pause(state, ['harness'], jobId) : { state, effects: [] };
+      return outcome.reason === 'receipt_write_failed'
+        ? pause(state, ['harness'], jobId)
+        : { state, effects: [] };
     case 'failed':
       return pause(state, [pauseReasonOfFault(outcome.cause)], jobId, outcome.cause);
   }
 }
 
 /** A result: a slot is free again (retry admission at once), count it, pause for what it says and for a streak. */
-function finished(before: SupervisorState, jobId: string, classification: Classification, reasons: readonly PauseReason[], cause?: PauseCause): Decision {
+function finished(
+  before: SupervisorState,
+  jobId: string,
+  classification: Classification,
+  reasons: readonly PauseReason[],
+  cause?: PauseCause,
+): Decision {
   const finishedHere = [...before.finishedHere, { jobId, classification }];
-  const state: SupervisorState = { ...before, registryRetryAtMs: 0, finishedCount: before.finishedCount + 1, finishedHere };
+  const state: SupervisorState = {
+    ...before,
+    registryRetryAtMs: 0,
+    finishedCount: before.finishedCount + 1,
+    finishedHere,
+  };
   const first = reasons.length > 0 ? pause(state, reasons, jobId, cause) : { state, effects: [] };
   if (!infrastructureStreak(finishedHere)) return first;
   const streak = pause(first.state, ['infrastructure_streak'], jobId);
@@ -246,7 +309,11 @@ function finished(before: SupervisorState, jobId: string, classification: Classi
  * The state a supervisor leaves the batch in: drained when every job has a result; else paused when a pause is
  * held (in memory, or in the journal should a record have failed to land); else stopped.
  */
-export function exitState(allResults: boolean, journalPauseReasons: readonly PauseReason[], state: SupervisorState): BatchState {
+export function exitState(
+  allResults: boolean,
+  journalPauseReasons: readonly PauseReason[],
+  state: SupervisorState,
+): BatchState {
   if (allResults) return 'drained';
   return journalPauseReasons.length > 0 || state.pauseReasons.length > 0 ? 'paused' : 'stopped';
 }

@@ -76,7 +76,8 @@ function identityContradiction(receipt: Receipt, result: ResultRecord): string |
     ['claim_id', receipt.claim_id, result.claim_id],
   ];
   for (const [field, inReceipt, inResult] of pairs) {
-    if (inReceipt !== inResult) return `receipt ${field} ${inReceipt} differs from result ${field} ${inResult}`;
+    if (inReceipt !== inResult)
+      return `receipt ${field} ${inReceipt} differs from result ${field} ${inResult}`;
   }
   const a = receipt.container_id;
   const b = result.container.id;
@@ -89,12 +90,21 @@ function outcomeProblem(input: TerminalProofInput): ProofDecision | null {
   const recorded = result.outcome_sha256;
   const now = input.outcomeState === 'present' ? input.currentOutcomeSha256 : null;
   if (recorded !== null && input.outcomeState === 'missing') {
-    return hold('evidence_contradictory', `result records outcome sha256 ${recorded} but the outcome file is gone`);
+    return hold(
+      'evidence_contradictory',
+      `result records outcome sha256 ${recorded} but the outcome file is gone`,
+    );
   }
   if (recorded !== now) {
-    return hold('outcome_changed', `outcome sha256 was ${recorded ?? 'missing'} in result.json, is ${now ?? 'missing'} now`);
+    return hold(
+      'outcome_changed',
+      `outcome sha256 was ${recorded ?? 'missing'} in result.json, is ${now ?? 'missing'} now`,
+    );
   }
-  if (result.classification === 'completed' && (recorded === null || result.outcome === null || result.outcome === undefined)) {
+  if (
+    result.classification === 'completed' &&
+    (recorded === null || result.outcome === null || result.outcome === undefined)
+  ) {
     return hold('evidence_contradictory', 'result is completed but records no outcome');
   }
   return null;
@@ -112,7 +122,10 @@ export function buildTerminalProof(input: TerminalProofInput): ProofDecision {
   if (outcome !== null) return outcome;
   const containerId = receipt.container_id ?? result.container.id;
   if (input.containerPresent) {
-    return hold('container_present', `container ${containerId ?? '(by claim label)'} of run ${receipt.claim_id} still exists`);
+    return hold(
+      'container_present',
+      `container ${containerId ?? '(by claim label)'} of run ${receipt.claim_id} still exists`,
+    );
   }
   return {
     kind: 'proof',
@@ -140,7 +153,10 @@ export function buildTerminalProof(input: TerminalProofInput): ProofDecision {
         stdout_bytes: result.logs.stdout.bytes,
         stderr_bytes: result.logs.stderr.bytes,
       },
-      cleanup: { verified_absent: true, verified_by: result.cleanup.verified_absent ? 'pair_cleanup' : 'reconciler' },
+      cleanup: {
+        verified_absent: true,
+        verified_by: result.cleanup.verified_absent ? 'pair_cleanup' : 'reconciler',
+      },
     },
   };
 }
@@ -189,7 +205,11 @@ const isString = (v: unknown): boolean => typeof v === 'string';
 const isStringOrNull = (v: unknown): boolean => v === null || typeof v === 'string';
 const isCount = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
-function problems(value: JsonObject, checks: Readonly<Record<string, (v: unknown) => boolean>>, prefix: string): string[] {
+function problems(
+  value: JsonObject,
+  checks: Readonly<Record<string, (v: unknown) => boolean>>,
+  prefix: string,
+): string[] {
   return Object.entries(checks)
     .filter(([key, check]) => !check(value[key]))
     .map(([key]) => `${prefix}${key}`);
@@ -216,7 +236,8 @@ export function receiptProblems(value: unknown): string[] {
       source_sha256: isStringMap,
       code_version: isString,
       container_id: isStringOrNull,
-      private_outcome: (v) => v === undefined || (typeof v === 'string' && /^outcome\/(?!\.{1,2}$)[^/]+$/.test(v)),
+      private_outcome: (v) =>
+        v === undefined || (typeof v === 'string' && /^outcome\/(?!\.{1,2}$)[^/]+$/.test(v)),
     },
     'receipt.',
   );
@@ -249,6 +270,10 @@ export function resultProblems(value: unknown): string[] {
   const exitCode = container['exit_code'];
   return [
     ...top,
-    ...problems(container, { id: isStringOrNull, exit_code: () => exitCode === null || Number.isInteger(exitCode) }, 'result.container.'),
+    ...problems(
+      container,
+      { id: isStringOrNull, exit_code: () => exitCode === null || Number.isInteger(exitCode) },
+      'result.container.',
+    ),
   ];
 }

@@ -11,7 +11,11 @@ let dir: string;
 
 /** The built CLI as a user runs it (`npm run build` precedes the integration suite). */
 function cli(args: string[], env: Record<string, string> = {}) {
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 120_000,
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -24,8 +28,19 @@ describe('the CLI as a black box', () => {
   });
 
   it('exposes the library API from the package entry point', async () => {
-    const api = (await import(new URL('../../dist/index.js', import.meta.url).href)) as Record<string, unknown>;
-    for (const name of ['runPair', 'prepareBatch', 'supervise', 'readStatus', 'reconcileBatch', 'parseManifest', 'createRedactStream']) {
+    const api = (await import(new URL('../../dist/index.js', import.meta.url).href)) as Record<
+      string,
+      unknown
+    >;
+    for (const name of [
+      'runPair',
+      'prepareBatch',
+      'supervise',
+      'readStatus',
+      'reconcileBatch',
+      'parseManifest',
+      'createRedactStream',
+    ]) {
       expect(typeof api[name], name).toBe('function');
     }
   });
@@ -33,7 +48,8 @@ describe('the CLI as a black box', () => {
   it('lists every command in --help', () => {
     const r = cli(['--help']);
     expect(r.code).toBe(0);
-    for (const topic of ['e1-batch', 'pair', 'diagnose', 'reconcile', 'doctor', 'b1', 'images', 'capacity']) expect(r.stdout).toContain(topic);
+    for (const topic of ['e1-batch', 'pair', 'diagnose', 'reconcile', 'doctor', 'b1', 'images', 'capacity'])
+      expect(r.stdout).toContain(topic);
     const start = cli(['e1-batch', 'start', '--help']);
     expect(start.stdout).toContain('--manifest');
     expect(start.stdout).toContain('--foreground');
@@ -48,7 +64,13 @@ describe('the CLI as a black box', () => {
         image: DRIVER_IMAGE,
         jobs: [
           { job_id: 'a', argv: [], cwd: 'relative', outcome_path: '/x/a.json', timout_seconds: 5 },
-          { job_id: 'a', argv: ['x'], cwd: '/w', outcome_path: '/x/a.json', environment: { OPENAI_API_KEY: 'sk-literal-value' } },
+          {
+            job_id: 'a',
+            argv: ['x'],
+            cwd: '/w',
+            outcome_path: '/x/a.json',
+            environment: { OPENAI_API_KEY: 'sk-literal-value' },
+          },
         ],
       }),
     );
@@ -70,7 +92,15 @@ describe('the CLI as a black box', () => {
       JSON.stringify({
         schema: 'roboguide.e1.batch/v0.1',
         image: DRIVER_IMAGE,
-        jobs: [{ job_id: 'a', argv: ['x'], cwd: '/w', outcome_path: join(dir, 'o', 'a.json'), environment: { TOKEN: '${RG_E2E_UNSET}' } }],
+        jobs: [
+          {
+            job_id: 'a',
+            argv: ['x'],
+            cwd: '/w',
+            outcome_path: join(dir, 'o', 'a.json'),
+            environment: { TOKEN: '${RG_E2E_UNSET}' },
+          },
+        ],
       }),
     );
     const r = cli(['e1-batch', 'start', '--manifest', manifest, '--output', join(dir, 'never-2'), '--json']);
@@ -86,7 +116,11 @@ describe('the CLI as a black box', () => {
     const failed = cli(['diagnose', 'sessions', '--dir', join(fixtures, '0.171.0', '429'), '--json']);
     expect(failed.code).toBe(0);
     expect(JSON.parse(failed.stdout)).toMatchObject({
-      provider_failure: { schema: 'roboguide.provider_failure/v1', kind: 'response_too_many_failed_attempts', http_status: 429 },
+      provider_failure: {
+        schema: 'roboguide.provider_failure/v1',
+        kind: 'response_too_many_failed_attempts',
+        http_status: 429,
+      },
       files_read: 1,
       files_unreadable: 0,
       turn_end_found: true,
@@ -99,15 +133,30 @@ describe('the CLI as a black box', () => {
 
   it('refuses a ${NAME} value under 8 characters on start and pair run: exit 2, the variable named, the value nowhere, nothing written', async () => {
     const manifest = join(dir, 'short.json');
-    const job = { job_id: 'a', argv: ['x'], cwd: '/w', outcome_path: join(dir, 'o', 'short-a.json'), environment: { API_TOKEN: '${RG_E2E_SHORT}' } };
-    await writeFile(manifest, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: DRIVER_IMAGE, jobs: [job] }));
-    const start = cli(['e1-batch', 'start', '--manifest', manifest, '--output', join(dir, 'never-short')], { RG_E2E_SHORT: 'Zq7#xw' });
+    const job = {
+      job_id: 'a',
+      argv: ['x'],
+      cwd: '/w',
+      outcome_path: join(dir, 'o', 'short-a.json'),
+      environment: { API_TOKEN: '${RG_E2E_SHORT}' },
+    };
+    await writeFile(
+      manifest,
+      JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: DRIVER_IMAGE, jobs: [job] }),
+    );
+    const start = cli(['e1-batch', 'start', '--manifest', manifest, '--output', join(dir, 'never-short')], {
+      RG_E2E_SHORT: 'Zq7#xw',
+    });
     expect(start.code).toBe(2);
-    expect(start.stderr).toMatch(/jobs\[0\]\.environment\.API_TOKEN: references \$\{RG_E2E_SHORT\}, whose value is shorter than 8 characters/);
+    expect(start.stderr).toMatch(
+      /jobs\[0\]\.environment\.API_TOKEN: references \$\{RG_E2E_SHORT\}, whose value is shorter than 8 characters/,
+    );
     expect(start.stderr).toContain('--allow-short-secrets');
     const spec = join(dir, 'short-spec.json');
     await writeFile(spec, JSON.stringify({ ...job, image: DRIVER_IMAGE }));
-    const pair = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'never-short-pair')], { RG_E2E_SHORT: 'Zq7#xw' });
+    const pair = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'never-short-pair')], {
+      RG_E2E_SHORT: 'Zq7#xw',
+    });
     expect(pair.code).toBe(2);
     expect(pair.stderr).toContain('RG_E2E_SHORT');
     for (const r of [start, pair]) expect(r.stdout + r.stderr).not.toContain('Zq7#xw');
@@ -120,21 +169,48 @@ describe('the CLI as a black box', () => {
     const roots = join(dir, 'roots');
     await mkdir(join(roots, 'allowed'), { recursive: true });
     const manifest = join(dir, 'roots.json');
-    const job = { job_id: 'a', argv: ['x'], cwd: join(roots, 'outside'), outcome_path: join(roots, 'outside', 'o', 'a.json') };
-    await writeFile(manifest, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: DRIVER_IMAGE, jobs: [job] }));
-    const start = cli(['e1-batch', 'start', '--manifest', manifest, '--output', join(dir, 'never-roots'), '--mount-root', join(roots, 'allowed')]);
+    const job = {
+      job_id: 'a',
+      argv: ['x'],
+      cwd: join(roots, 'outside'),
+      outcome_path: join(roots, 'outside', 'o', 'a.json'),
+    };
+    await writeFile(
+      manifest,
+      JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: DRIVER_IMAGE, jobs: [job] }),
+    );
+    const start = cli([
+      'e1-batch',
+      'start',
+      '--manifest',
+      manifest,
+      '--output',
+      join(dir, 'never-roots'),
+      '--mount-root',
+      join(roots, 'allowed'),
+    ]);
     expect(start.code).toBe(2);
     expect(start.stderr).toMatch(/jobs\[0\]\.cwd: must lie under one of the --mount-root folders/);
     expect(await readdir(dir)).not.toContain('never-roots');
     const missing = cli(['pair', 'run', '--spec', manifest, '--mount-root', join(roots, 'missing')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/--mount-root\[0\]: .*must be an existing folder/);
-    for (const command of [['e1-batch', 'start'], ['pair', 'run'], ['serve'], ['doctor']]) expect(cli([...command, '--help']).stdout, command.join(' ')).toContain('--mount-root');
+    for (const command of [['e1-batch', 'start'], ['pair', 'run'], ['serve'], ['doctor']])
+      expect(cli([...command, '--help']).stdout, command.join(' ')).toContain('--mount-root');
   });
 
   it('capacity sets host limits that every later call (and batch) sees, and rejects a bad value', () => {
     const registry = join(dir, 'cap.db');
-    const set = cli(['capacity', '--registry', registry, '--max-reservations', '1', '--gpu-mib', '40000', '--json']);
+    const set = cli([
+      'capacity',
+      '--registry',
+      registry,
+      '--max-reservations',
+      '1',
+      '--gpu-mib',
+      '40000',
+      '--json',
+    ]);
     expect(set.code).toBe(0);
     expect(JSON.parse(set.stdout).limits).toEqual({ maxReservations: 1, gpuMib: 40000 });
     const read = JSON.parse(cli(['capacity', '--registry', registry, '--json']).stdout);
@@ -146,40 +222,85 @@ describe('the CLI as a black box', () => {
 
   it('exits 3 when no Docker engine answers', async () => {
     const spec = join(dir, 'spec.json');
-    await writeFile(spec, JSON.stringify({ job_id: 'e', argv: ['x'], cwd: join(dir, 'e', 'cwd'), outcome_path: join(dir, 'e', 'out', 'o.json'), image: DRIVER_IMAGE }));
-    const r = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'no-engine')], { DOCKER_HOST: 'unix:///nonexistent/docker.sock' });
+    await writeFile(
+      spec,
+      JSON.stringify({
+        job_id: 'e',
+        argv: ['x'],
+        cwd: join(dir, 'e', 'cwd'),
+        outcome_path: join(dir, 'e', 'out', 'o.json'),
+        image: DRIVER_IMAGE,
+      }),
+    );
+    const r = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'no-engine')], {
+      DOCKER_HOST: 'unix:///nonexistent/docker.sock',
+    });
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/E_ENGINE_UNAVAILABLE/);
     await expect(stat(join(dir, 'no-engine'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
-  it.skipIf(noDocker)('on SIGTERM stops the pair, removes its container, writes the result, then re-raises', async () => {
-    const spec = join(dir, 'sig.json');
-    const evidence = join(dir, 'sig-evidence');
-    await writeFile(spec, JSON.stringify({ job_id: 'sig', argv: ['/opt/driver/run', 'numbered=1', 'hang'], cwd: join(dir, 'sig'), outcome_path: join(dir, 'sig', 'out', 'o.json'), image: DRIVER_IMAGE, stop_budget_seconds: 2 }));
-    const child = spawn(process.execPath, [BIN, 'pair', 'run', '--spec', spec, '--output', evidence], { stdio: 'ignore' });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-    let containerId: string | null = null;
-    for (let i = 0; i < 300 && containerId === null; i++) {
-      const receipt = await readFile(join(evidence, 'receipt.json'), 'utf8').then((t) => JSON.parse(t) as { container_id: string | null }, () => null);
-      containerId = receipt?.container_id ?? null;
-      if (containerId === null) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(containerId).not.toBeNull();
-    child.kill('SIGTERM');
-    expect(await exited).toEqual({ code: null, signal: 'SIGTERM' });
-    const result = JSON.parse(await readFile(join(evidence, 'result.json'), 'utf8'));
-    expect(result.reasons).toContain('terminated');
-    expect(result.cleanup.verified_absent).toBe(true);
-    expect(await runtime().inspect(containerId!)).toBeNull();
-  });
+  it.skipIf(noDocker)(
+    'on SIGTERM stops the pair, removes its container, writes the result, then re-raises',
+    async () => {
+      const spec = join(dir, 'sig.json');
+      const evidence = join(dir, 'sig-evidence');
+      await writeFile(
+        spec,
+        JSON.stringify({
+          job_id: 'sig',
+          argv: ['/opt/driver/run', 'numbered=1', 'hang'],
+          cwd: join(dir, 'sig'),
+          outcome_path: join(dir, 'sig', 'out', 'o.json'),
+          image: DRIVER_IMAGE,
+          stop_budget_seconds: 2,
+        }),
+      );
+      const child = spawn(process.execPath, [BIN, 'pair', 'run', '--spec', spec, '--output', evidence], {
+        stdio: 'ignore',
+      });
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+        child.on('exit', (code, signal) => resolve({ code, signal })),
+      );
+      let containerId: string | null = null;
+      for (let i = 0; i < 300 && containerId === null; i++) {
+        const receipt = await readFile(join(evidence, 'receipt.json'), 'utf8').then(
+          (t) => JSON.parse(t) as { container_id: string | null },
+          () => null,
+        );
+        containerId = receipt?.container_id ?? null;
+        if (containerId === null) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(containerId).not.toBeNull();
+      child.kill('SIGTERM');
+      expect(await exited).toEqual({ code: null, signal: 'SIGTERM' });
+      const result = JSON.parse(await readFile(join(evidence, 'result.json'), 'utf8'));
+      expect(result.reasons).toContain('terminated');
+      expect(result.cleanup.verified_absent).toBe(true);
+      expect(await runtime().inspect(containerId!)).toBeNull();
+    },
+  );
 
   it.skipIf(noDocker)('runs a pair and prints the result.json contract with --json', async () => {
     const spec = join(dir, 'ok.json');
-    await writeFile(spec, JSON.stringify({ job_id: 'ok', argv: ['/opt/driver/run', 'outcome=completed'], cwd: join(dir, 'ok'), outcome_path: join(dir, 'ok', 'out', 'o.json'), image: DRIVER_IMAGE }));
+    await writeFile(
+      spec,
+      JSON.stringify({
+        job_id: 'ok',
+        argv: ['/opt/driver/run', 'outcome=completed'],
+        cwd: join(dir, 'ok'),
+        outcome_path: join(dir, 'ok', 'out', 'o.json'),
+        image: DRIVER_IMAGE,
+      }),
+    );
     const r = cli(['pair', 'run', '--spec', spec, '--output', join(dir, 'ok-evidence'), '--json']);
     expect(r.code).toBe(0);
     const result = JSON.parse(r.stdout);
-    expect(result).toMatchObject({ schema: 'roboguide.e1.result/v1', job_id: 'ok', classification: 'completed', cleanup: { verified_absent: true } });
+    expect(result).toMatchObject({
+      schema: 'roboguide.e1.result/v1',
+      job_id: 'ok',
+      classification: 'completed',
+      cleanup: { verified_absent: true },
+    });
   });
 });

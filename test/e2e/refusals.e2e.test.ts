@@ -14,7 +14,12 @@ const BIN = fileURLToPath(new URL('../../bin/run.js', import.meta.url));
 let dir: string;
 
 function cli(args: string[]): { code: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [BIN, ...args], { cwd: dir, encoding: 'utf8', env: { ...process.env, XDG_STATE_HOME: join(dir, 'state') }, timeout: 120_000 });
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    cwd: dir,
+    encoding: 'utf8',
+    env: { ...process.env, XDG_STATE_HOME: join(dir, 'state') },
+    timeout: 120_000,
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -29,7 +34,13 @@ async function manifest(jobs: Record<string, unknown>[]): Promise<string> {
 }
 
 function job(extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { job_id: 'p1', argv: ['/opt/driver/run'], cwd: join(dir, 'work'), outcome_path: join(dir, 'work', 'out', 'p1.json'), ...extra };
+  return {
+    job_id: 'p1',
+    argv: ['/opt/driver/run'],
+    cwd: join(dir, 'work'),
+    outcome_path: join(dir, 'work', 'out', 'p1.json'),
+    ...extra,
+  };
 }
 
 /** Runs the command and checks exit 2, that every pattern is in stderr, and that nothing was written. */
@@ -52,37 +63,103 @@ afterEach(async () => {
 
 describe('e1-batch start refuses bad input with exit 2 and writes nothing', () => {
   it('job_id ".."', async () => {
-    await refused(['e1-batch', 'start', '--manifest', await manifest([job({ job_id: '..' })]), '--output', join(dir, 'D')], /jobs\[0\]\.job_id/, /single path segment/);
+    await refused(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        await manifest([job({ job_id: '..' })]),
+        '--output',
+        join(dir, 'D'),
+      ],
+      /jobs\[0\]\.job_id/,
+      /single path segment/,
+    );
   });
 
   it('a cwd that contains the output directory, or the registry', async () => {
     const m = await manifest([job({ cwd: dir })]);
-    await refused(['e1-batch', 'start', '--manifest', m, '--output', join(dir, 'D'), '--registry', join(dir, 'r.db')], /jobs\[0\]\.cwd: must not contain the output directory/, /jobs\[0\]\.cwd: must not contain the registry database/);
+    await refused(
+      ['e1-batch', 'start', '--manifest', m, '--output', join(dir, 'D'), '--registry', join(dir, 'r.db')],
+      /jobs\[0\]\.cwd: must not contain the output directory/,
+      /jobs\[0\]\.cwd: must not contain the registry database/,
+    );
   });
 
   it('a dangling symlink at the outcome path', async () => {
     await mkdir(join(dir, 'work', 'out'));
     const { symlink } = await import('node:fs/promises');
     await symlink('/nonexistent/target', join(dir, 'work', 'out', 'p1.json'));
-    await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D')], /jobs\[0\]\.outcome_path/);
+    await refused(
+      ['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D')],
+      /jobs\[0\]\.outcome_path/,
+    );
   });
 
   it('--bind-address that is not an address of this host', async () => {
-    await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--bind-address', 'not-an-ip'], /--bind-address: must be an IP address/);
+    await refused(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        await manifest([job()]),
+        '--output',
+        join(dir, 'D'),
+        '--bind-address',
+        'not-an-ip',
+      ],
+      /--bind-address: must be an IP address/,
+    );
   });
 
-  it('--registry given a URL that is not PostgreSQL\'s: no folder named after the scheme, no password echoed', async () => {
-    const stderr = await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--registry', 'mysql://eval:hunter2@db/registry'], /--registry: looks like a URL but is not a PostgreSQL one/);
+  it("--registry given a URL that is not PostgreSQL's: no folder named after the scheme, no password echoed", async () => {
+    const stderr = await refused(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        await manifest([job()]),
+        '--output',
+        join(dir, 'D'),
+        '--registry',
+        'mysql://eval:hunter2@db/registry',
+      ],
+      /--registry: looks like a URL but is not a PostgreSQL one/,
+    );
     expect(stderr).not.toContain('hunter2');
   });
 
   it('--registry given a malformed PostgreSQL URL: the rule, never the password', async () => {
-    const stderr = await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--registry', 'postgresql://eval:hunter2@db:99999/registry'], /--registry: is a PostgreSQL URL that cannot be parsed/);
+    const stderr = await refused(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        await manifest([job()]),
+        '--output',
+        join(dir, 'D'),
+        '--registry',
+        'postgresql://eval:hunter2@db:99999/registry',
+      ],
+      /--registry: is a PostgreSQL URL that cannot be parsed/,
+    );
     expect(stderr).not.toContain('hunter2');
   });
 
   it.skipIf(noDocker)('--registry in a folder that does not exist', async () => {
-    await refused(['e1-batch', 'start', '--manifest', await manifest([job()]), '--output', join(dir, 'D'), '--registry', join(dir, 'no', 'such', 'r.db')], /--registry: the folder .* does not exist/);
+    await refused(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        await manifest([job()]),
+        '--output',
+        join(dir, 'D'),
+        '--registry',
+        join(dir, 'no', 'such', 'r.db'),
+      ],
+      /--registry: the folder .* does not exist/,
+    );
   });
 });
 
@@ -94,19 +171,54 @@ describe('pair run refuses bad input with exit 2 and writes nothing, the registr
   }
 
   it('an invalid spec never creates the (new) registry it names', async () => {
-    await refused(['pair', 'run', '--spec', await spec({ job_id: '.' }), '--output', join(dir, 'run'), '--registry', join(dir, 'new.db')], /job_id/);
+    await refused(
+      [
+        'pair',
+        'run',
+        '--spec',
+        await spec({ job_id: '.' }),
+        '--output',
+        join(dir, 'run'),
+        '--registry',
+        join(dir, 'new.db'),
+      ],
+      /job_id/,
+    );
   });
 
   it('a JSON syntax error without quoting the input', async () => {
-    const stderr = await refused(['pair', 'run', '--spec', await spec({}, '{"job_id":"p1","environment":{"X":"sk-e2e-SECRET-1"'), '--output', join(dir, 'run')], /not valid JSON/);
+    const stderr = await refused(
+      [
+        'pair',
+        'run',
+        '--spec',
+        await spec({}, '{"job_id":"p1","environment":{"X":"sk-e2e-SECRET-1"'),
+        '--output',
+        join(dir, 'run'),
+      ],
+      /not valid JSON/,
+    );
     expect(stderr).not.toContain('sk-e2e-SECRET-1');
   });
 
   it('an outcome folder inside the output directory', async () => {
-    await refused(['pair', 'run', '--spec', await spec({ outcome_path: join(dir, 'run', 'receipt.json') }), '--output', join(dir, 'run')], /outcome_path: must not be the output directory/);
+    await refused(
+      [
+        'pair',
+        'run',
+        '--spec',
+        await spec({ outcome_path: join(dir, 'run', 'receipt.json') }),
+        '--output',
+        join(dir, 'run'),
+      ],
+      /outcome_path: must not be the output directory/,
+    );
   });
 
   it('--registry x://anything', async () => {
-    await refused(['pair', 'run', '--spec', await spec({}), '--output', join(dir, 'run'), '--registry', 'x://anything'], /--registry: looks like a URL but is not a PostgreSQL one/);
+    await refused(
+      ['pair', 'run', '--spec', await spec({}), '--output', join(dir, 'run'), '--registry', 'x://anything'],
+      /--registry: looks like a URL but is not a PostgreSQL one/,
+    );
   });
 });

@@ -26,7 +26,10 @@ import { procHostIdentity } from '../../src/adapters/host-identity.js';
 const JOBS = ['f1', 'f2', 'f3'] as const;
 const LINES = 2000;
 const LINE_BYTES = 64;
-const EXPECTED_STDOUT = Array.from({ length: LINES }, (_, i) => `line ${i + 1}`.padEnd(LINE_BYTES - 1) + '\n').join('');
+const EXPECTED_STDOUT = Array.from(
+  { length: LINES },
+  (_, i) => `line ${i + 1}`.padEnd(LINE_BYTES - 1) + '\n',
+).join('');
 const TEMP_NAME = /\/\.[^/]+\.tmp-\d+-[0-9a-f]{16}$/;
 const FOREVER = 1_000;
 
@@ -59,35 +62,230 @@ const ENOSPC = { when: 'before', code: 'ENOSPC', times: FOREVER } as const;
 
 const CELLS: readonly Cell[] = [
   // receipt publish: link(2) of the fsynced temp receipt (the claim)
-  { site: 'receipt publish (link)', kind: 'before', rules: [{ op: 'link', path: f1('receipt.json'), when: 'before' }], expect: 'paused', runs: [], f1: null, held: ['f1'] },
-  { site: 'receipt publish (link)', kind: 'after', rules: [{ op: 'link', path: f1('receipt.json'), when: 'after' }], expect: 'paused', runs: [], f1: null, held: ['f1'] },
-  { site: 'receipt publish (link)', kind: 'ENOSPC', rules: [{ op: 'write', path: f1Temp('receipt.json'), ...ENOSPC }], expect: 'paused', runs: [], f1: null, held: ['f1'] },
+  {
+    site: 'receipt publish (link)',
+    kind: 'before',
+    rules: [{ op: 'link', path: f1('receipt.json'), when: 'before' }],
+    expect: 'paused',
+    runs: [],
+    f1: null,
+    held: ['f1'],
+  },
+  {
+    site: 'receipt publish (link)',
+    kind: 'after',
+    rules: [{ op: 'link', path: f1('receipt.json'), when: 'after' }],
+    expect: 'paused',
+    runs: [],
+    f1: null,
+    held: ['f1'],
+  },
+  {
+    site: 'receipt publish (link)',
+    kind: 'ENOSPC',
+    rules: [{ op: 'write', path: f1Temp('receipt.json'), ...ENOSPC }],
+    expect: 'paused',
+    runs: [],
+    f1: null,
+    held: ['f1'],
+  },
   // receipt update with the container id: atomic replace (the container is created, never started)
-  { site: 'receipt update (rename)', kind: 'before', rules: [{ op: 'rename', path: f1('receipt.json'), when: 'before' }], expect: 'paused', runs: [], f1: 'harness_failure', held: [], reason: 'receipt_write_failed' },
-  { site: 'receipt update (rename)', kind: 'after', rules: [{ op: 'rename', path: f1('receipt.json'), when: 'after' }], expect: 'paused', runs: [], f1: 'harness_failure', held: [], reason: 'receipt_write_failed' },
-  { site: 'receipt update (rename)', kind: 'ENOSPC', rules: [{ op: 'write', path: f1Temp('receipt.json'), nth: 2, ...ENOSPC }], expect: 'paused', runs: [], f1: 'harness_failure', held: [], reason: 'receipt_write_failed' },
+  {
+    site: 'receipt update (rename)',
+    kind: 'before',
+    rules: [{ op: 'rename', path: f1('receipt.json'), when: 'before' }],
+    expect: 'paused',
+    runs: [],
+    f1: 'harness_failure',
+    held: [],
+    reason: 'receipt_write_failed',
+  },
+  {
+    site: 'receipt update (rename)',
+    kind: 'after',
+    rules: [{ op: 'rename', path: f1('receipt.json'), when: 'after' }],
+    expect: 'paused',
+    runs: [],
+    f1: 'harness_failure',
+    held: [],
+    reason: 'receipt_write_failed',
+  },
+  {
+    site: 'receipt update (rename)',
+    kind: 'ENOSPC',
+    rules: [{ op: 'write', path: f1Temp('receipt.json'), nth: 2, ...ENOSPC }],
+    expect: 'paused',
+    runs: [],
+    f1: 'harness_failure',
+    held: [],
+    reason: 'receipt_write_failed',
+  },
   // stdout.log: the second write(2) of the stream fails; the first stays on disk
-  { site: 'stdout.log (write)', kind: 'before', rules: [{ op: 'write', path: f1('stdout.log'), nth: 2, when: 'before' }], expect: 'paused', runs: ['f1'], f1: 'harness_failure', held: [], reason: 'log_write_failed' },
-  { site: 'stdout.log (write)', kind: 'after', rules: [{ op: 'write', path: f1('stdout.log'), nth: 2, when: 'after' }], expect: 'paused', runs: ['f1'], f1: 'harness_failure', held: [], reason: 'log_write_failed' },
-  { site: 'stdout.log (write)', kind: 'ENOSPC', rules: [{ op: 'write', path: f1('stdout.log'), nth: 2, when: 'partial', partialBytes: 100 }], expect: 'paused', runs: ['f1'], f1: 'harness_failure', held: [], reason: 'log_write_failed' },
+  {
+    site: 'stdout.log (write)',
+    kind: 'before',
+    rules: [{ op: 'write', path: f1('stdout.log'), nth: 2, when: 'before' }],
+    expect: 'paused',
+    runs: ['f1'],
+    f1: 'harness_failure',
+    held: [],
+    reason: 'log_write_failed',
+  },
+  {
+    site: 'stdout.log (write)',
+    kind: 'after',
+    rules: [{ op: 'write', path: f1('stdout.log'), nth: 2, when: 'after' }],
+    expect: 'paused',
+    runs: ['f1'],
+    f1: 'harness_failure',
+    held: [],
+    reason: 'log_write_failed',
+  },
+  {
+    site: 'stdout.log (write)',
+    kind: 'ENOSPC',
+    rules: [{ op: 'write', path: f1('stdout.log'), nth: 2, when: 'partial', partialBytes: 100 }],
+    expect: 'paused',
+    runs: ['f1'],
+    f1: 'harness_failure',
+    held: [],
+    reason: 'log_write_failed',
+  },
   // result.json: a one-shot error is recovered by read-back/retry (§8 storage-fault rule); a full disk is not
-  { site: 'result.json (rename)', kind: 'before', rules: [{ op: 'rename', path: f1('result.json'), when: 'before' }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
-  { site: 'result.json (rename)', kind: 'after', rules: [{ op: 'rename', path: f1('result.json'), when: 'after' }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
-  { site: 'result.json (rename)', kind: 'ENOSPC', rules: [{ op: 'write', path: f1Temp('result.json'), ...ENOSPC }], expect: 'paused', runs: ['f1'], f1: null, held: ['f1'] },
+  {
+    site: 'result.json (rename)',
+    kind: 'before',
+    rules: [{ op: 'rename', path: f1('result.json'), when: 'before' }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
+  {
+    site: 'result.json (rename)',
+    kind: 'after',
+    rules: [{ op: 'rename', path: f1('result.json'), when: 'after' }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
+  {
+    site: 'result.json (rename)',
+    kind: 'ENOSPC',
+    rules: [{ op: 'write', path: f1Temp('result.json'), ...ENOSPC }],
+    expect: 'paused',
+    runs: ['f1'],
+    f1: null,
+    held: ['f1'],
+  },
   // terminal-proof.json: same rule; a proof that cannot be written keeps the reservation
-  { site: 'terminal-proof.json (rename)', kind: 'before', rules: [{ op: 'rename', path: f1('terminal-proof.json'), when: 'before' }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
-  { site: 'terminal-proof.json (rename)', kind: 'after', rules: [{ op: 'rename', path: f1('terminal-proof.json'), when: 'after' }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
-  { site: 'terminal-proof.json (rename)', kind: 'ENOSPC', rules: [{ op: 'write', path: f1Temp('terminal-proof.json'), ...ENOSPC }], expect: 'paused', runs: ['f1'], f1: 'completed', held: ['f1'] },
+  {
+    site: 'terminal-proof.json (rename)',
+    kind: 'before',
+    rules: [{ op: 'rename', path: f1('terminal-proof.json'), when: 'before' }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
+  {
+    site: 'terminal-proof.json (rename)',
+    kind: 'after',
+    rules: [{ op: 'rename', path: f1('terminal-proof.json'), when: 'after' }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
+  {
+    site: 'terminal-proof.json (rename)',
+    kind: 'ENOSPC',
+    rules: [{ op: 'write', path: f1Temp('terminal-proof.json'), ...ENOSPC }],
+    expect: 'paused',
+    runs: ['f1'],
+    f1: 'completed',
+    held: ['f1'],
+  },
   // journal: the 3rd append of the supervisor is f1's `claimed` record (after supervisor_started, source_check)
-  { site: 'journal append (claimed f1)', kind: 'before', rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, when: 'before' }], expect: 'paused', runs: [], f1: null, held: ['f1'], lost: 'claimed' },
-  { site: 'journal append (claimed f1)', kind: 'after', rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, when: 'after' }], expect: 'paused', runs: [], f1: null, held: ['f1'], lost: 'claimed' },
-  { site: 'journal append (claimed f1)', kind: 'ENOSPC partial', rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, when: 'partial', partialBytes: 10 }], expect: 'paused', runs: [], f1: null, held: ['f1'], lost: 'claimed' },
-  { site: 'journal append (claimed f1)', kind: 'ENOSPC full', rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, ...ENOSPC }], expect: 'paused', runs: [], f1: null, held: ['f1'], lost: 'claimed', journalFull: true },
+  {
+    site: 'journal append (claimed f1)',
+    kind: 'before',
+    rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, when: 'before' }],
+    expect: 'paused',
+    runs: [],
+    f1: null,
+    held: ['f1'],
+    lost: 'claimed',
+  },
+  {
+    site: 'journal append (claimed f1)',
+    kind: 'after',
+    rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, when: 'after' }],
+    expect: 'paused',
+    runs: [],
+    f1: null,
+    held: ['f1'],
+    lost: 'claimed',
+  },
+  {
+    site: 'journal append (claimed f1)',
+    kind: 'ENOSPC partial',
+    rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, when: 'partial', partialBytes: 10 }],
+    expect: 'paused',
+    runs: [],
+    f1: null,
+    held: ['f1'],
+    lost: 'claimed',
+  },
+  {
+    site: 'journal append (claimed f1)',
+    kind: 'ENOSPC full',
+    rules: [{ op: 'write', path: /\/events\.jsonl$/, nth: 3, ...ENOSPC }],
+    expect: 'paused',
+    runs: [],
+    f1: null,
+    held: ['f1'],
+    lost: 'claimed',
+    journalFull: true,
+  },
   // status.json is derived (§4): a failed write must neither crash nor stop the batch. 2nd write = while f1 runs.
-  { site: 'status.json (rename)', kind: 'before', rules: [{ op: 'rename', path: /\/status\.json$/, nth: 2, when: 'before' }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
-  { site: 'status.json (rename)', kind: 'after', rules: [{ op: 'rename', path: /\/status\.json$/, nth: 2, when: 'after' }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
-  { site: 'status.json (rename)', kind: 'ENOSPC', rules: [{ op: 'write', path: /\/\.status\.json\.tmp-/, nth: 2, ...ENOSPC }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
-  { site: 'status.json (rename)', kind: 'before, 1st write', rules: [{ op: 'rename', path: /\/status\.json$/, nth: 1, when: 'before' }], expect: 'drained', runs: ALL, f1: 'completed', held: [] },
+  {
+    site: 'status.json (rename)',
+    kind: 'before',
+    rules: [{ op: 'rename', path: /\/status\.json$/, nth: 2, when: 'before' }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
+  {
+    site: 'status.json (rename)',
+    kind: 'after',
+    rules: [{ op: 'rename', path: /\/status\.json$/, nth: 2, when: 'after' }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
+  {
+    site: 'status.json (rename)',
+    kind: 'ENOSPC',
+    rules: [{ op: 'write', path: /\/\.status\.json\.tmp-/, nth: 2, ...ENOSPC }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
+  {
+    site: 'status.json (rename)',
+    kind: 'before, 1st write',
+    rules: [{ op: 'rename', path: /\/status\.json$/, nth: 1, when: 'before' }],
+    expect: 'drained',
+    runs: ALL,
+    f1: 'completed',
+    held: [],
+  },
 ];
 
 const rt = runtime();
@@ -114,21 +312,40 @@ async function prepare(name: string): Promise<{ output: string; cwd: string; bat
   const output = join(work, name, 'batch');
   const record = await prepareBatch(
     { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
-    { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+    {
+      manifestPath: path,
+      output,
+      registryPath,
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+    },
   );
   return { output, cwd, batchId: record.batch_id };
 }
 
-async function superviseWithFaults(store: EvidenceStore): Promise<{ state: string } | { threw: string; stack: string }> {
+async function superviseWithFaults(
+  store: EvidenceStore,
+): Promise<{ state: string } | { threw: string; stack: string }> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
     const state = await supervise(
-      { store, registry, execute: createExecutePairDeps(rt, silentLogger), logger: silentLogger, environment: {}, handleSignals: false },
+      {
+        store,
+        registry,
+        execute: createExecutePairDeps(rt, silentLogger),
+        logger: silentLogger,
+        environment: {},
+        handleSignals: false,
+      },
       'start',
     );
     return { state };
   } catch (err) {
-    return { threw: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? (err.stack ?? '') : '' };
+    return {
+      threw: err instanceof Error ? err.message : String(err),
+      stack: err instanceof Error ? (err.stack ?? '') : '',
+    };
   } finally {
     registry.closeSync();
   }
@@ -139,7 +356,10 @@ async function readText(path: string): Promise<string | null> {
 }
 
 async function driverRuns(cwd: string): Promise<string[]> {
-  return ((await readText(join(cwd, 'driver-runs.log'))) ?? '').split('\n').filter(Boolean).map((l) => l.split(' ')[0] ?? '');
+  return ((await readText(join(cwd, 'driver-runs.log'))) ?? '')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(' ')[0] ?? '');
 }
 
 interface JobEvidence {
@@ -161,7 +381,14 @@ async function checkEvidence(output: string, faultedLogAfter: boolean): Promise<
     const receipt = JSON.parse(receiptText) as { job_id: string; claim_id: string };
     expect(receipt.job_id).toBe(jobId);
     const resultText = await readText(join(dir, 'result.json'));
-    const result = resultText === null ? null : (JSON.parse(resultText) as { classification: string; reasons: string[]; logs: { stdout: { bytes: number } } });
+    const result =
+      resultText === null
+        ? null
+        : (JSON.parse(resultText) as {
+            classification: string;
+            reasons: string[];
+            logs: { stdout: { bytes: number } };
+          });
     const log = await readText(join(dir, 'stdout.log'));
     if (log !== null) expect(EXPECTED_STDOUT.startsWith(log)).toBe(true);
     if (result !== null && log !== null) {
@@ -172,13 +399,22 @@ async function checkEvidence(output: string, faultedLogAfter: boolean): Promise<
       if (result.classification === 'completed') expect(onDisk).toBe(EXPECTED_STDOUT.length);
     }
     const proof = (await readText(join(dir, 'terminal-proof.json'))) !== null;
-    jobs.push({ jobId, claimId: receipt.claim_id, classification: result?.classification ?? null, reasons: result?.reasons ?? [], proof });
+    jobs.push({
+      jobId,
+      claimId: receipt.claim_id,
+      classification: result?.classification ?? null,
+      reasons: result?.reasons ?? [],
+      proof,
+    });
   }
   return jobs;
 }
 
 /** Held reservations of the batch (by job), then released so later cells can be admitted. */
-async function heldJobs(batchId: string, jobs: readonly JobEvidence[]): Promise<{ held: string[]; f1: string }> {
+async function heldJobs(
+  batchId: string,
+  jobs: readonly JobEvidence[],
+): Promise<{ held: string[]; f1: string }> {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
     const held = await registry.held({ batchId });
@@ -187,7 +423,11 @@ async function heldJobs(batchId: string, jobs: readonly JobEvidence[]): Promise<
       // A pair whose reconciliation wrote the proof is released; every other claimed pair keeps its reservation.
       expect(`${j.jobId}:${state}`).toBe(`${j.jobId}:${j.proof ? 'released' : 'held'}`);
     }
-    const f1State = held.some((r) => r.jobId === 'f1') ? 'held' : jobs.some((j) => j.jobId === 'f1') ? 'released' : 'none';
+    const f1State = held.some((r) => r.jobId === 'f1')
+      ? 'held'
+      : jobs.some((j) => j.jobId === 'f1')
+        ? 'released'
+        : 'none';
     for (const r of held) await registry.release(r.id, r.claimId);
     return { held: held.map((r) => r.jobId).sort(), f1: f1State };
   } finally {
@@ -202,49 +442,65 @@ describe.skipIf(noDocker)('batch file-system fault matrix (SPEC §4–§5)', () 
   });
   afterAll(async () => {
     const header = '| write site | fault | outcome | f1 class | runs | f1 reservation | verdict |';
-    const rows = matrix.map((r) => `| ${r['site']} | ${r['kind']} | ${r['outcome']} | ${r['f1']} | ${r['runs']} | ${r['reservation']} | ${r['verdict']} |`);
+    const rows = matrix.map(
+      (r) =>
+        `| ${r['site']} | ${r['kind']} | ${r['outcome']} | ${r['f1']} | ${r['runs']} | ${r['reservation']} | ${r['verdict']} |`,
+    );
     console.log(['', header, '|---|---|---|---|---|---|---|', ...rows].join('\n'));
     await rm(work, { recursive: true, force: true });
   });
 
-  it.each(CELLS.map((c, i) => [`${c.site} × ${c.kind} → ${c.expect}`, c, i] as const))('%s', async (_title, cell, index) => {
-    const { output, cwd, batchId } = await prepare(`cell-${index}`);
-    const fs = new FaultyFileSystem(new NodeFileSystem(), { rules: cell.rules });
-    const outcome = await superviseWithFaults(new EvidenceStore(fs, output));
-    const row: Record<string, string> = { site: cell.site, kind: cell.kind, outcome: 'state' in outcome ? outcome.state : `THREW: ${outcome.threw}` };
-    row['verdict'] = 'state' in outcome && outcome.state === cell.expect ? 'ok' : 'BUG';
-    matrix.push(row);
-    try {
-      // fail-closed outcome first (soft: a crashing cell still reports every invariant below, with its stack)
-      expect.soft(outcome, 'stack' in outcome ? outcome.stack : '').toEqual({ state: cell.expect });
-      for (const r of cell.rules) expect(fs.count(r.op, r.path), 'the fault fired').toBeGreaterThanOrEqual(r.nth ?? 1);
-      // (1) never a pair run twice, and exactly the runs fail-closed allows
-      const runs = await driverRuns(cwd);
-      row['runs'] = runs.join(',') || '-';
-      expect(new Set(runs).size).toBe(runs.length);
-      // (2) nothing already written is lost: only our own temp files are unlinked, only the journal's failed tail cut
-      for (const c of fs.calls.filter((c) => c.op === 'unlink')) expect(c.paths[0]).toMatch(TEMP_NAME);
-      for (const c of fs.calls.filter((c) => c.op === 'truncate')) expect(c.paths[0]).toMatch(/\/events\.jsonl$/);
-      const jobs = await checkEvidence(output, cell.site.startsWith('stdout') && cell.kind === 'after');
-      const journal = await new EvidenceStore(new NodeFileSystem(), output).readJournal();
-      const first = jobs.find((j) => j.jobId === 'f1');
-      row['f1'] = first?.classification ?? '-';
-      // (3) no container of the batch remains
-      expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
-      // (4) reservations: held exactly where no verified result was reconciled
-      const reservations = await heldJobs(batchId, jobs);
-      row['reservation'] = reservations.f1;
-      expect(reservations.held).toEqual(cell.held);
-      expect(runs).toEqual(cell.runs);
-      expect(row['f1']).toBe(cell.f1 ?? '-');
-      if (cell.reason !== undefined) expect(first?.reasons).toContain(cell.reason);
-      if (cell.lost !== undefined) expect(journal.filter((r) => r.type === cell.lost && 'job_id' in r && r.job_id === 'f1')).toEqual([]);
-      if (cell.expect === 'paused' && !cell.journalFull) expect(foldJournal(journal).pauseReasons).toEqual(['harness']);
-    } finally {
-      await sweep({ 'roboguide.batch': batchId });
-      await releaseAll(batchId); // a failing cell must not leave the shared registry full for the next ones
-    }
-  });
+  it.each(CELLS.map((c, i) => [`${c.site} × ${c.kind} → ${c.expect}`, c, i] as const))(
+    '%s',
+    async (_title, cell, index) => {
+      const { output, cwd, batchId } = await prepare(`cell-${index}`);
+      const fs = new FaultyFileSystem(new NodeFileSystem(), { rules: cell.rules });
+      const outcome = await superviseWithFaults(new EvidenceStore(fs, output));
+      const row: Record<string, string> = {
+        site: cell.site,
+        kind: cell.kind,
+        outcome: 'state' in outcome ? outcome.state : `THREW: ${outcome.threw}`,
+      };
+      row['verdict'] = 'state' in outcome && outcome.state === cell.expect ? 'ok' : 'BUG';
+      matrix.push(row);
+      try {
+        // fail-closed outcome first (soft: a crashing cell still reports every invariant below, with its stack)
+        expect.soft(outcome, 'stack' in outcome ? outcome.stack : '').toEqual({ state: cell.expect });
+        for (const r of cell.rules)
+          expect(fs.count(r.op, r.path), 'the fault fired').toBeGreaterThanOrEqual(r.nth ?? 1);
+        // (1) never a pair run twice, and exactly the runs fail-closed allows
+        const runs = await driverRuns(cwd);
+        row['runs'] = runs.join(',') || '-';
+        expect(new Set(runs).size).toBe(runs.length);
+        // (2) nothing already written is lost: only our own temp files are unlinked, only the journal's failed tail cut
+        for (const c of fs.calls.filter((c) => c.op === 'unlink')) expect(c.paths[0]).toMatch(TEMP_NAME);
+        for (const c of fs.calls.filter((c) => c.op === 'truncate'))
+          expect(c.paths[0]).toMatch(/\/events\.jsonl$/);
+        const jobs = await checkEvidence(output, cell.site.startsWith('stdout') && cell.kind === 'after');
+        const journal = await new EvidenceStore(new NodeFileSystem(), output).readJournal();
+        const first = jobs.find((j) => j.jobId === 'f1');
+        row['f1'] = first?.classification ?? '-';
+        // (3) no container of the batch remains
+        expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
+        // (4) reservations: held exactly where no verified result was reconciled
+        const reservations = await heldJobs(batchId, jobs);
+        row['reservation'] = reservations.f1;
+        expect(reservations.held).toEqual(cell.held);
+        expect(runs).toEqual(cell.runs);
+        expect(row['f1']).toBe(cell.f1 ?? '-');
+        if (cell.reason !== undefined) expect(first?.reasons).toContain(cell.reason);
+        if (cell.lost !== undefined)
+          expect(journal.filter((r) => r.type === cell.lost && 'job_id' in r && r.job_id === 'f1')).toEqual(
+            [],
+          );
+        if (cell.expect === 'paused' && !cell.journalFull)
+          expect(foldJournal(journal).pauseReasons).toEqual(['harness']);
+      } finally {
+        await sweep({ 'roboguide.batch': batchId });
+        await releaseAll(batchId); // a failing cell must not leave the shared registry full for the next ones
+      }
+    },
+  );
 });
 
 async function releaseAll(batchId: string): Promise<void> {

@@ -42,7 +42,14 @@ async function start(name: string, text: string): Promise<{ store: EvidenceStore
   const output = join(work, name, 'batch');
   const record = await prepareBatch(
     { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
-    { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+    {
+      manifestPath: path,
+      output,
+      registryPath,
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+    },
   );
   return { store: new EvidenceStore(new NodeFileSystem(), output), batchId: record.batch_id };
 }
@@ -50,14 +57,24 @@ async function start(name: string, text: string): Promise<{ store: EvidenceStore
 function run(store: EvidenceStore, mode: 'start' | 'resume') {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   return supervise(
-    { store, registry, execute: createExecutePairDeps(rt, silentLogger), logger: silentLogger, environment: {}, handleSignals: false },
+    {
+      store,
+      registry,
+      execute: createExecutePairDeps(rt, silentLogger),
+      logger: silentLogger,
+      environment: {},
+      handleSignals: false,
+    },
     mode,
   ).finally(() => registry.close());
 }
 
 async function driverRuns(name: string): Promise<string[]> {
   const text = await readFile(join(work, name, 'cwd', 'driver-runs.log'), 'utf8').catch(() => '');
-  return text.split('\n').filter(Boolean).map((l) => l.split(' ')[0]!);
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(' ')[0]!);
 }
 
 async function heldFor(batchId: string): Promise<number> {
@@ -92,11 +109,27 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
       ['p10', ['session=429', 'outcome=provider_status=429']],
     ];
     // p06 (fatal) pauses the batch: what follows stays unclaimed, exactly as a fatal pause must.
-    const { store, batchId } = await start('mixed', manifest('mixed', jobs, { provider: { allowed_http_statuses: [502] } }));
+    const { store, batchId } = await start(
+      'mixed',
+      manifest('mixed', jobs, { provider: { allowed_http_statuses: [502] } }),
+    );
     expect(await run(store, 'start')).toBe('paused');
     const summary = JSON.parse(await readFile(store.resolve('SUMMARY.json'), 'utf8'));
-    const byJob = Object.fromEntries(summary.jobs.map((j: { job_id: string; classification: string | null }) => [j.job_id, j.classification]));
-    expect(byJob).toMatchObject({ p01: 'completed', p02: 'completed', p03: 'infrastructure_failure', p04: 'completed', p05: 'infrastructure_failure', p06: 'fatal', p07: null });
+    const byJob = Object.fromEntries(
+      summary.jobs.map((j: { job_id: string; classification: string | null }) => [
+        j.job_id,
+        j.classification,
+      ]),
+    );
+    expect(byJob).toMatchObject({
+      p01: 'completed',
+      p02: 'completed',
+      p03: 'infrastructure_failure',
+      p04: 'completed',
+      p05: 'infrastructure_failure',
+      p06: 'fatal',
+      p07: null,
+    });
     expect(summary.pause_reasons).toContain('fatal');
     expect(await driverRuns('mixed')).toEqual(['p01', 'p02', 'p03', 'p04', 'p05', 'p06']);
     // A fatal pause survives resume: nothing more is dispatched.
@@ -109,19 +142,34 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
 
     // continuation: the unclaimed jobs, referencing the original; the original's claims are refused.
     const next = join(work, 'mixed-2.json');
-    const cont = await writeContinuation(store, { manifestOut: next, codeVersion: 'test+abc', fs: new NodeFileSystem(), host: procHostIdentity });
+    const cont = await writeContinuation(store, {
+      manifestOut: next,
+      codeVersion: 'test+abc',
+      fs: new NodeFileSystem(),
+      host: procHostIdentity,
+    });
     expect(cont.jobs).toBe(4);
     const m2 = JSON.parse(await readFile(next, 'utf8'));
     expect(m2.continuation_of).toMatchObject({ batch_id: batchId, code_version: 'test+abc' });
     expect(m2.jobs.map((j: { job_id: string }) => j.job_id)).toEqual(['p07', 'p08', 'p09', 'p10']);
     // A continuation that slips a job claimed in the original back in is refused before anything is written.
-    const claimedAgain = { ...JSON.parse(manifest('mixed', [['p01', []]])).jobs[0], outcome_path: join(work, 'x', 'p01.json') };
+    const claimedAgain = {
+      ...JSON.parse(manifest('mixed', [['p01', []]])).jobs[0],
+      outcome_path: join(work, 'x', 'p01.json'),
+    };
     const sneaky = { ...m2, jobs: [...m2.jobs, claimedAgain] };
     await writeFile(join(work, 'sneaky.json'), JSON.stringify(sneaky));
     await expect(
       prepareBatch(
         { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
-        { manifestPath: join(work, 'sneaky.json'), output: join(work, 'sneaky'), registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+        {
+          manifestPath: join(work, 'sneaky.json'),
+          output: join(work, 'sneaky'),
+          registryPath,
+          bindAddress: '127.0.0.1',
+          environment: {},
+          codeVersion: 'test',
+        },
       ),
     ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('was claimed in batch') });
 
@@ -134,15 +182,36 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     const { store: store2 } = await start('mixed-cont', JSON.stringify(continued));
     expect(await run(store2, 'start')).toBe('drained');
     const s2 = JSON.parse(await readFile(store2.resolve('SUMMARY.json'), 'utf8'));
-    const byJob2 = Object.fromEntries(s2.jobs.map((j: { job_id: string; classification: string | null }) => [j.job_id, j.classification]));
-    expect(byJob2).toEqual({ p07: 'completed', p08: 'infrastructure_failure', p09: 'completed', p10: 'provider_stop' });
+    const byJob2 = Object.fromEntries(
+      s2.jobs.map((j: { job_id: string; classification: string | null }) => [j.job_id, j.classification]),
+    );
+    expect(byJob2).toEqual({
+      p07: 'completed',
+      p08: 'infrastructure_failure',
+      p09: 'completed',
+      p10: 'provider_stop',
+    });
     const p10 = JSON.parse(await readFile(store2.resolve('jobs/p10/result.json'), 'utf8'));
-    expect(p10.provider_failure).toMatchObject({ kind: 'response_too_many_failed_attempts', http_status: 429 });
+    expect(p10.provider_failure).toMatchObject({
+      kind: 'response_too_many_failed_attempts',
+      http_status: 429,
+    });
   });
 
   it('runs the first pair alone, then two at once once a pair measured its GPU peak within the budget', async () => {
     const capacity = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 };
-    const { store } = await start('two', manifest('two', [['w1', ['usage=36000', 'outcome=completed']], ['w2', ['sleep=2', 'outcome=completed']], ['w3', ['sleep=2', 'outcome=completed']]], { capacity }));
+    const { store } = await start(
+      'two',
+      manifest(
+        'two',
+        [
+          ['w1', ['usage=36000', 'outcome=completed']],
+          ['w2', ['sleep=2', 'outcome=completed']],
+          ['w3', ['sleep=2', 'outcome=completed']],
+        ],
+        { capacity },
+      ),
+    );
     expect(await run(store, 'start')).toBe('drained');
     const times = async (id: string) => {
       const r = JSON.parse(await readFile(store.resolve(`jobs/${id}/result.json`), 'utf8'));
@@ -157,7 +226,18 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
 
   it('stays serial when the measured peak does not fit twice in the GPU budget', async () => {
     const capacity = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 };
-    const { store } = await start('serial', manifest('serial', [['v1', ['usage=40000', 'outcome=completed']], ['v2', ['sleep=1', 'outcome=completed']], ['v3', ['sleep=1', 'outcome=completed']]], { capacity }));
+    const { store } = await start(
+      'serial',
+      manifest(
+        'serial',
+        [
+          ['v1', ['usage=40000', 'outcome=completed']],
+          ['v2', ['sleep=1', 'outcome=completed']],
+          ['v3', ['sleep=1', 'outcome=completed']],
+        ],
+        { capacity },
+      ),
+    );
     expect(await run(store, 'start')).toBe('drained');
     const r2 = JSON.parse(await readFile(store.resolve('jobs/v2/result.json'), 'utf8'));
     const r3 = JSON.parse(await readFile(store.resolve('jobs/v3/result.json'), 'utf8'));
@@ -166,7 +246,15 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
   });
 
   it('pauses after three consecutive infrastructure failures on three different pairs', async () => {
-    const { store } = await start('streak', manifest('streak', [['s1', ['outcome=infra']], ['s2', []], ['s3', ['outcome=infra']], ['s4', ['outcome=completed']]]));
+    const { store } = await start(
+      'streak',
+      manifest('streak', [
+        ['s1', ['outcome=infra']],
+        ['s2', []],
+        ['s3', ['outcome=infra']],
+        ['s4', ['outcome=completed']],
+      ]),
+    );
     expect(await run(store, 'start')).toBe('paused');
     const status = JSON.parse(await readFile(store.resolve('status.json'), 'utf8'));
     expect(status.pause_reasons).toEqual(['infrastructure_streak']);
@@ -176,11 +264,21 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
   });
 
   it('stops on request (running pair finishes and is archived), then resumes to the end without re-running', async () => {
-    const { store, batchId } = await start('stop', manifest('stop', [['t1', ['sleep=3', 'outcome=completed']], ['t2', ['outcome=completed']], ['t3', ['outcome=completed']]]));
+    const { store, batchId } = await start(
+      'stop',
+      manifest('stop', [
+        ['t1', ['sleep=3', 'outcome=completed']],
+        ['t2', ['outcome=completed']],
+        ['t3', ['outcome=completed']],
+      ]),
+    );
     const supervising = run(store, 'start');
     // Stop once t1 is really running (its container exists), not after a guessed delay.
     for (let i = 0; i < 600; i++) {
-      const receipt = await readFile(store.resolve('jobs/t1/receipt.json'), 'utf8').then((t) => JSON.parse(t) as { container_id: string | null }, () => null);
+      const receipt = await readFile(store.resolve('jobs/t1/receipt.json'), 'utf8').then(
+        (t) => JSON.parse(t) as { container_id: string | null },
+        () => null,
+      );
       if (receipt?.container_id) break;
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -195,10 +293,19 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
   });
 
   it('stop --terminate stops the running pair within its stop budget, archives it, and leaves the rest unclaimed', async () => {
-    const { store, batchId } = await start('term', manifest('term', [['u1', ['numbered=1', 'ignore_term', 'hang']], ['u2', ['outcome=completed']]]));
+    const { store, batchId } = await start(
+      'term',
+      manifest('term', [
+        ['u1', ['numbered=1', 'ignore_term', 'hang']],
+        ['u2', ['outcome=completed']],
+      ]),
+    );
     const supervising = run(store, 'start');
     for (let i = 0; i < 600; i++) {
-      const receipt = await readFile(store.resolve('jobs/u1/receipt.json'), 'utf8').then((t) => JSON.parse(t) as { container_id: string | null }, () => null);
+      const receipt = await readFile(store.resolve('jobs/u1/receipt.json'), 'utf8').then(
+        (t) => JSON.parse(t) as { container_id: string | null },
+        () => null,
+      );
       if (receipt?.container_id) break;
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -215,7 +322,13 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
   });
 
   it('status lists a leftover labelled container and a claim without result, for a person to inspect', async () => {
-    const { store, batchId } = await start('left', manifest('left', [['l1', ['outcome=completed']], ['l2', ['outcome=completed']]]));
+    const { store, batchId } = await start(
+      'left',
+      manifest('left', [
+        ['l1', ['outcome=completed']],
+        ['l2', ['outcome=completed']],
+      ]),
+    );
     expect(await run(store, 'start')).toBe('drained');
     // Simulate what a power loss leaves: a container of the batch still there, a claim whose result is gone.
     const stray = await rt.create({
@@ -234,7 +347,9 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     try {
       await rm(store.resolve('jobs/l2/result.json'));
       const status = await readStatus(store, rt, new Date(), procHostIdentity);
-      expect(status.leftovers).toEqual([{ container_id: stray.id, job_id: 'l1', status: 'created', why: 'job_finished' }]);
+      expect(status.leftovers).toEqual([
+        { container_id: stray.id, job_id: 'l1', status: 'created', why: 'job_finished' },
+      ]);
       expect(status.claims_without_result).toEqual(['l2']);
       expect(status.state).toBe('paused'); // no supervisor, work unaccounted for: fail closed
     } finally {
@@ -247,8 +362,20 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
     registry.closeSync();
     try {
-      const a = await start('share-a', manifest('share-a', [['a1', ['sleep=1', 'outcome=completed']], ['a2', ['sleep=1', 'outcome=completed']]]));
-      const b = await start('share-b', manifest('share-b', [['b1', ['sleep=1', 'outcome=completed']], ['b2', ['sleep=1', 'outcome=completed']]]));
+      const a = await start(
+        'share-a',
+        manifest('share-a', [
+          ['a1', ['sleep=1', 'outcome=completed']],
+          ['a2', ['sleep=1', 'outcome=completed']],
+        ]),
+      );
+      const b = await start(
+        'share-b',
+        manifest('share-b', [
+          ['b1', ['sleep=1', 'outcome=completed']],
+          ['b2', ['sleep=1', 'outcome=completed']],
+        ]),
+      );
       let peak = 0;
       const sampler = setInterval(() => {
         const r = SqliteCapacityRegistry.open({ path: registryPath });
@@ -257,7 +384,9 @@ describe.skipIf(noDocker)('e1-batch supervisor against the real engine', () => {
           r.closeSync();
         });
       }, 100);
-      const states = await Promise.all([run(a.store, 'start'), run(b.store, 'start')]).finally(() => clearInterval(sampler));
+      const states = await Promise.all([run(a.store, 'start'), run(b.store, 'start')]).finally(() =>
+        clearInterval(sampler),
+      );
       expect(states).toEqual(['drained', 'drained']);
       expect(peak).toBe(1);
     } finally {

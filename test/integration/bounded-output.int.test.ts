@@ -34,9 +34,16 @@ interface JobDef {
   readonly extra?: Record<string, unknown>;
 }
 
-const driver = (id: string, ...actions: string[]): JobDef => ({ id, argv: ['/opt/driver/run', 'count', ...actions] });
+const driver = (id: string, ...actions: string[]): JobDef => ({
+  id,
+  argv: ['/opt/driver/run', 'count', ...actions],
+});
 
-async function start(name: string, jobs: readonly JobDef[], output = join(work, name, 'batch')): Promise<{ store: EvidenceStore; batchId: string }> {
+async function start(
+  name: string,
+  jobs: readonly JobDef[],
+  output = join(work, name, 'batch'),
+): Promise<{ store: EvidenceStore; batchId: string }> {
   const path = join(work, `${name}.json`);
   await writeFile(
     path,
@@ -56,7 +63,14 @@ async function start(name: string, jobs: readonly JobDef[], output = join(work, 
   );
   const record = await prepareBatch(
     { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
-    { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+    {
+      manifestPath: path,
+      output,
+      registryPath,
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+    },
   );
   batches.push(record.batch_id);
   return { store: new EvidenceStore(new NodeFileSystem(), output), batchId: record.batch_id };
@@ -65,7 +79,14 @@ async function start(name: string, jobs: readonly JobDef[], output = join(work, 
 function supervisorRun(store: EvidenceStore, mode: 'start' | 'resume') {
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   return supervise(
-    { store, registry, execute: createExecutePairDeps(rt, silentLogger), logger: silentLogger, environment: {}, handleSignals: false },
+    {
+      store,
+      registry,
+      execute: createExecutePairDeps(rt, silentLogger),
+      logger: silentLogger,
+      environment: {},
+      handleSignals: false,
+    },
     mode,
   ).finally(() => registry.close());
 }
@@ -80,7 +101,9 @@ async function heldFor(batchId: string): Promise<string[]> {
 }
 
 async function sha256(path: string): Promise<string> {
-  return createHash('sha256').update(await readFile(path)).digest('hex');
+  return createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
 }
 
 async function tail(path: string, bytes: number): Promise<string> {
@@ -96,7 +119,8 @@ async function tail(path: string, bytes: number): Promise<string> {
 }
 
 /** The numbered driver lines a well-behaved neighbour writes: its evidence must be exactly these bytes. */
-const numbered = (n: number): string => Array.from({ length: n }, (_, i) => `${`line ${i + 1}`.padEnd(63)}\n`).join('');
+const numbered = (n: number): string =>
+  Array.from({ length: n }, (_, i) => `${`line ${i + 1}`.padEnd(63)}\n`).join('');
 
 describe.skipIf(noDocker)('bounded output', () => {
   beforeAll(async () => {
@@ -115,14 +139,23 @@ describe.skipIf(noDocker)('bounded output', () => {
       {
         id: 'spew',
         // busybox sh: 3 GiB of 64-byte lines, then an outcome that must never be reached.
-        argv: ['/bin/sh', '-c', 'yes 0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01 | head -c 3221225472; echo reached > /tmp/done'],
+        argv: [
+          '/bin/sh',
+          '-c',
+          'yes 0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01 | head -c 3221225472; echo reached > /tmp/done',
+        ],
         extra: { log_limit_bytes: cap },
       },
       driver('n2', 'numbered=3', 'outcome=completed'),
     ]);
     expect(await supervisorRun(store, 'start')).toBe('drained');
 
-    const spew = await store.readJson<{ classification: string; reasons: string[]; logs: { stdout: { bytes: number; closed: boolean; limit_exceeded?: boolean } }; cleanup: { verified_absent: boolean } }>('jobs/spew/result.json');
+    const spew = await store.readJson<{
+      classification: string;
+      reasons: string[];
+      logs: { stdout: { bytes: number; closed: boolean; limit_exceeded?: boolean } };
+      cleanup: { verified_absent: boolean };
+    }>('jobs/spew/result.json');
     expect(spew?.classification).toBe('infrastructure_failure');
     expect(spew?.reasons[0]).toBe('log_limit_exceeded');
     const marker = logLimitMarker(cap);
@@ -136,7 +169,9 @@ describe.skipIf(noDocker)('bounded output', () => {
     expect(spew?.cleanup.verified_absent).toBe(true);
 
     for (const id of ['n1', 'n2']) {
-      const result = await store.readJson<{ classification: string; reasons: string[] }>(`jobs/${id}/result.json`);
+      const result = await store.readJson<{ classification: string; reasons: string[] }>(
+        `jobs/${id}/result.json`,
+      );
       expect(result, id).toMatchObject({ classification: 'completed', reasons: [] });
       expect(await readFile(store.resolve(`jobs/${id}/stdout.log`), 'utf8'), id).toBe(numbered(3));
     }
@@ -144,47 +179,55 @@ describe.skipIf(noDocker)('bounded output', () => {
     expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
   });
 
-  it.skipIf(!isRoot)('a full output file system mid-pair pauses the batch with the slot held and keeps every byte written; one resume finishes it', async () => {
-    const mountPoint = join(work, 'full-fs');
-    await mkdir(mountPoint, { recursive: true });
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', mountPoint]);
-    try {
-      const { store, batchId } = await start(
-        'full',
-        [driver('f1', 'stdout_bytes=16777216', 'outcome=completed'), driver('f2', 'numbered=3', 'outcome=completed')],
-        join(mountPoint, 'batch'),
-      );
-      expect(await supervisorRun(store, 'start')).toBe('paused');
-      const receipt = await store.readJson<{ claim_id: string }>('jobs/f1/receipt.json');
-      expect(receipt?.claim_id).toMatch(/^[0-9a-f-]{36}$/);
-      expect(await store.exists('jobs/f1/result.json')).toBe(false);
-      expect(await heldFor(batchId)).toEqual(['f1']);
-      expect(await store.exists('jobs/f2/receipt.json')).toBe(false);
-      expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
-      const logPath = store.resolve('jobs/f1/stdout.log');
-      const keptBytes = (await stat(logPath)).size;
-      expect(keptBytes).toBeGreaterThan(MIB);
-      // What was written is the driver's own bytes, whole 64-byte lines up to the last write that fit.
-      const kept = await readFile(logPath, 'utf8');
-      expect(kept.slice(0, 128)).toBe('roboguide-log-line 0123456789abcdefghijklmnopqrstuvwxyz ABCDEFG\n'.repeat(2));
-      const keptSha = await sha256(logPath);
-      const journalBefore = await readFile(store.resolve('events.jsonl'), 'utf8');
+  it.skipIf(!isRoot)(
+    'a full output file system mid-pair pauses the batch with the slot held and keeps every byte written; one resume finishes it',
+    async () => {
+      const mountPoint = join(work, 'full-fs');
+      await mkdir(mountPoint, { recursive: true });
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', mountPoint]);
+      try {
+        const { store, batchId } = await start(
+          'full',
+          [
+            driver('f1', 'stdout_bytes=16777216', 'outcome=completed'),
+            driver('f2', 'numbered=3', 'outcome=completed'),
+          ],
+          join(mountPoint, 'batch'),
+        );
+        expect(await supervisorRun(store, 'start')).toBe('paused');
+        const receipt = await store.readJson<{ claim_id: string }>('jobs/f1/receipt.json');
+        expect(receipt?.claim_id).toMatch(/^[0-9a-f-]{36}$/);
+        expect(await store.exists('jobs/f1/result.json')).toBe(false);
+        expect(await heldFor(batchId)).toEqual(['f1']);
+        expect(await store.exists('jobs/f2/receipt.json')).toBe(false);
+        expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
+        const logPath = store.resolve('jobs/f1/stdout.log');
+        const keptBytes = (await stat(logPath)).size;
+        expect(keptBytes).toBeGreaterThan(MIB);
+        // What was written is the driver's own bytes, whole 64-byte lines up to the last write that fit.
+        const kept = await readFile(logPath, 'utf8');
+        expect(kept.slice(0, 128)).toBe(
+          'roboguide-log-line 0123456789abcdefghijklmnopqrstuvwxyz ABCDEFG\n'.repeat(2),
+        );
+        const keptSha = await sha256(logPath);
+        const journalBefore = await readFile(store.resolve('events.jsonl'), 'utf8');
 
-      execFileSync('mount', ['-o', 'remount,size=64m', mountPoint]);
-      // One resume finishes the batch (issue 27): f1's result is rebuilt as the write failure it was
-      // (evidence_write_failed, not lost_worker), which does not pause again, and f2 runs.
-      expect(await supervisorRun(store, 'resume')).toBe('drained');
-      expect(await sha256(logPath)).toBe(keptSha);
-      expect((await readFile(store.resolve('events.jsonl'), 'utf8')).startsWith(journalBefore)).toBe(true);
-      const f1 = await store.readJson<{ classification: string; reasons: string[] }>('jobs/f1/result.json');
-      expect(f1?.classification).toBe('harness_failure');
-      expect(f1?.reasons).toContain('evidence_write_failed');
-      expect(f1?.reasons).not.toContain('lost_worker');
-      expect(await store.readJson('jobs/f2/result.json')).toMatchObject({ classification: 'completed' });
-      expect(await heldFor(batchId)).toEqual([]);
-      expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
-    } finally {
-      execFileSync('umount', [mountPoint]);
-    }
-  });
+        execFileSync('mount', ['-o', 'remount,size=64m', mountPoint]);
+        // One resume finishes the batch (issue 27): f1's result is rebuilt as the write failure it was
+        // (evidence_write_failed, not lost_worker), which does not pause again, and f2 runs.
+        expect(await supervisorRun(store, 'resume')).toBe('drained');
+        expect(await sha256(logPath)).toBe(keptSha);
+        expect((await readFile(store.resolve('events.jsonl'), 'utf8')).startsWith(journalBefore)).toBe(true);
+        const f1 = await store.readJson<{ classification: string; reasons: string[] }>('jobs/f1/result.json');
+        expect(f1?.classification).toBe('harness_failure');
+        expect(f1?.reasons).toContain('evidence_write_failed');
+        expect(f1?.reasons).not.toContain('lost_worker');
+        expect(await store.readJson('jobs/f2/result.json')).toMatchObject({ classification: 'completed' });
+        expect(await heldFor(batchId)).toEqual([]);
+        expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
+      } finally {
+        execFileSync('umount', [mountPoint]);
+      }
+    },
+  );
 });

@@ -48,18 +48,58 @@ const ONLY_SITES = process.env['CRASH_SITES'] ? new Set(process.env['CRASH_SITES
  * site gets a failpoint and a place here, or this test fails.
  */
 const KILL_SITES = [
-  'publish:batch.json:temp_written', 'publish:batch.json:linked', 'write:manifest.json:temp_written', 'write:manifest.json:renamed',
-  'journal:batch_created', 'registry:migrate:in_txn', 'registry:migrate:committed', 'registry:acquire_lease:in_txn',
-  'registry:acquire_lease:committed', 'write:supervisor.json:temp_written', 'write:supervisor.json:renamed', 'journal:supervisor_started',
-  'write:status.json:temp_written', 'write:status.json:renamed', 'journal:source_check', 'registry:admit:in_txn', 'registry:admit:committed',
-  'after_reserve', 'publish:receipt.json:temp_written', 'publish:receipt.json:linked', 'after_claim', 'journal:claimed',
-  'write:receipt.json:temp_written', 'write:receipt.json:renamed', 'registry:attach_container:in_txn', 'registry:attach_container:committed',
-  'journal:container_created', 'after_container_created', 'log_opened:stdout.log', 'log_opened:stderr.log', 'before_result',
-  'write:result.json:temp_written', 'write:result.json:renamed', 'after_result', 'journal:pair_finished',
-  'write:terminal-proof.json:temp_written', 'write:terminal-proof.json:renamed', 'registry:commit_terminal:in_txn',
-  'registry:commit_terminal:committed', 'after_reconcile', 'journal:reconciled', 'before_drain_check', 'journal:supervisor_exited',
-  'write:SUMMARY.json:temp_written', 'write:SUMMARY.json:renamed', 'registry:release_lease:in_txn', 'registry:release_lease:committed',
-  'write:report.html:temp_written', 'write:report.html:renamed', 'log_drain:begin', 'log_drain:done', 'remove:requested',
+  'publish:batch.json:temp_written',
+  'publish:batch.json:linked',
+  'write:manifest.json:temp_written',
+  'write:manifest.json:renamed',
+  'journal:batch_created',
+  'registry:migrate:in_txn',
+  'registry:migrate:committed',
+  'registry:acquire_lease:in_txn',
+  'registry:acquire_lease:committed',
+  'write:supervisor.json:temp_written',
+  'write:supervisor.json:renamed',
+  'journal:supervisor_started',
+  'write:status.json:temp_written',
+  'write:status.json:renamed',
+  'journal:source_check',
+  'registry:admit:in_txn',
+  'registry:admit:committed',
+  'after_reserve',
+  'publish:receipt.json:temp_written',
+  'publish:receipt.json:linked',
+  'after_claim',
+  'journal:claimed',
+  'write:receipt.json:temp_written',
+  'write:receipt.json:renamed',
+  'registry:attach_container:in_txn',
+  'registry:attach_container:committed',
+  'journal:container_created',
+  'after_container_created',
+  'log_opened:stdout.log',
+  'log_opened:stderr.log',
+  'before_result',
+  'write:result.json:temp_written',
+  'write:result.json:renamed',
+  'after_result',
+  'journal:pair_finished',
+  'write:terminal-proof.json:temp_written',
+  'write:terminal-proof.json:renamed',
+  'registry:commit_terminal:in_txn',
+  'registry:commit_terminal:committed',
+  'after_reconcile',
+  'journal:reconciled',
+  'before_drain_check',
+  'journal:supervisor_exited',
+  'write:SUMMARY.json:temp_written',
+  'write:SUMMARY.json:renamed',
+  'registry:release_lease:in_txn',
+  'registry:release_lease:committed',
+  'write:report.html:temp_written',
+  'write:report.html:renamed',
+  'log_drain:begin',
+  'log_drain:done',
+  'remove:requested',
 ].sort();
 
 interface Mode {
@@ -71,7 +111,14 @@ const MODES: readonly Mode[] = [
   { name: '2w', capacity: TWO_WORKERS },
 ];
 
-const tally = { killPoints: 0, notFired: 0, runs: 0, randomKills: 0, violations: [] as string[], ranButLost: [] as string[] };
+const tally = {
+  killPoints: 0,
+  notFired: 0,
+  runs: 0,
+  randomKills: 0,
+  violations: [] as string[],
+  ranButLost: [] as string[],
+};
 const roots: string[] = [];
 const batches = new Set<string>();
 const counts = new Map<Mode['name'], Map<string, number>>();
@@ -130,7 +177,10 @@ async function killPoint(mode: Mode, site: string, nth: number): Promise<string[
   const v: string[] = [];
   let checked = fx;
   if (first.signal !== 'SIGKILL') {
-    if (first.code !== 0) return [`${label}: start failed without the kill (code ${String(first.code)}): ${first.stderr.slice(-800)}`];
+    if (first.code !== 0)
+      return [
+        `${label}: start failed without the kill (code ${String(first.code)}): ${first.stderr.slice(-800)}`,
+      ];
     tally.notFired++; // this run passed the point fewer times than the trace did: it simply drained
   } else if (!existsSync(join(fx.output, 'batch.json')) || !existsSync(join(fx.output, 'manifest.json'))) {
     // Killed while the batch was being created: resume refuses plainly, nothing was reserved or run, and the
@@ -138,13 +188,15 @@ async function killPoint(mode: Mode, site: string, nth: number): Promise<string[
     tally.killPoints++;
     const resume = await runCli(resumeArgs(fx));
     tally.runs++;
-    if (resume.code !== 2) v.push(`${label}: resume of a half-created batch exited ${String(resume.code)}, expected 2`);
+    if (resume.code !== 2)
+      v.push(`${label}: resume of a half-created batch exited ${String(resume.code)}, expected 2`);
     if (reservationsIn(fx.registry) > 0) v.push(`${label}: a half-created batch holds reservations`);
     checked = { ...fx, output: join(fx.root, 'D2') };
     const again = await runCli(startArgs(checked));
     tally.runs++;
     await remember(checked);
-    if (again.code !== 0) v.push(`${label}: start again failed (code ${String(again.code)}): ${again.stderr.slice(-800)}`);
+    if (again.code !== 0)
+      v.push(`${label}: start again failed (code ${String(again.code)}): ${again.stderr.slice(-800)}`);
   } else {
     tally.killPoints++;
     const drain = await resumeUntilDrained(fx, 6);
@@ -161,7 +213,9 @@ async function killPoint(mode: Mode, site: string, nth: number): Promise<string[
 /** The kill points to run for one mode: all of them (full), or a seeded subset of sites (CI). */
 function pointsFor(mode: Mode): { site: string; nth: number }[] {
   const passes = counts.get(mode.name) ?? new Map<string, number>();
-  const all = KILL_SITES.flatMap((site) => Array.from({ length: passes.get(site) ?? 0 }, (_, i) => ({ site, nth: i + 1 })));
+  const all = KILL_SITES.flatMap((site) =>
+    Array.from({ length: passes.get(site) ?? 0 }, (_, i) => ({ site, nth: i + 1 })),
+  );
   if (ONLY_SITES) return all.filter((p) => ONLY_SITES.has(p.site));
   if (FULL) return all;
   const random = seededRandom(SEED + (mode.name === '2w' ? 1 : 0));
@@ -189,11 +243,13 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
     );
     for (const v of tally.violations) console.log(`  VIOLATION ${v}`);
     for (const v of tally.ranButLost) console.log(`  NOTE driver ran, result lost_worker: ${v}`);
-    if (process.env['KEEP_CRASH_DIRS'] !== '1') await Promise.all(roots.map((r) => rm(r, { recursive: true, force: true })));
+    if (process.env['KEEP_CRASH_DIRS'] !== '1')
+      await Promise.all(roots.map((r) => rm(r, { recursive: true, force: true })));
   });
 
   it('the traced batch passes every kill site, and only those', () => {
-    for (const mode of MODES) expect([...(counts.get(mode.name)?.keys() ?? [])].sort(), mode.name).toEqual(KILL_SITES);
+    for (const mode of MODES)
+      expect([...(counts.get(mode.name)?.keys() ?? [])].sort(), mode.name).toEqual(KILL_SITES);
   });
 
   it.each(MODES.filter((m) => PARTS.has(m.name)).map((m) => [m.name, m] as const))(
@@ -206,7 +262,10 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
         const v = await killPoint(mode, site, nth);
         found.push(...v);
         for (const line of v) console.log(`VIOLATION ${line}`);
-        if (++done % 25 === 0) console.log(`systematic ${mode.name}: ${done}/${points.length} points, ${found.length} violations so far`);
+        if (++done % 25 === 0)
+          console.log(
+            `systematic ${mode.name}: ${done}/${points.length} points, ${found.length} violations so far`,
+          );
       });
       tally.violations.push(...found);
       console.log(`systematic ${mode.name}: ${points.length} points run`);
@@ -243,7 +302,8 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
             await remember(fx);
             args = resumeArgs(fx);
             if (run.killedByTest && run.signal === 'SIGKILL') {
-              if (++tally.randomKills % 10 === 0) console.log(`random: ${tally.randomKills} SIGKILLs, ${found.length} violations so far`);
+              if (++tally.randomKills % 10 === 0)
+                console.log(`random: ${tally.randomKills} SIGKILLs, ${found.length} violations so far`);
               delays.push(delayMs);
             } else if (run.code !== 0) {
               found.push(`${label}: round ${round} exited ${String(run.code)}: ${run.stderr.slice(-800)}`);
@@ -252,7 +312,8 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
           }
           const drain = await resumeUntilDrained(fx, 12);
           tally.runs += drain.resumes;
-          if (drain.lastState !== 'drained') found.push(`${label}: did not drain (${String(drain.lastState)})`);
+          if (drain.lastState !== 'drained')
+            found.push(`${label}: did not drain (${String(drain.lastState)})`);
           tally.ranButLost.push(...(await ranButLost(fx)).map((id) => `${label}: ${id}`));
           const broken = (await checkInvariants(fx)).map((s) => `${label}: ${s}`);
           for (const line of broken) console.log(`VIOLATION ${line}`);
@@ -263,7 +324,9 @@ describe.skipIf(noDocker)('batch supervisor crash recovery', () => {
       };
       await Promise.all(Array.from({ length: CONCURRENCY }, worker));
       tally.violations.push(...found);
-      console.log(`random: ${delays.length} SIGKILLs over ${batchNo} batches, delays ${Math.min(...delays)}–${Math.max(...delays)} ms after supervising`);
+      console.log(
+        `random: ${delays.length} SIGKILLs over ${batchNo} batches, delays ${Math.min(...delays)}–${Math.max(...delays)} ms after supervising`,
+      );
       expect(tally.randomKills).toBeGreaterThanOrEqual(RANDOM_KILLS);
       expect(found).toEqual([]);
     },

@@ -35,7 +35,11 @@ class DiagnosisExploded extends Error {}
 const BIN = fileURLToPath(new URL('../../bin/run.js', import.meta.url));
 
 function reconcileCli(output: string) {
-  const r = spawnSync(process.execPath, [BIN, 'reconcile', '--output', output, '--registry', registryPath, '--execute'], { encoding: 'utf8' });
+  const r = spawnSync(
+    process.execPath,
+    [BIN, 'reconcile', '--output', output, '--registry', registryPath, '--execute'],
+    { encoding: 'utf8' },
+  );
   return { code: r.status, stdout: r.stdout + r.stderr };
 }
 
@@ -56,7 +60,15 @@ async function runOne(name: string, actions: string[], execute: ExecutePairDeps)
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
     image: DRIVER_IMAGE,
-    jobs: [{ job_id: name, argv: ['/opt/driver/run', ...actions], cwd: join(work, name), outcome_path: join(work, name, 'out', 'out.json'), timeout_seconds: 60 }],
+    jobs: [
+      {
+        job_id: name,
+        argv: ['/opt/driver/run', ...actions],
+        cwd: join(work, name),
+        outcome_path: join(work, name, 'out', 'out.json'),
+        timeout_seconds: 60,
+      },
+    ],
     stop_budget_seconds: 2,
   };
   const path = join(work, `${name}.json`);
@@ -64,12 +76,22 @@ async function runOne(name: string, actions: string[], execute: ExecutePairDeps)
   const output = join(work, `${name}-batch`);
   const batch = await prepareBatch(
     { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
-    { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+    {
+      manifestPath: path,
+      output,
+      registryPath,
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+    },
   );
   const store = new EvidenceStore(new NodeFileSystem(), output);
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
-    const state = await supervise({ store, registry, execute, logger: silentLogger, environment: {}, handleSignals: false }, 'start');
+    const state = await supervise(
+      { store, registry, execute, logger: silentLogger, environment: {}, handleSignals: false },
+      'start',
+    );
     const result = JSON.parse(await readFile(join(output, 'jobs', name, 'result.json'), 'utf8'));
     const reservation = await registry.reservationForClaim(result.claim_id);
     return { state, result, reservation, batchId: batch.batch_id };
@@ -88,15 +110,27 @@ describe.skipIf(noDocker)('provider diagnosis never prevents the cleanup', () =>
   });
 
   it('a 429 session is diagnosed, and the container is gone and the slot released', async () => {
-    const { result, reservation } = await runOne('d-429', ['session=429', 'outcome=completed'], createExecutePairDeps(rt, silentLogger));
-    expect(result.provider_failure).toEqual({ schema: 'roboguide.provider_failure/v1', kind: 'response_too_many_failed_attempts', http_status: 429 });
+    const { result, reservation } = await runOne(
+      'd-429',
+      ['session=429', 'outcome=completed'],
+      createExecutePairDeps(rt, silentLogger),
+    );
+    expect(result.provider_failure).toEqual({
+      schema: 'roboguide.provider_failure/v1',
+      kind: 'response_too_many_failed_attempts',
+      http_status: 429,
+    });
     expect(result.classification).toBe('completed'); // a hint, never a verdict
     expect(await rt.inspect(result.container.id)).toBeNull();
     expect(reservation?.state).toBe('released');
   });
 
   it('a session with payload.type [] is skipped: container removed, slot released', async () => {
-    const { result, reservation } = await runOne('d-shape', ['session=payload_type_array', 'outcome=completed'], createExecutePairDeps(rt, silentLogger));
+    const { result, reservation } = await runOne(
+      'd-shape',
+      ['session=payload_type_array', 'outcome=completed'],
+      createExecutePairDeps(rt, silentLogger),
+    );
     expect(result.provider_failure).toBeNull();
     expect(result.provider_failure_error_kind).toBeNull();
     expect(await rt.inspect(result.container.id)).toBeNull();
@@ -104,7 +138,10 @@ describe.skipIf(noDocker)('provider diagnosis never prevents the cleanup', () =>
   });
 
   it('a diagnosis that throws is recorded by its class name only; the container is still removed', async () => {
-    const execute = { ...createExecutePairDeps(rt, silentLogger), diagnose: () => Promise.reject(new DiagnosisExploded('secret text')) };
+    const execute = {
+      ...createExecutePairDeps(rt, silentLogger),
+      diagnose: () => Promise.reject(new DiagnosisExploded('secret text')),
+    };
     const { result, reservation } = await runOne('d-throw', ['session=429', 'outcome=completed'], execute);
     expect(result.provider_failure).toBeNull();
     expect(result.provider_failure_error_kind).toBe('DiagnosisExploded');
@@ -114,7 +151,10 @@ describe.skipIf(noDocker)('provider diagnosis never prevents the cleanup', () =>
   });
 
   it('a removal that does not take effect keeps the reservation until reconcile sees the container gone', async () => {
-    const execute = { ...createExecutePairDeps(NoOpRemoveRuntime.wrap(rt), silentLogger), verifyAbsentTimeoutMs: 900 };
+    const execute = {
+      ...createExecutePairDeps(NoOpRemoveRuntime.wrap(rt), silentLogger),
+      verifyAbsentTimeoutMs: 900,
+    };
     const { state, result, reservation, batchId } = await runOne('d-noop', ['outcome=completed'], execute);
     try {
       expect(result.classification).toBe('harness_failure');

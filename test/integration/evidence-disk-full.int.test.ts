@@ -27,7 +27,10 @@ let batchId = '';
 function cli(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env: Record<string, string | undefined> = { ...process.env };
   delete env['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -82,12 +85,29 @@ if (skip !== null) {
           schema: 'roboguide.e1.batch/v0.1',
           image: DRIVER_IMAGE,
           stop_budget_seconds: 5,
-          jobs: JOBS.map((id) => ({ job_id: id, argv: ['/opt/driver/run', `stdout_bytes=${LOG_BYTES}`, 'outcome=completed'], cwd, outcome_path: join(cwd, 'out', `${id}.json`), timeout_seconds: 120 })),
+          jobs: JOBS.map((id) => ({
+            job_id: id,
+            argv: ['/opt/driver/run', `stdout_bytes=${LOG_BYTES}`, 'outcome=completed'],
+            cwd,
+            outcome_path: join(cwd, 'out', `${id}.json`),
+            timeout_seconds: 120,
+          })),
         }),
       );
       const registryPath = join(work, 'registry.db');
       const output = join(mounted, 'batch');
-      const started = await cli(['e1-batch', 'start', '--manifest', manifest, '--output', output, '--registry', registryPath, '--foreground', '--json']);
+      const started = await cli([
+        'e1-batch',
+        'start',
+        '--manifest',
+        manifest,
+        '--output',
+        output,
+        '--registry',
+        registryPath,
+        '--foreground',
+        '--json',
+      ]);
       expect(started.code, started.stderr).toBe(0);
       const first = JSON.parse(started.stdout) as { batch_id: string; state: string };
       batchId = first.batch_id;
@@ -95,7 +115,11 @@ if (skip !== null) {
 
       const before = await journal(output);
       const fault = before.find((r) => r.type === 'harness_fault' && r.fault === 'result_write_failed');
-      expect(fault).toMatchObject({ job_id: 'd3', path: join(output, 'jobs', 'd3', 'result.json'), err: 'ENOSPC' });
+      expect(fault).toMatchObject({
+        job_id: 'd3',
+        path: join(output, 'jobs', 'd3', 'result.json'),
+        err: 'ENOSPC',
+      });
       const paused = before.find((r) => r.type === 'paused');
       expect(paused?.reasons).toEqual(['harness']);
       expect(paused?.cause?.message).toContain(join(output, 'jobs', 'd3', 'result.json'));
@@ -107,12 +131,17 @@ if (skip !== null) {
       expect(resumed.code, resumed.stderr).toBe(0);
       expect((JSON.parse(resumed.stdout) as { state: string }).state).toBe('drained');
 
-      const d3 = JSON.parse(await readFile(join(output, 'jobs', 'd3', 'result.json'), 'utf8')) as { classification: string; reasons: string[] };
+      const d3 = JSON.parse(await readFile(join(output, 'jobs', 'd3', 'result.json'), 'utf8')) as {
+        classification: string;
+        reasons: string[];
+      };
       expect(d3.classification).toBe('harness_failure');
       expect(d3.reasons).toContain('evidence_write_failed');
       expect(d3.reasons).not.toContain('lost_worker');
       for (const id of ['d0', 'd1', 'd2', 'd4']) {
-        const r = JSON.parse(await readFile(join(output, 'jobs', id, 'result.json'), 'utf8')) as { classification: string };
+        const r = JSON.parse(await readFile(join(output, 'jobs', id, 'result.json'), 'utf8')) as {
+          classification: string;
+        };
         expect(r.classification, id).toBe('completed');
       }
       const after = await journal(output);

@@ -9,7 +9,14 @@ import { DockerContainerRuntime } from '../../src/adapters/docker/docker-contain
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { PROBE_LABELS, runDoctor } from '../../src/app/doctor.js';
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
-import { DRIVER_IMAGE, engineHasNvidia, noDocker, pairRunDeps, runtime as mainRuntime, sweep } from '../support/docker.js';
+import {
+  DRIVER_IMAGE,
+  engineHasNvidia,
+  noDocker,
+  pairRunDeps,
+  runtime as mainRuntime,
+  sweep,
+} from '../support/docker.js';
 import {
   isAlive,
   listNetns,
@@ -42,18 +49,15 @@ async function runGpuPair(rt: DockerContainerRuntime, jobId: string, gpus: unkno
     gpus,
   };
   await mkdir(spec.cwd, { recursive: true });
-  return runPair(
-    pairRunDeps(rt),
-    {
-      specText: JSON.stringify(spec),
-      specSource: `${jobId}.json`,
-      output: join(work, jobId, 'evidence'),
-      bindAddress: '127.0.0.1',
-      environment: {},
-      codeVersion: 'test',
-      cwd: work,
-    },
-  );
+  return runPair(pairRunDeps(rt), {
+    specText: JSON.stringify(spec),
+    specSource: `${jobId}.json`,
+    output: join(work, jobId, 'evidence'),
+    bindAddress: '127.0.0.1',
+    environment: {},
+    codeVersion: 'test',
+    cwd: work,
+  });
 }
 
 async function linkExists(name: string): Promise<boolean> {
@@ -142,7 +146,10 @@ describe.skipIf(skipSecondEngine)(
         outputDir: work,
       });
       const check = (name: string) => report.checks.find((c) => c.name === name);
-      expect(check('gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('NVIDIA_VISIBLE_DEVICES=all as asked') });
+      expect(check('gpu probe')).toMatchObject({
+        status: 'ok',
+        detail: expect.stringContaining('NVIDIA_VISIBLE_DEVICES=all as asked'),
+      });
       expect(check('nvidia runtime')?.status).toBe('warn');
       expect(await rt.listByLabel(PROBE_LABELS)).toEqual([]);
     });
@@ -155,27 +162,30 @@ describe.skipIf(skipSecondEngine)(
   },
 );
 
-describe.skipIf(noDocker || engineHasNvidia)('NVIDIA device requests on the shared engine (no NVIDIA runtime)', () => {
-  it('fails with the typed nvidia_runtime_missing outcome, keeps the engine text, and leaves no container', async () => {
-    const rt = mainRuntime();
-    const job = uniqueJob('main');
-    let outcome: RunPairOutcome;
-    let left: unknown[];
-    try {
-      outcome = await runGpuPair(rt, job, 'all');
-    } finally {
-      // Look first (asserted below); the sweep only keeps the shared engine clean when that assertion fails.
-      left = await rt.listByLabel({ 'roboguide.job': job });
-      await sweep({ 'roboguide.job': job });
-    }
-    const { result, output } = outcome;
-    expect(left).toEqual([]);
-    expect(result.classification).toBe('infrastructure_failure');
-    expect(result.reasons).toContain('nvidia_runtime_missing');
-    expect(result.engine_error?.message).toMatch(/could not select device driver "nvidia"/);
-    expect(result.container.id).not.toBeNull();
-    expect(await rt.inspect(result.container.id!)).toBeNull();
-    expect(result.cleanup).toMatchObject({ verified_absent: true });
-    expect(await readFile(join(output, 'stdout.log'), 'utf8')).toBe('');
-  });
-});
+describe.skipIf(noDocker || engineHasNvidia)(
+  'NVIDIA device requests on the shared engine (no NVIDIA runtime)',
+  () => {
+    it('fails with the typed nvidia_runtime_missing outcome, keeps the engine text, and leaves no container', async () => {
+      const rt = mainRuntime();
+      const job = uniqueJob('main');
+      let outcome: RunPairOutcome;
+      let left: unknown[];
+      try {
+        outcome = await runGpuPair(rt, job, 'all');
+      } finally {
+        // Look first (asserted below); the sweep only keeps the shared engine clean when that assertion fails.
+        left = await rt.listByLabel({ 'roboguide.job': job });
+        await sweep({ 'roboguide.job': job });
+      }
+      const { result, output } = outcome;
+      expect(left).toEqual([]);
+      expect(result.classification).toBe('infrastructure_failure');
+      expect(result.reasons).toContain('nvidia_runtime_missing');
+      expect(result.engine_error?.message).toMatch(/could not select device driver "nvidia"/);
+      expect(result.container.id).not.toBeNull();
+      expect(await rt.inspect(result.container.id!)).toBeNull();
+      expect(result.cleanup).toMatchObject({ verified_absent: true });
+      expect(await readFile(join(output, 'stdout.log'), 'utf8')).toBe('');
+    });
+  },
+);

@@ -15,10 +15,25 @@ let work: string;
 let checks: DoctorCheck[];
 
 /** `df -kPT PATH`: the file system holding PATH as df sees it. */
-function df(path: string): { fs: string; type: string; size_bytes: number; free_bytes: number; mount: string } {
-  const line = execFileSync('df', ['-kPT', path], { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } }).trim().split('\n')[1] ?? '';
+function df(path: string): {
+  fs: string;
+  type: string;
+  size_bytes: number;
+  free_bytes: number;
+  mount: string;
+} {
+  const line =
+    execFileSync('df', ['-kPT', path], { encoding: 'utf8', env: { ...process.env, LC_ALL: 'C' } })
+      .trim()
+      .split('\n')[1] ?? '';
   const [fs = '', type = '', blocks = '0', , available = '0', , ...mount] = line.split(/\s+/);
-  return { fs, type, size_bytes: Number(blocks) * 1024, free_bytes: Number(available) * 1024, mount: mount.join(' ') };
+  return {
+    fs,
+    type,
+    size_bytes: Number(blocks) * 1024,
+    free_bytes: Number(available) * 1024,
+    mount: mount.join(' '),
+  };
 }
 
 const check = (name: string): DoctorCheck => {
@@ -35,9 +50,13 @@ const known = <T extends object>(fact: unknown): T & { kind: 'known' } => {
 describe('host facts: the real systeminformation on this machine, through `doctor --json`', () => {
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'rg-host-facts-'));
-    const run = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, 'doctor', '--json', '--output', join(work, 'not-yet')], {
-      encoding: 'utf8',
-    });
+    const run = spawnSync(
+      process.execPath,
+      ['--disable-warning=ExperimentalWarning', BIN, 'doctor', '--json', '--output', join(work, 'not-yet')],
+      {
+        encoding: 'utf8',
+      },
+    );
     checks = (JSON.parse(run.stdout) as { checks: DoctorCheck[] }).checks;
   });
   afterAll(async () => {
@@ -59,13 +78,21 @@ describe('host facts: the real systeminformation on this machine, through `docto
   it("the output directory's file system (its nearest existing ancestor) is the one df names", () => {
     const fact = known<FileSystemFact>(check('disk').facts?.['output_fs']);
     const seen = df(work);
-    expect(fact).toMatchObject({ path: join(work, 'not-yet'), fs: seen.fs, type: seen.type, mount: seen.mount, size_bytes: seen.size_bytes });
+    expect(fact).toMatchObject({
+      path: join(work, 'not-yet'),
+      fs: seen.fs,
+      type: seen.type,
+      mount: seen.mount,
+      size_bytes: seen.size_bytes,
+    });
     // Free space moves while the suite runs (other writers): within 1 % of df's figure.
     expect(Math.abs(fact.free_bytes - seen.free_bytes)).toBeLessThan(seen.size_bytes / 100);
   });
 
   it.skipIf(noDocker)("the engine's data root (DockerRootDir) is on the file system df names for it", () => {
-    const root = execFileSync('docker', ['info', '--format', '{{.DockerRootDir}}'], { encoding: 'utf8' }).trim();
+    const root = execFileSync('docker', ['info', '--format', '{{.DockerRootDir}}'], {
+      encoding: 'utf8',
+    }).trim();
     const fact = known<FileSystemFact>(check('engine data root').facts?.['engine_data_root_fs']);
     const seen = df(root);
     // The device, type and size; the mount point may differ: df names a bind mount of the same device that
@@ -78,7 +105,8 @@ describe('host facts: the real systeminformation on this machine, through `docto
     const gpus = check('gpus');
     const controllers = gpus.facts?.['gpu_controllers'] as HostFact<{ nvidia_count: number }>;
     expect(controllers.kind).toBe('known');
-    if (controllers.kind === 'known' && controllers.nvidia_count === 0) expect(gpus.detail).not.toMatch(/PCI bus lists/);
+    if (controllers.kind === 'known' && controllers.nvidia_count === 0)
+      expect(gpus.detail).not.toMatch(/PCI bus lists/);
   });
 });
 
@@ -144,14 +172,22 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
     const cacheFile = join(work, 'state', 'host-facts.json');
     const gather = (boot: string) =>
       gatherHostFacts(
-        { source: new SystemInformationHostFacts({ modulePath: standIn, cache: new StaticFactsCache(cacheFile, () => Promise.resolve(boot)) }) },
+        {
+          source: new SystemInformationHostFacts({
+            modulePath: standIn,
+            cache: new StaticFactsCache(cacheFile, () => Promise.resolve(boot)),
+          }),
+        },
         { outputDir: work, dataRoot: null },
       );
     const first = await gather('boot-1');
     // The cache is written just after the answers: wait (bounded) until it holds the three static facts.
     const cached = async (boot: string): Promise<void> => {
       for (let i = 0; i < 100; i++) {
-        const file = JSON.parse(await readFile(cacheFile, 'utf8').catch(() => '{}')) as { boot_id?: string; facts?: object };
+        const file = JSON.parse(await readFile(cacheFile, 'utf8').catch(() => '{}')) as {
+          boot_id?: string;
+          facts?: object;
+        };
         if (file.boot_id === boot && Object.keys(file.facts ?? {}).length === 3) return;
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -160,11 +196,20 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
     const second = await gather('boot-1');
     expect(second).toEqual(first);
     expect(second.cpu).toEqual({ kind: 'known', model: 'AMD EPYC', cores: 4, physical_cores: 2 });
-    expect(JSON.parse(await readFile(cacheFile, 'utf8'))).toMatchObject({ boot_id: 'boot-1', facts: { cpu: { cores: 4 }, os: { kernel: '6.1' } } });
+    expect(JSON.parse(await readFile(cacheFile, 'utf8'))).toMatchObject({
+      boot_id: 'boot-1',
+      facts: { cpu: { cores: 4 }, os: { kernel: '6.1' } },
+    });
     await gather('boot-2');
     await cached('boot-2');
     const groups = (await readFile(pidsFile, 'utf8')).trim().split('\n');
     // boot-1: both children; boot-1 again: only the dynamic one; boot-2 (a reboot): both again.
-    expect(groups.sort()).toEqual(['cpu,os,gpuControllers', 'cpu,os,gpuControllers', 'memory,fileSystems', 'memory,fileSystems', 'memory,fileSystems']);
+    expect(groups.sort()).toEqual([
+      'cpu,os,gpuControllers',
+      'cpu,os,gpuControllers',
+      'memory,fileSystems',
+      'memory,fileSystems',
+      'memory,fileSystems',
+    ]);
   });
 });

@@ -76,18 +76,15 @@ async function runHostile(name: string, steps: readonly string[]) {
     image: DRIVER_IMAGE,
   };
   const output = join(work, jobId, 'evidence');
-  const run = await runPair(
-    pairRunDeps(rt),
-    {
-      specText: JSON.stringify(spec),
-      specSource: `${jobId}.json`,
-      output,
-      bindAddress: '127.0.0.1',
-      environment: {},
-      codeVersion: 'test',
-      cwd: work,
-    },
-  );
+  const run = await runPair(pairRunDeps(rt), {
+    specText: JSON.stringify(spec),
+    specSource: `${jobId}.json`,
+    output,
+    bindAddress: '127.0.0.1',
+    environment: {},
+    codeVersion: 'test',
+    cwd: work,
+  });
   return { ...run, sessionsDir: join(output, 'sessions') };
 }
 

@@ -13,7 +13,14 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { runPair } from '../../src/app/run-pair.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import type { ResultRecord } from '../../src/core/result.js';
-import { containersLabelled, DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
+import {
+  containersLabelled,
+  DRIVER_IMAGE,
+  expectNoContainersLeft,
+  noDocker,
+  pairRunDeps,
+  runtime,
+} from '../support/docker.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { installFailpoints } from '../../src/app/failpoints.js';
 
@@ -28,7 +35,8 @@ let registryPath: string;
 const SH = '/bin/sh';
 
 /** A valid outcome for job $ROBOGUIDE_JOB_ID written the way the driver does (temp file, mv). */
-const WRITE_OWN = 'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":[{"arm":"A","verdict":"own"}]}\' "$ROBOGUIDE_JOB_ID" > "$ROBOGUIDE_OUTCOME_PATH.tmp" && mv "$ROBOGUIDE_OUTCOME_PATH.tmp" "$ROBOGUIDE_OUTCOME_PATH"';
+const WRITE_OWN =
+  'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":[{"arm":"A","verdict":"own"}]}\' "$ROBOGUIDE_JOB_ID" > "$ROBOGUIDE_OUTCOME_PATH.tmp" && mv "$ROBOGUIDE_OUTCOME_PATH.tmp" "$ROBOGUIDE_OUTCOME_PATH"';
 
 interface JobSpec {
   readonly id: string;
@@ -42,7 +50,12 @@ function shell(script: string): string[] {
   return [SH, '-c', script];
 }
 
-async function startBatch(name: string, shared: string, jobs: readonly JobSpec[], extra: Record<string, unknown> = {}): Promise<EvidenceStore> {
+async function startBatch(
+  name: string,
+  shared: string,
+  jobs: readonly JobSpec[],
+  extra: Record<string, unknown> = {},
+): Promise<EvidenceStore> {
   const path = join(work, `${name}.json`);
   await writeFile(
     path,
@@ -64,7 +77,14 @@ async function startBatch(name: string, shared: string, jobs: readonly JobSpec[]
   const output = join(work, name, 'batch');
   await prepareBatch(
     { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
-    { manifestPath: path, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+    {
+      manifestPath: path,
+      output,
+      registryPath,
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+    },
   );
   return new EvidenceStore(new NodeFileSystem(), output);
 }
@@ -73,7 +93,14 @@ async function supervised(store: EvidenceStore, mode: 'start' | 'resume'): Promi
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
   try {
     return await supervise(
-      { store, registry, execute: createExecutePairDeps(rt, silentLogger), logger: silentLogger, environment: {}, handleSignals: false },
+      {
+        store,
+        registry,
+        execute: createExecutePairDeps(rt, silentLogger),
+        logger: silentLogger,
+        environment: {},
+        handleSignals: false,
+      },
       mode,
     );
   } finally {
@@ -100,7 +127,9 @@ async function fingerprint(root: string): Promise<Record<string, string>> {
   for (const rel of (await readdir(root, { recursive: true })).map(String).sort()) {
     const path = join(root, rel);
     if (!(await lstat(path)).isFile()) continue;
-    out[rel] = createHash('sha256').update(await readFile(path)).digest('hex');
+    out[rel] = createHash('sha256')
+      .update(await readFile(path))
+      .digest('hex');
   }
   return out;
 }
@@ -121,7 +150,9 @@ describe.skipIf(noDocker)('hostile pairs against the real engine', () => {
     shared = join(work, 'shared');
     await mkdir(join(shared, 'out'), { recursive: true });
     // The victim: a first batch whose pair finished normally in the shared layout; its evidence is then frozen.
-    victim = await startBatch('victim', shared, [{ id: 'victim', argv: ['/opt/driver/run', 'outcome=completed'] }]);
+    victim = await startBatch('victim', shared, [
+      { id: 'victim', argv: ['/opt/driver/run', 'outcome=completed'] },
+    ]);
     expect(await supervised(victim, 'start')).toBe('drained');
     expect((await resultOf(victim, 'victim')).classification).toBe('completed');
     victimPrint = await fingerprint(victim.root);
@@ -136,22 +167,25 @@ describe.skipIf(noDocker)('hostile pairs against the real engine', () => {
     const victimD = victim.root;
     const attackD = join(work, 'attack', 'batch');
     const env = { VICTIM_D: victimD, ATTACK_D: attackD, REGISTRY: registryPath, SHARED: shared };
-    const deep = 'n=5000; o=""; c=""; while [ $n -gt 0 ]; do o="$o["; c="$c]"; n=$((n-1)); done; '
-      + 'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":%s%s}\' "$ROBOGUIDE_JOB_ID" "$o" "$c" > "$ROBOGUIDE_OUTCOME_PATH"';
+    const deep =
+      'n=5000; o=""; c=""; while [ $n -gt 0 ]; do o="$o["; c="$c]"; n=$((n-1)); done; ' +
+      'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":%s%s}\' "$ROBOGUIDE_JOB_ID" "$o" "$c" > "$ROBOGUIDE_OUTCOME_PATH"';
     const store = await startBatch('attack', shared, [
       // Writes every other job's outcome path in the shared out/ folder (fatal verdicts), then its own.
       {
         id: 'h-cross',
-        argv: shell(`for j in victim g1 g2 h-deep; do printf '{"job_id":"%s","infrastructure_failure":false,"fatal_failure":true,"arms":[]}' "$j" > "$SHARED/out/$j.json"; done; ${WRITE_OWN}`),
+        argv: shell(
+          `for j in victim g1 g2 h-deep; do printf '{"job_id":"%s","infrastructure_failure":false,"fatal_failure":true,"arms":[]}' "$j" > "$SHARED/out/$j.json"; done; ${WRITE_OWN}`,
+        ),
         environment: env,
       },
       // Tries the evidence directories and the registry by their host paths and through every mount it has.
       {
         id: 'h-evidence',
         argv: shell(
-          'for t in "$VICTIM_D/jobs/victim/result.json" "$VICTIM_D/jobs/victim/terminal-proof.json" "$ATTACK_D/jobs/h-evidence/receipt.json" "$ATTACK_D/jobs/g1/receipt.json" "$REGISTRY"; do mkdir -p "$(dirname "$t")" 2>/dev/null; printf pwned > "$t" 2>/dev/null; done; '
-            + 'for m in $(cut -d" " -f2 /proc/mounts); do for d in "$m" "$m/.." "$m/../.." "$m/../../.."; do printf pwned > "$d/pwned-by-hostile" 2>/dev/null; printf pwned > "$d/receipt.json" 2>/dev/null; done; done; '
-            + WRITE_OWN,
+          'for t in "$VICTIM_D/jobs/victim/result.json" "$VICTIM_D/jobs/victim/terminal-proof.json" "$ATTACK_D/jobs/h-evidence/receipt.json" "$ATTACK_D/jobs/g1/receipt.json" "$REGISTRY"; do mkdir -p "$(dirname "$t")" 2>/dev/null; printf pwned > "$t" 2>/dev/null; done; ' +
+            'for m in $(cut -d" " -f2 /proc/mounts); do for d in "$m" "$m/.." "$m/../.." "$m/../../.."; do printf pwned > "$d/pwned-by-hostile" 2>/dev/null; printf pwned > "$d/receipt.json" 2>/dev/null; done; done; ' +
+            WRITE_OWN,
         ),
         environment: env,
       },
@@ -168,21 +202,48 @@ describe.skipIf(noDocker)('hostile pairs against the real engine', () => {
     const state = await supervised(store, 'start');
     expect(state, await readFile(store.resolve('SUMMARY.json'), 'utf8')).toBe('drained');
     const results = Object.fromEntries(
-      await Promise.all(['h-cross', 'h-evidence', 'g1', 'h-deep', 'g2', 'h-large', 'g3', 'h-link', 'g4'].map(async (id) => [id, await resultOf(store, id)] as const)),
+      await Promise.all(
+        ['h-cross', 'h-evidence', 'g1', 'h-deep', 'g2', 'h-large', 'g3', 'h-link', 'g4'].map(
+          async (id) => [id, await resultOf(store, id)] as const,
+        ),
+      ),
     );
 
     // The attackers: their own outcome decides their own result, nothing else.
-    expect(results['h-cross']).toMatchObject({ classification: 'completed', outcome: { job_id: 'h-cross', fatal_failure: false } });
-    expect(results['h-evidence']).toMatchObject({ classification: 'completed', outcome: { job_id: 'h-evidence' } });
-    expect(results['h-deep']).toMatchObject({ classification: 'infrastructure_failure', reasons: ['outcome_too_deep'], outcome: null });
-    expect(results['h-large']).toMatchObject({ classification: 'infrastructure_failure', reasons: ['outcome_too_large'], outcome: null, outcome_sha256: null });
-    expect(results['h-link']).toMatchObject({ classification: 'infrastructure_failure', reasons: ['outcome_unparseable'], outcome: null });
+    expect(results['h-cross']).toMatchObject({
+      classification: 'completed',
+      outcome: { job_id: 'h-cross', fatal_failure: false },
+    });
+    expect(results['h-evidence']).toMatchObject({
+      classification: 'completed',
+      outcome: { job_id: 'h-evidence' },
+    });
+    expect(results['h-deep']).toMatchObject({
+      classification: 'infrastructure_failure',
+      reasons: ['outcome_too_deep'],
+      outcome: null,
+    });
+    expect(results['h-large']).toMatchObject({
+      classification: 'infrastructure_failure',
+      reasons: ['outcome_too_large'],
+      outcome: null,
+      outcome_sha256: null,
+    });
+    expect(results['h-link']).toMatchObject({
+      classification: 'infrastructure_failure',
+      reasons: ['outcome_unparseable'],
+      outcome: null,
+    });
     expect(JSON.stringify(results['h-link'])).not.toContain('root:');
 
     // The good pairs of the attacked batch: completed with their own verdict, and the host copy is theirs.
     for (const id of ['g1', 'g2', 'g3', 'g4']) {
       const result = results[id]!;
-      expect(result, id).toMatchObject({ classification: 'completed', reasons: [], outcome: { job_id: id, fatal_failure: false } });
+      expect(result, id).toMatchObject({
+        classification: 'completed',
+        reasons: [],
+        outcome: { job_id: id, fatal_failure: false },
+      });
       const hostCopy = await readFile(join(shared, 'out', `${id}.json`));
       expect(createHash('sha256').update(hostCopy).digest('hex'), id).toBe(result.outcome_sha256);
       expect(await readFile(store.resolve(`jobs/${id}/outcome/${id}.json`))).toEqual(hostCopy);
@@ -194,9 +255,14 @@ describe.skipIf(noDocker)('hostile pairs against the real engine', () => {
 
     // Nothing of the attack reached the evidence directory outside each pair's own outcome folder, nor the registry.
     const attackFiles = (await readdir(store.root, { recursive: true })).map(String);
-    expect(attackFiles.filter((f) => f.endsWith('pwned-by-hostile') && !/^jobs\/[^/]+\/outcome\//.test(f))).toEqual([]);
+    expect(
+      attackFiles.filter((f) => f.endsWith('pwned-by-hostile') && !/^jobs\/[^/]+\/outcome\//.test(f)),
+    ).toEqual([]);
     for (const id of ['h-evidence', 'g1']) {
-      const receipt = JSON.parse(await readFile(store.resolve(`jobs/${id}/receipt.json`), 'utf8')) as { job_id: string; batch_id: string };
+      const receipt = JSON.parse(await readFile(store.resolve(`jobs/${id}/receipt.json`), 'utf8')) as {
+        job_id: string;
+        batch_id: string;
+      };
       expect(receipt).toMatchObject({ job_id: id, batch_id: batchId });
     }
     expect((await readFile(registryPath)).includes('pwned')).toBe(false);
@@ -226,7 +292,7 @@ describe.skipIf(noDocker)('two workers of one batch in one shared out/ folder', 
     await rm(work, { recursive: true, force: true });
   });
 
-  it('the attacker rewrites the running victim\'s outcome path the whole time: the victim\'s verdict is its own', async () => {
+  it("the attacker rewrites the running victim's outcome path the whole time: the victim's verdict is its own", async () => {
     // w1 measures a GPU peak that fits twice, so the supervisor runs the next two pairs at once (SPEC §6).
     const capacity = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 };
     const store = await startBatch(
@@ -237,7 +303,9 @@ describe.skipIf(noDocker)('two workers of one batch in one shared out/ folder', 
         { id: 'victim2', argv: ['/opt/driver/run', 'sleep=3', 'outcome=completed', 'sleep=3'] },
         {
           id: 'attacker2',
-          argv: shell(`i=0; while [ $i -lt 40 ]; do printf '{"job_id":"victim2","infrastructure_failure":false,"fatal_failure":true,"arms":[]}' > "$SHARED/out/victim2.json"; i=$((i+1)); sleep 0.2; done; ${WRITE_OWN}`),
+          argv: shell(
+            `i=0; while [ $i -lt 40 ]; do printf '{"job_id":"victim2","infrastructure_failure":false,"fatal_failure":true,"arms":[]}' > "$SHARED/out/victim2.json"; i=$((i+1)); sleep 0.2; done; ${WRITE_OWN}`,
+          ),
           environment: { SHARED: shared },
         },
       ],
@@ -247,7 +315,11 @@ describe.skipIf(noDocker)('two workers of one batch in one shared out/ folder', 
     const victim2 = await resultOf(store, 'victim2');
     const attacker2 = await resultOf(store, 'attacker2');
     expect(Date.parse(attacker2.started_at)).toBeLessThan(Date.parse(victim2.finished_at)); // they ran at once
-    expect(victim2).toMatchObject({ classification: 'completed', reasons: [], outcome: { job_id: 'victim2', fatal_failure: false } });
+    expect(victim2).toMatchObject({
+      classification: 'completed',
+      reasons: [],
+      outcome: { job_id: 'victim2', fatal_failure: false },
+    });
     expect(attacker2).toMatchObject({ classification: 'completed', outcome: { job_id: 'attacker2' } });
     const hostCopy = await readFile(join(shared, 'out', 'victim2.json'));
     expect(createHash('sha256').update(hostCopy).digest('hex')).toBe(victim2.outcome_sha256);
@@ -268,24 +340,50 @@ describe.skipIf(noDocker)('two pair runs at once in one shared out/ folder', () 
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('a pair rewriting the other one\'s outcome path while both run changes nothing of the other\'s verdict', async () => {
+  it("a pair rewriting the other one's outcome path while both run changes nothing of the other's verdict", async () => {
     const cwd = join(dir, 'cwd');
     const spec = (id: string, argv: string[]): string =>
-      JSON.stringify({ job_id: id, argv, cwd, outcome_path: join(cwd, 'out', `${id}.json`), image: DRIVER_IMAGE, timeout_seconds: 60 });
+      JSON.stringify({
+        job_id: id,
+        argv,
+        cwd,
+        outcome_path: join(cwd, 'out', `${id}.json`),
+        image: DRIVER_IMAGE,
+        timeout_seconds: 60,
+      });
     const victimId = `two-victim-${Date.now().toString(36)}`;
     const attackerId = `two-attacker-${Date.now().toString(36)}`;
     jobsUsed.push(victimId, attackerId);
     const run = (id: string, text: string) =>
-      runPair(pairRunDeps(rt), { specText: text, specSource: `${id}.json`, output: join(dir, id), bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test', cwd: dir });
+      runPair(pairRunDeps(rt), {
+        specText: text,
+        specSource: `${id}.json`,
+        output: join(dir, id),
+        bindAddress: '127.0.0.1',
+        environment: {},
+        codeVersion: 'test',
+        cwd: dir,
+      });
     const [victimRun, attackerRun] = await Promise.all([
       run(victimId, spec(victimId, ['/opt/driver/run', 'sleep=2', 'outcome=completed', 'sleep=3'])),
       run(
         attackerId,
-        spec(attackerId, shell(`i=0; while [ $i -lt 40 ]; do printf '{"job_id":"${victimId}","infrastructure_failure":false,"fatal_failure":true,"arms":[]}' > "${cwd}/out/${victimId}.json"; i=$((i+1)); sleep 0.2; done; ${WRITE_OWN}`)),
+        spec(
+          attackerId,
+          shell(
+            `i=0; while [ $i -lt 40 ]; do printf '{"job_id":"${victimId}","infrastructure_failure":false,"fatal_failure":true,"arms":[]}' > "${cwd}/out/${victimId}.json"; i=$((i+1)); sleep 0.2; done; ${WRITE_OWN}`,
+          ),
+        ),
       ),
     ]);
-    expect(victimRun.result).toMatchObject({ classification: 'completed', outcome: { job_id: victimId, fatal_failure: false } });
-    expect(attackerRun.result).toMatchObject({ classification: 'completed', outcome: { job_id: attackerId } });
+    expect(victimRun.result).toMatchObject({
+      classification: 'completed',
+      outcome: { job_id: victimId, fatal_failure: false },
+    });
+    expect(attackerRun.result).toMatchObject({
+      classification: 'completed',
+      outcome: { job_id: attackerId },
+    });
     const victimCopy = await readFile(join(cwd, 'out', `${victimId}.json`));
     expect(createHash('sha256').update(victimCopy).digest('hex')).toBe(victimRun.result.outcome_sha256);
     expect(victimRun.reconciliation.kind).toBe('committed');
@@ -318,12 +416,24 @@ describe.skipIf(noDocker)('a cwd swapped for a link to a host folder', () => {
     await rm(work, { recursive: true, force: true });
   });
 
-  async function expectRefusedAndOthersFine(store: EvidenceStore, victimId: string, rule: RegExp): Promise<void> {
+  async function expectRefusedAndOthersFine(
+    store: EvidenceStore,
+    victimId: string,
+    rule: RegExp,
+  ): Promise<void> {
     const victim = await resultOf(store, victimId);
-    expect(victim).toMatchObject({ classification: 'infrastructure_failure', reasons: ['mount_refused', 'outcome_missing'], outcome: null });
+    expect(victim).toMatchObject({
+      classification: 'infrastructure_failure',
+      reasons: ['mount_refused', 'outcome_missing'],
+      outcome: null,
+    });
     expect(victim.engine_error?.message).toMatch(rule);
     expect(victim.cleanup.verified_absent).toBe(true);
-    expect(await resultOf(store, 'good')).toMatchObject({ classification: 'completed', reasons: [], outcome: { job_id: 'good' } });
+    expect(await resultOf(store, 'good')).toMatchObject({
+      classification: 'completed',
+      reasons: [],
+      outcome: { job_id: 'good' },
+    });
     expect(await containersLabelled({ 'roboguide.batch': await batchIdOf(store) })).toEqual([]);
     expect(await heldFor(await batchIdOf(store))).toBe(0);
     expect(await readdir(hostFolder)).toEqual(['config.v2.json']);
@@ -334,13 +444,21 @@ describe.skipIf(noDocker)('a cwd swapped for a link to a host folder', () => {
     }
   }
 
-  it('a sibling: a pair of another batch replaces a folder below its cwd that is the next batch\'s cwd', async () => {
+  it("a sibling: a pair of another batch replaces a folder below its cwd that is the next batch's cwd", async () => {
     const attackerCwd = join(root, 'sib');
     const victimCwd = join(attackerCwd, 'victim');
     // The victim's batch is started (checked) first, while its cwd is an ordinary (missing) folder.
-    const victimBatch = await startBatch('sib-victim', root, [{ id: 'victim', cwd: victimCwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) }, { ...good, cwd: join(root, 'sib-good') }]);
+    const victimBatch = await startBatch('sib-victim', root, [
+      { id: 'victim', cwd: victimCwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) },
+      { ...good, cwd: join(root, 'sib-good') },
+    ]);
     const attackerBatch = await startBatch('sib-attacker', root, [
-      { id: 'attacker', cwd: attackerCwd, argv: shell(`rm -rf "$VICTIM_CWD"; ln -s "$HOST_FOLDER" "$VICTIM_CWD"; ${WRITE_OWN}`), environment: { VICTIM_CWD: victimCwd, HOST_FOLDER: hostFolder } },
+      {
+        id: 'attacker',
+        cwd: attackerCwd,
+        argv: shell(`rm -rf "$VICTIM_CWD"; ln -s "$HOST_FOLDER" "$VICTIM_CWD"; ${WRITE_OWN}`),
+        environment: { VICTIM_CWD: victimCwd, HOST_FOLDER: hostFolder },
+      },
     ]);
     expect(await supervised(attackerBatch, 'start')).toBe('drained');
     expect((await lstat(victimCwd)).isSymbolicLink()).toBe(true); // the attack took place
@@ -351,7 +469,10 @@ describe.skipIf(noDocker)('a cwd swapped for a link to a host folder', () => {
   it('on the host after start: the cwd becomes a link between `start` and the launch', async () => {
     const cwd = join(root, 'host-swap');
     await mkdir(cwd, { recursive: true });
-    const store = await startBatch('host-swap', root, [{ id: 'victim', cwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) }, { ...good, cwd: join(root, 'host-good') }]);
+    const store = await startBatch('host-swap', root, [
+      { id: 'victim', cwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) },
+      { ...good, cwd: join(root, 'host-good') },
+    ]);
     await rm(cwd, { recursive: true });
     await symlink(hostFolder, cwd);
     expect(await supervised(store, 'start')).toBe('drained');
@@ -360,7 +481,10 @@ describe.skipIf(noDocker)('a cwd swapped for a link to a host folder', () => {
 
   it('during create: the cwd is swapped between the launch check and the create (pause point mount_checked)', async () => {
     const cwd = join(root, 'create-swap');
-    const store = await startBatch('create-swap', root, [{ id: 'victim', cwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) }, { ...good, cwd: join(root, 'create-good') }]);
+    const store = await startBatch('create-swap', root, [
+      { id: 'victim', cwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) },
+      { ...good, cwd: join(root, 'create-good') },
+    ]);
     let swapped = 0;
     installFailpoints({
       hit: () => undefined,

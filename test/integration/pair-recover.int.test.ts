@@ -16,7 +16,9 @@ let work: string;
 const claims: string[] = [];
 
 function cli(args: readonly string[]): { code: number | null; stdout: string; stderr: string } {
-  const run = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { encoding: 'utf8' });
+  const run = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
+    encoding: 'utf8',
+  });
   return { code: run.status, stdout: run.stdout, stderr: run.stderr };
 }
 
@@ -35,7 +37,8 @@ interface Row {
 function reservation(registry: string, claimId: string): Row | undefined {
   const db = new DatabaseSync(registry, { readOnly: true });
   try {
-    return db.prepare('SELECT state, released_at FROM reservations WHERE claim_id = ?').get(claimId) as Row | undefined;
+    return db.prepare('SELECT state, released_at FROM reservations WHERE claim_id = ?').get(claimId) as
+      Row | undefined;
   } finally {
     db.close();
   }
@@ -65,13 +68,38 @@ describe.skipIf(noDocker)('pair recover', () => {
         timeout_seconds: 600,
       }),
     );
-    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, 'pair', 'run', '--spec', spec, '--output', output, '--registry', registry], {
-      stdio: 'ignore',
-    });
-    const exited = new Promise<NodeJS.Signals | null>((res) => child.on('close', (_code, signal) => res(signal)));
+    const child = spawn(
+      process.execPath,
+      [
+        '--disable-warning=ExperimentalWarning',
+        BIN,
+        'pair',
+        'run',
+        '--spec',
+        spec,
+        '--output',
+        output,
+        '--registry',
+        registry,
+      ],
+      {
+        stdio: 'ignore',
+      },
+    );
+    const exited = new Promise<NodeJS.Signals | null>((res) =>
+      child.on('close', (_code, signal) => res(signal)),
+    );
     // Wait until the receipt names the container and the driver has printed its lines, then SIGKILL the CLI.
     let receipt: { claim_id: string; container_id: string | null } | null = null;
-    for (let i = 0; i < 600 && !(receipt?.container_id && (await readFile(join(output, 'stdout.log'), 'utf8').catch(() => '')).includes('line 2')); i++) {
+    for (
+      let i = 0;
+      i < 600 &&
+      !(
+        receipt?.container_id &&
+        (await readFile(join(output, 'stdout.log'), 'utf8').catch(() => '')).includes('line 2')
+      );
+      i++
+    ) {
       await new Promise((r) => setTimeout(r, 100));
       receipt = await readJson(join(output, 'receipt.json'));
     }
@@ -83,14 +111,43 @@ describe.skipIf(noDocker)('pair recover', () => {
     expect(reservation(registry, receipt!.claim_id)?.state).toBe('held');
     expect(await readJson(join(output, 'result.json'))).toBeNull();
 
-    const first = cli(['pair', 'recover', '--output', output, '--registry', registry, '--stop-budget', '2', '--json']);
+    const first = cli([
+      'pair',
+      'recover',
+      '--output',
+      output,
+      '--registry',
+      registry,
+      '--stop-budget',
+      '2',
+      '--json',
+    ]);
     expect(first.code, first.stderr).toBe(0);
-    const report = JSON.parse(first.stdout) as { containers: string[]; result: string; released_now: boolean; cleanup: { verified_absent: boolean } };
-    expect(report).toMatchObject({ containers: [receipt!.container_id], result: 'written', released_now: true, cleanup: { verified_absent: true } });
+    const report = JSON.parse(first.stdout) as {
+      containers: string[];
+      result: string;
+      released_now: boolean;
+      cleanup: { verified_absent: boolean };
+    };
+    expect(report).toMatchObject({
+      containers: [receipt!.container_id],
+      result: 'written',
+      released_now: true,
+      cleanup: { verified_absent: true },
+    });
     expect(await runtime().inspect(receipt!.container_id!)).toBeNull();
     expect(await containersLabelled({ 'roboguide.claim': receipt!.claim_id })).toEqual([]);
-    const result = await readJson<{ classification: string; reasons: string[]; claim_id: string; logs: { stdout: { bytes: number } } }>(join(output, 'result.json'));
-    expect(result).toMatchObject({ classification: 'harness_failure', reasons: ['lost_worker', 'outcome_missing'], claim_id: receipt!.claim_id });
+    const result = await readJson<{
+      classification: string;
+      reasons: string[];
+      claim_id: string;
+      logs: { stdout: { bytes: number } };
+    }>(join(output, 'result.json'));
+    expect(result).toMatchObject({
+      classification: 'harness_failure',
+      reasons: ['lost_worker', 'outcome_missing'],
+      claim_id: receipt!.claim_id,
+    });
     expect(result?.logs.stdout.bytes).toBe(128); // the two numbered lines written before the kill are kept
     expect(await readJson(join(output, 'terminal-proof.json'))).not.toBeNull();
     const released = reservation(registry, receipt!.claim_id);
@@ -125,7 +182,7 @@ describe.skipIf(noDocker)('pair recover', () => {
     expect(spawnSync('ls', ['-A', work], { encoding: 'utf8' }).stdout).not.toMatch(/notes\.txt-(wal|shm)/);
   });
 
-  it('refuses a --registry URL that is not PostgreSQL\'s (exit 2, the field named, the password nowhere), nothing written', () => {
+  it("refuses a --registry URL that is not PostgreSQL's (exit 2, the field named, the password nowhere), nothing written", () => {
     const empty = join(work, 'empty-url');
     spawnSync('mkdir', ['-p', empty]);
     const run = cli(['pair', 'recover', '--output', empty, '--registry', 'mysql://u:hunter2secret@db/rg']);
@@ -138,7 +195,14 @@ describe.skipIf(noDocker)('pair recover', () => {
   it('a PostgreSQL URL whose server cannot be reached: a registry error without the password, nothing written', () => {
     const empty = join(work, 'empty-pg-url');
     spawnSync('mkdir', ['-p', empty]);
-    const run = cli(['pair', 'recover', '--output', empty, '--registry', 'postgres://u:hunter2secret@db.invalid/rg']);
+    const run = cli([
+      'pair',
+      'recover',
+      '--output',
+      empty,
+      '--registry',
+      'postgres://u:hunter2secret@db.invalid/rg',
+    ]);
     expect(run.code).not.toBe(0);
     expect(run.stderr).toMatch(/registry/);
     expect(run.stdout + run.stderr).not.toContain('hunter2secret');

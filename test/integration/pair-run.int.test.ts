@@ -5,7 +5,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runPair } from '../../src/app/run-pair.js';
-import { DRIVER_IMAGE, engineHasNvidia, engineIsPodman, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
+import {
+  DRIVER_IMAGE,
+  engineHasNvidia,
+  engineIsPodman,
+  expectNoContainersLeft,
+  noDocker,
+  pairRunDeps,
+  runtime,
+} from '../support/docker.js';
 import { listFilesRecursively, scanForSecret } from '../support/files.js';
 
 const rt = runtime();
@@ -16,7 +24,11 @@ function deps(): ReturnType<typeof pairRunDeps> {
   return pairRunDeps(rt);
 }
 
-function spec(jobId: string, actions: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
+function spec(
+  jobId: string,
+  actions: string[],
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     job_id: jobId,
     argv: ['/opt/driver/run', ...actions],
@@ -30,7 +42,12 @@ function spec(jobId: string, actions: string[], extra: Record<string, unknown> =
   };
 }
 
-async function run(jobId: string, actions: string[], extra: Record<string, unknown> = {}, env: Record<string, string> = {}) {
+async function run(
+  jobId: string,
+  actions: string[],
+  extra: Record<string, unknown> = {},
+  env: Record<string, string> = {},
+) {
   jobsUsed.push(jobId);
   return runPair(deps(), {
     specText: JSON.stringify(spec(jobId, actions, extra)),
@@ -46,10 +63,14 @@ async function run(jobId: string, actions: string[], extra: Record<string, unkno
 /** Ports nothing listens on right now (the kernel picks them), so a test never collides with another. */
 async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<Server>((resolve) => {
-      const server = createServer();
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    })),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<Server>((resolve) => {
+          const server = createServer();
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
+    ),
   );
   const ports = servers.map((s) => (s.address() as { port: number }).port);
   await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
@@ -84,13 +105,17 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
       ['line 1', 'line 2', 'line 3'].map((l) => l.padEnd(63) + '\n').join(''),
     );
     // Verdicts are kept verbatim: "unavailable" stays, "Mission Completed" is not rewritten.
-    expect(result.outcome).toMatchObject({ arms: [{ verdict: 'hold' }, { verdict: 'unavailable', note: 'Mission Completed' }] });
+    expect(result.outcome).toMatchObject({
+      arms: [{ verdict: 'hold' }, { verdict: 'unavailable', note: 'Mission Completed' }],
+    });
     const written = JSON.parse(await readFile(join(output, 'result.json'), 'utf8'));
     expect(written).toEqual(JSON.parse(JSON.stringify(result)));
     // The host slot it took is given back through reconciliation, with a proof on disk.
     expect(receipt.reservation_id).not.toBeNull();
     expect((await deps().registry.reservation(receipt.reservation_id!))?.state).toBe('released');
-    expect(JSON.parse(await readFile(join(output, 'terminal-proof.json'), 'utf8')).reservation_id).toBe(receipt.reservation_id);
+    expect(JSON.parse(await readFile(join(output, 'terminal-proof.json'), 'utf8')).reservation_id).toBe(
+      receipt.reservation_id,
+    );
   });
 
   it('a cwd under a file is refused before a slot is taken (the mount rules walk it), so no slot is held', async () => {
@@ -108,9 +133,17 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     const job = uniqueJob('full');
     const registry = deps().registry;
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
-    const blocker = await registry.admit({ batchId: 'other-batch', jobId: 'x', claimId: `blocker-${job}`, gpuMib: 0 });
+    const blocker = await registry.admit({
+      batchId: 'other-batch',
+      jobId: 'x',
+      claimId: `blocker-${job}`,
+      gpuMib: 0,
+    });
     try {
-      await expect(run(job, ['outcome=completed'])).rejects.toMatchObject({ code: 'E_REGISTRY', message: expect.stringContaining('capacity limit') });
+      await expect(run(job, ['outcome=completed'])).rejects.toMatchObject({
+        code: 'E_REGISTRY',
+        message: expect.stringContaining('capacity limit'),
+      });
       await expect(stat(join(work, job, 'evidence'))).rejects.toMatchObject({ code: 'ENOENT' });
     } finally {
       if (blocker.kind === 'admitted') await registry.release(blocker.reservationId, `blocker-${job}`);
@@ -125,7 +158,9 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
       outcome_path: join(work, job, 'run:1', 'out:a', 'outcome.json'),
     });
     expect(result.classification).toBe('completed');
-    expect(JSON.parse(await readFile(join(work, job, 'run:1', 'out:a', 'outcome.json'), 'utf8')).job_id).toBe(job);
+    expect(JSON.parse(await readFile(join(work, job, 'run:1', 'out:a', 'outcome.json'), 'utf8')).job_id).toBe(
+      job,
+    );
   });
 
   it('classifies a missing outcome as an infrastructure failure and still removes the container', async () => {
@@ -138,7 +173,10 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
 
   it('stops a driver that ignores SIGTERM after its stop budget, records the timeout, and removes it', async () => {
     const job = uniqueJob('timeout');
-    const { result, output } = await run(job, ['numbered=1', 'ignore_term', 'hang'], { timeout_seconds: 2, stop_budget_seconds: 2 });
+    const { result, output } = await run(job, ['numbered=1', 'ignore_term', 'hang'], {
+      timeout_seconds: 2,
+      stop_budget_seconds: 2,
+    });
     expect(result.container.timed_out).toBe(true);
     expect(result.container.exit_code).toBe(137); // killed after the budget, not by its own exit
     expect(result.classification).toBe('infrastructure_failure');
@@ -149,15 +187,18 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
   });
 
   // Podman drops the request instead (gpu_request_dropped): test/integration/podman.int.test.ts.
-  it.skipIf(engineHasNvidia || engineIsPodman)('fails a GPU request cleanly on an engine without the NVIDIA runtime and leaves no container', async () => {
-    const job = uniqueJob('gpu');
-    const { result } = await run(job, ['outcome=completed'], { gpus: 'all' });
-    expect(result.classification).toBe('infrastructure_failure');
-    expect(result.reasons).toContain('nvidia_runtime_missing');
-    expect(result.engine_error?.message).toMatch(/could not select device driver/);
-    expect(result.container.id).not.toBeNull();
-    expect(await rt.inspect(result.container.id!)).toBeNull();
-  });
+  it.skipIf(engineHasNvidia || engineIsPodman)(
+    'fails a GPU request cleanly on an engine without the NVIDIA runtime and leaves no container',
+    async () => {
+      const job = uniqueJob('gpu');
+      const { result } = await run(job, ['outcome=completed'], { gpus: 'all' });
+      expect(result.classification).toBe('infrastructure_failure');
+      expect(result.reasons).toContain('nvidia_runtime_missing');
+      expect(result.engine_error?.message).toMatch(/could not select device driver/);
+      expect(result.container.id).not.toBeNull();
+      expect(await rt.inspect(result.container.id!)).toBeNull();
+    },
+  );
 
   // The Podman set's service publishes in its own network namespace, not where this process listens: the Podman
   // version (a process in that namespace, refused at the attach) is in test/integration/podman.int.test.ts.
@@ -194,7 +235,11 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     let output: string;
     let result;
     try {
-      ({ result, output } = await run(job, [`stdout_bytes=${bytes}`, 'stderr_bytes=1000', 'outcome=completed']));
+      ({ result, output } = await run(job, [
+        `stdout_bytes=${bytes}`,
+        'stderr_bytes=1000',
+        'outcome=completed',
+      ]));
     } finally {
       clearInterval(sampler);
     }
@@ -229,7 +274,7 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     for (const f of files) expect(await scanForSecret(f, secret), f).toEqual([]);
   });
 
-  it('injects a job\'s six ports as the B1 launcher variables', async () => {
+  it("injects a job's six ports as the B1 launcher variables", async () => {
     const job = uniqueJob('b1');
     const ports = await freePorts(6);
     const variables = [
@@ -240,7 +285,11 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
       'ROBOGUIDE_B1_HABITAT_PORT_B',
       'ROBOGUIDE_B1_MISSION_PORT',
     ];
-    const { result, output } = await run(job, [...variables.map((v) => `print_env=${v}`), 'outcome=completed'], { ports, b1_ports: true });
+    const { result, output } = await run(
+      job,
+      [...variables.map((v) => `print_env=${v}`), 'outcome=completed'],
+      { ports, b1_ports: true },
+    );
     expect(result.classification).toBe('completed');
     const lines = (await readFile(join(output, 'stdout.log'), 'utf8')).trim().split('\n');
     expect(lines).toEqual(variables.map((v, i) => `${v}=${ports[i]}`));
@@ -248,7 +297,9 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
 
   it('refuses a spec with an unset referenced variable, writing nothing', async () => {
     const job = uniqueJob('unset');
-    await expect(run(job, ['outcome=completed'], { environment: { API_TOKEN: '${NOT_SET_ANYWHERE}' } })).rejects.toMatchObject({
+    await expect(
+      run(job, ['outcome=completed'], { environment: { API_TOKEN: '${NOT_SET_ANYWHERE}' } }),
+    ).rejects.toMatchObject({
       exitCode: 2,
     });
     await expect(stat(join(work, job, 'evidence'))).rejects.toMatchObject({ code: 'ENOENT' });

@@ -47,25 +47,22 @@ describe.skipIf(noDocker)('a port already published by another container', () =>
 
   it('fails the pair with port_allocated, keeps the engine text, and leaves no container of ours', async () => {
     const jobId = `it-port-ctr-${randomUUID().slice(0, 6)}`;
-    const { result } = await runPair(
-      pairRunDeps(),
-      {
-        specText: JSON.stringify({
-          job_id: jobId,
-          argv: ['/opt/driver/run', 'outcome=completed'],
-          cwd: join(work, 'cwd'),
-          outcome_path: join(work, 'out', 'o.json'),
-          ports: [port],
-          image: DRIVER_IMAGE,
-        }),
-        specSource: 'spec.json',
-        output: join(work, 'evidence'),
-        bindAddress: '127.0.0.1',
-        environment: {},
-        codeVersion: 'test',
-        cwd: work,
-      },
-    );
+    const { result } = await runPair(pairRunDeps(), {
+      specText: JSON.stringify({
+        job_id: jobId,
+        argv: ['/opt/driver/run', 'outcome=completed'],
+        cwd: join(work, 'cwd'),
+        outcome_path: join(work, 'out', 'o.json'),
+        ports: [port],
+        image: DRIVER_IMAGE,
+      }),
+      specSource: 'spec.json',
+      output: join(work, 'evidence'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+      cwd: work,
+    });
     expect(result.classification).toBe('infrastructure_failure');
     expect(result.reasons).toContain('port_allocated');
     // testcontainers publishes on 0.0.0.0 and we bind 127.0.0.1, so the engine reports the proxy's bind failure.

@@ -16,7 +16,12 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { reconcilePair, sha256Hex } from '../../src/app/reconcile-pair.js';
 import { canonicalJson } from '../../src/core/terminal-proof.js';
-import { buildFinishedPair, FakeContainerRuntime, outcomeSha256OrNull, steppingClock } from '../support/finished-pair.js';
+import {
+  buildFinishedPair,
+  FakeContainerRuntime,
+  outcomeSha256OrNull,
+  steppingClock,
+} from '../support/finished-pair.js';
 
 const dist = (rel: string): string => pathToFileURL(resolve('dist', rel)).href;
 
@@ -78,10 +83,15 @@ const rows: string[][] = [];
 let tmp: string;
 let registry: SqliteCapacityRegistry;
 
-function runChild(env: Record<string, string>): Promise<{ signal: NodeJS.Signals | null; code: number | null; stderr: string }> {
+function runChild(
+  env: Record<string, string>,
+): Promise<{ signal: NodeJS.Signals | null; code: number | null; stderr: string }> {
   const args = ['--disable-warning=ExperimentalWarning', '--input-type=module', '-e', CHILD_SCRIPT];
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     child.on('error', reject);
@@ -90,7 +100,8 @@ function runChild(env: Record<string, string>): Promise<{ signal: NodeJS.Signals
 }
 
 beforeAll(() => {
-  if (!existsSync(resolve('dist/app/reconcile-pair.js'))) throw new Error('dist/ is missing: run `npm run build` first');
+  if (!existsSync(resolve('dist/app/reconcile-pair.js')))
+    throw new Error('dist/ is missing: run `npm run build` first');
 });
 
 beforeEach(async () => {
@@ -104,11 +115,28 @@ afterEach(async () => {
 });
 
 afterAll(() => {
-  const header = ['SIGKILL at', 'proof after kill', 'reservation after kill', 'execute again', 'replay', 'board', 'reservation', 'temp files left'];
+  const header = [
+    'SIGKILL at',
+    'proof after kill',
+    'reservation after kill',
+    'execute again',
+    'replay',
+    'board',
+    'reservation',
+    'temp files left',
+  ];
   const table = [header, ...rows];
   const widths = header.map((_, i) => Math.max(...table.map((r) => (r[i] ?? '').length)));
   const line = (r: string[]): string => `| ${r.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
-  console.log(['', 'Reconciler kill matrix', line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n'));
+  console.log(
+    [
+      '',
+      'Reconciler kill matrix',
+      line(header),
+      line(widths.map((w) => '-'.repeat(w))),
+      ...rows.map(line),
+    ].join('\n'),
+  );
 });
 
 describe('reconcile --execute killed at each step', () => {
@@ -132,9 +160,16 @@ describe('reconcile --execute killed at each step', () => {
     const store = new EvidenceStore(new NodeFileSystem(), root);
     const proofRel = `${pair.jobRel}/terminal-proof.json`;
     expect(await store.exists(proofRel)).toBe(c.proofAfterKill);
-    expect((await registry.reservation(pair.reservationId))?.state).toBe(c.heldAfterKill ? 'held' : 'released');
+    expect((await registry.reservation(pair.reservationId))?.state).toBe(
+      c.heldAfterKill ? 'held' : 'released',
+    );
 
-    const deps = { store, registry, runtime: new FakeContainerRuntime(), readOutcomeSha256: outcomeSha256OrNull };
+    const deps = {
+      store,
+      registry,
+      runtime: new FakeContainerRuntime(),
+      readOutcomeSha256: outcomeSha256OrNull,
+    };
     const again = await reconcilePair(deps, { jobRel: pair.jobRel, mode: 'execute' });
     expect(again.kind).toBe(c.rerun);
     const releasedAt = (await registry.reservation(pair.reservationId))?.releasedAt;
@@ -150,6 +185,15 @@ describe('reconcile --execute killed at each step', () => {
     const after = await readdir(jobDir);
     for (const name of evidenceBefore) expect(after).toContain(name);
     const temps = after.filter((n) => n.includes('.tmp-'));
-    rows.push([c.at, c.proofAfterKill ? 'present' : 'absent', c.heldAfterKill ? 'held' : 'released', again.kind, replay.kind, board?.state ?? '?', reservation?.state ?? '?', String(temps.length)]);
+    rows.push([
+      c.at,
+      c.proofAfterKill ? 'present' : 'absent',
+      c.heldAfterKill ? 'held' : 'released',
+      again.kind,
+      replay.kind,
+      board?.state ?? '?',
+      reservation?.state ?? '?',
+      String(temps.length),
+    ]);
   });
 });

@@ -19,7 +19,9 @@ const BIN = resolve('bin/run.js');
 let work: string;
 
 function cli(args: readonly string[]): { code: number | null; stdout: string; stderr: string } {
-  const run = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { encoding: 'utf8' });
+  const run = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
+    encoding: 'utf8',
+  });
   return { code: run.status, stdout: run.stdout, stderr: run.stderr };
 }
 
@@ -37,7 +39,12 @@ describe.skipIf(noDocker)('reconcile: an outcome copy that cannot be read', () =
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
     let reservationId: string;
     try {
-      const pair = await buildFinishedPair({ root: output, outcomeDir: join(work, 'out'), registry, writeResult: false });
+      const pair = await buildFinishedPair({
+        root: output,
+        outcomeDir: join(work, 'out'),
+        registry,
+        writeResult: false,
+      });
       reservationId = pair.reservationId;
       // The driver left a symlink where its outcome belongs: read with O_NOFOLLOW, it is unreadable (ELOOP).
       await writeFile(join(work, 'elsewhere.json'), '{"job_id":"pair-0001"}');

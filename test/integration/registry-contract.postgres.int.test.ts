@@ -38,15 +38,27 @@ if (skip !== null) {
     },
     open: async (options) => {
       const location = parsePostgresUrl(url);
-      return PostgresCapacityRegistry.open({ connection: location.connection, display: location.path, ...options, maxConnections: 2 });
+      return PostgresCapacityRegistry.open({
+        connection: location.connection,
+        display: location.path,
+        ...options,
+        maxConnections: 2,
+      });
     },
     rawSql: async (sql, ...params) => {
       const location = parsePostgresUrl(url);
-      const client = new pg.Client({ host: location.connection.host, user: location.connection.user, database: location.connection.database });
+      const client = new pg.Client({
+        host: location.connection.host,
+        user: location.connection.user,
+        database: location.connection.database,
+      });
       await client.connect();
       try {
         let n = 0;
-        await client.query(sql.replace(/\?/g, () => `$${++n}`), params);
+        await client.query(
+          sql.replace(/\?/g, () => `$${++n}`),
+          params,
+        );
       } finally {
         await client.end();
       }
@@ -57,14 +69,28 @@ if (skip !== null) {
     it('reports the connection and the schema version, and fails on a server that does not answer', async () => {
       const url = await server!.createDatabase('doctor_check');
       const doctor = (registry: string): { status: string; detail: string } => {
-        const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, 'doctor', '--json', '--registry', registry], { encoding: 'utf8' });
+        const r = spawnSync(
+          process.execPath,
+          ['--disable-warning=ExperimentalWarning', BIN, 'doctor', '--json', '--registry', registry],
+          { encoding: 'utf8' },
+        );
         const report = JSON.parse(r.stdout) as { checks: { name: string; status: string; detail: string }[] };
         return report.checks.find((c) => c.name === 'registry')!;
       };
-      expect(doctor(url)).toEqual(expect.objectContaining({ status: 'ok', detail: expect.stringMatching(/schema version 0 \(migrated to 1 on first use\)/) as string }));
-      const opened = await PostgresCapacityRegistry.open({ connection: parsePostgresUrl(url).connection, display: url });
+      expect(doctor(url)).toEqual(
+        expect.objectContaining({
+          status: 'ok',
+          detail: expect.stringMatching(/schema version 0 \(migrated to 1 on first use\)/) as string,
+        }),
+      );
+      const opened = await PostgresCapacityRegistry.open({
+        connection: parsePostgresUrl(url).connection,
+        display: url,
+      });
       await opened.close();
-      expect(doctor(url)).toEqual(expect.objectContaining({ status: 'ok', detail: `writable: ${url}; schema version 1` }));
+      expect(doctor(url)).toEqual(
+        expect.objectContaining({ status: 'ok', detail: `writable: ${url}; schema version 1` }),
+      );
       const nowhere = doctor('postgresql://eval:hunter2@/nowhere?host=/nonexistent-socket-dir');
       expect(nowhere.status).toBe('fail');
       expect(JSON.stringify(nowhere)).not.toContain('hunter2');
@@ -72,16 +98,45 @@ if (skip !== null) {
   });
 
   describe('capacity --registry with a PostgreSQL URL', () => {
-    it('sets one node\'s limits and shows every node, never the password', async () => {
+    it("sets one node's limits and shows every node, never the password", async () => {
       const url = await server!.createDatabase('capacity_cli');
       const withPassword = url.replace('postgres://postgres@', 'postgres://postgres:hunter2@');
-      const r = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, 'capacity', '--json', '--registry', withPassword, '--node', 'gpu-2', '--max-reservations', '3', '--gpu-mib', '8000'], { encoding: 'utf8' });
+      const r = spawnSync(
+        process.execPath,
+        [
+          '--disable-warning=ExperimentalWarning',
+          BIN,
+          'capacity',
+          '--json',
+          '--registry',
+          withPassword,
+          '--node',
+          'gpu-2',
+          '--max-reservations',
+          '3',
+          '--gpu-mib',
+          '8000',
+        ],
+        { encoding: 'utf8' },
+      );
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout + r.stderr).not.toContain('hunter2');
-      const report = JSON.parse(r.stdout) as { registry: string; limits: unknown; local_node: string; nodes: { node: string; limits: unknown; own_limits: boolean; held: number }[] };
+      const report = JSON.parse(r.stdout) as {
+        registry: string;
+        limits: unknown;
+        local_node: string;
+        nodes: { node: string; limits: unknown; own_limits: boolean; held: number }[];
+      };
       expect(report.registry).toBe(url);
       expect(report.limits).toEqual({ maxReservations: 2, gpuMib: null });
-      expect(report.nodes).toContainEqual({ node: 'gpu-2', limits: { maxReservations: 3, gpuMib: 8000 }, own_limits: true, held: 0, held_gpu_mib: 0, held_ports: [] });
+      expect(report.nodes).toContainEqual({
+        node: 'gpu-2',
+        limits: { maxReservations: 3, gpuMib: 8000 },
+        own_limits: true,
+        held: 0,
+        held_gpu_mib: 0,
+        held_ports: [],
+      });
       expect(report.nodes.map((n) => n.node)).toContain(report.local_node);
     });
   });

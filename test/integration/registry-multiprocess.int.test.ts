@@ -46,7 +46,13 @@ process.stdout.write(JSON.stringify(out));
 `;
 
 interface ChildReport {
-  readonly results: readonly { kind: string; reason?: string; held?: number; limit?: number; node?: string }[];
+  readonly results: readonly {
+    kind: string;
+    reason?: string;
+    held?: number;
+    limit?: number;
+    node?: string;
+  }[];
   readonly maxHeldSeen: number;
   readonly releaseFailures: number;
 }
@@ -111,7 +117,13 @@ function multiprocessSuite(backend: Backend): void {
       const admitted = results.filter((r) => r.kind === 'admitted').length;
       expect(admitted).toBe(RACE_LIMIT);
       expect(results.filter((r) => r.kind === 'refused')).toEqual(
-        Array(RACERS - RACE_LIMIT).fill({ kind: 'refused', reason: 'host_full', held: RACE_LIMIT, limit: RACE_LIMIT, node: 'shared-node' }),
+        Array(RACERS - RACE_LIMIT).fill({
+          kind: 'refused',
+          reason: 'host_full',
+          held: RACE_LIMIT,
+          limit: RACE_LIMIT,
+          node: 'shared-node',
+        }),
       );
       const opened = await openRegistryAt(registryLocation(registry));
       try {
@@ -120,7 +132,9 @@ function multiprocessSuite(backend: Backend): void {
       } finally {
         await opened.close();
       }
-      console.info(`${backend.name}: ${RACERS} racing processes, limit ${RACE_LIMIT}: ${admitted} admitted, ${RACERS - admitted} refused`);
+      console.info(
+        `${backend.name}: ${RACERS} racing processes, limit ${RACE_LIMIT}: ${admitted} admitted, ${RACERS - admitted} refused`,
+      );
     });
 
     it(`never exceeds the limit while ${CHURNERS} processes admit and release concurrently`, async () => {
@@ -131,7 +145,14 @@ function multiprocessSuite(backend: Backend): void {
       const refusals = reports.flatMap((r) => r.results).filter((r) => r.kind === 'refused');
       expect(Math.max(...reports.map((r) => r.maxHeldSeen))).toBeLessThanOrEqual(LIMIT);
       expect(reports.map((r) => r.releaseFailures)).toEqual(Array(CHURNERS).fill(0));
-      for (const refusal of refusals) expect(refusal).toEqual({ kind: 'refused', reason: 'host_full', held: LIMIT, limit: LIMIT, node: 'shared-node' });
+      for (const refusal of refusals)
+        expect(refusal).toEqual({
+          kind: 'refused',
+          reason: 'host_full',
+          held: LIMIT,
+          limit: LIMIT,
+          node: 'shared-node',
+        });
       expect(admittedCount + refusals.length).toBe(CHURNERS * CHURN_ITERATIONS);
       const opened = await openRegistryAt(registryLocation(registry));
       try {
@@ -140,7 +161,9 @@ function multiprocessSuite(backend: Backend): void {
       } finally {
         await opened.close();
       }
-      console.info(`${backend.name} churn (limit ${LIMIT}): ${admittedCount} admitted, ${refusals.length} refused at the limit`);
+      console.info(
+        `${backend.name} churn (limit ${LIMIT}): ${admittedCount} admitted, ${refusals.length} refused at the limit`,
+      );
     });
   });
 }
@@ -154,7 +177,10 @@ afterEach(() => {
 });
 
 let sqliteCounter = 0;
-multiprocessSuite({ name: 'SQLite', fresh: () => Promise.resolve(join(dir, `registry-${sqliteCounter++}.db`)) });
+multiprocessSuite({
+  name: 'SQLite',
+  fresh: () => Promise.resolve(join(dir, `registry-${sqliteCounter++}.db`)),
+});
 
 const skip = postgresSkipReason();
 if (skip === null) {

@@ -43,8 +43,18 @@ function randomPassword(): string {
 /** Raw, URL-encoded (both hex cases), JSON-escaped and base64 at three alignments (the part only its bits make). */
 function passwordForms(secret: string): string[] {
   const url = encodeURIComponent(secret);
-  const base64 = [0, 1, 2].map((k) => Buffer.from('x'.repeat(k) + secret).toString('base64').slice(Math.ceil((8 * k) / 6), Math.floor((8 * (k + secret.length)) / 6)));
-  return [secret, url, url.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()), JSON.stringify(secret).slice(1, -1), ...base64];
+  const base64 = [0, 1, 2].map((k) =>
+    Buffer.from('x'.repeat(k) + secret)
+      .toString('base64')
+      .slice(Math.ceil((8 * k) / 6), Math.floor((8 * (k + secret.length)) / 6)),
+  );
+  return [
+    secret,
+    url,
+    url.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()),
+    JSON.stringify(secret).slice(1, -1),
+    ...base64,
+  ];
 }
 
 /** The CLI as a user runs it, without PGPASSWORD unless given. Its outputs are kept for the scan. */
@@ -52,7 +62,10 @@ function cli(args: readonly string[], env: Readonly<Record<string, string>> = {}
   const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
   if (env['PGPASSWORD'] === undefined) delete childEnv['PGPASSWORD'];
   delete childEnv['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -113,7 +126,11 @@ async function waitFor(output: string, states: readonly string[], timeoutMs: num
 
 async function registryHeld(): Promise<number> {
   const location = parsePostgresUrl(url);
-  const registry = await PostgresCapacityRegistry.open({ connection: location.connection, display: location.path, maxConnections: 1 });
+  const registry = await PostgresCapacityRegistry.open({
+    connection: location.connection,
+    display: location.path,
+    maxConnections: 1,
+  });
   try {
     return (await registry.held()).length;
   } finally {
@@ -135,18 +152,32 @@ if (skip !== null) {
   });
   afterAll(async () => {
     server?.stop();
-    for (const job of ['fg-0', 'fg-1', 'bg-0', 'bg-1', 'bg-2', 'bg-3']) await sweep({ 'roboguide.job': job }).catch(() => 0);
+    for (const job of ['fg-0', 'fg-1', 'bg-0', 'bg-1', 'bg-2', 'bg-3'])
+      await sweep({ 'roboguide.job': job }).catch(() => 0);
     await rm(work, { recursive: true, force: true });
   });
 
   describe('PostgreSQL registry over TCP with a password (scram-sha-256)', () => {
     it('start --foreground with the password in --registry runs the batch (the supervisor reopens the registry with it)', async () => {
       const output = join(work, 'fg', 'batch');
-      const started = await cli(['e1-batch', 'start', '--manifest', await manifest('fg', 2, 0), '--output', output, '--registry', url, '--foreground', '--json']);
+      const started = await cli([
+        'e1-batch',
+        'start',
+        '--manifest',
+        await manifest('fg', 2, 0),
+        '--output',
+        output,
+        '--registry',
+        url,
+        '--foreground',
+        '--json',
+      ]);
       expect(started.code, started.stderr).toBe(0);
       expect(JSON.parse(started.stdout)).toMatchObject({ state: 'drained' });
       expect((await statusOf(output)).counts).toMatchObject({ completed: 2 });
-      const recorded = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as { registry_path: string };
+      const recorded = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as {
+        registry_path: string;
+      };
       expect(recorded.registry_path).toBe(`postgres://rg_batch@127.0.0.1:${server!.port}/rg_pw`);
     });
 
@@ -159,7 +190,9 @@ if (skip !== null) {
       delete process.env['PGPASSWORD'];
       try {
         const { connection } = parsePostgresUrl(`postgresql://rg_batch@127.0.0.1:${server!.port}/rg_pw`);
-        await expect(PostgresCapacityRegistry.open({ connection, display: 'the test registry' })).rejects.toThrow(/asks for a password and none was given/);
+        await expect(
+          PostgresCapacityRegistry.open({ connection, display: 'the test registry' }),
+        ).rejects.toThrow(/asks for a password and none was given/);
       } finally {
         if (saved !== undefined) process.env['PGPASSWORD'] = saved;
       }
@@ -169,11 +202,22 @@ if (skip !== null) {
 
     it('detached start, status, stop; resume without the password is refused saying how to give it; with PGPASSWORD it finishes', async () => {
       const output = join(work, 'bg', 'batch');
-      const started = await cli(['e1-batch', 'start', '--manifest', await manifest('bg', 4, 2), '--output', output, '--registry', url, '--json']);
+      const started = await cli([
+        'e1-batch',
+        'start',
+        '--manifest',
+        await manifest('bg', 4, 2),
+        '--output',
+        output,
+        '--registry',
+        url,
+        '--json',
+      ]);
       expect(started.code, started.stderr).toBe(0);
       // Stop once the first pair has finished: the batch is left with pairs to resume.
       const deadline = Date.now() + 60_000;
-      while ((await statusOf(output)).counts['completed'] === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 300));
+      while ((await statusOf(output)).counts['completed'] === 0 && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 300));
       const stopped = await cli(['e1-batch', 'stop', '--output', output]);
       expect(stopped.code, stopped.stderr).toBe(0);
       expect(await waitFor(output, ['stopped', 'drained'], 60_000)).toBe('stopped');
@@ -191,7 +235,9 @@ if (skip !== null) {
       expect(refused.stderr).toContain('PGPASSWORD');
       expect((await statusOf(output)).counts).toEqual(before.counts);
 
-      const wrong = await cli(['e1-batch', 'resume', '--output', output, '--foreground'], { PGPASSWORD: 'not-the-password-at-all' });
+      const wrong = await cli(['e1-batch', 'resume', '--output', output, '--foreground'], {
+        PGPASSWORD: 'not-the-password-at-all',
+      });
       expect(wrong.code).not.toBe(0);
       expect(wrong.stderr).toMatch(/password authentication failed/);
       expect(wrong.stderr).not.toContain('not-the-password-at-all');
@@ -204,7 +250,12 @@ if (skip !== null) {
 
       const capacity = await cli(['capacity', '--registry', url, '--json']);
       expect(capacity.code, capacity.stderr).toBe(0);
-      const badLogin = await cli(['capacity', '--registry', url.replace(encodeURIComponent(password), 'Wrong-Password-123'), '--json']);
+      const badLogin = await cli([
+        'capacity',
+        '--registry',
+        url.replace(encodeURIComponent(password), 'Wrong-Password-123'),
+        '--json',
+      ]);
       expect(badLogin.code).not.toBe(0);
       expect(`${badLogin.stdout}${badLogin.stderr}`).toMatch(/password authentication failed/);
       expect(`${badLogin.stdout}${badLogin.stderr}`).not.toContain('Wrong-Password-123');
@@ -218,10 +269,15 @@ if (skip !== null) {
       for (const file of files) {
         const text = (await readFile(file)).toString('latin1');
         bytes += text.length;
-        for (const form of forms) if (text.includes(form)) hits.push(`${relative(work, file)}: ${forms.indexOf(form)}`);
+        for (const form of forms)
+          if (text.includes(form)) hits.push(`${relative(work, file)}: ${forms.indexOf(form)}`);
       }
-      for (const [i, out] of outputs.entries()) for (const form of forms) if (out.includes(form)) hits.push(`cli output ${i}: ${forms.indexOf(form)}`);
-      console.info(`password scan: ${files.length} files, ${bytes} bytes, ${outputs.length} CLI outputs, ${forms.length} forms: ${hits.length} hits`);
+      for (const [i, out] of outputs.entries())
+        for (const form of forms)
+          if (out.includes(form)) hits.push(`cli output ${i}: ${forms.indexOf(form)}`);
+      console.info(
+        `password scan: ${files.length} files, ${bytes} bytes, ${outputs.length} CLI outputs, ${forms.length} forms: ${hits.length} hits`,
+      );
       expect(files.some((f) => f.endsWith('supervisor.log'))).toBe(true);
       expect(hits).toEqual([]);
     });

@@ -42,7 +42,10 @@ interface JobSpec {
   readonly gpu_mib?: number;
 }
 
-async function writeManifest(name: string, jobs: readonly JobSpec[]): Promise<{ path: string; output: string; counter: string }> {
+async function writeManifest(
+  name: string,
+  jobs: readonly JobSpec[],
+): Promise<{ path: string; output: string; counter: string }> {
   const dir = join(work, name);
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
@@ -64,7 +67,11 @@ async function writeManifest(name: string, jobs: readonly JobSpec[]): Promise<{ 
 }
 
 /** Prepares a batch in-process the way `e1-batch start` does, the registry checks included. */
-async function prepare(name: string, jobs: readonly JobSpec[], registry: string): Promise<{ store: EvidenceStore; batchId: string; counter: string }> {
+async function prepare(
+  name: string,
+  jobs: readonly JobSpec[],
+  registry: string,
+): Promise<{ store: EvidenceStore; batchId: string; counter: string }> {
   const m = await writeManifest(name, jobs);
   const location = registryLocation(registry);
   const record = await prepareBatch(
@@ -82,20 +89,35 @@ async function prepare(name: string, jobs: readonly JobSpec[], registry: string)
         }
       },
     },
-    { manifestPath: m.path, output: m.output, registryPath: location.path, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+    {
+      manifestPath: m.path,
+      output: m.output,
+      registryPath: location.path,
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+    },
   );
-  return { store: new EvidenceStore(new NodeFileSystem(), m.output), batchId: record.batch_id, counter: m.counter };
+  return {
+    store: new EvidenceStore(new NodeFileSystem(), m.output),
+    batchId: record.batch_id,
+    counter: m.counter,
+  };
 }
 
 /** Delegates to a registry and counts what admissions answered. */
-function counting(inner: CapacityRegistry, counts: { admitted: number; refused: Record<string, number> }): CapacityRegistry {
+function counting(
+  inner: CapacityRegistry,
+  counts: { admitted: number; refused: Record<string, number> },
+): CapacityRegistry {
   return new Proxy(inner, {
     get(target, prop, receiver) {
       if (prop === 'admit') {
         return async (request: AdmitRequest): Promise<AdmitResult> => {
           const result = await target.admit(request);
           if (result.kind === 'admitted') counts.admitted += 1;
-          if (result.kind === 'refused') counts.refused[result.reason] = (counts.refused[result.reason] ?? 0) + 1;
+          if (result.kind === 'refused')
+            counts.refused[result.reason] = (counts.refused[result.reason] ?? 0) + 1;
           return result;
         };
       }
@@ -106,15 +128,29 @@ function counting(inner: CapacityRegistry, counts: { admitted: number; refused: 
 }
 
 function superviseWith(store: EvidenceStore, registry: CapacityRegistry): Promise<string> {
-  return supervise({ store, registry, execute: createExecutePairDeps(rt, silentLogger), logger: silentLogger, environment: {}, handleSignals: false }, 'start');
+  return supervise(
+    {
+      store,
+      registry,
+      execute: createExecutePairDeps(rt, silentLogger),
+      logger: silentLogger,
+      environment: {},
+      handleSignals: false,
+    },
+    'start',
+  );
 }
 
 async function journalReasons(store: EvidenceStore): Promise<string[]> {
-  return (await store.readJournal()).filter((r) => r.type === 'admission_refused').map((r) => String((r as { reason?: unknown }).reason));
+  return (await store.readJournal())
+    .filter((r) => r.type === 'admission_refused')
+    .map((r) => String((r as { reason?: unknown }).reason));
 }
 
 async function classifications(store: EvidenceStore): Promise<Record<string, string | null>> {
-  const summary = JSON.parse(await readFile(store.resolve('SUMMARY.json'), 'utf8')) as { jobs: { job_id: string; classification: string | null }[] };
+  const summary = JSON.parse(await readFile(store.resolve('SUMMARY.json'), 'utf8')) as {
+    jobs: { job_id: string; classification: string | null }[];
+  };
   return Object.fromEntries(summary.jobs.map((j) => [j.job_id, j.classification]));
 }
 
@@ -143,23 +179,36 @@ afterAll(async () => {
 });
 
 describe.skipIf(noDocker)('published ports and the GPU budget on the shared engine (SQLite registry)', () => {
-  it('a second batch\'s pair waits for a port another batch holds; a batch started while it is held is refused', async () => {
+  it("a second batch's pair waits for a port another batch holds; a batch started while it is held is refused", async () => {
     const registry = join(work, 'ports.db');
     const setup = SqliteCapacityRegistry.open({ path: registry });
     await setup.setLimits({ maxReservations: 4, gpuMib: null });
     const port = await freePort();
-    const a = await prepare('ports-a', [{ id: 'a1', actions: ['sleep=3', 'outcome=completed'], ports: [port] }], registry);
-    const b = await prepare('ports-b', [{ id: 'b1', actions: ['outcome=completed'], ports: [port] }], registry);
+    const a = await prepare(
+      'ports-a',
+      [{ id: 'a1', actions: ['sleep=3', 'outcome=completed'], ports: [port] }],
+      registry,
+    );
+    const b = await prepare(
+      'ports-b',
+      [{ id: 'b1', actions: ['outcome=completed'], ports: [port] }],
+      registry,
+    );
     const counts = { admitted: 0, refused: {} as Record<string, number> };
     const runA = superviseWith(a.store, setup);
     // Once a's pair holds the port, b is dispatched: its admission waits (port_held) instead of colliding at the engine.
-    for (let i = 0; i < 200 && (await setup.portHolders(setup.localNode, [port])).length === 0; i++) await sleep(50);
+    for (let i = 0; i < 200 && (await setup.portHolders(setup.localNode, [port])).length === 0; i++)
+      await sleep(50);
     const holders = await setup.portHolders(setup.localNode, [port]);
     expect(holders).toMatchObject([{ port, batchId: a.batchId, jobId: 'a1' }]);
     // A batch started now is refused, naming the port and the holder batch; nothing is written.
-    await expect(prepare('ports-c', [{ id: 'c1', actions: ['outcome=completed'], ports: [port] }], registry)).rejects.toMatchObject({
+    await expect(
+      prepare('ports-c', [{ id: 'c1', actions: ['outcome=completed'], ports: [port] }], registry),
+    ).rejects.toMatchObject({
       exitCode: 2,
-      message: expect.stringContaining(`jobs[0].ports[0]: port ${port} is held on node ${setup.localNode} by batch ${a.batchId} (job a1)`) as string,
+      message: expect.stringContaining(
+        `jobs[0].ports[0]: port ${port} is held on node ${setup.localNode} by batch ${a.batchId} (job a1)`,
+      ) as string,
     });
     const runB = superviseWith(b.store, counting(setup, counts));
     expect(await Promise.all([runA, runB])).toEqual(['drained', 'drained']);
@@ -169,7 +218,9 @@ describe.skipIf(noDocker)('published ports and the GPU budget on the shared engi
     expect(await journalReasons(b.store)).toContain('port_held');
     expect(await setup.held()).toEqual([]);
     expect(await setup.portHolders(setup.localNode, [port])).toEqual([]);
-    console.info(`ports: batch b admitted ${counts.admitted}, refused ${JSON.stringify(counts.refused)} while a held port ${port}`);
+    console.info(
+      `ports: batch b admitted ${counts.admitted}, refused ${JSON.stringify(counts.refused)} while a held port ${port}`,
+    );
     await setup.close();
   });
 
@@ -177,22 +228,40 @@ describe.skipIf(noDocker)('published ports and the GPU budget on the shared engi
     const registry = join(work, 'gpu.db');
     const setup = SqliteCapacityRegistry.open({ path: registry });
     await setup.setLimits({ maxReservations: 4, gpuMib: 1_000 });
-    await expect(prepare('gpu-huge', [{ id: 'h1', actions: ['outcome=completed'], gpu_mib: 1_500 }], registry)).rejects.toMatchObject({
+    await expect(
+      prepare('gpu-huge', [{ id: 'h1', actions: ['outcome=completed'], gpu_mib: 1_500 }], registry),
+    ).rejects.toMatchObject({
       exitCode: 2,
-      message: expect.stringContaining(`jobs[0].gpu_mib: 1500 MiB exceeds the whole GPU budget of node ${setup.localNode} (1000 MiB)`) as string,
+      message: expect.stringContaining(
+        `jobs[0].gpu_mib: 1500 MiB exceeds the whole GPU budget of node ${setup.localNode} (1000 MiB)`,
+      ) as string,
     });
-    const a = await prepare('gpu-a', [{ id: 'g1', actions: ['sleep=2', 'outcome=completed'], gpu_mib: 600 }], registry);
-    const b = await prepare('gpu-b', [{ id: 'g2', actions: ['sleep=1', 'outcome=completed'], gpu_mib: 600 }], registry);
+    const a = await prepare(
+      'gpu-a',
+      [{ id: 'g1', actions: ['sleep=2', 'outcome=completed'], gpu_mib: 600 }],
+      registry,
+    );
+    const b = await prepare(
+      'gpu-b',
+      [{ id: 'g2', actions: ['sleep=1', 'outcome=completed'], gpu_mib: 600 }],
+      registry,
+    );
     const counts = { admitted: 0, refused: {} as Record<string, number> };
     let peakMib = 0;
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        peakMib = Math.max(peakMib, (await setup.held()).reduce((sum, r) => sum + r.gpuMib, 0));
+        peakMib = Math.max(
+          peakMib,
+          (await setup.held()).reduce((sum, r) => sum + r.gpuMib, 0),
+        );
         await sleep(50);
       }
     })();
-    const states = await Promise.all([superviseWith(a.store, counting(setup, counts)), superviseWith(b.store, counting(setup, counts))]);
+    const states = await Promise.all([
+      superviseWith(a.store, counting(setup, counts)),
+      superviseWith(b.store, counting(setup, counts)),
+    ]);
     sampling = false;
     await sampler;
     expect(states).toEqual(['drained', 'drained']);
@@ -202,7 +271,9 @@ describe.skipIf(noDocker)('published ports and the GPU budget on the shared engi
     expect(counts.refused['gpu_budget'] ?? 0).toBeGreaterThan(0);
     expect(peakMib).toBe(600);
     expect(await setup.held()).toEqual([]);
-    console.info(`gpu budget 1000 MiB, two pairs of 600 MiB: admitted ${counts.admitted}, refused ${JSON.stringify(counts.refused)}, peak held ${peakMib} MiB`);
+    console.info(
+      `gpu budget 1000 MiB, two pairs of 600 MiB: admitted ${counts.admitted}, refused ${JSON.stringify(counts.refused)}, peak held ${peakMib} MiB`,
+    );
     await setup.close();
   });
 });
@@ -224,38 +295,66 @@ describe.skipIf(noDocker || pgSkip !== null)('batches on the PostgreSQL registry
       { id: 'p3', actions: ['outcome=infra'] },
     ]);
     // Detached supervisor: it reopens the registry from batch.json, where the URL is recorded.
-    const started = await runCli(['e1-batch', 'start', '--manifest', m.path, '--output', m.output, '--registry', url]);
+    const started = await runCli([
+      'e1-batch',
+      'start',
+      '--manifest',
+      m.path,
+      '--output',
+      m.output,
+      '--registry',
+      url,
+    ]);
     expect(started.code, started.stderr).toBe(0);
-    const batch = JSON.parse(await readFile(join(m.output, 'batch.json'), 'utf8')) as { batch_id: string; registry_path: string };
+    const batch = JSON.parse(await readFile(join(m.output, 'batch.json'), 'utf8')) as {
+      batch_id: string;
+      registry_path: string;
+    };
     expect(batch.registry_path).toBe(url);
     let summary: { state: string } | null = null;
     for (let i = 0; i < 600 && summary === null; i++) {
-      summary = await readFile(join(m.output, 'SUMMARY.json'), 'utf8').then((t) => JSON.parse(t) as { state: string }, () => null);
+      summary = await readFile(join(m.output, 'SUMMARY.json'), 'utf8').then(
+        (t) => JSON.parse(t) as { state: string },
+        () => null,
+      );
       if (summary === null) await sleep(100);
     }
     expect(summary?.state).toBe('drained');
     const store = new EvidenceStore(new NodeFileSystem(), m.output);
-    expect(await classifications(store)).toEqual({ p1: 'completed', p2: 'completed', p3: 'infrastructure_failure' });
-    expect([...(await driverRuns(m.counter)).entries()].sort()).toEqual([['p1', 1], ['p2', 1], ['p3', 1]]);
+    expect(await classifications(store)).toEqual({
+      p1: 'completed',
+      p2: 'completed',
+      p3: 'infrastructure_failure',
+    });
+    expect([...(await driverRuns(m.counter)).entries()].sort()).toEqual([
+      ['p1', 1],
+      ['p2', 1],
+      ['p3', 1],
+    ]);
     expect(await setup.held()).toEqual([]);
     const board = await setup.board({ batchId: batch.batch_id });
     expect(board.map((r) => r.state)).toEqual(['terminal', 'terminal', 'terminal']);
     expect(await containersLabelled({ 'roboguide.batch': batch.batch_id })).toEqual([]);
     // The supervisor exits and gives its lease back: another process is granted it while the old one is gone.
-    const supervisor = JSON.parse(await readFile(join(m.output, 'supervisor.json'), 'utf8')) as { pid: number };
+    const supervisor = JSON.parse(await readFile(join(m.output, 'supervisor.json'), 'utf8')) as {
+      pid: number;
+    };
     for (let i = 0; i < 100 && isAlive(supervisor.pid); i++) await sleep(100);
-    expect(await setup.acquireLease(batch.batch_id, { pid: 1, start_ticks: null, boot_id: null }, () => true)).toEqual({ kind: 'acquired' });
+    expect(
+      await setup.acquireLease(batch.batch_id, { pid: 1, start_ticks: null, boot_id: null }, () => true),
+    ).toEqual({ kind: 'acquired' });
     await setup.close();
   });
 
-  it('three batches on two hosts sharing the registry never exceed a node\'s limit', async () => {
+  it("three batches on two hosts sharing the registry never exceed a node's limit", async () => {
     const url = await server.createDatabase('two_hosts');
     const { connection, path } = parsePostgresUrl(url);
     const hostA = await PostgresCapacityRegistry.open({ connection, display: path, localNode: 'host-a' });
     const hostB = await PostgresCapacityRegistry.open({ connection, display: path, localNode: 'host-b' });
     await hostA.setLimits({ maxReservations: 1, gpuMib: null }, 'host-a');
     await hostA.setLimits({ maxReservations: 1, gpuMib: null }, 'host-b');
-    const jobs = (prefix: string): JobSpec[] => [1, 2, 3].map((n) => ({ id: `${prefix}${n}`, actions: ['sleep=1', 'outcome=completed'] }));
+    const jobs = (prefix: string): JobSpec[] =>
+      [1, 2, 3].map((n) => ({ id: `${prefix}${n}`, actions: ['sleep=1', 'outcome=completed'] }));
     const a1 = await prepare('host-a-1', jobs('x'), url);
     const a2 = await prepare('host-a-2', jobs('y'), url);
     const b1 = await prepare('host-b-1', jobs('z'), url);
@@ -265,7 +364,8 @@ describe.skipIf(noDocker || pgSkip !== null)('batches on the PostgreSQL registry
     const sampler = (async () => {
       while (sampling) {
         const held = await hostA.held();
-        for (const node of ['host-a', 'host-b']) peak[node] = Math.max(peak[node] ?? 0, held.filter((r) => r.node === node).length);
+        for (const node of ['host-a', 'host-b'])
+          peak[node] = Math.max(peak[node] ?? 0, held.filter((r) => r.node === node).length);
         await sleep(50);
       }
     })();
@@ -277,13 +377,16 @@ describe.skipIf(noDocker || pgSkip !== null)('batches on the PostgreSQL registry
     sampling = false;
     await sampler;
     expect(states).toEqual(['drained', 'drained', 'drained']);
-    for (const b of [a1, a2, b1]) expect(Object.values(await classifications(b.store))).toEqual(['completed', 'completed', 'completed']);
+    for (const b of [a1, a2, b1])
+      expect(Object.values(await classifications(b.store))).toEqual(['completed', 'completed', 'completed']);
     expect(counts.admitted).toBe(9);
     expect(peak).toEqual({ 'host-a': 1, 'host-b': 1 });
     expect(await hostA.held()).toEqual([]);
     const reservations = await hostA.board();
     expect(reservations).toHaveLength(9);
-    console.info(`two hosts, one slot each, 3 batches x 3 pairs: admitted ${counts.admitted}, refused ${JSON.stringify(counts.refused)}, peak held per node ${JSON.stringify(peak)}`);
+    console.info(
+      `two hosts, one slot each, 3 batches x 3 pairs: admitted ${counts.admitted}, refused ${JSON.stringify(counts.refused)}, peak held per node ${JSON.stringify(peak)}`,
+    );
     await hostA.close();
     await hostB.close();
   });

@@ -37,7 +37,10 @@ interface CliOutput {
 function cli(args: readonly string[], env: Readonly<Record<string, string>>): Promise<CliOutput> {
   const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
   delete childEnv['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
@@ -156,11 +159,23 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
       timeout_seconds: 60,
     });
     const manifestPath = join(work, 'manifest.json');
-    await writeFile(manifestPath, JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: DRIVER_IMAGE, jobs: [job('f1')], capacity: { max_workers: 1 }, stop_budget_seconds: 5 }));
+    await writeFile(
+      manifestPath,
+      JSON.stringify({
+        schema: 'roboguide.e1.batch/v0.1',
+        image: DRIVER_IMAGE,
+        jobs: [job('f1')],
+        capacity: { max_workers: 1 },
+        stop_budget_seconds: 5,
+      }),
+    );
     const output = join(work, 'D');
     const registry = join(work, 'registry.db');
     const cliOutputs: string[] = [];
-    const started = await cli(['e1-batch', 'start', '--manifest', manifestPath, '--output', output, '--registry', registry, '--json'], { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' });
+    const started = await cli(
+      ['e1-batch', 'start', '--manifest', manifestPath, '--output', output, '--registry', registry, '--json'],
+      { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' },
+    );
     cliOutputs.push(started.stdout, started.stderr);
     expect(started.code, started.stderr).toBe(0);
     const startJson = JSON.parse(started.stdout) as { batch_id: string; supervisor_pid: number };
@@ -185,7 +200,10 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     const specPath = join(work, 'pair.json');
     await writeFile(specPath, JSON.stringify({ ...job('p1'), image: DRIVER_IMAGE }));
     const pairOutput = join(work, 'P');
-    const pair = await cli(['pair', 'run', '--spec', specPath, '--output', pairOutput, '--registry', registry, '--json'], { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' });
+    const pair = await cli(
+      ['pair', 'run', '--spec', specPath, '--output', pairOutput, '--registry', registry, '--json'],
+      { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' },
+    );
     cliOutputs.push(pair.stdout, pair.stderr);
     expect(pair.code, pair.stderr).toBe(0);
 
@@ -200,36 +218,52 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     expect(result.outcome.arms['a']).toBe('[REDACTED]');
     expect(result.outcome_redactions).toBe(4);
     expect(result.sessions.files).toBe(2);
-    expect(result.sessions.refusals).toEqual([expect.stringMatching(/^symlink refused: .*link-\[REDACTED\]$/)]);
-    const printed = JSON.parse(pair.stdout) as { outcome: { arms: Record<string, unknown> }; outcome_redactions: number };
+    expect(result.sessions.refusals).toEqual([
+      expect.stringMatching(/^symlink refused: .*link-\[REDACTED\]$/),
+    ]);
+    const printed = JSON.parse(pair.stdout) as {
+      outcome: { arms: Record<string, unknown> };
+      outcome_redactions: number;
+    };
     expect(printed.outcome.arms['a']).toBe('[REDACTED]');
     expect(printed.outcome_redactions).toBe(4);
-    const sessionNames = (await listFilesRecursively(join(output, 'jobs/f1/sessions'))).map((f) => f.slice(f.lastIndexOf('/') + 1));
+    const sessionNames = (await listFilesRecursively(join(output, 'jobs/f1/sessions'))).map((f) =>
+      f.slice(f.lastIndexOf('/') + 1),
+    );
     expect(sessionNames.sort()).toEqual(['rollout-[REDACTED].jsonl', 'rollout-forms.jsonl']);
     // The host outcome file is the driver's own: kept as written. The evidence copy (the pair's private folder) is
     // masked, and outcome_sha256 covers the bytes kept there (so reconciliation could check them).
     expect(await readFile(join(work, 'out', 'f1.json'), 'utf8')).toContain(API_TOKEN);
     const kept = await readFile(join(output, 'jobs/f1/outcome/f1.json'));
     expect(kept.toString('utf8')).toContain('[REDACTED');
-    expect(createHash('sha256').update(kept).digest('hex')).toBe((result as unknown as { outcome_sha256: string }).outcome_sha256);
+    expect(createHash('sha256').update(kept).digest('hex')).toBe(
+      (result as unknown as { outcome_sha256: string }).outcome_sha256,
+    );
 
     const windows = windowsOf([...needles(API_TOKEN), ...needles(NAME_TOKEN)], 8);
-    const files = [
-      ...(await listFilesRecursively(output)),
-      ...(await listFilesRecursively(pairOutput)),
-    ];
-    expect(files).toEqual(expect.arrayContaining([join(output, 'status.json'), join(output, 'SUMMARY.json'), join(output, 'events.jsonl'), join(output, 'supervisor.log')]));
+    const files = [...(await listFilesRecursively(output)), ...(await listFilesRecursively(pairOutput))];
+    expect(files).toEqual(
+      expect.arrayContaining([
+        join(output, 'status.json'),
+        join(output, 'SUMMARY.json'),
+        join(output, 'events.jsonl'),
+        join(output, 'supervisor.log'),
+      ]),
+    );
     const hits: string[] = [];
     let bytesScanned = 0;
     const scan = (text: string, label: string): void => {
       bytesScanned += text.length;
-      for (const t of [text, text.replace(/\r?\n/g, '')]) for (const w of windows) if (t.includes(w)) hits.push(`${label}: ${JSON.stringify(w)}`);
+      for (const t of [text, text.replace(/\r?\n/g, '')])
+        for (const w of windows) if (t.includes(w)) hits.push(`${label}: ${JSON.stringify(w)}`);
     };
     for (const f of files) scan((await readFile(f)).toString('latin1'), f);
     cliOutputs.forEach((text, i) => scan(Buffer.from(text, 'utf8').toString('latin1'), `CLI output #${i}`));
     const stdoutLog = await readFile(join(output, 'jobs/f1/stdout.log'), 'latin1');
     expect(stdoutLog.match(/\[REDACTED/g)?.length ?? 0).toBeGreaterThan(60);
-    console.info(`secrets-forms-e2e: ${files.length} files + ${cliOutputs.length} CLI outputs, ${bytesScanned} bytes, ${windows.length} windows, ${hits.length} hits`);
+    console.info(
+      `secrets-forms-e2e: ${files.length} files + ${cliOutputs.length} CLI outputs, ${bytesScanned} bytes, ${windows.length} windows, ${hits.length} hits`,
+    );
     expect([...new Set(hits)]).toEqual([]);
   });
 });

@@ -75,7 +75,6 @@ async function ndjson(
   return { status: res.statusCode ?? 0, lines, text };
 }
 
-
 /** Every form of every secret under `dir`: none may be there. */
 async function secretsOnDisk(dir: string, secrets: readonly string[]): Promise<string[]> {
   const hits: string[] = [];

@@ -181,7 +181,12 @@ describe.skipIf(noDocker || skip !== null)(
 
       pgCtl(postgres, 'start');
       expect(await heldSlots()).toEqual([c.session_id]);
-      const next = await startTestServer({ clientMode: 'raw', registry: url, workDir: s.workDir, reapIntervalSec: 3600 });
+      const next = await startTestServer({
+        clientMode: 'raw',
+        registry: url,
+        workDir: s.workDir,
+        reapIntervalSec: 3600,
+      });
       servers.push(next);
       expect(next.started.released_slots).toEqual([c.session_id]);
       expect(next.started.foreign).toEqual([]);

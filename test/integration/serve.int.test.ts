@@ -6,7 +6,13 @@ import { join } from 'node:path';
 import { tarOf, untar } from '../support/tar.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { containersLabelled, expectNoContainersLeft, startTestServer, type ApiResponse, type TestServer } from '../../src/testing/index.js';
+import {
+  containersLabelled,
+  expectNoContainersLeft,
+  startTestServer,
+  type ApiResponse,
+  type TestServer,
+} from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker, runtime, engineIsPodman } from '../support/docker.js';
 import { listFilesRecursively, scanForSecret } from '../support/files.js';
 
@@ -16,9 +22,26 @@ const LABEL = { 'it.serve': RUN };
 const rt = runtime();
 const servers: TestServer[] = [];
 
-interface Created { session_id: string; container_id: string; ports: Record<string, { host_ip: string; host_port: number }> }
-interface ExecOut { stdout: string; stderr: string; return_code: number; timed_out: boolean; duration_ms: number }
-interface Cleanup { session_id: string; verified_absent: boolean; slot_released: boolean; removed: boolean; stopped: boolean; reason: string }
+interface Created {
+  session_id: string;
+  container_id: string;
+  ports: Record<string, { host_ip: string; host_port: number }>;
+}
+interface ExecOut {
+  stdout: string;
+  stderr: string;
+  return_code: number;
+  timed_out: boolean;
+  duration_ms: number;
+}
+interface Cleanup {
+  session_id: string;
+  verified_absent: boolean;
+  slot_released: boolean;
+  removed: boolean;
+  stopped: boolean;
+  reason: string;
+}
 
 async function server(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
   const s = await startTestServer({ env: { RG_TEST_SECRET: SECRET }, clientMode: 'raw', ...options });
@@ -27,7 +50,9 @@ async function server(options: Parameters<typeof startTestServer>[0] = {}): Prom
 }
 
 async function createSession(s: TestServer, extra: Record<string, unknown> = {}): Promise<Created> {
-  const res = await s.client.call<Created>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, labels: LABEL, ...extra } });
+  const res = await s.client.call<Created>('POST', '/v1/sessions', {
+    body: { image: DRIVER_IMAGE, labels: LABEL, ...extra },
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return res.body;
 }
@@ -35,7 +60,6 @@ async function createSession(s: TestServer, extra: Record<string, unknown> = {})
 function exec(s: TestServer, id: string, body: Record<string, unknown>): Promise<ApiResponse<ExecOut>> {
   return s.client.call<ExecOut>('POST', `/v1/sessions/${id}/exec`, { body });
 }
-
 
 async function heldSlots(s: TestServer): Promise<number> {
   const registry = SqliteCapacityRegistry.open({ path: s.registryPath });
@@ -77,7 +101,9 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
   afterEach(async () => {
     for (const s of shared ? [shared] : []) {
       const listed = await s.client.call<{ sessions: { session_id: string }[] }>('GET', '/v1/sessions');
-      await Promise.all(listed.body.sessions.map((x) => s.client.call('DELETE', `/v1/sessions/${x.session_id}`)));
+      await Promise.all(
+        listed.body.sessions.map((x) => s.client.call('DELETE', `/v1/sessions/${x.session_id}`)),
+      );
     }
     await expectNoContainersLeft(LABEL);
   });
@@ -88,9 +114,15 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
   });
 
   it('health and the OpenAPI document', async () => {
-    const health = await shared.client.call<{ ok: boolean; engine: { reachable: boolean; version: string } }>('GET', '/v1/health');
+    const health = await shared.client.call<{ ok: boolean; engine: { reachable: boolean; version: string } }>(
+      'GET',
+      '/v1/health',
+    );
     expect(health.body).toMatchObject({ ok: true, engine: { reachable: true } });
-    const doc = await shared.client.call<{ openapi: string; paths: Record<string, unknown> }>('GET', '/v1/openapi.json');
+    const doc = await shared.client.call<{ openapi: string; paths: Record<string, unknown> }>(
+      'GET',
+      '/v1/openapi.json',
+    );
     expect(doc.body.openapi).toBe('3.1.0');
     expect(Object.keys(doc.body.paths)).toContain('/v1/sessions/{id}/exec');
   });
@@ -105,35 +137,68 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
     expect(inspected.HostConfig.NetworkMode).toBe('none');
     expect(inspected.Config.Labels['roboguide.job']).toBe(s.session_id);
 
-    const argv = await exec(shared, s.session_id, { argv: ['sh', '-c', 'echo "$GREETING $0"; pwd; echo oops >&2; exit 7'] });
-    expect(argv.body).toMatchObject({ stdout: 'hi sh\n/tmp\n', stderr: 'oops\n', return_code: 7, timed_out: false });
-    const command = await exec(shared, s.session_id, { command: 'cat; echo " $X"', env: { X: 'extra' }, stdin: 'from stdin', cwd: '/' });
+    const argv = await exec(shared, s.session_id, {
+      argv: ['sh', '-c', 'echo "$GREETING $0"; pwd; echo oops >&2; exit 7'],
+    });
+    expect(argv.body).toMatchObject({
+      stdout: 'hi sh\n/tmp\n',
+      stderr: 'oops\n',
+      return_code: 7,
+      timed_out: false,
+    });
+    const command = await exec(shared, s.session_id, {
+      command: 'cat; echo " $X"',
+      env: { X: 'extra' },
+      stdin: 'from stdin',
+      cwd: '/',
+    });
     expect(command.body.stdout).toBe('from stdin extra\n');
 
-    const upload = await shared.client.call<{ files: number }>('PUT', `/v1/sessions/${s.session_id}/archive?path=/work/in`, { raw: await tarOf({ 'a.txt': 'alpha', 'sub/b.txt': 'beta' }) });
+    const upload = await shared.client.call<{ files: number }>(
+      'PUT',
+      `/v1/sessions/${s.session_id}/archive?path=/work/in`,
+      { raw: await tarOf({ 'a.txt': 'alpha', 'sub/b.txt': 'beta' }) },
+    );
     expect(upload.status).toBe(200);
     expect(upload.body.files).toBe(2);
-    expect((await exec(shared, s.session_id, { command: 'cat /work/in/a.txt /work/in/sub/b.txt' })).body.stdout).toBe('alphabeta');
-    const download = await shared.client.call<Buffer>('GET', `/v1/sessions/${s.session_id}/archive?path=/work/in`);
+    expect(
+      (await exec(shared, s.session_id, { command: 'cat /work/in/a.txt /work/in/sub/b.txt' })).body.stdout,
+    ).toBe('alphabeta');
+    const download = await shared.client.call<Buffer>(
+      'GET',
+      `/v1/sessions/${s.session_id}/archive?path=/work/in`,
+    );
     expect(download.status).toBe(200);
     expect(await untar(download.body)).toMatchObject({ 'in/a.txt': 'alpha', 'in/sub/b.txt': 'beta' });
-    expect((await shared.client.call('GET', `/v1/sessions/${s.session_id}/archive?path=/nope`)).status).toBe(404);
+    expect((await shared.client.call('GET', `/v1/sessions/${s.session_id}/archive?path=/nope`)).status).toBe(
+      404,
+    );
 
     const first = await shared.client.call<Cleanup>('DELETE', `/v1/sessions/${s.session_id}`);
-    expect(first.body).toMatchObject({ verified_absent: true, slot_released: true, removed: true, stopped: true });
+    expect(first.body).toMatchObject({
+      verified_absent: true,
+      slot_released: true,
+      removed: true,
+      stopped: true,
+    });
     expect(await rt.inspect(s.container_id)).toBeNull();
     expect(await heldSlots(shared)).toBe(held);
     const second = await shared.client.call<Cleanup>('DELETE', `/v1/sessions/${s.session_id}`);
     expect(second.body).toEqual(first.body);
     expect(await heldSlots(shared)).toBe(held);
     expect((await exec(shared, s.session_id, { command: 'true' })).status).toBe(404);
-    const onDisk = JSON.parse(await readFile(join(shared.dataDir, 'sessions', s.session_id, 'cleanup.json'), 'utf8')) as Cleanup;
+    const onDisk = JSON.parse(
+      await readFile(join(shared.dataDir, 'sessions', s.session_id, 'cleanup.json'), 'utf8'),
+    ) as Cleanup;
     expect(onDisk).toEqual(first.body);
   });
 
   it('an exec past its timeout has its whole process tree killed: 124, timed_out', async () => {
     const s = await createSession(shared);
-    const res = await exec(shared, s.session_id, { command: 'sleep 301 & sleep 302 & sleep 303; echo never', timeout_sec: 1 });
+    const res = await exec(shared, s.session_id, {
+      command: 'sleep 301 & sleep 302 & sleep 303; echo never',
+      timeout_sec: 1,
+    });
     expect(res.body).toMatchObject({ return_code: 124, timed_out: true, stdout: '' });
     const ps = await exec(shared, s.session_id, { argv: ['ps'] });
     expect(ps.body.stdout).not.toMatch(/sleep 30[123]/);
@@ -141,55 +206,93 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
 
   it('secrets: masked in exec output and in downloads; never written under the data dir', async () => {
     const s = await createSession(shared, { environment: { API_KEY: '${RG_TEST_SECRET}' } });
-    const out = await exec(shared, s.session_id, { command: 'echo "key=$API_KEY"; echo "$API_KEY" >&2; mkdir -p /out; echo "file $API_KEY" > /out/f.txt' });
+    const out = await exec(shared, s.session_id, {
+      command: 'echo "key=$API_KEY"; echo "$API_KEY" >&2; mkdir -p /out; echo "file $API_KEY" > /out/f.txt',
+    });
     expect(out.body.stdout).toBe('key=[REDACTED]\n');
     expect(out.body.stderr).not.toContain(SECRET);
-    const streamed = await shared.client.call<Buffer>('POST', `/v1/sessions/${s.session_id}/exec?stream=1`, { body: { command: 'echo "$API_KEY"; echo done' } });
-    const events = streamed.body.toString('utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const streamed = await shared.client.call<Buffer>('POST', `/v1/sessions/${s.session_id}/exec?stream=1`, {
+      body: { command: 'echo "$API_KEY"; echo done' },
+    });
+    const events = streamed.body
+      .toString('utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(events.at(-1)).toMatchObject({ exit: { return_code: 0, timed_out: false } });
     expect(streamed.body.toString('utf8')).not.toContain(SECRET);
-    const download = await shared.client.call<Buffer>('GET', `/v1/sessions/${s.session_id}/archive?path=/out`);
+    const download = await shared.client.call<Buffer>(
+      'GET',
+      `/v1/sessions/${s.session_id}/archive?path=/out`,
+    );
     expect(download.body.toString('latin1')).not.toContain(SECRET);
     expect((await untar(download.body))['out/f.txt']).toBe('file [REDACTED]\n');
     await shared.client.call('DELETE', `/v1/sessions/${s.session_id}`);
-    for (const file of await listFilesRecursively(shared.dataDir)) expect(await scanForSecret(file, SECRET), file).toEqual([]);
+    for (const file of await listFilesRecursively(shared.dataDir))
+      expect(await scanForSecret(file, SECRET), file).toEqual([]);
   });
 
   // Podman (the Podman set) publishes in its service's own network namespace, not where this process listens.
-  it.skipIf(engineIsPodman)('409 when a published port is taken (by a session, or by a process), with nothing left behind', async () => {
-    const port = await freePort();
-    const a = await createSession(shared, { ports: [port], network: 'bridge' });
-    expect(a.ports[String(port)]).toEqual({ host_ip: '127.0.0.1', host_port: port });
-    const held = await heldSlots(shared);
-    const b = await shared.client.call<{ error: { code: string } }>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, labels: LABEL, ports: [port], network: 'bridge' } });
-    expect(b.status).toBe(409);
-    const other = await freePort();
-    const blocker = createServer();
-    await new Promise<void>((resolve) => blocker.listen(other, '127.0.0.1', resolve));
-    try {
-      const c = await shared.client.call<{ error: { code: string } }>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, labels: { ...LABEL, case: 'blocked' }, ports: [other], network: 'bridge' } });
-      expect(c.status).toBe(409);
-      expect(c.body.error.code).toBe('E_PORT_ALLOCATED');
-    } finally {
-      await new Promise((resolve) => blocker.close(resolve));
-    }
-    expect(await containersLabelled({ ...LABEL, case: 'blocked' })).toEqual([]);
-    expect(await heldSlots(shared)).toBe(held);
-  });
+  it.skipIf(engineIsPodman)(
+    '409 when a published port is taken (by a session, or by a process), with nothing left behind',
+    async () => {
+      const port = await freePort();
+      const a = await createSession(shared, { ports: [port], network: 'bridge' });
+      expect(a.ports[String(port)]).toEqual({ host_ip: '127.0.0.1', host_port: port });
+      const held = await heldSlots(shared);
+      const b = await shared.client.call<{ error: { code: string } }>('POST', '/v1/sessions', {
+        body: { image: DRIVER_IMAGE, labels: LABEL, ports: [port], network: 'bridge' },
+      });
+      expect(b.status).toBe(409);
+      const other = await freePort();
+      const blocker = createServer();
+      await new Promise<void>((resolve) => blocker.listen(other, '127.0.0.1', resolve));
+      try {
+        const c = await shared.client.call<{ error: { code: string } }>('POST', '/v1/sessions', {
+          body: {
+            image: DRIVER_IMAGE,
+            labels: { ...LABEL, case: 'blocked' },
+            ports: [other],
+            network: 'bridge',
+          },
+        });
+        expect(c.status).toBe(409);
+        expect(c.body.error.code).toBe('E_PORT_ALLOCATED');
+      } finally {
+        await new Promise((resolve) => blocker.close(resolve));
+      }
+      expect(await containersLabelled({ ...LABEL, case: 'blocked' })).toEqual([]);
+      expect(await heldSlots(shared)).toBe(held);
+    },
+  );
 
   it('400 with the field and the rule: bad body, unset reference, refused mount, unknown key', async () => {
-    const bad = await shared.client.call<{ error: { code: string; issues: { path: string; rule: string }[] } }>('POST', '/v1/sessions', { body: { image: '', network: 'host', extra: 1 } });
+    const bad = await shared.client.call<{
+      error: { code: string; issues: { path: string; rule: string }[] };
+    }>('POST', '/v1/sessions', { body: { image: '', network: 'host', extra: 1 } });
     expect(bad.status).toBe(400);
     expect(bad.body.error.issues.map((i) => i.path).sort()).toEqual(['$', 'image', 'network'].sort());
-    const unset = await shared.client.call<{ error: { issues: { path: string }[] } }>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, environment: { K: '${RG_NOT_SET_ANYWHERE}' } } });
+    const unset = await shared.client.call<{ error: { issues: { path: string }[] } }>(
+      'POST',
+      '/v1/sessions',
+      { body: { image: DRIVER_IMAGE, environment: { K: '${RG_NOT_SET_ANYWHERE}' } } },
+    );
     expect(unset.status).toBe(400);
     expect(unset.body.error.issues[0]?.path).toBe('environment.K');
-    const mount = await shared.client.call<{ error: { issues: { path: string; rule: string }[] } }>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, mounts: [{ source: shared.dataDir, target: '/data' }] } });
+    const mount = await shared.client.call<{ error: { issues: { path: string; rule: string }[] } }>(
+      'POST',
+      '/v1/sessions',
+      { body: { image: DRIVER_IMAGE, mounts: [{ source: shared.dataDir, target: '/data' }] } },
+    );
     expect(mount.status).toBe(400);
     expect(mount.body.error.issues[0]).toMatchObject({ path: 'mounts[0].source' });
-    const both = await shared.client.call('POST', '/v1/sessions/s-x/exec', { body: { argv: ['true'], command: 'true' } });
+    const both = await shared.client.call('POST', '/v1/sessions/s-x/exec', {
+      body: { argv: ['true'], command: 'true' },
+    });
     expect(both.status).toBe(400);
-    expect((await shared.client.call('POST', '/v1/sessions/s-unknown/exec', { body: { command: 'true' } })).status).toBe(404);
+    expect(
+      (await shared.client.call('POST', '/v1/sessions/s-unknown/exec', { body: { command: 'true' } })).status,
+    ).toBe(404);
     expect(await containersLabelled(LABEL)).toEqual([]);
   });
 
@@ -205,18 +308,37 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
   it('the client disconnecting mid-exec kills the exec; the session stays usable', async () => {
     const s = await createSession(shared);
     const abort = new AbortController();
-    const pending = shared.client.open('POST', `/v1/sessions/${s.session_id}/exec`, { body: { command: 'sleep 311' }, signal: abort.signal }).catch(() => null);
-    await until(async () => ((await exec(shared, s.session_id, { argv: ['ps'] })).body.stdout.includes('sleep 311') ? true : undefined), 'exec started');
+    const pending = shared.client
+      .open('POST', `/v1/sessions/${s.session_id}/exec`, {
+        body: { command: 'sleep 311' },
+        signal: abort.signal,
+      })
+      .catch(() => null);
+    await until(
+      async () =>
+        (await exec(shared, s.session_id, { argv: ['ps'] })).body.stdout.includes('sleep 311')
+          ? true
+          : undefined,
+      'exec started',
+    );
     abort.abort();
     await pending;
-    await until(async () => ((await exec(shared, s.session_id, { argv: ['ps'] })).body.stdout.includes('sleep 311') ? undefined : true), 'exec killed');
+    await until(
+      async () =>
+        (await exec(shared, s.session_id, { argv: ['ps'] })).body.stdout.includes('sleep 311')
+          ? undefined
+          : true,
+      'exec killed',
+    );
     expect((await exec(shared, s.session_id, { command: 'echo alive' })).body.stdout).toBe('alive\n');
   });
 
   it('DELETE survives the client going away: the container is removed and a later DELETE returns the record', async () => {
     const s = await createSession(shared);
     const abort = new AbortController();
-    const gone = shared.client.open('DELETE', `/v1/sessions/${s.session_id}`, { signal: abort.signal }).catch(() => null);
+    const gone = shared.client
+      .open('DELETE', `/v1/sessions/${s.session_id}`, { signal: abort.signal })
+      .catch(() => null);
     setTimeout(() => abort.abort(), 20);
     await gone;
     const record = await until(async () => {
@@ -231,10 +353,17 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
     const s = await createSession(shared, { ttl_seconds: 1 });
     await until(async () => ((await rt.inspect(s.container_id)) === null ? true : undefined), 'reaped');
     // Listed (as deleting) until its slot is released and cleanup.json written, just after the engine's 404.
-    await until(async () => {
-      const listed = await shared.client.call<{ sessions: { session_id: string }[] }>('GET', '/v1/sessions');
-      return listed.body.sessions.some((x) => x.session_id === s.session_id) ? undefined : true;
-    }, 'deletion finished', 10_000);
+    await until(
+      async () => {
+        const listed = await shared.client.call<{ sessions: { session_id: string }[] }>(
+          'GET',
+          '/v1/sessions',
+        );
+        return listed.body.sessions.some((x) => x.session_id === s.session_id) ? undefined : true;
+      },
+      'deletion finished',
+      10_000,
+    );
     const record = await shared.client.call<Cleanup>('DELETE', `/v1/sessions/${s.session_id}`);
     expect(record.body).toMatchObject({ reason: 'expired', verified_absent: true, slot_released: true });
   });
@@ -254,18 +383,34 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
     const accepted = await shared.client.call<{ pair_id: string }>('POST', '/v1/pairs', { body: spec });
     expect(accepted.status).toBe(202);
     const id = accepted.body.pair_id;
-    const finished = await until(async () => {
-      const r = await shared.client.call<{ state: string; result: { classification: string; cleanup: { verified_absent: boolean }; container: { id: string } } | null; receipt: unknown }>('GET', `/v1/pairs/${id}`);
-      return r.body.state === 'running' ? undefined : r.body;
-    }, 'pair finished', 120_000);
+    const finished = await until(
+      async () => {
+        const r = await shared.client.call<{
+          state: string;
+          result: {
+            classification: string;
+            cleanup: { verified_absent: boolean };
+            container: { id: string };
+          } | null;
+          receipt: unknown;
+        }>('GET', `/v1/pairs/${id}`);
+        return r.body.state === 'running' ? undefined : r.body;
+      },
+      'pair finished',
+      120_000,
+    );
     expect(finished.state).toBe('finished');
     expect(finished.result?.classification).toBe('completed');
     expect(finished.result?.cleanup.verified_absent).toBe(true);
     expect(await rt.inspect(finished.result!.container.id)).toBeNull();
     const logs = await shared.client.call<Buffer>('GET', `/v1/pairs/${id}/logs?stream=stdout`);
     expect(logs.body.toString('utf8')).toContain('token [REDACTED]');
-    expect((await shared.client.call('GET', '/v1/pairs/p-00000000-0000-0000-0000-000000000000')).status).toBe(404);
-    expect((await shared.client.call('POST', '/v1/pairs', { body: { ...spec, job_id: 'x y' } })).status).toBe(400);
+    expect((await shared.client.call('GET', '/v1/pairs/p-00000000-0000-0000-0000-000000000000')).status).toBe(
+      404,
+    );
+    expect((await shared.client.call('POST', '/v1/pairs', { body: { ...spec, job_id: 'x y' } })).status).toBe(
+      400,
+    );
     expect(await containersLabelled({ 'roboguide.job': job })).toEqual([]);
   });
 });
@@ -279,7 +424,9 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
   it('409 at the host reservation limit', async () => {
     const s = await server({ maxReservations: 1 });
     await createSession(s);
-    const refused = await s.client.call<{ error: { code: string } }>('POST', '/v1/sessions', { body: { image: DRIVER_IMAGE, labels: LABEL } });
+    const refused = await s.client.call<{ error: { code: string } }>('POST', '/v1/sessions', {
+      body: { image: DRIVER_IMAGE, labels: LABEL },
+    });
     expect(refused.status).toBe(409);
     expect(refused.body.error.code).toBe('E_CAPACITY');
     expect(await containersLabelled(LABEL)).toHaveLength(1);
@@ -293,7 +440,9 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
     const live1 = await createSession(first, { environment: { API_KEY: '${RG_TEST_SECRET}' } });
     const live2 = await createSession(first);
     const expiring = await createSession(first, { ttl_seconds: 1 });
-    const batch = (await rt.docker.getContainer(live1.container_id).inspect()).Config.Labels['roboguide.batch']!;
+    const batch = (await rt.docker.getContainer(live1.container_id).inspect()).Config.Labels[
+      'roboguide.batch'
+    ]!;
     expect(await heldSlots(first)).toBe(3);
     await first.stop('SIGKILL');
     await new Promise((resolve) => setTimeout(resolve, 1500)); // past the 1 s TTL
@@ -336,7 +485,9 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
     expect(await s.stop('SIGTERM')).toBe(0);
     for (const m of made) {
       expect(await rt.inspect(m.container_id)).toBeNull();
-      const record = JSON.parse(await readFile(join(s.dataDir, 'sessions', m.session_id, 'cleanup.json'), 'utf8')) as Cleanup;
+      const record = JSON.parse(
+        await readFile(join(s.dataDir, 'sessions', m.session_id, 'cleanup.json'), 'utf8'),
+      ) as Cleanup;
       expect(record).toMatchObject({ reason: 'shutdown', verified_absent: true, slot_released: true });
     }
     expect(await heldSlots(s)).toBe(0);

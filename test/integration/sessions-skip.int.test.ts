@@ -29,7 +29,15 @@ async function pair(argv: string[], extra: Record<string, unknown> = {}) {
   jobsUsed.push(job);
   const cwd = join(work, job, 'cwd');
   await mkdir(cwd, { recursive: true });
-  const spec = { job_id: job, argv, cwd, outcome_path: join(work, job, 'out', 'outcome.json'), timeout_seconds: 60, image: DRIVER_IMAGE, ...extra };
+  const spec = {
+    job_id: job,
+    argv,
+    cwd,
+    outcome_path: join(work, job, 'out', 'outcome.json'),
+    timeout_seconds: 60,
+    image: DRIVER_IMAGE,
+    ...extra,
+  };
   const before = rt.archives;
   const { result, output } = await runPair(deps, {
     specText: JSON.stringify(spec),
@@ -43,82 +51,113 @@ async function pair(argv: string[], extra: Record<string, unknown> = {}) {
   expect(result.cleanup).toMatchObject({ removed: true, verified_absent: true });
   expect(await rt.inspect(result.container.id!)).toBeNull();
   // No sessions folder at all when the container had no sessions dir (as before the skip existed).
-  const entries = await readdir(join(output, 'sessions'), { recursive: true, withFileTypes: true }).catch(() => null);
+  const entries = await readdir(join(output, 'sessions'), { recursive: true, withFileTypes: true }).catch(
+    () => null,
+  );
   const sessionFiles = (entries ?? []).filter((e) => e.isFile());
   return { result, output, copied: rt.archives - before, sessionFiles, cwd };
 }
 
-describe.skipIf(noDocker)('the sessions copy is skipped only when nothing could have been written there', () => {
-  beforeAll(async () => {
-    work = await mkdtemp(join(tmpdir(), 'rg-skip-'));
-  });
-  afterEach(() => expectNoContainersLeft(jobsUsed));
-  afterAll(async () => {
-    await rm(work, { recursive: true, force: true });
-  });
-
-  it('copies the first pair of an image, skips the next untouched one, and both keep an empty sessions folder', async () => {
-    const first = await pair(['/opt/driver/run', 'outcome=completed']);
-    expect(first.copied).toBe(1);
-    expect(first.sessionFiles).toEqual([]);
-    const second = await pair(['/opt/driver/run', 'outcome=completed']);
-    expect(second.copied).toBe(0);
-    expect(second.sessionFiles).toEqual([]);
-    expect(second.result.sessions).toEqual({ files: 0, bytes: 0, refusals: [] });
-    expect(second.result.classification).toBe('completed');
-  });
-
-  it('still collects (and diagnoses) a session written after the outcome, just before the driver exits', async () => {
-    await pair(['/opt/driver/run', 'outcome=completed']); // the image is known to hold an empty dir
-    const late = await pair(['/opt/driver/run', 'outcome=completed', 'sleep=0.3', 'session=429']);
-    expect(late.copied).toBe(1);
-    expect(late.sessionFiles).toHaveLength(1);
-    expect(late.result.sessions).toMatchObject({ files: 1, refusals: [] });
-    const onDisk = JSON.parse(await readFile(join(late.output, 'result.json'), 'utf8'));
-    expect(onDisk.provider_failure).toMatchObject({ http_status: 429 });
-  });
-
-  it('copies a sessions dir the driver removed (nothing there: no files), and one reached through a bind mount', async () => {
-    const removed = await pair(['/bin/sh', '-c', 'rm -rf /root/.codex && exec /opt/driver/run outcome=completed']);
-    expect(removed.copied).toBe(1);
-    expect(removed.result.sessions).toEqual({ files: 0, bytes: 0, refusals: [] });
-    expect(removed.sessionFiles).toEqual([]);
-    // sessions_dir inside the bind-mounted cwd: writes there never show in the container's layer changes.
-    const job = `it-skip-mount-${randomUUID().slice(0, 6)}`;
-    const cwd = join(work, job, 'cwd');
-    const viaMount = await pair(['/bin/sh', '-c', `SESSIONS_DIR=${cwd}/codex exec /opt/driver/run session=success outcome=completed`], {
-      job_id: job,
-      cwd,
-      outcome_path: join(work, job, 'out', 'outcome.json'),
-      sessions_dir: `${cwd}/codex`,
+describe.skipIf(noDocker)(
+  'the sessions copy is skipped only when nothing could have been written there',
+  () => {
+    beforeAll(async () => {
+      work = await mkdtemp(join(tmpdir(), 'rg-skip-'));
     });
-    expect(viaMount.copied).toBe(1);
-    expect(viaMount.sessionFiles).toHaveLength(1);
-  });
+    afterEach(() => expectNoContainersLeft(jobsUsed));
+    afterAll(async () => {
+      await rm(work, { recursive: true, force: true });
+    });
 
-  it('a layer whose changes list is too long to read is copied as usual (a hostile pair cannot make the check costly)', async () => {
-    // Over 1000 bytes of changes is "too long" for this runtime: the check gives up and the dir is copied out.
-    const small = new CountingRuntime(undefined, { changesMaxBytes: 1_000 });
-    const smallDeps = pairRunDeps(small);
-    const job = (n: number) => `it-skip-big-${n}-${randomUUID().slice(0, 6)}`;
-    const noop = ['/opt/driver/run', 'outcome=completed'];
-    for (const [i, argv] of [
-      noop,
-      noop,
-      ['/bin/sh', '-c', 'mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 200); do : > "file-$i"; done && exec /opt/driver/run outcome=completed'],
-    ].entries()) {
-      const id = job(i);
-      jobsUsed.push(id);
-      const cwd = join(work, id, 'cwd');
-      await mkdir(cwd, { recursive: true });
-      const spec = { job_id: id, argv, cwd, outcome_path: join(work, id, 'out', 'outcome.json'), timeout_seconds: 60, image: DRIVER_IMAGE };
-      const before = small.archives;
-      const { result } = await runPair(smallDeps, { specText: JSON.stringify(spec), specSource: `${id}.json`, output: join(work, id, 'evidence'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test', cwd: work });
-      expect(result.classification).toBe('completed');
-      expect(result.cleanup).toMatchObject({ removed: true, verified_absent: true });
-      // The first pair teaches the image's empty dir, the second (a short list) is skipped; the third, whose list
-      // is too long to read, is copied although its image is known.
-      expect(small.archives - before).toBe(i === 1 ? 0 : 1);
-    }
-  });
-});
+    it('copies the first pair of an image, skips the next untouched one, and both keep an empty sessions folder', async () => {
+      const first = await pair(['/opt/driver/run', 'outcome=completed']);
+      expect(first.copied).toBe(1);
+      expect(first.sessionFiles).toEqual([]);
+      const second = await pair(['/opt/driver/run', 'outcome=completed']);
+      expect(second.copied).toBe(0);
+      expect(second.sessionFiles).toEqual([]);
+      expect(second.result.sessions).toEqual({ files: 0, bytes: 0, refusals: [] });
+      expect(second.result.classification).toBe('completed');
+    });
+
+    it('still collects (and diagnoses) a session written after the outcome, just before the driver exits', async () => {
+      await pair(['/opt/driver/run', 'outcome=completed']); // the image is known to hold an empty dir
+      const late = await pair(['/opt/driver/run', 'outcome=completed', 'sleep=0.3', 'session=429']);
+      expect(late.copied).toBe(1);
+      expect(late.sessionFiles).toHaveLength(1);
+      expect(late.result.sessions).toMatchObject({ files: 1, refusals: [] });
+      const onDisk = JSON.parse(await readFile(join(late.output, 'result.json'), 'utf8'));
+      expect(onDisk.provider_failure).toMatchObject({ http_status: 429 });
+    });
+
+    it('copies a sessions dir the driver removed (nothing there: no files), and one reached through a bind mount', async () => {
+      const removed = await pair([
+        '/bin/sh',
+        '-c',
+        'rm -rf /root/.codex && exec /opt/driver/run outcome=completed',
+      ]);
+      expect(removed.copied).toBe(1);
+      expect(removed.result.sessions).toEqual({ files: 0, bytes: 0, refusals: [] });
+      expect(removed.sessionFiles).toEqual([]);
+      // sessions_dir inside the bind-mounted cwd: writes there never show in the container's layer changes.
+      const job = `it-skip-mount-${randomUUID().slice(0, 6)}`;
+      const cwd = join(work, job, 'cwd');
+      const viaMount = await pair(
+        ['/bin/sh', '-c', `SESSIONS_DIR=${cwd}/codex exec /opt/driver/run session=success outcome=completed`],
+        {
+          job_id: job,
+          cwd,
+          outcome_path: join(work, job, 'out', 'outcome.json'),
+          sessions_dir: `${cwd}/codex`,
+        },
+      );
+      expect(viaMount.copied).toBe(1);
+      expect(viaMount.sessionFiles).toHaveLength(1);
+    });
+
+    it('a layer whose changes list is too long to read is copied as usual (a hostile pair cannot make the check costly)', async () => {
+      // Over 1000 bytes of changes is "too long" for this runtime: the check gives up and the dir is copied out.
+      const small = new CountingRuntime(undefined, { changesMaxBytes: 1_000 });
+      const smallDeps = pairRunDeps(small);
+      const job = (n: number) => `it-skip-big-${n}-${randomUUID().slice(0, 6)}`;
+      const noop = ['/opt/driver/run', 'outcome=completed'];
+      for (const [i, argv] of [
+        noop,
+        noop,
+        [
+          '/bin/sh',
+          '-c',
+          'mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 200); do : > "file-$i"; done && exec /opt/driver/run outcome=completed',
+        ],
+      ].entries()) {
+        const id = job(i);
+        jobsUsed.push(id);
+        const cwd = join(work, id, 'cwd');
+        await mkdir(cwd, { recursive: true });
+        const spec = {
+          job_id: id,
+          argv,
+          cwd,
+          outcome_path: join(work, id, 'out', 'outcome.json'),
+          timeout_seconds: 60,
+          image: DRIVER_IMAGE,
+        };
+        const before = small.archives;
+        const { result } = await runPair(smallDeps, {
+          specText: JSON.stringify(spec),
+          specSource: `${id}.json`,
+          output: join(work, id, 'evidence'),
+          bindAddress: '127.0.0.1',
+          environment: {},
+          codeVersion: 'test',
+          cwd: work,
+        });
+        expect(result.classification).toBe('completed');
+        expect(result.cleanup).toMatchObject({ removed: true, verified_absent: true });
+        // The first pair teaches the image's empty dir, the second (a short list) is skipped; the third, whose list
+        // is too long to read, is copied although its image is known.
+        expect(small.archives - before).toBe(i === 1 ? 0 : 1);
+      }
+    });
+  },
+);

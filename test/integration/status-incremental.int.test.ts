@@ -13,7 +13,14 @@ import { supervise } from '../../src/app/batch/supervisor.js';
 import { systemClock } from '../../src/app/ports/clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
-import { batchIdOf, resumeUntilDrained, runCli, startArgs, writeCrashFixture, type CrashJob } from '../support/crash-batch.js';
+import {
+  batchIdOf,
+  resumeUntilDrained,
+  runCli,
+  startArgs,
+  writeCrashFixture,
+  type CrashJob,
+} from '../support/crash-batch.js';
 import { DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
@@ -27,12 +34,26 @@ let work: string;
 
 /** `e1-batch status --json` as a child process (dist/ through bin/run.js): its parsed stdout. */
 function statusCli(output: string): Promise<BatchStatus> {
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', resolve('bin/run.js'), 'e1-batch', 'status', '--output', output, '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--disable-warning=ExperimentalWarning',
+      resolve('bin/run.js'),
+      'e1-batch',
+      'status',
+      '--output',
+      output,
+      '--json',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stdout = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
   return new Promise((ok, fail) => {
     child.on('error', fail);
-    child.on('close', (code) => (code === 0 ? ok(JSON.parse(stdout) as BatchStatus) : fail(new Error(`status exited ${String(code)}`))));
+    child.on('close', (code) =>
+      code === 0 ? ok(JSON.parse(stdout) as BatchStatus) : fail(new Error(`status exited ${String(code)}`)),
+    );
   });
 }
 
@@ -40,7 +61,10 @@ function statusCli(output: string): Promise<BatchStatus> {
  * `read` against the full derivation, compared only when the full derivation is the same just before and just after
  * it (a container the dead supervisor had just started still moves on its own: created → running → exited).
  */
-async function expectSameAsFull(full: () => Promise<BatchStatus>, read: () => Promise<BatchStatus>): Promise<BatchStatus> {
+async function expectSameAsFull(
+  full: () => Promise<BatchStatus>,
+  read: () => Promise<BatchStatus>,
+): Promise<BatchStatus> {
   for (let i = 0; i < 40; i++) {
     const before = withoutTime(await full());
     const got = withoutTime(await read());
@@ -73,7 +97,13 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
     const manifest = {
       schema: 'roboguide.e1.batch/v0.1',
       image: DRIVER_IMAGE,
-      jobs: ids.map((id) => ({ job_id: id, argv: ['/opt/driver/run', 'sleep=2', 'usage=1000', 'outcome=completed'], cwd: join(work, 'cwd'), outcome_path: join(work, 'out', `${id}.json`), timeout_seconds: 60 })),
+      jobs: ids.map((id) => ({
+        job_id: id,
+        argv: ['/opt/driver/run', 'sleep=2', 'usage=1000', 'outcome=completed'],
+        cwd: join(work, 'cwd'),
+        outcome_path: join(work, 'out', `${id}.json`),
+        timeout_seconds: 60,
+      })),
       stop_budget_seconds: 5,
     };
     await writeFile(join(work, 'm.json'), JSON.stringify(manifest));
@@ -81,12 +111,29 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
     const registryPath = join(work, 'registry.db');
     const { batch_id: batchId } = await prepareBatch(
       { fs: new NodeFileSystem(), host: procHostIdentity, runtime: rt, clock: systemClock },
-      { manifestPath: join(work, 'm.json'), output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' },
+      {
+        manifestPath: join(work, 'm.json'),
+        output,
+        registryPath,
+        bindAddress: '127.0.0.1',
+        environment: {},
+        codeVersion: 'test',
+      },
     );
     const store = new EvidenceStore(new NodeFileSystem(), output);
     const registry = SqliteCapacityRegistry.open({ path: registryPath });
     let done = false;
-    const supervising = supervise({ store, registry, execute: createExecutePairDeps(rt, silentLogger), logger: silentLogger, environment: {}, handleSignals: false }, 'start').finally(async () => {
+    const supervising = supervise(
+      {
+        store,
+        registry,
+        execute: createExecutePairDeps(rt, silentLogger),
+        logger: silentLogger,
+        environment: {},
+        handleSignals: false,
+      },
+      'start',
+    ).finally(async () => {
       done = true;
       await registry.close();
     });
@@ -114,7 +161,9 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
     expect(compared).toBeGreaterThan(3);
     expect(states.size).toBeGreaterThan(1); // seen at more than one point of the batch
     const now = new Date();
-    expect(await readStatus(store, rt, now, procHostIdentity)).toEqual(await readStatusFull(store, rt, now, procHostIdentity));
+    expect(await readStatus(store, rt, now, procHostIdentity)).toEqual(
+      await readStatusFull(store, rt, now, procHostIdentity),
+    );
   });
 
   const jobs: CrashJob[] = [
@@ -133,8 +182,14 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
         const store = new EvidenceStore(new NodeFileSystem(), fx.output);
         const now = new Date();
         expect(await readHotStatus(store, rt, now, procHostIdentity)).toBeNull(); // its supervisor is dead
-        const full = await expectSameAsFull(() => readStatusFull(store, rt, now, procHostIdentity), () => readStatus(store, rt, now, procHostIdentity));
-        await expectSameAsFull(() => readStatusFull(store, rt, new Date(), procHostIdentity), () => statusCli(fx.output));
+        const full = await expectSameAsFull(
+          () => readStatusFull(store, rt, now, procHostIdentity),
+          () => readStatus(store, rt, now, procHostIdentity),
+        );
+        await expectSameAsFull(
+          () => readStatusFull(store, rt, new Date(), procHostIdentity),
+          () => statusCli(fx.output),
+        );
         expect(full.state).toBe('paused');
 
         const drained = await resumeUntilDrained(fx, 3);
@@ -142,7 +197,13 @@ describe.skipIf(noDocker)('incremental status against the full derivation', () =
         const later = new Date();
         const final = await readStatusFull(store, rt, later, procHostIdentity);
         expect(await readStatus(store, rt, later, procHostIdentity)).toEqual(final);
-        expect(final.counts).toMatchObject({ total: 2, completed: 1, infrastructure_failure: 1, pending: 0, claimed: 0 });
+        expect(final.counts).toMatchObject({
+          total: 2,
+          completed: 1,
+          infrastructure_failure: 1,
+          pending: 0,
+          claimed: 0,
+        });
       } finally {
         const id = await batchIdOf(fx);
         if (id) await sweep({ 'roboguide.batch': id });

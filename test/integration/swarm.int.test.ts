@@ -12,7 +12,12 @@ import { postgresSkipReason, startPostgres, type TestPostgres } from '../support
 import { startTestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 import { listFilesRecursively } from '../support/files.js';
-import { leftovers, startSwarmCluster, swarmSkipReason, type SwarmCluster } from '../support/swarm-cluster.js';
+import {
+  leftovers,
+  startSwarmCluster,
+  swarmSkipReason,
+  type SwarmCluster,
+} from '../support/swarm-cluster.js';
 
 /**
  * The swarm executor end to end (issue 13): a swarm of two throwaway engines, each in its own network namespace with
@@ -33,12 +38,23 @@ function openRegistry(): Promise<CapacityRegistry> {
   return openRegistryAt(registryLocation(registry));
 }
 
-function cli(args: readonly string[], env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn', ...env }, timeout: 300_000 });
+function cli(
+  args: readonly string[],
+  env: Record<string, string> = {},
+): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn', ...env },
+    timeout: 300_000,
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-function spec(jobId: string, actions: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
+function spec(
+  jobId: string,
+  actions: string[],
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     job_id: jobId,
     argv: ['/opt/driver/run', ...actions],
@@ -51,11 +67,27 @@ function spec(jobId: string, actions: string[], extra: Record<string, unknown> =
   };
 }
 
-async function pairRun(jobId: string, actions: string[], executor: readonly string[], extra: Record<string, unknown> = {}) {
+async function pairRun(
+  jobId: string,
+  actions: string[],
+  executor: readonly string[],
+  extra: Record<string, unknown> = {},
+) {
   const path = join(work, `${jobId}.json`);
   await writeFile(path, JSON.stringify(spec(jobId, actions, extra)));
   const output = join(work, jobId, 'evidence');
-  const r = cli(['pair', 'run', '--spec', path, '--output', output, '--registry', registry, '--json', ...executor]);
+  const r = cli([
+    'pair',
+    'run',
+    '--spec',
+    path,
+    '--output',
+    output,
+    '--registry',
+    registry,
+    '--json',
+    ...executor,
+  ]);
   const parsed = JSON.parse(r.stdout) as Record<string, unknown> & { result?: never };
   return { ...r, result: parsed, output };
 }
@@ -63,7 +95,12 @@ async function pairRun(jobId: string, actions: string[], executor: readonly stri
 /** The shape of a JSON value: keys (recursively) and value types, not the values. */
 function shape(value: unknown): unknown {
   if (Array.isArray(value)) return value.length === 0 ? [] : [shape(value[0])];
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, shape(v)]));
+  if (value !== null && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([k, v]) => [k, shape(v)]),
+    );
   return value === null ? 'null' : typeof value;
 }
 
@@ -81,14 +118,19 @@ async function nodesOf(output: string): Promise<Map<string, string>> {
   const placed = new Map<string, string>();
   for (const line of text.split('\n').filter(Boolean)) {
     const r = JSON.parse(line) as { type: string; job_id?: string; node?: string };
-    if (r.type === 'pair_placed' && r.job_id !== undefined && r.node !== undefined) placed.set(r.job_id, r.node);
+    if (r.type === 'pair_placed' && r.job_id !== undefined && r.node !== undefined)
+      placed.set(r.job_id, r.node);
   }
   return placed;
 }
 
 async function expectNothingLeft(label: string): Promise<void> {
   for (const [i, node] of cluster.nodes.entries()) {
-    expect(await leftovers(node, label, i === 0), `node ${node.hostname}`).toEqual({ services: 0, containers: 0, volumes: 0 });
+    expect(await leftovers(node, label, i === 0), `node ${node.hostname}`).toEqual({
+      services: 0,
+      containers: 0,
+      volumes: 0,
+    });
   }
 }
 
@@ -109,7 +151,20 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
   it('refuses bad executor flags with exit 2 naming the flag, before anything is written', async () => {
     const path = join(work, 'bad.json');
     await writeFile(path, JSON.stringify(spec('bad', ['outcome=completed'])));
-    const r = cli(['pair', 'run', '--spec', path, '--output', join(work, 'bad-out'), '--executor', 'swarm', '--manager', 'http://x', '--node-engine', 'n1']);
+    const r = cli([
+      'pair',
+      'run',
+      '--spec',
+      path,
+      '--output',
+      join(work, 'bad-out'),
+      '--executor',
+      'swarm',
+      '--manager',
+      'http://x',
+      '--node-engine',
+      'n1',
+    ]);
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/--manager: scheme http is not one of unix, tcp, ssh/);
     expect(r.stderr).toMatch(/--node-engine\[0\]: must be NODE=URL/);
@@ -121,14 +176,22 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const swarm = await pairRun(job, ['outcome=completed'], cluster.flags);
     expect(swarm.stderr).not.toMatch(/Error/);
     expect(swarm.status).toBe(0);
-    expect(swarm.result).toMatchObject({ classification: 'completed', reasons: [], cleanup: { verified_absent: true } });
+    expect(swarm.result).toMatchObject({
+      classification: 'completed',
+      reasons: [],
+      cleanup: { verified_absent: true },
+    });
     expect(swarm.result['outcome_sha256']).toMatch(/^[0-9a-f]{64}$/);
     // The handle is the pair's service (swarm ids are 25 characters; a local container id is 64 hex).
     const serviceId = (swarm.result['container'] as { id: string }).id;
     expect(serviceId).toMatch(/^[a-z0-9]{25}$/);
-    await expect(new Docker({ socketPath: cluster.nodes[0]!.engine.socketPath }).getService(serviceId).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    await expect(
+      new Docker({ socketPath: cluster.nodes[0]!.engine.socketPath }).getService(serviceId).inspect(),
+    ).rejects.toMatchObject({ statusCode: 404 });
     // The operator's copy at outcome_path, read back from the node's volume (no shared file system assumed).
-    const outcome = JSON.parse(await readFile(join(work, job, 'out', 'outcome.json'), 'utf8')) as { job_id: string };
+    const outcome = JSON.parse(await readFile(join(work, job, 'out', 'outcome.json'), 'utf8')) as {
+      job_id: string;
+    };
     expect(outcome.job_id).toBe(job);
     await expectNothingLeft(`roboguide.job=${job}`);
 
@@ -141,11 +204,19 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     );
   });
 
-  it('pair run --executor swarm: logs streamed through the service log API (each byte once), a Codex session collected through the node\'s engine', async () => {
+  it("pair run --executor swarm: logs streamed through the service log API (each byte once), a Codex session collected through the node's engine", async () => {
     const job = `sw-sess-${randomUUID().slice(0, 6)}`;
-    const r = await pairRun(job, ['numbered=200', 'stderr_bytes=1000', 'session=success', 'outcome=completed'], cluster.flags, { gpus: 1 });
+    const r = await pairRun(
+      job,
+      ['numbered=200', 'stderr_bytes=1000', 'session=success', 'outcome=completed'],
+      cluster.flags,
+      { gpus: 1 },
+    );
     expect(r.status).toBe(0);
-    expect(r.result).toMatchObject({ classification: 'completed', logs: { stdout: { bytes: 200 * 64, closed: true }, stderr: { bytes: 1000, closed: true } } });
+    expect(r.result).toMatchObject({
+      classification: 'completed',
+      logs: { stdout: { bytes: 200 * 64, closed: true }, stderr: { bytes: 1000, closed: true } },
+    });
     expect((r.result['sessions'] as { files: number }).files).toBeGreaterThanOrEqual(1);
     const stdout = await readFile(join(r.output, 'stdout.log'), 'utf8');
     const lines = stdout.split('\n').filter(Boolean);
@@ -161,7 +232,9 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const docker = new Docker({ socketPath: cluster.nodes[index]!.engine.socketPath });
     const deadline = Date.now() + 120_000;
     while (Date.now() < deadline) {
-      const found = await docker.listContainers({ filters: JSON.stringify({ label: [`roboguide.job=${job}`], status: ['running'] }) });
+      const found = await docker.listContainers({
+        filters: JSON.stringify({ label: [`roboguide.job=${job}`], status: ['running'] }),
+      });
       if (found.length > 0) return;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -175,33 +248,77 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     try {
       await reg.setLimits({ maxReservations: 1, gpuMib: null });
       // Another batch's pair holds node A's only slot.
-      const fillerA = await reg.admit({ batchId: 'other-batch', jobId: 'filler-a', claimId: randomUUID(), gpuMib: 0, node: nodeA });
+      const fillerA = await reg.admit({
+        batchId: 'other-batch',
+        jobId: 'filler-a',
+        claimId: randomUUID(),
+        gpuMib: 0,
+        node: nodeA,
+      });
       expect(fillerA.kind).toBe('admitted');
       const job = `sw-adm-${randomUUID().slice(0, 6)}`;
       const path = join(work, `${job}.json`);
       await writeFile(path, JSON.stringify(spec(job, ['sleep=3', 'outcome=completed'])));
       const output = join(work, job, 'evidence');
-      const child = spawn(process.execPath, [BIN, 'pair', 'run', '--spec', path, '--output', output, '--registry', admission, '--json', ...cluster.flags], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn' },
-      });
+      const child = spawn(
+        process.execPath,
+        [
+          BIN,
+          'pair',
+          'run',
+          '--spec',
+          path,
+          '--output',
+          output,
+          '--registry',
+          admission,
+          '--json',
+          ...cluster.flags,
+        ],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn' },
+        },
+      );
       let stderr = '';
       child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
       await jobRunningOn(1, job);
       expect(await exited, stderr).toBe(0);
-      expect(await readJson(join(output, 'result.json'))).toMatchObject({ classification: 'completed', cleanup: { verified_absent: true } });
+      expect(await readJson(join(output, 'result.json'))).toMatchObject({
+        classification: 'completed',
+        cleanup: { verified_absent: true },
+      });
       const receipt = (await readJson(join(output, 'receipt.json'))) as { claim_id: string };
-      expect(await reg.reservationForClaim(receipt.claim_id)).toMatchObject({ node: nodeB, state: 'released' });
+      expect(await reg.reservationForClaim(receipt.claim_id)).toMatchObject({
+        node: nodeB,
+        state: 'released',
+      });
       await expectNothingLeft(`roboguide.job=${job}`);
 
       // Both nodes full: refused at once (exit 1, naming the limit), nothing held for it, nothing created.
-      const fillerB = await reg.admit({ batchId: 'other-batch', jobId: 'filler-b', claimId: randomUUID(), gpuMib: 0, node: nodeB });
+      const fillerB = await reg.admit({
+        batchId: 'other-batch',
+        jobId: 'filler-b',
+        claimId: randomUUID(),
+        gpuMib: 0,
+        node: nodeB,
+      });
       expect(fillerB.kind).toBe('admitted');
       const full = `sw-full-${randomUUID().slice(0, 6)}`;
       const fullSpec = join(work, `${full}.json`);
       await writeFile(fullSpec, JSON.stringify(spec(full, ['outcome=completed'])));
-      const again = cli(['pair', 'run', '--spec', fullSpec, '--output', join(work, full, 'evidence2'), '--registry', admission, ...cluster.flags]);
+      const again = cli([
+        'pair',
+        'run',
+        '--spec',
+        fullSpec,
+        '--output',
+        join(work, full, 'evidence2'),
+        '--registry',
+        admission,
+        ...cluster.flags,
+      ]);
       expect(again.status).toBe(1);
       expect(again.stderr).toMatch(/capacity limit \(1 of 1 held\): not started/);
       expect((await reg.held()).map((r) => r.jobId).sort()).toEqual(['filler-a', 'filler-b']);
@@ -210,10 +327,25 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       // A declared gpu_mib larger than every node's whole GPU budget can never run: exit 2 naming the field and figures.
       await reg.setLimits({ maxReservations: 4, gpuMib: 1_000 });
       const huge = join(work, 'huge.json');
-      await writeFile(huge, JSON.stringify(spec('sw-huge', ['outcome=completed'], { gpus: 1, gpu_mib: 5_000 })));
-      const never = cli(['pair', 'run', '--spec', huge, '--output', join(work, 'huge-out'), '--registry', admission, ...cluster.flags]);
+      await writeFile(
+        huge,
+        JSON.stringify(spec('sw-huge', ['outcome=completed'], { gpus: 1, gpu_mib: 5_000 })),
+      );
+      const never = cli([
+        'pair',
+        'run',
+        '--spec',
+        huge,
+        '--output',
+        join(work, 'huge-out'),
+        '--registry',
+        admission,
+        ...cluster.flags,
+      ]);
       expect(never.status).toBe(2);
-      expect(never.stderr).toContain('gpu_mib: 5000 MiB exceeds the whole GPU budget of every node it may run on');
+      expect(never.stderr).toContain(
+        'gpu_mib: 5000 MiB exceeds the whole GPU budget of every node it may run on',
+      );
       expect(await readdir(work)).not.toContain('huge-out');
     } finally {
       await reg.close();
@@ -224,10 +356,21 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const server = await startTestServer({ extraArgs: [...cluster.flags], clientMode: 'raw' });
     try {
       const job = `sw-api-${randomUUID().slice(0, 6)}`;
-      const accepted = await server.client.call<{ pair_id: string }>('POST', '/v1/pairs', { body: spec(job, ['numbered=20', 'outcome=completed']) });
+      const accepted = await server.client.call<{ pair_id: string }>('POST', '/v1/pairs', {
+        body: spec(job, ['numbered=20', 'outcome=completed']),
+      });
       expect(accepted.status, JSON.stringify(accepted.body)).toBe(202);
       const id = accepted.body.pair_id;
-      type PairBody = { state: string; error: string | null; receipt: { claim_id: string } | null; result: { classification: string; cleanup: { verified_absent: boolean }; container: { id: string } } | null };
+      type PairBody = {
+        state: string;
+        error: string | null;
+        receipt: { claim_id: string } | null;
+        result: {
+          classification: string;
+          cleanup: { verified_absent: boolean };
+          container: { id: string };
+        } | null;
+      };
       let pair: PairBody | null = null;
       const deadline = Date.now() + 180_000;
       while (Date.now() < deadline) {
@@ -241,8 +384,12 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       const logs = await server.client.call<Buffer>('GET', `/v1/pairs/${id}/logs?stream=stdout`);
       expect(logs.body.toString('utf8').split('\n').filter(Boolean)).toHaveLength(20);
       const evidence = join(server.dataDir, 'pairs', id);
-      expect((await readdir(evidence)).sort()).toEqual(expect.arrayContaining(['receipt.json', 'result.json', 'stdout.log', 'stderr.log']));
-      expect(((await readJson(join(work, job, 'out', 'outcome.json'))) as { job_id: string }).job_id).toBe(job);
+      expect((await readdir(evidence)).sort()).toEqual(
+        expect.arrayContaining(['receipt.json', 'result.json', 'stdout.log', 'stderr.log']),
+      );
+      expect(((await readJson(join(work, job, 'out', 'outcome.json'))) as { job_id: string }).job_id).toBe(
+        job,
+      );
       const reg = await openRegistryAt(registryLocation(server.registryPath));
       try {
         const reservation = await reg.reservationForClaim(pair!.receipt!.claim_id);
@@ -283,11 +430,27 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     return path;
   }
 
-  async function runBatch(name: string, sleepSec: number, placement?: string): Promise<{ makespanMs: number; output: string; batchId: string; nodes: Map<string, string> }> {
+  async function runBatch(
+    name: string,
+    sleepSec: number,
+    placement?: string,
+  ): Promise<{ makespanMs: number; output: string; batchId: string; nodes: Map<string, string> }> {
     const manifest = await batchManifest(name, sleepSec, placement);
     const output = join(work, name, 'batch');
     const t0 = performance.now();
-    const r = cli(['e1-batch', 'start', '--manifest', manifest, '--output', output, '--registry', registry, '--foreground', '--json', ...cluster.flags]);
+    const r = cli([
+      'e1-batch',
+      'start',
+      '--manifest',
+      manifest,
+      '--output',
+      output,
+      '--registry',
+      registry,
+      '--foreground',
+      '--json',
+      ...cluster.flags,
+    ]);
     const makespanMs = performance.now() - t0;
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.status).toBe(0);
@@ -297,9 +460,14 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     // node), one run (claim) each on the registry's board, and no reservation left held.
     const jobs = Array.from({ length: PAIRS }, (_, i) => `p${String(i).padStart(2, '0')}`);
     for (const job of jobs) {
-      const result = JSON.parse(await readFile(join(output, 'jobs', job, 'result.json'), 'utf8')) as { classification: string; cleanup: { verified_absent: boolean } };
+      const result = JSON.parse(await readFile(join(output, 'jobs', job, 'result.json'), 'utf8')) as {
+        classification: string;
+        cleanup: { verified_absent: boolean };
+      };
       expect(result, job).toMatchObject({ classification: 'completed', cleanup: { verified_absent: true } });
-      const counter = (await listFilesRecursively(join(output, 'jobs', job))).filter((f) => f.endsWith('runs.log'));
+      const counter = (await listFilesRecursively(join(output, 'jobs', job))).filter((f) =>
+        f.endsWith('runs.log'),
+      );
       expect(counter, job).toHaveLength(1);
       expect((await readFile(counter[0]!, 'utf8')).split('\n').filter(Boolean), job).toHaveLength(1);
     }
@@ -311,13 +479,32 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     } finally {
       await reg.close();
     }
-    const spans = await Promise.all(jobs.map(async (job) => (await readJson(join(output, 'jobs', job, 'result.json'))) as { started_at: string; finished_at: string }));
-    const edges = spans.flatMap((r) => [[Date.parse(r.started_at), 1], [Date.parse(r.finished_at), -1]] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    const spans = await Promise.all(
+      jobs.map(
+        async (job) =>
+          (await readJson(join(output, 'jobs', job, 'result.json'))) as {
+            started_at: string;
+            finished_at: string;
+          },
+      ),
+    );
+    const edges = spans
+      .flatMap(
+        (r) =>
+          [
+            [Date.parse(r.started_at), 1],
+            [Date.parse(r.finished_at), -1],
+          ] as const,
+      )
+      .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
     let now = 0;
     let most = 0;
     for (const [, d] of edges) most = Math.max(most, (now += d));
-    const mean = spans.reduce((sum, r) => sum + Date.parse(r.finished_at) - Date.parse(r.started_at), 0) / spans.length;
-    process.stdout.write(`${name}: ${(makespanMs / 1000).toFixed(1)} s, at most ${most} pairs at once, mean pair ${(mean / 1000).toFixed(1)} s\n`);
+    const mean =
+      spans.reduce((sum, r) => sum + Date.parse(r.finished_at) - Date.parse(r.started_at), 0) / spans.length;
+    process.stdout.write(
+      `${name}: ${(makespanMs / 1000).toFixed(1)} s, at most ${most} pairs at once, mean pair ${(mean / 1000).toFixed(1)} s\n`,
+    );
     return { makespanMs, output, batchId: out.batch_id, nodes: await nodesOf(output) };
   }
 
@@ -336,8 +523,14 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     expect(cli(['capacity', '--registry', registry, '--max-reservations', '2']).status).toBe(0);
     const two = await runBatch('two-nodes', PAIR_SLEEP_SEC);
     process.stdout.write(`registry: ${postgres !== undefined ? 'PostgreSQL' : 'SQLite'}\n`);
-    const batch = JSON.parse(await readFile(join(two.output, 'batch.json'), 'utf8')) as { executor: { kind: string }; executor_slots: number };
-    expect(batch).toMatchObject({ executor: { kind: 'swarm', manager: cluster.managerUrl }, executor_slots: 4 });
+    const batch = JSON.parse(await readFile(join(two.output, 'batch.json'), 'utf8')) as {
+      executor: { kind: string };
+      executor_slots: number;
+    };
+    expect(batch).toMatchObject({
+      executor: { kind: 'swarm', manager: cluster.managerUrl },
+      executor_slots: 4,
+    });
     // Every pair's node is on record, and both nodes took pairs.
     expect(two.nodes.size).toBe(PAIRS);
     expect(new Set(two.nodes.values())).toEqual(new Set(cluster.nodes.map((n) => n.hostname)));
@@ -348,15 +541,32 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     try {
       const rows = await reg.board({ batchId: two.batchId });
       expect(rows).toHaveLength(PAIRS);
-      for (const row of rows) expect((await reg.reservationForClaim(row.claimId))?.node, row.jobId).toBe(two.nodes.get(row.jobId));
+      for (const row of rows)
+        expect((await reg.reservationForClaim(row.claimId))?.node, row.jobId).toBe(two.nodes.get(row.jobId));
     } finally {
       await reg.close();
     }
     for (const node of cluster.nodes.map((n) => n.hostname)) {
       const spans = await Promise.all(
-        [...two.nodes].filter(([, n]) => n === node).map(async ([job]) => (await readJson(join(two.output, 'jobs', job, 'result.json'))) as { started_at: string; finished_at: string }),
+        [...two.nodes]
+          .filter(([, n]) => n === node)
+          .map(
+            async ([job]) =>
+              (await readJson(join(two.output, 'jobs', job, 'result.json'))) as {
+                started_at: string;
+                finished_at: string;
+              },
+          ),
       );
-      const edges = spans.flatMap((r) => [[Date.parse(r.started_at), 1], [Date.parse(r.finished_at), -1]] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+      const edges = spans
+        .flatMap(
+          (r) =>
+            [
+              [Date.parse(r.started_at), 1],
+              [Date.parse(r.finished_at), -1],
+            ] as const,
+        )
+        .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
       let now = 0;
       let most = 0;
       for (const [, d] of edges) most = Math.max(most, (now += d));
@@ -384,15 +594,35 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       }),
     );
     const localOut = join(work, 'local', 'batch');
-    const local = cli(['e1-batch', 'start', '--manifest', localManifest, '--output', localOut, '--registry', registry, '--foreground', '--json']);
+    const local = cli([
+      'e1-batch',
+      'start',
+      '--manifest',
+      localManifest,
+      '--output',
+      localOut,
+      '--registry',
+      registry,
+      '--foreground',
+      '--json',
+    ]);
     expect(local.status).toBe(0);
-    expect(await filesOf(join(two.output, 'jobs', 'p00'))).toEqual(await filesOf(join(localOut, 'jobs', 'p00')));
-    expect(shape(await readJson(join(two.output, 'jobs', 'p00', 'result.json')))).toEqual(shape(await readJson(join(localOut, 'jobs', 'p00', 'result.json'))));
-    expect(Object.keys((await readJson(join(two.output, 'SUMMARY.json'))) as object).sort()).toEqual(Object.keys((await readJson(join(localOut, 'SUMMARY.json'))) as object).sort());
+    expect(await filesOf(join(two.output, 'jobs', 'p00'))).toEqual(
+      await filesOf(join(localOut, 'jobs', 'p00')),
+    );
+    expect(shape(await readJson(join(two.output, 'jobs', 'p00', 'result.json')))).toEqual(
+      shape(await readJson(join(localOut, 'jobs', 'p00', 'result.json'))),
+    );
+    expect(Object.keys((await readJson(join(two.output, 'SUMMARY.json'))) as object).sort()).toEqual(
+      Object.keys((await readJson(join(localOut, 'SUMMARY.json'))) as object).sort(),
+    );
   }
 
   /** A small manifest: `jobs` are [job_id, driver actions, placement?]; one GPU each; counters in the outcome folders. */
-  async function smallManifest(name: string, jobs: readonly (readonly [string, readonly string[], string?])[]): Promise<string> {
+  async function smallManifest(
+    name: string,
+    jobs: readonly (readonly [string, readonly string[], string?])[],
+  ): Promise<string> {
     const path = join(work, `${name}.json`);
     await writeFile(
       path,
@@ -421,7 +651,12 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     while (Date.now() < deadline) {
       for (const node of nodes) {
         const docker = new Docker({ socketPath: cluster.nodes[node]!.engine.socketPath });
-        const found = await docker.listContainers({ filters: JSON.stringify({ label: [`roboguide.batch=${batchId}`, `roboguide.job=${job}`], status: ['running'] }) });
+        const found = await docker.listContainers({
+          filters: JSON.stringify({
+            label: [`roboguide.batch=${batchId}`, `roboguide.job=${job}`],
+            status: ['running'],
+          }),
+        });
         if (found.length > 0) return;
       }
       await new Promise((r) => setTimeout(r, 250));
@@ -439,8 +674,12 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
   }
 
   async function runsOf(output: string, job: string): Promise<number> {
-    const counter = (await listFilesRecursively(join(output, 'jobs', job))).filter((f) => f.endsWith('runs.log'));
-    return counter.length === 0 ? 0 : (await readFile(counter[0]!, 'utf8')).split('\n').filter(Boolean).length;
+    const counter = (await listFilesRecursively(join(output, 'jobs', job))).filter((f) =>
+      f.endsWith('runs.log'),
+    );
+    return counter.length === 0
+      ? 0
+      : (await readFile(counter[0]!, 'utf8')).split('\n').filter(Boolean).length;
   }
 
   it('a supervisor SIGKILLed mid-batch: resume reattaches to its services; every pair once, logs whole, nothing left', async () => {
@@ -450,20 +689,39 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       ['k2', ['numbered_slow=30', 'outcome=completed']],
     ]);
     const output = join(work, 'sigkill', 'batch');
-    const started = cli(['e1-batch', 'start', '--manifest', manifest, '--output', output, '--registry', registry, '--json', ...cluster.flags]);
+    const started = cli([
+      'e1-batch',
+      'start',
+      '--manifest',
+      manifest,
+      '--output',
+      output,
+      '--registry',
+      registry,
+      '--json',
+      ...cluster.flags,
+    ]);
     expect(started.status).toBe(0);
-    const { supervisor_pid: pid, batch_id: batchId } = JSON.parse(started.stdout) as { supervisor_pid: number; batch_id: string };
+    const { supervisor_pid: pid, batch_id: batchId } = JSON.parse(started.stdout) as {
+      supervisor_pid: number;
+      batch_id: string;
+    };
     await runningOn([0, 1], batchId, 'k1');
     process.kill(pid, 'SIGKILL');
     const resumed = cli(['e1-batch', 'resume', '--output', output, '--foreground', '--json']);
     expect(resumed.stderr).not.toMatch(/Error/);
     expect(resumed.status).toBe(0);
     for (const job of ['k0', 'k1', 'k2']) {
-      expect(await readJson(join(output, 'jobs', job, 'result.json')), job).toMatchObject({ classification: 'completed', cleanup: { verified_absent: true } });
+      expect(await readJson(join(output, 'jobs', job, 'result.json')), job).toMatchObject({
+        classification: 'completed',
+        cleanup: { verified_absent: true },
+      });
       expect(await runsOf(output, job), job).toBe(1);
     }
     // The reattached log continues the one on disk: 30 numbered lines, none twice, none lost.
-    const lines = (await readFile(join(output, 'jobs', 'k1', 'stdout.log'), 'utf8')).split('\n').filter(Boolean);
+    const lines = (await readFile(join(output, 'jobs', 'k1', 'stdout.log'), 'utf8'))
+      .split('\n')
+      .filter(Boolean);
     expect(lines).toHaveLength(30);
     expect(new Set(lines).size).toBe(30);
     await expectNothingLeft(`roboguide.batch=${batchId}`);
@@ -482,12 +740,32 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const manifest = await smallManifest('nodeloss', [
       ['n0', ['outcome=completed']],
       ['n1', ['sleep=120', 'outcome=completed'], `node.hostname==${victimNode}`],
-      ...Array.from({ length: 4 }, (_, i) => [`n${i + 2}`, ['sleep=2', 'outcome=completed'], `node.hostname==${otherNode}`] as const),
+      ...Array.from(
+        { length: 4 },
+        (_, i) => [`n${i + 2}`, ['sleep=2', 'outcome=completed'], `node.hostname==${otherNode}`] as const,
+      ),
     ]);
     const output = join(work, 'nodeloss', 'batch');
-    const child = spawn(process.execPath, [BIN, 'e1-batch', 'start', '--manifest', manifest, '--output', output, '--registry', registry, '--foreground', '--json', ...cluster.flags], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        BIN,
+        'e1-batch',
+        'start',
+        '--manifest',
+        manifest,
+        '--output',
+        output,
+        '--registry',
+        registry,
+        '--foreground',
+        '--json',
+        ...cluster.flags,
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -501,17 +779,32 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     expect(code, stderr).toBe(0);
     expect((JSON.parse(stdout) as { state: string }).state).toBe('drained');
 
-    const lost = (await readJson(join(output, 'jobs', 'n1', 'result.json'))) as { classification: string; reasons: string[]; cleanup: { verified_absent: boolean }; engine_error: { kind: string } };
-    expect(lost).toMatchObject({ classification: 'infrastructure_failure', cleanup: { verified_absent: false }, engine_error: { kind: 'node_lost' } });
+    const lost = (await readJson(join(output, 'jobs', 'n1', 'result.json'))) as {
+      classification: string;
+      reasons: string[];
+      cleanup: { verified_absent: boolean };
+      engine_error: { kind: string };
+    };
+    expect(lost).toMatchObject({
+      classification: 'infrastructure_failure',
+      cleanup: { verified_absent: false },
+      engine_error: { kind: 'node_lost' },
+    });
     expect(lost.reasons).toContain('node_lost');
     expect(lost.reasons).not.toContain('cleanup_unverified');
     for (const job of ['n0', 'n2', 'n3', 'n4', 'n5']) {
-      expect(await readJson(join(output, 'jobs', job, 'result.json')), job).toMatchObject({ classification: 'completed' });
+      expect(await readJson(join(output, 'jobs', job, 'result.json')), job).toMatchObject({
+        classification: 'completed',
+      });
     }
     const nodes = await nodesOf(output);
     expect(nodes.get('n1')).toBe(victimNode);
     for (const job of ['n2', 'n3', 'n4', 'n5']) expect(nodes.get(job), job).toBe(otherNode);
-    const status = JSON.parse(cli(['e1-batch', 'status', '--output', output, '--json']).stdout) as { state: string; pause_reasons: string[]; nodes: unknown[] };
+    const status = JSON.parse(cli(['e1-batch', 'status', '--output', output, '--json']).stdout) as {
+      state: string;
+      pause_reasons: string[];
+      nodes: unknown[];
+    };
     expect(status).toMatchObject({ state: 'drained', pause_reasons: [] });
     expect(status.nodes).toEqual(
       expect.arrayContaining([
@@ -536,7 +829,11 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     expect(down.stderr).not.toMatch(/Error/);
     expect(down.status).toBe(0);
     expect(JSON.parse(down.stdout)).toEqual({ node: victimNode, held: ['n1'], released: ['n1'] });
-    expect(((await readJson(join(output, 'nodes-down.json'))) as { nodes: { node: string }[] }).nodes.map((n) => n.node)).toEqual([victimNode]);
+    expect(
+      ((await readJson(join(output, 'nodes-down.json'))) as { nodes: { node: string }[] }).nodes.map(
+        (n) => n.node,
+      ),
+    ).toEqual([victimNode]);
     const after = await openRegistry();
     try {
       expect(await after.held({ batchId })).toEqual([]);
@@ -549,13 +846,19 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const docker = new Docker({ socketPath: cluster.nodes[1]!.engine.socketPath });
     const deadline = Date.now() + 60_000;
     for (;;) {
-      const left = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`roboguide.batch=${batchId}`] }) });
+      const left = await docker.listContainers({
+        all: true,
+        filters: JSON.stringify({ label: [`roboguide.batch=${batchId}`] }),
+      });
       if (left.length === 0 || Date.now() > deadline) {
-        for (const c of left) await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+        for (const c of left)
+          await docker
+            .getContainer(c.Id)
+            .remove({ force: true })
+            .catch(() => undefined);
         break;
       }
       await new Promise((r) => setTimeout(r, 500));
     }
   });
-
 });

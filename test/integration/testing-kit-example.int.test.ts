@@ -17,9 +17,13 @@ it.skipIf(noDocker)('runs a command in a session, with the secret masked', async
   const { body: s } = await server.client.call<{ session_id: string }>('POST', '/v1/sessions', {
     body: { image: 'roboguide/pair-driver:1', environment: { TOKEN: '${API_TOKEN}' } },
   });
-  const { body: out } = await server.client.call<{ stdout: string }>('POST', `/v1/sessions/${s.session_id}/exec`, {
-    body: { command: 'echo "$TOKEN"' },
-  });
+  const { body: out } = await server.client.call<{ stdout: string }>(
+    'POST',
+    `/v1/sessions/${s.session_id}/exec`,
+    {
+      body: { command: 'echo "$TOKEN"' },
+    },
+  );
   expect(out.stdout).toBe('[REDACTED]\n');
   await server.client.call('DELETE', `/v1/sessions/${s.session_id}`);
 });

@@ -17,7 +17,8 @@ import { RESULT_SCHEMA, type ResultRecord } from '../../src/core/result.js';
 
 /** An engine that answers `info` and has every image: enough for prepareBatch. */
 export const ANSWERING_ENGINE = {
-  info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
+  info: () =>
+    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
   imageExists: () => Promise.resolve(true),
 } as unknown as ContainerRuntime;
 
@@ -32,7 +33,11 @@ export interface TestBatch {
 /** A new batch in `dir/batch` with one job per id (outcomes under `dir/out`), through prepareBatch. */
 export async function startTestBatch(
   dir: string,
-  options: { readonly jobs?: readonly string[]; readonly executor?: ExecutorConfig; readonly extra?: Record<string, unknown> } = {},
+  options: {
+    readonly jobs?: readonly string[];
+    readonly executor?: ExecutorConfig;
+    readonly extra?: Record<string, unknown>;
+  } = {},
 ): Promise<TestBatch> {
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
@@ -56,15 +61,39 @@ export async function startTestBatch(
       host: procHostIdentity,
       runtime: ANSWERING_ENGINE,
       clock: { now: () => new Date('2026-12-02T10:00:00Z') },
-      ...(executor?.kind === 'swarm' ? { swarmNodes: () => Promise.resolve(Object.keys(executor.node_engines).map((node) => ({ node, gpus: 0 }))) } : {}),
+      ...(executor?.kind === 'swarm'
+        ? {
+            swarmNodes: () =>
+              Promise.resolve(Object.keys(executor.node_engines).map((node) => ({ node, gpus: 0 }))),
+          }
+        : {}),
     },
-    { manifestPath, output, registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't', ...(executor ? { executor } : {}) },
+    {
+      manifestPath,
+      output,
+      registryPath: join(dir, 'r.db'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 't',
+      ...(executor ? { executor } : {}),
+    },
   );
-  return { dir, output, store: new EvidenceStore(new NodeFileSystem(), output), batchId: record.batch_id, manifestPath };
+  return {
+    dir,
+    output,
+    store: new EvidenceStore(new NodeFileSystem(), output),
+    batchId: record.batch_id,
+    manifestPath,
+  };
 }
 
 /** The receipt a supervisor publishes when it claims `jobId`. */
-export async function claimJob(batch: TestBatch, jobId: string, claimId = `claim-${jobId}`, extra: Partial<Receipt> = {}): Promise<Receipt> {
+export async function claimJob(
+  batch: TestBatch,
+  jobId: string,
+  claimId = `claim-${jobId}`,
+  extra: Partial<Receipt> = {},
+): Promise<Receipt> {
   const receipt: Receipt = {
     schema: RECEIPT_SCHEMA,
     batch_id: batch.batchId,
@@ -89,7 +118,11 @@ export async function claimJob(batch: TestBatch, jobId: string, claimId = `claim
 }
 
 /** The result.json of a claimed job (completed unless `extra` says otherwise). */
-export async function finishJob(batch: TestBatch, receipt: Receipt, extra: Partial<ResultRecord> = {}): Promise<ResultRecord> {
+export async function finishJob(
+  batch: TestBatch,
+  receipt: Receipt,
+  extra: Partial<ResultRecord> = {},
+): Promise<ResultRecord> {
   const result: ResultRecord = {
     schema: RESULT_SCHEMA,
     job_id: receipt.job_id,
@@ -116,8 +149,15 @@ export async function finishJob(batch: TestBatch, receipt: Receipt, extra: Parti
 }
 
 /** Record `identity` as the batch's supervisor (D/supervisor.json), as a supervisor does when it starts. */
-export async function recordSupervisor(batch: TestBatch, identity: Omit<SupervisorRecord, 'started_at' | 'mode'>): Promise<void> {
-  await batch.store.writeJsonAtomic(SUPERVISOR_FILE, { ...identity, started_at: '2026-12-02T10:00:00.000Z', mode: 'start' } satisfies SupervisorRecord);
+export async function recordSupervisor(
+  batch: TestBatch,
+  identity: Omit<SupervisorRecord, 'started_at' | 'mode'>,
+): Promise<void> {
+  await batch.store.writeJsonAtomic(SUPERVISOR_FILE, {
+    ...identity,
+    started_at: '2026-12-02T10:00:00.000Z',
+    mode: 'start',
+  } satisfies SupervisorRecord);
 }
 
 export async function ensureDir(path: string): Promise<void> {

@@ -37,9 +37,18 @@ export interface CliRun {
 const BIN = resolve(process.env['ROBOGUIDE_CRASH_BIN'] ?? 'bin/run.js');
 
 /** Two workers: the first completed pair reports a GPU peak that lets the dispatch policy run two at once. */
-export const TWO_WORKERS = { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 } as const;
+export const TWO_WORKERS = {
+  max_workers: 2,
+  gpu_total_mib: 81559,
+  gpu_baseline_mib: 1200,
+  gpu_fraction: 0.9,
+} as const;
 
-export async function writeCrashFixture(root: string, jobs: readonly CrashJob[], capacity: object = { max_workers: 1 }): Promise<CrashFixture> {
+export async function writeCrashFixture(
+  root: string,
+  jobs: readonly CrashJob[],
+  capacity: object = { max_workers: 1 },
+): Promise<CrashFixture> {
   const work = join(root, 'work');
   await mkdir(join(work, 'out'), { recursive: true });
   const manifest = {
@@ -59,11 +68,28 @@ export async function writeCrashFixture(root: string, jobs: readonly CrashJob[],
   };
   const path = join(root, 'manifest.json');
   await writeFile(path, JSON.stringify(manifest, null, 2));
-  return { root, manifest: path, output: join(root, 'D'), registry: join(root, 'registry.db'), counter: join(work, 'driver-runs.log'), jobs };
+  return {
+    root,
+    manifest: path,
+    output: join(root, 'D'),
+    registry: join(root, 'registry.db'),
+    counter: join(work, 'driver-runs.log'),
+    jobs,
+  };
 }
 
 export function startArgs(fx: CrashFixture): string[] {
-  return ['e1-batch', 'start', '--manifest', fx.manifest, '--output', fx.output, '--registry', fx.registry, '--foreground'];
+  return [
+    'e1-batch',
+    'start',
+    '--manifest',
+    fx.manifest,
+    '--output',
+    fx.output,
+    '--registry',
+    fx.registry,
+    '--foreground',
+  ];
 }
 
 export function resumeArgs(fx: CrashFixture): string[] {
@@ -82,7 +108,10 @@ export function runCli(args: readonly string[], opts: RunOptions = {}): Promise<
   const env: Record<string, string | undefined> = { ...process.env, ...opts.env };
   if (opts.env?.['ROBOGUIDE_FAILPOINT'] === undefined) delete env['ROBOGUIDE_FAILPOINT'];
   if (opts.env?.['ROBOGUIDE_FAILPOINT_TRACE'] === undefined) delete env['ROBOGUIDE_FAILPOINT_TRACE'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   let killedByTest = false;
   let gone = false;
@@ -92,7 +121,10 @@ export function runCli(args: readonly string[], opts: RunOptions = {}): Promise<
     const supervisorFile = join(opts.output, 'supervisor.json');
     const poll = async (): Promise<void> => {
       while (!gone) {
-        const pid = await readJsonOrNull<{ pid: number }>(supervisorFile).then((r) => r?.pid, () => undefined);
+        const pid = await readJsonOrNull<{ pid: number }>(supervisorFile).then(
+          (r) => r?.pid,
+          () => undefined,
+        );
         if (pid === child.pid) break;
         await sleepMs(10);
       }
@@ -119,7 +151,10 @@ export interface DrainReport {
 export async function resumeUntilDrained(fx: CrashFixture, maxResumes: number): Promise<DrainReport> {
   for (let n = 1; n <= maxResumes; n++) {
     const run = await runCli(resumeArgs(fx));
-    if (run.code !== 0) throw new Error(`resume #${n} failed (code ${String(run.code)}, signal ${String(run.signal)}): ${run.stderr.slice(-2000)}`);
+    if (run.code !== 0)
+      throw new Error(
+        `resume #${n} failed (code ${String(run.code)}, signal ${String(run.signal)}): ${run.stderr.slice(-2000)}`,
+      );
     const summary = await readJsonOrNull<{ state: string }>(join(fx.output, 'SUMMARY.json'));
     if (summary?.state === 'drained') return { resumes: n, lastState: summary.state };
   }
@@ -164,16 +199,27 @@ export async function checkInvariants(fx: CrashFixture): Promise<string[]> {
   const receipts = new Map<string, ReceiptView>();
   for (const job of fx.jobs) {
     const ran = runs.get(job.id) ?? 0;
-    const receipt = await readJsonStrict<ReceiptView>(join(fx.output, 'jobs', job.id, 'receipt.json'), v, job.id);
-    const result = await readJsonStrict<ResultView>(join(fx.output, 'jobs', job.id, 'result.json'), v, job.id);
+    const receipt = await readJsonStrict<ReceiptView>(
+      join(fx.output, 'jobs', job.id, 'receipt.json'),
+      v,
+      job.id,
+    );
+    const result = await readJsonStrict<ResultView>(
+      join(fx.output, 'jobs', job.id, 'result.json'),
+      v,
+      job.id,
+    );
     if (receipt) receipts.set(job.id, receipt);
     if (result) results.set(job.id, result);
     if (ran > 1) v.push(`${job.id}: driver ran ${ran} times (claimed pair launched again)`);
     if (!receipt || !result) continue;
-    if (result.claim_id !== receipt.claim_id) v.push(`${job.id}: result claim ${result.claim_id} != receipt claim ${receipt.claim_id}`);
+    if (result.claim_id !== receipt.claim_id)
+      v.push(`${job.id}: result claim ${result.claim_id} != receipt claim ${receipt.claim_id}`);
     const lost = result.reasons.includes('lost_worker');
     if (ran === 0 && !(result.classification === 'harness_failure' && lost)) {
-      v.push(`${job.id}: driver never ran but classified ${result.classification} [${result.reasons.join(',')}]`);
+      v.push(
+        `${job.id}: driver never ran but classified ${result.classification} [${result.reasons.join(',')}]`,
+      );
     }
     // A driver that ran and a pair recorded lost_worker is allowed by SPEC §5 (container removed before
     // result.json was written, then SIGKILL): reported as a note by the caller, not as a violation.
@@ -197,25 +243,40 @@ async function logViolations(fx: CrashFixture, job: CrashJob): Promise<string[]>
   const expected = Array.from({ length: n }, (_, i) => `${`line ${i + 1}`.padEnd(63)}\n`).join('');
   const text = await readFile(join(fx.output, 'jobs', job.id, 'stdout.log'), 'utf8').catch(() => null);
   if (text === null) return [`${job.id}: stdout.log missing`];
-  return text === expected ? [] : [`${job.id}: stdout.log has ${text.length} bytes, expected the ${n} numbered lines (${expected.length} bytes)`];
+  return text === expected
+    ? []
+    : [
+        `${job.id}: stdout.log has ${text.length} bytes, expected the ${n} numbered lines (${expected.length} bytes)`,
+      ];
 }
 
-function registryViolations(path: string, batchId: string, results: ReadonlyMap<string, ResultView>, receipts: ReadonlyMap<string, ReceiptView>): string[] {
+function registryViolations(
+  path: string,
+  batchId: string,
+  results: ReadonlyMap<string, ResultView>,
+  receipts: ReadonlyMap<string, ReceiptView>,
+): string[] {
   const v: string[] = [];
   const db = new DatabaseSync(path, { readOnly: true });
   try {
-    const rows = db.prepare('SELECT id, job_id, claim_id, state, released_at FROM reservations WHERE batch_id = ?').all(batchId) as unknown as ReservationRow[];
+    const rows = db
+      .prepare('SELECT id, job_id, claim_id, state, released_at FROM reservations WHERE batch_id = ?')
+      .all(batchId) as unknown as ReservationRow[];
     const byId = new Map(rows.map((r) => [r.id, r]));
     for (const r of rows) {
-      if ((r.state === 'released') !== (r.released_at !== null)) v.push(`reservation ${r.id}: state ${r.state} with released_at ${String(r.released_at)}`);
+      if ((r.state === 'released') !== (r.released_at !== null))
+        v.push(`reservation ${r.id}: state ${r.state} with released_at ${String(r.released_at)}`);
       if (r.state !== 'held') continue;
       const result = results.get(r.job_id);
       const receipt = receipts.get(r.job_id);
-      if (result?.cleanup.verified_absent === true) v.push(`reservation ${r.id} (${r.job_id}) still held though the container is verified absent`);
-      else if (receipt?.claim_id !== r.claim_id) v.push(`reservation ${r.id} (${r.job_id}) held without a matching claim`);
+      if (result?.cleanup.verified_absent === true)
+        v.push(`reservation ${r.id} (${r.job_id}) still held though the container is verified absent`);
+      else if (receipt?.claim_id !== r.claim_id)
+        v.push(`reservation ${r.id} (${r.job_id}) held without a matching claim`);
     }
     for (const [jobId, receipt] of receipts) {
-      if (!byId.has(receipt.reservation_id)) v.push(`${jobId}: receipt names reservation ${receipt.reservation_id}, absent from the registry`);
+      if (!byId.has(receipt.reservation_id))
+        v.push(`${jobId}: receipt names reservation ${receipt.reservation_id}, absent from the registry`);
     }
   } finally {
     db.close();
@@ -223,7 +284,10 @@ function registryViolations(path: string, batchId: string, results: ReadonlyMap<
   return v;
 }
 
-async function summaryViolations(fx: CrashFixture, results: ReadonlyMap<string, ResultView>): Promise<string[]> {
+async function summaryViolations(
+  fx: CrashFixture,
+  results: ReadonlyMap<string, ResultView>,
+): Promise<string[]> {
   const summary = await readJsonOrNull<SummaryView>(join(fx.output, 'SUMMARY.json')).catch(() => null);
   if (summary === null) return ['SUMMARY.json missing or unparseable'];
   const v: string[] = [];
@@ -233,7 +297,8 @@ async function summaryViolations(fx: CrashFixture, results: ReadonlyMap<string, 
   const finished = classes.reduce((sum, k) => sum + (c[k] ?? 0), 0);
   if (summary.state !== 'drained') v.push(`SUMMARY state ${summary.state}, expected drained`);
   if (c['total'] !== total) v.push(`SUMMARY total ${String(c['total'])} != ${total} jobs`);
-  if (finished + (c['pending'] ?? 0) + (c['claimed'] ?? 0) !== total) v.push(`SUMMARY counts do not add up to ${total}: ${JSON.stringify(c)}`);
+  if (finished + (c['pending'] ?? 0) + (c['claimed'] ?? 0) !== total)
+    v.push(`SUMMARY counts do not add up to ${total}: ${JSON.stringify(c)}`);
   for (const k of classes) {
     const actual = [...results.values()].filter((r) => r.classification === k).length;
     if ((c[k] ?? 0) !== actual) v.push(`SUMMARY ${k}=${String(c[k])} but ${actual} result(s) say so`);

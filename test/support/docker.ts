@@ -42,7 +42,9 @@ export async function sweep(labels: Record<string, string>): Promise<number> {
  * Adapters for `runPair` in tests: the real engine, a real (temporary, per-process) registry with a roomy
  * host limit so unrelated tests never queue behind each other.
  */
-export function pairRunDeps(rt: ContainerRuntime = runtime()): RunPairDeps & { readonly registry: SqliteCapacityRegistry } {
+export function pairRunDeps(
+  rt: ContainerRuntime = runtime(),
+): RunPairDeps & { readonly registry: SqliteCapacityRegistry } {
   if (testRegistry === undefined) {
     const dir = mkdtempSync(join(tmpdir(), 'roboguide-test-registry-'));
     testRegistry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db') });

@@ -5,7 +5,13 @@
  * unit tests of what drives the `pair run` lifecycle (the serve API's pairs).
  */
 import { PassThrough } from 'node:stream';
-import type { ContainerOutput, ContainerRuntime, ContainerSpec, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
+import type {
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerState,
+  WaitResult,
+} from '../../src/app/ports/container-runtime.js';
 
 export class FakePairRuntime implements Partial<ContainerRuntime> {
   readonly created: ContainerSpec[] = [];
@@ -26,7 +32,15 @@ export class FakePairRuntime implements Partial<ContainerRuntime> {
   create(spec: ContainerSpec) {
     this.created.push(spec);
     const id = `c${this.created.length}`;
-    this.#present.set(id, { id, status: 'created', exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels: { ...spec.labels } });
+    this.#present.set(id, {
+      id,
+      status: 'created',
+      exitCode: null,
+      oomKilled: false,
+      startedAt: null,
+      finishedAt: null,
+      labels: { ...spec.labels },
+    });
     this.#output = { stdout: new PassThrough(), stderr: new PassThrough() };
     return Promise.resolve({ id, name: spec.name });
   }
@@ -42,7 +56,10 @@ export class FakePairRuntime implements Partial<ContainerRuntime> {
     if (this.exitAt === 'start') this.#exit(id, 0);
     return Promise.resolve();
   }
-  wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult> {
+  wait(
+    id: string,
+    options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
+  ): Promise<WaitResult> {
     const state = this.#present.get(id);
     if (state?.status === 'exited') return Promise.resolve({ kind: 'exited', exitCode: state.exitCode ?? 0 });
     if (options.signal?.aborted === true) return Promise.resolve({ kind: 'aborted' });
@@ -67,7 +84,9 @@ export class FakePairRuntime implements Partial<ContainerRuntime> {
     return Promise.resolve(null);
   }
   listByLabel(labels: Readonly<Record<string, string>>) {
-    return Promise.resolve([...this.#present.values()].filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v)));
+    return Promise.resolve(
+      [...this.#present.values()].filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v)),
+    );
   }
   containerEventsSince() {
     return Promise.resolve({ actions: [], complete: true });

@@ -9,7 +9,15 @@ import { join } from 'node:path';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type { ContainerHandle, ContainerOutput, ContainerRuntime, ContainerSpec, ContainerState, EngineInfo, WaitResult } from '../../src/app/ports/container-runtime.js';
+import type {
+  ContainerHandle,
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerState,
+  EngineInfo,
+  WaitResult,
+} from '../../src/app/ports/container-runtime.js';
 import type { HostIdentity, ProcessIdentity } from '../../src/app/ports/host-identity.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 
@@ -46,7 +54,8 @@ interface FakeContainer {
 export class FakePairRuntime implements ContainerRuntime {
   readonly containers = new Map<string, FakeContainer>();
   readonly images = new Set<string>(['driver:1']);
-  outcome: string | null = '{"job_id":"j1","infrastructure_failure":false,"fatal_failure":false,"arms":{"a":true}}';
+  outcome: string | null =
+    '{"job_id":"j1","infrastructure_failure":false,"fatal_failure":false,"arms":{"a":true}}';
   failCreate: Error | null = null;
   created = 0;
   removed = 0;
@@ -61,7 +70,12 @@ export class FakePairRuntime implements ContainerRuntime {
     if (this.failCreate !== null) return Promise.reject(this.failCreate);
     this.created++;
     const id = `c${this.created}`.padEnd(64, '0');
-    this.containers.set(id, { id, spec, status: 'created', output: { stdout: new PassThrough(), stderr: new PassThrough() } });
+    this.containers.set(id, {
+      id,
+      spec,
+      status: 'created',
+      output: { stdout: new PassThrough(), stderr: new PassThrough() },
+    });
     return Promise.resolve({ id, name: spec.name });
   }
   attach(id: string): Promise<ContainerOutput> {
@@ -108,7 +122,9 @@ export class FakePairRuntime implements ContainerRuntime {
     return Promise.resolve(null);
   }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
-    const matches = [...this.containers.values()].filter((c) => Object.entries(labels).every(([k, v]) => c.spec.labels[k] === v));
+    const matches = [...this.containers.values()].filter((c) =>
+      Object.entries(labels).every(([k, v]) => c.spec.labels[k] === v),
+    );
     return Promise.resolve(matches.map((c) => this.#state(c)));
   }
   containerEventsSince(): Promise<{ actions: string[]; complete: boolean }> {
@@ -119,8 +135,24 @@ export class FakePairRuntime implements ContainerRuntime {
   leave(spec: Pick<ContainerSpec, 'labels' | 'env'>): string {
     this.created++;
     const id = `left${this.created}`.padEnd(64, '0');
-    const full = { name: id, image: 'driver:1', cmd: [], workingDir: '/', binds: [], ports: [], bindAddress: '127.0.0.1', deviceRequests: [], stopTimeoutSec: 1, ...spec };
-    this.containers.set(id, { id, spec: full, status: 'exited', output: { stdout: new PassThrough(), stderr: new PassThrough() } });
+    const full = {
+      name: id,
+      image: 'driver:1',
+      cmd: [],
+      workingDir: '/',
+      binds: [],
+      ports: [],
+      bindAddress: '127.0.0.1',
+      deviceRequests: [],
+      stopTimeoutSec: 1,
+      ...spec,
+    };
+    this.containers.set(id, {
+      id,
+      spec: full,
+      status: 'exited',
+      output: { stdout: new PassThrough(), stderr: new PassThrough() },
+    });
     return id;
   }
 
@@ -131,12 +163,24 @@ export class FakePairRuntime implements ContainerRuntime {
   }
 
   #state(c: FakeContainer): ContainerState {
-    return { id: c.id, status: c.status, exitCode: c.status === 'exited' ? 0 : null, oomKilled: false, startedAt: null, finishedAt: null, labels: c.spec.labels };
+    return {
+      id: c.id,
+      status: c.status,
+      exitCode: c.status === 'exited' ? 0 : null,
+      oomKilled: false,
+      startedAt: null,
+      finishedAt: null,
+      labels: c.spec.labels,
+    };
   }
 }
 
 /** The lifecycle's deps on the fakes: no session archive, no diagnosis, a fixed clock. */
-export function fakeExecuteDeps(runtime: ContainerRuntime, host: HostIdentity, overrides: Partial<ExecutePairDeps> = {}): ExecutePairDeps {
+export function fakeExecuteDeps(
+  runtime: ContainerRuntime,
+  host: HostIdentity,
+  overrides: Partial<ExecutePairDeps> = {},
+): ExecutePairDeps {
   return {
     runtime,
     clock: { now: () => new Date('2026-12-03T08:00:00Z') },

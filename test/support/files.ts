@@ -28,6 +28,10 @@ export async function scanForSecret(file: string, secret: string): Promise<strin
   // Base64 of a secret at other alignments shares long runs with its own base64; the raw windows catch
   // the secret itself. Windows of the random part only, so common prefixes like "s3cr3t-" don't match noise.
   const hits: string[] = [];
-  for (const w of windowsOf(forms.map((f) => f.slice(7)), 12)) if (text.includes(w)) hits.push(w);
+  for (const w of windowsOf(
+    forms.map((f) => f.slice(7)),
+    12,
+  ))
+    if (text.includes(w)) hits.push(w);
   return hits;
 }

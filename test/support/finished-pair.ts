@@ -83,7 +83,12 @@ export async function buildFinishedPair(options: FinishedPairOptions): Promise<F
   await store.writeJsonAtomic(rel('receipt.json'), launched);
   await store.writeBytesAtomic(rel('stdout.log'), new TextEncoder().encode('arm a done\narm b done\n'));
   await store.writeBytesAtomic(rel('stderr.log'), new Uint8Array());
-  const outcome = { job_id: jobId, infrastructure_failure: false, fatal_failure: false, arms: { a: 'unavailable', b: true } };
+  const outcome = {
+    job_id: jobId,
+    infrastructure_failure: false,
+    fatal_failure: false,
+    arms: { a: 'unavailable', b: true },
+  };
   const outcomeText = JSON.stringify(outcome);
   await mkdir(options.outcomeDir, { recursive: true });
   await writeFile(launched.outcome_path, outcomeText);
@@ -108,7 +113,15 @@ export async function buildFinishedPair(options: FinishedPairOptions): Promise<F
     finished_at: '2025-01-01T00:10:00.000Z',
   };
   if (options.writeResult !== false) await store.writeJsonAtomic(rel('result.json'), result);
-  return { store, jobRel, receipt: launched, result, outcomePath: launched.outcome_path, reservationId, containerId };
+  return {
+    store,
+    jobRel,
+    receipt: launched,
+    result,
+    outcomePath: launched.outcome_path,
+    reservationId,
+    containerId,
+  };
 }
 
 /** A container runtime that knows only which containers exist (by id, or by claim label). */
@@ -128,7 +141,9 @@ export class FakeContainerRuntime implements Pick<ContainerRuntime, 'inspect' | 
     this.calls += 1;
     if (this.failWith !== null) return Promise.reject(this.failWith);
     const claim = labels['roboguide.claim'];
-    return Promise.resolve(claim !== undefined && this.presentClaims.has(claim) ? [stateOf('c-by-label', labels)] : []);
+    return Promise.resolve(
+      claim !== undefined && this.presentClaims.has(claim) ? [stateOf('c-by-label', labels)] : [],
+    );
   }
 }
 

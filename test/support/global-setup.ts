@@ -100,5 +100,8 @@ export default async function setup(project: TestProject): Promise<void> {
   project.provide('dockerSkipReason', reason);
   project.provide('engineHasNvidia', nvidia);
   project.provide('engineIsPodman', podman);
-  if (podman) console.warn('\n*** the engine is Podman: tests of Docker-only behaviour are SKIPPED (docs/podman.md) ***\n');
+  if (podman)
+    console.warn(
+      '\n*** the engine is Podman: tests of Docker-only behaviour are SKIPPED (docs/podman.md) ***\n',
+    );
 }

@@ -62,8 +62,10 @@ function ids(user: string): { uid: number; gid: number } | null {
 
 /** Why PostgreSQL cannot run here, or null when it can. */
 export function postgresUnavailable(): string | null {
-  if (!existsSync(join(PG_BIN, 'initdb')) || !existsSync(join(PG_BIN, 'pg_ctl'))) return `no PostgreSQL binaries in ${PG_BIN}`;
-  if (process.getuid?.() !== 0) return 'the test set-up runs the server as the postgres user and needs root for runuser';
+  if (!existsSync(join(PG_BIN, 'initdb')) || !existsSync(join(PG_BIN, 'pg_ctl')))
+    return `no PostgreSQL binaries in ${PG_BIN}`;
+  if (process.getuid?.() !== 0)
+    return 'the test set-up runs the server as the postgres user and needs root for runuser';
   if (ids(PG_USER) === null) return `no ${PG_USER} user`;
   return null;
 }
@@ -86,14 +88,20 @@ function asPostgres(command: string, args: readonly string[], netns?: string): s
 
 /** A TCP port free on 127.0.0.1 right now (the kernel picks it). */
 function freePort(): number {
-  const out = execFileSync(process.execPath, [
-    '-e',
-    "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{process.stdout.write(String(s.address().port));s.close()})",
-  ], { encoding: 'utf8' });
+  const out = execFileSync(
+    process.execPath,
+    [
+      '-e',
+      "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{process.stdout.write(String(s.address().port));s.close()})",
+    ],
+    { encoding: 'utf8' },
+  );
   return Number(out);
 }
 
-export function startPostgres(options: { readonly tcp?: boolean; readonly netns?: string } = {}): TestPostgres {
+export function startPostgres(
+  options: { readonly tcp?: boolean; readonly netns?: string } = {},
+): TestPostgres {
   const owner = ids(PG_USER);
   if (owner === null) throw new Error(`no ${PG_USER} user`);
   const root = mkdtempSync(join(tmpdir(), 'rg-pg-'));
@@ -101,24 +109,38 @@ export function startPostgres(options: { readonly tcp?: boolean; readonly netns?
   chownSync(root, owner.uid, owner.gid);
   const dataDir = join(root, 'data');
   const socketDir = root;
-  asPostgres('initdb', ['-D', dataDir, '--auth-local=trust', '--auth-host=scram-sha-256', '-U', PG_USER, '--no-sync', '-E', 'UTF8']);
+  asPostgres('initdb', [
+    '-D',
+    dataDir,
+    '--auth-local=trust',
+    '--auth-host=scram-sha-256',
+    '-U',
+    PG_USER,
+    '--no-sync',
+    '-E',
+    'UTF8',
+  ]);
   const port = options.tcp === true ? freePort() : null;
   const listen = port === null ? `-c listen_addresses=''` : `-c listen_addresses=127.0.0.1 -p ${port}`;
   // Reachable by root (the test process) through the socket folder: 0711 lets it traverse, not list.
   chmodSync(root, 0o711);
   const start = (): number => {
-    asPostgres('pg_ctl', [
-      '-D',
-      dataDir,
-      '-l',
-      join(root, 'server.log'),
-      '-o',
-      `-k ${socketDir} ${listen} -c fsync=off -c max_connections=100`,
-      '-w',
-      '-t',
-      '60',
-      'start',
-    ], options.netns);
+    asPostgres(
+      'pg_ctl',
+      [
+        '-D',
+        dataDir,
+        '-l',
+        join(root, 'server.log'),
+        '-o',
+        `-k ${socketDir} ${listen} -c fsync=off -c max_connections=100`,
+        '-w',
+        '-t',
+        '60',
+        'start',
+      ],
+      options.netns,
+    );
     return Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '');
   };
   let pid = start();
@@ -129,9 +151,15 @@ export function startPostgres(options: { readonly tcp?: boolean; readonly netns?
     frozen = [];
   };
   const socketPort = port === null ? '' : `&port=${port}`;
-  const url = (database: string): string => `postgres://${PG_USER}@/${database}?host=${socketDir}${socketPort}`;
+  const url = (database: string): string =>
+    `postgres://${PG_USER}@/${database}?host=${socketDir}${socketPort}`;
   const admin = async (statements: readonly string[]): Promise<void> => {
-    const client = new pg.Client({ host: socketDir, ...(port === null ? {} : { port }), user: PG_USER, database: 'postgres' });
+    const client = new pg.Client({
+      host: socketDir,
+      ...(port === null ? {} : { port }),
+      user: PG_USER,
+      database: 'postgres',
+    });
     await client.connect();
     try {
       for (const statement of statements) await client.query(statement);

@@ -5,14 +5,22 @@
  * raw SQL on it for states the API cannot produce.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { AdmitRequest, CapacityRegistry, TerminalCommit } from '../../src/app/ports/capacity-registry.js';
+import type {
+  AdmitRequest,
+  CapacityRegistry,
+  TerminalCommit,
+} from '../../src/app/ports/capacity-registry.js';
 import { InvalidInputError, RoboguideError } from '../../src/core/errors.js';
 
 export interface RegistryBackend {
   readonly name: string;
   /** A fresh, empty store for the next test. */
   fresh(): Promise<void>;
-  open(options: { clock?: { now(): Date }; newId?: () => string; localNode: string }): Promise<CapacityRegistry>;
+  open(options: {
+    clock?: { now(): Date };
+    newId?: () => string;
+    localNode: string;
+  }): Promise<CapacityRegistry>;
   /** Raw SQL on the store, `?` placeholders. */
   rawSql(sql: string, ...params: string[]): Promise<void>;
   /** The schema version this tool writes. */
@@ -40,7 +48,11 @@ export function registryContract(backend: RegistryBackend): void {
     return { batchId: 'batch-a', jobId: `job-${claimId}`, claimId, gpuMib: 0, ...overrides };
   }
 
-  function terminal(claimId: string, reservationId: string, overrides: Partial<TerminalCommit> = {}): TerminalCommit {
+  function terminal(
+    claimId: string,
+    reservationId: string,
+    overrides: Partial<TerminalCommit> = {},
+  ): TerminalCommit {
     return {
       batchId: 'batch-a',
       jobId: `job-${claimId}`,
@@ -53,7 +65,11 @@ export function registryContract(backend: RegistryBackend): void {
     };
   }
 
-  async function admitted(registry: CapacityRegistry, claimId: string, overrides: Partial<AdmitRequest> = {}): Promise<string> {
+  async function admitted(
+    registry: CapacityRegistry,
+    claimId: string,
+    overrides: Partial<AdmitRequest> = {},
+  ): Promise<string> {
     const result = await registry.admit(request(claimId, overrides));
     if (result.kind !== 'admitted') throw new Error(`expected admission, got ${JSON.stringify(result)}`);
     return result.reservationId;
@@ -72,16 +88,24 @@ export function registryContract(backend: RegistryBackend): void {
     });
 
     describe('opening', () => {
-      it('reopening keeps the data; the schema is at this tool\'s version', async () => {
+      it("reopening keeps the data; the schema is at this tool's version", async () => {
         const registry = await openRegistry();
         await registry.setLimits({ maxReservations: 3, gpuMib: 8_000 });
         const reservationId = await admitted(registry, 'c1', { gpuMib: 1_000 });
         await registry.close();
         const reopened = await openRegistry();
         expect(await reopened.limits()).toEqual({ maxReservations: 3, gpuMib: 8_000 });
-        expect(await reopened.reservationForClaim('c1')).toMatchObject({ id: reservationId, state: 'held', gpuMib: 1_000, node: NODE });
+        expect(await reopened.reservationForClaim('c1')).toMatchObject({
+          id: reservationId,
+          state: 'held',
+          gpuMib: 1_000,
+          node: NODE,
+        });
         expect(await reopened.board()).toHaveLength(1);
-        expect(await reopened.schemaVersion()).toEqual({ current: backend.schemaVersion, supported: backend.schemaVersion });
+        expect(await reopened.schemaVersion()).toEqual({
+          current: backend.schemaVersion,
+          supported: backend.schemaVersion,
+        });
       });
 
       it('starts with the default limits: 2 reservations, no GPU limit', async () => {
@@ -97,7 +121,10 @@ export function registryContract(backend: RegistryBackend): void {
       it('migrates once when several openers start on an empty store at once', async () => {
         const registries = await Promise.all(Array.from({ length: 4 }, () => openRegistry()));
         for (const registry of registries) {
-          expect(await registry.schemaVersion()).toEqual({ current: backend.schemaVersion, supported: backend.schemaVersion });
+          expect(await registry.schemaVersion()).toEqual({
+            current: backend.schemaVersion,
+            supported: backend.schemaVersion,
+          });
         }
         expect(await registries[0]!.limits()).toEqual({ maxReservations: 2, gpuMib: null });
       });
@@ -144,7 +171,13 @@ export function registryContract(backend: RegistryBackend): void {
         const registry = await openRegistry();
         await admitted(registry, 'c1');
         await admitted(registry, 'c2', { batchId: 'batch-b' });
-        expect(await registry.admit(request('c3'))).toEqual({ kind: 'refused', reason: 'host_full', held: 2, limit: 2, node: NODE });
+        expect(await registry.admit(request('c3'))).toEqual({
+          kind: 'refused',
+          reason: 'host_full',
+          held: 2,
+          limit: 2,
+          node: NODE,
+        });
         expect(await registry.reservationForClaim('c3')).toBeNull();
         expect(await registry.board({ claimId: 'c3' })).toEqual([]);
         expect(await registry.held()).toHaveLength(2);
@@ -154,7 +187,13 @@ export function registryContract(backend: RegistryBackend): void {
         const registry = await openRegistry();
         await registry.setLimits({ maxReservations: 5, gpuMib: 10_000 });
         const big = await admitted(registry, 'c1', { gpuMib: 6_000 });
-        expect(await registry.admit(request('c2', { gpuMib: 5_000 }))).toEqual({ kind: 'refused', reason: 'gpu_budget', held: 6_000, limit: 10_000, node: NODE });
+        expect(await registry.admit(request('c2', { gpuMib: 5_000 }))).toEqual({
+          kind: 'refused',
+          reason: 'gpu_budget',
+          held: 6_000,
+          limit: 10_000,
+          node: NODE,
+        });
         await admitted(registry, 'c3', { gpuMib: 4_000 });
         await admitted(registry, 'c4', { gpuMib: 0 });
         expect(await registry.release(big, 'c1')).toEqual({ kind: 'released' });
@@ -174,11 +213,21 @@ export function registryContract(backend: RegistryBackend): void {
         const registry = await openRegistry();
         await expect(registry.admit(request('c1', { gpuMib: -1 }))).rejects.toThrow(InvalidInputError);
         await expect(registry.admit(request(''))).rejects.toThrow(InvalidInputError);
-        await expect(registry.admit(request('c1', { ports: [0] }))).rejects.toMatchObject({ issues: [{ path: 'ports[0]' }] });
-        await expect(registry.admit(request('c1', { node: '' }))).rejects.toMatchObject({ issues: [{ path: 'node' }] });
-        await expect(registry.setLimits({ maxReservations: 0, gpuMib: null })).rejects.toThrow(InvalidInputError);
-        await expect(registry.setLimits({ maxReservations: 2, gpuMib: 1.5 })).rejects.toThrow(InvalidInputError);
-        await expect(registry.setLimits({ maxReservations: 2, gpuMib: null }, 'bad\nnode')).rejects.toThrow(InvalidInputError);
+        await expect(registry.admit(request('c1', { ports: [0] }))).rejects.toMatchObject({
+          issues: [{ path: 'ports[0]' }],
+        });
+        await expect(registry.admit(request('c1', { node: '' }))).rejects.toMatchObject({
+          issues: [{ path: 'node' }],
+        });
+        await expect(registry.setLimits({ maxReservations: 0, gpuMib: null })).rejects.toThrow(
+          InvalidInputError,
+        );
+        await expect(registry.setLimits({ maxReservations: 2, gpuMib: 1.5 })).rejects.toThrow(
+          InvalidInputError,
+        );
+        await expect(registry.setLimits({ maxReservations: 2, gpuMib: null }, 'bad\nnode')).rejects.toThrow(
+          InvalidInputError,
+        );
         expect(await registry.limits()).toEqual({ maxReservations: 2, gpuMib: null });
         expect(await registry.held()).toEqual([]);
       });
@@ -190,13 +239,25 @@ export function registryContract(backend: RegistryBackend): void {
         await registry.setLimits({ maxReservations: 1, gpuMib: 4_000 }, 'gpu-1');
         expect(await registry.limits('gpu-1')).toEqual({ maxReservations: 1, gpuMib: 4_000 });
         expect(await registry.limits('gpu-2')).toEqual({ maxReservations: 2, gpuMib: null });
-        expect(await registry.nodeLimits()).toEqual([{ node: 'gpu-1', limits: { maxReservations: 1, gpuMib: 4_000 } }]);
+        expect(await registry.nodeLimits()).toEqual([
+          { node: 'gpu-1', limits: { maxReservations: 1, gpuMib: 4_000 } },
+        ]);
         await admitted(registry, 'c1', { node: 'gpu-1', gpuMib: 1_000 });
-        expect(await registry.admit(request('c2', { node: 'gpu-1' }))).toEqual({ kind: 'refused', reason: 'host_full', held: 1, limit: 1, node: 'gpu-1' });
+        expect(await registry.admit(request('c2', { node: 'gpu-1' }))).toEqual({
+          kind: 'refused',
+          reason: 'host_full',
+          held: 1,
+          limit: 1,
+          node: 'gpu-1',
+        });
         // Another node has its own count: the default (2) applies there, and to the local node.
         await admitted(registry, 'c3', { node: 'gpu-2' });
         await admitted(registry, 'c4', { node: 'gpu-2' });
-        expect(await registry.admit(request('c5', { node: 'gpu-2' }))).toMatchObject({ kind: 'refused', reason: 'host_full', node: 'gpu-2' });
+        expect(await registry.admit(request('c5', { node: 'gpu-2' }))).toMatchObject({
+          kind: 'refused',
+          reason: 'host_full',
+          node: 'gpu-2',
+        });
         await admitted(registry, 'c6');
         expect((await registry.held()).map((r) => [r.claimId, r.node])).toEqual([
           ['c1', 'gpu-1'],
@@ -212,12 +273,18 @@ export function registryContract(backend: RegistryBackend): void {
         await registry.setLimits({ maxReservations: 4, gpuMib: 10_000 });
         await admitted(registry, 'c1', { node: 'gpu-1', gpuMib: 8_000 });
         await admitted(registry, 'c2', { node: 'gpu-2', gpuMib: 8_000 });
-        expect(await registry.admit(request('c3', { node: 'gpu-1', gpuMib: 4_000 }))).toEqual({ kind: 'refused', reason: 'gpu_budget', held: 8_000, limit: 10_000, node: 'gpu-1' });
+        expect(await registry.admit(request('c3', { node: 'gpu-1', gpuMib: 4_000 }))).toEqual({
+          kind: 'refused',
+          reason: 'gpu_budget',
+          held: 8_000,
+          limit: 10_000,
+          node: 'gpu-1',
+        });
       });
     });
 
     describe('published ports', () => {
-      it('holds a pair\'s ports on its node while its slot is held; another batch waits for them', async () => {
+      it("holds a pair's ports on its node while its slot is held; another batch waits for them", async () => {
         const registry = await openRegistry();
         await registry.setLimits({ maxReservations: 10, gpuMib: null });
         const a = await admitted(registry, 'c1', { batchId: 'batch-a', ports: [40_002, 40_001] });
@@ -264,7 +331,10 @@ export function registryContract(backend: RegistryBackend): void {
         const registry = await openRegistry();
         const id = await admitted(registry, 'c1');
         expect(await registry.release(id, 'c2')).toEqual({ kind: 'refused', reason: 'not_held_by_claim' });
-        expect(await registry.release('nope', 'c1')).toEqual({ kind: 'refused', reason: 'unknown_reservation' });
+        expect(await registry.release('nope', 'c1')).toEqual({
+          kind: 'refused',
+          reason: 'unknown_reservation',
+        });
         expect((await registry.reservation(id))?.state).toBe('held');
       });
 
@@ -284,9 +354,16 @@ export function registryContract(backend: RegistryBackend): void {
       it('writes the board row terminal and releases the reservation, with read-backs', async () => {
         const registry = await openRegistry();
         const id = await admitted(registry, 'c1');
-        expect(await registry.commitTerminal(terminal('c1', id, { classification: 'fatal', outcomeSha256: null }))).toEqual({
+        expect(
+          await registry.commitTerminal(terminal('c1', id, { classification: 'fatal', outcomeSha256: null })),
+        ).toEqual({
           kind: 'committed',
-          steps: ['board_written_terminal', 'board_read_back', 'reservation_released', 'reservation_read_back'],
+          steps: [
+            'board_written_terminal',
+            'board_read_back',
+            'reservation_released',
+            'reservation_read_back',
+          ],
         });
         expect((await registry.board({ claimId: 'c1' }))[0]).toMatchObject({
           state: 'terminal',
@@ -295,7 +372,10 @@ export function registryContract(backend: RegistryBackend): void {
           proofSha256: 'p'.repeat(64),
           updatedAt: '2025-01-01T00:00:01.000Z',
         });
-        expect(await registry.reservation(id)).toMatchObject({ state: 'released', proofSha256: 'p'.repeat(64) });
+        expect(await registry.reservation(id)).toMatchObject({
+          state: 'released',
+          proofSha256: 'p'.repeat(64),
+        });
       });
 
       it('replays as a no-op that preserves later fields', async () => {
@@ -321,7 +401,11 @@ export function registryContract(backend: RegistryBackend): void {
         const id = await admitted(registry, 'c1');
         await registry.commitTerminal(terminal('c1', id));
         const board = await registry.board();
-        expect(await registry.commitTerminal(terminal('c1', id, { proofSha256: 'q'.repeat(64), classification: 'fatal' }))).toMatchObject({
+        expect(
+          await registry.commitTerminal(
+            terminal('c1', id, { proofSha256: 'q'.repeat(64), classification: 'fatal' }),
+          ),
+        ).toMatchObject({
           kind: 'refused',
           reason: 'proof_mismatch',
         });
@@ -349,15 +433,23 @@ export function registryContract(backend: RegistryBackend): void {
         const registry = await openRegistry();
         const id = await admitted(registry, 'c1');
         await registry.release(id, 'c1');
-        expect(await registry.commitTerminal(terminal('c1', id))).toMatchObject({ kind: 'refused', reason: 'reservation_not_held_by_claim' });
+        expect(await registry.commitTerminal(terminal('c1', id))).toMatchObject({
+          kind: 'refused',
+          reason: 'reservation_not_held_by_claim',
+        });
         expect((await registry.board({ claimId: 'c1' }))[0]?.state).toBe('running');
       });
 
       it('completes the release when the board is already terminal with the same proof', async () => {
         const registry = await openRegistry();
         const id = await admitted(registry, 'c1');
-        await backend.rawSql(`UPDATE board SET state = 'terminal', classification = 'completed', proof_sha256 = ? WHERE run_id = 'c1'`, 'p'.repeat(64));
-        expect(await registry.commitTerminal(terminal('c1', id, { proofSha256: 'q'.repeat(64) }))).toMatchObject({ kind: 'refused', reason: 'proof_mismatch' });
+        await backend.rawSql(
+          `UPDATE board SET state = 'terminal', classification = 'completed', proof_sha256 = ? WHERE run_id = 'c1'`,
+          'p'.repeat(64),
+        );
+        expect(
+          await registry.commitTerminal(terminal('c1', id, { proofSha256: 'q'.repeat(64) })),
+        ).toMatchObject({ kind: 'refused', reason: 'proof_mismatch' });
         expect((await registry.reservation(id))?.state).toBe('held');
         expect(await registry.commitTerminal(terminal('c1', id))).toEqual({
           kind: 'committed',
@@ -370,7 +462,10 @@ export function registryContract(backend: RegistryBackend): void {
         const registry = await openRegistry();
         const id = await admitted(registry, 'c1');
         await backend.rawSql(`UPDATE board SET batch_id = 'batch-z' WHERE run_id = 'c1'`);
-        expect(await registry.commitTerminal(terminal('c1', id))).toMatchObject({ kind: 'refused', reason: 'run_owned_by_other_batch' });
+        expect(await registry.commitTerminal(terminal('c1', id))).toMatchObject({
+          kind: 'refused',
+          reason: 'run_owned_by_other_batch',
+        });
         expect((await registry.reservation(id))?.state).toBe('held');
       });
     });
@@ -407,7 +502,7 @@ export function registryContract(backend: RegistryBackend): void {
         expect(await a.acquireLease('batch-1', first, alive)).toEqual({ kind: 'acquired' });
       });
 
-      it('reads a batch\'s recorded holder back (null when none is recorded or it gave the lease back)', async () => {
+      it("reads a batch's recorded holder back (null when none is recorded or it gave the lease back)", async () => {
         const a = await openRegistry();
         const b = await openRegistry();
         const holder = { pid: 300, start_ticks: '30', boot_id: 'boot' };
@@ -422,7 +517,9 @@ export function registryContract(backend: RegistryBackend): void {
       it('grants a contested lease to exactly one of several concurrent supervisors', async () => {
         const registries = await Promise.all(Array.from({ length: 6 }, () => openRegistry()));
         const results = await Promise.all(
-          registries.map((r, i) => r.acquireLease('batch-x', { pid: 1000 + i, start_ticks: String(i), boot_id: 'boot' }, () => true)),
+          registries.map((r, i) =>
+            r.acquireLease('batch-x', { pid: 1000 + i, start_ticks: String(i), boot_id: 'boot' }, () => true),
+          ),
         );
         expect(results.filter((r) => r.kind === 'acquired')).toHaveLength(1);
       });
@@ -432,10 +529,18 @@ export function registryContract(backend: RegistryBackend): void {
       it(`admits exactly the limit when ${backend.concurrentAdmitters} connections ask at once (no lost update)`, async () => {
         const setup = await openRegistry();
         await setup.setLimits({ maxReservations: 7, gpuMib: null });
-        const registries = await Promise.all(Array.from({ length: backend.concurrentAdmitters }, () => openRegistry()));
-        const results = await Promise.all(registries.map((registry, index) => registry.admit(request(`c${index}`, { batchId: `batch-${index}` }))));
+        const registries = await Promise.all(
+          Array.from({ length: backend.concurrentAdmitters }, () => openRegistry()),
+        );
+        const results = await Promise.all(
+          registries.map((registry, index) =>
+            registry.admit(request(`c${index}`, { batchId: `batch-${index}` })),
+          ),
+        );
         expect(results.filter((r) => r.kind === 'admitted')).toHaveLength(7);
-        expect(results.filter((r) => r.kind === 'refused' && r.reason === 'host_full')).toHaveLength(backend.concurrentAdmitters - 7);
+        expect(results.filter((r) => r.kind === 'refused' && r.reason === 'host_full')).toHaveLength(
+          backend.concurrentAdmitters - 7,
+        );
         expect(await setup.held()).toHaveLength(7);
       });
 
@@ -443,7 +548,11 @@ export function registryContract(backend: RegistryBackend): void {
         const setup = await openRegistry();
         await setup.setLimits({ maxReservations: 100, gpuMib: null });
         const registries = await Promise.all(Array.from({ length: 8 }, () => openRegistry()));
-        const results = await Promise.all(registries.map((registry, index) => registry.admit(request(`c${index}`, { batchId: `batch-${index}`, ports: [45_000] }))));
+        const results = await Promise.all(
+          registries.map((registry, index) =>
+            registry.admit(request(`c${index}`, { batchId: `batch-${index}`, ports: [45_000] })),
+          ),
+        );
         expect(results.filter((r) => r.kind === 'admitted')).toHaveLength(1);
         expect(results.filter((r) => r.kind === 'refused' && r.reason === 'port_held')).toHaveLength(7);
       });
@@ -471,16 +580,20 @@ export function registryContract(backend: RegistryBackend): void {
           const heldClaims = [...model.keys()];
           if (heldClaims.length > 0 && random() < 0.4) {
             const claimId = heldClaims[Math.floor(random() * heldClaims.length)]!;
-            expect(await registry.release(model.get(claimId)!.reservationId, claimId)).toEqual({ kind: 'released' });
+            expect(await registry.release(model.get(claimId)!.reservationId, claimId)).toEqual({
+              kind: 'released',
+            });
             model.delete(claimId);
           } else {
             const claimId = `c${claimCounter++}`;
             const gpuMib = Math.floor(random() * 4) * 4_000;
             const modelMib = [...model.values()].reduce((sum, held) => sum + held.gpuMib, 0);
-            const expected = model.size >= 3 ? 'host_full' : modelMib + gpuMib > 20_000 ? 'gpu_budget' : 'admitted';
+            const expected =
+              model.size >= 3 ? 'host_full' : modelMib + gpuMib > 20_000 ? 'gpu_budget' : 'admitted';
             const result = await registry.admit({ ...request(claimId), gpuMib });
             expect(result.kind === 'refused' ? result.reason : result.kind).toBe(expected);
-            if (result.kind === 'admitted') model.set(claimId, { reservationId: result.reservationId, gpuMib });
+            if (result.kind === 'admitted')
+              model.set(claimId, { reservationId: result.reservationId, gpuMib });
             else refusals += 1;
           }
           const held = await registry.held();

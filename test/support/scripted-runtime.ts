@@ -1,9 +1,20 @@
 import { PassThrough } from 'node:stream';
 import { EngineError, type EngineFault } from '../../src/app/ports/engine-error.js';
-import type { ContainerHandle, ContainerOutput, ContainerRuntime, ContainerSpec, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
+import type {
+  ContainerHandle,
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerState,
+  WaitResult,
+} from '../../src/app/ports/container-runtime.js';
 
 /** The engine's typed failure, as the Docker adapter throws it. */
-export function engineError(fault: EngineFault, statusCode: number | null = 500, engineMessage = `engine: ${fault}`): EngineError {
+export function engineError(
+  fault: EngineFault,
+  statusCode: number | null = 500,
+  engineMessage = `engine: ${fault}`,
+): EngineError {
   return new EngineError(fault, engineMessage, { statusCode, engineMessage });
 }
 
@@ -67,20 +78,24 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
   stop(id: string, timeoutSec: number): Promise<void> {
     this.calls.push('stop');
     this.stops.push({ id, timeoutSec });
-    for (const stream of [this.#out?.stdout, this.#out?.stderr]) if (stream !== undefined && !stream.writableEnded) stream.end();
+    for (const stream of [this.#out?.stdout, this.#out?.stderr])
+      if (stream !== undefined && !stream.writableEnded) stream.end();
     return Promise.resolve();
   }
   remove(): Promise<'removed'> {
     this.calls.push('remove');
     if (!this.removeTakesNoEffect) this.present = false;
     // A removed container's attached streams end.
-    for (const stream of [this.#out?.stdout, this.#out?.stderr]) if (stream !== undefined && !stream.writableEnded) stream.end();
+    for (const stream of [this.#out?.stdout, this.#out?.stderr])
+      if (stream !== undefined && !stream.writableEnded) stream.end();
     return Promise.resolve('removed');
   }
   inspect(): Promise<ContainerState | null> {
     if (!this.present) return Promise.resolve(null);
     const next = this.inspects.length > 1 ? this.inspects.shift()! : this.inspects[0]!;
-    return next === 'refused' ? Promise.reject(engineError('engine_unavailable', null)) : Promise.resolve(next);
+    return next === 'refused'
+      ? Promise.reject(engineError('engine_unavailable', null))
+      : Promise.resolve(next);
   }
   follow(): Promise<ContainerOutput> {
     this.calls.push('follow');
@@ -101,6 +116,10 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
   }
 }
 
-export function state(status: ContainerState['status'], exitCode: number | null, finishedAt: string | null = null): ContainerState {
+export function state(
+  status: ContainerState['status'],
+  exitCode: number | null,
+  finishedAt: string | null = null,
+): ContainerState {
   return { id: 'c1', status, exitCode, oomKilled: false, startedAt: null, finishedAt, labels: {} };
 }

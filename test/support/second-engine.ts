@@ -293,45 +293,49 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
   };
   const stop = (): Promise<void> => (stopped ??= teardown());
   const spawnDockerd = async (): Promise<ChildProcess> => {
-      const log = await open(logPath, 'a');
-      try {
-        // With a hostname: `unshare -u sh -c 'hostname NODE; exec dockerd …'` (both exec: the pid stays dockerd's).
-        const prefix = options.hostname !== undefined ? ['unshare', '-u', 'sh', '-c', 'hostname "$0" && exec "$@"', options.hostname] : [];
-        return spawn(
-          'nsenter',
-          [
-            `--net=/run/netns/${netns}`,
-            ...prefix,
-            'dockerd',
-            '--data-root',
-            dataRoot,
-            '--exec-root',
-            execRoot,
-            '--pidfile',
-            join(dir, 'dockerd.pid'),
-            '-H',
-            `unix://${socketPath}`,
-            ...(options.firewall === true ? [] : ['--iptables=false', '--bridge=none']),
-            ...(options.extraArgs ?? []),
-          ],
-          {
-            stdio: ['ignore', log.fd, log.fd],
-            env: {
-              ...process.env,
-              PATH: `${binDir}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
-            },
+    const log = await open(logPath, 'a');
+    try {
+      // With a hostname: `unshare -u sh -c 'hostname NODE; exec dockerd …'` (both exec: the pid stays dockerd's).
+      const prefix =
+        options.hostname !== undefined
+          ? ['unshare', '-u', 'sh', '-c', 'hostname "$0" && exec "$@"', options.hostname]
+          : [];
+      return spawn(
+        'nsenter',
+        [
+          `--net=/run/netns/${netns}`,
+          ...prefix,
+          'dockerd',
+          '--data-root',
+          dataRoot,
+          '--exec-root',
+          execRoot,
+          '--pidfile',
+          join(dir, 'dockerd.pid'),
+          '-H',
+          `unix://${socketPath}`,
+          ...(options.firewall === true ? [] : ['--iptables=false', '--bridge=none']),
+          ...(options.extraArgs ?? []),
+        ],
+        {
+          stdio: ['ignore', log.fd, log.fd],
+          env: {
+            ...process.env,
+            PATH: `${binDir}:${process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
           },
-        );
-      } finally {
-        await log.close();
-      }
+        },
+      );
+    } finally {
+      await log.close();
+    }
   };
 
   const kill = async (): Promise<void> => {
     if (child?.pid === undefined) return;
     const exited = exitOf(child);
     child.kill('SIGKILL');
-    if (!(await within(exited, KILL_DEADLINE_MS))) throw new Error(`second dockerd ${child.pid} survived SIGKILL`);
+    if (!(await within(exited, KILL_DEADLINE_MS)))
+      throw new Error(`second dockerd ${child.pid} survived SIGKILL`);
   };
 
   const restart = async (): Promise<void> => {
@@ -360,7 +364,8 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
     }
     await exec('ip', ['netns', 'add', netns]);
     netnsCreated = true;
-    if (options.firewall === true) await exec('nsenter', [`--net=/run/netns/${netns}`, 'ip', 'link', 'set', 'lo', 'up']);
+    if (options.firewall === true)
+      await exec('nsenter', [`--net=/run/netns/${netns}`, 'ip', 'link', 'set', 'lo', 'up']);
     child = await spawnDockerd();
     const docker = new Docker({ socketPath });
     await waitUntilAnswers(docker, child, logPath);

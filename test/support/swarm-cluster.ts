@@ -48,12 +48,15 @@ export async function swarmSupportProblem(): Promise<string | null> {
 /** `describe.skipIf` reason for the swarm suites; with REQUIRE_SWARM=1 a missing capability fails instead. */
 export async function swarmSkipReason(): Promise<string | null> {
   const problem = await swarmSupportProblem();
-  if (problem !== null && process.env['REQUIRE_SWARM'] === '1') throw new Error(`REQUIRE_SWARM=1 but a swarm of throwaway engines cannot run here: ${problem}`);
+  if (problem !== null && process.env['REQUIRE_SWARM'] === '1')
+    throw new Error(`REQUIRE_SWARM=1 but a swarm of throwaway engines cannot run here: ${problem}`);
   if (problem !== null) process.stderr.write(`swarm tests skipped: ${problem}\n`);
   return problem;
 }
 
-export async function startSwarmCluster(options: { readonly nodes?: number; readonly gpusPerNode?: number; readonly tag?: string } = {}): Promise<SwarmCluster> {
+export async function startSwarmCluster(
+  options: { readonly nodes?: number; readonly gpusPerNode?: number; readonly tag?: string } = {},
+): Promise<SwarmCluster> {
   const count = options.nodes ?? 2;
   const gpus = options.gpusPerNode ?? 2;
   const run = randomUUID().slice(0, 6);
@@ -64,7 +67,8 @@ export async function startSwarmCluster(options: { readonly nodes?: number; read
   const engines = (): Docker[] => started.map((e) => new Docker({ socketPath: e.socketPath }));
   const stop = (): Promise<void> =>
     (stopped ??= (async () => {
-      for (const docker of engines().reverse()) await docker.swarmLeave({ force: true }).catch(() => undefined);
+      for (const docker of engines().reverse())
+        await docker.swarmLeave({ force: true }).catch(() => undefined);
       const failures: unknown[] = [];
       for (const engine of started.reverse()) await engine.stop().catch((err: unknown) => failures.push(err));
       for (const link of links) await exec('ip', ['link', 'delete', link]).catch(() => undefined); // gone with its netns normally
@@ -79,7 +83,10 @@ export async function startSwarmCluster(options: { readonly nodes?: number; read
           nvidiaHook: false,
           name: `${tag}${i + 1}`,
           hostname,
-          extraArgs: Array.from({ length: gpus }, (_, g) => ['--node-generic-resource', `NVIDIA-GPU=GPU-fake-${i + 1}-${g}`]).flat(),
+          extraArgs: Array.from({ length: gpus }, (_, g) => [
+            '--node-generic-resource',
+            `NVIDIA-GPU=GPU-fake-${i + 1}-${g}`,
+          ]).flat(),
         }),
       );
     }
@@ -103,27 +110,56 @@ export async function startSwarmCluster(options: { readonly nodes?: number; read
     addresses[0] = managerAddress;
     const [manager, ...workers] = engines();
     // A short dispatcher heartbeat: a killed worker is marked down within seconds (node-loss tests).
-    await manager!.swarmInit({ ListenAddr: '0.0.0.0:2377', AdvertiseAddr: managerAddress, Spec: { Dispatcher: { HeartbeatPeriod: 1_000_000_000 } } });
+    await manager!.swarmInit({
+      ListenAddr: '0.0.0.0:2377',
+      AdvertiseAddr: managerAddress,
+      Spec: { Dispatcher: { HeartbeatPeriod: 1_000_000_000 } },
+    });
     const token = ((await manager!.swarmInspect()) as { JoinTokens: { Worker: string } }).JoinTokens.Worker;
     for (const [i, worker] of workers.entries()) {
-      await worker.swarmJoin({ ListenAddr: '0.0.0.0:2377', AdvertiseAddr: addresses[i + 1], RemoteAddrs: [`10.231.${i + 1}.1:2377`], JoinToken: token });
+      await worker.swarmJoin({
+        ListenAddr: '0.0.0.0:2377',
+        AdvertiseAddr: addresses[i + 1],
+        RemoteAddrs: [`10.231.${i + 1}.1:2377`],
+        JoinToken: token,
+      });
     }
     const deadline = Date.now() + READY_DEADLINE_MS;
     for (;;) {
-      const nodes = (await manager!.listNodes()) as { Status?: { State?: string }; Description?: { Resources?: { GenericResources?: unknown[] } } }[];
-      const ready = nodes.filter((n) => n.Status?.State === 'ready' && (n.Description?.Resources?.GenericResources?.length ?? 0) === gpus);
+      const nodes = (await manager!.listNodes()) as {
+        Status?: { State?: string };
+        Description?: { Resources?: { GenericResources?: unknown[] } };
+      }[];
+      const ready = nodes.filter(
+        (n) =>
+          n.Status?.State === 'ready' && (n.Description?.Resources?.GenericResources?.length ?? 0) === gpus,
+      );
       if (ready.length === count) break;
-      if (Date.now() > deadline) throw new Error(`swarm not ready within ${READY_DEADLINE_MS} ms: ${JSON.stringify(nodes.map((n) => n.Status))}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `swarm not ready within ${READY_DEADLINE_MS} ms: ${JSON.stringify(nodes.map((n) => n.Status))}`,
+        );
       await sleep(200);
     }
-    const nodes: SwarmNode[] = started.map((engine, i) => ({ hostname: hostnames[i]!, engine, url: `unix://${engine.socketPath}`, address: addresses[i]! }));
+    const nodes: SwarmNode[] = started.map((engine, i) => ({
+      hostname: hostnames[i]!,
+      engine,
+      url: `unix://${engine.socketPath}`,
+      address: addresses[i]!,
+    }));
     const managerUrl = nodes[0]!.url;
     const nodeEngineFlags = nodes.map((n) => `${n.hostname}=${n.url}`);
     return {
       nodes,
       managerUrl,
       nodeEngineFlags,
-      flags: ['--executor', 'swarm', '--manager', managerUrl, ...nodeEngineFlags.flatMap((f) => ['--node-engine', f])],
+      flags: [
+        '--executor',
+        'swarm',
+        '--manager',
+        managerUrl,
+        ...nodeEngineFlags.flatMap((f) => ['--node-engine', f]),
+      ],
       stop,
     };
   } catch (err) {
@@ -137,7 +173,11 @@ async function nsExec(netns: string, argv: readonly string[]): Promise<void> {
 }
 
 /** Everything of ours left on a node: services (manager only), containers and volumes carrying `label`. */
-export async function leftovers(node: SwarmNode, label: string, manager: boolean): Promise<{ services: number; containers: number; volumes: number }> {
+export async function leftovers(
+  node: SwarmNode,
+  label: string,
+  manager: boolean,
+): Promise<{ services: number; containers: number; volumes: number }> {
   const docker = new Docker({ socketPath: node.engine.socketPath });
   const filters = JSON.stringify({ label: [label] });
   const services = manager ? ((await docker.listServices({ filters })) as unknown[]).length : 0;

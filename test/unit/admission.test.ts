@@ -19,7 +19,10 @@ let tmp: string;
 let registry: SqliteCapacityRegistry;
 
 /** A swarm runtime as the admission sees it: the ready nodes matching the constraints (a hand-written fake). */
-function swarm(nodes: readonly string[], seen: (readonly string[])[] = []): Pick<ContainerRuntime, 'readyNodes'> {
+function swarm(
+  nodes: readonly string[],
+  seen: (readonly string[])[] = [],
+): Pick<ContainerRuntime, 'readyNodes'> {
   return {
     readyNodes: (constraints: readonly string[] = []) => {
       seen.push(constraints);
@@ -29,7 +32,10 @@ function swarm(nodes: readonly string[], seen: (readonly string[])[] = []): Pick
 }
 const local: Pick<ContainerRuntime, 'readyNodes'> = {};
 
-const job = (id: string, extra: { gpu_mib?: number; placement?: string[] } = {}) => ({ job_id: id, ...extra });
+const job = (id: string, extra: { gpu_mib?: number; placement?: string[] } = {}) => ({
+  job_id: id,
+  ...extra,
+});
 const request = (claimId: string) => ({ batchId: 'pair-run-x', claimId, ports: [] });
 
 beforeEach(async () => {
@@ -45,7 +51,13 @@ describe('pair run and serve pairs on a swarm: admitted per node, pinned there',
   it('reserves on a ready node with room and pins the job to it; the next pair goes to the other node', async () => {
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
     const runtime = swarm(['node-a', 'node-b']);
-    const first = await admitOnePair(registry, runtime, request('c1'), job('p1', { placement: ['node.labels.gpu==h200'] }), 'spec.json');
+    const first = await admitOnePair(
+      registry,
+      runtime,
+      request('c1'),
+      job('p1', { placement: ['node.labels.gpu==h200'] }),
+      'spec.json',
+    );
     expect(first.node).toBe('node-a');
     expect(first.job.placement).toEqual(['node.labels.gpu==h200', 'node.hostname==node-a']);
     expect((await registry.reservationForClaim('c1'))?.node).toBe('node-a');
@@ -57,14 +69,20 @@ describe('pair run and serve pairs on a swarm: admitted per node, pinned there',
     expect(await registry.reservationForClaim('c3')).toBeNull();
   });
 
-  it('passes the job\'s placement to the node listing (nodes that do not match are never tried)', async () => {
+  it("passes the job's placement to the node listing (nodes that do not match are never tried)", async () => {
     const seen: (readonly string[])[] = [];
-    const pinned = await admitOnePair(registry, swarm(['node-a', 'node-b'], seen), request('c1'), job('p1', { placement: ['node.hostname!=node-a'] }), 's');
+    const pinned = await admitOnePair(
+      registry,
+      swarm(['node-a', 'node-b'], seen),
+      request('c1'),
+      job('p1', { placement: ['node.hostname!=node-a'] }),
+      's',
+    );
     expect(seen).toEqual([['node.hostname!=node-a']]);
     expect(pinned.node).toBe('node-b');
   });
 
-  it('the local executor: the registry\'s own node, the job unchanged', async () => {
+  it("the local executor: the registry's own node, the job unchanged", async () => {
     const spec = job('p1');
     const admitted = await admitOnePair(registry, local, request('c1'), spec, 's');
     expect(admitted.node).toBeNull();
@@ -79,7 +97,9 @@ describe('pair run and serve pairs on a swarm: admitted per node, pinned there',
 
   it('a swarm whose manager cannot list its nodes: the error, nothing reserved', async () => {
     const broken = { readyNodes: () => Promise.reject(new Error('manager unreachable')) };
-    await expect(admitOnePair(registry, broken, request('c1'), job('p1'), 's')).rejects.toThrow('manager unreachable');
+    await expect(admitOnePair(registry, broken, request('c1'), job('p1'), 's')).rejects.toThrow(
+      'manager unreachable',
+    );
     expect(await registry.held()).toEqual([]);
   });
 
@@ -92,15 +112,21 @@ describe('pair run and serve pairs on a swarm: admitted per node, pinned there',
 });
 
 describe('a GPU figure no node can ever hold', () => {
-  it('a measured peak above the node\'s whole budget is reserved at that budget: the pair runs alone there instead of waiting for ever', async () => {
+  it("a measured peak above the node's whole budget is reserved at that budget: the pair runs alone there instead of waiting for ever", async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 });
-    const big = await admitOnNodes(registry, { batchId: 'b', jobId: 'j1', claimId: 'c1', gpuMib: 1_500 }, ['node-a']);
+    const big = await admitOnNodes(registry, { batchId: 'b', jobId: 'j1', claimId: 'c1', gpuMib: 1_500 }, [
+      'node-a',
+    ]);
     expect(big).toMatchObject({ node: 'node-a', admitted: { kind: 'admitted' } });
     expect((await registry.reservationForClaim('c1'))?.gpuMib).toBe(1_000);
     // Alone: any other GPU pair on that node waits; a GPU-less one does not.
-    const other = await admitOnNodes(registry, { batchId: 'b', jobId: 'j2', claimId: 'c2', gpuMib: 10 }, ['node-a']);
+    const other = await admitOnNodes(registry, { batchId: 'b', jobId: 'j2', claimId: 'c2', gpuMib: 10 }, [
+      'node-a',
+    ]);
     expect(other.admitted).toMatchObject({ kind: 'refused', reason: 'gpu_budget' });
-    const cpu = await admitOnNodes(registry, { batchId: 'b', jobId: 'j3', claimId: 'c3', gpuMib: 0 }, ['node-a']);
+    const cpu = await admitOnNodes(registry, { batchId: 'b', jobId: 'j3', claimId: 'c3', gpuMib: 0 }, [
+      'node-a',
+    ]);
     expect(cpu.admitted).toMatchObject({ kind: 'admitted' });
   });
 
@@ -119,12 +145,28 @@ describe('a GPU figure no node can ever hold', () => {
     expect((await registry.reservationForClaim('c2'))?.gpuMib).toBe(500);
   });
 
-  it('pair run: a declared gpu_mib above every ready node\'s whole budget is refused (exit 2, the field and the figures), nothing written or held', async () => {
+  it("pair run: a declared gpu_mib above every ready node's whole budget is refused (exit 2, the field and the figures), nothing written or held", async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 }, 'node-a');
     await registry.setLimits({ maxReservations: 4, gpuMib: 800 }, 'node-b');
-    const runtime = { ...swarm(['node-a', 'node-b']), imageExists: () => Promise.resolve(true) } as unknown as ContainerRuntime;
-    const deps = { fs: new NodeFileSystem(), runtime, clock: { now: () => new Date() }, registry } as unknown as RunPairDeps;
-    const spec = { job_id: 'big', image: 'img:1', argv: ['/x'], cwd: join(tmp, 'w'), outcome_path: join(tmp, 'o', 'big.json'), gpus: 1, gpu_mib: 1_200 };
+    const runtime = {
+      ...swarm(['node-a', 'node-b']),
+      imageExists: () => Promise.resolve(true),
+    } as unknown as ContainerRuntime;
+    const deps = {
+      fs: new NodeFileSystem(),
+      runtime,
+      clock: { now: () => new Date() },
+      registry,
+    } as unknown as RunPairDeps;
+    const spec = {
+      job_id: 'big',
+      image: 'img:1',
+      argv: ['/x'],
+      cwd: join(tmp, 'w'),
+      outcome_path: join(tmp, 'o', 'big.json'),
+      gpus: 1,
+      gpu_mib: 1_200,
+    };
     const before = (await readdir(tmp)).sort();
     const error = await runPair(deps, {
       specText: JSON.stringify(spec),
@@ -137,7 +179,9 @@ describe('a GPU figure no node can ever hold', () => {
     }).catch((err: unknown) => err);
     expect(error).toMatchObject({ code: 'E_SPEC_INVALID', exitCode: 2, issues: [{ path: 'gpu_mib' }] });
     const rule = (error as { issues: { rule: string }[] }).issues[0]!.rule;
-    expect(rule).toContain('1200 MiB exceeds the whole GPU budget of every node it may run on (node-a: 1000 MiB, node-b: 800 MiB)');
+    expect(rule).toContain(
+      '1200 MiB exceeds the whole GPU budget of every node it may run on (node-a: 1000 MiB, node-b: 800 MiB)',
+    );
     expect(rule).toContain('job big could never be admitted');
     expect((await readdir(tmp)).sort()).toEqual(before);
     expect(await registry.held()).toEqual([]);
@@ -154,19 +198,28 @@ describe('a GPU figure no node can ever hold', () => {
     const nodes = admissionNodesFor(swarm(['node-a', 'node-b']))!;
     await expect(checkRegistryNeeds(registry, registryNeeds(manifest, { nodes }))).rejects.toMatchObject({
       exitCode: 2,
-      issues: [{ path: 'jobs[0].gpu_mib', rule: expect.stringContaining('job a could never be admitted') as string }],
+      issues: [
+        { path: 'jobs[0].gpu_mib', rule: expect.stringContaining('job a could never be admitted') as string },
+      ],
     });
     await registry.setLimits({ maxReservations: 4, gpuMib: null }, 'node-b');
     await expect(checkRegistryNeeds(registry, registryNeeds(manifest, { nodes }))).resolves.toBeUndefined();
   });
 });
 
-describe('start and a port held by another batch: refused only while that batch\'s supervisor is alive', () => {
+describe("start and a port held by another batch: refused only while that batch's supervisor is alive", () => {
   const manifest = { jobs: [{ job_id: 'new1', ports: [18_080] }] } as unknown as Manifest;
   const holderLease = { pid: 4242, start_ticks: '99', boot_id: 'boot' };
 
   async function holdPort(node?: string): Promise<void> {
-    const admitted = await registry.admit({ batchId: 'e1-old', jobId: 'old1', claimId: `c-${node ?? 'local'}`, gpuMib: 0, ports: [18_080], ...(node ? { node } : {}) });
+    const admitted = await registry.admit({
+      batchId: 'e1-old',
+      jobId: 'old1',
+      claimId: `c-${node ?? 'local'}`,
+      gpuMib: 0,
+      ports: [18_080],
+      ...(node ? { node } : {}),
+    });
     expect(admitted.kind).toBe('admitted');
   }
 
@@ -187,17 +240,31 @@ describe('start and a port held by another batch: refused only while that batch\
 
   it('a holder whose supervisor was SIGKILLed (its lease stale) or exited: the batch starts, with a warning saying how to finish the holder', async () => {
     await holdPort();
-    await registry.acquireLease('e1-old', { pid: 2 ** 22 + 7, start_ticks: '1', boot_id: 'no-such-boot' }, () => true); // a dead process
+    await registry.acquireLease(
+      'e1-old',
+      { pid: 2 ** 22 + 7, start_ticks: '1', boot_id: 'no-such-boot' },
+      () => true,
+    ); // a dead process
     const warnings: string[] = [];
-    await expect(checkRegistryNeeds(registry, registryNeeds(manifest, { warn: (w) => warnings.push(w), isAlive: isSameProcessAliveSync }))).resolves.toBeUndefined();
+    await expect(
+      checkRegistryNeeds(
+        registry,
+        registryNeeds(manifest, { warn: (w) => warnings.push(w), isAlive: isSameProcessAliveSync }),
+      ),
+    ).resolves.toBeUndefined();
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toContain('port 18080 is held on node this-host by batch e1-old (job old1), whose supervisor is not running');
+    expect(warnings[0]).toContain(
+      'port 18080 is held on node this-host by batch e1-old (job old1), whose supervisor is not running',
+    );
     expect(warnings[0]).toContain('e1-batch resume --output DIR');
     expect(warnings[0]).toContain('reconcile --output DIR --execute');
     // No lease at all (the supervisor exited and kept the pair's slot): the same.
     await registry.releaseLease('e1-old', 2 ** 22 + 7);
     const again: string[] = [];
-    await checkRegistryNeeds(registry, registryNeeds(manifest, { warn: (w) => again.push(w), isAlive: isSameProcessAliveSync }));
+    await checkRegistryNeeds(
+      registry,
+      registryNeeds(manifest, { warn: (w) => again.push(w), isAlive: isSameProcessAliveSync }),
+    );
     expect(again).toHaveLength(1);
   });
 
@@ -206,10 +273,15 @@ describe('start and a port held by another batch: refused only while that batch\
     await registry.acquireLease('e1-old', holderLease, () => true);
     const nodes = admissionNodesFor(swarm(['node-a', 'node-b']))!;
     await holdPort('node-a');
-    expect(await heldPortIssues(registry, registryNeeds(manifest).ports, nodes, () => true)).toEqual({ issues: [], warnings: [] });
+    expect(await heldPortIssues(registry, registryNeeds(manifest).ports, nodes, () => true)).toEqual({
+      issues: [],
+      warnings: [],
+    });
     await holdPort('node-b');
     const both = await heldPortIssues(registry, registryNeeds(manifest).ports, nodes, () => true);
     expect(both.issues).toHaveLength(1);
-    expect(both.issues[0]!.rule).toMatch(/on node node-[ab] by batch e1-old .*; on node node-[ab] by batch e1-old/);
+    expect(both.issues[0]!.rule).toMatch(
+      /on node node-[ab] by batch e1-old .*; on node node-[ab] by batch e1-old/,
+    );
   });
 });

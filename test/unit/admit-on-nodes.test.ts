@@ -8,7 +8,13 @@ import { admitOnNodes } from '../../src/app/admission.js';
 
 let tmp: string;
 let registry: SqliteCapacityRegistry;
-const request = (claimId: string, ports: number[] = []) => ({ batchId: 'b1', jobId: `j-${claimId}`, claimId, gpuMib: 0, ports });
+const request = (claimId: string, ports: number[] = []) => ({
+  batchId: 'b1',
+  jobId: `j-${claimId}`,
+  claimId,
+  gpuMib: 0,
+  ports,
+});
 
 beforeEach(async () => {
   tmp = await mkdtemp(join(tmpdir(), 'rg-admit-nodes-'));
@@ -30,12 +36,15 @@ describe('admission on swarm nodes (admitOnNodes)', () => {
     expect((await registry.reservationForClaim('c2'))?.node).toBe('node-b');
   });
 
-  it('every node full: refused with the last node\'s reason, nothing held for the refused claim', async () => {
+  it("every node full: refused with the last node's reason, nothing held for the refused claim", async () => {
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
     await admitOnNodes(registry, request('c1'), ['node-a']);
     await admitOnNodes(registry, request('c2'), ['node-b']);
     const third = await admitOnNodes(registry, request('c3'), ['node-a', 'node-b']);
-    expect(third).toMatchObject({ node: null, admitted: { kind: 'refused', reason: 'host_full', node: 'node-b' } });
+    expect(third).toMatchObject({
+      node: null,
+      admitted: { kind: 'refused', reason: 'host_full', node: 'node-b' },
+    });
     expect(await registry.reservationForClaim('c3')).toBeNull();
     expect((await registry.held()).map((r) => r.claimId).sort()).toEqual(['c1', 'c2']);
   });
@@ -49,7 +58,7 @@ describe('admission on swarm nodes (admitOnNodes)', () => {
     expect(none).toMatchObject({ node: null, admitted: { kind: 'refused', reason: 'host_full' } });
   });
 
-  it('without nodes (the local executor): the registry\'s own node', async () => {
+  it("without nodes (the local executor): the registry's own node", async () => {
     const local = await admitOnNodes(registry, request('c1'), null);
     expect(local.node).toBeNull();
     expect((await registry.reservationForClaim('c1'))?.node).toBe(registry.localNode);
@@ -61,7 +70,11 @@ describe('placement constraints against a node (nodeMatches)', () => {
     ID: 'abc123',
     Spec: { Availability: 'active', Role: 'worker', Labels: { gpu: 'h200' } },
     Status: { State: 'ready' },
-    Description: { Hostname: 'gpu-1', Platform: { OS: 'linux', Architecture: 'x86_64' }, Engine: { Labels: { zone: 'a' } } },
+    Description: {
+      Hostname: 'gpu-1',
+      Platform: { OS: 'linux', Architecture: 'x86_64' },
+      Engine: { Labels: { zone: 'a' } },
+    },
   };
   it.each([
     [['node.hostname==gpu-1'], true],

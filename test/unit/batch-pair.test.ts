@@ -10,7 +10,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { dispatchPair, type BatchPairContext, type BatchPairDeps } from '../../src/app/batch/batch-pair.js';
-import { BATCH_SCHEMA, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from '../../src/app/batch/layout.js';
+import {
+  BATCH_SCHEMA,
+  SUPERVISOR_FILE,
+  type BatchRecord,
+  type SupervisorRecord,
+} from '../../src/app/batch/layout.js';
 import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
@@ -41,7 +46,15 @@ function manifest(): Manifest {
     JSON.stringify({
       schema: 'roboguide.e1.batch/v0.1',
       image: 'driver:1',
-      jobs: [{ job_id: 'j1', argv: ['/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'j1.json'), timeout_seconds: 60 }],
+      jobs: [
+        {
+          job_id: 'j1',
+          argv: ['/run'],
+          cwd: join(dir, 'cwd'),
+          outcome_path: join(dir, 'out', 'j1.json'),
+          timeout_seconds: 60,
+        },
+      ],
     }),
   );
   if (!parsed.ok) throw new Error(`set-up: ${JSON.stringify(parsed.issues)}`);
@@ -61,7 +74,12 @@ const batch: BatchRecord = {
   gpu_observation: null,
 };
 
-function setUp(fs: FileSystem = new NodeFileSystem()): { deps: BatchPairDeps; ctx: BatchPairContext; store: EvidenceStore; m: Manifest } {
+function setUp(fs: FileSystem = new NodeFileSystem()): {
+  deps: BatchPairDeps;
+  ctx: BatchPairContext;
+  store: EvidenceStore;
+  m: Manifest;
+} {
   const store = new EvidenceStore(fs, join(dir, 'D'));
   const m = manifest();
   const deps: BatchPairDeps = {
@@ -119,11 +137,18 @@ describe('dispatchPair', () => {
   });
 
   it('a receipt that cannot be written fails closed: journalled as a harness fault, nothing run, the reservation kept for resume', async () => {
-    const fs = new FaultyFileSystem(new NodeFileSystem(), { rules: [{ op: 'link', path: /receipt\.json$/, code: 'EIO' }] });
+    const fs = new FaultyFileSystem(new NodeFileSystem(), {
+      rules: [{ op: 'link', path: /receipt\.json$/, code: 'EIO' }],
+    });
     const { deps, ctx, m } = setUp(fs);
     const attempt = await dispatchPair(deps, ctx, m.jobs[0]!, env, () => undefined);
     expect(attempt).toEqual({ kind: 'claim_failed', reason: 'receipt_write_failed' });
-    expect(journal).toEqual([{ type: 'harness_fault', fields: { job_id: 'j1', fault: 'receipt_write_failed', err: expect.any(String) as unknown } }]);
+    expect(journal).toEqual([
+      {
+        type: 'harness_fault',
+        fields: { job_id: 'j1', fault: 'receipt_write_failed', err: expect.any(String) as unknown },
+      },
+    ]);
     expect(runtime.created).toBe(0);
     expect((await registry.held()).length).toBe(1);
   });
@@ -145,7 +170,14 @@ describe('runningSupervisor', () => {
     const host = new FakeHost();
     host.alive.add(SUPERVISOR.pid);
     await store.writeJsonAtomic(SUPERVISOR_FILE, record);
-    await store.appendJournal({ type: 'supervisor_started', at: record.started_at, mode: 'start', pid: record.pid, start_ticks: record.start_ticks, boot_id: record.boot_id });
+    await store.appendJournal({
+      type: 'supervisor_started',
+      at: record.started_at,
+      mode: 'start',
+      pid: record.pid,
+      start_ticks: record.start_ticks,
+      boot_id: record.boot_id,
+    });
     expect(await runningSupervisor(store, host)).toEqual(record);
     await store.appendJournal({ type: 'supervisor_exited', at: record.started_at, state: 'drained' });
     expect(await runningSupervisor(store, host)).toBeNull();

@@ -9,7 +9,11 @@ import { finishPair, reconcileFinished, removeUnverifiedContainer } from '../../
 import { recoverPair } from '../../src/app/batch/recover-pair.js';
 import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type { ContainerRuntime, ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
+import type {
+  ContainerRuntime,
+  ContainerState,
+  ContainerStatus,
+} from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { JournalAppend, JournalEventType, JournalFieldsOf } from '../../src/core/journal-events.js';
 import type { Job, Manifest } from '../../src/core/manifest/index.js';
@@ -21,21 +25,53 @@ import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /** A container runtime that holds containers in memory: inspect, list by label, stop, remove, environment. */
 class MemoryRuntime {
-  readonly containers = new Map<string, { status: ContainerStatus; labels: Record<string, string>; env: Record<string, string> }>();
+  readonly containers = new Map<
+    string,
+    { status: ContainerStatus; labels: Record<string, string>; env: Record<string, string> }
+  >();
   readonly removed: string[] = [];
   listFails = false;
 
-  add(id: string, status: ContainerStatus, labels: Record<string, string> = {}, env: Record<string, string> = {}): void {
+  add(
+    id: string,
+    status: ContainerStatus,
+    labels: Record<string, string> = {},
+    env: Record<string, string> = {},
+  ): void {
     this.containers.set(id, { status, labels, env });
   }
   inspect(id: string): Promise<ContainerState | null> {
     const c = this.containers.get(id);
-    return Promise.resolve(c === undefined ? null : { id, status: c.status, exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels: c.labels });
+    return Promise.resolve(
+      c === undefined
+        ? null
+        : {
+            id,
+            status: c.status,
+            exitCode: null,
+            oomKilled: false,
+            startedAt: null,
+            finishedAt: null,
+            labels: c.labels,
+          },
+    );
   }
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     if (this.listFails) return Promise.reject(new Error('engine away'));
-    const found = [...this.containers].filter(([, c]) => Object.entries(labels).every(([k, v]) => c.labels[k] === v));
-    return Promise.resolve(found.map(([id, c]) => ({ id, status: c.status, exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels: c.labels })));
+    const found = [...this.containers].filter(([, c]) =>
+      Object.entries(labels).every(([k, v]) => c.labels[k] === v),
+    );
+    return Promise.resolve(
+      found.map(([id, c]) => ({
+        id,
+        status: c.status,
+        exitCode: null,
+        oomKilled: false,
+        startedAt: null,
+        finishedAt: null,
+        labels: c.labels,
+      })),
+    );
   }
   stop(id: string): Promise<void> {
     const c = this.containers.get(id);
@@ -78,16 +114,34 @@ afterEach(async () => {
 });
 
 function finishDeps(store: EvidenceStore, journal: JournalAppend) {
-  return { store, registry, execute: { runtime: runtime as unknown as ContainerRuntime, logger: silentLogger, outcomes: fileOutcomeReader, host: procHostIdentity, fs: new NodeFileSystem() }, journal };
+  return {
+    store,
+    registry,
+    execute: {
+      runtime: runtime as unknown as ContainerRuntime,
+      logger: silentLogger,
+      outcomes: fileOutcomeReader,
+      host: procHostIdentity,
+      fs: new NodeFileSystem(),
+    },
+    journal,
+  };
 }
 
 describe('finishPair', () => {
   it('writes result.json, journals pair_finished with its facts, then reconciles and releases the slot', async () => {
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry, writeResult: false });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+      writeResult: false,
+    });
     const { journal, records } = recordingJournal();
     const report = await finishPair(finishDeps(pair.store, journal), pair.receipt, pair.result);
     expect(report).toMatchObject({ jobId: 'pair-0001', pauseReasons: [], released: true });
-    expect(JSON.parse(await readFile(pair.store.resolve(`${pair.jobRel}/result.json`), 'utf8'))).toEqual(pair.result);
+    expect(JSON.parse(await readFile(pair.store.resolve(`${pair.jobRel}/result.json`), 'utf8'))).toEqual(
+      pair.result,
+    );
     expect(records.map((r) => r.type)).toEqual(['pair_finished', 'reconciled']);
     expect(records[0]).toEqual({
       type: 'pair_finished',
@@ -104,15 +158,29 @@ describe('finishPair', () => {
   });
 
   it('a result that cannot be written: harness fault journalled, slot kept, the batch pauses harness', async () => {
-    const fs = new FaultyFileSystem(new NodeFileSystem(), { rules: [{ op: 'rename', path: /result\.json$/, times: 10 }] });
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry, fs, writeResult: false });
+    const fs = new FaultyFileSystem(new NodeFileSystem(), {
+      rules: [{ op: 'rename', path: /result\.json$/, times: 10 }],
+    });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+      fs,
+      writeResult: false,
+    });
     const { journal, records } = recordingJournal();
     const fatal: ResultRecord = { ...pair.result, classification: 'fatal', reasons: ['fatal_failure_flag'] };
     const report = await finishPair(finishDeps(pair.store, journal), pair.receipt, fatal);
     expect(report.released).toBe(false);
     expect(report.pauseReasons).toEqual(['fatal', 'harness']);
     expect(records).toEqual([
-      { type: 'harness_fault', job_id: 'pair-0001', fault: 'result_write_failed', path: join(dir, 'out', 'jobs', 'pair-0001', 'result.json'), err: 'EIO' },
+      {
+        type: 'harness_fault',
+        job_id: 'pair-0001',
+        fault: 'result_write_failed',
+        path: join(dir, 'out', 'jobs', 'pair-0001', 'result.json'),
+        err: 'EIO',
+      },
     ]);
     expect((await registry.reservation(pair.reservationId))?.state).toBe('held');
   });
@@ -120,7 +188,11 @@ describe('finishPair', () => {
 
 describe('reconcileFinished', () => {
   it('a container still there: the slot is held and the batch pauses harness', async () => {
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+    });
     runtime.add(pair.containerId, 'exited');
     const { journal, records } = recordingJournal();
     const report = await reconcileFinished(finishDeps(pair.store, journal), pair.receipt, pair.result);
@@ -129,10 +201,18 @@ describe('reconcileFinished', () => {
   });
 
   it('a pair lost with its node keeps its slot without pausing the batch', async () => {
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+    });
     runtime.add(pair.containerId, 'exited');
     const { journal } = recordingJournal();
-    const lost: ResultRecord = { ...pair.result, classification: 'infrastructure_failure', reasons: ['node_lost'] };
+    const lost: ResultRecord = {
+      ...pair.result,
+      classification: 'infrastructure_failure',
+      reasons: ['node_lost'],
+    };
     const report = await reconcileFinished(finishDeps(pair.store, journal), pair.receipt, lost);
     expect(report).toMatchObject({ released: false, pauseReasons: [] });
   });
@@ -140,7 +220,11 @@ describe('reconcileFinished', () => {
 
 describe('removeUnverifiedContainer', () => {
   it('does nothing for a pair whose removal was verified', async () => {
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+    });
     const { journal, records } = recordingJournal();
     await removeUnverifiedContainer(finishDeps(pair.store, journal), pair.receipt, pair.result, 5);
     expect(records).toEqual([]);
@@ -148,38 +232,86 @@ describe('removeUnverifiedContainer', () => {
   });
 
   it('removes the containers on record and by claim label, and journals whether each is verified gone', async () => {
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+    });
     runtime.add(pair.containerId, 'running');
     runtime.add('stray', 'exited', { 'roboguide.claim': pair.receipt.claim_id });
     const { journal, records } = recordingJournal();
-    const unverified: ResultRecord = { ...pair.result, cleanup: { removed: false, verified_absent: false, attempts: 3 } };
+    const unverified: ResultRecord = {
+      ...pair.result,
+      cleanup: { removed: false, verified_absent: false, attempts: 3 },
+    };
     await removeUnverifiedContainer(finishDeps(pair.store, journal), pair.receipt, unverified, 5);
     expect(new Set(runtime.removed)).toEqual(new Set([pair.containerId, 'stray']));
     expect(runtime.containers.size).toBe(0);
-    expect(records).toEqual([{ type: 'cleanup_retried', job_id: 'pair-0001', containers: 2, verified_absent: true }]);
+    expect(records).toEqual([
+      { type: 'cleanup_retried', job_id: 'pair-0001', containers: 2, verified_absent: true },
+    ]);
   });
 
   it('an engine that cannot list still gets the ids on record removed', async () => {
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+    });
     runtime.listFails = true;
     const { journal, records } = recordingJournal();
-    const unverified: ResultRecord = { ...pair.result, cleanup: { removed: false, verified_absent: false, attempts: 3 } };
+    const unverified: ResultRecord = {
+      ...pair.result,
+      cleanup: { removed: false, verified_absent: false, attempts: 3 },
+    };
     await removeUnverifiedContainer(finishDeps(pair.store, journal), pair.receipt, unverified, 5);
-    expect(records).toEqual([{ type: 'cleanup_retried', job_id: 'pair-0001', containers: 1, verified_absent: true }]);
+    expect(records).toEqual([
+      { type: 'cleanup_retried', job_id: 'pair-0001', containers: 1, verified_absent: true },
+    ]);
   });
 });
 
 describe('recoverPair: a claimed pair without a result, found by a new supervisor', () => {
   async function setUp(containerStatus: ContainerStatus | null, bootId: string | null) {
-    const pair = await buildFinishedPair({ root: join(dir, 'out'), outcomeDir: join(dir, 'outcomes'), registry, writeResult: false });
+    const pair = await buildFinishedPair({
+      root: join(dir, 'out'),
+      outcomeDir: join(dir, 'outcomes'),
+      registry,
+      writeResult: false,
+    });
     const receipt = { ...pair.receipt, host_boot_id: bootId };
     await pair.store.writeJsonAtomic(`${pair.jobRel}/receipt.json`, receipt);
-    if (containerStatus !== null) runtime.add(pair.containerId, containerStatus, { 'roboguide.claim': receipt.claim_id }, { TOKEN: 'the-secret-in-the-container' });
+    if (containerStatus !== null)
+      runtime.add(
+        pair.containerId,
+        containerStatus,
+        { 'roboguide.claim': receipt.claim_id },
+        { TOKEN: 'the-secret-in-the-container' },
+      );
     const { journal, records } = recordingJournal();
-    const execute = { runtime, clock, logger: silentLogger, outcomes: fileOutcomeReader, host: procHostIdentity, fs: new NodeFileSystem() } as unknown as ExecutePairDeps;
+    const execute = {
+      runtime,
+      clock,
+      logger: silentLogger,
+      outcomes: fileOutcomeReader,
+      host: procHostIdentity,
+      fs: new NodeFileSystem(),
+    } as unknown as ExecutePairDeps;
     const deps: BatchPairDeps = { store: pair.store, registry, execute, journal };
-    const job = { job_id: 'pair-0001', argv: ['/x'], cwd: dir, outcome_path: pair.outcomePath, environment: { TOKEN: '${TOKEN}' }, timeout_seconds: 60 } as unknown as Job;
-    const manifest = { jobs: [job], stop_budget_seconds: 5, source_sha256: {}, provider: undefined } as unknown as Manifest;
+    const job = {
+      job_id: 'pair-0001',
+      argv: ['/x'],
+      cwd: dir,
+      outcome_path: pair.outcomePath,
+      environment: { TOKEN: '${TOKEN}' },
+      timeout_seconds: 60,
+    } as unknown as Job;
+    const manifest = {
+      jobs: [job],
+      stop_budget_seconds: 5,
+      source_sha256: {},
+      provider: undefined,
+    } as unknown as Manifest;
     const ctx: BatchPairContext = { batch: { batch_id: 'batch-A' } as BatchPairContext['batch'], manifest };
     return { pair, receipt, records, deps, ctx, job };
   }
@@ -188,9 +320,17 @@ describe('recoverPair: a claimed pair without a result, found by a new superviso
     const { pair, receipt, records, deps, ctx, job } = await setUp(null, null);
     await rm(pair.outcomePath);
     const running: RunningHandle[] = [];
-    const report = await recoverPair(deps, ctx, job, { ...receipt, container_id: null }, undefined, (h) => running.push(h));
+    const report = await recoverPair(deps, ctx, job, { ...receipt, container_id: null }, undefined, (h) =>
+      running.push(h),
+    );
     expect(running).toEqual([]);
-    expect(records[0]).toEqual({ type: 'recovered', job_id: 'pair-0001', action: 'lost_worker', container_id: null, rebooted: false });
+    expect(records[0]).toEqual({
+      type: 'recovered',
+      job_id: 'pair-0001',
+      action: 'lost_worker',
+      container_id: null,
+      rebooted: false,
+    });
     expect(report.result.classification).toBe('harness_failure');
     expect(report.result.reasons).toContain('lost_worker');
     expect(report.result.cleanup).toEqual({ removed: false, verified_absent: true, attempts: 0 });
@@ -200,11 +340,27 @@ describe('recoverPair: a claimed pair without a result, found by a new superviso
   });
 
   it('a container from before a reboot is never reattached: removed, lost_worker, rebooted recorded', async () => {
-    const { pair, receipt, records, deps, ctx, job } = await setUp('running', 'a-boot-id-that-is-not-this-one');
+    const { pair, receipt, records, deps, ctx, job } = await setUp(
+      'running',
+      'a-boot-id-that-is-not-this-one',
+    );
     const running: RunningHandle[] = [];
-    const report = await recoverPair(deps, ctx, job, receipt, { values: {}, secrets: [], warnings: [] }, (h) => running.push(h));
+    const report = await recoverPair(
+      deps,
+      ctx,
+      job,
+      receipt,
+      { values: {}, secrets: [], warnings: [] },
+      (h) => running.push(h),
+    );
     expect(running).toEqual([]);
-    expect(records[0]).toEqual({ type: 'recovered', job_id: 'pair-0001', action: 'lost_worker', container_id: pair.containerId, rebooted: true });
+    expect(records[0]).toEqual({
+      type: 'recovered',
+      job_id: 'pair-0001',
+      action: 'lost_worker',
+      container_id: pair.containerId,
+      rebooted: true,
+    });
     expect(runtime.removed).toContain(pair.containerId);
     expect(report.result.cleanup.verified_absent).toBe(true);
     expect(report.result.classification).toBe('harness_failure');
@@ -213,7 +369,16 @@ describe('recoverPair: a claimed pair without a result, found by a new superviso
   it('a container never started (created) is lost too, and the secret it holds is masked in the result', async () => {
     const { pair, records, deps, ctx, job, receipt } = await setUp('created', null);
     // The pair's private outcome copy mentions the secret the container holds (the shell exports none).
-    await writeFile(pair.outcomePath, JSON.stringify({ job_id: 'pair-0001', infrastructure_failure: false, fatal_failure: false, arms: { a: true }, note: 'the-secret-in-the-container' }));
+    await writeFile(
+      pair.outcomePath,
+      JSON.stringify({
+        job_id: 'pair-0001',
+        infrastructure_failure: false,
+        fatal_failure: false,
+        arms: { a: true },
+        note: 'the-secret-in-the-container',
+      }),
+    );
     const report = await recoverPair(deps, ctx, job, receipt, undefined, () => undefined);
     expect(records[0]).toMatchObject({ type: 'recovered', action: 'lost_worker', rebooted: false });
     expect(report.result.reasons).toContain('lost_worker');

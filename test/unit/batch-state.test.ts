@@ -1,9 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { BatchLedger } from '../../src/core/batch-ledger.js';
-import { countJobs, deriveState, foldJournal, JournalFolder, type Counts, type JournalFold } from '../../src/core/batch-state.js';
+import {
+  countJobs,
+  deriveState,
+  foldJournal,
+  JournalFolder,
+  type Counts,
+  type JournalFold,
+} from '../../src/core/batch-state.js';
 import { isKnownJournalType, knownEntry, type JournalEntry } from '../../src/core/journal-events.js';
 
-const fold = (over: Partial<JournalFold> = {}): JournalFold => ({ pauseReasons: [], stopRequested: false, terminateRequested: false, exitedAs: null, pauseHistory: [], ...over });
+const fold = (over: Partial<JournalFold> = {}): JournalFold => ({
+  pauseReasons: [],
+  stopRequested: false,
+  terminateRequested: false,
+  exitedAs: null,
+  pauseHistory: [],
+  ...over,
+});
 const counts = (pending: number, claimed: number): Counts => ({
   total: 4,
   pending,
@@ -86,11 +100,23 @@ describe('deriveState', () => {
     ['every job has a result', fold({ pauseReasons: ['fatal'] }), counts(0, 0), true, 'drained'],
     ['drained even with no supervisor', fold({ stopRequested: true }), counts(0, 0), false, 'drained'],
     ['live, nothing recorded', fold(), counts(2, 1), true, 'running'],
-    ['live, stop requested', fold({ stopRequested: true, pauseReasons: ['provider'] }), counts(2, 1), true, 'stopping'],
+    [
+      'live, stop requested',
+      fold({ stopRequested: true, pauseReasons: ['provider'] }),
+      counts(2, 1),
+      true,
+      'stopping',
+    ],
     ['live, paused', fold({ pauseReasons: ['provider'] }), counts(2, 1), true, 'paused'],
     ['dead, paused', fold({ pauseReasons: ['harness'], exitedAs: 'stopped' }), counts(2, 0), false, 'paused'],
     ['dead, exited stopped', fold({ exitedAs: 'stopped' }), counts(2, 0), false, 'stopped'],
-    ['dead, stop requested but no exit record', fold({ stopRequested: true }), counts(2, 0), false, 'stopped'],
+    [
+      'dead, stop requested but no exit record',
+      fold({ stopRequested: true }),
+      counts(2, 0),
+      false,
+      'stopped',
+    ],
     // The supervisor died without a pause or stop on record: fail closed.
     ['dead, nothing recorded', fold(), counts(2, 1), false, 'paused'],
     ['dead, claims left only', fold({ exitedAs: 'drained' }), counts(0, 1), false, 'paused'],
@@ -111,18 +137,50 @@ describe('countJobs', () => {
         ],
         1,
       ),
-    ).toEqual({ total: 4, pending: 1, claimed: 1, running: 1, completed: 1, infrastructure_failure: 0, fatal: 1, provider_stop: 0, harness_failure: 0 });
+    ).toEqual({
+      total: 4,
+      pending: 1,
+      claimed: 1,
+      running: 1,
+      completed: 1,
+      infrastructure_failure: 0,
+      fatal: 1,
+      provider_stop: 0,
+      harness_failure: 0,
+    });
   });
 });
 
 describe('the journal union', () => {
   it('knows every type the code appends, and nothing else', () => {
-    for (const t of ['batch_created', 'supervisor_started', 'resumed', 'paused', 'stop_requested', 'supervisor_exited', 'source_check', 'reservation_released_unclaimed', 'recovered', 'admission_refused', 'claimed', 'container_created', 'pair_placed', 'harness_fault', 'pair_finished', 'reconciled', 'cleanup_retried']) {
+    for (const t of [
+      'batch_created',
+      'supervisor_started',
+      'resumed',
+      'paused',
+      'stop_requested',
+      'supervisor_exited',
+      'source_check',
+      'reservation_released_unclaimed',
+      'recovered',
+      'admission_refused',
+      'claimed',
+      'container_created',
+      'pair_placed',
+      'harness_fault',
+      'pair_finished',
+      'reconciled',
+      'cleanup_retried',
+    ]) {
       expect(isKnownJournalType(t)).toBe(true);
     }
     expect(isKnownJournalType('tick')).toBe(false);
     expect(knownEntry({ type: 'tick', at: 't' })).toBeNull();
-    expect(knownEntry({ type: 'paused', at: 't', reasons: [] })).toEqual({ type: 'paused', at: 't', reasons: [] });
+    expect(knownEntry({ type: 'paused', at: 't', reasons: [] })).toEqual({
+      type: 'paused',
+      at: 't',
+      reasons: [],
+    });
   });
 
   it('a ledger folds foreign records and old job records without a crash; the old ones leave their job to its files', () => {
@@ -130,14 +188,24 @@ describe('the journal union', () => {
       { job_id: 'a', timeout_seconds: 60 },
       { job_id: 'b', timeout_seconds: 60 },
     ]);
-    expect(ledger.apply({ type: 'from_the_future', at: 't', seq: 1, job_id: 'a' } as JournalEntry)).toBe('applied');
+    expect(ledger.apply({ type: 'from_the_future', at: 't', seq: 1, job_id: 'a' } as JournalEntry)).toBe(
+      'applied',
+    );
     expect(ledger.knows('a')).toBe(false);
     // A claimed record from an older writer (no claimed_at/deadline): the job is unsettled, its files decide.
     expect(ledger.apply({ type: 'claimed', seq: 2, job_id: 'a', claim_id: 'k' })).toBe('applied');
     expect(ledger.unsettled()).toEqual(['a']);
     // A pair_finished without the finish facts: the same.
     ledger.apply({ type: 'claimed', seq: 3, job_id: 'b', claim_id: 'kb', claimed_at: 't', deadline: 't' });
-    expect(ledger.apply({ type: 'pair_finished', seq: 4, job_id: 'b', claim_id: 'kb', classification: 'completed' })).toBe('applied');
+    expect(
+      ledger.apply({
+        type: 'pair_finished',
+        seq: 4,
+        job_id: 'b',
+        claim_id: 'kb',
+        classification: 'completed',
+      }),
+    ).toBe('applied');
     expect(ledger.unsettled()).toEqual(['a', 'b']);
     // A placement with a node of another type: ignored.
     ledger.apply({ type: 'pair_placed', seq: 5, job_id: 'b', node: 7 });
@@ -148,7 +216,9 @@ describe('the journal union', () => {
   it('a restored ledger answers unsure to a harness fault it cannot place', () => {
     const full = BatchLedger.forJobs([{ job_id: 'a', timeout_seconds: 60 }]);
     const restored = BatchLedger.restore(full.basis(), () => 0);
-    expect(restored.apply({ type: 'harness_fault', seq: 1, job_id: 'a', fault: 'result_write_failed' })).toBe('unsure');
+    expect(restored.apply({ type: 'harness_fault', seq: 1, job_id: 'a', fault: 'result_write_failed' })).toBe(
+      'unsure',
+    );
     expect(restored.apply({ type: 'harness_fault', seq: 2, fault: 'result_write_failed' })).toBe('applied');
   });
 });

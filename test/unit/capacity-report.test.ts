@@ -9,11 +9,19 @@ import { steppingClock } from '../support/finished-pair.js';
 
 let dir: string;
 let registry: SqliteCapacityRegistry;
-const GPU: GpuObservation = { kind: 'unobservable', reason: 'binary_missing', detail: 'nvidia-smi not found' };
+const GPU: GpuObservation = {
+  kind: 'unobservable',
+  reason: 'binary_missing',
+  detail: 'nvidia-smi not found',
+};
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'rg-capacity-'));
-  registry = SqliteCapacityRegistry.open({ path: join(dir, 'registry.db'), clock: steppingClock(), localNode: 'here' });
+  registry = SqliteCapacityRegistry.open({
+    path: join(dir, 'registry.db'),
+    clock: steppingClock(),
+    localNode: 'here',
+  });
 });
 afterEach(async () => {
   registry.closeSync();
@@ -24,7 +32,13 @@ function deps(): CapacityDeps {
   return { registry, observeGpus: () => Promise.resolve(GPU) };
 }
 
-async function admit(batchId: string, jobId: string, node: string, gpuMib: number, ports: number[] = []): Promise<void> {
+async function admit(
+  batchId: string,
+  jobId: string,
+  node: string,
+  gpuMib: number,
+  ports: number[] = [],
+): Promise<void> {
   const r = await registry.admit({ batchId, jobId, claimId: `${batchId}-${jobId}`, gpuMib, node, ports });
   expect(r.kind).toBe('admitted');
 }
@@ -35,7 +49,16 @@ describe('readCapacity (`capacity`)', () => {
     expect(view).toEqual({
       limits: { maxReservations: 2, gpuMib: null },
       local_node: 'here',
-      nodes: [{ node: 'here', limits: { maxReservations: 2, gpuMib: null }, own_limits: false, held: 0, held_gpu_mib: 0, held_ports: [] }],
+      nodes: [
+        {
+          node: 'here',
+          limits: { maxReservations: 2, gpuMib: null },
+          own_limits: false,
+          held: 0,
+          held_gpu_mib: 0,
+          held_ports: [],
+        },
+      ],
       held: [],
       board: [],
       gpu: GPU,
@@ -49,7 +72,16 @@ describe('readCapacity (`capacity`)', () => {
     await admit('b1', 'j2', 'gpu-2', 28, [8000]);
     await admit('b2', 'j1', 'here', 0);
     const view = await readCapacity(deps(), {});
-    expect(view.nodes.map((n) => [n.node, n.held, n.held_gpu_mib, n.held_ports, n.own_limits, n.limits.maxReservations])).toEqual([
+    expect(
+      view.nodes.map((n) => [
+        n.node,
+        n.held,
+        n.held_gpu_mib,
+        n.held_ports,
+        n.own_limits,
+        n.limits.maxReservations,
+      ]),
+    ).toEqual([
       ['gpu-2', 2, 128, [8000, 9001, 9002], false, 5],
       ['gpu-9', 0, 0, [], true, 1],
       ['here', 1, 0, [], false, 5],
@@ -58,7 +90,7 @@ describe('readCapacity (`capacity`)', () => {
     expect(view.board).toHaveLength(3);
   });
 
-  it('--batch keeps only that batch\'s reservations and board rows (the nodes still show everything)', async () => {
+  it("--batch keeps only that batch's reservations and board rows (the nodes still show everything)", async () => {
     await admit('b1', 'j1', 'here', 0);
     await admit('b2', 'j1', 'here', 0);
     const view = await readCapacity(deps(), { batchId: 'b2' });
@@ -76,14 +108,22 @@ describe('readCapacity (`capacity`)', () => {
     expect(await registry.limits()).toEqual({ maxReservations: 3, gpuMib: null });
   });
 
-  it('--node sets that node\'s own limits (starting from the default) and lists it even when it holds nothing', async () => {
+  it("--node sets that node's own limits (starting from the default) and lists it even when it holds nothing", async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1000 });
     const view = await readCapacity(deps(), { node: 'gpu-7', set: { maxReservations: 1 } });
     expect(view.limits).toEqual({ maxReservations: 4, gpuMib: 1000 });
-    expect(view.nodes.find((n) => n.node === 'gpu-7')).toMatchObject({ own_limits: true, limits: { maxReservations: 1, gpuMib: 1000 } });
+    expect(view.nodes.find((n) => n.node === 'gpu-7')).toMatchObject({
+      own_limits: true,
+      limits: { maxReservations: 1, gpuMib: 1000 },
+    });
     const read = await readCapacity(deps(), { node: 'gpu-8' });
-    expect(read.nodes.find((n) => n.node === 'gpu-8')).toMatchObject({ own_limits: false, limits: { maxReservations: 4, gpuMib: 1000 } });
-    expect(await registry.nodeLimits()).toEqual([{ node: 'gpu-7', limits: { maxReservations: 1, gpuMib: 1000 } }]);
+    expect(read.nodes.find((n) => n.node === 'gpu-8')).toMatchObject({
+      own_limits: false,
+      limits: { maxReservations: 4, gpuMib: 1000 },
+    });
+    expect(await registry.nodeLimits()).toEqual([
+      { node: 'gpu-7', limits: { maxReservations: 1, gpuMib: 1000 } },
+    ]);
   });
 
   it('an empty `set` changes nothing', async () => {

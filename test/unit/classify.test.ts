@@ -13,7 +13,14 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
   ['fatal', ['fatal_failure_flag', 'job_id_mismatch']],
   [
     'harness_failure',
-    ['lost_worker', 'evidence_write_failed', 'log_write_failed', 'receipt_write_failed', 'result_write_failed', 'cleanup_unverified'],
+    [
+      'lost_worker',
+      'evidence_write_failed',
+      'log_write_failed',
+      'receipt_write_failed',
+      'result_write_failed',
+      'cleanup_unverified',
+    ],
   ],
   ['provider_stop', ['provider_requires_stop', 'provider_status_not_allowed']],
   [
@@ -187,7 +194,9 @@ describe('classify: cartesian product of observations', () => {
                   ...harnessFaults,
                   ...(timedOut ? (['timeout'] as const) : []),
                   ...(terminated ? (['terminated'] as const) : []),
-                  ...(engineFault === null ? [] : [engineFault === 'engine_unavailable' ? 'engine_error' : engineFault]),
+                  ...(engineFault === null
+                    ? []
+                    : [engineFault === 'engine_unavailable' ? 'engine_error' : engineFault]),
                 ];
                 cases += 1;
                 const problems = mismatches(input, causes);
@@ -255,20 +264,28 @@ describe('classify: worked examples', () => {
 
   it('a log over its cap is an infrastructure failure named first, whatever the outcome says', () => {
     const c = classify(input({ outcome: checkOutcome({ state: 'missing' }), logLimitExceeded: true }));
-    expect(c).toEqual({ classification: 'infrastructure_failure', reasons: ['log_limit_exceeded', 'outcome_missing'] });
+    expect(c).toEqual({
+      classification: 'infrastructure_failure',
+      reasons: ['log_limit_exceeded', 'outcome_missing'],
+    });
     expect(pauseReasonsFor(c)).toEqual([]);
   });
 
   it('an OOM kill and a disk over its limit are infrastructure failures of their own, named before the outcome', () => {
     const oom = classify(input({ outcome: checkOutcome({ state: 'missing' }), oomKilled: true }));
-    expect(oom).toEqual({ classification: 'infrastructure_failure', reasons: ['oom_killed', 'outcome_missing'] });
+    expect(oom).toEqual({
+      classification: 'infrastructure_failure',
+      reasons: ['oom_killed', 'outcome_missing'],
+    });
     const disk = classify(input({ diskLimitExceeded: true }));
     expect(disk).toEqual({ classification: 'infrastructure_failure', reasons: ['disk_limit_exceeded'] });
     // The pair's own doing: no pause of its own (only a streak of three pauses the batch).
     expect(pauseReasonsFor(oom)).toEqual([]);
     expect(pauseReasonsFor(disk)).toEqual([]);
     // A fatal flag still wins.
-    expect(classify(input({ oomKilled: true, outcome: valid({ fatal_failure: true }) })).classification).toBe('fatal');
+    expect(classify(input({ oomKilled: true, outcome: valid({ fatal_failure: true }) })).classification).toBe(
+      'fatal',
+    );
   });
 
   it("a log with a named gap (the engine's copy could not be read in full) is never completed: log_incomplete, infrastructure", () => {

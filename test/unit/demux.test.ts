@@ -24,7 +24,11 @@ function slowSink(): Writable & { received: Buffer[] } {
 
 describe('demultiplex', () => {
   it('routes frames split at any byte to stdout and stderr, byte-exact', async () => {
-    const frames = Buffer.concat([frame(1, Buffer.from('out-1\n')), frame(2, Buffer.from('err-1\n')), frame(1, Buffer.from('out-2\n'))]);
+    const frames = Buffer.concat([
+      frame(1, Buffer.from('out-1\n')),
+      frame(2, Buffer.from('err-1\n')),
+      frame(1, Buffer.from('out-2\n')),
+    ]);
     const chunks = [...frames].map((b) => Buffer.from([b])); // one byte at a time: headers split everywhere
     const out = new PassThrough();
     const err = new PassThrough();
@@ -44,7 +48,11 @@ describe('demultiplex', () => {
     const err = slowSink();
     let peakListeners = 0;
     const watch = setInterval(() => {
-      peakListeners = Math.max(peakListeners, out.listenerCount('close') + out.listenerCount('drain'), err.listenerCount('close') + err.listenerCount('drain'));
+      peakListeners = Math.max(
+        peakListeners,
+        out.listenerCount('close') + out.listenerCount('drain'),
+        err.listenerCount('close') + err.listenerCount('drain'),
+      );
     }, 0);
     await demultiplex(Readable.from(frames), out, err);
     clearInterval(watch);

@@ -32,7 +32,11 @@ describe('engine calls against a hung engine', () => {
 
   it('the cleanup path ends, reporting the removal unverified (the slot stays held)', async () => {
     const rt = new DockerContainerRuntime({ socketPath: join(dir, 'docker.sock') }, { callTimeoutMs: 100 });
-    const cleanup = await removeAndVerify({ runtime: rt, logger: silentLogger, verifyAbsentTimeoutMs: 300 }, 'c1', 1);
+    const cleanup = await removeAndVerify(
+      { runtime: rt, logger: silentLogger, verifyAbsentTimeoutMs: 300 },
+      'c1',
+      1,
+    );
     expect(cleanup).toMatchObject({ verified_absent: false, attempts: 3 });
   });
 });

@@ -118,7 +118,13 @@ function fakeWorld(
     freeDiskBytes: (path) => Promise.resolve({ path, freeBytes: overrides.freeBytes ?? 100 * 1024 ** 3 }),
     readBootId: () => Promise.resolve(overrides.bootId === undefined ? 'boot-1' : overrides.bootId),
     hostFacts: (request) =>
-      gatherHostFacts({ source: { ...fakeFacts(overrides.gpus ?? GPUS), ...overrides.facts }, after: () => new Promise(() => {}) }, request),
+      gatherHostFacts(
+        {
+          source: { ...fakeFacts(overrides.gpus ?? GPUS), ...overrides.facts },
+          after: () => new Promise(() => {}),
+        },
+        request,
+      ),
     nowMs: () => 1_000,
     newId: () => 'id1',
   };
@@ -142,7 +148,10 @@ function fakeFacts(gpus: GpuObservation): HostFactsSource {
     memory: () => Promise.resolve({ total_bytes: 512 * 1024 ** 3, available_bytes: 500 * 1024 ** 3 }),
     os: () => Promise.resolve({ distro: 'Ubuntu', release: '24.04', kernel: '6.8.0', arch: 'x64' }),
     fileSystemOf: (path) => Promise.resolve(fsFact(path)),
-    gpuControllers: () => Promise.resolve(Array.from({ length: nvidia }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' }))),
+    gpuControllers: () =>
+      Promise.resolve(
+        Array.from({ length: nvidia }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' })),
+      ),
   };
 }
 
@@ -170,11 +179,24 @@ describe('doctor: --mount-root', () => {
   it('reports the roots every mount must lie under, and warns about a root the mount rules refuse', async () => {
     const { deps } = fakeWorld();
     const none = await runDoctor(deps, OPTIONS);
-    expect(byName(none.checks, 'mount roots')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^none given/) as string, facts: { mount_roots: [] } });
+    expect(byName(none.checks, 'mount roots')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(/^none given/) as string,
+      facts: { mount_roots: [] },
+    });
     const given = await runDoctor(deps, { ...OPTIONS, mountRoots: ['/srv/eval'] });
-    expect(byName(given.checks, 'mount roots')).toMatchObject({ status: 'ok', detail: 'every cwd and session mount must lie under /srv/eval', facts: { mount_roots: ['/srv/eval'] } });
+    expect(byName(given.checks, 'mount roots')).toMatchObject({
+      status: 'ok',
+      detail: 'every cwd and session mount must lie under /srv/eval',
+      facts: { mount_roots: ['/srv/eval'] },
+    });
     const bad = await runDoctor(deps, { ...OPTIONS, mountRoots: ['/srv/eval', '/usr/local'] });
-    expect(byName(bad.checks, 'mount roots')).toMatchObject({ status: 'warn', detail: expect.stringMatching(/\/usr\/local must not be, contain or lie inside the system folder \/usr/) as string });
+    expect(byName(bad.checks, 'mount roots')).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(
+        /\/usr\/local must not be, contain or lie inside the system folder \/usr/,
+      ) as string,
+    });
     expect(bad.exitCode).toBe(0);
   });
 });
@@ -244,9 +266,7 @@ describe('doctor verdict', () => {
       'gpus',
       'boot id',
     ]);
-    expect(byName(report.checks, 'image roboguide/pair-driver:1')?.fix).toBe(
-      'roboguide-eval images build',
-    );
+    expect(byName(report.checks, 'image roboguide/pair-driver:1')?.fix).toBe('roboguide-eval images build');
     expect(byName(report.checks, 'nvidia runtime')?.detail).toContain('io.containerd.runc.v2, runc');
     expect(byName(report.checks, 'gpus')?.detail).toContain('binary_missing');
     expect(report.exitCode).toBe(0);
@@ -278,7 +298,11 @@ describe('doctor verdict', () => {
       const report = await runDoctor(deps, OPTIONS);
       expect(byName(report.checks, 'log driver')).toMatchObject({
         status: 'warn',
-        detail: expect.stringMatching(new RegExp(`^engine default ${driver} ships container output off this host.*pair containers set json-file`)),
+        detail: expect.stringMatching(
+          new RegExp(
+            `^engine default ${driver} ships container output off this host.*pair containers set json-file`,
+          ),
+        ),
         fix: expect.stringContaining('"log-driver": "json-file"'),
       });
       expect(report.exitCode).toBe(0);
@@ -287,7 +311,10 @@ describe('doctor verdict', () => {
 
   it.each(['json-file', 'local'])('reports the local default log driver %s as ok', async (driver) => {
     const { deps } = fakeWorld({ info: () => Promise.resolve({ ...ENGINE, loggingDriver: driver }) });
-    expect(byName((await runDoctor(deps, OPTIONS)).checks, 'log driver')).toMatchObject({ status: 'ok', detail: expect.stringContaining(`engine default ${driver}`) });
+    expect(byName((await runDoctor(deps, OPTIONS)).checks, 'log driver')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining(`engine default ${driver}`),
+    });
   });
 
   it('warns on an API older than 1.40 (no device requests)', async () => {
@@ -317,9 +344,18 @@ describe('doctor disk thresholds', () => {
 describe('doctor disk check with --manifest', () => {
   it('warns when the free space is less than the batch caps could need, names both figures; ok when it is enough', async () => {
     const { deps } = fakeWorld({ freeBytes: 10 * 1024 ** 3 });
-    const short = byName((await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 12 * 1024 ** 3 })).checks, 'disk');
-    expect(short).toMatchObject({ status: 'warn', detail: expect.stringMatching(/10\.0 GiB free, less than the 12\.0 GiB/) });
-    const enough = byName((await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 10 * 1024 ** 3 })).checks, 'disk');
+    const short = byName(
+      (await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 12 * 1024 ** 3 })).checks,
+      'disk',
+    );
+    expect(short).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(/10\.0 GiB free, less than the 12\.0 GiB/),
+    });
+    const enough = byName(
+      (await runDoctor(deps, { ...OPTIONS, batchNeedBytes: 10 * 1024 ** 3 })).checks,
+      'disk',
+    );
     expect(enough?.status).toBe('ok');
   });
 });
@@ -345,21 +381,31 @@ describe('doctor registry target', () => {
     const current = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 1, supported: 1 } }) });
     const ok = await runDoctor(current.deps, { ...OPTIONS, registryPostgres: postgres });
     expect(current.calls.registry).toEqual([{ kind: 'postgres', ...postgres }]);
-    expect(byName(ok.checks, 'registry')).toMatchObject({ status: 'ok', detail: 'writable: postgres://eval@db:5432/rg; schema version 1' });
+    expect(byName(ok.checks, 'registry')).toMatchObject({
+      status: 'ok',
+      detail: 'writable: postgres://eval@db:5432/rg; schema version 1',
+    });
 
     const older = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 2, supported: 3 } }) });
-    expect(byName((await runDoctor(older.deps, { ...OPTIONS, registryPath: '/tmp/r.db' })).checks, 'registry')).toMatchObject({
+    expect(
+      byName((await runDoctor(older.deps, { ...OPTIONS, registryPath: '/tmp/r.db' })).checks, 'registry'),
+    ).toMatchObject({
       status: 'ok',
       detail: 'writable: /tmp/r.db; schema version 2 (migrated to 3 on first use)',
     });
 
     const newer = fakeWorld({ registry: () => Promise.resolve({ schema: { current: 5, supported: 1 } }) });
     const report = await runDoctor(newer.deps, { ...OPTIONS, registryPostgres: postgres });
-    expect(byName(report.checks, 'registry')).toMatchObject({ status: 'fail', detail: expect.stringMatching(/schema version 5 is newer than this tool \(1\)/) });
+    expect(byName(report.checks, 'registry')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/schema version 5 is newer than this tool \(1\)/),
+    });
     expect(report.exitCode).toBe(1);
 
     const down = fakeWorld({ registry: () => Promise.reject(new Error('connect ECONNREFUSED')) });
-    expect(byName((await runDoctor(down.deps, { ...OPTIONS, registryPostgres: postgres })).checks, 'registry')).toMatchObject({
+    expect(
+      byName((await runDoctor(down.deps, { ...OPTIONS, registryPostgres: postgres })).checks, 'registry'),
+    ).toMatchObject({
       status: 'fail',
       fix: expect.stringMatching(/PGPASSWORD/),
     });
@@ -377,15 +423,22 @@ describe('doctor GPU probe', () => {
       deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }],
     });
     expect(calls.created[0]?.cmd.slice(0, 2)).toEqual(['sh', '-c']);
-    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('NVIDIA_VISIBLE_DEVICES=all as asked') });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining('NVIDIA_VISIBLE_DEVICES=all as asked'),
+    });
     expect(calls.removed).toEqual(['c1']);
     expect(live.size).toBe(0);
   });
 
   it('nvidia-smi -L in the container is the strongest evidence, parsed at the probe boundary', async () => {
-    const probeOutput = 'visible_set=1\nvisible=all\nnode=/dev/nvidia0\nsmi_exit=0\nsmi: GPU 0: NVIDIA H200 (UUID: GPU-5f1e)\nprobe=done\n';
+    const probeOutput =
+      'visible_set=1\nvisible=all\nnode=/dev/nvidia0\nsmi_exit=0\nsmi: GPU 0: NVIDIA H200 (UUID: GPU-5f1e)\nprobe=done\n';
     const report = await runDoctor(fakeWorld({ probeOutput }).deps, { ...OPTIONS, probeGpu: true });
-    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'ok', detail: expect.stringContaining('lists 1 GPU(s): GPU 0: NVIDIA H200') });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining('lists 1 GPU(s): GPU 0: NVIDIA H200'),
+    });
   });
 
   it('an engine that dropped the request (Podman): the probe fails from the inspect, never starts, and is removed (issue 28)', async () => {
@@ -398,7 +451,11 @@ describe('doctor GPU probe', () => {
       },
     });
     const report = await runDoctor(deps, { ...OPTIONS, probeGpu: true });
-    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'fail', detail: expect.stringContaining('holds none'), fix: expect.stringContaining('CDI') });
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('holds none'),
+      fix: expect.stringContaining('CDI'),
+    });
     expect(started).toBe(0);
     expect(calls.removed).toEqual(['c1']);
     expect(live.size).toBe(0);
@@ -406,8 +463,14 @@ describe('doctor GPU probe', () => {
   });
 
   it('a container that started and exited 0 but shows no GPU is no GPU (the old probe said ok)', async () => {
-    const report = await runDoctor(fakeWorld({ probeOutput: 'visible_set=\nvisible=\nsmi=absent\nprobe=done\n' }).deps, { ...OPTIONS, probeGpu: true });
-    expect(byName(report.checks, 'gpu probe')).toMatchObject({ status: 'fail', detail: expect.stringContaining('shows no GPU') });
+    const report = await runDoctor(
+      fakeWorld({ probeOutput: 'visible_set=\nvisible=\nsmi=absent\nprobe=done\n' }).deps,
+      { ...OPTIONS, probeGpu: true },
+    );
+    expect(byName(report.checks, 'gpu probe')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('shows no GPU'),
+    });
   });
 
   it('no NVIDIA runtime: fails with the engine text, still removes the container, exit 1', async () => {
@@ -449,32 +512,67 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
     const host = byName((await runDoctor(deps, OPTIONS)).checks, 'host');
     expect(host).toMatchObject({
       status: 'ok',
-      detail: 'AMD EPYC, 64 core(s) (32 physical); 512.0 GiB memory, 500.0 GiB available; Ubuntu 24.04, kernel 6.8.0 (x64)',
-      facts: { cpu: { kind: 'known', cores: 64 }, memory: { kind: 'known', total_bytes: 512 * 1024 ** 3 }, os: { kind: 'known', kernel: '6.8.0' } },
+      detail:
+        'AMD EPYC, 64 core(s) (32 physical); 512.0 GiB memory, 500.0 GiB available; Ubuntu 24.04, kernel 6.8.0 (x64)',
+      facts: {
+        cpu: { kind: 'known', cores: 64 },
+        memory: { kind: 'known', total_bytes: 512 * 1024 ** 3 },
+        os: { kind: 'known', kernel: '6.8.0' },
+      },
     });
   });
 
   it('a fact that throws is unknown with its reason; with none of CPU, memory and OS known the line warns (exit 0)', async () => {
     const broken = () => Promise.reject(new Error('lscpu: not found'));
-    const some = byName((await runDoctor(fakeWorld({ facts: { cpu: broken } }).deps, OPTIONS)).checks, 'host');
-    expect(some).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^CPU unknown \(lscpu: not found\); 512\.0 GiB memory/) });
-    const report = await runDoctor(fakeWorld({ facts: { cpu: broken, memory: broken, os: broken } }).deps, OPTIONS);
-    expect(byName(report.checks, 'host')).toMatchObject({ status: 'warn', fix: expect.stringContaining('lscpu') });
+    const some = byName(
+      (await runDoctor(fakeWorld({ facts: { cpu: broken } }).deps, OPTIONS)).checks,
+      'host',
+    );
+    expect(some).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(/^CPU unknown \(lscpu: not found\); 512\.0 GiB memory/),
+    });
+    const report = await runDoctor(
+      fakeWorld({ facts: { cpu: broken, memory: broken, os: broken } }).deps,
+      OPTIONS,
+    );
+    expect(byName(report.checks, 'host')).toMatchObject({
+      status: 'warn',
+      fix: expect.stringContaining('lscpu'),
+    });
     expect(report.exitCode).toBe(0);
   });
 
-  it('the disk line names the output file system (type, device, mount, size) from the facts; its verdict stays statfs\'s', async () => {
+  it("the disk line names the output file system (type, device, mount, size) from the facts; its verdict stays statfs's", async () => {
     const { deps } = fakeWorld({ freeBytes: DISK_FAIL_BYTES - 1 });
     const disk = byName((await runDoctor(deps, OPTIONS)).checks, 'disk');
-    expect(disk).toMatchObject({ status: 'fail', detail: expect.stringMatching(/\(ext4 \/dev\/vda mounted on \/, 250\.0 GiB in all\)$/) });
-    expect(disk?.facts).toEqual({ output_fs: { kind: 'known', path: '/data/out', fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 250 * 1024 ** 3, free_bytes: 70 * 1024 ** 3 } });
+    expect(disk).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/\(ext4 \/dev\/vda mounted on \/, 250\.0 GiB in all\)$/),
+    });
+    expect(disk?.facts).toEqual({
+      output_fs: {
+        kind: 'known',
+        path: '/data/out',
+        fs: '/dev/vda',
+        type: 'ext4',
+        mount: '/',
+        size_bytes: 250 * 1024 ** 3,
+        free_bytes: 70 * 1024 ** 3,
+      },
+    });
   });
 
   it('the engine data root: ok with its file system, warn under 5 GiB free, warn when unknown', async () => {
     const okRoot = byName((await runDoctor(fakeWorld().deps, OPTIONS)).checks, 'engine data root');
-    expect(okRoot).toMatchObject({ status: 'ok', detail: '/var/lib/docker: ext4 /dev/vda mounted on /, 70.0 GiB free of 250.0 GiB' });
+    expect(okRoot).toMatchObject({
+      status: 'ok',
+      detail: '/var/lib/docker: ext4 /dev/vda mounted on /, 70.0 GiB free of 250.0 GiB',
+    });
 
-    const full = fakeWorld({ facts: { fileSystemOf: (path) => Promise.resolve(fsFact(path, DATA_ROOT_WARN_BYTES - 1)) } });
+    const full = fakeWorld({
+      facts: { fileSystemOf: (path) => Promise.resolve(fsFact(path, DATA_ROOT_WARN_BYTES - 1)) },
+    });
     expect(byName((await runDoctor(full.deps, OPTIONS)).checks, 'engine data root')).toMatchObject({
       status: 'warn',
       detail: expect.stringContaining('(< 5.0 GiB)'),
@@ -488,7 +586,10 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
 
     const down = fakeWorld({ info: () => Promise.reject(unavailable()) });
     const report = await runDoctor(down.deps, OPTIONS);
-    expect(byName(report.checks, 'engine data root')).toMatchObject({ status: 'warn', detail: 'not checked: the engine did not answer' });
+    expect(byName(report.checks, 'engine data root')).toMatchObject({
+      status: 'warn',
+      detail: 'not checked: the engine did not answer',
+    });
     expect(byName(report.checks, 'host')?.status).toBe('ok');
   });
 
@@ -501,10 +602,15 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
 
   it('warns when the PCI bus lists a different number of NVIDIA controllers than nvidia-smi sees, naming both', async () => {
     const four = Array.from({ length: 4 }, () => ({ vendor: 'NVIDIA Corporation', model: 'GH100' }));
-    const report = await runDoctor(fakeWorld({ facts: { gpuControllers: () => Promise.resolve(four) } }).deps, OPTIONS);
+    const report = await runDoctor(
+      fakeWorld({ facts: { gpuControllers: () => Promise.resolve(four) } }).deps,
+      OPTIONS,
+    );
     expect(byName(report.checks, 'gpus')).toMatchObject({
       status: 'warn',
-      detail: expect.stringMatching(/^1 GPU\(s\), 81559 MiB in all: .*; nvidia-smi sees 1 GPU\(s\) but the PCI bus lists 4 NVIDIA controller\(s\)$/),
+      detail: expect.stringMatching(
+        /^1 GPU\(s\), 81559 MiB in all: .*; nvidia-smi sees 1 GPU\(s\) but the PCI bus lists 4 NVIDIA controller\(s\)$/,
+      ),
       fix: expect.stringContaining('nvidia-smi -L'),
       facts: { gpu_controllers: { kind: 'known', nvidia_count: 4 } },
     });
@@ -520,7 +626,9 @@ describe('doctor host facts (systeminformation, through the HostFactsSource port
   });
 
   it('controllers that do not answer leave the nvidia-smi verdict alone', async () => {
-    const { deps } = fakeWorld({ facts: { gpuControllers: () => Promise.reject(new Error('lspci: not found')) } });
+    const { deps } = fakeWorld({
+      facts: { gpuControllers: () => Promise.reject(new Error('lspci: not found')) },
+    });
     expect(byName((await runDoctor(deps, OPTIONS)).checks, 'gpus')).toMatchObject({
       status: 'ok',
       facts: { gpu_controllers: { kind: 'unknown', reason: 'lspci: not found' } },
@@ -552,35 +660,76 @@ describe('doctor human table', () => {
 });
 
 describe('doctor on Podman behind the Docker API (issue 28)', () => {
-  const PODMAN: EngineInfo = { id: 'f1e2', product: 'podman', version: '4.3.1', apiVersion: '1.41', runtimes: ['crun', 'runc', 'runsc'], loggingDriver: '' };
+  const PODMAN: EngineInfo = {
+    id: 'f1e2',
+    product: 'podman',
+    version: '4.3.1',
+    apiVersion: '1.41',
+    runtimes: ['crun', 'runc', 'runsc'],
+    loggingDriver: '',
+  };
   const podman = (initPath: string | null, specs: readonly string[], existing: readonly string[]) => {
     const world = fakeWorld({ info: () => Promise.resolve(PODMAN), existing });
-    return { ...world.deps, podmanHost: { initPath: () => Promise.resolve(initPath), cdiSpecs: () => Promise.resolve(specs) } };
+    return {
+      ...world.deps,
+      podmanHost: { initPath: () => Promise.resolve(initPath), cdiSpecs: () => Promise.resolve(specs) },
+    };
   };
 
   it('names Podman and its own version, knows its log driver answer, finds catatonit, and says GPUs are dropped', async () => {
     const report = await runDoctor(podman(null, [], ['/usr/libexec/podman/catatonit']), OPTIONS);
-    expect(byName(report.checks, 'engine')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^Podman 4\.3\.1, API 1\.41/) });
-    expect(byName(report.checks, 'podman init')).toMatchObject({ status: 'ok', detail: expect.stringContaining('/usr/libexec/podman/catatonit') });
-    expect(byName(report.checks, 'log driver')).toMatchObject({ status: 'ok', detail: expect.stringContaining('not reported over the Docker API') });
-    expect(byName(report.checks, 'podman gpus')).toMatchObject({ status: 'warn', detail: expect.stringMatching(/gpu_request_dropped.*no CDI spec in \/etc\/cdi or \/var\/run\/cdi/) });
+    expect(byName(report.checks, 'engine')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(/^Podman 4\.3\.1, API 1\.41/),
+    });
+    expect(byName(report.checks, 'podman init')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining('/usr/libexec/podman/catatonit'),
+    });
+    expect(byName(report.checks, 'log driver')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringContaining('not reported over the Docker API'),
+    });
+    expect(byName(report.checks, 'podman gpus')).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(/gpu_request_dropped.*no CDI spec in \/etc\/cdi or \/var\/run\/cdi/),
+    });
     expect(byName(report.checks, 'nvidia runtime')).toBeUndefined();
     expect(report.exitCode).toBe(0);
   });
 
   it('no catatonit and no init_path: fails with the fix (every pair would fail at its start)', async () => {
     const report = await runDoctor(podman(null, [], []), OPTIONS);
-    expect(byName(report.checks, 'podman init')).toMatchObject({ status: 'fail', fix: expect.stringContaining('apt-get install catatonit') });
+    expect(byName(report.checks, 'podman init')).toMatchObject({
+      status: 'fail',
+      fix: expect.stringContaining('apt-get install catatonit'),
+    });
     expect(report.exitCode).toBe(1);
   });
 
   it('an init_path in containers.conf is checked instead; one that is missing fails', async () => {
-    expect(byName((await runDoctor(podman('/usr/bin/tini', [], ['/usr/bin/tini']), OPTIONS)).checks, 'podman init')).toMatchObject({ status: 'ok', detail: expect.stringContaining('/usr/bin/tini') });
-    expect(byName((await runDoctor(podman('/usr/bin/tini', [], ['/usr/libexec/podman/catatonit']), OPTIONS)).checks, 'podman init')?.status).toBe('fail');
+    expect(
+      byName(
+        (await runDoctor(podman('/usr/bin/tini', [], ['/usr/bin/tini']), OPTIONS)).checks,
+        'podman init',
+      ),
+    ).toMatchObject({ status: 'ok', detail: expect.stringContaining('/usr/bin/tini') });
+    expect(
+      byName(
+        (await runDoctor(podman('/usr/bin/tini', [], ['/usr/libexec/podman/catatonit']), OPTIONS)).checks,
+        'podman init',
+      )?.status,
+    ).toBe('fail');
   });
 
   it('a CDI spec on the host is named (and that CDI names are not passed yet)', async () => {
-    const report = await runDoctor(podman(null, ['/etc/cdi/nvidia.yaml'], ['/usr/libexec/podman/catatonit']), OPTIONS);
-    expect(byName(report.checks, 'podman gpus')).toMatchObject({ status: 'warn', detail: expect.stringContaining('/etc/cdi/nvidia.yaml') });
+    const report = await runDoctor(
+      podman(null, ['/etc/cdi/nvidia.yaml'], ['/usr/libexec/podman/catatonit']),
+      OPTIONS,
+    );
+    expect(byName(report.checks, 'podman gpus')).toMatchObject({
+      status: 'warn',
+      detail: expect.stringContaining('/etc/cdi/nvidia.yaml'),
+    });
   });
 });

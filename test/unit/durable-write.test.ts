@@ -29,7 +29,9 @@ async function onDisk(): Promise<unknown> {
 
 /** Every unlink touched a temp file of ours, never the target. */
 function onlyTempsUnlinked(fs: FaultyFileSystem): boolean {
-  return fs.calls.filter((c) => c.op === 'unlink').every((c) => c.paths.every((p) => /\/\.result\.json\.tmp-/.test(p)));
+  return fs.calls
+    .filter((c) => c.op === 'unlink')
+    .every((c) => c.paths.every((p) => /\/\.result\.json\.tmp-/.test(p)));
 }
 
 function nested(depth: number): unknown {
@@ -85,7 +87,13 @@ describe('writeJsonVerified', () => {
   });
 
   it('fails without throwing or deleting after two consecutive failures', async () => {
-    const { fs, store } = storeWith({ op: 'rename', path: 'result.json', when: 'before', times: 2, code: 'ENOSPC' });
+    const { fs, store } = storeWith({
+      op: 'rename',
+      path: 'result.json',
+      when: 'before',
+      times: 2,
+      code: 'ENOSPC',
+    });
     const outcome = await writeJsonVerified(store, 'result.json', VALUE);
     expect(outcome.kind).toBe('failed');
     expect(outcome.attempts).toBe(2);
@@ -105,7 +113,10 @@ describe('writeJsonVerified', () => {
     const previous = { schema: 'x/v1', state: 'launched' };
     await new EvidenceStore(new NodeFileSystem(), root).writeJsonAtomic('result.json', previous);
     const { store } = storeWith({ op: 'rename', path: 'result.json', when: 'before' });
-    expect(await writeJsonVerified(store, 'result.json', VALUE, { previous })).toEqual({ kind: 'written', attempts: 2 });
+    expect(await writeJsonVerified(store, 'result.json', VALUE, { previous })).toEqual({
+      kind: 'written',
+      attempts: 2,
+    });
     expect(await onDisk()).toEqual(VALUE);
   });
 

@@ -4,7 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
-import { engineUnixSocket, probeEngineInfo, probeImageExists } from '../../src/adapters/docker/engine-probe.js';
+import {
+  engineUnixSocket,
+  probeEngineInfo,
+  probeImageExists,
+} from '../../src/adapters/docker/engine-probe.js';
 
 /** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */
 let dir: string;
@@ -19,13 +23,27 @@ beforeAll(async () => {
   server = createServer((req, res) => {
     requests.push(`${req.method} ${req.url}`);
     if (failWith !== null) {
-      res.writeHead(failWith, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'engine is unwell' }));
+      res
+        .writeHead(failWith, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ message: 'engine is unwell' }));
     } else if (req.url === '/info') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ID: 'ENGINE-ID', Runtimes: { runc: {}, nvidia: {}, runsc: { path: '/usr/bin/runsc', runtimeArgs: ['--network=none'] } }, LoggingDriver: 'json-file' }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          ID: 'ENGINE-ID',
+          Runtimes: {
+            runc: {},
+            nvidia: {},
+            runsc: { path: '/usr/bin/runsc', runtimeArgs: ['--network=none'] },
+          },
+          LoggingDriver: 'json-file',
+        }),
+      );
     } else if (req.url === '/images/roboguide/pair-driver:1/json') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Id: 'sha256:abc' }));
     } else if (req.url === '/version') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Version: '28.1.1', ApiVersion: '1.49' }));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ Version: '28.1.1', ApiVersion: '1.49' }));
     } else {
       res.writeHead(404).end('{"message":"page not found"}');
     }
@@ -80,8 +98,15 @@ describe('probeEngineInfo', () => {
 
 describe('engineUnixSocket: the socket dockerode would use', () => {
   it('DOCKER_HOST unix://PATH is PATH; tcp, ssh and npipe are left to dockerode', async () => {
-    expect(await engineUnixSocket({ DOCKER_HOST: 'unix:///run/user/1000/docker.sock' })).toBe('/run/user/1000/docker.sock');
-    for (const host of ['tcp://127.0.0.1:2375', 'ssh://me@host', 'npipe:////./pipe/docker_engine', '127.0.0.1:2375']) {
+    expect(await engineUnixSocket({ DOCKER_HOST: 'unix:///run/user/1000/docker.sock' })).toBe(
+      '/run/user/1000/docker.sock',
+    );
+    for (const host of [
+      'tcp://127.0.0.1:2375',
+      'ssh://me@host',
+      'npipe:////./pipe/docker_engine',
+      '127.0.0.1:2375',
+    ]) {
       expect(await engineUnixSocket({ DOCKER_HOST: host }), host).toBeNull();
     }
   });
@@ -113,7 +138,9 @@ describe('probeImageExists', () => {
     expect(requests).toContain('GET /images/roboguide/absent:1/json');
     failWith = 500;
     try {
-      await expect(probeImageExists(socket, 'roboguide/pair-driver:1').exists).rejects.toBeInstanceOf(EngineError);
+      await expect(probeImageExists(socket, 'roboguide/pair-driver:1').exists).rejects.toBeInstanceOf(
+        EngineError,
+      );
     } finally {
       failWith = null;
     }

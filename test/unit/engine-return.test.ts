@@ -14,8 +14,14 @@ describe('awaitEngineReturn (only the injected clock)', () => {
     runtime.present = true;
     runtime.inspects = ['refused', 'refused', 'refused', state('running', null)];
     const time = fakeTime('2026-12-03T08:00:00Z');
-    const back = await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...time }, 'c1', { untilMs: T0 + 60_000 });
-    expect(back).toEqual({ kind: 'answered', state: state('running', null), answeredAtMs: T0 + 250 + 500 + 1_000 });
+    const back = await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...time }, 'c1', {
+      untilMs: T0 + 60_000,
+    });
+    expect(back).toEqual({
+      kind: 'answered',
+      state: state('running', null),
+      answeredAtMs: T0 + 250 + 500 + 1_000,
+    });
   });
 
   it('gives up at its deadline, never probing past it', async () => {
@@ -23,14 +29,23 @@ describe('awaitEngineReturn (only the injected clock)', () => {
     runtime.present = true;
     runtime.inspects = ['refused'];
     const time = fakeTime('2026-12-03T08:00:00Z');
-    expect(await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...time }, 'c1', { untilMs: T0 + 5_000 })).toEqual({ kind: 'deadline' });
+    expect(
+      await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...time }, 'c1', {
+        untilMs: T0 + 5_000,
+      }),
+    ).toEqual({ kind: 'deadline' });
     expect(time.nowMs()).toBe(T0 + 5_000);
   });
 
   it('ends at once on an aborted signal', async () => {
     const runtime = new ScriptedRuntime();
     const signal = AbortSignal.abort();
-    expect(await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...fakeTime() }, 'c1', { untilMs: Number.MAX_SAFE_INTEGER, signal })).toEqual({ kind: 'aborted' });
+    expect(
+      await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...fakeTime() }, 'c1', {
+        untilMs: Number.MAX_SAFE_INTEGER,
+        signal,
+      }),
+    ).toEqual({ kind: 'aborted' });
   });
 
   it('knows an unanswered engine from an engine verdict', () => {
@@ -46,14 +61,29 @@ describe('removeAndVerify', () => {
     runtime.present = true;
     runtime.inspects = [state('running', null), 'refused', state('exited', 0), null];
     runtime.removeTakesNoEffect = true; // the engine takes its time: the removal shows on the third look
-    const removal = await removeAndVerify({ runtime: runtime as unknown as ContainerRuntime, logger: silentLogger, verifyAbsentTimeoutMs: 3_000, ...fakeTime() }, 'c1', 4);
+    const removal = await removeAndVerify(
+      {
+        runtime: runtime as unknown as ContainerRuntime,
+        logger: silentLogger,
+        verifyAbsentTimeoutMs: 3_000,
+        ...fakeTime(),
+      },
+      'c1',
+      4,
+    );
     expect(removal).toEqual({ removed: true, verified_absent: true, attempts: 1 });
     expect(runtime.stops).toEqual([{ id: 'c1', timeoutSec: 4 }]);
   });
 
   it('a container already gone is verified absent at once, without a removal', async () => {
     const runtime = new ScriptedRuntime();
-    expect(await removeAndVerify({ runtime: runtime as unknown as ContainerRuntime, logger: silentLogger }, 'c1', 4)).toEqual({ removed: false, verified_absent: true, attempts: 1 });
+    expect(
+      await removeAndVerify(
+        { runtime: runtime as unknown as ContainerRuntime, logger: silentLogger },
+        'c1',
+        4,
+      ),
+    ).toEqual({ removed: false, verified_absent: true, attempts: 1 });
     expect(runtime.calls).toEqual([]);
   });
 
@@ -62,6 +92,17 @@ describe('removeAndVerify', () => {
     runtime.present = true;
     runtime.remove = () => Promise.reject(engineError('engine_error'));
     const time = fakeTime();
-    expect(await removeAndVerify({ runtime: runtime as unknown as ContainerRuntime, logger: silentLogger, verifyAbsentTimeoutMs: 900, ...time }, 'c1', 4)).toEqual({ removed: false, verified_absent: false, attempts: 3 });
+    expect(
+      await removeAndVerify(
+        {
+          runtime: runtime as unknown as ContainerRuntime,
+          logger: silentLogger,
+          verifyAbsentTimeoutMs: 900,
+          ...time,
+        },
+        'c1',
+        4,
+      ),
+    ).toEqual({ removed: false, verified_absent: false, attempts: 3 });
   });
 });

@@ -61,18 +61,31 @@ describe('resolveEnvironment', () => {
   });
 
   it('refuses a value shorter than 8 characters, naming the variable and never the value', () => {
-    const result = resolveEnvironment({ K: '${SHORT}', L: '${LONG}' }, { SHORT: 'hunter2', LONG: 'long-enough' }, 'jobs[0].environment');
+    const result = resolveEnvironment(
+      { K: '${SHORT}', L: '${LONG}' },
+      { SHORT: 'hunter2', LONG: 'long-enough' },
+      'jobs[0].environment',
+    );
     expect(result).toEqual({
       ok: false,
-      issues: [{ path: 'jobs[0].environment.K', rule: expect.stringMatching(/SHORT.*shorter than 8 characters.*--allow-short-secrets/) }],
+      issues: [
+        {
+          path: 'jobs[0].environment.K',
+          rule: expect.stringMatching(/SHORT.*shorter than 8 characters.*--allow-short-secrets/),
+        },
+      ],
     });
     expect(JSON.stringify(result)).not.toContain('hunter2');
   });
 
   it('accepts a short value when allowed, with a warning that names the variable only', () => {
-    const result = resolveEnvironment({ K: '${SHORT}' }, { SHORT: 'pw1' }, 'environment', { allowShortSecrets: true });
+    const result = resolveEnvironment({ K: '${SHORT}' }, { SHORT: 'pw1' }, 'environment', {
+      allowShortSecrets: true,
+    });
     expect(result.ok && result.secrets).toEqual(['pw1']);
-    expect(result.ok && result.warnings).toEqual([expect.stringMatching(/^environment.K references \$\{SHORT\}, whose value is shorter than 8/)]);
+    expect(result.ok && result.warnings).toEqual([
+      expect.stringMatching(/^environment.K references \$\{SHORT\}, whose value is shorter than 8/),
+    ]);
     expect(JSON.stringify(result.ok && result.warnings)).not.toContain('pw1');
   });
 
@@ -113,7 +126,20 @@ describe('isSecretLookingName', () => {
     expect(isSecretLookingName(name)).toBe(true);
   });
 
-  it.each(['MODEL', 'BASE_URL', 'HOME', 'PATH', 'CODEX_HOME', 'PWD', 'OLDPWD', 'GIT_AUTHOR_NAME', 'GIT_AUTHOR_EMAIL', 'KEYBOARD_LAYOUT', 'XDG_SESSION_ID', 'DBUS_SESSION_BUS_ADDRESS'])('does not flag %s', (name) => {
+  it.each([
+    'MODEL',
+    'BASE_URL',
+    'HOME',
+    'PATH',
+    'CODEX_HOME',
+    'PWD',
+    'OLDPWD',
+    'GIT_AUTHOR_NAME',
+    'GIT_AUTHOR_EMAIL',
+    'KEYBOARD_LAYOUT',
+    'XDG_SESSION_ID',
+    'DBUS_SESSION_BUS_ADDRESS',
+  ])('does not flag %s', (name) => {
     expect(isSecretLookingName(name)).toBe(false);
   });
 });
@@ -124,7 +150,9 @@ describe('environmentProblems: URLs holding a password', () => {
     ['redis_url', 'redis://:pw@cache:6379'],
     ['PROXY_URL', 'http://user:pa%40ss@proxy:3128'],
   ])('refuses the literal %s', (name, value) => {
-    expect(environmentProblems({ [name]: value })).toEqual([{ name, rule: expect.stringContaining('user:password@') }]);
+    expect(environmentProblems({ [name]: value })).toEqual([
+      { name, rule: expect.stringContaining('user:password@') },
+    ]);
   });
 
   it.each([
@@ -165,7 +193,10 @@ describe('isCredentialLikePath', () => {
 describe('environmentProblems: control characters', () => {
   it('refuses NUL and other C0/DEL control characters in a value (files and the serve API alike), never quoting it', () => {
     for (const options of [{}, { literalSecrets: true }]) {
-      const problems = environmentProblems({ A: 'x\u0000y', B: 'x\u001by', C: 'x\u007fy', D: 'x\ty\r\nz', E: 'plain' }, options);
+      const problems = environmentProblems(
+        { A: 'x\u0000y', B: 'x\u001by', C: 'x\u007fy', D: 'x\ty\r\nz', E: 'plain' },
+        options,
+      );
       expect(problems.map((p) => p.name)).toEqual(['A', 'B', 'C']);
       for (const p of problems) expect(p.rule).toMatch(/must not contain a control character/);
     }

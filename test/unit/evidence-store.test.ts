@@ -10,7 +10,11 @@ import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import type { FaultyFileSystemOptions } from '../support/faulty-file-system.js';
 
 /** The store's mechanics take any record: the union is the type checker's rule for the batch code, not the store's. */
-const raw = (event: { readonly type: string; readonly at: string; readonly [field: string]: unknown }): JournalEvent => event as unknown as JournalEvent;
+const raw = (event: {
+  readonly type: string;
+  readonly at: string;
+  readonly [field: string]: unknown;
+}): JournalEvent => event as unknown as JournalEvent;
 
 let tmp: string;
 let root: string;
@@ -139,17 +143,17 @@ describe('EvidenceStore atomic replace', () => {
     expect(await store.readJson('jobs/j1/result.json')).toEqual({ v: 1 });
   });
 
-  it('cleanTempFiles never deletes a pair\'s own file named like a temp (sessions/, outcome/)', async () => {
+  it("cleanTempFiles never deletes a pair's own file named like a temp (sessions/, outcome/)", async () => {
     const { store } = await openStore();
     const tempLike = '.rollout.jsonl.tmp-1-0123456789abcdef';
     for (const rel of ['jobs/j1/sessions/2026', 'jobs/j1/outcome', 'sessions', 'outcome']) {
       await store.ensureDir(rel);
-      await writeFile(join(root, rel, tempLike), 'the pair\'s bytes');
+      await writeFile(join(root, rel, tempLike), "the pair's bytes");
     }
     await writeFile(join(root, 'jobs/j1', tempLike), 'ours');
     expect(await store.cleanTempFiles()).toEqual([`jobs/j1/${tempLike}`]);
     for (const rel of ['jobs/j1/sessions/2026', 'jobs/j1/outcome', 'sessions', 'outcome']) {
-      expect(await readFile(join(root, rel, tempLike), 'utf8')).toBe('the pair\'s bytes');
+      expect(await readFile(join(root, rel, tempLike), 'utf8')).toBe("the pair's bytes");
     }
   });
 
@@ -290,7 +294,9 @@ describe('EvidenceStore journal', () => {
     const err = await storeErrorOf(store.readJournal());
     expect(err.code).toBe('E_STORE');
     expect(err.message).toContain('line 2');
-    await expect(store.appendJournal(raw({ type: 'd', at: 't4' }))).rejects.toMatchObject({ code: 'E_STORE' });
+    await expect(store.appendJournal(raw({ type: 'd', at: 't4' }))).rejects.toMatchObject({
+      code: 'E_STORE',
+    });
     expect(await readFile(journal(), 'utf8')).toBe(text);
   });
 

@@ -47,13 +47,23 @@ function deps(runtime: ScriptedRuntime): ExecutePairDeps {
   };
 }
 
-function input(extra: Partial<ExecutePairInput> = {}, fs: FileSystem = new NodeFileSystem()): ExecutePairInput {
+function input(
+  extra: Partial<ExecutePairInput> = {},
+  fs: FileSystem = new NodeFileSystem(),
+): ExecutePairInput {
   return {
     store: new EvidenceStore(fs, join(dir, 'D')),
     jobRel: 'jobs/p1',
     batchId: 'batch-1',
     claimId: 'claim-0001',
-    job: { job_id: 'p1', argv: ['/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json'), ports: [], image: 'img' },
+    job: {
+      job_id: 'p1',
+      argv: ['/run'],
+      cwd: join(dir, 'cwd'),
+      outcome_path: join(dir, 'out', 'o.json'),
+      ports: [],
+      image: 'img',
+    },
     environment: {},
     secrets: [SECRET],
     sessionsDir: '/root/.codex/sessions',
@@ -74,10 +84,18 @@ describe('executePair with a scripted engine', () => {
     const { result } = await executePair(deps(runtime), input());
     expect(runtime.waitDeadlines).toEqual([DEADLINE]);
     expect(await log('stdout.log')).toBe('out\n');
-    expect(result).toMatchObject({ classification: 'infrastructure_failure', reasons: ['outcome_missing'], container: { id: 'c1', exit_code: 0, timed_out: false } });
+    expect(result).toMatchObject({
+      classification: 'infrastructure_failure',
+      reasons: ['outcome_missing'],
+      container: { id: 'c1', exit_code: 0, timed_out: false },
+    });
     expect(result.cleanup).toEqual({ removed: true, verified_absent: true, attempts: 1 });
     expect(result.started_at).toBe('2026-12-03T08:00:00.000Z');
-    expect(runtime.created?.labels).toEqual({ 'roboguide.batch': 'batch-1', 'roboguide.job': 'p1', 'roboguide.claim': 'claim-0001' });
+    expect(runtime.created?.labels).toEqual({
+      'roboguide.batch': 'batch-1',
+      'roboguide.job': 'p1',
+      'roboguide.claim': 'claim-0001',
+    });
   });
 
   it('at its deadline: the controlled stop with the stop budget, timed out, still removed', async () => {
@@ -107,7 +125,10 @@ describe('executePair with a scripted engine', () => {
     runtime.waits = ['until_signal'];
     runtime.output = 'x'.repeat(200_000);
     const pair = input();
-    const { result, execution } = await executePair(deps(runtime), { ...pair, job: { ...pair.job, log_limit_bytes: 65_536 } });
+    const { result, execution } = await executePair(deps(runtime), {
+      ...pair,
+      job: { ...pair.job, log_limit_bytes: 65_536 },
+    });
     expect(execution.logLimitExceeded).toBe('stdout');
     expect(result.reasons).toEqual(['log_limit_exceeded', 'outcome_missing']);
     expect(result.logs.stdout.limit_exceeded).toBe(true);
@@ -135,7 +156,12 @@ describe('executePair with a scripted engine', () => {
     expect(result.disk).toMatchObject({ limit_bytes: 2 ** 20, exceeded: true, peak_bytes: 5 * 2 ** 20 });
     expect(walked[0]).toEqual([pair.job.cwd, join(dir, 'D', 'jobs', 'p1', 'outcome')]);
     // What the engine was asked for: the limits in its words, swap equal to memory.
-    expect(runtime.created?.limits).toMatchObject({ pidsLimit: 64, memoryBytes: 128 * 2 ** 20, memorySwapBytes: 128 * 2 ** 20, nanoCpus: 500_000_000 });
+    expect(runtime.created?.limits).toMatchObject({
+      pidsLimit: 64,
+      memoryBytes: 128 * 2 ** 20,
+      memorySwapBytes: 128 * 2 ** 20,
+      nanoCpus: 500_000_000,
+    });
   });
 
   it('an OOM kill seen at collection is recorded and classified oom_killed', async () => {
@@ -150,7 +176,9 @@ describe('executePair with a scripted engine', () => {
   it('a log that cannot be written stops the pair as a harness fault, and the container is still removed', async () => {
     const runtime = new ScriptedRuntime();
     runtime.waits = ['until_signal'];
-    const fs = new FaultyFileSystem(new NodeFileSystem(), { rules: [{ op: 'write', path: 'stdout.log', code: 'ENOSPC' }] });
+    const fs = new FaultyFileSystem(new NodeFileSystem(), {
+      rules: [{ op: 'write', path: 'stdout.log', code: 'ENOSPC' }],
+    });
     const { result } = await executePair(deps(runtime), input({}, fs));
     expect(result.classification).toBe('harness_failure');
     expect(result.reasons).toContain('log_write_failed');
@@ -172,7 +200,10 @@ describe('executePair with a scripted engine', () => {
 
   it('an engine lost during the wait whose container survived: waited for again until its ordinary exit', async () => {
     const runtime = new ScriptedRuntime();
-    runtime.waits = [{ kind: 'engine_lost', lastSeenAliveMs: T0 }, { kind: 'exited', exitCode: 0 }];
+    runtime.waits = [
+      { kind: 'engine_lost', lastSeenAliveMs: T0 },
+      { kind: 'exited', exitCode: 0 },
+    ];
     runtime.inspects = ['refused', state('running', null), state('exited', 0)];
     const { result } = await executePair(deps(runtime), input());
     expect(runtime.waitDeadlines).toEqual([DEADLINE, DEADLINE]);
@@ -203,7 +234,11 @@ describe('executePair with a scripted engine', () => {
 
   it('a port already allocated at start: port_allocated, and the created container is removed', async () => {
     const runtime = new ScriptedRuntime();
-    runtime.startAnswer = engineError('port_allocated', 500, 'Bind for 127.0.0.1:8080 failed: port is already allocated');
+    runtime.startAnswer = engineError(
+      'port_allocated',
+      500,
+      'Bind for 127.0.0.1:8080 failed: port is already allocated',
+    );
     runtime.inspects = [state('created', null)];
     const { result } = await executePair(deps(runtime), input());
     expect(result.reasons).toEqual(['port_allocated', 'outcome_missing']);
@@ -235,7 +270,10 @@ describe('executePair with a scripted engine', () => {
     runtime.inspects = [state('exited', 143, '2026-12-03T08:00:30Z')];
     runtime.events = { actions: ['kill', 'die'], complete: true };
     const claimedAtMs = T0 - 10_000;
-    const { result } = await executePair(deps(runtime), input({ reattach: { containerId: 'c1', claimedAtMs } }));
+    const { result } = await executePair(
+      deps(runtime),
+      input({ reattach: { containerId: 'c1', claimedAtMs } }),
+    );
     expect(runtime.eventsSince).toEqual([claimedAtMs]);
     expect(runtime.calls).not.toContain('wait');
     expect(runtime.calls.slice(0, 1)).toEqual(['follow']);
@@ -247,7 +285,10 @@ describe('executePair with a scripted engine', () => {
     const runtime = new ScriptedRuntime();
     runtime.present = true;
     runtime.inspects = [state('running', null), state('running', null), state('exited', 0)];
-    const { result } = await executePair(deps(runtime), input({ reattach: { containerId: 'c1', claimedAtMs: T0 } }));
+    const { result } = await executePair(
+      deps(runtime),
+      input({ reattach: { containerId: 'c1', claimedAtMs: T0 } }),
+    );
     expect(runtime.waitDeadlines).toEqual([DEADLINE]);
     expect(result.reasons).toEqual(['outcome_missing']);
   });
@@ -264,14 +305,20 @@ describe('executePair with a scripted engine', () => {
 
   it('a valid outcome: published for the operator, masked in the evidence, hashed as kept, completed', async () => {
     const runtime = new ScriptedRuntime();
-    const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, note: SECRET }));
+    const bytes = new TextEncoder().encode(
+      JSON.stringify({ job_id: 'p1', infrastructure_failure: false, fatal_failure: false, note: SECRET }),
+    );
     const published: string[] = [];
     const pair = input({ readOutcome: () => Promise.resolve({ state: 'present', bytes }) });
     const { result } = await executePair(
       {
         ...deps(runtime),
         publishOutcome: (b, path) => Promise.resolve(void published.push(`${path}:${b.length}`)),
-        maskOutcome: (b) => Promise.resolve({ kept: new TextEncoder().encode(new TextDecoder().decode(b).replace(SECRET, '***')), masked: false }),
+        maskOutcome: (b) =>
+          Promise.resolve({
+            kept: new TextEncoder().encode(new TextDecoder().decode(b).replace(SECRET, '***')),
+            masked: false,
+          }),
       },
       pair,
     );
@@ -357,8 +404,13 @@ describe('executePair with a scripted engine', () => {
     const runtime = new ScriptedRuntime();
     const ports = B1_PORT_VARIABLES.map((_, i) => 20000 + i);
     const base = input();
-    await executePair(deps(runtime), { ...base, job: { ...base.job, ports, b1_ports: true, placement: ['node.hostname==n1'] } });
-    expect(runtime.created?.env).toMatchObject(Object.fromEntries(B1_PORT_VARIABLES.map((name, i) => [name, String(20000 + i)])));
+    await executePair(deps(runtime), {
+      ...base,
+      job: { ...base.job, ports, b1_ports: true, placement: ['node.hostname==n1'] },
+    });
+    expect(runtime.created?.env).toMatchObject(
+      Object.fromEntries(B1_PORT_VARIABLES.map((name, i) => [name, String(20000 + i)])),
+    );
     expect(runtime.created).toMatchObject({ placement: ['node.hostname==n1'] });
     const again = new ScriptedRuntime();
     await executePair(deps(again), { ...base, jobRel: 'jobs/p2', job: { ...base.job, placement: [] } });

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { openExistingEvidence, type ExistingEvidenceDeps, type ExistingRegistry } from '../../src/app/existing-evidence.js';
+import {
+  openExistingEvidence,
+  type ExistingEvidenceDeps,
+  type ExistingRegistry,
+} from '../../src/app/existing-evidence.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import { RoboguideError } from '../../src/core/errors.js';
 
@@ -26,7 +30,10 @@ function world(paths: readonly string[], registry: Partial<ExistingRegistry> = {
 const WORDS = { outputSuggestion: 'pass the --output of a batch', registrySuggestion: 'pass --registry' };
 
 async function refusal(promise: Promise<unknown>): Promise<RoboguideError> {
-  const err: unknown = await promise.then(() => null, (e: unknown) => e);
+  const err: unknown = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(RoboguideError);
   return err as RoboguideError;
 }
@@ -44,7 +51,12 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
     const w = world(['/state/registry.db']);
     const deps = { ...w.deps, locateRegistry: () => ((located = true), w.deps.locateRegistry(null)) };
     const err = await refusal(openExistingEvidence(deps, '/d', WORDS));
-    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual(['E_USAGE', 2, 'output directory /d does not exist', [WORDS.outputSuggestion]]);
+    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual([
+      'E_USAGE',
+      2,
+      'output directory /d does not exist',
+      [WORDS.outputSuggestion],
+    ]);
     expect(located).toBe(false);
   });
 
@@ -57,7 +69,12 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
   it('refuses a SQLite registry that does not exist, never creating one (nothing opened)', async () => {
     const w = world(['/d/']);
     const err = await refusal(openExistingEvidence(w.deps, '/d', WORDS));
-    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual(['E_USAGE', 2, 'no capacity registry at /state/registry.db', ['pass --registry']]);
+    expect([err.code, err.exitCode, err.message, err.suggestions]).toEqual([
+      'E_USAGE',
+      2,
+      'no capacity registry at /state/registry.db',
+      ['pass --registry'],
+    ]);
     expect(w.opened).toEqual([]);
   });
 
@@ -70,8 +87,25 @@ describe('openExistingEvidence (reconcile, pair recover)', () => {
   it('a refused location (a URL that is not PostgreSQL) and a refused open propagate as they are', async () => {
     const bad = new RoboguideError('E_USAGE', 'not a registry URL');
     const w = world(['/d/', '/state/registry.db']);
-    await expect(openExistingEvidence({ ...w.deps, locateRegistry: () => { throw bad; } }, '/d', WORDS)).rejects.toBe(bad);
-    await expect(openExistingEvidence(world(['/d/', '/state/registry.db'], { open: () => Promise.reject(bad) }).deps, '/d', WORDS)).rejects.toBe(bad);
+    await expect(
+      openExistingEvidence(
+        {
+          ...w.deps,
+          locateRegistry: () => {
+            throw bad;
+          },
+        },
+        '/d',
+        WORDS,
+      ),
+    ).rejects.toBe(bad);
+    await expect(
+      openExistingEvidence(
+        world(['/d/', '/state/registry.db'], { open: () => Promise.reject(bad) }).deps,
+        '/d',
+        WORDS,
+      ),
+    ).rejects.toBe(bad);
   });
 
   it('without --registry, the registry the evidence records is located and opened', async () => {

@@ -116,7 +116,7 @@ describe('LazyContainerRuntime with an info probe', () => {
     expect(calls).toEqual(['imageExists("present:1")', 'info()']);
   });
 
-  it('answers the first imageExists() (pair run\'s first call) from the image probe; later calls use the real runtime', async () => {
+  it("answers the first imageExists() (pair run's first call) from the image probe; later calls use the real runtime", async () => {
     const calls: string[] = [];
     const probed: string[] = [];
     let built = 0;
@@ -155,29 +155,45 @@ describe('LazyContainerRuntime with an info probe', () => {
     const lazy = new LazyContainerRuntime(
       () => Promise.resolve(fakeRuntime([])),
       // The answer fails before the requests count as sent (connect ENOENT): nothing awaits it yet.
-      () => Promise.resolve({ sent: new Promise<void>((resolve) => setTimeout(resolve, 5)), info: Promise.reject(unavailable) }),
+      () =>
+        Promise.resolve({
+          sent: new Promise<void>((resolve) => setTimeout(resolve, 5)),
+          info: Promise.reject(unavailable),
+        }),
     );
     await expect(lazy.info()).rejects.toBe(unavailable);
   });
 });
 
 describe('the lazy runtimes forward every method of the real ones', () => {
-  const methods = (proto: object): string[] => Object.getOwnPropertyNames(proto).filter((n) => n !== 'constructor' && !n.startsWith('#'));
+  const methods = (proto: object): string[] =>
+    Object.getOwnPropertyNames(proto).filter((n) => n !== 'constructor' && !n.startsWith('#'));
 
   it('LazyContainerRuntime has every public method of DockerContainerRuntime (an optional one left out is silently lost)', async () => {
     const { DockerContainerRuntime } = await import('../../src/adapters/docker/docker-container-runtime.js');
     const lazy = new Set([...methods(LazyContainerRuntime.prototype)]);
     // `split` is the adapter's own helper (demultiplexing), and `networkMode` the session engine's (it holds the
     // DockerContainerRuntime itself): neither is a method of the port.
-    expect(methods(DockerContainerRuntime.prototype).filter((m) => !lazy.has(m) && m !== 'split' && m !== 'networkMode')).toEqual([]);
+    expect(
+      methods(DockerContainerRuntime.prototype).filter(
+        (m) => !lazy.has(m) && m !== 'split' && m !== 'networkMode',
+      ),
+    ).toEqual([]);
   });
 
   it('LazyExecutorRuntime has every public method of SwarmContainerRuntime that the port declares', async () => {
     const { SwarmContainerRuntime } = await import('../../src/adapters/swarm/swarm-container-runtime.js');
     const { LazyExecutorRuntime } = await import('../../src/adapters/docker/lazy-container-runtime.js');
-    const lazy = new Set([...methods(LazyContainerRuntime.prototype), ...methods(LazyExecutorRuntime.prototype)]);
+    const lazy = new Set([
+      ...methods(LazyContainerRuntime.prototype),
+      ...methods(LazyExecutorRuntime.prototype),
+    ]);
     // `nodes` and `nodeName` are the swarm's own (start asks the swarm runtime itself), not the port's.
-    expect(methods(SwarmContainerRuntime.prototype).filter((m) => !lazy.has(m) && m !== 'nodes' && m !== 'nodeName')).toEqual([]);
+    expect(
+      methods(SwarmContainerRuntime.prototype).filter(
+        (m) => !lazy.has(m) && m !== 'nodes' && m !== 'nodeName',
+      ),
+    ).toEqual([]);
   });
 
   it('forwards filesystemChanges (the sessions-copy skip) and answers null when the real runtime has none', async () => {

@@ -300,8 +300,15 @@ describe('log_limit_bytes', () => {
     expect(parsed.ok && parsed.manifest.jobs[0]?.log_limit_bytes).toBe(1024 ** 3);
   });
 
-  it.each([[0], [65_535], [1.5], ['64m'], [1024 ** 4 + 1]])('refuses %j with the field path and the rule', (value) => {
-    const manifest = minimalManifest();
-    expectIssue({ ...manifest, jobs: [{ ...manifest.jobs[0], log_limit_bytes: value }] }, 'jobs[0].log_limit_bytes', /must be an integer 65536\.\.1099511627776 \(bytes per stream\)/);
-  });
+  it.each([[0], [65_535], [1.5], ['64m'], [1024 ** 4 + 1]])(
+    'refuses %j with the field path and the rule',
+    (value) => {
+      const manifest = minimalManifest();
+      expectIssue(
+        { ...manifest, jobs: [{ ...manifest.jobs[0], log_limit_bytes: value }] },
+        'jobs[0].log_limit_bytes',
+        /must be an integer 65536\.\.1099511627776 \(bytes per stream\)/,
+      );
+    },
+  );
 });

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { checkMounts, credentialComponent, isWithin, normalizeAbsolute, type ProtectedPaths } from '../../src/core/mount-policy.js';
+import {
+  checkMounts,
+  credentialComponent,
+  isWithin,
+  normalizeAbsolute,
+  type ProtectedPaths,
+} from '../../src/core/mount-policy.js';
 
 const PROTECTED: ProtectedPaths = {
   outputDir: '/srv/batches/b1',
@@ -14,38 +20,69 @@ function messagesFor(hostPath: string, p: ProtectedPaths = PROTECTED): string[] 
 
 describe('checkMounts', () => {
   it('allows an ordinary work folder, one inside $HOME, and a sibling of the output directory', () => {
-    expect(checkMounts([
-      { field: 'jobs[0].cwd', hostPath: '/srv/work/p1' },
-      { field: 'jobs[0].outcome_path', hostPath: '/home/eval/out' },
-      { field: 'jobs[1].cwd', hostPath: '/srv/batches/b10' },
-      { field: 'jobs[2].cwd', hostPath: '/var/state/rg-other' },
-    ], PROTECTED)).toEqual([]);
+    expect(
+      checkMounts(
+        [
+          { field: 'jobs[0].cwd', hostPath: '/srv/work/p1' },
+          { field: 'jobs[0].outcome_path', hostPath: '/home/eval/out' },
+          { field: 'jobs[1].cwd', hostPath: '/srv/batches/b10' },
+          { field: 'jobs[2].cwd', hostPath: '/var/state/rg-other' },
+        ],
+        PROTECTED,
+      ),
+    ).toEqual([]);
   });
 
   it('refuses the output directory, a folder containing it, and one inside it', () => {
-    expect(messagesFor('/srv/batches/b1')).toEqual([expect.stringMatching(/output directory \/srv\/batches\/b1/)]);
-    expect(messagesFor('/srv/batches')).toEqual([expect.stringMatching(/must not contain the output directory/)]);
-    expect(messagesFor('/srv/batches/b1/jobs/p2')).toEqual([expect.stringMatching(/must not lie inside the output directory/)]);
+    expect(messagesFor('/srv/batches/b1')).toEqual([
+      expect.stringMatching(/output directory \/srv\/batches\/b1/),
+    ]);
+    expect(messagesFor('/srv/batches')).toEqual([
+      expect.stringMatching(/must not contain the output directory/),
+    ]);
+    expect(messagesFor('/srv/batches/b1/jobs/p2')).toEqual([
+      expect.stringMatching(/must not lie inside the output directory/),
+    ]);
   });
 
   it('refuses the registry database and any folder holding it', () => {
-    expect(messagesFor('/var/state/rg')).toEqual([expect.stringMatching(/registry database \/var\/state\/rg\/registry\.db/)]);
+    expect(messagesFor('/var/state/rg')).toEqual([
+      expect.stringMatching(/registry database \/var\/state\/rg\/registry\.db/),
+    ]);
     expect(messagesFor('/var/state/rg/registry.db')).toEqual([expect.stringMatching(/registry database/)]);
     expect(messagesFor('/var')).toContain(messagesFor('/var/state/rg')[0]);
   });
 
   it('refuses /, the system folders (themselves, inside and above) and the engine socket', () => {
     expect(messagesFor('/')[0]).toMatch(/must not be \//);
-    for (const path of ['/etc', '/etc/ssl', '/proc', '/proc/1/root', '/sys', '/dev', '/run', '/run/containerd', '/var/run', '/var/lib/docker', '/var/lib/docker/volumes/x', '/var/lib']) {
+    for (const path of [
+      '/etc',
+      '/etc/ssl',
+      '/proc',
+      '/proc/1/root',
+      '/sys',
+      '/dev',
+      '/run',
+      '/run/containerd',
+      '/var/run',
+      '/var/lib/docker',
+      '/var/lib/docker/volumes/x',
+      '/var/lib',
+    ]) {
       expect(messagesFor(path).join('\n'), path).toMatch(/system folder/);
     }
-    expect(messagesFor('/srv/engine')).toEqual([expect.stringMatching(/engine socket \/srv\/engine\/docker\.sock/)]);
+    expect(messagesFor('/srv/engine')).toEqual([
+      expect.stringMatching(/engine socket \/srv\/engine\/docker\.sock/),
+    ]);
     expect(messagesFor('/srv/engine/docker.sock')).toEqual([expect.stringMatching(/engine socket/)]);
   });
 
   it('refuses $HOME itself and a folder containing it, not a folder inside it', () => {
     expect(messagesFor('/home/eval')).toEqual([expect.stringMatching(/home folder \/home\/eval/)]);
-    expect(messagesFor('/home')).toEqual([expect.stringMatching(/home folder \/home\/eval/), expect.stringMatching(/home folder \/home /)]);
+    expect(messagesFor('/home')).toEqual([
+      expect.stringMatching(/home folder \/home\/eval/),
+      expect.stringMatching(/home folder \/home /),
+    ]);
     expect(messagesFor('/home/eval/work')).toEqual([]);
     expect(messagesFor('/home/evaluation')).toEqual([]);
   });
@@ -65,13 +102,29 @@ describe('checkMounts', () => {
     expect(messagesFor('/srv/batches/b1/')).not.toEqual([]);
     expect(messagesFor('/srv/x/../batches/./b1')).not.toEqual([]);
     expect(checkMounts([{ field: 'cwd', hostPath: '/srv/batches/b1' }], {})).toEqual([]);
-    expect(checkMounts([{ field: 'cwd', hostPath: 'relative' }], {})).toEqual([{ field: 'cwd', message: expect.stringMatching(/absolute/) as string }]);
+    expect(checkMounts([{ field: 'cwd', hostPath: 'relative' }], {})).toEqual([
+      { field: 'cwd', message: expect.stringMatching(/absolute/) as string },
+    ]);
   });
 });
 
 describe('checkMounts: the host rules of issue 22', () => {
-  it('refuses the system folders the pair could rewrite or read: /usr, /bin, /sbin, every /lib*, /boot, containerd\'s root', () => {
-    for (const path of ['/usr', '/usr/local/bin', '/usr/bin', '/bin', '/sbin', '/lib', '/lib64/x', '/libx32', '/lib32', '/boot', '/boot/grub', '/var/lib/containerd', '/var/lib/containerd/io.containerd.metadata.v1.bolt']) {
+  it("refuses the system folders the pair could rewrite or read: /usr, /bin, /sbin, every /lib*, /boot, containerd's root", () => {
+    for (const path of [
+      '/usr',
+      '/usr/local/bin',
+      '/usr/bin',
+      '/bin',
+      '/sbin',
+      '/lib',
+      '/lib64/x',
+      '/libx32',
+      '/lib32',
+      '/boot',
+      '/boot/grub',
+      '/var/lib/containerd',
+      '/var/lib/containerd/io.containerd.metadata.v1.bolt',
+    ]) {
       expect(messagesFor(path).join('\n'), path).toMatch(/system folder/);
     }
     // Names that merely start alike are other folders; only a top-level lib* counts.
@@ -79,20 +132,32 @@ describe('checkMounts: the host rules of issue 22', () => {
     expect(messagesFor('/usrdata')).toEqual([]);
   });
 
-  it('refuses the engine\'s real data root and our own folders (be, contain or lie inside)', () => {
+  it("refuses the engine's real data root and our own folders (be, contain or lie inside)", () => {
     const p: ProtectedPaths = { ownedDirs: ['/data/docker-root', '/srv/tokens'] };
-    for (const path of ['/data/docker-root', '/data/docker-root/overlay2/x/merged', '/data', '/srv/tokens', '/srv/tokens/sub', '/srv']) {
+    for (const path of [
+      '/data/docker-root',
+      '/data/docker-root/overlay2/x/merged',
+      '/data',
+      '/srv/tokens',
+      '/srv/tokens/sub',
+      '/srv',
+    ]) {
       expect(messagesFor(path, p).join('\n'), path).toMatch(/engine's data or our own state/);
     }
     expect(messagesFor('/data/work', p)).toEqual([]);
   });
 
-  it('refuses every user\'s home and /root itself, and the hidden folders in one; a work folder inside stays allowed', () => {
+  it("refuses every user's home and /root itself, and the hidden folders in one; a work folder inside stays allowed", () => {
     const p: ProtectedPaths = { ...PROTECTED, homeDirs: ['/var/lib/postgresql', '/srv/users/ann'] };
     for (const path of ['/root', '/var/lib/postgresql', '/srv/users', '/srv/users/ann', '/home']) {
       expect(messagesFor(path, p).join('\n'), path).toMatch(/home folder/);
     }
-    for (const path of ['/root/.config', '/root/.ssh/keys', '/srv/users/ann/.local/share', '/home/eval/.cache']) {
+    for (const path of [
+      '/root/.config',
+      '/root/.ssh/keys',
+      '/srv/users/ann/.local/share',
+      '/home/eval/.cache',
+    ]) {
       expect(messagesFor(path, p).join('\n'), path).toMatch(/hidden folder of the home folder|credential/);
     }
     expect(messagesFor('/root/work', p)).toEqual([]);
@@ -100,7 +165,18 @@ describe('checkMounts: the host rules of issue 22', () => {
   });
 
   it('refuses a credential folder or credential-looking name anywhere in the path, not by base name only', () => {
-    for (const path of ['/srv/.ssh', '/srv/.ssh/sub', '/srv/x/.gnupg', '/srv/.aws/cli', '/srv/.kube', '/srv/.docker/x', '/srv/.config/gcloud', '/srv/.config/gcloud/legacy', '/srv/secrets/id_rsa.d/x', '/srv/CREDENTIALS/work']) {
+    for (const path of [
+      '/srv/.ssh',
+      '/srv/.ssh/sub',
+      '/srv/x/.gnupg',
+      '/srv/.aws/cli',
+      '/srv/.kube',
+      '/srv/.docker/x',
+      '/srv/.config/gcloud',
+      '/srv/.config/gcloud/legacy',
+      '/srv/secrets/id_rsa.d/x',
+      '/srv/CREDENTIALS/work',
+    ]) {
       expect(messagesFor(path).join('\n'), path).toMatch(/credential-looking/);
     }
     expect(credentialComponent('/srv/x/.gnupg/private')).toBe('/srv/x/.gnupg');
@@ -113,7 +189,9 @@ describe('checkMounts: the host rules of issue 22', () => {
     expect(messagesFor('/srv/work', p)).toEqual([]);
     expect(messagesFor('/data/eval/p1', p)).toEqual([]);
     for (const path of ['/srv', '/srv/workshop', '/tmp/p1', '/data']) {
-      expect(messagesFor(path, p).join('\n'), path).toMatch(/must lie under one of the --mount-root folders \(\/srv\/work, \/data\/eval\)/);
+      expect(messagesFor(path, p).join('\n'), path).toMatch(
+        /must lie under one of the --mount-root folders \(\/srv\/work, \/data\/eval\)/,
+      );
     }
     // A root never lifts another rule.
     expect(messagesFor('/srv/work/.ssh', p).join('\n')).toMatch(/credential/);

@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { declareNodeDown, nodesDown, NODES_DOWN_FILE, type NodeDownDeps } from '../../src/app/batch/node-down.js';
+import {
+  declareNodeDown,
+  nodesDown,
+  NODES_DOWN_FILE,
+  type NodeDownDeps,
+} from '../../src/app/batch/node-down.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { Logger } from '../../src/app/ports/logger.js';
 import { InvalidInputError } from '../../src/core/errors.js';
@@ -12,8 +17,17 @@ import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/
 import { steppingClock } from '../support/finished-pair.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 
-const SWARM: ExecutorConfig = { kind: 'swarm', manager: 'unix:///m.sock', node_engines: { 'gpu-1': 'unix:///n1.sock', 'gpu-2': 'unix:///n2.sock' } };
-const silent = { warn: () => undefined, error: () => undefined, info: () => undefined, debug: () => undefined } as unknown as Logger;
+const SWARM: ExecutorConfig = {
+  kind: 'swarm',
+  manager: 'unix:///m.sock',
+  node_engines: { 'gpu-1': 'unix:///n1.sock', 'gpu-2': 'unix:///n2.sock' },
+};
+const silent = {
+  warn: () => undefined,
+  error: () => undefined,
+  info: () => undefined,
+  debug: () => undefined,
+} as unknown as Logger;
 
 let dir: string;
 let batch: TestBatch;
@@ -81,7 +95,9 @@ describe('declareNodeDown (`e1-batch node-down`)', () => {
     batch = await startTestBatch(dir);
     const err: unknown = await declareNodeDown(deps(), 'gpu-1').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidInputError);
-    expect((err as InvalidInputError).issues).toEqual([{ path: '--output', rule: 'the batch runs on the local executor: it has no nodes' }]);
+    expect((err as InvalidInputError).issues).toEqual([
+      { path: '--output', rule: 'the batch runs on the local executor: it has no nodes' },
+    ]);
     expect(await batch.store.exists(NODES_DOWN_FILE)).toBe(false);
   });
 
@@ -99,7 +115,10 @@ describe('declareNodeDown (`e1-batch node-down`)', () => {
     const report = await declareNodeDown(deps(), 'gpu-1');
     expect(report).toEqual({ node: 'gpu-1', held: ['a'], released: ['a'] });
     expect(await nodesDown(batch.store)).toEqual(['gpu-1']);
-    expect(await batch.store.readJson(NODES_DOWN_FILE)).toEqual({ schema: 'roboguide.e1.nodes_down/v1', nodes: [{ node: 'gpu-1', declared_at: '2026-12-02T12:00:00.000Z' }] });
+    expect(await batch.store.readJson(NODES_DOWN_FILE)).toEqual({
+      schema: 'roboguide.e1.nodes_down/v1',
+      nodes: [{ node: 'gpu-1', declared_at: '2026-12-02T12:00:00.000Z' }],
+    });
     expect((await registry.reservationForClaim('claim-a'))?.state).toBe('released');
     expect((await registry.reservationForClaim('claim-b'))?.state).toBe('held');
     expect(inspected).toContain('c-a');

@@ -18,7 +18,9 @@ afterEach(async () => {
 describe('the evidence copy of an outcome', () => {
   it('is replaced by its masked bytes when it holds a secret (raw and base64), and those bytes are returned', async () => {
     const file = join(dir, 'o.json');
-    const raw = Buffer.from(JSON.stringify({ job_id: 'j', arms: [{ k: SECRET, b: Buffer.from(SECRET).toString('base64') }] }));
+    const raw = Buffer.from(
+      JSON.stringify({ job_id: 'j', arms: [{ k: SECRET, b: Buffer.from(SECRET).toString('base64') }] }),
+    );
     await writeFile(file, raw);
     const { kept, masked } = await maskOutcomeCopy(raw, file, [SECRET]);
     expect(masked).toBe(true);
@@ -48,14 +50,17 @@ describe('the evidence copy of an outcome', () => {
     expect(masked).toBe(true);
     expect(Buffer.from(kept).toString()).not.toContain(SECRET);
     expect((await readFile(file)).equals(newer)).toBe(true);
-    expect(createHash('sha256').update(kept).digest('hex')).not.toBe(createHash('sha256').update(newer).digest('hex'));
+    expect(createHash('sha256').update(kept).digest('hex')).not.toBe(
+      createHash('sha256').update(newer).digest('hex'),
+    );
   });
 
   it('when the copy cannot be replaced (ENOSPC), keeps it and returns its bytes with masked: false (the pair is not held for ever)', async () => {
     const file = join(dir, 'o.json');
     const raw = Buffer.from(`{"job_id":"j","note":"${SECRET}"}`);
     await writeFile(file, raw);
-    const full = (): Promise<void> => Promise.reject(Object.assign(new Error('no space left on device'), { code: 'ENOSPC' }));
+    const full = (): Promise<void> =>
+      Promise.reject(Object.assign(new Error('no space left on device'), { code: 'ENOSPC' }));
     const { kept, masked } = await maskOutcomeCopy(raw, file, [SECRET], full);
     expect(masked).toBe(false);
     expect(Buffer.from(kept).equals(raw)).toBe(true);
@@ -81,6 +86,10 @@ describe('the evidence copy of an outcome', () => {
     expect(read.state === 'present' && read.bytes.toString()).toContain(SECRET);
     expect(kept && Buffer.from(kept).toString()).not.toContain(SECRET);
     expect((await readFile(file, 'utf8')).includes(SECRET)).toBe(false);
-    expect(await readAndMaskOutcome(join(dir, 'absent.json'), [SECRET])).toEqual({ read: { state: 'missing' }, kept: null, masked: true });
+    expect(await readAndMaskOutcome(join(dir, 'absent.json'), [SECRET])).toEqual({
+      read: { state: 'missing' },
+      kept: null,
+      masked: true,
+    });
   });
 });

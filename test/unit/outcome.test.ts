@@ -45,9 +45,12 @@ describe('checkOutcome: reading', () => {
   });
 
   it('refuses an outcome nested deeper than 64 levels before parsing it (5,000 levels: no stack overflow)', () => {
-    const deep = (n: number): string => `{"job_id":"pair-0001","infrastructure_failure":false,"fatal_failure":false,"arms":${'['.repeat(n)}${']'.repeat(n)}}`;
+    const deep = (n: number): string =>
+      `{"job_id":"pair-0001","infrastructure_failure":false,"fatal_failure":false,"arms":${'['.repeat(n)}${']'.repeat(n)}}`;
     expect(checkOutcome({ state: 'present', bytes: encode(deep(5_000)) })).toEqual({ kind: 'too_deep' });
-    expect(checkOutcome({ state: 'present', bytes: encode(deep(MAX_OUTCOME_DEPTH)) })).toEqual({ kind: 'too_deep' });
+    expect(checkOutcome({ state: 'present', bytes: encode(deep(MAX_OUTCOME_DEPTH)) })).toEqual({
+      kind: 'too_deep',
+    });
     expect(checkOutcome({ state: 'present', bytes: encode(deep(MAX_OUTCOME_DEPTH - 1)) }).kind).toBe('valid');
   });
 
@@ -60,8 +63,12 @@ describe('checkOutcome: reading', () => {
   });
 
   it('refuses an outcome over the size limit unparsed', () => {
-    expect(checkOutcome({ state: 'too_large', sizeBytes: MAX_OUTCOME_BYTES + 1 })).toEqual({ kind: 'too_large' });
-    expect(checkOutcome({ state: 'present', bytes: new Uint8Array(MAX_OUTCOME_BYTES + 1) })).toEqual({ kind: 'too_large' });
+    expect(checkOutcome({ state: 'too_large', sizeBytes: MAX_OUTCOME_BYTES + 1 })).toEqual({
+      kind: 'too_large',
+    });
+    expect(checkOutcome({ state: 'present', bytes: new Uint8Array(MAX_OUTCOME_BYTES + 1) })).toEqual({
+      kind: 'too_large',
+    });
   });
 
   it('accepts a UTF-8 byte order mark before the JSON', () => {

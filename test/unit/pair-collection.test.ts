@@ -14,7 +14,9 @@ function archiveRefused(refusals: number): ScriptedRuntime & { archives: number 
   runtime.present = true;
   runtime.getArchive = (() => {
     runtime.archives++;
-    return runtime.archives <= refusals ? Promise.reject(engineError('engine_unavailable', null)) : Promise.resolve(new PassThrough().end());
+    return runtime.archives <= refusals
+      ? Promise.reject(engineError('engine_unavailable', null))
+      : Promise.resolve(new PassThrough().end());
   }) as unknown as ScriptedRuntime['getArchive'];
   return runtime;
 }
@@ -51,7 +53,9 @@ describe('the sessions copy through an engine that went away', () => {
   it('an engine that does not answer within the collection wait keeps the refusal', async () => {
     const runtime = archiveRefused(5);
     runtime.inspects = ['refused'];
-    await expect(collectSessions(sessionsDeps(runtime, []), 'c1', '/s', null, null)).rejects.toThrow(/engine_unavailable/);
+    await expect(collectSessions(sessionsDeps(runtime, []), 'c1', '/s', null, null)).rejects.toThrow(
+      /engine_unavailable/,
+    );
   });
 });
 
@@ -61,12 +65,16 @@ describe('findByClaim', () => {
     let asked = 0;
     runtime.listByLabel = () => (asked++, Promise.reject(engineError('engine_unavailable', null)));
     const time = fakeTime();
-    expect(await findByClaim(runtime as unknown as ContainerRuntime, { 'roboguide.claim': 'k' }, time.sleep)).toEqual({ id: null, known: false });
+    expect(
+      await findByClaim(runtime as unknown as ContainerRuntime, { 'roboguide.claim': 'k' }, time.sleep),
+    ).toEqual({ id: null, known: false });
     expect(asked).toBe(3);
   });
 
   it('without a claim label there is nothing to look for', async () => {
-    expect(await findByClaim(new ScriptedRuntime() as unknown as ContainerRuntime, {}, fakeTime().sleep)).toEqual({ id: null, known: true });
+    expect(
+      await findByClaim(new ScriptedRuntime() as unknown as ContainerRuntime, {}, fakeTime().sleep),
+    ).toEqual({ id: null, known: true });
   });
 });
 
@@ -77,19 +85,37 @@ describe('unwatchedStop (reattach)', () => {
     runtime.present = true;
     runtime.inspects = [state('exited', 0, '2026-12-03T08:00:30Z')];
     runtime.containerEventsSince = () => Promise.reject(engineError('engine_error'));
-    expect(await unwatchedStop({ runtime: runtime as unknown as ContainerRuntime, logger: silentLogger }, 'c1', window)).toBeNull();
+    expect(
+      await unwatchedStop(
+        { runtime: runtime as unknown as ContainerRuntime, logger: silentLogger },
+        'c1',
+        window,
+      ),
+    ).toBeNull();
   });
 
   it('a running container, or a history with its start, is no unwatched restart', async () => {
     const running = new ScriptedRuntime();
     running.present = true;
     running.inspects = [state('running', null)];
-    expect(await unwatchedStop({ runtime: running as unknown as ContainerRuntime, logger: silentLogger }, 'c1', window)).toBeNull();
+    expect(
+      await unwatchedStop(
+        { runtime: running as unknown as ContainerRuntime, logger: silentLogger },
+        'c1',
+        window,
+      ),
+    ).toBeNull();
     const started = new ScriptedRuntime();
     started.present = true;
     started.inspects = [state('exited', 0, '2026-12-03T08:00:30Z')];
     started.events = { actions: ['start', 'kill', 'die'], complete: true };
-    expect(await unwatchedStop({ runtime: started as unknown as ContainerRuntime, logger: silentLogger }, 'c1', window)).toBeNull();
+    expect(
+      await unwatchedStop(
+        { runtime: started as unknown as ContainerRuntime, logger: silentLogger },
+        'c1',
+        window,
+      ),
+    ).toBeNull();
     expect(started.eventsSince).toEqual([T0]);
   });
 });

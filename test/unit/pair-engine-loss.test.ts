@@ -130,7 +130,11 @@ function logFiles(): { open: PairLifecycleDeps['openLog']; text: (name: 'stdout'
  * The lifecycle's clock starts now and moves only when the lifecycle sleeps (probe backoff, removal polling), so no
  * test waits for real backoffs. `onSleep`: what happens in the world while the lifecycle waits.
  */
-function deps(runtime: EngineThatGoesAway, logs = logFiles(), onSleep: () => void = () => undefined): PairLifecycleDeps {
+function deps(
+  runtime: EngineThatGoesAway,
+  logs = logFiles(),
+  onSleep: () => void = () => undefined,
+): PairLifecycleDeps {
   const time = fakeTime(new Date().toISOString());
   return {
     runtime: runtime as unknown as ContainerRuntime,
@@ -257,7 +261,10 @@ describe('a pair whose engine goes away (issue 10)', () => {
     const runtime = new EngineThatGoesAway([lost()], ['refused']);
     const terminate = new AbortController();
     // The operator asks for the stop while the lifecycle waits between probes of the absent engine.
-    const r = await runPairLifecycle(deps(runtime, logFiles(), () => terminate.abort()), { ...launch(), terminate: terminate.signal });
+    const r = await runPairLifecycle(
+      deps(runtime, logFiles(), () => terminate.abort()),
+      { ...launch(), terminate: terminate.signal },
+    );
     expect(r.terminated).toBe(true);
     expect(r.engineLoss).toBeNull();
   });

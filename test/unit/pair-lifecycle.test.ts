@@ -1,7 +1,16 @@
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { runPairLifecycle, type LogTarget, type PairLaunch, type PairLifecycleDeps } from '../../src/app/pair-lifecycle.js';
-import type { ContainerOutput, ContainerRuntime, ContainerState } from '../../src/app/ports/container-runtime.js';
+import {
+  runPairLifecycle,
+  type LogTarget,
+  type PairLaunch,
+  type PairLifecycleDeps,
+} from '../../src/app/pair-lifecycle.js';
+import type {
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerState,
+} from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
 import { ImageSessionsMemo, type FilesystemChanges } from '../../src/core/sessions-skip.js';
@@ -39,14 +48,38 @@ class FakeRuntime implements Partial<ContainerRuntime> {
   }
   inspect(): Promise<ContainerState | null> {
     return Promise.resolve(
-      this.present ? { id: 'c1', status: 'exited', exitCode: 0, oomKilled: false, startedAt: null, finishedAt: null, labels: {} } : null,
+      this.present
+        ? {
+            id: 'c1',
+            status: 'exited',
+            exitCode: 0,
+            oomKilled: false,
+            startedAt: null,
+            finishedAt: null,
+            labels: {},
+          }
+        : null,
     );
   }
   getArchive() {
     return Promise.resolve(null);
   }
   listByLabel(): Promise<ContainerState[]> {
-    return Promise.resolve(this.present ? [{ id: 'c1', status: 'created', exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels: {} }] : []);
+    return Promise.resolve(
+      this.present
+        ? [
+            {
+              id: 'c1',
+              status: 'created',
+              exitCode: null,
+              oomKilled: false,
+              startedAt: null,
+              finishedAt: null,
+              labels: {},
+            },
+          ]
+        : [],
+    );
   }
 }
 
@@ -60,7 +93,12 @@ function memoryLog(): LogTarget & { existingBytes: number; text: () => string } 
       done();
     },
   });
-  return { stream, existingBytes: 0, finish: () => Promise.resolve({ bytes, closed: true, failure: null }), text: () => Buffer.concat(chunks).toString() };
+  return {
+    stream,
+    existingBytes: 0,
+    finish: () => Promise.resolve({ bytes, closed: true, failure: null }),
+    text: () => Buffer.concat(chunks).toString(),
+  };
 }
 
 function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}): PairLifecycleDeps {
@@ -82,13 +120,23 @@ function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}):
   };
 }
 
-const launch = { container: {}, outcomePath: '/x/o.json', sessionsDir: '/s', deadlineMs: Date.parse('2026-12-02T00:01:00Z'), stopBudgetSec: 1, secrets: [] } as unknown as PairLaunch;
+const launch = {
+  container: {},
+  outcomePath: '/x/o.json',
+  sessionsDir: '/s',
+  deadlineMs: Date.parse('2026-12-02T00:01:00Z'),
+  stopBudgetSec: 1,
+  secrets: [],
+} as unknown as PairLaunch;
 
 describe('runPairLifecycle', () => {
   it('streams both logs, then removes the container and verifies it is gone', async () => {
     const runtime = new FakeRuntime();
     const logs = { stdout: memoryLog(), stderr: memoryLog() };
-    const r = await runPairLifecycle(deps(runtime, { openLog: (name) => Promise.resolve(logs[name]) }), launch);
+    const r = await runPairLifecycle(
+      deps(runtime, { openLog: (name) => Promise.resolve(logs[name]) }),
+      launch,
+    );
     expect(logs.stdout.text()).toBe('out\n');
     expect(logs.stderr.text()).toBe('err\n');
     expect(r.logs).toEqual({ stdout: { bytes: 4, closed: true }, stderr: { bytes: 4, closed: true } });
@@ -99,7 +147,9 @@ describe('runPairLifecycle', () => {
   it('a log file that cannot be opened is a log failure (harness), not an engine error; the container is still removed', async () => {
     const runtime = new FakeRuntime();
     const openLog = (name: 'stdout' | 'stderr') =>
-      name === 'stderr' ? Promise.reject(Object.assign(new Error('disk full'), { context: { errno: 'ENOSPC' } })) : Promise.resolve(memoryLog());
+      name === 'stderr'
+        ? Promise.reject(Object.assign(new Error('disk full'), { context: { errno: 'ENOSPC' } }))
+        : Promise.resolve(memoryLog());
     const r = await runPairLifecycle(deps(runtime, { openLog }), launch);
     expect(r.logFailure).toBe('open: ENOSPC');
     expect(r.engineFault).toBeNull();
@@ -112,7 +162,10 @@ describe('runPairLifecycle', () => {
     const runtime = new FakeRuntime();
     class Boom extends Error {}
     const r = await runPairLifecycle(
-      deps(runtime, { diagnose: () => Promise.reject(new Boom('secret text')), collectSessions: () => Promise.reject(new TypeError('x')) }),
+      deps(runtime, {
+        diagnose: () => Promise.reject(new Boom('secret text')),
+        collectSessions: () => Promise.reject(new TypeError('x')),
+      }),
       launch,
     );
     expect(r.providerFailureErrorKind).toBe('Boom');
@@ -125,9 +178,17 @@ describe('runPairLifecycle', () => {
     const runtime = new FakeRuntime();
     runtime.create = () => {
       runtime.present = true; // the engine made it; the answer never came back
-      return Promise.reject(new EngineError('engine_error', 'timed out', { statusCode: null, engineMessage: 'timed out: create a container' }));
+      return Promise.reject(
+        new EngineError('engine_error', 'timed out', {
+          statusCode: null,
+          engineMessage: 'timed out: create a container',
+        }),
+      );
     };
-    const withClaim = { ...launch, container: { labels: { 'roboguide.claim': 'claim-1' } } } as unknown as PairLaunch;
+    const withClaim = {
+      ...launch,
+      container: { labels: { 'roboguide.claim': 'claim-1' } },
+    } as unknown as PairLaunch;
     const r = await runPairLifecycle(deps(runtime), withClaim);
     expect(r.engineFault).toBe('engine_error');
     expect(r.container.id).toBe('c1');
@@ -162,7 +223,21 @@ describe('runPairLifecycle', () => {
     }
     const halting = (why: 'limit_exceeded' | 'write_failed') => (name: 'stdout' | 'stderr') => {
       const log = memoryLog();
-      return Promise.resolve(name === 'stdout' ? { ...log, halted: Promise.resolve(why), finish: () => Promise.resolve({ bytes: 9, closed: true, failure: null, limitExceeded: why === 'limit_exceeded' }) } : log);
+      return Promise.resolve(
+        name === 'stdout'
+          ? {
+              ...log,
+              halted: Promise.resolve(why),
+              finish: () =>
+                Promise.resolve({
+                  bytes: 9,
+                  closed: true,
+                  failure: null,
+                  limitExceeded: why === 'limit_exceeded',
+                }),
+            }
+          : log,
+      );
     };
 
     it('at its cap: the pair gets the controlled stop, is not called terminated, and the stream is named', async () => {
@@ -190,7 +265,19 @@ describe('runPairLifecycle', () => {
     runtime.present = true;
     const exitedAt = '2026-12-02T00:00:30Z';
     runtime.inspect = () =>
-      Promise.resolve(runtime.present ? { id: 'c1', status: 'exited' as const, exitCode: 0, oomKilled: false, startedAt: '2026-12-02T00:00:01Z', finishedAt: exitedAt, labels: {} } : null);
+      Promise.resolve(
+        runtime.present
+          ? {
+              id: 'c1',
+              status: 'exited' as const,
+              exitCode: 0,
+              oomKilled: false,
+              startedAt: '2026-12-02T00:00:01Z',
+              finishedAt: exitedAt,
+              labels: {},
+            }
+          : null,
+      );
     // The real wait races the engine's answer against a deadline already past: the deadline wins.
     runtime.wait = (() => Promise.resolve({ kind: 'deadline' as const })) as unknown as FakeRuntime['wait'];
     let stops = 0;
@@ -205,7 +292,11 @@ describe('runPairLifecycle', () => {
       return Promise.resolve(out);
     };
     Object.assign(runtime, { follow });
-    const reattach = { ...launch, reattach: { containerId: 'c1', claimedAtMs: Date.parse('2026-12-02T00:00:00Z') }, deadlineMs: Date.parse('2026-12-02T00:01:00Z') } as PairLaunch;
+    const reattach = {
+      ...launch,
+      reattach: { containerId: 'c1', claimedAtMs: Date.parse('2026-12-02T00:00:00Z') },
+      deadlineMs: Date.parse('2026-12-02T00:01:00Z'),
+    } as PairLaunch;
     const r = await runPairLifecycle(deps(runtime), reattach);
     expect(r.timedOut).toBe(false);
     expect(r.container.exit_code).toBe(0);
@@ -221,7 +312,9 @@ describe('runPairLifecycle', () => {
         archives++;
         return Promise.resolve(new PassThrough().end() as unknown as null);
       };
-      Object.assign(runtime, { filesystemChanges: typeof changes === 'function' ? changes : () => Promise.resolve(changes) });
+      Object.assign(runtime, {
+        filesystemChanges: typeof changes === 'function' ? changes : () => Promise.resolve(changes),
+      });
       const collected: unknown[] = [];
       const collectSessions = (archive: unknown) => {
         collected.push(archive === null || archive === 'empty' ? archive : 'archive');
@@ -229,15 +322,25 @@ describe('runPairLifecycle', () => {
       };
       return { runtime, archives: () => archives, collected, collectSessions };
     }
-    const untouched: FilesystemChanges = { imageId: 'sha256:img', changed: ['/tmp', '/tmp/x', '/root/.codexx'], mounts: ['/work'] };
+    const untouched: FilesystemChanges = {
+      imageId: 'sha256:img',
+      changed: ['/tmp', '/tmp/x', '/root/.codexx'],
+      mounts: ['/work'],
+    };
 
     it('copies the first pair of an image, then skips an untouched dir the image holds empty', async () => {
       const memo = new ImageSessionsMemo();
       const first = withChanges(untouched);
-      await runPairLifecycle(deps(first.runtime, { imageSessions: memo, collectSessions: first.collectSessions }), sessionsLaunch);
+      await runPairLifecycle(
+        deps(first.runtime, { imageSessions: memo, collectSessions: first.collectSessions }),
+        sessionsLaunch,
+      );
       expect(first.archives()).toBe(1);
       const second = withChanges(untouched);
-      const r = await runPairLifecycle(deps(second.runtime, { imageSessions: memo, collectSessions: second.collectSessions }), sessionsLaunch);
+      const r = await runPairLifecycle(
+        deps(second.runtime, { imageSessions: memo, collectSessions: second.collectSessions }),
+        sessionsLaunch,
+      );
       expect(second.archives()).toBe(0);
       expect(second.collected).toEqual(['empty']); // the sessions folder is still made, as after a copy
       expect(r.sessions).toEqual({ files: 0, bytes: 0, refusals: [] });
@@ -247,7 +350,10 @@ describe('runPairLifecycle', () => {
 
     it('copies a dir the container wrote in, at or under it or above it, or reached through a mount, whatever the image holds', async () => {
       for (const changes of [
-        { ...untouched, changed: ['/root', '/root/.codex', '/root/.codex/sessions', '/root/.codex/sessions/2026/x.jsonl'] },
+        {
+          ...untouched,
+          changed: ['/root', '/root/.codex', '/root/.codex/sessions', '/root/.codex/sessions/2026/x.jsonl'],
+        },
         { ...untouched, changed: ['/root/.codex/sessions/2026/12/02/late.jsonl'] },
         { ...untouched, changed: ['/root/.codex'] }, // replaced by a link, or deleted
         { ...untouched, mounts: ['/root/.codex'] },
@@ -257,7 +363,10 @@ describe('runPairLifecycle', () => {
         const memo = new ImageSessionsMemo();
         memo.learn('sha256:img', '/root/.codex/sessions', 'empty');
         const pair = withChanges(changes);
-        await runPairLifecycle(deps(pair.runtime, { imageSessions: memo, collectSessions: pair.collectSessions }), sessionsLaunch);
+        await runPairLifecycle(
+          deps(pair.runtime, { imageSessions: memo, collectSessions: pair.collectSessions }),
+          sessionsLaunch,
+        );
         expect(pair.archives(), JSON.stringify(changes)).toBe(1);
         expect(pair.collected).toEqual(['archive']);
       }
@@ -266,15 +375,27 @@ describe('runPairLifecycle', () => {
     it('copies when the changes cannot be read, for another image, and after an engine fault', async () => {
       const memo = new ImageSessionsMemo();
       memo.learn('sha256:img', '/root/.codex/sessions', 'empty');
-      const unreadable = withChanges(() => Promise.reject(new EngineError('engine_error', 'x', { statusCode: 500, engineMessage: 'x' })));
-      await runPairLifecycle(deps(unreadable.runtime, { imageSessions: memo, collectSessions: unreadable.collectSessions }), sessionsLaunch);
+      const unreadable = withChanges(() =>
+        Promise.reject(new EngineError('engine_error', 'x', { statusCode: 500, engineMessage: 'x' })),
+      );
+      await runPairLifecycle(
+        deps(unreadable.runtime, { imageSessions: memo, collectSessions: unreadable.collectSessions }),
+        sessionsLaunch,
+      );
       expect(unreadable.archives()).toBe(1);
       const other = withChanges({ ...untouched, imageId: 'sha256:other' });
-      await runPairLifecycle(deps(other.runtime, { imageSessions: memo, collectSessions: other.collectSessions }), sessionsLaunch);
+      await runPairLifecycle(
+        deps(other.runtime, { imageSessions: memo, collectSessions: other.collectSessions }),
+        sessionsLaunch,
+      );
       expect(other.archives()).toBe(1);
       const faulted = withChanges(untouched);
-      faulted.runtime.wait = () => Promise.reject(new EngineError('engine_error', 'boom', { statusCode: 500, engineMessage: 'boom' }));
-      await runPairLifecycle(deps(faulted.runtime, { imageSessions: memo, collectSessions: faulted.collectSessions }), sessionsLaunch);
+      faulted.runtime.wait = () =>
+        Promise.reject(new EngineError('engine_error', 'boom', { statusCode: 500, engineMessage: 'boom' }));
+      await runPairLifecycle(
+        deps(faulted.runtime, { imageSessions: memo, collectSessions: faulted.collectSessions }),
+        sessionsLaunch,
+      );
       expect(faulted.archives()).toBe(1);
     });
 
@@ -282,24 +403,37 @@ describe('runPairLifecycle', () => {
       const memo = new ImageSessionsMemo();
       const absent = withChanges(untouched);
       absent.runtime.getArchive = () => Promise.resolve(null);
-      await runPairLifecycle(deps(absent.runtime, { imageSessions: memo, collectSessions: absent.collectSessions }), sessionsLaunch);
+      await runPairLifecycle(
+        deps(absent.runtime, { imageSessions: memo, collectSessions: absent.collectSessions }),
+        sessionsLaunch,
+      );
       expect(memo.get('sha256:img', '/root/.codex/sessions')).toBe('absent');
       const next = withChanges(untouched);
-      await runPairLifecycle(deps(next.runtime, { imageSessions: memo, collectSessions: next.collectSessions }), sessionsLaunch);
+      await runPairLifecycle(
+        deps(next.runtime, { imageSessions: memo, collectSessions: next.collectSessions }),
+        sessionsLaunch,
+      );
       expect(next.archives()).toBe(0);
       expect(next.collected).toEqual([null]);
 
       const baked = new ImageSessionsMemo();
       const withFiles = withChanges(untouched);
-      const collectSessions = () => Promise.resolve({ files: 1, bytes: 9, refusals: [], nothingInside: false });
-      await runPairLifecycle(deps(withFiles.runtime, { imageSessions: baked, collectSessions }), sessionsLaunch);
+      const collectSessions = () =>
+        Promise.resolve({ files: 1, bytes: 9, refusals: [], nothingInside: false });
+      await runPairLifecycle(
+        deps(withFiles.runtime, { imageSessions: baked, collectSessions }),
+        sessionsLaunch,
+      );
       expect(baked.get('sha256:img', '/root/.codex/sessions')).toBeUndefined();
     });
   });
 });
 
 describe('start errors at the attach, and GPU requests the engine dropped (issue 28)', () => {
-  const gpuLaunch = { ...launch, container: { deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] } } as unknown as PairLaunch;
+  const gpuLaunch = {
+    ...launch,
+    container: { deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] },
+  } as unknown as PairLaunch;
 
   it('a taken port refused at the attach (Podman: 409 address already in use) is the start error Docker gives: port_allocated, empty logs closed, no start', async () => {
     const runtime = new FakeRuntime();
@@ -317,23 +451,31 @@ describe('start errors at the attach, and GPU requests the engine dropped (issue
     };
     const r = await runPairLifecycle(deps(runtime), launch);
     expect(r.engineFault).toBe('port_allocated');
-    expect(r.engineError).toMatchObject({ kind: 'port_allocated', message: expect.stringContaining('address already in use') });
+    expect(r.engineError).toMatchObject({
+      kind: 'port_allocated',
+      message: expect.stringContaining('address already in use'),
+    });
     expect(r.logFailure).toBeNull();
     expect(r.logs).toEqual({ stdout: { bytes: 0, closed: true }, stderr: { bytes: 0, closed: true } });
     expect(started).toBe(0);
     expect(r.cleanup).toMatchObject({ removed: true, verified_absent: true });
   });
 
-  it('a lost engine at the attach is still the machine\'s to probe (not taken for a start error)', async () => {
+  it("a lost engine at the attach is still the machine's to probe (not taken for a start error)", async () => {
     const runtime = new FakeRuntime();
-    runtime.attach = () => Promise.reject(new EngineError('engine_unavailable', 'gone', { statusCode: null, engineMessage: 'ECONNREFUSED' }));
+    runtime.attach = () =>
+      Promise.reject(
+        new EngineError('engine_unavailable', 'gone', { statusCode: null, engineMessage: 'ECONNREFUSED' }),
+      );
     const r = await runPairLifecycle(deps(runtime), launch);
     expect(r.engineFault).not.toBe('port_allocated');
     expect(r.cleanup.verified_absent).toBe(true);
   });
 
   it('a GPU request the created container does not hold fails with gpu_request_dropped before the driver starts', async () => {
-    const runtime = new FakeRuntime() as FakeRuntime & { gpuGrantOf: () => Promise<{ deviceRequests: number; cdiDevices: number }> };
+    const runtime = new FakeRuntime() as FakeRuntime & {
+      gpuGrantOf: () => Promise<{ deviceRequests: number; cdiDevices: number }>;
+    };
     let started = 0;
     let attached = 0;
     runtime.gpuGrantOf = () => Promise.resolve({ deviceRequests: 0, cdiDevices: 0 });
@@ -356,7 +498,10 @@ describe('start errors at the attach, and GPU requests the engine dropped (issue
   });
 
   it('a GPU request the container holds (DeviceRequests, or CDI devices) starts as usual', async () => {
-    for (const grant of [{ deviceRequests: 1, cdiDevices: 0 }, { deviceRequests: 0, cdiDevices: 2 }]) {
+    for (const grant of [
+      { deviceRequests: 1, cdiDevices: 0 },
+      { deviceRequests: 0, cdiDevices: 2 },
+    ]) {
       const runtime = new FakeRuntime() as FakeRuntime & { gpuGrantOf: () => Promise<typeof grant> };
       runtime.gpuGrantOf = () => Promise.resolve(grant);
       const r = await runPairLifecycle(deps(runtime), gpuLaunch);

@@ -47,7 +47,12 @@ beforeEach(async () => {
     environment: {},
     bindAddress: '127.0.0.1',
     codeVersion: 't',
-    protectedPaths: { outputDir: join(tmp, 'data'), registryPath: join(tmp, 'registry.db'), homeDir: join(tmp, 'home'), engineSocketPaths: [] },
+    protectedPaths: {
+      outputDir: join(tmp, 'data'),
+      registryPath: join(tmp, 'registry.db'),
+      homeDir: join(tmp, 'home'),
+      engineSocketPaths: [],
+    },
   });
 });
 afterEach(async () => {
@@ -57,11 +62,22 @@ afterEach(async () => {
 });
 
 function spec(extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { job_id: 'pair-0001', argv: ['/opt/driver/run'], cwd: join(tmp, 'cwd'), outcome_path: join(tmp, 'out', 'o.json'), image: 'roboguide/pair-driver:1', timeout_seconds: 60, ...extra };
+  return {
+    job_id: 'pair-0001',
+    argv: ['/opt/driver/run'],
+    cwd: join(tmp, 'cwd'),
+    outcome_path: join(tmp, 'out', 'o.json'),
+    image: 'roboguide/pair-driver:1',
+    timeout_seconds: 60,
+    ...extra,
+  };
 }
 
 async function apiError(promise: Promise<unknown>): Promise<ApiError> {
-  const err: unknown = await promise.then(() => null, (e: unknown) => e);
+  const err: unknown = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(ApiError);
   return err as ApiError;
 }
@@ -77,7 +93,12 @@ describe('PairService (`/v1/pairs`)', () => {
     expect(await store.exists(`pairs/${pair_id}/receipt.json`)).toBe(true);
     await settled(pair_id);
     const status = await service.status(pair_id);
-    expect(status).toMatchObject({ pair_id, state: 'finished', error: null, receipt: { job_id: 'pair-0001' } });
+    expect(status).toMatchObject({
+      pair_id,
+      state: 'finished',
+      error: null,
+      receipt: { job_id: 'pair-0001' },
+    });
     expect(status.result).toMatchObject({ job_id: 'pair-0001', cleanup: { verified_absent: true } });
     expect(runtime.created).toHaveLength(1);
     expect(runtime.removed).toContain('c1');
@@ -117,7 +138,13 @@ describe('PairService (`/v1/pairs`)', () => {
     const id = 'p-11111111-1111-1111-1111-111111111111';
     await store.ensureDir(`pairs/${id}`);
     await store.writeJsonAtomic(`pairs/${id}/receipt.json`, { job_id: 'pair-0001' });
-    expect(await service.status(id)).toEqual({ pair_id: id, state: 'failed', receipt: { job_id: 'pair-0001' }, result: null, error: 'the server stopped before this pair finished' });
+    expect(await service.status(id)).toEqual({
+      pair_id: id,
+      state: 'failed',
+      receipt: { job_id: 'pair-0001' },
+      result: null,
+      error: 'the server stopped before this pair finished',
+    });
     await store.writeJsonAtomic(`pairs/${id}/result.json`, { job_id: 'pair-0001' });
     expect(await service.status(id)).toMatchObject({ state: 'finished', error: null });
   });

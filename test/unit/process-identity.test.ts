@@ -36,7 +36,11 @@ describe('isSameProcess', () => {
   });
 
   it('a record without a boot id is judged on the start time alone; one without a start time never matches', () => {
-    expect(isSameProcess({ ...me, boot_id: null }, { bootId: 'boot-z', procStat: stat('node', 'S', '98765') })).toBe(true);
-    expect(isSameProcess({ ...me, start_ticks: null }, { bootId: 'boot-a', procStat: stat('node', 'S', '98765') })).toBe(false);
+    expect(
+      isSameProcess({ ...me, boot_id: null }, { bootId: 'boot-z', procStat: stat('node', 'S', '98765') }),
+    ).toBe(true);
+    expect(
+      isSameProcess({ ...me, start_ticks: null }, { bootId: 'boot-a', procStat: stat('node', 'S', '98765') }),
+    ).toBe(false);
   });
 });

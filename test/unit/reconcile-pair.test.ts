@@ -5,7 +5,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { reconcileBatch, reconcilePair, type ReconcileDeps, type ReconcileStep } from '../../src/app/reconcile-pair.js';
+import {
+  reconcileBatch,
+  reconcilePair,
+  type ReconcileDeps,
+  type ReconcileStep,
+} from '../../src/app/reconcile-pair.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import {
   buildFinishedPair,
@@ -37,7 +42,13 @@ afterEach(async () => {
 });
 
 function deps(extra: Partial<ReconcileDeps> = {}): ReconcileDeps {
-  return { store: new EvidenceStore(new NodeFileSystem(), root), registry, runtime, readOutcomeSha256: outcomeSha256OrNull, ...extra };
+  return {
+    store: new EvidenceStore(new NodeFileSystem(), root),
+    registry,
+    runtime,
+    readOutcomeSha256: outcomeSha256OrNull,
+    ...extra,
+  };
 }
 
 function finished(options: Partial<FinishedPairOptions> = {}): Promise<FinishedPair> {
@@ -66,11 +77,22 @@ describe('reconcilePair --execute', () => {
       'board row terminal (read back)',
       'reservation released (read back)',
     ]);
-    expect(steps).toEqual(['evidence_read', 'proof_built', 'proof_written', 'board_terminal', 'reservation_released']);
+    expect(steps).toEqual([
+      'evidence_read',
+      'proof_built',
+      'proof_written',
+      'board_terminal',
+      'reservation_released',
+    ]);
     const proof: unknown = JSON.parse(await readFile(join(root, pair.jobRel, 'terminal-proof.json'), 'utf8'));
     expect(proof).toMatchObject({ run_id: pair.receipt.claim_id, reservation_id: pair.reservationId });
     const board = (await registry.board({ claimId: pair.receipt.claim_id }))[0];
-    expect(board).toMatchObject({ state: 'terminal', classification: 'completed', outcomeSha256: pair.result.outcome_sha256, proofSha256: report.proof_sha256 });
+    expect(board).toMatchObject({
+      state: 'terminal',
+      classification: 'completed',
+      outcomeSha256: pair.result.outcome_sha256,
+      proofSha256: report.proof_sha256,
+    });
     const reservation = await registry.reservation(pair.reservationId);
     expect(reservation).toMatchObject({ state: 'released', proofSha256: report.proof_sha256 });
   });
@@ -84,10 +106,18 @@ describe('reconcilePair --execute', () => {
     const replay = await execute(pair);
     expect(replay.kind).toBe('already_committed');
     expect(replay.proof_sha256).toBe(first.proof_sha256);
-    expect(replay.steps.slice(2)).toEqual(['proof already written (same digest)', 'board row already terminal', 'reservation already released']);
+    expect(replay.steps.slice(2)).toEqual([
+      'proof already written (same digest)',
+      'board row already terminal',
+      'reservation already released',
+    ]);
     expect(await hashTree(root, tmp)).toEqual(before);
     expect((await registry.reservation(pair.reservationId))?.releasedAt).toBe(releasedAt);
-    expect((await registry.board({ claimId: pair.receipt.claim_id }))[0]).toMatchObject({ score: '0.75', notes: 'checked by hand', state: 'terminal' });
+    expect((await registry.board({ claimId: pair.receipt.claim_id }))[0]).toMatchObject({
+      score: '0.75',
+      notes: 'checked by hand',
+      state: 'terminal',
+    });
   });
 
   it('reconciles a `pair run` directory (files at its root)', async () => {
@@ -152,7 +182,10 @@ describe('refusals and holds keep the reservation', () => {
   it('stale admission: the receipt names a reservation held by another claim', async () => {
     const pair = await finished();
     const other = await finished({ jobId: 'pair-0002' });
-    await pair.store.writeJsonAtomic(`${pair.jobRel}/receipt.json`, { ...pair.receipt, reservation_id: other.reservationId });
+    await pair.store.writeJsonAtomic(`${pair.jobRel}/receipt.json`, {
+      ...pair.receipt,
+      reservation_id: other.reservationId,
+    });
     const report = await execute(pair);
     expect(report).toMatchObject({ kind: 'refused', reason: 'reservation_not_held_by_claim' });
     await expectHeld(pair);
@@ -208,7 +241,9 @@ describe('refusals and holds keep the reservation', () => {
     await pair.store.writeJsonAtomic(`${pair.jobRel}/terminal-proof.json`, foreign);
     const report = await execute(pair);
     expect(report).toMatchObject({ kind: 'hold', reason: 'evidence_contradictory' });
-    expect(report.detail).toContain(sha256(JSON.stringify({ run_id: 'someone-else', schema: 'roboguide.terminal_proof/v1' })));
+    expect(report.detail).toContain(
+      sha256(JSON.stringify({ run_id: 'someone-else', schema: 'roboguide.terminal_proof/v1' })),
+    );
     expect(await pair.store.readJson(`${pair.jobRel}/terminal-proof.json`)).toEqual(foreign);
     await expectHeld(pair);
   });
@@ -220,7 +255,10 @@ describe('reconcileBatch', () => {
     const b = await finished({ jobId: 'pair-0002' });
     await finished({ jobId: 'pair-0003', writeResult: false });
     const batch = await reconcileBatch(deps(), { mode: 'execute' });
-    expect(batch.reports.map((r) => [r.job_id, r.kind])).toEqual([['pair-0001', 'committed'], ['pair-0002', 'committed']]);
+    expect(batch.reports.map((r) => [r.job_id, r.kind])).toEqual([
+      ['pair-0001', 'committed'],
+      ['pair-0002', 'committed'],
+    ]);
     expect(batch.skipped.map((s) => s.job_id)).toEqual(['pair-0003']);
     expect((await registry.held()).map((r) => r.jobId)).toEqual(['pair-0003']);
     expect((await registry.reservation(a.reservationId))?.state).toBe('released');
@@ -231,14 +269,18 @@ describe('reconcileBatch', () => {
     await finished({ jobId: 'pair-0001' });
     const pending = await finished({ jobId: 'pair-0003', writeResult: false });
     const batch = await reconcileBatch(deps(), { mode: 'execute', jobId: 'pair-0003' });
-    expect(batch.reports).toEqual([expect.objectContaining({ job_id: 'pair-0003', kind: 'hold', reason: 'evidence_missing' })]);
+    expect(batch.reports).toEqual([
+      expect.objectContaining({ job_id: 'pair-0003', kind: 'hold', reason: 'evidence_missing' }),
+    ]);
     await expectHeld(pending);
     expect(await registry.held()).toHaveLength(2);
   });
 
   it('refuses an unknown job as bad usage (exit 2)', async () => {
     await finished();
-    const err: unknown = await reconcileBatch(deps(), { mode: 'preview', jobId: 'nope' }).catch((e: unknown) => e);
+    const err: unknown = await reconcileBatch(deps(), { mode: 'preview', jobId: 'nope' }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(RoboguideError);
     expect((err as RoboguideError).exitCode).toBe(2);
   });

@@ -41,15 +41,29 @@ afterEach(async () => {
 });
 
 function deps(): RecoverPairRunDeps {
-  return { store, registry, runtime, clock, logger: silentLogger, fs: new NodeFileSystem(), host, outcomes: fileOutcomeReader };
+  return {
+    store,
+    registry,
+    runtime,
+    clock,
+    logger: silentLogger,
+    fs: new NodeFileSystem(),
+    host,
+    outcomes: fileOutcomeReader,
+  };
 }
 
 /** What a `pair run` killed mid-pair leaves: a held slot, the receipt with its container, the outcome it wrote. */
-async function killedPairRun(batchId = 'pair-run-0000aaaa'): Promise<{ receipt: Receipt; containerId: string }> {
+async function killedPairRun(
+  batchId = 'pair-run-0000aaaa',
+): Promise<{ receipt: Receipt; containerId: string }> {
   const claimId = '0000aaaa-1111-2222-3333-444455556666';
   const admitted = await registry.admit({ batchId, jobId: 'j1', claimId, gpuMib: 0 });
   if (admitted.kind !== 'admitted') throw new Error('set-up: admission refused');
-  const containerId = runtime.leave({ labels: { 'roboguide.claim': claimId }, env: { OPENAI_API_KEY: SECRET, PATH: '/bin' } });
+  const containerId = runtime.leave({
+    labels: { 'roboguide.claim': claimId },
+    env: { OPENAI_API_KEY: SECRET, PATH: '/bin' },
+  });
   await registry.attachContainer(admitted.reservationId, containerId);
   const receipt = {
     ...buildReceipt({
@@ -70,7 +84,15 @@ async function killedPairRun(batchId = 'pair-run-0000aaaa'): Promise<{ receipt: 
   };
   await store.writeJsonAtomic('receipt.json', receipt);
   await store.ensureDir('outcome');
-  await writeFile(store.resolve('outcome/j1.json'), JSON.stringify({ job_id: 'j1', infrastructure_failure: false, fatal_failure: false, arms: { key: SECRET } }));
+  await writeFile(
+    store.resolve('outcome/j1.json'),
+    JSON.stringify({
+      job_id: 'j1',
+      infrastructure_failure: false,
+      fatal_failure: false,
+      arms: { key: SECRET },
+    }),
+  );
   await writeFile(store.resolve('stdout.log'), 'half a line');
   return { receipt, containerId };
 }
@@ -131,11 +153,24 @@ describe('lostWorkerResult', () => {
     const legacy: Receipt = { ...receipt };
     delete (legacy as { private_outcome?: string }).private_outcome;
     await mkdir(join(dir, 'out'));
-    const bytes = JSON.stringify({ job_id: 'j1', infrastructure_failure: false, fatal_failure: false, arms: {} });
+    const bytes = JSON.stringify({
+      job_id: 'j1',
+      infrastructure_failure: false,
+      fatal_failure: false,
+      arms: {},
+    });
     await writeFile(join(dir, 'out', 'j1.json'), bytes);
     const result = await lostWorkerResult(
       { fs: new NodeFileSystem(), outcomes: fileOutcomeReader, clock },
-      { store, jobRel: '.', receipt: legacy, containerId: null, cleanup: { removed: false, verified_absent: false, attempts: 3 }, secrets: [], allowedHttpStatuses: [] },
+      {
+        store,
+        jobRel: '.',
+        receipt: legacy,
+        containerId: null,
+        cleanup: { removed: false, verified_absent: false, attempts: 3 },
+        secrets: [],
+        allowedHttpStatuses: [],
+      },
     );
     expect(result.reasons).toEqual(['lost_worker', 'cleanup_unverified']);
     expect(result.outcome_sha256).toBe(sha256Hex(bytes));
@@ -151,7 +186,15 @@ describe('lostWorkerResult', () => {
     await symlink(join(dir, 'elsewhere.json'), store.resolve('outcome/j1.json'));
     const result = await lostWorkerResult(
       { fs: new NodeFileSystem(), outcomes: fileOutcomeReader, clock },
-      { store, jobRel: '.', receipt, containerId: null, cleanup: { removed: false, verified_absent: true, attempts: 0 }, secrets: [], allowedHttpStatuses: [] },
+      {
+        store,
+        jobRel: '.',
+        receipt,
+        containerId: null,
+        cleanup: { removed: false, verified_absent: true, attempts: 0 },
+        secrets: [],
+        allowedHttpStatuses: [],
+      },
     );
     expect(result.outcome_sha256).toBeNull();
     expect(result.reasons).toContain('outcome_unparseable');

@@ -28,7 +28,10 @@ describe('redactOutcome: the parsed outcome as result.json keeps it', () => {
   });
 
   it('masks a number whose digits are the secret', () => {
-    expect(redactOutcome({ pin: 12345678, other: 7 }, ['12345678'])).toEqual({ outcome: { pin: '[REDACTED]', other: 7 }, redactions: 1 });
+    expect(redactOutcome({ pin: 12345678, other: 7 }, ['12345678'])).toEqual({
+      outcome: { pin: '[REDACTED]', other: 7 },
+      redactions: 1,
+    });
   });
 
   it('keeps two keys that mask alike apart and a __proto__ key as an own property', () => {
@@ -36,11 +39,22 @@ describe('redactOutcome: the parsed outcome as result.json keeps it', () => {
     const { value, redactions } = redactJson(raw, (t) => t.replaceAll(SECRET, '[REDACTED]'));
     expect(JSON.stringify(value)).toBe('{"[REDACTED]":1,"x[REDACTED]":2,"__proto__":{"k":"[REDACTED]"}}');
     expect(redactions).toBe(3);
-    expect(JSON.stringify(redactJson({ [SECRET]: 1, [`${SECRET} `]: 2 }, (t) => (t.startsWith(SECRET) ? 'same' : t)).value)).toBe('{"same":1,"same#2":2}');
+    expect(
+      JSON.stringify(
+        redactJson({ [SECRET]: 1, [`${SECRET} `]: 2 }, (t) => (t.startsWith(SECRET) ? 'same' : t)).value,
+      ),
+    ).toBe('{"same":1,"same#2":2}');
   });
 
   it('outcomeForResult: masked value and count from the check; null and 0 when absent or unparseable', () => {
-    const bytes = new TextEncoder().encode(JSON.stringify({ job_id: 'p', infrastructure_failure: false, fatal_failure: false, arms: { k: SECRET } }));
+    const bytes = new TextEncoder().encode(
+      JSON.stringify({
+        job_id: 'p',
+        infrastructure_failure: false,
+        fatal_failure: false,
+        arms: { k: SECRET },
+      }),
+    );
     const check = checkOutcome({ state: 'present', bytes });
     expect(check.kind).toBe('valid');
     expect(outcomeForResult(check, [SECRET])).toEqual({
@@ -48,9 +62,17 @@ describe('redactOutcome: the parsed outcome as result.json keeps it', () => {
       redactions: 1,
     });
     // An invalid outcome is kept too (for diagnosis), masked the same way.
-    const invalid = checkOutcome({ state: 'present', bytes: new TextEncoder().encode(JSON.stringify({ arms: SECRET })) });
+    const invalid = checkOutcome({
+      state: 'present',
+      bytes: new TextEncoder().encode(JSON.stringify({ arms: SECRET })),
+    });
     expect(outcomeForResult(invalid, [SECRET])).toEqual({ value: { arms: '[REDACTED]' }, redactions: 1 });
-    expect(outcomeForResult(checkOutcome({ state: 'missing' }), [SECRET])).toEqual({ value: null, redactions: 0 });
-    expect(outcomeForResult(checkOutcome({ state: 'present', bytes: new TextEncoder().encode('{') }), [SECRET])).toEqual({ value: null, redactions: 0 });
+    expect(outcomeForResult(checkOutcome({ state: 'missing' }), [SECRET])).toEqual({
+      value: null,
+      redactions: 0,
+    });
+    expect(
+      outcomeForResult(checkOutcome({ state: 'present', bytes: new TextEncoder().encode('{') }), [SECRET]),
+    ).toEqual({ value: null, redactions: 0 });
   });
 });

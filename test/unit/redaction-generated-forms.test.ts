@@ -18,11 +18,7 @@ import { compileRedaction } from '../../src/core/redaction/compile.js';
 import { StreamRedactor } from '../../src/core/redaction/stream-redactor.js';
 import { stableBase64 } from './redaction.fixtures.js';
 
-const SECRETS = [
-  'sk-live-Q7vJx2mB9kLp4RtY',
-  'p@ss w/rd+"<&>\\é~!*()\'x',
-  'Tr0ub4dor&3-日本🎉',
-];
+const SECRETS = ['sk-live-Q7vJx2mB9kLp4RtY', 'p@ss w/rd+"<&>\\é~!*()\'x', 'Tr0ub4dor&3-日本🎉'];
 
 interface Case {
   readonly name: string;
@@ -38,7 +34,9 @@ const latin1 = (b: Buffer) => b.toString('latin1');
 const utf8 = (s: string) => Buffer.from(s, 'utf8');
 
 function percentEveryByte(s: string, upper: boolean): string {
-  return [...utf8(s)].map((b) => `%${b.toString(16).padStart(2, '0')[upper ? 'toUpperCase' : 'toLowerCase']()}`).join('');
+  return [...utf8(s)]
+    .map((b) => `%${b.toString(16).padStart(2, '0')[upper ? 'toUpperCase' : 'toLowerCase']()}`)
+    .join('');
 }
 
 function jsonAllEscaped(s: string, upper: boolean): string {
@@ -69,7 +67,11 @@ function casesFor(secret: string): Case[] {
       { name: `base64 std padded align ${k}`, bytes: `b64=${std} end`, needles: [inner] },
       { name: `base64 std unpadded align ${k}`, bytes: `b64=${std.replace(/=+$/, '')}`, needles: [inner] },
       { name: `base64url unpadded align ${k}`, bytes: `u=${url}&x=1`, needles: [urlInner] },
-      { name: `base64url padded align ${k}`, bytes: `u=${url}${'='.repeat((4 - (url.length % 4)) % 4)};`, needles: [urlInner] },
+      {
+        name: `base64url padded align ${k}`,
+        bytes: `u=${url}${'='.repeat((4 - (url.length % 4)) % 4)};`,
+        needles: [urlInner],
+      },
     );
   }
   // MIME: the break falls at every offset inside the encoding as the lead-in grows.
@@ -107,7 +109,9 @@ function casesFor(secret: string): Case[] {
   const jsonBytes = latin1(utf8(json));
   const lower = jsonAllEscaped(secret, false);
   const upper = jsonAllEscaped(secret, true);
-  const htmlSafe = latin1(utf8(json.replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')));
+  const htmlSafe = latin1(
+    utf8(json.replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')),
+  );
   const slashes = latin1(utf8(json.replace(/\//g, '\\/')));
   cases.push(
     { name: 'JSON string', bytes: `{"k":"${jsonBytes}"}`, needles: [jsonBytes] },
@@ -119,8 +123,16 @@ function casesFor(secret: string): Case[] {
   const le = Buffer.from(secret, 'utf16le');
   const be = Buffer.from(le).swap16();
   cases.push(
-    { name: 'UTF-16LE', bytes: latin1(Buffer.concat([Buffer.from('a\0=\0'), le, Buffer.from('\n\0')])), needles: [latin1(le)] },
-    { name: 'UTF-16BE', bytes: latin1(Buffer.concat([Buffer.from('\0a\0='), be, Buffer.from('\0\n')])), needles: [latin1(be)] },
+    {
+      name: 'UTF-16LE',
+      bytes: latin1(Buffer.concat([Buffer.from('a\0=\0'), le, Buffer.from('\n\0')])),
+      needles: [latin1(le)],
+    },
+    {
+      name: 'UTF-16BE',
+      bytes: latin1(Buffer.concat([Buffer.from('\0a\0='), be, Buffer.from('\0\n')])),
+      needles: [latin1(be)],
+    },
   );
   return cases;
 }
@@ -155,7 +167,9 @@ const stats = { cases: 0, runs: 0, bytesScanned: 0, windows: 0 };
 const scratch: string[] = [];
 afterAll(async () => {
   await Promise.all(scratch.map((d) => rm(d, { recursive: true, force: true })));
-  console.log(`generated forms: ${stats.cases} cases, ${stats.runs} redactions, ${stats.bytesScanned} output bytes scanned`);
+  console.log(
+    `generated forms: ${stats.cases} cases, ${stats.runs} redactions, ${stats.bytesScanned} output bytes scanned`,
+  );
 });
 
 describe('secrets next to each other and overlapping', () => {
@@ -165,12 +179,22 @@ describe('secrets next to each other and overlapping', () => {
   it.each([
     ['touching: two masks', [a, b], `<${a}${b}>`, '<[REDACTED][REDACTED]>'],
     ['overlapping: one mask', [a, b, bridge], `<${a}${b.slice(0, 5)}>`, '<[REDACTED]>'],
-    ['touching forms of different kinds', [a, b], `<${a}${Buffer.from(b).toString('hex')}>`, '<[REDACTED][REDACTED]>'],
+    [
+      'touching forms of different kinds',
+      [a, b],
+      `<${a}${Buffer.from(b).toString('hex')}>`,
+      '<[REDACTED][REDACTED]>',
+    ],
   ])('%s, whatever the chunking', (_name, secrets, text, expected) => {
     const compiled = compileRedaction(secrets, 'latin1-bytes');
     for (let split = 0; split <= text.length; split++) {
       for (const size of [1, 7, 4096]) {
-        expect(run(new StreamRedactor(compiled), [...chunked(text.slice(0, split), size), ...chunked(text.slice(split), size)])).toBe(expected);
+        expect(
+          run(new StreamRedactor(compiled), [
+            ...chunked(text.slice(0, split), size),
+            ...chunked(text.slice(split), size),
+          ]),
+        ).toBe(expected);
       }
     }
   });
@@ -180,43 +204,59 @@ describe.each(SECRETS.map((s) => [s]))('every form of %j', (secret) => {
   const compiled = compileRedaction([secret], 'latin1-bytes');
   const cases = casesFor(secret);
 
-  it.each(cases.map((c) => [c.name, c]))('%s: masked at every split position, chunks of 1, 7 and 4096', (_name, c) => {
-    stats.cases++;
-    const text = c.bytes;
-    const outputs: string[] = [run(new StreamRedactor(compiled), chunked(text, 1))];
-    for (let split = 0; split <= text.length; split++) {
-      for (const size of [7, 4096]) {
-        outputs.push(run(new StreamRedactor(compiled), [...chunked(text.slice(0, split), size), ...chunked(text.slice(split), size)]));
+  it.each(cases.map((c) => [c.name, c]))(
+    '%s: masked at every split position, chunks of 1, 7 and 4096',
+    (_name, c) => {
+      stats.cases++;
+      const text = c.bytes;
+      const outputs: string[] = [run(new StreamRedactor(compiled), chunked(text, 1))];
+      for (let split = 0; split <= text.length; split++) {
+        for (const size of [7, 4096]) {
+          outputs.push(
+            run(new StreamRedactor(compiled), [
+              ...chunked(text.slice(0, split), size),
+              ...chunked(text.slice(split), size),
+            ]),
+          );
+        }
       }
-    }
-    // Deterministic: the same bytes out however the input was chunked (reattach relies on it).
-    expect(new Set(outputs).size, c.name).toBe(1);
-    for (const output of outputs) {
-      stats.runs++;
-      stats.bytesScanned += output.length;
-      expect(leaks(output, c), `${c.name}: ${JSON.stringify(output)}`).toEqual([]);
-    }
-  });
+      // Deterministic: the same bytes out however the input was chunked (reattach relies on it).
+      expect(new Set(outputs).size, c.name).toBe(1);
+      for (const output of outputs) {
+        stats.runs++;
+        stats.bytesScanned += output.length;
+        expect(leaks(output, c), `${c.name}: ${JSON.stringify(output)}`).toEqual([]);
+      }
+    },
+  );
 
-  it.each(cases.map((c) => [c.name, c]))('%s: masked one-shot (messages, file names, outcome strings)', (_name, c) => {
-    const text = Buffer.from(c.bytes, 'latin1').toString('utf8');
-    if (Buffer.from(text, 'utf8').toString('latin1') !== c.bytes) return; // not UTF-8: cannot be a JS string as is
-    const once = redactText(text, [secret]);
-    const outcome = JSON.stringify(redactOutcome({ arms: { [text]: text, list: [text] } }, [secret]).outcome);
-    for (const output of [once, outcome]) {
-      stats.bytesScanned += output.length;
-      expect(leaks(latin1(utf8(output)), c)).toEqual([]);
-    }
-  });
+  it.each(cases.map((c) => [c.name, c]))(
+    '%s: masked one-shot (messages, file names, outcome strings)',
+    (_name, c) => {
+      const text = Buffer.from(c.bytes, 'latin1').toString('utf8');
+      if (Buffer.from(text, 'utf8').toString('latin1') !== c.bytes) return; // not UTF-8: cannot be a JS string as is
+      const once = redactText(text, [secret]);
+      const outcome = JSON.stringify(
+        redactOutcome({ arms: { [text]: text, list: [text] } }, [secret]).outcome,
+      );
+      for (const output of [once, outcome]) {
+        stats.bytesScanned += output.length;
+        expect(leaks(latin1(utf8(output)), c)).toEqual([]);
+      }
+    },
+  );
 
   it('stdout/stderr stream (createRedactStream) and session files (contents and names) through the safe extractor', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'rg-forms-'));
     scratch.push(dir);
     const archive = pack();
     const nameable = cases.filter((c) => !c.bytes.includes('\0') && !c.bytes.includes('/') && !c.wrapped);
-    for (const [i, c] of cases.entries()) archive.entry({ name: `sessions/f${i}.jsonl` }, Buffer.from(c.bytes, 'latin1'));
+    for (const [i, c] of cases.entries())
+      archive.entry({ name: `sessions/f${i}.jsonl` }, Buffer.from(c.bytes, 'latin1'));
     for (const [i, c] of nameable.entries()) {
-      const name = Buffer.from(c.bytes, 'latin1').toString('utf8').replace(/[\r\n]/g, '');
+      const name = Buffer.from(c.bytes, 'latin1')
+        .toString('utf8')
+        .replace(/[\r\n]/g, '');
       archive.entry({ name: `sessions/n${i}-${name}` }, 'x');
     }
     archive.finalize();

@@ -182,7 +182,13 @@ describe('causes and the pause they make', () => {
 
   it('errnoOf finds the system error code through wrapping errors (E_STORE → ENOSPC), or none', () => {
     const enospc = Object.assign(new Error('no space left on device'), { code: 'ENOSPC' });
-    expect(errnoOf(new RoboguideError('E_STORE', 'cannot write temp file: jobs/d3/result.json (ENOSPC)', { cause: enospc }))).toBe('ENOSPC');
+    expect(
+      errnoOf(
+        new RoboguideError('E_STORE', 'cannot write temp file: jobs/d3/result.json (ENOSPC)', {
+          cause: enospc,
+        }),
+      ),
+    ).toBe('ENOSPC');
     expect(errnoOf(new Error('wrapped', { cause: enospc }))).toBe('ENOSPC');
     expect(errnoOf(new Error('plain'))).toBeNull();
   });

@@ -49,13 +49,22 @@ describe('registry shared by several connections (SQLite)', () => {
       }
       // Busy past its busy timeout (the registry deadline, 50 ms here): unavailable for now, within the deadline.
       const t0 = performance.now();
-      await expect(registry.admit(request('c1'))).rejects.toMatchObject({ code: 'E_REGISTRY_UNAVAILABLE', message: expect.stringMatching(/locked past its busy timeout/) });
+      await expect(registry.admit(request('c1'))).rejects.toMatchObject({
+        code: 'E_REGISTRY_UNAVAILABLE',
+        message: expect.stringMatching(/locked past its busy timeout/),
+      });
       expect(performance.now() - t0).toBeLessThan(2_000);
       raw.exec('COMMIT');
     } finally {
       raw.close();
     }
-    expect(await registry.admit(request('c1'))).toEqual({ kind: 'refused', reason: 'host_full', held: 2, limit: 2, node: 'node-a' });
+    expect(await registry.admit(request('c1'))).toEqual({
+      kind: 'refused',
+      reason: 'host_full',
+      held: 2,
+      limit: 2,
+      node: 'node-a',
+    });
     expect(await registry.reservationForClaim('c1')).toBeNull();
   });
 });

@@ -14,19 +14,29 @@ import { procHostIdentity } from '../../src/adapters/host-identity.js';
 let dir: string;
 let batch: TestBatch;
 const now = new Date('2026-12-02T10:30:00Z');
-const deps: ReportFileDeps = { fs: new NodeFileSystem(), storeAt: (d) => new EvidenceStore(new NodeFileSystem(), d), host: procHostIdentity };
+const deps: ReportFileDeps = {
+  fs: new NodeFileSystem(),
+  storeAt: (d) => new EvidenceStore(new NodeFileSystem(), d),
+  host: procHostIdentity,
+};
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'rg-report-file-'));
   batch = await startTestBatch(dir, { jobs: ['a', 'b'] });
-  await finishJob(batch, await claimJob(batch, 'a'), { classification: 'harness_failure', reasons: ['lost_worker'] });
+  await finishJob(batch, await claimJob(batch, 'a'), {
+    classification: 'harness_failure',
+    reasons: ['lost_worker'],
+  });
 });
 afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
 async function usage(promise: Promise<unknown>): Promise<InvalidInputError> {
-  const err: unknown = await promise.then(() => null, (e: unknown) => e);
+  const err: unknown = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(InvalidInputError);
   return err as InvalidInputError;
 }
@@ -47,19 +57,32 @@ describe('writeReportFile (`e1-batch report`)', () => {
 
   it('--out elsewhere: the page goes there and its evidence links climb back to the batch', async () => {
     await mkdir(join(dir, 'pages'));
-    const { path } = await writeReportFile(deps, { output: batch.output, out: join(dir, 'pages', 'r.html'), now });
+    const { path } = await writeReportFile(deps, {
+      output: batch.output,
+      out: join(dir, 'pages', 'r.html'),
+      now,
+    });
     expect(path).toBe(join(dir, 'pages', 'r.html'));
     expect(await readFile(path, 'utf8')).toContain('href="../batch/jobs/a/result.json"');
     expect(await batch.store.exists(REPORT_FILE)).toBe(false);
   });
 
   it('refuses --out whose folder does not exist, or is a file, or that names a folder; nothing written', async () => {
-    const missing = await usage(writeReportFile(deps, { output: batch.output, out: join(dir, 'nope', 'r.html'), now }));
-    expect(missing.issues).toEqual([{ path: '--out', rule: `its folder ${join(dir, 'nope')} must be an existing directory` }]);
+    const missing = await usage(
+      writeReportFile(deps, { output: batch.output, out: join(dir, 'nope', 'r.html'), now }),
+    );
+    expect(missing.issues).toEqual([
+      { path: '--out', rule: `its folder ${join(dir, 'nope')} must be an existing directory` },
+    ]);
     await writeFile(join(dir, 'plain'), '');
-    expect((await usage(writeReportFile(deps, { output: batch.output, out: join(dir, 'plain', 'r.html'), now }))).issues[0]?.rule).toContain('must be an existing directory');
+    expect(
+      (await usage(writeReportFile(deps, { output: batch.output, out: join(dir, 'plain', 'r.html'), now })))
+        .issues[0]?.rule,
+    ).toContain('must be an existing directory');
     const folder = await usage(writeReportFile(deps, { output: batch.output, out: join(dir, 'batch'), now }));
-    expect(folder.issues).toEqual([{ path: '--out', rule: `${join(dir, 'batch')} is a directory; name a file` }]);
+    expect(folder.issues).toEqual([
+      { path: '--out', rule: `${join(dir, 'batch')} is a directory; name a file` },
+    ]);
     expect(await batch.store.exists(REPORT_FILE)).toBe(false);
   });
 });

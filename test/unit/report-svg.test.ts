@@ -40,7 +40,13 @@ function model(pairs: ReportPair[], overrides: Partial<ReportModel> = {}): Repor
     pause_reasons: [],
     images_moved: [],
     pause_history: [],
-    counts: { total: pairs.length, pending: 0, running: 0, completed: pairs.length, failed: 0 } as unknown as ReportModel['counts'],
+    counts: {
+      total: pairs.length,
+      pending: 0,
+      running: 0,
+      completed: pairs.length,
+      failed: 0,
+    } as unknown as ReportModel['counts'],
     elapsed_sec: 1000,
     eta: null,
     workers_allowed: 2,
@@ -53,14 +59,24 @@ function model(pairs: ReportPair[], overrides: Partial<ReportModel> = {}): Repor
         { from: at(900), to: null, reasons: ['stop_requested'], job_id: null },
       ],
       markers: [
-        { at: at(1), kind: 'source_check', ok: false, label: 'source check (before_first_dispatch): MISMATCH' },
+        {
+          at: at(1),
+          kind: 'source_check',
+          ok: false,
+          label: 'source check (before_first_dispatch): MISMATCH',
+        },
         { at: at(2), kind: 'supervisor_started', label: 'supervisor start' },
         { at: at(20), kind: 'second_worker', label: 'second worker admitted (p2)' },
         { at: at(900), kind: 'stop_requested', label: 'stop --terminate' },
       ],
       second_worker_at: at(20),
     },
-    gpu: { max_workers: 2, rule: { total_mib: 81559, baseline_mib: 1200, fraction: 0.9, two_worker_peak_limit_mib: 30000 }, largest_peak_mib: 1000, note: '' },
+    gpu: {
+      max_workers: 2,
+      rule: { total_mib: 81559, baseline_mib: 1200, fraction: 0.9, two_worker_peak_limit_mib: 30000 },
+      largest_peak_mib: 1000,
+      note: '',
+    },
     pairs,
     ...overrides,
   };
@@ -68,7 +84,13 @@ function model(pairs: ReportPair[], overrides: Partial<ReportModel> = {}): Repor
 
 describe('timelineSvg', () => {
   it('draws a lane per slot, both pauses (one still open), every marker kind and the pairs with labels', () => {
-    const svg = timelineSvg(model([pair(1), pair(2, { finished_at: null, status: 'running', classification: null }), pair(3, { slot: null })]));
+    const svg = timelineSvg(
+      model([
+        pair(1),
+        pair(2, { finished_at: null, status: 'running', classification: null }),
+        pair(3, { slot: null }),
+      ]),
+    );
     expect(svg.match(/class="lane"/g)).toHaveLength(2);
     expect(svg).toContain('paused 2026-12-01');
     expect(svg).toContain('still paused');
@@ -107,7 +129,9 @@ describe('gpuSvg', () => {
 
   it('over 500 pairs: one path per colour instead of a bar each; without a rule no lines and every bar fits', () => {
     const pairs = Array.from({ length: 501 }, (_, i) => pair(i));
-    const svg = gpuSvg(model(pairs, { gpu: { max_workers: 1, rule: null, largest_peak_mib: 1500, note: '' } }));
+    const svg = gpuSvg(
+      model(pairs, { gpu: { max_workers: 1, rule: null, largest_peak_mib: 1500, note: '' } }),
+    );
     expect(svg).not.toContain('class="gbar');
     expect(svg).toContain('class="gpath fits"');
     expect(svg).not.toContain('class="gpath over"');

@@ -41,8 +41,25 @@ function deps(overrides: Partial<RunPairDeps> = {}): RunPairDeps {
 }
 
 function options(spec: Record<string, unknown> = {}, extra: Partial<RunPairOptions> = {}): RunPairOptions {
-  const full = { job_id: 'j1', image: 'driver:1', argv: ['/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'j1.json'), timeout_seconds: 60, ...spec };
-  return { specText: JSON.stringify(full), specSource: 'spec.json', output: join(dir, 'D'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test', cwd: dir, ...extra };
+  const full = {
+    job_id: 'j1',
+    image: 'driver:1',
+    argv: ['/run'],
+    cwd: join(dir, 'cwd'),
+    outcome_path: join(dir, 'out', 'j1.json'),
+    timeout_seconds: 60,
+    ...spec,
+  };
+  return {
+    specText: JSON.stringify(full),
+    specSource: 'spec.json',
+    output: join(dir, 'D'),
+    bindAddress: '127.0.0.1',
+    environment: {},
+    codeVersion: 'test',
+    cwd: dir,
+    ...extra,
+  };
 }
 
 async function held(): Promise<number> {
@@ -125,7 +142,10 @@ describe('runPair', () => {
 
 describe('runPair: refusals before anything runs, and the options', () => {
   /** A registry that refuses every admission with `refusal`, and counts what it was asked. */
-  function refusingRegistry(refusal: Record<string, unknown>): { registry: RunPairDeps['registry']; admits: () => number } {
+  function refusingRegistry(refusal: Record<string, unknown>): {
+    registry: RunPairDeps['registry'];
+    admits: () => number;
+  } {
     let admits = 0;
     const fake = {
       localNode: 'here',
@@ -152,8 +172,10 @@ describe('runPair: refusals before anything runs, and the options', () => {
     expect(opened).toBe(0);
   });
 
-  it('a bind address that is not one of the host\'s is refused at --bind-address', async () => {
-    const err = await refusal(runPair(deps(), options({}, { bindAddress: '10.9.9.9', hostAddresses: ['127.0.0.1', '192.168.1.5'] })));
+  it("a bind address that is not one of the host's is refused at --bind-address", async () => {
+    const err = await refusal(
+      runPair(deps(), options({}, { bindAddress: '10.9.9.9', hostAddresses: ['127.0.0.1', '192.168.1.5'] })),
+    );
     expect(err.code).toBe('E_SPEC_INVALID');
     expect(JSON.stringify(err)).toContain('--bind-address');
     expect(opened).toBe(0);
@@ -179,7 +201,10 @@ describe('runPair: refusals before anything runs, and the options', () => {
   });
 
   it('a code version given as a function that fails is reported after the engine checks, before a slot is taken', async () => {
-    const err: unknown = await runPair(deps(), options({}, { codeVersion: () => Promise.reject(new Error('git describe failed')) })).catch((e: unknown) => e);
+    const err: unknown = await runPair(
+      deps(),
+      options({}, { codeVersion: () => Promise.reject(new Error('git describe failed')) }),
+    ).catch((e: unknown) => e);
     expect(String(err)).toContain('git describe failed');
     expect(opened).toBe(0);
   });
@@ -198,7 +223,10 @@ describe('runPair: refusals before anything runs, and the options', () => {
     const warnings: string[] = [];
     const outcome = await runPair(
       deps(),
-      options({ environment: { API_KEY: '${API_KEY}' } }, { environment: { API_KEY: 'abc' }, allowShortSecrets: true, onWarning: (w) => warnings.push(w) }),
+      options(
+        { environment: { API_KEY: '${API_KEY}' } },
+        { environment: { API_KEY: 'abc' }, allowShortSecrets: true, onWarning: (w) => warnings.push(w) },
+      ),
     );
     expect(warnings.length).toBe(1);
     expect(warnings[0]).toContain('API_KEY');

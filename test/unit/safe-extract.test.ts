@@ -92,11 +92,16 @@ describe('extractArchiveSafely: normal archives', () => {
       { name: `sessions/link-${secret}`, type: 'symlink', linkname: '/etc/passwd' },
       { name: `sessions/${'a'.repeat(110)}${secret}`, type: 'symlink', linkname: '/etc/passwd' },
     ]);
-    const report = await extractArchiveSafely(archive, target, { redactName: (name) => name.replaceAll(secret, '[REDACTED]') });
+    const report = await extractArchiveSafely(archive, target, {
+      redactName: (name) => name.replaceAll(secret, '[REDACTED]'),
+    });
     expect(report.files).toBe(1);
     expect(await readFile(join(target, '[REDACTED]', 'rollout-[REDACTED].jsonl'), 'utf8')).toBe('x');
     // Masked before the label is cut to its 120 chars: no half secret survives the cut.
-    expect(report.refusals).toEqual(['symlink refused: sessions/link-[REDACTED]', `symlink refused: sessions/${'a'.repeat(110)}[…`]);
+    expect(report.refusals).toEqual([
+      'symlink refused: sessions/link-[REDACTED]',
+      `symlink refused: sessions/${'a'.repeat(110)}[…`,
+    ]);
     expect(JSON.stringify(report)).not.toContain(secret.slice(0, 8));
   });
 
@@ -187,7 +192,10 @@ describe('extractArchiveSafely: hostile names and entry types', () => {
   it('leaves no temp file anywhere when a file fails its size limit', async () => {
     const archive = await tarStream([{ name: 'sessions/big.jsonl', body: 'x'.repeat(100) }]);
     const limits: ExtractLimits = { ...DEFAULT_EXTRACT_LIMITS, maxFileBytes: 1_000, maxTotalBytes: 1_000 };
-    const report = await extractArchiveSafely(archive, target, { limits, transform: () => mapBytes((c) => Buffer.concat([c, Buffer.alloc(2_000)])) });
+    const report = await extractArchiveSafely(archive, target, {
+      limits,
+      transform: () => mapBytes((c) => Buffer.concat([c, Buffer.alloc(2_000)])),
+    });
     expect(report.truncated).toBe(true);
     expect(await readdir(target)).toEqual([]);
     expect(await readdir(base)).toEqual(['outside', 'target']);

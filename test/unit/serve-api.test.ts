@@ -33,7 +33,10 @@ describe('checkMounts', () => {
     ['relative/path', 'host path relative/path must be absolute'],
     ['/srv/x/../../home/u', 'must not be or contain the home folder /home/u'],
   ])('refuses %s', (hostPath, message) => {
-    const issues = checkFreeMounts([{ field: 'mounts[0].source', hostPath }], { ...protectedPaths, engineSocketPaths: [...protectedPaths.engineSocketPaths, '/srv/sock-dir/docker.sock'] });
+    const issues = checkFreeMounts([{ field: 'mounts[0].source', hostPath }], {
+      ...protectedPaths,
+      engineSocketPaths: [...protectedPaths.engineSocketPaths, '/srv/sock-dir/docker.sock'],
+    });
     expect(issues.length).toBeGreaterThan(0);
     expect(issues.every((i) => i.field === 'mounts[0].source')).toBe(true);
     expect(issues.map((i) => i.message)).toContainEqual(expect.stringContaining(message));
@@ -43,7 +46,9 @@ describe('checkMounts', () => {
 describe('checkMounts (home only)', () => {
   it('refuses the home directory or a parent, allows a folder inside it and a sibling', () => {
     const home = { homeDir: '/home/u' };
-    expect(checkMounts([{ field: 'a', hostPath: '/home/u' }], home)).toEqual([{ field: 'a', message: 'must not be or contain the home folder /home/u (use a folder inside it)' }]);
+    expect(checkMounts([{ field: 'a', hostPath: '/home/u' }], home)).toEqual([
+      { field: 'a', message: 'must not be or contain the home folder /home/u (use a folder inside it)' },
+    ]);
     expect(checkMounts([{ field: 'a', hostPath: '/home/u/project' }], home)).toEqual([]);
     expect(checkMounts([{ field: 'a', hostPath: '/home/u/../other' }], home)).toEqual([]);
   });
@@ -51,8 +56,12 @@ describe('checkMounts (home only)', () => {
 
 describe('resolveProtectedPaths', () => {
   it('compares mounts with the real protected paths: a symlinked $HOME is refused under its real name too', async () => {
-    const real = (path: string): Promise<string> => (path.startsWith('/home/') ? Promise.resolve(`/var${path}`) : Promise.reject(new Error('ENOENT')));
-    const resolved = await resolveProtectedPaths({ homeDir: '/home/u', registryPath: '/nowhere/r.db', engineSocketPaths: ['/home/u/docker.sock'] }, real);
+    const real = (path: string): Promise<string> =>
+      path.startsWith('/home/') ? Promise.resolve(`/var${path}`) : Promise.reject(new Error('ENOENT'));
+    const resolved = await resolveProtectedPaths(
+      { homeDir: '/home/u', registryPath: '/nowhere/r.db', engineSocketPaths: ['/home/u/docker.sock'] },
+      real,
+    );
     expect(resolved).toEqual({
       homeDir: '/var/home/u',
       registryPath: '/nowhere/r.db',
@@ -78,13 +87,30 @@ describe('bearerMatches', () => {
 
 describe('request schemas', () => {
   it('defaults a session to network none, 1 h TTL, no ports, no mounts', () => {
-    expect(parseBody(SessionCreateSchema, { image: 'i' }, 'x')).toMatchObject({ network: 'none', ttl_seconds: 3600, ports: [], mounts: [], environment: {}, labels: {} });
+    expect(parseBody(SessionCreateSchema, { image: 'i' }, 'x')).toMatchObject({
+      network: 'none',
+      ttl_seconds: 3600,
+      ports: [],
+      mounts: [],
+      environment: {},
+      labels: {},
+    });
   });
 
   it('reports every problem with its path and rule', () => {
     let err: unknown;
     try {
-      parseBody(SessionCreateSchema, { image: 'i', ports: [80, 80], labels: { 'roboguide.x': 'y' }, environment: { API_KEY: 'Bearer ${KEY}' }, bogus: 1 }, 'the session request');
+      parseBody(
+        SessionCreateSchema,
+        {
+          image: 'i',
+          ports: [80, 80],
+          labels: { 'roboguide.x': 'y' },
+          environment: { API_KEY: 'Bearer ${KEY}' },
+          bogus: 1,
+        },
+        'the session request',
+      );
     } catch (e) {
       err = e;
     }
@@ -97,7 +123,11 @@ describe('request schemas', () => {
 
   it('refuses a NUL or other control character in a session environment or exec env value, naming the field', () => {
     for (const [schema, body, path] of [
-      [SessionCreateSchema, { image: 'i', environment: { API_KEY: 'nulsecret\u0000abcdefgh' } }, 'environment.API_KEY'],
+      [
+        SessionCreateSchema,
+        { image: 'i', environment: { API_KEY: 'nulsecret\u0000abcdefgh' } },
+        'environment.API_KEY',
+      ],
       [SessionCreateSchema, { image: 'i', environment: { MODEL: 'a\u0001b' } }, 'environment.MODEL'],
       [ExecSchema, { command: 'ls', env: { API_KEY: 'nulsecret\u0000abcdefgh' } }, 'env.API_KEY'],
     ] as const) {
@@ -110,31 +140,45 @@ describe('request schemas', () => {
       expect(err).toBeInstanceOf(ApiError);
       const api = err as ApiError;
       expect(api.status).toBe(400);
-      expect(api.issues).toEqual([expect.objectContaining({ path, rule: expect.stringMatching(/control character/) })]);
+      expect(api.issues).toEqual([
+        expect.objectContaining({ path, rule: expect.stringMatching(/control character/) }),
+      ]);
       expect(JSON.stringify(api.issues)).not.toContain('nulsecret');
     }
     // tab and newline stay allowed (multi-line values are ordinary configuration)
-    expect(parseBody(ExecSchema, { command: 'ls', env: { NOTE: 'a\tb\nc' } }, 'x').env).toEqual({ NOTE: 'a\tb\nc' });
+    expect(parseBody(ExecSchema, { command: 'ls', env: { NOTE: 'a\tb\nc' } }, 'x').env).toEqual({
+      NOTE: 'a\tb\nc',
+    });
   });
 
   it('ports need the bridge network', () => {
     expect(() => parseBody(SessionCreateSchema, { image: 'i', ports: [8080] }, 'x')).toThrow(ApiError);
-    expect(parseBody(SessionCreateSchema, { image: 'i', ports: [8080], network: 'bridge' }, 'x').ports).toEqual([8080]);
+    expect(
+      parseBody(SessionCreateSchema, { image: 'i', ports: [8080], network: 'bridge' }, 'x').ports,
+    ).toEqual([8080]);
   });
 
   it('exec takes exactly one of argv and command', () => {
     expect(() => parseBody(ExecSchema, {}, 'x')).toThrow(ApiError);
     expect(() => parseBody(ExecSchema, { argv: ['a'], command: 'a' }, 'x')).toThrow(ApiError);
-    expect(parseBody(ExecSchema, { command: 'ls', timeout_sec: 1.5 }, 'x')).toMatchObject({ command: 'ls', timeout_sec: 1.5 });
+    expect(parseBody(ExecSchema, { command: 'ls', timeout_sec: 1.5 }, 'x')).toMatchObject({
+      command: 'ls',
+      timeout_sec: 1.5,
+    });
   });
 });
 
 describe('toApiError', () => {
   it('maps tool errors to 400/409/503 and anything else to 500 without its message', () => {
-    expect(toApiError(new InvalidInputError('E_SPEC_INVALID', 'spec is invalid', [{ path: 'a', rule: 'r' }]))).toMatchObject({ status: 400, issues: [{ path: 'a', rule: 'r' }] });
+    expect(
+      toApiError(new InvalidInputError('E_SPEC_INVALID', 'spec is invalid', [{ path: 'a', rule: 'r' }])),
+    ).toMatchObject({ status: 400, issues: [{ path: 'a', rule: 'r' }] });
     expect(toApiError(new RoboguideError('E_ENGINE_UNAVAILABLE', 'down')).status).toBe(503);
     expect(toApiError(new RoboguideError('E_PORT_ALLOCATED', 'taken')).status).toBe(409);
-    expect(toApiError(new RoboguideError('E_ENGINE', 'container is not running', { context: { statusCode: 409 } })).status).toBe(409);
+    expect(
+      toApiError(new RoboguideError('E_ENGINE', 'container is not running', { context: { statusCode: 409 } }))
+        .status,
+    ).toBe(409);
     expect(toApiError(new Error('secret detail'))).toMatchObject({ status: 500, message: 'internal error' });
   });
 });
@@ -152,20 +196,42 @@ describe('Router', () => {
 
 describe('OpenAPI', () => {
   it('docs/openapi.json is the document generated from the schemas (run `npm run openapi` after a schema change)', () => {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-    const committed = JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')) as unknown;
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    const committed = JSON.parse(
+      readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8'),
+    ) as unknown;
     expect(committed).toEqual(openApiDocument(pkg.version));
   });
 
   it('is OpenAPI 3.1 with every route of the issue', () => {
     const doc = openApiDocument('0') as { openapi: string; paths: Record<string, Record<string, unknown>> };
     expect(doc.openapi).toBe('3.1.0');
-    const routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
-    expect(routes.sort()).toEqual([
-      'DELETE /v1/pairs/{id}', 'DELETE /v1/sessions/{id}', 'GET /v1/health', 'GET /v1/images', 'GET /v1/openapi.json', 'GET /v1/pairs/{id}',
-      'GET /v1/pairs/{id}/logs', 'GET /v1/sessions', 'GET /v1/sessions/{id}', 'GET /v1/sessions/{id}/archive', 'POST /v1/images', 'POST /v1/pairs', 'POST /v1/sessions',
-      'POST /v1/sessions/{id}/exec', 'POST /v1/sessions/{id}/keepalive', 'PUT /v1/sessions/{id}/archive',
-      'GET /v1/sessions/{id}/file', 'PUT /v1/sessions/{id}/file',
-    ].sort());
+    const routes = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
+    expect(routes.sort()).toEqual(
+      [
+        'DELETE /v1/pairs/{id}',
+        'DELETE /v1/sessions/{id}',
+        'GET /v1/health',
+        'GET /v1/images',
+        'GET /v1/openapi.json',
+        'GET /v1/pairs/{id}',
+        'GET /v1/pairs/{id}/logs',
+        'GET /v1/sessions',
+        'GET /v1/sessions/{id}',
+        'GET /v1/sessions/{id}/archive',
+        'POST /v1/images',
+        'POST /v1/pairs',
+        'POST /v1/sessions',
+        'POST /v1/sessions/{id}/exec',
+        'POST /v1/sessions/{id}/keepalive',
+        'PUT /v1/sessions/{id}/archive',
+        'GET /v1/sessions/{id}/file',
+        'PUT /v1/sessions/{id}/file',
+      ].sort(),
+    );
   });
 });

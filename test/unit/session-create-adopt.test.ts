@@ -10,7 +10,13 @@ import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { adoptedSession } from '../../src/app/serve/session-adopt.js';
 import { checkCreate, startContainer, type CreateDeps } from '../../src/app/serve/session-create.js';
 import type { SessionEngine } from '../../src/app/serve/session-engine.js';
-import { SESSION_SCHEMA, sessionOf as freshSession, sessionRel, type Session, type SessionRecord } from '../../src/app/serve/session-state.js';
+import {
+  SESSION_SCHEMA,
+  sessionOf as freshSession,
+  sessionRel,
+  type Session,
+  type SessionRecord,
+} from '../../src/app/serve/session-state.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 
 /**
@@ -58,7 +64,10 @@ function sessionOf(record: SessionRecord, state: Session['state'] = 'live'): Ses
 
 describe('checkCreate', () => {
   const created: unknown[] = [];
-  function deps(images: readonly string[] = ['img:1'], environment: Record<string, string> = { API_KEY: 'k-123456789012' }): CreateDeps {
+  function deps(
+    images: readonly string[] = ['img:1'],
+    environment: Record<string, string> = { API_KEY: 'k-123456789012' },
+  ): CreateDeps {
     const engine = {
       imageExists: (image: string) => Promise.resolve(images.includes(image)),
       createAndStart: (request: unknown) => {
@@ -66,7 +75,16 @@ describe('checkCreate', () => {
         return Promise.resolve({ id: 'c-1', ports: {} });
       },
     } as unknown as SessionEngine;
-    return { engine, fs: new NodeFileSystem(), store, environment, protectedPaths: { outputDir: join(dir, 'data') }, bindAddress: '127.0.0.1', stopBudgetSec: 7, allowedEnv: new Set(['API_KEY', 'NOT_SET']) };
+    return {
+      engine,
+      fs: new NodeFileSystem(),
+      store,
+      environment,
+      protectedPaths: { outputDir: join(dir, 'data') },
+      bindAddress: '127.0.0.1',
+      stopBudgetSec: 7,
+      allowedEnv: new Set(['API_KEY', 'NOT_SET']),
+    };
   }
 
   async function apiError(work: Promise<unknown>): Promise<ApiError> {
@@ -76,26 +94,61 @@ describe('checkCreate', () => {
   }
 
   it('an unset reference is E_ENV_MISSING (400)', async () => {
-    const err = await apiError(checkCreate(deps(), SessionCreateSchema.parse({ image: 'img:1', environment: { X: '${NOT_SET}' } }), []));
+    const err = await apiError(
+      checkCreate(
+        deps(),
+        SessionCreateSchema.parse({ image: 'img:1', environment: { X: '${NOT_SET}' } }),
+        [],
+      ),
+    );
     expect([err.status, err.code]).toEqual([400, 'E_ENV_MISSING']);
   });
 
   it('a reference to a variable not allowed (--allow-env) is E_ENV_NOT_ALLOWED (400) naming it, even when it is set', async () => {
     const environment = { API_KEY: 'k-123456789012', HOME_SECRET: 'h-123456789012' };
-    const err = await apiError(checkCreate(deps(['img:1'], environment), SessionCreateSchema.parse({ image: 'img:1', environment: { X: '${HOME_SECRET}', K: '${API_KEY}' } }), []));
+    const err = await apiError(
+      checkCreate(
+        deps(['img:1'], environment),
+        SessionCreateSchema.parse({ image: 'img:1', environment: { X: '${HOME_SECRET}', K: '${API_KEY}' } }),
+        [],
+      ),
+    );
     expect([err.status, err.code]).toEqual([400, 'E_ENV_NOT_ALLOWED']);
-    expect(err.issues).toEqual([{ path: 'environment.X', rule: 'references ${HOME_SECRET}, which this server does not allow (start it with --allow-env HOME_SECRET)' }]);
+    expect(err.issues).toEqual([
+      {
+        path: 'environment.X',
+        rule: 'references ${HOME_SECRET}, which this server does not allow (start it with --allow-env HOME_SECRET)',
+      },
+    ]);
   });
 
   it('a mount whose source is missing is refused at its index; one reaching the evidence is refused too', async () => {
     await mkdir(join(dir, 'present'));
     const missing = await apiError(
-      checkCreate(deps(), SessionCreateSchema.parse({ image: 'img:1', mounts: [{ source: join(dir, 'present'), target: '/a' }, { source: join(dir, 'absent'), target: '/b' }] }), []),
+      checkCreate(
+        deps(),
+        SessionCreateSchema.parse({
+          image: 'img:1',
+          mounts: [
+            { source: join(dir, 'present'), target: '/a' },
+            { source: join(dir, 'absent'), target: '/b' },
+          ],
+        }),
+        [],
+      ),
     );
-    expect(missing.issues).toEqual([{ path: 'mounts[1].source', rule: "does not exist on the server's host" }]);
+    expect(missing.issues).toEqual([
+      { path: 'mounts[1].source', rule: "does not exist on the server's host" },
+    ]);
     // A symlink to the evidence directory: refused by its real path.
     await symlink(join(dir, 'data'), join(dir, 'link'));
-    const protectedErr = await apiError(checkCreate(deps(), SessionCreateSchema.parse({ image: 'img:1', mounts: [{ source: join(dir, 'link'), target: '/d' }] }), []));
+    const protectedErr = await apiError(
+      checkCreate(
+        deps(),
+        SessionCreateSchema.parse({ image: 'img:1', mounts: [{ source: join(dir, 'link'), target: '/d' }] }),
+        [],
+      ),
+    );
     expect(protectedErr.issues.map((i) => i.path)).toEqual(['mounts[0].source']);
   });
 
@@ -103,7 +156,11 @@ describe('checkCreate', () => {
     const body = SessionCreateSchema.parse({ image: 'img:1', network: 'bridge', ports: [8080] });
     const other = sessionOf(recordOf({ session_id: 's-other', ports: [9090, 8080] }));
     const err = await apiError(checkCreate(deps(), body, [other]));
-    expect([err.status, err.code, err.message]).toEqual([409, 'E_PORT_TAKEN', 'port 8080 is already published by session s-other']);
+    expect([err.status, err.code, err.message]).toEqual([
+      409,
+      'E_PORT_TAKEN',
+      'port 8080 is already published by session s-other',
+    ]);
     const gone = sessionOf(recordOf({ session_id: 's-gone', ports: [8080] }), 'deleted');
     await expect(checkCreate(deps(), body, [gone])).resolves.toMatchObject({ binds: [] });
   });
@@ -113,24 +170,54 @@ describe('checkCreate', () => {
     expect(err.code).toBe('E_IMAGE_MISSING');
     await mkdir(join(dir, 'work'));
     await symlink(join(dir, 'work'), join(dir, 'work-link'));
-    const ok = await checkCreate(deps(), SessionCreateSchema.parse({ image: 'img:1', environment: { API_KEY: '${API_KEY}', M: 'x' }, mounts: [{ source: join(dir, 'work-link'), target: '/w', read_only: true }] }), []);
+    const ok = await checkCreate(
+      deps(),
+      SessionCreateSchema.parse({
+        image: 'img:1',
+        environment: { API_KEY: '${API_KEY}', M: 'x' },
+        mounts: [{ source: join(dir, 'work-link'), target: '/w', read_only: true }],
+      }),
+      [],
+    );
     expect(ok.resolved.values).toEqual({ API_KEY: 'k-123456789012', M: 'x' });
     expect(ok.resolved.secrets).toEqual(['k-123456789012']);
-    expect(ok.binds).toEqual([{ hostPath: await realpath(join(dir, 'work')), containerPath: '/w', readOnly: true }]);
+    expect(ok.binds).toEqual([
+      { hostPath: await realpath(join(dir, 'work')), containerPath: '/w', readOnly: true },
+    ]);
   });
 
   it('startContainer writes session.json first, then asks the engine with the limits converted (absent ones: the defaults, no CPU quota)', async () => {
     created.length = 0;
     const session = sessionOf(recordOf());
     const withLimits = SessionCreateSchema.parse({ image: 'img:1', cpus: 1.5, memory_mb: 64, gpus: 'all' });
-    await startContainer(deps(), session, { body: withLimits, env: { A: '1' }, binds: [], labels: { 'roboguide.job': SID } });
+    await startContainer(deps(), session, {
+      body: withLimits,
+      env: { A: '1' },
+      binds: [],
+      labels: { 'roboguide.job': SID },
+    });
     expect(await store.readJson(sessionRel(SID, 'session.json'))).toEqual(session.record);
-    expect(created[0]).toMatchObject({ name: `roboguide-${SID}`, nanoCpus: 1_500_000_000, memoryBytes: 64 * 1024 * 1024, stopTimeoutSec: 7, bindAddress: '127.0.0.1' });
+    expect(created[0]).toMatchObject({
+      name: `roboguide-${SID}`,
+      nanoCpus: 1_500_000_000,
+      memoryBytes: 64 * 1024 * 1024,
+      stopTimeoutSec: 7,
+      bindAddress: '127.0.0.1',
+    });
     expect((created[0] as { deviceRequests: unknown[] }).deviceRequests.length).toBeGreaterThan(0);
     await rm(join(dir, 'data', 'sessions'), { recursive: true });
-    await startContainer(deps(), session, { body: SessionCreateSchema.parse({ image: 'img:1' }), env: {}, binds: [], labels: {} });
+    await startContainer(deps(), session, {
+      body: SessionCreateSchema.parse({ image: 'img:1' }),
+      env: {},
+      binds: [],
+      labels: {},
+    });
     // Issue 22: a session that asks for nothing still gets a pids limit and a memory limit (the fixed fallback here).
-    expect(created[1]).toMatchObject({ nanoCpus: undefined, memoryBytes: 4096 * 1024 * 1024, limits: { pidsLimit: 4096, memorySwapBytes: 4096 * 1024 * 1024 } });
+    expect(created[1]).toMatchObject({
+      nanoCpus: undefined,
+      memoryBytes: 4096 * 1024 * 1024,
+      limits: { pidsLimit: 4096, memorySwapBytes: 4096 * 1024 * 1024 },
+    });
   });
 });
 

@@ -11,12 +11,22 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { parseBody } from '../../src/app/serve/api-error.js';
 import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
-import type { ExecHandle, ExecSpec, SessionContainerDetail, SessionContainerInfo, SessionContainerSpec, SessionEngine } from '../../src/app/serve/session-engine.js';
+import type {
+  ExecHandle,
+  ExecSpec,
+  SessionContainerDetail,
+  SessionContainerInfo,
+  SessionContainerSpec,
+  SessionEngine,
+} from '../../src/app/serve/session-engine.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 
 /** A hand-written engine: containers in a map; `stuck` ids survive remove (an engine that will not delete). */
 class FakeEngine implements SessionEngine {
-  readonly containers = new Map<string, { spec: SessionContainerSpec | null; labels: Record<string, string>; status: string }>();
+  readonly containers = new Map<
+    string,
+    { spec: SessionContainerSpec | null; labels: Record<string, string>; status: string }
+  >();
   readonly stuck = new Set<string>();
   failCreate: Error | null = null;
   /** When set, creation waits for it (a slow engine). */
@@ -27,8 +37,12 @@ class FakeEngine implements SessionEngine {
   readonly execSpecs: ExecSpec[] = [];
   defaultsAsked = 0;
   #next = 0;
-  version(): Promise<string> { return Promise.resolve('fake'); }
-  imageExists(): Promise<boolean> { return Promise.resolve(true); }
+  version(): Promise<string> {
+    return Promise.resolve('fake');
+  }
+  imageExists(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
   async createAndStart(spec: SessionContainerSpec): Promise<{ id: string; ports: Record<string, never> }> {
     await this.createGate;
     if (this.failCreate) throw this.failCreate;
@@ -44,11 +58,23 @@ class FakeEngine implements SessionEngine {
     const stderr = new PassThrough();
     stdout.end(this.execOutput ?? 'out');
     stderr.end();
-    return Promise.resolve({ stdout, stderr, done: Promise.resolve(0), killTree: () => Promise.resolve(), abandon: () => undefined });
+    return Promise.resolve({
+      stdout,
+      stderr,
+      done: Promise.resolve(0),
+      killTree: () => Promise.resolve(),
+      abandon: () => undefined,
+    });
   }
-  putArchive(): Promise<void> { return Promise.resolve(); }
-  getArchive(): Promise<null> { return Promise.resolve(null); }
-  stop(): Promise<void> { return Promise.resolve(); }
+  putArchive(): Promise<void> {
+    return Promise.resolve();
+  }
+  getArchive(): Promise<null> {
+    return Promise.resolve(null);
+  }
+  stop(): Promise<void> {
+    return Promise.resolve();
+  }
   remove(id: string): Promise<void> {
     this.removes += 1;
     if (!this.stuck.has(id)) this.containers.delete(id);
@@ -61,7 +87,11 @@ class FakeEngine implements SessionEngine {
   detail(id: string): Promise<SessionContainerDetail | null> {
     const c = this.containers.get(id);
     if (!c) return Promise.resolve(null);
-    return Promise.resolve({ workdir: c.spec?.workdir ?? '/', user: c.spec?.user ?? '', ipAddress: c.spec?.network === 'bridge' ? '172.30.0.2' : null });
+    return Promise.resolve({
+      workdir: c.spec?.workdir ?? '/',
+      user: c.spec?.user ?? '',
+      ipAddress: c.spec?.network === 'bridge' ? '172.30.0.2' : null,
+    });
   }
   containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
     this.defaultsAsked += 1;
@@ -102,7 +132,8 @@ function manager(): SessionManager {
   });
 }
 
-const body = (extra: Record<string, unknown> = {}) => parseBody(SessionCreateSchema, { image: 'img', ...extra }, 'test');
+const body = (extra: Record<string, unknown> = {}) =>
+  parseBody(SessionCreateSchema, { image: 'img', ...extra }, 'test');
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'rg-session-manager-'));
@@ -123,20 +154,27 @@ describe('SessionManager', () => {
     const sessions = manager();
     engine.workingDir = '/app';
     const { session_id: id } = await sessions.create(body());
-    for (const cwd of ['sub/dir', '/abs/../x', '../../..', '.']) await sessions.exec(id, { command: 'pwd', cwd });
+    for (const cwd of ['sub/dir', '/abs/../x', '../../..', '.'])
+      await sessions.exec(id, { command: 'pwd', cwd });
     expect(engine.execSpecs.map((s) => s.cwd)).toEqual(['/app/sub/dir', '/x', '/', '/app']);
     expect(engine.defaultsAsked).toBe(1);
     engine.workingDir = '';
     const other = await sessions.create(body());
     await sessions.exec(other.session_id, { command: 'pwd', cwd: 'tmp' });
     expect(engine.execSpecs.at(-1)?.cwd).toBe('/tmp');
-    expect((await sessions.beginArchive(other.session_id, { path: 'a/../b', user: '1000' }))).toMatchObject({ path: '/b', user: '1000' });
+    expect(await sessions.beginArchive(other.session_id, { path: 'a/../b', user: '1000' })).toMatchObject({
+      path: '/b',
+      user: '1000',
+    });
   });
 
   it('stdin_base64 reaches the engine as bytes, a streamed stdin as the stream itself', async () => {
     const sessions = manager();
     const { session_id: id } = await sessions.create(body());
-    await sessions.exec(id, parseBody(ExecSchema, { command: 'cat', stdin_base64: Buffer.from([0, 255]).toString('base64') }, 't'));
+    await sessions.exec(
+      id,
+      parseBody(ExecSchema, { command: 'cat', stdin_base64: Buffer.from([0, 255]).toString('base64') }, 't'),
+    );
     expect(engine.execSpecs.at(-1)?.stdin).toEqual(Buffer.from([0, 255]));
     const stream = new PassThrough();
     await sessions.exec(id, { command: 'cat' }, { stdin: stream });
@@ -185,7 +223,9 @@ describe('SessionManager', () => {
   it('a slow create is neither reaped nor lost: its TTL starts when it is usable, and SIGTERM waits for it', async () => {
     const sessions = manager();
     let open = (): void => undefined;
-    engine.createGate = new Promise((resolve) => { open = resolve; });
+    engine.createGate = new Promise((resolve) => {
+      open = resolve;
+    });
     const creating = sessions.create(body({ ttl_seconds: 1 }));
     await new Promise((resolve) => setTimeout(resolve, 50));
     now += 5_000; // longer than the TTL, while the engine is still creating
@@ -193,9 +233,17 @@ describe('SessionManager', () => {
     const shutdown = sessions.deleteAll();
     open();
     const { container_id } = await creating;
-    const { deleted: [record], unreleased } = await shutdown;
+    const {
+      deleted: [record],
+      unreleased,
+    } = await shutdown;
     expect(unreleased).toEqual([]);
-    expect(record).toMatchObject({ container_id, verified_absent: true, slot_released: true, reason: 'shutdown' });
+    expect(record).toMatchObject({
+      container_id,
+      verified_absent: true,
+      slot_released: true,
+      reason: 'shutdown',
+    });
     expect(engine.containers.size).toBe(0);
     expect(await registry.held()).toHaveLength(0);
   });
@@ -203,7 +251,10 @@ describe('SessionManager', () => {
   it('refuses a port another session holds, and the host limit, with nothing created', async () => {
     const sessions = manager();
     await sessions.create(body({ ports: [9000], network: 'bridge' }));
-    await expect(sessions.create(body({ ports: [9000], network: 'bridge' }))).rejects.toMatchObject({ status: 409, code: 'E_PORT_TAKEN' });
+    await expect(sessions.create(body({ ports: [9000], network: 'bridge' }))).rejects.toMatchObject({
+      status: 409,
+      code: 'E_PORT_TAKEN',
+    });
     await sessions.create(body());
     await sessions.create(body());
     await expect(sessions.create(body())).rejects.toMatchObject({ status: 409, code: 'E_CAPACITY' });
@@ -213,19 +264,27 @@ describe('SessionManager', () => {
   it('gives the slot back when the engine refuses to create, and never writes a resolved value', async () => {
     const sessions = manager();
     engine.failCreate = new Error('engine said no to hunter2-secret');
-    await expect(sessions.create(body({ environment: { API_KEY: '${SECRET_VALUE}' } }))).rejects.toThrow('engine said no');
+    await expect(sessions.create(body({ environment: { API_KEY: '${SECRET_VALUE}' } }))).rejects.toThrow(
+      'engine said no',
+    );
     expect(await registry.held()).toHaveLength(0);
     expect(sessions.list()).toEqual([]);
     const { readdir, readFile } = await import('node:fs/promises');
     const [id] = await readdir(join(dir, 'data', 'sessions'));
     const files = await readdir(join(dir, 'data', 'sessions', id!));
-    for (const f of files) expect(await readFile(join(dir, 'data', 'sessions', id!, f), 'utf8')).not.toContain('hunter2-secret');
+    for (const f of files)
+      expect(await readFile(join(dir, 'data', 'sessions', id!, f), 'utf8')).not.toContain('hunter2-secret');
   });
 
   it('refuses a mount of the evidence directory and an unset reference (400, nothing reserved)', async () => {
     const sessions = manager();
-    await expect(sessions.create(body({ mounts: [{ source: dir, target: '/x' }] }))).rejects.toBeInstanceOf(ApiError);
-    await expect(sessions.create(body({ environment: { K: '${NOT_SET}' } }))).rejects.toMatchObject({ status: 400, code: 'E_ENV_MISSING' });
+    await expect(sessions.create(body({ mounts: [{ source: dir, target: '/x' }] }))).rejects.toBeInstanceOf(
+      ApiError,
+    );
+    await expect(sessions.create(body({ environment: { K: '${NOT_SET}' } }))).rejects.toMatchObject({
+      status: 400,
+      code: 'E_ENV_MISSING',
+    });
     expect(await registry.held()).toHaveLength(0);
   });
 
@@ -234,12 +293,22 @@ describe('SessionManager', () => {
     const live = await before.create(body({ ttl_seconds: 3600 }));
     const expiring = await before.create(body({ ttl_seconds: 10 }));
     // A reservation of this server whose container never came to be (crash between admit and create).
-    const orphan = await registry.admit({ batchId: 'serve-test', jobId: 's-orphan', claimId: 'claim-orphan', gpuMib: 0 });
+    const orphan = await registry.admit({
+      batchId: 'serve-test',
+      jobId: 's-orphan',
+      claimId: 'claim-orphan',
+      gpuMib: 0,
+    });
     expect(orphan.kind).toBe('admitted');
     now += 60_000;
     const after = manager();
     const report = await after.adopt(() => Promise.resolve({}));
-    expect(report).toEqual({ adopted: [live.session_id], reaped: [expiring.session_id], released: ['s-orphan'], foreign: [] });
+    expect(report).toEqual({
+      adopted: [live.session_id],
+      reaped: [expiring.session_id],
+      released: ['s-orphan'],
+      foreign: [],
+    });
     expect(engine.containers.has(expiring.container_id)).toBe(false);
     expect((await registry.held()).map((r) => r.jobId)).toEqual([live.session_id]);
     expect((await after.exec(live.session_id, { argv: ['true'] })).return_code).toBe(0);
@@ -268,14 +337,21 @@ describe('SessionManager: requests on a session', () => {
 
   it('keepalive persists the renewed expiry; secretsOf and containerOf name the live container', async () => {
     const sessions = manager();
-    const { session_id, container_id } = await sessions.create(body({ environment: { K: '${SECRET_VALUE}' } }));
+    const { session_id, container_id } = await sessions.create(
+      body({ environment: { K: '${SECRET_VALUE}' } }),
+    );
     now += 60_000;
     const kept = await sessions.keepalive(session_id);
     expect(kept.session_id).toBe(session_id);
     expect(Date.parse(kept.expires_at)).toBeGreaterThan(now);
-    const onDisk = JSON.parse(await readFile(join(dir, 'data', 'sessions', session_id, 'session.json'), 'utf8')) as { expires_at: string };
+    const onDisk = JSON.parse(
+      await readFile(join(dir, 'data', 'sessions', session_id, 'session.json'), 'utf8'),
+    ) as { expires_at: string };
     expect(onDisk.expires_at).toBe(kept.expires_at);
-    expect(sessions.secretsOf(session_id)).toEqual({ containerId: container_id, secrets: ['hunter2-secret'] });
+    expect(sessions.secretsOf(session_id)).toEqual({
+      containerId: container_id,
+      secrets: ['hunter2-secret'],
+    });
     expect(sessions.containerOf(session_id)).toBe(container_id);
   });
 
@@ -304,17 +380,24 @@ describe('SessionManager: requests on a session', () => {
   it('exec: an unset reference in env is 400 before the engine; set ones are passed and redacted from the exec log', async () => {
     const sessions = manager();
     const { session_id, container_id } = await sessions.create(body());
-    const calls: { id: string; spec: { argv: readonly string[]; env?: Record<string, string>; stdin?: Buffer } }[] = [];
+    const calls: {
+      id: string;
+      spec: { argv: readonly string[]; env?: Record<string, string>; stdin?: Buffer };
+    }[] = [];
     const original = engine.exec.bind(engine);
-    engine.exec = ((id: string, spec: (typeof calls)[number]['spec']) => {
+    engine.exec = (id: string, spec: (typeof calls)[number]['spec']) => {
       calls.push({ id, spec });
       return original(id, spec);
-    });
+    };
     const unset = parseBody(ExecSchema, { argv: ['/bin/true'], env: { X: '${NOT_SET_ANYWHERE}' } }, 'test');
     expect(await status(() => sessions.exec(session_id, unset))).toEqual([400, 'E_ENV_MISSING']);
     expect(calls).toEqual([]);
 
-    const withEnv = parseBody(ExecSchema, { command: 'echo hunter2-secret', env: { TOKEN: '${SECRET_VALUE}' }, stdin: 'in' }, 'test');
+    const withEnv = parseBody(
+      ExecSchema,
+      { command: 'echo hunter2-secret', env: { TOKEN: '${SECRET_VALUE}' }, stdin: 'in' },
+      'test',
+    );
     const result = await sessions.exec(session_id, withEnv);
     expect(result.return_code).toBe(0);
     expect(calls[0]?.id).toBe(container_id);
@@ -323,7 +406,11 @@ describe('SessionManager: requests on a session', () => {
     expect(calls[0]?.spec.stdin?.toString('utf8')).toBe('in');
     const log = await readFile(join(dir, 'data', 'sessions', session_id, 'execs.jsonl'), 'utf8');
     expect(log).not.toContain('hunter2-secret');
-    expect(JSON.parse(log.trim()) as Record<string, unknown>).toMatchObject({ return_code: 0, timed_out: false, client_gone: false });
+    expect(JSON.parse(log.trim()) as Record<string, unknown>).toMatchObject({
+      return_code: 0,
+      timed_out: false,
+      client_gone: false,
+    });
 
     await sessions.exec(session_id, parseBody(ExecSchema, { argv: ['/bin/ls'] }, 'test'));
     expect(calls[1]?.spec).toMatchObject({ argv: ['/bin/ls'], env: undefined, stdin: undefined });
@@ -336,7 +423,9 @@ describe('SessionManager: secrets from callers (issue 23)', () => {
 
   it('a literal secret in the session environment: given to the container, masked in exec output, a marker in session.json', async () => {
     const sessions = manager();
-    const { session_id, container_id } = await sessions.create(body({ environment: { ANTHROPIC_API_KEY: KEY, PWD: '/app' } }));
+    const { session_id, container_id } = await sessions.create(
+      body({ environment: { ANTHROPIC_API_KEY: KEY, PWD: '/app' } }),
+    );
     expect(engine.containers.get(container_id)?.spec?.env).toEqual({ ANTHROPIC_API_KEY: KEY, PWD: '/app' });
     const stored = await readFile(join(dir, 'data', 'sessions', session_id, 'session.json'), 'utf8');
     expect(stored).not.toContain(KEY);
@@ -353,7 +442,10 @@ describe('SessionManager: secrets from callers (issue 23)', () => {
     const sessions = manager();
     const { session_id } = await sessions.create(body());
     engine.execOutput = `token=${TOKEN}`;
-    const first = await sessions.exec(session_id, parseBody(ExecSchema, { argv: ['echo', TOKEN], env: { SFORGE_TOKEN: TOKEN } }, 't'));
+    const first = await sessions.exec(
+      session_id,
+      parseBody(ExecSchema, { argv: ['echo', TOKEN], env: { SFORGE_TOKEN: TOKEN } }, 't'),
+    );
     expect(first.stdout).toBe('token=[REDACTED]');
     const later = await sessions.exec(session_id, parseBody(ExecSchema, { command: 'cat /tmp/token' }, 't'));
     expect(later.stdout).toBe('token=[REDACTED]');
@@ -364,19 +456,36 @@ describe('SessionManager: secrets from callers (issue 23)', () => {
 
   it('a restarted server re-learns the secret from the container environment and masks it again', async () => {
     const first = manager();
-    const { session_id, container_id } = await first.create(body({ environment: { JUDGE: TOKEN }, secret_env: ['JUDGE'] }));
+    const { session_id, container_id } = await first.create(
+      body({ environment: { JUDGE: TOKEN }, secret_env: ['JUDGE'] }),
+    );
     const restarted = manager();
-    const adoption = await restarted.adopt((id) => Promise.resolve(id === container_id ? { JUDGE: TOKEN, PATH: '/bin' } : null));
+    const adoption = await restarted.adopt((id) =>
+      Promise.resolve(id === container_id ? { JUDGE: TOKEN, PATH: '/bin' } : null),
+    );
     expect(adoption.adopted).toEqual([session_id]);
     engine.execOutput = `judge=${TOKEN}`;
-    expect((await restarted.exec(session_id, parseBody(ExecSchema, { command: 'env' }, 't'))).stdout).toBe('judge=[REDACTED]');
+    expect((await restarted.exec(session_id, parseBody(ExecSchema, { command: 'env' }, 't'))).stdout).toBe(
+      'judge=[REDACTED]',
+    );
   });
 
   it('GET detail: user, workdir, network and address from the engine', async () => {
     const sessions = manager();
     const none = await sessions.create(body({ user: '1000:1000', workdir: '/app' }));
-    expect(await sessions.detail(none.session_id)).toMatchObject({ user: '1000:1000', workdir: '/app', network: 'none', ip_address: null, ports: {} });
+    expect(await sessions.detail(none.session_id)).toMatchObject({
+      user: '1000:1000',
+      workdir: '/app',
+      network: 'none',
+      ip_address: null,
+      ports: {},
+    });
     const bridge = await sessions.create(body({ network: 'bridge' }));
-    expect(await sessions.detail(bridge.session_id)).toMatchObject({ user: null, workdir: '/', network: 'bridge', ip_address: '172.30.0.2' });
+    expect(await sessions.detail(bridge.session_id)).toMatchObject({
+      user: null,
+      workdir: '/',
+      network: 'bridge',
+      ip_address: '172.30.0.2',
+    });
   });
 });

@@ -5,48 +5,98 @@ import type { CapacityRegistry, ReleaseResult } from '../../src/app/ports/capaci
 import { releaseSlot, removeVerified } from '../../src/app/serve/session-deletion.js';
 import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
 import { execResult, runExec, type ExecRun } from '../../src/app/serve/session-exec.js';
-import { adoptedRecord, sessionInfo, type Session, type SessionRecord } from '../../src/app/serve/session-state.js';
+import {
+  adoptedRecord,
+  sessionInfo,
+  type Session,
+  type SessionRecord,
+} from '../../src/app/serve/session-state.js';
 
 /** Only the removal calls; each can be made to fail. Records what it was asked. */
-function removalEngine(options: { stop?: Error; remove?: Error; inspect?: (call: number) => Promise<{ id: string; status: string; labels: Record<string, string> } | null> } = {}) {
+function removalEngine(
+  options: {
+    stop?: Error;
+    remove?: Error;
+    inspect?: (
+      call: number,
+    ) => Promise<{ id: string; status: string; labels: Record<string, string> } | null>;
+  } = {},
+) {
   const calls: string[] = [];
   let inspections = 0;
   const engine = {
-    stop: (id: string) => (calls.push(`stop ${id}`), options.stop ? Promise.reject(options.stop) : Promise.resolve()),
-    remove: (id: string) => (calls.push(`remove ${id}`), options.remove ? Promise.reject(options.remove) : Promise.resolve()),
-    inspect: (id: string) => (calls.push(`inspect ${id}`), options.inspect ? options.inspect(++inspections) : Promise.resolve(null)),
+    stop: (id: string) => (
+      calls.push(`stop ${id}`),
+      options.stop ? Promise.reject(options.stop) : Promise.resolve()
+    ),
+    remove: (id: string) => (
+      calls.push(`remove ${id}`),
+      options.remove ? Promise.reject(options.remove) : Promise.resolve()
+    ),
+    inspect: (id: string) => (
+      calls.push(`inspect ${id}`),
+      options.inspect ? options.inspect(++inspections) : Promise.resolve(null)
+    ),
   } as unknown as SessionEngine;
   return { engine, calls };
 }
 
-const RECORD: SessionRecord = adoptedRecord(null, { sessionId: 's-1', claimId: 'claim-1', reservationId: 'r-1' }, 'c1');
+const RECORD: SessionRecord = adoptedRecord(
+  null,
+  { sessionId: 's-1', claimId: 'claim-1', reservationId: 'r-1' },
+  'c1',
+);
 
 describe('removeVerified', () => {
   it('no container: verified at once, nothing asked of the engine', async () => {
     const { engine, calls } = removalEngine();
-    expect(await removeVerified(engine, null, 5)).toEqual({ stopped: false, removed: false, verified: true, error: null });
+    expect(await removeVerified(engine, null, 5)).toEqual({
+      stopped: false,
+      removed: false,
+      verified: true,
+      error: null,
+    });
     expect(calls).toEqual([]);
   });
 
   it('stop and remove failing but the engine saying 404: verified, the last failure kept', async () => {
-    const { engine, calls } = removalEngine({ stop: new Error('stop timed out'), remove: new Error('removal in progress') });
-    expect(await removeVerified(engine, 'c1', 5)).toEqual({ stopped: false, removed: false, verified: true, error: 'remove: removal in progress' });
+    const { engine, calls } = removalEngine({
+      stop: new Error('stop timed out'),
+      remove: new Error('removal in progress'),
+    });
+    expect(await removeVerified(engine, 'c1', 5)).toEqual({
+      stopped: false,
+      removed: false,
+      verified: true,
+      error: 'remove: removal in progress',
+    });
     expect(calls).toEqual(['stop c1', 'remove c1', 'inspect c1']);
   });
 
   it('an inspect that fails, then a 404: removes again between the tries, verified', async () => {
-    const { engine, calls } = removalEngine({ inspect: (n) => (n === 1 ? Promise.reject(new Error('engine busy')) : Promise.resolve(null)) });
-    expect(await removeVerified(engine, 'c1', 5)).toEqual({ stopped: true, removed: true, verified: true, error: 'verify: engine busy' });
+    const { engine, calls } = removalEngine({
+      inspect: (n) => (n === 1 ? Promise.reject(new Error('engine busy')) : Promise.resolve(null)),
+    });
+    expect(await removeVerified(engine, 'c1', 5)).toEqual({
+      stopped: true,
+      removed: true,
+      verified: true,
+      error: 'verify: engine busy',
+    });
     expect(calls).toEqual(['stop c1', 'remove c1', 'inspect c1', 'remove c1', 'inspect c1']);
   });
 });
 
 describe('releaseSlot', () => {
-  const registry = (result: ReleaseResult) => ({ release: () => Promise.resolve(result) }) as unknown as CapacityRegistry;
+  const registry = (result: ReleaseResult) =>
+    ({ release: () => Promise.resolve(result) }) as unknown as CapacityRegistry;
   it.each([
     [{ kind: 'released' } as const, { released: true, error: null }],
     [{ kind: 'already_released' } as const, { released: true, error: null }],
-    [{ kind: 'refused', reason: 'not_held_by_claim' } as const, { released: false, error: 'slot: not_held_by_claim' }],
+    [
+      { kind: 'refused', reason: 'not_held_by_claim' } as const,
+      { released: false, error: 'slot: not_held_by_claim' },
+    ],
   ])('%o → %o', async (result, expected) => {
     expect(await releaseSlot(registry(result), RECORD)).toEqual(expected);
   });
@@ -130,14 +180,36 @@ describe('runExec', () => {
     exec.stderr.end('ghijkl');
     exec.exit(0);
     const outcome = await pending;
-    expect(outcome).toEqual({ stdout: { text: '12345', bytes: 5 }, stderr: { text: 'abcdef', bytes: 12 }, code: 0, timedOut: false, truncated: true, stoppedFor: null });
-    expect(execResult(outcome, 1.23456)).toEqual({ stdout: '12345', stderr: 'abcdef', return_code: 0, timed_out: false, duration_ms: 1.235, truncated: true });
+    expect(outcome).toEqual({
+      stdout: { text: '12345', bytes: 5 },
+      stderr: { text: 'abcdef', bytes: 12 },
+      code: 0,
+      timedOut: false,
+      truncated: true,
+      stoppedFor: null,
+    });
+    expect(execResult(outcome, 1.23456)).toEqual({
+      stdout: '12345',
+      stderr: 'abcdef',
+      return_code: 0,
+      timed_out: false,
+      duration_ms: 1.235,
+      truncated: true,
+    });
   });
 
   it('streams to an observer instead (no cap); an unfinished UTF-8 character is flushed at the end', async () => {
     const exec = fakeExec();
     const seen: string[] = [];
-    const pending = runExec(run(exec.handle, { observer: { onOutput: (name, text) => { seen.push(`${name}:${text}`); } } }));
+    const pending = runExec(
+      run(exec.handle, {
+        observer: {
+          onOutput: (name, text) => {
+            seen.push(`${name}:${text}`);
+          },
+        },
+      }),
+    );
     const euro = Buffer.from('€');
     exec.stdout.write(Buffer.from('0123456789'));
     exec.stdout.end(euro.subarray(0, 2));
@@ -171,13 +243,26 @@ describe('runExec', () => {
 
 describe('session records', () => {
   it('a container found without session.json gets a record from its labels, already expired', () => {
-    expect(RECORD).toMatchObject({ session_id: 's-1', claim_id: 'claim-1', reservation_id: 'r-1', container_id: 'c1', expires_at: new Date(0).toISOString() });
+    expect(RECORD).toMatchObject({
+      session_id: 's-1',
+      claim_id: 'claim-1',
+      reservation_id: 'r-1',
+      container_id: 'c1',
+      expires_at: new Date(0).toISOString(),
+    });
     const stored = { ...RECORD, image: 'img:1', container_id: null };
-    expect(adoptedRecord(stored, { sessionId: 'x', claimId: 'y', reservationId: 'z' }, 'c9')).toEqual({ ...stored, container_id: 'c9' });
+    expect(adoptedRecord(stored, { sessionId: 'x', claimId: 'y', reservationId: 'z' }, 'c9')).toEqual({
+      ...stored,
+      container_id: 'c9',
+    });
   });
 
   it('lists a session with its in-memory expiry', () => {
-    const session = { record: { ...RECORD, labels: { team: 'a' } }, expiresAtMs: 60_000, state: 'deleting' } as unknown as Session & { state: 'deleting' };
+    const session = {
+      record: { ...RECORD, labels: { team: 'a' } },
+      expiresAtMs: 60_000,
+      state: 'deleting',
+    } as unknown as Session & { state: 'deleting' };
     expect(sessionInfo(session)).toEqual({
       session_id: 's-1',
       container_id: 'c1',

@@ -15,11 +15,22 @@ describe('pathsOverlap', () => {
 });
 
 describe('untouchedByContainer', () => {
-  const base = { imageId: 'sha256:a', changed: ['/tmp', '/tmp/outcome.json', '/etc/passwd'], mounts: ['/work', '/work/out'] };
+  const base = {
+    imageId: 'sha256:a',
+    changed: ['/tmp', '/tmp/outcome.json', '/etc/passwd'],
+    mounts: ['/work', '/work/out'],
+  };
   it('is true only when no change and no mount is at, under or above the dir', () => {
     expect(untouchedByContainer(base, '/root/.codex/sessions')).toBe(true);
-    expect(untouchedByContainer({ ...base, changed: [...base.changed, '/root/.codex/sessions/x'] }, '/root/.codex/sessions')).toBe(false);
-    expect(untouchedByContainer({ ...base, changed: [...base.changed, '/root'] }, '/root/.codex/sessions')).toBe(false);
+    expect(
+      untouchedByContainer(
+        { ...base, changed: [...base.changed, '/root/.codex/sessions/x'] },
+        '/root/.codex/sessions',
+      ),
+    ).toBe(false);
+    expect(
+      untouchedByContainer({ ...base, changed: [...base.changed, '/root'] }, '/root/.codex/sessions'),
+    ).toBe(false);
     expect(untouchedByContainer({ ...base, mounts: ['/root/.codex'] }, '/root/.codex/sessions')).toBe(false);
     expect(untouchedByContainer(base, '/work/sessions')).toBe(false);
     expect(untouchedByContainer(base, 'relative/sessions')).toBe(false);

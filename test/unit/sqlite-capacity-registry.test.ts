@@ -63,12 +63,20 @@ describe('opening', () => {
     expect(statSync(join(dir, 'state', 'roboguide-eval')).mode & 0o777).toBe(0o700);
     const raw = new DatabaseSync(dbPath);
     expect(raw.prepare('PRAGMA journal_mode').get()).toEqual({ journal_mode: 'wal' });
-    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([{ version: 1 }, { version: 2 }, { version: 3 }]);
+    expect(raw.prepare('SELECT version FROM schema_version').all()).toEqual([
+      { version: 1 },
+      { version: 2 },
+      { version: 3 },
+    ]);
     raw.close();
 
     const reopened = openRegistry();
     expect(await reopened.limits()).toEqual({ maxReservations: 3, gpuMib: 8_000 });
-    expect(await reopened.reservationForClaim('c1')).toMatchObject({ id: reservationId, state: 'held', gpuMib: 1_000 });
+    expect(await reopened.reservationForClaim('c1')).toMatchObject({
+      id: reservationId,
+      state: 'held',
+      gpuMib: 1_000,
+    });
     expect(await reopened.board()).toHaveLength(1);
   });
 
@@ -88,10 +96,25 @@ describe('opening', () => {
       INSERT INTO schema_version VALUES (1), (2);
       INSERT INTO reservations VALUES ('r-old', 'batch-old', 'job-old', 'c-old', NULL, 0, 'held', '2025-01-01T00:00:00.000Z', NULL, NULL);`);
     raw.close();
-    const registry = SqliteCapacityRegistry.open({ path: join(dir, 'v2.db'), clock, newId, localNode: 'this-host' });
+    const registry = SqliteCapacityRegistry.open({
+      path: join(dir, 'v2.db'),
+      clock,
+      newId,
+      localNode: 'this-host',
+    });
     opened.push(registry);
-    expect(await registry.reservation('r-old')).toMatchObject({ node: 'this-host', ports: [], state: 'held' });
-    expect(await registry.admit(request('c1'))).toMatchObject({ kind: 'refused', reason: 'host_full', held: 1, limit: 1, node: 'this-host' });
+    expect(await registry.reservation('r-old')).toMatchObject({
+      node: 'this-host',
+      ports: [],
+      state: 'held',
+    });
+    expect(await registry.admit(request('c1'))).toMatchObject({
+      kind: 'refused',
+      reason: 'host_full',
+      held: 1,
+      limit: 1,
+      node: 'this-host',
+    });
     expect(await registry.schemaVersion()).toEqual({ current: 3, supported: 3 });
   });
 });
@@ -111,4 +134,3 @@ describe('registry path', () => {
     );
   });
 });
-

@@ -12,7 +12,8 @@ import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /** Only what prepareBatch asks of the engine. */
 const engine = {
-  info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
+  info: () =>
+    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
   imageExists: () => Promise.resolve(true),
 } as unknown as ContainerRuntime;
 
@@ -23,15 +24,36 @@ async function start(name: string, observation: GpuObservation, gpus: unknown) {
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
     image: 'roboguide/pair-driver:1',
-    jobs: [{ job_id: 'g1', argv: ['/opt/driver/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, name, 'out', 'g1.json'), gpus }],
+    jobs: [
+      {
+        job_id: 'g1',
+        argv: ['/opt/driver/run'],
+        cwd: join(dir, 'cwd'),
+        outcome_path: join(dir, name, 'out', 'g1.json'),
+        gpus,
+      },
+    ],
     capacity: { max_workers: 2, gpu_total_mib: 81559, gpu_baseline_mib: 1200, gpu_fraction: 0.9 },
   };
   const path = join(dir, `${name}.json`);
   await writeFile(path, JSON.stringify(manifest));
   const output = join(dir, name, 'batch');
   const record = await prepareBatch(
-    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock, observeGpus: () => Promise.resolve(observation) },
-    { manifestPath: path, output, registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
+    {
+      fs: new NodeFileSystem(),
+      host: procHostIdentity,
+      runtime: engine,
+      clock,
+      observeGpus: () => Promise.resolve(observation),
+    },
+    {
+      manifestPath: path,
+      output,
+      registryPath: join(dir, 'r.db'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 't',
+    },
   );
   return { record, output };
 }
@@ -45,11 +67,22 @@ describe('GPU observation at start', () => {
   });
 
   it('records an unobservable host in batch.json, warns, and status says the batch stays serial', async () => {
-    const { record, output } = await start('unobs', { kind: 'unobservable', reason: 'binary_missing', detail: 'nvidia-smi: not found' }, 'all');
-    expect(record.gpu_observation?.warnings).toEqual(['GPUs not observable (binary_missing): the batch stays serial']);
+    const { record, output } = await start(
+      'unobs',
+      { kind: 'unobservable', reason: 'binary_missing', detail: 'nvidia-smi: not found' },
+      'all',
+    );
+    expect(record.gpu_observation?.warnings).toEqual([
+      'GPUs not observable (binary_missing): the batch stays serial',
+    ]);
     const onDisk = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8'));
     expect(onDisk.gpu_observation.observation.kind).toBe('unobservable');
-    const status = await readStatus(new EvidenceStore(new NodeFileSystem(), output), undefined, clock.now(), procHostIdentity);
+    const status = await readStatus(
+      new EvidenceStore(new NodeFileSystem(), output),
+      undefined,
+      clock.now(),
+      procHostIdentity,
+    );
     expect(status.workers_allowed).toBe(1);
     expect(status.gpu_note).toMatch(/not observable.*serial/);
   });
@@ -58,7 +91,16 @@ describe('GPU observation at start', () => {
     const observed: GpuObservation = {
       kind: 'observed',
       totalMib: 40960,
-      gpus: [{ index: 0, uuid: 'GPU-1', name: 'A100', memoryTotalMib: 40960, memoryUsedMib: 0, memoryFreeMib: 40960 }],
+      gpus: [
+        {
+          index: 0,
+          uuid: 'GPU-1',
+          name: 'A100',
+          memoryTotalMib: 40960,
+          memoryUsedMib: 0,
+          memoryFreeMib: 40960,
+        },
+      ],
     };
     const { record } = await start('mismatch', observed, 1);
     expect(record.gpu_observation?.comparison?.kind).toBe('mismatch');
@@ -69,7 +111,16 @@ describe('GPU observation at start', () => {
     const observed: GpuObservation = {
       kind: 'observed',
       totalMib: 81559,
-      gpus: [{ index: 0, uuid: 'GPU-1', name: 'H100', memoryTotalMib: 81559, memoryUsedMib: 0, memoryFreeMib: 81559 }],
+      gpus: [
+        {
+          index: 0,
+          uuid: 'GPU-1',
+          name: 'H100',
+          memoryTotalMib: 81559,
+          memoryUsedMib: 0,
+          memoryFreeMib: 81559,
+        },
+      ],
     };
     expect((await start('match', observed, ['GPU-1'])).record.gpu_observation?.warnings).toEqual([]);
     expect((await start('cpu', observed, undefined)).record.gpu_observation).toBeNull();

@@ -12,7 +12,14 @@ import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 /** Only what prepareBatch asks of the engine; this one reports its data root. */
 const engine = {
-  info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'], dataRoot: '/var/lib/docker' }),
+  info: () =>
+    Promise.resolve({
+      id: 'fake-engine',
+      version: '20.10.24',
+      apiVersion: '1.41',
+      runtimes: ['runc'],
+      dataRoot: '/var/lib/docker',
+    }),
   imageExists: () => Promise.resolve(true),
 } as unknown as ContainerRuntime;
 
@@ -23,7 +30,8 @@ const source: HostFactsSource = {
   cpu: () => Promise.resolve({ model: 'AMD EPYC', cores: 2, physical_cores: 2 }),
   memory: () => Promise.resolve({ total_bytes: 100, available_bytes: 50 }),
   os: () => Promise.resolve({ distro: 'Debian GNU/Linux', release: '12', kernel: '6.1.0', arch: 'x64' }),
-  fileSystemOf: (path) => Promise.resolve({ path, fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 10, free_bytes: 5 }),
+  fileSystemOf: (path) =>
+    Promise.resolve({ path, fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 10, free_bytes: 5 }),
   gpuControllers: () => Promise.resolve([]),
 };
 
@@ -31,16 +39,33 @@ async function start(hostFacts: (request: HostFactsRequest) => Promise<HostFacts
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
     image: 'roboguide/pair-driver:1',
-    jobs: [{ job_id: 'j1', argv: ['/opt/driver/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'j1.json') }],
+    jobs: [
+      {
+        job_id: 'j1',
+        argv: ['/opt/driver/run'],
+        cwd: join(dir, 'cwd'),
+        outcome_path: join(dir, 'out', 'j1.json'),
+      },
+    ],
   };
   const path = join(dir, 'manifest.json');
   await writeFile(path, JSON.stringify(manifest));
   const output = join(dir, 'batch');
   const record = await prepareBatch(
     { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock, hostFacts },
-    { manifestPath: path, output, registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
+    {
+      manifestPath: path,
+      output,
+      registryPath: join(dir, 'r.db'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 't',
+    },
   );
-  return { record, onDisk: JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as Record<string, unknown> };
+  return {
+    record,
+    onDisk: JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as Record<string, unknown>,
+  };
 }
 
 describe('batch.json host record', () => {
@@ -51,7 +76,7 @@ describe('batch.json host record', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('records the host facts, asking for the output directory and the engine\'s data root', async () => {
+  it("records the host facts, asking for the output directory and the engine's data root", async () => {
     const asked: HostFactsRequest[] = [];
     const { record, onDisk } = await start((request) => {
       asked.push(request);
@@ -73,34 +98,75 @@ describe('batch.json host record', () => {
     const roomy: HostFactsSource = {
       ...source,
       memory: () => Promise.resolve({ total_bytes: 16 * GIB, available_bytes: 8 * GIB }),
-      fileSystemOf: (path) => Promise.resolve({ path, fs: '/dev/vda', type: 'ext4', mount: '/', size_bytes: 100 * GIB, free_bytes: 40 * GIB }),
+      fileSystemOf: (path) =>
+        Promise.resolve({
+          path,
+          fs: '/dev/vda',
+          type: 'ext4',
+          mount: '/',
+          size_bytes: 100 * GIB,
+          free_bytes: 40 * GIB,
+        }),
     };
-    const { onDisk } = await start((request) => gatherHostFacts({ source: roomy, after: () => new Promise(() => {}) }, request));
+    const { onDisk } = await start((request) =>
+      gatherHostFacts({ source: roomy, after: () => new Promise(() => {}) }, request),
+    );
     // (16 GiB − 1.6 GiB reserve) / 1 worker; half of 40 GiB free / 1 worker.
-    expect(onDisk['pair_limit_defaults']).toMatchObject({ pids_limit: 4096, memory_mib: Math.floor((16 * GIB - Math.floor((16 * GIB) / 10)) / 2 ** 20), disk_limit_bytes: 20 * GIB });
+    expect(onDisk['pair_limit_defaults']).toMatchObject({
+      pids_limit: 4096,
+      memory_mib: Math.floor((16 * GIB - Math.floor((16 * GIB) / 10)) / 2 ** 20),
+      disk_limit_bytes: 20 * GIB,
+    });
   });
 
   it('an unknown host memory gives the fixed fallback default', async () => {
     const { onDisk: unknown } = await start((request) =>
-      gatherHostFacts({ source: { ...source, memory: () => Promise.reject(new Error('no /proc/meminfo')) }, after: () => Promise.resolve(), timeoutMs: 10 }, request),
+      gatherHostFacts(
+        {
+          source: { ...source, memory: () => Promise.reject(new Error('no /proc/meminfo')) },
+          after: () => Promise.resolve(),
+          timeoutMs: 10,
+        },
+        request,
+      ),
     );
     expect(unknown['pair_limit_defaults']).toMatchObject({ memory_mib: 4096 });
   });
 
   it('a fact that never answers is recorded unknown and the batch still starts', async () => {
     const { onDisk } = await start((request) =>
-      gatherHostFacts({ source: { ...source, cpu: () => new Promise(() => {}) }, after: () => Promise.resolve(), timeoutMs: 10 }, request),
+      gatherHostFacts(
+        {
+          source: { ...source, cpu: () => new Promise(() => {}) },
+          after: () => Promise.resolve(),
+          timeoutMs: 10,
+        },
+        request,
+      ),
     );
     expect(onDisk['host']).toMatchObject({ cpu: { kind: 'unknown', reason: 'no answer within 10 ms' } });
     expect(onDisk['batch_id']).toMatch(/^e1-20261202-/);
   });
 
   it('without the dependency, batch.json has no host field (as before)', async () => {
-    const manifest = { schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [{ job_id: 'j1', argv: ['/x'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out2', 'o.json') }] };
+    const manifest = {
+      schema: 'roboguide.e1.batch/v0.1',
+      image: 'roboguide/pair-driver:1',
+      jobs: [
+        { job_id: 'j1', argv: ['/x'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out2', 'o.json') },
+      ],
+    };
     await writeFile(join(dir, 'm.json'), JSON.stringify(manifest));
     const record = await prepareBatch(
       { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock },
-      { manifestPath: join(dir, 'm.json'), output: join(dir, 'b2'), registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
+      {
+        manifestPath: join(dir, 'm.json'),
+        output: join(dir, 'b2'),
+        registryPath: join(dir, 'r.db'),
+        bindAddress: '127.0.0.1',
+        environment: {},
+        codeVersion: 't',
+      },
     );
     expect(record.host).toBeUndefined();
   });
@@ -115,14 +181,31 @@ describe('batch.json host record: refusals', () => {
   });
 
   it('a refused start (image missing) never asks for host facts', async () => {
-    const manifest = { schema: 'roboguide.e1.batch/v0.1', image: 'roboguide/pair-driver:1', jobs: [{ job_id: 'j1', argv: ['/x'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json') }] };
+    const manifest = {
+      schema: 'roboguide.e1.batch/v0.1',
+      image: 'roboguide/pair-driver:1',
+      jobs: [{ job_id: 'j1', argv: ['/x'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json') }],
+    };
     await writeFile(join(dir, 'm.json'), JSON.stringify(manifest));
     const noImage = { ...engine, imageExists: () => Promise.resolve(false) } as unknown as ContainerRuntime;
     let asked = 0;
     await expect(
       prepareBatch(
-        { fs: new NodeFileSystem(), host: procHostIdentity, runtime: noImage, clock, hostFacts: (request) => (asked++, gatherHostFacts({ source }, request)) },
-        { manifestPath: join(dir, 'm.json'), output: join(dir, 'b'), registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
+        {
+          fs: new NodeFileSystem(),
+          host: procHostIdentity,
+          runtime: noImage,
+          clock,
+          hostFacts: (request) => (asked++, gatherHostFacts({ source }, request)),
+        },
+        {
+          manifestPath: join(dir, 'm.json'),
+          output: join(dir, 'b'),
+          registryPath: join(dir, 'r.db'),
+          bindAddress: '127.0.0.1',
+          environment: {},
+          codeVersion: 't',
+        },
       ),
     ).rejects.toMatchObject({ code: 'E_IMAGE_MISSING' });
     expect(asked).toBe(0);
@@ -130,14 +213,20 @@ describe('batch.json host record: refusals', () => {
 });
 
 describe('batchHostRequest', () => {
-  it('local: the engine\'s data root (or null when it did not say)', () => {
-    expect(batchHostRequest('/out', { dataRoot: '/srv/docker' }, undefined)).toEqual({ outputDir: '/out', dataRoot: '/srv/docker' });
+  it("local: the engine's data root (or null when it did not say)", () => {
+    expect(batchHostRequest('/out', { dataRoot: '/srv/docker' }, undefined)).toEqual({
+      outputDir: '/out',
+      dataRoot: '/srv/docker',
+    });
     expect(batchHostRequest('/out', {}, { kind: 'local' })).toEqual({ outputDir: '/out', dataRoot: null });
   });
 
   it('swarm: the data root is unknown, with the reason (the pairs run on the nodes)', async () => {
     const request = batchHostRequest('/out', { dataRoot: '/var/lib/docker' }, { kind: 'swarm' });
     const facts = await gatherHostFacts({ source, after: () => new Promise(() => {}) }, request);
-    expect(facts.engine_data_root_fs).toEqual({ kind: 'unknown', reason: "swarm executor: the pairs run on the nodes' engines" });
+    expect(facts.engine_data_root_fs).toEqual({
+      kind: 'unknown',
+      reason: "swarm executor: the pairs run on the nodes' engines",
+    });
   });
 });

@@ -10,7 +10,8 @@ import { InvalidInputError } from '../../src/core/errors.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 
 const engine = {
-  info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
+  info: () =>
+    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
   imageExists: () => Promise.resolve(true),
 } as unknown as ContainerRuntime;
 const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
@@ -20,7 +21,15 @@ async function start(environment: Record<string, string>, allowShortSecrets?: bo
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
     image: 'roboguide/pair-driver:1',
-    jobs: [{ job_id: 'a', argv: ['/opt/driver/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'a.json'), environment: { API_TOKEN: '${API_TOKEN}' } }],
+    jobs: [
+      {
+        job_id: 'a',
+        argv: ['/opt/driver/run'],
+        cwd: join(dir, 'cwd'),
+        outcome_path: join(dir, 'out', 'a.json'),
+        environment: { API_TOKEN: '${API_TOKEN}' },
+      },
+    ],
   };
   const path = join(dir, 'manifest.json');
   await writeFile(path, JSON.stringify(manifest));
@@ -53,7 +62,10 @@ describe('e1-batch start: ${NAME} values under 8 characters', () => {
   it('refuses one, naming the variable and not the value, and writes nothing', async () => {
     const failure = await start({ API_TOKEN: 'pw-1234' }).catch((err: unknown) => err);
     expect(failure).toBeInstanceOf(InvalidInputError);
-    const text = JSON.stringify({ message: (failure as Error).message, issues: (failure as InvalidInputError).issues });
+    const text = JSON.stringify({
+      message: (failure as Error).message,
+      issues: (failure as InvalidInputError).issues,
+    });
     expect(text).toMatch(/jobs\[0\]\.environment\.API_TOKEN.*API_TOKEN.*shorter than 8/);
     expect(text).not.toContain('pw-1234');
     expect(existsSync(join(dir, 'batch'))).toBe(false);
@@ -61,15 +73,23 @@ describe('e1-batch start: ${NAME} values under 8 characters', () => {
 
   it('accepts one with allowShortSecrets: a warning names it, batch.json records the choice for the supervisor and resume', async () => {
     const { output, warnings } = await start({ API_TOKEN: 'pw-1234' }, true);
-    expect(warnings).toEqual([expect.stringMatching(/^jobs\[0\]\.environment\.API_TOKEN references \$\{API_TOKEN\}, whose value is shorter than 8/)]);
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        /^jobs\[0\]\.environment\.API_TOKEN references \$\{API_TOKEN\}, whose value is shorter than 8/,
+      ),
+    ]);
     expect(warnings.join('')).not.toContain('pw-1234');
-    const batch = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as { allow_short_secrets?: boolean };
+    const batch = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as {
+      allow_short_secrets?: boolean;
+    };
     expect(batch.allow_short_secrets).toBe(true);
   });
 
   it('records nothing when every value is long enough', async () => {
     const { output, warnings } = await start({ API_TOKEN: 'long-enough-value' });
     expect(warnings).toEqual([]);
-    expect(JSON.parse(await readFile(join(output, 'batch.json'), 'utf8'))).not.toHaveProperty('allow_short_secrets');
+    expect(JSON.parse(await readFile(join(output, 'batch.json'), 'utf8'))).not.toHaveProperty(
+      'allow_short_secrets',
+    );
   });
 });

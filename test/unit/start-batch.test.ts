@@ -27,16 +27,38 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const deps = (): StartBatchDeps => ({ fs: new NodeFileSystem(), host, runtime, clock: { now: () => new Date('2026-12-03T08:00:00Z') } });
+const deps = (): StartBatchDeps => ({
+  fs: new NodeFileSystem(),
+  host,
+  runtime,
+  clock: { now: () => new Date('2026-12-03T08:00:00Z') },
+});
 
-async function manifestFile(jobs = [{ job_id: 'a', argv: ['/run'], cwd: '/w', outcome_path: '' }]): Promise<{ path: string; text: string }> {
-  const text = JSON.stringify({ schema: 'roboguide.e1.batch/v0.1', image: 'driver:1', jobs: jobs.map((j) => ({ ...j, cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', `${j.job_id}.json`) })) });
+async function manifestFile(
+  jobs = [{ job_id: 'a', argv: ['/run'], cwd: '/w', outcome_path: '' }],
+): Promise<{ path: string; text: string }> {
+  const text = JSON.stringify({
+    schema: 'roboguide.e1.batch/v0.1',
+    image: 'driver:1',
+    jobs: jobs.map((j) => ({
+      ...j,
+      cwd: join(dir, 'cwd'),
+      outcome_path: join(dir, 'out', `${j.job_id}.json`),
+    })),
+  });
   const path = join(dir, 'manifest.json');
   await writeFile(path, text);
   return { path, text };
 }
 
-const options = (manifestPath: string) => ({ manifestPath, output: join(dir, 'D'), registryPath: join(dir, 'registry.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 'test' });
+const options = (manifestPath: string) => ({
+  manifestPath,
+  output: join(dir, 'D'),
+  registryPath: join(dir, 'registry.db'),
+  bindAddress: '127.0.0.1',
+  environment: {},
+  codeVersion: 'test',
+});
 
 describe('prepareBatch', () => {
   it('records the host boot id from the host port, the engine, and the manifest digest over the exact bytes', async () => {
@@ -55,7 +77,10 @@ describe('prepareBatch', () => {
     await symlink(join(dir, 'nowhere'), join(dir, 'out', 'a.json'));
     const err: unknown = await prepareBatch(deps(), options(path)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidInputError);
-    expect((err as InvalidInputError).issues).toContainEqual({ path: 'jobs[0].outcome_path', rule: "already exists: it would be replaced by this run's outcome; move it away first" });
+    expect((err as InvalidInputError).issues).toContainEqual({
+      path: 'jobs[0].outcome_path',
+      rule: "already exists: it would be replaced by this run's outcome; move it away first",
+    });
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
@@ -111,13 +136,20 @@ describe('prepareBatch', () => {
 });
 
 describe('readStatus (host port)', () => {
-  it("the recorded supervisor counts as alive only when the host says its process lives; the full derivation agrees", async () => {
+  it('the recorded supervisor counts as alive only when the host says its process lives; the full derivation agrees', async () => {
     const { path } = await manifestFile();
     await prepareBatch(deps(), options(path));
     const store = new EvidenceStore(new NodeFileSystem(), join(dir, 'D'));
     const record: SupervisorRecord = { ...SUPERVISOR, started_at: '2026-12-03T08:00:01.000Z', mode: 'start' };
     await store.writeJsonAtomic(SUPERVISOR_FILE, record);
-    await store.appendJournal({ type: 'supervisor_started', at: record.started_at, mode: 'start', pid: record.pid, start_ticks: record.start_ticks, boot_id: record.boot_id });
+    await store.appendJournal({
+      type: 'supervisor_started',
+      at: record.started_at,
+      mode: 'start',
+      pid: record.pid,
+      start_ticks: record.start_ticks,
+      boot_id: record.boot_id,
+    });
     const now = new Date('2026-12-03T08:05:00Z');
     expect((await readStatus(store, undefined, now, host)).supervisor?.alive).toBe(false);
     host.alive.add(SUPERVISOR.pid);

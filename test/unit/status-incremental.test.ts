@@ -8,10 +8,25 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { currentProcessIdentity, procHostIdentity } from '../../src/adapters/host-identity.js';
 import { loadBatch, readJobFiles } from '../../src/app/batch/batch-context.js';
 import { STATUS_FILE, SUPERVISOR_FILE, type SupervisorRecord } from '../../src/app/batch/layout.js';
-import { readColdStatus, readHotStatus, readStatus, readStatusFull } from '../../src/app/batch/read-status.js';
+import {
+  readColdStatus,
+  readHotStatus,
+  readStatus,
+  readStatusFull,
+} from '../../src/app/batch/read-status.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
-import { buildWrittenStatus, capacityConfigOf, ledgerFromFiles, type BatchStatus, type WrittenStatus } from '../../src/app/batch/status.js';
-import type { ContainerRuntime, ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
+import {
+  buildWrittenStatus,
+  capacityConfigOf,
+  ledgerFromFiles,
+  type BatchStatus,
+  type WrittenStatus,
+} from '../../src/app/batch/status.js';
+import type {
+  ContainerRuntime,
+  ContainerState,
+  ContainerStatus,
+} from '../../src/app/ports/container-runtime.js';
 import { BatchLedger } from '../../src/core/batch-ledger.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import type { Classification } from '../../src/core/result.js';
@@ -34,29 +49,54 @@ let batchId: string;
 let containers: ContainerState[];
 
 const engine = {
-  info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
+  info: () =>
+    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
   imageExists: () => Promise.resolve(true),
-  listByLabel: (labels: Record<string, string>) => Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
+  listByLabel: (labels: Record<string, string>) =>
+    Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
 } as unknown as ContainerRuntime;
 
 function container(id: string, jobId: string, claimId: string, status: ContainerStatus): ContainerState {
-  return { id, status, exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels: { 'roboguide.batch': batchId, 'roboguide.job': jobId, 'roboguide.claim': claimId } };
+  return {
+    id,
+    status,
+    exitCode: null,
+    oomKilled: false,
+    startedAt: null,
+    finishedAt: null,
+    labels: { 'roboguide.batch': batchId, 'roboguide.job': jobId, 'roboguide.claim': claimId },
+  };
 }
 
 /** A record of any shape (an older writer's included): cast past the union, which holds the batch code, not these tests. */
-const journal = (type: string, fields: Record<string, unknown> = {}, sec = 0): Promise<number> => store.appendJournal({ type, at: at(sec), ...fields } as unknown as JournalEvent);
+const journal = (type: string, fields: Record<string, unknown> = {}, sec = 0): Promise<number> =>
+  store.appendJournal({ type, at: at(sec), ...fields } as unknown as JournalEvent);
 
 type RecordForm = 'full' | 'old' | 'none';
 
 async function supervisorStarted(alive: boolean): Promise<SupervisorRecord> {
   const me = await currentProcessIdentity();
-  const record: SupervisorRecord = { ...me, start_ticks: alive ? me.start_ticks : 'not-this-process', started_at: at(1), mode: 'start' };
+  const record: SupervisorRecord = {
+    ...me,
+    start_ticks: alive ? me.start_ticks : 'not-this-process',
+    started_at: at(1),
+    mode: 'start',
+  };
   await store.writeJsonAtomic(SUPERVISOR_FILE, record);
-  await journal('supervisor_started', { mode: 'start', pid: record.pid, start_ticks: record.start_ticks, boot_id: record.boot_id }, 1);
+  await journal(
+    'supervisor_started',
+    { mode: 'start', pid: record.pid, start_ticks: record.start_ticks, boot_id: record.boot_id },
+    1,
+  );
   return record;
 }
 
-async function claim(jobId: string, sec: number, form: RecordForm = 'full', containerId: string | null = null): Promise<void> {
+async function claim(
+  jobId: string,
+  sec: number,
+  form: RecordForm = 'full',
+  containerId: string | null = null,
+): Promise<void> {
   const receipt: Receipt = {
     schema: RECEIPT_SCHEMA,
     batch_id: batchId,
@@ -76,19 +116,74 @@ async function claim(jobId: string, sec: number, form: RecordForm = 'full', cont
   };
   await store.ensureDir(`jobs/${jobId}`);
   await store.publishExclusive(`jobs/${jobId}/receipt.json`, receipt);
-  if (form === 'full') await journal('claimed', { job_id: jobId, claim_id: `claim-${jobId}`, reservation_id: 'r', claimed_at: at(sec), deadline: at(sec + 120) }, sec);
-  if (form === 'old') await journal('claimed', { job_id: jobId, claim_id: `claim-${jobId}`, reservation_id: 'r' }, sec);
-  if (containerId !== null && form !== 'none') await journal('container_created', { job_id: jobId, container_id: containerId }, sec);
+  if (form === 'full')
+    await journal(
+      'claimed',
+      {
+        job_id: jobId,
+        claim_id: `claim-${jobId}`,
+        reservation_id: 'r',
+        claimed_at: at(sec),
+        deadline: at(sec + 120),
+      },
+      sec,
+    );
+  if (form === 'old')
+    await journal('claimed', { job_id: jobId, claim_id: `claim-${jobId}`, reservation_id: 'r' }, sec);
+  if (containerId !== null && form !== 'none')
+    await journal('container_created', { job_id: jobId, container_id: containerId }, sec);
 }
 
-async function finish(jobId: string, classification: Classification, startSec: number, endSec: number, form: RecordForm = 'full', peak: number | null = null): Promise<void> {
-  const outcome = { job_id: jobId, infrastructure_failure: false, fatal_failure: false, arms: [], ...(peak !== null ? { resource_usage: { both_arms_measured: true, peak_job_gpu_mib: peak } } : {}) };
-  const result = { schema: 'roboguide.e1.result/v1', job_id: jobId, batch_id: batchId, claim_id: `claim-${jobId}`, classification, reasons: [], outcome, started_at: at(startSec), finished_at: at(endSec) };
+async function finish(
+  jobId: string,
+  classification: Classification,
+  startSec: number,
+  endSec: number,
+  form: RecordForm = 'full',
+  peak: number | null = null,
+): Promise<void> {
+  const outcome = {
+    job_id: jobId,
+    infrastructure_failure: false,
+    fatal_failure: false,
+    arms: [],
+    ...(peak !== null ? { resource_usage: { both_arms_measured: true, peak_job_gpu_mib: peak } } : {}),
+  };
+  const result = {
+    schema: 'roboguide.e1.result/v1',
+    job_id: jobId,
+    batch_id: batchId,
+    claim_id: `claim-${jobId}`,
+    classification,
+    reasons: [],
+    outcome,
+    started_at: at(startSec),
+    finished_at: at(endSec),
+  };
   await store.writeJsonAtomic(`jobs/${jobId}/result.json`, result);
   const usablePeak = classification === 'completed' ? peak : null;
-  if (form === 'full') await journal('pair_finished', { job_id: jobId, claim_id: `claim-${jobId}`, classification, reasons: [], started_at: at(startSec), finished_at: at(endSec), gpu_peak_mib: usablePeak }, endSec);
-  if (form === 'old') await journal('pair_finished', { job_id: jobId, claim_id: `claim-${jobId}`, classification, reasons: [] }, endSec);
-  if (form !== 'none') await journal('reconciled', { job_id: jobId, kind: 'committed', reason: null }, endSec);
+  if (form === 'full')
+    await journal(
+      'pair_finished',
+      {
+        job_id: jobId,
+        claim_id: `claim-${jobId}`,
+        classification,
+        reasons: [],
+        started_at: at(startSec),
+        finished_at: at(endSec),
+        gpu_peak_mib: usablePeak,
+      },
+      endSec,
+    );
+  if (form === 'old')
+    await journal(
+      'pair_finished',
+      { job_id: jobId, claim_id: `claim-${jobId}`, classification, reasons: [] },
+      endSec,
+    );
+  if (form !== 'none')
+    await journal('reconciled', { job_id: jobId, kind: 'committed', reason: null }, endSec);
 }
 
 /** status.json as the live supervisor writes it: from its ledger at the journal's current end. */
@@ -97,7 +192,15 @@ async function writeLiveStatus(supervisor: SupervisorRecord): Promise<WrittenSta
   const slice = await store.readJournalSlice();
   const ledger = ledgerFromFiles(manifest, await readJobFiles(store, manifest), slice.records);
   ledger.at(slice.records.at(-1)?.seq ?? 0, slice.endBytes);
-  const written = await buildWrittenStatus({ ledger, output: store.root, batch, capacity: capacityConfigOf(manifest, batch), supervisor, running: [], now: clock.now() });
+  const written = await buildWrittenStatus({
+    ledger,
+    output: store.root,
+    batch,
+    capacity: capacityConfigOf(manifest, batch),
+    supervisor,
+    running: [],
+    now: clock.now(),
+  });
   await store.writeJsonAtomic(STATUS_FILE, written);
   return written;
 }
@@ -119,13 +222,26 @@ describe('incremental status equals the full derivation', () => {
     const manifest = {
       schema: 'roboguide.e1.batch/v0.1',
       image: 'roboguide/pair-driver:1',
-      jobs: JOBS.map((id) => ({ job_id: id, argv: ['/opt/driver/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', `${id}.json`), timeout_seconds: 120 })),
+      jobs: JOBS.map((id) => ({
+        job_id: id,
+        argv: ['/opt/driver/run'],
+        cwd: join(dir, 'cwd'),
+        outcome_path: join(dir, 'out', `${id}.json`),
+        timeout_seconds: 120,
+      })),
       capacity: { max_workers: 2, gpu_total_mib: 81920, gpu_baseline_mib: 1024, gpu_fraction: 0.9 },
     };
     await writeFile(join(dir, 'm.json'), JSON.stringify(manifest));
     const record = await prepareBatch(
       { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock },
-      { manifestPath: join(dir, 'm.json'), output: join(dir, 'batch'), registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't' },
+      {
+        manifestPath: join(dir, 'm.json'),
+        output: join(dir, 'batch'),
+        registryPath: join(dir, 'r.db'),
+        bindAddress: '127.0.0.1',
+        environment: {},
+        codeVersion: 't',
+      },
     );
     batchId = record.batch_id;
     store = new EvidenceStore(new NodeFileSystem(), join(dir, 'batch'));
@@ -145,7 +261,10 @@ describe('incremental status equals the full derivation', () => {
     const s = await expectSameAsFull('hot');
     expect(s.state).toBe('running');
     expect(s.workers_allowed).toBe(2);
-    expect(s.running.map((r) => [r.job_id, r.container_id])).toEqual([['b', 'c-b'], ['c', null]]);
+    expect(s.running.map((r) => [r.job_id, r.container_id])).toEqual([
+      ['b', 'c-b'],
+      ['c', null],
+    ]);
     expect(s.eta).not.toBeNull();
   });
 
@@ -160,12 +279,19 @@ describe('incremental status equals the full derivation', () => {
     await claim('d', 91, 'full', 'c-d');
     await journal('paused', { reasons: ['provider'], job_id: 'c' }, 92);
     await journal('stop_requested', { terminate: false }, 93);
-    containers = [container('c-d', 'd', 'claim-d', 'exited'), container('c-a', 'a', 'claim-a', 'exited'), container('c-z', 'zzz', 'claim-z', 'created')];
+    containers = [
+      container('c-d', 'd', 'claim-d', 'exited'),
+      container('c-a', 'a', 'claim-a', 'exited'),
+      container('c-z', 'zzz', 'claim-z', 'created'),
+    ];
     const s = await expectSameAsFull('hot');
     expect(s.state).toBe('stopping');
     expect(s.pause_reasons).toEqual(['provider']);
     expect(s.claims_without_result).toEqual(['b', 'd']);
-    expect(s.leftovers.map((l) => [l.container_id, l.why])).toEqual([['c-a', 'job_finished'], ['c-z', 'unknown_job']]);
+    expect(s.leftovers.map((l) => [l.container_id, l.why])).toEqual([
+      ['c-a', 'job_finished'],
+      ['c-z', 'unknown_job'],
+    ]);
   });
 
   it('hot: a record status cannot place from status.json alone (a harness fault) sends it cold', async () => {
@@ -354,16 +480,45 @@ describe('incremental status equals the full derivation', () => {
   it('a restored ledger answers unsure to what it cannot place, and its basis does not grow with finished pairs', () => {
     const ledger = BatchLedger.forJobs(JOBS.map((job_id) => ({ job_id, timeout_seconds: 60 })));
     for (const [i, id] of JOBS.entries()) {
-      ledger.apply({ type: 'claimed', seq: 2 * i + 1, job_id: id, claim_id: `k${id}`, claimed_at: at(i), deadline: at(i + 60) });
-      ledger.apply({ type: 'pair_finished', seq: 2 * i + 2, job_id: id, claim_id: `k${id}`, classification: 'completed', started_at: at(i), finished_at: at(i + 5), gpu_peak_mib: null });
+      ledger.apply({
+        type: 'claimed',
+        seq: 2 * i + 1,
+        job_id: id,
+        claim_id: `k${id}`,
+        claimed_at: at(i),
+        deadline: at(i + 60),
+      });
+      ledger.apply({
+        type: 'pair_finished',
+        seq: 2 * i + 2,
+        job_id: id,
+        claim_id: `k${id}`,
+        classification: 'completed',
+        started_at: at(i),
+        finished_at: at(i + 5),
+        gpu_peak_mib: null,
+      });
     }
     const basis = ledger.basis();
     expect(basis.open).toEqual([]);
     expect(basis.claimed).toBe(JOBS.length);
     expect(JSON.stringify(basis).length).toBeLessThan(800);
     const restored = BatchLedger.restore(basis, () => undefined);
-    expect(restored.apply({ type: 'pair_finished', seq: 13, job_id: 'a', claim_id: 'ka', classification: 'completed', started_at: at(0), finished_at: at(1), gpu_peak_mib: null })).toBe('unsure');
-    expect(restored.apply({ type: 'harness_fault', seq: 14, job_id: 'a', fault: 'result_write_failed' })).toBe('unsure');
+    expect(
+      restored.apply({
+        type: 'pair_finished',
+        seq: 13,
+        job_id: 'a',
+        claim_id: 'ka',
+        classification: 'completed',
+        started_at: at(0),
+        finished_at: at(1),
+        gpu_peak_mib: null,
+      }),
+    ).toBe('unsure');
+    expect(
+      restored.apply({ type: 'harness_fault', seq: 14, job_id: 'a', fault: 'result_write_failed' }),
+    ).toBe('unsure');
     expect(restored.meanDuration()).toEqual({ meanSec: 5, basisPairs: JOBS.length });
   });
 });

@@ -8,7 +8,11 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 
 /** The store's mechanics take any record: the union is the type checker's rule for the batch code, not the store's. */
-const raw = (event: { readonly type: string; readonly at: string; readonly [field: string]: unknown }): JournalEvent => event as unknown as JournalEvent;
+const raw = (event: {
+  readonly type: string;
+  readonly at: string;
+  readonly [field: string]: unknown;
+}): JournalEvent => event as unknown as JournalEvent;
 
 /** The pieces incremental status stands on: the coalescing status writer and the journal read from an offset. */
 describe('CoalescingWriter', () => {
@@ -40,7 +44,12 @@ describe('CoalescingWriter', () => {
 
   it('a failed write goes to onError, never to the caller', async () => {
     const errors: unknown[] = [];
-    const w = new CoalescingWriter(() => Promise.reject(new Error('ENOSPC')), clock, 0, (err) => errors.push(err));
+    const w = new CoalescingWriter(
+      () => Promise.reject(new Error('ENOSPC')),
+      clock,
+      0,
+      (err) => errors.push(err),
+    );
     await expect(w.now()).resolves.toBeUndefined();
     expect(errors).toHaveLength(1);
     await w.close();
@@ -65,7 +74,10 @@ describe('EvidenceStore journal offsets', () => {
     await store.appendJournal(raw({ type: 'b', at: 't', n: 1 }));
     stop();
     await store.appendJournal(raw({ type: 'c', at: 't' }));
-    expect(seen.map(([r]) => [r.seq, r.type])).toEqual([[1, 'a'], [2, 'b']]);
+    expect(seen.map(([r]) => [r.seq, r.type])).toEqual([
+      [1, 'a'],
+      [2, 'b'],
+    ]);
     const slice = await store.readJournalSlice();
     expect(slice.records.map((r) => r.seq)).toEqual([1, 2, 3]);
     const fromFirst = await store.readJournalFrom(seen[0]![1]);

@@ -23,10 +23,24 @@ import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
  * preparing a batch asks; a pair dispatched here would fail loudly.
  */
 const engine = {
-  info: () => Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
+  info: () =>
+    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
   imageExists: () => Promise.resolve(true),
   listByLabel: () => Promise.resolve([]),
-  inspect: (id: string) => Promise.resolve(present.has(id) ? { id, status: 'exited', exitCode: 0, oomKilled: false, startedAt: null, finishedAt: null, labels: {} } : null),
+  inspect: (id: string) =>
+    Promise.resolve(
+      present.has(id)
+        ? {
+            id,
+            status: 'exited',
+            exitCode: 0,
+            oomKilled: false,
+            startedAt: null,
+            finishedAt: null,
+            labels: {},
+          }
+        : null,
+    ),
 } as unknown as ContainerRuntime;
 /** Containers the fake engine says exist (by id). */
 const present = new Set<string>();
@@ -40,10 +54,19 @@ function sha256(text: string): string {
 }
 
 /** A prepared two-job batch pinning one source file; returns its store. */
-async function prepared(environment: Record<string, string> = {}, jobEnv: Record<string, string> = {}): Promise<{ store: EvidenceStore; source: string; batchId: string }> {
+async function prepared(
+  environment: Record<string, string> = {},
+  jobEnv: Record<string, string> = {},
+): Promise<{ store: EvidenceStore; source: string; batchId: string }> {
   const source = join(dir, 'driver.py');
   await writeFile(source, 'print("v1")\n');
-  const job = (id: string) => ({ job_id: id, argv: ['/opt/driver/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', `${id}.json`), environment: jobEnv });
+  const job = (id: string) => ({
+    job_id: id,
+    argv: ['/opt/driver/run'],
+    cwd: join(dir, 'cwd'),
+    outcome_path: join(dir, 'out', `${id}.json`),
+    environment: jobEnv,
+  });
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
     image: 'roboguide/pair-driver:1',
@@ -55,14 +78,34 @@ async function prepared(environment: Record<string, string> = {}, jobEnv: Record
   await writeFile(path, JSON.stringify(manifest));
   const output = join(dir, 'batch');
   const record = await prepareBatch(
-    { fs: new NodeFileSystem(), host: procHostIdentity, runtime: engine, clock, observeGpus: () => Promise.resolve({ kind: 'unobservable', reason: 'binary_missing', detail: 'test' }) },
-    { manifestPath: path, output, registryPath: join(dir, 'r.db'), bindAddress: '127.0.0.1', environment, codeVersion: 't' },
+    {
+      fs: new NodeFileSystem(),
+      host: procHostIdentity,
+      runtime: engine,
+      clock,
+      observeGpus: () => Promise.resolve({ kind: 'unobservable', reason: 'binary_missing', detail: 'test' }),
+    },
+    {
+      manifestPath: path,
+      output,
+      registryPath: join(dir, 'r.db'),
+      bindAddress: '127.0.0.1',
+      environment,
+      codeVersion: 't',
+    },
   );
   return { store: new EvidenceStore(new NodeFileSystem(), output), source, batchId: record.batch_id };
 }
 
 function depsOf(store: EvidenceStore, environment: Record<string, string> = {}): SupervisorDeps {
-  const execute = { runtime: engine, clock, logger: silentLogger, fs: new NodeFileSystem(), host: procHostIdentity, outcomes: fileOutcomeReader } as unknown as ExecutePairDeps;
+  const execute = {
+    runtime: engine,
+    clock,
+    logger: silentLogger,
+    fs: new NodeFileSystem(),
+    host: procHostIdentity,
+    outcomes: fileOutcomeReader,
+  } as unknown as ExecutePairDeps;
   return { store, registry, execute, logger: silentLogger, environment, handleSignals: false };
 }
 
@@ -84,14 +127,30 @@ describe('supervise, without an engine', () => {
     const { store, source } = await prepared();
     await writeFile(source, 'print("v2")\n');
     expect(await supervise(depsOf(store), 'start')).toBe('paused');
-    expect(await journalTypes(store)).toEqual(['batch_created', 'supervisor_started', 'source_check', 'paused', 'supervisor_exited']);
+    expect(await journalTypes(store)).toEqual([
+      'batch_created',
+      'supervisor_started',
+      'source_check',
+      'paused',
+      'supervisor_exited',
+    ]);
     const journal = await store.readJournal();
-    expect(journal[2]).toMatchObject({ type: 'source_check', phase: 'before_first_dispatch', ok: false, checked: 1, mismatched: [source] });
+    expect(journal[2]).toMatchObject({
+      type: 'source_check',
+      phase: 'before_first_dispatch',
+      ok: false,
+      checked: 1,
+      mismatched: [source],
+    });
     expect(journal[3]).toMatchObject({ type: 'paused', reasons: ['fatal', 'inputs_changed'] });
     expect(journal[3]).not.toHaveProperty('job_id');
     expect(journal[4]).toMatchObject({ type: 'supervisor_exited', state: 'paused' });
     const status = JSON.parse(await readFile(store.resolve('status.json'), 'utf8'));
-    expect(status).toMatchObject({ state: 'paused', pause_reasons: ['fatal', 'inputs_changed'], counts: { pending: 2, claimed: 0 } });
+    expect(status).toMatchObject({
+      state: 'paused',
+      pause_reasons: ['fatal', 'inputs_changed'],
+      counts: { pending: 2, claimed: 0 },
+    });
     const summary = JSON.parse(await readFile(store.resolve('SUMMARY.json'), 'utf8'));
     expect(summary.source_checks).toHaveLength(1);
     expect(await store.exists('jobs/j1/receipt.json')).toBe(false);
@@ -104,8 +163,12 @@ describe('supervise, without an engine', () => {
     await writeFile(source, 'print("v1")\n');
     expect(await supervise(depsOf(store), 'resume')).toBe('paused');
     const journal = await store.readJournal();
-    expect(journal.filter((r) => r.type === 'resumed')).toMatchObject([{ cleared: [], kept: ['fatal', 'inputs_changed'] }]);
-    expect(journal.filter((r) => r.type === 'supervisor_started').map((r) => ('mode' in r ? r.mode : null))).toEqual(['start', 'resume']);
+    expect(journal.filter((r) => r.type === 'resumed')).toMatchObject([
+      { cleared: [], kept: ['fatal', 'inputs_changed'] },
+    ]);
+    expect(
+      journal.filter((r) => r.type === 'supervisor_started').map((r) => ('mode' in r ? r.mode : null)),
+    ).toEqual(['start', 'resume']);
     // No second source check: nothing was dispatched.
     expect(journal.filter((r) => r.type === 'source_check')).toHaveLength(1);
   });
@@ -113,12 +176,19 @@ describe('supervise, without an engine', () => {
   it('releases a reservation whose claim was never published, and journals it', async () => {
     const { store, source, batchId } = await prepared();
     await writeFile(source, 'print("v2")\n');
-    const admitted = await registry.admit({ batchId, jobId: 'j1', claimId: 'claim-never-published', gpuMib: 0 });
+    const admitted = await registry.admit({
+      batchId,
+      jobId: 'j1',
+      claimId: 'claim-never-published',
+      gpuMib: 0,
+    });
     expect(admitted.kind).toBe('admitted');
     await supervise(depsOf(store), 'start');
     expect(await registry.held({ batchId })).toEqual([]);
     const released = (await store.readJournal()).filter((r) => r.type === 'reservation_released_unclaimed');
-    expect(released).toMatchObject([{ job_id: 'j1', reservation_id: admitted.kind === 'admitted' ? admitted.reservationId : '' }]);
+    expect(released).toMatchObject([
+      { job_id: 'j1', reservation_id: admitted.kind === 'admitted' ? admitted.reservationId : '' },
+    ]);
   });
 
   it('a batch whose every job has a result exits drained at once, checking the sources at the drain', async () => {
@@ -128,8 +198,18 @@ describe('supervise, without an engine', () => {
     await writeFile(source, 'print("v1")\n');
     for (const id of ['j1', 'j2']) {
       await store.ensureDir(`jobs/${id}`);
-      await store.writeJsonAtomic(`jobs/${id}/receipt.json`, { claim_id: `k-${id}`, claimed_at: '2026-12-03T09:00:00.000Z', container_id: null });
-      await store.writeJsonAtomic(`jobs/${id}/result.json`, { classification: 'completed', reasons: [], outcome: {}, started_at: '2026-12-03T09:00:00.000Z', finished_at: '2026-12-03T09:01:00.000Z' });
+      await store.writeJsonAtomic(`jobs/${id}/receipt.json`, {
+        claim_id: `k-${id}`,
+        claimed_at: '2026-12-03T09:00:00.000Z',
+        container_id: null,
+      });
+      await store.writeJsonAtomic(`jobs/${id}/result.json`, {
+        classification: 'completed',
+        reasons: [],
+        outcome: {},
+        started_at: '2026-12-03T09:00:00.000Z',
+        finished_at: '2026-12-03T09:01:00.000Z',
+      });
     }
     expect(await supervise(depsOf(store), 'resume')).toBe('drained');
     const checks = (await store.readJournal()).filter((r) => r.type === 'source_check');
@@ -148,20 +228,31 @@ describe('supervise, without an engine', () => {
   it.each([
     ['gone', false, 'committed', []],
     ['still there', true, 'hold', [{ type: 'paused', reasons: ['harness'], job_id: 'j1' }]],
-  ])('resume finishes a pair whose result was written but whose slot is held (container %s)', async (_name, stillThere, kind, pauses) => {
-    const { store, source, batchId } = await prepared();
-    const pair = await buildFinishedPair({ root: store.root, outcomeDir: join(dir, 'outcomes'), registry, batchId, jobId: 'j1' });
-    if (stillThere) present.add(pair.containerId);
-    // The sources changed: nothing is dispatched after the recovery.
-    await writeFile(source, 'print("v2")\n');
-    expect(await supervise(depsOf(store), 'resume')).toBe('paused');
-    const journal = await store.readJournal();
-    expect(journal.filter((r) => r.type === 'recovered')).toMatchObject([{ job_id: 'j1', action: 'reconcile_finished' }]);
-    expect(journal.filter((r) => r.type === 'reconciled')).toMatchObject([{ job_id: 'j1', kind }]);
-    expect(journal.filter((r) => r.type === 'paused' && 'job_id' in r)).toMatchObject(pauses);
-    expect((await registry.reservation(pair.reservationId))?.state === 'held').toBe(stillThere);
-    present.clear();
-  });
+  ])(
+    'resume finishes a pair whose result was written but whose slot is held (container %s)',
+    async (_name, stillThere, kind, pauses) => {
+      const { store, source, batchId } = await prepared();
+      const pair = await buildFinishedPair({
+        root: store.root,
+        outcomeDir: join(dir, 'outcomes'),
+        registry,
+        batchId,
+        jobId: 'j1',
+      });
+      if (stillThere) present.add(pair.containerId);
+      // The sources changed: nothing is dispatched after the recovery.
+      await writeFile(source, 'print("v2")\n');
+      expect(await supervise(depsOf(store), 'resume')).toBe('paused');
+      const journal = await store.readJournal();
+      expect(journal.filter((r) => r.type === 'recovered')).toMatchObject([
+        { job_id: 'j1', action: 'reconcile_finished' },
+      ]);
+      expect(journal.filter((r) => r.type === 'reconciled')).toMatchObject([{ job_id: 'j1', kind }]);
+      expect(journal.filter((r) => r.type === 'paused' && 'job_id' in r)).toMatchObject(pauses);
+      expect((await registry.reservation(pair.reservationId))?.state === 'held').toBe(stillThere);
+      present.clear();
+    },
+  );
 
   describe('checkResumable', () => {
     it('counts the unfinished jobs when no supervisor lives and every variable is set', async () => {
@@ -172,17 +263,36 @@ describe('supervise, without an engine', () => {
     it('refuses while the recorded supervisor lives (this process, no exit record)', async () => {
       const { store } = await prepared();
       const me = await currentProcessIdentity();
-      await store.writeJsonAtomic('supervisor.json', { ...me, started_at: clock.now().toISOString(), mode: 'start' });
-      await store.appendJournal({ type: 'supervisor_started', at: clock.now().toISOString(), mode: 'start', pid: me.pid, start_ticks: me.start_ticks, boot_id: me.boot_id });
-      await expect(checkResumable(store, {}, procHostIdentity)).rejects.toMatchObject({ code: 'E_SUPERVISOR_ALIVE' });
+      await store.writeJsonAtomic('supervisor.json', {
+        ...me,
+        started_at: clock.now().toISOString(),
+        mode: 'start',
+      });
+      await store.appendJournal({
+        type: 'supervisor_started',
+        at: clock.now().toISOString(),
+        mode: 'start',
+        pid: me.pid,
+        start_ticks: me.start_ticks,
+        boot_id: me.boot_id,
+      });
+      await expect(checkResumable(store, {}, procHostIdentity)).rejects.toMatchObject({
+        code: 'E_SUPERVISOR_ALIVE',
+      });
       // Once it journalled its exit, it is no longer the batch's supervisor.
-      await store.appendJournal({ type: 'supervisor_exited', at: clock.now().toISOString(), state: 'stopped' });
+      await store.appendJournal({
+        type: 'supervisor_exited',
+        at: clock.now().toISOString(),
+        state: 'stopped',
+      });
       expect(await checkResumable(store, {}, procHostIdentity)).toBe(2);
     });
 
     it('names a variable the unfinished jobs reference that is not set', async () => {
       const { store } = await prepared({ TOKEN: 'a-long-secret-value' }, { TOKEN: '${TOKEN}' });
-      await expect(checkResumable(store, {}, procHostIdentity)).rejects.toMatchObject({ code: 'E_ENV_MISSING' });
+      await expect(checkResumable(store, {}, procHostIdentity)).rejects.toMatchObject({
+        code: 'E_ENV_MISSING',
+      });
     });
 
     it('counts only the jobs without a result', async () => {

@@ -3,7 +3,11 @@ import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
 import { SupervisorLoop, type SupervisorLoopPorts } from '../../src/app/batch/supervisor-loop.js';
 import type { Logger } from '../../src/app/ports/logger.js';
 import { RoboguideError } from '../../src/core/errors.js';
-import { initialSupervisorState, type PairOutcome, type SupervisorJournal } from '../../src/core/supervisor-machine.js';
+import {
+  initialSupervisorState,
+  type PairOutcome,
+  type SupervisorJournal,
+} from '../../src/core/supervisor-machine.js';
 
 /** A promise settled from outside: the tests decide when a pair ends. */
 class Gate<T> {
@@ -32,7 +36,13 @@ class RecordingLogger implements Logger {
   }
 }
 
-const handle = (jobId: string): RunningHandle => ({ jobId, containerId: null, startedAt: 't', deadline: 't', terminate: new AbortController() });
+const handle = (jobId: string): RunningHandle => ({
+  jobId,
+  containerId: null,
+  startedAt: 't',
+  deadline: 't',
+  terminate: new AbortController(),
+});
 
 /** Fake ports: a settable clock, recorded effects, and one gate per pair so that a test ends each pair itself. */
 class FakeWorld {
@@ -97,8 +107,22 @@ async function flush(): Promise<void> {
   for (let i = 0; i < 20; i++) await Promise.resolve();
 }
 
-function loopOf(world: FakeWorld, jobIds: string[], over: Partial<Parameters<typeof initialSupervisorState>[0]> = {}): SupervisorLoop {
-  return new SupervisorLoop(world.ports(), initialSupervisorState({ jobIds, capacity: { maxWorkers: 1 }, claimed: [], finishedCount: 0, pauseReasons: [], ...over }));
+function loopOf(
+  world: FakeWorld,
+  jobIds: string[],
+  over: Partial<Parameters<typeof initialSupervisorState>[0]> = {},
+): SupervisorLoop {
+  return new SupervisorLoop(
+    world.ports(),
+    initialSupervisorState({
+      jobIds,
+      capacity: { maxWorkers: 1 },
+      claimed: [],
+      finishedCount: 0,
+      pauseReasons: [],
+      ...over,
+    }),
+  );
 }
 
 describe('SupervisorLoop', () => {
@@ -137,7 +161,11 @@ describe('SupervisorLoop', () => {
     await loop.run();
     expect(world.log).toEqual(['check:before_first_dispatch', 'status']);
     expect(world.journal).toEqual([{ type: 'paused', reasons: ['fatal', 'inputs_changed'] }]);
-    expect(world.logger.lines).toContainEqual({ level: 'warn', fields: { reasons: ['fatal', 'inputs_changed'], job: null }, message: 'batch paused' });
+    expect(world.logger.lines).toContainEqual({
+      level: 'warn',
+      fields: { reasons: ['fatal', 'inputs_changed'], job: null },
+      message: 'batch paused',
+    });
   });
 
   it('recovers claimed pairs and writes status before the first turn', async () => {
@@ -188,11 +216,17 @@ describe('SupervisorLoop', () => {
     await running;
     await loop.settled();
     // The cause reaches the journal and supervisor.log: the error's code and message, not its class name (issue 27).
-    expect(world.journal).toEqual([{ type: 'paused', reasons: ['harness'], job_id: 'a', cause: { code: 'E_X', message: 'boom' } }]);
+    expect(world.journal).toEqual([
+      { type: 'paused', reasons: ['harness'], job_id: 'a', cause: { code: 'E_X', message: 'boom' } },
+    ]);
     const failed = world.logger.lines.filter((l) => l.message === 'pair task failed: pausing the batch');
     expect(failed).toHaveLength(1);
     expect(failed[0]?.fields).toMatchObject({ err: 'E_X', cause: { code: 'E_X', message: 'boom' } });
-    expect(world.logger.lines).toContainEqual({ level: 'warn', fields: { reasons: ['harness'], job: 'a', cause: { code: 'E_X', message: 'boom' } }, message: 'batch paused' });
+    expect(world.logger.lines).toContainEqual({
+      level: 'warn',
+      fields: { reasons: ['harness'], job: 'a', cause: { code: 'E_X', message: 'boom' } },
+      message: 'batch paused',
+    });
     expect(loop.state.inFlight.size).toBe(0);
   });
 
@@ -203,14 +237,30 @@ describe('SupervisorLoop', () => {
     world.delay = () => new Promise(() => undefined);
     const running = loop.run();
     await flush();
-    world.gates.get('a')?.reject(new RoboguideError('E_REGISTRY_UNAVAILABLE', 'registry admit did not finish within its deadline of 5000 ms (postgres://u:hunter2-secret@h/db)'));
+    world.gates
+      .get('a')
+      ?.reject(
+        new RoboguideError(
+          'E_REGISTRY_UNAVAILABLE',
+          'registry admit did not finish within its deadline of 5000 ms (postgres://u:hunter2-secret@h/db)',
+        ),
+      );
     await running;
     await loop.settled();
-    const cause = { code: 'E_REGISTRY_UNAVAILABLE', message: 'registry admit did not finish within its deadline of 5000 ms (postgres://u:***@h/db)' };
-    expect(world.journal).toEqual([{ type: 'paused', reasons: ['registry_unavailable'], job_id: 'a', cause }]);
+    const cause = {
+      code: 'E_REGISTRY_UNAVAILABLE',
+      message: 'registry admit did not finish within its deadline of 5000 ms (postgres://u:***@h/db)',
+    };
+    expect(world.journal).toEqual([
+      { type: 'paused', reasons: ['registry_unavailable'], job_id: 'a', cause },
+    ]);
     expect(loop.state.pauseReasons).toEqual(['registry_unavailable']);
     expect(JSON.stringify(world.logger.lines)).not.toContain('hunter2-secret');
-    expect(world.logger.lines).toContainEqual({ level: 'warn', fields: { reasons: ['registry_unavailable'], job: 'a', cause }, message: 'batch paused' });
+    expect(world.logger.lines).toContainEqual({
+      level: 'warn',
+      fields: { reasons: ['registry_unavailable'], job: 'a', cause },
+      message: 'batch paused',
+    });
   });
 
   it('a journal that fails does not undo the pause (best effort, fail closed) and is logged', async () => {
@@ -219,7 +269,11 @@ describe('SupervisorLoop', () => {
     const loop = loopOf(world, ['a']);
     await loop.feed({ type: 'fault' });
     expect(loop.state.pauseReasons).toEqual(['harness']);
-    expect(world.logger.lines).toContainEqual({ level: 'error', fields: { err: 'Error', cause: { code: 'Error', message: 'ENOSPC' }, what: 'journal paused' }, message: 'write failed; continuing fail-closed' });
+    expect(world.logger.lines).toContainEqual({
+      level: 'error',
+      fields: { err: 'Error', cause: { code: 'Error', message: 'ENOSPC' }, what: 'journal paused' },
+      message: 'write failed; continuing fail-closed',
+    });
     expect(world.log).toEqual(['status']);
   });
 

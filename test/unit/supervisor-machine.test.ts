@@ -21,12 +21,33 @@ const JOBS = ['p1', 'p2', 'p3', 'p4'];
 const NOW = 1_000_000;
 
 function state(over: Partial<SupervisorState> = {}): SupervisorState {
-  return { ...initialSupervisorState({ jobIds: JOBS, capacity: SERIAL, claimed: [], finishedCount: 0, pauseReasons: [] }), ...over };
+  return {
+    ...initialSupervisorState({
+      jobIds: JOBS,
+      capacity: SERIAL,
+      claimed: [],
+      finishedCount: 0,
+      pauseReasons: [],
+    }),
+    ...over,
+  };
 }
 
-const next = (nowMs = NOW, gpuPeaksMib: readonly number[] = []): SupervisorEvent => ({ type: 'next', nowMs, gpuPeaksMib });
-const done = (jobId: string, outcome: PairOutcome, nowMs = NOW): SupervisorEvent => ({ type: 'pair_done', jobId, nowMs, outcome });
-const finished = (classification: Classification, pauseReasons: readonly PauseReason[] = []): PairOutcome => ({ kind: 'finished', classification, pauseReasons });
+const next = (nowMs = NOW, gpuPeaksMib: readonly number[] = []): SupervisorEvent => ({
+  type: 'next',
+  nowMs,
+  gpuPeaksMib,
+});
+const done = (jobId: string, outcome: PairOutcome, nowMs = NOW): SupervisorEvent => ({
+  type: 'pair_done',
+  jobId,
+  nowMs,
+  outcome,
+});
+const finished = (
+  classification: Classification,
+  pauseReasons: readonly PauseReason[] = [],
+): PairOutcome => ({ kind: 'finished', classification, pauseReasons });
 const kinds = (effects: readonly SupervisorEffect[]): string[] => effects.map((e) => e.kind);
 const pausedEffects = (reasons: readonly PauseReason[], jobId: string | null): SupervisorEffect[] => [
   { kind: 'journal', event: { type: 'paused', reasons, ...(jobId !== null ? { job_id: jobId } : {}) } },
@@ -35,7 +56,10 @@ const pausedEffects = (reasons: readonly PauseReason[], jobId: string | null): S
 ];
 
 /** Runs events in order from `from`; returns the last state and every effect. */
-function run(from: SupervisorState, events: readonly SupervisorEvent[]): { state: SupervisorState; effects: SupervisorEffect[] } {
+function run(
+  from: SupervisorState,
+  events: readonly SupervisorEvent[],
+): { state: SupervisorState; effects: SupervisorEffect[] } {
   let s = from;
   const effects: SupervisorEffect[] = [];
   for (const e of events) {
@@ -48,7 +72,13 @@ function run(from: SupervisorState, events: readonly SupervisorEvent[]): { state
 
 describe('initial state', () => {
   it('holds what the files and the journal say, and nothing of a previous supervisor', () => {
-    const s = initialSupervisorState({ jobIds: JOBS, capacity: TWO, claimed: ['p1', 'p2'], finishedCount: 1, pauseReasons: ['fatal', 'fatal'] });
+    const s = initialSupervisorState({
+      jobIds: JOBS,
+      capacity: TWO,
+      claimed: ['p1', 'p2'],
+      finishedCount: 1,
+      pauseReasons: ['fatal', 'fatal'],
+    });
     expect(s).toEqual({
       jobIds: JOBS,
       capacity: TWO,
@@ -68,7 +98,11 @@ describe('recover', () => {
   it('puts every claimed pair without a result in flight, recovers each, then writes status', () => {
     const d = decide(state({ claimed: new Set(['p1', 'p2']) }), { type: 'recover', jobIds: ['p1', 'p2'] });
     expect(d.state.inFlight).toEqual(new Set(['p1', 'p2']));
-    expect(d.effects).toEqual([{ kind: 'recover', jobId: 'p1' }, { kind: 'recover', jobId: 'p2' }, { kind: 'write_status' }]);
+    expect(d.effects).toEqual([
+      { kind: 'recover', jobId: 'p1' },
+      { kind: 'recover', jobId: 'p2' },
+      { kind: 'write_status' },
+    ]);
   });
 
   it('with nothing to recover only writes status', () => {
@@ -97,7 +131,13 @@ describe('next: the loop turn', () => {
   });
 
   it('a second worker only with a fitting GPU peak after a result', () => {
-    const s = state({ capacity: TWO, sourcesChecked: true, claimed: new Set(['p1', 'p2']), inFlight: new Set(['p2']), finishedCount: 1 });
+    const s = state({
+      capacity: TWO,
+      sourcesChecked: true,
+      claimed: new Set(['p1', 'p2']),
+      inFlight: new Set(['p2']),
+      finishedCount: 1,
+    });
     expect(decide(s, next(NOW, [])).effects).toEqual([{ kind: 'wait', ms: IDLE_WAIT_MS }]);
     expect(decide(s, next(NOW, [30_000])).effects).toEqual([{ kind: 'dispatch', jobId: 'p3' }]);
     expect(decide(s, next(NOW, [40_000])).effects).toEqual([{ kind: 'wait', ms: IDLE_WAIT_MS }]);
@@ -119,12 +159,22 @@ describe('next: the loop turn', () => {
     ['terminating', { stop: 'terminate' }],
   ])('%s with nothing in flight: leaves; with pairs in flight: waits for them', (_name, over) => {
     expect(decide(state({ ...over, sourcesChecked: true }), next()).effects).toEqual([{ kind: 'leave' }]);
-    const busy = state({ ...over, sourcesChecked: true, claimed: new Set(['p1']), inFlight: new Set(['p1']) });
+    const busy = state({
+      ...over,
+      sourcesChecked: true,
+      claimed: new Set(['p1']),
+      inFlight: new Set(['p1']),
+    });
     expect(decide(busy, next()).effects).toEqual([{ kind: 'wait', ms: IDLE_WAIT_MS }]);
   });
 
   it('after a refused admission: waits until the retry time, then dispatches again', () => {
-    const s = state({ sourcesChecked: true, finishedCount: 1, claimed: new Set(['p1']), registryRetryAtMs: NOW + 1_500 });
+    const s = state({
+      sourcesChecked: true,
+      finishedCount: 1,
+      claimed: new Set(['p1']),
+      registryRetryAtMs: NOW + 1_500,
+    });
     expect(decide(s, next(NOW)).effects).toEqual([{ kind: 'wait', ms: 1_500 }]);
     expect(decide(s, next(NOW + 1_499)).effects).toEqual([{ kind: 'wait', ms: 1 }]);
     expect(decide(s, next(NOW + 1_500)).effects).toEqual([{ kind: 'dispatch', jobId: 'p2' }]);
@@ -157,14 +207,21 @@ describe('sources_checked', () => {
 
 describe('pauses', () => {
   it('pause_needed journals only the reasons not already held', () => {
-    const d = decide(state({ pauseReasons: ['harness'] }), { type: 'pause_needed', reasons: ['harness', 'provider'], jobId: 'p1' });
+    const d = decide(state({ pauseReasons: ['harness'] }), {
+      type: 'pause_needed',
+      reasons: ['harness', 'provider'],
+      jobId: 'p1',
+    });
     expect(d.state.pauseReasons).toEqual(['harness', 'provider']);
     expect(d.effects).toEqual(pausedEffects(['provider'], 'p1'));
   });
 
   it('a pause already held does nothing at all', () => {
     const s = state({ pauseReasons: ['harness'] });
-    expect(decide(s, { type: 'pause_needed', reasons: ['harness'], jobId: null })).toEqual({ state: s, effects: [] });
+    expect(decide(s, { type: 'pause_needed', reasons: ['harness'], jobId: null })).toEqual({
+      state: s,
+      effects: [],
+    });
   });
 
   it('a supervisor fault pauses harness without a job', () => {
@@ -177,15 +234,63 @@ describe('pauses', () => {
 describe('stop requests and signals, from every stop level', () => {
   const inFlight = new Set(['p1', 'p2']);
   const cases: [StopLevel, SupervisorEvent, StopLevel, SupervisorEffect[]][] = [
-    ['none', { type: 'stop_requested', terminate: false }, 'stop', [{ kind: 'wake' }, { kind: 'journal', event: { type: 'stop_requested', terminate: false } }, { kind: 'write_status' }]],
-    ['none', { type: 'stop_requested', terminate: true }, 'terminate', [{ kind: 'terminate', jobIds: ['p1', 'p2'] }, { kind: 'wake' }, { kind: 'journal', event: { type: 'stop_requested', terminate: true } }, { kind: 'write_status' }]],
+    [
+      'none',
+      { type: 'stop_requested', terminate: false },
+      'stop',
+      [
+        { kind: 'wake' },
+        { kind: 'journal', event: { type: 'stop_requested', terminate: false } },
+        { kind: 'write_status' },
+      ],
+    ],
+    [
+      'none',
+      { type: 'stop_requested', terminate: true },
+      'terminate',
+      [
+        { kind: 'terminate', jobIds: ['p1', 'p2'] },
+        { kind: 'wake' },
+        { kind: 'journal', event: { type: 'stop_requested', terminate: true } },
+        { kind: 'write_status' },
+      ],
+    ],
     ['stop', { type: 'stop_requested', terminate: false }, 'stop', [{ kind: 'wake' }]],
-    ['stop', { type: 'stop_requested', terminate: true }, 'terminate', [{ kind: 'terminate', jobIds: ['p1', 'p2'] }, { kind: 'wake' }, { kind: 'journal', event: { type: 'stop_requested', terminate: true } }, { kind: 'write_status' }]],
+    [
+      'stop',
+      { type: 'stop_requested', terminate: true },
+      'terminate',
+      [
+        { kind: 'terminate', jobIds: ['p1', 'p2'] },
+        { kind: 'wake' },
+        { kind: 'journal', event: { type: 'stop_requested', terminate: true } },
+        { kind: 'write_status' },
+      ],
+    ],
     ['terminate', { type: 'stop_requested', terminate: false }, 'terminate', [{ kind: 'wake' }]],
     ['terminate', { type: 'stop_requested', terminate: true }, 'terminate', [{ kind: 'wake' }]],
     // SIGTERM/SIGINT: the first stops, the second terminates, more change nothing.
-    ['none', { type: 'signal' }, 'stop', [{ kind: 'wake' }, { kind: 'journal', event: { type: 'stop_requested', terminate: false } }, { kind: 'write_status' }]],
-    ['stop', { type: 'signal' }, 'terminate', [{ kind: 'terminate', jobIds: ['p1', 'p2'] }, { kind: 'wake' }, { kind: 'journal', event: { type: 'stop_requested', terminate: true } }, { kind: 'write_status' }]],
+    [
+      'none',
+      { type: 'signal' },
+      'stop',
+      [
+        { kind: 'wake' },
+        { kind: 'journal', event: { type: 'stop_requested', terminate: false } },
+        { kind: 'write_status' },
+      ],
+    ],
+    [
+      'stop',
+      { type: 'signal' },
+      'terminate',
+      [
+        { kind: 'terminate', jobIds: ['p1', 'p2'] },
+        { kind: 'wake' },
+        { kind: 'journal', event: { type: 'stop_requested', terminate: true } },
+        { kind: 'write_status' },
+      ],
+    ],
     ['terminate', { type: 'signal' }, 'terminate', [{ kind: 'wake' }]],
   ];
   it.each(cases)('from %s, %j → %s', (from, event, to, effects) => {
@@ -216,20 +321,29 @@ describe('pair_running', () => {
 
 describe('pair_done, for every outcome', () => {
   const busy = (over: Partial<SupervisorState> = {}): SupervisorState =>
-    state({ sourcesChecked: true, claimed: new Set(['p1', 'p2']), inFlight: new Set(['p1', 'p2']), finishedCount: 0, ...over });
+    state({
+      sourcesChecked: true,
+      claimed: new Set(['p1', 'p2']),
+      inFlight: new Set(['p1', 'p2']),
+      finishedCount: 0,
+      ...over,
+    });
   const tail: SupervisorEffect[] = [{ kind: 'write_status' }, { kind: 'wake' }];
 
-  it.each(CLASSIFICATIONS.map((c) => [c]))('finished %s without pause reasons: counted, out of flight, status, wake', (classification) => {
-    const d = decide(busy({ registryRetryAtMs: NOW + 500 }), done('p1', finished(classification)));
-    expect(d.state.inFlight).toEqual(new Set(['p2']));
-    expect(d.state.claimed).toEqual(new Set(['p1', 'p2']));
-    expect(d.state.finishedCount).toBe(1);
-    expect(d.state.finishedHere).toEqual([{ jobId: 'p1', classification }]);
-    // A slot is free again: admission is retried at once.
-    expect(d.state.registryRetryAtMs).toBe(0);
-    expect(d.state.pauseReasons).toEqual([]);
-    expect(d.effects).toEqual(tail);
-  });
+  it.each(CLASSIFICATIONS.map((c) => [c]))(
+    'finished %s without pause reasons: counted, out of flight, status, wake',
+    (classification) => {
+      const d = decide(busy({ registryRetryAtMs: NOW + 500 }), done('p1', finished(classification)));
+      expect(d.state.inFlight).toEqual(new Set(['p2']));
+      expect(d.state.claimed).toEqual(new Set(['p1', 'p2']));
+      expect(d.state.finishedCount).toBe(1);
+      expect(d.state.finishedHere).toEqual([{ jobId: 'p1', classification }]);
+      // A slot is free again: admission is retried at once.
+      expect(d.state.registryRetryAtMs).toBe(0);
+      expect(d.state.pauseReasons).toEqual([]);
+      expect(d.effects).toEqual(tail);
+    },
+  );
 
   it.each<[Classification, PauseReason[]]>([
     ['fatal', ['fatal']],
@@ -250,7 +364,10 @@ describe('pair_done, for every outcome', () => {
 
   it('three infrastructure failures on different pairs in a row pause infrastructure_streak', () => {
     const s = state({ sourcesChecked: true, claimed: new Set(JOBS), inFlight: new Set(JOBS) });
-    const r = run(s, [done('p1', finished('infrastructure_failure')), done('p2', finished('infrastructure_failure'))]);
+    const r = run(s, [
+      done('p1', finished('infrastructure_failure')),
+      done('p2', finished('infrastructure_failure')),
+    ]);
     expect(r.state.pauseReasons).toEqual([]);
     const d = decide(r.state, done('p3', finished('infrastructure_failure')));
     expect(d.state.pauseReasons).toEqual(['infrastructure_streak']);
@@ -258,35 +375,78 @@ describe('pair_done, for every outcome', () => {
   });
 
   it('a streak and the pair own reasons: two pause records, the pair own first', () => {
-    const s = state({ claimed: new Set(JOBS), inFlight: new Set(JOBS), finishedHere: [{ jobId: 'p1', classification: 'infrastructure_failure' }, { jobId: 'p2', classification: 'infrastructure_failure' }] });
+    const s = state({
+      claimed: new Set(JOBS),
+      inFlight: new Set(JOBS),
+      finishedHere: [
+        { jobId: 'p1', classification: 'infrastructure_failure' },
+        { jobId: 'p2', classification: 'infrastructure_failure' },
+      ],
+    });
     const d = decide(s, done('p3', finished('infrastructure_failure', ['harness'])));
     expect(d.state.pauseReasons).toEqual(['harness', 'infrastructure_streak']);
-    expect(d.effects).toEqual([...pausedEffects(['harness'], 'p3'), ...pausedEffects(['infrastructure_streak'], 'p3'), ...tail]);
+    expect(d.effects).toEqual([
+      ...pausedEffects(['harness'], 'p3'),
+      ...pausedEffects(['infrastructure_streak'], 'p3'),
+      ...tail,
+    ]);
   });
 
   it('any other result breaks the streak', () => {
     const s = state({ claimed: new Set(JOBS), inFlight: new Set(JOBS) });
-    const r = run(s, [done('p1', finished('infrastructure_failure')), done('p2', finished('completed')), done('p3', finished('infrastructure_failure')), done('p4', finished('infrastructure_failure'))]);
+    const r = run(s, [
+      done('p1', finished('infrastructure_failure')),
+      done('p2', finished('completed')),
+      done('p3', finished('infrastructure_failure')),
+      done('p4', finished('infrastructure_failure')),
+    ]);
     expect(r.state.pauseReasons).toEqual([]);
   });
 
   it('refused: gives the claim back, journals the first refusal of a run, retries after REGISTRY_RETRY_MS', () => {
-    const s = state({ sourcesChecked: true, claimed: new Set(['p1', 'p2']), inFlight: new Set(['p2']), finishedCount: 1 });
+    const s = state({
+      sourcesChecked: true,
+      claimed: new Set(['p1', 'p2']),
+      inFlight: new Set(['p2']),
+      finishedCount: 1,
+    });
     const first = decide(s, done('p2', { kind: 'refused', reason: 'host_full' }));
     expect(first.state.claimed).toEqual(new Set(['p1']));
     expect(first.state.inFlight).toEqual(new Set());
     expect(first.state.registryRetryAtMs).toBe(NOW + REGISTRY_RETRY_MS);
     expect(first.state.finishedCount).toBe(1);
-    expect(first.effects).toEqual([{ kind: 'journal', event: { type: 'admission_refused', job_id: 'p2', reason: 'host_full' } }, ...tail]);
+    expect(first.effects).toEqual([
+      { kind: 'journal', event: { type: 'admission_refused', job_id: 'p2', reason: 'host_full' } },
+      ...tail,
+    ]);
     // Refused again before a slot freed: no second record, the retry time moves on.
     const later = NOW + REGISTRY_RETRY_MS;
-    const again = run(first.state, [next(later), done('p2', { kind: 'refused', reason: 'gpu_budget' }, later)]);
+    const again = run(first.state, [
+      next(later),
+      done('p2', { kind: 'refused', reason: 'gpu_budget' }, later),
+    ]);
     expect(again.effects).toEqual([{ kind: 'dispatch', jobId: 'p2' }, ...tail]);
     expect(again.state.registryRetryAtMs).toBe(later + REGISTRY_RETRY_MS);
     // A pair finishing frees a slot: admission is retried at once, and the next refusal is journalled again.
-    const freed = run(again.state, [next(later + REGISTRY_RETRY_MS), done('p2', finished('completed')), next(later), done('p3', { kind: 'refused', reason: 'port_held' })]);
-    expect(kinds(freed.effects)).toEqual(['dispatch', 'write_status', 'wake', 'dispatch', 'journal', 'write_status', 'wake']);
-    expect(freed.effects[4]).toEqual({ kind: 'journal', event: { type: 'admission_refused', job_id: 'p3', reason: 'port_held' } });
+    const freed = run(again.state, [
+      next(later + REGISTRY_RETRY_MS),
+      done('p2', finished('completed')),
+      next(later),
+      done('p3', { kind: 'refused', reason: 'port_held' }),
+    ]);
+    expect(kinds(freed.effects)).toEqual([
+      'dispatch',
+      'write_status',
+      'wake',
+      'dispatch',
+      'journal',
+      'write_status',
+      'wake',
+    ]);
+    expect(freed.effects[4]).toEqual({
+      kind: 'journal',
+      event: { type: 'admission_refused', job_id: 'p3', reason: 'port_held' },
+    });
   });
 
   it('claim failed (receipt write): pauses harness; the claim stays (it may have landed)', () => {
@@ -344,7 +504,10 @@ describe('drain_checked', () => {
   });
 
   it('a mismatch at the drain pauses fatal + inputs_changed', () => {
-    const r = run(state({ claimed: new Set(JOBS), finishedCount: 4 }), [{ type: 'drain_checked', allResults: true, pinsSources: true }, { type: 'sources_checked', ok: false }]);
+    const r = run(state({ claimed: new Set(JOBS), finishedCount: 4 }), [
+      { type: 'drain_checked', allResults: true, pinsSources: true },
+      { type: 'sources_checked', ok: false },
+    ]);
     expect(r.state.pauseReasons).toEqual(['fatal', 'inputs_changed']);
   });
 });

@@ -9,7 +9,14 @@ import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
 import { STATUS_FILE } from '../../src/app/batch/layout.js';
 import { NODES_DOWN_FILE } from '../../src/app/batch/node-down.js';
 import { seedLedger } from '../../src/app/batch/supervisor-ledger.js';
-import { admissionNodesOf, bestEffort, loopPorts, outcomeOfAttempt, statusWriterOf, type Supervision } from '../../src/app/batch/supervisor-ports.js';
+import {
+  admissionNodesOf,
+  bestEffort,
+  loopPorts,
+  outcomeOfAttempt,
+  statusWriterOf,
+  type Supervision,
+} from '../../src/app/batch/supervisor-ports.js';
 import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 import type { EvidenceStore, JournalEvent } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
@@ -35,7 +42,11 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const SWARM: ExecutorConfig = { kind: 'swarm', manager: 'unix:///run/docker.sock', node_engines: { n1: 'tcp://n1:2376', n2: 'tcp://n2:2376', n3: 'tcp://n3:2376' } };
+const SWARM: ExecutorConfig = {
+  kind: 'swarm',
+  manager: 'unix:///run/docker.sock',
+  node_engines: { n1: 'tcp://n1:2376', n2: 'tcp://n2:2376', n3: 'tcp://n3:2376' },
+};
 
 interface Rig {
   readonly tb: TestBatch;
@@ -45,7 +56,10 @@ interface Rig {
 }
 
 /** A supervision over a real prepared batch; the registry refuses every admission and records where it was asked. */
-async function rig(runtime: Partial<ContainerRuntime> = {}, options: { executor?: ExecutorConfig; logger?: Logger } = {}): Promise<Rig> {
+async function rig(
+  runtime: Partial<ContainerRuntime> = {},
+  options: { executor?: ExecutorConfig; logger?: Logger } = {},
+): Promise<Rig> {
   const tb = await startTestBatch(dir, options.executor ? { executor: options.executor } : {});
   const { batch, manifest } = await loadBatch(tb.store);
   const seeded = await seedLedger(tb.store, manifest);
@@ -58,12 +72,31 @@ async function rig(runtime: Partial<ContainerRuntime> = {}, options: { executor?
       return Promise.resolve({ kind: 'refused', reason: 'slots_full' });
     },
   } as unknown as CapacityRegistry;
-  const execute = { runtime: runtime as ContainerRuntime, clock, logger: silentLogger, fs: new NodeFileSystem(), host: procHostIdentity } as unknown as ExecutePairDeps;
+  const execute = {
+    runtime: runtime as ContainerRuntime,
+    clock,
+    logger: silentLogger,
+    fs: new NodeFileSystem(),
+    host: procHostIdentity,
+  } as unknown as ExecutePairDeps;
   const s: Supervision = {
-    deps: { store: tb.store, registry, execute, logger: options.logger ?? silentLogger, environment: {}, handleSignals: false },
+    deps: {
+      store: tb.store,
+      registry,
+      execute,
+      logger: options.logger ?? silentLogger,
+      environment: {},
+      handleSignals: false,
+    },
     batch,
     manifest,
-    record: { pid: 1, start_ticks: null, boot_id: null, started_at: '2026-12-02T10:00:00.000Z', mode: 'start' },
+    record: {
+      pid: 1,
+      start_ticks: null,
+      boot_id: null,
+      started_at: '2026-12-02T10:00:00.000Z',
+      mode: 'start',
+    },
     journal: (type, fields) => {
       journalled.push({ type, fields: fields });
       return Promise.resolve();
@@ -103,7 +136,13 @@ function overriding(real: EvidenceStore, overrides: Record<string, unknown>): Ev
 const ENV: ResolvedJobEnvironment = { values: {}, secrets: [], warnings: [] };
 
 function handleOf(jobId: string, containerId: string | null): RunningHandle {
-  return { jobId, containerId, startedAt: '2026-12-02T10:00:00.000Z', deadline: '2026-12-02T10:02:00.000Z', terminate: new AbortController() };
+  return {
+    jobId,
+    containerId,
+    startedAt: '2026-12-02T10:00:00.000Z',
+    deadline: '2026-12-02T10:02:00.000Z',
+    terminate: new AbortController(),
+  };
 }
 
 describe('loopPorts: dispatch and recover', () => {
@@ -165,16 +204,31 @@ describe('loopPorts: journal, status and the source check', () => {
     const { s, journalled } = await rig();
     const ports = loopPorts(s, [], new Map(), writerSpy().writer);
     await expect(ports.checkSources('before_dispatch' as never)).resolves.toBe(true);
-    expect(journalled).toEqual([{ type: 'source_check', fields: { phase: 'before_dispatch', ok: true, checked: 0, mismatched: [] } }]);
+    expect(journalled).toEqual([
+      { type: 'source_check', fields: { phase: 'before_dispatch', ok: true, checked: 0, mismatched: [] } },
+    ]);
   });
 });
 
 describe('outcomeOfAttempt', () => {
   it('maps a refusal, a failed claim and a finished run', () => {
-    expect(outcomeOfAttempt({ kind: 'refused', reason: 'ports_busy' })).toEqual({ kind: 'refused', reason: 'ports_busy' });
-    expect(outcomeOfAttempt({ kind: 'claim_failed', reason: 'already_claimed' })).toEqual({ kind: 'claim_failed', reason: 'already_claimed' });
-    const finish = { result: { classification: 'failed' }, pauseReasons: ['harness_fault'] } as unknown as FinishReport;
-    expect(outcomeOfAttempt({ kind: 'ran', finish })).toEqual({ kind: 'finished', classification: 'failed', pauseReasons: ['harness_fault'] });
+    expect(outcomeOfAttempt({ kind: 'refused', reason: 'ports_busy' })).toEqual({
+      kind: 'refused',
+      reason: 'ports_busy',
+    });
+    expect(outcomeOfAttempt({ kind: 'claim_failed', reason: 'already_claimed' })).toEqual({
+      kind: 'claim_failed',
+      reason: 'already_claimed',
+    });
+    const finish = {
+      result: { classification: 'failed' },
+      pauseReasons: ['harness_fault'],
+    } as unknown as FinishReport;
+    expect(outcomeOfAttempt({ kind: 'ran', finish })).toEqual({
+      kind: 'finished',
+      classification: 'failed',
+      pauseReasons: ['harness_fault'],
+    });
   });
 });
 
@@ -182,7 +236,9 @@ describe('bestEffort', () => {
   it('logs a failed write instead of throwing', async () => {
     const errors: unknown[] = [];
     const logger = { ...silentLogger, error: (fields: unknown) => errors.push(fields) } as Logger;
-    await bestEffort(logger, 'journal x', () => Promise.reject(Object.assign(new Error('disk full'), { code: 'ENOSPC' })));
+    await bestEffort(logger, 'journal x', () =>
+      Promise.reject(Object.assign(new Error('disk full'), { code: 'ENOSPC' })),
+    );
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ what: 'journal x' });
   });
@@ -195,7 +251,11 @@ describe('swarm placement watch', () => {
   });
 
   it('a placement the runtime answers late (after an error and a not-yet) is journalled once, with the node on the handle', async () => {
-    const answers: (() => Promise<{ node: string } | null>)[] = [() => Promise.reject(new Error('manager busy')), () => Promise.resolve(null), () => Promise.resolve({ node: 'n2' })];
+    const answers: (() => Promise<{ node: string } | null>)[] = [
+      () => Promise.reject(new Error('manager busy')),
+      () => Promise.resolve(null),
+      () => Promise.resolve({ node: 'n2' }),
+    ];
     const asked: string[] = [];
     const { s, journalled } = await rig({
       placementOf: (id: string) => {
@@ -268,7 +328,10 @@ describe('admissionNodesOf', () => {
       },
       { executor: SWARM },
     );
-    await tb.store.writeJsonAtomic(NODES_DOWN_FILE, { schema: 'roboguide.e1.nodes_down/v1', nodes: [{ node: 'n2', declared_at: '2026-12-02T10:01:00.000Z' }] });
+    await tb.store.writeJsonAtomic(NODES_DOWN_FILE, {
+      schema: 'roboguide.e1.nodes_down/v1',
+      nodes: [{ node: 'n2', declared_at: '2026-12-02T10:01:00.000Z' }],
+    });
     const nodes = admissionNodesOf(s);
     expect(nodes).toBeDefined();
     expect(await nodes?.(['node.labels.gpu==1'])).toEqual(['n1', 'n3']);
@@ -279,11 +342,17 @@ describe('admissionNodesOf', () => {
 
   it('a manager that cannot answer, or only down nodes: no node to admit on (the pair waits)', async () => {
     let fail = true;
-    const { s, tb } = await rig({ readyNodes: () => (fail ? Promise.reject(new Error('manager down')) : Promise.resolve(['n2'])) }, { executor: SWARM });
+    const { s, tb } = await rig(
+      { readyNodes: () => (fail ? Promise.reject(new Error('manager down')) : Promise.resolve(['n2'])) },
+      { executor: SWARM },
+    );
     const nodes = admissionNodesOf(s);
     expect(await nodes?.([])).toEqual([]);
     fail = false;
-    await tb.store.writeJsonAtomic(NODES_DOWN_FILE, { schema: 'roboguide.e1.nodes_down/v1', nodes: [{ node: 'n2', declared_at: '2026-12-02T10:01:00.000Z' }] });
+    await tb.store.writeJsonAtomic(NODES_DOWN_FILE, {
+      schema: 'roboguide.e1.nodes_down/v1',
+      nodes: [{ node: 'n2', declared_at: '2026-12-02T10:01:00.000Z' }],
+    });
     expect(await nodes?.([])).toEqual([]);
   });
 
@@ -309,7 +378,9 @@ describe('statusWriterOf', () => {
     const handle = { ...handleOf('a', 'c-a'), node: 'n1' };
     const writer = statusWriterOf(s, () => [handle, handleOf('b', null)], { poke: () => pokes++ } as never);
     await writer.now();
-    const status = await tb.store.readJson<{ running: { job_id: string; container_id: string | null; node?: string }[] }>(STATUS_FILE);
+    const status = await tb.store.readJson<{
+      running: { job_id: string; container_id: string | null; node?: string }[];
+    }>(STATUS_FILE);
     expect(status?.running).toEqual([
       expect.objectContaining({ job_id: 'a', container_id: 'c-a', node: 'n1' }),
       expect.objectContaining({ job_id: 'b', container_id: null }),
@@ -334,7 +405,9 @@ describe('statusWriterOf', () => {
 
   it('a swarm batch writes status too (GPUs per node come from the manifest jobs)', async () => {
     const { s, tb } = await rig({}, { executor: SWARM });
-    const writer = statusWriterOf(s, () => [{ ...handleOf('a', 'c-a'), node: 'n1' }], { poke: () => undefined } as never);
+    const writer = statusWriterOf(s, () => [{ ...handleOf('a', 'c-a'), node: 'n1' }], {
+      poke: () => undefined,
+    } as never);
     await writer.now();
     expect(await tb.store.readJson(STATUS_FILE)).not.toBeNull();
   });
@@ -343,7 +416,13 @@ describe('statusWriterOf', () => {
     const errors: unknown[] = [];
     const logger = { ...silentLogger, error: (fields: unknown) => errors.push(fields) } as Logger;
     const { s } = await rig({}, { logger });
-    const broken = { ...s, deps: { ...s.deps, store: overriding(s.deps.store, { writeJsonAtomic: () => Promise.reject(new Error('EIO')) }) } };
+    const broken = {
+      ...s,
+      deps: {
+        ...s.deps,
+        store: overriding(s.deps.store, { writeJsonAtomic: () => Promise.reject(new Error('EIO')) }),
+      },
+    };
     const writer = statusWriterOf(broken, () => [], { poke: () => undefined } as never);
     await writer.now();
     expect(errors).toEqual([expect.objectContaining({ what: 'status.json', err: 'Error' })]);
@@ -354,7 +433,12 @@ describe('seedLedger', () => {
   type Listener = (record: JournalEvent & { readonly seq: number }, endBytes: number) => void;
 
   /** A store that replays `journal` and lets the test append records (to the listener) at chosen moments. */
-  function scriptedStore(real: EvidenceStore, journal: (JournalEvent & { seq: number })[], duringRead: (emit: Listener) => void, failRead = false) {
+  function scriptedStore(
+    real: EvidenceStore,
+    journal: (JournalEvent & { seq: number })[],
+    duringRead: (emit: Listener) => void,
+    failRead = false,
+  ) {
     let listener: Listener | undefined;
     let stopped = 0;
     const store = overriding(real, {
@@ -373,12 +457,34 @@ describe('seedLedger', () => {
         return Promise.resolve(slice);
       },
     });
-    return { store, emit: (r: JournalEvent & { seq: number }, b: number) => listener?.(r, b), stopped: () => stopped };
+    return {
+      store,
+      emit: (r: JournalEvent & { seq: number }, b: number) => listener?.(r, b),
+      stopped: () => stopped,
+    };
   }
 
-  const claimed = (seq: number, job: string) => ({ type: 'claimed', seq, at: '2026-12-02T10:00:01.000Z', job_id: job, claim_id: `k-${job}`, reservation_id: `r-${job}`, claimed_at: '2026-12-02T10:00:01.000Z', deadline: '2026-12-02T10:02:01.000Z' }) as unknown as JournalEvent & { seq: number };
+  const claimed = (seq: number, job: string) =>
+    ({
+      type: 'claimed',
+      seq,
+      at: '2026-12-02T10:00:01.000Z',
+      job_id: job,
+      claim_id: `k-${job}`,
+      reservation_id: `r-${job}`,
+      claimed_at: '2026-12-02T10:00:01.000Z',
+      deadline: '2026-12-02T10:02:01.000Z',
+    }) as unknown as JournalEvent & { seq: number };
   const finished = (seq: number, job: string, peak?: unknown) =>
-    ({ type: 'pair_finished', seq, at: '2026-12-02T10:01:00.000Z', job_id: job, claim_id: `k-${job}`, classification: 'completed', ...(peak !== undefined ? { gpu_peak_mib: peak } : {}) }) as unknown as JournalEvent & { seq: number };
+    ({
+      type: 'pair_finished',
+      seq,
+      at: '2026-12-02T10:01:00.000Z',
+      job_id: job,
+      claim_id: `k-${job}`,
+      classification: 'completed',
+      ...(peak !== undefined ? { gpu_peak_mib: peak } : {}),
+    }) as unknown as JournalEvent & { seq: number };
 
   it('folds a record appended while seeding (after the read), skips one the read already had, then follows appends', async () => {
     const tb = await startTestBatch(dir);

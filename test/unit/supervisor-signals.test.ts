@@ -13,7 +13,9 @@ import type { SupervisorEvent } from '../../src/core/supervisor-machine.js';
 /** A loop that only records the events fed to it. */
 function recordingLoop(): { loop: SupervisorLoop; events: SupervisorEvent[] } {
   const events: SupervisorEvent[] = [];
-  const loop = { feed: (e: SupervisorEvent) => (events.push(e), Promise.resolve()) } as unknown as SupervisorLoop;
+  const loop = {
+    feed: (e: SupervisorEvent) => (events.push(e), Promise.resolve()),
+  } as unknown as SupervisorLoop;
   return { loop, events };
 }
 
@@ -52,14 +54,22 @@ describe('the stop protocol', () => {
   });
 
   it('SIGTERM and SIGINT become signal events only with handleSignals; removing takes every listener away', () => {
-    const before = { usr2: process.listenerCount('SIGUSR2'), term: process.listenerCount('SIGTERM'), int: process.listenerCount('SIGINT') };
+    const before = {
+      usr2: process.listenerCount('SIGUSR2'),
+      term: process.listenerCount('SIGTERM'),
+      int: process.listenerCount('SIGINT'),
+    };
     const { loop, events } = recordingLoop();
     const off = listenForStops({ store, handleSignals: true }, loop, new StopLatch());
     process.emit('SIGTERM', 'SIGTERM');
     process.emit('SIGINT', 'SIGINT');
     expect(events).toEqual([{ type: 'signal' }, { type: 'signal' }]);
     off();
-    expect({ usr2: process.listenerCount('SIGUSR2'), term: process.listenerCount('SIGTERM'), int: process.listenerCount('SIGINT') }).toEqual(before);
+    expect({
+      usr2: process.listenerCount('SIGUSR2'),
+      term: process.listenerCount('SIGTERM'),
+      int: process.listenerCount('SIGINT'),
+    }).toEqual(before);
     const quiet = recordingLoop();
     offs.push(listenForStops({ store, handleSignals: false }, quiet.loop, new StopLatch()));
     expect(process.listenerCount('SIGTERM')).toBe(before.term);
@@ -67,7 +77,10 @@ describe('the stop protocol', () => {
 });
 
 describe('swarm admission nodes', () => {
-  function supervision(ready: () => Promise<readonly string[]>, executor: 'swarm' | 'local' = 'swarm'): Supervision {
+  function supervision(
+    ready: () => Promise<readonly string[]>,
+    executor: 'swarm' | 'local' = 'swarm',
+  ): Supervision {
     return {
       deps: { store, execute: { runtime: { readyNodes: ready } } },
       batch: { batch_id: 'b', executor: { kind: executor } },
@@ -92,7 +105,9 @@ describe('swarm admission nodes', () => {
     const nodes = admissionNodesOf(supervision(() => Promise.resolve(['n1', 'n2'])));
     const first = await nodes?.([]);
     expect(first).not.toContain('n2');
-    expect(await admissionNodesOf(supervision(() => Promise.reject(new Error('manager away'))))?.([])).toEqual([]);
+    expect(
+      await admissionNodesOf(supervision(() => Promise.reject(new Error('manager away'))))?.([]),
+    ).toEqual([]);
   });
 
   it('a local batch has none: admission uses the registry own node', () => {

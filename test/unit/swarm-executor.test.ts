@@ -4,8 +4,12 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { gpuCountOf, LogFeed, SwarmContainerRuntime } from '../../src/adapters/swarm/swarm-container-runtime.js';
-import type { LazyContainerRuntime} from '../../src/adapters/docker/lazy-container-runtime.js';
+import {
+  gpuCountOf,
+  LogFeed,
+  SwarmContainerRuntime,
+} from '../../src/adapters/swarm/swarm-container-runtime.js';
+import type { LazyContainerRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { LazyExecutorRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { runtimeForOutput } from '../../src/composition-root.js';
 import { swarmSlots } from '../../src/app/batch/start-batch.js';
@@ -31,23 +35,47 @@ describe('executor flags (--executor, --manager, --node-engine)', () => {
     expect(executorFromFlags({})).toEqual({ kind: 'local' });
     expect(executorFromFlags({ executor: 'local' })).toEqual({ kind: 'local' });
     expect(
-      executorFromFlags({ executor: 'swarm', manager: 'unix:///run/m.sock', 'node-engine': ['gpu-1=unix:///run/n1.sock', 'gpu-2=tcp://10.0.0.2:2376?ca=/c/ca.pem&cert=/c/cert.pem&key=/c/key.pem', 'n3=ssh://ops@gpu-3'] }),
+      executorFromFlags({
+        executor: 'swarm',
+        manager: 'unix:///run/m.sock',
+        'node-engine': [
+          'gpu-1=unix:///run/n1.sock',
+          'gpu-2=tcp://10.0.0.2:2376?ca=/c/ca.pem&cert=/c/cert.pem&key=/c/key.pem',
+          'n3=ssh://ops@gpu-3',
+        ],
+      }),
     ).toEqual({
       kind: 'swarm',
       manager: 'unix:///run/m.sock',
-      node_engines: { 'gpu-1': 'unix:///run/n1.sock', 'gpu-2': 'tcp://10.0.0.2:2376?ca=/c/ca.pem&cert=/c/cert.pem&key=/c/key.pem', n3: 'ssh://ops@gpu-3' },
+      node_engines: {
+        'gpu-1': 'unix:///run/n1.sock',
+        'gpu-2': 'tcp://10.0.0.2:2376?ca=/c/ca.pem&cert=/c/cert.pem&key=/c/key.pem',
+        n3: 'ssh://ops@gpu-3',
+      },
     });
   });
 
   it('names the flag and the rule for every bad value', () => {
-    expect(issuesOf(() => executorFromFlags({ executor: 'k8s' }))).toEqual(['--executor: must be local or swarm (got "k8s")']);
-    expect(issuesOf(() => executorFromFlags({ manager: 'unix:///x' }))).toEqual(['--manager: only with --executor swarm']);
-    expect(issuesOf(() => executorFromFlags({ 'node-engine': ['a=unix:///x'] }))).toEqual(['--node-engine: only with --executor swarm']);
+    expect(issuesOf(() => executorFromFlags({ executor: 'k8s' }))).toEqual([
+      '--executor: must be local or swarm (got "k8s")',
+    ]);
+    expect(issuesOf(() => executorFromFlags({ manager: 'unix:///x' }))).toEqual([
+      '--manager: only with --executor swarm',
+    ]);
+    expect(issuesOf(() => executorFromFlags({ 'node-engine': ['a=unix:///x'] }))).toEqual([
+      '--node-engine: only with --executor swarm',
+    ]);
     const swarm = issuesOf(() => executorFromFlags({ executor: 'swarm' }));
     expect(swarm[0]).toMatch(/^--manager: required with --executor swarm/);
     expect(swarm[1]).toMatch(/^--node-engine: at least one NODE=URL/);
     expect(
-      issuesOf(() => executorFromFlags({ executor: 'swarm', manager: 'http://m:1', 'node-engine': ['x', 'a=unix:///s', 'a=unix:///t', '-b=unix:///s', 'c=tcp://h:1?ca=/a'] })),
+      issuesOf(() =>
+        executorFromFlags({
+          executor: 'swarm',
+          manager: 'http://m:1',
+          'node-engine': ['x', 'a=unix:///s', 'a=unix:///t', '-b=unix:///s', 'c=tcp://h:1?ca=/a'],
+        }),
+      ),
     ).toEqual([
       '--manager: scheme http is not one of unix, tcp, ssh',
       "--node-engine[0]: must be NODE=URL (NODE: the node's hostname or id)",
@@ -58,14 +86,37 @@ describe('executor flags (--executor, --manager, --node-engine)', () => {
   });
 
   it('parses endpoints and never accepts a password in one', () => {
-    expect(parseEngineEndpoint('unix:///var/run/docker.sock')).toEqual({ kind: 'unix', socketPath: '/var/run/docker.sock' });
-    expect(parseEngineEndpoint('tcp://10.1.2.3:2375')).toEqual({ kind: 'tcp', host: '10.1.2.3', port: 2375, tls: null });
-    expect(parseEngineEndpoint('ssh://ops@gpu-3:2222')).toEqual({ kind: 'ssh', host: 'gpu-3', port: 2222, username: 'ops' });
-    expect(parseEngineEndpoint('ssh://ops:hunter22@gpu-3')).toEqual({ problem: 'ssh:// must not carry a password (use an SSH agent or key)' });
-    expect(parseEngineEndpoint('tcp://u:p@h:1')).toMatchObject({ problem: expect.stringMatching(/no user or password/) as string });
-    expect(parseEngineEndpoint('unix://relative.sock')).toMatchObject({ problem: expect.stringMatching(/absolute socket path/) as string });
-    expect(parseEngineEndpoint('tcp://h')).toMatchObject({ problem: expect.stringMatching(/host and a port/) as string });
-    expect(parseEngineEndpoint('not a url')).toMatchObject({ problem: expect.stringMatching(/must be a URL/) as string });
+    expect(parseEngineEndpoint('unix:///var/run/docker.sock')).toEqual({
+      kind: 'unix',
+      socketPath: '/var/run/docker.sock',
+    });
+    expect(parseEngineEndpoint('tcp://10.1.2.3:2375')).toEqual({
+      kind: 'tcp',
+      host: '10.1.2.3',
+      port: 2375,
+      tls: null,
+    });
+    expect(parseEngineEndpoint('ssh://ops@gpu-3:2222')).toEqual({
+      kind: 'ssh',
+      host: 'gpu-3',
+      port: 2222,
+      username: 'ops',
+    });
+    expect(parseEngineEndpoint('ssh://ops:hunter22@gpu-3')).toEqual({
+      problem: 'ssh:// must not carry a password (use an SSH agent or key)',
+    });
+    expect(parseEngineEndpoint('tcp://u:p@h:1')).toMatchObject({
+      problem: expect.stringMatching(/no user or password/) as string,
+    });
+    expect(parseEngineEndpoint('unix://relative.sock')).toMatchObject({
+      problem: expect.stringMatching(/absolute socket path/) as string,
+    });
+    expect(parseEngineEndpoint('tcp://h')).toMatchObject({
+      problem: expect.stringMatching(/host and a port/) as string,
+    });
+    expect(parseEngineEndpoint('not a url')).toMatchObject({
+      problem: expect.stringMatching(/must be a URL/) as string,
+    });
   });
 
   it('reads the executor back from batch.json (absent: local) and refuses a damaged one', () => {
@@ -90,13 +141,26 @@ describe('swarm capacity', () => {
     const capacity = { maxWorkers: 1 as const, executorSlots: 4 };
     expect(workersAllowed(capacity, [], 0)).toBe(1);
     expect(workersAllowed(capacity, [], 1)).toBe(4);
-    const base = { jobIds: ['a', 'b', 'c', 'd', 'e', 'f'], gpuPeaksMib: [], capacity, paused: false, stopping: false, registryRefused: false };
-    expect(decideDispatch({ ...base, claimed: new Set(['a', 'b', 'c']), running: 3, finishedCount: 1 })).toMatchObject({ kind: 'dispatch', jobId: 'd', workersAllowed: 4 });
-    expect(decideDispatch({ ...base, claimed: new Set(['a', 'b', 'c', 'd', 'e']), running: 4, finishedCount: 1 })).toMatchObject({ kind: 'wait', reason: 'at_capacity' });
+    const base = {
+      jobIds: ['a', 'b', 'c', 'd', 'e', 'f'],
+      gpuPeaksMib: [],
+      capacity,
+      paused: false,
+      stopping: false,
+      registryRefused: false,
+    };
+    expect(
+      decideDispatch({ ...base, claimed: new Set(['a', 'b', 'c']), running: 3, finishedCount: 1 }),
+    ).toMatchObject({ kind: 'dispatch', jobId: 'd', workersAllowed: 4 });
+    expect(
+      decideDispatch({ ...base, claimed: new Set(['a', 'b', 'c', 'd', 'e']), running: 4, finishedCount: 1 }),
+    ).toMatchObject({ kind: 'wait', reason: 'at_capacity' });
   });
 
   it('GPUs become generic resources: a count, or the number of listed ids; "all" cannot be placed', () => {
-    const req = (r: object) => ({ deviceRequests: [{ Driver: 'nvidia' as const, Capabilities: [['gpu']], ...r }] });
+    const req = (r: object) => ({
+      deviceRequests: [{ Driver: 'nvidia' as const, Capabilities: [['gpu']], ...r }],
+    });
     expect(gpuCountOf({ deviceRequests: [] })).toBe(0);
     expect(gpuCountOf(req({ Count: 2 }))).toBe(2);
     expect(gpuCountOf(req({ DeviceIDs: ['0', '1', '2'] }))).toBe(3);
@@ -104,7 +168,13 @@ describe('swarm capacity', () => {
   });
 
   it('placement constraints: validated swarm syntax only', () => {
-    expect(PlacementSchemaForTest.safeParse(['node.hostname==gpu-3', 'node.labels.zone != b', 'engine.labels.cuda==12.4']).success).toBe(true);
+    expect(
+      PlacementSchemaForTest.safeParse([
+        'node.hostname==gpu-3',
+        'node.labels.zone != b',
+        'engine.labels.cuda==12.4',
+      ]).success,
+    ).toBe(true);
     expect(PlacementSchemaForTest.safeParse(['node.hostname=gpu-3']).success).toBe(false);
     expect(PlacementSchemaForTest.safeParse(['hostname==x']).success).toBe(false);
     expect(PlacementSchemaForTest.safeParse(['node.hostname==$(reboot)']).success).toBe(false);
@@ -112,7 +182,16 @@ describe('swarm capacity', () => {
 
   it('a lost node classifies as infrastructure_failure/node_lost', () => {
     expect(
-      classify({ jobId: 'j', outcome: { kind: 'missing' }, timedOut: false, terminated: false, engineFault: null, engineLoss: 'node_lost', harnessFaults: [], allowedHttpStatuses: [] }),
+      classify({
+        jobId: 'j',
+        outcome: { kind: 'missing' },
+        timedOut: false,
+        terminated: false,
+        engineFault: null,
+        engineLoss: 'node_lost',
+        harnessFaults: [],
+        allowedHttpStatuses: [],
+      }),
     ).toEqual({ classification: 'infrastructure_failure', reasons: ['node_lost', 'outcome_missing'] });
   });
 });
@@ -143,9 +222,27 @@ describe('service log feed (follow never ends; completion re-reads and skips wha
     feed.attachSource(follow);
     const out = text(feed.stdout);
     const err = text(feed.stderr);
-    follow.write(frames([[1, 'line 1\n'], [2, 'e1\n'], [1, 'line 2\n']]));
+    follow.write(
+      frames([
+        [1, 'line 1\n'],
+        [2, 'e1\n'],
+        [1, 'line 2\n'],
+      ]),
+    );
     await new Promise((r) => setTimeout(r, 20));
-    await feed.complete(() => Promise.resolve(Readable.from([frames([[1, 'line 1\nline 2\n'], [2, 'e1\ne2\n'], [1, 'line 3\n']])])), 1_000);
+    await feed.complete(
+      () =>
+        Promise.resolve(
+          Readable.from([
+            frames([
+              [1, 'line 1\nline 2\n'],
+              [2, 'e1\ne2\n'],
+              [1, 'line 3\n'],
+            ]),
+          ]),
+        ),
+      1_000,
+    );
     expect(await out).toBe('line 1\nline 2\nline 3\n');
     expect(await err).toBe('e1\ne2\n');
     expect(follow.destroyed).toBe(true);
@@ -176,7 +273,12 @@ describe('the runtime that owns existing evidence (reconcile, pair recover, stat
   it('a swarm batch gets its recorded executor; a local pair run the local engine; a swarm pair run is refused', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'rg-owner-'));
     try {
-      await writeFile(join(dir, 'batch.json'), JSON.stringify({ executor: { kind: 'swarm', manager: 'unix:///m.sock', node_engines: { n1: 'unix:///n1.sock' } } }));
+      await writeFile(
+        join(dir, 'batch.json'),
+        JSON.stringify({
+          executor: { kind: 'swarm', manager: 'unix:///m.sock', node_engines: { n1: 'unix:///n1.sock' } },
+        }),
+      );
       const swarm = await runtimeForOutput(dir);
       expect(swarm).toBeInstanceOf(LazyExecutorRuntime);
       expect(await (swarm as LazyExecutorRuntime).runtime()).toBeInstanceOf(SwarmContainerRuntime);
@@ -185,8 +287,13 @@ describe('the runtime that owns existing evidence (reconcile, pair recover, stat
       const local = await runtimeForOutput(dir);
       expect(local).not.toBeInstanceOf(LazyExecutorRuntime);
       expect(await (local as LazyContainerRuntime).runtime()).toBeInstanceOf(DockerContainerRuntime);
-      await writeFile(join(dir, 'receipt.json'), JSON.stringify({ container_id: 'rxbue33dzpz6k8grl6r76820q' }));
-      await expect(runtimeForOutput(dir)).rejects.toThrow(/ran on a swarm \(service rxbue33dzpz6k8grl6r76820q\)/);
+      await writeFile(
+        join(dir, 'receipt.json'),
+        JSON.stringify({ container_id: 'rxbue33dzpz6k8grl6r76820q' }),
+      );
+      await expect(runtimeForOutput(dir)).rejects.toThrow(
+        /ran on a swarm \(service rxbue33dzpz6k8grl6r76820q\)/,
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -77,7 +77,13 @@ describe('buildTerminalProof', () => {
       job_id: 'pair-0001',
       run_id: 'claim-1',
       reservation_id: 'res-1',
-      launch: { claimed_at: receipt.claimed_at, host_boot_id: 'boot-1', container_id: 'c-1', image: 'pair-driver:1', code_version: '0.1.0' },
+      launch: {
+        claimed_at: receipt.claimed_at,
+        host_boot_id: 'boot-1',
+        container_id: 'c-1',
+        image: 'pair-driver:1',
+        code_version: '0.1.0',
+      },
       classification: 'completed',
       outcome_sha256: OUTCOME_SHA,
       exit_code: 0,
@@ -87,7 +93,12 @@ describe('buildTerminalProof', () => {
   });
 
   it('is deterministic: key order of the evidence does not change the digest input', () => {
-    const shuffled = JSON.parse(JSON.stringify({ ...receipt, source_sha256: { '/abs/a.py': 'd'.repeat(64), '/abs/z.py': 'c'.repeat(64) } })) as Receipt;
+    const shuffled = JSON.parse(
+      JSON.stringify({
+        ...receipt,
+        source_sha256: { '/abs/a.py': 'd'.repeat(64), '/abs/z.py': 'c'.repeat(64) },
+      }),
+    ) as Receipt;
     const reversed = Object.fromEntries(Object.entries(shuffled).reverse()) as unknown as Receipt;
     const a = buildTerminalProof(input);
     const b = buildTerminalProof({ ...input, receipt: reversed });
@@ -117,7 +128,13 @@ describe('buildTerminalProof', () => {
 
   it('holds as outcome_changed when the digest now differs, or an outcome appeared later', () => {
     expect(holdOf({ currentOutcomeSha256: 'e'.repeat(64) }).reason).toBe('outcome_changed');
-    const missingThen = { ...result, classification: 'infrastructure_failure', reasons: ['outcome_missing'], outcome: null, outcome_sha256: null } as const;
+    const missingThen = {
+      ...result,
+      classification: 'infrastructure_failure',
+      reasons: ['outcome_missing'],
+      outcome: null,
+      outcome_sha256: null,
+    } as const;
     expect(holdOf({ result: missingThen }).reason).toBe('outcome_changed');
   });
 
@@ -131,12 +148,26 @@ describe('buildTerminalProof', () => {
     const unverified = { ...result, cleanup: { removed: false, verified_absent: false, attempts: 3 } };
     expect(holdOf({ result: unverified, containerPresent: true }).reason).toBe('container_present');
     const decision = buildTerminalProof({ ...input, result: unverified });
-    expect(decision.kind === 'proof' && decision.proof.cleanup).toEqual({ verified_absent: true, verified_by: 'reconciler' });
+    expect(decision.kind === 'proof' && decision.proof.cleanup).toEqual({
+      verified_absent: true,
+      verified_by: 'reconciler',
+    });
   });
 
   it('proves a failure without an outcome when the file is still missing', () => {
-    const missing = { ...result, classification: 'infrastructure_failure', reasons: ['outcome_missing'], outcome: null, outcome_sha256: null } as const;
-    const decision = buildTerminalProof({ ...input, result: missing, outcomeState: 'missing', currentOutcomeSha256: null });
+    const missing = {
+      ...result,
+      classification: 'infrastructure_failure',
+      reasons: ['outcome_missing'],
+      outcome: null,
+      outcome_sha256: null,
+    } as const;
+    const decision = buildTerminalProof({
+      ...input,
+      result: missing,
+      outcomeState: 'missing',
+      currentOutcomeSha256: null,
+    });
     expect(decision.kind === 'proof' && decision.proof.outcome_sha256).toBeNull();
     expect(decision.kind === 'proof' && decision.proof.classification).toBe('infrastructure_failure');
   });
@@ -150,7 +181,9 @@ describe('canonicalJson', () => {
   });
 
   it('sorts keys at every depth and keeps array order', () => {
-    expect(canonicalJson({ b: [3, { z: 1, a: null }], a: 'x', u: undefined })).toBe('{"a":"x","b":[3,{"a":null,"z":1}]}');
+    expect(canonicalJson({ b: [3, { z: 1, a: null }], a: 'x', u: undefined })).toBe(
+      '{"a":"x","b":[3,{"a":null,"z":1}]}',
+    );
   });
 });
 
@@ -161,13 +194,14 @@ describe('evidence shape checks', () => {
   });
 
   it('names each wrong or missing field', () => {
-    expect(receiptProblems({ ...receipt, claim_id: 7, source_sha256: { x: 1 } })).toEqual(['receipt.claim_id', 'receipt.source_sha256']);
-    const { logs: _logs, ...noLogs } = result;
-    expect(resultProblems({ ...noLogs, classification: 'great', container: { id: 'c', exit_code: 1.5 } })).toEqual([
-      'result.classification',
-      'result.logs',
-      'result.container.exit_code',
+    expect(receiptProblems({ ...receipt, claim_id: 7, source_sha256: { x: 1 } })).toEqual([
+      'receipt.claim_id',
+      'receipt.source_sha256',
     ]);
+    const { logs: _logs, ...noLogs } = result;
+    expect(
+      resultProblems({ ...noLogs, classification: 'great', container: { id: 'c', exit_code: 1.5 } }),
+    ).toEqual(['result.classification', 'result.logs', 'result.container.exit_code']);
     expect(resultProblems([])).toEqual(['result is not a JSON object']);
   });
 });

@@ -6,7 +6,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
-import type { ContainerOutput, ContainerRuntime, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
+import type {
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerState,
+  WaitResult,
+} from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { deadlineOf } from '../../src/core/batch-ledger.js';
 import { wallDeadlineFromClaim, wallDeadlineMs } from '../../src/core/wall-budget.js';
@@ -43,7 +48,19 @@ class RecordingRuntime implements Partial<ContainerRuntime> {
     return Promise.resolve('removed' as const);
   }
   inspect(): Promise<ContainerState | null> {
-    return Promise.resolve(this.present ? { id: 'c1', status: 'exited', exitCode: 0, oomKilled: false, startedAt: null, finishedAt: null, labels: {} } : null);
+    return Promise.resolve(
+      this.present
+        ? {
+            id: 'c1',
+            status: 'exited',
+            exitCode: 0,
+            oomKilled: false,
+            startedAt: null,
+            finishedAt: null,
+            labels: {},
+          }
+        : null,
+    );
   }
   getArchive() {
     return Promise.resolve(null);
@@ -68,7 +85,9 @@ afterEach(async () => {
 describe('the wall budget: one deadline in epoch ms, fixed at claim time', () => {
   it('is the claim time plus timeout_seconds, and what status shows is that same instant', () => {
     expect(wallDeadlineMs(Date.UTC(2026, 11, 3, 8, 0, 0), 90)).toBe(Date.UTC(2026, 11, 3, 8, 1, 30));
-    expect(wallDeadlineFromClaim('2026-12-03T08:00:00.250Z', 36_060)).toBe(Date.parse('2026-12-03T18:01:00.250Z'));
+    expect(wallDeadlineFromClaim('2026-12-03T08:00:00.250Z', 36_060)).toBe(
+      Date.parse('2026-12-03T18:01:00.250Z'),
+    );
     expect(deadlineOf('2026-12-03T08:00:00.250Z', 36_060)).toBe('2026-12-03T18:01:00.250Z');
   });
 
@@ -88,8 +107,24 @@ describe('the wall budget: one deadline in epoch ms, fixed at claim time', () =>
       diagnose: () => Promise.resolve(null),
       verifyAbsentTimeoutMs: 300,
     };
-    const spec = { job_id: 'p1', argv: ['/run'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json'), ports: [], timeout_seconds: 90, image: 'img' };
-    const ran = await runPair(deps, { specText: JSON.stringify(spec), specSource: 'p1.json', output: join(dir, 'D'), bindAddress: '127.0.0.1', environment: {}, codeVersion: 't', cwd: dir });
+    const spec = {
+      job_id: 'p1',
+      argv: ['/run'],
+      cwd: join(dir, 'cwd'),
+      outcome_path: join(dir, 'out', 'o.json'),
+      ports: [],
+      timeout_seconds: 90,
+      image: 'img',
+    };
+    const ran = await runPair(deps, {
+      specText: JSON.stringify(spec),
+      specSource: 'p1.json',
+      output: join(dir, 'D'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 't',
+      cwd: dir,
+    });
     expect(runtime.waitDeadlines).toEqual([Date.parse(ran.receipt.claimed_at) + 90_000]);
   });
 });

@@ -84,7 +84,9 @@ export const PAIR_LOG_CONFIG = {
 } as const;
 
 /** The engine's HostConfig fields for a pair's limits. */
-export function hostConfigLimits(limits: ContainerLimits): Pick<Docker.HostConfig, 'PidsLimit' | 'Memory' | 'MemorySwap' | 'NanoCpus' | 'Ulimits'> {
+export function hostConfigLimits(
+  limits: ContainerLimits,
+): Pick<Docker.HostConfig, 'PidsLimit' | 'Memory' | 'MemorySwap' | 'NanoCpus' | 'Ulimits'> {
   return {
     PidsLimit: limits.pidsLimit,
     Memory: limits.memoryBytes,
@@ -172,11 +174,24 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.docker.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; DockerRootDir?: string }>,
+        this.docker.info() as Promise<{
+          ID?: string;
+          Runtimes?: Record<string, unknown>;
+          LoggingDriver?: string;
+          DockerRootDir?: string;
+        }>,
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return { id: info.ID ?? '', ...engineProductOf(version), apiVersion: version.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(info.Runtimes), loggingDriver: info.LoggingDriver, dataRoot: info.DockerRootDir };
+      return {
+        id: info.ID ?? '',
+        ...engineProductOf(version),
+        apiVersion: version.ApiVersion,
+        runtimes,
+        runtimeDetails: engineRuntimesOf(info.Runtimes),
+        loggingDriver: info.LoggingDriver,
+        dataRoot: info.DockerRootDir,
+      };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -335,15 +350,16 @@ export class DockerContainerRuntime implements ContainerRuntime {
     });
     const exited = (async (): Promise<WaitResult> => {
       try {
-        const r = (await this.docker
-          .getContainer(id)
-          .wait({ abortSignal: controller.signal } as object)) as { StatusCode: number };
+        const r = (await this.docker.getContainer(id).wait({ abortSignal: controller.signal } as object)) as {
+          StatusCode: number;
+        };
         return { kind: 'exited', exitCode: r.StatusCode };
       } catch (err) {
         if (isAbort(err) || controller.signal.aborted) return never;
         const mapped = toEngineError(err, 'wait for a container');
         // A dropped connection or a container the engine forgot is not a verdict: the caller inspects again.
-        if (mapped.fault === 'engine_unavailable' || mapped.statusCode === 404) return { kind: 'engine_lost', lastSeenAliveMs };
+        if (mapped.fault === 'engine_unavailable' || mapped.statusCode === 404)
+          return { kind: 'engine_lost', lastSeenAliveMs };
         throw mapped;
       }
     })();
@@ -376,7 +392,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
   /** One short inspect: is the container alive, stopped, or is the engine (or the container) gone? */
   async #heartbeat(id: string): Promise<'alive' | 'stopped' | 'lost' | 'unknown'> {
     try {
-      const c = await this.docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(HEARTBEAT_TIMEOUT_MS) });
+      const c = await this.docker
+        .getContainer(id)
+        .inspect({ abortSignal: AbortSignal.timeout(HEARTBEAT_TIMEOUT_MS) });
       const status = c.State.Status;
       return status === 'exited' || status === 'dead' || status === 'removing' ? 'stopped' : 'alive';
     } catch (err) {
@@ -440,10 +458,15 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async gpuGrantOf(id: string): Promise<GpuGrant | null> {
     try {
-      const c = (await this.docker.getContainer(id).inspect(this.#deadline())) as { HostConfig?: { DeviceRequests?: unknown[] | null; Devices?: { PathOnHost?: string }[] | null } };
+      const c = (await this.docker.getContainer(id).inspect(this.#deadline())) as {
+        HostConfig?: { DeviceRequests?: unknown[] | null; Devices?: { PathOnHost?: string }[] | null };
+      };
       const requests = Array.isArray(c.HostConfig?.DeviceRequests) ? c.HostConfig.DeviceRequests.length : 0;
       const devices = Array.isArray(c.HostConfig?.Devices) ? c.HostConfig.Devices : [];
-      return { deviceRequests: requests, cdiDevices: devices.filter((d) => CDI_DEVICE_NAME.test(d.PathOnHost ?? '')).length };
+      return {
+        deviceRequests: requests,
+        cdiDevices: devices.filter((d) => CDI_DEVICE_NAME.test(d.PathOnHost ?? '')).length,
+      };
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'inspect a container');
@@ -452,7 +475,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async writableLayerBytes(id: string): Promise<number | null> {
     try {
-      const c = (await this.docker.getContainer(id).inspect({ size: true, ...this.#deadline() } as object)) as { SizeRw?: number };
+      const c = (await this.docker
+        .getContainer(id)
+        .inspect({ size: true, ...this.#deadline() } as object)) as { SizeRw?: number };
       return typeof c.SizeRw === 'number' && c.SizeRw >= 0 ? c.SizeRw : 0;
     } catch (err) {
       if (statusOf(err) === 404) return null;
@@ -494,7 +519,10 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
     try {
       const abortSignal = AbortSignal.timeout(this.#changesTimeoutMs);
-      const [c, changes] = await Promise.all([this.docker.getContainer(id).inspect(this.#deadline()), this.#changesList(id, abortSignal)]);
+      const [c, changes] = await Promise.all([
+        this.docker.getContainer(id).inspect(this.#deadline()),
+        this.#changesList(id, abortSignal),
+      ]);
       return {
         imageId: c.Image ?? '',
         changed: (changes ?? []).map((change) => change.Path),
@@ -524,7 +552,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
     try {
       for await (const chunk of stream) {
         bytes += (chunk as Buffer).length;
-        if (bytes > this.#changesMaxBytes) throw new Error(`the changes list is over ${this.#changesMaxBytes} bytes`);
+        if (bytes > this.#changesMaxBytes)
+          throw new Error(`the changes list is over ${this.#changesMaxBytes} bytes`);
         chunks.push(chunk as Buffer);
       }
     } finally {
@@ -554,7 +583,10 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  async containerEventsSince(id: string, sinceMs: number): Promise<{ actions: readonly string[]; complete: boolean }> {
+  async containerEventsSince(
+    id: string,
+    sinceMs: number,
+  ): Promise<{ actions: readonly string[]; complete: boolean }> {
     try {
       // With `until` the engine replays what it buffered and ends the stream. Unfiltered, to count the buffer.
       const stream = (await this.docker.getEvents({

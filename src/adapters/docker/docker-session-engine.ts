@@ -86,14 +86,18 @@ export class DockerSessionEngine implements SessionEngine {
     return info.runtimeDetails ?? info.runtimes.map((name) => ({ name, path: '', args: [] }));
   }
 
-  async createAndStart(spec: SessionContainerSpec): Promise<{ id: string; ports: Record<string, PublishedPort> }> {
+  async createAndStart(
+    spec: SessionContainerSpec,
+  ): Promise<{ id: string; ports: Record<string, PublishedPort> }> {
     // "bridge": the guarded pairs network, as for pairs (ensured first; a failure refuses the session).
     const networkMode = await this.#runtime.networkMode(spec.network);
     const options: Docker.ContainerCreateOptions = {
       name: spec.name,
       Image: spec.image,
       // A caller's command keeps the image's entrypoint (docker run IMAGE CMD…); without one, the keep-alive.
-      ...(spec.command !== undefined ? { Cmd: [...spec.command] } : { Entrypoint: IDLE_ENTRYPOINT, Cmd: IDLE_CMD }),
+      ...(spec.command !== undefined
+        ? { Cmd: [...spec.command] }
+        : { Entrypoint: IDLE_ENTRYPOINT, Cmd: IDLE_CMD }),
       ...(spec.user !== undefined ? { User: spec.user } : {}),
       Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
       Labels: { ...spec.labels },
@@ -104,14 +108,23 @@ export class DockerSessionEngine implements SessionEngine {
       HostConfig: {
         NetworkMode: networkMode,
         ...(spec.runtime !== undefined ? { Runtime: spec.runtime } : {}),
-        Mounts: spec.binds.map((b) => ({ Type: 'bind' as const, Source: b.hostPath, Target: b.containerPath, ReadOnly: b.readOnly })),
-        PortBindings: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]])),
+        Mounts: spec.binds.map((b) => ({
+          Type: 'bind' as const,
+          Source: b.hostPath,
+          Target: b.containerPath,
+          ReadOnly: b.readOnly,
+        })),
+        PortBindings: Object.fromEntries(
+          spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
+        ),
         Init: true,
         SecurityOpt: ['no-new-privileges'],
         // The same capabilities as a pair's (docs/spec.md 5.1).
         CapDrop: ['ALL'],
         CapAdd: [...(spec.capabilities ?? PAIR_CAPABILITIES)],
-        ...(spec.extraHosts !== undefined && spec.extraHosts.length > 0 ? { ExtraHosts: [...spec.extraHosts] } : {}),
+        ...(spec.extraHosts !== undefined && spec.extraHosts.length > 0
+          ? { ExtraHosts: [...spec.extraHosts] }
+          : {}),
         AutoRemove: false,
         ...(spec.nanoCpus !== undefined ? { NanoCpus: spec.nanoCpus } : {}),
         ...(spec.memoryBytes !== undefined ? { Memory: spec.memoryBytes } : {}),
@@ -126,7 +139,9 @@ export class DockerSessionEngine implements SessionEngine {
     };
     let id: string;
     try {
-      id = (await this.#docker.createContainer({ ...options, abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })).id;
+      id = (
+        await this.#docker.createContainer({ ...options, abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })
+      ).id;
     } catch (err) {
       throw toEngineError(err, 'create a container', spec.image);
     }
@@ -139,7 +154,8 @@ export class DockerSessionEngine implements SessionEngine {
       const ports: Record<string, PublishedPort> = {};
       for (const [key, bindings] of Object.entries(inspected.NetworkSettings.Ports ?? {})) {
         const first = (bindings as { HostIp: string; HostPort: string }[] | null)?.[0];
-        if (first) ports[key.replace(/\/tcp$/, '')] = { host_ip: first.HostIp, host_port: Number(first.HostPort) };
+        if (first)
+          ports[key.replace(/\/tcp$/, '')] = { host_ip: first.HostIp, host_port: Number(first.HostPort) };
       }
       return { id, ports };
     } catch (err) {
@@ -154,7 +170,10 @@ export class DockerSessionEngine implements SessionEngine {
     let dropped: string | null;
     try {
       const grant = await this.#runtime.gpuGrantOf(id);
-      dropped = grant === null ? 'the container vanished after its create' : gpuRequestDropped(spec.deviceRequests, grant);
+      dropped =
+        grant === null
+          ? 'the container vanished after its create'
+          : gpuRequestDropped(spec.deviceRequests, grant);
     } catch (err) {
       await this.#runtime.remove(id).catch(() => undefined);
       throw toEngineError(err, 'inspect a container', spec.image);
@@ -182,7 +201,13 @@ export class DockerSessionEngine implements SessionEngine {
         return null;
       }
     });
-    return { stdout, stderr, done, killTree: () => this.#killTree(id, exec), abandon: () => socket.destroy() };
+    return {
+      stdout,
+      stderr,
+      done,
+      killTree: () => this.#killTree(id, exec),
+      abandon: () => socket.destroy(),
+    };
   }
 
   /** Creates the exec and hijacks its stream (stdin attached only when there is some). */
@@ -228,7 +253,7 @@ export class DockerSessionEngine implements SessionEngine {
     }
     // Not allowed from here (the server is not root): kill the group from inside the container.
     const inner = await namespacePid(hostPid);
-    if (inner === null) throw new Error('cannot find the exec\'s process to kill it');
+    if (inner === null) throw new Error("cannot find the exec's process to kill it");
     const killer = await this.exec(id, { argv: ['kill', '-9', '--', `-${inner}`], user: '0' });
     killer.stdout.resume();
     killer.stderr.resume();
@@ -262,10 +287,16 @@ export class DockerSessionEngine implements SessionEngine {
 
   async detail(id: string): Promise<SessionContainerDetail | null> {
     try {
-      const c = await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+      const c = await this.#docker
+        .getContainer(id)
+        .inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
       const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
       const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
-      return { workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir, user: c.Config.User, ipAddress: ip };
+      return {
+        workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir,
+        user: c.Config.User,
+        ipAddress: ip,
+      };
     } catch (err) {
       if (statusOf(err) === 404) return null;
       throw toEngineError(err, 'inspect a container');
@@ -274,7 +305,9 @@ export class DockerSessionEngine implements SessionEngine {
 
   async containerDefaults(id: string): Promise<ContainerDefaults | null> {
     try {
-      const config = (await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })).Config;
+      const config = (
+        await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })
+      ).Config;
       return { workingDir: config.WorkingDir ?? '', user: config.User ?? '' };
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode === 404) return null;

@@ -30,12 +30,19 @@ export function toEngineError(err: unknown, action: string, subject?: string): E
   const text = engineMessageOf(err);
   const code = (err as DockerodeLikeError)?.code;
   if (status === null && code !== undefined && UNAVAILABLE_CODES.has(code)) {
-    return new EngineError('engine_unavailable', `Docker engine unreachable while trying to ${action} (${code})`, {
-      statusCode: null,
-      engineMessage: text,
-      cause: err,
-      suggestions: ['start the engine (see README: `npm run demo` starts one on a fresh machine)', 'check DOCKER_HOST'],
-    });
+    return new EngineError(
+      'engine_unavailable',
+      `Docker engine unreachable while trying to ${action} (${code})`,
+      {
+        statusCode: null,
+        engineMessage: text,
+        cause: err,
+        suggestions: [
+          'start the engine (see README: `npm run demo` starts one on a fresh machine)',
+          'check DOCKER_HOST',
+        ],
+      },
+    );
   }
   const name = (err as { name?: string })?.name;
   if (status === null && (name === 'TimeoutError' || name === 'AbortError' || code === 'ABORT_ERR')) {

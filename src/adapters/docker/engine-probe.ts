@@ -11,7 +11,9 @@ import { toEngineError } from './engine-error.js';
  * DOCKER_HOST is unset or empty (or `unix://` without a path) `~/.docker/run/docker.sock` if it is there, else
  * `/var/run/docker.sock`. Null for every other transport (tcp, TLS, ssh, npipe): those are dockerode's alone.
  */
-export async function engineUnixSocket(env: Readonly<Record<string, string | undefined>> = process.env): Promise<string | null> {
+export async function engineUnixSocket(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<string | null> {
   if (process.platform === 'win32') return null;
   const host = env['DOCKER_HOST'];
   if (host !== undefined && host !== '' && !host.startsWith('unix://')) return null;
@@ -44,7 +46,11 @@ export function engineProductOf(version: VersionBody): { product: 'docker' | 'po
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */
-function getJson(socketPath: string, path: string, timeoutMs?: number): { sent: Promise<void>; answer: Promise<unknown> } {
+function getJson(
+  socketPath: string,
+  path: string,
+  timeoutMs?: number,
+): { sent: Promise<void>; answer: Promise<unknown> } {
   let markSent: () => void = () => undefined;
   const sent = new Promise<void>((resolve) => (markSent = resolve));
   const answer = new Promise<unknown>((resolve, reject) => {
@@ -62,10 +68,16 @@ function getJson(socketPath: string, path: string, timeoutMs?: number): { sent: 
         }
         const status = res.statusCode ?? 0;
         if (status >= 200 && status < 300 && typeof json === 'object' && json !== null) resolve(json);
-        else reject(Object.assign(new Error(`(HTTP code ${status}) ${text.trim()}`), { statusCode: status, json }));
+        else
+          reject(
+            Object.assign(new Error(`(HTTP code ${status}) ${text.trim()}`), { statusCode: status, json }),
+          );
       });
     });
-    if (timeoutMs !== undefined) req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })));
+    if (timeoutMs !== undefined)
+      req.setTimeout(timeoutMs, () =>
+        req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
+      );
     req.on('finish', markSent);
     req.on('error', (err) => {
       markSent();
@@ -87,10 +99,23 @@ export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info
   const version = getJson(socketPath, '/version');
   const answer = Promise.all([info.answer, version.answer]).then(
     ([i, v]) => {
-      const infoBody = i as { ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; DockerRootDir?: string };
+      const infoBody = i as {
+        ID?: string;
+        Runtimes?: Record<string, unknown>;
+        LoggingDriver?: string;
+        DockerRootDir?: string;
+      };
       const versionBody = v as VersionBody;
       const runtimes = infoBody.Runtimes ? Object.keys(infoBody.Runtimes) : [];
-      return { id: infoBody.ID ?? '', ...engineProductOf(versionBody), apiVersion: versionBody.ApiVersion, runtimes, runtimeDetails: engineRuntimesOf(infoBody.Runtimes), loggingDriver: infoBody.LoggingDriver, dataRoot: infoBody.DockerRootDir };
+      return {
+        id: infoBody.ID ?? '',
+        ...engineProductOf(versionBody),
+        apiVersion: versionBody.ApiVersion,
+        runtimes,
+        runtimeDetails: engineRuntimesOf(infoBody.Runtimes),
+        loggingDriver: infoBody.LoggingDriver,
+        dataRoot: infoBody.DockerRootDir,
+      };
     },
     (err: unknown) => {
       throw toEngineError(err, 'query the engine');
@@ -104,7 +129,10 @@ export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info
  * engine call, sent before dockerode loads. true / false (404) as DockerContainerRuntime.imageExists answers, and
  * the same errors.
  */
-export function probeImageExists(socketPath: string, image: string): { sent: Promise<void>; exists: Promise<boolean> } {
+export function probeImageExists(
+  socketPath: string,
+  image: string,
+): { sent: Promise<void>; exists: Promise<boolean> } {
   const inspect = getJson(socketPath, `/images/${encodeURI(image)}/json`);
   const exists = inspect.answer.then(
     () => true,
@@ -120,7 +148,9 @@ export function probeImageExists(socketPath: string, image: string): { sent: Pro
 export function engineRuntimesOf(runtimes: Record<string, unknown> | undefined): EngineRuntime[] {
   return Object.entries(runtimes ?? {}).map(([name, value]) => {
     const v = (value ?? {}) as { path?: unknown; runtimeArgs?: unknown };
-    const args = Array.isArray(v.runtimeArgs) ? v.runtimeArgs.filter((a): a is string => typeof a === 'string') : [];
+    const args = Array.isArray(v.runtimeArgs)
+      ? v.runtimeArgs.filter((a): a is string => typeof a === 'string')
+      : [];
     return { name, path: typeof v.path === 'string' ? v.path : '', args };
   });
 }
@@ -130,10 +160,20 @@ export function engineRuntimesOf(runtimes: Record<string, unknown> | undefined):
  * .listByLabel gives (id, state, labels; nothing else is known from a list). For `e1-batch status`'s fast path,
  * which answers without loading dockerode.
  */
-export async function probeContainersByLabel(socketPath: string, labels: Readonly<Record<string, string>>, timeoutMs?: number): Promise<ContainerState[]> {
-  const filters = JSON.stringify({ label: Object.entries(labels).map(([k, v]) => (v === '' ? k : `${k}=${v}`)) });
+export async function probeContainersByLabel(
+  socketPath: string,
+  labels: Readonly<Record<string, string>>,
+  timeoutMs?: number,
+): Promise<ContainerState[]> {
+  const filters = JSON.stringify({
+    label: Object.entries(labels).map(([k, v]) => (v === '' ? k : `${k}=${v}`)),
+  });
   try {
-    const list = (await getJson(socketPath, `/containers/json?all=1&filters=${encodeURIComponent(filters)}`, timeoutMs).answer) as {
+    const list = (await getJson(
+      socketPath,
+      `/containers/json?all=1&filters=${encodeURIComponent(filters)}`,
+      timeoutMs,
+    ).answer) as {
       Id: string;
       State: string;
       Labels?: Record<string, string> | null;
@@ -153,9 +193,15 @@ export async function probeContainersByLabel(socketPath: string, labels: Readonl
 }
 
 /** `docker image inspect IMAGE`'s id over the unix socket, null when the engine has no such image (404). */
-export async function probeImageId(socketPath: string, image: string, timeoutMs?: number): Promise<string | null> {
+export async function probeImageId(
+  socketPath: string,
+  image: string,
+  timeoutMs?: number,
+): Promise<string | null> {
   try {
-    const info = (await getJson(socketPath, `/images/${encodeURI(image)}/json`, timeoutMs).answer) as { Id?: string };
+    const info = (await getJson(socketPath, `/images/${encodeURI(image)}/json`, timeoutMs).answer) as {
+      Id?: string;
+    };
     return info.Id ?? null;
   } catch (err) {
     if ((err as { statusCode?: unknown }).statusCode === 404) return null;

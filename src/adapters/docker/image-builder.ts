@@ -8,7 +8,11 @@ import { RoboguideError } from '../../core/errors.js';
 import { toEngineError } from './engine-error.js';
 
 import { syntheticImageTag } from '../../core/synthetic-images.js';
-export { PAIR_DRIVER_IMAGE, SYNTHETIC_IMAGE_TAG_VERSION, syntheticImageTag } from '../../core/synthetic-images.js';
+export {
+  PAIR_DRIVER_IMAGE,
+  SYNTHETIC_IMAGE_TAG_VERSION,
+  syntheticImageTag,
+} from '../../core/synthetic-images.js';
 
 const CONTEXT_LABEL = 'roboguide.context-sha256';
 
@@ -22,7 +26,11 @@ export interface BuildReport {
 async function hashContext(dir: string, busyboxPath: string): Promise<string> {
   const hash = createHash('sha256');
   for (const name of (await readdir(dir)).sort()) {
-    hash.update(name).update('\0').update(await readFile(join(dir, name))).update('\0');
+    hash
+      .update(name)
+      .update('\0')
+      .update(await readFile(join(dir, name)))
+      .update('\0');
   }
   hash.update(await readFile(busyboxPath));
   return hash.digest('hex');
@@ -37,11 +45,16 @@ interface ProgressEvent {
 /** Build errors do not reject dockerode's promise: scan the progress stream for `error`/`errorDetail`. */
 async function followBuild(docker: Docker, stream: NodeJS.ReadableStream): Promise<string[]> {
   const events = await new Promise<ProgressEvent[]>((resolve, reject) => {
-    docker.modem.followProgress(stream, (err: Error | null, output: ProgressEvent[]) => (err ? reject(err) : resolve(output)));
+    docker.modem.followProgress(stream, (err: Error | null, output: ProgressEvent[]) =>
+      err ? reject(err) : resolve(output),
+    );
   });
   const failure = events.find((e) => e.error !== undefined || e.errorDetail !== undefined);
   if (failure) {
-    throw new RoboguideError('E_IMAGE_BUILD', `image build failed: ${failure.errorDetail?.message ?? failure.error ?? 'unknown error'}`);
+    throw new RoboguideError(
+      'E_IMAGE_BUILD',
+      `image build failed: ${failure.errorDetail?.message ?? failure.error ?? 'unknown error'}`,
+    );
   }
   return events.flatMap((e) => (e.stream ? [e.stream] : []));
 }
@@ -63,7 +76,12 @@ async function assertStaticBusybox(busyboxPath: string): Promise<void> {
  */
 export async function buildSyntheticImages(
   docker: Docker,
-  options: { readonly dockerDir: string; readonly busyboxPath: string; readonly only?: readonly string[]; readonly force?: boolean },
+  options: {
+    readonly dockerDir: string;
+    readonly busyboxPath: string;
+    readonly only?: readonly string[];
+    readonly force?: boolean;
+  },
 ): Promise<BuildReport[]> {
   await assertStaticBusybox(options.busyboxPath);
   const names = (await readdir(options.dockerDir, { withFileTypes: true }))
@@ -87,7 +105,12 @@ export async function buildSyntheticImages(
       let stream: NodeJS.ReadableStream;
       try {
         const pack = tarFs.pack(context) as unknown as NodeJS.ReadableStream;
-        stream = await docker.buildImage(pack, { t: tag, labels: { [CONTEXT_LABEL]: digest }, rm: true, forcerm: true });
+        stream = await docker.buildImage(pack, {
+          t: tag,
+          labels: { [CONTEXT_LABEL]: digest },
+          rm: true,
+          forcerm: true,
+        });
       } catch (err) {
         throw toEngineError(err, `build image ${tag}`);
       }

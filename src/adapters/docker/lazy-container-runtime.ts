@@ -13,10 +13,15 @@ import type {
 } from '../../app/ports/container-runtime.js';
 
 /** The first `info()` without the real runtime: requests handed to the OS (`sent`), then the engine's answer. */
-export type InfoProbe = () => Promise<{ readonly sent: Promise<void>; readonly info: Promise<EngineInfo> } | null>;
+export type InfoProbe = () => Promise<{
+  readonly sent: Promise<void>;
+  readonly info: Promise<EngineInfo>;
+} | null>;
 
 /** The same for `imageExists(image)`: a plain HTTP image inspect (null: not possible here). */
-export type ImageProbe = (image: string) => Promise<{ readonly sent: Promise<void>; readonly exists: Promise<boolean> } | null>;
+export type ImageProbe = (
+  image: string,
+) => Promise<{ readonly sent: Promise<void>; readonly exists: Promise<boolean> } | null>;
 
 /**
  * A ContainerRuntime that builds the real one (dockerode and what it pulls in: ssh2, gRPC, protobufjs — the

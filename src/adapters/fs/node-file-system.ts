@@ -1,6 +1,18 @@
 import { constants, createReadStream, lstatSync } from 'node:fs';
 import type { BigIntStats, Dirent, Stats } from 'node:fs';
-import { appendFile, chmod, link, lstat, mkdir, open, readFile, readdir, realpath, rename, unlink } from 'node:fs/promises';
+import {
+  appendFile,
+  chmod,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readFile,
+  readdir,
+  realpath,
+  rename,
+  unlink,
+} from 'node:fs/promises';
 import type { FileHandle as NodeFileHandle } from 'node:fs/promises';
 import type {
   DirEntry,
@@ -96,7 +108,9 @@ export class NodeFileSystem implements FileSystem {
   /** Synchronous lstat in a loop: for thousands of look-ups a hop to the thread pool each costs far more. */
   existMany(paths: readonly string[]): Promise<boolean[]> {
     // A throw in the executor (EACCES, ENOTDIR…) rejects the promise.
-    return new Promise((resolve) => resolve(paths.map((p) => lstatSync(p, { throwIfNoEntry: false }) !== undefined)));
+    return new Promise((resolve) =>
+      resolve(paths.map((p) => lstatSync(p, { throwIfNoEntry: false }) !== undefined)),
+    );
   }
 
   async readFileFrom(path: string, offset: number): Promise<Uint8Array> {
@@ -124,7 +138,13 @@ export class NodeFileSystem implements FileSystem {
 
   async lstat(path: string): Promise<FileInfo> {
     const info = await lstat(path, { bigint: true });
-    return { kind: kindOf(info), sizeBytes: Number(info.size), permissions: Number(info.mode & 0o7777n), uid: Number(info.uid), fileId: `${info.dev}:${info.ino}` };
+    return {
+      kind: kindOf(info),
+      sizeBytes: Number(info.size),
+      permissions: Number(info.mode & 0o7777n),
+      uid: Number(info.uid),
+      fileId: `${info.dev}:${info.ino}`,
+    };
   }
 
   realpath(path: string): Promise<string> {

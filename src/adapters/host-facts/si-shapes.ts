@@ -8,7 +8,8 @@ import type { CpuFact, GpuController, MemoryFact, MountFact, OsFact } from '../.
 type Raw = Record<string, unknown>;
 
 function record(value: unknown, what: string): Raw {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${what}: not an object`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new Error(`${what}: not an object`);
   return value as Raw;
 }
 
@@ -19,7 +20,8 @@ function list(value: unknown, what: string): unknown[] {
 
 function count(raw: Raw, key: string, what: string): number {
   const value = raw[key];
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw new Error(`${what}: no ${key}`);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+    throw new Error(`${what}: no ${key}`);
   return value;
 }
 
@@ -30,7 +32,11 @@ export function cpuFromSi(value: unknown): CpuFact {
   const model = [text(raw, 'manufacturer'), text(raw, 'brand')].filter((s) => s !== '').join(' ');
   const cores = count(raw, 'cores', 'cpu');
   if (cores === 0) throw new Error('cpu: no cores reported');
-  return { model: model === '' ? 'unnamed' : model, cores, physical_cores: count(raw, 'physicalCores', 'cpu') };
+  return {
+    model: model === '' ? 'unnamed' : model,
+    cores,
+    physical_cores: count(raw, 'physicalCores', 'cpu'),
+  };
 }
 
 export function memoryFromSi(value: unknown): MemoryFact {

@@ -39,7 +39,9 @@ export class StaticFactsCache {
       const temp = `${this.#path}.${randomUUID().slice(0, 8)}.tmp`;
       try {
         await mkdir(dirname(this.#path), { recursive: true, mode: 0o700 });
-        await writeFile(temp, JSON.stringify({ boot_id: loaded.bootId, facts: loaded.facts }), { mode: 0o600 });
+        await writeFile(temp, JSON.stringify({ boot_id: loaded.bootId, facts: loaded.facts }), {
+          mode: 0o600,
+        });
         await rename(temp, this.#path);
       } catch {
         // a cache: the next run asks again
@@ -52,8 +54,17 @@ export class StaticFactsCache {
     this.#loaded ??= (async () => {
       const bootId = await this.#bootId().catch(() => null);
       try {
-        const file = JSON.parse(await readFile(this.#path, 'utf8')) as { boot_id?: unknown; facts?: StaticFacts };
-        if (bootId !== null && file.boot_id === bootId && typeof file.facts === 'object' && file.facts !== null) return { bootId, facts: file.facts };
+        const file = JSON.parse(await readFile(this.#path, 'utf8')) as {
+          boot_id?: unknown;
+          facts?: StaticFacts;
+        };
+        if (
+          bootId !== null &&
+          file.boot_id === bootId &&
+          typeof file.facts === 'object' &&
+          file.facts !== null
+        )
+          return { bootId, facts: file.facts };
       } catch {
         // absent or unreadable: ask
       }

@@ -2,7 +2,15 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { realpath } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { mountOf, type CpuFact, type FileSystemFact, type GpuController, type MemoryFact, type MountFact, type OsFact } from '../../core/host-facts.js';
+import {
+  mountOf,
+  type CpuFact,
+  type FileSystemFact,
+  type GpuController,
+  type MemoryFact,
+  type MountFact,
+  type OsFact,
+} from '../../core/host-facts.js';
 import type { HostFactsSource } from '../../app/ports/host-facts.js';
 import { controllersFromSi, cpuFromSi, memoryFromSi, mountsFromSi, osFromSi } from './si-shapes.js';
 import { StaticFactsCache, type StaticFacts } from './static-facts-cache.js';
@@ -75,7 +83,13 @@ export class SystemInformationHostFacts implements HostFactsSource {
   readonly #cache: StaticFactsCache | null;
   readonly #facts = new Map<FactName, Pending>();
 
-  constructor(options: { readonly deadlineMs?: number; readonly modulePath?: string; readonly cache?: StaticFactsCache | null } = {}) {
+  constructor(
+    options: {
+      readonly deadlineMs?: number;
+      readonly modulePath?: string;
+      readonly cache?: StaticFactsCache | null;
+    } = {},
+  ) {
     this.#deadlineMs = options.deadlineMs ?? CHILD_DEADLINE_MS;
     this.#modulePath = options.modulePath ?? createRequire(import.meta.url).resolve('systeminformation');
     this.#cache = options.cache ?? null;
@@ -98,7 +112,10 @@ export class SystemInformationHostFacts implements HostFactsSource {
   }
 
   /** A static fact from this boot's cache, else asked (and remembered once known). */
-  async #static<K extends keyof StaticFacts>(key: K, ask: () => Promise<NonNullable<StaticFacts[K]>>): Promise<NonNullable<StaticFacts[K]>> {
+  async #static<K extends keyof StaticFacts>(
+    key: K,
+    ask: () => Promise<NonNullable<StaticFacts[K]>>,
+  ): Promise<NonNullable<StaticFacts[K]>> {
     const hit = await this.#cache?.get(key);
     if (hit !== undefined) return hit;
     const value = await ask();
@@ -148,7 +165,10 @@ export class SystemInformationHostFacts implements HostFactsSource {
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      const why = signal === 'SIGKILL' ? `no answer within ${this.#deadlineMs} ms (killed)` : `exited ${signal ?? code} without answering`;
+      const why =
+        signal === 'SIGKILL'
+          ? `no answer within ${this.#deadlineMs} ms (killed)`
+          : `exited ${signal ?? code} without answering`;
       for (const p of facts.values()) p.reject(new Error(`systeminformation ${why}`));
     });
   }

@@ -45,7 +45,11 @@ function buildRouter(options: ApiServerOptions): Router {
     } catch {
       version = null;
     }
-    sendJson(res, 200, { ok: version !== null, engine: { reachable: version !== null, version }, version: options.version });
+    sendJson(res, 200, {
+      ok: version !== null,
+      engine: { reachable: version !== null, version },
+      version: options.version,
+    });
   });
   router.add('GET', '/v1/openapi.json', ({ res }) => {
     sendJson(res, 200, openapi);
@@ -57,10 +61,16 @@ function buildRouter(options: ApiServerOptions): Router {
     sendJson(res, 200, { ref, present: await options.engine.imageExists(ref) });
   });
   registerSessionRoutes(router, {
-    sessions: options.sessions, engine: options.engine, tempRoot: options.tempRoot, createRedactor: options.createRedactor, streamBufferCap: options.streamBufferCap, logger: options.logger,
+    sessions: options.sessions,
+    engine: options.engine,
+    tempRoot: options.tempRoot,
+    createRedactor: options.createRedactor,
+    streamBufferCap: options.streamBufferCap,
+    logger: options.logger,
   });
   registerPairRoutes(router, options.pairs);
-  if (options.images !== undefined) registerImageRoutes(router, { ...options.images, tempRoot: options.tempRoot, logger: options.logger });
+  if (options.images !== undefined)
+    registerImageRoutes(router, { ...options.images, tempRoot: options.tempRoot, logger: options.logger });
   return router;
 }
 
@@ -72,7 +82,10 @@ async function claimSocketPath(path: string): Promise<void> {
   if (!info.isSocket()) throw new ApiError(409, 'E_SOCKET_IN_USE', `${path} exists and is not a socket`);
   const alive = await new Promise<boolean>((resolve) => {
     const probe = connect(path);
-    probe.once('connect', () => { probe.destroy(); resolve(true); });
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
     probe.once('error', () => resolve(false));
   });
   if (alive) throw new ApiError(409, 'E_SOCKET_IN_USE', `another server answers on ${path}`);
@@ -82,7 +95,10 @@ async function claimSocketPath(path: string): Promise<void> {
 function listen(server: Server, target: string | { host: string; port: number }): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    const done = (): void => { server.off('error', reject); resolve(); };
+    const done = (): void => {
+      server.off('error', reject);
+      resolve();
+    };
     if (typeof target === 'string') server.listen(target, done);
     else server.listen(target.port, target.host, done);
   });
@@ -91,27 +107,40 @@ function listen(server: Server, target: string | { host: string; port: number })
 /** node:http on a unix socket (0600) and, optionally, loopback TCP with a bearer token. */
 export async function startApiServer(options: ApiServerOptions): Promise<RunningApiServer> {
   const router = buildRouter(options);
-  const handle = (requireToken: boolean) => (req: IncomingMessage, res: ServerResponse): void => {
-    const gone = new AbortController();
-    res.once('close', () => { if (!res.writableFinished) gone.abort(); });
-    void (async () => {
-      try {
-        if (requireToken && !bearerMatches(req.headers.authorization, options.listen?.token ?? '')) {
-          res.setHeader('www-authenticate', 'Bearer');
-          sendJson(res, 401, { error: { code: 'E_UNAUTHORIZED', message: 'a valid bearer token is required', issues: [] } });
-          req.resume();
-          return;
+  const handle =
+    (requireToken: boolean) =>
+    (req: IncomingMessage, res: ServerResponse): void => {
+      const gone = new AbortController();
+      res.once('close', () => {
+        if (!res.writableFinished) gone.abort();
+      });
+      void (async () => {
+        try {
+          if (requireToken && !bearerMatches(req.headers.authorization, options.listen?.token ?? '')) {
+            res.setHeader('www-authenticate', 'Bearer');
+            sendJson(res, 401, {
+              error: { code: 'E_UNAUTHORIZED', message: 'a valid bearer token is required', issues: [] },
+            });
+            req.resume();
+            return;
+          }
+          const url = new URL(req.url ?? '/', 'http://localhost');
+          const matched = router.match(req.method ?? 'GET', url.pathname);
+          if (matched === null) throw ApiError.notFound(`route ${url.pathname}`);
+          if (matched === 'method')
+            throw new ApiError(404, 'E_NOT_FOUND', `${req.method ?? ''} is not supported on ${url.pathname}`);
+          await matched.handler({
+            req,
+            res,
+            params: matched.params,
+            query: url.searchParams,
+            clientGone: gone.signal,
+          });
+        } catch (err) {
+          sendError(res, err, options.logger);
         }
-        const url = new URL(req.url ?? '/', 'http://localhost');
-        const matched = router.match(req.method ?? 'GET', url.pathname);
-        if (matched === null) throw ApiError.notFound(`route ${url.pathname}`);
-        if (matched === 'method') throw new ApiError(404, 'E_NOT_FOUND', `${req.method ?? ''} is not supported on ${url.pathname}`);
-        await matched.handler({ req, res, params: matched.params, query: url.searchParams, clientGone: gone.signal });
-      } catch (err) {
-        sendError(res, err, options.logger);
-      }
-    })();
-  };
+      })();
+    };
   await claimSocketPath(options.socketPath);
   const unixServer = createServer({ keepAliveTimeout: 30_000 }, handle(false));
   const previous = process.umask(0o177);

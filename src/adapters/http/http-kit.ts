@@ -27,11 +27,19 @@ export class Router {
 
   add(method: string, path: string, handler: Handler): void {
     const names: string[] = [];
-    const pattern = new RegExp(`^${path.replace(/\{(\w+)\}/g, (_m, name: string) => { names.push(name); return '([^/]+)'; })}$`);
+    const pattern = new RegExp(
+      `^${path.replace(/\{(\w+)\}/g, (_m, name: string) => {
+        names.push(name);
+        return '([^/]+)';
+      })}$`,
+    );
     this.#routes.push({ method, pattern, names, handler });
   }
 
-  match(method: string, path: string): { handler: Handler; params: Record<string, string> } | 'method' | null {
+  match(
+    method: string,
+    path: string,
+  ): { handler: Handler; params: Record<string, string> } | 'method' | null {
     let pathMatched = false;
     for (const route of this.#routes) {
       const m = route.pattern.exec(path);
@@ -39,7 +47,9 @@ export class Router {
       pathMatched = true;
       if (route.method !== method) continue;
       const params: Record<string, string> = {};
-      route.names.forEach((name, i) => { params[name] = decodeURIComponent(m[i + 1] ?? ''); });
+      route.names.forEach((name, i) => {
+        params[name] = decodeURIComponent(m[i + 1] ?? '');
+      });
       return { handler: route.handler, params };
     }
     return pathMatched ? 'method' : null;
@@ -53,7 +63,10 @@ export async function readJson(req: IncomingMessage): Promise<unknown> {
   let total = 0;
   for await (const chunk of req) {
     total += (chunk as Buffer).length;
-    if (total > MAX_JSON_BYTES) throw new ApiError(400, 'E_REQUEST_INVALID', `request body larger than ${MAX_JSON_BYTES} bytes`, [{ path: '$', rule: 'too large' }]);
+    if (total > MAX_JSON_BYTES)
+      throw new ApiError(400, 'E_REQUEST_INVALID', `request body larger than ${MAX_JSON_BYTES} bytes`, [
+        { path: '$', rule: 'too large' },
+      ]);
     chunks.push(chunk as Buffer);
   }
   const text = Buffer.concat(chunks).toString('utf8');
@@ -62,7 +75,9 @@ export async function readJson(req: IncomingMessage): Promise<unknown> {
     return JSON.parse(text) as unknown;
   } catch {
     // The parser's message quotes the input, which may hold a secret: say only that it is not JSON.
-    throw new ApiError(400, 'E_REQUEST_INVALID', 'request body is not valid JSON', [{ path: '$', rule: 'must be JSON' }]);
+    throw new ApiError(400, 'E_REQUEST_INVALID', 'request body is not valid JSON', [
+      { path: '$', rule: 'must be JSON' },
+    ]);
   }
 }
 

@@ -24,7 +24,8 @@ export function registerPairRoutes(router: Router, pairs: PairService): void {
   router.add('GET', '/v1/pairs/{id}/logs', async ({ res, params, query, clientGone }) => {
     const id = params['id'] ?? '';
     const stream = query.get('stream') ?? 'stdout';
-    if (stream !== 'stdout' && stream !== 'stderr') throw ApiError.invalid('the logs request', [{ path: 'stream', rule: 'must be "stdout" or "stderr"' }]);
+    if (stream !== 'stdout' && stream !== 'stderr')
+      throw ApiError.invalid('the logs request', [{ path: 'stream', rule: 'must be "stdout" or "stderr"' }]);
     await pairs.status(id); // 404 for an unknown pair
     const follow = query.get('follow') === '1';
     const path = join(pairs.outputOf(id), `${stream}.log`);
@@ -40,7 +41,8 @@ export function registerPairRoutes(router: Router, pairs: PairService): void {
             const { bytesRead } = await file.read(buffer, 0, CHUNK_BYTES, position);
             if (bytesRead === 0) break;
             position += bytesRead;
-            if (!res.write(buffer.subarray(0, bytesRead))) await new Promise((resolve) => res.once('drain', resolve));
+            if (!res.write(buffer.subarray(0, bytesRead)))
+              await new Promise((resolve) => res.once('drain', resolve));
           }
         } finally {
           await file.close();

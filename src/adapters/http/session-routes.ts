@@ -10,7 +10,15 @@ import type { SessionEngine } from '../../app/serve/session-engine.js';
 import type { ExecObserver, SessionManager } from '../../app/serve/session-manager.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { checkUpload, openChecked } from '../serve-archive.js';
-import { downloadTar, readOneFile, uploadTar, userParam, writeOneFile, type FileTarget, type SpooledDownload } from '../serve-files.js';
+import {
+  downloadTar,
+  readOneFile,
+  uploadTar,
+  userParam,
+  writeOneFile,
+  type FileTarget,
+  type SpooledDownload,
+} from '../serve-files.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
 import { readJson, sendJson, type RouteContext, type Router } from './http-kit.js';
 
@@ -29,7 +37,11 @@ function drained(res: ServerResponse, stopped: AbortSignal): Promise<void> {
   if (res.destroyed || stopped.aborted) return Promise.resolve();
   const settled = new AbortController();
   const { signal } = settled;
-  return Promise.race([once(res, 'drain', { signal }), once(res, 'close', { signal }), once(stopped, 'abort', { signal })]).then(
+  return Promise.race([
+    once(res, 'drain', { signal }),
+    once(res, 'close', { signal }),
+    once(stopped, 'abort', { signal }),
+  ]).then(
     () => settled.abort(),
     () => settled.abort(),
   );
@@ -63,9 +75,12 @@ const MAX_HEAD_BYTES = 1024 * 1024;
  * The exec request: a JSON body, or (Content-Type EXEC_STREAM_TYPE) its first line, with the rest of the body as
  * the command's stdin, streamed (never held whole: the exec reads it with backpressure).
  */
-async function execRequest(req: IncomingMessage): Promise<{ body: ExecRequest; stdin: Readable | undefined }> {
+async function execRequest(
+  req: IncomingMessage,
+): Promise<{ body: ExecRequest; stdin: Readable | undefined }> {
   const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
-  if (type !== EXEC_STREAM_TYPE) return { body: parseBody(ExecSchema, await readJson(req), 'the exec request'), stdin: undefined };
+  if (type !== EXEC_STREAM_TYPE)
+    return { body: parseBody(ExecSchema, await readJson(req), 'the exec request'), stdin: undefined };
   const chunks = req[Symbol.asyncIterator]();
   const head: Buffer[] = [];
   let held = 0;
@@ -82,17 +97,30 @@ async function execRequest(req: IncomingMessage): Promise<{ body: ExecRequest; s
     }
     head.push(chunk);
     held += chunk.length;
-    if (held > MAX_HEAD_BYTES) throw ApiError.invalid('the exec request', [{ path: '$', rule: `the first line (the JSON request) must end with a newline within ${MAX_HEAD_BYTES} bytes` }]);
+    if (held > MAX_HEAD_BYTES)
+      throw ApiError.invalid('the exec request', [
+        {
+          path: '$',
+          rule: `the first line (the JSON request) must end with a newline within ${MAX_HEAD_BYTES} bytes`,
+        },
+      ]);
   }
   let value: unknown;
   try {
     value = JSON.parse(Buffer.concat(head).toString('utf8')) as unknown;
   } catch {
-    throw ApiError.invalid('the exec request', [{ path: '$', rule: 'the first line must be the exec request as JSON' }]);
+    throw ApiError.invalid('the exec request', [
+      { path: '$', rule: 'the first line must be the exec request as JSON' },
+    ]);
   }
   const body = parseBody(ExecSchema, value, 'the exec request');
   if (body.stdin !== undefined || body.stdin_base64 !== undefined) {
-    throw ApiError.invalid('the exec request', [{ path: body.stdin !== undefined ? 'stdin' : 'stdin_base64', rule: 'must be absent in the streamed form (the stdin is the body after the first line)' }]);
+    throw ApiError.invalid('the exec request', [
+      {
+        path: body.stdin !== undefined ? 'stdin' : 'stdin_base64',
+        rule: 'must be absent in the streamed form (the stdin is the body after the first line)',
+      },
+    ]);
   }
   const source = async function* (): AsyncGenerator<Buffer> {
     if (rest.length > 0) yield rest;
@@ -106,7 +134,10 @@ async function execRequest(req: IncomingMessage): Promise<{ body: ExecRequest; s
 }
 
 /** POST /v1/sessions/{id}/exec: one JSON answer, or (`?stream=1`) NDJSON output events ending with the exit or an error. */
-async function exec(deps: SessionRouteDeps, { req, res, params, query, clientGone }: RouteContext): Promise<void> {
+async function exec(
+  deps: SessionRouteDeps,
+  { req, res, params, query, clientGone }: RouteContext,
+): Promise<void> {
   const { sessions } = deps;
   const { body, stdin } = await execRequest(req);
   const id = params['id'] ?? '';
@@ -120,13 +151,26 @@ async function exec(deps: SessionRouteDeps, { req, res, params, query, clientGon
   const slowReader = new AbortController();
   try {
     const signal = AbortSignal.any([clientGone, slowReader.signal]);
-    const result = await sessions.exec(id, body, { signal, observer: ndjsonObserver(res, deps.streamBufferCap, slowReader), ...(stdin ? { stdin } : {}) });
+    const result = await sessions.exec(id, body, {
+      signal,
+      observer: ndjsonObserver(res, deps.streamBufferCap, slowReader),
+      ...(stdin ? { stdin } : {}),
+    });
     if (slowReader.signal.aborted) {
-      deps.logger.warn({ session: id, cap_bytes: deps.streamBufferCap }, 'streamed exec killed: the client read too slowly');
+      deps.logger.warn(
+        { session: id, cap_bytes: deps.streamBufferCap },
+        'streamed exec killed: the client read too slowly',
+      );
       const message = `the client read too slowly: more than ${deps.streamBufferCap} bytes of output were waiting for it (--stream-buffer-cap); the exec was killed`;
       write({ error: { code: 'E_SLOW_READER', message, issues: [] } });
     } else {
-      write({ exit: { return_code: result.return_code, timed_out: result.timed_out, duration_ms: result.duration_ms } });
+      write({
+        exit: {
+          return_code: result.return_code,
+          timed_out: result.timed_out,
+          duration_ms: result.duration_ms,
+        },
+      });
     }
   } catch (err) {
     const api = toApiError(err);
@@ -139,7 +183,12 @@ async function exec(deps: SessionRouteDeps, { req, res, params, query, clientGon
 function pathParam(query: URLSearchParams): string {
   const path = query.get('path');
   if (path === null || path === '' || path.includes('\0') || path.includes('\n')) {
-    throw ApiError.invalid('the request', [{ path: 'path', rule: "must be a path in the container (absolute, or relative to the session's working directory)" }]);
+    throw ApiError.invalid('the request', [
+      {
+        path: 'path',
+        rule: "must be a path in the container (absolute, or relative to the session's working directory)",
+      },
+    ]);
   }
   return path;
 }
@@ -148,20 +197,40 @@ function pathParam(query: URLSearchParams): string {
 function modeParam(query: URLSearchParams): string | undefined {
   const mode = query.get('mode');
   if (mode === null) return undefined;
-  if (!/^0?[0-7]{3}$/.test(mode)) throw ApiError.invalid('the request', [{ path: 'mode', rule: 'must be octal permission bits, e.g. 0644 or 755' }]);
+  if (!/^0?[0-7]{3}$/.test(mode))
+    throw ApiError.invalid('the request', [
+      { path: 'mode', rule: 'must be octal permission bits, e.g. 0644 or 755' },
+    ]);
   return mode;
 }
 
 /** A file transfer of a session as a user, with the path resolved; `end()` frees its slot (429 past the limits). */
-async function beginTransfer(deps: SessionRouteDeps, params: Readonly<Record<string, string>>, query: URLSearchParams): Promise<{ target: FileTarget; end: () => void }> {
+async function beginTransfer(
+  deps: SessionRouteDeps,
+  params: Readonly<Record<string, string>>,
+  query: URLSearchParams,
+): Promise<{ target: FileTarget; end: () => void }> {
   const path = pathParam(query);
   const user = userParam(query);
   const t = await deps.sessions.beginArchive(params['id'] ?? '', { path, user });
-  return { target: { engine: deps.engine, containerId: t.containerId, user: t.user, path: t.path, secrets: t.secrets }, end: t.end };
+  return {
+    target: {
+      engine: deps.engine,
+      containerId: t.containerId,
+      user: t.user,
+      path: t.path,
+      secrets: t.secrets,
+    },
+    end: t.end,
+  };
 }
 
 /** Sends a spooled file (tar or raw bytes), then removes it. */
-async function sendSpooled(res: ServerResponse, spooled: SpooledDownload, headers: Record<string, string>): Promise<void> {
+async function sendSpooled(
+  res: ServerResponse,
+  spooled: SpooledDownload,
+  headers: Record<string, string>,
+): Promise<void> {
   try {
     const size = (await stat(spooled.path)).size;
     res.writeHead(200, { ...headers, 'content-length': String(size) });
@@ -186,7 +255,10 @@ async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: R
   }
   try {
     if (upload.refusals.length > 0) {
-      throw ApiError.invalid('the archive', upload.refusals.map((rule) => ({ path: 'body', rule })));
+      throw ApiError.invalid(
+        'the archive',
+        upload.refusals.map((rule) => ({ path: 'body', rule })),
+      );
     }
     await uploadTar(target, () => openChecked(upload), upload.nonDirectories);
     sendJson(res, 200, { files: upload.files, bytes: upload.bytes });
@@ -197,10 +269,18 @@ async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: R
 }
 
 /** GET /v1/sessions/{id}/archive: `path` as a tar made by the user, every file redacted, modes and links kept. */
-async function getArchive(deps: SessionRouteDeps, { res, params, query, clientGone }: RouteContext): Promise<void> {
+async function getArchive(
+  deps: SessionRouteDeps,
+  { res, params, query, clientGone }: RouteContext,
+): Promise<void> {
   const { target, end } = await beginTransfer(deps, params, query);
   try {
-    const download = await downloadTar(target, deps.tempRoot, () => deps.createRedactor(target.secrets), clientGone);
+    const download = await downloadTar(
+      target,
+      deps.tempRoot,
+      () => deps.createRedactor(target.secrets),
+      clientGone,
+    );
     await sendSpooled(res, download, {
       'content-type': 'application/x-tar',
       'x-roboguide-files': String(download.files),
@@ -218,7 +298,12 @@ const MAX_FILE_BYTES = DEFAULT_EXTRACT_LIMITS.maxFileBytes;
 async function getFile(deps: SessionRouteDeps, { res, params, query }: RouteContext): Promise<void> {
   const { target, end } = await beginTransfer(deps, params, query);
   try {
-    const file = await readOneFile(target, deps.tempRoot, () => deps.createRedactor(target.secrets), MAX_FILE_BYTES);
+    const file = await readOneFile(
+      target,
+      deps.tempRoot,
+      () => deps.createRedactor(target.secrets),
+      MAX_FILE_BYTES,
+    );
     await sendSpooled(res, file, { 'content-type': 'application/octet-stream' });
   } finally {
     end();

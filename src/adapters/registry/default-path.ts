@@ -85,14 +85,17 @@ export function parsePostgresUrl(value: string): PostgresRegistryLocation {
   try {
     parsed = parseConnectionString(value);
   } catch {
-    throw refuseRegistry('is a PostgreSQL URL that cannot be parsed (postgres://user@host:port/db or postgres://user@/db?host=/socket/dir)');
+    throw refuseRegistry(
+      'is a PostgreSQL URL that cannot be parsed (postgres://user@host:port/db or postgres://user@/db?host=/socket/dir)',
+    );
   }
   const str = (key: string): string | undefined => {
     const v = parsed[key];
     return typeof v === 'string' && v.length > 0 ? v : undefined;
   };
   const database = str('database');
-  if (database === undefined) throw refuseRegistry('is a PostgreSQL URL without a database name (postgres://user@host/DB)');
+  if (database === undefined)
+    throw refuseRegistry('is a PostgreSQL URL without a database name (postgres://user@host/DB)');
   const portText = str('port');
   const port = portText === undefined ? undefined : Number(portText);
   if (port !== undefined && !(Number.isSafeInteger(port) && port >= 1 && port <= 65_535)) {
@@ -101,7 +104,9 @@ export function parsePostgresUrl(value: string): PostgresRegistryLocation {
   const host = str('host');
   const user = str('user');
   const options: Record<string, string> = {};
-  const query = value.includes('?') ? new URLSearchParams(value.slice(value.indexOf('?') + 1)) : new URLSearchParams();
+  const query = value.includes('?')
+    ? new URLSearchParams(value.slice(value.indexOf('?') + 1))
+    : new URLSearchParams();
   for (const [key, v] of query) if (!CONNECTION_KEYS.has(key)) options[key] = v;
   const connection: PostgresConnection = { host, port, user, password: str('password'), database, options };
   return { kind: 'postgres', path: displayPostgresUrl(connection), explicit: true, connection };
@@ -111,7 +116,8 @@ export function parsePostgresUrl(value: string): PostgresRegistryLocation {
 export function displayPostgresUrl(c: PostgresConnection): string {
   const user = c.user !== undefined ? `${encodeURIComponent(c.user)}@` : '';
   const socket = c.host !== undefined && c.host.startsWith('/');
-  const hostPart = c.host === undefined || socket ? '' : `${c.host}${c.port !== undefined ? `:${c.port}` : ''}`;
+  const hostPart =
+    c.host === undefined || socket ? '' : `${c.host}${c.port !== undefined ? `:${c.port}` : ''}`;
   const query = new URLSearchParams();
   if (socket && c.host !== undefined) query.set('host', c.host);
   if (socket && c.port !== undefined) query.set('port', String(c.port));

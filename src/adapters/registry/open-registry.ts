@@ -29,7 +29,10 @@ function isRegistryDatabase(path: string): boolean {
     // A busy timeout: other processes writing the registry (WAL) must make this wait, not fail.
     const db = new DatabaseSync(path, { readOnly: true, timeout: DEFAULT_BUSY_TIMEOUT_MS });
     try {
-      const tables = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all().map((row) => String(row['name']));
+      const tables = db
+        .prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`)
+        .all()
+        .map((row) => String(row['name']));
       if (tables.length === 0) return true;
       return REGISTRY_TABLES.every((name) => tables.includes(name));
     } finally {
@@ -56,9 +59,13 @@ export function checkRegistryLocation(location: RegistryLocation): void {
   try {
     isFile = statSync(path).isFile();
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw refuse(`${path} cannot be inspected (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw refuse(`${path} cannot be inspected (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     const folder = dirname(path);
-    if (!isFolder(folder)) throw refuse(`the folder ${folder} does not exist: only the default registry location is created on first use`);
+    if (!isFolder(folder))
+      throw refuse(
+        `the folder ${folder} does not exist: only the default registry location is created on first use`,
+      );
     return;
   }
   if (!isFile) throw refuse(`${path} is not a file`);
@@ -69,11 +76,18 @@ export function checkRegistryLocation(location: RegistryLocation): void {
  * Check the location, then open (creating a new file 0600 where allowed, or connecting to PostgreSQL) and
  * migrate.
  */
-export async function openRegistryAt(location: RegistryLocation, env: Readonly<Record<string, string | undefined>> = process.env): Promise<CapacityRegistry> {
+export async function openRegistryAt(
+  location: RegistryLocation,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<CapacityRegistry> {
   // The deadline of every registry call (ROBOGUIDE_REGISTRY_DEADLINE_MS): checked first, a bad value is exit 2.
   const deadlineMs = registryDeadlineMs(env);
   if (isPostgresLocation(location)) {
-    return PostgresCapacityRegistry.open({ connection: location.connection, display: location.path, deadlineMs });
+    return PostgresCapacityRegistry.open({
+      connection: location.connection,
+      display: location.path,
+      deadlineMs,
+    });
   }
   checkRegistryLocation(location);
   return SqliteCapacityRegistry.open({ path: location.path, busyTimeoutMs: deadlineMs });
@@ -81,7 +95,9 @@ export async function openRegistryAt(location: RegistryLocation, env: Readonly<R
 
 /** A registry as batch.json records it (`registry_path`): a SQLite file, or a PostgreSQL URL without its password. */
 export function recordedRegistryLocation(recorded: string): RegistryLocation {
-  return /^postgres(ql)?:\/\//i.test(recorded) ? parsePostgresUrl(recorded) : { path: recorded, explicit: false };
+  return /^postgres(ql)?:\/\//i.test(recorded)
+    ? parsePostgresUrl(recorded)
+    : { path: recorded, explicit: false };
 }
 
 /**
@@ -89,12 +105,19 @@ export function recordedRegistryLocation(recorded: string): RegistryLocation {
  * PGPASSWORD (or ~/.pgpass), as for libpq; `e1-batch start` hands the URL's password to its supervisor that way
  * (a detached one through its environment, one in the same process as `password`).
  */
-export async function openRecordedRegistry(recorded: string, password?: string, env: Readonly<Record<string, string | undefined>> = process.env): Promise<CapacityRegistry> {
+export async function openRecordedRegistry(
+  recorded: string,
+  password?: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<CapacityRegistry> {
   const deadlineMs = registryDeadlineMs(env);
   const location = recordedRegistryLocation(recorded);
   if (isPostgresLocation(location)) {
     // `password`: the one `e1-batch start` was given in its --registry URL, for a supervisor in the same process.
-    const connection = password !== undefined && location.connection.password === undefined ? { ...location.connection, password } : location.connection;
+    const connection =
+      password !== undefined && location.connection.password === undefined
+        ? { ...location.connection, password }
+        : location.connection;
     return PostgresCapacityRegistry.open({ connection, display: location.path, deadlineMs });
   }
   return SqliteCapacityRegistry.open({ path: location.path, busyTimeoutMs: deadlineMs });

@@ -35,7 +35,12 @@ import { integer, integerOrNull, textOrNull, toBoardRow, toReservation } from '.
 import { readBackFailed, refusal, refuse } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode } from './validate.js';
 import { localNodeName } from './local-node.js';
-import { DEFAULT_REGISTRY_DEADLINE_MS, isUnreachable, registryUnreachable, withDeadline } from './deadline.js';
+import {
+  DEFAULT_REGISTRY_DEADLINE_MS,
+  isUnreachable,
+  registryUnreachable,
+  withDeadline,
+} from './deadline.js';
 
 /** Second advisory-lock keys: a node's admission lock and a batch's lease lock hash their names into this space. */
 const NODE_LOCK_SQL = `SELECT pg_advisory_xact_lock(${LOCK_CLASS} + 1, hashtext($1))`;
@@ -97,8 +102,12 @@ function poolConfig(options: PostgresCapacityRegistryOptions, stream?: () => Soc
     ...(c.user !== undefined ? { user: c.user } : {}),
     ...(c.password !== undefined ? { password: c.password } : {}),
     database: c.database,
-    ...(c.options['application_name'] !== undefined ? { application_name: c.options['application_name'] } : { application_name: 'roboguide-eval' }),
-    ...(c.options['sslmode'] !== undefined && c.options['sslmode'] !== 'disable' ? { ssl: c.options['sslmode'] === 'require' ? { rejectUnauthorized: false } : true } : {}),
+    ...(c.options['application_name'] !== undefined
+      ? { application_name: c.options['application_name'] }
+      : { application_name: 'roboguide-eval' }),
+    ...(c.options['sslmode'] !== undefined && c.options['sslmode'] !== 'disable'
+      ? { ssl: c.options['sslmode'] === 'require' ? { rejectUnauthorized: false } : true }
+      : {}),
     max: options.maxConnections ?? 4,
     // Idle connections never keep a command's process alive (close() ends the pool anyway).
     allowExitOnIdle: true,
@@ -121,7 +130,8 @@ function poolConfig(options: PostgresCapacityRegistryOptions, stream?: () => Soc
  */
 function destroyClient(client: PoolClient): void {
   client.on('error', () => undefined);
-  const stream = (client as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream;
+  const stream = (client as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection
+    ?.stream;
   stream?.destroy?.();
   try {
     client.release(true);
@@ -137,11 +147,18 @@ interface Held {
 }
 
 /** A pg error as E_REGISTRY, naming the database without its password (pg's messages never carry it). */
-function pgFault(display: string, message: string, error: unknown, unreachable?: { operation: string; deadlineMs: number }): RoboguideError {
+function pgFault(
+  display: string,
+  message: string,
+  error: unknown,
+  unreachable?: { operation: string; deadlineMs: number },
+): RoboguideError {
   if (error instanceof RoboguideError) return error;
-  if (unreachable !== undefined && isUnreachable(error)) return registryUnreachable(unreachable.operation, unreachable.deadlineMs, display, error);
+  if (unreachable !== undefined && isUnreachable(error))
+    return registryUnreachable(unreachable.operation, unreachable.deadlineMs, display, error);
   const detail = error instanceof Error ? error.message : String(error);
-  const code = typeof error === 'object' && error !== null && 'code' in error ? String((error).code) : undefined;
+  const code =
+    typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined;
   return new RoboguideError('E_REGISTRY', `${message} (${display}): ${detail}`, {
     cause: error,
     context: { registry: display, ...(code !== undefined ? { pg_code: code } : {}) },
@@ -155,7 +172,11 @@ function pgFault(display: string, message: string, error: unknown, unreachable?:
 function asksForPassword(error: unknown): boolean {
   const message = error instanceof Error ? error.message : '';
   const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
-  return /client password must be a string|password authentication failed|no password (was )?supplied/i.test(message) || code === '28P01';
+  return (
+    /client password must be a string|password authentication failed|no password (was )?supplied/i.test(
+      message,
+    ) || code === '28P01'
+  );
 }
 
 /** SERIALIZABLE/deadlock aborts are retried; these are PostgreSQL's codes for them. */
@@ -213,18 +234,26 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
       if (held.client !== undefined && !held.timedOut) held.client.release();
       sockets.destroyAll();
       await endPool(pool, sockets, deadlineMs);
-      const noPassword = options.connection.password === undefined && (process.env['PGPASSWORD'] ?? '') === '';
+      const noPassword =
+        options.connection.password === undefined && (process.env['PGPASSWORD'] ?? '') === '';
       if (noPassword && asksForPassword(error)) {
-        throw new RoboguideError('E_REGISTRY', `cannot open the capacity registry (${options.display}): the server asks for a password and none was given`, {
-          cause: error,
-          context: { registry: options.display },
-          suggestions: [
-            'give it in the environment: PGPASSWORD=… (or a ~/.pgpass line); a batch records its registry URL without the password, so `resume` and `node-down` need it this way',
-            'or put it in a --registry URL where the command takes one (postgresql://USER:PASSWORD@HOST:PORT/DB)',
-          ],
-        });
+        throw new RoboguideError(
+          'E_REGISTRY',
+          `cannot open the capacity registry (${options.display}): the server asks for a password and none was given`,
+          {
+            cause: error,
+            context: { registry: options.display },
+            suggestions: [
+              'give it in the environment: PGPASSWORD=… (or a ~/.pgpass line); a batch records its registry URL without the password, so `resume` and `node-down` need it this way',
+              'or put it in a --registry URL where the command takes one (postgresql://USER:PASSWORD@HOST:PORT/DB)',
+            ],
+          },
+        );
       }
-      throw pgFault(options.display, 'cannot open the capacity registry', error, { operation: 'open', deadlineMs });
+      throw pgFault(options.display, 'cannot open the capacity registry', error, {
+        operation: 'open',
+        deadlineMs,
+      });
     }
     held.client?.release();
     return new PostgresCapacityRegistry(pool, sockets, options);
@@ -237,10 +266,14 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   async #bounded<T>(operation: string, work: (held: Held) => Promise<T>): Promise<T> {
     const held: Held = { client: undefined, timedOut: false };
     try {
-      const value = await withDeadline({ operation, registry: this.path, deadlineMs: this.#deadlineMs }, () => work(held), () => {
-        held.timedOut = true;
-        if (held.client !== undefined) destroyClient(held.client);
-      });
+      const value = await withDeadline(
+        { operation, registry: this.path, deadlineMs: this.#deadlineMs },
+        () => work(held),
+        () => {
+          held.timedOut = true;
+          if (held.client !== undefined) destroyClient(held.client);
+        },
+      );
       this.#unavailable = false;
       return value;
     } catch (error) {
@@ -255,7 +288,10 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     try {
       client = await this.#pool.connect();
     } catch (error) {
-      throw pgFault(this.path, 'cannot reach the capacity registry', error, { operation, deadlineMs: this.#deadlineMs });
+      throw pgFault(this.path, 'cannot reach the capacity registry', error, {
+        operation,
+        deadlineMs: this.#deadlineMs,
+      });
     }
     if (held.timedOut) {
       destroyClient(client);
@@ -281,13 +317,22 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
           return value;
         } catch (error) {
           if (held.timedOut) throw error;
-          const rolledBack = isUnreachable(error) ? false : await client.query('ROLLBACK').then(() => true, () => false);
+          const rolledBack = isUnreachable(error)
+            ? false
+            : await client.query('ROLLBACK').then(
+                () => true,
+                () => false,
+              );
           held.client = undefined;
           if (rolledBack) client.release();
           else destroyClient(client);
-          const code = typeof error === 'object' && error !== null && 'code' in error ? String((error).code) : '';
+          const code =
+            typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
           if (RETRYABLE.has(code) && attempt < 5) continue;
-          throw pgFault(this.path, 'registry transaction failed and was rolled back', error, { operation, deadlineMs: this.#deadlineMs });
+          throw pgFault(this.path, 'registry transaction failed and was rolled back', error, {
+            operation,
+            deadlineMs: this.#deadlineMs,
+          });
         }
       }
     });
@@ -321,7 +366,10 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     if (node !== undefined) checkNode(node);
     await this.#transaction('set_limits', async (db) => {
       if (node === undefined) {
-        await db.query('UPDATE host_limits SET max_reservations = $1, gpu_mib = $2 WHERE id = 1', [limits.maxReservations, limits.gpuMib]);
+        await db.query('UPDATE host_limits SET max_reservations = $1, gpu_mib = $2 WHERE id = 1', [
+          limits.maxReservations,
+          limits.gpuMib,
+        ]);
       } else {
         await db.query(
           `INSERT INTO node_limits (node, max_reservations, gpu_mib) VALUES ($1, $2, $3)
@@ -342,10 +390,17 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     });
   }
 
-  async acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): Promise<LeaseResult> {
+  async acquireLease(
+    batchId: string,
+    lease: SupervisorLease,
+    isAlive: (holder: SupervisorLease) => boolean,
+  ): Promise<LeaseResult> {
     return this.#transaction('acquire_lease', async (db): Promise<LeaseResult> => {
       await db.query(LEASE_LOCK_SQL, [batchId]);
-      const found = await db.query('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = $1 FOR UPDATE', [batchId]);
+      const found = await db.query(
+        'SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = $1 FOR UPDATE',
+        [batchId],
+      );
       const row = found.rows[0] as Record<string, unknown> | undefined;
       if (row !== undefined) {
         const holder: SupervisorLease = {
@@ -353,7 +408,10 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
           start_ticks: textOrNull(row, 'start_ticks'),
           boot_id: textOrNull(row, 'boot_id'),
         };
-        const self = holder.pid === lease.pid && holder.start_ticks === lease.start_ticks && holder.boot_id === lease.boot_id;
+        const self =
+          holder.pid === lease.pid &&
+          holder.start_ticks === lease.start_ticks &&
+          holder.boot_id === lease.boot_id;
         if (!self && isAlive(holder)) return { kind: 'held', holder };
       }
       await db.query(
@@ -368,10 +426,17 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
 
   async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
     return this.#read('supervisor_lease', async (db) => {
-      const found = await db.query('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = $1', [batchId]);
+      const found = await db.query(
+        'SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = $1',
+        [batchId],
+      );
       const row = found.rows[0] as Record<string, unknown> | undefined;
       if (row === undefined) return null;
-      return { pid: Number(row['pid']), start_ticks: textOrNull(row, 'start_ticks'), boot_id: textOrNull(row, 'boot_id') };
+      return {
+        pid: Number(row['pid']),
+        start_ticks: textOrNull(row, 'start_ticks'),
+        boot_id: textOrNull(row, 'boot_id'),
+      };
     });
   }
 
@@ -391,9 +456,13 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
       const existing = await selectReservationForClaim(db, request.claimId);
       if (existing !== null) {
         if (existing.batchId !== request.batchId || existing.jobId !== request.jobId) {
-          throw new RoboguideError('E_REGISTRY', `claim ${request.claimId} is already admitted for another run`, {
-            context: { claimId: request.claimId, batchId: existing.batchId, jobId: existing.jobId },
-          });
+          throw new RoboguideError(
+            'E_REGISTRY',
+            `claim ${request.claimId} is already admitted for another run`,
+            {
+              context: { claimId: request.claimId, batchId: existing.batchId, jobId: existing.jobId },
+            },
+          );
         }
         return { kind: 'already_admitted', reservationId: existing.id };
       }
@@ -414,7 +483,15 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
         const holders = await selectPortHolders(db, node, ports);
         const first = holders[0];
         if (first !== undefined) {
-          return { kind: 'refused', reason: 'port_held', held: 1, limit: 1, node, port: first.port, holderBatchId: first.batchId };
+          return {
+            kind: 'refused',
+            reason: 'port_held',
+            held: 1,
+            limit: 1,
+            node,
+            port: first.port,
+            holderBatchId: first.batchId,
+          };
         }
       }
       const reservationId = this.#newId();
@@ -425,14 +502,16 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
         [reservationId, request.batchId, request.jobId, request.claimId, node, request.gpuMib, nowIso],
       );
       for (const port of ports) {
-        await db.query('INSERT INTO reserved_ports (reservation_id, node, port) VALUES ($1, $2, $3)', [reservationId, node, port]);
+        await db.query('INSERT INTO reserved_ports (reservation_id, node, port) VALUES ($1, $2, $3)', [
+          reservationId,
+          node,
+          port,
+        ]);
       }
-      await db.query(`INSERT INTO board (run_id, batch_id, job_id, state, updated_at) VALUES ($1, $2, $3, 'running', $4)`, [
-        request.claimId,
-        request.batchId,
-        request.jobId,
-        nowIso,
-      ]);
+      await db.query(
+        `INSERT INTO board (run_id, batch_id, job_id, state, updated_at) VALUES ($1, $2, $3, 'running', $4)`,
+        [request.claimId, request.batchId, request.jobId, nowIso],
+      );
       return { kind: 'admitted', reservationId };
     });
   }
@@ -449,9 +528,13 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
               ? `already has container ${reservation.containerId}`
               : null;
       if (problem !== null) {
-        throw new RoboguideError('E_REGISTRY', `cannot attach a container: reservation ${reservationId} ${problem}`, {
-          context: { reservationId, containerId },
-        });
+        throw new RoboguideError(
+          'E_REGISTRY',
+          `cannot attach a container: reservation ${reservationId} ${problem}`,
+          {
+            context: { reservationId, containerId },
+          },
+        );
       }
       await db.query('UPDATE reservations SET container_id = $1 WHERE id = $2', [containerId, reservationId]);
     });
@@ -463,7 +546,10 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
       if (reservation === null) return { kind: 'refused', reason: 'unknown_reservation' };
       if (reservation.claimId !== claimId) return { kind: 'refused', reason: 'not_held_by_claim' };
       if (reservation.state === 'released') return { kind: 'already_released' };
-      await db.query(`UPDATE reservations SET state = 'released', released_at = $1 WHERE id = $2 AND state = 'held'`, [this.#now(), reservationId]);
+      await db.query(
+        `UPDATE reservations SET state = 'released', released_at = $1 WHERE id = $2 AND state = 'held'`,
+        [this.#now(), reservationId],
+      );
       return { kind: 'released' };
     });
   }
@@ -511,13 +597,18 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
         [fields.score ?? null, fields.notes ?? null, this.#now(), claimId],
       );
       if (changed.rowCount !== 1) {
-        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${claimId}`, { context: { claimId } });
+        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${claimId}`, {
+          context: { claimId },
+        });
       }
     });
   }
 
   async schemaVersion(): Promise<RegistrySchemaVersion> {
-    return this.#read('schema_version', async (client) => ({ current: await currentVersion(client), supported: POSTGRES_SCHEMA_VERSION }));
+    return this.#read('schema_version', async (client) => ({
+      current: await currentVersion(client),
+      supported: POSTGRES_SCHEMA_VERSION,
+    }));
   }
 
   async close(): Promise<void> {
@@ -548,7 +639,8 @@ async function selectLimits(db: Queryable, node: string | undefined): Promise<Ho
   if (node !== undefined) {
     const own = await db.query('SELECT max_reservations, gpu_mib FROM node_limits WHERE node = $1', [node]);
     const row = own.rows[0] as Record<string, unknown> | undefined;
-    if (row !== undefined) return { maxReservations: integer(row, 'max_reservations'), gpuMib: integerOrNull(row, 'gpu_mib') };
+    if (row !== undefined)
+      return { maxReservations: integer(row, 'max_reservations'), gpuMib: integerOrNull(row, 'gpu_mib') };
   }
   const found = await db.query('SELECT max_reservations, gpu_mib FROM host_limits WHERE id = 1');
   const row = found.rows[0] as Record<string, unknown> | undefined;
@@ -556,14 +648,23 @@ async function selectLimits(db: Queryable, node: string | undefined): Promise<Ho
   return { maxReservations: integer(row, 'max_reservations'), gpuMib: integerOrNull(row, 'gpu_mib') };
 }
 
-async function selectReservation(db: Queryable, reservationId: string, forUpdate: boolean): Promise<Reservation | null> {
-  const rows = await db.query(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.id = $1${forUpdate ? ' FOR UPDATE' : ''}`, [reservationId]);
+async function selectReservation(
+  db: Queryable,
+  reservationId: string,
+  forUpdate: boolean,
+): Promise<Reservation | null> {
+  const rows = await db.query(
+    `SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.id = $1${forUpdate ? ' FOR UPDATE' : ''}`,
+    [reservationId],
+  );
   const row = rows.rows[0] as Record<string, unknown> | undefined;
   return row === undefined ? null : toReservation(row);
 }
 
 async function selectReservationForClaim(db: Queryable, claimId: string): Promise<Reservation | null> {
-  const rows = await db.query(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.claim_id = $1`, [claimId]);
+  const rows = await db.query(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.claim_id = $1`, [
+    claimId,
+  ]);
   const row = rows.rows[0] as Record<string, unknown> | undefined;
   return row === undefined ? null : toReservation(row);
 }
@@ -574,7 +675,11 @@ async function selectBoardRow(db: Queryable, claimId: string): Promise<BoardRow 
   return row === undefined ? null : toBoardRow(row);
 }
 
-async function selectPortHolders(db: Queryable, node: string, ports: readonly number[]): Promise<PortHolder[]> {
+async function selectPortHolders(
+  db: Queryable,
+  node: string,
+  ports: readonly number[],
+): Promise<PortHolder[]> {
   if (ports.length === 0) return [];
   const rows = await db.query(
     `SELECT p.node, p.port, r.batch_id, r.job_id, r.id FROM reserved_ports p JOIN reservations r ON r.id = p.reservation_id
@@ -591,7 +696,11 @@ async function selectPortHolders(db: Queryable, node: string, ports: readonly nu
 }
 
 /** SPEC §8 steps 2-4 with row locks on the reservation and the board row; the same rules as SQLite's. */
-async function commitTerminalPg(db: PoolClient, commit: TerminalCommit, nowIso: string): Promise<TerminalCommitResult> {
+async function commitTerminalPg(
+  db: PoolClient,
+  commit: TerminalCommit,
+  nowIso: string,
+): Promise<TerminalCommitResult> {
   const reservation = await selectReservation(db, commit.reservationId, true);
   if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
   const board = await selectBoardRow(db, commit.claimId);
@@ -606,7 +715,15 @@ async function commitTerminalPg(db: PoolClient, commit: TerminalCommit, nowIso: 
        VALUES ($1, $2, $3, 'terminal', $4, $5, $6, $7)
        ON CONFLICT (run_id) DO UPDATE SET state = 'terminal', classification = excluded.classification,
          outcome_sha256 = excluded.outcome_sha256, proof_sha256 = excluded.proof_sha256, updated_at = excluded.updated_at`,
-      [commit.claimId, commit.batchId, commit.jobId, commit.classification, commit.outcomeSha256, commit.proofSha256, nowIso],
+      [
+        commit.claimId,
+        commit.batchId,
+        commit.jobId,
+        commit.classification,
+        commit.outcomeSha256,
+        commit.proofSha256,
+        nowIso,
+      ],
     );
     const back = await selectBoardRow(db, commit.claimId);
     const exact =

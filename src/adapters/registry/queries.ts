@@ -8,12 +8,16 @@ import { RoboguideError } from '../../core/errors.js';
 export const RESERVATION_COLUMNS = `r.*, (SELECT group_concat(p.port, ',') FROM reserved_ports p WHERE p.reservation_id = r.id) AS ports`;
 
 export function selectReservation(db: DatabaseSync, reservationId: string): Reservation | null {
-  const row = db.prepare(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.id = ?`).get(reservationId);
+  const row = db
+    .prepare(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.id = ?`)
+    .get(reservationId);
   return row === undefined ? null : toReservation(row);
 }
 
 export function selectReservationForClaim(db: DatabaseSync, claimId: string): Reservation | null {
-  const row = db.prepare(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.claim_id = ?`).get(claimId);
+  const row = db
+    .prepare(`SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.claim_id = ?`)
+    .get(claimId);
   return row === undefined ? null : toReservation(row);
 }
 
@@ -26,7 +30,8 @@ export function selectBoardRow(db: DatabaseSync, claimId: string): BoardRow | nu
 export function selectLimits(db: DatabaseSync, node?: string): HostLimits {
   if (node !== undefined) {
     const own = db.prepare('SELECT max_reservations, gpu_mib FROM node_limits WHERE node = ?').get(node);
-    if (own !== undefined) return { maxReservations: integer(own, 'max_reservations'), gpuMib: integerOrNull(own, 'gpu_mib') };
+    if (own !== undefined)
+      return { maxReservations: integer(own, 'max_reservations'), gpuMib: integerOrNull(own, 'gpu_mib') };
   }
   const row = db.prepare('SELECT max_reservations, gpu_mib FROM host_limits WHERE id = 1').get();
   if (row === undefined) throw new RoboguideError('E_REGISTRY', 'registry has no host_limits row');
@@ -40,7 +45,9 @@ export interface HeldTotals {
 
 export function selectHeldTotals(db: DatabaseSync, node: string): HeldTotals {
   const row = db
-    .prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(gpu_mib), 0) AS mib FROM reservations WHERE state = 'held' AND node = ?`)
+    .prepare(
+      `SELECT COUNT(*) AS n, COALESCE(SUM(gpu_mib), 0) AS mib FROM reservations WHERE state = 'held' AND node = ?`,
+    )
     .get(node);
   if (row === undefined) return { count: 0, gpuMib: 0 };
   return { count: integer(row, 'n'), gpuMib: integer(row, 'mib') };
@@ -54,7 +61,13 @@ export function selectPortHolders(db: DatabaseSync, node: string, ports: readonl
   );
   for (const port of [...new Set(ports)].sort((a, b) => a - b)) {
     for (const row of query.all(node, port)) {
-      holders.push({ node: text(row, 'node'), port: integer(row, 'port'), batchId: text(row, 'batch_id'), jobId: text(row, 'job_id'), reservationId: text(row, 'id') });
+      holders.push({
+        node: text(row, 'node'),
+        port: integer(row, 'port'),
+        batchId: text(row, 'batch_id'),
+        jobId: text(row, 'job_id'),
+        reservationId: text(row, 'id'),
+      });
     }
   }
   return holders;

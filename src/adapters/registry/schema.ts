@@ -84,31 +84,37 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /** Brings the database to SCHEMA_VERSION; refuses a database written by a newer schema. */
 export function migrate(db: DatabaseSync, localNode: string): void {
-  inImmediateTransaction(db, () => {
-    db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT');
-    const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
-    const current = row?.version === null || row === undefined ? 0 : integer(row, 'version');
-    if (current > SCHEMA_VERSION) {
-      throw new RoboguideError(
-        'E_REGISTRY',
-        `registry schema version ${current} is newer than this tool (${SCHEMA_VERSION})`,
-        {
-          context: { current, supported: SCHEMA_VERSION },
-          suggestions: ['Upgrade roboguide-eval, or point --registry at another database.'],
-        },
-      );
-    }
-    for (let version = current + 1; version <= SCHEMA_VERSION; version += 1) {
-      const migration = MIGRATIONS[version - 1] ?? '';
-      db.exec(typeof migration === 'string' ? migration : migration(localNode));
-      db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(version);
-    }
-  }, 'migrate');
+  inImmediateTransaction(
+    db,
+    () => {
+      db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT');
+      const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
+      const current = row?.version === null || row === undefined ? 0 : integer(row, 'version');
+      if (current > SCHEMA_VERSION) {
+        throw new RoboguideError(
+          'E_REGISTRY',
+          `registry schema version ${current} is newer than this tool (${SCHEMA_VERSION})`,
+          {
+            context: { current, supported: SCHEMA_VERSION },
+            suggestions: ['Upgrade roboguide-eval, or point --registry at another database.'],
+          },
+        );
+      }
+      for (let version = current + 1; version <= SCHEMA_VERSION; version += 1) {
+        const migration = MIGRATIONS[version - 1] ?? '';
+        db.exec(typeof migration === 'string' ? migration : migration(localNode));
+        db.prepare('INSERT INTO schema_version (version) VALUES (?)').run(version);
+      }
+    },
+    'migrate',
+  );
 }
 
 /** The version the database records (0 before the first migration). */
 export function recordedVersion(db: DatabaseSync): number {
-  const table = db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`).get();
+  const table = db
+    .prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`)
+    .get();
   if (table === undefined) return 0;
   const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
   return row?.version === null || row === undefined ? 0 : integer(row, 'version');

@@ -32,7 +32,14 @@ import { SCHEMA_VERSION, migrate, recordedVersion } from './schema.js';
 import { localNodeName } from './local-node.js';
 import { inImmediateTransaction, registryFault, registryRead } from './transaction.js';
 import { DEFAULT_REGISTRY_DEADLINE_MS } from './deadline.js';
-import { RESERVATION_COLUMNS, selectHeldTotals, selectLimits, selectPortHolders, selectReservation, selectReservationForClaim } from './queries.js';
+import {
+  RESERVATION_COLUMNS,
+  selectHeldTotals,
+  selectLimits,
+  selectPortHolders,
+  selectReservation,
+  selectReservationForClaim,
+} from './queries.js';
 import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode } from './validate.js';
@@ -63,7 +70,13 @@ export const REGISTRY_FILE_PERMISSIONS = 0o600;
  */
 function createPrivate(path: string): void {
   try {
-    closeSync(openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, REGISTRY_FILE_PERMISSIONS));
+    closeSync(
+      openSync(
+        path,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        REGISTRY_FILE_PERMISSIONS,
+      ),
+    );
     chmodSync(path, REGISTRY_FILE_PERMISSIONS); // the umask applied at creation
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
@@ -131,20 +144,24 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   async setLimits(limits: HostLimits, node?: string): Promise<void> {
     checkLimits(limits);
     if (node !== undefined) checkNode(node);
-    inImmediateTransaction(this.#db, () => {
-      if (node === undefined) {
-        this.#db
-          .prepare('UPDATE host_limits SET max_reservations = ?, gpu_mib = ? WHERE id = 1')
-          .run(limits.maxReservations, limits.gpuMib);
-      } else {
-        this.#db
-          .prepare(
-            `INSERT INTO node_limits (node, max_reservations, gpu_mib) VALUES (?, ?, ?)
+    inImmediateTransaction(
+      this.#db,
+      () => {
+        if (node === undefined) {
+          this.#db
+            .prepare('UPDATE host_limits SET max_reservations = ?, gpu_mib = ? WHERE id = 1')
+            .run(limits.maxReservations, limits.gpuMib);
+        } else {
+          this.#db
+            .prepare(
+              `INSERT INTO node_limits (node, max_reservations, gpu_mib) VALUES (?, ?, ?)
              ON CONFLICT (node) DO UPDATE SET max_reservations = excluded.max_reservations, gpu_mib = excluded.gpu_mib`,
-          )
-          .run(node, limits.maxReservations, limits.gpuMib);
-      }
-    }, 'set_limits');
+            )
+            .run(node, limits.maxReservations, limits.gpuMib);
+        }
+      },
+      'set_limits',
+    );
   }
 
   async nodeLimits(): Promise<NodeLimits[]> {
@@ -152,7 +169,13 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
       this.#db
         .prepare('SELECT node, max_reservations, gpu_mib FROM node_limits ORDER BY node')
         .all()
-        .map((row) => ({ node: text(row, 'node'), limits: { maxReservations: integer(row, 'max_reservations'), gpuMib: integerOrNull(row, 'gpu_mib') } })),
+        .map((row) => ({
+          node: text(row, 'node'),
+          limits: {
+            maxReservations: integer(row, 'max_reservations'),
+            gpuMib: integerOrNull(row, 'gpu_mib'),
+          },
+        })),
     );
   }
 
@@ -164,32 +187,47 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     return registryRead(() => ({ current: recordedVersion(this.#db), supported: SCHEMA_VERSION }));
   }
 
-  async acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): Promise<LeaseResult> {
-    return inImmediateTransaction(this.#db, () => {
-      const row = this.#db.prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?').get(batchId);
-      if (row !== undefined) {
-        const holder: SupervisorLease = {
-          pid: Number(row['pid']),
-          start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
-          boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
-        };
-        const self = holder.pid === lease.pid && holder.start_ticks === lease.start_ticks && holder.boot_id === lease.boot_id;
-        if (!self && isAlive(holder)) return { kind: 'held', holder };
-      }
-      this.#db
-        .prepare(
-          `INSERT INTO supervisor_leases (batch_id, pid, start_ticks, boot_id, acquired_at) VALUES (?, ?, ?, ?, ?)
+  async acquireLease(
+    batchId: string,
+    lease: SupervisorLease,
+    isAlive: (holder: SupervisorLease) => boolean,
+  ): Promise<LeaseResult> {
+    return inImmediateTransaction(
+      this.#db,
+      () => {
+        const row = this.#db
+          .prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?')
+          .get(batchId);
+        if (row !== undefined) {
+          const holder: SupervisorLease = {
+            pid: Number(row['pid']),
+            start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
+            boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
+          };
+          const self =
+            holder.pid === lease.pid &&
+            holder.start_ticks === lease.start_ticks &&
+            holder.boot_id === lease.boot_id;
+          if (!self && isAlive(holder)) return { kind: 'held', holder };
+        }
+        this.#db
+          .prepare(
+            `INSERT INTO supervisor_leases (batch_id, pid, start_ticks, boot_id, acquired_at) VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (batch_id) DO UPDATE SET pid = excluded.pid, start_ticks = excluded.start_ticks,
              boot_id = excluded.boot_id, acquired_at = excluded.acquired_at`,
-        )
-        .run(batchId, lease.pid, lease.start_ticks, lease.boot_id, this.#now());
-      return { kind: 'acquired' } as const;
-    }, 'acquire_lease');
+          )
+          .run(batchId, lease.pid, lease.start_ticks, lease.boot_id, this.#now());
+        return { kind: 'acquired' } as const;
+      },
+      'acquire_lease',
+    );
   }
 
   async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
     return registryRead(() => {
-      const row = this.#db.prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?').get(batchId);
+      const row = this.#db
+        .prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?')
+        .get(batchId);
       if (row === undefined) return null;
       return {
         pid: Number(row['pid']),
@@ -200,9 +238,13 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   }
 
   async releaseLease(batchId: string, pid: number): Promise<void> {
-    inImmediateTransaction(this.#db, () => {
-      this.#db.prepare('DELETE FROM supervisor_leases WHERE batch_id = ? AND pid = ?').run(batchId, pid);
-    }, 'release_lease');
+    inImmediateTransaction(
+      this.#db,
+      () => {
+        this.#db.prepare('DELETE FROM supervisor_leases WHERE batch_id = ? AND pid = ?').run(batchId, pid);
+      },
+      'release_lease',
+    );
   }
 
   async admit(request: AdmitRequest): Promise<AdmitResult> {
@@ -237,7 +279,15 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     const ports = [...new Set(request.ports ?? [])].sort((a, b) => a - b);
     const holder = selectPortHolders(db, node, ports)[0];
     if (holder !== undefined) {
-      return { kind: 'refused', reason: 'port_held', held: 1, limit: 1, node, port: holder.port, holderBatchId: holder.batchId };
+      return {
+        kind: 'refused',
+        reason: 'port_held',
+        held: 1,
+        limit: 1,
+        node,
+        port: holder.port,
+        holderBatchId: holder.batchId,
+      };
     }
     const reservationId = this.#newId();
     const nowIso = this.#now();
@@ -254,48 +304,60 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   }
 
   async attachContainer(reservationId: string, containerId: string): Promise<void> {
-    inImmediateTransaction(this.#db, () => {
-      const reservation = selectReservation(this.#db, reservationId);
-      const problem =
-        reservation === null
-          ? 'is unknown'
-          : reservation.state !== 'held'
-            ? 'is not held'
-            : reservation.containerId !== null && reservation.containerId !== containerId
-              ? `already has container ${reservation.containerId}`
-              : null;
-      if (problem !== null) {
-        throw new RoboguideError(
-          'E_REGISTRY',
-          `cannot attach a container: reservation ${reservationId} ${problem}`,
-          {
-            context: { reservationId, containerId },
-          },
-        );
-      }
-      this.#db
-        .prepare('UPDATE reservations SET container_id = ? WHERE id = ?')
-        .run(containerId, reservationId);
-    }, 'attach_container');
+    inImmediateTransaction(
+      this.#db,
+      () => {
+        const reservation = selectReservation(this.#db, reservationId);
+        const problem =
+          reservation === null
+            ? 'is unknown'
+            : reservation.state !== 'held'
+              ? 'is not held'
+              : reservation.containerId !== null && reservation.containerId !== containerId
+                ? `already has container ${reservation.containerId}`
+                : null;
+        if (problem !== null) {
+          throw new RoboguideError(
+            'E_REGISTRY',
+            `cannot attach a container: reservation ${reservationId} ${problem}`,
+            {
+              context: { reservationId, containerId },
+            },
+          );
+        }
+        this.#db
+          .prepare('UPDATE reservations SET container_id = ? WHERE id = ?')
+          .run(containerId, reservationId);
+      },
+      'attach_container',
+    );
   }
 
   async release(reservationId: string, claimId: string): Promise<ReleaseResult> {
-    return inImmediateTransaction(this.#db, (): ReleaseResult => {
-      const reservation = selectReservation(this.#db, reservationId);
-      if (reservation === null) return { kind: 'refused', reason: 'unknown_reservation' };
-      if (reservation.claimId !== claimId) return { kind: 'refused', reason: 'not_held_by_claim' };
-      if (reservation.state === 'released') return { kind: 'already_released' };
-      this.#db
-        .prepare(
-          `UPDATE reservations SET state = 'released', released_at = ? WHERE id = ? AND state = 'held'`,
-        )
-        .run(this.#now(), reservationId);
-      return { kind: 'released' };
-    }, 'release');
+    return inImmediateTransaction(
+      this.#db,
+      (): ReleaseResult => {
+        const reservation = selectReservation(this.#db, reservationId);
+        if (reservation === null) return { kind: 'refused', reason: 'unknown_reservation' };
+        if (reservation.claimId !== claimId) return { kind: 'refused', reason: 'not_held_by_claim' };
+        if (reservation.state === 'released') return { kind: 'already_released' };
+        this.#db
+          .prepare(
+            `UPDATE reservations SET state = 'released', released_at = ? WHERE id = ? AND state = 'held'`,
+          )
+          .run(this.#now(), reservationId);
+        return { kind: 'released' };
+      },
+      'release',
+    );
   }
 
   async commitTerminal(commit: TerminalCommit): Promise<TerminalCommitResult> {
-    return inImmediateTransaction(this.#db, () => commitTerminalIn(this.#db, commit, this.#now()), 'commit_terminal');
+    return inImmediateTransaction(
+      this.#db,
+      () => commitTerminalIn(this.#db, commit, this.#now()),
+      'commit_terminal',
+    );
   }
 
   async reservation(reservationId: string): Promise<Reservation | null> {
@@ -329,18 +391,22 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   }
 
   async annotate(claimId: string, fields: BoardAnnotation): Promise<void> {
-    inImmediateTransaction(this.#db, () => {
-      const changed = this.#db
-        .prepare(
-          `UPDATE board SET score = COALESCE(?, score), notes = COALESCE(?, notes), updated_at = ? WHERE run_id = ?`,
-        )
-        .run(fields.score ?? null, fields.notes ?? null, this.#now(), claimId);
-      if (Number(changed.changes) !== 1) {
-        throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${claimId}`, {
-          context: { claimId },
-        });
-      }
-    }, 'annotate');
+    inImmediateTransaction(
+      this.#db,
+      () => {
+        const changed = this.#db
+          .prepare(
+            `UPDATE board SET score = COALESCE(?, score), notes = COALESCE(?, notes), updated_at = ? WHERE run_id = ?`,
+          )
+          .run(fields.score ?? null, fields.notes ?? null, this.#now(), claimId);
+        if (Number(changed.changes) !== 1) {
+          throw new RoboguideError('E_REGISTRY', `cannot annotate: no board row for run ${claimId}`, {
+            context: { claimId },
+          });
+        }
+      },
+      'annotate',
+    );
   }
 
   async close(): Promise<void> {

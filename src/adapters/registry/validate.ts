@@ -24,7 +24,8 @@ export function checkAdmitRequest(request: AdmitRequest): void {
   if (!isCount(request.gpuMib, 0)) issues.push({ path: 'gpuMib', rule: 'must be an integer >= 0' });
   if (request.node !== undefined && !isNodeName(request.node)) issues.push({ path: 'node', rule: NODE_RULE });
   (request.ports ?? []).forEach((port, k) => {
-    if (!(Number.isSafeInteger(port) && port >= 1 && port <= 65_535)) issues.push({ path: `ports[${k}]`, rule: 'must be an integer 1..65535' });
+    if (!(Number.isSafeInteger(port) && port >= 1 && port <= 65_535))
+      issues.push({ path: `ports[${k}]`, rule: 'must be an integer 1..65535' });
   });
   if (issues.length > 0) throw new InvalidInputError('E_USAGE', 'invalid admission request', issues);
 }
@@ -37,5 +38,6 @@ function isNodeName(node: string): boolean {
 }
 
 export function checkNode(node: string): void {
-  if (!isNodeName(node)) throw new InvalidInputError('E_USAGE', 'invalid node', [{ path: 'node', rule: NODE_RULE }]);
+  if (!isNodeName(node))
+    throw new InvalidInputError('E_USAGE', 'invalid node', [{ path: 'node', rule: NODE_RULE }]);
 }

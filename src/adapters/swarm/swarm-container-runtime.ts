@@ -75,13 +75,22 @@ export function dockerOptionsFor(endpoint: EngineEndpoint): Docker.DockerOptions
             key: readFileSync(endpoint.tls.key),
           };
     case 'ssh':
-      return { protocol: 'ssh', host: endpoint.host, port: endpoint.port, ...(endpoint.username !== null ? { username: endpoint.username } : {}) };
+      return {
+        protocol: 'ssh',
+        host: endpoint.host,
+        port: endpoint.port,
+        ...(endpoint.username !== null ? { username: endpoint.username } : {}),
+      };
   }
 }
 
 function dockerFor(url: string): Docker {
   const endpoint = parseEngineEndpoint(url);
-  if ('problem' in endpoint) throw new EngineError('engine_error', `engine endpoint ${url}: ${endpoint.problem}`, { statusCode: null, engineMessage: endpoint.problem });
+  if ('problem' in endpoint)
+    throw new EngineError('engine_error', `engine endpoint ${url}: ${endpoint.problem}`, {
+      statusCode: null,
+      engineMessage: endpoint.problem,
+    });
   return new Docker(dockerOptionsFor(endpoint));
 }
 
@@ -226,15 +235,24 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.manager.info() as Promise<{ ID?: string; Runtimes?: Record<string, unknown>; LoggingDriver?: string; Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean; Cluster?: { ID?: string } } }>,
+        this.manager.info() as Promise<{
+          ID?: string;
+          Runtimes?: Record<string, unknown>;
+          LoggingDriver?: string;
+          Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean; Cluster?: { ID?: string } };
+        }>,
         this.manager.version(),
       ]);
       if (info.Swarm?.LocalNodeState !== 'active' || info.Swarm.ControlAvailable !== true) {
-        throw new EngineError('engine_error', 'the --manager engine is not a swarm manager (docker info: Swarm not active or not a manager)', {
-          statusCode: null,
-          engineMessage: `swarm state ${info.Swarm?.LocalNodeState ?? 'unknown'}`,
-          suggestions: ['give --manager the engine of a swarm manager node (`docker node ls` works there)'],
-        });
+        throw new EngineError(
+          'engine_error',
+          'the --manager engine is not a swarm manager (docker info: Swarm not active or not a manager)',
+          {
+            statusCode: null,
+            engineMessage: `swarm state ${info.Swarm?.LocalNodeState ?? 'unknown'}`,
+            suggestions: ['give --manager the engine of a swarm manager node (`docker node ls` works there)'],
+          },
+        );
       }
       return {
         id: info.Swarm.Cluster?.ID ?? info.ID ?? '',
@@ -249,7 +267,9 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   }
 
   async readyNodes(constraints: readonly string[] = []): Promise<readonly string[]> {
-    return (await this.#readyRawNodes()).filter((n) => nodeMatches(n, constraints)).map((n) => n.Description?.Hostname ?? n.ID);
+    return (await this.#readyRawNodes())
+      .filter((n) => nodeMatches(n, constraints))
+      .map((n) => n.Description?.Hostname ?? n.ID);
   }
 
   async #readyRawNodes(): Promise<RawNode[]> {
@@ -264,7 +284,11 @@ export class SwarmContainerRuntime implements ContainerRuntime {
 
   /** The swarm's nodes that take work now (ready, active), with their GPUs (generic resources `NVIDIA-GPU`). */
   async nodes(): Promise<{ readonly id: string; readonly hostname: string; readonly gpus: number }[]> {
-    return (await this.#readyRawNodes()).map((n) => ({ id: n.ID, hostname: n.Description?.Hostname ?? n.ID, gpus: gpusOf(n) }));
+    return (await this.#readyRawNodes()).map((n) => ({
+      id: n.ID,
+      hostname: n.Description?.Hostname ?? n.ID,
+      gpus: gpusOf(n),
+    }));
   }
 
   /** Present on every configured node's engine (a node without it would fail the pair placed there). */
@@ -292,7 +316,8 @@ export class SwarmContainerRuntime implements ContainerRuntime {
 
   /** The engine of the node with this swarm id (configured by id or by hostname). */
   async #nodeEngine(nodeId: string): Promise<{ name: string; engine: Docker }> {
-    if (Object.hasOwn(this.#nodeUrls, nodeId)) return { name: nodeId, engine: this.#engineForUrl(nodeId, this.#nodeUrls[nodeId]!) };
+    if (Object.hasOwn(this.#nodeUrls, nodeId))
+      return { name: nodeId, engine: this.#engineForUrl(nodeId, this.#nodeUrls[nodeId]!) };
     const hostname = await this.nodeName(nodeId);
     const url = this.#nodeUrls[hostname];
     if (url === undefined) {
@@ -325,7 +350,12 @@ export class SwarmContainerRuntime implements ContainerRuntime {
       const message = `runtime "${spec.runtime}" cannot be chosen for a swarm service (only "runc")`;
       throw new EngineError('engine_error', message, { statusCode: null, engineMessage: message });
     }
-    const mounts: MountRecord[] = spec.binds.map((b, i) => ({ volume: `${spec.name}-m${i}`, target: b.containerPath, hostPath: b.hostPath, collect: b.collect === true }));
+    const mounts: MountRecord[] = spec.binds.map((b, i) => ({
+      volume: `${spec.name}-m${i}`,
+      target: b.containerPath,
+      hostPath: b.hostPath,
+      collect: b.collect === true,
+    }));
     const gpus = gpuCountOf(spec);
     const serviceSpec = {
       Name: spec.name,
@@ -339,18 +369,40 @@ export class SwarmContainerRuntime implements ContainerRuntime {
           Labels: { ...spec.labels },
           Init: true,
           StopGracePeriod: spec.stopTimeoutSec * 1e9,
-          Mounts: mounts.map((m) => ({ Type: 'volume', Source: m.volume, Target: m.target, ReadOnly: false, VolumeOptions: { Labels: { ...spec.labels } } })),
+          Mounts: mounts.map((m) => ({
+            Type: 'volume',
+            Source: m.volume,
+            Target: m.target,
+            ReadOnly: false,
+            VolumeOptions: { Labels: { ...spec.labels } },
+          })),
         },
         RestartPolicy: { Condition: 'none', MaxAttempts: 0 },
-        Resources: gpus > 0 ? { Reservations: { GenericResources: [{ DiscreteResourceSpec: { Kind: SWARM_GPU_RESOURCE, Value: gpus } }] } } : {},
+        Resources:
+          gpus > 0
+            ? {
+                Reservations: {
+                  GenericResources: [{ DiscreteResourceSpec: { Kind: SWARM_GPU_RESOURCE, Value: gpus } }],
+                },
+              }
+            : {},
         Placement: { Constraints: [...(spec.placement ?? [])] },
         LogDriver: { Name: PAIR_LOG_CONFIG.type, Options: { ...PAIR_LOG_CONFIG.config } },
       },
       Mode: { Replicated: { Replicas: 1 } },
-      EndpointSpec: { Ports: spec.ports.map((p) => ({ Protocol: 'tcp', TargetPort: p, PublishedPort: p, PublishMode: 'host' })) },
+      EndpointSpec: {
+        Ports: spec.ports.map((p) => ({
+          Protocol: 'tcp',
+          TargetPort: p,
+          PublishedPort: p,
+          PublishMode: 'host',
+        })),
+      },
     };
     try {
-      const service = (await this.manager.createService(serviceSpec as unknown as Docker.CreateServiceOptions)) as unknown as { id: string };
+      const service = (await this.manager.createService(
+        serviceSpec as unknown as Docker.CreateServiceOptions,
+      )) as unknown as { id: string };
       this.#placements.set(service.id, { nodeId: '', containerId: null, mounts });
       return { id: service.id, name: spec.name };
     } catch (err) {
@@ -364,7 +416,12 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     this.#feeds.set(id, feed);
     try {
       const service = this.manager.getService(id);
-      const source = (await promised(service.logs.bind(service))({ follow: true, stdout: true, stderr: true, ...this.#call() })) as Readable;
+      const source = (await promised(service.logs.bind(service))({
+        follow: true,
+        stdout: true,
+        stderr: true,
+        ...this.#call(),
+      })) as Readable;
       feed.attachSource(source);
     } catch (err) {
       this.#feeds.delete(id);
@@ -384,7 +441,8 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   async follow(id: string): Promise<ContainerOutput> {
     const output = await this.#openFeed(id);
     const task = await this.#task(id).catch(() => undefined);
-    if (task !== undefined && task !== null && TERMINAL.has(task.state)) void this.#completeLogs(id).catch(() => undefined);
+    if (task !== undefined && task !== null && TERMINAL.has(task.state))
+      void this.#completeLogs(id).catch(() => undefined);
     return output;
   }
 
@@ -406,14 +464,28 @@ export class SwarmContainerRuntime implements ContainerRuntime {
           const container = engine.getContainer(placement.containerId);
           const state = (await container.inspect(this.#call())) as { State?: { Running?: boolean } };
           if (state.State?.Running === false) {
-            return asStream(await promised(container.logs.bind(container))({ follow: false, stdout: true, stderr: true, ...this.#call() }));
+            return asStream(
+              await promised(container.logs.bind(container))({
+                follow: false,
+                stdout: true,
+                stderr: true,
+                ...this.#call(),
+              }),
+            );
           }
         } catch {
           // the service log below
         }
       }
       const service = this.manager.getService(id);
-      return asStream(await promised(service.logs.bind(service))({ follow: false, stdout: true, stderr: true, ...this.#call() }));
+      return asStream(
+        await promised(service.logs.bind(service))({
+          follow: false,
+          stdout: true,
+          stderr: true,
+          ...this.#call(),
+        }),
+      );
     }, LOG_COMPLETION_TIMEOUT_MS);
   }
 
@@ -431,7 +503,9 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     } catch (err) {
       throw toEngineError(err, 'list swarm tasks');
     }
-    const newest = (tasks as RawTask[]).sort((a, b) => (a.Version?.Index ?? 0) - (b.Version?.Index ?? 0)).at(-1);
+    const newest = (tasks as RawTask[])
+      .sort((a, b) => (a.Version?.Index ?? 0) - (b.Version?.Index ?? 0))
+      .at(-1);
     if (newest === undefined) return null;
     const view: TaskView = {
       id: newest.ID,
@@ -450,11 +524,17 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   }
 
   /** Where the pair's task ran, or null when the task was never placed (for status and the node-loss policy). */
-  async placementOf(id: string): Promise<{ readonly nodeId: string; readonly node: string; readonly containerId: string | null } | null> {
+  async placementOf(
+    id: string,
+  ): Promise<{ readonly nodeId: string; readonly node: string; readonly containerId: string | null } | null> {
     await this.#task(id).catch(() => undefined);
     const placement = this.#placements.get(id);
     if (placement === undefined || placement.nodeId === '') return null;
-    return { nodeId: placement.nodeId, node: await this.nodeName(placement.nodeId), containerId: placement.containerId };
+    return {
+      nodeId: placement.nodeId,
+      node: await this.nodeName(placement.nodeId),
+      containerId: placement.containerId,
+    };
   }
 
   async wait(id: string, options: { deadlineMs: number; signal?: AbortSignal }): Promise<WaitResult> {
@@ -468,35 +548,51 @@ export class SwarmContainerRuntime implements ContainerRuntime {
       try {
         task = await this.#task(id);
       } catch (err) {
-        if (err instanceof EngineError && err.fault === 'engine_unavailable') return { kind: 'engine_lost', lastSeenAliveMs };
+        if (err instanceof EngineError && err.fault === 'engine_unavailable')
+          return { kind: 'engine_lost', lastSeenAliveMs };
         throw err;
       }
       if (task === undefined) return { kind: 'engine_lost', lastSeenAliveMs };
       if (task !== null && TERMINAL.has(task.state)) {
         // A task the swarm ended because its node went away (orphaned, or failed with the node down) did not exit.
-        if (task.nodeId !== null && task.nodeId !== '' && (task.state === 'orphaned' || (await this.#nodeLost(task.nodeId)) !== null)) {
+        if (
+          task.nodeId !== null &&
+          task.nodeId !== '' &&
+          (task.state === 'orphaned' || (await this.#nodeLost(task.nodeId)) !== null)
+        ) {
           return this.#nodeLostResult(id, task.nodeId, task.state === 'orphaned' ? 'down' : 'silent');
         }
         if (task.state === 'rejected' || (task.containerId === null && task.exitCode === null)) {
           // The node could not start the task (image missing there, a bad mount, …): an engine fault, not an exit.
           const text = task.err ?? `task ${task.state}`;
-          throw new EngineError(/no such image/i.test(text) ? 'image_missing' : 'engine_error', `the swarm could not run the pair's task: ${text}`, {
-            statusCode: null,
-            engineMessage: text,
-          });
+          throw new EngineError(
+            /no such image/i.test(text) ? 'image_missing' : 'engine_error',
+            `the swarm could not run the pair's task: ${text}`,
+            {
+              statusCode: null,
+              engineMessage: text,
+            },
+          );
         }
         await this.#completeLogs(id);
         return { kind: 'exited', exitCode: task.exitCode ?? -1 };
       }
       lastSeenAliveMs = Date.now();
       const nodeCheckDue = nodeSilentSince !== null || Date.now() - nodeCheckedAtMs >= NODE_CHECK_MS;
-      if (nodeCheckDue && task !== null && task.nodeId !== null && task.nodeId !== '' && (RUNNING.has(task.state) || task.state === 'starting')) {
+      if (
+        nodeCheckDue &&
+        task !== null &&
+        task.nodeId !== null &&
+        task.nodeId !== '' &&
+        (RUNNING.has(task.state) || task.state === 'starting')
+      ) {
         nodeCheckedAtMs = Date.now();
         const lost = await this.#nodeLost(task.nodeId);
         if (lost === null) nodeSilentSince = null;
         else {
           nodeSilentSince ??= Date.now();
-          if (lost === 'down' || Date.now() - nodeSilentSince >= this.#nodeLossGraceMs) return this.#nodeLostResult(id, task.nodeId, lost);
+          if (lost === 'down' || Date.now() - nodeSilentSince >= this.#nodeLossGraceMs)
+            return this.#nodeLostResult(id, task.nodeId, lost);
         }
       }
       await sleep(this.#pollMs, options.signal);
@@ -517,7 +613,9 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   /** null: the node answers; `down`: the manager says so; `silent`: its engine does not answer. */
   async #nodeLost(nodeId: string): Promise<'down' | 'silent' | null> {
     try {
-      const node = (await this.manager.getNode(nodeId).inspect(this.#call())) as { Status?: { State?: string } };
+      const node = (await this.manager.getNode(nodeId).inspect(this.#call())) as {
+        Status?: { State?: string };
+      };
       if (node.Status?.State === 'down') return 'down';
     } catch {
       // the manager's view is a hint; the node's own engine decides below
@@ -535,12 +633,18 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   async stop(id: string, timeoutSec: number): Promise<void> {
     const service = this.manager.getService(id);
     try {
-      const current = (await service.inspect(this.#call())) as { Version: { Index: number }; Spec: Record<string, unknown> & { TaskTemplate: { ContainerSpec: Record<string, unknown> } } };
+      const current = (await service.inspect(this.#call())) as {
+        Version: { Index: number };
+        Spec: Record<string, unknown> & { TaskTemplate: { ContainerSpec: Record<string, unknown> } };
+      };
       const spec = current.Spec;
       await promised(service.update.bind(service))({
         version: current.Version.Index,
         ...spec,
-        TaskTemplate: { ...spec.TaskTemplate, ContainerSpec: { ...spec.TaskTemplate.ContainerSpec, StopGracePeriod: timeoutSec * 1e9 } },
+        TaskTemplate: {
+          ...spec.TaskTemplate,
+          ContainerSpec: { ...spec.TaskTemplate.ContainerSpec, StopGracePeriod: timeoutSec * 1e9 },
+        },
         Mode: { Replicated: { Replicas: 0 } },
         ...this.#call(),
       });
@@ -580,10 +684,13 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   async #removeTaskContainer(id: string): Promise<void> {
     const placement = this.#placements.get(id);
     if (placement === undefined || placement.nodeId === '' || placement.containerId === null) return;
-    if (this.#downNodes.has(placement.nodeId) || this.#downNodes.has(await this.nodeName(placement.nodeId))) return;
+    if (this.#downNodes.has(placement.nodeId) || this.#downNodes.has(await this.nodeName(placement.nodeId)))
+      return;
     const { engine } = await this.#nodeEngine(placement.nodeId);
     try {
-      await engine.getContainer(placement.containerId).remove({ force: true, abortSignal: AbortSignal.timeout(CONTAINER_REMOVE_TIMEOUT_MS) });
+      await engine
+        .getContainer(placement.containerId)
+        .remove({ force: true, abortSignal: AbortSignal.timeout(CONTAINER_REMOVE_TIMEOUT_MS) });
     } catch (err) {
       if (statusOf(err) !== 404 && statusOf(err) !== 409) throw err;
     }
@@ -614,8 +721,10 @@ export class SwarmContainerRuntime implements ContainerRuntime {
     const labels: Record<string, string> = {};
     if (task === undefined) {
       // Not known here (another process placed it): every node's engine is asked for a container of this service.
-      if (placement === undefined || placement.nodeId === '' || placement.containerId === null) return this.#findOnNodes(id);
-      if (this.#downNodes.has(await this.nodeName(placement.nodeId)) || this.#downNodes.has(placement.nodeId)) return null;
+      if (placement === undefined || placement.nodeId === '' || placement.containerId === null)
+        return this.#findOnNodes(id);
+      if (this.#downNodes.has(await this.nodeName(placement.nodeId)) || this.#downNodes.has(placement.nodeId))
+        return null;
       const { engine, name } = await this.#nodeEngine(placement.nodeId);
       try {
         const c = (await engine.getContainer(placement.containerId).inspect(this.#call())) as RawContainer;
@@ -628,12 +737,37 @@ export class SwarmContainerRuntime implements ContainerRuntime {
         throw toEngineError(err, `inspect the pair's container on node ${name}`);
       }
     }
-    if (task === null) return { id, status: 'created', exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels };
+    if (task === null)
+      return {
+        id,
+        status: 'created',
+        exitCode: null,
+        oomKilled: false,
+        startedAt: null,
+        finishedAt: null,
+        labels,
+      };
     if (TERMINAL.has(task.state)) {
       void this.#completeLogs(id).catch(() => undefined);
-      return { id, status: 'exited', exitCode: task.exitCode, oomKilled: false, startedAt: null, finishedAt: task.timestamp, labels };
+      return {
+        id,
+        status: 'exited',
+        exitCode: task.exitCode,
+        oomKilled: false,
+        startedAt: null,
+        finishedAt: task.timestamp,
+        labels,
+      };
     }
-    return { id, status: RUNNING.has(task.state) ? 'running' : 'created', exitCode: null, oomKilled: false, startedAt: null, finishedAt: null, labels };
+    return {
+      id,
+      status: RUNNING.has(task.state) ? 'running' : 'created',
+      exitCode: null,
+      oomKilled: false,
+      startedAt: null,
+      finishedAt: null,
+      labels,
+    };
   }
 
   /**
@@ -646,14 +780,18 @@ export class SwarmContainerRuntime implements ContainerRuntime {
       const engine = this.#engineForUrl(node, url);
       let found: { Id: string }[];
       try {
-        found = (await engine.listContainers({ all: true, filters: JSON.stringify({ label: [`com.docker.swarm.service.id=${id}`] }), ...this.#call() }));
+        found = await engine.listContainers({
+          all: true,
+          filters: JSON.stringify({ label: [`com.docker.swarm.service.id=${id}`] }),
+          ...this.#call(),
+        });
       } catch (err) {
         throw toEngineError(err, `look for the pair's container on node ${node}`);
       }
       const first = found[0];
       if (first === undefined) continue;
       try {
-        return containerState(id, (await engine.getContainer(first.Id).inspect(this.#call())));
+        return containerState(id, await engine.getContainer(first.Id).inspect(this.#call()));
       } catch (err) {
         if (statusOf(err) === 404) continue;
         throw toEngineError(err, `inspect the pair's container on node ${node}`);
@@ -664,7 +802,9 @@ export class SwarmContainerRuntime implements ContainerRuntime {
 
   async environmentOf(id: string): Promise<Record<string, string> | null> {
     try {
-      const s = (await this.manager.getService(id).inspect(this.#call())) as { Spec?: { TaskTemplate?: { ContainerSpec?: { Env?: string[] } } } };
+      const s = (await this.manager.getService(id).inspect(this.#call())) as {
+        Spec?: { TaskTemplate?: { ContainerSpec?: { Env?: string[] } } };
+      };
       const env: Record<string, string> = {};
       for (const entry of s.Spec?.TaskTemplate?.ContainerSpec?.Env ?? []) {
         const eq = entry.indexOf('=');
@@ -703,14 +843,20 @@ export class SwarmContainerRuntime implements ContainerRuntime {
       if (!m.collect) continue;
       const archive = await this.getArchive(id, m.target);
       if (archive === null) continue;
-      const report = await extractArchiveSafely(archive, m.hostPath, { limits: COLLECT_LIMITS, signal: AbortSignal.timeout(COLLECT_TIMEOUT_MS) });
-      if (report.refusals.length > 0) throw new Error(`collecting ${m.target} refused ${report.refusals.length} entr(ies)`);
+      const report = await extractArchiveSafely(archive, m.hostPath, {
+        limits: COLLECT_LIMITS,
+        signal: AbortSignal.timeout(COLLECT_TIMEOUT_MS),
+      });
+      if (report.refusals.length > 0)
+        throw new Error(`collecting ${m.target} refused ${report.refusals.length} entr(ies)`);
     }
   }
 
   async #mountsFromService(id: string): Promise<Placement | undefined> {
     try {
-      const s = (await this.manager.getService(id).inspect(this.#call())) as { Spec?: { Labels?: Record<string, string> } };
+      const s = (await this.manager.getService(id).inspect(this.#call())) as {
+        Spec?: { Labels?: Record<string, string> };
+      };
       const mounts = JSON.parse(s.Spec?.Labels?.[MOUNTS_LABEL] ?? '[]') as MountRecord[];
       const placement: Placement = { nodeId: '', containerId: null, mounts };
       this.#placements.set(id, placement);
@@ -741,7 +887,10 @@ export class SwarmContainerRuntime implements ContainerRuntime {
   }
 
   /** The swarm keeps no per-container event history we could trust: never conclusive. */
-  containerEventsSince(_id: string, _sinceMs: number): Promise<{ actions: readonly string[]; complete: boolean }> {
+  containerEventsSince(
+    _id: string,
+    _sinceMs: number,
+  ): Promise<{ actions: readonly string[]; complete: boolean }> {
     return Promise.resolve({ actions: [], complete: false });
   }
 }
@@ -750,7 +899,12 @@ interface RawTask {
   ID: string;
   NodeID?: string;
   Version?: { Index?: number };
-  Status?: { State?: string; Err?: string; Timestamp?: string; ContainerStatus?: { ContainerID?: string; ExitCode?: number } };
+  Status?: {
+    State?: string;
+    Err?: string;
+    Timestamp?: string;
+    ContainerStatus?: { ContainerID?: string; ExitCode?: number };
+  };
 }
 
 export interface RawNode {
@@ -761,7 +915,12 @@ export interface RawNode {
     Hostname?: string;
     Platform?: { OS?: string; Architecture?: string };
     Engine?: { Labels?: Record<string, string> };
-    Resources?: { GenericResources?: { NamedResourceSpec?: { Kind?: string }; DiscreteResourceSpec?: { Kind?: string; Value?: number } }[] };
+    Resources?: {
+      GenericResources?: {
+        NamedResourceSpec?: { Kind?: string };
+        DiscreteResourceSpec?: { Kind?: string; Value?: number };
+      }[];
+    };
   };
 }
 
@@ -771,8 +930,10 @@ function attributeOf(node: RawNode, attribute: string): string | undefined {
   if (attribute === 'node.role') return node.Spec?.Role;
   if (attribute === 'node.platform.os') return node.Description?.Platform?.OS;
   if (attribute === 'node.platform.arch') return node.Description?.Platform?.Architecture;
-  if (attribute.startsWith('node.labels.')) return node.Spec?.Labels?.[attribute.slice('node.labels.'.length)];
-  if (attribute.startsWith('engine.labels.')) return node.Description?.Engine?.Labels?.[attribute.slice('engine.labels.'.length)];
+  if (attribute.startsWith('node.labels.'))
+    return node.Spec?.Labels?.[attribute.slice('node.labels.'.length)];
+  if (attribute.startsWith('engine.labels.'))
+    return node.Description?.Engine?.Labels?.[attribute.slice('engine.labels.'.length)];
   return undefined;
 }
 
@@ -801,7 +962,13 @@ function gpusOf(node: RawNode): number {
 }
 
 interface RawContainer {
-  State?: { Status?: string; ExitCode?: number; OOMKilled?: boolean; StartedAt?: string; FinishedAt?: string };
+  State?: {
+    Status?: string;
+    ExitCode?: number;
+    OOMKilled?: boolean;
+    StartedAt?: string;
+    FinishedAt?: string;
+  };
   Config?: { Labels?: Record<string, string> };
 }
 
@@ -825,10 +992,14 @@ export function gpuCountOf(spec: Pick<ContainerSpec, 'deviceRequests'>): number 
     if (r.DeviceIDs !== undefined) count += r.DeviceIDs.length;
     else if (r.Count !== undefined && r.Count > 0) count += r.Count;
     else
-      throw new EngineError('engine_error', 'gpus "all" cannot be placed on a swarm: give the job a GPU count', {
-        statusCode: null,
-        engineMessage: 'gpus all on swarm',
-      });
+      throw new EngineError(
+        'engine_error',
+        'gpus "all" cannot be placed on a swarm: give the job a GPU count',
+        {
+          statusCode: null,
+          engineMessage: 'gpus all on swarm',
+        },
+      );
   }
   return count;
 }

@@ -1,6 +1,12 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError } from '../../core/errors.js';
-import { parseManifest, resolveEnvironment, type Job, type Manifest, type ResolveOptions } from '../../core/manifest/index.js';
+import {
+  parseManifest,
+  resolveEnvironment,
+  type Job,
+  type Manifest,
+  type ResolveOptions,
+} from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { BATCH_FILE, MANIFEST_FILE, receiptRel, resultRel, type BatchRecord } from './layout.js';
@@ -28,9 +34,16 @@ export function resolveAllEnvironments(
     else issues.push(...r.issues);
   }
   if (issues.length > 0) {
-    throw new InvalidInputError('E_ENV_MISSING', 'the manifest references variables that are not set or not usable', issues, {
-      suggestions: ['export the named variables in the environment that runs start/resume (values of 8+ characters)'],
-    });
+    throw new InvalidInputError(
+      'E_ENV_MISSING',
+      'the manifest references variables that are not set or not usable',
+      issues,
+      {
+        suggestions: [
+          'export the named variables in the environment that runs start/resume (values of 8+ characters)',
+        ],
+      },
+    );
   }
   return resolved;
 }
@@ -45,18 +58,29 @@ export interface LoadedBatch {
 export async function loadBatch(store: EvidenceStore): Promise<LoadedBatch> {
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
   if (batch === null) {
-    throw new RoboguideError('E_BATCH_STATE', `${store.root} is not a batch output directory (no ${BATCH_FILE})`, { exitCode: 2 });
+    throw new RoboguideError(
+      'E_BATCH_STATE',
+      `${store.root} is not a batch output directory (no ${BATCH_FILE})`,
+      { exitCode: 2 },
+    );
   }
   const manifestBytes = await store.readBytes(MANIFEST_FILE);
   if (manifestBytes === null) {
     // `start` died between publishing batch.json and freezing the manifest: nothing was claimed or run.
-    throw new RoboguideError('E_BATCH_STATE', `${store.root}: the batch was never fully created (no ${MANIFEST_FILE})`, {
-      exitCode: 2,
-      suggestions: ['nothing ran: start the batch again with a new --output directory'],
-    });
+    throw new RoboguideError(
+      'E_BATCH_STATE',
+      `${store.root}: the batch was never fully created (no ${MANIFEST_FILE})`,
+      {
+        exitCode: 2,
+        suggestions: ['nothing ran: start the batch again with a new --output directory'],
+      },
+    );
   }
   const parsed = parseManifest(new TextDecoder().decode(manifestBytes));
-  if (!parsed.ok) throw new RoboguideError('E_BATCH_STATE', `the frozen ${MANIFEST_FILE} no longer validates`, { exitCode: 1 });
+  if (!parsed.ok)
+    throw new RoboguideError('E_BATCH_STATE', `the frozen ${MANIFEST_FILE} no longer validates`, {
+      exitCode: 1,
+    });
   return { batch, manifest: parsed.manifest, manifestBytes };
 }
 

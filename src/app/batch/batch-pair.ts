@@ -43,7 +43,9 @@ export interface BatchPairContext {
  */
 export function expectedGpuMib(job: Job, declaredImagePeaks: readonly number[]): number {
   if (job.gpus === undefined && job.gpu_mib === undefined) return 0;
-  const peak = declaredImagePeaks.filter((p) => Number.isFinite(p) && p > 0).reduce((a, b) => Math.max(a, b), 0);
+  const peak = declaredImagePeaks
+    .filter((p) => Number.isFinite(p) && p > 0)
+    .reduce((a, b) => Math.max(a, b), 0);
   return peak > 0 ? Math.ceil(peak) : (job.gpu_mib ?? 0);
 }
 
@@ -74,18 +76,33 @@ async function reservePair(
   ctx: BatchPairContext,
   job: Job,
   claimId: string,
-): Promise<{ readonly kind: 'refused'; readonly reason: string } | { readonly kind: 'reserved'; readonly reservationId: string; readonly placedJob: Job }> {
+): Promise<
+  | { readonly kind: 'refused'; readonly reason: string }
+  | { readonly kind: 'reserved'; readonly reservationId: string; readonly placedJob: Job }
+> {
   const peaks = ctx.gpuPeaksByImage?.().get(jobImage(ctx.manifest, job)) ?? [];
   const nodes = ctx.admissionNodes ? await ctx.admissionNodes(job.placement ?? []) : null;
-  const request = { batchId: ctx.batch.batch_id, jobId: job.job_id, claimId, gpuMib: expectedGpuMib(job, peaks), ports: job.ports };
+  const request = {
+    batchId: ctx.batch.batch_id,
+    jobId: job.job_id,
+    claimId,
+    gpuMib: expectedGpuMib(job, peaks),
+    ports: job.ports,
+  };
   const { admitted, node } = await admitOnNodes(deps.registry, request, nodes);
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
-  const placedJob: Job = node === null ? job : { ...job, placement: [...(job.placement ?? []), `node.hostname==${node}`] };
+  const placedJob: Job =
+    node === null ? job : { ...job, placement: [...(job.placement ?? []), `node.hostname==${node}`] };
   return { kind: 'reserved', reservationId: admitted.reservationId, placedJob };
 }
 
 /** The exclusive receipt. Null when the claim stands; else why it does not (fail closed). */
-async function publishClaim(deps: BatchPairDeps, job: Job, receipt: Receipt, reservationId: string): Promise<DispatchAttempt | null> {
+async function publishClaim(
+  deps: BatchPairDeps,
+  job: Job,
+  receipt: Receipt,
+  reservationId: string,
+): Promise<DispatchAttempt | null> {
   let published: 'published' | 'exists';
   try {
     await deps.store.ensureDir(jobRel(job.job_id));
@@ -93,7 +110,11 @@ async function publishClaim(deps: BatchPairDeps, job: Job, receipt: Receipt, res
   } catch (err) {
     // Fail closed. If the link happened despite the error the claim stands and resume finds it;
     // otherwise nothing ran and the reservation is released on resume (reservation without claim).
-    await deps.journal('harness_fault', { job_id: job.job_id, fault: 'receipt_write_failed', err: errorKind(err) });
+    await deps.journal('harness_fault', {
+      job_id: job.job_id,
+      fault: 'receipt_write_failed',
+      err: errorKind(err),
+    });
     return { kind: 'claim_failed', reason: 'receipt_write_failed' };
   }
   if (published === 'exists') {
@@ -144,7 +165,13 @@ export async function dispatchPair(
   failpoint('after_claim');
   const deadlineMs = wallDeadlineMs(now.getTime(), job.timeout_seconds);
   // claimed_at and deadline: what status shows of a running pair, so that it needs no receipt to show it.
-  await journal('claimed', { job_id: job.job_id, claim_id: claimId, reservation_id: reservationId, claimed_at: receipt.claimed_at, deadline: new Date(deadlineMs).toISOString() });
+  await journal('claimed', {
+    job_id: job.job_id,
+    claim_id: claimId,
+    reservation_id: reservationId,
+    claimed_at: receipt.claimed_at,
+    deadline: new Date(deadlineMs).toISOString(),
+  });
 
   const handle: RunningHandle = {
     jobId: job.job_id,
@@ -154,17 +181,23 @@ export async function dispatchPair(
     terminate: new AbortController(),
   };
   onRunning(handle);
-  const result = await executeInBatch(deps, ctx, placedJob, { claimId, secrets: env.secrets, values: env.values, handle, deadlineMs }, {
-    onCreated: async (containerId) => {
-      handle.containerId = containerId;
-      receipt = { ...receipt, container_id: containerId };
-      await store.writeJsonAtomic(receiptRel(job.job_id), receipt);
-      await registry.attachContainer(reservationId, containerId);
-      await journal('container_created', { job_id: job.job_id, container_id: containerId });
-      failpoint('after_container_created');
-      await pausepoint('after_container_created');
+  const result = await executeInBatch(
+    deps,
+    ctx,
+    placedJob,
+    { claimId, secrets: env.secrets, values: env.values, handle, deadlineMs },
+    {
+      onCreated: async (containerId) => {
+        handle.containerId = containerId;
+        receipt = { ...receipt, container_id: containerId };
+        await store.writeJsonAtomic(receiptRel(job.job_id), receipt);
+        await registry.attachContainer(reservationId, containerId);
+        await journal('container_created', { job_id: job.job_id, container_id: containerId });
+        failpoint('after_container_created');
+        await pausepoint('after_container_created');
+      },
     },
-  });
+  );
   return { kind: 'ran', finish: await finishPair(deps, receipt, result) };
 }
 
@@ -173,8 +206,16 @@ export async function executeInBatch(
   deps: BatchPairDeps,
   ctx: BatchPairContext,
   job: Job,
-  run: { claimId: string; values: Record<string, string>; secrets: readonly string[]; handle: RunningHandle; deadlineMs: number },
-  how: { onCreated: (containerId: string) => Promise<void> } | { reattach: { containerId: string; claimedAtMs: number } },
+  run: {
+    claimId: string;
+    values: Record<string, string>;
+    secrets: readonly string[];
+    handle: RunningHandle;
+    deadlineMs: number;
+  },
+  how:
+    | { onCreated: (containerId: string) => Promise<void> }
+    | { reattach: { containerId: string; claimedAtMs: number } },
 ): Promise<ResultRecord> {
   const { result } = await executePair(deps.execute, {
     store: deps.store,
@@ -197,7 +238,15 @@ export async function executeInBatch(
     deadlineMs: run.deadlineMs,
     readOutcome: (path) => deps.execute.outcomes.read(path),
     mountRules: batchMountRules(ctx.batch),
-    limits: effectiveLimits(job, ctx.batch.pair_limit_defaults ?? limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: ctx.manifest.capacity.max_workers })),
+    limits: effectiveLimits(
+      job,
+      ctx.batch.pair_limit_defaults ??
+        limitDefaults({
+          memoryTotalBytes: null,
+          outputFreeBytes: null,
+          maxConcurrentPairs: ctx.manifest.capacity.max_workers,
+        }),
+    ),
     ...how,
   });
   return result;
@@ -207,7 +256,9 @@ export async function executeInBatch(
 function batchMountRules(batch: BatchRecord): { registryPath?: string; mountRoots?: readonly string[] } {
   return {
     ...(batch.registry_path.startsWith('/') ? { registryPath: batch.registry_path } : {}),
-    ...(batch.mount_roots !== undefined && batch.mount_roots.length > 0 ? { mountRoots: batch.mount_roots } : {}),
+    ...(batch.mount_roots !== undefined && batch.mount_roots.length > 0
+      ? { mountRoots: batch.mount_roots }
+      : {}),
   };
 }
 

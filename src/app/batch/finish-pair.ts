@@ -37,10 +37,16 @@ export interface FinishReport {
  * release the reservation only through terminal reconciliation. Any failure keeps the reservation and all
  * evidence and pauses the batch (harness).
  */
-export async function finishPair(deps: FinishDeps, receipt: Receipt, result: ResultRecord): Promise<FinishReport> {
+export async function finishPair(
+  deps: FinishDeps,
+  receipt: Receipt,
+  result: ResultRecord,
+): Promise<FinishReport> {
   const { store, journal } = deps;
   const jobId = receipt.job_id;
-  const pauseReasons = new Set<PauseReason>(pauseReasonsFor({ classification: result.classification, reasons: [...result.reasons] }));
+  const pauseReasons = new Set<PauseReason>(
+    pauseReasonsFor({ classification: result.classification, reasons: [...result.reasons] }),
+  );
   failpoint('before_result');
   const written = await writeJsonVerified(store, resultRel(jobId), result);
   if (written.kind === 'failed') {
@@ -48,9 +54,20 @@ export async function finishPair(deps: FinishDeps, receipt: Receipt, result: Res
     // `evidence_write_failed` rather than a lost worker (issue 27). Best effort: the disk may refuse this too.
     const cause = causeOf(written.error);
     const path = store.resolve(resultRel(jobId));
-    await journal('harness_fault', { job_id: jobId, fault: 'result_write_failed', path, err: errnoOf(written.error) ?? cause.code }).catch(() => undefined);
+    await journal('harness_fault', {
+      job_id: jobId,
+      fault: 'result_write_failed',
+      path,
+      err: errnoOf(written.error) ?? cause.code,
+    }).catch(() => undefined);
     pauseReasons.add('harness');
-    return { jobId, result, pauseReasons: [...pauseReasons], released: false, cause: { code: cause.code, message: `cannot write ${path}: ${cause.message}` } };
+    return {
+      jobId,
+      result,
+      pauseReasons: [...pauseReasons],
+      released: false,
+      cause: { code: cause.code, message: `cannot write ${path}: ${cause.message}` },
+    };
   }
   failpoint('after_result');
   // The times and the GPU peak: what status counts of a finished pair, so that it needs no result file to count it.
@@ -83,7 +100,12 @@ export async function reconcileFinished(
   const { store, journal } = deps;
   const jobId = receipt.job_id;
   const report = await reconcilePair(
-    { store, registry: deps.registry, runtime: deps.execute.runtime, readOutcomeSha256: (path) => deps.execute.outcomes.sha256(path) },
+    {
+      store,
+      registry: deps.registry,
+      runtime: deps.execute.runtime,
+      readOutcomeSha256: (path) => deps.execute.outcomes.sha256(path),
+    },
     { jobRel: jobRel(jobId), mode: 'execute' },
   );
   failpoint('after_reconcile');
@@ -93,12 +115,24 @@ export async function reconcileFinished(
   // once it answers: the batch pauses as `registry_unavailable`, with the registry's words (issue 27).
   if (!released && report.reason === 'registry_unavailable') {
     pauseReasons.add('registry_unavailable');
-    return { jobId, result, pauseReasons: [...pauseReasons], released, cause: { code: 'E_REGISTRY_UNAVAILABLE', message: report.detail } };
+    return {
+      jobId,
+      result,
+      pauseReasons: [...pauseReasons],
+      released,
+      cause: { code: 'E_REGISTRY_UNAVAILABLE', message: report.detail },
+    };
   }
   // A pair whose node was lost keeps its slot until the node's engine confirms the removal or the operator declares
   // the node down; the batch goes on with the other nodes (issue 13).
   if (!released && !result.reasons.includes('node_lost')) pauseReasons.add('harness');
-  return { jobId, result, pauseReasons: [...pauseReasons], released, ...(released ? {} : { cause: { code: report.reason ?? report.kind, message: report.detail } }) };
+  return {
+    jobId,
+    result,
+    pauseReasons: [...pauseReasons],
+    released,
+    ...(released ? {} : { cause: { code: report.reason ?? report.kind, message: report.detail } }),
+  };
 }
 
 /**
@@ -108,7 +142,10 @@ export async function reconcileFinished(
  * then. A failure here changes nothing: reconciliation holds the slot as before.
  */
 export async function removeUnverifiedContainer(
-  deps: { readonly execute: { readonly runtime: ContainerRuntime; readonly logger: Logger }; readonly journal: FinishDeps['journal'] },
+  deps: {
+    readonly execute: { readonly runtime: ContainerRuntime; readonly logger: Logger };
+    readonly journal: FinishDeps['journal'];
+  },
   receipt: Receipt,
   result: ResultRecord,
   stopBudgetSec: number,
@@ -122,6 +159,11 @@ export async function removeUnverifiedContainer(
     // the engine cannot be asked: reconciliation will hold the slot
   }
   const verified: boolean[] = [];
-  for (const id of ids) verified.push((await removeAndVerify({ runtime, logger }, id, stopBudgetSec)).verified_absent);
-  await deps.journal('cleanup_retried', { job_id: receipt.job_id, containers: ids.size, verified_absent: verified.every(Boolean) });
+  for (const id of ids)
+    verified.push((await removeAndVerify({ runtime, logger }, id, stopBudgetSec)).verified_absent);
+  await deps.journal('cleanup_retried', {
+    job_id: receipt.job_id,
+    containers: ids.size,
+    verified_absent: verified.every(Boolean),
+  });
 }

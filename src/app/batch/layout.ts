@@ -66,7 +66,10 @@ export interface BatchRecord {
 /** Recorded at start when the manifest asks for GPUs. */
 export interface BatchGpuObservation {
   readonly observation: GpuObservation;
-  readonly comparison: { readonly kind: 'match' | 'mismatch' | 'unobservable'; readonly message: string } | null;
+  readonly comparison: {
+    readonly kind: 'match' | 'mismatch' | 'unobservable';
+    readonly message: string;
+  } | null;
   readonly warnings: readonly string[];
 }
 

@@ -49,20 +49,35 @@ export async function declareNodeDown(deps: NodeDownDeps, node: string): Promise
   const { store } = deps;
   const { batch, manifest } = await loadBatch(store);
   if (batch.executor?.kind !== 'swarm') {
-    throw new InvalidInputError('E_USAGE', 'node-down is for swarm batches', [{ path: '--output', rule: 'the batch runs on the local executor: it has no nodes' }]);
+    throw new InvalidInputError('E_USAGE', 'node-down is for swarm batches', [
+      { path: '--output', rule: 'the batch runs on the local executor: it has no nodes' },
+    ]);
   }
-  const known = new Set([...Object.keys(batch.executor.node_engines), ...(batch.executor_nodes ?? []).map((n) => n.node)]);
+  const known = new Set([
+    ...Object.keys(batch.executor.node_engines),
+    ...(batch.executor_nodes ?? []).map((n) => n.node),
+  ]);
   if (!known.has(node)) {
-    throw new InvalidInputError('E_USAGE', 'unknown node', [{ path: '--node', rule: `must be one of the batch's nodes: ${[...known].sort().join(', ')}` }]);
+    throw new InvalidInputError('E_USAGE', 'unknown node', [
+      { path: '--node', rule: `must be one of the batch's nodes: ${[...known].sort().join(', ')}` },
+    ]);
   }
   const existing = (await store.readJson<NodesDownRecord>(NODES_DOWN_FILE))?.nodes ?? [];
   if (!existing.some((n) => n.node === node)) {
-    const record: NodesDownRecord = { schema: 'roboguide.e1.nodes_down/v1', nodes: [...existing, { node, declared_at: deps.clock.now().toISOString() }] };
+    const record: NodesDownRecord = {
+      schema: 'roboguide.e1.nodes_down/v1',
+      nodes: [...existing, { node, declared_at: deps.clock.now().toISOString() }],
+    };
     await store.writeJsonAtomic(NODES_DOWN_FILE, record);
   }
   const runtime = deps.runtimeFor([...existing.map((n) => n.node), node]);
   // No journal records: a live supervisor may be appending to it; the registry and nodes-down.json are the record.
-  const finishDeps = { store, registry: deps.registry, execute: { runtime, logger: deps.logger, outcomes: deps.outcomes }, journal: () => Promise.resolve() };
+  const finishDeps = {
+    store,
+    registry: deps.registry,
+    execute: { runtime, logger: deps.logger, outcomes: deps.outcomes },
+    journal: () => Promise.resolve(),
+  };
   const held: string[] = [];
   const released: string[] = [];
   for (const f of await readJobFiles(store, manifest)) {

@@ -9,7 +9,10 @@ import { loadBatch } from './batch-context.js';
  */
 export async function batchSpaceWarning(
   store: EvidenceStore,
-  deps: { readonly freeDiskBytes: (path: string) => Promise<{ path: string; freeBytes: number }>; readonly sessionsMaxBytes: number },
+  deps: {
+    readonly freeDiskBytes: (path: string) => Promise<{ path: string; freeBytes: number }>;
+    readonly sessionsMaxBytes: number;
+  },
 ): Promise<string | null> {
   const { manifest } = await loadBatch(store);
   const need = batchOutputNeedBytes(manifest.jobs, deps.sessionsMaxBytes);

@@ -63,17 +63,32 @@ type Liveness = Pick<HostIdentity, 'isAlive'>;
 /** The frozen manifest as plain JSON (validated when the batch was created). */
 async function frozenManifestJson<T>(store: EvidenceStore): Promise<T> {
   const raw = await store.readJson<T>(MANIFEST_FILE);
-  if (raw === null) throw new RoboguideError('E_BATCH_STATE', `${store.root}: the batch was never fully created (no ${MANIFEST_FILE})`, { exitCode: 2 });
+  if (raw === null)
+    throw new RoboguideError(
+      'E_BATCH_STATE',
+      `${store.root}: the batch was never fully created (no ${MANIFEST_FILE})`,
+      { exitCode: 2 },
+    );
   return raw;
 }
 
 function sameSupervisor(a: SupervisorRecord, b: SupervisorRecord): boolean {
-  return a.pid === b.pid && a.start_ticks === b.start_ticks && a.boot_id === b.boot_id && a.started_at === b.started_at;
+  return (
+    a.pid === b.pid &&
+    a.start_ticks === b.start_ticks &&
+    a.boot_id === b.boot_id &&
+    a.started_at === b.started_at
+  );
 }
 
 function usableBasis(written: WrittenStatus | null): written is WrittenStatus {
   const basis = (written as Partial<WrittenStatus> | null)?.basis;
-  return basis?.schema === BASIS_SCHEMA && Number.isInteger(basis.journal_bytes) && Array.isArray(basis.open) && typeof basis.fold === 'object';
+  return (
+    basis?.schema === BASIS_SCHEMA &&
+    Number.isInteger(basis.journal_bytes) &&
+    Array.isArray(basis.open) &&
+    typeof basis.fold === 'object'
+  );
 }
 
 /**
@@ -85,16 +100,31 @@ async function jobsById(store: EvidenceStore): Promise<Map<string, Manifest['job
   return new Map((raw.jobs ?? []).map((j) => [j.job_id, j]));
 }
 
-export async function readHotStatus(store: EvidenceStore, runtime: Pick<ContainerRuntime, 'listByLabel'> | undefined, now: Date, host: Liveness): Promise<BatchStatus | null> {
+export async function readHotStatus(
+  store: EvidenceStore,
+  runtime: Pick<ContainerRuntime, 'listByLabel'> | undefined,
+  now: Date,
+  host: Liveness,
+): Promise<BatchStatus | null> {
   const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE).catch(() => null);
   if (supervisor === null) return null;
   const written = await store.readJson<WrittenStatus>(STATUS_FILE).catch(() => null);
-  if (!usableBasis(written) || written.supervisor === null || written.supervisor.alive !== true || !sameSupervisor(written.supervisor, supervisor)) return null;
+  if (
+    !usableBasis(written) ||
+    written.supervisor === null ||
+    written.supervisor.alive !== true ||
+    !sameSupervisor(written.supervisor, supervisor)
+  )
+    return null;
   if (written.basis.fold.exited_as !== null || !host.isAlive(supervisor)) return null;
   const batch = await store.readJson<BatchRecord>(BATCH_FILE);
   if (batch === null || batch.batch_id !== written.batch_id) return null;
   const tail = await store.readJournalFrom(written.basis.journal_bytes).catch(() => null);
-  if (tail === null || (tail.records[0] !== undefined && tail.records[0].seq !== written.basis.journal_seq + 1)) return null;
+  if (
+    tail === null ||
+    (tail.records[0] !== undefined && tail.records[0].seq !== written.basis.journal_seq + 1)
+  )
+    return null;
 
   // The manifest is read only when something needs a job's position or existence (a claim after status.json was
   // written, a leftover container): as plain JSON, it was validated when the batch was created.
@@ -102,7 +132,9 @@ export async function readHotStatus(store: EvidenceStore, runtime: Pick<Containe
   const indexOf = async (): Promise<Map<string, number>> => {
     if (jobIndex === undefined) {
       const raw = await frozenManifestJson<{ jobs?: { job_id?: unknown }[] }>(store);
-      jobIndex = new Map((raw.jobs ?? []).flatMap((j, i) => (typeof j.job_id === 'string' ? [[j.job_id, i] as const] : [])));
+      jobIndex = new Map(
+        (raw.jobs ?? []).flatMap((j, i) => (typeof j.job_id === 'string' ? [[j.job_id, i] as const] : [])),
+      );
     }
     return jobIndex;
   };
@@ -130,7 +162,9 @@ export async function readHotStatus(store: EvidenceStore, runtime: Pick<Containe
       if (jobId === null || !(await indexOf()).has(jobId)) return 'unknown_job';
       const known = ledger.finishedKnown(jobId);
       if (known !== null) return known ? 'job_finished' : 'job_not_running';
-      return (await store.readJson<ResultRecord>(resultRel(jobId))) !== null ? 'job_finished' : 'job_not_running';
+      return (await store.readJson<ResultRecord>(resultRel(jobId))) !== null
+        ? 'job_finished'
+        : 'job_not_running';
     },
   });
 }
@@ -140,7 +174,12 @@ export async function readHotStatus(store: EvidenceStore, runtime: Pick<Containe
  * folder the journal has no claim for (a receipt published just before a crash) and of any finished job whose
  * result.json is no longer there (each is looked up, not read). Nothing else is read.
  */
-export async function readColdStatus(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
+export async function readColdStatus(
+  store: EvidenceStore,
+  runtime: ContainerRuntime | undefined,
+  now: Date,
+  host: Liveness,
+): Promise<BatchStatus> {
   // Loaded here, not at the top: the manifest's schema (zod) is the hot path's largest import (start-up of `status`).
   const { loadBatch } = await import('./batch-context.js');
   const { batch, manifest } = await loadBatch(store);
@@ -155,10 +194,18 @@ export async function readColdStatus(store: EvidenceStore, runtime: ContainerRun
   const finished = ledger.finishedJobs();
   const present = await store.existAll(finished.map(resultRel));
   const lost = finished.filter((_, i) => !present[i]);
-  const toRead = new Set([...ledger.open().map((c) => c.job_id), ...ledger.unsettled(), ...lost, ...folders.filter((name) => !ledger.knows(name))]);
+  const toRead = new Set([
+    ...ledger.open().map((c) => c.job_id),
+    ...ledger.unsettled(),
+    ...lost,
+    ...folders.filter((name) => !ledger.knows(name)),
+  ]);
   await Promise.all(
     [...toRead].map(async (jobId) => {
-      const [receipt, result] = await Promise.all([store.readJson<Receipt>(receiptRel(jobId)), store.readJson<ResultRecord>(resultRel(jobId))]);
+      const [receipt, result] = await Promise.all([
+        store.readJson<Receipt>(receiptRel(jobId)),
+        store.readJson<ResultRecord>(resultRel(jobId)),
+      ]);
       settleFromFiles(ledger, jobId, receipt, result);
     }),
   );
@@ -181,7 +228,12 @@ export async function readColdStatus(store: EvidenceStore, runtime: ContainerRun
 }
 
 /** The full derivation (every job's receipt and result, the whole journal): the reference for the two above. */
-export async function readStatusFull(store: EvidenceStore, runtime: ContainerRuntime | undefined, now: Date, host: Liveness): Promise<BatchStatus> {
+export async function readStatusFull(
+  store: EvidenceStore,
+  runtime: ContainerRuntime | undefined,
+  now: Date,
+  host: Liveness,
+): Promise<BatchStatus> {
   const { loadBatch, readJobFiles } = await import('./batch-context.js');
   const { batch, manifest } = await loadBatch(store);
   return buildStatus({

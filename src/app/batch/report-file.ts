@@ -28,10 +28,14 @@ export async function reportTarget(deps: ReportFileDeps, output: string, out: st
   const file = resolve(out);
   const folder = dirname(file);
   if ((await isDirectory(deps.fs, folder)) !== true) {
-    throw new InvalidInputError('E_USAGE', 'invalid --out', [{ path: '--out', rule: `its folder ${folder} must be an existing directory` }]);
+    throw new InvalidInputError('E_USAGE', 'invalid --out', [
+      { path: '--out', rule: `its folder ${folder} must be an existing directory` },
+    ]);
   }
   if ((await isDirectory(deps.fs, file)) === true) {
-    throw new InvalidInputError('E_USAGE', 'invalid --out', [{ path: '--out', rule: `${file} is a directory; name a file` }]);
+    throw new InvalidInputError('E_USAGE', 'invalid --out', [
+      { path: '--out', rule: `${file} is a directory; name a file` },
+    ]);
   }
   const up = relative(folder, output);
   return {

@@ -17,13 +17,19 @@ export async function checkResumable(
   const { batch, manifest } = await loadBatch(store);
   const supervisor = await runningSupervisor(store, host);
   if (supervisor !== null) {
-    throw new RoboguideError('E_SUPERVISOR_ALIVE', `the supervisor of this batch is still running (pid ${supervisor.pid})`, {
-      suggestions: ['wait for it, or `e1-batch stop` it first'],
-    });
+    throw new RoboguideError(
+      'E_SUPERVISOR_ALIVE',
+      `the supervisor of this batch is still running (pid ${supervisor.pid})`,
+      {
+        suggestions: ['wait for it, or `e1-batch stop` it first'],
+      },
+    );
   }
   const files = await readJobFiles(store, manifest);
   const unfinished = new Set(files.filter((f) => f.result === null).map((f) => f.job.job_id));
-  resolveAllEnvironments(manifest, environment, unfinished, { allowShortSecrets: batch.allow_short_secrets === true });
+  resolveAllEnvironments(manifest, environment, unfinished, {
+    allowShortSecrets: batch.allow_short_secrets === true,
+  });
   return unfinished.size;
 }
 

@@ -19,7 +19,10 @@ async function sha256Of(fs: FileSystem, path: string): Promise<string | null> {
 }
 
 /** Compare the pinned public source files with their SHA-256 now (before the first dispatch and at drain). */
-export async function checkSources(fs: FileSystem, pins: Readonly<Record<string, string>>): Promise<SourceCheck> {
+export async function checkSources(
+  fs: FileSystem,
+  pins: Readonly<Record<string, string>>,
+): Promise<SourceCheck> {
   const mismatched: string[] = [];
   for (const [path, expected] of Object.entries(pins)) {
     if ((await sha256Of(fs, path)) !== expected) mismatched.push(path);

@@ -4,14 +4,27 @@ import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { imagesMissing } from '../image-missing.js';
 import { jobImage, jobRuntime, type Manifest } from '../../core/manifest/index.js';
-import { DEFAULT_RUNTIME, gvisorSessionsDirProblem, isGvisor, runtimeProblem } from '../../core/oci-runtime.js';
+import {
+  DEFAULT_RUNTIME,
+  gvisorSessionsDirProblem,
+  isGvisor,
+  runtimeProblem,
+} from '../../core/oci-runtime.js';
 import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues, resolveReal, staleOutcomeIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
-import { admissionNodesFor, heldPortIssues, neverFitIssues, type AdmissionNodes, type GpuNeed, type LeaseAlive, type PortNeed } from '../admission.js';
+import {
+  admissionNodesFor,
+  heldPortIssues,
+  neverFitIssues,
+  type AdmissionNodes,
+  type GpuNeed,
+  type LeaseAlive,
+  type PortNeed,
+} from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime, EngineInfo } from '../ports/container-runtime.js';
@@ -23,7 +36,14 @@ import { resolveAllEnvironments } from './batch-context.js';
 import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
-import { BATCH_FILE, BATCH_SCHEMA, MANIFEST_FILE, receiptRel, type BatchGpuObservation, type BatchRecord } from './layout.js';
+import {
+  BATCH_FILE,
+  BATCH_SCHEMA,
+  MANIFEST_FILE,
+  receiptRel,
+  type BatchGpuObservation,
+  type BatchRecord,
+} from './layout.js';
 
 export interface StartBatchDeps {
   readonly fs: FileSystem;
@@ -74,13 +94,21 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   // The original must be readable and be that batch, or the claims cannot be checked: refuse rather than guess.
   const batch = await original.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
   if (batch === null || batch.batch_id !== origin.batch_id) {
-    return [{ path: 'continuation_of.output', rule: `must be the readable output directory of batch ${origin.batch_id}` }];
+    return [
+      {
+        path: 'continuation_of.output',
+        rule: `must be the readable output directory of batch ${origin.batch_id}`,
+      },
+    ];
   }
   const issues: Issue[] = [];
   for (const [i, job] of manifest.jobs.entries()) {
     const receipt = await original.readJson<Receipt>(receiptRel(job.job_id));
     if (receipt !== null && receipt.batch_id === origin.batch_id) {
-      issues.push({ path: `jobs[${i}].job_id`, rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again` });
+      issues.push({
+        path: `jobs[${i}].job_id`,
+        rule: `"${job.job_id}" was claimed in batch ${origin.batch_id}; a continuation never runs a claimed pair again`,
+      });
     }
   }
   return issues;
@@ -90,13 +118,17 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
  * When the manifest asks for GPUs: what nvidia-smi sees, compared with the declared `capacity.gpu_total_mib`.
  * A mismatch is a warning (recorded and printed), not an error; an unobservable host keeps the batch serial.
  */
-async function observeForManifest(deps: StartBatchDeps, manifest: Manifest): Promise<BatchGpuObservation | null> {
+async function observeForManifest(
+  deps: StartBatchDeps,
+  manifest: Manifest,
+): Promise<BatchGpuObservation | null> {
   if (!manifest.jobs.some((j) => j.gpus !== undefined) || !deps.observeGpus) return null;
   const observation = await deps.observeGpus();
   const declared = manifest.capacity.gpu_total_mib;
   const comparison = declared === undefined ? null : compareDeclaredTotal(declared, observation);
   const warnings: string[] = [];
-  if (observation.kind === 'unobservable') warnings.push(`GPUs not observable (${observation.reason}): the batch stays serial`);
+  if (observation.kind === 'unobservable')
+    warnings.push(`GPUs not observable (${observation.reason}): the batch stays serial`);
   if (comparison?.kind === 'mismatch') warnings.push(`capacity.gpu_total_mib: ${comparison.message}`);
   return { observation, comparison, warnings };
 }
@@ -119,11 +151,26 @@ export interface RegistryNeeds {
   readonly isAlive?: LeaseAlive;
 }
 
-export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {}): RegistryNeeds {
-  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } => (job.placement !== undefined ? { placement: job.placement } : {});
+export function registryNeeds(
+  manifest: Manifest,
+  how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {},
+): RegistryNeeds {
+  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } =>
+    job.placement !== undefined ? { placement: job.placement } : {};
   return {
-    ports: manifest.jobs.flatMap((job, i) => job.ports.map((port, k) => ({ path: `jobs[${i}].ports[${k}]`, jobId: job.job_id, port, ...placement(job) }))),
-    gpu: manifest.jobs.flatMap((job, i) => (job.gpu_mib !== undefined ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }] : [])),
+    ports: manifest.jobs.flatMap((job, i) =>
+      job.ports.map((port, k) => ({
+        path: `jobs[${i}].ports[${k}]`,
+        jobId: job.job_id,
+        port,
+        ...placement(job),
+      })),
+    ),
+    gpu: manifest.jobs.flatMap((job, i) =>
+      job.gpu_mib !== undefined
+        ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }]
+        : [],
+    ),
     ...how,
   };
 }
@@ -137,7 +184,8 @@ export function registryNeeds(manifest: Manifest, how: Pick<RegistryNeeds, 'node
 export async function checkRegistryNeeds(registry: CapacityRegistry, needs: RegistryNeeds): Promise<void> {
   const ports = await heldPortIssues(registry, needs.ports, needs.nodes, needs.isAlive ?? (() => true));
   const issues: Issue[] = [...ports.issues, ...(await neverFitIssues(registry, needs.gpu, needs.nodes))];
-  if (issues.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
+  if (issues.length > 0)
+    throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
   for (const warning of ports.warnings) needs.warn?.(warning);
 }
 
@@ -151,10 +199,21 @@ function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined
   if (executor?.kind !== 'swarm') return [];
   const RUNTIME_RULE = `must be "${DEFAULT_RUNTIME}" with --executor swarm: a swarm service cannot choose its runtime`;
   return [
-    ...(manifest.runtime !== undefined && manifest.runtime !== DEFAULT_RUNTIME ? [{ path: 'runtime', rule: RUNTIME_RULE }] : []),
+    ...(manifest.runtime !== undefined && manifest.runtime !== DEFAULT_RUNTIME
+      ? [{ path: 'runtime', rule: RUNTIME_RULE }]
+      : []),
     ...manifest.jobs.flatMap((job, i) => [
-      ...(job.gpus === 'all' ? [{ path: `jobs[${i}].gpus`, rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed' }] : []),
-      ...(job.runtime !== undefined && job.runtime !== DEFAULT_RUNTIME ? [{ path: `jobs[${i}].runtime`, rule: RUNTIME_RULE }] : []),
+      ...(job.gpus === 'all'
+        ? [
+            {
+              path: `jobs[${i}].gpus`,
+              rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed',
+            },
+          ]
+        : []),
+      ...(job.runtime !== undefined && job.runtime !== DEFAULT_RUNTIME
+        ? [{ path: `jobs[${i}].runtime`, rule: RUNTIME_RULE }]
+        : []),
     ]),
   ];
 }
@@ -163,7 +222,10 @@ function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined
  * Every runtime the manifest asks for must be registered with the engine, and GPUs under gVisor need its GPU proxy
  * (src/core/oci-runtime.ts). One issue per job (its own field, else the manifest's `runtime`), all at once.
  */
-export function runtimeIssues(manifest: Manifest, engine: Pick<EngineInfo, 'runtimes' | 'runtimeDetails'>): Issue[] {
+export function runtimeIssues(
+  manifest: Manifest,
+  engine: Pick<EngineInfo, 'runtimes' | 'runtimeDetails'>,
+): Issue[] {
   const registered = engine.runtimeDetails ?? engine.runtimes.map((name) => ({ name, path: '', args: [] }));
   const issues: Issue[] = [];
   const batchWide = new Set<string>();
@@ -171,10 +233,22 @@ export function runtimeIssues(manifest: Manifest, engine: Pick<EngineInfo, 'runt
     const runtime = jobRuntime(manifest, job);
     const problem = runtimeProblem(runtime, registered, job.gpus !== undefined);
     const gvisor = registered.find((r) => r.name === runtime);
-    const sessions = problem === null && gvisor !== undefined && isGvisor(gvisor) ? gvisorSessionsDirProblem(job.sessions_dir ?? manifest.sessions_dir) : null;
-    if (sessions !== null) issues.push({ path: job.sessions_dir !== undefined ? `jobs[${i}].sessions_dir` : 'sessions_dir', rule: sessions });
+    const sessions =
+      problem === null && gvisor !== undefined && isGvisor(gvisor)
+        ? gvisorSessionsDirProblem(job.sessions_dir ?? manifest.sessions_dir)
+        : null;
+    if (sessions !== null)
+      issues.push({
+        path: job.sessions_dir !== undefined ? `jobs[${i}].sessions_dir` : 'sessions_dir',
+        rule: sessions,
+      });
     if (problem === null) return;
-    const path = job.runtime !== undefined ? `jobs[${i}].runtime` : problem.startsWith('gpus') ? `jobs[${i}].gpus` : 'runtime';
+    const path =
+      job.runtime !== undefined
+        ? `jobs[${i}].runtime`
+        : problem.startsWith('gpus')
+          ? `jobs[${i}].gpus`
+          : 'runtime';
     if (path === 'runtime') {
       if (batchWide.has(problem)) return;
       batchWide.add(problem);
@@ -186,7 +260,8 @@ export function runtimeIssues(manifest: Manifest, engine: Pick<EngineInfo, 'runt
 
 /** Pairs needing `gpusPerPair` GPUs the swarm's nodes can run at once (one per node when they need none); at least 1. */
 export function swarmSlots(nodes: readonly { readonly gpus: number }[], gpusPerPair: number): number {
-  const total = gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
+  const total =
+    gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
   return Math.max(1, total);
 }
 
@@ -222,7 +297,9 @@ async function checkManifest(
         ...(await engineDataRoot(deps.runtime, options.hostPaths?.ownedDirs)),
         outputDir: options.output,
         ...(isPostgresUrl(options.registryPath) ? {} : { registryPath: options.registryPath }),
-        ...(options.mountRoots !== undefined && options.mountRoots.length > 0 ? { mountRoots: options.mountRoots } : {}),
+        ...(options.mountRoots !== undefined && options.mountRoots.length > 0
+          ? { mountRoots: options.mountRoots }
+          : {}),
       },
     )),
   ];
@@ -237,8 +314,14 @@ async function checkManifest(
 }
 
 /** The engine's real data root, protected from mounts, with `owned` (the engine's answer is asked here: a refused manifest needs it). */
-async function engineDataRoot(runtime: ContainerRuntime, owned: readonly string[] = []): Promise<{ ownedDirs?: readonly string[] }> {
-  const root = await runtime.info().then((i) => i.dataRoot, () => undefined);
+async function engineDataRoot(
+  runtime: ContainerRuntime,
+  owned: readonly string[] = [],
+): Promise<{ ownedDirs?: readonly string[] }> {
+  const root = await runtime.info().then(
+    (i) => i.dataRoot,
+    () => undefined,
+  );
   const dirs = [...owned, ...(root !== undefined && root.startsWith('/') ? [root] : [])];
   return dirs.length > 0 ? { ownedDirs: dirs } : {};
 }
@@ -257,7 +340,12 @@ async function checkEngine(
 }> {
   const engine = await runtime.info();
   const runtimes = runtimeIssues(manifest, engine);
-  if (runtimes.length > 0) throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch asks for a runtime this engine cannot give', runtimes);
+  if (runtimes.length > 0)
+    throw new InvalidInputError(
+      'E_MANIFEST_INVALID',
+      'the batch asks for a runtime this engine cannot give',
+      runtimes,
+    );
   const jobsOf = new Map<string, string[]>();
   for (const job of manifest.jobs) {
     const image = jobImage(manifest, job);
@@ -279,16 +367,27 @@ async function checkEngine(
 }
 
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
-async function executorFacts(deps: StartBatchDeps, options: StartBatchOptions, manifest: Manifest): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
+async function executorFacts(
+  deps: StartBatchDeps,
+  options: StartBatchOptions,
+  manifest: Manifest,
+): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
   const swarm = options.executor?.kind === 'swarm';
   const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
   const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
-  const executorSlots = swarmNodes !== undefined ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus)))) : undefined;
+  const executorSlots =
+    swarmNodes !== undefined
+      ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus))))
+      : undefined;
   return {
     gpu_observation: gpuObservation,
-    ...(options.executor !== undefined && options.executor.kind !== 'local' ? { executor: options.executor } : {}),
+    ...(options.executor !== undefined && options.executor.kind !== 'local'
+      ? { executor: options.executor }
+      : {}),
     ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
-    ...(swarmNodes !== undefined ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) } : {}),
+    ...(swarmNodes !== undefined
+      ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) }
+      : {}),
   };
 }
 
@@ -301,7 +400,13 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   const { engine, pins } = await checkEngine(deps.runtime, manifest, options.bin ?? 'roboguide-eval');
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.runtime) : undefined;
-  await deps.checkRegistry?.(registryNeeds(manifest, { ...(nodes ? { nodes } : {}), ...(options.onWarning ? { warn: options.onWarning } : {}), isAlive: (lease) => deps.host.isAlive(lease) }));
+  await deps.checkRegistry?.(
+    registryNeeds(manifest, {
+      ...(nodes ? { nodes } : {}),
+      ...(options.onWarning ? { warn: options.onWarning } : {}),
+      isAlive: (lease) => deps.host.isAlive(lease),
+    }),
+  );
   // After every refusal (a refused start never waits for them), side by side with creating the output directory.
   const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
 
@@ -325,7 +430,9 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
       ? { images: pins }
       : {}),
     ...(options.allowShortSecrets === true ? { allow_short_secrets: true } : {}),
-    ...(options.mountRoots !== undefined && options.mountRoots.length > 0 ? { mount_roots: await Promise.all(options.mountRoots.map((r) => resolveReal(deps.fs, r))) } : {}),
+    ...(options.mountRoots !== undefined && options.mountRoots.length > 0
+      ? { mount_roots: await Promise.all(options.mountRoots.map((r) => resolveReal(deps.fs, r))) }
+      : {}),
     ...placement,
     ...(host !== undefined ? { host: await host } : {}),
   };
@@ -335,26 +442,47 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
   // to freeze its manifest.
   if ((await store.publishExclusive(BATCH_FILE, withLimits)) === 'exists') {
-    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, { exitCode: 2 });
+    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, {
+      exitCode: 2,
+    });
   }
   await store.writeBytesAtomic(MANIFEST_FILE, bytes);
-  await store.appendJournal({ type: 'batch_created', at: now.toISOString(), batch_id: record.batch_id, jobs: manifest.jobs.length });
+  await store.appendJournal({
+    type: 'batch_created',
+    at: now.toISOString(),
+    batch_id: record.batch_id,
+    jobs: manifest.jobs.length,
+  });
   return withLimits;
 }
 
 /** The defaults of the batch's pairs from the host at start (a swarm's pairs run elsewhere: the fixed fallbacks). */
-export function batchLimitDefaults(manifest: Manifest, host: HostFactsRecord | undefined, swarm: boolean): LimitDefaults {
+export function batchLimitDefaults(
+  manifest: Manifest,
+  host: HostFactsRecord | undefined,
+  swarm: boolean,
+): LimitDefaults {
   const memory = !swarm && host?.memory.kind === 'known' ? host.memory.total_bytes : null;
   const free = !swarm && host?.output_fs.kind === 'known' ? host.output_fs.free_bytes : null;
-  return limitDefaults({ memoryTotalBytes: memory, outputFreeBytes: free, maxConcurrentPairs: manifest.capacity.max_workers });
+  return limitDefaults({
+    memoryTotalBytes: memory,
+    outputFreeBytes: free,
+    maxConcurrentPairs: manifest.capacity.max_workers,
+  });
 }
 
 /**
  * `start` warns when the default disk limit (a share of the free space) is low and some job relies on it; `doctor`
  * always shows it.
  */
-function warnDefaultDiskLimit(manifest: Manifest, limits: LimitDefaults, warn: ((message: string) => void) | undefined): void {
+function warnDefaultDiskLimit(
+  manifest: Manifest,
+  limits: LimitDefaults,
+  warn: ((message: string) => void) | undefined,
+): void {
   const defaulted = manifest.jobs.filter((j) => j.disk_limit_bytes === undefined).length;
   if (defaulted === 0 || warn === undefined || limits.disk_limit_bytes >= LOW_DISK_LIMIT_BYTES) return;
-  warn(`${defaulted} job(s) without disk_limit_bytes: each pair may add only ${limits.disk_limit_bytes} bytes to its cwd, outcome folder and writable layer (low free space on the output file system: free space, or set disk_limit_bytes); ${limits.basis}`);
+  warn(
+    `${defaulted} job(s) without disk_limit_bytes: each pair may add only ${limits.disk_limit_bytes} bytes to its cwd, outcome folder and writable layer (low free space on the output file system: free space, or set disk_limit_bytes); ${limits.basis}`,
+  );
 }

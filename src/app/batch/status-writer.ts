@@ -23,7 +23,12 @@ export class CoalescingWriter {
   #lastStartMs = -Infinity;
   #closed = false;
 
-  constructor(write: () => Promise<void>, clock: Clock, minIntervalMs: number, onError: (err: unknown) => void = () => undefined) {
+  constructor(
+    write: () => Promise<void>,
+    clock: Clock,
+    minIntervalMs: number,
+    onError: (err: unknown) => void = () => undefined,
+  ) {
     this.#write = write;
     this.#clock = clock;
     this.#minIntervalMs = minIntervalMs;

@@ -1,7 +1,22 @@
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
-import { BatchLedger, type FailedPair, type FinishFacts, type LedgerBasis, type OpenClaim } from '../../core/batch-ledger.js';
-import { deriveState, foldJournal, STATUS_SCHEMA, type BatchState, type Counts, type PauseCauseEntry, type PauseHistoryEntry, type RunningPair } from '../../core/batch-state.js';
+import {
+  BatchLedger,
+  type FailedPair,
+  type FinishFacts,
+  type LedgerBasis,
+  type OpenClaim,
+} from '../../core/batch-ledger.js';
+import {
+  deriveState,
+  foldJournal,
+  STATUS_SCHEMA,
+  type BatchState,
+  type Counts,
+  type PauseCauseEntry,
+  type PauseHistoryEntry,
+  type RunningPair,
+} from '../../core/batch-state.js';
 import type { PauseReason } from '../../core/classify.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
@@ -60,9 +75,19 @@ export interface Summary {
   readonly counts: Counts;
   readonly pause_reasons: PauseReason[];
   readonly pause_history: PauseHistoryEntry[];
-  readonly jobs: { readonly job_id: string; readonly classification: Classification | null; readonly reasons: readonly string[]; readonly started_at: string | null; readonly finished_at: string | null }[];
+  readonly jobs: {
+    readonly job_id: string;
+    readonly classification: Classification | null;
+    readonly reasons: readonly string[];
+    readonly started_at: string | null;
+    readonly finished_at: string | null;
+  }[];
   readonly source_checks: unknown[];
-  readonly timings: { readonly created_at: string; readonly first_claim_at: string | null; readonly last_finish_at: string | null };
+  readonly timings: {
+    readonly created_at: string;
+    readonly first_claim_at: string | null;
+    readonly last_finish_at: string | null;
+  };
   readonly written_at: string;
 }
 
@@ -90,7 +115,9 @@ export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): Capaci
     ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
     ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
     ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
-    ...(batch.executor?.kind === 'swarm' && batch.executor_slots !== undefined ? { executorSlots: batch.executor_slots } : {}),
+    ...(batch.executor?.kind === 'swarm' && batch.executor_slots !== undefined
+      ? { executorSlots: batch.executor_slots }
+      : {}),
   };
 }
 
@@ -98,10 +125,17 @@ export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): Capaci
  * Why the batch has the workers it has, in the words of its own rule: a serial manifest (`max_workers` 1) or a swarm
  * batch never speaks of GPU peaks; a local two-worker batch says what the GPU rule still waits for.
  */
-function gpuNote(batch: BatchRecord, capacity: CapacityConfig, peaks: readonly number[], finished: number): string | null {
-  if (capacity.executorSlots !== undefined) return `swarm: up to ${capacity.executorSlots} pairs at once after the first`;
+function gpuNote(
+  batch: BatchRecord,
+  capacity: CapacityConfig,
+  peaks: readonly number[],
+  finished: number,
+): string | null {
+  if (capacity.executorSlots !== undefined)
+    return `swarm: up to ${capacity.executorSlots} pairs at once after the first`;
   const observed = batch.gpu_observation;
-  if (observed?.observation.kind === 'unobservable') return `GPUs not observable at start (${observed.observation.reason}): serial`;
+  if (observed?.observation.kind === 'unobservable')
+    return `GPUs not observable at start (${observed.observation.reason}): serial`;
   if (capacity.maxWorkers !== 2) return `max_workers ${capacity.maxWorkers}: serial by the manifest`;
   if (finished === 0) return 'the first pair runs alone';
   if (capacity.gpuTotalMib === undefined) return 'no gpu_total_mib in the manifest: serial';
@@ -121,7 +155,8 @@ export function gpuPeaksOf(files: readonly JobFiles[]): number[] {
 }
 
 /** Whether the supervisor is alive: known (the supervisor itself), or asked of the host. */
-export type StatusInput = StatusInputBase & ({ readonly supervisorAlive: boolean } | { readonly host: Pick<HostIdentity, 'isAlive'> });
+export type StatusInput = StatusInputBase &
+  ({ readonly supervisorAlive: boolean } | { readonly host: Pick<HostIdentity, 'isAlive'> });
 
 interface StatusInputBase {
   readonly store: EvidenceStore;
@@ -151,12 +186,21 @@ export function finishFactsOfResult(result: ResultRecord): FinishFacts {
 }
 
 /** Settle one job of a ledger from its files (receipt: the claim; result: the finish). */
-export function settleFromFiles(ledger: BatchLedger, jobId: string, receipt: Receipt | null, result: ResultRecord | null): void {
+export function settleFromFiles(
+  ledger: BatchLedger,
+  jobId: string,
+  receipt: Receipt | null,
+  result: ResultRecord | null,
+): void {
   ledger.settle(jobId, receipt, result === null ? null : finishFactsOfResult(result));
 }
 
 /** The whole derivation: the journal's fold, and every job as its files show it. */
-export function ledgerFromFiles(manifest: Manifest, files: readonly JobFiles[], journal: readonly JournalRecord[]): BatchLedger {
+export function ledgerFromFiles(
+  manifest: Manifest,
+  files: readonly JobFiles[],
+  journal: readonly JournalRecord[],
+): BatchLedger {
   const ledger = BatchLedger.forJobs(manifest.jobs);
   for (const record of journal) ledger.foldOnly(record);
   for (const f of files) settleFromFiles(ledger, f.job.job_id, f.receipt, f.result);
@@ -178,10 +222,15 @@ function gpusOfJob(job: Manifest['jobs'][number] | undefined): number {
 }
 
 /** Per-node view of a swarm batch: its nodes at start (plus any a pair was placed on since), the pairs running there, GPUs. */
-function nodesStatus(batch: BatchRecord, jobs: ReadonlyMap<string, Manifest['jobs'][number]>, running: readonly RunningPair[]): NodeStatus[] | undefined {
+function nodesStatus(
+  batch: BatchRecord,
+  jobs: ReadonlyMap<string, Manifest['jobs'][number]>,
+  running: readonly RunningPair[],
+): NodeStatus[] | undefined {
   if (batch.executor?.kind !== 'swarm') return undefined;
   const nodes = new Map<string, { running: string[]; gpus_total: number; gpus_in_use: number }>();
-  for (const n of batch.executor_nodes ?? []) nodes.set(n.node, { running: [], gpus_total: n.gpus, gpus_in_use: 0 });
+  for (const n of batch.executor_nodes ?? [])
+    nodes.set(n.node, { running: [], gpus_total: n.gpus, gpus_in_use: 0 });
   for (const r of running) {
     if (r.node === undefined) continue;
     const n = nodes.get(r.node) ?? { running: [], gpus_total: 0, gpus_in_use: 0 };
@@ -220,7 +269,13 @@ export interface LedgerStatusInput {
 }
 
 function runningPairOf(claim: OpenClaim, containerId: string | null): RunningPair {
-  return { job_id: claim.job_id, container_id: containerId, started_at: claim.claimed_at, deadline: claim.deadline, ...(claim.node !== undefined ? { node: claim.node } : {}) };
+  return {
+    job_id: claim.job_id,
+    container_id: containerId,
+    started_at: claim.claimed_at,
+    deadline: claim.deadline,
+    ...(claim.node !== undefined ? { node: claim.node } : {}),
+  };
 }
 
 /**
@@ -260,7 +315,13 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
 }
 
 /** Time left from the mean duration of the finished pairs, the pending ones and how long the running ones ran. */
-function etaOf(ledger: BatchLedger, pending: number, running: readonly RunningPair[], workers: number, now: Date): Eta | null {
+function etaOf(
+  ledger: BatchLedger,
+  pending: number,
+  running: readonly RunningPair[],
+  workers: number,
+  now: Date,
+): Eta | null {
   const nowMs = now.getTime();
   return estimateEtaFromMean(ledger.meanDuration(), {
     pending,
@@ -273,7 +334,10 @@ function etaOf(ledger: BatchLedger, pending: number, running: readonly RunningPa
  * The running pairs (the supervisor's own view, or the open claims and the engine's containers) and the batch's
  * containers no running pair accounts for (leftovers), each running pair with its node once placed.
  */
-async function runningAndLeftovers(input: LedgerStatusInput, open: readonly OpenClaim[]): Promise<{ running: RunningPair[]; leftovers: Leftover[] }> {
+async function runningAndLeftovers(
+  input: LedgerStatusInput,
+  open: readonly OpenClaim[],
+): Promise<{ running: RunningPair[]; leftovers: Leftover[] }> {
   const { ledger, alive, containers } = input;
   const openByJob = new Map(open.map((c) => [c.job_id, c]));
   const byClaim = alive ? new Map(open.map((c) => [c.claim_id, c])) : new Map<string, OpenClaim>();
@@ -303,9 +367,17 @@ async function runningAndLeftovers(input: LedgerStatusInput, open: readonly Open
       continue;
     }
     if (running.some((r) => r.container_id === c.id)) continue;
-    leftovers.push({ container_id: c.id, job_id: jobId, status: c.status, why: await input.leftoverWhy(jobId) });
+    leftovers.push({
+      container_id: c.id,
+      job_id: jobId,
+      status: c.status,
+      why: await input.leftoverWhy(jobId),
+    });
   }
-  return { running: running.map((r) => (r.node !== undefined ? r : withNode(r, ledger.placement(r.job_id)))), leftovers };
+  return {
+    running: running.map((r) => (r.node !== undefined ? r : withNode(r, ledger.placement(r.job_id)))),
+    leftovers,
+  };
 }
 
 function withNode(r: RunningPair, node: string | undefined): RunningPair {
@@ -328,16 +400,32 @@ export async function buildWrittenStatus(input: {
 }): Promise<WrittenStatus> {
   for (;;) {
     const basis = input.ledger.basis();
-    const status = await statusFromLedger({ ...input, alive: true, containers: [], leftoverWhy: () => Promise.resolve('unknown_job') });
+    const status = await statusFromLedger({
+      ...input,
+      alive: true,
+      containers: [],
+      leftoverWhy: () => Promise.resolve('unknown_job'),
+    });
     // The status and its basis must describe the same records: if one was folded in meanwhile, build again.
-    if (basis.journal_seq === input.ledger.journalSeq) return { ...status, basis: { ...basis, capacity: input.capacity } };
+    if (basis.journal_seq === input.ledger.journalSeq)
+      return { ...status, basis: { ...basis, capacity: input.capacity } };
   }
 }
 
 /** Why a leftover container is there, from a full ledger (one that knows every claimed job). */
-export function leftoverWhyFrom(ledger: BatchLedger, manifest: Manifest): (jobId: string | null) => Promise<Leftover['why']> {
+export function leftoverWhyFrom(
+  ledger: BatchLedger,
+  manifest: Manifest,
+): (jobId: string | null) => Promise<Leftover['why']> {
   const jobIds = new Set(manifest.jobs.map((j) => j.job_id));
-  return (jobId) => Promise.resolve(jobId === null || !jobIds.has(jobId) ? 'unknown_job' : ledger.finishedKnown(jobId) === true ? 'job_finished' : 'job_not_running');
+  return (jobId) =>
+    Promise.resolve(
+      jobId === null || !jobIds.has(jobId)
+        ? 'unknown_job'
+        : ledger.finishedKnown(jobId) === true
+          ? 'job_finished'
+          : 'job_not_running',
+    );
 }
 
 /**
@@ -347,8 +435,13 @@ export function leftoverWhyFrom(ledger: BatchLedger, manifest: Manifest): (jobId
 export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const { files, manifest } = input;
   const supervisor = await input.store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
-  const alive = 'supervisorAlive' in input ? input.supervisorAlive : (await runningSupervisor(input.store, input.host)) !== null;
-  const containers = input.runtime ? await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id }) : [];
+  const alive =
+    'supervisorAlive' in input
+      ? input.supervisorAlive
+      : (await runningSupervisor(input.store, input.host)) !== null;
+  const containers = input.runtime
+    ? await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id })
+    : [];
   const ledger = ledgerFromFiles(manifest, files, input.journal);
   const byJob = new Map(files.map((f) => [f.job.job_id, f]));
   return statusFromLedger({
@@ -369,7 +462,13 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   });
 }
 
-export function buildSummary(status: BatchStatus, batch: BatchRecord, files: readonly JobFiles[], journal: readonly JournalRecord[], now: Date): Summary {
+export function buildSummary(
+  status: BatchStatus,
+  batch: BatchRecord,
+  files: readonly JobFiles[],
+  journal: readonly JournalRecord[],
+  now: Date,
+): Summary {
   const fold = foldJournal(journal);
   const claims = files.flatMap((f) => (f.receipt ? [f.receipt.claimed_at] : [])).sort();
   const finishes = files.flatMap((f) => (f.result ? [f.result.finished_at] : [])).sort();
@@ -388,7 +487,11 @@ export function buildSummary(status: BatchStatus, batch: BatchRecord, files: rea
       finished_at: f.result?.finished_at ?? null,
     })),
     source_checks: journal.filter((e) => e.type === 'source_check'),
-    timings: { created_at: batch.created_at, first_claim_at: claims[0] ?? null, last_finish_at: finishes.at(-1) ?? null },
+    timings: {
+      created_at: batch.created_at,
+      first_claim_at: claims[0] ?? null,
+      last_finish_at: finishes.at(-1) ?? null,
+    },
     written_at: now.toISOString(),
   };
 }

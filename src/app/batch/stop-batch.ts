@@ -15,7 +15,12 @@ export interface StopOutcome {
  * Record a stop request (atomic file) and tell the supervisor (SIGUSR2). Without `terminate` running pairs
  * finish and are archived; with it they get a controlled stop within the stop budget.
  */
-export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: boolean, host: Pick<HostIdentity, 'isAlive'>): Promise<StopOutcome> {
+export async function stopBatch(
+  store: EvidenceStore,
+  clock: Clock,
+  terminate: boolean,
+  host: Pick<HostIdentity, 'isAlive'>,
+): Promise<StopOutcome> {
   const request: StopRequest = { terminate, requested_at: clock.now().toISOString() };
   await store.writeJsonAtomic(STOP_FILE, request);
   const supervisor = await runningSupervisor(store, host);
@@ -29,7 +34,12 @@ export async function stopBatch(store: EvidenceStore, clock: Clock, terminate: b
 }
 
 /** `e1-batch stop`: refuse a folder that is not a batch (nothing written there), then `stopBatch`. */
-export async function requestStop(store: EvidenceStore, clock: Clock, terminate: boolean, host: Pick<HostIdentity, 'isAlive'>): Promise<StopOutcome> {
+export async function requestStop(
+  store: EvidenceStore,
+  clock: Clock,
+  terminate: boolean,
+  host: Pick<HostIdentity, 'isAlive'>,
+): Promise<StopOutcome> {
   await loadBatch(store);
   return stopBatch(store, clock, terminate, host);
 }

@@ -47,7 +47,8 @@ export async function seedLedger(store: EvidenceStore, manifest: Manifest): Prom
   let ledger: BatchLedger | undefined;
   const early: { record: JournalEvent & { readonly seq: number }; endBytes: number }[] = [];
   const stopFolding = store.onJournalAppend((record, endBytes) => {
-    if (record.type === 'pair_finished' && typeof record.gpu_peak_mib === 'number') peaks.note(record.job_id, record.gpu_peak_mib);
+    if (record.type === 'pair_finished' && typeof record.gpu_peak_mib === 'number')
+      peaks.note(record.job_id, record.gpu_peak_mib);
     if (ledger === undefined) early.push({ record, endBytes });
     else if (record.seq > ledger.journalSeq) ledger.apply(record, endBytes);
   });
@@ -57,7 +58,8 @@ export async function seedLedger(store: EvidenceStore, manifest: Manifest): Prom
     const slice = await store.readJournalSlice();
     const seeded = ledgerFromFiles(manifest, files, slice.records);
     seeded.at(slice.records.at(-1)?.seq ?? 0, slice.endBytes);
-    for (const { record, endBytes } of early) if (record.seq > seeded.journalSeq) seeded.apply(record, endBytes);
+    for (const { record, endBytes } of early)
+      if (record.seq > seeded.journalSeq) seeded.apply(record, endBytes);
     ledger = seeded;
     return { book: seeded, peaks, files, stopFolding };
   } catch (err) {

@@ -6,7 +6,10 @@ import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
  * The batch's recorded supervisor, if it is still supervising: the same live process (pid, start time, boot id)
  * and no `supervisor_exited` journalled since it started (a foreground supervisor returns, its process lives on).
  */
-export async function runningSupervisor(store: EvidenceStore, host: Pick<HostIdentity, 'isAlive'>): Promise<SupervisorRecord | null> {
+export async function runningSupervisor(
+  store: EvidenceStore,
+  host: Pick<HostIdentity, 'isAlive'>,
+): Promise<SupervisorRecord | null> {
   const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
   if (supervisor === null || !host.isAlive(supervisor)) return null;
   const journal = await store.readJournal();

@@ -1,6 +1,13 @@
 import type { PauseReason } from '../../core/classify.js';
 import { causeOf, type PauseCause } from '../../core/pause-cause.js';
-import { decide, type PairOutcome, type SupervisorEffect, type SupervisorEvent, type SupervisorJournal, type SupervisorState } from '../../core/supervisor-machine.js';
+import {
+  decide,
+  type PairOutcome,
+  type SupervisorEffect,
+  type SupervisorEvent,
+  type SupervisorJournal,
+  type SupervisorState,
+} from '../../core/supervisor-machine.js';
 import type { Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { RunningHandle } from './batch-pair.js';
@@ -74,7 +81,12 @@ export class SupervisorLoop {
 
   /** The dispatch loop: turns until the machine says leave (drained, or paused/stopped with nothing in flight). */
   async run(): Promise<void> {
-    while (!this.#left) await this.feed({ type: 'next', nowMs: this.#ports.clock.now().getTime(), gpuPeaksMib: this.#ports.gpuPeaksMib() });
+    while (!this.#left)
+      await this.feed({
+        type: 'next',
+        nowMs: this.#ports.clock.now().getTime(),
+        gpuPeaksMib: this.#ports.gpuPeaksMib(),
+      });
   }
 
   /** Every launched pair has ended and its end was performed. */
@@ -109,10 +121,20 @@ export class SupervisorLoop {
   }
 
   /** The effects that start or wait for work. */
-  #performStep(effect: Exclude<SupervisorEffect, { kind: 'journal' | 'log_pause' | 'write_status' | 'status_soon' | 'terminate' | 'watch_placement' | 'wake' }>): Promise<void> | undefined {
+  #performStep(
+    effect: Exclude<
+      SupervisorEffect,
+      {
+        kind:
+          'journal' | 'log_pause' | 'write_status' | 'status_soon' | 'terminate' | 'watch_placement' | 'wake';
+      }
+    >,
+  ): Promise<void> | undefined {
     switch (effect.kind) {
       case 'check_sources':
-        return this.#ports.checkSources(effect.phase).then((ok) => this.feed({ type: 'sources_checked', ok }));
+        return this.#ports
+          .checkSources(effect.phase)
+          .then((ok) => this.feed({ type: 'sources_checked', ok }));
       case 'dispatch':
         this.#launch(effect.jobId, this.#ports.dispatch(effect.jobId, this.#onRunning));
         return undefined;
@@ -136,7 +158,10 @@ export class SupervisorLoop {
     const task = work
       .catch((err: unknown): PairOutcome => {
         const cause = this.#causeOf(err);
-        this.#ports.logger.error({ job: jobId, err: cause.code, cause }, 'pair task failed: pausing the batch');
+        this.#ports.logger.error(
+          { job: jobId, err: cause.code, cause },
+          'pair task failed: pausing the batch',
+        );
         return { kind: 'failed', cause };
       })
       .then((outcome) => {
@@ -158,7 +183,10 @@ export class SupervisorLoop {
   }
 
   #logPause(reasons: readonly PauseReason[], jobId: string | null, cause: PauseCause | undefined): void {
-    this.#ports.logger.warn({ reasons, job: jobId, ...(cause !== undefined ? { cause } : {}) }, 'batch paused');
+    this.#ports.logger.warn(
+      { reasons, job: jobId, ...(cause !== undefined ? { cause } : {}) },
+      'batch paused',
+    );
   }
 
   /** An error as the operator reads it: its code and its message, masked (never only the class name). */
@@ -192,7 +220,8 @@ class Wakeup {
   }
 
   async wait(ms: number): Promise<void> {
-    if (!this.#pending) await Promise.race([new Promise<void>((resolve) => (this.#resolve = resolve)), this.#delay(ms)]);
+    if (!this.#pending)
+      await Promise.race([new Promise<void>((resolve) => (this.#resolve = resolve)), this.#delay(ms)]);
     this.#resolve = undefined;
     this.#pending = false;
   }

@@ -9,7 +9,13 @@ import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machi
 import type { Logger } from '../ports/logger.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
 import type { JobFiles, ResolvedJobEnvironment } from './batch-context.js';
-import { dispatchPair, type BatchPairContext, type BatchPairDeps, type DispatchAttempt, type RunningHandle } from './batch-pair.js';
+import {
+  dispatchPair,
+  type BatchPairContext,
+  type BatchPairDeps,
+  type DispatchAttempt,
+  type RunningHandle,
+} from './batch-pair.js';
 import type { FinishReport } from './finish-pair.js';
 import { receiptRel, resultRel, STATUS_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 import { nodesDown } from './node-down.js';
@@ -55,9 +61,16 @@ export function batchDepsOf(s: Supervision): BatchPairDeps {
 }
 
 /** The loop's effects, performed on the batch's evidence, registry and engine. */
-export function loopPorts(s: Supervision, files: readonly JobFiles[], envs: ReadonlyMap<string, ResolvedJobEnvironment>, statusWriter: CoalescingWriter): SupervisorLoopPorts {
+export function loopPorts(
+  s: Supervision,
+  files: readonly JobFiles[],
+  envs: ReadonlyMap<string, ResolvedJobEnvironment>,
+  statusWriter: CoalescingWriter,
+): SupervisorLoopPorts {
   const { deps, manifest } = s;
-  const receipts = new Map(files.flatMap((f) => (f.receipt !== null ? [[f.job.job_id, f.receipt] as const] : [])));
+  const receipts = new Map(
+    files.flatMap((f) => (f.receipt !== null ? [[f.job.job_id, f.receipt] as const] : [])),
+  );
   const batchDeps = batchDepsOf(s);
   const ctx = pairContextOf(s);
   const jobOf = (jobId: string): Job => {
@@ -76,7 +89,12 @@ export function loopPorts(s: Supervision, files: readonly JobFiles[], envs: Read
     statusSoon: () => statusWriter.soon(),
     checkSources: async (phase) => {
       const check = await checkSources(s.deps.execute.fs, manifest.source_sha256);
-      await s.journal('source_check', { phase, ok: check.ok, checked: check.checked, mismatched: check.mismatched });
+      await s.journal('source_check', {
+        phase,
+        ok: check.ok,
+        checked: check.checked,
+        mismatched: check.mismatched,
+      });
       return check.ok;
     },
     dispatch: (jobId, onRunning) => {
@@ -91,12 +109,20 @@ export function loopPorts(s: Supervision, files: readonly JobFiles[], envs: Read
       if (receipt === undefined) throw new Error(`job ${jobId} has no receipt to recover`);
       return recoverPair(batchDeps, ctx, job, receipt, envs.get(jobId), onRunning).then(outcomeOfFinish);
     },
-    ...(placementOf !== undefined ? { watchPlacement: (handle, stillRunning) => watchPlacement(s, placementOf, handle, stillRunning, () => statusWriter.soon()) } : {}),
+    ...(placementOf !== undefined
+      ? {
+          watchPlacement: (handle, stillRunning) =>
+            watchPlacement(s, placementOf, handle, stillRunning, () => statusWriter.soon()),
+        }
+      : {}),
   };
 }
 
 /** Masks every secret of the batch's pending jobs, and the registry's password, in a cause's message. */
-export function batchRedactor(deps: Pick<SupervisorDeps, 'environment'>, envs: ReadonlyMap<string, ResolvedJobEnvironment>): (text: string) => string {
+export function batchRedactor(
+  deps: Pick<SupervisorDeps, 'environment'>,
+  envs: ReadonlyMap<string, ResolvedJobEnvironment>,
+): (text: string) => string {
   const secrets = new Set<string>();
   for (const env of envs.values()) for (const s of env.secrets) secrets.add(s);
   const pgPassword = deps.environment['PGPASSWORD'];
@@ -107,7 +133,11 @@ export function batchRedactor(deps: Pick<SupervisorDeps, 'environment'>, envs: R
 function journalEvent(journal: JournalAppend, event: SupervisorJournal): Promise<void> {
   switch (event.type) {
     case 'paused':
-      return journal('paused', { reasons: event.reasons, ...(event.job_id !== undefined ? { job_id: event.job_id } : {}), ...(event.cause !== undefined ? { cause: event.cause } : {}) });
+      return journal('paused', {
+        reasons: event.reasons,
+        ...(event.job_id !== undefined ? { job_id: event.job_id } : {}),
+        ...(event.cause !== undefined ? { cause: event.cause } : {}),
+      });
     case 'stop_requested':
       return journal('stop_requested', { terminate: event.terminate });
     case 'admission_refused':
@@ -116,12 +146,19 @@ function journalEvent(journal: JournalAppend, event: SupervisorJournal): Promise
 }
 
 export function outcomeOfFinish(report: FinishReport): PairOutcome {
-  return { kind: 'finished', classification: report.result.classification, pauseReasons: report.pauseReasons, ...(report.cause !== undefined ? { cause: report.cause } : {}) };
+  return {
+    kind: 'finished',
+    classification: report.result.classification,
+    pauseReasons: report.pauseReasons,
+    ...(report.cause !== undefined ? { cause: report.cause } : {}),
+  };
 }
 
 export function outcomeOfAttempt(attempt: DispatchAttempt): PairOutcome {
   if (attempt.kind === 'ran') return outcomeOfFinish(attempt.finish);
-  return attempt.kind === 'refused' ? { kind: 'refused', reason: attempt.reason } : { kind: 'claim_failed', reason: attempt.reason };
+  return attempt.kind === 'refused'
+    ? { kind: 'refused', reason: attempt.reason }
+    : { kind: 'claim_failed', reason: attempt.reason };
 }
 
 /** Swarm (issue 13): which node runs each pair, journalled once the swarm placed it (status shows it). */
@@ -134,10 +171,13 @@ function watchPlacement(
 ): void {
   void (async () => {
     while (stillRunning()) {
-      const placed = handle.containerId === null ? null : await placementOf(handle.containerId).catch(() => null);
+      const placed =
+        handle.containerId === null ? null : await placementOf(handle.containerId).catch(() => null);
       if (placed !== null) {
         handle.node = placed.node;
-        await bestEffort(s.deps.logger, 'journal pair_placed', () => s.journal('pair_placed', { job_id: handle.jobId, node: placed.node }));
+        await bestEffort(s.deps.logger, 'journal pair_placed', () =>
+          s.journal('pair_placed', { job_id: handle.jobId, node: placed.node }),
+        );
         statusSoon();
         return;
       }
@@ -149,7 +189,12 @@ function watchPlacement(
 /** The pair context: the batch, its GPU peaks per image, and on a swarm the nodes admission tries in turn. */
 function pairContextOf(s: Supervision): BatchPairContext {
   const admissionNodes = admissionNodesOf(s);
-  return { batch: s.batch, manifest: s.manifest, gpuPeaksByImage: () => s.peaks.byImage(), ...(admissionNodes ? { admissionNodes } : {}) };
+  return {
+    batch: s.batch,
+    manifest: s.manifest,
+    gpuPeaksByImage: () => s.peaks.byImage(),
+    ...(admissionNodes ? { admissionNodes } : {}),
+  };
 }
 
 /**
@@ -163,7 +208,9 @@ export function admissionNodesOf(s: Supervision): BatchPairContext['admissionNod
   let turn = 0;
   return async (constraints) => {
     const down = new Set(await nodesDown(s.deps.store).catch(() => []));
-    const ready = (await readyNodes(constraints).catch((): readonly string[] => [])).filter((n) => !down.has(n));
+    const ready = (await readyNodes(constraints).catch((): readonly string[] => [])).filter(
+      (n) => !down.has(n),
+    );
     if (ready.length === 0) return [];
     const first = turn++ % ready.length;
     return [...ready.slice(first), ...ready.slice(0, first)];
@@ -174,21 +221,51 @@ export function admissionNodesOf(s: Supervision): BatchPairContext['admissionNod
  * status.json from the ledger (never a rescan of the job folders), with the basis `e1-batch status` builds on: now
  * for a change that matters (a pair finished, a pause, a stop), coalesced for one that can wait (a pair started).
  */
-export function statusWriterOf(s: Supervision, running: () => readonly RunningHandle[], report: ReturnType<typeof reportRefresher>): CoalescingWriter {
+export function statusWriterOf(
+  s: Supervision,
+  running: () => readonly RunningHandle[],
+  report: ReturnType<typeof reportRefresher>,
+): CoalescingWriter {
   const { store, logger } = s.deps;
   const clock = s.deps.execute.clock;
   const capacity = capacityConfigOf(s.manifest, s.batch);
   // A swarm batch's status shows the GPUs in use per node: the jobs by id, once.
-  const jobsById = s.batch.executor?.kind === 'swarm' ? new Map(s.manifest.jobs.map((j) => [j.job_id, j])) : undefined;
+  const jobsById =
+    s.batch.executor?.kind === 'swarm' ? new Map(s.manifest.jobs.map((j) => [j.job_id, j])) : undefined;
   const writeNow = async (): Promise<void> => {
     // A job a harness fault left unsettled: its files decide (one job, not the batch).
     for (const jobId of s.book.unsettled()) {
-      settleFromFiles(s.book, jobId, await store.readJson<Receipt>(receiptRel(jobId)), await store.readJson<ResultRecord>(resultRel(jobId)));
+      settleFromFiles(
+        s.book,
+        jobId,
+        await store.readJson<Receipt>(receiptRel(jobId)),
+        await store.readJson<ResultRecord>(resultRel(jobId)),
+      );
     }
-    const view = running().map((h) => ({ job_id: h.jobId, container_id: h.containerId, started_at: h.startedAt, deadline: h.deadline, ...(h.node !== undefined ? { node: h.node } : {}) }));
-    const written = await buildWrittenStatus({ ledger: s.book, output: store.root, batch: s.batch, capacity, supervisor: s.record, running: view, now: clock.now(), ...(jobsById !== undefined ? { jobs: jobsById } : {}) });
+    const view = running().map((h) => ({
+      job_id: h.jobId,
+      container_id: h.containerId,
+      started_at: h.startedAt,
+      deadline: h.deadline,
+      ...(h.node !== undefined ? { node: h.node } : {}),
+    }));
+    const written = await buildWrittenStatus({
+      ledger: s.book,
+      output: store.root,
+      batch: s.batch,
+      capacity,
+      supervisor: s.record,
+      running: view,
+      now: clock.now(),
+      ...(jobsById !== undefined ? { jobs: jobsById } : {}),
+    });
     await store.writeJsonAtomic(STATUS_FILE, written);
     report.poke();
   };
-  return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) => logger.error({ err: errorKind(err), cause: causeOf(err), what: 'status.json' }, 'write failed; continuing fail-closed'));
+  return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) =>
+    logger.error(
+      { err: errorKind(err), cause: causeOf(err), what: 'status.json' },
+      'write failed; continuing fail-closed',
+    ),
+  );
 }

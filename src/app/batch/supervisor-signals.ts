@@ -33,14 +33,20 @@ export class StopLatch {
  * (`e1-batch stop`); with `handleSignals`, SIGTERM/SIGINT stop, a second one terminates. Each becomes an event of
  * the loop. Takes over from the latch.
  */
-export function listenForStops(deps: { readonly store: EvidenceStore; readonly handleSignals: boolean }, loop: SupervisorLoop, latch: StopLatch): () => void {
+export function listenForStops(
+  deps: { readonly store: EvidenceStore; readonly handleSignals: boolean },
+  loop: SupervisorLoop,
+  latch: StopLatch,
+): () => void {
   const onSignal = (): void => {
     loop.feed({ type: 'signal' }).catch(() => undefined);
   };
   const onUsr2 = (): void => {
     deps.store
       .readJson<StopRequest>(STOP_FILE)
-      .then((request) => (request ? loop.feed({ type: 'stop_requested', terminate: request.terminate }) : undefined))
+      .then((request) =>
+        request ? loop.feed({ type: 'stop_requested', terminate: request.terminate }) : undefined,
+      )
       .catch(() => undefined);
   };
   // SIGUSR2 is the stop protocol (`e1-batch stop`): always ours while supervising, even in-process.

@@ -10,15 +10,35 @@ import type { ExecutePairDeps } from '../execute-pair.js';
 import { failpoint } from '../failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Logger } from '../ports/logger.js';
-import { readJobFiles, loadBatch, resolveAllEnvironments, type JobFiles, type ResolvedJobEnvironment } from './batch-context.js';
+import {
+  readJobFiles,
+  loadBatch,
+  resolveAllEnvironments,
+  type JobFiles,
+  type ResolvedJobEnvironment,
+} from './batch-context.js';
 import type { BatchPairDeps } from './batch-pair.js';
 import { reconcileFinished, removeUnverifiedContainer } from './finish-pair.js';
-import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import {
+  STATUS_FILE,
+  STOP_FILE,
+  SUMMARY_FILE,
+  SUPERVISOR_FILE,
+  type BatchRecord,
+  type SupervisorRecord,
+} from './layout.js';
 import { reportRefresher } from './report.js';
 import { buildStatus, buildSummary, capacityConfigOf } from './status.js';
 import { seedLedger, type SeededLedger } from './supervisor-ledger.js';
 import { SupervisorLoop } from './supervisor-loop.js';
-import { batchDepsOf, batchRedactor, bestEffort, loopPorts, statusWriterOf, type Supervision } from './supervisor-ports.js';
+import {
+  batchDepsOf,
+  batchRedactor,
+  bestEffort,
+  loopPorts,
+  statusWriterOf,
+  type Supervision,
+} from './supervisor-ports.js';
 import { causeOf } from '../../core/pause-cause.js';
 import { listenForStops, StopLatch } from './supervisor-signals.js';
 
@@ -49,9 +69,13 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
     ? ({ kind: 'held', holder: identity } as const)
     : await registry.acquireLease(batchId, identity, (holder) => deps.execute.host.isAlive(holder));
   if (lease.kind === 'held') {
-    throw new RoboguideError('E_SUPERVISOR_ALIVE', `batch ${batchId} is already supervised by pid ${lease.holder.pid}`, {
-      suggestions: ['wait for it, or `e1-batch stop` it first'],
-    });
+    throw new RoboguideError(
+      'E_SUPERVISOR_ALIVE',
+      `batch ${batchId} is already supervised by pid ${lease.holder.pid}`,
+      {
+        suggestions: ['wait for it, or `e1-batch stop` it first'],
+      },
+    );
   }
   supervisedHere.add(batchId);
   const left = { registryUnavailable: false };
@@ -91,11 +115,19 @@ async function superviseHeld(
   await deps.execute.fs.unlink(store.resolve(STOP_FILE)).catch(() => undefined);
   if (mode === 'resume') await store.cleanTempFiles();
   const latch = new StopLatch();
-  let started: { record: SupervisorRecord; journal: JournalAppend; seeded: SeededLedger; envs: Map<string, ResolvedJobEnvironment> };
+  let started: {
+    record: SupervisorRecord;
+    journal: JournalAppend;
+    seeded: SeededLedger;
+    envs: Map<string, ResolvedJobEnvironment>;
+  };
   try {
     const record: SupervisorRecord = { ...identity, started_at: clock.now().toISOString(), mode };
     await store.writeJsonAtomic(SUPERVISOR_FILE, record);
-    const journal: JournalAppend = (type, fields) => store.appendJournal({ type, at: clock.now().toISOString(), ...(fields as object) } as JournalEvent).then(() => undefined);
+    const journal: JournalAppend = (type, fields) =>
+      store
+        .appendJournal({ type, at: clock.now().toISOString(), ...(fields as object) } as JournalEvent)
+        .then(() => undefined);
     await journalStart(store, journal, mode, identity);
     const seeded = await seedLedger(store, manifest);
     started = { record, journal, seeded, envs: resolvePending(deps, batch, manifest, seeded) };
@@ -104,13 +136,32 @@ async function superviseHeld(
     throw err;
   }
   const { record, journal, seeded, envs } = started;
-  const s: Supervision = { deps, batch, manifest, record, journal, book: seeded.book, peaks: seeded.peaks, stopFolding: seeded.stopFolding };
+  const s: Supervision = {
+    deps,
+    batch,
+    manifest,
+    record,
+    journal,
+    book: seeded.book,
+    peaks: seeded.peaks,
+    stopFolding: seeded.stopFolding,
+  };
   return runSupervision(s, seeded.files, envs, latch, left);
 }
 
 /** The start records: who supervises, and on resume which pauses it cleared and which survive (fatal, inputs changed). */
-async function journalStart(store: EvidenceStore, journal: JournalAppend, mode: 'start' | 'resume', identity: ProcessIdentity): Promise<void> {
-  await journal('supervisor_started', { mode, pid: identity.pid, start_ticks: identity.start_ticks, boot_id: identity.boot_id });
+async function journalStart(
+  store: EvidenceStore,
+  journal: JournalAppend,
+  mode: 'start' | 'resume',
+  identity: ProcessIdentity,
+): Promise<void> {
+  await journal('supervisor_started', {
+    mode,
+    pid: identity.pid,
+    start_ticks: identity.start_ticks,
+    boot_id: identity.boot_id,
+  });
   if (mode === 'resume') {
     const before = foldJournal(await store.readJournal());
     const kept = survivingResume(before.pauseReasons);
@@ -119,10 +170,17 @@ async function journalStart(store: EvidenceStore, journal: JournalAppend, mode: 
 }
 
 /** Every variable the unfinished jobs reference, resolved now (fail fast, before anything runs). */
-function resolvePending(deps: SupervisorDeps, batch: BatchRecord, manifest: Manifest, seeded: SeededLedger): Map<string, ResolvedJobEnvironment> {
+function resolvePending(
+  deps: SupervisorDeps,
+  batch: BatchRecord,
+  manifest: Manifest,
+  seeded: SeededLedger,
+): Map<string, ResolvedJobEnvironment> {
   const pending = new Set(seeded.files.filter((f) => f.result === null).map((f) => f.job.job_id));
   try {
-    return resolveAllEnvironments(manifest, deps.environment, pending, { allowShortSecrets: batch.allow_short_secrets === true });
+    return resolveAllEnvironments(manifest, deps.environment, pending, {
+      allowShortSecrets: batch.allow_short_secrets === true,
+    });
   } catch (err) {
     seeded.stopFolding();
     throw err;
@@ -130,7 +188,13 @@ function resolvePending(deps: SupervisorDeps, batch: BatchRecord, manifest: Mani
 }
 
 /** The loop from start-up recovery to the drain check, then the exit records. */
-async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<string, ResolvedJobEnvironment>, latch: StopLatch, left: { registryUnavailable: boolean }): Promise<BatchState> {
+async function runSupervision(
+  s: Supervision,
+  files: JobFiles[],
+  envs: Map<string, ResolvedJobEnvironment>,
+  latch: StopLatch,
+  left: { registryUnavailable: boolean },
+): Promise<BatchState> {
   const { deps, manifest, batch, book } = s;
   const report = reportRefresher(deps.store, deps.execute.clock, deps.logger, deps.execute.host);
   const initial = initialSupervisorState({
@@ -149,7 +213,10 @@ async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<strin
     await superviseLoop(s, loop, files);
   } catch (err) {
     const cause = causeOf(err, batchRedactor(deps, envs));
-    deps.logger.error({ err: cause.code, cause }, 'supervisor fault: pausing the batch; running pairs finish first');
+    deps.logger.error(
+      { err: cause.code, cause },
+      'supervisor fault: pausing the batch; running pairs finish first',
+    );
     await loop.feed({ type: 'fault', cause });
   } finally {
     // Whatever happened, pairs already running are finished (and their containers removed) before we exit.
@@ -166,19 +233,31 @@ async function runSupervision(s: Supervision, files: JobFiles[], envs: Map<strin
 async function superviseLoop(s: Supervision, loop: SupervisorLoop, files: JobFiles[]): Promise<void> {
   const batchDeps = batchDepsOf(s);
   await recoverAtStart(s, batchDeps, loop, files);
-  await loop.feed({ type: 'recover', jobIds: files.filter((f) => f.receipt !== null && f.result === null).map((f) => f.job.job_id) });
+  await loop.feed({
+    type: 'recover',
+    jobIds: files.filter((f) => f.receipt !== null && f.result === null).map((f) => f.job.job_id),
+  });
   await loop.run();
   await loop.settled();
   failpoint('before_drain_check');
   const after = await readJobFiles(s.deps.store, s.manifest);
-  await loop.feed({ type: 'drain_checked', allResults: after.every((f) => f.result !== null), pinsSources: Object.keys(s.manifest.source_sha256).length > 0 });
+  await loop.feed({
+    type: 'drain_checked',
+    allResults: after.every((f) => f.result !== null),
+    pinsSources: Object.keys(s.manifest.source_sha256).length > 0,
+  });
 }
 
 /**
  * Before the loop: reservations whose claim never got published are released (nothing ran for them); a result
  * written but its slot still held (the previous supervisor died between the two) is finished now.
  */
-async function recoverAtStart(s: Supervision, batchDeps: BatchPairDeps, loop: SupervisorLoop, files: readonly JobFiles[]): Promise<void> {
+async function recoverAtStart(
+  s: Supervision,
+  batchDeps: BatchPairDeps,
+  loop: SupervisorLoop,
+  files: readonly JobFiles[],
+): Promise<void> {
   const { registry } = s.deps;
   const claimIds = new Set(files.flatMap((f) => (f.receipt ? [f.receipt.claim_id] : [])));
   for (const r of await registry.held({ batchId: s.batch.batch_id })) {
@@ -193,24 +272,42 @@ async function recoverAtStart(s: Supervision, batchDeps: BatchPairDeps, loop: Su
       await s.journal('recovered', { job_id: f.job.job_id, action: 'reconcile_finished' });
       await removeUnverifiedContainer(batchDeps, f.receipt, f.result, s.manifest.stop_budget_seconds);
       const report = await reconcileFinished(batchDeps, f.receipt, f.result);
-      if (!report.released) await loop.feed({ type: 'pause_needed', reasons: ['harness'], jobId: f.job.job_id });
+      if (!report.released)
+        await loop.feed({ type: 'pause_needed', reasons: ['harness'], jobId: f.job.job_id });
     }
   }
 }
 
 /** The exit: the state the batch is left in, journalled; status.json and SUMMARY.json from the files, best effort. */
-async function exitSupervision(s: Supervision, loop: SupervisorLoop, report: ReturnType<typeof reportRefresher>): Promise<BatchState> {
+async function exitSupervision(
+  s: Supervision,
+  loop: SupervisorLoop,
+  report: ReturnType<typeof reportRefresher>,
+): Promise<BatchState> {
   const { store, logger } = s.deps;
   const clock = s.deps.execute.clock;
   const files = await readJobFiles(store, s.manifest);
   const fold = foldJournal(await store.readJournal());
-  const state = exitState(files.every((f) => f.result !== null), fold.pauseReasons, loop.state);
+  const state = exitState(
+    files.every((f) => f.result !== null),
+    fold.pauseReasons,
+    loop.state,
+  );
   // Derived files and the exit record are best effort: the evidence is already durable, and a full disk must
   // not turn a clean exit into a crash.
   await bestEffort(logger, 'journal supervisor_exited', () => s.journal('supervisor_exited', { state }));
   await bestEffort(logger, 'status.json and SUMMARY.json', async () => {
     const records = await store.readJournal();
-    const final = await buildStatus({ store, batch: s.batch, manifest: s.manifest, files, journal: records, running: [], now: clock.now(), supervisorAlive: false });
+    const final = await buildStatus({
+      store,
+      batch: s.batch,
+      manifest: s.manifest,
+      files,
+      journal: records,
+      running: [],
+      now: clock.now(),
+      supervisorAlive: false,
+    });
     await store.writeJsonAtomic(STATUS_FILE, final);
     await store.writeJsonAtomic(SUMMARY_FILE, buildSummary(final, s.batch, files, records, clock.now()));
   });

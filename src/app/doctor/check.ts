@@ -20,8 +20,18 @@ export const GIB = 1024 ** 3;
 export const MIB = 1024 ** 2;
 
 export const ok = (name: string, detail: string): DoctorCheck => ({ name, status: 'ok', detail, fix: null });
-export const warn = (name: string, detail: string, fix: string): DoctorCheck => ({ name, status: 'warn', detail, fix });
-export const fail = (name: string, detail: string, fix: string): DoctorCheck => ({ name, status: 'fail', detail, fix });
+export const warn = (name: string, detail: string, fix: string): DoctorCheck => ({
+  name,
+  status: 'warn',
+  detail,
+  fix,
+});
+export const fail = (name: string, detail: string, fix: string): DoctorCheck => ({
+  name,
+  status: 'fail',
+  detail,
+  fix,
+});
 
 export function formatBytes(bytes: number): string {
   if (bytes >= GIB) return `${(bytes / GIB).toFixed(1)} GiB`;

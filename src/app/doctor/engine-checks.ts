@@ -18,7 +18,6 @@ const GPU_DROPPED_FIX =
 const NVIDIA_FIX =
   'install nvidia-container-toolkit, run `nvidia-ctk runtime configure --runtime=docker`, restart dockerd';
 
-
 /** `engineInfo`: the one `info()` call of the run, shared with the host checks (they read the data root from it). */
 export async function engineChecks(
   deps: DoctorDeps,
@@ -91,18 +90,39 @@ async function imageCheck(
 const LOCAL_LOG_DRIVERS: ReadonlySet<string> = new Set(['json-file', 'local', 'none']);
 /** Drivers known to ship output to a system or remote log (journald, syslog, gelf, fluentd, cloud services…). */
 export const OFF_HOST_LOG_DRIVERS: ReadonlySet<string> = new Set([
-  'journald', 'syslog', 'gelf', 'fluentd', 'awslogs', 'splunk', 'gcplogs', 'etwlogs', 'logentries',
+  'journald',
+  'syslog',
+  'gelf',
+  'fluentd',
+  'awslogs',
+  'splunk',
+  'gcplogs',
+  'etwlogs',
+  'logentries',
 ]);
 
 function logDriverCheck(info: EngineInfo): DoctorCheck {
   const name = 'log driver';
-  const pairs = 'pair containers set json-file explicitly (raw output stays under the engine\'s data root and is deleted with the container)';
-  const fix = 'set "log-driver": "json-file" in /etc/docker/daemon.json (then restart dockerd) so that other containers keep their output local too';
+  const pairs =
+    "pair containers set json-file explicitly (raw output stays under the engine's data root and is deleted with the container)";
+  const fix =
+    'set "log-driver": "json-file" in /etc/docker/daemon.json (then restart dockerd) so that other containers keep their output local too';
   const driver = info.loggingDriver;
-  if (driver === undefined || driver === '') return warn(name, `engine default not reported; ${pairs}`, 'check `docker info --format {{.LoggingDriver}}`');
+  if (driver === undefined || driver === '')
+    return warn(
+      name,
+      `engine default not reported; ${pairs}`,
+      'check `docker info --format {{.LoggingDriver}}`',
+    );
   if (LOCAL_LOG_DRIVERS.has(driver)) return ok(name, `engine default ${driver}; ${pairs}`);
-  const where = OFF_HOST_LOG_DRIVERS.has(driver) ? 'ships container output off this host (or into a system log that outlives the container)' : 'is not a known local driver';
-  return warn(name, `engine default ${driver} ${where}: ${pairs}, but any other container's output goes there`, fix);
+  const where = OFF_HOST_LOG_DRIVERS.has(driver)
+    ? 'ships container output off this host (or into a system log that outlives the container)'
+    : 'is not a known local driver';
+  return warn(
+    name,
+    `engine default ${driver} ${where}: ${pairs}, but any other container's output goes there`,
+    fix,
+  );
 }
 
 function nvidiaRuntimeCheck(info: EngineInfo): DoctorCheck {
@@ -138,13 +158,25 @@ async function gpuProbe(
       check = ok(name, `a container requesting gpus "all" (${image}): ${verdict.evidence}`);
       break;
     case 'not_shown':
-      check = fail(name, `a container requesting gpus "all" (${image}) got no GPU: ${verdict.why}`, GPU_DROPPED_FIX);
+      check = fail(
+        name,
+        `a container requesting gpus "all" (${image}) got no GPU: ${verdict.why}`,
+        GPU_DROPPED_FIX,
+      );
       break;
     case 'not_exited':
-      check = fail(name, `probe container did not exit within ${verdict.ms} ms`, 'check the engine and the NVIDIA hook');
+      check = fail(
+        name,
+        `probe container did not exit within ${verdict.ms} ms`,
+        'check the engine and the NVIDIA hook',
+      );
       break;
     case 'exit':
-      check = fail(name, `probe container (${image}, sh -c …) exited ${verdict.exitCode}${verdict.output !== '' ? `: ${verdict.output.trim()}` : ''}`, 'the probe needs a POSIX shell in the image; check the image and the NVIDIA hook');
+      check = fail(
+        name,
+        `probe container (${image}, sh -c …) exited ${verdict.exitCode}${verdict.output !== '' ? `: ${verdict.output.trim()}` : ''}`,
+        'the probe needs a POSIX shell in the image; check the image and the NVIDIA hook',
+      );
       break;
     case 'error':
       check = probeFailure(name, verdict.error, options);

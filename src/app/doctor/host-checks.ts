@@ -9,12 +9,18 @@ export const DISK_WARN_BYTES = 5 * GIB;
 export const DISK_FAIL_BYTES = 512 * MIB;
 
 /** The checks of this host; `facts` is the one gathering of host facts of the run (bounded in time). */
-export async function hostChecks(deps: DoctorDeps, options: DoctorOptions, facts: Promise<HostFactsRecord>): Promise<DoctorCheck[]> {
+export async function hostChecks(
+  deps: DoctorDeps,
+  options: DoctorOptions,
+  facts: Promise<HostFactsRecord>,
+): Promise<DoctorCheck[]> {
   return Promise.all([
     facts.then(hostCheck),
     Promise.all([deps.observeGpus(), facts]).then(([seen, f]) => gpuCheck(seen, f.gpu_controllers)),
     registryCheck(deps, options),
-    Promise.all([diskCheck(deps, options.outputDir, options.batchNeedBytes ?? null), facts]).then(([check, f]) => withOutputFs(check, f.output_fs)),
+    Promise.all([diskCheck(deps, options.outputDir, options.batchNeedBytes ?? null), facts]).then(
+      ([check, f]) => withOutputFs(check, f.output_fs),
+    ),
     facts.then((f) => dataRootCheck(f.engine_data_root_fs)),
     facts.then(pairLimitsCheck),
     bootIdCheck(deps),
@@ -33,14 +39,21 @@ export function pairLimitsCheck(facts: HostFactsRecord): DoctorCheck {
   });
   const detail = `default per pair: pids ${defaults.pids_limit}, memory ${defaults.memory_mib} MiB, disk ${formatBytes(defaults.disk_limit_bytes)} (${defaults.basis})`;
   if (defaults.disk_limit_bytes < LOW_DISK_LIMIT_BYTES) {
-    return warn('pair limits', `${detail}: the default disk limit is under ${formatBytes(LOW_DISK_LIMIT_BYTES)}`, 'free space on the output file system, or give each job its disk_limit_bytes');
+    return warn(
+      'pair limits',
+      `${detail}: the default disk limit is under ${formatBytes(LOW_DISK_LIMIT_BYTES)}`,
+      'free space on the output file system, or give each job its disk_limit_bytes',
+    );
   }
   return ok('pair limits', detail);
 }
 
 /** The disk check's verdict is statfs's (free bytes for this user); the file system's facts are added to it. */
 function withOutputFs(check: DoctorCheck, fs: HostFactsRecord['output_fs']): DoctorCheck {
-  const about = fs.kind === 'known' ? `${fs.type} ${fs.fs} mounted on ${fs.mount}, ${formatBytes(fs.size_bytes)} in all` : `file system unknown: ${fs.reason}`;
+  const about =
+    fs.kind === 'known'
+      ? `${fs.type} ${fs.fs} mounted on ${fs.mount}, ${formatBytes(fs.size_bytes)} in all`
+      : `file system unknown: ${fs.reason}`;
   return { ...check, detail: `${check.detail} (${about})`, facts: { output_fs: fs } };
 }
 
@@ -76,13 +89,24 @@ async function registryCheck(deps: DoctorDeps, options: DoctorOptions): Promise<
   const schema = probe?.schema ?? null;
   if (schema === null) return ok(name, `writable: ${where}`);
   if (schema.current > schema.supported) {
-    return fail(name, `${where}: schema version ${schema.current} is newer than this tool (${schema.supported})`, 'upgrade roboguide-eval, or point --registry at another database');
+    return fail(
+      name,
+      `${where}: schema version ${schema.current} is newer than this tool (${schema.supported})`,
+      'upgrade roboguide-eval, or point --registry at another database',
+    );
   }
-  const version = schema.current === schema.supported ? `schema version ${schema.current}` : `schema version ${schema.current} (migrated to ${schema.supported} on first use)`;
+  const version =
+    schema.current === schema.supported
+      ? `schema version ${schema.current}`
+      : `schema version ${schema.current} (migrated to ${schema.supported} on first use)`;
   return ok(name, `writable: ${where}; ${version}`);
 }
 
-async function diskCheck(deps: DoctorDeps, outputDir: string, batchNeedBytes: number | null): Promise<DoctorCheck> {
+async function diskCheck(
+  deps: DoctorDeps,
+  outputDir: string,
+  batchNeedBytes: number | null,
+): Promise<DoctorCheck> {
   const name = 'disk';
   let free: { path: string; freeBytes: number };
   try {
@@ -101,7 +125,8 @@ async function diskCheck(deps: DoctorDeps, outputDir: string, batchNeedBytes: nu
   if (free.freeBytes < DISK_WARN_BYTES)
     return warn(name, `${detail} (< ${formatBytes(DISK_WARN_BYTES)})`, fix);
   const shortfall = batchNeedBytes === null ? null : outputSpaceWarning(batchNeedBytes, free);
-  if (shortfall !== null) return warn(name, shortfall, 'free space, choose another --output, or lower the jobs\' log_limit_bytes');
+  if (shortfall !== null)
+    return warn(name, shortfall, "free space, choose another --output, or lower the jobs' log_limit_bytes");
   return ok(name, detail);
 }
 

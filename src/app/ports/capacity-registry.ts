@@ -155,14 +155,19 @@ export interface BoardAnnotation {
 /** Who supervises a batch: one live supervisor per batch, host-wide. */
 export type SupervisorLease = ProcessIdentity;
 
-export type LeaseResult = { readonly kind: 'acquired' } | { readonly kind: 'held'; readonly holder: SupervisorLease };
+export type LeaseResult =
+  { readonly kind: 'acquired' } | { readonly kind: 'held'; readonly holder: SupervisorLease };
 
 export interface CapacityRegistry {
   /**
    * Take the batch's supervisor lease in one transaction: granted when free or when `isAlive(holder)` says the
    * recorded holder is gone (same pid, start time and boot id are the test). Two supervisors never hold it.
    */
-  acquireLease(batchId: string, lease: SupervisorLease, isAlive: (holder: SupervisorLease) => boolean): Promise<LeaseResult>;
+  acquireLease(
+    batchId: string,
+    lease: SupervisorLease,
+    isAlive: (holder: SupervisorLease) => boolean,
+  ): Promise<LeaseResult>;
   /** Give the lease back (only the holder's own pid releases it). */
   releaseLease(batchId: string, pid: number): Promise<void>;
   /**

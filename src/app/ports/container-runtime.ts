@@ -16,7 +16,12 @@ export interface ContainerSpec {
    * `collect`: the folder is evidence the pair writes (its outcome folder). A runtime whose containers do not share
    * this host's file system (swarm) mounts a volume on the node instead and copies it back here (`collectMounts`).
    */
-  readonly binds: readonly { readonly hostPath: string; readonly containerPath: string; readonly readOnly: boolean; readonly collect?: boolean }[];
+  readonly binds: readonly {
+    readonly hostPath: string;
+    readonly containerPath: string;
+    readonly readOnly: boolean;
+    readonly collect?: boolean;
+  }[];
   readonly ports: readonly number[];
   readonly bindAddress: string;
   /** `bridge` (absent: the same): the guarded pairs network, outbound only (src/core/pair-network.ts); `none`: loopback only. */
@@ -42,7 +47,8 @@ export interface ContainerHandle {
   readonly name: string;
 }
 
-export type ContainerStatus = 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
+export type ContainerStatus =
+  'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead';
 
 export interface ContainerState {
   readonly id: string;
@@ -114,7 +120,10 @@ export interface ContainerRuntime {
    * Until the container exits, the deadline passes, the signal aborts, or the engine is lost (`engine_lost`, reported
    * at once: a heartbeat inspect notices an engine that went away even when the wait request itself hangs).
    */
-  wait(id: string, options: { readonly deadlineMs: number; readonly signal?: AbortSignal }): Promise<WaitResult>;
+  wait(
+    id: string,
+    options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
+  ): Promise<WaitResult>;
   /** SIGTERM, then SIGKILL after `timeoutSec`. Stop of a stopped container is a success. */
   stop(id: string, timeoutSec: number): Promise<void>;
   remove(id: string): Promise<RemoveResult>;
@@ -157,5 +166,8 @@ export interface ContainerRuntime {
    * call's deadline), null when the container is gone or the runtime cannot tell (the layer is then not counted).
    */
   writableLayerBytes?(id: string): Promise<number | null>;
-  containerEventsSince(id: string, sinceMs: number): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
+  containerEventsSince(
+    id: string,
+    sinceMs: number,
+  ): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
 }

@@ -18,7 +18,11 @@ export class EngineError extends RoboguideError {
   readonly fault: EngineFault;
   readonly statusCode: number | null;
   readonly engineMessage: string;
-  constructor(fault: EngineFault, message: string, options: { statusCode: number | null; engineMessage: string; cause?: unknown; suggestions?: string[] }) {
+  constructor(
+    fault: EngineFault,
+    message: string,
+    options: { statusCode: number | null; engineMessage: string; cause?: unknown; suggestions?: string[] },
+  ) {
     super(CODES[fault], message, {
       cause: options.cause,
       exitCode: fault === 'engine_unavailable' ? ExitCode.engineUnavailable : ExitCode.runtime,

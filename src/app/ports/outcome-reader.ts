@@ -19,5 +19,8 @@ export interface OutcomeReader {
    * (for the verdict) and the bytes kept in the evidence after masking `secrets` (for `outcome_sha256`; null when
    * there are none).
    */
-  readAndMask(privatePath: string, secrets: readonly string[]): Promise<{ read: OutcomeRead; kept: Uint8Array | null; masked: boolean }>;
+  readAndMask(
+    privatePath: string,
+    secrets: readonly string[],
+  ): Promise<{ read: OutcomeRead; kept: Uint8Array | null; masked: boolean }>;
 }

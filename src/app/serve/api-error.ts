@@ -21,7 +21,13 @@ export class ApiError extends Error {
   readonly issues: readonly Issue[];
   /** Sent as `Retry-After` (seconds): the request may succeed later as it is (429, 503). */
   readonly retryAfterSec: number | null;
-  constructor(status: ApiStatus, code: string, message: string, issues: readonly Issue[] = [], options?: { cause?: unknown; retryAfterSec?: number }) {
+  constructor(
+    status: ApiStatus,
+    code: string,
+    message: string,
+    issues: readonly Issue[] = [],
+    options?: { cause?: unknown; retryAfterSec?: number },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ApiError';
     this.status = status;
@@ -61,9 +67,25 @@ const STATUS_BY_CODE: Readonly<Record<string, ApiStatus>> = {
  * stopped, restarting or partitioned PostgreSQL (ENOENT: its Unix socket is gone), and PostgreSQL's own codes for a
  * server shutting down or starting (57P01-57P03) and lost connections (class 08).
  */
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ENOENT', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08006']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOENT',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08006',
+]);
 /** The same in messages: pg's pool timeout and lost connections, SQLite's busy wait that ran out. */
-const UNREACHABLE_MESSAGE = /timeout exceeded when trying to connect|Connection terminated|database is locked|SQLITE_BUSY/i;
+const UNREACHABLE_MESSAGE =
+  /timeout exceeded when trying to connect|Connection terminated|database is locked|SQLITE_BUSY/i;
 
 function codeOf(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null || !('code' in value)) return undefined;
@@ -81,7 +103,11 @@ export function isRegistryUnavailable(err: unknown): boolean {
   if (err.code !== 'E_REGISTRY') return false;
   const pgCode = (err.context as { pg_code?: unknown }).pg_code;
   if (typeof pgCode === 'string' && UNREACHABLE_CODES.has(pgCode)) return true;
-  for (let cause: unknown = err.cause, depth = 0; cause !== undefined && cause !== null && depth < 5; cause = (cause as { cause?: unknown }).cause, depth++) {
+  for (
+    let cause: unknown = err.cause, depth = 0;
+    cause !== undefined && cause !== null && depth < 5;
+    cause = (cause as { cause?: unknown }).cause, depth++
+  ) {
     const code = codeOf(cause);
     if (code !== undefined && UNREACHABLE_CODES.has(code)) return true;
   }
@@ -91,15 +117,19 @@ export function isRegistryUnavailable(err: unknown): boolean {
 /** Any error thrown by a use-case, as the API reports it. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  if (err instanceof InvalidInputError) return new ApiError(400, err.code, err.message.split('\n')[0] ?? err.message, err.issues);
+  if (err instanceof InvalidInputError)
+    return new ApiError(400, err.code, err.message.split('\n')[0] ?? err.message, err.issues);
   if (err instanceof RoboguideError && isRegistryUnavailable(err)) {
     const message = `the capacity registry cannot be reached right now; retry later (${err.message})`;
-    return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], { retryAfterSec: REGISTRY_RETRY_AFTER_SEC });
+    return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], {
+      retryAfterSec: REGISTRY_RETRY_AFTER_SEC,
+    });
   }
   if (err instanceof RoboguideError) {
     // An engine 409 (container not running) or 404 (container gone) is the session's state, not our fault.
     const engineStatus = (err.context as { statusCode?: unknown }).statusCode;
-    const status = STATUS_BY_CODE[err.code] ?? (engineStatus === 409 ? 409 : engineStatus === 404 ? 404 : 500);
+    const status =
+      STATUS_BY_CODE[err.code] ?? (engineStatus === 409 ? 409 : engineStatus === 404 ? 404 : 500);
     return new ApiError(status, err.code, err.message);
   }
   return new ApiError(500, 'E_INTERNAL', 'internal error', [], { cause: err });

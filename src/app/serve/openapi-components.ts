@@ -46,7 +46,10 @@ export type ComponentName = keyof typeof COMPONENTS;
 
 export function schemaOf(name: ComponentName): Record<string, unknown> {
   const [schema, io] = COMPONENTS[name];
-  const { $schema: _drop, ...json } = z.toJSONSchema(schema, { io, target: 'draft-2020-12', unrepresentable: 'any' }) as Record<string, unknown>;
+  const { $schema: _drop, ...json } = z.toJSONSchema(schema, {
+    io,
+    target: 'draft-2020-12',
+    unrepresentable: 'any',
+  }) as Record<string, unknown>;
   return json;
 }
-

@@ -3,7 +3,10 @@ import type { ComponentName } from './openapi-components.js';
 /** The paths of `serve`'s OpenAPI document, by resource: the service itself, sessions, pairs. */
 
 const ref = (name: ComponentName): { $ref: string } => ({ $ref: `#/components/schemas/${name}` });
-const json = (name: ComponentName, description: string) => ({ description, content: { 'application/json': { schema: ref(name) } } });
+const json = (name: ComponentName, description: string) => ({
+  description,
+  content: { 'application/json': { schema: ref(name) } },
+});
 const error = (description: string) => json('Error', description);
 const sessionId = { name: 'id', in: 'path', required: true, schema: { type: 'string' } } as const;
 const containerPath = (description: string) => ({
@@ -17,22 +20,31 @@ const asUser = {
   name: 'user',
   in: 'query',
   required: false,
-  description: "the user the transfer runs as inside the container (name or uid, optionally :group); default: the container's user. Its permissions apply; what it writes belongs to it; a name the container does not know: 400 E_USER_UNKNOWN",
+  description:
+    "the user the transfer runs as inside the container (name or uid, optionally :group); default: the container's user. Its permissions apply; what it writes belongs to it; a name the container does not know: 400 E_USER_UNKNOWN",
   schema: { type: 'string' },
 };
 const fileErrors = {
   '403': error('E_PERMISSION_DENIED: the user may not read or write there'),
   '404': error('unknown session; E_FILE_NOT_FOUND: no such file or directory'),
-  '409': error('E_IS_A_DIRECTORY: a directory where a file is read or written (never replaced); E_NOT_A_DIRECTORY: a part of the path is a file; E_TOOL_MISSING: the image lacks tar or cat; session being deleted'),
-  '429': error('too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After'),
+  '409': error(
+    'E_IS_A_DIRECTORY: a directory where a file is read or written (never replaced); E_NOT_A_DIRECTORY: a part of the path is a file; E_TOOL_MISSING: the image lacks tar or cat; session being deleted',
+  ),
+  '429': error(
+    'too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After',
+  ),
 };
 const tar = { 'application/x-tar': { schema: { type: 'string', contentMediaType: 'application/x-tar' } } };
-const bytes = { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } };
+const bytes = {
+  'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } },
+};
 
 /** Health, image presence and this document. */
 export function servicePaths(): Record<string, unknown> {
   return {
-    '/v1/health': { get: { operationId: 'health', responses: { '200': json('Health', 'server and engine state') } } },
+    '/v1/health': {
+      get: { operationId: 'health', responses: { '200': json('Health', 'server and engine state') } },
+    },
     '/v1/images': {
       get: {
         operationId: 'imageExists',
@@ -41,24 +53,56 @@ export function servicePaths(): Record<string, unknown> {
       },
       post: {
         operationId: 'buildImage',
-        description: 'build an image from a tar of its context (only with serve --allow-builds: a build step runs as root with the engine\'s default capabilities, memory --build-memory-mib, stopped past --build-timeout-sec); cached by the content hash of the context and the Dockerfile path (the server\'s own record of the build, not a label); never pulls',
+        description:
+          "build an image from a tar of its context (only with serve --allow-builds: a build step runs as root with the engine's default capabilities, memory --build-memory-mib, stopped past --build-timeout-sec); cached by the content hash of the context and the Dockerfile path (the server's own record of the build, not a label); never pulls",
         parameters: [
-          { name: 'tag', in: 'query', required: false, description: 'NAME[:TAG] (":latest" added); default roboguide-build:<hash>; roboguide/* is reserved', schema: { type: 'string' } },
-          { name: 'dockerfile', in: 'query', required: false, description: 'the Dockerfile\'s path inside the context (default Dockerfile)', schema: { type: 'string' } },
-          { name: 'network', in: 'query', required: false, description: 'the network of RUN steps: "none" (default) or "bridge" (the guarded network)', schema: { type: 'string', enum: ['none', 'bridge'] } },
+          {
+            name: 'tag',
+            in: 'query',
+            required: false,
+            description:
+              'NAME[:TAG] (":latest" added); default roboguide-build:<hash>; roboguide/* is reserved',
+            schema: { type: 'string' },
+          },
+          {
+            name: 'dockerfile',
+            in: 'query',
+            required: false,
+            description: "the Dockerfile's path inside the context (default Dockerfile)",
+            schema: { type: 'string' },
+          },
+          {
+            name: 'network',
+            in: 'query',
+            required: false,
+            description: 'the network of RUN steps: "none" (default) or "bridge" (the guarded network)',
+            schema: { type: 'string', enum: ['none', 'bridge'] },
+          },
         ],
-        requestBody: { required: true, content: { 'application/x-tar': { schema: { type: 'string', format: 'binary' } } } },
+        requestBody: {
+          required: true,
+          content: { 'application/x-tar': { schema: { type: 'string', format: 'binary' } } },
+        },
         responses: {
-          '200': { description: 'NDJSON: build output lines, then the image (or an error)', content: { 'application/x-ndjson': { schema: ref('ImageBuildEvent') } } },
-          '400': error('invalid parameters, not a tar, no Dockerfile at that path or more than one, a parser directive (# escape/syntax/check), ADD of a URL or git remote, LABEL roboguide.*, a reserved tag (roboguide/, also behind docker.io/), or a FROM image the engine does not have (E_IMAGE_MISSING, naming it: no pulls)'),
+          '200': {
+            description: 'NDJSON: build output lines, then the image (or an error)',
+            content: { 'application/x-ndjson': { schema: ref('ImageBuildEvent') } },
+          },
+          '400': error(
+            'invalid parameters, not a tar, no Dockerfile at that path or more than one, a parser directive (# escape/syntax/check), ADD of a URL or git remote, LABEL roboguide.*, a reserved tag (roboguide/, also behind docker.io/), or a FROM image the engine does not have (E_IMAGE_MISSING, naming it: no pulls)',
+          ),
           '403': error('builds are off: serve was started without --allow-builds (E_BUILDS_DISABLED)'),
-          '409': error('the tag names an existing image that was not built through this endpoint (E_TAG_TAKEN)'),
+          '409': error(
+            'the tag names an existing image that was not built through this endpoint (E_TAG_TAKEN)',
+          ),
           '413': error('the context is larger than --max-build-context-mib'),
           '429': error('too many builds running (--max-builds); Retry-After'),
         },
       },
     },
-    '/v1/openapi.json': { get: { operationId: 'openapi', responses: { '200': { description: 'this document' } } } },
+    '/v1/openapi.json': {
+      get: { operationId: 'openapi', responses: { '200': { description: 'this document' } } },
+    },
   };
 }
 
@@ -72,7 +116,9 @@ export function sessionPaths(): Record<string, unknown> {
         requestBody: { required: true, content: { 'application/json': { schema: ref('SessionCreate') } } },
         responses: {
           '201': json('SessionCreated', 'created and started'),
-          '400': error('invalid request, unset ${NAME} or one not allowed (serve --allow-env), a secret_env value too short to mask, refused mount, missing image'),
+          '400': error(
+            'invalid request, unset ${NAME} or one not allowed (serve --allow-env), a secret_env value too short to mask, refused mount, missing image',
+          ),
           '409': error('port taken or host capacity reached'),
           '503': error('engine or registry unavailable (registry: with Retry-After)'),
         },
@@ -83,7 +129,10 @@ export function sessionPaths(): Record<string, unknown> {
         operationId: 'getSession',
         parameters: [sessionId],
         responses: {
-          '200': json('SessionDetail', 'the session, with its working directory, user, network, address and published ports'),
+          '200': json(
+            'SessionDetail',
+            'the session, with its working directory, user, network, address and published ports',
+          ),
           '404': error('unknown session'),
           '409': error('session being deleted'),
         },
@@ -94,33 +143,46 @@ export function sessionPaths(): Record<string, unknown> {
         responses: {
           '200': json('CleanupRecord', 'the cleanup record (the same on every call)'),
           '404': error('unknown session'),
-          '503': error('the container is removed (verified) but the registry cannot be reached to release its slot: DELETE again after Retry-After'),
+          '503': error(
+            'the container is removed (verified) but the registry cannot be reached to release its slot: DELETE again after Retry-After',
+          ),
         },
       },
     },
     '/v1/sessions/{id}/exec': {
       post: {
         operationId: 'exec',
-        parameters: [sessionId, { name: 'stream', in: 'query', required: false, schema: { type: 'string', enum: ['1'] } }],
+        parameters: [
+          sessionId,
+          { name: 'stream', in: 'query', required: false, schema: { type: 'string', enum: ['1'] } },
+        ],
         requestBody: {
           required: true,
           content: {
             'application/json': { schema: ref('Exec') },
             'application/vnd.roboguide.exec-stream': {
               schema: { type: 'string', contentMediaType: 'application/octet-stream' },
-              description: 'streamed stdin: one line of JSON (an Exec without stdin/stdin_base64), a newline, then the raw stdin bytes to the end of the body (no size cap; piped into the command as it arrives)',
+              description:
+                'streamed stdin: one line of JSON (an Exec without stdin/stdin_base64), a newline, then the raw stdin bytes to the end of the body (no size cap; piped into the command as it arrives)',
             },
           },
         },
         responses: {
           '200': {
             description: 'the result (redacted); with ?stream=1 an NDJSON stream of ExecEvent',
-            content: { 'application/json': { schema: ref('ExecResult') }, 'application/x-ndjson': { schema: ref('ExecEvent') } },
+            content: {
+              'application/json': { schema: ref('ExecResult') },
+              'application/x-ndjson': { schema: ref('ExecEvent') },
+            },
           },
-          '400': error('invalid request, or env references a variable that is unset or not allowed (serve --allow-env)'),
+          '400': error(
+            'invalid request, or env references a variable that is unset or not allowed (serve --allow-env)',
+          ),
           '404': error('unknown session'),
           '409': error('session being deleted'),
-          '429': error('too many execs running in the session or in all (--max-execs-per-session, --max-execs); Retry-After'),
+          '429': error(
+            'too many execs running in the session or in all (--max-execs-per-session, --max-execs); Retry-After',
+          ),
         },
       },
     },
@@ -130,8 +192,13 @@ export function sessionPaths(): Record<string, unknown> {
         parameters: [sessionId, containerPath('directory in the container (created when missing)'), asUser],
         requestBody: { required: true, content: tar },
         responses: {
-          '200': json('ArchiveUpload', 'extracted by the user: modes (permission bits) kept, links created as links'),
-          '400': error('refused by the safe-extraction rules (e.g. a link to an absolute path or out of the destination); invalid path or user'),
+          '200': json(
+            'ArchiveUpload',
+            'extracted by the user: modes (permission bits) kept, links created as links',
+          ),
+          '400': error(
+            'refused by the safe-extraction rules (e.g. a link to an absolute path or out of the destination); invalid path or user',
+          ),
           ...fileErrors,
         },
       },
@@ -139,7 +206,10 @@ export function sessionPaths(): Record<string, unknown> {
         operationId: 'getArchive',
         parameters: [sessionId, containerPath('file or directory in the container'), asUser],
         responses: {
-          '200': { description: 'a tar made by the user, each file redacted, modes and symbolic links kept', content: tar },
+          '200': {
+            description: 'a tar made by the user, each file redacted, modes and symbolic links kept',
+            content: tar,
+          },
           ...fileErrors,
           '413': error('E_ARCHIVE_TOO_LARGE: past the download limits'),
         },
@@ -149,7 +219,11 @@ export function sessionPaths(): Record<string, unknown> {
       get: {
         operationId: 'readFile',
         parameters: [sessionId, containerPath('a file in the container'), asUser],
-        responses: { '200': { description: "the file's bytes, read by the user and redacted", content: bytes }, ...fileErrors, '413': error('E_FILE_TOO_LARGE: use GET …/archive') },
+        responses: {
+          '200': { description: "the file's bytes, read by the user and redacted", content: bytes },
+          ...fileErrors,
+          '413': error('E_FILE_TOO_LARGE: use GET …/archive'),
+        },
       },
       put: {
         operationId: 'writeFile',
@@ -157,14 +231,28 @@ export function sessionPaths(): Record<string, unknown> {
           sessionId,
           containerPath('a file in the container (its folders are created)'),
           asUser,
-          { name: 'mode', in: 'query', required: false, description: 'octal permission bits applied after writing, e.g. 0755', schema: { type: 'string', pattern: '^0?[0-7]{3}$' } },
+          {
+            name: 'mode',
+            in: 'query',
+            required: false,
+            description: 'octal permission bits applied after writing, e.g. 0755',
+            schema: { type: 'string', pattern: '^0?[0-7]{3}$' },
+          },
         ],
         requestBody: { required: true, content: bytes },
-        responses: { '200': json('FileUpload', 'written by the user (streamed, no size cap)'), '400': error('invalid path, user or mode'), ...fileErrors },
+        responses: {
+          '200': json('FileUpload', 'written by the user (streamed, no size cap)'),
+          '400': error('invalid path, user or mode'),
+          ...fileErrors,
+        },
       },
     },
     '/v1/sessions/{id}/keepalive': {
-      post: { operationId: 'keepalive', parameters: [sessionId], responses: { '200': json('Keepalive', 'TTL renewed'), '404': error('unknown session') } },
+      post: {
+        operationId: 'keepalive',
+        parameters: [sessionId],
+        responses: { '200': json('Keepalive', 'TTL renewed'), '404': error('unknown session') },
+      },
     },
   };
 }
@@ -176,22 +264,46 @@ export function pairPaths(): Record<string, unknown> {
       post: {
         operationId: 'startPair',
         requestBody: { required: true, content: { 'application/json': { schema: ref('PairSpec') } } },
-        responses: { '202': json('PairAccepted', 'claimed and started'), '400': error('invalid spec'), '409': error('host capacity reached'), '503': error('engine unavailable') },
+        responses: {
+          '202': json('PairAccepted', 'claimed and started'),
+          '400': error('invalid spec'),
+          '409': error('host capacity reached'),
+          '503': error('engine unavailable'),
+        },
       },
     },
     '/v1/pairs/{id}': {
-      get: { operationId: 'pairStatus', parameters: [sessionId], responses: { '200': json('PairStatus', 'state, receipt and result'), '404': error('unknown pair') } },
-      delete: { operationId: 'stopPair', parameters: [sessionId], responses: { '200': json('PairStatus', 'after the controlled stop'), '404': error('unknown pair') } },
+      get: {
+        operationId: 'pairStatus',
+        parameters: [sessionId],
+        responses: { '200': json('PairStatus', 'state, receipt and result'), '404': error('unknown pair') },
+      },
+      delete: {
+        operationId: 'stopPair',
+        parameters: [sessionId],
+        responses: { '200': json('PairStatus', 'after the controlled stop'), '404': error('unknown pair') },
+      },
     },
     '/v1/pairs/{id}/logs': {
       get: {
         operationId: 'pairLogs',
         parameters: [
           sessionId,
-          { name: 'stream', in: 'query', required: false, schema: { type: 'string', enum: ['stdout', 'stderr'] } },
+          {
+            name: 'stream',
+            in: 'query',
+            required: false,
+            schema: { type: 'string', enum: ['stdout', 'stderr'] },
+          },
           { name: 'follow', in: 'query', required: false, schema: { type: 'string', enum: ['1'] } },
         ],
-        responses: { '200': { description: 'the redacted log', content: { 'text/plain': { schema: { type: 'string' } } } }, '404': error('unknown pair') },
+        responses: {
+          '200': {
+            description: 'the redacted log',
+            content: { 'text/plain': { schema: { type: 'string' } } },
+          },
+          '404': error('unknown pair'),
+        },
       },
     },
   };

@@ -6,7 +6,9 @@ import { pairPaths, servicePaths, sessionPaths } from './openapi-paths.js';
  * (`z.toJSONSchema`). docs/openapi.json is this document; a unit test keeps them equal.
  */
 export function openApiDocument(version: string): Record<string, unknown> {
-  const schemas = Object.fromEntries((Object.keys(COMPONENTS) as ComponentName[]).map((name) => [name, schemaOf(name)]));
+  const schemas = Object.fromEntries(
+    (Object.keys(COMPONENTS) as ComponentName[]).map((name) => [name, schemaOf(name)]),
+  );
   return {
     openapi: '3.1.0',
     info: {
@@ -19,7 +21,9 @@ export function openApiDocument(version: string): Record<string, unknown> {
     servers: [{ url: 'http://localhost', description: 'unix socket (curl --unix-socket PATH)' }],
     components: {
       schemas,
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'required on --listen only' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'required on --listen only' },
+      },
     },
     paths: { ...servicePaths(), ...sessionPaths(), ...pairPaths() },
     security: [{}, { bearer: [] }],

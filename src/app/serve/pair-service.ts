@@ -59,14 +59,29 @@ export class PairService {
     if (!parsed.ok) throw ApiError.invalid('the pair spec', parsed.issues);
     const spec = parsed.spec;
     const notAllowed = unallowedReferences(spec.environment, this.#deps.allowedEnv, 'environment');
-    if (notAllowed.length > 0) throw new ApiError(400, 'E_ENV_NOT_ALLOWED', 'the pair spec references variables this server does not allow', notAllowed);
+    if (notAllowed.length > 0)
+      throw new ApiError(
+        400,
+        'E_ENV_NOT_ALLOWED',
+        'the pair spec references variables this server does not allow',
+        notAllowed,
+      );
     const hostPaths = [
       { field: 'cwd', hostPath: spec.cwd },
       { field: 'outcome_path', hostPath: dirname(spec.outcome_path) },
     ];
-    const resolvedPaths = await Promise.all(hostPaths.map(async (p) => ({ ...p, hostPath: await this.#deps.pairDeps.fs.realpath(p.hostPath).catch(() => p.hostPath) })));
+    const resolvedPaths = await Promise.all(
+      hostPaths.map(async (p) => ({
+        ...p,
+        hostPath: await this.#deps.pairDeps.fs.realpath(p.hostPath).catch(() => p.hostPath),
+      })),
+    );
     const issues = checkMounts(resolvedPaths, this.#deps.protectedPaths);
-    if (issues.length > 0) throw ApiError.invalid('the pair spec', issues.map((i) => ({ path: i.field, rule: i.message })));
+    if (issues.length > 0)
+      throw ApiError.invalid(
+        'the pair spec',
+        issues.map((i) => ({ path: i.field, rule: i.message })),
+      );
     const pairId = `p-${randomUUID()}`;
     const output = this.outputOf(pairId);
     await this.#deps.store.ensureDir('pairs');
@@ -80,8 +95,12 @@ export class PairService {
       codeVersion: this.#deps.codeVersion,
       cwd: output,
       hostPaths: this.#deps.protectedPaths,
-      ...(this.#deps.protectedPaths.registryPath !== undefined ? { registryPath: this.#deps.protectedPaths.registryPath } : {}),
-      ...(this.#deps.protectedPaths.mountRoots !== undefined ? { mountRoots: this.#deps.protectedPaths.mountRoots } : {}),
+      ...(this.#deps.protectedPaths.registryPath !== undefined
+        ? { registryPath: this.#deps.protectedPaths.registryPath }
+        : {}),
+      ...(this.#deps.protectedPaths.mountRoots !== undefined
+        ? { mountRoots: this.#deps.protectedPaths.mountRoots }
+        : {}),
       terminate: terminate.signal,
     });
     let settled: { ok: true } | { ok: false; error: unknown } | null = null;
@@ -106,8 +125,14 @@ export class PairService {
     // Wait until the pair is claimed (receipt.json) or refused before it was.
     for (;;) {
       const outcome = settled as { ok: true } | { ok: false; error: unknown } | null;
-      if (outcome !== null && !outcome.ok && !(await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))) throw toApiError(outcome.error);
-      if (outcome !== null || (await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))) break;
+      if (
+        outcome !== null &&
+        !outcome.ok &&
+        !(await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))
+      )
+        throw toApiError(outcome.error);
+      if (outcome !== null || (await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json'))))
+        break;
       await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
     }
     this.#pairs.set(pairId, run);
@@ -118,12 +143,24 @@ export class PairService {
     const output = this.outputOf(pairId);
     const run = this.#pairs.get(pairId);
     const store = this.#deps.store;
-    const receipt = await store.readJson<Record<string, unknown>>(join('pairs', pairId, 'receipt.json')).catch(() => null);
+    const receipt = await store
+      .readJson<Record<string, unknown>>(join('pairs', pairId, 'receipt.json'))
+      .catch(() => null);
     if (run === undefined && receipt === null) throw ApiError.notFound(`pair ${pairId}`);
-    const result = await store.readJson<Record<string, unknown>>(join('pairs', pairId, 'result.json')).catch(() => null);
+    const result = await store
+      .readJson<Record<string, unknown>>(join('pairs', pairId, 'result.json'))
+      .catch(() => null);
     void output;
     const state = run?.state ?? (result !== null ? 'finished' : 'failed');
-    return { pair_id: pairId, state, receipt, result, error: run?.error ?? (result === null && run === undefined ? 'the server stopped before this pair finished' : null) };
+    return {
+      pair_id: pairId,
+      state,
+      receipt,
+      result,
+      error:
+        run?.error ??
+        (result === null && run === undefined ? 'the server stopped before this pair finished' : null),
+    };
   }
 
   /** Whether the pair is still running (log follow stops when it is not). */

@@ -1,5 +1,11 @@
 import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
-import { containerLimitsOf, effectiveLimits, limitDefaults, type ContainerLimits, type LimitDefaults } from '../../core/pair-limits.js';
+import {
+  containerLimitsOf,
+  effectiveLimits,
+  limitDefaults,
+  type ContainerLimits,
+  type LimitDefaults,
+} from '../../core/pair-limits.js';
 import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { ApiError } from './api-error.js';
@@ -31,28 +37,58 @@ export interface CreateDeps {
 }
 
 /** Refusals before anything is held: unset references, refused mounts, a port another session publishes, no image. */
-export async function checkCreate(deps: CreateDeps, body: SessionCreate, sessions: Iterable<Session>): Promise<{ resolved: CallerEnvironment; binds: Bind[] }> {
-  const resolved = callerEnvironment(body.environment, body.secret_env ?? [], deps.environment, deps.allowedEnv, { env: 'environment', secretEnv: 'secret_env' });
+export async function checkCreate(
+  deps: CreateDeps,
+  body: SessionCreate,
+  sessions: Iterable<Session>,
+): Promise<{ resolved: CallerEnvironment; binds: Bind[] }> {
+  const resolved = callerEnvironment(
+    body.environment,
+    body.secret_env ?? [],
+    deps.environment,
+    deps.allowedEnv,
+    { env: 'environment', secretEnv: 'secret_env' },
+  );
   const binds = await checkedMounts((path) => deps.fs.realpath(path), deps.protectedPaths, body.mounts);
   for (const port of body.ports) {
     for (const other of sessions) {
       if (other.state !== 'deleted' && other.record.ports.includes(port)) {
-        throw new ApiError(409, 'E_PORT_TAKEN', `port ${port} is already published by session ${other.record.session_id}`, [{ path: 'ports', rule: `port ${port} is taken` }]);
+        throw new ApiError(
+          409,
+          'E_PORT_TAKEN',
+          `port ${port} is already published by session ${other.record.session_id}`,
+          [{ path: 'ports', rule: `port ${port} is taken` }],
+        );
       }
     }
   }
   if (!(await deps.engine.imageExists(body.image))) {
-    throw new ApiError(400, 'E_IMAGE_MISSING', `image ${body.image} is not present on this engine`, [{ path: 'image', rule: 'is not present on the engine (no pulls)' }]);
+    throw new ApiError(400, 'E_IMAGE_MISSING', `image ${body.image} is not present on this engine`, [
+      { path: 'image', rule: 'is not present on the engine (no pulls)' },
+    ]);
   }
   if (body.runtime !== undefined && body.runtime !== DEFAULT_RUNTIME) {
-    const problem = runtimeProblem(body.runtime, (await deps.engine.runtimes?.()) ?? [], body.gpus !== undefined);
+    const problem = runtimeProblem(
+      body.runtime,
+      (await deps.engine.runtimes?.()) ?? [],
+      body.gpus !== undefined,
+    );
     if (problem !== null) throw ApiError.invalid('the session request', [{ path: 'runtime', rule: problem }]);
   }
   return { resolved, binds };
 }
 
 /** session.json first (no resolved value in it), then the container, created and started. */
-export async function startContainer(deps: CreateDeps, session: Session, request: { body: SessionCreate; env: Record<string, string>; binds: Bind[]; labels: Record<string, string> }): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
+export async function startContainer(
+  deps: CreateDeps,
+  session: Session,
+  request: {
+    body: SessionCreate;
+    env: Record<string, string>;
+    binds: Bind[];
+    labels: Record<string, string>;
+  },
+): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
   const { body, env, binds } = request;
   const { record } = session;
   const limits = sessionLimits(body, deps.limitDefaults);
@@ -92,27 +128,49 @@ export function sessionCapabilities(capDrop: readonly string[]): string[] {
  * A session's limits: its own fields (`memory_mb` is the former name of `memory_mib`) over the defaults, like a
  * pair's (pids 4096, a memory limit from the host, no swap beyond it, ulimits). Sessions have no disk watch.
  */
-export function sessionLimits(body: Pick<SessionCreate, 'pids_limit' | 'memory_mib' | 'memory_mb' | 'cpus'>, defaults: LimitDefaults | undefined): ContainerLimits {
-  const base = defaults ?? limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 });
-  const limits = effectiveLimits({ pids_limit: body.pids_limit, memory_mib: body.memory_mib ?? body.memory_mb, cpus: body.cpus }, base);
+export function sessionLimits(
+  body: Pick<SessionCreate, 'pids_limit' | 'memory_mib' | 'memory_mb' | 'cpus'>,
+  defaults: LimitDefaults | undefined,
+): ContainerLimits {
+  const base =
+    defaults ?? limitDefaults({ memoryTotalBytes: null, outputFreeBytes: null, maxConcurrentPairs: 1 });
+  const limits = effectiveLimits(
+    { pids_limit: body.pids_limit, memory_mib: body.memory_mib ?? body.memory_mb, cpus: body.cpus },
+    base,
+  );
   return containerLimitsOf(limits);
 }
 
 /** The mounts as real paths, refused when missing or when they reach a protected path. */
-async function checkedMounts(realpath: (path: string) => Promise<string>, protectedPathsOf: ProtectedPaths, mounts: SessionCreate['mounts']): Promise<Bind[]> {
+async function checkedMounts(
+  realpath: (path: string) => Promise<string>,
+  protectedPathsOf: ProtectedPaths,
+  mounts: SessionCreate['mounts'],
+): Promise<Bind[]> {
   const binds: Bind[] = [];
   const missing: { path: string; rule: string }[] = [];
   for (const [index, mount] of mounts.entries()) {
     try {
-      binds.push({ hostPath: await realpath(mount.source), containerPath: mount.target, readOnly: mount.read_only });
+      binds.push({
+        hostPath: await realpath(mount.source),
+        containerPath: mount.target,
+        readOnly: mount.read_only,
+      });
     } catch {
-      missing.push({ path: `mounts[${index}].source`, rule: 'does not exist on the server\'s host' });
+      missing.push({ path: `mounts[${index}].source`, rule: "does not exist on the server's host" });
     }
   }
   if (missing.length > 0) throw ApiError.invalid('the session request', missing);
   // Protected paths as real paths too: a symlinked $HOME (/home/u → /var/home/u) must not let /var/home/u in.
   const protectedPaths = await resolveProtectedPaths(protectedPathsOf, (path) => realpath(path));
-  const issues = checkFreeMounts(binds.map((b, index) => ({ field: `mounts[${index}].source`, hostPath: b.hostPath })), protectedPaths);
-  if (issues.length > 0) throw ApiError.invalid('the session request', issues.map((i) => ({ path: i.field, rule: i.message })));
+  const issues = checkFreeMounts(
+    binds.map((b, index) => ({ field: `mounts[${index}].source`, hostPath: b.hostPath })),
+    protectedPaths,
+  );
+  if (issues.length > 0)
+    throw ApiError.invalid(
+      'the session request',
+      issues.map((i) => ({ path: i.field, rule: i.message })),
+    );
   return binds;
 }

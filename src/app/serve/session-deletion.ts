@@ -19,7 +19,11 @@ export interface Removal {
 }
 
 /** Controlled stop, removal, then inspect until the engine says 404 (removing again between tries). */
-export async function removeVerified(engine: SessionEngine, containerId: string | null, stopBudgetSec: number): Promise<Removal> {
+export async function removeVerified(
+  engine: SessionEngine,
+  containerId: string | null,
+  stopBudgetSec: number,
+): Promise<Removal> {
   if (containerId === null) return { stopped: false, removed: false, verified: true, error: null };
   let stopped = false;
   let removed = false;
@@ -52,7 +56,10 @@ export async function removeVerified(engine: SessionEngine, containerId: string 
 }
 
 /** Releases the session's slot; `error` says why when it was not released (nor already). */
-export async function releaseSlot(registry: CapacityRegistry, record: SessionRecord): Promise<{ released: boolean; error: string | null }> {
+export async function releaseSlot(
+  registry: CapacityRegistry,
+  record: SessionRecord,
+): Promise<{ released: boolean; error: string | null }> {
   const released = await registry.release(record.reservation_id, record.claim_id);
   if (released.kind === 'refused') return { released: false, error: `slot: ${released.reason}` };
   return { released: true, error: null };

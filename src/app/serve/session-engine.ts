@@ -9,7 +9,11 @@ export interface SessionContainerSpec {
   readonly image: string;
   readonly env: Readonly<Record<string, string>>;
   readonly workdir: string | undefined;
-  readonly binds: readonly { readonly hostPath: string; readonly containerPath: string; readonly readOnly: boolean }[];
+  readonly binds: readonly {
+    readonly hostPath: string;
+    readonly containerPath: string;
+    readonly readOnly: boolean;
+  }[];
   readonly ports: readonly number[];
   readonly bindAddress: string;
   readonly network: 'none' | 'bridge';
@@ -87,7 +91,9 @@ export interface SessionEngine {
   /** The engine's registered runtimes (`docker info` Runtimes); absent: only "runc" is offered. */
   runtimes?(): Promise<readonly EngineRuntime[]>;
   /** Create and start; a container that fails to start is removed before the error is thrown. */
-  createAndStart(spec: SessionContainerSpec): Promise<{ readonly id: string; readonly ports: Readonly<Record<string, PublishedPort>> }>;
+  createAndStart(
+    spec: SessionContainerSpec,
+  ): Promise<{ readonly id: string; readonly ports: Readonly<Record<string, PublishedPort>> }>;
   exec(id: string, spec: ExecSpec): Promise<ExecHandle>;
   putArchive(id: string, dir: string, tar: Readable): Promise<void>;
   getArchive(id: string, path: string): Promise<Readable | null>;

@@ -59,13 +59,21 @@ function killerOf(run: ExecRun, stopped: AbortController): () => void {
     stopped.abort();
     run.handle
       .killTree()
-      .catch((err: unknown) => run.logger.warn({ session: run.sessionId, error: (err as Error).message }, 'cannot kill an exec'))
+      .catch((err: unknown) =>
+        run.logger.warn({ session: run.sessionId, error: (err as Error).message }, 'cannot kill an exec'),
+      )
       .finally(() => setTimeout(() => run.handle.abandon(), KILL_GRACE_MS).unref());
   };
 }
 
 /** Redacted output of one stream: streamed to the observer, or kept up to the cap (`onTruncated` past it). */
-async function collect(run: ExecRun, source: Readable, name: 'stdout' | 'stderr', onTruncated: () => void, stopped: AbortSignal): Promise<CollectedOutput> {
+async function collect(
+  run: ExecRun,
+  source: Readable,
+  name: 'stdout' | 'stderr',
+  onTruncated: () => void,
+  stopped: AbortSignal,
+): Promise<CollectedOutput> {
   const redactor = run.createRedactor(run.secrets);
   source.pipe(redactor);
   const decoder = new StringDecoder('utf8');
@@ -102,7 +110,13 @@ export async function runExec(run: ExecRun): Promise<ExecOutcome> {
   let truncated = false;
   const stopped = new AbortController();
   const kill = killerOf(run, stopped);
-  const timer = run.timeoutSec !== undefined ? setTimeout(() => { timedOut = true; kill(); }, run.timeoutSec * 1000) : undefined;
+  const timer =
+    run.timeoutSec !== undefined
+      ? setTimeout(() => {
+          timedOut = true;
+          kill();
+        }, run.timeoutSec * 1000)
+      : undefined;
   const onAbort = (): void => kill();
   if (run.signal?.aborted === true) kill();
   else run.signal?.addEventListener('abort', onAbort, { once: true });
@@ -110,10 +124,20 @@ export async function runExec(run: ExecRun): Promise<ExecOutcome> {
     const onTruncated = (): void => {
       truncated = true;
     };
-    const [stdout, stderr] = await Promise.all([collect(run, run.handle.stdout, 'stdout', onTruncated, stopped.signal), collect(run, run.handle.stderr, 'stderr', onTruncated, stopped.signal)]);
+    const [stdout, stderr] = await Promise.all([
+      collect(run, run.handle.stdout, 'stdout', onTruncated, stopped.signal),
+      collect(run, run.handle.stderr, 'stderr', onTruncated, stopped.signal),
+    ]);
     const code = await run.handle.done;
     const reason: unknown = run.signal?.aborted === true ? run.signal.reason : null;
-    return { stdout, stderr, code, timedOut, truncated, stoppedFor: typeof reason === 'string' ? reason : null };
+    return {
+      stdout,
+      stderr,
+      code,
+      timedOut,
+      truncated,
+      stoppedFor: typeof reason === 'string' ? reason : null,
+    };
   } finally {
     clearTimeout(timer);
     run.signal?.removeEventListener('abort', onAbort);

@@ -4,15 +4,36 @@ import type { Readable } from 'node:stream';
 import { redactText } from '../../core/redaction/redact-text.js';
 import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
 import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
-import type { CleanupRecord, ExecRequest, ExecResult, SessionCreate, SessionDetail, SessionInfo } from './schemas.js';
+import type {
+  CleanupRecord,
+  ExecRequest,
+  ExecResult,
+  SessionCreate,
+  SessionDetail,
+  SessionInfo,
+} from './schemas.js';
 import type { ContainerDefaults, PublishedPort } from './session-engine.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
 import { releaseSlot, removeVerified } from './session-deletion.js';
-import { newSessionRecord, SESSION_ID, sessionInfo, sessionOf, sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
+import {
+  newSessionRecord,
+  SESSION_ID,
+  sessionInfo,
+  sessionOf,
+  sessionRel,
+  type Session,
+  type SessionManagerDeps,
+} from './session-state.js';
 import { adoptedSession, type ForeignContainer } from './session-adopt.js';
 
-export { DEFAULT_CONCURRENCY_LIMITS, SESSION_SCHEMA, type ConcurrencyLimits, type SessionManagerDeps, type SessionRecord } from './session-state.js';
+export {
+  DEFAULT_CONCURRENCY_LIMITS,
+  SESSION_SCHEMA,
+  type ConcurrencyLimits,
+  type SessionManagerDeps,
+  type SessionRecord,
+} from './session-state.js';
 export type { ForeignContainer } from './session-adopt.js';
 
 /** What a restarted server found: sessions adopted, reaped and slots released, and containers it left alone. */
@@ -63,17 +84,34 @@ export class SessionManager {
     return this.#deps.clock.now().getTime();
   }
 
-  labelsFor(sessionId: string, claimId: string, user: Readonly<Record<string, string>>): Record<string, string> {
-    return { ...user, 'roboguide.batch': this.#deps.batchId, 'roboguide.job': sessionId, 'roboguide.claim': claimId, 'roboguide.serve': 'session' };
+  labelsFor(
+    sessionId: string,
+    claimId: string,
+    user: Readonly<Record<string, string>>,
+  ): Record<string, string> {
+    return {
+      ...user,
+      'roboguide.batch': this.#deps.batchId,
+      'roboguide.job': sessionId,
+      'roboguide.claim': claimId,
+      'roboguide.serve': 'session',
+    };
   }
 
-  async create(body: SessionCreate): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
+  async create(
+    body: SessionCreate,
+  ): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
     const { resolved, binds } = await checkCreate(this.#deps, body, this.#sessions.values());
     const { session, markReady } = await this.#admit(body, resolved);
     const sessionId = session.record.session_id;
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };
     try {
-      created = await startContainer(this.#deps, session, { body, env: resolved.values, binds, labels: this.labelsFor(sessionId, session.record.claim_id, body.labels) });
+      created = await startContainer(this.#deps, session, {
+        body,
+        env: resolved.values,
+        binds,
+        labels: this.labelsFor(sessionId, session.record.claim_id, body.labels),
+      });
     } catch (err) {
       await this.#abandonCreate(session, err as Error);
       markReady();
@@ -104,19 +142,39 @@ export class SessionManager {
   }
 
   /** A registry slot, then the session in memory (state `creating`): reserved before the engine is asked, so two creates racing for one port cannot both pass. */
-  async #admit(body: SessionCreate, resolved: CallerEnvironment): Promise<{ session: Session; markReady: () => void }> {
+  async #admit(
+    body: SessionCreate,
+    resolved: CallerEnvironment,
+  ): Promise<{ session: Session; markReady: () => void }> {
     const sessionId = `s-${randomUUID()}`;
     const claimId = randomUUID();
-    const admitted = await this.#deps.registry.admit({ batchId: this.#deps.batchId, jobId: sessionId, claimId, gpuMib: 0 });
+    const admitted = await this.#deps.registry.admit({
+      batchId: this.#deps.batchId,
+      jobId: sessionId,
+      claimId,
+      gpuMib: 0,
+    });
     if (admitted.kind === 'refused') {
-      throw new ApiError(409, 'E_CAPACITY', `the host is at its capacity limit (${admitted.held} of ${admitted.limit} held)`);
+      throw new ApiError(
+        409,
+        'E_CAPACITY',
+        `the host is at its capacity limit (${admitted.held} of ${admitted.limit} held)`,
+      );
     }
     const now = this.#nowMs();
     const expiresAtMs = now + body.ttl_seconds * 1000;
-    const record = newSessionRecord({ sessionId, claimId, reservationId: admitted.reservationId }, body, now, expiresAtMs, resolved.stored);
+    const record = newSessionRecord(
+      { sessionId, claimId, reservationId: admitted.reservationId },
+      body,
+      now,
+      expiresAtMs,
+      resolved.stored,
+    );
     const session = sessionOf({ record, secrets: resolved.secrets, expiresAtMs, state: 'creating' });
     let markReady = (): void => undefined;
-    session.ready = new Promise((resolve) => { markReady = resolve; });
+    session.ready = new Promise((resolve) => {
+      markReady = resolve;
+    });
     this.#sessions.set(sessionId, session); // with its `ready` already pending: a deletion (SIGTERM) waits for it
     return { session, markReady };
   }
@@ -127,29 +185,46 @@ export class SessionManager {
     const { session_id: sessionId, reservation_id: reservationId, claim_id: claimId } = session.record;
     this.#sessions.delete(sessionId);
     // The create's own error is the answer; a slot the registry cannot release now is released by the next start.
-    const released = await deps.registry.release(reservationId, claimId).then(() => true, (releaseErr: unknown) => {
-      deps.logger.error({ session: sessionId, error: (releaseErr as Error).message }, 'cannot release the slot of a failed create; the next start releases it');
-      return false;
-    });
-    await deps.store.writeJsonAtomic(sessionRel(sessionId, 'cleanup.json'), {
-      session_id: sessionId, container_id: '', reason: 'deleted', stopped: false, removed: false,
-      verified_absent: true, slot_released: released, error: `create failed: ${redactText(err.message, session.secrets)}`,
-      finished_at: deps.clock.now().toISOString(),
-    } satisfies CleanupRecord).catch(() => undefined);
+    const released = await deps.registry.release(reservationId, claimId).then(
+      () => true,
+      (releaseErr: unknown) => {
+        deps.logger.error(
+          { session: sessionId, error: (releaseErr as Error).message },
+          'cannot release the slot of a failed create; the next start releases it',
+        );
+        return false;
+      },
+    );
+    await deps.store
+      .writeJsonAtomic(sessionRel(sessionId, 'cleanup.json'), {
+        session_id: sessionId,
+        container_id: '',
+        reason: 'deleted',
+        stopped: false,
+        removed: false,
+        verified_absent: true,
+        slot_released: released,
+        error: `create failed: ${redactText(err.message, session.secrets)}`,
+        finished_at: deps.clock.now().toISOString(),
+      } satisfies CleanupRecord)
+      .catch(() => undefined);
   }
 
   /** A live session; every request renews its TTL. 404 for unknown or deleted, 409 while it is being deleted. */
   #live(sessionId: string): Session {
     const session = this.#sessions.get(sessionId);
-    if (session === undefined || session.state === 'deleted' || session.state === 'creating') throw ApiError.notFound(`session ${sessionId}`);
-    if (session.state === 'deleting' || session.state === 'releasing') throw new ApiError(409, 'E_SESSION_DELETING', `session ${sessionId} is being deleted`);
+    if (session === undefined || session.state === 'deleted' || session.state === 'creating')
+      throw ApiError.notFound(`session ${sessionId}`);
+    if (session.state === 'deleting' || session.state === 'releasing')
+      throw new ApiError(409, 'E_SESSION_DELETING', `session ${sessionId} is being deleted`);
     this.#touch(session);
     return session;
   }
 
   #touch(session: Session): void {
     session.expiresAtMs = this.#nowMs() + session.record.ttl_seconds * 1000;
-    if (session.expiresAtMs - session.persistedExpiresAtMs > EXPIRY_PERSIST_SLACK_MS) void this.#persistExpiry(session);
+    if (session.expiresAtMs - session.persistedExpiresAtMs > EXPIRY_PERSIST_SLACK_MS)
+      void this.#persistExpiry(session);
   }
 
   async #persistExpiry(session: Session): Promise<void> {
@@ -157,9 +232,15 @@ export class SessionManager {
     session.persistedExpiresAtMs = expiresAtMs;
     session.record = { ...session.record, expires_at: new Date(expiresAtMs).toISOString() };
     try {
-      await this.#deps.store.writeJsonAtomic(sessionRel(session.record.session_id, 'session.json'), session.record);
+      await this.#deps.store.writeJsonAtomic(
+        sessionRel(session.record.session_id, 'session.json'),
+        session.record,
+      );
     } catch (err) {
-      this.#deps.logger.warn({ session: session.record.session_id, error: (err as Error).message }, 'cannot persist session expiry');
+      this.#deps.logger.warn(
+        { session: session.record.session_id, error: (err as Error).message },
+        'cannot persist session expiry',
+      );
     }
   }
 
@@ -171,7 +252,10 @@ export class SessionManager {
 
   list(): SessionInfo[] {
     return [...this.#sessions.values()]
-      .filter((s): s is Session & { state: 'live' | 'deleting' | 'releasing' } => s.state === 'live' || s.state === 'deleting' || s.state === 'releasing')
+      .filter(
+        (s): s is Session & { state: 'live' | 'deleting' | 'releasing' } =>
+          s.state === 'live' || s.state === 'deleting' || s.state === 'releasing',
+      )
       .map(sessionInfo);
   }
 
@@ -206,17 +290,25 @@ export class SessionManager {
    * Run a command. On timeout the exec's process tree is killed (SIGKILL to its process group) and the result
    * says `timed_out` with return code 124. `signal` aborting (the client went away) kills the tree too.
    */
-  async exec(sessionId: string, body: ExecRequest, options: { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable } = {}): Promise<ExecResult> {
+  async exec(
+    sessionId: string,
+    body: ExecRequest,
+    options: { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable } = {},
+  ): Promise<ExecResult> {
     const session = this.#live(sessionId);
     const containerId = session.record.container_id ?? '';
     const cwd = body.cwd === undefined ? undefined : await this.resolvePath(containerId, body.cwd);
     const deps = this.#deps;
     let env: Record<string, string> | undefined;
     if (body.env !== undefined) {
-      const resolved = callerEnvironment(body.env, body.secret_env ?? [], deps.environment, deps.allowedEnv, { env: 'env', secretEnv: 'secret_env' });
+      const resolved = callerEnvironment(body.env, body.secret_env ?? [], deps.environment, deps.allowedEnv, {
+        env: 'env',
+        secretEnv: 'secret_env',
+      });
       env = resolved.values;
       // Masked from now on in everything of this session (a file the exec writes, a later exec's output), memory only.
-      for (const secret of resolved.secrets) if (!session.secrets.includes(secret)) session.secrets.push(secret);
+      for (const secret of resolved.secrets)
+        if (!session.secrets.includes(secret)) session.secrets.push(secret);
     }
     const secrets = [...session.secrets];
     const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
@@ -224,10 +316,26 @@ export class SessionManager {
     const done = this.#acquire(session, 'exec');
     let outcome;
     try {
-      const handle = await deps.engine.exec(containerId, { argv, cwd, env, user: body.user, stdin: stdinOf(body, options.stdin) });
+      const handle = await deps.engine.exec(containerId, {
+        argv,
+        cwd,
+        env,
+        user: body.user,
+        stdin: stdinOf(body, options.stdin),
+      });
       session.execs.add(handle);
       try {
-        outcome = await runExec({ observer: options.observer, signal: options.signal, handle, secrets, timeoutSec: body.timeout_sec, createRedactor: deps.createRedactor, maxOutputBytes: deps.maxOutputBytes, logger: deps.logger, sessionId });
+        outcome = await runExec({
+          observer: options.observer,
+          signal: options.signal,
+          handle,
+          secrets,
+          timeoutSec: body.timeout_sec,
+          createRedactor: deps.createRedactor,
+          maxOutputBytes: deps.maxOutputBytes,
+          logger: deps.logger,
+          sessionId,
+        });
       } finally {
         session.execs.delete(handle);
       }
@@ -247,7 +355,13 @@ export class SessionManager {
       stdout_bytes: outcome.stdout.bytes,
       stderr_bytes: outcome.stderr.bytes,
     };
-    await deps.fs.appendFile(deps.store.resolve(sessionRel(sessionId, 'execs.jsonl')), new TextEncoder().encode(`${JSON.stringify(line)}\n`), 0o600).catch(() => undefined);
+    await deps.fs
+      .appendFile(
+        deps.store.resolve(sessionRel(sessionId, 'execs.jsonl')),
+        new TextEncoder().encode(`${JSON.stringify(line)}\n`),
+        0o600,
+      )
+      .catch(() => undefined);
     return result;
   }
 
@@ -257,13 +371,28 @@ export class SessionManager {
    */
   #acquire(session: Session, kind: 'exec' | 'archive'): () => void {
     const limits = this.#deps.limits;
-    const [perSession, all, flag] = kind === 'exec' ? [limits.execsPerSession, limits.execs, '--max-execs'] : [limits.archivesPerSession, limits.archives, '--max-archives'];
+    const [perSession, all, flag] =
+      kind === 'exec'
+        ? [limits.execsPerSession, limits.execs, '--max-execs']
+        : [limits.archivesPerSession, limits.archives, '--max-archives'];
     const what = kind === 'exec' ? 'execs' : 'archive transfers';
     if (session.active[kind] >= perSession) {
-      throw new ApiError(429, 'E_TOO_MANY_REQUESTS', `session ${session.record.session_id} already has ${session.active[kind]} ${what} running (limit ${perSession}, ${flag}-per-session); retry when one ends`, [], { retryAfterSec: 1 });
+      throw new ApiError(
+        429,
+        'E_TOO_MANY_REQUESTS',
+        `session ${session.record.session_id} already has ${session.active[kind]} ${what} running (limit ${perSession}, ${flag}-per-session); retry when one ends`,
+        [],
+        { retryAfterSec: 1 },
+      );
     }
     if (this.#active[kind] >= all) {
-      throw new ApiError(429, 'E_TOO_MANY_REQUESTS', `the server already has ${this.#active[kind]} ${what} running (limit ${all}, ${flag}); retry when one ends`, [], { retryAfterSec: 1 });
+      throw new ApiError(
+        429,
+        'E_TOO_MANY_REQUESTS',
+        `the server already has ${this.#active[kind]} ${what} running (limit ${all}, ${flag}); retry when one ends`,
+        [],
+        { retryAfterSec: 1 },
+      );
     }
     session.active[kind] += 1;
     this.#active[kind] += 1;
@@ -307,7 +436,16 @@ export class SessionManager {
    * secrets to redact with, the user it runs as (the one asked for, else the container's default user), the path
    * resolved, and `end()` to call once the transfer is over (429 past the limits).
    */
-  async beginArchive(sessionId: string, request: { path: string; user?: string | undefined }): Promise<{ containerId: string; secrets: readonly string[]; user: string; path: string; end: () => void }> {
+  async beginArchive(
+    sessionId: string,
+    request: { path: string; user?: string | undefined },
+  ): Promise<{
+    containerId: string;
+    secrets: readonly string[];
+    user: string;
+    path: string;
+    end: () => void;
+  }> {
     const session = this.#live(sessionId);
     const containerId = session.record.container_id ?? '';
     const defaults = await this.#defaultsOf(containerId);
@@ -327,7 +465,9 @@ export class SessionManager {
     const session = this.#sessions.get(sessionId);
     if (session === undefined) {
       if (!SESSION_ID.test(sessionId)) throw ApiError.notFound(`session ${sessionId}`);
-      const record = await this.#deps.store.readJson<CleanupRecord>(sessionRel(sessionId, 'cleanup.json')).catch(() => null);
+      const record = await this.#deps.store
+        .readJson<CleanupRecord>(sessionRel(sessionId, 'cleanup.json'))
+        .catch(() => null);
       if (record !== null) return record;
       throw ApiError.notFound(`session ${sessionId}`);
     }
@@ -356,8 +496,17 @@ export class SessionManager {
         session.state = 'live';
         session.deletionReason = null;
         session.deletion = null;
-        deps.logger.error({ session: record.session_id, container: containerId }, 'session removal unverified; slot kept');
-        return this.#cleanupRecord(session, reason, { stopped: removal.stopped, removed: removal.removed, verified_absent: false, slot_released: false, error: removal.error });
+        deps.logger.error(
+          { session: record.session_id, container: containerId },
+          'session removal unverified; slot kept',
+        );
+        return this.#cleanupRecord(session, reason, {
+          stopped: removal.stopped,
+          removed: removal.removed,
+          verified_absent: false,
+          slot_released: false,
+          error: removal.error,
+        });
       }
       session.removal = { stopped: removal.stopped, removed: removal.removed };
       session.state = 'releasing';
@@ -367,12 +516,25 @@ export class SessionManager {
     try {
       slot = await releaseSlot(deps.registry, record);
     } catch (err) {
-      const cleanup = this.#cleanupRecord(session, reason, { ...removal, verified_absent: true, slot_released: false, error: `slot: ${(err as Error).message}` });
+      const cleanup = this.#cleanupRecord(session, reason, {
+        ...removal,
+        verified_absent: true,
+        slot_released: false,
+        error: `slot: ${(err as Error).message}`,
+      });
       await this.#writeCleanup(cleanup);
-      deps.logger.error({ session: record.session_id, container: containerId, error: cleanup.error }, 'session removed (verified) but its slot could not be released; will retry');
+      deps.logger.error(
+        { session: record.session_id, container: containerId, error: cleanup.error },
+        'session removed (verified) but its slot could not be released; will retry',
+      );
       throw this.#releaseFailure(session, err);
     }
-    const cleanup = this.#cleanupRecord(session, reason, { ...removal, verified_absent: true, slot_released: slot.released, error: slot.error });
+    const cleanup = this.#cleanupRecord(session, reason, {
+      ...removal,
+      verified_absent: true,
+      slot_released: slot.released,
+      error: slot.error,
+    });
     await this.#writeCleanup(cleanup);
     session.state = 'deleted';
     if (containerId !== null) this.#defaults.delete(containerId);
@@ -380,7 +542,11 @@ export class SessionManager {
     return cleanup;
   }
 
-  #cleanupRecord(session: Session, reason: CleanupRecord['reason'], facts: Pick<CleanupRecord, 'stopped' | 'removed' | 'verified_absent' | 'slot_released' | 'error'>): CleanupRecord {
+  #cleanupRecord(
+    session: Session,
+    reason: CleanupRecord['reason'],
+    facts: Pick<CleanupRecord, 'stopped' | 'removed' | 'verified_absent' | 'slot_released' | 'error'>,
+  ): CleanupRecord {
     return {
       session_id: session.record.session_id,
       container_id: session.record.container_id ?? '',
@@ -392,9 +558,14 @@ export class SessionManager {
   }
 
   async #writeCleanup(cleanup: CleanupRecord): Promise<void> {
-    await this.#deps.store.writeJsonAtomic(sessionRel(cleanup.session_id, 'cleanup.json'), cleanup).catch((err: unknown) => {
-      this.#deps.logger.error({ session: cleanup.session_id, error: (err as Error).message }, 'cannot write cleanup.json');
-    });
+    await this.#deps.store
+      .writeJsonAtomic(sessionRel(cleanup.session_id, 'cleanup.json'), cleanup)
+      .catch((err: unknown) => {
+        this.#deps.logger.error(
+          { session: cleanup.session_id, error: (err as Error).message },
+          'cannot write cleanup.json',
+        );
+      });
   }
 
   /** The API's answer to a deletion whose slot could not be released: 503 + Retry-After while the registry is unreachable. */
@@ -402,11 +573,17 @@ export class SessionManager {
     const id = session.record.session_id;
     if (isRegistryUnavailable(err)) {
       const message = `session ${id}: its container is removed (verified) but the capacity registry cannot be reached to release its slot; DELETE again later (the reaper retries too)`;
-      return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], { retryAfterSec: REGISTRY_RETRY_AFTER_SEC, cause: err });
+      return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], {
+        retryAfterSec: REGISTRY_RETRY_AFTER_SEC,
+        cause: err,
+      });
     }
     const api = toApiError(err);
     const message = `session ${id}: its container is removed (verified) but its slot could not be released: ${redactText(api.message, session.secrets)}`;
-    return new ApiError(api.status, api.code, message, api.issues, { cause: err, ...(api.retryAfterSec !== null ? { retryAfterSec: api.retryAfterSec } : {}) });
+    return new ApiError(api.status, api.code, message, api.issues, {
+      cause: err,
+      ...(api.retryAfterSec !== null ? { retryAfterSec: api.retryAfterSec } : {}),
+    });
   }
 
   /**
@@ -416,14 +593,20 @@ export class SessionManager {
   async reap(): Promise<string[]> {
     const now = this.#nowMs();
     const due = [...this.#sessions.values()].filter(
-      (s) => s.deletion === null && ((s.state === 'live' && s.expiresAtMs <= now && s.execs.size === 0) || s.state === 'releasing'),
+      (s) =>
+        s.deletion === null &&
+        ((s.state === 'live' && s.expiresAtMs <= now && s.execs.size === 0) || s.state === 'releasing'),
     );
     const outcomes = await Promise.allSettled(due.map((s) => this.delete(s.record.session_id, 'expired')));
     const done: string[] = [];
     outcomes.forEach((outcome, index) => {
       const id = due[index]!.record.session_id;
       if (outcome.status === 'fulfilled' && outcome.value.verified_absent) done.push(id);
-      else if (outcome.status === 'rejected') this.#deps.logger.warn({ session: id, error: (outcome.reason as Error).message }, 'reaper: deletion not finished; the next pass retries');
+      else if (outcome.status === 'rejected')
+        this.#deps.logger.warn(
+          { session: id, error: (outcome.reason as Error).message },
+          'reaper: deletion not finished; the next pass retries',
+        );
     });
     return done;
   }
@@ -434,7 +617,9 @@ export class SessionManager {
    * releases it.
    */
   async deleteAll(): Promise<ShutdownCleanup> {
-    const ids = [...this.#sessions.values()].filter((s) => s.state !== 'deleted').map((s) => s.record.session_id);
+    const ids = [...this.#sessions.values()]
+      .filter((s) => s.state !== 'deleted')
+      .map((s) => s.record.session_id);
     const outcomes = await Promise.allSettled(ids.map((id) => this.delete(id, 'shutdown')));
     const deleted: CleanupRecord[] = [];
     const unreleased: { session_id: string; error: string }[] = [];
@@ -451,19 +636,35 @@ export class SessionManager {
    * ones are adopted; a held slot of this server whose session has no container (and no container carries its
    * claim) is released, and a cleanup.json that said the slot was kept is brought up to date.
    */
-  async adopt(readEnvironment: (containerId: string) => Promise<Record<string, string> | null>): Promise<Adoption> {
+  async adopt(
+    readEnvironment: (containerId: string) => Promise<Record<string, string> | null>,
+  ): Promise<Adoption> {
     const deps = this.#deps;
     const adoption: Adoption = { adopted: [], reaped: [], released: [], foreign: [] };
     const containers = await deps.engine.listByLabel({ 'roboguide.batch': deps.batchId });
-    const claimsOnContainers = new Set(containers.map((c) => c.labels['roboguide.claim'] ?? '').filter((c) => c !== ''));
+    const claimsOnContainers = new Set(
+      containers.map((c) => c.labels['roboguide.claim'] ?? '').filter((c) => c !== ''),
+    );
     const now = this.#nowMs();
     for (const container of containers) {
       const found = await adoptedSession(deps, container, now, readEnvironment);
-      const reason = found.kind === 'foreign' ? found.reason : this.#sessions.has(found.sessionId) ? 'a second container for an adopted session id (a duplicate id)' : null;
+      const reason =
+        found.kind === 'foreign'
+          ? found.reason
+          : this.#sessions.has(found.sessionId)
+            ? 'a second container for an adopted session id (a duplicate id)'
+            : null;
       if (found.kind === 'foreign' || reason !== null) {
-        const foreign = { container_id: container.id, session_id: container.labels['roboguide.job'] ?? '', reason: reason ?? '' };
+        const foreign = {
+          container_id: container.id,
+          session_id: container.labels['roboguide.job'] ?? '',
+          reason: reason ?? '',
+        };
         adoption.foreign.push(foreign);
-        deps.logger.warn({ container: foreign.container_id, session: foreign.session_id, reason: foreign.reason }, "container with this server's labels left alone: not provably one of its sessions");
+        deps.logger.warn(
+          { container: foreign.container_id, session: foreign.session_id, reason: foreign.reason },
+          "container with this server's labels left alone: not provably one of its sessions",
+        );
         continue;
       }
       this.#sessions.set(found.sessionId, found.session);
@@ -487,9 +688,16 @@ export class SessionManager {
   /** A cleanup.json written while the registry was down (`slot_released: false`, container verified gone): now released. */
   async #settleRecordedCleanup(sessionId: string): Promise<void> {
     if (!SESSION_ID.test(sessionId)) return;
-    const record = await this.#deps.store.readJson<CleanupRecord>(sessionRel(sessionId, 'cleanup.json')).catch(() => null);
+    const record = await this.#deps.store
+      .readJson<CleanupRecord>(sessionRel(sessionId, 'cleanup.json'))
+      .catch(() => null);
     if (record === null || record.slot_released || !record.verified_absent) return;
-    await this.#writeCleanup({ ...record, slot_released: true, error: null, finished_at: this.#deps.clock.now().toISOString() });
+    await this.#writeCleanup({
+      ...record,
+      slot_released: true,
+      error: null,
+      finished_at: this.#deps.clock.now().toISOString(),
+    });
   }
 
   get size(): number {

@@ -103,11 +103,26 @@ export function newSessionRecord(
 }
 
 /** The record of a container found at adoption: its session.json, or what its labels and registry row say. */
-export function adoptedRecord(stored: SessionRecord | null, ids: { readonly sessionId: string; readonly claimId: string; readonly reservationId: string }, containerId: string): SessionRecord {
+export function adoptedRecord(
+  stored: SessionRecord | null,
+  ids: { readonly sessionId: string; readonly claimId: string; readonly reservationId: string },
+  containerId: string,
+): SessionRecord {
   return {
     ...(stored ?? {
-      schema: SESSION_SCHEMA, session_id: ids.sessionId, claim_id: ids.claimId, reservation_id: ids.reservationId, container_name: '',
-      image: '', environment: {}, ports: [], network: 'none', labels: {}, ttl_seconds: 1, created_at: '', expires_at: new Date(0).toISOString(),
+      schema: SESSION_SCHEMA,
+      session_id: ids.sessionId,
+      claim_id: ids.claimId,
+      reservation_id: ids.reservationId,
+      container_name: '',
+      image: '',
+      environment: {},
+      ports: [],
+      network: 'none',
+      labels: {},
+      ttl_seconds: 1,
+      created_at: '',
+      expires_at: new Date(0).toISOString(),
     }),
     container_id: containerId,
   };
@@ -147,13 +162,28 @@ export interface ConcurrencyLimits {
   readonly archives: number;
 }
 
-export const DEFAULT_CONCURRENCY_LIMITS: ConcurrencyLimits = { execsPerSession: 8, execs: 64, archivesPerSession: 2, archives: 8 };
+export const DEFAULT_CONCURRENCY_LIMITS: ConcurrencyLimits = {
+  execsPerSession: 8,
+  execs: 64,
+  archivesPerSession: 2,
+  archives: 8,
+};
 
 /** A session in memory, fresh (nothing deleted, nothing running). */
-export function sessionOf(fields: Pick<Session, 'record' | 'expiresAtMs' | 'state'> & { readonly secrets: readonly string[] }): Session {
+export function sessionOf(
+  fields: Pick<Session, 'record' | 'expiresAtMs' | 'state'> & { readonly secrets: readonly string[] },
+): Session {
   return {
-    ...fields, secrets: [...fields.secrets], ports: {}, persistedExpiresAtMs: fields.expiresAtMs, deletion: null, deletionReason: null, removal: null,
-    execs: new Set(), active: { exec: 0, archive: 0 }, ready: Promise.resolve(),
+    ...fields,
+    secrets: [...fields.secrets],
+    ports: {},
+    persistedExpiresAtMs: fields.expiresAtMs,
+    deletion: null,
+    deletionReason: null,
+    removal: null,
+    execs: new Set(),
+    active: { exec: 0, archive: 0 },
+    ready: Promise.resolve(),
   };
 }
 

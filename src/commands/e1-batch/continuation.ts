@@ -9,10 +9,15 @@ export default class BatchContinuation extends BaseCommand {
   static override description =
     'The new manifest carries continuation_of (the original batch id and output, and the exact code version of ' +
     'this tool); `e1-batch start` of it refuses any job id claimed in the original batch. The original batch is not changed.';
-  static override examples = ['<%= config.bin %> e1-batch continuation --output ./batch --manifest-out ./queue-2.json'];
+  static override examples = [
+    '<%= config.bin %> e1-batch continuation --output ./batch --manifest-out ./queue-2.json',
+  ];
   static override flags = {
     output: Flags.string({ description: 'the paused batch output directory', required: true }),
-    'manifest-out': Flags.string({ description: 'where to write the new manifest (must not exist)', required: true }),
+    'manifest-out': Flags.string({
+      description: 'where to write the new manifest (must not exist)',
+      required: true,
+    }),
   };
 
   async run(): Promise<ContinuationOutcome> {
@@ -23,7 +28,9 @@ export default class BatchContinuation extends BaseCommand {
       fs: localFileSystem,
       host: hostIdentity,
     });
-    this.log(`wrote ${outcome.manifest_out}: ${outcome.jobs} unclaimed job(s), continuation of ${outcome.batch_id}`);
+    this.log(
+      `wrote ${outcome.manifest_out}: ${outcome.jobs} unclaimed job(s), continuation of ${outcome.batch_id}`,
+    );
     return outcome;
   }
 }

@@ -6,17 +6,21 @@ import { batchOutputFlag } from '../../cli/flags.js';
 import { createNodeDownDeps } from '../../command-root.js';
 
 export default class BatchNodeDown extends BaseCommand {
-  static override summary = 'Declare a swarm node gone for good: the slots of the pairs lost with it are released.';
+  static override summary =
+    'Declare a swarm node gone for good: the slots of the pairs lost with it are released.';
   static override description = [
     'A pair whose node was lost while it ran ends as infrastructure_failure/node_lost and is never run again; its',
     'slot stays held because its container could not be verified gone on that node. Once the operator knows the node',
     'is gone (powered off, drained and wiped), this records it in D/nodes-down.json and releases those slots through',
-    'terminal reconciliation, still insisting on every other node\'s 404. The batch itself goes on (or was already done).',
+    "terminal reconciliation, still insisting on every other node's 404. The batch itself goes on (or was already done).",
   ].join('\n');
   static override examples = ['<%= config.bin %> e1-batch node-down --output ./batch --node gpu-7'];
   static override flags = {
     output: batchOutputFlag,
-    node: Flags.string({ description: 'the swarm node (hostname as in --node-engine) that is gone', required: true }),
+    node: Flags.string({
+      description: 'the swarm node (hostname as in --node-engine) that is gone',
+      required: true,
+    }),
   };
 
   async run(): Promise<NodeDownReport> {
@@ -24,7 +28,9 @@ export default class BatchNodeDown extends BaseCommand {
     const deps = await createNodeDownDeps(resolve(flags.output));
     try {
       const report = await declareNodeDown(deps, flags.node);
-      this.log(`node ${report.node} declared down; slots released: ${report.released.length}/${report.held.length}${report.released.length ? ` (${report.released.join(', ')})` : ''}`);
+      this.log(
+        `node ${report.node} declared down; slots released: ${report.released.length}/${report.held.length}${report.released.length ? ` (${report.released.join(', ')})` : ''}`,
+      );
       if (report.released.length < report.held.length) process.exitCode = 1;
       return report;
     } finally {

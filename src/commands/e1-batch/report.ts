@@ -67,7 +67,11 @@ export default class BatchReport extends BaseCommand {
 
   async run(): Promise<ReportModel> {
     const { flags } = await this.parse(BatchReport);
-    const request = { output: resolve(flags.output), ...(flags.out !== undefined ? { out: flags.out } : {}), now: new Date() };
+    const request = {
+      output: resolve(flags.output),
+      ...(flags.out !== undefined ? { out: flags.out } : {}),
+      now: new Date(),
+    };
     const { model, path } = await writeReportFile(createReportFileDeps(), request);
     this.log(summaryTable(model));
     this.log(`report: ${pathToFileURL(path).href}`);

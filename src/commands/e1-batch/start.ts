@@ -2,12 +2,24 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { prepareBatch } from '../../app/batch/start-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { admissionRegistryFlag, allowShortSecretsFlag, executorFlags, mountRootFlag, mountRootsFrom } from '../../cli/flags.js';
-import { createBatchStartWiring, launchBatchSupervisor, outputSpaceWarning, superviseHere } from '../../command-root.js';
+import {
+  admissionRegistryFlag,
+  allowShortSecretsFlag,
+  executorFlags,
+  mountRootFlag,
+  mountRootsFrom,
+} from '../../cli/flags.js';
+import {
+  createBatchStartWiring,
+  launchBatchSupervisor,
+  outputSpaceWarning,
+  superviseHere,
+} from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
 
 export default class BatchStart extends BaseCommand {
-  static override summary = 'Validate a manifest, freeze it into a new output directory and launch the supervisor.';
+  static override summary =
+    'Validate a manifest, freeze it into a new output directory and launch the supervisor.';
   static override description = [
     'Nothing is written unless the manifest validates, every referenced ${NAME} variable is set, no outcome_path',
     'exists yet or holds a symlink, no cwd or outcome folder reaches the output directory, the registry, a system',
@@ -21,16 +33,31 @@ export default class BatchStart extends BaseCommand {
   ];
   static override flags = {
     manifest: Flags.string({ description: 'manifest JSON (schema roboguide.e1.batch/v0.1)', required: true }),
-    output: Flags.string({ description: 'new or empty output directory (the evidence archive)', required: true }),
+    output: Flags.string({
+      description: 'new or empty output directory (the evidence archive)',
+      required: true,
+    }),
     registry: admissionRegistryFlag,
-    'bind-address': Flags.string({ description: 'host IP address published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
-    foreground: Flags.boolean({ description: 'run the supervisor in this process until the batch drains, stops or pauses', default: false }),
+    'bind-address': Flags.string({
+      description: 'host IP address published ports bind to (one this host has, or 0.0.0.0)',
+      default: '127.0.0.1',
+    }),
+    foreground: Flags.boolean({
+      description: 'run the supervisor in this process until the batch drains, stops or pauses',
+      default: false,
+    }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
     'mount-root': mountRootFlag,
   };
 
-  async run(): Promise<{ batch_id: string; output: string; supervisor_pid: number; state?: string; warnings?: readonly string[] }> {
+  async run(): Promise<{
+    batch_id: string;
+    output: string;
+    supervisor_pid: number;
+    state?: string;
+    warnings?: readonly string[];
+  }> {
     const { flags } = await this.parse(BatchStart);
     const output = resolve(flags.output);
     const executor = executorFromFlags(flags);

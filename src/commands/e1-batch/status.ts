@@ -26,8 +26,14 @@ export default class BatchStatusCommand extends BaseCommand {
   ];
   static override flags = {
     output: batchOutputFlag,
-    watch: Flags.boolean({ description: 'refresh every second until the batch drains, stops or pauses', default: false }),
-    'exit-status': Flags.boolean({ description: 'exit 4 when the batch is paused or finished with failures', default: false }),
+    watch: Flags.boolean({
+      description: 'refresh every second until the batch drains, stops or pauses',
+      default: false,
+    }),
+    'exit-status': Flags.boolean({
+      description: 'exit 4 when the batch is paused or finished with failures',
+      default: false,
+    }),
   };
 
   async run(): Promise<BatchStatus> {

@@ -7,11 +7,12 @@ import { createRecoverDeps } from '../../command-root.js';
 import { ExitCode } from '../../core/errors.js';
 
 export default class PairRecover extends BaseCommand {
-  static override summary = 'Recover a `pair run` that was killed: remove its container, write its result, release its slot.';
+  static override summary =
+    'Recover a `pair run` that was killed: remove its container, write its result, release its slot.';
   static override description = [
     'For a pair run directory whose `pair run` process died without finishing (SIGKILL, OOM killer, a lost',
-    'shell). A label sweep finds every container of the receipt\'s claim (roboguide.claim), stops it (SIGTERM,',
-    'the stop budget, kill) and removes it, insisting on the engine\'s 404. Then result.json is written from the',
+    "shell). A label sweep finds every container of the receipt's claim (roboguide.claim), stops it (SIGTERM,",
+    "the stop budget, kill) and removes it, insisting on the engine's 404. Then result.json is written from the",
     'evidence on disk: harness_failure / lost_worker (plus cleanup_unverified when the removal was not proven),',
     'the outcome file kept as found, the logs as far as they were written. Finally terminal reconciliation writes',
     'terminal-proof.json and releases the capacity slot. Idempotent: run again, it finds the result and the',

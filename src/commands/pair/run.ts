@@ -2,7 +2,13 @@ import { readFile } from 'node:fs/promises';
 import { Flags } from '@oclif/core';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { admissionRegistryFlag, allowShortSecretsFlag, executorFlags, mountRootFlag, mountRootsFrom } from '../../cli/flags.js';
+import {
+  admissionRegistryFlag,
+  allowShortSecretsFlag,
+  executorFlags,
+  mountRootFlag,
+  mountRootsFrom,
+} from '../../cli/flags.js';
 import { trapTermination } from '../../cli/termination.js';
 import { createPairRunWiring } from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
@@ -31,10 +37,19 @@ export default class PairRun extends BaseCommand {
   ];
   static override flags = {
     spec: Flags.string({ description: 'path of the pair spec JSON ("-" for stdin)', required: true }),
-    output: Flags.string({ description: 'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)' }),
-    'bind-address': Flags.string({ description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)', default: '127.0.0.1' }),
+    output: Flags.string({
+      description:
+        'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)',
+    }),
+    'bind-address': Flags.string({
+      description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)',
+      default: '127.0.0.1',
+    }),
     registry: admissionRegistryFlag,
-    'stop-budget': Flags.integer({ description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)', min: 1 }),
+    'stop-budget': Flags.integer({
+      description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)',
+      min: 1,
+    }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
     'mount-root': mountRootFlag,
@@ -48,7 +63,9 @@ export default class PairRun extends BaseCommand {
     const { deps, host } = await createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
-    const termination = trapTermination((signal) => `${signal}: stopping the pair (stop budget), then removing its container…\n`);
+    const termination = trapTermination(
+      (signal) => `${signal}: stopping the pair (stop budget), then removing its container…\n`,
+    );
     let outcome: RunPairOutcome;
     try {
       outcome = await runPair(deps, {

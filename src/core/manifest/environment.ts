@@ -24,10 +24,16 @@ export interface EnvironmentProblem {
  * `literalSecrets`: the serve API's rule (issue 23): a caller may send a secret's literal value (it is masked and
  * never written to disk); files (manifests, pair specs) never may.
  */
-export function environmentProblems(env: Readonly<Record<string, string>>, options: { readonly literalSecrets?: boolean } = {}): EnvironmentProblem[] {
+export function environmentProblems(
+  env: Readonly<Record<string, string>>,
+  options: { readonly literalSecrets?: boolean } = {},
+): EnvironmentProblem[] {
   const problems: EnvironmentProblem[] = [];
   for (const [name, value] of Object.entries(env)) {
-    const rule = nameRule(name) ?? controlRule(value) ?? (options.literalSecrets === true ? referenceRule(value) : valueRule(name, value));
+    const rule =
+      nameRule(name) ??
+      controlRule(value) ??
+      (options.literalSecrets === true ? referenceRule(value) : valueRule(name, value));
     if (rule !== undefined) problems.push({ name, rule });
   }
   return problems;
@@ -48,7 +54,8 @@ function nameRule(name: string): string | undefined {
 const CONTROL_CHARACTER = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 
 function controlRule(value: string): string | undefined {
-  if (CONTROL_CHARACTER.test(value)) return 'must not contain a control character (NUL, U+0001..U+001F other than tab, CR and LF, or DEL)';
+  if (CONTROL_CHARACTER.test(value))
+    return 'must not contain a control character (NUL, U+0001..U+001F other than tab, CR and LF, or DEL)';
   return undefined;
 }
 
@@ -139,7 +146,10 @@ export function resolveEnvironment(
     if ([...resolved].length < MIN_SECRET_VALUE_LENGTH) {
       const rule = `references \${${name}}, whose value is shorter than ${MIN_SECRET_VALUE_LENGTH} characters`;
       if (options.allowShortSecrets !== true) {
-        issues.push({ path: joinPath(pathPrefix, key), rule: `${rule}: too short to mask safely (use a longer value, or --allow-short-secrets)` });
+        issues.push({
+          path: joinPath(pathPrefix, key),
+          rule: `${rule}: too short to mask safely (use a longer value, or --allow-short-secrets)`,
+        });
         continue;
       }
       warnings.push(`${joinPath(pathPrefix, key)} ${rule}: every occurrence of it is masked in all output`);

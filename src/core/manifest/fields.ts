@@ -37,9 +37,9 @@ export const AbsoluteFilePath = AbsolutePath.refine((p) => !p.endsWith('/') && !
   error: 'must name a file, not a directory (no trailing "/", ".", "..")',
 });
 
-export const JobId = z
-  .string()
-  .regex(JOB_ID_PATTERN, { error: 'must match [A-Za-z0-9._-]{1,128} and be a single path segment (not "." or "..")' });
+export const JobId = z.string().regex(JOB_ID_PATTERN, {
+  error: 'must match [A-Za-z0-9._-]{1,128} and be a single path segment (not "." or "..")',
+});
 
 export const Argv = z
   .array(z.string())
@@ -101,7 +101,10 @@ export const Placement = z
   .array(
     z
       .string({ error: PLACEMENT_RULE })
-      .regex(/^(node\.(id|hostname|role|platform\.os|platform\.arch|labels\.[A-Za-z0-9._-]+)|engine\.labels\.[A-Za-z0-9._-]+) ?(==|!=) ?[A-Za-z0-9._:/-]+$/, { error: PLACEMENT_RULE }),
+      .regex(
+        /^(node\.(id|hostname|role|platform\.os|platform\.arch|labels\.[A-Za-z0-9._-]+)|engine\.labels\.[A-Za-z0-9._-]+) ?(==|!=) ?[A-Za-z0-9._:/-]+$/,
+        { error: PLACEMENT_RULE },
+      ),
   )
   .max(16, { error: 'at most 16 placement constraints' });
 
@@ -214,9 +217,12 @@ export const DiskLimitBytes = z
 
 /** The limit fields of a job, a `pair run` spec and a serve session (absent: the defaults of src/core/pair-limits.ts). */
 export const limitFields = {
-  pids_limit: PidsLimit.optional().meta({ description: `processes and threads in the container (pids cgroup); default ${DEFAULT_PIDS_LIMIT}` }),
+  pids_limit: PidsLimit.optional().meta({
+    description: `processes and threads in the container (pids cgroup); default ${DEFAULT_PIDS_LIMIT}`,
+  }),
   memory_mib: MemoryMib.optional().meta({
-    description: 'memory limit (MiB), no swap beyond it; default: (host memory − reserve) / the pairs allowed at once',
+    description:
+      'memory limit (MiB), no swap beyond it; default: (host memory − reserve) / the pairs allowed at once',
   }),
   cpus: Cpus.optional().meta({ description: 'CPU quota (e.g. 1.5); default none (a fair share)' }),
   disk_limit_bytes: DiskLimitBytes.optional().meta({

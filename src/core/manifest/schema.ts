@@ -1,5 +1,10 @@
 import { z } from 'zod';
-import { DEFAULT_LOG_LIMIT_BYTES, DEFAULT_STOP_BUDGET_SECONDS, DEFAULT_TIMEOUT_SECONDS, MANIFEST_SCHEMA_ID } from './constants.js';
+import {
+  DEFAULT_LOG_LIMIT_BYTES,
+  DEFAULT_STOP_BUDGET_SECONDS,
+  DEFAULT_TIMEOUT_SECONDS,
+  MANIFEST_SCHEMA_ID,
+} from './constants.js';
 import {
   AbsoluteFilePath,
   AbsolutePath,
@@ -49,14 +54,16 @@ const jobShape = {
     .max(16_777_216, { error: 'must be an integer ≥ 0 (MiB) and at most 16777216 (16 TiB)' })
     .optional()
     .meta({
-      description: 'GPU memory the pair is expected to use (MiB): what admission reserves from the host GPU budget until the batch has measured a peak',
+      description:
+        'GPU memory the pair is expected to use (MiB): what admission reserves from the host GPU budget until the batch has measured a peak',
     }),
   b1_ports: z.boolean().default(false).meta({
     description: 'inject the six ports as ROBOGUIDE_B1_*_PORT; requires exactly six ports',
   }),
   sessions_dir: AbsolutePath.optional().meta({ description: 'container path of Codex session files' }),
   placement: Placement.optional().meta({
-    description: 'swarm placement constraints (--executor swarm), e.g. ["node.labels.gpu==h100"]; ignored by the local executor',
+    description:
+      'swarm placement constraints (--executor swarm), e.g. ["node.labels.gpu==h100"]; ignored by the local executor',
   }),
   ...limitFields,
   runtime: RuntimeName.optional().meta({
@@ -103,7 +110,9 @@ export const ManifestSchema = z
     sessions_dir: SessionsDir,
     stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
     continuation_of: ContinuationSchema.optional(),
-    runtime: RuntimeName.optional().meta({ description: `OCI runtime of every job without its own "runtime" (absent: "${DEFAULT_RUNTIME}")` }),
+    runtime: RuntimeName.optional().meta({
+      description: `OCI runtime of every job without its own "runtime" (absent: "${DEFAULT_RUNTIME}")`,
+    }),
   })
   .meta({ title: MANIFEST_SCHEMA_ID, description: 'roboguide-eval batch manifest' });
 

@@ -33,7 +33,12 @@ export function redactJson(value: unknown, redact: (text: string) => string): Re
         // Two keys masked alike must not overwrite each other.
         for (let n = 2; Object.hasOwn(out, name); n++) name = `${masked}#${n}`;
         // defineProperty: a `__proto__` key stays an own property, as JSON.parse made it.
-        Object.defineProperty(out, name, { value: walk(inner), enumerable: true, writable: true, configurable: true });
+        Object.defineProperty(out, name, {
+          value: walk(inner),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
       }
       return out;
     }

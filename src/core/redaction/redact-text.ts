@@ -17,7 +17,10 @@ export function textRedactor(secrets: readonly string[]): (text: string) => stri
  * The parsed outcome as result.json and `pair run --json` show it: every string, key and number
  * that holds a secret (in any form) masked, and how many had to be.
  */
-export function redactOutcome(raw: unknown, secrets: readonly string[]): { outcome: unknown; redactions: number } {
+export function redactOutcome(
+  raw: unknown,
+  secrets: readonly string[],
+): { outcome: unknown; redactions: number } {
   const { value, redactions } = redactJson(raw, textRedactor(secrets));
   return { outcome: value, redactions };
 }

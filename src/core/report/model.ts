@@ -52,7 +52,11 @@ function progressOf(
 ): { counts: Counts; allowed: number; state: BatchState; eta: Eta | null; peaks: number[] } {
   const running = pairs.filter((p) => p.status === 'running');
   const counts = countJobs(
-    input.jobs.map((j) => ({ jobId: j.job_id, claimed: j.receipt !== null, classification: j.result?.classification ?? null })),
+    input.jobs.map((j) => ({
+      jobId: j.job_id,
+      claimed: j.receipt !== null,
+      classification: j.result?.classification ?? null,
+    })),
     running.length,
   );
   const finished = pairs.filter((p) => p.status === 'finished');
@@ -96,7 +100,12 @@ export function buildReportModel(input: ReportInput): ReportModel {
     eta,
     workers_allowed: allowed,
     timeline: timelineOf(input, claims, fold.pauseHistory, endMs),
-    gpu: { max_workers: input.capacity.maxWorkers, rule, largest_peak_mib: largest, note: gpuNote(input, rule, largest) },
+    gpu: {
+      max_workers: input.capacity.maxWorkers,
+      rule,
+      largest_peak_mib: largest,
+      note: gpuNote(input, rule, largest),
+    },
     pairs,
   };
 }

@@ -66,7 +66,9 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
     started_at: r?.started_at ?? j.receipt?.claimed_at ?? null,
     finished_at: r?.finished_at ?? null,
     duration_sec: span === undefined ? null : Math.max(0, Math.round((span.endMs - span.startMs) / 100) / 10),
-    deadline: j.receipt ? new Date(wallDeadlineFromClaim(j.receipt.claimed_at, j.timeout_seconds)).toISOString() : null,
+    deadline: j.receipt
+      ? new Date(wallDeadlineFromClaim(j.receipt.claimed_at, j.timeout_seconds)).toISOString()
+      : null,
     exit_code: r?.container.exit_code ?? null,
     timed_out: r?.container.timed_out ?? false,
     provider_failure_kind: r?.provider_failure?.kind ?? null,

@@ -60,12 +60,19 @@ export function timelineEndMs(input: ReportInput, claims: Claims, nowMs: number)
   // Journal times are all toISOString() output: the latest is the greatest string, parsed once.
   let lastAt = input.createdAt;
   for (const e of input.journal) if (e.at > lastAt) lastAt = e.at;
-  let lastEventMs = Number.isFinite(ms(lastAt)) ? Math.max(ms(lastAt), ms(input.createdAt)) : ms(input.createdAt);
+  let lastEventMs = Number.isFinite(ms(lastAt))
+    ? Math.max(ms(lastAt), ms(input.createdAt))
+    : ms(input.createdAt);
   for (const i of claims.intervals) if (i.endMs > lastEventMs) lastEventMs = i.endMs;
   return input.supervisorAlive ? Math.max(nowMs, lastEventMs) : lastEventMs;
 }
 
-export function timelineOf(input: ReportInput, claims: Claims, pauseHistory: readonly PauseHistoryEntry[], endMs: number): ReportModel['timeline'] {
+export function timelineOf(
+  input: ReportInput,
+  claims: Claims,
+  pauseHistory: readonly PauseHistoryEntry[],
+  endMs: number,
+): ReportModel['timeline'] {
   const { secondWorker } = claims;
   const markers = markersOf(input.journal);
   if (secondWorker)
