@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
 import { silentLogger } from '../dist/app/ports/logger.js';
-import { createExecutePairDeps, createExecutorRuntime } from '../dist/composition-root.js';
+import { createExecutePairDeps, createExecutor } from '../dist/composition-root.js';
 import { elapsedMsSince, IMAGE, median, pairRunDeps, timedPair } from './support.js';
 
 // The test harness is TypeScript (Node 24 strips the types): its `.js` imports resolve to the `.ts` next to them, and
@@ -59,8 +59,9 @@ function swarmDeps(cluster, registryPath) {
     manager: cluster.managerUrl,
     node_engines: Object.fromEntries(cluster.nodes.map((n) => [n.hostname, n.url])),
   };
+  const where = createExecutor(executor, [], silentLogger);
   return {
-    ...createExecutePairDeps(createExecutorRuntime(executor), silentLogger),
+    ...createExecutePairDeps(where.runtime, silentLogger, where),
     fs: new NodeFileSystem(),
     registry: SqliteCapacityRegistry.open({ path: registryPath }),
   };

@@ -236,7 +236,7 @@ export async function createNodeDownDeps(
   const { batch } = await loadBatch(store);
   const { openRecordedRegistry } = await import('./adapters/registry/open-registry.js');
   const { executorOfRecord } = await import('./core/executor.js');
-  const { createExecutorRuntime, createStderrLogger } = await root();
+  const { createExecutor, createStderrLogger } = await root();
   const registry = await openRecordedRegistry(batch.registry_path);
   return {
     store,
@@ -244,7 +244,7 @@ export async function createNodeDownDeps(
     clock: systemClock,
     logger: createStderrLogger(),
     outcomes: fileOutcomeReader,
-    runtimeFor: (downNodes) => createExecutorRuntime(executorOfRecord(batch.executor), downNodes),
+    runtimeFor: (downNodes) => createExecutor(executorOfRecord(batch.executor), downNodes).runtime,
     dispose: () => registry.close(),
   };
 }
@@ -332,9 +332,10 @@ export async function createBatchStartWiring(
   >;
 }> {
   const { registryLocation } = await import('./adapters/registry/default-path.js');
-  const { createExecutorRuntime, createSwarmRuntime, hostMountRules } = await root();
+  const { createExecutor, createSwarmExecutor, hostMountRules } = await root();
   const registry = registryLocation(registryFlag);
-  const runtime = createExecutorRuntime(executor);
+  const where = createExecutor(executor);
+  const runtime = where.runtime;
   const { checkRegistryNeeds } = await import('./app/batch/start-batch.js');
   const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
   const { hostAddresses } = await import('./adapters/host-addresses.js');
@@ -342,11 +343,12 @@ export async function createBatchStartWiring(
     fs: new NodeFileSystem(),
     host: procHostIdentity,
     runtime,
+    ...(where.nodes !== undefined ? { nodes: where.nodes } : {}),
     hostFacts: async (request) => (await root()).gatherBatchHostFacts(request),
     ...(executor.kind === 'swarm'
       ? {
           swarmNodes: async () =>
-            (await (await createSwarmRuntime(executor)).nodes()).map((n) => ({
+            (await (await createSwarmExecutor(executor)).nodes.list()).map((n) => ({
               node: n.hostname,
               gpus: n.gpus,
             })),

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type pinoModule from 'pino';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
-import type { SwarmContainerRuntime } from './adapters/swarm/swarm-container-runtime.js';
+import type { SwarmExecutor } from './adapters/swarm/swarm-executor.js';
 import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { lazyLogger } from './adapters/lazy-logger.js';
@@ -19,6 +19,7 @@ import { createRedactStream } from './adapters/redact-stream.js';
 import type { ExecutePairDeps } from './app/execute-pair.js';
 import { systemClock } from './app/ports/clock.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
+import type { Executor, ExecutorInventory } from './app/ports/executor-inventory.js';
 import type { HostIdentity } from './app/ports/host-identity.js';
 import type { Logger } from './app/ports/logger.js';
 import type { OutcomeReader } from './app/ports/outcome-reader.js';
@@ -128,25 +129,37 @@ export async function createPairNetworkGuard(
   return new DockerPairNetwork(new Docker());
 }
 
-/** Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines. */
-export function createExecutorRuntime(
+/**
+ * Where pairs run (issue 13): the local engine, or a swarm through its manager and the nodes' engines, built on its
+ * first call. A swarm also has a node inventory (admission) and a placement inventory (status); the local engine neither.
+ */
+export function createExecutor(
   executor: ExecutorConfig,
   downNodes: readonly string[] = [],
-): ContainerRuntime {
-  if (executor.kind === 'local') return createContainerRuntime();
-  return new LazyExecutorRuntime(() => createSwarmRuntime(executor, downNodes));
+  logger: Logger = createStderrLogger(),
+): Executor {
+  if (executor.kind === 'local') return { runtime: createContainerRuntime() };
+  let opened: Promise<SwarmExecutor> | null = null;
+  const open = (): Promise<SwarmExecutor> => (opened ??= createSwarmExecutor(executor, downNodes, logger));
+  return {
+    runtime: new LazyExecutorRuntime(async () => (await open()).runtime),
+    nodes: { readyNodes: async (constraints) => (await open()).nodes.readyNodes(constraints) },
+    placements: { placementOf: async (id) => (await open()).placements.placementOf(id) },
+  };
 }
 
 /** The swarm executor itself (dockerode loaded now): `e1-batch start` asks it for the swarm's nodes. */
-export async function createSwarmRuntime(
+export async function createSwarmExecutor(
   executor: ExecutorConfig & { kind: 'swarm' },
   downNodes: readonly string[] = [],
-): Promise<SwarmContainerRuntime> {
-  const { SwarmContainerRuntime } = await import('./adapters/swarm/swarm-container-runtime.js');
-  return new SwarmContainerRuntime({
+  logger: Logger = createStderrLogger(),
+): Promise<SwarmExecutor> {
+  const { openSwarmExecutor } = await import('./adapters/swarm/swarm-executor.js');
+  return openSwarmExecutor({
     manager: executor.manager,
     nodeEngines: executor.node_engines,
     downNodes,
+    logger,
   });
 }
 
@@ -177,7 +190,7 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
     }
   }
   if (batch?.executor === undefined) return createContainerRuntime();
-  return createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
+  return createExecutor(executorOfRecord(batch.executor), await nodesDown(store)).runtime;
 }
 
 const PINO_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
@@ -239,12 +252,18 @@ export async function sessionTails(): Promise<SessionTails> {
   return (await import('./adapters/session-tails.js')).fileSessionTails;
 }
 
-/** Adapters of the pair lifecycle, shared by `pair run` and the supervisor. */
-export function createExecutePairDeps(runtime: ContainerRuntime, logger: Logger): ExecutePairDeps {
+/** Adapters of the pair lifecycle, shared by `pair run` and the supervisor; `inventory`: a swarm executor's. */
+export function createExecutePairDeps(
+  runtime: ContainerRuntime,
+  logger: Logger,
+  inventory: ExecutorInventory = {},
+): ExecutePairDeps {
   // Asked once per process (the engine's data root and the password database do not change under a batch).
   let hostRules: ReturnType<typeof hostMountRules> | null = null;
   return {
     runtime,
+    ...(inventory.nodes !== undefined ? { nodes: inventory.nodes } : {}),
+    ...(inventory.placements !== undefined ? { placements: inventory.placements } : {}),
     clock: systemClock,
     logger,
     fs: new NodeFileSystem(),
@@ -272,10 +291,11 @@ export function createPairRunDeps(
   logSecrets: readonly string[],
   executor: ExecutorConfig = { kind: 'local' },
 ): RunPairDeps & { dispose(): Promise<void> } {
-  const runtime = createExecutorRuntime(executor);
+  const logger = createStderrLogger(logSecrets);
+  const where = createExecutor(executor, [], logger);
   let opened: Promise<CapacityRegistry> | null = null;
   return {
-    ...createExecutePairDeps(runtime, createStderrLogger(logSecrets)),
+    ...createExecutePairDeps(where.runtime, logger, where),
     registry: () => (opened ??= openRegistryAt(registry)),
     limitBasis: readLimitBasis,
     dispose: async () => {
@@ -341,11 +361,11 @@ export async function createSupervisorDeps(
     throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
   const registry = await openRecordedRegistry(batch.registry_path, options.registryPassword);
   // The executor the batch was started with (batch.json): a resume runs where the start did.
-  const runtime = createExecutorRuntime(executorOfRecord(batch.executor), await nodesDown(store));
+  const where = createExecutor(executorOfRecord(batch.executor), await nodesDown(store), logger);
   return {
     store,
     registry,
-    execute: createExecutePairDeps(runtime, logger),
+    execute: createExecutePairDeps(where.runtime, logger, where),
     logger,
     environment: process.env,
     handleSignals: true,

@@ -16,7 +16,7 @@ import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import type { ContainerRuntime } from './app/ports/container-runtime.js';
+import type { Executor } from './app/ports/executor-inventory.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
@@ -75,7 +75,7 @@ export interface ServeOptions {
   /** The engine to use (default: DOCKER_HOST or the local socket). */
   readonly runtime?: DockerContainerRuntime;
   /** Where `/v1/pairs` run (`--executor swarm`); default: `runtime`. Sessions always use `runtime`. */
-  readonly pairRuntime?: ContainerRuntime;
+  readonly pairExecutor?: Executor;
 }
 
 export interface RunningServe {
@@ -211,7 +211,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
   const pairs = new PairService({
     pairDeps: {
-      ...createExecutePairDeps(options.pairRuntime ?? runtime, logger),
+      ...createExecutePairDeps(options.pairExecutor?.runtime ?? runtime, logger, options.pairExecutor),
       fs: new NodeFileSystem(),
       registry,
       limitBasis: readLimitBasis,

@@ -20,7 +20,7 @@ import type {
   PortHolder,
   SupervisorLease,
 } from './ports/capacity-registry.js';
-import type { ContainerRuntime } from './ports/container-runtime.js';
+import type { NodeInventory } from './ports/executor-inventory.js';
 
 /** The nodes a pair with these placement constraints may be admitted to, in the order to try. */
 export type AdmissionNodes = (constraints: readonly string[]) => Promise<readonly string[]>;
@@ -31,11 +31,11 @@ export type AdmissionNodes = (constraints: readonly string[]) => Promise<readonl
  * A failure to list the nodes propagates (the caller decides: a batch waits, `pair run` fails).
  */
 export function admissionNodesFor(
-  runtime: Pick<ContainerRuntime, 'readyNodes'>,
+  inventory: NodeInventory | undefined,
   down: () => Promise<readonly string[]> = () => Promise.resolve([]),
 ): AdmissionNodes | undefined {
-  const readyNodes = runtime.readyNodes?.bind(runtime);
-  if (readyNodes === undefined) return undefined;
+  if (inventory === undefined) return undefined;
+  const readyNodes = (constraints: readonly string[]) => inventory.readyNodes(constraints);
   let turn = 0;
   return async (constraints) => {
     const gone = new Set(await down().catch(() => []));
@@ -266,12 +266,12 @@ export async function admitOnePair<
   },
 >(
   registry: CapacityRegistry,
-  runtime: Pick<ContainerRuntime, 'readyNodes'>,
+  inventory: NodeInventory | undefined,
   request: Omit<AdmitRequest, 'gpuMib' | 'node' | 'jobId'>,
   job: J,
   source: string,
 ): Promise<{ readonly admitted: AdmitResult; readonly node: string | null; readonly job: J }> {
-  const nodes = admissionNodesFor(runtime);
+  const nodes = admissionNodesFor(inventory);
   const gpuMib = job.gpu_mib ?? 0;
   const placement = job.placement ?? [];
   const issues =

@@ -28,6 +28,7 @@ import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { FileSystem } from './ports/file-system.js';
+import type { ExecutorInventory } from './ports/executor-inventory.js';
 import type { HostIdentity } from './ports/host-identity.js';
 import type { Logger } from './ports/logger.js';
 import type { OutcomeReader } from './ports/outcome-reader.js';
@@ -57,7 +58,7 @@ export interface PairJob extends RequestedLimits {
   readonly runtime?: string | undefined;
 }
 
-export interface ExecutePairDeps {
+export interface ExecutePairDeps extends ExecutorInventory {
   readonly runtime: ContainerRuntime;
   readonly clock: Clock;
   /** How the lifecycle waits between probes (default: a real timer); a test pairs it with a fake clock. */

@@ -234,7 +234,7 @@ async function admitPair(
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
   const { admitted, job } = await admitOnePair(
     registry,
-    deps.runtime,
+    deps.nodes,
     { batchId, claimId, ports: spec.ports },
     spec,
     specSource,

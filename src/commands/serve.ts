@@ -4,7 +4,7 @@ import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
 import { executorFlags, mountRootFlag, mountRootsFrom } from '../cli/flags.js';
 import { codeVersion } from '../command-root.js';
-import { createExecutorRuntime, createStderrLogger } from '../composition-root.js';
+import { createExecutor, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
 import { InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
@@ -164,7 +164,7 @@ export default class Serve extends BaseCommand {
       version: await codeVersion(),
       logger,
       // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
-      ...(executor.kind === 'swarm' ? { pairRuntime: createExecutorRuntime(executor) } : {}),
+      ...(executor.kind === 'swarm' ? { pairExecutor: createExecutor(executor, [], logger) } : {}),
     });
     const { adopted, reaped, released, foreign } = running.adoption;
     // One machine-readable line on stdout: clients and tests wait for it.

@@ -8,6 +8,7 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { admissionNodesFor, admitOnNodes, admitOnePair, cappedGpuMib } from '../../src/app/admission.js';
 import { checkRegistryNeeds, registryNeeds } from '../../src/app/batch/start-batch.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
 import type { Manifest } from '../../src/core/manifest/index.js';
 
@@ -18,11 +19,8 @@ import type { Manifest } from '../../src/core/manifest/index.js';
 let tmp: string;
 let registry: SqliteCapacityRegistry;
 
-/** A swarm runtime as the admission sees it: the ready nodes matching the constraints (a hand-written fake). */
-function swarm(
-  nodes: readonly string[],
-  seen: (readonly string[])[] = [],
-): Pick<ContainerRuntime, 'readyNodes'> {
+/** A swarm's node inventory as the admission sees it: the ready nodes matching the constraints (a hand-written fake). */
+function swarm(nodes: readonly string[], seen: (readonly string[])[] = []): NodeInventory {
   return {
     readyNodes: (constraints: readonly string[] = []) => {
       seen.push(constraints);
@@ -30,7 +28,8 @@ function swarm(
     },
   };
 }
-const local: Pick<ContainerRuntime, 'readyNodes'> = {};
+/** The local engine: no node inventory. */
+const local = undefined;
 
 const job = (id: string, extra: { gpu_mib?: number; placement?: string[] } = {}) => ({
   job_id: id,
@@ -96,14 +95,14 @@ describe('pair run and serve pairs on a swarm: admitted per node, pinned there',
   });
 
   it('a swarm whose manager cannot list its nodes: the error, nothing reserved', async () => {
-    const broken = { readyNodes: () => Promise.reject(new Error('manager unreachable')) };
+    const broken: NodeInventory = { readyNodes: () => Promise.reject(new Error('manager unreachable')) };
     await expect(admitOnePair(registry, broken, request('c1'), job('p1'), 's')).rejects.toThrow(
       'manager unreachable',
     );
     expect(await registry.held()).toEqual([]);
   });
 
-  it('admissionNodesFor: undefined for a runtime without nodes; nodes declared down are left out; the start rotates', async () => {
+  it('admissionNodesFor: undefined without a node inventory; nodes declared down are left out; the start rotates', async () => {
     expect(admissionNodesFor(local)).toBeUndefined();
     const nodes = admissionNodesFor(swarm(['a', 'b', 'c']), () => Promise.resolve(['b']))!;
     expect(await nodes([])).toEqual(['a', 'c']);
@@ -148,13 +147,11 @@ describe('a GPU figure no node can ever hold', () => {
   it("pair run: a declared gpu_mib above every ready node's whole budget is refused (exit 2, the field and the figures), nothing written or held", async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 }, 'node-a');
     await registry.setLimits({ maxReservations: 4, gpuMib: 800 }, 'node-b');
-    const runtime = {
-      ...swarm(['node-a', 'node-b']),
-      imageExists: () => Promise.resolve(true),
-    } as unknown as ContainerRuntime;
+    const runtime = { imageExists: () => Promise.resolve(true) } as unknown as ContainerRuntime;
     const deps = {
       fs: new NodeFileSystem(),
       runtime,
+      nodes: swarm(['node-a', 'node-b']),
       clock: { now: () => new Date() },
       registry,
     } as unknown as RunPairDeps;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { nodeMatches, type RawNode } from '../../src/adapters/swarm/swarm-container-runtime.js';
+import { nodeMatches, type RawNode } from '../../src/adapters/swarm/node-constraints.js';
 import { admitOnNodes } from '../../src/app/admission.js';
 
 let tmp: string;

@@ -21,7 +21,7 @@ import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 import type { EvidenceStore, JournalEvent } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { ExecutorInventory } from '../../src/app/ports/executor-inventory.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import type { FinishReport } from '../../src/app/batch/finish-pair.js';
@@ -57,7 +57,7 @@ interface Rig {
 
 /** A supervision over a real prepared batch; the registry refuses every admission and records where it was asked. */
 async function rig(
-  runtime: Partial<ContainerRuntime> = {},
+  inventory: ExecutorInventory = {},
   options: { executor?: ExecutorConfig; logger?: Logger } = {},
 ): Promise<Rig> {
   const tb = await startTestBatch(dir, options.executor ? { executor: options.executor } : {});
@@ -73,7 +73,8 @@ async function rig(
     },
   } as unknown as CapacityRegistry;
   const execute = {
-    runtime: runtime as ContainerRuntime,
+    runtime: {},
+    ...inventory,
     clock,
     logger: silentLogger,
     fs: new NodeFileSystem(),
@@ -258,9 +259,11 @@ describe('swarm placement watch', () => {
     ];
     const asked: string[] = [];
     const { s, journalled } = await rig({
-      placementOf: (id: string) => {
-        asked.push(id);
-        return (answers.shift() ?? (() => Promise.resolve({ node: 'n9' })))();
+      placements: {
+        placementOf: (id: string) => {
+          asked.push(id);
+          return (answers.shift() ?? (() => Promise.resolve({ node: 'n9' })))();
+        },
       },
     });
     const spy = writerSpy();
@@ -277,9 +280,11 @@ describe('swarm placement watch', () => {
   it('a pair that stops running before the swarm places it is never journalled as placed; no container yet: nothing asked', async () => {
     const asked: string[] = [];
     const { s, journalled } = await rig({
-      placementOf: (id: string) => {
-        asked.push(id);
-        return Promise.resolve(null);
+      placements: {
+        placementOf: (id: string) => {
+          asked.push(id);
+          return Promise.resolve(null);
+        },
       },
     });
     const spy = writerSpy();
@@ -297,7 +302,10 @@ describe('swarm placement watch', () => {
   it('a placement whose journal write fails still sets the node and asks for status', async () => {
     const errors: unknown[] = [];
     const logger = { ...silentLogger, error: (fields: unknown) => errors.push(fields) } as Logger;
-    const { s } = await rig({ placementOf: () => Promise.resolve({ node: 'n1' }) }, { logger });
+    const { s } = await rig(
+      { placements: { placementOf: () => Promise.resolve({ node: 'n1' }) } },
+      { logger },
+    );
     const failing: Supervision = { ...s, journal: () => Promise.reject(new Error('EIO')) };
     const spy = writerSpy();
     const handle = handleOf('a', 'c-a');
@@ -309,8 +317,8 @@ describe('swarm placement watch', () => {
 });
 
 describe('admissionNodesOf', () => {
-  it('none for a local batch, or a swarm runtime that cannot list ready nodes', async () => {
-    const local = await rig({ readyNodes: () => Promise.resolve(['n1']) });
+  it('none for a local batch, or a swarm executor without a node inventory', async () => {
+    const local = await rig({ nodes: { readyNodes: () => Promise.resolve(['n1']) } });
     expect(admissionNodesOf(local.s)).toBeUndefined();
     await rm(join(dir, 'batch'), { recursive: true, force: true });
     const swarm = await rig({}, { executor: SWARM });
@@ -321,9 +329,11 @@ describe('admissionNodesOf', () => {
     const constraintsSeen: (readonly string[] | undefined)[] = [];
     const { s, tb } = await rig(
       {
-        readyNodes: (constraints?: readonly string[]) => {
-          constraintsSeen.push(constraints);
-          return Promise.resolve(['n1', 'n2', 'n3']);
+        nodes: {
+          readyNodes: (constraints?: readonly string[]) => {
+            constraintsSeen.push(constraints);
+            return Promise.resolve(['n1', 'n2', 'n3']);
+          },
         },
       },
       { executor: SWARM },
@@ -343,7 +353,11 @@ describe('admissionNodesOf', () => {
   it('a manager that cannot answer, or only down nodes: no node to admit on (the pair waits)', async () => {
     let fail = true;
     const { s, tb } = await rig(
-      { readyNodes: () => (fail ? Promise.reject(new Error('manager down')) : Promise.resolve(['n2'])) },
+      {
+        nodes: {
+          readyNodes: () => (fail ? Promise.reject(new Error('manager down')) : Promise.resolve(['n2'])),
+        },
+      },
       { executor: SWARM },
     );
     const nodes = admissionNodesOf(s);
@@ -357,14 +371,20 @@ describe('admissionNodesOf', () => {
   });
 
   it('an unreadable nodes-down file counts as none down', async () => {
-    const { s, tb } = await rig({ readyNodes: () => Promise.resolve(['n1']) }, { executor: SWARM });
+    const { s, tb } = await rig(
+      { nodes: { readyNodes: () => Promise.resolve(['n1']) } },
+      { executor: SWARM },
+    );
     await tb.store.writeBytesAtomic?.(NODES_DOWN_FILE, new TextEncoder().encode('{not json'));
     const nodes = admissionNodesOf(s);
     expect(await nodes?.([])).toEqual(['n1']);
   });
 
   it('a swarm dispatch tries the nodes in turn, each refused', async () => {
-    const { s, admits } = await rig({ readyNodes: () => Promise.resolve(['n1', 'n2']) }, { executor: SWARM });
+    const { s, admits } = await rig(
+      { nodes: { readyNodes: () => Promise.resolve(['n1', 'n2']) } },
+      { executor: SWARM },
+    );
     const ports = loopPorts(s, [], new Map([['a', ENV]]), writerSpy().writer);
     await expect(ports.dispatch('a', () => undefined)).resolves.toMatchObject({ kind: 'refused' });
     expect(admits).toEqual([{ node: 'n1' }, { node: 'n2' }]);

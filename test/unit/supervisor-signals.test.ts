@@ -82,7 +82,7 @@ describe('swarm admission nodes', () => {
     executor: 'swarm' | 'local' = 'swarm',
   ): Supervision {
     return {
-      deps: { store, execute: { runtime: { readyNodes: ready } } },
+      deps: { store, execute: { runtime: {}, nodes: { readyNodes: ready } } },
       batch: { batch_id: 'b', executor: { kind: executor } },
     } as unknown as Supervision;
   }

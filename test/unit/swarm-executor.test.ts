@@ -4,11 +4,9 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import {
-  gpuCountOf,
-  LogFeed,
-  SwarmContainerRuntime,
-} from '../../src/adapters/swarm/swarm-container-runtime.js';
+import { LogFeed } from '../../src/adapters/swarm/log-feed.js';
+import { SwarmContainerRuntime } from '../../src/adapters/swarm/swarm-container-runtime.js';
+import { gpuCountOf } from '../../src/adapters/swarm/swarm-service-spec.js';
 import type { LazyContainerRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { LazyExecutorRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { runtimeForOutput } from '../../src/composition-root.js';

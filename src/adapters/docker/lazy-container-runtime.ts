@@ -140,20 +140,13 @@ export class LazyContainerRuntime implements ContainerRuntime {
 }
 
 /**
- * A lazily built executor whose runtime also collects mounts, reports placements and lists its ready nodes (the
- * swarm executor): all forwarded, so the lifecycle and the supervisor see them as on the real one. dockerode loads on the first call.
+ * A lazily built executor whose runtime also collects mounts (the swarm executor): forwarded, so the lifecycle sees
+ * it as on the real one. dockerode loads on the first call. Its node and placement inventories are the executor's
+ * (composition-root's `createExecutor`), not the runtime's.
  */
 export class LazyExecutorRuntime extends LazyContainerRuntime {
   async collectMounts(id: string): Promise<void> {
     const runtime = await this.runtime();
     await runtime.collectMounts?.(id);
-  }
-  async placementOf(id: string): Promise<{ readonly node: string } | null> {
-    const runtime = await this.runtime();
-    return runtime.placementOf ? runtime.placementOf(id) : null;
-  }
-  async readyNodes(constraints?: readonly string[]): Promise<readonly string[]> {
-    const runtime = await this.runtime();
-    return runtime.readyNodes ? runtime.readyNodes(constraints) : [];
   }
 }

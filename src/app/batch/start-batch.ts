@@ -29,6 +29,7 @@ import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime, EngineInfo } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
+import type { NodeInventory } from '../ports/executor-inventory.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
@@ -50,6 +51,8 @@ export interface StartBatchDeps {
   /** The boot id recorded in batch.json. */
   readonly host: Pick<HostIdentity, 'bootId' | 'isAlive'>;
   readonly runtime: ContainerRuntime;
+  /** Swarm: the nodes admission reserves on (absent: the registry's own node). */
+  readonly nodes?: NodeInventory;
   readonly clock: Clock;
   readonly observeGpus?: () => Promise<GpuObservation>;
   /**
@@ -399,7 +402,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   const { bytes, manifest } = await checkManifest(deps, options);
   const { engine, pins } = await checkEngine(deps.runtime, manifest, options.bin ?? 'roboguide-eval');
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
-  const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.runtime) : undefined;
+  const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.nodes) : undefined;
   await deps.checkRegistry?.(
     registryNeeds(manifest, {
       ...(nodes ? { nodes } : {}),

@@ -7,6 +7,7 @@ import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
 import type { Logger } from '../ports/logger.js';
+import type { PlacementInventory } from '../ports/executor-inventory.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
 import type { JobFiles, ResolvedJobEnvironment } from './batch-context.js';
 import {
@@ -78,7 +79,7 @@ export function loopPorts(
     if (job === undefined) throw new Error(`job ${jobId} is not in the manifest`);
     return job;
   };
-  const placementOf = deps.execute.runtime.placementOf?.bind(deps.execute.runtime);
+  const placements = deps.execute.placements;
   return {
     clock: deps.execute.clock,
     logger: deps.logger,
@@ -109,10 +110,10 @@ export function loopPorts(
       if (receipt === undefined) throw new Error(`job ${jobId} has no receipt to recover`);
       return recoverPair(batchDeps, ctx, job, receipt, envs.get(jobId), onRunning).then(outcomeOfFinish);
     },
-    ...(placementOf !== undefined
+    ...(placements !== undefined
       ? {
           watchPlacement: (handle, stillRunning) =>
-            watchPlacement(s, placementOf, handle, stillRunning, () => statusWriter.soon()),
+            watchPlacement(s, placements, handle, stillRunning, () => statusWriter.soon()),
         }
       : {}),
   };
@@ -164,7 +165,7 @@ export function outcomeOfAttempt(attempt: DispatchAttempt): PairOutcome {
 /** Swarm (issue 13): which node runs each pair, journalled once the swarm placed it (status shows it). */
 function watchPlacement(
   s: Supervision,
-  placementOf: (id: string) => Promise<{ readonly node: string } | null>,
+  placements: PlacementInventory,
   handle: RunningHandle,
   stillRunning: () => boolean,
   statusSoon: () => void,
@@ -172,7 +173,9 @@ function watchPlacement(
   void (async () => {
     while (stillRunning()) {
       const placed =
-        handle.containerId === null ? null : await placementOf(handle.containerId).catch(() => null);
+        handle.containerId === null
+          ? null
+          : await placements.placementOf(handle.containerId).catch(() => null);
       if (placed !== null) {
         handle.node = placed.node;
         await bestEffort(s.deps.logger, 'journal pair_placed', () =>
@@ -202,13 +205,12 @@ function pairContextOf(s: Supervision): BatchPairContext {
  * ready, less those the operator declared down, taken in turn so that the pairs spread over the nodes.
  */
 export function admissionNodesOf(s: Supervision): BatchPairContext['admissionNodes'] {
-  const runtime = s.deps.execute.runtime;
-  const readyNodes = s.batch.executor?.kind === 'swarm' ? runtime.readyNodes?.bind(runtime) : undefined;
-  if (readyNodes === undefined) return undefined;
+  const inventory = s.batch.executor?.kind === 'swarm' ? s.deps.execute.nodes : undefined;
+  if (inventory === undefined) return undefined;
   let turn = 0;
   return async (constraints) => {
     const down = new Set(await nodesDown(s.deps.store).catch(() => []));
-    const ready = (await readyNodes(constraints).catch((): readonly string[] => [])).filter(
+    const ready = (await inventory.readyNodes(constraints).catch((): readonly string[] => [])).filter(
       (n) => !down.has(n),
     );
     if (ready.length === 0) return [];

@@ -153,14 +153,6 @@ export interface ContainerRuntime {
    * mounts back into their host folders (after it stopped, before the outcome is read). Absent: nothing to copy.
    */
   collectMounts?(id: string): Promise<void>;
-  /** Runtimes with several nodes (swarm): the node that runs (or ran) the container, null while it is not placed. */
-  placementOf?(id: string): Promise<{ readonly node: string } | null>;
-  /**
-   * Swarm: the hostnames of the nodes that take work now (ready, active) and satisfy `constraints` (the job's
-   * placement). Admission reserves a pair on one of them (the registry's limits, GPU budget and ports per node) and
-   * the pair's service is pinned there.
-   */
-  readyNodes?(constraints?: readonly string[]): Promise<readonly string[]>;
   /**
    * Bytes of the container's writable layer (the engine's `SizeRw`, computed by walking the layer; bounded by the
    * call's deadline), null when the container is gone or the runtime cannot tell (the layer is then not counted).
