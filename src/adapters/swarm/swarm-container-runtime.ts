@@ -20,18 +20,19 @@ import type { SwarmLogs } from './swarm-logs.js';
 import type { SwarmNodes } from './swarm-nodes.js';
 import { mountsOf, serviceSpecOf } from './swarm-service-spec.js';
 import { RUNNING, TERMINAL, type SwarmTasks, type TaskView } from './swarm-tasks.js';
-import { waitForTask } from './swarm-wait.js';
+import { waitForTask, type SwarmWaitParts } from './swarm-wait.js';
 
 /** The parts a swarm runtime is made of (built together by `openSwarmExecutor`, src/adapters/swarm/swarm-executor.ts). */
-export interface SwarmRuntimeParts {
+export interface SwarmRuntimeParts extends SwarmWaitParts {
   readonly manager: Docker;
-  readonly nodes: SwarmNodes;
-  readonly tasks: SwarmTasks;
-  readonly logs: SwarmLogs;
-  readonly containers: NodeContainers;
+  readonly nodes: Pick<SwarmNodes, 'configured' | 'engineNamed' | 'loss' | 'nodeName'>;
+  readonly tasks: Pick<SwarmTasks, 'task' | 'refresh' | 'created' | 'fromService'>;
+  readonly logs: Pick<SwarmLogs, 'open' | 'complete' | 'completeSoon' | 'endNow'>;
+  readonly containers: Pick<
+    NodeContainers,
+    'removeTaskContainer' | 'removeVolumes' | 'inspectRemoved' | 'archive' | 'collect'
+  >;
   readonly logger: Logger;
-  readonly pollMs: number;
-  readonly nodeLossGraceMs: number;
 }
 
 /**

@@ -14,9 +14,9 @@ import { RUNNING, TERMINAL, type SwarmTasks, type TaskView } from './swarm-tasks
 const NODE_CHECK_MS = 1_000;
 
 export interface SwarmWaitParts {
-  readonly tasks: SwarmTasks;
-  readonly nodes: SwarmNodes;
-  readonly logs: SwarmLogs;
+  readonly tasks: Pick<SwarmTasks, 'task'>;
+  readonly nodes: Pick<SwarmNodes, 'loss' | 'nodeName'>;
+  readonly logs: Pick<SwarmLogs, 'complete' | 'endNow'>;
   readonly pollMs: number;
   /** A node whose engine does not answer for this long while its pair runs is lost. */
   readonly nodeLossGraceMs: number;
