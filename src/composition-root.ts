@@ -136,11 +136,12 @@ export async function createPairNetworkGuard(
 export function createExecutor(
   executor: ExecutorConfig,
   downNodes: readonly string[] = [],
-  logger: Logger = createStderrLogger(),
+  logger?: Logger,
 ): Executor {
   if (executor.kind === 'local') return { runtime: createContainerRuntime() };
   let opened: Promise<SwarmExecutor> | null = null;
-  const open = (): Promise<SwarmExecutor> => (opened ??= createSwarmExecutor(executor, downNodes, logger));
+  const open = (): Promise<SwarmExecutor> =>
+    (opened ??= createSwarmExecutor(executor, downNodes, logger ?? createStderrLogger()));
   return {
     runtime: new LazyExecutorRuntime(async () => (await open()).runtime),
     nodes: { readyNodes: async (constraints) => (await open()).nodes.readyNodes(constraints) },

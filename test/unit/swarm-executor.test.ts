@@ -9,7 +9,7 @@ import { SwarmContainerRuntime } from '../../src/adapters/swarm/swarm-container-
 import { gpuCountOf } from '../../src/adapters/swarm/swarm-service-spec.js';
 import type { LazyContainerRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { LazyExecutorRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
-import { runtimeForOutput } from '../../src/composition-root.js';
+import { createExecutor, runtimeForOutput } from '../../src/composition-root.js';
 import { swarmSlots } from '../../src/app/batch/start-batch.js';
 import { classify } from '../../src/core/classify.js';
 import { decideDispatch, workersAllowed } from '../../src/core/dispatch-policy.js';
@@ -264,6 +264,23 @@ describe('service log feed (follow never ends; completion re-reads and skips wha
     await new Promise((r) => setTimeout(r, 20));
     feed.endNow();
     expect(await out).toBe('before the loss\n');
+  });
+});
+
+describe('the executor factory (createExecutor)', () => {
+  it('the local engine has no node or placement inventory; a swarm has both, beside its runtime', async () => {
+    const local = createExecutor({ kind: 'local' });
+    expect(local.nodes).toBeUndefined();
+    expect(local.placements).toBeUndefined();
+    const swarm = createExecutor({
+      kind: 'swarm',
+      manager: 'unix:///nonexistent/rg-manager.sock',
+      node_engines: { n1: 'unix:///nonexistent/rg-n1.sock' },
+    });
+    expect(await (swarm.runtime as LazyExecutorRuntime).runtime()).toBeInstanceOf(SwarmContainerRuntime);
+    // Both ask the swarm's manager: one that does not answer is an engine error, not an empty answer.
+    await expect(swarm.nodes?.readyNodes([])).rejects.toThrow(/unreachable while trying to list swarm nodes/);
+    await expect(swarm.placements?.placementOf('svc')).resolves.toBeNull();
   });
 });
 
