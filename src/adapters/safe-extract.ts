@@ -32,6 +32,7 @@ export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = Object.freeze({
 });
 
 import type { ExtractReport } from '../app/ports/session-archive.js';
+import { ToolError } from '../core/errors.js';
 export type { ExtractReport } from '../app/ports/session-archive.js';
 
 export interface ExtractOptions {
@@ -88,7 +89,11 @@ export function planEntry(header: Pick<Header, 'name' | 'type'>, stripComponents
   return header.type === 'directory' ? { kind: 'skip' } : refuse('empty name');
 }
 
-class LimitExceeded extends Error {}
+class LimitExceeded extends ToolError {
+  constructor(message: string) {
+    super('E_LIMIT_EXCEEDED', message);
+  }
+}
 
 function toBuffer(chunk: unknown): Buffer {
   if (Buffer.isBuffer(chunk)) return chunk;

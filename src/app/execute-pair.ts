@@ -7,7 +7,7 @@ import { b1PortEnvironment } from '../core/b1-config.js';
 import { classify, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import { checkOutcome, formatOutcomeProblem, outcomeProblemsOf, type OutcomeRead } from '../core/outcome.js';
-import { errorKind } from '../core/errors.js';
+import { errorDetail } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { DiskRecord, ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
@@ -422,7 +422,7 @@ async function publishOperatorCopy(
     await deps.publishOutcome(execution.outcome.bytes, job.outcome_path);
   } catch (err) {
     deps.logger.warn(
-      { job: job.job_id, err: errorKind(err) },
+      { job: job.job_id, err: errorDetail(err) },
       'the operator copy of the outcome could not be written (the evidence keeps the private one)',
     );
   }

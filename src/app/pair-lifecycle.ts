@@ -1,4 +1,4 @@
-import { errorKind } from '../core/errors.js';
+import { errorDetail, errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import { beginLifecycle, decide } from '../core/pair-lifecycle-machine.js';
 import type {
@@ -269,7 +269,7 @@ class LifecycleRun {
       return { kind: 'recorded' };
     } catch (err) {
       this.deps.logger.error(
-        { container: containerId, err: errorKind(err) },
+        { container: containerId, err: errorDetail(err) },
         'recording the container id failed',
       );
       return { kind: 'failed', failure: { kind: 'receipt' }, atMs: this.#nowMs() };
@@ -326,7 +326,7 @@ class LifecycleRun {
         return this.deps.runtime.follow(containerId);
       }, neverStarted);
     } catch (err) {
-      this.deps.logger.warn({ container: containerId, err: errorKind(err) }, 'log reconnection failed');
+      this.deps.logger.warn({ container: containerId, err: errorDetail(err) }, 'log reconnection failed');
     }
     return { kind: 'logs_reconnected' };
   }
@@ -468,7 +468,7 @@ class LifecycleRun {
       );
     } catch (err) {
       this.#sessions = { files: 0, bytes: 0, refusals: [`collection failed: ${errorKind(err)}`] };
-      this.deps.logger.warn({ container: containerId, err: errorKind(err) }, 'session collection failed');
+      this.deps.logger.warn({ container: containerId, err: errorDetail(err) }, 'session collection failed');
     }
   }
 

@@ -1,6 +1,6 @@
 import { pipeline } from 'node:stream/promises';
 import { PassThrough, Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
-import { errorKind } from '../core/errors.js';
+import { ToolError, errorDetail, errorKind } from '../core/errors.js';
 import type { LogRecord } from '../core/result.js';
 import type { ContainerOutput } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
@@ -55,9 +55,9 @@ export interface DrainBounds {
 }
 
 /** A log file could not be opened: the pair cannot keep its evidence (harness), whatever the engine did. */
-export class LogOpenError extends Error {
-  constructor(readonly code: string) {
-    super(`log file could not be opened (${code})`);
+export class LogOpenError extends ToolError {
+  constructor(code: string) {
+    super(code, `log file could not be opened (${code})`);
   }
 }
 
@@ -412,7 +412,7 @@ export class PairLogs {
       for (const p of this.#pipes.splice(0)) await p.target.finish().catch(() => undefined);
       this.#pipes.push(...old);
       this.deps.logger.warn(
-        { container: this.containerId(), err: errorKind(err) },
+        { container: this.containerId(), err: errorDetail(err) },
         "the engine's copy of the logs could not be read again after the container stopped",
       );
     }

@@ -1,5 +1,5 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { errorKind } from '../../core/errors.js';
+import { errorDetail } from '../../core/errors.js';
 import { buildReportModel, type ReportModel } from '../../core/report/model.js';
 import { renderReportHtml } from '../../core/report/html.js';
 import type { Clock } from '../ports/clock.js';
@@ -88,7 +88,7 @@ export function reportRefresher(
         await writeReport(store, clock.now(), host);
       } catch (err) {
         // The page is derived: the evidence is already durable, and a full disk must not stop the batch.
-        logger.warn({ err: errorKind(err) }, 'report.html not refreshed');
+        logger.warn({ err: errorDetail(err) }, 'report.html not refreshed');
       }
     },
     clock,

@@ -1,5 +1,5 @@
 import type { BatchLedger } from '../../core/batch-ledger.js';
-import { errorKind } from '../../core/errors.js';
+import { errorDetail } from '../../core/errors.js';
 import { causeOf } from '../../core/pause-cause.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Job, Manifest } from '../../core/manifest/index.js';
@@ -52,7 +52,10 @@ export async function bestEffort(logger: Logger, what: string, work: () => Promi
   try {
     await work();
   } catch (err) {
-    logger.error({ err: errorKind(err), cause: causeOf(err), what }, 'write failed; continuing fail-closed');
+    logger.error(
+      { err: errorDetail(err), cause: causeOf(err), what },
+      'write failed; continuing fail-closed',
+    );
   }
 }
 
@@ -264,7 +267,7 @@ export function statusWriterOf(
   };
   return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) =>
     logger.error(
-      { err: errorKind(err), cause: causeOf(err), what: 'status.json' },
+      { err: errorDetail(err), cause: causeOf(err), what: 'status.json' },
       'write failed; continuing fail-closed',
     ),
   );
