@@ -1,5 +1,5 @@
 import type { BatchLedger } from '../../core/batch-ledger.js';
-import { errorDetail } from '../../core/errors.js';
+import { InternalError, errorDetail } from '../../core/errors.js';
 import { causeOf } from '../../core/pause-cause.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Job, Manifest } from '../../core/manifest/index.js';
@@ -78,7 +78,7 @@ export function loopPorts(
   const ctx = pairContextOf(s);
   const jobOf = (jobId: string): Job => {
     const job = manifest.jobs.find((j) => j.job_id === jobId);
-    if (job === undefined) throw new Error(`job ${jobId} is not in the manifest`);
+    if (job === undefined) throw new InternalError(`job ${jobId} is not in the manifest`);
     return job;
   };
   const placementOf = deps.execute.runtime.placementOf?.bind(deps.execute.runtime);
@@ -103,13 +103,13 @@ export function loopPorts(
     dispatch: (jobId, onRunning) => {
       const job = jobOf(jobId);
       const env = envs.get(jobId);
-      if (env === undefined) throw new Error(`job ${jobId} has no resolved environment`);
+      if (env === undefined) throw new InternalError(`job ${jobId} has no resolved environment`);
       return dispatchPair(batchDeps, ctx, job, env, onRunning).then(outcomeOfAttempt);
     },
     recover: (jobId, onRunning) => {
       const job = jobOf(jobId);
       const receipt = receipts.get(jobId);
-      if (receipt === undefined) throw new Error(`job ${jobId} has no receipt to recover`);
+      if (receipt === undefined) throw new InternalError(`job ${jobId} has no receipt to recover`);
       return recoverPair(batchDeps, ctx, job, receipt, envs.get(jobId), onRunning).then(outcomeOfFinish);
     },
     ...(placementOf !== undefined

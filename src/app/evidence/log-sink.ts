@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { errnoOf } from '../ports/file-system.js';
 import type { FileHandle } from '../ports/file-system.js';
+import { ToolError } from '../../core/errors.js';
 
 /** Where a log write failed and with which errno code (`ENOSPC`…). */
 export interface LogFailure {
@@ -243,7 +244,7 @@ export class LogSink extends Writable {
     try {
       while (this.#failure === null && offset < bytes.byteLength) {
         const written = await this.#handle.write(bytes.subarray(offset));
-        if (written <= 0) throw Object.assign(new Error('write(2) wrote no bytes'), { code: 'EIO' });
+        if (written <= 0) throw new ToolError('EIO', 'write(2) wrote no bytes');
         offset += written;
         this.#bytes += written;
       }
