@@ -19,13 +19,12 @@ import {
   type PairLimits,
   type RequestedLimits,
 } from '../core/pair-limits.js';
-import { sleep as realSleep } from '../core/sleep.js';
 import { DiskWatch } from './disk-watch.js';
 import type { DiskUsage } from './ports/disk-usage.js';
 import { buildResult, outcomeForResult } from './build-result.js';
 import { sha256Hex } from './digest.js';
 import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
-import type { Clock } from './ports/clock.js';
+import { systemClock, type Clock } from './ports/clock.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { FileSystem } from './ports/file-system.js';
 import type { HostIdentity } from './ports/host-identity.js';
@@ -335,7 +334,7 @@ function diskWatchFor(
       disk: deps.disk,
       runtime: deps.runtime,
       clock: deps.clock,
-      sleep: deps.sleep ?? realSleep,
+      sleep: deps.sleep ?? systemClock.sleep,
       logger: deps.logger,
     },
     {

@@ -1,5 +1,5 @@
 import { gpuControllersFact, type HostFact, type HostFactsRecord } from '../core/host-facts.js';
-import { sleep } from '../core/sleep.js';
+import { systemClock } from './ports/clock.js';
 import type { HostFactsSource } from './ports/host-facts.js';
 import { InternalError } from '../core/errors.js';
 
@@ -32,7 +32,7 @@ export async function gatherHostFacts(
   request: HostFactsRequest,
 ): Promise<HostFactsRecord> {
   const stop = new AbortController();
-  const after = deps.after ?? sleep;
+  const after = deps.after ?? systemClock.sleep;
   const timeoutMs = deps.timeoutMs ?? HOST_FACTS_TIMEOUT_MS;
   const bounded = <T extends object>(call: () => Promise<T>): Promise<HostFact<T>> =>
     boundedFact(call, () => after(timeoutMs, stop.signal).then(() => timeoutMs));

@@ -10,7 +10,7 @@ import type {
 import type { ProviderFailure } from '../core/result.js';
 import type { FilesystemChanges } from '../core/sessions-skip.js';
 import type { EngineLoss } from '../core/engine-loss.js';
-import { sleep as realSleep } from '../core/sleep.js';
+import { systemClock } from './ports/clock.js';
 import { awaitEngineReturn } from './engine-return.js';
 import { failpoint, pausepoint } from './failpoints.js';
 import {
@@ -110,7 +110,7 @@ class LifecycleRun {
     private readonly launch: PairLaunch,
   ) {
     this.#startedAt = deps.clock.now();
-    this.#sleep = deps.sleep ?? realSleep;
+    this.#sleep = deps.sleep ?? systemClock.sleep;
     this.#logs = new PairLogs(deps, launch.secrets, () => this.#containerId);
     // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
     // So does a limit the caller watches (the disk, issue 22).

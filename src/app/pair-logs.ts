@@ -3,6 +3,7 @@ import { PassThrough, Transform, type Readable, type TransformCallback, type Wri
 import { ToolError, errorDetail, errorKind } from '../core/errors.js';
 import type { LogRecord } from '../core/result.js';
 import type { ContainerOutput } from './ports/container-runtime.js';
+import { systemClock, type TimerHandle, type Timers } from './ports/clock.js';
 import type { Logger } from './ports/logger.js';
 
 export type LogStreamName = 'stdout' | 'stderr';
@@ -79,14 +80,18 @@ interface LogPipe {
   gap: LogGap | null;
 }
 
-export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
-  let timer: NodeJS.Timeout | undefined;
+export function withTimeout<T>(
+  promise: Promise<T>,
+  ms: number,
+  timers: Timers = systemClock,
+): Promise<T | 'timeout'> {
+  let timer: TimerHandle | undefined;
   return Promise.race([
     promise,
     new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), ms);
+      timer = timers.setTimer(ms, () => resolve('timeout'));
     }),
-  ]).finally(() => clearTimeout(timer));
+  ]).finally(() => timer?.cancel());
 }
 
 type PrefixGap = { readonly cause: 'engine_copy_differs' | 'engine_copy_short'; readonly differs_at: number };

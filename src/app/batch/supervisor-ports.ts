@@ -6,6 +6,7 @@ import type { Job, Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
+import { systemClock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
 import type { JobFiles, ResolvedJobEnvironment } from './batch-context.js';
@@ -184,7 +185,7 @@ function watchPlacement(
         statusSoon();
         return;
       }
-      await new Promise((resolve) => setTimeout(resolve, PLACEMENT_POLL_MS));
+      await (s.deps.execute.sleep ?? systemClock.sleep)(PLACEMENT_POLL_MS);
     }
   })();
 }

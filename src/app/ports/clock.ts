@@ -13,14 +13,17 @@ export interface TimerOptions {
   readonly unref?: boolean;
 }
 
-/** Waiting, through the injected port like the clock, so that a test's fake moves time instead of waiting for it. */
+/**
+ * Waiting, through the injected port like the clock, so that a test's fake moves time instead of waiting for it.
+ * Function properties (not methods): `sleep` is handed on alone, e.g. as a lifecycle's `sleep`.
+ */
 export interface Timers {
   /** Resolves after `ms`, or sooner when `signal` aborts; never rejects (an abort ends the wait, it is no error). */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Calls `fn` once after `ms` unless cancelled first. */
-  setTimer(ms: number, fn: () => void, options?: TimerOptions): TimerHandle;
+  readonly setTimer: (ms: number, fn: () => void, options?: TimerOptions) => TimerHandle;
   /** Calls `fn` every `ms` until cancelled. */
-  setInterval(ms: number, fn: () => void, options?: TimerOptions): TimerHandle;
+  readonly setInterval: (ms: number, fn: () => void, options?: TimerOptions) => TimerHandle;
 }
 
 /** The real clock and timers: the one implementation the composition roots wire in. */
