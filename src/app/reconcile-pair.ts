@@ -148,7 +148,10 @@ async function readOptional(store: EvidenceStore, rel: string): Promise<unknown>
     return await store.readJson(rel);
   } catch (err) {
     const parse = err instanceof RoboguideError && err.context['syscall'] === 'parse';
-    return new Halt(parse ? 'evidence_contradictory' : 'storage_fault', `cannot read ${rel}: ${message(err)}`);
+    return new Halt(
+      parse ? 'evidence_contradictory' : 'storage_fault',
+      `cannot read ${rel}: ${message(err)}`,
+    );
   }
 }
 
@@ -176,7 +179,8 @@ async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: R
   ctx.jobId = jobId;
   if (jobRel !== '.') {
     const dirName = jobRel.split('/').at(-1);
-    if (dirName !== jobId) return new Halt('evidence_contradictory', `receipt in ${jobRel} names job ${jobId}`);
+    if (dirName !== jobId)
+      return new Halt('evidence_contradictory', `receipt in ${jobRel} names job ${jobId}`);
     const batch = await readOptional(store, 'batch.json');
     if (batch instanceof Halt) return batch;
     const batchId = (batch as { batch_id?: unknown } | null)?.batch_id;
@@ -201,7 +205,11 @@ async function outcomeDigest(ctx: Context, path: string): Promise<string | null 
 }
 
 /** The reconciler's own look: by every container id on record, then by the claim label. */
-async function containerPresent(ctx: Context, receipt: Receipt, result: ResultRecord): Promise<boolean | Halt> {
+async function containerPresent(
+  ctx: Context,
+  receipt: Receipt,
+  result: ResultRecord,
+): Promise<boolean | Halt> {
   const { runtime } = ctx.deps;
   const ids = new Set([receipt.container_id, result.container.id].filter((id): id is string => id !== null));
   try {
