@@ -18,6 +18,7 @@ import { observeGpus } from './nvidia-smi.js';
 import { CDI_SPEC_DIRS } from '../app/doctor/podman-checks.js';
 import { gatherHostFacts } from '../app/host-facts.js';
 import { defaultHostFactsSource } from './host-facts/systeminformation-host-facts.js';
+import { InternalError } from '../core/errors.js';
 
 const SCRATCH_TABLE = 'roboguide_doctor_scratch';
 
@@ -32,7 +33,7 @@ export function probeSqliteWritable(path: string): void {
       const token = randomUUID();
       db.prepare(`INSERT INTO ${SCRATCH_TABLE} (token) VALUES (?)`).run(token);
       const row = db.prepare(`SELECT token FROM ${SCRATCH_TABLE}`).get() as { token?: unknown } | undefined;
-      if (row?.token !== token) throw new Error('the row read back differs from the row written');
+      if (row?.token !== token) throw new InternalError('the row read back differs from the row written');
     } finally {
       if (db.isTransaction) db.exec('ROLLBACK');
     }
@@ -83,7 +84,8 @@ async function probePostgres(connection: PostgresConnection): Promise<RegistryPr
       const token = randomUUID();
       await client.query(`INSERT INTO ${SCRATCH_TABLE} (token) VALUES ($1)`, [token]);
       const row = await client.query<{ token: string }>(`SELECT token FROM ${SCRATCH_TABLE}`);
-      if (row.rows[0]?.token !== token) throw new Error('the row read back differs from the row written');
+      if (row.rows[0]?.token !== token)
+        throw new InternalError('the row read back differs from the row written');
       return { schema: { current, supported: POSTGRES_SCHEMA_VERSION } };
     } finally {
       await client.query('ROLLBACK');

@@ -1,4 +1,5 @@
 import type { LoggerOptions } from 'pino';
+import { errorDetail } from '../core/errors.js';
 import { compileRedaction } from '../core/redaction/compile.js';
 import type { CompiledRedaction } from '../core/redaction/compile.js';
 import { redactOnce } from '../core/redaction/redact-once.js';
@@ -18,19 +19,22 @@ export const REDACTED_LOG_PATHS: readonly string[] = [
   '*.env',
 ];
 
-export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'hooks'>>;
+export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'hooks' | 'serializers'>>;
 
 /**
  * Options to spread into `pino({...})`: `redact` censors authorization headers and `env`
  * objects; `hooks.streamWrite` masks resolved secret values (and their encodings), bearer
  * tokens and token formats anywhere in the serialized line, whatever field they hide in.
- * Masks contain no quote or backslash, so the line stays valid JSON.
+ * Masks contain no quote or backslash, so the line stays valid JSON. An `err` field is an error's detail
+ * (core/errors.ts `errorDetail`: kind, code, message, causes), never pino's error serializer, which would fold the
+ * causes into one message and add stacks.
  */
 export function pinoRedactionOptions(secrets: readonly string[]): PinoRedactionOptions {
   const compiled = compileRedaction(secrets, 'text');
   return {
     redact: { paths: [...REDACTED_LOG_PATHS], censor: SECRET_MASK },
     hooks: { streamWrite: (line: string) => redactLine(compiled, line) },
+    serializers: { err: (value: unknown) => (value instanceof Error ? errorDetail(value) : value) },
   };
 }
 

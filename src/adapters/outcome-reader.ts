@@ -6,6 +6,7 @@ import { sha256Hex } from '../app/digest.js';
 import type { OutcomeReader } from '../app/ports/outcome-reader.js';
 import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
 import { redactBytes } from './log-redaction.js';
+import { ToolError } from '../core/errors.js';
 
 export { MAX_OUTCOME_BYTES } from '../core/outcome.js';
 
@@ -87,7 +88,7 @@ export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): P
   for (const segment of folder.split('/').filter((s) => s !== '')) {
     current = `${current}/${segment}`;
     if ((await lstat(current)).isSymbolicLink())
-      throw Object.assign(new Error(`symlink in the outcome path: ${current}`), { code: 'ELOOP' });
+      throw new ToolError('ELOOP', `symlink in the outcome path: ${current}`);
   }
   await closeToOthers(folder);
   await replaceFile(hostPath, bytes);

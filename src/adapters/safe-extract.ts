@@ -32,6 +32,7 @@ export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = Object.freeze({
 });
 
 import type { ExtractReport } from '../app/ports/session-archive.js';
+import { InternalError, ToolError } from '../core/errors.js';
 export type { ExtractReport } from '../app/ports/session-archive.js';
 
 export interface ExtractOptions {
@@ -88,7 +89,11 @@ export function planEntry(header: Pick<Header, 'name' | 'type'>, stripComponents
   return header.type === 'directory' ? { kind: 'skip' } : refuse('empty name');
 }
 
-class LimitExceeded extends Error {}
+class LimitExceeded extends ToolError {
+  constructor(message: string) {
+    super('E_LIMIT_EXCEEDED', message);
+  }
+}
 
 function toBuffer(chunk: unknown): Buffer {
   if (Buffer.isBuffer(chunk)) return chunk;
@@ -99,7 +104,7 @@ function toBuffer(chunk: unknown): Buffer {
 
 function codeOf(err: unknown): string {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string') return sanitizeLabel(code);
+  if (typeof code === 'string' && !(err instanceof InternalError)) return sanitizeLabel(code); // an internal fault: its message
   return err instanceof Error ? sanitizeLabel(err.message).slice(0, 60) : 'unknown';
 }
 
@@ -370,7 +375,7 @@ class Extraction {
         readBytes += buffer.length;
         yield buffer;
       }
-      if (readBytes !== sizeBytes) throw new Error(`archive ended inside ${label}`);
+      if (readBytes !== sizeBytes) throw new InternalError(`archive ended inside ${label}`);
     };
     let written = 0;
     const write = async (source: AsyncIterable<unknown>): Promise<void> => {
@@ -393,8 +398,7 @@ class Extraction {
 async function prepareTarget(targetDir: string): Promise<string> {
   await mkdir(targetDir, { recursive: true, mode: 0o700 });
   const root = await realpath(targetDir);
-  if (!(await lstat(root)).isDirectory())
-    throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+  if (!(await lstat(root)).isDirectory()) throw new ToolError('ENOTDIR', 'not a directory');
   return root;
 }
 

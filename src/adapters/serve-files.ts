@@ -8,6 +8,7 @@ import { ApiError } from '../app/serve/api-error.js';
 import type { ExecHandle, SessionEngine } from '../app/serve/session-engine.js';
 import { redactText } from '../core/redaction/redact-text.js';
 import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './safe-extract.js';
+import { ToolError } from '../core/errors.js';
 
 /**
  * File I/O of a session as a user (issue 23): every read and write runs INSIDE the container, as the requested
@@ -257,7 +258,7 @@ async function repackEntry(
     state.bytes + (isFile ? (header.size ?? 0) : 0) > limits.maxTotalBytes
   ) {
     state.refusals.push(`limit reached at ${name}`);
-    throw new Error('download limit reached');
+    throw new ToolError('E_LIMIT_EXCEEDED', 'download limit reached');
   }
   if (unsafeName(header.name) || (header.type === 'link' && unsafeName(header.linkname ?? ''))) {
     entry.resume();

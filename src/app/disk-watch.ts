@@ -1,4 +1,4 @@
-import { errorKind } from '../core/errors.js';
+import { errorDetail } from '../core/errors.js';
 import type { DiskRecord } from '../core/result.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
@@ -95,7 +95,10 @@ export class DiskWatch {
         await this.#deps.disk.measure(this.#options.folders, this.#options.budget ?? DISK_WALK_BUDGET)
       ).bytes;
     } catch (err) {
-      this.#deps.logger.warn({ err: errorKind(err) }, 'disk baseline measurement failed: every byte counts');
+      this.#deps.logger.warn(
+        { err: errorDetail(err) },
+        'disk baseline measurement failed: every byte counts',
+      );
     }
   }
 
@@ -122,7 +125,7 @@ export class DiskWatch {
       }
     } catch (err) {
       this.#deps.logger.warn(
-        { container: this.#containerId, err: errorKind(err) },
+        { container: this.#containerId, err: errorDetail(err) },
         'disk measurement failed',
       );
     }

@@ -1,5 +1,5 @@
 import { checkMounts } from '../core/mount-policy.js';
-import { ExitCode } from '../core/errors.js';
+import { ExitCode, InternalError } from '../core/errors.js';
 import type { GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../core/host-facts.js';
 import type { ContainerRuntime, EngineInfo } from './ports/container-runtime.js';
@@ -103,7 +103,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     outputDir: options.outputDir,
     dataRoot: info.then(
       (i) => i.dataRoot ?? null,
-      () => Promise.reject(new Error('the engine did not answer')),
+      () => Promise.reject(new InternalError('the engine did not answer')),
     ),
   });
   const [engine, host] = await Promise.all([

@@ -1,6 +1,5 @@
 import { engineProbeDelayMs } from '../core/engine-loss.js';
-import { sleep as realSleep } from '../core/sleep.js';
-import type { Clock } from './ports/clock.js';
+import { systemClock, type Clock } from './ports/clock.js';
 import { EngineError } from './ports/engine-error.js';
 import type { ContainerRuntime, ContainerState } from './ports/container-runtime.js';
 
@@ -32,7 +31,7 @@ export async function awaitEngineReturn(
   options: { readonly untilMs: number; readonly signal?: AbortSignal },
 ): Promise<EngineReturn> {
   const nowMs = (): number => deps.clock.now().getTime();
-  const pause = deps.sleep ?? realSleep;
+  const pause = deps.sleep ?? systemClock.sleep;
   for (let attempt = 0; ; attempt++) {
     if (options.signal?.aborted === true) return { kind: 'aborted' };
     if (nowMs() >= options.untilMs) return { kind: 'deadline' };

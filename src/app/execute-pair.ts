@@ -7,7 +7,7 @@ import { b1PortEnvironment } from '../core/b1-config.js';
 import { classify, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
 import { checkOutcome, formatOutcomeProblem, outcomeProblemsOf, type OutcomeRead } from '../core/outcome.js';
-import { errorKind } from '../core/errors.js';
+import { errorDetail } from '../core/errors.js';
 import { containerName, PRIVATE_OUTCOME_DIR, privateOutcomeRel } from '../core/receipt.js';
 import type { DiskRecord, ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
@@ -19,13 +19,12 @@ import {
   type PairLimits,
   type RequestedLimits,
 } from '../core/pair-limits.js';
-import { sleep as realSleep } from '../core/sleep.js';
 import { DiskWatch } from './disk-watch.js';
 import type { DiskUsage } from './ports/disk-usage.js';
 import { buildResult, outcomeForResult } from './build-result.js';
 import { sha256Hex } from './digest.js';
 import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
-import type { Clock } from './ports/clock.js';
+import { systemClock, type Clock } from './ports/clock.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { FileSystem } from './ports/file-system.js';
 import type { ExecutorInventory } from './ports/executor-inventory.js';
@@ -336,7 +335,7 @@ function diskWatchFor(
       disk: deps.disk,
       runtime: deps.runtime,
       clock: deps.clock,
-      sleep: deps.sleep ?? realSleep,
+      sleep: deps.sleep ?? systemClock.sleep,
       logger: deps.logger,
     },
     {
@@ -423,7 +422,7 @@ async function publishOperatorCopy(
     await deps.publishOutcome(execution.outcome.bytes, job.outcome_path);
   } catch (err) {
     deps.logger.warn(
-      { job: job.job_id, err: errorKind(err) },
+      { job: job.job_id, err: errorDetail(err) },
       'the operator copy of the outcome could not be written (the evidence keeps the private one)',
     );
   }

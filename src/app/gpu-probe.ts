@@ -7,6 +7,7 @@ import {
   parseGpuProbeOutput,
 } from '../core/gpu/gpu-proof.js';
 import { containerLimitsOf } from '../core/pair-limits.js';
+import { systemClock, type Timers } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 
 /** The probe prints a few short lines; anything past this is not read. */
@@ -42,6 +43,7 @@ export async function probeGpuView(
   deps: {
     readonly runtime: Pick<ContainerRuntime, 'create' | 'attach' | 'start' | 'wait' | 'gpuGrantOf'>;
     readonly nowMs: () => number;
+    readonly timers?: Timers;
   },
   input: GpuProbeInput,
 ): Promise<{ readonly containerId: string | null; readonly verdict: GpuProbeVerdict }> {
@@ -86,7 +88,9 @@ export async function probeGpuView(
       return { containerId: id, verdict: { kind: 'not_exited', ms: input.timeoutMs } };
     const printed = await Promise.race([
       text,
-      new Promise<string>((resolve) => setTimeout(() => resolve(''), OUTPUT_END_MS).unref()),
+      new Promise<string>((resolve) =>
+        (deps.timers ?? systemClock).setTimer(OUTPUT_END_MS, () => resolve(''), { unref: true }),
+      ),
     ]);
     if (waited.exitCode !== 0)
       return {

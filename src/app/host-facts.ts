@@ -1,6 +1,7 @@
 import { gpuControllersFact, type HostFact, type HostFactsRecord } from '../core/host-facts.js';
-import { sleep } from '../core/sleep.js';
+import { systemClock } from './ports/clock.js';
 import type { HostFactsSource } from './ports/host-facts.js';
+import { InternalError } from '../core/errors.js';
 
 /** How long each fact may take; the calls run side by side, so this bounds the whole gathering too. */
 export const HOST_FACTS_TIMEOUT_MS = 5_000;
@@ -31,7 +32,7 @@ export async function gatherHostFacts(
   request: HostFactsRequest,
 ): Promise<HostFactsRecord> {
   const stop = new AbortController();
-  const after = deps.after ?? sleep;
+  const after = deps.after ?? systemClock.sleep;
   const timeoutMs = deps.timeoutMs ?? HOST_FACTS_TIMEOUT_MS;
   const bounded = <T extends object>(call: () => Promise<T>): Promise<HostFact<T>> =>
     boundedFact(call, () => after(timeoutMs, stop.signal).then(() => timeoutMs));
@@ -44,7 +45,7 @@ export async function gatherHostFacts(
       bounded(() => source.fileSystemOf(request.outputDir, { nearestAncestor: true })),
       bounded(async () => {
         const root = await request.dataRoot;
-        if (root === null) throw new Error('the engine did not report its data root');
+        if (root === null) throw new InternalError('the engine did not report its data root');
         return source.fileSystemOf(root, { nearestAncestor: false });
       }),
       bounded(async () => gpuControllersFact(await source.gpuControllers())),
@@ -63,7 +64,7 @@ export function batchHostRequest(
 ): HostFactsRequest {
   // A swarm's pairs run on its nodes' engines: the manager's data root is not where their images and logs live.
   if (executor?.kind === 'swarm') {
-    const onNodes = Promise.reject(new Error("swarm executor: the pairs run on the nodes' engines"));
+    const onNodes = Promise.reject(new InternalError("swarm executor: the pairs run on the nodes' engines"));
     onNodes.catch(() => undefined); // read by gatherHostFacts, if at all
     return { outputDir, dataRoot: onNodes };
   }

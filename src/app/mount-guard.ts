@@ -15,17 +15,18 @@ import {
   SYSTEM_PATHS,
   type ProtectedPaths,
 } from '../core/mount-policy.js';
+import { ToolError } from '../core/errors.js';
 import { pausepoint } from './failpoints.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
 
 /** A refusal of the launch-time mount check: `field` names the mount (`cwd`, `outcome folder`), `rule` the cause. */
-export class MountRefusedError extends Error {
+export class MountRefusedError extends ToolError {
   constructor(
     readonly field: string,
     readonly rule: string,
   ) {
-    super(`${field}: ${rule}`);
+    super('E_MOUNT_REFUSED', `${field}: ${rule}`);
     this.name = 'MountRefusedError';
   }
 }

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { describeUnwatchedStop, judgeUnwatchedStop, type EngineLoss } from '../core/engine-loss.js';
-import { errorKind } from '../core/errors.js';
+import { errorDetail } from '../core/errors.js';
 import {
   untouchedByContainer,
   type FilesystemChanges,
@@ -52,7 +52,7 @@ export async function unwatchedStop(
     return describeUnwatchedStop(state.finishedAt, state.exitCode);
   } catch (err) {
     deps.logger.warn(
-      { container: containerId, err: errorKind(err) },
+      { container: containerId, err: errorDetail(err) },
       'engine history unavailable on reattach',
     );
     return null;
@@ -131,7 +131,7 @@ export async function collectMounts(
     await deps.runtime.collectMounts(containerId);
   } catch (err) {
     deps.logger.warn(
-      { container: containerId, err: errorKind(err) },
+      { container: containerId, err: errorDetail(err) },
       'collecting the outcome folder from the node failed',
     );
   }

@@ -1,4 +1,4 @@
-import { errorKind } from '../core/errors.js';
+import { errorDetail, errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import { beginLifecycle, decide } from '../core/pair-lifecycle-machine.js';
 import type {
@@ -10,7 +10,7 @@ import type {
 import type { ProviderFailure } from '../core/result.js';
 import type { FilesystemChanges } from '../core/sessions-skip.js';
 import type { EngineLoss } from '../core/engine-loss.js';
-import { sleep as realSleep } from '../core/sleep.js';
+import { systemClock } from './ports/clock.js';
 import { awaitEngineReturn } from './engine-return.js';
 import { failpoint, pausepoint } from './failpoints.js';
 import {
@@ -110,7 +110,7 @@ class LifecycleRun {
     private readonly launch: PairLaunch,
   ) {
     this.#startedAt = deps.clock.now();
-    this.#sleep = deps.sleep ?? realSleep;
+    this.#sleep = deps.sleep ?? systemClock.sleep;
     this.#logs = new PairLogs(deps, launch.secrets, () => this.#containerId);
     // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
     // So does a limit the caller watches (the disk, issue 22).
@@ -269,7 +269,7 @@ class LifecycleRun {
       return { kind: 'recorded' };
     } catch (err) {
       this.deps.logger.error(
-        { container: containerId, err: errorKind(err) },
+        { container: containerId, err: errorDetail(err) },
         'recording the container id failed',
       );
       return { kind: 'failed', failure: { kind: 'receipt' }, atMs: this.#nowMs() };
@@ -326,7 +326,7 @@ class LifecycleRun {
         return this.deps.runtime.follow(containerId);
       }, neverStarted);
     } catch (err) {
-      this.deps.logger.warn({ container: containerId, err: errorKind(err) }, 'log reconnection failed');
+      this.deps.logger.warn({ container: containerId, err: errorDetail(err) }, 'log reconnection failed');
     }
     return { kind: 'logs_reconnected' };
   }
@@ -468,7 +468,7 @@ class LifecycleRun {
       );
     } catch (err) {
       this.#sessions = { files: 0, bytes: 0, refusals: [`collection failed: ${errorKind(err)}`] };
-      this.deps.logger.warn({ container: containerId, err: errorKind(err) }, 'session collection failed');
+      this.deps.logger.warn({ container: containerId, err: errorDetail(err) }, 'session collection failed');
     }
   }
 

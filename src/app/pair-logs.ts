@@ -1,8 +1,9 @@
 import { pipeline } from 'node:stream/promises';
 import { PassThrough, Transform, type Readable, type TransformCallback, type Writable } from 'node:stream';
-import { errorKind } from '../core/errors.js';
+import { ToolError, errorDetail, errorKind } from '../core/errors.js';
 import type { LogRecord } from '../core/result.js';
 import type { ContainerOutput } from './ports/container-runtime.js';
+import { systemClock, type TimerHandle, type Timers } from './ports/clock.js';
 import type { Logger } from './ports/logger.js';
 
 export type LogStreamName = 'stdout' | 'stderr';
@@ -55,9 +56,9 @@ export interface DrainBounds {
 }
 
 /** A log file could not be opened: the pair cannot keep its evidence (harness), whatever the engine did. */
-export class LogOpenError extends Error {
-  constructor(readonly code: string) {
-    super(`log file could not be opened (${code})`);
+export class LogOpenError extends ToolError {
+  constructor(code: string) {
+    super(code, `log file could not be opened (${code})`);
   }
 }
 
@@ -79,14 +80,18 @@ interface LogPipe {
   gap: LogGap | null;
 }
 
-export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T | 'timeout'> {
-  let timer: NodeJS.Timeout | undefined;
+export function withTimeout<T>(
+  promise: Promise<T>,
+  ms: number,
+  timers: Timers = systemClock,
+): Promise<T | 'timeout'> {
+  let timer: TimerHandle | undefined;
   return Promise.race([
     promise,
     new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), ms);
+      timer = timers.setTimer(ms, () => resolve('timeout'));
     }),
-  ]).finally(() => clearTimeout(timer));
+  ]).finally(() => timer?.cancel());
 }
 
 type PrefixGap = { readonly cause: 'engine_copy_differs' | 'engine_copy_short'; readonly differs_at: number };
@@ -412,7 +417,7 @@ export class PairLogs {
       for (const p of this.#pipes.splice(0)) await p.target.finish().catch(() => undefined);
       this.#pipes.push(...old);
       this.deps.logger.warn(
-        { container: this.containerId(), err: errorKind(err) },
+        { container: this.containerId(), err: errorDetail(err) },
         "the engine's copy of the logs could not be read again after the container stopped",
       );
     }

@@ -83,14 +83,15 @@ export const REASON_TEXT: Readonly<Record<ReconcileReason, string>> = {
   unknown_reservation: 'unknown reservation: the registry has no such reservation (another --registry?)',
 };
 
-/** Internal: ends a reconciliation early with a hold or refusal; always caught in reconcilePair. */
-class Stop extends Error {
+/**
+ * Internal: a reconciliation that ends early with a hold or refusal. Returned (never thrown) by each step; a class
+ * so that `instanceof Halt` cannot be faked by evidence JSON, which is never an instance.
+ */
+class Halt {
   constructor(
     readonly reason: ReconcileReason,
     readonly detail: string,
-  ) {
-    super(detail);
-  }
+  ) {}
 }
 
 interface Context {
@@ -118,9 +119,9 @@ function report(
   };
 }
 
-function stopReport(ctx: Context, stop: Stop): ReconcileReport {
-  const kind = stop.reason in REFUSALS ? 'refused' : 'hold';
-  return report(ctx, kind, stop.reason, `${REASON_TEXT[stop.reason]}: ${stop.detail}; reservation kept`);
+function haltReport(ctx: Context, halt: Halt): ReconcileReport {
+  const kind = halt.reason in REFUSALS ? 'refused' : 'hold';
+  return report(ctx, kind, halt.reason, `${REASON_TEXT[halt.reason]}: ${halt.detail}; reservation kept`);
 }
 
 const REFUSALS: Readonly<Record<TerminalCommitRefusal, true>> = {
@@ -147,7 +148,10 @@ async function readOptional(store: EvidenceStore, rel: string): Promise<unknown>
     return await store.readJson(rel);
   } catch (err) {
     const parse = err instanceof RoboguideError && err.context['syscall'] === 'parse';
-    throw new Stop(parse ? 'evidence_contradictory' : 'storage_fault', `cannot read ${rel}: ${message(err)}`);
+    return new Halt(
+      parse ? 'evidence_contradictory' : 'storage_fault',
+      `cannot read ${rel}: ${message(err)}`,
+    );
   }
 }
 
@@ -158,67 +162,80 @@ async function readEvidence(
   problemsOf: (v: unknown) => string[],
 ): Promise<unknown> {
   const value = await readOptional(store, rel);
-  if (value === null) throw new Stop('evidence_missing', `no ${rel}`);
+  if (value instanceof Halt) return value;
+  if (value === null) return new Halt('evidence_missing', `no ${rel}`);
   const problems = problemsOf(value);
   if (problems.length > 0)
-    throw new Stop('evidence_contradictory', `${rel} is malformed (${problems.join(', ')})`);
+    return new Halt('evidence_contradictory', `${rel} is malformed (${problems.join(', ')})`);
   return value;
 }
 
-async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: ResultRecord }> {
+async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: ResultRecord } | Halt> {
   const { store } = ctx.deps;
   const jobRel = ctx.input.jobRel;
-  const receipt = (await readEvidence(store, join(jobRel, 'receipt.json'), receiptProblems)) as Receipt;
-  ctx.jobId = receipt.job_id;
+  const receipt = await readEvidence(store, join(jobRel, 'receipt.json'), receiptProblems);
+  if (receipt instanceof Halt) return receipt;
+  const { job_id: jobId, batch_id: receiptBatchId } = receipt as Receipt;
+  ctx.jobId = jobId;
   if (jobRel !== '.') {
     const dirName = jobRel.split('/').at(-1);
-    if (dirName !== receipt.job_id)
-      throw new Stop('evidence_contradictory', `receipt in ${jobRel} names job ${receipt.job_id}`);
+    if (dirName !== jobId)
+      return new Halt('evidence_contradictory', `receipt in ${jobRel} names job ${jobId}`);
     const batch = await readOptional(store, 'batch.json');
+    if (batch instanceof Halt) return batch;
     const batchId = (batch as { batch_id?: unknown } | null)?.batch_id;
-    if (batch !== null && batchId !== receipt.batch_id) {
-      throw new Stop(
+    if (batch !== null && batchId !== receiptBatchId) {
+      return new Halt(
         'evidence_contradictory',
-        `receipt batch ${receipt.batch_id} differs from batch.json batch ${String(batchId)}`,
+        `receipt batch ${receiptBatchId} differs from batch.json batch ${String(batchId)}`,
       );
     }
   }
-  const result = (await readEvidence(store, join(jobRel, 'result.json'), resultProblems)) as ResultRecord;
-  return { receipt, result };
+  const result = await readEvidence(store, join(jobRel, 'result.json'), resultProblems);
+  if (result instanceof Halt) return result;
+  return { receipt: receipt as Receipt, result: result as ResultRecord };
 }
 
-async function outcomeDigest(ctx: Context, path: string): Promise<string | null> {
+async function outcomeDigest(ctx: Context, path: string): Promise<string | null | Halt> {
   try {
     return await ctx.deps.readOutcomeSha256(path);
   } catch (err) {
-    throw new Stop('evidence_missing', `cannot read the outcome file ${path}: ${message(err)}`);
+    return new Halt('evidence_missing', `cannot read the outcome file ${path}: ${message(err)}`);
   }
 }
 
 /** The reconciler's own look: by every container id on record, then by the claim label. */
-async function containerPresent(ctx: Context, receipt: Receipt, result: ResultRecord): Promise<boolean> {
+async function containerPresent(
+  ctx: Context,
+  receipt: Receipt,
+  result: ResultRecord,
+): Promise<boolean | Halt> {
   const { runtime } = ctx.deps;
   const ids = new Set([receipt.container_id, result.container.id].filter((id): id is string => id !== null));
   try {
     for (const id of ids) if ((await runtime.inspect(id)) !== null) return true;
     return (await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })).length > 0;
   } catch (err) {
-    throw new Stop(
+    return new Halt(
       'cleanup_unverified',
       `cannot ask the engine whether the container is gone: ${message(err)}`,
     );
   }
 }
 
-async function buildProof(ctx: Context): Promise<TerminalProof> {
-  const { receipt, result } = await loadEvidence(ctx);
+async function buildProof(ctx: Context): Promise<TerminalProof | Halt> {
+  const evidence = await loadEvidence(ctx);
+  if (evidence instanceof Halt) return evidence;
+  const { receipt, result } = evidence;
   // The pair's private copy (no container can reach it once removed); receipts from before it existed name only outcome_path.
   const outcomeFile =
     receipt.private_outcome === undefined
       ? receipt.outcome_path
       : ctx.deps.store.resolve(join(ctx.input.jobRel, receipt.private_outcome));
   const current = await outcomeDigest(ctx, outcomeFile);
+  if (current instanceof Halt) return current;
   const present = await containerPresent(ctx, receipt, result);
+  if (present instanceof Halt) return present;
   step(
     ctx,
     `evidence read (receipt, result, outcome ${current === null ? 'missing' : 'present'}, container ${present ? 'present' : 'absent'})`,
@@ -231,25 +248,26 @@ async function buildProof(ctx: Context): Promise<TerminalProof> {
     outcomeState: current === null ? 'missing' : 'present',
     containerPresent: present,
   });
-  if (decision.kind === 'hold') throw new Stop(decision.reason, decision.detail);
+  if (decision.kind === 'hold') return new Halt(decision.reason, decision.detail);
   ctx.proofSha256 = sha256Hex(proofDigestInput(decision.proof));
   step(ctx, `proof built (sha256 ${ctx.proofSha256})`, 'proof_built');
   return decision.proof;
 }
 
 /** True when the proof file already holds this proof; a different one is a contradiction. */
-async function proofOnDisk(ctx: Context, proofRel: string): Promise<boolean> {
+async function proofOnDisk(ctx: Context, proofRel: string): Promise<boolean | Halt> {
   const existing = await readOptional(ctx.deps.store, proofRel);
+  if (existing instanceof Halt) return existing;
   if (existing === null) return false;
   let text: string;
   try {
     text = canonicalJson(existing);
   } catch {
-    throw new Stop('evidence_contradictory', `${proofRel} is nested too deeply to be a terminal proof`);
+    return new Halt('evidence_contradictory', `${proofRel} is nested too deeply to be a terminal proof`);
   }
   const digest = sha256Hex(text);
   if (digest !== ctx.proofSha256) {
-    throw new Stop(
+    return new Halt(
       'evidence_contradictory',
       `${proofRel} holds proof ${digest}, the evidence now gives ${ctx.proofSha256 ?? '?'}`,
     );
@@ -270,9 +288,11 @@ function commitOf(proof: TerminalProof, proofSha256: string): TerminalCommit {
 }
 
 function finish(ctx: Context, outcome: CommitOutcome, reservationId: string): ReconcileReport {
-  if (outcome.kind === 'refused') throw new Stop(outcome.reason, outcome.detail);
-  if (outcome.kind === 'fault')
-    throw new Stop(outcome.unavailable === true ? 'registry_unavailable' : 'registry_fault', outcome.detail);
+  if (outcome.kind === 'refused') return haltReport(ctx, new Halt(outcome.reason, outcome.detail));
+  if (outcome.kind === 'fault') {
+    const reason = outcome.unavailable === true ? 'registry_unavailable' : 'registry_fault';
+    return haltReport(ctx, new Halt(reason, outcome.detail));
+  }
   for (const [text, point] of outcome.steps) step(ctx, text, point);
   const detail =
     outcome.kind === 'would_commit'
@@ -285,9 +305,11 @@ function finish(ctx: Context, outcome: CommitOutcome, reservationId: string): Re
 
 async function run(ctx: Context): Promise<ReconcileReport> {
   const proof = await buildProof(ctx);
+  if (proof instanceof Halt) return haltReport(ctx, proof);
   const proofSha256 = ctx.proofSha256 ?? sha256Hex(proofDigestInput(proof));
   const proofRel = join(ctx.input.jobRel, PROOF_FILE);
   const written = await proofOnDisk(ctx, proofRel);
+  if (written instanceof Halt) return haltReport(ctx, written);
   const commit = commitOf(proof, proofSha256);
   if (ctx.input.mode === 'preview') {
     step(ctx, written ? 'proof already written (same digest)' : `would write ${PROOF_FILE}`);
@@ -298,7 +320,7 @@ async function run(ctx: Context): Promise<ReconcileReport> {
   } else {
     const write = await writeJsonVerified(ctx.deps.store, proofRel, proof);
     if (write.kind === 'failed')
-      throw new Stop('storage_fault', `cannot write ${proofRel}: ${write.error.message}`);
+      return haltReport(ctx, new Halt('storage_fault', `cannot write ${proofRel}: ${write.error.message}`));
     const how =
       write.kind === 'verified_after_error'
         ? ' (verified after an error)'
@@ -322,12 +344,7 @@ export async function reconcilePair(
     steps: [],
     proofSha256: null,
   };
-  try {
-    return await run(ctx);
-  } catch (err) {
-    if (err instanceof Stop) return stopReport(ctx, err);
-    throw err;
-  }
+  return run(ctx);
 }
 
 export interface ReconcileBatchResult {

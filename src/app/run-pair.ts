@@ -61,6 +61,8 @@ export interface RunPairOptions {
   readonly onWarning?: (message: string) => void;
   /** Aborting it performs the controlled stop (SIGTERM, stop budget, kill); collection and removal still run. */
   readonly terminate?: AbortSignal;
+  /** Called once the exclusive receipt is published (the pair is claimed), before its container is made. */
+  readonly onClaimed?: () => void;
 }
 
 export interface RunPairDeps extends ExecutePairDeps {
@@ -325,6 +327,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   });
   const limits = await pairRunLimits(deps, spec, output, options.onWarning);
   const store = await claimPair(deps, registry, claim, output, receipt);
+  options.onClaimed?.();
   let current = receipt;
   const { result } = await executePair(deps, {
     store,

@@ -1,6 +1,8 @@
 /**
- * One base error for faults of the tool itself. A pair's outcome is data (a classification
- * with reasons), never an exception.
+ * The tool's error family: every error the tool throws is a `ToolError` (a stable `code`, an ES2022 `cause`).
+ * `RoboguideError` is the branch a command reports to the operator (with an exit code); the other branches are
+ * faults caught and handled inside (a refused mount, an unopenable log, an API answer…). A pair's outcome is data
+ * (a classification with reasons), never an exception.
  */
 export type ErrorCode =
   | 'E_USAGE'
@@ -44,16 +46,34 @@ export interface RoboguideErrorOptions {
   readonly exitCode?: ExitCode;
 }
 
-export class RoboguideError extends Error {
-  readonly code: ErrorCode;
+/**
+ * The root of the family. `code` is stable and upper-case: an `E_…` word of this family, an errno (`EIO`) for a
+ * fault that stands in for a system error, or an API code. Logs name an error by `errorDetail`, never by class alone.
+ */
+export class ToolError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options: { readonly cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** An invariant of the tool's own code or of a dependency's answer did not hold (a bug, or a broken dependency). */
+export class InternalError extends ToolError {
+  constructor(message: string, options: { readonly cause?: unknown; readonly code?: string } = {}) {
+    super(options.code ?? 'E_INTERNAL', message, options);
+  }
+}
+
+export class RoboguideError extends ToolError {
+  declare readonly code: ErrorCode;
   readonly context: Readonly<Record<string, unknown>>;
   readonly suggestions: readonly string[];
   readonly exitCode: ExitCode;
 
   constructor(code: ErrorCode, message: string, options: RoboguideErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
-    this.code = code;
+    super(code, message, options);
     this.context = options.context ?? {};
     this.suggestions = options.suggestions ?? [];
     this.exitCode = options.exitCode ?? ExitCode.runtime;
@@ -80,4 +100,33 @@ export class InvalidInputError extends RoboguideError {
 export function errorKind(err: unknown): string {
   if (err instanceof Error) return err.constructor.name || 'Error';
   return typeof err;
+}
+
+/** What a log line says about an error: its class, stable code, message and the chain of its causes. */
+export interface ErrorDetail {
+  readonly kind: string;
+  readonly code?: string;
+  readonly message: string;
+  readonly cause?: ErrorDetail;
+}
+
+/** Causes deeper than this are left out (a cause chain can loop). */
+export const ERROR_DETAIL_MAX_DEPTH = 5;
+
+/**
+ * The detail of `err` for a log line. Not masked here, and not cut (a cut could split a secret so the mask no
+ * longer finds it): log it only through the masking logger (adapters/log-redaction.ts), never into evidence.
+ */
+export function errorDetail(err: unknown, depth = 0): ErrorDetail {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined;
+  const cause = err instanceof Error ? err.cause : undefined;
+  return {
+    kind: errorKind(err),
+    ...(typeof code === 'string' || typeof code === 'number' ? { code: String(code) } : {}),
+    message,
+    ...(cause !== undefined && depth + 1 < ERROR_DETAIL_MAX_DEPTH
+      ? { cause: errorDetail(cause, depth + 1) }
+      : {}),
+  };
 }

@@ -2,6 +2,7 @@
  * The states, events and effects of the pair lifecycle machine (src/core/pair-lifecycle-machine.ts): plain data.
  */
 import type { EngineFault } from './engine-fault.js';
+import { ToolError } from './errors.js';
 import type { EngineLoss, ReturnedContainer } from './engine-loss.js';
 import type { CleanupRecord } from './result.js';
 
@@ -162,8 +163,8 @@ export interface Decision {
 }
 
 /** A transition the machine does not know: a fault of the use-case that fed it, never of the pair. */
-export class LifecycleTransitionError extends Error {
+export class LifecycleTransitionError extends ToolError {
   constructor(phase: string, event: string) {
-    super(`pair lifecycle: no transition from ${phase} on ${event}`);
+    super('E_INTERNAL', `pair lifecycle: no transition from ${phase} on ${event}`);
   }
 }

@@ -5,6 +5,7 @@
  * can tell "already committed" from "something changed". Missing or contradictory evidence is a
  * hold, never a guess.
  */
+import { ToolError } from './errors.js';
 import type { Receipt } from './receipt.js';
 import { CLASSIFICATIONS, type Classification, type Reason, type ResultRecord } from './result.js';
 import { isObject, type JsonObject } from './json-object.js';
@@ -165,9 +166,9 @@ export function buildTerminalProof(input: TerminalProofInput): ProofDecision {
 export const MAX_CANONICAL_DEPTH = 512;
 
 /** A value nested deeper than MAX_CANONICAL_DEPTH: thrown by canonicalJson (never a stack overflow). */
-export class TooDeepError extends Error {
+export class TooDeepError extends ToolError {
   constructor() {
-    super(`value nested deeper than ${MAX_CANONICAL_DEPTH} levels`);
+    super('E_TOO_DEEP', `value nested deeper than ${MAX_CANONICAL_DEPTH} levels`);
     this.name = 'TooDeepError';
   }
 }

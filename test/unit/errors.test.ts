@@ -1,5 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { ExitCode, InvalidInputError, RoboguideError, errorKind } from '../../src/core/errors.js';
+import {
+  ERROR_DETAIL_MAX_DEPTH,
+  ExitCode,
+  InternalError,
+  InvalidInputError,
+  RoboguideError,
+  ToolError,
+  errorDetail,
+  errorKind,
+} from '../../src/core/errors.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
+import { MountRefusedError } from '../../src/app/mount-guard.js';
+import { LogOpenError } from '../../src/app/pair-logs.js';
+import { ApiError } from '../../src/app/serve/api-error.js';
+import { LifecycleTransitionError } from '../../src/core/pair-lifecycle-state.js';
+import { TooDeepError } from '../../src/core/terminal-proof.js';
 
 describe('errors', () => {
   it('carries a stable code, context and exit code', () => {
@@ -26,5 +41,53 @@ describe('errors', () => {
   it('names the error class without its message', () => {
     expect(errorKind(new TypeError('secret text'))).toBe('TypeError');
     expect(errorKind('x')).toBe('string');
+  });
+
+  it('one family: every error class of the tool is a ToolError with a stable code and a cause', () => {
+    const cause = new Error('underneath');
+    const family: ToolError[] = [
+      new RoboguideError('E_STORE', 'x', { cause }),
+      new InvalidInputError('E_SPEC_INVALID', 'spec', [{ path: 'a', rule: 'b' }]),
+      new EngineError('engine_error', 'x', { statusCode: 500, engineMessage: 'x' }),
+      new InternalError('x', { cause }),
+      new MountRefusedError('cwd', 'is a symlink'),
+      new LogOpenError('EACCES'),
+      new ApiError(404, 'E_NOT_FOUND', 'x'),
+      new LifecycleTransitionError('running', 'started'),
+      new TooDeepError(),
+    ];
+    for (const err of family) {
+      expect(err).toBeInstanceOf(ToolError);
+      expect(err.code).toMatch(/^E[A-Z_]+$/);
+      expect(err.name).toBe(err.constructor.name);
+    }
+    expect(family[0]?.cause).toBe(cause);
+    expect(family[3]?.cause).toBe(cause);
+    expect(new LogOpenError('EACCES').code).toBe('EACCES');
+    expect(new ApiError(404, 'E_NOT_FOUND', 'x').code).toBe('E_NOT_FOUND');
+    // Only the operator-facing branch is a RoboguideError: the CLI's and the API's handling of the rest is unchanged.
+    expect(new MountRefusedError('cwd', 'x')).not.toBeInstanceOf(RoboguideError);
+    expect(new InternalError('x')).not.toBeInstanceOf(RoboguideError);
+  });
+
+  it('details an error for a log line: kind, code, message and the cause chain', () => {
+    const errno = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    const wrapped = new RoboguideError('E_STORE', 'cannot write result.json', { cause: errno });
+    expect(errorDetail(wrapped)).toEqual({
+      kind: 'RoboguideError',
+      code: 'E_STORE',
+      message: 'cannot write result.json',
+      cause: { kind: 'Error', code: 'ENOSPC', message: 'ENOSPC: no space left on device, write' },
+    });
+    expect(errorDetail('plain text')).toEqual({ kind: 'string', message: 'plain text' });
+  });
+
+  it('stops a looping cause chain at its depth limit', () => {
+    const a = new InternalError('a');
+    const b = new InternalError('b', { cause: a });
+    Object.defineProperty(a, 'cause', { value: b });
+    let depth = 0;
+    for (let d: unknown = errorDetail(a); d !== undefined; d = (d as { cause?: unknown }).cause) depth += 1;
+    expect(depth).toBe(ERROR_DETAIL_MAX_DEPTH);
   });
 });

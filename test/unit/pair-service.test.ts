@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
@@ -103,6 +103,19 @@ describe('PairService (`/v1/pairs`)', () => {
     expect(runtime.created).toHaveLength(1);
     expect(runtime.removed).toContain('c1');
     expect(service.outputOf(pair_id)).toBe(join(tmp, 'data', 'pairs', pair_id));
+  });
+
+  it('answers once runPair signals the claim: the disk is never polled for receipt.json', async () => {
+    const lstat = vi.spyOn(NodeFileSystem.prototype, 'lstat');
+    try {
+      const { pair_id } = await service.start(spec());
+      const looks = lstat.mock.calls.filter(([path]) => String(path).endsWith('receipt.json'));
+      expect(looks).toEqual([]);
+      expect(await store.exists(`pairs/${pair_id}/receipt.json`)).toBe(true);
+      await settled(pair_id);
+    } finally {
+      lstat.mockRestore();
+    }
   });
 
   it('refuses an invalid spec (400) and one that would mount a protected path (400), running nothing', async () => {

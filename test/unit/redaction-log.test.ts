@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { pinoRedactionOptions } from '../../src/adapters/log-redaction.js';
+import { RoboguideError, errorDetail } from '../../src/core/errors.js';
 import { redactText } from '../../src/core/redaction/redact-text.js';
 import { leakedWindows } from './redaction.fixtures.js';
 
@@ -54,6 +55,27 @@ describe('pinoRedactionOptions', () => {
       job: 'pair-0001',
       req: { headers: { authorization: '[REDACTED]' } },
       msg: 'child [REDACTED]',
+    });
+  });
+
+  it('logs a wrapped error with its cause chain, the secret in it masked', () => {
+    const { logger, lines } = memoryLogger([SECRET]);
+    const engine = Object.assign(new Error(`create failed: env OPENAI_API_KEY=${SECRET} refused`), {
+      code: 'EPROTO',
+    });
+    const err = new RoboguideError('E_ENGINE', 'the container could not be created', { cause: engine });
+    logger.warn({ container: 'c1', err: errorDetail(err) }, 'pair not started');
+    expect(leakedWindows(lines.join(''), FORMS)).toEqual([]);
+    const line = JSON.parse(lines[0] ?? '{}') as Record<string, unknown>;
+    expect(line['err']).toEqual({
+      kind: 'RoboguideError',
+      code: 'E_ENGINE',
+      message: 'the container could not be created',
+      cause: {
+        kind: 'Error',
+        code: 'EPROTO',
+        message: 'create failed: env OPENAI_API_KEY=[REDACTED] refused',
+      },
     });
   });
 

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EvidenceStore, JOURNAL_FILE, type JournalRecord } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { CoalescingWriter } from '../../src/app/batch/status-writer.js';
+import { fakeTime } from '../support/fake-time.js';
 
 /** The store's mechanics take any record: the union is the type checker's rule for the batch code, not the store's. */
 const raw = (event: {
@@ -52,6 +53,39 @@ describe('CoalescingWriter', () => {
     );
     await expect(w.now()).resolves.toBeUndefined();
     expect(errors).toHaveLength(1);
+    await w.close();
+  });
+});
+
+describe('CoalescingWriter on the injected clock', () => {
+  it('a scheduled write happens when the fake clock reaches it, with no real time passing', async () => {
+    const time = fakeTime();
+    const written: number[] = [];
+    const w = new CoalescingWriter(
+      () => Promise.resolve(void written.push(time.nowMs())),
+      time.clock,
+      60_000,
+      () => undefined,
+      time.clock,
+    );
+    const t0 = time.nowMs();
+    await w.now();
+    w.soon(); // within the interval: scheduled on the clock's timer, a minute away
+    w.soon();
+    expect(time.pending()).toBe(1);
+    time.advance(59_999);
+    await Promise.resolve();
+    expect(written).toEqual([t0]); // not due yet
+    time.advance(1);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(written).toEqual([t0, t0 + 60_000]); // due: written once for both requests
+    expect(time.pending()).toBe(0);
+    w.soon();
+    expect(time.pending()).toBe(1);
+    await w.now(); // a change that matters: written at once, the scheduled write cancelled
+    expect(time.pending()).toBe(0);
+    expect(written).toEqual([t0, t0 + 60_000, t0 + 60_000]);
     await w.close();
   });
 });

@@ -445,7 +445,9 @@ describe('statusWriterOf', () => {
     };
     const writer = statusWriterOf(broken, () => [], { poke: () => undefined } as never);
     await writer.now();
-    expect(errors).toEqual([expect.objectContaining({ what: 'status.json', err: 'Error' })]);
+    expect(errors).toEqual([
+      expect.objectContaining({ what: 'status.json', err: { kind: 'Error', message: 'EIO' } }),
+    ]);
   });
 });
 

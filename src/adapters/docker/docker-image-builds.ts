@@ -3,6 +3,7 @@ import type Docker from 'dockerode';
 import type { EngineImage, ImageBuildEngine, ImageBuildOptions } from '../../app/ports/image-builds.js';
 import type { DockerContainerRuntime } from './docker-container-runtime.js';
 import { statusOf, toEngineError } from './engine-error.js';
+import { InternalError } from '../../core/errors.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 
@@ -49,7 +50,7 @@ export function readBuildEvents(
     });
     readable.once('error', reject);
     readable.once('end', () => resolve());
-    readable.once('close', () => (signal.aborted ? reject(new Error('aborted')) : resolve()));
+    readable.once('close', () => (signal.aborted ? reject(new InternalError('aborted')) : resolve()));
   });
 }
 
@@ -128,14 +129,15 @@ export class DockerImageBuilds implements ImageBuildEngine {
         return event.stream !== undefined ? (onLog(event.stream) ?? undefined) : undefined;
       });
     } catch (err) {
-      if (signal.aborted) throw new Error('the build was stopped: the client went away', { cause: err });
+      if (signal.aborted)
+        throw new InternalError('the build was stopped: the client went away', { cause: err });
       throw toEngineError(err, 'build an image', options.ref);
     } finally {
       signal.removeEventListener('abort', onAbort);
     }
-    if (failure !== null) throw new Error(failure);
+    if (failure !== null) throw new InternalError(failure);
     const built = id ?? (await this.inspectImage(options.ref))?.id;
-    if (built === undefined) throw new Error(`the engine reported no image for ${options.ref}`);
+    if (built === undefined) throw new InternalError(`the engine reported no image for ${options.ref}`);
     return { id: built };
   }
 }

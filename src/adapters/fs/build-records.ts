@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BuildRecord, BuildRecords } from '../../app/ports/image-builds.js';
+import { InternalError } from '../../core/errors.js';
 
 /** Build records as one JSON file per cache key under `<data dir>/builds/`, each written atomically (temp + rename). */
 export class FileBuildRecords implements BuildRecords {
@@ -12,7 +13,7 @@ export class FileBuildRecords implements BuildRecords {
   }
 
   #path(key: string): string {
-    if (!/^[0-9a-f]{64}$/.test(key)) throw new Error(`not a build cache key: ${key}`);
+    if (!/^[0-9a-f]{64}$/.test(key)) throw new InternalError(`not a build cache key: ${key}`);
     return join(this.#dir, `${key}.json`);
   }
 

@@ -1,4 +1,5 @@
 import type { CpuFact, GpuController, MemoryFact, MountFact, OsFact } from '../../core/host-facts.js';
+import { InternalError } from '../../core/errors.js';
 
 /**
  * systeminformation's answers (as JSON from its child process) read into our facts. Anything not of the expected
@@ -9,19 +10,19 @@ type Raw = Record<string, unknown>;
 
 function record(value: unknown, what: string): Raw {
   if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new Error(`${what}: not an object`);
+    throw new InternalError(`${what}: not an object`);
   return value as Raw;
 }
 
 function list(value: unknown, what: string): unknown[] {
-  if (!Array.isArray(value)) throw new Error(`${what}: not a list`);
+  if (!Array.isArray(value)) throw new InternalError(`${what}: not a list`);
   return value;
 }
 
 function count(raw: Raw, key: string, what: string): number {
   const value = raw[key];
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
-    throw new Error(`${what}: no ${key}`);
+    throw new InternalError(`${what}: no ${key}`);
   return value;
 }
 
@@ -31,7 +32,7 @@ export function cpuFromSi(value: unknown): CpuFact {
   const raw = record(value, 'cpu');
   const model = [text(raw, 'manufacturer'), text(raw, 'brand')].filter((s) => s !== '').join(' ');
   const cores = count(raw, 'cores', 'cpu');
-  if (cores === 0) throw new Error('cpu: no cores reported');
+  if (cores === 0) throw new InternalError('cpu: no cores reported');
   return {
     model: model === '' ? 'unnamed' : model,
     cores,
@@ -42,14 +43,14 @@ export function cpuFromSi(value: unknown): CpuFact {
 export function memoryFromSi(value: unknown): MemoryFact {
   const raw = record(value, 'memory');
   const total = count(raw, 'total', 'memory');
-  if (total === 0) throw new Error('memory: total is 0');
+  if (total === 0) throw new InternalError('memory: total is 0');
   return { total_bytes: total, available_bytes: count(raw, 'available', 'memory') };
 }
 
 export function osFromSi(value: unknown): OsFact {
   const raw = record(value, 'os');
   const kernel = text(raw, 'kernel');
-  if (kernel === '') throw new Error('os: no kernel reported');
+  if (kernel === '') throw new InternalError('os: no kernel reported');
   return { distro: text(raw, 'distro'), release: text(raw, 'release'), kernel, arch: text(raw, 'arch') };
 }
 

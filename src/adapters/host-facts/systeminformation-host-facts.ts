@@ -16,6 +16,7 @@ import { controllersFromSi, cpuFromSi, memoryFromSi, mountsFromSi, osFromSi } fr
 import { StaticFactsCache, type StaticFacts } from './static-facts-cache.js';
 import { defaultRegistryPath } from '../registry/default-path.js';
 import { readBootId } from '../host-identity.js';
+import { InternalError } from '../../core/errors.js';
 
 /** The source `doctor` and `e1-batch start` use: static facts cached per boot beside the default registry. */
 export function defaultHostFactsSource(): SystemInformationHostFacts {
@@ -128,7 +129,7 @@ export class SystemInformationHostFacts implements HostFactsSource {
     mounts.catch(() => undefined); // awaited below; a realpath failure must not leave it unhandled
     const real = options.nearestAncestor ? await realNearest(path) : await realpath(path);
     const mount: MountFact | null = mountOf(real, await mounts);
-    if (mount === null) throw new Error(`no listed file system holds ${real}`);
+    if (mount === null) throw new InternalError(`no listed file system holds ${real}`);
     return { path, ...mount };
   }
 
@@ -169,7 +170,7 @@ export class SystemInformationHostFacts implements HostFactsSource {
         signal === 'SIGKILL'
           ? `no answer within ${this.#deadlineMs} ms (killed)`
           : `exited ${signal ?? code} without answering`;
-      for (const p of facts.values()) p.reject(new Error(`systeminformation ${why}`));
+      for (const p of facts.values()) p.reject(new InternalError(`systeminformation ${why}`));
     });
   }
 }
@@ -183,7 +184,7 @@ function settleLine(facts: Map<FactName, Pending>, line: string): void {
   }
   const pending = facts.get(parsed.fact as FactName);
   if (pending === undefined) return;
-  if (typeof parsed.error === 'string') pending.reject(new Error(parsed.error));
+  if (typeof parsed.error === 'string') pending.reject(new InternalError(parsed.error));
   else pending.resolve(parsed.value);
 }
 

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { Socket } from 'node:net';
 import pg from 'pg';
 import type { PoolClient } from 'pg';
-import { RoboguideError } from '../../core/errors.js';
+import { InternalError, RoboguideError } from '../../core/errors.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -295,7 +295,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     }
     if (held.timedOut) {
       destroyClient(client);
-      throw new Error('deadline passed while connecting');
+      throw new InternalError('deadline passed while connecting');
     }
     held.client = client;
     return client;

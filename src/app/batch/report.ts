@@ -1,8 +1,8 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { errorKind } from '../../core/errors.js';
+import { errorDetail } from '../../core/errors.js';
 import { buildReportModel, type ReportModel } from '../../core/report/model.js';
 import { renderReportHtml } from '../../core/report/html.js';
-import type { Clock } from '../ports/clock.js';
+import { systemClock, type Clock, type TimerHandle, type Timers } from '../ports/clock.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
@@ -88,7 +88,7 @@ export function reportRefresher(
         await writeReport(store, clock.now(), host);
       } catch (err) {
         // The page is derived: the evidence is already durable, and a full disk must not stop the batch.
-        logger.warn({ err: errorKind(err) }, 'report.html not refreshed');
+        logger.warn({ err: errorDetail(err) }, 'report.html not refreshed');
       }
     },
     clock,
@@ -110,11 +110,12 @@ export function boundedRefresher(
   write: () => Promise<void>,
   clock: Clock,
   minIntervalMs: number,
+  timers: Timers = systemClock,
 ): ReportRefresher {
   let nextMs = -Infinity;
   let writing = false;
   let pokedWhileWriting = false;
-  let timer: NodeJS.Timeout | undefined;
+  let timer: TimerHandle | undefined;
   let chain: Promise<void> = Promise.resolve();
   let closed = false;
   const run = (): Promise<void> => {
@@ -144,14 +145,13 @@ export function boundedRefresher(
       void run();
       return;
     }
-    timer = setTimeout(() => void run(), wait);
-    timer.unref();
+    timer = timers.setTimer(wait, () => void run(), { unref: true });
   };
   return {
     poke,
     async flush(): Promise<void> {
       closed = true;
-      if (timer !== undefined) clearTimeout(timer);
+      timer?.cancel();
       await run();
     },
   };

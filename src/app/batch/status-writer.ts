@@ -1,4 +1,4 @@
-import type { Clock } from '../ports/clock.js';
+import { systemClock, type Clock, type TimerHandle, type Timers } from '../ports/clock.js';
 
 /**
  * How often status.json may be rewritten for changes that can wait (a pair started). Changes that matter (a pair
@@ -19,7 +19,8 @@ export class CoalescingWriter {
   readonly #onError: (err: unknown) => void;
   #chain: Promise<void> = Promise.resolve();
   #queued: Promise<void> | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #timers: Timers;
+  #timer: TimerHandle | undefined;
   #lastStartMs = -Infinity;
   #closed = false;
 
@@ -28,7 +29,9 @@ export class CoalescingWriter {
     clock: Clock,
     minIntervalMs: number,
     onError: (err: unknown) => void = () => undefined,
+    timers: Timers = systemClock,
   ) {
+    this.#timers = timers;
     this.#write = write;
     this.#clock = clock;
     this.#minIntervalMs = minIntervalMs;
@@ -42,16 +45,19 @@ export class CoalescingWriter {
       void this.#enqueue();
       return;
     }
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      void this.#enqueue();
-    }, wait);
-    this.#timer.unref();
+    this.#timer = this.#timers.setTimer(
+      wait,
+      () => {
+        this.#timer = undefined;
+        void this.#enqueue();
+      },
+      { unref: true },
+    );
   }
 
   now(): Promise<void> {
     if (this.#closed) return Promise.resolve();
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
     return this.#enqueue();
   }
@@ -59,7 +65,7 @@ export class CoalescingWriter {
   /** Waits for the writes already asked for; later requests are ignored. */
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
     await this.#chain;
   }

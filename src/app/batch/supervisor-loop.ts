@@ -8,7 +8,7 @@ import {
   type SupervisorJournal,
   type SupervisorState,
 } from '../../core/supervisor-machine.js';
-import type { Clock } from '../ports/clock.js';
+import { systemClock, type Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { RunningHandle } from './batch-pair.js';
 
@@ -34,8 +34,8 @@ export interface SupervisorLoopPorts {
   readonly watchPlacement?: (handle: RunningHandle, stillRunning: () => boolean) => void;
   /** Masks the batch's secrets in a cause's message before it is journalled or logged (default: none to mask). */
   readonly redact?: (text: string) => string;
-  /** A timer for the loop's wait (default: a real one that does not keep the process alive). */
-  readonly delay?: (ms: number) => Promise<void>;
+  /** The loop's wait, ended early through `signal` when woken (default: the system clock's sleep). */
+  readonly delay?: (ms: number, signal: AbortSignal) => Promise<void>;
 }
 
 /**
@@ -54,7 +54,7 @@ export class SupervisorLoop {
   constructor(ports: SupervisorLoopPorts, initial: SupervisorState) {
     this.#ports = ports;
     this.#state = initial;
-    this.#wakeup = new Wakeup(ports.delay ?? delay);
+    this.#wakeup = new Wakeup(ports.delay ?? systemClock.sleep);
   }
 
   get state(): SupervisorState {
@@ -208,9 +208,9 @@ export class SupervisorLoop {
 class Wakeup {
   #pending = false;
   #resolve: (() => void) | undefined;
-  readonly #delay: (ms: number) => Promise<void>;
+  readonly #delay: (ms: number, signal: AbortSignal) => Promise<void>;
 
-  constructor(delayFn: (ms: number) => Promise<void>) {
+  constructor(delayFn: (ms: number, signal: AbortSignal) => Promise<void>) {
     this.#delay = delayFn;
   }
 
@@ -220,16 +220,14 @@ class Wakeup {
   }
 
   async wait(ms: number): Promise<void> {
-    if (!this.#pending)
-      await Promise.race([new Promise<void>((resolve) => (this.#resolve = resolve)), this.#delay(ms)]);
+    if (!this.#pending) {
+      // A wake-up ends the delay too: no timer is left pending to hold the process.
+      const woken = new AbortController();
+      const delayed = this.#delay(ms, woken.signal);
+      await Promise.race([new Promise<void>((resolve) => (this.#resolve = resolve)), delayed]);
+      woken.abort();
+    }
     this.#resolve = undefined;
     this.#pending = false;
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    t.unref?.();
-  });
 }

@@ -1,11 +1,12 @@
 import type { BatchLedger } from '../../core/batch-ledger.js';
-import { errorKind } from '../../core/errors.js';
+import { InternalError, errorDetail } from '../../core/errors.js';
 import { causeOf } from '../../core/pause-cause.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Job, Manifest } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
+import { systemClock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { PlacementInventory } from '../ports/executor-inventory.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
@@ -53,7 +54,10 @@ export async function bestEffort(logger: Logger, what: string, work: () => Promi
   try {
     await work();
   } catch (err) {
-    logger.error({ err: errorKind(err), cause: causeOf(err), what }, 'write failed; continuing fail-closed');
+    logger.error(
+      { err: errorDetail(err), cause: causeOf(err), what },
+      'write failed; continuing fail-closed',
+    );
   }
 }
 
@@ -76,7 +80,7 @@ export function loopPorts(
   const ctx = pairContextOf(s);
   const jobOf = (jobId: string): Job => {
     const job = manifest.jobs.find((j) => j.job_id === jobId);
-    if (job === undefined) throw new Error(`job ${jobId} is not in the manifest`);
+    if (job === undefined) throw new InternalError(`job ${jobId} is not in the manifest`);
     return job;
   };
   const placements = deps.execute.placements;
@@ -101,13 +105,13 @@ export function loopPorts(
     dispatch: (jobId, onRunning) => {
       const job = jobOf(jobId);
       const env = envs.get(jobId);
-      if (env === undefined) throw new Error(`job ${jobId} has no resolved environment`);
+      if (env === undefined) throw new InternalError(`job ${jobId} has no resolved environment`);
       return dispatchPair(batchDeps, ctx, job, env, onRunning).then(outcomeOfAttempt);
     },
     recover: (jobId, onRunning) => {
       const job = jobOf(jobId);
       const receipt = receipts.get(jobId);
-      if (receipt === undefined) throw new Error(`job ${jobId} has no receipt to recover`);
+      if (receipt === undefined) throw new InternalError(`job ${jobId} has no receipt to recover`);
       return recoverPair(batchDeps, ctx, job, receipt, envs.get(jobId), onRunning).then(outcomeOfFinish);
     },
     ...(placements !== undefined
@@ -184,7 +188,7 @@ function watchPlacement(
         statusSoon();
         return;
       }
-      await new Promise((resolve) => setTimeout(resolve, PLACEMENT_POLL_MS));
+      await (s.deps.execute.sleep ?? systemClock.sleep)(PLACEMENT_POLL_MS);
     }
   })();
 }
@@ -266,7 +270,7 @@ export function statusWriterOf(
   };
   return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) =>
     logger.error(
-      { err: errorKind(err), cause: causeOf(err), what: 'status.json' },
+      { err: errorDetail(err), cause: causeOf(err), what: 'status.json' },
       'write failed; continuing fail-closed',
     ),
   );

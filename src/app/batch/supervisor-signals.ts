@@ -1,4 +1,5 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
+import { systemClock, type Timers } from '../ports/clock.js';
 import { STOP_FILE, type StopRequest } from './layout.js';
 import type { SupervisorLoop } from './supervisor-loop.js';
 
@@ -34,7 +35,7 @@ export class StopLatch {
  * the loop. Takes over from the latch.
  */
 export function listenForStops(
-  deps: { readonly store: EvidenceStore; readonly handleSignals: boolean },
+  deps: { readonly store: EvidenceStore; readonly handleSignals: boolean; readonly timers?: Timers },
   loop: SupervisorLoop,
   latch: StopLatch,
 ): () => void {
@@ -57,9 +58,9 @@ export function listenForStops(
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   }
-  const stopPoll = setInterval(onUsr2, STOP_POLL_MS);
+  const stopPoll = (deps.timers ?? systemClock).setInterval(STOP_POLL_MS, onUsr2);
   return () => {
-    clearInterval(stopPoll);
+    stopPoll.cancel();
     process.off('SIGUSR2', onUsr2);
     if (deps.handleSignals) {
       process.off('SIGTERM', onSignal);

@@ -1,7 +1,7 @@
 import type { EvidenceStore, JournalEvent } from '../evidence/evidence-store.js';
 import type { ProcessIdentity } from '../ports/host-identity.js';
 import { foldJournal, type BatchState } from '../../core/batch-state.js';
-import { RoboguideError, errorKind } from '../../core/errors.js';
+import { RoboguideError, errorDetail } from '../../core/errors.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { survivingResume } from '../../core/pause-rules.js';
@@ -92,7 +92,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
         await registry.releaseLease(batchId, identity.pid);
       } catch (err) {
         // A lease left behind is taken over once this process is gone; never let it mask the batch's outcome.
-        deps.logger.warn({ err: errorKind(err), cause: causeOf(err) }, 'supervisor lease not released');
+        deps.logger.warn({ err: errorDetail(err), cause: causeOf(err) }, 'supervisor lease not released');
       }
     }
   }

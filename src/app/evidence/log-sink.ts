@@ -1,6 +1,8 @@
 import { Writable } from 'node:stream';
 import { errnoOf } from '../ports/file-system.js';
 import type { FileHandle } from '../ports/file-system.js';
+import { ToolError } from '../../core/errors.js';
+import { systemClock, type TimerHandle, type Timers } from '../ports/clock.js';
 
 /** Where a log write failed and with which errno code (`ENOSPC`…). */
 export interface LogFailure {
@@ -36,6 +38,8 @@ export interface LogSinkOptions {
   readonly blockBytes?: number;
   /** The longest a byte waits in a block before it is written (default DEFAULT_LOG_HOLD_MS). */
   readonly holdMs?: number;
+  /** The timer of `holdMs` (default: the system clock's). */
+  readonly timers?: Timers;
 }
 
 /** The line appended after the last byte kept when a log reaches its cap (starts with a newline: the cut may be mid-line). */
@@ -77,7 +81,8 @@ export class LogSink extends Writable {
   readonly #holdMs: number;
   #held: Buffer[] = [];
   #heldBytes = 0;
-  #holdTimer: NodeJS.Timeout | null = null;
+  #holdTimer: TimerHandle | null = null;
+  readonly #timers: Timers;
   #inFlight: Promise<void> = Promise.resolve();
   #closing: Promise<void> | undefined;
   readonly #done: Promise<void>;
@@ -93,6 +98,7 @@ export class LogSink extends Writable {
     this.#limitBytes = options.limitBytes ?? Number.POSITIVE_INFINITY;
     this.#blockBytes = options.blockBytes ?? DEFAULT_LOG_BLOCK_BYTES;
     this.#holdMs = options.holdMs ?? DEFAULT_LOG_HOLD_MS;
+    this.#timers = options.timers ?? systemClock;
     this.#done = new Promise<void>((resolve) => {
       this.#markDone = resolve;
     });
@@ -185,13 +191,13 @@ export class LogSink extends Writable {
       previous.then(() => callback(), callback);
       return;
     }
-    this.#holdTimer ??= setTimeout(() => void this.#flushHeld(), this.#holdMs);
+    this.#holdTimer ??= this.#timers.setTimer(this.#holdMs, () => void this.#flushHeld());
     callback();
   }
 
   /** Writes the gathered block after the write in flight; resolves once it is written (or dropped). */
   #flushHeld(): Promise<void> {
-    if (this.#holdTimer !== null) clearTimeout(this.#holdTimer);
+    this.#holdTimer?.cancel();
     this.#holdTimer = null;
     if (this.#heldBytes === 0) return this.#inFlight;
     const block = this.#held.length === 1 ? this.#held[0]! : Buffer.concat(this.#held, this.#heldBytes);
@@ -243,7 +249,7 @@ export class LogSink extends Writable {
     try {
       while (this.#failure === null && offset < bytes.byteLength) {
         const written = await this.#handle.write(bytes.subarray(offset));
-        if (written <= 0) throw Object.assign(new Error('write(2) wrote no bytes'), { code: 'EIO' });
+        if (written <= 0) throw new ToolError('EIO', 'write(2) wrote no bytes');
         offset += written;
         this.#bytes += written;
       }

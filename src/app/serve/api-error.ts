@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
+import { InvalidInputError, RoboguideError, ToolError, type Issue } from '../../core/errors.js';
 import { dedupeIssues, issuesFromZod, plainRule } from '../../core/manifest/zod-issues.js';
 
 /**
@@ -15,9 +15,8 @@ export const REGISTRY_RETRY_AFTER_SEC = 5;
  * An error meant for an API client: rendered as `{"error":{"code","message","issues"}}` with `status`.
  * Messages never include a resolved secret value (callers build them from field names and rules).
  */
-export class ApiError extends Error {
+export class ApiError extends ToolError {
   readonly status: ApiStatus;
-  readonly code: string;
   readonly issues: readonly Issue[];
   /** Sent as `Retry-After` (seconds): the request may succeed later as it is (429, 503). */
   readonly retryAfterSec: number | null;
@@ -28,10 +27,8 @@ export class ApiError extends Error {
     issues: readonly Issue[] = [],
     options?: { cause?: unknown; retryAfterSec?: number },
   ) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'ApiError';
+    super(code, message, { cause: options?.cause });
     this.status = status;
-    this.code = code;
     this.issues = issues;
     this.retryAfterSec = options?.retryAfterSec ?? null;
   }

@@ -8,8 +8,6 @@ import { ApiError, toApiError } from './api-error.js';
 import { unallowedReferences } from './env-allow.js';
 import { somethingAt } from '../job-paths.js';
 
-const RECEIPT_POLL_MS = 10;
-
 interface PairRun {
   readonly pairId: string;
   readonly output: string;
@@ -86,6 +84,8 @@ export class PairService {
     const output = this.outputOf(pairId);
     await this.#deps.store.ensureDir('pairs');
     const terminate = new AbortController();
+    let claimed = false;
+    const claimedSignal = Promise.withResolvers<void>();
     const running = runPair(this.#deps.pairDeps, {
       specText: JSON.stringify(body),
       specSource: `POST /v1/pairs (${pairId})`,
@@ -102,6 +102,10 @@ export class PairService {
         ? { mountRoots: this.#deps.protectedPaths.mountRoots }
         : {}),
       terminate: terminate.signal,
+      onClaimed: () => {
+        claimed = true;
+        claimedSignal.resolve();
+      },
     });
     let settled: { ok: true } | { ok: false; error: unknown } | null = null;
     const run: PairRun = {
@@ -122,19 +126,16 @@ export class PairService {
         },
       ),
     };
-    // Wait until the pair is claimed (receipt.json) or refused before it was.
-    for (;;) {
-      const outcome = settled as { ok: true } | { ok: false; error: unknown } | null;
-      if (
-        outcome !== null &&
-        !outcome.ok &&
-        !(await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))
-      )
-        throw toApiError(outcome.error);
-      if (outcome !== null || (await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json'))))
-        break;
-      await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
-    }
+    // Wait until the pair is claimed (runPair signals the published receipt.json) or refused before it was.
+    await Promise.race([claimedSignal.promise, run.done]);
+    const outcome = settled as { ok: true } | { ok: false; error: unknown } | null;
+    if (
+      !claimed &&
+      outcome !== null &&
+      !outcome.ok &&
+      !(await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))
+    )
+      throw toApiError(outcome.error);
     this.#pairs.set(pairId, run);
     return { pair_id: pairId };
   }

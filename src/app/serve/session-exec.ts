@@ -1,5 +1,6 @@
 import type { Readable, Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
+import { systemClock, type Timers } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { ExecResult } from './schemas.js';
 import type { ExecHandle } from './session-engine.js';
@@ -35,6 +36,8 @@ export interface ExecRun {
   readonly signal?: AbortSignal | undefined;
   readonly logger: Logger;
   readonly sessionId: string;
+  /** The exec's timeout and kill grace (default: the system clock's timers). */
+  readonly timers?: Timers;
 }
 
 export interface ExecOutcome {
@@ -62,7 +65,7 @@ function killerOf(run: ExecRun, stopped: AbortController): () => void {
       .catch((err: unknown) =>
         run.logger.warn({ session: run.sessionId, error: (err as Error).message }, 'cannot kill an exec'),
       )
-      .finally(() => setTimeout(() => run.handle.abandon(), KILL_GRACE_MS).unref());
+      .finally(() => timersOf(run).setTimer(KILL_GRACE_MS, () => run.handle.abandon(), { unref: true }));
   };
 }
 
@@ -112,10 +115,10 @@ export async function runExec(run: ExecRun): Promise<ExecOutcome> {
   const kill = killerOf(run, stopped);
   const timer =
     run.timeoutSec !== undefined
-      ? setTimeout(() => {
+      ? timersOf(run).setTimer(run.timeoutSec * 1000, () => {
           timedOut = true;
           kill();
-        }, run.timeoutSec * 1000)
+        })
       : undefined;
   const onAbort = (): void => kill();
   if (run.signal?.aborted === true) kill();
@@ -139,7 +142,7 @@ export async function runExec(run: ExecRun): Promise<ExecOutcome> {
       stoppedFor: typeof reason === 'string' ? reason : null,
     };
   } finally {
-    clearTimeout(timer);
+    timer?.cancel();
     run.signal?.removeEventListener('abort', onAbort);
   }
 }
@@ -154,4 +157,8 @@ export function execResult(outcome: ExecOutcome, durationMs: number): ExecResult
     duration_ms: Math.round(durationMs * 1000) / 1000,
     truncated: outcome.truncated,
   };
+}
+
+function timersOf(run: ExecRun): Timers {
+  return run.timers ?? systemClock;
 }
