@@ -25,6 +25,16 @@ describe('alreadyDrained: resume starts no supervisor for a batch with nothing l
   it('true when the last supervisor exited drained and every job has a result', async () => {
     await record('supervisor_started', { mode: 'start' });
     await record('supervisor_exited', { state: 'drained' });
+    await store.writeJsonAtomic('SUMMARY.json', { state: 'drained' });
+    expect(await alreadyDrained(store, 0)).toBe(true);
+  });
+
+  it('false when the supervisor was killed after journalling its drained exit but before SUMMARY.json', async () => {
+    // The crash point journal:supervisor_exited: resume must start a supervisor, which writes SUMMARY.json.
+    await record('supervisor_started', { mode: 'start' });
+    await record('supervisor_exited', { state: 'drained' });
+    expect(await alreadyDrained(store, 0)).toBe(false);
+    await store.writeJsonAtomic('SUMMARY.json', { state: 'drained' });
     expect(await alreadyDrained(store, 0)).toBe(true);
   });
 

@@ -4,6 +4,7 @@ import { foldJournal } from '../../core/batch-state.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments } from './batch-context.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { runningSupervisor } from './supervisor-liveness.js';
+import { SUMMARY_FILE } from './layout.js';
 
 /**
  * Checks before a resume: the recorded supervisor must be dead (pid + start time + boot id), and every
@@ -34,11 +35,13 @@ export async function checkResumable(
 }
 
 /**
- * A batch that drained (its last supervisor exited `drained`) with every job's result written: nothing is left for a
- * supervisor to run or reconcile, so `resume` starts none (its report's elapsed time stays the batch's own).
+ * A batch that drained (its last supervisor exited `drained`) with every job's result written and its SUMMARY.json
+ * on disk: nothing is left for a supervisor to run, reconcile or write, so `resume` starts none (its report's elapsed
+ * time stays the batch's own). A supervisor killed between journalling its exit and writing SUMMARY.json is not
+ * drained for this purpose: the supervisor that resume starts finds no work and writes the summary.
  */
 export async function alreadyDrained(store: EvidenceStore, unfinished: number): Promise<boolean> {
   if (unfinished > 0) return false;
   const journal = await store.readJournal();
-  return foldJournal(journal).exitedAs === 'drained';
+  return foldJournal(journal).exitedAs === 'drained' && (await store.exists(SUMMARY_FILE));
 }
