@@ -19,12 +19,6 @@ if (major < 24) {
   process.stderr.write(`roboguide-eval needs Node.js 24 or newer; this is ${process.version}.\n${hint}`);
   process.exit(1);
 }
-// `serve`: many sessions' file writes and fsyncs (session.json, exec logs, archives) run on libuv's thread pool, 4
-// threads unless told: on a busy disk 20 sessions' fsyncs queued behind each other there (docs/benchmarks.md,
-// "Issue 26"). Read once, when the pool first starts, which nothing above has done yet.
-if (process.argv[2] === 'serve' && process.env.UV_THREADPOOL_SIZE === undefined) {
-  process.env.UV_THREADPOOL_SIZE = '64';
-}
 const { default: nodeModule } = await import('node:module');
 const { mkdirSync, readFileSync } = await import('node:fs');
 const { arch, platform, release } = await import('node:os');
