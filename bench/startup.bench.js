@@ -96,13 +96,13 @@ async function engineProxy(path) {
   };
 }
 
-/** Wall ms from spawn to the engine's first request (the command then fails: the image is missing). */
+/** Wall ms from spawn to the engine's first request (the command then exits 2: the image is missing). */
 async function firstEngineCall(cli, proxy, proxyPath, spec, registry) {
   proxy.reset();
   const t0 = process.hrtime.bigint();
   await timed([...cli, 'pair', 'run', '--spec', spec, '--registry', registry], {
     env: { DOCKER_HOST: `unix://${proxyPath}` },
-    expect: 1,
+    expect: 2,
   });
   const first = proxy.firstAt();
   if (first === null) throw new Error('pair run ended without an engine call');

@@ -1,40 +1,58 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { readCodeVersion } from './adapters/code-version.js';
+import { createDoctorDeps, freeDiskBytes } from './adapters/doctor-probes.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
+import { hostAddresses } from './adapters/host-addresses.js';
 import { procHostIdentity } from './adapters/host-identity.js';
+import { buildSyntheticImages, type BuildReport } from './adapters/docker/image-builder.js';
+import { observeGpus } from './adapters/nvidia-smi.js';
 import { fileOutcomeReader } from './adapters/outcome-reader.js';
-import type { BuildReport } from './adapters/docker/image-builder.js';
-import type { RegistryLocation } from './adapters/registry/default-path.js';
-import type { MovedImage } from './app/batch/image-pins.js';
-import type { BatchRecord } from './app/batch/layout.js';
+import { createFileLogger } from './adapters/pino-logger.js';
+import {
+  defaultRegistryPath,
+  isPostgresLocation,
+  registryFilePath,
+  registryLocation,
+  type RegistryLocation,
+} from './adapters/registry/default-path.js';
+import {
+  checkRegistryLocation,
+  openRecordedRegistry,
+  openRegistryAt,
+} from './adapters/registry/open-registry.js';
+import { DEFAULT_EXTRACT_LIMITS } from './adapters/safe-extract.js';
+import { launchSupervisor } from './adapters/supervisor-launcher.js';
+import { loadBatch } from './app/batch/batch-context.js';
+import { movedImageLine, movedImages, type MovedImage } from './app/batch/image-pins.js';
+import { SUPERVISOR_LOG, type BatchRecord } from './app/batch/layout.js';
+import type { NodeDownDeps } from './app/batch/node-down.js';
+import { batchSpaceWarning } from './app/batch/output-space.js';
+import { readStatus } from './app/batch/read-status.js';
+import type { ReportFileDeps } from './app/batch/report-file.js';
+import { checkRegistryNeeds, type StartBatchDeps, type StartBatchOptions } from './app/batch/start-batch.js';
+import type { BatchStatus } from './app/batch/status.js';
+import { supervise } from './app/batch/supervisor.js';
 import type { CapacityDeps } from './app/capacity-report.js';
 import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import type { ExistingRegistry } from './app/existing-evidence.js';
-import type { ReportFileDeps } from './app/batch/report-file.js';
-import type { NodeDownDeps } from './app/batch/node-down.js';
-import type { BatchStatus } from './app/batch/status.js';
-import { SUPERVISOR_LOG } from './app/batch/layout.js';
 import { systemClock } from './app/ports/clock.js';
 import type { Logger } from './app/ports/logger.js';
+import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/reconcile-output.js';
 import type { RecoverOutputDeps } from './app/recover-output.js';
 import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
-import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
-import type { ExecutorConfig } from './core/executor.js';
-import type { PairNetworkGuard } from './app/ports/pair-network.js';
+import * as root from './composition-root.js';
+import { RoboguideError } from './core/errors.js';
+import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 
 /**
- * The wiring of each command, on top of the shared composition root (`composition-root.ts`): a command parses its
- * flags, asks here for what its use-case needs, calls the use-case and renders. Only the evidence store and the
- * local file system are imported at the top; the composition root, the registry (node:sqlite, pg), the supervisor
- * launcher, the doctor's probes, nvidia-smi, the image builder (tar-fs) and the file logger (pino) are imported when
- * a command asks for them, so that a command loads no more than it did when it wired them itself (issue 14).
+ * The wiring of each command, on top of the shared composition root (`root.*`): a command parses its flags, asks here
+ * for what its use-case needs, calls the use-case and renders. Everything is imported at the top (start-up:
+ * docs/architecture.md, "start-up"; the engine client alone is loaded on first use, by the composition root).
  */
-
-export type { BuildReport } from './adapters/docker/image-builder.js';
-
-const root = () => import('./composition-root.js');
+export type { BuildReport };
 
 /** This host's process identities (`/proc`): who runs, whether a recorded supervisor still lives. */
 export const hostIdentity = procHostIdentity;
@@ -49,8 +67,7 @@ export function evidenceStoreAt(dir: string): EvidenceStore {
 
 /** This tool's exact code version (package version and git commit), as receipts and batch.json record it. */
 export async function codeVersion(): Promise<string> {
-  const { readCodeVersion } = await import('./adapters/code-version.js');
-  return readCodeVersion((await root()).PACKAGE_ROOT);
+  return readCodeVersion(root.PACKAGE_ROOT);
 }
 
 /**
@@ -63,15 +80,16 @@ export async function superviseHere(
   mode: 'start' | 'resume',
   registry?: RegistryLocation,
 ): Promise<string> {
-  const { batchLogSecrets, createStderrLogger, createSupervisorDeps } = await root();
-  const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
   const password =
     registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  const deps = await createSupervisorDeps(output, createStderrLogger(await batchLogSecrets(output)), {
-    registryPassword: password,
-  });
+  const deps = await root.createSupervisorDeps(
+    output,
+    root.createStderrLogger(await root.batchLogSecrets(output)),
+    {
+      registryPassword: password,
+    },
+  );
   try {
-    const { supervise } = await import('./app/batch/supervisor.js');
     return await supervise({ ...deps, handleSignals: true }, mode);
   } finally {
     await deps.dispose();
@@ -87,12 +105,10 @@ export async function launchBatchSupervisor(
   mode: 'start' | 'resume',
   registry?: RegistryLocation,
 ): Promise<{ pid: number }> {
-  const { launchSupervisor } = await import('./adapters/supervisor-launcher.js');
-  const { isPostgresLocation } = await import('./adapters/registry/default-path.js');
   const password =
     registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
   return launchSupervisor(
-    (await root()).BIN_RUN_JS,
+    root.BIN_RUN_JS,
     output,
     mode,
     password !== undefined ? { PGPASSWORD: password } : {},
@@ -101,17 +117,13 @@ export async function launchBatchSupervisor(
 
 /** The logger of the detached supervisor: JSON lines in D/supervisor.log, the batch's secrets masked. */
 export async function createSupervisorLogger(output: string): Promise<Logger & { flush(): void }> {
-  const { createFileLogger } = await import('./adapters/pino-logger.js');
-  return createFileLogger(join(output, SUPERVISOR_LOG), await (await root()).batchLogSecrets(output), {
+  return createFileLogger(join(output, SUPERVISOR_LOG), await root.batchLogSecrets(output), {
     output,
   });
 }
 
 /** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
-async function existingRegistry(
-  flag: string | undefined,
-): Promise<(recorded: string | null) => ExistingRegistry> {
-  const { isPostgresLocation, registryLocation } = await import('./adapters/registry/default-path.js');
+function existingRegistry(flag: string | undefined): (recorded: string | null) => ExistingRegistry {
   return (recorded) => {
     if (flag === undefined && recorded !== null) {
       // The registry the evidence records (a PostgreSQL one's password from PGPASSWORD or ~/.pgpass, as for resume).
@@ -119,8 +131,7 @@ async function existingRegistry(
         path: recorded,
         file: !/^postgres(ql)?:\/\//i.test(recorded),
         explicit: false,
-        open: async () =>
-          (await import('./adapters/registry/open-registry.js')).openRecordedRegistry(recorded),
+        open: async () => openRecordedRegistry(recorded),
       };
     }
     const location = registryLocation(flag);
@@ -129,8 +140,6 @@ async function existingRegistry(
       file: !isPostgresLocation(location),
       explicit: flag !== undefined,
       open: async () => {
-        const { checkRegistryLocation, openRegistryAt } =
-          await import('./adapters/registry/open-registry.js');
         checkRegistryLocation(location); // an existing file that is no registry is refused, never migrated
         return openRegistryAt(location);
       },
@@ -148,39 +157,30 @@ async function recordedRegistry(output: string): Promise<string | null> {
 }
 
 /** The evidence of an existing output directory and the registry of `--registry` (reconcile, pair recover). */
-async function createOutputEvidenceDeps(registryFlag: string | undefined): Promise<OutputEvidenceDeps> {
-  const { runtimeForOutput } = await root();
+function createOutputEvidenceDeps(registryFlag: string | undefined): OutputEvidenceDeps {
   return {
-    isDirectory: (path) =>
-      stat(path).then(
-        (info) => info.isDirectory(),
-        () => false,
-      ),
-    exists: (path) =>
-      stat(path).then(
-        () => true,
-        () => false,
-      ),
-    locateRegistry: await existingRegistry(registryFlag),
+    isDirectory: async (path) => (await stat(path).catch(() => null))?.isDirectory() === true,
+    exists: async (path) => (await stat(path).catch(() => null)) !== null,
+    locateRegistry: existingRegistry(registryFlag),
     recordedRegistry,
     storeAt: evidenceStoreAt,
-    runtimeFor: runtimeForOutput,
+    runtimeFor: root.runtimeForOutput,
   };
 }
 
-export async function createReconcileDeps(registryFlag: string | undefined): Promise<ReconcileOutputDeps> {
+export function createReconcileDeps(registryFlag: string | undefined): ReconcileOutputDeps {
   // The one outcome digest (OutcomeReader.sha256): null when there are no bytes to hash, as result.json records it.
   return {
-    ...(await createOutputEvidenceDeps(registryFlag)),
+    ...createOutputEvidenceDeps(registryFlag),
     readOutcomeSha256: (path) => fileOutcomeReader.sha256(path),
   };
 }
 
-export async function createRecoverDeps(registryFlag: string | undefined): Promise<RecoverOutputDeps> {
+export function createRecoverDeps(registryFlag: string | undefined): RecoverOutputDeps {
   return {
-    ...(await createOutputEvidenceDeps(registryFlag)),
+    ...createOutputEvidenceDeps(registryFlag),
     clock: systemClock,
-    logger: (await root()).createStderrLogger(),
+    logger: root.createStderrLogger(),
     host: procHostIdentity,
     fs: new NodeFileSystem(),
     outcomes: fileOutcomeReader,
@@ -192,10 +192,7 @@ export function createReportFileDeps(): ReportFileDeps {
     fs: new NodeFileSystem(),
     storeAt: evidenceStoreAt,
     host: procHostIdentity,
-    imagesMoved: async (output) => {
-      const { movedImageLine } = await import('./app/batch/image-pins.js');
-      return (await movedImagesOf(output).catch(() => [])).map(movedImageLine);
-    },
+    imagesMoved: async (output) => (await movedImagesOf(output).catch(() => [])).map(movedImageLine),
   };
 }
 
@@ -205,12 +202,11 @@ export function createReportFileDeps(): ReportFileDeps {
  */
 export async function createStatusReader(output: string): Promise<(now: Date) => Promise<BatchStatus>> {
   const store = evidenceStoreAt(output);
-  const runtime = await (await root()).runtimeForOutput(store.root);
+  const runtime = await root.runtimeForOutput(store.root);
   const engine = await runtime.info().then(
     () => runtime,
     () => undefined,
   );
-  const { readStatus } = await import('./app/batch/read-status.js');
   return (now) => readStatus(store, engine, now, procHostIdentity);
 }
 
@@ -219,9 +215,8 @@ export async function movedImagesOf(output: string): Promise<MovedImage[]> {
   const store = evidenceStoreAt(output);
   const batch = await store.readJson<BatchRecord>('batch.json').catch(() => null);
   if (batch?.images === undefined) return [];
-  const { movedImages } = await import('./app/batch/image-pins.js');
   // Advisory: an engine that cannot be reached says nothing here (the command's own engine calls report it).
-  return (await root()).runtimeForOutput(store.root).then(
+  return root.runtimeForOutput(store.root).then(
     (runtime) => movedImages(batch, runtime),
     () => [],
   );
@@ -232,19 +227,15 @@ export async function createNodeDownDeps(
   output: string,
 ): Promise<NodeDownDeps & { dispose(): Promise<void> }> {
   const store = evidenceStoreAt(output);
-  const { loadBatch } = await import('./app/batch/batch-context.js');
   const { batch } = await loadBatch(store);
-  const { openRecordedRegistry } = await import('./adapters/registry/open-registry.js');
-  const { executorOfRecord } = await import('./core/executor.js');
-  const { createExecutor, createStderrLogger } = await root();
   const registry = await openRecordedRegistry(batch.registry_path);
   return {
     store,
     registry,
     clock: systemClock,
-    logger: createStderrLogger(),
+    logger: root.createStderrLogger(),
     outcomes: fileOutcomeReader,
-    runtimeFor: (downNodes) => createExecutor(executorOfRecord(batch.executor), downNodes).runtime,
+    runtimeFor: (downNodes) => root.createExecutor(executorOfRecord(batch.executor), downNodes).runtime,
     dispose: () => registry.close(),
   };
 }
@@ -253,14 +244,12 @@ export async function createNodeDownDeps(
 export async function openCapacity(
   registryFlag: string | undefined,
 ): Promise<CapacityDeps & { readonly registryPath: string; dispose(): Promise<void> }> {
-  const { registryLocation } = await import('./adapters/registry/default-path.js');
   const location = registryLocation(registryFlag);
-  const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
   const registry = await openRegistryAt(location);
   return {
     registryPath: location.path,
     registry,
-    observeGpus: async () => (await import('./adapters/nvidia-smi.js')).observeGpus(),
+    observeGpus: () => observeGpus(),
     dispose: () => registry.close(),
   };
 }
@@ -271,15 +260,11 @@ export async function createDoctorWiring(registryFlag: string | undefined): Prom
   readonly registry: Pick<DoctorOptions, 'registryPath' | 'registryPostgres' | 'defaultRegistryPath'>;
   readonly sessionsMaxBytes: number;
 }> {
-  const { defaultRegistryPath, isPostgresLocation, registryLocation } =
-    await import('./adapters/registry/default-path.js');
   const location = registryFlag !== undefined && registryFlag !== '' ? registryLocation(registryFlag) : null;
-  const { createDoctorDeps } = await import('./adapters/doctor-probes.js');
-  const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
   return {
     deps: {
-      ...createDoctorDeps((await root()).createContainerRuntime()),
-      pairNetwork: (await (await root()).createPairNetworkGuard()) ?? 'engine-bridge',
+      ...createDoctorDeps(root.createContainerRuntime()),
+      pairNetwork: (await root.createPairNetworkGuard()) ?? 'engine-bridge',
     },
     registry: {
       registryPath: location !== null && !isPostgresLocation(location) ? location.path : null,
@@ -294,9 +279,8 @@ export async function createDoctorWiring(registryFlag: string | undefined): Prom
 
 /** `network setup` / `network remove`: the guard of the local engine; refused (exit 2) when ROBOGUIDE_PAIRS_NETWORK turns it off. */
 export async function pairNetworkGuard(): Promise<PairNetworkGuard> {
-  const guard = await (await root()).createPairNetworkGuard();
+  const guard = await root.createPairNetworkGuard();
   if (guard === null) {
-    const { RoboguideError } = await import('./core/errors.js');
     throw new RoboguideError(
       'E_USAGE',
       'ROBOGUIDE_PAIRS_NETWORK=engine-bridge turns the guarded pairs network off: nothing to set up or remove',
@@ -312,11 +296,9 @@ export async function buildImages(options: {
   readonly force: boolean;
   readonly only?: string[];
 }): Promise<BuildReport[]> {
-  const { createDockerRuntime, DOCKER_DIR } = await root();
-  const runtime = await createDockerRuntime();
+  const runtime = await root.createDockerRuntime();
   await runtime.info(); // fail fast with exit 3 when no engine answers
-  const { buildSyntheticImages } = await import('./adapters/docker/image-builder.js');
-  return buildSyntheticImages(runtime.docker, { dockerDir: DOCKER_DIR, ...options });
+  return buildSyntheticImages(runtime.docker, { dockerDir: root.DOCKER_DIR, ...options });
 }
 
 /** `e1-batch start`: what prepareBatch needs of this host, and the facts it checks the manifest against. */
@@ -331,31 +313,26 @@ export async function createBatchStartWiring(
     'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'
   >;
 }> {
-  const { registryLocation } = await import('./adapters/registry/default-path.js');
-  const { createExecutor, createSwarmExecutor, hostMountRules } = await root();
   const registry = registryLocation(registryFlag);
-  const where = createExecutor(executor);
+  const where = root.createExecutor(executor);
   const runtime = where.runtime;
-  const { checkRegistryNeeds } = await import('./app/batch/start-batch.js');
-  const { openRegistryAt } = await import('./adapters/registry/open-registry.js');
-  const { hostAddresses } = await import('./adapters/host-addresses.js');
   const deps: StartBatchDeps = {
     fs: new NodeFileSystem(),
     host: procHostIdentity,
     runtime,
     ...(where.nodes !== undefined ? { nodes: where.nodes } : {}),
-    hostFacts: async (request) => (await root()).gatherBatchHostFacts(request),
+    hostFacts: (request) => root.gatherBatchHostFacts(request),
     ...(executor.kind === 'swarm'
       ? {
           swarmNodes: async () =>
-            (await (await createSwarmExecutor(executor)).nodes.list()).map((n) => ({
+            (await (await root.createSwarmExecutor(executor)).nodes.list()).map((n) => ({
               node: n.hostname,
               gpus: n.gpus,
             })),
         }
       : {}),
     clock: systemClock,
-    observeGpus: async () => (await import('./adapters/nvidia-smi.js')).observeGpus(),
+    observeGpus: () => observeGpus(),
     checkRegistry: async (needs) => {
       const opened = await openRegistryAt(registry);
       try {
@@ -368,7 +345,7 @@ export async function createBatchStartWiring(
   const host = {
     registryPath: registry.path,
     hostAddresses: hostAddresses(),
-    hostPaths: await hostMountRules(runtime),
+    hostPaths: await root.hostMountRules(runtime),
     environment: process.env,
     codeVersion: await codeVersion(),
   };
@@ -381,9 +358,6 @@ export async function createBatchStartWiring(
  */
 export async function outputSpaceWarning(output: string): Promise<string | null> {
   try {
-    const { batchSpaceWarning } = await import('./app/batch/output-space.js');
-    const { freeDiskBytes } = await import('./adapters/doctor-probes.js');
-    const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
     return await batchSpaceWarning(evidenceStoreAt(output), {
       freeDiskBytes,
       sessionsMaxBytes: DEFAULT_EXTRACT_LIMITS.maxTotalBytes,
@@ -397,22 +371,19 @@ export async function outputSpaceWarning(output: string): Promise<string | null>
  * `pair run`: the adapters of the lifecycle (the registry opened only once the spec passed every check) and the host
  * facts the spec is checked against. A `--registry` URL other than PostgreSQL's is refused here, before anything else.
  */
-export async function createPairRunWiring(
+export function createPairRunWiring(
   registryFlag: string | undefined,
   specText: string,
   executor: ExecutorConfig,
-): Promise<{
+): {
   readonly deps: RunPairDeps & { dispose(): Promise<void> };
   readonly host: Pick<
     RunPairOptions,
     'environment' | 'codeVersion' | 'cwd' | 'hostAddresses' | 'hostPaths' | 'registryPath' | 'registryRecord'
   >;
-}> {
-  const { registryFilePath, registryLocation } = await import('./adapters/registry/default-path.js');
-  const { createPairRunDeps, hostMountRules, specLogSecrets } = await root();
-  const { hostAddresses } = await import('./adapters/host-addresses.js');
+} {
   const registry = registryLocation(registryFlag);
-  const deps = createPairRunDeps(registry, specLogSecrets(specText), executor);
+  const deps = root.createPairRunDeps(registry, root.specLogSecrets(specText), executor);
   const registryPath = registryFilePath(registry);
   return {
     deps,
@@ -421,7 +392,8 @@ export async function createPairRunWiring(
       codeVersion,
       cwd: process.cwd(),
       hostAddresses: hostAddresses(),
-      hostPaths: () => hostMountRules(deps.runtime),
+      // The same answer the lifecycle asks for before its create: one engine `info` per process, not two.
+      hostPaths: deps.hostMountRules ?? (() => root.hostMountRules(deps.runtime)),
       ...(registryPath !== undefined ? { registryPath: registry.path } : {}),
       registryRecord: registry.path,
     },

@@ -1,15 +1,18 @@
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type pinoModule from 'pino';
+import pino from 'pino';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
+import { DockerPairNetwork } from './adapters/docker/docker-pair-network.js';
 import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
+import { defaultHostFactsSource } from './adapters/host-facts/systeminformation-host-facts.js';
+import { passwdHomes } from './adapters/host-homes.js';
+import { extractArchiveSafely } from './adapters/safe-extract.js';
+import { fileSessionTails } from './adapters/session-tails.js';
 import type { SwarmExecutor } from './adapters/swarm/swarm-executor.js';
 import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
-import { lazyLogger } from './adapters/lazy-logger.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
 import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
@@ -24,6 +27,9 @@ import type { HostIdentity } from './app/ports/host-identity.js';
 import type { Logger } from './app/ports/logger.js';
 import type { OutcomeReader } from './app/ports/outcome-reader.js';
 import type { SessionTails } from './app/ports/session-tails.js';
+import { diagnoseSessions } from './app/diagnose-sessions.js';
+import { gatherHostFacts } from './app/host-facts.js';
+import { parseManifest } from './core/manifest/parse.js';
 import type { RunPairDeps } from './app/run-pair.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
@@ -50,10 +56,8 @@ import type { HostFactsRecord } from './core/host-facts.js';
 /**
  * The one place adapters are constructed. Commands ask for what they need here.
  *
- * Start-up time: this module and the commands import nothing heavy at their top. dockerode (with ssh2, gRPC and
- * protobufjs), pino, tar-stream and the zod schemas are loaded when first used: the container runtime on its first
- * engine call, the logger on its first line, session extraction and diagnosis when a pair ends
- * (docs/benchmarks.md, "start-up"; test/e2e/startup.e2e.test.ts checks what a command loads).
+ * Start-up time (docs/architecture.md, "start-up"): everything is imported at the top and `npm run build` bundles it
+ * per command, except the engine client below, the one part loaded on first use.
  */
 
 // Crash tests' failpoints (ROBOGUIDE_FAILPOINT…), read once from this process's environment: every CLI command
@@ -65,25 +69,23 @@ export const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const DOCKER_DIR = fileURLToPath(new URL('../docker', import.meta.url));
 
 /**
- * The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call; a
- * first `info()` or `imageExists()` (`pair run`'s first call) on a unix socket is answered by a plain HTTP probe
- * while dockerode loads.
+ * The one part of the CLI loaded on first use, not at start: dockerode (with ssh2, gRPC and protobufjs: about
+ * 130–170 ms, more than all the other modules of a command together) and the two runtimes built on it. `--help`, a
+ * command refused on its input and the status fast path never load it.
  */
+async function engineClient() {
+  const [{ default: Docker }, { DockerContainerRuntime }, { openSwarmExecutor }] = await Promise.all([
+    import('dockerode'),
+    import('./adapters/docker/docker-container-runtime.js'),
+    import('./adapters/swarm/swarm-executor.js'),
+  ]);
+  return { Docker, DockerContainerRuntime, openSwarmExecutor };
+}
+
+/** The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call. */
 export function createContainerRuntime(): ContainerRuntime {
   pairsNetworkSettingOf(process.env); // an invalid ROBOGUIDE_PAIRS_NETWORK: exit 2 now, before anything is written
-  return new LazyContainerRuntime(
-    createDockerRuntime,
-    async () => {
-      const { engineUnixSocket, probeEngineInfo } = await import('./adapters/docker/engine-probe.js');
-      const socket = await engineUnixSocket();
-      return socket === null ? null : probeEngineInfo(socket);
-    },
-    async (image) => {
-      const { engineUnixSocket, probeImageExists } = await import('./adapters/docker/engine-probe.js');
-      const socket = await engineUnixSocket();
-      return socket === null ? null : probeImageExists(socket, image);
-    },
-  );
+  return new LazyContainerRuntime(createDockerRuntime);
 }
 
 /**
@@ -95,11 +97,7 @@ export async function createDockerRuntime(
   environment: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<DockerContainerRuntime> {
   const setting = pairsNetworkSettingOf(environment);
-  const [{ DockerContainerRuntime }, { DockerPairNetwork }, { default: Docker }] = await Promise.all([
-    import('./adapters/docker/docker-container-runtime.js'),
-    import('./adapters/docker/docker-pair-network.js'),
-    import('dockerode'),
-  ]);
+  const { Docker, DockerContainerRuntime } = await engineClient();
   const docker = new Docker();
   return new DockerContainerRuntime(
     docker,
@@ -122,10 +120,7 @@ export async function createPairNetworkGuard(
   environment: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<PairNetworkGuard | null> {
   if (pairsNetworkSettingOf(environment) !== 'guarded') return null;
-  const [{ DockerPairNetwork }, { default: Docker }] = await Promise.all([
-    import('./adapters/docker/docker-pair-network.js'),
-    import('dockerode'),
-  ]);
+  const { Docker } = await engineClient();
   return new DockerPairNetwork(new Docker());
 }
 
@@ -155,7 +150,7 @@ export async function createSwarmExecutor(
   downNodes: readonly string[] = [],
   logger: Logger = createStderrLogger(),
 ): Promise<SwarmExecutor> {
-  const { openSwarmExecutor } = await import('./adapters/swarm/swarm-executor.js');
+  const { openSwarmExecutor } = await engineClient();
   return openSwarmExecutor({
     manager: executor.manager,
     nodeEngines: executor.node_engines,
@@ -194,19 +189,13 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
   return createExecutor(executorOfRecord(batch.executor), await nodesDown(store)).runtime;
 }
 
-const PINO_LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
-
 /**
- * Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise. pino is loaded on
- * the first line logged; a level pino does not know is refused at once, as before, not at the first line.
+ * Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise; a level pino does
+ * not know is refused at once.
  */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
   const level = process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn';
-  const create = (): Logger => {
-    const pino = createRequire(import.meta.url)('pino') as typeof pinoModule;
-    return pino({ level, ...pinoRedactionOptions(secrets) }, pino.destination(2));
-  };
-  return PINO_LEVELS.has(level) ? lazyLogger(create) : create();
+  return pino({ level, ...pinoRedactionOptions(secrets) }, pino.destination(2));
 }
 
 /**
@@ -216,7 +205,6 @@ export function createStderrLogger(secrets: readonly string[] = []): Logger {
  */
 export async function batchLogSecrets(output: string): Promise<string[]> {
   try {
-    const { parseManifest } = await import('./core/manifest/parse.js');
     const parsed = parseManifest(await readFile(join(output, MANIFEST_FILE), 'utf8'));
     return parsed.ok
       ? referencedValues(
@@ -248,9 +236,9 @@ export function specLogSecrets(specText: string): string[] {
 export const hostIdentity: HostIdentity = procHostIdentity;
 export const outcomeReader: OutcomeReader = fileOutcomeReader;
 
-/** Session tails (node:zlib for `.jsonl.zst`), loaded when a diagnosis first needs them. */
-export async function sessionTails(): Promise<SessionTails> {
-  return (await import('./adapters/session-tails.js')).fileSessionTails;
+/** Session tails (node:zlib for `.jsonl.zst`). */
+export function sessionTails(): Promise<SessionTails> {
+  return Promise.resolve(fileSessionTails);
 }
 
 /** Adapters of the pair lifecycle, shared by `pair run` and the supervisor; `inventory`: a swarm executor's. */
@@ -271,12 +259,9 @@ export function createExecutePairDeps(
     host: hostIdentity,
     outcomes: outcomeReader,
     createRedactor: (secrets) => createRedactStream(secrets),
-    extractSessions: async (archive, targetDir, transform, signal, redactName) => {
-      const { extractArchiveSafely } = await import('./adapters/safe-extract.js');
-      return extractArchiveSafely(archive, targetDir, { transform, signal, redactName });
-    },
-    diagnose: async (dir) =>
-      (await import('./app/diagnose-sessions.js')).diagnoseSessions(await sessionTails(), dir),
+    extractSessions: (archive, targetDir, transform, signal, redactName) =>
+      extractArchiveSafely(archive, targetDir, { transform, signal, redactName }),
+    diagnose: (dir) => diagnoseSessions(fileSessionTails, dir),
     imageSessions: new ImageSessionsMemo(),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
@@ -327,7 +312,6 @@ export async function hostMountRules(
   runtime: Pick<ContainerRuntime, 'info'>,
   extraOwned: readonly string[] = [],
 ): Promise<{ homeDir: string; homeDirs: string[]; engineSocketPaths: string[]; ownedDirs: string[] }> {
-  const { passwdHomes } = await import('./adapters/host-homes.js');
   const [homeDirs, engineDirs] = await Promise.all([passwdHomes(), engineOwnedDirs(runtime)]);
   return { ...hostProtectedPaths(), homeDirs, ownedDirs: [...engineDirs, ...extraOwned] };
 }
@@ -342,10 +326,6 @@ export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url
 
 /** Host facts for `e1-batch start`'s batch.json (systeminformation in child processes, static facts cached per boot). */
 export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<HostFactsRecord> {
-  const [{ defaultHostFactsSource }, { gatherHostFacts }] = await Promise.all([
-    import('./adapters/host-facts/systeminformation-host-facts.js'),
-    import('./app/host-facts.js'),
-  ]);
   return gatherHostFacts({ source: defaultHostFactsSource() }, request);
 }
 

@@ -64,7 +64,7 @@ export default class Reconcile extends BaseCommand {
     const { flags } = await this.parse(Reconcile);
     const mode: ReconcileMode = flags.execute ? 'execute' : 'preview';
     const output = resolve(flags.output);
-    const { registryPath, ...result } = await reconcileOutput(await createReconcileDeps(flags.registry), {
+    const { registryPath, ...result } = await reconcileOutput(createReconcileDeps(flags.registry), {
       output,
       mode,
       ...(flags.job !== undefined ? { jobId: flags.job } : {}),

@@ -4,11 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
-import {
-  engineUnixSocket,
-  probeEngineInfo,
-  probeImageExists,
-} from '../../src/adapters/docker/engine-probe.js';
+import { engineUnixSocket, probeImageId } from '../../src/adapters/docker/engine-probe.js';
 
 /** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */
 let dir: string;
@@ -55,42 +51,24 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-describe('probeEngineInfo', () => {
-  it("answers what DockerContainerRuntime.info() answers, from the engine's /info and /version", async () => {
-    failWith = null;
-    requests.length = 0;
-    const probe = probeEngineInfo(socket);
-    await probe.sent;
-    expect(await probe.info).toEqual({
-      id: 'ENGINE-ID',
-      product: 'docker',
-      version: '28.1.1',
-      apiVersion: '1.49',
-      runtimes: ['runc', 'nvidia', 'runsc'],
-      runtimeDetails: [
-        { name: 'runc', path: '', args: [] },
-        { name: 'nvidia', path: '', args: [] },
-        { name: 'runsc', path: '/usr/bin/runsc', args: ['--network=none'] },
-      ],
-      loggingDriver: 'json-file',
-    });
-    expect(requests.sort()).toEqual(['GET /info', 'GET /version']);
-  });
-
+describe('probeImageId (the status fast path, without dockerode)', () => {
   it('an engine that answers with an error status: an engine_error carrying the status and the engine message', async () => {
     failWith = 500;
-    const probe = probeEngineInfo(socket);
-    const err = await probe.info.catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(EngineError);
-    expect((err as EngineError).fault).toBe('engine_error');
-    expect((err as EngineError).statusCode).toBe(500);
-    expect((err as EngineError).message).toContain('engine is unwell');
+    try {
+      const err = await probeImageId(socket, 'roboguide/pair-driver:1').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(EngineError);
+      expect((err as EngineError).fault).toBe('engine_error');
+      expect((err as EngineError).statusCode).toBe(500);
+      expect((err as EngineError).message).toContain('engine is unwell');
+    } finally {
+      failWith = null;
+    }
   });
 
-  it('no engine at the socket: engine_unavailable (exit 3), and `sent` still settles', async () => {
-    const probe = probeEngineInfo(join(dir, 'nobody-listens.sock'));
-    const err = await probe.info.catch((e: unknown) => e);
-    await probe.sent;
+  it('no engine at the socket: engine_unavailable (exit 3)', async () => {
+    const err = await probeImageId(join(dir, 'nobody-listens.sock'), 'roboguide/pair-driver:1').catch(
+      (e: unknown) => e,
+    );
     expect((err as EngineError).fault).toBe('engine_unavailable');
     expect((err as EngineError).exitCode).toBe(3);
   });
@@ -128,21 +106,11 @@ describe('engineUnixSocket: the socket dockerode would use', () => {
   });
 });
 
-describe('probeImageExists', () => {
-  it('true for an image the engine has, false for its 404, the engine error otherwise', async () => {
+describe('probeImageId', () => {
+  it("the image's id for an image the engine has, null for its 404", async () => {
     failWith = null;
-    const present = probeImageExists(socket, 'roboguide/pair-driver:1');
-    await present.sent;
-    expect(await present.exists).toBe(true);
-    expect(await probeImageExists(socket, 'roboguide/absent:1').exists).toBe(false);
+    expect(await probeImageId(socket, 'roboguide/pair-driver:1')).toBe('sha256:abc');
+    expect(await probeImageId(socket, 'roboguide/absent:1')).toBeNull();
     expect(requests).toContain('GET /images/roboguide/absent:1/json');
-    failWith = 500;
-    try {
-      await expect(probeImageExists(socket, 'roboguide/pair-driver:1').exists).rejects.toBeInstanceOf(
-        EngineError,
-      );
-    } finally {
-      failWith = null;
-    }
   });
 });

@@ -2,7 +2,7 @@ import { access } from 'node:fs/promises';
 import { request } from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerState, ContainerStatus, EngineInfo } from '../../app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
 
@@ -46,14 +46,8 @@ export function engineProductOf(version: VersionBody): { product: 'docker' | 'po
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */
-function getJson(
-  socketPath: string,
-  path: string,
-  timeoutMs?: number,
-): { sent: Promise<void>; answer: Promise<unknown> } {
-  let markSent: () => void = () => undefined;
-  const sent = new Promise<void>((resolve) => (markSent = resolve));
-  const answer = new Promise<unknown>((resolve, reject) => {
+function getJson(socketPath: string, path: string, timeoutMs?: number): Promise<unknown> {
+  return new Promise<unknown>((resolve, reject) => {
     const req = request({ socketPath, path, method: 'GET', headers: { host: 'docker' } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -78,70 +72,9 @@ function getJson(
       req.setTimeout(timeoutMs, () =>
         req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
       );
-    req.on('finish', markSent);
-    req.on('error', (err) => {
-      markSent();
-      reject(err);
-    });
+    req.on('error', reject);
     req.end();
   });
-  return { sent, answer };
-}
-
-/**
- * `docker info` + `docker version` straight over the engine's unix socket with node:http: the first engine call
- * of a command, made without dockerode (whose loading is most of the CLI's start-up). `sent` settles once both
- * requests are handed to the OS, so the caller can load dockerode while the engine answers. Same answer and
- * same errors (toEngineError) as DockerContainerRuntime.info().
- */
-export function probeEngineInfo(socketPath: string): { sent: Promise<void>; info: Promise<EngineInfo> } {
-  const info = getJson(socketPath, '/info');
-  const version = getJson(socketPath, '/version');
-  const answer = Promise.all([info.answer, version.answer]).then(
-    ([i, v]) => {
-      const infoBody = i as {
-        ID?: string;
-        Runtimes?: Record<string, unknown>;
-        LoggingDriver?: string;
-        DockerRootDir?: string;
-      };
-      const versionBody = v as VersionBody;
-      const runtimes = infoBody.Runtimes ? Object.keys(infoBody.Runtimes) : [];
-      return {
-        id: infoBody.ID ?? '',
-        ...engineProductOf(versionBody),
-        apiVersion: versionBody.ApiVersion,
-        runtimes,
-        runtimeDetails: engineRuntimesOf(infoBody.Runtimes),
-        loggingDriver: infoBody.LoggingDriver,
-        dataRoot: infoBody.DockerRootDir,
-      };
-    },
-    (err: unknown) => {
-      throw toEngineError(err, 'query the engine');
-    },
-  );
-  return { sent: Promise.all([info.sent, version.sent]).then(() => undefined), info: answer };
-}
-
-/**
- * `docker image inspect IMAGE` straight over the engine's unix socket (see probeEngineInfo): `pair run`'s first
- * engine call, sent before dockerode loads. true / false (404) as DockerContainerRuntime.imageExists answers, and
- * the same errors.
- */
-export function probeImageExists(
-  socketPath: string,
-  image: string,
-): { sent: Promise<void>; exists: Promise<boolean> } {
-  const inspect = getJson(socketPath, `/images/${encodeURI(image)}/json`);
-  const exists = inspect.answer.then(
-    () => true,
-    (err: unknown) => {
-      if ((err as { statusCode?: unknown }).statusCode === 404) return false;
-      throw toEngineError(err, 'inspect an image', image);
-    },
-  );
-  return { sent: inspect.sent, exists };
 }
 
 /** `docker info` Runtimes as names with their binary and arguments. */
@@ -173,7 +106,7 @@ export async function probeContainersByLabel(
       socketPath,
       `/containers/json?all=1&filters=${encodeURIComponent(filters)}`,
       timeoutMs,
-    ).answer) as {
+    )) as {
       Id: string;
       State: string;
       Labels?: Record<string, string> | null;
@@ -199,7 +132,7 @@ export async function probeImageId(
   timeoutMs?: number,
 ): Promise<string | null> {
   try {
-    const info = (await getJson(socketPath, `/images/${encodeURI(image)}/json`, timeoutMs).answer) as {
+    const info = (await getJson(socketPath, `/images/${encodeURI(image)}/json`, timeoutMs)) as {
       Id?: string;
     };
     return info.Id ?? null;

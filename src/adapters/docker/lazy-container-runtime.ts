@@ -12,37 +12,17 @@ import type {
   WaitResult,
 } from '../../app/ports/container-runtime.js';
 
-/** The first `info()` without the real runtime: requests handed to the OS (`sent`), then the engine's answer. */
-export type InfoProbe = () => Promise<{
-  readonly sent: Promise<void>;
-  readonly info: Promise<EngineInfo>;
-} | null>;
-
-/** The same for `imageExists(image)`: a plain HTTP image inspect (null: not possible here). */
-export type ImageProbe = (
-  image: string,
-) => Promise<{ readonly sent: Promise<void>; readonly exists: Promise<boolean> } | null>;
-
 /**
- * A ContainerRuntime that builds the real one (dockerode and what it pulls in: ssh2, gRPC, protobufjs — the
- * largest part of the CLI's start-up) on its first engine call, once. A command that fails before talking to
- * the engine (invalid input) never loads it. A failure to build it is the failure of that call, and of every
- * later one.
- *
- * With a `probe`, an `info()` made before the real runtime exists is answered by the probe (a plain HTTP call
- * on the engine's socket; null: not possible here, use the real runtime), and the real runtime is built while
- * the engine answers: the command's first engine call does not wait for dockerode to load.
+ * A ContainerRuntime that builds the real one (composition-root's engine client: dockerode and what it pulls in) on
+ * its first engine call, once. A command that fails before talking to the engine (invalid input) never loads it. A
+ * failure to build it is the failure of that call, and of every later one.
  */
 export class LazyContainerRuntime implements ContainerRuntime {
   readonly #load: () => Promise<ContainerRuntime>;
-  readonly #probe: InfoProbe | undefined;
-  readonly #imageProbe: ImageProbe | undefined;
   #runtime: Promise<ContainerRuntime> | null = null;
 
-  constructor(load: () => Promise<ContainerRuntime>, probe?: InfoProbe, imageProbe?: ImageProbe) {
+  constructor(load: () => Promise<ContainerRuntime>) {
     this.#load = load;
-    this.#probe = probe;
-    this.#imageProbe = imageProbe;
   }
 
   /** The real runtime (built now if no call did yet). */
@@ -51,29 +31,9 @@ export class LazyContainerRuntime implements ContainerRuntime {
   }
 
   async info(): Promise<EngineInfo> {
-    if (this.#runtime === null && this.#probe !== undefined) {
-      const probe = await this.#probe();
-      if (probe !== null) {
-        // Its rejection is the caller's (returned below); not an unhandled one while we wait for `sent`.
-        probe.info.catch(() => undefined);
-        await probe.sent;
-        // Loading blocks this thread; the engine answers meanwhile. A load failure is the next call's.
-        this.runtime().catch(() => undefined);
-        return probe.info;
-      }
-    }
     return (await this.runtime()).info();
   }
   async imageExists(image: string): Promise<boolean> {
-    if (this.#runtime === null && this.#imageProbe !== undefined) {
-      const probe = await this.#imageProbe(image);
-      if (probe !== null) {
-        probe.exists.catch(() => undefined);
-        await probe.sent;
-        this.runtime().catch(() => undefined);
-        return probe.exists;
-      }
-    }
     return (await this.runtime()).imageExists(image);
   }
   async imageId(image: string): Promise<string | null> {

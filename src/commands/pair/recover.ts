@@ -41,7 +41,7 @@ export default class PairRecover extends BaseCommand {
   async run(): Promise<RecoverPairRunReport & { output: string }> {
     const { flags } = await this.parse(PairRecover);
     const output = resolve(flags.output);
-    const report = await recoverOutput(await createRecoverDeps(flags.registry), {
+    const report = await recoverOutput(createRecoverDeps(flags.registry), {
       output,
       stopBudgetSec: flags['stop-budget'],
     });

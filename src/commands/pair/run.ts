@@ -60,7 +60,7 @@ export default class PairRun extends BaseCommand {
     const executor = executorFromFlags(flags); // bad executor flags: exit 2 before anything is read or written
     const mountRoots = await mountRootsFrom(flags['mount-root']);
     const specText = await readSpec(flags.spec);
-    const { deps, host } = await createPairRunWiring(flags.registry, specText, executor);
+    const { deps, host } = createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
     const termination = trapTermination(
