@@ -113,6 +113,29 @@ export type SupervisorEffect =
   /** Leave the dispatch loop: drained, or paused/stopped with nothing in flight. */
   | { readonly kind: 'leave' };
 
+export type SupervisorEffectKind = SupervisorEffect['kind'];
+
+/** The effect of one kind. */
+export type SupervisorEffectOf<K extends SupervisorEffectKind> = Extract<
+  SupervisorEffect,
+  { readonly kind: K }
+>;
+
+/**
+ * How the shell performs each effect: one handler per kind, derived from `SupervisorEffect`, so that a new kind does
+ * not compile until it is handled (`satisfies SupervisorEffectHandlers<R>`).
+ */
+export type SupervisorEffectHandlers<R> = {
+  readonly [K in SupervisorEffectKind]: (effect: SupervisorEffectOf<K>) => R;
+};
+
+/** Performs `effect` with its kind's handler. */
+export function performEffect<R>(handlers: SupervisorEffectHandlers<R>, effect: SupervisorEffect): R {
+  // The table is exhaustive by its type; TypeScript cannot correlate a kind with its handler's parameter.
+  const handle = handlers[effect.kind] as (effect: SupervisorEffect) => R;
+  return handle(effect);
+}
+
 export interface Decision {
   readonly state: SupervisorState;
   readonly effects: readonly SupervisorEffect[];
