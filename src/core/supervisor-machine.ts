@@ -1,10 +1,9 @@
 import type { BatchState } from './batch-state.js';
-import type { PauseReason } from './classify.js';
 import { decideDispatch, type CapacityConfig } from './dispatch-policy.js';
 import type { JournalFieldsOf } from './journal-events.js';
-import { infrastructureStreak, type FinishedPair } from './pause-rules.js';
+import { pausesFor, type FinishedPair, type PauseReason, type PauseTrigger } from './pause-rules.js';
 import type { Classification } from './result.js';
-import { pauseReasonOfFault, type PauseCause } from './pause-cause.js';
+import type { PauseCause } from './pause-cause.js';
 
 /**
  * The batch supervisor's decisions (SPEC §5) as a reducer: `decide(state, event) → { state, effects }`. Pure: the
@@ -175,11 +174,11 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
     case 'next':
       return next(state, event.nowMs, event.gpuPeaksMib);
     case 'sources_checked':
-      return event.ok ? { state, effects: [] } : pause(state, ['fatal', 'inputs_changed'], null);
+      return pauseFor(state, { kind: 'sources_checked', ok: event.ok }, null);
     case 'pause_needed':
       return pause(state, event.reasons, event.jobId, event.cause);
     case 'fault':
-      return pause(state, [pauseReasonOfFault(event.cause)], null, event.cause);
+      return pauseFor(state, { kind: 'fault', cause: event.cause }, null, event.cause);
     case 'stop_requested':
       return requestStop(state, event.terminate);
     case 'signal':
@@ -201,6 +200,16 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
         effects: event.allResults && event.pinsSources ? [{ kind: 'check_sources', phase: 'drain' }] : [],
       };
   }
+}
+
+/** Pause for what the pause policy (`pausesFor`, src/core/pause-rules.ts) says this trigger means. */
+function pauseFor(
+  state: SupervisorState,
+  trigger: PauseTrigger,
+  jobId: string | null,
+  cause?: PauseCause,
+): Decision {
+  return pause(state, pausesFor(trigger), jobId, cause);
 }
 
 /** Pause for the reasons not already held: journal them, say so, write status. Nothing new: nothing to do. */
@@ -298,12 +307,9 @@ function settleOutcome(state: SupervisorState, jobId: string, nowMs: number, out
       return { state: { ...state, claimed, registryRetryAtMs: nowMs + REGISTRY_RETRY_MS }, effects };
     }
     case 'claim_failed':
-      // Already claimed (another process won the receipt): it stays claimed, nothing ran here.
-      return outcome.reason === 'receipt_write_failed'
-        ? pause(state, ['harness'], jobId)
-        : { state, effects: [] };
+      return pauseFor(state, { kind: 'claim_failed', reason: outcome.reason }, jobId);
     case 'failed':
-      return pause(state, [pauseReasonOfFault(outcome.cause)], jobId, outcome.cause);
+      return pauseFor(state, { kind: 'fault', cause: outcome.cause }, jobId, outcome.cause);
   }
 }
 
@@ -323,8 +329,7 @@ function finished(
     finishedHere,
   };
   const first = reasons.length > 0 ? pause(state, reasons, jobId, cause) : { state, effects: [] };
-  if (!infrastructureStreak(finishedHere)) return first;
-  const streak = pause(first.state, ['infrastructure_streak'], jobId);
+  const streak = pauseFor(first.state, { kind: 'finished_since_resume', finished: finishedHere }, jobId);
   return { state: streak.state, effects: [...first.effects, ...streak.effects] };
 }
 

@@ -1,4 +1,4 @@
-import type { PauseReason } from '../../core/classify.js';
+import type { PauseReason } from '../../core/pause-rules.js';
 import { causeOf, type PauseCause } from '../../core/pause-cause.js';
 import {
   decide,
