@@ -35,6 +35,7 @@ import { DEFAULT_REGISTRY_DEADLINE_MS } from './deadline.js';
 import {
   RESERVATION_COLUMNS,
   selectHeldTotals,
+  selectLease,
   selectLimits,
   selectPortHolders,
   selectReservation,
@@ -196,15 +197,8 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     return inImmediateTransaction(
       this.#db,
       () => {
-        const row = this.#db
-          .prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?')
-          .get(batchId);
-        if (row !== undefined) {
-          const holder: SupervisorLease = {
-            pid: Number(row['pid']),
-            start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
-            boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
-          };
+        const holder = selectLease(this.#db, batchId);
+        if (holder !== null) {
           const self =
             holder.pid === lease.pid &&
             holder.start_ticks === lease.start_ticks &&
@@ -225,17 +219,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   }
 
   async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
-    return registryRead(() => {
-      const row = this.#db
-        .prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?')
-        .get(batchId);
-      if (row === undefined) return null;
-      return {
-        pid: Number(row['pid']),
-        start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
-        boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
-      };
-    });
+    return registryRead(() => selectLease(this.#db, batchId));
   }
 
   async releaseLease(batchId: string, pid: number): Promise<void> {
