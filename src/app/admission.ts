@@ -6,17 +6,19 @@
  *   were not declared down) with room — its slots, its GPU budget, the pair's published ports — tried from one
  *   further along each time so that pairs spread; the pair's service is then pinned to that node
  *   (`node.hostname==NODE`), so that it runs where its reservation is.
- * - GPU memory: the pair's expected MiB is reserved, but never more than the node's whole GPU budget. A measured
- *   peak above every budget would otherwise make the pair wait for ever; reserving the whole budget makes it run
- *   alone on the node instead (a declared `gpu_mib` that can never fit is refused before anything runs:
- *   `neverFitIssues`).
+ * - GPU memory: the pair's expected MiB is reserved, but never more than the node's whole GPU budget
+ *   (`cappedGpuMib`; a declared `gpu_mib` that can never fit is refused before anything runs: `neverFitIssues`).
+ *
+ * The rule itself (a node's slots, GPU budget and ports → admit or refuse; the expected MiB; the node order) is pure,
+ * in `src/core/admission-rule.ts`; the registries read its facts and store its decision in one transaction. This
+ * module is the I/O around it: the nodes tried in turn, the registry calls, the start-time checks.
  */
 import { InvalidInputError, type Issue } from '../core/errors.js';
+import { cappedGpuMib, fitsSomeBudget, nodesInTurn, pinnedPlacement } from '../core/admission-rule.js';
 import type {
   AdmitRequest,
   AdmitResult,
   CapacityRegistry,
-  HostLimits,
   PortHolder,
   SupervisorLease,
 } from './ports/capacity-registry.js';
@@ -39,17 +41,10 @@ export function admissionNodesFor(
   let turn = 0;
   return async (constraints) => {
     const gone = new Set(await down().catch(() => []));
-    const ready = (await readyNodes(constraints)).filter((n) => !gone.has(n));
-    if (ready.length === 0) return [];
-    const first = turn++ % ready.length;
-    return [...ready.slice(first), ...ready.slice(0, first)];
+    const inTurn = nodesInTurn(await readyNodes(constraints), gone, turn);
+    if (inTurn.length > 0) turn += 1;
+    return inTurn;
   };
-}
-
-/** The GPU MiB to reserve on a node with these limits: the expected figure, at most the node's whole budget. */
-export function cappedGpuMib(expected: number, limits: HostLimits): number {
-  if (limits.gpuMib === null || limits.gpuMib <= 0 || expected <= limits.gpuMib) return expected;
-  return limits.gpuMib;
 }
 
 /**
@@ -75,34 +70,6 @@ export async function admitOnNodes(
     if (last.kind !== 'refused') return { admitted: last, node };
   }
   return { admitted: last, node: null };
-}
-
-/** The placement a pair admitted on `node` runs with: its own constraints plus `node.hostname==NODE`. */
-export function pinnedPlacement(
-  placement: readonly string[] | undefined,
-  node: string | null,
-): string[] | undefined {
-  if (node === null) return placement === undefined ? undefined : [...placement];
-  return [...(placement ?? []), `node.hostname==${node}`];
-}
-
-/**
- * Admits one pair: on its swarm nodes when `nodes` is given (the executor lists them), else on the registry's own
- * node. Returns the admission, the node (null locally) and the placement the pair must run with.
- */
-export async function admitPair(
-  registry: CapacityRegistry,
-  request: AdmitRequest,
-  nodes: AdmissionNodes | undefined,
-  placement: readonly string[] | undefined,
-): Promise<{
-  readonly admitted: AdmitResult;
-  readonly node: string | null;
-  readonly placement: string[] | undefined;
-}> {
-  const candidates = nodes === undefined ? null : await nodes(placement ?? []);
-  const { admitted, node } = await admitOnNodes(registry, request, candidates);
-  return { admitted, node, placement: pinnedPlacement(placement, node) };
 }
 
 /** What a pair needs of a node's budget, for the start-time check. */
@@ -135,7 +102,13 @@ export async function neverFitIssues(
       if (!budgetOf.has(node)) budgetOf.set(node, (await registry.limits(node)).gpuMib);
       budgets.push({ node, mib: budgetOf.get(node) ?? null });
     }
-    if (budgets.some((b) => b.mib === null || need.mib <= b.mib)) continue;
+    if (
+      fitsSomeBudget(
+        need.mib,
+        budgets.map((b) => b.mib),
+      )
+    )
+      continue;
     const where =
       budgets.length === 1
         ? `the whole GPU budget of node ${budgets[0]!.node} (${budgets[0]!.mib} MiB)`
@@ -284,7 +257,12 @@ export async function admitOnePair<
       : [];
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} cannot run here`, issues);
-  const admitted = await admitPair(registry, { ...request, jobId: job.job_id, gpuMib }, nodes, job.placement);
-  const pinned = admitted.node === null ? job : { ...job, placement: admitted.placement };
-  return { admitted: admitted.admitted, node: admitted.node, job: pinned };
+  const candidates = nodes === undefined ? null : await nodes(placement);
+  const { admitted, node } = await admitOnNodes(
+    registry,
+    { ...request, jobId: job.job_id, gpuMib },
+    candidates,
+  );
+  const pinned = node === null ? job : { ...job, placement: pinnedPlacement(job.placement, node) };
+  return { admitted, node, job: pinned };
 }

@@ -1,11 +1,15 @@
 import { errorDetail, errorKind } from '../core/errors.js';
 import type { OutcomeRead } from '../core/outcome.js';
 import { beginLifecycle, decide } from '../core/pair-lifecycle-machine.js';
-import type {
-  CallFailure,
-  LifecycleEffect,
-  LifecycleEvent,
-  LifecycleFacts,
+import {
+  isEngineCall,
+  type CallFailure,
+  type CollectEffect,
+  type EngineCallEffect,
+  type LifecycleEffect,
+  type LifecycleEffectOf,
+  type LifecycleEvent,
+  type LifecycleFacts,
 } from '../core/pair-lifecycle-state.js';
 import type { ProviderFailure } from '../core/result.js';
 import type { FilesystemChanges } from '../core/sessions-skip.js';
@@ -127,15 +131,8 @@ class LifecycleRun {
   /** Performs one effect; what happened comes back as the machine's event. */
   async perform(effect: LifecycleEffect, facts: LifecycleFacts): Promise<LifecycleEvent> {
     this.#containerId = facts.containerId;
+    if (isEngineCall(effect)) return this.#engineCall(effect);
     switch (effect.kind) {
-      case 'create':
-      case 'record_created':
-      case 'attach':
-      case 'start':
-      case 'follow':
-      case 'stop':
-      case 'wait':
-        return this.#engineCall(effect);
       case 'check_unwatched_stop':
         return {
           kind: 'unwatched_stop',
@@ -165,12 +162,7 @@ class LifecycleRun {
   }
 
   /** The calls whose failure is the pair's (or the tool's) to report: a throw becomes a `failed` event. */
-  async #engineCall(
-    effect: Extract<
-      LifecycleEffect,
-      { kind: 'create' | 'record_created' | 'attach' | 'start' | 'follow' | 'stop' | 'wait' }
-    >,
-  ): Promise<LifecycleEvent> {
+  async #engineCall(effect: EngineCallEffect): Promise<LifecycleEvent> {
     const { runtime, logger } = this.deps;
     try {
       switch (effect.kind) {
@@ -333,21 +325,7 @@ class LifecycleRun {
 
   /** Collection, diagnosis, removal and the logs' close: each isolated, so none can skip the ones after it. */
   async #collect(
-    effect: Extract<
-      LifecycleEffect,
-      {
-        kind:
-          | 'settle_logs'
-          | 'inspect_exit'
-          | 'collect_mounts'
-          | 'read_outcome'
-          | 'collect_sessions'
-          | 'diagnose'
-          | 'drain_logs'
-          | 'remove'
-          | 'close_logs';
-      }
-    >,
+    effect: CollectEffect | LifecycleEffectOf<'settle_logs'>,
     facts: LifecycleFacts,
   ): Promise<LifecycleEvent> {
     switch (effect.kind) {

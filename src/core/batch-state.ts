@@ -1,4 +1,4 @@
-import type { PauseReason } from './classify.js';
+import type { PauseReason } from './pause-rules.js';
 import { knownEntry, type JournalEntry } from './journal-events.js';
 import { survivingResume } from './pause-rules.js';
 import type { Classification } from './result.js';

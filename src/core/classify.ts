@@ -48,20 +48,6 @@ export interface Classified {
   readonly reasons: Reason[];
 }
 
-/** `registry_unavailable`: a registry call timed out or could not reach its server (issue 27); resume clears it. */
-export type PauseReason =
-  'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'registry_unavailable' | 'inputs_changed';
-
-/** Stable order of pause reasons in status.json. */
-export const PAUSE_REASONS: readonly PauseReason[] = [
-  'fatal',
-  'infrastructure_streak',
-  'provider',
-  'harness',
-  'registry_unavailable',
-  'inputs_changed',
-];
-
 type FailureClass = Exclude<Classification, 'completed'>;
 
 /**
@@ -188,17 +174,4 @@ export function classify(input: ClassifyInput): Classified {
   const reasons = REASON_ORDER.filter((r) => observed.has(r));
   const first = reasons[0];
   return { classification: first === undefined ? 'completed' : classOfReason(first), reasons };
-}
-
-/**
- * The pauses a classified pair causes. An infrastructure failure alone pauses nothing (see streak). `inputs_changed`
- * is never a pair's: the batch-level pin check (src/app/batch/source-check.ts) sets it.
- */
-export function pauseReasonsFor(c: Classified): PauseReason[] {
-  const classes = new Set(c.reasons.map(classOfReason));
-  const pauses = new Set<PauseReason>();
-  if (classes.has('fatal')) pauses.add('fatal');
-  if (classes.has('provider_stop')) pauses.add('provider');
-  if (classes.has('harness_failure')) pauses.add('harness');
-  return PAUSE_REASONS.filter((p) => pauses.has(p));
 }

@@ -1,5 +1,5 @@
 import type { BatchState } from './batch-state.js';
-import type { PauseReason } from './classify.js';
+import type { PauseReason } from './pause-rules.js';
 import type { Classification } from './result.js';
 import type { PauseCause } from './pause-cause.js';
 

@@ -18,8 +18,10 @@ import {
   type ReturnedContainer,
 } from './engine-loss.js';
 import {
+  COLLECT_STEPS,
   LifecycleTransitionError,
   type CallFailure,
+  type CollectEffect,
   type CollectStep,
   type Decision,
   type LifecycleEffect,
@@ -306,18 +308,6 @@ function settle(state: LifecycleState, facts: Partial<LifecycleFacts> = {}): Dec
   };
 }
 
-/** The logs are drained before the removal: removing the container destroys the engine's copy of what was not read. */
-const COLLECT_ORDER: readonly CollectStep[] = [
-  'inspect_exit',
-  'collect_mounts',
-  'read_outcome',
-  'collect_sessions',
-  'diagnose',
-  'drain_logs',
-  'remove',
-  'close_logs',
-];
-
 /** Steps that need a container are skipped without one; a lost node has no outcome folder to copy back. */
 function applies(step: CollectStep, facts: LifecycleFacts): boolean {
   if (step === 'read_outcome' || step === 'diagnose' || step === 'close_logs') return true;
@@ -325,7 +315,7 @@ function applies(step: CollectStep, facts: LifecycleFacts): boolean {
   return step !== 'collect_mounts' || facts.engineLoss !== 'node_lost';
 }
 
-function collectEffect(step: CollectStep, state: LifecycleState): LifecycleEffect {
+function collectEffect(step: CollectStep, state: LifecycleState): CollectEffect {
   const { facts } = state;
   switch (step) {
     case 'inspect_exit':
@@ -356,8 +346,8 @@ function nextStep(
   facts: Partial<LifecycleFacts>,
 ): Decision {
   const next: LifecycleState = { ...state, facts: { ...state.facts, ...facts } };
-  const from = after === null ? 0 : COLLECT_ORDER.indexOf(after) + 1;
-  const step = COLLECT_ORDER.slice(from).find((s) => applies(s, next.facts));
+  const from = after === null ? 0 : COLLECT_STEPS.indexOf(after) + 1;
+  const step = COLLECT_STEPS.slice(from).find((s) => applies(s, next.facts));
   if (step === undefined) return { state: { ...next, at: { phase: 'done' } }, effects: [] };
   return { state: { ...next, at: { phase: 'collecting', step } }, effects: [collectEffect(step, next)] };
 }

@@ -46,15 +46,35 @@ export type ReturnOutcome =
   | { readonly kind: 'exited' }
   | { readonly kind: 'lost'; readonly loss: EngineLoss; readonly message: string };
 
-export type CollectStep =
-  | 'inspect_exit'
-  | 'collect_mounts'
-  | 'read_outcome'
-  | 'collect_sessions'
-  | 'diagnose'
-  | 'drain_logs'
-  | 'remove'
-  | 'close_logs';
+/**
+ * The collection steps, in the order they run (the logs are drained before the removal: removing the container
+ * destroys the engine's copy of what was not read). Each is also an effect kind, performed as one.
+ */
+export const COLLECT_STEPS = [
+  'inspect_exit',
+  'collect_mounts',
+  'read_outcome',
+  'collect_sessions',
+  'diagnose',
+  'drain_logs',
+  'remove',
+  'close_logs',
+] as const;
+
+export type CollectStep = (typeof COLLECT_STEPS)[number];
+
+/** The engine calls whose failure is the pair's (or the tool's) to report: a throw becomes a `failed` event. */
+export const ENGINE_CALLS = [
+  'create',
+  'record_created',
+  'attach',
+  'start',
+  'follow',
+  'stop',
+  'wait',
+] as const;
+
+export type EngineCall = (typeof ENGINE_CALLS)[number];
 
 export type LifecyclePhase =
   | { readonly phase: 'creating' }
@@ -125,6 +145,19 @@ export type LifecycleEffect =
   | { readonly kind: 'drain_logs'; readonly containerId: string; readonly deadlineMs: number }
   | { readonly kind: 'remove'; readonly containerId: string; readonly stopBudgetSec: number }
   | { readonly kind: 'close_logs'; readonly containerExisted: boolean };
+
+export type LifecycleEffectKind = LifecycleEffect['kind'];
+
+/** The effect of one kind. */
+export type LifecycleEffectOf<K extends LifecycleEffectKind> = Extract<LifecycleEffect, { readonly kind: K }>;
+
+/** An effect for every collection step and every engine call (a step without one does not compile). */
+export type CollectEffect = LifecycleEffectOf<CollectStep>;
+export type EngineCallEffect = LifecycleEffectOf<EngineCall>;
+
+export function isEngineCall(effect: LifecycleEffect): effect is EngineCallEffect {
+  return (ENGINE_CALLS as readonly string[]).includes(effect.kind);
+}
 
 export type WaitEnd = 'exited' | 'deadline' | 'aborted';
 

@@ -1,4 +1,3 @@
-import type { PauseReason } from './classify.js';
 import { RoboguideError, errorKind } from './errors.js';
 
 /**
@@ -48,12 +47,4 @@ export function errnoOf(err: unknown): string | null {
     if (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code)) return code;
   }
   return null;
-}
-
-/**
- * The pause a fault of the supervisor (or of a pair's task) causes: a registry that timed out or could not be
- * reached pauses as `registry_unavailable` (resume retries once it answers); anything else as `harness`.
- */
-export function pauseReasonOfFault(cause: PauseCause | undefined): PauseReason {
-  return cause?.code === 'E_REGISTRY_UNAVAILABLE' ? 'registry_unavailable' : 'harness';
 }

@@ -1,10 +1,9 @@
 import type { BatchState } from './batch-state.js';
-import type { PauseReason } from './classify.js';
 import { decideDispatch, type CapacityConfig } from './dispatch-policy.js';
 import type { JournalFieldsOf } from './journal-events.js';
-import { infrastructureStreak, type FinishedPair } from './pause-rules.js';
+import { pausesFor, type FinishedPair, type PauseReason, type PauseTrigger } from './pause-rules.js';
 import type { Classification } from './result.js';
-import { pauseReasonOfFault, type PauseCause } from './pause-cause.js';
+import type { PauseCause } from './pause-cause.js';
 
 /**
  * The batch supervisor's decisions (SPEC §5) as a reducer: `decide(state, event) → { state, effects }`. Pure: the
@@ -113,6 +112,29 @@ export type SupervisorEffect =
   /** Leave the dispatch loop: drained, or paused/stopped with nothing in flight. */
   | { readonly kind: 'leave' };
 
+export type SupervisorEffectKind = SupervisorEffect['kind'];
+
+/** The effect of one kind. */
+export type SupervisorEffectOf<K extends SupervisorEffectKind> = Extract<
+  SupervisorEffect,
+  { readonly kind: K }
+>;
+
+/**
+ * How the shell performs each effect: one handler per kind, derived from `SupervisorEffect`, so that a new kind does
+ * not compile until it is handled (`satisfies SupervisorEffectHandlers<R>`).
+ */
+export type SupervisorEffectHandlers<R> = {
+  readonly [K in SupervisorEffectKind]: (effect: SupervisorEffectOf<K>) => R;
+};
+
+/** Performs `effect` with its kind's handler. */
+export function performEffect<R>(handlers: SupervisorEffectHandlers<R>, effect: SupervisorEffect): R {
+  // The table is exhaustive by its type; TypeScript cannot correlate a kind with its handler's parameter.
+  const handle = handlers[effect.kind] as (effect: SupervisorEffect) => R;
+  return handle(effect);
+}
+
 export interface Decision {
   readonly state: SupervisorState;
   readonly effects: readonly SupervisorEffect[];
@@ -152,11 +174,11 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
     case 'next':
       return next(state, event.nowMs, event.gpuPeaksMib);
     case 'sources_checked':
-      return event.ok ? { state, effects: [] } : pause(state, ['fatal', 'inputs_changed'], null);
+      return pauseFor(state, { kind: 'sources_checked', ok: event.ok }, null);
     case 'pause_needed':
       return pause(state, event.reasons, event.jobId, event.cause);
     case 'fault':
-      return pause(state, [pauseReasonOfFault(event.cause)], null, event.cause);
+      return pauseFor(state, { kind: 'fault', cause: event.cause }, null, event.cause);
     case 'stop_requested':
       return requestStop(state, event.terminate);
     case 'signal':
@@ -178,6 +200,16 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
         effects: event.allResults && event.pinsSources ? [{ kind: 'check_sources', phase: 'drain' }] : [],
       };
   }
+}
+
+/** Pause for what the pause policy (`pausesFor`, src/core/pause-rules.ts) says this trigger means. */
+function pauseFor(
+  state: SupervisorState,
+  trigger: PauseTrigger,
+  jobId: string | null,
+  cause?: PauseCause,
+): Decision {
+  return pause(state, pausesFor(trigger), jobId, cause);
 }
 
 /** Pause for the reasons not already held: journal them, say so, write status. Nothing new: nothing to do. */
@@ -275,12 +307,9 @@ function settleOutcome(state: SupervisorState, jobId: string, nowMs: number, out
       return { state: { ...state, claimed, registryRetryAtMs: nowMs + REGISTRY_RETRY_MS }, effects };
     }
     case 'claim_failed':
-      // Already claimed (another process won the receipt): it stays claimed, nothing ran here.
-      return outcome.reason === 'receipt_write_failed'
-        ? pause(state, ['harness'], jobId)
-        : { state, effects: [] };
+      return pauseFor(state, { kind: 'claim_failed', reason: outcome.reason }, jobId);
     case 'failed':
-      return pause(state, [pauseReasonOfFault(outcome.cause)], jobId, outcome.cause);
+      return pauseFor(state, { kind: 'fault', cause: outcome.cause }, jobId, outcome.cause);
   }
 }
 
@@ -300,8 +329,7 @@ function finished(
     finishedHere,
   };
   const first = reasons.length > 0 ? pause(state, reasons, jobId, cause) : { state, effects: [] };
-  if (!infrastructureStreak(finishedHere)) return first;
-  const streak = pause(first.state, ['infrastructure_streak'], jobId);
+  const streak = pauseFor(first.state, { kind: 'finished_since_resume', finished: finishedHere }, jobId);
   return { state: streak.state, effects: [...first.effects, ...streak.effects] };
 }
 

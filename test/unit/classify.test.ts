@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { REASON_ORDER, classify, pauseReasonsFor } from '../../src/core/classify.js';
-import type { ClassifyInput, HarnessFault, PauseReason } from '../../src/core/classify.js';
+import { REASON_ORDER, classify } from '../../src/core/classify.js';
+import type { ClassifyInput, HarnessFault } from '../../src/core/classify.js';
+import { pauseReasonsFor, type PauseReason } from '../../src/core/pause-rules.js';
 import type { EngineFault } from '../../src/core/engine-fault.js';
 import { checkOutcome } from '../../src/core/outcome.js';
 import type { OutcomeCheck } from '../../src/core/outcome.js';

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { PAUSE_REASONS } from '../../src/core/classify.js';
-import type { PauseReason } from '../../src/core/classify.js';
-import { INFRA_STREAK_LENGTH, survivingResume, infrastructureStreak } from '../../src/core/pause-rules.js';
+import {
+  INFRA_STREAK_LENGTH,
+  PAUSE_REASONS,
+  survivingResume,
+  infrastructureStreak,
+  pausesFor,
+  type PauseReason,
+  type PauseTrigger,
+} from '../../src/core/pause-rules.js';
+import type { Classified } from '../../src/core/classify.js';
 import type { FinishedPair } from '../../src/core/pause-rules.js';
 import { CLASSIFICATIONS } from '../../src/core/result.js';
 import type { Classification } from '../../src/core/result.js';
@@ -83,5 +90,65 @@ describe('survivingResume', () => {
       'inputs_changed',
       'fatal',
     ]);
+  });
+});
+
+describe('pausesFor (the pause policy)', () => {
+  const fatal: Classified = { classification: 'fatal', reasons: ['fatal_failure_flag'] };
+  const infra: Classified = { classification: 'infrastructure_failure', reasons: ['oom_killed'] };
+  const ok: Classified = { classification: 'completed', reasons: [] };
+
+  it.each([
+    [{ kind: 'pair_result', result: ok }, []],
+    [{ kind: 'pair_result', result: infra }, []],
+    [{ kind: 'result_unwritten', result: ok }, ['harness']],
+    [{ kind: 'reconciled', released: true, registryUnavailable: false, nodeLost: false }, []],
+    [
+      { kind: 'reconciled', released: false, registryUnavailable: true, nodeLost: false },
+      ['registry_unavailable'],
+    ],
+    [{ kind: 'reconciled', released: false, registryUnavailable: false, nodeLost: true }, []],
+    [{ kind: 'reconciled', released: false, registryUnavailable: false, nodeLost: false }, ['harness']],
+    [{ kind: 'recovered', released: false }, ['harness']],
+    [{ kind: 'recovered', released: true }, []],
+    [{ kind: 'sources_checked', ok: false }, ['fatal', 'inputs_changed']],
+    [{ kind: 'sources_checked', ok: true }, []],
+    [{ kind: 'claim_failed', reason: 'receipt_write_failed' }, ['harness']],
+    [{ kind: 'claim_failed', reason: 'already_claimed' }, []],
+    [{ kind: 'fault', cause: { code: 'E_REGISTRY_UNAVAILABLE', message: '' } }, ['registry_unavailable']],
+    [{ kind: 'fault' }, ['harness']],
+  ] satisfies [PauseTrigger, PauseReason[]][])('%j → %j', (trigger, reasons) => {
+    expect(pausesFor(trigger)).toEqual(reasons);
+  });
+
+  it("a pair's own pauses come first, then the harness's or the registry's", () => {
+    expect(pausesFor({ kind: 'result_unwritten', result: fatal })).toEqual(['fatal', 'harness']);
+    expect(
+      pausesFor({
+        kind: 'reconciled',
+        result: fatal,
+        released: false,
+        registryUnavailable: true,
+        nodeLost: false,
+      }),
+    ).toEqual(['fatal', 'registry_unavailable']);
+    expect(
+      pausesFor({
+        kind: 'reconciled',
+        result: fatal,
+        released: true,
+        registryUnavailable: false,
+        nodeLost: false,
+      }),
+    ).toEqual(['fatal']);
+  });
+
+  it('a streak of infrastructure failures on different pairs pauses', () => {
+    const finished = ['a', 'b', 'c'].map((jobId) => ({
+      jobId,
+      classification: 'infrastructure_failure' as const,
+    }));
+    expect(pausesFor({ kind: 'finished_since_resume', finished })).toEqual(['infrastructure_streak']);
+    expect(pausesFor({ kind: 'finished_since_resume', finished: finished.slice(1) })).toEqual([]);
   });
 });

@@ -10,8 +10,8 @@ import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-c
 import { commitWithReadBack } from '../../src/app/reconcile-commit.js';
 import type { CapacityRegistry, TerminalCommit } from '../../src/app/ports/capacity-registry.js';
 import { ExitCode, RoboguideError } from '../../src/core/errors.js';
-import { causeOf, errnoOf, pauseReasonOfFault } from '../../src/core/pause-cause.js';
-import { survivingResume } from '../../src/core/pause-rules.js';
+import { causeOf, errnoOf } from '../../src/core/pause-cause.js';
+import { pauseReasonOfFault, survivingResume } from '../../src/core/pause-rules.js';
 import { JournalFolder } from '../../src/core/batch-state.js';
 import type { JournalEntry } from '../../src/core/journal-events.js';
 import { decide, initialSupervisorState } from '../../src/core/supervisor-machine.js';

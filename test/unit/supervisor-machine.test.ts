@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PauseReason } from '../../src/core/classify.js';
+import type { PauseReason } from '../../src/core/pause-rules.js';
 import type { CapacityConfig } from '../../src/core/dispatch-policy.js';
 import { CLASSIFICATIONS, type Classification } from '../../src/core/result.js';
 import {

@@ -1,6 +1,12 @@
 /** Small shared reads, usable inside or outside a transaction. */
 import type { DatabaseSync } from 'node:sqlite';
-import type { BoardRow, HostLimits, PortHolder, Reservation } from '../../app/ports/capacity-registry.js';
+import type {
+  BoardRow,
+  HostLimits,
+  PortHolder,
+  Reservation,
+  SupervisorLease,
+} from '../../app/ports/capacity-registry.js';
 import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { RoboguideError } from '../../core/errors.js';
 
@@ -71,4 +77,17 @@ export function selectPortHolders(db: DatabaseSync, node: string, ports: readonl
     }
   }
   return holders;
+}
+
+/** A batch's recorded supervisor lease, if any. */
+export function selectLease(db: DatabaseSync, batchId: string): SupervisorLease | null {
+  const row = db
+    .prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?')
+    .get(batchId);
+  if (row === undefined) return null;
+  return {
+    pid: Number(row['pid']),
+    start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
+    boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
+  };
 }

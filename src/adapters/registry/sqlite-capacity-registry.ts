@@ -35,6 +35,7 @@ import { DEFAULT_REGISTRY_DEADLINE_MS } from './deadline.js';
 import {
   RESERVATION_COLUMNS,
   selectHeldTotals,
+  selectLease,
   selectLimits,
   selectPortHolders,
   selectReservation,
@@ -42,7 +43,8 @@ import {
 } from './queries.js';
 import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
-import { checkAdmitRequest, checkLimits, checkNode } from './validate.js';
+import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission } from './validate.js';
+import { decideAdmission, reservedPorts } from '../../core/admission-rule.js';
 
 /** The busy wait: the registry deadline (a writer never waits longer for another process's transaction). */
 export const DEFAULT_BUSY_TIMEOUT_MS = DEFAULT_REGISTRY_DEADLINE_MS;
@@ -195,15 +197,8 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     return inImmediateTransaction(
       this.#db,
       () => {
-        const row = this.#db
-          .prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?')
-          .get(batchId);
-        if (row !== undefined) {
-          const holder: SupervisorLease = {
-            pid: Number(row['pid']),
-            start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
-            boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
-          };
+        const holder = selectLease(this.#db, batchId);
+        if (holder !== null) {
           const self =
             holder.pid === lease.pid &&
             holder.start_ticks === lease.start_ticks &&
@@ -224,17 +219,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   }
 
   async supervisorLease(batchId: string): Promise<SupervisorLease | null> {
-    return registryRead(() => {
-      const row = this.#db
-        .prepare('SELECT pid, start_ticks, boot_id FROM supervisor_leases WHERE batch_id = ?')
-        .get(batchId);
-      if (row === undefined) return null;
-      return {
-        pid: Number(row['pid']),
-        start_ticks: row['start_ticks'] === null ? null : String(row['start_ticks']),
-        boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
-      };
-    });
+    return registryRead(() => selectLease(this.#db, batchId));
   }
 
   async releaseLease(batchId: string, pid: number): Promise<void> {
@@ -252,43 +237,19 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     return inImmediateTransaction(this.#db, () => this.#admitIn(request), 'admit');
   }
 
+  /** The rule decides on the node's rows (`decideAdmission`); this only reads them and stores what it admits. */
   #admitIn(request: AdmitRequest): AdmitResult {
     const db = this.#db;
-    const existing = selectReservationForClaim(db, request.claimId);
-    if (existing !== null) {
-      if (existing.batchId !== request.batchId || existing.jobId !== request.jobId) {
-        throw new RoboguideError(
-          'E_REGISTRY',
-          `claim ${request.claimId} is already admitted for another run`,
-          {
-            context: { claimId: request.claimId, batchId: existing.batchId, jobId: existing.jobId },
-          },
-        );
-      }
-      return { kind: 'already_admitted', reservationId: existing.id };
-    }
     const node = request.node ?? this.localNode;
-    const limits = selectLimits(db, node);
-    const held = selectHeldTotals(db, node);
-    if (held.count >= limits.maxReservations) {
-      return { kind: 'refused', reason: 'host_full', held: held.count, limit: limits.maxReservations, node };
-    }
-    if (limits.gpuMib !== null && held.gpuMib + request.gpuMib > limits.gpuMib) {
-      return { kind: 'refused', reason: 'gpu_budget', held: held.gpuMib, limit: limits.gpuMib, node };
-    }
-    const ports = [...new Set(request.ports ?? [])].sort((a, b) => a - b);
-    const holder = selectPortHolders(db, node, ports)[0];
-    if (holder !== undefined) {
-      return {
-        kind: 'refused',
-        reason: 'port_held',
-        held: 1,
-        limit: 1,
-        node,
-        port: holder.port,
-        holderBatchId: holder.batchId,
-      };
-    }
+    const ports = reservedPorts(request.ports);
+    const decision = decideAdmission(request, {
+      existing: selectReservationForClaim(db, request.claimId),
+      node,
+      budget: selectLimits(db, node),
+      held: selectHeldTotals(db, node),
+      portHolders: selectPortHolders(db, node, ports),
+    });
+    if (decision.kind !== 'admit') return unstoredAdmission(request, decision);
     const reservationId = this.#newId();
     const nowIso = this.#now();
     db.prepare(

@@ -1,6 +1,7 @@
 /** Input checks at the registry boundary: bad limits or requests are the caller's fault. */
-import { InvalidInputError, type Issue } from '../../core/errors.js';
-import type { AdmitRequest, HostLimits } from '../../app/ports/capacity-registry.js';
+import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
+import type { AdmissionDecision } from '../../core/admission-rule.js';
+import type { AdmitRequest, AdmitResult, HostLimits } from '../../app/ports/capacity-registry.js';
 
 function isCount(value: number, min: number): boolean {
   return Number.isSafeInteger(value) && value >= min;
@@ -40,4 +41,15 @@ function isNodeName(node: string): boolean {
 export function checkNode(node: string): void {
   if (!isNodeName(node))
     throw new InvalidInputError('E_USAGE', 'invalid node', [{ path: 'node', rule: NODE_RULE }]);
+}
+
+/** The answer to an admission `decideAdmission` did not admit: nothing is stored; a claim of another run throws. */
+export function unstoredAdmission(
+  request: AdmitRequest,
+  decision: Exclude<AdmissionDecision, { kind: 'admit' }>,
+): AdmitResult {
+  if (decision.kind !== 'claim_taken') return decision;
+  throw new RoboguideError('E_REGISTRY', `claim ${request.claimId} is already admitted for another run`, {
+    context: { claimId: request.claimId, batchId: decision.batchId, jobId: decision.jobId },
+  });
 }

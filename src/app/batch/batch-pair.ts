@@ -10,6 +10,7 @@ import { effectiveLimits, limitDefaults } from '../../core/pair-limits.js';
 import { executePair, type ExecutePairDeps } from '../execute-pair.js';
 import { failpoint, pausepoint } from '../failpoints.js';
 import { admitOnNodes } from '../admission.js';
+import { expectedGpuMib } from '../../core/admission-rule.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { BatchRecord } from './layout.js';
 import { jobRel, receiptRel } from './layout.js';
@@ -34,19 +35,6 @@ export interface BatchPairContext {
    * pair's service to that node. None: the registry's own node (the local executor).
    */
   readonly admissionNodes?: (constraints: readonly string[]) => Promise<readonly string[]>;
-}
-
-/**
- * The GPU memory admission reserves for a pair (SPEC §7): none for a job that neither asks for GPUs nor declares
- * `gpu_mib`; else the largest peak the batch measured for the job's image, or before the first peak the
- * declared `gpu_mib` (0 when not declared).
- */
-export function expectedGpuMib(job: Job, declaredImagePeaks: readonly number[]): number {
-  if (job.gpus === undefined && job.gpu_mib === undefined) return 0;
-  const peak = declaredImagePeaks
-    .filter((p) => Number.isFinite(p) && p > 0)
-    .reduce((a, b) => Math.max(a, b), 0);
-  return peak > 0 ? Math.ceil(peak) : (job.gpu_mib ?? 0);
 }
 
 /** The id `start` pinned the image to (batch.json `images`); undefined: the batch runs it by tag. */

@@ -1,6 +1,7 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalAppend } from '../../core/journal-events.js';
-import { pauseReasonsFor, type PauseReason } from '../../core/classify.js';
+import { pausesFor, type PauseReason } from '../../core/pause-rules.js';
+import type { Classified } from '../../core/classify.js';
 import type { Receipt } from '../../core/receipt.js';
 import { causeOf, errnoOf, type PauseCause } from '../../core/pause-cause.js';
 import type { ResultRecord } from '../../core/result.js';
@@ -44,9 +45,7 @@ export async function finishPair(
 ): Promise<FinishReport> {
   const { store, journal } = deps;
   const jobId = receipt.job_id;
-  const pauseReasons = new Set<PauseReason>(
-    pauseReasonsFor({ classification: result.classification, reasons: [...result.reasons] }),
-  );
+  const classified = { classification: result.classification, reasons: [...result.reasons] };
   failpoint('before_result');
   const written = await writeJsonVerified(store, resultRel(jobId), result);
   if (written.kind === 'failed') {
@@ -60,11 +59,10 @@ export async function finishPair(
       path,
       err: errnoOf(written.error) ?? cause.code,
     }).catch(() => undefined);
-    pauseReasons.add('harness');
     return {
       jobId,
       result,
-      pauseReasons: [...pauseReasons],
+      pauseReasons: pausesFor({ kind: 'result_unwritten', result: classified }),
       released: false,
       cause: { code: cause.code, message: `cannot write ${path}: ${cause.message}` },
     };
@@ -84,18 +82,19 @@ export async function finishPair(
     finished_at: facts.finished_at,
     gpu_peak_mib: facts.gpu_peak_mib,
   });
-  return reconcileFinished(deps, receipt, result, pauseReasons);
+  return reconcileFinished(deps, receipt, result, classified);
 }
 
 /**
  * Release a finished pair's reservation through reconciliation. Also used on resume for a pair whose result
- * was written but whose slot was not yet released when the previous supervisor died.
+ * was written but whose slot was not yet released when the previous supervisor died (no `finished`: its own
+ * pauses are not asked again). The pauses are the pause policy's (`pausesFor`).
  */
 export async function reconcileFinished(
   deps: FinishDeps,
   receipt: Receipt,
   result: ResultRecord,
-  pauseReasons: Set<PauseReason> = new Set(),
+  finished?: Classified,
 ): Promise<FinishReport> {
   const { store, journal } = deps;
   const jobId = receipt.job_id;
@@ -111,25 +110,27 @@ export async function reconcileFinished(
   failpoint('after_reconcile');
   const released = report.kind === 'committed' || report.kind === 'already_committed';
   await journal('reconciled', { job_id: jobId, kind: report.kind, reason: report.reason });
-  // A registry that timed out or could not be reached keeps the slot (and the evidence) for `resume` to reconcile
-  // once it answers: the batch pauses as `registry_unavailable`, with the registry's words (issue 27).
-  if (!released && report.reason === 'registry_unavailable') {
-    pauseReasons.add('registry_unavailable');
+  const registryUnavailable = !released && report.reason === 'registry_unavailable';
+  const pauseReasons: PauseReason[] = pausesFor({
+    kind: 'reconciled',
+    ...(finished !== undefined ? { result: finished } : {}),
+    released,
+    registryUnavailable,
+    nodeLost: result.reasons.includes('node_lost'),
+  });
+  // A registry that timed out or could not be reached: the batch pauses with the registry's words (issue 27).
+  if (registryUnavailable)
     return {
       jobId,
       result,
-      pauseReasons: [...pauseReasons],
+      pauseReasons,
       released,
       cause: { code: 'E_REGISTRY_UNAVAILABLE', message: report.detail },
     };
-  }
-  // A pair whose node was lost keeps its slot until the node's engine confirms the removal or the operator declares
-  // the node down; the batch goes on with the other nodes (issue 13).
-  if (!released && !result.reasons.includes('node_lost')) pauseReasons.add('harness');
   return {
     jobId,
     result,
-    pauseReasons: [...pauseReasons],
+    pauseReasons,
     released,
     ...(released ? {} : { cause: { code: report.reason ?? report.kind, message: report.detail } }),
   };

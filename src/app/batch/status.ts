@@ -17,7 +17,7 @@ import {
   type PauseHistoryEntry,
   type RunningPair,
 } from '../../core/batch-state.js';
-import type { PauseReason } from '../../core/classify.js';
+import type { PauseReason } from '../../core/pause-rules.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';

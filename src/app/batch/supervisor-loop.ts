@@ -1,9 +1,11 @@
-import type { PauseReason } from '../../core/classify.js';
+import type { PauseReason } from '../../core/pause-rules.js';
 import { causeOf, type PauseCause } from '../../core/pause-cause.js';
 import {
   decide,
+  performEffect,
   type PairOutcome,
   type SupervisorEffect,
+  type SupervisorEffectHandlers,
   type SupervisorEvent,
   type SupervisorJournal,
   type SupervisorState,
@@ -95,59 +97,45 @@ export class SupervisorLoop {
   }
 
   #perform(effect: SupervisorEffect): Promise<void> | undefined {
-    switch (effect.kind) {
-      case 'journal':
-        return this.#bestEffort(`journal ${effect.event.type}`, () => this.#ports.journal(effect.event));
-      case 'log_pause':
-        this.#logPause(effect.reasons, effect.jobId, effect.cause);
-        return undefined;
-      case 'write_status':
-        return this.#ports.writeStatus();
-      case 'status_soon':
-        this.#ports.statusSoon();
-        return undefined;
-      case 'terminate':
-        for (const jobId of effect.jobIds) this.#handles.get(jobId)?.terminate.abort();
-        return undefined;
-      case 'watch_placement':
-        this.#watchPlacement(effect.jobId);
-        return undefined;
-      case 'wake':
-        this.#wakeup.notify();
-        return undefined;
-      default:
-        return this.#performStep(effect);
-    }
+    return performEffect(this.#handlers, effect);
   }
 
-  /** The effects that start or wait for work. */
-  #performStep(
-    effect: Exclude<
-      SupervisorEffect,
-      {
-        kind:
-          'journal' | 'log_pause' | 'write_status' | 'status_soon' | 'terminate' | 'watch_placement' | 'wake';
-      }
-    >,
-  ): Promise<void> | undefined {
-    switch (effect.kind) {
-      case 'check_sources':
-        return this.#ports
-          .checkSources(effect.phase)
-          .then((ok) => this.feed({ type: 'sources_checked', ok }));
-      case 'dispatch':
-        this.#launch(effect.jobId, this.#ports.dispatch(effect.jobId, this.#onRunning));
-        return undefined;
-      case 'recover':
-        this.#launch(effect.jobId, this.#ports.recover(effect.jobId, this.#onRunning));
-        return undefined;
-      case 'wait':
-        return this.#wakeup.wait(effect.ms);
-      case 'leave':
-        this.#left = true;
-        return undefined;
-    }
-  }
+  /**
+   * One handler per effect kind of the machine (a kind without one does not compile). A handler returns the promise
+   * to await before the next effect, or nothing: the effect was performed synchronously.
+   */
+  readonly #handlers = {
+    journal: (effect) =>
+      this.#bestEffort(`journal ${effect.event.type}`, () => this.#ports.journal(effect.event)),
+    log_pause: (effect) => {
+      this.#logPause(effect.reasons, effect.jobId, effect.cause);
+    },
+    write_status: () => this.#ports.writeStatus(),
+    status_soon: () => {
+      this.#ports.statusSoon();
+    },
+    terminate: (effect) => {
+      for (const jobId of effect.jobIds) this.#handles.get(jobId)?.terminate.abort();
+    },
+    watch_placement: (effect) => {
+      this.#watchPlacement(effect.jobId);
+    },
+    wake: () => {
+      this.#wakeup.notify();
+    },
+    check_sources: (effect) =>
+      this.#ports.checkSources(effect.phase).then((ok) => this.feed({ type: 'sources_checked', ok })),
+    dispatch: (effect) => {
+      this.#launch(effect.jobId, this.#ports.dispatch(effect.jobId, this.#onRunning));
+    },
+    recover: (effect) => {
+      this.#launch(effect.jobId, this.#ports.recover(effect.jobId, this.#onRunning));
+    },
+    wait: (effect) => this.#wakeup.wait(effect.ms),
+    leave: () => {
+      this.#left = true;
+    },
+  } satisfies SupervisorEffectHandlers<Promise<void> | undefined>;
 
   readonly #onRunning = (handle: RunningHandle): void => {
     this.#handles.set(handle.jobId, handle);

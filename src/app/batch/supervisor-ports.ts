@@ -21,6 +21,7 @@ import {
 import type { FinishReport } from './finish-pair.js';
 import { receiptRel, resultRel, STATUS_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 import { nodesDown } from './node-down.js';
+import { admissionNodesFor } from '../admission.js';
 import { recoverPair } from './recover-pair.js';
 import type { reportRefresher } from './report.js';
 import { checkSources } from './source-check.js';
@@ -205,22 +206,15 @@ function pairContextOf(s: Supervision): BatchPairContext {
 }
 
 /**
- * Swarm: admission per node (the registry's slots, GPU budget and ports are per node). The nodes the manager calls
- * ready, less those the operator declared down, taken in turn so that the pairs spread over the nodes.
+ * Swarm: admission per node (the registry's slots, GPU budget and ports are per node): `admissionNodesFor`, with
+ * the nodes the operator declared down left out. A manager that cannot list its nodes fails the listing; a batch
+ * then waits (no node now: the pair is refused `host_full` and tried again), as `admissionNodesFor` leaves to it.
  */
 export function admissionNodesOf(s: Supervision): BatchPairContext['admissionNodes'] {
-  const inventory = s.batch.executor?.kind === 'swarm' ? s.deps.execute.nodes : undefined;
-  if (inventory === undefined) return undefined;
-  let turn = 0;
-  return async (constraints) => {
-    const down = new Set(await nodesDown(s.deps.store).catch(() => []));
-    const ready = (await inventory.readyNodes(constraints).catch((): readonly string[] => [])).filter(
-      (n) => !down.has(n),
-    );
-    if (ready.length === 0) return [];
-    const first = turn++ % ready.length;
-    return [...ready.slice(first), ...ready.slice(0, first)];
-  };
+  if (s.batch.executor?.kind !== 'swarm') return undefined;
+  const nodes = admissionNodesFor(s.deps.execute.nodes, () => nodesDown(s.deps.store));
+  if (nodes === undefined) return undefined;
+  return (constraints) => nodes(constraints).catch((): readonly string[] => []);
 }
 
 /**

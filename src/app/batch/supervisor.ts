@@ -4,7 +4,7 @@ import { foldJournal, type BatchState } from '../../core/batch-state.js';
 import { RoboguideError, errorDetail } from '../../core/errors.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Manifest } from '../../core/manifest/index.js';
-import { survivingResume } from '../../core/pause-rules.js';
+import { pausesFor, survivingResume } from '../../core/pause-rules.js';
 import { exitState, initialSupervisorState } from '../../core/supervisor-machine.js';
 import type { ExecutePairDeps } from '../execute-pair.js';
 import { failpoint } from '../failpoints.js';
@@ -272,8 +272,8 @@ async function recoverAtStart(
       await s.journal('recovered', { job_id: f.job.job_id, action: 'reconcile_finished' });
       await removeUnverifiedContainer(batchDeps, f.receipt, f.result, s.manifest.stop_budget_seconds);
       const report = await reconcileFinished(batchDeps, f.receipt, f.result);
-      if (!report.released)
-        await loop.feed({ type: 'pause_needed', reasons: ['harness'], jobId: f.job.job_id });
+      const reasons = pausesFor({ kind: 'recovered', released: report.released });
+      if (reasons.length > 0) await loop.feed({ type: 'pause_needed', reasons, jobId: f.job.job_id });
     }
   }
 }

@@ -8,6 +8,7 @@
  */
 import type { Classification } from '../../core/result.js';
 import type { ProcessIdentity } from '../../core/process-identity.js';
+import type { AdmitRefusal } from '../../core/admission-rule.js';
 
 /** Host limits, stored in the registry so that every batch on the host sees the same ones. */
 export interface HostLimits {
@@ -53,23 +54,12 @@ export interface AdmitRequest {
   readonly ports?: readonly number[];
 }
 
-export type AdmitRefusalReason = 'host_full' | 'gpu_budget' | 'port_held';
+export type { AdmitRefusalReason } from '../../core/admission-rule.js';
 
 export type AdmitResult =
   | { readonly kind: 'admitted'; readonly reservationId: string }
-  /**
-   * `held`/`limit`: reservations for `host_full`, MiB for `gpu_budget` (on the request's node); the refused request
-   * is not counted in `held`. `port_held`: `port` is held on the node by `holderBatchId` (`held`/`limit` are 1).
-   */
-  | {
-      readonly kind: 'refused';
-      readonly reason: AdmitRefusalReason;
-      readonly held: number;
-      readonly limit: number;
-      readonly node: string;
-      readonly port?: number;
-      readonly holderBatchId?: string;
-    }
+  /** The node's slots, GPU budget or a port refused it (`decideAdmission`, `src/core/admission-rule.ts`). */
+  | AdmitRefusal
   /** The same claim was admitted before (same batch and job); nothing was inserted. */
   | { readonly kind: 'already_admitted'; readonly reservationId: string };
 

@@ -1,0 +1,149 @@
+import { largestPeakMib } from './dispatch-policy.js';
+
+/**
+ * Admission (SPEC §7), the rule itself: a pure function of the facts a registry holds for one node (its limits, what
+ * its held reservations add up to, who holds the ports the pair publishes, and the reservation already made for
+ * the claim) → a decision. Both registries read these facts inside the transaction that will store the decision,
+ * so that concurrent admitters never exceed a limit; they decide nothing themselves. The I/O around the rule (the
+ * nodes tried in turn, the registry calls, the start-time checks) is `src/app/admission.ts`.
+ */
+
+/** A node's limits: reservations at once, and the GPU MiB its held reservations may add up to (null: no limit). */
+export interface NodeBudget {
+  readonly maxReservations: number;
+  readonly gpuMib: number | null;
+}
+
+export type AdmitRefusalReason = 'host_full' | 'gpu_budget' | 'port_held';
+
+/**
+ * `held`/`limit`: reservations for `host_full`, MiB for `gpu_budget` (on the request's node); the refused request is
+ * not counted in `held`. `port_held`: `port` is held on the node by `holderBatchId` (`held`/`limit` are 1).
+ */
+export interface AdmitRefusal {
+  readonly kind: 'refused';
+  readonly reason: AdmitRefusalReason;
+  readonly held: number;
+  readonly limit: number;
+  readonly node: string;
+  readonly port?: number;
+  readonly holderBatchId?: string;
+}
+
+/** What a registry holds for one admission, read in the transaction that stores the decision. */
+export interface AdmissionFacts {
+  /** The reservation already made for the request's claim, if any. */
+  readonly existing: { readonly id: string; readonly batchId: string; readonly jobId: string } | null;
+  readonly node: string;
+  readonly budget: NodeBudget;
+  /** The node's held reservations: how many, and the GPU MiB they add up to. */
+  readonly held: { readonly count: number; readonly gpuMib: number };
+  /** Held reservations' ports on the node among those requested (any order). */
+  readonly portHolders: readonly { readonly port: number; readonly batchId: string }[];
+}
+
+export interface AdmissionAsk {
+  readonly batchId: string;
+  readonly jobId: string;
+  readonly gpuMib: number;
+}
+
+export type AdmissionDecision =
+  /** Store a held reservation (its ports, its board row) on `facts.node`. */
+  | { readonly kind: 'admit' }
+  /** The same claim was admitted before (same batch and job): nothing to store. */
+  | { readonly kind: 'already_admitted'; readonly reservationId: string }
+  /** The claim is admitted for another run: a fault of the caller, nothing to store. */
+  | { readonly kind: 'claim_taken'; readonly batchId: string; readonly jobId: string }
+  | AdmitRefusal;
+
+/**
+ * The rule, in order: a claim admitted before is the same admission (or, for another run, a fault); then the node's
+ * reservation slots; then its GPU budget; then the lowest requested port another reservation holds on the node.
+ */
+export function decideAdmission(ask: AdmissionAsk, facts: AdmissionFacts): AdmissionDecision {
+  const { existing, node, budget, held } = facts;
+  if (existing !== null) {
+    return existing.batchId === ask.batchId && existing.jobId === ask.jobId
+      ? { kind: 'already_admitted', reservationId: existing.id }
+      : { kind: 'claim_taken', batchId: existing.batchId, jobId: existing.jobId };
+  }
+  if (held.count >= budget.maxReservations)
+    return { kind: 'refused', reason: 'host_full', held: held.count, limit: budget.maxReservations, node };
+  if (budget.gpuMib !== null && held.gpuMib + ask.gpuMib > budget.gpuMib)
+    return { kind: 'refused', reason: 'gpu_budget', held: held.gpuMib, limit: budget.gpuMib, node };
+  const holder = facts.portHolders.reduce<AdmissionFacts['portHolders'][number] | undefined>(
+    (lowest, h) => (lowest === undefined || h.port < lowest.port ? h : lowest),
+    undefined,
+  );
+  if (holder !== undefined) {
+    return {
+      kind: 'refused',
+      reason: 'port_held',
+      held: 1,
+      limit: 1,
+      node,
+      port: holder.port,
+      holderBatchId: holder.batchId,
+    };
+  }
+  return { kind: 'admit' };
+}
+
+/** The published ports a reservation holds: each once, ascending. */
+export function reservedPorts(ports: readonly number[] | undefined): number[] {
+  return [...new Set(ports ?? [])].sort((a, b) => a - b);
+}
+
+/**
+ * The GPU memory admission reserves for a pair: none for a job that neither asks for GPUs nor declares `gpu_mib`;
+ * else the largest peak measured for the job's image (`largestPeakMib`, rounded up), or before the first peak the
+ * declared `gpu_mib` (0 when not declared).
+ */
+export function expectedGpuMib(
+  job: { readonly gpus?: unknown; readonly gpu_mib?: number | undefined },
+  imagePeaksMib: readonly number[],
+): number {
+  if (job.gpus === undefined && job.gpu_mib === undefined) return 0;
+  const peak = largestPeakMib(imagePeaksMib);
+  return peak !== null ? Math.ceil(peak) : (job.gpu_mib ?? 0);
+}
+
+/**
+ * The GPU MiB to reserve on a node with this budget: the expected figure, at most the node's whole budget. A
+ * measured peak above every budget would otherwise make the pair wait for ever; reserving the whole budget makes it
+ * run alone on the node instead (a declared `gpu_mib` that can never fit is refused before anything runs).
+ */
+export function cappedGpuMib(expected: number, budget: NodeBudget): number {
+  if (budget.gpuMib === null || budget.gpuMib <= 0 || expected <= budget.gpuMib) return expected;
+  return budget.gpuMib;
+}
+
+/** Whether a declared `gpu_mib` fits the whole budget of at least one of these nodes (null: no GPU budget). */
+export function fitsSomeBudget(mib: number, budgets: readonly (number | null)[]): boolean {
+  return budgets.some((b) => b === null || mib <= b);
+}
+
+/**
+ * The order to try the ready nodes in: those not declared down, starting `turn` places along (so that successive
+ * pairs start on another node).
+ */
+export function nodesInTurn(
+  ready: readonly string[],
+  down: ReadonlySet<string>,
+  turn: number,
+): readonly string[] {
+  const up = ready.filter((n) => !down.has(n));
+  if (up.length === 0) return [];
+  const first = turn % up.length;
+  return [...up.slice(first), ...up.slice(0, first)];
+}
+
+/** The placement a pair admitted on `node` runs with: its own constraints plus `node.hostname==NODE`. */
+export function pinnedPlacement(
+  placement: readonly string[] | undefined,
+  node: string | null,
+): string[] | undefined {
+  if (node === null) return placement === undefined ? undefined : [...placement];
+  return [...(placement ?? []), `node.hostname==${node}`];
+}
