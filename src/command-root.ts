@@ -278,7 +278,7 @@ export async function createDoctorWiring(registryFlag: string | undefined): Prom
   const { DEFAULT_EXTRACT_LIMITS } = await import('./adapters/safe-extract.js');
   return {
     deps: {
-      ...createDoctorDeps((await root()).createContainerRuntime()),
+      ...createDoctorDeps((await root()).createContainerRuntime(), (await root()).gatherBatchHostFacts),
       pairNetwork: (await (await root()).createPairNetworkGuard()) ?? 'engine-bridge',
     },
     registry: {

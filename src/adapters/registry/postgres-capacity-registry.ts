@@ -28,7 +28,7 @@ import type {
   TerminalCommit,
   TerminalCommitResult,
 } from '../../app/ports/capacity-registry.js';
-import { failpoint } from '../../app/failpoints.js';
+import { failpoint } from '../../app/ports/failpoints.js';
 import type { PostgresConnection } from './default-path.js';
 import { LOCK_CLASS, POSTGRES_SCHEMA_VERSION, currentVersion, migratePostgres } from './postgres-schema.js';
 import { integer, integerOrNull, textOrNull, toBoardRow, toReservation } from './rows.js';
