@@ -2,6 +2,33 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * What a driven adapter may not import: app outside its ports (a regex: gitignore patterns cannot re-include
+ * app/ports under an excluded app/), the commands, cli and the composition roots. `allowed`: app modules let
+ * through by name.
+ */
+function drivenAdapterImports(allowed = []) {
+  const except = allowed.map((name) => `(?!${name.replaceAll('/', '\\/').replaceAll('.', '\\.')})`).join('');
+  return [
+    {
+      regex: `(^|/)app/(?!ports/)${except}`,
+      message:
+        'a driven adapter imports src/core and src/app/ports only: move the type or constant it needs there.',
+    },
+    {
+      group: [
+        '**/commands/**',
+        '**/cli/**',
+        '**/composition-root*',
+        '**/command-root*',
+        '**/serve-root*',
+        '**/library*',
+      ],
+      message: 'a driven adapter is wired by the composition roots; it does not import them or the commands.',
+    },
+  ];
+}
+
 export default tseslint.config(
   {
     ignores: [
@@ -124,6 +151,22 @@ export default tseslint.config(
           ],
         },
       ],
+    },
+  },
+  {
+    // A driven adapter (engine, registry, files, probes) implements a port: it imports src/core, src/app/ports,
+    // other adapters and libraries, never a use-case. The driving adapter src/adapters/http calls the use-cases
+    // (src/app/serve) and is left out.
+    files: ['src/adapters/**/*.ts'],
+    ignores: ['src/adapters/http/**', 'src/adapters/docker/docker-session-engine.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: drivenAdapterImports() }] },
+  },
+  {
+    // TEMPORARY allow-list: SessionEngine is still declared in src/app/serve/session-engine.ts; the engine-port
+    // change (issue 25, one engine port) moves it into src/app/ports, then this block goes.
+    files: ['src/adapters/docker/docker-session-engine.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: drivenAdapterImports(['serve/session-engine.js']) }],
     },
   },
   {

@@ -263,7 +263,7 @@ export async function createDoctorWiring(registryFlag: string | undefined): Prom
   const location = registryFlag !== undefined && registryFlag !== '' ? registryLocation(registryFlag) : null;
   return {
     deps: {
-      ...createDoctorDeps(root.createContainerRuntime()),
+      ...createDoctorDeps(root.createContainerRuntime(), root.gatherBatchHostFacts),
       pairNetwork: (await root.createPairNetworkGuard()) ?? 'engine-bridge',
     },
     registry: {

@@ -1,6 +1,6 @@
 /**
  * The real probes behind `doctor` (node:sqlite, statfs, /proc, nvidia-smi); the checks and verdicts are in
- * src/app/doctor.ts and take these through DoctorDeps.
+ * src/app/doctor.ts and take these through DoctorDeps (src/app/ports/doctor-probes.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
@@ -9,15 +9,17 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import pg from 'pg';
-import type { DoctorDeps, RegistryProbe, RegistryTarget } from '../app/doctor.js';
+import {
+  CDI_SPEC_DIRS,
+  type DoctorDeps,
+  type RegistryProbe,
+  type RegistryTarget,
+} from '../app/ports/doctor-probes.js';
 import type { PostgresConnection } from './registry/default-path.js';
 import { POSTGRES_SCHEMA_VERSION } from './registry/postgres-schema.js';
 import { SCHEMA_VERSION, recordedVersion } from './registry/schema.js';
 import { readBootId } from './host-identity.js';
 import { observeGpus } from './nvidia-smi.js';
-import { CDI_SPEC_DIRS } from '../app/doctor/podman-checks.js';
-import { gatherHostFacts } from '../app/host-facts.js';
-import { defaultHostFactsSource } from './host-facts/systeminformation-host-facts.js';
 import { InternalError } from '../core/errors.js';
 
 const SCRATCH_TABLE = 'roboguide_doctor_scratch';
@@ -125,8 +127,10 @@ export async function freeDiskBytes(path: string): Promise<{ path: string; freeB
   }
 }
 
+/** `hostFacts`: the bounded gathering the composition root wires (`gatherBatchHostFacts`), as for `e1-batch start`. */
 export function createDoctorDeps(
   runtime: DoctorDeps['runtime'],
+  hostFacts: DoctorDeps['hostFacts'],
   options: { nvidiaSmiBinary?: string } = {},
 ): DoctorDeps {
   return {
@@ -141,7 +145,7 @@ export function createDoctorDeps(
     probeRegistry,
     freeDiskBytes,
     readBootId,
-    hostFacts: (request) => gatherHostFacts({ source: defaultHostFactsSource() }, request),
+    hostFacts,
     nowMs: () => Date.now(),
     newId: () => randomUUID().slice(0, 8),
     podmanHost: { initPath: podmanInitPath, cdiSpecs },

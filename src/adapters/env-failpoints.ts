@@ -1,7 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { access, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { FailpointHooks } from '../app/failpoints.js';
+import type { FailpointHooks } from '../app/ports/failpoints.js';
 
 /**
  * Failpoints for crash tests, read from the environment of the process (the CLI installs them at start-up, see

@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { sha256Hex } from '../app/digest.js';
 import type { OutcomeReader } from '../app/ports/outcome-reader.js';
 import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
 import { redactBytes } from './log-redaction.js';
@@ -72,7 +71,8 @@ async function readGrown(handle: Awaited<ReturnType<typeof open>>, head: Buffer)
  */
 export async function readOutcomeSha256(path: string): Promise<string | null> {
   const read = await readOutcomeFile(path);
-  return read.state === 'present' ? sha256Hex(read.bytes) : null;
+  // the evidence's one digest, as src/app/digest.ts computes it: SHA-256, lowercase hex
+  return read.state === 'present' ? createHash('sha256').update(read.bytes).digest('hex') : null;
 }
 
 /**

@@ -11,7 +11,7 @@ import { DEFAULT_EXTRACT_LIMITS, planEntry, sanitizeLabel, type ExtractLimits } 
  * safe-extraction rules (regular files, directories and symbolic links whose target stays inside the destination;
  * no absolute names, no `..`, no hard links or special files, the count and size limits) and re-packed to a
  * temporary file with its permission bits (no setuid/setgid/sticky); only a clean archive reaches the container.
- * Downloads: see serve-files.ts.
+ * Downloads: see http/serve-files.ts.
  */
 
 export interface CheckedUpload {

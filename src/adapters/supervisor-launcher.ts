@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RoboguideError } from '../core/errors.js';
-import { SUPERVISOR_FILE, SUPERVISOR_LOG, type SupervisorRecord } from '../app/batch/layout.js';
+import { SUPERVISOR_FILE, SUPERVISOR_LOG, type SupervisorRecord } from '../core/supervisor-record.js';
 
 const IDENTITY_TIMEOUT_MS = 30_000;
 

@@ -1,18 +1,14 @@
 import { checkMounts } from '../core/mount-policy.js';
 import { ExitCode, InternalError } from '../core/errors.js';
-import type { GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
-import type { HostFactsRecord } from '../core/host-facts.js';
-import type { ContainerRuntime, EngineInfo } from './ports/container-runtime.js';
+import type { EngineInfo } from './ports/container-runtime.js';
+import type { DoctorDeps } from './ports/doctor-probes.js';
 import { warn } from './doctor/check.js';
 import { runtimeProbe, runtimesCheck } from './doctor/runtime-checks.js';
 import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
-import type { HostFactsRequest } from './host-facts.js';
 import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
 import { engineChecks } from './doctor/engine-checks.js';
-import type { PodmanHost } from './doctor/podman-checks.js';
 import { hostChecks } from './doctor/host-checks.js';
 import { pairNetworkCheck } from './doctor/network-check.js';
-import type { PairNetworkGuard } from './ports/pair-network.js';
 
 export {
   formatBytes,
@@ -25,48 +21,12 @@ export {
 export { OFF_HOST_LOG_DRIVERS, PROBE_DEADLINE_MS, PROBE_LABELS } from './doctor/engine-checks.js';
 export { DISK_FAIL_BYTES, DISK_WARN_BYTES } from './doctor/host-checks.js';
 export { DATA_ROOT_WARN_BYTES } from './doctor/facts-checks.js';
+export type { DoctorDeps, RegistryProbe, RegistryTarget } from './ports/doctor-probes.js';
 
 export interface DoctorReport {
   readonly checks: readonly DoctorCheck[];
   readonly engineReachable: boolean;
   readonly exitCode: DoctorExitCode;
-}
-
-/** Where the registry check writes: an explicit file (created when missing), or a throwaway temp database. */
-export type RegistryTarget =
-  | { readonly kind: 'file'; readonly path: string }
-  | { readonly kind: 'temp' }
-  /** `display`: the URL without its password; `connection` is opaque here (the probe's adapter reads it). */
-  | { readonly kind: 'postgres'; readonly display: string; readonly connection: unknown };
-
-/** What a registry probe read: the schema version the database records and the one this tool writes. */
-export interface RegistryProbe {
-  readonly schema: { readonly current: number; readonly supported: number } | null;
-}
-
-/** The world as `doctor` sees it; `createDoctorDeps` wires the real one, unit tests pass fakes. */
-export interface DoctorDeps {
-  readonly runtime: Pick<
-    ContainerRuntime,
-    'info' | 'imageExists' | 'create' | 'attach' | 'start' | 'wait' | 'remove' | 'inspect' | 'gpuGrantOf'
-  > &
-    Partial<Pick<ContainerRuntime, 'follow'>>;
-  readonly observeGpus: () => Promise<GpuObservation>;
-  readonly fileExists: (path: string) => Promise<boolean>;
-  /** Write and read back a row in a scratch table inside a transaction that is rolled back; throws when it cannot. */
-  /** Proves a write (rolled back) and reads the schema version; throws when the registry cannot be reached or written. */
-  readonly probeRegistry: (target: RegistryTarget) => Promise<RegistryProbe | void>;
-  /** Free bytes for an unprivileged user on the filesystem holding `path` (or its nearest existing ancestor). */
-  readonly freeDiskBytes: (path: string) => Promise<{ readonly path: string; readonly freeBytes: number }>;
-  readonly readBootId: () => Promise<string | null>;
-  /** CPU, memory, OS, the file systems of the output directory and the engine's data root, GPU controllers; never rejects. */
-  readonly hostFacts: (request: HostFactsRequest) => Promise<HostFactsRecord>;
-  readonly nowMs: () => number;
-  readonly newId: () => string;
-  /** The guarded pairs network of the local engine (`engine-bridge`: turned off by ROBOGUIDE_PAIRS_NETWORK); absent: not checked. */
-  readonly pairNetwork?: PairNetworkGuard | 'engine-bridge';
-  /** What Podman needs of this host (its init, CDI specs); absent: the Podman checks report them unknown. */
-  readonly podmanHost?: PodmanHost;
 }
 
 export interface DoctorOptions {

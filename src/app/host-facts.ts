@@ -1,20 +1,12 @@
 import { gpuControllersFact, type HostFact, type HostFactsRecord } from '../core/host-facts.js';
 import { systemClock } from './ports/clock.js';
-import type { HostFactsSource } from './ports/host-facts.js';
+import type { HostFactsRequest, HostFactsSource } from './ports/host-facts.js';
 import { InternalError } from '../core/errors.js';
+
+export type { HostFactsRequest } from './ports/host-facts.js';
 
 /** How long each fact may take; the calls run side by side, so this bounds the whole gathering too. */
 export const HOST_FACTS_TIMEOUT_MS = 5_000;
-
-export interface HostFactsRequest {
-  /** The output directory (it may not exist yet: its nearest existing ancestor counts). */
-  readonly outputDir: string;
-  /**
-   * The engine's data root (DockerRootDir), null when the engine did not report it, or a promise of it (doctor asks
-   * the engine and the host side by side; a rejection's message is the reason the fact is unknown).
-   */
-  readonly dataRoot: string | null | PromiseLike<string | null>;
-}
 
 export interface HostFactsDeps {
   readonly source: HostFactsSource;

@@ -5,6 +5,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
+import { gatherBatchHostFacts } from '../../src/composition-root.js';
 import { renderDoctorTable, runDoctor, type DoctorOptions, type DoctorReport } from '../../src/app/doctor.js';
 import { DRIVER_IMAGE, engineHasNvidia, engineIsPodman, noDocker, runtime } from '../support/docker.js';
 
@@ -36,7 +37,7 @@ describe.skipIf(noDocker)('doctor against the shared engine', () => {
   it.skipIf(engineHasNvidia || engineIsPodman)(
     'engine ok, driver image present, no nvidia runtime → warn; registry writable and left without tables; exit 0',
     async () => {
-      const report = await runDoctor(createDoctorDeps(runtime()), options());
+      const report = await runDoctor(createDoctorDeps(runtime(), gatherBatchHostFacts), options());
       expect(statusOf(report, 'engine')).toBe('ok');
       expect(report.checks.find((c) => c.name === 'engine')?.detail).toMatch(/^Docker \S+, API 1\.\d+/);
       expect(statusOf(report, `image ${DRIVER_IMAGE}`)).toBe('ok');
@@ -62,7 +63,10 @@ describe.skipIf(noDocker)('doctor against the shared engine', () => {
   );
 
   it('without --registry and no registry yet, probes a scratch database and creates nothing at the default path', async () => {
-    const report = await runDoctor(createDoctorDeps(runtime()), options({ registryPath: null }));
+    const report = await runDoctor(
+      createDoctorDeps(runtime(), gatherBatchHostFacts),
+      options({ registryPath: null }),
+    );
     expect(report.checks.find((c) => c.name === 'registry')).toMatchObject({
       status: 'ok',
       detail: expect.stringContaining('no registry yet'),
@@ -72,7 +76,10 @@ describe.skipIf(noDocker)('doctor against the shared engine', () => {
 
   it('a missing image is a warning with the images build fix', async () => {
     const missing = 'roboguide/not-built:1';
-    const report = await runDoctor(createDoctorDeps(runtime()), options({ images: [DRIVER_IMAGE, missing] }));
+    const report = await runDoctor(
+      createDoctorDeps(runtime(), gatherBatchHostFacts),
+      options({ images: [DRIVER_IMAGE, missing] }),
+    );
     expect(report.checks.find((c) => c.name === `image ${missing}`)).toMatchObject({
       status: 'warn',
       fix: 'roboguide-eval images build',
@@ -83,7 +90,10 @@ describe.skipIf(noDocker)('doctor against the shared engine', () => {
   it.skipIf(engineHasNvidia || engineIsPodman)(
     '--probe-gpu fails with the engine text (no NVIDIA runtime here) and leaves no probe container',
     async () => {
-      const report = await runDoctor(createDoctorDeps(runtime()), options({ probeGpu: true }));
+      const report = await runDoctor(
+        createDoctorDeps(runtime(), gatherBatchHostFacts),
+        options({ probeGpu: true }),
+      );
       expect(report.checks.find((c) => c.name === 'gpu probe')).toMatchObject({
         status: 'fail',
         detail: expect.stringMatching(/could not select device driver "nvidia"/),
@@ -95,7 +105,7 @@ describe.skipIf(noDocker)('doctor against the shared engine', () => {
 
   it('an unreachable engine gives exit 3 and still reports the host checks', async () => {
     const absent = new DockerContainerRuntime({ socketPath: join(work, 'no-engine.sock') });
-    const report = await runDoctor(createDoctorDeps(absent), options());
+    const report = await runDoctor(createDoctorDeps(absent, gatherBatchHostFacts), options());
     expect(statusOf(report, 'engine')).toBe('fail');
     expect(statusOf(report, 'registry')).toBe('ok');
     expect(report.exitCode).toBe(3);

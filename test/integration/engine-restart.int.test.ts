@@ -16,6 +16,7 @@ import { DockerContainerRuntime } from '../../src/adapters/docker/docker-contain
 import { driverRuns, runCli, type CliRun } from '../support/crash-batch.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 import { namespaceSupportProblem, startSecondEngine, type SecondEngine } from '../support/second-engine.js';
+import { until } from '../support/until.js';
 
 const required = process.env['REQUIRE_DOCKER'] === '1';
 const namespaceProblem = noDocker ? 'no Docker engine' : await namespaceSupportProblem();
@@ -57,16 +58,6 @@ async function exists(path: string): Promise<boolean> {
     () => true,
     () => false,
   );
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 120_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 /** Three pairs, the middle one (`p2`) being the one the engine fails under; every pair has the default budget. */
@@ -140,9 +131,14 @@ function pausedAt(fx: Fixture, point: string): Record<string, string> {
   return { ROBOGUIDE_PAUSEPOINT: point, ROBOGUIDE_PAUSEPOINT_DIR: fx.pauseDir };
 }
 
+/** The engine restarts under these waits: a probe that throws (engine down, file half-written) is "not yet". */
+const SLOW = { timeoutMs: 120_000, ignoreErrors: true } as const;
+
 async function reached(fx: Fixture, name: string): Promise<void> {
-  await until(`pause point ${name}`, async () =>
-    (await exists(join(fx.pauseDir, `${name}.reached`))) ? true : undefined,
+  await until(
+    async () => ((await exists(join(fx.pauseDir, `${name}.reached`))) ? true : undefined),
+    `pause point ${name}`,
+    SLOW,
   );
 }
 
@@ -152,14 +148,18 @@ async function release(fx: Fixture, name: string): Promise<void> {
 
 /** The victim's container on the second engine once it runs. */
 async function runningContainerOf(fx: Fixture, job: string): Promise<string> {
-  return until(`${job} running`, async () => {
-    const receipt = await readJson<{ container_id: string | null }>(
-      join(fx.output, 'jobs', job, 'receipt.json'),
-    );
-    if (receipt.container_id === null) return undefined;
-    const state = await engineRuntime.inspect(receipt.container_id);
-    return state?.status === 'running' ? receipt.container_id : undefined;
-  });
+  return until(
+    async () => {
+      const receipt = await readJson<{ container_id: string | null }>(
+        join(fx.output, 'jobs', job, 'receipt.json'),
+      );
+      if (receipt.container_id === null) return undefined;
+      const state = await engineRuntime.inspect(receipt.container_id);
+      return state?.status === 'running' ? receipt.container_id : undefined;
+    },
+    `${job} running`,
+    SLOW,
+  );
 }
 
 /** Kill the engine, keep it down, start it again; returns the moment it answers again. */
@@ -175,7 +175,7 @@ async function killAndRestartEngine(
 
 /** Seconds from the engine's return to the victim's result.json. */
 async function secondsToResult(fx: Fixture, back: number): Promise<number> {
-  await until('p2 result', async () => ((await exists(resultPath(fx, 'p2'))) ? true : undefined), 120_000);
+  await until(async () => ((await exists(resultPath(fx, 'p2'))) ? true : undefined), 'p2 result', SLOW);
   return (Date.now() - back) / 1000;
 }
 

@@ -6,16 +6,16 @@
  * not be written is `evidence_write_failed` (not `lost_worker`), every pair ran once, nothing is held in the
  * registry, no container is left and no temp file. Needs root (mount) and Docker; skipped visibly otherwise.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, sweep } from '../support/docker.js';
 import { listFilesRecursively } from '../support/files.js';
+import { cli } from '../support/cli.js';
 
-const BIN = resolve('bin/run.js');
 const JOBS = ['d0', 'd1', 'd2', 'd3', 'd4'];
 const LOG_BYTES = 6 * 1024 * 1024;
 const skip = process.getuid?.() !== 0 ? 'needs root to mount a tmpfs' : noDocker ? 'no Docker engine' : null;
@@ -23,23 +23,6 @@ const skip = process.getuid?.() !== 0 ? 'needs root to mount a tmpfs' : noDocker
 let work = '';
 let mounted = '';
 let batchId = '';
-
-function cli(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env: Record<string, string | undefined> = { ...process.env };
-  delete env['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolvePromise, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-  });
-}
 
 interface JournalLine {
   readonly type: string;

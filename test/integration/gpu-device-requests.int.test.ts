@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
+import { gatherBatchHostFacts } from '../../src/composition-root.js';
 import { PROBE_LABELS, runDoctor } from '../../src/app/doctor.js';
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
 import {
@@ -138,7 +139,7 @@ describe.skipIf(skipSecondEngine)(
     );
 
     it('doctor --probe-gpu passes on this engine although no "nvidia" runtime is listed, and removes its probe', async () => {
-      const report = await runDoctor(createDoctorDeps(rt), {
+      const report = await runDoctor(createDoctorDeps(rt, gatherBatchHostFacts), {
         images: [DRIVER_IMAGE],
         probeGpu: true,
         registryPath: null,

@@ -22,7 +22,7 @@ import {
   runtime,
 } from '../support/docker.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
-import { installFailpoints } from '../../src/app/failpoints.js';
+import { installFailpoints } from '../../src/app/ports/failpoints.js';
 
 /**
  * Pairs are hostile (issue 10 part 2/3): each one below attacks what is not its own, on the real engine, in the

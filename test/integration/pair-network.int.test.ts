@@ -12,7 +12,7 @@ import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { runDoctor } from '../../src/app/doctor.js';
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
 import { PAIRS_BRIDGE, PAIRS_CHAIN, PAIRS_NETWORK } from '../../src/core/pair-network.js';
-import { BIN_RUN_JS } from '../../src/composition-root.js';
+import { BIN_RUN_JS, gatherBatchHostFacts } from '../../src/composition-root.js';
 import { DRIVER_IMAGE, noDocker, pairRunDeps } from '../support/docker.js';
 import {
   isAlive,
@@ -216,7 +216,7 @@ describe.skipIf(skip)('the guarded pairs network on a throwaway engine with its 
 
   it('doctor warns before the first pair: nothing is set up yet', async () => {
     const report = await runDoctor(
-      { ...createDoctorDeps(rt), pairNetwork: guard },
+      { ...createDoctorDeps(rt, gatherBatchHostFacts), pairNetwork: guard },
       {
         images: [DRIVER_IMAGE],
         probeGpu: false,
@@ -385,7 +385,7 @@ describe.skipIf(skip)('the guarded pairs network on a throwaway engine with its 
     const doctor = async () =>
       (
         await runDoctor(
-          { ...createDoctorDeps(rt), pairNetwork: guard },
+          { ...createDoctorDeps(rt, gatherBatchHostFacts), pairNetwork: guard },
           {
             images: [DRIVER_IMAGE],
             probeGpu: false,

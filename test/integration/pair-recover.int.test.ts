@@ -6,21 +6,14 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+import { BIN, cli } from '../support/cli.js';
 
-const BIN = resolve('bin/run.js');
 let work: string;
 const claims: string[] = [];
-
-function cli(args: readonly string[]): { code: number | null; stdout: string; stderr: string } {
-  const run = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
-    encoding: 'utf8',
-  });
-  return { code: run.status, stdout: run.stdout, stderr: run.stderr };
-}
 
 async function readJson<T>(path: string): Promise<T | null> {
   try {
@@ -111,7 +104,7 @@ describe.skipIf(noDocker)('pair recover', () => {
     expect(reservation(registry, receipt!.claim_id)?.state).toBe('held');
     expect(await readJson(join(output, 'result.json'))).toBeNull();
 
-    const first = cli([
+    const first = await cli([
       'pair',
       'recover',
       '--output',
@@ -154,17 +147,17 @@ describe.skipIf(noDocker)('pair recover', () => {
     expect(released?.state).toBe('released');
 
     const resultBytes = await readFile(join(output, 'result.json'));
-    const second = cli(['pair', 'recover', '--output', output, '--registry', registry, '--json']);
+    const second = await cli(['pair', 'recover', '--output', output, '--registry', registry, '--json']);
     expect(second.code, second.stderr).toBe(0);
     expect(JSON.parse(second.stdout)).toMatchObject({ containers: [], result: 'kept', released_now: false });
     expect(reservation(registry, receipt!.claim_id)).toEqual(released);
     expect(await readFile(join(output, 'result.json'))).toEqual(resultBytes);
   });
 
-  it('refuses a directory without a receipt, with exit 2 and nothing written', () => {
+  it('refuses a directory without a receipt, with exit 2 and nothing written', async () => {
     const empty = join(work, 'empty');
     spawnSync('mkdir', ['-p', empty]);
-    const run = cli(['pair', 'recover', '--output', empty, '--registry', join(work, 'registry.db')]);
+    const run = await cli(['pair', 'recover', '--output', empty, '--registry', join(work, 'registry.db')]);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/no receipt\.json/);
     expect(spawnSync('ls', ['-A', empty], { encoding: 'utf8' }).stdout).toBe('');
@@ -175,27 +168,34 @@ describe.skipIf(noDocker)('pair recover', () => {
     spawnSync('mkdir', ['-p', empty]);
     const notes = join(work, 'notes.txt');
     await writeFile(notes, 'my notes, not a database\n');
-    const run = cli(['pair', 'recover', '--output', empty, '--registry', notes]);
+    const run = await cli(['pair', 'recover', '--output', empty, '--registry', notes]);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/not a roboguide-eval registry/);
     expect(await readFile(notes, 'utf8')).toBe('my notes, not a database\n');
     expect(spawnSync('ls', ['-A', work], { encoding: 'utf8' }).stdout).not.toMatch(/notes\.txt-(wal|shm)/);
   });
 
-  it("refuses a --registry URL that is not PostgreSQL's (exit 2, the field named, the password nowhere), nothing written", () => {
+  it("refuses a --registry URL that is not PostgreSQL's (exit 2, the field named, the password nowhere), nothing written", async () => {
     const empty = join(work, 'empty-url');
     spawnSync('mkdir', ['-p', empty]);
-    const run = cli(['pair', 'recover', '--output', empty, '--registry', 'mysql://u:hunter2secret@db/rg']);
+    const run = await cli([
+      'pair',
+      'recover',
+      '--output',
+      empty,
+      '--registry',
+      'mysql://u:hunter2secret@db/rg',
+    ]);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/--registry/);
     expect(run.stdout + run.stderr).not.toContain('hunter2secret');
     expect(spawnSync('ls', ['-A', empty], { encoding: 'utf8' }).stdout).toBe('');
   });
 
-  it('a PostgreSQL URL whose server cannot be reached: a registry error without the password, nothing written', () => {
+  it('a PostgreSQL URL whose server cannot be reached: a registry error without the password, nothing written', async () => {
     const empty = join(work, 'empty-pg-url');
     spawnSync('mkdir', ['-p', empty]);
-    const run = cli([
+    const run = await cli([
       'pair',
       'recover',
       '--output',

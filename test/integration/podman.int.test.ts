@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
+import { gatherBatchHostFacts } from '../../src/composition-root.js';
 import { DockerSessionEngine } from '../../src/adapters/docker/docker-session-engine.js';
 import { deviceRequestsFor } from '../../src/core/gpu/device-requests.js';
 import { containerLimitsOf } from '../../src/core/pair-limits.js';
@@ -74,7 +75,7 @@ describe.skipIf(!engineIsPodman)('Podman on its Docker API', () => {
   });
 
   it('doctor names Podman and its version, finds catatonit, and --probe-gpu fails from the inspect (the request is dropped), leaving no probe', async () => {
-    const report = await runDoctor(createDoctorDeps(runtime()), {
+    const report = await runDoctor(createDoctorDeps(runtime(), gatherBatchHostFacts), {
       images: [DRIVER_IMAGE],
       probeGpu: true,
       registryPath: null,

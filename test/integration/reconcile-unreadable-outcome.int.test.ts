@@ -5,25 +5,17 @@
  * verdict from the same evidence, not hold the slot as `evidence_missing` forever. The built CLI; the engine only
  * answers that the container is gone.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { noDocker } from '../support/docker.js';
 import { buildFinishedPair } from '../support/finished-pair.js';
+import { cli } from '../support/cli.js';
 
-const BIN = resolve('bin/run.js');
 let work: string;
-
-function cli(args: readonly string[]): { code: number | null; stdout: string; stderr: string } {
-  const run = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
-    encoding: 'utf8',
-  });
-  return { code: run.status, stdout: run.stdout, stderr: run.stderr };
-}
 
 describe.skipIf(noDocker)('reconcile: an outcome copy that cannot be read', () => {
   beforeAll(async () => {
@@ -62,7 +54,15 @@ describe.skipIf(noDocker)('reconcile: an outcome copy that cannot be read', () =
       await registry.close();
     }
 
-    const run = cli(['reconcile', '--output', output, '--execute', '--registry', registryPath, '--json']);
+    const run = await cli([
+      'reconcile',
+      '--output',
+      output,
+      '--execute',
+      '--registry',
+      registryPath,
+      '--json',
+    ]);
     expect(run.stderr + run.stdout).not.toContain('evidence_missing');
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);

@@ -9,29 +9,23 @@
  * there drops the packets to the server's port). Faults last FAULT_MS (5 s); ROBOGUIDE_TEST_LONG_REGISTRY_FAULTS=1
  * holds them 90 s (not in CI: slow). Skipped where PostgreSQL or Docker cannot run, unless REQUIRE_POSTGRES=1.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePostgresUrl } from '../../src/adapters/registry/default-path.js';
 import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-capacity-registry.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, sweep } from '../support/docker.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres.js';
+import { cli as runCli, type CliOutput } from '../support/cli.js';
 
-const BIN = resolve('bin/run.js');
 const skip = postgresSkipReason() ?? (noDocker ? 'no Docker engine' : null);
 const DEADLINE_MS = 2_000;
 const FAULT_MS = process.env['ROBOGUIDE_TEST_LONG_REGISTRY_FAULTS'] === '1' ? 90_000 : 5_000;
 /** Scheduling slack on a loaded 2-core machine (the CLI itself takes about a second to start). */
 const SLACK_MS = 2_500;
 const STOP_BUDGET_SEC = 5;
-
-interface CliOutput {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
 
 interface JournalLine {
   readonly type: string;
@@ -49,26 +43,14 @@ const batches: string[] = [];
 /** The partition case: the CLI (and the supervisor it launches) run in this network namespace, with this password. */
 let inNamespace: { readonly netns: string; readonly password: string } | null = null;
 
+/** The CLI with the short registry deadline; inside the namespace (with its password) during the partition case. */
 function cli(args: readonly string[]): Promise<CliOutput> {
-  const env: Record<string, string | undefined> = {
-    ...process.env,
-    ROBOGUIDE_REGISTRY_DEADLINE_MS: String(DEADLINE_MS),
-  };
-  delete env['ROBOGUIDE_FAILPOINT'];
-  const argv = ['--disable-warning=ExperimentalWarning', BIN, ...args];
-  if (inNamespace !== null) env['PGPASSWORD'] = inNamespace.password;
-  const [file, ...rest] =
-    inNamespace === null
-      ? [process.execPath, ...argv]
-      : ['nsenter', `--net=/run/netns/${inNamespace.netns}`, process.execPath, ...argv];
-  const child = spawn(file, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolvePromise, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  return runCli(args, {
+    env: {
+      ROBOGUIDE_REGISTRY_DEADLINE_MS: String(DEADLINE_MS),
+      ...(inNamespace !== null ? { PGPASSWORD: inNamespace.password } : {}),
+    },
+    ...(inNamespace !== null ? { prefix: ['nsenter', `--net=/run/netns/${inNamespace.netns}`] } : {}),
   });
 }
 

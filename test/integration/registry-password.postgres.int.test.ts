@@ -6,27 +6,21 @@
  * every CLI output is scanned for the password in every form. Skipped where PostgreSQL or Docker cannot run,
  * unless REQUIRE_POSTGRES=1.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePostgresUrl } from '../../src/adapters/registry/default-path.js';
 import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-capacity-registry.js';
 import { DRIVER_IMAGE, noDocker, sweep } from '../support/docker.js';
 import { listFilesRecursively } from '../support/files.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres.js';
+import { cli as runCli, type CliOutput } from '../support/cli.js';
+import { until } from '../support/until.js';
 
-const BIN = resolve('bin/run.js');
 const skip = postgresSkipReason() ?? (noDocker ? 'no Docker engine' : null);
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-
-interface CliOutput {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
 
 let server: TestPostgres | null = null;
 let work = '';
@@ -58,25 +52,10 @@ function passwordForms(secret: string): string[] {
 }
 
 /** The CLI as a user runs it, without PGPASSWORD unless given. Its outputs are kept for the scan. */
-function cli(args: readonly string[], env: Readonly<Record<string, string>> = {}): Promise<CliOutput> {
-  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
-  if (env['PGPASSWORD'] === undefined) delete childEnv['PGPASSWORD'];
-  delete childEnv['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
-    env: childEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolvePromise, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      outputs.push(stdout, stderr);
-      resolvePromise({ code, stdout, stderr });
-    });
-  });
+async function cli(args: readonly string[], env: Readonly<Record<string, string>> = {}): Promise<CliOutput> {
+  const out = await runCli(args, { env: { PGPASSWORD: undefined, ...env } });
+  outputs.push(out.stdout, out.stderr);
+  return out;
 }
 
 function alive(pid: number): boolean {
@@ -115,13 +94,14 @@ async function statusOf(output: string): Promise<{ state: string; counts: Record
   return JSON.parse(status.stdout) as { state: string; counts: Record<string, number> };
 }
 
+/** Polls status until the batch is in one of `states`; the last state seen when it never gets there. */
 async function waitFor(output: string, states: readonly string[], timeoutMs: number): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const { state } = await statusOf(output);
-    if (states.includes(state) || Date.now() > deadline) return state;
-    await new Promise((r) => setTimeout(r, 500));
-  }
+  let last = '';
+  const seen = async (): Promise<string | undefined> => {
+    last = (await statusOf(output)).state;
+    return states.includes(last) ? last : undefined;
+  };
+  return until(seen, `state ${states.join(' or ')}`, { timeoutMs, intervalMs: 500 }).catch(() => last);
 }
 
 async function registryHeld(): Promise<number> {

@@ -4,16 +4,15 @@
  * three alignments, split across writes, URL-encoded, JSON-escaped, in an Authorization header, on stderr and in
  * Codex session files. Afterwards EVERY byte the tool or the pairs left on the host is scanned for every form.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { containersLabelled, DRIVER_IMAGE, noDocker, sweep } from '../support/docker.js';
 import { listFilesRecursively, windowsOf } from '../support/files.js';
+import { cli } from '../support/cli.js';
 
-const BIN = resolve('bin/run.js');
 const WINDOW_CHARS = 8;
 const DRAIN_TIMEOUT_MS = 60_000;
 /**
@@ -22,12 +21,6 @@ const DRAIN_TIMEOUT_MS = 60_000;
  */
 const KNOWN_GAP_FILES: ReadonlySet<string> = new Set<string>();
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-
-interface CliOutput {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
 
 /** 40 random characters, with a `+` and a `/` so the URL-encoded and JSON-escaped forms differ from the raw one. */
 function randomSecret(): string {
@@ -57,23 +50,6 @@ function secretForms(secret: string): string[] {
     json,
     json.replaceAll('/', '\\/'),
   ];
-}
-
-function cli(args: readonly string[], env: Readonly<Record<string, string>>): Promise<CliOutput> {
-  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
-  delete childEnv['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
-    env: childEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolvePromise, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-  });
 }
 
 function alive(pid: number): boolean {
@@ -199,7 +175,7 @@ describe.skipIf(noDocker)(
           registry,
           '--json',
         ],
-        { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' },
+        { env: { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' } },
       );
       expect(started.code, started.stderr).toBe(0);
       const startJson = JSON.parse(started.stdout) as { batch_id: string; supervisor_pid: number };
@@ -210,7 +186,7 @@ describe.skipIf(noDocker)(
       const deadline = Date.now() + DRAIN_TIMEOUT_MS;
       let state = '';
       while (Date.now() < deadline) {
-        const s = await cli(['e1-batch', 'status', '--output', output, '--json'], {});
+        const s = await cli(['e1-batch', 'status', '--output', output, '--json']);
         statusOutputs.push(s.stdout, s.stderr);
         state = (JSON.parse(s.stdout) as { state: string }).state;
         if (state === 'drained' || state === 'paused') break;

@@ -8,16 +8,15 @@
  * directories, status, SUMMARY and the CLI's stdout/stderr is scanned: zero hits. The host outcome file is the
  * driver's own and keeps what it wrote (checked, not scanned).
  */
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { containersLabelled, DRIVER_IMAGE, noDocker, sweep } from '../support/docker.js';
 import { listFilesRecursively, windowsOf } from '../support/files.js';
+import { cli } from '../support/cli.js';
 
-const BIN = resolve('bin/run.js');
 const DRAIN_TIMEOUT_MS = 90_000;
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const SESSIONS = '/root/.codex/sessions/2026/12/04';
@@ -27,29 +26,6 @@ const pick = (n: number): string => [...randomBytes(n)].map((b) => ALNUM[b % ALN
 const API_TOKEN = `${pick(12)}+${pick(8)}/${pick(6)} ${pick(8)}`;
 /** No `/`: it goes into a file name as is. */
 const NAME_TOKEN = `${pick(14)}+${pick(14)}`;
-
-interface CliOutput {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function cli(args: readonly string[], env: Readonly<Record<string, string>>): Promise<CliOutput> {
-  const childEnv: Record<string, string | undefined> = { ...process.env, ...env };
-  delete childEnv['ROBOGUIDE_FAILPOINT'];
-  const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', BIN, ...args], {
-    env: childEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  return new Promise((resolvePromise, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-  });
-}
 
 /** Shell (busybox) printing every form of the variable named `$1`; forms are computed inside the container. */
 const FORMS_FUNCTION = [
@@ -174,7 +150,7 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     const cliOutputs: string[] = [];
     const started = await cli(
       ['e1-batch', 'start', '--manifest', manifestPath, '--output', output, '--registry', registry, '--json'],
-      { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' },
+      { env: { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' } },
     );
     cliOutputs.push(started.stdout, started.stderr);
     expect(started.code, started.stderr).toBe(0);
@@ -184,7 +160,7 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     const deadline = Date.now() + DRAIN_TIMEOUT_MS;
     let state = '';
     while (Date.now() < deadline) {
-      const s = await cli(['e1-batch', 'status', '--output', output, '--json'], {});
+      const s = await cli(['e1-batch', 'status', '--output', output, '--json']);
       cliOutputs.push(s.stdout, s.stderr);
       state = (JSON.parse(s.stdout) as { state: string }).state;
       if (state === 'drained' || state === 'paused') break;
@@ -192,7 +168,7 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     }
     expect(state).toBe('drained');
     while (alive(supervisorPid) && Date.now() < deadline + 10_000) await sleepMs(100);
-    const human = await cli(['e1-batch', 'status', '--output', output], {});
+    const human = await cli(['e1-batch', 'status', '--output', output]);
     cliOutputs.push(human.stdout, human.stderr);
     expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
 
@@ -202,7 +178,7 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     const pairOutput = join(work, 'P');
     const pair = await cli(
       ['pair', 'run', '--spec', specPath, '--output', pairOutput, '--registry', registry, '--json'],
-      { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' },
+      { env: { ...env, ROBOGUIDE_LOG_LEVEL: 'trace' } },
     );
     cliOutputs.push(pair.stdout, pair.stderr);
     expect(pair.code, pair.stderr).toBe(0);

@@ -14,6 +14,7 @@ import {
   type StartedRoboguideServer,
 } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
+import { until } from '../support/until.js';
 
 /**
  * serve against a hostile or careless caller (issue 22), real engine and real server process: a slow NDJSON reader
@@ -72,16 +73,6 @@ async function memoryMib(pid: number): Promise<{ rss: number; hwm: number }> {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, limitMs = 30_000): Promise<T> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting: ${what}`);
-    await sleep(200);
-  }
-}
 
 /** The NDJSON body read to its end, as events. */
 async function events(res: IncomingMessage): Promise<Record<string, unknown>[]> {

@@ -15,6 +15,7 @@ import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-c
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
 import { postgresSkipReason, startPostgres, type TestPostgres } from '../support/postgres.js';
+import { until } from '../support/until.js';
 
 const PG_BIN = process.env['ROBOGUIDE_PG_BIN'] ?? '/usr/lib/postgresql/15/bin';
 const RUN = `it-serve-pg-${randomUUID().slice(0, 8)}`;
@@ -53,16 +54,6 @@ function pgCtl(postgres: TestPostgres, action: 'stop' | 'start'): void {
           'start',
         ];
   execFileSync('runuser', ['-u', 'postgres', '--', join(PG_BIN, 'pg_ctl'), ...args], { stdio: 'ignore' });
-}
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, limitMs = 60_000): Promise<T> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
 }
 
 describe.skipIf(noDocker || skip !== null)(

@@ -15,6 +15,7 @@ import {
 } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker, runtime, engineIsPodman } from '../support/docker.js';
 import { listFilesRecursively, scanForSecret } from '../support/files.js';
+import { until } from '../support/until.js';
 
 const SECRET = `s3cr3t-${randomUUID()}`;
 const RUN = `it-serve-${randomUUID().slice(0, 8)}`;
@@ -67,16 +68,6 @@ async function heldSlots(s: TestServer): Promise<number> {
     return (await registry.held()).length;
   } finally {
     registry.closeSync();
-  }
-}
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, limitMs = 60_000): Promise<T> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`gave up waiting: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
 
@@ -362,7 +353,7 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
         return listed.body.sessions.some((x) => x.session_id === s.session_id) ? undefined : true;
       },
       'deletion finished',
-      10_000,
+      { timeoutMs: 10_000 },
     );
     const record = await shared.client.call<Cleanup>('DELETE', `/v1/sessions/${s.session_id}`);
     expect(record.body).toMatchObject({ reason: 'expired', verified_absent: true, slot_released: true });
@@ -397,7 +388,7 @@ describe.skipIf(noDocker)('serve: sessions and pairs through the API, real engin
         return r.body.state === 'running' ? undefined : r.body;
       },
       'pair finished',
-      120_000,
+      { timeoutMs: 120_000 },
     );
     expect(finished.state).toBe('finished');
     expect(finished.result?.classification).toBe('completed');
@@ -444,8 +435,11 @@ describe.skipIf(noDocker)('serve: host limit, SIGKILL and restart, SIGTERM', () 
       'roboguide.batch'
     ]!;
     expect(await heldSlots(first)).toBe(3);
+    const { expires_at } = (
+      await first.client.call<{ expires_at: string }>('GET', `/v1/sessions/${expiring.session_id}`)
+    ).body;
     await first.stop('SIGKILL');
-    await new Promise((resolve) => setTimeout(resolve, 1500)); // past the 1 s TTL
+    await until(() => (Date.now() > Date.parse(expires_at) ? true : undefined), 'the 1 s TTL passed');
     const second = await server({ workDir: first.workDir, reapIntervalSec: 3600 });
     expect(second.started.adopted.sort()).toEqual([live1.session_id, live2.session_id].sort());
     expect(second.started.reaped).toEqual([expiring.session_id]);

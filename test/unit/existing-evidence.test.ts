@@ -4,13 +4,13 @@ import {
   type ExistingEvidenceDeps,
   type ExistingRegistry,
 } from '../../src/app/existing-evidence.js';
-import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import { RoboguideError } from '../../src/core/errors.js';
+import { fakeRegistry } from '../support/fakes.js';
 
 /** A world of paths that exist (directories end with /) and one registry; records what was opened. */
 function world(paths: readonly string[], registry: Partial<ExistingRegistry> = {}) {
   const opened: string[] = [];
-  const handle = { close: () => Promise.resolve() } as unknown as CapacityRegistry;
+  const handle = fakeRegistry({ close: () => Promise.resolve() });
   const deps: ExistingEvidenceDeps = {
     isDirectory: (path) => Promise.resolve(paths.includes(`${path}/`)),
     exists: (path) => Promise.resolve(paths.includes(path) || paths.includes(`${path}/`)),

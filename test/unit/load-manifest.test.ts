@@ -3,10 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { loadManifest } from '../../src/app/load-manifest.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { InvalidInputError } from '../../src/core/errors.js';
+import { fakeFileSystem } from '../support/fakes.js';
 
 /** Only readUserFile: the one call loadManifest makes. */
 function fsReading(read: () => Promise<Uint8Array>): FileSystem {
-  return { readUserFile: read } as unknown as FileSystem;
+  return fakeFileSystem({ readUserFile: read });
 }
 
 async function refusal(run: Promise<unknown>): Promise<InvalidInputError> {

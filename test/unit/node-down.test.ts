@@ -10,24 +10,19 @@ import {
   type NodeDownDeps,
 } from '../../src/app/batch/node-down.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
-import type { Logger } from '../../src/app/ports/logger.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
 import { steppingClock } from '../support/finished-pair.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
+import { fakeLogger } from '../support/fakes.js';
 
 const SWARM: ExecutorConfig = {
   kind: 'swarm',
   manager: 'unix:///m.sock',
   node_engines: { 'gpu-1': 'unix:///n1.sock', 'gpu-2': 'unix:///n2.sock' },
 };
-const silent = {
-  warn: () => undefined,
-  error: () => undefined,
-  info: () => undefined,
-  debug: () => undefined,
-} as unknown as Logger;
+const silent = fakeLogger();
 
 let dir: string;
 let batch: TestBatch;

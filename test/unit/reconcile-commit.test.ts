@@ -5,7 +5,9 @@ import type {
   CapacityRegistry,
   Reservation,
   TerminalCommit,
+  TerminalCommitResult,
 } from '../../src/app/ports/capacity-registry.js';
+import { fakeRegistry } from '../support/fakes.js';
 
 /**
  * The registry side of terminal reconciliation against a hand-written registry: the preview's refusal rules (each on
@@ -59,9 +61,9 @@ function board(extra: Partial<BoardRow> = {}): BoardRow {
 function registryOf(
   res: Reservation | null | Error,
   row: BoardRow | null,
-  commits: (() => unknown)[] = [],
+  commits: (() => TerminalCommitResult)[] = [],
 ): CapacityRegistry {
-  return {
+  return fakeRegistry({
     reservation: () => (res instanceof Error ? Promise.reject(res) : Promise.resolve(res)),
     board: () => Promise.resolve(row === null ? [] : [row]),
     commitTerminal: () => {
@@ -74,7 +76,7 @@ function registryOf(
         return Promise.reject(err);
       }
     },
-  } as unknown as CapacityRegistry;
+  });
 }
 
 describe('predictCommit', () => {

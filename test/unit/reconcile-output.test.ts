@@ -7,7 +7,6 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
-import type { Logger } from '../../src/app/ports/logger.js';
 import { reconcileOutput, type OutputEvidenceDeps } from '../../src/app/reconcile-output.js';
 import { recoverOutput } from '../../src/app/recover-output.js';
 import { RoboguideError } from '../../src/core/errors.js';
@@ -19,6 +18,7 @@ import {
 } from '../support/finished-pair.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { fakeLogger } from '../support/fakes.js';
 
 let tmp: string;
 let registry: SqliteCapacityRegistry;
@@ -113,7 +113,7 @@ describe('reconcileOutput (`reconcile`)', () => {
 describe('recoverOutput (`pair recover`)', () => {
   it('refuses a directory without a receipt (exit 2) and closes the registry', async () => {
     await mkdir(join(tmp, 'empty'));
-    const logger = { warn: () => undefined } as unknown as Logger;
+    const logger = fakeLogger();
     const err: unknown = await recoverOutput(
       {
         ...deps(new FakeContainerRuntime()),

@@ -6,10 +6,10 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { reportRefresher, REPORT_FILE } from '../../src/app/batch/report.js';
 import { reportTarget, writeReportFile, type ReportFileDeps } from '../../src/app/batch/report-file.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { Logger } from '../../src/app/ports/logger.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { fakeLogger } from '../support/fakes.js';
 
 let dir: string;
 let batch: TestBatch;
@@ -102,7 +102,7 @@ describe('reportTarget: the links from the page back to the batch', () => {
 describe('reportRefresher (the supervisor keeps report.html current)', () => {
   it('flush writes the page; a write that fails is logged and never thrown', async () => {
     const warnings: unknown[] = [];
-    const logger = { warn: (o: unknown) => warnings.push(o) } as unknown as Logger;
+    const logger = fakeLogger({ warn: (o) => void warnings.push(o) });
     const clock = { now: () => now };
     await reportRefresher(batch.store, clock, logger, procHostIdentity).flush();
     expect(await batch.store.exists(REPORT_FILE)).toBe(true);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { extract, pack } from 'tar-stream';
 import { describe, expect, it } from 'vitest';
-import { downloadTar, fileError, userParam, type FileTarget } from '../../src/adapters/serve-files.js';
+import { downloadTar, fileError, userParam, type FileTarget } from '../../src/adapters/http/serve-files.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
 

@@ -17,7 +17,8 @@ import {
   type Session,
   type SessionRecord,
 } from '../../src/app/serve/session-state.js';
-import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
+import type { Reservation } from '../../src/app/ports/capacity-registry.js';
+import { fakeRegistry } from '../support/fakes.js';
 
 /**
  * A session's creation checks and container start (session-create) and a container found after a restart taken back
@@ -222,17 +223,24 @@ describe('checkCreate', () => {
 });
 
 describe('adoptedSession', () => {
-  const held = {
+  const held: Reservation = {
     id: 'res-1',
     batchId: 'serve-test',
     jobId: SID,
-    containerId: 'c-9' as string | null,
+    claimId: 'claim-1',
+    containerId: 'c-9',
+    gpuMib: 0,
+    node: 'here',
+    ports: [],
     state: 'held',
+    createdAt: '2026-12-03T00:00:00.000Z',
+    releasedAt: null,
+    proofSha256: null,
   };
-  let reservation: typeof held | null = held;
-  const registry = {
+  let reservation: Reservation | null = held;
+  const registry = fakeRegistry({
     reservationForClaim: (claimId: string) => Promise.resolve(claimId === 'claim-1' ? reservation : null),
-  } as unknown as CapacityRegistry;
+  });
   const labels = { 'roboguide.job': SID, 'roboguide.claim': 'claim-1', 'roboguide.serve': 'session' };
   const now = Date.parse('2026-12-03T10:05:00.000Z');
   const envOf =

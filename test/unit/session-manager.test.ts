@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -20,6 +20,13 @@ import type {
   SessionEngine,
 } from '../../src/app/serve/session-engine.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
+import { until } from '../support/until.js';
+
+const exists = (path: string): Promise<boolean> =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
 
 /** A hand-written engine: containers in a map; `stuck` ids survive remove (an engine that will not delete). */
 class FakeEngine implements SessionEngine {
@@ -227,7 +234,12 @@ describe('SessionManager', () => {
       open = resolve;
     });
     const creating = sessions.create(body({ ttl_seconds: 1 }));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Admitted and recorded: session.json is written just before the engine call the gate holds.
+    await until(async () => {
+      const [id] = await readdir(join(dir, 'data', 'sessions')).catch(() => []);
+      const recorded = id !== undefined && (await exists(join(dir, 'data', 'sessions', id, 'session.json')));
+      return recorded ? true : undefined;
+    }, 'the creating session recorded');
     now += 5_000; // longer than the TTL, while the engine is still creating
     expect(await sessions.reap()).toEqual([]);
     const shutdown = sessions.deleteAll();

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/app/ports/logger.js';
-import type { CapacityRegistry, ReleaseResult } from '../../src/app/ports/capacity-registry.js';
+import type { ReleaseResult } from '../../src/app/ports/capacity-registry.js';
 import { releaseSlot, removeVerified } from '../../src/app/serve/session-deletion.js';
 import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
 import { execResult, runExec, type ExecRun } from '../../src/app/serve/session-exec.js';
@@ -11,6 +11,7 @@ import {
   type Session,
   type SessionRecord,
 } from '../../src/app/serve/session-state.js';
+import { fakeRegistry } from '../support/fakes.js';
 
 /** Only the removal calls; each can be made to fail. Records what it was asked. */
 function removalEngine(
@@ -88,8 +89,7 @@ describe('removeVerified', () => {
 });
 
 describe('releaseSlot', () => {
-  const registry = (result: ReleaseResult) =>
-    ({ release: () => Promise.resolve(result) }) as unknown as CapacityRegistry;
+  const registry = (result: ReleaseResult) => fakeRegistry({ release: () => Promise.resolve(result) });
   it.each([
     [{ kind: 'released' } as const, { released: true, error: null }],
     [{ kind: 'already_released' } as const, { released: true, error: null }],

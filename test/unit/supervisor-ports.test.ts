@@ -20,12 +20,12 @@ import {
 import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 import type { EvidenceStore, JournalEvent } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import type { ExecutorInventory } from '../../src/app/ports/executor-inventory.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import type { FinishReport } from '../../src/app/batch/finish-pair.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
+import { fakeRegistry } from '../support/fakes.js';
 
 /**
  * The supervisor's wiring (supervisor-ports) and the ledger it writes status from (supervisor-ledger), each port
@@ -65,13 +65,13 @@ async function rig(
   const seeded = await seedLedger(tb.store, manifest);
   const journalled: Rig['journalled'] = [];
   const admits: Rig['admits'] = [];
-  const registry = {
+  const registry = fakeRegistry({
     localNode: 'here',
-    admit: (request: { node?: string }) => {
+    admit: (request) => {
       admits.push({ node: request.node });
-      return Promise.resolve({ kind: 'refused', reason: 'slots_full' });
+      return Promise.resolve({ kind: 'refused', reason: 'host_full', held: 1, limit: 1, node: 'here' });
     },
-  } as unknown as CapacityRegistry;
+  });
   const execute = {
     runtime: {},
     ...inventory,
@@ -151,7 +151,7 @@ describe('loopPorts: dispatch and recover', () => {
     const { s, admits, tb } = await rig();
     const ports = loopPorts(s, [], new Map([['a', ENV]]), writerSpy().writer);
     const onRunning = vi.fn();
-    await expect(ports.dispatch('a', onRunning)).resolves.toEqual({ kind: 'refused', reason: 'slots_full' });
+    await expect(ports.dispatch('a', onRunning)).resolves.toEqual({ kind: 'refused', reason: 'host_full' });
     expect(admits).toEqual([{ node: undefined }]);
     expect(onRunning).not.toHaveBeenCalled();
     expect(await tb.store.readJson('jobs/a/receipt.json')).toBeNull();

@@ -16,6 +16,7 @@ import { decideDispatch, workersAllowed } from '../../src/core/dispatch-policy.j
 import { InvalidInputError } from '../../src/core/errors.js';
 import { executorFromFlags, executorOfRecord, parseEngineEndpoint } from '../../src/core/executor.js';
 import { Placement as PlacementSchemaForTest } from '../../src/core/manifest/fields.js';
+import { until } from '../support/until.js';
 
 function issuesOf(fn: () => unknown): string[] {
   try {
@@ -213,13 +214,23 @@ async function text(stream: Readable): Promise<string> {
   return out;
 }
 
+/** Reads a stream as it comes: `seen` is what arrived so far, `all` the whole text once it ends. */
+function reading(stream: Readable): { seen: () => string; all: Promise<string> } {
+  let out = '';
+  const all = (async () => {
+    for await (const chunk of stream) out += (chunk as Buffer).toString();
+    return out;
+  })();
+  return { seen: () => out, all };
+}
+
 describe('service log feed (follow never ends; completion re-reads and skips what was delivered)', () => {
   it('each byte once: the followed prefix, then the rest of a complete re-read; both streams end', async () => {
     const feed = new LogFeed();
     const follow = new PassThrough();
     feed.attachSource(follow);
-    const out = text(feed.stdout);
-    const err = text(feed.stderr);
+    const out = reading(feed.stdout);
+    const err = reading(feed.stderr);
     follow.write(
       frames([
         [1, 'line 1\n'],
@@ -227,7 +238,10 @@ describe('service log feed (follow never ends; completion re-reads and skips wha
         [1, 'line 2\n'],
       ]),
     );
-    await new Promise((r) => setTimeout(r, 20));
+    await until(
+      () => (out.seen() === 'line 1\nline 2\n' && err.seen() === 'e1\n' ? true : undefined),
+      'the followed prefix delivered',
+    );
     await feed.complete(
       () =>
         Promise.resolve(
@@ -241,8 +255,8 @@ describe('service log feed (follow never ends; completion re-reads and skips wha
         ),
       1_000,
     );
-    expect(await out).toBe('line 1\nline 2\nline 3\n');
-    expect(await err).toBe('e1\ne2\n');
+    expect(await out.all).toBe('line 1\nline 2\nline 3\n');
+    expect(await err.all).toBe('e1\ne2\n');
     expect(follow.destroyed).toBe(true);
   });
 
@@ -259,11 +273,11 @@ describe('service log feed (follow never ends; completion re-reads and skips wha
     const feed = new LogFeed();
     const follow = new PassThrough();
     feed.attachSource(follow);
-    const out = text(feed.stdout);
+    const out = reading(feed.stdout);
     follow.write(frames([[1, 'before the loss\n']]));
-    await new Promise((r) => setTimeout(r, 20));
+    await until(() => (out.seen() === 'before the loss\n' ? true : undefined), 'the line delivered');
     feed.endNow();
-    expect(await out).toBe('before the loss\n');
+    expect(await out.all).toBe('before the loss\n');
   });
 });
 

@@ -18,7 +18,7 @@ import {
   writeOneFile,
   type FileTarget,
   type SpooledDownload,
-} from '../serve-files.js';
+} from './serve-files.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
 import { readJson, sendJson, type RouteContext, type Router } from './http-kit.js';
 

@@ -8,7 +8,7 @@ import { Socket } from 'node:net';
 import pg from 'pg';
 import type { PoolClient } from 'pg';
 import { InternalError, RoboguideError } from '../../core/errors.js';
-import { failpoint } from '../../app/failpoints.js';
+import { failpoint } from '../../app/ports/failpoints.js';
 import type { PostgresConnection } from './default-path.js';
 import { migratePostgres } from './postgres-schema.js';
 import {

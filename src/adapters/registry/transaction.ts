@@ -1,6 +1,6 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
-import { failpoint } from '../../app/failpoints.js';
+import { failpoint } from '../../app/ports/failpoints.js';
 
 /**
  * Runs `work` inside `BEGIN IMMEDIATE … COMMIT`: the write lock is taken up front, so a

@@ -1,18 +1,17 @@
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
-import type { ProcessIdentity } from '../../core/process-identity.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { LimitDefaults } from '../../core/pair-limits.js';
 
 /** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
 export const MANIFEST_FILE = 'manifest.json';
 export const BATCH_FILE = 'batch.json';
-export const SUPERVISOR_FILE = 'supervisor.json';
 export const STATUS_FILE = 'status.json';
 export const SUMMARY_FILE = 'SUMMARY.json';
 export const STOP_FILE = 'stop-request.json';
-export const SUPERVISOR_LOG = 'supervisor.log';
 export const JOBS_DIR = 'jobs';
+/** supervisor.json and supervisor.log: in core, as the launcher (an adapter) reads them too. */
+export { SUPERVISOR_FILE, SUPERVISOR_LOG, type SupervisorRecord } from '../../core/supervisor-record.js';
 
 export function jobRel(jobId: string): string {
   return `${JOBS_DIR}/${jobId}`;
@@ -81,9 +80,4 @@ export function gpuHostUnobservable(batch: BatchRecord): boolean {
 export interface StopRequest {
   readonly terminate: boolean;
   readonly requested_at: string;
-}
-
-export interface SupervisorRecord extends ProcessIdentity {
-  readonly started_at: string;
-  readonly mode: 'start' | 'resume';
 }

@@ -1,6 +1,6 @@
 import type { EngineInfo } from '../ports/container-runtime.js';
 import { ok, warn, fail, type DoctorCheck } from './check.js';
-import type { DoctorDeps } from '../doctor.js';
+import { CDI_SPEC_DIRS, type DoctorDeps } from '../ports/doctor-probes.js';
 
 /**
  * What `doctor` checks when the engine behind the Docker API is Podman (issue 28, docs/podman.md), kept apart from
@@ -14,16 +14,6 @@ export const PODMAN_INIT_PATHS: readonly string[] = [
   '/usr/lib/podman/catatonit',
   '/usr/local/libexec/podman/catatonit',
 ];
-/** CDI spec folders Podman reads (fixed in Podman 4). */
-export const CDI_SPEC_DIRS: readonly string[] = ['/etc/cdi', '/var/run/cdi'];
-
-export interface PodmanHost {
-  /** `init_path` of containers.conf (the user's, then /etc/containers, then /usr/share/containers), null when none says. */
-  readonly initPath: () => Promise<string | null>;
-  /** CDI spec files (.json, .yaml) in CDI_SPEC_DIRS. */
-  readonly cdiSpecs: () => Promise<readonly string[]>;
-}
-
 export const isPodman = (info: EngineInfo): boolean => info.product === 'podman';
 
 /** The Podman checks, in the place of the Docker `nvidia runtime` and `log driver` lines. */

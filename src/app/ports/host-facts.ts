@@ -16,3 +16,14 @@ export interface HostFactsSource {
   fileSystemOf(path: string, options: { readonly nearestAncestor: boolean }): Promise<FileSystemFact>;
   gpuControllers(): Promise<readonly GpuController[]>;
 }
+
+/** What the host facts are asked about (the doctor and `e1-batch start`). */
+export interface HostFactsRequest {
+  /** The output directory (it may not exist yet: its nearest existing ancestor counts). */
+  readonly outputDir: string;
+  /**
+   * The engine's data root (DockerRootDir), null when the engine did not report it, or a promise of it (doctor asks
+   * the engine and the host side by side; a rejection's message is the reason the fact is unknown).
+   */
+  readonly dataRoot: string | null | PromiseLike<string | null>;
+}

@@ -4,11 +4,11 @@ import { join, posix } from 'node:path';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
-import { ApiError } from '../app/serve/api-error.js';
-import type { ExecHandle, SessionEngine } from '../app/serve/session-engine.js';
-import { redactText } from '../core/redaction/redact-text.js';
-import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './safe-extract.js';
-import { ToolError } from '../core/errors.js';
+import { ApiError } from '../../app/serve/api-error.js';
+import type { ExecHandle, SessionEngine } from '../../app/serve/session-engine.js';
+import { redactText } from '../../core/redaction/redact-text.js';
+import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from '../safe-extract.js';
+import { ToolError } from '../../core/errors.js';
 
 /**
  * File I/O of a session as a user (issue 23): every read and write runs INSIDE the container, as the requested
