@@ -1,3 +1,5 @@
+import { BATCH_FILE, RECEIPT_FILE } from './core/evidence-names.js';
+import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
@@ -6,7 +8,6 @@ import { fileOutcomeReader } from './adapters/outcome-reader.js';
 import type { BuildReport } from './adapters/docker/image-builder.js';
 import type { RegistryLocation } from './adapters/registry/default-path.js';
 import type { MovedImage } from './app/batch/image-pins.js';
-import type { BatchRecord } from './app/batch/layout.js';
 import type { CapacityDeps } from './app/capacity-report.js';
 import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
@@ -141,9 +142,9 @@ async function existingRegistry(
 /** The registry an output directory's evidence records: a batch's batch.json, or a pair run's receipt. */
 async function recordedRegistry(output: string): Promise<string | null> {
   const store = evidenceStoreAt(output);
-  const batch = await store.readJson<{ registry_path?: unknown }>('batch.json').catch(() => null);
+  const batch = await store.readJson(BATCH_FILE).catch(() => null);
   if (typeof batch?.registry_path === 'string') return batch.registry_path;
-  const receipt = await store.readJson<{ registry_path?: unknown }>('receipt.json').catch(() => null);
+  const receipt = await store.readJson(RECEIPT_FILE).catch(() => null);
   return typeof receipt?.registry_path === 'string' ? receipt.registry_path : null;
 }
 
@@ -217,7 +218,7 @@ export async function createStatusReader(output: string): Promise<(now: Date) =>
 /** The pinned images of the batch in `output` whose tag moved since start (none without an engine). */
 export async function movedImagesOf(output: string): Promise<MovedImage[]> {
   const store = evidenceStoreAt(output);
-  const batch = await store.readJson<BatchRecord>('batch.json').catch(() => null);
+  const batch = await store.readJson(BATCH_FILE, isBatchRecord).catch(() => null);
   if (batch?.images === undefined) return [];
   const { movedImages } = await import('./app/batch/image-pins.js');
   // Advisory: an engine that cannot be reached says nothing here (the command's own engine calls report it).

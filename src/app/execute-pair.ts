@@ -1,3 +1,4 @@
+import { SESSIONS_DIR, logFileOf } from '../core/evidence-names.js';
 import { dirname, join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
 import { textRedactor } from '../core/redaction/redact-text.js';
@@ -227,7 +228,7 @@ interface PairPaths {
  */
 export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput): Promise<ExecutedPair> {
   const { store, jobRel, job } = input;
-  const sessionsRel = join(jobRel, 'sessions');
+  const sessionsRel = join(jobRel, SESSIONS_DIR);
   // Both bind-mount sources must exist: the driver's working directory (made by the mount guard, one folder at a
   // time, never through a link), and its private outcome folder.
   const privateOutcome = privateOutcomePaths(input);
@@ -361,7 +362,7 @@ function lifecycleDepsFor(
     logger: deps.logger,
     createRedactor: deps.createRedactor,
     openLog: async (name, append) => {
-      const rel = join(jobRel, `${name}.log`);
+      const rel = join(jobRel, logFileOf(name));
       const sink = await store.openLog(rel, {
         append,
         ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),

@@ -5,6 +5,7 @@
  * read back. `preview` runs the same checks and reads the registry, and writes nothing at all.
  * Re-running is always safe: a replay changes nothing; a hold or refusal keeps the reservation.
  */
+import { BATCH_FILE, JOBS_DIR, RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
 import { join } from 'node:path';
 import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
@@ -168,13 +169,13 @@ async function readEvidence(
 async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: ResultRecord }> {
   const { store } = ctx.deps;
   const jobRel = ctx.input.jobRel;
-  const receipt = (await readEvidence(store, join(jobRel, 'receipt.json'), receiptProblems)) as Receipt;
+  const receipt = (await readEvidence(store, join(jobRel, RECEIPT_FILE), receiptProblems)) as Receipt;
   ctx.jobId = receipt.job_id;
   if (jobRel !== '.') {
     const dirName = jobRel.split('/').at(-1);
     if (dirName !== receipt.job_id)
       throw new Stop('evidence_contradictory', `receipt in ${jobRel} names job ${receipt.job_id}`);
-    const batch = await readOptional(store, 'batch.json');
+    const batch = await readOptional(store, BATCH_FILE);
     const batchId = (batch as { batch_id?: unknown } | null)?.batch_id;
     if (batch !== null && batchId !== receipt.batch_id) {
       throw new Stop(
@@ -183,7 +184,7 @@ async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: R
       );
     }
   }
-  const result = (await readEvidence(store, join(jobRel, 'result.json'), resultProblems)) as ResultRecord;
+  const result = (await readEvidence(store, join(jobRel, RESULT_FILE), resultProblems)) as ResultRecord;
   return { receipt, result };
 }
 
@@ -346,8 +347,8 @@ export async function reconcileBatch(
   input: { readonly mode: ReconcileMode; readonly jobId?: string },
 ): Promise<ReconcileBatchResult> {
   const { store } = deps;
-  if (await store.exists('receipt.json')) {
-    const receipt = await store.readJson<{ job_id?: unknown }>('receipt.json');
+  if (await store.exists(RECEIPT_FILE)) {
+    const receipt = await store.readJson(RECEIPT_FILE);
     if (input.jobId !== undefined && receipt?.job_id !== input.jobId) {
       throw usage(`${store.root} is the directory of pair ${String(receipt?.job_id)}, not ${input.jobId}`);
     }
@@ -355,7 +356,7 @@ export async function reconcileBatch(
   }
   const names = await store.list('jobs');
   if (input.jobId !== undefined) {
-    if (!names.includes(input.jobId) || !(await store.exists(`jobs/${input.jobId}/receipt.json`))) {
+    if (!names.includes(input.jobId) || !(await store.exists(`${JOBS_DIR}/${input.jobId}/${RECEIPT_FILE}`))) {
       throw usage(`no claimed job ${input.jobId} in ${store.root}`);
     }
     return {
@@ -366,8 +367,8 @@ export async function reconcileBatch(
   const reports: ReconcileReport[] = [];
   const skipped: { job_id: string; why: string }[] = [];
   for (const name of names) {
-    if (!(await store.exists(`jobs/${name}/receipt.json`))) continue;
-    if (!(await store.exists(`jobs/${name}/result.json`))) {
+    if (!(await store.exists(`${JOBS_DIR}/${name}/${RECEIPT_FILE}`))) continue;
+    if (!(await store.exists(`${JOBS_DIR}/${name}/${RESULT_FILE}`))) {
       skipped.push({
         job_id: name,
         why: 'claimed, no result.json yet (running, or lost: resume the batch first)',

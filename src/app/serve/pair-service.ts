@@ -1,3 +1,4 @@
+import { PAIRS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.js';
 import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
@@ -50,7 +51,7 @@ export class PairService {
 
   outputOf(pairId: string): string {
     if (!/^p-[0-9a-f-]{36}$/.test(pairId)) throw ApiError.notFound(`pair ${pairId}`);
-    return this.#deps.store.resolve(join('pairs', pairId));
+    return this.#deps.store.resolve(join(PAIRS_DIR, pairId));
   }
 
   /** 202 once the receipt is published (the slot is held and the pair claimed); 400/409/503 before that. */
@@ -84,7 +85,7 @@ export class PairService {
       );
     const pairId = `p-${randomUUID()}`;
     const output = this.outputOf(pairId);
-    await this.#deps.store.ensureDir('pairs');
+    await this.#deps.store.ensureDir(PAIRS_DIR);
     const terminate = new AbortController();
     const running = runPair(this.#deps.pairDeps, {
       specText: JSON.stringify(body),
@@ -128,11 +129,10 @@ export class PairService {
       if (
         outcome !== null &&
         !outcome.ok &&
-        !(await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))
+        !(await somethingAt(this.#deps.pairDeps.fs, join(output, RECEIPT_FILE)))
       )
         throw toApiError(outcome.error);
-      if (outcome !== null || (await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json'))))
-        break;
+      if (outcome !== null || (await somethingAt(this.#deps.pairDeps.fs, join(output, RECEIPT_FILE)))) break;
       await new Promise((resolve) => setTimeout(resolve, RECEIPT_POLL_MS));
     }
     this.#pairs.set(pairId, run);
@@ -143,13 +143,9 @@ export class PairService {
     const output = this.outputOf(pairId);
     const run = this.#pairs.get(pairId);
     const store = this.#deps.store;
-    const receipt = await store
-      .readJson<Record<string, unknown>>(join('pairs', pairId, 'receipt.json'))
-      .catch(() => null);
+    const receipt = await store.readJson(join(PAIRS_DIR, pairId, RECEIPT_FILE)).catch(() => null);
     if (run === undefined && receipt === null) throw ApiError.notFound(`pair ${pairId}`);
-    const result = await store
-      .readJson<Record<string, unknown>>(join('pairs', pairId, 'result.json'))
-      .catch(() => null);
+    const result = await store.readJson(join(PAIRS_DIR, pairId, RESULT_FILE)).catch(() => null);
     void output;
     const state = run?.state ?? (result !== null ? 'finished' : 'failed');
     return {
