@@ -33,8 +33,3 @@ export const SESSION_FILE = 'session.json';
 export const CLEANUP_FILE = 'cleanup.json';
 /** `serve`: the pairs started through the API, `pairs/<id>/`. */
 export const PAIRS_DIR = 'pairs';
-
-/** The log file of one output stream. */
-export function logFileOf(stream: 'stdout' | 'stderr'): string {
-  return stream === 'stdout' ? STDOUT_LOG : STDERR_LOG;
-}

@@ -1,6 +1,6 @@
 /**
- * The checks each evidence record is read back through (`EvidenceStore.readJson`): its `schema` tag and the fields
- * its readers use without looking. A file that fails is E_STORE (syscall `parse`), as a torn one is.
+ * The checks each evidence record is read back through (`EvidenceStore.readJson`): its kind (`schema`) and the types
+ * of the fields its readers use. A file that fails is E_STORE (syscall `parse`), as a torn one is.
  */
 import { BATCH_SCHEMA } from '../batch/layout.js';
 import type { BatchRecord, StopRequest, SupervisorRecord } from '../batch/layout.js';

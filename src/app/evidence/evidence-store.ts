@@ -246,8 +246,7 @@ export class EvidenceStore {
 
   /** A new log file (exclusive create, 0600), or with `append` the existing one (bytes count from its size). */
   async openLog(rel: string, options: LogOpenOptions = {}): Promise<LogSink> {
-    const [sink] = await this.openLogs([rel], options);
-    if (sink === undefined) throw storeError('cannot open log file', rel, 'open');
+    const [sink] = await this.openLogs([rel] as const, options);
     return sink;
   }
 
@@ -255,7 +254,10 @@ export class EvidenceStore {
    * Several log files opened as `openLog` does, their directory fsynced once (docs/spec.md §4 "Durability"): every
    * entry is durable before any sink is handed out. On a failure, those already opened are closed.
    */
-  async openLogs(rels: readonly string[], options: LogOpenOptions = {}): Promise<LogSink[]> {
+  async openLogs<const R extends readonly string[]>(
+    rels: R,
+    options: LogOpenOptions = {},
+  ): Promise<{ -readonly [K in keyof R]: LogSink }> {
     const opened: { readonly rel: string; readonly handle: FileHandle; readonly initialBytes: number }[] = [];
     try {
       for (const rel of rels) opened.push(await this.#openLogFile(rel, options.append === true));
@@ -264,7 +266,7 @@ export class EvidenceStore {
       for (const { handle } of opened) await ignoreFailure(() => handle.close());
       throw err;
     }
-    return opened.map(({ rel, handle, initialBytes }) => {
+    const sinks = opened.map(({ rel, handle, initialBytes }): LogSink => {
       failpoint(`log_opened:${basename(rel)}`);
       return new LogSink(handle, {
         initialBytes,
@@ -272,6 +274,8 @@ export class EvidenceStore {
         ...(options.blockBytes !== undefined ? { blockBytes: options.blockBytes } : {}),
       });
     });
+    // One sink per path, in order: the tuple type says no more than that.
+    return sinks as { -readonly [K in keyof R]: LogSink };
   }
 
   /**
