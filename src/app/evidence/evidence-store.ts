@@ -1,21 +1,19 @@
-import { basename, dirname, isAbsolute, join } from 'node:path';
+import { dirname, isAbsolute, join } from 'node:path';
 import { JOURNAL_FILE } from '../../core/evidence-names.js';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
 import type { JsonObject } from '../../core/json-object.js';
-import { failpoint } from '../failpoints.js';
 import { errnoOf } from '../ports/file-system.js';
-import type { FileHandle, FileSystem } from '../ports/file-system.js';
+import type { FileSystem } from '../ports/file-system.js';
 import { AtomicWriter, TEMP_NAME } from './atomic-write.js';
 import { DirectorySync } from './directory-sync.js';
 import { failedRule, jsonObject, type JsonCheck } from './json-check.js';
 import { JournalFile, type JournalListener, type JournalSlice } from './journal-file.js';
-import { LogSink } from './log-sink.js';
+import { openLogFiles, type LogOpenOptions } from './log-files.js';
+import type { LogSink } from './log-sink.js';
 import {
   attempt,
   checkRelative,
   DIR_PERMISSIONS,
-  FILE_PERMISSIONS,
-  ignoreFailure,
   parentRel,
   serialize,
   storeError,
@@ -36,12 +34,7 @@ export type { JournalListener, JournalSlice } from './journal-file.js';
  */
 export type { JournalEvent, JournalRecord } from '../../core/journal-events.js';
 
-/** How a log file is opened: a new one, or (`append`) the existing one; `limitBytes` caps it. */
-export interface LogOpenOptions {
-  readonly append?: boolean;
-  readonly limitBytes?: number;
-  readonly blockBytes?: number;
-}
+export type { LogOpenOptions } from './log-files.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const encoder = new TextEncoder();
@@ -251,31 +244,14 @@ export class EvidenceStore {
   }
 
   /**
-   * Several log files opened as `openLog` does, their directory fsynced once (docs/spec.md §4 "Durability"): every
-   * entry is durable before any sink is handed out. On a failure, those already opened are closed.
+   * Several log files opened as `openLog` does, their directory fsynced once (docs/spec.md §6.2 "Durability"):
+   * every entry is durable before any sink is handed out. On a failure, those already opened are closed.
    */
-  async openLogs<const R extends readonly string[]>(
+  openLogs<const R extends readonly string[]>(
     rels: R,
     options: LogOpenOptions = {},
   ): Promise<{ -readonly [K in keyof R]: LogSink }> {
-    const opened: { readonly rel: string; readonly handle: FileHandle; readonly initialBytes: number }[] = [];
-    try {
-      for (const rel of rels) opened.push(await this.#openLogFile(rel, options.append === true));
-      await this.#dirs.syncAll(rels.map(parentRel));
-    } catch (err) {
-      for (const { handle } of opened) await ignoreFailure(() => handle.close());
-      throw err;
-    }
-    const sinks = opened.map(({ rel, handle, initialBytes }): LogSink => {
-      failpoint(`log_opened:${basename(rel)}`);
-      return new LogSink(handle, {
-        initialBytes,
-        ...(options.limitBytes !== undefined ? { limitBytes: options.limitBytes } : {}),
-        ...(options.blockBytes !== undefined ? { blockBytes: options.blockBytes } : {}),
-      });
-    });
-    // One sink per path, in order: the tuple type says no more than that.
-    return sinks as { -readonly [K in keyof R]: LogSink };
+    return openLogFiles(this.#fs, (rel) => this.resolve(rel), this.#dirs, rels, options);
   }
 
   /**
@@ -284,24 +260,5 @@ export class EvidenceStore {
    */
   cleanTempFiles(): Promise<string[]> {
     return cleanTempFiles(this.#fs, this.#root, this.#atomic.ownTemps);
-  }
-
-  async #openLogFile(
-    rel: string,
-    append: boolean,
-  ): Promise<{ readonly rel: string; readonly handle: FileHandle; readonly initialBytes: number }> {
-    const path = this.resolve(rel);
-    const handle = await attempt('open', rel, 'cannot open log file', () =>
-      this.#fs.open(path, append ? 'append' : 'create-exclusive', FILE_PERMISSIONS),
-    );
-    try {
-      const initialBytes = append
-        ? (await attempt('lstat', rel, 'cannot inspect log file', () => this.#fs.lstat(path))).sizeBytes
-        : 0;
-      return { rel, handle, initialBytes };
-    } catch (err) {
-      await ignoreFailure(() => handle.close());
-      throw err;
-    }
   }
 }
