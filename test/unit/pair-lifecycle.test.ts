@@ -133,10 +133,7 @@ describe('runPairLifecycle', () => {
   it('streams both logs, then removes the container and verifies it is gone', async () => {
     const runtime = new FakeRuntime();
     const logs = { stdout: memoryLog(), stderr: memoryLog() };
-    const r = await runPairLifecycle(
-      deps(runtime, { openLogs: () => Promise.resolve(logs) }),
-      launch,
-    );
+    const r = await runPairLifecycle(deps(runtime, { openLogs: () => Promise.resolve(logs) }), launch);
     expect(logs.stdout.text()).toBe('out\n');
     expect(logs.stderr.text()).toBe('err\n');
     expect(r.logs).toEqual({ stdout: { bytes: 4, closed: true }, stderr: { bytes: 4, closed: true } });
