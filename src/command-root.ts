@@ -1,3 +1,5 @@
+import { BATCH_FILE, RECEIPT_FILE } from './core/evidence-names.js';
+import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readCodeVersion } from './adapters/code-version.js';
@@ -25,7 +27,7 @@ import { DEFAULT_EXTRACT_LIMITS } from './adapters/safe-extract.js';
 import { launchSupervisor } from './adapters/supervisor-launcher.js';
 import { loadBatch } from './app/batch/batch-context.js';
 import { movedImageLine, movedImages, type MovedImage } from './app/batch/image-pins.js';
-import { SUPERVISOR_LOG, type BatchRecord } from './app/batch/layout.js';
+import { SUPERVISOR_LOG } from './app/batch/layout.js';
 import type { NodeDownDeps } from './app/batch/node-down.js';
 import { batchSpaceWarning } from './app/batch/output-space.js';
 import { readStatus } from './app/batch/read-status.js';
@@ -150,9 +152,9 @@ function existingRegistry(flag: string | undefined): (recorded: string | null) =
 /** The registry an output directory's evidence records: a batch's batch.json, or a pair run's receipt. */
 async function recordedRegistry(output: string): Promise<string | null> {
   const store = evidenceStoreAt(output);
-  const batch = await store.readJson<{ registry_path?: unknown }>('batch.json').catch(() => null);
+  const batch = await store.readJson(BATCH_FILE).catch(() => null);
   if (typeof batch?.registry_path === 'string') return batch.registry_path;
-  const receipt = await store.readJson<{ registry_path?: unknown }>('receipt.json').catch(() => null);
+  const receipt = await store.readJson(RECEIPT_FILE).catch(() => null);
   return typeof receipt?.registry_path === 'string' ? receipt.registry_path : null;
 }
 
@@ -213,7 +215,7 @@ export async function createStatusReader(output: string): Promise<(now: Date) =>
 /** The pinned images of the batch in `output` whose tag moved since start (none without an engine). */
 export async function movedImagesOf(output: string): Promise<MovedImage[]> {
   const store = evidenceStoreAt(output);
-  const batch = await store.readJson<BatchRecord>('batch.json').catch(() => null);
+  const batch = await store.readJson(BATCH_FILE, isBatchRecord).catch(() => null);
   if (batch?.images === undefined) return [];
   // Advisory: an engine that cannot be reached says nothing here (the command's own engine calls report it).
   return root.runtimeForOutput(store.root).then(

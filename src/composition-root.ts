@@ -1,3 +1,5 @@
+import { RECEIPT_FILE } from './core/evidence-names.js';
+import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -36,7 +38,7 @@ import { registryLocation, type RegistryLocation } from './adapters/registry/def
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
-import { BATCH_FILE, MANIFEST_FILE, type BatchRecord } from './app/batch/layout.js';
+import { BATCH_FILE, MANIFEST_FILE } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
@@ -166,11 +168,11 @@ export async function createSwarmExecutor(
  */
 export async function runtimeForOutput(output: string): Promise<ContainerRuntime> {
   const store = new EvidenceStore(new NodeFileSystem(), output);
-  const batch = await store.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
+  const batch = await store.readJson(BATCH_FILE, isBatchRecord).catch(() => null);
   if (batch === null) {
     // A `pair run` output: its executor is not recorded. A swarm pair's id is a service id (25 characters, not the
     // engine's 64 hex), which the local engine would call absent: refuse rather than release a slot on a guess.
-    const receipt = await store.readJson<{ container_id?: unknown }>('receipt.json').catch(() => null);
+    const receipt = await store.readJson(RECEIPT_FILE).catch(() => null);
     const id = receipt?.container_id;
     if (typeof id === 'string' && !/^[0-9a-f]{64}$/.test(id)) {
       throw new RoboguideError(
@@ -337,7 +339,7 @@ export async function createSupervisorDeps(
 ): Promise<SupervisorDeps & { dispose(): Promise<void> }> {
   const fs = new NodeFileSystem();
   const store = new EvidenceStore(fs, output);
-  const batch = await store.readJson<BatchRecord>(BATCH_FILE);
+  const batch = await store.readJson(BATCH_FILE, isBatchRecord);
   if (batch === null)
     throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
   const registry = await openRecordedRegistry(batch.registry_path, options.registryPassword);

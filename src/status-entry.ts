@@ -1,3 +1,4 @@
+import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { resolve } from 'node:path';
 import { format } from 'node:util';
 import { engineUnixSocket, probeContainersByLabel, probeImageId } from './adapters/docker/engine-probe.js';
@@ -5,7 +6,7 @@ import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { movedImages } from './app/batch/image-pins.js';
-import { BATCH_FILE, type BatchRecord } from './app/batch/layout.js';
+import { BATCH_FILE } from './app/batch/layout.js';
 import { readHotStatus } from './app/batch/read-status.js';
 import { renderStatus } from './cli/status-view.js';
 import { batchFailed } from './core/batch-verdict.js';
@@ -60,7 +61,7 @@ export async function runStatusFast(argv: readonly string[]): Promise<boolean> {
     if (flags === null || !pairsNetworkSetting(process.env[PAIRS_NETWORK_VARIABLE]).ok) return false;
     if (flags.json && process.stdout.isTTY) return false; // oclif may colour JSON on a terminal
     const store = new EvidenceStore(new NodeFileSystem(), resolve(flags.output));
-    const batch = await store.readJson<BatchRecord>(BATCH_FILE);
+    const batch = await store.readJson(BATCH_FILE, isBatchRecord);
     if (batch === null || (batch.executor !== undefined && batch.executor.kind !== 'local')) return false;
     const socket = await engineUnixSocket();
     if (socket === null) return false;

@@ -1,3 +1,4 @@
+import { STDERR_LOG, STDOUT_LOG } from '../core/evidence-names.js';
 import { classify, type Classified } from '../core/classify.js';
 import { checkOutcome, outcomeProblemsOf, type OutcomeCheck } from '../core/outcome.js';
 import type { Receipt } from '../core/receipt.js';
@@ -134,8 +135,8 @@ export async function lostWorkerResult(
   const facts: ResultFacts = {
     container: { id: pair.containerId, exit_code: null, timed_out: false, oom_killed: false },
     logs: {
-      stdout: { bytes: await logBytes('stdout.log'), closed: false },
-      stderr: { bytes: await logBytes('stderr.log'), closed: false },
+      stdout: { bytes: await logBytes(STDOUT_LOG), closed: false },
+      stderr: { bytes: await logBytes(STDERR_LOG), closed: false },
     },
     sessions: { files: 0, bytes: 0, refusals: [] },
     providerFailure: null,

@@ -1,8 +1,11 @@
+import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG } from '../core/evidence-names.js';
 import { dirname, join } from 'node:path';
 import type { Readable, Transform } from 'node:stream';
 import { textRedactor } from '../core/redaction/redact-text.js';
 import type { ExtractReport } from './ports/session-archive.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
+import type { LogSink } from './evidence/log-sink.js';
+import type { OpenedLog } from './pair-logs.js';
 import { b1PortEnvironment } from '../core/b1-config.js';
 import { classify, type HarnessFault } from '../core/classify.js';
 import { deviceRequestsFor } from '../core/gpu/device-requests.js';
@@ -227,7 +230,7 @@ interface PairPaths {
  */
 export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput): Promise<ExecutedPair> {
   const { store, jobRel, job } = input;
-  const sessionsRel = join(jobRel, 'sessions');
+  const sessionsRel = join(jobRel, SESSIONS_DIR);
   // Both bind-mount sources must exist: the driver's working directory (made by the mount guard, one folder at a
   // time, never through a link), and its private outcome folder.
   const privateOutcome = privateOutcomePaths(input);
@@ -360,23 +363,24 @@ function lifecycleDepsFor(
     ...(deps.sleep !== undefined ? { sleep: deps.sleep } : {}),
     logger: deps.logger,
     createRedactor: deps.createRedactor,
-    openLog: async (name, append) => {
-      const rel = join(jobRel, `${name}.log`);
-      const sink = await store.openLog(rel, {
+    openLogs: async (append) => {
+      const [stdout, stderr] = await store.openLogs([join(jobRel, STDOUT_LOG), join(jobRel, STDERR_LOG)], {
         append,
         ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),
       });
-      // A reattach checks the engine's copy against the bytes kept (a file at its cap takes nothing more: no check).
-      const readBack =
-        append && sink.bytes > 0 && !sink.limitExceeded
-          ? { readBack: () => deps.fs.streamUserFile(store.resolve(rel)) }
-          : {};
-      return {
+      const opened = (rel: string, sink: LogSink): OpenedLog => ({
         stream: sink,
         finish: () => sink.finish(),
         halted: sink.halted,
         existingBytes: sink.bytes,
-        ...readBack,
+        // A reattach checks the engine's copy against the bytes kept (a file at its cap takes nothing more: no check).
+        ...(append && sink.bytes > 0 && !sink.limitExceeded
+          ? { readBack: () => deps.fs.streamUserFile(store.resolve(rel)) }
+          : {}),
+      });
+      return {
+        stdout: opened(join(jobRel, STDOUT_LOG), stdout),
+        stderr: opened(join(jobRel, STDERR_LOG), stderr),
       };
     },
     readOutcome: input.readOutcome,

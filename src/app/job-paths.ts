@@ -3,6 +3,7 @@
  * holds no symlink (lstat of every component), and what the pair gets mounted — its cwd and its outcome's
  * folder — reaches none of the protected paths (core/mount-policy.ts), compared by real path.
  */
+import { BATCH_FILE, JOURNAL_FILE, RECEIPT_FILE, STDOUT_LOG } from '../core/evidence-names.js';
 import { dirname, join } from 'node:path';
 import type { Issue } from '../core/errors.js';
 import {
@@ -81,10 +82,10 @@ async function evidenceAbove(fs: FileSystem, path: string): Promise<string | nul
     .filter((s) => s !== '');
   const folders = segments.map((_, i) => `/${segments.slice(0, i + 1).join('/')}`);
   const marks = folders.flatMap((f) => [
-    join(f, 'batch.json'),
-    join(f, 'events.jsonl'),
-    join(f, 'receipt.json'),
-    join(f, 'stdout.log'),
+    join(f, BATCH_FILE),
+    join(f, JOURNAL_FILE),
+    join(f, RECEIPT_FILE),
+    join(f, STDOUT_LOG),
   ]);
   const there = fs.existMany
     ? await fs.existMany(marks)

@@ -4,7 +4,7 @@ import type { ContainerRecord, LogRecord, ProviderFailure } from '../core/result
 import type { LifecycleFacts } from '../core/pair-lifecycle-state.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { SessionsReport } from './pair-collection.js';
-import type { OpenLog } from './pair-logs.js';
+import type { OpenLogs } from './pair-logs.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
@@ -21,7 +21,7 @@ export interface PairLifecycleDeps {
   readonly logger: Logger;
   readonly createRedactor: (secrets: readonly string[]) => Transform;
   /** Open a log file; `append` when reattaching after a supervisor restart (the file holds a prefix already). */
-  readonly openLog: OpenLog;
+  readonly openLogs: OpenLogs;
   readonly readOutcome: (path: string) => Promise<OutcomeRead>;
   /**
    * Copy the sessions archive into the job's evidence. `null`: no sessions dir in the container; `'empty'`: the dir

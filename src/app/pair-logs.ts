@@ -37,8 +37,11 @@ export type OpenedLog = LogTarget & {
   readonly readBack?: () => AsyncIterable<Uint8Array>;
 };
 
-/** Opens a log file; `append` when reattaching (the file holds a prefix already). */
-export type OpenLog = (stream: LogStreamName, append: boolean) => Promise<OpenedLog>;
+/**
+ * Opens both log files together (their folder fsynced once: docs/spec.md §4 "Durability"); `append` when
+ * reattaching (the files hold a prefix already). Fails whole: a file that cannot be opened leaves none open.
+ */
+export type OpenLogs = (append: boolean) => Promise<Readonly<Record<LogStreamName, OpenedLog>>>;
 
 /** Why bytes of a stream are missing from its file (docs/spec.md 6.6); recorded as `logs.<stream>.incomplete`. */
 export type LogGap = NonNullable<LogRecord['incomplete']>;
@@ -197,7 +200,7 @@ export class PairLogs {
 
   constructor(
     private readonly deps: {
-      readonly openLog: OpenLog;
+      readonly openLogs: OpenLogs;
       readonly createRedactor: (secrets: readonly string[]) => Transform;
       readonly logger: Logger;
     },
@@ -217,21 +220,17 @@ export class PairLogs {
 
   /** Streams both outputs into their files; throws LogOpenError when a file cannot be opened. */
   async connect(output: ContainerOutput, append: boolean): Promise<void> {
-    for (const [name, source] of [
-      ['stdout', output.stdout],
-      ['stderr', output.stderr],
-    ] as const) {
-      let target: OpenedLog;
-      try {
-        target = await this.deps.openLog(name, append);
-      } catch (err) {
-        // Nobody will read these streams now: end them so the engine connection is not left blocked.
-        output.stdout.destroy();
-        output.stderr.destroy();
-        throw new LogOpenError((err as { context?: { errno?: string } }).context?.errno ?? errorKind(err));
-      }
-      this.#watch(this.#pipe(name, source, target, append));
+    let targets: Readonly<Record<LogStreamName, OpenedLog>>;
+    try {
+      targets = await this.deps.openLogs(append);
+    } catch (err) {
+      // Nobody will read these streams now: end them so the engine connection is not left blocked.
+      output.stdout.destroy();
+      output.stderr.destroy();
+      throw new LogOpenError((err as { context?: { errno?: string } }).context?.errno ?? errorKind(err));
     }
+    this.#watch(this.#pipe('stdout', output.stdout, targets.stdout, append));
+    this.#watch(this.#pipe('stderr', output.stderr, targets.stderr, append));
   }
 
   #pipe(name: LogStreamName, source: Readable, target: OpenedLog, append: boolean): LogPipe {

@@ -5,6 +5,7 @@
  * read back. `preview` runs the same checks and reads the registry, and writes nothing at all.
  * Re-running is always safe: a replay changes nothing; a hold or refusal keeps the reservation.
  */
+import { BATCH_FILE, JOBS_DIR, RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
 import { join } from 'node:path';
 import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
@@ -173,7 +174,7 @@ async function readEvidence(
 async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: ResultRecord } | Halt> {
   const { store } = ctx.deps;
   const jobRel = ctx.input.jobRel;
-  const receipt = await readEvidence(store, join(jobRel, 'receipt.json'), receiptProblems);
+  const receipt = await readEvidence(store, join(jobRel, RECEIPT_FILE), receiptProblems);
   if (receipt instanceof Halt) return receipt;
   const { job_id: jobId, batch_id: receiptBatchId } = receipt as Receipt;
   ctx.jobId = jobId;
@@ -181,7 +182,7 @@ async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: R
     const dirName = jobRel.split('/').at(-1);
     if (dirName !== jobId)
       return new Halt('evidence_contradictory', `receipt in ${jobRel} names job ${jobId}`);
-    const batch = await readOptional(store, 'batch.json');
+    const batch = await readOptional(store, BATCH_FILE);
     if (batch instanceof Halt) return batch;
     const batchId = (batch as { batch_id?: unknown } | null)?.batch_id;
     if (batch !== null && batchId !== receiptBatchId) {
@@ -191,7 +192,7 @@ async function loadEvidence(ctx: Context): Promise<{ receipt: Receipt; result: R
       );
     }
   }
-  const result = await readEvidence(store, join(jobRel, 'result.json'), resultProblems);
+  const result = await readEvidence(store, join(jobRel, RESULT_FILE), resultProblems);
   if (result instanceof Halt) return result;
   return { receipt: receipt as Receipt, result: result as ResultRecord };
 }
@@ -363,8 +364,8 @@ export async function reconcileBatch(
   input: { readonly mode: ReconcileMode; readonly jobId?: string },
 ): Promise<ReconcileBatchResult> {
   const { store } = deps;
-  if (await store.exists('receipt.json')) {
-    const receipt = await store.readJson<{ job_id?: unknown }>('receipt.json');
+  if (await store.exists(RECEIPT_FILE)) {
+    const receipt = await store.readJson(RECEIPT_FILE);
     if (input.jobId !== undefined && receipt?.job_id !== input.jobId) {
       throw usage(`${store.root} is the directory of pair ${String(receipt?.job_id)}, not ${input.jobId}`);
     }
@@ -372,7 +373,7 @@ export async function reconcileBatch(
   }
   const names = await store.list('jobs');
   if (input.jobId !== undefined) {
-    if (!names.includes(input.jobId) || !(await store.exists(`jobs/${input.jobId}/receipt.json`))) {
+    if (!names.includes(input.jobId) || !(await store.exists(`${JOBS_DIR}/${input.jobId}/${RECEIPT_FILE}`))) {
       throw usage(`no claimed job ${input.jobId} in ${store.root}`);
     }
     return {
@@ -383,8 +384,8 @@ export async function reconcileBatch(
   const reports: ReconcileReport[] = [];
   const skipped: { job_id: string; why: string }[] = [];
   for (const name of names) {
-    if (!(await store.exists(`jobs/${name}/receipt.json`))) continue;
-    if (!(await store.exists(`jobs/${name}/result.json`))) {
+    if (!(await store.exists(`${JOBS_DIR}/${name}/${RECEIPT_FILE}`))) continue;
+    if (!(await store.exists(`${JOBS_DIR}/${name}/${RESULT_FILE}`))) {
       skipped.push({
         job_id: name,
         why: 'claimed, no result.json yet (running, or lost: resume the batch first)',

@@ -1,3 +1,5 @@
+import { RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
+import { isReceipt, isResultRecord } from './evidence/evidence-records.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
 import type { Receipt } from '../core/receipt.js';
@@ -46,7 +48,7 @@ export async function recoverPairRun(
 ): Promise<RecoverPairRunReport> {
   const { store } = deps;
   const receipt = await recoverableReceipt(deps);
-  const kept = await store.readJson<ResultRecord>('result.json');
+  const kept = await store.readJson(RESULT_FILE, isResultRecord);
   const recovered = kept === null ? await writeLostResult(deps, receipt, options.stopBudgetSec) : null;
   const result = recovered?.result ?? (kept as ResultRecord);
   const reservationOf = async (): Promise<string | null> =>
@@ -79,7 +81,7 @@ export async function recoverPairRun(
 /** The receipt of a `pair run` whose process is gone; a refusal when it is not one, or when it still runs. */
 async function recoverableReceipt(deps: RecoverPairRunDeps): Promise<Receipt> {
   const { store } = deps;
-  const receipt = await store.readJson<Receipt>('receipt.json');
+  const receipt = await store.readJson(RECEIPT_FILE, isReceipt);
   if (receipt === null) {
     throw new RoboguideError(
       'E_USAGE',
@@ -153,7 +155,7 @@ async function writeLostResult(
     secrets: [...secrets],
     allowedHttpStatuses: [],
   });
-  const written = await writeJsonVerified(store, 'result.json', result);
+  const written = await writeJsonVerified(store, RESULT_FILE, result);
   if (written.kind === 'failed') {
     throw new RoboguideError(
       'E_STORE',

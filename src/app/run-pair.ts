@@ -1,3 +1,4 @@
+import { RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
 import { randomUUID } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import { EvidenceStore } from './evidence/evidence-store.js';
@@ -287,7 +288,7 @@ async function claimPair(
   try {
     await deps.fs.mkdirp(dirname(output), 0o777);
     await EvidenceStore.createOutputDir(deps.fs, output);
-    published = await store.publishExclusive('receipt.json', receipt);
+    published = await store.publishExclusive(RECEIPT_FILE, receipt);
   } catch (err) {
     await release();
     throw err;
@@ -351,7 +352,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     ...(options.terminate ? { terminate: options.terminate } : {}),
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
-      await store.writeJsonAtomic('receipt.json', current);
+      await store.writeJsonAtomic(RECEIPT_FILE, current);
       await registry.attachContainer(claim.reservationId, containerId);
     },
   }).catch(async (err: unknown) => {
@@ -395,7 +396,7 @@ async function finishPairRun(
   claim: PairClaim,
   result: ResultRecord,
 ): Promise<ReconcileReport> {
-  const written = await writeJsonVerified(store, 'result.json', result);
+  const written = await writeJsonVerified(store, RESULT_FILE, result);
   if (written.kind === 'failed') {
     // Fail closed: the container is gone, but without a result on disk nothing may release the slot.
     throw new RoboguideError(

@@ -1,6 +1,7 @@
 /** `jobs/<id>/receipt.json`: the claim. Published exclusively before the container exists (SPEC §4, §5 step 1). */
 export const RECEIPT_SCHEMA = 'roboguide.e1.receipt/v1' as const;
 
+import { PRIVATE_OUTCOME_DIR } from './evidence-names.js';
 import type { ProcessIdentity } from './process-identity.js';
 import { networkModeFor, type NetworkChoice } from './pair-network.js';
 
@@ -58,7 +59,7 @@ export function containerName(jobId: string, claimId: string): string {
 }
 
 /** The folder, relative to a pair's folder, bind-mounted at its outcome's folder inside the container. */
-export const PRIVATE_OUTCOME_DIR = 'outcome';
+export { PRIVATE_OUTCOME_DIR };
 
 /** `outcome/<name of outcome_path>`: where the pair's outcome lands on the host, relative to its folder. */
 export function privateOutcomeRel(outcomePath: string): string {

@@ -3,6 +3,7 @@
  * cap is stopped and classified `log_limit_exceeded` with its log kept to the cap plus the marker line, and a full
  * output file system mid-pair pauses the batch fail-closed with the slot held and every byte already written kept.
  */
+import { isReceipt, isResultRecord } from '../../src/app/evidence/evidence-records.js';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
@@ -150,12 +151,7 @@ describe.skipIf(noDocker)('bounded output', () => {
     ]);
     expect(await supervisorRun(store, 'start')).toBe('drained');
 
-    const spew = await store.readJson<{
-      classification: string;
-      reasons: string[];
-      logs: { stdout: { bytes: number; closed: boolean; limit_exceeded?: boolean } };
-      cleanup: { verified_absent: boolean };
-    }>('jobs/spew/result.json');
+    const spew = await store.readJson('jobs/spew/result.json', isResultRecord);
     expect(spew?.classification).toBe('infrastructure_failure');
     expect(spew?.reasons[0]).toBe('log_limit_exceeded');
     const marker = logLimitMarker(cap);
@@ -169,9 +165,7 @@ describe.skipIf(noDocker)('bounded output', () => {
     expect(spew?.cleanup.verified_absent).toBe(true);
 
     for (const id of ['n1', 'n2']) {
-      const result = await store.readJson<{ classification: string; reasons: string[] }>(
-        `jobs/${id}/result.json`,
-      );
+      const result = await store.readJson(`jobs/${id}/result.json`, isResultRecord);
       expect(result, id).toMatchObject({ classification: 'completed', reasons: [] });
       expect(await readFile(store.resolve(`jobs/${id}/stdout.log`), 'utf8'), id).toBe(numbered(3));
     }
@@ -195,7 +189,7 @@ describe.skipIf(noDocker)('bounded output', () => {
           join(mountPoint, 'batch'),
         );
         expect(await supervisorRun(store, 'start')).toBe('paused');
-        const receipt = await store.readJson<{ claim_id: string }>('jobs/f1/receipt.json');
+        const receipt = await store.readJson('jobs/f1/receipt.json', isReceipt);
         expect(receipt?.claim_id).toMatch(/^[0-9a-f-]{36}$/);
         expect(await store.exists('jobs/f1/result.json')).toBe(false);
         expect(await heldFor(batchId)).toEqual(['f1']);
@@ -218,7 +212,7 @@ describe.skipIf(noDocker)('bounded output', () => {
         expect(await supervisorRun(store, 'resume')).toBe('drained');
         expect(await sha256(logPath)).toBe(keptSha);
         expect((await readFile(store.resolve('events.jsonl'), 'utf8')).startsWith(journalBefore)).toBe(true);
-        const f1 = await store.readJson<{ classification: string; reasons: string[] }>('jobs/f1/result.json');
+        const f1 = await store.readJson('jobs/f1/result.json', isResultRecord);
         expect(f1?.classification).toBe('harness_failure');
         expect(f1?.reasons).toContain('evidence_write_failed');
         expect(f1?.reasons).not.toContain('lost_worker');

@@ -3,6 +3,7 @@
  * refusals, a claim that already stands, a receipt that cannot be written, a full run whose journal and receipt
  * carry the host identity.
  */
+import { isReceipt } from '../../src/app/evidence/evidence-records.js';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +21,6 @@ import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { parseManifest, type Manifest } from '../../src/core/manifest/index.js';
-import type { Receipt } from '../../src/core/receipt.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../support/fake-pair-world.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 
@@ -105,7 +105,7 @@ describe('dispatchPair', () => {
     if (attempt.kind !== 'ran') return;
     expect(attempt.finish.released).toBe(true);
     expect(running).toEqual(['j1']);
-    const receipt = (await store.readJson<Receipt>('jobs/j1/receipt.json'))!;
+    const receipt = (await store.readJson('jobs/j1/receipt.json', isReceipt))!;
     expect(receipt.supervisor).toEqual(SUPERVISOR);
     expect(receipt.host_boot_id).toBe(SUPERVISOR.boot_id);
     expect(receipt.container_id).not.toBeNull();

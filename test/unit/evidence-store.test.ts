@@ -329,3 +329,89 @@ describe('EvidenceStore journal', () => {
     expect((await next.readJournal()).map((r) => r.seq)).toEqual([1, 2, 3, 4]);
   });
 });
+
+describe('EvidenceStore.readJson through a check (issue 25)', () => {
+  const isNamed = (value: unknown): value is { name: string } =>
+    typeof value === 'object' && value !== null && typeof (value as { name?: unknown }).name === 'string';
+
+  it('a file of the wrong shape is E_STORE (parse) naming the file, never a value handed on', async () => {
+    const { store } = await openStore();
+    await writeFile(join(root, 'a.json'), '{"name": 7}\n');
+    const err = await storeErrorOf(store.readJson('a.json', isNamed));
+    expect(err.code).toBe('E_STORE');
+    expect(err.context).toMatchObject({ path: 'a.json', syscall: 'parse' });
+    await writeFile(join(root, 'a.json'), '{"name": "x"}\n');
+    expect(await store.readJson('a.json', isNamed)).toEqual({ name: 'x' });
+  });
+
+  it('without a check only a JSON object passes: `null`, an array or a string is refused, not read as missing', async () => {
+    const { store } = await openStore();
+    for (const text of ['null', '[1]', '"x"']) {
+      await writeFile(join(root, 'b.json'), text);
+      const err = await storeErrorOf(store.readJson('b.json'));
+      expect(err.context, text).toMatchObject({ path: 'b.json', syscall: 'parse' });
+    }
+    expect(await store.readJson('missing.json')).toBeNull();
+  });
+
+  it('a zod schema is a check too, and its rule is named', async () => {
+    const { z } = await import('zod');
+    const { store } = await openStore();
+    await writeFile(join(root, 'c.json'), '{"n": "7"}');
+    const err = await storeErrorOf(store.readJson('c.json', z.object({ n: z.number() })));
+    expect(err.message).toContain('n:');
+    await writeFile(join(root, 'c.json'), '{"n": 7}');
+    expect(await store.readJson('c.json', z.object({ n: z.number() }))).toEqual({ n: 7 });
+  });
+});
+
+describe('directory fsyncs that count (issue 26)', () => {
+  const exactly = (path: string): RegExp => new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+
+  it('two logs opened together: both entries made, then ONE fsync of their folder before any sink is handed out', async () => {
+    const { fs, store } = await openStore();
+    await store.ensureDir('jobs/j1');
+    const before = fs.count('syncDir', exactly(join(root, 'jobs/j1')));
+    const [out, err] = await store.openLogs(['jobs/j1/stdout.log', 'jobs/j1/stderr.log'] as const);
+    expect(fs.count('syncDir', exactly(join(root, 'jobs/j1'))) - before).toBe(1);
+    const opens = fs.calls.map((c) => c.op);
+    expect(opens.lastIndexOf('open')).toBeLessThan(opens.lastIndexOf('syncDir'));
+    out.end('o');
+    err.end('e');
+    await Promise.all([out.finish(), err.finish()]);
+    expect(await readFile(join(root, 'jobs/j1/stdout.log'), 'utf8')).toBe('o');
+    expect(await readFile(join(root, 'jobs/j1/stderr.log'), 'utf8')).toBe('e');
+  });
+
+  it('a log that cannot be opened fails the group and leaves the other closed', async () => {
+    const { fs, store } = await openStore({ rules: [{ op: 'open', path: 'stderr.log', code: 'ENOSPC' }] });
+    await store.ensureDir('jobs/j1');
+    const err = await storeErrorOf(store.openLogs(['jobs/j1/stdout.log', 'jobs/j1/stderr.log'] as const));
+    expect(err.context).toMatchObject({ path: 'jobs/j1/stderr.log', syscall: 'open', errno: 'ENOSPC' });
+    expect(fs.count('close')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a group of JSON files: each replaced, one fsync per folder', async () => {
+    const { fs, store } = await openStore();
+    const before = fs.count('syncDir', exactly(root));
+    await store.writeJsonGroup([
+      { rel: 'status.json', value: { a: 1 } },
+      { rel: 'SUMMARY.json', value: { b: 2 } },
+    ]);
+    expect(fs.count('syncDir', exactly(root)) - before).toBe(1);
+    expect(JSON.parse(await readFile(join(root, 'status.json'), 'utf8'))).toEqual({ a: 1 });
+    expect(JSON.parse(await readFile(join(root, 'SUMMARY.json'), 'utf8'))).toEqual({ b: 2 });
+  });
+
+  it('writes to one folder that overlap share the next fsync, which starts after every one of their renames', async () => {
+    const { fs, store } = await openStore();
+    const before = fs.count('syncDir', exactly(root));
+    await Promise.all(Array.from({ length: 6 }, (_, i) => store.writeJsonAtomic(`f${i}.json`, { i })));
+    const syncs = fs.count('syncDir', exactly(root)) - before;
+    expect(syncs).toBeGreaterThanOrEqual(1);
+    expect(syncs).toBeLessThan(6);
+    // Durable: the last fsync of the folder came after the last rename.
+    const ops = fs.calls.map((c) => c.op);
+    expect(ops.lastIndexOf('syncDir')).toBeGreaterThan(ops.lastIndexOf('rename'));
+  });
+});

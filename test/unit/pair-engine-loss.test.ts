@@ -104,7 +104,7 @@ function container(
 }
 
 /** A log file in memory that can be reopened for append (as the evidence store's are). */
-function logFiles(): { open: PairLifecycleDeps['openLog']; text: (name: 'stdout' | 'stderr') => string } {
+function logFiles(): { open: PairLifecycleDeps['openLogs']; text: (name: 'stdout' | 'stderr') => string } {
   const files = { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
   const open = (
     name: 'stdout' | 'stderr',
@@ -123,7 +123,10 @@ function logFiles(): { open: PairLifecycleDeps['openLog']; text: (name: 'stdout'
       finish: () => Promise.resolve({ bytes: files[name].length, closed: true, failure: null }),
     });
   };
-  return { open, text: (name) => files[name].toString() };
+  return {
+    open: async (append) => ({ stdout: await open('stdout', append), stderr: await open('stderr', append) }),
+    text: (name) => files[name].toString(),
+  };
 }
 
 /**
@@ -145,7 +148,7 @@ function deps(
     },
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
-    openLog: logs.open,
+    openLogs: logs.open,
     readOutcome: () => Promise.resolve({ state: 'missing' }),
     collectSessions: () => Promise.resolve({ files: 0, bytes: 0, refusals: [] }),
     diagnose: () => Promise.resolve(null),

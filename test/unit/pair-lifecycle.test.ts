@@ -110,7 +110,7 @@ function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}):
     sleep: time.sleep,
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
-    openLog: () => Promise.resolve(memoryLog()),
+    openLogs: () => Promise.resolve({ stdout: memoryLog(), stderr: memoryLog() }),
     readOutcome: () => Promise.resolve({ state: 'missing' }),
     collectSessions: () => Promise.resolve({ files: 0, bytes: 0, refusals: [] }),
     diagnose: () => Promise.resolve(null),
@@ -133,10 +133,7 @@ describe('runPairLifecycle', () => {
   it('streams both logs, then removes the container and verifies it is gone', async () => {
     const runtime = new FakeRuntime();
     const logs = { stdout: memoryLog(), stderr: memoryLog() };
-    const r = await runPairLifecycle(
-      deps(runtime, { openLog: (name) => Promise.resolve(logs[name]) }),
-      launch,
-    );
+    const r = await runPairLifecycle(deps(runtime, { openLogs: () => Promise.resolve(logs) }), launch);
     expect(logs.stdout.text()).toBe('out\n');
     expect(logs.stderr.text()).toBe('err\n');
     expect(r.logs).toEqual({ stdout: { bytes: 4, closed: true }, stderr: { bytes: 4, closed: true } });
@@ -146,11 +143,10 @@ describe('runPairLifecycle', () => {
 
   it('a log file that cannot be opened is a log failure (harness), not an engine error; the container is still removed', async () => {
     const runtime = new FakeRuntime();
-    const openLog = (name: 'stdout' | 'stderr') =>
-      name === 'stderr'
-        ? Promise.reject(Object.assign(new Error('disk full'), { context: { errno: 'ENOSPC' } }))
-        : Promise.resolve(memoryLog());
-    const r = await runPairLifecycle(deps(runtime, { openLog }), launch);
+    // The store opens both files or none (the second failing closes the first).
+    const openLogs = () =>
+      Promise.reject(Object.assign(new Error('disk full'), { context: { errno: 'ENOSPC' } }));
+    const r = await runPairLifecycle(deps(runtime, { openLogs }), launch);
     expect(r.logFailure).toBe('open: ENOSPC');
     expect(r.engineFault).toBeNull();
     expect(r.logs.stderr.closed).toBe(false);
@@ -221,28 +217,27 @@ describe('runPairLifecycle', () => {
       };
       return runtime;
     }
-    const halting = (why: 'limit_exceeded' | 'write_failed') => (name: 'stdout' | 'stderr') => {
+    const halting = (why: 'limit_exceeded' | 'write_failed') => () => {
       const log = memoryLog();
-      return Promise.resolve(
-        name === 'stdout'
-          ? {
-              ...log,
-              halted: Promise.resolve(why),
-              finish: () =>
-                Promise.resolve({
-                  bytes: 9,
-                  closed: true,
-                  failure: null,
-                  limitExceeded: why === 'limit_exceeded',
-                }),
-            }
-          : log,
-      );
+      return Promise.resolve({
+        stdout: {
+          ...log,
+          halted: Promise.resolve(why),
+          finish: () =>
+            Promise.resolve({
+              bytes: 9,
+              closed: true,
+              failure: null,
+              limitExceeded: why === 'limit_exceeded',
+            }),
+        },
+        stderr: memoryLog(),
+      });
     };
 
     it('at its cap: the pair gets the controlled stop, is not called terminated, and the stream is named', async () => {
       const runtime = runningUntilStopped();
-      const r = await runPairLifecycle(deps(runtime, { openLog: halting('limit_exceeded') }), launch);
+      const r = await runPairLifecycle(deps(runtime, { openLogs: halting('limit_exceeded') }), launch);
       expect(runtime.stops).toBeGreaterThanOrEqual(1);
       expect(r.logLimitExceeded).toBe('stdout');
       expect(r.terminated).toBe(false);
@@ -253,7 +248,7 @@ describe('runPairLifecycle', () => {
 
     it('after a failed write: stopped too, with no limit reason', async () => {
       const runtime = runningUntilStopped();
-      const r = await runPairLifecycle(deps(runtime, { openLog: halting('write_failed') }), launch);
+      const r = await runPairLifecycle(deps(runtime, { openLogs: halting('write_failed') }), launch);
       expect(runtime.stops).toBeGreaterThanOrEqual(1);
       expect(r.logLimitExceeded).toBeNull();
       expect(r.terminated).toBe(false);

@@ -64,7 +64,8 @@ class MemoryLog {
 const logsOf = (files: Record<LogStreamName, MemoryLog>, readBack = true) =>
   new PairLogs(
     {
-      openLog: (name) => Promise.resolve(files[name].opened(readBack)),
+      openLogs: () =>
+        Promise.resolve({ stdout: files.stdout.opened(readBack), stderr: files.stderr.opened(readBack) }),
       createRedactor: () => new PassThrough(),
       logger: silentLogger,
     },
@@ -284,7 +285,7 @@ function reattachedWorld(firstCopyLines: number, finishedAt: string) {
     sleep,
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
-    openLog: (name) => Promise.resolve(files[name].opened()),
+    openLogs: () => Promise.resolve({ stdout: files.stdout.opened(), stderr: files.stderr.opened() }),
     readOutcome: () => Promise.resolve({ state: 'missing' }),
     collectSessions: () => Promise.resolve({ files: 0, bytes: 0, refusals: [] }),
     diagnose: () => Promise.resolve(null),

@@ -2,6 +2,7 @@
  * `pair recover` and the lost-worker result with fakes (no engine, no /proc): the refusals that touch nothing, the
  * crash left-over (a container still there, no result) recovered once, and a replay that releases nothing.
  */
+import { isResultRecord } from '../../src/app/evidence/evidence-records.js';
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +17,6 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { recoverPairRun, type RecoverPairRunDeps } from '../../src/app/recover-pair-run.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { buildReceipt, type Receipt } from '../../src/core/receipt.js';
-import type { ResultRecord } from '../../src/core/result.js';
 import { FakeHost, FakePairRuntime, SUPERVISOR } from '../support/fake-pair-world.js';
 
 const SECRET = 'sk-live-abcdefgh12345678';
@@ -130,7 +130,7 @@ describe('recoverPairRun', () => {
     expect(report.result).toBe('written');
     expect(report.released_now).toBe(true);
     expect((await registry.reservation(receipt.reservation_id ?? ''))?.state).toBe('released');
-    const result = (await store.readJson<ResultRecord>('result.json'))!;
+    const result = (await store.readJson('result.json', isResultRecord))!;
     expect(result.reasons).toEqual(['lost_worker']);
     expect(result.classification).toBe('harness_failure');
     expect(result.logs.stdout).toEqual({ bytes: 11, closed: false });

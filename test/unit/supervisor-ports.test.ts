@@ -1,3 +1,4 @@
+import { isWrittenStatus } from '../../src/app/evidence/evidence-records.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -398,9 +399,7 @@ describe('statusWriterOf', () => {
     const handle = { ...handleOf('a', 'c-a'), node: 'n1' };
     const writer = statusWriterOf(s, () => [handle, handleOf('b', null)], { poke: () => pokes++ } as never);
     await writer.now();
-    const status = await tb.store.readJson<{
-      running: { job_id: string; container_id: string | null; node?: string }[];
-    }>(STATUS_FILE);
+    const status = await tb.store.readJson(STATUS_FILE, isWrittenStatus);
     expect(status?.running).toEqual([
       expect.objectContaining({ job_id: 'a', container_id: 'c-a', node: 'n1' }),
       expect.objectContaining({ job_id: 'b', container_id: null }),

@@ -1,3 +1,4 @@
+import { isBatchRecord, isReceipt, isResultRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError } from '../../core/errors.js';
 import {
@@ -56,7 +57,7 @@ export interface LoadedBatch {
 }
 
 export async function loadBatch(store: EvidenceStore): Promise<LoadedBatch> {
-  const batch = await store.readJson<BatchRecord>(BATCH_FILE);
+  const batch = await store.readJson(BATCH_FILE, isBatchRecord);
   if (batch === null) {
     throw new RoboguideError(
       'E_BATCH_STATE',
@@ -95,8 +96,8 @@ export async function readJobFiles(store: EvidenceStore, manifest: Manifest): Pr
   return Promise.all(
     manifest.jobs.map(async (job) => ({
       job,
-      receipt: await store.readJson<Receipt>(receiptRel(job.job_id)),
-      result: await store.readJson<ResultRecord>(resultRel(job.job_id)),
+      receipt: await store.readJson(receiptRel(job.job_id), isReceipt),
+      result: await store.readJson(resultRel(job.job_id), isResultRecord),
     })),
   );
 }

@@ -3,24 +3,28 @@ import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { LimitDefaults } from '../../core/pair-limits.js';
 
-/** Where things live in a batch output directory (SPEC §4). Paths are relative to the directory. */
-export const MANIFEST_FILE = 'manifest.json';
-export const BATCH_FILE = 'batch.json';
-export const STATUS_FILE = 'status.json';
-export const SUMMARY_FILE = 'SUMMARY.json';
-export const STOP_FILE = 'stop-request.json';
-export const JOBS_DIR = 'jobs';
-/** supervisor.json and supervisor.log: in core, as the launcher (an adapter) reads them too. */
-export { SUPERVISOR_FILE, SUPERVISOR_LOG, type SupervisorRecord } from '../../core/supervisor-record.js';
+/** Where things live in a batch output directory (SPEC §4): the names are core/evidence-names.ts's. */
+import { JOBS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.js';
+export {
+  BATCH_FILE,
+  JOBS_DIR,
+  MANIFEST_FILE,
+  STATUS_FILE,
+  STOP_FILE,
+  SUMMARY_FILE,
+  SUPERVISOR_FILE,
+  SUPERVISOR_LOG,
+} from '../../core/evidence-names.js';
+export type { SupervisorRecord } from '../../core/supervisor-record.js';
 
 export function jobRel(jobId: string): string {
   return `${JOBS_DIR}/${jobId}`;
 }
 export function receiptRel(jobId: string): string {
-  return `${jobRel(jobId)}/receipt.json`;
+  return `${jobRel(jobId)}/${RECEIPT_FILE}`;
 }
 export function resultRel(jobId: string): string {
-  return `${jobRel(jobId)}/result.json`;
+  return `${jobRel(jobId)}/${RESULT_FILE}`;
 }
 
 export const BATCH_SCHEMA = 'roboguide.e1.batch_identity/v1' as const;

@@ -1,3 +1,5 @@
+import { NODES_DOWN_FILE } from '../../core/evidence-names.js';
+import { isNodesDownRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError } from '../../core/errors.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
@@ -9,7 +11,7 @@ import { loadBatch, readJobFiles } from './batch-context.js';
 import { reconcileFinished, removeUnverifiedContainer } from './finish-pair.js';
 
 /** `D/nodes-down.json`: swarm nodes the operator declared down (issue 13), in declaration order. */
-export const NODES_DOWN_FILE = 'nodes-down.json';
+export { NODES_DOWN_FILE };
 
 export interface NodesDownRecord {
   readonly schema: 'roboguide.e1.nodes_down/v1';
@@ -18,7 +20,7 @@ export interface NodesDownRecord {
 
 /** The nodes declared down for this batch (none when the file is absent). */
 export async function nodesDown(store: EvidenceStore): Promise<string[]> {
-  const record = await store.readJson<NodesDownRecord>(NODES_DOWN_FILE);
+  const record = await store.readJson(NODES_DOWN_FILE, isNodesDownRecord);
   return record?.nodes.map((n) => n.node) ?? [];
 }
 
@@ -62,7 +64,7 @@ export async function declareNodeDown(deps: NodeDownDeps, node: string): Promise
       { path: '--node', rule: `must be one of the batch's nodes: ${[...known].sort().join(', ')}` },
     ]);
   }
-  const existing = (await store.readJson<NodesDownRecord>(NODES_DOWN_FILE))?.nodes ?? [];
+  const existing = (await store.readJson(NODES_DOWN_FILE, isNodesDownRecord))?.nodes ?? [];
   if (!existing.some((n) => n.node === node)) {
     const record: NodesDownRecord = {
       schema: 'roboguide.e1.nodes_down/v1',

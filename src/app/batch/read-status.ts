@@ -1,8 +1,14 @@
-import type { EvidenceStore } from '../evidence/evidence-store.js';
+import { isObject } from '../../core/json-object.js';
+import {
+  isBatchRecord,
+  isReceipt,
+  isResultRecord,
+  isSupervisorRecord,
+  isWrittenStatus,
+} from '../evidence/evidence-records.js';
+import type { EvidenceStore, JsonCheck } from '../evidence/evidence-store.js';
 import { BASIS_SCHEMA, BatchLedger } from '../../core/batch-ledger.js';
-import type { Receipt } from '../../core/receipt.js';
 import type { Manifest } from '../../core/manifest/index.js';
-import type { ResultRecord } from '../../core/result.js';
 import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
@@ -15,7 +21,6 @@ import {
   resultRel,
   STATUS_FILE,
   SUPERVISOR_FILE,
-  type BatchRecord,
   type SupervisorRecord,
 } from './layout.js';
 import {
@@ -52,7 +57,7 @@ async function withMovedImages(
   status: BatchStatus,
 ): Promise<BatchStatus> {
   if (runtime === undefined) return status;
-  const batch = await store.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
+  const batch = await store.readJson(BATCH_FILE, isBatchRecord).catch(() => null);
   const moved = batch === null ? [] : await movedImages(batch, runtime);
   return moved.length > 0 ? { ...status, images_moved: moved } : status;
 }
@@ -60,9 +65,24 @@ async function withMovedImages(
 /** Whether a recorded supervisor is the same live process (HostIdentity.isAlive). */
 type Liveness = Pick<HostIdentity, 'isAlive'>;
 
+/** A frozen manifest: `jobs`, when present, a list of objects each with a string `job_id`. */
+function hasJobIds<J>(value: unknown): value is { jobs?: J[] } {
+  if (!isObject(value)) return false;
+  const jobs = value['jobs'];
+  return (
+    jobs === undefined ||
+    (Array.isArray(jobs) && jobs.every((j) => isObject(j) && typeof j['job_id'] === 'string'))
+  );
+}
+
+/** A frozen manifest whose `jobs`, when present, is a list. */
+function hasJobList(value: unknown): value is { jobs?: unknown[] } {
+  return isObject(value) && (value['jobs'] === undefined || Array.isArray(value['jobs']));
+}
+
 /** The frozen manifest as plain JSON (validated when the batch was created). */
-async function frozenManifestJson<T>(store: EvidenceStore): Promise<T> {
-  const raw = await store.readJson<T>(MANIFEST_FILE);
+async function frozenManifestJson<T>(store: EvidenceStore, check: JsonCheck<T>): Promise<T> {
+  const raw = await store.readJson(MANIFEST_FILE, check);
   if (raw === null)
     throw new RoboguideError(
       'E_BATCH_STATE',
@@ -96,7 +116,7 @@ function usableBasis(written: WrittenStatus | null): written is WrittenStatus {
  * supervisor or without a basis, a journal record it cannot place): the caller derives it cold.
  */
 async function jobsById(store: EvidenceStore): Promise<Map<string, Manifest['jobs'][number]>> {
-  const raw = await frozenManifestJson<{ jobs?: Manifest['jobs'] }>(store);
+  const raw = await frozenManifestJson(store, hasJobIds<Manifest['jobs'][number]>);
   return new Map((raw.jobs ?? []).map((j) => [j.job_id, j]));
 }
 
@@ -106,9 +126,9 @@ export async function readHotStatus(
   now: Date,
   host: Liveness,
 ): Promise<BatchStatus | null> {
-  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE).catch(() => null);
+  const supervisor = await store.readJson(SUPERVISOR_FILE, isSupervisorRecord).catch(() => null);
   if (supervisor === null) return null;
-  const written = await store.readJson<WrittenStatus>(STATUS_FILE).catch(() => null);
+  const written = await store.readJson(STATUS_FILE, isWrittenStatus).catch(() => null);
   if (
     !usableBasis(written) ||
     written.supervisor === null ||
@@ -117,7 +137,7 @@ export async function readHotStatus(
   )
     return null;
   if (written.basis.fold.exited_as !== null || !host.isAlive(supervisor)) return null;
-  const batch = await store.readJson<BatchRecord>(BATCH_FILE);
+  const batch = await store.readJson(BATCH_FILE, isBatchRecord);
   if (batch === null || batch.batch_id !== written.batch_id) return null;
   const tail = await store.readJournalFrom(written.basis.journal_bytes).catch(() => null);
   if (
@@ -131,9 +151,11 @@ export async function readHotStatus(
   let jobIndex: Map<string, number> | undefined;
   const indexOf = async (): Promise<Map<string, number>> => {
     if (jobIndex === undefined) {
-      const raw = await frozenManifestJson<{ jobs?: { job_id?: unknown }[] }>(store);
+      const raw = await frozenManifestJson(store, hasJobList);
       jobIndex = new Map(
-        (raw.jobs ?? []).flatMap((j, i) => (typeof j.job_id === 'string' ? [[j.job_id, i] as const] : [])),
+        (raw.jobs ?? []).flatMap((j, i) =>
+          isObject(j) && typeof j['job_id'] === 'string' ? [[j['job_id'], i] as const] : [],
+        ),
       );
     }
     return jobIndex;
@@ -162,7 +184,7 @@ export async function readHotStatus(
       if (jobId === null || !(await indexOf()).has(jobId)) return 'unknown_job';
       const known = ledger.finishedKnown(jobId);
       if (known !== null) return known ? 'job_finished' : 'job_not_running';
-      return (await store.readJson<ResultRecord>(resultRel(jobId))) !== null
+      return (await store.readJson(resultRel(jobId), isResultRecord)) !== null
         ? 'job_finished'
         : 'job_not_running';
     },
@@ -203,13 +225,13 @@ export async function readColdStatus(
   await Promise.all(
     [...toRead].map(async (jobId) => {
       const [receipt, result] = await Promise.all([
-        store.readJson<Receipt>(receiptRel(jobId)),
-        store.readJson<ResultRecord>(resultRel(jobId)),
+        store.readJson(receiptRel(jobId), isReceipt),
+        store.readJson(resultRel(jobId), isResultRecord),
       ]);
       settleFromFiles(ledger, jobId, receipt, result);
     }),
   );
-  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  const supervisor = await store.readJson(SUPERVISOR_FILE, isSupervisorRecord);
   // Alive: the recorded supervisor's process lives and no `supervisor_exited` was journalled since it started.
   const alive = supervisor !== null && ledger.fold().exitedAs === null && host.isAlive(supervisor);
   const containers = runtime ? await runtime.listByLabel({ 'roboguide.batch': batch.batch_id }) : [];

@@ -1,3 +1,4 @@
+import { REPORT_FILE } from '../../core/evidence-names.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { errorDetail } from '../../core/errors.js';
 import { buildReportModel, type ReportModel } from '../../core/report/model.js';
@@ -10,7 +11,7 @@ import { gpuHostUnobservable, jobRel } from './layout.js';
 import { capacityConfigOf } from './status.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
-export const REPORT_FILE = 'report.html';
+export { REPORT_FILE };
 
 /** The report's data, fresh from the evidence (journal, receipts, results, the file names in each job folder). */
 export async function readReportModel(

@@ -1,3 +1,4 @@
+import { isBatchRecord, isReceipt } from '../evidence/evidence-records.js';
 import { randomUUID } from 'node:crypto';
 import { dirname } from 'node:path';
 import { EvidenceStore } from '../evidence/evidence-store.js';
@@ -10,7 +11,6 @@ import {
   isGvisor,
   runtimeProblem,
 } from '../../core/oci-runtime.js';
-import type { Receipt } from '../../core/receipt.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
@@ -95,7 +95,7 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   if (!origin) return [];
   const original = new EvidenceStore(fs, origin.output);
   // The original must be readable and be that batch, or the claims cannot be checked: refuse rather than guess.
-  const batch = await original.readJson<BatchRecord>(BATCH_FILE).catch(() => null);
+  const batch = await original.readJson(BATCH_FILE, isBatchRecord).catch(() => null);
   if (batch === null || batch.batch_id !== origin.batch_id) {
     return [
       {
@@ -106,7 +106,7 @@ async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Is
   }
   const issues: Issue[] = [];
   for (const [i, job] of manifest.jobs.entries()) {
-    const receipt = await original.readJson<Receipt>(receiptRel(job.job_id));
+    const receipt = await original.readJson(receiptRel(job.job_id), isReceipt);
     if (receipt !== null && receipt.batch_id === origin.batch_id) {
       issues.push({
         path: `jobs[${i}].job_id`,

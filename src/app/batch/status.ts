@@ -1,3 +1,4 @@
+import { isSupervisorRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 import {
@@ -434,7 +435,7 @@ export function leftoverWhyFrom(
  */
 export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const { files, manifest } = input;
-  const supervisor = await input.store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  const supervisor = await input.store.readJson(SUPERVISOR_FILE, isSupervisorRecord);
   const alive =
     'supervisorAlive' in input
       ? input.supervisorAlive

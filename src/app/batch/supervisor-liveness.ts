@@ -1,3 +1,4 @@
+import { isSupervisorRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
@@ -10,7 +11,7 @@ export async function runningSupervisor(
   store: EvidenceStore,
   host: Pick<HostIdentity, 'isAlive'>,
 ): Promise<SupervisorRecord | null> {
-  const supervisor = await store.readJson<SupervisorRecord>(SUPERVISOR_FILE);
+  const supervisor = await store.readJson(SUPERVISOR_FILE, isSupervisorRecord);
   if (supervisor === null || !host.isAlive(supervisor)) return null;
   const journal = await store.readJournal();
   for (let i = journal.length - 1; i >= 0; i--) {

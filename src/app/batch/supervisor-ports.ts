@@ -1,10 +1,9 @@
+import { isReceipt, isResultRecord } from '../evidence/evidence-records.js';
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { InternalError, errorDetail } from '../../core/errors.js';
 import { causeOf } from '../../core/pause-cause.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Job, Manifest } from '../../core/manifest/index.js';
-import type { Receipt } from '../../core/receipt.js';
-import type { ResultRecord } from '../../core/result.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
 import { systemClock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
@@ -238,8 +237,8 @@ export function statusWriterOf(
       settleFromFiles(
         s.book,
         jobId,
-        await store.readJson<Receipt>(receiptRel(jobId)),
-        await store.readJson<ResultRecord>(resultRel(jobId)),
+        await store.readJson(receiptRel(jobId), isReceipt),
+        await store.readJson(resultRel(jobId), isResultRecord),
       );
     }
     const view = running().map((h) => ({
@@ -264,7 +263,7 @@ export function statusWriterOf(
   };
   return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) =>
     logger.error(
-      { err: errorDetail(err), cause: causeOf(err), what: 'status.json' },
+      { err: errorDetail(err), cause: causeOf(err), what: STATUS_FILE },
       'write failed; continuing fail-closed',
     ),
   );

@@ -1,6 +1,7 @@
+import { isStopRequest } from '../evidence/evidence-records.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { systemClock, type Timers } from '../ports/clock.js';
-import { STOP_FILE, type StopRequest } from './layout.js';
+import { STOP_FILE } from './layout.js';
 import type { SupervisorLoop } from './supervisor-loop.js';
 
 /** How often the stop file is read besides SIGUSR2 (a lost signal must not lose a stop). */
@@ -44,7 +45,7 @@ export function listenForStops(
   };
   const onUsr2 = (): void => {
     deps.store
-      .readJson<StopRequest>(STOP_FILE)
+      .readJson(STOP_FILE, isStopRequest)
       .then((request) =>
         request ? loop.feed({ type: 'stop_requested', terminate: request.terminate }) : undefined,
       )

@@ -1,3 +1,4 @@
+import { PAIRS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.js';
 import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
@@ -48,7 +49,7 @@ export class PairService {
 
   outputOf(pairId: string): string {
     if (!/^p-[0-9a-f-]{36}$/.test(pairId)) throw ApiError.notFound(`pair ${pairId}`);
-    return this.#deps.store.resolve(join('pairs', pairId));
+    return this.#deps.store.resolve(join(PAIRS_DIR, pairId));
   }
 
   /** 202 once the receipt is published (the slot is held and the pair claimed); 400/409/503 before that. */
@@ -82,7 +83,7 @@ export class PairService {
       );
     const pairId = `p-${randomUUID()}`;
     const output = this.outputOf(pairId);
-    await this.#deps.store.ensureDir('pairs');
+    await this.#deps.store.ensureDir(PAIRS_DIR);
     const terminate = new AbortController();
     let claimed = false;
     const claimedSignal = Promise.withResolvers<void>();
@@ -133,7 +134,7 @@ export class PairService {
       !claimed &&
       outcome !== null &&
       !outcome.ok &&
-      !(await somethingAt(this.#deps.pairDeps.fs, join(output, 'receipt.json')))
+      !(await somethingAt(this.#deps.pairDeps.fs, join(output, RECEIPT_FILE)))
     )
       throw toApiError(outcome.error);
     this.#pairs.set(pairId, run);
@@ -144,13 +145,9 @@ export class PairService {
     const output = this.outputOf(pairId);
     const run = this.#pairs.get(pairId);
     const store = this.#deps.store;
-    const receipt = await store
-      .readJson<Record<string, unknown>>(join('pairs', pairId, 'receipt.json'))
-      .catch(() => null);
+    const receipt = await store.readJson(join(PAIRS_DIR, pairId, RECEIPT_FILE)).catch(() => null);
     if (run === undefined && receipt === null) throw ApiError.notFound(`pair ${pairId}`);
-    const result = await store
-      .readJson<Record<string, unknown>>(join('pairs', pairId, 'result.json'))
-      .catch(() => null);
+    const result = await store.readJson(join(PAIRS_DIR, pairId, RESULT_FILE)).catch(() => null);
     void output;
     const state = run?.state ?? (result !== null ? 'finished' : 'failed');
     return {

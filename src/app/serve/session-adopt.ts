@@ -1,3 +1,5 @@
+import { SESSION_FILE } from '../../core/evidence-names.js';
+import { isSessionRecord } from '../evidence/evidence-records.js';
 import { relearnedSecrets } from './caller-secrets.js';
 import {
   SESSION_ID,
@@ -86,7 +88,7 @@ export async function adoptedSession(
   const sessionId = container.labels['roboguide.job'] ?? '';
   const claimId = container.labels['roboguide.claim'] ?? '';
   const stored = SESSION_ID.test(sessionId)
-    ? await deps.store.readJson<SessionRecord>(sessionRel(sessionId, 'session.json')).catch(() => null)
+    ? await deps.store.readJson(sessionRel(sessionId, SESSION_FILE), isSessionRecord).catch(() => null)
     : null;
   const reservation = claimId === '' ? null : await deps.registry.reservationForClaim(claimId);
   const reason = mismatch(container, stored, reservation, deps.batchId);

@@ -1,3 +1,4 @@
+import { SESSION_FILE } from '../../core/evidence-names.js';
 import { deviceRequestsFor } from '../../core/gpu/device-requests.js';
 import {
   containerLimitsOf,
@@ -93,7 +94,7 @@ export async function startContainer(
   const { record } = session;
   const limits = sessionLimits(body, deps.limitDefaults);
   await deps.store.ensureDir(sessionRel(record.session_id));
-  await deps.store.writeJsonAtomic(sessionRel(record.session_id, 'session.json'), record);
+  await deps.store.writeJsonAtomic(sessionRel(record.session_id, SESSION_FILE), record);
   return deps.engine.createAndStart({
     name: record.container_name,
     image: body.image,

@@ -1,3 +1,5 @@
+import { CLEANUP_FILE, SESSION_FILE } from '../../core/evidence-names.js';
+import { CleanupRecordSchema } from './schemas.js';
 import { randomUUID } from 'node:crypto';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -196,7 +198,7 @@ export class SessionManager {
       },
     );
     await deps.store
-      .writeJsonAtomic(sessionRel(sessionId, 'cleanup.json'), {
+      .writeJsonAtomic(sessionRel(sessionId, CLEANUP_FILE), {
         session_id: sessionId,
         container_id: '',
         reason: 'deleted',
@@ -233,7 +235,7 @@ export class SessionManager {
     session.record = { ...session.record, expires_at: new Date(expiresAtMs).toISOString() };
     try {
       await this.#deps.store.writeJsonAtomic(
-        sessionRel(session.record.session_id, 'session.json'),
+        sessionRel(session.record.session_id, SESSION_FILE),
         session.record,
       );
     } catch (err) {
@@ -466,7 +468,7 @@ export class SessionManager {
     if (session === undefined) {
       if (!SESSION_ID.test(sessionId)) throw ApiError.notFound(`session ${sessionId}`);
       const record = await this.#deps.store
-        .readJson<CleanupRecord>(sessionRel(sessionId, 'cleanup.json'))
+        .readJson(sessionRel(sessionId, CLEANUP_FILE), CleanupRecordSchema)
         .catch(() => null);
       if (record !== null) return record;
       throw ApiError.notFound(`session ${sessionId}`);
@@ -559,7 +561,7 @@ export class SessionManager {
 
   async #writeCleanup(cleanup: CleanupRecord): Promise<void> {
     await this.#deps.store
-      .writeJsonAtomic(sessionRel(cleanup.session_id, 'cleanup.json'), cleanup)
+      .writeJsonAtomic(sessionRel(cleanup.session_id, CLEANUP_FILE), cleanup)
       .catch((err: unknown) => {
         this.#deps.logger.error(
           { session: cleanup.session_id, error: (err as Error).message },
@@ -689,7 +691,7 @@ export class SessionManager {
   async #settleRecordedCleanup(sessionId: string): Promise<void> {
     if (!SESSION_ID.test(sessionId)) return;
     const record = await this.#deps.store
-      .readJson<CleanupRecord>(sessionRel(sessionId, 'cleanup.json'))
+      .readJson(sessionRel(sessionId, CLEANUP_FILE), CleanupRecordSchema)
       .catch(() => null);
     if (record === null || record.slot_released || !record.verified_absent) return;
     await this.#writeCleanup({

@@ -1,3 +1,4 @@
+import { SESSIONS_DIR } from '../../core/evidence-names.js';
 import type { LimitDefaults } from '../../core/pair-limits.js';
 import { join } from 'node:path';
 import type { Transform } from 'node:stream';
@@ -70,7 +71,7 @@ export interface Session {
 
 /** A session's folder under the evidence root, or a file in it. */
 export function sessionRel(sessionId: string, file?: string): string {
-  return file === undefined ? join('sessions', sessionId) : join('sessions', sessionId, file);
+  return file === undefined ? join(SESSIONS_DIR, sessionId) : join('sessions', sessionId, file);
 }
 
 /** The record of a session just admitted (no container yet). */

@@ -1,3 +1,4 @@
+import { RESULT_FILE, STDERR_LOG, STDOUT_LOG } from '../evidence-names.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
 import type { ResultRecord } from '../result.js';
 import { assignSlots, type Interval } from './slots.js';
@@ -9,9 +10,9 @@ import { wallDeadlineFromClaim } from '../wall-budget.js';
 const ms = (iso: string): number => new Date(iso).getTime();
 
 const LINKS = [
-  ['stdout', 'stdout.log'],
-  ['stderr', 'stderr.log'],
-  ['result', 'result.json'],
+  ['stdout', STDOUT_LOG],
+  ['stderr', STDERR_LOG],
+  ['result', RESULT_FILE],
 ] as const;
 
 function peakOf(result: ResultRecord | null): number | null {
