@@ -20,6 +20,10 @@ export interface SupervisorLoopPorts {
   readonly gpuPeaksMib: () => readonly number[];
   /** Append one record (the loop makes it best effort). */
   readonly journal: (event: SupervisorJournal) => Promise<void>;
+  /**
+   * Ask for status.json now. The loop never waits for the write (issue 26: it is off the pairs' critical path): writes
+   * are serialised and each builds the newest state when it starts; the supervisor waits for them before it exits.
+   */
   readonly writeStatus: () => Promise<void>;
   readonly statusSoon: () => void;
   /** Check the source pins and journal the check; true when they match. */
@@ -102,7 +106,8 @@ export class SupervisorLoop {
         this.#logPause(effect.reasons, effect.jobId, effect.cause);
         return undefined;
       case 'write_status':
-        return this.#ports.writeStatus();
+        void this.#bestEffort('status.json', () => this.#ports.writeStatus());
+        return undefined;
       case 'status_soon':
         this.#ports.statusSoon();
         return undefined;
