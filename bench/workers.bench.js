@@ -39,7 +39,7 @@ async function loadDist(dist) {
 }
 const ours = await loadDist(new URL('../dist/', import.meta.url).pathname);
 const baseline = process.env.BASELINE_DIST ? await loadDist(resolve(process.env.BASELINE_DIST)) : null;
-// BENCH_ONE_WORKER=0 leaves out the one-worker batches (issue 26's line needs only the two-worker ones).
+// BENCH_ONE_WORKER=0 leaves out the one-worker series, ours and the engine's (issue 26's line needs only the two-worker ones).
 const ONE_WORKER = process.env.BENCH_ONE_WORKER !== '0';
 const { SqliteCapacityRegistry } = ours;
 const root = await mkdtemp(join(tmpdir(), 'workers-bench-'));
@@ -155,7 +155,7 @@ try {
     if (ONE_WORKER) one.push(await batchOnce(1, run));
     two.push(await batchOnce(2, run));
     if (baseline !== null) twoBase.push(await batchOnce(2, run, baseline));
-    engineOne.push(await engineOnce(1));
+    if (ONE_WORKER) engineOne.push(await engineOnce(1));
     engineTwo.push(await engineOnce(2));
   }
   const oneMs = ONE_WORKER ? median(one) : NaN;
@@ -171,7 +171,7 @@ try {
   if (baseline !== null)
     console.log(`  2 workers, BASELINE_DIST : median ${s(median(twoBase))} s  [${twoBase.map(s).join(' ')}]`);
   console.log(`  ratio two/one : ${(twoMs / oneMs).toFixed(2)}  (aim <= 0.6)`);
-  const e1 = median(engineOne);
+  const e1 = ONE_WORKER ? median(engineOne) : NaN;
   const e2 = median(engineTwo);
   console.log(
     `  engine alone (docker run --rm, first alone, then 1 or 2 at a time): ${s(e1)} s / ${s(e2)} s  [${engineOne.map(s).join(' ')}] / [${engineTwo.map(s).join(' ')}]`,
