@@ -153,8 +153,10 @@ try {
   const engineTwo = [];
   for (let run = 0; run < RUNS; run += 1) {
     if (ONE_WORKER) one.push(await batchOnce(1, run));
+    // With a baseline, the two builds take turns going first (the load drifts within a run).
+    if (baseline !== null && run % 2 === 1) twoBase.push(await batchOnce(2, run, baseline));
     two.push(await batchOnce(2, run));
-    if (baseline !== null) twoBase.push(await batchOnce(2, run, baseline));
+    if (baseline !== null && run % 2 === 0) twoBase.push(await batchOnce(2, run, baseline));
     if (ONE_WORKER) engineOne.push(await engineOnce(1));
     engineTwo.push(await engineOnce(2));
   }
