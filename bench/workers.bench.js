@@ -4,26 +4,44 @@
 // The dispatch policy runs the first pair alone, so the best two workers can do is (1 + (N-1)/2) / N of serial
 // (0.525 for 20 pairs). Alternating runs, medians; prints the ratio two/one (aim <= 0.6) and the load average.
 // Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
-// then `npx node bench/workers.bench.js [pairs] [runs] [sleepSeconds]` (defaults 20, 3, 1).
+// then `npx node bench/workers.bench.js [pairs] [runs] [sleepSeconds]` (defaults 20, 3, 1). `BASELINE_DIST=<dist folder>`
+// adds the two-worker batch on another build, alternating; `BENCH_ONE_WORKER=0` leaves out the one-worker batches.
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { EvidenceStore } from '../dist/app/evidence/evidence-store.js';
-import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
-import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
-import { prepareBatch } from '../dist/app/batch/start-batch.js';
-import { supervise } from '../dist/app/batch/supervisor.js';
-import { systemClock } from '../dist/app/ports/clock.js';
-import { silentLogger } from '../dist/app/ports/logger.js';
-import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { elapsedMsSince, IMAGE, median } from './support.js';
 
 const PAIRS = Number(process.argv[2] ?? 20);
 const RUNS = Number(process.argv[3] ?? 3);
 const SLEEP_S = Number(process.argv[4] ?? 1);
 
-const runtime = createContainerRuntime();
+/**
+ * The compiled output a batch runs on: ours (`dist/`) and, with `BASELINE_DIST=<folder>` (the `dist/` of a build of
+ * another commit, with `node_modules` beside it), the same batch on that build, alternating, side by side.
+ */
+async function loadDist(dist) {
+  const at = (rel) => import(pathToFileURL(join(dist, rel)).href);
+  return {
+    EvidenceStore: (await at('app/evidence/evidence-store.js')).EvidenceStore,
+    NodeFileSystem: (await at('adapters/fs/node-file-system.js')).NodeFileSystem,
+    SqliteCapacityRegistry: (await at('adapters/registry/sqlite-capacity-registry.js'))
+      .SqliteCapacityRegistry,
+    prepareBatch: (await at('app/batch/start-batch.js')).prepareBatch,
+    supervise: (await at('app/batch/supervisor.js')).supervise,
+    systemClock: (await at('app/ports/clock.js')).systemClock,
+    silentLogger: (await at('app/ports/logger.js')).silentLogger,
+    createContainerRuntime: (await at('composition-root.js')).createContainerRuntime,
+    createExecutePairDeps: (await at('composition-root.js')).createExecutePairDeps,
+    hostIdentity: (await at('composition-root.js')).hostIdentity,
+  };
+}
+const ours = await loadDist(new URL('../dist/', import.meta.url).pathname);
+const baseline = process.env.BASELINE_DIST ? await loadDist(resolve(process.env.BASELINE_DIST)) : null;
+// BENCH_ONE_WORKER=0 leaves out the one-worker series, ours and the engine's (issue 26's line needs only the two-worker ones).
+const ONE_WORKER = process.env.BENCH_ONE_WORKER !== '0';
+const { SqliteCapacityRegistry } = ours;
 const root = await mkdtemp(join(tmpdir(), 'workers-bench-'));
 const registryPath = join(root, 'registry.db');
 const setup = SqliteCapacityRegistry.open({ path: registryPath });
@@ -31,8 +49,21 @@ setup.setLimits({ maxReservations: 2, gpuMib: null });
 setup.close();
 
 /** One whole batch of PAIRS pairs with `workers` workers; returns its makespan (prepare excluded) in ms. */
-async function batchOnce(workers, index) {
-  const name = `w${workers}-${index}`;
+async function batchOnce(workers, index, lib = ours) {
+  const {
+    EvidenceStore,
+    NodeFileSystem,
+    SqliteCapacityRegistry,
+    prepareBatch,
+    supervise,
+    systemClock,
+    silentLogger,
+    createContainerRuntime,
+    createExecutePairDeps,
+    hostIdentity,
+  } = lib;
+  const runtime = createContainerRuntime();
+  const name = `w${workers}-${index}${lib === ours ? '' : '-base'}`;
   const dir = join(root, name);
   const manifest = {
     schema: 'roboguide.e1.batch/v0.1',
@@ -53,7 +84,7 @@ async function batchOnce(workers, index) {
   const output = join(dir, 'batch');
   const fs = new NodeFileSystem();
   await prepareBatch(
-    { fs, runtime, clock: systemClock },
+    { fs, runtime, clock: systemClock, host: hostIdentity },
     { manifestPath, output, registryPath, bindAddress: '127.0.0.1', environment: {}, codeVersion: 'bench' },
   );
   const registry = SqliteCapacityRegistry.open({ path: registryPath });
@@ -117,15 +148,19 @@ try {
   const loadBefore = loadavg()[0];
   const one = [];
   const two = [];
+  const twoBase = [];
   const engineOne = [];
   const engineTwo = [];
   for (let run = 0; run < RUNS; run += 1) {
-    one.push(await batchOnce(1, run));
+    if (ONE_WORKER) one.push(await batchOnce(1, run));
+    // With a baseline, the two builds take turns going first (the load drifts within a run).
+    if (baseline !== null && run % 2 === 1) twoBase.push(await batchOnce(2, run, baseline));
     two.push(await batchOnce(2, run));
-    engineOne.push(await engineOnce(1));
+    if (baseline !== null && run % 2 === 0) twoBase.push(await batchOnce(2, run, baseline));
+    if (ONE_WORKER) engineOne.push(await engineOnce(1));
     engineTwo.push(await engineOnce(2));
   }
-  const oneMs = median(one);
+  const oneMs = ONE_WORKER ? median(one) : NaN;
   const twoMs = median(two);
   const s = (v) => (v / 1000).toFixed(1);
   console.log(
@@ -135,8 +170,10 @@ try {
     `  1 worker  : median ${s(oneMs)} s  [${one.map(s).join(' ')}]  (${(oneMs / PAIRS).toFixed(0)} ms per pair)`,
   );
   console.log(`  2 workers : median ${s(twoMs)} s  [${two.map(s).join(' ')}]`);
+  if (baseline !== null)
+    console.log(`  2 workers, BASELINE_DIST : median ${s(median(twoBase))} s  [${twoBase.map(s).join(' ')}]`);
   console.log(`  ratio two/one : ${(twoMs / oneMs).toFixed(2)}  (aim <= 0.6)`);
-  const e1 = median(engineOne);
+  const e1 = ONE_WORKER ? median(engineOne) : NaN;
   const e2 = median(engineTwo);
   console.log(
     `  engine alone (docker run --rm, first alone, then 1 or 2 at a time): ${s(e1)} s / ${s(e2)} s  [${engineOne.map(s).join(' ')}] / [${engineTwo.map(s).join(' ')}]`,
@@ -147,6 +184,10 @@ try {
   console.log(
     `  issue 26: 2 workers / docker run --rm two at a time : ${(twoMs / e2).toFixed(2)}  (aim <= 1.15)`,
   );
+  if (baseline !== null)
+    console.log(
+      `  issue 26, BASELINE_DIST: 2 workers / docker run --rm two at a time : ${(median(twoBase) / e2).toFixed(2)}`,
+    );
 } finally {
   await rm(root, { recursive: true, force: true });
 }

@@ -130,6 +130,11 @@ export interface ExecutePairInput {
   readonly allowedHttpStatuses: readonly number[];
   readonly terminate?: AbortSignal;
   readonly onCreated?: (containerId: string) => Promise<void>;
+  /**
+   * The launch-time mount guard, resolved ahead by the caller (`mountGuardFor`; a batch resolves it while the claim
+   * is written, issue 26). Absent: resolved here. Ignored on reattach.
+   */
+  readonly mountGuard?: Promise<MountGuard>;
   /** Reattach to the container of an earlier supervisor (resume), claimed at `claimedAtMs`. */
   readonly reattach?: { readonly containerId: string; readonly claimedAtMs: number };
   /** The wall budget: the claim time plus `timeout_seconds`, in epoch ms (src/core/wall-budget.ts). */
@@ -235,7 +240,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   // time, never through a link), and its private outcome folder.
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
-  const guard = input.reattach ? null : await mountGuardFor(deps, input);
+  const guard = input.reattach ? null : await (input.mountGuard ?? mountGuardFor(deps, input));
   const paths: PairPaths = {
     sessionsRel,
     sessionsAbs: join(store.root, sessionsRel),
@@ -298,8 +303,14 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   };
 }
 
-/** The launch-time mount guard of one pair (src/app/mount-guard.ts), with the rules resolved to real paths now. */
-async function mountGuardFor(deps: ExecutePairDeps, input: ExecutePairInput): Promise<MountGuard> {
+/**
+ * The launch-time mount guard of one pair (src/app/mount-guard.ts), with the rules resolved to real paths now. It
+ * only reads (realpath, lstat): resolving it before the claim is durable changes nothing on disk.
+ */
+export async function mountGuardFor(
+  deps: Pick<ExecutePairDeps, 'fs' | 'hostMountRules' | 'mountOwners'>,
+  input: Pick<ExecutePairInput, 'mountRules' | 'store'>,
+): Promise<MountGuard> {
   const host = (await deps.hostMountRules?.()) ?? {};
   const rules = await resolveProtected(deps.fs, {
     ...host,

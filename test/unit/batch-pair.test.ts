@@ -19,6 +19,7 @@ import {
 } from '../../src/app/batch/layout.js';
 import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { parseManifest, type Manifest } from '../../src/core/manifest/index.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../support/fake-pair-world.js';
@@ -74,7 +75,10 @@ const batch: BatchRecord = {
   gpu_observation: null,
 };
 
-function setUp(fs: FileSystem = new NodeFileSystem()): {
+function setUp(
+  fs: FileSystem = new NodeFileSystem(),
+  executeOverrides: Partial<ExecutePairDeps> = {},
+): {
   deps: BatchPairDeps;
   ctx: BatchPairContext;
   store: EvidenceStore;
@@ -85,7 +89,7 @@ function setUp(fs: FileSystem = new NodeFileSystem()): {
   const deps: BatchPairDeps = {
     store,
     registry,
-    execute: fakeExecuteDeps(runtime, new FakeHost()),
+    execute: fakeExecuteDeps(runtime, new FakeHost(), executeOverrides),
     journal: (type, fields) => {
       journal.push({ type, fields });
       return Promise.resolve();
@@ -114,6 +118,49 @@ describe('dispatchPair', () => {
     expect(claimed.fields['deadline']).toBe('2026-12-03T08:01:00.000Z');
     expect(journal.map((e) => e.type)).toContain('container_created');
     expect(await registry.held()).toEqual([]);
+  });
+
+  it('the launch mount rules resolve while the claim is written, and the container is created after both (issue 26)', async () => {
+    const fs = new FaultyFileSystem(new NodeFileSystem());
+    const { deps, ctx, m } = setUp(fs, { fs });
+    const attempt = await dispatchPair(deps, ctx, m.jobs[0]!, env, () => undefined);
+    expect(attempt.kind).toBe('ran');
+    const firstRealpath = fs.calls.findIndex((c) => c.op === 'realpath');
+    const claimLinked = fs.calls.findIndex((c) => c.op === 'link' && /receipt\.json$/.test(c.paths[1] ?? ''));
+    expect(firstRealpath).toBeGreaterThanOrEqual(0);
+    expect(claimLinked).toBeGreaterThanOrEqual(0);
+    expect(firstRealpath).toBeLessThan(claimLinked);
+    expect(runtime.created).toBe(1);
+  });
+
+  it('a claim that fails while the mount rules resolve creates nothing and leaves no stray rejection', async () => {
+    const { deps, ctx, store, m } = setUp(new NodeFileSystem(), {
+      hostMountRules: () => Promise.reject(new Error('engine data root unreadable')),
+    });
+    await store.ensureDir('jobs/j1');
+    await store.publishExclusive('jobs/j1/receipt.json', { left: 'over' });
+    const stray: unknown[] = [];
+    const onStray = (err: unknown): number => stray.push(err);
+    process.on('unhandledRejection', onStray);
+    try {
+      const attempt = await dispatchPair(deps, ctx, m.jobs[0]!, env, () => undefined);
+      expect(attempt).toEqual({ kind: 'claim_failed', reason: 'already_claimed' });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    } finally {
+      process.off('unhandledRejection', onStray);
+    }
+    expect(stray).toEqual([]);
+    expect(runtime.created).toBe(0);
+  });
+
+  it('mount rules that cannot be resolved fail the claimed pair before any create', async () => {
+    const { deps, ctx, m } = setUp(new NodeFileSystem(), {
+      hostMountRules: () => Promise.reject(new Error('engine data root unreadable')),
+    });
+    await expect(dispatchPair(deps, ctx, m.jobs[0]!, env, () => undefined)).rejects.toThrow(
+      'engine data root unreadable',
+    );
+    expect(runtime.created).toBe(0);
   });
 
   it('a full host is a refusal: no receipt, nothing held', async () => {

@@ -55,6 +55,8 @@ class FakeWorld {
   sourcesOk: boolean[] = [true];
   journalFails = false;
   waits: number[] = [];
+  /** What writeStatus returns (default: done at once); a test holds it to play a slow disk. */
+  statusWrite: () => Promise<void> = () => Promise.resolve();
   /** Resolves the loop's wait: immediately, unless a test holds it. */
   delay: (ms: number) => Promise<void> = () => Promise.resolve();
   dispatchThrows = false;
@@ -84,7 +86,7 @@ class FakeWorld {
       },
       writeStatus: () => {
         this.log.push('status');
-        return Promise.resolve();
+        return this.statusWrite();
       },
       statusSoon: () => this.log.push('status_soon'),
       checkSources: (phase) => {
@@ -152,6 +154,42 @@ describe('SupervisorLoop', () => {
     ]);
     expect(loop.state.finishedCount).toBe(2);
     expect(loop.handles()).toEqual([]);
+  });
+
+  it('a status.json write still under way never holds back the next dispatch (issue 26)', async () => {
+    const world = new FakeWorld();
+    const loop = loopOf(world, ['a', 'b']);
+    world.delay = () => new Promise(() => undefined);
+    const write = new Gate<void>();
+    world.statusWrite = () => write.promise;
+    const running = loop.run();
+    await flush();
+    world.gates.get('a')?.resolve({ kind: 'finished', classification: 'completed', pauseReasons: [] });
+    await flush();
+    // a's status write has not finished, yet b is already on its way.
+    expect(world.log).toContain('dispatch:b');
+    expect(loop.state.inFlight).toEqual(new Set(['b']));
+    world.gates.get('b')?.resolve({ kind: 'finished', classification: 'completed', pauseReasons: [] });
+    write.resolve();
+    await running;
+    await loop.settled();
+    expect(loop.state.finishedCount).toBe(2);
+  });
+
+  it('a status.json write that fails is logged and the loop goes on', async () => {
+    const world = new FakeWorld();
+    world.statusWrite = () => Promise.reject(new Error('ENOSPC'));
+    const loop = loopOf(world, ['a']);
+    const running = loop.run();
+    await flush();
+    world.gates.get('a')?.resolve({ kind: 'finished', classification: 'completed', pauseReasons: [] });
+    await running;
+    await loop.settled();
+    await flush();
+    expect(loop.state.finishedCount).toBe(1);
+    expect(world.logger.lines.some((l) => l.level === 'error' && l.fields['what'] === 'status.json')).toBe(
+      true,
+    );
   });
 
   it('a source mismatch before the first dispatch pauses and leaves without dispatching', async () => {

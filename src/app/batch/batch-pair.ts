@@ -7,7 +7,8 @@ import { buildReceipt, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineMs } from '../../core/wall-budget.js';
 import { effectiveLimits, limitDefaults } from '../../core/pair-limits.js';
-import { executePair, type ExecutePairDeps } from '../execute-pair.js';
+import { executePair, mountGuardFor, type ExecutePairDeps } from '../execute-pair.js';
+import type { MountGuard } from '../mount-guard.js';
 import { failpoint, pausepoint } from '../failpoints.js';
 import { admitOnNodes } from '../admission.js';
 import { expectedGpuMib } from '../../core/admission-rule.js';
@@ -148,6 +149,9 @@ export async function dispatchPair(
     network: job.network,
     runtime: jobRuntime(ctx.manifest, job),
   });
+  // The launch's mount rules resolve (reads only) while the claim is written (issue 26); awaited before the create.
+  const mountGuard = mountGuardFor(deps.execute, { store, mountRules: batchMountRules(ctx.batch) });
+  mountGuard.catch(() => undefined);
   const refused = await publishClaim(deps, job, receipt, reservationId);
   if (refused !== null) return refused;
   failpoint('after_claim');
@@ -173,7 +177,7 @@ export async function dispatchPair(
     deps,
     ctx,
     placedJob,
-    { claimId, secrets: env.secrets, values: env.values, handle, deadlineMs },
+    { claimId, secrets: env.secrets, values: env.values, handle, deadlineMs, mountGuard },
     {
       onCreated: async (containerId) => {
         handle.containerId = containerId;
@@ -200,6 +204,7 @@ export async function executeInBatch(
     secrets: readonly string[];
     handle: RunningHandle;
     deadlineMs: number;
+    mountGuard?: Promise<MountGuard>;
   },
   how:
     | { onCreated: (containerId: string) => Promise<void> }
@@ -226,6 +231,7 @@ export async function executeInBatch(
     deadlineMs: run.deadlineMs,
     readOutcome: (path) => deps.execute.outcomes.read(path),
     mountRules: batchMountRules(ctx.batch),
+    ...(run.mountGuard !== undefined ? { mountGuard: run.mountGuard } : {}),
     limits: effectiveLimits(
       job,
       ctx.batch.pair_limit_defaults ??

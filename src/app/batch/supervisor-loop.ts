@@ -22,6 +22,10 @@ export interface SupervisorLoopPorts {
   readonly gpuPeaksMib: () => readonly number[];
   /** Append one record (the loop makes it best effort). */
   readonly journal: (event: SupervisorJournal) => Promise<void>;
+  /**
+   * Ask for status.json now. The loop never waits for the write (issue 26: it is off the pairs' critical path): writes
+   * are serialised and each builds the newest state when it starts; the supervisor waits for them before it exits.
+   */
   readonly writeStatus: () => Promise<void>;
   readonly statusSoon: () => void;
   /** Check the source pins and journal the check; true when they match. */
@@ -110,7 +114,10 @@ export class SupervisorLoop {
     log_pause: (effect) => {
       this.#logPause(effect.reasons, effect.jobId, effect.cause);
     },
-    write_status: () => this.#ports.writeStatus(),
+    // Never awaited (issue 26: off the pairs' critical path); the supervisor waits for pending writes before it exits.
+    write_status: () => {
+      void this.#bestEffort('status.json', () => this.#ports.writeStatus());
+    },
     status_soon: () => {
       this.#ports.statusSoon();
     },
