@@ -7,7 +7,7 @@ import { extract, pack } from 'tar-stream';
 import { describe, expect, it } from 'vitest';
 import { downloadTar, fileError, userParam, type FileTarget } from '../../src/adapters/serve-files.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
-import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
+import type { ExecHandle, SessionEngine } from '../../src/app/ports/container-runtime.js';
 
 /** What a failed file command in the container means for the API, from the messages busybox and GNU tools print. */
 const target = (user = ''): FileTarget => ({

@@ -9,7 +9,7 @@ import { ApiError } from '../../src/app/serve/api-error.js';
 import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { adoptedSession } from '../../src/app/serve/session-adopt.js';
 import { checkCreate, startContainer, type CreateDeps } from '../../src/app/serve/session-create.js';
-import type { SessionEngine } from '../../src/app/serve/session-engine.js';
+import type { SessionEngine } from '../../src/app/ports/container-runtime.js';
 import {
   SESSION_SCHEMA,
   sessionOf as freshSession,

@@ -28,7 +28,7 @@ import type {
   SessionContainerInfo,
   SessionContainerSpec,
   SessionEngine,
-} from '../../src/app/serve/session-engine.js';
+} from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 
 /**

@@ -18,7 +18,7 @@ import type {
   SessionContainerInfo,
   SessionContainerSpec,
   SessionEngine,
-} from '../../src/app/serve/session-engine.js';
+} from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 
 /** A hand-written engine: containers in a map; `stuck` ids survive remove (an engine that will not delete). */

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { CapacityRegistry, ReleaseResult } from '../../src/app/ports/capacity-registry.js';
 import { releaseSlot, removeVerified } from '../../src/app/serve/session-deletion.js';
-import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
+import type { ExecHandle, SessionEngine } from '../../src/app/ports/container-runtime.js';
 import { execResult, runExec, type ExecRun } from '../../src/app/serve/session-exec.js';
 import {
   adoptedRecord,

@@ -12,10 +12,11 @@ import type {
   SessionDetail,
   SessionInfo,
 } from './schemas.js';
-import type { ContainerDefaults, PublishedPort } from './session-engine.js';
+import type { ContainerDefaults, PublishedPort } from '../ports/container-runtime.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
-import { releaseSlot, removeVerified } from './session-deletion.js';
+import { releaseSlot } from './session-deletion.js';
+import { describeRemovalFailure, verifiedRemoval } from '../remove-and-verify.js';
 import {
   newSessionRecord,
   SESSION_ID,
@@ -490,8 +491,15 @@ export class SessionManager {
     const containerId = record.container_id;
     if (session.removal === null) {
       session.state = 'deleting';
-      const removal = await removeVerified(deps.engine, containerId, deps.stopBudgetSec);
-      if (!removal.verified) {
+      const removal =
+        containerId === null
+          ? { stopped: false, removed: false, verified_absent: true, failure: null }
+          : await verifiedRemoval(
+              { runtime: deps.engine, logger: deps.logger, verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs },
+              containerId,
+              deps.stopBudgetSec,
+            );
+      if (!removal.verified_absent) {
         // Not proven gone: keep the slot and let a later DELETE (or the reaper) try again.
         session.state = 'live';
         session.deletionReason = null;
@@ -505,7 +513,7 @@ export class SessionManager {
           removed: removal.removed,
           verified_absent: false,
           slot_released: false,
-          error: removal.error,
+          error: describeRemovalFailure(removal.failure),
         });
       }
       session.removal = { stopped: removal.stopped, removed: removal.removed };

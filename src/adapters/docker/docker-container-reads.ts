@@ -1,0 +1,67 @@
+import type { Readable } from 'node:stream';
+import type Docker from 'dockerode';
+
+/** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest events. */
+const ENGINE_EVENT_BUFFER = 256;
+
+/**
+ * A container's changes list (`GET /containers/{id}/changes`), read as a stream within `maxBytes` (a hostile pair's
+ * layer of millions of files makes a huge list): past it, an error. Errors are the caller's to map.
+ */
+export async function changesList(
+  docker: Docker,
+  id: string,
+  abortSignal: AbortSignal,
+  maxBytes: number,
+): Promise<{ Path: string }[] | null> {
+  const stream = await new Promise<Readable>((resolve, reject) => {
+    docker.modem.dial(
+      {
+        path: `/containers/${encodeURIComponent(id)}/changes`,
+        method: 'GET',
+        isStream: true,
+        abortSignal,
+        statusCodes: { 200: true, 404: 'no such container', 500: 'server error' },
+      },
+      (err: Error | null, data: unknown) => (err ? reject(err) : resolve(data as Readable)),
+    );
+  });
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  try {
+    for await (const chunk of stream) {
+      bytes += (chunk as Buffer).length;
+      if (bytes > maxBytes) throw new Error(`the changes list is over ${maxBytes} bytes`);
+      chunks.push(chunk as Buffer);
+    }
+  } finally {
+    stream.destroy();
+  }
+  return JSON.parse(Buffer.concat(chunks).toString('utf8')) as { Path: string }[] | null;
+}
+
+/** The buffered engine events of one container since `sinceMs` (ContainerRuntime.containerEventsSince). */
+export async function containerEvents(
+  docker: Docker,
+  id: string,
+  sinceMs: number,
+  abortSignal: AbortSignal,
+): Promise<{ actions: readonly string[]; complete: boolean }> {
+  // With `until` the engine replays what it buffered and ends the stream. Unfiltered, to count the buffer.
+  const stream = (await docker.getEvents({
+    since: Math.floor(sinceMs / 1000),
+    until: Math.ceil(Date.now() / 1000),
+    abortSignal,
+  } as Docker.GetEventsOptions)) as unknown as Readable;
+  let text = '';
+  for await (const chunk of stream) text += String(chunk);
+  const events = text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as { Type?: string; Action?: string; Actor?: { ID?: string } });
+  const actions = events
+    .filter((e) => e.Type === 'container' && e.Actor?.ID === id && typeof e.Action === 'string')
+    .map((e) => e.Action as string);
+  // Oldest events are dropped first: fewer than a full buffer since `sinceMs` means none of those was dropped.
+  return { actions, complete: events.length < ENGINE_EVENT_BUFFER };
+}
