@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
+import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
 
 /** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest events. */
 const ENGINE_EVENT_BUFFER = 256;
@@ -64,4 +65,30 @@ export async function containerEvents(
     .map((e) => e.Action as string);
   // Oldest events are dropped first: fewer than a full buffer since `sinceMs` means none of those was dropped.
   return { actions, complete: events.length < ENGINE_EVENT_BUFFER };
+}
+
+/** A container's state from its inspect (a zero time, `0001-…`, is no time). */
+export function containerStateOf(c: Docker.ContainerInspectInfo): ContainerState {
+  return {
+    id: c.Id,
+    status: c.State.Status as ContainerStatus,
+    exitCode: c.State.Status === 'exited' || c.State.Status === 'dead' ? c.State.ExitCode : null,
+    oomKilled: c.State.OOMKilled,
+    startedAt: c.State.StartedAt && !c.State.StartedAt.startsWith('0001') ? c.State.StartedAt : null,
+    finishedAt: c.State.FinishedAt && !c.State.FinishedAt.startsWith('0001') ? c.State.FinishedAt : null,
+    labels: c.Config.Labels ?? {},
+  };
+}
+
+/** A container's state from a list: id, state and labels (nothing else is known from a list). */
+export function listedStateOf(c: Docker.ContainerInfo): ContainerState {
+  return {
+    id: c.Id,
+    status: c.State as ContainerStatus,
+    exitCode: null,
+    oomKilled: false,
+    startedAt: null,
+    finishedAt: null,
+    labels: c.Labels ?? {},
+  };
 }

@@ -6,7 +6,6 @@ import type {
   ContainerRuntime,
   ContainerSpec,
   ContainerState,
-  ContainerStatus,
   EngineInfo,
   RemoveResult,
   WaitResult,
@@ -19,7 +18,7 @@ import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
-import { changesList, containerEvents } from './docker-container-reads.js';
+import { changesList, containerEvents, containerStateOf, listedStateOf } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
 import { engineProductOf, engineRuntimesOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
@@ -151,13 +150,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async imageExists(image: string): Promise<boolean> {
-    try {
-      await this.docker.getImage(image).inspect();
-      return true;
-    } catch (err) {
-      if (statusOf(err) === 404) return false;
-      throw toEngineError(err, 'inspect an image', image);
-    }
+    return (await this.imageId(image)) !== null;
   }
 
   async imageId(image: string): Promise<string | null> {
@@ -290,66 +283,56 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  async inspect(id: string): Promise<ContainerState | null> {
+  /** The engine's inspect of a container (`size`: with its writable layer's size); null on 404. */
+  async inspectRaw<T = Docker.ContainerInspectInfo>(
+    id: string,
+    options: { readonly size?: boolean } = {},
+    action = 'inspect a container',
+  ): Promise<T | null> {
     try {
-      const c = await this.docker.getContainer(id).inspect(this.#deadline());
-      return {
-        id: c.Id,
-        status: c.State.Status as ContainerStatus,
-        exitCode: c.State.Status === 'exited' || c.State.Status === 'dead' ? c.State.ExitCode : null,
-        oomKilled: c.State.OOMKilled,
-        startedAt: c.State.StartedAt && !c.State.StartedAt.startsWith('0001') ? c.State.StartedAt : null,
-        finishedAt: c.State.FinishedAt && !c.State.FinishedAt.startsWith('0001') ? c.State.FinishedAt : null,
-        labels: c.Config.Labels ?? {},
-      };
+      return (await this.docker.getContainer(id).inspect({ ...options, ...this.#deadline() } as object)) as T;
     } catch (err) {
       if (statusOf(err) === 404) return null;
-      throw toEngineError(err, 'inspect a container');
+      throw toEngineError(err, action);
     }
+  }
+
+  async inspect(id: string): Promise<ContainerState | null> {
+    const c = await this.inspectRaw(id);
+    return c && containerStateOf(c);
   }
 
   async gpuGrantOf(id: string): Promise<GpuGrant | null> {
-    try {
-      const c = (await this.docker.getContainer(id).inspect(this.#deadline())) as {
-        HostConfig?: { DeviceRequests?: unknown[] | null; Devices?: { PathOnHost?: string }[] | null };
-      };
-      const requests = Array.isArray(c.HostConfig?.DeviceRequests) ? c.HostConfig.DeviceRequests.length : 0;
-      const devices = Array.isArray(c.HostConfig?.Devices) ? c.HostConfig.Devices : [];
-      return {
-        deviceRequests: requests,
-        cdiDevices: devices.filter((d) => CDI_DEVICE_NAME.test(d.PathOnHost ?? '')).length,
-      };
-    } catch (err) {
-      if (statusOf(err) === 404) return null;
-      throw toEngineError(err, 'inspect a container');
-    }
+    const c = await this.inspectRaw<{
+      HostConfig?: { DeviceRequests?: unknown[] | null; Devices?: { PathOnHost?: string }[] | null };
+    }>(id);
+    if (c === null) return null;
+    const devices = Array.isArray(c.HostConfig?.Devices) ? c.HostConfig.Devices : [];
+    return {
+      deviceRequests: Array.isArray(c.HostConfig?.DeviceRequests) ? c.HostConfig.DeviceRequests.length : 0,
+      cdiDevices: devices.filter((d) => CDI_DEVICE_NAME.test(d.PathOnHost ?? '')).length,
+    };
   }
 
   async writableLayerBytes(id: string): Promise<number | null> {
-    try {
-      const c = (await this.docker
-        .getContainer(id)
-        .inspect({ size: true, ...this.#deadline() } as object)) as { SizeRw?: number };
-      return typeof c.SizeRw === 'number' && c.SizeRw >= 0 ? c.SizeRw : 0;
-    } catch (err) {
-      if (statusOf(err) === 404) return null;
-      throw toEngineError(err, "measure a container's writable layer");
-    }
+    const c = await this.inspectRaw<{ SizeRw?: number }>(
+      id,
+      { size: true },
+      "measure a container's writable layer",
+    );
+    if (c === null) return null;
+    return typeof c.SizeRw === 'number' && c.SizeRw >= 0 ? c.SizeRw : 0;
   }
 
   async environmentOf(id: string): Promise<Record<string, string> | null> {
-    try {
-      const c = await this.docker.getContainer(id).inspect(this.#deadline());
-      const env: Record<string, string> = {};
-      for (const entry of c.Config.Env ?? []) {
-        const at = entry.indexOf('=');
-        if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1);
-      }
-      return env;
-    } catch (err) {
-      if (statusOf(err) === 404) return null;
-      throw toEngineError(err, 'inspect a container');
+    const c = await this.inspectRaw(id);
+    if (c === null) return null;
+    const env: Record<string, string> = {};
+    for (const entry of c.Config.Env ?? []) {
+      const at = entry.indexOf('=');
+      if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1);
     }
+    return env;
   }
 
   async getArchive(id: string, path: string): Promise<Readable | null> {
@@ -393,15 +376,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         all: true,
         filters: { label: Object.entries(labels).map(([k, v]) => (v === '' ? k : `${k}=${v}`)) },
       });
-      return list.map((c) => ({
-        id: c.Id,
-        status: c.State as ContainerStatus,
-        exitCode: null,
-        oomKilled: false,
-        startedAt: null,
-        finishedAt: null,
-        labels: c.Labels ?? {},
-      }));
+      return list.map(listedStateOf);
     } catch (err) {
       throw toEngineError(err, 'list containers');
     }

@@ -18,7 +18,7 @@ import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 import { createOptions } from './container-create.js';
 import { demultiplex } from './demux.js';
 import type { DockerContainerRuntime } from './docker-container-runtime.js';
-import { EngineError, statusOf, toEngineError } from './engine-error.js';
+import { EngineError, toEngineError } from './engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 const START_TIMEOUT_MS = 180_000;
@@ -260,32 +260,19 @@ export class DockerSessionEngine implements SessionEngine {
   }
 
   async detail(id: string): Promise<SessionContainerDetail | null> {
-    try {
-      const c = await this.#docker
-        .getContainer(id)
-        .inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
-      const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
-      const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
-      return {
-        workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir,
-        user: c.Config.User,
-        ipAddress: ip,
-      };
-    } catch (err) {
-      if (statusOf(err) === 404) return null;
-      throw toEngineError(err, 'inspect a container');
-    }
+    const c = await this.#runtime.inspectRaw(id);
+    if (c === null) return null;
+    const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
+    const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
+    return {
+      workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir,
+      user: c.Config.User,
+      ipAddress: ip,
+    };
   }
 
   async containerDefaults(id: string): Promise<ContainerDefaults | null> {
-    try {
-      const config = (
-        await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })
-      ).Config;
-      return { workingDir: config.WorkingDir ?? '', user: config.User ?? '' };
-    } catch (err) {
-      if (statusOf(err) === 404) return null;
-      throw toEngineError(err, 'inspect a container');
-    }
+    const c = await this.#runtime.inspectRaw(id);
+    return c && { workingDir: c.Config.WorkingDir ?? '', user: c.Config.User ?? '' };
   }
 }

@@ -495,7 +495,11 @@ export class SessionManager {
         containerId === null
           ? { stopped: false, removed: false, verified_absent: true, failure: null }
           : await verifiedRemoval(
-              { runtime: deps.engine, logger: deps.logger, verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs },
+              {
+                runtime: deps.engine,
+                logger: deps.logger,
+                verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs,
+              },
               containerId,
               deps.stopBudgetSec,
             );
