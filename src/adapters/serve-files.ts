@@ -19,7 +19,7 @@ import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './safe-extract.js';
  */
 
 export interface FileTarget {
-  readonly engine: SessionEngine;
+  readonly engine: Pick<SessionEngine, 'exec'>;
   readonly containerId: string;
   /** The user the command runs as ('' = the container's default). */
   readonly user: string;

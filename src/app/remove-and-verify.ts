@@ -77,12 +77,13 @@ export async function verifiedRemoval(
         step = 'stop';
         stopped = false;
         await runtime.stop(containerId, stopBudgetSec);
-        stopped = true;
       }
+      stopped = true;
       step = 'remove';
       removed = (await runtime.remove(containerId)) === 'removed' || removed;
       failpoint('remove:requested');
     } catch (err) {
+      // Not removed in this round (nor when the inspect or the stop failed): its looks, then the next round.
       failure = failureOf(step, err);
       logger.warn(
         { container: containerId, attempt: attempts, step, err: errorKind(err) },

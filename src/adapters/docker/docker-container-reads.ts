@@ -1,9 +1,26 @@
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
+import { statusOf, toEngineError } from './engine-error.js';
 
 /** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest events. */
 const ENGINE_EVENT_BUFFER = 256;
+
+/** The engine's inspect of a container (`size`: with its writable layer's size); null on 404, else an EngineError. */
+export async function inspectOr404<T = Docker.ContainerInspectInfo>(
+  docker: Docker,
+  id: string,
+  abortSignal: AbortSignal,
+  options: { readonly size?: boolean } = {},
+  action = 'inspect a container',
+): Promise<T | null> {
+  try {
+    return (await docker.getContainer(id).inspect({ ...options, abortSignal } as object)) as T;
+  } catch (err) {
+    if (statusOf(err) === 404) return null;
+    throw toEngineError(err, action);
+  }
+}
 
 /**
  * A container's changes list (`GET /containers/{id}/changes`), read as a stream within `maxBytes` (a hostile pair's

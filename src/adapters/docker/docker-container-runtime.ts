@@ -18,7 +18,13 @@ import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
-import { changesList, containerEvents, containerStateOf, listedStateOf } from './docker-container-reads.js';
+import {
+  changesList,
+  containerEvents,
+  containerStateOf,
+  inspectOr404,
+  listedStateOf,
+} from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
 import { engineProductOf, engineRuntimesOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
@@ -283,27 +289,21 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  /** The engine's inspect of a container (`size`: with its writable layer's size); null on 404. */
-  async inspectRaw<T = Docker.ContainerInspectInfo>(
+  async #inspectRaw<T = Docker.ContainerInspectInfo>(
     id: string,
     options: { readonly size?: boolean } = {},
-    action = 'inspect a container',
+    action?: string,
   ): Promise<T | null> {
-    try {
-      return (await this.docker.getContainer(id).inspect({ ...options, ...this.#deadline() } as object)) as T;
-    } catch (err) {
-      if (statusOf(err) === 404) return null;
-      throw toEngineError(err, action);
-    }
+    return inspectOr404<T>(this.docker, id, this.#deadline().abortSignal, options, action);
   }
 
   async inspect(id: string): Promise<ContainerState | null> {
-    const c = await this.inspectRaw(id);
+    const c = await this.#inspectRaw(id);
     return c && containerStateOf(c);
   }
 
   async gpuGrantOf(id: string): Promise<GpuGrant | null> {
-    const c = await this.inspectRaw<{
+    const c = await this.#inspectRaw<{
       HostConfig?: { DeviceRequests?: unknown[] | null; Devices?: { PathOnHost?: string }[] | null };
     }>(id);
     if (c === null) return null;
@@ -315,7 +315,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async writableLayerBytes(id: string): Promise<number | null> {
-    const c = await this.inspectRaw<{ SizeRw?: number }>(
+    const c = await this.#inspectRaw<{ SizeRw?: number }>(
       id,
       { size: true },
       "measure a container's writable layer",
@@ -325,7 +325,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async environmentOf(id: string): Promise<Record<string, string> | null> {
-    const c = await this.inspectRaw(id);
+    const c = await this.#inspectRaw(id);
     if (c === null) return null;
     const env: Record<string, string> = {};
     for (const entry of c.Config.Env ?? []) {

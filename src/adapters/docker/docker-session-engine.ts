@@ -17,6 +17,7 @@ import { sleep } from '../../core/sleep.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 import { createOptions } from './container-create.js';
 import { demultiplex } from './demux.js';
+import { inspectOr404 } from './docker-container-reads.js';
 import type { DockerContainerRuntime } from './docker-container-runtime.js';
 import { EngineError, toEngineError } from './engine-error.js';
 
@@ -260,7 +261,7 @@ export class DockerSessionEngine implements SessionEngine {
   }
 
   async detail(id: string): Promise<SessionContainerDetail | null> {
-    const c = await this.#runtime.inspectRaw(id);
+    const c = await inspectOr404(this.#docker, id, AbortSignal.timeout(CALL_TIMEOUT_MS));
     if (c === null) return null;
     const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
     const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
@@ -272,7 +273,7 @@ export class DockerSessionEngine implements SessionEngine {
   }
 
   async containerDefaults(id: string): Promise<ContainerDefaults | null> {
-    const c = await this.#runtime.inspectRaw(id);
+    const c = await inspectOr404(this.#docker, id, AbortSignal.timeout(CALL_TIMEOUT_MS));
     return c && { workingDir: c.Config.WorkingDir ?? '', user: c.Config.User ?? '' };
   }
 }

@@ -22,7 +22,7 @@ import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
 export type Bind = { hostPath: string; containerPath: string; readOnly: boolean };
 
 export interface CreateDeps {
-  readonly engine: SessionEngine;
+  readonly engine: Pick<SessionEngine, 'imageExists' | 'info' | 'createAndStart'>;
   /** Real paths of mount sources. */
   readonly fs: Pick<FileSystem, 'realpath'>;
   readonly store: EvidenceStore;
