@@ -1,5 +1,4 @@
 import type { EngineFault } from '../core/engine-fault.js';
-import { errorKind } from '../core/errors.js';
 import type { CleanupRecord } from '../core/result.js';
 import { sleep as realSleep } from '../core/sleep.js';
 import type { ContainerEngine } from './ports/container-runtime.js';
@@ -8,8 +7,9 @@ import type { Logger } from './ports/logger.js';
 import { failpoint } from './failpoints.js';
 
 /**
- * The retry policy, whole: up to REMOVE_ATTEMPTS rounds of (inspect; stop if it runs; force-remove), each followed
- * by up to `verifyAbsentTimeoutMs / REMOVE_ATTEMPTS / POLL_MS` inspects POLL_MS apart until the engine answers 404.
+ * The retry policy, whole: up to REMOVE_ATTEMPTS rounds of (inspect; stop if it runs; force-remove),
+ * each followed by up to `verifyAbsentTimeoutMs / REMOVE_ATTEMPTS / POLL_MS` inspects POLL_MS apart
+ * until the engine answers 404.
  * Bounded by counts, not by a clock: about 3 × 50 × 100 ms by default, whatever the injected clock says.
  */
 const DEFAULT_VERIFY_ABSENT_MS = 15_000;
@@ -53,7 +53,10 @@ function failureOf(step: RemovalFailure['step'], err: unknown): RemovalFailure {
   return { step, fault, message: err instanceof Error ? err.message : String(err) };
 }
 
-/** Stop if running, remove with force, then insist on the engine's 404: the one removal of pairs and sessions. Never throws. */
+/**
+ * Stop if running, remove with force, then insist on the engine's 404: the one removal of pairs and sessions.
+ * Never throws.
+ */
 export async function verifiedRemoval(
   deps: RemoveAndVerifyDeps,
   containerId: string,
@@ -85,10 +88,7 @@ export async function verifiedRemoval(
     } catch (err) {
       // Not removed in this round (nor when the inspect or the stop failed): its looks, then the next round.
       failure = failureOf(step, err);
-      logger.warn(
-        { container: containerId, attempt: attempts, step, err: errorKind(err) },
-        'container removal failed',
-      );
+      logger.warn({ container: containerId, attempt: attempts, ...failure }, 'container removal failed');
     }
     for (let poll = 0; poll < polls; poll++) {
       try {

@@ -3,12 +3,13 @@ import type { ContainerBase } from '../../app/ports/container-runtime.js';
 import { PAIR_CAPABILITIES, type ContainerLimits } from '../../core/pair-limits.js';
 
 /**
- * The engine's own copy of a pair's raw (unredacted) output: always the local json-file driver, whatever the
- * daemon's default (journald, syslog or a remote service would keep or ship it beyond the container). The copy
- * lives under the engine's data root and is deleted with the container, whose removal we verify. It must be a
- * driver the logs API can read back: a resumed supervisor re-reads it from the start and
- * skips what stdout.log already holds. Bounded: 4 files of 512 MiB (JSON-framed lines); a pair whose output
- * outgrows that and is reattached after a supervisor crash loses the rotated-away start (docs/secrets.md).
+ * The engine's own copy of a pair's raw (unredacted) output: always the local json-file driver, whatever
+ * the daemon's default (journald, syslog or a remote service would keep or ship it beyond the container).
+ * The copy lives under the engine's data root and is deleted with the container, whose removal we verify.
+ * It must be a driver the logs API can read back: a resumed supervisor re-reads it from the start and
+ * skips what stdout.log already holds. Bounded: 4 files of 512 MiB (JSON-framed lines); a pair whose
+ * output outgrows that and is reattached after a supervisor crash loses the rotated-away start
+ * (docs/secrets.md).
  */
 export const PAIR_LOG_CONFIG = {
   type: 'json-file',
@@ -32,17 +33,17 @@ export function hostConfigLimits(
 export interface CreateExtras {
   /** Config fields beyond the shared ones (command, working directory, user, attach flags). */
   readonly config: Omit<Docker.ContainerCreateOptions, 'HostConfig'>;
-  /** HostConfig fields put after the shared ones, before the limits (a session's CPU and memory, extra hosts). */
+  /** HostConfig fields put after the shared ones, before the limits (a session's CPU, memory, hosts). */
   readonly hostConfig?: Docker.HostConfig;
   /** The capabilities kept (all others dropped); absent: a pair's set (docs/spec.md 5.1). */
   readonly capabilities?: readonly string[] | undefined;
 }
 
 /**
- * The one place a container's create options are built, a pair's and a session's: name, image, environment,
- * labels, ports, then the HostConfig every container of ours gets (network, runtime, bind mounts, init, no new
- * privileges, every capability dropped but a few, the limits, the GPU requests). `networkMode` is the network
- * already ensured (DockerContainerRuntime.networkMode).
+ * The one place a container's create options are built, a pair's and a session's: name, image,
+ * environment, labels, ports, then the HostConfig every container of ours gets (network, runtime, bind
+ * mounts, init, no new privileges, every capability dropped but a few, the limits, the GPU requests).
+ * `networkMode` is the network already ensured (DockerContainerRuntime.networkMode).
  */
 export function createOptions(
   spec: ContainerBase,
@@ -61,7 +62,7 @@ export function createOptions(
     HostConfig: {
       NetworkMode: networkMode,
       ...(spec.runtime !== undefined ? { Runtime: spec.runtime } : {}),
-      // Mounts, not Binds strings: a path may contain ':' and a missing source is an error, never created as root.
+      // Mounts, not Binds strings: a path may contain ':', and a missing source is an error (never created).
       Mounts: spec.binds.map((b) => ({
         Type: 'bind' as const,
         Source: b.hostPath,

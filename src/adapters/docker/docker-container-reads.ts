@@ -3,10 +3,10 @@ import type Docker from 'dockerode';
 import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
 import { statusOf, toEngineError } from './engine-error.js';
 
-/** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest events. */
+/** Events dockerd keeps in memory (moby's eventsLimit): a replay this long may have lost its oldest. */
 const ENGINE_EVENT_BUFFER = 256;
 
-/** The engine's inspect of a container (`size`: with its writable layer's size); null on 404, else an EngineError. */
+/** The engine's inspect of a container (`size`: with its writable layer's size); null on 404. */
 export async function inspectOr404<T = Docker.ContainerInspectInfo>(
   docker: Docker,
   id: string,
@@ -23,8 +23,8 @@ export async function inspectOr404<T = Docker.ContainerInspectInfo>(
 }
 
 /**
- * A container's changes list (`GET /containers/{id}/changes`), read as a stream within `maxBytes` (a hostile pair's
- * layer of millions of files makes a huge list): past it, an error. Errors are the caller's to map.
+ * A container's changes list (`GET /containers/{id}/changes`), read as a stream within `maxBytes` (a
+ * hostile pair's layer of millions of files makes a huge list): past it, an error. The caller maps errors.
  */
 export async function changesList(
   docker: Docker,
@@ -80,7 +80,7 @@ export async function containerEvents(
   const actions = events
     .filter((e) => e.Type === 'container' && e.Actor?.ID === id && typeof e.Action === 'string')
     .map((e) => e.Action as string);
-  // Oldest events are dropped first: fewer than a full buffer since `sinceMs` means none of those was dropped.
+  // Oldest events are dropped first: fewer than a full buffer since `sinceMs` means none was dropped.
   return { actions, complete: events.length < ENGINE_EVENT_BUFFER };
 }
 

@@ -34,9 +34,9 @@ async function heartbeat(docker: Docker, id: string): Promise<'alive' | 'stopped
 }
 
 /**
- * ContainerRuntime.wait over dockerode: until the container exits, the deadline passes, the signal aborts, or the
- * engine is lost. The wait request can hang forever when dockerd dies (its chunked response is cut without an
- * error): a heartbeat inspect notices the engine going away, and an exit the wait did not report.
+ * ContainerRuntime.wait over dockerode: until the container exits, the deadline passes, the signal aborts,
+ * or the engine is lost. The wait request can hang forever when dockerd dies (its chunked response is cut
+ * without an error): a heartbeat inspect notices the engine going away, and an exit the wait did not report.
  */
 export async function waitForContainer(
   docker: Docker,

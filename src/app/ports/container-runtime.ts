@@ -14,8 +14,9 @@ export interface BindMount {
 }
 
 /**
- * What every container of ours is created with, a pair's or a session's: one shape, turned into the engine's create
- * options in one place (the Docker adapter's container-create.ts). Environment values are resolved secrets: never persist.
+ * What every container of ours is created with, a pair's or a session's: one shape, turned into the engine's
+ * create options in one place (the Docker adapter's container-create.ts). Environment values are resolved
+ * secrets: never persist.
  */
 export interface ContainerBase {
   readonly name: string;
@@ -24,7 +25,10 @@ export interface ContainerBase {
   readonly binds: readonly BindMount[];
   readonly ports: readonly number[];
   readonly bindAddress: string;
-  /** `bridge` (absent: the same): the guarded pairs network, outbound only (src/core/pair-network.ts); `none`: loopback only. */
+  /**
+   * `bridge` (absent: the same): the guarded pairs network, outbound only (src/core/pair-network.ts);
+   * `none`: loopback only.
+   */
   readonly network?: NetworkChoice;
   readonly deviceRequests: readonly DeviceRequest[];
   readonly labels: Readonly<Record<string, string>>;
@@ -44,7 +48,10 @@ export interface ContainerSpec extends ContainerBase {
    * this host's file system (swarm) mounts a volume on the node instead and copies it back here (`collectMounts`).
    */
   readonly binds: readonly (BindMount & { readonly collect?: boolean })[];
-  /** Swarm placement constraints (`node.hostname==gpu-3`, `node.labels.zone==a`); the local engine has one node and ignores them. */
+  /**
+   * Swarm placement constraints (`node.hostname==gpu-3`, `node.labels.zone==a`); the local engine has one node
+   * and ignores them.
+   */
   readonly placement?: readonly string[];
 }
 
