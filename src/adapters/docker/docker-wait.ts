@@ -18,6 +18,14 @@ function isAbort(err: unknown): boolean {
   return e?.name === 'AbortError' || e?.code === 'ABORT_ERR';
 }
 
+/** Resolves `aborted` once the signal aborts (at once when it already has). */
+function abortedBy(signal: AbortSignal | undefined): Promise<WaitResult> {
+  return new Promise<WaitResult>((resolve) => {
+    if (signal?.aborted) resolve({ kind: 'aborted' });
+    signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
+  });
+}
+
 /** One short inspect: is the container alive, stopped, or is the engine (or the container) gone? */
 async function heartbeat(docker: Docker, id: string): Promise<'alive' | 'stopped' | 'lost' | 'unknown'> {
   try {
@@ -57,10 +65,7 @@ export async function waitForContainer(
       controller.abort();
     }, delay);
   });
-  const aborted = new Promise<WaitResult>((resolve) => {
-    if (options.signal?.aborted) resolve({ kind: 'aborted' });
-    options.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
-  });
+  const aborted = abortedBy(options.signal);
   const exited = (async (): Promise<WaitResult> => {
     try {
       const r = (await docker.getContainer(id).wait({ abortSignal: controller.signal } as object)) as {

@@ -15,8 +15,8 @@ import type {
 import type { ContainerDefaults, PublishedPort } from '../ports/container-runtime.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
-import { releaseSlot } from './session-deletion.js';
-import { describeRemovalFailure, verifiedRemoval } from '../remove-and-verify.js';
+import { releaseSlot, removeSessionContainer } from './session-deletion.js';
+import { describeRemovalFailure } from '../remove-and-verify.js';
 import {
   newSessionRecord,
   SESSION_ID,
@@ -491,18 +491,7 @@ export class SessionManager {
     const containerId = record.container_id;
     if (session.removal === null) {
       session.state = 'deleting';
-      const removal =
-        containerId === null
-          ? { stopped: false, removed: false, verified_absent: true, failure: null }
-          : await verifiedRemoval(
-              {
-                runtime: deps.engine,
-                logger: deps.logger,
-                verifyAbsentTimeoutMs: deps.verifyAbsentTimeoutMs,
-              },
-              containerId,
-              deps.stopBudgetSec,
-            );
+      const removal = await removeSessionContainer(deps, containerId);
       if (!removal.verified_absent) {
         // Not proven gone: keep the slot and let a later DELETE (or the reaper) try again.
         session.state = 'live';
