@@ -11,14 +11,12 @@ import type {
   WaitResult,
 } from '../../app/ports/container-runtime.js';
 import { sleep } from '../../core/sleep.js';
-import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
-import { hostConfigLimits } from './container-create.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
-import { PAIR_LOG_CONFIG } from './container-create.js';
+import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
 import {
   changesList,
@@ -172,50 +170,16 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
-    const networkMode = await this.networkMode(spec.network ?? 'bridge');
-    const portKeys = spec.ports.map((p) => `${p}/tcp`);
-    const options: Docker.ContainerCreateOptions = {
-      name: spec.name,
-      Image: spec.image,
-      Cmd: [...spec.cmd],
-      WorkingDir: spec.workingDir,
-      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-      Labels: { ...spec.labels },
-      Tty: false,
-      OpenStdin: false,
-      AttachStdout: true,
-      AttachStderr: true,
-      StopTimeout: spec.stopTimeoutSec,
-      ExposedPorts: Object.fromEntries(portKeys.map((k) => [k, {}])),
-      HostConfig: {
-        NetworkMode: networkMode,
-        ...(spec.runtime !== undefined ? { Runtime: spec.runtime } : {}),
-        // Mounts, not Binds strings: a path may contain ':' and a missing source is an error, never created as root.
-        Mounts: spec.binds.map((b) => ({
-          Type: 'bind' as const,
-          Source: b.hostPath,
-          Target: b.containerPath,
-          ReadOnly: b.readOnly,
-        })),
-        PortBindings: Object.fromEntries(
-          spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
-        ),
-        Init: true,
-        SecurityOpt: ['no-new-privileges'],
-        // Every capability dropped but the few a pair needs (docs/spec.md 5.1), whatever the limits say.
-        CapDrop: ['ALL'],
-        CapAdd: [...PAIR_CAPABILITIES],
-        ...(spec.limits !== undefined ? hostConfigLimits(spec.limits) : {}),
-        LogConfig: { Type: PAIR_LOG_CONFIG.type, Config: { ...PAIR_LOG_CONFIG.config } },
-        AutoRemove: false,
-        DeviceRequests: spec.deviceRequests.map((r) => ({
-          Driver: r.Driver,
-          ...(r.Count !== undefined ? { Count: r.Count } : {}),
-          ...(r.DeviceIDs !== undefined ? { DeviceIDs: [...r.DeviceIDs] } : {}),
-          Capabilities: r.Capabilities.map((c) => [...c]),
-        })),
+    const options = createOptions(spec, await this.networkMode(spec.network ?? 'bridge'), {
+      config: {
+        Cmd: [...spec.cmd],
+        WorkingDir: spec.workingDir,
+        OpenStdin: false,
+        AttachStdout: true,
+        AttachStderr: true,
       },
-    };
+      hostConfig: { LogConfig: { Type: PAIR_LOG_CONFIG.type, Config: { ...PAIR_LOG_CONFIG.config } } },
+    });
     try {
       const container = await this.docker.createContainer({ ...options, ...this.#deadline() });
       return { id: container.id, name: spec.name };
