@@ -158,16 +158,8 @@ export default tseslint.config(
     // other adapters and libraries, never a use-case. The driving adapter src/adapters/http calls the use-cases
     // (src/app/serve) and is left out.
     files: ['src/adapters/**/*.ts'],
-    ignores: ['src/adapters/http/**', 'src/adapters/docker/docker-session-engine.ts'],
+    ignores: ['src/adapters/http/**'],
     rules: { 'no-restricted-imports': ['error', { patterns: drivenAdapterImports() }] },
-  },
-  {
-    // TEMPORARY allow-list: SessionEngine is still declared in src/app/serve/session-engine.ts; the engine-port
-    // change (issue 25, one engine port) moves it into src/app/ports, then this block goes.
-    files: ['src/adapters/docker/docker-session-engine.ts'],
-    rules: {
-      'no-restricted-imports': ['error', { patterns: drivenAdapterImports(['serve/session-engine.js']) }],
-    },
   },
   {
     files: ['test/**/*.ts'],

@@ -63,7 +63,7 @@ describe('removeAndVerify', () => {
     runtime.removeTakesNoEffect = true; // the engine takes its time: the removal shows on the third look
     const removal = await removeAndVerify(
       {
-        runtime: runtime as unknown as ContainerRuntime,
+        runtime,
         logger: silentLogger,
         verifyAbsentTimeoutMs: 3_000,
         ...fakeTime(),
@@ -77,13 +77,11 @@ describe('removeAndVerify', () => {
 
   it('a container already gone is verified absent at once, without a removal', async () => {
     const runtime = new ScriptedRuntime();
-    expect(
-      await removeAndVerify(
-        { runtime: runtime as unknown as ContainerRuntime, logger: silentLogger },
-        'c1',
-        4,
-      ),
-    ).toEqual({ removed: false, verified_absent: true, attempts: 1 });
+    expect(await removeAndVerify({ runtime, logger: silentLogger }, 'c1', 4)).toEqual({
+      removed: false,
+      verified_absent: true,
+      attempts: 1,
+    });
     expect(runtime.calls).toEqual([]);
   });
 
@@ -95,7 +93,7 @@ describe('removeAndVerify', () => {
     expect(
       await removeAndVerify(
         {
-          runtime: runtime as unknown as ContainerRuntime,
+          runtime,
           logger: silentLogger,
           verifyAbsentTimeoutMs: 900,
           ...time,

@@ -7,11 +7,11 @@ import { extract, pack } from 'tar-stream';
 import { describe, expect, it } from 'vitest';
 import { downloadTar, fileError, userParam, type FileTarget } from '../../src/adapters/http/serve-files.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
-import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
+import type { ExecHandle, SessionEngine } from '../../src/app/ports/container-runtime.js';
 
 /** What a failed file command in the container means for the API, from the messages busybox and GNU tools print. */
 const target = (user = ''): FileTarget => ({
-  engine: {} as SessionEngine,
+  engine: { exec: () => Promise.reject(new Error('no exec in this test')) } satisfies FileTarget['engine'],
   containerId: 'c',
   user,
   path: '/w/key-SECRET.txt',
@@ -64,7 +64,7 @@ describe('userParam', () => {
 describe('downloadTar (hostile tar from the container)', () => {
   type Header = Parameters<ReturnType<typeof pack>['entry']>[0];
   interface FakeExec {
-    readonly engine: SessionEngine;
+    readonly engine: FileTarget['engine'];
     killed(): boolean;
   }
   const fakeEngine = (stdout: Readable): FakeExec => {
@@ -85,7 +85,7 @@ describe('downloadTar (hostile tar from the container)', () => {
       abandon: () => stdout.destroy(),
     };
     const exec: SessionEngine['exec'] = () => Promise.resolve(handle);
-    return { engine: { exec } as SessionEngine, killed: () => killed };
+    return { engine: { exec } satisfies FileTarget['engine'], killed: () => killed };
   };
   /** An endless tar of `make(i)` headers, produced only as fast as it is read; `pulled` counts them. */
   const endless = (make: (i: number) => Header): { stream: Readable; pulled: () => number } => {
@@ -103,7 +103,7 @@ describe('downloadTar (hostile tar from the container)', () => {
     return { stream: Readable.from(archive), pulled: () => produced };
   };
   const limits = { maxFiles: 200, maxFileBytes: 1024 * 1024, maxTotalBytes: 1024 * 1024 };
-  const downloadTarget = (engine: SessionEngine): FileTarget => ({
+  const downloadTarget = (engine: FileTarget['engine']): FileTarget => ({
     engine,
     containerId: 'c',
     user: '',

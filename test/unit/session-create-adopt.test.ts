@@ -9,7 +9,6 @@ import { ApiError } from '../../src/app/serve/api-error.js';
 import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import { adoptedSession } from '../../src/app/serve/session-adopt.js';
 import { checkCreate, startContainer, type CreateDeps } from '../../src/app/serve/session-create.js';
-import type { SessionEngine } from '../../src/app/serve/session-engine.js';
 import {
   SESSION_SCHEMA,
   sessionOf as freshSession,
@@ -70,12 +69,13 @@ describe('checkCreate', () => {
     environment: Record<string, string> = { API_KEY: 'k-123456789012' },
   ): CreateDeps {
     const engine = {
+      info: () => Promise.resolve({ id: 'fake', version: 'fake', apiVersion: '1.41', runtimes: [] }),
       imageExists: (image: string) => Promise.resolve(images.includes(image)),
       createAndStart: (request: unknown) => {
         created.push(request);
         return Promise.resolve({ id: 'c-1', ports: {} });
       },
-    } as unknown as SessionEngine;
+    } satisfies CreateDeps['engine'];
     return {
       engine,
       fs: new NodeFileSystem(),

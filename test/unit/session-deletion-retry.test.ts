@@ -25,10 +25,13 @@ import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
 import type {
   ExecHandle,
   SessionContainerDetail,
-  SessionContainerInfo,
+  ContainerState,
+  ContainerStatus,
+  EngineInfo,
+  RemoveResult,
   SessionContainerSpec,
   SessionEngine,
-} from '../../src/app/serve/session-engine.js';
+} from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 
 /**
@@ -108,15 +111,31 @@ class OutageRegistry implements CapacityRegistry {
   }
 }
 
+/** What a fake engine says of one of its containers (a list or an inspect). */
+function containerState(
+  id: string,
+  c: { status: ContainerStatus; labels: Record<string, string> },
+): ContainerState {
+  return {
+    id,
+    status: c.status,
+    exitCode: null,
+    oomKilled: false,
+    startedAt: null,
+    finishedAt: null,
+    labels: c.labels,
+  };
+}
+
 /** Containers in a map; an exec's output stays open until `finishExecs()` (to hold execs in flight). */
 class FakeEngine implements SessionEngine {
-  readonly containers = new Map<string, { labels: Record<string, string>; status: string }>();
+  readonly containers = new Map<string, { labels: Record<string, string>; status: ContainerStatus }>();
   removes = 0;
   #next = 0;
   readonly #open: PassThrough[] = [];
   holdExecs = false;
-  version(): Promise<string> {
-    return Promise.resolve('fake');
+  info(): Promise<EngineInfo> {
+    return Promise.resolve({ id: 'fake', version: 'fake', apiVersion: '1.41', runtimes: [] });
   }
   imageExists(): Promise<boolean> {
     return Promise.resolve(true);
@@ -155,14 +174,13 @@ class FakeEngine implements SessionEngine {
   stop(): Promise<void> {
     return Promise.resolve();
   }
-  remove(id: string): Promise<void> {
+  remove(id: string): Promise<RemoveResult> {
     this.removes += 1;
-    this.containers.delete(id);
-    return Promise.resolve();
+    return Promise.resolve(this.containers.delete(id) ? 'removed' : 'absent');
   }
-  inspect(id: string): Promise<SessionContainerInfo | null> {
+  inspect(id: string): Promise<ContainerState | null> {
     const c = this.containers.get(id);
-    return Promise.resolve(c ? { id, status: c.status, labels: c.labels } : null);
+    return Promise.resolve(c ? containerState(id, c) : null);
   }
   detail(): Promise<SessionContainerDetail | null> {
     return Promise.resolve(null);
@@ -170,11 +188,11 @@ class FakeEngine implements SessionEngine {
   containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
     return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
   }
-  listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
+  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     return Promise.resolve(
       [...this.containers.entries()]
         .filter(([, c]) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))
-        .map(([id, c]) => ({ id, status: c.status, labels: c.labels })),
+        .map(([id, c]) => containerState(id, c)),
     );
   }
 }

@@ -15,10 +15,13 @@ import type {
   ExecHandle,
   ExecSpec,
   SessionContainerDetail,
-  SessionContainerInfo,
+  ContainerState,
+  ContainerStatus,
+  EngineInfo,
+  RemoveResult,
   SessionContainerSpec,
   SessionEngine,
-} from '../../src/app/serve/session-engine.js';
+} from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 import { until } from '../support/until.js';
 
@@ -28,11 +31,27 @@ const exists = (path: string): Promise<boolean> =>
     () => false,
   );
 
+/** What a fake engine says of one of its containers (a list or an inspect). */
+function containerState(
+  id: string,
+  c: { status: ContainerStatus; labels: Record<string, string> },
+): ContainerState {
+  return {
+    id,
+    status: c.status,
+    exitCode: null,
+    oomKilled: false,
+    startedAt: null,
+    finishedAt: null,
+    labels: c.labels,
+  };
+}
+
 /** A hand-written engine: containers in a map; `stuck` ids survive remove (an engine that will not delete). */
 class FakeEngine implements SessionEngine {
   readonly containers = new Map<
     string,
-    { spec: SessionContainerSpec | null; labels: Record<string, string>; status: string }
+    { spec: SessionContainerSpec | null; labels: Record<string, string>; status: ContainerStatus }
   >();
   readonly stuck = new Set<string>();
   failCreate: Error | null = null;
@@ -44,8 +63,8 @@ class FakeEngine implements SessionEngine {
   readonly execSpecs: ExecSpec[] = [];
   defaultsAsked = 0;
   #next = 0;
-  version(): Promise<string> {
-    return Promise.resolve('fake');
+  info(): Promise<EngineInfo> {
+    return Promise.resolve({ id: 'fake', version: 'fake', apiVersion: '1.41', runtimes: [] });
   }
   imageExists(): Promise<boolean> {
     return Promise.resolve(true);
@@ -82,14 +101,14 @@ class FakeEngine implements SessionEngine {
   stop(): Promise<void> {
     return Promise.resolve();
   }
-  remove(id: string): Promise<void> {
+  remove(id: string): Promise<RemoveResult> {
     this.removes += 1;
-    if (!this.stuck.has(id)) this.containers.delete(id);
-    return Promise.resolve();
+    if (this.stuck.has(id)) return Promise.resolve('removed');
+    return Promise.resolve(this.containers.delete(id) ? 'removed' : 'absent');
   }
-  inspect(id: string): Promise<SessionContainerInfo | null> {
+  inspect(id: string): Promise<ContainerState | null> {
     const c = this.containers.get(id);
-    return Promise.resolve(c ? { id, status: c.status, labels: c.labels } : null);
+    return Promise.resolve(c ? containerState(id, c) : null);
   }
   detail(id: string): Promise<SessionContainerDetail | null> {
     const c = this.containers.get(id);
@@ -104,11 +123,11 @@ class FakeEngine implements SessionEngine {
     this.defaultsAsked += 1;
     return Promise.resolve(this.containers.has(id) ? { workingDir: this.workingDir, user: '' } : null);
   }
-  listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
+  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     return Promise.resolve(
       [...this.containers.entries()]
         .filter(([, c]) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))
-        .map(([id, c]) => ({ id, status: c.status, labels: c.labels })),
+        .map(([id, c]) => containerState(id, c)),
     );
   }
 }
@@ -133,6 +152,7 @@ function manager(): SessionManager {
     protectedPaths: { outputDir: join(dir, 'data') },
     createRedactor: (secrets) => createRedactStream(secrets),
     stopBudgetSec: 1,
+    verifyAbsentTimeoutMs: 600,
     maxOutputBytes: 1024,
     allowedEnv: new Set(['SECRET_VALUE', 'NOT_SET', 'NOT_SET_ANYWHERE']),
     limits: { execsPerSession: 2, execs: 3, archivesPerSession: 1, archives: 2 },

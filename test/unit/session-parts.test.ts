@@ -2,8 +2,10 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { ReleaseResult } from '../../src/app/ports/capacity-registry.js';
-import { releaseSlot, removeVerified } from '../../src/app/serve/session-deletion.js';
-import type { ExecHandle, SessionEngine } from '../../src/app/serve/session-engine.js';
+import { releaseSlot } from '../../src/app/serve/session-deletion.js';
+import type { ContainerEngine, ContainerState, ExecHandle } from '../../src/app/ports/container-runtime.js';
+import { describeRemovalFailure, verifiedRemoval } from '../../src/app/remove-and-verify.js';
+import { engineError } from '../support/scripted-runtime.js';
 import { execResult, runExec, type ExecRun } from '../../src/app/serve/session-exec.js';
 import {
   adoptedRecord,
@@ -13,14 +15,13 @@ import {
 } from '../../src/app/serve/session-state.js';
 import { fakeRegistry } from '../support/fakes.js';
 
-/** Only the removal calls; each can be made to fail. Records what it was asked. */
+/** Only the removal calls of the shared engine port; each can be made to fail. Records what it was asked. */
 function removalEngine(
   options: {
     stop?: Error;
     remove?: Error;
-    inspect?: (
-      call: number,
-    ) => Promise<{ id: string; status: string; labels: Record<string, string> } | null>;
+    /** The answer of the n-th inspect (from 1); default: a running container first, then the engine's 404. */
+    inspect?: (call: number) => Promise<ContainerState | null>;
   } = {},
 ) {
   const calls: string[] = [];
@@ -32,14 +33,28 @@ function removalEngine(
     ),
     remove: (id: string) => (
       calls.push(`remove ${id}`),
-      options.remove ? Promise.reject(options.remove) : Promise.resolve()
+      options.remove ? Promise.reject(options.remove) : Promise.resolve('removed' as const)
     ),
     inspect: (id: string) => (
       calls.push(`inspect ${id}`),
-      options.inspect ? options.inspect(++inspections) : Promise.resolve(null)
+      options.inspect
+        ? options.inspect(++inspections)
+        : Promise.resolve(++inspections === 1 ? running(id) : null)
     ),
-  } as unknown as SessionEngine;
+  } satisfies Pick<ContainerEngine, 'inspect' | 'stop' | 'remove'>;
   return { engine, calls };
+}
+
+function running(id: string): ContainerState {
+  return {
+    id,
+    status: 'running',
+    exitCode: null,
+    oomKilled: false,
+    startedAt: null,
+    finishedAt: null,
+    labels: {},
+  };
 }
 
 const RECORD: SessionRecord = adoptedRecord(
@@ -48,43 +63,96 @@ const RECORD: SessionRecord = adoptedRecord(
   'c1',
 );
 
-describe('removeVerified', () => {
-  it('no container: verified at once, nothing asked of the engine', async () => {
+const noPause = (): Promise<void> => Promise.resolve();
+
+describe('verifiedRemoval (the one removal of pairs and sessions)', () => {
+  it('a running container: stopped, removed, then the 404', async () => {
     const { engine, calls } = removalEngine();
-    expect(await removeVerified(engine, null, 5)).toEqual({
-      stopped: false,
-      removed: false,
-      verified: true,
-      error: null,
-    });
-    expect(calls).toEqual([]);
+    expect(await verifiedRemoval({ runtime: engine, logger: silentLogger, sleep: noPause }, 'c1', 5)).toEqual(
+      {
+        stopped: true,
+        removed: true,
+        verified_absent: true,
+        attempts: 1,
+        failure: null,
+      },
+    );
+    expect(calls).toEqual(['inspect c1', 'stop c1', 'remove c1', 'inspect c1']);
   });
 
-  it('stop and remove failing but the engine saying 404: verified, the last failure kept', async () => {
+  it('a removal refused but the engine saying 404: verified, the failure kept with its fault', async () => {
     const { engine, calls } = removalEngine({
-      stop: new Error('stop timed out'),
-      remove: new Error('removal in progress'),
+      remove: engineError('engine_error', 409, 'removal in progress'),
     });
-    expect(await removeVerified(engine, 'c1', 5)).toEqual({
-      stopped: false,
+    const removal = await verifiedRemoval({ runtime: engine, logger: silentLogger, sleep: noPause }, 'c1', 5);
+    expect(removal).toEqual({
+      stopped: true,
       removed: false,
-      verified: true,
-      error: 'remove: removal in progress',
+      verified_absent: true,
+      attempts: 1,
+      failure: { step: 'remove', fault: 'engine_error', message: 'removal in progress' },
     });
-    expect(calls).toEqual(['stop c1', 'remove c1', 'inspect c1']);
+    expect(calls).toEqual(['inspect c1', 'stop c1', 'remove c1', 'inspect c1']);
+    expect(describeRemovalFailure(removal.failure)).toBe('remove: engine_error: removal in progress');
   });
 
-  it('an inspect that fails, then a 404: removes again between the tries, verified', async () => {
+  it('a stop that fails: no removal in that round; the next round finds it exited and removes it', async () => {
     const { engine, calls } = removalEngine({
-      inspect: (n) => (n === 1 ? Promise.reject(new Error('engine busy')) : Promise.resolve(null)),
+      stop: engineError('engine_unavailable', null, 'connect ECONNREFUSED'),
+      inspect: (n) =>
+        Promise.resolve(n <= 2 ? running('c1') : n === 3 ? { ...running('c1'), status: 'exited' } : null),
     });
-    expect(await removeVerified(engine, 'c1', 5)).toEqual({
+    const removal = await verifiedRemoval(
+      { runtime: engine, logger: silentLogger, verifyAbsentTimeoutMs: 300, sleep: noPause },
+      'c1',
+      5,
+    );
+    expect(removal).toEqual({
       stopped: true,
       removed: true,
-      verified: true,
-      error: 'verify: engine busy',
+      verified_absent: true,
+      attempts: 2,
+      failure: { step: 'stop', fault: 'engine_unavailable', message: 'connect ECONNREFUSED' },
     });
-    expect(calls).toEqual(['stop c1', 'remove c1', 'inspect c1', 'remove c1', 'inspect c1']);
+    expect(calls).toEqual(['inspect c1', 'stop c1', 'inspect c1', 'inspect c1', 'remove c1', 'inspect c1']);
+  });
+
+  it("an inspect that fails, then a 404: polled through, verified, the failure typed as not the engine's", async () => {
+    const { engine } = removalEngine({
+      inspect: (n) =>
+        n === 1
+          ? Promise.resolve(running('c1'))
+          : n === 2
+            ? Promise.reject(new Error('socket hang up'))
+            : Promise.resolve(null),
+    });
+    expect(
+      await verifiedRemoval({ runtime: engine, logger: silentLogger, sleep: noPause }, 'c1', 5),
+    ).toMatchObject({
+      verified_absent: true,
+      failure: { step: 'verify', fault: null, message: 'socket hang up' },
+    });
+  });
+
+  it('a container that never goes: three removals, a bounded number of inspects, unverified', async () => {
+    const { engine, calls } = removalEngine({
+      inspect: (n) => Promise.resolve(running(`c${n > 0 ? 1 : 0}`)),
+    });
+    let pauses = 0;
+    const removal = await verifiedRemoval(
+      {
+        runtime: engine,
+        logger: silentLogger,
+        verifyAbsentTimeoutMs: 900,
+        sleep: () => (pauses++, noPause()),
+      },
+      'c1',
+      5,
+    );
+    expect(removal).toMatchObject({ verified_absent: false, attempts: 3, removed: true });
+    expect(calls.filter((c) => c === 'remove c1')).toHaveLength(3);
+    // 900 ms over 3 attempts, 100 ms apart: 3 looks after each removal.
+    expect(pauses).toBe(9);
   });
 });
 

@@ -3,20 +3,23 @@ import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type {
   ContainerDefaults,
+  ContainerState,
+  EngineInfo,
   ExecHandle,
   ExecSpec,
   PublishedPort,
+  RemoveResult,
   SessionContainerDetail,
-  SessionContainerInfo,
   SessionContainerSpec,
   SessionEngine,
-} from '../../app/serve/session-engine.js';
-import { demultiplex } from './demux.js';
-import { hostConfigLimits, type DockerContainerRuntime } from './docker-container-runtime.js';
-import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
-import type { EngineRuntime } from '../../core/oci-runtime.js';
-import { EngineError, statusOf, toEngineError } from './engine-error.js';
+} from '../../app/ports/container-runtime.js';
+import { sleep } from '../../core/sleep.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
+import { createOptions } from './container-create.js';
+import { demultiplex } from './demux.js';
+import { inspectOr404 } from './docker-container-reads.js';
+import type { DockerContainerRuntime } from './docker-container-runtime.js';
+import { EngineError, toEngineError } from './engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 const START_TIMEOUT_MS = 180_000;
@@ -63,7 +66,10 @@ function feedStdin(source: Readable, socket: Duplex): void {
   source.pipe(socket);
 }
 
-/** SessionEngine over dockerode; stop/remove/inspect reuse the pair runtime's mapped, idempotent calls. */
+/**
+ * SessionEngine over dockerode. The operations pairs and sessions share (ContainerEngine) are the pair runtime's
+ * own mapped, idempotent calls; the create options are built where a pair's are (container-create.ts).
+ */
 export class DockerSessionEngine implements SessionEngine {
   readonly #docker: Docker;
   readonly #runtime: DockerContainerRuntime;
@@ -73,70 +79,56 @@ export class DockerSessionEngine implements SessionEngine {
     this.#docker = runtime.docker;
   }
 
-  async version(): Promise<string> {
-    return (await this.#runtime.info()).version;
+  info(): Promise<EngineInfo> {
+    return this.#runtime.info();
   }
 
   imageExists(image: string): Promise<boolean> {
     return this.#runtime.imageExists(image);
   }
 
-  async runtimes(): Promise<readonly EngineRuntime[]> {
-    const info = await this.#runtime.info();
-    return info.runtimeDetails ?? info.runtimes.map((name) => ({ name, path: '', args: [] }));
+  getArchive(id: string, path: string): Promise<Readable | null> {
+    return this.#runtime.getArchive(id, path);
+  }
+
+  stop(id: string, timeoutSec: number): Promise<void> {
+    return this.#runtime.stop(id, timeoutSec);
+  }
+
+  remove(id: string): Promise<RemoveResult> {
+    return this.#runtime.remove(id);
+  }
+
+  inspect(id: string): Promise<ContainerState | null> {
+    return this.#runtime.inspect(id);
+  }
+
+  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
+    return this.#runtime.listByLabel(labels);
   }
 
   async createAndStart(
     spec: SessionContainerSpec,
   ): Promise<{ id: string; ports: Record<string, PublishedPort> }> {
     // "bridge": the guarded pairs network, as for pairs (ensured first; a failure refuses the session).
-    const networkMode = await this.#runtime.networkMode(spec.network);
-    const options: Docker.ContainerCreateOptions = {
-      name: spec.name,
-      Image: spec.image,
-      // A caller's command keeps the image's entrypoint (docker run IMAGE CMD…); without one, the keep-alive.
-      ...(spec.command !== undefined
-        ? { Cmd: [...spec.command] }
-        : { Entrypoint: IDLE_ENTRYPOINT, Cmd: IDLE_CMD }),
-      ...(spec.user !== undefined ? { User: spec.user } : {}),
-      Env: Object.entries(spec.env).map(([k, v]) => `${k}=${v}`),
-      Labels: { ...spec.labels },
-      Tty: false,
-      StopTimeout: spec.stopTimeoutSec,
-      ExposedPorts: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, {}])),
-      ...(spec.workdir !== undefined ? { WorkingDir: spec.workdir } : {}),
-      HostConfig: {
-        NetworkMode: networkMode,
-        ...(spec.runtime !== undefined ? { Runtime: spec.runtime } : {}),
-        Mounts: spec.binds.map((b) => ({
-          Type: 'bind' as const,
-          Source: b.hostPath,
-          Target: b.containerPath,
-          ReadOnly: b.readOnly,
-        })),
-        PortBindings: Object.fromEntries(
-          spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
-        ),
-        Init: true,
-        SecurityOpt: ['no-new-privileges'],
-        // The same capabilities as a pair's (docs/spec.md 5.1).
-        CapDrop: ['ALL'],
-        CapAdd: [...(spec.capabilities ?? PAIR_CAPABILITIES)],
+    const options = createOptions(spec, await this.#runtime.networkMode(spec.network), {
+      config: {
+        // A caller's command keeps the image's entrypoint (docker run IMAGE CMD…); without one, the keep-alive.
+        ...(spec.command !== undefined
+          ? { Cmd: [...spec.command] }
+          : { Entrypoint: IDLE_ENTRYPOINT, Cmd: IDLE_CMD }),
+        ...(spec.user !== undefined ? { User: spec.user } : {}),
+        ...(spec.workdir !== undefined ? { WorkingDir: spec.workdir } : {}),
+      },
+      hostConfig: {
         ...(spec.extraHosts !== undefined && spec.extraHosts.length > 0
           ? { ExtraHosts: [...spec.extraHosts] }
           : {}),
-        AutoRemove: false,
         ...(spec.nanoCpus !== undefined ? { NanoCpus: spec.nanoCpus } : {}),
         ...(spec.memoryBytes !== undefined ? { Memory: spec.memoryBytes } : {}),
-        ...(spec.limits !== undefined ? hostConfigLimits(spec.limits) : {}),
-        DeviceRequests: spec.deviceRequests.map((r) => ({
-          Driver: r.Driver,
-          ...(r.Count !== undefined ? { Count: r.Count } : {}),
-          ...(r.DeviceIDs !== undefined ? { DeviceIDs: [...r.DeviceIDs] } : {}),
-          Capabilities: r.Capabilities.map((c) => [...c]),
-        })),
       },
-    };
+      capabilities: spec.capabilities,
+    });
     let id: string;
     try {
       id = (
@@ -238,7 +230,7 @@ export class DockerSessionEngine implements SessionEngine {
       const info = await inspectExec(exec);
       if (info.Running === false && typeof info.ExitCode === 'number') return;
       if (info.Pid && info.Running === true) await this.#killGroup(id, info.Pid);
-      await new Promise((resolve) => setTimeout(resolve, KILL_RETRY_MS));
+      await sleep(KILL_RETRY_MS);
     }
     throw new Error('the exec was still running after its process group was killed');
   }
@@ -268,55 +260,20 @@ export class DockerSessionEngine implements SessionEngine {
     }
   }
 
-  getArchive(id: string, path: string): Promise<Readable | null> {
-    return this.#runtime.getArchive(id, path);
-  }
-
-  stop(id: string, timeoutSec: number): Promise<void> {
-    return this.#runtime.stop(id, timeoutSec);
-  }
-
-  async remove(id: string): Promise<void> {
-    await this.#runtime.remove(id);
-  }
-
-  async inspect(id: string): Promise<SessionContainerInfo | null> {
-    const state = await this.#runtime.inspect(id);
-    return state && { id: state.id, status: state.status, labels: state.labels };
-  }
-
   async detail(id: string): Promise<SessionContainerDetail | null> {
-    try {
-      const c = await this.#docker
-        .getContainer(id)
-        .inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
-      const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
-      const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
-      return {
-        workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir,
-        user: c.Config.User,
-        ipAddress: ip,
-      };
-    } catch (err) {
-      if (statusOf(err) === 404) return null;
-      throw toEngineError(err, 'inspect a container');
-    }
+    const c = await inspectOr404(this.#docker, id, AbortSignal.timeout(CALL_TIMEOUT_MS));
+    if (c === null) return null;
+    const networks = Object.values(c.NetworkSettings.Networks ?? {}) as { IPAddress?: string }[];
+    const ip = networks.map((n) => n.IPAddress ?? '').find((a) => a !== '') ?? null;
+    return {
+      workdir: c.Config.WorkingDir === '' ? '/' : c.Config.WorkingDir,
+      user: c.Config.User,
+      ipAddress: ip,
+    };
   }
 
   async containerDefaults(id: string): Promise<ContainerDefaults | null> {
-    try {
-      const config = (
-        await this.#docker.getContainer(id).inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })
-      ).Config;
-      return { workingDir: config.WorkingDir ?? '', user: config.User ?? '' };
-    } catch (err) {
-      if ((err as { statusCode?: number }).statusCode === 404) return null;
-      throw toEngineError(err, 'inspect a container');
-    }
-  }
-
-  async listByLabel(labels: Readonly<Record<string, string>>): Promise<SessionContainerInfo[]> {
-    const list = await this.#runtime.listByLabel(labels);
-    return list.map((c) => ({ id: c.id, status: c.status, labels: c.labels }));
+    const c = await inspectOr404(this.#docker, id, AbortSignal.timeout(CALL_TIMEOUT_MS));
+    return c && { workingDir: c.Config.WorkingDir ?? '', user: c.Config.User ?? '' };
   }
 }

@@ -6,7 +6,7 @@ import { ApiError } from '../../app/serve/api-error.js';
 import { openApiDocument } from '../../app/serve/openapi.js';
 import type { PairService } from '../../app/serve/pair-service.js';
 import type { Logger } from '../../app/ports/logger.js';
-import type { SessionEngine } from '../../app/serve/session-engine.js';
+import type { SessionEngine } from '../../app/ports/container-runtime.js';
 import type { SessionManager } from '../../app/serve/session-manager.js';
 import { bearerMatches, Router, sendError, sendJson } from './http-kit.js';
 import { registerPairRoutes } from './pair-routes.js';
@@ -41,7 +41,7 @@ function buildRouter(options: ApiServerOptions): Router {
   router.add('GET', '/v1/health', async ({ res }) => {
     let version: string | null;
     try {
-      version = await options.engine.version();
+      version = (await options.engine.info()).version;
     } catch {
       version = null;
     }

@@ -5,7 +5,7 @@ import { PassThrough, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Header } from 'tar-stream';
 import { ApiError } from '../../app/serve/api-error.js';
-import type { ExecHandle, SessionEngine } from '../../app/serve/session-engine.js';
+import type { ExecHandle, SessionEngine } from '../../app/ports/container-runtime.js';
 import { redactText } from '../../core/redaction/redact-text.js';
 import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from '../safe-extract.js';
 import { ToolError } from '../../core/errors.js';
@@ -20,7 +20,7 @@ import { ToolError } from '../../core/errors.js';
  */
 
 export interface FileTarget {
-  readonly engine: SessionEngine;
+  readonly engine: Pick<SessionEngine, 'exec'>;
   readonly containerId: string;
   /** The user the command runs as ('' = the container's default). */
   readonly user: string;

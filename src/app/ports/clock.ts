@@ -1,3 +1,4 @@
+import { sleep } from '../../core/sleep.js';
 /** The time of day, read by the use-cases only through this port (docs/architecture.md). */
 export interface Clock {
   now(): Date;
@@ -29,17 +30,7 @@ export interface Timers {
 /** The real clock and timers: the one implementation the composition roots wire in. */
 export const systemClock: Clock & Timers = {
   now: () => new Date(),
-  sleep: (ms, signal) =>
-    new Promise((resolve) => {
-      if (signal?.aborted === true) return resolve();
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      }
-      signal?.addEventListener('abort', done, { once: true });
-    }),
+  sleep,
   setTimer: (ms, fn, options) => {
     const timer = setTimeout(fn, ms);
     if (options?.unref === true) timer.unref();

@@ -4,42 +4,55 @@ import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import type { GpuGrant } from '../../core/gpu/gpu-proof.js';
+import type { DeviceRequest } from '../../core/gpu/device-requests.js';
 
-/** What the runtime needs to create one pair container. Environment values are resolved secrets: never persist. */
-export interface ContainerSpec {
+/** A host folder mounted into a container (a Mounts entry, never a Binds string: a missing source is an error). */
+export interface BindMount {
+  readonly hostPath: string;
+  readonly containerPath: string;
+  readonly readOnly: boolean;
+}
+
+/**
+ * What every container of ours is created with, a pair's or a session's: one shape, turned into the engine's
+ * create options in one place (the Docker adapter's container-create.ts). Environment values are resolved
+ * secrets: never persist.
+ */
+export interface ContainerBase {
   readonly name: string;
   readonly image: string;
-  readonly cmd: readonly string[];
-  readonly workingDir: string;
   readonly env: Readonly<Record<string, string>>;
-  /**
-   * `collect`: the folder is evidence the pair writes (its outcome folder). A runtime whose containers do not share
-   * this host's file system (swarm) mounts a volume on the node instead and copies it back here (`collectMounts`).
-   */
-  readonly binds: readonly {
-    readonly hostPath: string;
-    readonly containerPath: string;
-    readonly readOnly: boolean;
-    readonly collect?: boolean;
-  }[];
+  readonly binds: readonly BindMount[];
   readonly ports: readonly number[];
   readonly bindAddress: string;
-  /** `bridge` (absent: the same): the guarded pairs network, outbound only (src/core/pair-network.ts); `none`: loopback only. */
+  /**
+   * `bridge` (absent: the same): the guarded pairs network, outbound only (src/core/pair-network.ts);
+   * `none`: loopback only.
+   */
   readonly network?: NetworkChoice;
-  readonly deviceRequests: readonly {
-    readonly Driver: 'nvidia';
-    readonly Count?: number;
-    readonly DeviceIDs?: string[];
-    readonly Capabilities: string[][];
-  }[];
+  readonly deviceRequests: readonly DeviceRequest[];
   readonly labels: Readonly<Record<string, string>>;
   readonly stopTimeoutSec: number;
-  /** Swarm placement constraints (`node.hostname==gpu-3`, `node.labels.zone==a`); the local engine has one node and ignores them. */
-  readonly placement?: readonly string[];
   /** Pids, memory (no swap beyond it), CPU quota and ulimits (src/core/pair-limits.ts). */
   readonly limits?: ContainerLimits;
   /** The OCI runtime (`HostConfig.Runtime`, src/core/oci-runtime.ts); absent: the engine's default. */
   readonly runtime?: string;
+}
+
+/** What the runtime needs to create one pair container. */
+export interface ContainerSpec extends ContainerBase {
+  readonly cmd: readonly string[];
+  readonly workingDir: string;
+  /**
+   * `collect`: the folder is evidence the pair writes (its outcome folder). A runtime whose containers do not share
+   * this host's file system (swarm) mounts a volume on the node instead and copies it back here (`collectMounts`).
+   */
+  readonly binds: readonly (BindMount & { readonly collect?: boolean })[];
+  /**
+   * Swarm placement constraints (`node.hostname==gpu-3`, `node.labels.zone==a`); the local engine has one node
+   * and ignores them.
+   */
+  readonly placement?: readonly string[];
 }
 
 export interface ContainerHandle {
@@ -98,13 +111,26 @@ export interface EngineInfo {
 export type RemoveResult = 'removed' | 'absent';
 
 /**
- * The Docker engine as the pair lifecycle sees it. Idempotent where cleanup needs it:
- * stop of an exited container, remove of a missing one, and concurrent removes all succeed.
- * Engine failures are thrown as EngineError with a typed `fault`.
+ * The engine operations pairs and sessions share: one signature each, extended below by what only pairs
+ * (`ContainerRuntime`) and only sessions (`SessionEngine`) need. Idempotent where cleanup needs it: stop of an
+ * exited container, remove of a missing one, and concurrent removes all succeed. Engine failures are thrown as
+ * EngineError with a typed `fault`. Removal is verified by one function over these (src/app/remove-and-verify.ts).
  */
-export interface ContainerRuntime {
+export interface ContainerEngine {
   info(): Promise<EngineInfo>;
   imageExists(image: string): Promise<boolean>;
+  /** SIGTERM, then SIGKILL after `timeoutSec`. Stop of a stopped or missing container is a success. */
+  stop(id: string, timeoutSec: number): Promise<void>;
+  /** Force-remove (with its anonymous volumes); a missing container is `absent`, not an error. */
+  remove(id: string): Promise<RemoveResult>;
+  /** null when the engine answers 404. */
+  inspect(id: string): Promise<ContainerState | null>;
+  /** Every container (running or not) carrying all of `labels` (an empty value: the label with any value). */
+  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
+}
+
+/** The engine as the pair lifecycle sees it. */
+export interface ContainerRuntime extends ContainerEngine {
   /**
    * The image's id (`sha256:…`) on this engine, or null when it is not there: what `e1-batch start` pins (SPEC §3).
    * Optional: a runtime without it (a swarm's) runs its pairs by tag.
@@ -124,10 +150,6 @@ export interface ContainerRuntime {
     id: string,
     options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
   ): Promise<WaitResult>;
-  /** SIGTERM, then SIGKILL after `timeoutSec`. Stop of a stopped container is a success. */
-  stop(id: string, timeoutSec: number): Promise<void>;
-  remove(id: string): Promise<RemoveResult>;
-  inspect(id: string): Promise<ContainerState | null>;
   /** The environment the container was created with (resolved values: memory only, never persist). */
   environmentOf(id: string): Promise<Record<string, string> | null>;
   /** A tar stream of `path` inside the container, or null when the path does not exist. */
@@ -142,12 +164,6 @@ export interface ContainerRuntime {
    * container is gone. Optional: a runtime without it cannot prove a GPU request was kept (issue 28).
    */
   gpuGrantOf?(id: string): Promise<GpuGrant | null>;
-  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
-  /**
-   * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and
-   * whether that history is complete (the engine's small in-memory buffer, emptied by a restart, did not overflow
-   * since then). A hint, never the record.
-   */
   /**
    * Runtimes whose containers do not share this host's file system: copy what the pair wrote into its `collect`
    * mounts back into their host folders (after it stopped, before the outcome is read). Absent: nothing to copy.
@@ -158,8 +174,85 @@ export interface ContainerRuntime {
    * call's deadline), null when the container is gone or the runtime cannot tell (the layer is then not counted).
    */
   writableLayerBytes?(id: string): Promise<number | null>;
+  /**
+   * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and
+   * whether that history is complete (the engine's small in-memory buffer, emptied by a restart, did not overflow
+   * since then). A hint, never the record.
+   */
   containerEventsSince(
     id: string,
     sinceMs: number,
   ): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }>;
+}
+
+/** What the engine needs to create one session container (src/app/serve): a pair's shape, a few more choices. */
+export interface SessionContainerSpec extends ContainerBase {
+  readonly network: NetworkChoice;
+  readonly workdir: string | undefined;
+  readonly nanoCpus: number | undefined;
+  readonly memoryBytes: number | undefined;
+  /** The container's default user; absent: the image's. */
+  readonly user?: string | undefined;
+  /** The capabilities it keeps (all others dropped); absent: a pair's set. */
+  readonly capabilities?: readonly string[];
+  /** Its main command (the image's entrypoint kept); absent: the keep-alive. */
+  readonly command?: readonly string[] | undefined;
+  /** `/etc/hosts` lines, "NAME:IP" or "NAME:host-gateway". */
+  readonly extraHosts?: readonly string[];
+}
+
+/** What the engine says of a session's container now (GET /v1/sessions/{id}). */
+export interface SessionContainerDetail {
+  readonly workdir: string;
+  readonly user: string;
+  /** Its address on its network; null without one. */
+  readonly ipAddress: string | null;
+}
+
+export interface PublishedPort {
+  readonly host_ip: string;
+  readonly host_port: number;
+}
+
+export interface ExecSpec {
+  readonly argv: readonly string[];
+  readonly cwd?: string | undefined;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  readonly user?: string | undefined;
+  /** Written to the command's standard input, then closed: bytes, or a stream piped in with backpressure. */
+  readonly stdin?: Buffer | Readable | undefined;
+}
+
+/** A running exec: its two output streams end when every holder of the exec's pipes is gone. */
+export interface ExecHandle {
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** Resolves once the output has ended, with the exec's exit code (null when the engine does not know it). */
+  readonly done: Promise<number | null>;
+  /** SIGKILL to the exec's whole process group (an exec is a session leader), inside the container. */
+  killTree(): Promise<void>;
+  /** Stop reading (the connection to the engine is closed); `done` then settles. */
+  abandon(): void;
+}
+
+/** What a session's commands and file transfers default to. */
+export interface ContainerDefaults {
+  /** The container's working directory (the session's workdir, else the image's; '' when neither sets one). */
+  readonly workingDir: string;
+  /** The container's default user (the session's, else the image's; '' = root). */
+  readonly user: string;
+}
+
+/** The engine as the session manager sees it: the shared operations, and what only a session does. */
+export interface SessionEngine extends ContainerEngine {
+  /** Create and start; a container that fails to start is removed before the error is thrown. */
+  createAndStart(
+    spec: SessionContainerSpec,
+  ): Promise<{ readonly id: string; readonly ports: Readonly<Record<string, PublishedPort>> }>;
+  exec(id: string, spec: ExecSpec): Promise<ExecHandle>;
+  putArchive(id: string, dir: string, tar: Readable): Promise<void>;
+  /** Working directory, user and address of a container; null when the engine answers 404. */
+  detail(id: string): Promise<SessionContainerDetail | null>;
+  /** The container's working directory and default user; null when the engine answers 404. */
+  containerDefaults(id: string): Promise<ContainerDefaults | null>;
 }

@@ -13,7 +13,7 @@ import { ApiError } from './api-error.js';
 import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
 import { capabilityName, type SessionCreate } from './schemas.js';
 import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
-import type { PublishedPort, SessionEngine } from './session-engine.js';
+import type { PublishedPort, SessionEngine } from '../ports/container-runtime.js';
 import { sessionRel, type Session } from './session-state.js';
 import type { FileSystem } from '../ports/file-system.js';
 import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
@@ -23,7 +23,7 @@ import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
 export type Bind = { hostPath: string; containerPath: string; readOnly: boolean };
 
 export interface CreateDeps {
-  readonly engine: SessionEngine;
+  readonly engine: Pick<SessionEngine, 'imageExists' | 'info' | 'createAndStart'>;
   /** Real paths of mount sources. */
   readonly fs: Pick<FileSystem, 'realpath'>;
   readonly store: EvidenceStore;
@@ -71,7 +71,7 @@ export async function checkCreate(
   if (body.runtime !== undefined && body.runtime !== DEFAULT_RUNTIME) {
     const problem = runtimeProblem(
       body.runtime,
-      (await deps.engine.runtimes?.()) ?? [],
+      (await deps.engine.info()).runtimeDetails ?? [],
       body.gpus !== undefined,
     );
     if (problem !== null) throw ApiError.invalid('the session request', [{ path: 'runtime', rule: problem }]);

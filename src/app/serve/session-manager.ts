@@ -14,10 +14,11 @@ import type {
   SessionDetail,
   SessionInfo,
 } from './schemas.js';
-import type { ContainerDefaults, PublishedPort } from './session-engine.js';
+import type { ContainerDefaults, PublishedPort } from '../ports/container-runtime.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { checkCreate, startContainer } from './session-create.js';
-import { releaseSlot, removeVerified } from './session-deletion.js';
+import { releaseSlot, removeSessionContainer } from './session-deletion.js';
+import { describeRemovalFailure } from '../remove-and-verify.js';
 import {
   newSessionRecord,
   SESSION_ID,
@@ -492,8 +493,8 @@ export class SessionManager {
     const containerId = record.container_id;
     if (session.removal === null) {
       session.state = 'deleting';
-      const removal = await removeVerified(deps.engine, containerId, deps.stopBudgetSec);
-      if (!removal.verified) {
+      const removal = await removeSessionContainer(deps, containerId);
+      if (!removal.verified_absent) {
         // Not proven gone: keep the slot and let a later DELETE (or the reaper) try again.
         session.state = 'live';
         session.deletionReason = null;
@@ -507,7 +508,7 @@ export class SessionManager {
           removed: removal.removed,
           verified_absent: false,
           slot_released: false,
-          error: removal.error,
+          error: describeRemovalFailure(removal.failure),
         });
       }
       session.removal = { stopped: removal.stopped, removed: removal.removed };

@@ -8,7 +8,7 @@ import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
 import type { FileSystem } from '../ports/file-system.js';
 import type { Logger } from '../ports/logger.js';
-import type { ExecHandle, PublishedPort, SessionEngine } from './session-engine.js';
+import type { ExecHandle, PublishedPort, SessionEngine } from '../ports/container-runtime.js';
 import type { CleanupRecord, SessionCreate, SessionInfo } from './schemas.js';
 import type { StoredEnvValue } from './caller-secrets.js';
 
@@ -146,6 +146,8 @@ export interface SessionManagerDeps {
   readonly protectedPaths: ProtectedPaths;
   readonly createRedactor: (secrets: readonly string[]) => Transform;
   readonly stopBudgetSec: number;
+  /** How long a DELETE insists on the engine's 404 (src/app/remove-and-verify.ts); absent: its default. */
+  readonly verifyAbsentTimeoutMs?: number | undefined;
   /** Per stream, per exec: output beyond this is dropped (the result says `truncated`). */
   readonly maxOutputBytes: number;
   /** The only names `${NAME}` may reference (`serve --allow-env`); every other reference is refused (400). */
