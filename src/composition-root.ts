@@ -1,8 +1,9 @@
+import { existsSync } from 'node:fs';
 import { RECEIPT_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
@@ -41,7 +42,7 @@ import { engineSocketPaths } from './adapters/host-addresses.js';
 import { BATCH_FILE, MANIFEST_FILE } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
-import { RoboguideError } from './core/errors.js';
+import { InternalError, RoboguideError } from './core/errors.js';
 import {
   PAIRS_NETWORK_VARIABLE,
   pairsNetworkSetting,
@@ -66,9 +67,20 @@ import type { HostFactsRecord } from './core/host-facts.js';
 // loads this module. Unset, as in production, every point stays a no-op.
 installFailpoints(failpointsFromEnvironment(process.env));
 
-/** Root of the installed package (the folder holding package.json, docker/, dist/). */
-export const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
-export const DOCKER_DIR = fileURLToPath(new URL('../docker', import.meta.url));
+/**
+ * Root of the installed package (the folder holding package.json, docker/, dist/): the nearest folder above this
+ * module with a package.json. Found, not computed, because this module runs from `dist/composition-root.js` (tsc) and
+ * from a chunk under `dist/bundle/` (the bundled commands) at different depths.
+ */
+export const PACKAGE_ROOT = packageRootAbove(dirname(fileURLToPath(import.meta.url)));
+export const DOCKER_DIR = join(PACKAGE_ROOT, 'docker');
+
+function packageRootAbove(start: string): string {
+  for (let dir = start; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    if (dirname(dir) === dir) throw new InternalError(`no package.json above ${start}`);
+  }
+}
 
 /**
  * The one part of the CLI loaded on first use, not at start: dockerode (with ssh2, gRPC and protobufjs: about
@@ -324,7 +336,7 @@ export function mountOwners(): number[] {
   return uid === undefined ? [0] : [...new Set([0, uid])];
 }
 
-export const BIN_RUN_JS = fileURLToPath(new URL('../bin/run.js', import.meta.url));
+export const BIN_RUN_JS = join(PACKAGE_ROOT, 'bin', 'run.js');
 
 /** Host facts for `e1-batch start`'s batch.json (systeminformation in child processes, static facts cached per boot). */
 export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<HostFactsRecord> {

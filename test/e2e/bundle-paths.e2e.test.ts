@@ -1,0 +1,25 @@
+/**
+ * The bundled commands (`npm run build`: dist/bundle/) find the package's own files — docker/ for `images build`,
+ * bin/run.js for the detached supervisor, package.json for the code version — from a chunk that sits at another
+ * depth than the tsc output. A path computed from the module's own place broke every batch once.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '../..');
+
+describe('the bundled composition root', () => {
+  it('names the package root, its docker/ folder and bin/run.js', async () => {
+    const chunks = join(ROOT, 'dist/bundle/chunks');
+    const chunk = readdirSync(chunks).find((f) => f.startsWith('composition-root-') && f.endsWith('.js'));
+    expect(chunk, 'a composition-root chunk in dist/bundle/chunks (run npm run build)').toBeDefined();
+    const mod = (await import(pathToFileURL(join(chunks, chunk!)).href)) as Record<string, unknown>;
+    const values = Object.values(mod).filter((v): v is string => typeof v === 'string');
+    expect(values).toContain(ROOT);
+    expect(values).toContain(join(ROOT, 'docker'));
+    expect(values).toContain(join(ROOT, 'bin', 'run.js'));
+    expect(existsSync(join(ROOT, 'docker'))).toBe(true);
+  });
+});
