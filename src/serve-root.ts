@@ -181,9 +181,14 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   const allowedEnv = new Set(options.allowEnv ?? []);
   // Sessions and pairs resolve `${NAME}` from the allowed variables only (the routes refuse the others by name).
   const callerEnvironment = allowedEnvironment(options.environment, allowedEnv);
-  // The callers' secrets (session environment, exec env) arrive with requests: the log masks those of every session.
+  // The callers' secrets (session environment, exec env) arrive with requests: the log masks those of every session,
+  // and every allowed variable's value (an API pair's `${NAME}` resolves to one, and its errors are logged in detail).
   let sessionsRef: SessionManager | null = null;
-  const logger = redactingLogger(options.logger, () => sessionsRef?.allSecrets() ?? []);
+  const allowedValues = Object.values(callerEnvironment).filter((v) => v !== '');
+  const logger = redactingLogger(options.logger, () => [
+    ...allowedValues,
+    ...(sessionsRef?.allSecrets() ?? []),
+  ]);
   const sessions = new SessionManager({
     engine,
     registry,
