@@ -16,10 +16,17 @@ import type { ContainerDefaults, PublishedPort } from '../ports/container-runtim
 import type { ExecObserver } from './session-exec.js';
 import { execInSession } from './session-exec-request.js';
 import { checkCreate, startContainer } from './session-create.js';
-import { abandonCreate, performDeletion, recordedCleanup } from './session-teardown.js';
+import {
+  abandonCreate,
+  performDeletion,
+  recordedCleanup,
+  shutdownCleanup,
+  type ShutdownCleanup,
+} from './session-teardown.js';
 import {
   newSessionRecord,
   SESSION_ID,
+  listedSessions,
   sessionInfo,
   sessionOf,
   sessionRel,
@@ -38,12 +45,8 @@ export {
 } from './session-state.js';
 export type { ForeignContainer } from './session-adopt.js';
 export type { Adoption } from './session-restart.js';
+export type { ShutdownCleanup } from './session-teardown.js';
 
-/** The end of a shutdown: sessions deleted, and those whose slot could not be released (recorded in cleanup.json). */
-export interface ShutdownCleanup {
-  readonly deleted: CleanupRecord[];
-  readonly unreleased: { readonly session_id: string; readonly error: string }[];
-}
 export type { ExecObserver } from './session-exec.js';
 
 /** Expiry persisted on disk is refreshed when it lags the in-memory one by more than this. */
@@ -208,12 +211,7 @@ export class SessionManager {
   }
 
   list(): SessionInfo[] {
-    return [...this.#sessions.values()]
-      .filter(
-        (s): s is Session & { state: 'live' | 'deleting' | 'releasing' } =>
-          s.state === 'live' || s.state === 'deleting' || s.state === 'releasing',
-      )
-      .map(sessionInfo);
+    return listedSessions(this.#sessions.values());
   }
 
   /** Every secret of every session in memory: what the server's own log masks. */
@@ -377,13 +375,7 @@ export class SessionManager {
       .filter((s) => s.state !== 'deleted')
       .map((s) => s.record.session_id);
     const outcomes = await Promise.allSettled(ids.map((id) => this.delete(id, 'shutdown')));
-    const deleted: CleanupRecord[] = [];
-    const unreleased: { session_id: string; error: string }[] = [];
-    outcomes.forEach((outcome, index) => {
-      if (outcome.status === 'fulfilled') deleted.push(outcome.value);
-      else unreleased.push({ session_id: ids[index]!, error: (outcome.reason as Error).message });
-    });
-    return { deleted, unreleased };
+    return shutdownCleanup(ids, outcomes);
   }
 
   /**

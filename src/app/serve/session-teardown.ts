@@ -169,3 +169,23 @@ export async function abandonCreate(deps: SessionManagerDeps, session: Session, 
     } satisfies CleanupRecord)
     .catch(() => undefined);
 }
+
+/** The end of a shutdown: sessions deleted, and those whose slot could not be released (recorded in cleanup.json). */
+export interface ShutdownCleanup {
+  readonly deleted: CleanupRecord[];
+  readonly unreleased: { readonly session_id: string; readonly error: string }[];
+}
+
+/** The sessions a shutdown deleted, and those it could not finish (their slot still held), in the order of `ids`. */
+export function shutdownCleanup(
+  ids: string[],
+  outcomes: PromiseSettledResult<CleanupRecord>[],
+): ShutdownCleanup {
+  const deleted: CleanupRecord[] = [];
+  const unreleased: { session_id: string; error: string }[] = [];
+  outcomes.forEach((outcome, index) => {
+    if (outcome.status === 'fulfilled') deleted.push(outcome.value);
+    else unreleased.push({ session_id: ids[index]!, error: (outcome.reason as Error).message });
+  });
+  return { deleted, unreleased };
+}
