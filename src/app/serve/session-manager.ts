@@ -1,11 +1,9 @@
-import { CLEANUP_FILE, SESSION_FILE } from '../../core/evidence-names.js';
-import { CleanupRecordSchema } from './schemas.js';
+import { SESSION_FILE } from '../../core/evidence-names.js';
 import { randomUUID } from 'node:crypto';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
-import { redactText } from '../../core/redaction/redact-text.js';
-import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
-import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
+import { ApiError } from './api-error.js';
+import type { CallerEnvironment } from './caller-secrets.js';
 import type {
   CleanupRecord,
   ExecRequest,
@@ -15,20 +13,28 @@ import type {
   SessionInfo,
 } from './schemas.js';
 import type { ContainerDefaults, PublishedPort } from '../ports/container-runtime.js';
-import { execResult, runExec, type ExecObserver } from './session-exec.js';
+import type { ExecObserver } from './session-exec.js';
+import { execInSession } from './session-exec-request.js';
 import { checkCreate, startContainer } from './session-create.js';
-import { releaseSlot, removeSessionContainer } from './session-deletion.js';
-import { describeRemovalFailure } from '../remove-and-verify.js';
+import {
+  abandonCreate,
+  performDeletion,
+  recordedCleanup,
+  shutdownCleanup,
+  type ShutdownCleanup,
+} from './session-teardown.js';
 import {
   newSessionRecord,
   SESSION_ID,
+  listedSessions,
   sessionInfo,
   sessionOf,
   sessionRel,
   type Session,
   type SessionManagerDeps,
 } from './session-state.js';
-import { adoptedSession, type ForeignContainer } from './session-adopt.js';
+import { acquire, type ActiveTransfers } from './session-limits.js';
+import { adoptSessions, type Adoption } from './session-restart.js';
 
 export {
   DEFAULT_CONCURRENCY_LIMITS,
@@ -38,29 +44,10 @@ export {
   type SessionRecord,
 } from './session-state.js';
 export type { ForeignContainer } from './session-adopt.js';
+export type { Adoption } from './session-restart.js';
+export type { ShutdownCleanup } from './session-teardown.js';
 
-/** What a restarted server found: sessions adopted, reaped and slots released, and containers it left alone. */
-export interface Adoption {
-  readonly adopted: string[];
-  readonly reaped: string[];
-  readonly released: string[];
-  /** Containers with this server's batch label whose session.json, claim and reservation do not all match. */
-  readonly foreign: ForeignContainer[];
-}
-
-/** The end of a shutdown: sessions deleted, and those whose slot could not be released (recorded in cleanup.json). */
-export interface ShutdownCleanup {
-  readonly deleted: CleanupRecord[];
-  readonly unreleased: { readonly session_id: string; readonly error: string }[];
-}
 export type { ExecObserver } from './session-exec.js';
-
-/** The exec's standard input: the streamed body, else the JSON's text or base64 bytes. */
-function stdinOf(body: ExecRequest, streamed: Readable | undefined): Buffer | Readable | undefined {
-  if (streamed !== undefined) return streamed;
-  if (body.stdin_base64 !== undefined) return Buffer.from(body.stdin_base64, 'base64');
-  return body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined;
-}
 
 /** Expiry persisted on disk is refreshed when it lags the in-memory one by more than this. */
 const EXPIRY_PERSIST_SLACK_MS = 30_000;
@@ -75,7 +62,7 @@ export class SessionManager {
   readonly #deps: SessionManagerDeps;
   readonly #sessions = new Map<string, Session>();
   /** Execs and archive transfers running now, all sessions together. */
-  readonly #active = { exec: 0, archive: 0 };
+  readonly #active: ActiveTransfers = { exec: 0, archive: 0 };
   /** Each container's working directory and default user, asked of the engine once (they never change). */
   readonly #defaults = new Map<string, Promise<ContainerDefaults>>();
 
@@ -116,7 +103,8 @@ export class SessionManager {
         labels: this.labelsFor(sessionId, session.record.claim_id, body.labels),
       });
     } catch (err) {
-      await this.#abandonCreate(session, err as Error);
+      this.#sessions.delete(sessionId);
+      await abandonCreate(this.#deps, session, err as Error);
       markReady();
       throw err;
     }
@@ -182,37 +170,6 @@ export class SessionManager {
     return { session, markReady };
   }
 
-  /** Nothing runs (the engine adapter removes a container that failed to start): give the slot back, say why. */
-  async #abandonCreate(session: Session, err: Error): Promise<void> {
-    const deps = this.#deps;
-    const { session_id: sessionId, reservation_id: reservationId, claim_id: claimId } = session.record;
-    this.#sessions.delete(sessionId);
-    // The create's own error is the answer; a slot the registry cannot release now is released by the next start.
-    const released = await deps.registry.release(reservationId, claimId).then(
-      () => true,
-      (releaseErr: unknown) => {
-        deps.logger.error(
-          { session: sessionId, error: (releaseErr as Error).message },
-          'cannot release the slot of a failed create; the next start releases it',
-        );
-        return false;
-      },
-    );
-    await deps.store
-      .writeJsonAtomic(sessionRel(sessionId, CLEANUP_FILE), {
-        session_id: sessionId,
-        container_id: '',
-        reason: 'deleted',
-        stopped: false,
-        removed: false,
-        verified_absent: true,
-        slot_released: released,
-        error: `create failed: ${redactText(err.message, session.secrets)}`,
-        finished_at: deps.clock.now().toISOString(),
-      } satisfies CleanupRecord)
-      .catch(() => undefined);
-  }
-
   /** A live session; every request renews its TTL. 404 for unknown or deleted, 409 while it is being deleted. */
   #live(sessionId: string): Session {
     const session = this.#sessions.get(sessionId);
@@ -254,12 +211,7 @@ export class SessionManager {
   }
 
   list(): SessionInfo[] {
-    return [...this.#sessions.values()]
-      .filter(
-        (s): s is Session & { state: 'live' | 'deleting' | 'releasing' } =>
-          s.state === 'live' || s.state === 'deleting' || s.state === 'releasing',
-      )
-      .map(sessionInfo);
+    return listedSessions(this.#sessions.values());
   }
 
   /** Every secret of every session in memory: what the server's own log masks. */
@@ -301,111 +253,11 @@ export class SessionManager {
     const session = this.#live(sessionId);
     const containerId = session.record.container_id ?? '';
     const cwd = body.cwd === undefined ? undefined : await this.resolvePath(containerId, body.cwd);
-    const deps = this.#deps;
-    let env: Record<string, string> | undefined;
-    if (body.env !== undefined) {
-      const resolved = callerEnvironment(body.env, body.secret_env ?? [], deps.environment, deps.allowedEnv, {
-        env: 'env',
-        secretEnv: 'secret_env',
-      });
-      env = resolved.values;
-      // Masked from now on in everything of this session (a file the exec writes, a later exec's output), memory only.
-      for (const secret of resolved.secrets)
-        if (!session.secrets.includes(secret)) session.secrets.push(secret);
-    }
-    const secrets = [...session.secrets];
-    const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
-    const started = process.hrtime.bigint();
-    const done = this.#acquire(session, 'exec');
-    let outcome;
-    try {
-      const handle = await deps.engine.exec(containerId, {
-        argv,
-        cwd,
-        env,
-        user: body.user,
-        stdin: stdinOf(body, options.stdin),
-      });
-      session.execs.add(handle);
-      try {
-        outcome = await runExec({
-          observer: options.observer,
-          signal: options.signal,
-          handle,
-          secrets,
-          timeoutSec: body.timeout_sec,
-          createRedactor: deps.createRedactor,
-          maxOutputBytes: deps.maxOutputBytes,
-          logger: deps.logger,
-          sessionId,
-        });
-      } finally {
-        session.execs.delete(handle);
-      }
-    } finally {
-      done();
-      this.#touch(session);
-    }
-    const result = execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6);
-    const line = {
-      at: deps.clock.now().toISOString(),
-      argv: argv.map((a) => redactText(a, secrets)),
-      return_code: result.return_code,
-      timed_out: outcome.timedOut,
-      client_gone: options.signal?.aborted === true,
-      ...(outcome.stoppedFor !== null ? { killed: outcome.stoppedFor } : {}),
-      duration_ms: result.duration_ms,
-      stdout_bytes: outcome.stdout.bytes,
-      stderr_bytes: outcome.stderr.bytes,
-    };
-    await deps.fs
-      .appendFile(
-        deps.store.resolve(sessionRel(sessionId, 'execs.jsonl')),
-        new TextEncoder().encode(`${JSON.stringify(line)}\n`),
-        0o600,
-      )
-      .catch(() => undefined);
-    return result;
-  }
-
-  /**
-   * One more exec or archive transfer on the session, within the limits (429 past them, naming the limit and its
-   * flag); returns the function that ends it.
-   */
-  #acquire(session: Session, kind: 'exec' | 'archive'): () => void {
-    const limits = this.#deps.limits;
-    const [perSession, all, flag] =
-      kind === 'exec'
-        ? [limits.execsPerSession, limits.execs, '--max-execs']
-        : [limits.archivesPerSession, limits.archives, '--max-archives'];
-    const what = kind === 'exec' ? 'execs' : 'archive transfers';
-    if (session.active[kind] >= perSession) {
-      throw new ApiError(
-        429,
-        'E_TOO_MANY_REQUESTS',
-        `session ${session.record.session_id} already has ${session.active[kind]} ${what} running (limit ${perSession}, ${flag}-per-session); retry when one ends`,
-        [],
-        { retryAfterSec: 1 },
-      );
-    }
-    if (this.#active[kind] >= all) {
-      throw new ApiError(
-        429,
-        'E_TOO_MANY_REQUESTS',
-        `the server already has ${this.#active[kind]} ${what} running (limit ${all}, ${flag}); retry when one ends`,
-        [],
-        { retryAfterSec: 1 },
-      );
-    }
-    session.active[kind] += 1;
-    this.#active[kind] += 1;
-    let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      session.active[kind] -= 1;
-      this.#active[kind] -= 1;
-    };
+    return execInSession(this.#deps, session, body, options, {
+      cwd,
+      acquire: () => acquire(this.#deps.limits, this.#active, session, 'exec'),
+      touch: () => this.#touch(session),
+    });
   }
 
   /** The container a live session runs in (for archives), renewing its TTL. */
@@ -453,7 +305,7 @@ export class SessionManager {
     const containerId = session.record.container_id ?? '';
     const defaults = await this.#defaultsOf(containerId);
     const path = await this.resolvePath(containerId, request.path);
-    const end = this.#acquire(session, 'archive');
+    const end = acquire(this.#deps.limits, this.#active, session, 'archive');
     return { containerId, secrets: session.secrets, user: request.user ?? defaults.user, path, end };
   }
 
@@ -468,15 +320,17 @@ export class SessionManager {
     const session = this.#sessions.get(sessionId);
     if (session === undefined) {
       if (!SESSION_ID.test(sessionId)) throw ApiError.notFound(`session ${sessionId}`);
-      const record = await this.#deps.store
-        .readJson(sessionRel(sessionId, CLEANUP_FILE), CleanupRecordSchema)
-        .catch(() => null);
+      const record = await recordedCleanup(this.#deps, sessionId);
       if (record !== null) return record;
       throw ApiError.notFound(`session ${sessionId}`);
     }
     if (session.deletion === null) {
       session.deletionReason ??= reason;
-      const deletion = this.#performDeletion(session, session.deletionReason);
+      const deletion = performDeletion(this.#deps, session, session.deletionReason).then((cleanup) => {
+        const containerId = session.record.container_id;
+        if (session.state === 'deleted' && containerId !== null) this.#defaults.delete(containerId);
+        return cleanup;
+      });
       session.deletion = deletion;
       // A failed attempt is not kept: the next DELETE (or reaper pass) tries again.
       deletion.catch(() => {
@@ -484,109 +338,6 @@ export class SessionManager {
       });
     }
     return session.deletion;
-  }
-
-  async #performDeletion(session: Session, reason: CleanupRecord['reason']): Promise<CleanupRecord> {
-    const deps = this.#deps;
-    await session.ready; // a session still being created is deleted once its container exists
-    const { record } = session;
-    const containerId = record.container_id;
-    if (session.removal === null) {
-      session.state = 'deleting';
-      const removal = await removeSessionContainer(deps, containerId);
-      if (!removal.verified_absent) {
-        // Not proven gone: keep the slot and let a later DELETE (or the reaper) try again.
-        session.state = 'live';
-        session.deletionReason = null;
-        session.deletion = null;
-        deps.logger.error(
-          { session: record.session_id, container: containerId },
-          'session removal unverified; slot kept',
-        );
-        return this.#cleanupRecord(session, reason, {
-          stopped: removal.stopped,
-          removed: removal.removed,
-          verified_absent: false,
-          slot_released: false,
-          error: describeRemovalFailure(removal.failure),
-        });
-      }
-      session.removal = { stopped: removal.stopped, removed: removal.removed };
-      session.state = 'releasing';
-    }
-    const removal = session.removal;
-    let slot: { released: boolean; error: string | null };
-    try {
-      slot = await releaseSlot(deps.registry, record);
-    } catch (err) {
-      const cleanup = this.#cleanupRecord(session, reason, {
-        ...removal,
-        verified_absent: true,
-        slot_released: false,
-        error: `slot: ${(err as Error).message}`,
-      });
-      await this.#writeCleanup(cleanup);
-      deps.logger.error(
-        { session: record.session_id, container: containerId, error: cleanup.error },
-        'session removed (verified) but its slot could not be released; will retry',
-      );
-      throw this.#releaseFailure(session, err);
-    }
-    const cleanup = this.#cleanupRecord(session, reason, {
-      ...removal,
-      verified_absent: true,
-      slot_released: slot.released,
-      error: slot.error,
-    });
-    await this.#writeCleanup(cleanup);
-    session.state = 'deleted';
-    if (containerId !== null) this.#defaults.delete(containerId);
-    deps.logger.info({ session: record.session_id, container: containerId, reason }, 'session deleted');
-    return cleanup;
-  }
-
-  #cleanupRecord(
-    session: Session,
-    reason: CleanupRecord['reason'],
-    facts: Pick<CleanupRecord, 'stopped' | 'removed' | 'verified_absent' | 'slot_released' | 'error'>,
-  ): CleanupRecord {
-    return {
-      session_id: session.record.session_id,
-      container_id: session.record.container_id ?? '',
-      reason,
-      ...facts,
-      error: facts.error === null ? null : redactText(facts.error, session.secrets),
-      finished_at: this.#deps.clock.now().toISOString(),
-    };
-  }
-
-  async #writeCleanup(cleanup: CleanupRecord): Promise<void> {
-    await this.#deps.store
-      .writeJsonAtomic(sessionRel(cleanup.session_id, CLEANUP_FILE), cleanup)
-      .catch((err: unknown) => {
-        this.#deps.logger.error(
-          { session: cleanup.session_id, error: (err as Error).message },
-          'cannot write cleanup.json',
-        );
-      });
-  }
-
-  /** The API's answer to a deletion whose slot could not be released: 503 + Retry-After while the registry is unreachable. */
-  #releaseFailure(session: Session, err: unknown): ApiError {
-    const id = session.record.session_id;
-    if (isRegistryUnavailable(err)) {
-      const message = `session ${id}: its container is removed (verified) but the capacity registry cannot be reached to release its slot; DELETE again later (the reaper retries too)`;
-      return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], {
-        retryAfterSec: REGISTRY_RETRY_AFTER_SEC,
-        cause: err,
-      });
-    }
-    const api = toApiError(err);
-    const message = `session ${id}: its container is removed (verified) but its slot could not be released: ${redactText(api.message, session.secrets)}`;
-    return new ApiError(api.status, api.code, message, api.issues, {
-      cause: err,
-      ...(api.retryAfterSec !== null ? { retryAfterSec: api.retryAfterSec } : {}),
-    });
   }
 
   /**
@@ -624,13 +375,7 @@ export class SessionManager {
       .filter((s) => s.state !== 'deleted')
       .map((s) => s.record.session_id);
     const outcomes = await Promise.allSettled(ids.map((id) => this.delete(id, 'shutdown')));
-    const deleted: CleanupRecord[] = [];
-    const unreleased: { session_id: string; error: string }[] = [];
-    outcomes.forEach((outcome, index) => {
-      if (outcome.status === 'fulfilled') deleted.push(outcome.value);
-      else unreleased.push({ session_id: ids[index]!, error: (outcome.reason as Error).message });
-    });
-    return { deleted, unreleased };
+    return shutdownCleanup(ids, outcomes);
   }
 
   /**
@@ -642,65 +387,9 @@ export class SessionManager {
   async adopt(
     readEnvironment: (containerId: string) => Promise<Record<string, string> | null>,
   ): Promise<Adoption> {
-    const deps = this.#deps;
-    const adoption: Adoption = { adopted: [], reaped: [], released: [], foreign: [] };
-    const containers = await deps.engine.listByLabel({ 'roboguide.batch': deps.batchId });
-    const claimsOnContainers = new Set(
-      containers.map((c) => c.labels['roboguide.claim'] ?? '').filter((c) => c !== ''),
+    return adoptSessions(this.#deps, this.#sessions, this.#nowMs(), readEnvironment, (id, reason) =>
+      this.delete(id, reason),
     );
-    const now = this.#nowMs();
-    for (const container of containers) {
-      const found = await adoptedSession(deps, container, now, readEnvironment);
-      const reason =
-        found.kind === 'foreign'
-          ? found.reason
-          : this.#sessions.has(found.sessionId)
-            ? 'a second container for an adopted session id (a duplicate id)'
-            : null;
-      if (found.kind === 'foreign' || reason !== null) {
-        const foreign = {
-          container_id: container.id,
-          session_id: container.labels['roboguide.job'] ?? '',
-          reason: reason ?? '',
-        };
-        adoption.foreign.push(foreign);
-        deps.logger.warn(
-          { container: foreign.container_id, session: foreign.session_id, reason: foreign.reason },
-          "container with this server's labels left alone: not provably one of its sessions",
-        );
-        continue;
-      }
-      this.#sessions.set(found.sessionId, found.session);
-      if (!found.live) {
-        await this.delete(found.sessionId, 'adopted_expired');
-        adoption.reaped.push(found.sessionId);
-      } else {
-        adoption.adopted.push(found.sessionId);
-      }
-    }
-    for (const reservation of await deps.registry.held({ batchId: deps.batchId })) {
-      if (this.#sessions.has(reservation.jobId) || claimsOnContainers.has(reservation.claimId)) continue;
-      // No container carries this claim: nothing runs, the slot goes back.
-      await deps.registry.release(reservation.id, reservation.claimId);
-      adoption.released.push(reservation.jobId);
-      await this.#settleRecordedCleanup(reservation.jobId);
-    }
-    return adoption;
-  }
-
-  /** A cleanup.json written while the registry was down (`slot_released: false`, container verified gone): now released. */
-  async #settleRecordedCleanup(sessionId: string): Promise<void> {
-    if (!SESSION_ID.test(sessionId)) return;
-    const record = await this.#deps.store
-      .readJson(sessionRel(sessionId, CLEANUP_FILE), CleanupRecordSchema)
-      .catch(() => null);
-    if (record === null || record.slot_released || !record.verified_absent) return;
-    await this.#writeCleanup({
-      ...record,
-      slot_released: true,
-      error: null,
-      finished_at: this.#deps.clock.now().toISOString(),
-    });
   }
 
   get size(): number {

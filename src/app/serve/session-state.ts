@@ -202,3 +202,13 @@ export function sessionInfo(s: Session & { state: 'live' | 'deleting' | 'releasi
     labels: s.record.labels,
   };
 }
+
+/** What GET /v1/sessions lists: the sessions live or being deleted (not those still being created, nor deleted). */
+export function listedSessions(sessions: Iterable<Session>): SessionInfo[] {
+  return [...sessions]
+    .filter(
+      (s): s is Session & { state: 'live' | 'deleting' | 'releasing' } =>
+        s.state === 'live' || s.state === 'deleting' || s.state === 'releasing',
+    )
+    .map(sessionInfo);
+}
