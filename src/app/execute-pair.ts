@@ -2,7 +2,7 @@ import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG } from '../core/evidence-names.js'
 import { join } from 'node:path';
 import { textRedactor } from '../core/redaction/redact-text.js';
 import type { LogSink } from './evidence/log-sink.js';
-import type { OpenedLog } from './pair-logs.js';
+import type { OpenedLog } from './pair-log-types.js';
 import type { DiskRecord } from '../core/result.js';
 import { PRIVATE_OUTCOME_DIR } from '../core/receipt.js';
 import { DiskWatch } from './disk-watch.js';
