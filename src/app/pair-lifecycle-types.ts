@@ -4,7 +4,7 @@ import type { ContainerRecord, LogRecord, ProviderFailure } from '../core/result
 import type { LifecycleFacts } from '../core/pair-lifecycle-state.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { SessionsReport } from './pair-collection.js';
-import type { OpenLogs } from './pair-logs.js';
+import type { OpenLogs } from './pair-log-types.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime, ContainerSpec } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';

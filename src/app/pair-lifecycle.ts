@@ -28,7 +28,8 @@ import {
   unwatchedStop,
   type SessionsReport,
 } from './pair-collection.js';
-import { LogOpenError, PairLogs } from './pair-logs.js';
+import { PairLogs } from './pair-logs.js';
+import { LogOpenError } from './pair-log-types.js';
 import type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 import { EngineError } from './ports/engine-error.js';
 import type { ContainerOutput, ContainerSpec } from './ports/container-runtime.js';
@@ -36,7 +37,7 @@ import { gpuRequestDropped } from '../core/gpu/gpu-proof.js';
 import { Readable } from 'node:stream';
 import { removeAndVerify } from './remove-and-verify.js';
 
-export type { LogTarget } from './pair-logs.js';
+export type { LogTarget } from './pair-log-types.js';
 export type { SessionsReport } from './pair-collection.js';
 export type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 export { removeAndVerify } from './remove-and-verify.js';

@@ -11,7 +11,7 @@ import {
 } from '../../src/core/errors.js';
 import { EngineError } from '../../src/app/ports/engine-error.js';
 import { MountRefusedError } from '../../src/app/mount-guard.js';
-import { LogOpenError } from '../../src/app/pair-logs.js';
+import { LogOpenError } from '../../src/app/pair-log-types.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { LifecycleTransitionError } from '../../src/core/pair-lifecycle-state.js';
 import { TooDeepError } from '../../src/core/terminal-proof.js';
