@@ -1,13 +1,8 @@
 import { isSupervisorRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
-import {
-  BatchLedger,
-  type FailedPair,
-  type FinishFacts,
-  type LedgerBasis,
-  type OpenClaim,
-} from '../../core/batch-ledger.js';
+import { BatchLedger } from '../../core/batch-ledger.js';
+import type { FailedPair, FinishFacts, LedgerBasis, OpenClaim } from '../../core/ledger-facts.js';
 import {
   deriveState,
   foldJournal,
