@@ -7,7 +7,6 @@ import { createDoctorDeps, freeDiskBytes } from './adapters/doctor-probes.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { hostAddresses } from './adapters/host-addresses.js';
 import { procHostIdentity } from './adapters/host-identity.js';
-import { buildSyntheticImages, type BuildReport } from './adapters/docker/image-builder.js';
 import { observeGpus } from './adapters/nvidia-smi.js';
 import { fileOutcomeReader } from './adapters/outcome-reader.js';
 import { createFileLogger } from './adapters/pino-logger.js';
@@ -32,7 +31,8 @@ import type { NodeDownDeps } from './app/batch/node-down.js';
 import { batchSpaceWarning } from './app/batch/output-space.js';
 import { readStatus } from './app/batch/read-status.js';
 import type { ReportFileDeps } from './app/batch/report-file.js';
-import { checkRegistryNeeds, type StartBatchDeps, type StartBatchOptions } from './app/batch/start-batch.js';
+import { checkRegistryNeeds } from './app/batch/registry-needs.js';
+import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
 import type { BatchStatus } from './app/batch/status.js';
 import { supervise } from './app/batch/supervisor.js';
 import type { CapacityDeps } from './app/capacity-report.js';
@@ -54,7 +54,7 @@ import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
  * for what its use-case needs, calls the use-case and renders. Everything is imported at the top (start-up:
  * docs/architecture.md, "start-up"; the engine client alone is loaded on first use, by the composition root).
  */
-export type { BuildReport };
+export type { BuildReport } from './adapters/docker/image-builder.js';
 
 /** This host's process identities (`/proc`): who runs, whether a recorded supervisor still lives. */
 export const hostIdentity = procHostIdentity;
@@ -290,17 +290,6 @@ export async function pairNetworkGuard(): Promise<PairNetworkGuard> {
     );
   }
   return guard;
-}
-
-/** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */
-export async function buildImages(options: {
-  readonly busyboxPath: string;
-  readonly force: boolean;
-  readonly only?: string[];
-}): Promise<BuildReport[]> {
-  const runtime = await root.createDockerRuntime();
-  await runtime.info(); // fail fast with exit 3 when no engine answers
-  return buildSyntheticImages(runtime.docker, { dockerDir: root.DOCKER_DIR, ...options });
 }
 
 /** `e1-batch start`: what prepareBatch needs of this host, and the facts it checks the manifest against. */

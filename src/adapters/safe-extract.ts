@@ -6,6 +6,8 @@ import { dirname, join, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { extract } from 'tar-stream';
 import type { Extract, Header } from 'tar-stream';
+import { planEntry, sanitizeLabel } from './archive-entry-plan.js';
+import { codeOf, drain, drainedOrClosed, isDestroyable, toBuffer } from './tar-stream-helpers.js';
 
 /**
  * Safe extraction of a tar stream copied out of a container (SPEC §4 `sessions/`, §5 step 6).
@@ -55,84 +57,14 @@ export interface ExtractOptions {
 }
 
 const MAX_RECORDED_REFUSALS = 50;
-const MAX_LABEL_CHARS = 120;
 /** Tar framing allowed per entry beyond the data limits (header, pax records, padding). */
 const FRAMING_BYTES_PER_ENTRY = 4096;
 const FILE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
-
-type Plan =
-  | { readonly kind: 'skip' }
-  | { readonly kind: 'refuse'; readonly reason: string }
-  | { readonly kind: 'file' | 'directory'; readonly segments: readonly string[] };
-
-/** Printable, bounded form of an archive name for refusal strings. */
-export function sanitizeLabel(name: string): string {
-  // eslint-disable-next-line no-control-regex
-  const printable = name.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
-  return printable.length > MAX_LABEL_CHARS ? `${printable.slice(0, MAX_LABEL_CHARS)}…` : printable;
-}
-
-const TYPE_LABELS: Readonly<Record<string, string>> = { link: 'hard link', symlink: 'symlink' };
-
-/** Decides from the header alone what an entry may become; pure. */
-export function planEntry(header: Pick<Header, 'name' | 'type'>, stripComponents: number): Plan {
-  const label = sanitizeLabel(header.name);
-  const refuse = (what: string): Plan => ({ kind: 'refuse', reason: `${what} refused: ${label}` });
-  if (header.type !== 'file' && header.type !== 'directory')
-    return refuse(TYPE_LABELS[header.type] ?? header.type);
-  if (header.name.includes('\0')) return refuse('name with NUL');
-  if (header.name.startsWith('/')) return refuse('absolute path');
-  const parts = header.name.split('/').filter((part) => part !== '' && part !== '.');
-  if (parts.includes('..')) return refuse('path traversal');
-  const segments = parts.slice(stripComponents);
-  if (segments.length > 0) return { kind: header.type, segments };
-  return header.type === 'directory' ? { kind: 'skip' } : refuse('empty name');
-}
 
 class LimitExceeded extends ToolError {
   constructor(message: string) {
     super('E_LIMIT_EXCEEDED', message);
   }
-}
-
-function toBuffer(chunk: unknown): Buffer {
-  if (Buffer.isBuffer(chunk)) return chunk;
-  if (typeof chunk === 'string') return Buffer.from(chunk);
-  if (chunk instanceof Uint8Array) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  throw new TypeError(`unexpected chunk type: ${typeof chunk}`);
-}
-
-function codeOf(err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && !(err instanceof InternalError)) return sanitizeLabel(code); // an internal fault: its message
-  return err instanceof Error ? sanitizeLabel(err.message).slice(0, 60) : 'unknown';
-}
-
-function isDestroyable(stream: object): stream is { destroy(): void } {
-  return typeof (stream as { destroy?: unknown }).destroy === 'function';
-}
-
-/** Reads and discards an entry's data; its size was already checked against the limits. */
-async function drain(entry: AsyncIterable<unknown>): Promise<void> {
-  try {
-    for await (const _chunk of entry) {
-      // discarded
-    }
-  } catch {
-    // The archive failed; the extraction loop records why.
-  }
-}
-
-function drainedOrClosed(extractor: Extract): Promise<void> {
-  return new Promise((resolveWait) => {
-    const done = (): void => {
-      extractor.off('drain', done);
-      extractor.off('close', done);
-      resolveWait();
-    };
-    extractor.on('drain', done);
-    extractor.on('close', done);
-  });
 }
 
 class Extraction {

@@ -4,7 +4,8 @@ import { join, posix } from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Pack } from 'tar-stream';
-import { DEFAULT_EXTRACT_LIMITS, planEntry, sanitizeLabel, type ExtractLimits } from './safe-extract.js';
+import { planEntry, sanitizeLabel } from './archive-entry-plan.js';
+import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './safe-extract.js';
 
 /**
  * Uploads through the `serve` API (issues 12, 23): the client's tar is checked entry by entry with the

@@ -20,7 +20,8 @@ import { parsePostgresUrl, registryLocation } from '../../src/adapters/registry/
 import { openRegistryAt } from '../../src/adapters/registry/open-registry.js';
 import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-capacity-registry.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { checkRegistryNeeds, prepareBatch } from '../../src/app/batch/start-batch.js';
+import { checkRegistryNeeds } from '../../src/app/batch/registry-needs.js';
+import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
 import type { AdmitRequest, AdmitResult, CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
 import { systemClock } from '../../src/app/ports/clock.js';

@@ -7,7 +7,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { admissionNodesFor, admitOnNodes, admitOnePair } from '../../src/app/admission.js';
 import { cappedGpuMib } from '../../src/core/admission-rule.js';
-import { checkRegistryNeeds, registryNeeds } from '../../src/app/batch/start-batch.js';
+import { checkRegistryNeeds, registryNeeds } from '../../src/app/batch/registry-needs.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';

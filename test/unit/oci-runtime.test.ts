@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runtimeIssues } from '../../src/app/batch/start-batch.js';
+import { runtimeIssues } from '../../src/app/batch/runtime-issues.js';
 import { jobRuntime, parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
 import {
   gvisorSessionsDirProblem,

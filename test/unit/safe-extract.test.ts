@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DEFAULT_EXTRACT_LIMITS, extractArchiveSafely, planEntry } from '../../src/adapters/safe-extract.js';
+import { planEntry } from '../../src/adapters/archive-entry-plan.js';
+import { DEFAULT_EXTRACT_LIMITS, extractArchiveSafely } from '../../src/adapters/safe-extract.js';
 import type { ExtractLimits } from '../../src/adapters/safe-extract.js';
 import { failingStream, lazyHugeEntry, lazyManyFiles, tarBytes, tarStream } from '../support/hostile-tar.js';
 

@@ -10,7 +10,7 @@ import { gpuCountOf } from '../../src/adapters/swarm/swarm-service-spec.js';
 import type { LazyContainerRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { LazyExecutorRuntime } from '../../src/adapters/docker/lazy-container-runtime.js';
 import { createExecutor, runtimeForOutput } from '../../src/composition-root.js';
-import { swarmSlots } from '../../src/app/batch/start-batch.js';
+import { swarmSlots } from '../../src/app/batch/swarm-checks.js';
 import { classify } from '../../src/core/classify.js';
 import { decideDispatch, workersAllowed } from '../../src/core/dispatch-policy.js';
 import { InvalidInputError } from '../../src/core/errors.js';

@@ -7,7 +7,8 @@ import {
   isWrittenStatus,
 } from '../evidence/evidence-records.js';
 import type { EvidenceStore, JsonCheck } from '../evidence/evidence-store.js';
-import { BASIS_SCHEMA, BatchLedger } from '../../core/batch-ledger.js';
+import { BatchLedger } from '../../core/batch-ledger.js';
+import { BASIS_SCHEMA } from '../../core/ledger-facts.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';

@@ -4,30 +4,15 @@ import { dirname } from 'node:path';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { imagesMissing } from '../image-missing.js';
-import { jobImage, jobRuntime, type Manifest } from '../../core/manifest/index.js';
-import {
-  DEFAULT_RUNTIME,
-  gvisorSessionsDirProblem,
-  isGvisor,
-  runtimeProblem,
-} from '../../core/oci-runtime.js';
+import { jobImage, type Manifest } from '../../core/manifest/index.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues, resolveReal, staleOutcomeIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
-import {
-  admissionNodesFor,
-  heldPortIssues,
-  neverFitIssues,
-  type AdmissionNodes,
-  type GpuNeed,
-  type LeaseAlive,
-  type PortNeed,
-} from '../admission.js';
-import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import { admissionNodesFor } from '../admission.js';
 import type { Clock } from '../ports/clock.js';
-import type { ContainerRuntime, EngineInfo } from '../ports/container-runtime.js';
+import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
 import type { NodeInventory } from '../ports/executor-inventory.js';
 import type { HostIdentity } from '../ports/host-identity.js';
@@ -46,6 +31,9 @@ import {
   type BatchRecord,
 } from './layout.js';
 
+import { registryNeeds, type RegistryNeeds } from './registry-needs.js';
+import { runtimeIssues } from './runtime-issues.js';
+import { gpuCount, swarmJobIssues, swarmSlots } from './swarm-checks.js';
 export interface StartBatchDeps {
   readonly fs: FileSystem;
   /** The boot id recorded in batch.json. */
@@ -142,137 +130,9 @@ function bindAddressIssues(options: StartBatchOptions): Issue[] {
   return problem === null ? [] : [{ path: '--bind-address', rule: problem }];
 }
 
-/** What the batch's pairs hold in the registry besides a slot, by manifest path (for start-time refusals). */
-export interface RegistryNeeds {
-  readonly ports: readonly PortNeed[];
-  readonly gpu: readonly GpuNeed[];
-  /** Swarm: the nodes a pair with given placement constraints may run on; absent: the registry's own node. */
-  readonly nodes?: AdmissionNodes;
-  /** Told what does not stop the batch (a port held by a batch whose supervisor is gone). */
-  readonly warn?: (message: string) => void;
-  /** Whether a holder batch's supervisor (its registry lease) still lives; absent: every holder counts as alive. */
-  readonly isAlive?: LeaseAlive;
-}
-
-export function registryNeeds(
-  manifest: Manifest,
-  how: Pick<RegistryNeeds, 'nodes' | 'warn' | 'isAlive'> = {},
-): RegistryNeeds {
-  const placement = (job: Manifest['jobs'][number]): { placement?: readonly string[] } =>
-    job.placement !== undefined ? { placement: job.placement } : {};
-  return {
-    ports: manifest.jobs.flatMap((job, i) =>
-      job.ports.map((port, k) => ({
-        path: `jobs[${i}].ports[${k}]`,
-        jobId: job.job_id,
-        port,
-        ...placement(job),
-      })),
-    ),
-    gpu: manifest.jobs.flatMap((job, i) =>
-      job.gpu_mib !== undefined
-        ? [{ path: `jobs[${i}].gpu_mib`, jobId: job.job_id, mib: job.gpu_mib, ...placement(job) }]
-        : [],
-    ),
-    ...how,
-  };
-}
-
-/**
- * Refuses (exit 2, naming each field) a batch that could not run: a declared port held, on every node the pair may
- * run on, by another batch whose supervisor is alive (a holder whose supervisor is gone gives a warning instead:
- * `heldPortIssues`), or a pair whose declared GPU memory exceeds the whole GPU budget of every such node (it could
- * never be admitted). Locally the only node is the registry's own.
- */
-export async function checkRegistryNeeds(registry: CapacityRegistry, needs: RegistryNeeds): Promise<void> {
-  const ports = await heldPortIssues(registry, needs.ports, needs.nodes, needs.isAlive ?? (() => true));
-  const issues: Issue[] = [...ports.issues, ...(await neverFitIssues(registry, needs.gpu, needs.nodes))];
-  if (issues.length > 0)
-    throw new InvalidInputError('E_MANIFEST_INVALID', 'the batch cannot start on this host', issues);
-  for (const warning of ports.warnings) needs.warn?.(warning);
-}
-
 const POSTGRES_URL = /^postgres(ql)?:\/\//i;
 function isPostgresUrl(registry: string): boolean {
   return POSTGRES_URL.test(registry);
-}
-
-/** On a swarm GPUs are generic resources counted per node: "all" has no meaning there. */
-function swarmJobIssues(manifest: Manifest, executor: ExecutorConfig | undefined): Issue[] {
-  if (executor?.kind !== 'swarm') return [];
-  const RUNTIME_RULE = `must be "${DEFAULT_RUNTIME}" with --executor swarm: a swarm service cannot choose its runtime`;
-  return [
-    ...(manifest.runtime !== undefined && manifest.runtime !== DEFAULT_RUNTIME
-      ? [{ path: 'runtime', rule: RUNTIME_RULE }]
-      : []),
-    ...manifest.jobs.flatMap((job, i) => [
-      ...(job.gpus === 'all'
-        ? [
-            {
-              path: `jobs[${i}].gpus`,
-              rule: 'must be a GPU count (or a device list) with --executor swarm: "all" cannot be placed',
-            },
-          ]
-        : []),
-      ...(job.runtime !== undefined && job.runtime !== DEFAULT_RUNTIME
-        ? [{ path: `jobs[${i}].runtime`, rule: RUNTIME_RULE }]
-        : []),
-    ]),
-  ];
-}
-
-/**
- * Every runtime the manifest asks for must be registered with the engine, and GPUs under gVisor need its GPU proxy
- * (src/core/oci-runtime.ts). One issue per job (its own field, else the manifest's `runtime`), all at once.
- */
-export function runtimeIssues(
-  manifest: Manifest,
-  engine: Pick<EngineInfo, 'runtimes' | 'runtimeDetails'>,
-): Issue[] {
-  const registered = engine.runtimeDetails ?? engine.runtimes.map((name) => ({ name, path: '', args: [] }));
-  const issues: Issue[] = [];
-  const batchWide = new Set<string>();
-  manifest.jobs.forEach((job, i) => {
-    const runtime = jobRuntime(manifest, job);
-    const problem = runtimeProblem(runtime, registered, job.gpus !== undefined);
-    const gvisor = registered.find((r) => r.name === runtime);
-    const sessions =
-      problem === null && gvisor !== undefined && isGvisor(gvisor)
-        ? gvisorSessionsDirProblem(job.sessions_dir ?? manifest.sessions_dir)
-        : null;
-    if (sessions !== null)
-      issues.push({
-        path: job.sessions_dir !== undefined ? `jobs[${i}].sessions_dir` : 'sessions_dir',
-        rule: sessions,
-      });
-    if (problem === null) return;
-    const path =
-      job.runtime !== undefined
-        ? `jobs[${i}].runtime`
-        : problem.startsWith('gpus')
-          ? `jobs[${i}].gpus`
-          : 'runtime';
-    if (path === 'runtime') {
-      if (batchWide.has(problem)) return;
-      batchWide.add(problem);
-    }
-    issues.push({ path, rule: problem });
-  });
-  return issues;
-}
-
-/** Pairs needing `gpusPerPair` GPUs the swarm's nodes can run at once (one per node when they need none); at least 1. */
-export function swarmSlots(nodes: readonly { readonly gpus: number }[], gpusPerPair: number): number {
-  const total =
-    gpusPerPair > 0 ? nodes.reduce((sum, n) => sum + Math.floor(n.gpus / gpusPerPair), 0) : nodes.length;
-  return Math.max(1, total);
-}
-
-/** GPUs a job asks for, as a count (a list of ids counts its ids; "all" counts as one whole node's worth: 1). */
-function gpuCount(gpus: Manifest['jobs'][number]['gpus']): number {
-  if (gpus === undefined) return 0;
-  if (gpus === 'all') return 1;
-  return typeof gpus === 'number' ? gpus : gpus.length;
 }
 
 /** The manifest as read and every check that needs no engine; warnings printed once it passed. */

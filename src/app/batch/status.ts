@@ -1,107 +1,36 @@
 import { isSupervisorRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
-import {
-  BatchLedger,
-  type FailedPair,
-  type FinishFacts,
-  type LedgerBasis,
-  type OpenClaim,
-} from '../../core/batch-ledger.js';
+import { BatchLedger } from '../../core/batch-ledger.js';
+import type { FinishFacts, OpenClaim } from '../../core/ledger-facts.js';
 import {
   deriveState,
   foldJournal,
   STATUS_SCHEMA,
-  type BatchState,
   type Counts,
-  type PauseCauseEntry,
-  type PauseHistoryEntry,
   type RunningPair,
 } from '../../core/batch-state.js';
-import type { PauseReason } from '../../core/pause-rules.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
 import { estimateEtaFromMean, type Eta } from '../../core/report/eta.js';
-import type { Classification, ResultRecord } from '../../core/result.js';
+import type { ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
-import type { MovedImage } from './image-pins.js';
 import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
-
-export interface Leftover {
-  readonly container_id: string;
-  readonly job_id: string | null;
-  readonly status: string;
-  readonly why: 'job_finished' | 'job_not_running' | 'unknown_job';
-}
-
-export interface BatchStatus {
-  readonly schema: typeof STATUS_SCHEMA;
-  readonly batch_id: string;
-  readonly output: string;
-  readonly state: BatchState;
-  readonly pause_reasons: PauseReason[];
-  /** The causes of the pauses in force, where an error made them (issue 27); absent when there is none. */
-  readonly pause_causes?: PauseCauseEntry[];
-  readonly counts: Counts;
-  readonly running: RunningPair[];
-  readonly workers_allowed: number;
-  /**
-   * Swarm executor only (absent for local batches): per node, the pairs running there and its GPUs (the node's
-   * `NVIDIA-GPU` generic resources seen at start, and those the running pairs asked for).
-   */
-  readonly nodes?: readonly NodeStatus[];
-  readonly gpu_peak_mib: number | null;
-  /** Why the batch stays serial on GPU grounds, when it does (null: the dispatch rule alone decides). */
-  readonly gpu_note: string | null;
-  readonly claims_without_result: string[];
-  /** The failed pairs, most recent first, with their first reason (see FailedPairs). */
-  readonly failed?: FailedPairs;
-  /** Pinned images whose tag names another image now (`e1-batch status` with an engine); absent when none. */
-  readonly images_moved?: readonly MovedImage[];
-  /** Time left, from the mean duration of the pairs finished so far; null before the first result or when idle. */
-  readonly eta: Eta | null;
-  readonly leftovers: Leftover[];
-  readonly supervisor: (SupervisorRecord & { readonly alive: boolean }) | null;
-  readonly updated_at: string;
-}
-
-export interface Summary {
-  readonly schema: 'roboguide.e1.summary/v1';
-  readonly batch_id: string;
-  readonly state: BatchState;
-  readonly counts: Counts;
-  readonly pause_reasons: PauseReason[];
-  readonly pause_history: PauseHistoryEntry[];
-  readonly jobs: {
-    readonly job_id: string;
-    readonly classification: Classification | null;
-    readonly reasons: readonly string[];
-    readonly started_at: string | null;
-    readonly finished_at: string | null;
-  }[];
-  readonly source_checks: unknown[];
-  readonly timings: {
-    readonly created_at: string;
-    readonly first_claim_at: string | null;
-    readonly last_finish_at: string | null;
-  };
-  readonly written_at: string;
-}
-
-/**
- * Failed pairs as status names them: the most recent ones (at most FAILED_SHOWN, newest first) with their
- * classification, first reason and first outcome problem; `more`: how many other failed pairs there are (the report
- * lists every one).
- */
-export interface FailedPairs {
-  readonly pairs: readonly FailedPair[];
-  readonly more: number;
-}
-
+import { nodesStatus } from './status-nodes.js';
+import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
+export type {
+  BatchStatus,
+  FailedPairs,
+  Leftover,
+  NodeStatus,
+  StatusBasis,
+  Summary,
+  WrittenStatus,
+} from './status-shapes.js';
 function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
   const pairs = ledger.failedRecent();
   const total = counts.total - counts.pending - counts.claimed - counts.completed;
@@ -206,49 +135,6 @@ export function ledgerFromFiles(
   for (const record of journal) ledger.foldOnly(record);
   for (const f of files) settleFromFiles(ledger, f.job.job_id, f.receipt, f.result);
   return ledger;
-}
-
-export interface NodeStatus {
-  readonly node: string;
-  readonly running: readonly string[];
-  readonly gpus_total: number;
-  readonly gpus_in_use: number;
-}
-
-function gpusOfJob(job: Manifest['jobs'][number] | undefined): number {
-  const g = job?.gpus;
-  if (g === undefined) return 0;
-  if (g === 'all') return 1;
-  return typeof g === 'number' ? g : g.length;
-}
-
-/** Per-node view of a swarm batch: its nodes at start (plus any a pair was placed on since), the pairs running there, GPUs. */
-function nodesStatus(
-  batch: BatchRecord,
-  jobs: ReadonlyMap<string, Manifest['jobs'][number]>,
-  running: readonly RunningPair[],
-): NodeStatus[] | undefined {
-  if (batch.executor?.kind !== 'swarm') return undefined;
-  const nodes = new Map<string, { running: string[]; gpus_total: number; gpus_in_use: number }>();
-  for (const n of batch.executor_nodes ?? [])
-    nodes.set(n.node, { running: [], gpus_total: n.gpus, gpus_in_use: 0 });
-  for (const r of running) {
-    if (r.node === undefined) continue;
-    const n = nodes.get(r.node) ?? { running: [], gpus_total: 0, gpus_in_use: 0 };
-    n.running.push(r.job_id);
-    n.gpus_in_use += gpusOfJob(jobs.get(r.job_id));
-    nodes.set(r.node, n);
-  }
-  return [...nodes].map(([node, n]) => ({ node, ...n }));
-}
-
-/** status.json as the supervisor writes it: the status, and the ledger it was built from (`basis`, SPEC §6.11). */
-export interface WrittenStatus extends BatchStatus {
-  readonly basis: StatusBasis;
-}
-
-export interface StatusBasis extends LedgerBasis {
-  readonly capacity: CapacityConfig;
 }
 
 export interface LedgerStatusInput {

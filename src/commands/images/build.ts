@@ -1,6 +1,7 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../cli/base-command.js';
-import { buildImages, type BuildReport } from '../../command-root.js';
+import type { BuildReport } from '../../command-root.js';
+import { buildImages } from '../../image-root.js';
 
 export default class ImagesBuild extends BaseCommand {
   static override summary =
