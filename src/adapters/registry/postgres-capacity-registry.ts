@@ -39,7 +39,7 @@ import {
   selectReservationForClaim,
 } from './postgres-queries.js';
 import { integer, integerOrNull, textOrNull, toBoardRow, toReservation } from './rows.js';
-import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission } from './validate.js';
+import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission, checkAttach } from './validate.js';
 import { localNodeName } from './local-node.js';
 
 /** Second advisory-lock keys: a node's admission lock and a batch's lease lock hash their names into this space. */
@@ -204,23 +204,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   async attachContainer(reservationId: string, containerId: string): Promise<void> {
     await this.#db.transaction('attach_container', async (db) => {
       const reservation = await selectReservation(db, reservationId, true);
-      const problem =
-        reservation === null
-          ? 'is unknown'
-          : reservation.state !== 'held'
-            ? 'is not held'
-            : reservation.containerId !== null && reservation.containerId !== containerId
-              ? `already has container ${reservation.containerId}`
-              : null;
-      if (problem !== null) {
-        throw new RoboguideError(
-          'E_REGISTRY',
-          `cannot attach a container: reservation ${reservationId} ${problem}`,
-          {
-            context: { reservationId, containerId },
-          },
-        );
-      }
+      checkAttach(reservation, reservationId, containerId);
       await db.query('UPDATE reservations SET container_id = $1 WHERE id = $2', [containerId, reservationId]);
     });
   }

@@ -43,7 +43,7 @@ import {
 } from './queries.js';
 import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
-import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission } from './validate.js';
+import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission, checkAttach } from './validate.js';
 import { decideAdmission, reservedPorts } from '../../core/admission-rule.js';
 
 /** The busy wait: the registry deadline (a writer never waits longer for another process's transaction). */
@@ -269,23 +269,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
       this.#db,
       () => {
         const reservation = selectReservation(this.#db, reservationId);
-        const problem =
-          reservation === null
-            ? 'is unknown'
-            : reservation.state !== 'held'
-              ? 'is not held'
-              : reservation.containerId !== null && reservation.containerId !== containerId
-                ? `already has container ${reservation.containerId}`
-                : null;
-        if (problem !== null) {
-          throw new RoboguideError(
-            'E_REGISTRY',
-            `cannot attach a container: reservation ${reservationId} ${problem}`,
-            {
-              context: { reservationId, containerId },
-            },
-          );
-        }
+        checkAttach(reservation, reservationId, containerId);
         this.#db
           .prepare('UPDATE reservations SET container_id = ? WHERE id = ?')
           .run(containerId, reservationId);

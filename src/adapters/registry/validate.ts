@@ -1,7 +1,12 @@
 /** Input checks at the registry boundary: bad limits or requests are the caller's fault. */
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import type { AdmissionDecision } from '../../core/admission-rule.js';
-import type { AdmitRequest, AdmitResult, HostLimits } from '../../app/ports/capacity-registry.js';
+import type {
+  AdmitRequest,
+  AdmitResult,
+  HostLimits,
+  Reservation,
+} from '../../app/ports/capacity-registry.js';
 
 function isCount(value: number, min: number): boolean {
   return Number.isSafeInteger(value) && value >= min;
@@ -52,4 +57,28 @@ export function unstoredAdmission(
   throw new RoboguideError('E_REGISTRY', `claim ${request.claimId} is already admitted for another run`, {
     context: { claimId: request.claimId, batchId: decision.batchId, jobId: decision.jobId },
   });
+}
+
+/** Attaching a container to a reservation: it must exist, be held, and not name another container (E_REGISTRY). */
+export function checkAttach(
+  reservation: Pick<Reservation, 'state' | 'containerId'> | null,
+  reservationId: string,
+  containerId: string,
+): void {
+  const problem =
+    reservation === null
+      ? 'is unknown'
+      : reservation.state !== 'held'
+        ? 'is not held'
+        : reservation.containerId !== null && reservation.containerId !== containerId
+          ? `already has container ${reservation.containerId}`
+          : null;
+  if (problem === null) return;
+  throw new RoboguideError(
+    'E_REGISTRY',
+    `cannot attach a container: reservation ${reservationId} ${problem}`,
+    {
+      context: { reservationId, containerId },
+    },
+  );
 }
