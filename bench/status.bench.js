@@ -329,7 +329,9 @@ const hook = join(root, 'rss-hook.mjs');
 try {
   await writeFile(
     hook,
-    "import { writeFileSync } from 'node:fs';\nprocess.on('exit', () => writeFileSync(process.env.BENCH_RSS_FILE, String(process.resourceUsage().maxRSS)));\n",
+    // VmHWM (the peak of this process's own address space), not getrusage's maxRSS: Linux carries maxRSS across
+    // fork + exec, so a child spawned by this bench reported at least the bench's own peak (64 MB or more).
+    "import { readFileSync, writeFileSync } from 'node:fs';\nprocess.on('exit', () => writeFileSync(process.env.BENCH_RSS_FILE, /VmHWM:\\s*(\\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1]));\n",
   );
   const big = join(root, 'big');
   const small = join(root, 'small');
