@@ -1,10 +1,10 @@
 import { access } from 'node:fs/promises';
-import { request } from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
+import { socketGet } from './socket-get.js';
 
 /**
  * The engine's unix socket exactly as dockerode (docker-modem) picks it: DOCKER_HOST `unix://PATH`, or when
@@ -46,35 +46,17 @@ export function engineProductOf(version: VersionBody): { product: 'docker' | 'po
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */
-function getJson(socketPath: string, path: string, timeoutMs?: number): Promise<unknown> {
-  return new Promise<unknown>((resolve, reject) => {
-    const req = request({ socketPath, path, method: 'GET', headers: { host: 'docker' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('error', reject);
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown = null;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          // not JSON: an error below
-        }
-        const status = res.statusCode ?? 0;
-        if (status >= 200 && status < 300 && typeof json === 'object' && json !== null) resolve(json);
-        else
-          reject(
-            Object.assign(new Error(`(HTTP code ${status}) ${text.trim()}`), { statusCode: status, json }),
-          );
-      });
-    });
-    if (timeoutMs !== undefined)
-      req.setTimeout(timeoutMs, () =>
-        req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
-      );
-    req.on('error', reject);
-    req.end();
-  });
+async function getJson(socketPath: string, path: string, timeoutMs?: number): Promise<unknown> {
+  const { status, body } = await socketGet(socketPath, path, timeoutMs);
+  const text = body.toString('utf8');
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON: an error below
+  }
+  if (status >= 200 && status < 300 && typeof json === 'object' && json !== null) return json;
+  throw Object.assign(new Error(`(HTTP code ${status}) ${text.trim()}`), { statusCode: status, json });
 }
 
 /** `docker info` Runtimes as names with their binary and arguments. */
