@@ -28,6 +28,8 @@ export default defineConfig({
           // One engine, two cores: integration files run one at a time.
           fileParallelism: false,
           globalSetup: ['test/support/global-setup.ts'],
+          // A cache folder of its own per file (what the sessions-copy skip learned stays in the file).
+          setupFiles: ['test/support/isolated-cache.ts'],
           // The shared engine's host firewall is not ours to change: pairs on network "bridge" use the engine's default
           // bridge there. The guarded network is tested on a throwaway engine in its own namespace (pair-network.int).
           // No image can be pulled here, Ryuk's neither: testcontainers runs without its reaper, and the test kit's

@@ -13,6 +13,8 @@ export default defineConfig({
     hookTimeout: 180_000,
     fileParallelism: false,
     globalSetup: ['test/support/global-setup.ts'],
+    // A cache folder of its own per file (what the sessions-copy skip learned stays in the file).
+    setupFiles: ['test/support/isolated-cache.ts'],
     env: { ROBOGUIDE_PAIRS_NETWORK: 'engine-bridge' },
   },
 });

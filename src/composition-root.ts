@@ -15,6 +15,7 @@ import { extractArchiveSafely } from './adapters/safe-extract.js';
 import { fileSessionTails } from './adapters/session-tails.js';
 import type { SwarmExecutor } from './adapters/swarm/swarm-executor.js';
 import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
+import { FileImageSessionsMemo, imageSessionsCacheFile } from './adapters/fs/image-sessions-file.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
@@ -50,7 +51,6 @@ import {
 } from './core/pair-network.js';
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import { referencedValues } from './core/manifest/environment.js';
-import { ImageSessionsMemo } from './core/sessions-skip.js';
 import { failpointsFromEnvironment } from './adapters/env-failpoints.js';
 import { installFailpoints } from './app/failpoints.js';
 import type { HostFactsRequest } from './app/host-facts.js';
@@ -276,7 +276,7 @@ export function createExecutePairDeps(
     extractSessions: (archive, targetDir, transform, signal, redactName) =>
       extractArchiveSafely(archive, targetDir, { transform, signal, redactName }),
     diagnose: (dir) => diagnoseSessions(fileSessionTails, dir),
-    imageSessions: new ImageSessionsMemo(),
+    imageSessions: new FileImageSessionsMemo(imageSessionsCacheFile(process.env)),
     publishOutcome: publishOutcomeCopy,
     maskOutcome: maskOutcomeCopy,
     hostMountRules: () => (hostRules ??= hostMountRules(runtime)),

@@ -62,14 +62,32 @@ export class ImageSessionsMemo {
     return imageId === '' ? undefined : this.#known.get(ImageSessionsMemo.#key(imageId, dir));
   }
 
-  learn(imageId: string, dir: string, content: ImageSessionsContent): void {
-    if (imageId === '') return;
+  /** Records what the image holds at `dir`; true when that is news (not known, or known otherwise). */
+  learn(imageId: string, dir: string, content: ImageSessionsContent): boolean {
+    if (imageId === '') return false;
     const key = ImageSessionsMemo.#key(imageId, dir);
+    const news = this.#known.get(key) !== content;
     this.#known.delete(key);
     this.#known.set(key, content);
     if (this.#known.size > this.capacity) {
       const oldest = this.#known.keys().next().value;
       if (oldest !== undefined) this.#known.delete(oldest);
     }
+    return news;
   }
+
+  /** Everything known, oldest first (what a persistent memo writes down). */
+  entries(): ImageSessionsFact[] {
+    return [...this.#known].map(([key, content]) => {
+      const cut = key.indexOf('\0');
+      return { imageId: key.slice(0, cut), dir: key.slice(cut + 1), content };
+    });
+  }
+}
+
+/** One thing learned: what the image `imageId` holds at `dir`. */
+export interface ImageSessionsFact {
+  readonly imageId: string;
+  readonly dir: string;
+  readonly content: ImageSessionsContent;
 }

@@ -115,12 +115,49 @@ describe.skipIf(noDocker)(
       expect(viaMount.sessionFiles).toHaveLength(1);
     });
 
+    it('what one process learned about the image, a new one knows: its first untouched pair is skipped too', async () => {
+      const cacheFile = join(process.env['XDG_CACHE_HOME']!, 'roboguide-eval', 'image-sessions.json');
+      await rm(cacheFile, { force: true }); // nothing known: as on a new machine
+      const runOnce = async (fresh: CountingRuntime) => {
+        const id = `it-skip-new-${randomUUID().slice(0, 6)}`;
+        jobsUsed.push(id);
+        const cwd = join(work, id, 'cwd');
+        await mkdir(cwd, { recursive: true });
+        const { result } = await runPair(pairRunDeps(fresh), {
+          specText: JSON.stringify({
+            job_id: id,
+            argv: ['/opt/driver/run', 'outcome=completed'],
+            cwd,
+            outcome_path: join(work, id, 'out', 'outcome.json'),
+            timeout_seconds: 60,
+            image: DRIVER_IMAGE,
+          }),
+          specSource: `${id}.json`,
+          output: join(work, id, 'evidence'),
+          bindAddress: '127.0.0.1',
+          environment: {},
+          codeVersion: 'test',
+          cwd: work,
+        });
+        expect(result.sessions).toEqual({ files: 0, bytes: 0, refusals: [] });
+        return fresh.archives;
+      };
+      // Two sets of adapters, each with its own memo (as two `pair run` processes): only the cache file is shared.
+      expect(await runOnce(new CountingRuntime())).toBe(1);
+      const learned = JSON.parse(await readFile(cacheFile, 'utf8')) as { images: { content: string }[] };
+      expect(learned.images).toEqual([
+        expect.objectContaining({ dir: '/root/.codex/sessions', content: 'empty' }), // the image has the folder, empty,
+      ]);
+      expect(await runOnce(new CountingRuntime())).toBe(0);
+    });
+
     it('a layer whose changes list is too long to read is copied as usual (a hostile pair cannot make the check costly)', async () => {
       // Over 1000 bytes of changes is "too long" for this runtime: the check gives up and the dir is copied out.
       const small = new CountingRuntime(undefined, { changesMaxBytes: 1_000 });
       const smallDeps = pairRunDeps(small);
       const job = (n: number) => `it-skip-big-${n}-${randomUUID().slice(0, 6)}`;
       const noop = ['/opt/driver/run', 'outcome=completed'];
+      await pair(noop); // the image's empty dir is known (this file's cache folder keeps it for new adapters too)
       for (const [i, argv] of [
         noop,
         noop,
@@ -154,9 +191,9 @@ describe.skipIf(noDocker)(
         });
         expect(result.classification).toBe('completed');
         expect(result.cleanup).toMatchObject({ removed: true, verified_absent: true });
-        // The first pair teaches the image's empty dir, the second (a short list) is skipped; the third, whose list
-        // is too long to read, is copied although its image is known.
-        expect(small.archives - before).toBe(i === 1 ? 0 : 1);
+        // The first two (short lists) are skipped; the third, whose list is too long to read, is copied although
+        // its image is known.
+        expect(small.archives - before).toBe(i === 2 ? 1 : 0);
       }
     });
   },

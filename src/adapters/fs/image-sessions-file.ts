@@ -1,0 +1,114 @@
+// What images hold in the sessions folder (src/core/sessions-skip.ts), kept between processes in the user's cache
+// folder: a fresh `pair run`, or a batch whose supervisor is new, skips the engine's archive call (a chrooted tar
+// in the container, about 120 ms) for an image it has already seen, as one long-lived supervisor always did.
+// Image ids are content hashes, so what the file says stays true; it holds only image ids, folder paths and
+// "absent"/"empty", never anything a pair wrote. A cache: unreadable, malformed or unwritable, it is simply not
+// used (each copy is then made, as before). `docs/spec.md` §6.7 says when the copy is skipped.
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import {
+  ImageSessionsMemo,
+  type ImageSessionsContent,
+  type ImageSessionsFact,
+} from '../../core/sessions-skip.js';
+
+const SCHEMA = 'roboguide.image-sessions/v1';
+const IMAGE_ID = /^sha256:[0-9a-f]{64}$/;
+
+/** An ImageSessionsMemo read from `file` on first use and written back (atomically) when it learns something new. */
+export class FileImageSessionsMemo extends ImageSessionsMemo {
+  readonly #file: string | null;
+  #loaded = false;
+
+  /** `file` null: a memo of this process only (no cache folder could be made). */
+  constructor(file: string | null, capacity?: number) {
+    super(capacity);
+    this.#file = file;
+  }
+
+  override get(imageId: string, dir: string): ImageSessionsContent | undefined {
+    this.#load();
+    return super.get(imageId, dir);
+  }
+
+  override learn(imageId: string, dir: string, content: ImageSessionsContent): boolean {
+    this.#load();
+    const news = super.learn(imageId, dir, content);
+    if (news) this.#save();
+    return news;
+  }
+
+  #load(): void {
+    if (this.#loaded) return;
+    this.#loaded = true;
+    for (const fact of this.#read()) super.learn(fact.imageId, fact.dir, fact.content);
+  }
+
+  /** The facts in the file, the malformed ones left out; none when there is no file or it is not ours. */
+  #read(): ImageSessionsFact[] {
+    if (this.#file === null) return [];
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(this.#file, 'utf8'));
+      if (typeof parsed !== 'object' || parsed === null) return [];
+      const { schema, images } = parsed as { schema?: unknown; images?: unknown };
+      if (schema !== SCHEMA || !Array.isArray(images)) return [];
+      return images.filter(isFact);
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * The file rewritten whole (a temporary file renamed over it), with what another process wrote since it was read
+   * kept, ours newer. Two processes writing at once: one's news may be lost, which costs that image one more copy.
+   */
+  #save(): void {
+    if (this.#file === null) return;
+    const merged = new ImageSessionsMemo();
+    for (const fact of [...this.#read(), ...this.entries()])
+      merged.learn(fact.imageId, fact.dir, fact.content);
+    const temp = `${this.#file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    try {
+      writeFileSync(temp, `${JSON.stringify({ schema: SCHEMA, images: merged.entries() })}\n`, {
+        mode: 0o600,
+        flag: 'wx',
+      });
+      renameSync(temp, this.#file);
+    } catch {
+      rmSync(temp, { force: true });
+    }
+  }
+}
+
+function isFact(value: unknown): value is ImageSessionsFact {
+  if (typeof value !== 'object' || value === null) return false;
+  const { imageId, dir, content } = value as Record<string, unknown>;
+  return (
+    typeof imageId === 'string' &&
+    IMAGE_ID.test(imageId) &&
+    typeof dir === 'string' &&
+    dir.startsWith('/') &&
+    dir.length <= 4096 &&
+    !dir.includes('\0') &&
+    (content === 'absent' || content === 'empty')
+  );
+}
+
+/**
+ * `$XDG_CACHE_HOME/roboguide-eval/image-sessions.json` ($XDG_CACHE_HOME when absolute, else `~/.cache`), its
+ * folders made one level at a time (0700); null when there is no such home or a level cannot be made.
+ */
+export function imageSessionsCacheFile(env: Readonly<Record<string, string | undefined>>): string | null {
+  const xdg = env['XDG_CACHE_HOME'] ?? '';
+  const home = env['HOME'] ?? '';
+  const base = xdg.startsWith('/') ? xdg : home.startsWith('/') ? `${home}/.cache` : null;
+  if (base === null) return null;
+  for (const dir of [base, `${base}/roboguide-eval`]) {
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return null;
+    }
+  }
+  return `${base}/roboguide-eval/image-sessions.json`;
+}
