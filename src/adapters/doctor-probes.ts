@@ -8,7 +8,6 @@ import { access, mkdtemp, readdir, readFile, rm, statfs } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import pg from 'pg';
 import {
   CDI_SPEC_DIRS,
   type DoctorDeps,
@@ -60,7 +59,8 @@ function sqliteSchema(path: string): RegistryProbe['schema'] {
 
 /** Connects, reads the schema version and proves a write in a transaction that is rolled back (nothing changes). */
 async function probePostgres(connection: PostgresConnection): Promise<RegistryProbe> {
-  const client = new pg.Client({
+  const { default: postgres } = await import('pg'); // only when a PostgreSQL registry is probed
+  const client = new postgres.Client({
     ...(connection.host !== undefined ? { host: connection.host } : {}),
     ...(connection.port !== undefined ? { port: connection.port } : {}),
     ...(connection.user !== undefined ? { user: connection.user } : {}),
