@@ -1,7 +1,6 @@
 import { isReceipt, isResultRecord } from '../evidence/evidence-records.js';
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { InternalError, errorDetail } from '../../core/errors.js';
-import { causeOf } from '../../core/pause-cause.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Job, Manifest } from '../../core/manifest/index.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
@@ -55,7 +54,7 @@ export async function bestEffort(logger: Logger, what: string, work: () => Promi
     await work();
   } catch (err) {
     logger.error(
-      { err: errorDetail(err), cause: causeOf(err), what },
+      { err: errorDetail(err), what },
       'write failed; continuing fail-closed',
     );
   }
@@ -263,7 +262,7 @@ export function statusWriterOf(
   };
   return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) =>
     logger.error(
-      { err: errorDetail(err), cause: causeOf(err), what: STATUS_FILE },
+      { err: errorDetail(err), what: STATUS_FILE },
       'write failed; continuing fail-closed',
     ),
   );

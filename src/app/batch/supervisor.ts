@@ -92,7 +92,7 @@ export async function supervise(deps: SupervisorDeps, mode: 'start' | 'resume'):
         await registry.releaseLease(batchId, identity.pid);
       } catch (err) {
         // A lease left behind is taken over once this process is gone; never let it mask the batch's outcome.
-        deps.logger.warn({ err: errorDetail(err), cause: causeOf(err) }, 'supervisor lease not released');
+        deps.logger.warn({ err: errorDetail(err) }, 'supervisor lease not released');
       }
     }
   }
