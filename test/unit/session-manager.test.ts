@@ -55,6 +55,8 @@ class FakeEngine implements SessionEngine {
   >();
   readonly stuck = new Set<string>();
   failCreate: Error | null = null;
+  /** With failCreate: the container exists before the error (a start refused, its removal failed). */
+  leaveOnFail = false;
   /** When set, creation waits for it (a slow engine). */
   createGate: Promise<void> | null = null;
   removes = 0;
@@ -71,9 +73,10 @@ class FakeEngine implements SessionEngine {
   }
   async createAndStart(spec: SessionContainerSpec): Promise<{ id: string; ports: Record<string, never> }> {
     await this.createGate;
-    if (this.failCreate) throw this.failCreate;
+    if (this.failCreate && !this.leaveOnFail) throw this.failCreate;
     const id = `c${++this.#next}`;
     this.containers.set(id, { spec, labels: { ...spec.labels }, status: 'running' });
+    if (this.failCreate) throw this.failCreate; // created, then refused: the adapter's own removal failed too
     return { id, ports: {} };
   }
   /** When set, an exec prints this (a container that echoes what it was given). */
@@ -306,6 +309,37 @@ describe('SessionManager', () => {
     const files = await readdir(join(dir, 'data', 'sessions', id!));
     for (const f of files)
       expect(await readFile(join(dir, 'data', 'sessions', id!, f), 'utf8')).not.toContain('hunter2-secret');
+  });
+
+  it('a create that failed after its container existed: that container removed and its 404 seen before the slot goes', async () => {
+    const sessions = manager();
+    engine.failCreate = new Error('port is already allocated');
+    engine.leaveOnFail = true;
+    await expect(sessions.create(body())).rejects.toThrow('port is already allocated');
+    expect(engine.containers.size).toBe(0);
+    expect(await registry.held()).toHaveLength(0);
+    const [id] = await readdir(join(dir, 'data', 'sessions'));
+    const cleanup = JSON.parse(await readFile(join(dir, 'data', 'sessions', id!, 'cleanup.json'), 'utf8'));
+    expect(cleanup).toMatchObject({
+      container_id: 'c1',
+      removed: true,
+      verified_absent: true,
+      slot_released: true,
+    });
+  });
+
+  it('a failed create whose container will not go: the slot stays held and cleanup.json says it is not verified absent', async () => {
+    const sessions = manager();
+    engine.failCreate = new Error('no NVIDIA runtime');
+    engine.leaveOnFail = true;
+    engine.stuck.add('c1');
+    await expect(sessions.create(body())).rejects.toThrow('no NVIDIA runtime');
+    expect(engine.containers.has('c1')).toBe(true);
+    expect(await registry.held()).toHaveLength(1);
+    const [id] = await readdir(join(dir, 'data', 'sessions'));
+    const cleanup = JSON.parse(await readFile(join(dir, 'data', 'sessions', id!, 'cleanup.json'), 'utf8'));
+    expect(cleanup).toMatchObject({ container_id: 'c1', verified_absent: false, slot_released: false });
+    expect(cleanup.error).toMatch(/^create failed: no NVIDIA runtime; /);
   });
 
   it('refuses a mount of the evidence directory and an unset reference (400, nothing reserved)', async () => {

@@ -144,30 +144,84 @@ export async function settleRecordedCleanup(deps: SessionManagerDeps, sessionId:
 /** A create that failed (the engine adapter removes its container): give the slot back, say why in cleanup.json. */
 export async function abandonCreate(deps: SessionManagerDeps, session: Session, err: Error): Promise<void> {
   const { session_id: sessionId, reservation_id: reservationId, claim_id: claimId } = session.record;
+  const left = await removeLeftoverOfCreate(deps, claimId);
   // The create's own error is the answer; a slot the registry cannot release now is released by the next start.
-  const released = await deps.registry.release(reservationId, claimId).then(
-    () => true,
-    (releaseErr: unknown) => {
-      deps.logger.error(
-        { session: sessionId, error: (releaseErr as Error).message },
-        'cannot release the slot of a failed create; the next start releases it',
-      );
-      return false;
-    },
-  );
+  // A container not proven gone keeps the slot (as a DELETE would): the next start reports it as foreign.
+  const released =
+    left.verified_absent &&
+    (await deps.registry.release(reservationId, claimId).then(
+      (answer) => answer.kind !== 'refused',
+      (releaseErr: unknown) => {
+        deps.logger.error(
+          { session: sessionId, error: (releaseErr as Error).message },
+          'cannot release the slot of a failed create; the next start releases it',
+        );
+        return false;
+      },
+    ));
+  if (!left.verified_absent)
+    deps.logger.error(
+      { session: sessionId, container: left.containerId, error: left.error },
+      'container of a failed create not proven gone; slot kept',
+    );
+  const created = `create failed: ${redactText(err.message, session.secrets)}`;
   await deps.store
     .writeJsonAtomic(sessionRel(sessionId, CLEANUP_FILE), {
       session_id: sessionId,
-      container_id: '',
+      container_id: left.containerId,
       reason: 'deleted',
-      stopped: false,
-      removed: false,
-      verified_absent: true,
+      stopped: left.stopped,
+      removed: left.removed,
+      verified_absent: left.verified_absent,
       slot_released: released,
-      error: `create failed: ${redactText(err.message, session.secrets)}`,
+      error: left.error === null ? created : `${created}; ${left.error}`,
       finished_at: deps.clock.now().toISOString(),
     } satisfies CleanupRecord)
     .catch(() => undefined);
+}
+
+/**
+ * A failed create may have left a container (created, then its start or a check refused, and the adapter's own
+ * removal failed too; or created by an engine whose answer never came): found by the claim's label, whether its id
+ * reached us or not, and removed with the engine's 404 seen, by the pairs' own removal. Not verified when the
+ * engine cannot be asked.
+ */
+async function removeLeftoverOfCreate(
+  deps: SessionManagerDeps,
+  claimId: string,
+): Promise<{
+  containerId: string;
+  stopped: boolean;
+  removed: boolean;
+  verified_absent: boolean;
+  error: string | null;
+}> {
+  let found: readonly { id: string }[];
+  try {
+    found = await deps.engine.listByLabel({ 'roboguide.claim': claimId });
+  } catch (listErr) {
+    const message = `cannot list its containers: ${(listErr as Error).message}`;
+    return { containerId: '', stopped: false, removed: false, verified_absent: false, error: message };
+  }
+  let left = {
+    containerId: '',
+    stopped: false,
+    removed: false,
+    verified_absent: true,
+    error: null as string | null,
+  };
+  for (const { id } of found) {
+    const removal = await removeSessionContainer(deps, id);
+    left = {
+      containerId: id,
+      stopped: removal.stopped,
+      removed: removal.removed,
+      verified_absent: removal.verified_absent,
+      error: removal.verified_absent ? null : (describeRemovalFailure(removal.failure) ?? 'still present'),
+    };
+    if (!removal.verified_absent) break;
+  }
+  return left;
 }
 
 /** The end of a shutdown: sessions deleted, and those whose slot could not be released (recorded in cleanup.json). */
