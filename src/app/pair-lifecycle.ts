@@ -1,56 +1,30 @@
 import { errorDetail, errorKind } from '../core/errors.js';
-import type { OutcomeRead } from '../core/outcome.js';
+import { gpuRequestDropped } from '../core/gpu/gpu-proof.js';
 import { beginLifecycle, decide } from '../core/pair-lifecycle-machine.js';
 import {
   isEngineCall,
   type CallFailure,
-  type CollectEffect,
   type EngineCallEffect,
   type LifecycleEffect,
-  type LifecycleEffectOf,
   type LifecycleEvent,
   type LifecycleFacts,
 } from '../core/pair-lifecycle-state.js';
-import type { ProviderFailure } from '../core/result.js';
-import type { FilesystemChanges } from '../core/sessions-skip.js';
-import type { EngineLoss } from '../core/engine-loss.js';
+import { Readable } from 'node:stream';
 import { systemClock } from './ports/clock.js';
 import { awaitEngineReturn } from './engine-return.js';
-import { failpoint, pausepoint } from './failpoints.js';
-import {
-  collectMounts,
-  collectSessions,
-  COLLECTION_ENGINE_WAIT_MS,
-  inspectExit,
-  exitedBefore,
-  filesystemChangesOrNull,
-  findByClaim,
-  unwatchedStop,
-  type SessionsReport,
-} from './pair-collection.js';
+import { exitedBefore, findByClaim, unwatchedStop } from './pair-collection.js';
+import { CollectionPhase } from './pair-collection-phase.js';
 import { PairLogs } from './pair-logs.js';
 import { LogOpenError } from './pair-log-types.js';
 import type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 import { EngineError } from './ports/engine-error.js';
 import type { ContainerOutput, ContainerSpec } from './ports/container-runtime.js';
-import { gpuRequestDropped } from '../core/gpu/gpu-proof.js';
-import { Readable } from 'node:stream';
 import { removeAndVerify } from './remove-and-verify.js';
 
 export type { LogTarget } from './pair-log-types.js';
 export type { SessionsReport } from './pair-collection.js';
 export type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 export { removeAndVerify } from './remove-and-verify.js';
-
-/** After the removal the streams are already drained; any still open get this long to end. */
-const DEFAULT_LOG_DRAIN_MS = 10_000;
-/** The drain before the removal stops when no byte arrived for this long (docs/spec.md 6.6). */
-const DEFAULT_LOG_STALL_MS = 30_000;
-/** ... or at the later of the wall-budget deadline and this long after the drain began. */
-const DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS = 600_000;
-const LOG_DRAIN_POLL_MS = 1_000;
-/** Logs normally end with the container's output; they get this long before collection starts. */
-const LOG_SETTLE_MS = 2_000;
 
 /**
  * One pair, from container creation to verified removal (docs/spec.md section 7). The phases are decided by the pure
@@ -100,15 +74,8 @@ class LifecycleRun {
   #startError: EngineError | null = null;
   /** The logs were followed from the engine's log API (reattach, reconnect), not attached live. */
   #followed = false;
-  #changes: Promise<FilesystemChanges | null> = Promise.resolve(null);
-  #outcome: OutcomeRead = { state: 'missing' };
-  #sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
-  #providerFailure: ProviderFailure | null = null;
-  #providerFailureErrorKind: string | null = null;
-  #logReport: PairExecution['logs'] = {
-    stdout: { bytes: 0, closed: false },
-    stderr: { bytes: 0, closed: false },
-  };
+  /** The collection steps, from the logs' settle to their close, and what they found. */
+  readonly #collection: CollectionPhase;
 
   constructor(
     private readonly deps: PairLifecycleDeps,
@@ -123,6 +90,13 @@ class LifecycleRun {
       (s): s is AbortSignal => s !== undefined,
     );
     this.#stopSignal = stops.length === 1 ? this.#logs.halt : AbortSignal.any(stops);
+    this.#collection = new CollectionPhase({
+      deps,
+      launch,
+      logs: this.#logs,
+      sleep: this.#sleep,
+      logsFollowed: () => this.#followed,
+    });
   }
 
   #nowMs(): number {
@@ -158,7 +132,7 @@ class LifecycleRun {
         this.#logs.forgiveCut();
         return { kind: 'logs_forgiven' };
       default:
-        return this.#collect(effect, facts);
+        return this.#collection.perform(effect, facts);
     }
   }
 
@@ -324,146 +298,8 @@ class LifecycleRun {
     return { kind: 'logs_reconnected' };
   }
 
-  /** Collection, diagnosis, removal and the logs' close: each isolated, so none can skip the ones after it. */
-  async #collect(
-    effect: CollectEffect | LifecycleEffectOf<'settle_logs'>,
-    facts: LifecycleFacts,
-  ): Promise<LifecycleEvent> {
-    switch (effect.kind) {
-      case 'settle_logs':
-        return this.#settle(effect.probeChangesOf, facts);
-      case 'inspect_exit': {
-        const waitMs = effect.waitForEngine
-          ? (this.deps.collectionEngineWaitMs ?? COLLECTION_ENGINE_WAIT_MS)
-          : 0;
-        return {
-          kind: 'exit_inspected',
-          exit: await inspectExit({ ...this.deps, sleep: this.#sleep }, effect.containerId, waitMs),
-        };
-      }
-      case 'collect_mounts':
-        await collectMounts(this.deps, effect.containerId);
-        return { kind: 'step_done' };
-      case 'read_outcome':
-        await this.#readOutcome();
-        return { kind: 'step_done' };
-      case 'collect_sessions':
-        await this.#collectSessions(effect.containerId, effect.engineLoss);
-        return { kind: 'step_done' };
-      case 'diagnose':
-        await this.#diagnose();
-        return { kind: 'step_done' };
-      case 'drain_logs':
-        await this.#drainLogs(effect.containerId, effect.deadlineMs);
-        return { kind: 'logs_drained' };
-      case 'remove':
-        return {
-          kind: 'removed',
-          cleanup: await removeAndVerify(
-            { ...this.deps, sleep: (ms) => this.#sleep(ms) },
-            effect.containerId,
-            effect.stopBudgetSec,
-          ),
-        };
-      case 'close_logs': {
-        const closed = await this.#logs.close(
-          this.deps.logDrainTimeoutMs ?? DEFAULT_LOG_DRAIN_MS,
-          effect.containerExisted,
-        );
-        this.#logReport = closed.logs;
-        return { kind: 'logs_closed', failure: closed.failure };
-      }
-    }
-  }
-
-  /** Reads the logs to their end before the removal, bounded by progress and the wall budget (never a fixed cut). */
-  async #drainLogs(containerId: string, deadlineMs: number): Promise<void> {
-    const startMs = this.#nowMs();
-    failpoint('log_drain:begin');
-    const bounds = {
-      stallMs: this.deps.logStallMs ?? DEFAULT_LOG_STALL_MS,
-      untilMs: Math.max(
-        deadlineMs,
-        startMs + (this.deps.logDrainAfterDeadlineMs ?? DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS),
-      ),
-      pollMs: LOG_DRAIN_POLL_MS,
-      nowMs: () => this.#nowMs(),
-      sleep: this.#sleep,
-    };
-    await this.#logs.drain(bounds);
-    if (await this.#followEndedEarlyMaybe(containerId)) {
-      await this.#logs.catchUp(() => this.deps.runtime.follow(containerId));
-      await this.#logs.drain(bounds);
-    }
-    failpoint('log_drain:done');
-  }
-
-  /**
-   * Whether the logs came from a follow (reattach, reconnect) and the container has stopped: that follow may have
-   * ended before the engine's copy did (PairLogs.catchUp). Not judged from the engine's `FinishedAt` against our
-   * clock (two clocks): a reattached pair's log is simply read once more, a cost only crash recovery pays.
-   */
-  async #followEndedEarlyMaybe(containerId: string): Promise<boolean> {
-    if (!this.#followed) return false;
-    const state = await this.deps.runtime.inspect(containerId).catch(() => null);
-    return (
-      state !== null &&
-      state.status !== 'running' &&
-      state.status !== 'restarting' &&
-      state.status !== 'paused'
-    );
-  }
-
-  async #settle(probeChangesOf: string | null, facts: LifecycleFacts): Promise<LifecycleEvent> {
-    if (facts.engineLoss !== null)
-      this.deps.logger.warn(
-        { container: facts.containerId, reason: facts.engineLoss },
-        'pair ended by an engine fault',
-      );
-    // The container's layer changes (can its sessions dir hold anything?), asked alongside the collection's inspect.
-    if (probeChangesOf !== null && this.deps.imageSessions !== undefined)
-      this.#changes = filesystemChangesOrNull(this.deps.runtime, probeChangesOf);
-    await this.#logs.settle(LOG_SETTLE_MS);
-    await pausepoint('before_collection');
-    return { kind: 'settled' };
-  }
-
-  async #readOutcome(): Promise<void> {
-    try {
-      this.#outcome = await this.deps.readOutcome(this.launch.outcomePath);
-    } catch (err) {
-      this.#outcome = { state: 'unreadable', code: errorKind(err) };
-    }
-  }
-
-  async #collectSessions(containerId: string, engineLoss: EngineLoss | null): Promise<void> {
-    try {
-      this.#sessions = await collectSessions(
-        { ...this.deps, sleep: this.#sleep },
-        containerId,
-        this.launch.sessionsDir,
-        engineLoss,
-        await this.#changes,
-      );
-    } catch (err) {
-      this.#sessions = { files: 0, bytes: 0, refusals: [`collection failed: ${errorKind(err)}`] };
-      this.deps.logger.warn({ container: containerId, err: errorDetail(err) }, 'session collection failed');
-    }
-  }
-
-  async #diagnose(): Promise<void> {
-    try {
-      this.#providerFailure = await this.deps.diagnose();
-    } catch (err) {
-      this.#providerFailureErrorKind = errorKind(err);
-      this.deps.logger.warn(
-        { container: this.#containerId, err: this.#providerFailureErrorKind },
-        'provider-failure diagnosis failed',
-      );
-    }
-  }
-
   execution(facts: LifecycleFacts): PairExecution {
+    const found = this.#collection.findings();
     return {
       container: {
         id: facts.containerId,
@@ -477,13 +313,13 @@ class LifecycleRun {
       engineLoss: facts.engineLoss,
       engineError: facts.engineError,
       receiptUpdateFailed: facts.receiptUpdateFailed,
-      logs: this.#logReport,
+      logs: found.logs,
       logFailure: facts.logFailure,
       logLimitExceeded: this.#logs.limitExceeded,
-      outcome: this.#outcome,
-      sessions: this.#sessions,
-      providerFailure: this.#providerFailure,
-      providerFailureErrorKind: this.#providerFailureErrorKind,
+      outcome: found.outcome,
+      sessions: found.sessions,
+      providerFailure: found.providerFailure,
+      providerFailureErrorKind: found.providerFailureErrorKind,
       cleanup: facts.cleanup,
       startedAt: this.#startedAt.toISOString(),
       finishedAt: this.deps.clock.now().toISOString(),

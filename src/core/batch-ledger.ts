@@ -1,14 +1,11 @@
 import { JournalFolder, type Counts, type JournalFold } from './batch-state.js';
 import { knownEntry, type JournalEntry } from './journal-events.js';
-import { CLASSIFICATIONS } from './result.js';
+import { FinishedTally } from './finished-tally.js';
 import { wallDeadlineFromClaim } from './wall-budget.js';
 import {
   BASIS_SCHEMA,
-  durationMs,
-  FAILED_SHOWN,
   finishFactsOf,
   str,
-  zeroFinished,
   type ApplyOutcome,
   type FailedPair,
   type FinishFacts,
@@ -42,14 +39,9 @@ export class BatchLedger {
   #bytes = 0;
   readonly #total: number;
   #claimed = 0;
-  readonly #finished = zeroFinished();
-  #durationMs = 0;
-  #timed = 0;
-  #peak: number | null = null;
-  #peaks = 0;
+  /** The finished pairs' sums (per classification, durations, GPU peak, recent failures). */
+  #tally = new FinishedTally();
   readonly #placed = new Map<string, string>();
-  /** The most recent failed pairs, oldest first, at most FAILED_SHOWN. */
-  #failed: FailedPair[] = [];
   /**
    * Full ledgers (the supervisor's, cold status) know every claimed job; a ledger restored from a basis (hot status)
    * knows only the open claims, and answers `unsure` to a record it cannot place.
@@ -102,14 +94,8 @@ export class BatchLedger {
     ledger.#seq = basis.journal_seq;
     ledger.#bytes = basis.journal_bytes;
     ledger.#claimed = basis.claimed;
-    for (const c of CLASSIFICATIONS) ledger.#finished[c] = basis.finished[c];
-    ledger.#durationMs = basis.duration_ms;
-    ledger.#timed = basis.timed;
-    ledger.#peak = basis.gpu_peak_mib;
-    ledger.#peaks = basis.gpu_peaks;
+    ledger.#tally = FinishedTally.restore(basis);
     for (const claim of basis.open) ledger.#setOpen(claim);
-    const failed: unknown = basis.failed_recent;
-    ledger.#failed = Array.isArray(failed) ? (failed as FailedPair[]).slice(-FAILED_SHOWN) : [];
     return ledger;
   }
 
@@ -311,50 +297,49 @@ export class BatchLedger {
       pending: this.#total - this.#claimed,
       claimed: this.#openClaims.size,
       running,
-      completed: this.#finished.completed,
-      infrastructure_failure: this.#finished.infrastructure_failure,
-      fatal: this.#finished.fatal,
-      provider_stop: this.#finished.provider_stop,
-      harness_failure: this.#finished.harness_failure,
+      completed: this.#tally.count('completed'),
+      infrastructure_failure: this.#tally.count('infrastructure_failure'),
+      fatal: this.#tally.count('fatal'),
+      provider_stop: this.#tally.count('provider_stop'),
+      harness_failure: this.#tally.count('harness_failure'),
     };
   }
 
   finishedCount(): number {
-    return CLASSIFICATIONS.reduce((sum, c) => sum + this.#finished[c], 0);
+    return this.#tally.total();
   }
 
   /** The usable GPU peaks as the dispatch rule reads them: the largest, or none. */
   gpuPeaks(): number[] {
-    return this.#peak === null ? [] : [this.#peak];
+    return this.#tally.gpuPeaks();
   }
 
   /** The most recent failed pairs, newest first (at most FAILED_SHOWN). */
   failedRecent(): FailedPair[] {
-    return [...this.#failed].reverse();
+    return this.#tally.failedRecent();
   }
 
   /** Mean duration (seconds) of the finished pairs with a usable duration, and how many; null before the first. */
   meanDuration(): { readonly meanSec: number; readonly basisPairs: number } | null {
-    return this.#timed === 0
-      ? null
-      : { meanSec: this.#durationMs / 1000 / this.#timed, basisPairs: this.#timed };
+    return this.#tally.meanDuration();
   }
 
   basis(): LedgerBasis {
+    const tally = this.#tally.basisFields();
     return {
       schema: BASIS_SCHEMA,
       journal_seq: this.#seq,
       journal_bytes: this.#bytes,
       total: this.#total,
       claimed: this.#claimed,
-      finished: { ...this.#finished },
-      duration_ms: this.#durationMs,
-      timed: this.#timed,
-      gpu_peak_mib: this.#peak,
-      gpu_peaks: this.#peaks,
+      finished: tally.finished,
+      duration_ms: tally.duration_ms,
+      timed: tally.timed,
+      gpu_peak_mib: tally.gpu_peak_mib,
+      gpu_peaks: tally.gpu_peaks,
       open: this.open(),
       fold: this.#folder.state(),
-      failed_recent: [...this.#failed],
+      failed_recent: tally.failed_recent,
     };
   }
 
@@ -372,31 +357,7 @@ export class BatchLedger {
   #finish(jobId: string, facts: FinishFacts): void {
     this.#openClaims.delete(jobId);
     this.#entries.set(jobId, { kind: 'finished', facts });
-    this.#finished[facts.classification]++;
-    if (facts.classification !== 'completed') {
-      this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
-      this.#failed.push({
-        job_id: jobId,
-        classification: facts.classification,
-        reason: facts.first_reason ?? null,
-        problem: facts.first_problem ?? null,
-        finished_at: facts.finished_at,
-      });
-      // Newest last by finish time (journal order is finish order in a live batch; a cold read settles in any order).
-      this.#failed.sort(
-        (a, b) => a.finished_at.localeCompare(b.finished_at) || a.job_id.localeCompare(b.job_id),
-      );
-      if (this.#failed.length > FAILED_SHOWN) this.#failed.shift();
-    }
-    const ms = durationMs(facts);
-    if (ms !== null) {
-      this.#durationMs += ms;
-      this.#timed++;
-    }
-    if (facts.gpu_peak_mib !== null) {
-      this.#peaks++;
-      this.#peak = this.#peak === null ? facts.gpu_peak_mib : Math.max(this.#peak, facts.gpu_peak_mib);
-    }
+    this.#tally.add(jobId, facts);
   }
 
   #unsettle(jobId: string): ApplyOutcome {
@@ -414,22 +375,10 @@ export class BatchLedger {
     if (entry === undefined || entry.kind === 'unsettled') return;
     this.#claimed--;
     if (entry.kind === 'open') return;
-    const { facts } = entry;
-    this.#finished[facts.classification]--;
-    this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
-    const ms = durationMs(facts);
-    if (ms !== null) {
-      this.#durationMs -= ms;
-      this.#timed--;
-    }
-    if (facts.gpu_peak_mib !== null) {
-      this.#peaks--;
-      let peak: number | null = null;
-      for (const e of this.#entries.values()) {
-        if (e.kind === 'finished' && e.facts.gpu_peak_mib !== null)
-          peak = peak === null ? e.facts.gpu_peak_mib : Math.max(peak, e.facts.gpu_peak_mib);
-      }
-      this.#peak = peak;
-    }
+    this.#tally.remove(jobId, entry.facts, this.#finishedFacts());
+  }
+
+  *#finishedFacts(): Iterable<FinishFacts> {
+    for (const e of this.#entries.values()) if (e.kind === 'finished') yield e.facts;
   }
 }

@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { Argv, CallerEnvironment, NonEmptyString } from '../../core/manifest/fields.js';
+import { ApiErrorBody } from './error-schema.js';
+import { ContainerPath, SecretEnv } from './request-fields.js';
+
+/** The exec resource of the `serve` API: the request, its buffered result and the lines of its NDJSON stream. */
+
+const TIMEOUT_RULE = 'must be a number of seconds > 0';
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+export const ExecSchema = z
+  .strictObject({
+    argv: Argv.optional().meta({
+      description: 'the program and its arguments (no shell); exactly one of argv and command',
+    }),
+    command: NonEmptyString.optional().meta({ description: 'a shell command line, run as `sh -c COMMAND`' }),
+    cwd: ContainerPath.optional().meta({
+      description:
+        "the command's working directory; a relative path is resolved against the session's working directory (its workdir, else the image's WorkingDir, else /)",
+    }),
+    env: CallerEnvironment.optional(),
+    secret_env: SecretEnv.optional(),
+    timeout_sec: z
+      .number({ error: TIMEOUT_RULE })
+      .gt(0, { error: TIMEOUT_RULE })
+      .max(172_800, { error: TIMEOUT_RULE })
+      .optional(),
+    user: NonEmptyString.optional(),
+    stdin: z
+      .string()
+      .optional()
+      .meta({ description: "text (UTF-8) written to the command's standard input, then closed" }),
+    stdin_base64: z
+      .string()
+      .regex(BASE64, { error: 'must be standard base64 (A-Z a-z 0-9 + /, padded with =)' })
+      .optional()
+      .meta({
+        description:
+          "bytes (base64) written to the command's standard input, then closed; for large stdin use the streamed form (Content-Type: application/vnd.roboguide.exec-stream)",
+      }),
+  })
+  .superRefine((body, ctx) => {
+    if ((body.argv === undefined) === (body.command === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give exactly one of argv and command',
+        path: [body.argv === undefined ? 'argv' : 'command'],
+      });
+    }
+    if (body.stdin !== undefined && body.stdin_base64 !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give at most one of stdin and stdin_base64',
+        path: ['stdin_base64'],
+      });
+    }
+  })
+  .meta({ title: 'Exec' });
+
+export const ExecResultSchema = z
+  .strictObject({
+    stdout: z.string(),
+    stderr: z.string(),
+    return_code: z.int(),
+    timed_out: z.boolean(),
+    duration_ms: z.number(),
+    truncated: z.boolean().meta({ description: "an output exceeded the server's per-exec cap and was cut" }),
+  })
+  .meta({ title: 'ExecResult' });
+
+export const ExecEventSchema = z
+  .union([
+    z.strictObject({ stream: z.enum(['stdout', 'stderr']), data: z.string() }),
+    z.strictObject({
+      exit: z.strictObject({ return_code: z.int(), timed_out: z.boolean(), duration_ms: z.number() }),
+    }),
+    z
+      .strictObject({
+        error: ApiErrorBody,
+      })
+      .meta({
+        description:
+          'the last line when the exec could not finish; E_SLOW_READER: the client read too slowly (past --stream-buffer-cap) and the exec was killed',
+      }),
+  ])
+  .meta({
+    title: 'ExecEvent',
+    description:
+      'one line of the NDJSON stream of POST …/exec?stream=1 (read slowly, the exec waits: backpressure)',
+  });
+
+export type ExecRequest = z.output<typeof ExecSchema>;
+export type ExecResult = z.output<typeof ExecResultSchema>;
