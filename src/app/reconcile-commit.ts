@@ -11,6 +11,7 @@ import type {
   TerminalCommitRefusal,
   TerminalCommitResult,
 } from './ports/capacity-registry.js';
+import { terminalCommitRefusal, unknownReservation } from './ports/terminal-commit-rule.js';
 
 /** Points where reconciliation calls `afterStep` (the crash-test hook). Board and release are one transaction. */
 export type ReconcileStep =
@@ -108,55 +109,15 @@ export async function commitWithReadBack(
   return { kind: 'fault', detail: `terminal commit failed twice: ${message(lastError)}` };
 }
 
-/** The registry's refusal rules, evaluated on what it holds now (mirrors the commit transaction). */
+/** The registry's refusal rules (the ones its commit transaction applies), on what it holds now. */
 function refusalOf(
   commit: TerminalCommit,
   reservation: Reservation | null,
   board: BoardRow | null,
 ): CommitOutcome | null {
-  const refuse = (reason: TerminalCommitRefusal, detail: string): CommitOutcome => ({
-    kind: 'refused',
-    reason,
-    detail,
-  });
-  if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
-  if (board !== null && board.batchId !== commit.batchId) {
-    return refuse(
-      'run_owned_by_other_batch',
-      `run ${commit.claimId} is on the board under batch ${board.batchId}`,
-    );
-  }
-  if (reservation.batchId !== commit.batchId) {
-    return refuse(
-      'run_owned_by_other_batch',
-      `reservation ${reservation.id} belongs to batch ${reservation.batchId}`,
-    );
-  }
-  if (reservation.claimId !== commit.claimId || reservation.jobId !== commit.jobId) {
-    return refuse(
-      'reservation_not_held_by_claim',
-      `reservation ${reservation.id} is held by claim ${reservation.claimId} (job ${reservation.jobId})`,
-    );
-  }
-  if (board?.state === 'terminal' && board.proofSha256 !== commit.proofSha256) {
-    return refuse(
-      'proof_mismatch',
-      `run ${commit.claimId} is terminal with proof ${board.proofSha256 ?? 'none'}`,
-    );
-  }
-  if (reservation.state === 'released' && board?.state !== 'terminal') {
-    return refuse(
-      'reservation_not_held_by_claim',
-      `reservation ${reservation.id} was released without a terminal proof`,
-    );
-  }
-  if (reservation.proofSha256 !== null && reservation.proofSha256 !== commit.proofSha256) {
-    return refuse(
-      'proof_mismatch',
-      `reservation ${reservation.id} was released by proof ${reservation.proofSha256}`,
-    );
-  }
-  return null;
+  return reservation === null
+    ? unknownReservation(commit)
+    : terminalCommitRefusal(commit, reservation, board);
 }
 
 /** What `commitWithReadBack` would do now; reads the registry only. */

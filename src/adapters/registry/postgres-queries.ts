@@ -11,7 +11,8 @@ import type {
   TerminalCommitResult,
 } from '../../app/ports/capacity-registry.js';
 import { integer, integerOrNull, toBoardRow, toReservation } from './rows.js';
-import { readBackFailed, refusal, refuse } from './terminal-commit.js';
+import { terminalCommitRefusal, unknownReservation } from '../../app/ports/terminal-commit-rule.js';
+import { readBackFailed } from './terminal-commit.js';
 
 /** A reservation's columns and its held ports (comma-separated, ascending). */
 export const RESERVATION_COLUMNS = `r.*, (SELECT string_agg(p.port::text, ',' ORDER BY p.port) FROM reserved_ports p WHERE p.reservation_id = r.id) AS ports`;
@@ -98,9 +99,9 @@ export async function commitTerminalPg(
   nowIso: string,
 ): Promise<TerminalCommitResult> {
   const reservation = await selectReservation(db, commit.reservationId, true);
-  if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
+  if (reservation === null) return unknownReservation(commit);
   const board = await selectBoardRow(db, commit.claimId);
-  const refused = refusal(commit, reservation, board);
+  const refused = terminalCommitRefusal(commit, reservation, board);
   if (refused !== null) return refused;
   const steps: string[] = [];
   if (board?.state === 'terminal') {

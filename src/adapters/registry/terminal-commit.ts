@@ -5,63 +5,9 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
-import type {
-  BoardRow,
-  Reservation,
-  TerminalCommit,
-  TerminalCommitRefusal,
-  TerminalCommitResult,
-} from '../../app/ports/capacity-registry.js';
+import type { TerminalCommit, TerminalCommitResult } from '../../app/ports/capacity-registry.js';
+import { terminalCommitRefusal, unknownReservation } from '../../app/ports/terminal-commit-rule.js';
 import { selectBoardRow, selectReservation } from './queries.js';
-
-export function refuse(reason: TerminalCommitRefusal, detail: string): TerminalCommitResult {
-  return { kind: 'refused', reason, detail };
-}
-
-/** Checks ownership and proof; returns a refusal, or null when the commit may proceed. */
-export function refusal(
-  commit: TerminalCommit,
-  reservation: Reservation,
-  board: BoardRow | null,
-): TerminalCommitResult | null {
-  if (board !== null && board.batchId !== commit.batchId) {
-    return refuse(
-      'run_owned_by_other_batch',
-      `run ${commit.claimId} is on the board under batch ${board.batchId}`,
-    );
-  }
-  if (reservation.batchId !== commit.batchId) {
-    return refuse(
-      'run_owned_by_other_batch',
-      `reservation ${reservation.id} belongs to batch ${reservation.batchId}`,
-    );
-  }
-  if (reservation.claimId !== commit.claimId || reservation.jobId !== commit.jobId) {
-    return refuse(
-      'reservation_not_held_by_claim',
-      `reservation ${reservation.id} is held by claim ${reservation.claimId} (job ${reservation.jobId})`,
-    );
-  }
-  if (board?.state === 'terminal' && board.proofSha256 !== commit.proofSha256) {
-    return refuse(
-      'proof_mismatch',
-      `run ${commit.claimId} is terminal with proof ${board.proofSha256 ?? 'none'}`,
-    );
-  }
-  if (reservation.state === 'released' && board?.state !== 'terminal') {
-    return refuse(
-      'reservation_not_held_by_claim',
-      `reservation ${reservation.id} was released without a terminal proof`,
-    );
-  }
-  if (reservation.proofSha256 !== null && reservation.proofSha256 !== commit.proofSha256) {
-    return refuse(
-      'proof_mismatch',
-      `reservation ${reservation.id} was released by proof ${reservation.proofSha256}`,
-    );
-  }
-  return null;
-}
 
 export function readBackFailed(what: string, context: Record<string, unknown>): RoboguideError {
   return new RoboguideError('E_REGISTRY', `${what} did not read back as written`, { context });
@@ -115,9 +61,9 @@ export function commitTerminalIn(
   nowIso: string,
 ): TerminalCommitResult {
   const reservation = selectReservation(db, commit.reservationId);
-  if (reservation === null) return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
+  if (reservation === null) return unknownReservation(commit);
   const board = selectBoardRow(db, commit.claimId);
-  const refused = refusal(commit, reservation, board);
+  const refused = terminalCommitRefusal(commit, reservation, board);
   if (refused !== null) return refused;
   const steps: string[] = [];
   if (board?.state === 'terminal') {
