@@ -96,16 +96,3 @@ export function containerStateOf(c: Docker.ContainerInspectInfo): ContainerState
     labels: c.Config.Labels ?? {},
   };
 }
-
-/** A container's state from a list: id, state and labels (nothing else is known from a list). */
-export function listedStateOf(c: Docker.ContainerInfo): ContainerState {
-  return {
-    id: c.Id,
-    status: c.State as ContainerStatus,
-    exitCode: null,
-    oomKilled: false,
-    startedAt: null,
-    finishedAt: null,
-    labels: c.Labels ?? {},
-  };
-}

@@ -18,15 +18,9 @@ import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
-import {
-  changesList,
-  containerEvents,
-  containerStateOf,
-  inspectOr404,
-  listedStateOf,
-} from './docker-container-reads.js';
+import { changesList, containerEvents, containerStateOf, inspectOr404 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import { engineProductOf, engineRuntimesOf } from './engine-probe.js';
+import { engineProductOf, engineRuntimesOf, listedStateOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;

@@ -70,6 +70,26 @@ export function engineRuntimesOf(runtimes: Record<string, unknown> | undefined):
   });
 }
 
+/** What the engine's container list says of one container, as much as we read of it. */
+export interface ListedContainer {
+  readonly Id: string;
+  readonly State: string;
+  readonly Labels?: Record<string, string> | null;
+}
+
+/** A container's state from a list: id, state and labels (nothing else is known from a list). */
+export function listedStateOf(c: ListedContainer): ContainerState {
+  return {
+    id: c.Id,
+    status: c.State as ContainerStatus,
+    exitCode: null,
+    oomKilled: false,
+    startedAt: null,
+    finishedAt: null,
+    labels: c.Labels ?? {},
+  };
+}
+
 /**
  * `docker ps -a --filter label=…` straight over the engine's unix socket: the same states DockerContainerRuntime
  * .listByLabel gives (id, state, labels; nothing else is known from a list). For `e1-batch status`'s fast path,
@@ -88,20 +108,8 @@ export async function probeContainersByLabel(
       socketPath,
       `/containers/json?all=1&filters=${encodeURIComponent(filters)}`,
       timeoutMs,
-    )) as {
-      Id: string;
-      State: string;
-      Labels?: Record<string, string> | null;
-    }[];
-    return list.map((c) => ({
-      id: c.Id,
-      status: c.State as ContainerStatus,
-      exitCode: null,
-      oomKilled: false,
-      startedAt: null,
-      finishedAt: null,
-      labels: c.Labels ?? {},
-    }));
+    )) as ListedContainer[];
+    return list.map(listedStateOf);
   } catch (err) {
     throw toEngineError(err, 'list containers');
   }
