@@ -64,12 +64,14 @@ async function once(m, hwm, dir) {
   const stdout = new PassThrough({ highWaterMark: hwm });
   const stderr = new PassThrough({ highWaterMark: hwm });
   void m.demultiplex(source(), stdout, stderr);
+  const openLog = async (name) => {
+    const sink = new m.LogSink(await m.fs.open(join(dir, `${name}.log`), 'create-exclusive', 0o600));
+    return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: 0 };
+  };
   const logs = new m.PairLogs(
     {
-      openLog: async (name) => {
-        const sink = new m.LogSink(await m.fs.open(join(dir, `${name}.log`), 'create-exclusive', 0o600));
-        return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: 0 };
-      },
+      openLog, // builds before the OpenLogs port
+      openLogs: async () => ({ stdout: await openLog('stdout'), stderr: await openLog('stderr') }),
       createRedactor: (secrets) => m.createRedactStream(secrets),
       logger: m.silentLogger,
     },
