@@ -3,7 +3,9 @@
 // with the runtime's buffer), then PairLogs (redactor, LogSink into a real file, fsync and close). Prints wall time
 // and CPU per MiB (process.cpuUsage), medians of alternating runs; with BASELINE_DIST=<another build's dist folder,
 // absolute> that build runs alongside (BENCH_DIST=<folder> times another build than ./dist as "this build").
-// Checks that every byte reached the file.
+// Checks that every byte reached the file. BENCH_LINE=driver: the pair driver's line (docker/pair-driver/Dockerfile)
+// instead of 63 x's; BASELINE_SPLIT=after: the baseline series gets this build's split buffers too (the default gives it
+// the 16 KiB of before issue 26), so the two differ only in code.
 // Run after the build: npx node bench/log-pipeline.bench.js [MiB] [runs]   (defaults 200, 5)
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -36,7 +38,12 @@ async function load(dist) {
   return { demultiplex, createRedactStream, fs: new NodeFileSystem(), LogSink, PairLogs, silentLogger };
 }
 
-const line = Buffer.from(`${'x'.repeat(63)}\n`);
+const line = Buffer.from(
+  process.env.BENCH_LINE === 'driver'
+    ? 'roboguide-log-line 0123456789abcdefghijklmnopqrstuvwxyz ABCDEFG\n'
+    : `${'x'.repeat(63)}\n`,
+);
+if (line.length !== 64) throw new Error('a line is 64 bytes');
 const payload = Buffer.alloc(FRAME);
 for (let i = 0; i < FRAME; i += 64) line.copy(payload, i);
 const header = Buffer.alloc(8);
@@ -64,12 +71,14 @@ async function once(m, hwm, dir) {
   const stdout = new PassThrough({ highWaterMark: hwm });
   const stderr = new PassThrough({ highWaterMark: hwm });
   void m.demultiplex(source(), stdout, stderr);
+  const openLog = async (name) => {
+    const sink = new m.LogSink(await m.fs.open(join(dir, `${name}.log`), 'create-exclusive', 0o600));
+    return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: 0 };
+  };
   const logs = new m.PairLogs(
     {
-      openLog: async (name) => {
-        const sink = new m.LogSink(await m.fs.open(join(dir, `${name}.log`), 'create-exclusive', 0o600));
-        return { stream: sink, finish: () => sink.finish(), halted: sink.halted, existingBytes: 0 };
-      },
+      openLog, // builds before the OpenLogs port
+      openLogs: async () => ({ stdout: await openLog('stdout'), stderr: await openLog('stderr') }),
       createRedactor: (secrets) => m.createRedactStream(secrets),
       logger: m.silentLogger,
     },
@@ -98,7 +107,7 @@ if (process.env.BASELINE_DIST)
   series.push({
     name: 'BASELINE_DIST',
     m: await load(process.env.BASELINE_DIST),
-    hwm: SPLIT_HWM.before,
+    hwm: process.env.BASELINE_SPLIT === 'after' ? SPLIT_HWM.after : SPLIT_HWM.before,
     runs: [],
   });
 const loadBefore = loadavg()[0];
@@ -114,7 +123,7 @@ for (let run = 0; run <= RUNS; run += 1) {
   }
 }
 console.log(
-  `log pipeline bench: ${MIB} MiB of 64-byte lines in ${FRAME / 1024} KiB frames, ${RUNS} runs alternating; load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`,
+  `log pipeline bench: ${MIB} MiB of 64-byte lines (${process.env.BENCH_LINE === 'driver' ? 'pair driver' : 'x'}; baseline split ${process.env.BASELINE_SPLIT === 'after' ? '256' : '16'} KiB) in ${FRAME / 1024} KiB frames, ${RUNS} runs alternating; load average ${loadBefore.toFixed(2)} -> ${loadavg()[0].toFixed(2)}`,
 );
 for (const s of series) {
   const wall = median(s.runs.map((r) => r.wallMs));

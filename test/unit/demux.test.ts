@@ -62,4 +62,68 @@ describe('demultiplex', () => {
     // Writable itself keeps at most a couple of its own listeners; one leaked pair per wait would be ~100.
     expect(peakListeners).toBeLessThan(6);
   });
+
+  it('hands every payload on as a view of the engine chunk it came in, never a copy (many chunks buffered)', async () => {
+    const chunks = Array.from({ length: 40 }, (_, i) => {
+      const chunk = Buffer.alloc(8 + 4096);
+      chunk.set(frame(i % 2 === 0 ? 1 : 2, Buffer.alloc(4096, 97 + (i % 26))));
+      return chunk;
+    });
+    const source = new PassThrough({ highWaterMark: 1024 * 1024 });
+    for (const chunk of chunks) source.write(chunk); // all buffered before demultiplex reads any
+    source.end();
+    const out = slowSink();
+    const err = slowSink();
+    const counts = await demultiplex(source, out, err);
+    expect(counts).toEqual({ stdout: 20 * 4096, stderr: 20 * 4096 });
+    const engineMemory = new Set(chunks.map((c) => c.buffer));
+    const received = [...out.received, ...err.received];
+    expect(received.filter((b) => !engineMemory.has(b.buffer as ArrayBuffer)).length).toBe(0);
+    const sent = Buffer.concat(chunks.filter((_, i) => i % 2 === 0).map((c) => c.subarray(8)));
+    expect(Buffer.concat(out.received).equals(sent)).toBe(true);
+  });
+
+  it("rejects with the source's error, and ends both targets", async () => {
+    const source = new PassThrough();
+    const out = new PassThrough();
+    const err = new PassThrough();
+    out.resume();
+    err.resume();
+    const done = demultiplex(source, out, err);
+    source.write(frame(1, Buffer.from('partial')));
+    setImmediate(() => source.destroy(new Error('connection reset')));
+    await expect(done).rejects.toThrow('connection reset');
+    expect(out.writableEnded && err.writableEnded).toBe(true);
+  });
+
+  it('rejects when the source closes without ending (an engine connection cut)', async () => {
+    const source = new PassThrough();
+    const out = new PassThrough();
+    const err = new PassThrough();
+    out.resume();
+    err.resume();
+    const done = demultiplex(source, out, err);
+    source.write(frame(1, Buffer.from('partial')));
+    setImmediate(() => source.destroy());
+    await expect(done).rejects.toMatchObject({ code: 'ERR_STREAM_PREMATURE_CLOSE' });
+    expect(out.writableEnded && err.writableEnded).toBe(true);
+  });
+
+  it('destroys the source when a target fails mid-stream', async () => {
+    const source = new PassThrough();
+    const out = new Writable({
+      write(_chunk, _enc, done) {
+        done();
+      },
+    });
+    const err = new PassThrough();
+    const boom = new Error('sink gone');
+    out.write = () => {
+      throw boom;
+    };
+    const done = demultiplex(source, out, err);
+    source.write(frame(1, Buffer.from('x')));
+    await expect(done).rejects.toBe(boom);
+    expect(source.destroyed).toBe(true);
+  });
 });

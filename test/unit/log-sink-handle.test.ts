@@ -224,4 +224,28 @@ describe('LogSink over a scripted handle', () => {
       expect(handle.text()).toBe('aaaabbbb');
     });
   });
+
+  it('gathers blocks into memory it reuses once the block before is written, and writes every byte in order', async () => {
+    const handle = new ScriptedHandle();
+    const memory: ArrayBufferLike[] = [];
+    const write0 = handle.write.bind(handle);
+    handle.write = (bytes: Uint8Array) => {
+      memory.push(bytes.buffer);
+      return write0(bytes);
+    };
+    handle.script.set(3, 'short'); // a short write in the middle: the rest of that block follows from the same memory
+    const never = { cancel: () => undefined };
+    // The hold time never ends: blocks are written when full and at the end only.
+    const timers = { sleep: () => Promise.resolve(), setTimer: () => never, setInterval: () => never };
+    const sink = new LogSink(handle, { blockBytes: 40_000, timers });
+    const chunks = Array.from(
+      { length: 100 },
+      (_, i) => `${String(i).padStart(3, '0')}-${'x'.repeat(3995)}|`,
+    );
+    for (const chunk of chunks) await write(sink, chunk);
+    expect(await sink.finish()).toMatchObject({ bytes: 400_000, closed: true, failure: null });
+    expect(handle.text()).toBe(chunks.join(''));
+    expect(memory.length).toBeGreaterThan(8);
+    expect(new Set(memory).size).toBeLessThanOrEqual(3);
+  });
 });

@@ -81,6 +81,11 @@ export class LogSink extends Writable {
   readonly #holdMs: number;
   #held: Buffer[] = [];
   #heldBytes = 0;
+  /**
+   * Gathering memory whose block is written, for the next block (at most two kept): a new 256 KiB Buffer per block
+   * costs fresh pages and GC pressure for every log byte. Only the gathered range of one is ever handed to write(2).
+   */
+  #spareBlocks: Buffer[] = [];
   #holdTimer: TimerHandle | null = null;
   readonly #timers: Timers;
   #inFlight: Promise<void> = Promise.resolve();
@@ -200,10 +205,33 @@ export class LogSink extends Writable {
     this.#holdTimer?.cancel();
     this.#holdTimer = null;
     if (this.#heldBytes === 0) return this.#inFlight;
-    const block = this.#held.length === 1 ? this.#held[0]! : Buffer.concat(this.#held, this.#heldBytes);
+    if (this.#held.length === 1) {
+      const [chunk] = this.#held;
+      this.#held = [];
+      this.#heldBytes = 0;
+      return this.#queue(chunk!);
+    }
+    const memory = this.#gatheringMemory(this.#heldBytes);
+    let at = 0;
+    for (const chunk of this.#held) {
+      memory.set(chunk, at);
+      at += chunk.byteLength;
+    }
     this.#held = [];
     this.#heldBytes = 0;
-    return this.#queue(block);
+    const write = this.#queue(memory.subarray(0, at));
+    const reuse = (): void => {
+      if (this.#spareBlocks.length < 2 && this.#closing === undefined) this.#spareBlocks.push(memory);
+    };
+    void write.then(reuse, reuse);
+    return write;
+  }
+
+  /** Memory for a block of `bytes`: a spare one that is large enough, or a new one (at least a block's size). */
+  #gatheringMemory(bytes: number): Buffer {
+    const spare = this.#spareBlocks.findIndex((memory) => memory.byteLength >= bytes);
+    if (spare >= 0) return this.#spareBlocks.splice(spare, 1)[0]!;
+    return Buffer.allocUnsafeSlow(Math.max(bytes, this.#blockBytes));
   }
 
   override _final(callback: (error?: Error | null) => void): void {
@@ -272,6 +300,7 @@ export class LogSink extends Writable {
 
   async #syncAndClose(): Promise<void> {
     await this.#flushHeld();
+    this.#spareBlocks = [];
     let synced = false;
     try {
       await this.#handle.sync();
