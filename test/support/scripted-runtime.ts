@@ -1,4 +1,4 @@
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { EngineError, type EngineFault } from '../../src/app/ports/engine-error.js';
 import type {
   ContainerHandle,
@@ -6,6 +6,7 @@ import type {
   ContainerRuntime,
   ContainerSpec,
   ContainerState,
+  EngineInfo,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
 
@@ -23,9 +24,10 @@ type Step<T> = T | Error | ((...args: never[]) => Promise<T>);
 /**
  * A container engine scripted step by step, without an engine: each call takes its next scripted answer (an
  * Error is thrown); what the lifecycle asked is recorded. The container prints `output` on stdout when started and
- * is gone once removed (unless `removeTakesNoEffect`).
+ * is gone once removed (unless `removeTakesNoEffect`). Typed as the whole port: what no test scripts rejects
+ * with `ScriptedRuntime.NAME is not scripted`; the port's optional capabilities are absent.
  */
-export class ScriptedRuntime implements Partial<ContainerRuntime> {
+export class ScriptedRuntime implements ContainerRuntime {
   readonly calls: string[] = [];
   readonly stops: { id: string; timeoutSec: number }[] = [];
   readonly waitDeadlines: number[] = [];
@@ -41,6 +43,15 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
   removeTakesNoEffect = false;
   #out: { stdout: PassThrough; stderr: PassThrough } | null = null;
 
+  info(): Promise<EngineInfo> {
+    return notScripted('info');
+  }
+  imageExists(): Promise<boolean> {
+    return notScripted('imageExists');
+  }
+  environmentOf(): Promise<Record<string, string> | null> {
+    return notScripted('environmentOf');
+  }
   create(spec: ContainerSpec): Promise<ContainerHandle> {
     this.calls.push('create');
     this.created = spec;
@@ -101,7 +112,7 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
     this.calls.push('follow');
     return Promise.resolve({ stdout: new PassThrough().end(this.output), stderr: new PassThrough().end() });
   }
-  getArchive(): Promise<null> {
+  getArchive(): Promise<Readable | null> {
     return Promise.resolve(null);
   }
   listByLabel(): Promise<ContainerState[]> {
@@ -114,6 +125,10 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
     this.eventsSince.push(sinceMs);
     return Promise.resolve(this.events);
   }
+}
+
+function notScripted(name: string): Promise<never> {
+  return Promise.reject(new Error(`ScriptedRuntime.${name} is not scripted`));
 }
 
 export function state(
