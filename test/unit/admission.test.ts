@@ -8,10 +8,10 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { admissionNodesFor, admitOnNodes, admitOnePair } from '../../src/app/admission.js';
 import { cappedGpuMib } from '../../src/core/admission-rule.js';
 import { checkRegistryNeeds, registryNeeds } from '../../src/app/batch/registry-needs.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
 import type { Manifest } from '../../src/core/manifest/index.js';
+import { fakeRuntime } from '../support/fakes.js';
 
 /**
  * Admission, one rule for batches, `pair run` and serve (issue 13): per node on a swarm, pinned to the node it was
@@ -148,7 +148,7 @@ describe('a GPU figure no node can ever hold', () => {
   it("pair run: a declared gpu_mib above every ready node's whole budget is refused (exit 2, the field and the figures), nothing written or held", async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 }, 'node-a');
     await registry.setLimits({ maxReservations: 4, gpuMib: 800 }, 'node-b');
-    const runtime = { imageExists: () => Promise.resolve(true) } as unknown as ContainerRuntime;
+    const runtime = fakeRuntime({ imageExists: () => Promise.resolve(true) });
     const deps = {
       fs: new NodeFileSystem(),
       runtime,

@@ -22,14 +22,11 @@ import {
   type BatchStatus,
   type WrittenStatus,
 } from '../../src/app/batch/status.js';
-import type {
-  ContainerRuntime,
-  ContainerState,
-  ContainerStatus,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { BatchLedger } from '../../src/core/batch-ledger.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import type { Classification } from '../../src/core/result.js';
+import { answeringEngine } from '../support/fakes.js';
 
 /**
  * Incremental status (issue 14, item 2): the hot path (a live supervisor's status.json plus the journal past its
@@ -48,13 +45,13 @@ let store: EvidenceStore;
 let batchId: string;
 let containers: ContainerState[];
 
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-  listByLabel: (labels: Record<string, string>) =>
-    Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine(
+  {},
+  {
+    listByLabel: (labels) =>
+      Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
+  },
+);
 
 function container(id: string, jobId: string, claimId: string, status: ContainerStatus): ContainerState {
   return {

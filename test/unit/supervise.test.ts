@@ -11,9 +11,9 @@ import { supervise, type SupervisorDeps } from '../../src/app/batch/supervisor.j
 import { currentProcessIdentity } from '../../src/adapters/host-identity.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { buildFinishedPair } from '../support/finished-pair.js';
+import { answeringEngine } from '../support/fakes.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 
@@ -22,26 +22,26 @@ import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
  * pause that survives resume, a reservation without a claim, a start that fails). The engine fake answers only what
  * preparing a batch asks; a pair dispatched here would fail loudly.
  */
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-  listByLabel: () => Promise.resolve([]),
-  inspect: (id: string) =>
-    Promise.resolve(
-      present.has(id)
-        ? {
-            id,
-            status: 'exited',
-            exitCode: 0,
-            oomKilled: false,
-            startedAt: null,
-            finishedAt: null,
-            labels: {},
-          }
-        : null,
-    ),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine(
+  {},
+  {
+    listByLabel: () => Promise.resolve([]),
+    inspect: (id) =>
+      Promise.resolve(
+        present.has(id)
+          ? {
+              id,
+              status: 'exited',
+              exitCode: 0,
+              oomKilled: false,
+              startedAt: null,
+              finishedAt: null,
+              labels: {},
+            }
+          : null,
+      ),
+  },
+);
 /** Containers the fake engine says exist (by id). */
 const present = new Set<string>();
 
