@@ -1,5 +1,15 @@
 import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { Readable } from 'node:stream';
+import type {
+  ContainerHandle,
+  ContainerOutput,
+  ContainerRuntime,
+  ContainerSpec,
+  ContainerState,
+  EngineInfo,
+  RemoveResult,
+  WaitResult,
+} from '../../src/app/ports/container-runtime.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 
@@ -61,6 +71,81 @@ export const answeringEngine = (
     imageExists: () => Promise.resolve(true),
     ...given,
   });
+
+/**
+ * The whole ContainerRuntime port, each method rejecting `NAME.method is not scripted`: a test's engine class extends
+ * it and overrides what the test scripts (the compiler checks each override against the port), so a call the test
+ * did not foresee fails by name instead of `undefined is not a function`. The optional capabilities stay absent.
+ */
+export class UnscriptedRuntime implements ContainerRuntime {
+  info(): Promise<EngineInfo> {
+    return this.#refuse('info');
+  }
+  imageExists(_image: string): Promise<boolean> {
+    return this.#refuse('imageExists');
+  }
+  stop(_id: string, _timeoutSec: number): Promise<void> {
+    return this.#refuse('stop');
+  }
+  remove(_id: string): Promise<RemoveResult> {
+    return this.#refuse('remove');
+  }
+  inspect(_id: string): Promise<ContainerState | null> {
+    return this.#refuse('inspect');
+  }
+  listByLabel(_labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
+    return this.#refuse('listByLabel');
+  }
+  create(_spec: ContainerSpec): Promise<ContainerHandle> {
+    return this.#refuse('create');
+  }
+  attach(_id: string): Promise<ContainerOutput> {
+    return this.#refuse('attach');
+  }
+  follow(_id: string): Promise<ContainerOutput> {
+    return this.#refuse('follow');
+  }
+  start(_id: string): Promise<void> {
+    return this.#refuse('start');
+  }
+  wait(
+    _id: string,
+    _options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
+  ): Promise<WaitResult> {
+    return this.#refuse('wait');
+  }
+  environmentOf(_id: string): Promise<Record<string, string> | null> {
+    return this.#refuse('environmentOf');
+  }
+  getArchive(_id: string, _path: string): Promise<Readable | null> {
+    return this.#refuse('getArchive');
+  }
+  containerEventsSince(
+    _id: string,
+    _sinceMs: number,
+  ): Promise<{ readonly actions: readonly string[]; readonly complete: boolean }> {
+    return this.#refuse('containerEventsSince');
+  }
+  #refuse(method: string): Promise<never> {
+    return Promise.reject(new Error(`${this.constructor.name}.${method} is not scripted`));
+  }
+}
+
+/** A whole ContainerSpec for a test that cares about a few of its fields (`given`). */
+export const containerSpec = (given: Partial<ContainerSpec> = {}): ContainerSpec => ({
+  name: 'pair',
+  image: 'img',
+  env: {},
+  binds: [],
+  ports: [],
+  bindAddress: '127.0.0.1',
+  deviceRequests: [],
+  labels: {},
+  stopTimeoutSec: 1,
+  cmd: [],
+  workingDir: '/',
+  ...given,
+});
 
 export const fakeFileSystem = (given: Partial<FileSystem>): FileSystem =>
   fakeOf<FileSystem>('FileSystem', given);

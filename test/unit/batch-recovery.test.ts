@@ -9,11 +9,7 @@ import { finishPair, reconcileFinished, removeUnverifiedContainer } from '../../
 import { recoverPair } from '../../src/app/batch/recover-pair.js';
 import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type {
-  ContainerRuntime,
-  ContainerState,
-  ContainerStatus,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { JournalAppend, JournalEventType, JournalFieldsOf } from '../../src/core/journal-events.js';
 import type { Job, Manifest } from '../../src/core/manifest/index.js';
@@ -22,9 +18,10 @@ import { buildFinishedPair } from '../support/finished-pair.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { UnscriptedRuntime } from '../support/fakes.js';
 
 /** A container runtime that holds containers in memory: inspect, list by label, stop, remove, environment. */
-class MemoryRuntime {
+class MemoryRuntime extends UnscriptedRuntime {
   readonly containers = new Map<
     string,
     { status: ContainerStatus; labels: Record<string, string>; env: Record<string, string> }
@@ -40,7 +37,7 @@ class MemoryRuntime {
   ): void {
     this.containers.set(id, { status, labels, env });
   }
-  inspect(id: string): Promise<ContainerState | null> {
+  override inspect(id: string): Promise<ContainerState | null> {
     const c = this.containers.get(id);
     return Promise.resolve(
       c === undefined
@@ -56,7 +53,7 @@ class MemoryRuntime {
           },
     );
   }
-  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
+  override listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     if (this.listFails) return Promise.reject(new Error('engine away'));
     const found = [...this.containers].filter(([, c]) =>
       Object.entries(labels).every(([k, v]) => c.labels[k] === v),
@@ -73,16 +70,16 @@ class MemoryRuntime {
       })),
     );
   }
-  stop(id: string): Promise<void> {
+  override stop(id: string): Promise<void> {
     const c = this.containers.get(id);
     if (c !== undefined) c.status = 'exited';
     return Promise.resolve();
   }
-  remove(id: string): Promise<'removed' | 'absent'> {
+  override remove(id: string): Promise<'removed' | 'absent'> {
     this.removed.push(id);
     return Promise.resolve(this.containers.delete(id) ? 'removed' : 'absent');
   }
-  environmentOf(id: string): Promise<Record<string, string> | null> {
+  override environmentOf(id: string): Promise<Record<string, string> | null> {
     return Promise.resolve(this.containers.get(id)?.env ?? null);
   }
 }
@@ -118,7 +115,7 @@ function finishDeps(store: EvidenceStore, journal: JournalAppend) {
     store,
     registry,
     execute: {
-      runtime: runtime as unknown as ContainerRuntime,
+      runtime: runtime,
       logger: silentLogger,
       outcomes: fileOutcomeReader,
       host: procHostIdentity,
