@@ -10,7 +10,7 @@ import {
 import type { ContainerOutput, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
-import { UnscriptedRuntime } from '../support/fakes.js';
+import { containerSpec, UnscriptedRuntime } from '../support/fakes.js';
 
 const unavailable = (): EngineError =>
   new EngineError('engine_unavailable', 'Docker engine unreachable (ECONNREFUSED)', {
@@ -157,13 +157,13 @@ function deps(
 
 function launch(deadlineInMs = 60_000): PairLaunch {
   return {
-    container: { labels: {} },
+    container: containerSpec(),
     outcomePath: '/x/o.json',
     sessionsDir: '/s',
     stopBudgetSec: 1,
     secrets: [],
     deadlineMs: Date.now() + deadlineInMs,
-  } as unknown as PairLaunch;
+  };
 }
 
 const lost = (): WaitResult => ({ kind: 'engine_lost', lastSeenAliveMs: Date.now() - 1_000 });

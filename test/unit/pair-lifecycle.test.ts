@@ -11,7 +11,7 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
 import { ImageSessionsMemo, type FilesystemChanges } from '../../src/core/sessions-skip.js';
 import { fakeTime } from '../support/fake-time.js';
-import { UnscriptedRuntime } from '../support/fakes.js';
+import { containerSpec, UnscriptedRuntime } from '../support/fakes.js';
 
 /** A container that prints one line on each stream and exits 0; removal makes it disappear. */
 class FakeRuntime extends UnscriptedRuntime {
@@ -120,14 +120,14 @@ function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}):
   };
 }
 
-const launch = {
-  container: {},
+const launch: PairLaunch = {
+  container: containerSpec(),
   outcomePath: '/x/o.json',
   sessionsDir: '/s',
   deadlineMs: Date.parse('2026-12-02T00:01:00Z'),
   stopBudgetSec: 1,
   secrets: [],
-} as unknown as PairLaunch;
+};
 
 describe('runPairLifecycle', () => {
   it('streams both logs, then removes the container and verifies it is gone', async () => {
@@ -181,10 +181,10 @@ describe('runPairLifecycle', () => {
         }),
       );
     };
-    const withClaim = {
+    const withClaim: PairLaunch = {
       ...launch,
-      container: { labels: { 'roboguide.claim': 'claim-1' } },
-    } as unknown as PairLaunch;
+      container: containerSpec({ labels: { 'roboguide.claim': 'claim-1' } }),
+    };
     const r = await runPairLifecycle(deps(runtime), withClaim);
     expect(r.engineFault).toBe('engine_error');
     expect(r.container.id).toBe('c1');
@@ -425,10 +425,10 @@ describe('runPairLifecycle', () => {
 });
 
 describe('start errors at the attach, and GPU requests the engine dropped (issue 28)', () => {
-  const gpuLaunch = {
+  const gpuLaunch: PairLaunch = {
     ...launch,
-    container: { deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] },
-  } as unknown as PairLaunch;
+    container: containerSpec({ deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] }),
+  };
 
   it('a taken port refused at the attach (Podman: 409 address already in use) is the start error Docker gives: port_allocated, empty logs closed, no start', async () => {
     const runtime = new FakeRuntime();
