@@ -10,7 +10,12 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
+import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
+import type { RunPairDeps } from '../../src/app/run-pair.js';
+import type { Clock } from '../../src/app/ports/clock.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
+import type { HostIdentity } from '../../src/app/ports/host-identity.js';
+import type { OutcomeReader } from '../../src/app/ports/outcome-reader.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 
 /**
@@ -152,3 +157,31 @@ export const fakeFileSystem = (given: Partial<FileSystem>): FileSystem =>
 
 /** A logger that drops every line but those `given` records. */
 export const fakeLogger = (given: Partial<Logger> = {}): Logger => ({ ...silentLogger, ...given });
+
+const notFaked = (name: string) => (): Promise<never> => Promise.reject(new Error(`${name} is not faked`));
+
+/**
+ * What executePair needs, `given` over fakes that throw `NAME… is not faked` when used (the logger: silent), so a
+ * test names only the parts its path touches and the compiler still checks each of them.
+ */
+export const executeDeps = (given: Partial<ExecutePairDeps>): ExecutePairDeps => ({
+  runtime: fakeRuntime({}),
+  clock: fakeOf<Clock>('Clock', {}),
+  logger: silentLogger,
+  fs: fakeFileSystem({}),
+  host: fakeOf<HostIdentity>('HostIdentity', {}),
+  outcomes: fakeOf<OutcomeReader>('OutcomeReader', {}),
+  createRedactor: () => {
+    throw new Error('createRedactor is not faked');
+  },
+  extractSessions: notFaked('extractSessions'),
+  diagnose: notFaked('diagnose'),
+  ...given,
+});
+
+/** What `pair run` needs: executeDeps, and a registry that throws when used unless `given` has one. */
+export const runPairDeps = (given: Partial<RunPairDeps>): RunPairDeps => ({
+  ...executeDeps(given),
+  registry: fakeRegistry({}),
+  ...given,
+});

@@ -9,9 +9,9 @@ import { admissionNodesFor, admitOnNodes, admitOnePair } from '../../src/app/adm
 import { cappedGpuMib } from '../../src/core/admission-rule.js';
 import { checkRegistryNeeds, registryNeeds } from '../../src/app/batch/registry-needs.js';
 import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
-import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/run-pair.js';
 import type { Manifest } from '../../src/core/manifest/index.js';
-import { fakeRuntime } from '../support/fakes.js';
+import { fakeRuntime, runPairDeps } from '../support/fakes.js';
 
 /**
  * Admission, one rule for batches, `pair run` and serve (issue 13): per node on a swarm, pinned to the node it was
@@ -149,13 +149,13 @@ describe('a GPU figure no node can ever hold', () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 }, 'node-a');
     await registry.setLimits({ maxReservations: 4, gpuMib: 800 }, 'node-b');
     const runtime = fakeRuntime({ imageExists: () => Promise.resolve(true) });
-    const deps = {
+    const deps = runPairDeps({
       fs: new NodeFileSystem(),
       runtime,
       nodes: swarm(['node-a', 'node-b']),
       clock: { now: () => new Date() },
       registry,
-    } as unknown as RunPairDeps;
+    });
     const spec = {
       job_id: 'big',
       image: 'img:1',

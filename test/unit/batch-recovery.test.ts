@@ -8,7 +8,6 @@ import type { BatchPairContext, BatchPairDeps, RunningHandle } from '../../src/a
 import { finishPair, reconcileFinished, removeUnverifiedContainer } from '../../src/app/batch/finish-pair.js';
 import { recoverPair } from '../../src/app/batch/recover-pair.js';
 import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { JournalAppend, JournalEventType, JournalFieldsOf } from '../../src/core/journal-events.js';
@@ -18,7 +17,7 @@ import { buildFinishedPair } from '../support/finished-pair.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
-import { UnscriptedRuntime } from '../support/fakes.js';
+import { executeDeps, UnscriptedRuntime } from '../support/fakes.js';
 
 /** A container runtime that holds containers in memory: inspect, list by label, stop, remove, environment. */
 class MemoryRuntime extends UnscriptedRuntime {
@@ -286,14 +285,14 @@ describe('recoverPair: a claimed pair without a result, found by a new superviso
         { TOKEN: 'the-secret-in-the-container' },
       );
     const { journal, records } = recordingJournal();
-    const execute = {
+    const execute = executeDeps({
       runtime,
       clock,
       logger: silentLogger,
       outcomes: fileOutcomeReader,
       host: procHostIdentity,
       fs: new NodeFileSystem(),
-    } as unknown as ExecutePairDeps;
+    });
     const deps: BatchPairDeps = { store: pair.store, registry, execute, journal };
     const job = {
       job_id: 'pair-0001',

@@ -8,7 +8,7 @@ import { jobPathIssues } from '../../src/app/job-paths.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
 import { bindAddressProblem } from '../../src/core/bind-address.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
-import { answeringEngine } from '../support/fakes.js';
+import { answeringEngine, fakeRegistry, runPairDeps } from '../support/fakes.js';
 
 /**
  * Every refusal of `e1-batch start` / `pair run` input (issue: bad input fails fast, exit 2, nothing written):
@@ -340,7 +340,7 @@ describe('e1-batch start refuses, writing nothing', () => {
 describe('pair run refuses before it touches the registry, writing nothing', () => {
   const registryTouched: string[] = [];
   const deps = (): RunPairDeps =>
-    ({
+    runPairDeps({
       fs,
       runtime: engine,
       clock,
@@ -348,7 +348,7 @@ describe('pair run refuses before it touches the registry, writing nothing', () 
         registryTouched.push('opened');
         throw new Error('the registry must not be opened');
       },
-    }) as unknown as RunPairDeps;
+    });
 
   async function runWith(spec: unknown, text?: string, bindAddress = '127.0.0.1'): Promise<unknown> {
     registryTouched.length = 0;
@@ -424,13 +424,21 @@ describe('pair run reads its code version (git, in the CLI) only for a spec that
   });
   const opened: string[] = [];
   const deps = (): RunPairDeps =>
-    ({
+    runPairDeps({
       fs,
       host: procHostIdentity,
       runtime: engine,
       clock,
-      registry: () => (opened.push('registry'), { admit: () => ({ kind: 'refused', held: 1, limit: 1 }) }),
-    }) as unknown as RunPairDeps;
+      registry: () => {
+        opened.push('registry');
+        return Promise.resolve(
+          fakeRegistry({
+            admit: () =>
+              Promise.resolve({ kind: 'refused', reason: 'host_full', held: 1, limit: 1, node: 'here' }),
+          }),
+        );
+      },
+    });
 
   it('an invalid spec: not called', async () => {
     let calls = 0;

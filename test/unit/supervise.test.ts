@@ -10,10 +10,9 @@ import { checkResumable } from '../../src/app/batch/resume-batch.js';
 import { supervise, type SupervisorDeps } from '../../src/app/batch/supervisor.js';
 import { currentProcessIdentity } from '../../src/adapters/host-identity.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { buildFinishedPair } from '../support/finished-pair.js';
-import { answeringEngine } from '../support/fakes.js';
+import { answeringEngine, executeDeps } from '../support/fakes.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 
@@ -98,14 +97,14 @@ async function prepared(
 }
 
 function depsOf(store: EvidenceStore, environment: Record<string, string> = {}): SupervisorDeps {
-  const execute = {
+  const execute = executeDeps({
     runtime: engine,
     clock,
     logger: silentLogger,
     fs: new NodeFileSystem(),
     host: procHostIdentity,
     outcomes: fileOutcomeReader,
-  } as unknown as ExecutePairDeps;
+  });
   return { store, registry, execute, logger: silentLogger, environment, handleSignals: false };
 }
 

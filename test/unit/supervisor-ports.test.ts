@@ -20,13 +20,12 @@ import {
 } from '../../src/app/batch/supervisor-ports.js';
 import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 import type { EvidenceStore, JournalEvent } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import type { ExecutorInventory } from '../../src/app/ports/executor-inventory.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import type { FinishReport } from '../../src/app/batch/finish-pair.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
-import { fakeRegistry } from '../support/fakes.js';
+import { executeDeps, fakeRegistry } from '../support/fakes.js';
 
 /**
  * The supervisor's wiring (supervisor-ports) and the ledger it writes status from (supervisor-ledger), each port
@@ -73,14 +72,13 @@ async function rig(
       return Promise.resolve({ kind: 'refused', reason: 'host_full', held: 1, limit: 1, node: 'here' });
     },
   });
-  const execute = {
-    runtime: {},
+  const execute = executeDeps({
     ...inventory,
     clock,
     logger: silentLogger,
     fs: new NodeFileSystem(),
     host: procHostIdentity,
-  } as unknown as ExecutePairDeps;
+  });
   const s: Supervision = {
     deps: {
       store: tb.store,
