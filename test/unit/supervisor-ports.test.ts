@@ -25,7 +25,9 @@ import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import type { FinishReport } from '../../src/app/batch/finish-pair.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
-import { executeDeps, fakeRegistry } from '../support/fakes.js';
+import { executeDeps, fakeOf, fakeRegistry } from '../support/fakes.js';
+import { rawJournalRecord } from '../support/raw-journal.js';
+import type { ClaimedEvent } from '../../src/core/journal-events.js';
 
 /**
  * The supervisor's wiring (supervisor-ports) and the ledger it writes status from (supervisor-ledger), each port
@@ -109,8 +111,8 @@ async function rig(
 }
 
 function writerSpy(): { writer: CoalescingWriter; soon: number; now: number } {
-  const spy = { soon: 0, now: 0, writer: undefined as unknown as CoalescingWriter };
-  spy.writer = {
+  const spy = { soon: 0, now: 0 };
+  const writer = fakeOf<CoalescingWriter>('CoalescingWriter', {
     soon: () => {
       spy.soon++;
     },
@@ -118,8 +120,8 @@ function writerSpy(): { writer: CoalescingWriter; soon: number; now: number } {
       spy.now++;
       return Promise.resolve();
     },
-  } as unknown as CoalescingWriter;
-  return spy;
+  });
+  return Object.assign(spy, { writer });
 }
 
 /** `real` with some methods replaced (a Proxy that binds the rest to `real`, whose fields are private). */
@@ -483,27 +485,29 @@ describe('seedLedger', () => {
     };
   }
 
-  const claimed = (seq: number, job: string) =>
-    ({
-      type: 'claimed',
-      seq,
-      at: '2026-12-02T10:00:01.000Z',
-      job_id: job,
-      claim_id: `k-${job}`,
-      reservation_id: `r-${job}`,
-      claimed_at: '2026-12-02T10:00:01.000Z',
-      deadline: '2026-12-02T10:02:01.000Z',
-    }) as unknown as JournalEvent & { seq: number };
-  const finished = (seq: number, job: string, peak?: unknown) =>
-    ({
-      type: 'pair_finished',
-      seq,
-      at: '2026-12-02T10:01:00.000Z',
-      job_id: job,
-      claim_id: `k-${job}`,
-      classification: 'completed',
-      ...(peak !== undefined ? { gpu_peak_mib: peak } : {}),
-    }) as unknown as JournalEvent & { seq: number };
+  const claimed = (seq: number, job: string): ClaimedEvent & { seq: number } => ({
+    type: 'claimed',
+    seq,
+    at: '2026-12-02T10:00:01.000Z',
+    job_id: job,
+    claim_id: `k-${job}`,
+    reservation_id: `r-${job}`,
+    claimed_at: '2026-12-02T10:00:01.000Z',
+    deadline: '2026-12-02T10:02:01.000Z',
+  });
+  /** A pair_finished record as the ledger reads it: only its peak matters here (one not a number, too). */
+  const finished = (seq: number, job: string, peak?: unknown): JournalEvent & { seq: number } =>
+    Object.assign(
+      rawJournalRecord({
+        type: 'pair_finished',
+        at: '2026-12-02T10:01:00.000Z',
+        job_id: job,
+        claim_id: `k-${job}`,
+        classification: 'completed',
+        ...(peak !== undefined ? { gpu_peak_mib: peak } : {}),
+      }),
+      { seq },
+    );
 
   it('folds a record appended while seeding (after the read), skips one the read already had, then follows appends', async () => {
     const tb = await startTestBatch(dir);
