@@ -10,8 +10,8 @@ import { cappedGpuMib } from '../../src/core/admission-rule.js';
 import { checkRegistryNeeds, registryNeeds } from '../../src/app/batch/registry-needs.js';
 import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
 import { runPair } from '../../src/app/run-pair.js';
-import type { Manifest } from '../../src/core/manifest/index.js';
 import { fakeRuntime, runPairDeps } from '../support/fakes.js';
+import { manifestOf } from '../support/manifest.js';
 
 /**
  * Admission, one rule for batches, `pair run` and serve (issue 13): per node on a swarm, pinned to the node it was
@@ -187,12 +187,10 @@ describe('a GPU figure no node can ever hold', () => {
 
   it('start on a swarm: refused when no node can hold the declared figure; a node without a budget holds any', async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 });
-    const manifest = {
-      jobs: [
-        { job_id: 'a', ports: [], gpu_mib: 1_500 },
-        { job_id: 'b', ports: [], gpu_mib: 900 },
-      ],
-    } as unknown as Manifest;
+    const manifest = manifestOf([
+      { job_id: 'a', gpus: 1, gpu_mib: 1_500 },
+      { job_id: 'b', gpus: 1, gpu_mib: 900 },
+    ]);
     const nodes = admissionNodesFor(swarm(['node-a', 'node-b']))!;
     await expect(checkRegistryNeeds(registry, registryNeeds(manifest, { nodes }))).rejects.toMatchObject({
       exitCode: 2,
@@ -206,7 +204,7 @@ describe('a GPU figure no node can ever hold', () => {
 });
 
 describe("start and a port held by another batch: refused only while that batch's supervisor is alive", () => {
-  const manifest = { jobs: [{ job_id: 'new1', ports: [18_080] }] } as unknown as Manifest;
+  const manifest = manifestOf([{ job_id: 'new1', ports: [18_080] }]);
   const holderLease = { pid: 4242, start_ticks: '99', boot_id: 'boot' };
 
   async function holdPort(node?: string): Promise<void> {

@@ -11,13 +11,13 @@ import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { JournalAppend, JournalEventType, JournalFieldsOf } from '../../src/core/journal-events.js';
-import type { Job, Manifest } from '../../src/core/manifest/index.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { buildFinishedPair } from '../support/finished-pair.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { executeDeps, UnscriptedRuntime } from '../support/fakes.js';
+import { manifestOf } from '../support/manifest.js';
 
 /** A container runtime that holds containers in memory: inspect, list by label, stop, remove, environment. */
 class MemoryRuntime extends UnscriptedRuntime {
@@ -294,20 +294,20 @@ describe('recoverPair: a claimed pair without a result, found by a new superviso
       fs: new NodeFileSystem(),
     });
     const deps: BatchPairDeps = { store: pair.store, registry, execute, journal };
-    const job = {
-      job_id: 'pair-0001',
-      argv: ['/x'],
-      cwd: dir,
-      outcome_path: pair.outcomePath,
-      environment: { TOKEN: '${TOKEN}' },
-      timeout_seconds: 60,
-    } as unknown as Job;
-    const manifest = {
-      jobs: [job],
-      stop_budget_seconds: 5,
-      source_sha256: {},
-      provider: undefined,
-    } as unknown as Manifest;
+    const manifest = manifestOf(
+      [
+        {
+          job_id: 'pair-0001',
+          argv: ['/x'],
+          cwd: dir,
+          outcome_path: pair.outcomePath,
+          environment: { TOKEN: '${TOKEN}' },
+          timeout_seconds: 60,
+        },
+      ],
+      { stop_budget_seconds: 5 },
+    );
+    const job = manifest.jobs[0]!;
     const ctx: BatchPairContext = { batch: { batch_id: 'batch-A' } as BatchPairContext['batch'], manifest };
     return { pair, receipt, records, deps, ctx, job };
   }
