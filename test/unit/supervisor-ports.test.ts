@@ -26,6 +26,7 @@ import type { ExecutorConfig } from '../../src/core/executor.js';
 import type { FinishReport } from '../../src/app/batch/finish-pair.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
 import { executeDeps, fakeOf, fakeRegistry } from '../support/fakes.js';
+import type { ResultRecord } from '../../src/core/result.js';
 import { rawJournalRecord } from '../support/raw-journal.js';
 import type { ClaimedEvent } from '../../src/core/journal-events.js';
 
@@ -222,14 +223,18 @@ describe('outcomeOfAttempt', () => {
       kind: 'claim_failed',
       reason: 'already_claimed',
     });
-    const finish = {
-      result: { classification: 'failed' },
-      pauseReasons: ['harness_fault'],
-    } as unknown as FinishReport;
+    const finish = fakeOf<FinishReport>(
+      'FinishReport',
+      {
+        result: fakeOf<ResultRecord>('ResultRecord', { classification: 'harness_failure' }),
+        pauseReasons: ['harness'],
+      },
+      ['cause'],
+    );
     expect(outcomeOfAttempt({ kind: 'ran', finish })).toEqual({
       kind: 'finished',
-      classification: 'failed',
-      pauseReasons: ['harness_fault'],
+      classification: 'harness_failure',
+      pauseReasons: ['harness'],
     });
   });
 });
