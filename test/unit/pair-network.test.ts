@@ -241,6 +241,7 @@ function fakeDocker(): {
       return Promise.resolve({});
     },
   };
+  // A dockerode client holding only the network calls DockerPairNetwork makes (a third-party class, not our port).
   return { docker: docker as unknown as ConstructorParameters<typeof DockerPairNetwork>[0], networks, inUse };
 }
 
