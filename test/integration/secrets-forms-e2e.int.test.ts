@@ -188,6 +188,7 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
       classification: string;
       outcome: { arms: Record<string, unknown>; note: string };
       outcome_redactions: number;
+      outcome_sha256: string;
       sessions: { files: number; refusals: string[] };
     };
     expect(result.classification).toBe('completed');
@@ -212,9 +213,7 @@ describe.skipIf(noDocker)('every encoding of every secret, end to end through th
     expect(await readFile(join(work, 'out', 'f1.json'), 'utf8')).toContain(API_TOKEN);
     const kept = await readFile(join(output, 'jobs/f1/outcome/f1.json'));
     expect(kept.toString('utf8')).toContain('[REDACTED');
-    expect(createHash('sha256').update(kept).digest('hex')).toBe(
-      (result as unknown as { outcome_sha256: string }).outcome_sha256,
-    );
+    expect(createHash('sha256').update(kept).digest('hex')).toBe(result.outcome_sha256);
 
     const windows = windowsOf([...needles(API_TOKEN), ...needles(NAME_TOKEN)], 8);
     const files = [...(await listFilesRecursively(output)), ...(await listFilesRecursively(pairOutput))];

@@ -1,4 +1,3 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -12,6 +11,8 @@ import { postgresSkipReason, startPostgres, type TestPostgres } from '../support
 import { startTestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 import { listFilesRecursively } from '../support/files.js';
+import { cli, type CliOptions } from '../support/cli.js';
+import { until } from '../support/until.js';
 import {
   leftovers,
   startSwarmCluster,
@@ -23,7 +24,6 @@ import {
  * The swarm executor end to end (issue 13): a swarm of two throwaway engines, each in its own network namespace with
  * its own hostname and two fake GPUs; the CLI with `--executor swarm`. The swarm is started once for the file.
  */
-const BIN = join(import.meta.dirname, '../../bin/run.js');
 const skip = noDocker ? 'no Docker engine' : await swarmSkipReason();
 
 const PAIRS = Number(process.env['RG_SWARM_PAIRS'] ?? 20);
@@ -38,17 +38,8 @@ function openRegistry(): Promise<CapacityRegistry> {
   return openRegistryAt(registryLocation(registry));
 }
 
-function cli(
-  args: readonly string[],
-  env: Record<string, string> = {},
-): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [BIN, ...args], {
-    encoding: 'utf8',
-    env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn', ...env },
-    timeout: 300_000,
-  });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+/** What the CLI runs with here: warnings and errors only on stderr, killed after 5 minutes. */
+const QUIET: CliOptions = { env: { ROBOGUIDE_LOG_LEVEL: 'warn' }, timeoutMs: 300_000 };
 
 function spec(
   jobId: string,
@@ -76,18 +67,10 @@ async function pairRun(
   const path = join(work, `${jobId}.json`);
   await writeFile(path, JSON.stringify(spec(jobId, actions, extra)));
   const output = join(work, jobId, 'evidence');
-  const r = cli([
-    'pair',
-    'run',
-    '--spec',
-    path,
-    '--output',
-    output,
-    '--registry',
-    registry,
-    '--json',
-    ...executor,
-  ]);
+  const r = await cli(
+    ['pair', 'run', '--spec', path, '--output', output, '--registry', registry, '--json', ...executor],
+    QUIET,
+  );
   const parsed = JSON.parse(r.stdout) as Record<string, unknown> & { result?: never };
   return { ...r, result: parsed, output };
 }
@@ -151,21 +134,24 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
   it('refuses bad executor flags with exit 2 naming the flag, before anything is written', async () => {
     const path = join(work, 'bad.json');
     await writeFile(path, JSON.stringify(spec('bad', ['outcome=completed'])));
-    const r = cli([
-      'pair',
-      'run',
-      '--spec',
-      path,
-      '--output',
-      join(work, 'bad-out'),
-      '--executor',
-      'swarm',
-      '--manager',
-      'http://x',
-      '--node-engine',
-      'n1',
-    ]);
-    expect(r.status).toBe(2);
+    const r = await cli(
+      [
+        'pair',
+        'run',
+        '--spec',
+        path,
+        '--output',
+        join(work, 'bad-out'),
+        '--executor',
+        'swarm',
+        '--manager',
+        'http://x',
+        '--node-engine',
+        'n1',
+      ],
+      QUIET,
+    );
+    expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/--manager: scheme http is not one of unix, tcp, ssh/);
     expect(r.stderr).toMatch(/--node-engine\[0\]: must be NODE=URL/);
     expect(await readdir(work)).not.toContain('bad-out');
@@ -175,7 +161,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const job = `sw-noop-${randomUUID().slice(0, 6)}`;
     const swarm = await pairRun(job, ['outcome=completed'], cluster.flags);
     expect(swarm.stderr).not.toMatch(/Error/);
-    expect(swarm.status).toBe(0);
+    expect(swarm.code).toBe(0);
     expect(swarm.result).toMatchObject({
       classification: 'completed',
       reasons: [],
@@ -197,7 +183,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
 
     const localJob = `lo-noop-${randomUUID().slice(0, 6)}`;
     const local = await pairRun(localJob, ['outcome=completed'], []);
-    expect(local.status).toBe(0);
+    expect(local.code).toBe(0);
     expect(shape(swarm.result)).toEqual(shape(local.result));
     expect((await listFilesRecursively(swarm.output)).map((f) => f.replace(job, 'J')).sort()).toEqual(
       (await listFilesRecursively(local.output)).map((f) => f.replace(localJob, 'J')).sort(),
@@ -212,7 +198,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       cluster.flags,
       { gpus: 1 },
     );
-    expect(r.status).toBe(0);
+    expect(r.code).toBe(0);
     expect(r.result).toMatchObject({
       classification: 'completed',
       logs: { stdout: { bytes: 200 * 64, closed: true }, stderr: { bytes: 1000, closed: true } },
@@ -230,15 +216,16 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
   /** Until a running container labelled for `job` is on node `index` (polls its engine). */
   async function jobRunningOn(index: number, job: string): Promise<void> {
     const docker = new Docker({ socketPath: cluster.nodes[index]!.engine.socketPath });
-    const deadline = Date.now() + 120_000;
-    while (Date.now() < deadline) {
-      const found = await docker.listContainers({
-        filters: JSON.stringify({ label: [`roboguide.job=${job}`], status: ['running'] }),
-      });
-      if (found.length > 0) return;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-    throw new Error(`${job} never ran on ${cluster.nodes[index]!.hostname}`);
+    await until(
+      async () => {
+        const found = await docker.listContainers({
+          filters: JSON.stringify({ label: [`roboguide.job=${job}`], status: ['running'] }),
+        });
+        return found.length > 0 ? true : undefined;
+      },
+      `${job} running on ${cluster.nodes[index]!.hostname}`,
+      { timeoutMs: 120_000, intervalMs: 250 },
+    );
   }
 
   it('pair run --executor swarm is admitted per node: with one node full it is reserved on, pinned to and runs on the other; all full: refused; a gpu_mib no node can hold: exit 2', async () => {
@@ -260,10 +247,8 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       const path = join(work, `${job}.json`);
       await writeFile(path, JSON.stringify(spec(job, ['sleep=3', 'outcome=completed'])));
       const output = join(work, job, 'evidence');
-      const child = spawn(
-        process.execPath,
+      const exited = cli(
         [
-          BIN,
           'pair',
           'run',
           '--spec',
@@ -275,16 +260,11 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
           '--json',
           ...cluster.flags,
         ],
-        {
-          stdio: ['ignore', 'pipe', 'pipe'],
-          env: { ...process.env, ROBOGUIDE_LOG_LEVEL: 'warn' },
-        },
+        QUIET,
       );
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
       await jobRunningOn(1, job);
-      expect(await exited, stderr).toBe(0);
+      const ran = await exited;
+      expect(ran.code, ran.stderr).toBe(0);
       expect(await readJson(join(output, 'result.json'))).toMatchObject({
         classification: 'completed',
         cleanup: { verified_absent: true },
@@ -308,18 +288,21 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       const full = `sw-full-${randomUUID().slice(0, 6)}`;
       const fullSpec = join(work, `${full}.json`);
       await writeFile(fullSpec, JSON.stringify(spec(full, ['outcome=completed'])));
-      const again = cli([
-        'pair',
-        'run',
-        '--spec',
-        fullSpec,
-        '--output',
-        join(work, full, 'evidence2'),
-        '--registry',
-        admission,
-        ...cluster.flags,
-      ]);
-      expect(again.status).toBe(1);
+      const again = await cli(
+        [
+          'pair',
+          'run',
+          '--spec',
+          fullSpec,
+          '--output',
+          join(work, full, 'evidence2'),
+          '--registry',
+          admission,
+          ...cluster.flags,
+        ],
+        QUIET,
+      );
+      expect(again.code).toBe(1);
       expect(again.stderr).toMatch(/capacity limit \(1 of 1 held\): not started/);
       expect((await reg.held()).map((r) => r.jobId).sort()).toEqual(['filler-a', 'filler-b']);
       await expectNothingLeft(`roboguide.job=${full}`);
@@ -331,18 +314,21 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
         huge,
         JSON.stringify(spec('sw-huge', ['outcome=completed'], { gpus: 1, gpu_mib: 5_000 })),
       );
-      const never = cli([
-        'pair',
-        'run',
-        '--spec',
-        huge,
-        '--output',
-        join(work, 'huge-out'),
-        '--registry',
-        admission,
-        ...cluster.flags,
-      ]);
-      expect(never.status).toBe(2);
+      const never = await cli(
+        [
+          'pair',
+          'run',
+          '--spec',
+          huge,
+          '--output',
+          join(work, 'huge-out'),
+          '--registry',
+          admission,
+          ...cluster.flags,
+        ],
+        QUIET,
+      );
+      expect(never.code).toBe(2);
       expect(never.stderr).toContain(
         'gpu_mib: 5000 MiB exceeds the whole GPU budget of every node it may run on',
       );
@@ -371,16 +357,17 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
           container: { id: string };
         } | null;
       };
-      let pair: PairBody | null = null;
-      const deadline = Date.now() + 180_000;
-      while (Date.now() < deadline) {
-        pair = (await server.client.call<PairBody>('GET', `/v1/pairs/${id}`)).body;
-        if (pair.state !== 'running') break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      expect(pair?.state, pair?.error ?? '').toBe('finished');
-      expect(pair?.result).toMatchObject({ classification: 'completed', cleanup: { verified_absent: true } });
-      expect(pair?.result?.container.id).toMatch(/^[a-z0-9]{25}$/); // a service id, not a local container's
+      const pair = await until(
+        async () => {
+          const body = (await server.client.call<PairBody>('GET', `/v1/pairs/${id}`)).body;
+          return body.state === 'running' ? undefined : body;
+        },
+        `pair ${id} no longer running`,
+        { timeoutMs: 180_000, intervalMs: 500 },
+      );
+      expect(pair.state, pair.error ?? '').toBe('finished');
+      expect(pair.result).toMatchObject({ classification: 'completed', cleanup: { verified_absent: true } });
+      expect(pair.result?.container.id).toMatch(/^[a-z0-9]{25}$/); // a service id, not a local container's
       const logs = await server.client.call<Buffer>('GET', `/v1/pairs/${id}/logs?stream=stdout`);
       expect(logs.body.toString('utf8').split('\n').filter(Boolean)).toHaveLength(20);
       const evidence = join(server.dataDir, 'pairs', id);
@@ -392,7 +379,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       );
       const reg = await openRegistryAt(registryLocation(server.registryPath));
       try {
-        const reservation = await reg.reservationForClaim(pair!.receipt!.claim_id);
+        const reservation = await reg.reservationForClaim(pair.receipt!.claim_id);
         expect(cluster.nodes.map((n) => n.hostname)).toContain(reservation?.node);
         expect(reservation?.state).toBe('released');
       } finally {
@@ -438,22 +425,25 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const manifest = await batchManifest(name, sleepSec, placement);
     const output = join(work, name, 'batch');
     const t0 = performance.now();
-    const r = cli([
-      'e1-batch',
-      'start',
-      '--manifest',
-      manifest,
-      '--output',
-      output,
-      '--registry',
-      registry,
-      '--foreground',
-      '--json',
-      ...cluster.flags,
-    ]);
+    const r = await cli(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        manifest,
+        '--output',
+        output,
+        '--registry',
+        registry,
+        '--foreground',
+        '--json',
+        ...cluster.flags,
+      ],
+      QUIET,
+    );
     const makespanMs = performance.now() - t0;
     expect(r.stderr).not.toMatch(/Error/);
-    expect(r.status).toBe(0);
+    expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout) as { batch_id: string; state: string };
     expect(out.state).toBe('drained');
     // Every pair once: one completed result each, one run of the driver each (its counter, read back from the
@@ -520,7 +510,7 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
 
   async function twentyPairBatch(): Promise<void> {
     // Limits per node: two slots on each node (its two GPUs).
-    expect(cli(['capacity', '--registry', registry, '--max-reservations', '2']).status).toBe(0);
+    expect((await cli(['capacity', '--registry', registry, '--max-reservations', '2'], QUIET)).code).toBe(0);
     const two = await runBatch('two-nodes', PAIR_SLEEP_SEC);
     process.stdout.write(`registry: ${postgres !== undefined ? 'PostgreSQL' : 'SQLite'}\n`);
     const batch = JSON.parse(await readFile(join(two.output, 'batch.json'), 'utf8')) as {
@@ -594,19 +584,22 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       }),
     );
     const localOut = join(work, 'local', 'batch');
-    const local = cli([
-      'e1-batch',
-      'start',
-      '--manifest',
-      localManifest,
-      '--output',
-      localOut,
-      '--registry',
-      registry,
-      '--foreground',
-      '--json',
-    ]);
-    expect(local.status).toBe(0);
+    const local = await cli(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        localManifest,
+        '--output',
+        localOut,
+        '--registry',
+        registry,
+        '--foreground',
+        '--json',
+      ],
+      QUIET,
+    );
+    expect(local.code).toBe(0);
     expect(await filesOf(join(two.output, 'jobs', 'p00'))).toEqual(
       await filesOf(join(localOut, 'jobs', 'p00')),
     );
@@ -647,30 +640,30 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
 
   /** Until the job's task container runs on one of `nodes` (polls their engines). */
   async function runningOn(nodes: readonly number[], batchId: string, job: string): Promise<void> {
-    const deadline = Date.now() + 120_000;
-    while (Date.now() < deadline) {
-      for (const node of nodes) {
-        const docker = new Docker({ socketPath: cluster.nodes[node]!.engine.socketPath });
-        const found = await docker.listContainers({
-          filters: JSON.stringify({
-            label: [`roboguide.batch=${batchId}`, `roboguide.job=${job}`],
-            status: ['running'],
-          }),
-        });
-        if (found.length > 0) return;
-      }
-      await new Promise((r) => setTimeout(r, 250));
-    }
-    throw new Error(`${job} never ran`);
+    const filters = JSON.stringify({
+      label: [`roboguide.batch=${batchId}`, `roboguide.job=${job}`],
+      status: ['running'],
+    });
+    await until(
+      async () => {
+        for (const node of nodes) {
+          const docker = new Docker({ socketPath: cluster.nodes[node]!.engine.socketPath });
+          if ((await docker.listContainers({ filters })).length > 0) return true;
+        }
+        return undefined;
+      },
+      `${job} running`,
+      { timeoutMs: 120_000, intervalMs: 250 },
+    );
   }
 
   async function batchIdOf(output: string): Promise<string> {
-    for (let i = 0; i < 400; i++) {
-      const text = await readFile(join(output, 'batch.json'), 'utf8').catch(() => null);
-      if (text !== null) return (JSON.parse(text) as { batch_id: string }).batch_id;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error('no batch.json');
+    const text = await until(
+      () => readFile(join(output, 'batch.json'), 'utf8').catch(() => undefined),
+      'batch.json',
+      { timeoutMs: 40_000 },
+    );
+    return (JSON.parse(text) as { batch_id: string }).batch_id;
   }
 
   async function runsOf(output: string, job: string): Promise<number> {
@@ -689,28 +682,31 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       ['k2', ['numbered_slow=30', 'outcome=completed']],
     ]);
     const output = join(work, 'sigkill', 'batch');
-    const started = cli([
-      'e1-batch',
-      'start',
-      '--manifest',
-      manifest,
-      '--output',
-      output,
-      '--registry',
-      registry,
-      '--json',
-      ...cluster.flags,
-    ]);
-    expect(started.status).toBe(0);
+    const started = await cli(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        manifest,
+        '--output',
+        output,
+        '--registry',
+        registry,
+        '--json',
+        ...cluster.flags,
+      ],
+      QUIET,
+    );
+    expect(started.code).toBe(0);
     const { supervisor_pid: pid, batch_id: batchId } = JSON.parse(started.stdout) as {
       supervisor_pid: number;
       batch_id: string;
     };
     await runningOn([0, 1], batchId, 'k1');
     process.kill(pid, 'SIGKILL');
-    const resumed = cli(['e1-batch', 'resume', '--output', output, '--foreground', '--json']);
+    const resumed = await cli(['e1-batch', 'resume', '--output', output, '--foreground', '--json'], QUIET);
     expect(resumed.stderr).not.toMatch(/Error/);
-    expect(resumed.status).toBe(0);
+    expect(resumed.code).toBe(0);
     for (const job of ['k0', 'k1', 'k2']) {
       expect(await readJson(join(output, 'jobs', job, 'result.json')), job).toMatchObject({
         classification: 'completed',
@@ -746,35 +742,24 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       ),
     ]);
     const output = join(work, 'nodeloss', 'batch');
-    const child = spawn(
-      process.execPath,
-      [
-        BIN,
-        'e1-batch',
-        'start',
-        '--manifest',
-        manifest,
-        '--output',
-        output,
-        '--registry',
-        registry,
-        '--foreground',
-        '--json',
-        ...cluster.flags,
-      ],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    // At the default log level: the node loss is read from stderr.
+    const exited = cli([
+      'e1-batch',
+      'start',
+      '--manifest',
+      manifest,
+      '--output',
+      output,
+      '--registry',
+      registry,
+      '--foreground',
+      '--json',
+      ...cluster.flags,
+    ]);
     const batchId = await batchIdOf(output);
     await runningOn([1], batchId, 'n1');
     await cluster.nodes[1]!.engine.kill();
-    const code = await exited;
+    const { code, stdout, stderr } = await exited;
     expect(stderr).toMatch(/node lost while the pair ran/);
     expect(code, stderr).toBe(0);
     expect((JSON.parse(stdout) as { state: string }).state).toBe('drained');
@@ -800,7 +785,9 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
     const nodes = await nodesOf(output);
     expect(nodes.get('n1')).toBe(victimNode);
     for (const job of ['n2', 'n3', 'n4', 'n5']) expect(nodes.get(job), job).toBe(otherNode);
-    const status = JSON.parse(cli(['e1-batch', 'status', '--output', output, '--json']).stdout) as {
+    const status = JSON.parse(
+      (await cli(['e1-batch', 'status', '--output', output, '--json'], QUIET)).stdout,
+    ) as {
       state: string;
       pause_reasons: string[];
       nodes: unknown[];
@@ -822,12 +809,15 @@ describe.skipIf(skip !== null)('swarm executor (two throwaway engines)', () => {
       await reg.close();
     }
     // The operator declares the node down: recorded, and the slot is released.
-    const unknown = cli(['e1-batch', 'node-down', '--output', output, '--node', 'no-such-node']);
-    expect(unknown.status).toBe(2);
+    const unknown = await cli(['e1-batch', 'node-down', '--output', output, '--node', 'no-such-node'], QUIET);
+    expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/--node: must be one of the batch's nodes/);
-    const down = cli(['e1-batch', 'node-down', '--output', output, '--node', victimNode, '--json']);
+    const down = await cli(
+      ['e1-batch', 'node-down', '--output', output, '--node', victimNode, '--json'],
+      QUIET,
+    );
     expect(down.stderr).not.toMatch(/Error/);
-    expect(down.status).toBe(0);
+    expect(down.code).toBe(0);
     expect(JSON.parse(down.stdout)).toEqual({ node: victimNode, held: ['n1'], released: ['n1'] });
     expect(
       ((await readJson(join(output, 'nodes-down.json'))) as { nodes: { node: string }[] }).nodes.map(

@@ -10,17 +10,13 @@ import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { SUPERVISOR_FILE, type SupervisorRecord } from '../../src/app/batch/layout.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../src/core/result.js';
+import { answeringEngine } from './fakes.js';
 
 /** An engine that answers `info` and has every image: enough for prepareBatch. */
-export const ANSWERING_ENGINE = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-} as unknown as ContainerRuntime;
+export const ANSWERING_ENGINE = answeringEngine();
 
 export interface TestBatch {
   readonly dir: string;

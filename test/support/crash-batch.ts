@@ -259,6 +259,7 @@ function registryViolations(
   const v: string[] = [];
   const db = new DatabaseSync(path, { readOnly: true });
   try {
+    // node:sqlite types a row as Record<string, SQLOutputValue>; these columns are a ReservationRow's.
     const rows = db
       .prepare('SELECT id, job_id, claim_id, state, released_at FROM reservations WHERE batch_id = ?')
       .all(batchId) as unknown as ReservationRow[];

@@ -7,13 +7,13 @@
 import { PassThrough } from 'node:stream';
 import type {
   ContainerOutput,
-  ContainerRuntime,
   ContainerSpec,
   ContainerState,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
+import { UnscriptedRuntime } from './fakes.js';
 
-export class FakePairRuntime implements Partial<ContainerRuntime> {
+export class FakePairRuntime extends UnscriptedRuntime {
   readonly created: ContainerSpec[] = [];
   readonly stopped: string[] = [];
   readonly removed: string[] = [];
@@ -23,13 +23,13 @@ export class FakePairRuntime implements Partial<ContainerRuntime> {
   #output: { stdout: PassThrough; stderr: PassThrough } | null = null;
   #exited: ((r: WaitResult) => void) | null = null;
 
-  info() {
+  override info() {
     return Promise.resolve({ id: 'fake', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] });
   }
-  imageExists(image: string) {
+  override imageExists(image: string) {
     return Promise.resolve(this.images.has(image));
   }
-  create(spec: ContainerSpec) {
+  override create(spec: ContainerSpec) {
     this.created.push(spec);
     const id = `c${this.created.length}`;
     this.#present.set(id, {
@@ -44,19 +44,19 @@ export class FakePairRuntime implements Partial<ContainerRuntime> {
     this.#output = { stdout: new PassThrough(), stderr: new PassThrough() };
     return Promise.resolve({ id, name: spec.name });
   }
-  attach(): Promise<ContainerOutput> {
+  override attach(): Promise<ContainerOutput> {
     return Promise.resolve(this.#output!);
   }
-  follow(): Promise<ContainerOutput> {
+  override follow(): Promise<ContainerOutput> {
     return Promise.resolve(this.#output!);
   }
-  start(id: string) {
+  override start(id: string) {
     this.#set(id, 'running', null);
     this.#output!.stdout.write('working\n');
     if (this.exitAt === 'start') this.#exit(id, 0);
     return Promise.resolve();
   }
-  wait(
+  override wait(
     id: string,
     options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
   ): Promise<WaitResult> {
@@ -68,27 +68,27 @@ export class FakePairRuntime implements Partial<ContainerRuntime> {
       options.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
     });
   }
-  stop(id: string) {
+  override stop(id: string) {
     this.stopped.push(id);
     if (this.#present.get(id)?.status === 'running') this.#exit(id, 143);
     return Promise.resolve();
   }
-  remove(id: string) {
+  override remove(id: string) {
     this.removed.push(id);
     return Promise.resolve(this.#present.delete(id) ? ('removed' as const) : ('absent' as const));
   }
-  inspect(id: string) {
+  override inspect(id: string) {
     return Promise.resolve(this.#present.get(id) ?? null);
   }
-  getArchive() {
+  override getArchive() {
     return Promise.resolve(null);
   }
-  listByLabel(labels: Readonly<Record<string, string>>) {
+  override listByLabel(labels: Readonly<Record<string, string>>) {
     return Promise.resolve(
       [...this.#present.values()].filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v)),
     );
   }
-  containerEventsSince() {
+  override containerEventsSince() {
     return Promise.resolve({ actions: [], complete: true });
   }
 

@@ -1,13 +1,13 @@
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import { EngineError, type EngineFault } from '../../src/app/ports/engine-error.js';
 import type {
   ContainerHandle,
   ContainerOutput,
-  ContainerRuntime,
   ContainerSpec,
   ContainerState,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
+import { UnscriptedRuntime } from './fakes.js';
 
 /** The engine's typed failure, as the Docker adapter throws it. */
 export function engineError(
@@ -23,9 +23,9 @@ type Step<T> = T | Error | ((...args: never[]) => Promise<T>);
 /**
  * A container engine scripted step by step, without an engine: each call takes its next scripted answer (an
  * Error is thrown); what the lifecycle asked is recorded. The container prints `output` on stdout when started and
- * is gone once removed (unless `removeTakesNoEffect`).
+ * is gone once removed (unless `removeTakesNoEffect`). What no test scripts rejects by name (UnscriptedRuntime).
  */
-export class ScriptedRuntime implements Partial<ContainerRuntime> {
+export class ScriptedRuntime extends UnscriptedRuntime {
   readonly calls: string[] = [];
   readonly stops: { id: string; timeoutSec: number }[] = [];
   readonly waitDeadlines: number[] = [];
@@ -41,7 +41,7 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
   removeTakesNoEffect = false;
   #out: { stdout: PassThrough; stderr: PassThrough } | null = null;
 
-  create(spec: ContainerSpec): Promise<ContainerHandle> {
+  override create(spec: ContainerSpec): Promise<ContainerHandle> {
     this.calls.push('create');
     this.created = spec;
     const answer = this.createAnswer;
@@ -49,12 +49,12 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
     this.present = true;
     return typeof answer === 'function' ? answer() : Promise.resolve(answer);
   }
-  attach(): Promise<ContainerOutput> {
+  override attach(): Promise<ContainerOutput> {
     this.calls.push('attach');
     this.#out = { stdout: new PassThrough(), stderr: new PassThrough() };
     return Promise.resolve(this.#out);
   }
-  start(): Promise<void> {
+  override start(): Promise<void> {
     this.calls.push('start');
     const out = this.#out;
     // A container that never ran has no output: its streams end empty.
@@ -64,7 +64,7 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
     }
     return this.startAnswer === null ? Promise.resolve() : Promise.reject(this.startAnswer);
   }
-  wait(_id: string, options: { deadlineMs: number; signal?: AbortSignal }): Promise<WaitResult> {
+  override wait(_id: string, options: { deadlineMs: number; signal?: AbortSignal }): Promise<WaitResult> {
     this.calls.push('wait');
     this.waitDeadlines.push(options.deadlineMs);
     const next = this.waits.length > 1 ? this.waits.shift()! : this.waits[0]!;
@@ -75,14 +75,14 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
       options.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }), { once: true });
     });
   }
-  stop(id: string, timeoutSec: number): Promise<void> {
+  override stop(id: string, timeoutSec: number): Promise<void> {
     this.calls.push('stop');
     this.stops.push({ id, timeoutSec });
     for (const stream of [this.#out?.stdout, this.#out?.stderr])
       if (stream !== undefined && !stream.writableEnded) stream.end();
     return Promise.resolve();
   }
-  remove(): Promise<'removed'> {
+  override remove(): Promise<'removed'> {
     this.calls.push('remove');
     if (!this.removeTakesNoEffect) this.present = false;
     // A removed container's attached streams end.
@@ -90,27 +90,30 @@ export class ScriptedRuntime implements Partial<ContainerRuntime> {
       if (stream !== undefined && !stream.writableEnded) stream.end();
     return Promise.resolve('removed');
   }
-  inspect(): Promise<ContainerState | null> {
+  override inspect(): Promise<ContainerState | null> {
     if (!this.present) return Promise.resolve(null);
     const next = this.inspects.length > 1 ? this.inspects.shift()! : this.inspects[0]!;
     return next === 'refused'
       ? Promise.reject(engineError('engine_unavailable', null))
       : Promise.resolve(next);
   }
-  follow(): Promise<ContainerOutput> {
+  override follow(): Promise<ContainerOutput> {
     this.calls.push('follow');
     return Promise.resolve({ stdout: new PassThrough().end(this.output), stderr: new PassThrough().end() });
   }
-  getArchive(): Promise<null> {
+  override getArchive(): Promise<Readable | null> {
     return Promise.resolve(null);
   }
-  listByLabel(): Promise<ContainerState[]> {
+  override listByLabel(): Promise<ContainerState[]> {
     return Promise.resolve(this.present ? [state('created', null)] : []);
   }
   /** The engine's buffered events for the container (a hint), and the moments they were asked from. */
   events: { actions: string[]; complete: boolean } = { actions: [], complete: false };
   readonly eventsSince: number[] = [];
-  containerEventsSince(_id: string, sinceMs: number): Promise<{ actions: string[]; complete: boolean }> {
+  override containerEventsSince(
+    _id: string,
+    sinceMs: number,
+  ): Promise<{ actions: string[]; complete: boolean }> {
     this.eventsSince.push(sinceMs);
     return Promise.resolve(this.events);
   }

@@ -179,8 +179,8 @@ async function drain(stream: Readable): Promise<string> {
 
 /** `docker save IMAGE | docker -H second load`, through the API. */
 async function copyImage(from: Docker, to: Docker, image: string): Promise<void> {
-  const tar = (await from.getImage(image).get()) as unknown as Readable;
-  const progress = (await to.loadImage(tar)) as unknown as Readable;
+  const tar = (await from.getImage(image).get()) as Readable;
+  const progress = (await to.loadImage(tar)) as Readable;
   const text = await drain(progress);
   if (/"error(Detail)?"/.test(text))
     throw new Error(`loading ${image} into the second engine failed: ${text}`);

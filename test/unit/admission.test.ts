@@ -8,10 +8,10 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { admissionNodesFor, admitOnNodes, admitOnePair } from '../../src/app/admission.js';
 import { cappedGpuMib } from '../../src/core/admission-rule.js';
 import { checkRegistryNeeds, registryNeeds } from '../../src/app/batch/registry-needs.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
-import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
-import type { Manifest } from '../../src/core/manifest/index.js';
+import { runPair } from '../../src/app/run-pair.js';
+import { fakeRuntime, runPairDeps } from '../support/fakes.js';
+import { manifestOf } from '../support/manifest.js';
 
 /**
  * Admission, one rule for batches, `pair run` and serve (issue 13): per node on a swarm, pinned to the node it was
@@ -148,14 +148,14 @@ describe('a GPU figure no node can ever hold', () => {
   it("pair run: a declared gpu_mib above every ready node's whole budget is refused (exit 2, the field and the figures), nothing written or held", async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 }, 'node-a');
     await registry.setLimits({ maxReservations: 4, gpuMib: 800 }, 'node-b');
-    const runtime = { imageExists: () => Promise.resolve(true) } as unknown as ContainerRuntime;
-    const deps = {
+    const runtime = fakeRuntime({ imageExists: () => Promise.resolve(true) });
+    const deps = runPairDeps({
       fs: new NodeFileSystem(),
       runtime,
       nodes: swarm(['node-a', 'node-b']),
       clock: { now: () => new Date() },
       registry,
-    } as unknown as RunPairDeps;
+    });
     const spec = {
       job_id: 'big',
       image: 'img:1',
@@ -187,12 +187,10 @@ describe('a GPU figure no node can ever hold', () => {
 
   it('start on a swarm: refused when no node can hold the declared figure; a node without a budget holds any', async () => {
     await registry.setLimits({ maxReservations: 4, gpuMib: 1_000 });
-    const manifest = {
-      jobs: [
-        { job_id: 'a', ports: [], gpu_mib: 1_500 },
-        { job_id: 'b', ports: [], gpu_mib: 900 },
-      ],
-    } as unknown as Manifest;
+    const manifest = manifestOf([
+      { job_id: 'a', gpus: 1, gpu_mib: 1_500 },
+      { job_id: 'b', gpus: 1, gpu_mib: 900 },
+    ]);
     const nodes = admissionNodesFor(swarm(['node-a', 'node-b']))!;
     await expect(checkRegistryNeeds(registry, registryNeeds(manifest, { nodes }))).rejects.toMatchObject({
       exitCode: 2,
@@ -206,7 +204,7 @@ describe('a GPU figure no node can ever hold', () => {
 });
 
 describe("start and a port held by another batch: refused only while that batch's supervisor is alive", () => {
-  const manifest = { jobs: [{ job_id: 'new1', ports: [18_080] }] } as unknown as Manifest;
+  const manifest = manifestOf([{ job_id: 'new1', ports: [18_080] }]);
   const holderLease = { pid: 4242, start_ticks: '99', boot_id: 'boot' };
 
   async function holdPort(node?: string): Promise<void> {

@@ -8,23 +8,19 @@ import type { BatchPairContext, BatchPairDeps, RunningHandle } from '../../src/a
 import { finishPair, reconcileFinished, removeUnverifiedContainer } from '../../src/app/batch/finish-pair.js';
 import { recoverPair } from '../../src/app/batch/recover-pair.js';
 import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type {
-  ContainerRuntime,
-  ContainerState,
-  ContainerStatus,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { JournalAppend, JournalEventType, JournalFieldsOf } from '../../src/core/journal-events.js';
-import type { Job, Manifest } from '../../src/core/manifest/index.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { buildFinishedPair } from '../support/finished-pair.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { executeDeps, UnscriptedRuntime } from '../support/fakes.js';
+import { manifestOf } from '../support/manifest.js';
 
 /** A container runtime that holds containers in memory: inspect, list by label, stop, remove, environment. */
-class MemoryRuntime {
+class MemoryRuntime extends UnscriptedRuntime {
   readonly containers = new Map<
     string,
     { status: ContainerStatus; labels: Record<string, string>; env: Record<string, string> }
@@ -40,7 +36,7 @@ class MemoryRuntime {
   ): void {
     this.containers.set(id, { status, labels, env });
   }
-  inspect(id: string): Promise<ContainerState | null> {
+  override inspect(id: string): Promise<ContainerState | null> {
     const c = this.containers.get(id);
     return Promise.resolve(
       c === undefined
@@ -56,7 +52,7 @@ class MemoryRuntime {
           },
     );
   }
-  listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
+  override listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     if (this.listFails) return Promise.reject(new Error('engine away'));
     const found = [...this.containers].filter(([, c]) =>
       Object.entries(labels).every(([k, v]) => c.labels[k] === v),
@@ -73,16 +69,16 @@ class MemoryRuntime {
       })),
     );
   }
-  stop(id: string): Promise<void> {
+  override stop(id: string): Promise<void> {
     const c = this.containers.get(id);
     if (c !== undefined) c.status = 'exited';
     return Promise.resolve();
   }
-  remove(id: string): Promise<'removed' | 'absent'> {
+  override remove(id: string): Promise<'removed' | 'absent'> {
     this.removed.push(id);
     return Promise.resolve(this.containers.delete(id) ? 'removed' : 'absent');
   }
-  environmentOf(id: string): Promise<Record<string, string> | null> {
+  override environmentOf(id: string): Promise<Record<string, string> | null> {
     return Promise.resolve(this.containers.get(id)?.env ?? null);
   }
 }
@@ -118,7 +114,7 @@ function finishDeps(store: EvidenceStore, journal: JournalAppend) {
     store,
     registry,
     execute: {
-      runtime: runtime as unknown as ContainerRuntime,
+      runtime: runtime,
       logger: silentLogger,
       outcomes: fileOutcomeReader,
       host: procHostIdentity,
@@ -289,29 +285,29 @@ describe('recoverPair: a claimed pair without a result, found by a new superviso
         { TOKEN: 'the-secret-in-the-container' },
       );
     const { journal, records } = recordingJournal();
-    const execute = {
+    const execute = executeDeps({
       runtime,
       clock,
       logger: silentLogger,
       outcomes: fileOutcomeReader,
       host: procHostIdentity,
       fs: new NodeFileSystem(),
-    } as unknown as ExecutePairDeps;
+    });
     const deps: BatchPairDeps = { store: pair.store, registry, execute, journal };
-    const job = {
-      job_id: 'pair-0001',
-      argv: ['/x'],
-      cwd: dir,
-      outcome_path: pair.outcomePath,
-      environment: { TOKEN: '${TOKEN}' },
-      timeout_seconds: 60,
-    } as unknown as Job;
-    const manifest = {
-      jobs: [job],
-      stop_budget_seconds: 5,
-      source_sha256: {},
-      provider: undefined,
-    } as unknown as Manifest;
+    const manifest = manifestOf(
+      [
+        {
+          job_id: 'pair-0001',
+          argv: ['/x'],
+          cwd: dir,
+          outcome_path: pair.outcomePath,
+          environment: { TOKEN: '${TOKEN}' },
+          timeout_seconds: 60,
+        },
+      ],
+      { stop_budget_seconds: 5 },
+    );
+    const job = manifest.jobs[0]!;
     const ctx: BatchPairContext = { batch: { batch_id: 'batch-A' } as BatchPairContext['batch'], manifest };
     return { pair, receipt, records, deps, ctx, job };
   }

@@ -18,6 +18,7 @@ function engine(options: { waitFailures?: Error[]; wait?: 'hang' | number; inspe
   let waits = 0;
   let inspects = 0;
   const docker = Object.create(Docker.prototype) as Docker;
+  // dockerode's Container is a class of ~40 methods; the adapter's wait loop calls only these two.
   docker.getContainer = (() => ({
     wait: () => {
       waits++;
@@ -78,6 +79,7 @@ describe('DockerContainerRuntime.wait', () => {
 
   it('a stopped container whose wait answers within the grace is an ordinary exit (a busy engine, not a lost one)', async () => {
     const docker = Object.create(Docker.prototype) as Docker;
+    // A dockerode Container holding only what the wait loop calls (as above).
     docker.getContainer = (() => ({
       wait: () => new Promise((resolve) => setTimeout(() => resolve({ StatusCode: 0 }), 100)),
       inspect: () => Promise.resolve(state('exited')),

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { awaitEngineReturn, isEngineUnavailable } from '../../src/app/engine-return.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { removeAndVerify } from '../../src/app/remove-and-verify.js';
 import { fakeTime } from '../support/fake-time.js';
@@ -14,7 +13,7 @@ describe('awaitEngineReturn (only the injected clock)', () => {
     runtime.present = true;
     runtime.inspects = ['refused', 'refused', 'refused', state('running', null)];
     const time = fakeTime('2026-12-03T08:00:00Z');
-    const back = await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...time }, 'c1', {
+    const back = await awaitEngineReturn({ runtime: runtime, ...time }, 'c1', {
       untilMs: T0 + 60_000,
     });
     expect(back).toEqual({
@@ -30,7 +29,7 @@ describe('awaitEngineReturn (only the injected clock)', () => {
     runtime.inspects = ['refused'];
     const time = fakeTime('2026-12-03T08:00:00Z');
     expect(
-      await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...time }, 'c1', {
+      await awaitEngineReturn({ runtime: runtime, ...time }, 'c1', {
         untilMs: T0 + 5_000,
       }),
     ).toEqual({ kind: 'deadline' });
@@ -41,7 +40,7 @@ describe('awaitEngineReturn (only the injected clock)', () => {
     const runtime = new ScriptedRuntime();
     const signal = AbortSignal.abort();
     expect(
-      await awaitEngineReturn({ runtime: runtime as unknown as ContainerRuntime, ...fakeTime() }, 'c1', {
+      await awaitEngineReturn({ runtime: runtime, ...fakeTime() }, 'c1', {
         untilMs: Number.MAX_SAFE_INTEGER,
         signal,
       }),

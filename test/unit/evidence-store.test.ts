@@ -1,4 +1,3 @@
-import type { JournalEvent } from '../../src/app/evidence/evidence-store.js';
 import { chmod, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,13 +7,10 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 import type { FaultyFileSystemOptions } from '../support/faulty-file-system.js';
+import { rawJournalRecord } from '../support/raw-journal.js';
 
-/** The store's mechanics take any record: the union is the type checker's rule for the batch code, not the store's. */
-const raw = (event: {
-  readonly type: string;
-  readonly at: string;
-  readonly [field: string]: unknown;
-}): JournalEvent => event as unknown as JournalEvent;
+/** The store's mechanics take any record. */
+const raw = rawJournalRecord;
 
 let tmp: string;
 let root: string;

@@ -6,7 +6,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { executePair, type ExecutePairDeps, type ExecutePairInput } from '../../src/app/execute-pair.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { DiskUsage } from '../../src/app/ports/disk-usage.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
@@ -33,7 +32,7 @@ afterEach(async () => {
 function deps(runtime: ScriptedRuntime): ExecutePairDeps {
   const time = fakeTime('2026-12-03T08:00:00Z');
   return {
-    runtime: runtime as unknown as ContainerRuntime,
+    runtime: runtime,
     clock: time.clock,
     sleep: time.sleep,
     logger: silentLogger,

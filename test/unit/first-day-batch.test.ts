@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { movedImageLine, movedImages } from '../../src/app/batch/image-pins.js';
 import { alreadyDrained } from '../../src/app/batch/resume-batch.js';
-import { EvidenceStore, type JournalEvent } from '../../src/app/evidence/evidence-store.js';
+import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import { rawJournalRecord } from '../support/raw-journal.js';
 
 let dir: string;
 let store: EvidenceStore;
@@ -19,7 +20,7 @@ afterEach(async () => {
 });
 
 const record = (type: string, fields: Record<string, unknown> = {}) =>
-  store.appendJournal({ type, at: '2026-12-03T00:00:00.000Z', ...fields } as unknown as JournalEvent);
+  store.appendJournal(rawJournalRecord({ type, at: '2026-12-03T00:00:00.000Z', ...fields }));
 
 describe('alreadyDrained: resume starts no supervisor for a batch with nothing left', () => {
   it('true when the last supervisor exited drained and every job has a result', async () => {

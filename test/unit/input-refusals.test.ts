@@ -5,20 +5,16 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { prepareBatch, type StartBatchOptions } from '../../src/app/batch/start-batch.js';
 import { jobPathIssues } from '../../src/app/job-paths.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
 import { bindAddressProblem } from '../../src/core/bind-address.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { answeringEngine, fakeRegistry, runPairDeps } from '../support/fakes.js';
 
 /**
  * Every refusal of `e1-batch start` / `pair run` input (issue: bad input fails fast, exit 2, nothing written):
  * each test checks the error names the field and that the folder holds exactly what it held before.
  */
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine();
 const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
 const fs = new NodeFileSystem();
 let dir: string;
@@ -203,17 +199,7 @@ describe('e1-batch start refuses, writing nothing', () => {
     const dotdot = await startWith([job('a', { cwd: `${dir}/work/x/../a` })]);
     expectRefusal(dotdot, 'jobs[0].cwd', /must not hold a "\.\." component/);
     const dataRoot = join(dir, 'engine-data');
-    const withRoot = {
-      ...engine,
-      info: () =>
-        Promise.resolve({
-          id: 'fake-engine',
-          version: '20.10.24',
-          apiVersion: '1.41',
-          runtimes: ['runc'],
-          dataRoot,
-        }),
-    } as unknown as ContainerRuntime;
+    const withRoot = answeringEngine({ dataRoot });
     const path = join(dir, 'manifest-root.json');
     await writeFile(
       path,
@@ -354,7 +340,7 @@ describe('e1-batch start refuses, writing nothing', () => {
 describe('pair run refuses before it touches the registry, writing nothing', () => {
   const registryTouched: string[] = [];
   const deps = (): RunPairDeps =>
-    ({
+    runPairDeps({
       fs,
       runtime: engine,
       clock,
@@ -362,7 +348,7 @@ describe('pair run refuses before it touches the registry, writing nothing', () 
         registryTouched.push('opened');
         throw new Error('the registry must not be opened');
       },
-    }) as unknown as RunPairDeps;
+    });
 
   async function runWith(spec: unknown, text?: string, bindAddress = '127.0.0.1'): Promise<unknown> {
     registryTouched.length = 0;
@@ -438,13 +424,21 @@ describe('pair run reads its code version (git, in the CLI) only for a spec that
   });
   const opened: string[] = [];
   const deps = (): RunPairDeps =>
-    ({
+    runPairDeps({
       fs,
       host: procHostIdentity,
       runtime: engine,
       clock,
-      registry: () => (opened.push('registry'), { admit: () => ({ kind: 'refused', held: 1, limit: 1 }) }),
-    }) as unknown as RunPairDeps;
+      registry: () => {
+        opened.push('registry');
+        return Promise.resolve(
+          fakeRegistry({
+            admit: () =>
+              Promise.resolve({ kind: 'refused', reason: 'host_full', held: 1, limit: 1, node: 'here' }),
+          }),
+        );
+      },
+    });
 
   it('an invalid spec: not called', async () => {
     let calls = 0;

@@ -87,6 +87,7 @@ describe('loadManifest', () => {
 
 describe('manifest JSON Schema', () => {
   it('describes the manifest with unknown keys forbidden and defaulted fields optional', () => {
+    // The generator returns a plain JSON object (Record<string, unknown>); these assertions read its shape.
     const schema = manifestJsonSchema() as unknown as ManifestJsonSchemaShape;
     expect(schema.$schema).toBe('https://json-schema.org/draft/2020-12/schema');
     expect(schema.additionalProperties).toBe(false);

@@ -181,7 +181,7 @@ describe('executePair: the launch-time mount guard', () => {
     ] as const) {
       const runtime = new ScriptedRuntime();
       const { result } = await executePair(
-        { ...deps(runtime as unknown as ContainerRuntime), fs: new BindMountedFs(bound, as) },
+        { ...deps(runtime), fs: new BindMountedFs(bound, as) },
         input(cwd),
       );
       expect(result.reasons, as).toEqual(['mount_refused', 'outcome_missing']);
@@ -192,7 +192,7 @@ describe('executePair: the launch-time mount guard', () => {
     await expect(lstat(join(bound, 'work', 'new'))).rejects.toMatchObject({ code: 'ENOENT' });
     const runtime = new ScriptedRuntime();
     const { result } = await executePair(
-      { ...deps(runtime as unknown as ContainerRuntime), fs: new BindMountedFs(bound, '/etc') },
+      { ...deps(runtime), fs: new BindMountedFs(bound, '/etc') },
       input(join(bound, 'work', 'new', 'deeper')),
     );
     expect(result.reasons[0]).toBe('mount_refused');
@@ -201,10 +201,7 @@ describe('executePair: the launch-time mount guard', () => {
 
   it('gives the engine the checked, link-free path and a cwd made by the guard', async () => {
     const runtime = new ScriptedRuntime();
-    const { result } = await executePair(
-      deps(runtime as unknown as ContainerRuntime),
-      input(`${dir}/./work//cwd`),
-    );
+    const { result } = await executePair(deps(runtime), input(`${dir}/./work//cwd`));
     expect(result.reasons).not.toContain('mount_refused');
     expect(runtime.created?.binds[0]).toMatchObject({
       hostPath: join(dir, 'work', 'cwd'),
@@ -216,10 +213,7 @@ describe('executePair: the launch-time mount guard', () => {
   it('a cwd reached through a link: refused before create, reason mount_refused, nothing made through the link', async () => {
     await symlink(elsewhere, join(dir, 'via'));
     const runtime = new ScriptedRuntime();
-    const { result } = await executePair(
-      deps(runtime as unknown as ContainerRuntime),
-      input(join(dir, 'via', 'cwd')),
-    );
+    const { result } = await executePair(deps(runtime), input(join(dir, 'via', 'cwd')));
     expect(result).toMatchObject({
       classification: 'infrastructure_failure',
       reasons: ['mount_refused', 'outcome_missing'],
@@ -236,7 +230,7 @@ describe('executePair: the launch-time mount guard', () => {
     await mkdir(join(dir, 'allowed'));
     const runtime = new ScriptedRuntime();
     const { result } = await executePair(
-      deps(runtime as unknown as ContainerRuntime),
+      deps(runtime),
       input(join(dir, 'work'), { mountRules: { mountRoots: [join(dir, 'allowed')] } }),
     );
     expect(result.reasons).toEqual(['mount_refused', 'outcome_missing']);
@@ -244,10 +238,7 @@ describe('executePair: the launch-time mount guard', () => {
     expect(runtime.calls).not.toContain('create');
 
     const ssh = new ScriptedRuntime();
-    const sshRun = await executePair(
-      deps(ssh as unknown as ContainerRuntime),
-      input(join(dir, 'work', '.ssh')),
-    );
+    const sshRun = await executePair(deps(ssh), input(join(dir, 'work', '.ssh')));
     expect(sshRun.result.reasons).toEqual(['mount_refused', 'outcome_missing']);
     expect(ssh.calls).not.toContain('create');
   });
@@ -256,7 +247,7 @@ describe('executePair: the launch-time mount guard', () => {
     const cwd = join(dir, 'work');
     const runtime = new SwappingRuntime();
     runtime.afterCreate = () => swap(cwd, elsewhere);
-    const { result } = await executePair(deps(runtime as unknown as ContainerRuntime), input(cwd));
+    const { result } = await executePair(deps(runtime), input(cwd));
     expect(result).toMatchObject({
       classification: 'infrastructure_failure',
       reasons: ['mount_refused', 'outcome_missing'],
@@ -275,7 +266,7 @@ describe('executePair: the launch-time mount guard', () => {
       await rename(cwd, `${cwd}.moved`);
       await mkdir(cwd);
     };
-    const { result } = await executePair(deps(runtime as unknown as ContainerRuntime), input(cwd));
+    const { result } = await executePair(deps(runtime), input(cwd));
     expect(result.reasons).toEqual(['mount_refused', 'outcome_missing']);
     expect(result.engine_error?.message).toMatch(/was replaced while the container was created/);
     expect(runtime.calls).not.toContain('start');
@@ -286,7 +277,7 @@ describe('executePair: the launch-time mount guard', () => {
     const runtime = new SwappingRuntime();
     runtime.removeTakesNoEffect = true;
     runtime.afterCreate = () => swap(cwd, elsewhere);
-    const { result } = await executePair(deps(runtime as unknown as ContainerRuntime), input(cwd));
+    const { result } = await executePair(deps(runtime), input(cwd));
     expect(result).toMatchObject({
       classification: 'harness_failure',
       reasons: ['cleanup_unverified', 'mount_refused', 'outcome_missing'],
@@ -300,7 +291,7 @@ describe('executePair: the launch-time mount guard', () => {
     const cwd = join(dir, 'work');
     const runtime = new SwappingRuntime();
     runtime.afterStart = () => swap(cwd, elsewhere);
-    const { result } = await executePair(deps(runtime as unknown as ContainerRuntime), input(cwd));
+    const { result } = await executePair(deps(runtime), input(cwd));
     expect(result.reasons[0]).toBe('mount_refused');
     expect(result.classification).toBe('infrastructure_failure');
     expect(runtime.calls).toEqual(expect.arrayContaining(['create', 'start', 'remove']));

@@ -9,13 +9,13 @@ import {
   NODES_DOWN_FILE,
   type NodeDownDeps,
 } from '../../src/app/batch/node-down.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
 import { steppingClock } from '../support/finished-pair.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { fakeLogger } from '../support/fakes.js';
+import { fakeRuntime } from '../support/fakes.js';
 
 const SWARM: ExecutorConfig = {
   kind: 'swarm',
@@ -53,13 +53,13 @@ function deps(): NodeDownDeps {
     runtimeFor: (downNodes) => {
       runtimes.push([...downNodes]);
       // The swarm runtime that counts the down nodes' containers gone: every one answers 404.
-      return {
+      return fakeRuntime({
         listByLabel: () => Promise.resolve([]),
-        inspect: (id: string) => {
+        inspect: (id) => {
           inspected.push(id);
           return Promise.resolve(null);
         },
-      } as unknown as ContainerRuntime;
+      });
     },
   };
 }

@@ -1,7 +1,6 @@
 import { PassThrough, type Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { collectSessions, findByClaim, unwatchedStop } from '../../src/app/pair-collection.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
 import { engineError, ScriptedRuntime, state } from '../support/scripted-runtime.js';
@@ -12,18 +11,18 @@ const T0 = Date.parse('2026-12-03T08:00:00Z');
 function archiveRefused(refusals: number): ScriptedRuntime & { archives: number } {
   const runtime = Object.assign(new ScriptedRuntime(), { archives: 0 });
   runtime.present = true;
-  runtime.getArchive = (() => {
+  runtime.getArchive = (): Promise<Readable | null> => {
     runtime.archives++;
     return runtime.archives <= refusals
       ? Promise.reject(engineError('engine_unavailable', null))
       : Promise.resolve(new PassThrough().end());
-  }) as unknown as ScriptedRuntime['getArchive'];
+  };
   return runtime;
 }
 
 function sessionsDeps(runtime: ScriptedRuntime, got: unknown[]) {
   return {
-    runtime: runtime as unknown as ContainerRuntime,
+    runtime: runtime,
     ...fakeTime(),
     collectSessions: (archive: Readable | null | 'empty') => {
       got.push(archive === null || archive === 'empty' ? archive : 'archive');
@@ -65,16 +64,15 @@ describe('findByClaim', () => {
     let asked = 0;
     runtime.listByLabel = () => (asked++, Promise.reject(engineError('engine_unavailable', null)));
     const time = fakeTime();
-    expect(
-      await findByClaim(runtime as unknown as ContainerRuntime, { 'roboguide.claim': 'k' }, time.sleep),
-    ).toEqual({ id: null, known: false });
+    expect(await findByClaim(runtime, { 'roboguide.claim': 'k' }, time.sleep)).toEqual({
+      id: null,
+      known: false,
+    });
     expect(asked).toBe(3);
   });
 
   it('without a claim label there is nothing to look for', async () => {
-    expect(
-      await findByClaim(new ScriptedRuntime() as unknown as ContainerRuntime, {}, fakeTime().sleep),
-    ).toEqual({ id: null, known: true });
+    expect(await findByClaim(new ScriptedRuntime(), {}, fakeTime().sleep)).toEqual({ id: null, known: true });
   });
 });
 
@@ -85,37 +83,19 @@ describe('unwatchedStop (reattach)', () => {
     runtime.present = true;
     runtime.inspects = [state('exited', 0, '2026-12-03T08:00:30Z')];
     runtime.containerEventsSince = () => Promise.reject(engineError('engine_error'));
-    expect(
-      await unwatchedStop(
-        { runtime: runtime as unknown as ContainerRuntime, logger: silentLogger },
-        'c1',
-        window,
-      ),
-    ).toBeNull();
+    expect(await unwatchedStop({ runtime: runtime, logger: silentLogger }, 'c1', window)).toBeNull();
   });
 
   it('a running container, or a history with its start, is no unwatched restart', async () => {
     const running = new ScriptedRuntime();
     running.present = true;
     running.inspects = [state('running', null)];
-    expect(
-      await unwatchedStop(
-        { runtime: running as unknown as ContainerRuntime, logger: silentLogger },
-        'c1',
-        window,
-      ),
-    ).toBeNull();
+    expect(await unwatchedStop({ runtime: running, logger: silentLogger }, 'c1', window)).toBeNull();
     const started = new ScriptedRuntime();
     started.present = true;
     started.inspects = [state('exited', 0, '2026-12-03T08:00:30Z')];
     started.events = { actions: ['start', 'kill', 'die'], complete: true };
-    expect(
-      await unwatchedStop(
-        { runtime: started as unknown as ContainerRuntime, logger: silentLogger },
-        'c1',
-        window,
-      ),
-    ).toBeNull();
+    expect(await unwatchedStop({ runtime: started, logger: silentLogger }, 'c1', window)).toBeNull();
     expect(started.eventsSince).toEqual([T0]);
   });
 });

@@ -7,14 +7,10 @@ import {
   type PairLaunch,
   type PairLifecycleDeps,
 } from '../../src/app/pair-lifecycle.js';
-import type {
-  ContainerOutput,
-  ContainerRuntime,
-  ContainerState,
-  WaitResult,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerOutput, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
+import { containerSpec, UnscriptedRuntime } from '../support/fakes.js';
 
 const unavailable = (): EngineError =>
   new EngineError('engine_unavailable', 'Docker engine unreachable (ECONNREFUSED)', {
@@ -28,7 +24,7 @@ type Answer = ContainerState | null | 'refused';
  * An engine that goes away while a pair runs: `wait` reports `engine_lost` (or hangs until its deadline), and
  * `inspect` gives the scripted answers in turn (the last one repeats). Removal makes the container disappear.
  */
-class EngineThatGoesAway implements Partial<ContainerRuntime> {
+class EngineThatGoesAway extends UnscriptedRuntime {
   present = true;
   removed = 0;
   started = 0;
@@ -38,52 +34,53 @@ class EngineThatGoesAway implements Partial<ContainerRuntime> {
   attachFails = false;
 
   constructor(waits: WaitResult[], answers: Answer[]) {
+    super();
     this.waits = waits;
     this.answers = answers;
   }
-  create() {
+  override create() {
     return Promise.resolve({ id: 'c1', name: 'n' });
   }
-  attach(): Promise<ContainerOutput> {
+  override attach(): Promise<ContainerOutput> {
     if (this.attachFails) return Promise.reject(unavailable());
     return Promise.resolve(this.#output('first part\n'));
   }
   followFails = false;
-  follow(): Promise<ContainerOutput> {
+  override follow(): Promise<ContainerOutput> {
     this.follows++;
     if (this.followFails) return Promise.reject(unavailable());
     return Promise.resolve(this.#output('first part\nsecond part\n'));
   }
-  start() {
+  override start() {
     this.started++;
     return Promise.resolve();
   }
-  wait(_id: string, options: { deadlineMs: number }): Promise<WaitResult> {
+  override wait(_id: string, options: { deadlineMs: number }): Promise<WaitResult> {
     const next = this.waits.shift();
     if (next !== undefined) return Promise.resolve(next);
     return new Promise((resolve) =>
       setTimeout(() => resolve({ kind: 'deadline' }), Math.max(0, options.deadlineMs - Date.now())),
     );
   }
-  stop() {
+  override stop() {
     return Promise.resolve();
   }
-  remove() {
+  override remove() {
     if (this.answers[0] === 'refused') return Promise.reject(unavailable());
     this.removed++;
     this.present = false;
     return Promise.resolve('removed' as const);
   }
-  inspect(): Promise<ContainerState | null> {
+  override inspect(): Promise<ContainerState | null> {
     if (!this.present) return Promise.resolve(null);
     const answer = this.answers.length > 1 ? this.answers.shift() : this.answers[0];
     if (answer === 'refused' || answer === undefined) return Promise.reject(unavailable());
     return Promise.resolve(answer);
   }
-  getArchive() {
+  override getArchive() {
     return Promise.resolve(null);
   }
-  listByLabel(): Promise<ContainerState[]> {
+  override listByLabel(): Promise<ContainerState[]> {
     return Promise.resolve([]);
   }
   #output(text: string): ContainerOutput {
@@ -140,7 +137,7 @@ function deps(
 ): PairLifecycleDeps {
   const time = fakeTime(new Date().toISOString());
   return {
-    runtime: runtime as unknown as ContainerRuntime,
+    runtime: runtime,
     clock: time.clock,
     sleep: (ms, signal) => {
       onSleep();
@@ -160,13 +157,13 @@ function deps(
 
 function launch(deadlineInMs = 60_000): PairLaunch {
   return {
-    container: { labels: {} },
+    container: containerSpec(),
     outcomePath: '/x/o.json',
     sessionsDir: '/s',
     stopBudgetSec: 1,
     secrets: [],
     deadlineMs: Date.now() + deadlineInMs,
-  } as unknown as PairLaunch;
+  };
 }
 
 const lost = (): WaitResult => ({ kind: 'engine_lost', lastSeenAliveMs: Date.now() - 1_000 });

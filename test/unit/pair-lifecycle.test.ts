@@ -1,4 +1,4 @@
-import { PassThrough, Writable } from 'node:stream';
+import { PassThrough, Writable, type Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import {
   runPairLifecycle,
@@ -6,47 +6,47 @@ import {
   type PairLaunch,
   type PairLifecycleDeps,
 } from '../../src/app/pair-lifecycle.js';
-import type {
-  ContainerOutput,
-  ContainerRuntime,
-  ContainerState,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerOutput, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { EngineError } from '../../src/adapters/docker/engine-error.js';
 import { ImageSessionsMemo, type FilesystemChanges } from '../../src/core/sessions-skip.js';
 import { fakeTime } from '../support/fake-time.js';
+import { containerSpec, UnscriptedRuntime } from '../support/fakes.js';
 
 /** A container that prints one line on each stream and exits 0; removal makes it disappear. */
-class FakeRuntime implements Partial<ContainerRuntime> {
+class FakeRuntime extends UnscriptedRuntime {
   present = false;
   removed = 0;
   output: ContainerOutput = { stdout: new PassThrough(), stderr: new PassThrough() };
-  create() {
+  override create() {
     this.present = true;
     return Promise.resolve({ id: 'c1', name: 'n' });
   }
-  attach() {
+  override attach() {
     return Promise.resolve(this.output);
   }
-  start() {
+  override start() {
     this.output.stdout.push('out\n');
     this.output.stderr.push('err\n');
     this.output.stdout.push(null);
     this.output.stderr.push(null);
     return Promise.resolve();
   }
-  wait() {
-    return Promise.resolve({ kind: 'exited' as const, exitCode: 0 });
+  override wait(
+    _id: string,
+    _options: { readonly deadlineMs: number; readonly signal?: AbortSignal },
+  ): Promise<WaitResult> {
+    return Promise.resolve({ kind: 'exited', exitCode: 0 });
   }
-  stop() {
+  override stop() {
     return Promise.resolve();
   }
-  remove() {
+  override remove() {
     this.removed++;
     this.present = false;
     return Promise.resolve('removed' as const);
   }
-  inspect(): Promise<ContainerState | null> {
+  override inspect(): Promise<ContainerState | null> {
     return Promise.resolve(
       this.present
         ? {
@@ -61,10 +61,10 @@ class FakeRuntime implements Partial<ContainerRuntime> {
         : null,
     );
   }
-  getArchive() {
+  override getArchive(): Promise<Readable | null> {
     return Promise.resolve(null);
   }
-  listByLabel(): Promise<ContainerState[]> {
+  override listByLabel(): Promise<ContainerState[]> {
     return Promise.resolve(
       this.present
         ? [
@@ -105,7 +105,7 @@ function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}):
   // The lifecycle reads only the injected clock; this one moves when the lifecycle sleeps (removal polling).
   const time = fakeTime('2026-12-02T00:00:00Z');
   return {
-    runtime: runtime as unknown as ContainerRuntime,
+    runtime: runtime,
     clock: time.clock,
     sleep: time.sleep,
     logger: silentLogger,
@@ -120,14 +120,14 @@ function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}):
   };
 }
 
-const launch = {
-  container: {},
+const launch: PairLaunch = {
+  container: containerSpec(),
   outcomePath: '/x/o.json',
   sessionsDir: '/s',
   deadlineMs: Date.parse('2026-12-02T00:01:00Z'),
   stopBudgetSec: 1,
   secrets: [],
-} as unknown as PairLaunch;
+};
 
 describe('runPairLifecycle', () => {
   it('streams both logs, then removes the container and verifies it is gone', async () => {
@@ -181,10 +181,10 @@ describe('runPairLifecycle', () => {
         }),
       );
     };
-    const withClaim = {
+    const withClaim: PairLaunch = {
       ...launch,
-      container: { labels: { 'roboguide.claim': 'claim-1' } },
-    } as unknown as PairLaunch;
+      container: containerSpec({ labels: { 'roboguide.claim': 'claim-1' } }),
+    };
     const r = await runPairLifecycle(deps(runtime), withClaim);
     expect(r.engineFault).toBe('engine_error');
     expect(r.container.id).toBe('c1');
@@ -204,11 +204,11 @@ describe('runPairLifecycle', () => {
     function runningUntilStopped(): FakeRuntime & { stops: number } {
       const runtime = Object.assign(new FakeRuntime(), { stops: 0 });
       runtime.start = () => Promise.resolve();
-      runtime.wait = ((_id: string, opts: { signal?: AbortSignal }) =>
+      runtime.wait = (_id, opts) =>
         new Promise((resolve) => {
-          if (opts.signal?.aborted) resolve({ kind: 'aborted' as const });
-          opts.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' as const }));
-        })) as unknown as FakeRuntime['wait'];
+          if (opts.signal?.aborted) resolve({ kind: 'aborted' });
+          opts.signal?.addEventListener('abort', () => resolve({ kind: 'aborted' }));
+        });
       runtime.stop = () => {
         runtime.stops++;
         runtime.output.stdout.push(null);
@@ -274,7 +274,7 @@ describe('runPairLifecycle', () => {
           : null,
       );
     // The real wait races the engine's answer against a deadline already past: the deadline wins.
-    runtime.wait = (() => Promise.resolve({ kind: 'deadline' as const })) as unknown as FakeRuntime['wait'];
+    runtime.wait = () => Promise.resolve({ kind: 'deadline' });
     let stops = 0;
     runtime.stop = () => {
       stops++;
@@ -305,7 +305,7 @@ describe('runPairLifecycle', () => {
       let archives = 0;
       runtime.getArchive = () => {
         archives++;
-        return Promise.resolve(new PassThrough().end() as unknown as null);
+        return Promise.resolve(new PassThrough().end());
       };
       Object.assign(runtime, {
         filesystemChanges: typeof changes === 'function' ? changes : () => Promise.resolve(changes),
@@ -425,10 +425,10 @@ describe('runPairLifecycle', () => {
 });
 
 describe('start errors at the attach, and GPU requests the engine dropped (issue 28)', () => {
-  const gpuLaunch = {
+  const gpuLaunch: PairLaunch = {
     ...launch,
-    container: { deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] },
-  } as unknown as PairLaunch;
+    container: containerSpec({ deviceRequests: [{ Driver: 'nvidia', Count: -1, Capabilities: [['gpu']] }] }),
+  };
 
   it('a taken port refused at the attach (Podman: 409 address already in use) is the start error Docker gives: port_allocated, empty logs closed, no start', async () => {
     const runtime = new FakeRuntime();

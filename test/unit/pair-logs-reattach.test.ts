@@ -15,6 +15,7 @@ import type {
 } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime, type FakeTime } from '../support/fake-time.js';
+import { containerSpec } from '../support/fakes.js';
 
 /** A log file in memory that may already hold `prefix` (a reattach appends after it) and can be read back. */
 class MemoryLog {
@@ -293,15 +294,15 @@ function reattachedWorld(firstCopyLines: number, finishedAt: string) {
     verifyAbsentTimeoutMs: 300,
     logDrainTimeoutMs: 200,
   };
-  const launch = {
-    container: {},
+  const launch: PairLaunch = {
+    container: containerSpec(),
     outcomePath: '/x/o.json',
     sessionsDir: '/s',
     stopBudgetSec: 1,
     secrets: [],
     reattach: { containerId: 'c1', claimedAtMs: Date.parse('2026-12-01T23:00:00Z') },
     deadlineMs: Date.parse('2026-12-02T00:01:00Z'),
-  } as unknown as PairLaunch;
+  };
   return { world, run: () => runPairLifecycle(deps, launch) };
 }
 

@@ -63,18 +63,19 @@ describe('the network field of a job and of a pair spec', () => {
   });
 
   it('is recorded in the receipt with the engine network it maps to', () => {
-    const base = {
+    const base: Omit<Parameters<typeof buildReceipt>[0], 'network'> = {
       batchId: 'b',
       jobId: 'p1',
       claimId: 'c',
       claimedAt: new Date(0),
-      supervisor: { pid: 1, start_time: 1, boot_id: null, hostname: 'h' },
+      supervisor: { pid: 1, start_ticks: '1', boot_id: null },
       reservationId: 'r',
       image: 'i:1',
       outcomePath: '/o/p1.json',
       sourceSha256: {},
       codeVersion: 'v',
-    } as unknown as Parameters<typeof buildReceipt>[0];
+      runtime: 'runc',
+    };
     expect(buildReceipt({ ...base, network: 'bridge' }).network).toEqual({
       choice: 'bridge',
       engine_network: PAIRS_NETWORK,
@@ -240,6 +241,7 @@ function fakeDocker(): {
       return Promise.resolve({});
     },
   };
+  // A dockerode client holding only the network calls DockerPairNetwork makes (a third-party class, not our port).
   return { docker: docker as unknown as ConstructorParameters<typeof DockerPairNetwork>[0], networks, inUse };
 }
 

@@ -6,7 +6,6 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { PairService } from '../../src/app/serve/pair-service.js';
@@ -31,7 +30,7 @@ beforeEach(async () => {
   store = new EvidenceStore(new NodeFileSystem(), join(tmp, 'data'));
   service = new PairService({
     pairDeps: {
-      runtime: runtime as unknown as ContainerRuntime,
+      runtime,
       clock: { now: () => new Date() },
       logger: silentLogger,
       createRedactor: () => new PassThrough(),

@@ -260,6 +260,7 @@ describe.each(SECRETS.map((s) => [s]))('every form of %j', (secret) => {
       archive.entry({ name: `sessions/n${i}-${name}` }, 'x');
     }
     archive.finalize();
+    // tar-stream's Pack is a Node readable at run time; its typings lack isPaused/unpipe/wrap.
     const report = await extractArchiveSafely(archive as unknown as NodeJS.ReadableStream, dir, {
       transform: () => createRedactStream([secret]),
       redactName: (name) => redactText(name, [secret]),

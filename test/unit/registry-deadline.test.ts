@@ -13,7 +13,7 @@ import { ExitCode, RoboguideError } from '../../src/core/errors.js';
 import { causeOf, errnoOf } from '../../src/core/pause-cause.js';
 import { pauseReasonOfFault, survivingResume } from '../../src/core/pause-rules.js';
 import { JournalFolder } from '../../src/core/batch-state.js';
-import type { JournalEntry } from '../../src/core/journal-events.js';
+import { rawJournalRecord } from '../support/raw-journal.js';
 import { decide, initialSupervisorState } from '../../src/core/supervisor-machine.js';
 
 /**
@@ -345,12 +345,14 @@ describe('the journal fold keeps the causes of the pauses in force', () => {
 
   it('a cause of the wrong shape (an older or foreign writer) is ignored, the pause is not', () => {
     const folder = new JournalFolder();
-    folder.apply({
-      type: 'paused',
-      at: 't1',
-      reasons: ['harness'],
-      cause: 'disk full',
-    } as unknown as JournalEntry);
+    folder.apply(
+      rawJournalRecord({
+        type: 'paused',
+        at: 't1',
+        reasons: ['harness'],
+        cause: 'disk full',
+      }),
+    );
     expect(folder.fold().pauseReasons).toEqual(['harness']);
     expect(folder.fold().pauseCauses).toBeUndefined();
   });

@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
+import type { AdmitRefusal } from '../../src/core/admission-rule.js';
+import { fakeRegistry } from '../support/fakes.js';
 import { runPair, type RunPairDeps, type RunPairOptions } from '../../src/app/run-pair.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import type { Receipt } from '../../src/core/receipt.js';
@@ -142,18 +144,18 @@ describe('runPair', () => {
 
 describe('runPair: refusals before anything runs, and the options', () => {
   /** A registry that refuses every admission with `refusal`, and counts what it was asked. */
-  function refusingRegistry(refusal: Record<string, unknown>): {
+  function refusingRegistry(refusal: Omit<AdmitRefusal, 'kind'>): {
     registry: RunPairDeps['registry'];
     admits: () => number;
   } {
     let admits = 0;
-    const fake = {
+    const fake = fakeRegistry({
       localNode: 'here',
       admit: () => {
         admits++;
         return Promise.resolve({ kind: 'refused', ...refusal });
       },
-    } as unknown as SqliteCapacityRegistry;
+    });
     return { registry: fake, admits: () => admits };
   }
 
@@ -182,18 +184,25 @@ describe('runPair: refusals before anything runs, and the options', () => {
   });
 
   it('a port held by another batch names the port and its holder; unknown ones show as ?', async () => {
-    const named = refusingRegistry({ reason: 'port_held', port: 8080, node: 'here', holderBatchId: 'b-7' });
+    const named = refusingRegistry({
+      reason: 'port_held',
+      held: 1,
+      limit: 1,
+      port: 8080,
+      node: 'here',
+      holderBatchId: 'b-7',
+    });
     const err = await refusal(runPair(deps({ registry: named.registry }), options()));
     expect(err.code).toBe('E_REGISTRY');
     expect(err.message).toBe('port 8080 is held on node here by batch b-7: not started');
-    const unnamed = refusingRegistry({ reason: 'port_held', node: 'here' });
+    const unnamed = refusingRegistry({ reason: 'port_held', held: 1, limit: 1, node: 'here' });
     const err2 = await refusal(runPair(deps({ registry: unnamed.registry }), options()));
     expect(err2.message).toBe('port ? is held on node here by batch ?: not started');
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
   it('a host at its GPU budget says so in MiB', async () => {
-    const full = refusingRegistry({ reason: 'gpu_budget', held: 30000, limit: 32000 });
+    const full = refusingRegistry({ reason: 'gpu_budget', held: 30000, limit: 32000, node: 'here' });
     const err = await refusal(runPair(deps({ registry: full.registry }), options()));
     expect(err.message).toContain('GPU budget (30000 of 32000 MiB held)');
     expect(full.admits()).toBe(1);

@@ -13,7 +13,7 @@ import {
   type Session,
   type SessionRecord,
 } from '../../src/app/serve/session-state.js';
-import { fakeRegistry } from '../support/fakes.js';
+import { fakeOf, fakeRegistry } from '../support/fakes.js';
 
 /** Only the removal calls of the shared engine port; each can be made to fail. Records what it was asked. */
 function removalEngine(
@@ -326,11 +326,11 @@ describe('session records', () => {
   });
 
   it('lists a session with its in-memory expiry', () => {
-    const session = {
+    const session = fakeOf<Session & { state: 'deleting' }>('Session', {
       record: { ...RECORD, labels: { team: 'a' } },
       expiresAtMs: 60_000,
       state: 'deleting',
-    } as unknown as Session & { state: 'deleting' };
+    });
     expect(sessionInfo(session)).toEqual({
       session_id: 's-1',
       container_id: 'c1',

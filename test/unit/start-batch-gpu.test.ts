@@ -6,16 +6,12 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { readStatus } from '../../src/app/batch/read-status.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { GpuObservation } from '../../src/core/gpu/nvidia-smi-parse.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { answeringEngine } from '../support/fakes.js';
 
 /** Only what prepareBatch asks of the engine. */
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine();
 
 const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
 let dir: string;

@@ -5,23 +5,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { batchHostRequest, gatherHostFacts, type HostFactsRequest } from '../../src/app/host-facts.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { HostFactsSource } from '../../src/app/ports/host-facts.js';
 import type { HostFactsRecord } from '../../src/core/host-facts.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { answeringEngine } from '../support/fakes.js';
 
 /** Only what prepareBatch asks of the engine; this one reports its data root. */
-const engine = {
-  info: () =>
-    Promise.resolve({
-      id: 'fake-engine',
-      version: '20.10.24',
-      apiVersion: '1.41',
-      runtimes: ['runc'],
-      dataRoot: '/var/lib/docker',
-    }),
-  imageExists: () => Promise.resolve(true),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine({ dataRoot: '/var/lib/docker' });
 
 const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
 let dir: string;
@@ -187,7 +177,10 @@ describe('batch.json host record: refusals', () => {
       jobs: [{ job_id: 'j1', argv: ['/x'], cwd: join(dir, 'cwd'), outcome_path: join(dir, 'out', 'o.json') }],
     };
     await writeFile(join(dir, 'm.json'), JSON.stringify(manifest));
-    const noImage = { ...engine, imageExists: () => Promise.resolve(false) } as unknown as ContainerRuntime;
+    const noImage = answeringEngine(
+      { dataRoot: '/var/lib/docker' },
+      { imageExists: () => Promise.resolve(false) },
+    );
     let asked = 0;
     await expect(
       prepareBatch(

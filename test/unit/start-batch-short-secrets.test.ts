@@ -5,15 +5,11 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { answeringEngine } from '../support/fakes.js';
 
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine();
 const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
 let dir: string;
 

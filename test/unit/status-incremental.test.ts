@@ -1,4 +1,3 @@
-import type { JournalEvent } from '../../src/app/evidence/evidence-store.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,14 +21,12 @@ import {
   type BatchStatus,
   type WrittenStatus,
 } from '../../src/app/batch/status.js';
-import type {
-  ContainerRuntime,
-  ContainerState,
-  ContainerStatus,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { BatchLedger } from '../../src/core/batch-ledger.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import type { Classification } from '../../src/core/result.js';
+import { answeringEngine } from '../support/fakes.js';
+import { rawJournalRecord } from '../support/raw-journal.js';
 
 /**
  * Incremental status (issue 14, item 2): the hot path (a live supervisor's status.json plus the journal past its
@@ -48,13 +45,13 @@ let store: EvidenceStore;
 let batchId: string;
 let containers: ContainerState[];
 
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-  listByLabel: (labels: Record<string, string>) =>
-    Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine(
+  {},
+  {
+    listByLabel: (labels) =>
+      Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
+  },
+);
 
 function container(id: string, jobId: string, claimId: string, status: ContainerStatus): ContainerState {
   return {
@@ -68,9 +65,9 @@ function container(id: string, jobId: string, claimId: string, status: Container
   };
 }
 
-/** A record of any shape (an older writer's included): cast past the union, which holds the batch code, not these tests. */
+/** A record of any shape (an older writer's included). */
 const journal = (type: string, fields: Record<string, unknown> = {}, sec = 0): Promise<number> =>
-  store.appendJournal({ type, at: at(sec), ...fields } as unknown as JournalEvent);
+  store.appendJournal(rawJournalRecord({ type, at: at(sec), ...fields }));
 
 type RecordForm = 'full' | 'old' | 'none';
 

@@ -7,10 +7,10 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { loadBatch, readJobFiles } from '../../src/app/batch/batch-context.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { buildStatus, type BatchStatus } from '../../src/app/batch/status.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { fakeRuntime } from '../support/fakes.js';
 
 /** A swarm batch (issue 13): batch.json keeps the executor and its nodes; status shows which pair runs where. */
 const clock = { now: () => new Date('2026-12-03T10:00:30Z') };
@@ -19,12 +19,12 @@ const SWARM: ExecutorConfig = {
   manager: 'unix:///m.sock',
   node_engines: { 'gpu-1': 'unix:///n1.sock', 'gpu-2': 'unix:///n2.sock' },
 };
-const engine = {
+const engine = fakeRuntime({
   info: () =>
     Promise.resolve({ id: 'cluster-1', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
   imageExists: () => Promise.resolve(true),
   listByLabel: () => Promise.resolve([]),
-} as unknown as ContainerRuntime;
+});
 let dir: string;
 
 async function start(gpus: unknown, executor: ExecutorConfig = SWARM): Promise<EvidenceStore> {

@@ -7,13 +7,10 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { loadBatch, readJobFiles } from '../../src/app/batch/batch-context.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { buildStatus, type BatchStatus } from '../../src/app/batch/status.js';
-import type {
-  ContainerRuntime,
-  ContainerState,
-  ContainerStatus,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { answeringEngine } from '../support/fakes.js';
 
 /**
  * `status` and the containers of a live supervisor: between create and start, and between exit and removal (or
@@ -26,13 +23,13 @@ let store: EvidenceStore;
 let batchId: string;
 let containers: ContainerState[];
 
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-  listByLabel: (labels: Record<string, string>) =>
-    Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine(
+  {},
+  {
+    listByLabel: (labels) =>
+      Promise.resolve(containers.filter((c) => Object.entries(labels).every(([k, v]) => c.labels[k] === v))),
+  },
+);
 
 function container(id: string, jobId: string, claimId: string, status: ContainerStatus): ContainerState {
   return {

@@ -1,4 +1,3 @@
-import type { JournalEvent } from '../../src/app/evidence/evidence-store.js';
 import { appendFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,13 +6,10 @@ import { EvidenceStore, JOURNAL_FILE, type JournalRecord } from '../../src/app/e
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 import { fakeTime } from '../support/fake-time.js';
+import { rawJournalRecord } from '../support/raw-journal.js';
 
-/** The store's mechanics take any record: the union is the type checker's rule for the batch code, not the store's. */
-const raw = (event: {
-  readonly type: string;
-  readonly at: string;
-  readonly [field: string]: unknown;
-}): JournalEvent => event as unknown as JournalEvent;
+/** The store's mechanics take any record. */
+const raw = rawJournalRecord;
 
 /** The pieces incremental status stands on: the coalescing status writer and the journal read from an offset. */
 describe('CoalescingWriter', () => {

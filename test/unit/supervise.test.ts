@@ -10,10 +10,9 @@ import { checkResumable } from '../../src/app/batch/resume-batch.js';
 import { supervise, type SupervisorDeps } from '../../src/app/batch/supervisor.js';
 import { currentProcessIdentity } from '../../src/adapters/host-identity.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { buildFinishedPair } from '../support/finished-pair.js';
+import { answeringEngine, executeDeps } from '../support/fakes.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 
@@ -22,26 +21,26 @@ import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
  * pause that survives resume, a reservation without a claim, a start that fails). The engine fake answers only what
  * preparing a batch asks; a pair dispatched here would fail loudly.
  */
-const engine = {
-  info: () =>
-    Promise.resolve({ id: 'fake-engine', version: '20.10.24', apiVersion: '1.41', runtimes: ['runc'] }),
-  imageExists: () => Promise.resolve(true),
-  listByLabel: () => Promise.resolve([]),
-  inspect: (id: string) =>
-    Promise.resolve(
-      present.has(id)
-        ? {
-            id,
-            status: 'exited',
-            exitCode: 0,
-            oomKilled: false,
-            startedAt: null,
-            finishedAt: null,
-            labels: {},
-          }
-        : null,
-    ),
-} as unknown as ContainerRuntime;
+const engine = answeringEngine(
+  {},
+  {
+    listByLabel: () => Promise.resolve([]),
+    inspect: (id) =>
+      Promise.resolve(
+        present.has(id)
+          ? {
+              id,
+              status: 'exited',
+              exitCode: 0,
+              oomKilled: false,
+              startedAt: null,
+              finishedAt: null,
+              labels: {},
+            }
+          : null,
+      ),
+  },
+);
 /** Containers the fake engine says exist (by id). */
 const present = new Set<string>();
 
@@ -98,14 +97,14 @@ async function prepared(
 }
 
 function depsOf(store: EvidenceStore, environment: Record<string, string> = {}): SupervisorDeps {
-  const execute = {
+  const execute = executeDeps({
     runtime: engine,
     clock,
     logger: silentLogger,
     fs: new NodeFileSystem(),
     host: procHostIdentity,
     outcomes: fileOutcomeReader,
-  } as unknown as ExecutePairDeps;
+  });
   return { store, registry, execute, logger: silentLogger, environment, handleSignals: false };
 }
 

@@ -20,13 +20,15 @@ import {
 } from '../../src/app/batch/supervisor-ports.js';
 import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 import type { EvidenceStore, JournalEvent } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
 import type { ExecutorInventory } from '../../src/app/ports/executor-inventory.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import type { FinishReport } from '../../src/app/batch/finish-pair.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
-import { fakeRegistry } from '../support/fakes.js';
+import { executeDeps, fakeOf, fakeRegistry } from '../support/fakes.js';
+import type { ResultRecord } from '../../src/core/result.js';
+import { rawJournalRecord } from '../support/raw-journal.js';
+import type { ClaimedEvent } from '../../src/core/journal-events.js';
 
 /**
  * The supervisor's wiring (supervisor-ports) and the ledger it writes status from (supervisor-ledger), each port
@@ -73,14 +75,13 @@ async function rig(
       return Promise.resolve({ kind: 'refused', reason: 'host_full', held: 1, limit: 1, node: 'here' });
     },
   });
-  const execute = {
-    runtime: {},
+  const execute = executeDeps({
     ...inventory,
     clock,
     logger: silentLogger,
     fs: new NodeFileSystem(),
     host: procHostIdentity,
-  } as unknown as ExecutePairDeps;
+  });
   const s: Supervision = {
     deps: {
       store: tb.store,
@@ -111,8 +112,8 @@ async function rig(
 }
 
 function writerSpy(): { writer: CoalescingWriter; soon: number; now: number } {
-  const spy = { soon: 0, now: 0, writer: undefined as unknown as CoalescingWriter };
-  spy.writer = {
+  const spy = { soon: 0, now: 0 };
+  const writer = fakeOf<CoalescingWriter>('CoalescingWriter', {
     soon: () => {
       spy.soon++;
     },
@@ -120,8 +121,8 @@ function writerSpy(): { writer: CoalescingWriter; soon: number; now: number } {
       spy.now++;
       return Promise.resolve();
     },
-  } as unknown as CoalescingWriter;
-  return spy;
+  });
+  return Object.assign(spy, { writer });
 }
 
 /** `real` with some methods replaced (a Proxy that binds the rest to `real`, whose fields are private). */
@@ -222,14 +223,18 @@ describe('outcomeOfAttempt', () => {
       kind: 'claim_failed',
       reason: 'already_claimed',
     });
-    const finish = {
-      result: { classification: 'failed' },
-      pauseReasons: ['harness_fault'],
-    } as unknown as FinishReport;
+    const finish = fakeOf<FinishReport>(
+      'FinishReport',
+      {
+        result: fakeOf<ResultRecord>('ResultRecord', { classification: 'harness_failure' }),
+        pauseReasons: ['harness'],
+      },
+      ['cause'],
+    );
     expect(outcomeOfAttempt({ kind: 'ran', finish })).toEqual({
       kind: 'finished',
-      classification: 'failed',
-      pauseReasons: ['harness_fault'],
+      classification: 'harness_failure',
+      pauseReasons: ['harness'],
     });
   });
 });
@@ -485,27 +490,29 @@ describe('seedLedger', () => {
     };
   }
 
-  const claimed = (seq: number, job: string) =>
-    ({
-      type: 'claimed',
-      seq,
-      at: '2026-12-02T10:00:01.000Z',
-      job_id: job,
-      claim_id: `k-${job}`,
-      reservation_id: `r-${job}`,
-      claimed_at: '2026-12-02T10:00:01.000Z',
-      deadline: '2026-12-02T10:02:01.000Z',
-    }) as unknown as JournalEvent & { seq: number };
-  const finished = (seq: number, job: string, peak?: unknown) =>
-    ({
-      type: 'pair_finished',
-      seq,
-      at: '2026-12-02T10:01:00.000Z',
-      job_id: job,
-      claim_id: `k-${job}`,
-      classification: 'completed',
-      ...(peak !== undefined ? { gpu_peak_mib: peak } : {}),
-    }) as unknown as JournalEvent & { seq: number };
+  const claimed = (seq: number, job: string): ClaimedEvent & { seq: number } => ({
+    type: 'claimed',
+    seq,
+    at: '2026-12-02T10:00:01.000Z',
+    job_id: job,
+    claim_id: `k-${job}`,
+    reservation_id: `r-${job}`,
+    claimed_at: '2026-12-02T10:00:01.000Z',
+    deadline: '2026-12-02T10:02:01.000Z',
+  });
+  /** A pair_finished record as the ledger reads it: only its peak matters here (one not a number, too). */
+  const finished = (seq: number, job: string, peak?: unknown): JournalEvent & { seq: number } =>
+    Object.assign(
+      rawJournalRecord({
+        type: 'pair_finished',
+        at: '2026-12-02T10:01:00.000Z',
+        job_id: job,
+        claim_id: `k-${job}`,
+        classification: 'completed',
+        ...(peak !== undefined ? { gpu_peak_mib: peak } : {}),
+      }),
+      { seq },
+    );
 
   it('folds a record appended while seeding (after the read), skips one the read already had, then follows appends', async () => {
     const tb = await startTestBatch(dir);

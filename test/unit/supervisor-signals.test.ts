@@ -9,13 +9,17 @@ import { listenForStops, StopLatch } from '../../src/app/batch/supervisor-signal
 import { NODES_DOWN_FILE } from '../../src/app/batch/node-down.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { SupervisorEvent } from '../../src/core/supervisor-machine.js';
+import type { BatchRecord } from '../../src/app/batch/layout.js';
+import type { SupervisorDeps } from '../../src/app/batch/supervisor.js';
+import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
+import { executeDeps, fakeOf } from '../support/fakes.js';
 
 /** A loop that only records the events fed to it. */
 function recordingLoop(): { loop: SupervisorLoop; events: SupervisorEvent[] } {
   const events: SupervisorEvent[] = [];
-  const loop = {
-    feed: (e: SupervisorEvent) => (events.push(e), Promise.resolve()),
-  } as unknown as SupervisorLoop;
+  const loop = fakeOf<SupervisorLoop>('SupervisorLoop', {
+    feed: (e) => (events.push(e), Promise.resolve()),
+  });
   return { loop, events };
 }
 
@@ -81,10 +85,17 @@ describe('swarm admission nodes', () => {
     ready: () => Promise<readonly string[]>,
     executor: 'swarm' | 'local' = 'swarm',
   ): Supervision {
-    return {
-      deps: { store, execute: { runtime: {}, nodes: { readyNodes: ready } } },
-      batch: { batch_id: 'b', executor: { kind: executor } },
-    } as unknown as Supervision;
+    const nodes: NodeInventory = { readyNodes: ready };
+    return fakeOf<Supervision>('Supervision', {
+      deps: fakeOf<SupervisorDeps>('SupervisorDeps', { store, execute: executeDeps({ nodes }) }),
+      batch: fakeOf<BatchRecord>('BatchRecord', {
+        batch_id: 'b',
+        executor:
+          executor === 'swarm'
+            ? { kind: 'swarm', manager: 'unix:///m.sock', node_engines: {} }
+            : { kind: 'local' },
+      }),
+    });
   }
 
   it('takes the ready nodes in turn, so that pairs spread over them', async () => {

@@ -99,7 +99,7 @@ describe('buildTerminalProof', () => {
         source_sha256: { '/abs/a.py': 'd'.repeat(64), '/abs/z.py': 'c'.repeat(64) },
       }),
     ) as Receipt;
-    const reversed = Object.fromEntries(Object.entries(shuffled).reverse()) as unknown as Receipt;
+    const reversed = Object.fromEntries(Object.entries(shuffled).reverse()) as Receipt;
     const a = buildTerminalProof(input);
     const b = buildTerminalProof({ ...input, receipt: reversed });
     if (a.kind !== 'proof' || b.kind !== 'proof') throw new Error('expected proofs');

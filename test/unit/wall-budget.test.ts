@@ -6,48 +6,44 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { runPair, type RunPairDeps } from '../../src/app/run-pair.js';
-import type {
-  ContainerOutput,
-  ContainerRuntime,
-  ContainerState,
-  WaitResult,
-} from '../../src/app/ports/container-runtime.js';
+import type { ContainerOutput, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { deadlineOf } from '../../src/core/batch-ledger.js';
 import { wallDeadlineFromClaim, wallDeadlineMs } from '../../src/core/wall-budget.js';
 import { steppingClock } from '../support/finished-pair.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { UnscriptedRuntime } from '../support/fakes.js';
 
 /** An engine whose one container exits at once; it records the deadline each wait was given. */
-class RecordingRuntime implements Partial<ContainerRuntime> {
+class RecordingRuntime extends UnscriptedRuntime {
   readonly waitDeadlines: number[] = [];
   present = false;
-  imageExists() {
+  override imageExists() {
     return Promise.resolve(true);
   }
-  create() {
+  override create() {
     this.present = true;
     return Promise.resolve({ id: 'c1', name: 'n' });
   }
-  attach(): Promise<ContainerOutput> {
+  override attach(): Promise<ContainerOutput> {
     return Promise.resolve({ stdout: new PassThrough().end(), stderr: new PassThrough().end() });
   }
-  start() {
+  override start() {
     return Promise.resolve();
   }
-  wait(_id: string, options: { deadlineMs: number }): Promise<WaitResult> {
+  override wait(_id: string, options: { deadlineMs: number }): Promise<WaitResult> {
     this.waitDeadlines.push(options.deadlineMs);
     return Promise.resolve({ kind: 'exited', exitCode: 0 });
   }
-  stop() {
+  override stop() {
     return Promise.resolve();
   }
-  remove() {
+  override remove() {
     this.present = false;
     return Promise.resolve('removed' as const);
   }
-  inspect(): Promise<ContainerState | null> {
+  override inspect(): Promise<ContainerState | null> {
     return Promise.resolve(
       this.present
         ? {
@@ -62,10 +58,10 @@ class RecordingRuntime implements Partial<ContainerRuntime> {
         : null,
     );
   }
-  getArchive() {
+  override getArchive() {
     return Promise.resolve(null);
   }
-  listByLabel(): Promise<ContainerState[]> {
+  override listByLabel(): Promise<ContainerState[]> {
     return Promise.resolve([]);
   }
 }
@@ -99,7 +95,7 @@ describe('the wall budget: one deadline in epoch ms, fixed at claim time', () =>
       host: procHostIdentity,
       outcomes: fileOutcomeReader,
       registry,
-      runtime: runtime as unknown as ContainerRuntime,
+      runtime: runtime,
       clock: steppingClock(),
       logger: silentLogger,
       createRedactor: () => new PassThrough(),
