@@ -53,10 +53,7 @@ export async function bestEffort(logger: Logger, what: string, work: () => Promi
   try {
     await work();
   } catch (err) {
-    logger.error(
-      { err: errorDetail(err), what },
-      'write failed; continuing fail-closed',
-    );
+    logger.error({ err: errorDetail(err), what }, 'write failed; continuing fail-closed');
   }
 }
 
@@ -261,9 +258,6 @@ export function statusWriterOf(
     report.poke();
   };
   return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) =>
-    logger.error(
-      { err: errorDetail(err), what: STATUS_FILE },
-      'write failed; continuing fail-closed',
-    ),
+    logger.error({ err: errorDetail(err), what: STATUS_FILE }, 'write failed; continuing fail-closed'),
   );
 }
