@@ -8,7 +8,8 @@
 //                        engine proxy (a unix socket in front of the real engine, DOCKER_HOST) receives, against
 //                        `--help`
 //   no-op pair           `pair run` of roboguide/pair-driver:1 `/opt/driver/run outcome=completed` via the
-//                        launcher vs `docker run --rm` of the same image and command
+//                        launcher vs `docker run --rm` of the same image and command, plain and on the guarded
+//                        pairs network a pair gets by default (`--network roboguide-pairs`)
 // Each whole-process figure also gives the process's CPU time (user + sys, from GNU time when /usr/bin/time is
 // there), which a loaded machine inflates far less than wall time. BASELINE_ROOT=<another checkout, built> adds
 // that checkout's `node bin/run.js` (e.g. the commit before this work) to each figure, alternating with ours.
@@ -239,6 +240,7 @@ try {
   const W = {
     ours: 'pair run of a no-op pair (launcher)',
     docker: 'docker run --rm of the same',
+    dockerNet: 'same, --network roboguide-pairs',
     base: 'baseline: node bin/run.js pair run',
   };
   const pairWith = (cli) => () => {
@@ -248,10 +250,17 @@ try {
   const whole = await compare([
     { name: W.ours, run: pairWith([LAUNCHER]) },
     { name: W.docker, run: () => timed(['docker', 'run', '--rm', IMAGE, ...ACTIONS]) },
+    // The network a pair is on by default (the guarded bridge our run above ensured): the engine's share of the
+    // difference, its firewall chain and ICC-off bridge, apart from ours.
+    {
+      name: W.dockerNet,
+      run: () => timed(['docker', 'run', '--rm', '--network', 'roboguide-pairs', IMAGE, ...ACTIONS]),
+    },
     BASELINE && { name: W.base, run: pairWith(BASELINE) },
   ]);
   print(`whole process: ${IMAGE} ${ACTIONS.join(' ')}`, whole, [
     ['pair run / docker run --rm', W.ours, W.docker],
+    ['pair run / docker run --rm on the pairs network', W.ours, W.dockerNet],
     ['pair run: ours / baseline', W.ours, W.base],
   ]);
   console.log(`  load average at end ${load()}`);

@@ -6,6 +6,10 @@
 // Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
 // then `npx node bench/workers.bench.js [pairs] [runs] [sleepSeconds]` (defaults 20, 3, 1). `BASELINE_DIST=<dist folder>`
 // adds the two-worker batch on another build, alternating; `BENCH_ONE_WORKER=0` leaves out the one-worker batches.
+// Issue 26's line compares two workers with bare `docker run --rm` two at a time; with the pairs on the guarded
+// network (the default: ROBOGUIDE_PAIRS_NETWORK unset) the same containers also run on that network, so that the
+// engine's cost of the network shows apart from ours (`ROBOGUIDE_PAIRS_NETWORK=engine-bridge` puts our pairs on the
+// engine's default bridge, where plain `docker run` is).
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
@@ -114,11 +118,23 @@ async function batchOnce(workers, index, lib = ours) {
   return elapsedMs;
 }
 
-function dockerRun() {
+/** Our pairs' network: the guarded bridge by default; the engine's own bridge or none when the variable says so. */
+const GUARDED = (process.env.ROBOGUIDE_PAIRS_NETWORK ?? '') === '';
+
+function dockerRun(network = []) {
   return new Promise((resolveRun, reject) => {
     const child = spawn(
       'docker',
-      ['run', '--rm', IMAGE, '/opt/driver/run', `sleep=${SLEEP_S}`, 'usage=1000', 'outcome=completed'],
+      [
+        'run',
+        '--rm',
+        ...network,
+        IMAGE,
+        '/opt/driver/run',
+        `sleep=${SLEEP_S}`,
+        'usage=1000',
+        'outcome=completed',
+      ],
       { stdio: ['ignore', 'ignore', 'inherit'] },
     );
     child.on('error', reject);
@@ -130,14 +146,14 @@ function dockerRun() {
  * The engine's own ceiling: the same N pairs as bare `docker run --rm`, the first alone (as the dispatch policy
  * does), the rest `workers` at a time. What two of these cannot gain, no supervisor can.
  */
-async function engineOnce(workers) {
+async function engineOnce(workers, network = []) {
   const started = process.hrtime.bigint();
-  await dockerRun();
+  await dockerRun(network);
   let next = 1;
   const lane = async () => {
     while (next < PAIRS) {
       next += 1;
-      await dockerRun();
+      await dockerRun(network);
     }
   };
   await Promise.all(Array.from({ length: workers }, lane));
@@ -151,6 +167,7 @@ try {
   const twoBase = [];
   const engineOne = [];
   const engineTwo = [];
+  const engineTwoGuarded = [];
   for (let run = 0; run < RUNS; run += 1) {
     if (ONE_WORKER) one.push(await batchOnce(1, run));
     // With a baseline, the two builds take turns going first (the load drifts within a run).
@@ -159,6 +176,9 @@ try {
     if (baseline !== null && run % 2 === 0) twoBase.push(await batchOnce(2, run, baseline));
     if (ONE_WORKER) engineOne.push(await engineOnce(1));
     engineTwo.push(await engineOnce(2));
+    // The same containers on the network our pairs were on (the guarded bridge our batch ensured: ICC off, its
+    // firewall chain): the engine's share of the difference, apart from the supervisor's.
+    if (GUARDED) engineTwoGuarded.push(await engineOnce(2, ['--network', 'roboguide-pairs']));
   }
   const oneMs = ONE_WORKER ? median(one) : NaN;
   const twoMs = median(two);
@@ -188,6 +208,15 @@ try {
     console.log(
       `  issue 26, BASELINE_DIST: 2 workers / docker run --rm two at a time : ${(median(twoBase) / e2).toFixed(2)}`,
     );
+  if (GUARDED) {
+    const g = median(engineTwoGuarded);
+    console.log(
+      `  engine alone on the pairs network (--network roboguide-pairs), 2 at a time: ${s(g)} s  [${engineTwoGuarded.map(s).join(' ')}]`,
+    );
+    console.log(
+      `  2 workers / docker run --rm two at a time on the same network : ${(twoMs / g).toFixed(2)}`,
+    );
+  }
 } finally {
   await rm(root, { recursive: true, force: true });
 }
