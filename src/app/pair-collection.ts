@@ -159,11 +159,18 @@ export async function collectSessions(
   }
   const archive = await getArchiveThroughEngineLoss(deps, containerId, sessionsDir, engineLoss);
   const report = await deps.collectSessions(archive);
-  if (untouched) {
-    if (archive === null) memo.learn(changes.imageId, sessionsDir, 'absent');
-    else if (report.nothingInside === true) memo.learn(changes.imageId, sessionsDir, 'empty');
-  }
+  const learned = archive === null ? 'absent' : report.nothingInside === true ? 'empty' : null;
+  // Learned only where no link could hide a write: through a link (the image's /root/.codex → /data, say) the
+  // changes name the target, so the dir would look untouched to every later pair of the image.
+  if (untouched && learned !== null && (await linkFree(deps.runtime, containerId, sessionsDir)))
+    memo.learn(changes.imageId, sessionsDir, learned);
   return { files: report.files, bytes: report.bytes, refusals: report.refusals };
+}
+
+/** No symbolic link on the way to `dir` in the container; a runtime that cannot say, or fails to, gives false. */
+async function linkFree(runtime: ContainerRuntime, containerId: string, dir: string): Promise<boolean> {
+  if (runtime.linkFreePath === undefined) return false;
+  return runtime.linkFreePath(containerId, dir).catch(() => false);
 }
 
 /** The sessions archive; a refused connection is retried once after the engine answers again (bounded). */

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -113,6 +114,37 @@ describe.skipIf(noDocker)(
       );
       expect(viaMount.copied).toBe(1);
       expect(viaMount.sessionFiles).toHaveLength(1);
+    });
+
+    it('an image whose sessions dir lies under a link is never learned: a session written through the link is collected', async () => {
+      // /root/.codex is a link to /data/codex: a write through it shows in the changes as /data/codex/…, so the
+      // sessions dir looks untouched. Learning the image's empty dir from the first pair would skip the second's copy.
+      const linked = 'roboguide/test-linked-sessions:1';
+      execFileSync('docker', ['build', '-q', '-t', linked, '-'], {
+        input: `FROM ${DRIVER_IMAGE}\nRUN mkdir -p /data/codex/sessions && rm -rf /root/.codex && ln -s /data/codex /root/.codex\n`,
+        stdio: ['pipe', 'ignore', 'pipe'],
+      });
+      const probe = execFileSync('docker', ['create', '--network', 'none', linked, 'true'], {
+        encoding: 'utf8',
+      }).trim();
+      const plain = execFileSync('docker', ['create', '--network', 'none', DRIVER_IMAGE, 'true'], {
+        encoding: 'utf8',
+      }).trim();
+      try {
+        expect(await rt.linkFreePath(probe, '/root/.codex/sessions')).toBe(false);
+        expect(await rt.linkFreePath(plain, '/root/.codex/sessions')).toBe(true);
+        expect(await rt.linkFreePath(plain, '/no/such/dir')).toBe(true); // nothing there can be a link
+        expect(await rt.linkFreePath(plain, '/bin/sh')).toBe(false); // a link itself
+      } finally {
+        execFileSync('docker', ['rm', '-f', probe, plain], { stdio: 'ignore' });
+      }
+      expect(await rt.linkFreePath(plain, '/root')).toBe(false); // the container is gone
+      const first = await pair(['/opt/driver/run', 'outcome=completed'], { image: linked });
+      expect(first.copied).toBe(1);
+      const second = await pair(['/opt/driver/run', 'outcome=completed', 'session=429'], { image: linked });
+      expect(second.copied).toBe(1);
+      expect(second.sessionFiles).toHaveLength(1);
+      expect(second.result.sessions).toMatchObject({ files: 1, refusals: [] });
     });
 
     it('what one process learned about the image, a new one knows: its first untouched pair is skipped too', async () => {

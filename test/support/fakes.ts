@@ -50,6 +50,7 @@ type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never
 const RUNTIME_CAPABILITIES = Object.keys({
   imageId: true,
   filesystemChanges: true,
+  linkFreePath: true,
   gpuGrantOf: true,
   collectMounts: true,
   writableLayerBytes: true,

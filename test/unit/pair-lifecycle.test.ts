@@ -309,6 +309,7 @@ describe('runPairLifecycle', () => {
       };
       Object.assign(runtime, {
         filesystemChanges: typeof changes === 'function' ? changes : () => Promise.resolve(changes),
+        linkFreePath: () => Promise.resolve(true),
       });
       const collected: unknown[] = [];
       const collectSessions = (archive: unknown) => {
@@ -392,6 +393,46 @@ describe('runPairLifecycle', () => {
         sessionsLaunch,
       );
       expect(faulted.archives()).toBe(1);
+    });
+
+    it('never learns through a link: an image whose sessions dir (or a folder above it) is a symbolic link is always copied', async () => {
+      // The changes list names where a write landed (/data/codex/…), not the link the pair wrote through
+      // (/root/.codex → /data/codex): the dir looks untouched. What the image holds there is therefore never
+      // learned, so such a pair's sessions are always copied out.
+      const memo = new ImageSessionsMemo();
+      const linked = withChanges(untouched);
+      const asked: string[] = [];
+      Object.assign(linked.runtime, {
+        linkFreePath: (_id: string, path: string) => {
+          asked.push(path);
+          return Promise.resolve(false);
+        },
+      });
+      await runPairLifecycle(
+        deps(linked.runtime, { imageSessions: memo, collectSessions: linked.collectSessions }),
+        sessionsLaunch,
+      );
+      expect(asked).toEqual(['/root/.codex/sessions']);
+      expect(memo.get('sha256:img', '/root/.codex/sessions')).toBeUndefined();
+      const throughLink = withChanges({
+        ...untouched,
+        changed: ['/data', '/data/codex', '/data/codex/sessions', '/data/codex/sessions/x.jsonl'],
+      });
+      Object.assign(throughLink.runtime, { linkFreePath: () => Promise.resolve(false) }); // the same image
+      await runPairLifecycle(
+        deps(throughLink.runtime, { imageSessions: memo, collectSessions: throughLink.collectSessions }),
+        sessionsLaunch,
+      );
+      expect(throughLink.archives()).toBe(1);
+      expect(memo.get('sha256:img', '/root/.codex/sessions')).toBeUndefined();
+      // A runtime that cannot tell (no linkFreePath, or it fails) never learns either.
+      const unknowing = withChanges(untouched);
+      Object.assign(unknowing.runtime, { linkFreePath: () => Promise.reject(new Error('engine gone')) });
+      await runPairLifecycle(
+        deps(unknowing.runtime, { imageSessions: memo, collectSessions: unknowing.collectSessions }),
+        sessionsLaunch,
+      );
+      expect(memo.get('sha256:img', '/root/.codex/sessions')).toBeUndefined();
     });
 
     it('learns a dir the image lacks (null archive) and skips it as missing; never learns from a copy that held something', async () => {

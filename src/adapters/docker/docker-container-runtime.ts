@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import Docker from 'dockerode';
 import type {
@@ -363,6 +364,31 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
+  /** Each component's stat as `docker cp` sees it (`HEAD …/archive`: the last component not followed). */
+  async linkFreePath(id: string, path: string): Promise<boolean> {
+    const parts = path.split('/').filter((part) => part !== '' && part !== '.');
+    if (!path.startsWith('/') || parts.includes('..')) return false;
+    let at = '';
+    for (const part of parts) {
+      at += `/${part}`;
+      let stat: string | undefined;
+      try {
+        const answer = (await this.docker
+          .getContainer(id)
+          .infoArchive({ path: at, ...this.#deadline() })) as IncomingMessage;
+        answer.resume();
+        const header = answer.headers['x-docker-container-path-stat'];
+        stat = typeof header === 'string' ? header : undefined;
+      } catch (err) {
+        // A 404 is a missing path or a missing container: only the first leaves nothing that could be a link.
+        if (statusOf(err) === 404) return (await this.inspect(id).catch(() => null)) !== null;
+        return false;
+      }
+      if (stat === undefined || isLink(stat, at)) return false;
+    }
+    return true;
+  }
+
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     try {
       const list = await this.docker.listContainers({
@@ -385,5 +411,27 @@ export class DockerContainerRuntime implements ContainerRuntime {
     } catch (err) {
       throw toEngineError(err, 'read engine events');
     }
+  }
+}
+
+/** Go's os.ModeSymlink, a bit of the mode in the engine's path stat. */
+const MODE_SYMLINK = 2 ** 27;
+
+/**
+ * Whether the path stat of `path` (`X-Docker-Container-Path-Stat`, base64 JSON) says it is a symbolic link, or
+ * reached through one: the mode's link bit, or a `linkTarget` other than the path itself (Docker gives "" for a
+ * path that is no link, Podman the path it resolved, which differs when a link was on the way). Unreadable: a link.
+ */
+function isLink(header: string, path: string): boolean {
+  try {
+    const { mode, linkTarget } = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as {
+      mode?: unknown;
+      linkTarget?: unknown;
+    };
+    if (typeof mode !== 'number') return true;
+    if (Math.floor(mode / MODE_SYMLINK) % 2 === 1) return true;
+    return typeof linkTarget === 'string' && linkTarget !== '' && linkTarget !== path;
+  } catch {
+    return true;
   }
 }

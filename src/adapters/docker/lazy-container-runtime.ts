@@ -74,6 +74,10 @@ export class LazyContainerRuntime implements ContainerRuntime {
     return (await this.runtime()).getArchive(id, path);
   }
   /** Forwarded when the real runtime has it; without it null, which means "copy the sessions dir out". */
+  async linkFreePath(id: string, path: string): Promise<boolean> {
+    const runtime = await this.runtime();
+    return runtime.linkFreePath ? runtime.linkFreePath(id, path) : false;
+  }
   async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
     const runtime = await this.runtime();
     return runtime.filesystemChanges ? runtime.filesystemChanges(id) : null;

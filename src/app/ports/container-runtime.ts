@@ -160,6 +160,13 @@ export interface ContainerRuntime extends ContainerEngine {
    */
   filesystemChanges?(id: string): Promise<FilesystemChanges | null>;
   /**
+   * True when no component of the absolute `path` in the container, from `/` down, is a symbolic link (a missing
+   * one cannot be: true also when the path, or a folder above it, does not exist); false when one is, when the
+   * container is gone, or when the engine cannot say. A write through a link shows in the changes under the link's
+   * target, not under `path`. Optional: without it the sessions-copy skip never learns (every dir is copied).
+   */
+  linkFreePath?(id: string, path: string): Promise<boolean>;
+  /**
    * What the engine kept of the container's GPU request (its inspect: DeviceRequests, CDI devices), null when the
    * container is gone. Optional: a runtime without it cannot prove a GPU request was kept (issue 28).
    */
