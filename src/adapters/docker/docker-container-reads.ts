@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
@@ -95,4 +96,59 @@ export function containerStateOf(c: Docker.ContainerInspectInfo): ContainerState
     finishedAt: c.State.FinishedAt && !c.State.FinishedAt.startsWith('0001') ? c.State.FinishedAt : null,
     labels: c.Config.Labels ?? {},
   };
+}
+
+/**
+ * No symbolic link on the way to the absolute `path` in the container: each component's stat as `docker cp` sees it
+ * (`HEAD …/archive`, the last component not followed). A 404 is a missing path or a missing container: only the
+ * first (`exists`) leaves nothing that could be a link. Any other failure, or a stat it cannot read: false.
+ */
+export async function linkFreePathOf(
+  docker: Docker,
+  id: string,
+  path: string,
+  engine: { readonly deadline: () => { abortSignal: AbortSignal }; readonly exists: () => Promise<boolean> },
+): Promise<boolean> {
+  const parts = path.split('/').filter((part) => part !== '' && part !== '.');
+  if (!path.startsWith('/') || parts.includes('..')) return false;
+  let at = '';
+  for (const part of parts) {
+    at += `/${part}`;
+    let stat: string | undefined;
+    try {
+      const answer = (await docker
+        .getContainer(id)
+        .infoArchive({ path: at, ...engine.deadline() })) as IncomingMessage;
+      answer.resume();
+      const header = answer.headers['x-docker-container-path-stat'];
+      stat = typeof header === 'string' ? header : undefined;
+    } catch (err) {
+      if (statusOf(err) === 404) return engine.exists();
+      return false;
+    }
+    if (stat === undefined || isLink(stat, at)) return false;
+  }
+  return true;
+}
+
+/** Go's os.ModeSymlink, a bit of the mode in the engine's path stat. */
+const MODE_SYMLINK = 2 ** 27;
+
+/**
+ * Whether the path stat of `path` (`X-Docker-Container-Path-Stat`, base64 JSON) says it is a symbolic link, or
+ * reached through one: the mode's link bit, or a `linkTarget` other than the path itself (Docker gives "" for a
+ * path that is no link, Podman the path it resolved, which differs when a link was on the way). Unreadable: a link.
+ */
+function isLink(header: string, path: string): boolean {
+  try {
+    const { mode, linkTarget } = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as {
+      mode?: unknown;
+      linkTarget?: unknown;
+    };
+    if (typeof mode !== 'number') return true;
+    if (Math.floor(mode / MODE_SYMLINK) % 2 === 1) return true;
+    return typeof linkTarget === 'string' && linkTarget !== '' && linkTarget !== path;
+  } catch {
+    return true;
+  }
 }

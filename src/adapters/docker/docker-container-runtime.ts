@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import Docker from 'dockerode';
 import type {
@@ -19,14 +18,19 @@ import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
-import { changesList, containerEvents, containerStateOf, inspectOr404 } from './docker-container-reads.js';
+import {
+  changesList,
+  containerEvents,
+  containerStateOf,
+  inspectOr404,
+  linkFreePathOf,
+} from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
 import { engineProductOf, engineRuntimesOf, listedStateOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
 const REMOVE_RETRY_LIMIT = 100;
-
 /** Buffer of each demultiplexed stream (docs/benchmarks.md, logs). */
 const SPLIT_HIGH_WATER_MARK_BYTES = 256 * 1024;
 /** How often a waiting pair's container is inspected. */
@@ -364,29 +368,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  /** Each component's stat as `docker cp` sees it (`HEAD …/archive`: the last component not followed). */
-  async linkFreePath(id: string, path: string): Promise<boolean> {
-    const parts = path.split('/').filter((part) => part !== '' && part !== '.');
-    if (!path.startsWith('/') || parts.includes('..')) return false;
-    let at = '';
-    for (const part of parts) {
-      at += `/${part}`;
-      let stat: string | undefined;
-      try {
-        const answer = (await this.docker
-          .getContainer(id)
-          .infoArchive({ path: at, ...this.#deadline() })) as IncomingMessage;
-        answer.resume();
-        const header = answer.headers['x-docker-container-path-stat'];
-        stat = typeof header === 'string' ? header : undefined;
-      } catch (err) {
-        // A 404 is a missing path or a missing container: only the first leaves nothing that could be a link.
-        if (statusOf(err) === 404) return (await this.inspect(id).catch(() => null)) !== null;
-        return false;
-      }
-      if (stat === undefined || isLink(stat, at)) return false;
-    }
-    return true;
+  linkFreePath(id: string, path: string): Promise<boolean> {
+    const exists = async (): Promise<boolean> => (await this.inspect(id).catch(() => null)) !== null;
+    return linkFreePathOf(this.docker, id, path, { deadline: () => this.#deadline(), exists });
   }
 
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
@@ -411,27 +395,5 @@ export class DockerContainerRuntime implements ContainerRuntime {
     } catch (err) {
       throw toEngineError(err, 'read engine events');
     }
-  }
-}
-
-/** Go's os.ModeSymlink, a bit of the mode in the engine's path stat. */
-const MODE_SYMLINK = 2 ** 27;
-
-/**
- * Whether the path stat of `path` (`X-Docker-Container-Path-Stat`, base64 JSON) says it is a symbolic link, or
- * reached through one: the mode's link bit, or a `linkTarget` other than the path itself (Docker gives "" for a
- * path that is no link, Podman the path it resolved, which differs when a link was on the way). Unreadable: a link.
- */
-function isLink(header: string, path: string): boolean {
-  try {
-    const { mode, linkTarget } = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as {
-      mode?: unknown;
-      linkTarget?: unknown;
-    };
-    if (typeof mode !== 'number') return true;
-    if (Math.floor(mode / MODE_SYMLINK) % 2 === 1) return true;
-    return typeof linkTarget === 'string' && linkTarget !== '' && linkTarget !== path;
-  } catch {
-    return true;
   }
 }
