@@ -88,8 +88,8 @@ function packageRootAbove(start: string): string {
  * command refused on its input and the status fast path never load it.
  */
 async function engineClient() {
-  const [{ default: Docker }, { DockerContainerRuntime }, { openSwarmExecutor }] = await Promise.all([
-    import('dockerode'),
+  const [{ Dockerode: Docker }, { DockerContainerRuntime }, { openSwarmExecutor }] = await Promise.all([
+    import('./adapters/docker/dockerode.js'),
     import('./adapters/docker/docker-container-runtime.js'),
     import('./adapters/swarm/swarm-executor.js'),
   ]);

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
+import { Dockerode } from '../adapters/docker/dockerode.js';
 import { buildSyntheticImages, PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
 
 /** The package's root (where bin/, dist/ and docker/ are), in this checkout or in a consumer's node_modules. */
@@ -10,7 +11,7 @@ export const PACKAGE_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export async function buildPairDriverImage(
   options: { docker?: Docker; busyboxPath?: string } = {},
 ): Promise<string> {
-  await buildSyntheticImages(options.docker ?? new Docker(), {
+  await buildSyntheticImages(options.docker ?? new Dockerode(), {
     dockerDir: join(PACKAGE_ROOT, 'docker'),
     busyboxPath: options.busyboxPath ?? '/bin/busybox',
     only: ['pair-driver'],

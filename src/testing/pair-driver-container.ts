@@ -4,7 +4,7 @@
  * (`/opt/driver/run ACTION…`, see docker/pair-driver/run) as typed builder methods; labelled with its owner so the
  * kit's sweep removes it when the suite that started it was killed; `stop()` confirms the engine's 404.
  */
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import {
   AbstractStartedContainer,
   GenericContainer,
@@ -12,6 +12,7 @@ import {
   type StopOptions,
   type StoppedTestContainer,
 } from 'testcontainers';
+import { Dockerode } from '../adapters/docker/dockerode.js';
 import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
 import { buildPairDriverImage } from './images.js';
 import { sweepOnce, testKitOwner, TESTKIT_LABEL, TESTKIT_OWNER_LABEL } from './leftovers.js';
@@ -198,7 +199,7 @@ export class PairDriverContainer extends GenericContainer {
   }
 
   override async start(): Promise<StartedPairDriverContainer> {
-    const docker = new Docker();
+    const docker = new Dockerode();
     await sweepOnce();
     const image = this.imageName.string;
     if (image === PAIR_DRIVER_IMAGE && (await imageMissing(docker, image)))

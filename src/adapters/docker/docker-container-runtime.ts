@@ -1,5 +1,5 @@
 import { PassThrough, type Readable } from 'node:stream';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import type {
   ContainerHandle,
   ContainerOutput,
@@ -18,6 +18,7 @@ import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
+import { Dockerode } from './dockerode.js';
 import {
   changesList,
   containerEvents,
@@ -82,7 +83,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
       pairNetwork?: PairNetworkGuard;
     } = {},
   ) {
-    this.docker = connection instanceof Docker ? connection : new Docker(connection);
+    this.docker = connection instanceof Dockerode ? connection : new Dockerode(connection);
     this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
     this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
     this.#silentWaitGraceMs = options.silentWaitGraceMs ?? SILENT_WAIT_GRACE_MS;

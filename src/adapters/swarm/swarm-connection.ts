@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
-import Docker from 'dockerode';
+import type Docker from 'dockerode';
 import { parseEngineEndpoint, type EngineEndpoint } from '../../core/executor.js';
+import { Dockerode } from '../docker/dockerode.js';
 import { EngineError } from '../docker/engine-error.js';
 
 /** Every manager and node call is bounded: a hung engine must not hang the pair's lifecycle. */
@@ -54,5 +55,5 @@ export async function connectEngine(url: string): Promise<Docker> {
       statusCode: null,
       engineMessage: endpoint.problem,
     });
-  return new Docker(await dockerOptionsFor(endpoint));
+  return new Dockerode(await dockerOptionsFor(endpoint));
 }

@@ -1,0 +1,91 @@
+import Module, { createRequire } from 'node:module';
+import type DockerClass from 'dockerode';
+
+/**
+ * dockerode, loaded without the transports a local engine never needs. Its modules require, at their top, gRPC and
+ * its proto loader (BuildKit sessions, `buildImage` with `version: '2'`, which we never call) and ssh2 (`ssh://`
+ * engines, a swarm manager's at most): 80 of its 130 ms of loading, paid by every process before its first engine
+ * call (docs/benchmarks.md, "start-up"). Each is handed to dockerode as a deferred module that loads the real one on
+ * first use, so an `ssh://` engine or a BuildKit session still works, loading what it needs then.
+ *
+ * The deferred modules sit in `require.cache` only while dockerode itself loads (synchronously, here) and are taken
+ * out right after: a later `require` of the same package by anyone gets the real one, as does dockerode on first use.
+ * A package already loaded in this process is left as it is.
+ */
+const requireHere = createRequire(import.meta.url);
+
+/** Which packages are deferred, and who requires each: dockerode's lib/ (session.js) and docker-modem's (ssh.js). */
+const DEFERRED: readonly {
+  readonly owner: 'dockerode' | 'docker-modem';
+  readonly id: string;
+  readonly constructors: readonly string[];
+}[] = [
+  { owner: 'dockerode', id: '@grpc/grpc-js', constructors: [] },
+  { owner: 'dockerode', id: '@grpc/proto-loader', constructors: [] },
+  // docker-modem reads `.Client` as it loads and calls `new Client()` when an ssh:// engine is dialled
+  { owner: 'docker-modem', id: 'ssh2', constructors: ['Client'] },
+];
+
+/** dockerode's client class (`new Dockerode(options)`); its types stay `import type Docker from 'dockerode'`. */
+export const Dockerode: typeof DockerClass = loadDockerode();
+
+function loadDockerode(): typeof DockerClass {
+  const dockerodeMain = requireHere.resolve('dockerode');
+  const cache = requireHere.cache;
+  if (cache[dockerodeMain] !== undefined) return cache[dockerodeMain].exports as typeof DockerClass;
+  const owners = {
+    dockerode: createRequire(dockerodeMain),
+    'docker-modem': createRequire(createRequire(dockerodeMain).resolve('docker-modem')),
+  };
+  const seeded: string[] = [];
+  try {
+    for (const { owner, id, constructors } of DEFERRED) {
+      const requireFromOwner = owners[owner];
+      const file = requireFromOwner.resolve(id);
+      if (cache[file] !== undefined) continue;
+      const placeholder = new Module(file);
+      placeholder.filename = file;
+      placeholder.loaded = true;
+      placeholder.exports = deferredModule(() => requireFromOwner(id) as object, constructors);
+      cache[file] = placeholder;
+      seeded.push(file);
+    }
+    return requireHere('dockerode') as typeof DockerClass;
+  } finally {
+    for (const file of seeded) delete cache[file];
+  }
+}
+
+/**
+ * A module's exports that load the real module (`load`) on the first read of any property; `constructors` are the
+ * names read at load time but only used with `new`: they answer a stand-in whose construction loads the real module
+ * and constructs its class with the same arguments.
+ */
+export function deferredModule(load: () => object, constructors: readonly string[] = []): object {
+  let real: object | undefined;
+  const module = (): object => (real ??= load());
+  const standIns = new Map<string, unknown>(
+    constructors.map((name) => [
+      name,
+      function deferredConstructor(...args: unknown[]): object {
+        const constructor = Reflect.get(module(), name) as new (...a: unknown[]) => object;
+        return Reflect.construct(constructor, args);
+      },
+    ]),
+  );
+  return new Proxy(
+    {},
+    {
+      get: (_target, key): unknown =>
+        typeof key === 'string' && standIns.has(key) && real === undefined
+          ? standIns.get(key)
+          : (Reflect.get(module(), key) as unknown),
+      has: (_target, key) => Reflect.has(module(), key),
+      ownKeys: () => Reflect.ownKeys(module()),
+      getOwnPropertyDescriptor: (_target, key) => {
+        const descriptor = Reflect.getOwnPropertyDescriptor(module(), key);
+        return descriptor === undefined ? undefined : { ...descriptor, configurable: true };
+      },
+    },
+  );
+}

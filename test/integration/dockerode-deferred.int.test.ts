@@ -1,0 +1,134 @@
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
+
+/**
+ * dockerode loaded without gRPC, its proto loader and ssh2 (src/adapters/docker/dockerode.ts, issue 26 start-up):
+ * a whole `pair run` never loads them, and the transports that need them still work on first use, each loading its
+ * module then: an `ssh://` engine (ssh2's own connection error) and a BuildKit session (gRPC, against the real engine).
+ */
+const DEFERRED = /\/node_modules\/(@grpc|ssh2|protobufjs)\//;
+let work: string;
+
+async function node(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+  const code = await new Promise<number | null>((ok, fail) => {
+    child.on('error', fail);
+    child.on('close', ok);
+  });
+  return { code, stdout, stderr };
+}
+
+describe.skipIf(noDocker)('dockerode without its unused transports', () => {
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), 'rg-dockerode-deferred-'));
+  });
+  afterAll(async () => {
+    await rm(work, { recursive: true, force: true });
+  });
+
+  it('a whole pair run loads dockerode but never gRPC, protobufjs or ssh2', async () => {
+    const hook = join(work, 'record-loads.mjs');
+    const record = join(work, 'loaded.txt');
+    await writeFile(
+      hook,
+      [
+        "import { registerHooks } from 'node:module';",
+        "import { appendFileSync } from 'node:fs';",
+        "appendFileSync(process.env.RG_TEST_LOADED, '');",
+        'registerHooks({ load(url, context, next) {',
+        "  if (url.startsWith('file:')) appendFileSync(process.env.RG_TEST_LOADED, url + '\\n');",
+        '  return next(url, context);',
+        '} });',
+      ].join('\n'),
+    );
+    await mkdir(join(work, 'cwd'), { recursive: true });
+    const spec = join(work, 'spec.json');
+    await writeFile(
+      spec,
+      JSON.stringify({
+        job_id: 'deferred-1',
+        argv: ['/opt/driver/run', 'outcome=completed'],
+        cwd: join(work, 'cwd'),
+        outcome_path: join(work, 'out', 'outcome.json'),
+        timeout_seconds: 60,
+        image: DRIVER_IMAGE,
+      }),
+    );
+    const run = await node(
+      [
+        '--disable-warning=ExperimentalWarning',
+        '--import',
+        hook,
+        resolve('bin/run.js'),
+        'pair',
+        'run',
+        '--spec',
+        spec,
+        '--output',
+        join(work, 'evidence'),
+        '--registry',
+        join(work, 'registry.db'),
+      ],
+      { RG_TEST_LOADED: record },
+    );
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('pair deferred-1: completed');
+    const loaded = (await readFile(record, 'utf8')).split('\n').filter((line) => line !== '');
+    expect(loaded.some((url) => url.includes('/node_modules/dockerode/lib/docker.js'))).toBe(true);
+    expect(loaded.filter((url) => DEFERRED.test(url))).toEqual([]);
+  });
+
+  it('an ssh:// engine and a BuildKit session load their modules on first use, and work', async () => {
+    const script = join(work, 'transports.mjs');
+    const dockerode = pathToFileURL(resolve('dist/adapters/docker/dockerode.js')).href;
+    await writeFile(
+      script,
+      [
+        "import { createRequire } from 'node:module';",
+        "import { Readable } from 'node:stream';",
+        `const { Dockerode } = await import(${JSON.stringify(dockerode)});`,
+        'const cache = createRequire(import.meta.url).cache;',
+        'const loaded = (name) => Object.keys(cache).some((f) => f.includes(`/node_modules/${name}/`));',
+        'const facts = { atLoad: { grpc: loaded("@grpc/grpc-js"), ssh2: loaded("ssh2") } };',
+        'facts.ping = String(await new Dockerode().ping());',
+        // port 1 on the loopback: nothing listens, so ssh2's own connect fails
+        'try { await new Dockerode({ protocol: "ssh", host: "127.0.0.1", port: 1, username: "nobody" }).ping(); facts.ssh = "answered"; }',
+        'catch (err) { facts.ssh = err.code ?? err.message; }',
+        'facts.afterSsh = { grpc: loaded("@grpc/grpc-js"), ssh2: loaded("ssh2") };',
+        // a build context with no Dockerfile: the session opens (BuildKit traces), then the build fails; no image
+        'const build = await new Dockerode().buildImage(Readable.from([Buffer.alloc(1024)]), { version: "2", t: "roboguide/never-built:1" });',
+        'let out = ""; for await (const chunk of build) out += chunk;',
+        'facts.buildkit = out.includes("moby.buildkit.trace");',
+        'facts.afterBuild = { grpc: loaded("@grpc/grpc-js"), protoLoader: loaded("@grpc/proto-loader") };',
+        'process.stdout.write(JSON.stringify(facts));',
+        'process.exit(0);',
+      ].join('\n'),
+    );
+    const run = await node(['--no-deprecation', script]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({
+      atLoad: { grpc: false, ssh2: false },
+      ping: 'OK',
+      ssh: 'ECONNREFUSED',
+      afterSsh: { grpc: false, ssh2: true },
+      buildkit: true,
+      afterBuild: { grpc: true, protoLoader: true },
+    });
+  });
+});
