@@ -300,10 +300,10 @@ describe('doctor verdict', () => {
         status: 'warn',
         detail: expect.stringMatching(
           new RegExp(
-            `^engine default ${driver} ships container output off this host.*pair containers set json-file`,
+            `^engine default ${driver} ships container output off this host.*pair containers set the local driver`,
           ),
         ),
-        fix: expect.stringContaining('"log-driver": "json-file"'),
+        fix: expect.stringContaining('"log-driver": "local"'),
       });
       expect(report.exitCode).toBe(0);
     },

@@ -16,7 +16,7 @@ import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
-import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
+import { createOptions, pairLogConfig } from './container-create.js';
 import { demultiplex } from './demux.js';
 import { Dockerode } from './dockerode.js';
 import {
@@ -62,6 +62,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly #changesTimeoutMs: number;
   readonly #changesMaxBytes: number;
   readonly #pairNetwork: PairNetworkGuard | null;
+  /** Docker or Podman, from `info()` or, at a create before it, the version endpoint (the pair's log driver). */
+  #product: Promise<'docker' | 'podman'> | null = null;
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
@@ -141,9 +143,11 @@ export class DockerContainerRuntime implements ContainerRuntime {
         this.docker.version(),
       ]);
       const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
+      const product = engineProductOf(version);
+      this.#product = Promise.resolve(product.product);
       return {
         id: info.ID ?? '',
-        ...engineProductOf(version),
+        ...product,
         apiVersion: version.ApiVersion,
         runtimes,
         runtimeDetails: engineRuntimesOf(info.Runtimes),
@@ -169,8 +173,24 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
+  /** Which engine serves the API, asked once (a failed ask is asked again next time). */
+  async #engineProduct(): Promise<'docker' | 'podman'> {
+    this.#product ??= this.docker.version().then((version) => engineProductOf(version).product);
+    try {
+      return await this.#product;
+    } catch (err) {
+      this.#product = null;
+      throw toEngineError(err, 'query the engine');
+    }
+  }
+
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
-    const options = createOptions(spec, await this.networkMode(spec.network ?? 'bridge'), {
+    const [networkMode, product] = await Promise.all([
+      this.networkMode(spec.network ?? 'bridge'),
+      this.#engineProduct(),
+    ]);
+    const logConfig = pairLogConfig(product);
+    const options = createOptions(spec, networkMode, {
       config: {
         Cmd: [...spec.cmd],
         WorkingDir: spec.workingDir,
@@ -178,7 +198,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         AttachStdout: true,
         AttachStderr: true,
       },
-      hostConfig: { LogConfig: { Type: PAIR_LOG_CONFIG.type, Config: { ...PAIR_LOG_CONFIG.config } } },
+      hostConfig: { LogConfig: { Type: logConfig.type, Config: { ...logConfig.config } } },
     });
     try {
       const container = await this.docker.createContainer({ ...options, ...this.#deadline() });
