@@ -94,6 +94,25 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
     expect(loaded.filter((url) => DEFERRED.test(url))).toEqual([]);
   });
 
+  it('loaded beside a static import of dockerode (linked first, run after us), it is dockerode itself', async () => {
+    // The ESM loader puts dockerode in require.cache, not yet loaded, while it links the second import; our module
+    // runs first and must not take that empty entry for dockerode (it did: `Dockerode` was {}).
+    const script = join(work, 'beside.mjs');
+    const ours = pathToFileURL(resolve('dist/adapters/docker/dockerode.js')).href;
+    const theirs = pathToFileURL(resolve('node_modules/dockerode/lib/docker.js')).href;
+    await writeFile(
+      script,
+      [
+        `import { Dockerode } from ${JSON.stringify(ours)};`,
+        `import Docker from ${JSON.stringify(theirs)};`,
+        'process.stdout.write(JSON.stringify({ type: typeof Dockerode, same: Dockerode === Docker, ping: String(await new Dockerode().ping()) }));',
+      ].join('\n'),
+    );
+    const run = await node([script]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({ type: 'function', same: true, ping: 'OK' });
+  });
+
   it('an ssh:// engine and a BuildKit session load their modules on first use, and work', async () => {
     const script = join(work, 'transports.mjs');
     const dockerode = pathToFileURL(resolve('dist/adapters/docker/dockerode.js')).href;

@@ -19,19 +19,22 @@ export const PAIR_LOG_CONFIG = {
 } as const;
 
 /**
- * The same bounds in json-file, for Podman, which has no `local` driver (it keeps json-file as its own file log), and
- * for swarm services (docs/scale-out.md). json-file gives bytes that are not UTF-8 back as U+FFFD.
+ * The same bounds in json-file, for Podman, which has no `local` driver (it keeps json-file as its own file log and
+ * drops the bounds: docs/podman.md), and for swarm services (docs/scale-out.md). Docker's json-file gives bytes that
+ * are not UTF-8 back as U+FFFD.
  */
 export const JSON_FILE_LOG_CONFIG = {
   type: 'json-file',
   config: { 'max-size': '512m', 'max-file': '4' },
 } as const;
 
-/** The log configuration of a pair container on this engine. */
-export function pairLogConfig(
-  product: 'docker' | 'podman',
-): typeof PAIR_LOG_CONFIG | typeof JSON_FILE_LOG_CONFIG {
-  return product === 'podman' ? JSON_FILE_LOG_CONFIG : PAIR_LOG_CONFIG;
+/** The HostConfig LogConfig of a pair container on this engine. */
+export function pairLogConfig(product: 'docker' | 'podman'): {
+  Type: string;
+  Config: Record<string, string>;
+} {
+  const { type, config } = product === 'podman' ? JSON_FILE_LOG_CONFIG : PAIR_LOG_CONFIG;
+  return { Type: type, Config: { ...config } };
 }
 
 /** The engine's HostConfig fields for a container's limits. */

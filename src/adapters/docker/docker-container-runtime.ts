@@ -27,7 +27,13 @@ import {
   linkFreePathOf,
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import { engineProductOf, engineRuntimesOf, listedStateOf } from './engine-probe.js';
+import {
+  EngineProductMemo,
+  engineInfoOf,
+  listedStateOf,
+  versionWithin,
+  type InfoBody,
+} from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -48,8 +54,6 @@ const CHANGES_MAX_BYTES = 8 * 2 ** 20;
 /** Starting may run OCI hooks (the NVIDIA one enumerates GPUs): allow it longer. */
 const START_TIMEOUT_MS = 180_000;
 
-export { PAIR_LOG_CONFIG } from './container-create.js';
-
 /** Options for connecting: default is DOCKER_HOST or /var/run/docker.sock. */
 export type DockerConnection = Docker.DockerOptions;
 
@@ -63,7 +67,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly #changesMaxBytes: number;
   readonly #pairNetwork: PairNetworkGuard | null;
   /** Docker or Podman, from `info()` or, at a create before it, the version endpoint (the pair's log driver). */
-  #product: Promise<'docker' | 'podman'> | null = null;
+  readonly #product: EngineProductMemo;
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
@@ -92,6 +96,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
     this.#changesTimeoutMs = options.changesTimeoutMs ?? CHANGES_TIMEOUT_MS;
     this.#changesMaxBytes = options.changesMaxBytes ?? CHANGES_MAX_BYTES;
     this.#pairNetwork = options.pairNetwork ?? null;
+    this.#product = new EngineProductMemo(() => versionWithin(this.docker, this.#deadline()));
   }
 
   /**
@@ -134,26 +139,12 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.docker.info() as Promise<{
-          ID?: string;
-          Runtimes?: Record<string, unknown>;
-          LoggingDriver?: string;
-          DockerRootDir?: string;
-        }>,
+        this.docker.info() as Promise<InfoBody>,
         this.docker.version(),
       ]);
-      const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      const product = engineProductOf(version);
-      this.#product = Promise.resolve(product.product);
-      return {
-        id: info.ID ?? '',
-        ...product,
-        apiVersion: version.ApiVersion,
-        runtimes,
-        runtimeDetails: engineRuntimesOf(info.Runtimes),
-        loggingDriver: info.LoggingDriver,
-        dataRoot: info.DockerRootDir,
-      };
+      const engine = engineInfoOf(info, version);
+      this.#product.learn(engine.product);
+      return engine;
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -173,23 +164,11 @@ export class DockerContainerRuntime implements ContainerRuntime {
     }
   }
 
-  /** Which engine serves the API, asked once (a failed ask is asked again next time). */
-  async #engineProduct(): Promise<'docker' | 'podman'> {
-    this.#product ??= this.docker.version().then((version) => engineProductOf(version).product);
-    try {
-      return await this.#product;
-    } catch (err) {
-      this.#product = null;
-      throw toEngineError(err, 'query the engine');
-    }
-  }
-
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
     const [networkMode, product] = await Promise.all([
       this.networkMode(spec.network ?? 'bridge'),
-      this.#engineProduct(),
+      this.#product.get(),
     ]);
-    const logConfig = pairLogConfig(product);
     const options = createOptions(spec, networkMode, {
       config: {
         Cmd: [...spec.cmd],
@@ -198,7 +177,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         AttachStdout: true,
         AttachStderr: true,
       },
-      hostConfig: { LogConfig: { Type: logConfig.type, Config: { ...logConfig.config } } },
+      hostConfig: { LogConfig: pairLogConfig(product) },
     });
     try {
       const container = await this.docker.createContainer({ ...options, ...this.#deadline() });

@@ -32,7 +32,10 @@ export const Dockerode: typeof DockerClass = loadDockerode();
 function loadDockerode(): typeof DockerClass {
   const dockerodeMain = requireHere.resolve('dockerode');
   const cache = requireHere.cache;
-  if (cache[dockerodeMain] !== undefined) return cache[dockerodeMain].exports as typeof DockerClass;
+  // Loaded already (by a `require` or an `import` elsewhere): that one. An entry not yet `loaded` is one the ESM loader
+  // put there while it links an `import` of dockerode, before running it: require it here as usual.
+  const loaded = cache[dockerodeMain];
+  if (loaded?.loaded === true) return loaded.exports as typeof DockerClass;
   const owners = {
     dockerode: createRequire(dockerodeMain),
     'docker-modem': createRequire(createRequire(dockerodeMain).resolve('docker-modem')),
