@@ -2,9 +2,7 @@
 // file the image holds (`big_stdout=N`: one `cat` of that file N/1MiB times, sendfile into the pipe; faster than
 // the engine ships it). Ours streams them through attach + demux + redact into stdout.log (runPair, whole
 // lifecycle timed); the baseline is `docker run --rm IMAGE ... > file` (the docker CLI writing straight to a file
-// descriptor; the engine keeps its copy in the daemon's default driver, json-file), and the same with
-// `--log-driver local`, the driver our pairs set (src/adapters/docker/container-create.ts): the engine's share of the
-// gap apart from ours. Same process, alternating runs, for each volume; prints MB/s (bytes / elapsed, 1 MB = 1e6 B) for
+// descriptor). Same process, alternating runs, for each volume; prints MB/s (bytes / elapsed, 1 MB = 1e6 B) for
 // both, the ratio of the medians, our peak RSS per volume (sampled every 50 ms, and its growth over the RSS before
 // the run), and the load average.
 // Needs the compiled output and the driver image: `npm run build`, `npx roboguide-eval images build`,
@@ -61,13 +59,13 @@ async function oursOnce(deps, root, actions, bytes, index) {
   return elapsedMs;
 }
 
-async function baselineOnce(root, actions, bytes, index, dockerArgs = []) {
+async function baselineOnce(root, actions, bytes, index) {
   const path = join(root, `baseline-${index}.log`);
   const file = await open(path, 'w');
   const started = process.hrtime.bigint();
   try {
     await new Promise((resolveRun, reject) => {
-      const child = spawn('docker', ['run', '--rm', ...dockerArgs, IMAGE, '/opt/driver/run', ...actions], {
+      const child = spawn('docker', ['run', '--rm', IMAGE, '/opt/driver/run', ...actions], {
         stdio: ['ignore', file.fd, 'inherit'],
       });
       child.on('error', reject);
@@ -100,7 +98,6 @@ try {
     const actions = [`big_stdout=${bytes}`, 'outcome=completed'];
     const ours = [];
     const baseline = [];
-    const baselineLocal = [];
     const before = [];
     let peakBytes = 0;
     let growthBytes = 0;
@@ -110,28 +107,17 @@ try {
       peakBytes = Math.max(peakBytes, sampled.peakBytes);
       growthBytes = Math.max(growthBytes, sampled.peakBytes - sampled.beforeBytes);
       baseline.push(await baselineOnce(root, actions, bytes, `${mib}-${run}`));
-      baselineLocal.push(
-        await baselineOnce(root, actions, bytes, `${mib}-${run}-local`, [
-          '--log-driver',
-          'local',
-          '--log-opt',
-          'compress=false',
-        ]),
-      );
       if (baselineDeps) before.push(await oursOnce(baselineDeps, root, actions, bytes, `${mib}-${run}-base`));
     }
     const oursRates = ours.map((ms) => mbPerSec(bytes, ms));
     const baselineRates = baseline.map((ms) => mbPerSec(bytes, ms));
     const oursMedian = median(oursRates);
     const baselineMedian = median(baselineRates);
-    const localRates = baselineLocal.map((ms) => mbPerSec(bytes, ms));
     lines.push(
       `  ${mib} MiB (${bytes} B), ${RUNS} runs each:`,
       `    ours (attach+redact) : median ${oursMedian.toFixed(1)} MB/s  [${oursRates.map((v) => v.toFixed(1)).join(' ')}]`,
       `    docker run > file    : median ${baselineMedian.toFixed(1)} MB/s  [${baselineRates.map((v) => v.toFixed(1)).join(' ')}]`,
       `    ratio ours/baseline  : ${(oursMedian / baselineMedian).toFixed(2)} (rates; wall time ours/baseline ${(median(ours) / median(baseline)).toFixed(2)}, issue 26 aim <= 1.0)`,
-      `    docker run --log-driver local > file: median ${median(localRates).toFixed(1)} MB/s  [${localRates.map((v) => v.toFixed(1)).join(' ')}]`,
-      `    ratio ours/that      : ${(oursMedian / median(localRates)).toFixed(2)} (rates; wall time ${(median(ours) / median(baselineLocal)).toFixed(2)}: the same engine work, ours apart)`,
       ...(baselineDeps
         ? [
             `    BASELINE_DIST build  : median ${median(before.map((ms) => mbPerSec(bytes, ms))).toFixed(1)} MB/s, ratio to docker run ${(median(before.map((ms) => mbPerSec(bytes, ms))) / baselineMedian).toFixed(2)}`,

@@ -43,7 +43,7 @@ describe.skipIf(noDocker)('doctor against the shared engine', () => {
       expect(statusOf(report, `image ${DRIVER_IMAGE}`)).toBe('ok');
       expect(statusOf(report, 'nvidia runtime')).toBe('warn');
       expect(report.checks.find((c) => c.name === 'log driver')?.detail).toMatch(
-        /^engine default \S+; pair containers set the local driver/,
+        /^engine default \S+; pair containers set json-file/,
       );
       expect(statusOf(report, 'registry')).toBe('ok');
       expect(statusOf(report, 'disk')).not.toBe('fail');

@@ -300,10 +300,10 @@ describe('doctor verdict', () => {
         status: 'warn',
         detail: expect.stringMatching(
           new RegExp(
-            `^engine default ${driver} ships container output off this host.*pair containers set the local driver`,
+            `^engine default ${driver} ships container output off this host.*pair containers set json-file`,
           ),
         ),
-        fix: expect.stringContaining('"log-driver": "local"'),
+        fix: expect.stringContaining('"log-driver": "json-file"'),
       });
       expect(report.exitCode).toBe(0);
     },

@@ -3,39 +3,20 @@ import type { ContainerBase } from '../../app/ports/container-runtime.js';
 import { PAIR_CAPABILITIES, type ContainerLimits } from '../../core/pair-limits.js';
 
 /**
- * The engine's own copy of a pair's raw (unredacted) output, whatever the daemon's default driver (journald, syslog or
- * a remote service would keep or ship it beyond the container). The copy lives under the engine's data root and is
- * deleted with the container, whose removal we verify. It must be a driver the logs API can read back: a resumed
- * supervisor re-reads it from the start and skips what stdout.log already holds.
- *
- * Docker's `local` driver: each message kept as it came (a length-prefixed protobuf record), so bytes that are not
- * UTF-8 read back as they were, with 20 % less engine work than json-file's JSON lines (docs/benchmarks.md, logs).
- * Uncompressed, so that a rotated file is re-read without inflating it. Bounded: 4 files of 512 MiB; a pair whose
- * output outgrows that and is reattached after a supervisor crash loses the rotated-away start (docs/secrets.md).
+ * The engine's own copy of a pair's raw (unredacted) output: always the local json-file driver, whatever
+ * the daemon's default (journald, syslog or a remote service would keep or ship it beyond the container).
+ * The copy lives under the engine's data root and is deleted with the container, whose removal we verify.
+ * It must be a driver the logs API can read back: a resumed supervisor re-reads it from the start and
+ * skips what stdout.log already holds. Bounded: 4 files of 512 MiB (JSON-framed lines); a pair whose
+ * output outgrows that and is reattached after a supervisor crash loses the rotated-away start
+ * (docs/secrets.md). Not Docker's `local` driver, though it costs the engine a fifth less time per byte: on engine
+ * 20.10 its logs API drops the newline of every line over 16 KiB (the engine splits those into partial messages),
+ * so a reattach would find the engine's copy differing (measured; test/integration/log-config.int.test.ts).
  */
 export const PAIR_LOG_CONFIG = {
-  type: 'local',
-  config: { 'max-size': '512m', 'max-file': '4', compress: 'false' },
-} as const;
-
-/**
- * The same bounds in json-file, for Podman, which has no `local` driver (it keeps json-file as its own file log and
- * drops the bounds: docs/podman.md), and for swarm services (docs/scale-out.md). Docker's json-file gives bytes that
- * are not UTF-8 back as U+FFFD.
- */
-export const JSON_FILE_LOG_CONFIG = {
   type: 'json-file',
   config: { 'max-size': '512m', 'max-file': '4' },
 } as const;
-
-/** The HostConfig LogConfig of a pair container on this engine. */
-export function pairLogConfig(product: 'docker' | 'podman'): {
-  Type: string;
-  Config: Record<string, string>;
-} {
-  const { type, config } = product === 'podman' ? JSON_FILE_LOG_CONFIG : PAIR_LOG_CONFIG;
-  return { Type: type, Config: { ...config } };
-}
 
 /** The engine's HostConfig fields for a container's limits. */
 export function hostConfigLimits(

@@ -16,7 +16,7 @@ import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
-import { createOptions, pairLogConfig } from './container-create.js';
+import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
 import { Dockerode } from './dockerode.js';
 import {
@@ -27,13 +27,7 @@ import {
   linkFreePathOf,
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import {
-  EngineProductMemo,
-  engineInfoOf,
-  listedStateOf,
-  versionWithin,
-  type InfoBody,
-} from './engine-probe.js';
+import { engineProductOf, engineRuntimesOf, listedStateOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -54,6 +48,8 @@ const CHANGES_MAX_BYTES = 8 * 2 ** 20;
 /** Starting may run OCI hooks (the NVIDIA one enumerates GPUs): allow it longer. */
 const START_TIMEOUT_MS = 180_000;
 
+export { PAIR_LOG_CONFIG } from './container-create.js';
+
 /** Options for connecting: default is DOCKER_HOST or /var/run/docker.sock. */
 export type DockerConnection = Docker.DockerOptions;
 
@@ -66,8 +62,6 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly #changesTimeoutMs: number;
   readonly #changesMaxBytes: number;
   readonly #pairNetwork: PairNetworkGuard | null;
-  /** Docker or Podman, from `info()` or, at a create before it, the version endpoint (the pair's log driver). */
-  readonly #product: EngineProductMemo;
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
@@ -96,7 +90,6 @@ export class DockerContainerRuntime implements ContainerRuntime {
     this.#changesTimeoutMs = options.changesTimeoutMs ?? CHANGES_TIMEOUT_MS;
     this.#changesMaxBytes = options.changesMaxBytes ?? CHANGES_MAX_BYTES;
     this.#pairNetwork = options.pairNetwork ?? null;
-    this.#product = new EngineProductMemo(() => versionWithin(this.docker, this.#deadline()));
   }
 
   /**
@@ -139,12 +132,24 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.docker.info() as Promise<InfoBody>,
+        this.docker.info() as Promise<{
+          ID?: string;
+          Runtimes?: Record<string, unknown>;
+          LoggingDriver?: string;
+          DockerRootDir?: string;
+        }>,
         this.docker.version(),
       ]);
-      const engine = engineInfoOf(info, version);
-      this.#product.learn(engine.product);
-      return engine;
+      const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
+      return {
+        id: info.ID ?? '',
+        ...engineProductOf(version),
+        apiVersion: version.ApiVersion,
+        runtimes,
+        runtimeDetails: engineRuntimesOf(info.Runtimes),
+        loggingDriver: info.LoggingDriver,
+        dataRoot: info.DockerRootDir,
+      };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -165,11 +170,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
   }
 
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
-    const [networkMode, product] = await Promise.all([
-      this.networkMode(spec.network ?? 'bridge'),
-      this.#product.get(),
-    ]);
-    const options = createOptions(spec, networkMode, {
+    const options = createOptions(spec, await this.networkMode(spec.network ?? 'bridge'), {
       config: {
         Cmd: [...spec.cmd],
         WorkingDir: spec.workingDir,
@@ -177,7 +178,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         AttachStdout: true,
         AttachStderr: true,
       },
-      hostConfig: { LogConfig: pairLogConfig(product) },
+      hostConfig: { LogConfig: { Type: PAIR_LOG_CONFIG.type, Config: { ...PAIR_LOG_CONFIG.config } } },
     });
     try {
       const container = await this.docker.createContainer({ ...options, ...this.#deadline() });

@@ -1,8 +1,7 @@
 import { access } from 'node:fs/promises';
-import type Docker from 'dockerode';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerState, ContainerStatus, EngineInfo } from '../../app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
 import { socketGet } from './socket-get.js';
@@ -44,63 +43,6 @@ export function engineProductOf(version: VersionBody): { product: 'docker' | 'po
   const podman = (version.Components ?? []).find((c) => /^podman( engine)?$/i.test(c.Name ?? ''));
   if (podman !== undefined) return { product: 'podman', version: podman.Version ?? version.Version };
   return { product: 'docker', version: version.Version };
-}
-
-/** The info endpoint's answer, as much as we read of it. */
-export interface InfoBody {
-  readonly ID?: string;
-  readonly Runtimes?: Record<string, unknown>;
-  readonly LoggingDriver?: string;
-  readonly DockerRootDir?: string;
-}
-
-/** What the runtime's `info()` answers, from the info and version endpoints' bodies. */
-export function engineInfoOf(
-  info: InfoBody,
-  version: VersionBody,
-): EngineInfo & { product: 'docker' | 'podman' } {
-  return {
-    id: info.ID ?? '',
-    ...engineProductOf(version),
-    apiVersion: version.ApiVersion,
-    runtimes: info.Runtimes ? Object.keys(info.Runtimes) : [],
-    runtimeDetails: engineRuntimesOf(info.Runtimes),
-    loggingDriver: info.LoggingDriver,
-    dataRoot: info.DockerRootDir,
-  };
-}
-
-/** The version endpoint with a deadline: dockerode takes the options, its typings offer only the callback form. */
-export function versionWithin(docker: Docker, options: { abortSignal: AbortSignal }): Promise<VersionBody> {
-  const version = docker.version.bind(docker) as (o: { abortSignal: AbortSignal }) => Promise<VersionBody>;
-  return version(options);
-}
-
-/**
- * Which engine serves the API, asked once through `ask` (the version endpoint) and kept; `learn` keeps what another
- * call found out. A failed ask (an EngineError) is asked again next time, and never undoes a later answer.
- */
-export class EngineProductMemo {
-  #product: Promise<'docker' | 'podman'> | null = null;
-  readonly #ask: () => Promise<VersionBody>;
-
-  constructor(ask: () => Promise<VersionBody>) {
-    this.#ask = ask;
-  }
-
-  learn(product: 'docker' | 'podman'): void {
-    this.#product = Promise.resolve(product);
-  }
-
-  async get(): Promise<'docker' | 'podman'> {
-    const asked = (this.#product ??= this.#ask().then((answer) => engineProductOf(answer).product));
-    try {
-      return await asked;
-    } catch (err) {
-      if (this.#product === asked) this.#product = null;
-      throw toEngineError(err, 'query the engine');
-    }
-  }
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */

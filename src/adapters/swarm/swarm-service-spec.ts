@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import type { ContainerSpec } from '../../app/ports/container-runtime.js';
 import { EngineError } from '../docker/engine-error.js';
-import { JSON_FILE_LOG_CONFIG } from '../docker/container-create.js';
+import { PAIR_LOG_CONFIG } from '../docker/docker-container-runtime.js';
 import { SWARM_GPU_RESOURCE } from './node-constraints.js';
 
 /** The service label that records the pair's volumes (a later process finds them there). */
@@ -70,7 +70,7 @@ export function serviceSpecOf(
             }
           : {},
       Placement: { Constraints: [...(spec.placement ?? [])] },
-      LogDriver: { Name: JSON_FILE_LOG_CONFIG.type, Options: { ...JSON_FILE_LOG_CONFIG.config } },
+      LogDriver: { Name: PAIR_LOG_CONFIG.type, Options: { ...PAIR_LOG_CONFIG.config } },
     },
     Mode: { Replicated: { Replicas: 1 } },
     EndpointSpec: {

@@ -104,9 +104,9 @@ export const OFF_HOST_LOG_DRIVERS: ReadonlySet<string> = new Set([
 function logDriverCheck(info: EngineInfo): DoctorCheck {
   const name = 'log driver';
   const pairs =
-    "pair containers set the local driver explicitly (raw output stays under the engine's data root and is deleted with the container)";
+    "pair containers set json-file explicitly (raw output stays under the engine's data root and is deleted with the container)";
   const fix =
-    'set "log-driver": "local" in /etc/docker/daemon.json (then restart dockerd) so that other containers keep their output local too';
+    'set "log-driver": "json-file" in /etc/docker/daemon.json (then restart dockerd) so that other containers keep their output local too';
   const driver = info.loggingDriver;
   if (driver === undefined || driver === '')
     return warn(

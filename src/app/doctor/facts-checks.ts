@@ -38,7 +38,7 @@ export function describeFileSystem(fs: FileSystemFact): string {
   return `${fs.type} ${fs.fs} mounted on ${fs.mount}, ${formatBytes(fs.free_bytes)} free of ${formatBytes(fs.size_bytes)}`;
 }
 
-/** The file system where the engine keeps images, container layers and the pairs' engine logs. */
+/** The file system where the engine keeps images, container layers and the pairs' json-file logs. */
 export function dataRootCheck(fact: HostFact<FileSystemFact>): DoctorCheck {
   const name = 'engine data root';
   const facts = { engine_data_root_fs: fact };

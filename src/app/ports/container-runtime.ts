@@ -104,7 +104,7 @@ export interface EngineInfo {
   readonly runtimeDetails?: readonly EngineRuntime[];
   /** The engine's default log driver (`docker info` LoggingDriver), when it says. */
   readonly loggingDriver?: string | undefined;
-  /** Where the engine keeps images, container layers and the pairs' logs (`docker info` DockerRootDir), when it says. */
+  /** Where the engine keeps images, container layers and json-file logs (`docker info` DockerRootDir), when it says. */
   readonly dataRoot?: string | undefined;
 }
 
