@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Config } from '@oclif/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadedFiles, LOADED_RECORD_VARIABLE, writeLoadRecorder } from '../support/loaded-files.js';
 
 /**
  * How the CLI starts (docs/benchmarks.md, "start-up"; the times themselves are the bench's): the launcher from
@@ -32,8 +33,10 @@ function run(argv: string[], options: { cwd?: string; env?: Record<string, strin
 /** The files (not node: builtins) a `bin/run.js …` process loaded, in order. */
 async function loadedBy(args: string[]): Promise<{ code: number | null; files: string[]; stderr: string }> {
   const record = join(dir, `loaded-${Math.random().toString(36).slice(2)}.txt`);
-  const r = run([process.execPath, '--import', hook, RUN_JS, ...args], { env: { RG_TEST_LOADED: record } });
-  const files = (await readFile(record, 'utf8')).split('\n').filter((line) => line !== '');
+  const r = run([process.execPath, '--import', hook, RUN_JS, ...args], {
+    env: { [LOADED_RECORD_VARIABLE]: record },
+  });
+  const files = await loadedFiles(record);
   return { code: r.code, files, stderr: r.stderr };
 }
 
@@ -48,20 +51,7 @@ const ENGINE_CLIENT = [
 describe('start-up: the launcher and what a command loads', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'rg-startup-'));
-    hook = join(dir, 'record-loads.mjs');
-    await writeFile(
-      hook,
-      [
-        "import { registerHooks } from 'node:module';",
-        "import { appendFileSync } from 'node:fs';",
-        'const out = process.env.RG_TEST_LOADED;',
-        "appendFileSync(out, '');",
-        'registerHooks({ load(url, context, next) {',
-        "  if (url.startsWith('file:')) appendFileSync(out, url + '\\n');",
-        '  return next(url, context);',
-        '} });',
-      ].join('\n'),
-    );
+    hook = await writeLoadRecorder(dir);
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });

@@ -1,10 +1,11 @@
-import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cli, node } from '../support/cli.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
+import { loadedFiles, LOADED_RECORD_VARIABLE, writeLoadRecorder } from '../support/loaded-files.js';
 
 /**
  * dockerode loaded without gRPC, its proto loader and ssh2 (src/adapters/docker/dockerode.ts, issue 26 start-up):
@@ -13,25 +14,6 @@ import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
  */
 const DEFERRED = /\/node_modules\/(@grpc|ssh2|protobufjs)\//;
 let work: string;
-
-async function node(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
-  const code = await new Promise<number | null>((ok, fail) => {
-    child.on('error', fail);
-    child.on('close', ok);
-  });
-  return { code, stdout, stderr };
-}
 
 describe.skipIf(noDocker)('dockerode without its unused transports', () => {
   beforeAll(async () => {
@@ -42,20 +24,8 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
   });
 
   it('a whole pair run loads dockerode but never gRPC, protobufjs or ssh2', async () => {
-    const hook = join(work, 'record-loads.mjs');
+    const hook = await writeLoadRecorder(work);
     const record = join(work, 'loaded.txt');
-    await writeFile(
-      hook,
-      [
-        "import { registerHooks } from 'node:module';",
-        "import { appendFileSync } from 'node:fs';",
-        "appendFileSync(process.env.RG_TEST_LOADED, '');",
-        'registerHooks({ load(url, context, next) {',
-        "  if (url.startsWith('file:')) appendFileSync(process.env.RG_TEST_LOADED, url + '\\n');",
-        '  return next(url, context);',
-        '} });',
-      ].join('\n'),
-    );
     await mkdir(join(work, 'cwd'), { recursive: true });
     const spec = join(work, 'spec.json');
     await writeFile(
@@ -69,12 +39,8 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
         image: DRIVER_IMAGE,
       }),
     );
-    const run = await node(
+    const run = await cli(
       [
-        '--disable-warning=ExperimentalWarning',
-        '--import',
-        hook,
-        resolve('bin/run.js'),
         'pair',
         'run',
         '--spec',
@@ -84,12 +50,12 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
         '--registry',
         join(work, 'registry.db'),
       ],
-      { RG_TEST_LOADED: record },
+      { nodeArgs: ['--import', hook], env: { [LOADED_RECORD_VARIABLE]: record } },
     );
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(run.stdout).toContain('pair deferred-1: completed');
-    const loaded = (await readFile(record, 'utf8')).split('\n').filter((line) => line !== '');
+    const loaded = await loadedFiles(record);
     expect(loaded.some((url) => url.includes('/node_modules/dockerode/lib/docker.js'))).toBe(true);
     expect(loaded.filter((url) => DEFERRED.test(url))).toEqual([]);
   });

@@ -1,7 +1,6 @@
-import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
@@ -15,7 +14,9 @@ import { systemClock } from '../../src/app/ports/clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { renderStatus } from '../../src/cli/status-view.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
+import { cli } from '../support/cli.js';
 import { DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
+import { loadedFiles, LOADED_RECORD_VARIABLE, writeLoadRecorder } from '../support/loaded-files.js';
 
 /**
  * `e1-batch status` of a live batch answered by bin/run.js's fast path (src/status-entry.ts, issue 26): without
@@ -34,28 +35,11 @@ interface CliRun {
 
 async function statusCli(args: string[]): Promise<CliRun> {
   const record = join(work, `loaded-${Math.random().toString(36).slice(2)}.txt`);
-  const argv = [
-    '--disable-warning=ExperimentalWarning',
-    '--import',
-    hook,
-    resolve('bin/run.js'),
-    'e1-batch',
-    'status',
-    ...args,
-  ];
-  const child = spawn(process.execPath, argv, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, RG_TEST_LOADED: record },
+  const run = await cli(['e1-batch', 'status', ...args], {
+    nodeArgs: ['--import', hook],
+    env: { [LOADED_RECORD_VARIABLE]: record },
   });
-  let stdout = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-  child.stderr.resume();
-  const code = await new Promise<number | null>((ok, fail) => {
-    child.on('error', fail);
-    child.on('close', ok);
-  });
-  const loaded = (await readFile(record, 'utf8')).split('\n').filter((line) => line !== '');
-  return { code, stdout, loaded };
+  return { code: run.code, stdout: run.stdout, loaded: await loadedFiles(record) };
 }
 
 const withoutTime = (s: BatchStatus): Omit<BatchStatus, 'updated_at'> => {
@@ -68,20 +52,7 @@ const steadyView = (view: string): string => view.replace(/elapsed \d+s/g, '').r
 describe.skipIf(noDocker)('e1-batch status fast path (bin/run.js, no oclif)', () => {
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'rg-status-fast-'));
-    hook = join(work, 'record-loads.mjs');
-    await writeFile(
-      hook,
-      [
-        "import { registerHooks } from 'node:module';",
-        "import { appendFileSync } from 'node:fs';",
-        'const out = process.env.RG_TEST_LOADED;',
-        "appendFileSync(out, '');",
-        'registerHooks({ load(url, context, next) {',
-        "  if (url.startsWith('file:')) appendFileSync(out, url + '\\n');",
-        '  return next(url, context);',
-        '} });',
-      ].join('\n'),
-    );
+    hook = await writeLoadRecorder(work);
   });
   afterAll(async () => {
     await rm(work, { recursive: true, force: true });

@@ -21,6 +21,8 @@ export interface CliOptions {
   readonly prefix?: readonly string[];
   /** SIGKILLs the CLI after this long (the result then has `signal: 'SIGKILL'`); default: no limit. */
   readonly timeoutMs?: number;
+  /** Node's own options, before the script (e.g. `['--import', hook]`). */
+  readonly nodeArgs?: readonly string[];
 }
 
 /**
@@ -28,6 +30,14 @@ export interface CliOptions {
  * output once it has exited. Never rejects on a non-zero exit: tests assert the code.
  */
 export function cli(args: readonly string[], options: CliOptions = {}): Promise<CliOutput> {
+  return node([...(options.nodeArgs ?? []), '--disable-warning=ExperimentalWarning', BIN, ...args], options);
+}
+
+/** Runs this Node (`process.execPath`) with `argv`, as `cli` runs the CLI (the same options, `nodeArgs` aside). */
+export function node(
+  argv: readonly string[],
+  options: Omit<CliOptions, 'nodeArgs'> = {},
+): Promise<CliOutput> {
   const env: Record<string, string | undefined> = {
     ...process.env,
     ROBOGUIDE_FAILPOINT: undefined,
@@ -35,8 +45,7 @@ export function cli(args: readonly string[], options: CliOptions = {}): Promise<
     ...options.env,
   };
   for (const [name, value] of Object.entries(env)) if (value === undefined) delete env[name];
-  const argv = [process.execPath, '--disable-warning=ExperimentalWarning', BIN, ...args];
-  const [file, ...rest] = [...(options.prefix ?? []), ...argv] as [string, ...string[]];
+  const [file, ...rest] = [...(options.prefix ?? []), process.execPath, ...argv] as [string, ...string[]];
   const child = spawn(file, rest, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
