@@ -174,7 +174,7 @@ describe.skipIf(noDocker)('bounded output', () => {
   });
 
   it.skipIf(!isRoot)(
-    'a full output file system mid-pair pauses the batch with the slot held and keeps every byte written; one resume finishes it',
+    'a full output file system mid-pair pauses the batch before the next pair and keeps every byte written; one resume finishes it',
     async () => {
       const mountPoint = join(work, 'full-fs');
       await mkdir(mountPoint, { recursive: true });
@@ -191,8 +191,19 @@ describe.skipIf(noDocker)('bounded output', () => {
         expect(await supervisorRun(store, 'start')).toBe('paused');
         const receipt = await store.readJson('jobs/f1/receipt.json', isReceipt);
         expect(receipt?.claim_id).toMatch(/^[0-9a-f-]{36}$/);
-        expect(await store.exists('jobs/f1/result.json')).toBe(false);
-        expect(await heldFor(batchId)).toEqual(['f1']);
+        // Usually the disk is still full when f1's result is due: no result.json, the slot held. But the log sink
+        // stops at its first failed write, so a page freed after it (status.json, written off the pairs' path,
+        // renamed over its older self) stays free, and result.json, then the terminal proof, may fit (seen under
+        // CI load). Both are right: the batch pauses either way, f2 is not claimed, and f1 says what happened.
+        const early = await store.readJson('jobs/f1/result.json', isResultRecord);
+        if (early === null) {
+          expect(await heldFor(batchId)).toEqual(['f1']);
+        } else {
+          expect(early.classification).toBe('harness_failure');
+          expect(early.reasons).toContain('log_write_failed');
+          const proved = await store.exists('jobs/f1/terminal-proof.json');
+          expect(await heldFor(batchId)).toEqual(proved ? [] : ['f1']);
+        }
         expect(await store.exists('jobs/f2/receipt.json')).toBe(false);
         expect(await containersLabelled({ 'roboguide.batch': batchId })).toEqual([]);
         const logPath = store.resolve('jobs/f1/stdout.log');
@@ -208,13 +219,14 @@ describe.skipIf(noDocker)('bounded output', () => {
 
         execFileSync('mount', ['-o', 'remount,size=64m', mountPoint]);
         // One resume finishes the batch (issue 27): f1's result is rebuilt as the write failure it was
-        // (evidence_write_failed, not lost_worker), which does not pause again, and f2 runs.
+        // (evidence_write_failed, not lost_worker), or kept as written, which does not pause again, and f2 runs.
         expect(await supervisorRun(store, 'resume')).toBe('drained');
         expect(await sha256(logPath)).toBe(keptSha);
         expect((await readFile(store.resolve('events.jsonl'), 'utf8')).startsWith(journalBefore)).toBe(true);
         const f1 = await store.readJson('jobs/f1/result.json', isResultRecord);
         expect(f1?.classification).toBe('harness_failure');
-        expect(f1?.reasons).toContain('evidence_write_failed');
+        if (early === null) expect(f1?.reasons).toContain('evidence_write_failed');
+        else expect(f1).toEqual(early);
         expect(f1?.reasons).not.toContain('lost_worker');
         expect(await store.readJson('jobs/f2/result.json')).toMatchObject({ classification: 'completed' });
         expect(await heldFor(batchId)).toEqual([]);
