@@ -27,7 +27,8 @@ import {
   linkFreePathOf,
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import { engineProductOf, engineRuntimesOf, listedStateOf } from './engine-probe.js';
+import { engineInfoOf, listedStateOf, type InfoBody, type VersionBody } from './engine-probe.js';
+import { takePrefetchedFacts } from './engine-prefetch.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -131,25 +132,14 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async info(): Promise<EngineInfo> {
     try {
-      const [info, version] = await Promise.all([
-        this.docker.info() as Promise<{
-          ID?: string;
-          Runtimes?: Record<string, unknown>;
-          LoggingDriver?: string;
-          DockerRootDir?: string;
-        }>,
-        this.docker.version(),
-      ]);
-      const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return {
-        id: info.ID ?? '',
-        ...engineProductOf(version),
-        apiVersion: version.ApiVersion,
-        runtimes,
-        runtimeDetails: engineRuntimesOf(info.Runtimes),
-        loggingDriver: info.LoggingDriver,
-        dataRoot: info.DockerRootDir,
-      };
+      // The launcher's answers for `pair run` when they came from this engine's socket (engine-prefetch.ts).
+      const early = await takePrefetchedFacts((this.docker.modem as { socketPath?: string }).socketPath);
+      const [info, version] = (
+        early !== null
+          ? [early.info, early.version]
+          : await Promise.all([this.docker.info(), this.docker.version()])
+      ) as [InfoBody, VersionBody];
+      return engineInfoOf(info, version);
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
