@@ -121,6 +121,24 @@ describe.skipIf(noDocker)("pair run's engine prefetch", () => {
     }
   });
 
+  it("without DOCKER_HOST, on the default socket (the user's ~/.docker/run/docker.sock here), taken as well", async () => {
+    const home = join(work, 'home');
+    await mkdir(join(home, '.docker', 'run'), { recursive: true });
+    const p = await proxy(join('home', '.docker', 'run', 'docker.sock'));
+    try {
+      const run = await cli(await noOpPair('default-socket'), {
+        env: { DOCKER_HOST: undefined, HOME: home },
+      });
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      expect(p.requests.slice(0, 2).sort()).toEqual(['GET /info', 'GET /version']);
+      expect(count(p.requests, '/info')).toBe(1);
+      expect(count(p.requests, '/version')).toBe(1);
+    } finally {
+      await p.close();
+    }
+  });
+
   it('an engine slow to answer info: the command waits for that answer (the process is not let go early)', async () => {
     const p = await proxy('slow.sock', { holdPath: '/info', holdMs: 1_500 });
     try {

@@ -133,7 +133,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       // The launcher's answers for `pair run` when they came from this engine's socket (engine-prefetch.ts).
-      const early = await takePrefetchedFacts((this.docker.modem as { socketPath?: string }).socketPath);
+      const modem = this.docker.modem as { getSocketPath?: () => Promise<string | undefined> | undefined };
+      const early = await takePrefetchedFacts(await modem.getSocketPath?.());
       const [info, version] = (
         early !== null
           ? [early.info, early.version]
