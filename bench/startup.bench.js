@@ -3,10 +3,12 @@
 //   --version            the launcher (bin/roboguide-eval) vs `node bin/run.js` vs `npx roboguide-eval`, and the
 //                        floor: the pinned Node doing nothing (`node -e 0`)
 //   --help               the launcher, against the same floor
-//   pair run, exit 2     an invalid spec (no engine call, no file written), with and without V8's compile cache
+//   pair run, exit 2     an invalid spec (no file written; the launcher's prefetch asks the engine's info and
+//                        version, unanswered ones not waited for), with and without V8's compile cache
 //   first engine call    `pair run` of a valid spec whose image is missing: from spawn to the first request our
 //                        engine proxy (a unix socket in front of the real engine, DOCKER_HOST) receives, against
-//                        `--help`
+//                        `--help`; and to the command's own first request (the image's inspect), past the
+//                        launcher's prefetch of the engine's info and version
 //   no-op pair           `pair run` of roboguide/pair-driver:1 `/opt/driver/run outcome=completed` via the
 //                        launcher vs `docker run --rm` of the same image and command, plain and on the guarded
 //                        pairs network a pair gets by default (`--network roboguide-pairs`)
@@ -76,36 +78,50 @@ function timed(argv, { env = {}, expect = 0 } = {}) {
   });
 }
 
-/** A unix socket in front of the engine that notes when the first request of a process arrives. */
+/**
+ * A unix socket in front of the engine that notes when the first request of a process arrives, and the first that is
+ * not the launcher's prefetch of `info` and `version` (bin/run.js asks those before the CLI loads): the command's own.
+ */
 async function engineProxy(path) {
   let first = null;
+  let own = null;
   const server = createServer((client) => {
-    client.once('data', (chunk) => {
-      first ??= process.hrtime.bigint();
-      const engine = connect(ENGINE_SOCKET);
-      engine.write(chunk);
-      client.pipe(engine).pipe(client);
-      engine.on('error', () => client.destroy());
-      client.on('error', () => engine.destroy());
+    const engine = connect(ENGINE_SOCKET);
+    engine.on('error', () => client.destroy());
+    client.on('error', () => engine.destroy());
+    client.on('data', (chunk) => {
+      const at = process.hrtime.bigint();
+      for (const request of chunk.toString('latin1').matchAll(/^[A-Z]+ (\S+) HTTP\/1/gm)) {
+        first ??= at;
+        if (!/^(\/v[\d.]+)?\/(info|version)(\?|$)/.test(request[1])) own ??= at;
+      }
     });
+    client.pipe(engine).pipe(client);
   });
   await new Promise((resolveListen) => server.listen(path, resolveListen));
   return {
-    reset: () => (first = null),
+    reset: () => {
+      first = null;
+      own = null;
+    },
     firstAt: () => first,
+    ownAt: () => own,
     close: () => new Promise((resolveClose) => server.close(resolveClose)),
   };
 }
 
-/** Wall ms from spawn to the engine's first request (the command then exits 2: the image is missing). */
-async function firstEngineCall(cli, proxy, proxyPath, spec, registry) {
+/**
+ * Wall ms from spawn to the engine's first request, or (`own`) to the command's own first one (the image's inspect:
+ * the command then exits 2, the image is missing).
+ */
+async function firstEngineCall(cli, proxy, proxyPath, spec, registry, own = false) {
   proxy.reset();
   const t0 = process.hrtime.bigint();
   await timed([...cli, 'pair', 'run', '--spec', spec, '--registry', registry], {
     env: { DOCKER_HOST: `unix://${proxyPath}` },
     expect: 2,
   });
-  const first = proxy.firstAt();
+  const first = own ? proxy.ownAt() : proxy.firstAt();
   if (first === null) throw new Error('pair run ended without an engine call');
   return { wall: Number(first - t0) / 1e6, cpu: null };
 }
@@ -208,6 +224,8 @@ try {
     baseInvalid: 'baseline: pair run, invalid spec',
     first: 'pair run: spawn to first engine request',
     baseFirst: 'baseline: spawn to first engine request',
+    own: "pair run: spawn to the image's inspect",
+    baseOwn: "baseline: spawn to the image's inspect",
   };
   const noCache = { NODE_DISABLE_COMPILE_CACHE: '1' };
   const startup = await compare([
@@ -227,6 +245,11 @@ try {
       name: S.baseFirst,
       run: () => firstEngineCall(BASELINE, proxy, proxyPath, missing, registry),
     },
+    { name: S.own, run: () => firstEngineCall([LAUNCHER], proxy, proxyPath, missing, registry, true) },
+    BASELINE && {
+      name: S.baseOwn,
+      run: () => firstEngineCall(BASELINE, proxy, proxyPath, missing, registry, true),
+    },
   ]);
   print('start-up', startup, [
     ['--help / floor', S.help, S.floor],
@@ -235,6 +258,7 @@ try {
     ['invalid spec: ours / baseline', S.invalid, S.baseInvalid],
     ['first engine request / --help', S.first, S.help],
     ['first engine request: ours / baseline', S.first, S.baseFirst],
+    ["image's inspect: ours / baseline", S.own, S.baseOwn],
   ]);
 
   const W = {

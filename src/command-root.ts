@@ -69,7 +69,7 @@ export function evidenceStoreAt(dir: string): EvidenceStore {
 
 /** This tool's exact code version (package version and git commit), as receipts and batch.json record it. */
 export async function codeVersion(): Promise<string> {
-  return readCodeVersion(root.PACKAGE_ROOT);
+  return readCodeVersion(root.PACKAGE_ROOT, { fromBuild: root.RUNS_FROM_BUILD });
 }
 
 /**

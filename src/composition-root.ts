@@ -3,7 +3,7 @@ import { RECEIPT_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
@@ -74,6 +74,8 @@ installFailpoints(failpointsFromEnvironment(process.env));
  */
 export const PACKAGE_ROOT = packageRootAbove(dirname(fileURLToPath(import.meta.url)));
 export const DOCKER_DIR = join(PACKAGE_ROOT, 'docker');
+/** Whether this code runs from the build (dist/), not from the sources (the tests): its code version is the build's. */
+export const RUNS_FROM_BUILD = fileURLToPath(import.meta.url).startsWith(join(PACKAGE_ROOT, 'dist') + sep);
 
 function packageRootAbove(start: string): string {
   for (let dir = start; ; dir = dirname(dir)) {

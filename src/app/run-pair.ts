@@ -117,8 +117,7 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   const codeVersion =
     typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
   codeVersion.catch(() => undefined); // awaited below, once the engine checks passed (not an unhandled rejection meanwhile)
-  // The first engine call: exit 3 when no engine answers, before anything is written (no separate `info`, which
-  // costs the engine a full inventory).
+  // The image on the engine: exit 3 when no engine answers, before anything is written.
   if (!(await deps.runtime.imageExists(spec.image))) {
     throw imagesMissing(
       [spec.image],
@@ -133,7 +132,7 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
 
 /**
  * A runtime other than "runc" must be registered with the engine (and GPUs under gVisor need its GPU proxy): exit 2
- * naming it and the engine's runtimes, before anything is written. "runc" costs no engine inventory (`info`).
+ * naming it and the engine's runtimes, before anything is written. "runc" needs no check.
  */
 async function checkRuntime(
   runtime: RunPairDeps['runtime'],

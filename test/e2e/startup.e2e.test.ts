@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -112,6 +112,20 @@ describe('start-up: the launcher and what a command loads', () => {
         args.join(' '),
       ).toEqual([]);
     }
+  });
+
+  it("the build records its checkout for the code version (dist/build-info.json): this package's version, a commit of this history", async () => {
+    const record = JSON.parse(await readFile(join(ROOT, 'dist', 'build-info.json'), 'utf8')) as {
+      version: string;
+      commit: string | null;
+      dirty: boolean;
+    };
+    const pjson = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(record.version).toBe(pjson.version);
+    expect(typeof record.dirty).toBe('boolean');
+    expect(record.commit).toMatch(/^[0-9a-f]{40}$/);
+    // Built from this checkout at HEAD or before it (a working tree may have moved on since its last build).
+    expect(run(['git', '-C', ROOT, 'merge-base', '--is-ancestor', record.commit!, 'HEAD']).code).toBe(0);
   });
 
   it('pair run of an invalid spec: exit 2 from the bundled command without loading the engine client, nothing written', async () => {

@@ -60,6 +60,7 @@ describe('the engine prefetch of `pair run` (bin/run.js asks, the first engine c
     prefetchEngineFacts({ DOCKER_HOST: `unix://${socket}` });
     expect(await takePrefetchedFacts(join(dir, 'other.sock'))).toBeNull();
     expect(await takePrefetchedFacts(socket)).toBeNull();
+    await vi.waitFor(() => expect(asked).toHaveLength(2)); // the requests in flight end here, not in the next test
   });
 
   it('a tcp, ssh or TLS engine is not asked (dockerode alone talks to those)', async () => {
@@ -95,5 +96,6 @@ describe('the engine prefetch of `pair run` (bin/run.js asks, the first engine c
     prefetchEngineFacts({ DOCKER_HOST: `unix://${socket}` });
     vi.spyOn(Date, 'now').mockReturnValue(start + PREFETCH_MAX_AGE_MS + 1_000);
     expect(await takePrefetchedFacts(socket)).toBeNull();
+    await vi.waitFor(() => expect(asked).toHaveLength(2));
   });
 });

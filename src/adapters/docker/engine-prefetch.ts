@@ -66,8 +66,12 @@ export async function takePrefetchedFacts(socketPath: string | undefined): Promi
   delete holder[KEY];
   if (socketPath === undefined || Date.now() - prefetch.startedAtMs > PREFETCH_MAX_AGE_MS) return null;
   if ((await prefetch.socketPath) !== socketPath) return null;
-  // Waited on now: the answers keep the process alive like any call of the command's own.
-  for (const socket of prefetch.sockets) socket.ref();
+  // Waited on now: the answers keep the process alive like any call of the command's own, and like dockerode's
+  // they get no timeout of their own (a slow engine is not then asked a second time, 10 s later).
+  for (const socket of prefetch.sockets) {
+    socket.ref();
+    socket.setTimeout(0);
+  }
   return prefetch.facts;
 }
 
