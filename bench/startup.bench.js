@@ -3,12 +3,11 @@
 //   --version            the launcher (bin/roboguide-eval) vs `node bin/run.js` vs `npx roboguide-eval`, and the
 //                        floor: the pinned Node doing nothing (`node -e 0`)
 //   --help               the launcher, against the same floor
-//   pair run, exit 2     an invalid spec (no file written; the launcher's prefetch asks the engine's info and
-//                        version, unanswered ones not waited for), with and without V8's compile cache
+//   pair run, exit 2     an invalid spec (no engine call, no file written), with and without V8's compile cache
 //   first engine call    `pair run` of a valid spec whose image is missing: from spawn to the first request our
 //                        engine proxy (a unix socket in front of the real engine, DOCKER_HOST) receives, against
-//                        `--help`; and to the command's own first request (the image's inspect), past the
-//                        launcher's prefetch of the engine's info and version
+//                        `--help`; and to the image's inspect, the first request past the engine's info and
+//                        version
 //   no-op pair           `pair run` of roboguide/pair-driver:1 `/opt/driver/run outcome=completed` via the
 //                        launcher vs `docker run --rm` of the same image and command, plain and on the guarded
 //                        pairs network a pair gets by default (`--network roboguide-pairs`)
@@ -80,7 +79,7 @@ function timed(argv, { env = {}, expect = 0 } = {}) {
 
 /**
  * A unix socket in front of the engine that notes when the first request of a process arrives, and the first that is
- * not the launcher's prefetch of `info` and `version` (bin/run.js asks those before the CLI loads): the command's own.
+ * not for the engine's `info` or `version` (the image's inspect, for `pair run`).
  */
 async function engineProxy(path) {
   let first = null;
@@ -111,8 +110,8 @@ async function engineProxy(path) {
 }
 
 /**
- * Wall ms from spawn to the engine's first request, or (`own`) to the command's own first one (the image's inspect:
- * the command then exits 2, the image is missing).
+ * Wall ms from spawn to the engine's first request, or (`own`) to the first past info and version (the image's
+ * inspect: the command then exits 2, the image is missing).
  */
 async function firstEngineCall(cli, proxy, proxyPath, spec, registry, own = false) {
   proxy.reset();

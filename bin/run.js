@@ -42,22 +42,8 @@ if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   process.argv[3] === 'status' &&
   (await statusFast(process.argv.slice(4)))
 )) {
-  if (process.argv[2] === 'pair' && process.argv[3] === 'run') await prefetchEngine(process.argv.slice(4));
   const { execute } = await import('@oclif/core');
   await execute({ dir: import.meta.url });
-}
-
-/**
- * `pair run`: the engine's info and version asked now, answered while the CLI loads; the command's first engine call
- * takes them (dist/bundle/engine-prefetch.js). Not for help, and never an error of its own: the command asks again.
- */
-async function prefetchEngine(argv) {
-  if (argv.some((a) => a === '--help' || a === '-h')) return;
-  try {
-    (await import('../dist/bundle/engine-prefetch.js')).prefetchEngineFacts();
-  } catch {
-    // no build or no engine socket: the command asks the engine itself
-  }
 }
 
 /**

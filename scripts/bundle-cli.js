@@ -13,11 +13,7 @@ const commands = globSync('commands/**/*.js', { cwd: dist });
 if (commands.length === 0) throw new Error(`no commands under ${dist}commands: run tsc first`);
 
 const bundle = await rolldown({
-  input: {
-    ...Object.fromEntries(commands.map((file) => [file.replace(/\.js$/, ''), `${dist}${file}`])),
-    // bin/run.js's engine prefetch for `pair run`, loaded before oclif (src/adapters/docker/engine-prefetch.ts).
-    'engine-prefetch': `${dist}adapters/docker/engine-prefetch.js`,
-  },
+  input: Object.fromEntries(commands.map((file) => [file.replace(/\.js$/, ''), `${dist}${file}`])),
   platform: 'node',
   // Packages (bare specifiers: dockerode, pino, zod, @oclif/core…) stay where npm put them: oclif must share
   // @oclif/core with bin/run.js, and some packages read files next to their own sources.

@@ -302,5 +302,21 @@ describe('the CLI as a black box', () => {
       classification: 'completed',
       cleanup: { verified_absent: true },
     });
+    // The receipt's code version is the one the build recorded (dist/build-info.json), not asked of git by the run.
+    const built = JSON.parse(
+      await readFile(fileURLToPath(new URL('../../dist/build-info.json', import.meta.url)), 'utf8'),
+    ) as {
+      version: string;
+      commit: string | null;
+      dirty: boolean;
+    };
+    const receipt = JSON.parse(await readFile(join(dir, 'ok-evidence', 'receipt.json'), 'utf8')) as {
+      code_version: string;
+    };
+    expect(receipt.code_version).toBe(
+      built.commit === null
+        ? built.version
+        : `${built.version}+${built.commit}${built.dirty ? '.dirty' : ''}`,
+    );
   });
 });

@@ -27,8 +27,7 @@ import {
   linkFreePathOf,
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import { engineInfoOf, listedStateOf, type InfoBody, type VersionBody } from './engine-probe.js';
-import { takePrefetchedFacts } from './engine-prefetch.js';
+import { engineProductOf, engineRuntimesOf, listedStateOf } from './engine-probe.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -132,15 +131,25 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async info(): Promise<EngineInfo> {
     try {
-      // The launcher's answers for `pair run` when they came from this engine's socket (engine-prefetch.ts).
-      const modem = this.docker.modem as { getSocketPath?: () => Promise<string | undefined> | undefined };
-      const early = await takePrefetchedFacts(await modem.getSocketPath?.());
-      const [info, version] = (
-        early !== null
-          ? [early.info, early.version]
-          : await Promise.all([this.docker.info(), this.docker.version()])
-      ) as [InfoBody, VersionBody];
-      return engineInfoOf(info, version);
+      const [info, version] = await Promise.all([
+        this.docker.info() as Promise<{
+          ID?: string;
+          Runtimes?: Record<string, unknown>;
+          LoggingDriver?: string;
+          DockerRootDir?: string;
+        }>,
+        this.docker.version(),
+      ]);
+      const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
+      return {
+        id: info.ID ?? '',
+        ...engineProductOf(version),
+        apiVersion: version.ApiVersion,
+        runtimes,
+        runtimeDetails: engineRuntimesOf(info.Runtimes),
+        loggingDriver: info.LoggingDriver,
+        dataRoot: info.DockerRootDir,
+      };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }

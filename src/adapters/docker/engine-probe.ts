@@ -1,7 +1,7 @@
 import { access } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerState, ContainerStatus, EngineInfo } from '../../app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
 import { socketGet } from './socket-get.js';
@@ -28,14 +28,6 @@ export async function engineUnixSocket(
   }
 }
 
-/** The info endpoint's answer, as much as we read of it. */
-export interface InfoBody {
-  readonly ID?: string;
-  readonly Runtimes?: Record<string, unknown>;
-  readonly LoggingDriver?: string;
-  readonly DockerRootDir?: string;
-}
-
 /** The version endpoint's answer, as much as we read of it. */
 export interface VersionBody {
   readonly Version: string;
@@ -51,19 +43,6 @@ export function engineProductOf(version: VersionBody): { product: 'docker' | 'po
   const podman = (version.Components ?? []).find((c) => /^podman( engine)?$/i.test(c.Name ?? ''));
   if (podman !== undefined) return { product: 'podman', version: podman.Version ?? version.Version };
   return { product: 'docker', version: version.Version };
-}
-
-/** What the info and version endpoints say of the engine, as the runtime's port reports it. */
-export function engineInfoOf(info: InfoBody, version: VersionBody): EngineInfo {
-  return {
-    id: info.ID ?? '',
-    ...engineProductOf(version),
-    apiVersion: version.ApiVersion,
-    runtimes: info.Runtimes ? Object.keys(info.Runtimes) : [],
-    runtimeDetails: engineRuntimesOf(info.Runtimes),
-    loggingDriver: info.LoggingDriver,
-    dataRoot: info.DockerRootDir,
-  };
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */

@@ -1,10 +1,9 @@
-// One HTTP/1.1 GET on the engine's unix socket over `node:net`, for `e1-batch status`'s fast path and the
-// launcher's engine prefetch for `pair run` (engine-prefetch.ts) only. Not
+// One HTTP/1.1 GET on the engine's unix socket over `node:net`, for `e1-batch status`'s fast path only. Not
 // `node:http`: loading it costs that process about 55 ms and 13 MB (measured with Node 24 on the 2-core machine:
 // `import('node:http')` against `import('node:net')`), more than the rest of the fast path together, and the
 // fast path exists to answer within 0.3 s and 60 MB (docs/benchmarks.md, status). Everything else talks to the
 // engine through dockerode.
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 
 /** The most a fast-path answer may hold (a list of a batch's containers is far smaller); past it: an error. */
 const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
@@ -18,15 +17,9 @@ export interface SocketResponse {
 /**
  * GET `path` on the unix socket at `socketPath` (`Connection: close`), the whole answer read. Rejects on a
  * connection error, an answer that is not HTTP/1.x or is cut short, one over 64 MiB, or no answer within
- * `timeoutMs` (code ETIMEDOUT). Any status is resolved: the caller judges it. `onSocket` is handed the connection
- * as it is made (the launcher's engine prefetch unrefs it: src/adapters/docker/engine-prefetch.ts).
+ * `timeoutMs` (code ETIMEDOUT). Any status is resolved: the caller judges it.
  */
-export function socketGet(
-  socketPath: string,
-  path: string,
-  timeoutMs?: number,
-  onSocket?: (socket: Socket) => void,
-): Promise<SocketResponse> {
+export function socketGet(socketPath: string, path: string, timeoutMs?: number): Promise<SocketResponse> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -39,7 +32,6 @@ export function socketGet(
       else resolve(answer!);
     };
     const socket = connect(socketPath);
-    onSocket?.(socket);
     if (timeoutMs !== undefined)
       socket.setTimeout(timeoutMs, () =>
         done(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
