@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PAIR_LOG_CONFIG } from '../../src/adapters/docker/docker-container-runtime.js';
+import { PAIR_LOG_CONFIG } from '../../src/adapters/docker/container-create.js';
 import { DRIVER_IMAGE, noDocker, runtime, sweep } from '../support/docker.js';
 
 describe.skipIf(noDocker)('pair containers keep their raw output in a local, bounded json-file', () => {

@@ -48,8 +48,6 @@ const CHANGES_MAX_BYTES = 8 * 2 ** 20;
 /** Starting may run OCI hooks (the NVIDIA one enumerates GPUs): allow it longer. */
 const START_TIMEOUT_MS = 180_000;
 
-export { PAIR_LOG_CONFIG } from './container-create.js';
-
 /** Options for connecting: default is DOCKER_HOST or /var/run/docker.sock. */
 export type DockerConnection = Docker.DockerOptions;
 

@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import type { ContainerSpec } from '../../app/ports/container-runtime.js';
 import { EngineError } from '../docker/engine-error.js';
-import { PAIR_LOG_CONFIG } from '../docker/docker-container-runtime.js';
+import { PAIR_LOG_CONFIG } from '../docker/container-create.js';
 import { SWARM_GPU_RESOURCE } from './node-constraints.js';
 
 /** The service label that records the pair's volumes (a later process finds them there). */
