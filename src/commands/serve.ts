@@ -2,7 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
-import { executorFlags, mountRootFlag, mountRootsFrom } from '../cli/flags.js';
+import { executorFlags, mountRootFlags, mountRootsFrom } from '../cli/flags.js';
 import { codeVersion } from '../command-root.js';
 import { createExecutor, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
@@ -49,7 +49,7 @@ export default class Serve extends BaseCommand {
     'token-file': Flags.string({
       description: 'file holding the bearer token for --listen (must not be group/world readable)',
     }),
-    'mount-root': mountRootFlag,
+    ...mountRootFlags,
     'data-dir': Flags.string({
       description: 'evidence of API pairs and sessions (default $XDG_STATE_HOME/roboguide-eval/serve)',
     }),
@@ -134,13 +134,13 @@ export default class Serve extends BaseCommand {
     const executor = executorFromFlags(flags);
     const listen = await parseListen(flags.listen, flags['token-file']);
     const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token);
-    const mountRoots = await mountRootsFrom(flags['mount-root']);
+    const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
     const logger = createStderrLogger();
     const running = await startServe({
       ...(flags.socket !== undefined ? { socketPath: flags.socket } : {}),
       ...(listen ? { listen } : {}),
       ...(flags['data-dir'] !== undefined ? { dataDir: flags['data-dir'] } : {}),
-      ...(mountRoots !== undefined ? { mountRoots } : {}),
+      mountRoots,
       // The token file's folder is ours: no session mount or pair cwd may reach it.
       ...(flags['token-file'] !== undefined ? { ownedDirs: [dirname(resolve(flags['token-file']))] } : {}),
       ...(flags.registry !== undefined ? { registryPath: flags.registry } : {}),

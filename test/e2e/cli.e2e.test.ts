@@ -190,7 +190,7 @@ describe('the CLI as a black box', () => {
       join(roots, 'allowed'),
     ]);
     expect(start.code).toBe(2);
-    expect(start.stderr).toMatch(/jobs\[0\]\.cwd: must lie under one of the --mount-root folders/);
+    expect(start.stderr).toMatch(/jobs\[0\]\.cwd: must lie under one of the allowed mount roots/);
     expect(await readdir(dir)).not.toContain('never-roots');
     const missing = cli(['pair', 'run', '--spec', manifest, '--mount-root', join(roots, 'missing')]);
     expect(missing.code).toBe(2);
