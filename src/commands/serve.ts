@@ -9,6 +9,7 @@ import { executorFromFlags } from '../core/executor.js';
 import { InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
 import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
+import { terminalSafe } from '../core/terminal-text.js';
 import {
   DEFAULT_BUILD_MEMORY_MIB,
   DEFAULT_BUILD_TIMEOUT_SEC,
@@ -202,7 +203,7 @@ export default class Serve extends BaseCommand {
             process.exitCode = 1;
           })
           .catch((err: unknown) => {
-            process.stderr.write(`shutdown failed: ${(err as Error).message}\n`);
+            process.stderr.write(`shutdown failed: ${terminalSafe((err as Error).message)}\n`);
             process.exitCode = 1;
           })
           .finally(() => {
