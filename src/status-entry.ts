@@ -12,6 +12,7 @@ import { renderStatus } from './cli/status-view.js';
 import { batchFailed } from './core/batch-verdict.js';
 import { ExitCode } from './core/errors.js';
 import { PAIRS_NETWORK_VARIABLE, pairsNetworkSetting } from './core/pair-network.js';
+import { jsonTerminalSafe, terminalSafe } from './core/terminal-text.js';
 
 /** The longest an engine call of the fast path may take before the full command is left to answer. */
 const ENGINE_TIMEOUT_MS = 5_000;
@@ -77,8 +78,10 @@ export async function runStatusFast(argv: readonly string[]): Promise<boolean> {
     ]);
     if (status === null) return false;
     const answer = moved.length > 0 ? { ...status, images_moved: moved } : status;
-    const text = flags.json ? JSON.stringify(answer, undefined, 2) : renderStatus(answer, new Date());
-    // As oclif prints (`this.log`, `logJson`): console.log of util.format of the text.
+    const text = flags.json
+      ? jsonTerminalSafe(JSON.stringify(answer, undefined, 2))
+      : terminalSafe(renderStatus(answer, new Date()));
+    // As the commands print (BaseCommand's `log`, `logJson`): console.log of util.format of the inert text.
     console.log(format(text));
     if (flags.exitStatus && batchFailed(answer)) process.exitCode = ExitCode.batchFailed;
     return true;

@@ -4,6 +4,7 @@ import { compileRedaction } from '../core/redaction/compile.js';
 import type { CompiledRedaction } from '../core/redaction/compile.js';
 import { redactOnce } from '../core/redaction/redact-once.js';
 import { SECRET_MASK } from '../core/redaction/stream-redactor.js';
+import { jsonTerminalSafe } from '../core/terminal-text.js';
 
 /** Paths masked by pino's own redaction before a line is serialized. */
 export const REDACTED_LOG_PATHS: readonly string[] = [
@@ -25,7 +26,8 @@ export type PinoRedactionOptions = Required<Pick<LoggerOptions, 'redact' | 'hook
  * Options to spread into `pino({...})`: `redact` censors authorization headers and `env`
  * objects; `hooks.streamWrite` masks resolved secret values (and their encodings), bearer
  * tokens and token formats anywhere in the serialized line, whatever field they hide in.
- * Masks contain no quote or backslash, so the line stays valid JSON. An `err` field is an error's detail
+ * Masks contain no quote or backslash, so the line stays valid JSON. The line is then made inert for a terminal
+ * (core/terminal-text.ts `jsonTerminalSafe`: the same values, no raw DEL, C1 or reordering character). An `err` field is an error's detail
  * (core/errors.ts `errorDetail`: kind, code, message, causes), never pino's error serializer, which would fold the
  * causes into one message and add stacks.
  */
@@ -33,7 +35,8 @@ export function pinoRedactionOptions(secrets: readonly string[]): PinoRedactionO
   const compiled = compileRedaction(secrets, 'text');
   return {
     redact: { paths: [...REDACTED_LOG_PATHS], censor: SECRET_MASK },
-    hooks: { streamWrite: (line: string) => redactLine(compiled, line) },
+    // Then made inert for a terminal (our stderr): JSON escapes C0 controls, DEL, C1 and bidi become \u escapes.
+    hooks: { streamWrite: (line: string) => jsonTerminalSafe(redactLine(compiled, line)) },
     serializers: { err: (value: unknown) => (value instanceof Error ? errorDetail(value) : value) },
   };
 }

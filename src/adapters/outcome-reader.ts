@@ -1,11 +1,11 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, rename, unlink } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { open, type FileHandle } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
 import type { OutcomeReader } from '../app/ports/outcome-reader.js';
 import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
 import { redactBytes } from './log-redaction.js';
-import { ToolError } from '../core/errors.js';
+import { O_PATH, openDirNoFollow, reopenDir, replaceFileAt, UnsafePathError } from './no-follow-dir.js';
 
 export { MAX_OUTCOME_BYTES } from '../core/outcome.js';
 
@@ -76,32 +76,37 @@ export async function readOutcomeSha256(path: string): Promise<string | null> {
 }
 
 /**
- * The operator's copy of a pair's outcome at its host `outcome_path`, replaced atomically (replaceFile), mode 0600:
- * it holds the driver's raw bytes, secrets included. A folder on the way that is a symlink is refused (another pair
- * sharing a cwd could have planted one); the outcome's own folder is made unreadable to other users (created 0700,
- * or its "other" bits cleared: the engine creates a missing mount point 0755).
+ * The operator's copy of a pair's outcome at its host `outcome_path`, replaced atomically (replaceFileAt), mode 0600:
+ * it holds the driver's raw bytes, secrets included. Its folder lies in the pair's cwd, which another pair sharing
+ * it (or this one, while it ran) can rename and relink: the folder is walked from `/` one component at a time
+ * without following any link (openDirNoFollow), missing folders made one at a time relative to the folder already
+ * held, so nothing is ever created or written through a link; a link on the way refuses the copy (UnsafePathError,
+ * E_UNSAFE_PATH). The outcome's own folder is made unreadable to other users (created 0700, or its "other" bits
+ * cleared: the engine creates a missing mount point 0755).
  */
 export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): Promise<void> {
-  const folder = dirname(hostPath);
-  await mkdir(folder, { recursive: true, mode: 0o700 });
-  let current = '';
-  for (const segment of folder.split('/').filter((s) => s !== '')) {
-    current = `${current}/${segment}`;
-    if ((await lstat(current)).isSymbolicLink())
-      throw new ToolError('ELOOP', `symlink in the outcome path: ${current}`);
-  }
-  await closeToOthers(folder);
-  await replaceFile(hostPath, bytes);
-}
-
-/** Clears the "other" permission bits of a folder (never through a link: the folder was just checked). */
-async function closeToOthers(folder: string): Promise<void> {
-  const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  const dir = await openDirNoFollow(dirname(hostPath), 'create', 0o700);
   try {
-    const { mode } = await dir.stat();
-    if ((mode & 0o007) !== 0) await dir.chmod(mode & 0o7770);
+    await closeToOthers(dir);
+    await replaceFileAt(dir, basename(hostPath), bytes);
+  } catch (err) {
+    // The folder held was removed under us (a rename over it): refused like a link, never retried by path.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new UnsafePathError(dirname(hostPath), 'was removed while the copy was made');
+    throw err;
   } finally {
     await dir.close();
+  }
+}
+
+/** Clears the "other" permission bits of the folder `dir` holds (the object itself, reopened: never a path). */
+async function closeToOthers(dir: FileHandle): Promise<void> {
+  const folder = await reopenDir(dir);
+  try {
+    const { mode } = await folder.stat();
+    if ((mode & 0o007) !== 0) await folder.chmod(mode & 0o7770);
+  } finally {
+    await folder.close();
   }
 }
 
@@ -137,41 +142,17 @@ export async function maskOutcomeCopy(
 }
 
 /**
- * Atomic replace: a temp file beside `path` (created exclusively, never through a symlink), fsynced, renamed over
- * it (rename replaces a link, never follows it), the folder fsynced. `folderSync: 'best-effort'` does not let a
- * failed folder fsync unsay a rename that happened.
+ * Atomic replace of the file at `path` (replaceFileAt in its folder, opened once: the private outcome folder in
+ * the evidence, which no container reaches any more once the pair is finished).
  */
 async function replaceFile(
   path: string,
   bytes: Uint8Array,
   folderSync: 'required' | 'best-effort' = 'required',
 ): Promise<void> {
-  const folder = dirname(path);
-  const temp = join(folder, `.${basename(path)}.tmp-${process.pid}-${randomBytes(8).toString('hex')}`);
-  // 0600: the operator copy holds raw secrets, the evidence copy is the operator's alone.
-  const handle = await open(
-    temp,
-    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-    0o600,
-  );
+  const dir = await open(dirname(path), O_PATH | constants.O_DIRECTORY);
   try {
-    await handle.writeFile(bytes);
-    await handle.sync();
-  } catch (err) {
-    await handle.close().catch(() => undefined);
-    await unlink(temp).catch(() => undefined);
-    throw err;
-  }
-  await handle.close();
-  try {
-    await rename(temp, path);
-  } catch (err) {
-    await unlink(temp).catch(() => undefined);
-    throw err;
-  }
-  const dir = await open(folder, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    await (folderSync === 'required' ? dir.sync() : dir.sync().catch(() => undefined));
+    await replaceFileAt(dir, basename(path), bytes, folderSync);
   } finally {
     await dir.close();
   }

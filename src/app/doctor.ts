@@ -1,4 +1,4 @@
-import { checkMounts } from '../core/mount-policy.js';
+import { checkMounts, defaultMountRoots, normalizeAbsolute } from '../core/mount-policy.js';
 import { ExitCode, InternalError } from '../core/errors.js';
 import type { EngineInfo } from './ports/container-runtime.js';
 import type { DoctorDeps } from './ports/doctor-probes.js';
@@ -38,8 +38,10 @@ export interface DoctorOptions {
   /** `--registry` given a PostgreSQL URL: checked instead of a file. */
   readonly registryPostgres?: { readonly display: string; readonly connection: unknown };
   readonly defaultRegistryPath: string;
-  /** `--mount-root` (real paths): reported, each checked against the mount rules. */
+  /** The compiled allowlist (real paths; absent or empty: the default roots): reported, each checked against the rules. */
   readonly mountRoots?: readonly string[];
+  /** The invoking user's home folder: a default root (its non-hidden subfolders). */
+  readonly homeDir?: string;
   /** `--output` or the working directory: the filesystem whose free space matters. */
   readonly outputDir: string;
   /** With `--manifest`: the bytes that batch's log and session caps could need on that file system. */
@@ -84,7 +86,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     ...runtimes,
     ...network,
     ...host,
-    mountRootsCheck(options.mountRoots ?? [], dataRoot),
+    mountRootsCheck(options.mountRoots ?? [], dataRoot, options.homeDir),
   ];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };
 }
@@ -118,24 +120,23 @@ async function ociRuntimeChecks(
 }
 
 /**
- * `mount roots`: the `--mount-root` folders every cwd and session mount must lie under, or none (any folder the
- * rules of docs/spec.md 5.3 allow). A root the rules refuse (a system folder, a home itself…) allows nothing: warned.
+ * `mount roots`: the allowlist every cwd and session mount must lie under (docs/spec.md 5.3): the default roots
+ * plus `--mount-root`, or the `--mount-root` folders alone with `--mount-root-only`; none given: the defaults. A
+ * root the rules refuse (a system folder, one holding the engine's data…) is warned about. The home folder is a
+ * root for its non-hidden subfolders: it is checked through one of them.
  */
-export function mountRootsCheck(roots: readonly string[], dataRoot: string | undefined): DoctorCheck {
-  if (roots.length === 0) {
-    return {
-      name: 'mount roots',
-      status: 'ok',
-      detail: 'none given: a cwd or session mount may be any folder the mount rules allow',
-      fix: null,
-      facts: { mount_roots: [] },
-    };
-  }
+export function mountRootsCheck(
+  given: readonly string[],
+  dataRoot: string | undefined,
+  homeDir?: string,
+): DoctorCheck {
+  const roots = given.length > 0 ? given : defaultMountRoots(homeDir);
+  const home = homeDir !== undefined ? normalizeAbsolute(homeDir) : undefined;
   const refused = roots.flatMap((root) =>
-    checkMounts(
-      [{ field: root, hostPath: root }],
-      dataRoot !== undefined ? { ownedDirs: [dataRoot] } : {},
-    ).map((i) => `${root} ${i.message}`),
+    checkMounts([{ field: root, hostPath: root === home ? `${root}/projects` : root }], {
+      ...(dataRoot !== undefined ? { ownedDirs: [dataRoot] } : {}),
+      mountRoots: roots,
+    }).map((i) => `${root} ${i.message}`),
   );
   return {
     name: 'mount roots',

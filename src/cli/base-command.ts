@@ -1,10 +1,16 @@
-import { Command } from '@oclif/core';
+import { format } from 'node:util';
+import { Command, ux } from '@oclif/core';
 import { userCommand } from '../adapters/user-command.js';
 import { InvalidInputError, RoboguideError } from '../core/errors.js';
+import { jsonTerminalSafe, terminalSafe } from '../core/terminal-text.js';
 
 /**
  * Base of every command: `--json` on all of them, and one place that turns a RoboguideError
  * into its exit code (SPEC §2) and a message (human) or `{error:{…}}` (JSON).
+ *
+ * Also the one choke point of what a command prints: `log`, `logToStderr`, `warn`, the error rendering and
+ * `logJson` pass their text through core/terminal-text.ts, so an engine message, an image's `USER`, a job id or an
+ * outcome string holding ESC sequences, CR or other controls is shown escaped (`\x1b`), never run by the terminal.
  */
 export abstract class BaseCommand extends Command {
   static override enableJsonFlag = true;
@@ -14,8 +20,32 @@ export abstract class BaseCommand extends Command {
     return userCommand();
   }
 
+  override log(message = '', ...args: unknown[]): void {
+    super.log(terminalSafe(format(message, ...args)));
+  }
+
+  override logToStderr(message = '', ...args: unknown[]): void {
+    super.logToStderr(terminalSafe(format(message, ...args)));
+  }
+
+  override warn(input: string | Error): string | Error {
+    if (typeof input === 'string') return super.warn(terminalSafe(input));
+    input.message = terminalSafe(input.message);
+    return super.warn(input);
+  }
+
+  protected override logJson(json: unknown): void {
+    // JSON already escapes C0 controls; DEL, C1 and the reordering characters become \u escapes (same value).
+    ux.stdout(jsonTerminalSafe(ux.colorizeJson(json, { pretty: true, theme: this.config.theme?.json })));
+  }
+
   protected override async catch(err: Error & { exitCode?: number }): Promise<unknown> {
-    if (!(err instanceof RoboguideError)) return super.catch(err);
+    if (!(err instanceof RoboguideError)) {
+      // oclif prints these itself (message, or the stack for an unexpected error): made inert first.
+      err.message = terminalSafe(err.message);
+      if (err.stack !== undefined) err.stack = terminalSafe(err.stack);
+      return super.catch(err);
+    }
     process.exitCode = err.exitCode;
     if (this.jsonEnabled()) {
       this.logJson(this.toErrorJson(err));
@@ -23,7 +53,7 @@ export abstract class BaseCommand extends Command {
     }
     const lines = [`Error (${err.code}): ${err.message}`];
     for (const s of err.suggestions) lines.push(`  Try: ${s}`);
-    process.stderr.write(`${lines.join('\n')}\n`);
+    process.stderr.write(`${terminalSafe(lines.join('\n'))}\n`);
     return undefined;
   }
 

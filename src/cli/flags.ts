@@ -1,7 +1,9 @@
 import { realpath, stat } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { InvalidInputError } from '../core/errors.js';
+import { DEFAULT_MOUNT_ROOTS, defaultMountRoots, normalizeAbsolute } from '../core/mount-policy.js';
 
 /**
  * Flags that several commands share word for word (help text included). A flag whose description differs between
@@ -43,19 +45,33 @@ export const executorFlags = {
 
 /** `--mount-root` of `e1-batch start`, `pair run`, `serve` and `doctor`. */
 export const mountRootFlag = Flags.string({
-  description:
-    'repeatable: a folder every pair cwd and session mount must lie under (compared by real path; checked at start and again at each launch, recorded in batch.json); default: anywhere the mount rules allow',
+  description: `repeatable: a folder pair cwds and session mounts may also lie under (compared by real path; checked at start and again at each launch, recorded in batch.json). Host mounts are an allowlist: by default only under your home folder (its non-hidden subfolders), ${DEFAULT_MOUNT_ROOTS.join(', ')}; --mount-root adds to those, --mount-root-only replaces them`,
   multiple: true,
 });
 
+/** `--mount-root-only` beside `--mount-root`: the given roots replace the default ones instead of adding to them. */
+export const mountRootOnlyFlag = Flags.boolean({
+  description:
+    'with --mount-root: allow mounts under the given --mount-root folders only (the default roots no longer apply)',
+  dependsOn: ['mount-root'],
+});
+
+/** Both flags, for the commands' flag tables. */
+export const mountRootFlags = { 'mount-root': mountRootFlag, 'mount-root-only': mountRootOnlyFlag };
+
 /**
- * The `--mount-root` folders as real paths: each must exist and be a folder, and must not be `/` (it would allow
+ * The allowlist every pair cwd and session mount must lie under, as real paths: the default roots (the home folder,
+ * DEFAULT_MOUNT_ROOTS; a missing one kept as named) followed by the `--mount-root` folders, or those folders alone
+ * with `--mount-root-only`. Each `--mount-root` must exist and be a folder, and must not be `/` (it would allow
  * everything). Exit 2 naming the flag otherwise; nothing is written before.
  */
-export async function mountRootsFrom(values: readonly string[] | undefined): Promise<string[] | undefined> {
-  if (values === undefined || values.length === 0) return undefined;
+export async function mountRootsFrom(
+  values: readonly string[] | undefined,
+  only = false,
+  homeDir: string = homedir(),
+): Promise<string[]> {
   const roots: string[] = [];
-  for (const [i, value] of values.entries()) {
+  for (const [i, value] of (values ?? []).entries()) {
     const path = `--mount-root[${i}]`;
     const real = await realpath(resolve(value)).catch(() => null);
     if (real === null || !(await stat(real)).isDirectory())
@@ -68,5 +84,15 @@ export async function mountRootsFrom(values: readonly string[] | undefined): Pro
       ]);
     roots.push(real);
   }
-  return roots;
+  if (only) {
+    if (roots.length === 0)
+      throw new InvalidInputError('E_USAGE', 'invalid flags', [
+        { path: '--mount-root-only', rule: 'needs at least one --mount-root (it would allow no folder)' },
+      ]);
+    return roots;
+  }
+  const defaults = await Promise.all(
+    defaultMountRoots(homeDir).map((r) => realpath(r).catch(() => normalizeAbsolute(r))),
+  );
+  return [...new Set([...defaults, ...roots])];
 }

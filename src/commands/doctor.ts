@@ -1,6 +1,7 @@
+import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import { mountRootFlag, mountRootsFrom } from '../cli/flags.js';
+import { mountRootFlags, mountRootsFrom } from '../cli/flags.js';
 import { renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
 import { loadManifest } from '../app/load-manifest.js';
 import { batchOutputNeedBytes } from '../core/output-budget.js';
@@ -55,7 +56,7 @@ export default class Doctor extends BaseCommand {
     output: Flags.string({
       description: 'directory whose filesystem needs free space (default: the current directory)',
     }),
-    'mount-root': mountRootFlag,
+    ...mountRootFlags,
     'probe-runtime': Flags.string({
       description:
         'run a short container under this OCI runtime (e.g. runsc) and report the kernel it sees (gVisor: 4.4.0)',
@@ -74,7 +75,7 @@ export default class Doctor extends BaseCommand {
         .map((i) => i.trim())
         .filter((i) => i !== '') ?? [];
     // A URL other than PostgreSQL's is refused (exit 2) before anything is probed.
-    const mountRoots = await mountRootsFrom(flags['mount-root']);
+    const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
     const wiring = await createDoctorWiring(flags.registry);
     const report = await runDoctor(wiring.deps, {
       images: images.length > 0 ? images : [PAIR_DRIVER_IMAGE],
@@ -83,7 +84,8 @@ export default class Doctor extends BaseCommand {
       bin: this.userBin,
       ...wiring.registry,
       outputDir: resolve(flags.output ?? process.cwd()),
-      ...(mountRoots !== undefined ? { mountRoots } : {}),
+      mountRoots,
+      homeDir: homedir(),
       batchNeedBytes:
         flags.manifest === undefined
           ? null

@@ -2,13 +2,14 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
-import { executorFlags, mountRootFlag, mountRootsFrom } from '../cli/flags.js';
+import { executorFlags, mountRootFlags, mountRootsFrom } from '../cli/flags.js';
 import { codeVersion } from '../command-root.js';
 import { createExecutor, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
 import { InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
 import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
+import { terminalSafe } from '../core/terminal-text.js';
 import {
   DEFAULT_BUILD_MEMORY_MIB,
   DEFAULT_BUILD_TIMEOUT_SEC,
@@ -49,7 +50,7 @@ export default class Serve extends BaseCommand {
     'token-file': Flags.string({
       description: 'file holding the bearer token for --listen (must not be group/world readable)',
     }),
-    'mount-root': mountRootFlag,
+    ...mountRootFlags,
     'data-dir': Flags.string({
       description: 'evidence of API pairs and sessions (default $XDG_STATE_HOME/roboguide-eval/serve)',
     }),
@@ -134,13 +135,13 @@ export default class Serve extends BaseCommand {
     const executor = executorFromFlags(flags);
     const listen = await parseListen(flags.listen, flags['token-file']);
     const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token);
-    const mountRoots = await mountRootsFrom(flags['mount-root']);
+    const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
     const logger = createStderrLogger();
     const running = await startServe({
       ...(flags.socket !== undefined ? { socketPath: flags.socket } : {}),
       ...(listen ? { listen } : {}),
       ...(flags['data-dir'] !== undefined ? { dataDir: flags['data-dir'] } : {}),
-      ...(mountRoots !== undefined ? { mountRoots } : {}),
+      mountRoots,
       // The token file's folder is ours: no session mount or pair cwd may reach it.
       ...(flags['token-file'] !== undefined ? { ownedDirs: [dirname(resolve(flags['token-file']))] } : {}),
       ...(flags.registry !== undefined ? { registryPath: flags.registry } : {}),
@@ -202,7 +203,7 @@ export default class Serve extends BaseCommand {
             process.exitCode = 1;
           })
           .catch((err: unknown) => {
-            process.stderr.write(`shutdown failed: ${(err as Error).message}\n`);
+            process.stderr.write(`shutdown failed: ${terminalSafe((err as Error).message)}\n`);
             process.exitCode = 1;
           })
           .finally(() => {

@@ -26,7 +26,11 @@ export interface ProtectedPaths {
    * output directories of ours.
    */
   readonly ownedDirs?: readonly string[];
-  /** The operator's allowlist (`--mount-root`, real paths): when non-empty, every mount must lie under one of them. */
+  /**
+   * The allowlist (real paths): every mount must lie under one of them. Absent or empty: the default roots
+   * (`defaultMountRoots(homeDir)`); the CLI passes the compiled `--mount-root` list (default plus the operator's, or
+   * the operator's only with `--mount-root-only`).
+   */
   readonly mountRoots?: readonly string[];
 }
 
@@ -60,6 +64,21 @@ export const SYSTEM_PATHS: readonly string[] = [
   '/var/lib/docker',
   '/var/lib/containerd',
 ];
+
+/**
+ * Where host mounts may lie when the operator names no other roots (docs/spec.md 5.3): the folders an evaluation
+ * operator keeps work in, and nothing that holds the system's or a service's state (`/var`, `/opt`, `/srv`, `/mnt`,
+ * `/media` are not here: name such a folder with `--mount-root`). The invoking user's home folder is a default root
+ * too (`defaultMountRoots`): the home rules still refuse the home itself and its hidden folders, so this allows its
+ * non-hidden subfolders. Every other rule still applies inside a root.
+ */
+export const DEFAULT_MOUNT_ROOTS: readonly string[] = ['/tmp', '/work', '/data', '/scratch'];
+
+/** The default allowlist: the invoking user's home folder (when known and not `/`) and DEFAULT_MOUNT_ROOTS. */
+export function defaultMountRoots(homeDir: string | undefined): string[] {
+  const home = homeDir !== undefined ? normalizeAbsolute(homeDir) : '/';
+  return [...(home !== '/' ? [home] : []), ...DEFAULT_MOUNT_ROOTS];
+}
 
 /** Home folders protected even when the password database cannot be read: `/root` and the usual parent `/home`. */
 export const DEFAULT_HOME_PATHS: readonly string[] = ['/root', '/home'];
@@ -158,9 +177,12 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
       );
     }
   }
-  const roots = (p.mountRoots ?? []).map(normalizeAbsolute);
-  if (roots.length > 0 && !roots.some((root) => isWithin(path, root))) {
-    problems.push(`must lie under one of the --mount-root folders (${roots.join(', ')})`);
+  const given = (p.mountRoots ?? []).map(normalizeAbsolute);
+  const roots = given.length > 0 ? given : defaultMountRoots(p.homeDir);
+  if (!roots.some((root) => root !== '/' && isWithin(path, root))) {
+    problems.push(
+      `must lie under one of the allowed mount roots (${roots.join(', ')}; add one with --mount-root)`,
+    );
   }
   if (p.outputDir !== undefined) {
     const output = normalizeAbsolute(p.outputDir);
@@ -228,9 +250,12 @@ export async function resolveProtectedPaths(
     both([...DEFAULT_HOME_PATHS, ...(p.homeDirs ?? [])]),
     both(p.ownedDirs),
   ]);
-  // An allowlisted root counts by its real path only (a link in it could point anywhere).
+  // An allowlisted root counts by its real path only (a link in it could point anywhere); none given: the defaults.
+  const given = p.mountRoots ?? [];
   const mountRoots = await Promise.all(
-    (p.mountRoots ?? []).map(async (r) => (await resolve(r)) ?? normalizeAbsolute(r)),
+    (given.length > 0 ? given : defaultMountRoots(p.homeDir)).map(
+      async (r) => (await resolve(r)) ?? normalizeAbsolute(r),
+    ),
   );
   return {
     ...(outputDir !== undefined ? { outputDir } : {}),

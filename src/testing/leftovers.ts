@@ -4,8 +4,10 @@
  * its owner — the test process (host, boot id, pid and start time) — and the next run's sweep removes what belongs
  * to an owner that is gone. A live owner's containers are never touched, so parallel suites on one engine are safe.
  */
-import { mkdir, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
-import { hostname, tmpdir, userInfo } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { open, readdir, rm, unlink, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
 import {
@@ -13,6 +15,14 @@ import {
   isSameProcessAliveSync,
   type ProcessIdentity,
 } from '../adapters/host-identity.js';
+import {
+  isOurServeProcess,
+  MARKER_FILE,
+  parseServerRecord,
+  workDirProblem,
+  type ServerRecord,
+} from './record-proof.js';
+import { checkedRecordsDir } from './state-dir.js';
 
 /** Label on every container the kit starts itself (its value: the kind, e.g. `pair-driver`). */
 export const TESTKIT_LABEL = 'roboguide.testkit';
@@ -23,26 +33,13 @@ export interface TestKitOwner extends ProcessIdentity {
   readonly host: string;
 }
 
-/** A server the kit started, as recorded on disk until it is stopped (`<recordsDir>/<batchId>.json`). */
-interface ServerRecord {
-  readonly owner: TestKitOwner;
-  readonly server: ProcessIdentity;
-  readonly batchId: string;
-  readonly socketPath: string;
-  /** The temporary folder the kit made (deleted by the sweep); null when the caller gave the folder. */
-  readonly tempWorkDir: string | null;
-}
-
 export interface SweepReport {
   /** Containers removed (their absence confirmed by the engine). */
   readonly containers: string[];
   /** Batch ids of the servers whose leftovers were cleared. */
   readonly servers: string[];
-}
-
-/** Folder of the server records of this user (one file per running server). */
-export function serverRecordsDir(): string {
-  return join(tmpdir(), `roboguide-testkit-${userInfo().uid}`, 'servers');
+  /** Records the sweep did not act on, each with why (a field not as the kit writes it, a folder not proven ours). */
+  readonly refused: { readonly record: string; readonly reason: string }[];
 }
 
 let owner: Promise<TestKitOwner> | undefined;
@@ -93,12 +90,25 @@ export async function removeVerified(
     throw new Error(`the engine still has containers after their removal: ${still.join(', ')}`);
 }
 
+/** Writes the record into the checked state folder (TestKitStateError when it is not provably ours). */
 export async function writeServerRecord(record: ServerRecord): Promise<string> {
-  const dir = serverRecordsDir();
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const dir = (await checkedRecordsDir('create')) as string;
   const path = join(dir, `${record.batchId}.json`);
-  await writeFile(path, JSON.stringify(record), { mode: 0o600 });
+  await writeFile(path, JSON.stringify(record), {
+    mode: 0o600,
+    flag: constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+  });
   return path;
+}
+
+/** The kit's marker in a work folder it uses (`record-proof.ts`): a fresh token, 0600, never through a link. */
+export async function writeWorkDirMarker(workDir: string): Promise<string> {
+  const token = randomBytes(16).toString('hex');
+  await writeFile(join(workDir, MARKER_FILE), token, {
+    mode: 0o600,
+    flag: constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+  });
+  return token;
 }
 
 export async function deleteServerRecord(path: string): Promise<void> {
@@ -107,13 +117,57 @@ export async function deleteServerRecord(path: string): Promise<void> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A server whose owner died is still running (only the owner was killed): SIGTERM lets it delete its sessions. */
-async function endOrphanedServer(server: ProcessIdentity): Promise<void> {
-  if (!isSameProcessAliveSync(server)) return;
+/**
+ * A server whose owner died is still running (only the owner was killed): SIGTERM lets it delete its sessions.
+ * Signalled only while it is still the recorded process (pid and start time) and our `serve` with the record's
+ * socket, run by this user (isOurServeProcess): a record never makes the sweep signal anything else.
+ */
+async function endOrphanedServer(server: ProcessIdentity, socketPath: string): Promise<void> {
+  const ours = (): boolean => isSameProcessAliveSync(server) && isOurServeProcess(server.pid, socketPath);
+  if (!ours()) return;
   process.kill(server.pid, 'SIGTERM');
   const deadline = Date.now() + 30_000;
-  while (isSameProcessAliveSync(server) && Date.now() < deadline) await sleep(100);
-  if (isSameProcessAliveSync(server)) process.kill(server.pid, 'SIGKILL');
+  while (ours() && Date.now() < deadline) await sleep(100);
+  if (ours()) process.kill(server.pid, 'SIGKILL');
+}
+
+/** The record in `path` (a regular file of this user, never through a link), or why it is not acted on. */
+async function readRecord(path: string): Promise<ServerRecord | string | null> {
+  let text: string;
+  try {
+    const handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      const stat = await handle.stat();
+      if (!stat.isFile() || stat.uid !== process.getuid?.()) return 'not a file of this user';
+      text = await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return 'unreadable (a link, or not a file)';
+  }
+  try {
+    const parsed = parseServerRecord(JSON.parse(text));
+    return typeof parsed === 'string' ? `its field ${parsed} is not as the kit writes it` : parsed;
+  } catch {
+    return null; // being written
+  }
+}
+
+/** The leftovers of one record whose owner is gone, each action proven ours first (record-proof.ts). */
+async function sweepRecord(
+  path: string,
+  record: ServerRecord,
+  runtime: DockerContainerRuntime,
+): Promise<string[] | string> {
+  const problem = await workDirProblem(record);
+  if (problem !== null) return problem;
+  await endOrphanedServer(record.server, record.socketPath);
+  const ids = (await runtime.listByLabel({ 'roboguide.batch': record.batchId })).map((c) => c.id);
+  await removeVerified(ids, runtime);
+  if (record.tempWorkDir !== null) await rm(record.tempWorkDir, { recursive: true, force: true });
+  await deleteServerRecord(path);
+  return ids;
 }
 
 /**
@@ -125,27 +179,31 @@ async function endOrphanedServer(server: ProcessIdentity): Promise<void> {
 export async function sweepTestKitLeftovers(runtime = new DockerContainerRuntime()): Promise<SweepReport> {
   const removed: string[] = [];
   const servers: string[] = [];
-  const dir = serverRecordsDir();
-  const files = await readdir(dir).catch(() => [] as string[]);
+  const refused: { record: string; reason: string }[] = [];
+  // A state folder that is not provably ours: TestKitStateError, before anything is read or done.
+  const dir = await checkedRecordsDir('absent');
+  const files = dir === null ? [] : await readdir(dir);
   for (const file of files.filter((f) => f.endsWith('.json'))) {
-    const path = join(dir, file);
-    let record: ServerRecord;
-    try {
-      record = JSON.parse(await readFile(path, 'utf8')) as ServerRecord;
-    } catch {
-      continue; // being written, or not ours
+    const path = join(dir as string, file);
+    const record = await readRecord(path);
+    if (record === null) continue;
+    if (typeof record === 'string') {
+      refused.push({ record: path, reason: record });
+      continue;
     }
     if (!ownerGone(record.owner)) continue;
-    await endOrphanedServer(record.server);
-    const ids = (await runtime.listByLabel({ 'roboguide.batch': record.batchId })).map((c) => c.id);
-    await removeVerified(ids, runtime);
-    removed.push(...ids);
-    if (record.tempWorkDir !== null) await rm(record.tempWorkDir, { recursive: true, force: true });
-    await deleteServerRecord(path);
+    const swept = await sweepRecord(path, record, runtime);
+    if (typeof swept === 'string') {
+      refused.push({ record: path, reason: swept });
+      continue;
+    }
+    removed.push(...swept);
     servers.push(record.batchId);
   }
   const labelled = await runtime.listByLabel({ [TESTKIT_OWNER_LABEL]: '' });
   const orphans = labelled.filter((c) => {
+    // Only containers the kit labelled as its own (the kind label too), whose recorded owner is gone.
+    if (c.labels[TESTKIT_LABEL] === undefined) return false;
     const o = parseOwner(c.labels[TESTKIT_OWNER_LABEL]);
     return o !== null && ownerGone(o);
   });
@@ -154,7 +212,7 @@ export async function sweepTestKitLeftovers(runtime = new DockerContainerRuntime
     runtime,
   );
   removed.push(...orphans.map((c) => c.id));
-  return { containers: removed, servers };
+  return { containers: removed, servers, refused };
 }
 
 let swept: Promise<SweepReport> | undefined;

@@ -5,7 +5,6 @@
  * containers when the suite that started it was killed.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +12,7 @@ import { createInterface } from 'node:readline';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
 import { readBootId, readProcessStartTicks } from '../adapters/host-identity.js';
 import { ApiClient } from './api-client.js';
+import { serveBatchIdOf } from './record-proof.js';
 import { PACKAGE_ROOT } from './images.js';
 import {
   deleteServerRecord,
@@ -20,6 +20,7 @@ import {
   sweepOnce,
   testKitOwner,
   writeServerRecord,
+  writeWorkDirMarker,
 } from './leftovers.js';
 
 const BIN = join(PACKAGE_ROOT, 'bin', 'run.js');
@@ -113,9 +114,9 @@ export class RoboguideServer {
     }
     // serve's container label: roboguide.batch = serve-<sha256(real path of the data dir)[:12]> (src/serve-root.ts).
     await mkdir(workDir, { recursive: true });
-    const batchIdOf = (dir: string): string =>
-      `serve-${createHash('sha256').update(dir).digest('hex').slice(0, 12)}`;
-    let batchId = batchIdOf(join(await realpath(workDir), 'data'));
+    // The kit's mark on its work folder: a record's sweep acts only on a folder holding this token (record-proof.ts).
+    const token = await writeWorkDirMarker(workDir);
+    let batchId = serveBatchIdOf(join(await realpath(workDir), 'data'));
     const passed = (name: string): Record<string, string> =>
       process.env[name] ? { [name]: process.env[name] } : {};
     const child = spawn(
@@ -156,7 +157,14 @@ export class RoboguideServer {
     const record = async (): Promise<string | null> =>
       server === null
         ? null
-        : writeServerRecord({ owner: await testKitOwner(), server, batchId, socketPath, tempWorkDir });
+        : writeServerRecord({
+            owner: await testKitOwner(),
+            server,
+            batchId,
+            socketPath,
+            tempWorkDir,
+            token,
+          });
     let recordPath = await record();
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
@@ -173,9 +181,9 @@ export class RoboguideServer {
         }),
       ]);
       started = JSON.parse(first) as ServerStartReport;
-      if (typeof started.data_dir === 'string' && batchIdOf(started.data_dir) !== batchId) {
+      if (typeof started.data_dir === 'string' && serveBatchIdOf(started.data_dir) !== batchId) {
         if (recordPath !== null) await deleteServerRecord(recordPath);
-        batchId = batchIdOf(started.data_dir);
+        batchId = serveBatchIdOf(started.data_dir);
         recordPath = await record();
       }
     } catch (err) {

@@ -165,7 +165,7 @@ describe('the CLI as a black box', () => {
     expect(cli(['pair', 'run', '--help']).stdout).toContain('--allow-short-secrets');
   });
 
-  it('--mount-root: start refuses a cwd outside it (exit 2, the field and the rule named, nothing written); every command documents it', async () => {
+  it('--mount-root with --mount-root-only: start refuses a cwd outside it (exit 2, the field and the rule named, nothing written); every command documents both', async () => {
     const roots = join(dir, 'roots');
     await mkdir(join(roots, 'allowed'), { recursive: true });
     const manifest = join(dir, 'roots.json');
@@ -188,15 +188,19 @@ describe('the CLI as a black box', () => {
       join(dir, 'never-roots'),
       '--mount-root',
       join(roots, 'allowed'),
+      '--mount-root-only',
     ]);
     expect(start.code).toBe(2);
-    expect(start.stderr).toMatch(/jobs\[0\]\.cwd: must lie under one of the --mount-root folders/);
+    expect(start.stderr).toMatch(/jobs\[0\]\.cwd: must lie under one of the allowed mount roots/);
     expect(await readdir(dir)).not.toContain('never-roots');
     const missing = cli(['pair', 'run', '--spec', manifest, '--mount-root', join(roots, 'missing')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/--mount-root\[0\]: .*must be an existing folder/);
-    for (const command of [['e1-batch', 'start'], ['pair', 'run'], ['serve'], ['doctor']])
-      expect(cli([...command, '--help']).stdout, command.join(' ')).toContain('--mount-root');
+    for (const command of [['e1-batch', 'start'], ['pair', 'run'], ['serve'], ['doctor']]) {
+      const help = cli([...command, '--help']).stdout;
+      expect(help, command.join(' ')).toContain('--mount-root');
+      expect(help, command.join(' ')).toContain('--mount-root-only');
+    }
   });
 
   it('capacity sets host limits that every later call (and batch) sees, and rejects a bad value', () => {

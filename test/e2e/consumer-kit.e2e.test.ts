@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverRecordsDir } from '../../src/testing/leftovers.js';
+import { serverRecordsDir } from '../../src/testing/state-dir.js';
 import { containersLabelled, noDocker, runtime } from '../support/docker.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

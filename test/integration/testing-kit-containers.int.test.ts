@@ -12,6 +12,7 @@ import {
   PairDriverContainer,
   RoboguideServer,
   sweepTestKitLeftovers,
+  TESTKIT_LABEL,
   TESTKIT_OWNER_LABEL,
   type StartedRoboguideServer,
 } from '../../src/testing/index.js';
@@ -102,7 +103,7 @@ describe.skipIf(noDocker)('PairDriverContainer', () => {
 });
 
 describe.skipIf(noDocker)('the owner sweep (what replaces Ryuk here)', () => {
-  it("removes a container whose owner process is gone and leaves a live owner's", async () => {
+  it("removes a container of the kit (its kind label) whose owner process is gone; leaves a live owner's and one with an owner label only", async () => {
     const child = spawn('sleep', ['0.2']);
     const exited = new Promise((resolve) => child.once('exit', resolve));
     const me = await currentProcessIdentity();
@@ -116,13 +117,21 @@ describe.skipIf(noDocker)('the owner sweep (what replaces Ryuk here)', () => {
     const orphan = await new GenericContainer('roboguide/pair-driver:1')
       .withCommand(['sleep', '600'])
       .withNetworkMode('none')
-      .withLabels({ ...RUN, [TESTKIT_OWNER_LABEL]: JSON.stringify(dead) })
+      .withLabels({ ...RUN, [TESTKIT_LABEL]: 'pair-driver', [TESTKIT_OWNER_LABEL]: JSON.stringify(dead) })
       .start();
     const mine = await new PairDriverContainer().withHang().withLabels(RUN).start();
+    // Someone else's container carrying only an owner label (any user of the engine can label one): not the kit's.
+    const foreign = await new GenericContainer('roboguide/pair-driver:1')
+      .withCommand(['sleep', '600'])
+      .withNetworkMode('none')
+      .withLabels({ ...RUN, [TESTKIT_OWNER_LABEL]: JSON.stringify(dead) })
+      .start();
     try {
       const report = await sweepTestKitLeftovers();
       expect(report.containers).toContain(orphan.getId());
       expect(report.containers).not.toContain(mine.getId());
+      expect(report.containers).not.toContain(foreign.getId());
+      expect((await runtime().inspect(foreign.getId()))?.status).toBe('running');
       expect(await runtime().inspect(orphan.getId())).toBeNull();
       expect((await runtime().inspect(mine.getId()))?.status).toBe('running');
     } finally {

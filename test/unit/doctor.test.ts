@@ -178,12 +178,19 @@ const unavailable = (): EngineError =>
 describe('doctor: --mount-root', () => {
   it('reports the roots every mount must lie under, and warns about a root the mount rules refuse', async () => {
     const { deps } = fakeWorld();
-    const none = await runDoctor(deps, OPTIONS);
+    const none = await runDoctor(deps, { ...OPTIONS, homeDir: '/home/eval' });
     expect(byName(none.checks, 'mount roots')).toMatchObject({
       status: 'ok',
-      detail: expect.stringMatching(/^none given/) as string,
-      facts: { mount_roots: [] },
+      detail: 'every cwd and session mount must lie under /home/eval, /tmp, /work, /data, /scratch',
+      facts: { mount_roots: ['/home/eval', '/tmp', '/work', '/data', '/scratch'] },
     });
+    // The home folder as a root allows its non-hidden subfolders: no warning about the home itself.
+    const home = await runDoctor(deps, {
+      ...OPTIONS,
+      homeDir: '/home/eval',
+      mountRoots: ['/home/eval', '/tmp'],
+    });
+    expect(byName(home.checks, 'mount roots')).toMatchObject({ status: 'ok' });
     const given = await runDoctor(deps, { ...OPTIONS, mountRoots: ['/srv/eval'] });
     expect(byName(given.checks, 'mount roots')).toMatchObject({
       status: 'ok',

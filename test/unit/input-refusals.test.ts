@@ -195,7 +195,11 @@ describe('e1-batch start refuses, writing nothing', () => {
   it('a cwd outside every --mount-root, one holding "..", or under the engine\'s real data root (asked from the engine)', async () => {
     await mkdir(join(dir, 'allowed'));
     const outside = await startWith([job('a')], { mountRoots: [join(dir, 'allowed')] });
-    expectRefusal(outside, 'jobs[0].cwd', /must lie under one of the --mount-root folders/);
+    expectRefusal(
+      outside,
+      'jobs[0].cwd',
+      /must lie under one of the allowed mount roots \(.*allowed; add one with --mount-root\)/,
+    );
     const dotdot = await startWith([job('a', { cwd: `${dir}/work/x/../a` })]);
     expectRefusal(dotdot, 'jobs[0].cwd', /must not hold a "\.\." component/);
     const dataRoot = join(dir, 'engine-data');

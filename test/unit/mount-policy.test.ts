@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import {
   checkMounts,
   credentialComponent,
+  DEFAULT_MOUNT_ROOTS,
+  defaultMountRoots,
+  resolveProtectedPaths,
   isWithin,
   normalizeAbsolute,
   type ProtectedPaths,
@@ -12,6 +15,8 @@ const PROTECTED: ProtectedPaths = {
   registryPath: '/var/state/rg/registry.db',
   homeDir: '/home/eval',
   engineSocketPaths: ['/srv/engine/docker.sock'],
+  // Roots wide enough that these tests see the protected-place rules alone (the allowlist has its own tests).
+  mountRoots: ['/srv', '/var', '/home', '/root', '/data'],
 };
 
 function messagesFor(hostPath: string, p: ProtectedPaths = PROTECTED): string[] {
@@ -95,13 +100,19 @@ describe('checkMounts', () => {
       ],
       PROTECTED,
     );
-    expect(issues.map((i) => i.field)).toEqual(['jobs[0].cwd', 'jobs[0].cwd', 'jobs[3].outcome_path']);
+    // /etc: the system folder and outside every root.
+    expect(issues.map((i) => i.field)).toEqual([
+      'jobs[0].cwd',
+      'jobs[0].cwd',
+      'jobs[3].outcome_path',
+      'jobs[3].outcome_path',
+    ]);
   });
 
   it('compares normalized paths (trailing slashes, dot segments) and only what it is given', () => {
     expect(messagesFor('/srv/batches/b1/')).not.toEqual([]);
     expect(messagesFor('/srv/x/../batches/./b1')).not.toEqual([]);
-    expect(checkMounts([{ field: 'cwd', hostPath: '/srv/batches/b1' }], {})).toEqual([]);
+    expect(checkMounts([{ field: 'cwd', hostPath: '/tmp/batches/b1' }], {})).toEqual([]);
     expect(checkMounts([{ field: 'cwd', hostPath: 'relative' }], {})).toEqual([
       { field: 'cwd', message: expect.stringMatching(/absolute/) as string },
     ]);
@@ -129,7 +140,7 @@ describe('checkMounts: the host rules of issue 22', () => {
     }
     // Names that merely start alike are other folders; only a top-level lib* counts.
     expect(messagesFor('/srv/lib')).toEqual([]);
-    expect(messagesFor('/usrdata')).toEqual([]);
+    expect(messagesFor('/usrdata', { ...PROTECTED, mountRoots: ['/usrdata'] })).toEqual([]);
   });
 
   it("refuses the engine's real data root and our own folders (be, contain or lie inside)", () => {
@@ -190,11 +201,58 @@ describe('checkMounts: the host rules of issue 22', () => {
     expect(messagesFor('/data/eval/p1', p)).toEqual([]);
     for (const path of ['/srv', '/srv/workshop', '/tmp/p1', '/data']) {
       expect(messagesFor(path, p).join('\n'), path).toMatch(
-        /must lie under one of the --mount-root folders \(\/srv\/work, \/data\/eval\)/,
+        /must lie under one of the allowed mount roots \(\/srv\/work, \/data\/eval; add one with --mount-root\)/,
       );
     }
     // A root never lifts another rule.
     expect(messagesFor('/srv/work/.ssh', p).join('\n')).toMatch(/credential/);
+  });
+});
+
+describe('checkMounts: host mounts are an allowlist by default', () => {
+  const home: ProtectedPaths = { homeDir: '/home/eval' };
+  const rule =
+    /must lie under one of the allowed mount roots \(\/home\/eval, \/tmp, \/work, \/data, \/scratch; add one with --mount-root\)/;
+
+  it('refuses /var/lib/dpkg, /var/lib/systemd, /var/log, /opt, /srv and /var/tmp when no root is given, naming the rule and the allowlist', () => {
+    expect(defaultMountRoots('/home/eval')).toEqual(['/home/eval', ...DEFAULT_MOUNT_ROOTS]);
+    for (const path of ['/var/lib/dpkg', '/var/lib/systemd', '/var/log', '/opt', '/srv', '/var/tmp']) {
+      for (const p of [home, { ...home, mountRoots: [] }]) {
+        expect(messagesFor(path, p), path).toEqual([expect.stringMatching(rule)]);
+      }
+    }
+    // Without a known home the default roots alone; a home of / adds nothing.
+    expect(messagesFor('/opt/x', {})).toEqual([
+      expect.stringMatching(/allowed mount roots \(\/tmp, \/work, \/data, \/scratch;/),
+    ]);
+    expect(defaultMountRoots('/')).toEqual([...DEFAULT_MOUNT_ROOTS]);
+  });
+
+  it("accepts a folder under a default root: /tmp, /work, /data, /scratch and the home's non-hidden subfolders", () => {
+    for (const path of [
+      '/tmp/eval/p1',
+      '/work/p1',
+      '/data/runs/r1',
+      '/scratch/x',
+      '/home/eval/projects/p1',
+    ]) {
+      expect(messagesFor(path, home), path).toEqual([]);
+    }
+    // The protected-place rules still apply inside a root: the home itself, its hidden folders, credentials.
+    expect(messagesFor('/home/eval', home).join('\n')).toMatch(/home folder/);
+    expect(messagesFor('/home/eval/.config/x', home).join('\n')).toMatch(/hidden folder/);
+    expect(messagesFor('/work/.ssh', home).join('\n')).toMatch(/credential/);
+    // Names that merely start alike lie under no root.
+    expect(messagesFor('/tmpfoo', home)).toEqual([expect.stringMatching(rule)]);
+  });
+
+  it('resolves the default roots (real paths) when no root is given, and keeps given roots instead', async () => {
+    const real = (path: string): Promise<string> =>
+      path === '/tmp' ? Promise.resolve('/private/tmp') : Promise.reject(new Error('ENOENT'));
+    const resolved = await resolveProtectedPaths({ homeDir: '/home/eval' }, real);
+    expect(resolved.mountRoots).toEqual(['/home/eval', '/private/tmp', '/work', '/data', '/scratch']);
+    const given = await resolveProtectedPaths({ homeDir: '/home/eval', mountRoots: ['/opt/eval'] }, real);
+    expect(given.mountRoots).toEqual(['/opt/eval']);
   });
 });
 

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -14,15 +14,34 @@ afterEach(async () => {
 });
 
 describe('--mount-root', () => {
-  it('gives the real paths of existing folders; absent or empty: no allowlist', async () => {
+  it('extends the default roots with the real paths of existing folders; --mount-root-only replaces them', async () => {
     await mkdir(join(dir, 'real'));
+    await mkdir(join(dir, 'home'));
     await symlink(join(dir, 'real'), join(dir, 'link'));
-    expect(await mountRootsFrom([join(dir, 'link'), join(dir, 'real')])).toEqual([
+    const home = join(dir, 'home');
+    const defaults = [home, await realpath('/tmp'), '/work', '/data', '/scratch'];
+    const real = async (p: string): Promise<string> => realpath(p).catch(() => p);
+    const expected = await Promise.all(defaults.map(real));
+    expect(await mountRootsFrom(undefined, false, home)).toEqual(expected);
+    expect(await mountRootsFrom([], false, home)).toEqual(expected);
+    expect(await mountRootsFrom([join(dir, 'link'), join(dir, 'real')], false, home)).toEqual([
+      ...expected,
+      join(dir, 'real'),
+    ]);
+    expect(await mountRootsFrom([join(dir, 'link'), join(dir, 'real')], true, home)).toEqual([
       join(dir, 'real'),
       join(dir, 'real'),
     ]);
-    expect(await mountRootsFrom(undefined)).toBeUndefined();
-    expect(await mountRootsFrom([])).toBeUndefined();
+    const err: unknown = await mountRootsFrom([], true, home).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'E_USAGE',
+      issues: [
+        {
+          path: '--mount-root-only',
+          rule: expect.stringMatching(/needs at least one --mount-root/) as string,
+        },
+      ],
+    });
   });
 
   it('refuses a missing folder, a file and / with exit 2, naming the flag and its position', async () => {

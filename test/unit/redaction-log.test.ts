@@ -23,6 +23,17 @@ function memoryLogger(secrets: readonly string[]) {
 }
 
 describe('pinoRedactionOptions', () => {
+  it('writes lines inert for a terminal: an engine message with ESC, CR, C1 CSI, DEL and a bidi override keeps its value', () => {
+    const { logger, lines } = memoryLogger([]);
+    const engine = '\u001b[2K\rpair x completed\u009b31m\u007f\u202eexe';
+    logger.warn({ engine_error: { message: engine } }, engine);
+    expect(lines).toHaveLength(1);
+    // eslint-disable-next-line no-control-regex -- no raw control may reach the terminal
+    expect(lines[0]).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e]/u);
+    const parsed = JSON.parse(lines[0]!) as { msg: string; engine_error: { message: string } };
+    expect([parsed.msg, parsed.engine_error.message]).toEqual([engine, engine]);
+  });
+
   it('masks authorization fields, env and secret values anywhere in a log line', () => {
     const { logger, lines } = memoryLogger([SECRET]);
     logger.info(

@@ -50,7 +50,10 @@ describe('checkMounts (home only)', () => {
       { field: 'a', message: 'must not be or contain the home folder /home/u (use a folder inside it)' },
     ]);
     expect(checkMounts([{ field: 'a', hostPath: '/home/u/project' }], home)).toEqual([]);
-    expect(checkMounts([{ field: 'a', hostPath: '/home/u/../other' }], home)).toEqual([]);
+    // A sibling of the home folder is not refused by the home rules (the allowlist is told to admit it here).
+    expect(
+      checkMounts([{ field: 'a', hostPath: '/home/u/../other' }], { ...home, mountRoots: ['/home'] }),
+    ).toEqual([]);
   });
 });
 
@@ -68,8 +71,11 @@ describe('resolveProtectedPaths', () => {
       engineSocketPaths: ['/home/u/docker.sock', '/var/home/u/docker.sock'],
       homeDirs: ['/root', '/home'],
       ownedDirs: [],
+      // No roots given: the default allowlist, the home folder by its real path.
+      mountRoots: ['/var/home/u', '/tmp', '/work', '/data', '/scratch'],
     });
-    expect(checkFreeMounts([{ field: 'm', hostPath: '/var/home/u' }], { homeDir: '/home/u' })).toEqual([]);
+    const wide = { homeDir: '/home/u', mountRoots: ['/var/home'] };
+    expect(checkFreeMounts([{ field: 'm', hostPath: '/var/home/u' }], wide)).toEqual([]);
     expect(checkFreeMounts([{ field: 'm', hostPath: '/var/home/u' }], resolved).length).toBeGreaterThan(0);
   });
 });

@@ -6,7 +6,7 @@ import {
   admissionRegistryFlag,
   allowShortSecretsFlag,
   executorFlags,
-  mountRootFlag,
+  mountRootFlags,
   mountRootsFrom,
 } from '../../cli/flags.js';
 import {
@@ -48,7 +48,7 @@ export default class BatchStart extends BaseCommand {
     }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
-    'mount-root': mountRootFlag,
+    ...mountRootFlags,
   };
 
   async run(): Promise<{
@@ -61,7 +61,7 @@ export default class BatchStart extends BaseCommand {
     const { flags } = await this.parse(BatchStart);
     const output = resolve(flags.output);
     const executor = executorFromFlags(flags);
-    const mountRoots = await mountRootsFrom(flags['mount-root']);
+    const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
     const wiring = await createBatchStartWiring(executor, flags.registry);
     const record = await prepareBatch(wiring.deps, {
       ...wiring.host,
@@ -69,7 +69,7 @@ export default class BatchStart extends BaseCommand {
       output,
       bindAddress: flags['bind-address'],
       allowShortSecrets: flags['allow-short-secrets'],
-      ...(mountRoots !== undefined ? { mountRoots } : {}),
+      mountRoots,
       executor,
       bin: this.userBin,
       onWarning: (message) => this.warn(message),

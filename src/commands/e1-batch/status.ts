@@ -7,6 +7,7 @@ import { renderStatus } from '../../cli/status-view.js';
 import { createStatusReader } from '../../command-root.js';
 import { batchFailed } from '../../core/batch-verdict.js';
 import { ExitCode } from '../../core/errors.js';
+import { terminalSafe } from '../../core/terminal-text.js';
 
 function withoutElapsed(view: string): string {
   return view.replace(/elapsed \d+s/g, '').replace(/^ETA .*$/m, '');
@@ -44,7 +45,8 @@ export default class BatchStatusCommand extends BaseCommand {
       // On a terminal: redraw in place. Piped: print the view again only when it changed (no escape codes).
       let last = '';
       for (;;) {
-        const view = renderStatus(status, new Date());
+        // Written directly (the redraw's own escape codes): the view made inert here, as log() does for the rest.
+        const view = terminalSafe(renderStatus(status, new Date()));
         if (process.stdout.isTTY) process.stdout.write(`\x1b[2J\x1b[H${view}\n`);
         else if (withoutElapsed(view) !== last) process.stdout.write(`${view}\n\n`);
         last = withoutElapsed(view);

@@ -6,7 +6,7 @@ import {
   admissionRegistryFlag,
   allowShortSecretsFlag,
   executorFlags,
-  mountRootFlag,
+  mountRootFlags,
   mountRootsFrom,
 } from '../../cli/flags.js';
 import { trapTermination } from '../../cli/termination.js';
@@ -52,13 +52,13 @@ export default class PairRun extends BaseCommand {
     }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
-    'mount-root': mountRootFlag,
+    ...mountRootFlags,
   };
 
   async run(): Promise<ResultRecord & { output: string }> {
     const { flags } = await this.parse(PairRun);
     const executor = executorFromFlags(flags); // bad executor flags: exit 2 before anything is read or written
-    const mountRoots = await mountRootsFrom(flags['mount-root']);
+    const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
     const specText = await readSpec(flags.spec);
     const { deps, host } = createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
@@ -78,7 +78,7 @@ export default class PairRun extends BaseCommand {
         ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
         terminate: termination.signal,
         allowShortSecrets: flags['allow-short-secrets'],
-        ...(mountRoots !== undefined ? { mountRoots } : {}),
+        mountRoots,
         onWarning: (message) => this.warn(message),
       });
     } catch (err) {
