@@ -36,7 +36,9 @@ export DEMO_API_KEY="sk-demo-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \
 registry="$root/registry.db"
 echo "demo: manifest $root/manifest.json (5 pairs: completed, completed, infrastructure failure, completed, provider 429;"
 echo "      a second worker once a completed pair measured a GPU peak that fits the budget)"
-cli e1-batch start --manifest "$root/manifest.json" --output "$root/batch" --registry "$registry"
+# --mount-root: the demo's work folder lies in this checkout, wherever it was cloned (host mounts are an
+# allowlist: home subfolders, /tmp, /work, /data, /scratch by default).
+cli e1-batch start --manifest "$root/manifest.json" --output "$root/batch" --registry "$registry" --mount-root "$work"
 cli e1-batch status --output "$root/batch" --watch
 echo
 cli e1-batch report --output "$root/batch"
