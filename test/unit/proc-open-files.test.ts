@@ -1,0 +1,77 @@
+import { mkdir, mkdtemp, open, readFile, rm, unlink, writeFile, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cgroupProcsFiles, deletedMappings, ProcOpenFiles } from '../../src/adapters/fs/proc-open-files.js';
+
+const BUDGET = { maxEntries: 100_000, maxMs: 10_000 };
+const MIB = 1024 * 1024;
+
+describe('ProcOpenFiles on this process (the real /proc, its cgroup listing only this process)', () => {
+  let dir: string | undefined;
+  const handles: FileHandle[] = [];
+  afterEach(async () => {
+    for (const h of handles.splice(0)) await h.close();
+    if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  });
+
+  /** A cgroup root whose every controller's group of this process lists only this process. */
+  async function ownCgroup(): Promise<string> {
+    const root = join(dir!, 'cgroup');
+    for (const file of cgroupProcsFiles(await readFile('/proc/self/cgroup', 'utf8'), root)) {
+      await mkdir(join(file, '..'), { recursive: true });
+      await writeFile(file, `${process.pid}\n`);
+    }
+    return root;
+  }
+
+  it('counts a deleted file held open once (two descriptors), never a file that still has a name', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rg-open-files-'));
+    const scan = new ProcOpenFiles({ proc: '/proc', cgroup: await ownCgroup() });
+    const before = await scan.unlinkedOpenFiles(process.pid, BUDGET);
+    expect(before.complete).toBe(true);
+    const hidden = join(dir, 'hidden');
+    const named = join(dir, 'named');
+    await writeFile(hidden, Buffer.alloc(4 * MIB, 1));
+    await writeFile(named, Buffer.alloc(2 * MIB, 1));
+    handles.push(await open(hidden, 'r'), await open(hidden, 'r'), await open(named, 'r'));
+    await unlink(hidden);
+    const after = await scan.unlinkedOpenFiles(process.pid, BUDGET);
+    expect(after.complete).toBe(true);
+    expect(after.files - before.files).toBe(1);
+    const added = after.bytes - before.bytes;
+    expect(added).toBeGreaterThanOrEqual(4 * MIB);
+    expect(added).toBeLessThan(4 * MIB + 64 * 1024);
+  });
+
+  it('is incomplete when the budget runs out, or the process cannot be found', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rg-open-files-'));
+    const scan = new ProcOpenFiles({ proc: '/proc', cgroup: await ownCgroup() });
+    for (let i = 0; i < 300; i++) handles.push(await open('/dev/null', 'r'));
+    expect((await scan.unlinkedOpenFiles(process.pid, { maxEntries: 256, maxMs: 10_000 })).complete).toBe(
+      false,
+    );
+    const missing = new ProcOpenFiles({ proc: join(dir, 'no-proc'), cgroup: join(dir, 'cgroup') });
+    expect(await missing.unlinkedOpenFiles(1, BUDGET)).toMatchObject({ complete: false, bytes: 0 });
+  });
+});
+
+describe('reading /proc texts', () => {
+  it("finds a process's cgroup.procs under cgroup v1's pids controller first, then v2", () => {
+    const text = '8:pids:/docker/abc\n4:memory:/docker/abc\n0::/docker/abc\n1:name=systemd:/../x\n';
+    expect(cgroupProcsFiles(text, '/cg')).toEqual([
+      '/cg/pids/docker/abc/cgroup.procs',
+      '/cg/docker/abc/cgroup.procs',
+      '/cg/unified/docker/abc/cgroup.procs',
+    ]);
+  });
+
+  it('names the mappings of deleted files, not of anonymous memory or named files', () => {
+    const maps = [
+      '7f0000000000-7f0000100000 rw-s 00000000 08:01 1234 /tmp/held (deleted)',
+      '7f0000100000-7f0000200000 r--p 00000000 08:01 99 /lib/libc.so',
+      '7f0000200000-7f0000300000 rw-p 00000000 00:00 0 ',
+    ].join('\n');
+    expect(deletedMappings(maps)).toEqual(['7f0000000000-7f0000100000']);
+  });
+});
