@@ -188,9 +188,13 @@ export class DiskWatch {
     atCollection: boolean,
   ): Promise<{ bytes: number; complete: boolean }> {
     const scan = this.#deps.openFiles;
-    // At collection the processes are gone, and with them their descriptors: the last count stands.
-    if (atCollection || scan === undefined || footprint.pid === null) return { bytes: 0, complete: true };
-    return scan.unlinkedOpenFiles(footprint.pid, this.#budget).catch((err: unknown) => this.#failed(err));
+    const id = this.#containerId;
+    // At collection the processes are gone, and with them their descriptors: those files were freed.
+    if (atCollection || scan === undefined || footprint.pid === null || id === null)
+      return { bytes: 0, complete: true };
+    return scan
+      .unlinkedOpenFiles({ id, pid: footprint.pid }, this.#budget)
+      .catch((err: unknown) => this.#failed(err));
   }
 
   #failed(err: unknown): { bytes: number; complete: false } {

@@ -30,10 +30,10 @@ class WalksByPath implements DiskUsage {
 }
 
 class ScriptedScan implements OpenFileScan {
-  readonly asked: number[] = [];
+  readonly asked: { id: string; pid: number }[] = [];
   constructor(private readonly answer: UnlinkedOpenFiles) {}
-  unlinkedOpenFiles(pid: number): Promise<UnlinkedOpenFiles> {
-    this.asked.push(pid);
+  unlinkedOpenFiles(container: { id: string; pid: number }): Promise<UnlinkedOpenFiles> {
+    this.asked.push(container);
     return Promise.resolve(this.answer);
   }
 }
@@ -120,7 +120,7 @@ describe('DiskWatch against the ways around it', () => {
     await settle();
     step();
     await settle();
-    expect(scan.asked).toEqual([4242]);
+    expect(scan.asked).toEqual([{ id: 'c1', pid: 4242 }]);
     expect(watch.halt.aborted).toBe(true);
     expect(await watch.finish()).toMatchObject({
       exceeded: true,

@@ -5,6 +5,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { cgroupProcsFiles, deletedMappings, ProcOpenFiles } from '../../src/adapters/fs/proc-open-files.js';
 
 const BUDGET = { maxEntries: 100_000, maxMs: 10_000 };
+/** This process as the scan's "container": its id is text its own cgroup file holds (its first line). */
+async function self(): Promise<{ id: string; pid: number }> {
+  return { id: (await readFile('/proc/self/cgroup', 'utf8')).split('\n')[0]!, pid: process.pid };
+}
 const MIB = 1024 * 1024;
 
 describe('ProcOpenFiles on this process (the real /proc, its cgroup listing only this process)', () => {
@@ -28,7 +32,7 @@ describe('ProcOpenFiles on this process (the real /proc, its cgroup listing only
   it('counts a deleted file held open once (two descriptors), never a file that still has a name', async () => {
     dir = await mkdtemp(join(tmpdir(), 'rg-open-files-'));
     const scan = new ProcOpenFiles({ proc: '/proc', cgroup: await ownCgroup() });
-    const before = await scan.unlinkedOpenFiles(process.pid, BUDGET);
+    const before = await scan.unlinkedOpenFiles(await self(), BUDGET);
     expect(before.complete).toBe(true);
     const hidden = join(dir, 'hidden');
     const named = join(dir, 'named');
@@ -36,7 +40,7 @@ describe('ProcOpenFiles on this process (the real /proc, its cgroup listing only
     await writeFile(named, Buffer.alloc(2 * MIB, 1));
     handles.push(await open(hidden, 'r'), await open(hidden, 'r'), await open(named, 'r'));
     await unlink(hidden);
-    const after = await scan.unlinkedOpenFiles(process.pid, BUDGET);
+    const after = await scan.unlinkedOpenFiles(await self(), BUDGET);
     expect(after.complete).toBe(true);
     expect(after.files - before.files).toBe(1);
     const added = after.bytes - before.bytes;
@@ -44,15 +48,21 @@ describe('ProcOpenFiles on this process (the real /proc, its cgroup listing only
     expect(added).toBeLessThan(4 * MIB + 64 * 1024);
   });
 
-  it('is incomplete when the budget runs out, or the process cannot be found', async () => {
+  it("is incomplete when the budget runs out, the process cannot be found, or is not the container's", async () => {
     dir = await mkdtemp(join(tmpdir(), 'rg-open-files-'));
     const scan = new ProcOpenFiles({ proc: '/proc', cgroup: await ownCgroup() });
     for (let i = 0; i < 300; i++) handles.push(await open('/dev/null', 'r'));
-    expect((await scan.unlinkedOpenFiles(process.pid, { maxEntries: 256, maxMs: 10_000 })).complete).toBe(
+    expect((await scan.unlinkedOpenFiles(await self(), { maxEntries: 256, maxMs: 10_000 })).complete).toBe(
       false,
     );
     const missing = new ProcOpenFiles({ proc: join(dir, 'no-proc'), cgroup: join(dir, 'cgroup') });
-    expect(await missing.unlinkedOpenFiles(1, BUDGET)).toMatchObject({ complete: false, bytes: 0 });
+    expect(await missing.unlinkedOpenFiles({ id: 'c1', pid: 1 }, BUDGET)).toMatchObject({
+      complete: false,
+      bytes: 0,
+    });
+    // A pid whose cgroup does not name the container (another host's engine, a reused pid) is never scanned.
+    const foreign = await scan.unlinkedOpenFiles({ id: 'not-this-container', pid: process.pid }, BUDGET);
+    expect(foreign).toMatchObject({ complete: false, entries: 0 });
   });
 });
 

@@ -31,14 +31,17 @@ export class ProcOpenFiles implements OpenFileScan {
     this.#roots = roots;
   }
 
-  async unlinkedOpenFiles(pid: number, budget: DiskUsageBudget): Promise<UnlinkedOpenFiles> {
+  async unlinkedOpenFiles(
+    container: { readonly id: string; readonly pid: number },
+    budget: DiskUsageBudget,
+  ): Promise<UnlinkedOpenFiles> {
     const started = performance.now();
     let sliceStarted = started;
     const seen = new Set<string>();
     let bytes = 0;
     let entries = 0;
     let complete = true;
-    const members = this.#membersOf(pid);
+    const members = this.#membersOf(container.pid, container.id);
     if (members === null) return { bytes: 0, files: 0, entries: 0, complete: false };
     for (const member of members) {
       const targets = this.#targetsOf(member);
@@ -64,11 +67,14 @@ export class ProcOpenFiles implements OpenFileScan {
     return { bytes, files: seen.size, entries, complete };
   }
 
-  /** The container's processes: its cgroup's members, else its pid namespace's; null when neither can be read. */
-  #membersOf(pid: number): number[] | null {
+  /**
+   * The container's processes: its cgroup's members, else its pid namespace's; null when neither can be read, or
+   * when `pid` is not the container's (its cgroup does not name the container: another host's pid, a reused one).
+   */
+  #membersOf(pid: number, containerId: string): number[] | null {
     const proc = this.#roots.proc;
     const cgroupText = readOrNull(join(proc, String(pid), 'cgroup'));
-    if (cgroupText === null) return null;
+    if (cgroupText === null || containerId === '' || !cgroupText.includes(containerId)) return null;
     for (const file of cgroupProcsFiles(cgroupText, this.#roots.cgroup)) {
       const text = readOrNull(file);
       if (text !== null) return pidsIn(text);

@@ -52,10 +52,14 @@ export interface UnlinkedOpenFiles {
 }
 
 /**
- * The disk a container's processes hold through files that were deleted while open (containment round two): invisible to any
- * walk and to the writable layer's size, they stay allocated until the last descriptor closes. Read on the host
- * from the processes of the container whose first process is `pid`.
+ * The disk a container's processes hold through files that were deleted while open (containment round two):
+ * invisible to any walk and to the writable layer's size, they stay allocated until the last descriptor closes.
+ * Read on the host from the processes of the container `containerId` whose first process is `pid`; a `pid` whose
+ * cgroup does not name the container (an engine on another host, a pid reused) is not scanned: incomplete.
  */
 export interface OpenFileScan {
-  unlinkedOpenFiles(pid: number, budget: DiskUsageBudget): Promise<UnlinkedOpenFiles>;
+  unlinkedOpenFiles(
+    container: { readonly id: string; readonly pid: number },
+    budget: DiskUsageBudget,
+  ): Promise<UnlinkedOpenFiles>;
 }
