@@ -2,7 +2,13 @@ import { mkdir, mkdtemp, open, readFile, rm, unlink, writeFile, type FileHandle 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cgroupProcsFiles, deletedMappings, ProcOpenFiles } from '../../src/adapters/fs/proc-open-files.js';
+import {
+  cgroupProcsFiles,
+  deletedMappings,
+  diskDevices,
+  ProcOpenFiles,
+} from '../../src/adapters/fs/proc-open-files.js';
+import { readFileSync, statSync } from 'node:fs';
 
 const BUDGET = { maxEntries: 100_000, maxMs: 10_000 };
 /** This process as the scan's "container": its id is text its own cgroup file holds (its first line). */
@@ -38,8 +44,17 @@ describe('ProcOpenFiles on this process (the real /proc, its cgroup listing only
     const named = join(dir, 'named');
     await writeFile(hidden, Buffer.alloc(4 * MIB, 1));
     await writeFile(named, Buffer.alloc(2 * MIB, 1));
-    handles.push(await open(hidden, 'r'), await open(hidden, 'r'), await open(named, 'r'));
+    // A deleted file in a tmpfs is memory (bounded by the memory limit), not disk: never counted.
+    const inMemory = join('/dev/shm', `rg-open-files-${process.pid}`);
+    await writeFile(inMemory, Buffer.alloc(MIB, 1));
+    handles.push(
+      await open(hidden, 'r'),
+      await open(hidden, 'r'),
+      await open(named, 'r'),
+      await open(inMemory, 'r'),
+    );
     await unlink(hidden);
+    await unlink(inMemory);
     const after = await scan.unlinkedOpenFiles(await self(), BUDGET);
     expect(after.complete).toBe(true);
     expect(after.files - before.files).toBe(1);
@@ -74,6 +89,19 @@ describe('reading /proc texts', () => {
       '/cg/docker/abc/cgroup.procs',
       '/cg/unified/docker/abc/cgroup.procs',
     ]);
+  });
+
+  it('takes the devices of disk-backed mounts from mountinfo, as stat reports them, never a tmpfs', () => {
+    const mountinfo = [
+      '27 1 254:0 / / rw,relatime - ext4 /dev/vda rw',
+      '300 27 0:53 / /var/lib/docker/overlay2/x/merged rw - overlay overlay rw,lowerdir=a',
+      '301 27 0:54 / /dev/shm rw - tmpfs shm rw',
+      '302 27 259:300 / /big rw - xfs /dev/nvme0n1p300 rw',
+    ].join('\n');
+    // 254:0 → 254 << 8; 0:53 → 53; 259:300 → (300 & 0xff) | 259 << 8 | (300 & ~0xff) << 12.
+    expect([...diskDevices(mountinfo)]).toEqual([65_024, 53, 44 + 66_304 + 1_048_576]);
+    // This host's own: the root's device as stat gives it.
+    expect(diskDevices(readFileSync('/proc/self/mountinfo', 'utf8')).has(statSync('/').dev)).toBe(true);
   });
 
   it('names the mappings of deleted files, not of anonymous memory or named files', () => {

@@ -19,7 +19,8 @@ const HOST_ROOTS: ProcRoots = { proc: '/proc', cgroup: '/sys/fs/cgroup' };
  * `cgroup.procs`: a process cannot leave it without writing the cgroup file system, which a pair cannot), or, where
  * that cannot be read, every process in its pid namespace. For each, the targets of its descriptors (`fd/*`) and of
  * its mappings of deleted files (`maps` lines ending `(deleted)`, stat'ed through `map_files/`) are stat'ed; a
- * regular file with no link left counts its allocated blocks, each inode once. A file that still has a name is the
+ * regular file with no link left, on a disk-backed file system of the process's mounts (not a memfd, not a tmpfs),
+ * counts its allocated blocks, each inode once. A file that still has a name is the
  * walk's or the writable layer's, never counted here. A process that ends meanwhile is skipped; a table that cannot
  * be read (no permission: the supervisor must be root or hold CAP_SYS_PTRACE and CAP_SYS_ADMIN) makes the scan
  * incomplete, as an exhausted budget does.
@@ -43,14 +44,17 @@ export class ProcOpenFiles implements OpenFileScan {
     let complete = true;
     const members = this.#membersOf(container.pid, container.id);
     if (members === null) return { bytes: 0, files: 0, entries: 0, complete: false };
+    const devicesByNs = new Map<string, ReadonlySet<number> | null>();
     for (const member of members) {
       const targets = this.#targetsOf(member);
-      if (targets === 'unreadable') complete = false;
-      if (!Array.isArray(targets)) continue;
+      const devices = this.#diskDevicesOf(member, devicesByNs);
+      if (targets === 'unreadable' || devices === 'unreadable') complete = false;
+      if (!Array.isArray(targets) || !(devices instanceof Set)) continue;
       for (const target of targets) {
         entries += 1;
         const st = statOrNull(target);
-        if (st !== null && st.isFile() && st.nlink === 0 && !seen.has(`${st.dev}:${st.ino}`)) {
+        const onDisk = st !== null && st.isFile() && st.nlink === 0 && devices.has(st.dev);
+        if (onDisk && !seen.has(`${st.dev}:${st.ino}`)) {
           seen.add(`${st.dev}:${st.ino}`);
           bytes += st.blocks * 512;
         }
@@ -88,6 +92,26 @@ export class ProcOpenFiles implements OpenFileScan {
   }
 
   /**
+   * The devices of the disk-backed file systems a process sees (its mount namespace's `mountinfo`, read once per
+   * namespace): a deleted file on another one is memory, not disk (a `memfd`, a file of a tmpfs such as
+   * `/dev/shm`), already bounded by the memory limit. `gone` when the process ended.
+   */
+  #diskDevicesOf(
+    member: number,
+    byNs: Map<string, ReadonlySet<number> | null>,
+  ): ReadonlySet<number> | 'gone' | 'unreadable' {
+    const base = join(this.#roots.proc, String(member));
+    let ns: string;
+    try {
+      ns = readlinkSync(join(base, 'ns', 'mnt'));
+      if (!byNs.has(ns)) byNs.set(ns, diskDevices(readFileSync(join(base, 'mountinfo'), 'utf8')));
+    } catch (err) {
+      return isGone(err) ? 'gone' : 'unreadable';
+    }
+    return byNs.get(ns) ?? 'unreadable';
+  }
+
+  /**
    * What one process holds: its descriptors' links and its deleted mappings' links; `gone` when it ended, and
    * `unreadable` when its tables could not be read.
    */
@@ -119,6 +143,34 @@ export function cgroupProcsFiles(cgroupText: string, cgroupRoot: string): string
     }
   }
   return files;
+}
+
+/** File systems whose files live in memory (bounded by the memory limit), never counted as disk. */
+const MEMORY_FILE_SYSTEMS = new Set(['tmpfs', 'ramfs', 'devtmpfs', 'hugetlbfs']);
+
+/**
+ * The devices (as `stat`'s `dev`: glibc's makedev of the `major:minor` field) of the disk-backed mounts in a
+ * `mountinfo` text (`id parent major:minor root mount options … - type source super-options`).
+ */
+export function diskDevices(mountinfo: string): Set<number> {
+  const devices = new Set<number>();
+  for (const line of mountinfo.split('\n')) {
+    const [, majorText, minorText] = /^\d+ \d+ (\d+):(\d+) /.exec(line) ?? [];
+    const type = line.split(' - ')[1]?.split(' ')[0];
+    if (majorText === undefined || minorText === undefined || type === undefined) continue;
+    if (!MEMORY_FILE_SYSTEMS.has(type)) devices.add(makedev(Number(majorText), Number(minorText)));
+  }
+  return devices;
+}
+
+/** glibc's `makedev`, as Node reports `dev` (kept within 2^53: majors under 2^21). */
+function makedev(major: number, minor: number): number {
+  return (
+    (minor & 0xff) +
+    (major & 0xfff) * 0x100 +
+    Math.floor(minor / 0x100) * 0x100000 +
+    Math.floor(major / 0x1000) * 0x1000 * 2 ** 32
+  );
 }
 
 /** The address ranges (`map_files` names) of the mappings of deleted files in a `maps` text. */
