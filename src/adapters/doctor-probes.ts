@@ -2,6 +2,7 @@
  * The real probes behind `doctor` (node:sqlite, statfs, /proc, nvidia-smi); the checks and verdicts are in
  * src/app/doctor.ts and take these through DoctorDeps (src/app/ports/doctor-probes.ts).
  */
+import { mountOptionsOf } from './fs/proc-mounts.js';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { access, mkdtemp, readdir, readFile, rm, statfs } from 'node:fs/promises';
@@ -145,6 +146,7 @@ export function createDoctorDeps(
     probeRegistry,
     freeDiskBytes,
     readBootId,
+    mountOptionsOf: (path) => mountOptionsOf(path),
     hostFacts,
     nowMs: () => Date.now(),
     newId: () => randomUUID().slice(0, 8),

@@ -7,7 +7,7 @@ import type { ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { NetworkChoice } from '../core/pair-network.js';
 import type { PairLimits, RequestedLimits } from '../core/pair-limits.js';
-import type { DiskUsage } from './ports/disk-usage.js';
+import type { DiskUsage, DiskUsageBudget, OpenFileScan } from './ports/disk-usage.js';
 import type { PairExecution } from './pair-lifecycle.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
@@ -67,6 +67,10 @@ export interface ExecutePairDeps extends ExecutorInventory {
   readonly disk?: DiskUsage;
   /** The disk watch's interval (default DISK_POLL_INTERVAL_MS); tests shorten it. */
   readonly diskPollIntervalMs?: number;
+  /** What one disk walk or open-file scan may cost (default DISK_WALK_BUDGET); tests shrink it. */
+  readonly diskWalkBudget?: DiskUsageBudget;
+  /** Counts the files a pair's processes hold open after deleting them. Absent: they are not counted. */
+  readonly openFiles?: OpenFileScan;
   /**
    * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
    * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.

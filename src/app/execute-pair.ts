@@ -127,7 +127,7 @@ function onCreatedWith(
   };
 }
 
-/** The disk watch of this pair: its cwd and private outcome folder, and its container's writable layer. */
+/** The disk watch of this pair: its cwd and private outcome folder, its container's layer, volumes and open files. */
 function diskWatchFor(
   deps: ExecutePairDeps,
   input: ExecutePairInput,
@@ -137,6 +137,7 @@ function diskWatchFor(
   return new DiskWatch(
     {
       disk: deps.disk,
+      ...(deps.openFiles !== undefined ? { openFiles: deps.openFiles } : {}),
       runtime: deps.runtime,
       clock: deps.clock,
       sleep: deps.sleep ?? systemClock.sleep,
@@ -144,8 +145,10 @@ function diskWatchFor(
     },
     {
       folders: [input.job.cwd, privateOutcomeDir],
+      outcomeFolder: privateOutcomeDir,
       limitBytes: limitsOf(input).disk_limit_bytes,
       ...(deps.diskPollIntervalMs !== undefined ? { intervalMs: deps.diskPollIntervalMs } : {}),
+      ...(deps.diskWalkBudget !== undefined ? { budget: deps.diskWalkBudget } : {}),
     },
   );
 }

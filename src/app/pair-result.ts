@@ -81,6 +81,7 @@ export async function resultOf(
     logLimitExceeded: execution.logLimitExceeded !== null,
     oomKilled: execution.container.oom_killed,
     diskLimitExceeded: disk?.exceeded === true,
+    diskUnmeasurable: disk?.unmeasurable === true,
     logIncomplete:
       execution.logs.stdout.incomplete !== undefined || execution.logs.stderr.incomplete !== undefined,
     terminated: execution.terminated,
@@ -114,6 +115,13 @@ export async function resultOf(
     outcomeSha256,
     classified,
     limits: limitsOf(input),
-    ...(disk !== undefined ? { disk } : {}),
+    ...(disk !== undefined ? { disk: maskedDisk(disk, paths.redact) } : {}),
   });
+}
+
+/** The disk record with the names of the pair's files masked (a file name can hold a secret it was given). */
+function maskedDisk(disk: DiskRecord, redact: (text: string) => string): DiskRecord {
+  if (disk.outcome_folder === undefined) return disk;
+  const largest = disk.outcome_folder.largest.map((e) => ({ ...e, path: redact(e.path) }));
+  return { ...disk, outcome_folder: { ...disk.outcome_folder, largest } };
 }

@@ -28,6 +28,8 @@ export interface ClassifyInput {
   readonly oomKilled?: boolean;
   /** The pair's cwd, outcome folder and writable layer went past `disk_limit_bytes` (it was stopped for it). */
   readonly diskLimitExceeded?: boolean;
+  /** The pair's disk could not be measured (src/core/disk-rule.ts): stopped for it, failing closed. */
+  readonly diskUnmeasurable?: boolean;
   /** Bytes of a log are known to be missing from its file (the engine's copy could not be read in full). */
   readonly logIncomplete?: boolean;
   /** The operator stopped the pair (`stop --terminate`). */
@@ -77,6 +79,9 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   // other pairs are untouched, so neither harness nor fatal; like a timeout, a streak of them pauses the batch.
   oom_killed: 'infrastructure_failure',
   disk_limit_exceeded: 'infrastructure_failure',
+  // Its disk could not be measured (a walk past its budget, open files that could not be read): the limit cannot
+  // be shown to hold, so the pair is stopped and not scored as completed (fail closed), classed like the limit.
+  disk_unmeasurable: 'infrastructure_failure',
   // The engine's copy of the output could not be read in full (rotated away, altered, or it stopped giving bytes):
   // the evidence has a named gap; not a fault of the harness's own writes.
   log_incomplete: 'infrastructure_failure',
@@ -161,6 +166,7 @@ function observedReasons(input: ClassifyInput): Reason[] {
   if (input.logLimitExceeded === true) reasons.push('log_limit_exceeded');
   if (input.oomKilled === true) reasons.push('oom_killed');
   if (input.diskLimitExceeded === true) reasons.push('disk_limit_exceeded');
+  if (input.diskUnmeasurable === true) reasons.push('disk_unmeasurable');
   if (input.logIncomplete === true) reasons.push('log_incomplete');
   if (input.terminated) reasons.push('terminated');
   if (input.mountRefused === true) reasons.push('mount_refused');

@@ -32,6 +32,7 @@ export type Reason =
   | 'mount_refused'
   | 'oom_killed'
   | 'disk_limit_exceeded'
+  | 'disk_unmeasurable'
   | 'log_incomplete'
   | 'port_allocated'
   | 'nvidia_runtime_missing'
@@ -106,6 +107,27 @@ export interface DiskRecord {
   readonly polls: number;
   /** Measurements whose walk ran out of budget (their bytes a lower bound). */
   readonly incomplete_polls: number;
+  /**
+   * The pair's disk could not be measured (reason `disk_unmeasurable`): unmeasured polls in a row while it ran, or
+   * an unmeasured last measurement (src/core/disk-rule.ts). Absent in results from before it was recorded.
+   */
+  readonly unmeasurable?: boolean;
+  /** The most bytes seen held in files deleted while open (counted in `peak_bytes`). */
+  readonly unlinked_open_bytes?: number;
+  /** The most bytes seen in the container's volumes (an image's `VOLUME`; counted in `peak_bytes`). */
+  readonly volume_bytes?: number;
+  /** What enforces the limit: `measurement` (the walk, no quota; a pair can overshoot between two polls). */
+  readonly enforced_by?: 'measurement';
+  /**
+   * The outcome folder as it stays in the evidence, measured after the pair ended: its bytes, entries, whether the
+   * walk finished, and its largest files (path relative to the folder, masked; most bytes first).
+   */
+  readonly outcome_folder?: {
+    readonly bytes: number;
+    readonly entries: number;
+    readonly complete: boolean;
+    readonly largest: readonly { readonly path: string; readonly bytes: number }[];
+  };
 }
 
 /** result.json `limits`: what the pair's container ran under (src/core/pair-limits.ts). */

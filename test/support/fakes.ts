@@ -53,7 +53,7 @@ const RUNTIME_CAPABILITIES = Object.keys({
   linkFreePath: true,
   gpuGrantOf: true,
   collectMounts: true,
-  writableLayerBytes: true,
+  diskFootprint: true,
 } satisfies Record<OptionalKeys<ContainerRuntime>, true>);
 
 /** A container runtime holding only what a test uses; the capabilities it leaves out are absent. */

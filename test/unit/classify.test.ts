@@ -38,6 +38,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'log_limit_exceeded',
       'oom_killed',
       'disk_limit_exceeded',
+      'disk_unmeasurable',
       'log_incomplete',
       'terminated',
       'port_allocated',

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DiskUsageWalker } from '../../src/adapters/fs/disk-usage-walker.js';
 import { DISK_POLL_INTERVAL_MS, DiskWatch } from '../../src/app/disk-watch.js';
-import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { ContainerDiskFootprint, ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import type { DiskUsage, DiskUsageBudget, DiskUsageReport } from '../../src/app/ports/disk-usage.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
@@ -26,13 +26,15 @@ class ScriptedDisk implements DiskUsage {
 
 function layers(
   sizes: (number | null)[],
-): Pick<ContainerRuntime, 'writableLayerBytes'> & { asked: string[] } {
+  more: Partial<ContainerDiskFootprint> = {},
+): Pick<ContainerRuntime, 'diskFootprint'> & { asked: string[] } {
   const asked: string[] = [];
   return {
     asked,
-    writableLayerBytes: (id) => {
+    diskFootprint: (id) => {
       asked.push(id);
-      return Promise.resolve(sizes.shift() ?? 0);
+      const layerBytes = sizes.shift() ?? 0;
+      return Promise.resolve(layerBytes === null ? null : { layerBytes, volumeDirs: [], pid: null, ...more });
     },
   };
 }
@@ -89,6 +91,10 @@ describe('DiskWatch', () => {
       exceeded: true,
       polls: 2,
       incomplete_polls: 0,
+      unmeasurable: false,
+      unlinked_open_bytes: 0,
+      volume_bytes: 0,
+      enforced_by: 'measurement',
     });
   });
 
@@ -172,7 +178,7 @@ describe('DiskWatch', () => {
     expect(watch.halt.aborted).toBe(false);
   });
 
-  it('a failed walk is logged and skipped, never thrown', async () => {
+  it('a failed walk is logged, never thrown, and fails closed: the disk is unmeasurable', async () => {
     const time = fakeTime();
     const disk: DiskUsage = { measure: () => Promise.reject(new Error('EIO')) };
     const watch = new DiskWatch(
@@ -180,7 +186,7 @@ describe('DiskWatch', () => {
       { folders: ['/w'], limitBytes: 1 },
     );
     const record = await watch.finish();
-    expect(record).toMatchObject({ exceeded: false, polls: 0 });
+    expect(record).toMatchObject({ exceeded: false, unmeasurable: true, polls: 1, incomplete_polls: 1 });
   });
 });
 

@@ -1,6 +1,7 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type {
+  ContainerDiskFootprint,
   ContainerHandle,
   ContainerOutput,
   ContainerRuntime,
@@ -18,6 +19,7 @@ import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
 import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
+import { diskFootprintOf, type FootprintInspect } from './disk-footprint.js';
 import { Dockerode } from './dockerode.js';
 import {
   changesList,
@@ -312,14 +314,9 @@ export class DockerContainerRuntime implements ContainerRuntime {
     };
   }
 
-  async writableLayerBytes(id: string): Promise<number | null> {
-    const c = await this.#inspectRaw<{ SizeRw?: number }>(
-      id,
-      { size: true },
-      "measure a container's writable layer",
-    );
-    if (c === null) return null;
-    return typeof c.SizeRw === 'number' && c.SizeRw >= 0 ? c.SizeRw : 0;
+  async diskFootprint(id: string): Promise<ContainerDiskFootprint | null> {
+    const c = await this.#inspectRaw<FootprintInspect>(id, { size: true }, "measure a container's disk");
+    return c && diskFootprintOf(c);
   }
 
   async environmentOf(id: string): Promise<Record<string, string> | null> {

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { GpuGrant } from '../../core/gpu/gpu-proof.js';
 import type {
+  ContainerDiskFootprint,
   ContainerHandle,
   ContainerOutput,
   ContainerRuntime,
@@ -82,10 +83,10 @@ export class LazyContainerRuntime implements ContainerRuntime {
     const runtime = await this.runtime();
     return runtime.filesystemChanges ? runtime.filesystemChanges(id) : null;
   }
-  /** Forwarded when the real runtime has it; without it null (the layer is not counted). */
-  async writableLayerBytes(id: string): Promise<number | null> {
+  /** Forwarded when the real runtime has it; without it null (only the folders are counted). */
+  async diskFootprint(id: string): Promise<ContainerDiskFootprint | null> {
     const runtime = await this.runtime();
-    return runtime.writableLayerBytes ? runtime.writableLayerBytes(id) : null;
+    return runtime.diskFootprint ? runtime.diskFootprint(id) : null;
   }
   /** Forwarded when the real runtime has it; without it null (no proof either way: the start goes on, as on a swarm). */
   async gpuGrantOf(id: string): Promise<GpuGrant | null> {

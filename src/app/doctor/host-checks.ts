@@ -4,6 +4,11 @@ import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { DoctorDeps, DoctorOptions, RegistryProbe, RegistryTarget } from '../doctor.js';
 import { dataRootCheck, gpuCheck, hostCheck } from './facts-checks.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES } from '../../core/pair-limits.js';
+import {
+  diskEnforcementDetail,
+  projectQuotaSupport,
+  type ProjectQuotaSupport,
+} from '../../core/disk-quota.js';
 
 export const DISK_WARN_BYTES = 5 * GIB;
 export const DISK_FAIL_BYTES = 512 * MIB;
@@ -22,7 +27,9 @@ export async function hostChecks(
       ([check, f]) => withOutputFs(check, f.output_fs),
     ),
     facts.then((f) => dataRootCheck(f.engine_data_root_fs)),
-    facts.then(pairLimitsCheck),
+    Promise.all([facts, quotaSupportOf(deps, options.outputDir)]).then(([f, quota]) =>
+      pairLimitsCheck(f, quota),
+    ),
     bootIdCheck(deps),
   ]);
 }
@@ -31,13 +38,14 @@ export async function hostChecks(
  * The limits a job without its own would get on this host (issue 22), one pair at a time (a batch with two
  * workers halves memory and disk). Warns when the default disk limit is low: it is a share of the free space.
  */
-export function pairLimitsCheck(facts: HostFactsRecord): DoctorCheck {
+export function pairLimitsCheck(facts: HostFactsRecord, quota?: ProjectQuotaSupport): DoctorCheck {
   const defaults = limitDefaults({
     memoryTotalBytes: facts.memory.kind === 'known' ? facts.memory.total_bytes : null,
     outputFreeBytes: facts.output_fs.kind === 'known' ? facts.output_fs.free_bytes : null,
     maxConcurrentPairs: 1,
   });
-  const detail = `default per pair: pids ${defaults.pids_limit}, memory ${defaults.memory_mib} MiB, disk ${formatBytes(defaults.disk_limit_bytes)} (${defaults.basis})`;
+  const enforcement = quota === undefined ? '' : `; ${diskEnforcementDetail(quota)}`;
+  const detail = `default per pair: pids ${defaults.pids_limit}, memory ${defaults.memory_mib} MiB, disk ${formatBytes(defaults.disk_limit_bytes)} (${defaults.basis})${enforcement}`;
   if (defaults.disk_limit_bytes < LOW_DISK_LIMIT_BYTES) {
     return warn(
       'pair limits',
@@ -46,6 +54,16 @@ export function pairLimitsCheck(facts: HostFactsRecord): DoctorCheck {
     );
   }
   return ok('pair limits', detail);
+}
+
+/** Whether the output file system could carry a project quota; undefined where the probe is absent or failed. */
+async function quotaSupportOf(deps: DoctorDeps, outputDir: string): Promise<ProjectQuotaSupport | undefined> {
+  if (deps.mountOptionsOf === undefined) return undefined;
+  try {
+    return projectQuotaSupport(await deps.mountOptionsOf(outputDir));
+  } catch {
+    return undefined;
+  }
 }
 
 /** The disk check's verdict is statfs's (free bytes for this user); the file system's facts are added to it. */

@@ -87,6 +87,16 @@ export type WaitResult =
   | { readonly kind: 'node_lost'; readonly node: string; readonly message: string };
 
 /** Demultiplexed output of a container: two byte streams that end when the container's output ends. */
+/** A container's disk outside the pair's folders (ContainerRuntime.diskFootprint). */
+export interface ContainerDiskFootprint {
+  /** The writable layer's bytes (the engine's `SizeRw`, computed by walking the layer). */
+  readonly layerBytes: number;
+  /** The host folders of its volumes (the anonymous ones an image's `VOLUME` makes, any named one). */
+  readonly volumeDirs: readonly string[];
+  /** Its first process on the host while it runs (the open-file scan starts there), else null. */
+  readonly pid: number | null;
+}
+
 export interface ContainerOutput {
   readonly stdout: Readable;
   readonly stderr: Readable;
@@ -177,10 +187,11 @@ export interface ContainerRuntime extends ContainerEngine {
    */
   collectMounts?(id: string): Promise<void>;
   /**
-   * Bytes of the container's writable layer (the engine's `SizeRw`, computed by walking the layer; bounded by the
-   * call's deadline), null when the container is gone or the runtime cannot tell (the layer is then not counted).
+   * What of the container's disk the host cannot find in the pair's folders (one inspect with sizes, bounded by the
+   * call's deadline): its writable layer's bytes, its volumes' host folders and its first process; null when the
+   * container is gone or the runtime cannot tell (then only the folders are counted).
    */
-  writableLayerBytes?(id: string): Promise<number | null>;
+  diskFootprint?(id: string): Promise<ContainerDiskFootprint | null>;
   /**
    * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and
    * whether that history is complete (the engine's small in-memory buffer, emptied by a restart, did not overflow

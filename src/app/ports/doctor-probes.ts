@@ -1,3 +1,4 @@
+import type { MountOptions } from '../../core/disk-quota.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { ContainerRuntime } from './container-runtime.js';
@@ -35,6 +36,8 @@ export interface DoctorDeps {
   /** Free bytes for an unprivileged user on the filesystem holding `path` (or its nearest existing ancestor). */
   readonly freeDiskBytes: (path: string) => Promise<{ readonly path: string; readonly freeBytes: number }>;
   readonly readBootId: () => Promise<string | null>;
+  /** The mount holding `path`, with its options (for the project quota line); absent: not told. */
+  readonly mountOptionsOf?: (path: string) => Promise<MountOptions | null>;
   /** CPU, memory, OS, the file systems of the output directory and the engine's data root, GPU controllers; never rejects. */
   readonly hostFacts: (request: HostFactsRequest) => Promise<HostFactsRecord>;
   readonly nowMs: () => number;
