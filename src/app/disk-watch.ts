@@ -72,6 +72,8 @@ export class DiskWatch {
   #polls = 0;
   #incompletePolls = 0;
   #unmeasuredInRow = 0;
+  /** Why the files held open after deletion could not be scanned on this host (not root, a remote engine), or null. */
+  #openFilesUnscanned: string | null = null;
   #verdict: DiskVerdict = 'within';
   #loop: Promise<void> | null = null;
 
@@ -192,9 +194,12 @@ export class DiskWatch {
     // At collection the processes are gone, and with them their descriptors: those files were freed.
     if (atCollection || scan === undefined || footprint.pid === null || id === null)
       return { bytes: 0, complete: true };
-    return scan
+    const found = await scan
       .unlinkedOpenFiles({ id, pid: footprint.pid }, this.#budget)
       .catch((err: unknown) => this.#failed(err));
+    if ('unavailable' in found && found.unavailable !== undefined)
+      this.#openFilesUnscanned ??= found.unavailable;
+    return found;
   }
 
   #failed(err: unknown): { bytes: number; complete: false } {
@@ -240,6 +245,7 @@ export class DiskWatch {
       unlinked_open_bytes: this.#peakUnlinkedBytes,
       volume_bytes: this.#peakVolumeBytes,
       enforced_by: 'measurement',
+      ...(this.#openFilesUnscanned !== null ? { open_files_unscanned: this.#openFilesUnscanned } : {}),
       ...(outcomeFolder !== null ? { outcome_folder: outcomeFolder } : {}),
     };
   }

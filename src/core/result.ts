@@ -114,6 +114,11 @@ export interface DiskRecord {
   readonly unmeasurable?: boolean;
   /** The most bytes seen held in files deleted while open (counted in `peak_bytes`). */
   readonly unlinked_open_bytes?: number;
+  /**
+   * Present when files held open after deletion could not be counted on this host, and why (the supervisor is not
+   * root; the engine's processes are not on this host): those bytes were then not measured.
+   */
+  readonly open_files_unscanned?: string;
   /** The most bytes seen in the container's volumes (an image's `VOLUME`; counted in `peak_bytes`). */
   readonly volume_bytes?: number;
   /** What enforces the limit: `measurement` (the walk, no quota; a pair can overshoot between two polls). */

@@ -209,6 +209,40 @@ describe('DiskWatch against the ways around it', () => {
     expect(await watch.finish()).toMatchObject({ unmeasurable: true, incomplete_polls: 2 });
   });
 
+  it('a scan this host cannot run at all (not root, a remote engine) is named in the record, never counted as unmeasured', async () => {
+    const { sleep, step } = steppedSleep();
+    const watch = new DiskWatch(
+      {
+        disk: new WalksByPath(new Map()),
+        openFiles: new ScriptedScan({
+          bytes: 0,
+          files: 0,
+          entries: 0,
+          complete: true,
+          unavailable: 'the supervisor is not root',
+        }),
+        runtime: footprintOf({ layerBytes: 0, volumeDirs: [], pid: 7 }),
+        clock: fakeTime().clock,
+        sleep,
+        logger: silentLogger,
+      },
+      { folders: ['/w'], limitBytes: 1_000 },
+    );
+    watch.attach('c1');
+    watch.start();
+    for (let i = 0; i < 3; i++) {
+      await settle();
+      step();
+    }
+    await settle();
+    expect(watch.halt.aborted).toBe(false);
+    expect(await watch.finish()).toMatchObject({
+      unmeasurable: false,
+      incomplete_polls: 0,
+      open_files_unscanned: 'the supervisor is not root',
+    });
+  });
+
   it('a last walk at collection that cannot finish is unmeasurable; the outcome folder is measured and named', async () => {
     const disk = new WalksByPath(
       new Map([

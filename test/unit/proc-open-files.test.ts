@@ -63,21 +63,31 @@ describe('ProcOpenFiles on this process (the real /proc, its cgroup listing only
     expect(added).toBeLessThan(4 * MIB + 64 * 1024);
   });
 
-  it("is incomplete when the budget runs out, the process cannot be found, or is not the container's", async () => {
-    dir = await mkdtemp(join(tmpdir(), 'rg-open-files-'));
+  it('is incomplete when the budget runs out', async () => {
     const scan = new ProcOpenFiles({ proc: '/proc', cgroup: await ownCgroup() });
     for (let i = 0; i < 300; i++) handles.push(await open('/dev/null', 'r'));
     expect((await scan.unlinkedOpenFiles(await self(), { maxEntries: 256, maxMs: 10_000 })).complete).toBe(
       false,
     );
-    const missing = new ProcOpenFiles({ proc: join(dir, 'no-proc'), cgroup: join(dir, 'cgroup') });
+  });
+
+  it("is unavailable, naming why, where no scan can run: not root, or a pid that is not the container's here (a remote engine's, one that ended), never scanned", async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rg-open-files-'));
+    const scan = new ProcOpenFiles({ proc: '/proc', cgroup: await ownCgroup() }, () => 0);
+    const missing = new ProcOpenFiles({ proc: join(dir, 'no-proc'), cgroup: join(dir, 'cgroup') }, () => 0);
     expect(await missing.unlinkedOpenFiles({ id: 'c1', pid: 1 }, BUDGET)).toMatchObject({
-      complete: false,
+      complete: true,
       bytes: 0,
+      entries: 0,
+      unavailable: expect.stringContaining('pid 1 is not a process of the container'),
     });
-    // A pid whose cgroup does not name the container (another host's engine, a reused pid) is never scanned.
     const foreign = await scan.unlinkedOpenFiles({ id: 'not-this-container', pid: process.pid }, BUDGET);
-    expect(foreign).toMatchObject({ complete: false, entries: 0 });
+    expect(foreign).toMatchObject({ complete: true, entries: 0, unavailable: expect.any(String) });
+    const notRoot = new ProcOpenFiles({ proc: '/proc', cgroup: await ownCgroup() }, () => 1000);
+    expect(await notRoot.unlinkedOpenFiles(await self(), BUDGET)).toMatchObject({
+      entries: 0,
+      unavailable: expect.stringContaining('not root'),
+    });
   });
 });
 

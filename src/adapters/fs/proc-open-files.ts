@@ -14,6 +14,8 @@ export interface ProcRoots {
 
 const HOST_ROOTS: ProcRoots = { proc: '/proc', cgroup: '/sys/fs/cgroup' };
 
+const NOTHING = { bytes: 0, files: 0, entries: 0, complete: true } as const;
+
 /**
  * OpenFileScan from the host's `/proc`: the container's processes are those of its first process's cgroup (its
  * `cgroup.procs`: a process cannot leave it without writing the cgroup file system, which a pair cannot), or, where
@@ -28,8 +30,11 @@ const HOST_ROOTS: ProcRoots = { proc: '/proc', cgroup: '/sys/fs/cgroup' };
 export class ProcOpenFiles implements OpenFileScan {
   readonly #roots: ProcRoots;
 
-  constructor(roots: ProcRoots = HOST_ROOTS) {
+  readonly #uid: () => number;
+
+  constructor(roots: ProcRoots = HOST_ROOTS, uid: () => number = () => process.getuid?.() ?? -1) {
     this.#roots = roots;
+    this.#uid = uid;
   }
 
   async unlinkedOpenFiles(
@@ -42,8 +47,20 @@ export class ProcOpenFiles implements OpenFileScan {
     let bytes = 0;
     let entries = 0;
     let complete = true;
+    if (this.#uid() !== 0) {
+      return {
+        ...NOTHING,
+        unavailable: "the supervisor is not root: other users' descriptors cannot be read",
+      };
+    }
     const members = this.#membersOf(container.pid, container.id);
-    if (members === null) return { bytes: 0, files: 0, entries: 0, complete: false };
+    // Under root, a container's running first process always names it in its cgroup: a pid that does not is no
+    // process of this host's (a remote engine) or one that ended (and freed what it held) since the inspect.
+    if (members === null)
+      return {
+        ...NOTHING,
+        unavailable: `pid ${container.pid} is not a process of the container on this host`,
+      };
     const devicesByNs = new Map<string, ReadonlySet<number> | null>();
     for (const member of members) {
       const targets = this.#targetsOf(member);

@@ -49,6 +49,12 @@ export interface UnlinkedOpenFiles {
    * unreadable, its processes could not be listed): `bytes` is then a lower bound.
    */
   readonly complete: boolean;
+  /**
+   * Why this host cannot scan the container's processes at all, whatever the pair does (the supervisor is not root,
+   * the engine's processes are not on this host): the scan is off for the pair and named in its disk record, not
+   * counted as an unmeasured poll. A pair cannot cause it: on a local engine under root the scan always runs.
+   */
+  readonly unavailable?: string;
 }
 
 /**
