@@ -19,6 +19,7 @@ import { FileImageSessionsMemo, imageSessionsCacheFile } from './adapters/fs/ima
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
+import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
@@ -283,6 +284,8 @@ export function createExecutePairDeps(
     maskOutcome: maskOutcomeCopy,
     hostMountRules: () => (hostRules ??= hostMountRules(runtime)),
     mountOwners: mountOwners(),
+    // Staged mounts on the local engine only: a swarm node binds its own host's paths.
+    ...(inventory.nodes === undefined ? { mountStager: engineMountStager() } : {}),
     disk: new DiskUsageWalker(),
   };
 }
