@@ -266,6 +266,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     codeVersion,
     network: spec.network,
     runtime: spec.runtime ?? DEFAULT_RUNTIME,
+    mountMode: (await deps.mountStager?.mode()) ?? 'walked',
     ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
   });
   const limits = await pairRunLimits(deps, spec, output, options.onWarning);

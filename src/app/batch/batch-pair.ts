@@ -148,6 +148,7 @@ export async function dispatchPair(
     codeVersion: ctx.batch.code_version,
     network: job.network,
     runtime: jobRuntime(ctx.manifest, job),
+    mountMode: (await deps.execute.mountStager?.mode()) ?? 'walked',
   });
   // The launch's mount rules resolve (reads only) while the claim is written (issue 26); awaited before the create.
   const mountGuard = mountGuardFor(deps.execute, { store, mountRules: batchMountRules(ctx.batch) });
