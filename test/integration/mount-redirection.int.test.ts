@@ -5,9 +5,17 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Dockerode } from '../../src/adapters/docker/dockerode.js';
 import { STAGING_ROOT } from '../../src/adapters/mount/engine-stager.js';
-import { runPair } from '../../src/app/run-pair.js';
+import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
+import { runPair, type RunPairOptions } from '../../src/app/run-pair.js';
 import { RoboguideServer, type StartedRoboguideServer } from '../../src/testing/index.js';
-import { DRIVER_IMAGE, noDocker, pairRunDeps, runtime, sweep } from '../support/docker.js';
+import {
+  containersLabelled,
+  DRIVER_IMAGE,
+  noDocker,
+  pairRunDeps,
+  runtime,
+  sweep,
+} from '../support/docker.js';
 
 /**
  * Mount redirection (containment round two): a hostile container swaps a folder of its own mount between a folder
@@ -184,4 +192,73 @@ describe.skipIf(noDocker)('mount redirection: a source swapped for a link to / i
     expect(seen.refusedAtLaunch + seen.refusedAtSpec).toBeGreaterThan(0);
     expect(await stagedLeft(before)).toEqual([]);
   }, 300_000);
+
+  it('one host-wide record of writable sources: nested ones are refused across sessions and pair runs, named', async () => {
+    const s = await new RoboguideServer({ clientMode: 'raw' }).start();
+    servers.push(s);
+    const shared = join(work, 'shared');
+    await mkdir(join(shared, 'sub'), { recursive: true });
+    const session = async (source: string, readOnly = false) =>
+      s.client.call<{
+        session_id: string;
+        error?: { code: string; issues: { path: string; rule: string }[] };
+      }>('POST', '/v1/sessions', {
+        body: { image: DRIVER_IMAGE, labels: LABEL, mounts: [{ source, target: '/m', read_only: readOnly }] },
+      });
+    const a = await session(shared);
+    expect(a.status).toBe(201);
+    // Inside it, or holding it: refused with the mount named; the same folder, or read-only, is allowed.
+    for (const source of [join(shared, 'sub'), work]) {
+      const nested = await session(source);
+      expect(nested.status).toBe(409);
+      expect(nested.body.error?.code).toBe('E_MOUNT_NESTED');
+      expect(nested.body.error?.issues[0]).toMatchObject({
+        path: 'mounts[0].source',
+        rule: /lies inside, or holds/,
+      });
+    }
+    for (const [source, readOnly] of [
+      [shared, false],
+      [join(shared, 'sub'), true],
+    ] as const) {
+      const allowed = await session(source, readOnly);
+      expect(allowed.status).toBe(201);
+      await s.client.call('DELETE', `/v1/sessions/${allowed.body.session_id}`);
+    }
+    // A pair run in the same registry, its cwd inside the session's writable source: refused before anything runs.
+    const registry = SqliteCapacityRegistry.open({ path: s.registryPath });
+    const pairRun = (jobId: string, cwd: string): RunPairOptions => ({
+      specText: JSON.stringify({
+        job_id: jobId,
+        argv: ['/bin/sh', '-c', 'true'],
+        cwd,
+        outcome_path: join(work, 'out', jobId, 'outcome.json'),
+        environment: {},
+        ports: [],
+        timeout_seconds: 60,
+        image: DRIVER_IMAGE,
+      }),
+      specSource: `${jobId}.json`,
+      output: join(work, 'evidence', jobId),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 'test',
+      cwd: work,
+    });
+    try {
+      const deps = { ...pairRunDeps(runtime()), registry };
+      await expect(runPair(deps, pairRun(`${RUN}-nested`, join(shared, 'sub')))).rejects.toThrow(
+        /^cwd: .*shared\/sub lies inside, or holds, .*shared, the writable mount of a running container/,
+      );
+      expect(await containersLabelled({ 'roboguide.job': `${RUN}-nested` })).toEqual([]);
+      // Released with the session's removal: the same pair runs.
+      expect((await s.client.call('DELETE', `/v1/sessions/${a.body.session_id}`)).status).toBeLessThan(300);
+      const ran = await runPair(deps, pairRun(`${RUN}-after`, join(shared, 'sub')));
+      expect(ran.result.reasons).not.toContain('mount_refused');
+      expect(ran.result.engine_error ?? null).toBeNull();
+      expect(ran.result.cleanup.verified_absent).toBe(true);
+    } finally {
+      await registry.close();
+    }
+  });
 });

@@ -77,6 +77,8 @@ async function reservePair(
     claimId,
     gpuMib: expectedGpuMib(job, peaks),
     ports: job.ports,
+    // Its cwd may not lie inside, or hold, another live container's writable source (it waits, as for a port).
+    writableMounts: [job.cwd],
   };
   const { admitted, node } = await admitOnNodes(deps.registry, request, nodes);
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };

@@ -7,7 +7,12 @@ import {
   type ContainerLimits,
   type LimitDefaults,
 } from '../../core/pair-limits.js';
-import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
+import {
+  checkFreeMounts,
+  normalizeAbsolute,
+  resolveProtectedPaths,
+  type ProtectedPaths,
+} from '../../core/mount-policy.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { ApiError } from './api-error.js';
 import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
@@ -20,6 +25,7 @@ import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
 import { guardedSource } from '../mount-stage.js';
 import { MountRefusedError, protectedIdentities } from '../mount-walk.js';
 import type { MountStager } from '../ports/mount-stager.js';
+import type { AdmitRefusal } from '../../core/admission-rule.js';
 
 /** A session's creation before and at the engine: the refusals, then session.json and the container. */
 
@@ -185,6 +191,24 @@ async function guardedBinds(
     throw err;
   }
   return { binds: guarded, staged };
+}
+
+/**
+ * The registry's refusal as the API's answer (409): the host's capacity, or a writable mount nested with another
+ * live container's (docs/spec.md 5.3), named by the mount whose source it is.
+ */
+export function admissionRefusal(binds: readonly Bind[], refusal: AdmitRefusal): ApiError {
+  if (refusal.reason !== 'mount_nested')
+    return new ApiError(
+      409,
+      'E_CAPACITY',
+      `the host is at its capacity limit (${refusal.held} of ${refusal.limit} held)`,
+    );
+  const index = binds.findIndex((b) => !b.readOnly && normalizeAbsolute(b.hostPath) === refusal.source);
+  const rule = `lies inside, or holds, ${refusal.heldSource ?? '?'}, the writable mount of a running container (batch ${refusal.holderBatchId ?? '?'})`;
+  return new ApiError(409, 'E_MOUNT_NESTED', `mount source ${refusal.source ?? '?'} ${rule}`, [
+    { path: `mounts[${Math.max(index, 0)}].source`, rule },
+  ]);
 }
 
 /** The session's capabilities: a pair's set (docs/spec.md 5.1) less what the caller drops ("ALL": none). Never more. */
