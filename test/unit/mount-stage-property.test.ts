@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { fstatSync, readdirSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -110,6 +110,7 @@ describe('staged mounts under a concurrent swapper (property)', () => {
     const rootId = idOf('/');
     let staged = 0;
     let refused = 0;
+    const fdsBefore = readdirSync('/proc/self/fd').length;
     for (let i = 0; i < TRIES; i++) {
       stager.last = null;
       const path = randomPath(random);
@@ -134,6 +135,8 @@ describe('staged mounts under a concurrent swapper (property)', () => {
       expect(bound.id).toBe(source.checked.fileId);
     }
     console.log(`staged property, ${TRIES} tries: staged ${staged}, refused ${refused}`);
+    // Every folder opened on the way was closed, staged or refused.
+    expect(readdirSync('/proc/self/fd').length).toBeLessThanOrEqual(fdsBefore);
     expect(staged).toBeGreaterThan(0);
     expect(refused).toBeGreaterThan(0);
   });
