@@ -19,6 +19,7 @@ import { FileImageSessionsMemo, imageSessionsCacheFile } from './adapters/fs/ima
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
+import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
 import { ProcOpenFiles } from './adapters/fs/proc-open-files.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
@@ -284,6 +285,8 @@ export function createExecutePairDeps(
     maskOutcome: maskOutcomeCopy,
     hostMountRules: () => (hostRules ??= hostMountRules(runtime)),
     mountOwners: mountOwners(),
+    // Staged mounts on the local engine only: a swarm node binds its own host's paths.
+    ...(inventory.nodes === undefined ? { mountStager: engineMountStager() } : {}),
     disk: new DiskUsageWalker(),
     openFiles: new ProcOpenFiles(),
   };

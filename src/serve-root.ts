@@ -9,6 +9,7 @@ import { ImageBuilds } from './app/serve/image-build.js';
 import { FileBuildRecords } from './adapters/fs/build-records.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
+import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { startApiServer } from './adapters/http/api-server.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
@@ -195,6 +196,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     clock: systemClock,
     logger,
     fs: new NodeFileSystem(),
+    mountStager: engineMountStager(),
     store,
     batchId,
     environment: callerEnvironment,
@@ -214,6 +216,10 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   });
   sessionsRef = sessions;
   const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
+  // Staging points whose container is gone (a crashed server's, a pair's): adopted sessions' containers keep theirs.
+  await engineMountStager()
+    .sweep()
+    .catch(() => undefined);
   const pairs = new PairService({
     pairDeps: {
       ...createExecutePairDeps(options.pairExecutor?.runtime ?? runtime, logger, options.pairExecutor),

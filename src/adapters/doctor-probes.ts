@@ -15,6 +15,7 @@ import {
   type RegistryProbe,
   type RegistryTarget,
 } from '../app/ports/doctor-probes.js';
+import { engineMountStager } from './mount/engine-stager.js';
 import type { PostgresConnection } from './registry/default-path.js';
 import { POSTGRES_SCHEMA_VERSION } from './registry/postgres-schema.js';
 import { SCHEMA_VERSION, recordedVersion } from './registry/schema.js';
@@ -151,6 +152,7 @@ export function createDoctorDeps(
     nowMs: () => Date.now(),
     newId: () => randomUUID().slice(0, 8),
     podmanHost: { initPath: podmanInitPath, cdiSpecs },
+    mountMode: () => engineMountStager().mode(),
   };
 }
 

@@ -2,7 +2,8 @@ import { checkMounts, defaultMountRoots, normalizeAbsolute } from '../core/mount
 import { ExitCode, InternalError } from '../core/errors.js';
 import type { EngineInfo } from './ports/container-runtime.js';
 import type { DoctorDeps } from './ports/doctor-probes.js';
-import { warn } from './doctor/check.js';
+import { ok, warn } from './doctor/check.js';
+import type { MountMode } from '../core/mount-mode.js';
 import { runtimeProbe, runtimesCheck } from './doctor/runtime-checks.js';
 import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
@@ -87,6 +88,7 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     ...network,
     ...host,
     mountRootsCheck(options.mountRoots ?? [], dataRoot, options.homeDir),
+    ...(deps.mountMode !== undefined ? [mountModeCheck(await deps.mountMode())] : []),
   ];
   return { checks, engineReachable: engine.reachable, exitCode: doctorExitCode(checks, engine.reachable) };
 }
@@ -169,4 +171,18 @@ export function renderDoctorTable(report: DoctorReport): string {
     `${count('ok')} ok, ${count('warn')} warning(s), ${count('fail')} failure(s): exit ${report.exitCode}`,
   );
   return lines.join('\n');
+}
+
+/** Which mount mode pairs and sessions get here (docs/spec.md 5.3): `staged` is the wall, `walked` a detector. */
+export function mountModeCheck(mode: MountMode): DoctorCheck {
+  if (mode === 'staged')
+    return ok(
+      'mounts',
+      'staged: each bind source is opened from / without following a link and bound onto a point of ours (/run/roboguide-eval/mounts); the engine gets that point',
+    );
+  return warn(
+    'mounts',
+    'walked: this host refused a bind mount of ours (not root, or a rootless engine): sources are walked with lstat and verified after the create and the start, which detects a swapped folder but cannot prevent it',
+    'run as root on a host that allows bind mounts (mount --bind) to get staged mounts',
+  );
 }

@@ -18,6 +18,7 @@ import type { Logger } from './ports/logger.js';
 import type { OutcomeReader } from './ports/outcome-reader.js';
 import type { ProtectedPaths } from '../core/mount-policy.js';
 import type { MountGuard } from './mount-guard.js';
+import type { MountStager } from './ports/mount-stager.js';
 
 /** The fields of a manifest job (or a `pair run` spec) the lifecycle needs. */
 export interface PairJob extends RequestedLimits {
@@ -85,6 +86,8 @@ export interface ExecutePairDeps extends ExecutorInventory {
   >;
   /** Who may own each component of a bind source (root and the supervisor's user); absent: owners are not checked. */
   readonly mountOwners?: readonly number[];
+  /** Stages bind sources onto points the engine gets (docs/spec.md 5.3); absent: the `walked` mode. */
+  readonly mountStager?: MountStager;
   /**
    * After the container is gone: mask every secret in the private outcome copy (the evidence), replacing the file
    * when masking changed it and it still holds `bytes`; returns the bytes to hash, and `masked: false` when the

@@ -63,6 +63,12 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
     // Measured once more at collection (this also ends the interval loop when the lifecycle threw).
     diskRecord = await disk?.finish();
   }
+  // The staging points go once the container is seen gone (or was never made); a reattached pair's are swept.
+  const gone = execution.cleanup.verified_absent || execution.container.id === null;
+  if (gone && (guard?.unremoved ?? null) === null) {
+    await guard?.release();
+    if (input.reattach) await deps.mountStager?.sweep().catch(() => undefined);
+  }
   const refusal = guard?.refusal ?? null;
   if (refusal !== null)
     deps.logger.warn(
@@ -98,7 +104,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
  * only reads (realpath, lstat): resolving it before the claim is durable changes nothing on disk.
  */
 export async function mountGuardFor(
-  deps: Pick<ExecutePairDeps, 'fs' | 'hostMountRules' | 'mountOwners'>,
+  deps: Pick<ExecutePairDeps, 'fs' | 'hostMountRules' | 'mountOwners' | 'mountStager'>,
   input: Pick<ExecutePairInput, 'mountRules' | 'store'>,
 ): Promise<MountGuard> {
   const host = (await deps.hostMountRules?.()) ?? {};
@@ -110,6 +116,7 @@ export async function mountGuardFor(
   return new MountGuard(deps.fs, {
     rules,
     ...(deps.mountOwners !== undefined ? { owners: deps.mountOwners } : {}),
+    ...(deps.mountStager !== undefined ? { stager: deps.mountStager } : {}),
   });
 }
 

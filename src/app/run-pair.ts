@@ -180,7 +180,7 @@ async function admitPair(
   const { admitted, job } = await admitOnePair(
     registry,
     deps.nodes,
-    { batchId, claimId, ports: spec.ports },
+    { batchId, claimId, ports: spec.ports, writableMounts: [spec.cwd] },
     spec,
     specSource,
   );
@@ -192,6 +192,18 @@ async function admitPair(
         suggestions: [
           'wait for that pair to finish (`roboguide-eval capacity` shows it)',
           'or choose another port',
+        ],
+      },
+    );
+  }
+  if (admitted.kind === 'refused' && admitted.reason === 'mount_nested') {
+    throw new RoboguideError(
+      'E_REGISTRY',
+      `cwd: ${admitted.source ?? spec.cwd} lies inside, or holds, ${admitted.heldSource ?? '?'}, the writable mount of a running container (batch ${admitted.holderBatchId ?? '?'}): not started`,
+      {
+        suggestions: [
+          'wait for that container to finish (`roboguide-eval capacity` shows it)',
+          'or use a folder apart',
         ],
       },
     );
@@ -266,6 +278,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     codeVersion,
     network: spec.network,
     runtime: spec.runtime ?? DEFAULT_RUNTIME,
+    mountMode: (await deps.mountStager?.mode()) ?? 'walked',
     ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
   });
   const limits = await pairRunLimits(deps, spec, output, options.onWarning);

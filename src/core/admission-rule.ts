@@ -1,4 +1,5 @@
 import { largestPeakMib } from './dispatch-policy.js';
+import { isWithin, normalizeAbsolute } from './mount-policy.js';
 
 /**
  * Admission (SPEC §7), the rule itself: a pure function of the facts a registry holds for one node (its limits, what
@@ -14,7 +15,7 @@ export interface NodeBudget {
   readonly gpuMib: number | null;
 }
 
-export type AdmitRefusalReason = 'host_full' | 'gpu_budget' | 'port_held';
+export type AdmitRefusalReason = 'host_full' | 'gpu_budget' | 'port_held' | 'mount_nested';
 
 /**
  * `held`/`limit`: reservations for `host_full`, MiB for `gpu_budget` (on the request's node); the refused request is
@@ -28,6 +29,9 @@ export interface AdmitRefusal {
   readonly node: string;
   readonly port?: number;
   readonly holderBatchId?: string;
+  /** `mount_nested`: the requested writable source, and the held one (of `holderBatchId`) it lies inside or holds. */
+  readonly source?: string;
+  readonly heldSource?: string;
 }
 
 /** What a registry holds for one admission, read in the transaction that stores the decision. */
@@ -40,12 +44,16 @@ export interface AdmissionFacts {
   readonly held: { readonly count: number; readonly gpuMib: number };
   /** Held reservations' ports on the node among those requested (any order). */
   readonly portHolders: readonly { readonly port: number; readonly batchId: string }[];
+  /** Every held reservation's writable mount sources on the node (absent: none recorded). */
+  readonly heldMounts?: readonly { readonly source: string; readonly batchId: string }[];
 }
 
 export interface AdmissionAsk {
   readonly batchId: string;
   readonly jobId: string;
   readonly gpuMib: number;
+  /** The container's writable bind sources (absolute, link-free): none may nest with another held one. */
+  readonly writableMounts?: readonly string[];
 }
 
 export type AdmissionDecision =
@@ -87,7 +95,45 @@ export function decideAdmission(ask: AdmissionAsk, facts: AdmissionFacts): Admis
       holderBatchId: holder.batchId,
     };
   }
+  const nested = nestedMount(ask.writableMounts ?? [], facts.heldMounts ?? []);
+  if (nested !== null) {
+    return {
+      kind: 'refused',
+      reason: 'mount_nested',
+      held: 1,
+      limit: 1,
+      node,
+      source: nested.source,
+      heldSource: nested.held.source,
+      holderBatchId: nested.held.batchId,
+    };
+  }
   return { kind: 'admit' };
+}
+
+/**
+ * The first requested writable source that lies inside, or holds, a held one (docs/spec.md 5.3): one container
+ * could then swap a folder the other's mount is resolved through. Equal sources are allowed (two pairs may share a
+ * folder, as in one manifest).
+ */
+export function nestedMount<H extends { readonly source: string }>(
+  requested: readonly string[],
+  held: readonly H[],
+): { readonly source: string; readonly held: H } | null {
+  for (const raw of requested) {
+    const source = normalizeAbsolute(raw);
+    for (const h of held) {
+      const other = normalizeAbsolute(h.source);
+      if (source !== other && (isWithin(source, other) || isWithin(other, source)))
+        return { source, held: h };
+    }
+  }
+  return null;
+}
+
+/** The writable sources a reservation records: each once, normalized, ascending. */
+export function reservedMounts(sources: readonly string[] | undefined): string[] {
+  return [...new Set((sources ?? []).map(normalizeAbsolute))].sort();
 }
 
 /** The published ports a reservation holds: each once, ascending. */

@@ -2,6 +2,7 @@
 export const RECEIPT_SCHEMA = 'roboguide.e1.receipt/v1' as const;
 
 import { PRIVATE_OUTCOME_DIR } from './evidence-names.js';
+import type { MountMode } from './mount-mode.js';
 import type { ProcessIdentity } from './process-identity.js';
 import { networkModeFor, type NetworkChoice } from './pair-network.js';
 
@@ -42,6 +43,12 @@ export interface Receipt {
    * docs/spec.md §5.1). Absent in receipts written before it existed (those pairs ran under the engine's default).
    */
   readonly runtime?: string;
+  /**
+   * How the pair's bind sources reach the engine (docs/spec.md 5.3): `staged` (each opened without following a link
+   * and bound onto a staging point of ours) or `walked` (the host refused the bind: the link-free path, verified after
+   * the create and the start). Absent in receipts written before it existed (those pairs were walked).
+   */
+  readonly mount_mode?: MountMode;
   /** Null until the container exists; then recorded by atomic replace. */
   readonly container_id: string | null;
   readonly container_name: string;
@@ -92,6 +99,8 @@ export function buildReceipt(input: {
   readonly runtime: string;
   /** `pair run`: the registry it was admitted in (`registry_path`). */
   readonly registryPath?: string;
+  /** How its bind sources reach the engine (`mount_mode`). */
+  readonly mountMode?: MountMode;
 }): Receipt {
   return {
     schema: RECEIPT_SCHEMA,
@@ -111,6 +120,7 @@ export function buildReceipt(input: {
     code_version: input.codeVersion,
     network: { choice: input.network, engine_network: networkModeFor(input.network) },
     runtime: input.runtime,
+    ...(input.mountMode !== undefined ? { mount_mode: input.mountMode } : {}),
     container_id: null,
     container_name: containerName(input.jobId, input.claimId),
     ...(input.registryPath !== undefined ? { registry_path: input.registryPath } : {}),

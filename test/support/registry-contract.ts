@@ -314,6 +314,43 @@ export function registryContract(backend: RegistryBackend): void {
       });
     });
 
+    describe('writable mount sources', () => {
+      it('refuses a writable source inside, or holding, another held one across batches; equal ones and other nodes pass; freed with the slot', async () => {
+        const registry = await openRegistry();
+        await registry.setLimits({ maxReservations: 10, gpuMib: null });
+        const a = await admitted(registry, 'c1', { batchId: 'batch-a', writableMounts: ['/w/ws'] });
+        for (const [claim, source] of [
+          ['c2', '/w/ws/sub'],
+          ['c3', '/w'],
+        ] as const) {
+          expect(
+            await registry.admit(request(claim, { batchId: 'batch-b', writableMounts: [source] })),
+          ).toEqual({
+            kind: 'refused',
+            reason: 'mount_nested',
+            held: 1,
+            limit: 1,
+            node: NODE,
+            source,
+            heldSource: '/w/ws',
+            holderBatchId: 'batch-a',
+          });
+          expect(await registry.reservationForClaim(claim)).toBeNull();
+        }
+        // The same folder (as the spec allows), a sibling with a common prefix, and another node pass.
+        await admitted(registry, 'c4', { batchId: 'batch-b', writableMounts: ['/w/ws/'] });
+        await admitted(registry, 'c5', { batchId: 'batch-b', writableMounts: ['/w/ws2'] });
+        await admitted(registry, 'c6', { batchId: 'batch-b', node: 'gpu-2', writableMounts: ['/w/ws/sub'] });
+        await expect(registry.admit(request('c7', { writableMounts: ['rel'] }))).rejects.toThrow(
+          /writableMounts/,
+        );
+        // Released (by reconciliation or plainly): the source no longer counts.
+        await registry.commitTerminal(terminal('c1', a));
+        await registry.release((await registry.reservationForClaim('c4'))?.id ?? '', 'c4');
+        await admitted(registry, 'c8', { batchId: 'batch-c', writableMounts: ['/w/ws/sub'] });
+      });
+    });
+
     describe('containers and release', () => {
       it('attaches a container once, idempotently', async () => {
         const registry = await openRegistry();

@@ -10,7 +10,7 @@ import {
   errorKind,
 } from '../../src/core/errors.js';
 import { EngineError } from '../../src/app/ports/engine-error.js';
-import { MountRefusedError } from '../../src/app/mount-guard.js';
+import { MountRefusedError } from '../../src/app/mount-walk.js';
 import { LogOpenError } from '../../src/app/pair-log-types.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { LifecycleTransitionError } from '../../src/core/pair-lifecycle-state.js';

@@ -8,7 +8,7 @@ import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { executePair, type ExecutePairDeps, type ExecutePairInput } from '../../src/app/execute-pair.js';
-import { checkFolder, MountRefusedError } from '../../src/app/mount-guard.js';
+import { checkFolder, MountRefusedError } from '../../src/app/mount-walk.js';
 import type {
   ContainerHandle,
   ContainerRuntime,

@@ -5,7 +5,7 @@ import { basename, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { jobPathIssues, resolveProtected } from '../../src/app/job-paths.js';
-import { checkFolder, MountRefusedError } from '../../src/app/mount-guard.js';
+import { checkFolder, MountRefusedError } from '../../src/app/mount-walk.js';
 import { checkMounts, isWithin, type ProtectedPaths } from '../../src/core/mount-policy.js';
 import { seededRandom } from '../support/seeded-random.js';
 

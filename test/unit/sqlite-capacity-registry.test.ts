@@ -67,6 +67,7 @@ describe('opening', () => {
       { version: 1 },
       { version: 2 },
       { version: 3 },
+      { version: 4 },
     ]);
     raw.close();
 
@@ -115,7 +116,7 @@ describe('opening', () => {
       limit: 1,
       node: 'this-host',
     });
-    expect(await registry.schemaVersion()).toEqual({ current: 3, supported: 3 });
+    expect(await registry.schemaVersion()).toEqual({ current: 4, supported: 4 });
   });
 });
 

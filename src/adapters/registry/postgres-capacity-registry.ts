@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { RoboguideError } from '../../core/errors.js';
-import { decideAdmission, reservedPorts } from '../../core/admission-rule.js';
+import { decideAdmission, reservedMounts, reservedPorts } from '../../core/admission-rule.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -34,6 +34,7 @@ import {
   commitTerminalPg,
   selectHeldTotals,
   selectLimits,
+  selectHeldMounts,
   selectPortHolders,
   selectReservation,
   selectReservationForClaim,
@@ -168,6 +169,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     checkAdmitRequest(request);
     const node = request.node ?? this.localNode;
     const ports = reservedPorts(request.ports);
+    const mounts = reservedMounts(request.writableMounts);
     return this.#db.transaction('admit', async (db): Promise<AdmitResult> => {
       // The node's lock: every admission to this node waits here, so count-then-insert never interleaves.
       await db.query(NODE_LOCK_SQL, [node]);
@@ -177,6 +179,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
         budget: await selectLimits(db, node),
         held: await selectHeldTotals(db, node),
         portHolders: await selectPortHolders(db, node, ports),
+        heldMounts: mounts.length > 0 ? await selectHeldMounts(db, node) : [],
       });
       if (decision.kind !== 'admit') return unstoredAdmission(request, decision);
       const reservationId = this.#newId();
@@ -191,6 +194,13 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
           reservationId,
           node,
           port,
+        ]);
+      }
+      for (const source of mounts) {
+        await db.query('INSERT INTO reserved_mounts (reservation_id, node, source) VALUES ($1, $2, $3)', [
+          reservationId,
+          node,
+          source,
         ]);
       }
       await db.query(

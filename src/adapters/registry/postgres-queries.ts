@@ -79,6 +79,22 @@ export async function selectPortHolders(
   }));
 }
 
+/** Every held reservation's writable mount sources on `node`. */
+export async function selectHeldMounts(
+  db: Queryable,
+  node: string,
+): Promise<{ source: string; batchId: string }[]> {
+  const rows = await db.query(
+    `SELECT m.source, r.batch_id FROM reserved_mounts m JOIN reservations r ON r.id = m.reservation_id
+     WHERE r.state = 'held' AND m.node = $1 ORDER BY r.seq, m.source`,
+    [node],
+  );
+  return rows.rows.map((row: Record<string, unknown>) => ({
+    source: String(row['source']),
+    batchId: String(row['batch_id']),
+  }));
+}
+
 /** The node's held reservations: how many, and the GPU MiB they add up to. */
 export async function selectHeldTotals(
   db: Queryable,

@@ -68,6 +68,16 @@ const MIGRATIONS: readonly string[] = [
     acquired_at  TEXT NOT NULL
   );
   `,
+  // Writable mount sources held with a reservation (docs/spec.md 5.3): no held source may lie inside another's.
+  `
+  CREATE TABLE reserved_mounts (
+    reservation_id  TEXT NOT NULL REFERENCES reservations (id),
+    node            TEXT NOT NULL,
+    source          TEXT NOT NULL CHECK (left(source, 1) = '/'),
+    PRIMARY KEY (reservation_id, source)
+  );
+  CREATE INDEX reserved_mounts_node ON reserved_mounts (node);
+  `,
 ];
 
 export const POSTGRES_SCHEMA_VERSION = MIGRATIONS.length;

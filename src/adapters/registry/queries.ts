@@ -79,6 +79,17 @@ export function selectPortHolders(db: DatabaseSync, node: string, ports: readonl
   return holders;
 }
 
+/** Every held reservation's writable mount sources on `node`. */
+export function selectHeldMounts(db: DatabaseSync, node: string): { source: string; batchId: string }[] {
+  return db
+    .prepare(
+      `SELECT m.source, r.batch_id FROM reserved_mounts m JOIN reservations r ON r.id = m.reservation_id
+       WHERE r.state = 'held' AND m.node = ? ORDER BY r.rowid, m.source`,
+    )
+    .all(node)
+    .map((row) => ({ source: text(row, 'source'), batchId: text(row, 'batch_id') }));
+}
+
 /** A batch's recorded supervisor lease, if any. */
 export function selectLease(db: DatabaseSync, batchId: string): SupervisorLease | null {
   const row = db

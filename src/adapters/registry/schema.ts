@@ -78,6 +78,16 @@ const MIGRATIONS: readonly Migration[] = [
   ) STRICT;
   CREATE INDEX reserved_ports_node ON reserved_ports (node, port);
   `,
+  // Writable mount sources held with a reservation (docs/spec.md 5.3): no held source may lie inside another's.
+  `
+  CREATE TABLE reserved_mounts (
+    reservation_id  TEXT NOT NULL REFERENCES reservations (id),
+    node            TEXT NOT NULL,
+    source          TEXT NOT NULL CHECK (substr(source, 1, 1) = '/'),
+    PRIMARY KEY (reservation_id, source)
+  ) STRICT;
+  CREATE INDEX reserved_mounts_node ON reserved_mounts (node);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -37,6 +37,7 @@ import {
   selectHeldTotals,
   selectLease,
   selectLimits,
+  selectHeldMounts,
   selectPortHolders,
   selectReservation,
   selectReservationForClaim,
@@ -44,7 +45,7 @@ import {
 import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission, checkAttach } from './validate.js';
-import { decideAdmission, reservedPorts } from '../../core/admission-rule.js';
+import { decideAdmission, reservedMounts, reservedPorts } from '../../core/admission-rule.js';
 
 /** The busy wait: the registry deadline (a writer never waits longer for another process's transaction). */
 export const DEFAULT_BUSY_TIMEOUT_MS = DEFAULT_REGISTRY_DEADLINE_MS;
@@ -242,12 +243,14 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     const db = this.#db;
     const node = request.node ?? this.localNode;
     const ports = reservedPorts(request.ports);
+    const mounts = reservedMounts(request.writableMounts);
     const decision = decideAdmission(request, {
       existing: selectReservationForClaim(db, request.claimId),
       node,
       budget: selectLimits(db, node),
       held: selectHeldTotals(db, node),
       portHolders: selectPortHolders(db, node, ports),
+      heldMounts: mounts.length > 0 ? selectHeldMounts(db, node) : [],
     });
     if (decision.kind !== 'admit') return unstoredAdmission(request, decision);
     const reservationId = this.#newId();
@@ -258,6 +261,10 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     ).run(reservationId, request.batchId, request.jobId, request.claimId, node, request.gpuMib, nowIso);
     const insertPort = db.prepare('INSERT INTO reserved_ports (reservation_id, node, port) VALUES (?, ?, ?)');
     for (const port of ports) insertPort.run(reservationId, node, port);
+    const insertMount = db.prepare(
+      'INSERT INTO reserved_mounts (reservation_id, node, source) VALUES (?, ?, ?)',
+    );
+    for (const source of mounts) insertMount.run(reservationId, node, source);
     db.prepare(
       `INSERT INTO board (run_id, batch_id, job_id, state, updated_at) VALUES (?, ?, ?, 'running', ?)`,
     ).run(request.claimId, request.batchId, request.jobId, nowIso);

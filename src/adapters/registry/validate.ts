@@ -33,6 +33,10 @@ export function checkAdmitRequest(request: AdmitRequest): void {
     if (!(Number.isSafeInteger(port) && port >= 1 && port <= 65_535))
       issues.push({ path: `ports[${k}]`, rule: 'must be an integer 1..65535' });
   });
+  (request.writableMounts ?? []).forEach((source, k) => {
+    if (!source.startsWith('/'))
+      issues.push({ path: `writableMounts[${k}]`, rule: 'must be an absolute path' });
+  });
   if (issues.length > 0) throw new InvalidInputError('E_USAGE', 'invalid admission request', issues);
 }
 

@@ -77,6 +77,8 @@ async function reservePair(
     claimId,
     gpuMib: expectedGpuMib(job, peaks),
     ports: job.ports,
+    // Its cwd may not lie inside, or hold, another live container's writable source (it waits, as for a port).
+    writableMounts: [job.cwd],
   };
   const { admitted, node } = await admitOnNodes(deps.registry, request, nodes);
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };
@@ -148,6 +150,7 @@ export async function dispatchPair(
     codeVersion: ctx.batch.code_version,
     network: job.network,
     runtime: jobRuntime(ctx.manifest, job),
+    mountMode: (await deps.execute.mountStager?.mode()) ?? 'walked',
   });
   // The launch's mount rules resolve (reads only) while the claim is written (issue 26); awaited before the create.
   const mountGuard = mountGuardFor(deps.execute, { store, mountRules: batchMountRules(ctx.batch) });

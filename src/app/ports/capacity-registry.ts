@@ -52,13 +52,18 @@ export interface AdmitRequest {
   readonly node?: string;
   /** Published host ports the pair binds on its node; held with the reservation. Default none. */
   readonly ports?: readonly number[];
+  /**
+   * The container's writable bind sources (absolute, link-free), held with the reservation: refused (`mount_nested`)
+   * when one lies inside, or holds, a source another held reservation on the node records. Default none.
+   */
+  readonly writableMounts?: readonly string[];
 }
 
 export type { AdmitRefusalReason } from '../../core/admission-rule.js';
 
 export type AdmitResult =
   | { readonly kind: 'admitted'; readonly reservationId: string }
-  /** The node's slots, GPU budget or a port refused it (`decideAdmission`, `src/core/admission-rule.ts`). */
+  /** The node's slots, GPU budget, a port or a nested mount refused it (`decideAdmission`, `src/core/admission-rule.ts`). */
   | AdmitRefusal
   /** The same claim was admitted before (same batch and job); nothing was inserted. */
   | { readonly kind: 'already_admitted'; readonly reservationId: string };

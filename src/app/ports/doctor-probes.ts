@@ -1,4 +1,5 @@
 import type { MountOptions } from '../../core/disk-quota.js';
+import type { MountMode } from '../../core/mount-mode.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { ContainerRuntime } from './container-runtime.js';
@@ -46,6 +47,8 @@ export interface DoctorDeps {
   readonly pairNetwork?: PairNetworkGuard | 'engine-bridge';
   /** What Podman needs of this host (its init, CDI specs); absent: the Podman checks report them unknown. */
   readonly podmanHost?: PodmanHost;
+  /** How bind sources reach the engine (docs/spec.md 5.3), probed with a bind of a folder of ours; absent: not reported. */
+  readonly mountMode?: () => Promise<MountMode>;
 }
 
 /** CDI spec folders Podman reads (fixed in Podman 4). */

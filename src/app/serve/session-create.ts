@@ -7,7 +7,12 @@ import {
   type ContainerLimits,
   type LimitDefaults,
 } from '../../core/pair-limits.js';
-import { checkFreeMounts, resolveProtectedPaths, type ProtectedPaths } from '../../core/mount-policy.js';
+import {
+  checkFreeMounts,
+  normalizeAbsolute,
+  resolveProtectedPaths,
+  type ProtectedPaths,
+} from '../../core/mount-policy.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { ApiError } from './api-error.js';
 import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
@@ -17,6 +22,10 @@ import type { PublishedPort, SessionEngine } from '../ports/container-runtime.js
 import { sessionRel, type Session } from './session-state.js';
 import type { FileSystem } from '../ports/file-system.js';
 import { DEFAULT_RUNTIME, runtimeProblem } from '../../core/oci-runtime.js';
+import { guardedSource } from '../mount-stage.js';
+import { MountRefusedError, protectedIdentities } from '../mount-walk.js';
+import type { MountStager } from '../ports/mount-stager.js';
+import type { AdmitRefusal } from '../../core/admission-rule.js';
 
 /** A session's creation before and at the engine: the refusals, then session.json and the container. */
 
@@ -24,8 +33,10 @@ export type Bind = { hostPath: string; containerPath: string; readOnly: boolean 
 
 export interface CreateDeps {
   readonly engine: Pick<SessionEngine, 'imageExists' | 'info' | 'createAndStart'>;
-  /** Real paths of mount sources. */
-  readonly fs: Pick<FileSystem, 'realpath'>;
+  /** Real paths of mount sources, and the walk of each (docs/spec.md 5.3). */
+  readonly fs: FileSystem;
+  /** Stages mount sources onto points the engine gets; absent: the `walked` mode. */
+  readonly mountStager?: MountStager;
   readonly store: EvidenceStore;
   readonly environment: Readonly<Record<string, string | undefined>>;
   readonly protectedPaths: ProtectedPaths;
@@ -90,11 +101,36 @@ export async function startContainer(
     labels: Record<string, string>;
   },
 ): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
-  const { body, env, binds } = request;
+  const { body, env } = request;
   const { record } = session;
   const limits = sessionLimits(body, deps.limitDefaults);
-  await deps.store.ensureDir(sessionRel(record.session_id));
-  await deps.store.writeJsonAtomic(sessionRel(record.session_id, SESSION_FILE), record);
+  // Walked again from `/` now, and staged: the engine gets points no later swap of a source's path can redirect.
+  const { binds, staged } = await guardedBinds(deps, request.binds);
+  try {
+    await deps.store.ensureDir(sessionRel(record.session_id));
+    await deps.store.writeJsonAtomic(sessionRel(record.session_id, SESSION_FILE), record);
+    const created = await createAndStart(deps, record, body, { env, binds, labels: request.labels, limits });
+    for (const path of staged) deps.mountStager?.settled(path);
+    return created;
+  } catch (err) {
+    // The engine adapter removed what it made: no container uses the points.
+    for (const path of staged) await deps.mountStager?.release(path).catch(() => undefined);
+    throw err;
+  }
+}
+
+function createAndStart(
+  deps: CreateDeps,
+  record: Session['record'],
+  body: SessionCreate,
+  request: {
+    env: Record<string, string>;
+    binds: Bind[];
+    labels: Record<string, string>;
+    limits: ContainerLimits;
+  },
+): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
+  const { env, binds, limits } = request;
   return deps.engine.createAndStart({
     name: record.container_name,
     image: body.image,
@@ -116,6 +152,63 @@ export async function startContainer(
     command: body.command,
     extraHosts: body.extra_hosts ?? [],
   });
+}
+
+/**
+ * Each mount's source walked from `/` and checked on what was found (mount-stage.ts, as for a pair's binds): staged
+ * onto a point of ours, or walked with lstat when the host refuses the bind. A refusal names `mounts[i].source`.
+ */
+async function guardedBinds(
+  deps: CreateDeps,
+  binds: readonly Bind[],
+): Promise<{ binds: Bind[]; staged: string[] }> {
+  const stager = deps.mountStager ?? null;
+  const mode = stager === null ? 'walked' : await stager.mode();
+  const rules = await resolveProtectedPaths(deps.protectedPaths, (path) => deps.fs.realpath(path));
+  const ids = await protectedIdentities(deps.fs, rules);
+  const guarded: Bind[] = [];
+  const staged: string[] = [];
+  try {
+    for (const [index, bind] of binds.entries()) {
+      const source = await guardedSource(
+        { fs: deps.fs, stager },
+        mode,
+        bind.hostPath,
+        `mounts[${index}].source`,
+        {
+          create: false,
+          ids,
+          readOnly: bind.readOnly,
+        },
+      );
+      if (source.stagedPath !== null) staged.push(source.stagedPath);
+      guarded.push({ ...bind, hostPath: source.engineSource });
+    }
+  } catch (err) {
+    for (const path of staged) await stager?.release(path).catch(() => undefined);
+    if (err instanceof MountRefusedError)
+      throw ApiError.invalid('the session request', [{ path: err.field, rule: err.rule }]);
+    throw err;
+  }
+  return { binds: guarded, staged };
+}
+
+/**
+ * The registry's refusal as the API's answer (409): the host's capacity, or a writable mount nested with another
+ * live container's (docs/spec.md 5.3), named by the mount whose source it is.
+ */
+export function admissionRefusal(binds: readonly Bind[], refusal: AdmitRefusal): ApiError {
+  if (refusal.reason !== 'mount_nested')
+    return new ApiError(
+      409,
+      'E_CAPACITY',
+      `the host is at its capacity limit (${refusal.held} of ${refusal.limit} held)`,
+    );
+  const index = binds.findIndex((b) => !b.readOnly && normalizeAbsolute(b.hostPath) === refusal.source);
+  const rule = `lies inside, or holds, ${refusal.heldSource ?? '?'}, the writable mount of a running container (batch ${refusal.holderBatchId ?? '?'})`;
+  return new ApiError(409, 'E_MOUNT_NESTED', `mount source ${refusal.source ?? '?'} ${rule}`, [
+    { path: `mounts[${Math.max(index, 0)}].source`, rule },
+  ]);
 }
 
 /** The session's capabilities: a pair's set (docs/spec.md 5.1) less what the caller drops ("ALL": none). Never more. */

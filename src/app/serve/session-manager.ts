@@ -15,7 +15,7 @@ import type {
 import type { ContainerDefaults, PublishedPort } from '../ports/container-runtime.js';
 import type { ExecObserver } from './session-exec.js';
 import { execInSession } from './session-exec-request.js';
-import { checkCreate, startContainer } from './session-create.js';
+import { admissionRefusal, checkCreate, startContainer, type Bind } from './session-create.js';
 import {
   abandonCreate,
   performDeletion,
@@ -92,7 +92,7 @@ export class SessionManager {
     body: SessionCreate,
   ): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
     const { resolved, binds } = await checkCreate(this.#deps, body, this.#sessions.values());
-    const { session, markReady } = await this.#admit(body, resolved);
+    const { session, markReady } = await this.#admit(body, resolved, binds);
     const sessionId = session.record.session_id;
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };
     try {
@@ -136,6 +136,7 @@ export class SessionManager {
   async #admit(
     body: SessionCreate,
     resolved: CallerEnvironment,
+    binds: readonly Bind[],
   ): Promise<{ session: Session; markReady: () => void }> {
     const sessionId = `s-${randomUUID()}`;
     const claimId = randomUUID();
@@ -144,14 +145,9 @@ export class SessionManager {
       jobId: sessionId,
       claimId,
       gpuMib: 0,
+      writableMounts: binds.filter((b) => !b.readOnly).map((b) => b.hostPath),
     });
-    if (admitted.kind === 'refused') {
-      throw new ApiError(
-        409,
-        'E_CAPACITY',
-        `the host is at its capacity limit (${admitted.held} of ${admitted.limit} held)`,
-      );
-    }
+    if (admitted.kind === 'refused') throw admissionRefusal(binds, admitted);
     const now = this.#nowMs();
     const expiresAtMs = now + body.ttl_seconds * 1000;
     const record = newSessionRecord(

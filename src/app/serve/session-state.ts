@@ -6,6 +6,7 @@ import type { ProtectedPaths } from '../../core/mount-policy.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { Clock } from '../ports/clock.js';
+import type { MountStager } from '../ports/mount-stager.js';
 import type { FileSystem } from '../ports/file-system.js';
 import type { Logger } from '../ports/logger.js';
 import type { ExecHandle, PublishedPort, SessionEngine } from '../ports/container-runtime.js';
@@ -136,6 +137,8 @@ export interface SessionManagerDeps {
   readonly logger: Logger;
   /** Real paths of mount sources, and the exec log (`execs.jsonl`). */
   readonly fs: FileSystem;
+  /** Stages mount sources onto points the engine gets (docs/spec.md 5.3); absent: the `walked` mode. */
+  readonly mountStager?: MountStager;
   /** Evidence root (`--data-dir`): sessions/<id>/ and pairs/<id>/ live under it. */
   readonly store: EvidenceStore;
   /** The registry batch id of this server's sessions (also their `roboguide.batch` label). */

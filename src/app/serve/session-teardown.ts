@@ -41,6 +41,8 @@ export async function performDeletion(
     }
     session.removal = { stopped: removal.stopped, removed: removal.removed };
     session.state = 'releasing';
+    // Its staging points (and those of sessions adopted from an earlier server) go once no container uses them.
+    await deps.mountStager?.sweep().catch(() => undefined);
   }
   const removal = session.removal;
   let slot: { released: boolean; error: string | null };
