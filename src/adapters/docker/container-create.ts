@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { ContainerBase } from '../../app/ports/container-runtime.js';
 import { PAIR_CAPABILITIES, type ContainerLimits } from '../../core/pair-limits.js';
+import { SECCOMP_SECURITY_OPT } from '../../core/seccomp-profile.js';
 
 /**
  * The engine's own copy of a pair's raw (unredacted) output: always the local json-file driver, whatever
@@ -44,7 +45,7 @@ export interface CreateExtras {
 /**
  * The one place a container's create options are built, a pair's and a session's: name, image,
  * environment, labels, ports, then the HostConfig every container of ours gets (network, runtime, bind
- * mounts, init, no new privileges, every capability dropped but a few, the limits, the GPU requests).
+ * mounts, init, no new privileges, our seccomp profile, every capability dropped but a few, the limits, the GPU requests).
  * `networkMode` is the network already ensured (DockerContainerRuntime.networkMode).
  */
 export function createOptions(
@@ -75,7 +76,9 @@ export function createOptions(
         spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
       ),
       Init: true,
-      SecurityOpt: ['no-new-privileges'],
+      // Our seccomp profile in place of the engine's: no setuid/setgid mode, no device node, no user namespace,
+      // no io_uring, whatever the capabilities (src/core/seccomp-profile.ts, docs/secrets.md "host privilege").
+      SecurityOpt: ['no-new-privileges', SECCOMP_SECURITY_OPT],
       // Every capability dropped but the few a container needs (docs/spec.md 5.1), whatever the limits say.
       CapDrop: ['ALL'],
       CapAdd: [...(extras.capabilities ?? PAIR_CAPABILITIES)],
