@@ -20,6 +20,7 @@ import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
 import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
+import { PrivilegeSweeper } from './adapters/fs/privilege-sweeper.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
@@ -284,6 +285,7 @@ export function createExecutePairDeps(
     hostMountRules: () => (hostRules ??= hostMountRules(runtime)),
     mountOwners: mountOwners(),
     disk: new DiskUsageWalker(),
+    privilegeSweep: new PrivilegeSweeper(),
   };
 }
 

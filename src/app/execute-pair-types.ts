@@ -8,6 +8,7 @@ import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { NetworkChoice } from '../core/pair-network.js';
 import type { PairLimits, RequestedLimits } from '../core/pair-limits.js';
 import type { DiskUsage } from './ports/disk-usage.js';
+import type { PrivilegeSweep } from './ports/privilege-sweep.js';
 import type { PairExecution } from './pair-lifecycle.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
@@ -67,6 +68,8 @@ export interface ExecutePairDeps extends ExecutorInventory {
   readonly disk?: DiskUsage;
   /** The disk watch's interval (default DISK_POLL_INTERVAL_MS); tests shorten it. */
   readonly diskPollIntervalMs?: number;
+  /** Clears setuid/setgid bits under the pair's host folders once it ran (docs/secrets.md "host privilege"). */
+  readonly privilegeSweep?: PrivilegeSweep;
   /**
    * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
    * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.
