@@ -18,8 +18,10 @@ import { ALLOWED_SYSCALLS } from './seccomp-syscalls.js';
 export const PRIVILEGE_MODE_BITS = 0o6000;
 
 /**
- * CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: no namespace of its own (in a user namespace of
- * its own, container root would hold CAP_SETFCAP again and could write a file capability valid on the host).
+ * CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: no namespace of its own. In a user namespace of its
+ * own container root holds every capability again (CAP_SETFCAP included); since Linux 5.12 mapping uid 0 there needs
+ * CAP_SETFCAP outside (dropped), so no file capability valid on the host can be written: refused here all the same,
+ * for older kernels and for the kernel surface a user namespace opens.
  */
 export const NAMESPACE_CLONE_FLAGS = 0x7e02_0000;
 

@@ -137,6 +137,7 @@ const PROBES: readonly (readonly [variant: string, errno: number, existing: bool
   ['io_uring', EPERM, false],
   ['setcap', EPERM, true],
   ['unshare-user', EPERM, false],
+  ['userns-setcap', EPERM, true],
   ['clone3', ENOSYS, false],
 ];
 
