@@ -18,6 +18,8 @@ import { pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
 import type { ResultRecord } from '../../src/core/result.js';
+import { SECCOMP_SECURITY_OPT } from '../../src/core/seccomp-profile.js';
+import { startTestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 
 /**
@@ -259,5 +261,40 @@ describe.skipIf(noDocker)('host privilege on the real engine', () => {
     const result = await resultOf(outcome);
     expect(result.classification).toBe('completed');
     expect(result.container.exit_code).toBe(0);
+  });
+
+  it('a session (serve) gets the same profile: chmod 4755 in its rw host mount is refused, uid 65534 stays 65534', async () => {
+    const dir = join(work, 'session-mount');
+    await mkdir(dir, { mode: 0o755 });
+    const server = await startTestServer({ clientMode: 'raw' });
+    try {
+      const created = await server.client.call<{ session_id: string; container_id: string }>(
+        'POST',
+        '/v1/sessions',
+        {
+          body: { image: DRIVER_IMAGE, mounts: [{ source: dir, target: '/m' }] },
+        },
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const inspected = await rt.docker.getContainer(created.body.container_id).inspect();
+      expect(inspected.HostConfig.SecurityOpt).toEqual(['no-new-privileges', SECCOMP_SECURITY_OPT]);
+      const out = await server.client.call<{ stdout: string; return_code: number }>(
+        'POST',
+        `/v1/sessions/${created.body.session_id}/exec`,
+        {
+          body: {
+            command:
+              'cp /bin/busybox /m/busybox; chmod 4755 /m/busybox; echo "chmod=$?"; chmod g+s /m/busybox; echo "g+s=$?"',
+          },
+        },
+      );
+      expect(out.body.stdout).toMatch(/^chmod=[1-9]\ng\+s=[1-9]\n$/);
+      const deleted = await server.client.call('DELETE', `/v1/sessions/${created.body.session_id}`);
+      expect(deleted.status).toBe(200);
+    } finally {
+      await server.dispose();
+    }
+    expect((await lstat(join(dir, 'busybox'))).mode & 0o7777).toBe(0o755);
+    expect(await asNobody(join(dir, 'busybox'), 'id', '-u')).toBe('65534');
   });
 });
