@@ -135,6 +135,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
           Runtimes?: Record<string, unknown>;
           LoggingDriver?: string;
           DockerRootDir?: string;
+          SecurityOptions?: string[] | null;
         }>,
         this.docker.version(),
       ]);
@@ -147,6 +148,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         runtimeDetails: engineRuntimesOf(info.Runtimes),
         loggingDriver: info.LoggingDriver,
         dataRoot: info.DockerRootDir,
+        securityOptions: info.SecurityOptions ?? undefined,
       };
     } catch (err) {
       throw toEngineError(err, 'query the engine');
