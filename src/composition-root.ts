@@ -21,6 +21,7 @@ import { pinoRedactionOptions } from './adapters/log-redaction.js';
 import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapters/outcome-reader.js';
 import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
 import { PrivilegeSweeper } from './adapters/fs/privilege-sweeper.js';
+import { outcomeFolderOwner } from './adapters/fs/outcome-folder-owner.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
@@ -286,6 +287,7 @@ export function createExecutePairDeps(
     mountOwners: mountOwners(),
     disk: new DiskUsageWalker(),
     privilegeSweep: new PrivilegeSweeper(),
+    handOverOutcomeFolder: outcomeFolderOwner(runtime),
   };
 }
 

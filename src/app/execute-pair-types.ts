@@ -70,6 +70,8 @@ export interface ExecutePairDeps extends ExecutorInventory {
   readonly diskPollIntervalMs?: number;
   /** Clears setuid/setgid bits under the pair's host folders once it ran (docs/secrets.md "host privilege"). */
   readonly privilegeSweep?: PrivilegeSweep;
+  /** Makes the private outcome folder writable by the container's root where the engine remaps it (userns-remap). */
+  readonly handOverOutcomeFolder?: (dir: string) => Promise<void>;
   /**
    * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
    * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.

@@ -31,6 +31,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   // time, never through a link), and its private outcome folder.
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
+  if (!input.reattach) await deps.handOverOutcomeFolder?.(privateOutcome.dir);
   const guard = input.reattach ? null : await (input.mountGuard ?? mountGuardFor(deps, input));
   const paths: PairPaths = {
     sessionsRel,
