@@ -20,7 +20,14 @@ import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { SECCOMP_SECURITY_OPT } from '../../src/core/seccomp-profile.js';
 import { startTestServer } from '../../src/testing/index.js';
-import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
+import {
+  DRIVER_IMAGE,
+  engineIsPodman,
+  expectNoContainersLeft,
+  noDocker,
+  pairRunDeps,
+  runtime,
+} from '../support/docker.js';
 
 /**
  * Host privilege (docs/secrets.md "host privilege"): container root is host root and a pair's cwd is a host folder,
@@ -277,7 +284,11 @@ describe.skipIf(noDocker)('host privilege on the real engine', () => {
       );
       expect(created.status, JSON.stringify(created.body)).toBe(201);
       const inspected = await rt.docker.getContainer(created.body.container_id).inspect();
-      expect(inspected.HostConfig.SecurityOpt).toEqual(['no-new-privileges', SECCOMP_SECURITY_OPT]);
+      // Docker takes the JSON itself, Podman a file's path (src/adapters/docker/seccomp-option.ts).
+      const seccomp = await rt.seccomp.option();
+      expect(seccomp).toMatch(engineIsPodman ? /^seccomp=\/.+\.json$/ : /^seccomp=\{/);
+      if (!engineIsPodman) expect(seccomp).toBe(SECCOMP_SECURITY_OPT);
+      expect(inspected.HostConfig.SecurityOpt).toEqual(['no-new-privileges', seccomp]);
       const out = await server.client.call<{ stdout: string; return_code: number }>(
         'POST',
         `/v1/sessions/${created.body.session_id}/exec`,

@@ -1,7 +1,6 @@
 import type Docker from 'dockerode';
 import type { ContainerBase } from '../../app/ports/container-runtime.js';
 import { PAIR_CAPABILITIES, type ContainerLimits } from '../../core/pair-limits.js';
-import { SECCOMP_SECURITY_OPT } from '../../core/seccomp-profile.js';
 
 /**
  * The engine's own copy of a pair's raw (unredacted) output: always the local json-file driver, whatever
@@ -40,6 +39,8 @@ export interface CreateExtras {
   readonly hostConfig?: Docker.HostConfig;
   /** The capabilities kept (all others dropped); absent: a pair's set (docs/spec.md 5.1). */
   readonly capabilities?: readonly string[] | undefined;
+  /** Our seccomp profile as the engine takes it (`EngineSeccompOption`: the JSON on Docker, a file's path on Podman). */
+  readonly seccomp: string;
 }
 
 /**
@@ -78,7 +79,7 @@ export function createOptions(
       Init: true,
       // Our seccomp profile in place of the engine's: no setuid/setgid mode, no device node, no user namespace,
       // no io_uring, whatever the capabilities (src/core/seccomp-profile.ts, docs/secrets.md "host privilege").
-      SecurityOpt: ['no-new-privileges', SECCOMP_SECURITY_OPT],
+      SecurityOpt: ['no-new-privileges', extras.seccomp],
       // Every capability dropped but the few a container needs (docs/spec.md 5.1), whatever the limits say.
       CapDrop: ['ALL'],
       CapAdd: [...(extras.capabilities ?? PAIR_CAPABILITIES)],
