@@ -22,6 +22,8 @@ import { fileOutcomeReader, maskOutcomeCopy, publishOutcomeCopy } from './adapte
 import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { DiskUsageWalker } from './adapters/fs/disk-usage-walker.js';
 import { ProcOpenFiles } from './adapters/fs/proc-open-files.js';
+import { PrivilegeSweeper } from './adapters/fs/privilege-sweeper.js';
+import { outcomeFolderOwner } from './adapters/fs/outcome-folder-owner.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
@@ -289,6 +291,8 @@ export function createExecutePairDeps(
     ...(inventory.nodes === undefined ? { mountStager: engineMountStager() } : {}),
     disk: new DiskUsageWalker(),
     openFiles: new ProcOpenFiles(),
+    privilegeSweep: new PrivilegeSweeper(),
+    handOverOutcomeFolder: outcomeFolderOwner(runtime),
   };
 }
 

@@ -10,6 +10,7 @@ import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './docto
 import { engineChecks } from './doctor/engine-checks.js';
 import { hostChecks } from './doctor/host-checks.js';
 import { pairNetworkCheck } from './doctor/network-check.js';
+import { hostPrivilegeCheck } from './doctor/privilege-check.js';
 
 export {
   formatBytes,
@@ -82,9 +83,14 @@ export async function runDoctor(deps: DoctorDeps, options: DoctorOptions): Promi
     (i) => i.dataRoot,
     () => undefined,
   );
+  const privilege = await info.then(
+    (i) => [hostPrivilegeCheck(i)],
+    () => [],
+  );
   const checks = [
     ...engine.checks,
     ...runtimes,
+    ...privilege,
     ...network,
     ...host,
     mountRootsCheck(options.mountRoots ?? [], dataRoot, options.homeDir),

@@ -8,6 +8,7 @@ import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { NetworkChoice } from '../core/pair-network.js';
 import type { PairLimits, RequestedLimits } from '../core/pair-limits.js';
 import type { DiskUsage, DiskUsageBudget, OpenFileScan } from './ports/disk-usage.js';
+import type { PrivilegeSweep } from './ports/privilege-sweep.js';
 import type { PairExecution } from './pair-lifecycle.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
@@ -72,6 +73,10 @@ export interface ExecutePairDeps extends ExecutorInventory {
   readonly diskWalkBudget?: DiskUsageBudget;
   /** Counts the files a pair's processes hold open after deleting them. Absent: they are not counted. */
   readonly openFiles?: OpenFileScan;
+  /** Clears setuid/setgid bits under the pair's host folders once it ran (docs/secrets.md "host privilege"). */
+  readonly privilegeSweep?: PrivilegeSweep;
+  /** Makes the private outcome folder writable by the container's root where the engine remaps it (userns-remap). */
+  readonly handOverOutcomeFolder?: (dir: string) => Promise<void>;
   /**
    * After the container is gone: publish the outcome bytes at the job's host `outcome_path` (atomic replace),
    * the operator's copy. A failure is logged, never a verdict: the private copy is the evidence.

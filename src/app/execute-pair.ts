@@ -1,6 +1,7 @@
 import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG } from '../core/evidence-names.js';
 import { join } from 'node:path';
 import { textRedactor } from '../core/redaction/redact-text.js';
+import { errorDetail } from '../core/errors.js';
 import type { LogSink } from './evidence/log-sink.js';
 import type { OpenedLog } from './pair-log-types.js';
 import type { DiskRecord } from '../core/result.js';
@@ -30,6 +31,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   // time, never through a link), and its private outcome folder.
   const privateOutcome = privateOutcomePaths(input);
   await store.ensureDir(join(jobRel, PRIVATE_OUTCOME_DIR));
+  if (!input.reattach) await deps.handOverOutcomeFolder?.(privateOutcome.dir);
   const guard = input.reattach ? null : await (input.mountGuard ?? mountGuardFor(deps, input));
   const paths: PairPaths = {
     sessionsRel,
@@ -93,10 +95,41 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
       cleanup: { ...checked.cleanup, removed: false, verified_absent: false },
     };
   await publishOperatorCopy(deps, checked, job);
+  const result = await resultOf(deps, input, checked, paths, refusal !== null, diskRecord);
+  const stripped = await stripHostPrivilege(deps, input, [job.cwd, privateOutcome.dir], paths.redact);
   return {
-    result: await resultOf(deps, input, checked, paths, refusal !== null, diskRecord),
+    result: stripped.length > 0 ? { ...result, host_privilege_stripped: stripped } : result,
     execution: checked,
   };
+}
+
+/**
+ * The second line against host privilege, once the container is gone: setuid/setgid bits under the pair's folders
+ * are cleared and their paths (masked) kept. A failed sweep is logged, never a verdict.
+ */
+async function stripHostPrivilege(
+  deps: ExecutePairDeps,
+  input: ExecutePairInput,
+  folders: readonly string[],
+  redact: (text: string) => string,
+): Promise<string[]> {
+  if (deps.privilegeSweep === undefined) return [];
+  try {
+    const report = await deps.privilegeSweep.strip(folders);
+    const stripped = report.stripped.map(redact);
+    if (stripped.length > 0 || !report.complete)
+      deps.logger.warn(
+        { job: input.job.job_id, host_privilege_stripped: stripped, complete: report.complete },
+        "setuid/setgid bits found under the pair's host folders were cleared",
+      );
+    return stripped;
+  } catch (err) {
+    deps.logger.warn(
+      { job: input.job.job_id, err: errorDetail(err) },
+      "the pair's host folders could not be swept for setuid/setgid bits",
+    );
+    return [];
+  }
 }
 
 /**

@@ -39,6 +39,18 @@ export function hasNvproxy(args: readonly string[]): boolean {
   return args.some((a) => a === GVISOR_GPU_FLAG || a === `${GVISOR_GPU_FLAG}=true`);
 }
 
+/**
+ * gVisor applies the container's seccomp profile inside its sandbox only with this flag: without it runsc ignores our
+ * profile, and a pair's chmod 4755 reaches the host file through its gofer (measured with runsc 20221219: uid 65534
+ * then ran the file as root).
+ */
+export const GVISOR_SECCOMP_FLAG = '--oci-seccomp';
+
+/** Whether gVisor enforces the container's seccomp profile (`--oci-seccomp` or `--oci-seccomp=true`). */
+export function hasOciSeccomp(args: readonly string[]): boolean {
+  return args.some((a) => a === GVISOR_SECCOMP_FLAG || a === `${GVISOR_SECCOMP_FLAG}=true`);
+}
+
 /** gVisor run with an overlay whose upper layer is not the container's own layer on the host (`--overlay2=root:memory`…). */
 function rootInMemory(args: readonly string[]): boolean {
   return args.some(
@@ -59,7 +71,8 @@ export function gvisorSessionsDirProblem(sessionsDir: string): string | null {
 
 /**
  * Why `requested` cannot run here, in words (null: it can): not registered with the engine (naming the engine's
- * runtimes), or GPUs under gVisor without its GPU proxy. `runtimes` are the engine's (`docker info`).
+ * runtimes), gVisor that ignores our seccomp profile or keeps the root file system in memory, or GPUs under gVisor
+ * without its GPU proxy. `runtimes` are the engine's (`docker info`).
  */
 export function runtimeProblem(
   requested: string,
@@ -74,6 +87,9 @@ export function runtimeProblem(
   if (isGvisor(found) && rootInMemory(found.args)) {
     return `runtime "${requested}" (gVisor) keeps the container's root file system in memory (${found.args.filter((a) => a.startsWith('--overlay')).join(' ')}): the sessions copy and the disk limit would see nothing the pair wrote; register it with "--overlay2=none" (or without --overlay flags) in daemon.json and restart dockerd`;
   }
+  if (isGvisor(found) && !hasOciSeccomp(found.args)) {
+    return `runtime "${requested}" (gVisor) ignores the container's seccomp profile without ${GVISOR_SECCOMP_FLAG}: a pair could leave a setuid file on the host through it; add "${GVISOR_SECCOMP_FLAG}" to its runtimeArgs in daemon.json and restart dockerd`;
+  }
   if (wantsGpus && isGvisor(found) && !hasNvproxy(found.args)) {
     const args = found.args.length > 0 ? found.args.join(' ') : 'none';
     return `gpus under runtime "${requested}" (gVisor) need its GPU proxy: the engine runs ${found.path} with arguments ${args}, without ${GVISOR_GPU_FLAG}; add "${GVISOR_GPU_FLAG}" to its runtimeArgs in daemon.json and restart dockerd, or run this job under "${DEFAULT_RUNTIME}"`;
@@ -82,7 +98,10 @@ export function runtimeProblem(
 }
 
 /** The `runtimes` entry of daemon.json that registers gVisor (what `doctor` prints), with its args. */
-export function gvisorDaemonEntry(path = '/usr/bin/runsc', args: readonly string[] = []): string {
+export function gvisorDaemonEntry(
+  path = '/usr/bin/runsc',
+  args: readonly string[] = [GVISOR_SECCOMP_FLAG],
+): string {
   return JSON.stringify({
     runtimes: { [GVISOR_RUNTIME]: { path, ...(args.length > 0 ? { runtimeArgs: args } : {}) } },
   });

@@ -182,6 +182,12 @@ export interface ResultRecord {
   readonly limits?: LimitsRecord;
   /** The pair's disk use as measured; absent where it was not measured (a lost worker, a result from before issue 22). */
   readonly disk?: DiskRecord;
+  /**
+   * Host paths (masked) under the pair's cwd and outcome folder whose setuid/setgid bits were cleared after it ran
+   * (docs/secrets.md "host privilege"): a file the seccomp profile should have made impossible, or one the host put
+   * there. Present only when one was found.
+   */
+  readonly host_privilege_stripped?: readonly string[];
   readonly started_at: string;
   readonly finished_at: string;
 }

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { access, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { extract, pack } from 'tar-stream';
@@ -41,8 +41,13 @@ const WRITE_OWN =
   'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":[]}\' "$ROBOGUIDE_JOB_ID" > "$ROBOGUIDE_OUTCOME_PATH"';
 const DAEMON_JSON = {
   runtimes: {
-    runsc: { path: RUNSC, runtimeArgs: ['--network=none', '--overlay2=none'] },
-    'runsc-memfs': { path: RUNSC, runtimeArgs: ['--network=none', '--overlay2=root:memory'] },
+    runsc: { path: RUNSC, runtimeArgs: ['--network=none', '--overlay2=none', '--oci-seccomp'] },
+    'runsc-memfs': {
+      path: RUNSC,
+      runtimeArgs: ['--network=none', '--overlay2=root:memory', '--oci-seccomp'],
+    },
+    // Without --oci-seccomp runsc ignores our seccomp profile: refused.
+    'runsc-noseccomp': { path: RUNSC, runtimeArgs: ['--network=none', '--overlay2=none'] },
   },
 };
 
@@ -221,6 +226,11 @@ describe.skipIf(problem !== null)('pairs and sessions under gVisor (runsc) on a 
         name: 'memfs',
         body: { runtime: 'runsc-memfs', jobs: [job('m1', WRITE_OWN)] },
         says: [/in memory/, /--overlay2=none/],
+      },
+      {
+        name: 'noseccomp',
+        body: { runtime: 'runsc-noseccomp', jobs: [job('s1', WRITE_OWN)] },
+        says: [/ignores the container's seccomp profile without --oci-seccomp/],
       },
       {
         name: 'tmp',
@@ -403,6 +413,17 @@ describe.skipIf(problem !== null)('pairs and sessions under gVisor (runsc) on a 
       expect(stdout).not.toContain('WROTE-NEIGHBOUR');
       expect(await readFile(join(sibling, 'private.txt'), 'utf8')).toBe('neighbour secret');
       expect(run.result).toMatchObject({ classification: 'completed' });
+    });
+
+    it('host privilege: chmod 4755 of a copied busybox in the cwd is refused inside the sandbox (--oci-seccomp), no bit on the host', async () => {
+      const script =
+        'cp /bin/busybox ./busybox; chmod 4755 busybox; echo "chmod=$?"; chmod g+s busybox; echo "g+s=$?"; ' +
+        WRITE_OWN;
+      const run = await pairRun('setuid', script, {});
+      expect(await readFile(join(run.output, 'stdout.log'), 'utf8')).toMatch(/^chmod=[1-9]\ng\+s=[1-9]$/m);
+      expect((await stat(join(work, 'cwd', 'setuid', 'busybox'))).mode & 0o7777).toBe(0o755);
+      expect(run.result).toMatchObject({ classification: 'completed' });
+      expect(run.result).not.toHaveProperty('host_privilege_stripped');
     });
 
     afterAll(async () => {

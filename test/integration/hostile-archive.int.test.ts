@@ -56,8 +56,9 @@ function linkSteps(mark: string): string[] {
     'ln -s /etc/passwd b-passwd-link',
     `printf '{"type":"session_meta","payload":{}}\\n' > 2026/12/02/c-real.jsonl`,
     'ln 2026/12/02/c-real.jsonl c-hard.jsonl',
-    // Hostile modes in the container: extraction must still create 0600 files and 0700 directories.
-    'chmod 6777 2026/12/02/c-real.jsonl && chmod 0777 2026 2026/12',
+    // Hostile modes in the container: extraction must still create 0600 files and 0700 directories. Setuid and setgid
+    // bits cannot be set at all (our seccomp profile refuses them: the step checks it); the sticky bit can.
+    '! chmod 6777 2026/12/02/c-real.jsonl && chmod 1777 2026/12/02/c-real.jsonl && chmod 0777 2026 2026/12',
     'mkfifo d-fifo',
   ];
 }

@@ -266,6 +266,8 @@ export async function startSecondEngine(options: SecondEngineOptions): Promise<S
   const tag = (options.name ?? 'engine').replace(/[^A-Za-z0-9-]/g, '').slice(0, 16) || 'engine';
   const netns = `rg-${tag}-${randomUUID().slice(0, 8)}`;
   const dir = await mkdtemp(`/tmp/rg-${tag}-`);
+  // With `--userns-remap` the engine refuses a data root the remapped root cannot traverse (mkdtemp makes it 0700).
+  if (options.extraArgs?.some((a) => a.startsWith('--userns-remap')) === true) await chmod(dir, 0o711);
   const dataRoot = join(dir, 'data');
   const execRoot = join(dir, 'exec');
   const socketPath = join(dir, 'docker.sock');

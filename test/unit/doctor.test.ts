@@ -218,6 +218,7 @@ describe('doctor verdict', () => {
       ['nvidia runtime', 'ok'],
       ['log driver', 'ok'],
       ['runtimes', 'ok'],
+      ['host privilege', 'ok'],
       ['host', 'ok'],
       ['gpus', 'ok'],
       ['registry', 'ok'],

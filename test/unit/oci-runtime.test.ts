@@ -4,13 +4,18 @@ import { jobRuntime, parseManifest, parsePairSpec } from '../../src/core/manifes
 import {
   gvisorSessionsDirProblem,
   hasNvproxy,
+  hasOciSeccomp,
   runtimeProblem,
   type EngineRuntime,
 } from '../../src/core/oci-runtime.js';
 import { runtimesCheck } from '../../src/app/doctor/runtime-checks.js';
 
 const RUNC: EngineRuntime = { name: 'runc', path: 'runc', args: [] };
-const RUNSC: EngineRuntime = { name: 'runsc', path: '/usr/bin/runsc', args: ['--network=none'] };
+const RUNSC: EngineRuntime = {
+  name: 'runsc',
+  path: '/usr/bin/runsc',
+  args: ['--network=none', '--oci-seccomp'],
+};
 const ENGINE = { runtimes: ['runc', 'runsc'], runtimeDetails: [RUNC, RUNSC] };
 
 function manifest(extra: Record<string, unknown>, job: Record<string, unknown> = {}) {
@@ -62,23 +67,48 @@ describe('the runtime field', () => {
     expect(runtimeProblem('runsc', [RUNC, RUNSC], true)).toMatch(
       /gpus under runtime "runsc" \(gVisor\) need its GPU proxy.*without --nvproxy/,
     );
-    expect(runtimeProblem('runsc', [RUNC, { ...RUNSC, args: ['--nvproxy'] }], true)).toBeNull();
+    expect(
+      runtimeProblem('runsc', [RUNC, { ...RUNSC, args: ['--nvproxy', '--oci-seccomp'] }], true),
+    ).toBeNull();
     expect(runtimeProblem('runc', [RUNC], true)).toBeNull();
     // gVisor found by its binary under another name
     expect(
-      runtimeProblem('gvisor', [RUNC, { name: 'gvisor', path: '/usr/local/bin/runsc', args: [] }], true),
+      runtimeProblem(
+        'gvisor',
+        [RUNC, { name: 'gvisor', path: '/usr/local/bin/runsc', args: ['--oci-seccomp'] }],
+        true,
+      ),
     ).toMatch(/--nvproxy/);
     expect(hasNvproxy(['--nvproxy=true'])).toBe(true);
     expect(hasNvproxy(['--nvproxy=false'])).toBe(false);
   });
 
   it('gVisor with its root file system in memory is refused (nothing it wrote could be copied out); /tmp sessions too', () => {
-    expect(runtimeProblem('runsc', [{ ...RUNSC, args: ['--overlay2=root:memory'] }], false)).toMatch(
-      /in memory.*--overlay2=none/,
-    );
-    expect(runtimeProblem('runsc', [{ ...RUNSC, args: ['--overlay2=none'] }], false)).toBeNull();
+    expect(
+      runtimeProblem('runsc', [{ ...RUNSC, args: ['--overlay2=root:memory', '--oci-seccomp'] }], false),
+    ).toMatch(/in memory.*--overlay2=none/);
+    expect(
+      runtimeProblem('runsc', [{ ...RUNSC, args: ['--overlay2=none', '--oci-seccomp'] }], false),
+    ).toBeNull();
     expect(gvisorSessionsDirProblem('/tmp/sessions')).toMatch(/under \/tmp/);
     expect(gvisorSessionsDirProblem('/root/.codex/sessions')).toBeNull();
+  });
+
+  it('gVisor that ignores our seccomp profile (no --oci-seccomp) is refused: a pair could leave a setuid file on the host', () => {
+    expect(runtimeProblem('runsc', [{ ...RUNSC, args: ['--network=none'] }], false)).toMatch(
+      /runtime "runsc" \(gVisor\) ignores the container's seccomp profile without --oci-seccomp.*runtimeArgs/,
+    );
+    expect(runtimeProblem('runsc', [{ ...RUNSC, args: ['--oci-seccomp=true'] }], false)).toBeNull();
+    expect(hasOciSeccomp(['--oci-seccomp=false'])).toBe(false);
+    const check = runtimesCheck({
+      id: '',
+      version: '20',
+      apiVersion: '1.41',
+      runtimes: ['runc', 'runsc'],
+      runtimeDetails: [RUNC, { ...RUNSC, args: ['--network=none'] }],
+    });
+    expect(check.status).toBe('warn');
+    expect(check.fix).toContain('"--oci-seccomp"');
   });
 
   it('start: one issue per job at its own field, a batch-wide refusal once, all at once', () => {
@@ -109,7 +139,9 @@ describe('the runtime field', () => {
     });
     expect(without.status).toBe('ok');
     expect(without.detail).toContain('runc');
-    expect(without.detail).toContain('{"runtimes":{"runsc":{"path":"/usr/bin/runsc"}}}');
+    expect(without.detail).toContain(
+      '{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--oci-seccomp"]}}}',
+    );
     expect(without.detail).toContain('restart dockerd');
     const withIt = runtimesCheck({
       id: '',
@@ -118,11 +150,12 @@ describe('the runtime field', () => {
       runtimes: ['runc', 'runsc'],
       runtimeDetails: [RUNC, RUNSC],
     });
-    expect(withIt.detail).toContain('runsc (gVisor, no GPUs): /usr/bin/runsc --network=none');
+    expect(withIt.status).toBe('ok');
+    expect(withIt.detail).toContain('runsc (gVisor, no GPUs): /usr/bin/runsc --network=none --oci-seccomp');
     expect(withIt.facts).toEqual({
       runtimes: [
         { name: 'runc', path: 'runc', args: [] },
-        { name: 'runsc', path: '/usr/bin/runsc', args: ['--network=none'] },
+        { name: 'runsc', path: '/usr/bin/runsc', args: ['--network=none', '--oci-seccomp'] },
       ],
     });
   });

@@ -39,12 +39,14 @@ export interface CreateExtras {
   readonly hostConfig?: Docker.HostConfig;
   /** The capabilities kept (all others dropped); absent: a pair's set (docs/spec.md 5.1). */
   readonly capabilities?: readonly string[] | undefined;
+  /** Our seccomp profile as the engine takes it (`EngineSeccompOption`: the JSON on Docker, a file's path on Podman). */
+  readonly seccomp: string;
 }
 
 /**
  * The one place a container's create options are built, a pair's and a session's: name, image,
  * environment, labels, ports, then the HostConfig every container of ours gets (network, runtime, bind
- * mounts, init, no new privileges, every capability dropped but a few, the limits, the GPU requests).
+ * mounts, init, no new privileges, our seccomp profile, every capability dropped but a few, the limits, the GPU requests).
  * `networkMode` is the network already ensured (DockerContainerRuntime.networkMode).
  */
 export function createOptions(
@@ -75,7 +77,9 @@ export function createOptions(
         spec.ports.map((p) => [`${p}/tcp`, [{ HostIp: spec.bindAddress, HostPort: String(p) }]]),
       ),
       Init: true,
-      SecurityOpt: ['no-new-privileges'],
+      // Our seccomp profile in place of the engine's: no setuid/setgid mode, no device node, no user namespace,
+      // no io_uring, whatever the capabilities (src/core/seccomp-profile.ts, docs/secrets.md "host privilege").
+      SecurityOpt: ['no-new-privileges', extras.seccomp],
       // Every capability dropped but the few a container needs (docs/spec.md 5.1), whatever the limits say.
       CapDrop: ['ALL'],
       CapAdd: [...(extras.capabilities ?? PAIR_CAPABILITIES)],

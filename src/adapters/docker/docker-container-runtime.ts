@@ -29,7 +29,8 @@ import {
   linkFreePathOf,
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import { engineProductOf, engineRuntimesOf, listedStateOf } from './engine-probe.js';
+import { engineInfoOf, listedStateOf, type InfoBody } from './engine-probe.js';
+import { EngineSeccompOption } from './seccomp-option.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
 const REMOVE_RETRY_MS = 100;
@@ -62,6 +63,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly #changesTimeoutMs: number;
   readonly #changesMaxBytes: number;
   readonly #pairNetwork: PairNetworkGuard | null;
+  /** Our seccomp profile as this engine takes it (container-create). */
+  readonly seccomp = new EngineSeccompOption(() => this.docker.version());
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
@@ -132,24 +135,10 @@ export class DockerContainerRuntime implements ContainerRuntime {
   async info(): Promise<EngineInfo> {
     try {
       const [info, version] = await Promise.all([
-        this.docker.info() as Promise<{
-          ID?: string;
-          Runtimes?: Record<string, unknown>;
-          LoggingDriver?: string;
-          DockerRootDir?: string;
-        }>,
+        this.docker.info() as Promise<InfoBody>,
         this.docker.version(),
       ]);
-      const runtimes = info.Runtimes ? Object.keys(info.Runtimes) : [];
-      return {
-        id: info.ID ?? '',
-        ...engineProductOf(version),
-        apiVersion: version.ApiVersion,
-        runtimes,
-        runtimeDetails: engineRuntimesOf(info.Runtimes),
-        loggingDriver: info.LoggingDriver,
-        dataRoot: info.DockerRootDir,
-      };
+      return engineInfoOf(info, version);
     } catch (err) {
       throw toEngineError(err, 'query the engine');
     }
@@ -179,6 +168,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
         AttachStderr: true,
       },
       hostConfig: { LogConfig: { Type: PAIR_LOG_CONFIG.type, Config: { ...PAIR_LOG_CONFIG.config } } },
+      seccomp: await this.seccomp.option(),
     });
     try {
       const container = await this.docker.createContainer({ ...options, ...this.#deadline() });

@@ -128,6 +128,7 @@ export class DockerSessionEngine implements SessionEngine {
         ...(spec.memoryBytes !== undefined ? { Memory: spec.memoryBytes } : {}),
       },
       capabilities: spec.capabilities,
+      seccomp: await this.#runtime.seccomp.option(),
     });
     let id: string;
     try {

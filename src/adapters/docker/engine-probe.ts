@@ -1,7 +1,7 @@
 import { access } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { ContainerState, ContainerStatus } from '../../app/ports/container-runtime.js';
+import type { ContainerState, ContainerStatus, EngineInfo } from '../../app/ports/container-runtime.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
 import { socketGet } from './socket-get.js';
@@ -43,6 +43,29 @@ export function engineProductOf(version: VersionBody): { product: 'docker' | 'po
   const podman = (version.Components ?? []).find((c) => /^podman( engine)?$/i.test(c.Name ?? ''));
   if (podman !== undefined) return { product: 'podman', version: podman.Version ?? version.Version };
   return { product: 'docker', version: version.Version };
+}
+
+/** The info endpoint's answer, as much as we read of it. */
+export interface InfoBody {
+  readonly ID?: string;
+  readonly Runtimes?: Record<string, unknown>;
+  readonly LoggingDriver?: string;
+  readonly DockerRootDir?: string;
+  readonly SecurityOptions?: readonly string[] | null;
+}
+
+/** EngineInfo from the info and version endpoints' answers. */
+export function engineInfoOf(info: InfoBody, version: VersionBody): EngineInfo {
+  return {
+    id: info.ID ?? '',
+    ...engineProductOf(version),
+    apiVersion: version.ApiVersion,
+    runtimes: info.Runtimes ? Object.keys(info.Runtimes) : [],
+    runtimeDetails: engineRuntimesOf(info.Runtimes),
+    loggingDriver: info.LoggingDriver,
+    dataRoot: info.DockerRootDir,
+    securityOptions: info.SecurityOptions ?? undefined,
+  };
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */

@@ -7,7 +7,9 @@ import {
   GVISOR_KERNEL_RELEASE,
   GVISOR_RUNTIME,
   gvisorDaemonEntry,
+  GVISOR_SECCOMP_FLAG,
   hasNvproxy,
+  hasOciSeccomp,
   isGvisor,
   type EngineRuntime,
 } from '../../core/oci-runtime.js';
@@ -42,15 +44,21 @@ export function runtimesCheck(info: EngineInfo): DoctorCheck {
   const list = registered.length > 0 ? registered.map(describe).join('; ') : 'none listed';
   const gvisor = registered.find(isGvisor);
   const check =
-    gvisor !== undefined
-      ? ok(
+    gvisor !== undefined && !hasOciSeccomp(gvisor.args)
+      ? warn(
           'runtimes',
-          `${list}. Jobs and sessions may ask for "runtime": "${gvisor.name}" (gVisor); check it with --probe-runtime ${gvisor.name}`,
+          `${list}. gVisor (${gvisor.name}) runs without ${GVISOR_SECCOMP_FLAG}: it ignores our seccomp profile, so jobs and sessions asking for it are refused`,
+          `add "${GVISOR_SECCOMP_FLAG}" to its runtimeArgs in /etc/docker/daemon.json, then restart dockerd`,
         )
-      : ok(
-          'runtimes',
-          `${list}. gVisor (${GVISOR_RUNTIME}) is not registered: to run pairs with "runtime": "${GVISOR_RUNTIME}", ${REGISTER_GVISOR}`,
-        );
+      : gvisor !== undefined
+        ? ok(
+            'runtimes',
+            `${list}. Jobs and sessions may ask for "runtime": "${gvisor.name}" (gVisor); check it with --probe-runtime ${gvisor.name}`,
+          )
+        : ok(
+            'runtimes',
+            `${list}. gVisor (${GVISOR_RUNTIME}) is not registered: to run pairs with "runtime": "${GVISOR_RUNTIME}", ${REGISTER_GVISOR}`,
+          );
   return {
     ...check,
     facts: { runtimes: registered.map((r) => ({ name: r.name, path: r.path, args: [...r.args] })) },

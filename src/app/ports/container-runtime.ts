@@ -116,6 +116,8 @@ export interface EngineInfo {
   readonly loggingDriver?: string | undefined;
   /** Where the engine keeps images, container layers and json-file logs (`docker info` DockerRootDir), when it says. */
   readonly dataRoot?: string | undefined;
+  /** `docker info` SecurityOptions (`name=seccomp,profile=default`, `name=userns`, `name=rootless`), when it says. */
+  readonly securityOptions?: readonly string[] | undefined;
 }
 
 export type RemoveResult = 'removed' | 'absent';
