@@ -46,6 +46,21 @@ describe('the second line: setuid/setgid bits cleared under a pair folder', () =
     expect(await modeOf(join(outside, 'host-su'))).toBe(0o4755);
   });
 
+  it('never reaches a folder through a link on the way to it: an ancestor of the cwd swapped for a link (by a pair whose cwd holds it, once this one ended) is refused, the host folder it points to keeps its bits', async () => {
+    // The host's setuid programs (a /usr/bin stand-in): a link in place of the cwd's parent must not turn the
+    // root's sweep onto them.
+    const host = join(dir, 'usr-bin');
+    await mkdir(join(host, 'cwd'), { recursive: true });
+    await file(join(host, 'cwd', 'sudo'), 0o4755);
+    await file(join(host, 'passwd'), 0o4755);
+    const ws = join(dir, 'ws');
+    await symlink(host, ws);
+    const report = await new PrivilegeSweeper().strip([join(ws, 'cwd')]);
+    expect(report).toEqual({ stripped: [], complete: false });
+    expect(await modeOf(join(host, 'cwd', 'sudo'))).toBe(0o4755);
+    expect(await modeOf(join(host, 'passwd'))).toBe(0o4755);
+  });
+
   it('walks names that are not UTF-8, and leaves a setgid folder alone (its bit only passes its group on)', async () => {
     const root = join(dir, 'cwd');
     await mkdir(join(root, 'shared'), { recursive: true });

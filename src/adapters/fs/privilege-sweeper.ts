@@ -17,6 +17,9 @@ const MAX_ENTRIES = 2_000_000;
 const MAX_DEPTH = 1_024;
 /** Entries between two yields to the event loop. */
 const YIELD_EVERY = 512;
+/** O_PATH on Linux (x86-64 and arm64): a descriptor that names an object without opening it for I/O. */
+const O_PATH = 0o10000000;
+const STEP_FLAGS = O_PATH | constants.O_NOFOLLOW | constants.O_DIRECTORY;
 const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
 
@@ -31,7 +34,8 @@ interface Frame {
 /**
  * PrivilegeSweep by walking each folder through its open descriptors, depth first: every child is reached as
  * `/proc/self/fd/<folder fd>/<name>` with O_NOFOLLOW, so a folder swapped for a link during the walk (by another pair
- * of a shared cwd) cannot turn the walk onto a host file outside it. A file is opened once and its bits cleared on
+ * of a shared cwd) cannot turn the walk onto a host file outside it; the folder itself is reached the same way from
+ * `/` (a link on the way to it, an ancestor swapped, is refused and the sweep says it is incomplete). A file is opened once and its bits cleared on
  * that descriptor (fchmod), after checking it is still a regular file with the bits. Folders on another file system
  * than their root (a mount below it) are not entered. Names are bytes (a name that is not UTF-8 is walked too).
  * Linux only (the engine's host).
@@ -42,8 +46,13 @@ export class PrivilegeSweeper implements PrivilegeSweep {
     let entries = 0;
     let complete = true;
     for (const root of new Set(folders)) {
-      const rootFd = openOrNull(Buffer.from(root), DIR_FLAGS);
-      if (rootFd === null) continue;
+      const rootFd = openRootNoFollow(root);
+      if (rootFd === 'missing') continue;
+      if (rootFd === 'refused') {
+        // A link or a non-folder on the way (an ancestor swapped by a pair whose cwd holds it): never followed.
+        complete = false;
+        continue;
+      }
       const rootDev = fstatSync(rootFd).dev;
       const stack: Frame[] = [frame(rootFd, Buffer.from(root))];
       try {
@@ -73,6 +82,38 @@ export class PrivilegeSweeper implements PrivilegeSweep {
       }
     }
     return { stripped, complete };
+  }
+}
+
+/**
+ * The folder `root` opened for reading, walked from `/` one component at a time (each opened O_PATH|O_NOFOLLOW inside
+ * the one before, through /proc/self/fd/N/<name>), so a link anywhere on the way is refused, never followed; then
+ * reopened through its descriptor (the object held, not the path). `missing` when a component does not exist.
+ */
+function openRootNoFollow(root: string): number | 'missing' | 'refused' {
+  let dir: number;
+  try {
+    dir = openSync('/', STEP_FLAGS);
+  } catch {
+    return 'refused';
+  }
+  try {
+    for (const name of root.split('/').filter((s) => s !== '' && s !== '.')) {
+      if (name === '..') return 'refused';
+      let next: number;
+      try {
+        next = openSync(`/proc/self/fd/${dir}/${name}`, STEP_FLAGS);
+      } catch (err) {
+        return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing' : 'refused';
+      }
+      closeSync(dir);
+      dir = next;
+    }
+    return (
+      openOrNull(Buffer.from(`/proc/self/fd/${dir}`), constants.O_RDONLY | constants.O_DIRECTORY) ?? 'refused'
+    );
+  } finally {
+    closeSync(dir);
   }
 }
 
