@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -420,13 +420,19 @@ describe.skipIf(noDocker)('a cwd swapped for a link to a host folder', () => {
     store: EvidenceStore,
     victimId: string,
     rule: RegExp,
+    /** The victim ran (in the folder checked) before the check after the start refused it: its outcome may be there. */
+    ranFirst = false,
   ): Promise<void> {
     const victim = await resultOf(store, victimId);
-    expect(victim).toMatchObject({
-      classification: 'infrastructure_failure',
-      reasons: ['mount_refused', 'outcome_missing'],
-      outcome: null,
-    });
+    expect(victim).toMatchObject(
+      ranFirst
+        ? { classification: 'infrastructure_failure', reasons: expect.arrayContaining(['mount_refused']) }
+        : {
+            classification: 'infrastructure_failure',
+            reasons: ['mount_refused', 'outcome_missing'],
+            outcome: null,
+          },
+    );
     expect(victim.engine_error?.message).toMatch(rule);
     expect(victim.cleanup.verified_absent).toBe(true);
     expect(await resultOf(store, 'good')).toMatchObject({
@@ -505,5 +511,36 @@ describe.skipIf(noDocker)('a cwd swapped for a link to a host folder', () => {
     await expectRefusedAndOthersFine(store, 'victim', /create-swap is a symbolic link/);
     // The engine created the container, the guard removed it before anything attached to it or started it.
     await expect(lstat(store.resolve('jobs/victim/stdout.log'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('between the create and the start (pause point after_container_created): the cwd becomes a link; the container gets the folder checked, never the host folder, and is refused', async () => {
+    // The attack that checks after the fact only detect: the engine resolved the path at the start, after the guard's
+    // last look before it, so the pair's first process ran in the host folder before the check after the start
+    // killed it. Staged, the engine mounts the folder that was opened and checked, whatever the path is now.
+    const cwd = join(root, 'start-swap');
+    const store = await startBatch('start-swap', root, [
+      { id: 'victim', cwd, argv: shell(`cat config.v2.json; ${WRITE_OWN}`) },
+      { ...good, cwd: join(root, 'start-good') },
+    ]);
+    let swapped = 0;
+    installFailpoints({
+      hit: () => undefined,
+      pause: async (name) => {
+        if (name !== 'after_container_created' || swapped > 0) return;
+        swapped++;
+        await rename(cwd, `${cwd}-checked`);
+        await symlink(hostFolder, cwd);
+      },
+    });
+    try {
+      expect(await supervised(store, 'start')).toBe('drained');
+    } finally {
+      installFailpoints(null);
+    }
+    expect(swapped).toBe(1);
+    await expectRefusedAndOthersFine(store, 'victim', /start-swap is a symbolic link/, true);
+    // What it read was the folder checked (renamed aside), not the host folder the link names.
+    const stdout = await readFile(store.resolve('jobs/victim/stdout.log'), 'utf8');
+    expect(stdout).not.toContain('sk-host-secret');
   });
 });
