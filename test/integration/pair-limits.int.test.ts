@@ -93,9 +93,12 @@ afterAll(async () => {
 describe.skipIf(noDocker)('pair limits on the real engine', () => {
   it('a fork bomb hits its pids limit: the pair sees pids.max 64, cannot hold more, and the host barely notices', async () => {
     // Bounded even without a limit: at most 1000 sleepers. The forks run in a subshell (a failed fork ends it); the
-    // count is read with builtins, the sleepers killed, and the outcome written.
+    // sleepers are held for a builtin loop, the count is read with builtins, the sleepers killed, the outcome written.
     const script =
       '( i=0; while [ $i -lt 1000 ]; do sleep 30 & i=$((i+1)); done ) 2>/dev/null; ' +
+      // The sleepers are held a while (a builtin loop: no fork is left) so the host's 50 ms sampler sees them: killed
+      // at once, the peak lasted a few milliseconds and a loaded host sampled 6 of the 63 the pair itself counted.
+      'j=0; while [ $j -lt 100000 ]; do j=$((j+1)); done; ' +
       'read max < /sys/fs/cgroup/pids/pids.max; read cur < /sys/fs/cgroup/pids/pids.current; echo "max=$max current=$cur"; ' +
       'kill -9 -1 2>/dev/null; wait; ' +
       WRITE_OWN;
