@@ -338,7 +338,19 @@ export async function hostMountRules(
   extraOwned: readonly string[] = [],
 ): Promise<{ homeDir: string; homeDirs: string[]; engineSocketPaths: string[]; ownedDirs: string[] }> {
   const [homeDirs, engineDirs] = await Promise.all([passwdHomes(), engineOwnedDirs(runtime)]);
-  return { ...hostProtectedPaths(), homeDirs, ownedDirs: [...engineDirs, ...extraOwned] };
+  return { ...hostProtectedPaths(), homeDirs, ownedDirs: [...engineDirs, ...codeDirs(), ...extraOwned] };
+}
+
+/**
+ * The folders our own code runs from: this package's launcher, build, sources, scripts and dependencies, and the
+ * folder of the Node binary running it. Root runs them next time: a writable mount of one, or of a folder holding
+ * one (the checkout, `/work`), would let a pair or a `serve` caller change what root runs. Protected like the
+ * engine's data (never be, contain or lie inside; each also by its real path: a linked `node_modules` too). Other
+ * folders of a checkout stay mountable (the demo's work folder lies in it).
+ */
+export function codeDirs(): string[] {
+  const inPackage = ['bin', 'dist', 'node_modules', 'src', 'scripts', 'clients', 'docker', '.ci', '.git'];
+  return [...inPackage.map((name) => join(PACKAGE_ROOT, name)), dirname(process.execPath)];
 }
 
 /** Who may own a bind source's folders: root and the supervisor's own user. */

@@ -151,7 +151,7 @@ function mountProblems(hostPath: string, p: ProtectedPaths): string[] {
     const dir = normalizeAbsolute(owned);
     if (dir !== '/' && (isWithin(path, dir) || isWithin(dir, path))) {
       problems.push(
-        `must not be, contain or lie inside ${dir} (the engine's data or our own state: a pair could rewrite it)`,
+        `must not be, contain or lie inside ${dir} (the engine's data, our own state or the code root runs: a pair could rewrite it)`,
       );
     }
   }

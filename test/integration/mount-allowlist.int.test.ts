@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
+import { PACKAGE_ROOT } from '../../src/composition-root.js';
 import { cli } from '../support/cli.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 
@@ -127,5 +128,30 @@ describe.skipIf(noDocker)('host mounts are an allowlist by default', () => {
     await mkdir(alone);
     await expectSessionMounts(only, alone);
     await expectSessionRefused(only, here, new RegExp(`roots \\(${outside}; add one`));
+  });
+
+  it("the code root runs is never mountable: the package's launcher, build, sources and dependencies, the checkout or a folder above it, Node's own folder (an attacker edited bin/run.js through a /work session and root ran it)", async () => {
+    const s = await server();
+    const pkg = PACKAGE_ROOT;
+    const code = [
+      pkg,
+      dirname(pkg),
+      join(pkg, 'bin'),
+      join(pkg, 'dist'),
+      join(pkg, 'node_modules'),
+      await realpath(join(pkg, 'node_modules')),
+      join(pkg, 'src'),
+      dirname(await realpath(process.execPath)),
+    ];
+    for (const source of code) {
+      const res = await session(s, source);
+      expect(res.status, `${source}: ${JSON.stringify(res.body)}`).toBe(400);
+      const rules = (res.body as Refusal).error.issues.map((i) => i.rule).join('\n');
+      // Under a default root (a checkout in /work, /tmp or home) the code rule refuses it; elsewhere the allowlist too.
+      expect(rules, source).toMatch(
+        /the code root runs|must lie under one of the allowed mount roots|must not be, contain or lie inside the system folder/,
+      );
+    }
+    expect(await readdir(join(pkg, 'bin'))).toContain('run.js');
   });
 });

@@ -227,7 +227,11 @@ describe('e1-batch start refuses, writing nothing', () => {
       () => null,
       (err: unknown) => err,
     );
-    expectRefusal(error, 'jobs[0].cwd', /engine-data \(the engine's data or our own state/);
+    expectRefusal(
+      error,
+      'jobs[0].cwd',
+      /engine-data \(the engine's data, our own state or the code root runs/,
+    );
     await expect(readdir(join(dir, 'D'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
