@@ -92,6 +92,19 @@ describe.skipIf(noDocker)('the disk limit against a pair that hides what it hold
     console.info(`${jobId}: ${JSON.stringify(run.result.disk)}`);
   });
 
+  it.each([['/etc/hosts'], ['/etc/resolv.conf'], ['/etc/hostname']])(
+    "the engine's own file %s, bind-mounted writable from its data root, is measured: disk_limit_exceeded",
+    async (file) => {
+      // The engine writes these under /var/lib/docker/containers/<id>/ and binds them read-write: no walk of the pair's
+      // folders nor the layer's size sees what a pair writes into them (80 MiB ended completed with peak 20 KiB).
+      const jobId = `engine-file-${basename(file).replace('.', '-')}`;
+      const run = await pairRun(jobId, `head -c ${HELD} /dev/zero > ${file}; sleep 30; ${WRITE_OWN}`);
+      expectStoppedFor(run.result, 'disk_limit_exceeded');
+      expect(run.result.disk!.volume_bytes).toBeGreaterThan(LIMIT);
+      console.info(`${jobId}: ${JSON.stringify(run.result.disk)}`);
+    },
+  );
+
   it('an image VOLUME is measured, and the anonymous volume goes with the container', async () => {
     execFileSync('docker', ['build', '-q', '-t', VOLUME_IMAGE, '-'], {
       input: `FROM ${DRIVER_IMAGE}\nVOLUME /data\n`,
@@ -101,7 +114,8 @@ describe.skipIf(noDocker)('the disk limit against a pair that hides what it hold
     const volumeDirs = new Set<string>();
     const sample = async (): Promise<void> => {
       for (const c of await rt.listByLabel({ 'roboguide.job': jobId })) {
-        for (const d of (await rt.diskFootprint(c.id))?.volumeDirs ?? []) volumeDirs.add(d);
+        for (const d of (await rt.diskFootprint(c.id))?.volumeDirs ?? [])
+          if (d.includes('/volumes/')) volumeDirs.add(d);
       }
     };
     const sampler = setInterval(() => void sample().catch(() => undefined), 100);

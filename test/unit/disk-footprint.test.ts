@@ -21,4 +21,18 @@ describe('diskFootprintOf (a container inspect with sizes)', () => {
       pid: null,
     });
   });
+
+  it("names the engine's own files it binds writable into the container (/etc/hosts, resolv.conf, hostname)", () => {
+    const dir = '/var/lib/docker/containers/abc';
+    expect(
+      diskFootprintOf({
+        SizeRw: 0,
+        Mounts: [],
+        HostsPath: `${dir}/hosts`,
+        ResolvConfPath: `${dir}/resolv.conf`,
+        HostnamePath: `${dir}/hostname`,
+      }).volumeDirs,
+    ).toEqual([`${dir}/hosts`, `${dir}/resolv.conf`, `${dir}/hostname`]);
+    expect(diskFootprintOf({ HostsPath: '', ResolvConfPath: 'relative' }).volumeDirs).toEqual([]);
+  });
 });

@@ -91,7 +91,10 @@ export type WaitResult =
 export interface ContainerDiskFootprint {
   /** The writable layer's bytes (the engine's `SizeRw`, computed by walking the layer). */
   readonly layerBytes: number;
-  /** The host folders of its volumes (the anonymous ones an image's `VOLUME` makes, any named one). */
+  /**
+   * The host folders of its volumes (the anonymous ones an image's `VOLUME` makes, any named one) and the engine's
+   * own files bound writable into it (`/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname`): all outside the layer.
+   */
   readonly volumeDirs: readonly string[];
   /** Its first process on the host while it runs (the open-file scan starts there), else null. */
   readonly pid: number | null;
