@@ -175,12 +175,13 @@ async function admitPair(
   spec: PairSpec,
   specSource: string,
   claimId: string,
+  output: string,
 ): Promise<PairClaim> {
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
   const { admitted, job } = await admitOnePair(
     registry,
     deps.nodes,
-    { batchId, claimId, ports: spec.ports, writableMounts: [spec.cwd] },
+    { batchId, claimId, ports: spec.ports, writableMounts: [spec.cwd], evidenceFolder: output },
     spec,
     specSource,
   );
@@ -264,7 +265,7 @@ async function claimPair(
 export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
   const { spec, environment, output, now, codeVersion } = await checkSpec(deps, options);
   const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
-  const claim = await admitPair(deps, registry, spec, options.specSource, randomUUID());
+  const claim = await admitPair(deps, registry, spec, options.specSource, randomUUID(), output);
   const receipt = buildReceipt({
     batchId: claim.batchId,
     jobId: spec.job_id,

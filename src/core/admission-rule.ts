@@ -54,6 +54,18 @@ export interface AdmissionAsk {
   readonly gpuMib: number;
   /** The container's writable bind sources (absolute, link-free): none may nest with another held one. */
   readonly writableMounts?: readonly string[];
+  /** The pair's own evidence folder (absolute): held exclusively, see `evidenceSource`. */
+  readonly evidenceFolder?: string;
+}
+
+/** What a reservation holds of the host's folders: its writable sources and its evidence (marked exclusive). */
+export function requestedSources(ask: Pick<AdmissionAsk, 'writableMounts' | 'evidenceFolder'>): string[] {
+  return [
+    ...new Set([
+      ...reservedMounts(ask.writableMounts),
+      ...(ask.evidenceFolder !== undefined ? [evidenceSource(ask.evidenceFolder)] : []),
+    ]),
+  ].sort();
 }
 
 export type AdmissionDecision =
@@ -95,7 +107,7 @@ export function decideAdmission(ask: AdmissionAsk, facts: AdmissionFacts): Admis
       holderBatchId: holder.batchId,
     };
   }
-  const nested = nestedMount(ask.writableMounts ?? [], facts.heldMounts ?? []);
+  const nested = nestedMount(requestedSources(ask), facts.heldMounts ?? []);
   if (nested !== null) {
     return {
       kind: 'refused',
@@ -104,7 +116,7 @@ export function decideAdmission(ask: AdmissionAsk, facts: AdmissionFacts): Admis
       limit: 1,
       node,
       source: nested.source,
-      heldSource: nested.held.source,
+      heldSource: nested.heldSource,
       holderBatchId: nested.held.batchId,
     };
   }
@@ -112,20 +124,39 @@ export function decideAdmission(ask: AdmissionAsk, facts: AdmissionFacts): Admis
 }
 
 /**
+ * A running pair's own evidence folder as a held source (docs/spec.md 5.3): exclusive, so no other container may
+ * mount it, anything inside it (its private outcome folder) or anything holding it, not even as an equal source.
+ * Kept in the same record as the writable sources (the registry's column holds absolute paths), marked by a trailing
+ * `/`, which a normalized writable source never has.
+ */
+export function evidenceSource(folder: string): string {
+  return `${normalizeAbsolute(folder)}/`;
+}
+
+function sourceOf(raw: string): { readonly path: string; readonly exclusive: boolean } {
+  const exclusive = raw.length > 1 && raw.endsWith('/');
+  return { path: normalizeAbsolute(raw), exclusive };
+}
+
+/**
  * The first requested writable source that lies inside, or holds, a held one (docs/spec.md 5.3): one container
  * could then swap a folder the other's mount is resolved through. Equal sources are allowed (two pairs may share a
- * folder, as in one manifest).
+ * folder, as in one manifest), except a running pair's evidence (`evidenceSource`): equal is refused too. `source`
+ * and `heldSource` are the paths, an evidence folder named as such.
  */
 export function nestedMount<H extends { readonly source: string }>(
   requested: readonly string[],
   held: readonly H[],
-): { readonly source: string; readonly held: H } | null {
+): { readonly source: string; readonly heldSource: string; readonly held: H } | null {
   for (const raw of requested) {
-    const source = normalizeAbsolute(raw);
+    const asked = sourceOf(raw);
     for (const h of held) {
-      const other = normalizeAbsolute(h.source);
-      if (source !== other && (isWithin(source, other) || isWithin(other, source)))
-        return { source, held: h };
+      const other = sourceOf(h.source);
+      const equal = asked.path === other.path;
+      const nested = isWithin(asked.path, other.path) || isWithin(other.path, asked.path);
+      if (!nested || (equal && !asked.exclusive && !other.exclusive)) continue;
+      const heldSource = other.exclusive ? `${other.path} (a running pair's evidence)` : other.path;
+      return { source: asked.path, heldSource, held: h };
     }
   }
   return null;

@@ -261,4 +261,59 @@ describe.skipIf(noDocker)('mount redirection: a source swapped for a link to / i
       await registry.close();
     }
   });
+
+  it("a running pair's evidence is no session's to mount: its private outcome folder (even as an equal source), its evidence folder, a folder holding it: 409, named; its verdict stays its own", async () => {
+    const s = await new RoboguideServer({ clientMode: 'raw' }).start();
+    servers.push(s);
+    const registry = SqliteCapacityRegistry.open({ path: s.registryPath });
+    const jobId = `${RUN}-evidence`;
+    const output = join(work, 'evidence-held', jobId);
+    const cwd = join(work, 'evidence-cwd');
+    await mkdir(cwd, { recursive: true });
+    const writeOwn =
+      'printf \'{"job_id":"%s","infrastructure_failure":false,"fatal_failure":false,"arms":[{"arm":"A","verdict":"own"}]}\' "$ROBOGUIDE_JOB_ID" > "$ROBOGUIDE_OUTCOME_PATH"';
+    try {
+      const running = runPair(
+        { ...pairRunDeps(runtime()), registry },
+        {
+          specText: JSON.stringify({
+            job_id: jobId,
+            argv: ['/bin/sh', '-c', `sleep 6; ${writeOwn}`],
+            cwd,
+            outcome_path: join(work, 'evidence-out', 'outcome.json'),
+            environment: {},
+            ports: [],
+            timeout_seconds: 60,
+            image: DRIVER_IMAGE,
+          }),
+          specSource: `${jobId}.json`,
+          output,
+          bindAddress: '127.0.0.1',
+          environment: {},
+          codeVersion: 'test',
+          cwd: work,
+        },
+      );
+      const outcomeFolder = join(output, 'outcome');
+      for (let i = 0; i < 100 && (await containersLabelled({ 'roboguide.job': jobId })).length === 0; i++)
+        await new Promise((r) => setTimeout(r, 100));
+      for (const source of [outcomeFolder, output, join(work, 'evidence-held')]) {
+        const res = await s.client.call<{
+          error?: { code: string; issues: { path: string; rule: string }[] };
+        }>('POST', '/v1/sessions', {
+          body: { image: DRIVER_IMAGE, labels: LABEL, mounts: [{ source, target: '/m' }] },
+        });
+        expect(res.status, `${source}: ${JSON.stringify(res.body)}`).toBe(409);
+        expect(res.body.error?.code).toBe('E_MOUNT_NESTED');
+        expect(res.body.error?.issues[0]?.rule).toMatch(/a running pair's evidence/);
+      }
+      const ran = await running;
+      expect(ran.result).toMatchObject({
+        classification: 'completed',
+        outcome: { arms: [{ verdict: 'own' }] },
+      });
+    } finally {
+      await registry.close();
+    }
+  });
 });

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { RoboguideError } from '../../core/errors.js';
-import { decideAdmission, reservedMounts, reservedPorts } from '../../core/admission-rule.js';
+import { decideAdmission, requestedSources, reservedPorts } from '../../core/admission-rule.js';
 import type {
   AdmitRequest,
   AdmitResult,
@@ -169,7 +169,7 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     checkAdmitRequest(request);
     const node = request.node ?? this.localNode;
     const ports = reservedPorts(request.ports);
-    const mounts = reservedMounts(request.writableMounts);
+    const mounts = requestedSources(request);
     return this.#db.transaction('admit', async (db): Promise<AdmitResult> => {
       // The node's lock: every admission to this node waits here, so count-then-insert never interleaves.
       await db.query(NODE_LOCK_SQL, [node]);

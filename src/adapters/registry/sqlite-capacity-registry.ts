@@ -45,7 +45,7 @@ import {
 import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission, checkAttach } from './validate.js';
-import { decideAdmission, reservedMounts, reservedPorts } from '../../core/admission-rule.js';
+import { decideAdmission, requestedSources, reservedPorts } from '../../core/admission-rule.js';
 
 /** The busy wait: the registry deadline (a writer never waits longer for another process's transaction). */
 export const DEFAULT_BUSY_TIMEOUT_MS = DEFAULT_REGISTRY_DEADLINE_MS;
@@ -243,7 +243,7 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
     const db = this.#db;
     const node = request.node ?? this.localNode;
     const ports = reservedPorts(request.ports);
-    const mounts = reservedMounts(request.writableMounts);
+    const mounts = requestedSources(request);
     const decision = decideAdmission(request, {
       existing: selectReservationForClaim(db, request.claimId),
       node,

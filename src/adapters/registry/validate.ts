@@ -33,6 +33,8 @@ export function checkAdmitRequest(request: AdmitRequest): void {
     if (!(Number.isSafeInteger(port) && port >= 1 && port <= 65_535))
       issues.push({ path: `ports[${k}]`, rule: 'must be an integer 1..65535' });
   });
+  if (request.evidenceFolder !== undefined && !request.evidenceFolder.startsWith('/'))
+    issues.push({ path: 'evidenceFolder', rule: 'must be an absolute path' });
   (request.writableMounts ?? []).forEach((source, k) => {
     if (!source.startsWith('/'))
       issues.push({ path: `writableMounts[${k}]`, rule: 'must be an absolute path' });

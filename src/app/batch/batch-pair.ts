@@ -1,3 +1,4 @@
+import { JOBS_DIR } from '../../core/evidence-names.js';
 import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalAppend } from '../../core/journal-events.js';
@@ -79,6 +80,8 @@ async function reservePair(
     ports: job.ports,
     // Its cwd may not lie inside, or hold, another live container's writable source (it waits, as for a port).
     writableMounts: [job.cwd],
+    // Its evidence (and the private outcome folder in it) is no other container's to mount, not even as equal.
+    evidenceFolder: deps.store.resolve(`${JOBS_DIR}/${job.job_id}`),
   };
   const { admitted, node } = await admitOnNodes(deps.registry, request, nodes);
   if (admitted.kind === 'refused') return { kind: 'refused', reason: admitted.reason };

@@ -57,6 +57,11 @@ export interface AdmitRequest {
    * when one lies inside, or holds, a source another held reservation on the node records. Default none.
    */
   readonly writableMounts?: readonly string[];
+  /**
+   * The pair's own evidence folder (absolute, link-free), held exclusively with the reservation: no other container
+   * may mount it, a folder inside it (its private outcome folder) or one holding it, equal included (`mount_nested`).
+   */
+  readonly evidenceFolder?: string;
 }
 
 export type { AdmitRefusalReason } from '../../core/admission-rule.js';
