@@ -153,7 +153,9 @@ describe('checkMounts: the host rules of issue 22', () => {
       '/srv/tokens/sub',
       '/srv',
     ]) {
-      expect(messagesFor(path, p).join('\n'), path).toMatch(/engine's data, our own state or the code root runs/);
+      expect(messagesFor(path, p).join('\n'), path).toMatch(
+        /engine's data, our own state or the code root runs/,
+      );
     }
     expect(messagesFor('/data/work', p)).toEqual([]);
   });

@@ -1,8 +1,12 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { guardedSource, stageFolder } from '../../src/app/mount-stage.js';
 import { MountRefusedError, type ProtectedIds } from '../../src/app/mount-walk.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import type { MountStager, OpenedChild, OpenedFolder } from '../../src/app/ports/mount-stager.js';
+import { ProcFdMountStager } from '../../src/adapters/mount/proc-fd-stager.js';
 import type { MountMode } from '../../src/core/mount-mode.js';
 
 /**
@@ -142,5 +146,34 @@ describe('stageFolder: the staged walk through a stager', () => {
     expect(be.rule).toMatch(/\/r is \/ under another name/);
     expect([...stager.bound, ...aliasStager.bound, ...rootAlias.bound]).toEqual([]);
     expect(aliasStager.open.size + rootAlias.open.size).toBe(0);
+  });
+});
+
+describe('ProcFdMountStager.makeChild', () => {
+  it('rejects (never throws) when the folder exists or its parent is gone, so a race is told apart on the promise', async () => {
+    const base = await mkdtemp(join(tmpdir(), 'rg-makechild-'));
+    try {
+      await mkdir(join(base, 'x'));
+      const stager = new ProcFdMountStager({
+        root: join(base, 'staging'),
+        referencedSources: () => Promise.resolve(new Set()),
+      });
+      const root = await stager.openRoot();
+      let parent = root;
+      for (const name of base.split('/').filter((s) => s !== '')) {
+        const child = await stager.openChild(parent, name);
+        await stager.close(parent);
+        if (child.kind !== 'opened') throw new Error(`cannot open ${name}`);
+        parent = child.folder;
+      }
+      let made: Promise<void> | null = null;
+      expect(() => {
+        made = stager.makeChild(parent, 'x', 0o755);
+      }).not.toThrow();
+      await expect(made).rejects.toMatchObject({ code: 'EEXIST' });
+      await stager.close(parent);
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
   });
 });

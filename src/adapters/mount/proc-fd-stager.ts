@@ -82,8 +82,13 @@ export class ProcFdMountStager implements MountStager {
   }
 
   makeChild(parent: OpenedFolder, name: string, permissions: number): Promise<void> {
-    mkdirSync(`/proc/self/fd/${parent.handle}/${name}`, permissions);
-    return Promise.resolve();
+    // Rejected, never thrown: the caller tells EEXIST (made meanwhile) from a refusal on the promise.
+    try {
+      mkdirSync(`/proc/self/fd/${parent.handle}/${name}`, permissions);
+      return Promise.resolve();
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
   close(folder: OpenedFolder): Promise<void> {
