@@ -111,6 +111,7 @@ export async function startContainer(
     await deps.store.writeJsonAtomic(sessionRel(record.session_id, SESSION_FILE), record);
     const created = await createAndStart(deps, record, body, { env, binds, labels: request.labels, limits });
     for (const path of staged) deps.mountStager?.settled(path);
+    session.staged = staged;
     return created;
   } catch (err) {
     // The engine adapter removed what it made: no container uses the points.

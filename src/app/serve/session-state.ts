@@ -63,6 +63,8 @@ export interface Session {
   deletionReason: CleanupRecord['reason'] | null;
   /** The verified removal, once done: a retried deletion only releases the slot. */
   removal: { readonly stopped: boolean; readonly removed: boolean } | null;
+  /** The staging points its container mounts (docs/spec.md 5.3): released once its removal is verified. */
+  staged?: readonly string[];
   readonly execs: Set<ExecHandle>;
   /** Execs and archive transfers running now (the per-session limits). */
   readonly active: { exec: number; archive: number };

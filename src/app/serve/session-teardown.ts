@@ -41,7 +41,10 @@ export async function performDeletion(
     }
     session.removal = { stopped: removal.stopped, removed: removal.removed };
     session.state = 'releasing';
-    // Its staging points (and those of sessions adopted from an earlier server) go once no container uses them.
+    // Its own staging points go now (its container is gone, verified); those of sessions adopted from an earlier
+    // server, and any a failed step left, go with the sweep once no container uses them.
+    for (const path of session.staged ?? []) await deps.mountStager?.release(path).catch(() => undefined);
+    session.staged = [];
     await deps.mountStager?.sweep().catch(() => undefined);
   }
   const removal = session.removal;
