@@ -10,6 +10,8 @@ export type ErrorCode =
   | 'E_SPEC_INVALID'
   | 'E_ENV_MISSING'
   | 'E_OUTPUT_NOT_EMPTY'
+  /** The output folder, or a folder above it, could be steered by another local user (docs/secrets.md). */
+  | 'E_OUTPUT_UNSAFE'
   | 'E_ENGINE_UNAVAILABLE'
   | 'E_IMAGE_MISSING'
   | 'E_NVIDIA_RUNTIME_MISSING'
