@@ -11,6 +11,7 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { startApiServer } from './adapters/http/api-server.js';
+import { claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
@@ -158,13 +159,14 @@ async function openServeRegistry(
 }
 
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  // Before anything is made: a socket folder another user could use to take the socket over is refused (exit 2).
+  const socketPath = await claimSocketFolder(options.socketPath ?? defaultSocketPath(options.environment));
   // First: an invalid ROBOGUIDE_PAIRS_NETWORK is refused before anything is written.
   const runtime = options.runtime ?? (await createDockerRuntime(options.environment));
   const { dataDir, tempRoot } = await prepareDataDir(options);
   const { registry, registryPath } = await openServeRegistry(options);
   const engine = new DockerSessionEngine(runtime);
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);
-  const socketPath = options.socketPath ?? defaultSocketPath(options.environment);
   const batchId = `serve-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
   const host = await hostMountRules(runtime, [dataDir, ...(options.ownedDirs ?? [])]);
   const protectedPaths = {
