@@ -39,7 +39,7 @@ function euid(): number {
   return process.geteuid?.() ?? 0;
 }
 
-/** Whether a folder with this owner and mode may stand on the path to one of ours (not the last one). */
+/** Why a folder with this owner and mode may not stand on the path to a folder of ours; null when it may. */
 function ancestorRefusal(uid: number, mode: number): string | null {
   if (uid !== 0 && uid !== euid())
     return `is owned by user ${uid}, neither you nor root (that user could rename what is inside)`;
@@ -49,7 +49,7 @@ function ancestorRefusal(uid: number, mode: number): string | null {
 }
 
 /** The refusal of the folder we are to own and write into: ours, and (with `strict`) writable by no one else. */
-export function ownFolderRefusal(uid: number, mode: number, strict: boolean): string | null {
+function ownFolderRefusal(uid: number, mode: number, strict: boolean): string | null {
   if (uid !== euid()) return `is owned by user ${uid}, not by you (another user could swap it)`;
   if (strict && (mode & OTHERS_WRITE) !== 0)
     return `is writable by other users (another user could replace what is inside)`;
@@ -58,9 +58,9 @@ export function ownFolderRefusal(uid: number, mode: number, strict: boolean): st
 
 /**
  * An O_PATH handle on the folder `path`, every folder from `/` down to it (itself included) checked as an ancestor
- * of ours. A missing component: ENOENT, or with `missing: 'create'` made with `mode` (0700 unless given; the umask applies) relative to the folder held (then
- * opened and checked the same way). A link or a non-folder: UnsafePathError; a folder breaking a rule:
- * UnsafeFolderError.
+ * of ours. A missing component: ENOENT, or with `missing: 'create'` made with `mode` (the umask applies) relative to
+ * the folder held, then opened and checked the same way. A link or a non-folder: UnsafePathError; a folder breaking
+ * a rule: UnsafeFolderError.
  */
 export async function openSafeFolder(
   path: string,
