@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdir, realpath, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { homedir, totalmem } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
@@ -11,7 +11,7 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { startApiServer } from './adapters/http/api-server.js';
-import { claimSocketFolder } from './adapters/http/socket-folder.js';
+import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
@@ -115,9 +115,8 @@ export function defaultDataDir(env: Readonly<Record<string, string | undefined>>
 
 /** The data directory (private, made if needed; its canonical path) and its scratch folder, emptied at each start. */
 async function prepareDataDir(options: ServeOptions): Promise<{ dataDir: string; tempRoot: string }> {
-  const dataDirInput = options.dataDir ?? defaultDataDir(options.environment);
-  await mkdir(dataDirInput, { recursive: true, mode: 0o700 });
-  const dataDir = await realpath(dataDirInput);
+  // Reached without a link, ours, writable by no one else: the path is then canonical and stays ours.
+  const dataDir = await claimDataDir(options.dataDir ?? defaultDataDir(options.environment));
   const tempRoot = join(dataDir, 'tmp');
   await rm(tempRoot, { recursive: true, force: true });
   await mkdir(tempRoot, { mode: 0o700 });

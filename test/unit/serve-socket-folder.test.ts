@@ -1,8 +1,8 @@
-import { chmod, chown, lstat, mkdir, mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimSocketFolder } from '../../src/adapters/http/socket-folder.js';
+import { claimDataDir, claimSocketFolder } from '../../src/adapters/http/socket-folder.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { HOSTILE_UID } from '../support/exchange-adversary.js';
 
@@ -83,4 +83,36 @@ describe('serve --socket: the socket folder is ours and no one else can write to
       expect(err.suggestions?.join(' ')).toMatch(/XDG_RUNTIME_DIR/);
     },
   );
+});
+
+describe("serve --data-dir: the same rules as the socket's folder (evidence and session files)", () => {
+  async function dataDirRefusal(dataDir: string): Promise<RoboguideError> {
+    const err: unknown = await claimDataDir(dataDir).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(RoboguideError);
+    expect((err as RoboguideError).code).toBe('E_OUTPUT_UNSAFE');
+    return err as RoboguideError;
+  }
+
+  it('accepts a folder of ours again with what it holds, and makes a missing one 0700', async () => {
+    const own = await mkdtemp(join(base, 'own-'));
+    await writeFile(join(own, 'kept'), 'x');
+    expect(await claimDataDir(own)).toBe(own);
+    expect(await claimDataDir(join(own, 'data'))).toBe(join(own, 'data'));
+    expect(((await lstat(join(own, 'data'))).mode & 0o7777).toString(8)).toBe('700');
+  });
+
+  it.skipIf(!asRoot)('refuses a data dir owned by user 65534, and a link to one of ours', async () => {
+    const nob = join(base, 'nob-data');
+    await mkdir(nob, { mode: 0o700 });
+    await chown(nob, HOSTILE_UID, HOSTILE_UID);
+    expect((await dataDirRefusal(nob)).message).toBe(
+      `--data-dir: ${nob} is owned by user ${HOSTILE_UID}, not by you (another user could swap it)`,
+    );
+    const own = await mkdtemp(join(base, 'own-'));
+    await symlink(own, join(base, 'data-link'));
+    expect((await dataDirRefusal(join(base, 'data-link'))).message).toMatch(/data-link is a symbolic link/);
+  });
 });

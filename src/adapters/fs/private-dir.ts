@@ -117,11 +117,12 @@ async function openStep(
 }
 
 /**
- * The serve socket's folder `path` (made 0700 where missing): reached as openSafeFolder does, and it must be ours
- * and writable by no other user, sticky or not: in /tmp another user could claim the socket's name before we
- * bind it, or bind their own after removing ours in a folder of theirs. Throws UnsafeFolderError naming the rule.
+ * A folder of ours that we keep using (the serve socket's folder, serve's data directory), made 0700 where missing:
+ * reached as openSafeFolder does, and it must be ours and writable by no other user, sticky or not: in /tmp another
+ * user could claim the socket's name before we bind it, or bind their own after removing ours in a folder of
+ * theirs. Throws UnsafeFolderError naming the rule.
  */
-export async function openOwnSocketFolder(path: string): Promise<FileHandle> {
+export async function openOwnFolder(path: string): Promise<FileHandle> {
   const cut = path.lastIndexOf('/');
   const parent = await openSafeFolder(path.slice(0, cut) || '/', 'create');
   let dir: FileHandle;

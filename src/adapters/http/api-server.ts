@@ -1,5 +1,5 @@
 import { chmod, lstat, unlink } from 'node:fs/promises';
-import { openOwnSocketFolder } from '../fs/private-dir.js';
+import { openOwnFolder } from '../fs/private-dir.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
@@ -80,7 +80,7 @@ function buildRouter(options: ApiServerOptions): Router {
  * socket file (no server answers on it) is removed; a live one means another server: refuse.
  */
 async function claimSocketPath(path: string): Promise<void> {
-  await (await openOwnSocketFolder(dirname(path))).close();
+  await (await openOwnFolder(dirname(path))).close();
   const info = await lstat(path).catch(() => null);
   if (info === null) return;
   if (!info.isSocket()) throw new ApiError(409, 'E_SOCKET_IN_USE', `${path} exists and is not a socket`);

@@ -1,6 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
-import { openOwnSocketFolder } from '../fs/private-dir.js';
+import { openOwnFolder } from '../fs/private-dir.js';
 import { UnsafePathError } from '../no-follow-dir.js';
 
 /**
@@ -13,7 +13,7 @@ import { UnsafePathError } from '../no-follow-dir.js';
 export async function claimSocketFolder(socketPath: string): Promise<string> {
   const path = resolve(socketPath);
   try {
-    await (await openOwnSocketFolder(dirname(path))).close();
+    await (await openOwnFolder(dirname(path))).close();
     return path;
   } catch (err) {
     if (!(err instanceof UnsafePathError)) throw err;
@@ -24,6 +24,25 @@ export async function claimSocketFolder(socketPath: string): Promise<string> {
         'leave --socket out: the default $XDG_RUNTIME_DIR/roboguide-eval/api.sock is in a folder of yours',
         'or name a folder of yours no other user can write to: --socket /run/roboguide-eval/api.sock (root), ~/.roboguide/api.sock',
       ],
+    });
+  }
+}
+
+/**
+ * serve's data directory (evidence, session files): made 0700 where missing and held to the rules of the socket's
+ * folder, so no other user can swap it or anything above it for a link. E_OUTPUT_UNSAFE (exit 2) names the rule.
+ */
+export async function claimDataDir(dataDir: string): Promise<string> {
+  const path = resolve(dataDir);
+  try {
+    await (await openOwnFolder(path)).close();
+    return path;
+  } catch (err) {
+    if (!(err instanceof UnsafePathError)) throw err;
+    throw new RoboguideError('E_OUTPUT_UNSAFE', `--data-dir: ${err.message}`, {
+      exitCode: ExitCode.invalidInput,
+      context: { path: err.path, dataDir: path },
+      suggestions: ['leave --data-dir out, or name a folder of yours that no other user can write to'],
     });
   }
 }
