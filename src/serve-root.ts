@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdir, realpath, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { homedir, totalmem } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
@@ -11,6 +11,7 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { startApiServer } from './adapters/http/api-server.js';
+import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
@@ -114,9 +115,8 @@ export function defaultDataDir(env: Readonly<Record<string, string | undefined>>
 
 /** The data directory (private, made if needed; its canonical path) and its scratch folder, emptied at each start. */
 async function prepareDataDir(options: ServeOptions): Promise<{ dataDir: string; tempRoot: string }> {
-  const dataDirInput = options.dataDir ?? defaultDataDir(options.environment);
-  await mkdir(dataDirInput, { recursive: true, mode: 0o700 });
-  const dataDir = await realpath(dataDirInput);
+  // Reached without a link, ours, writable by no one else: the path is then canonical and stays ours.
+  const dataDir = await claimDataDir(options.dataDir ?? defaultDataDir(options.environment));
   const tempRoot = join(dataDir, 'tmp');
   await rm(tempRoot, { recursive: true, force: true });
   await mkdir(tempRoot, { mode: 0o700 });
@@ -158,13 +158,14 @@ async function openServeRegistry(
 }
 
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  // Before anything is made: a socket folder another user could use to take the socket over is refused (exit 2).
+  const socketPath = await claimSocketFolder(options.socketPath ?? defaultSocketPath(options.environment));
   // First: an invalid ROBOGUIDE_PAIRS_NETWORK is refused before anything is written.
   const runtime = options.runtime ?? (await createDockerRuntime(options.environment));
   const { dataDir, tempRoot } = await prepareDataDir(options);
   const { registry, registryPath } = await openServeRegistry(options);
   const engine = new DockerSessionEngine(runtime);
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);
-  const socketPath = options.socketPath ?? defaultSocketPath(options.environment);
   const batchId = `serve-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
   const host = await hostMountRules(runtime, [dataDir, ...(options.ownedDirs ?? [])]);
   const protectedPaths = {

@@ -1,6 +1,6 @@
 import { RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
 import { randomUUID } from 'node:crypto';
-import { dirname, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { EvidenceStore } from './evidence/evidence-store.js';
 import type { FileSystem } from './ports/file-system.js';
 import { bindAddressProblem } from '../core/bind-address.js';
@@ -241,7 +241,6 @@ async function claimPair(
   let published: 'published' | 'exists';
   const store = new EvidenceStore(deps.fs, output);
   try {
-    await deps.fs.mkdirp(dirname(output), 0o777);
     await EvidenceStore.createOutputDir(deps.fs, output);
     published = await store.publishExclusive(RECEIPT_FILE, receipt);
   } catch (err) {

@@ -37,12 +37,13 @@ export default class Serve extends BaseCommand {
   ].join('\n');
   static override examples = [
     '<%= config.bin %> serve',
-    '<%= config.bin %> serve --socket /tmp/rg.sock --data-dir ./serve-data',
+    '<%= config.bin %> serve --socket /run/roboguide-eval/api.sock --data-dir ./serve-data',
     '<%= config.bin %> serve --listen 127.0.0.1:8765 --token-file ~/.config/roboguide-eval/token',
   ];
   static override flags = {
     socket: Flags.string({
-      description: 'unix socket path (default $XDG_RUNTIME_DIR/roboguide-eval/api.sock)',
+      description:
+        'unix socket path (default $XDG_RUNTIME_DIR/roboguide-eval/api.sock); its folder must be yours and writable by no one else',
     }),
     listen: Flags.string({
       description: 'also listen on loopback TCP, 127.0.0.1:PORT (requires --token-file)',

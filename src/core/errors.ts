@@ -10,6 +10,10 @@ export type ErrorCode =
   | 'E_SPEC_INVALID'
   | 'E_ENV_MISSING'
   | 'E_OUTPUT_NOT_EMPTY'
+  /** The output folder, or a folder above it, could be steered by another local user (docs/secrets.md). */
+  | 'E_OUTPUT_UNSAFE'
+  /** The serve socket's folder could be used by another local user to take the socket over (docs/serve.md). */
+  | 'E_SOCKET_UNSAFE'
   | 'E_ENGINE_UNAVAILABLE'
   | 'E_IMAGE_MISSING'
   | 'E_NVIDIA_RUNTIME_MISSING'

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -221,4 +221,38 @@ describe('pair run refuses bad input with exit 2 and writes nothing, the registr
       /--registry: looks like a URL but is not a PostgreSQL one/,
     );
   });
+});
+
+// docs/secrets.md "Local users" (F7): a socket folder another user can write to let them take root's socket over.
+describe('serve --socket in a folder another user could use: exit 2 before anything is made or bound', () => {
+  it.skipIf(process.geteuid?.() !== 0)('a folder owned by user 65534', async () => {
+    const nob = join(dir, 'atk-nob');
+    await mkdir(nob, { mode: 0o700 });
+    await chown(nob, 65534, 65534);
+    await refused(
+      ['serve', '--socket', join(nob, 'api.sock')],
+      /--socket: \S+atk-nob is owned by user 65534, not by you \(another user could swap it\)/,
+    );
+  });
+
+  it('a folder of ours that others may write to (0777)', async () => {
+    const open = join(dir, 'open');
+    await mkdir(open);
+    await chmod(open, 0o777);
+    await refused(
+      ['serve', '--socket', join(open, 'api.sock')],
+      /--socket: \S+open is writable by other users/,
+    );
+  });
+
+  it.skipIf(process.geteuid?.() !== 0)(
+    'the sticky /tmp itself (the old docs example /tmp/rg.sock)',
+    async () => {
+      await refused(
+        ['serve', '--socket', '/tmp/rg.sock'],
+        /--socket: \/tmp is writable by other users/,
+        /XDG_RUNTIME_DIR/,
+      );
+    },
+  );
 });

@@ -4,6 +4,7 @@ import type {
   FileInfo,
   FileSystem,
   OpenMode,
+  OwnDirClaim,
 } from '../../src/app/ports/file-system.js';
 
 export type FsOperation =
@@ -20,6 +21,7 @@ export type FsOperation =
   | 'readUserFile'
   | 'appendFile'
   | 'chmod'
+  | 'claimOwnDir'
   | 'readFile'
   | 'readdir'
   | 'lstat'
@@ -134,6 +136,10 @@ export class FaultyFileSystem implements FileSystem {
 
   appendFile(path: string, bytes: Uint8Array, permissions: number): Promise<void> {
     return this.#invoke('appendFile', [path], () => this.#inner.appendFile(path, bytes, permissions));
+  }
+
+  claimOwnDir(path: string): Promise<OwnDirClaim> {
+    return this.#invoke('claimOwnDir', [path], () => this.#inner.claimOwnDir(path));
   }
 
   realpath(path: string): Promise<string> {

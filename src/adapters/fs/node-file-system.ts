@@ -14,7 +14,9 @@ import {
   unlink,
 } from 'node:fs/promises';
 import type { FileHandle as NodeFileHandle } from 'node:fs/promises';
+import { claimOwnDir } from './private-dir.js';
 import type {
+  OwnDirClaim,
   DirEntry,
   EntryKind,
   FileHandle,
@@ -87,6 +89,10 @@ export class NodeFileSystem implements FileSystem {
 
   chmod(path: string, permissions: number): Promise<void> {
     return chmod(path, permissions);
+  }
+
+  claimOwnDir(path: string): Promise<OwnDirClaim> {
+    return claimOwnDir(path);
   }
 
   async readFile(path: string): Promise<Uint8Array> {

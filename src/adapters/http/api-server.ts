@@ -1,4 +1,5 @@
-import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
+import { chmod, lstat, unlink } from 'node:fs/promises';
+import { openOwnFolder } from '../fs/private-dir.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
@@ -74,9 +75,12 @@ function buildRouter(options: ApiServerOptions): Router {
   return router;
 }
 
-/** A stale socket file (no server answers on it) is removed; a live one means another server: refuse. */
+/**
+ * The socket's folder must be ours and writable by no one else (socket-folder.ts; UnsafePathError otherwise). A stale
+ * socket file (no server answers on it) is removed; a live one means another server: refuse.
+ */
 async function claimSocketPath(path: string): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  await (await openOwnFolder(dirname(path))).close();
   const info = await lstat(path).catch(() => null);
   if (info === null) return;
   if (!info.isSocket()) throw new ApiError(409, 'E_SOCKET_IN_USE', `${path} exists and is not a socket`);

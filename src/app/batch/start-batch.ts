@@ -1,6 +1,5 @@
 import { isBatchRecord, isReceipt } from '../evidence/evidence-records.js';
 import { randomUUID } from 'node:crypto';
-import { dirname } from 'node:path';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { imagesMissing } from '../image-missing.js';
@@ -273,7 +272,6 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   // After every refusal (a refused start never waits for them), side by side with creating the output directory.
   const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
 
-  await deps.fs.mkdirp(dirname(options.output), 0o777);
   await EvidenceStore.createOutputDir(deps.fs, options.output);
   const store = new EvidenceStore(deps.fs, options.output);
   const now = deps.clock.now();

@@ -1,4 +1,4 @@
-import { dirname, isAbsolute, join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { JOURNAL_FILE } from '../../core/evidence-names.js';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
 import type { JsonObject } from '../../core/json-object.js';
@@ -62,36 +62,35 @@ export class EvidenceStore {
     this.#journal = new JournalFile(fs, this.resolve(JOURNAL_FILE), this.#dirs);
   }
 
-  /** D must not exist (it is created 0700) or be an empty directory (made 0700); else exit 2. */
+  /**
+   * D must not exist (it is made 0700) or be an empty folder of ours (made 0700 through the opened folder); it is
+   * reached without following a link, and every folder above it is root's or ours and writable by no other user
+   * unless sticky (docs/secrets.md "Local users"). Else exit 2, nothing changed.
+   */
   static async createOutputDir(fs: FileSystem, root: string): Promise<void> {
     if (!isAbsolute(root)) throw storeError('output directory must be an absolute path', root, 'resolve');
-    const info = await attempt('lstat', root, 'cannot inspect output directory', () =>
-      unlessMissing(() => fs.lstat(root), undefined),
-    );
-    if (info === undefined) {
-      await attempt('mkdir', root, 'cannot create output directory', () => fs.mkdir(root, DIR_PERMISSIONS));
-      await attempt('fsync', dirname(root), 'cannot fsync parent directory', () => fs.syncDir(dirname(root)));
-      return;
-    }
-    const entries =
-      info.kind === 'directory'
-        ? await attempt('readdir', root, 'cannot list output directory', () => fs.readdir(root))
-        : [];
-    if (info.kind !== 'directory' || entries.length > 0) {
-      throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `output ${root} exists and is not an empty directory`, {
+    const claim = await attempt('mkdir', root, 'cannot create output directory', () => fs.claimOwnDir(root));
+    if (claim.state === 'ready') return;
+    if (claim.state === 'unsafe') {
+      throw new RoboguideError('E_OUTPUT_UNSAFE', `--output: ${claim.path} ${claim.rule}`, {
         exitCode: ExitCode.invalidInput,
-        context: { path: root, kind: info.kind, entries: entries.slice(0, 5).map((e) => e.name) },
-        suggestions: [
-          'choose a new --output directory',
-          'to continue this batch: e1-batch resume --output ' + root,
-        ],
+        context: { path: claim.path, rule: claim.rule, output: root },
+        suggestions: ['choose an --output in a folder of yours that no other user can write to'],
       });
     }
-    if (info.permissions !== DIR_PERMISSIONS) {
-      await attempt('chmod', root, 'cannot make output directory private', () =>
-        fs.chmod(root, DIR_PERMISSIONS),
-      );
-    }
+    const entries = claim.state === 'not-empty' ? claim.entries : [];
+    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `output ${root} exists and is not an empty directory`, {
+      exitCode: ExitCode.invalidInput,
+      context: {
+        path: root,
+        kind: claim.state === 'not-empty' ? 'directory' : 'file',
+        entries: [...entries],
+      },
+      suggestions: [
+        'choose a new --output directory',
+        'to continue this batch: e1-batch resume --output ' + root,
+      ],
+    });
   }
 
   get root(): string {

@@ -38,6 +38,16 @@ export interface FileHandle {
   close(): Promise<void>;
 }
 
+/**
+ * What claiming an output folder found (docs/secrets.md "Local users"): `ready` (made by us, or an existing empty
+ * folder of ours, now 0700); `unsafe` names the folder on the path and the rule it breaks.
+ */
+export type OwnDirClaim =
+  | { readonly state: 'ready'; readonly created: boolean }
+  | { readonly state: 'not-empty'; readonly entries: readonly string[] }
+  | { readonly state: 'not-a-directory' }
+  | { readonly state: 'unsafe'; readonly path: string; readonly rule: string };
+
 export interface FileSystem {
   /** `permissions` applies when the file is created (subject to the umask). */
   open(path: string, mode: OpenMode, permissions: number): Promise<FileHandle>;
@@ -51,6 +61,12 @@ export interface FileSystem {
   /** mkdir -p: `path` and any missing parent (each made with `permissions`, subject to the umask); no error when it exists. */
   mkdirp(path: string, permissions: number): Promise<void>;
   chmod(path: string, permissions: number): Promise<void>;
+  /**
+   * The output folder, reached from `/` without following a link, every folder above it owned by root or us and
+   * writable by no other user unless sticky; made 0700, or an existing empty folder of ours made 0700 by fchmod.
+   * Missing folders above it are made (0755, the umask applies) the same way, never through a link.
+   */
+  claimOwnDir(path: string): Promise<OwnDirClaim>;
   readFile(path: string): Promise<Uint8Array>;
   /**
    * A file the user named (a manifest, a pinned source file), read whole, following symlinks as the user's own
