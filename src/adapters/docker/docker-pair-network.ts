@@ -1,3 +1,4 @@
+import { systemTool } from '../system-tool.js';
 import { execFile } from 'node:child_process';
 import type Docker from 'dockerode';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
@@ -41,8 +42,15 @@ export type IptablesRunner = (family: IpFamily, args: readonly string[]) => Prom
  */
 export function iptablesRunner(prefix: readonly string[] = []): IptablesRunner {
   return (family, args) => {
-    const binary = family === 'ipv4' ? 'iptables' : 'ip6tables';
-    const argv = [...prefix, binary, '-w', ...args];
+    const binary = systemTool(family === 'ipv4' ? 'iptables' : 'ip6tables');
+    // From the system folders only, the prefix's program too (never the caller's PATH: docs/secrets.md).
+    const [prefixTool, ...prefixArgs] = prefix;
+    const argv = [
+      ...(prefixTool !== undefined ? [systemTool(prefixTool), ...prefixArgs] : []),
+      binary,
+      '-w',
+      ...args,
+    ];
     const [file = binary, ...rest] = argv;
     return new Promise((resolve, reject) => {
       execFile(file, rest, { timeout: IPTABLES_TIMEOUT_MS, encoding: 'utf8' }, (err, stdout, stderr) => {

@@ -13,6 +13,7 @@ import {
   type Stats,
 } from 'node:fs';
 import { join } from 'node:path';
+import { systemTool } from '../system-tool.js';
 import type { MountMode } from '../../core/mount-mode.js';
 import type { EntryKind, FileInfo } from '../../app/ports/file-system.js';
 import type { MountStager, OpenedChild, OpenedFolder } from '../../app/ports/mount-stager.js';
@@ -265,7 +266,7 @@ function errnoOf(err: unknown): string {
 function runTool(file: string, args: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     execFile(
-      file,
+      systemTool(file),
       [...args],
       { env: { ...process.env, LC_ALL: 'C' }, timeout: 10_000 },
       (err, _out, stderr) => {
