@@ -20,7 +20,7 @@ if (major < 24) {
   process.exit(1);
 }
 const { default: nodeModule } = await import('node:module');
-const { mkdirSync, readFileSync } = await import('node:fs');
+const { lstatSync, mkdirSync, readFileSync } = await import('node:fs');
 const { arch, platform, release } = await import('node:os');
 
 // V8's compiled code of our modules and dependencies, kept between runs (NODE_COMPILE_CACHE or
@@ -73,7 +73,7 @@ function mayBeWsl() {
 /**
  * $XDG_CACHE_HOME (absolute) or ~/.cache, then roboguide-eval/node-compile-cache, created one level at a time
  * (0700): Node's own recursive mkdir never returns where a parent cannot hold a folder (HOME=/proc), so it is
- * never asked to create one. Null when any level cannot be made.
+ * never asked to create one. Null when any level cannot be made, or is a link, another user's, or writable by others.
  */
 function compileCacheDir() {
   const xdg = process.env.XDG_CACHE_HOME ?? '';
@@ -81,12 +81,23 @@ function compileCacheDir() {
   const base = xdg.startsWith('/') ? xdg : home.startsWith('/') ? `${home}/.cache` : null;
   if (base === null) return null;
   const levels = [base, `${base}/roboguide-eval`, `${base}/roboguide-eval/node-compile-cache`];
+  const euid = process.geteuid?.() ?? -1;
   for (const dir of levels) {
     try {
       mkdirSync(dir, { mode: 0o700 });
     } catch (err) {
       if (err?.code !== 'EEXIST') return null;
     }
+    // Code root runs next time: only from folders that are ours and no one else can write (never a link, never
+    // another user's: docs/secrets.md). The base may be read by others; our own two levels are private.
+    let info;
+    try {
+      info = lstatSync(dir);
+    } catch {
+      return null;
+    }
+    const others = dir === base ? 0o022 : 0o077;
+    if (!info.isDirectory() || info.uid !== euid || (info.mode & others) !== 0) return null;
   }
   return levels[levels.length - 1];
 }

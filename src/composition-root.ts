@@ -343,14 +343,20 @@ export async function hostMountRules(
 
 /**
  * The folders our own code runs from: this package's launcher, build, sources, scripts and dependencies, and the
- * folder of the Node binary running it. Root runs them next time: a writable mount of one, or of a folder holding
+ * folder of the Node binary running it, and V8's compile cache of it. Root runs them next time: a writable mount of one, or of a folder holding
  * one (the checkout, `/work`), would let a pair or a `serve` caller change what root runs. Protected like the
  * engine's data (never be, contain or lie inside; each also by its real path: a linked `node_modules` too). Other
  * folders of a checkout stay mountable (the demo's work folder lies in it).
  */
 export function codeDirs(): string[] {
   const inPackage = ['bin', 'dist', 'node_modules', 'src', 'scripts', 'clients', 'docker', '.ci', '.git'];
-  return [...inPackage.map((name) => join(PACKAGE_ROOT, name)), dirname(process.execPath)];
+  // V8's compile cache of our code (bin/run.js): loaded as code by the next run.
+  const xdg = process.env.XDG_CACHE_HOME ?? '';
+  const cacheBase = xdg.startsWith('/') ? xdg : join(homedir(), '.cache');
+  const compileCaches = [join(cacheBase, 'roboguide-eval'), process.env.NODE_COMPILE_CACHE ?? ''].filter(
+    (p) => p.startsWith('/'),
+  );
+  return [...inPackage.map((name) => join(PACKAGE_ROOT, name)), dirname(process.execPath), ...compileCaches];
 }
 
 /** Who may own a bind source's folders: root and the supervisor's own user. */

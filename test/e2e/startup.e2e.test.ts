@@ -95,6 +95,29 @@ describe('start-up: the launcher and what a command loads', () => {
     }
   });
 
+  it('never loads a compile cache from a folder another user owns or can write, or through a link (code root runs next): it starts without one', async () => {
+    const { chown, chmod: chmodFs } = await import('node:fs/promises');
+    if (process.getuid?.() !== 0) return; // chown to another user needs root
+    // Another user's cache base (their XDG_CACHE_HOME), a world-writable one, and our own cache level made a link.
+    const theirs = join(dir, 'xdg-theirs');
+    await mkdir(theirs, { mode: 0o755 });
+    await chown(theirs, 65534, 65534);
+    const open = join(dir, 'xdg-open');
+    await mkdir(open);
+    await chmodFs(open, 0o777);
+    const linked = join(dir, 'xdg-linked');
+    await mkdir(linked);
+    await mkdir(join(dir, 'elsewhere'), { mode: 0o700 });
+    await symlink(join(dir, 'elsewhere'), join(linked, 'roboguide-eval'));
+    for (const xdg of [theirs, open, linked]) {
+      const r = run([LAUNCHER, '--help'], { env: { XDG_CACHE_HOME: xdg } });
+      expect(r.code, xdg).toBe(0);
+    }
+    expect(await readdir(theirs)).toEqual([]);
+    expect(await readdir(open)).toEqual([]);
+    expect(await readdir(join(dir, 'elsewhere'))).toEqual([]);
+  });
+
   it('--version loads no oclif; help (root, topic, command) loads no command module', async () => {
     const version = await loadedBy(['--version']);
     expect(version.code).toBe(0);
