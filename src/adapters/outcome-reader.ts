@@ -99,12 +99,18 @@ export async function publishOutcomeCopy(bytes: Uint8Array, hostPath: string): P
   }
 }
 
-/** Clears the "other" permission bits of the folder `dir` holds (the object itself, reopened: never a path). */
+/**
+ * Clears the "other" permission bits of the folder `dir` holds (the object itself, reopened: never a path), unless
+ * it is a shared folder (sticky, or writable by others, as `/tmp`): an outcome path in one must not take it from its
+ * other users (the second review turned a root-owned 1777 folder into 1770 through an API pair's outcome path). The
+ * copy itself is 0600 either way.
+ */
 async function closeToOthers(dir: FileHandle): Promise<void> {
   const folder = await reopenDir(dir);
   try {
     const { mode } = await folder.stat();
-    if ((mode & 0o007) !== 0) await folder.chmod(mode & 0o7770);
+    const shared = (mode & 0o1000) !== 0 || (mode & 0o002) !== 0;
+    if ((mode & 0o007) !== 0 && !shared) await folder.chmod(mode & 0o7770);
   } finally {
     await folder.close();
   }

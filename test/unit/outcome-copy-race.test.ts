@@ -115,3 +115,29 @@ describe('publishOutcomeCopy: openat-style steps, never through a link', () => {
     expect(await readdir(rootOnly)).toEqual([]);
   });
 });
+
+describe('publishOutcomeCopy: the folder it closes to others', () => {
+  it("clears the other bits of the pair's own folder (0755 made by the engine), never of a shared one (sticky or writable by others)", async () => {
+    const base = await mkdtemp(join(tmpdir(), 'rg-outcome-shared-'));
+    try {
+      const own = join(base, 'own');
+      const sticky = join(base, 'sticky');
+      const open = join(base, 'open');
+      for (const [dir, mode] of [
+        [own, 0o755],
+        [sticky, 0o1777],
+        [open, 0o777],
+      ] as const) {
+        await mkdir(dir);
+        await chmod(dir, mode);
+        await publishOutcomeCopy(Buffer.from('{}'), join(dir, 'o.json'));
+        expect(((await stat(join(dir, 'o.json'))).mode & 0o777).toString(8)).toBe('600');
+      }
+      expect(((await stat(own)).mode & 0o7777).toString(8)).toBe('750');
+      expect(((await stat(sticky)).mode & 0o7777).toString(8)).toBe('1777');
+      expect(((await stat(open)).mode & 0o7777).toString(8)).toBe('777');
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
+  });
+});
