@@ -56,6 +56,8 @@ export interface AdmissionAsk {
   readonly writableMounts?: readonly string[];
   /** The pair's own evidence folder (absolute): held exclusively, see `evidenceSource`. */
   readonly evidenceFolder?: string;
+  /** Read-only bind sources: not recorded, but none may be, lie inside or hold a running pair's evidence. */
+  readonly readOnlyMounts?: readonly string[];
 }
 
 /** What a reservation holds of the host's folders: its writable sources and its evidence (marked exclusive). */
@@ -107,7 +109,11 @@ export function decideAdmission(ask: AdmissionAsk, facts: AdmissionFacts): Admis
       holderBatchId: holder.batchId,
     };
   }
-  const nested = nestedMount(requestedSources(ask), facts.heldMounts ?? []);
+  const heldMounts = facts.heldMounts ?? [];
+  const evidenceHeld = heldMounts.filter((h) => sourceOf(h.source).exclusive);
+  const nested =
+    nestedMount(requestedSources(ask), heldMounts) ??
+    nestedMount(reservedMounts(ask.readOnlyMounts), evidenceHeld);
   if (nested !== null) {
     return {
       kind: 'refused',

@@ -297,11 +297,21 @@ describe.skipIf(noDocker)('mount redirection: a source swapped for a link to / i
       const outcomeFolder = join(output, 'outcome');
       for (let i = 0; i < 100 && (await containersLabelled({ 'roboguide.job': jobId })).length === 0; i++)
         await new Promise((r) => setTimeout(r, 100));
-      for (const source of [outcomeFolder, output, join(work, 'evidence-held')]) {
+      for (const [source, readOnly] of [
+        [outcomeFolder, false],
+        [output, false],
+        [join(work, 'evidence-held'), false],
+        // Read-only too: it would read the raw outcome (secrets unmasked) while the pair runs.
+        [outcomeFolder, true],
+      ] as const) {
         const res = await s.client.call<{
           error?: { code: string; issues: { path: string; rule: string }[] };
         }>('POST', '/v1/sessions', {
-          body: { image: DRIVER_IMAGE, labels: LABEL, mounts: [{ source, target: '/m' }] },
+          body: {
+            image: DRIVER_IMAGE,
+            labels: LABEL,
+            mounts: [{ source, target: '/m', read_only: readOnly }],
+          },
         });
         expect(res.status, `${source}: ${JSON.stringify(res.body)}`).toBe(409);
         expect(res.body.error?.code).toBe('E_MOUNT_NESTED');

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { evidenceSource, nestedMount, requestedSources } from '../../src/core/admission-rule.js';
+import {
+  decideAdmission,
+  evidenceSource,
+  nestedMount,
+  requestedSources,
+} from '../../src/core/admission-rule.js';
 
 const held = (source: string) => ({ source, batchId: 'b-held' });
 
@@ -30,5 +35,23 @@ describe('the host-wide record of writable sources and running evidence (nestedM
       requestedSources({ writableMounts: ['/w/a/', '/w//a', '/w/b'], evidenceFolder: '/out/D/jobs/j1/' }),
     ).toEqual(['/out/D/jobs/j1/', '/w/a', '/w/b']);
     expect(requestedSources({})).toEqual([]);
+  });
+
+  it("a read-only source is not held, but may not be, lie inside or hold a running pair's evidence", () => {
+    const facts = {
+      existing: null,
+      node: 'n1',
+      budget: { maxReservations: 10, gpuMib: null },
+      held: { count: 1, gpuMib: 0 },
+      portHolders: [],
+      heldMounts: [held(evidenceSource('/out/D/jobs/j1')), held('/w/a')],
+    };
+    const ask = { batchId: 'b', jobId: 's1', gpuMib: 0 };
+    expect(decideAdmission({ ...ask, readOnlyMounts: ['/out/D/jobs/j1/outcome'] }, facts)).toMatchObject({
+      kind: 'refused',
+      reason: 'mount_nested',
+    });
+    // A read-only view of another container's writable source stays allowed (only evidence is exclusive).
+    expect(decideAdmission({ ...ask, readOnlyMounts: ['/w/a/sub'] }, facts)).toEqual({ kind: 'admit' });
   });
 });

@@ -179,7 +179,10 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
         budget: await selectLimits(db, node),
         held: await selectHeldTotals(db, node),
         portHolders: await selectPortHolders(db, node, ports),
-        heldMounts: mounts.length > 0 ? await selectHeldMounts(db, node) : [],
+        heldMounts:
+          mounts.length > 0 || (request.readOnlyMounts ?? []).length > 0
+            ? await selectHeldMounts(db, node)
+            : [],
       });
       if (decision.kind !== 'admit') return unstoredAdmission(request, decision);
       const reservationId = this.#newId();

@@ -250,7 +250,8 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
       budget: selectLimits(db, node),
       held: selectHeldTotals(db, node),
       portHolders: selectPortHolders(db, node, ports),
-      heldMounts: mounts.length > 0 ? selectHeldMounts(db, node) : [],
+      heldMounts:
+        mounts.length > 0 || (request.readOnlyMounts ?? []).length > 0 ? selectHeldMounts(db, node) : [],
     });
     if (decision.kind !== 'admit') return unstoredAdmission(request, decision);
     const reservationId = this.#newId();

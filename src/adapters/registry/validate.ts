@@ -35,6 +35,10 @@ export function checkAdmitRequest(request: AdmitRequest): void {
   });
   if (request.evidenceFolder !== undefined && !request.evidenceFolder.startsWith('/'))
     issues.push({ path: 'evidenceFolder', rule: 'must be an absolute path' });
+  (request.readOnlyMounts ?? []).forEach((source, k) => {
+    if (!source.startsWith('/'))
+      issues.push({ path: `readOnlyMounts[${k}]`, rule: 'must be an absolute path' });
+  });
   (request.writableMounts ?? []).forEach((source, k) => {
     if (!source.startsWith('/'))
       issues.push({ path: `writableMounts[${k}]`, rule: 'must be an absolute path' });

@@ -62,6 +62,8 @@ export interface AdmitRequest {
    * may mount it, a folder inside it (its private outcome folder) or one holding it, equal included (`mount_nested`).
    */
   readonly evidenceFolder?: string;
+  /** Read-only bind sources: not held, but refused (`mount_nested`) when one is, lies inside or holds a running pair's evidence. */
+  readonly readOnlyMounts?: readonly string[];
 }
 
 export type { AdmitRefusalReason } from '../../core/admission-rule.js';

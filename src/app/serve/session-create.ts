@@ -205,7 +205,7 @@ export function admissionRefusal(binds: readonly Bind[], refusal: AdmitRefusal):
       'E_CAPACITY',
       `the host is at its capacity limit (${refusal.held} of ${refusal.limit} held)`,
     );
-  const index = binds.findIndex((b) => !b.readOnly && normalizeAbsolute(b.hostPath) === refusal.source);
+  const index = binds.findIndex((b) => normalizeAbsolute(b.hostPath) === refusal.source);
   const rule = `lies inside, or holds, ${refusal.heldSource ?? '?'}, the writable mount of a running container (batch ${refusal.holderBatchId ?? '?'})`;
   return new ApiError(409, 'E_MOUNT_NESTED', `mount source ${refusal.source ?? '?'} ${rule}`, [
     { path: `mounts[${Math.max(index, 0)}].source`, rule },

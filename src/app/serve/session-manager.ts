@@ -146,6 +146,7 @@ export class SessionManager {
       claimId,
       gpuMib: 0,
       writableMounts: binds.filter((b) => !b.readOnly).map((b) => b.hostPath),
+      readOnlyMounts: binds.filter((b) => b.readOnly).map((b) => b.hostPath),
     });
     if (admitted.kind === 'refused') throw admissionRefusal(binds, admitted);
     const now = this.#nowMs();
