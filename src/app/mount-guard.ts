@@ -152,6 +152,7 @@ export class MountGuard {
           owners: this.options.owners,
           ids,
           readOnly: bind.readOnly,
+          scanEndpoints: guarded,
         },
       );
       if (source.stagedPath !== null) this.#staged.push(source.stagedPath);

@@ -26,6 +26,47 @@ export interface SourceOptions {
   /** The protected folders' identities: none may be reached under another name; absent: not checked. */
   readonly ids?: ProtectedIds | undefined;
   readonly readOnly: boolean;
+  /** Refuse a source that holds a socket or a FIFO (ipcEndpointIn); the pair's private outcome folder is not scanned. */
+  readonly scanEndpoints?: boolean;
+}
+
+/** How many entries the endpoint scan looks at, at most, before it lets a source pass (a large cwd). */
+export const ENDPOINT_SCAN_ENTRIES = 20_000;
+
+/**
+ * The first socket or FIFO under `root` (breadth first, never through a link, at most ENDPOINT_SCAN_ENTRIES entries),
+ * or null. A host process listening there (a root tmux server, an ssh agent, a database) would take a container's
+ * connect or write as its own user's command: read-only mounts do not stop a connect() (the second review ran a
+ * command as host root through a read-only mount of a root tmux socket's folder).
+ */
+export async function ipcEndpointIn(fs: Pick<FileSystem, 'readdir'>, root: string): Promise<string | null> {
+  const folders = [root];
+  let seen = 0;
+  for (let folder = folders.shift(); folder !== undefined; folder = folders.shift()) {
+    const entries = await fs.readdir(folder).catch(() => []);
+    for (const entry of entries) {
+      if (++seen > ENDPOINT_SCAN_ENTRIES) return null;
+      const path = `${folder === '/' ? '' : folder}/${entry.name}`;
+      if (entry.special === 'socket' || entry.special === 'fifo') return path;
+      if (entry.kind === 'directory') folders.push(path);
+    }
+  }
+  return null;
+}
+
+async function refuseEndpoints(
+  fs: Pick<FileSystem, 'readdir'>,
+  checked: CheckedFolder,
+  field: string,
+  options: SourceOptions,
+): Promise<void> {
+  if (options.scanEndpoints !== true) return;
+  const endpoint = await ipcEndpointIn(fs, checked.path);
+  if (endpoint !== null)
+    throw new MountRefusedError(
+      field,
+      `${checked.path} holds ${endpoint}, a socket or FIFO: a container reaching it would speak to the host process behind it (read-only mounts do not stop that)`,
+    );
 }
 
 /** A source ready for the engine: the folder checked, and the path the engine gets (the staging point when staged). */
@@ -61,12 +102,14 @@ export async function guardedSource(
       ...(inspect !== undefined ? { inspect } : {}),
     });
     final(checked);
+    await refuseEndpoints(ports.fs, checked, field, options);
     return { checked, engineSource: checked.path, stagedPath: null };
   }
   return stageFolder(ports.stager, path, field, {
     ...options,
     ...(inspect !== undefined ? { inspect } : {}),
     final,
+    beforeBind: (checked) => refuseEndpoints(ports.fs, checked, field, options),
   });
 }
 
@@ -81,6 +124,7 @@ export async function stageFolder(
   options: SourceOptions & {
     readonly inspect?: (index: number, path: string, fileId: string | undefined) => void;
     readonly final?: (checked: CheckedFolder) => void;
+    readonly beforeBind?: (checked: CheckedFolder) => Promise<void>;
   },
 ): Promise<GuardedSource> {
   if (!path.startsWith('/')) throw new MountRefusedError(field, `${path} is not absolute`);
@@ -113,6 +157,7 @@ export async function stageFolder(
     }
     const checked = { path: normalized, fileId: componentIds[componentIds.length - 1] ?? '', componentIds };
     options.final?.(checked);
+    await options.beforeBind?.(checked);
     const stagedPath = await stager.bind(folder, options.readOnly).catch((err: unknown) => {
       // mount(2) refuses a folder removed since it was opened (ENOENT): the source the caller named is gone.
       const why = err instanceof Error ? (err.message.split('\n')[0] ?? err.message) : 'error';

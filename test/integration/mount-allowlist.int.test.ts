@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
 import { mkdir, mkdtemp, readdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -153,5 +155,37 @@ describe.skipIf(noDocker)('host mounts are an allowlist by default', () => {
       );
     }
     expect(await readdir(join(pkg, 'bin'))).toContain('run.js');
+  });
+
+  it("a source holding a host process's socket or FIFO is refused, read-only too (a root tmux socket's folder mounted read-only ran commands as host root)", async () => {
+    const s = await server();
+    const ipc = join(work, 'ipc');
+    await mkdir(join(ipc, 'deeper'), { recursive: true });
+    const listener = createServer(() => undefined);
+    await new Promise<void>((resolve) => listener.listen(join(ipc, 'deeper', 'default'), resolve));
+    try {
+      for (const readOnly of [true, false]) {
+        const res = await s.client.call('POST', '/v1/sessions', {
+          body: {
+            image: DRIVER_IMAGE,
+            labels: LABEL,
+            mounts: [{ source: ipc, target: '/m', read_only: readOnly }],
+          },
+        });
+        expect(res.status, JSON.stringify(res.body)).toBe(400);
+        const issue = (res.body as Refusal).error.issues.find((i) => i.path === 'mounts[0].source');
+        expect(issue?.rule).toMatch(/holds .*deeper\/default, a socket or FIFO/);
+      }
+    } finally {
+      await new Promise((resolve) => listener.close(resolve));
+    }
+    const fifo = join(work, 'fifo-cwd');
+    await mkdir(fifo);
+    execFileSync('mkfifo', [join(fifo, 'pipe')]);
+    const res = await s.client.call('POST', '/v1/sessions', {
+      body: { image: DRIVER_IMAGE, labels: LABEL, mounts: [{ source: fifo, target: '/m' }] },
+    });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body)).toMatch(/pipe, a socket or FIFO/);
   });
 });

@@ -139,7 +139,16 @@ export class NodeFileSystem implements FileSystem {
 
   async readdir(path: string): Promise<DirEntry[]> {
     const entries = await readdir(path, { withFileTypes: true });
-    return entries.map((e) => ({ name: e.name, kind: kindOf(e) }));
+    return entries.map((e) => {
+      const special = e.isSocket()
+        ? 'socket'
+        : e.isFIFO()
+          ? 'fifo'
+          : e.isBlockDevice() || e.isCharacterDevice()
+            ? 'device'
+            : undefined;
+      return { name: e.name, kind: kindOf(e), ...(special !== undefined ? { special } : {}) };
+    });
   }
 
   async lstat(path: string): Promise<FileInfo> {

@@ -16,6 +16,8 @@ export type EntryKind = 'file' | 'directory' | 'symlink' | 'other';
 export interface DirEntry {
   readonly name: string;
   readonly kind: EntryKind;
+  /** For kind `other`, what it is when the file system says: a host process's endpoint (socket, FIFO) or a device. */
+  readonly special?: 'socket' | 'fifo' | 'device';
 }
 
 export interface FileInfo {

@@ -180,6 +180,7 @@ async function guardedBinds(
           create: false,
           ids,
           readOnly: bind.readOnly,
+          scanEndpoints: true,
         },
       );
       if (source.stagedPath !== null) staged.push(source.stagedPath);
