@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { chmodSync, closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
+import { registryFilesRefusal } from './registry-files.js';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
@@ -94,11 +95,33 @@ function createPrivate(path: string): void {
 }
 
 function openDatabase(path: string, busyTimeoutMs: number): DatabaseSync {
-  try {
-    if (path !== ':memory:') {
+  if (path !== ':memory:') {
+    try {
       mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-      createPrivate(path);
+    } catch {
+      // SQLite's open below says what is wrong
     }
+    const refusal = (() => {
+      try {
+        return registryFilesRefusal(path);
+      } catch {
+        return null; // cannot be looked at: SQLite's open below says what is wrong
+      }
+    })();
+    if (refusal !== null)
+      throw new RoboguideError(
+        'E_REGISTRY',
+        `the capacity registry at ${path} is not safe to use: ${refusal}`,
+        {
+          context: { path },
+          suggestions: [
+            'Use a registry file of your own in a folder only you (or root) can write, with --registry.',
+          ],
+        },
+      );
+  }
+  try {
+    if (path !== ':memory:') createPrivate(path);
     const db = new DatabaseSync(path, { timeout: busyTimeoutMs });
     db.exec('PRAGMA journal_mode = WAL');
     db.exec('PRAGMA synchronous = FULL');
