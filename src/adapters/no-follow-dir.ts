@@ -59,7 +59,8 @@ export async function openDirNoFollow(
   }
 }
 
-async function openChild(
+/** One openat step: `name` inside the folder `dir` holds (made when missing and `missing` is 'create'), never a link. */
+export async function openChild(
   dir: FileHandle,
   name: string,
   walked: string,

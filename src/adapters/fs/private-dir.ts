@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, readdir, type FileHandle } from 'node:fs/promises';
 import type { OwnDirClaim } from '../../app/ports/file-system.js';
-import { at, O_PATH, reopenDir, UnsafePathError } from '../no-follow-dir.js';
+import { at, O_PATH, openChild, reopenDir, UnsafePathError } from '../no-follow-dir.js';
 
 /**
  * Folders root (or any user) writes into that another local user must not be able to steer (docs/secrets.md
@@ -76,7 +76,7 @@ export async function openSafeFolder(
     await checkAncestor(dir, '/');
     for (const name of names) {
       walked += `/${name}`;
-      const next = await openStep(dir, name, walked, missing, mode);
+      const next = await openChild(dir, name, walked, missing, mode);
       await dir.close();
       dir = next;
       await checkAncestor(dir, walked);
@@ -94,28 +94,6 @@ async function checkAncestor(dir: FileHandle, path: string): Promise<void> {
   if (rule !== null) throw new UnsafeFolderError({ path, rule });
 }
 
-async function openStep(
-  dir: FileHandle,
-  name: string,
-  walked: string,
-  missing: 'create' | 'refuse',
-  mode = 0o700,
-): Promise<FileHandle> {
-  try {
-    return await open(at(dir, name), STEP_FLAGS);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOTDIR' || code === 'ELOOP')
-      throw new UnsafePathError(walked, 'is a symbolic link or not a folder');
-    if (code !== 'ENOENT' || missing === 'refuse') throw err;
-  }
-  // mkdir never follows a link at its last component; whatever stands there after it is opened as above.
-  await mkdir(at(dir, name), mode).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EEXIST') throw err;
-  });
-  return openStep(dir, name, walked, 'refuse');
-}
-
 /**
  * A folder of ours that we keep using (the serve socket's folder, serve's data directory), made 0700 where missing:
  * reached as openSafeFolder does, and it must be ours and writable by no other user, sticky or not: in /tmp another
@@ -130,7 +108,7 @@ export async function openOwnFolder(path: string): Promise<FileHandle> {
     dir =
       cut === 0 && path.length === 1
         ? await open('/', STEP_FLAGS)
-        : await openStep(parent, path.slice(cut + 1), path, 'create');
+        : await openChild(parent, path.slice(cut + 1), path, 'create', 0o700);
   } finally {
     await parent.close();
   }
