@@ -113,8 +113,11 @@ def run_harbor(server: ServerFixture, image: str, tmp: Path, *, gpu_host: bool) 
             check(F, "GPU trial: reward 1.0, the verifier saw NVIDIA_VISIBLE_DEVICES",
                   lambda: expect((result.verifier_result.rewards or {}).get("reward") == 1.0, (t.paths.verifier_dir / "where.txt").read_text()))
     else:
+        made: list[str] = []
+
         def refused() -> None:
-            _t, result = asyncio.run(_trial(gpu_task, tmp / "trials"))
+            t, result = asyncio.run(_trial(gpu_task, tmp / "trials"))
+            made.append(t.config.trial_name)
             info = result.exception_info
             expect(info is not None, "a GPU trial on an engine without the NVIDIA runtime ended without an exception")
             expect("E_NVIDIA_RUNTIME_MISSING" in info.exception_message or "NVIDIA runtime" in info.exception_message, info.exception_message[:300])
@@ -122,7 +125,7 @@ def run_harbor(server: ServerFixture, image: str, tmp: Path, *, gpu_host: bool) 
 
         check(F, "GPU trial (gpus = 1) on an engine without the NVIDIA runtime: refused at start, the error names it, no reward", refused)
         check(F, "GPU trial: nothing left (session and container removed)",
-              lambda: expect(not _sessions_left(server) and not containers_labelled("harbor.session"), "left"))
+              lambda: expect(made and not _sessions_left(server) and not containers_labelled(f"harbor.session={made[0]}"), f"left: {made}"))
     run_environment_checks(server, tmp, prebuilt)
 
 
