@@ -4,6 +4,8 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { isSameProcessAliveSync } from '../../src/adapters/host-identity.js';
+import type { SupervisorRecord } from '../../src/core/supervisor-record.js';
 import { RoboguideServer, type StartedRoboguideServer } from '../../src/testing/index.js';
 import { BIN, cli } from '../support/cli.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, sweep } from '../support/docker.js';
@@ -102,13 +104,9 @@ describe.skipIf(skip !== null)(
       exporter?.kill('SIGTERM');
       for (const name of ['mixed', 'killed']) {
         const sup = await readFile(join(work, 'batches', name, 'supervisor.json'), 'utf8').catch(() => null);
-        if (sup !== null) {
-          try {
-            process.kill((JSON.parse(sup) as { pid: number }).pid, 'SIGKILL');
-          } catch {
-            // gone
-          }
-        }
+        // Only the same live process (pid, start time, boot id): never a pid reused by someone else.
+        const record = sup === null ? null : (JSON.parse(sup) as SupervisorRecord);
+        if (record !== null && isSameProcessAliveSync(record)) process.kill(record.pid, 'SIGKILL');
       }
       for (const id of batchIds) await sweep({ 'roboguide.batch': id });
       if (server !== null) {
@@ -220,9 +218,11 @@ describe.skipIf(skip !== null)(
       };
       process.kill(supervisor.pid, 'SIGKILL');
       await prom.waitFor(`roboguide_supervisor_up{batch="${killedId}"} == 0`);
-      const alert = await prom.waitFor(
-        'roboguide_supervisor_up == 0 and on(batch) roboguide_batch_pairs{state="claimed"} > 0',
-      );
+      // The first alert rule's own expression, as docs/metrics-alerts.yml holds it.
+      const rules = await readFile(join(import.meta.dirname, '../../docs/metrics-alerts.yml'), 'utf8');
+      const expr = /alert: RoboguideSupervisorGoneWithClaimedPairs\n\s+expr: (.+)\n/.exec(rules)?.[1];
+      expect(expr).toBeDefined();
+      const alert = await prom.waitFor(expr!);
       expect(alert.map((s) => s.metric['batch'])).toEqual([killedId]);
       expect((await prom.query(`roboguide_batch_state{batch="${killedId}",state="paused"}`))[0]?.value).toBe(
         1,
