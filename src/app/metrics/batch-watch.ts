@@ -39,7 +39,12 @@ function isClassification(value: unknown): value is Classification {
 export class BatchWatch {
   readonly #deps: BatchWatchDeps;
   readonly #store: EvidenceStore;
-  #journal: { fileId: string | undefined; offset: number } | null = null;
+  #journal: {
+    fileId: string | undefined;
+    offset: number;
+    modifiedMs: number | undefined;
+    lastSeq: number;
+  } | null = null;
   /** Jobs whose last removal record says "not proven gone". */
   readonly #unverified = new Set<string>();
   #status: { key: string; atMs: number; status: BatchStatus } | null = null;
@@ -102,17 +107,29 @@ export class BatchWatch {
     };
   }
 
-  /** The journal's records since the last scan; from the start (a reset) when the file is another or shorter. */
+  /**
+   * The journal's records since the last scan. From the start (a reset) when it is another file, shorter, rewritten
+   * at the same size (another time), or when what follows the offset does not continue the sequence (`seq`).
+   */
   async #foldJournal(info: FileInfo | null): Promise<{ finished: FinishedPair[]; reset: boolean }> {
     const known = this.#journal;
     const same =
       known !== null && info !== null && known.fileId === info.fileId && info.sizeBytes >= known.offset;
-    if (same && info.sizeBytes === known.offset) return { finished: [], reset: false };
-    const slice = same ? await this.#store.readJournalFrom(known.offset) : null;
+    if (same && info.sizeBytes === known.offset && info.modifiedMs === known.modifiedMs)
+      return { finished: [], reset: false };
+    let slice =
+      same && info.sizeBytes > known.offset ? await this.#store.readJournalFrom(known.offset) : null;
+    if (slice !== null && slice.records[0] !== undefined && slice.records[0].seq !== known!.lastSeq + 1)
+      slice = null;
     const reset = slice === null;
     const read = slice ?? (await this.#store.readJournalSlice());
     if (reset) this.#unverified.clear();
-    this.#journal = { fileId: info?.fileId, offset: read.endBytes };
+    this.#journal = {
+      fileId: info?.fileId,
+      offset: read.endBytes,
+      modifiedMs: info?.modifiedMs,
+      lastSeq: read.records.at(-1)?.seq ?? (reset ? 0 : known!.lastSeq),
+    };
     const finished: FinishedPair[] = [];
     for (const record of read.records) {
       const pair = await this.#apply(record);
