@@ -1,3 +1,4 @@
+import type { PhasesRecord } from '../core/pair-phases.js';
 import type { Readable, Transform } from 'node:stream';
 import type { OutcomeRead } from '../core/outcome.js';
 import type { ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
@@ -94,4 +95,6 @@ export interface PairExecution extends Pick<
   readonly providerFailureErrorKind: string | null;
   readonly startedAt: string;
   readonly finishedAt: string;
+  /** Milliseconds spent in each phase (src/core/pair-phases.ts); absent for a pair no lifecycle watched (lost worker). */
+  readonly phases?: PhasesRecord;
 }

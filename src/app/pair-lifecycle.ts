@@ -1,6 +1,7 @@
 import { errorDetail, errorKind } from '../core/errors.js';
 import { gpuRequestDropped } from '../core/gpu/gpu-proof.js';
 import { beginLifecycle, decide } from '../core/pair-lifecycle-machine.js';
+import { PhaseTimer } from '../core/pair-phases.js';
 import {
   isEngineCall,
   type CallFailure,
@@ -40,9 +41,12 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     reattachTo: launch.reattach?.containerId ?? null,
   });
   const queue = [...effects];
+  const phases = new PhaseTimer();
   try {
     for (let effect = queue.shift(); effect !== undefined; effect = queue.shift()) {
+      const beganMs = deps.clock.now().getTime();
       const event = await run.perform(effect, state.facts);
+      phases.add(effect.kind, deps.clock.now().getTime() - beganMs);
       ({ state, effects } = decide(state, event));
       queue.push(...effects);
     }
@@ -52,7 +56,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       await removeAndVerify(deps, state.facts.containerId, launch.stopBudgetSec);
     throw err;
   }
-  return run.execution(state.facts);
+  return { ...run.execution(state.facts), phases: phases.record() };
 }
 
 /** What a thrown error means for the pair (the engine's typed fault, a log file, or a fault of the tool). */

@@ -1,4 +1,5 @@
 import type { OutcomeProblem } from './outcome.js';
+import type { PhasesRecord } from './pair-phases.js';
 
 /**
  * The `jobs/<id>/result.json` contract (SPEC §11). Field names are a contract: add, never rename.
@@ -188,6 +189,11 @@ export interface ResultRecord {
    * there. Present only when one was found.
    */
   readonly host_privilege_stripped?: readonly string[];
+  /**
+   * Milliseconds the lifecycle spent in each phase (create, run, drain, collect, remove: src/core/pair-phases.ts);
+   * absent for a lost worker and in results from before issue 45.
+   */
+  readonly phases?: PhasesRecord;
   readonly started_at: string;
   readonly finished_at: string;
 }

@@ -49,6 +49,8 @@ export interface ServerStartReport {
   released_slots: string[];
   foreign: { container_id: string; session_id: string; reason: string }[];
   tcp_port: number | null;
+  /** `--metrics-listen`'s port, or null (issue 45; absent from servers before it). */
+  metrics_port?: number | null;
   listening: string;
   data_dir: string;
 }
