@@ -11,6 +11,8 @@ import {
   type RunningPair,
 } from '../../core/batch-state.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
+import { cpuOnlyBudget, cpuOnlyNote, type CpuOnlyBudget } from '../../core/cpu-only-admission.js';
+import { FALLBACK_MEMORY_MIB } from '../../core/pair-limits.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
@@ -37,11 +39,16 @@ function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
   return { pairs, more: Math.max(0, total - pairs.length) };
 }
 
-/** The dispatch policy's view of the manifest's capacity; an unobservable GPU host never gets a second worker. */
+/**
+ * The dispatch policy's view of the manifest's capacity; an unobservable GPU host never gets a second worker. A local
+ * batch that declares no GPUs is admitted by memory and CPU (`cpuOnly`, from the host facts `start` recorded).
+ */
 export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): CapacityConfig {
   const c = manifest.capacity;
+  const cpuOnly = batch.executor?.kind === 'swarm' ? null : cpuOnlyOf(manifest, batch);
   return {
-    maxWorkers: gpuHostUnobservable(batch) ? 1 : c.max_workers,
+    maxWorkers: gpuHostUnobservable(batch) && cpuOnly === null ? 1 : c.max_workers,
+    ...(cpuOnly !== null ? { cpuOnly } : {}),
     ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
     ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
     ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
@@ -67,10 +74,25 @@ function gpuNote(
   if (observed?.observation.kind === 'unobservable')
     return `GPUs not observable at start (${observed.observation.reason}): serial`;
   if (capacity.maxWorkers !== 2) return `max_workers ${capacity.maxWorkers}: serial by the manifest`;
+  if (capacity.cpuOnly !== undefined) return cpuOnlyNote(capacity.cpuOnly, capacity.maxWorkers);
   if (finished === 0) return 'the first pair runs alone';
   if (capacity.gpuTotalMib === undefined) return 'no gpu_total_mib in the manifest: serial';
   if (peaks.length === 0) return 'no measured GPU peak from a completed pair yet: serial';
   return null;
+}
+
+/** The memory-and-CPU budget of a batch that declares no GPUs (null: a GPU batch, or the host's memory unknown). */
+function cpuOnlyOf(manifest: Manifest, batch: BatchRecord): CpuOnlyBudget | null {
+  const memory = batch.host?.memory;
+  const cpu = batch.host?.cpu;
+  const found = cpuOnlyBudget({
+    jobs: manifest.jobs,
+    capacity: manifest.capacity,
+    hostMemoryBytes: memory?.kind === 'known' ? memory.total_bytes : null,
+    hostCpus: cpu?.kind === 'known' ? cpu.cores : null,
+    defaultMemoryMib: batch.pair_limit_defaults?.memory_mib ?? FALLBACK_MEMORY_MIB,
+  });
+  return found.kind === 'cpu_only' ? found.budget : null;
 }
 
 export function gpuPeaksOf(files: readonly JobFiles[]): number[] {
