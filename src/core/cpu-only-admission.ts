@@ -97,6 +97,10 @@ export function fitsBeside(budget: CpuOnlyBudget, running: Iterable<string>, nex
   return memoryMib <= budget.memoryMib && cpus <= budget.cpus;
 }
 
+/** Why a batch that declares no GPUs stays serial: its host's memory is not known (status, report). */
+export const CPU_ONLY_MEMORY_UNKNOWN_NOTE =
+  "admission: CPU-only, but the host's memory was not recorded at start: serial";
+
 /** The rule in force, in words (status, report): `admission: CPU-only, by memory and CPU (N workers)`. */
 export function cpuOnlyNote(budget: CpuOnlyBudget, maxWorkers: number): string {
   return `admission: CPU-only, by memory and CPU (${maxWorkers} worker${maxWorkers === 1 ? '' : 's'}; pairs at once within ${budget.memoryMib} MiB and ${budget.cpus} CPUs)`;

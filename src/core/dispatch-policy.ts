@@ -24,6 +24,8 @@ export interface CapacityConfig {
   gpuFraction?: number;
   /** A batch that declares no GPUs: admitted by memory and CPU up to `maxWorkers` (absent: the GPU seed rule). */
   cpuOnly?: CpuOnlyBudget;
+  /** A batch that declares no GPUs on a host whose memory was not recorded at start: serial, and said so. */
+  cpuOnlyMemoryUnknown?: true;
 }
 
 export interface DispatchState {

@@ -3,6 +3,8 @@ import { cpuOnlyBudget, cpuOnlyNote, declaresNoGpus, fitsBeside } from '../../sr
 import { decideDispatch, workersAllowed } from '../../src/core/dispatch-policy.js';
 import type { CapacityConfig, DispatchState } from '../../src/core/dispatch-policy.js';
 import { gpuCheck } from '../../src/app/doctor/facts-checks.js';
+import { capacityConfigOf } from '../../src/app/batch/status.js';
+import { MANIFEST_SCHEMA_ID, parseManifest } from '../../src/core/manifest/index.js';
 
 const GIB = 1024 ** 3;
 const JOBS = ['a', 'b', 'c'] as const;
@@ -140,5 +142,47 @@ describe('doctor on a host without nvidia-smi', () => {
     expect(words).not.toContain('CPU-only jobs are unaffected');
     expect(words).toContain('a batch that declares no GPUs');
     expect(words).toContain('by memory and CPU');
+  });
+});
+
+describe('capacityConfigOf: the batch as start recorded it', () => {
+  const manifestOf = (capacity: Record<string, unknown>) => {
+    const parsed = parseManifest(
+      JSON.stringify({
+        schema: MANIFEST_SCHEMA_ID,
+        image: 'pair-driver:1',
+        jobs: [{ job_id: 'a', argv: ['x'], cwd: '/w', outcome_path: '/o/a.json', memory_mib: 512 }],
+        capacity,
+      }),
+    );
+    if (!parsed.ok) throw new Error('manifest');
+    return parsed.manifest;
+  };
+  const host = {
+    memory: { kind: 'known', total_bytes: 16 * GIB, available_bytes: 8 * GIB },
+    cpu: { kind: 'known', model: 'x', cores: 2, physical_cores: 2 },
+  };
+
+  it('a CPU-only manifest on a recorded host: the memory-and-CPU budget, even on an unobservable GPU host', () => {
+    const batch = { host, gpu_observation: { observation: { kind: 'unobservable' } } } as never;
+    const c = capacityConfigOf(manifestOf({ max_workers: 2 }), batch);
+    expect(c.maxWorkers).toBe(2);
+    expect(c.cpuOnly).toEqual({ memoryMib: 14745, cpus: 2, limits: { a: { memoryMib: 512, cpus: null } } });
+  });
+
+  it('host memory not recorded: serial, and the note says why (not a missing gpu_total_mib)', () => {
+    const c = capacityConfigOf(manifestOf({ max_workers: 2 }), {} as never);
+    expect(c.cpuOnly).toBeUndefined();
+    expect(c.cpuOnlyMemoryUnknown).toBe(true);
+    expect(workersAllowed(c, [], 3)).toBe(1);
+  });
+
+  it('a GPU manifest: no CPU-only budget', () => {
+    const c = capacityConfigOf(
+      manifestOf({ max_workers: 2, gpu_total_mib: 1000, gpu_baseline_mib: 0, gpu_fraction: 0.9 }),
+      { host } as never,
+    );
+    expect(c.cpuOnly).toBeUndefined();
+    expect(c.cpuOnlyMemoryUnknown).toBeUndefined();
   });
 });

@@ -11,7 +11,7 @@ import {
   type RunningPair,
 } from '../../core/batch-state.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
-import { cpuOnlyBudget, cpuOnlyNote, type CpuOnlyBudget } from '../../core/cpu-only-admission.js';
+import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyBudget, cpuOnlyNote } from '../../core/cpu-only-admission.js';
 import { FALLBACK_MEMORY_MIB } from '../../core/pair-limits.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
@@ -45,10 +45,12 @@ function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
  */
 export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): CapacityConfig {
   const c = manifest.capacity;
-  const cpuOnly = batch.executor?.kind === 'swarm' ? null : cpuOnlyOf(manifest, batch);
+  const found = batch.executor?.kind === 'swarm' ? null : cpuOnlyOf(manifest, batch);
+  const cpuOnly = found?.kind === 'cpu_only' ? found.budget : null;
   return {
     maxWorkers: gpuHostUnobservable(batch) && cpuOnly === null ? 1 : c.max_workers,
     ...(cpuOnly !== null ? { cpuOnly } : {}),
+    ...(found?.kind === 'memory_unknown' ? { cpuOnlyMemoryUnknown: true as const } : {}),
     ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
     ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
     ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
@@ -75,6 +77,7 @@ function gpuNote(
     return `GPUs not observable at start (${observed.observation.reason}): serial`;
   if (capacity.maxWorkers !== 2) return `max_workers ${capacity.maxWorkers}: serial by the manifest`;
   if (capacity.cpuOnly !== undefined) return cpuOnlyNote(capacity.cpuOnly, capacity.maxWorkers);
+  if (capacity.cpuOnlyMemoryUnknown === true) return CPU_ONLY_MEMORY_UNKNOWN_NOTE;
   if (finished === 0) return 'the first pair runs alone';
   if (capacity.gpuTotalMib === undefined) return 'no gpu_total_mib in the manifest: serial';
   if (peaks.length === 0) return 'no measured GPU peak from a completed pair yet: serial';
@@ -82,7 +85,7 @@ function gpuNote(
 }
 
 /** The memory-and-CPU budget of a batch that declares no GPUs (null: a GPU batch, or the host's memory unknown). */
-function cpuOnlyOf(manifest: Manifest, batch: BatchRecord): CpuOnlyBudget | null {
+function cpuOnlyOf(manifest: Manifest, batch: BatchRecord): ReturnType<typeof cpuOnlyBudget> {
   const memory = batch.host?.memory;
   const cpu = batch.host?.cpu;
   const found = cpuOnlyBudget({
@@ -92,7 +95,7 @@ function cpuOnlyOf(manifest: Manifest, batch: BatchRecord): CpuOnlyBudget | null
     hostCpus: cpu?.kind === 'known' ? cpu.cores : null,
     defaultMemoryMib: batch.pair_limit_defaults?.memory_mib ?? FALLBACK_MEMORY_MIB,
   });
-  return found.kind === 'cpu_only' ? found.budget : null;
+  return found;
 }
 
 export function gpuPeaksOf(files: readonly JobFiles[]): number[] {

@@ -1,6 +1,6 @@
 import { countJobs, deriveState, foldJournal, type BatchState, type Counts } from '../batch-state.js';
 import { workersAllowed, type CapacityConfig } from '../dispatch-policy.js';
-import { cpuOnlyNote } from '../cpu-only-admission.js';
+import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../cpu-only-admission.js';
 import { estimateEta, type Eta } from './eta.js';
 import { claimsOf, reportPair } from './pairs.js';
 import { timelineEndMs, timelineOf } from './timeline.js';
@@ -40,6 +40,7 @@ function gpuNote(input: ReportInput, rule: GpuRule | null, largest: number | nul
   if (input.capacity.maxWorkers === 1) return 'max_workers 1: serial by the manifest';
   if (input.capacity.cpuOnly !== undefined)
     return cpuOnlyNote(input.capacity.cpuOnly, input.capacity.maxWorkers);
+  if (input.capacity.cpuOnlyMemoryUnknown === true) return CPU_ONLY_MEMORY_UNKNOWN_NOTE;
   if (input.gpuUnobservable) return 'GPUs not observable at start: serial';
   if (rule === null) return 'no GPU budget in the manifest: serial';
   if (largest === null) return 'no measured GPU peak from a completed pair yet: serial';
