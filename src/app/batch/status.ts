@@ -11,8 +11,9 @@ import {
   type RunningPair,
 } from '../../core/batch-state.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
-import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyBudget, cpuOnlyNote } from '../../core/cpu-only-admission.js';
-import { FALLBACK_MEMORY_MIB } from '../../core/pair-limits.js';
+import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../../core/cpu-only-admission.js';
+import { capacityConfigOf } from './capacity-config.js';
+export { capacityConfigOf } from './capacity-config.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
@@ -21,7 +22,7 @@ import type { ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
-import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 import { nodesStatus } from './status-nodes.js';
 import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
 export type {
@@ -37,27 +38,6 @@ function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
   const pairs = ledger.failedRecent();
   const total = counts.total - counts.pending - counts.claimed - counts.completed;
   return { pairs, more: Math.max(0, total - pairs.length) };
-}
-
-/**
- * The dispatch policy's view of the manifest's capacity; an unobservable GPU host never gets a second worker. A local
- * batch that declares no GPUs is admitted by memory and CPU (`cpuOnly`, from the host facts `start` recorded).
- */
-export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): CapacityConfig {
-  const c = manifest.capacity;
-  const found = batch.executor?.kind === 'swarm' ? null : cpuOnlyOf(manifest, batch);
-  const cpuOnly = found?.kind === 'cpu_only' ? found.budget : null;
-  return {
-    maxWorkers: gpuHostUnobservable(batch) && cpuOnly === null ? 1 : c.max_workers,
-    ...(cpuOnly !== null ? { cpuOnly } : {}),
-    ...(found?.kind === 'memory_unknown' ? { cpuOnlyMemoryUnknown: true as const } : {}),
-    ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
-    ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
-    ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
-    ...(batch.executor?.kind === 'swarm' && batch.executor_slots !== undefined
-      ? { executorSlots: batch.executor_slots }
-      : {}),
-  };
 }
 
 /**
@@ -82,20 +62,6 @@ function gpuNote(
   if (capacity.gpuTotalMib === undefined) return 'no gpu_total_mib in the manifest: serial';
   if (peaks.length === 0) return 'no measured GPU peak from a completed pair yet: serial';
   return null;
-}
-
-/** The memory-and-CPU budget of a batch that declares no GPUs (null: a GPU batch, or the host's memory unknown). */
-function cpuOnlyOf(manifest: Manifest, batch: BatchRecord): ReturnType<typeof cpuOnlyBudget> {
-  const memory = batch.host?.memory;
-  const cpu = batch.host?.cpu;
-  const found = cpuOnlyBudget({
-    jobs: manifest.jobs,
-    capacity: manifest.capacity,
-    hostMemoryBytes: memory?.kind === 'known' ? memory.total_bytes : null,
-    hostCpus: cpu?.kind === 'known' ? cpu.cores : null,
-    defaultMemoryMib: batch.pair_limit_defaults?.memory_mib ?? FALLBACK_MEMORY_MIB,
-  });
-  return found;
 }
 
 export function gpuPeaksOf(files: readonly JobFiles[]): number[] {
