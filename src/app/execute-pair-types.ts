@@ -120,6 +120,8 @@ export interface ExecutePairInput {
   readonly bindAddress: string;
   readonly allowedHttpStatuses: readonly number[];
   readonly terminate?: AbortSignal;
+  /** Aborting it during (or before) a controlled stop kills the container at once (the stop budget cut short). */
+  readonly killNow?: AbortSignal;
   readonly onCreated?: (containerId: string) => Promise<void>;
   /**
    * The launch-time mount guard, resolved ahead by the caller (`mountGuardFor`; a batch resolves it while the claim

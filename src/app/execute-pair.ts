@@ -55,6 +55,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
         stopBudgetSec: input.stopBudgetSec,
         secrets: input.secrets,
         ...(input.terminate ? { terminate: input.terminate } : {}),
+        ...(input.killNow ? { killNow: input.killNow } : {}),
         ...(disk ? { halt: disk.halt } : {}),
         ...onCreatedWith(input.onCreated, disk),
         ...(input.reattach ? { reattach: input.reattach } : {}),

@@ -59,6 +59,8 @@ export interface PairLaunch {
   readonly secrets: readonly string[];
   /** Aborting it performs the controlled stop (`stop --terminate`). */
   readonly terminate?: AbortSignal;
+  /** Aborting it during (or before) a controlled stop kills the container at once: the stop budget is cut short. */
+  readonly killNow?: AbortSignal;
   /**
    * Aborting it performs the controlled stop too, for a limit the pair went past (its disk, issue 22): like a log
    * that reached its cap, not an operator's terminate. The caller records why.

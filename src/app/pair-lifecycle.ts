@@ -171,7 +171,7 @@ class LifecycleRun {
               ? 'wall budget spent: controlled stop'
               : 'terminate requested: controlled stop',
           );
-          await runtime.stop(effect.containerId, effect.stopBudgetSec);
+          await this.#stopOrKillNow(effect.containerId, effect.stopBudgetSec);
           return { kind: 'stopped' };
         case 'wait':
           return await this.#wait(effect.containerId, effect.deadlineMs);
@@ -183,6 +183,25 @@ class LifecycleRun {
         'pair did not run to completion',
       );
       return { kind: 'failed', failure, atMs: this.#nowMs() };
+    }
+  }
+
+  /**
+   * The controlled stop (SIGTERM, the stop budget, SIGKILL); `killNow` aborted before or during it cuts the budget
+   * short: a stop with no budget is sent beside it, and the engine kills the container at once.
+   */
+  async #stopOrKillNow(containerId: string, stopBudgetSec: number): Promise<void> {
+    const killNow = this.launch.killNow;
+    if (killNow?.aborted === true) return this.deps.runtime.stop(containerId, 0);
+    const kill = (): void => {
+      this.deps.logger.warn({ container: containerId }, 'kill requested: stop budget cut short');
+      this.deps.runtime.stop(containerId, 0).catch(() => undefined); // the stop below reports the engine's faults
+    };
+    killNow?.addEventListener('abort', kill, { once: true });
+    try {
+      await this.deps.runtime.stop(containerId, stopBudgetSec);
+    } finally {
+      killNow?.removeEventListener('abort', kill);
     }
   }
 

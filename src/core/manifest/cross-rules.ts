@@ -1,6 +1,7 @@
 import type { Issue } from '../errors.js';
 import { B1_PORT_COUNT } from './constants.js';
 import { joinPath, ROOT_PATH } from './issue-path.js';
+import { declaresNoGpus } from '../cpu-only-admission.js';
 
 /**
  * Rules that span fields or jobs, checked on the raw JSON so they are reported together with
@@ -41,7 +42,7 @@ export function manifestCrossIssues(manifest: unknown): Issue[] {
       issues.push({ path: joinPath(base, 'image'), rule: 'is required (no top-level default image)' });
     }
   });
-  issues.push(...capacityIssues(manifest.capacity));
+  issues.push(...capacityIssues(manifest.capacity, manifest.jobs));
   return issues;
 }
 
@@ -125,10 +126,16 @@ function b1PortsIssues(job: Raw, base: string): Issue[] {
 
 const TWO_WORKER_FIELDS = ['gpu_total_mib', 'gpu_baseline_mib', 'gpu_fraction'] as const;
 
-function capacityIssues(capacity: unknown): Issue[] {
+/**
+ * `max_workers: 2` on a batch that uses GPUs (a job's `gpus` or `gpu_mib`, or any GPU field here) needs all three GPU
+ * fields (the seed rule). A batch that declares no GPUs needs none: it is admitted by memory and CPU (issue 40).
+ */
+function capacityIssues(capacity: unknown, jobs: unknown): Issue[] {
   if (!isRaw(capacity) || capacity.max_workers !== 2) return [];
+  const rawJobs = Array.isArray(jobs) ? jobs.filter(isRaw) : [];
+  if (declaresNoGpus(rawJobs, capacity)) return [];
   return TWO_WORKER_FIELDS.filter((field) => capacity[field] === undefined).map((field) => ({
     path: joinPath(ROOT_PATH, 'capacity', field),
-    rule: 'is required when max_workers is 2',
+    rule: "is required when max_workers is 2 and the batch uses GPUs (a job's gpus or gpu_mib, or a GPU field here)",
   }));
 }

@@ -76,7 +76,10 @@ export const JobSchema = z.strictObject(jobShape);
 const GPU_FRACTION_RULE = 'must be a number in (0, 1]';
 const MIB_RULE = 'must be a non-negative integer (MiB)';
 export const CapacitySchema = z.strictObject({
-  max_workers: z.literal([1, 2], { error: 'must be 1 or 2' }).default(1),
+  max_workers: z.literal([1, 2], { error: 'must be 1 or 2' }).default(1).meta({
+    description:
+      '2: a second pair at once; by memory and CPU for a batch that declares no GPUs, else by the GPU rule (needs gpu_total_mib, gpu_baseline_mib, gpu_fraction)',
+  }),
   gpu_total_mib: z
     .int({ error: 'must be an integer ≥ 1 (MiB)' })
     .min(1, { error: 'must be an integer ≥ 1 (MiB)' })
