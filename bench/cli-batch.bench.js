@@ -5,7 +5,7 @@
 // limit is 2. The supervisor's RSS is sampled every 200 ms from /proc while the batch runs (`BENCH_RSS=0`: not).
 // `BASELINE_ROOT=<another checkout, built>` adds that checkout's CLI (e.g. main before this work), alternating.
 // Needs the build and the driver image: `npm run build`, `bin/roboguide-eval images build`, then
-// `node bench/cli-batch.bench.js [pairs] [runs]` (defaults 40 and 3; `BENCH_PAIRS`/`BENCH_RUNS` override too).
+// `node bench/cli-batch.bench.js [pairs] [runs]` (defaults 40 and 3).
 // Prints the medians, the ratio ours / docker (aim <= 1.15 for 40 pairs, <= 1.10 for 1,000) and the load average.
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
@@ -14,8 +14,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const PAIRS = Number(process.env.BENCH_PAIRS ?? process.argv[2] ?? 40);
-const RUNS = Number(process.env.BENCH_RUNS ?? process.argv[3] ?? 3);
+const PAIRS = Number(process.argv[2] ?? 40);
+const RUNS = Number(process.argv[3] ?? 3);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const NODE = join(ROOT, 'node_modules', 'node', 'bin', 'node');
 const IMAGE = process.env.BENCH_IMAGE ?? 'roboguide/pair-driver:1';

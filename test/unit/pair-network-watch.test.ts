@@ -32,6 +32,8 @@ describe('the guard with a change feed (issue 39): no listing per create while t
     const watch = fakeWatch();
     const guard = new DockerPairNetwork(fakeDocker().docker, ipt.run, watch);
     await guard.ensure();
+    // A process's first create does not start the feed (a `pair run` has one create).
+    expect(watch.marks).toBe(0);
     // Setting the rules up is a change the feed reports: the next create lists once more and finds all in place.
     watch.change();
     await guard.ensure();

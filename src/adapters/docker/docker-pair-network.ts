@@ -85,6 +85,7 @@ export class DockerPairNetwork implements PairNetworkGuard {
   readonly #watch: RulesetWatch | null;
   /** The watch's mark taken before the last listing that found every rule in place; null: list at the next create. */
   #verified: number | null = null;
+  #listings = 0;
 
   /**
    * `watch`: what spares the listing while the ruleset is unchanged (issue 39). By default, with the default runner, the
@@ -107,8 +108,10 @@ export class DockerPairNetwork implements PairNetworkGuard {
       return;
     }
     this.#verified = null;
-    // Taken before the listing: a change made while it runs is seen at the next create.
-    const mark = this.#watch === null ? null : await this.#watch.mark();
+    // Taken before the listing: a change made while it runs is seen at the next create. Not on a process's first
+    // create: a `pair run` creates one container, and starting the feed would only add to it.
+    this.#listings += 1;
+    const mark = this.#watch === null || this.#listings < 2 ? null : await this.#watch.mark();
     await this.#ensureListed();
     this.#verified = mark;
   }
