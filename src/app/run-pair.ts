@@ -277,6 +277,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     sourceSha256: {},
     codeVersion,
     network: spec.network,
+    egress: spec.egress,
     runtime: spec.runtime ?? DEFAULT_RUNTIME,
     mountMode: (await deps.mountStager?.mode()) ?? 'walked',
     ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),

@@ -1,3 +1,4 @@
+import type { EgressSummary } from './egress/record.js';
 import type { OutcomeProblem } from './outcome.js';
 import type { PhasesRecord } from './pair-phases.js';
 
@@ -183,6 +184,8 @@ export interface ResultRecord {
   readonly limits?: LimitsRecord;
   /** The pair's disk use as measured; absent where it was not measured (a lost worker, a result from before issue 22). */
   readonly disk?: DiskRecord;
+  /** An allowlisted pair's attempts, counted (every one is in its `egress.jsonl`; docs/spec.md §5.6). */
+  readonly egress?: EgressSummary;
   /**
    * Host paths (masked) under the pair's cwd and outcome folder whose setuid/setgid bits were cleared after it ran
    * (docs/secrets.md "host privilege"): a file the seccomp profile should have made impossible, or one the host put

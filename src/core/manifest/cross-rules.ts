@@ -37,7 +37,7 @@ export function manifestCrossIssues(manifest: unknown): Issue[] {
     issues.push(...uniqueFieldIssues(outcomes, 'outcome_path', job, index, jobs));
     issues.push(...portIssues(job, base, index, jobs, portOwners));
     issues.push(...b1PortsIssues(job, base));
-    issues.push(...networkIssues(job, base));
+    issues.push(...networkIssues(job, base, manifest.egress));
     if (job.image === undefined && manifest.image === undefined) {
       issues.push({ path: joinPath(base, 'image'), rule: 'is required (no top-level default image)' });
     }
@@ -57,7 +57,15 @@ export function pairSpecCrossIssues(spec: unknown): Issue[] {
 }
 
 /** Network "none" publishes nothing (the engine accepts the ports silently): published ports need "bridge". */
-function networkIssues(job: Raw, base: string): Issue[] {
+function networkIssues(job: Raw, base: string, manifestEgress?: unknown): Issue[] {
+  const egress = isRaw(job.egress) ? job.egress : isRaw(manifestEgress) ? manifestEgress : undefined;
+  if (job.network === 'none' && egress !== undefined && egress.mode !== 'none')
+    return [
+      {
+        path: joinPath(base, isRaw(job.egress) ? 'egress' : 'network'),
+        rule: 'network "none" reaches nothing: egress must be mode "none" (or leave network out)',
+      },
+    ];
   if (job.network !== 'none' || !Array.isArray(job.ports) || job.ports.length === 0) return [];
   return [
     {

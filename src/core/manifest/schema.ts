@@ -10,6 +10,7 @@ import {
   AbsolutePath,
   AllowedHttpStatuses,
   Argv,
+  Egress,
   Environment,
   Gpus,
   JobId,
@@ -41,6 +42,10 @@ const jobShape = {
   network: Network.default('bridge').meta({
     description:
       '"bridge": our guarded bridge network (outbound only; no other pair, no cloud metadata address, no address of the host); "none": loopback only (no published ports)',
+  }),
+  egress: Egress.optional().meta({
+    description:
+      'egress policy (docs/spec.md 5.6): {"mode": "none"|"open"|"allowlist", "allow": ["api.openai.com", "*.anthropic.com", "pypi.internal:8443"], "methods": ["GET", …]}; absent: the manifest\'s "egress", else network "none" is mode "none" and "bridge" is "open"',
   }),
   timeout_seconds: TimeoutSeconds.default(DEFAULT_TIMEOUT_SECONDS),
   log_limit_bytes: LogLimitBytes.default(DEFAULT_LOG_LIMIT_BYTES).meta({
@@ -116,6 +121,7 @@ export const ManifestSchema = z
     runtime: RuntimeName.optional().meta({
       description: `OCI runtime of every job without its own "runtime" (absent: "${DEFAULT_RUNTIME}")`,
     }),
+    egress: Egress.optional().meta({ description: 'egress policy of every job without its own "egress"' }),
   })
   .meta({ title: MANIFEST_SCHEMA_ID, description: 'roboguide-eval batch manifest' });
 
