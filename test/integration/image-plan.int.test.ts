@@ -310,3 +310,102 @@ describe.skipIf(skip)('image plan on a real registry (issue 43)', () => {
     expect(runs.sort()).toEqual(['kill-000', 'kill-001', 'kill-002', 'kill-003']);
   }, 600_000);
 });
+
+/** Every form a leak could take: raw, base64 at 3 alignments (std and url-safe), URL- and JSON-escaped, hex, UTF-16. */
+function leakForms(secret: string): string[] {
+  const forms = [secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)];
+  for (let k = 0; k < 3; k += 1) {
+    const b64 = Buffer.from('x'.repeat(k) + secret).toString('base64');
+    const inner = b64.slice(Math.ceil((8 * k) / 6), Math.floor((8 * (k + secret.length)) / 6));
+    forms.push(inner, inner.replaceAll('+', '-').replaceAll('/', '_'));
+  }
+  forms.push(Buffer.from(secret).toString('hex'), Buffer.from(secret, 'utf16le').toString('latin1'));
+  return forms;
+}
+
+describe.skipIf(skip)('registry credentials (issue 43)', () => {
+  let root: string;
+  let registry: TestImageRegistry;
+  let images: TestImage[];
+  const user = 'rg43-user-name';
+  const password = `rg43-pw-${Math.random().toString(36).slice(2)}-Zq9`;
+  const PREFIX_AUTH = 'rg43-auth';
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'rg43-auth-'));
+    // Pushed while the registry is open; then it serves the same storage with basic auth only.
+    registry = await startImageRegistry(PORT + 1);
+    removePrefixImages(registry.host, PREFIX_AUTH);
+    images = pushTestImages(registry, PREFIX_AUTH, 2, () => 5);
+    registry.kill();
+    await registry.start({ user, password });
+  }, 300_000);
+
+  afterAll(async () => {
+    if (registry !== undefined) {
+      removePrefixImages(registry.host, PREFIX_AUTH);
+      registry.stop();
+    }
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('without credentials start is refused naming the registry’s answer; with ${ENV} ones the batch drains and no byte on disk holds them', async () => {
+    const registryDb = join(root, 'capacity.db');
+    const refs = images.map((i) => i.ref);
+    const open = await writeManifest(root, 'noauth', refs, 2, {});
+    const refused = await cli([
+      'e1-batch',
+      'start',
+      '--manifest',
+      open,
+      '--output',
+      join(root, 'noauth-D'),
+      '--registry',
+      registryDb,
+      '--json',
+    ]);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout + refused.stderr).toMatch(/E_IMAGE_MISSING/);
+    expect(refused.stdout + refused.stderr).toMatch(/unauthorized|authentication required|no basic auth/i);
+
+    const manifest = await writeManifest(root, 'auth', refs, 4, {
+      registries: {
+        [registry.host]: { username: '${RG43_REGISTRY_USER}', password: '${RG43_REGISTRY_PASSWORD}' },
+      },
+    });
+    const output = join(root, 'auth-D');
+    const env = { RG43_REGISTRY_USER: user, RG43_REGISTRY_PASSWORD: password };
+    const run = await cli(
+      [
+        'e1-batch',
+        'start',
+        '--manifest',
+        manifest,
+        '--output',
+        output,
+        '--registry',
+        registryDb,
+        '--foreground',
+        '--json',
+      ],
+      { env },
+    );
+    expect(run.code, run.stderr).toBe(0);
+    expect((await resultsOf(output)).map((r) => r.classification)).toEqual(Array(4).fill('completed'));
+    const journal = await journalOf(output);
+    expect(journal.filter((e) => e.type === 'image' && e.action === 'pulled')).toHaveLength(2);
+
+    const secrets = [password, Buffer.from(`${user}:${password}`).toString('base64')];
+    const files = await listFilesRecursively(root);
+    const hits: string[] = [];
+    for (const file of files) {
+      const bytes = (await readFile(file)).toString('latin1');
+      for (const secret of secrets)
+        for (const form of leakForms(secret)) if (bytes.includes(form)) hits.push(`${file}: ${form}`);
+    }
+    expect(files.length).toBeGreaterThan(10);
+    expect(hits).toEqual([]);
+    for (const out of [run.stdout, run.stderr, refused.stdout, refused.stderr])
+      for (const form of leakForms(password)) expect(out).not.toContain(form);
+  }, 600_000);
+});

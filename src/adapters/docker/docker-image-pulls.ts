@@ -37,10 +37,7 @@ export class DockerImagePulls implements ImagePulls {
     signal?.throwIfAborted();
     let stream: NodeJS.ReadableStream;
     try {
-      stream = (await this.#docker.pull(
-        ref,
-        auth !== undefined ? { authconfig: auth } : {},
-      ));
+      stream = await this.#docker.pull(ref, auth !== undefined ? { authconfig: auth } : {});
     } catch (err) {
       throw new Error(engineMessageOf(err), { cause: err });
     }
