@@ -136,9 +136,12 @@ try {
         '--foreground',
         '--json',
       ],
-      { stdio: 'ignore' },
+      { stdio: ['ignore', 'ignore', 'pipe'] },
     );
+    let stderr = '';
+    child.stderr.on('data', (c) => (stderr += c));
     const code = await new Promise((r) => child.on('exit', r));
+    if (code !== 0) console.log(`${name}: exit ${code}: ${stderr.slice(-2000)}`);
     const seconds = (performance.now() - began) / 1000;
     clearInterval(sampler);
     const journal = readFileSync(join(root, `${name}-D`, 'events.jsonl'), 'utf8')

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, cli } from '../support/cli.js';
+import { startTestServer } from '../../src/testing/index.js';
 import { noDocker, sweep } from '../support/docker.js';
 import { listFilesRecursively } from '../support/files.js';
 import {
@@ -408,4 +409,52 @@ describe.skipIf(skip)('registry credentials (issue 43)', () => {
     for (const out of [run.stdout, run.stderr, refused.stdout, refused.stderr])
       for (const form of leakForms(password)) expect(out).not.toContain(form);
   }, 600_000);
+
+  it('serve: POST /v1/images/pull streams progress then the image, credentials only as allowed ${NAME}s, on no disk or log', async () => {
+    removePrefixImages(registry.host, PREFIX_AUTH);
+    const s = await startTestServer({
+      clientMode: 'raw',
+      env: { RG43_REGISTRY_USER: user, RG43_REGISTRY_PASSWORD: password, ROBOGUIDE_LOG_LEVEL: 'debug' },
+      allowEnv: ['RG43_REGISTRY_USER', 'RG43_REGISTRY_PASSWORD'],
+    });
+    try {
+      const ref = images[0]?.ref ?? '';
+      const literal = await s.client.call('POST', '/v1/images/pull', {
+        body: { image: ref, credentials: { username: user, password } },
+      });
+      expect(literal.status).toBe(400);
+      const res = await s.client.open('POST', '/v1/images/pull', {
+        body: {
+          image: ref,
+          credentials: { username: '${RG43_REGISTRY_USER}', password: '${RG43_REGISTRY_PASSWORD}' },
+        },
+      });
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      const lines = Buffer.concat(chunks)
+        .toString('utf8')
+        .trim()
+        .split('\n')
+        .map(
+          (l) =>
+            JSON.parse(l) as { progress?: unknown; image?: { ref: string; id: string }; error?: unknown },
+        );
+      expect(res.statusCode).toBe(200);
+      expect(lines.some((l) => l.progress !== undefined)).toBe(true);
+      expect(lines.at(-1)?.image?.ref).toBe(ref);
+      expect(enginePrefixImages(registry.host, PREFIX_AUTH).map((i) => i.id)).toContain(
+        lines.at(-1)?.image?.id,
+      );
+      const hits: string[] = [];
+      for (const file of await listFilesRecursively(s.dataDir)) {
+        const bytes = (await readFile(file)).toString('latin1');
+        for (const form of leakForms(password)) if (bytes.includes(form)) hits.push(`${file}: ${form}`);
+      }
+      for (const form of leakForms(password)) if (s.stderr().includes(form)) hits.push(`stderr: ${form}`);
+      expect(hits).toEqual([]);
+    } finally {
+      await s.dispose();
+      removePrefixImages(registry.host, PREFIX_AUTH);
+    }
+  }, 300_000);
 });

@@ -12,6 +12,7 @@ import type { SessionManager } from '../../app/serve/session-manager.js';
 import { bearerMatches, Router, sendError, sendJson } from './http-kit.js';
 import { registerPairRoutes } from './pair-routes.js';
 import { registerImageRoutes, type ImageRouteDeps } from './image-routes.js';
+import { registerImagePullRoute, type ImagePullRouteDeps } from './image-pull-route.js';
 import { registerSessionRoutes, type SessionRouteDeps } from './session-routes.js';
 
 export interface ApiServerOptions {
@@ -28,6 +29,8 @@ export interface ApiServerOptions {
   readonly logger: Logger;
   /** POST /v1/images (issue 23); absent: the route is not served. */
   readonly images?: Omit<ImageRouteDeps, 'tempRoot' | 'logger'>;
+  /** POST /v1/images/pull (issue 43); absent: the route is not served. */
+  readonly imagePulls?: Omit<ImagePullRouteDeps, 'logger'>;
 }
 
 export interface RunningApiServer {
@@ -70,6 +73,8 @@ function buildRouter(options: ApiServerOptions): Router {
     logger: options.logger,
   });
   registerPairRoutes(router, options.pairs);
+  if (options.imagePulls !== undefined)
+    registerImagePullRoute(router, { ...options.imagePulls, logger: options.logger });
   if (options.images !== undefined)
     registerImageRoutes(router, { ...options.images, tempRoot: options.tempRoot, logger: options.logger });
   return router;
