@@ -44,7 +44,11 @@ class FakePulls implements ImagePulls {
   }
 }
 
-function setup(count: number, budget: number, opts: { concurrency?: number; secrets?: string[] } = {}) {
+function setup(
+  count: number,
+  budget: number,
+  opts: { concurrency?: number; prune?: boolean; own?: Record<string, string> } = {},
+) {
   const images: Record<string, { digest: string; ref: string; compressed_bytes: number }> = {};
   const sizes = new Map<string, number>();
   for (let i = 0; i < count; i += 1) {
@@ -57,6 +61,7 @@ function setup(count: number, budget: number, opts: { concurrency?: number; secr
     budget_bytes: budget,
     budget_basis: 'test',
     concurrency: opts.concurrency ?? 2,
+    ...(opts.prune === true ? { prune_own_images: true } : {}),
   };
   const pulls = new FakePulls(sizes);
   const journal: JournalFieldsOf<'image'>[] = [];
@@ -92,6 +97,7 @@ function setup(count: number, budget: number, opts: { concurrency?: number; secr
     queue: () => queue,
     attempts: 3,
     backoffMs: 1,
+    ...(opts.own !== undefined ? { ownImages: opts.own } : {}),
   });
   return { puller, pulls, journal, queue, images: Object.keys(images), password };
 }
@@ -148,5 +154,15 @@ describe('ImagePuller (issue 43)', () => {
     expect(failed.map((e) => e.kind)).toEqual(['failed', 'unavailable']);
     expect(JSON.stringify(s.journal)).not.toContain(s.password);
     expect(s.pulls.auths.every((a) => a?.password === s.password)).toBe(true);
+  });
+
+  it('the user’s own images stay unless --prune-own-images; with it, an unneeded one makes room', async () => {
+    for (const prune of [false, true]) {
+      const s = setup(2, 45 * MB, { prune, own: { 'mine:1': 'sha256:own' } });
+      s.pulls.store.set('sha256:own', 30 * MB);
+      const kinds = await drain(s, [s.images[0] ?? '', s.images[1] ?? '']);
+      expect(kinds).toEqual(['ready', 'ready']);
+      expect(s.pulls.store.has('sha256:own')).toBe(!prune);
+    }
   });
 });

@@ -132,7 +132,12 @@ export class ImagePuller {
   async ready(image: string, jobId: string): Promise<ImageReadiness> {
     const stopping = this.#deps.halted ?? ((): boolean => false);
     const ref = this.#deps.plan.images[image]?.ref;
-    if (ref === undefined) return { kind: 'ready' };
+    if (ref === undefined) {
+      // An image the engine had at start: held for the pair too (with --prune-own-images it could be removed).
+      const own = this.#deps.ownImages?.[image];
+      if (own !== undefined) this.#inUse.set(own, (this.#inUse.get(own) ?? 0) + 1);
+      return { kind: 'ready' };
+    }
     const began = this.#deps.clock.now().getTime();
     let result: ImageReadiness;
     this.#waitingFor.set(image, (this.#waitingFor.get(image) ?? 0) + 1);
@@ -168,7 +173,7 @@ export class ImagePuller {
 
   /** The pair of `image` ended: its image may go once no pending pair needs it. */
   release(image: string): void {
-    const ref = this.#deps.plan.images[image]?.ref;
+    const ref = this.#deps.plan.images[image]?.ref ?? this.#deps.ownImages?.[image];
     if (ref === undefined) return;
     const count = (this.#inUse.get(ref) ?? 1) - 1;
     if (count > 0) this.#inUse.set(ref, count);
