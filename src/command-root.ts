@@ -47,6 +47,7 @@ import type { RecoverOutputDeps } from './app/recover-output.js';
 import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
 import * as root from './composition-root.js';
 import { RoboguideError } from './core/errors.js';
+import { createImagePulls, readDockerConfig, registryCompressedSize } from './image-wiring.js';
 import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 
 /**
@@ -323,6 +324,9 @@ export async function createBatchStartWiring(
         }
       : {}),
     clock: systemClock,
+    ...(executor.kind === 'local'
+      ? { imagePulls: createImagePulls(), compressedSize: registryCompressedSize, readDockerConfig }
+      : {}),
     observeGpus: () => observeGpus(),
     checkRegistry: async (needs) => {
       const opened = await openRegistryAt(registry);

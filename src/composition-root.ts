@@ -1,5 +1,7 @@
 import type { EgressGate } from './app/ports/egress.js';
 import { existsSync } from 'node:fs';
+import { createImagePulls, readDockerConfig } from './image-wiring.js';
+import { NO_CREDENTIALS, registryCredentials } from './app/batch/registry-auth.js';
 import { RECEIPT_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { readFile } from 'node:fs/promises';
@@ -227,12 +229,17 @@ export function createStderrLogger(secrets: readonly string[] = []): Logger {
 export async function batchLogSecrets(output: string): Promise<string[]> {
   try {
     const parsed = parseManifest(await readFile(join(output, MANIFEST_FILE), 'utf8'));
-    return parsed.ok
-      ? referencedValues(
-          parsed.manifest.jobs.map((j) => j.environment),
-          process.env,
-        )
-      : [];
+    if (!parsed.ok) return [];
+    const registries = await registryCredentials(parsed.manifest, process.env, readDockerConfig).catch(
+      () => NO_CREDENTIALS,
+    );
+    return [
+      ...referencedValues(
+        parsed.manifest.jobs.map((j) => j.environment),
+        process.env,
+      ),
+      ...registries.secrets,
+    ];
   } catch {
     return [];
   }
@@ -411,6 +418,7 @@ export async function createSupervisorDeps(
     logger,
     environment: process.env,
     handleSignals: true,
+    ...(batch.image_plan !== undefined ? { imagePulls: createImagePulls(), readDockerConfig } : {}),
     dispose: () => registry.close(),
   };
 }

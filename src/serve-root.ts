@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { createImagePulls } from './image-wiring.js';
 import { mkdir, rm } from 'node:fs/promises';
 import { homedir, totalmem } from 'node:os';
 import { isAbsolute, join } from 'node:path';
@@ -266,6 +267,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       createRedactor,
       streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP,
       logger,
+      imagePulls: { pulls: createImagePulls(), environment: callerEnvironment, allowedEnv },
       images: {
         builds:
           options.allowBuilds === true

@@ -95,6 +95,8 @@ const CLASS_OF_REASON: Readonly<Record<Reason, FailureClass>> = {
   // pair never ran, so it is not scored as if it had a GPU.
   gpu_request_dropped: 'infrastructure_failure',
   image_missing: 'infrastructure_failure',
+  // Issue 43: the pair's image could not be pulled (after retries): the registry's message is the engine error's.
+  image_pull_failed: 'infrastructure_failure',
   engine_error: 'infrastructure_failure',
   engine_restarted: 'infrastructure_failure',
   container_vanished: 'infrastructure_failure',

@@ -6,6 +6,7 @@
 export type EngineFault =
   | 'engine_unavailable'
   | 'image_missing'
+  | 'image_pull_failed'
   | 'nvidia_runtime_missing'
   | 'gpu_request_dropped'
   | 'port_allocated'

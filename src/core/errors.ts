@@ -16,6 +16,10 @@ export type ErrorCode =
   | 'E_SOCKET_UNSAFE'
   | 'E_ENGINE_UNAVAILABLE'
   | 'E_IMAGE_MISSING'
+  /** Issue 43: a pair's image could not be pulled after retries (its registry's message). */
+  | 'E_IMAGE_PULL_FAILED'
+  /** Issue 43: an image's registry could not be reached (an outage): the batch pauses, resume pulls again. */
+  | 'E_IMAGE_REGISTRY_UNAVAILABLE'
   | 'E_NVIDIA_RUNTIME_MISSING'
   | 'E_GPU_REQUEST_DROPPED'
   | 'E_PORT_ALLOCATED'

@@ -181,6 +181,26 @@ export interface CleanupRetriedEvent {
   readonly verified_absent: boolean;
 }
 
+/**
+ * The batch's image plan at work (issue 43): a pull started, done (with the bytes it takes in the store), retried,
+ * failed; an image removed to stay within the budget; a pair that waited for its image (`waited_ms`). Never a
+ * credential: messages are masked with the batch's secrets.
+ */
+export interface ImageEvent {
+  readonly type: 'image';
+  readonly at: string;
+  readonly action: 'pull_started' | 'pulled' | 'pull_retry' | 'pull_failed' | 'evicted' | 'waited';
+  readonly image: string;
+  readonly ref: string;
+  readonly bytes?: number;
+  readonly attempt?: number;
+  readonly message?: string;
+  /** pull_failed: `unavailable` (the batch pauses) or `failed` (its pairs fail with image_pull_failed). */
+  readonly kind?: 'unavailable' | 'failed';
+  readonly job_id?: string;
+  readonly waited_ms?: number;
+}
+
 /** Every record this version appends. */
 export type JournalEvent =
   | BatchCreatedEvent
@@ -199,7 +219,8 @@ export type JournalEvent =
   | HarnessFaultEvent
   | PairFinishedEvent
   | ReconciledEvent
-  | CleanupRetriedEvent;
+  | CleanupRetriedEvent
+  | ImageEvent;
 
 export type JournalEventType = JournalEvent['type'];
 
@@ -242,6 +263,7 @@ const KNOWN_TYPES: ReadonlySet<string> = new Set<JournalEventType>([
   'pair_finished',
   'reconciled',
   'cleanup_retried',
+  'image',
 ]);
 
 /**

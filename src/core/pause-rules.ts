@@ -11,7 +11,13 @@ import type { Classification } from './result.js';
 
 /** `registry_unavailable`: a registry call timed out or could not reach its server (issue 27); resume clears it. */
 export type PauseReason =
-  'fatal' | 'infrastructure_streak' | 'provider' | 'harness' | 'registry_unavailable' | 'inputs_changed';
+  | 'fatal'
+  | 'infrastructure_streak'
+  | 'provider'
+  | 'harness'
+  | 'registry_unavailable'
+  | 'image_registry_unavailable'
+  | 'inputs_changed';
 
 /** Stable order of pause reasons in status.json. */
 export const PAUSE_REASONS: readonly PauseReason[] = [
@@ -20,6 +26,7 @@ export const PAUSE_REASONS: readonly PauseReason[] = [
   'provider',
   'harness',
   'registry_unavailable',
+  'image_registry_unavailable',
   'inputs_changed',
 ];
 
@@ -112,6 +119,7 @@ function union(first: readonly PauseReason[], then: readonly PauseReason[]): Pau
  * reached pauses as `registry_unavailable` (resume retries once it answers); anything else as `harness`.
  */
 export function pauseReasonOfFault(cause: PauseCause | undefined): PauseReason {
+  if (cause?.code === 'E_IMAGE_REGISTRY_UNAVAILABLE') return 'image_registry_unavailable';
   return cause?.code === 'E_REGISTRY_UNAVAILABLE' ? 'registry_unavailable' : 'harness';
 }
 

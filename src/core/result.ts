@@ -40,6 +40,7 @@ export type Reason =
   | 'nvidia_runtime_missing'
   | 'gpu_request_dropped'
   | 'image_missing'
+  | 'image_pull_failed'
   | 'engine_error'
   | 'engine_restarted'
   | 'container_vanished'

@@ -45,6 +45,7 @@ const CLASS_REASONS: readonly (readonly [Classification, readonly Reason[]])[] =
       'nvidia_runtime_missing',
       'gpu_request_dropped',
       'image_missing',
+      'image_pull_failed',
       'engine_error',
       'engine_restarted',
       'container_vanished',
@@ -61,6 +62,7 @@ const ENGINE_FAULTS: readonly (EngineFault | null)[] = [
   'nvidia_runtime_missing',
   'gpu_request_dropped',
   'image_missing',
+  'image_pull_failed',
   'engine_error',
   'engine_unavailable',
 ];
@@ -211,7 +213,7 @@ describe('classify: cartesian product of observations', () => {
       }
     }
     expect(failures).toEqual([]);
-    expect(cases).toBe(98 * 2 * 2 * 2 * 7 * 7);
+    expect(cases).toBe(98 * 2 * 2 * 2 * 7 * 8);
   });
 
   it('lists every Reason word exactly once in the stable order, grouped strongest class first', () => {

@@ -234,6 +234,7 @@ describe('OpenAPI', () => {
         'GET /v1/sessions/{id}',
         'GET /v1/sessions/{id}/archive',
         'POST /v1/images',
+        'POST /v1/images/pull',
         'POST /v1/pairs',
         'POST /v1/sessions',
         'POST /v1/sessions/{id}/exec',

@@ -13,6 +13,7 @@ import { bearerMatches, Router, sendError, sendJson, type Handler } from './http
 import type { ServeMetrics } from './serve-metrics.js';
 import { registerPairRoutes } from './pair-routes.js';
 import { registerImageRoutes, type ImageRouteDeps } from './image-routes.js';
+import { registerImagePullRoute, type ImagePullRouteDeps } from './image-pull-route.js';
 import { registerSessionRoutes, type SessionRouteDeps } from './session-routes.js';
 
 export interface ApiServerOptions {
@@ -33,6 +34,8 @@ export interface ApiServerOptions {
   readonly metricsListen?: { readonly host: string; readonly port: number; readonly token: string };
   /** POST /v1/images (issue 23); absent: the route is not served. */
   readonly images?: Omit<ImageRouteDeps, 'tempRoot' | 'logger'>;
+  /** POST /v1/images/pull (issue 43); absent: the route is not served. */
+  readonly imagePulls?: Omit<ImagePullRouteDeps, 'logger'>;
 }
 
 export interface RunningApiServer {
@@ -78,6 +81,8 @@ function buildRouter(options: ApiServerOptions): Router {
   registerPairRoutes(router, options.pairs);
   const metrics = options.metrics;
   if (metrics !== undefined) router.add('GET', '/metrics', metricsHandler(metrics));
+  if (options.imagePulls !== undefined)
+    registerImagePullRoute(router, { ...options.imagePulls, logger: options.logger });
   if (options.images !== undefined)
     registerImageRoutes(router, { ...options.images, tempRoot: options.tempRoot, logger: options.logger });
   return router;

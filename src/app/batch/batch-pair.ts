@@ -14,6 +14,8 @@ import { failpoint, pausepoint } from '../failpoints.js';
 import { admitOnNodes } from '../admission.js';
 import { expectedGpuMib } from '../../core/admission-rule.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import type { ContainerRuntime } from '../ports/container-runtime.js';
+import { EngineError } from '../ports/engine-error.js';
 import type { BatchRecord } from './layout.js';
 import { jobRel, receiptRel } from './layout.js';
 import type { ResolvedJobEnvironment } from './batch-context.js';
@@ -37,10 +39,20 @@ export interface BatchPairContext {
    * pair's service to that node. None: the registry's own node (the local executor).
    */
   readonly admissionNodes?: (constraints: readonly string[]) => Promise<readonly string[]>;
+  /**
+   * Issue 43: the pair's image could not be pulled (after retries; the registry's message, masked). The pair is
+   * claimed and fails as infrastructure with `image_pull_failed`: its create is refused with this message.
+   */
+  readonly pullFailure?: string;
 }
 
 /** The id `start` pinned the image to (batch.json `images`); undefined: the batch runs it by tag. */
-export function pinnedImageId(batch: Pick<BatchRecord, 'images'>, image: string): string | undefined {
+export function pinnedImageId(
+  batch: Pick<BatchRecord, 'images' | 'image_plan'>,
+  image: string,
+): string | undefined {
+  const planned = batch.image_plan?.images[image]?.ref;
+  if (typeof planned === 'string') return planned;
   const id = batch.images?.[image];
   return typeof id === 'string' && id.startsWith('sha256:') ? id : undefined;
 }
@@ -217,7 +229,11 @@ export async function executeInBatch(
     | { onCreated: (containerId: string) => Promise<void> }
     | { reattach: { containerId: string; claimedAtMs: number } },
 ): Promise<ResultRecord> {
-  const { result } = await executePair(deps.execute, {
+  const execute =
+    ctx.pullFailure === undefined
+      ? deps.execute
+      : { ...deps.execute, runtime: refusingCreate(deps.execute.runtime, ctx.pullFailure) };
+  const { result } = await executePair(execute, {
     store: deps.store,
     jobRel: jobRel(job.job_id),
     batchId: ctx.batch.batch_id,
@@ -252,6 +268,24 @@ export async function executeInBatch(
     ...how,
   });
   return result;
+}
+
+/** The engine, but a create fails as `image_pull_failed` with the registry's message (nothing is created). */
+function refusingCreate(runtime: ContainerRuntime, message: string): ContainerRuntime {
+  return new Proxy(runtime, {
+    get(target, prop, receiver) {
+      if (prop === 'create')
+        return () =>
+          Promise.reject(
+            new EngineError('image_pull_failed', `the image could not be pulled: ${message}`, {
+              statusCode: null,
+              engineMessage: message,
+            }),
+          );
+      const value: unknown = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }
 
 /** The batch's part of the launch-time mount rules: its registry file (not a PostgreSQL URL) and its `--mount-root` folders. */

@@ -2,6 +2,7 @@ import type { ExecutorConfig } from '../../core/executor.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { LimitDefaults } from '../../core/pair-limits.js';
+import type { ImagePlanRecord } from '../../core/image-plan.js';
 
 /** Where things live in a batch output directory (SPEC §4): the names are core/evidence-names.ts's. */
 import { JOBS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.js';
@@ -57,6 +58,11 @@ export interface BatchRecord {
    * batch, a batch from before).
    */
   readonly images?: Readonly<Record<string, string>>;
+  /**
+   * Issue 43: the images the engine lacked at start, resolved in their registries: image → digest (pairs run by
+   * `repository@digest`), the disk budget and the pace of pulls. Absent: every image was present (or swarm).
+   */
+  readonly image_plan?: ImagePlanRecord;
   /** The host at start (systeminformation, each fact bounded in time: `{kind: "unknown", reason}` when it failed). */
   readonly host?: HostFactsRecord;
   /**

@@ -33,6 +33,10 @@ import {
 import { registryNeeds, type RegistryNeeds } from './registry-needs.js';
 import { runtimeIssues } from './runtime-issues.js';
 import { gpuCount, swarmJobIssues, swarmSlots } from './swarm-checks.js';
+import type { ImagePulls } from '../ports/image-pulls.js';
+import type { PlannedImage } from '../../core/image-plan.js';
+import { dataRootFree, imagePlanRecord, planOf, type CompressedSize } from './image-plan-start.js';
+import type { DockerConfigReader } from './registry-auth.js';
 export interface StartBatchDeps {
   readonly fs: FileSystem;
   /** The boot id recorded in batch.json. */
@@ -52,6 +56,12 @@ export interface StartBatchDeps {
   readonly hostFacts?: (request: HostFactsRequest) => Promise<HostFactsRecord>;
   /** Swarm: the nodes that take work now, with their GPUs. */
   readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
+  /** Issue 43: the engine's image calls; with them an image the engine lacks is resolved in its registry, not refused. */
+  readonly imagePulls?: ImagePulls;
+  /** The compressed size of an image at a digest, from its registry (null: unknown). */
+  readonly compressedSize?: CompressedSize;
+  /** `~/.docker/config.json` for `registries.<host>.docker_config`. */
+  readonly readDockerConfig?: DockerConfigReader;
 }
 
 export interface StartBatchOptions {
@@ -74,6 +84,8 @@ export interface StartBatchOptions {
   readonly executor?: ExecutorConfig;
   /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): hints name it. */
   readonly bin?: string;
+  /** `--prune-own-images`: the image plan may remove images the engine had before the batch. */
+  readonly pruneOwnImages?: boolean;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -196,9 +208,11 @@ async function checkEngine(
   runtime: ContainerRuntime,
   manifest: Manifest,
   bin: string,
+  plan?: (missing: string[], jobsOf: Map<string, string[]>) => Promise<Record<string, PlannedImage>>,
 ): Promise<{
   readonly engine: Awaited<ReturnType<ContainerRuntime['info']>>;
   readonly pins: Record<string, string>;
+  readonly planned: Record<string, PlannedImage>;
 }> {
   const engine = await runtime.info();
   const runtimes = runtimeIssues(manifest, engine);
@@ -224,8 +238,9 @@ async function checkEngine(
     if (id === null) missing.push(image);
     else if (id.startsWith('sha256:')) pins[image] = id;
   }
-  if (missing.length > 0) throw imagesMissing(missing, jobsOf, bin);
-  return { engine, pins };
+  if (missing.length > 0 && plan === undefined) throw imagesMissing(missing, jobsOf, bin);
+  const planned = missing.length > 0 && plan !== undefined ? await plan(missing, jobsOf) : {};
+  return { engine, pins, planned };
 }
 
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
@@ -259,7 +274,13 @@ async function executorFacts(
  */
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
   const { bytes, manifest } = await checkManifest(deps, options);
-  const { engine, pins } = await checkEngine(deps.runtime, manifest, options.bin ?? 'roboguide-eval');
+  const bin = options.bin ?? 'roboguide-eval';
+  const { engine, pins, planned } = await checkEngine(
+    deps.runtime,
+    manifest,
+    bin,
+    planOf(deps, options, manifest),
+  );
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.nodes) : undefined;
   await deps.checkRegistry?.(
@@ -289,6 +310,16 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     // The local executor runs each pair by the id its image had at start: a tag rebuilt later is never followed.
     ...(Object.keys(pins).length > 0 && (options.executor === undefined || options.executor.kind === 'local')
       ? { images: pins }
+      : {}),
+    ...(Object.keys(planned).length > 0
+      ? {
+          image_plan: imagePlanRecord(
+            manifest,
+            planned,
+            host !== undefined ? dataRootFree(await host) : null,
+            options.pruneOwnImages === true,
+          ),
+        }
       : {}),
     ...(options.allowShortSecrets === true ? { allow_short_secrets: true } : {}),
     ...(options.mountRoots !== undefined && options.mountRoots.length > 0

@@ -28,6 +28,9 @@ import { CoalescingWriter, STATUS_MIN_INTERVAL_MS } from './status-writer.js';
 import type { SupervisorDeps } from './supervisor.js';
 import type { PeakBook } from './supervisor-ledger.js';
 import type { SupervisorLoopPorts } from './supervisor-loop.js';
+import type { RegistryCredentials } from './registry-auth.js';
+import type { ImagePuller } from './image-puller.js';
+import { jobImage } from '../../core/manifest/index.js';
 
 /**
  * The supervisor's wiring: how each effect of the loop is performed on the batch's evidence, registry and engine
@@ -47,6 +50,8 @@ export interface Supervision {
   readonly book: BatchLedger;
   readonly peaks: PeakBook;
   readonly stopFolding: () => void;
+  /** Issue 43: the registries' credentials (memory only; masked everywhere). */
+  readonly credentials?: RegistryCredentials;
 }
 
 export async function bestEffort(logger: Logger, what: string, work: () => Promise<unknown>): Promise<void> {
@@ -67,6 +72,7 @@ export function loopPorts(
   files: readonly JobFiles[],
   envs: ReadonlyMap<string, ResolvedJobEnvironment>,
   statusWriter: CoalescingWriter,
+  images?: ImagePuller,
 ): SupervisorLoopPorts {
   const { deps, manifest } = s;
   const receipts = new Map(
@@ -83,7 +89,7 @@ export function loopPorts(
   return {
     clock: deps.execute.clock,
     logger: deps.logger,
-    redact: batchRedactor(deps, envs),
+    redact: batchRedactor(deps, envs, s.credentials?.secrets),
     gpuPeaksMib: () => s.book.gpuPeaks(),
     journal: (event) => journalEvent(s.journal, event),
     writeStatus: () => statusWriter.now(),
@@ -102,7 +108,17 @@ export function loopPorts(
       const job = jobOf(jobId);
       const env = envs.get(jobId);
       if (env === undefined) throw new InternalError(`job ${jobId} has no resolved environment`);
-      return dispatchPair(batchDeps, ctx, job, env, onRunning).then(outcomeOfAttempt);
+      if (images === undefined)
+        return dispatchPair(batchDeps, ctx, job, env, onRunning).then(outcomeOfAttempt);
+      return dispatchWhenPulled(images, jobImage(manifest, job), jobId, (pullFailure) =>
+        dispatchPair(
+          batchDeps,
+          pullFailure === undefined ? ctx : { ...ctx, pullFailure },
+          job,
+          env,
+          onRunning,
+        ).then(outcomeOfAttempt),
+      );
     },
     recover: (jobId, onRunning) => {
       const job = jobOf(jobId);
@@ -123,8 +139,9 @@ export function loopPorts(
 export function batchRedactor(
   deps: Pick<SupervisorDeps, 'environment'>,
   envs: ReadonlyMap<string, ResolvedJobEnvironment>,
+  registrySecrets: readonly string[] = [],
 ): (text: string) => string {
-  const secrets = new Set<string>();
+  const secrets = new Set<string>(registrySecrets);
   for (const env of envs.values()) for (const s of env.secrets) secrets.add(s);
   const pgPassword = deps.environment['PGPASSWORD'];
   if (pgPassword !== undefined && pgPassword !== '') secrets.add(pgPassword);
@@ -160,6 +177,35 @@ export function outcomeOfAttempt(attempt: DispatchAttempt): PairOutcome {
   return attempt.kind === 'refused'
     ? { kind: 'refused', reason: attempt.reason }
     : { kind: 'claim_failed', reason: attempt.reason };
+}
+
+/**
+ * Issue 43: a pair whose image is not there waits for it (nothing is claimed meanwhile); a pull that failed for good
+ * runs the pair to its `image_pull_failed` result; a registry outage pauses the batch (nothing claimed: resume pulls
+ * again); a stop or pause while it waits gives the pair back unclaimed.
+ */
+async function dispatchWhenPulled(
+  images: ImagePuller,
+  image: string,
+  jobId: string,
+  run: (pullFailure?: string) => Promise<PairOutcome>,
+): Promise<PairOutcome> {
+  const ready = await images.ready(image, jobId);
+  try {
+    switch (ready.kind) {
+      case 'stopped':
+        return { kind: 'refused', reason: `waiting for image ${image}: the batch stops` };
+      case 'unavailable':
+        return { kind: 'failed', cause: { code: 'E_IMAGE_REGISTRY_UNAVAILABLE', message: ready.message } };
+      case 'failed':
+        return await run(ready.message);
+      case 'ready':
+        return await run();
+    }
+    return ready satisfies never;
+  } finally {
+    if (ready.kind === 'ready') images.release(image);
+  }
 }
 
 /** Swarm (issue 13): which node runs each pair, journalled once the swarm placed it (status shows it). */
@@ -220,6 +266,7 @@ export function statusWriterOf(
   s: Supervision,
   running: () => readonly RunningHandle[],
   report: ReturnType<typeof reportRefresher>,
+  images?: ImagePuller,
 ): CoalescingWriter {
   const { store, logger } = s.deps;
   const clock = s.deps.execute.clock;
@@ -254,7 +301,10 @@ export function statusWriterOf(
       now: clock.now(),
       ...(jobsById !== undefined ? { jobs: jobsById } : {}),
     });
-    await store.writeJsonAtomic(STATUS_FILE, written);
+    await store.writeJsonAtomic(
+      STATUS_FILE,
+      images === undefined ? written : { ...written, images: images.snapshot() },
+    );
     report.poke();
   };
   return new CoalescingWriter(writeNow, clock, STATUS_MIN_INTERVAL_MS, (err) =>

@@ -41,6 +41,9 @@ import {
 } from './supervisor-ports.js';
 import { causeOf } from '../../core/pause-cause.js';
 import { listenForStops, StopLatch } from './supervisor-signals.js';
+import type { ImagePulls } from '../ports/image-pulls.js';
+import { NO_CREDENTIALS, type DockerConfigReader, type RegistryCredentials } from './registry-auth.js';
+import { credentialsFor, imagePullerFor } from './supervisor-images.js';
 
 export interface SupervisorDeps {
   readonly store: EvidenceStore;
@@ -50,6 +53,10 @@ export interface SupervisorDeps {
   readonly environment: Readonly<Record<string, string | undefined>>;
   /** Install signal handlers (SIGTERM/SIGINT: stop, twice: terminate; SIGUSR2: read the stop request). */
   readonly handleSignals: boolean;
+  /** Issue 43: the engine's image calls (a batch with an image plan pulls ahead with them). */
+  readonly imagePulls?: ImagePulls;
+  /** `~/.docker/config.json` for `registries.<host>.docker_config`. */
+  readonly readDockerConfig?: DockerConfigReader;
 }
 
 /**
@@ -120,6 +127,7 @@ async function superviseHeld(
     journal: JournalAppend;
     seeded: SeededLedger;
     envs: Map<string, ResolvedJobEnvironment>;
+    credentials: RegistryCredentials;
   };
   try {
     const record: SupervisorRecord = { ...identity, started_at: clock.now().toISOString(), mode };
@@ -130,12 +138,13 @@ async function superviseHeld(
         .then(() => undefined);
     await journalStart(store, journal, mode, identity);
     const seeded = await seedLedger(store, manifest);
-    started = { record, journal, seeded, envs: resolvePending(deps, batch, manifest, seeded) };
+    const envs = resolvePending(deps, batch, manifest, seeded);
+    started = { record, journal, seeded, envs, credentials: await credentialsFor(deps, batch, manifest) };
   } catch (err) {
     latch.off();
     throw err;
   }
-  const { record, journal, seeded, envs } = started;
+  const { record, journal, seeded, envs, credentials } = started;
   const s: Supervision = {
     deps,
     batch,
@@ -145,6 +154,7 @@ async function superviseHeld(
     book: seeded.book,
     peaks: seeded.peaks,
     stopFolding: seeded.stopFolding,
+    credentials,
   };
   return runSupervision(s, seeded.files, envs, latch, left);
 }
@@ -204,15 +214,27 @@ async function runSupervision(
     finishedCount: files.filter((f) => f.result !== null).length,
     pauseReasons: book.fold().pauseReasons,
   });
-  const holder: { loop?: SupervisorLoop } = {};
-  const statusWriter = statusWriterOf(s, () => holder.loop?.handles() ?? [], report);
-  const loop = new SupervisorLoop(loopPorts(s, files, envs, statusWriter), initial);
+  const holder: { loop?: SupervisorLoop; writer?: { soon(): void } } = {};
+  const images = imagePullerFor({
+    deps,
+    batch,
+    manifest,
+    journal: s.journal,
+    credentials: s.credentials ?? NO_CREDENTIALS,
+    redact: batchRedactor(deps, envs, s.credentials?.secrets),
+    state: () => holder.loop?.state,
+    onChange: () => holder.writer?.soon(),
+  });
+  const statusWriter = statusWriterOf(s, () => holder.loop?.handles() ?? [], report, images);
+  holder.writer = statusWriter;
+  const loop = new SupervisorLoop(loopPorts(s, files, envs, statusWriter, images), initial);
   holder.loop = loop;
   const signalsOff = listenForStops(deps, loop, latch);
   try {
+    await images?.start();
     await superviseLoop(s, loop, files);
   } catch (err) {
-    const cause = causeOf(err, batchRedactor(deps, envs));
+    const cause = causeOf(err, batchRedactor(deps, envs, s.credentials?.secrets));
     deps.logger.error(
       { err: cause.code, cause },
       'supervisor fault: pausing the batch; running pairs finish first',
@@ -221,6 +243,7 @@ async function runSupervision(
   } finally {
     // Whatever happened, pairs already running are finished (and their containers removed) before we exit.
     await loop.settled();
+    await images?.close();
     await statusWriter.close();
     s.stopFolding();
     signalsOff();

@@ -7,6 +7,7 @@ export type { EngineFault };
 const CODES = {
   engine_unavailable: 'E_ENGINE_UNAVAILABLE',
   image_missing: 'E_IMAGE_MISSING',
+  image_pull_failed: 'E_IMAGE_PULL_FAILED',
   nvidia_runtime_missing: 'E_NVIDIA_RUNTIME_MISSING',
   gpu_request_dropped: 'E_GPU_REQUEST_DROPPED',
   port_allocated: 'E_PORT_ALLOCATED',

@@ -100,6 +100,41 @@ export function servicePaths(): Record<string, unknown> {
         },
       },
     },
+    '/v1/images/pull': {
+      post: {
+        operationId: 'pullImage',
+        description:
+          'pull an image from its registry (issue 43); credentials as ${NAME} references to variables the server allows (--allow-env), sent to the engine only in X-Registry-Auth, never written or logged',
+        requestBody: {
+          required: true,
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object',
+                required: ['image'],
+                properties: {
+                  image: { type: 'string' },
+                  credentials: {
+                    type: 'object',
+                    properties: { username: { type: 'string' }, password: { type: 'string' } },
+                  },
+                },
+              },
+            },
+          },
+        },
+        responses: {
+          '200': {
+            description:
+              'NDJSON: {"progress": {status, id, current, total}} lines, then {"image": {ref, id, bytes}} or {"error": {code: "E_IMAGE_PULL_FAILED", message}}',
+            content: { 'application/x-ndjson': { schema: { type: 'object' } } },
+          },
+          '400': error(
+            'no image, literal credentials, or a ${NAME} the server does not allow or has not set',
+          ),
+        },
+      },
+    },
     '/v1/openapi.json': {
       get: { operationId: 'openapi', responses: { '200': { description: 'this document' } } },
     },

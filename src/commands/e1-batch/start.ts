@@ -49,6 +49,11 @@ export default class BatchStart extends BaseCommand {
     }),
     ...executorFlags,
     'allow-short-secrets': allowShortSecretsFlag,
+    'prune-own-images': Flags.boolean({
+      description:
+        'images this batch pulls may make room by removing images the engine had before the batch (never one a container uses)',
+      default: false,
+    }),
     ...mountRootFlags,
   };
 
@@ -70,6 +75,7 @@ export default class BatchStart extends BaseCommand {
       output,
       bindAddress: flags['bind-address'],
       allowShortSecrets: flags['allow-short-secrets'],
+      pruneOwnImages: flags['prune-own-images'],
       mountRoots,
       executor,
       bin: this.userBin,

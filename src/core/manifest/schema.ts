@@ -95,6 +95,30 @@ export const CapacitySchema = z.strictObject({
     .gt(0, { error: GPU_FRACTION_RULE })
     .lte(1, { error: GPU_FRACTION_RULE })
     .optional(),
+  image_disk_bytes: z
+    .int({ error: 'must be an integer ≥ 1 (bytes)' })
+    .min(1, { error: 'must be an integer ≥ 1 (bytes)' })
+    .optional()
+    .meta({
+      description:
+        'the most bytes the images this batch pulls may hold in the engine at once (absent: half the free space of the engine data root at start); least recently used images no pending job needs are removed first',
+    }),
+  image_pulls: z
+    .int({ error: 'must be an integer 1..8' })
+    .min(1, { error: 'must be an integer 1..8' })
+    .max(8, { error: 'must be an integer 1..8' })
+    .optional()
+    .meta({ description: 'images pulled at once ahead of the pairs that need them (default 2)' }),
+});
+
+/** A registry host's credentials: `${NAME}` references resolved from the supervisor's environment, or the engine's config. */
+const RegistryCredential = z.union([
+  z.strictObject({ username: NonEmptyString, password: NonEmptyString }),
+  z.strictObject({ docker_config: z.literal(true, { error: 'must be true' }) }),
+]);
+export const RegistriesSchema = z.record(NonEmptyString, RegistryCredential).meta({
+  description:
+    'per registry host (as in the image reference, e.g. "registry.example:5000"): {username, password} as ${NAME} references, or {docker_config: true} for ~/.docker/config.json',
 });
 
 export const ProviderSchema = z.strictObject({
@@ -114,6 +138,7 @@ export const ManifestSchema = z
     jobs: z.array(JobSchema).min(1, { error: 'must list at least one job' }),
     source_sha256: SourceSha256.default({}),
     capacity: CapacitySchema.default({ max_workers: 1 }),
+    registries: RegistriesSchema.optional(),
     provider: ProviderSchema.optional(),
     sessions_dir: SessionsDir,
     stop_budget_seconds: StopBudgetSeconds.default(DEFAULT_STOP_BUDGET_SECONDS),
