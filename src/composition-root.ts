@@ -6,6 +6,7 @@ import { homedir } from 'node:os';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
+import { humanLogDestination, stderrLogFormat } from './adapters/stderr-log-format.js';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerPairNetwork } from './adapters/docker/docker-pair-network.js';
 import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
@@ -215,7 +216,10 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
  */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
   const level = process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn';
-  return pino({ level, ...pinoRedactionOptions(secrets) }, pino.destination(2));
+  // A terminal reads one human line per record unless ROBOGUIDE_LOG_FORMAT=json (issue 40).
+  const format = stderrLogFormat(process.env['ROBOGUIDE_LOG_FORMAT'], process.stderr.isTTY === true);
+  const destination = format === 'text' ? humanLogDestination(process.stderr) : pino.destination(2);
+  return pino({ level, ...pinoRedactionOptions(secrets) }, destination);
 }
 
 /**
