@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import { humanLogDestination, stderrLogFormat } from './adapters/stderr-log-format.js';
+import { humanLogDestination } from './adapters/stderr-log-format.js';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerPairNetwork } from './adapters/docker/docker-pair-network.js';
 import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
@@ -211,15 +211,12 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
 }
 
 /**
- * Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise; a level pino does
- * not know is refused at once.
+ * Our own diagnostics on stderr (JSON; a human line each on a terminal, or as ROBOGUIDE_LOG_FORMAT says), warnings and
+ * up unless ROBOGUIDE_LOG_LEVEL says otherwise; a level pino does not know is refused at once.
  */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
   const level = process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn';
-  // A terminal reads one human line per record unless ROBOGUIDE_LOG_FORMAT=json (issue 40).
-  const format = stderrLogFormat(process.env['ROBOGUIDE_LOG_FORMAT'], process.stderr.isTTY === true);
-  const destination = format === 'text' ? humanLogDestination(process.stderr) : pino.destination(2);
-  return pino({ level, ...pinoRedactionOptions(secrets) }, destination);
+  return pino({ level, ...pinoRedactionOptions(secrets) }, humanLogDestination() ?? pino.destination(2));
 }
 
 /**

@@ -50,8 +50,15 @@ export function humanLogLine(line: string): string {
   return `${terminalSafe(`${level}: ${message}${fields.length > 0 ? ` (${fields.join(', ')})` : ''}`)}\n`;
 }
 
-/** A pino destination that writes each line to `out` as `humanLogLine` does. */
-export function humanLogDestination(out: { write(text: string): unknown }): { write(line: string): void } {
+/**
+ * The destination of our stderr logger when ROBOGUIDE_LOG_FORMAT (or a terminal) asks for text: each line written to
+ * stderr as `humanLogLine` does; null for pino's JSON lines on fd 2.
+ */
+export function humanLogDestination(
+  setting: string | undefined = process.env['ROBOGUIDE_LOG_FORMAT'],
+  out: { write(text: string): unknown; readonly isTTY?: boolean } = process.stderr,
+): { write(line: string): void } | null {
+  if (stderrLogFormat(setting, out.isTTY === true) === 'json') return null;
   return {
     write(line: string): void {
       out.write(humanLogLine(line));

@@ -36,7 +36,8 @@ export async function loadManifest(
         ? []
         : environmentIssues(raw, environment.source, undefined, environment.options).issues;
     const ids = raw?.map((job) => job.job_id) ?? [];
-    throw manifestInvalid(file, groupedByJob([...parsed.issues, ...unset], ids));
+    const all = [...parsed.issues, ...unset];
+    throw manifestInvalid(file, all, undefined, groupedByJob(all, ids));
   }
   return { bytes, manifest: parsed.manifest };
 }
@@ -94,11 +95,14 @@ function invalid(rule: string): { ok: false; issues: Issue[] } {
   return { ok: false, issues: [{ path: '$', rule }] };
 }
 
-function manifestInvalid(file: string, issues: readonly Issue[], cause?: unknown): InvalidInputError {
-  return new InvalidInputError(
-    'E_MANIFEST_INVALID',
-    `manifest ${file} is invalid`,
-    issues,
-    cause === undefined ? {} : { cause },
-  );
+function manifestInvalid(
+  file: string,
+  issues: readonly Issue[],
+  cause?: unknown,
+  shown?: readonly Issue[],
+): InvalidInputError {
+  return new InvalidInputError('E_MANIFEST_INVALID', `manifest ${file} is invalid`, issues, {
+    ...(cause === undefined ? {} : { cause }),
+    ...(shown === undefined ? {} : { shown }),
+  });
 }

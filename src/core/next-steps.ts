@@ -34,6 +34,14 @@ export interface ResultFacts {
   readonly stderr_path?: string;
 }
 
+/** A result's container exit code, read defensively (results from before a field, test records): null when absent. */
+export function exitCodeOf(result: { readonly container?: unknown }): number | null {
+  const container = result.container;
+  if (!isObject(container)) return null;
+  const code = own(container, 'exit_code');
+  return typeof code === 'number' ? code : null;
+}
+
 function incidents(outcome: unknown): { status: number | null; requiresStop: boolean }[] {
   if (!isObject(outcome)) return [];
   const attempt = own(outcome, 'e1_attempt');

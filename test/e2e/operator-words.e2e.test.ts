@@ -148,7 +148,7 @@ describe.skipIf(noDocker)('a batch that stops, on the real engine: why, and what
     expect(html).toContain('<li class="why">if the driver recovers from it, list it there');
   });
 
-  it('stop with no supervisor running says so, writes nothing and names the next command; on the finished batch too', async () => {
+  it('stop with no supervisor running says so, writes nothing and names the next command; on the finished batch too', () => {
     const paused = rg(['e1-batch', 'stop', '--output', './batch']);
     expect(paused.code).toBe(0);
     expect(paused.stdout).toContain('nothing to stop: no supervisor is running for this batch');

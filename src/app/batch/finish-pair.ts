@@ -15,7 +15,7 @@ import type { OutcomeReader } from '../ports/outcome-reader.js';
 import { reconcilePair } from '../reconcile-pair.js';
 import { jobRel, resultRel } from './layout.js';
 import { STDERR_LOG } from '../../core/evidence-names.js';
-import { explainResult, lastLines } from '../../core/next-steps.js';
+import { exitCodeOf, explainResult, lastLines } from '../../core/next-steps.js';
 import { finishFactsOfResult } from './status.js';
 
 export interface FinishDeps {
@@ -107,7 +107,7 @@ export async function whyOfResult(
   return explainResult({
     reasons: result.reasons,
     outcome: result.outcome,
-    exit_code: result.container.exit_code,
+    exit_code: exitCodeOf(result),
     ...(tail !== null ? { stderr_tail: lastLines(tail, result.logs.stderr.bytes <= TAIL_BYTES) } : {}),
     stderr_path: store.resolve(rel),
   });

@@ -177,16 +177,14 @@ async function checkManifest(
     )),
   ];
   // Every problem in one run (issue 40); unset variables alone keep their own code.
-  if (issues.length === 0 && envIssues.length > 0) throw environmentMissing(envIssues);
-  if (issues.length > 0)
-    throw new InvalidInputError(
-      'E_MANIFEST_INVALID',
-      `manifest ${options.manifestPath} cannot start`,
-      groupedByJob(
-        [...issues, ...envIssues],
-        manifest.jobs.map((job) => job.job_id),
-      ),
-    );
+  if (issues.length === 0 && envIssues.length > 0) throw environmentMissing(envIssues, manifest.jobs);
+  if (issues.length > 0) {
+    const all = [...issues, ...envIssues];
+    const ids = manifest.jobs.map((job) => job.job_id);
+    throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, all, {
+      shown: groupedByJob(all, ids),
+    });
+  }
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
   return { bytes, manifest };
 }

@@ -1,4 +1,4 @@
-import { explainResult } from '../../core/next-steps.js';
+import { exitCodeOf, explainResult } from '../../core/next-steps.js';
 import { isSupervisorRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
@@ -123,7 +123,7 @@ function whyOf(result: ResultRecord): { why?: string[] } {
   const why = explainResult({
     reasons: result.reasons,
     outcome: result.outcome,
-    exit_code: result.container.exit_code,
+    exit_code: exitCodeOf(result),
   });
   return why.length > 0 ? { why } : {};
 }

@@ -1,4 +1,4 @@
-import { explainResult } from '../next-steps.js';
+import { exitCodeOf, explainResult } from '../next-steps.js';
 import { RESULT_FILE, STDERR_LOG, STDOUT_LOG } from '../evidence-names.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
 import type { ResultRecord } from '../result.js';
@@ -84,6 +84,6 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
     why:
       r === undefined || r === null || r.classification === 'completed'
         ? []
-        : explainResult({ reasons: r.reasons, outcome: r.outcome, exit_code: r.container.exit_code }),
+        : explainResult({ reasons: r.reasons, outcome: r.outcome, exit_code: exitCodeOf(r) }),
   };
 }
