@@ -161,7 +161,7 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
       pid: null,
       terminate: true,
       state: 'stop-requested',
-      unfinished: 0,
+      unfinished: null,
     });
     expect(await batch.store.readJson(STOP_FILE)).toEqual({
       terminate: true,
@@ -176,7 +176,7 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
       pid: null,
       terminate: false,
       state: 'stop-requested',
-      unfinished: 0,
+      unfinished: null,
     });
   });
 
@@ -190,7 +190,7 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
         pid: identity.pid,
         terminate: false,
         state: 'stop-requested',
-        unfinished: 0,
+        unfinished: null,
       });
       // The child has no SIGUSR2 handler: the signal's default action ends it, which shows it was sent.
       expect((await exited)[1]).toBe('SIGUSR2');

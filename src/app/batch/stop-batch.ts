@@ -15,8 +15,8 @@ export interface StopOutcome {
    * last two nothing is written (a stop with no supervisor is void: docs/spec.md, `e1-batch stop`).
    */
   readonly state: 'stop-requested' | 'finished' | 'not-running';
-  /** Jobs without a result. */
-  readonly unfinished: number;
+  /** Jobs without a result (null: not counted, as when a supervisor was running, or the job files could not be read). */
+  readonly unfinished: number | null;
 }
 
 /**
@@ -28,7 +28,7 @@ export async function stopBatch(
   clock: Clock,
   terminate: boolean,
   host: Pick<HostIdentity, 'isAlive'>,
-  unfinished = 0,
+  unfinished: number | null = null,
 ): Promise<StopOutcome> {
   const request: StopRequest = { terminate, requested_at: clock.now().toISOString() };
   await store.writeJsonAtomic(STOP_FILE, request);
@@ -55,14 +55,12 @@ export async function requestStop(
   host: Pick<HostIdentity, 'isAlive'>,
 ): Promise<StopOutcome> {
   const { manifest } = await loadBatch(store);
-  const unfinished = (await readJobFiles(store, manifest)).filter((f) => f.result === null).length;
-  if ((await runningSupervisor(store, host)) === null)
-    return {
-      signalled: false,
-      pid: null,
-      terminate,
-      state: unfinished === 0 ? 'finished' : 'not-running',
-      unfinished,
-    };
-  return stopBatch(store, clock, terminate, host, unfinished);
+  // A live supervisor is stopped at once, whatever the job files say (nothing else is read on that path).
+  if ((await runningSupervisor(store, host)) !== null) return stopBatch(store, clock, terminate, host, null);
+  const unfinished = await readJobFiles(store, manifest).then(
+    (files) => files.filter((f) => f.result === null).length,
+    () => null, // unreadable job files: not known to be finished
+  );
+  const state = unfinished === 0 ? 'finished' : 'not-running';
+  return { signalled: false, pid: null, terminate, state, unfinished };
 }

@@ -44,7 +44,7 @@ export default class BatchStop extends BaseCommand {
       this.log(`  its report: ${this.userBin} e1-batch report --output ${output}`);
     } else if (outcome.state === 'not-running') {
       this.log(
-        `nothing to stop: no supervisor is running for this batch (${outcome.unfinished} job${outcome.unfinished === 1 ? '' : 's'} without a result); nothing written`,
+        `nothing to stop: no supervisor is running for this batch${outcome.unfinished === null ? '' : ` (${outcome.unfinished} job${outcome.unfinished === 1 ? '' : 's'} without a result)`}; nothing written`,
       );
       this.log(`  why it is not running: ${this.userBin} e1-batch status --output ${output}`);
       this.log(`  to go on: ${this.userBin} e1-batch resume --output ${output}`);
