@@ -3,6 +3,36 @@
 // machine's Node 20, say), say so plainly instead of failing somewhere inside a dependency.
 // Nothing above the guard may need Node 24; nothing here loads oclif before it is needed (start-up time:
 // docs/benchmarks.md, "start-up").
+// A git checkout (src/ next to bin/; an installed package has none) that was never installed or built: the fix is
+// `npm ci && npm run build` (the pinned Node 24 comes with npm ci), not installing another Node.
+{
+  const { existsSync } = await import('node:fs');
+  const { fileURLToPath } = await import('node:url');
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const step = !existsSync(`${root}src`)
+    ? null
+    : !existsSync(`${root}node_modules`)
+      ? 'npm ci && npm run build'
+      : !existsSync(`${root}dist`) && !versionOnly()
+        ? 'npm run build'
+        : null;
+  if (step !== null) {
+    const what = step.startsWith('npm ci')
+      ? 'is not installed yet (no node_modules)'
+      : 'is not built yet (no dist)';
+    process.stderr.write(
+      `roboguide-eval: this checkout (${root.replace(/\/$/, '')}) ${what}.\n` +
+        `  Run in it: ${step}\n` +
+        '  Or `npm run demo`: does that (and builds the synthetic images), then runs a small batch end to end.\n',
+    );
+    process.exit(1);
+  }
+}
+
+function versionOnly() {
+  return ['--version', '-v'].includes(process.argv[2] ?? '');
+}
+
 const major = Number(process.versions.node.split('.')[0]);
 if (major < 24) {
   // In this checkout the launcher next to this file runs the pinned Node 24 of node_modules; installed elsewhere
@@ -18,6 +48,22 @@ if (major < 24) {
       : '  Install Node.js 24 (nodejs.org, or your version manager: `nvm install 24`, `fnm install 24`) and run it again.\n';
   process.stderr.write(`roboguide-eval needs Node.js 24 or newer; this is ${process.version}.\n${hint}`);
   process.exit(1);
+}
+// Output into a closed pipe (`roboguide-eval --help | head -1`) is not an error of ours: the reader has what it
+// wanted. EPIPE on stdout or stderr is swallowed (the stream is destroyed, later writes go nowhere) and the command
+// ends as it would have (its cleanup included: a pair's container is still removed); a loop that only prints
+// (status --watch) stops when stdout is gone. oclif's final flush waits for a 'drain' a closed stdout never sends:
+// `outputClosed` ends that wait, so the exit code is the command's (0 for help), never Node's 13 for an unsettled
+// top-level await. Any other stream error is thrown as before.
+let closeOutput = () => {};
+const outputClosed = new Promise((resolve) => {
+  closeOutput = resolve;
+});
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err) => {
+    if (err?.code !== 'EPIPE') throw err;
+    if (stream === process.stdout) closeOutput();
+  });
 }
 const { default: nodeModule } = await import('node:module');
 const { lstatSync, mkdirSync, readFileSync } = await import('node:fs');
@@ -43,7 +89,7 @@ if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   (await statusFast(process.argv.slice(4)))
 )) {
   const { execute } = await import('@oclif/core');
-  await execute({ dir: import.meta.url });
+  await Promise.race([execute({ dir: import.meta.url }), outputClosed]);
 }
 
 /**

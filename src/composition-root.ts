@@ -9,6 +9,7 @@ import { homedir } from 'node:os';
 import { dirname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
+import { humanLogDestination } from './adapters/stderr-log-format.js';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerPairNetwork } from './adapters/docker/docker-pair-network.js';
 import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
@@ -213,12 +214,12 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
 }
 
 /**
- * Our own diagnostics on stderr (JSON), warnings and up unless ROBOGUIDE_LOG_LEVEL says otherwise; a level pino does
- * not know is refused at once.
+ * Our own diagnostics on stderr (JSON; a human line each on a terminal, or as ROBOGUIDE_LOG_FORMAT says), warnings and
+ * up unless ROBOGUIDE_LOG_LEVEL says otherwise; a level pino does not know is refused at once.
  */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
   const level = process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn';
-  return pino({ level, ...pinoRedactionOptions(secrets) }, pino.destination(2));
+  return pino({ level, ...pinoRedactionOptions(secrets) }, humanLogDestination() ?? pino.destination(2));
 }
 
 /**

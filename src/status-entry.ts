@@ -9,6 +9,7 @@ import { movedImages } from './app/batch/image-pins.js';
 import { BATCH_FILE } from './app/batch/layout.js';
 import { readHotStatus } from './app/batch/read-status.js';
 import { renderStatus } from './cli/status-view.js';
+import { userCommand } from './adapters/user-command.js';
 import { batchFailed } from './core/batch-verdict.js';
 import { ExitCode } from './core/errors.js';
 import { PAIRS_NETWORK_VARIABLE, pairsNetworkSetting } from './core/pair-network.js';
@@ -80,7 +81,7 @@ export async function runStatusFast(argv: readonly string[]): Promise<boolean> {
     const answer = moved.length > 0 ? { ...status, images_moved: moved } : status;
     const text = flags.json
       ? jsonTerminalSafe(JSON.stringify(answer, undefined, 2))
-      : terminalSafe(renderStatus(answer, new Date()));
+      : terminalSafe(renderStatus(answer, new Date(), { bin: userCommand(), output: flags.output }));
     // As the commands print (BaseCommand's `log`, `logJson`): console.log of util.format of the inert text.
     console.log(format(text));
     if (flags.exitStatus && batchFailed(answer)) process.exitCode = ExitCode.batchFailed;

@@ -68,7 +68,8 @@ export function buildResult(input: {
     outcome: input.outcome.value,
     outcome_redactions: input.outcome.redactions,
     outcome_sha256: input.outcomeSha256,
-    outcome_problems: outcomeProblemsOf(input.check),
+    // The exit code is named only when it is the agent's own (not our kill at its deadline or the OOM killer's).
+    outcome_problems: outcomeProblemsOf(input.check, agentExitCode(e.container)),
     container: e.container,
     logs: e.logs,
     sessions: e.sessions,
@@ -82,6 +83,11 @@ export function buildResult(input: {
     started_at: e.startedAt,
     finished_at: e.finishedAt,
   };
+}
+
+/** The container's exit code when the agent ended on its own (null when we or the kernel's OOM killer stopped it). */
+export function agentExitCode(container: ResultFacts['container']): number | null {
+  return container.timed_out || container.oom_killed ? null : container.exit_code;
 }
 
 export interface LostWorkerDeps {

@@ -3,7 +3,7 @@ import { classify, type HarnessFault } from '../core/classify.js';
 import { checkOutcome, formatOutcomeProblem, outcomeProblemsOf } from '../core/outcome.js';
 import { errorDetail } from '../core/errors.js';
 import type { DiskRecord, ResultRecord } from '../core/result.js';
-import { buildResult, outcomeForResult } from './build-result.js';
+import { agentExitCode, buildResult, outcomeForResult } from './build-result.js';
 import { sha256Hex } from './digest.js';
 import type { PairExecution } from './pair-lifecycle.js';
 import type { ExecutePairDeps, ExecutePairInput, PairJob, PairPaths } from './execute-pair-types.js';
@@ -98,7 +98,7 @@ export async function resultOf(
   };
   // Refusal texts hold archive names and error codes from the pair's side: masked before they are kept.
   const sessions = { ...execution.sessions, refusals: execution.sessions.refusals.map(paths.redact) };
-  const problems = outcomeProblemsOf(check);
+  const problems = outcomeProblemsOf(check, agentExitCode(execution.container));
   if (problems.length > 0) {
     deps.logger.warn(
       { job: job.job_id, outcome_problems: problems.map(formatOutcomeProblem) },

@@ -2,9 +2,13 @@ import { movedImageLine } from '../app/batch/image-pins.js';
 import type { BatchStatus } from '../app/batch/status.js';
 import { failedPairs } from '../core/batch-verdict.js';
 import { formatDuration, formatTime } from '../core/report/format.js';
+import { batchNextSteps, type HintContext } from '../core/next-steps.js';
 
-/** `e1-batch status`'s human view (the command, and its fast path in src/status-entry.ts, print the same). */
-export function renderStatus(s: BatchStatus, now: Date): string {
+/**
+ * `e1-batch status`'s human view (the command, and its fast path in src/status-entry.ts, print the same). With `hint`
+ * (the tool and the output folder as the user typed them), a batch that is not running says why and what to run next.
+ */
+export function renderStatus(s: BatchStatus, now: Date, hint?: HintContext): string {
   const c = s.counts;
   const done = c.completed + failedPairs(c);
   const lines = [
@@ -49,6 +53,10 @@ export function renderStatus(s: BatchStatus, now: Date): string {
   lines.push(
     `supervisor ${s.supervisor ? `pid ${s.supervisor.pid} ${s.supervisor.alive ? 'alive' : 'not running'}` : 'never started'}`,
   );
+  if (hint !== undefined) {
+    const unfinished = c.total - c.completed - failedPairs(c);
+    lines.push(...batchNextSteps({ ...s, unfinished }, hint));
+  }
   return lines.join('\n');
 }
 
@@ -56,10 +64,10 @@ export function renderStatus(s: BatchStatus, now: Date): string {
 function failedLines(s: BatchStatus): string[] {
   const f = s.failed;
   if (f === undefined || f.pairs.length === 0) return [];
-  const lines = f.pairs.map(
-    (p) =>
-      `  failed ${p.job_id}  ${p.classification}: ${p.reason ?? '?'}${p.problem !== null ? ` (${p.problem})` : ''}`,
-  );
+  const lines = f.pairs.flatMap((p) => [
+    `  failed ${p.job_id}  ${p.classification}: ${p.reason ?? '?'}${p.problem !== null ? ` (${p.problem})` : ''}`,
+    ...(p.why ?? []).map((line) => `      ${line}`),
+  ]);
   if (f.more > 0)
     lines.push(
       `  … and ${f.more} more failed pair${f.more === 1 ? '' : 's'} (e1-batch report lists every one)`,

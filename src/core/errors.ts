@@ -96,9 +96,19 @@ export interface Issue {
 
 export class InvalidInputError extends RoboguideError {
   readonly issues: readonly Issue[];
-  constructor(code: ErrorCode, what: string, issues: readonly Issue[], options: RoboguideErrorOptions = {}) {
-    super(code, `${what}:\n${issues.map((i) => `  ${i.path}: ${i.rule}`).join('\n')}`, {
-      ...options,
+  /**
+   * `shown`: the lines the message prints, when they differ from `issues` (the same rule across jobs as one line with
+   * the jobs counted: issue 40); `issues` (JSON) keeps every path.
+   */
+  constructor(
+    code: ErrorCode,
+    what: string,
+    issues: readonly Issue[],
+    options: RoboguideErrorOptions & { readonly shown?: readonly Issue[] } = {},
+  ) {
+    const { shown = issues, ...rest } = options;
+    super(code, `${what}:\n${shown.map((i) => `  ${i.path}: ${i.rule}`).join('\n')}`, {
+      ...rest,
       exitCode: ExitCode.invalidInput,
     });
     this.issues = issues;

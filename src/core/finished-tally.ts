@@ -47,6 +47,7 @@ export class FinishedTally {
         reason: facts.first_reason ?? null,
         problem: facts.first_problem ?? null,
         finished_at: facts.finished_at,
+        ...(facts.why !== undefined && facts.why.length > 0 ? { why: facts.why } : {}),
       });
       // Newest last by finish time (journal order is finish order in a live batch; a cold read settles in any order).
       this.#failed.sort(

@@ -4,7 +4,8 @@
  *
  * `launcher`: what the checkout's launcher (bin/roboguide-eval) was run as (its `$0`, handed over in
  * ROBOGUIDE_EVAL_BIN); `script`: process.argv[1] (an installed binary's link, or bin/run.js). A command found on
- * PATH is named by its base name; any other path as given (relative to the working directory when under it).
+ * PATH is named by its base name; the launcher's path exactly as typed (issue 40: an absolute path typed came back
+ * relative); `script` (which Node makes absolute, whatever was typed) relative to the working directory when under it.
  */
 export function invokedAs(input: {
   readonly launcher: string | undefined;
@@ -19,6 +20,7 @@ export function invokedAs(input: {
   const dir = raw.slice(0, slash) || '/';
   const base = raw.slice(slash + 1);
   if (input.pathDirs.some((d) => trimSlash(d) === trimSlash(dir))) return base;
+  if (raw === input.launcher) return raw;
   if (raw.startsWith(`${trimSlash(input.cwd)}/`)) return raw.slice(trimSlash(input.cwd).length + 1);
   return raw;
 }

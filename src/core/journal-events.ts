@@ -162,6 +162,8 @@ export interface PairFinishedEvent {
   readonly started_at: string;
   readonly finished_at: string;
   readonly gpu_peak_mib: number | null;
+  /** Why it failed in words (core/next-steps.ts `explainResult`; its stderr's tail already masked), when there is more to say. */
+  readonly why?: readonly string[];
 }
 
 export interface ReconciledEvent {

@@ -25,6 +25,8 @@ export interface FinishFacts {
   readonly first_reason?: string;
   /** The first broken rule of its outcome, `path: message` (result.json `outcome_problems`), when there was one. */
   readonly first_problem?: string;
+  /** Why it failed in words and what would let it through (core/next-steps.ts `explainResult`), when there is more to say. */
+  readonly why?: readonly string[];
 }
 
 /** A failed pair as status names it. */
@@ -34,6 +36,8 @@ export interface FailedPair {
   readonly reason: string | null;
   readonly problem: string | null;
   readonly finished_at: string;
+  /** Why it failed in words (issue 40); absent when there is nothing to add to the reason and problem. */
+  readonly why?: readonly string[];
 }
 
 /** How many failed pairs status names (the most recent); the report lists every one. */
@@ -101,6 +105,7 @@ export function finishFactsOf(r: Extract<JournalEntry, { type: 'pair_finished' }
     typeof problem?.path === 'string' && typeof problem.message === 'string'
       ? `${problem.path}: ${problem.message}`
       : undefined;
+  const why = Array.isArray(r.why) ? r.why.filter((l): l is string => typeof l === 'string') : [];
   return {
     classification: classification as Classification,
     started_at: startedAt,
@@ -108,5 +113,6 @@ export function finishFactsOf(r: Extract<JournalEntry, { type: 'pair_finished' }
     gpu_peak_mib: peak,
     ...(reason !== undefined ? { first_reason: reason } : {}),
     ...(firstProblem !== undefined ? { first_problem: firstProblem } : {}),
+    ...(why.length > 0 ? { why } : {}),
   };
 }

@@ -112,14 +112,24 @@ export interface OutcomeProblem {
 
 /**
  * Why an outcome is not a valid one, rule by rule (result.json `outcome_problems`, the report, status, the log):
- * empty for a valid outcome. The paths are the contract's own keys (never text from the driver).
+ * empty for a valid outcome. `exitCode`: the container's, named when the outcome is missing and it is not 0. The paths are the contract's own keys (never text from the driver).
  */
-export function outcomeProblemsOf(check: OutcomeCheck): OutcomeProblem[] {
+export function outcomeProblemsOf(check: OutcomeCheck, exitCode: number | null = null): OutcomeProblem[] {
   switch (check.kind) {
     case 'valid':
       return [];
     case 'missing':
-      return [{ path: 'outcome', message: 'no file at ROBOGUIDE_OUTCOME_PATH when the container exited' }];
+      // The agent's own exit code says whose failure it was (issue 40): a crash reads as the agent's, not ours.
+      return [
+        {
+          path: 'outcome',
+          message:
+            'no file at ROBOGUIDE_OUTCOME_PATH when the container exited' +
+            (exitCode !== null && exitCode !== 0
+              ? ` (the agent exited with code ${exitCode}: see the end of its stderr.log)`
+              : ''),
+        },
+      ];
     case 'unparseable':
       return [{ path: 'outcome', message: 'not a readable UTF-8 JSON document' }];
     case 'too_large':

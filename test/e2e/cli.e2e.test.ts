@@ -96,7 +96,8 @@ describe('the CLI as a black box', () => {
           {
             job_id: 'a',
             argv: ['x'],
-            cwd: '/w',
+            // A cwd that passes: unset variables alone keep their own code (with other errors, all are listed together).
+            cwd: await mkdtemp(join(dir, 'cwd-')),
             outcome_path: join(dir, 'o', 'a.json'),
             environment: { TOKEN: '${RG_E2E_UNSET}' },
           },

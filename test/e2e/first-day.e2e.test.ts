@@ -55,10 +55,8 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
     expect(work.startsWith(tmp)).toBe(true);
   });
 
-  it("start's hint names the command the page ran (the launcher, relative to the checkout), never npx", () => {
-    expect(shell.stdout).toContain(
-      `  follow it: bin/roboguide-eval e1-batch status --output ${work}/batch --watch`,
-    );
+  it("start's hint names the command and the folder as the page typed them (absolute here), never npx", () => {
+    expect(shell.stdout).toContain(`  follow it: ${LAUNCHER} e1-batch status --output ${work}/batch --watch`);
     expect(shell.stdout + shell.stderr).not.toContain('npx');
   });
 
@@ -93,6 +91,18 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
       'failed pair-0002  infrastructure_failure: outcome_invalid (infrastructure_failure: is required (true or false; there is no default))',
     );
     expect(human.stdout).not.toMatch(/failed pair-000[13]/);
+    // The crashed agent (issue 40): its exit code, the end of its stderr and where the file is, as the page shows.
+    expect(human.stdout).toContain(
+      'failed pair-0004  infrastructure_failure: outcome_missing (outcome: no file at ROBOGUIDE_OUTCOME_PATH when the container exited (the agent exited with code 3: see the end of its stderr.log))',
+    );
+    expect(human.stdout).toContain(
+      '    the agent exited with code 3 without writing its outcome: it crashed or gave up',
+    );
+    expect(human.stdout).toContain("      | KeyError: 'expected'");
+    expect(human.stdout).toContain(`    its whole stderr: ${work}/batch/jobs/pair-0004/stderr.log`);
+    expect(human.stdout).toContain(
+      `next: ${LAUNCHER} e1-batch report --output ${work}/batch   (every job has a result)`,
+    );
     expect(human.stdout).toContain('(max_workers 1: serial by the manifest)');
     const json = JSON.parse(rg(['e1-batch', 'status', '--output', join(work, 'batch'), '--json']).stdout) as {
       state: string;
@@ -101,6 +111,10 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
     expect(json.state).toBe('drained');
     expect(json.failed).toEqual({
       pairs: [
+        expect.objectContaining({
+          job_id: 'pair-0004',
+          reason: 'outcome_missing',
+        }),
         expect.objectContaining({
           job_id: 'pair-0002',
           reason: 'outcome_invalid',
@@ -160,7 +174,7 @@ describe.skipIf(noDocker)('first day: docs/driver.md followed literally', () => 
     const r = rg(['e1-batch', 'resume', '--output', batch]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('batch already drained: every job has a result; no supervisor started');
-    expect(r.stdout).toContain(`${LAUNCHER.slice(ROOT.length + 1)} e1-batch report --output ${batch}`);
+    expect(r.stdout).toContain(`${LAUNCHER} e1-batch report --output ${batch}`);
     expect(await readFile(join(batch, 'events.jsonl'), 'utf8')).toBe(before);
   });
 

@@ -160,6 +160,8 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
       signalled: false,
       pid: null,
       terminate: true,
+      state: 'stop-requested',
+      unfinished: null,
     });
     expect(await batch.store.readJson(STOP_FILE)).toEqual({
       terminate: true,
@@ -173,6 +175,8 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
       signalled: false,
       pid: null,
       terminate: false,
+      state: 'stop-requested',
+      unfinished: null,
     });
   });
 
@@ -185,6 +189,8 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
         signalled: true,
         pid: identity.pid,
         terminate: false,
+        state: 'stop-requested',
+        unfinished: null,
       });
       // The child has no SIGUSR2 handler: the signal's default action ends it, which shows it was sent.
       expect((await exited)[1]).toBe('SIGUSR2');
@@ -193,7 +199,7 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
     }
   });
 
-  it('requestStop refuses a folder that is not a batch and writes nothing there', async () => {
+  it('requestStop refuses a folder that is not a batch and writes nothing there; with no supervisor it writes nothing either (issue 40)', async () => {
     const empty = join(dir, 'empty');
     await mkdir(empty);
     const store = new EvidenceStore(new NodeFileSystem(), empty);
@@ -201,8 +207,9 @@ describe('stopBatch / requestStop (`e1-batch stop`)', () => {
     expect(await store.exists(STOP_FILE)).toBe(false);
     expect(await requestStop(batch.store, clock, false, procHostIdentity)).toMatchObject({
       signalled: false,
+      state: expect.stringMatching(/^(finished|not-running)$/),
     });
-    expect(await batch.store.exists(STOP_FILE)).toBe(true);
+    expect(await batch.store.exists(STOP_FILE)).toBe(false);
   });
 });
 

@@ -13,13 +13,16 @@ describe('invokedAs: the command hints name (never npx)', () => {
     );
   });
 
-  it('a link on PATH by its name; an absolute path under the working directory relative to it', () => {
+  it('a link on PATH by its name; an absolute launcher path as typed (issue 40); a script path relative under the working directory', () => {
     expect(invokedAs({ ...base, launcher: '/home/u/.local/bin/roboguide-eval', script: undefined })).toBe(
       'roboguide-eval',
     );
     expect(
       invokedAs({ ...base, launcher: '/home/u/roboguide-eval/bin/roboguide-eval', script: undefined }),
-    ).toBe('bin/roboguide-eval');
+    ).toBe('/home/u/roboguide-eval/bin/roboguide-eval');
+    expect(invokedAs({ ...base, launcher: undefined, script: '/home/u/roboguide-eval/bin/run.js' })).toBe(
+      'bin/run.js',
+    );
   });
 
   it("an installed package's binary (node_modules/.bin on PATH under npm exec) by its name; nothing known: roboguide-eval", () => {

@@ -35,11 +35,13 @@ function base64Case(secret: string, offset: number) {
   const bytes = Buffer.concat([before, Buffer.from(secret, 'utf8'), Buffer.from('!tail')]);
   const encoded = bytes.toString('base64');
   const stable = stableBase64(secret, before.length % 3);
-  const at = encoded.indexOf(stable);
+  // Every char that carries a bit of the value is masked, the edge chars too (issue 40).
+  const from = Math.floor((8 * before.length) / 6);
+  const to = Math.ceil((8 * (before.length + Buffer.byteLength(secret))) / 6);
   return {
     name: `base64 at byte offset ${before.length % 3} of ${JSON.stringify(secret)}`,
     text: `payload=${encoded}\n`,
-    expected: `payload=${encoded.slice(0, at)}[REDACTED]${encoded.slice(at + stable.length)}\n`,
+    expected: `payload=${encoded.slice(0, from)}[REDACTED]${encoded.slice(to)}\n`,
     forms: [stable],
   };
 }

@@ -157,7 +157,7 @@ describe('report.html', () => {
       'outcome_invalid<ul class="problems"><li>fatal_failure: is required (true or false; there is no default)</li></ul>',
     );
     expect(row).toContain('<a href="jobs/p-broken/outcome/outcome.json">outcome</a>');
-    expect(html).toContain('stop requested (e1-batch stop)</span>');
+    expect(html).toContain('stop requested (e1-batch stop; square, dashed line)</span>');
     expect(html).toContain('supervisor start (first start or resume; filled) / exit (hollow)</span>');
   });
 

@@ -25,6 +25,7 @@ function pair(i: number, overrides: Partial<ReportPair> = {}): ReportPair {
     slot: i % 2,
     links: {},
     outcome_problems: [],
+    why: [],
     ...overrides,
   };
 }

@@ -144,7 +144,11 @@ describe('swarm batch: batch.json and status nodes', () => {
 
   it('refuses gpus "all" for a swarm batch, naming the job, before anything is written', async () => {
     await expect(start('all')).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(start('all')).rejects.toThrow(/jobs\[0\]\.gpus: must be a GPU count/);
+    // Printed once for the three jobs (issue 40); the error's issues keep each job's path.
+    await expect(start('all')).rejects.toThrow(/jobs\[\*\]\.gpus: must be a GPU count .*\(3 jobs: a, b, c\)/);
+    await expect(start('all')).rejects.toMatchObject({
+      issues: expect.arrayContaining([expect.objectContaining({ path: 'jobs[0].gpus' })]),
+    });
     await expect(readFile(join(dir, 'batch', 'batch.json'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 });

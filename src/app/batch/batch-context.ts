@@ -1,6 +1,7 @@
 import { isBatchRecord, isReceipt, isResultRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { InvalidInputError, RoboguideError } from '../../core/errors.js';
+import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
+import { groupedByJob } from '../../core/manifest/environment.js';
 import {
   parseManifest,
   resolveEnvironment,
@@ -26,27 +27,48 @@ export function resolveAllEnvironments(
   only?: ReadonlySet<string>,
   options: ResolveOptions = {},
 ): Map<string, ResolvedJobEnvironment> {
+  const { resolved, issues } = environmentIssues(manifest.jobs, source, only, options);
+  if (issues.length > 0) throw environmentMissing(issues, manifest.jobs);
+  return resolved;
+}
+
+/** Every job's environment resolved, and its problems (one per job and field: `environmentMissing` groups them to print). */
+export function environmentIssues(
+  jobs: readonly Pick<Manifest['jobs'][number], 'job_id' | 'environment'>[],
+  source: Readonly<Record<string, string | undefined>>,
+  only?: ReadonlySet<string>,
+  options: ResolveOptions = {},
+): { resolved: Map<string, ResolvedJobEnvironment>; issues: Issue[] } {
   const resolved = new Map<string, ResolvedJobEnvironment>();
-  const issues = [];
-  for (const [i, job] of manifest.jobs.entries()) {
+  const issues: Issue[] = [];
+  for (const [i, job] of jobs.entries()) {
     if (only && !only.has(job.job_id)) continue;
     const r = resolveEnvironment(job.environment, source, `jobs[${i}].environment`, options);
     if (r.ok) resolved.set(job.job_id, { values: r.values, secrets: r.secrets, warnings: r.warnings });
     else issues.push(...r.issues);
   }
-  if (issues.length > 0) {
-    throw new InvalidInputError(
-      'E_ENV_MISSING',
-      'the manifest references variables that are not set or not usable',
-      issues,
-      {
-        suggestions: [
-          'export the named variables in the environment that runs start/resume (values of 8+ characters)',
-        ],
-      },
-    );
-  }
-  return resolved;
+  return { resolved, issues };
+}
+
+/** E_ENV_MISSING: every issue in `issues` (JSON); printed one line per variable and rule, the jobs counted. */
+export function environmentMissing(
+  issues: readonly Issue[],
+  jobs: readonly Pick<Manifest['jobs'][number], 'job_id'>[],
+): InvalidInputError {
+  return new InvalidInputError(
+    'E_ENV_MISSING',
+    'the manifest references variables that are not set or not usable',
+    issues,
+    {
+      shown: groupedByJob(
+        issues,
+        jobs.map((job) => job.job_id),
+      ),
+      suggestions: [
+        'export the named variables in the environment that runs start/resume (values of 8+ characters)',
+      ],
+    },
+  );
 }
 
 /** The frozen batch: identity and the manifest as it was given. */

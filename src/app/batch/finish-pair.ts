@@ -14,6 +14,8 @@ import type { Logger } from '../ports/logger.js';
 import type { OutcomeReader } from '../ports/outcome-reader.js';
 import { reconcilePair } from '../reconcile-pair.js';
 import { jobRel, resultRel } from './layout.js';
+import { STDERR_LOG } from '../../core/evidence-names.js';
+import { exitCodeOf, explainResult, lastLines } from '../../core/next-steps.js';
 import { finishFactsOfResult } from './status.js';
 
 export interface FinishDeps {
@@ -70,6 +72,7 @@ export async function finishPair(
   failpoint('after_result');
   // The times and the GPU peak: what status counts of a finished pair, so that it needs no result file to count it.
   const facts = finishFactsOfResult(result);
+  const why = await whyOfResult(store, jobId, result);
   await journal('pair_finished', {
     job_id: jobId,
     claim_id: receipt.claim_id,
@@ -81,8 +84,33 @@ export async function finishPair(
     started_at: facts.started_at,
     finished_at: facts.finished_at,
     gpu_peak_mib: facts.gpu_peak_mib,
+    ...(why.length > 0 ? { why } : {}),
   });
   return reconcileFinished(deps, receipt, result, classified);
+}
+
+/** Bytes of a log's end read for a hint: enough for a traceback's last lines. */
+const TAIL_BYTES = 4096;
+
+/**
+ * Why the pair failed in words (core/next-steps.ts): for an outcome it did not write or broke, the last lines of its
+ * stderr.log (masked on disk already) and where that file is.
+ */
+export async function whyOfResult(
+  store: EvidenceStore,
+  jobId: string,
+  result: ResultRecord,
+): Promise<string[]> {
+  if (result.classification === 'completed') return [];
+  const rel = `${jobRel(jobId)}/${STDERR_LOG}`;
+  const tail = await store.readTail(rel, TAIL_BYTES);
+  return explainResult({
+    reasons: result.reasons,
+    outcome: result.outcome,
+    exit_code: exitCodeOf(result),
+    ...(tail !== null ? { stderr_tail: lastLines(tail, result.logs.stderr.bytes <= TAIL_BYTES) } : {}),
+    stderr_path: store.resolve(rel),
+  });
 }
 
 /**

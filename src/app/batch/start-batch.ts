@@ -17,7 +17,8 @@ import type { NodeInventory } from '../ports/executor-inventory.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
-import { resolveAllEnvironments } from './batch-context.js';
+import { environmentIssues, environmentMissing } from './batch-context.js';
+import { groupedByJob } from '../../core/manifest/environment.js';
 import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
@@ -30,6 +31,7 @@ import {
   type BatchRecord,
 } from './layout.js';
 
+import { refuseUsedOutput } from './output-precheck.js';
 import { registryNeeds, type RegistryNeeds } from './registry-needs.js';
 import { runtimeIssues } from './runtime-issues.js';
 import { gpuCount, swarmJobIssues, swarmSlots } from './swarm-checks.js';
@@ -86,6 +88,8 @@ export interface StartBatchOptions {
   readonly bin?: string;
   /** `--prune-own-images`: the image plan may remove images the engine had before the batch. */
   readonly pruneOwnImages?: boolean;
+  /** `--output` as the user typed it: hints name it so (default: `output`). */
+  readonly outputAsTyped?: string;
 }
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
@@ -151,10 +155,17 @@ async function checkManifest(
   deps: StartBatchDeps,
   options: StartBatchOptions,
 ): Promise<{ readonly bytes: Uint8Array; readonly manifest: Manifest }> {
-  const { bytes, manifest } = await loadManifest(deps.fs, options.manifestPath);
-  const envs = resolveAllEnvironments(manifest, options.environment, undefined, {
-    allowShortSecrets: options.allowShortSecrets === true,
+  const resolveOptions = { allowShortSecrets: options.allowShortSecrets === true };
+  const { bytes, manifest } = await loadManifest(deps.fs, options.manifestPath, {
+    source: options.environment,
+    options: resolveOptions,
   });
+  const { resolved: envs, issues: envIssues } = environmentIssues(
+    manifest.jobs,
+    options.environment,
+    undefined,
+    resolveOptions,
+  );
   const issues = [
     ...bindAddressIssues(options),
     ...swarmJobIssues(manifest, options.executor),
@@ -177,12 +188,15 @@ async function checkManifest(
       },
     )),
   ];
-  if (issues.length > 0)
-    throw new InvalidInputError(
-      'E_MANIFEST_INVALID',
-      `manifest ${options.manifestPath} cannot start`,
-      issues,
-    );
+  // Every problem in one run (issue 40); unset variables alone keep their own code.
+  if (issues.length === 0 && envIssues.length > 0) throw environmentMissing(envIssues, manifest.jobs);
+  if (issues.length > 0) {
+    const all = [...issues, ...envIssues];
+    const ids = manifest.jobs.map((job) => job.job_id);
+    throw new InvalidInputError('E_MANIFEST_INVALID', `manifest ${options.manifestPath} cannot start`, all, {
+      shown: groupedByJob(all, ids),
+    });
+  }
   for (const warning of new Set([...envs.values()].flatMap((e) => e.warnings))) options.onWarning?.(warning);
   return { bytes, manifest };
 }
@@ -273,6 +287,11 @@ async function executorFacts(
  * is written unless every check passed. The caller launches the supervisor.
  */
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
+  // The folder first: a reused one is one line, not every job's outcome_path that its finished batch left (issue 40).
+  await refuseUsedOutput(deps.fs, options.output, {
+    bin: options.bin ?? 'roboguide-eval',
+    typed: options.outputAsTyped ?? options.output,
+  });
   const { bytes, manifest } = await checkManifest(deps, options);
   const bin = options.bin ?? 'roboguide-eval';
   const { engine, pins, planned } = await checkEngine(

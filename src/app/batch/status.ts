@@ -1,3 +1,4 @@
+import { exitCodeOf, explainResult } from '../../core/next-steps.js';
 import { isSupervisorRecord } from '../evidence/evidence-records.js';
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
@@ -103,7 +104,19 @@ export function finishFactsOfResult(result: ResultRecord): FinishFacts {
     gpu_peak_mib: usable ? gpuObservation(result.outcome as Outcome) : null,
     ...(result.reasons[0] !== undefined ? { first_reason: result.reasons[0] } : {}),
     ...(problem !== undefined ? { first_problem: formatOutcomeProblem(problem) } : {}),
+    ...whyOf(result),
   };
+}
+
+/** The words of a failed pair's result read cold (its stderr tail is in the journal's `pair_finished` only). */
+function whyOf(result: ResultRecord): { why?: string[] } {
+  if (result.classification === 'completed') return {};
+  const why = explainResult({
+    reasons: result.reasons,
+    outcome: result.outcome,
+    exit_code: exitCodeOf(result),
+  });
+  return why.length > 0 ? { why } : {};
 }
 
 /** Settle one job of a ledger from its files (receipt: the claim; result: the finish). */

@@ -162,6 +162,25 @@ export class EvidenceStore {
     return unlessMissing(() => this.#fs.readFile(path), null);
   }
 
+  /**
+   * The last `maxBytes` of `rel` (or all of it when shorter); null when it does not exist or cannot be read (a hint
+   * reads it: never an error). Never the whole file when the file system can read from an offset.
+   */
+  async readTail(rel: string, maxBytes: number): Promise<Uint8Array | null> {
+    const path = this.resolve(rel);
+    try {
+      const info = await this.#fs.lstat(path);
+      if (info.kind !== 'file') return null;
+      const from = Math.max(0, info.sizeBytes - maxBytes);
+      const bytes = this.#fs.readFileFrom
+        ? await this.#fs.readFileFrom(path, from)
+        : await this.#fs.readFile(path);
+      return bytes.subarray(Math.max(0, bytes.length - maxBytes));
+    } catch {
+      return null;
+    }
+  }
+
   async exists(rel: string): Promise<boolean> {
     const path = this.resolve(rel);
     return attempt('lstat', rel, 'cannot inspect path', () =>

@@ -17,6 +17,7 @@ import {
 } from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
 import { watchForeground } from '../../cli/foreground-progress.js';
+import { shellWord } from '../../core/next-steps.js';
 
 export default class BatchStart extends BaseCommand {
   static override summary =
@@ -79,6 +80,7 @@ export default class BatchStart extends BaseCommand {
       mountRoots,
       executor,
       bin: this.userBin,
+      outputAsTyped: flags.output,
       onWarning: (message) => this.warn(message),
     });
     const warnings = [...(record.gpu_observation?.warnings ?? [])];
@@ -101,7 +103,8 @@ export default class BatchStart extends BaseCommand {
     }
     const identity = await launchBatchSupervisor(output, 'start', wiring.registry);
     this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
-    this.log(`  follow it: ${this.userBin} e1-batch status --output ${output} --watch`);
+    // The folder as typed (issue 40: an absolute path came back relative), quoted where a shell needs it.
+    this.log(`  follow it: ${this.userBin} e1-batch status --output ${shellWord(flags.output)} --watch`);
     return { batch_id: record.batch_id, output, supervisor_pid: identity.pid, warnings };
   }
 }

@@ -41,21 +41,24 @@ export default class BatchStatusCommand extends BaseCommand {
     const { flags } = await this.parse(BatchStatusCommand);
     const readStatus = await createStatusReader(resolve(flags.output));
     let status = await readStatus(new Date());
+    const hint = { bin: this.userBin, output: flags.output }; // as typed: the next command names them so
     if (flags.watch && !this.jsonEnabled()) {
       // On a terminal: redraw in place. Piped: print the view again only when it changed (no escape codes).
       let last = '';
       for (;;) {
         // Written directly (the redraw's own escape codes): the view made inert here, as log() does for the rest.
-        const view = terminalSafe(renderStatus(status, new Date()));
+        const view = terminalSafe(renderStatus(status, new Date(), hint));
         if (process.stdout.isTTY) process.stdout.write(`\x1b[2J\x1b[H${view}\n`);
         else if (withoutElapsed(view) !== last) process.stdout.write(`${view}\n\n`);
         last = withoutElapsed(view);
         if (status.state !== 'running' && status.state !== 'stopping') break;
+        if (process.stdout.destroyed) break; // read through a pipe that closed (`| head`): nobody is watching
+
         await new Promise((r) => setTimeout(r, 1000));
         status = await readStatus(new Date());
       }
     } else {
-      this.log(renderStatus(status, new Date()));
+      this.log(renderStatus(status, new Date(), hint));
     }
     if (flags['exit-status'] && batchFailed(status)) process.exitCode = ExitCode.batchFailed;
     return status;

@@ -1,4 +1,7 @@
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { STDERR_LOG } from '../../core/evidence-names.js';
+import { explainResult, lastLines } from '../../core/next-steps.js';
 import { Flags } from '@oclif/core';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
 import { BaseCommand } from '../../cli/base-command.js';
@@ -10,7 +13,7 @@ import {
   mountRootsFrom,
 } from '../../cli/flags.js';
 import { trapTermination } from '../../cli/termination.js';
-import { createPairRunWiring } from '../../command-root.js';
+import { createPairRunWiring, evidenceStoreAt } from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
 import { InvalidInputError } from '../../core/errors.js';
 import type { ResultRecord } from '../../core/result.js';
@@ -94,13 +97,13 @@ export default class PairRun extends BaseCommand {
       await deps.dispose();
       termination.dispose();
     }
-    this.render(outcome);
+    await this.render(outcome);
     termination.reraise();
     return { ...outcome.result, output: outcome.output };
   }
 
   /** The human lines (exit 1 unless the pair completed and its slot was released). */
-  private render({ result, output, reconciliation }: RunPairOutcome): void {
+  private async render({ result, output, reconciliation }: RunPairOutcome): Promise<void> {
     const released = reconciliation.kind === 'committed' || reconciliation.kind === 'already_committed';
     if (result.classification !== 'completed' || !released) process.exitCode = 1;
     this.log(
@@ -118,6 +121,19 @@ export default class PairRun extends BaseCommand {
         `  provider failure: ${result.provider_failure.kind} (HTTP ${result.provider_failure.http_status ?? '?'})`,
       );
     if (result.engine_error) this.logToStderr(`  engine: ${result.engine_error.message}`);
+    // Why in words, and what would let it through (issue 40); the stderr tail is masked on disk already.
+    const stderrPath = join(output, STDERR_LOG);
+    const why = explainResult(
+      {
+        reasons: result.reasons,
+        outcome: result.outcome,
+        exit_code: result.container.exit_code,
+        stderr_tail: result.classification === 'completed' ? [] : await stderrTail(output, result),
+        stderr_path: stderrPath,
+      },
+      'allowed_http_statuses',
+    );
+    for (const line of why) this.log(`  ${line}`);
     this.log(`  evidence: ${output}`);
     if (!released) {
       // The receipt records the registry: reconcile finds it without --registry.
@@ -127,6 +143,14 @@ export default class PairRun extends BaseCommand {
     }
   }
 }
+
+/** The last lines of the pair's stderr.log (masked when written; made inert by `log`). */
+async function stderrTail(output: string, result: ResultRecord): Promise<string[]> {
+  const tail = await evidenceStoreAt(output).readTail(STDERR_LOG, TAIL_BYTES);
+  return tail === null ? [] : lastLines(tail, result.logs.stderr.bytes <= TAIL_BYTES);
+}
+
+const TAIL_BYTES = 4096;
 
 /** The spec's text ("-": stdin); a file that cannot be read is an invalid spec (exit 2). */
 async function readSpec(spec: string): Promise<string> {

@@ -69,12 +69,70 @@ function valueRule(name: string, value: string): string | undefined {
   const reference = referenceRule(value);
   if (reference !== undefined || referencedName(value) !== undefined) return reference;
   if (isSecretLookingName(name)) {
-    return 'a secret-looking name must not hold a literal value; reference the supervisor environment as "${NAME}"';
+    return `a secret-looking name must not hold a literal value; reference the supervisor environment as "\${NAME}"${didYouMean(value)}`;
   }
   if (isUrlWithPassword(name, value)) {
     return 'a URL with a password (user:password@) must not be a literal value; reference the supervisor environment as "${NAME}"';
   }
   return undefined;
+}
+
+/** A shell-style reference (`$NAME`, `$(NAME)`, `%NAME%`) written where `${NAME}` was meant: the hint, else ''. */
+function didYouMean(value: string): string {
+  const name =
+    /^(?:\$([A-Za-z_][A-Za-z0-9_]*)|\$\(([A-Za-z_][A-Za-z0-9_]*)\)|\$\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}|%([A-Za-z_][A-Za-z0-9_]*)%)$/.exec(
+      value.trim(),
+    );
+  const found = name?.slice(1).find((n) => n !== undefined);
+  return found === undefined ? '' : ` (did you mean "\${${found}}"?)`;
+}
+
+/** One issue of one job, before `groupedIssues` folds the same rule across jobs. */
+export interface JobIssue extends Issue {
+  readonly jobId: string;
+  /** The path with the job's index replaced by `*` (`jobs[*].environment.KEY`): what is the same across jobs. */
+  readonly shape: string;
+}
+
+/** How many job ids one grouped line names before "… and N more". */
+const JOBS_NAMED = 5;
+
+/**
+ * One line per rule and field (issue 40: one unset `${NAME}` used by 17 jobs was 17 identical lines): a rule met by
+ * one job keeps its path; by several, the path with `[*]` and the jobs counted and named (the first few).
+ */
+export function groupedIssues(issues: readonly JobIssue[]): Issue[] {
+  const groups = new Map<string, JobIssue[]>();
+  for (const issue of issues) {
+    const key = `${issue.shape}\u0000${issue.rule}`;
+    groups.set(key, [...(groups.get(key) ?? []), issue]);
+  }
+  return [...groups.values()].map((group) => {
+    const first = group[0] as JobIssue;
+    if (group.length === 1) return { path: first.path, rule: first.rule };
+    const ids = group.map((g) => g.jobId);
+    const named = ids.slice(0, JOBS_NAMED).join(', ');
+    const more = ids.length > JOBS_NAMED ? `, … and ${ids.length - JOBS_NAMED} more` : '';
+    return { path: first.shape, rule: `${first.rule} (${ids.length} jobs: ${named}${more})` };
+  });
+}
+
+/**
+ * `groupedIssues` over any issues: those at `jobs[i]…` are the job's (named by its id from `jobIds`, else by its
+ * index), the rest stay as they are, in order.
+ */
+export function groupedByJob(issues: readonly Issue[], jobIds: readonly (string | undefined)[]): Issue[] {
+  return groupedIssues(
+    issues.map((issue) => {
+      const index = /^jobs\[(\d+)\]/.exec(issue.path)?.[1];
+      if (index === undefined) return { ...issue, jobId: '', shape: `\u0001${issue.path}` };
+      return {
+        ...issue,
+        jobId: jobIds[Number(index)] ?? `jobs[${index}]`,
+        shape: issue.path.replace(/^jobs\[\d+\]/, 'jobs[*]'),
+      };
+    }),
+  ).map((issue) => (issue.path.startsWith('\u0001') ? { ...issue, path: issue.path.slice(1) } : issue));
 }
 
 /** Names referenced as `${NAME}`, in first-use order, without duplicates. */

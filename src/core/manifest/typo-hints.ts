@@ -28,7 +28,7 @@ export function editDistance(a: string, b: string): number {
   return at(a.length, b.length);
 }
 
-/** The allowed key closest to `key`, when close enough to be a typo (at most 2 edits, and under half its length). */
+/** The allowed key closest to `key`, when close enough to be a typo (at most 2 edits, and under half its length), or its abbreviation. */
 export function closestKey(key: string, allowed: readonly string[]): string | null {
   let best: { key: string; distance: number } | null = null;
   for (const candidate of allowed) {
@@ -36,7 +36,42 @@ export function closestKey(key: string, allowed: readonly string[]): string | nu
     if (distance > 2 || distance * 2 >= Math.max(candidate.length, 1)) continue;
     if (best === null || distance < best.distance) best = { key: candidate, distance };
   }
-  return best?.key ?? null;
+  if (best !== null) return best.key;
+  const abbreviated = allowed.filter((candidate) => abbreviates(key, candidate));
+  return abbreviated.length === 1 ? (abbreviated[0] ?? null) : null;
+}
+
+/**
+ * `timeout_secs` for `timeout_seconds`, `mem_mib` for `memory_mib`: as many `_` words, each the same as the allowed
+ * key's word or a shortening of it (its first letter, then some of its letters in order), at least one word whole.
+ */
+function abbreviates(key: string, candidate: string): boolean {
+  const words = key.toLowerCase().split('_');
+  const full = candidate.toLowerCase().split('_');
+  if (words.length !== full.length || key.toLowerCase() === candidate.toLowerCase()) return false;
+  if (!words.some((w, i) => w === full[i])) return false;
+  return words.every((w, i) => {
+    const f = full[i] ?? '';
+    if (w === f) return true;
+    if (w.length < 2 || w.length >= f.length || w[0] !== f[0]) return false;
+    let at = 0;
+    for (const ch of f) if (ch === w[at]) at++;
+    return at === w.length;
+  });
+}
+
+/** Object keys (own or through an array of objects) of the object at `path` whose schema allows `key`: where it belongs. */
+export function homesOf(schema: AnySchema, path: readonly PropertyKey[], key: string): string[] {
+  const homes: string[] = [];
+  for (const child of allowedKeysAt(schema, path) ?? []) {
+    for (const inner of [[child], [child, 0]] as PropertyKey[][]) {
+      if (allowedKeysAt(schema, [...path, ...inner])?.includes(key)) {
+        homes.push(inner.length === 1 ? child : `${child}[]`);
+        break;
+      }
+    }
+  }
+  return homes;
 }
 
 type AnySchema = z.core.$ZodType;
@@ -82,11 +117,16 @@ export interface Typo {
   readonly meant: string;
 }
 
-/** The unknown-key issue, with its suggestion when there is one. */
-export function unknownKeyRule(key: string, meant: string | null): string {
-  return meant === null
-    ? `unknown key ${JSON.stringify(key)}`
-    : `unknown key ${JSON.stringify(key)} (did you mean ${JSON.stringify(meant)}?)`;
+/** The unknown-key issue, with its suggestion when there is one (a likely key here, or the objects it belongs in). */
+export function unknownKeyRule(key: string, meant: string | null, homes: readonly string[] = []): string {
+  if (meant !== null) return `unknown key ${JSON.stringify(key)} (did you mean ${JSON.stringify(meant)}?)`;
+  if (homes.length > 0) {
+    const where = homes
+      .map((h) => (h.endsWith('[]') ? `each of "${h.slice(0, -2)}"` : `"${h}"`))
+      .join(' or ');
+    return `unknown key ${JSON.stringify(key)} here (it belongs under ${where})`;
+  }
+  return `unknown key ${JSON.stringify(key)}`;
 }
 
 /** Typos among the unknown keys of one zod issue, and their rules. */
@@ -102,7 +142,7 @@ export function typosOf(
   const typos: Typo[] = [];
   for (const key of keys) {
     const meant = closestKey(key, allowed);
-    rules.push(unknownKeyRule(key, meant));
+    rules.push(unknownKeyRule(key, meant, meant === null ? homesOf(schema, path, key) : []));
     // Only a key the object lacks can have been meant: its absence is what the follow-on errors are about.
     if (meant !== null && present !== null && !Object.hasOwn(present, meant))
       typos.push({ objectPath: formatPath(path), written: key, meant });

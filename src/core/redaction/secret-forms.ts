@@ -11,7 +11,10 @@
  * - `base64`: the chars that depend only on the value, at each of the 3 byte alignments;
  *   standard or url-safe alphabet (`+`/`-`, `/`/`_`); a line break (LF or CRLF) may sit between
  *   any two chars (MIME wrapping at 64 or 76 columns; a break right after the first char is
- *   matched by the form without that char: 6 bits stay visible). Padding lies outside these chars.
+ *   matched by the form without that char: 6 bits stay visible). The edge chars that carry only
+ *   some of the value's bits (any char whose value bits match: the rest are the neighbours') are
+ *   masked with it, and the padding after a value that ends the data (issue 40: `[REDACTED]Q=`
+ *   left a tail that told 2 or 4 bits of the key and its length modulo 3).
  * - `utf16le`/`utf16be`: the UTF-16 code units as raw bytes.
  *
  * Patterns are over bytes (codes 0..255); text is matched as its UTF-8 bytes.
@@ -35,6 +38,11 @@ export interface SecretForm {
    * break there is covered by the same form without its first char.
    */
   readonly lineBreaks: boolean;
+  /**
+   * Units from this index on are optional as a suffix: a match may end after any of them (the
+   * edge char and padding of a base64 form). Absent: every unit is required.
+   */
+  readonly optionalFrom?: number;
 }
 
 /**
@@ -142,12 +150,63 @@ export function base64Alignments(bytes: readonly number[]): string[] {
   return forms;
 }
 
-function base64Form(inner: string): SecretForm {
-  const units = [...inner].map((ch): Unit => {
+function base64Unit(chars: string): Unit {
+  const codes: number[] = [];
+  for (const ch of chars) {
+    codes.push(code(ch));
     const safe = URL_SAFE[ch];
-    return [[safe === undefined ? [code(ch)] : [code(ch), code(safe)]]];
-  });
-  return { kind: 'base64', units, lineBreaks: true };
+    if (safe !== undefined) codes.push(code(safe));
+  }
+  // A node accepts at most two bytes: one alternative (of one position) per pair of codes.
+  const alternatives: Alternative[] = [];
+  for (let i = 0; i < codes.length; i += 2) alternatives.push([codes.slice(i, i + 2)]);
+  return alternatives;
+}
+
+function base64Form(inner: string, edges: Base64Edges = NO_EDGES): SecretForm {
+  const units = [
+    ...(edges.lead === '' ? [] : [base64Unit(edges.lead)]),
+    ...[...inner].map((ch) => base64Unit(ch)),
+  ];
+  if (edges.trail === '') return { kind: 'base64', units, lineBreaks: true };
+  const optionalFrom = units.length;
+  units.push(base64Unit(edges.trail), ...[...edges.padding].map(() => base64Unit('=')));
+  return { kind: 'base64', units, lineBreaks: true, optionalFrom };
+}
+
+/** The chars at the edges of one alignment's encoding that carry some of the value's bits. */
+export interface Base64Edges {
+  /** Every char the leading edge can be (its high bits are the byte before's); '' when none. */
+  readonly lead: string;
+  /** Every char the trailing edge can be (its low bits are the byte after's); '' when none. */
+  readonly trail: string;
+  /** The padding after the trailing edge when the value ends the data. */
+  readonly padding: string;
+}
+
+const NO_EDGES: Base64Edges = { lead: '', trail: '', padding: '' };
+
+/** Every char whose 6 bits hold `bits` (of `count` bits) at `shift`, any bits elsewhere. */
+function charsWith(bits: number, count: number, shift: number): string {
+  let out = '';
+  for (let free = 0; free < 1 << (6 - count); free++) {
+    const high = shift === 0 ? free << count : 0;
+    const low = shift === 0 ? 0 : free;
+    out += BASE64.charAt(high | (bits << shift) | low);
+  }
+  return out;
+}
+
+export function base64Edges(bytes: readonly number[], k: number): Base64Edges {
+  const first = bytes[0] ?? 0;
+  const last = bytes[bytes.length - 1] ?? 0;
+  const leadBits = (6 - ((8 * k) % 6)) % 6; // value bits in the leading edge char (its low bits)
+  const trailBits = (8 * (k + bytes.length)) % 6; // value bits in the trailing edge char (its high bits)
+  return {
+    lead: leadBits === 0 ? '' : charsWith(first >> (8 - leadBits), leadBits, 0),
+    trail: trailBits === 0 ? '' : charsWith(last & ((1 << trailBits) - 1), trailBits, 6 - trailBits),
+    padding: trailBits === 2 ? '==' : trailBits === 4 ? '=' : '',
+  };
 }
 
 function utf16Form(secret: string, littleEndian: boolean): SecretForm {
@@ -163,11 +222,26 @@ function utf16Form(secret: string, littleEndian: boolean): SecretForm {
 /** Fewest bytes a form can match. */
 export function minLength(form: SecretForm): number {
   let total = 0;
-  for (const unit of form.units) total += Math.min(...unit.map((alternative) => alternative.length));
+  for (const unit of form.units.slice(0, form.optionalFrom ?? form.units.length))
+    total += Math.min(...unit.map((alternative) => alternative.length));
   return total;
 }
 
 const ALWAYS_KEPT: ReadonlySet<FormKind> = new Set(['percent', 'json', 'utf16le', 'utf16be']);
+
+/**
+ * One alignment's forms: the inner chars with the trailing edge and padding optional after them;
+ * without the first char too (a MIME break right after it); the leading edge and the inner chars.
+ * Overlapping matches merge into one mask. Too short an inner run is not matched at all.
+ */
+function base64FormsAt(bytes: readonly number[], inner: string, k: number): SecretForm[] {
+  if (inner.length < MIN_ENCODED_FORM_LENGTH) return [];
+  const edges = base64Edges(bytes, k);
+  const tail = { ...edges, lead: '' };
+  const forms = [base64Form(inner, tail), base64Form(inner.slice(1), tail)];
+  if (edges.lead !== '') forms.push(base64Form(inner, { ...edges, trail: '', padding: '' }));
+  return forms.filter((form) => minLength(form) >= MIN_ENCODED_FORM_LENGTH);
+}
 
 /** Every form of one value; an empty value has none. */
 export function secretForms(secret: string): SecretForm[] {
@@ -178,7 +252,7 @@ export function secretForms(secret: string): SecretForm[] {
     jsonForm(secret),
     hexForm(bytes),
     // Without its first char too: MIME wrapping may break the line right after it.
-    ...base64Alignments(bytes).flatMap((inner) => [base64Form(inner), base64Form(inner.slice(1))]),
+    ...base64Alignments(bytes).flatMap((inner, k) => base64FormsAt(bytes, inner, k)),
     utf16Form(secret, true),
     utf16Form(secret, false),
   ];

@@ -99,7 +99,10 @@ class Builder {
         if (last >= 0) ends.push(last);
       }
       span += Math.max(...unit.map((alternative) => alternative.length));
-      least += Math.min(...unit.map((alternative) => alternative.length));
+      if (u < (form.optionalFrom ?? Infinity))
+        least += Math.min(...unit.map((alternative) => alternative.length));
+      // An optional suffix: the match may also end before this unit.
+      else for (const end of previousEnds) this.next[end]?.push(FINAL);
       if (u === 0) this.startNodes.push(...starts);
       for (const end of previousEnds) this.next[end]?.push(...starts);
       if (form.lineBreaks && u > 1) {

@@ -45,7 +45,7 @@ svg text{font-size:11px;fill:#4a5361}svg .plbl{fill:#fff;font-size:10px;dominant
 .mk-second-worker path{fill:#f9a825}.mk-second-worker line{stroke:#f9a825;stroke-dasharray:none;stroke-width:2}
 .mk-supervisor-started circle{fill:#455a64}.mk-supervisor-started line,.mk-supervisor-exited line{stroke:#455a64}
 .mk-supervisor-exited circle{fill:#fff;stroke:#455a64;stroke-width:2}
-.problems{margin:2px 0 0;padding-left:16px;font-size:12px;color:#c62828}.mk-stop-requested circle{fill:#616161}.mk-stop-requested line{stroke:#616161}
+.problems{margin:2px 0 0;padding-left:16px;font-size:12px;color:#c62828}.mk-stop-requested rect{fill:#616161}.mk-stop-requested line{stroke:#616161;stroke-dasharray:3 2}.timed-out{font-size:11px;padding:0 4px;border-radius:3px;background:#fdecea;color:#c62828}
 .tick,.axis{stroke:#9aa3ad}
 .gbar.fits,.gpath.fits{fill:#1e88e5;stroke:#1e88e5}.gbar.over,.gpath.over{fill:#ef6c00;stroke:#ef6c00}.gpath{fill:none}
 .limit{stroke:#f9a825;stroke-width:2;stroke-dasharray:6 4}.budget{stroke:#c62828;stroke-width:1.5}.lim{fill:#9a6b00}
@@ -125,7 +125,7 @@ function legend(): string {
     ['#00897b', 'source check'],
     ['#f9a825', 'second worker admitted'],
     ['#455a64', 'supervisor start (first start or resume; filled) / exit (hollow)'],
-    ['#616161', 'stop requested (e1-batch stop)'],
+    ['#616161', 'stop requested (e1-batch stop; square, dashed line)'],
     ['rgba(198,40,40,.25)', 'paused'],
   ];
   return `<div class="legend">${kinds.map((k) => `<span><span class="sw k-${k}"></span>${k.replace('_', ' ')}</span>`).join('')}${marks
@@ -135,8 +135,13 @@ function legend(): string {
 
 /** The outcome's broken rules under the reasons (result.json `outcome_problems`): the fix is named where it shows. */
 function problemsCell(p: ReportPair): string {
-  if (p.outcome_problems.length === 0) return '';
-  return `<ul class="problems">${p.outcome_problems.map((t) => `<li>${esc(t)}</li>`).join('')}</ul>`;
+  const why = p.why ?? []; // absent from report data written before issue 40
+  if (p.outcome_problems.length === 0 && why.length === 0) return '';
+  const items = [
+    ...p.outcome_problems.map((t) => `<li>${esc(t)}</li>`),
+    ...why.map((t) => `<li class="why">${esc(t)}</li>`),
+  ];
+  return `<ul class="problems">${items.join('')}</ul>`;
 }
 
 function row(p: ReportPair, base: string): string {
@@ -152,7 +157,7 @@ function row(p: ReportPair, base: string): string {
   const exit = p.exit_code === null ? '' : String(p.exit_code);
   return (
     `<tr class="k-${kind}" data-job="${esc(p.job_id)}"><td>${esc(p.job_id)}</td><td>${kind}</td><td>${esc(p.reasons.join(', '))}${problemsCell(p)}</td>` +
-    `<td data-v="${p.duration_sec ?? ''}">${formatDuration(p.duration_sec)}${p.timed_out ? ' ⏱' : ''}</td><td>${exit}</td>` +
+    `<td data-v="${p.duration_sec ?? ''}">${formatDuration(p.duration_sec)}${p.timed_out ? ' <span class="timed-out">timed out</span>' : ''}</td><td>${exit}</td>` +
     `<td>${provider}</td><td>${cleanup}</td><td>${href(p.links.stdout, 'stdout')}${href(p.links.stderr, 'stderr')}${href(p.links.result, 'result')}${href(p.links.outcome, 'outcome')}</td></tr>`
   );
 }

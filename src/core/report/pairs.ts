@@ -1,3 +1,4 @@
+import { exitCodeOf, explainResult } from '../next-steps.js';
 import { RESULT_FILE, STDERR_LOG, STDOUT_LOG } from '../evidence-names.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
 import type { ResultRecord } from '../result.js';
@@ -80,5 +81,9 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
     slot: claims.slots.get(j.job_id) ?? null,
     links,
     outcome_problems: (r?.outcome_problems ?? []).map(formatOutcomeProblem),
+    why:
+      r === undefined || r === null || r.classification === 'completed'
+        ? []
+        : explainResult({ reasons: r.reasons, outcome: r.outcome, exit_code: exitCodeOf(r) }),
   };
 }

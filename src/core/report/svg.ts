@@ -108,7 +108,9 @@ function markerGlyphs(m: ReportModel, sc: TimelineScale): string[] {
         ? `<path d="M${mx} 4 l6 7 l-6 7 l-6 -7 z"/>`
         : mk.kind === 'second_worker'
           ? `<path d="M${mx} 4 l7 14 h-14 z"/>`
-          : `<circle cx="${mx}" cy="11" r="5"/>`;
+          : mk.kind === 'stop_requested'
+            ? `<rect x="${num(sc.x(mk.at) - 5)}" y="6" width="10" height="10"/>` // a square: never read as a supervisor start
+            : `<circle cx="${mx}" cy="11" r="5"/>`;
     return `<g class="mk ${cls}" data-kind="${mk.kind}"><title>${esc(`${mk.label} at ${formatTime(mk.at)}`)}</title>${sym}<line x1="${mx}" y1="18" x2="${mx}" y2="${sc.rowsBottom}"/></g>`;
   });
 }

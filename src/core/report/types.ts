@@ -72,6 +72,8 @@ export interface ReportPair {
   };
   /** The outcome's broken rules, `path: message` (result.json `outcome_problems`); empty when none. */
   readonly outcome_problems: readonly string[];
+  /** Why it failed in words and what would let it through (core/next-steps.ts); empty when there is nothing to add. */
+  readonly why: readonly string[];
 }
 
 export interface TimelineMarker {
