@@ -115,6 +115,8 @@ const PAUSE_WORDS: Readonly<Record<PauseReason, string>> = {
   harness:
     'the harness could not do its part for a pair (evidence, cleanup or reconciliation: see the pause cause)',
   registry_unavailable: 'the capacity registry did not answer',
+  image_registry_unavailable:
+    'the image registry did not answer while an image was pulled (its message is in the journal): resume pulls again',
   inputs_changed: 'a source file pinned by source_sha256 changed while the batch ran',
 };
 
@@ -124,6 +126,7 @@ const RESUMABLE: ReadonlySet<string> = new Set([
   'harness',
   'provider',
   'registry_unavailable',
+  'image_registry_unavailable',
 ]);
 
 /** The why and next lines of a batch that is not running: paused, stopped, orphaned, drained. */
