@@ -46,6 +46,8 @@ import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/reconcile-ou
 import type { RecoverOutputDeps } from './app/recover-output.js';
 import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
 import * as root from './composition-root.js';
+import * as pkg from './package-root.js';
+import * as mount from './mount-wiring.js';
 import { RoboguideError } from './core/errors.js';
 import { createImagePulls, readDockerConfig, registryCompressedSize } from './image-wiring.js';
 import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
@@ -70,7 +72,7 @@ export function evidenceStoreAt(dir: string): EvidenceStore {
 
 /** This tool's exact code version (package version and git commit), as receipts and batch.json record it. */
 export async function codeVersion(): Promise<string> {
-  return readCodeVersion(root.PACKAGE_ROOT, { fromBuild: root.RUNS_FROM_BUILD });
+  return readCodeVersion(pkg.PACKAGE_ROOT, { fromBuild: pkg.RUNS_FROM_BUILD });
 }
 
 /**
@@ -111,7 +113,7 @@ export async function launchBatchSupervisor(
   const password =
     registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
   return launchSupervisor(
-    root.BIN_RUN_JS,
+    pkg.BIN_RUN_JS,
     output,
     mode,
     password !== undefined ? { PGPASSWORD: password } : {},
@@ -340,7 +342,7 @@ export async function createBatchStartWiring(
   const host = {
     registryPath: registry.path,
     hostAddresses: hostAddresses(),
-    hostPaths: await root.hostMountRules(runtime),
+    hostPaths: await mount.hostMountRules(runtime),
     environment: process.env,
     codeVersion: await codeVersion(),
   };
@@ -388,7 +390,7 @@ export function createPairRunWiring(
       cwd: process.cwd(),
       hostAddresses: hostAddresses(),
       // The same answer the lifecycle asks for before its create: one engine `info` per process, not two.
-      hostPaths: deps.hostMountRules ?? (() => root.hostMountRules(deps.runtime)),
+      hostPaths: deps.hostMountRules ?? (() => mount.hostMountRules(deps.runtime)),
       ...(registryPath !== undefined ? { registryPath: registry.path } : {}),
       registryRecord: registry.path,
     },

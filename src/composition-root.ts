@@ -1,20 +1,17 @@
 import type { EgressGate } from './app/ports/egress.js';
-import { existsSync } from 'node:fs';
 import { createImagePulls, readDockerConfig } from './image-wiring.js';
 import { NO_CREDENTIALS, registryCredentials } from './app/batch/registry-auth.js';
 import { RECEIPT_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/evidence/evidence-records.js';
 import { readFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
-import { dirname, join, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { hostMountRules, mountOwners } from './mount-wiring.js';
 import pino from 'pino';
 import { humanLogDestination } from './adapters/stderr-log-format.js';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerPairNetwork } from './adapters/docker/docker-pair-network.js';
 import { LazyContainerRuntime, LazyExecutorRuntime } from './adapters/docker/lazy-container-runtime.js';
 import { defaultHostFactsSource } from './adapters/host-facts/systeminformation-host-facts.js';
-import { passwdHomes } from './adapters/host-homes.js';
 import { extractArchiveSafely } from './adapters/safe-extract.js';
 import { fileSessionTails } from './adapters/session-tails.js';
 import type { SwarmExecutor } from './adapters/swarm/swarm-executor.js';
@@ -47,11 +44,10 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import { engineSocketPaths } from './adapters/host-addresses.js';
 import { BATCH_FILE, MANIFEST_FILE } from './app/batch/layout.js';
 import type { SupervisorDeps } from './app/batch/supervisor.js';
 import { nodesDown } from './app/batch/node-down.js';
-import { InternalError, RoboguideError } from './core/errors.js';
+import { RoboguideError } from './core/errors.js';
 import {
   PAIRS_NETWORK_VARIABLE,
   pairsNetworkSetting,
@@ -74,23 +70,6 @@ import type { HostFactsRecord } from './core/host-facts.js';
 // Crash tests' failpoints (ROBOGUIDE_FAILPOINT…), read once from this process's environment: every CLI command
 // loads this module. Unset, as in production, every point stays a no-op.
 installFailpoints(failpointsFromEnvironment(process.env));
-
-/**
- * Root of the installed package (the folder holding package.json, docker/, dist/): the nearest folder above this
- * module with a package.json. Found, not computed, because this module runs from `dist/composition-root.js` (tsc) and
- * from a chunk under `dist/bundle/` (the bundled commands) at different depths.
- */
-export const PACKAGE_ROOT = packageRootAbove(dirname(fileURLToPath(import.meta.url)));
-export const DOCKER_DIR = join(PACKAGE_ROOT, 'docker');
-/** Whether this code runs from the build (dist/), not from the sources (the tests): its code version is the build's. */
-export const RUNS_FROM_BUILD = fileURLToPath(import.meta.url).startsWith(join(PACKAGE_ROOT, 'dist') + sep);
-
-function packageRootAbove(start: string): string {
-  for (let dir = start; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    if (dirname(dir) === dir) throw new InternalError(`no package.json above ${start}`);
-  }
-}
 
 /**
  * The one part of the CLI loaded on first use, not at start: dockerode (with ssh2, gRPC and protobufjs: about
@@ -340,58 +319,6 @@ export function createPairRunDeps(
     },
   };
 }
-
-/** What no pair may get mounted besides the output directory and the registry: $HOME and the engine's sockets. */
-export function hostProtectedPaths(): { homeDir: string; engineSocketPaths: string[] } {
-  return { homeDir: homedir(), engineSocketPaths: engineSocketPaths() };
-}
-
-/** The engine's own folders: its real data root (asked, `DockerRootDir`) when it answers; containerd's is built in. */
-async function engineOwnedDirs(runtime: Pick<ContainerRuntime, 'info'>): Promise<string[]> {
-  const root = await runtime.info().then(
-    (i) => i.dataRoot,
-    () => undefined,
-  );
-  return root !== undefined && root.startsWith('/') ? [root] : [];
-}
-
-/**
- * The host's part of the mount rules (docs/spec.md 5.3): $HOME and every user's home, the engine's sockets, its real
- * data root, and `extraOwned` (our own state folders: the token file's, serve's data directory).
- */
-export async function hostMountRules(
-  runtime: Pick<ContainerRuntime, 'info'>,
-  extraOwned: readonly string[] = [],
-): Promise<{ homeDir: string; homeDirs: string[]; engineSocketPaths: string[]; ownedDirs: string[] }> {
-  const [homeDirs, engineDirs] = await Promise.all([passwdHomes(), engineOwnedDirs(runtime)]);
-  return { ...hostProtectedPaths(), homeDirs, ownedDirs: [...engineDirs, ...codeDirs(), ...extraOwned] };
-}
-
-/**
- * The folders our own code runs from: this package's launcher, build, sources, scripts and dependencies, and the
- * folder of the Node binary running it, and V8's compile cache of it. Root runs them next time: a writable mount of one, or of a folder holding
- * one (the checkout, `/work`), would let a pair or a `serve` caller change what root runs. Protected like the
- * engine's data (never be, contain or lie inside; each also by its real path: a linked `node_modules` too). Other
- * folders of a checkout stay mountable (the demo's work folder lies in it).
- */
-export function codeDirs(): string[] {
-  const inPackage = ['bin', 'dist', 'node_modules', 'src', 'scripts', 'clients', 'docker', '.ci', '.git'];
-  // V8's compile cache of our code (bin/run.js): loaded as code by the next run.
-  const xdg = process.env.XDG_CACHE_HOME ?? '';
-  const cacheBase = xdg.startsWith('/') ? xdg : join(homedir(), '.cache');
-  const compileCaches = [join(cacheBase, 'roboguide-eval'), process.env.NODE_COMPILE_CACHE ?? ''].filter(
-    (p) => p.startsWith('/'),
-  );
-  return [...inPackage.map((name) => join(PACKAGE_ROOT, name)), dirname(process.execPath), ...compileCaches];
-}
-
-/** Who may own a bind source's folders: root and the supervisor's own user. */
-export function mountOwners(): number[] {
-  const uid = process.getuid?.();
-  return uid === undefined ? [0] : [...new Set([0, uid])];
-}
-
-export const BIN_RUN_JS = join(PACKAGE_ROOT, 'bin', 'run.js');
 
 /** Host facts for `e1-batch start`'s batch.json (systeminformation in child processes, static facts cached per boot). */
 export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<HostFactsRecord> {

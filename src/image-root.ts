@@ -1,6 +1,7 @@
 /** The wiring of `images build`: the engine checked, then the synthetic images built. */
 import { buildSyntheticImages, type BuildReport } from './adapters/docker/image-builder.js';
 import * as root from './composition-root.js';
+import * as pkg from './package-root.js';
 
 /** `images build`: the synthetic images of docker/ through dockerode; no engine answering exits 3 before anything. */
 export async function buildImages(options: {
@@ -10,5 +11,5 @@ export async function buildImages(options: {
 }): Promise<BuildReport[]> {
   const runtime = await root.createDockerRuntime();
   await runtime.info(); // fail fast with exit 3 when no engine answers
-  return buildSyntheticImages(runtime.docker, { dockerDir: root.DOCKER_DIR, ...options });
+  return buildSyntheticImages(runtime.docker, { dockerDir: pkg.DOCKER_DIR, ...options });
 }

@@ -32,7 +32,8 @@ import {
   type Adoption,
   type ConcurrencyLimits,
 } from './app/serve/session-manager.js';
-import { createDockerRuntime, createExecutePairDeps, hostMountRules } from './composition-root.js';
+import { createDockerRuntime, createExecutePairDeps } from './composition-root.js';
+import { hostMountRules } from './mount-wiring.js';
 
 /** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
 export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;

@@ -4,7 +4,7 @@ import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN_RUN_JS } from '../../src/composition-root.js';
+import { BIN_RUN_JS } from '../../src/package-root.js';
 
 /** `e1-batch report` and the Node guard of bin/run.js, as a user runs them (no engine needed). */
 let dir: string;

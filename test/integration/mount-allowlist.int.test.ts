@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
-import { PACKAGE_ROOT } from '../../src/composition-root.js';
+import { PACKAGE_ROOT } from '../../src/package-root.js';
 import { cli } from '../support/cli.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 

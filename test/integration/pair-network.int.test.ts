@@ -12,7 +12,8 @@ import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { runDoctor } from '../../src/app/doctor.js';
 import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
 import { PAIRS_BRIDGE, PAIRS_CHAIN, PAIRS_NETWORK } from '../../src/core/pair-network.js';
-import { BIN_RUN_JS, gatherBatchHostFacts } from '../../src/composition-root.js';
+import { gatherBatchHostFacts } from '../../src/composition-root.js';
+import { BIN_RUN_JS } from '../../src/package-root.js';
 import { DRIVER_IMAGE, noDocker, pairRunDeps } from '../support/docker.js';
 import {
   isAlive,
