@@ -5,6 +5,8 @@ import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { ApiError } from '../../app/serve/api-error.js';
 import { openApiDocument } from '../../app/serve/openapi.js';
+import { IMAGE_REF_RULE } from '../../app/serve/request-fields.js';
+import { isImageReference } from '../../core/image-build.js';
 import type { PairService } from '../../app/serve/pair-service.js';
 import type { Logger } from '../../app/ports/logger.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
@@ -59,6 +61,7 @@ function buildRouter(options: ApiServerOptions): Router {
   router.add('GET', '/v1/images', async ({ res, query }) => {
     const ref = query.get('ref') ?? '';
     if (ref === '') throw ApiError.invalid('the image request', [{ path: 'ref', rule: 'is required' }]);
+    if (!isImageReference(ref)) throw ApiError.invalid('the image request', [{ path: 'ref', rule: IMAGE_REF_RULE }]);
     sendJson(res, 200, { ref, present: await options.engine.imageExists(ref) });
   });
   registerSessionRoutes(router, {
@@ -141,7 +144,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
             clientGone: gone.signal,
           });
         } catch (err) {
-          sendError(res, err, options.logger);
+          sendError(res, err, options.logger, req);
         }
       })();
     };

@@ -9,7 +9,7 @@ import {
   Ports,
 } from '../../core/manifest/fields.js';
 import { DEFAULT_RUNTIME, RuntimeName } from '../../core/oci-runtime.js';
-import { Annotations, CapDrop, ExtraHosts, MountSchema, SecretEnv } from './request-fields.js';
+import { Annotations, CapDrop, ExtraHosts, ImageRef, MountSchema, SecretEnv } from './request-fields.js';
 
 /**
  * The sessions resource of the `serve` API: the create request (its fields reuse the pair-spec field schemas, so a
@@ -24,7 +24,7 @@ const LABEL_KEY = /^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$/;
 
 export const SessionCreateSchema = z
   .strictObject({
-    image: NonEmptyString,
+    image: ImageRef,
     environment: CallerEnvironment.default({}),
     secret_env: SecretEnv.optional(),
     user: NonEmptyString.optional().meta({
