@@ -61,7 +61,8 @@ function buildRouter(options: ApiServerOptions): Router {
   router.add('GET', '/v1/images', async ({ res, query }) => {
     const ref = query.get('ref') ?? '';
     if (ref === '') throw ApiError.invalid('the image request', [{ path: 'ref', rule: 'is required' }]);
-    if (!isImageReference(ref)) throw ApiError.invalid('the image request', [{ path: 'ref', rule: IMAGE_REF_RULE }]);
+    if (!isImageReference(ref))
+      throw ApiError.invalid('the image request', [{ path: 'ref', rule: IMAGE_REF_RULE }]);
     sendJson(res, 200, { ref, present: await options.engine.imageExists(ref) });
   });
   registerSessionRoutes(router, {

@@ -78,12 +78,7 @@ export const LINGER_MS = 5_000;
  * dropped until it ends (at most LINGER_MS) before the connection closes: a client that sends its whole body before
  * it reads (Python's http.client) gets the answer, not a reset. 408 (the client stopped sending) closes at once.
  */
-export function sendError(
-  res: ServerResponse,
-  err: unknown,
-  logger: Logger,
-  req?: IncomingMessage,
-): void {
+export function sendError(res: ServerResponse, err: unknown, logger: Logger, req?: IncomingMessage): void {
   const api = toApiError(err);
   if (api.status === 500) logger.error({ error: (err as Error)?.message, code: api.code }, 'request failed');
   if (res.headersSent) {

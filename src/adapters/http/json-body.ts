@@ -114,7 +114,10 @@ function readLimited(req: IncomingMessage, limits: JsonBodyLimits): Promise<Buff
       const seconds = limits.idleTimeoutMs / 1000;
       finish(
         new ApiError(408, 'E_BODY_TIMEOUT', `no byte of the request body arrived for ${seconds} s`, [
-          { path: '$', rule: `the body must arrive without a pause of ${seconds} s (is Content-Length right?)` },
+          {
+            path: '$',
+            rule: `the body must arrive without a pause of ${seconds} s (is Content-Length right?)`,
+          },
         ]),
       );
     }, limits.idleTimeoutMs);
@@ -137,9 +140,12 @@ export async function readJson(req: IncomingMessage, limits = DEFAULT_JSON_LIMIT
   if (hasBody(req)) {
     const type = mediaType(req);
     if (type !== '' && !JSON_TYPE.test(type))
-      throw new ApiError(415, 'E_UNSUPPORTED_MEDIA_TYPE', `the request body must be JSON, not ${type.slice(0, 100)}`, [
-        { path: 'content-type', rule: 'must be application/json' },
-      ]);
+      throw new ApiError(
+        415,
+        'E_UNSUPPORTED_MEDIA_TYPE',
+        `the request body must be JSON, not ${type.slice(0, 100)}`,
+        [{ path: 'content-type', rule: 'must be application/json' }],
+      );
     const declared = Number(req.headers['content-length'] ?? '0');
     if (declared > limits.maxBytes) throw tooLarge(limits.maxBytes);
   }

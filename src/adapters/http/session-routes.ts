@@ -174,6 +174,7 @@ async function exec(
           return_code: result.return_code,
           timed_out: result.timed_out,
           duration_ms: result.duration_ms,
+          interrupted: result.interrupted,
         },
       });
     }

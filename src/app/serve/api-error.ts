@@ -54,7 +54,7 @@ const NUL_ALLOWED = new Set(['stdin']);
  * directory, user, label) can carry one, and the engine's own error would echo the value, or a path of the host.
  */
 export function nulIssues(value: unknown, path = '', found: Issue[] = []): Issue[] {
-  const rule = 'must not contain NUL (U+0000)';
+  const rule = 'must not contain NUL (U+0000, a control character)';
   if (found.length >= MAX_ISSUES) return found;
   if (typeof value === 'string') {
     if (value.includes('\0')) found.push({ path: path === '' ? '$' : path, rule });
@@ -175,9 +175,15 @@ export function toApiError(err: unknown): ApiError {
   if (err instanceof EngineError && err.statusCode === 400 && STATUS_BY_CODE[err.code] === undefined) {
     // The engine found the request invalid: a value we let through. Our words, never the engine's (they may name a
     // path of the host, or quote the value).
-    return new ApiError(400, 'E_ENGINE_REFUSED', `the Docker engine refused the request as invalid (${actionOf(err)})`, [], {
-      cause: err,
-    });
+    return new ApiError(
+      400,
+      'E_ENGINE_REFUSED',
+      `the Docker engine refused the request as invalid (${actionOf(err)})`,
+      [],
+      {
+        cause: err,
+      },
+    );
   }
   if (err instanceof RoboguideError) {
     // An engine 409 (container not running) or 404 (container gone) is the session's state, not our fault.

@@ -90,6 +90,11 @@ export const ExecSchema = z
   })
   .meta({ title: 'Exec' });
 
+const Interrupted = z.enum(['server_stopping', 'session_ended']).nullable().meta({
+  description:
+    'why the server cut the exec short, or null: server_stopping (a SIGTERM: every session is being deleted), session_ended (its container exited or was removed while the exec ran)',
+});
+
 export const ExecResultSchema = z
   .strictObject({
     stdout: z.string(),
@@ -98,6 +103,7 @@ export const ExecResultSchema = z
     timed_out: z.boolean(),
     duration_ms: z.number(),
     truncated: z.boolean().meta({ description: "an output exceeded the server's per-exec cap and was cut" }),
+    interrupted: Interrupted,
   })
   .meta({ title: 'ExecResult' });
 
@@ -105,7 +111,12 @@ export const ExecEventSchema = z
   .union([
     z.strictObject({ stream: z.enum(['stdout', 'stderr']), data: z.string() }),
     z.strictObject({
-      exit: z.strictObject({ return_code: z.int(), timed_out: z.boolean(), duration_ms: z.number() }),
+      exit: z.strictObject({
+        return_code: z.int(),
+        timed_out: z.boolean(),
+        duration_ms: z.number(),
+        interrupted: Interrupted,
+      }),
     }),
     z
       .strictObject({

@@ -160,7 +160,10 @@ export const CleanupRecordSchema = z
   .strictObject({
     session_id: z.string(),
     container_id: z.string(),
-    reason: z.enum(['deleted', 'expired', 'shutdown', 'adopted_expired']),
+    reason: z.enum(['deleted', 'expired', 'shutdown', 'adopted_expired', 'exited', 'gone']).meta({
+      description:
+        'deleted (DELETE), expired (its TTL), shutdown (SIGTERM), adopted_expired (found expired at a restart), exited (its container exited), gone (its container was removed outside roboguide-eval)',
+    }),
     stopped: z.boolean(),
     removed: z.boolean(),
     verified_absent: z.boolean(),
