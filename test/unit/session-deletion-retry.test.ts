@@ -30,6 +30,7 @@ import type {
   EngineInfo,
   RemoveResult,
   SessionContainerSpec,
+  RunningExec,
   SessionEngine,
 } from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
@@ -184,6 +185,12 @@ class FakeEngine implements SessionEngine {
   }
   detail(): Promise<SessionContainerDetail | null> {
     return Promise.resolve(null);
+  }
+  runningExecs(): Promise<readonly RunningExec[]> {
+    return Promise.resolve([]);
+  }
+  killExec(): Promise<void> {
+    return Promise.resolve();
   }
   containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
     return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
