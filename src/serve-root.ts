@@ -184,7 +184,7 @@ async function servesOwnAdvice<T>(work: () => Promise<T>): Promise<T> {
       context: err.context,
       exitCode: err.exitCode,
       suggestions: [
-        'start the registry (or restore the network to it), then start `serve` again; nothing was changed',
+        'start the registry (or restore the network to it), then start `serve` again',
         'check --registry; ROBOGUIDE_REGISTRY_DEADLINE_MS sets how long a registry call may wait',
       ],
     });

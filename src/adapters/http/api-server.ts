@@ -3,6 +3,9 @@ import { openOwnFolder } from '../fs/private-dir.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+
+type IntervalHistogram = ReturnType<typeof monitorEventLoopDelay>;
 import { ApiError } from '../../app/serve/api-error.js';
 import { openApiDocument } from '../../app/serve/openapi.js';
 import { IMAGE_REF_RULE } from '../../app/serve/request-fields.js';
@@ -38,7 +41,7 @@ export interface RunningApiServer {
   close(): Promise<void>;
 }
 
-function buildRouter(options: ApiServerOptions): Router {
+function buildRouter(options: ApiServerOptions, loop: IntervalHistogram): Router {
   const router = new Router();
   const openapi = openApiDocument(options.version);
   router.add('GET', '/v1/health', async ({ res }) => {
@@ -52,6 +55,8 @@ function buildRouter(options: ApiServerOptions): Router {
       ok: version !== null,
       engine: { reachable: version !== null, version },
       version: options.version,
+      // The longest the event loop was held since the server started listening (no request may hold it long).
+      event_loop: { max_delay_ms: Math.round(loop.max / 1e5) / 10 },
     });
   });
   router.add('GET', '/v1/openapi.json', ({ res }) => {
@@ -114,7 +119,8 @@ function listen(server: Server, target: string | { host: string; port: number })
 
 /** node:http on a unix socket (0600) and, optionally, loopback TCP with a bearer token. */
 export async function startApiServer(options: ApiServerOptions): Promise<RunningApiServer> {
-  const router = buildRouter(options);
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  const router = buildRouter(options, loop);
   const handle =
     (requireToken: boolean) =>
     (req: IncomingMessage, res: ServerResponse): void => {
@@ -158,6 +164,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
     process.umask(previous);
   }
   await chmod(options.socketPath, 0o600);
+  loop.enable();
   let tcpServer: Server | null = null;
   let tcpPort: number | null = null;
   if (options.listen) {
@@ -174,6 +181,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
     socketPath: options.socketPath,
     tcpPort,
     close: async () => {
+      loop.disable();
       await Promise.all([closeOne(unixServer), ...(tcpServer ? [closeOne(tcpServer)] : [])]);
       await unlink(options.socketPath).catch(() => undefined);
     },
