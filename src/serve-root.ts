@@ -281,30 +281,32 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     protectedPaths,
   });
   const server = await closingOnFailure(registry, () =>
-    whenFailing(events.close, () =>
-      startApiServer({
-        socketPath,
-        ...(options.listen ? { listen: options.listen } : {}),
-        version: options.version,
-        sessions,
-        pairs,
-        engine,
-        tempRoot,
-        createRedactor,
-        streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP,
-        logger,
-        images: {
-          builds:
-            options.allowBuilds === true
-              ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
-                  maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
-                  memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
-                  timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
-                })
-              : null,
-          maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES,
-        },
-      }),
+    whenFailing(
+      () => events.close(),
+      () =>
+        startApiServer({
+          socketPath,
+          ...(options.listen ? { listen: options.listen } : {}),
+          version: options.version,
+          sessions,
+          pairs,
+          engine,
+          tempRoot,
+          createRedactor,
+          streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP,
+          logger,
+          images: {
+            builds:
+              options.allowBuilds === true
+                ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
+                    maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
+                    memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
+                    timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
+                  })
+                : null,
+            maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES,
+          },
+        }),
     ),
   );
   const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);

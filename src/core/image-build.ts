@@ -30,7 +30,8 @@ export function isImageReference(ref: string): boolean {
   if (IMAGE_ID.test(ref)) return true;
   const at = ref.indexOf('@');
   const named = at >= 0 ? ref.slice(0, at) : ref;
-  const name = named.lastIndexOf(':') > named.lastIndexOf('/') ? named.slice(0, named.lastIndexOf(':')) : named;
+  const name =
+    named.lastIndexOf(':') > named.lastIndexOf('/') ? named.slice(0, named.lastIndexOf(':')) : named;
   return name.length <= 255 && PINNED.test(ref);
 }
 

@@ -2,7 +2,7 @@
 import type { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { Logger } from '../../app/ports/logger.js';
-import type { ContainerEndEvent } from '../../app/serve/session-life.js';
+import type { ContainerEndEvent } from '../../app/ports/container-runtime.js';
 
 /** Wait before subscribing again after the stream ended or failed (an engine restart). */
 const RESUBSCRIBE_MS = 1_000;

@@ -284,6 +284,14 @@ export interface SessionEngine extends ContainerEngine {
   killExec(containerId: string, execId: string): Promise<void>;
 }
 
+/** What the engine reports of a session's container: `die` (its main process ended) or `destroy` (removed). */
+export interface ContainerEndEvent {
+  readonly sessionId: string;
+  readonly containerId: string;
+  readonly action: 'die' | 'destroy';
+  readonly exitCode: number | null;
+}
+
 /** An exec the engine says is running: its id and its command (entrypoint and arguments). */
 export interface RunningExec {
   readonly id: string;

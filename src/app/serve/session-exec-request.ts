@@ -1,7 +1,7 @@
 // One exec request on a live session: its environment and stdin, the run within the limits, and its execs.jsonl line.
 import { once } from 'node:events';
 import type { Readable, Transform } from 'node:stream';
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { systemClock } from '../ports/clock.js';
 import { callerEnvironment } from './caller-secrets.js';
 import type { ExecRequest, ExecResult } from './schemas.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
@@ -34,7 +34,7 @@ export async function redactedArgv(
   const ended = once(redactor, 'end');
   for (let at = 0; at < joined.length; at += REDACT_PIECE_BYTES) {
     redactor.write(joined.subarray(at, at + REDACT_PIECE_BYTES));
-    if (at + REDACT_PIECE_BYTES < joined.length) await nextTurn();
+    if (at + REDACT_PIECE_BYTES < joined.length) await systemClock.sleep(0); // a turn of the event loop
   }
   redactor.end();
   await ended;

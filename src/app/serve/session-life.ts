@@ -1,6 +1,6 @@
 // A session is as alive as its container (issue 39): the engine's word that it exited or was removed ends the session,
 // and the clients of an ended session are told so (410) for as long as the server remembers it.
-import type { ContainerEngine } from '../ports/container-runtime.js';
+import type { ContainerEndEvent, ContainerEngine } from '../ports/container-runtime.js';
 import { ApiError } from './api-error.js';
 import type { Session } from './session-state.js';
 
@@ -10,14 +10,6 @@ export interface SessionEnd {
   /** The container's exit code when the engine said it (`exited`); null otherwise. */
   readonly exitCode: number | null;
   readonly at: string;
-}
-
-/** What the engine reports of a session's container: `die` (its main process ended) or `destroy` (removed). */
-export interface ContainerEndEvent {
-  readonly sessionId: string;
-  readonly containerId: string;
-  readonly action: 'die' | 'destroy';
-  readonly exitCode: number | null;
 }
 
 export function sessionEndOf(event: Pick<ContainerEndEvent, 'action' | 'exitCode'>, at: Date): SessionEnd {

@@ -8,7 +8,7 @@ import type {
   SessionDetail,
   SessionInfo,
 } from './schemas.js';
-import type { PublishedPort } from '../ports/container-runtime.js';
+import type { ContainerEndEvent, PublishedPort } from '../ports/container-runtime.js';
 import { ContainerDefaultsCache } from './container-defaults.js';
 import { admitSession } from './session-admit.js';
 import type { ExecObserver } from './session-exec.js';
@@ -38,7 +38,6 @@ import {
   endedError,
   sessionEndOf,
   stoppingError,
-  type ContainerEndEvent,
   type SessionEnd,
 } from './session-life.js';
 
