@@ -1,3 +1,4 @@
+import type { EgressGate } from './app/ports/egress.js';
 import { existsSync } from 'node:fs';
 import { RECEIPT_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/evidence/evidence-records.js';
@@ -289,11 +290,28 @@ export function createExecutePairDeps(
     mountOwners: mountOwners(),
     // Staged mounts on the local engine only: a swarm node binds its own host's paths.
     ...(inventory.nodes === undefined ? { mountStager: engineMountStager() } : {}),
+    // The egress proxy on the local engine's guarded network only: elsewhere an allowlisted pair fails closed.
+    ...(inventory.nodes === undefined && pairsNetworkSettingOf(process.env) === 'guarded'
+      ? { egress: localEgressGate() }
+      : {}),
     disk: new DiskUsageWalker(),
     openFiles: new ProcOpenFiles(),
     privilegeSweep: new PrivilegeSweeper(),
     handOverOutcomeFolder: outcomeFolderOwner(runtime),
   };
+}
+
+/** The host's egress proxy (docs/spec.md §5.6), its client made on the first allowlisted pair. */
+function localEgressGate(): EgressGate {
+  let gate: Promise<EgressGate> | null = null;
+  const made = async (): Promise<EgressGate> => {
+    const [{ Docker }, { createEgressGate }] = await Promise.all([
+      engineClient(),
+      import('./adapters/egress/egress-gate.js'),
+    ]);
+    return createEgressGate(new Docker());
+  };
+  return { open: async (policy, token) => (await (gate ??= made())).open(policy, token) };
 }
 
 /** `pair run`: the registry is opened (and a named one checked) only once the spec passed every check. */

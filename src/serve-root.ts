@@ -14,6 +14,8 @@ import { startApiServer } from './adapters/http/api-server.js';
 import { watchSessionContainers } from './adapters/docker/docker-session-events.js';
 import { isRegistryUnavailable } from './app/serve/api-error.js';
 import { RoboguideError } from './core/errors.js';
+import { ServeMetrics } from './adapters/http/serve-metrics.js';
+import { instrumentRegistry } from './adapters/metrics/instrumented-registry.js';
 import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
@@ -50,6 +52,8 @@ import { limitDefaults } from './core/pair-limits.js';
 export interface ServeOptions {
   readonly socketPath?: string;
   readonly listen?: { readonly host: string; readonly port: number; readonly token: string };
+  /** `--metrics-listen`: loopback TCP serving only GET /metrics, with the bearer token (issue 45). */
+  readonly metricsListen?: { readonly host: string; readonly port: number; readonly token: string };
   readonly dataDir?: string;
   /** `--mount-root` (real paths): when given, every session mount and pair cwd must lie under one of them. */
   readonly mountRoots?: readonly string[];
@@ -86,6 +90,8 @@ export interface ServeOptions {
 export interface RunningServe {
   readonly socketPath: string;
   readonly tcpPort: number | null;
+  /** The `--metrics-listen` port, or null. */
+  readonly metricsPort: number | null;
   readonly dataDir: string;
   readonly batchId: string;
   readonly adoption: Adoption;
@@ -197,7 +203,16 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   // First: an invalid ROBOGUIDE_PAIRS_NETWORK is refused before anything is written.
   const runtime = options.runtime ?? (await createDockerRuntime(options.environment));
   const { dataDir, tempRoot } = await prepareDataDir(options);
-  const { registry, registryPath } = await servesOwnAdvice(() => openServeRegistry(options));
+  const opened = await servesOwnAdvice(() => openServeRegistry(options));
+  const { registryPath } = opened;
+  // GET /metrics (issue 45): every registry call of this process timed, the live sessions and pairs counted.
+  let pairsRef: PairService | null = null;
+  let liveRef: SessionManager | null = null;
+  const metrics = new ServeMetrics({
+    sessions: () => liveRef?.list().length ?? 0,
+    pairs: () => pairsRef?.runningCount() ?? 0,
+  });
+  const registry = instrumentRegistry(opened.registry, metrics.registryCalls);
   const engine = new DockerSessionEngine(runtime);
   const store = new EvidenceStore(new NodeFileSystem(), dataDir);
   const batchId = `serve-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
@@ -250,6 +265,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     }),
   });
   sessionsRef = sessions;
+  liveRef = sessions;
   const watchFrom = Date.now();
   const adoption = await closingOnFailure(registry, () =>
     servesOwnAdvice(() => sessions.adopt((id) => runtime.environmentOf(id))),
@@ -280,6 +296,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     codeVersion: options.version,
     protectedPaths,
   });
+  pairsRef = pairs;
   const server = await closingOnFailure(registry, () =>
     whenFailing(
       () => events.close(),
@@ -287,6 +304,8 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
         startApiServer({
           socketPath,
           ...(options.listen ? { listen: options.listen } : {}),
+          ...(options.metricsListen ? { metricsListen: options.metricsListen } : {}),
+          metrics,
           version: options.version,
           sessions,
           pairs,
@@ -314,6 +333,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   return {
     socketPath,
     tcpPort: server.tcpPort,
+    metricsPort: server.metricsPort,
     dataDir,
     batchId,
     adoption,

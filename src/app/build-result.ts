@@ -29,6 +29,7 @@ export type ResultFacts = Pick<
   | 'engineError'
   | 'startedAt'
   | 'finishedAt'
+  | 'phases'
 >;
 
 /** The parsed outcome as result.json keeps it: secrets masked; the host file stays as the driver wrote it. */
@@ -77,6 +78,7 @@ export function buildResult(input: {
     engine_error: e.engineError,
     ...(input.limits !== undefined ? { limits: input.limits } : {}),
     ...(input.disk !== undefined ? { disk: input.disk } : {}),
+    ...(e.phases !== undefined ? { phases: e.phases } : {}),
     started_at: e.startedAt,
     finished_at: e.finishedAt,
   };

@@ -6,6 +6,8 @@ import type { OutcomeRead } from '../core/outcome.js';
 import type { ProviderFailure, ResultRecord } from '../core/result.js';
 import type { ImageSessionsMemo } from '../core/sessions-skip.js';
 import type { NetworkChoice } from '../core/pair-network.js';
+import type { EgressInput } from '../core/egress/policy.js';
+import type { EgressGate } from './ports/egress.js';
 import type { PairLimits, RequestedLimits } from '../core/pair-limits.js';
 import type { DiskUsage, DiskUsageBudget, OpenFileScan } from './ports/disk-usage.js';
 import type { PrivilegeSweep } from './ports/privilege-sweep.js';
@@ -30,6 +32,8 @@ export interface PairJob extends RequestedLimits {
   readonly ports: readonly number[];
   /** `bridge` (absent: the same) or `none` (docs/spec.md §5.1, "network"). */
   readonly network?: NetworkChoice | undefined;
+  /** The egress policy as written (docs/spec.md §5.6); absent: the network's (none → none, bridge → open). */
+  readonly egress?: EgressInput | undefined;
   /** Cap on each of stdout and stderr (bytes); absent: no cap. */
   readonly log_limit_bytes?: number | undefined;
   readonly image: string;
@@ -43,6 +47,8 @@ export interface PairJob extends RequestedLimits {
 
 export interface ExecutePairDeps extends ExecutorInventory {
   readonly runtime: ContainerRuntime;
+  /** The egress proxy (docs/spec.md §5.6); absent: an allowlisted pair fails closed (engine_error). */
+  readonly egress?: EgressGate;
   readonly clock: Clock;
   /** How the lifecycle waits between probes (default: a real timer); a test pairs it with a fake clock. */
   readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
@@ -120,6 +126,8 @@ export interface ExecutePairInput {
   readonly bindAddress: string;
   readonly allowedHttpStatuses: readonly number[];
   readonly terminate?: AbortSignal;
+  /** Aborting it during (or before) a controlled stop kills the container at once (the stop budget cut short). */
+  readonly killNow?: AbortSignal;
   readonly onCreated?: (containerId: string) => Promise<void>;
   /**
    * The launch-time mount guard, resolved ahead by the caller (`mountGuardFor`; a batch resolves it while the claim

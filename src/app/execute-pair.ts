@@ -14,6 +14,8 @@ import { MountGuard } from './mount-guard.js';
 import type { ExecutePairDeps, ExecutePairInput, ExecutedPair, PairPaths } from './execute-pair-types.js';
 import { containerSpecFor, limitsOf, privateOutcomePaths } from './pair-container-spec.js';
 import { publishOperatorCopy, resultOf } from './pair-result.js';
+import { PairEgress } from './pair-egress.js';
+import { effectiveEgress, networkOfEgress } from '../core/egress/policy.js';
 
 export type { PairJob, ExecutePairDeps, ExecutePairInput, ExecutedPair } from './execute-pair-types.js';
 
@@ -24,7 +26,12 @@ const SESSIONS_TIMEOUT_MS = 120_000;
  * result.json. Writing the result is the caller's (batch or `pair run`), because what a failed write means
  * differs between them.
  */
-export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput): Promise<ExecutedPair> {
+export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput): Promise<ExecutedPair> {
+  const egress = new PairEgress(deps.egress, effectiveEgress(given.job.network, given.job.egress));
+  // The proxy token is in the pair's environment: masked in its texts like a secret.
+  const secrets = egress.allowlisted ? [...given.secrets, egress.token] : given.secrets;
+  // The policy decides the network: none → "none", open → the guarded pairs network, allowlist → the egress network.
+  const input = { ...given, secrets, job: { ...given.job, network: networkOfEgress(egress.policy) } };
   const { store, jobRel, job } = input;
   const sessionsRel = join(jobRel, SESSIONS_DIR);
   // Both bind-mount sources must exist: the driver's working directory (made by the mount guard, one folder at a
@@ -47,7 +54,10 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
   let diskRecord: DiskRecord | undefined;
   try {
     execution = await runPairLifecycle(
-      guard === null ? lifecycleDeps : { ...lifecycleDeps, runtime: guard.wrap(deps.runtime) },
+      {
+        ...lifecycleDeps,
+        runtime: guard === null ? egress.wrap(deps.runtime) : guard.wrap(egress.wrap(deps.runtime)),
+      },
       {
         container: containerSpecFor(input),
         outcomePath: privateOutcome.file,
@@ -55,6 +65,7 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
         stopBudgetSec: input.stopBudgetSec,
         secrets: input.secrets,
         ...(input.terminate ? { terminate: input.terminate } : {}),
+        ...(input.killNow ? { killNow: input.killNow } : {}),
         ...(disk ? { halt: disk.halt } : {}),
         ...onCreatedWith(input.onCreated, disk),
         ...(input.reattach ? { reattach: input.reattach } : {}),
@@ -95,7 +106,12 @@ export async function executePair(deps: ExecutePairDeps, input: ExecutePairInput
       cleanup: { ...checked.cleanup, removed: false, verified_absent: false },
     };
   await publishOperatorCopy(deps, checked, job);
-  const result = await resultOf(deps, input, checked, paths, refusal !== null, diskRecord);
+  const egressSummary = await egress.finish(store, jobRel, paths.redact).catch((err: unknown) => {
+    deps.logger.warn({ job: job.job_id, err: errorDetail(err) }, 'egress.jsonl could not be written');
+    return undefined;
+  });
+  const plain = await resultOf(deps, input, checked, paths, refusal !== null, diskRecord);
+  const result = egressSummary !== undefined ? { ...plain, egress: egressSummary } : plain;
   const stripped = await stripHostPrivilege(deps, input, [job.cwd, privateOutcome.dir], paths.redact);
   return {
     result: stripped.length > 0 ? { ...result, host_privilege_stripped: stripped } : result,

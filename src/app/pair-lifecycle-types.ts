@@ -1,3 +1,4 @@
+import type { PhasesRecord } from '../core/pair-phases.js';
 import type { Readable, Transform } from 'node:stream';
 import type { OutcomeRead } from '../core/outcome.js';
 import type { ContainerRecord, LogRecord, ProviderFailure } from '../core/result.js';
@@ -58,6 +59,8 @@ export interface PairLaunch {
   readonly secrets: readonly string[];
   /** Aborting it performs the controlled stop (`stop --terminate`). */
   readonly terminate?: AbortSignal;
+  /** Aborting it during (or before) a controlled stop kills the container at once: the stop budget is cut short. */
+  readonly killNow?: AbortSignal;
   /**
    * Aborting it performs the controlled stop too, for a limit the pair went past (its disk, issue 22): like a log
    * that reached its cap, not an operator's terminate. The caller records why.
@@ -94,4 +97,6 @@ export interface PairExecution extends Pick<
   readonly providerFailureErrorKind: string | null;
   readonly startedAt: string;
   readonly finishedAt: string;
+  /** Milliseconds spent in each phase (src/core/pair-phases.ts); absent for a pair no lifecycle watched (lost worker). */
+  readonly phases?: PhasesRecord;
 }

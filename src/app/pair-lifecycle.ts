@@ -1,6 +1,7 @@
 import { errorDetail, errorKind } from '../core/errors.js';
 import { gpuRequestDropped } from '../core/gpu/gpu-proof.js';
 import { beginLifecycle, decide } from '../core/pair-lifecycle-machine.js';
+import { PhaseTimer } from '../core/pair-phases.js';
 import {
   isEngineCall,
   type CallFailure,
@@ -40,9 +41,12 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
     reattachTo: launch.reattach?.containerId ?? null,
   });
   const queue = [...effects];
+  const phases = new PhaseTimer();
   try {
     for (let effect = queue.shift(); effect !== undefined; effect = queue.shift()) {
+      const beganMs = deps.clock.now().getTime();
       const event = await run.perform(effect, state.facts);
+      phases.add(effect.kind, deps.clock.now().getTime() - beganMs);
       ({ state, effects } = decide(state, event));
       queue.push(...effects);
     }
@@ -52,7 +56,7 @@ export async function runPairLifecycle(deps: PairLifecycleDeps, launch: PairLaun
       await removeAndVerify(deps, state.facts.containerId, launch.stopBudgetSec);
     throw err;
   }
-  return run.execution(state.facts);
+  return { ...run.execution(state.facts), phases: phases.record() };
 }
 
 /** What a thrown error means for the pair (the engine's typed fault, a log file, or a fault of the tool). */
@@ -167,7 +171,7 @@ class LifecycleRun {
               ? 'wall budget spent: controlled stop'
               : 'terminate requested: controlled stop',
           );
-          await runtime.stop(effect.containerId, effect.stopBudgetSec);
+          await this.#stopOrKillNow(effect.containerId, effect.stopBudgetSec);
           return { kind: 'stopped' };
         case 'wait':
           return await this.#wait(effect.containerId, effect.deadlineMs);
@@ -179,6 +183,25 @@ class LifecycleRun {
         'pair did not run to completion',
       );
       return { kind: 'failed', failure, atMs: this.#nowMs() };
+    }
+  }
+
+  /**
+   * The controlled stop (SIGTERM, the stop budget, SIGKILL); `killNow` aborted before or during it cuts the budget
+   * short: a stop with no budget is sent beside it, and the engine kills the container at once.
+   */
+  async #stopOrKillNow(containerId: string, stopBudgetSec: number): Promise<void> {
+    const killNow = this.launch.killNow;
+    if (killNow?.aborted === true) return this.deps.runtime.stop(containerId, 0);
+    const kill = (): void => {
+      this.deps.logger.warn({ container: containerId }, 'kill requested: stop budget cut short');
+      this.deps.runtime.stop(containerId, 0).catch(() => undefined); // the stop below reports the engine's faults
+    };
+    killNow?.addEventListener('abort', kill, { once: true });
+    try {
+      await this.deps.runtime.stop(containerId, stopBudgetSec);
+    } finally {
+      killNow?.removeEventListener('abort', kill);
     }
   }
 

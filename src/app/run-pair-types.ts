@@ -36,6 +36,10 @@ export interface RunPairOptions {
   readonly onWarning?: (message: string) => void;
   /** Aborting it performs the controlled stop (SIGTERM, stop budget, kill); collection and removal still run. */
   readonly terminate?: AbortSignal;
+  /** Aborting it after `terminate` kills the container now instead of waiting out the stop budget (a second Ctrl-C). */
+  readonly killNow?: AbortSignal;
+  /** Told the stop budget the pair runs with, once it is known (the command says it on Ctrl-C). */
+  readonly onStopBudget?: (stopBudgetSec: number) => void;
   /** Called once the exclusive receipt is published (the pair is claimed), before its container is made. */
   readonly onClaimed?: () => void;
 }

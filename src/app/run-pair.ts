@@ -277,6 +277,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     sourceSha256: {},
     codeVersion,
     network: spec.network,
+    egress: spec.egress,
     runtime: spec.runtime ?? DEFAULT_RUNTIME,
     mountMode: (await deps.mountStager?.mode()) ?? 'walked',
     ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
@@ -285,6 +286,8 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
   const store = await claimPair(deps, registry, claim, output, receipt);
   options.onClaimed?.();
   let current = receipt;
+  const stopBudgetSec = options.stopBudgetSec ?? spec.stop_budget_seconds ?? DEFAULT_STOP_BUDGET_SECONDS;
+  options.onStopBudget?.(stopBudgetSec);
   const { result } = await executePair(deps, {
     store,
     jobRel: '.',
@@ -294,7 +297,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     environment: environment.values,
     secrets: environment.secrets,
     sessionsDir: spec.sessions_dir ?? DEFAULT_SESSIONS_DIR,
-    stopBudgetSec: options.stopBudgetSec ?? spec.stop_budget_seconds ?? DEFAULT_STOP_BUDGET_SECONDS,
+    stopBudgetSec,
     deadlineMs: wallDeadlineMs(now.getTime(), spec.timeout_seconds), // from the claim, like a batch pair's
     bindAddress: options.bindAddress,
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
@@ -305,6 +308,7 @@ export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promi
     },
     limits,
     ...(options.terminate ? { terminate: options.terminate } : {}),
+    ...(options.killNow ? { killNow: options.killNow } : {}),
     onCreated: async (containerId) => {
       current = { ...current, container_id: containerId };
       await store.writeJsonAtomic(RECEIPT_FILE, current);

@@ -1,7 +1,7 @@
-import { readFile, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
+import { readTokenFile } from '../cli/token-file.js';
 import { executorFlags, mountRootFlags, mountRootsFrom } from '../cli/flags.js';
 import { codeVersion } from '../command-root.js';
 import { createExecutor, createStderrLogger } from '../composition-root.js';
@@ -25,7 +25,7 @@ export default class Serve extends BaseCommand {
   static override description = [
     'HTTP/1.1 + JSON on a unix socket (mode 0600), default $XDG_RUNTIME_DIR/roboguide-eval/api.sock (else under the',
     'state directory). --listen 127.0.0.1:PORT adds loopback TCP and requires --token-file (bearer token).',
-    'Routes: GET /v1/health, /v1/openapi.json; /v1/images (presence; POST: build from a tar context, cached, no pulls);',
+    'Routes: GET /v1/health, /v1/openapi.json, /metrics (Prometheus; also alone on --metrics-listen); /v1/images (presence; POST: build from a tar context, cached, no pulls);',
     '/v1/sessions (create, get, list, exec, archive, keepalive, delete);',
     '/v1/pairs (start, status, logs, stop) with the `pair run` lifecycle. Evidence goes under --data-dir.',
     '',
@@ -48,8 +48,13 @@ export default class Serve extends BaseCommand {
     listen: Flags.string({
       description: 'also listen on loopback TCP, 127.0.0.1:PORT (requires --token-file)',
     }),
+    'metrics-listen': Flags.string({
+      description:
+        'also serve GET /metrics (Prometheus) alone on loopback TCP, 127.0.0.1:PORT (requires --token-file); /metrics is on every listener anyway',
+    }),
     'token-file': Flags.string({
-      description: 'file holding the bearer token for --listen (must not be group/world readable)',
+      description:
+        'file holding the bearer token for --listen and --metrics-listen (must not be group/world readable)',
     }),
     ...mountRootFlags,
     'data-dir': Flags.string({
@@ -134,13 +139,23 @@ export default class Serve extends BaseCommand {
   async run(): Promise<void> {
     const { flags } = await this.parse(Serve);
     const executor = executorFromFlags(flags);
-    const listen = await parseListen(flags.listen, flags['token-file']);
-    const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token);
+    if (
+      flags['token-file'] !== undefined &&
+      flags.listen === undefined &&
+      flags['metrics-listen'] === undefined
+    )
+      throw new InvalidInputError('E_USAGE', 'invalid flags', [
+        { path: '--token-file', rule: 'only makes sense with --listen or --metrics-listen' },
+      ]);
+    const listen = await parseListen('--listen', flags.listen, flags['token-file']);
+    const metricsListen = await parseListen('--metrics-listen', flags['metrics-listen'], flags['token-file']);
+    const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token ?? metricsListen?.token);
     const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
     const logger = createStderrLogger();
     const running = await startServe({
       ...(flags.socket !== undefined ? { socketPath: flags.socket } : {}),
       ...(listen ? { listen } : {}),
+      ...(metricsListen ? { metricsListen } : {}),
       ...(flags['data-dir'] !== undefined ? { dataDir: flags['data-dir'] } : {}),
       mountRoots,
       // The token file's folder is ours: no session mount or pair cwd may reach it.
@@ -174,6 +189,7 @@ export default class Serve extends BaseCommand {
       JSON.stringify({
         listening: running.socketPath,
         tcp_port: running.tcpPort,
+        metrics_port: running.metricsPort,
         data_dir: running.dataDir,
         adopted,
         reaped,
@@ -220,47 +236,26 @@ export default class Serve extends BaseCommand {
   }
 }
 
+/** `--listen` or `--metrics-listen`: loopback only, and the bearer token of `--token-file` required with either. */
 async function parseListen(
+  flag: '--listen' | '--metrics-listen',
   listen: string | undefined,
   tokenFile: string | undefined,
 ): Promise<{ host: string; port: number; token: string } | undefined> {
-  if (listen === undefined) {
-    if (tokenFile !== undefined)
-      throw new InvalidInputError('E_USAGE', 'invalid flags', [
-        { path: '--token-file', rule: 'only makes sense with --listen' },
-      ]);
-    return undefined;
-  }
+  if (listen === undefined) return undefined;
   const m = /^(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})$/.exec(listen);
   const port = Number(m?.[2]);
   if (m === null || port < 0 || port > 65_535) {
     throw new InvalidInputError('E_USAGE', 'invalid flags', [
-      { path: '--listen', rule: 'must be 127.0.0.1:PORT (loopback only)' },
+      { path: flag, rule: 'must be 127.0.0.1:PORT (loopback only)' },
     ]);
   }
   if (tokenFile === undefined)
     throw new InvalidInputError('E_USAGE', 'invalid flags', [
-      { path: '--token-file', rule: 'is required with --listen' },
+      { path: '--token-file', rule: `is required with ${flag}` },
     ]);
-  let token: string;
-  try {
-    const info = await stat(tokenFile);
-    if ((info.mode & 0o077) !== 0)
-      throw new InvalidInputError('E_USAGE', 'invalid flags', [
-        { path: '--token-file', rule: 'must not be readable by group or others (chmod 600)' },
-      ]);
-    token = (await readFile(tokenFile, 'utf8')).trim();
-  } catch (err) {
-    if (err instanceof InvalidInputError) throw err;
-    throw new InvalidInputError('E_USAGE', 'invalid flags', [
-      { path: '--token-file', rule: `cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})` },
-    ]);
-  }
-  if (token.length < 16)
-    throw new InvalidInputError('E_USAGE', 'invalid flags', [
-      { path: '--token-file', rule: 'must hold a token of at least 16 characters' },
-    ]);
-  const host = m[1] === '[::1]' ? '::1' : m[1] === 'localhost' ? '127.0.0.1' : '127.0.0.1';
+  const token = await readTokenFile(tokenFile);
+  const host = m[1] === '[::1]' ? '::1' : '127.0.0.1';
   return { host, port, token };
 }
 

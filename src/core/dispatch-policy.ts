@@ -7,7 +7,10 @@
  *   `gpuBaselineMib + 2 * largestPeak <= gpuFraction * gpuTotalMib`. No observation, or GPU
  *   config missing, → serial. Capacity is never inferred from success rates.
  * - Nothing while paused, stopping, or while the registry refuses the reservation.
+ * - A CPU-only batch (`capacity.cpuOnly`, issue 40): no seed rule and no first pair alone; up to `maxWorkers` pairs
+ *   whose limits fit the host's memory and CPUs together (`src/core/cpu-only-admission.ts`), else it waits.
  */
+import { fitsBeside, type CpuOnlyBudget } from './cpu-only-admission.js';
 
 export interface CapacityConfig {
   maxWorkers: 1 | 2;
@@ -19,6 +22,10 @@ export interface CapacityConfig {
   gpuTotalMib?: number;
   gpuBaselineMib?: number;
   gpuFraction?: number;
+  /** A batch that declares no GPUs: admitted by memory and CPU up to `maxWorkers` (absent: the GPU seed rule). */
+  cpuOnly?: CpuOnlyBudget;
+  /** A batch that declares no GPUs on a host whose memory was not recorded at start: serial, and said so. */
+  cpuOnlyMemoryUnknown?: true;
 }
 
 export interface DispatchState {
@@ -37,9 +44,18 @@ export interface DispatchState {
   readonly stopping: boolean;
   /** The last reservation attempt was refused and nothing changed since. */
   readonly registryRefused: boolean;
+  /** The pairs in flight, by job (a CPU-only batch checks the next pair's limits beside theirs). */
+  readonly inFlight?: ReadonlySet<string>;
 }
 
-export type WaitReason = 'paused' | 'stopping' | 'at_capacity' | 'first_pair_alone' | 'registry_refused';
+export type WaitReason =
+  | 'paused'
+  | 'stopping'
+  | 'at_capacity'
+  | 'first_pair_alone'
+  | 'registry_refused'
+  /** A CPU-only batch: the next pair's memory or CPU quota does not fit beside the running ones. */
+  | 'host_resources';
 
 export type DispatchDecision =
   | { kind: 'dispatch'; jobId: string; workersAllowed: number }
@@ -76,6 +92,7 @@ export function workersAllowed(
   gpuPeaksMib: readonly number[],
   finishedCount: number,
 ): number {
+  if (capacity.cpuOnly !== undefined) return capacity.maxWorkers;
   if (finishedCount <= 0) return 1;
   if (capacity.executorSlots !== undefined) return Math.max(1, Math.floor(capacity.executorSlots));
   if (capacity.maxWorkers !== 2) return 1;
@@ -85,11 +102,14 @@ export function workersAllowed(
   return budget.baselineMib + 2 * peakMib <= budget.fraction * budget.totalMib ? 2 : 1;
 }
 
-function waitReason(s: DispatchState, allowed: number): WaitReason | null {
+function waitReason(s: DispatchState, allowed: number, next: string): WaitReason | null {
   if (s.stopping) return 'stopping';
   if (s.paused) return 'paused';
-  if (s.finishedCount <= 0 && s.running >= 1) return 'first_pair_alone';
+  const cpuOnly = s.capacity.cpuOnly;
+  if (cpuOnly === undefined && s.finishedCount <= 0 && s.running >= 1) return 'first_pair_alone';
   if (s.running >= allowed) return 'at_capacity';
+  if (cpuOnly !== undefined && s.running > 0 && !fitsBeside(cpuOnly, s.inFlight ?? [], next))
+    return 'host_resources';
   if (s.registryRefused) return 'registry_refused';
   return null;
 }
@@ -98,7 +118,7 @@ export function decideDispatch(s: DispatchState): DispatchDecision {
   const next = s.jobIds.find((id) => !s.claimed.has(id));
   if (next === undefined) return s.running > 0 ? { kind: 'idle', reason: 'no_pending' } : { kind: 'drained' };
   const allowed = workersAllowed(s.capacity, s.gpuPeaksMib, s.finishedCount);
-  const reason = waitReason(s, allowed);
+  const reason = waitReason(s, allowed, next);
   if (reason !== null) return { kind: 'wait', reason, workersAllowed: allowed };
   return { kind: 'dispatch', jobId: next, workersAllowed: allowed };
 }

@@ -23,6 +23,8 @@ export const RECEIPT_FILE = 'receipt.json';
 export const RESULT_FILE = 'result.json';
 export const STDOUT_LOG = 'stdout.log';
 export const STDERR_LOG = 'stderr.log';
+/** Every attempt an allowlisted pair (or session) made to reach beyond its container (docs/spec.md §5.6). */
+export const EGRESS_FILE = 'egress.jsonl';
 /** The collected session files: names the pair chooses. */
 export const SESSIONS_DIR = 'sessions';
 /** The pair's private outcome folder (bind-mounted at its outcome's folder): names the pair chooses. */

@@ -8,9 +8,12 @@
  * loopback.
  */
 
-export type NetworkChoice = 'none' | 'bridge';
+/** `allowlist`: the egress network of an allowlisted pair (src/core/egress/egress-network.ts); never written in a manifest's `network`. */
+export type NetworkChoice = 'none' | 'bridge' | 'allowlist';
 
 export const NETWORK_CHOICES: readonly NetworkChoice[] = ['none', 'bridge'];
+/** The engine network of allowlisted pairs (src/core/egress/egress-network.ts has its rules). */
+export const EGRESS_ENGINE_NETWORK = 'roboguide-egress';
 
 /** The engine network of our pairs (a fixed name: `doctor` and `network remove` find it). */
 export const PAIRS_NETWORK = 'roboguide-pairs';
@@ -155,7 +158,7 @@ export function pairsNetworkProblem(facts: PairsNetworkFacts): string | null {
 
 /** The engine's NetworkMode for a choice: our network, or none. */
 export function networkModeFor(choice: NetworkChoice): string {
-  return choice === 'none' ? 'none' : PAIRS_NETWORK;
+  return choice === 'none' ? 'none' : choice === 'allowlist' ? EGRESS_ENGINE_NETWORK : PAIRS_NETWORK;
 }
 
 /** What `doctor` and `network setup` report of the network and its rules. */

@@ -5,6 +5,17 @@ import { PRIVATE_OUTCOME_DIR } from './evidence-names.js';
 import type { MountMode } from './mount-mode.js';
 import type { ProcessIdentity } from './process-identity.js';
 import { networkModeFor, type NetworkChoice } from './pair-network.js';
+import { effectiveEgress, egressInputOf, networkOfEgress, type EgressInput } from './egress/policy.js';
+
+/** The receipt's `network` (the one the container joins) and `egress` (the effective policy, frozen). */
+function networkAndEgress(
+  network: 'none' | 'bridge',
+  written: EgressInput | undefined,
+): Pick<Receipt, 'network' | 'egress'> {
+  const policy = effectiveEgress(network, written);
+  const choice = networkOfEgress(policy);
+  return { network: { choice, engine_network: networkModeFor(choice) }, egress: egressInputOf(policy) };
+}
 
 export interface Receipt {
   readonly schema: typeof RECEIPT_SCHEMA;
@@ -38,6 +49,12 @@ export interface Receipt {
    * bridge network).
    */
   readonly network?: { readonly choice: NetworkChoice; readonly engine_network: string };
+  /**
+   * The egress policy the pair runs under, frozen (docs/spec.md §5.6): its own or the manifest's, else its network's
+   * (`none` → mode none, `bridge` → open). Absent in receipts written before it existed (those were open or none by
+   * their network).
+   */
+  readonly egress?: EgressInput;
   /**
    * The OCI runtime the container is created under (`runc`, `runsc` for gVisor, or another the engine registers;
    * docs/spec.md §5.1). Absent in receipts written before it existed (those pairs ran under the engine's default).
@@ -94,7 +111,9 @@ export function buildReceipt(input: {
   readonly outcomePath: string;
   readonly sourceSha256: Readonly<Record<string, string>>;
   readonly codeVersion: string;
-  readonly network: NetworkChoice;
+  readonly network: 'none' | 'bridge';
+  /** The job's egress policy as written (absent: its network's). */
+  readonly egress?: EgressInput | undefined;
   /** The container's OCI runtime (`runtime`). */
   readonly runtime: string;
   /** `pair run`: the registry it was admitted in (`registry_path`). */
@@ -118,7 +137,7 @@ export function buildReceipt(input: {
     private_outcome: privateOutcomeRel(input.outcomePath),
     source_sha256: input.sourceSha256,
     code_version: input.codeVersion,
-    network: { choice: input.network, engine_network: networkModeFor(input.network) },
+    ...networkAndEgress(input.network, input.egress),
     runtime: input.runtime,
     ...(input.mountMode !== undefined ? { mount_mode: input.mountMode } : {}),
     container_id: null,

@@ -1,4 +1,6 @@
+import type { EgressSummary } from './egress/record.js';
 import type { OutcomeProblem } from './outcome.js';
+import type { PhasesRecord } from './pair-phases.js';
 
 /**
  * The `jobs/<id>/result.json` contract (SPEC §11). Field names are a contract: add, never rename.
@@ -182,12 +184,19 @@ export interface ResultRecord {
   readonly limits?: LimitsRecord;
   /** The pair's disk use as measured; absent where it was not measured (a lost worker, a result from before issue 22). */
   readonly disk?: DiskRecord;
+  /** An allowlisted pair's attempts, counted (every one is in its `egress.jsonl`; docs/spec.md §5.6). */
+  readonly egress?: EgressSummary;
   /**
    * Host paths (masked) under the pair's cwd and outcome folder whose setuid/setgid bits were cleared after it ran
    * (docs/secrets.md "host privilege"): a file the seccomp profile should have made impossible, or one the host put
    * there. Present only when one was found.
    */
   readonly host_privilege_stripped?: readonly string[];
+  /**
+   * Milliseconds the lifecycle spent in each phase (create, run, drain, collect, remove: src/core/pair-phases.ts);
+   * absent for a lost worker and in results from before issue 45.
+   */
+  readonly phases?: PhasesRecord;
   readonly started_at: string;
   readonly finished_at: string;
 }

@@ -254,6 +254,7 @@ function next(state: SupervisorState, nowMs: number, gpuPeaksMib: readonly numbe
     jobIds: state.jobIds,
     claimed: state.claimed,
     running: state.inFlight.size,
+    inFlight: state.inFlight,
     finishedCount: state.finishedCount,
     gpuPeaksMib,
     capacity: state.capacity,

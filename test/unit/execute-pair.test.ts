@@ -34,7 +34,13 @@ function deps(runtime: ScriptedRuntime): ExecutePairDeps {
   return {
     runtime: runtime,
     clock: time.clock,
-    sleep: time.sleep,
+    // Fake time, but each wait also yields real time (a twentieth, at most 50 ms): the log drain judges a stall by
+    // the fake clock, and on a loaded machine the streams' real I/O (pipe, fsync) must get real time before ten fake
+    // seconds pass (else a pair reads as log_incomplete: 1-4 of these tests failed at load 20+).
+    sleep: async (ms, signal) => {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(50, ms / 20)));
+      return time.sleep(ms, signal);
+    },
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
     extractSessions: () => Promise.reject(new Error('no sessions archive in these tests')),

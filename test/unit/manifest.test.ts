@@ -243,11 +243,28 @@ describe('parseManifest: capacity', () => {
     expectIssue(withCapacity({ max_workers: 3 }), 'capacity.max_workers', /must be 1 or 2/);
   });
 
-  it('requires the three GPU fields when max_workers is 2', () => {
+  const GPU_RULE =
+    "is required when max_workers is 2 and the batch uses GPUs (a job's gpus or gpu_mib, or a GPU field here)";
+  it('requires the three GPU fields when max_workers is 2 and a GPU field is given', () => {
     expect(issuesOf(withCapacity({ max_workers: 2, gpu_fraction: 0.9 }))).toEqual([
-      { path: 'capacity.gpu_total_mib', rule: 'is required when max_workers is 2' },
-      { path: 'capacity.gpu_baseline_mib', rule: 'is required when max_workers is 2' },
+      { path: 'capacity.gpu_total_mib', rule: GPU_RULE },
+      { path: 'capacity.gpu_baseline_mib', rule: GPU_RULE },
     ]);
+  });
+
+  it('requires the three GPU fields when max_workers is 2 and a job asks for GPUs', () => {
+    const base = minimalManifest();
+    const manifest = { ...base, capacity: { max_workers: 2 }, jobs: [{ ...base.jobs[0]!, gpu_mib: 1000 }] };
+    expect(issuesOf(manifest).map((i) => i.path)).toEqual([
+      'capacity.gpu_total_mib',
+      'capacity.gpu_baseline_mib',
+      'capacity.gpu_fraction',
+    ]);
+  });
+
+  it('accepts max_workers 2 without GPU fields for a batch that declares no GPUs (issue 40: CPU-only)', () => {
+    const parsed = parseManifest(JSON.stringify(withCapacity({ max_workers: 2 })));
+    expect(parsed.ok && parsed.manifest.capacity).toEqual({ max_workers: 2 });
   });
 
   it('checks GPU field ranges', () => {

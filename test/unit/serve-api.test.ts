@@ -194,7 +194,11 @@ describe('Router', () => {
     const router = new Router();
     const handler = () => Promise.resolve();
     router.add('POST', '/v1/sessions/{id}/exec', handler);
-    expect(router.match('POST', '/v1/sessions/s-1/exec')).toEqual({ handler, params: { id: 's-1' } });
+    expect(router.match('POST', '/v1/sessions/s-1/exec')).toEqual({
+      handler,
+      params: { id: 's-1' },
+      route: '/v1/sessions/{id}/exec',
+    });
     expect(router.match('GET', '/v1/sessions/s-1/exec')).toBe('method');
     expect(router.match('POST', '/v1/sessions/s-1/exec/x')).toBeNull();
   });

@@ -350,7 +350,7 @@ class Client:
             return extracted.read() if extracted is not None else b""
 
     def write_file(self, session_id: str, path: str, data: bytes | str, *, mode: int = 0o644, user: str | int | None = None) -> None:
-        """Write one file (its parent directory must exist). A directory at ``path`` is refused (409), never replaced."""
+        """Write one file as the user (missing parent folders are made). A directory at ``path`` is refused (409), never replaced."""
         payload = data.encode() if isinstance(data, str) else bytes(data)
         target = PurePosixPath(path)
         if not target.name or target.name in (".", ".."):

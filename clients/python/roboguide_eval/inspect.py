@@ -54,6 +54,11 @@ class RoboguideSandboxConfig(BaseModel, frozen=True):
     socket: str | None = None
     url: str | None = None
 
+    def __hash__(self) -> int:
+        # Inspect hashes a task's SandboxEnvironmentSpec (its config included); pydantic's frozen hash fails on the
+        # `environment` dict, so ``sandbox=("roboguide", {...})`` in ``eval()`` raised TypeError: unhashable type.
+        return hash(self.model_dump_json())
+
 
 def _client(config: RoboguideSandboxConfig) -> Client:
     return Client(config.socket or os.environ.get("ROBOGUIDE_EVAL_SOCKET"), url=config.url or os.environ.get("ROBOGUIDE_EVAL_URL"),

@@ -109,6 +109,14 @@ def _memory_mib(limit: str | int | None) -> int | None:
     return max(1, int(value * factor) // (1024 * 1024))
 
 
+_ONE_STREAM = ["/bin/sh", "-c", 'exec "$@" 2>&1', "sforge-exec"]
+"""SForge reads an exec's output as ONE stream (docker-py's ``exec_run`` without ``demux``). A process's stdout and
+stderr are two pipes, and whoever reads two pipes (the engine, then us) cannot tell which write came first: docker's
+own combined stream returned ``echo a; echo b >&2; echo c`` as a b c only 2 times in 50 here (b a c 25, a c b 23).
+So the command runs with its stderr on its stdout, one pipe, in the order written; the shell replaces itself with it
+(``exec``), so the process, its exit code and its process tree are the command's own."""
+
+
 def _split(cmd: str | list[str]) -> list[str]:
     """docker-py's ``split_command``: a string is split with ``shlex`` (no shell), a list is used as it is."""
     return shlex.split(cmd) if isinstance(cmd, str) else [str(part) for part in cmd]
@@ -202,8 +210,15 @@ class RoboguideBackend(ContainerBackend):  # type: ignore[misc,valid-type]
         dst = PurePosixPath(dst)
         if str(dst.parent) == ".":
             raise ValueError(f"Destination parent directory cannot be empty: {dst}")
-        self._client.exec(handle.session_id, ["mkdir", "-p", str(dst.parent)], timeout_sec=60)
-        self._client.upload(handle.session_id, Path(src), str(dst))
+        try:
+            # As the container's user first (the archive route makes the parent folder): what the user may write stays
+            # the user's, as the folder docker's backend makes with `mkdir -p` as that user.
+            self._client.upload(handle.session_id, Path(src), str(dst))
+        except PermissionError:
+            # docker's put_archive (what SForge's DockerBackend calls) writes as root whatever the container's user,
+            # and SForge relies on it (`_install_tools`: sforge-submit into /usr/local/bin, then chmod as root). The
+            # caller owns this container and may exec as root anyway, so root's write gives it nothing new.
+            self._client.upload(handle.session_id, Path(src), str(dst), user=0)
 
     def copy_from_container(self, handle: RoboguideHandle, src: PurePosixPath) -> bytes:
         """The tar of ``src`` (its top entry named after ``src``'s last part), as docker-py's ``get_archive``."""
@@ -256,7 +271,7 @@ class RoboguideBackend(ContainerBackend):  # type: ignore[misc,valid-type]
 
         def read() -> None:
             try:
-                stream = self._client.exec_stream(handle.session_id, argv, cwd=workdir or None, env=environment or None, user=user or None, cancel=cancel)
+                stream = self._client.exec_stream(handle.session_id, [*_ONE_STREAM, *argv], cwd=workdir or None, env=environment or None, user=user or None, cancel=cancel)
                 for event in stream:
                     if "data" in event:
                         chunk = str(event["data"]).encode()

@@ -14,14 +14,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE_IMAGE = "roboguide/pair-driver:1"
-TEST_IMAGE = "roboguide-test/py-adapters:7"
+TEST_IMAGE = "roboguide-test/py-adapters:8"
 """The synthetic image plus what harnesses expect of a Linux image: ``/bin/bash`` (busybox ``sh`` behind a script
 that exports ``RG_VIA_BASH=1``, so a test can tell that bash was used), users in
-``/etc/passwd`` (root, nobody, agent), ``/usr/bin/env``, ``/app``, and a minimal busybox-style ``adduser -D NAME``
+``/etc/passwd`` (root, nobody, agent), ``/usr/bin/env``, ``/app``, a root-owned ``/usr/local/bin``, and a minimal busybox-style ``adduser -D NAME``
 (this busybox has none; Inspect's self-check creates a user with it)."""
 
 TEST_DOCKERFILE = f"""FROM {BASE_IMAGE}
-RUN printf '#!/bin/sh\\nexport RG_VIA_BASH=1\\nexec /bin/sh "$@"\\n' > /bin/bash && chmod 0755 /bin/bash && mkdir -p /usr/bin /app /home/agent /home/nobody /etc \\
+RUN printf '#!/bin/sh\\nexport RG_VIA_BASH=1\\nexec /bin/sh "$@"\\n' > /bin/bash && chmod 0755 /bin/bash && mkdir -p /usr/bin /usr/local/bin /app /home/agent /home/nobody /etc \\
  && ln -s /bin/env /usr/bin/env \\
  && printf 'root:x:0:0:root:/root:/bin/sh\\nnobody:x:65534:65534:nobody:/home/nobody:/bin/sh\\nagent:x:1000:1000:agent:/home/agent:/bin/sh\\n' > /etc/passwd \\
  && printf 'root:x:0:\\nnobody:x:65534:\\nagent:x:1000:\\n' > /etc/group \\

@@ -354,6 +354,30 @@ class SForgeBackendTest(unittest.TestCase):
             backend.remove_container_by_name(name)
         self.assertFalse(backend.container_exists(name))
 
+    def test_combined_stream_order_and_root_copy_in_a_user_container(self) -> None:
+        """Issue 41: exec_run's one stream keeps the order written (two pipes cannot: the command's stderr goes to its
+        stdout), and copy_to_container writes where only root may, as docker's put_archive does (SForge's
+        _install_tools copies sforge-submit into /usr/local/bin, then chmods it as root)."""
+        backend = RoboguideBackend(server.socket, network="none")
+        name = f"{RUN}-user"
+        handle = backend.create_container(IMAGE, name, user="1000")
+        try:
+            outputs = {backend.exec_run(handle, ["/bin/sh", "-c", "echo a; echo b >&2; echo c"]).output for _ in range(20)}
+            self.assertEqual(outputs, {"a\nb\nc\n"})
+            self.assertEqual(backend.exec_run(handle, ["sh", "-c", "exit 7"]).exit_code, 7)
+            with tempfile.TemporaryDirectory() as tmp:
+                Path(tmp, "submit.sh").write_text("#!/bin/sh\necho submitted\n")
+                backend.copy_to_container(handle, Path(tmp, "submit.sh"), PurePosixPath("/usr/local/bin/sforge-submit"))
+                backend.exec_run(handle, "chmod a+x /usr/local/bin/sforge-submit", user="root")
+                self.assertEqual(backend.exec_run(handle, ["/usr/local/bin/sforge-submit"]).output, "submitted\n")
+                Path(tmp, "note.txt").write_text("mine\n")
+                backend.copy_to_container(handle, Path(tmp, "note.txt"), PurePosixPath("/home/agent/.cfg/note.txt"))
+            owners = backend.exec_run(handle, ["stat", "-c", "%u", "/usr/local/bin/sforge-submit", "/home/agent/.cfg", "/home/agent/.cfg/note.txt"])
+            self.assertEqual(owners.output.split(), ["0", "1000", "1000"])  # root only where the user may not write
+        finally:
+            backend.remove_container_by_name(name)
+        self.assertFalse(backend.container_exists(name))
+
 
 if __name__ == "__main__":
     unittest.main()

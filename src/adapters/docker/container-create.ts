@@ -65,6 +65,7 @@ export function createOptions(
     ...extras.config,
     HostConfig: {
       NetworkMode: networkMode,
+      ...(spec.dns !== undefined ? { Dns: [...spec.dns] } : {}),
       ...(spec.runtime !== undefined ? { Runtime: spec.runtime } : {}),
       // Mounts, not Binds strings: a path may contain ':', and a missing source is an error (never created).
       Mounts: spec.binds.map((b) => ({

@@ -102,6 +102,8 @@ export class DockerContainerRuntime implements ContainerRuntime {
    */
   async networkMode(choice: NetworkChoice): Promise<string> {
     if (choice === 'none') return 'none';
+    // The egress network was ensured with the pair's lease (EgressBroker.open), before this create.
+    if (choice === 'allowlist') return networkModeFor(choice);
     if (this.#pairNetwork === null) return 'bridge';
     try {
       await this.#pairNetwork.ensure();

@@ -20,6 +20,7 @@ import {
   type PairsNetworkReport,
 } from '../../core/pair-network.js';
 import { statusOf, toEngineError } from './engine-error.js';
+import { NetfilterWatch, type RulesetWatch } from './ruleset-watch.js';
 
 const IPTABLES_TIMEOUT_MS = 30_000;
 const CALL_TIMEOUT_MS = 60_000;
@@ -81,13 +82,41 @@ export function iptablesRunner(prefix: readonly string[] = []): IptablesRunner {
 export class DockerPairNetwork implements PairNetworkGuard {
   readonly #docker: Docker;
   readonly #iptables: IptablesRunner;
+  readonly #watch: RulesetWatch | null;
+  /** The watch's mark taken before the last listing that found every rule in place; null: list at the next create. */
+  #verified: number | null = null;
+  #listings = 0;
 
-  constructor(docker: Docker, iptables: IptablesRunner = iptablesRunner()) {
+  /**
+   * `watch`: what spares the listing while the ruleset is unchanged (issue 39). By default, with the default runner, the
+   * kernel's change feed in this process's namespace; with a runner of the caller's, none unless given
+   * (`rulesetWatchFor(prefix, runner)` gives the one of the runner's namespace).
+   */
+  constructor(docker: Docker, iptables?: IptablesRunner, watch?: RulesetWatch | null) {
     this.#docker = docker;
-    this.#iptables = iptables;
+    this.#iptables = iptables ?? iptablesRunner();
+    this.#watch =
+      watch !== undefined ? watch : iptables === undefined ? rulesetWatchFor([], this.#iptables) : null;
   }
 
   async ensure(): Promise<void> {
+    // Issue 39: the rules were all in place at a mark and the kernel's change feed has reported no change since (no
+    // rule removed, no chain flushed, no table dropped, by anyone): nothing to list. Otherwise listed as below.
+    const verified = this.#verified;
+    if (verified !== null && this.#watch !== null && (await this.#watch.unchangedSince(verified))) {
+      await this.#ensureNetwork();
+      return;
+    }
+    this.#verified = null;
+    // Taken before the listing: a change made while it runs is seen at the next create. Not on a process's first
+    // create: a `pair run` creates one container, and starting the feed would only add to it.
+    this.#listings += 1;
+    const mark = this.#watch === null || this.#listings < 2 ? null : await this.#watch.mark();
+    await this.#ensureListed();
+    this.#verified = mark;
+  }
+
+  async #ensureListed(): Promise<void> {
     // Rules first, so that the bridge never exists unguarded. An engine creates DOCKER-USER with its first bridge
     // network: when it is missing still, that jump is added once our network exists (no container is on it before
     // this returns).
@@ -118,6 +147,7 @@ export class DockerPairNetwork implements PairNetworkGuard {
   }
 
   async remove(): Promise<{ network: 'removed' | 'absent'; rules: 'removed' | 'absent' }> {
+    this.#verified = null;
     const network = await this.#removeNetwork();
     let removed = false;
     for (const family of FAMILIES) removed = (await this.#removeRules(family)) || removed;
@@ -310,6 +340,17 @@ export class DockerPairNetwork implements PairNetworkGuard {
       },
     );
   }
+}
+
+/**
+ * The kernel's change feed in the namespace `runner` sets rules in (`prefix`: the same `nsenter` a test runner
+ * uses), used only when that runner's iptables is the nf_tables backend (the legacy backend reports no change).
+ */
+export function rulesetWatchFor(prefix: readonly string[], runner: IptablesRunner): RulesetWatch {
+  return new NetfilterWatch(prefix, async () => {
+    const versions = await Promise.all(FAMILIES.map((family) => runner(family, ['-V'])));
+    return versions.every((v) => v.code === 0 && v.stdout.includes('nf_tables'));
+  });
 }
 
 function withinDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -159,6 +159,7 @@ export class NodeFileSystem implements FileSystem {
       permissions: Number(info.mode & 0o7777n),
       uid: Number(info.uid),
       fileId: `${info.dev}:${info.ino}`,
+      modifiedMs: Number(info.mtimeNs / 1_000_000n),
     };
   }
 

@@ -14,7 +14,8 @@ import type { PairService } from '../../app/serve/pair-service.js';
 import type { Logger } from '../../app/ports/logger.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
 import type { SessionManager } from '../../app/serve/session-manager.js';
-import { bearerMatches, Router, sendError, sendJson } from './http-kit.js';
+import { bearerMatches, Router, sendError, sendJson, type Handler } from './http-kit.js';
+import type { ServeMetrics } from './serve-metrics.js';
 import { registerPairRoutes } from './pair-routes.js';
 import { registerImageRoutes, type ImageRouteDeps } from './image-routes.js';
 import { registerSessionRoutes, type SessionRouteDeps } from './session-routes.js';
@@ -31,6 +32,10 @@ export interface ApiServerOptions {
   readonly createRedactor: SessionRouteDeps['createRedactor'];
   readonly streamBufferCap: number;
   readonly logger: Logger;
+  /** GET /metrics and every request observed (issue 45); absent: no metrics. */
+  readonly metrics?: ServeMetrics;
+  /** `--metrics-listen`: a loopback TCP listener that serves only /metrics, with the bearer token of `listen`. */
+  readonly metricsListen?: { readonly host: string; readonly port: number; readonly token: string };
   /** POST /v1/images (issue 23); absent: the route is not served. */
   readonly images?: Omit<ImageRouteDeps, 'tempRoot' | 'logger'>;
 }
@@ -38,6 +43,7 @@ export interface ApiServerOptions {
 export interface RunningApiServer {
   readonly socketPath: string;
   readonly tcpPort: number | null;
+  readonly metricsPort: number | null;
   close(): Promise<void>;
 }
 
@@ -79,6 +85,8 @@ function buildRouter(options: ApiServerOptions, loop: IntervalHistogram): Router
     logger: options.logger,
   });
   registerPairRoutes(router, options.pairs);
+  const metrics = options.metrics;
+  if (metrics !== undefined) router.add('GET', '/metrics', metricsHandler(metrics));
   if (options.images !== undefined)
     registerImageRoutes(router, { ...options.images, tempRoot: options.tempRoot, logger: options.logger });
   return router;
@@ -117,20 +125,54 @@ function listen(server: Server, target: string | { host: string; port: number })
   });
 }
 
+/** GET /metrics: the Prometheus text format. */
+function metricsHandler(metrics: ServeMetrics): Handler {
+  return async ({ res }) => {
+    const text = await metrics.register.metrics();
+    res.writeHead(200, { 'content-type': metrics.register.contentType });
+    res.end(text);
+  };
+}
+
+/** Counts the answer once it is sent (or the client went away: status as far as it was set). */
+function observeAnswer(
+  metrics: ServeMetrics | undefined,
+  req: IncomingMessage,
+  res: ServerResponse,
+): (route: string) => void {
+  if (metrics === undefined) return () => undefined;
+  const began = process.hrtime.bigint();
+  let route = 'unmatched';
+  res.once('close', () =>
+    metrics.observe(
+      req.method ?? 'GET',
+      route,
+      res.statusCode,
+      Number(process.hrtime.bigint() - began) / 1e9,
+    ),
+  );
+  return (matched) => {
+    route = matched;
+  };
+}
+
 /** node:http on a unix socket (0600) and, optionally, loopback TCP with a bearer token. */
 export async function startApiServer(options: ApiServerOptions): Promise<RunningApiServer> {
   const loop = monitorEventLoopDelay({ resolution: 10 });
   const router = buildRouter(options, loop);
+  const metricsOnly = new Router();
+  if (options.metrics !== undefined) metricsOnly.add('GET', '/metrics', metricsHandler(options.metrics));
   const handle =
-    (requireToken: boolean) =>
+    (token: string | null, routes: Router = router) =>
     (req: IncomingMessage, res: ServerResponse): void => {
       const gone = new AbortController();
       res.once('close', () => {
         if (!res.writableFinished) gone.abort();
       });
+      const routed = observeAnswer(options.metrics, req, res);
       void (async () => {
         try {
-          if (requireToken && !bearerMatches(req.headers.authorization, options.listen?.token ?? '')) {
+          if (token !== null && !bearerMatches(req.headers.authorization, token)) {
             res.setHeader('www-authenticate', 'Bearer');
             sendJson(res, 401, {
               error: { code: 'E_UNAUTHORIZED', message: 'a valid bearer token is required', issues: [] },
@@ -139,8 +181,9 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
             return;
           }
           const url = new URL(req.url ?? '/', 'http://localhost');
-          const matched = router.match(req.method ?? 'GET', url.pathname);
+          const matched = routes.match(req.method ?? 'GET', url.pathname);
           if (matched === null) throw ApiError.notFound(`route ${url.pathname}`);
+          if (matched !== 'method') routed(matched.route);
           if (matched === 'method')
             throw new ApiError(404, 'E_NOT_FOUND', `${req.method ?? ''} is not supported on ${url.pathname}`);
           await matched.handler({
@@ -156,7 +199,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
       })();
     };
   await claimSocketPath(options.socketPath);
-  const unixServer = createServer({ keepAliveTimeout: 30_000 }, handle(false));
+  const unixServer = createServer({ keepAliveTimeout: 30_000 }, handle(null));
   const previous = process.umask(0o177);
   try {
     await listen(unixServer, options.socketPath);
@@ -168,9 +211,19 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
   let tcpServer: Server | null = null;
   let tcpPort: number | null = null;
   if (options.listen) {
-    tcpServer = createServer({ keepAliveTimeout: 30_000 }, handle(true));
+    tcpServer = createServer({ keepAliveTimeout: 30_000 }, handle(options.listen.token));
     await listen(tcpServer, { host: options.listen.host, port: options.listen.port });
     tcpPort = (tcpServer.address() as { port: number }).port;
+  }
+  let metricsServer: Server | null = null;
+  let metricsPort: number | null = null;
+  if (options.metricsListen) {
+    metricsServer = createServer(
+      { keepAliveTimeout: 30_000 },
+      handle(options.metricsListen.token, metricsOnly),
+    );
+    await listen(metricsServer, { host: options.metricsListen.host, port: options.metricsListen.port });
+    metricsPort = (metricsServer.address() as { port: number }).port;
   }
   const closeOne = (server: Server): Promise<void> =>
     new Promise((resolve) => {
@@ -180,9 +233,12 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
   return {
     socketPath: options.socketPath,
     tcpPort,
+    metricsPort,
     close: async () => {
       loop.disable();
-      await Promise.all([closeOne(unixServer), ...(tcpServer ? [closeOne(tcpServer)] : [])]);
+      await Promise.all(
+        [unixServer, tcpServer, metricsServer].flatMap((server) => (server ? [closeOne(server)] : [])),
+      );
       await unlink(options.socketPath).catch(() => undefined);
     },
   };

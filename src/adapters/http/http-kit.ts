@@ -17,6 +17,8 @@ export type Handler = (ctx: RouteContext) => Promise<void>;
 
 interface Route {
   readonly method: string;
+  /** The pattern as registered (`/v1/sessions/{id}`): the metrics' `route` label. */
+  readonly path: string;
   readonly pattern: RegExp;
   readonly names: readonly string[];
   readonly handler: Handler;
@@ -33,13 +35,13 @@ export class Router {
         return '([^/]+)';
       })}$`,
     );
-    this.#routes.push({ method, pattern, names, handler });
+    this.#routes.push({ method, path, pattern, names, handler });
   }
 
   match(
     method: string,
     path: string,
-  ): { handler: Handler; params: Record<string, string> } | 'method' | null {
+  ): { handler: Handler; params: Record<string, string>; route: string } | 'method' | null {
     let pathMatched = false;
     for (const route of this.#routes) {
       const m = route.pattern.exec(path);
@@ -57,7 +59,7 @@ export class Router {
           ]);
         }
       }
-      return { handler: route.handler, params };
+      return { handler: route.handler, params, route: route.path };
     }
     return pathMatched ? 'method' : null;
   }

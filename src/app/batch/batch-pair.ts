@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import { errorKind } from '../../core/errors.js';
-import { jobImage, jobRuntime, type Job, type Manifest } from '../../core/manifest/index.js';
+import { jobEgress, jobImage, jobRuntime, type Job, type Manifest } from '../../core/manifest/index.js';
 import { buildReceipt, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineMs } from '../../core/wall-budget.js';
@@ -152,6 +152,7 @@ export async function dispatchPair(
     sourceSha256: ctx.manifest.source_sha256,
     codeVersion: ctx.batch.code_version,
     network: job.network,
+    egress: jobEgress(ctx.manifest, job),
     runtime: jobRuntime(ctx.manifest, job),
     mountMode: (await deps.execute.mountStager?.mode()) ?? 'walked',
   });
@@ -226,6 +227,7 @@ export async function executeInBatch(
       ...job,
       image: pinnedImageId(ctx.batch, jobImage(ctx.manifest, job)) ?? jobImage(ctx.manifest, job),
       runtime: jobRuntime(ctx.manifest, job),
+      egress: jobEgress(ctx.manifest, job),
     },
     environment: run.values,
     secrets: run.secrets,

@@ -11,6 +11,9 @@ import {
   type RunningPair,
 } from '../../core/batch-state.js';
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
+import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../../core/cpu-only-admission.js';
+import { capacityConfigOf } from './capacity-config.js';
+export { capacityConfigOf } from './capacity-config.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
@@ -19,7 +22,7 @@ import type { ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
-import { gpuHostUnobservable, SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
 import { nodesStatus } from './status-nodes.js';
 import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
 export type {
@@ -35,20 +38,6 @@ function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
   const pairs = ledger.failedRecent();
   const total = counts.total - counts.pending - counts.claimed - counts.completed;
   return { pairs, more: Math.max(0, total - pairs.length) };
-}
-
-/** The dispatch policy's view of the manifest's capacity; an unobservable GPU host never gets a second worker. */
-export function capacityConfigOf(manifest: Manifest, batch: BatchRecord): CapacityConfig {
-  const c = manifest.capacity;
-  return {
-    maxWorkers: gpuHostUnobservable(batch) ? 1 : c.max_workers,
-    ...(c.gpu_total_mib !== undefined ? { gpuTotalMib: c.gpu_total_mib } : {}),
-    ...(c.gpu_baseline_mib !== undefined ? { gpuBaselineMib: c.gpu_baseline_mib } : {}),
-    ...(c.gpu_fraction !== undefined ? { gpuFraction: c.gpu_fraction } : {}),
-    ...(batch.executor?.kind === 'swarm' && batch.executor_slots !== undefined
-      ? { executorSlots: batch.executor_slots }
-      : {}),
-  };
 }
 
 /**
@@ -67,6 +56,8 @@ function gpuNote(
   if (observed?.observation.kind === 'unobservable')
     return `GPUs not observable at start (${observed.observation.reason}): serial`;
   if (capacity.maxWorkers !== 2) return `max_workers ${capacity.maxWorkers}: serial by the manifest`;
+  if (capacity.cpuOnly !== undefined) return cpuOnlyNote(capacity.cpuOnly, capacity.maxWorkers);
+  if (capacity.cpuOnlyMemoryUnknown === true) return CPU_ONLY_MEMORY_UNKNOWN_NOTE;
   if (finished === 0) return 'the first pair runs alone';
   if (capacity.gpuTotalMib === undefined) return 'no gpu_total_mib in the manifest: serial';
   if (peaks.length === 0) return 'no measured GPU peak from a completed pair yet: serial';

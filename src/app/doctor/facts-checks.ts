@@ -76,7 +76,11 @@ export function gpuCheck(seen: GpuObservation, controllers: HostFactsRecord['gpu
   if (seen.kind === 'unobservable') {
     const detail = `not observable (${seen.reason}): ${seen.detail}${mismatch === null ? '' : `; ${mismatch}`}`;
     return {
-      ...warn('gpus', detail, 'install the NVIDIA driver so nvidia-smi works; CPU-only jobs are unaffected'),
+      ...warn(
+        'gpus',
+        detail,
+        'install the NVIDIA driver so nvidia-smi works for GPU batches; a batch that declares no GPUs (no job gpus or gpu_mib, no capacity GPU field) does not need it: it runs up to max_workers pairs at once by memory and CPU',
+      ),
       facts,
     };
   }

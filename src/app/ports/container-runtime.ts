@@ -30,6 +30,8 @@ export interface ContainerBase {
    * `none`: loopback only.
    */
   readonly network?: NetworkChoice;
+  /** The container's DNS servers (`HostConfig.Dns`); absent: the engine's. An allowlisted pair's is the egress gateway. */
+  readonly dns?: readonly string[];
   readonly deviceRequests: readonly DeviceRequest[];
   readonly labels: Readonly<Record<string, string>>;
   readonly stopTimeoutSec: number;

@@ -29,6 +29,8 @@ export interface FileInfo {
   readonly uid?: number;
   /** `<st_dev>:<st_ino>` in decimal, when the file system says: which file this is, whatever its name now. */
   readonly fileId?: string;
+  /** The last modification time (epoch ms), when the file system says: a cache keyed by size and time uses it. */
+  readonly modifiedMs?: number;
 }
 
 export interface FileHandle {

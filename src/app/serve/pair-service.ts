@@ -161,6 +161,13 @@ export class PairService {
     };
   }
 
+  /** How many of this server's pairs are running now (`roboguide_serve_pairs_running`). */
+  runningCount(): number {
+    let n = 0;
+    for (const run of this.#pairs.values()) if (run.state === 'running') n++;
+    return n;
+  }
+
   /** Whether the pair is still running (log follow stops when it is not). */
   isRunning(pairId: string): boolean {
     return this.#pairs.get(pairId)?.state === 'running';

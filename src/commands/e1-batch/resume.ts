@@ -11,6 +11,7 @@ import {
   movedImagesOf,
   superviseHere,
 } from '../../command-root.js';
+import { watchForeground } from '../../cli/foreground-progress.js';
 
 export default class BatchResume extends BaseCommand {
   static override summary = 'Restart the supervisor of a stopped, paused or crashed batch.';
@@ -48,8 +49,16 @@ export default class BatchResume extends BaseCommand {
     // A tag rebuilt since start is never followed: the pairs still to run use the image the batch pinned.
     for (const moved of await movedImagesOf(output)) this.warn(movedImageLine(moved));
     if (flags.foreground) {
-      const state = await superviseHere(output, 'resume');
+      const watch = watchForeground(output, this.userBin);
+      let state: string;
+      try {
+        state = await superviseHere(output, 'resume');
+      } finally {
+        await watch.stop();
+      }
       this.log(`batch resumed and supervised to: ${state}`);
+      const code = watch.exitCode(); // stopped by a signal: 130 (SIGINT) or 143 (SIGTERM), as for start
+      if (code !== null) process.exitCode = code;
       return { output, unfinished, supervisor_pid: process.pid, state };
     }
     const identity = await launchBatchSupervisor(output, 'resume');

@@ -9,7 +9,7 @@ export default class E1BatchSchema extends BaseCommand {
     'Fields with defaults are optional. Some rules are checked by the tool but cannot be expressed in ' +
     'JSON Schema: unique job ids and outcome paths, ports disjoint across all jobs, every job having an ' +
     'image (its own or the top-level default), secret-looking environment names holding only "${NAME}" ' +
-    'references, credential-like source_sha256 paths, and the GPU capacity fields required when max_workers is 2.';
+    'references, credential-like source_sha256 paths, and the GPU capacity fields required when max_workers is 2 and the batch uses GPUs.';
 
   static override examples = [
     '<%= config.bin %> <%= command.id %> > manifest.schema.json',

@@ -16,6 +16,7 @@ import {
   superviseHere,
 } from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
+import { watchForeground } from '../../cli/foreground-progress.js';
 
 export default class BatchStart extends BaseCommand {
   static override summary =
@@ -79,8 +80,17 @@ export default class BatchStart extends BaseCommand {
     if (space !== null) warnings.push(space);
     for (const warning of warnings) this.warn(warning);
     if (flags.foreground) {
-      const state = await superviseHere(output, 'start', wiring.registry);
+      const watch = watchForeground(output, this.userBin);
+      let state: string;
+      try {
+        state = await superviseHere(output, 'start', wiring.registry);
+      } finally {
+        await watch.stop();
+      }
       this.log(`batch ${record.batch_id}: ${state} (${output})`);
+      // Stopped by a signal: the exit status a shell expects (130 for SIGINT, 143 for SIGTERM), not 0.
+      const code = watch.exitCode();
+      if (code !== null) process.exitCode = code;
       return { batch_id: record.batch_id, output, supervisor_pid: process.pid, state, warnings };
     }
     const identity = await launchBatchSupervisor(output, 'start', wiring.registry);

@@ -63,8 +63,12 @@ export default class PairRun extends BaseCommand {
     const { deps, host } = createPairRunWiring(flags.registry, specText, executor);
     // SIGINT/SIGTERM (a backend adapter cancelling us): controlled stop of the container, then the usual
     // collection and verified removal; the signal is re-raised once the evidence is written.
+    let stopBudgetSec: number | undefined;
     const termination = trapTermination(
-      (signal) => `${signal}: stopping the pair (stop budget), then removing its container…\n`,
+      (signal) =>
+        `${signal}: stopping: the agent has ${stopBudgetSec === undefined ? 'its stop budget' : `${stopBudgetSec} s`} to exit after SIGTERM, then the container is removed; press Ctrl-C again to kill it now\n`,
+      (signal) =>
+        `${signal} again: killing the agent now (SIGKILL); then its evidence is kept and its container removed…\n`,
     );
     let outcome: RunPairOutcome;
     try {
@@ -77,6 +81,8 @@ export default class PairRun extends BaseCommand {
         bin: this.userBin,
         ...(flags['stop-budget'] !== undefined ? { stopBudgetSec: flags['stop-budget'] } : {}),
         terminate: termination.signal,
+        killNow: termination.killNow,
+        onStopBudget: (sec) => (stopBudgetSec = sec),
         allowShortSecrets: flags['allow-short-secrets'],
         mountRoots,
         onWarning: (message) => this.warn(message),

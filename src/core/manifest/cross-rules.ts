@@ -1,6 +1,7 @@
 import type { Issue } from '../errors.js';
 import { B1_PORT_COUNT } from './constants.js';
 import { joinPath, ROOT_PATH } from './issue-path.js';
+import { declaresNoGpus } from '../cpu-only-admission.js';
 
 /**
  * Rules that span fields or jobs, checked on the raw JSON so they are reported together with
@@ -36,12 +37,12 @@ export function manifestCrossIssues(manifest: unknown): Issue[] {
     issues.push(...uniqueFieldIssues(outcomes, 'outcome_path', job, index, jobs));
     issues.push(...portIssues(job, base, index, jobs, portOwners));
     issues.push(...b1PortsIssues(job, base));
-    issues.push(...networkIssues(job, base));
+    issues.push(...networkIssues(job, base, manifest.egress));
     if (job.image === undefined && manifest.image === undefined) {
       issues.push({ path: joinPath(base, 'image'), rule: 'is required (no top-level default image)' });
     }
   });
-  issues.push(...capacityIssues(manifest.capacity));
+  issues.push(...capacityIssues(manifest.capacity, manifest.jobs));
   return issues;
 }
 
@@ -56,7 +57,15 @@ export function pairSpecCrossIssues(spec: unknown): Issue[] {
 }
 
 /** Network "none" publishes nothing (the engine accepts the ports silently): published ports need "bridge". */
-function networkIssues(job: Raw, base: string): Issue[] {
+function networkIssues(job: Raw, base: string, manifestEgress?: unknown): Issue[] {
+  const egress = isRaw(job.egress) ? job.egress : isRaw(manifestEgress) ? manifestEgress : undefined;
+  if (job.network === 'none' && egress !== undefined && egress.mode !== 'none')
+    return [
+      {
+        path: joinPath(base, isRaw(job.egress) ? 'egress' : 'network'),
+        rule: 'network "none" reaches nothing: egress must be mode "none" (or leave network out)',
+      },
+    ];
   if (job.network !== 'none' || !Array.isArray(job.ports) || job.ports.length === 0) return [];
   return [
     {
@@ -125,10 +134,16 @@ function b1PortsIssues(job: Raw, base: string): Issue[] {
 
 const TWO_WORKER_FIELDS = ['gpu_total_mib', 'gpu_baseline_mib', 'gpu_fraction'] as const;
 
-function capacityIssues(capacity: unknown): Issue[] {
+/**
+ * `max_workers: 2` on a batch that uses GPUs (a job's `gpus` or `gpu_mib`, or any GPU field here) needs all three GPU
+ * fields (the seed rule). A batch that declares no GPUs needs none: it is admitted by memory and CPU (issue 40).
+ */
+function capacityIssues(capacity: unknown, jobs: unknown): Issue[] {
   if (!isRaw(capacity) || capacity.max_workers !== 2) return [];
+  const rawJobs = Array.isArray(jobs) ? jobs.filter(isRaw) : [];
+  if (declaresNoGpus(rawJobs, capacity)) return [];
   return TWO_WORKER_FIELDS.filter((field) => capacity[field] === undefined).map((field) => ({
     path: joinPath(ROOT_PATH, 'capacity', field),
-    rule: 'is required when max_workers is 2',
+    rule: "is required when max_workers is 2 and the batch uses GPUs (a job's gpus or gpu_mib, or a GPU field here)",
   }));
 }

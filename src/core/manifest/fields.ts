@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseEgress } from '../egress/policy.js';
 import {
   DEFAULT_SESSIONS_DIR,
   ENV_NAME_PATTERN,
@@ -57,6 +58,30 @@ export const Port = z
  * other container, no cloud metadata address, no address of the host), "none" has loopback only.
  */
 export const Network = z.enum(['none', 'bridge'], { error: 'must be "none" or "bridge"' });
+
+/**
+ * The egress policy (docs/spec.md §5.6): `{"mode": "none"|"open"|"allowlist", "allow": [...], "methods": [...]}`.
+ * Every entry is checked by src/core/egress/policy.ts; the first fault is reported on its own path.
+ */
+export const Egress = z
+  .strictObject({
+    mode: z.enum(['none', 'open', 'allowlist'], { error: 'must be "none", "open" or "allowlist"' }),
+    allow: z
+      .array(z.string({ error: 'must be a string' }), { error: 'must be an array of "HOST[:PORT]"' })
+      .optional(),
+    methods: z
+      .array(z.string({ error: 'must be a string' }), { error: 'must be an array of HTTP methods' })
+      .optional(),
+  })
+  .superRefine((value, ctx) => {
+    const parsed = parseEgress(value);
+    if (parsed.ok) return;
+    const path = parsed.field
+      .split(/[[\].]/)
+      .filter((part) => part !== '')
+      .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
+    ctx.addIssue({ code: 'custom', path, message: parsed.rule });
+  });
 
 /** Uniqueness and disjointness of ports are checked across jobs by cross-rules.ts. */
 export const Ports = z.array(Port).meta({ uniqueItems: true });

@@ -18,6 +18,7 @@ export { manifestJsonSchema } from './json-schema.js';
 export {
   jobImage,
   jobRuntime,
+  jobEgress,
   parseManifest,
   parsePairSpec,
   type ManifestParse,

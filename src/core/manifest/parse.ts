@@ -1,3 +1,4 @@
+import type { EgressInput } from '../egress/policy.js';
 import type { Issue } from '../errors.js';
 import { RoboguideError } from '../errors.js';
 import { manifestCrossIssues, pairSpecCrossIssues } from './cross-rules.js';
@@ -56,6 +57,14 @@ export function jobImage(manifest: Pick<Manifest, 'image'>, job: Pick<Job, 'imag
 }
 
 /** The job's OCI runtime: its own, else the manifest's (default "runc"). */
+/** The job's egress policy as written (its own, else the manifest's), before the network's mapping. */
+export function jobEgress(
+  manifest: Pick<Manifest, 'egress'>,
+  job: Pick<Job, 'egress'>,
+): EgressInput | undefined {
+  return job.egress ?? manifest.egress;
+}
+
 export function jobRuntime(manifest: Pick<Manifest, 'runtime'>, job: Pick<Job, 'runtime'>): string {
   return job.runtime ?? manifest.runtime ?? DEFAULT_RUNTIME;
 }

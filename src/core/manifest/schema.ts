@@ -10,6 +10,7 @@ import {
   AbsolutePath,
   AllowedHttpStatuses,
   Argv,
+  Egress,
   Environment,
   Gpus,
   JobId,
@@ -41,6 +42,10 @@ const jobShape = {
   network: Network.default('bridge').meta({
     description:
       '"bridge": our guarded bridge network (outbound only; no other pair, no cloud metadata address, no address of the host); "none": loopback only (no published ports)',
+  }),
+  egress: Egress.optional().meta({
+    description:
+      'egress policy (docs/spec.md 5.6): {"mode": "none"|"open"|"allowlist", "allow": ["api.openai.com", "*.anthropic.com", "pypi.internal:8443"], "methods": ["GET", …]}; absent: the manifest\'s "egress", else network "none" is mode "none" and "bridge" is "open"',
   }),
   timeout_seconds: TimeoutSeconds.default(DEFAULT_TIMEOUT_SECONDS),
   log_limit_bytes: LogLimitBytes.default(DEFAULT_LOG_LIMIT_BYTES).meta({
@@ -76,7 +81,10 @@ export const JobSchema = z.strictObject(jobShape);
 const GPU_FRACTION_RULE = 'must be a number in (0, 1]';
 const MIB_RULE = 'must be a non-negative integer (MiB)';
 export const CapacitySchema = z.strictObject({
-  max_workers: z.literal([1, 2], { error: 'must be 1 or 2' }).default(1),
+  max_workers: z.literal([1, 2], { error: 'must be 1 or 2' }).default(1).meta({
+    description:
+      '2: a second pair at once; by memory and CPU for a batch that declares no GPUs, else by the GPU rule (needs gpu_total_mib, gpu_baseline_mib, gpu_fraction)',
+  }),
   gpu_total_mib: z
     .int({ error: 'must be an integer ≥ 1 (MiB)' })
     .min(1, { error: 'must be an integer ≥ 1 (MiB)' })
@@ -113,6 +121,7 @@ export const ManifestSchema = z
     runtime: RuntimeName.optional().meta({
       description: `OCI runtime of every job without its own "runtime" (absent: "${DEFAULT_RUNTIME}")`,
     }),
+    egress: Egress.optional().meta({ description: 'egress policy of every job without its own "egress"' }),
   })
   .meta({ title: MANIFEST_SCHEMA_ID, description: 'roboguide-eval batch manifest' });
 

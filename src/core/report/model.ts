@@ -1,5 +1,6 @@
 import { countJobs, deriveState, foldJournal, type BatchState, type Counts } from '../batch-state.js';
 import { workersAllowed, type CapacityConfig } from '../dispatch-policy.js';
+import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../cpu-only-admission.js';
 import { estimateEta, type Eta } from './eta.js';
 import { claimsOf, reportPair } from './pairs.js';
 import { timelineEndMs, timelineOf } from './timeline.js';
@@ -37,6 +38,9 @@ function gpuRule(c: CapacityConfig): GpuRule | null {
 
 function gpuNote(input: ReportInput, rule: GpuRule | null, largest: number | null): string {
   if (input.capacity.maxWorkers === 1) return 'max_workers 1: serial by the manifest';
+  if (input.capacity.cpuOnly !== undefined)
+    return cpuOnlyNote(input.capacity.cpuOnly, input.capacity.maxWorkers);
+  if (input.capacity.cpuOnlyMemoryUnknown === true) return CPU_ONLY_MEMORY_UNKNOWN_NOTE;
   if (input.gpuUnobservable) return 'GPUs not observable at start: serial';
   if (rule === null) return 'no GPU budget in the manifest: serial';
   if (largest === null) return 'no measured GPU peak from a completed pair yet: serial';
@@ -61,7 +65,10 @@ function progressOf(
   );
   const finished = pairs.filter((p) => p.status === 'finished');
   const peaks = pairs.flatMap((p) => (p.gpu_peak_mib === null ? [] : [p.gpu_peak_mib]));
-  const allowed = input.gpuUnobservable ? 1 : workersAllowed(input.capacity, peaks, finished.length);
+  const allowed =
+    input.gpuUnobservable && input.capacity.cpuOnly === undefined
+      ? 1
+      : workersAllowed(input.capacity, peaks, finished.length);
   const state = deriveState(fold, counts, input.supervisorAlive);
   const eta =
     state === 'running'

@@ -1,0 +1,249 @@
+import { spawn } from 'node:child_process';
+import { mkdir, open } from 'node:fs/promises';
+import net from 'node:net';
+import { dirname } from 'node:path';
+import type { EgressGate, EgressLease } from '../../app/ports/egress.js';
+import { proxyEnvironment } from '../../core/egress/egress-network.js';
+import type { EgressInput } from '../../core/egress/policy.js';
+import type { EgressRecord, EmittedRecord } from '../../core/egress/record.js';
+import { RoboguideError } from '../../core/errors.js';
+import type { DockerEgressNetwork } from './docker-egress-network.js';
+
+/** Records kept per lease; past it they are counted (`dropped`). */
+const MAX_RECORDS = 20_000;
+const START_DEADLINE_MS = 15_000;
+const REPLY_TIMEOUT_MS = 10_000;
+const CLOSE_SETTLE_MS = 300;
+
+export interface EgressBrokerOptions {
+  readonly network: DockerEgressNetwork;
+  /** The proxy's control socket (a Unix socket: it works across network namespaces). */
+  readonly controlPath: string;
+  /** How the proxy process is started: `[node, …/proxy-main.js]`, after a prefix where the engine has its own namespace. */
+  readonly command: readonly string[];
+  /** The proxy's resolvers (absent: the host's). */
+  readonly dns?: readonly string[];
+  /** The proxy process's own log (its stdout and stderr). */
+  readonly logPath: string;
+  /** A container's address on the egress network (the packets that bypassed the proxy carry it). */
+  readonly addressOf: (containerId: string) => Promise<string | null>;
+}
+
+interface Lease {
+  token: string;
+  policy: EgressInput;
+  containerId: string | null;
+  address: string | null;
+  records: EgressRecord[];
+  dropped: number;
+}
+
+/**
+ * The client side of the egress proxy: starts it when no proxy answers on the control socket, registers each lease
+ * and keeps the records of its own leases (by token, or by the container's address for the packets the sink took).
+ * When the proxy goes away, every lease is refused everything until the proxy is back and the leases registered
+ * again (done here, on the next call and when the control connection closes): fail closed.
+ */
+export class EgressBroker implements EgressGate {
+  readonly #options: EgressBrokerOptions;
+  readonly #leases = new Map<string, Lease>();
+  #socket: net.Socket | null = null;
+  #connecting: Promise<net.Socket> | null = null;
+  #nextId = 1;
+  readonly #pending = new Map<number, (reply: { op: string; error?: string }) => void>();
+  #gateway: string | null = null;
+
+  constructor(options: EgressBrokerOptions) {
+    this.#options = options;
+  }
+
+  async open(policy: EgressInput, token: string): Promise<EgressLease> {
+    if (token.length < 16 || this.#leases.has(token))
+      throw new RoboguideError('E_NETWORK', 'an egress lease needs a fresh token of 16 characters or more');
+    const gateway = await this.#options.network.ensure();
+    this.#gateway = gateway;
+    const lease: Lease = {
+      token,
+      policy,
+      containerId: null,
+      address: null,
+      records: [],
+      dropped: 0,
+    };
+    await this.#request({ op: 'register', token: lease.token, policy });
+    this.#leases.set(lease.token, lease);
+    const { proxy } = this.#options.network.ports;
+    return {
+      env: proxyEnvironment(gateway, proxy, lease.token),
+      dns: [gateway],
+      token: lease.token,
+      attach: (containerId) => {
+        lease.containerId = containerId;
+      },
+      setPolicy: async (next) => {
+        await this.#request({ op: 'register', token: lease.token, policy: next });
+        lease.policy = next;
+      },
+      snapshot: () => ({ records: [...lease.records], dropped: lease.dropped }),
+      close: async () => {
+        // The last tunnels' records come as their connections close with the container: a moment for them.
+        await new Promise((resolve) => setTimeout(resolve, CLOSE_SETTLE_MS));
+        this.#leases.delete(lease.token);
+        await this.#request({ op: 'release', token: lease.token }).catch(() => undefined);
+        if (this.#leases.size === 0) this.#socket?.end();
+        return { records: lease.records, dropped: lease.dropped };
+      },
+    };
+  }
+
+  async #request(body: Record<string, unknown>): Promise<void> {
+    const socket = await this.#connected();
+    const id = this.#nextId++;
+    const reply = await new Promise<{ op: string; error?: string }>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new RoboguideError('E_NETWORK', 'the egress proxy did not answer'));
+      }, REPLY_TIMEOUT_MS);
+      this.#pending.set(id, (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      });
+      socket.write(`${JSON.stringify({ ...body, id })}\n`);
+    });
+    if (reply.op !== 'ok')
+      throw new RoboguideError(
+        'E_NETWORK',
+        `the egress proxy refused the policy: ${reply.error ?? reply.op}`,
+      );
+  }
+
+  async #connected(): Promise<net.Socket> {
+    if (this.#socket !== null && !this.#socket.destroyed) return this.#socket;
+    this.#connecting ??= this.#connect().finally(() => {
+      this.#connecting = null;
+    });
+    return this.#connecting;
+  }
+
+  async #connect(): Promise<net.Socket> {
+    let socket = await tryConnect(this.#options.controlPath);
+    if (socket === null) {
+      await this.#spawn();
+      const until = Date.now() + START_DEADLINE_MS;
+      while (socket === null && Date.now() < until) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        socket = await tryConnect(this.#options.controlPath);
+      }
+      if (socket === null)
+        throw new RoboguideError(
+          'E_NETWORK',
+          `the egress proxy did not start within ${START_DEADLINE_MS / 1000} s (its log: ${this.#options.logPath})`,
+        );
+    }
+    this.#socket = socket;
+    this.#listen(socket);
+    // Leases registered with a proxy that went away: registered again with this one.
+    for (const lease of this.#leases.values())
+      socket.write(
+        `${JSON.stringify({ op: 'register', token: lease.token, policy: lease.policy, id: 0 })}\n`,
+      );
+    return socket;
+  }
+
+  async #spawn(): Promise<void> {
+    const gateway = this.#gateway ?? (await this.#options.network.ensure());
+    const { proxy, sink } = this.#options.network.ports;
+    await mkdir(dirname(this.#options.controlPath), { recursive: true, mode: 0o700 });
+    const log = await open(this.#options.logPath, 'a', 0o600);
+    const [file = '', ...args] = this.#options.command;
+    const child = spawn(
+      file,
+      [
+        ...args,
+        '--listen',
+        gateway,
+        '--proxy-port',
+        String(proxy),
+        '--sink-port',
+        String(sink),
+        '--control',
+        this.#options.controlPath,
+        ...(this.#options.dns !== undefined ? ['--dns', this.#options.dns.join(',')] : []),
+      ],
+      { detached: true, stdio: ['ignore', log.fd, log.fd] },
+    );
+    child.on('error', () => undefined);
+    child.unref();
+    await log.close();
+  }
+
+  #listen(socket: net.Socket): void {
+    let buffered = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        this.#message(line);
+      }
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      if (this.#socket === socket) this.#socket = null;
+      for (const [id, resolve] of this.#pending) {
+        this.#pending.delete(id);
+        resolve({ op: 'error', error: 'the control connection closed' });
+      }
+      // The proxy went away while leases live: started again and told them (their pairs reach nothing meanwhile).
+      if (this.#leases.size > 0) void this.#connected().catch(() => undefined);
+    });
+  }
+
+  #message(line: string): void {
+    let message: { op?: string; id?: number; error?: string; record?: EmittedRecord };
+    try {
+      message = JSON.parse(line) as typeof message;
+    } catch {
+      return;
+    }
+    if (message.op === 'record' && message.record !== undefined) {
+      void this.#keep(message.record);
+      return;
+    }
+    if (typeof message.id === 'number') {
+      const resolve = this.#pending.get(message.id);
+      this.#pending.delete(message.id);
+      resolve?.({
+        op: message.op ?? 'error',
+        ...(message.error !== undefined ? { error: message.error } : {}),
+      });
+    }
+  }
+
+  async #keep(emitted: EmittedRecord): Promise<void> {
+    const { token, ...record } = emitted;
+    let lease = token !== undefined ? this.#leases.get(token) : undefined;
+    if (lease === undefined && token === undefined) {
+      for (const candidate of this.#leases.values()) {
+        if (candidate.address === null && candidate.containerId !== null)
+          candidate.address = await this.#options.addressOf(candidate.containerId).catch(() => null);
+        if (candidate.address === record.source) {
+          lease = candidate;
+          break;
+        }
+      }
+    }
+    if (lease === undefined) return;
+    if (lease.records.length < MAX_RECORDS) lease.records.push(record);
+    else lease.dropped += 1;
+  }
+}
+
+function tryConnect(path: string): Promise<net.Socket | null> {
+  return new Promise((resolve) => {
+    const socket = net.connect(path);
+    socket.once('connect', () => resolve(socket));
+    socket.once('error', () => resolve(null));
+  });
+}

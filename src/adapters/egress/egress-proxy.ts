@@ -1,0 +1,382 @@
+import dgram from 'node:dgram';
+import http from 'node:http';
+import net from 'node:net';
+import {
+  decide,
+  hostKind,
+  normalHost,
+  type EgressPolicy,
+  type EgressRefusal,
+} from '../../core/egress/policy.js';
+import { MAX_HELLO_BYTES, readClientHello } from '../../core/egress/tls-sni.js';
+import { dnsQuestion } from './conntrack.js';
+import type { EgressRecord, EmittedRecord } from '../../core/egress/record.js';
+
+/** How long a tunnel's client may take to send its ClientHello before it is refused. */
+const HELLO_TIMEOUT_MS = 10_000;
+const UPSTREAM_CONNECT_TIMEOUT_MS = 15_000;
+
+export interface EgressProxyOptions {
+  readonly listenAddress: string;
+  readonly proxyPort: number;
+  readonly sinkPort: number;
+  /** The proxy's own resolver (a pair's DNS never decides where we connect). */
+  readonly resolve: (host: string) => Promise<readonly string[]>;
+  /** Addresses never connected to, whatever a name resolves to (the host, its bridges, metadata, loopback). */
+  readonly forbidden: (address: string) => boolean;
+  readonly originalDestination: (
+    proto: 'tcp' | 'udp',
+    source: string,
+    sourcePort: number,
+  ) => Promise<{ address: string; port: number } | null>;
+  readonly emit: (record: EmittedRecord) => void;
+}
+
+/**
+ * The filtering forward proxy (docs/spec.md §5.6): plain HTTP requests in absolute form and `CONNECT` tunnels, each
+ * from a client named by the token in its `Proxy-Authorization`, each decided by that client's policy; the name is
+ * resolved here; a tunnel carries TLS only, to the server its ClientHello names, which must be the host asked. The
+ * sink takes every other TCP connection and UDP datagram of an allowlisted pair (our firewall sends them there):
+ * recorded, refused.
+ */
+export class EgressProxy {
+  readonly #options: EgressProxyOptions;
+  readonly #clients = new Map<string, EgressPolicy>();
+  readonly #server: http.Server;
+  readonly #sink: net.Server;
+  readonly #udp: dgram.Socket;
+  readonly #sockets = new Set<net.Socket>();
+
+  constructor(options: EgressProxyOptions) {
+    this.#options = options;
+    this.#server = http.createServer((req, res) => void this.#request(req, res));
+    this.#server.on('connect', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+      void this.#connect(req, socket, head);
+    });
+    this.#server.on('connection', (socket: net.Socket) => this.#track(socket));
+    this.#server.on('clientError', (_err, socket) => socket.destroy());
+    this.#sink = net.createServer((socket) => void this.#sinkTcp(socket));
+    this.#udp = dgram.createSocket('udp4');
+    this.#udp.on('message', (message, remote) => void this.#sinkUdp(message, remote));
+  }
+
+  register(token: string, policy: EgressPolicy): void {
+    this.#clients.set(token, policy);
+  }
+
+  release(token: string): void {
+    this.#clients.delete(token);
+  }
+
+  async start(): Promise<void> {
+    const { listenAddress, proxyPort, sinkPort } = this.#options;
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(proxyPort, listenAddress, () => resolve());
+    });
+    await new Promise<void>((resolve, reject) => {
+      this.#sink.once('error', reject);
+      this.#sink.listen(sinkPort, listenAddress, () => resolve());
+    });
+    await new Promise<void>((resolve, reject) => {
+      this.#udp.once('error', reject);
+      this.#udp.bind(sinkPort, listenAddress, () => resolve());
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await Promise.all([
+      new Promise((resolve) => this.#server.close(resolve)),
+      new Promise((resolve) => this.#sink.close(resolve)),
+      new Promise((resolve) => this.#udp.close(() => resolve(undefined))),
+    ]);
+  }
+
+  #track(socket: net.Socket): void {
+    this.#sockets.add(socket);
+    socket.on('close', () => this.#sockets.delete(socket));
+    socket.on('error', () => undefined);
+  }
+
+  #emit(record: Omit<EgressRecord, 'time'>, token: string | undefined): void {
+    this.#options.emit({
+      time: new Date().toISOString(),
+      ...record,
+      ...(token !== undefined ? { token } : {}),
+    });
+  }
+
+  #client(header: string | undefined): { token: string | undefined; policy: EgressPolicy | undefined } {
+    const token = tokenOf(header);
+    return { token, policy: token !== undefined ? this.#clients.get(token) : undefined };
+  }
+
+  /** The first address of `host` we may connect to; a literal is itself. */
+  async #address(host: string): Promise<{ address: string } | { refusal: EgressRefusal }> {
+    const h = normalHost(host);
+    let addresses: readonly string[];
+    if (hostKind(h) !== 'name') addresses = [h];
+    else {
+      try {
+        addresses = await this.#options.resolve(h);
+      } catch {
+        return { refusal: 'resolve_failed' };
+      }
+    }
+    if (addresses.length === 0) return { refusal: 'resolve_failed' };
+    const usable = addresses.find((a) => !this.#options.forbidden(a));
+    return usable === undefined ? { refusal: 'forbidden_address' } : { address: usable };
+  }
+
+  async #request(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const source = req.socket.remoteAddress ?? '';
+    const method = req.method ?? 'GET';
+    const { token, policy } = this.#client(req.headers['proxy-authorization']);
+    let url: URL | null;
+    try {
+      url = new URL(req.url ?? '');
+    } catch {
+      url = null;
+    }
+    const host = url !== null ? normalHost(url.hostname) : null;
+    const port = url !== null ? Number(url.port || 80) : null;
+    const base = { via: 'http' as const, host, port, method, target: req.url ?? '', source, sni: null };
+    const refuse = (reason: EgressRefusal, status: number, address: string | null = null) => {
+      this.#emit({ ...base, address, decision: 'refused', reason, bytes_up: 0, bytes_down: 0 }, token);
+      res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' });
+      res.end(`roboguide egress: refused (${reason})\n`);
+      req.resume();
+    };
+    if (policy === undefined) return refuse('unknown_client', 407);
+    if (url === null || url.protocol !== 'http:' || host === null || port === null)
+      return refuse('bad_request', 400);
+    const hostHeader = req.headers.host;
+    if (hostHeader === undefined || !sameAuthority(hostHeader, host, port))
+      return refuse('host_header_mismatch', 403);
+    const verdict = decide(policy, host, port, method);
+    if (!verdict.allowed) return refuse(verdict.reason, 403);
+    const target = await this.#address(host);
+    if ('refusal' in target) return refuse(target.refusal, 403);
+    let up = 0;
+    let down = 0;
+    const headers = { ...req.headers };
+    delete headers['proxy-authorization'];
+    delete headers['proxy-connection'];
+    const upstream = http.request({
+      host: target.address,
+      port,
+      method,
+      path: `${url.pathname}${url.search}`,
+      headers,
+      setHost: false,
+      timeout: UPSTREAM_CONNECT_TIMEOUT_MS,
+    });
+    req.on('data', (chunk: Buffer) => (up += chunk.length));
+    let status: number | undefined;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      this.#emit(
+        {
+          ...base,
+          address: target.address,
+          decision: 'allowed',
+          ...(status !== undefined ? { status } : {}),
+          bytes_up: up,
+          bytes_down: down,
+        },
+        token,
+      );
+    };
+    upstream.on('response', (answer) => {
+      status = answer.statusCode;
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.on('data', (chunk: Buffer) => (down += chunk.length));
+      answer.pipe(res);
+      answer.on('end', finish);
+      answer.on('error', finish);
+    });
+    upstream.on('timeout', () => upstream.destroy(new Error('upstream timeout')));
+    upstream.on('error', () => {
+      if (!res.headersSent) res.writeHead(502, { connection: 'close' }).end();
+      else res.destroy();
+      finish();
+    });
+    // A client gone before its request was complete: the upstream request goes too (never sent half).
+    req.on('close', () => {
+      if (!req.complete) upstream.destroy();
+    });
+    req.pipe(upstream);
+  }
+
+  async #connect(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
+    this.#track(socket);
+    const source = socket.remoteAddress ?? '';
+    const { token, policy } = this.#client(req.headers['proxy-authorization']);
+    const authority = parseAuthority(req.url ?? '');
+    const base = {
+      via: 'connect' as const,
+      host: authority?.host ?? null,
+      port: authority?.port ?? null,
+      method: null,
+      source,
+    };
+    const refuse = (reason: EgressRefusal, answer: string | null, extra: Partial<EgressRecord> = {}) => {
+      this.#emit(
+        {
+          ...base,
+          address: null,
+          sni: null,
+          decision: 'refused',
+          reason,
+          bytes_up: 0,
+          bytes_down: 0,
+          ...extra,
+        },
+        token,
+      );
+      if (answer !== null) socket.end(`HTTP/1.1 ${answer}\r\nConnection: close\r\n\r\n`);
+      else socket.destroy();
+    };
+    if (policy === undefined) return refuse('unknown_client', '407 Proxy Authentication Required');
+    if (authority === null) return refuse('bad_request', '400 Bad Request');
+    const verdict = decide(policy, authority.host, authority.port, null);
+    if (!verdict.allowed) return refuse(verdict.reason, '403 Forbidden');
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    const hello = await firstHello(socket, head);
+    if (hello.read.state !== 'hello') return refuse('not_tls', null);
+    const sni = hello.read.sni;
+    if (
+      hostKind(authority.host) === 'name' ? sni === null || normalHost(sni) !== authority.host : sni !== null
+    )
+      return refuse('sni_mismatch', null, { sni });
+    const target = await this.#address(authority.host);
+    if ('refusal' in target) return refuse(target.refusal, null, { sni });
+    let up = hello.bytes.length;
+    let down = 0;
+    const upstream = net.connect({
+      host: target.address,
+      port: authority.port,
+      timeout: UPSTREAM_CONNECT_TIMEOUT_MS,
+    });
+    this.#track(upstream);
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      socket.destroy();
+      upstream.destroy();
+      this.#emit(
+        { ...base, address: target.address, sni, decision: 'allowed', bytes_up: up, bytes_down: down },
+        token,
+      );
+    };
+    upstream.once('connect', () => {
+      upstream.setTimeout(0);
+      upstream.write(hello.bytes);
+      socket.on('data', (chunk: Buffer) => (up += chunk.length));
+      upstream.on('data', (chunk: Buffer) => (down += chunk.length));
+      socket.pipe(upstream);
+      upstream.pipe(socket);
+    });
+    upstream.on('timeout', () => upstream.destroy());
+    upstream.on('close', finish);
+    socket.on('close', finish);
+  }
+
+  async #sinkTcp(socket: net.Socket): Promise<void> {
+    this.#track(socket);
+    const source = socket.remoteAddress ?? '';
+    const original = await this.#options.originalDestination('tcp', source, socket.remotePort ?? 0);
+    socket.destroy();
+    this.#emit(
+      {
+        via: 'tcp',
+        host: null,
+        address: original?.address ?? null,
+        port: original?.port ?? null,
+        method: null,
+        decision: 'refused',
+        reason: 'not_through_proxy',
+        bytes_up: 0,
+        bytes_down: 0,
+        source,
+      },
+      undefined,
+    );
+  }
+
+  async #sinkUdp(message: Buffer, remote: dgram.RemoteInfo): Promise<void> {
+    const original = await this.#options.originalDestination('udp', remote.address, remote.port);
+    this.#emit(
+      {
+        via: 'udp',
+        host: original?.port === 53 ? dnsQuestion(message) : null,
+        address: original?.address ?? null,
+        port: original?.port ?? null,
+        method: null,
+        decision: 'refused',
+        reason: 'not_through_proxy',
+        bytes_up: message.length,
+        bytes_down: 0,
+        source: remote.address,
+      },
+      undefined,
+    );
+  }
+}
+
+/** The token of `Proxy-Authorization: Basic base64(user:token)`. */
+export function tokenOf(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const match = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(header.trim());
+  if (match === null) return undefined;
+  const decoded = Buffer.from(match[1] ?? '', 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon < 0 ? undefined : decoded.slice(colon + 1);
+}
+
+/** `host:port` of a CONNECT (`[v6]:port` too); null when malformed. */
+export function parseAuthority(text: string): { host: string; port: number } | null {
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s/]+):(\d{1,5})$/.exec(text);
+  if (match === null) return null;
+  const port = Number(match[2]);
+  if (port < 1 || port > 65_535) return null;
+  return { host: normalHost(match[1] ?? ''), port };
+}
+
+function sameAuthority(hostHeader: string, host: string, port: number): boolean {
+  const parsed = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hostHeader.trim());
+  if (parsed === null) return false;
+  const headerPort = parsed[2] !== undefined ? Number(parsed[2]) : 80;
+  return normalHost(parsed[1] ?? '') === host && headerPort === port;
+}
+
+async function firstHello(
+  socket: net.Socket,
+  head: Buffer,
+): Promise<{ read: ReturnType<typeof readClientHello>; bytes: Buffer }> {
+  let bytes = head;
+  let read = readClientHello(bytes);
+  if (read.state !== 'incomplete') return { read, bytes };
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => done({ state: 'not_tls' }), HELLO_TIMEOUT_MS);
+    const onData = (chunk: Buffer) => {
+      bytes = Buffer.concat([bytes, chunk]);
+      read = bytes.length > MAX_HELLO_BYTES ? { state: 'not_tls' } : readClientHello(bytes);
+      if (read.state !== 'incomplete') done(read);
+    };
+    const done = (final: ReturnType<typeof readClientHello>) => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.pause();
+      resolve({ read: final, bytes });
+    };
+    const onClose = () => done({ state: 'not_tls' });
+    socket.on('data', onData);
+    socket.once('close', onClose);
+  });
+}

@@ -1,0 +1,127 @@
+/**
+ * The egress proxy as a process of its own (docs/spec.md §5.6): one per host, started by the first pair that needs
+ * it, in the engine's network namespace, listening on the egress network's gateway. It outlives the process that
+ * started it (a supervisor restart keeps it); it leaves when no client has been connected for `--idle-exit-ms`.
+ *
+ * Control: a Unix socket (mode 0600) taking JSON lines: `{"op":"register","token","policy"}`,
+ * `{"op":"release","token"}`; it answers `{"op":"ok","id"}` and sends every record as `{"op":"record","record"}` to
+ * every client (a client keeps those of its own tokens and addresses). A client's registrations end with its
+ * connection: a pair whose supervisor is gone reaches nothing until it is registered again (fail closed).
+ */
+import { chmod, unlink } from 'node:fs/promises';
+import net from 'node:net';
+import { Resolver } from 'node:dns/promises';
+import { parseArgs } from 'node:util';
+import { parseEgress, type EgressInput } from '../../core/egress/policy.js';
+import { originalDestination } from './conntrack.js';
+import { EgressProxy } from './egress-proxy.js';
+import { forbiddenAddresses } from './forbidden-addresses.js';
+
+const { values } = parseArgs({
+  options: {
+    listen: { type: 'string' },
+    'proxy-port': { type: 'string' },
+    'sink-port': { type: 'string' },
+    control: { type: 'string' },
+    dns: { type: 'string' },
+    'idle-exit-ms': { type: 'string', default: '120000' },
+  },
+});
+const listen = values.listen ?? '';
+const proxyPort = Number(values['proxy-port']);
+const sinkPort = Number(values['sink-port']);
+const control = values.control ?? '';
+if (listen === '' || control === '' || !(proxyPort > 0) || !(sinkPort > 0)) {
+  process.stderr.write(
+    'usage: proxy-main --listen ADDR --proxy-port P --sink-port S --control SOCKET [--dns A,B]\n',
+  );
+  process.exit(2);
+}
+const resolver = new Resolver({ timeout: 3_000, tries: 2 });
+if (values.dns !== undefined && values.dns !== '') resolver.setServers(values.dns.split(','));
+
+const clients = new Set<net.Socket>();
+const forbidden = forbiddenAddresses();
+const proxy = new EgressProxy({
+  listenAddress: listen,
+  proxyPort,
+  sinkPort,
+  resolve: (host) => resolver.resolve4(host),
+  forbidden,
+  originalDestination: (proto, source, sourcePort) =>
+    originalDestination(proto, source, sourcePort, sinkPort),
+  emit: (record) => {
+    const line = `${JSON.stringify({ op: 'record', record })}\n`;
+    for (const client of clients) client.write(line);
+  },
+});
+
+let idleTimer: NodeJS.Timeout | undefined;
+function idle(): void {
+  clearTimeout(idleTimer);
+  if (clients.size === 0)
+    idleTimer = setTimeout(
+      () => void proxy.close().then(() => process.exit(0)),
+      Number(values['idle-exit-ms']),
+    );
+}
+
+const server = net.createServer((socket) => {
+  clients.add(socket);
+  clearTimeout(idleTimer);
+  const tokens = new Set<string>();
+  let buffered = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    buffered += chunk;
+    for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      handle(socket, tokens, line);
+    }
+    if (buffered.length > 1_000_000) socket.destroy();
+  });
+  const gone = () => {
+    clients.delete(socket);
+    for (const token of tokens) proxy.release(token);
+    idle();
+  };
+  socket.on('close', gone);
+  socket.on('error', () => undefined);
+});
+
+function handle(socket: net.Socket, tokens: Set<string>, line: string): void {
+  let message: { op?: unknown; id?: unknown; token?: unknown; policy?: unknown };
+  try {
+    message = JSON.parse(line) as typeof message;
+  } catch {
+    return;
+  }
+  const reply = (body: Record<string, unknown>): void => {
+    socket.write(`${JSON.stringify({ id: message.id, ...body })}\n`);
+  };
+  if (typeof message.token !== 'string' || message.token.length < 16)
+    return reply({ op: 'error', error: 'token' });
+  if (message.op === 'register') {
+    const parsed = parseEgress(message.policy as EgressInput);
+    if (!parsed.ok) return reply({ op: 'error', error: `${parsed.field}: ${parsed.rule}` });
+    tokens.add(message.token);
+    proxy.register(message.token, parsed.policy);
+    return reply({ op: 'ok' });
+  }
+  if (message.op === 'release') {
+    tokens.delete(message.token);
+    proxy.release(message.token);
+    return reply({ op: 'ok' });
+  }
+  reply({ op: 'error', error: 'op' });
+}
+
+await proxy.start();
+await unlink(control).catch(() => undefined);
+await new Promise<void>((resolve) => server.listen(control, resolve));
+await chmod(control, 0o600);
+process.stdout.write(`ready ${process.pid}\n`);
+idle();
+for (const signal of ['SIGTERM', 'SIGINT'] as const)
+  process.on(signal, () => void proxy.close().then(() => process.exit(0)));

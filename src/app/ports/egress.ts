@@ -1,0 +1,28 @@
+import type { EgressInput } from '../../core/egress/policy.js';
+import type { EgressRecord } from '../../core/egress/record.js';
+
+/**
+ * The egress proxy as the pair lifecycle sees it (docs/spec.md §5.6): a lease per allowlisted pair or session,
+ * registered with the proxy before its container exists.
+ */
+export interface EgressGate {
+  /** `token` names the lease at the proxy (made by the caller, so that its texts mask it from the start). */
+  open(policy: EgressInput, token: string): Promise<EgressLease>;
+}
+
+export interface EgressLease {
+  /** HTTP_PROXY and friends, with this lease's token: the container's environment (never persisted). */
+  readonly env: Readonly<Record<string, string>>;
+  /** The container's DNS servers (the gateway: whatever asks it is recorded and refused). */
+  readonly dns: readonly string[];
+  /** The token: masked wherever the pair's texts are (it is in the proxy URL). */
+  readonly token: string;
+  /** The container now holding the lease (its address names the packets that bypassed the proxy). */
+  attach(containerId: string): void;
+  /** A new policy for new connections (a live session's phase); effective once this resolves. */
+  setPolicy(policy: EgressInput): Promise<void>;
+  /** Every record so far (a copy); `dropped` past the cap. */
+  snapshot(): { readonly records: readonly EgressRecord[]; readonly dropped: number };
+  /** Released at the proxy; the records of the lease's life. */
+  close(): Promise<{ readonly records: readonly EgressRecord[]; readonly dropped: number }>;
+}
