@@ -12,6 +12,9 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { engineMountStager } from './adapters/mount/engine-stager.js';
 import { startApiServer } from './adapters/http/api-server.js';
+import { watchSessionContainers } from './adapters/docker/docker-session-events.js';
+import { isRegistryUnavailable } from './app/serve/api-error.js';
+import { RoboguideError } from './core/errors.js';
 import { ServeMetrics } from './adapters/http/serve-metrics.js';
 import { instrumentRegistry } from './adapters/metrics/instrumented-registry.js';
 import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
@@ -165,13 +168,44 @@ async function openServeRegistry(
   return { registry: await openRegistryAt(location), registryPath: registryFilePath(location) };
 }
 
+/** Runs `undo` when `work` fails, and passes the failure on. */
+async function whenFailing<T>(undo: () => void, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    undo();
+    throw err;
+  }
+}
+
+/**
+ * A registry that cannot be reached at start: the error with serve's own next step (the registry layer's advice names
+ * `e1-batch resume`, which is about batches).
+ */
+async function servesOwnAdvice<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!(err instanceof RoboguideError) || !isRegistryUnavailable(err)) throw err;
+    throw new RoboguideError(err.code, err.message, {
+      cause: err,
+      context: err.context,
+      exitCode: err.exitCode,
+      suggestions: [
+        'start the registry (or restore the network to it), then start `serve` again',
+        'check --registry; ROBOGUIDE_REGISTRY_DEADLINE_MS sets how long a registry call may wait',
+      ],
+    });
+  }
+}
+
 export async function startServe(options: ServeOptions): Promise<RunningServe> {
   // Before anything is made: a socket folder another user could use to take the socket over is refused (exit 2).
   const socketPath = await claimSocketFolder(options.socketPath ?? defaultSocketPath(options.environment));
   // First: an invalid ROBOGUIDE_PAIRS_NETWORK is refused before anything is written.
   const runtime = options.runtime ?? (await createDockerRuntime(options.environment));
   const { dataDir, tempRoot } = await prepareDataDir(options);
-  const opened = await openServeRegistry(options);
+  const opened = await servesOwnAdvice(() => openServeRegistry(options));
   const { registryPath } = opened;
   // GET /metrics (issue 45): every registry call of this process timed, the live sessions and pairs counted.
   let pairsRef: PairService | null = null;
@@ -234,7 +268,18 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   });
   sessionsRef = sessions;
   liveRef = sessions;
-  const adoption = await closingOnFailure(registry, () => sessions.adopt((id) => runtime.environmentOf(id)));
+  const watchFrom = Date.now();
+  const adoption = await closingOnFailure(registry, () =>
+    servesOwnAdvice(() => sessions.adopt((id) => runtime.environmentOf(id))),
+  );
+  // A session is as alive as its container: the engine's die/destroy ends it at once (replayed from before adoption).
+  const events = watchSessionContainers(
+    runtime.docker,
+    batchId,
+    (event) => sessions.containerEnded(event),
+    logger,
+    watchFrom,
+  );
   // Staging points whose container is gone (a crashed server's, a pair's): adopted sessions' containers keep theirs.
   await engineMountStager()
     .sweep()
@@ -255,32 +300,36 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   });
   pairsRef = pairs;
   const server = await closingOnFailure(registry, () =>
-    startApiServer({
-      socketPath,
-      ...(options.listen ? { listen: options.listen } : {}),
-      ...(options.metricsListen ? { metricsListen: options.metricsListen } : {}),
-      metrics,
-      version: options.version,
-      sessions,
-      pairs,
-      engine,
-      tempRoot,
-      createRedactor,
-      streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP,
-      logger,
-      imagePulls: { pulls: createImagePulls(), environment: callerEnvironment, allowedEnv },
-      images: {
-        builds:
-          options.allowBuilds === true
-            ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
-                maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
-                memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
-                timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
-              })
-            : null,
-        maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES,
-      },
-    }),
+    whenFailing(
+      () => events.close(),
+      () =>
+        startApiServer({
+          socketPath,
+          ...(options.listen ? { listen: options.listen } : {}),
+          ...(options.metricsListen ? { metricsListen: options.metricsListen } : {}),
+          metrics,
+          version: options.version,
+          sessions,
+          pairs,
+          engine,
+          tempRoot,
+          createRedactor,
+          streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP,
+          logger,
+          imagePulls: { pulls: createImagePulls(), environment: callerEnvironment, allowedEnv },
+          images: {
+            builds:
+              options.allowBuilds === true
+                ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
+                    maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
+                    memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
+                    timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
+                  })
+                : null,
+            maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES,
+          },
+        }),
+    ),
   );
   const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);
   let shutdown: ReturnType<RunningServe['shutdown']> | null = null;
@@ -295,6 +344,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     shutdown: () => {
       shutdown ??= (async () => {
         stopReaper();
+        events.close();
         const closed = server.close();
         const [cleanup] = await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
         for (const left of cleanup.unreleased)

@@ -183,7 +183,7 @@ export default class Serve extends BaseCommand {
       // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
       ...(executor.kind === 'swarm' ? { pairExecutor: createExecutor(executor, [], logger) } : {}),
     });
-    const { adopted, reaped, released, foreign } = running.adoption;
+    const { adopted, reaped, released, foreign, endedExecs } = running.adoption;
     // One machine-readable line on stdout: clients and tests wait for it.
     this.log(
       JSON.stringify({
@@ -195,6 +195,7 @@ export default class Serve extends BaseCommand {
         reaped,
         released_slots: released,
         foreign,
+        ended_execs: endedExecs,
       }),
     );
     await new Promise<void>((resolve) => {

@@ -16,6 +16,25 @@ const REFERENCE = new RegExp(
   `^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?/)?${COMPONENT}(?:/${COMPONENT})*(?::${TAG_PART})?$`,
 );
 
+const DIGEST = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}';
+const PINNED = new RegExp(`${REFERENCE.source.slice(0, -1)}(?:@${DIGEST})?$`);
+const IMAGE_ID = /^(?:sha256:[0-9a-f]{64}|[0-9a-f]{12,64})$/;
+
+/**
+ * True when `ref` is something the engine can look an image up by: `[host[:port]/]name[:tag][@digest]` (the
+ * distribution grammar, lower-case name, at most 255 characters of name) or an image id (`sha256:…`, or 12 to 64
+ * hex digits). Anything else (spaces, control characters, upper case in the name) the engine would refuse.
+ */
+export function isImageReference(ref: string): boolean {
+  if (ref.length > 512) return false;
+  if (IMAGE_ID.test(ref)) return true;
+  const at = ref.indexOf('@');
+  const named = at >= 0 ? ref.slice(0, at) : ref;
+  const name =
+    named.lastIndexOf(':') > named.lastIndexOf('/') ? named.slice(0, named.lastIndexOf(':')) : named;
+  return name.length <= 255 && PINNED.test(ref);
+}
+
 /** `name[:tag]` with `:latest` added when no tag is given; null when it is not an image reference. */
 export function normalizeTag(
   tag: string,

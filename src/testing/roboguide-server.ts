@@ -48,6 +48,8 @@ export interface ServerStartReport {
   reaped: string[];
   released_slots: string[];
   foreign: { container_id: string; session_id: string; reason: string }[];
+  /** Execs a killed server left running in adopted sessions, ended at this start (each in its execs.jsonl). */
+  ended_execs: number;
   tcp_port: number | null;
   /** `--metrics-listen`'s port, or null (issue 45; absent from servers before it). */
   metrics_port?: number | null;

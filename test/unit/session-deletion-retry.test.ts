@@ -30,6 +30,7 @@ import type {
   EngineInfo,
   RemoveResult,
   SessionContainerSpec,
+  RunningExec,
   SessionEngine,
 } from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
@@ -185,6 +186,12 @@ class FakeEngine implements SessionEngine {
   detail(): Promise<SessionContainerDetail | null> {
     return Promise.resolve(null);
   }
+  runningExecs(): Promise<readonly RunningExec[]> {
+    return Promise.resolve([]);
+  }
+  killExec(): Promise<void> {
+    return Promise.resolve();
+  }
   containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
     return Promise.resolve(this.containers.has(id) ? { workingDir: '', user: '' } : null);
   }
@@ -289,7 +296,9 @@ describe('SessionManager: deletion across a registry outage', () => {
     });
     expect(await inner.held()).toHaveLength(0);
     expect(await cleanupOnDisk(session_id)).toEqual(record);
-    expect(await sessions.delete(session_id)).toBe(record);
+    // Deleted, it left the server's memory: a later DELETE answers the record from cleanup.json.
+    expect(await sessions.delete(session_id)).toEqual(record);
+    expect(sessions.held).toBe(0);
     expect(sessions.list()).toEqual([]);
   });
 

@@ -20,6 +20,7 @@ import type {
   EngineInfo,
   RemoveResult,
   SessionContainerSpec,
+  RunningExec,
   SessionEngine,
 } from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
@@ -81,17 +82,42 @@ class FakeEngine implements SessionEngine {
   }
   /** When set, an exec prints this (a container that echoes what it was given). */
   execOutput: string | null = null;
+  /** When set, an exec runs until its tree is killed (then 137); `execStarted` settles as it starts. */
+  holdExecs = false;
+  execStarted: Promise<void> = Promise.resolve();
+  #execStarted: () => void = () => undefined;
+  /** When set, an exec is refused by the engine with this error. */
+  failExec: Error | null = null;
+  armExecStarted(): void {
+    this.execStarted = new Promise((resolve) => {
+      this.#execStarted = resolve;
+    });
+  }
   exec(_id: string, spec: ExecSpec): Promise<ExecHandle> {
     this.execSpecs.push(spec);
+    if (this.failExec) return Promise.reject(this.failExec);
     const stdout = new PassThrough();
     const stderr = new PassThrough();
-    stdout.end(this.execOutput ?? 'out');
-    stderr.end();
+    let exited: (code: number) => void = () => undefined;
+    const done = new Promise<number>((resolve) => {
+      exited = resolve;
+    });
+    if (!this.holdExecs) {
+      stdout.end(this.execOutput ?? 'out');
+      stderr.end();
+      exited(0);
+    }
+    this.#execStarted();
     return Promise.resolve({
       stdout,
       stderr,
-      done: Promise.resolve(0),
-      killTree: () => Promise.resolve(),
+      done,
+      killTree: () => {
+        stdout.end();
+        stderr.end();
+        exited(137);
+        return Promise.resolve();
+      },
       abandon: () => undefined,
     });
   }
@@ -121,6 +147,20 @@ class FakeEngine implements SessionEngine {
       user: c.spec?.user ?? '',
       ipAddress: c.spec?.network === 'bridge' ? '172.30.0.2' : null,
     });
+  }
+  /** Execs an earlier server left running, per container; `killExec` ends them and records it. */
+  readonly orphans = new Map<string, RunningExec[]>();
+  readonly killedExecs: string[] = [];
+  runningExecs(id: string): Promise<readonly RunningExec[]> {
+    return Promise.resolve(this.orphans.get(id) ?? []);
+  }
+  killExec(containerId: string, execId: string): Promise<void> {
+    this.killedExecs.push(execId);
+    this.orphans.set(
+      containerId,
+      (this.orphans.get(containerId) ?? []).filter((e) => e.id !== execId),
+    );
+    return Promise.resolve();
   }
   containerDefaults(id: string): Promise<{ workingDir: string; user: string } | null> {
     this.defaultsAsked += 1;
@@ -366,6 +406,8 @@ describe('SessionManager', () => {
       gpuMib: 0,
     });
     expect(orphan.kind).toBe('admitted');
+    // An exec the killed server left running in the live session: nobody reads it any more (issue 39).
+    engine.orphans.set(live.container_id, [{ id: 'exec-left', argv: ['sleep', '600'] }]);
     now += 60_000;
     const after = manager();
     const report = await after.adopt(() => Promise.resolve({}));
@@ -374,7 +416,16 @@ describe('SessionManager', () => {
       reaped: [expiring.session_id],
       released: ['s-orphan'],
       foreign: [],
+      endedExecs: 1,
     });
+    expect(engine.killedExecs).toEqual(['exec-left']);
+    const lines = (await readFile(join(dir, 'data', 'sessions', live.session_id, 'execs.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toContainEqual(
+      expect.objectContaining({ exec_id: 'exec-left', argv: ['sleep', '600'], killed: 'server_restarted' }),
+    );
     expect(engine.containers.has(expiring.container_id)).toBe(false);
     expect((await registry.held()).map((r) => r.jobId)).toEqual([live.session_id]);
     expect((await after.exec(live.session_id, { argv: ['true'] })).return_code).toBe(0);
@@ -553,5 +604,98 @@ describe('SessionManager: secrets from callers (issue 23)', () => {
       network: 'bridge',
       ip_address: '172.30.0.2',
     });
+  });
+});
+
+describe('SessionManager: a session is as alive as its container (issue 39)', () => {
+  const apiError = async (work: () => unknown): Promise<ApiError> => {
+    try {
+      await work();
+    } catch (err) {
+      if (err instanceof ApiError) return err;
+      throw err;
+    }
+    throw new Error('expected an ApiError');
+  };
+
+  it("the engine's die event ends the session: 410 to GET and exec, container removed, slot released at once", async () => {
+    const sessions = manager();
+    const { session_id, container_id } = await sessions.create(body());
+    engine.containers.get(container_id)!.status = 'exited';
+    sessions.containerEnded({ sessionId: session_id, containerId: container_id, action: 'die', exitCode: 3 });
+    const gone = await apiError(() => sessions.detail(session_id));
+    expect(gone).toMatchObject({ status: 410, code: 'E_SESSION_ENDED' });
+    expect(gone.message).toContain('exited with code 3');
+    expect((await apiError(() => sessions.exec(session_id, { argv: ['true'] }))).status).toBe(410);
+    await until(async () => ((await registry.held()).length === 0 ? true : undefined), 'the slot released');
+    expect(engine.containers.has(container_id)).toBe(false);
+    expect(await sessions.delete(session_id)).toMatchObject({ reason: 'exited', slot_released: true });
+    // It left the map, and still answers 410 (not 404, not live).
+    expect(sessions.held).toBe(0);
+    expect((await apiError(() => sessions.detail(session_id))).status).toBe(410);
+    expect(sessions.list()).toEqual([]);
+  });
+
+  it('a container removed behind our back (docker rm -f): GET says 410 gone, not live, and the slot goes', async () => {
+    const sessions = manager();
+    const { session_id, container_id } = await sessions.create(body());
+    engine.containers.delete(container_id); // no event seen (the stream was down): the request finds out
+    const gone = await apiError(() => sessions.detail(session_id));
+    expect(gone).toMatchObject({ status: 410, code: 'E_SESSION_ENDED' });
+    expect(gone.message).toContain('removed outside roboguide-eval');
+    await until(async () => ((await registry.held()).length === 0 ? true : undefined), 'the slot released');
+    expect(await sessions.delete(session_id)).toMatchObject({ reason: 'gone', verified_absent: true });
+  });
+
+  it('a failing request does not renew the TTL; a successful one does', async () => {
+    const sessions = manager();
+    const { session_id } = await sessions.create(body({ ttl_seconds: 60 }));
+    const first = sessions.list()[0]!.expires_at;
+    now += 30_000;
+    engine.failExec = Object.assign(new Error('engine says no'), { context: { statusCode: 500 } });
+    await expect(sessions.exec(session_id, { argv: ['true'] })).rejects.toThrow();
+    expect(sessions.list()[0]!.expires_at).toBe(first);
+    engine.failExec = null;
+    await sessions.exec(session_id, { argv: ['true'] });
+    expect(sessions.list()[0]!.expires_at).toBe(new Date(now + 60_000).toISOString());
+  });
+
+  it('deleted sessions leave the map: memory does not grow with sessions created and deleted', async () => {
+    const sessions = manager();
+    for (let i = 0; i < 5; i++) {
+      const { session_id } = await sessions.create(body());
+      await sessions.delete(session_id);
+      expect((await apiError(() => sessions.detail(session_id))).status).toBe(404);
+    }
+    expect(sessions.held).toBe(0);
+  });
+
+  it('an exec cut by the shutdown says so: interrupted server_stopping; new requests 503', async () => {
+    const sessions = manager();
+    const { session_id } = await sessions.create(body());
+    engine.holdExecs = true;
+    engine.armExecStarted();
+    const running = sessions.exec(session_id, { argv: ['sleep', '600'] });
+    await engine.execStarted;
+    const cleanup = sessions.deleteAll();
+    expect(await running).toMatchObject({ return_code: 137, interrupted: 'server_stopping' });
+    await cleanup;
+    expect((await apiError(() => sessions.detail(session_id))).code).toBe('E_SERVER_STOPPING');
+  });
+
+  it('an exec running when its container ends says so: interrupted session_ended', async () => {
+    const sessions = manager();
+    const { session_id, container_id } = await sessions.create(body());
+    engine.holdExecs = true;
+    engine.armExecStarted();
+    const running = sessions.exec(session_id, { argv: ['sleep', '600'] });
+    await engine.execStarted;
+    sessions.containerEnded({
+      sessionId: session_id,
+      containerId: container_id,
+      action: 'destroy',
+      exitCode: null,
+    });
+    expect(await running).toMatchObject({ interrupted: 'session_ended' });
   });
 });

@@ -263,6 +263,7 @@ describe('runExec', () => {
       timed_out: false,
       duration_ms: 1.235,
       truncated: true,
+      interrupted: null,
     });
   });
 

@@ -11,21 +11,24 @@ from .errors import (
     ConflictError,
     FileNotFoundApiError,
     ForbiddenError,
+    GoneError,
     IsADirectoryApiError,
     NotADirectoryApiError,
     NotFoundError,
     PayloadTooLargeError,
     PermissionDeniedApiError,
     RateLimitedError,
+    RequestTimeoutError,
     ServerError,
     TransportError,
     UnauthorizedError,
     UnavailableError,
+    UnsupportedMediaTypeError,
 )
 
 __all__ = [
     "DEFAULT_TIMEOUT", "ApiError", "BadRequestError", "BuildError", "Cancel", "Client", "ConflictError", "ExecStream", "FileNotFoundApiError",
-    "ForbiddenError", "IsADirectoryApiError", "NotADirectoryApiError", "NotFoundError", "PayloadTooLargeError", "PermissionDeniedApiError",
-    "RateLimitedError", "ServerError", "TransportError", "UnauthorizedError", "UnavailableError", "default_socket_path",
+    "ForbiddenError", "GoneError", "IsADirectoryApiError", "NotADirectoryApiError", "NotFoundError", "PayloadTooLargeError", "PermissionDeniedApiError",
+    "RateLimitedError", "RequestTimeoutError", "ServerError", "TransportError", "UnauthorizedError", "UnavailableError", "UnsupportedMediaTypeError", "default_socket_path",
 ]
 __version__ = "0.2.0"

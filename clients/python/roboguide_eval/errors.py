@@ -41,12 +41,25 @@ class NotFoundError(ApiError):
     """404: no such session, pair, image or path."""
 
 
+class GoneError(NotFoundError):
+    """410 ``E_SESSION_ENDED``: the session's container exited or was removed; its slot is released (create a new
+    session). A ``NotFoundError`` too: code that handles a missing session handles an ended one."""
+
+
+class RequestTimeoutError(ApiError):
+    """408 ``E_BODY_TIMEOUT``: the request body stopped arriving (the connection is closed)."""
+
+
 class ConflictError(ApiError):
     """409: the resource is in a state that refuses the request."""
 
 
 class PayloadTooLargeError(ApiError):
     """413: the body is over the server's cap."""
+
+
+class UnsupportedMediaTypeError(BadRequestError):
+    """415: a body of the wrong ``Content-Type`` (JSON must be ``application/json``)."""
 
 
 class RateLimitedError(ApiError):
@@ -101,8 +114,11 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     401: UnauthorizedError,
     403: ForbiddenError,
     404: NotFoundError,
+    408: RequestTimeoutError,
     409: ConflictError,
+    410: GoneError,
     413: PayloadTooLargeError,
+    415: UnsupportedMediaTypeError,
     429: RateLimitedError,
     503: UnavailableError,
 }

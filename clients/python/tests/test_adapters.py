@@ -33,7 +33,9 @@ from roboguide_eval import (  # noqa: E402
     BadRequestError,
     Cancel,
     Client,
+    GoneError,
     NotFoundError,
+    PayloadTooLargeError,
     TransportError,
 )
 from roboguide_eval.harbor import RoboguideEnvironment  # noqa: E402
@@ -112,6 +114,25 @@ class ClientTest(unittest.TestCase):
             server.client.exec("s-00000000-0000-0000-0000-000000000000", ["true"])
         self.assertEqual(missing.exception.status, 404)
         self.assertIsInstance(missing.exception, ApiError)
+
+    def test_an_ended_session_raises_gone_and_a_large_body_gets_its_413(self) -> None:
+        # A session whose main command exits ends with it (issue 39): 410, a NotFoundError too.
+        sid = server.client.create_session(IMAGE, labels={"rg.py.run": RUN}, command=["true"])["session_id"]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                server.client.get_session(sid)
+            except GoneError as gone:
+                self.assertEqual((gone.status, gone.code), (410, "E_SESSION_ENDED"))
+                self.assertIsInstance(gone, NotFoundError)
+                break
+            self.assertLess(time.monotonic(), deadline, "the session never ended")
+            time.sleep(0.2)
+        self.assertEqual(server.client.delete_session(sid)["reason"], "exited")
+        # A JSON body past the server's cap: the client (which sends the whole body first) gets the 413, not a reset.
+        with self.assertRaises(PayloadTooLargeError) as large:
+            server.client.create_session(IMAGE, labels={"x" * 8: "y" * (5 * 1024 * 1024)})
+        self.assertEqual(large.exception.code, "E_TOO_LARGE")
 
     def test_https_is_refused_and_timeouts_are_on_by_default(self) -> None:
         with self.assertRaisesRegex(ValueError, "https is not supported"):

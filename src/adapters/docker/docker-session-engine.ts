@@ -9,6 +9,7 @@ import type {
   ExecSpec,
   PublishedPort,
   RemoveResult,
+  RunningExec,
   SessionContainerDetail,
   SessionContainerSpec,
   SessionEngine,
@@ -271,6 +272,27 @@ export class DockerSessionEngine implements SessionEngine {
       user: c.Config.User,
       ipAddress: ip,
     };
+  }
+
+  async runningExecs(id: string): Promise<readonly RunningExec[]> {
+    const c = await inspectOr404(this.#docker, id, AbortSignal.timeout(CALL_TIMEOUT_MS));
+    const running: RunningExec[] = [];
+    for (const execId of c?.ExecIDs ?? []) {
+      let info: ExecInspect & { ProcessConfig?: { entrypoint?: string; arguments?: string[] } };
+      try {
+        info = await inspectExec(this.#docker.getExec(execId));
+      } catch {
+        continue; // gone in between
+      }
+      if (info.Running !== true) continue;
+      const config = info.ProcessConfig ?? {};
+      running.push({ id: execId, argv: [config.entrypoint ?? '', ...(config.arguments ?? [])] });
+    }
+    return running;
+  }
+
+  killExec(containerId: string, execId: string): Promise<void> {
+    return this.#killTree(containerId, this.#docker.getExec(execId));
   }
 
   async containerDefaults(id: string): Promise<ContainerDefaults | null> {

@@ -3,8 +3,13 @@ import { openOwnFolder } from '../fs/private-dir.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+
+type IntervalHistogram = ReturnType<typeof monitorEventLoopDelay>;
 import { ApiError } from '../../app/serve/api-error.js';
 import { openApiDocument } from '../../app/serve/openapi.js';
+import { IMAGE_REF_RULE } from '../../app/serve/request-fields.js';
+import { isImageReference } from '../../core/image-build.js';
 import type { PairService } from '../../app/serve/pair-service.js';
 import type { Logger } from '../../app/ports/logger.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
@@ -45,7 +50,7 @@ export interface RunningApiServer {
   close(): Promise<void>;
 }
 
-function buildRouter(options: ApiServerOptions): Router {
+function buildRouter(options: ApiServerOptions, loop: IntervalHistogram): Router {
   const router = new Router();
   const openapi = openApiDocument(options.version);
   router.add('GET', '/v1/health', async ({ res }) => {
@@ -59,6 +64,8 @@ function buildRouter(options: ApiServerOptions): Router {
       ok: version !== null,
       engine: { reachable: version !== null, version },
       version: options.version,
+      // The longest the event loop was held since the server started listening (no request may hold it long).
+      event_loop: { max_delay_ms: Math.round(loop.max / 1e5) / 10 },
     });
   });
   router.add('GET', '/v1/openapi.json', ({ res }) => {
@@ -68,6 +75,8 @@ function buildRouter(options: ApiServerOptions): Router {
   router.add('GET', '/v1/images', async ({ res, query }) => {
     const ref = query.get('ref') ?? '';
     if (ref === '') throw ApiError.invalid('the image request', [{ path: 'ref', rule: 'is required' }]);
+    if (!isImageReference(ref))
+      throw ApiError.invalid('the image request', [{ path: 'ref', rule: IMAGE_REF_RULE }]);
     sendJson(res, 200, { ref, present: await options.engine.imageExists(ref) });
   });
   registerSessionRoutes(router, {
@@ -154,7 +163,8 @@ function observeAnswer(
 
 /** node:http on a unix socket (0600) and, optionally, loopback TCP with a bearer token. */
 export async function startApiServer(options: ApiServerOptions): Promise<RunningApiServer> {
-  const router = buildRouter(options);
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  const router = buildRouter(options, loop);
   const metricsOnly = new Router();
   if (options.metrics !== undefined) metricsOnly.add('GET', '/metrics', metricsHandler(options.metrics));
   const handle =
@@ -189,7 +199,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
             clientGone: gone.signal,
           });
         } catch (err) {
-          sendError(res, err, options.logger);
+          sendError(res, err, options.logger, req);
         }
       })();
     };
@@ -202,6 +212,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
     process.umask(previous);
   }
   await chmod(options.socketPath, 0o600);
+  loop.enable();
   let tcpServer: Server | null = null;
   let tcpPort: number | null = null;
   if (options.listen) {
@@ -229,6 +240,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
     tcpPort,
     metricsPort,
     close: async () => {
+      loop.disable();
       await Promise.all(
         [unixServer, tcpServer, metricsServer].flatMap((server) => (server ? [closeOne(server)] : [])),
       );

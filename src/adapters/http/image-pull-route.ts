@@ -1,11 +1,14 @@
 import { ApiError } from '../../app/serve/api-error.js';
+import { IMAGE_REF_RULE } from '../../app/serve/request-fields.js';
+import { isImageReference } from '../../core/image-build.js';
 import { unallowedReferences } from '../../app/serve/env-allow.js';
 import type { ImagePulls } from '../../app/ports/image-pulls.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { referencedName, resolveEnvironment } from '../../core/manifest/environment.js';
 import { registryHostOf } from '../../core/image-plan.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
-import { readJson, type RouteContext, type Router } from './http-kit.js';
+import type { RouteContext, Router } from './http-kit.js';
+import { readJson } from './json-body.js';
 
 export interface ImagePullRouteDeps {
   readonly pulls: ImagePulls;
@@ -25,8 +28,8 @@ async function pullImage(deps: ImagePullRouteDeps, { req, res, clientGone }: Rou
   const body = await readJson(req);
   const image =
     typeof body === 'object' && body !== null ? (body as Record<string, unknown>)['image'] : undefined;
-  if (typeof image !== 'string' || image.trim() === '' || /\s/.test(image))
-    throw ApiError.invalid('the pull request', [{ path: 'image', rule: 'must be an image reference' }]);
+  if (typeof image !== 'string' || !isImageReference(image))
+    throw ApiError.invalid('the pull request', [{ path: 'image', rule: IMAGE_REF_RULE }]);
   const credentials = (body as Record<string, unknown>)['credentials'];
   let auth: { username: string; password: string; serveraddress: string } | undefined;
   let secrets: string[] = [];

@@ -2,7 +2,8 @@ import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ApiError } from '../../app/serve/api-error.js';
 import type { PairService } from '../../app/serve/pair-service.js';
-import { readJson, sendJson, type Router } from './http-kit.js';
+import { sendJson, type Router } from './http-kit.js';
+import { readJson } from './json-body.js';
 
 const FOLLOW_POLL_MS = 200;
 const CHUNK_BYTES = 64 * 1024;

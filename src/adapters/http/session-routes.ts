@@ -20,7 +20,8 @@ import {
   type SpooledDownload,
 } from './serve-files.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
-import { readJson, sendJson, type RouteContext, type Router } from './http-kit.js';
+import { sendJson, type RouteContext, type Router } from './http-kit.js';
+import { DEFAULT_JSON_LIMITS, JsonShapeScanner, readJson } from './json-body.js';
 
 export interface SessionRouteDeps {
   readonly sessions: SessionManager;
@@ -85,17 +86,21 @@ async function execRequest(
   const head: Buffer[] = [];
   let held = 0;
   let rest: Buffer = Buffer.alloc(0);
+  // The first line is held to the JSON body's depth and value limits while it arrives (before it is parsed).
+  const shape = new JsonShapeScanner(DEFAULT_JSON_LIMITS);
   for (;;) {
     const next = await chunks.next();
     if (next.done === true) break;
     const chunk = next.value as Buffer;
     const newline = chunk.indexOf(0x0a);
+    const part = newline >= 0 ? chunk.subarray(0, newline) : chunk;
+    const broken = shape.feed(part);
+    if (broken !== null) throw ApiError.invalid('the exec request', [{ path: '$', rule: broken }]);
+    head.push(part);
     if (newline >= 0) {
-      head.push(chunk.subarray(0, newline));
       rest = chunk.subarray(newline + 1);
       break;
     }
-    head.push(chunk);
     held += chunk.length;
     if (held > MAX_HEAD_BYTES)
       throw ApiError.invalid('the exec request', [
@@ -107,7 +112,7 @@ async function execRequest(
   }
   let value: unknown;
   try {
-    value = JSON.parse(Buffer.concat(head).toString('utf8')) as unknown;
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(head))) as unknown;
   } catch {
     throw ApiError.invalid('the exec request', [
       { path: '$', rule: 'the first line must be the exec request as JSON' },
@@ -169,6 +174,7 @@ async function exec(
           return_code: result.return_code,
           timed_out: result.timed_out,
           duration_ms: result.duration_ms,
+          interrupted: result.interrupted,
         },
       });
     }

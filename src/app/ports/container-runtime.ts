@@ -280,4 +280,22 @@ export interface SessionEngine extends ContainerEngine {
   detail(id: string): Promise<SessionContainerDetail | null>;
   /** The container's working directory and default user; null when the engine answers 404. */
   containerDefaults(id: string): Promise<ContainerDefaults | null>;
+  /** Execs running in the container now (e.g. left by a server that was killed), with their commands. */
+  runningExecs(id: string): Promise<readonly RunningExec[]>;
+  /** Kills a running exec's process tree (SIGKILL to its process group) and resolves once it has ended. */
+  killExec(containerId: string, execId: string): Promise<void>;
+}
+
+/** What the engine reports of a session's container: `die` (its main process ended) or `destroy` (removed). */
+export interface ContainerEndEvent {
+  readonly sessionId: string;
+  readonly containerId: string;
+  readonly action: 'die' | 'destroy';
+  readonly exitCode: number | null;
+}
+
+/** An exec the engine says is running: its id and its command (entrypoint and arguments). */
+export interface RunningExec {
+  readonly id: string;
+  readonly argv: readonly string[];
 }

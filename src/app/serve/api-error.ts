@@ -1,12 +1,13 @@
 import type { z } from 'zod';
 import { InvalidInputError, RoboguideError, ToolError, type Issue } from '../../core/errors.js';
+import { EngineError } from '../ports/engine-error.js';
 import { dedupeIssues, issuesFromZod, plainRule } from '../../core/manifest/zod-issues.js';
 
 /**
  * The HTTP statuses an API error maps to (issue 12): bad input, unknown id, conflict/capacity, too many concurrent
  * operations (429), internal, and a dependency that cannot be reached right now (503: engine or registry).
  */
-export type ApiStatus = 400 | 403 | 404 | 409 | 413 | 429 | 500 | 503;
+export type ApiStatus = 400 | 403 | 404 | 408 | 409 | 410 | 413 | 415 | 429 | 500 | 503;
 
 /** Seconds a client is told to wait (`Retry-After`) when the registry cannot be reached. */
 export const REGISTRY_RETRY_AFTER_SEC = 5;
@@ -42,11 +43,50 @@ export class ApiError extends ToolError {
   }
 }
 
-/** Validate a decoded body: the parsed value, or an ApiError 400 listing every issue with its path. */
+/** Issues listed in one answer at most (the rest are counted in the last one). */
+const MAX_ISSUES = 100;
+
+/** Fields whose text is data for the command rather than something the engine is given: NUL is allowed there. */
+const NUL_ALLOWED = new Set(['stdin']);
+
+/**
+ * The paths of strings (keys too) holding NUL, outside NUL_ALLOWED fields: no engine field (image, argv, working
+ * directory, user, label) can carry one, and the engine's own error would echo the value, or a path of the host.
+ */
+export function nulIssues(value: unknown, path = '', found: Issue[] = []): Issue[] {
+  const rule = 'must not contain NUL (U+0000, a control character)';
+  if (found.length >= MAX_ISSUES) return found;
+  if (typeof value === 'string') {
+    if (value.includes('\0')) found.push({ path: path === '' ? '$' : path, rule });
+  } else if (Array.isArray(value)) {
+    value.forEach((item, index) => nulIssues(item, `${path}[${index}]`, found));
+  } else if (typeof value === 'object' && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      const at = path === '' ? key : `${path}.${key}`;
+      if (key.includes('\0')) found.push({ path: at.replaceAll('\0', '\\0'), rule });
+      else if (!(path === '' && NUL_ALLOWED.has(key))) nulIssues(item, at, found);
+    }
+  }
+  return found;
+}
+
+/** At most MAX_ISSUES issues; more are summed up in a last one. */
+function capped(issues: readonly Issue[]): Issue[] {
+  if (issues.length <= MAX_ISSUES) return [...issues];
+  const more = issues.length - MAX_ISSUES + 1;
+  return [...issues.slice(0, MAX_ISSUES - 1), { path: '$', rule: `and ${more} more issues` }];
+}
+
+/**
+ * Validate a decoded body: the parsed value, or an ApiError 400 listing the issues with their paths (at most
+ * MAX_ISSUES). A string holding NUL is refused first, wherever it is (nulIssues).
+ */
 export function parseBody<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const nul = nulIssues(value);
+  if (nul.length > 0) throw ApiError.invalid(what, nul);
   const parsed = schema.safeParse(value, { error: plainRule });
   if (parsed.success) return parsed.data;
-  throw ApiError.invalid(what, dedupeIssues(issuesFromZod(parsed.error)));
+  throw ApiError.invalid(what, capped(dedupeIssues(issuesFromZod(parsed.error))));
 }
 
 const STATUS_BY_CODE: Readonly<Record<string, ApiStatus>> = {
@@ -111,6 +151,16 @@ export function isRegistryUnavailable(err: unknown): boolean {
   return UNREACHABLE_MESSAGE.test(err.message);
 }
 
+/** Paths of two or more components (the engine's overlay folders, its data root) as `<path>`. */
+export function withoutHostPaths(text: string): string {
+  return text.replace(/\/(?:[^\s/:'"()[\]{},]+\/)+[^\s/:'"()[\]{},]*/g, '<path>');
+}
+
+/** What the engine was asked to do, from an EngineError's message (`… while trying to ACTION: …`). */
+function actionOf(err: EngineError): string {
+  return /while trying to ([a-z ]+)/.exec(err.message)?.[1] ?? 'an engine call';
+}
+
 /** Any error thrown by a use-case, as the API reports it. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
@@ -122,12 +172,25 @@ export function toApiError(err: unknown): ApiError {
       retryAfterSec: REGISTRY_RETRY_AFTER_SEC,
     });
   }
+  if (err instanceof EngineError && err.statusCode === 400 && STATUS_BY_CODE[err.code] === undefined) {
+    // The engine found the request invalid: a value we let through. Our words, never the engine's (they may name a
+    // path of the host, or quote the value).
+    return new ApiError(
+      400,
+      'E_ENGINE_REFUSED',
+      `the Docker engine refused the request as invalid (${actionOf(err)})`,
+      [],
+      {
+        cause: err,
+      },
+    );
+  }
   if (err instanceof RoboguideError) {
     // An engine 409 (container not running) or 404 (container gone) is the session's state, not our fault.
     const engineStatus = (err.context as { statusCode?: unknown }).statusCode;
     const status =
       STATUS_BY_CODE[err.code] ?? (engineStatus === 409 ? 409 : engineStatus === 404 ? 404 : 500);
-    return new ApiError(status, err.code, err.message);
+    return new ApiError(status, err.code, withoutHostPaths(err.message));
   }
   return new ApiError(500, 'E_INTERNAL', 'internal error', [], { cause: err });
 }

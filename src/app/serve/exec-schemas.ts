@@ -6,6 +6,22 @@ import { ContainerPath, SecretEnv } from './request-fields.js';
 /** The exec resource of the `serve` API: the request, its buffered result and the lines of its NDJSON stream. */
 
 const TIMEOUT_RULE = 'must be a number of seconds > 0';
+
+/**
+ * What one exec may hand the kernel (execve): each argument at most MAX_ARG_STRLEN (128 KiB with its NUL), and the
+ * arguments and environment together at most ARG_MAX with the default 8 MiB stack (2 MiB, counting each string's NUL
+ * and pointer). More can never run (E2BIG), and past the engine's 4 MiB message limit the engine answers with an
+ * error inside the output: refused here, before the engine is asked.
+ */
+export const MAX_ARG_BYTES = 128 * 1024;
+export const MAX_EXEC_ARGS_BYTES = 2 * 1024 * 1024;
+
+/** Bytes execve counts for these strings: each one's UTF-8, its NUL and its pointer. */
+function execveBytes(strings: readonly string[]): number {
+  let total = 0;
+  for (const text of strings) total += Buffer.byteLength(text) + 1 + 8;
+  return total;
+}
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 export const ExecSchema = z
@@ -47,6 +63,23 @@ export const ExecSchema = z
         path: [body.argv === undefined ? 'argv' : 'command'],
       });
     }
+    const argv = body.argv ?? (body.command === undefined ? [] : ['/bin/sh', '-c', body.command]);
+    const long = argv.findIndex((arg) => Buffer.byteLength(arg) >= MAX_ARG_BYTES);
+    if (long >= 0) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be shorter than ${MAX_ARG_BYTES} bytes each (the kernel's limit of one argument)`,
+        path: body.argv === undefined ? ['command'] : ['argv', long],
+      });
+    }
+    const env = Object.entries(body.env ?? {}).map(([k, v]) => `${k}=${typeof v === 'string' ? v : ''}`);
+    if (execveBytes(argv) + execveBytes(env) > MAX_EXEC_ARGS_BYTES) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `with env, at most ${MAX_EXEC_ARGS_BYTES} bytes in all, counting 9 bytes more for each string (the kernel's limit of arguments and environment)`,
+        path: [body.argv === undefined ? 'command' : 'argv'],
+      });
+    }
     if (body.stdin !== undefined && body.stdin_base64 !== undefined) {
       ctx.addIssue({
         code: 'custom',
@@ -57,6 +90,11 @@ export const ExecSchema = z
   })
   .meta({ title: 'Exec' });
 
+const Interrupted = z.enum(['server_stopping', 'session_ended']).nullable().meta({
+  description:
+    'why the server cut the exec short, or null: server_stopping (a SIGTERM: every session is being deleted), session_ended (its container exited or was removed while the exec ran)',
+});
+
 export const ExecResultSchema = z
   .strictObject({
     stdout: z.string(),
@@ -65,6 +103,7 @@ export const ExecResultSchema = z
     timed_out: z.boolean(),
     duration_ms: z.number(),
     truncated: z.boolean().meta({ description: "an output exceeded the server's per-exec cap and was cut" }),
+    interrupted: Interrupted,
   })
   .meta({ title: 'ExecResult' });
 
@@ -72,7 +111,12 @@ export const ExecEventSchema = z
   .union([
     z.strictObject({ stream: z.enum(['stdout', 'stderr']), data: z.string() }),
     z.strictObject({
-      exit: z.strictObject({ return_code: z.int(), timed_out: z.boolean(), duration_ms: z.number() }),
+      exit: z.strictObject({
+        return_code: z.int(),
+        timed_out: z.boolean(),
+        duration_ms: z.number(),
+        interrupted: Interrupted,
+      }),
     }),
     z
       .strictObject({

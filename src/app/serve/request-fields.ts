@@ -1,6 +1,16 @@
 import { z } from 'zod';
 import { AbsolutePath } from '../../core/manifest/fields.js';
 import { ENV_NAME_PATTERN } from '../../core/manifest/constants.js';
+import { isImageReference } from '../../core/image-build.js';
+
+export const IMAGE_REF_RULE =
+  'must be an image reference [HOST[:PORT]/]NAME[:TAG][@DIGEST] (lower-case name, at most 255 characters) or an image id';
+
+/** An image the engine can look up (isImageReference): refused here rather than by the engine. */
+export const ImageRef = z
+  .string()
+  .refine(isImageReference, { error: IMAGE_REF_RULE })
+  .meta({ description: 'an image present on the engine (no pulls): NAME[:TAG][@DIGEST] or an image id' });
 
 /**
  * Field schemas of `serve`'s request bodies that are about the container itself: mounts, capabilities to drop,

@@ -18,6 +18,12 @@ export const HealthSchema = z
     ok: z.boolean(),
     engine: z.strictObject({ reachable: z.boolean(), version: z.string().nullable() }),
     version: z.string(),
+    event_loop: z.strictObject({
+      max_delay_ms: z.number().meta({
+        description:
+          'the longest the server was held by one piece of work since it started listening (no request may hold it long)',
+      }),
+    }),
   })
   .meta({ title: 'Health' });
 

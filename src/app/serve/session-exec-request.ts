@@ -1,6 +1,7 @@
 // One exec request on a live session: its environment and stdin, the run within the limits, and its execs.jsonl line.
-import type { Readable } from 'node:stream';
-import { redactText } from '../../core/redaction/redact-text.js';
+import { once } from 'node:events';
+import type { Readable, Transform } from 'node:stream';
+import { systemClock } from '../ports/clock.js';
 import { callerEnvironment } from './caller-secrets.js';
 import type { ExecRequest, ExecResult } from './schemas.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
@@ -13,9 +14,43 @@ function stdinOf(body: ExecRequest, streamed: Readable | undefined): Buffer | Re
   return body.stdin !== undefined ? Buffer.from(body.stdin, 'utf8') : undefined;
 }
 
+/** Bytes of argv given to the redactor at a time; the event loop runs between two pieces. */
+const REDACT_PIECE_BYTES = 16 * 1024;
+
+/**
+ * The argv as execs.jsonl keeps it: redacted once for the whole request (one redactor over the entries joined by NUL,
+ * which no entry holds), fed in pieces with a turn of the event loop between them, so a long argv never holds the
+ * server (issue 39: one redaction per entry held it 10.9 s for 100,000 entries).
+ */
+export async function redactedArgv(
+  argv: readonly string[],
+  secrets: readonly string[],
+  createRedactor: (secrets: readonly string[]) => Transform,
+): Promise<string[]> {
+  const joined = Buffer.from(argv.join('\0'));
+  const redactor = createRedactor(secrets);
+  const out: Buffer[] = [];
+  redactor.on('data', (chunk: Buffer) => out.push(chunk));
+  const ended = once(redactor, 'end');
+  for (let at = 0; at < joined.length; at += REDACT_PIECE_BYTES) {
+    redactor.write(joined.subarray(at, at + REDACT_PIECE_BYTES));
+    if (at + REDACT_PIECE_BYTES < joined.length) await systemClock.sleep(0); // a turn of the event loop
+  }
+  redactor.end();
+  await ended;
+  return Buffer.concat(out).toString('utf8').split('\0');
+}
+
+/** Why an exec was cut short by the server, from the reason its signal aborted with (null: not by the server). */
+export type ExecInterruption = 'server_stopping' | 'session_ended';
+
+function interruptionOf(stoppedFor: string | null): ExecInterruption | null {
+  return stoppedFor === 'server_stopping' || stoppedFor === 'session_ended' ? stoppedFor : null;
+}
+
 /**
  * The body of SessionManager.exec once the session is found live and `cwd` resolved: `hooks.acquire` admits the exec
- * within the limits (returns its end), `hooks.touch` renews the TTL when it is over.
+ * within the limits (returns its end), `hooks.touch` renews the TTL when it succeeded (a failed exec does not keep a session alive).
  */
 export async function execInSession(
   deps: SessionManagerDeps,
@@ -69,12 +104,13 @@ export async function execInSession(
     }
   } finally {
     done();
-    hooks.touch();
   }
-  const result = execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6);
+  hooks.touch();
+  const interrupted = interruptionOf(outcome.stoppedFor);
+  const result = { ...execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6), interrupted };
   const line = {
     at: deps.clock.now().toISOString(),
-    argv: argv.map((a) => redactText(a, secrets)),
+    argv: await redactedArgv(argv, secrets, deps.createRedactor),
     return_code: result.return_code,
     timed_out: outcome.timedOut,
     client_gone: options.signal?.aborted === true,

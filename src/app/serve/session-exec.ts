@@ -156,6 +156,7 @@ export function execResult(outcome: ExecOutcome, durationMs: number): ExecResult
     timed_out: outcome.timedOut,
     duration_ms: Math.round(durationMs * 1000) / 1000,
     truncated: outcome.truncated,
+    interrupted: null,
   };
 }
 

@@ -1,9 +1,5 @@
-import { SESSION_FILE } from '../../core/evidence-names.js';
-import { randomUUID } from 'node:crypto';
-import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { ApiError } from './api-error.js';
-import type { CallerEnvironment } from './caller-secrets.js';
 import type {
   CleanupRecord,
   ExecRequest,
@@ -12,10 +8,12 @@ import type {
   SessionDetail,
   SessionInfo,
 } from './schemas.js';
-import type { ContainerDefaults, PublishedPort } from '../ports/container-runtime.js';
+import type { ContainerEndEvent, PublishedPort } from '../ports/container-runtime.js';
+import { ContainerDefaultsCache } from './container-defaults.js';
+import { admitSession } from './session-admit.js';
 import type { ExecObserver } from './session-exec.js';
 import { execInSession } from './session-exec-request.js';
-import { admissionRefusal, checkCreate, startContainer, type Bind } from './session-create.js';
+import { checkCreate, startContainer } from './session-create.js';
 import {
   abandonCreate,
   performDeletion,
@@ -24,17 +22,24 @@ import {
   type ShutdownCleanup,
 } from './session-teardown.js';
 import {
-  newSessionRecord,
   SESSION_ID,
   listedSessions,
   sessionInfo,
-  sessionOf,
-  sessionRel,
   type Session,
   type SessionManagerDeps,
 } from './session-state.js';
 import { acquire, type ActiveTransfers } from './session-limits.js';
 import { adoptSessions, type Adoption } from './session-restart.js';
+import { reapPass } from './session-deletion.js';
+import { persistExpiry, touchSession } from './session-expiry.js';
+import {
+  containerEndOf,
+  EndedSessions,
+  endedError,
+  sessionEndOf,
+  stoppingError,
+  type SessionEnd,
+} from './session-life.js';
 
 export {
   DEFAULT_CONCURRENCY_LIMITS,
@@ -49,9 +54,6 @@ export type { ShutdownCleanup } from './session-teardown.js';
 
 export type { ExecObserver } from './session-exec.js';
 
-/** Expiry persisted on disk is refreshed when it lags the in-memory one by more than this. */
-const EXPIRY_PERSIST_SLACK_MS = 30_000;
-
 /**
  * Sessions of `roboguide-eval serve`: a container that idles while a harness runs commands in it, with the
  * pair rules (resolved references never written, labels, init, no-new-privileges, network none by default,
@@ -64,10 +66,15 @@ export class SessionManager {
   /** Execs and archive transfers running now, all sessions together. */
   readonly #active: ActiveTransfers = { exec: 0, archive: 0 };
   /** Each container's working directory and default user, asked of the engine once (they never change). */
-  readonly #defaults = new Map<string, Promise<ContainerDefaults>>();
+  readonly #defaults: ContainerDefaultsCache;
+  /** Sessions ended by their container, after they left #sessions: they answer 410 (bounded). */
+  readonly #ended = new EndedSessions();
+  /** Aborted (reason `server_stopping`) when the shutdown begins: running execs are killed and say why. */
+  readonly #stopping = new AbortController();
 
   constructor(deps: SessionManagerDeps) {
     this.#deps = deps;
+    this.#defaults = new ContainerDefaultsCache(deps.engine);
   }
 
   #nowMs(): number {
@@ -92,7 +99,8 @@ export class SessionManager {
     body: SessionCreate,
   ): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
     const { resolved, binds } = await checkCreate(this.#deps, body, this.#sessions.values());
-    const { session, markReady } = await this.#admit(body, resolved, binds);
+    const { session, markReady } = await admitSession(this.#deps, body, resolved, binds, this.#nowMs());
+    this.#sessions.set(session.record.session_id, session); // `ready` pending: a deletion (SIGTERM) waits for it
     const sessionId = session.record.session_id;
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };
     try {
@@ -128,81 +136,78 @@ export class SessionManager {
       await this.delete(sessionId).catch(() => undefined);
       throw attachFailure;
     }
+    if (session.ended !== null) this.#endSession(session); // its container ended while it was being created
     this.#deps.logger.info({ session: sessionId, container: created.id }, 'session created');
     return { session_id: sessionId, container_id: created.id, ports: created.ports };
   }
 
-  /** A registry slot, then the session in memory (state `creating`): reserved before the engine is asked, so two creates racing for one port cannot both pass. */
-  async #admit(
-    body: SessionCreate,
-    resolved: CallerEnvironment,
-    binds: readonly Bind[],
-  ): Promise<{ session: Session; markReady: () => void }> {
-    const sessionId = `s-${randomUUID()}`;
-    const claimId = randomUUID();
-    const admitted = await this.#deps.registry.admit({
-      batchId: this.#deps.batchId,
-      jobId: sessionId,
-      claimId,
-      gpuMib: 0,
-      writableMounts: binds.filter((b) => !b.readOnly).map((b) => b.hostPath),
-      readOnlyMounts: binds.filter((b) => b.readOnly).map((b) => b.hostPath),
-    });
-    if (admitted.kind === 'refused') throw admissionRefusal(binds, admitted);
-    const now = this.#nowMs();
-    const expiresAtMs = now + body.ttl_seconds * 1000;
-    const record = newSessionRecord(
-      { sessionId, claimId, reservationId: admitted.reservationId },
-      body,
-      now,
-      expiresAtMs,
-      resolved.stored,
-    );
-    const session = sessionOf({ record, secrets: resolved.secrets, expiresAtMs, state: 'creating' });
-    let markReady = (): void => undefined;
-    session.ready = new Promise((resolve) => {
-      markReady = resolve;
-    });
-    this.#sessions.set(sessionId, session); // with its `ready` already pending: a deletion (SIGTERM) waits for it
-    return { session, markReady };
-  }
-
-  /** A live session; every request renews its TTL. 404 for unknown or deleted, 409 while it is being deleted. */
+  /**
+   * A live session. 404 for unknown or deleted, 410 when its container ended, 409 while it is being deleted, 503
+   * while the server shuts down. The TTL is renewed by the request once it has succeeded (#touch), never here.
+   */
   #live(sessionId: string): Session {
+    if (this.#stopping.signal.aborted) throw stoppingError();
     const session = this.#sessions.get(sessionId);
+    const ended = session?.ended ?? this.#ended.get(sessionId);
+    if (ended !== undefined && ended !== null) throw endedError(sessionId, ended);
     if (session === undefined || session.state === 'deleted' || session.state === 'creating')
       throw ApiError.notFound(`session ${sessionId}`);
     if (session.state === 'deleting' || session.state === 'releasing')
       throw new ApiError(409, 'E_SESSION_DELETING', `session ${sessionId} is being deleted`);
-    this.#touch(session);
     return session;
   }
 
-  #touch(session: Session): void {
-    session.expiresAtMs = this.#nowMs() + session.record.ttl_seconds * 1000;
-    if (session.expiresAtMs - session.persistedExpiresAtMs > EXPIRY_PERSIST_SLACK_MS)
-      void this.#persistExpiry(session);
+  /**
+   * The engine says a session's container exited (`die`) or was removed (`destroy`): the session ends (410 to its
+   * clients), its execs are told, and it is deleted (verified) at once, which releases its slot. Events of a
+   * container being deleted by us, or of another container, change nothing.
+   */
+  containerEnded(event: ContainerEndEvent): void {
+    const session = this.#sessions.get(event.sessionId);
+    if (session === undefined || session.deletion !== null || session.state !== 'live') {
+      if (session?.state === 'creating') session.ended ??= sessionEndOf(event, this.#deps.clock.now());
+      return;
+    }
+    if (session.record.container_id !== event.containerId) return;
+    session.ended ??= sessionEndOf(event, this.#deps.clock.now());
+    this.#endSession(session);
   }
 
-  async #persistExpiry(session: Session): Promise<void> {
-    const expiresAtMs = session.expiresAtMs;
-    session.persistedExpiresAtMs = expiresAtMs;
-    session.record = { ...session.record, expires_at: new Date(expiresAtMs).toISOString() };
-    try {
-      await this.#deps.store.writeJsonAtomic(
-        sessionRel(session.record.session_id, SESSION_FILE),
-        session.record,
-      );
-    } catch (err) {
+  #endSession(session: Session): void {
+    const end = session.ended as SessionEnd;
+    session.stopExecs.abort('session_ended');
+    this.#deps.logger.warn(
+      { session: session.record.session_id, reason: end.reason, exit_code: end.exitCode },
+      'session ended by its container; deleting it',
+    );
+    this.delete(session.record.session_id, end.reason).catch((err: unknown) =>
       this.#deps.logger.warn(
         { session: session.record.session_id, error: (err as Error).message },
-        'cannot persist session expiry',
-      );
-    }
+        'ended session: deletion not finished; the reaper retries',
+      ),
+    );
+  }
+
+  /** After an engine failure on a session's container: when the container is gone or stopped, the session ends (410). */
+  async #checkContainer(session: Session, failure: unknown): Promise<never> {
+    const end = await containerEndOf(this.#deps.engine, session);
+    if (end !== null) this.containerEnded(end);
+    if (session.ended !== null) throw endedError(session.record.session_id, session.ended);
+    throw failure;
+  }
+
+  /** Renews the TTL: only a request that succeeded does (a client retrying a dead session does not keep it). */
+  #touch(session: Session): void {
+    touchSession(this.#deps, session, this.#nowMs());
+  }
+
+  #persistExpiry(session: Session): Promise<void> {
+    return persistExpiry(this.#deps, session);
   }
 
   async keepalive(sessionId: string): Promise<{ session_id: string; expires_at: string }> {
     const session = this.#live(sessionId);
+    this.#touch(session);
     await this.#persistExpiry(session);
     return { session_id: sessionId, expires_at: session.record.expires_at };
   }
@@ -222,6 +227,9 @@ export class SessionManager {
   async detail(sessionId: string): Promise<SessionDetail> {
     const session = this.#live(sessionId);
     const detail = await this.#deps.engine.detail(session.record.container_id ?? '');
+    if (detail === null)
+      await this.#checkContainer(session, ApiError.notFound(`the container of session ${sessionId}`));
+    this.#touch(session);
     return {
       ...sessionInfo(session as Session & { state: 'live' }),
       workdir: session.record.workdir ?? detail?.workdir ?? null,
@@ -232,7 +240,7 @@ export class SessionManager {
     };
   }
 
-  /** Secrets of a live session (to redact what comes out of it), renewing its TTL. */
+  /** Secrets of a live session (to redact what comes out of it). */
   secretsOf(sessionId: string): { containerId: string; secrets: readonly string[] } {
     const session = this.#live(sessionId);
     return { containerId: session.record.container_id ?? '', secrets: session.secrets };
@@ -249,38 +257,36 @@ export class SessionManager {
   ): Promise<ExecResult> {
     const session = this.#live(sessionId);
     const containerId = session.record.container_id ?? '';
-    const cwd = body.cwd === undefined ? undefined : await this.resolvePath(containerId, body.cwd);
-    return execInSession(this.#deps, session, body, options, {
-      cwd,
-      acquire: () => acquire(this.#deps.limits, this.#active, session, 'exec'),
-      touch: () => this.#touch(session),
-    });
+    // Killed and said so when the server stops or the session's container ends; the client's own signal as well.
+    const signal = AbortSignal.any([
+      ...(options.signal ? [options.signal] : []),
+      this.#stopping.signal,
+      session.stopExecs.signal,
+    ]);
+    try {
+      const cwd =
+        body.cwd === undefined ? undefined : await this.#defaults.resolvePath(containerId, body.cwd);
+      return await execInSession(
+        this.#deps,
+        session,
+        body,
+        { ...options, signal },
+        {
+          cwd,
+          acquire: () => acquire(this.#deps.limits, this.#active, session, 'exec'),
+          touch: () => this.#touch(session),
+        },
+      );
+    } catch (err) {
+      const status = (err as { context?: { statusCode?: unknown } }).context?.statusCode;
+      if (status === 404 || status === 409) return this.#checkContainer(session, err);
+      throw err;
+    }
   }
 
-  /** The container a live session runs in (for archives), renewing its TTL. */
+  /** The container a live session runs in (for archives). */
   containerOf(sessionId: string): string {
     return this.#live(sessionId).record.container_id ?? '';
-  }
-
-  /** The container's working directory and default user (asked of the engine once per container). */
-  #defaultsOf(containerId: string): Promise<ContainerDefaults> {
-    let known = this.#defaults.get(containerId);
-    if (known === undefined) {
-      known = this.#deps.engine.containerDefaults(containerId).then((d) => d ?? { workingDir: '', user: '' });
-      known.catch(() => this.#defaults.delete(containerId));
-      this.#defaults.set(containerId, known);
-    }
-    return known;
-  }
-
-  /**
-   * A path in the container: an absolute one as given (normalized), a relative one against the session's working
-   * directory (its workdir, else the image's WorkingDir, else /). `..` never climbs above `/`.
-   */
-  async resolvePath(containerId: string, path: string): Promise<string> {
-    if (path.startsWith('/')) return posix.resolve(path);
-    const { workingDir } = await this.#defaultsOf(containerId);
-    return posix.resolve(workingDir.startsWith('/') ? workingDir : '/', path);
   }
 
   /**
@@ -300,9 +306,10 @@ export class SessionManager {
   }> {
     const session = this.#live(sessionId);
     const containerId = session.record.container_id ?? '';
-    const defaults = await this.#defaultsOf(containerId);
-    const path = await this.resolvePath(containerId, request.path);
+    const defaults = await this.#defaults.of(containerId);
+    const path = await this.#defaults.resolvePath(containerId, request.path);
     const end = acquire(this.#deps.limits, this.#active, session, 'archive');
+    this.#touch(session);
     return { containerId, secrets: session.secrets, user: request.user ?? defaults.user, path, end };
   }
 
@@ -325,7 +332,12 @@ export class SessionManager {
       session.deletionReason ??= reason;
       const deletion = performDeletion(this.#deps, session, session.deletionReason).then((cleanup) => {
         const containerId = session.record.container_id;
-        if (session.state === 'deleted' && containerId !== null) this.#defaults.delete(containerId);
+        if (session.state === 'deleted') {
+          // Deleted sessions leave the map (a later DELETE reads cleanup.json); ended ones are remembered for 410.
+          if (containerId !== null) this.#defaults.forget(containerId);
+          if (this.#sessions.get(sessionId) === session) this.#sessions.delete(sessionId);
+          if (session.ended !== null) this.#ended.add(sessionId, session.ended);
+        }
         return cleanup;
       });
       session.deletion = deletion;
@@ -342,24 +354,9 @@ export class SessionManager {
    * sessions left `releasing`. Returns the ids deleted now; a failure is logged, never thrown.
    */
   async reap(): Promise<string[]> {
-    const now = this.#nowMs();
-    const due = [...this.#sessions.values()].filter(
-      (s) =>
-        s.deletion === null &&
-        ((s.state === 'live' && s.expiresAtMs <= now && s.execs.size === 0) || s.state === 'releasing'),
+    return reapPass(this.#sessions.values(), this.#nowMs(), this.#deps.logger, (id) =>
+      this.delete(id, 'expired'),
     );
-    const outcomes = await Promise.allSettled(due.map((s) => this.delete(s.record.session_id, 'expired')));
-    const done: string[] = [];
-    outcomes.forEach((outcome, index) => {
-      const id = due[index]!.record.session_id;
-      if (outcome.status === 'fulfilled' && outcome.value.verified_absent) done.push(id);
-      else if (outcome.status === 'rejected')
-        this.#deps.logger.warn(
-          { session: id, error: (outcome.reason as Error).message },
-          'reaper: deletion not finished; the next pass retries',
-        );
-    });
-    return done;
   }
 
   /**
@@ -368,6 +365,7 @@ export class SessionManager {
    * releases it.
    */
   async deleteAll(): Promise<ShutdownCleanup> {
+    this.#stopping.abort('server_stopping'); // running execs are killed first and answer `interrupted`
     const ids = [...this.#sessions.values()]
       .filter((s) => s.state !== 'deleted')
       .map((s) => s.record.session_id);
@@ -391,5 +389,10 @@ export class SessionManager {
 
   get size(): number {
     return [...this.#sessions.values()].filter((s) => s.state !== 'deleted').length;
+  }
+
+  /** Sessions held in memory, deleted or not (bounded: deleted ones leave). */
+  get held(): number {
+    return this.#sessions.size;
   }
 }

@@ -3,6 +3,7 @@ import type { CleanupRecord } from './schemas.js';
 import { adoptedSession, type ForeignContainer } from './session-adopt.js';
 import type { Session, SessionManagerDeps } from './session-state.js';
 import { settleRecordedCleanup } from './session-teardown.js';
+import { endOrphanedExecs } from './session-orphans.js';
 
 /** What a restarted server found: sessions adopted, reaped and slots released, and containers it left alone. */
 export interface Adoption {
@@ -11,6 +12,8 @@ export interface Adoption {
   readonly released: string[];
   /** Containers with this server's batch label whose session.json, claim and reservation do not all match. */
   readonly foreign: ForeignContainer[];
+  /** Execs the previous server left running in adopted sessions, ended (each has its line in execs.jsonl). */
+  endedExecs: number;
 }
 
 /**
@@ -26,7 +29,7 @@ export async function adoptSessions(
   readEnvironment: (containerId: string) => Promise<Record<string, string> | null>,
   deleteSession: (sessionId: string, reason: CleanupRecord['reason']) => Promise<unknown>,
 ): Promise<Adoption> {
-  const adoption: Adoption = { adopted: [], reaped: [], released: [], foreign: [] };
+  const adoption: Adoption = { adopted: [], reaped: [], released: [], foreign: [], endedExecs: 0 };
   const containers = await deps.engine.listByLabel({ 'roboguide.batch': deps.batchId });
   const claimsOnContainers = new Set(
     containers.map((c) => c.labels['roboguide.claim'] ?? '').filter((c) => c !== ''),
@@ -58,6 +61,7 @@ export async function adoptSessions(
       adoption.reaped.push(found.sessionId);
     } else {
       adoption.adopted.push(found.sessionId);
+      adoption.endedExecs += await endOrphanedExecs(deps, found.session);
     }
   }
   for (const reservation of await deps.registry.held({ batchId: deps.batchId })) {

@@ -9,7 +9,7 @@ import {
   Ports,
 } from '../../core/manifest/fields.js';
 import { DEFAULT_RUNTIME, RuntimeName } from '../../core/oci-runtime.js';
-import { Annotations, CapDrop, ExtraHosts, MountSchema, SecretEnv } from './request-fields.js';
+import { Annotations, CapDrop, ExtraHosts, ImageRef, MountSchema, SecretEnv } from './request-fields.js';
 
 /**
  * The sessions resource of the `serve` API: the create request (its fields reuse the pair-spec field schemas, so a
@@ -24,7 +24,7 @@ const LABEL_KEY = /^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$/;
 
 export const SessionCreateSchema = z
   .strictObject({
-    image: NonEmptyString,
+    image: ImageRef,
     environment: CallerEnvironment.default({}),
     secret_env: SecretEnv.optional(),
     user: NonEmptyString.optional().meta({
@@ -160,7 +160,10 @@ export const CleanupRecordSchema = z
   .strictObject({
     session_id: z.string(),
     container_id: z.string(),
-    reason: z.enum(['deleted', 'expired', 'shutdown', 'adopted_expired']),
+    reason: z.enum(['deleted', 'expired', 'shutdown', 'adopted_expired', 'exited', 'gone']).meta({
+      description:
+        'deleted (DELETE), expired (its TTL), shutdown (SIGTERM), adopted_expired (found expired at a restart), exited (its container exited), gone (its container was removed outside roboguide-eval)',
+    }),
     stopped: z.boolean(),
     removed: z.boolean(),
     verified_absent: z.boolean(),

@@ -12,6 +12,7 @@ import type { Logger } from '../ports/logger.js';
 import type { ExecHandle, PublishedPort, SessionEngine } from '../ports/container-runtime.js';
 import type { CleanupRecord, SessionCreate, SessionInfo } from './schemas.js';
 import type { StoredEnvValue } from './caller-secrets.js';
+import type { SessionEnd } from './session-life.js';
 
 export const SESSION_SCHEMA = 'roboguide.serve.session/v1' as const;
 export const SESSION_ID = /^s-[0-9a-f-]{36}$/;
@@ -70,6 +71,10 @@ export interface Session {
   readonly active: { exec: number; archive: number };
   /** Settles when creation has finished (either way); a deletion waits for it. */
   ready: Promise<void>;
+  /** Set when the engine said its container exited or was removed (not by a deletion): clients get 410. */
+  ended: SessionEnd | null;
+  /** Aborts its running execs (reason `session_ended`) when its container ends. */
+  readonly stopExecs: AbortController;
 }
 
 /** A session's folder under the evidence root, or a file in it. */
@@ -192,6 +197,8 @@ export function sessionOf(
     execs: new Set(),
     active: { exec: 0, archive: 0 },
     ready: Promise.resolve(),
+    ended: null,
+    stopExecs: new AbortController(),
   };
 }
 

@@ -1,0 +1,215 @@
+// Issue 39: no request can freeze serve, and every bad input is a clear 4xx, fast — against the real server process.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
+import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
+import { rawRequest, type RawAnswer } from '../support/raw-http.js';
+
+const RUN = `it-hostile-${randomUUID().slice(0, 8)}`;
+const LABEL = { 'it.hostile': RUN };
+
+/** A JSON request as a client that writes everything before it reads. */
+function post(
+  s: TestServer,
+  path: string,
+  body: Buffer | string,
+  type = 'application/json',
+): Promise<RawAnswer> {
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+  return rawRequest(
+    s.socketPath,
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: ${type}\r\nContent-Length: ${bytes.length}`,
+    bytes,
+  );
+}
+
+function errorOf(answer: RawAnswer): {
+  code: string;
+  message: string;
+  issues: { path: string; rule: string }[];
+} {
+  return (JSON.parse(answer.body) as { error: ReturnType<typeof errorOf> }).error;
+}
+
+/** Python's http.client over the socket: the whole body sent first, then the answer read. */
+function pythonPost(socketPath: string, path: string, bytes: number): Promise<string> {
+  const script = [
+    'import http.client, socket, sys',
+    'class C(http.client.HTTPConnection):',
+    '    def connect(self):',
+    '        self.sock = socket.socket(socket.AF_UNIX); self.sock.settimeout(60); self.sock.connect(sys.argv[1])',
+    'c = C("localhost")',
+    'try:',
+    `    c.request("POST", sys.argv[2], body=b"1" * ${bytes}, headers={"content-type": "application/json"})`,
+    '    r = c.getresponse(); print(r.status, r.getheader("connection"), r.read().decode()[:200])',
+    'except Exception as e:',
+    '    print("error", type(e).__name__, e)',
+  ].join('\n');
+  return new Promise((resolve) => {
+    const child = spawn('python3', ['-c', script, socketPath, path]);
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    child.on('close', () => resolve(out.trim()));
+  });
+}
+
+describe.skipIf(noDocker)('serve: hostile requests (issue 39), real engine', () => {
+  let s: TestServer;
+  let session: string;
+
+  beforeAll(async () => {
+    s = await startTestServer({ clientMode: 'raw' });
+    const created = await s.client.call<{ session_id: string }>('POST', '/v1/sessions', {
+      body: { image: DRIVER_IMAGE, labels: LABEL },
+    });
+    expect(created.status).toBe(201);
+    session = created.body.session_id;
+  });
+  afterAll(async () => {
+    await s?.client.call('DELETE', `/v1/sessions/${session}`);
+    await s?.dispose();
+    await expectNoContainersLeft(LABEL);
+  });
+
+  it('the worst bodies are refused fast and hold the server no longer than a generous bound; another client is answered meanwhile', async () => {
+    const argv = JSON.stringify({ argv: ['true', ...Array.from({ length: 100_000 }, () => 'x')] });
+    const nested = (bytes: number): string => `{"argv":${'['.repeat(bytes)}`;
+    const tiny = `[${Array.from({ length: 2_000_000 }, () => '1').join(',')}]`;
+    const bad = [
+      post(s, `/v1/sessions/${session}/exec`, argv),
+      post(s, '/v1/sessions', nested(3 * 1024 * 1024)),
+      post(s, '/v1/sessions', nested(16 * 1024 * 1024)),
+      post(s, '/v1/sessions', tiny),
+    ];
+    const other = s.client.call<{ session_id: string }>('GET', `/v1/sessions/${session}`);
+    const answers = await Promise.all(bad);
+    expect((await other).status).toBe(200);
+    expect(answers.map((a) => [a.status, a.socketError])).toEqual([
+      [400, null],
+      [400, null],
+      [413, null],
+      [400, null],
+    ]);
+    expect(errorOf(answers[0]!).issues[0]?.rule).toContain('at most 16384 values');
+    expect(errorOf(answers[1]!).issues[0]?.rule).toContain('deep');
+    expect(errorOf(answers[3]!).issues[0]?.rule).toContain('at most 16384 values');
+    const health = await s.client.call<{ event_loop: { max_delay_ms: number } }>('GET', '/v1/health');
+    // The loop monitor of the server itself: before issue 39 these inputs held it 6 to 11 s.
+    expect(health.body.event_loop.max_delay_ms).toBeLessThan(1_000);
+  });
+
+  it('a body over the limit gets 413 with Connection: close although the client sends it whole first (no reset)', async () => {
+    const answer = await post(s, '/v1/sessions', Buffer.alloc(20 * 1024 * 1024, 0x31));
+    expect(answer).toMatchObject({ status: 413, socketError: null });
+    expect(answer.headers['connection']).toBe('close');
+    expect(errorOf(answer).code).toBe('E_TOO_LARGE');
+    // Chunked, no length declared: refused while reading.
+    const chunked = await rawRequest(
+      s.socketPath,
+      'POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked',
+      Buffer.concat([Buffer.from(`500000\r\n`), Buffer.alloc(0x500000, 0x31), Buffer.from('\r\n0\r\n\r\n')]),
+    );
+    expect(chunked).toMatchObject({ status: 413, socketError: null });
+    // Our Python client's transport: http.client writes the whole body, then reads.
+    expect(await pythonPost(s.socketPath, '/v1/sessions', 20 * 1024 * 1024)).toMatch(
+      /^413 close .*E_TOO_LARGE/,
+    );
+  });
+
+  it('a Content-Length larger than the bytes sent gets 408 and the connection closes', async () => {
+    const answer = await rawRequest(
+      s.socketPath,
+      'POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100',
+      '{"image":',
+    );
+    expect(answer.status).toBe(408);
+    expect(answer.headers['connection']).toBe('close');
+    expect(errorOf(answer).code).toBe('E_BODY_TIMEOUT');
+  }, 40_000);
+
+  it('a JSON body with another Content-Type is 415', async () => {
+    const answer = await post(s, '/v1/sessions', JSON.stringify({ image: DRIVER_IMAGE }), 'text/plain');
+    expect(answer.status).toBe(415);
+    expect(errorOf(answer).code).toBe('E_UNSUPPORTED_MEDIA_TYPE');
+  });
+
+  it('bad percent-encoding in a path is 400 naming the parameter', async () => {
+    const answer = await rawRequest(s.socketPath, 'GET /v1/sessions/%E0%A4%A HTTP/1.1\r\nHost: x');
+    expect(answer.status).toBe(400);
+    expect(errorOf(answer).issues).toEqual([expect.objectContaining({ path: 'id' })]);
+  });
+
+  it('image names the engine cannot take are 400 naming the field, never 500', async () => {
+    const invalidUtf8 = Buffer.concat([
+      Buffer.from('{"image":"busy'),
+      Buffer.from([0xc3, 0x28]),
+      Buffer.from('box"}'),
+    ]);
+    for (const body of [
+      JSON.stringify({ image: 'busy box' }),
+      JSON.stringify({ image: 'busy\u0000box' }),
+      JSON.stringify({ image: 'b'.repeat(10_000) }),
+      JSON.stringify({ image: 'Busybox' }),
+    ]) {
+      const answer = await post(s, '/v1/sessions', body);
+      expect(answer.status, answer.body).toBe(400);
+      expect(errorOf(answer).issues.map((i) => i.path)).toContain('image');
+    }
+    const raw = await post(s, '/v1/sessions', invalidUtf8);
+    expect(raw.status).toBe(400);
+    expect(errorOf(raw).issues[0]?.rule).toBe('must be UTF-8');
+    const ref = await rawRequest(s.socketPath, 'GET /v1/images?ref=a%20b HTTP/1.1\r\nHost: x');
+    expect(ref.status).toBe(400);
+  });
+
+  it('NUL in workdir, in argv, and an argv the kernel cannot take are 400 before the engine is asked; no host path', async () => {
+    const workdir = await post(
+      s,
+      '/v1/sessions',
+      JSON.stringify({ image: DRIVER_IMAGE, workdir: '/a\u0000b' }),
+    );
+    expect(workdir.status).toBe(400);
+    expect(errorOf(workdir).issues).toEqual([expect.objectContaining({ path: 'workdir' })]);
+    expect(workdir.body).not.toMatch(/overlay|\/var\/lib/);
+    const exec = (body: unknown): Promise<RawAnswer> =>
+      post(s, `/v1/sessions/${session}/exec`, JSON.stringify(body));
+    const nul = await exec({ argv: ['echo', 'a\u0000b'] });
+    expect(nul.status).toBe(400);
+    expect(errorOf(nul).issues).toEqual([expect.objectContaining({ path: 'argv[1]' })]);
+    const long = await exec({ argv: ['echo', 'x'.repeat(200 * 1024)] });
+    expect(long.status).toBe(400);
+    expect(errorOf(long).issues).toEqual([expect.objectContaining({ path: 'argv[1]' })]);
+    const many = await exec({ argv: ['echo', ...Array.from({ length: 30 }, () => 'y'.repeat(100 * 1024))] });
+    expect(many.status).toBe(400);
+    expect(errorOf(many).issues[0]?.rule).toContain('in all');
+    // Still a working session.
+    expect((await exec({ argv: ['echo', 'ok'] })).body).toContain('"stdout":"ok\\n"');
+  });
+
+  it("a registry that cannot be reached at start: serve's own next step, not e1-batch resume", async () => {
+    const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(
+        'bin/roboguide-eval',
+        [
+          'serve',
+          '--socket',
+          `${s.workDir}/other.sock`,
+          '--data-dir',
+          `${s.workDir}/other-data`,
+          '--registry',
+          'postgres://u@127.0.0.1:1/x',
+        ],
+        { env: { ...process.env, ROBOGUIDE_REGISTRY_DEADLINE_MS: '2000' } },
+      );
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+    expect(out.code).not.toBe(0);
+    expect(out.stderr).toContain('E_REGISTRY_UNAVAILABLE');
+    expect(out.stderr).not.toContain('e1-batch resume');
+    expect(out.stderr).toContain('start `serve` again');
+  });
+});
