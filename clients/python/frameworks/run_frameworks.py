@@ -33,7 +33,24 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PY_ROOT = HERE.parent
 ROOT = PY_ROOT.parent.parent
-SHARED = ROOT.parent / "shared" / "frameworks"
+
+
+def shared_frameworks() -> Path:
+    """Where the frameworks' copies lie: ``FRAMEWORKS_DIR``; else ``../shared/frameworks`` beside this checkout; else
+    beside the checkout it was cloned from (a clone made elsewhere, as CI makes one, still finds the machine's copies);
+    else this kind of machine's own place (``/work/shared/frameworks``). The first that exists; else the second, so
+    that SKIPPED names the place a user expects."""
+    beside = ROOT.parent / "shared" / "frameworks"
+    candidates = [Path(os.environ["FRAMEWORKS_DIR"])] if os.environ.get("FRAMEWORKS_DIR") else []
+    candidates.append(beside)
+    origin = subprocess.run(["git", "-C", str(ROOT), "remote", "get-url", "origin"], capture_output=True, text=True)
+    if origin.returncode == 0 and origin.stdout.strip().startswith("/"):
+        candidates.append(Path(origin.stdout.strip()).parent / "shared" / "frameworks")
+    candidates.append(Path("/work/shared/frameworks"))
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+SHARED = shared_frameworks()
 SOURCES = {"harbor": ("HARBOR_SRC", "harbor"), "sforge": ("SFORGE_SRC", "edgebench"), "inspect": ("INSPECT_SRC", "inspect_ai")}
 LAYOUT = {"harbor": "src/harbor", "sforge": "sforge", "inspect": "src/inspect_ai"}
 
