@@ -14,7 +14,7 @@ import type { PairService } from '../../app/serve/pair-service.js';
 import type { Logger } from '../../app/ports/logger.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
 import type { SessionManager } from '../../app/serve/session-manager.js';
-import { bearerMatches, Router, sendError, sendJson, type Handler } from './http-kit.js';
+import { bearerMatches, Router, sendError, sendJson, strictQuery, type Handler } from './http-kit.js';
 import type { ServeMetrics } from './serve-metrics.js';
 import { registerPairRoutes } from './pair-routes.js';
 import { registerImageRoutes, type ImageRouteDeps } from './image-routes.js';
@@ -195,7 +195,7 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
             req,
             res,
             params: matched.params,
-            query: url.searchParams,
+            query: strictQuery(url.search),
             clientGone: gone.signal,
           });
         } catch (err) {

@@ -65,6 +65,44 @@ export class Router {
   }
 }
 
+/**
+ * The query string's parameters, each name and value checked as percent-encoded UTF-8 first: `URLSearchParams`
+ * alone turns `%ZZ` into itself and `%C3%28` into U+FFFD, so a file path would silently name another file. A bad one
+ * is a 400 naming the parameter.
+ */
+export function strictQuery(search: string): URLSearchParams {
+  const raw = search.startsWith('?') ? search.slice(1) : search;
+  for (const pair of raw.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const name = eq < 0 ? pair : pair.slice(0, eq);
+    for (const part of eq < 0 ? [name] : [name, pair.slice(eq + 1)]) {
+      try {
+        decodeURIComponent(part.replace(/\+/g, ' '));
+      } catch {
+        throw ApiError.invalid('the query string', [
+          {
+            path: safeName(name),
+            rule: 'must be valid percent-encoded UTF-8 (a "%" followed by two hex digits)',
+          },
+        ]);
+      }
+    }
+  }
+  return new URLSearchParams(raw);
+}
+
+/** A parameter's name for an error message: decoded when it can be, at most 64 characters. */
+function safeName(name: string): string {
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+  } catch {
+    decoded = name;
+  }
+  return decoded.replace(/[^\x20-\x7e]/g, '?').slice(0, 64);
+}
+
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const bytes = Buffer.from(JSON.stringify(body));
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': bytes.length });
