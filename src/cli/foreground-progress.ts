@@ -2,7 +2,8 @@
  * `e1-batch start --foreground` (issue 40 item 4): what the operator sees while the supervisor runs in this process.
  * Progress: a line on stderr whenever status.json (written by the supervisor at every pair's start and end) shows
  * another set of running pairs or another count of finished ones. Ctrl-C: what the first signal does (a stop: no new
- * pair; the running ones finish) and the second (a terminate: the running pairs' controlled stop), and the exit
+ * pair; the running ones finish), the second (a terminate: the running pairs' controlled stop) and the third (their
+ * stop budget cut short: SIGKILL now), and the exit
  * status a shell expects of a command stopped by a signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
  * Reads only; the supervisor's own handlers act on the signals.
  */
@@ -54,7 +55,14 @@ export function watchForeground(
           `Press Ctrl-C again to stop them now (SIGTERM, then their stop budget). Later: \`${bin} e1-batch resume --output ${output}\``,
       );
     else if (count === 2)
-      write(`${signal} again: terminating the running pairs (controlled stop within their stop budget)…`);
+      write(
+        `${signal} again: terminating the running pairs (SIGTERM, then their stop budget); ` +
+          `press Ctrl-C once more to kill them now`,
+      );
+    else if (count === 3)
+      write(
+        `${signal} a third time: killing the running pairs now (SIGKILL); their evidence is still collected…`,
+      );
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -73,7 +81,9 @@ export function watchForeground(
       write(line);
     }
   };
-  write(`supervising in the foreground (Ctrl-C: stop the batch; twice: terminate its running pairs)`);
+  write(
+    `supervising in the foreground (Ctrl-C: stop the batch; twice: terminate its running pairs; three times: kill them now)`,
+  );
   let polling = Promise.resolve();
   const timer = setInterval(() => {
     polling = polling.then(poll);

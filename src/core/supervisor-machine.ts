@@ -16,7 +16,8 @@ export const REGISTRY_RETRY_MS = 2_000;
 /** The longest the loop sleeps with nothing to do (a wake-up, a pair finishing or a stop, ends it sooner). */
 export const IDLE_WAIT_MS = 60_000;
 
-export type StopLevel = 'none' | 'stop' | 'terminate';
+/** `kill`: a third signal (Ctrl-C) cuts the running pairs' stop budget short (SIGKILL now). */
+export type StopLevel = 'none' | 'stop' | 'terminate' | 'kill';
 
 export interface SupervisorState {
   /** Manifest order. */
@@ -69,7 +70,7 @@ export type SupervisorEvent =
   | { readonly type: 'fault'; readonly cause?: PauseCause }
   /** A stop request (`e1-batch stop`, the stop file). */
   | { readonly type: 'stop_requested'; readonly terminate: boolean }
-  /** SIGTERM/SIGINT: the first stops, the next terminates. */
+  /** SIGTERM/SIGINT: the first stops, the next terminates, the third kills the running pairs now. */
   | { readonly type: 'signal' }
   /** A launched pair has its handle (its container may not exist yet). */
   | { readonly type: 'pair_running'; readonly jobId: string }
@@ -101,6 +102,8 @@ export type SupervisorEffect =
   /** A change that can wait (a pair started): coalesced. */
   | { readonly kind: 'status_soon' }
   | { readonly kind: 'terminate'; readonly jobIds: readonly string[] }
+  /** Cut the pairs' stop budget short: SIGKILL now (their evidence is still collected, their removal verified). */
+  | { readonly kind: 'kill'; readonly jobIds: readonly string[] }
   /** Swarm: ask where the pair was placed, journal it once known. */
   | { readonly kind: 'watch_placement'; readonly jobId: string }
   /** End the loop's wait now. */
@@ -182,12 +185,17 @@ export function decide(state: SupervisorState, event: SupervisorEvent): Decision
     case 'stop_requested':
       return requestStop(state, event.terminate);
     case 'signal':
-      return requestStop(state, state.stop !== 'none');
+      return state.stop === 'terminate' || state.stop === 'kill'
+        ? requestKill(state)
+        : requestStop(state, state.stop !== 'none');
     case 'pair_running':
       return {
         state,
         effects: [
-          ...(state.stop === 'terminate' ? [{ kind: 'terminate', jobIds: [event.jobId] } as const] : []),
+          ...(state.stop === 'terminate' || state.stop === 'kill'
+            ? [{ kind: 'terminate', jobIds: [event.jobId] } as const]
+            : []),
+          ...(state.stop === 'kill' ? [{ kind: 'kill', jobIds: [event.jobId] } as const] : []),
           { kind: 'status_soon' },
           { kind: 'watch_placement', jobId: event.jobId },
         ],
@@ -237,7 +245,7 @@ function pause(
 
 /** A stop: running pairs finish. A terminating one (or a stop made terminating): they are terminated too. */
 function requestStop(state: SupervisorState, terminate: boolean): Decision {
-  const escalates = terminate && state.stop !== 'terminate';
+  const escalates = terminate && (state.stop === 'none' || state.stop === 'stop');
   const fresh = state.stop === 'none' || escalates;
   const stop: StopLevel = escalates ? 'terminate' : state.stop === 'none' ? 'stop' : state.stop;
   const effects: SupervisorEffect[] = [];
@@ -246,6 +254,15 @@ function requestStop(state: SupervisorState, terminate: boolean): Decision {
   if (fresh)
     effects.push({ kind: 'journal', event: { type: 'stop_requested', terminate } }, { kind: 'write_status' });
   return { state: { ...state, stop }, effects };
+}
+
+/** A signal after the terminate: the running pairs are killed now (once; later signals change nothing). */
+function requestKill(state: SupervisorState): Decision {
+  if (state.stop === 'kill') return { state, effects: [] };
+  return {
+    state: { ...state, stop: 'kill' },
+    effects: [{ kind: 'kill', jobIds: [...state.inFlight] }, { kind: 'wake' }],
+  };
 }
 
 function next(state: SupervisorState, nowMs: number, gpuPeaksMib: readonly number[]): Decision {

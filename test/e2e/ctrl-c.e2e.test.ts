@@ -137,7 +137,9 @@ describe.skipIf(noDocker)('Ctrl-C (issue 40)', () => {
     await until('a progress line naming the running pair', () =>
       /progress: 0\/3 finished \(0 completed, 0 failed\); running: f1/.test(child.stderr()) ? true : null,
     );
-    expect(child.stderr()).toContain('Ctrl-C: stop the batch; twice: terminate its running pairs');
+    expect(child.stderr()).toContain(
+      'Ctrl-C: stop the batch; twice: terminate its running pairs; three times: kill them now',
+    );
     child.kill('SIGINT');
     const exit = await child.exited;
     expect(exit, child.stderr()).toEqual({ code: 130, signal: null });
@@ -148,4 +150,57 @@ describe.skipIf(noDocker)('Ctrl-C (issue 40)', () => {
     expect(child.stdout()).toMatch(/: stopped \(/);
     await expect(stat(join(output, 'jobs', 'f3', 'receipt.json'))).rejects.toMatchObject({ code: 'ENOENT' });
   }, 150_000);
+
+  it('e1-batch start --foreground: a third Ctrl-C kills the running pairs now instead of waiting out their budget', async () => {
+    const manifest = join(dir, 'fg-kill.json');
+    const output = join(dir, 'fg-kill-batch');
+    await writeFile(
+      manifest,
+      JSON.stringify({
+        schema: 'roboguide.e1.batch/v0.1',
+        image: DRIVER_IMAGE,
+        jobs: [
+          {
+            job_id: 'k1',
+            argv: ['/opt/driver/run', 'ignore_term', 'numbered=1', 'hang'],
+            cwd: join(dir, 'fg-kill-cwd'),
+            outcome_path: join(dir, 'fg-kill-out', 'k1.json'),
+            network: 'none',
+          },
+        ],
+        // Without the third Ctrl-C the pair would hold on for 240 s: the test's limit fails long before.
+        stop_budget_seconds: 240,
+      }),
+    );
+    const args = ['e1-batch', 'start', '--manifest', manifest, '--output', output, '--foreground'];
+    const child = start([...args, '--registry', join(dir, 'registry-kill.db')], 100_000);
+    await until('the pair running', () => (/running: k1/.test(child.stderr()) ? true : null));
+    await until('the agent past its trap', async () =>
+      (await stat(join(output, 'jobs', 'k1', 'stdout.log')).catch(() => null))?.size ? true : null,
+    );
+    const receipt = JSON.parse(await readFile(join(output, 'jobs', 'k1', 'receipt.json'), 'utf8')) as {
+      container_id: string;
+    };
+    child.kill('SIGINT');
+    await until('the first announcement', () =>
+      child.stderr().includes('stopping the batch') ? true : null,
+    );
+    child.kill('SIGINT');
+    await until('the second announcement', () =>
+      child.stderr().includes('press Ctrl-C once more to kill them now') ? true : null,
+    );
+    child.kill('SIGINT');
+    const exit = await child.exited;
+    expect(exit, child.stderr()).toEqual({ code: 130, signal: null });
+    expect(child.stderr()).toContain('SIGINT a third time: killing the running pairs now (SIGKILL)');
+    expect(await runtime().inspect(receipt.container_id)).toBeNull();
+    const result = JSON.parse(await readFile(join(output, 'jobs', 'k1', 'result.json'), 'utf8')) as {
+      reasons: string[];
+      cleanup: { verified_absent: boolean };
+      container: { exit_code: number | null };
+    };
+    expect(result.reasons).toContain('terminated');
+    expect(result.cleanup.verified_absent).toBe(true);
+    expect(result.container.exit_code).toBe(137);
+  }, 120_000);
 });

@@ -42,6 +42,7 @@ const handle = (jobId: string): RunningHandle => ({
   startedAt: 't',
   deadline: 't',
   terminate: new AbortController(),
+  killNow: new AbortController(),
 });
 
 /** Fake ports: a settable clock, recorded effects, and one gate per pair so that a test ends each pair itself. */

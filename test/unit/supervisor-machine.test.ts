@@ -269,7 +269,7 @@ describe('stop requests and signals, from every stop level', () => {
     ],
     ['terminate', { type: 'stop_requested', terminate: false }, 'terminate', [{ kind: 'wake' }]],
     ['terminate', { type: 'stop_requested', terminate: true }, 'terminate', [{ kind: 'wake' }]],
-    // SIGTERM/SIGINT: the first stops, the second terminates, more change nothing.
+    // SIGTERM/SIGINT: the first stops, the second terminates, the third kills now, more change nothing.
     [
       'none',
       { type: 'signal' },
@@ -291,7 +291,11 @@ describe('stop requests and signals, from every stop level', () => {
         { kind: 'write_status' },
       ],
     ],
-    ['terminate', { type: 'signal' }, 'terminate', [{ kind: 'wake' }]],
+    ['terminate', { type: 'signal' }, 'kill', [{ kind: 'kill', jobIds: ['p1', 'p2'] }, { kind: 'wake' }]],
+    ['kill', { type: 'signal' }, 'kill', []],
+    // A stop request after the kill never lowers it.
+    ['kill', { type: 'stop_requested', terminate: true }, 'kill', [{ kind: 'wake' }]],
+    ['kill', { type: 'stop_requested', terminate: false }, 'kill', [{ kind: 'wake' }]],
   ];
   it.each(cases)('from %s, %j → %s', (from, event, to, effects) => {
     const d = decide(state({ stop: from, inFlight, claimed: inFlight }), event);
@@ -310,6 +314,7 @@ describe('pair_running', () => {
     ['none', ['status_soon', 'watch_placement']],
     ['stop', ['status_soon', 'watch_placement']],
     ['terminate', ['terminate', 'status_soon', 'watch_placement']],
+    ['kill', ['terminate', 'kill', 'status_soon', 'watch_placement']],
   ])('stop level %s → %j (a pair starting after terminate is terminated at once)', (stop, expected) => {
     const s = state({ stop, inFlight: new Set(['p1']) });
     const d = decide(s, { type: 'pair_running', jobId: 'p1' });

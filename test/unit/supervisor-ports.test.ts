@@ -145,6 +145,7 @@ function handleOf(jobId: string, containerId: string | null): RunningHandle {
     startedAt: '2026-12-02T10:00:00.000Z',
     deadline: '2026-12-02T10:02:00.000Z',
     terminate: new AbortController(),
+    killNow: new AbortController(),
   };
 }
 

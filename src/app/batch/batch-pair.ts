@@ -68,6 +68,8 @@ export interface RunningHandle {
   readonly startedAt: string;
   readonly deadline: string;
   readonly terminate: AbortController;
+  /** Aborted by a third Ctrl-C: the stop budget is cut short (SIGKILL now). */
+  readonly killNow: AbortController;
   /** Swarm: the node the pair was placed on, once known. */
   node?: string;
 }
@@ -190,6 +192,7 @@ export async function dispatchPair(
     startedAt: now.toISOString(),
     deadline: new Date(deadlineMs).toISOString(),
     terminate: new AbortController(),
+    killNow: new AbortController(),
   };
   onRunning(handle);
   const result = await executeInBatch(
@@ -252,6 +255,7 @@ export async function executeInBatch(
     bindAddress: ctx.batch.bind_address,
     allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
     terminate: run.handle.terminate.signal,
+    killNow: run.handle.killNow.signal,
     deadlineMs: run.deadlineMs,
     readOutcome: (path) => deps.execute.outcomes.read(path),
     mountRules: batchMountRules(ctx.batch),

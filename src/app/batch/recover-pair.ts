@@ -55,6 +55,7 @@ export async function recoverPair(
       startedAt: receipt.claimed_at,
       deadline: new Date(deadlineMs).toISOString(),
       terminate: new AbortController(),
+      killNow: new AbortController(),
     };
     onRunning(handle);
     const secrets = await secretsFor(runtime, containerId, job, env.secrets);

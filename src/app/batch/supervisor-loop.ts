@@ -124,6 +124,9 @@ export class SupervisorLoop {
     terminate: (effect) => {
       for (const jobId of effect.jobIds) this.#handles.get(jobId)?.terminate.abort();
     },
+    kill: (effect) => {
+      for (const jobId of effect.jobIds) this.#handles.get(jobId)?.killNow.abort();
+    },
     watch_placement: (effect) => {
       this.#watchPlacement(effect.jobId);
     },

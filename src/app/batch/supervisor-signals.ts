@@ -32,7 +32,7 @@ export class StopLatch {
 
 /**
  * The stop protocol, in place until the returned function is called: SIGUSR2 and a poll read the stop file
- * (`e1-batch stop`); with `handleSignals`, SIGTERM/SIGINT stop, a second one terminates. Each becomes an event of
+ * (`e1-batch stop`); with `handleSignals`, SIGTERM/SIGINT stop, a second one terminates, a third kills now. Each becomes an event of
  * the loop. Takes over from the latch.
  */
 export function listenForStops(

@@ -51,7 +51,7 @@ export interface SupervisorDeps {
   readonly execute: ExecutePairDeps;
   readonly logger: Logger;
   readonly environment: Readonly<Record<string, string | undefined>>;
-  /** Install signal handlers (SIGTERM/SIGINT: stop, twice: terminate; SIGUSR2: read the stop request). */
+  /** Install signal handlers (SIGTERM/SIGINT: stop, twice: terminate; a third: kill now; SIGUSR2: read the stop request). */
   readonly handleSignals: boolean;
   /** Issue 43: the engine's image calls (a batch with an image plan pulls ahead with them). */
   readonly imagePulls?: ImagePulls;
