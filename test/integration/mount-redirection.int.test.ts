@@ -109,7 +109,10 @@ describe.skipIf(noDocker)('mount redirection: a source swapped for a link to / i
           rules.set(rule, (rules.get(rule) ?? 0) + 1);
           continue;
         }
-        if (res.status === 500 && /no such file or directory|does not exist/.test(JSON.stringify(res.body))) {
+        if (
+          (res.status === 409 && JSON.stringify(res.body).includes('E_MOUNT_SOURCE_GONE')) ||
+          (res.status === 500 && /no such file or directory|does not exist/.test(JSON.stringify(res.body)))
+        ) {
           // The folder was removed between the check and the start: the engine cannot mount what is gone.
           seen.vanished++;
           continue;

@@ -156,6 +156,9 @@ export function withoutHostPaths(text: string): string {
   return text.replace(/\/(?:[^\s/:'"()[\]{},]+\/)+[^\s/:'"()[\]{},]*/g, '<path>');
 }
 
+/** runc's words for a bind source that is gone (`error mounting "SRC" to rootfs at "TARGET": … no such file …`). */
+const MOUNT_SOURCE_GONE = /error mounting "[^"]*" to rootfs at "([^"]*)"[^\n]*no such file or directory/;
+
 /** What the engine was asked to do, from an EngineError's message (`… while trying to ACTION: …`). */
 function actionOf(err: EngineError): string {
   return /while trying to ([a-z ]+)/.exec(err.message)?.[1] ?? 'an engine call';
@@ -171,6 +174,19 @@ export function toApiError(err: unknown): ApiError {
     return new ApiError(503, 'E_REGISTRY_UNAVAILABLE', message, [], {
       retryAfterSec: REGISTRY_RETRY_AFTER_SEC,
     });
+  }
+  const gone = err instanceof EngineError ? MOUNT_SOURCE_GONE.exec(err.message) : null;
+  if (gone !== null) {
+    // A bind source removed after our checks (a pair's own folder, renamed or deleted by something racing the
+    // create): the engine's runtime cannot mount it. The request was right when checked; the folder is gone now.
+    const target = withoutHostPaths(gone[1] ?? '?');
+    return new ApiError(
+      409,
+      'E_MOUNT_SOURCE_GONE',
+      `a mount's source no longer exists: it was removed after it was checked, before the container started (target ${target})`,
+      [{ path: 'mounts', rule: 'each source must still exist when the container starts' }],
+      { cause: err },
+    );
   }
   if (err instanceof EngineError && err.statusCode === 400 && STATUS_BY_CODE[err.code] === undefined) {
     // The engine found the request invalid: a value we let through. Our words, never the engine's (they may name a
