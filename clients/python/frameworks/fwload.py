@@ -11,7 +11,7 @@ and only in a temporary copy, is listed here and named in the output.
   its ``importlib.metadata.version`` as an installed Harbor would.
 - Inspect's copy lacks its built viewer (``_view/``): a placeholder ``inspect_ai._view`` (``view()`` fails when
   called) lets ``inspect_ai/__init__.py`` load unchanged; an ``inspect_ai`` dist-info answers its version.
-- SForge loads as it is, straight from the shared folder.
+- SForge loads as it is, straight from its folder.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def load_inspect(src: Path, into: Path) -> list[str]:
     if not view.exists():
         view.mkdir()
         for name, body in VIEW_PLACEHOLDERS.items():
-            (view / f"{name}.py").write_text("# placeholder of the framework runner: no _view/ in the shared copy\n" + body)
-        made.append("inspect_ai._view (the viewer, absent from the shared copy): placeholders; `view()` fails when called, "
+            (view / f"{name}.py").write_text("# placeholder of the framework runner: no _view/ in the framework copy\n" + body)
+        made.append("inspect_ai._view (the viewer, absent from the framework copy): placeholders; `view()` fails when called, "
                     "`view_notify_eval` (tells a running viewer of a new log) does nothing")
     return made

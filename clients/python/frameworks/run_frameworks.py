@@ -40,9 +40,10 @@ def shared_frameworks() -> Path:
     beside the checkout it was cloned from (a clone made elsewhere, as CI makes one, still finds the machine's copies);
     else this kind of machine's own place (``/work/shared/frameworks``). The first that exists; else the second, so
     that SKIPPED names the place a user expects."""
+    if os.environ.get("FRAMEWORKS_DIR"):
+        return Path(os.environ["FRAMEWORKS_DIR"])  # named: used as it is (a wrong one shows as SKIPPED)
     beside = ROOT.parent / "shared" / "frameworks"
-    candidates = [Path(os.environ["FRAMEWORKS_DIR"])] if os.environ.get("FRAMEWORKS_DIR") else []
-    candidates.append(beside)
+    candidates = [beside]
     origin = subprocess.run(["git", "-C", str(ROOT), "remote", "get-url", "origin"], capture_output=True, text=True)
     if origin.returncode == 0 and origin.stdout.strip().startswith("/"):
         candidates.append(Path(origin.stdout.strip()).parent / "shared" / "frameworks")
@@ -83,7 +84,7 @@ def outer() -> int:
         elif (src / LAYOUT[name]).is_dir():
             sources[name] = str(src)
         else:
-            skipped[name] = f"no {LAYOUT[name]} under {src} (set {var}, or provide ../shared/frameworks/{folder})"
+            skipped[name] = f"no {LAYOUT[name]} under {src} (set {var}, or FRAMEWORKS_DIR to a folder holding {folder}/)"
     wheelhouse = Path(os.environ.get("FRAMEWORKS_WHEELS", "/opt/pypi/files"))
     plan = fwvenv.plan({k: Path(v) for k, v in sources.items()}, wheelhouse)
     python, built = fwvenv.ensure(plan, wheelhouse)
