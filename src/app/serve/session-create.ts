@@ -113,9 +113,12 @@ export async function startContainer(
   // Walked again from `/` now, and staged: the engine gets points no later swap of a source's path can redirect.
   const { binds, staged } = await guardedBinds(deps, request.binds);
   // Its egress (docs/spec.md §5.6): the network, and for an allowlist the lease at the proxy (its token a secret).
-  const egress = new SessionEgress(deps.egress, effectiveEgress(record.network, record.egress));
+  const egress = new SessionEgress(
+    deps.egress,
+    effectiveEgress(record.network, record.egress),
+    session.secrets,
+  );
   session.egress = egress;
-  session.secrets.push(egress.token);
   try {
     await deps.store.ensureDir(sessionRel(record.session_id));
     await deps.store.writeJsonAtomic(sessionRel(record.session_id, SESSION_FILE), record);

@@ -39,9 +39,13 @@ export class SessionEgress {
   #lease: EgressLease | null = null;
   #switching: Promise<unknown> = Promise.resolve();
 
-  constructor(gate: EgressGate | undefined, policy: EgressPolicy) {
+  /** The session's secrets: the token joins them when the lease is opened (it is then in the execs' environment). */
+  readonly #secrets: string[];
+
+  constructor(gate: EgressGate | undefined, policy: EgressPolicy, secrets: string[] = []) {
     this.#gate = gate;
     this.policy = policy;
+    this.#secrets = secrets;
   }
 
   get input(): EgressInput {
@@ -128,6 +132,7 @@ export class SessionEgress {
       await this.#lease.setPolicy(egressInputOf(policy));
       return this.#lease;
     }
+    if (!this.#secrets.includes(this.token)) this.#secrets.push(this.token);
     try {
       this.#lease = await this.#gate.open(egressInputOf(policy), this.token);
     } catch (err) {
@@ -171,11 +176,8 @@ export async function setSessionEgress(
   input: EgressInput,
 ): Promise<EgressInput> {
   if (session.egress === undefined) {
-    session.egress = new SessionEgress(
-      deps.egress,
-      effectiveEgress(session.record.network, session.record.egress),
-    );
-    session.secrets.push(session.egress.token);
+    const policy = effectiveEgress(session.record.network, session.record.egress);
+    session.egress = new SessionEgress(deps.egress, policy, session.secrets);
   }
   const egress = session.egress;
   try {
