@@ -33,7 +33,8 @@ export interface EgressWorld {
   dispose(): Promise<void>;
 }
 
-export async function startEgressWorld(name: string): Promise<EgressWorld> {
+/** `images`: copied into the throwaway engine (default: the pair driver's only). */
+export async function startEgressWorld(name: string, images?: readonly string[]): Promise<EgressWorld> {
   const tag = randomUUID().slice(0, 4);
   const outsideNs = `rg-${name}-${tag}`;
   const vethEngine = `rg${name.slice(0, 4)}e${tag}`;
@@ -57,7 +58,12 @@ export async function startEgressWorld(name: string): Promise<EgressWorld> {
     await rm(work, { recursive: true, force: true });
   };
   try {
-    engine = await startSecondEngine({ nvidiaHook: false, name, firewall: true });
+    engine = await startSecondEngine({
+      nvidiaHook: false,
+      name,
+      firewall: true,
+      ...(images ? { images } : {}),
+    });
     const nsenter = [`--net=/run/netns/${engine.netns}`];
     const inEngine = (args: readonly string[]) => exec('nsenter', [...nsenter, ...args]);
     const inOutside = (args: readonly string[]) =>
