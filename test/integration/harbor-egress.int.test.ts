@@ -70,6 +70,8 @@ interface Outcome {
   readonly exception: string | null;
   readonly reward: number | null;
   readonly verifier: Record<string, string>;
+  readonly seconds: Record<string, number>;
+  readonly trial_seconds: number | null;
 }
 
 describe.skipIf(problem !== null)(
@@ -115,6 +117,7 @@ describe.skipIf(problem !== null)(
       });
       const out = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Outcome;
       if (out.exception !== null) console.error(JSON.stringify(out, null, 1));
+      console.info(`Harbor trial phases (s): ${JSON.stringify(out.seconds)}, trial ${out.trial_seconds} s`);
       expect(out.exception).toBeNull();
       expect(out.reward).toBe(1);
       const { setup, agent } = out.probes;

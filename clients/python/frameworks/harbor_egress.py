@@ -117,6 +117,10 @@ def inside() -> int:
         "exception": result.exception_info and result.exception_info.exception_message,
         "reward": (result.verifier_result.rewards or {}).get("reward") if result.verifier_result else None,
         "verifier": {p.name: p.read_text() for p in verifier_dir.iterdir() if p.is_file()} if verifier_dir.is_dir() else {},
+        "seconds": {name: round((timing.finished_at - timing.started_at).total_seconds(), 1)
+                    for name in ("environment_setup", "agent_setup", "agent_execution", "verifier")
+                    if (timing := getattr(result, name, None)) is not None and timing.started_at and timing.finished_at},
+        "trial_seconds": round((result.finished_at - result.started_at).total_seconds(), 1) if result.finished_at and result.started_at else None,
     }
     print(json.dumps(out))
     return 0
