@@ -98,6 +98,9 @@ class OutageRegistry implements CapacityRegistry {
   portHolders(node: string, ports: readonly number[]) {
     return this.#gate(() => this.inner.portHolders(node, ports));
   }
+  reservationSources(reservationId: string) {
+    return this.#gate(() => this.inner.reservationSources(reservationId));
+  }
   schemaVersion() {
     return this.#gate(() => this.inner.schemaVersion());
   }

@@ -203,6 +203,8 @@ export interface CapacityRegistry {
   reservationForClaim(claimId: string): Promise<Reservation | null>;
   /** Held reservations, oldest first. */
   held(filter?: ReservationFilter): Promise<Reservation[]>;
+  /** The folders a reservation records (writable sources; its evidence folder marked by a trailing `/`), ascending. */
+  reservationSources(reservationId: string): Promise<string[]>;
   /** Which of `ports` are held on `node`, by which batch (ascending port). */
   portHolders(node: string, ports: readonly number[]): Promise<PortHolder[]>;
   /** The schema version the database holds and the one this tool writes (they are equal once opened). */
