@@ -79,6 +79,14 @@ export type ReleaseLostResult =
       readonly next: string;
     };
 
+/** The registry's commit steps in the words `reconcile` prints them (read-backs are part of each step). */
+const STEP_TEXT: Readonly<Record<string, readonly string[]>> = {
+  board_written_terminal: ['board row terminal (read back)'],
+  board_already_terminal: ['board row already terminal'],
+  reservation_released: ['reservation released (read back)'],
+  reservation_already_released: ['reservation already released'],
+};
+
 function refused(reason: ReleaseLostRefusal, detail: string, next: string): ReleaseLostResult {
   return { kind: 'refused', reason, detail, next };
 }
@@ -223,7 +231,11 @@ export async function releaseLostSlot(
   return {
     kind: commit.kind === 'committed' ? 'released' : 'already_released',
     detail: `run ${r.claimId} terminal (infrastructure_failure, evidence_lost); reservation ${r.id} released`,
-    steps: [...checks, `proof written (${proofPath})`, ...commit.steps],
+    steps: [
+      ...checks,
+      `proof written (${proofPath})`,
+      ...commit.steps.flatMap((step) => STEP_TEXT[step] ?? (step.endsWith('_read_back') ? [] : [step])),
+    ],
     proof_path: proofPath,
     proof_sha256: proofSha256,
   };
