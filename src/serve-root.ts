@@ -25,6 +25,7 @@ import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import type { Executor } from './app/ports/executor-inventory.js';
+import type { EgressGate } from './app/ports/egress.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
@@ -87,6 +88,8 @@ export interface ServeOptions {
   readonly runtime?: DockerContainerRuntime;
   /** Where `/v1/pairs` run (`--executor swarm`); default: `runtime`. Sessions always use `runtime`. */
   readonly pairExecutor?: Executor;
+  /** Sessions' egress proxy (docs/spec.md §5.6); default: the local engine's, as pairs get it (absent there: none). */
+  readonly egress?: EgressGate;
 }
 
 export interface RunningServe {
@@ -259,6 +262,7 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
     maxOutputBytes: options.maxOutputBytes ?? 16 * 1024 * 1024,
     allowedEnv,
     limits: options.limits ?? DEFAULT_CONCURRENCY_LIMITS,
+    ...sessionEgressGate(options, runtime, logger),
     // A session that asks for no limits gets a pair's defaults for one at a time (issue 22).
     limitDefaults: limitDefaults({
       memoryTotalBytes: totalmem(),
@@ -363,4 +367,14 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       return shutdown;
     },
   };
+}
+
+/** The sessions' egress proxy: the one given, else the local engine's (the pairs' own, when the pairs network is guarded). */
+function sessionEgressGate(
+  options: ServeOptions,
+  runtime: DockerContainerRuntime,
+  logger: Logger,
+): { egress?: EgressGate } {
+  const egress = options.egress ?? createExecutePairDeps(runtime, logger).egress;
+  return egress !== undefined ? { egress } : {};
 }

@@ -240,6 +240,7 @@ describe('OpenAPI', () => {
         'POST /v1/sessions/{id}/exec',
         'POST /v1/sessions/{id}/keepalive',
         'PUT /v1/sessions/{id}/archive',
+        'PUT /v1/sessions/{id}/egress',
         'GET /v1/sessions/{id}/file',
         'PUT /v1/sessions/{id}/file',
       ].sort(),

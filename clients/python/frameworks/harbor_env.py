@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fwreport import acheck, check, expect
+from roboguide_eval.harbor import egress_of as rg_egress_of
 from tests.serverkit import ServerFixture, containers_labelled
 
 F = "harbor"
@@ -35,8 +36,13 @@ def run_environment_checks(server: ServerFixture, tmp: Path, task_dir: Path) -> 
     env = check(F, "EnvironmentFactory.create_environment_from_import_path", lambda: make())
     if env is None:
         return
-    check(F, "capabilities is Harbor's EnvironmentCapabilities (gpus, disable_internet)",
-          lambda: expect(isinstance(env.capabilities, EnvironmentCapabilities) and env.capabilities.gpus and env.capabilities.disable_internet, repr(env.capabilities)))
+    check(F, "capabilities is Harbor's EnvironmentCapabilities (gpus, disable_internet, network_allowlist, dynamic_network_policy)",
+          lambda: expect(isinstance(env.capabilities, EnvironmentCapabilities) and env.capabilities.gpus and env.capabilities.disable_internet
+                         and env.capabilities.network_allowlist and env.capabilities.dynamic_network_policy, repr(env.capabilities)))
+    allow = NetworkPolicy(network_mode=NetworkMode.ALLOWLIST, allowed_hosts=["api.openai.com", "*.anthropic.com"])
+    check(F, "an allowlist NetworkPolicy passes Harbor's validate_network_policy_support and maps onto the session's egress",
+          lambda: (env.validate_network_policy_support(allow),
+                   expect(rg_egress_of(allow) == {"mode": "allowlist", "allow": ["api.openai.com", "*.anthropic.com"]}, "egress")))
     check(F, "a GPU task passes Harbor's GPU validation", lambda: make(override_gpus=1))
 
     async def flow() -> None:
@@ -145,12 +151,19 @@ async def _method_checks(env: Any, tmp: Path, NetworkPolicy: Any, NetworkMode: A
         expect(((back / "sub" / "run.sh").stat().st_mode & 0o777) == 0o755, oct((back / "sub" / "run.sh").stat().st_mode))
 
     async def policy() -> None:
-        await env.set_network_policy(NetworkPolicy(network_mode=NetworkMode.PUBLIC))
-        try:
-            await env.set_network_policy(NetworkPolicy(network_mode=NetworkMode.NO_NETWORK))
-        except ValueError:
-            return
-        raise AssertionError("a policy change after start was accepted")
+        # Harbor's own phase switch (Trial._phase_network_policy: set_network_policy to the phase's policy, back to the
+        # baseline after), on the live session: the agent phase has no network, the baseline's comes back.
+        from harbor.trial.trial import Trial  # type: ignore[import-not-found]
+
+        public, none = NetworkPolicy(network_mode=NetworkMode.PUBLIC), NetworkPolicy(network_mode=NetworkMode.NO_NETWORK)
+        await env.set_network_policy(public)  # the same policy: nothing to do
+        async with Trial._phase_network_policy(None, env, baseline_policy=public, phase_policy=none):  # uses no trial state
+            r = await env.exec("ls /sys/class/net")
+            expect(r.stdout.split() == ["lo"], f"agent phase interfaces: {r.stdout!r}")
+            expect(env._client.get_session(env.session)["egress"] == {"mode": "none"}, "GET shows mode none")
+        r = await env.exec("ls /sys/class/net")
+        expect(len(r.stdout.split()) > 1, f"baseline interfaces: {r.stdout!r}")
+        expect(env._client.get_session(env.session)["egress"] == {"mode": "open"}, "GET shows mode open")
 
     async def user() -> None:
         with env.with_default_user("nobody"):
@@ -165,7 +178,7 @@ async def _method_checks(env: Any, tmp: Path, NetworkPolicy: Any, NetworkMode: A
                      ("exec runs bash -c (set -o pipefail works)", bash), ("exec timeout raises RuntimeError('Command timed out…')", timeout),
                      ("asyncio.wait_for cancel kills the command", cancel), ("a quick exec comes back while 6 long ones run", concurrency),
                      ("truncated surfaced on ExecResult", truncated), ("symlinks and modes kept on upload_dir/download_dir", links),
-                     ("set_network_policy: same accepted, change refused (ValueError)", policy), ("exec as a user (with_default_user)", user),
+                     ("Trial._phase_network_policy: public → no-network (only lo) → public, on the live session", policy), ("exec as a user (with_default_user)", user),
                      ("is_dir/is_file (Harbor's base)", kinds)):
         await acheck(F, name, fn)
 

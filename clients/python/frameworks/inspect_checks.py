@@ -114,6 +114,35 @@ def eval_run() -> None:
     row("eval(): every sample's sandbox deleted", not left, str(left))
 
 
+async def egress_run() -> None:
+    """The egress policy through Inspect's sandbox config: ``sandbox=("roboguide", {"egress": {...}})`` as Inspect
+    deserializes and hashes it, each sample's session created with that policy (none ↔ open here: this runner's server
+    has no egress proxy; the allowlist's enforcement is test/integration/session-egress.int.test.ts)."""
+    from inspect_ai.util._sandbox.environment import SandboxEnvironmentSpec
+    from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
+
+    from roboguide_eval import Client
+
+    provider = registry_find_sandboxenv("roboguide")
+    client = Client(os.environ["ROBOGUIDE_EVAL_SOCKET"])
+    for mode, interfaces in (("open", lambda names: len(names) > 1), ("none", lambda names: names == ["lo"])):
+        name = f"sandbox config egress {{'mode': '{mode}'}}: Inspect's spec hashes it, the session has that policy"
+        envs = None
+        try:
+            config = provider.config_deserialize({"image": os.environ["RG_IMAGE"], "egress": {"mode": mode}})
+            hash(SandboxEnvironmentSpec(type="roboguide", config=config))
+            envs = await provider.sample_init("rg-frameworks-egress", config, {})
+            env = envs["default"]
+            names = (await env.exec(["ls", "/sys/class/net"])).stdout.split()
+            egress = client.get_session(env.session_id)["egress"]
+            row(name, egress == {"mode": mode} and interfaces(names), f"egress={egress} interfaces={names}")
+        except Exception as err:  # noqa: BLE001
+            row(name, False, failure(err))
+        finally:
+            if envs is not None:
+                await provider.sample_cleanup("rg-frameworks-egress", config, envs, False)
+
+
 def main() -> None:
     try:
         import inspect_ai  # noqa: F401 - Inspect's own __init__, unchanged
@@ -122,6 +151,7 @@ def main() -> None:
         return
     row("inspect_ai loads", True)
     asyncio.run(self_check_run())
+    asyncio.run(egress_run())
     eval_run()
     print(json.dumps({"stand_ins": sorted(STAND_INS.used)}), file=sys.stderr)
 

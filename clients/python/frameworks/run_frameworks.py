@@ -14,7 +14,7 @@ that have no wheel on disk, and the source adaptations are the few ``fwload.py``
 
 Prints a table framework × check, the counts and the commits run against; ``--update-docs`` writes the same table
 into ``docs/testing.md`` between its markers. Exits 1 when a check failed or a framework was skipped (the one
-expected skip, SForge's internet-off flow before the egress allowlist exists, says so and does not fail the run).
+expected kind of skip says so and does not fail the run).
 """
 
 from __future__ import annotations

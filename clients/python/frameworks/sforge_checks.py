@@ -169,7 +169,7 @@ def run_sforge(server: ServerFixture, image: str, tmp: Path) -> None:
             backend.remove_container_by_name(other)
     _install_tools(backend, image, tmp)
     _cli(server, tmp)
-    _run_agent_flow(backend)
+    _run_agent_flow(image)
 
 
 def _install_tools(backend: Any, image: str, tmp: Path) -> None:
@@ -219,19 +219,46 @@ def _cli(server: ServerFixture, tmp: Path) -> None:
           lambda: expect(out.returncode == 0 and out.stdout.startswith("RoboguideBackend"), f"{out.stdout.strip()} {out.stderr[-300:]}"))
 
 
-def _run_agent_flow(backend: Any) -> None:
-    """SForge's ``run_agent`` with internet off calls ``create_network_isolation`` (an egress allowlist); until the
-    backend has one (the egress issue), the flow is skipped with that reason; once it has, this skip fails the run
-    so that the flow's check gets written."""
+def _run_agent_flow(image: str) -> None:
+    """SForge's ``run_agent`` with internet off (run_agent.py ~L485-503): ``build_allowed_endpoints(judge_url, api_url,
+    gateway_ip)`` then ``backend.create_network_isolation(handle, endpoints).apply()``, SForge's own code and ours on a
+    live session. On this runner's engine the server has no egress proxy (the engine's own bridge: a shared engine's
+    firewall is not ours to change), so the allowlist SForge asks for is refused by name (409 E_EGRESS_UNAVAILABLE)
+    and the session keeps its policy: fail closed, never silently open. Its enforcement is proven on a throwaway
+    engine by test/integration/session-egress.int.test.ts."""
+    import logging
+
+    from sforge.harness.network_isolation import build_allowed_endpoints  # type: ignore[import-not-found]
+
+    from roboguide_eval.errors import ConflictError
+
+    rg_sforge = importlib.import_module("roboguide_eval.sforge")
+    logger = logging.getLogger("sforge-isolation")
+    server = ServerFixture(env={"ROBOGUIDE_PAIRS_NETWORK": "engine-bridge"})
     try:
-        backend.create_network_isolation(None, [], None)
-    except NotImplementedError as err:
-        SKIPPED.append(Skip(F, "run_agent flow with internet off", f"the backend has no create_network_isolation yet ({err}); "
-                            "built by the egress issue", allowed=True))
-        return
-    except Exception:  # noqa: BLE001 - it exists: it failed on the placeholder arguments
-        pass
-    SKIPPED.append(Skip(F, "run_agent flow with internet off", "create_network_isolation exists now: write this check", allowed=False))
+        backend = rg_sforge.RoboguideBackend(server.socket)
+        handle = backend.create_container(image, f"sforge.isolate.{uuid.uuid4().hex[:6]}", extra_hosts={"host.docker.internal": "host-gateway"})
+        try:
+            gateway = backend.get_container_gateway_ip(handle) or ""
+            endpoints = build_allowed_endpoints("http://host.docker.internal:8080", "http://198.18.5.5:8000/v1", gateway, logger)
+            isolation = backend.create_network_isolation(handle, endpoints, logger)
+            check(F, "run_agent internet off: build_allowed_endpoints → create_network_isolation allows the judge (gateway:port) and the API (address:port)",
+                  lambda: expect(bool(gateway) and isolation.allow == [f"{gateway}:8080", "198.18.5.5:8000"], f"{isolation.allow} gateway={gateway}"))
+
+            def refused() -> None:
+                try:
+                    isolation.apply()
+                except ConflictError as err:
+                    expect(err.code == "E_EGRESS_UNAVAILABLE", str(err))
+                    expect(server.client.get_session(handle.session_id)["egress"] == {"mode": "open"}, "policy changed")
+                    return
+                raise AssertionError("apply() succeeded on a server without the egress proxy")
+
+            check(F, "run_agent internet off: .apply() on a server without the egress proxy is refused by name; the session keeps its policy", refused)
+        finally:
+            backend.cleanup_container(handle, None)
+    finally:
+        server.close()
 
 
 def _judge_on_engine_bridge(image: str, probe: str) -> None:

@@ -242,7 +242,7 @@ class Client:
 
     def create_session(self, image: str, **fields: Any) -> dict[str, Any]:
         """Fields of ``POST /v1/sessions`` (environment, secret_env, gpus, ports, mounts, workdir, network, cpus,
-        memory_mib, ttl_seconds, labels, user, cap_drop, command, annotations, extra_hosts); ``None`` values are
+        memory_mib, ttl_seconds, labels, user, cap_drop, command, annotations, extra_hosts, egress); ``None`` values are
         left out. Returns ``{session_id, container_id, ports}``."""
         return self.request("POST", "/v1/sessions", {"image": image, **{k: v for k, v in fields.items() if v is not None}})
 
@@ -252,6 +252,18 @@ class Client:
 
     def list_sessions(self) -> list[dict[str, Any]]:
         return self.request("GET", "/v1/sessions")["sessions"]
+
+    def set_egress(self, session_id: str, mode: str, allow: list[str] | None = None, methods: list[str] | None = None) -> dict[str, Any]:
+        """``PUT /v1/sessions/{id}/egress``: the session's egress policy from now on (mode ``none``, ``open`` or
+        ``allowlist`` with ``allow`` entries ``HOST``, ``*.DOMAIN``, ``ADDRESS``, each with an optional ``:PORT``, and
+        optionally ``methods``). Every connection made after it returns obeys the new policy; tunnels through the proxy
+        opened under the old one are closed. Returns the policy now in force."""
+        body: dict[str, Any] = {"mode": mode}
+        if allow is not None:
+            body["allow"] = list(allow)
+        if methods is not None:
+            body["methods"] = list(methods)
+        return self.request("PUT", f"/v1/sessions/{quote(session_id, safe='')}/egress", body)
 
     def keepalive(self, session_id: str) -> dict[str, Any]:
         return self.request("POST", f"/v1/sessions/{quote(session_id, safe='')}/keepalive")

@@ -3,7 +3,9 @@
 Select it with ``--environment-import-path roboguide_eval.harbor:RoboguideEnvironment`` (Harbor's
 ``EnvironmentFactory`` imports it). It behaves like Harbor's own Docker environment: the task's prebuilt
 ``docker_image`` or an image built from ``environment/Dockerfile`` (through ``POST /v1/images``, cached by content),
-the runtime ``network_policy`` (public → network "bridge", no-network → "none"), the task's ``workdir``, the
+the runtime ``network_policy`` (public → egress "open", no-network → "none", allowlist → an egress allowlist of its
+``allowed_hosts``, switched between phases by ``set_network_policy``: capabilities ``network_allowlist`` and
+``dynamic_network_policy``), the task's ``workdir``, the
 ``/logs`` folders created, the ``environment/`` folder uploaded for prebuilt images, commands run as
 ``bash -c`` (``sh -c`` when the image has no bash), a timed-out command raising ``RuntimeError("Command timed out
 after N seconds")`` like Docker's, and GPUs (which Harbor's Docker environment refuses).
@@ -136,6 +138,13 @@ except ImportError:
         async def is_file(self, path: str, user: str | int | None = None) -> bool:
             return (await self.exec(f"test -f {shlex.quote(path)}", timeout_sec=10, user=user)).return_code == 0
 
+        async def set_network_policy(self, network_policy: Any) -> None:
+            """As Harbor's: unchanged → nothing; else ``_apply_network_policy`` and the policy kept."""
+            if network_policy == self._network_policy:
+                return
+            await self._apply_network_policy(network_policy)
+            self._network_policy = network_policy
+
 
 if HARBOR_INSTALLED:
 
@@ -172,6 +181,22 @@ def _network_mode(policy: Any) -> str:
     return str(getattr(mode, "value", mode))
 
 
+def egress_of(policy: Any) -> dict[str, Any]:
+    """Harbor's ``NetworkPolicy`` as the session's ``egress``: public → open, no-network → none, allowlist → allowlist
+    of its ``allowed_hosts`` (names and ``*.`` wildcards, ports 80 and 443: what Harbor's hosts mean)."""
+    mode = _network_mode(policy)
+    if mode == "public":
+        return {"mode": "open"}
+    if mode == "no-network":
+        return {"mode": "none"}
+    if mode == "allowlist":
+        hosts = list(getattr(policy, "allowed_hosts", None) or [])
+        if not hosts:
+            raise ValueError("network_mode='allowlist' needs allowed_hosts")
+        return {"mode": "allowlist", "allow": hosts}
+    raise ValueError(f"network_mode={mode!r} is not supported by the roboguide environment")
+
+
 class RoboguideEnvironment(BaseEnvironment):  # type: ignore[misc,valid-type]
     """One Harbor trial environment = one roboguide session (deleted, and its removal verified, on ``stop``)."""
 
@@ -192,8 +217,16 @@ class RoboguideEnvironment(BaseEnvironment):  # type: ignore[misc,valid-type]
 
     @property
     def capabilities(self) -> EnvironmentCapabilities:
-        # A session's network is fixed at creation ("none" or "bridge"): no allowlist, no switch after start.
-        return EnvironmentCapabilities(gpus=True, disable_internet=True)
+        # A session's egress is none, open or an allowlist, and PUT /v1/sessions/{id}/egress switches it between phases.
+        return EnvironmentCapabilities(gpus=True, disable_internet=True, network_allowlist=True, dynamic_network_policy=True)
+
+    async def _apply_network_policy(self, network_policy: Any) -> None:
+        """Harbor's phase switch (``set_network_policy``): the session's egress from now on; before start, kept for it."""
+        egress = egress_of(network_policy)
+        if self._session is None:
+            return
+        session = self._session
+        await _aio.call(lambda c: self._client.set_egress(session, egress["mode"], egress.get("allow")))
 
     @classmethod
     def resource_capabilities(cls) -> EnvironmentResourceCapabilities:
@@ -244,9 +277,7 @@ class RoboguideEnvironment(BaseEnvironment):  # type: ignore[misc,valid-type]
         return str(built.get("tag") or tag)
 
     async def start(self, force_build: bool) -> None:
-        mode = _network_mode(self.network_policy)
-        if mode not in ("public", "no-network"):
-            raise ValueError(f"network_mode={mode!r} is not supported by the roboguide environment")
+        egress = egress_of(self.network_policy)
         image = await self._image(force_build)
         config = self.task_env_config
         gpus = self._effective_gpus
@@ -256,7 +287,8 @@ class RoboguideEnvironment(BaseEnvironment):  # type: ignore[misc,valid-type]
             "gpus": gpus if gpus > 0 else None,
             "cpus": self._effective_cpus,
             "memory_mib": self._effective_memory_mb,
-            "network": "none" if mode == "no-network" else "bridge",
+            "network": "none" if egress["mode"] == "none" else "bridge",
+            "egress": egress,
             "workdir": getattr(config, "workdir", None),
             "environment": dict(self._persistent_env) or None,
             "ttl_seconds": self._ttl_seconds,

@@ -2,7 +2,8 @@
 
 Inspect finds it through the package's ``inspect_ai`` entry point (``pip install clients/python`` registers it), so
 ``eval(task, sandbox="roboguide")`` or ``sandbox=("roboguide", {"image": "...", "user": "...", "workdir": "..."})``
-works without importing anything. Needs ``inspect_ai`` itself (this module refuses to import without it).
+works without importing anything. ``{"egress": {"mode": "allowlist", "allow": ["api.openai.com"]}}`` in that config
+gives the sample's session an egress policy (docs/serve.md); its network follows from it. Needs ``inspect_ai`` itself (this module refuses to import without it).
 
 Behaviour follows Inspect's ``SandboxEnvironment`` contract: relative ``cwd`` and file paths are resolved against
 the sandbox's working directory; ``input`` may be text or bytes (large input is streamed); ``TimeoutError`` on
@@ -39,6 +40,17 @@ from .errors import ApiError, FileNotFoundApiError, NotFoundError
 PROVIDER_NAME = "roboguide"
 
 
+class RoboguideEgress(BaseModel, frozen=True):
+    """The session's egress policy (the server's ``egress``): ``none``, ``open``, or ``allowlist`` of ``allow`` entries
+    (``HOST``, ``*.DOMAIN``, ``ADDRESS``, each with an optional ``:PORT``; ports 80 and 443 otherwise) and optionally
+    ``methods`` (seen on plain HTTP only). When given it decides the network (``network`` is then ignored unless it
+    contradicts it)."""
+
+    mode: Literal["none", "open", "allowlist"]
+    allow: list[str] | None = None
+    methods: list[str] | None = None
+
+
 class RoboguideSandboxConfig(BaseModel, frozen=True):
     """``sandbox=("roboguide", {...})``: the session's image and options (``socket`` defaults to the server's)."""
 
@@ -46,6 +58,7 @@ class RoboguideSandboxConfig(BaseModel, frozen=True):
     user: str | None = None
     workdir: str | None = None
     network: Literal["none", "bridge"] = "none"
+    egress: RoboguideEgress | None = None
     gpus: Union[int, str, None] = None
     cpus: float | None = None
     memory_mib: int | None = None
@@ -105,6 +118,7 @@ class RoboguideSandboxEnvironment(SandboxEnvironment):
         client = _client(conf)
         fields = {"user": conf.user, "workdir": conf.workdir, "network": conf.network, "gpus": conf.gpus, "cpus": conf.cpus,
                   "memory_mib": conf.memory_mib, "environment": conf.environment or None, "ttl_seconds": conf.ttl_seconds,
+                  "egress": conf.egress.model_dump(exclude_none=True) if conf.egress is not None else None,
                   "labels": {"inspect.task": task_name[:1024], "inspect.sample": uuid.uuid4().hex}}
         created = await _aio.call(lambda c: client.create_session(conf.image, **fields))
         return {"default": cls(client, created["session_id"], conf.user)}

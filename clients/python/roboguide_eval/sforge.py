@@ -338,9 +338,55 @@ class RoboguideBackend(ContainerBackend):  # type: ignore[misc,valid-type]
                 return ".".join(str(b) for b in reversed(raw))
         return None
 
-    def create_network_isolation(self, handle: RoboguideHandle, allowed_endpoints: list, logger: logging.Logger) -> NetworkIsolationStrategy:
-        raise NotImplementedError("the roboguide backend cannot restrict a container's egress to an allowlist: run SForge with internet "
-                                  "enabled (network bridge) or use RoboguideBackend(network='none') for no network at all")
+    def create_network_isolation(self, handle: RoboguideHandle, allowed_endpoints: list, logger: logging.Logger | None = None) -> NetworkIsolationStrategy:
+        """SForge's internet-off isolation as the session's egress allowlist (``PUT /v1/sessions/{id}/egress``): each
+        endpoint is allowed by its host name when it has one, else by its address, on its own port. ``apply()``
+        switches the session (every connection made after it returns obeys it); ``cleanup()`` puts back the policy
+        the session had before."""
+        return RoboguideNetworkIsolation(self._client, handle.session_id, allowed_endpoints, logger or logging.getLogger("roboguide_eval.sforge"))
+
+
+def egress_allow_entries(endpoints: list) -> list[str]:
+    """SForge's ``AllowedEndpoint(ip, port, hostname)`` list as ``allow`` entries: ``HOST:PORT`` (the name as the
+    agent asks for it; the proxy resolves it itself) or ``ADDRESS:PORT``; duplicates once, in order."""
+    entries: list[str] = []
+    for endpoint in endpoints:
+        host = getattr(endpoint, "hostname", None) or getattr(endpoint, "ip", None)
+        port = getattr(endpoint, "port", None)
+        if not host or not isinstance(port, int):
+            raise ValueError(f"an allowed endpoint needs a host name or address and a port: {endpoint!r}")
+        host = f"[{host}]" if ":" in str(host) else str(host)
+        entry = f"{host}:{port}"
+        if entry not in entries:
+            entries.append(entry)
+    return entries
+
+
+class RoboguideNetworkIsolation(NetworkIsolationStrategy):  # type: ignore[misc,valid-type]
+    """One session's egress allowlist, applied through the server (enforced by its filtering proxy and firewall)."""
+
+    def __init__(self, client: Client, session_id: str, endpoints: list, logger: logging.Logger):
+        self._client = client
+        self._session_id = session_id
+        self.allow = egress_allow_entries(endpoints)
+        self._logger = logger
+        self._before: dict[str, Any] | None = None
+
+    def apply(self) -> None:
+        if not self.allow:
+            raise ValueError("network isolation with no allowed endpoint: use network 'none' instead")
+        self._before = self._client.get_session(self._session_id).get("egress") or {"mode": "open"}
+        now = self._client.set_egress(self._session_id, "allowlist", self.allow)
+        self._logger.info(f"roboguide session {self._session_id}: egress {now}")
+
+    def cleanup(self) -> None:
+        if self._before is None:
+            return
+        before, self._before = self._before, None
+        try:
+            self._client.set_egress(self._session_id, before.get("mode", "open"), before.get("allow"), before.get("methods"))
+        except NotFoundError:
+            pass  # the session is gone: nothing to put back
 
 
 def register(*, socket_path: str | None = None, network: str = "bridge") -> None:

@@ -219,7 +219,8 @@ class HarborEnvironmentTest(unittest.TestCase):
             (task / "environment" / "shipped.txt").write_text("from environment/")
             env = self.make(task, persistent_env={"ANTHROPIC_API_KEY": SECRET})
             self.assertTrue(env.capabilities.gpus and env.capabilities.disable_internet)
-            self.assertFalse(env.capabilities.mounted or env.capabilities.dynamic_network_policy)
+            self.assertTrue(env.capabilities.network_allowlist and env.capabilities.dynamic_network_policy)
+            self.assertFalse(env.capabilities.mounted)
 
             async def trial() -> None:
                 await env.start(force_build=False)

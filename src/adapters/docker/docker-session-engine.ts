@@ -15,6 +15,7 @@ import type {
   SessionEngine,
 } from '../../app/ports/container-runtime.js';
 import { sleep } from '../../core/sleep.js';
+import type { NetworkChoice } from '../../core/pair-network.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 import { createOptions } from './container-create.js';
 import { demultiplex } from './demux.js';
@@ -259,6 +260,30 @@ export class DockerSessionEngine implements SessionEngine {
       await this.#docker.getContainer(id).putArchive(tar, { path: dir });
     } catch (err) {
       throw toEngineError(err, 'copy files into a container');
+    }
+  }
+
+  async moveNetwork(id: string, to: NetworkChoice): Promise<void> {
+    const signal = AbortSignal.timeout(CALL_TIMEOUT_MS);
+    const c = await inspectOr404(this.#docker, id, signal);
+    if (c === null)
+      throw new EngineError('engine_error', `container ${id} is gone`, {
+        statusCode: 404,
+        engineMessage: 'no such container',
+      });
+    for (const name of Object.keys(c.NetworkSettings.Networks ?? {})) {
+      try {
+        await this.#docker.getNetwork(name).disconnect({ Container: id, Force: true, abortSignal: signal });
+      } catch (err) {
+        throw toEngineError(err, 'disconnect a container from a network', name);
+      }
+    }
+    if (to === 'none') return;
+    const network = await this.#runtime.networkMode(to);
+    try {
+      await this.#docker.getNetwork(network).connect({ Container: id });
+    } catch (err) {
+      throw toEngineError(err, 'connect a container to a network', network);
     }
   }
 

@@ -79,6 +79,7 @@ export class EgressBroker implements EgressGate {
       token: lease.token,
       attach: (containerId) => {
         lease.containerId = containerId;
+        lease.address = null; // asked again: a container that joined the network again has a new address
       },
       setPolicy: async (next) => {
         await this.#request({ op: 'register', token: lease.token, policy: next });

@@ -60,12 +60,28 @@ export class EgressProxy {
     this.#udp.on('message', (message, remote) => void this.#sinkUdp(message, remote));
   }
 
+  /** Each client's connections (tunnels, plain requests): cut when its policy changes (a tunnel is decided once). */
+  readonly #open = new Map<string, Set<net.Socket>>();
   register(token: string, policy: EgressPolicy): void {
+    const before = this.#clients.get(token);
     this.#clients.set(token, policy);
+    if (before !== undefined && JSON.stringify(before) !== JSON.stringify(policy)) this.#cut(token);
   }
 
   release(token: string): void {
     this.#clients.delete(token);
+    this.#cut(token);
+  }
+
+  #cut(token: string): void {
+    for (const socket of this.#open.get(token) ?? []) socket.destroy();
+    this.#open.delete(token);
+  }
+
+  #hold(token: string | undefined, socket: net.Socket): void {
+    const set = token === undefined ? new Set<net.Socket>() : (this.#open.get(token) ?? new Set());
+    if (token !== undefined) this.#open.set(token, set.add(socket));
+    socket.once('close', () => set.delete(socket));
   }
 
   async start(): Promise<void> {
@@ -156,6 +172,7 @@ export class EgressProxy {
       return refuse('host_header_mismatch', 403);
     const verdict = decide(policy, host, port, method);
     if (!verdict.allowed) return refuse(verdict.reason, 403);
+    this.#hold(token, req.socket);
     const target = await this.#address(host);
     if ('refusal' in target) return refuse(target.refusal, 403);
     let up = 0;
@@ -244,6 +261,7 @@ export class EgressProxy {
     if (authority === null) return refuse('bad_request', '400 Bad Request');
     const verdict = decide(policy, authority.host, authority.port, null);
     if (!verdict.allowed) return refuse(verdict.reason, '403 Forbidden');
+    this.#hold(token, socket);
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     const hello = await firstHello(socket, head);
     if (hello.read.state !== 'hello') return refuse('not_tls', null);

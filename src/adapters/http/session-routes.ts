@@ -5,7 +5,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApiError, parseBody, toApiError } from '../../app/serve/api-error.js';
-import { ExecSchema, SessionCreateSchema, type ExecRequest } from '../../app/serve/schemas.js';
+import {
+  EgressPolicySchema,
+  ExecSchema,
+  SessionCreateSchema,
+  type ExecRequest,
+} from '../../app/serve/schemas.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
 import type { ExecObserver, SessionManager } from '../../app/serve/session-manager.js';
 import type { Logger } from '../../app/ports/logger.js';
@@ -357,6 +362,12 @@ export function registerSessionRoutes(router: Router, deps: SessionRouteDeps): v
   router.add('GET', '/v1/sessions/{id}/archive', (ctx) => getArchive(deps, ctx));
   router.add('GET', '/v1/sessions/{id}/file', (ctx) => getFile(deps, ctx));
   router.add('PUT', '/v1/sessions/{id}/file', (ctx) => putFile(deps, ctx));
+
+  // The new policy holds for every connection made after the 200 (docs/spec.md §5.6).
+  router.add('PUT', '/v1/sessions/{id}/egress', async ({ req, res, params }) => {
+    const body = parseBody(EgressPolicySchema, await readJson(req), 'the egress policy');
+    sendJson(res, 200, await sessions.setEgress(params['id'] ?? '', body));
+  });
 
   router.add('POST', '/v1/sessions/{id}/keepalive', async ({ res, params }) => {
     sendJson(res, 200, await sessions.keepalive(params['id'] ?? ''));

@@ -284,6 +284,11 @@ export interface SessionEngine extends ContainerEngine {
   runningExecs(id: string): Promise<readonly RunningExec[]>;
   /** Kills a running exec's process tree (SIGKILL to its process group) and resolves once it has ended. */
   killExec(containerId: string, execId: string): Promise<void>;
+  /**
+   * A live container off every network it is on (loopback stays), then onto `to`'s network unless "none" (the
+   * guarded pairs network ensured first, as at a create). A session's egress switch (docs/spec.md §5.6).
+   */
+  moveNetwork?(id: string, to: NetworkChoice): Promise<void>;
 }
 
 /** What the engine reports of a session's container: `die` (its main process ended) or `destroy` (removed). */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import {
   ArchiveUploadSchema,
   CleanupRecordSchema,
+  EgressPolicySchema,
   ErrorSchema,
   ExecEventSchema,
   ExecResultSchema,
@@ -31,6 +32,7 @@ export const COMPONENTS = {
   ExecEvent: [ExecEventSchema, 'output'],
   CleanupRecord: [CleanupRecordSchema, 'output'],
   Keepalive: [KeepaliveSchema, 'output'],
+  EgressPolicy: [EgressPolicySchema, 'input'],
   ArchiveUpload: [ArchiveUploadSchema, 'output'],
   FileUpload: [FileUploadSchema, 'output'],
   PairSpec: [PairSpecSchema, 'input'],

@@ -282,6 +282,24 @@ export function sessionPaths(): Record<string, unknown> {
         },
       },
     },
+    '/v1/sessions/{id}/egress': {
+      put: {
+        operationId: 'setSessionEgress',
+        description:
+          'changes a live session\'s egress policy (docs/spec.md 5.6): every connection made after the 200 obeys the new one; tunnels through the proxy opened under the old one are closed, and a change of network (none, open, allowlist) takes the container off its network before it joins the new one. A switch that fails leaves mode "none" (503 E_EGRESS_SWITCH_FAILED)',
+        parameters: [sessionId],
+        requestBody: { required: true, content: { 'application/json': { schema: ref('EgressPolicy') } } },
+        responses: {
+          '200': json('EgressPolicy', 'the policy now in force'),
+          '400': error('invalid policy (the field and the rule named)'),
+          '404': error('unknown session'),
+          '409': error(
+            'allowlist on a server without the egress proxy (E_EGRESS_UNAVAILABLE); session being deleted',
+          ),
+          '503': error('the proxy or the engine failed: the session is left with mode "none"'),
+        },
+      },
+    },
     '/v1/sessions/{id}/keepalive': {
       post: {
         operationId: 'keepalive',

@@ -26,6 +26,10 @@ import { guardedSource } from '../mount-stage.js';
 import { MountRefusedError, protectedIdentities } from '../mount-walk.js';
 import type { MountStager } from '../ports/mount-stager.js';
 import type { AdmitRefusal } from '../../core/admission-rule.js';
+import { effectiveEgress } from '../../core/egress/policy.js';
+import type { NetworkChoice } from '../../core/pair-network.js';
+import type { EgressGate } from '../ports/egress.js';
+import { SessionEgress } from './session-egress.js';
 
 /** A session's creation before and at the engine: the refusals, then session.json and the container. */
 
@@ -46,6 +50,8 @@ export interface CreateDeps {
   readonly allowedEnv: ReadonlySet<string>;
   /** The limits of a session that asks for none; absent: the fixed fallbacks of an unknown host. */
   readonly limitDefaults?: LimitDefaults;
+  /** The egress proxy (docs/spec.md §5.6); absent: mode "allowlist" is refused. */
+  readonly egress?: EgressGate;
 }
 
 /** Refusals before anything is held: unset references, refused mounts, a port another session publishes, no image. */
@@ -106,16 +112,33 @@ export async function startContainer(
   const limits = sessionLimits(body, deps.limitDefaults);
   // Walked again from `/` now, and staged: the engine gets points no later swap of a source's path can redirect.
   const { binds, staged } = await guardedBinds(deps, request.binds);
+  // Its egress (docs/spec.md §5.6): the network, and for an allowlist the lease at the proxy (its token a secret).
+  const egress = new SessionEgress(
+    deps.egress,
+    effectiveEgress(record.network, record.egress),
+    session.secrets,
+  );
+  session.egress = egress;
   try {
     await deps.store.ensureDir(sessionRel(record.session_id));
     await deps.store.writeJsonAtomic(sessionRel(record.session_id, SESSION_FILE), record);
-    const created = await createAndStart(deps, record, body, { env, binds, labels: request.labels, limits });
+    const net = await egress.forCreate();
+    const created = await createAndStart(deps, record, body, {
+      env: { ...env, ...net.env },
+      binds,
+      labels: request.labels,
+      limits,
+      network: net.network,
+      ...(net.dns !== undefined ? { dns: net.dns } : {}),
+    });
+    egress.attached(created.id);
     for (const path of staged) deps.mountStager?.settled(path);
     session.staged = staged;
     return created;
   } catch (err) {
-    // The engine adapter removed what it made: no container uses the points.
+    // The engine adapter removed what it made: no container uses the points, nor the lease.
     for (const path of staged) await deps.mountStager?.release(path).catch(() => undefined);
+    await egress.finish(deps.store, record.session_id, session.secrets).catch(() => undefined);
     throw err;
   }
 }
@@ -129,6 +152,8 @@ function createAndStart(
     binds: Bind[];
     labels: Record<string, string>;
     limits: ContainerLimits;
+    network: NetworkChoice;
+    dns?: string[];
   },
 ): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
   const { env, binds, limits } = request;
@@ -140,7 +165,8 @@ function createAndStart(
     binds,
     ports: body.ports,
     bindAddress: deps.bindAddress,
-    network: body.network,
+    network: request.network,
+    ...(request.dns !== undefined ? { dns: request.dns } : {}),
     nanoCpus: limits.nanoCpus,
     memoryBytes: limits.memoryBytes,
     limits,

@@ -73,6 +73,9 @@ export async function execInSession(
     for (const secret of resolved.secrets)
       if (!session.secrets.includes(secret)) session.secrets.push(secret);
   }
+  // The proxy's variables while the session is allowlisted (emptied after): the caller's own `env` wins.
+  const egressEnv = session.egress?.execEnv() ?? {};
+  if (Object.keys(egressEnv).length > 0) env = { ...egressEnv, ...env };
   const secrets = [...session.secrets];
   const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
   const started = process.hrtime.bigint();

@@ -30,6 +30,8 @@ import {
 } from './session-state.js';
 import { acquire, type ActiveTransfers } from './session-limits.js';
 import { adoptSessions, type Adoption } from './session-restart.js';
+import { sessionEgressOf, setSessionEgress } from './session-egress.js';
+import type { EgressInput } from '../../core/egress/policy.js';
 import { reapPass } from './session-deletion.js';
 import { persistExpiry, touchSession } from './session-expiry.js';
 import {
@@ -51,7 +53,6 @@ export {
 export type { ForeignContainer } from './session-adopt.js';
 export type { Adoption } from './session-restart.js';
 export type { ShutdownCleanup } from './session-teardown.js';
-
 export type { ExecObserver } from './session-exec.js';
 
 /**
@@ -141,10 +142,7 @@ export class SessionManager {
     return { session_id: sessionId, container_id: created.id, ports: created.ports };
   }
 
-  /**
-   * A live session. 404 for unknown or deleted, 410 when its container ended, 409 while it is being deleted, 503
-   * while the server shuts down. The TTL is renewed by the request once it has succeeded (#touch), never here.
-   */
+  /** A live session; else 404 (unknown, deleted), 410 (its container ended), 409 (being deleted), 503 (stopping). */
   #live(sessionId: string): Session {
     if (this.#stopping.signal.aborted) throw stoppingError();
     const session = this.#sessions.get(sessionId);
@@ -237,7 +235,16 @@ export class SessionManager {
       network: session.record.network,
       ip_address: session.record.network === 'none' ? null : (detail?.ipAddress ?? null),
       ports: session.ports,
+      egress: sessionEgressOf(session) as SessionDetail['egress'],
     };
+  }
+
+  /** PUT /v1/sessions/{id}/egress (docs/spec.md §5.6): resolves once the new policy holds for new connections. */
+  async setEgress(sessionId: string, input: EgressInput): Promise<EgressInput> {
+    const session = this.#live(sessionId);
+    const now = await setSessionEgress(this.#deps, session, input);
+    this.#touch(session);
+    return now;
   }
 
   /** Secrets of a live session (to redact what comes out of it). */
@@ -246,10 +253,7 @@ export class SessionManager {
     return { containerId: session.record.container_id ?? '', secrets: session.secrets };
   }
 
-  /**
-   * Run a command. On timeout the exec's process tree is killed (SIGKILL to its process group) and the result
-   * says `timed_out` with return code 124. `signal` aborting (the client went away) kills the tree too.
-   */
+  /** Run a command; on timeout, or `signal` (the client went away), its process tree is killed (`timed_out`: 124). */
   async exec(
     sessionId: string,
     body: ExecRequest,
@@ -349,10 +353,7 @@ export class SessionManager {
     return session.deletion;
   }
 
-  /**
-   * One reaper pass: deletes every session whose TTL has passed (no exec in flight) and retries the slot release of
-   * sessions left `releasing`. Returns the ids deleted now; a failure is logged, never thrown.
-   */
+  /** One reaper pass: the expired sessions deleted (none with an exec in flight), `releasing` ones retried; never throws. */
   async reap(): Promise<string[]> {
     return reapPass(this.#sessions.values(), this.#nowMs(), this.#deps.logger, (id) =>
       this.delete(id, 'expired'),

@@ -3,6 +3,7 @@ import {
   AbsolutePath,
   Argv,
   CallerEnvironment,
+  Egress,
   Gpus,
   limitFields,
   NonEmptyString,
@@ -46,6 +47,10 @@ export const SessionCreateSchema = z
     mounts: z.array(MountSchema).default([]),
     workdir: AbsolutePath.optional(),
     network: z.enum(['none', 'bridge'], { error: 'must be "none" or "bridge"' }).default('none'),
+    egress: Egress.optional().meta({
+      description:
+        'egress policy (docs/spec.md 5.6): {"mode": "none"|"open"|"allowlist", "allow": [...], "methods": [...]}; when given it decides the network (none: none, open: the guarded network, allowlist: only the filtering proxy); absent: network "none" is mode "none", "bridge" is "open". PUT /v1/sessions/{id}/egress changes it',
+    }),
     runtime: RuntimeName.optional().meta({
       description: `OCI runtime of the session's container (absent: "${DEFAULT_RUNTIME}"); "runsc": gVisor`,
     }),
@@ -102,10 +107,18 @@ export const SessionCreateSchema = z
         path: ['memory_mb'],
       });
     }
-    if (body.ports.length > 0 && body.network === 'none') {
+    if (body.egress !== undefined && body.egress.mode === 'none' && body.network === 'bridge')
       ctx.addIssue({
         code: 'custom',
-        message: 'published ports need network "bridge" (network "none" publishes nothing)',
+        message: 'mode "none" contradicts network "bridge" (give one of them)',
+        path: ['egress', 'mode'],
+      });
+    const networked = body.egress !== undefined ? body.egress.mode !== 'none' : body.network === 'bridge';
+    if (body.ports.length > 0 && !networked) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          'published ports need network "bridge" or egress mode "open"/"allowlist" (network "none" publishes nothing)',
         path: ['ports'],
       });
     }
@@ -132,6 +145,13 @@ export const SessionInfoSchema = z
   })
   .meta({ title: 'SessionInfo' });
 
+/** The written form of a policy: a session's now (GET), the body and answer of PUT /v1/sessions/{id}/egress. */
+export const EgressPolicySchema = Egress.meta({
+  title: 'EgressPolicy',
+  description:
+    '{"mode": "none"|"open"|"allowlist", "allow": ["api.openai.com", "*.anthropic.com", "pypi.internal:8443"], "methods": ["GET", …]} (docs/spec.md 5.6); allow and methods only with "allowlist"',
+});
+
 export const SessionDetailSchema = SessionInfoSchema.extend({
   workdir: z.string().nullable().meta({
     description:
@@ -147,6 +167,7 @@ export const SessionDetailSchema = SessionInfoSchema.extend({
     .nullable()
     .meta({ description: 'the container\'s address on its network; null without one (network "none")' }),
   ports: z.record(z.string(), z.strictObject({ host_ip: z.string(), host_port: z.int() })),
+  egress: EgressPolicySchema.meta({ description: "the session's egress policy now" }),
 }).meta({
   title: 'SessionDetail',
   description: "GET /v1/sessions/{id}: the list's fields and what the engine says of the container now",
@@ -181,3 +202,4 @@ export type SessionCreate = z.output<typeof SessionCreateSchema>;
 export type CleanupRecord = z.output<typeof CleanupRecordSchema>;
 export type SessionInfo = z.output<typeof SessionInfoSchema>;
 export type SessionDetail = z.output<typeof SessionDetailSchema>;
+export type EgressPolicyBody = z.output<typeof EgressPolicySchema>;

@@ -13,6 +13,9 @@ import type { ExecHandle, PublishedPort, SessionEngine } from '../ports/containe
 import type { CleanupRecord, SessionCreate, SessionInfo } from './schemas.js';
 import type { StoredEnvValue } from './caller-secrets.js';
 import type { SessionEnd } from './session-life.js';
+import type { SessionEgress } from './session-egress.js';
+import { effectiveEgress, egressInputOf, type EgressInput } from '../../core/egress/policy.js';
+import type { EgressGate } from '../ports/egress.js';
 
 export const SESSION_SCHEMA = 'roboguide.serve.session/v1' as const;
 export const SESSION_ID = /^s-[0-9a-f-]{36}$/;
@@ -33,6 +36,8 @@ export interface SessionRecord {
   readonly workdir?: string;
   readonly ports: readonly number[];
   readonly network: 'none' | 'bridge';
+  /** Its egress policy now (docs/spec.md §5.6; PUT …/egress rewrites it); absent in records written before it existed. */
+  readonly egress?: EgressInput;
   /** The container's OCI runtime (`runc`, `runsc`…); absent in records written before it existed. */
   readonly runtime?: string;
   readonly labels: Readonly<Record<string, string>>;
@@ -75,6 +80,8 @@ export interface Session {
   ended: SessionEnd | null;
   /** Aborts its running execs (reason `session_ended`) when its container ends. */
   readonly stopExecs: AbortController;
+  /** Its egress policy, network and lease at the proxy (absent: an adopted session; its record says the policy). */
+  egress?: SessionEgress;
 }
 
 /** A session's folder under the evidence root, or a file in it. */
@@ -90,6 +97,7 @@ export function newSessionRecord(
   expiresAtMs: number,
   storedEnvironment: Readonly<Record<string, StoredEnvValue>>,
 ): SessionRecord {
+  const egress = effectiveEgress(body.network, body.egress);
   return {
     schema: SESSION_SCHEMA,
     session_id: ids.sessionId,
@@ -102,7 +110,8 @@ export function newSessionRecord(
     ...(body.user !== undefined ? { user: body.user } : {}),
     ...(body.workdir !== undefined ? { workdir: body.workdir } : {}),
     ports: body.ports,
-    network: body.network,
+    network: egress.mode === 'none' ? 'none' : 'bridge',
+    egress: egressInputOf(egress),
     runtime: body.runtime ?? 'runc',
     labels: body.labels,
     ttl_seconds: body.ttl_seconds,
@@ -166,6 +175,8 @@ export interface SessionManagerDeps {
   readonly limits: ConcurrencyLimits;
   /** The limits of a session that asks for none (issue 22); absent: the fixed fallbacks of an unknown host. */
   readonly limitDefaults?: LimitDefaults;
+  /** The egress proxy (docs/spec.md §5.6); absent: egress mode "allowlist" is refused (409 E_EGRESS_UNAVAILABLE). */
+  readonly egress?: EgressGate;
 }
 
 export interface ConcurrencyLimits {

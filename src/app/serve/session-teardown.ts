@@ -41,6 +41,15 @@ export async function performDeletion(
     }
     session.removal = { stopped: removal.stopped, removed: removal.removed };
     session.state = 'releasing';
+    // Its lease at the egress proxy released and every attempt in egress.jsonl (masked), once nothing can add one.
+    await session.egress
+      ?.finish(deps.store, record.session_id, session.secrets)
+      .catch((err: unknown) =>
+        deps.logger.warn(
+          { session: record.session_id, error: (err as Error).message },
+          'egress.jsonl not written',
+        ),
+      );
     // Its own staging points go now (its container is gone, verified); those of sessions adopted from an earlier
     // server, and any a failed step left, go with the sweep once no container uses them.
     for (const path of session.staged ?? []) await deps.mountStager?.release(path).catch(() => undefined);

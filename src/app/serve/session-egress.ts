@@ -1,0 +1,204 @@
+import { randomBytes } from 'node:crypto';
+import { EGRESS_FILE, SESSION_FILE } from '../../core/evidence-names.js';
+import {
+  effectiveEgress,
+  egressInputOf,
+  networkOfEgress,
+  parseEgress,
+  type EgressInput,
+  type EgressPolicy,
+} from '../../core/egress/policy.js';
+import type { NetworkChoice } from '../../core/pair-network.js';
+import { redactText } from '../../core/redaction/redact-text.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import { egressLines } from '../pair-egress.js';
+import type { SessionEngine } from '../ports/container-runtime.js';
+import type { EgressGate, EgressLease } from '../ports/egress.js';
+import { ApiError } from './api-error.js';
+import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
+
+const NONE: EgressPolicy = { mode: 'none', allow: [], methods: null };
+/** The proxy's variables, emptied: what an exec gets once its session has left the allowlist (curl, Python, Go skip ""). */
+const PROXY_VARIABLES = ['HTTP_PROXY', 'HTTPS_PROXY', 'http_proxy', 'https_proxy', 'ALL_PROXY'];
+
+/**
+ * A session's egress policy (docs/spec.md §5.6, "Sessions"): the network its container is on, its lease at the proxy
+ * while it is allowlisted, and the switch of a live session (`PUT /v1/sessions/{id}/egress`).
+ *
+ * A switch that changes the network is made closed first: the lease is told "none" (the proxy refuses everything
+ * and closes the lease's tunnels), the container leaves every network (loopback only), and only then is the new
+ * network joined and the new policy registered. A step that fails leaves the session with mode "none" (and says
+ * so): never wider than asked. A switch within the allowlist only changes the lease's policy; the proxy closes the
+ * tunnels opened under the old one. Either way the new policy holds for every connection made after the answer.
+ */
+export class SessionEgress {
+  policy: EgressPolicy;
+  /** Names the session's lease at the proxy; a secret of the session (its texts mask it). */
+  readonly token = randomBytes(24).toString('hex');
+  readonly #gate: EgressGate | undefined;
+  #lease: EgressLease | null = null;
+  #switching: Promise<unknown> = Promise.resolve();
+
+  /** The session's secrets: the token joins them when the lease is opened (it is then in the execs' environment). */
+  readonly #secrets: string[];
+
+  constructor(gate: EgressGate | undefined, policy: EgressPolicy, secrets: string[] = []) {
+    this.#gate = gate;
+    this.policy = policy;
+    this.#secrets = secrets;
+  }
+
+  get input(): EgressInput {
+    return egressInputOf(this.policy);
+  }
+
+  /** The container's network, and for an allowlisted start the proxy's variables and its DNS (the gateway). */
+  async forCreate(): Promise<{ network: NetworkChoice; env: Record<string, string>; dns?: string[] }> {
+    if (this.policy.mode !== 'allowlist') return { network: networkOfEgress(this.policy), env: {} };
+    const lease = await this.#leaseFor(this.policy);
+    return { network: 'allowlist', env: { ...lease.env }, dns: [...lease.dns] };
+  }
+
+  attached(containerId: string): void {
+    this.#lease?.attach(containerId);
+  }
+
+  /** What each exec adds to its environment: the proxy while allowlisted, emptied proxy variables after. */
+  execEnv(): Record<string, string> {
+    if (this.#lease === null) return {};
+    if (this.policy.mode === 'allowlist') return { ...this.#lease.env };
+    return Object.fromEntries(PROXY_VARIABLES.map((name) => [name, '']));
+  }
+
+  /** The switch of a live session, one at a time per session; resolves once the new policy holds. */
+  set(
+    engine: Pick<SessionEngine, 'moveNetwork'>,
+    containerId: string,
+    input: EgressInput,
+  ): Promise<EgressInput> {
+    const parsed = parseEgress(input);
+    if (!parsed.ok)
+      return Promise.reject(
+        ApiError.invalid('the egress policy', [{ path: parsed.field, rule: parsed.rule }]),
+      );
+    const run = this.#switching.then(() => this.#switch(engine, containerId, parsed.policy));
+    this.#switching = run.catch(() => undefined);
+    return run;
+  }
+
+  async #switch(
+    engine: Pick<SessionEngine, 'moveNetwork'>,
+    containerId: string,
+    next: EgressPolicy,
+  ): Promise<EgressInput> {
+    if (next.mode === 'allowlist' && this.#gate === undefined) throw unavailable();
+    if (this.policy.mode === 'allowlist' && next.mode === 'allowlist') {
+      await this.#leaseFor(next); // an adopted session gets its lease here (its proxy variables: each exec's)
+      this.#lease?.attach(containerId);
+      this.policy = next;
+      return this.input;
+    }
+    if (networkOfEgress(this.policy) === networkOfEgress(next)) {
+      this.policy = next; // none → none, open → open
+      return this.input;
+    }
+    if (engine.moveNetwork === undefined)
+      throw new ApiError(409, 'E_EGRESS_UNAVAILABLE', 'this engine cannot move a session between networks');
+    // Closed first: the lease refuses everything, then the container leaves its network (loopback only).
+    if (this.#lease !== null) await this.#lease.setPolicy({ mode: 'none' });
+    await engine.moveNetwork(containerId, 'none');
+    this.policy = NONE;
+    try {
+      if (next.mode === 'allowlist') await this.#leaseFor(next);
+      await engine.moveNetwork(containerId, networkOfEgress(next));
+      if (next.mode === 'allowlist') this.#lease?.attach(containerId);
+    } catch (err) {
+      await engine.moveNetwork(containerId, 'none').catch(() => undefined);
+      if (this.#lease !== null) await this.#lease.setPolicy({ mode: 'none' }).catch(() => undefined);
+      const message = err instanceof Error ? err.message : String(err);
+      throw new ApiError(
+        503,
+        'E_EGRESS_SWITCH_FAILED',
+        `the session could not join the network of mode "${next.mode}" (${message}); it is left with mode "none" (no network)`,
+      );
+    }
+    this.policy = next;
+    return this.input;
+  }
+
+  async #leaseFor(policy: EgressPolicy): Promise<EgressLease> {
+    if (this.#gate === undefined) throw unavailable();
+    if (this.#lease !== null) {
+      await this.#lease.setPolicy(egressInputOf(policy));
+      return this.#lease;
+    }
+    if (!this.#secrets.includes(this.token)) this.#secrets.push(this.token);
+    try {
+      this.#lease = await this.#gate.open(egressInputOf(policy), this.token);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      throw new ApiError(
+        503,
+        'E_EGRESS_UNAVAILABLE',
+        `the egress proxy could not take the session: ${message}`,
+      );
+    }
+    return this.#lease;
+  }
+
+  /** Once the container is gone: the lease released and `egress.jsonl` written (masked); nothing when never allowlisted. */
+  async finish(store: EvidenceStore, sessionId: string, secrets: readonly string[]): Promise<void> {
+    const lease = this.#lease;
+    if (lease === null) return;
+    this.#lease = null;
+    const { records } = await lease.close();
+    await store.writeBytesAtomic(
+      sessionRel(sessionId, EGRESS_FILE),
+      Buffer.from(egressLines(records, (text) => redactText(text, secrets))),
+    );
+  }
+}
+
+/** A session's policy now: its egress's, else its record's (`network` for a record older than `egress`). */
+export function sessionEgressOf(session: Session): EgressInput {
+  return (
+    session.egress?.input ?? egressInputOf(effectiveEgress(session.record.network, session.record.egress))
+  );
+}
+
+/**
+ * PUT /v1/sessions/{id}/egress: the switch (an adopted session gets its SessionEgress here), then session.json says
+ * the policy now. Resolves once the new policy holds for every new connection.
+ */
+export async function setSessionEgress(
+  deps: Pick<SessionManagerDeps, 'engine' | 'egress' | 'store'>,
+  session: Session,
+  input: EgressInput,
+): Promise<EgressInput> {
+  if (session.egress === undefined) {
+    const policy = effectiveEgress(session.record.network, session.record.egress);
+    session.egress = new SessionEgress(deps.egress, policy, session.secrets);
+  }
+  const egress = session.egress;
+  try {
+    await egress.set(deps.engine, session.record.container_id ?? '', input);
+  } finally {
+    // Written whatever happened: a failed switch leaves mode "none", and session.json says so.
+    session.record = {
+      ...session.record,
+      network: egress.policy.mode === 'none' ? 'none' : 'bridge',
+      egress: egress.input,
+    };
+    await deps.store.writeJsonAtomic(sessionRel(session.record.session_id, SESSION_FILE), session.record);
+  }
+  return egress.input;
+}
+
+function unavailable(): ApiError {
+  return new ApiError(
+    409,
+    'E_EGRESS_UNAVAILABLE',
+    'egress mode "allowlist" needs the egress proxy, which this server does not have (it runs only on the local engine with the guarded pairs network, as root)',
+    [{ path: 'egress.mode', rule: 'allowlist is not available on this server' }],
+  );
+}
