@@ -56,8 +56,7 @@ describe.skipIf(skip)('egress across restarts, and IPv6, on a throwaway engine',
     await world?.stop();
   });
 
-  const out = (cwd: string, name: string) =>
-    readFile(join(cwd, `out-${name}`), 'utf8').catch(() => '');
+  const out = (cwd: string, name: string) => readFile(join(cwd, `out-${name}`), 'utf8').catch(() => '');
 
   it('a supervisor killed mid-pair: egress.jsonl keeps every attempt so far; the reattached pair is registered again (its token, its policy) and the attempts made meanwhile are in it too', async () => {
     const jobId = `egr-super-${world.tag}`;
@@ -101,9 +100,14 @@ describe.skipIf(skip)('egress across restarts, and IPv6, on a throwaway engine',
     );
     await until('the first phase over', () => exists(join(cwd, 'phase1')));
     child.kill('SIGKILL');
-    await until('the supervisor gone', () => Promise.resolve(child.exitCode !== null || child.signalCode !== null));
+    await until('the supervisor gone', () =>
+      Promise.resolve(child.exitCode !== null || child.signalCode !== null),
+    );
     const kept = await egressRecords(dir);
-    expect(kept.find((r) => r.target?.includes('/before'))).toMatchObject({ decision: 'allowed', status: 200 });
+    expect(kept.find((r) => r.target?.includes('/before'))).toMatchObject({
+      decision: 'allowed',
+      status: 200,
+    });
     // No supervisor: the pair is refused everything (fail closed).
     await writeFile(join(cwd, 'go1'), '');
     await until('the pair tried while no supervisor held it', () => exists(join(cwd, 'phase2')));

@@ -28,7 +28,8 @@ const exec = promisify(execFile);
 export const ALLOWED = '198.18.1.10';
 export const OTHER = '198.18.1.11';
 export const DNS = '198.18.1.53';
-const NAMES = `allowed.test=${ALLOWED},api.anthropic.test=${ALLOWED},evil-anthropic.test=${OTHER},other.test=${OTHER}` +
+const NAMES =
+  `allowed.test=${ALLOWED},api.anthropic.test=${ALLOWED},evil-anthropic.test=${OTHER},other.test=${OTHER}` +
   // Names that answer only AAAA (issue 42): a unique local address and a v4-mapped loopback, both forbidden.
   ',v6only.test=fd00:0:0:0:0:0:0:1,mapped.test=0:0:0:0:0:ffff:7f00:1';
 export const POLICY = {
@@ -76,7 +77,8 @@ export async function startEgressWorld(name: string): Promise<EgressWorld> {
   const engine = await startSecondEngine({ nvidiaHook: false, name, firewall: true });
   const nsenter = [`--net=/run/netns/${engine.netns}`];
   const inEngineNs = (args: readonly string[]) => exec('nsenter', [...nsenter, ...args]);
-  const inOutsideNs = (args: readonly string[]) => exec('nsenter', [`--net=/run/netns/${outsideNs}`, ...args]);
+  const inOutsideNs = (args: readonly string[]) =>
+    exec('nsenter', [`--net=/run/netns/${outsideNs}`, ...args]);
   let outsideCreated = false;
   const proxyPids = async (): Promise<number[]> =>
     [
@@ -202,7 +204,8 @@ export async function startEgressWorld(name: string): Promise<EgressWorld> {
       const dir = join(work, jobId);
       const cwd = join(dir, 'cwd');
       await mkdir(cwd, { recursive: true });
-      for (const [file, bytes] of Object.entries(options.files ?? {})) await writeFile(join(cwd, file), bytes);
+      for (const [file, bytes] of Object.entries(options.files ?? {}))
+        await writeFile(join(cwd, file), bytes);
       const outcome = await runPair(
         { ...pairRunDeps(rt), egress: options.gate ?? gate },
         {

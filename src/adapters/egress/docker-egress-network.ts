@@ -35,12 +35,7 @@ export class DockerEgressNetwork {
    * pairs network's guard uses it). By default, with the default runner, the one of this process's namespace; with a
    * runner of the caller's, none unless given.
    */
-  constructor(
-    docker: Docker,
-    ports: EgressPorts,
-    iptables?: IptablesRunner,
-    watch?: RulesetWatch | null,
-  ) {
+  constructor(docker: Docker, ports: EgressPorts, iptables?: IptablesRunner, watch?: RulesetWatch | null) {
     this.#docker = docker;
     this.#ports = ports;
     this.#iptables = iptables ?? iptablesRunner();

@@ -11,11 +11,7 @@ export interface EgressGate {
    * pair's is the one its container holds). With `onRecord`, every record goes there as it arrives (the caller
    * appends it to `egress.jsonl` at once) and the lease keeps none; without, the lease keeps them (`snapshot`).
    */
-  open(
-    policy: EgressInput,
-    token: string,
-    onRecord?: (record: EgressRecord) => void,
-  ): Promise<EgressLease>;
+  open(policy: EgressInput, token: string, onRecord?: (record: EgressRecord) => void): Promise<EgressLease>;
 }
 
 export interface EgressLease {

@@ -74,7 +74,8 @@ export class EgressTally {
     tally.#allowed = typeof b.allowed === 'number' ? b.allowed : 0;
     tally.#refused = typeof b.refused === 'number' ? b.refused : 0;
     tally.#withRefusals = typeof b.with_refusals === 'number' ? b.with_refusals : 0;
-    tally.#recent = Array.isArray(b.recent) ? b.recent.slice(-EGRESS_PAIRS_SHOWN) : [];
+    const recent: unknown = b.recent;
+    tally.#recent = Array.isArray(recent) ? (recent as EgressPairLine[]).slice(-EGRESS_PAIRS_SHOWN) : [];
     return tally;
   }
 

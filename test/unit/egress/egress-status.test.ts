@@ -104,6 +104,7 @@ describe('refused egress attempts in status (issue 42)', () => {
       provider_failure: null,
       provider_failure_error_kind: null,
       cleanup: { removed: true, verified_absent: true, attempts: 1 },
+      engine_error: null,
       started_at: at(0),
       finished_at: at(5),
       egress: {
@@ -113,7 +114,7 @@ describe('refused egress attempts in status (issue 42)', () => {
         hosts: ['allowed.test:443'],
         refused_hosts: ['<evil>.test:80', '[REDACTED].test:443'],
       },
-    } as ResultRecord;
+    };
     const model = buildReportModel({
       batchId: 'b1',
       createdAt: at(0),
