@@ -95,11 +95,14 @@ describe.skipIf(skip)('egress across restarts, and IPv6, on a throwaway engine',
       { stdio: 'inherit' },
     );
     const file = join(evidence, 'egress.jsonl');
-    await until('the first attempt recorded while the pair runs', async () =>
-      (await readFile(file, 'utf8').catch(() => '')).includes('/before'),
-    );
-    await until('the first phase over', () => exists(join(cwd, 'phase1')));
-    child.kill('SIGKILL');
+    try {
+      await until('the first attempt recorded while the pair runs', async () =>
+        (await readFile(file, 'utf8').catch(() => '')).includes('/before'),
+      );
+      await until('the first phase over', () => exists(join(cwd, 'phase1')));
+    } finally {
+      child.kill('SIGKILL');
+    }
     await until('the supervisor gone', () =>
       Promise.resolve(child.exitCode !== null || child.signalCode !== null),
     );

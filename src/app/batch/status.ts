@@ -20,7 +20,7 @@ import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } f
 import type { Receipt } from '../../core/receipt.js';
 import { estimateEtaFromMean, type Eta } from '../../core/report/eta.js';
 import type { ResultRecord } from '../../core/result.js';
-import { egressFactsOf, type EgressFacts } from '../../core/egress/egress-tally.js';
+import { egressEntry } from '../../core/egress/egress-tally.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
@@ -106,13 +106,8 @@ export function finishFactsOfResult(result: ResultRecord): FinishFacts {
     ...(result.reasons[0] !== undefined ? { first_reason: result.reasons[0] } : {}),
     ...(problem !== undefined ? { first_problem: formatOutcomeProblem(problem) } : {}),
     ...whyOf(result),
-    ...egressOf(result),
+    ...egressEntry(result.egress),
   };
-}
-
-function egressOf(result: ResultRecord): { egress?: EgressFacts } {
-  const facts = egressFactsOf(result.egress);
-  return facts !== null ? { egress: facts } : {};
 }
 
 /** The words of a failed pair's result read cold (its stderr tail is in the journal's `pair_finished` only). */

@@ -58,6 +58,12 @@ export function egressFactsOf(value: unknown): EgressFacts | null {
   };
 }
 
+/** `{egress}` for a spread, when `value` holds egress facts; `{}` otherwise. */
+export function egressEntry(value: unknown): { egress?: EgressFacts } {
+  const facts = egressFactsOf(value);
+  return facts !== null ? { egress: facts } : {};
+}
+
 export class EgressTally {
   #pairs = 0;
   #allowed = 0;
