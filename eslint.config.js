@@ -38,6 +38,8 @@ export default tseslint.config(
       'bin/**',
       'bench/**/*.js',
       'scripts/**/*.js',
+      // Child processes of the tests that run the built code (dist/), as bench/ and scripts/ do.
+      'test/support/*.mjs',
       'docker/**',
       'eslint.config.js',
     ],

@@ -28,6 +28,8 @@ const SESSIONS_TIMEOUT_MS = 120_000;
  */
 export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput): Promise<ExecutedPair> {
   const egress = new PairEgress(deps.egress, effectiveEgress(given.job.network, given.job.egress));
+  // A reattached pair keeps the token its container holds (issue 42: registered again below).
+  if (given.reattach) await egress.adopt(deps.runtime, given.reattach.containerId);
   // The proxy token is in the pair's environment: masked in its texts like a secret.
   const secrets = egress.allowlisted ? [...given.secrets, egress.token] : given.secrets;
   // The policy decides the network: none → "none", open → the guarded pairs network, allowlist → the egress network.
@@ -46,6 +48,8 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
     privateOutcomeFile: privateOutcome.file,
     redact: textRedactor(input.secrets),
   };
+  egress.begin(store, jobRel, paths.redact);
+  if (input.reattach) await reattachEgress(deps, egress, input.reattach.containerId, job.job_id);
   const lifecycleDeps = lifecycleDepsFor(deps, input, paths);
   const disk = diskWatchFor(deps, input, privateOutcome.dir);
   if (input.reattach) disk?.attach(input.reattach.containerId);
@@ -117,6 +121,24 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
     result: stripped.length > 0 ? { ...result, host_privilege_stripped: stripped } : result,
     execution: checked,
   };
+}
+
+/**
+ * A supervisor restart: the reattached pair registered again at the proxy with its policy (docs/spec.md §5.6). When
+ * that fails it stays refused everything (fail closed), said in the log; the pair runs on and is collected.
+ */
+async function reattachEgress(
+  deps: ExecutePairDeps,
+  egress: PairEgress,
+  containerId: string,
+  jobId: string,
+): Promise<void> {
+  await egress.reattach(containerId).catch((err: unknown) => {
+    deps.logger.warn(
+      { job: jobId, err: errorDetail(err) },
+      'the reattached pair could not be registered with the egress proxy: it reaches nothing',
+    );
+  });
 }
 
 /**

@@ -85,6 +85,7 @@ export async function finishPair(
     finished_at: facts.finished_at,
     gpu_peak_mib: facts.gpu_peak_mib,
     ...(why.length > 0 ? { why } : {}),
+    ...(facts.egress !== undefined ? { egress: facts.egress } : {}),
   });
   return reconcileFinished(deps, receipt, result, classified);
 }

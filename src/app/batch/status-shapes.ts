@@ -7,6 +7,7 @@ import type {
   RunningPair,
   STATUS_SCHEMA,
 } from '../../core/batch-state.js';
+import type { EgressStatus } from '../../core/egress/egress-tally.js';
 import type { FailedPair, LedgerBasis } from '../../core/ledger-facts.js';
 import type { PauseReason } from '../../core/pause-rules.js';
 import type { CapacityConfig } from '../../core/dispatch-policy.js';
@@ -44,6 +45,12 @@ export interface BatchStatus {
   readonly claims_without_result: string[];
   /** The failed pairs, most recent first, with their first reason (see FailedPairs). */
   readonly failed?: FailedPairs;
+  /**
+   * The allowlisted pairs' attempts beyond their containers (docs/spec.md §5.6): the batch's allowed and refused
+   * counts, and per pair (the most recent with refusals) its counts and the hosts refused, masked. Absent when no
+   * allowlisted pair has finished.
+   */
+  readonly egress?: EgressStatus;
   /** Pinned images whose tag names another image now (`e1-batch status` with an engine); absent when none. */
   readonly images_moved?: readonly MovedImage[];
   /** Time left, from the mean duration of the pairs finished so far; null before the first result or when idle. */

@@ -20,6 +20,7 @@ import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } f
 import type { Receipt } from '../../core/receipt.js';
 import { estimateEtaFromMean, type Eta } from '../../core/report/eta.js';
 import type { ResultRecord } from '../../core/result.js';
+import { egressEntry } from '../../core/egress/egress-tally.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
@@ -105,6 +106,7 @@ export function finishFactsOfResult(result: ResultRecord): FinishFacts {
     ...(result.reasons[0] !== undefined ? { first_reason: result.reasons[0] } : {}),
     ...(problem !== undefined ? { first_problem: formatOutcomeProblem(problem) } : {}),
     ...whyOf(result),
+    ...egressEntry(result.egress),
   };
 }
 
@@ -183,6 +185,7 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
   const peaks = ledger.gpuPeaks();
   const allowed = workersAllowed(input.capacity, peaks, ledger.finishedCount());
   const state = deriveState(fold, counts, alive);
+  const egress = ledger.egress();
   return {
     schema: STATUS_SCHEMA,
     batch_id: input.batch.batch_id,
@@ -197,6 +200,7 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
     gpu_note: gpuNote(input.batch, input.capacity, peaks, ledger.finishedCount()),
     failed: failedPairsOf(ledger, counts),
+    ...(egress !== null ? { egress } : {}),
     claims_without_result: open.map((c) => c.job_id),
     eta: state === 'running' ? etaOf(ledger, counts.pending, running, allowed, input.now) : null,
     leftovers,

@@ -22,6 +22,11 @@ export function summaryTable(m: ReportModel): string {
   if (counted.length) lines.push(counted.join('  '));
   if (m.pause_reasons.length) lines.push(`paused: ${m.pause_reasons.join(', ')}`);
   for (const c of m.pause_causes ?? []) lines.push(`  ${c.reason}: ${c.code}: ${c.message}`);
+  const egress = m.pairs.flatMap((p) => (p.egress !== undefined ? [p.egress] : []));
+  if (egress.length > 0)
+    lines.push(
+      `egress: ${egress.reduce((n, e) => n + e.refused, 0)} refused, ${egress.reduce((n, e) => n + e.allowed, 0)} allowed over ${egress.length} allowlisted pairs`,
+    );
   if (m.pairs.length <= TABLE_MAX_ROWS) {
     const rows = m.pairs.map((p) => [
       p.job_id,

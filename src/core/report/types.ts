@@ -1,3 +1,4 @@
+import type { EgressFacts } from '../egress/egress-tally.js';
 import type { BatchState, Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
 import type { CapacityConfig } from '../dispatch-policy.js';
 import type { Classification, ResultRecord } from '../result.js';
@@ -74,6 +75,8 @@ export interface ReportPair {
   readonly outcome_problems: readonly string[];
   /** Why it failed in words and what would let it through (core/next-steps.ts); empty when there is nothing to add. */
   readonly why: readonly string[];
+  /** An allowlisted pair's attempts (result.json `egress`, masked): counts and the hosts refused; else absent. */
+  readonly egress?: EgressFacts;
 }
 
 export interface TimelineMarker {
