@@ -72,6 +72,17 @@ export default tseslint.config(
           ],
         },
       ],
+      // ... and has no timers or clock of its own: time comes in as data (app reads it through its Clock port).
+      'no-restricted-globals': [
+        'error',
+        ...['setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'clearInterval', 'performance'].map(
+          (name) => ({ name, message: 'core/ is pure: no timers or clock; take the time as data.' }),
+        ),
+      ],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'core/ is pure: take the time as data.' },
+      ],
     },
   },
   {

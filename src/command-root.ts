@@ -1,5 +1,5 @@
 import { BATCH_FILE, RECEIPT_FILE } from './core/evidence-names.js';
-import { isBatchRecord } from './app/evidence/evidence-records.js';
+import { isBatchRecord } from './app/batch/layout.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readCodeVersion } from './adapters/code-version.js';
@@ -36,7 +36,8 @@ import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.
 import type { BatchStatus } from './app/batch/status.js';
 import { supervise } from './app/batch/supervisor.js';
 import type { CapacityDeps } from './app/capacity-report.js';
-import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
+import type { DoctorDeps } from './app/ports/doctor-probes.js';
+import type { DoctorOptions } from './app/doctor/doctor-options.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import type { ExistingRegistry } from './app/existing-evidence.js';
 import { systemClock } from './app/ports/clock.js';

@@ -2,7 +2,7 @@ import type { EgressGate } from './app/ports/egress.js';
 import { createImagePulls, readDockerConfig } from './image-wiring.js';
 import { NO_CREDENTIALS, registryCredentials } from './app/batch/registry-auth.js';
 import { RECEIPT_FILE } from './core/evidence-names.js';
-import { isBatchRecord } from './app/evidence/evidence-records.js';
+import { isBatchRecord } from './app/batch/layout.js';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { hostMountRules, mountOwners } from './mount-wiring.js';
@@ -45,7 +45,7 @@ import { registryLocation, type RegistryLocation } from './adapters/registry/def
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import { BATCH_FILE, MANIFEST_FILE } from './app/batch/layout.js';
-import type { SupervisorDeps } from './app/batch/supervisor.js';
+import type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import {

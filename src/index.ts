@@ -4,7 +4,8 @@
  */
 export { runPair, type RunPairOptions, type RunPairOutcome } from './app/run-pair.js';
 export type { StartBatchOptions } from './app/batch/start-batch.js';
-export { supervise, type SupervisorDeps } from './app/batch/supervisor.js';
+export { supervise } from './app/batch/supervisor.js';
+export type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 export type { BatchStatus, Summary } from './app/batch/status.js';
 export { reconcilePair, reconcileBatch, type ReconcileReport } from './app/reconcile-pair.js';
 export {

@@ -1,4 +1,4 @@
-import { isBatchRecord } from './app/evidence/evidence-records.js';
+import { isBatchRecord } from './app/batch/layout.js';
 import { resolve } from 'node:path';
 import { format } from 'node:util';
 import { engineUnixSocket, probeContainersByLabel, probeImageId } from './adapters/docker/engine-probe.js';

@@ -3,13 +3,8 @@ import { classify, type Classified } from '../core/classify.js';
 import { checkOutcome, outcomeProblemsOf, type OutcomeCheck } from '../core/outcome.js';
 import type { Receipt } from '../core/receipt.js';
 import { redactOutcome } from '../core/redaction/redact-text.js';
-import {
-  RESULT_SCHEMA,
-  type CleanupRecord,
-  type DiskRecord,
-  type LimitsRecord,
-  type ResultRecord,
-} from '../core/result.js';
+import { RESULT_SCHEMA, type DiskRecord, type LimitsRecord, type ResultRecord } from '../core/result.js';
+import type { CleanupRecord } from '../core/cleanup-record.js';
 import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import type { PairExecution } from './pair-lifecycle.js';

@@ -21,7 +21,8 @@ import {
   type HoldReason,
   type TerminalProof,
 } from '../core/terminal-proof.js';
-import type { CapacityRegistry, TerminalCommit, TerminalCommitRefusal } from './ports/capacity-registry.js';
+import type { CapacityRegistry, TerminalCommit } from './ports/capacity-registry.js';
+import type { TerminalCommitRefusal } from '../core/terminal-commit-rule.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import { writeJsonVerified } from './durable-write.js';
 import {

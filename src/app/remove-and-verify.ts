@@ -1,5 +1,5 @@
 import type { EngineFault } from '../core/engine-fault.js';
-import type { CleanupRecord } from '../core/result.js';
+import type { CleanupRecord } from '../core/cleanup-record.js';
 import { systemClock } from './ports/clock.js';
 import type { ContainerEngine } from './ports/container-runtime.js';
 import { EngineError } from './ports/engine-error.js';

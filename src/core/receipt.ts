@@ -6,6 +6,7 @@ import type { MountMode } from './mount-mode.js';
 import type { ProcessIdentity } from './process-identity.js';
 import { networkModeFor, type NetworkChoice } from './pair-network.js';
 import { effectiveEgress, egressInputOf, networkOfEgress, type EgressInput } from './egress/policy.js';
+import { taggedRecord } from './json-object.js';
 
 /** The receipt's `network` (the one the container joins) and `egress` (the effective policy, frozen). */
 function networkAndEgress(
@@ -145,3 +146,11 @@ export function buildReceipt(input: {
     ...(input.registryPath !== undefined ? { registry_path: input.registryPath } : {}),
   };
 }
+
+/** The check `receipt.json` is read back through: its kind and the names its readers use. */
+export const isReceipt = taggedRecord<Receipt>(RECEIPT_SCHEMA, [
+  'batch_id',
+  'job_id',
+  'claim_id',
+  'container_name',
+]);

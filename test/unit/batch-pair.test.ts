@@ -3,7 +3,7 @@
  * refusals, a claim that already stands, a receipt that cannot be written, a full run whose journal and receipt
  * carry the host identity.
  */
-import { isReceipt } from '../../src/app/evidence/evidence-records.js';
+import { isReceipt } from '../../src/core/receipt.js';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -8,7 +8,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { ProcFdMountStager } from '../../src/adapters/mount/proc-fd-stager.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
-import { mountModeCheck } from '../../src/app/doctor.js';
+import { mountModeCheck } from '../../src/app/doctor/run-doctor.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { executePair, type ExecutePairDeps, type ExecutePairInput } from '../../src/app/execute-pair.js';
 import type { ContainerHandle, ContainerSpec } from '../../src/app/ports/container-runtime.js';

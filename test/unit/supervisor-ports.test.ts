@@ -1,11 +1,12 @@
-import { isWrittenStatus } from '../../src/app/evidence/evidence-records.js';
+import { isWrittenStatus } from '../../src/app/batch/status-shapes.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
-import { loadBatch, type JobFiles, type ResolvedJobEnvironment } from '../../src/app/batch/batch-context.js';
+import { loadBatch, type JobFiles } from '../../src/app/batch/batch-context.js';
+import type { ResolvedJobEnvironment } from '../../src/core/manifest/environment.js';
 import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
 import { STATUS_FILE } from '../../src/app/batch/layout.js';
 import { NODES_DOWN_FILE } from '../../src/app/batch/node-down.js';

@@ -10,7 +10,7 @@ import { NODES_DOWN_FILE } from '../../src/app/batch/node-down.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { SupervisorEvent } from '../../src/core/supervisor-machine.js';
 import type { BatchRecord } from '../../src/app/batch/layout.js';
-import type { SupervisorDeps } from '../../src/app/batch/supervisor.js';
+import type { SupervisorDeps } from '../../src/app/batch/supervisor-deps.js';
 import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
 import { executeDeps, fakeOf } from '../support/fakes.js';
 

@@ -14,7 +14,7 @@ import type {
   SessionContainerSpec,
   SessionEngine,
 } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../core/sleep.js';
+import { sleep } from '../../app/ports/clock.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 import { createOptions } from './container-create.js';
 import { demultiplex } from './demux.js';

@@ -1,5 +1,5 @@
 import type { WaitResult } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../core/sleep.js';
+import { sleep } from '../../app/ports/clock.js';
 import { EngineError } from '../docker/engine-error.js';
 import type { SwarmLogs } from './swarm-logs.js';
 import type { SwarmNodes } from './swarm-nodes.js';

@@ -18,7 +18,7 @@ import type { ContainerRuntime } from '../ports/container-runtime.js';
 import { EngineError } from '../ports/engine-error.js';
 import type { BatchRecord } from './layout.js';
 import { jobRel, receiptRel } from './layout.js';
-import type { ResolvedJobEnvironment } from './batch-context.js';
+import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import { finishPair, type FinishReport } from './finish-pair.js';
 
 export interface BatchPairDeps {

@@ -1,11 +1,9 @@
 import { isObject } from '../../core/json-object.js';
-import {
-  isBatchRecord,
-  isReceipt,
-  isResultRecord,
-  isSupervisorRecord,
-  isWrittenStatus,
-} from '../evidence/evidence-records.js';
+import { isBatchRecord } from './layout.js';
+import { isReceipt } from '../../core/receipt.js';
+import { isResultRecord } from '../../core/result.js';
+import { isSupervisorRecord } from '../../core/supervisor-record.js';
+import { isWrittenStatus } from './status-shapes.js';
 import type { EvidenceStore, JsonCheck } from '../evidence/evidence-store.js';
 import { BatchLedger } from '../../core/batch-ledger.js';
 import { BASIS_SCHEMA } from '../../core/ledger-facts.js';

@@ -5,7 +5,7 @@ import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
 import type { Receipt } from '../../core/receipt.js';
 import { lostWorkerResult } from '../build-result.js';
 import { removeAndVerify } from '../pair-lifecycle.js';
-import type { ResolvedJobEnvironment } from './batch-context.js';
+import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import {
   executeInBatch,
   type BatchPairContext,

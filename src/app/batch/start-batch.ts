@@ -1,4 +1,4 @@
-import { isBatchRecord, isReceipt } from '../evidence/evidence-records.js';
+import { isReceipt } from '../../core/receipt.js';
 import { randomUUID } from 'node:crypto';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
@@ -17,8 +17,8 @@ import type { NodeInventory } from '../ports/executor-inventory.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
-import { environmentIssues, environmentMissing } from './batch-context.js';
-import { groupedByJob } from '../../core/manifest/environment.js';
+import { environmentMissing } from './batch-context.js';
+import { environmentIssues, groupedByJob } from '../../core/manifest/environment.js';
 import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
@@ -26,6 +26,7 @@ import {
   BATCH_FILE,
   BATCH_SCHEMA,
   MANIFEST_FILE,
+  isBatchRecord,
   receiptRel,
   type BatchGpuObservation,
   type BatchRecord,

@@ -1,12 +1,8 @@
 /** The shapes status reports: the batch status, status.json as written (with its basis), the summary, leftovers, nodes. */
-import type {
-  BatchState,
-  Counts,
-  PauseCauseEntry,
-  PauseHistoryEntry,
-  RunningPair,
-  STATUS_SCHEMA,
-} from '../../core/batch-state.js';
+import type { Counts, PauseCauseEntry, PauseHistoryEntry, RunningPair } from '../../core/batch-state.js';
+import type { BatchState } from '../../core/batch-state-name.js';
+import { STATUS_SCHEMA } from '../../core/batch-state.js';
+import { taggedRecord } from '../../core/json-object.js';
 import type { FailedPair, LedgerBasis } from '../../core/ledger-facts.js';
 import type { PauseReason } from '../../core/pause-rules.js';
 import type { CapacityConfig } from '../../core/dispatch-policy.js';
@@ -101,3 +97,6 @@ export interface WrittenStatus extends BatchStatus {
 export interface StatusBasis extends LedgerBasis {
   readonly capacity: CapacityConfig;
 }
+
+/** The check `status.json` is read back through. */
+export const isWrittenStatus = taggedRecord<WrittenStatus>(STATUS_SCHEMA, ['batch_id', 'state']);

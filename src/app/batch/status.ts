@@ -1,5 +1,5 @@
 import { exitCodeOf, explainResult } from '../../core/next-steps.js';
-import { isSupervisorRecord } from '../evidence/evidence-records.js';
+import { isSupervisorRecord } from '../../core/supervisor-record.js';
 import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 import { BatchLedger } from '../../core/batch-ledger.js';

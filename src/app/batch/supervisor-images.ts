@@ -8,7 +8,7 @@ import {
   registryCredentials,
   type RegistryCredentials,
 } from './registry-auth.js';
-import type { SupervisorDeps } from './supervisor.js';
+import type { SupervisorDeps } from './supervisor-deps.js';
 import type { BatchRecord } from './layout.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import type { JournalAppend } from '../../core/journal-events.js';

@@ -1,4 +1,4 @@
-import { isSupervisorRecord } from '../evidence/evidence-records.js';
+import { isSupervisorRecord } from '../../core/supervisor-record.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';

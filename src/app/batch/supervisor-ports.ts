@@ -1,4 +1,5 @@
-import { isReceipt, isResultRecord } from '../evidence/evidence-records.js';
+import { isReceipt } from '../../core/receipt.js';
+import { isResultRecord } from '../../core/result.js';
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { InternalError, errorDetail } from '../../core/errors.js';
 import type { JournalAppend } from '../../core/journal-events.js';
@@ -8,7 +9,8 @@ import { systemClock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { PlacementInventory } from '../ports/executor-inventory.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
-import type { JobFiles, ResolvedJobEnvironment } from './batch-context.js';
+import type { JobFiles } from './batch-context.js';
+import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import {
   dispatchPair,
   type BatchPairContext,
@@ -25,7 +27,7 @@ import type { reportRefresher } from './report.js';
 import { checkSources } from './source-check.js';
 import { buildWrittenStatus, capacityConfigOf, settleFromFiles } from './status.js';
 import { CoalescingWriter, STATUS_MIN_INTERVAL_MS } from './status-writer.js';
-import type { SupervisorDeps } from './supervisor.js';
+import type { SupervisorDeps } from './supervisor-deps.js';
 import type { PeakBook } from './supervisor-ledger.js';
 import type { SupervisorLoopPorts } from './supervisor-loop.js';
 import type { RegistryCredentials } from './registry-auth.js';

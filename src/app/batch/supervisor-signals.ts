@@ -1,4 +1,4 @@
-import { isStopRequest } from '../evidence/evidence-records.js';
+import { isStopRequest } from './layout.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { systemClock, type Timers } from '../ports/clock.js';
 import { STOP_FILE } from './layout.js';

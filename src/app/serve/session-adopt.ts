@@ -1,5 +1,5 @@
 import { SESSION_FILE } from '../../core/evidence-names.js';
-import { isSessionRecord } from '../evidence/evidence-records.js';
+import { isSessionRecord } from './session-state.js';
 import { relearnedSecrets } from './caller-secrets.js';
 import {
   SESSION_ID,

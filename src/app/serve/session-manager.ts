@@ -32,14 +32,8 @@ import { acquire, type ActiveTransfers } from './session-limits.js';
 import { adoptSessions, type Adoption } from './session-restart.js';
 import { reapPass } from './session-deletion.js';
 import { persistExpiry, touchSession } from './session-expiry.js';
-import {
-  containerEndOf,
-  EndedSessions,
-  endedError,
-  sessionEndOf,
-  stoppingError,
-  type SessionEnd,
-} from './session-life.js';
+import { containerEndOf, EndedSessions, endedError, sessionEndOf, stoppingError } from './session-life.js';
+import type { SessionEnd } from './session-state.js';
 
 export {
   DEFAULT_CONCURRENCY_LIMITS,

@@ -1,4 +1,5 @@
-import { countJobs, deriveState, foldJournal, type BatchState, type Counts } from '../batch-state.js';
+import { countJobs, deriveState, foldJournal, type Counts } from '../batch-state.js';
+import type { BatchState } from '../batch-state-name.js';
 import { workersAllowed, type CapacityConfig } from '../dispatch-policy.js';
 import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../cpu-only-admission.js';
 import { estimateEta, type Eta } from './eta.js';
