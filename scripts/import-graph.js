@@ -14,7 +14,7 @@ import ts from 'typescript';
 const root = resolve(import.meta.dirname, '..');
 const src = join(root, 'src');
 /** The package entries: re-exporting is their job (package.json `exports`). */
-const ENTRIES = new Set(['src/index.ts', 'src/testing/index.ts', 'src/adapters/index.ts']);
+const ENTRIES = new Set(['src/index.ts', 'src/testing/index.ts', 'src/adapters-entry.ts']);
 
 function walk(dir) {
   return readdirSync(dir).flatMap((name) => {

@@ -60,9 +60,6 @@ import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
  */
 export type { BuildReport } from './adapters/docker/image-builder.js';
 
-/** This host's process identities (`/proc`): who runs, whether a recorded supervisor still lives. */
-export const hostIdentity = procHostIdentity;
-
 /** The local file system, behind the app's port. */
 export const localFileSystem = new NodeFileSystem();
 

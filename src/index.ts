@@ -1,6 +1,8 @@
 /**
- * Library API for TypeScript callers (the CLI is a thin layer over the same use-cases). Everything here is
- * stable in the sense of SPEC §11: add, never rename without a schema bump.
+ * Library API for TypeScript callers (the CLI is a thin layer over the same use-cases): the use-cases, the pure rules
+ * and the types of their records. The adapters (the engine, files, the registry, nvidia-smi) and the wiring helpers
+ * that build them are the subpath `roboguide-eval/adapters` (`src/adapters-entry.ts`). Everything here is stable in
+ * the sense of SPEC §11: add, never rename without a schema bump.
  */
 export { runPair, type RunPairOptions, type RunPairOutcome } from './app/run-pair.js';
 export type { StartBatchOptions } from './app/batch/start-batch.js';
@@ -34,13 +36,7 @@ export {
 } from './core/manifest/index.js';
 export { parseB1Config, renderB1Config } from './core/b1-config.js';
 export { parseNvidiaSmi, type GpuObservation } from './core/gpu/nvidia-smi-parse.js';
-export { observeGpus } from './adapters/nvidia-smi.js';
-export { createRedactStream } from './adapters/redact-stream.js';
 export { EvidenceStore } from './app/evidence/evidence-store.js';
-export { NodeFileSystem } from './adapters/fs/node-file-system.js';
-export { SqliteCapacityRegistry } from './adapters/registry/sqlite-capacity-registry.js';
-export { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
-export { createExecutePairDeps, createContainerRuntime } from './composition-root.js';
 export { RoboguideError, InvalidInputError, ExitCode, type ErrorCode, type Issue } from './core/errors.js';
 export type { ResultRecord, Classification, Reason, ProviderFailure } from './core/result.js';
 export type { Receipt } from './core/receipt.js';

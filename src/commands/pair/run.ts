@@ -6,6 +6,7 @@ import { Flags } from '@oclif/core';
 import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import {
+  bindAddressFlag,
   admissionRegistryFlag,
   allowShortSecretsFlag,
   executorFlags,
@@ -44,10 +45,7 @@ export default class PairRun extends BaseCommand {
       description:
         'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)',
     }),
-    'bind-address': Flags.string({
-      description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)',
-      default: '127.0.0.1',
-    }),
+    'bind-address': bindAddressFlag,
     registry: admissionRegistryFlag,
     'stop-budget': Flags.integer({
       description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)',
