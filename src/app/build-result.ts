@@ -7,7 +7,7 @@ import { RESULT_SCHEMA, type DiskRecord, type LimitsRecord, type ResultRecord } 
 import type { CleanupRecord } from '../core/cleanup-record.js';
 import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
-import type { PairExecution } from './pair-lifecycle.js';
+import type { PairExecution } from './pair-lifecycle-types.js';
 import type { Clock } from './ports/clock.js';
 import type { FileSystem } from './ports/file-system.js';
 import type { OutcomeReader } from './ports/outcome-reader.js';

@@ -9,7 +9,7 @@ import type { CleanupRecord } from '../core/cleanup-record.js';
 import { lostWorkerResult } from './build-result.js';
 import { writeJsonVerified } from './durable-write.js';
 import type { ExecutePairDeps } from './execute-pair.js';
-import { removeAndVerify } from './pair-lifecycle.js';
+import { removeAndVerify } from './remove-and-verify.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 

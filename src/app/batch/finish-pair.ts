@@ -9,7 +9,7 @@ import { writeJsonVerified } from '../durable-write.js';
 import { failpoint } from '../failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
-import { removeAndVerify } from '../pair-lifecycle.js';
+import { removeAndVerify } from '../remove-and-verify.js';
 import type { Logger } from '../ports/logger.js';
 import type { OutcomeReader } from '../ports/outcome-reader.js';
 import { reconcilePair } from '../reconcile-pair.js';

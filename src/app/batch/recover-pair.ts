@@ -4,7 +4,7 @@ import { knownEntry } from '../../core/journal-events.js';
 import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
 import type { Receipt } from '../../core/receipt.js';
 import { lostWorkerResult } from '../build-result.js';
-import { removeAndVerify } from '../pair-lifecycle.js';
+import { removeAndVerify } from '../remove-and-verify.js';
 import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import {
   executeInBatch,
