@@ -42,7 +42,6 @@ export type ReconcileKind = 'would_commit' | 'committed' | 'already_committed' |
  */
 export type ReconcileHoldReason = HoldReason | 'storage_fault' | 'registry_fault' | 'registry_unavailable';
 export type ReconcileReason = ReconcileHoldReason | TerminalCommitRefusal;
-export type { ReconcileStep } from './reconcile-commit.js';
 
 export interface ReconcileReport {
   readonly job_id: string;
@@ -141,8 +140,6 @@ function step(ctx: Context, text: string, point?: ReconcileStep): void {
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
-
-export { sha256Hex } from './digest.js';
 
 /** JSON that may be absent (null); not JSON → evidence_contradictory, I/O error → storage_fault. */
 async function readOptional(store: EvidenceStore, rel: string): Promise<unknown> {
