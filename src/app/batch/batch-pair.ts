@@ -10,7 +10,7 @@ import { wallDeadlineMs } from '../../core/wall-budget.js';
 import { effectiveLimits, limitDefaults } from '../../core/pair-limits.js';
 import { executePair, mountGuardFor, type ExecutePairDeps } from '../execute-pair.js';
 import type { MountGuard } from '../mount-guard.js';
-import { failpoint, pausepoint } from '../failpoints.js';
+import { failpoint, pausepoint } from '../ports/failpoints.js';
 import { admitOnNodes } from '../admission.js';
 import { expectedGpuMib } from '../../core/admission-rule.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';

@@ -6,7 +6,7 @@ import type { Receipt } from '../../core/receipt.js';
 import { causeOf, errnoOf, type PauseCause } from '../../core/pause-cause.js';
 import type { ResultRecord } from '../../core/result.js';
 import { writeJsonVerified } from '../durable-write.js';
-import { failpoint } from '../failpoints.js';
+import { failpoint } from '../ports/failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import { removeAndVerify } from '../remove-and-verify.js';

@@ -7,7 +7,7 @@ import type { JournalAppend } from '../../core/journal-events.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { pausesFor, survivingResume } from '../../core/pause-rules.js';
 import { exitState, initialSupervisorState } from '../../core/supervisor-machine.js';
-import { failpoint } from '../failpoints.js';
+import { failpoint } from '../ports/failpoints.js';
 import { readJobFiles, loadBatch, resolveAllEnvironments, type JobFiles } from './batch-context.js';
 import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import type { BatchPairDeps } from './batch-pair.js';
