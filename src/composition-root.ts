@@ -28,7 +28,7 @@ import { outcomeFolderOwner } from './adapters/fs/outcome-folder-owner.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import type { ExecutePairDeps } from './app/execute-pair.js';
+import type { ExecutePairDeps } from './app/execute-pair-types.js';
 import { systemClock } from './app/ports/clock.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Executor, ExecutorInventory } from './app/ports/executor-inventory.js';

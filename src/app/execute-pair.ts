@@ -18,8 +18,6 @@ import { publishOperatorCopy, resultOf } from './pair-result.js';
 import { PairEgress } from './pair-egress.js';
 import { effectiveEgress, networkOfEgress } from '../core/egress/policy.js';
 
-export type { PairJob, ExecutePairDeps, ExecutePairInput, ExecutedPair } from './execute-pair-types.js';
-
 const SESSIONS_TIMEOUT_MS = 120_000;
 
 /**

@@ -8,7 +8,7 @@ import type { ResultRecord } from '../core/result.js';
 import type { CleanupRecord } from '../core/cleanup-record.js';
 import { lostWorkerResult } from './build-result.js';
 import { writeJsonVerified } from './durable-write.js';
-import type { ExecutePairDeps } from './execute-pair.js';
+import type { ExecutePairDeps } from './execute-pair-types.js';
 import { removeAndVerify } from './remove-and-verify.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';

@@ -19,7 +19,7 @@ import {
 } from '../../src/app/batch/layout.js';
 import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
+import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { parseManifest, type Manifest } from '../../src/core/manifest/index.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../support/fake-pair-world.js';
