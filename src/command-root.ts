@@ -45,7 +45,7 @@ import type { Logger } from './app/ports/logger.js';
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/reconcile-output.js';
 import type { RecoverOutputDeps } from './app/recover-output.js';
-import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
+import type { RunPairDeps, RunPairOptions } from './app/run-pair-types.js';
 import * as root from './composition-root.js';
 import * as pkg from './package-root.js';
 import * as mount from './mount-wiring.js';

@@ -39,7 +39,7 @@ import type { SessionTails } from './app/ports/session-tails.js';
 import { diagnoseSessions } from './app/diagnose-sessions.js';
 import { gatherHostFacts } from './app/host-facts.js';
 import { parseManifest } from './core/manifest/parse.js';
-import type { RunPairDeps } from './app/run-pair.js';
+import type { RunPairDeps } from './app/run-pair-types.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';

@@ -4,7 +4,8 @@
  * that build them are the subpath `roboguide-eval/adapters` (`src/adapters-entry.ts`). Everything here is stable in
  * the sense of SPEC §11: add, never rename without a schema bump.
  */
-export { runPair, type RunPairOptions, type RunPairOutcome } from './app/run-pair.js';
+export { runPair } from './app/run-pair.js';
+export type { RunPairOptions, RunPairOutcome } from './app/run-pair-types.js';
 export type { StartBatchOptions } from './app/batch/start-batch.js';
 export { supervise } from './app/batch/supervisor.js';
 export type { SupervisorDeps } from './app/batch/supervisor-deps.js';

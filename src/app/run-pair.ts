@@ -32,8 +32,6 @@ import type { CapacityRegistry } from './ports/capacity-registry.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 import type { RunPairDeps, RunPairOptions, RunPairOutcome } from './run-pair-types.js';
 
-export type { RunPairDeps, RunPairOptions, RunPairOutcome } from './run-pair-types.js';
-
 function parseSpec(text: string, source: string): PairSpec {
   let value: unknown;
   try {

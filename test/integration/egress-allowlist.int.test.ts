@@ -9,7 +9,8 @@ import { DockerContainerRuntime } from '../../src/adapters/docker/docker-contain
 import { DockerPairNetwork, iptablesRunner } from '../../src/adapters/docker/docker-pair-network.js';
 import { createEgressGate } from '../../src/adapters/egress/egress-gate.js';
 import type { EgressGate } from '../../src/app/ports/egress.js';
-import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
 import { DRIVER_IMAGE, noDocker, pairRunDeps } from '../support/docker.js';
 import { clientHello, egressRecords, HELPERS } from '../support/egress-pair.js';
 import {

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { STDERR_LOG } from '../../core/evidence-names.js';
 import { explainResult, lastLines } from '../../core/next-steps.js';
 import { Flags } from '@oclif/core';
-import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
+import { runPair } from '../../app/run-pair.js';
+import type { RunPairOutcome } from '../../app/run-pair-types.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import {
   bindAddressFlag,
