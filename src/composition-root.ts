@@ -57,7 +57,7 @@ import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import { referencedValues } from './core/manifest/environment.js';
 import { failpointsFromEnvironment } from './adapters/env-failpoints.js';
 import { installFailpoints } from './app/ports/failpoints.js';
-import type { HostFactsRequest } from './app/host-facts.js';
+import type { HostFactsRequest } from './app/ports/host-facts.js';
 import type { HostFactsRecord } from './core/host-facts.js';
 
 /**

@@ -19,7 +19,8 @@ import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import { environmentMissing } from './batch-context.js';
 import { environmentIssues, groupedByJob } from '../../core/manifest/environment.js';
-import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
+import { batchHostRequest } from '../host-facts.js';
+import type { HostFactsRequest } from '../ports/host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
 import {
