@@ -67,8 +67,6 @@ export interface AdmitRequest {
   readonly readOnlyMounts?: readonly string[];
 }
 
-export type { AdmitRefusalReason } from '../../core/admission-rule.js';
-
 export type AdmitResult =
   | { readonly kind: 'admitted'; readonly reservationId: string }
   /** The node's slots, GPU budget, a port or a nested mount refused it (`decideAdmission`, `src/core/admission-rule.ts`). */
