@@ -1,7 +1,8 @@
 import { EngineError } from '../../app/ports/engine-error.js';
 import { userCommand } from '../user-command.js';
 
-export { EngineError, type EngineFault } from '../../app/ports/engine-error.js';
+export { EngineError } from '../../app/ports/engine-error.js';
+export type { EngineFault } from '../../core/engine-fault.js';
 
 interface DockerodeLikeError {
   statusCode?: number;
