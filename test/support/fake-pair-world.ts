@@ -18,7 +18,8 @@ import type {
   EngineInfo,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
-import type { HostIdentity, ProcessIdentity } from '../../src/app/ports/host-identity.js';
+import type { HostIdentity } from '../../src/app/ports/host-identity.js';
+import type { ProcessIdentity } from '../../src/core/process-identity.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 
 export const HOST_BOOT = 'boot-fake-1';

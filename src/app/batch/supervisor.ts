@@ -1,5 +1,5 @@
 import type { EvidenceStore, JournalEvent } from '../evidence/evidence-store.js';
-import type { ProcessIdentity } from '../ports/host-identity.js';
+import type { ProcessIdentity } from '../../core/process-identity.js';
 import { foldJournal } from '../../core/batch-state.js';
 import type { BatchState } from '../../core/batch-state-name.js';
 import { RoboguideError, errorDetail } from '../../core/errors.js';
