@@ -302,5 +302,3 @@ function batchMountRules(batch: BatchRecord): { registryPath?: string; mountRoot
       : {}),
   };
 }
-
-export type { ResultRecord };
