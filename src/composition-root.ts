@@ -44,7 +44,7 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import { BATCH_FILE, MANIFEST_FILE } from './app/batch/layout.js';
+import { BATCH_FILE, MANIFEST_FILE } from './core/evidence-names.js';
 import type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';

@@ -11,12 +11,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { dispatchPair, type BatchPairContext, type BatchPairDeps } from '../../src/app/batch/batch-pair.js';
-import {
-  BATCH_SCHEMA,
-  SUPERVISOR_FILE,
-  type BatchRecord,
-  type SupervisorRecord,
-} from '../../src/app/batch/layout.js';
+import { BATCH_SCHEMA, type BatchRecord } from '../../src/app/batch/layout.js';
+import { SUPERVISOR_FILE } from '../../src/core/evidence-names.js';
+import type { SupervisorRecord } from '../../src/core/supervisor-record.js';
 import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';

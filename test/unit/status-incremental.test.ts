@@ -6,7 +6,8 @@ import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { currentProcessIdentity, procHostIdentity } from '../../src/adapters/host-identity.js';
 import { loadBatch, readJobFiles } from '../../src/app/batch/batch-context.js';
-import { STATUS_FILE, SUPERVISOR_FILE, type SupervisorRecord } from '../../src/app/batch/layout.js';
+import { STATUS_FILE, SUPERVISOR_FILE } from '../../src/core/evidence-names.js';
+import type { SupervisorRecord } from '../../src/core/supervisor-record.js';
 import {
   readColdStatus,
   readHotStatus,

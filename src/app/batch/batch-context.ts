@@ -11,7 +11,8 @@ import {
 import { parseManifest, type Job, type Manifest, type ResolveOptions } from '../../core/manifest/index.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
-import { BATCH_FILE, MANIFEST_FILE, receiptRel, resultRel, type BatchRecord } from './layout.js';
+import { receiptRel, resultRel, type BatchRecord } from './layout.js';
+import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
 
 /** Resolve every job's `${NAME}` references now: fail fast, naming the job path and variable, never a value. */
 export function resolveAllEnvironments(

@@ -7,17 +7,6 @@ import type { ImagePlanRecord } from '../../core/image-plan.js';
 /** Where things live in a batch output directory (SPEC §4): the names are core/evidence-names.ts's. */
 import { JOBS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.js';
 import { isObject, taggedRecord } from '../../core/json-object.js';
-export {
-  BATCH_FILE,
-  JOBS_DIR,
-  MANIFEST_FILE,
-  STATUS_FILE,
-  STOP_FILE,
-  SUMMARY_FILE,
-  SUPERVISOR_FILE,
-  SUPERVISOR_LOG,
-} from '../../core/evidence-names.js';
-export type { SupervisorRecord } from '../../core/supervisor-record.js';
 
 export function jobRel(jobId: string): string {
   return `${JOBS_DIR}/${jobId}`;

@@ -12,16 +12,15 @@ import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { movedImages } from './image-pins.js';
+import { receiptRel, resultRel } from './layout.js';
 import {
   BATCH_FILE,
   JOBS_DIR,
   MANIFEST_FILE,
-  receiptRel,
-  resultRel,
   STATUS_FILE,
   SUPERVISOR_FILE,
-  type SupervisorRecord,
-} from './layout.js';
+} from '../../core/evidence-names.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import {
   buildStatus,
   capacityConfigOf,

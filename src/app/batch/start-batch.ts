@@ -24,14 +24,13 @@ import type { HostFactsRequest } from '../ports/host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
 import {
-  BATCH_FILE,
   BATCH_SCHEMA,
-  MANIFEST_FILE,
   isBatchRecord,
   receiptRel,
   type BatchGpuObservation,
   type BatchRecord,
 } from './layout.js';
+import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
 
 import { refuseUsedOutput } from './output-precheck.js';
 import { registryNeeds, type RegistryNeeds } from './registry-needs.js';

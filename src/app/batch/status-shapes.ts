@@ -9,7 +9,7 @@ import type { CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Eta } from '../../core/report/eta.js';
 import type { Classification } from '../../core/result.js';
 import type { MovedImage } from './image-pins.js';
-import type { SupervisorRecord } from './layout.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 
 export interface Leftover {
   readonly container_id: string;

@@ -23,7 +23,9 @@ import type { ResultRecord } from '../../core/result.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
-import { SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { type BatchRecord } from './layout.js';
+import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { nodesStatus } from './status-nodes.js';
 import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
 export type {

@@ -19,7 +19,9 @@ import {
   type RunningHandle,
 } from './batch-pair.js';
 import type { FinishReport } from './finish-pair.js';
-import { receiptRel, resultRel, STATUS_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { receiptRel, resultRel, type BatchRecord } from './layout.js';
+import { STATUS_FILE } from '../../core/evidence-names.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { nodesDown } from './node-down.js';
 import { admissionNodesFor } from '../admission.js';
 import { recoverPair } from './recover-pair.js';

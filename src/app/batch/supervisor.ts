@@ -12,14 +12,9 @@ import { readJobFiles, loadBatch, resolveAllEnvironments, type JobFiles } from '
 import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import type { BatchPairDeps } from './batch-pair.js';
 import { reconcileFinished, removeUnverifiedContainer } from './finish-pair.js';
-import {
-  STATUS_FILE,
-  STOP_FILE,
-  SUMMARY_FILE,
-  SUPERVISOR_FILE,
-  type BatchRecord,
-  type SupervisorRecord,
-} from './layout.js';
+import { type BatchRecord } from './layout.js';
+import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE } from '../../core/evidence-names.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { reportRefresher } from './report.js';
 import { buildStatus, buildSummary, capacityConfigOf } from './status.js';
 import { seedLedger, type SeededLedger } from './supervisor-ledger.js';
