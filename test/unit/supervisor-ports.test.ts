@@ -9,7 +9,7 @@ import { loadBatch, type JobFiles } from '../../src/app/batch/batch-context.js';
 import type { ResolvedJobEnvironment } from '../../src/core/manifest/environment.js';
 import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
 import { STATUS_FILE } from '../../src/core/evidence-names.js';
-import { NODES_DOWN_FILE } from '../../src/app/batch/node-down.js';
+import { NODES_DOWN_FILE } from '../../src/core/evidence-names.js';
 import { seedLedger } from '../../src/app/batch/supervisor-ledger.js';
 import {
   admissionNodesOf,

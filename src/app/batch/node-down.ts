@@ -11,7 +11,6 @@ import { loadBatch, readJobFiles } from './batch-context.js';
 import { reconcileFinished, removeUnverifiedContainer } from './finish-pair.js';
 
 /** `D/nodes-down.json`: swarm nodes the operator declared down (issue 13), in declaration order. */
-export { NODES_DOWN_FILE };
 
 export interface NodesDownRecord {
   readonly schema: 'roboguide.e1.nodes_down/v1';
