@@ -11,8 +11,6 @@ import { gpuHostUnobservable, jobRel } from './layout.js';
 import { capacityConfigOf } from './status.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
-export { REPORT_FILE };
-
 /** The report's data, fresh from the evidence (journal, receipts, results, the file names in each job folder). */
 export async function readReportModel(
   store: EvidenceStore,

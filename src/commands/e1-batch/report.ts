@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Flags } from '@oclif/core';
-import { REPORT_FILE } from '../../app/batch/report.js';
+import { REPORT_FILE } from '../../core/evidence-names.js';
 import { writeReportFile } from '../../app/batch/report-file.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
