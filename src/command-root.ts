@@ -33,7 +33,7 @@ import { readStatus } from './app/batch/read-status.js';
 import type { ReportFileDeps } from './app/batch/report-file.js';
 import { checkRegistryNeeds } from './app/batch/registry-needs.js';
 import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
-import type { BatchStatus } from './app/batch/status.js';
+import type { BatchStatus } from './app/batch/status-shapes.js';
 import { supervise } from './app/batch/supervisor.js';
 import type { CapacityDeps } from './app/capacity-report.js';
 import type { DoctorDeps } from './app/ports/doctor-probes.js';

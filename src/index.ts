@@ -9,7 +9,7 @@ export type { RunPairOptions, RunPairOutcome } from './app/run-pair-types.js';
 export type { StartBatchOptions } from './app/batch/start-batch.js';
 export { supervise } from './app/batch/supervisor.js';
 export type { SupervisorDeps } from './app/batch/supervisor-deps.js';
-export type { BatchStatus, Summary } from './app/batch/status.js';
+export type { BatchStatus, Summary } from './app/batch/status-shapes.js';
 export { reconcilePair, reconcileBatch, type ReconcileReport } from './app/reconcile-pair.js';
 export {
   diagnoseSessions,

@@ -21,15 +21,9 @@ import {
   SUPERVISOR_FILE,
 } from '../../core/evidence-names.js';
 import type { SupervisorRecord } from '../../core/supervisor-record.js';
-import {
-  buildStatus,
-  capacityConfigOf,
-  leftoverWhyFrom,
-  settleFromFiles,
-  statusFromLedger,
-  type BatchStatus,
-  type WrittenStatus,
-} from './status.js';
+import { buildStatus, leftoverWhyFrom, settleFromFiles, statusFromLedger } from './status.js';
+import { capacityConfigOf } from './capacity-config.js';
+import type { BatchStatus, WrittenStatus } from './status-shapes.js';
 
 /**
  * A fresh status from the evidence and the engine (read-only: status.json is not rewritten; SPEC §3.3, §6.11).

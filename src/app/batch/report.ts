@@ -8,7 +8,7 @@ import type { HostIdentity } from '../ports/host-identity.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
 import { gpuHostUnobservable, jobRel } from './layout.js';
-import { capacityConfigOf } from './status.js';
+import { capacityConfigOf } from './capacity-config.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
 /** The report's data, fresh from the evidence (journal, receipts, results, the file names in each job folder). */

@@ -14,7 +14,6 @@ import {
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../../core/cpu-only-admission.js';
 import { capacityConfigOf } from './capacity-config.js';
-export { capacityConfigOf } from './capacity-config.js';
 import type { Manifest } from '../../core/manifest/index.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
@@ -28,15 +27,6 @@ import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
 import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { nodesStatus } from './status-nodes.js';
 import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
-export type {
-  BatchStatus,
-  FailedPairs,
-  Leftover,
-  NodeStatus,
-  StatusBasis,
-  Summary,
-  WrittenStatus,
-} from './status-shapes.js';
 function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
   const pairs = ledger.failedRecent();
   const total = counts.total - counts.pending - counts.claimed - counts.completed;

@@ -16,7 +16,8 @@ import { type BatchRecord } from './layout.js';
 import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE } from '../../core/evidence-names.js';
 import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { reportRefresher } from './report.js';
-import { buildStatus, buildSummary, capacityConfigOf } from './status.js';
+import { buildStatus, buildSummary } from './status.js';
+import { capacityConfigOf } from './capacity-config.js';
 import { seedLedger, type SeededLedger } from './supervisor-ledger.js';
 import { SupervisorLoop } from './supervisor-loop.js';
 import {
