@@ -20,7 +20,8 @@ import {
   type Supervision,
 } from '../../src/app/batch/supervisor-ports.js';
 import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
-import type { EvidenceStore, JournalEvent } from '../../src/app/evidence/evidence-store.js';
+import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import type { JournalEvent } from '../../src/core/journal-events.js';
 import type { ExecutorInventory } from '../../src/app/ports/executor-inventory.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';

@@ -1,6 +1,7 @@
 import { exitCodeOf, explainResult } from '../../core/next-steps.js';
 import { isSupervisorRecord } from '../../core/supervisor-record.js';
-import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalRecord } from '../../core/journal-events.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 import { BatchLedger } from '../../core/batch-ledger.js';
 import type { FinishFacts, OpenClaim } from '../../core/ledger-facts.js';

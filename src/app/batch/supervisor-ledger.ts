@@ -1,6 +1,7 @@
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { jobImage, type Manifest } from '../../core/manifest/index.js';
-import type { EvidenceStore, JournalEvent } from '../evidence/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalEvent } from '../../core/journal-events.js';
 import { readJobFiles, type JobFiles } from './batch-context.js';
 import { gpuPeaksOf, ledgerFromFiles } from './status.js';
 

@@ -1,4 +1,5 @@
-import type { EvidenceStore, JournalEvent } from '../evidence/evidence-store.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalEvent } from '../../core/journal-events.js';
 import type { ProcessIdentity } from '../../core/process-identity.js';
 import { foldJournal } from '../../core/batch-state.js';
 import type { BatchState } from '../../core/batch-state-name.js';
