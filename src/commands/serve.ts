@@ -8,7 +8,7 @@ import { createExecutor, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
 import { InternalError, InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
-import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
+import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-state.js';
 import { terminalSafe } from '../core/terminal-text.js';
 import {
   DEFAULT_BUILD_MEMORY_MIB,

@@ -7,7 +7,8 @@ import { pipeline } from 'node:stream/promises';
 import { ApiError, parseBody, toApiError } from '../../app/serve/api-error.js';
 import { ExecSchema, SessionCreateSchema, type ExecRequest } from '../../app/serve/schemas.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
-import type { ExecObserver, SessionManager } from '../../app/serve/session-manager.js';
+import type { SessionManager } from '../../app/serve/session-manager.js';
+import type { ExecObserver } from '../../app/serve/session-exec.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { checkUpload, openChecked } from '../serve-archive.js';
 import {

@@ -35,19 +35,6 @@ import { persistExpiry, touchSession } from './session-expiry.js';
 import { containerEndOf, EndedSessions, endedError, sessionEndOf, stoppingError } from './session-life.js';
 import type { SessionEnd } from './session-state.js';
 
-export {
-  DEFAULT_CONCURRENCY_LIMITS,
-  SESSION_SCHEMA,
-  type ConcurrencyLimits,
-  type SessionManagerDeps,
-  type SessionRecord,
-} from './session-state.js';
-export type { ForeignContainer } from './session-adopt.js';
-export type { Adoption } from './session-restart.js';
-export type { ShutdownCleanup } from './session-teardown.js';
-
-export type { ExecObserver } from './session-exec.js';
-
 /**
  * Sessions of `roboguide-eval serve`: a container that idles while a harness runs commands in it, with the
  * pair rules (resolved references never written, labels, init, no-new-privileges, network none by default,
