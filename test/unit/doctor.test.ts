@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
 import { doctorExitCode, renderDoctorTable, runDoctor } from '../../src/app/doctor/run-doctor.js';
 import { DATA_ROOT_WARN_BYTES } from '../../src/app/doctor/facts-checks.js';
 import { DISK_FAIL_BYTES, DISK_WARN_BYTES } from '../../src/app/doctor/host-checks.js';

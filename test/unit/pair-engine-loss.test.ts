@@ -1,6 +1,6 @@
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
 import { runPairLifecycle } from '../../src/app/pair-lifecycle.js';
 import type { LogTarget } from '../../src/app/pair-log-types.js';
 import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair-lifecycle-types.js';

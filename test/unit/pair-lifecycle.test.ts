@@ -5,7 +5,7 @@ import type { LogTarget } from '../../src/app/pair-log-types.js';
 import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair-lifecycle-types.js';
 import type { ContainerOutput, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
-import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
 import { ImageSessionsMemo, type FilesystemChanges } from '../../src/core/sessions-skip.js';
 import { fakeTime } from '../support/fake-time.js';
 import { containerSpec, UnscriptedRuntime } from '../support/fakes.js';

@@ -1,9 +1,6 @@
 import { EngineError } from '../../app/ports/engine-error.js';
 import { userCommand } from '../user-command.js';
 
-export { EngineError } from '../../app/ports/engine-error.js';
-export type { EngineFault } from '../../core/engine-fault.js';
-
 interface DockerodeLikeError {
   statusCode?: number;
   code?: string;
