@@ -9,7 +9,7 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import type { RunPairDeps } from '../../src/app/run-pair-types.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
+import { PAIR_DRIVER_IMAGE } from '../../src/core/synthetic-images.js';
 
 export const dockerAvailable = inject('dockerAvailable');
 /** Use as `describe.skipIf(noDocker)(…)`: the skip shows in the report with the file's name. */

@@ -8,11 +8,6 @@ import { RoboguideError } from '../../core/errors.js';
 import { toEngineError } from './engine-error.js';
 
 import { syntheticImageTag } from '../../core/synthetic-images.js';
-export {
-  PAIR_DRIVER_IMAGE,
-  SYNTHETIC_IMAGE_TAG_VERSION,
-  syntheticImageTag,
-} from '../../core/synthetic-images.js';
 
 const CONTEXT_LABEL = 'roboguide.context-sha256';
 
