@@ -11,15 +11,8 @@ import type { SessionManager } from '../../app/serve/session-manager.js';
 import type { ExecObserver } from '../../app/serve/session-exec.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { checkUpload, openChecked } from '../serve-archive.js';
-import {
-  downloadTar,
-  readOneFile,
-  uploadTar,
-  userParam,
-  writeOneFile,
-  type FileTarget,
-  type SpooledDownload,
-} from './serve-files.js';
+import { downloadTar, readOneFile, uploadTar, writeOneFile, type SpooledDownload } from './serve-files.js';
+import { userParam, type FileTarget } from './serve-files-exec.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
 import { sendJson, type RouteContext, type Router } from './http-kit.js';
 import { DEFAULT_JSON_LIMITS, JsonShapeScanner, readJson } from './json-body.js';
