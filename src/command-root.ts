@@ -58,7 +58,6 @@ import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
  * for what its use-case needs, calls the use-case and renders. Everything is imported at the top (start-up:
  * docs/architecture.md, "start-up"; the engine client alone is loaded on first use, by the composition root).
  */
-export type { BuildReport } from './adapters/docker/image-builder.js';
 
 /** The local file system, behind the app's port. */
 export const localFileSystem = new NodeFileSystem();
