@@ -5,7 +5,7 @@ import { errorDetail } from '../core/errors.js';
 import type { LogSink } from './evidence/log-sink.js';
 import type { OpenedLog } from './pair-log-types.js';
 import type { DiskRecord } from '../core/result.js';
-import { PRIVATE_OUTCOME_DIR } from '../core/receipt.js';
+import { PRIVATE_OUTCOME_DIR } from '../core/evidence-names.js';
 import { DiskWatch } from './disk-watch.js';
 import { runPairLifecycle } from './pair-lifecycle.js';
 import type { PairExecution, PairLifecycleDeps } from './pair-lifecycle-types.js';

@@ -84,7 +84,6 @@ export function containerName(jobId: string, claimId: string): string {
 }
 
 /** The folder, relative to a pair's folder, bind-mounted at its outcome's folder inside the container. */
-export { PRIVATE_OUTCOME_DIR };
 
 /** `outcome/<name of outcome_path>`: where the pair's outcome lands on the host, relative to its folder. */
 export function privateOutcomeRel(outcomePath: string): string {
