@@ -1,6 +1,6 @@
 import { basename, dirname, relative, resolve, sep } from 'node:path';
 import { InvalidInputError } from '../../core/errors.js';
-import type { ReportModel } from '../../core/report/model.js';
+import type { ReportModel } from '../../core/report/types.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { FileSystem } from '../ports/file-system.js';

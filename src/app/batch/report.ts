@@ -1,7 +1,8 @@
 import { REPORT_FILE } from '../../core/evidence-names.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { errorDetail } from '../../core/errors.js';
-import { buildReportModel, type ReportModel } from '../../core/report/model.js';
+import { buildReportModel } from '../../core/report/model.js';
+import type { ReportModel } from '../../core/report/types.js';
 import { renderReportHtml } from '../../core/report/html.js';
 import { systemClock, type Clock, type TimerHandle, type Timers } from '../ports/clock.js';
 import type { HostIdentity } from '../ports/host-identity.js';

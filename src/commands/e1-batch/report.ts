@@ -7,7 +7,7 @@ import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
 import { createReportFileDeps } from '../../command-root.js';
 import { formatDuration } from '../../core/report/format.js';
-import type { ReportModel } from '../../core/report/model.js';
+import type { ReportModel } from '../../core/report/types.js';
 import { CLASSIFICATIONS } from '../../core/result.js';
 
 const TABLE_MAX_ROWS = 30;

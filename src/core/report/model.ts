@@ -7,18 +7,6 @@ import { claimsOf, reportPair } from './pairs.js';
 import { timelineEndMs, timelineOf } from './timeline.js';
 import { REPORT_SCHEMA, type GpuRule, type ReportInput, type ReportModel, type ReportPair } from './types.js';
 
-export {
-  REPORT_SCHEMA,
-  type GpuRule,
-  type PairStatus,
-  type PauseSpan,
-  type ReportInput,
-  type ReportJob,
-  type ReportModel,
-  type ReportPair,
-  type TimelineMarker,
-} from './types.js';
-
 /**
  * The batch report's data (`e1-batch report --json`, and what report.html draws), built from already redacted
  * evidence (src/core/report/types.ts says which). Pure.
