@@ -2,7 +2,6 @@ import type { ProcessIdentity } from './process-identity.js';
 import { isObject } from './json-object.js';
 
 /** supervisor.json (the identity below, written when it starts) and supervisor.log (its stdout and stderr). */
-export { SUPERVISOR_FILE, SUPERVISOR_LOG } from './evidence-names.js';
 
 export interface SupervisorRecord extends ProcessIdentity {
   readonly started_at: string;
