@@ -26,15 +26,10 @@ export {
   type SessionDiagnosis,
   type SessionTail,
 } from './core/provider-failure.js';
-export {
-  parseManifest,
-  parsePairSpec,
-  manifestJsonSchema,
-  MANIFEST_SCHEMA_ID,
-  type Manifest,
-  type Job,
-  type PairSpec,
-} from './core/manifest/index.js';
+export { parseManifest, parsePairSpec } from './core/manifest/parse.js';
+export { manifestJsonSchema } from './core/manifest/json-schema.js';
+export { MANIFEST_SCHEMA_ID } from './core/manifest/constants.js';
+export type { Manifest, Job, PairSpec } from './core/manifest/schema.js';
 export { parseB1Config, renderB1Config } from './core/b1-config.js';
 export { parseNvidiaSmi, type GpuObservation } from './core/gpu/nvidia-smi-parse.js';
 export { EvidenceStore } from './app/evidence/evidence-store.js';

@@ -7,13 +7,10 @@ import { bindAddressProblem } from '../core/bind-address.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
 import { jsonErrorSummary } from '../core/manifest/parse.js';
 import { jobPathIssues, staleOutcomeIssues } from './job-paths.js';
-import {
-  DEFAULT_SESSIONS_DIR,
-  DEFAULT_STOP_BUDGET_SECONDS,
-  parsePairSpec,
-  resolveEnvironment,
-  type PairSpec,
-} from '../core/manifest/index.js';
+import { DEFAULT_SESSIONS_DIR, DEFAULT_STOP_BUDGET_SECONDS } from '../core/manifest/constants.js';
+import { parsePairSpec } from '../core/manifest/parse.js';
+import { resolveEnvironment } from '../core/manifest/environment.js';
+import type { PairSpec } from '../core/manifest/schema.js';
 import { buildReceipt, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';

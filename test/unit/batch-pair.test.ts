@@ -18,7 +18,8 @@ import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
-import { parseManifest, type Manifest } from '../../src/core/manifest/index.js';
+import { parseManifest } from '../../src/core/manifest/parse.js';
+import type { Manifest } from '../../src/core/manifest/schema.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../support/fake-pair-world.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 

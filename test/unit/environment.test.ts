@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { environmentProblems } from '../../src/core/manifest/environment.js';
-import {
-  environmentReferences,
-  isCredentialLikePath,
-  isSecretLookingName,
-  resolveEnvironment,
-} from '../../src/core/manifest/index.js';
+import { environmentReferences, resolveEnvironment } from '../../src/core/manifest/environment.js';
+import { isCredentialLikePath, isSecretLookingName } from '../../src/core/manifest/secrets.js';
 
 describe('environmentReferences', () => {
   it('lists whole-value references once, in first-use order, ignoring literals', () => {

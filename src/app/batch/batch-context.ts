@@ -8,7 +8,9 @@ import {
   groupedByJob,
   type ResolvedJobEnvironment,
 } from '../../core/manifest/environment.js';
-import { parseManifest, type Job, type Manifest, type ResolveOptions } from '../../core/manifest/index.js';
+import { parseManifest } from '../../core/manifest/parse.js';
+import type { Job, Manifest } from '../../core/manifest/schema.js';
+import type { ResolveOptions } from '../../core/manifest/environment.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { receiptRel, resultRel, type BatchRecord } from './layout.js';

@@ -8,7 +8,7 @@ import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JsonCheck } from '../evidence/json-check.js';
 import { BatchLedger } from '../../core/batch-ledger.js';
 import { BASIS_SCHEMA } from '../../core/ledger-facts.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';

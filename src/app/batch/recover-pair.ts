@@ -1,4 +1,5 @@
-import { referencedName, type Job } from '../../core/manifest/index.js';
+import { referencedName } from '../../core/manifest/environment.js';
+import type { Job } from '../../core/manifest/schema.js';
 import { classOfReason } from '../../core/classify.js';
 import { knownEntry } from '../../core/journal-events.js';
 import { wallDeadlineFromClaim } from '../../core/wall-budget.js';

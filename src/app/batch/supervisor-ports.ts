@@ -3,7 +3,7 @@ import { isResultRecord } from '../../core/result.js';
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { InternalError, errorDetail } from '../../core/errors.js';
 import type { JournalAppend } from '../../core/journal-events.js';
-import type { Job, Manifest } from '../../core/manifest/index.js';
+import type { Job, Manifest } from '../../core/manifest/schema.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
 import { systemClock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
@@ -35,7 +35,7 @@ import type { PeakBook } from './supervisor-ledger.js';
 import type { SupervisorLoopPorts } from './supervisor-loop.js';
 import type { RegistryCredentials } from './registry-auth.js';
 import type { ImagePuller } from './image-puller.js';
-import { jobImage } from '../../core/manifest/index.js';
+import { jobImage } from '../../core/manifest/parse.js';
 
 /**
  * The supervisor's wiring: how each effect of the loop is performed on the batch's evidence, registry and engine

@@ -5,7 +5,7 @@ import { foldJournal } from '../../core/batch-state.js';
 import type { BatchState } from '../../core/batch-state-name.js';
 import { RoboguideError, errorDetail } from '../../core/errors.js';
 import type { JournalAppend } from '../../core/journal-events.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { pausesFor, survivingResume } from '../../core/pause-rules.js';
 import { exitState, initialSupervisorState } from '../../core/supervisor-machine.js';
 import { failpoint } from '../ports/failpoints.js';
