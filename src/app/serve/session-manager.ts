@@ -1,13 +1,7 @@
 import type { Readable } from 'node:stream';
 import { ApiError } from './api-error.js';
-import type {
-  CleanupRecord,
-  ExecRequest,
-  ExecResult,
-  SessionCreate,
-  SessionDetail,
-  SessionInfo,
-} from './schemas.js';
+import type { CleanupRecord, SessionCreate, SessionDetail, SessionInfo } from './session-schemas.js';
+import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import type { ContainerEndEvent, PublishedPort } from '../ports/container-runtime.js';
 import { ContainerDefaultsCache } from './container-defaults.js';
 import { admitSession } from './session-admit.js';

@@ -10,7 +10,7 @@ import type { MountStager } from '../ports/mount-stager.js';
 import type { FileSystem } from '../ports/file-system.js';
 import type { Logger } from '../ports/logger.js';
 import type { ExecHandle, PublishedPort, SessionEngine } from '../ports/container-runtime.js';
-import type { CleanupRecord, SessionCreate, SessionInfo } from './schemas.js';
+import type { CleanupRecord, SessionCreate, SessionInfo } from './session-schemas.js';
 import type { StoredEnvValue } from './caller-secrets.js';
 import { taggedRecord } from '../../core/json-object.js';
 
