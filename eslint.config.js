@@ -86,6 +86,25 @@ export default tseslint.config(
     },
   },
   {
+    // No re-exports (issue 44): every import names the file that owns the thing. Only the package entries gather.
+    files: ['src/**/*.ts'],
+    ignores: ['src/index.ts', 'src/adapters-entry.ts', 'src/testing/index.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ExportAllDeclaration, ExportNamedDeclaration[source]',
+          message:
+            'no re-exports: import the name from the file that owns it (only the package entries gather).',
+        },
+        {
+          selector: 'ExportNamedDeclaration[source=null][declaration=null][specifiers.length>0]',
+          message: 'no re-exports: export the declaration where it is written; import a name from its owner.',
+        },
+      ],
+    },
+  },
+  {
     // Commands are thin: they take their adapters from the composition roots (src/composition-root.ts,
     // src/command-root.ts, src/serve-root.ts), never construct or import one themselves.
     files: ['src/commands/**/*.ts'],
