@@ -32,7 +32,6 @@ import {
   type BatchRecord,
 } from './layout.js';
 import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
-
 import { refuseUsedOutput } from './output-precheck.js';
 import { registryNeeds, type RegistryNeeds } from './registry-needs.js';
 import { runtimeIssues } from './runtime-issues.js';
