@@ -1,4 +1,4 @@
-import { BATCH_FILE, RECEIPT_FILE } from './core/evidence-names.js';
+import { BATCH_FILE, RECEIPT_FILE, SUPERVISOR_LOG } from './core/evidence-names.js';
 import { isBatchRecord } from './app/batch/layout.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -26,7 +26,6 @@ import { DEFAULT_EXTRACT_LIMITS } from './adapters/safe-extract.js';
 import { launchSupervisor } from './adapters/supervisor-launcher.js';
 import { loadBatch } from './app/batch/batch-context.js';
 import { movedImageLine, movedImages, type MovedImage } from './app/batch/image-pins.js';
-import { SUPERVISOR_LOG } from './core/evidence-names.js';
 import type { NodeDownDeps } from './app/batch/node-down.js';
 import { batchSpaceWarning } from './app/batch/output-space.js';
 import { readStatus } from './app/batch/read-status.js';

@@ -1,7 +1,7 @@
 import type { EgressGate } from './app/ports/egress.js';
 import { createImagePulls, readDockerConfig } from './image-wiring.js';
 import { NO_CREDENTIALS, registryCredentials } from './app/batch/registry-auth.js';
-import { RECEIPT_FILE } from './core/evidence-names.js';
+import { RECEIPT_FILE, BATCH_FILE, MANIFEST_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/batch/layout.js';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -44,7 +44,6 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import { BATCH_FILE, MANIFEST_FILE } from './core/evidence-names.js';
 import type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';

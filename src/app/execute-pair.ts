@@ -1,11 +1,10 @@
-import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG } from '../core/evidence-names.js';
+import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG, PRIVATE_OUTCOME_DIR } from '../core/evidence-names.js';
 import { join } from 'node:path';
 import { textRedactor } from '../core/redaction/redact-text.js';
 import { errorDetail } from '../core/errors.js';
 import type { LogSink } from './evidence/log-sink.js';
 import type { OpenedLog } from './pair-log-types.js';
 import type { DiskRecord } from '../core/result.js';
-import { PRIVATE_OUTCOME_DIR } from '../core/evidence-names.js';
 import { DiskWatch } from './disk-watch.js';
 import { runPairLifecycle } from './pair-lifecycle.js';
 import type { PairExecution, PairLifecycleDeps } from './pair-lifecycle-types.js';

@@ -2,8 +2,7 @@ import { resolve } from 'node:path';
 import { ExitCode, InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
 import { parseManifest } from '../core/manifest/parse.js';
 import type { Manifest } from '../core/manifest/schema.js';
-import type { ResolveOptions } from '../core/manifest/environment.js';
-import { environmentIssues, groupedByJob } from '../core/manifest/environment.js';
+import { type ResolveOptions, environmentIssues, groupedByJob } from '../core/manifest/environment.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
 
 export interface LoadedManifest {

@@ -10,8 +10,11 @@ import type {
   TerminalCommit,
   TerminalCommitResult,
 } from './ports/capacity-registry.js';
-import type { TerminalCommitRefusal } from '../core/terminal-commit-rule.js';
-import { terminalCommitRefusal, unknownReservation } from '../core/terminal-commit-rule.js';
+import {
+  type TerminalCommitRefusal,
+  terminalCommitRefusal,
+  unknownReservation,
+} from '../core/terminal-commit-rule.js';
 
 /** Points where reconciliation calls `afterStep` (the crash-test hook). Board and release are one transaction. */
 export type ReconcileStep =

@@ -1,10 +1,8 @@
 import { RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
-import { isReceipt } from '../core/receipt.js';
-import { isResultRecord } from '../core/result.js';
+import { isReceipt, type Receipt } from '../core/receipt.js';
+import { isResultRecord, type ResultRecord } from '../core/result.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
-import type { Receipt } from '../core/receipt.js';
-import type { ResultRecord } from '../core/result.js';
 import type { CleanupRecord } from '../core/cleanup-record.js';
 import { lostWorkerResult } from './build-result.js';
 import { writeJsonVerified } from './durable-write.js';

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { environmentProblems } from '../../src/core/manifest/environment.js';
-import { environmentReferences, resolveEnvironment } from '../../src/core/manifest/environment.js';
+import {
+  environmentProblems,
+  environmentReferences,
+  resolveEnvironment,
+} from '../../src/core/manifest/environment.js';
 import { isCredentialLikePath, isSecretLookingName } from '../../src/core/manifest/secrets.js';
 
 describe('environmentReferences', () => {

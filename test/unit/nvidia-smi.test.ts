@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeGpus } from '../../src/adapters/nvidia-smi.js';
-import { compareDeclaredTotal } from '../../src/core/gpu/nvidia-smi-parse.js';
 import {
+  compareDeclaredTotal,
   NVIDIA_SMI_QUERY_ARGS,
   parseNvidiaSmi,
   type GpuObservation,

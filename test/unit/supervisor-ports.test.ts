@@ -8,8 +8,7 @@ import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { loadBatch, type JobFiles } from '../../src/app/batch/batch-context.js';
 import type { ResolvedJobEnvironment } from '../../src/core/manifest/environment.js';
 import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
-import { STATUS_FILE } from '../../src/core/evidence-names.js';
-import { NODES_DOWN_FILE } from '../../src/core/evidence-names.js';
+import { STATUS_FILE, NODES_DOWN_FILE } from '../../src/core/evidence-names.js';
 import { seedLedger } from '../../src/app/batch/supervisor-ledger.js';
 import {
   admissionNodesOf,
@@ -21,7 +20,7 @@ import {
 } from '../../src/app/batch/supervisor-ports.js';
 import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
 import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { JournalEvent } from '../../src/core/journal-events.js';
+import type { JournalEvent, ClaimedEvent } from '../../src/core/journal-events.js';
 import type { ExecutorInventory } from '../../src/app/ports/executor-inventory.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
@@ -30,7 +29,6 @@ import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/
 import { executeDeps, fakeOf, fakeRegistry } from '../support/fakes.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { rawJournalRecord } from '../support/raw-journal.js';
-import type { ClaimedEvent } from '../../src/core/journal-events.js';
 
 /**
  * The supervisor's wiring (supervisor-ports) and the ledger it writes status from (supervisor-ledger), each port

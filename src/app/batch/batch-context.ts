@@ -1,19 +1,16 @@
-import { isBatchRecord } from './layout.js';
-import { isReceipt } from '../../core/receipt.js';
-import { isResultRecord } from '../../core/result.js';
+import { isBatchRecord, receiptRel, resultRel, type BatchRecord } from './layout.js';
+import { isReceipt, type Receipt } from '../../core/receipt.js';
+import { isResultRecord, type ResultRecord } from '../../core/result.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import {
   environmentIssues,
   groupedByJob,
   type ResolvedJobEnvironment,
+  type ResolveOptions,
 } from '../../core/manifest/environment.js';
 import { parseManifest } from '../../core/manifest/parse.js';
 import type { Job, Manifest } from '../../core/manifest/schema.js';
-import type { ResolveOptions } from '../../core/manifest/environment.js';
-import type { Receipt } from '../../core/receipt.js';
-import type { ResultRecord } from '../../core/result.js';
-import { receiptRel, resultRel, type BatchRecord } from './layout.js';
 import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
 
 /** Resolve every job's `${NAME}` references now: fail fast, naming the job path and variable, never a value. */

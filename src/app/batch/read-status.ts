@@ -1,9 +1,9 @@
 import { isObject } from '../../core/json-object.js';
-import { isBatchRecord } from './layout.js';
+import { isBatchRecord, receiptRel, resultRel } from './layout.js';
 import { isReceipt } from '../../core/receipt.js';
 import { isResultRecord } from '../../core/result.js';
-import { isSupervisorRecord } from '../../core/supervisor-record.js';
-import { isWrittenStatus } from './status-shapes.js';
+import { isSupervisorRecord, type SupervisorRecord } from '../../core/supervisor-record.js';
+import { isWrittenStatus, type BatchStatus, type WrittenStatus } from './status-shapes.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JsonCheck } from '../evidence/json-check.js';
 import { BatchLedger } from '../../core/batch-ledger.js';
@@ -13,7 +13,6 @@ import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { movedImages } from './image-pins.js';
-import { receiptRel, resultRel } from './layout.js';
 import {
   BATCH_FILE,
   JOBS_DIR,
@@ -21,10 +20,8 @@ import {
   STATUS_FILE,
   SUPERVISOR_FILE,
 } from '../../core/evidence-names.js';
-import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { buildStatus, leftoverWhyFrom, settleFromFiles, statusFromLedger } from './status.js';
 import { capacityConfigOf } from './capacity-config.js';
-import type { BatchStatus, WrittenStatus } from './status-shapes.js';
 
 /**
  * A fresh status from the evidence and the engine (read-only: status.json is not rewritten; SPEC §3.3, §6.11).

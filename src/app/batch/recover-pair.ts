@@ -1,4 +1,4 @@
-import { referencedName } from '../../core/manifest/environment.js';
+import { referencedName, type ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import type { Job } from '../../core/manifest/schema.js';
 import { classOfReason } from '../../core/classify.js';
 import { knownEntry } from '../../core/journal-events.js';
@@ -6,7 +6,6 @@ import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
 import type { Receipt } from '../../core/receipt.js';
 import { lostWorkerResult } from '../build-result.js';
 import { removeAndVerify } from '../remove-and-verify.js';
-import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import {
   executeInBatch,
   type BatchPairContext,

@@ -1,7 +1,12 @@
 /** The shapes status reports: the batch status, status.json as written (with its basis), the summary, leftovers, nodes. */
-import type { Counts, PauseCauseEntry, PauseHistoryEntry, RunningPair } from '../../core/batch-state.js';
+import {
+  type Counts,
+  type PauseCauseEntry,
+  type PauseHistoryEntry,
+  type RunningPair,
+  STATUS_SCHEMA,
+} from '../../core/batch-state.js';
 import type { BatchState } from '../../core/batch-state-name.js';
-import { STATUS_SCHEMA } from '../../core/batch-state.js';
 import { taggedRecord } from '../../core/json-object.js';
 import type { FailedPair, LedgerBasis } from '../../core/ledger-facts.js';
 import type { PauseReason } from '../../core/pause-rules.js';

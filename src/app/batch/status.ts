@@ -1,5 +1,5 @@
 import { exitCodeOf, explainResult } from '../../core/next-steps.js';
-import { isSupervisorRecord } from '../../core/supervisor-record.js';
+import { isSupervisorRecord, type SupervisorRecord } from '../../core/supervisor-record.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalRecord } from '../../core/journal-events.js';
 import { runningSupervisor } from './supervisor-liveness.js';
@@ -25,7 +25,6 @@ import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
 import { type BatchRecord } from './layout.js';
 import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
-import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { nodesStatus } from './status-nodes.js';
 import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
 function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {

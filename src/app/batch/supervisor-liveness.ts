@@ -1,8 +1,7 @@
-import { isSupervisorRecord } from '../../core/supervisor-record.js';
+import { isSupervisorRecord, type SupervisorRecord } from '../../core/supervisor-record.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
-import type { SupervisorRecord } from '../../core/supervisor-record.js';
 
 /**
  * The batch's recorded supervisor, if it is still supervising: the same live process (pid, start time, boot id)

@@ -1,10 +1,9 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import type { JournalEvent } from '../../core/journal-events.js';
+import type { JournalEvent, JournalAppend } from '../../core/journal-events.js';
 import type { ProcessIdentity } from '../../core/process-identity.js';
 import { foldJournal } from '../../core/batch-state.js';
 import type { BatchState } from '../../core/batch-state-name.js';
 import { RoboguideError, errorDetail } from '../../core/errors.js';
-import type { JournalAppend } from '../../core/journal-events.js';
 import type { Manifest } from '../../core/manifest/schema.js';
 import { pausesFor, survivingResume } from '../../core/pause-rules.js';
 import { exitState, initialSupervisorState } from '../../core/supervisor-machine.js';

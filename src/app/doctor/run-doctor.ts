@@ -2,11 +2,10 @@ import { checkMounts, defaultMountRoots, normalizeAbsolute } from '../../core/mo
 import { ExitCode, InternalError } from '../../core/errors.js';
 import type { EngineInfo } from '../ports/container-runtime.js';
 import type { DoctorDeps } from '../ports/doctor-probes.js';
-import { ok, warn } from './check.js';
+import { ok, warn, type CheckStatus, type DoctorCheck, type DoctorExitCode } from './check.js';
 import type { MountMode } from '../../core/mount-mode.js';
 import { runtimeProbe, runtimesCheck } from './runtime-checks.js';
 import { PAIR_DRIVER_IMAGE } from '../../core/synthetic-images.js';
-import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './check.js';
 import { engineChecks } from './engine-checks.js';
 import { hostChecks } from './host-checks.js';
 import { pairNetworkCheck } from './network-check.js';

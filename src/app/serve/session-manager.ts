@@ -21,13 +21,13 @@ import {
   sessionInfo,
   type Session,
   type SessionManagerDeps,
+  type SessionEnd,
 } from './session-state.js';
 import { acquire, type ActiveTransfers } from './session-limits.js';
 import { adoptSessions, type Adoption } from './session-restart.js';
 import { reapPass } from './session-deletion.js';
 import { persistExpiry, touchSession } from './session-expiry.js';
 import { containerEndOf, EndedSessions, endedError, sessionEndOf, stoppingError } from './session-life.js';
-import type { SessionEnd } from './session-state.js';
 
 /**
  * Sessions of `roboguide-eval serve`: a container that idles while a harness runs commands in it, with the
