@@ -2,7 +2,8 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { RoboguideError } from '../core/errors.js';
-import { SUPERVISOR_FILE, SUPERVISOR_LOG, type SupervisorRecord } from '../core/supervisor-record.js';
+import { type SupervisorRecord } from '../core/supervisor-record.js';
+import { SUPERVISOR_FILE, SUPERVISOR_LOG } from '../core/evidence-names.js';
 
 const IDENTITY_TIMEOUT_MS = 30_000;
 

@@ -1,13 +1,13 @@
-import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG } from '../core/evidence-names.js';
+import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG, PRIVATE_OUTCOME_DIR } from '../core/evidence-names.js';
 import { join } from 'node:path';
 import { textRedactor } from '../core/redaction/redact-text.js';
 import { errorDetail } from '../core/errors.js';
 import type { LogSink } from './evidence/log-sink.js';
 import type { OpenedLog } from './pair-log-types.js';
 import type { DiskRecord } from '../core/result.js';
-import { PRIVATE_OUTCOME_DIR } from '../core/receipt.js';
 import { DiskWatch } from './disk-watch.js';
-import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
+import { runPairLifecycle } from './pair-lifecycle.js';
+import type { PairExecution, PairLifecycleDeps } from './pair-lifecycle-types.js';
 import { systemClock } from './ports/clock.js';
 import { resolveProtected } from './job-paths.js';
 import { MountGuard } from './mount-guard.js';
@@ -16,8 +16,6 @@ import { containerSpecFor, limitsOf, privateOutcomePaths } from './pair-containe
 import { publishOperatorCopy, resultOf } from './pair-result.js';
 import { PairEgress } from './pair-egress.js';
 import { effectiveEgress, networkOfEgress } from '../core/egress/policy.js';
-
-export type { PairJob, ExecutePairDeps, ExecutePairInput, ExecutedPair } from './execute-pair-types.js';
 
 const SESSIONS_TIMEOUT_MS = 120_000;
 

@@ -1,5 +1,5 @@
 import { movedImageLine } from '../app/batch/image-pins.js';
-import type { BatchStatus } from '../app/batch/status.js';
+import type { BatchStatus } from '../app/batch/status-shapes.js';
 import { failedPairs } from '../core/batch-verdict.js';
 import { formatDuration, formatTime } from '../core/report/format.js';
 import { batchNextSteps, type HintContext } from '../core/next-steps.js';

@@ -1,4 +1,4 @@
-import type { BatchState } from './batch-state.js';
+import type { BatchState } from './batch-state-name.js';
 import type { PauseReason } from './pause-rules.js';
 import type { Classification } from './result.js';
 import type { PauseCause } from './pause-cause.js';

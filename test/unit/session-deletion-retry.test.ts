@@ -21,7 +21,7 @@ import type {
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError, isRegistryUnavailable, toApiError } from '../../src/app/serve/api-error.js';
 import { parseBody } from '../../src/app/serve/api-error.js';
-import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
 import type {
   ExecHandle,
   SessionContainerDetail,

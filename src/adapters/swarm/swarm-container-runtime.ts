@@ -12,8 +12,9 @@ import type {
 } from '../../app/ports/container-runtime.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { errorKind } from '../../core/errors.js';
-import { sleep } from '../../core/sleep.js';
-import { EngineError, statusOf, toEngineError } from '../docker/engine-error.js';
+import { sleep } from '../../app/ports/clock.js';
+import { statusOf, toEngineError } from '../docker/engine-error.js';
+import { EngineError } from '../../app/ports/engine-error.js';
 import type { NodeContainers } from './node-containers.js';
 import { callOptions, promised } from './swarm-connection.js';
 import type { SwarmLogs } from './swarm-logs.js';

@@ -6,17 +6,7 @@ import type { ImagePlanRecord } from '../../core/image-plan.js';
 
 /** Where things live in a batch output directory (SPEC §4): the names are core/evidence-names.ts's. */
 import { JOBS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.js';
-export {
-  BATCH_FILE,
-  JOBS_DIR,
-  MANIFEST_FILE,
-  STATUS_FILE,
-  STOP_FILE,
-  SUMMARY_FILE,
-  SUPERVISOR_FILE,
-  SUPERVISOR_LOG,
-} from '../../core/evidence-names.js';
-export type { SupervisorRecord } from '../../core/supervisor-record.js';
+import { isObject, taggedRecord } from '../../core/json-object.js';
 
 export function jobRel(jobId: string): string {
   return `${JOBS_DIR}/${jobId}`;
@@ -90,4 +80,12 @@ export function gpuHostUnobservable(batch: BatchRecord): boolean {
 export interface StopRequest {
   readonly terminate: boolean;
   readonly requested_at: string;
+}
+
+/** The check `batch.json` is read back through. */
+export const isBatchRecord = taggedRecord<BatchRecord>(BATCH_SCHEMA, ['batch_id', 'registry_path']);
+
+/** The check `stop.json` is read back through. */
+export function isStopRequest(value: unknown): value is StopRequest {
+  return isObject(value) && typeof value['terminate'] === 'boolean';
 }

@@ -1,9 +1,10 @@
-import { isBatchRecord, isReceipt } from '../evidence/evidence-records.js';
+import { isReceipt } from '../../core/receipt.js';
 import { randomUUID } from 'node:crypto';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import { imagesMissing } from '../image-missing.js';
-import { jobImage, type Manifest } from '../../core/manifest/index.js';
+import { jobImage } from '../../core/manifest/parse.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
@@ -17,20 +18,20 @@ import type { NodeInventory } from '../ports/executor-inventory.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
-import { environmentIssues, environmentMissing } from './batch-context.js';
-import { groupedByJob } from '../../core/manifest/environment.js';
-import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
+import { environmentMissing } from './batch-context.js';
+import { environmentIssues, groupedByJob } from '../../core/manifest/environment.js';
+import { batchHostRequest } from '../host-facts.js';
+import type { HostFactsRequest } from '../ports/host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
 import {
-  BATCH_FILE,
   BATCH_SCHEMA,
-  MANIFEST_FILE,
+  isBatchRecord,
   receiptRel,
   type BatchGpuObservation,
   type BatchRecord,
 } from './layout.js';
-
+import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
 import { refuseUsedOutput } from './output-precheck.js';
 import { registryNeeds, type RegistryNeeds } from './registry-needs.js';
 import { runtimeIssues } from './runtime-issues.js';

@@ -1,7 +1,8 @@
 import { outputSpaceWarning } from '../../core/output-budget.js';
 import { fail, formatBytes, GIB, MIB, ok, warn, type DoctorCheck } from './check.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
-import type { DoctorDeps, DoctorOptions, RegistryProbe, RegistryTarget } from '../doctor.js';
+import type { DoctorDeps, RegistryProbe, RegistryTarget } from '../ports/doctor-probes.js';
+import type { DoctorOptions } from './doctor-options.js';
 import { dataRootCheck, gpuCheck, hostCheck } from './facts-checks.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES } from '../../core/pair-limits.js';
 import {

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import type { Readable, Transform } from 'node:stream';
 import { systemClock } from '../ports/clock.js';
 import { callerEnvironment } from './caller-secrets.js';
-import type { ExecRequest, ExecResult } from './schemas.js';
+import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
 

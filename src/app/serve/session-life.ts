@@ -2,15 +2,7 @@
 // and the clients of an ended session are told so (410) for as long as the server remembers it.
 import type { ContainerEndEvent, ContainerEngine } from '../ports/container-runtime.js';
 import { ApiError } from './api-error.js';
-import type { Session } from './session-state.js';
-
-/** How a session's container ended outside a deletion: its process exited (or was killed), or it was removed. */
-export interface SessionEnd {
-  readonly reason: 'exited' | 'gone';
-  /** The container's exit code when the engine said it (`exited`); null otherwise. */
-  readonly exitCode: number | null;
-  readonly at: string;
-}
+import type { Session, SessionEnd } from './session-state.js';
 
 export function sessionEndOf(event: Pick<ContainerEndEvent, 'action' | 'exitCode'>, at: Date): SessionEnd {
   return event.action === 'destroy'

@@ -1,13 +1,7 @@
 import type { Readable } from 'node:stream';
 import { ApiError } from './api-error.js';
-import type {
-  CleanupRecord,
-  ExecRequest,
-  ExecResult,
-  SessionCreate,
-  SessionDetail,
-  SessionInfo,
-} from './schemas.js';
+import type { CleanupRecord, SessionCreate, SessionDetail, SessionInfo } from './session-schemas.js';
+import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import type { ContainerEndEvent, PublishedPort } from '../ports/container-runtime.js';
 import { ContainerDefaultsCache } from './container-defaults.js';
 import { admitSession } from './session-admit.js';
@@ -27,6 +21,7 @@ import {
   sessionInfo,
   type Session,
   type SessionManagerDeps,
+  type SessionEnd,
 } from './session-state.js';
 import { acquire, type ActiveTransfers } from './session-limits.js';
 import { adoptSessions, type Adoption } from './session-restart.js';
@@ -34,26 +29,7 @@ import { sessionEgressOf, setSessionEgress } from './session-egress.js';
 import type { EgressInput } from '../../core/egress/policy.js';
 import { reapPass } from './session-deletion.js';
 import { persistExpiry, touchSession } from './session-expiry.js';
-import {
-  containerEndOf,
-  EndedSessions,
-  endedError,
-  sessionEndOf,
-  stoppingError,
-  type SessionEnd,
-} from './session-life.js';
-
-export {
-  DEFAULT_CONCURRENCY_LIMITS,
-  SESSION_SCHEMA,
-  type ConcurrencyLimits,
-  type SessionManagerDeps,
-  type SessionRecord,
-} from './session-state.js';
-export type { ForeignContainer } from './session-adopt.js';
-export type { Adoption } from './session-restart.js';
-export type { ShutdownCleanup } from './session-teardown.js';
-export type { ExecObserver } from './session-exec.js';
+import { containerEndOf, EndedSessions, endedError, sessionEndOf, stoppingError } from './session-life.js';
 
 /**
  * Sessions of `roboguide-eval serve`: a container that idles while a harness runs commands in it, with the

@@ -1,13 +1,13 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Flags } from '@oclif/core';
-import { REPORT_FILE } from '../../app/batch/report.js';
+import { REPORT_FILE } from '../../core/evidence-names.js';
 import { writeReportFile } from '../../app/batch/report-file.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
 import { createReportFileDeps } from '../../command-root.js';
 import { formatDuration } from '../../core/report/format.js';
-import type { ReportModel } from '../../core/report/model.js';
+import type { ReportModel } from '../../core/report/types.js';
 import { CLASSIFICATIONS } from '../../core/result.js';
 
 const TABLE_MAX_ROWS = 30;

@@ -1,6 +1,6 @@
 import { CLASSIFICATIONS } from '../result.js';
 import { esc, formatDuration, formatTime } from './format.js';
-import type { ReportModel, ReportPair } from './model.js';
+import type { ReportModel, ReportPair } from './types.js';
 import { gpuSvg, pairKind, timelineSvg } from './svg.js';
 
 /**

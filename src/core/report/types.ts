@@ -1,5 +1,6 @@
 import type { EgressFacts } from '../egress/egress-tally.js';
-import type { BatchState, Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
+import type { Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
+import type { BatchState } from '../batch-state-name.js';
 import type { CapacityConfig } from '../dispatch-policy.js';
 import type { Classification, ResultRecord } from '../result.js';
 import type { Eta } from './eta.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { BatchStatus } from '../../../src/app/batch/status.js';
+import type { BatchStatus } from '../../../src/app/batch/status-shapes.js';
 import { statusFromLedger } from '../../../src/app/batch/status.js';
 import { renderStatus } from '../../../src/cli/status-view.js';
 import { BatchLedger } from '../../../src/core/batch-ledger.js';
