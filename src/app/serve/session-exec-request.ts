@@ -57,7 +57,13 @@ export async function execInSession(
   session: Session,
   body: ExecRequest,
   options: { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable },
-  hooks: { cwd: string | undefined; acquire: () => () => void; touch: () => void },
+  hooks: {
+    cwd: string | undefined;
+    acquire: () => () => void;
+    touch: () => void;
+    /** Whether an exec that ended with this code was cut by its container's end (docker rm -f, kill). */
+    cutByEnd?: (code: number | null) => Promise<boolean>;
+  },
 ): Promise<ExecResult> {
   const { cwd } = hooks;
   const containerId = session.record.container_id ?? '';
@@ -105,8 +111,11 @@ export async function execInSession(
   } finally {
     done();
   }
-  hooks.touch();
-  const interrupted = interruptionOf(outcome.stoppedFor);
+  const cut =
+    outcome.stoppedFor === null && !outcome.timedOut && (await hooks.cutByEnd?.(outcome.code)) === true;
+  const stoppedFor = cut ? 'session_ended' : outcome.stoppedFor;
+  if (!cut) hooks.touch();
+  const interrupted = interruptionOf(stoppedFor);
   const result = { ...execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6), interrupted };
   const line = {
     at: deps.clock.now().toISOString(),
@@ -114,7 +123,7 @@ export async function execInSession(
     return_code: result.return_code,
     timed_out: outcome.timedOut,
     client_gone: options.signal?.aborted === true,
-    ...(outcome.stoppedFor !== null ? { killed: outcome.stoppedFor } : {}),
+    ...(stoppedFor !== null ? { killed: stoppedFor } : {}),
     duration_ms: result.duration_ms,
     stdout_bytes: outcome.stdout.bytes,
     stderr_bytes: outcome.stderr.bytes,
