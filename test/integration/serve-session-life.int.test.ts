@@ -90,10 +90,9 @@ describe.skipIf(noDocker)('serve: session life (issue 39), real engine', () => {
     const answer = await exec;
     expect(answer.status).toBe(200);
     expect(answer.body.interrupted).toBe('session_ended');
-    const ended = await s.client.call<{ error: { code: string; message: string; issues: { rule: string }[] } }>(
-      'GET',
-      `/v1/sessions/${session_id}`,
-    );
+    const ended = await s.client.call<{
+      error: { code: string; message: string; issues: { rule: string }[] };
+    }>('GET', `/v1/sessions/${session_id}`);
     expect([ended.status, ended.body.error.code, ended.body.error.issues[0]?.rule]).toEqual([
       410,
       'E_SESSION_ENDED',

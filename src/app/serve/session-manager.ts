@@ -273,7 +273,13 @@ export class SessionManager {
           acquire: () => acquire(this.#deps.limits, this.#active, session, 'exec'),
           touch: () => this.#touch(session),
           cutByEnd: (code) =>
-            execCutByEnd(this.#deps.engine, session, code, (end) => this.containerEnded(end), systemClock.sleep),
+            execCutByEnd(
+              this.#deps.engine,
+              session,
+              code,
+              (end) => this.containerEnded(end),
+              systemClock.sleep,
+            ),
         },
       );
     } catch (err) {
