@@ -111,8 +111,13 @@ export async function execInSession(
   } finally {
     done();
   }
+  // An exec that ended on its own may have been cut by its container's end, which can reach us just after it (then
+  // the signal says so); the engine is asked only when nothing of ours stopped it (timeout, client gone, shutdown).
+  const reason: unknown = options.signal?.aborted === true ? options.signal.reason : null;
   const cut =
-    outcome.stoppedFor === null && !outcome.timedOut && (await hooks.cutByEnd?.(outcome.code)) === true;
+    outcome.stoppedFor === null &&
+    !outcome.timedOut &&
+    (reason === 'session_ended' || (reason === null && (await hooks.cutByEnd?.(outcome.code)) === true));
   const stoppedFor = cut ? 'session_ended' : outcome.stoppedFor;
   if (!cut) hooks.touch();
   const interrupted = interruptionOf(stoppedFor);
