@@ -208,7 +208,7 @@ async function admitPair(
       admitted.reason === 'gpu_budget'
         ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)`
         : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
-    throw new RoboguideError('E_REGISTRY', `the host is at its ${what}: not started`, {
+    throw new RoboguideError('E_CAPACITY', `the host is at its ${what}: not started`, {
       suggestions: [
         'wait for running pairs to finish (`roboguide-eval capacity` shows them)',
         'or raise the limit: `roboguide-eval capacity --max-reservations N`',

@@ -113,12 +113,12 @@ describe('runPair', () => {
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
-  it('a full host refuses with E_REGISTRY and writes nothing', async () => {
+  it('a full host refuses with E_CAPACITY and writes nothing', async () => {
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
     const first = await registry.admit({ batchId: 'other', jobId: 'x', claimId: 'c-other', gpuMib: 0 });
     expect(first.kind).toBe('admitted');
     const err = await refusal(runPair(deps(), options()));
-    expect(err.code).toBe('E_REGISTRY');
+    expect(err.code).toBe('E_CAPACITY');
     expect(err.message).toContain('capacity limit');
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
