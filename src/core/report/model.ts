@@ -1,6 +1,7 @@
 import { countJobs, deriveState, foldJournal, type BatchState, type Counts } from '../batch-state.js';
 import { workersAllowed, type CapacityConfig } from '../dispatch-policy.js';
 import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../cpu-only-admission.js';
+import { reportImagePlan } from './image-plan.js';
 import { estimateEta, type Eta } from './eta.js';
 import { claimsOf, reportPair } from './pairs.js';
 import { timelineEndMs, timelineOf } from './timeline.js';
@@ -114,5 +115,6 @@ export function buildReportModel(input: ReportInput): ReportModel {
       note: gpuNote(input, rule, largest),
     },
     pairs,
+    image_plan: reportImagePlan(input.imagePlan, input.journal),
   };
 }

@@ -1,3 +1,4 @@
+import type { ReportImagePlan, ReportImagePlanInput } from './image-plan.js';
 import type { BatchState, Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
 import type { CapacityConfig } from '../dispatch-policy.js';
 import type { Classification, ResultRecord } from '../result.js';
@@ -40,6 +41,8 @@ export interface ReportInput {
   readonly now: string;
   /** Pinned image tags that name another image now, one line each (`e1-batch report` with an engine). */
   readonly imagesMoved?: readonly string[];
+  /** batch.json `image_plan` (issue 43): absent when every image was on the engine at start. */
+  readonly imagePlan?: ReportImagePlanInput;
 }
 
 /** pending: never claimed; running: claimed, its live supervisor owns it; unfinished: claimed, no result, no supervisor. */
@@ -133,4 +136,6 @@ export interface ReportModel {
     readonly note: string;
   };
   readonly pairs: readonly ReportPair[];
+  /** The image plan (issue 43): images, digests, sizes, pulls/evictions/waits per image, each pair's wait; null: none. */
+  readonly image_plan: ReportImagePlan | null;
 }
