@@ -65,7 +65,7 @@ describe('making room within the budget', () => {
       }),
     ).toBeNull();
   });
-    it('removes images no pending pair needs, least recently used first', () => {
+  it('removes images no pending pair needs, least recently used first', () => {
     const images = [
       held('a', 30, { lastUsedMs: 5 }),
       held('b', 30, { lastUsedMs: 1 }),

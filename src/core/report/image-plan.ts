@@ -85,7 +85,10 @@ export function reportImagePlan(
         row.retries += 1;
         break;
       case 'pull_failed':
-        row.failure = { kind: String(e['kind'] ?? 'failed'), message: String(e['message'] ?? '') };
+        row.failure = {
+          kind: typeof e['kind'] === 'string' ? e['kind'] : 'failed',
+          message: typeof e['message'] === 'string' ? e['message'] : '',
+        };
         break;
       case 'waited': {
         const waited = num(e['waited_ms']);
