@@ -187,11 +187,35 @@ try {
       if (result.classification === 'completed') completed += 1;
       if (batch.image_plan !== undefined && receipt.image_id !== plan[receipt.image]?.ref) offDigest += 1;
     }
-    // The registry's access log for this run: manifest GETs by digest (each a pull the engine made).
-    const log = readFileSync(join(root, 'registry.log')).subarray(logFrom).toString('utf8');
-    const registryPulls = log
+    // The registry's access log for this run: the engine's manifest GETs by digest (user agent docker/…) from the
+    // second of the first pull on (start's resolution also GETs each manifest once, before it; its size reads are ours).
+    const firstPull = journal.find((e) => e.type === 'image' && e.action === 'pull_started');
+    const from = firstPull === undefined ? Infinity : Math.floor(Date.parse(firstPull.at) / 1000) * 1000;
+    const months = {
+      Jan: 0,
+      Feb: 1,
+      Mar: 2,
+      Apr: 3,
+      May: 4,
+      Jun: 5,
+      Jul: 6,
+      Aug: 7,
+      Sep: 8,
+      Oct: 9,
+      Nov: 10,
+      Dec: 11,
+    };
+    const registryPulls = readFileSync(join(root, 'registry.log'))
+      .subarray(logFrom)
+      .toString('utf8')
       .split('\n')
-      .filter((l) => /"GET \/v2\/[^ ]+\/manifests\/sha256:/.test(l) && l.includes('"docker/')).length; // the engine's own requests (start's size reads are ours)
+      .filter((l) => {
+        const m =
+          /\[(\d+)\/(\w+)\/(\d+):(\d+):(\d+):(\d+) \+0000\] "GET \/v2\/[^ ]+\/manifests\/sha256:/.exec(l);
+        if (m === null || !l.includes('"docker/')) return false;
+        const [, d, mon, y, h, mi, sec] = m;
+        return Date.UTC(Number(y), months[mon], Number(d), Number(h), Number(mi), Number(sec)) >= from;
+      }).length;
     return {
       code,
       seconds,
