@@ -2,7 +2,7 @@ import type { Manifest } from '../../core/manifest/index.js';
 import { jobImage } from '../../core/manifest/index.js';
 import type { PlannedImage } from '../../core/image-plan.js';
 import { imagesMissing, imagesMissingOnNodes } from '../image-missing.js';
-import type { ContainerRuntime } from '../ports/container-runtime.js';
+import type { ContainerRuntime, ImageNodes } from '../ports/container-runtime.js';
 
 export type ImagePlanner = (
   missing: string[],
@@ -35,16 +35,15 @@ export async function checkImages(
     const image = jobImage(manifest, job);
     jobsOf.set(image, [...(jobsOf.get(image) ?? []), job.job_id]);
   }
-  if (runtime.imageNodes !== undefined) {
-    const nodes: Record<string, string[]> = {};
-    const lacking = new Map<string, { present: readonly string[]; absent: readonly string[] }>();
-    for (const image of jobsOf.keys()) {
-      const where = await runtime.imageNodes(image);
-      nodes[image] = [...where.present];
-      if (where.absent.length > 0) lacking.set(image, where);
-    }
+  const onNodes = await nodesOf(runtime, [...jobsOf.keys()]);
+  if (onNodes !== null) {
+    const lacking = new Map([...onNodes].filter(([, where]) => where.absent.length > 0));
     if (lacking.size > 0) throw imagesMissingOnNodes(lacking, jobsOf);
-    return { pins: {}, planned: {}, nodes };
+    return {
+      pins: {},
+      planned: {},
+      nodes: Object.fromEntries([...onNodes].map(([image, where]) => [image, [...where.present]])),
+    };
   }
   const pins: Record<string, string> = {};
   const missing: string[] = [];
@@ -60,4 +59,19 @@ export async function checkImages(
   if (missing.length > 0 && plan === undefined) throw imagesMissing(missing, jobsOf, bin);
   const planned = missing.length > 0 && plan !== undefined ? await plan(missing, jobsOf) : {};
   return { pins, planned };
+}
+
+/** Per image, the nodes holding it and those lacking it; null when the runtime is one engine (no nodes). */
+async function nodesOf(
+  runtime: ContainerRuntime,
+  images: readonly string[],
+): Promise<Map<string, ImageNodes> | null> {
+  if (runtime.imageNodes === undefined) return null;
+  const out = new Map<string, ImageNodes>();
+  for (const image of images) {
+    const where = await runtime.imageNodes(image);
+    if (where === null) return null;
+    out.set(image, where);
+  }
+  return out;
 }

@@ -161,9 +161,9 @@ export interface ContainerRuntime extends ContainerEngine {
   imageId?(image: string): Promise<string | null>;
   /**
    * A swarm's runtime (issue 43): which nodes' engines hold the image now and which do not (each configured node
-   * asked; a node that does not answer is an error). Absent on a single engine.
+   * asked; a node that does not answer is an error). Absent, or null, on a single engine.
    */
-  imageNodes?(image: string): Promise<ImageNodes>;
+  imageNodes?(image: string): Promise<ImageNodes | null>;
   create(spec: ContainerSpec): Promise<ContainerHandle>;
   /** Attach before start: the output of the start that follows, from its first byte, each byte once (no log replay). */
   attach(id: string): Promise<ContainerOutput>;
