@@ -12,13 +12,11 @@ function mib(bytes: number | null): string {
  */
 export function imagePlanHtml(plan: ReportImagePlan | null): string {
   if (plan === null) return '';
-  const swarm = plan.images.some((i) => i.nodes_at_start !== undefined);
   const rows = plan.images
     .map(
       (i) =>
         `<tr data-image="${esc(i.image)}"><td><code>${esc(i.image)}</code></td><td><code>${esc(i.digest)}</code></td>` +
         `<td data-v="${i.compressed_bytes ?? ''}">${mib(i.compressed_bytes)}</td><td data-v="${i.store_bytes ?? ''}">${mib(i.store_bytes)}</td>` +
-        (swarm ? `<td>${esc((i.nodes_at_start ?? []).join(', ') || 'none')}</td>` : '') +
         `<td>${i.pulls}</td><td>${i.evictions}</td><td>${i.retries}</td><td>${i.waits}</td>` +
         `<td data-v="${i.waited_ms}">${formatDuration(i.waited_ms / 1000)}</td>` +
         `<td>${i.failure === null ? '' : `${esc(i.failure.kind)}: ${esc(i.failure.message)}`}</td></tr>`,
@@ -34,7 +32,7 @@ export function imagePlanHtml(plan: ReportImagePlan | null): string {
     `budget ${mib(plan.budget_bytes)} (${esc(plan.budget_basis)}), ${plan.concurrency} pull(s) at once` +
     (plan.prune_own_images ? ', the user’s own images may be removed (--prune-own-images)' : '');
   return `<h2>Images: the plan frozen at start</h2><div class="card" id="image-plan"><p class="note">${facts}</p>
-<table id="images"><thead><tr><th>image</th><th>digest frozen at start</th><th>compressed</th><th>in the store</th>${swarm ? '<th>nodes at start</th>' : ''}<th>pulled</th><th>evicted</th><th>retries</th><th>waits</th><th>waited</th><th>failure</th></tr></thead>
+<table id="images"><thead><tr><th>image</th><th>digest frozen at start</th><th>compressed</th><th>in the store</th><th>pulled</th><th>evicted</th><th>retries</th><th>waits</th><th>waited</th><th>failure</th></tr></thead>
 <tbody>
 ${rows}
 </tbody></table>

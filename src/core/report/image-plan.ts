@@ -14,8 +14,6 @@ export interface ReportImage {
   readonly compressed_bytes: number | null;
   /** Bytes in the engine's store, as the last pull measured them (null: never pulled). */
   readonly store_bytes: number | null;
-  /** Swarm: the nodes that held it at start (absent on the local executor). */
-  readonly nodes_at_start?: readonly string[];
   readonly pulls: number;
   readonly evictions: number;
   readonly retries: number;
@@ -35,10 +33,8 @@ export interface ReportImagePlan {
   readonly pair_waits: Readonly<Record<string, number>>;
 }
 
-/** batch.json `image_plan`, with swarm's `nodes` (image → nodes that held it at start) where the executor is a swarm. */
-export type ReportImagePlanInput = ImagePlanRecord & {
-  readonly nodes?: Readonly<Record<string, readonly string[]>>;
-};
+/** batch.json `image_plan`. */
+export type ReportImagePlanInput = ImagePlanRecord;
 
 interface JournalRecord {
   readonly type: string;
@@ -105,14 +101,12 @@ export function reportImagePlan(
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([image, p]): ReportImage => {
       const r = rows.get(image);
-      const nodes = plan.nodes?.[image];
       return {
         image,
         digest: p.digest,
         ref: p.ref,
         compressed_bytes: p.compressed_bytes,
         store_bytes: r?.store ?? null,
-        ...(nodes !== undefined ? { nodes_at_start: nodes } : {}),
         pulls: r?.pulls ?? 0,
         evictions: r?.evictions ?? 0,
         retries: r?.retries ?? 0,
