@@ -87,13 +87,7 @@ export default class Doctor extends BaseCommand {
       outputDir: resolve(flags.output ?? process.cwd()),
       mountRoots,
       homeDir: homedir(),
-      batchNeedBytes:
-        flags.manifest === undefined
-          ? null
-          : batchOutputNeedBytes(
-              (await loadManifest(localFileSystem, flags.manifest)).manifest.jobs,
-              wiring.sessionsMaxBytes,
-            ),
+      ...(await manifestFacts(flags.manifest, wiring.sessionsMaxBytes)),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));
@@ -104,4 +98,17 @@ export default class Doctor extends BaseCommand {
       checks: report.checks,
     };
   }
+}
+
+/** With `--manifest`: the bytes its logs and sessions could need, and its image budget (issue 43). */
+async function manifestFacts(
+  path: string | undefined,
+  sessionsMaxBytes: number,
+): Promise<{ batchNeedBytes: number | null; imageDiskBytes: number | null }> {
+  if (path === undefined) return { batchNeedBytes: null, imageDiskBytes: null };
+  const { manifest } = await loadManifest(localFileSystem, path);
+  return {
+    batchNeedBytes: batchOutputNeedBytes(manifest.jobs, sessionsMaxBytes),
+    imageDiskBytes: manifest.capacity.image_disk_bytes ?? null,
+  };
 }

@@ -49,6 +49,7 @@ type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never
 /** ContainerRuntime's optional capabilities, all of them (the compiler checks the list against the port). */
 const RUNTIME_CAPABILITIES = Object.keys({
   imageId: true,
+  imageNodes: true,
   filesystemChanges: true,
   linkFreePath: true,
   gpuGrantOf: true,

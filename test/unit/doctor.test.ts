@@ -158,6 +158,7 @@ const OPTIONS: DoctorOptions = {
   registryPath: null,
   defaultRegistryPath: '/state/roboguide-eval/registry.db',
   outputDir: '/data/out',
+  imageDiskBytes: 10 * 1024 ** 3,
 };
 
 const byName = (checks: readonly DoctorCheck[], name: string): DoctorCheck | undefined =>
@@ -221,6 +222,7 @@ describe('doctor verdict', () => {
       ['registry', 'ok'],
       ['disk', 'ok'],
       ['engine data root', 'ok'],
+      ['image budget', 'ok'],
       ['pair limits', 'ok'],
       ['boot id', 'ok'],
       ['mount roots', 'ok'],

@@ -40,6 +40,7 @@ function model(pairs: ReportPair[], overrides: Partial<ReportModel> = {}): Repor
     supervisor_alive: true,
     pause_reasons: [],
     images_moved: [],
+    image_plan: null,
     pause_history: [],
     counts: {
       total: pairs.length,

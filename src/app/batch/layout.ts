@@ -53,6 +53,11 @@ export interface BatchRecord {
    * `repository@digest`), the disk budget and the pace of pulls. Absent: every image was present (or swarm).
    */
   readonly image_plan?: ImagePlanRecord;
+  /**
+   * Issue 43, swarm: image → the nodes whose engines held it at start (every configured node must: a node lacking
+   * one is refused at start, named). Absent on the local executor.
+   */
+  readonly image_nodes?: Readonly<Record<string, readonly string[]>>;
   /** The host at start (systeminformation, each fact bounded in time: `{kind: "unknown", reason}` when it failed). */
   readonly host?: HostFactsRecord;
   /**

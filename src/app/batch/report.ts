@@ -41,6 +41,7 @@ export async function readReportModel(
     jobs,
     supervisorAlive: alive,
     now: now.toISOString(),
+    ...(batch.image_plan !== undefined ? { imagePlan: batch.image_plan } : {}),
     ...(imagesMoved !== undefined ? { imagesMoved: await imagesMoved(store.root) } : {}),
   });
 }

@@ -24,6 +24,8 @@ export interface DoctorOptions {
   readonly outputDir: string;
   /** With `--manifest`: the bytes that batch's log and session caps could need on that file system. */
   readonly batchNeedBytes?: number | null;
+  /** With `--manifest`: its capacity.image_disk_bytes (null: not set, the default budget applies). */
+  readonly imageDiskBytes?: number | null;
   /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): fixes name it. */
   readonly bin?: string;
   /** `--probe-runtime NAME`: run a short container under that OCI runtime and report its kernel (issue 29). */

@@ -2,6 +2,7 @@ import { CLASSIFICATIONS } from '../result.js';
 import { esc, formatDuration, formatTime } from './format.js';
 import type { ReportModel, ReportPair } from './types.js';
 import { gpuSvg, pairKind, timelineSvg } from './svg.js';
+import { imagePlanHtml } from './image-plan-html.js';
 
 /**
  * report.html: one self-contained page (inline CSS, inline SVG, a few lines of inline script to sort and filter
@@ -195,6 +196,7 @@ ${header(m)}
 <tbody>
 ${rows}
 </tbody></table></div>
+${imagePlanHtml(m.image_plan)}
 <p class="note">Built from the batch's redacted evidence only (events.jsonl, receipts, results). Links are relative to the batch directory.</p>
 <script>${SCRIPT}</script>
 </body></html>

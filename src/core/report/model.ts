@@ -2,6 +2,7 @@ import { countJobs, deriveState, foldJournal, type Counts } from '../batch-state
 import type { BatchState } from '../batch-state-name.js';
 import { workersAllowed, type CapacityConfig } from '../dispatch-policy.js';
 import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../cpu-only-admission.js';
+import { reportImagePlan } from './image-plan.js';
 import { estimateEta, type Eta } from './eta.js';
 import { claimsOf, reportPair } from './pairs.js';
 import { timelineEndMs, timelineOf } from './timeline.js';
@@ -103,5 +104,6 @@ export function buildReportModel(input: ReportInput): ReportModel {
       note: gpuNote(input, rule, largest),
     },
     pairs,
+    image_plan: reportImagePlan(input.imagePlan, input.journal),
   };
 }

@@ -1,4 +1,5 @@
 import type { EgressFacts } from '../egress/egress-tally.js';
+import type { ReportImagePlan, ReportImagePlanInput } from './image-plan.js';
 import type { Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
 import type { BatchState } from '../batch-state-name.js';
 import type { CapacityConfig } from '../dispatch-policy.js';
@@ -42,6 +43,8 @@ export interface ReportInput {
   readonly now: string;
   /** Pinned image tags that name another image now, one line each (`e1-batch report` with an engine). */
   readonly imagesMoved?: readonly string[];
+  /** batch.json `image_plan` (issue 43): absent when every image was on the engine at start. */
+  readonly imagePlan?: ReportImagePlanInput;
 }
 
 /** pending: never claimed; running: claimed, its live supervisor owns it; unfinished: claimed, no result, no supervisor. */
@@ -137,4 +140,6 @@ export interface ReportModel {
     readonly note: string;
   };
   readonly pairs: readonly ReportPair[];
+  /** The image plan (issue 43): images, digests, sizes, pulls/evictions/waits per image, each pair's wait; null: none. */
+  readonly image_plan: ReportImagePlan | null;
 }
