@@ -80,10 +80,44 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
   }
   // The staging points go once the container is seen gone (or was never made); a reattached pair's are swept.
   const gone = execution.cleanup.verified_absent || execution.container.id === null;
-  if (gone && (guard?.unremoved ?? null) === null) {
-    await guard?.release();
-    if (input.reattach) await deps.mountStager?.sweep().catch(() => undefined);
+  // umount(8) runs beside the result's own steps (none reads a staging point), awaited before the pair is done.
+  const unstaged =
+    gone && (guard?.unremoved ?? null) === null
+      ? (async () => {
+          await guard?.release();
+          if (input.reattach) await deps.mountStager?.sweep().catch(() => undefined);
+        })()
+      : Promise.resolve();
+  try {
+    return await finishExecution(
+      deps,
+      input,
+      execution,
+      guard,
+      egress,
+      diskRecord,
+      paths,
+      job,
+      privateOutcome,
+    );
+  } finally {
+    await unstaged;
   }
+}
+
+/** What the lifecycle saw, checked against the guard's refusals and turned into the pair's result. */
+async function finishExecution(
+  deps: ExecutePairDeps,
+  input: ExecutePairInput,
+  execution: PairExecution,
+  guard: MountGuard | null,
+  egress: PairEgress,
+  diskRecord: DiskRecord | undefined,
+  paths: PairPaths,
+  job: ExecutePairInput['job'],
+  privateOutcome: { readonly dir: string },
+): Promise<ExecutedPair> {
+  const { store, jobRel } = input;
   const refusal = guard?.refusal ?? null;
   if (refusal !== null)
     deps.logger.warn(
