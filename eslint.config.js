@@ -38,6 +38,8 @@ export default tseslint.config(
       'bin/**',
       'bench/**/*.js',
       'scripts/**/*.js',
+      // Child processes of the tests that run the built code (dist/), as bench/ and scripts/ do.
+      'test/support/*.mjs',
       'docker/**',
       'eslint.config.js',
     ],
@@ -70,6 +72,36 @@ export default tseslint.config(
               message: 'core/ is pure: take data, return data; do I/O in adapters/.',
             },
           ],
+        },
+      ],
+      // ... and has no timers or clock of its own: time comes in as data (app reads it through its Clock port).
+      'no-restricted-globals': [
+        'error',
+        ...['setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'clearInterval', 'performance'].map(
+          (name) => ({ name, message: 'core/ is pure: no timers or clock; take the time as data.' }),
+        ),
+      ],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'core/ is pure: take the time as data.' },
+      ],
+    },
+  },
+  {
+    // No re-exports (issue 44): every import names the file that owns the thing. Only the package entries gather.
+    files: ['src/**/*.ts'],
+    ignores: ['src/index.ts', 'src/adapters-entry.ts', 'src/testing/index.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ExportAllDeclaration, ExportNamedDeclaration[source]',
+          message:
+            'no re-exports: import the name from the file that owns it (only the package entries gather).',
+        },
+        {
+          selector: 'ExportNamedDeclaration[source=null][declaration=null][specifiers.length>0]',
+          message: 'no re-exports: export the declaration where it is written; import a name from its owner.',
         },
       ],
     },

@@ -20,12 +20,8 @@ import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { currentProcessIdentity, procHostIdentity } from '../dist/adapters/host-identity.js';
 import { loadBatch, readJobFiles } from '../dist/app/batch/batch-context.js';
 import { readColdStatus, readHotStatus, readStatusFull } from '../dist/app/batch/read-status.js';
-import {
-  buildStatus,
-  buildWrittenStatus,
-  capacityConfigOf,
-  ledgerFromFiles,
-} from '../dist/app/batch/status.js';
+import { buildStatus, buildWrittenStatus, ledgerFromFiles } from '../dist/app/batch/status.js';
+import { capacityConfigOf } from '../dist/app/batch/capacity-config.js';
 import { elapsedMsSince, median } from './support.js';
 
 const JOBS = Number(process.argv[2] ?? 10_000);

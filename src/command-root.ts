@@ -1,5 +1,5 @@
-import { BATCH_FILE, RECEIPT_FILE } from './core/evidence-names.js';
-import { isBatchRecord } from './app/evidence/evidence-records.js';
+import { BATCH_FILE, RECEIPT_FILE, SUPERVISOR_LOG } from './core/evidence-names.js';
+import { isBatchRecord } from './app/batch/layout.js';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readCodeVersion } from './adapters/code-version.js';
@@ -26,17 +26,17 @@ import { DEFAULT_EXTRACT_LIMITS } from './adapters/safe-extract.js';
 import { launchSupervisor } from './adapters/supervisor-launcher.js';
 import { loadBatch } from './app/batch/batch-context.js';
 import { movedImageLine, movedImages, type MovedImage } from './app/batch/image-pins.js';
-import { SUPERVISOR_LOG } from './app/batch/layout.js';
 import type { NodeDownDeps } from './app/batch/node-down.js';
 import { batchSpaceWarning } from './app/batch/output-space.js';
 import { readStatus } from './app/batch/read-status.js';
 import type { ReportFileDeps } from './app/batch/report-file.js';
 import { checkRegistryNeeds } from './app/batch/registry-needs.js';
 import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
-import type { BatchStatus } from './app/batch/status.js';
+import type { BatchStatus } from './app/batch/status-shapes.js';
 import { supervise } from './app/batch/supervisor.js';
 import type { CapacityDeps } from './app/capacity-report.js';
-import type { DoctorDeps, DoctorOptions } from './app/doctor.js';
+import type { DoctorDeps } from './app/ports/doctor-probes.js';
+import type { DoctorOptions } from './app/doctor/doctor-options.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import type { ExistingRegistry } from './app/existing-evidence.js';
 import { systemClock } from './app/ports/clock.js';
@@ -44,7 +44,7 @@ import type { Logger } from './app/ports/logger.js';
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/reconcile-output.js';
 import type { RecoverOutputDeps } from './app/recover-output.js';
-import type { RunPairDeps, RunPairOptions } from './app/run-pair.js';
+import type { RunPairDeps, RunPairOptions } from './app/run-pair-types.js';
 import * as root from './composition-root.js';
 import * as pkg from './package-root.js';
 import * as mount from './mount-wiring.js';
@@ -57,10 +57,6 @@ import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
  * for what its use-case needs, calls the use-case and renders. Everything is imported at the top (start-up:
  * docs/architecture.md, "start-up"; the engine client alone is loaded on first use, by the composition root).
  */
-export type { BuildReport } from './adapters/docker/image-builder.js';
-
-/** This host's process identities (`/proc`): who runs, whether a recorded supervisor still lives. */
-export const hostIdentity = procHostIdentity;
 
 /** The local file system, behind the app's port. */
 export const localFileSystem = new NodeFileSystem();

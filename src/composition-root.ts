@@ -1,8 +1,8 @@
 import type { EgressGate } from './app/ports/egress.js';
 import { createImagePulls, readDockerConfig } from './image-wiring.js';
 import { NO_CREDENTIALS, registryCredentials } from './app/batch/registry-auth.js';
-import { RECEIPT_FILE } from './core/evidence-names.js';
-import { isBatchRecord } from './app/evidence/evidence-records.js';
+import { RECEIPT_FILE, BATCH_FILE, MANIFEST_FILE } from './core/evidence-names.js';
+import { isBatchRecord } from './app/batch/layout.js';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { hostMountRules, mountOwners } from './mount-wiring.js';
@@ -28,7 +28,7 @@ import { outcomeFolderOwner } from './adapters/fs/outcome-folder-owner.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import type { ExecutePairDeps } from './app/execute-pair.js';
+import type { ExecutePairDeps } from './app/execute-pair-types.js';
 import { systemClock } from './app/ports/clock.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Executor, ExecutorInventory } from './app/ports/executor-inventory.js';
@@ -39,13 +39,12 @@ import type { SessionTails } from './app/ports/session-tails.js';
 import { diagnoseSessions } from './app/diagnose-sessions.js';
 import { gatherHostFacts } from './app/host-facts.js';
 import { parseManifest } from './core/manifest/parse.js';
-import type { RunPairDeps } from './app/run-pair.js';
+import type { RunPairDeps } from './app/run-pair-types.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
 import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import { BATCH_FILE, MANIFEST_FILE } from './app/batch/layout.js';
-import type { SupervisorDeps } from './app/batch/supervisor.js';
+import type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import {
@@ -56,8 +55,8 @@ import {
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import { referencedValues } from './core/manifest/environment.js';
 import { failpointsFromEnvironment } from './adapters/env-failpoints.js';
-import { installFailpoints } from './app/failpoints.js';
-import type { HostFactsRequest } from './app/host-facts.js';
+import { installFailpoints } from './app/ports/failpoints.js';
+import type { HostFactsRequest } from './app/ports/host-facts.js';
 import type { HostFactsRecord } from './core/host-facts.js';
 
 /**

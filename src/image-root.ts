@@ -1,5 +1,6 @@
 /** The wiring of `images build`: the engine checked, then the synthetic images built. */
-import { buildSyntheticImages, type BuildReport } from './adapters/docker/image-builder.js';
+import { buildSyntheticImages } from './adapters/docker/image-builder.js';
+import type { BuildReport } from './core/synthetic-images.js';
 import * as root from './composition-root.js';
 import * as pkg from './package-root.js';
 

@@ -16,7 +16,7 @@ import {
   type StartBatchOptions,
 } from './app/batch/start-batch.js';
 import type { BatchRecord } from './app/batch/layout.js';
-import type { BatchStatus } from './app/batch/status.js';
+import type { BatchStatus } from './app/batch/status-shapes.js';
 import { stopBatch as stopWith, type StopOutcome } from './app/batch/stop-batch.js';
 import type { EvidenceStore } from './app/evidence/evidence-store.js';
 import type { Clock } from './app/ports/clock.js';

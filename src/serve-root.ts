@@ -30,12 +30,9 @@ import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
 import { redactingLogger } from './app/serve/redacting-logger.js';
-import {
-  DEFAULT_CONCURRENCY_LIMITS,
-  SessionManager,
-  type Adoption,
-  type ConcurrencyLimits,
-} from './app/serve/session-manager.js';
+import { SessionManager } from './app/serve/session-manager.js';
+import { DEFAULT_CONCURRENCY_LIMITS, type ConcurrencyLimits } from './app/serve/session-state.js';
+import type { Adoption } from './app/serve/session-restart.js';
 import { createDockerRuntime, createExecutePairDeps } from './composition-root.js';
 import { hostMountRules } from './mount-wiring.js';
 

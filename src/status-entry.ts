@@ -1,4 +1,4 @@
-import { isBatchRecord } from './app/evidence/evidence-records.js';
+import { isBatchRecord } from './app/batch/layout.js';
 import { resolve } from 'node:path';
 import { format } from 'node:util';
 import { engineUnixSocket, probeContainersByLabel, probeImageId } from './adapters/docker/engine-probe.js';
@@ -6,7 +6,7 @@ import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { movedImages } from './app/batch/image-pins.js';
-import { BATCH_FILE } from './app/batch/layout.js';
+import { BATCH_FILE } from './core/evidence-names.js';
 import { readHotStatus } from './app/batch/read-status.js';
 import { renderStatus } from './cli/status-view.js';
 import { userCommand } from './adapters/user-command.js';

@@ -1,6 +1,6 @@
 /**
  * The real probes behind `doctor` (node:sqlite, statfs, /proc, nvidia-smi); the checks and verdicts are in
- * src/app/doctor.ts and take these through DoctorDeps (src/app/ports/doctor-probes.ts).
+ * src/app/doctor/run-doctor.ts and take these through DoctorDeps (src/app/ports/doctor-probes.ts).
  */
 import { mountOptionsOf } from './fs/proc-mounts.js';
 import { randomUUID } from 'node:crypto';

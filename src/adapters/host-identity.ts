@@ -3,8 +3,6 @@ import { readFile } from 'node:fs/promises';
 import type { HostIdentity } from '../app/ports/host-identity.js';
 import { isSameProcess, parseProcStat, type ProcessIdentity } from '../core/process-identity.js';
 
-export type { ProcessIdentity } from '../core/process-identity.js';
-
 const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';
 
 /** Linux boot id: changes on every boot, so a claim from a previous boot is known to be lost. */

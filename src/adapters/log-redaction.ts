@@ -3,7 +3,7 @@ import { errorDetail } from '../core/errors.js';
 import { compileRedaction } from '../core/redaction/compile.js';
 import type { CompiledRedaction } from '../core/redaction/compile.js';
 import { redactOnce } from '../core/redaction/redact-once.js';
-import { SECRET_MASK } from '../core/redaction/stream-redactor.js';
+import { SECRET_MASK } from '../core/redaction/secret-stage.js';
 import { jsonTerminalSafe } from '../core/terminal-text.js';
 
 /** Paths masked by pino's own redaction before a line is serialized. */

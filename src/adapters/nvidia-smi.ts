@@ -6,9 +6,6 @@ import {
   type GpuObservation,
 } from '../core/gpu/nvidia-smi-parse.js';
 
-export { compareDeclaredTotal } from '../core/gpu/nvidia-smi-parse.js';
-export type { DeclaredTotalComparison, GpuInfo, GpuObservation } from '../core/gpu/nvidia-smi-parse.js';
-
 export const DEFAULT_NVIDIA_SMI_TIMEOUT_MS = 10_000;
 const MAX_OUTPUT_BYTES = 1024 * 1024;
 

@@ -7,8 +7,6 @@ import { MAX_OUTCOME_BYTES, type OutcomeRead } from '../core/outcome.js';
 import { redactBytes } from './log-redaction.js';
 import { O_PATH, openDirNoFollow, reopenDir, replaceFileAt, UnsafePathError } from './no-follow-dir.js';
 
-export { MAX_OUTCOME_BYTES } from '../core/outcome.js';
-
 /**
  * Read the driver's outcome file (the pair's private outcome folder, SPEC §5), bounded: never following a
  * symlink at the last component, never more than MAX_OUTCOME_BYTES + 1 bytes into memory. Never throws.

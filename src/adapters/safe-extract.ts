@@ -35,7 +35,6 @@ export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = Object.freeze({
 
 import type { ExtractReport } from '../app/ports/session-archive.js';
 import { InternalError, ToolError } from '../core/errors.js';
-export type { ExtractReport } from '../app/ports/session-archive.js';
 
 export interface ExtractOptions {
   readonly limits?: ExtractLimits;

@@ -8,8 +8,6 @@ import { MAX_SESSION_FILES, MAX_TAIL_BYTES } from '../core/provider-failure.js';
 import type { SessionTail } from '../core/provider-failure.js';
 import type { SessionFiles, SessionTails } from '../app/ports/session-tails.js';
 
-export type { SessionFiles } from '../app/ports/session-tails.js';
-
 /**
  * Reads the tails of Codex session files (SPEC §6): the MAX_SESSION_FILES newest regular
  * `*.jsonl` files under a directory (recursively), at most the last MAX_TAIL_BYTES of each.

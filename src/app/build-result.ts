@@ -3,16 +3,11 @@ import { classify, type Classified } from '../core/classify.js';
 import { checkOutcome, outcomeProblemsOf, type OutcomeCheck } from '../core/outcome.js';
 import type { Receipt } from '../core/receipt.js';
 import { redactOutcome } from '../core/redaction/redact-text.js';
-import {
-  RESULT_SCHEMA,
-  type CleanupRecord,
-  type DiskRecord,
-  type LimitsRecord,
-  type ResultRecord,
-} from '../core/result.js';
+import { RESULT_SCHEMA, type DiskRecord, type LimitsRecord, type ResultRecord } from '../core/result.js';
+import type { CleanupRecord } from '../core/cleanup-record.js';
 import { sha256Hex } from './digest.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
-import type { PairExecution } from './pair-lifecycle.js';
+import type { PairExecution } from './pair-lifecycle-types.js';
 import type { Clock } from './ports/clock.js';
 import type { FileSystem } from './ports/file-system.js';
 import type { OutcomeReader } from './ports/outcome-reader.js';

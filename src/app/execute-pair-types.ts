@@ -11,7 +11,7 @@ import type { EgressGate } from './ports/egress.js';
 import type { PairLimits, RequestedLimits } from '../core/pair-limits.js';
 import type { DiskUsage, DiskUsageBudget, OpenFileScan } from './ports/disk-usage.js';
 import type { PrivilegeSweep } from './ports/privilege-sweep.js';
-import type { PairExecution } from './pair-lifecycle.js';
+import type { PairExecution } from './pair-lifecycle-types.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import type { FileSystem } from './ports/file-system.js';

@@ -1,13 +1,13 @@
-import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG } from '../core/evidence-names.js';
+import { SESSIONS_DIR, STDERR_LOG, STDOUT_LOG, PRIVATE_OUTCOME_DIR } from '../core/evidence-names.js';
 import { join } from 'node:path';
 import { textRedactor } from '../core/redaction/redact-text.js';
 import { errorDetail } from '../core/errors.js';
 import type { LogSink } from './evidence/log-sink.js';
 import type { OpenedLog } from './pair-log-types.js';
 import type { DiskRecord } from '../core/result.js';
-import { PRIVATE_OUTCOME_DIR } from '../core/receipt.js';
 import { DiskWatch } from './disk-watch.js';
-import { runPairLifecycle, type PairExecution, type PairLifecycleDeps } from './pair-lifecycle.js';
+import { runPairLifecycle } from './pair-lifecycle.js';
+import type { PairExecution, PairLifecycleDeps } from './pair-lifecycle-types.js';
 import { systemClock } from './ports/clock.js';
 import { resolveProtected } from './job-paths.js';
 import { MountGuard } from './mount-guard.js';
@@ -16,8 +16,6 @@ import { containerSpecFor, limitsOf, privateOutcomePaths } from './pair-containe
 import { publishOperatorCopy, resultOf } from './pair-result.js';
 import { PairEgress } from './pair-egress.js';
 import { effectiveEgress, networkOfEgress } from '../core/egress/policy.js';
-
-export type { PairJob, ExecutePairDeps, ExecutePairInput, ExecutedPair } from './execute-pair-types.js';
 
 const SESSIONS_TIMEOUT_MS = 120_000;
 
@@ -28,6 +26,8 @@ const SESSIONS_TIMEOUT_MS = 120_000;
  */
 export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput): Promise<ExecutedPair> {
   const egress = new PairEgress(deps.egress, effectiveEgress(given.job.network, given.job.egress));
+  // A reattached pair keeps the token its container holds (issue 42: registered again below).
+  if (given.reattach) await egress.adopt(deps.runtime, given.reattach.containerId);
   // The proxy token is in the pair's environment: masked in its texts like a secret.
   const secrets = egress.allowlisted ? [...given.secrets, egress.token] : given.secrets;
   // The policy decides the network: none → "none", open → the guarded pairs network, allowlist → the egress network.
@@ -46,6 +46,8 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
     privateOutcomeFile: privateOutcome.file,
     redact: textRedactor(input.secrets),
   };
+  egress.begin(store, jobRel, paths.redact);
+  if (input.reattach) await reattachEgress(deps, egress, input.reattach.containerId, job.job_id);
   const lifecycleDeps = lifecycleDepsFor(deps, input, paths);
   const disk = diskWatchFor(deps, input, privateOutcome.dir);
   if (input.reattach) disk?.attach(input.reattach.containerId);
@@ -78,10 +80,44 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
   }
   // The staging points go once the container is seen gone (or was never made); a reattached pair's are swept.
   const gone = execution.cleanup.verified_absent || execution.container.id === null;
-  if (gone && (guard?.unremoved ?? null) === null) {
-    await guard?.release();
-    if (input.reattach) await deps.mountStager?.sweep().catch(() => undefined);
+  // umount(8) runs beside the result's own steps (none reads a staging point), awaited before the pair is done.
+  const unstaged =
+    gone && (guard?.unremoved ?? null) === null
+      ? (async () => {
+          await guard?.release();
+          if (input.reattach) await deps.mountStager?.sweep().catch(() => undefined);
+        })()
+      : Promise.resolve();
+  try {
+    return await finishExecution(
+      deps,
+      input,
+      execution,
+      guard,
+      egress,
+      diskRecord,
+      paths,
+      job,
+      privateOutcome,
+    );
+  } finally {
+    await unstaged;
   }
+}
+
+/** What the lifecycle saw, checked against the guard's refusals and turned into the pair's result. */
+async function finishExecution(
+  deps: ExecutePairDeps,
+  input: ExecutePairInput,
+  execution: PairExecution,
+  guard: MountGuard | null,
+  egress: PairEgress,
+  diskRecord: DiskRecord | undefined,
+  paths: PairPaths,
+  job: ExecutePairInput['job'],
+  privateOutcome: { readonly dir: string },
+): Promise<ExecutedPair> {
+  const { store, jobRel } = input;
   const refusal = guard?.refusal ?? null;
   if (refusal !== null)
     deps.logger.warn(
@@ -117,6 +153,24 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
     result: stripped.length > 0 ? { ...result, host_privilege_stripped: stripped } : result,
     execution: checked,
   };
+}
+
+/**
+ * A supervisor restart: the reattached pair registered again at the proxy with its policy (docs/spec.md §5.6). When
+ * that fails it stays refused everything (fail closed), said in the log; the pair runs on and is collected.
+ */
+async function reattachEgress(
+  deps: ExecutePairDeps,
+  egress: PairEgress,
+  containerId: string,
+  jobId: string,
+): Promise<void> {
+  await egress.reattach(containerId).catch((err: unknown) => {
+    deps.logger.warn(
+      { job: jobId, err: errorDetail(err) },
+      'the reattached pair could not be registered with the egress proxy: it reaches nothing',
+    );
+  });
 }
 
 /**

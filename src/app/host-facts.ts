@@ -3,8 +3,6 @@ import { systemClock } from './ports/clock.js';
 import type { HostFactsRequest, HostFactsSource } from './ports/host-facts.js';
 import { InternalError } from '../core/errors.js';
 
-export type { HostFactsRequest } from './ports/host-facts.js';
-
 /** How long each fact may take; the calls run side by side, so this bounds the whole gathering too. */
 export const HOST_FACTS_TIMEOUT_MS = 5_000;
 

@@ -32,3 +32,36 @@ export function imagesMissing(
     ],
   });
 }
+
+/**
+ * E_IMAGE_MISSING on a swarm (issue 43, exit 2): each image some node lacks, the nodes that lack it and those that
+ * hold it, and the jobs that need it. A swarm batch's images are not pulled ahead by the batch: each node's engine
+ * must hold them at start (the swarm would otherwise pull by tag on whichever node a pair lands, unbudgeted).
+ */
+export function imagesMissingOnNodes(
+  lacking: ReadonlyMap<string, { readonly present: readonly string[]; readonly absent: readonly string[] }>,
+  jobsOf: ReadonlyMap<string, readonly string[]>,
+): RoboguideError {
+  const lines = [...lacking.entries()].map(([image, where]) => {
+    const jobs = jobsOf.get(image) ?? [];
+    const held = where.present.length > 0 ? `held by ${where.present.join(', ')}` : 'held by no node';
+    return `image ${image} is not present on swarm node(s) ${where.absent.join(', ')} (${held}; needed by ${jobs.length} job(s))`;
+  });
+  return new RoboguideError('E_IMAGE_MISSING', lines.join('\n'), {
+    exitCode: ExitCode.invalidInput,
+    context: {
+      images: [...lacking.keys()],
+      nodes: Object.fromEntries(
+        [...lacking.entries()].map(([i, w]) => [i, { present: w.present, absent: w.absent }]),
+      ),
+    },
+    suggestions: [
+      ...[...lacking.entries()].flatMap(([image, where]) =>
+        where.absent.map(
+          (node) => `on node ${node}: \`docker -H <${node}'s engine> pull ${image}\` (or docker load)`,
+        ),
+      ),
+      "a swarm batch does not pull its images ahead (the image plan and its disk budget are the local executor's): every node must hold every image at start",
+    ],
+  });
+}

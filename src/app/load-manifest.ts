@@ -1,8 +1,8 @@
 import { resolve } from 'node:path';
 import { ExitCode, InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
-import { parseManifest, type Manifest, type ResolveOptions } from '../core/manifest/index.js';
-import { environmentIssues } from './batch/batch-context.js';
-import { groupedByJob } from '../core/manifest/environment.js';
+import { parseManifest } from '../core/manifest/parse.js';
+import type { Manifest } from '../core/manifest/schema.js';
+import { type ResolveOptions, environmentIssues, groupedByJob } from '../core/manifest/environment.js';
 import { errnoOf, type FileSystem } from './ports/file-system.js';
 
 export interface LoadedManifest {

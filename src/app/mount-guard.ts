@@ -11,7 +11,7 @@
  * after the start, it is killed at once. Any refusal fails the pair closed with the reason `mount_refused`.
  */
 import { checkMounts, normalizeAbsolute, type ProtectedPaths } from '../core/mount-policy.js';
-import { pausepoint } from './failpoints.js';
+import { pausepoint } from './ports/failpoints.js';
 import {
   checkFolder,
   MountRefusedError,

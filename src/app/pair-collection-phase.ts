@@ -9,7 +9,7 @@ import type {
 } from '../core/pair-lifecycle-state.js';
 import type { ProviderFailure } from '../core/result.js';
 import type { FilesystemChanges } from '../core/sessions-skip.js';
-import { failpoint, pausepoint } from './failpoints.js';
+import { failpoint, pausepoint } from './ports/failpoints.js';
 import {
   collectMounts,
   collectSessions,

@@ -22,11 +22,6 @@ import { EngineError } from './ports/engine-error.js';
 import type { ContainerOutput, ContainerSpec } from './ports/container-runtime.js';
 import { removeAndVerify } from './remove-and-verify.js';
 
-export type { LogTarget } from './pair-log-types.js';
-export type { SessionsReport } from './pair-collection.js';
-export type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
-export { removeAndVerify } from './remove-and-verify.js';
-
 /**
  * One pair, from container creation to verified removal (docs/spec.md section 7). The phases are decided by the pure
  * machine (src/core/pair-lifecycle-machine.ts); this loop performs its effects and feeds back what happened. Never

@@ -5,7 +5,7 @@ import { errorDetail } from '../core/errors.js';
 import type { DiskRecord, ResultRecord } from '../core/result.js';
 import { agentExitCode, buildResult, outcomeForResult } from './build-result.js';
 import { sha256Hex } from './digest.js';
-import type { PairExecution } from './pair-lifecycle.js';
+import type { PairExecution } from './pair-lifecycle-types.js';
 import type { ExecutePairDeps, ExecutePairInput, PairJob, PairPaths } from './execute-pair-types.js';
 import { limitsOf } from './pair-container-spec.js';
 

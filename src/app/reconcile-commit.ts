@@ -8,10 +8,13 @@ import type {
   CapacityRegistry,
   Reservation,
   TerminalCommit,
-  TerminalCommitRefusal,
   TerminalCommitResult,
 } from './ports/capacity-registry.js';
-import { terminalCommitRefusal, unknownReservation } from './ports/terminal-commit-rule.js';
+import {
+  type TerminalCommitRefusal,
+  terminalCommitRefusal,
+  unknownReservation,
+} from '../core/terminal-commit-rule.js';
 
 /** Points where reconciliation calls `afterStep` (the crash-test hook). Board and release are one transaction. */
 export type ReconcileStep =

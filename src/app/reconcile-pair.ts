@@ -21,7 +21,8 @@ import {
   type HoldReason,
   type TerminalProof,
 } from '../core/terminal-proof.js';
-import type { CapacityRegistry, TerminalCommit, TerminalCommitRefusal } from './ports/capacity-registry.js';
+import type { CapacityRegistry, TerminalCommit } from './ports/capacity-registry.js';
+import type { TerminalCommitRefusal } from '../core/terminal-commit-rule.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import { writeJsonVerified } from './durable-write.js';
 import {
@@ -41,7 +42,6 @@ export type ReconcileKind = 'would_commit' | 'committed' | 'already_committed' |
  */
 export type ReconcileHoldReason = HoldReason | 'storage_fault' | 'registry_fault' | 'registry_unavailable';
 export type ReconcileReason = ReconcileHoldReason | TerminalCommitRefusal;
-export type { ReconcileStep } from './reconcile-commit.js';
 
 export interface ReconcileReport {
   readonly job_id: string;
@@ -140,8 +140,6 @@ function step(ctx: Context, text: string, point?: ReconcileStep): void {
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
-
-export { sha256Hex } from './digest.js';
 
 /** JSON that may be absent (null); not JSON → evidence_contradictory, I/O error → storage_fault. */
 async function readOptional(store: EvidenceStore, rel: string): Promise<unknown> {

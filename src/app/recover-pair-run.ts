@@ -1,13 +1,13 @@
 import { RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
-import { isReceipt, isResultRecord } from './evidence/evidence-records.js';
+import { isReceipt, type Receipt } from '../core/receipt.js';
+import { isResultRecord, type ResultRecord } from '../core/result.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { ExitCode, RoboguideError } from '../core/errors.js';
-import type { Receipt } from '../core/receipt.js';
-import type { CleanupRecord, ResultRecord } from '../core/result.js';
+import type { CleanupRecord } from '../core/cleanup-record.js';
 import { lostWorkerResult } from './build-result.js';
 import { writeJsonVerified } from './durable-write.js';
-import type { ExecutePairDeps } from './execute-pair.js';
-import { removeAndVerify } from './pair-lifecycle.js';
+import type { ExecutePairDeps } from './execute-pair-types.js';
+import { removeAndVerify } from './remove-and-verify.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 

@@ -1,10 +1,10 @@
 import type { EngineFault } from '../core/engine-fault.js';
-import type { CleanupRecord } from '../core/result.js';
+import type { CleanupRecord } from '../core/cleanup-record.js';
 import { systemClock } from './ports/clock.js';
 import type { ContainerEngine } from './ports/container-runtime.js';
 import { EngineError } from './ports/engine-error.js';
 import type { Logger } from './ports/logger.js';
-import { failpoint } from './failpoints.js';
+import { failpoint } from './ports/failpoints.js';
 
 /**
  * The retry policy, whole: up to REMOVE_ATTEMPTS rounds of (inspect; stop if it runs; force-remove),

@@ -2,7 +2,7 @@
 import type { ProtectedPaths } from '../core/mount-policy.js';
 import type { Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
-import type { ExecutePairDeps } from './execute-pair.js';
+import type { ExecutePairDeps } from './execute-pair-types.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
 import type { ReconcileReport } from './reconcile-pair.js';
 

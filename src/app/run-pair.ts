@@ -5,15 +5,11 @@ import { EvidenceStore } from './evidence/evidence-store.js';
 import type { FileSystem } from './ports/file-system.js';
 import { bindAddressProblem } from '../core/bind-address.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
-import { jsonErrorSummary } from '../core/manifest/parse.js';
+import { jsonErrorSummary, parsePairSpec } from '../core/manifest/parse.js';
 import { jobPathIssues, staleOutcomeIssues } from './job-paths.js';
-import {
-  DEFAULT_SESSIONS_DIR,
-  DEFAULT_STOP_BUDGET_SECONDS,
-  parsePairSpec,
-  resolveEnvironment,
-  type PairSpec,
-} from '../core/manifest/index.js';
+import { DEFAULT_SESSIONS_DIR, DEFAULT_STOP_BUDGET_SECONDS } from '../core/manifest/constants.js';
+import { resolveEnvironment } from '../core/manifest/environment.js';
+import type { PairSpec } from '../core/manifest/schema.js';
 import { buildReceipt, type Receipt } from '../core/receipt.js';
 import type { ResultRecord } from '../core/result.js';
 import { wallDeadlineMs } from '../core/wall-budget.js';
@@ -31,8 +27,6 @@ import { admitOnePair } from './admission.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
 import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 import type { RunPairDeps, RunPairOptions, RunPairOutcome } from './run-pair-types.js';
-
-export type { RunPairDeps, RunPairOptions, RunPairOutcome } from './run-pair-types.js';
 
 function parseSpec(text: string, source: string): PairSpec {
   let value: unknown;
@@ -214,7 +208,7 @@ async function admitPair(
       admitted.reason === 'gpu_budget'
         ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)`
         : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
-    throw new RoboguideError('E_REGISTRY', `the host is at its ${what}: not started`, {
+    throw new RoboguideError('E_CAPACITY', `the host is at its ${what}: not started`, {
       suggestions: [
         'wait for running pairs to finish (`roboguide-eval capacity` shows them)',
         'or raise the limit: `roboguide-eval capacity --max-reservations N`',

@@ -19,6 +19,15 @@ export const admissionRegistryFlag = Flags.string({
     'host capacity registry: an existing registry, or a new file in an existing folder (default $XDG_STATE_HOME/roboguide-eval/registry.db, created on first use)',
 });
 
+/**
+ * `--bind-address` of `pair run`, `e1-batch start` and `serve`: where published ports bind (docs/spec.md: an IP
+ * address this host has, or the unspecified address).
+ */
+export const bindAddressFlag = Flags.string({
+  description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)',
+  default: '127.0.0.1',
+});
+
 /** `--allow-short-secrets` of `e1-batch start` and `pair run`. */
 export const allowShortSecretsFlag = Flags.boolean({
   description:

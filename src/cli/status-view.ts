@@ -1,5 +1,5 @@
 import { movedImageLine } from '../app/batch/image-pins.js';
-import type { BatchStatus } from '../app/batch/status.js';
+import type { BatchStatus } from '../app/batch/status-shapes.js';
 import { failedPairs } from '../core/batch-verdict.js';
 import { formatDuration, formatTime } from '../core/report/format.js';
 import { batchNextSteps, type HintContext } from '../core/next-steps.js';
@@ -37,7 +37,7 @@ export function renderStatus(s: BatchStatus, now: Date, hint?: HintContext): str
       `  node ${n.node}: ${n.running.length} running${n.running.length ? ` (${n.running.join(', ')})` : ''}, GPUs ${n.gpus_in_use}/${n.gpus_total} in use`,
     );
   }
-  lines.push(...failedLines(s));
+  lines.push(...failedLines(s), ...egressLines(s));
   for (const m of s.images_moved ?? []) lines.push(`warning: ${movedImageLine(m)}`);
   if (s.state === 'drained' && s.pause_reasons.length > 0) {
     lines.push(
@@ -71,6 +71,25 @@ function failedLines(s: BatchStatus): string[] {
   if (f.more > 0)
     lines.push(
       `  … and ${f.more} more failed pair${f.more === 1 ? '' : 's'} (e1-batch report lists every one)`,
+    );
+  return lines;
+}
+
+/** The allowlisted pairs' attempts (docs/spec.md §5.6): the batch's counts, then each recent pair refused something. */
+function egressLines(s: BatchStatus): string[] {
+  const e = s.egress;
+  if (e === undefined) return [];
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const lines = [
+    `egress: ${plural(e.refused, 'refused attempt')}, ${e.allowed} allowed, over ${plural(e.pairs, 'allowlisted pair')}`,
+    ...e.refused_pairs.map(
+      (p) =>
+        `  egress ${p.job_id}  refused ${p.refused}  allowed ${p.allowed}${p.refused_hosts.length > 0 ? `  (${p.refused_hosts.join(', ')})` : ''}`,
+    ),
+  ];
+  if (e.more > 0)
+    lines.push(
+      `  … and ${plural(e.more, 'more pair')} with refused attempts (e1-batch report lists every one)`,
     );
   return lines;
 }

@@ -2,7 +2,8 @@ import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { mountRootFlags, mountRootsFrom } from '../cli/flags.js';
-import { renderDoctorTable, runDoctor, type DoctorCheck } from '../app/doctor.js';
+import { renderDoctorTable, runDoctor } from '../app/doctor/run-doctor.js';
+import { type DoctorCheck } from '../app/doctor/check.js';
 import { loadManifest } from '../app/load-manifest.js';
 import { batchOutputNeedBytes } from '../core/output-budget.js';
 import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
@@ -86,13 +87,7 @@ export default class Doctor extends BaseCommand {
       outputDir: resolve(flags.output ?? process.cwd()),
       mountRoots,
       homeDir: homedir(),
-      batchNeedBytes:
-        flags.manifest === undefined
-          ? null
-          : batchOutputNeedBytes(
-              (await loadManifest(localFileSystem, flags.manifest)).manifest.jobs,
-              wiring.sessionsMaxBytes,
-            ),
+      ...(await manifestFacts(flags.manifest, wiring.sessionsMaxBytes)),
     });
     process.exitCode = report.exitCode;
     this.log(renderDoctorTable(report));
@@ -103,4 +98,17 @@ export default class Doctor extends BaseCommand {
       checks: report.checks,
     };
   }
+}
+
+/** With `--manifest`: the bytes its logs and sessions could need, and its image budget (issue 43). */
+async function manifestFacts(
+  path: string | undefined,
+  sessionsMaxBytes: number,
+): Promise<{ batchNeedBytes: number | null; imageDiskBytes: number | null }> {
+  if (path === undefined) return { batchNeedBytes: null, imageDiskBytes: null };
+  const { manifest } = await loadManifest(localFileSystem, path);
+  return {
+    batchNeedBytes: batchOutputNeedBytes(manifest.jobs, sessionsMaxBytes),
+    imageDiskBytes: manifest.capacity.image_disk_bytes ?? null,
+  };
 }

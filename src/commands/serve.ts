@@ -2,13 +2,13 @@ import { dirname, resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../cli/base-command.js';
 import { readTokenFile } from '../cli/token-file.js';
-import { executorFlags, mountRootFlags, mountRootsFrom } from '../cli/flags.js';
+import { bindAddressFlag, executorFlags, mountRootFlags, mountRootsFrom } from '../cli/flags.js';
 import { codeVersion } from '../command-root.js';
 import { createExecutor, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
-import { InvalidInputError } from '../core/errors.js';
+import { InternalError, InvalidInputError } from '../core/errors.js';
 import { allowEnvRefusal } from '../app/serve/env-allow.js';
-import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-manager.js';
+import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-state.js';
 import { terminalSafe } from '../core/terminal-text.js';
 import {
   DEFAULT_BUILD_MEMORY_MIB,
@@ -47,14 +47,17 @@ export default class Serve extends BaseCommand {
     }),
     listen: Flags.string({
       description: 'also listen on loopback TCP, 127.0.0.1:PORT (requires --token-file)',
+      dependsOn: ['token-file'],
     }),
     'metrics-listen': Flags.string({
       description:
         'also serve GET /metrics (Prometheus) alone on loopback TCP, 127.0.0.1:PORT (requires --token-file); /metrics is on every listener anyway',
+      dependsOn: ['token-file'],
     }),
     'token-file': Flags.string({
       description:
         'file holding the bearer token for --listen and --metrics-listen (must not be group/world readable)',
+      relationships: [{ type: 'some', flags: ['listen', 'metrics-listen'] }],
     }),
     ...mountRootFlags,
     'data-dir': Flags.string({
@@ -63,10 +66,7 @@ export default class Serve extends BaseCommand {
     registry: Flags.string({
       description: 'host capacity registry (default $XDG_STATE_HOME/roboguide-eval/registry.db)',
     }),
-    'bind-address': Flags.string({
-      description: 'host address that published ports bind to',
-      default: '127.0.0.1',
-    }),
+    'bind-address': bindAddressFlag,
     'reap-interval': Flags.integer({
       description: 'seconds between reaper passes over expired sessions',
       default: 5,
@@ -139,14 +139,6 @@ export default class Serve extends BaseCommand {
   async run(): Promise<void> {
     const { flags } = await this.parse(Serve);
     const executor = executorFromFlags(flags);
-    if (
-      flags['token-file'] !== undefined &&
-      flags.listen === undefined &&
-      flags['metrics-listen'] === undefined
-    )
-      throw new InvalidInputError('E_USAGE', 'invalid flags', [
-        { path: '--token-file', rule: 'only makes sense with --listen or --metrics-listen' },
-      ]);
     const listen = await parseListen('--listen', flags.listen, flags['token-file']);
     const metricsListen = await parseListen('--metrics-listen', flags['metrics-listen'], flags['token-file']);
     const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token ?? metricsListen?.token);
@@ -245,15 +237,13 @@ async function parseListen(
   if (listen === undefined) return undefined;
   const m = /^(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})$/.exec(listen);
   const port = Number(m?.[2]);
-  if (m === null || port < 0 || port > 65_535) {
+  if (m === null || port > 65_535) {
     throw new InvalidInputError('E_USAGE', 'invalid flags', [
       { path: flag, rule: 'must be 127.0.0.1:PORT (loopback only)' },
     ]);
   }
-  if (tokenFile === undefined)
-    throw new InvalidInputError('E_USAGE', 'invalid flags', [
-      { path: '--token-file', rule: `is required with ${flag}` },
-    ]);
+  // The flag table declares that --listen and --metrics-listen depend on --token-file: oclif refused its absence.
+  if (tokenFile === undefined) throw new InternalError(`${flag} was parsed without --token-file`);
   const token = await readTokenFile(tokenFile);
   const host = m[1] === '[::1]' ? '::1' : '127.0.0.1';
   return { host, port, token };

@@ -110,7 +110,7 @@ export function decideAdmission(ask: AdmissionAsk, facts: AdmissionFacts): Admis
     };
   }
   const heldMounts = facts.heldMounts ?? [];
-  const evidenceHeld = heldMounts.filter((h) => sourceOf(h.source).exclusive);
+  const evidenceHeld = heldMounts.filter((h) => mountSourceOf(h.source).exclusive);
   const nested =
     nestedMount(requestedSources(ask), heldMounts) ??
     nestedMount(reservedMounts(ask.readOnlyMounts), evidenceHeld);
@@ -139,7 +139,8 @@ export function evidenceSource(folder: string): string {
   return `${normalizeAbsolute(folder)}/`;
 }
 
-function sourceOf(raw: string): { readonly path: string; readonly exclusive: boolean } {
+/** A recorded source: its path, and whether it is a pair's evidence folder (held exclusively). */
+export function mountSourceOf(raw: string): { readonly path: string; readonly exclusive: boolean } {
   const exclusive = raw.length > 1 && raw.endsWith('/');
   return { path: normalizeAbsolute(raw), exclusive };
 }
@@ -155,9 +156,9 @@ export function nestedMount<H extends { readonly source: string }>(
   held: readonly H[],
 ): { readonly source: string; readonly heldSource: string; readonly held: H } | null {
   for (const raw of requested) {
-    const asked = sourceOf(raw);
+    const asked = mountSourceOf(raw);
     for (const h of held) {
-      const other = sourceOf(h.source);
+      const other = mountSourceOf(h.source);
       const equal = asked.path === other.path;
       const nested = isWithin(asked.path, other.path) || isWithin(other.path, asked.path);
       if (!nested || (equal && !asked.exclusive && !other.exclusive)) continue;

@@ -1,3 +1,4 @@
+import type { EgressStatus } from './egress/egress-tally.js';
 import { JournalFolder, type Counts, type JournalFold } from './batch-state.js';
 import { knownEntry, type JournalEntry } from './journal-events.js';
 import { FinishedTally } from './finished-tally.js';
@@ -319,6 +320,11 @@ export class BatchLedger {
     return this.#tally.failedRecent();
   }
 
+  /** The allowlisted pairs' attempts (issue 42); null when none finished. */
+  egress(): EgressStatus | null {
+    return this.#tally.egress();
+  }
+
   /** Mean duration (seconds) of the finished pairs with a usable duration, and how many; null before the first. */
   meanDuration(): { readonly meanSec: number; readonly basisPairs: number } | null {
     return this.#tally.meanDuration();
@@ -340,6 +346,7 @@ export class BatchLedger {
       open: this.open(),
       fold: this.#folder.state(),
       failed_recent: tally.failed_recent,
+      ...(tally.egress !== undefined ? { egress: tally.egress } : {}),
     };
   }
 

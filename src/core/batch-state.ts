@@ -3,10 +3,9 @@ import { knownEntry, type JournalEntry } from './journal-events.js';
 import { survivingResume } from './pause-rules.js';
 import type { Classification } from './result.js';
 import type { PauseCause } from './pause-cause.js';
+import type { BatchState } from './batch-state-name.js';
 
 export const STATUS_SCHEMA = 'roboguide.e1.status/v1' as const;
-
-export type BatchState = 'running' | 'stopping' | 'stopped' | 'paused' | 'drained';
 
 export interface JobView {
   readonly jobId: string;

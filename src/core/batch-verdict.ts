@@ -1,4 +1,5 @@
-import type { BatchState, Counts } from './batch-state.js';
+import type { Counts } from './batch-state.js';
+import type { BatchState } from './batch-state-name.js';
 
 /** Pairs that finished with any classification but `completed`. */
 export function failedPairs(counts: Counts): number {

@@ -28,6 +28,8 @@ export type ErrorCode =
   | 'E_STORE'
   | 'E_CLAIM_EXISTS'
   | 'E_REGISTRY'
+  /** The host is at its reservation limit or GPU budget: a `pair run` (or `POST /v1/pairs`) is not started (exit 1, 409). */
+  | 'E_CAPACITY'
   /** The registry did not answer within its deadline, or could not be reached: retry later (serve: 503). */
   | 'E_REGISTRY_UNAVAILABLE'
   | 'E_SUPERVISOR_ALIVE'

@@ -8,6 +8,7 @@ import {
   type FinishFacts,
   type LedgerBasis,
 } from './ledger-facts.js';
+import { EgressTally, type EgressStatus } from './egress/egress-tally.js';
 
 /**
  * What the batch ledger knows of its finished pairs, as sums: how many per classification, their summed durations
@@ -22,6 +23,7 @@ export class FinishedTally {
   #peaks = 0;
   /** The most recent failed pairs, oldest first, at most FAILED_SHOWN. */
   #failed: FailedPair[] = [];
+  #egress = new EgressTally();
 
   /** The sums a status.json basis kept. */
   static restore(basis: LedgerBasis): FinishedTally {
@@ -33,12 +35,14 @@ export class FinishedTally {
     tally.#peaks = basis.gpu_peaks;
     const failed: unknown = basis.failed_recent;
     tally.#failed = Array.isArray(failed) ? (failed as FailedPair[]).slice(-FAILED_SHOWN) : [];
+    tally.#egress = EgressTally.restore(basis.egress);
     return tally;
   }
 
   /** Counts one finished pair. */
   add(jobId: string, facts: FinishFacts): void {
     this.#finished[facts.classification]++;
+    if (facts.egress !== undefined) this.#egress.add(jobId, facts.finished_at, facts.egress);
     if (facts.classification !== 'completed') {
       this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
       this.#failed.push({
@@ -73,6 +77,7 @@ export class FinishedTally {
   remove(jobId: string, facts: FinishFacts, remaining: Iterable<FinishFacts>): void {
     this.#finished[facts.classification]--;
     this.#failed = this.#failed.filter((f) => f.job_id !== jobId);
+    if (facts.egress !== undefined) this.#egress.remove(jobId, facts.egress);
     const ms = durationMs(facts);
     if (ms !== null) {
       this.#durationMs -= ms;
@@ -108,6 +113,11 @@ export class FinishedTally {
     return [...this.#failed].reverse();
   }
 
+  /** The allowlisted pairs' attempts: totals and the most recent pairs with refusals; null when none finished. */
+  egress(): EgressStatus | null {
+    return this.#egress.status();
+  }
+
   /** Mean duration (seconds) of the finished pairs with a usable duration, and how many; null before the first. */
   meanDuration(): { readonly meanSec: number; readonly basisPairs: number } | null {
     return this.#timed === 0
@@ -118,8 +128,11 @@ export class FinishedTally {
   /** The sums as a status.json basis keeps them. */
   basisFields(): Required<
     Pick<LedgerBasis, 'finished' | 'duration_ms' | 'timed' | 'gpu_peak_mib' | 'gpu_peaks' | 'failed_recent'>
-  > {
+  > &
+    Pick<LedgerBasis, 'egress'> {
+    const egress = this.#egress.basis();
     return {
+      ...(egress !== undefined ? { egress } : {}),
       finished: { ...this.#finished },
       duration_ms: this.#durationMs,
       timed: this.#timed,

@@ -95,7 +95,8 @@ export interface HeldImage {
  * The images to remove so that `needBytes` more fit under `budget`, given `usedBytes` held now: first those no
  * pending pair needs, least recently used first; then, only for the pair whose turn it is (`forHead`), those needed
  * last (farthest next use first; they are pulled again when their turn comes). Never one a running pair uses, never
- * the user's own unless allowed. Null: it cannot fit (wait for a pair to finish).
+ * the user's own unless allowed. For the head, an image larger than the budget counts as the whole budget (it is pulled
+ * once nothing else is held). Null: it cannot fit (wait for a pair to finish).
  */
 export function chooseEvictions(
   held: readonly HeldImage[],
@@ -105,6 +106,10 @@ export function chooseEvictions(
   options: { readonly forHead: boolean; readonly pruneOwn: boolean },
 ): HeldImage[] | null {
   if (usedBytes + needBytes <= budget) return [];
+  // An image larger than the whole budget is pulled alone: for the head, everything that can go goes (before this,
+  // the head waited forever when any other image was held: a deadlock the bench found at a small scale).
+  const need = options.forHead ? Math.min(needBytes, budget) : needBytes;
+  if (need !== needBytes) return chooseEvictions(held, usedBytes, need, budget, options);
   const removable = held.filter((h) => !h.inUse && (options.pruneOwn || !h.ownedByUser));
   const unneeded = removable.filter((h) => h.nextUse === null).sort((a, b) => a.lastUsedMs - b.lastUsedMs);
   const later = options.forHead

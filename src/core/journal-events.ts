@@ -1,4 +1,4 @@
-import type { BatchState } from './batch-state.js';
+import type { BatchState } from './batch-state-name.js';
 import type { PauseReason } from './pause-rules.js';
 import type { Classification } from './result.js';
 import type { PauseCause } from './pause-cause.js';
@@ -164,6 +164,12 @@ export interface PairFinishedEvent {
   readonly gpu_peak_mib: number | null;
   /** Why it failed in words (core/next-steps.ts `explainResult`; its stderr's tail already masked), when there is more to say. */
   readonly why?: readonly string[];
+  /** An allowlisted pair's attempts: counts and refused hosts (masked), as in its result.json (docs/spec.md §5.6). */
+  readonly egress?: {
+    readonly allowed: number;
+    readonly refused: number;
+    readonly refused_hosts: readonly string[];
+  };
 }
 
 export interface ReconciledEvent {

@@ -2,6 +2,7 @@
 import type { JournalFoldState } from './batch-state.js';
 import type { JournalEntry } from './journal-events.js';
 import { CLASSIFICATIONS, type Classification } from './result.js';
+import { egressFactsOf, type EgressBasis, type EgressFacts } from './egress/egress-tally.js';
 
 /** A claim without a result. `index`: the job's position in the manifest (status lists claims in that order). */
 export interface OpenClaim {
@@ -27,6 +28,8 @@ export interface FinishFacts {
   readonly first_problem?: string;
   /** Why it failed in words and what would let it through (core/next-steps.ts `explainResult`), when there is more to say. */
   readonly why?: readonly string[];
+  /** An allowlisted pair's attempts (result.json `egress`, masked): counted in status (docs/spec.md §5.6). */
+  readonly egress?: EgressFacts;
 }
 
 /** A failed pair as status names it. */
@@ -64,6 +67,8 @@ export interface LedgerBasis {
   readonly fold: JournalFoldState;
   /** The most recent failed pairs (at most FAILED_SHOWN, oldest first); absent from a basis written before. */
   readonly failed_recent?: readonly FailedPair[];
+  /** The allowlisted pairs' attempts (issue 42); absent when none finished, or from a basis written before. */
+  readonly egress?: EgressBasis;
 }
 
 export interface LedgerJob {
@@ -106,6 +111,7 @@ export function finishFactsOf(r: Extract<JournalEntry, { type: 'pair_finished' }
       ? `${problem.path}: ${problem.message}`
       : undefined;
   const why = Array.isArray(r.why) ? r.why.filter((l): l is string => typeof l === 'string') : [];
+  const egress = egressFactsOf(r.egress);
   return {
     classification: classification as Classification,
     started_at: startedAt,
@@ -114,5 +120,6 @@ export function finishFactsOf(r: Extract<JournalEntry, { type: 'pair_finished' }
     ...(reason !== undefined ? { first_reason: reason } : {}),
     ...(firstProblem !== undefined ? { first_problem: firstProblem } : {}),
     ...(why.length > 0 ? { why } : {}),
+    ...(egress !== null ? { egress } : {}),
   };
 }

@@ -32,7 +32,7 @@ import {
   type ReturnOutcome,
   type WaitEnd,
 } from './pair-lifecycle-state.js';
-import type { CleanupRecord } from './result.js';
+import type { CleanupRecord } from './cleanup-record.js';
 
 const NOTHING_TO_REMOVE: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
 

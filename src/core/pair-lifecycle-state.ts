@@ -4,7 +4,7 @@
 import type { EngineFault } from './engine-fault.js';
 import { ToolError } from './errors.js';
 import type { EngineLoss, ReturnedContainer } from './engine-loss.js';
-import type { CleanupRecord } from './result.js';
+import type { CleanupRecord } from './cleanup-record.js';
 
 /** A call of the lifecycle that failed, as data (the use-case maps what was thrown). */
 export type CallFailure =

@@ -6,6 +6,7 @@ import type { MountMode } from './mount-mode.js';
 import type { ProcessIdentity } from './process-identity.js';
 import { networkModeFor, type NetworkChoice } from './pair-network.js';
 import { effectiveEgress, egressInputOf, networkOfEgress, type EgressInput } from './egress/policy.js';
+import { taggedRecord } from './json-object.js';
 
 /** The receipt's `network` (the one the container joins) and `egress` (the effective policy, frozen). */
 function networkAndEgress(
@@ -83,7 +84,6 @@ export function containerName(jobId: string, claimId: string): string {
 }
 
 /** The folder, relative to a pair's folder, bind-mounted at its outcome's folder inside the container. */
-export { PRIVATE_OUTCOME_DIR };
 
 /** `outcome/<name of outcome_path>`: where the pair's outcome lands on the host, relative to its folder. */
 export function privateOutcomeRel(outcomePath: string): string {
@@ -145,3 +145,11 @@ export function buildReceipt(input: {
     ...(input.registryPath !== undefined ? { registry_path: input.registryPath } : {}),
   };
 }
+
+/** The check `receipt.json` is read back through: its kind and the names its readers use. */
+export const isReceipt = taggedRecord<Receipt>(RECEIPT_SCHEMA, [
+  'batch_id',
+  'job_id',
+  'claim_id',
+  'container_name',
+]);

@@ -1,6 +1,8 @@
 import type { EgressSummary } from './egress/record.js';
 import type { OutcomeProblem } from './outcome.js';
 import type { PhasesRecord } from './pair-phases.js';
+import type { CleanupRecord } from './cleanup-record.js';
+import { taggedRecord } from './json-object.js';
 
 /**
  * The `jobs/<id>/result.json` contract (SPEC §11). Field names are a contract: add, never rename.
@@ -146,12 +148,6 @@ export interface LimitsRecord {
   readonly disk_limit_bytes: number;
 }
 
-export interface CleanupRecord {
-  readonly removed: boolean;
-  readonly verified_absent: boolean;
-  readonly attempts: number;
-}
-
 export interface ResultRecord {
   readonly schema: typeof RESULT_SCHEMA;
   readonly job_id: string;
@@ -201,3 +197,10 @@ export interface ResultRecord {
   readonly started_at: string;
   readonly finished_at: string;
 }
+
+/** The check `result.json` is read back through: its kind and the names its readers use. */
+export const isResultRecord = taggedRecord<ResultRecord>(RESULT_SCHEMA, [
+  'job_id',
+  'claim_id',
+  'classification',
+]);

@@ -1,4 +1,4 @@
-import type { BatchState } from './batch-state.js';
+import type { BatchState } from './batch-state-name.js';
 import { decideDispatch, type CapacityConfig } from './dispatch-policy.js';
 import type { JournalFieldsOf } from './journal-events.js';
 import { pausesFor, type FinishedPair, type PauseReason, type PauseTrigger } from './pause-rules.js';

@@ -9,3 +9,11 @@ export const PAIR_DRIVER_IMAGE = syntheticImageTag('pair-driver');
 export function isSyntheticImage(image: string): boolean {
   return /^roboguide\/[a-z0-9-]+:1$/.test(image);
 }
+
+/** What `images build` did for one synthetic image: built it, or found it up to date (same context digest). */
+export interface BuildReport {
+  readonly name: string;
+  readonly tag: string;
+  readonly action: 'built' | 'up_to_date';
+  readonly contextSha256: string;
+}

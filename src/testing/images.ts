@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type Docker from 'dockerode';
 import { Dockerode } from '../adapters/docker/dockerode.js';
-import { buildSyntheticImages, PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
+import { buildSyntheticImages } from '../adapters/docker/image-builder.js';
+import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 
 /** The package's root (where bin/, dist/ and docker/ are), in this checkout or in a consumer's node_modules. */
 export const PACKAGE_ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -8,7 +8,7 @@ import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
-import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
+import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import type { ApiClient } from './api-client.js';
 import { removeVerified } from './leftovers.js';
 import { RoboguideServer, type RoboguideServerOptions, type ServerStartReport } from './roboguide-server.js';

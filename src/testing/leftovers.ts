@@ -10,11 +10,8 @@ import { open, readdir, rm, unlink, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
-import {
-  currentProcessIdentity,
-  isSameProcessAliveSync,
-  type ProcessIdentity,
-} from '../adapters/host-identity.js';
+import { currentProcessIdentity, isSameProcessAliveSync } from '../adapters/host-identity.js';
+import type { ProcessIdentity } from '../core/process-identity.js';
 import {
   isOurServeProcess,
   MARKER_FILE,

@@ -13,7 +13,7 @@ import {
   type StoppedTestContainer,
 } from 'testcontainers';
 import { Dockerode } from '../adapters/docker/dockerode.js';
-import { PAIR_DRIVER_IMAGE } from '../adapters/docker/image-builder.js';
+import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import { buildPairDriverImage } from './images.js';
 import { sweepOnce, testKitOwner, TESTKIT_LABEL, TESTKIT_OWNER_LABEL } from './leftovers.js';
 

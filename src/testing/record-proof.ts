@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { constants, readFileSync, statSync } from 'node:fs';
 import { lstat, open, realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join } from 'node:path';
-import type { ProcessIdentity } from '../adapters/host-identity.js';
+import type { ProcessIdentity } from '../core/process-identity.js';
 
 /**
  * What a server record may make the sweep do, each action proven ours first: a record names a process, the

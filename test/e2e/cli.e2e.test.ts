@@ -39,9 +39,17 @@ describe('the CLI as a black box', () => {
       'readStatus',
       'reconcileBatch',
       'parseManifest',
-      'createRedactStream',
     ]) {
       expect(typeof api[name], name).toBe('function');
+    }
+    // The adapters come from the subpath that says so, never from the use-cases' entry.
+    const adapters = (await import(new URL('../../dist/adapters-entry.js', import.meta.url).href)) as Record<
+      string,
+      unknown
+    >;
+    for (const name of ['createRedactStream', 'DockerContainerRuntime', 'createExecutePairDeps']) {
+      expect(typeof api[name], name).toBe('undefined');
+      expect(typeof adapters[name], name).toBe('function');
     }
   });
 

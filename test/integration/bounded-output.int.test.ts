@@ -3,7 +3,8 @@
  * cap is stopped and classified `log_limit_exceeded` with its log kept to the cap plus the marker line, and a full
  * output file system mid-pair pauses the batch fail-closed with the slot held and every byte already written kept.
  */
-import { isReceipt, isResultRecord } from '../../src/app/evidence/evidence-records.js';
+import { isReceipt } from '../../src/core/receipt.js';
+import { isResultRecord } from '../../src/core/result.js';
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises';

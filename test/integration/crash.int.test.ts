@@ -44,7 +44,7 @@ const PARTS = new Set((process.env['CRASH_PARTS'] ?? '1w,2w,random').split(','))
 const ONLY_SITES = process.env['CRASH_SITES'] ? new Set(process.env['CRASH_SITES'].split(',')) : null;
 
 /**
- * Every kill point a 5-pair batch passes (src/app/failpoints.ts). The trace must list exactly these: a new write
+ * Every kill point a 5-pair batch passes (src/app/ports/failpoints.ts). The trace must list exactly these: a new write
  * site gets a failpoint and a place here, or this test fails.
  */
 const KILL_SITES = [

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { gatherBatchHostFacts } from '../../src/composition-root.js';
-import { renderDoctorTable, runDoctor, type DoctorOptions, type DoctorReport } from '../../src/app/doctor.js';
+import { renderDoctorTable, runDoctor } from '../../src/app/doctor/run-doctor.js';
+import type { DoctorOptions, DoctorReport } from '../../src/app/doctor/doctor-options.js';
 import { DRIVER_IMAGE, engineHasNvidia, engineIsPodman, noDocker, runtime } from '../support/docker.js';
 
 let work: string;

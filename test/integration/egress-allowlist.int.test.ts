@@ -1,212 +1,47 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { DockerPairNetwork, iptablesRunner } from '../../src/adapters/docker/docker-pair-network.js';
-import { createEgressGate } from '../../src/adapters/egress/egress-gate.js';
-import type { EgressGate } from '../../src/app/ports/egress.js';
-import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
-import { DRIVER_IMAGE, noDocker, pairRunDeps } from '../support/docker.js';
-import { clientHello, egressRecords, HELPERS } from '../support/egress-pair.js';
-import {
-  isAlive,
-  listNetns,
-  namespaceSupportProblem,
-  startSecondEngine,
-  type SecondEngine,
-} from '../support/second-engine.js';
+import { noDocker } from '../support/docker.js';
+import { egressRecords, HELPERS } from '../support/egress-pair.js';
+import { ALLOWED, DNS, OTHER, POLICY, startEgressWorld, type EgressWorld } from '../support/egress-world.js';
+import { isAlive, namespaceSupportProblem } from '../support/second-engine.js';
 
 /**
  * Egress allowlist (issue 42) on a throwaway engine with its own firewall, in its own network namespace: nothing
  * here touches this machine's rules or the shared pairs network. A second namespace plays the internet (HTTP and
- * HTTPS servers, a DNS server answering for the test's names, a log of everything that reached them).
+ * HTTPS servers, a DNS server answering for the test's names, a log of everything that reached them):
+ * test/support/egress-world.ts.
  */
-const exec = promisify(execFile);
 const required = process.env['REQUIRE_DOCKER'] === '1';
 const namespaceProblem = noDocker ? 'no Docker engine' : await namespaceSupportProblem();
 const skip = namespaceProblem !== null && !required;
 if (skip) console.warn(`\n*** egress allowlist on a throwaway engine SKIPPED: ${namespaceProblem} ***\n`);
 
-const tag = randomUUID().slice(0, 6);
-const OUTSIDE_NS = `rg-eg42-${tag}`;
-const VETH_ENGINE = `rgeg42e${tag.slice(0, 4)}`;
-const VETH_OUTSIDE = `rgeg42o${tag.slice(0, 4)}`;
-const ALLOWED = '198.18.1.10';
-const OTHER = '198.18.1.11';
-const DNS = '198.18.1.53';
-const NAMES = `allowed.test=${ALLOWED},api.anthropic.test=${ALLOWED},evil-anthropic.test=${OTHER},other.test=${OTHER}`;
-const SECRET = `sk-egress-${randomUUID()}`;
-const POLICY = { mode: 'allowlist', allow: ['allowed.test', '*.anthropic.test'], methods: ['GET', 'HEAD'] };
+const SECRET = `sk-egress-${Math.random().toString(36).slice(2)}`;
 
 describe.skipIf(skip)(
   'egress allowlist: the proxy, the firewall and egress.jsonl on a throwaway engine',
   () => {
-    let engine: SecondEngine | undefined;
-    let work = '';
-    let rt: DockerContainerRuntime;
-    let gate: EgressGate;
-    let nsenter: string[];
+    let world: EgressWorld;
+    let tag = '';
     let upstreamLog = '';
     let stopFlag = '';
-    const children: ChildProcess[] = [];
-    let outsideCreated = false;
-    const hellos: Record<string, Buffer> = {};
-
-    const inEngineNs = (args: readonly string[]) => exec('nsenter', [...nsenter, ...args]);
-    const inOutsideNs = (args: readonly string[]) =>
-      exec('nsenter', [`--net=/run/netns/${OUTSIDE_NS}`, ...args]);
-    const proxyPids = async (): Promise<number[]> =>
-      [
-        ...(await readFile(join(work, 'egress', 'egress-proxy.log'), 'utf8').catch(() => '')).matchAll(
-          /^ready (\d+)$/gm,
-        ),
-      ].map((m) => Number(m[1]));
+    let work = '';
 
     beforeAll(async () => {
       if (namespaceProblem !== null)
         throw new Error(`REQUIRE_DOCKER=1 but a second engine cannot be started: ${namespaceProblem}`);
-      work = await mkdtemp(join(tmpdir(), 'rg-eg42-'));
-      engine = await startSecondEngine({ nvidiaHook: false, name: 'eg42', firewall: true });
-      nsenter = [`--net=/run/netns/${engine.netns}`];
-      await exec('ip', ['netns', 'add', OUTSIDE_NS]);
-      outsideCreated = true;
-      await inEngineNs([
-        'ip',
-        'link',
-        'add',
-        VETH_ENGINE,
-        'type',
-        'veth',
-        'peer',
-        'name',
-        VETH_OUTSIDE,
-        'netns',
-        OUTSIDE_NS,
-      ]);
-      await inEngineNs(['ip', 'addr', 'add', '198.18.0.1/30', 'dev', VETH_ENGINE]);
-      await inEngineNs(['ip', 'link', 'set', VETH_ENGINE, 'up']);
-      await inEngineNs(['ip', 'route', 'add', '198.18.1.0/24', 'via', '198.18.0.2']);
-      await inOutsideNs(['ip', 'link', 'set', 'lo', 'up']);
-      await inOutsideNs(['ip', 'addr', 'add', '198.18.0.2/30', 'dev', VETH_OUTSIDE]);
-      await inOutsideNs(['ip', 'link', 'set', VETH_OUTSIDE, 'up']);
-      for (const address of [ALLOWED, OTHER, DNS])
-        await inOutsideNs(['ip', 'addr', 'add', `${address}/32`, 'dev', 'lo']);
-      await inOutsideNs(['ip', 'route', 'add', 'default', 'via', '198.18.0.1']);
-      const [cert, key] = [join(work, 'cert.pem'), join(work, 'key.pem')];
-      await exec('openssl', [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=allowed.test',
-        '-addext',
-        'subjectAltName=DNS:allowed.test,DNS:api.anthropic.test',
-      ]);
-      upstreamLog = join(work, 'upstream.log');
-      const script = join(import.meta.dirname, '..', 'support', 'egress-upstream.ts');
-      children.push(
-        spawn(
-          'nsenter',
-          [
-            `--net=/run/netns/${OUTSIDE_NS}`,
-            process.execPath,
-            script,
-            upstreamLog,
-            cert,
-            key,
-            DNS,
-            NAMES,
-            ALLOWED,
-            OTHER,
-          ],
-          { stdio: 'inherit' },
-        ),
-      );
-      for (let i = 0; !(await readFile(upstreamLog, 'utf8').catch(() => '')).includes('ready'); i++) {
-        if (i > 100) throw new Error('the upstream servers did not start');
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      for (const name of ['allowed.test', 'api.anthropic.test', 'other.test'])
-        hellos[name] = await clientHello(name);
-      const iptables = iptablesRunner(['nsenter', ...nsenter]);
-      rt = new DockerContainerRuntime(
-        { socketPath: engine.socketPath },
-        {
-          pairNetwork: new DockerPairNetwork(
-            new DockerContainerRuntime({ socketPath: engine.socketPath }).docker,
-            iptables,
-          ),
-        },
-      );
-      // The proxy runs in the engine's namespace; a flag file of the test keeps it from being started again (the crash test).
-      stopFlag = join(work, 'no-proxy');
-      gate = createEgressGate(rt.docker, {
-        stateDir: join(work, 'egress'),
-        iptables,
-        commandPrefix: ['sh', '-c', 'test -e "$0" && exit 3; exec "$@"', stopFlag, 'nsenter', ...nsenter],
-        dns: [DNS],
-      });
+      world = await startEgressWorld('eg42');
+      ({ tag, upstreamLog, stopFlag, work } = world);
     });
 
     afterAll(async () => {
-      for (const pid of await proxyPids()) if (isAlive(pid)) process.kill(pid, 'SIGTERM');
-      for (const child of children) if (child.pid !== undefined && isAlive(child.pid)) child.kill('SIGTERM');
-      if (engine !== undefined) await engine.stop();
-      if (outsideCreated) await exec('ip', ['netns', 'delete', OUTSIDE_NS]);
-      expect(await listNetns()).not.toContain(OUTSIDE_NS);
-      if (work !== '' && process.env['EG42_KEEP'] !== '1') await rm(work, { recursive: true, force: true });
+      await world?.stop();
     });
 
-    async function pair(
-      jobId: string,
-      script: string,
-      egress: unknown,
-      files: Record<string, Buffer> = {},
-    ): Promise<RunPairOutcome & { dir: string; cwd: string }> {
-      const dir = join(work, jobId);
-      const cwd = join(dir, 'cwd');
-      await mkdir(cwd, { recursive: true });
-      for (const [name, bytes] of Object.entries(files)) await writeFile(join(cwd, name), bytes);
-      const spec = {
-        job_id: jobId,
-        argv: [
-          '/bin/sh',
-          '-c',
-          `${script}\necho '{"job_id":"${jobId}","infrastructure_failure":false,"fatal_failure":false,"arms":{}}' > "$ROBOGUIDE_OUTCOME_PATH"`,
-        ],
-        cwd,
-        outcome_path: join(dir, 'out', 'outcome.json'),
-        environment: { API_TOKEN: '${API_TOKEN}' },
-        timeout_seconds: 120,
-        image: DRIVER_IMAGE,
-        ...(egress !== undefined ? { egress } : {}),
-      };
-      const outcome = await runPair(
-        { ...pairRunDeps(rt), egress: gate },
-        {
-          specText: JSON.stringify(spec),
-          specSource: `${jobId}.json`,
-          output: join(dir, 'evidence'),
-          bindAddress: '0.0.0.0',
-          environment: { API_TOKEN: SECRET },
-          codeVersion: 'test',
-          cwd: work,
-        },
-      );
-      return { ...outcome, dir, cwd };
-    }
+    const pair = (jobId: string, script: string, egress: unknown, files: Record<string, Buffer> = {}) =>
+      world.pair(jobId, script, egress, { files, secret: SECRET });
+    const proxyPids = () => world.proxyPids();
 
     const out = (cwd: string, name: string) =>
       readFile(join(cwd, `out-${name}`)).catch(() => Buffer.alloc(0));
@@ -231,6 +66,7 @@ describe.skipIf(skip)(
         'true',
       ].join('\n');
       const jobId = `eg42-attacks-${tag}`;
+      const { hellos } = world;
       const { result, dir, cwd } = await pair(jobId, script, POLICY, {
         'hello-allowed.bin': hellos['allowed.test'] ?? Buffer.alloc(0),
         'hello-api.bin': hellos['api.anthropic.test'] ?? Buffer.alloc(0),

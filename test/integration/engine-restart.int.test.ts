@@ -126,7 +126,7 @@ async function readJson<T>(path: string): Promise<T> {
 
 const resultPath = (fx: Fixture, job: string): string => join(fx.output, 'jobs', job, 'result.json');
 
-/** Run the supervisor paused at the n-th passage of a pause point (see src/app/failpoints.ts). */
+/** Run the supervisor paused at the n-th passage of a pause point (see src/app/ports/failpoints.ts). */
 function pausedAt(fx: Fixture, point: string): Record<string, string> {
   return { ROBOGUIDE_PAUSEPOINT: point, ROBOGUIDE_PAUSEPOINT_DIR: fx.pauseDir };
 }

@@ -8,8 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { gatherBatchHostFacts } from '../../src/composition-root.js';
-import { PROBE_LABELS, runDoctor } from '../../src/app/doctor.js';
-import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
+import { runDoctor } from '../../src/app/doctor/run-doctor.js';
+import { PROBE_LABELS } from '../../src/app/doctor/engine-checks.js';
+import { runPair } from '../../src/app/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
 import {
   DRIVER_IMAGE,
   engineHasNvidia,

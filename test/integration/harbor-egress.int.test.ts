@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EgressRecord } from '../../src/core/egress/record.js';
 import { startServe, type RunningServe } from '../../src/serve-root.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
-import { ALLOWED, OTHER, startEgressWorld, type EgressWorld } from '../support/egress-world.js';
+import { ALLOWED, OTHER, startEgressWorld, type EgressWorld } from '../support/egress-session-world.js';
 import { HELPERS } from '../support/egress-pair.js';
 import { fakeLogger } from '../support/fakes.js';
 import { namespaceSupportProblem } from '../support/second-engine.js';
@@ -19,7 +19,7 @@ import { namespaceSupportProblem } from '../support/second-engine.js';
  * `agent.run` (`Trial._phase_network_policy`). Its agent runs the probes below in the set-up phase and in the agent
  * phase; the verifier runs back at the baseline. What reached the "internet" is read from the upstream's own log, what
  * was refused from the session's egress.jsonl. A throwaway engine with its own firewall and upstream hosts
- * (test/support/egress-world.ts); the frameworks' environment is the runner's (fwvenv.py, cached).
+ * (test/support/egress-session-world.ts); the frameworks' environment is the runner's (fwvenv.py, cached).
  */
 const exec = promisify(execFile);
 const PYTHON = process.env['FRAMEWORKS_PYTHON'] ?? 'python3';

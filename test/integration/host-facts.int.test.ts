@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SystemInformationHostFacts } from '../../src/adapters/host-facts/systeminformation-host-facts.js';
 import { StaticFactsCache } from '../../src/adapters/host-facts/static-facts-cache.js';
 import { gatherHostFacts } from '../../src/app/host-facts.js';
-import type { DoctorCheck } from '../../src/app/doctor.js';
+import type { DoctorCheck } from '../../src/app/doctor/check.js';
 import type { FileSystemFact, HostFact } from '../../src/core/host-facts.js';
 import { noDocker } from '../support/docker.js';
 

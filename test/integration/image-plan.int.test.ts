@@ -312,16 +312,41 @@ describe.skipIf(skip)('image plan on a real registry (issue 43)', () => {
   }, 600_000);
 });
 
-/** Every form a leak could take: raw, base64 at 3 alignments (std and url-safe), URL- and JSON-escaped, hex, UTF-16. */
+/**
+ * Every form a leak could take, as the redaction rules list them (src/core/redaction/secret-forms.ts): raw; percent
+ * (every byte escaped, upper and lower hex); JSON (quoted escapes, every character as \uXXXX); hex (both cases);
+ * base64 at 3 alignments (std and url-safe, and MIME-wrapped at 64/76 columns); UTF-16 LE and BE. Then 12-character
+ * windows of each (a leak of part of the value counts).
+ */
 function leakForms(secret: string): string[] {
-  const forms = [secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)];
+  const bytes = Buffer.from(secret);
+  const pct = (upper: boolean): string =>
+    [...bytes]
+      .map((b) => `%${b.toString(16).padStart(2, '0')[upper ? 'toUpperCase' : 'toLowerCase']()}`)
+      .join('');
+  const forms = [
+    secret,
+    encodeURIComponent(secret),
+    pct(true),
+    pct(false),
+    JSON.stringify(secret).slice(1, -1),
+    [...secret].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join(''),
+    bytes.toString('hex'),
+    bytes.toString('hex').toUpperCase(),
+    Buffer.from(secret, 'utf16le').toString('latin1'),
+    Buffer.from(secret, 'utf16le').swap16().toString('latin1'),
+  ];
   for (let k = 0; k < 3; k += 1) {
     const b64 = Buffer.from('x'.repeat(k) + secret).toString('base64');
     const inner = b64.slice(Math.ceil((8 * k) / 6), Math.floor((8 * (k + secret.length)) / 6));
     forms.push(inner, inner.replaceAll('+', '-').replaceAll('/', '_'));
   }
-  forms.push(Buffer.from(secret).toString('hex'), Buffer.from(secret, 'utf16le').toString('latin1'));
-  return forms;
+  const windows = new Set<string>();
+  for (const f of forms) {
+    if (f.length <= 12) windows.add(f);
+    else for (let i = 0; i + 12 <= f.length; i += 1) windows.add(f.slice(i, i + 12));
+  }
+  return [...windows];
 }
 
 describe.skipIf(skip)('registry credentials (issue 43)', () => {
@@ -396,6 +421,17 @@ describe.skipIf(skip)('registry credentials (issue 43)', () => {
     const journal = await journalOf(output);
     expect(journal.filter((e) => e.type === 'image' && e.action === 'pulled')).toHaveLength(2);
 
+    // The new outputs (report with the image plan, status, doctor on the manifest): on disk and on stdout, scanned too.
+    const report = await cli(['e1-batch', 'report', '--output', output, '--json'], { env });
+    expect(report.code, report.stderr).toBe(0);
+    const plan = (JSON.parse(report.stdout) as { image_plan: { images: { image: string; pulls: number }[] } })
+      .image_plan;
+    expect(plan.images.map((i) => [i.image, i.pulls])).toEqual(refs.map((r) => [r, 1]));
+    expect(await readFile(join(output, 'report.html'), 'utf8')).toContain('id="image-plan"');
+    const status = await cli(['e1-batch', 'status', '--output', output, '--json'], { env });
+    const doctor = await cli(['doctor', '--manifest', manifest, '--output', root, '--json'], { env });
+    expect(status.code, status.stderr).toBe(0);
+
     const secrets = [password, Buffer.from(`${user}:${password}`).toString('base64')];
     const files = await listFilesRecursively(root);
     const hits: string[] = [];
@@ -406,8 +442,10 @@ describe.skipIf(skip)('registry credentials (issue 43)', () => {
     }
     expect(files.length).toBeGreaterThan(10);
     expect(hits).toEqual([]);
-    for (const out of [run.stdout, run.stderr, refused.stdout, refused.stderr])
-      for (const form of leakForms(password)) expect(out).not.toContain(form);
+    expect(files).toContain(join(output, 'report.html'));
+    const outputs = [run, refused, report, status, doctor].flatMap((o) => [o.stdout, o.stderr]);
+    for (const out of outputs)
+      for (const secret of secrets) for (const form of leakForms(secret)) expect(out).not.toContain(form);
   }, 600_000);
 
   it('serve: POST /v1/images/pull streams progress then the image, credentials only as allowed ${NAME}s, on no disk or log', async () => {

@@ -9,8 +9,9 @@ import { DockerContainerRuntime } from '../../src/adapters/docker/docker-contain
 import { DockerPairNetwork, iptablesRunner } from '../../src/adapters/docker/docker-pair-network.js';
 import { DockerSessionEngine } from '../../src/adapters/docker/docker-session-engine.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
-import { runDoctor } from '../../src/app/doctor.js';
-import { runPair, type RunPairOutcome } from '../../src/app/run-pair.js';
+import { runDoctor } from '../../src/app/doctor/run-doctor.js';
+import { runPair } from '../../src/app/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
 import { PAIRS_BRIDGE, PAIRS_CHAIN, PAIRS_NETWORK } from '../../src/core/pair-network.js';
 import { gatherBatchHostFacts } from '../../src/composition-root.js';
 import { BIN_RUN_JS } from '../../src/package-root.js';

@@ -141,7 +141,7 @@ describe.skipIf(noDocker)('pair run against the real engine', () => {
     });
     try {
       await expect(run(job, ['outcome=completed'])).rejects.toMatchObject({
-        code: 'E_REGISTRY',
+        code: 'E_CAPACITY',
         message: expect.stringContaining('capacity limit'),
       });
       await expect(stat(join(work, job, 'evidence'))).rejects.toMatchObject({ code: 'ENOENT' });

@@ -10,7 +10,8 @@ import { gatherBatchHostFacts } from '../../src/composition-root.js';
 import { DockerSessionEngine } from '../../src/adapters/docker/docker-session-engine.js';
 import { deviceRequestsFor } from '../../src/core/gpu/device-requests.js';
 import { containerLimitsOf } from '../../src/core/pair-limits.js';
-import { PROBE_LABELS, runDoctor } from '../../src/app/doctor.js';
+import { runDoctor } from '../../src/app/doctor/run-doctor.js';
+import { PROBE_LABELS } from '../../src/app/doctor/engine-checks.js';
 import { runPair } from '../../src/app/run-pair.js';
 import {
   DRIVER_IMAGE,

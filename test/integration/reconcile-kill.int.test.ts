@@ -14,7 +14,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { reconcilePair, sha256Hex } from '../../src/app/reconcile-pair.js';
+import { reconcilePair } from '../../src/app/reconcile-pair.js';
+import { sha256Hex } from '../../src/app/digest.js';
 import { canonicalJson } from '../../src/core/terminal-proof.js';
 import {
   buildFinishedPair,

@@ -16,7 +16,7 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { BIN_RUN_JS } from '../../src/package-root.js';
 import { KIND_COLOURS } from '../../src/core/report/html.js';
-import type { ReportModel } from '../../src/core/report/model.js';
+import type { ReportModel } from '../../src/core/report/types.js';
 import { browserSkipReason, openPage } from '../support/browser.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';

@@ -100,6 +100,32 @@ describe.skipIf(noDocker)('serve: hostile requests (issue 39), real engine', () 
     expect(health.body.event_loop.max_delay_ms).toBeLessThan(1_000);
   });
 
+  it('another client is answered while the largest body the server takes is still being handled (not after it)', async () => {
+    // 4 MiB of JSON (the limit): read, scanned, decoded, parsed, validated, sent to the engine as stdin; the command
+    // then sleeps, so the answer comes after the other client's whatever the machine's load.
+    const body = JSON.stringify({
+      argv: ['sh', '-c', 'cat >/dev/null; sleep 2'],
+      stdin: 'z'.repeat(4 * 1024 * 1024 - 200),
+    });
+    const order: string[] = [];
+    const worst = post(s, `/v1/sessions/${session}/exec`, body).then((a) => {
+      order.push('worst');
+      return a;
+    });
+    // Asked while the big body is in flight: answered from the server's memory, it must not wait for the big one.
+    const others = await Promise.all(
+      [0, 1, 2].map(async (k) => {
+        await new Promise((r) => setTimeout(r, 50 * k));
+        const res = await s.client.call('GET', '/v1/sessions');
+        order.push('other');
+        return res.status;
+      }),
+    );
+    expect(others).toEqual([200, 200, 200]);
+    expect((await worst).status).toBe(200);
+    expect(order).toEqual(['other', 'other', 'other', 'worst']);
+  });
+
   it('a body over the limit gets 413 with Connection: close although the client sends it whole first (no reset)', async () => {
     const answer = await post(s, '/v1/sessions', Buffer.alloc(20 * 1024 * 1024, 0x31));
     expect(answer).toMatchObject({ status: 413, socketError: null });

@@ -73,8 +73,33 @@ describe.skipIf(noDocker)('serve: session life (issue 39), real engine', () => {
     await until(async () => ((await heldSlots(s)) === 0 ? true : undefined), 'both slots released');
     expect(await rt.inspect(killed.container_id)).toBeNull();
     const cleanup = await s.client.call<{ reason: string }>('DELETE', `/v1/sessions/${removed.session_id}`);
-    // rm -f of a running container: the engine says `die` (killed) before `destroy`: either reason is the truth.
-    expect(['exited', 'gone']).toContain(cleanup.body.reason);
+    // rm -f of a running container: the engine says `die` (killed) before `destroy`, but the container was removed.
+    expect(cleanup.body.reason).toBe('gone');
+  });
+
+  it('docker rm -f with an exec running: the exec answers interrupted session_ended, the session reads gone', async () => {
+    const s = await server();
+    const { session_id, container_id } = await create(s);
+    const exec = s.client.call<{ return_code: number | null; interrupted: string | null }>(
+      'POST',
+      `/v1/sessions/${session_id}/exec`,
+      { body: { argv: ['sleep', '300'] } },
+    );
+    await until(async () => ((await runningExecs(container_id)) > 0 ? true : undefined), 'the exec runs');
+    await rt.docker.getContainer(container_id).remove({ force: true });
+    const answer = await exec;
+    expect(answer.status).toBe(200);
+    expect(answer.body.interrupted).toBe('session_ended');
+    const ended = await s.client.call<{
+      error: { code: string; message: string; issues: { rule: string }[] };
+    }>('GET', `/v1/sessions/${session_id}`);
+    expect([ended.status, ended.body.error.code, ended.body.error.issues[0]?.rule]).toEqual([
+      410,
+      'E_SESSION_ENDED',
+      'gone',
+    ]);
+    expect(ended.body.error.message).toContain('removed');
+    await until(async () => ((await heldSlots(s)) === 0 ? true : undefined), 'the slot released');
   });
 
   it('SIGTERM with an exec running: the exec answers interrupted server_stopping', async () => {

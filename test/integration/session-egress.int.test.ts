@@ -6,7 +6,7 @@ import type { EgressRecord } from '../../src/core/egress/record.js';
 import { startServe, type RunningServe } from '../../src/serve-root.js';
 import { ApiClient } from '../../src/testing/api-client.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
-import { ALLOWED, OTHER, startEgressWorld, type EgressWorld } from '../support/egress-world.js';
+import { ALLOWED, OTHER, startEgressWorld, type EgressWorld } from '../support/egress-session-world.js';
 import { clientHello, HELPERS } from '../support/egress-pair.js';
 import { fakeLogger } from '../support/fakes.js';
 import { namespaceSupportProblem } from '../support/second-engine.js';

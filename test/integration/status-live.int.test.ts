@@ -7,7 +7,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { readStatus } from '../../src/app/batch/read-status.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
-import type { BatchStatus } from '../../src/app/batch/status.js';
+import type { BatchStatus } from '../../src/app/batch/status-shapes.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
 import { systemClock } from '../../src/app/ports/clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';

@@ -6,10 +6,10 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
-import type { RunPairDeps } from '../../src/app/run-pair.js';
+import type { RunPairDeps } from '../../src/app/run-pair-types.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
+import { PAIR_DRIVER_IMAGE } from '../../src/core/synthetic-images.js';
 
 export const dockerAvailable = inject('dockerAvailable');
 /** Use as `describe.skipIf(noDocker)(…)`: the skip shows in the report with the file's name. */

@@ -46,7 +46,10 @@ dns.on('message', (msg, rinfo) => {
   const name = labels.join('.').toLowerCase();
   const type = msg.readUInt16BE(at + 1);
   note(`dns ${name} from ${rinfo.address}`);
-  const address = type === 1 ? table.get(name) : undefined;
+  // A: the names' IPv4 addresses; AAAA (28): those given as eight hex groups (issue 42's IPv6 answers).
+  const known = table.get(name);
+  const v6 = known !== undefined && known.includes(':');
+  const address = (type === 1 && !v6) || (type === 28 && v6) ? known : undefined;
   const question = msg.subarray(12, at + 5);
   const header = Buffer.from(msg.subarray(0, 12));
   header.writeUInt16BE(address !== undefined ? 0x8180 : 0x8183, 2);
@@ -55,13 +58,14 @@ dns.on('message', (msg, rinfo) => {
   header.writeUInt32BE(0, 8);
   const parts = [header, question];
   if (address !== undefined) {
-    const rr = Buffer.alloc(16);
+    const rr = Buffer.alloc(v6 ? 28 : 16);
     rr.writeUInt16BE(0xc00c, 0);
-    rr.writeUInt16BE(1, 2);
+    rr.writeUInt16BE(v6 ? 28 : 1, 2);
     rr.writeUInt16BE(1, 4);
     rr.writeUInt32BE(5, 6);
-    rr.writeUInt16BE(4, 10);
-    address.split('.').forEach((octet, i) => rr.writeUInt8(Number(octet), 12 + i));
+    rr.writeUInt16BE(v6 ? 16 : 4, 10);
+    if (v6) address.split(':').forEach((group, i) => rr.writeUInt16BE(parseInt(group, 16), 12 + 2 * i));
+    else address.split('.').forEach((octet, i) => rr.writeUInt8(Number(octet), 12 + i));
     parts.push(rr);
   }
   dns.send(Buffer.concat(parts), rinfo.port, rinfo.address);

@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
+import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
 import type {
   ContainerHandle,
   ContainerOutput,
@@ -18,7 +18,8 @@ import type {
   EngineInfo,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
-import type { HostIdentity, ProcessIdentity } from '../../src/app/ports/host-identity.js';
+import type { HostIdentity } from '../../src/app/ports/host-identity.js';
+import type { ProcessIdentity } from '../../src/core/process-identity.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 
 export const HOST_BOOT = 'boot-fake-1';

@@ -10,8 +10,8 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
-import type { RunPairDeps } from '../../src/app/run-pair.js';
+import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
+import type { RunPairDeps } from '../../src/app/run-pair-types.js';
 import type { Clock } from '../../src/app/ports/clock.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import type { HostIdentity } from '../../src/app/ports/host-identity.js';
@@ -49,6 +49,7 @@ type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never
 /** ContainerRuntime's optional capabilities, all of them (the compiler checks the list against the port). */
 const RUNTIME_CAPABILITIES = Object.keys({
   imageId: true,
+  imageNodes: true,
   filesystemChanges: true,
   linkFreePath: true,
   gpuGrantOf: true,

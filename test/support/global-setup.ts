@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { buildSyntheticImages, PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
+import { buildSyntheticImages } from '../../src/adapters/docker/image-builder.js';
+import { PAIR_DRIVER_IMAGE } from '../../src/core/synthetic-images.js';
 import { probeGpuView } from '../../src/app/gpu-probe.js';
 
 declare module 'vitest' {

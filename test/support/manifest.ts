@@ -1,4 +1,6 @@
-import { MANIFEST_SCHEMA_ID, parseManifest, type Manifest } from '../../src/core/manifest/index.js';
+import { MANIFEST_SCHEMA_ID } from '../../src/core/manifest/constants.js';
+import { parseManifest } from '../../src/core/manifest/parse.js';
+import type { Manifest } from '../../src/core/manifest/schema.js';
 
 /**
  * A whole, valid Manifest through the real parser (its defaults included) from the fields a test cares about; each

@@ -315,6 +315,16 @@ export function registryContract(backend: RegistryBackend): void {
     });
 
     describe('writable mount sources', () => {
+      it('lists the folders a reservation records, its evidence folder marked by a trailing slash', async () => {
+        const registry = await openRegistry();
+        const id = await admitted(registry, 'c1', {
+          writableMounts: ['/w/b', '/w/a/'],
+          evidenceFolder: '/e/jobs/j1',
+        });
+        expect(await registry.reservationSources(id)).toEqual(['/e/jobs/j1/', '/w/a', '/w/b']);
+        expect(await registry.reservationSources('no-such-reservation')).toEqual([]);
+      });
+
       it('refuses a writable source inside, or holding, another held one across batches; equal ones and other nodes pass; freed with the slot', async () => {
         const registry = await openRegistry();
         await registry.setLimits({ maxReservations: 10, gpuMib: null });

@@ -1,5 +1,6 @@
 import { PassThrough, type Readable } from 'node:stream';
-import { EngineError, type EngineFault } from '../../src/app/ports/engine-error.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
+import type { EngineFault } from '../../src/core/engine-fault.js';
 import type {
   ContainerHandle,
   ContainerOutput,

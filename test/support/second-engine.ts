@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import Docker from 'dockerode';
-import { PAIR_DRIVER_IMAGE } from '../../src/adapters/docker/image-builder.js';
+import { PAIR_DRIVER_IMAGE } from '../../src/core/synthetic-images.js';
 
 /**
  * A second, throwaway Docker engine in its own network namespace (measured here: started in the

@@ -3,7 +3,7 @@
  * refusals, a claim that already stands, a receipt that cannot be written, a full run whose journal and receipt
  * carry the host identity.
  */
-import { isReceipt } from '../../src/app/evidence/evidence-records.js';
+import { isReceipt } from '../../src/core/receipt.js';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,17 +11,15 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { dispatchPair, type BatchPairContext, type BatchPairDeps } from '../../src/app/batch/batch-pair.js';
-import {
-  BATCH_SCHEMA,
-  SUPERVISOR_FILE,
-  type BatchRecord,
-  type SupervisorRecord,
-} from '../../src/app/batch/layout.js';
+import { BATCH_SCHEMA, type BatchRecord } from '../../src/app/batch/layout.js';
+import { SUPERVISOR_FILE } from '../../src/core/evidence-names.js';
+import type { SupervisorRecord } from '../../src/core/supervisor-record.js';
 import { runningSupervisor } from '../../src/app/batch/supervisor-liveness.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair.js';
+import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
-import { parseManifest, type Manifest } from '../../src/core/manifest/index.js';
+import { parseManifest } from '../../src/core/manifest/parse.js';
+import type { Manifest } from '../../src/core/manifest/schema.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../support/fake-pair-world.js';
 import { FaultyFileSystem } from '../support/faulty-file-system.js';
 

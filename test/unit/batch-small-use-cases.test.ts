@@ -14,7 +14,7 @@ import { writeContinuation } from '../../src/app/batch/continuation.js';
 import { batchSpaceWarning } from '../../src/app/batch/output-space.js';
 import { checkSources } from '../../src/app/batch/source-check.js';
 import { requestStop, stopBatch } from '../../src/app/batch/stop-batch.js';
-import { STOP_FILE } from '../../src/app/batch/layout.js';
+import { STOP_FILE } from '../../src/core/evidence-names.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { RoboguideError } from '../../src/core/errors.js';

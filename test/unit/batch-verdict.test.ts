@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { BatchState, Counts } from '../../src/core/batch-state.js';
+import type { Counts } from '../../src/core/batch-state.js';
+import type { BatchState } from '../../src/core/batch-state-name.js';
 import { batchFailed, failedPairs } from '../../src/core/batch-verdict.js';
 
 const NONE: Counts = {

@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, parseBody } from '../../src/app/serve/api-error.js';
 import { callerEnvironment, relearnedSecrets, SECRET_MARKER } from '../../src/app/serve/caller-secrets.js';
 import { sessionCapabilities } from '../../src/app/serve/session-create.js';
-import { ExecSchema, extraHostProblem, SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { ExecSchema } from '../../src/app/serve/exec-schemas.js';
+import { extraHostProblem } from '../../src/app/serve/request-fields.js';
+import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
 
 const FIELDS = { env: 'environment', secretEnv: 'secret_env' };
 const KEY = 'sk-ant-literal-0123456789';

@@ -3,8 +3,9 @@ import { cpuOnlyBudget, cpuOnlyNote, declaresNoGpus, fitsBeside } from '../../sr
 import { decideDispatch, workersAllowed } from '../../src/core/dispatch-policy.js';
 import type { CapacityConfig, DispatchState } from '../../src/core/dispatch-policy.js';
 import { gpuCheck } from '../../src/app/doctor/facts-checks.js';
-import { capacityConfigOf } from '../../src/app/batch/status.js';
-import { MANIFEST_SCHEMA_ID, parseManifest } from '../../src/core/manifest/index.js';
+import { capacityConfigOf } from '../../src/app/batch/capacity-config.js';
+import { MANIFEST_SCHEMA_ID } from '../../src/core/manifest/constants.js';
+import { parseManifest } from '../../src/core/manifest/parse.js';
 
 const GIB = 1024 ** 3;
 const JOBS = ['a', 'b', 'c'] as const;

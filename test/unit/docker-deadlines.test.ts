@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { removeAndVerify } from '../../src/app/pair-lifecycle.js';
+import { removeAndVerify } from '../../src/app/remove-and-verify.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 
 /** An "engine" that accepts connections and never answers: a hung dockerd. */

@@ -1,13 +1,13 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { runDoctor } from '../../src/app/doctor/run-doctor.js';
+import { type DoctorCheck } from '../../src/app/doctor/check.js';
 import {
-  runDoctor,
-  type DoctorCheck,
   type DoctorDeps,
-  type DoctorOptions,
   type RegistryProbe,
   type RegistryTarget,
-} from '../../src/app/doctor.js';
+} from '../../src/app/ports/doctor-probes.js';
+import type { DoctorOptions } from '../../src/app/doctor/doctor-options.js';
 import { EngineError } from '../../src/app/ports/engine-error.js';
 import type { ContainerState, EngineInfo, WaitResult } from '../../src/app/ports/container-runtime.js';
 import type { HostFactsSource } from '../../src/app/ports/host-facts.js';

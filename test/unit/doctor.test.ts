@@ -1,19 +1,16 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
+import { doctorExitCode, renderDoctorTable, runDoctor } from '../../src/app/doctor/run-doctor.js';
+import { DATA_ROOT_WARN_BYTES } from '../../src/app/doctor/facts-checks.js';
+import { DISK_FAIL_BYTES, DISK_WARN_BYTES } from '../../src/app/doctor/host-checks.js';
+import { type DoctorCheck } from '../../src/app/doctor/check.js';
 import {
-  DATA_ROOT_WARN_BYTES,
-  DISK_FAIL_BYTES,
-  DISK_WARN_BYTES,
-  doctorExitCode,
-  renderDoctorTable,
-  runDoctor,
-  type DoctorCheck,
   type DoctorDeps,
-  type DoctorOptions,
   type RegistryProbe,
   type RegistryTarget,
-} from '../../src/app/doctor.js';
+} from '../../src/app/ports/doctor-probes.js';
+import type { DoctorOptions } from '../../src/app/doctor/doctor-options.js';
 import type { ContainerSpec, EngineInfo, WaitResult } from '../../src/app/ports/container-runtime.js';
 import type { GpuObservation } from '../../src/core/gpu/nvidia-smi-parse.js';
 import { gatherHostFacts } from '../../src/app/host-facts.js';
@@ -161,6 +158,7 @@ const OPTIONS: DoctorOptions = {
   registryPath: null,
   defaultRegistryPath: '/state/roboguide-eval/registry.db',
   outputDir: '/data/out',
+  imageDiskBytes: 10 * 1024 ** 3,
 };
 
 const byName = (checks: readonly DoctorCheck[], name: string): DoctorCheck | undefined =>
@@ -224,6 +222,7 @@ describe('doctor verdict', () => {
       ['registry', 'ok'],
       ['disk', 'ok'],
       ['engine data root', 'ok'],
+      ['image budget', 'ok'],
       ['pair limits', 'ok'],
       ['boot id', 'ok'],
       ['mount roots', 'ok'],

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
 import { engineUnixSocket, probeImageId } from '../../src/adapters/docker/engine-probe.js';
 
 /** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */

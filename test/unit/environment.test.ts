@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { environmentProblems } from '../../src/core/manifest/environment.js';
 import {
+  environmentProblems,
   environmentReferences,
-  isCredentialLikePath,
-  isSecretLookingName,
   resolveEnvironment,
-} from '../../src/core/manifest/index.js';
+} from '../../src/core/manifest/environment.js';
+import { isCredentialLikePath, isSecretLookingName } from '../../src/core/manifest/secrets.js';
 
 describe('environmentReferences', () => {
   it('lists whole-value references once, in first-use order, ignoring literals', () => {

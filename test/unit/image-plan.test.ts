@@ -51,6 +51,20 @@ describe('making room within the budget', () => {
   it('nothing goes while the next pull fits', () => {
     expect(chooseEvictions([held('a', 50)], 50, 40, 100, { forHead: false, pruneOwn: false })).toEqual([]);
   });
+  it('an image larger than the whole budget: for the head, every removable image goes (it is pulled alone)', () => {
+    const images = [held('a', 10, { lastUsedMs: 2 }), held('b', 20, { nextUse: 3 })];
+    expect(
+      chooseEvictions(images, 30, 150, 100, { forHead: true, pruneOwn: false })?.map((h) => h.ref),
+    ).toEqual(['a', 'b']);
+    expect(chooseEvictions(images, 30, 150, 100, { forHead: false, pruneOwn: false })).toBeNull();
+    // one still running: it cannot go, so the head waits for that pair
+    expect(
+      chooseEvictions([held('a', 10), held('r', 5, { inUse: true })], 15, 150, 100, {
+        forHead: true,
+        pruneOwn: false,
+      }),
+    ).toBeNull();
+  });
   it('removes images no pending pair needs, least recently used first', () => {
     const images = [
       held('a', 30, { lastUsedMs: 5 }),

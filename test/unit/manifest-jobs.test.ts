@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Issue } from '../../src/core/errors.js';
-import { MANIFEST_SCHEMA_ID, parseManifest } from '../../src/core/manifest/index.js';
+import { MANIFEST_SCHEMA_ID } from '../../src/core/manifest/constants.js';
+import { parseManifest } from '../../src/core/manifest/parse.js';
 
 function job(id: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { job_id: id, argv: ['/opt/driver/run'], cwd: '/work', outcome_path: `/out/${id}.json`, ...extra };

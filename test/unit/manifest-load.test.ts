@@ -7,7 +7,8 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { loadManifest } from '../../src/app/load-manifest.js';
 import E1BatchSchema from '../../src/commands/e1-batch/schema.js';
 import { ExitCode, InvalidInputError, RoboguideError } from '../../src/core/errors.js';
-import { manifestJsonSchema, MANIFEST_SCHEMA_ID } from '../../src/core/manifest/index.js';
+import { manifestJsonSchema } from '../../src/core/manifest/json-schema.js';
+import { MANIFEST_SCHEMA_ID } from '../../src/core/manifest/constants.js';
 
 const VALID = `{
   "schema": "${MANIFEST_SCHEMA_ID}",

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
+import { parseManifest, parsePairSpec } from '../../src/core/manifest/parse.js';
 import { closestKey, editDistance } from '../../src/core/manifest/typo-hints.js';
 
 const job = (extra: Record<string, unknown> = {}) => ({

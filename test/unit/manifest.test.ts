@@ -4,10 +4,9 @@ import {
   DEFAULT_SESSIONS_DIR,
   DEFAULT_STOP_BUDGET_SECONDS,
   DEFAULT_TIMEOUT_SECONDS,
-  jobImage,
   MANIFEST_SCHEMA_ID,
-  parseManifest,
-} from '../../src/core/manifest/index.js';
+} from '../../src/core/manifest/constants.js';
+import { jobImage, parseManifest } from '../../src/core/manifest/parse.js';
 
 const HEX = 'ab'.repeat(32);
 

@@ -7,7 +7,8 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import { executePair, type ExecutePairDeps, type ExecutePairInput } from '../../src/app/execute-pair.js';
+import { executePair } from '../../src/app/execute-pair.js';
+import type { ExecutePairDeps, ExecutePairInput } from '../../src/app/execute-pair-types.js';
 import { checkFolder, MountRefusedError } from '../../src/app/mount-walk.js';
 import type {
   ContainerHandle,

@@ -3,12 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import {
-  declareNodeDown,
-  nodesDown,
-  NODES_DOWN_FILE,
-  type NodeDownDeps,
-} from '../../src/app/batch/node-down.js';
+import { declareNodeDown, nodesDown, type NodeDownDeps } from '../../src/app/batch/node-down.js';
+import { NODES_DOWN_FILE } from '../../src/core/evidence-names.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';

@@ -2,8 +2,9 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compareDeclaredTotal, observeGpus } from '../../src/adapters/nvidia-smi.js';
+import { observeGpus } from '../../src/adapters/nvidia-smi.js';
 import {
+  compareDeclaredTotal,
   NVIDIA_SMI_QUERY_ARGS,
   parseNvidiaSmi,
   type GpuObservation,

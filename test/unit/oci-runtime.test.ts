@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runtimeIssues } from '../../src/app/batch/runtime-issues.js';
-import { jobRuntime, parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
+import { jobRuntime, parseManifest, parsePairSpec } from '../../src/core/manifest/parse.js';
 import {
   gvisorSessionsDirProblem,
   hasNvproxy,

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { humanLogLine, stderrLogFormat } from '../../src/adapters/stderr-log-format.js';
-import { parseManifest } from '../../src/core/manifest/index.js';
+import { parseManifest } from '../../src/core/manifest/parse.js';
 import { groupedByJob } from '../../src/core/manifest/environment.js';
 import { batchNextSteps, explainResult, lastLines, shellWord } from '../../src/core/next-steps.js';
 import { renderReportHtml } from '../../src/core/report/html.js';

@@ -2,7 +2,8 @@ import { mkdtemp, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MAX_OUTCOME_BYTES, readOutcomeFile, readOutcomeSha256 } from '../../src/adapters/outcome-reader.js';
+import { readOutcomeFile, readOutcomeSha256 } from '../../src/adapters/outcome-reader.js';
+import { MAX_OUTCOME_BYTES } from '../../src/core/outcome.js';
 
 let dir: string;
 beforeEach(async () => {

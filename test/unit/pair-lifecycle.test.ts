@@ -1,14 +1,11 @@
 import { PassThrough, Writable, type Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import {
-  runPairLifecycle,
-  type LogTarget,
-  type PairLaunch,
-  type PairLifecycleDeps,
-} from '../../src/app/pair-lifecycle.js';
+import { runPairLifecycle } from '../../src/app/pair-lifecycle.js';
+import type { LogTarget } from '../../src/app/pair-log-types.js';
+import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair-lifecycle-types.js';
 import type { ContainerOutput, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
-import { EngineError } from '../../src/adapters/docker/engine-error.js';
+import { EngineError } from '../../src/app/ports/engine-error.js';
 import { ImageSessionsMemo, type FilesystemChanges } from '../../src/core/sessions-skip.js';
 import { fakeTime } from '../support/fake-time.js';
 import { containerSpec, UnscriptedRuntime } from '../support/fakes.js';

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { pairLimitsCheck } from '../../src/app/doctor/host-checks.js';
 import { sessionLimits } from '../../src/app/serve/session-create.js';
 import type { HostFactsRecord } from '../../src/core/host-facts.js';
-import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
-import { parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
+import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
+import { parseManifest, parsePairSpec } from '../../src/core/manifest/parse.js';
 import {
   containerLimitsOf,
   DEFAULT_PIDS_LIMIT,

@@ -5,7 +5,8 @@
  */
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { runPairLifecycle, type PairLaunch, type PairLifecycleDeps } from '../../src/app/pair-lifecycle.js';
+import { runPairLifecycle } from '../../src/app/pair-lifecycle.js';
+import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair-lifecycle-types.js';
 import { PairLogs } from '../../src/app/pair-logs.js';
 import type { DrainBounds, LogStreamName, OpenedLog } from '../../src/app/pair-log-types.js';
 import type {

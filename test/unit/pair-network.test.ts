@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DockerPairNetwork } from '../../src/adapters/docker/docker-pair-network.js';
 import { pairNetworkCheck } from '../../src/app/doctor/network-check.js';
 import type { PairNetworkGuard } from '../../src/app/ports/pair-network.js';
-import { parseManifest, parsePairSpec } from '../../src/core/manifest/index.js';
+import { parseManifest, parsePairSpec } from '../../src/core/manifest/parse.js';
 import {
   chainListingMatches,
   expectedChainListing,

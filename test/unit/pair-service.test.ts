@@ -132,6 +132,16 @@ describe('PairService (`/v1/pairs`)', () => {
     expect(runtime.created).toEqual([]);
   });
 
+  it('a full host refuses with 409 E_CAPACITY (as docs/serve.md says), naming the limit, running nothing', async () => {
+    await registry.setLimits({ maxReservations: 1, gpuMib: null });
+    const other = await registry.admit({ batchId: 'other', jobId: 'x', claimId: 'c-other', gpuMib: 0 });
+    expect(other.kind).toBe('admitted');
+    const err = await apiError(service.start(spec()));
+    expect([err.status, err.code]).toEqual([409, 'E_CAPACITY']);
+    expect(err.message).toContain('capacity limit (1 of 1 held)');
+    expect(runtime.created).toEqual([]);
+  });
+
   it('stop: the controlled stop, then the usual collection and verified removal', async () => {
     runtime.exitAt = 'stop';
     const { pair_id } = await service.start(spec());

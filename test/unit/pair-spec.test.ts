@@ -4,8 +4,8 @@ import {
   DEFAULT_SESSIONS_DIR,
   DEFAULT_STOP_BUDGET_SECONDS,
   DEFAULT_TIMEOUT_SECONDS,
-  parsePairSpec,
-} from '../../src/core/manifest/index.js';
+} from '../../src/core/manifest/constants.js';
+import { parsePairSpec } from '../../src/core/manifest/parse.js';
 
 function spec(extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {

@@ -53,6 +53,9 @@ class FlakyRegistry implements CapacityRegistry {
   portHolders(node: string, ports: readonly number[]): ReturnType<CapacityRegistry['portHolders']> {
     return this.inner.portHolders(node, ports);
   }
+  reservationSources(reservationId: string): ReturnType<CapacityRegistry['reservationSources']> {
+    return this.inner.reservationSources(reservationId);
+  }
   schemaVersion(): ReturnType<CapacityRegistry['schemaVersion']> {
     return this.inner.schemaVersion();
   }

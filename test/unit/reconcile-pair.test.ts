@@ -5,12 +5,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import {
-  reconcileBatch,
-  reconcilePair,
-  type ReconcileDeps,
-  type ReconcileStep,
-} from '../../src/app/reconcile-pair.js';
+import { reconcileBatch, reconcilePair, type ReconcileDeps } from '../../src/app/reconcile-pair.js';
+import type { ReconcileStep } from '../../src/app/reconcile-commit.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import {
   buildFinishedPair,

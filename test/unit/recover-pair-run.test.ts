@@ -2,7 +2,7 @@
  * `pair recover` and the lost-worker result with fakes (no engine, no /proc): the refusals that touch nothing, the
  * crash left-over (a container still there, no result) recovered once, and a replay that releases nothing.
  */
-import { isResultRecord } from '../../src/app/evidence/evidence-records.js';
+import { isResultRecord } from '../../src/core/result.js';
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KIND_COLOURS, renderReportHtml } from '../../src/core/report/html.js';
-import { buildReportModel, type ReportInput, type ReportJob } from '../../src/core/report/model.js';
+import { buildReportModel } from '../../src/core/report/model.js';
+import type { ReportInput, ReportJob } from '../../src/core/report/types.js';
 import { RESULT_SCHEMA, type Classification, type ResultRecord } from '../../src/core/result.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { estimateEta } from '../../src/core/report/eta.js';
-import { buildReportModel, type ReportInput, type ReportJob } from '../../src/core/report/model.js';
+import { buildReportModel } from '../../src/core/report/model.js';
+import type { ReportInput, ReportJob } from '../../src/core/report/types.js';
 import { assignSlots } from '../../src/core/report/slots.js';
 import { RESULT_SCHEMA, type Classification, type ResultRecord } from '../../src/core/result.js';
 

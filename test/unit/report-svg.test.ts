@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ReportModel, ReportPair } from '../../src/core/report/model.js';
+import type { ReportModel, ReportPair } from '../../src/core/report/types.js';
 import { gpuSvg, timelineSvg } from '../../src/core/report/svg.js';
 
 const T0 = Date.parse('2026-12-01T00:00:00.000Z');
@@ -40,6 +40,7 @@ function model(pairs: ReportPair[], overrides: Partial<ReportModel> = {}): Repor
     supervisor_alive: true,
     pause_reasons: [],
     images_moved: [],
+    image_plan: null,
     pause_history: [],
     counts: {
       total: pairs.length,

@@ -10,7 +10,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import type { AdmitRefusal } from '../../src/core/admission-rule.js';
 import { fakeRegistry } from '../support/fakes.js';
-import { runPair, type RunPairDeps, type RunPairOptions } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/run-pair.js';
+import type { RunPairDeps, RunPairOptions } from '../../src/app/run-pair-types.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import type { Receipt } from '../../src/core/receipt.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../support/fake-pair-world.js';
@@ -112,12 +113,12 @@ describe('runPair', () => {
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
-  it('a full host refuses with E_REGISTRY and writes nothing', async () => {
+  it('a full host refuses with E_CAPACITY and writes nothing', async () => {
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
     const first = await registry.admit({ batchId: 'other', jobId: 'x', claimId: 'c-other', gpuMib: 0 });
     expect(first.kind).toBe('admitted');
     const err = await refusal(runPair(deps(), options()));
-    expect(err.code).toBe('E_REGISTRY');
+    expect(err.code).toBe('E_CAPACITY');
     expect(err.message).toContain('capacity limit');
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });

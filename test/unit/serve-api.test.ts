@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { bearerMatches, Router } from '../../src/adapters/http/http-kit.js';
 import { ApiError, parseBody, toApiError } from '../../src/app/serve/api-error.js';
 import { openApiDocument } from '../../src/app/serve/openapi.js';
-import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { ExecSchema } from '../../src/app/serve/exec-schemas.js';
+import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
 import { InvalidInputError, RoboguideError } from '../../src/core/errors.js';
 import { checkFreeMounts, checkMounts, resolveProtectedPaths } from '../../src/core/mount-policy.js';
 

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { extract, pack } from 'tar-stream';
 import { describe, expect, it } from 'vitest';
-import { downloadTar, fileError, userParam, type FileTarget } from '../../src/adapters/http/serve-files.js';
+import { downloadTar } from '../../src/adapters/http/serve-files.js';
+import { fileError, userParam, type FileTarget } from '../../src/adapters/http/serve-files-exec.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import type { ExecHandle, SessionEngine } from '../../src/app/ports/container-runtime.js';
 

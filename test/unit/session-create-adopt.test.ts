@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
-import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
 import { adoptedSession } from '../../src/app/serve/session-adopt.js';
 import { checkCreate, startContainer, type CreateDeps } from '../../src/app/serve/session-create.js';
 import {

@@ -21,7 +21,7 @@ import type {
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError, isRegistryUnavailable, toApiError } from '../../src/app/serve/api-error.js';
 import { parseBody } from '../../src/app/serve/api-error.js';
-import { SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
 import type {
   ExecHandle,
   SessionContainerDetail,
@@ -97,6 +97,9 @@ class OutageRegistry implements CapacityRegistry {
   }
   portHolders(node: string, ports: readonly number[]) {
     return this.#gate(() => this.inner.portHolders(node, ports));
+  }
+  reservationSources(reservationId: string) {
+    return this.#gate(() => this.inner.reservationSources(reservationId));
   }
   schemaVersion() {
     return this.#gate(() => this.inner.schemaVersion());

@@ -10,7 +10,8 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
 import { parseBody } from '../../src/app/serve/api-error.js';
-import { ExecSchema, SessionCreateSchema } from '../../src/app/serve/schemas.js';
+import { ExecSchema } from '../../src/app/serve/exec-schemas.js';
+import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
 import type {
   ExecHandle,
   ExecSpec,

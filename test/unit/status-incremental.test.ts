@@ -6,7 +6,8 @@ import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { currentProcessIdentity, procHostIdentity } from '../../src/adapters/host-identity.js';
 import { loadBatch, readJobFiles } from '../../src/app/batch/batch-context.js';
-import { STATUS_FILE, SUPERVISOR_FILE, type SupervisorRecord } from '../../src/app/batch/layout.js';
+import { STATUS_FILE, SUPERVISOR_FILE } from '../../src/core/evidence-names.js';
+import type { SupervisorRecord } from '../../src/core/supervisor-record.js';
 import {
   readColdStatus,
   readHotStatus,
@@ -14,13 +15,9 @@ import {
   readStatusFull,
 } from '../../src/app/batch/read-status.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
-import {
-  buildWrittenStatus,
-  capacityConfigOf,
-  ledgerFromFiles,
-  type BatchStatus,
-  type WrittenStatus,
-} from '../../src/app/batch/status.js';
+import { buildWrittenStatus, ledgerFromFiles } from '../../src/app/batch/status.js';
+import { capacityConfigOf } from '../../src/app/batch/capacity-config.js';
+import type { BatchStatus, WrittenStatus } from '../../src/app/batch/status-shapes.js';
 import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
 import { BatchLedger } from '../../src/core/batch-ledger.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';

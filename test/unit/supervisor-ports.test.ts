@@ -1,14 +1,14 @@
-import { isWrittenStatus } from '../../src/app/evidence/evidence-records.js';
+import { isWrittenStatus } from '../../src/app/batch/status-shapes.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
-import { loadBatch, type JobFiles, type ResolvedJobEnvironment } from '../../src/app/batch/batch-context.js';
+import { loadBatch, type JobFiles } from '../../src/app/batch/batch-context.js';
+import type { ResolvedJobEnvironment } from '../../src/core/manifest/environment.js';
 import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
-import { STATUS_FILE } from '../../src/app/batch/layout.js';
-import { NODES_DOWN_FILE } from '../../src/app/batch/node-down.js';
+import { STATUS_FILE, NODES_DOWN_FILE } from '../../src/core/evidence-names.js';
 import { seedLedger } from '../../src/app/batch/supervisor-ledger.js';
 import {
   admissionNodesOf,
@@ -19,7 +19,8 @@ import {
   type Supervision,
 } from '../../src/app/batch/supervisor-ports.js';
 import type { CoalescingWriter } from '../../src/app/batch/status-writer.js';
-import type { EvidenceStore, JournalEvent } from '../../src/app/evidence/evidence-store.js';
+import type { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
+import type { JournalEvent, ClaimedEvent } from '../../src/core/journal-events.js';
 import type { ExecutorInventory } from '../../src/app/ports/executor-inventory.js';
 import { silentLogger, type Logger } from '../../src/app/ports/logger.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
@@ -28,7 +29,6 @@ import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/
 import { executeDeps, fakeOf, fakeRegistry } from '../support/fakes.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { rawJournalRecord } from '../support/raw-journal.js';
-import type { ClaimedEvent } from '../../src/core/journal-events.js';
 
 /**
  * The supervisor's wiring (supervisor-ports) and the ledger it writes status from (supervisor-ledger), each port

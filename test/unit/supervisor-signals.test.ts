@@ -6,11 +6,11 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import type { SupervisorLoop } from '../../src/app/batch/supervisor-loop.js';
 import { admissionNodesOf, type Supervision } from '../../src/app/batch/supervisor-ports.js';
 import { listenForStops, StopLatch } from '../../src/app/batch/supervisor-signals.js';
-import { NODES_DOWN_FILE } from '../../src/app/batch/node-down.js';
+import { NODES_DOWN_FILE } from '../../src/core/evidence-names.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { SupervisorEvent } from '../../src/core/supervisor-machine.js';
 import type { BatchRecord } from '../../src/app/batch/layout.js';
-import type { SupervisorDeps } from '../../src/app/batch/supervisor.js';
+import type { SupervisorDeps } from '../../src/app/batch/supervisor-deps.js';
 import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
 import { executeDeps, fakeOf } from '../support/fakes.js';
 

@@ -11,7 +11,7 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../core/sleep.js';
+import { sleep } from '../../app/ports/clock.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
@@ -30,6 +30,7 @@ import {
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
 import { engineInfoOf, listedStateOf, type InfoBody } from './engine-probe.js';
+import { EngineFactsCache } from './engine-facts.js';
 import { EngineSeccompOption } from './seccomp-option.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
@@ -63,8 +64,12 @@ export class DockerContainerRuntime implements ContainerRuntime {
   readonly #changesTimeoutMs: number;
   readonly #changesMaxBytes: number;
   readonly #pairNetwork: PairNetworkGuard | null;
+  /** `info` + `version`, asked once for the calls close together (engine-facts.ts). */
+  readonly #facts = new EngineFactsCache(() =>
+    Promise.all([this.docker.info() as Promise<InfoBody>, this.docker.version()]),
+  );
   /** Our seccomp profile as this engine takes it (container-create). */
-  readonly seccomp = new EngineSeccompOption(() => this.docker.version());
+  readonly seccomp = new EngineSeccompOption(() => this.#facts.get().then(([, version]) => version));
 
   /**
    * `callTimeoutMs` bounds every short engine call (inspect, create, remove, …): a hung engine becomes an
@@ -136,10 +141,7 @@ export class DockerContainerRuntime implements ContainerRuntime {
 
   async info(): Promise<EngineInfo> {
     try {
-      const [info, version] = await Promise.all([
-        this.docker.info() as Promise<InfoBody>,
-        this.docker.version(),
-      ]);
+      const [info, version] = await this.#facts.get();
       return engineInfoOf(info, version);
     } catch (err) {
       throw toEngineError(err, 'query the engine');

@@ -14,14 +14,15 @@ import type {
   SessionContainerSpec,
   SessionEngine,
 } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../core/sleep.js';
+import { sleep } from '../../app/ports/clock.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 import { createOptions } from './container-create.js';
 import { demultiplex } from './demux.js';
 import { inspectOr404 } from './docker-container-reads.js';
 import type { DockerContainerRuntime } from './docker-container-runtime.js';
-import { EngineError, toEngineError } from './engine-error.js';
+import { toEngineError } from './engine-error.js';
+import { EngineError } from '../../app/ports/engine-error.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 const START_TIMEOUT_MS = 180_000;

@@ -1,8 +1,6 @@
 import { EngineError } from '../../app/ports/engine-error.js';
 import { userCommand } from '../user-command.js';
 
-export { EngineError, type EngineFault } from '../../app/ports/engine-error.js';
-
 interface DockerodeLikeError {
   statusCode?: number;
   code?: string;

@@ -7,21 +7,9 @@ import * as tarFs from 'tar-fs';
 import { RoboguideError } from '../../core/errors.js';
 import { toEngineError } from './engine-error.js';
 
-import { syntheticImageTag } from '../../core/synthetic-images.js';
-export {
-  PAIR_DRIVER_IMAGE,
-  SYNTHETIC_IMAGE_TAG_VERSION,
-  syntheticImageTag,
-} from '../../core/synthetic-images.js';
+import { syntheticImageTag, type BuildReport } from '../../core/synthetic-images.js';
 
 const CONTEXT_LABEL = 'roboguide.context-sha256';
-
-export interface BuildReport {
-  readonly name: string;
-  readonly tag: string;
-  readonly action: 'built' | 'up_to_date';
-  readonly contextSha256: string;
-}
 
 async function hashContext(dir: string, busyboxPath: string): Promise<string> {
   const hash = createHash('sha256');

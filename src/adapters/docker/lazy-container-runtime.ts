@@ -9,6 +9,7 @@ import type {
   ContainerSpec,
   ContainerState,
   EngineInfo,
+  ImageNodes,
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
@@ -110,6 +111,11 @@ export class LazyContainerRuntime implements ContainerRuntime {
  * (composition-root's `createExecutor`), not the runtime's.
  */
 export class LazyExecutorRuntime extends LazyContainerRuntime {
+  /** A swarm's per-node presence (issue 43); null from a runtime of one engine. */
+  async imageNodes(image: string): Promise<ImageNodes | null> {
+    const runtime = await this.runtime();
+    return runtime.imageNodes ? runtime.imageNodes(image) : null;
+  }
   async collectMounts(id: string): Promise<void> {
     const runtime = await this.runtime();
     await runtime.collectMounts?.(id);

@@ -11,7 +11,8 @@ import {
   type EgressPorts,
 } from '../../core/egress/egress-network.js';
 import { statusOf, toEngineError } from '../docker/engine-error.js';
-import { iptablesRunner, type IptablesRunner } from '../docker/docker-pair-network.js';
+import { iptablesRunner, rulesetWatchFor, type IptablesRunner } from '../docker/docker-pair-network.js';
+import type { RulesetWatch } from '../docker/ruleset-watch.js';
 
 const CALL_TIMEOUT_MS = 60_000;
 
@@ -24,11 +25,22 @@ export class DockerEgressNetwork {
   readonly #docker: Docker;
   readonly #iptables: IptablesRunner;
   readonly #ports: EgressPorts;
+  readonly #watch: RulesetWatch | null;
+  /** The watch's mark taken before the last listing that found every rule in place, and for which gateway. */
+  #verified: { mark: number; gateway: string } | null = null;
+  #listings = 0;
 
-  constructor(docker: Docker, ports: EgressPorts, iptables: IptablesRunner = iptablesRunner()) {
+  /**
+   * `watch`: the kernel's change feed that spares the listing while the ruleset is unchanged (issue 39's, as the
+   * pairs network's guard uses it). By default, with the default runner, the one of this process's namespace; with a
+   * runner of the caller's, none unless given.
+   */
+  constructor(docker: Docker, ports: EgressPorts, iptables?: IptablesRunner, watch?: RulesetWatch | null) {
     this.#docker = docker;
     this.#ports = ports;
-    this.#iptables = iptables;
+    this.#iptables = iptables ?? iptablesRunner();
+    this.#watch =
+      watch !== undefined ? watch : iptables === undefined ? rulesetWatchFor([], this.#iptables) : null;
   }
 
   get ports(): EgressPorts {
@@ -38,7 +50,22 @@ export class DockerEgressNetwork {
   /** The network and the rules in place; returns the network's gateway (the proxy's address). */
   async ensure(): Promise<string> {
     const gateway = await this.#ensureNetwork();
+    // Every rule was in place at a mark, for this gateway, and the kernel has reported no change of the ruleset since
+    // (no rule removed, no chain flushed, no jump deleted, by anyone, an engine restart included): nothing to list.
+    const verified = this.#verified;
+    if (
+      verified !== null &&
+      verified.gateway === gateway &&
+      this.#watch !== null &&
+      (await this.#watch.unchangedSince(verified.mark))
+    )
+      return gateway;
+    this.#verified = null;
+    // Taken before the listing: a change made while it runs is seen at the next open. Not on a process's first.
+    this.#listings += 1;
+    const mark = this.#watch === null || this.#listings < 2 ? null : await this.#watch.mark();
     for (const plan of egressChains(gateway, this.#ports)) await this.#ensureChain(plan);
+    this.#verified = mark === null ? null : { mark, gateway };
     return gateway;
   }
 

@@ -14,6 +14,8 @@ const MAX_RECORDS = 20_000;
 const START_DEADLINE_MS = 15_000;
 const REPLY_TIMEOUT_MS = 10_000;
 const CLOSE_SETTLE_MS = 300;
+/** How long after a failed restart of the proxy the client tries again. */
+const RETRY_MS = 1_000;
 
 export interface EgressBrokerOptions {
   readonly network: DockerEgressNetwork;
@@ -36,6 +38,8 @@ interface Lease {
   address: string | null;
   records: EgressRecord[];
   dropped: number;
+  /** Where records go as they arrive (none kept here), when the caller gave it. */
+  onRecord: ((record: EgressRecord) => void) | undefined;
 }
 
 /**
@@ -52,12 +56,17 @@ export class EgressBroker implements EgressGate {
   #nextId = 1;
   readonly #pending = new Map<number, (reply: { op: string; error?: string }) => void>();
   #gateway: string | null = null;
+  #retrying = false;
 
   constructor(options: EgressBrokerOptions) {
     this.#options = options;
   }
 
-  async open(policy: EgressInput, token: string): Promise<EgressLease> {
+  async open(
+    policy: EgressInput,
+    token: string,
+    onRecord?: (record: EgressRecord) => void,
+  ): Promise<EgressLease> {
     if (token.length < 16 || this.#leases.has(token))
       throw new RoboguideError('E_NETWORK', 'an egress lease needs a fresh token of 16 characters or more');
     const gateway = await this.#options.network.ensure();
@@ -69,9 +78,16 @@ export class EgressBroker implements EgressGate {
       address: null,
       records: [],
       dropped: 0,
+      onRecord,
     };
-    await this.#request({ op: 'register', token: lease.token, policy });
+    // Known before the proxy answers: the records it kept for this token (a reattached pair's) follow its answer.
     this.#leases.set(lease.token, lease);
+    try {
+      await this.#request({ op: 'register', token: lease.token, policy });
+    } catch (err) {
+      this.#leases.delete(lease.token);
+      throw err;
+    }
     const { proxy } = this.#options.network.ports;
     return {
       env: proxyEnvironment(gateway, proxy, lease.token),
@@ -197,8 +213,27 @@ export class EgressBroker implements EgressGate {
         resolve({ op: 'error', error: 'the control connection closed' });
       }
       // The proxy went away while leases live: started again and told them (their pairs reach nothing meanwhile).
-      if (this.#leases.size > 0) void this.#connected().catch(() => undefined);
+      this.#reconnect();
     });
+  }
+
+  /**
+   * Until the proxy answers again, while leases live: a restart that fails (the proxy cannot start yet) is tried
+   * again after RETRY_MS, never given up while a pair depends on it (its pair reaches nothing meanwhile).
+   */
+  #reconnect(): void {
+    if (this.#leases.size === 0 || this.#retrying) return;
+    this.#retrying = true;
+    void (async () => {
+      while (this.#leases.size > 0 && (this.#socket === null || this.#socket.destroyed)) {
+        try {
+          await this.#connected();
+        } catch {
+          await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+        }
+      }
+      this.#retrying = false;
+    })();
   }
 
   #message(line: string): void {
@@ -236,6 +271,7 @@ export class EgressBroker implements EgressGate {
       }
     }
     if (lease === undefined) return;
+    if (lease.onRecord !== undefined) return lease.onRecord(record);
     if (lease.records.length < MAX_RECORDS) lease.records.push(record);
     else lease.dropped += 1;
   }

@@ -4,7 +4,9 @@ import type Docker from 'dockerode';
 import type { EgressGate, EgressLease } from '../../app/ports/egress.js';
 import { DEFAULT_PROXY_PORT, DEFAULT_SINK_PORT, EGRESS_NETWORK } from '../../core/egress/egress-network.js';
 import type { EgressInput } from '../../core/egress/policy.js';
+import type { EgressRecord } from '../../core/egress/record.js';
 import type { IptablesRunner } from '../docker/docker-pair-network.js';
+import type { RulesetWatch } from '../docker/ruleset-watch.js';
 import { DockerEgressNetwork } from './docker-egress-network.js';
 import { EgressBroker } from './egress-broker.js';
 
@@ -25,6 +27,8 @@ export interface EgressGateOptions {
   readonly commandPrefix?: readonly string[];
   readonly dns?: readonly string[];
   readonly ports?: { readonly proxy: number; readonly sink: number };
+  /** The ruleset's change feed in the rules' namespace (default: this process's, with the default runner). */
+  readonly watch?: RulesetWatch | null;
 }
 
 /** The egress proxy of the local engine: one broker per process, made on the first allowlisted pair. */
@@ -38,7 +42,8 @@ export function createEgressGate(
     const network = new DockerEgressNetwork(
       docker,
       options.ports ?? { proxy: DEFAULT_PROXY_PORT, sink: DEFAULT_SINK_PORT },
-      ...(options.iptables !== undefined ? [options.iptables] : []),
+      options.iptables,
+      options.watch,
     );
     return new EgressBroker({
       network,
@@ -56,7 +61,10 @@ export function createEgressGate(
   };
   return {
     broker: () => (broker ??= make()),
-    open: (policy: EgressInput, token: string): Promise<EgressLease> =>
-      (broker ??= make()).open(policy, token),
+    open: (
+      policy: EgressInput,
+      token: string,
+      onRecord?: (record: EgressRecord) => void,
+    ): Promise<EgressLease> => (broker ??= make()).open(policy, token, onRecord),
   };
 }

@@ -5,8 +5,9 @@
  *
  * Control: a Unix socket (mode 0600) taking JSON lines: `{"op":"register","token","policy"}`,
  * `{"op":"release","token"}`; it answers `{"op":"ok","id"}` and sends every record as `{"op":"record","record"}` to
- * every client (a client keeps those of its own tokens and addresses). A client's registrations end with its
- * connection: a pair whose supervisor is gone reaches nothing until it is registered again (fail closed).
+ * the client that registered its token (records without one, the sink's, to every client: each keeps those of its
+ * own containers' addresses). A client's registrations end with its connection: a pair whose supervisor is gone
+ * reaches nothing until it is registered again (fail closed); its records meanwhile wait for that registration.
  */
 import { chmod, unlink } from 'node:fs/promises';
 import net from 'node:net';
@@ -16,6 +17,7 @@ import { parseEgress, type EgressInput } from '../../core/egress/policy.js';
 import { originalDestination } from './conntrack.js';
 import { EgressProxy } from './egress-proxy.js';
 import { forbiddenAddresses } from './forbidden-addresses.js';
+import { resolveAll } from './resolve-all.js';
 
 const { values } = parseArgs({
   options: {
@@ -46,15 +48,33 @@ const proxy = new EgressProxy({
   listenAddress: listen,
   proxyPort,
   sinkPort,
-  resolve: (host) => resolver.resolve4(host),
+  resolve: (host) => resolveAll(resolver, host),
   forbidden,
   originalDestination: (proto, source, sourcePort) =>
     originalDestination(proto, source, sourcePort, sinkPort),
   emit: (record) => {
     const line = `${JSON.stringify({ op: 'record', record })}\n`;
+    const token = record.token;
+    const owner = token !== undefined ? owners.get(token) : undefined;
+    if (owner !== undefined) return void owner.write(line);
+    const orphan = token !== undefined ? orphans.get(token) : undefined;
+    if (orphan !== undefined && Date.now() < orphan.until) {
+      if (orphan.lines.length < ORPHAN_RECORDS) orphan.lines.push(line);
+      return;
+    }
     for (const client of clients) client.write(line);
   },
 });
+
+/**
+ * Tokens whose client went away (a supervisor killed mid-pair): refused everything from then on (fail closed), their
+ * records kept for ORPHAN_KEEP_MS, at most ORPHAN_RECORDS, and handed to the client that registers the token again
+ * (the supervisor that reattaches the pair), so that its egress.jsonl misses none of the attempts made meanwhile.
+ */
+const ORPHAN_KEEP_MS = 15 * 60_000;
+const ORPHAN_RECORDS = 5_000;
+const owners = new Map<string, net.Socket>();
+const orphans = new Map<string, { lines: string[]; until: number }>();
 
 let idleTimer: NodeJS.Timeout | undefined;
 function idle(): void {
@@ -83,7 +103,13 @@ const server = net.createServer((socket) => {
   });
   const gone = () => {
     clients.delete(socket);
-    for (const token of tokens) proxy.release(token);
+    const now = Date.now();
+    for (const [token, orphan] of orphans) if (orphan.until <= now) orphans.delete(token);
+    for (const token of tokens) {
+      proxy.release(token);
+      if (owners.get(token) === socket) owners.delete(token);
+      orphans.set(token, { lines: [], until: now + ORPHAN_KEEP_MS });
+    }
     idle();
   };
   socket.on('close', gone);
@@ -106,11 +132,17 @@ function handle(socket: net.Socket, tokens: Set<string>, line: string): void {
     const parsed = parseEgress(message.policy as EgressInput);
     if (!parsed.ok) return reply({ op: 'error', error: `${parsed.field}: ${parsed.rule}` });
     tokens.add(message.token);
+    owners.set(message.token, socket);
     proxy.register(message.token, parsed.policy);
-    return reply({ op: 'ok' });
+    reply({ op: 'ok' });
+    const orphan = orphans.get(message.token);
+    orphans.delete(message.token);
+    for (const kept of orphan?.lines ?? []) socket.write(kept);
+    return;
   }
   if (message.op === 'release') {
     tokens.delete(message.token);
+    if (owners.get(message.token) === socket) owners.delete(message.token);
     proxy.release(message.token);
     return reply({ op: 'ok' });
   }

@@ -19,8 +19,6 @@ import { run, keepText, fileError, headOf, check, type FileTarget } from './serv
  * temporary file, links carried as links), so no link can be followed on this side.
  */
 
-export { fileError, userParam, type FileTarget } from './serve-files-exec.js';
-
 // Every path handed to these scripts is absolute (starts with '/'), so none can be taken for an option.
 const PREPARE_DIR = [
   'd=$1',

@@ -5,25 +5,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApiError, parseBody, toApiError } from '../../app/serve/api-error.js';
-import {
-  EgressPolicySchema,
-  ExecSchema,
-  SessionCreateSchema,
-  type ExecRequest,
-} from '../../app/serve/schemas.js';
+import { ExecSchema, type ExecRequest } from '../../app/serve/exec-schemas.js';
+import { EgressPolicySchema, SessionCreateSchema } from '../../app/serve/session-schemas.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
-import type { ExecObserver, SessionManager } from '../../app/serve/session-manager.js';
+import type { SessionManager } from '../../app/serve/session-manager.js';
+import type { ExecObserver } from '../../app/serve/session-exec.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { checkUpload, openChecked } from '../serve-archive.js';
-import {
-  downloadTar,
-  readOneFile,
-  uploadTar,
-  userParam,
-  writeOneFile,
-  type FileTarget,
-  type SpooledDownload,
-} from './serve-files.js';
+import { downloadTar, readOneFile, uploadTar, writeOneFile, type SpooledDownload } from './serve-files.js';
+import { userParam, type FileTarget } from './serve-files-exec.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
 import { sendJson, type RouteContext, type Router } from './http-kit.js';
 import { DEFAULT_JSON_LIMITS, JsonShapeScanner, readJson } from './json-body.js';

@@ -103,21 +103,23 @@ export class ProcFdMountStager implements MountStager {
     mkdirSync(point, 0o700);
     this.#inFlight.add(point);
     try {
+      // One mount(8): the bind and its flags (util-linux >= 2.27 applies `-o` to a bind by a remount of the point
+      // within the same process; not atomic, as two calls were not either: the point is in a root-only folder and
+      // no container is given it before this returns). One process per staged source instead of two (issue 39).
       await this.#run('mount', [
         '--no-canonicalize',
         '--bind',
+        '-o',
+        `nosuid,nodev${readOnly ? ',ro' : ''}`,
         `/proc/${process.pid}/fd/${folder.handle}`,
         point,
       ]);
+      // What the kernel says of the point, not what mount(8) was asked: a mount(8) that took the bind but not its
+      // flags would hand a writable or suid-able source to the engine.
+      const problem = mountFlagsProblem(readFileSync('/proc/self/mountinfo', 'utf8'), point, readOnly);
+      if (problem !== null) throw new Error(`staging ${point}: ${problem}`);
     } catch (err) {
-      this.#inFlight.delete(point);
-      rmdirSync(point);
-      throw err;
-    }
-    try {
-      const flags = `remount,bind,nosuid,nodev${readOnly ? ',ro' : ''}`;
-      await this.#run('mount', ['--no-canonicalize', '-o', flags, point]);
-    } catch (err) {
+      // The bind may have been made before its flags failed: unmounted (if it was), then the point removed.
       await this.release(point);
       throw err;
     }
@@ -225,6 +227,24 @@ export class ProcFdMountStager implements MountStager {
   }
 }
 
+/**
+ * Why the mount at `point` in `mountinfo` (the text of /proc/self/mountinfo) lacks what a staged source needs
+ * (nosuid, nodev, and ro when read-only), or null when it has them; the last mount there is the one on top.
+ */
+export function mountFlagsProblem(mountinfo: string, point: string, readOnly: boolean): string | null {
+  const escaped = point.replace(/[\\ \t\n]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);
+  let options: string[] | null = null;
+  for (const line of mountinfo.split('\n')) {
+    const fields = line.split(' ');
+    if (fields[4] === escaped) options = (fields[5] ?? '').split(',');
+  }
+  if (options === null) return 'not mounted';
+  const present = options;
+  const needed = ['nosuid', 'nodev', ...(readOnly ? ['ro'] : [])];
+  const missing = needed.filter((flag) => !present.includes(flag));
+  return missing.length === 0 ? null : `mounted without ${missing.join(', ')} (${present.join(',')})`;
+}
+
 /** Field 22 of /proc/PID/stat (start time in clock ticks since boot), or null when the process is gone. */
 function processStartTime(pid: number): string | null {
   try {
@@ -263,7 +283,8 @@ function errnoOf(err: unknown): string {
   return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'error';
 }
 
-function runTool(file: string, args: readonly string[]): Promise<void> {
+/** mount(8) or umount(8) of the host, with C messages; rejects on a non-zero exit (the default `run`). */
+export function runTool(file: string, args: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     execFile(
       systemTool(file),

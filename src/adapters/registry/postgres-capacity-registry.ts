@@ -262,6 +262,16 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
     return this.#db.read('port_holders', (db) => selectPortHolders(db, node, ports));
   }
 
+  async reservationSources(reservationId: string): Promise<string[]> {
+    return this.#db.read('reservation_sources', async (db) => {
+      const rows = await db.query(
+        'SELECT source FROM reserved_mounts WHERE reservation_id = $1 ORDER BY source',
+        [reservationId],
+      );
+      return rows.rows.map((row: Record<string, unknown>) => String(row['source']));
+    });
+  }
+
   async board(filter: BoardFilter = {}): Promise<BoardRow[]> {
     return this.#db.read('board', async (db) => {
       const rows = await db.query(

@@ -11,7 +11,7 @@ import type {
   TerminalCommitResult,
 } from '../../app/ports/capacity-registry.js';
 import { integer, integerOrNull, toBoardRow, toReservation } from './rows.js';
-import { terminalCommitRefusal, unknownReservation } from '../../app/ports/terminal-commit-rule.js';
+import { terminalCommitRefusal, unknownReservation } from '../../core/terminal-commit-rule.js';
 import { readBackFailed } from './terminal-commit.js';
 
 /** A reservation's columns and its held ports (comma-separated, ascending). */

@@ -102,3 +102,31 @@ export function selectLease(db: DatabaseSync, batchId: string): SupervisorLease 
     boot_id: row['boot_id'] === null ? null : String(row['boot_id']),
   };
 }
+
+/** Held reservations (of one batch, or all), oldest first. */
+export function selectHeld(db: DatabaseSync, batchId: string | null): Reservation[] {
+  return db
+    .prepare(
+      `SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.state = 'held' AND (?1 IS NULL OR r.batch_id = ?1) ORDER BY r.rowid`,
+    )
+    .all(batchId)
+    .map(toReservation);
+}
+
+/** Board rows of one batch and/or one run (null: any), in insertion order. */
+export function selectBoard(db: DatabaseSync, batchId: string | null, claimId: string | null): BoardRow[] {
+  return db
+    .prepare(
+      `SELECT * FROM board WHERE (?1 IS NULL OR batch_id = ?1) AND (?2 IS NULL OR run_id = ?2) ORDER BY rowid`,
+    )
+    .all(batchId, claimId)
+    .map(toBoardRow);
+}
+
+/** The folders a reservation records, ascending (its evidence folder with a trailing `/`). */
+export function selectReservationSources(db: DatabaseSync, reservationId: string): string[] {
+  return db
+    .prepare('SELECT source FROM reserved_mounts WHERE reservation_id = ? ORDER BY source')
+    .all(reservationId)
+    .map((row) => text(row, 'source'));
+}

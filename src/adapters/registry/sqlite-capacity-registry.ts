@@ -34,7 +34,6 @@ import { localNodeName } from './local-node.js';
 import { inImmediateTransaction, registryFault, registryRead } from './transaction.js';
 import { DEFAULT_REGISTRY_DEADLINE_MS } from './deadline.js';
 import {
-  RESERVATION_COLUMNS,
   selectHeldTotals,
   selectLease,
   selectLimits,
@@ -42,8 +41,11 @@ import {
   selectPortHolders,
   selectReservation,
   selectReservationForClaim,
+  selectHeld,
+  selectBoard,
+  selectReservationSources,
 } from './queries.js';
-import { integer, integerOrNull, text, toBoardRow, toReservation } from './rows.js';
+import { integer, integerOrNull, text } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission, checkAttach } from './validate.js';
 import { decideAdmission, requestedSources, reservedPorts } from '../../core/admission-rule.js';
@@ -345,25 +347,15 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   }
 
   async held(filter: ReservationFilter = {}): Promise<Reservation[]> {
-    return registryRead(() => {
-      const rows = this.#db
-        .prepare(
-          `SELECT ${RESERVATION_COLUMNS} FROM reservations r WHERE r.state = 'held' AND (?1 IS NULL OR r.batch_id = ?1) ORDER BY r.rowid`,
-        )
-        .all(filter.batchId ?? null);
-      return rows.map(toReservation);
-    });
+    return registryRead(() => selectHeld(this.#db, filter.batchId ?? null));
+  }
+
+  async reservationSources(reservationId: string): Promise<string[]> {
+    return registryRead(() => selectReservationSources(this.#db, reservationId));
   }
 
   async board(filter: BoardFilter = {}): Promise<BoardRow[]> {
-    return registryRead(() => {
-      const rows = this.#db
-        .prepare(
-          `SELECT * FROM board WHERE (?1 IS NULL OR batch_id = ?1) AND (?2 IS NULL OR run_id = ?2) ORDER BY rowid`,
-        )
-        .all(filter.batchId ?? null, filter.claimId ?? null);
-      return rows.map(toBoardRow);
-    });
+    return registryRead(() => selectBoard(this.#db, filter.batchId ?? null, filter.claimId ?? null));
   }
 
   async annotate(claimId: string, fields: BoardAnnotation): Promise<void> {

@@ -6,7 +6,7 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
 import type { TerminalCommit, TerminalCommitResult } from '../../app/ports/capacity-registry.js';
-import { terminalCommitRefusal, unknownReservation } from '../../app/ports/terminal-commit-rule.js';
+import { terminalCommitRefusal, unknownReservation } from '../../core/terminal-commit-rule.js';
 import { selectBoardRow, selectReservation } from './queries.js';
 
 export function readBackFailed(what: string, context: Record<string, unknown>): RoboguideError {

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import { parseEngineEndpoint, type EngineEndpoint } from '../../core/executor.js';
 import { Dockerode } from '../docker/dockerode.js';
-import { EngineError } from '../docker/engine-error.js';
+import { EngineError } from '../../app/ports/engine-error.js';
 
 /** Every manager and node call is bounded: a hung engine must not hang the pair's lifecycle. */
 const CALL_TIMEOUT_MS = 60_000;

@@ -7,13 +7,15 @@ import type {
   ContainerSpec,
   ContainerState,
   EngineInfo,
+  ImageNodes,
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { errorKind } from '../../core/errors.js';
-import { sleep } from '../../core/sleep.js';
-import { EngineError, statusOf, toEngineError } from '../docker/engine-error.js';
+import { sleep } from '../../app/ports/clock.js';
+import { statusOf, toEngineError } from '../docker/engine-error.js';
+import { EngineError } from '../../app/ports/engine-error.js';
 import type { NodeContainers } from './node-containers.js';
 import { callOptions, promised } from './swarm-connection.js';
 import type { SwarmLogs } from './swarm-logs.js';
@@ -91,16 +93,24 @@ export class SwarmContainerRuntime implements ContainerRuntime {
 
   /** Present on every configured node's engine (a node without it would fail the pair placed there). */
   async imageExists(image: string): Promise<boolean> {
+    return (await this.imageNodes(image)).absent.length === 0;
+  }
+
+  /** Each configured node's engine asked (issue 43): the nodes holding the image and those lacking it (404). */
+  async imageNodes(image: string): Promise<ImageNodes> {
+    const present: string[] = [];
+    const absent: string[] = [];
     for (const node of this.#parts.nodes.configured()) {
       const engine = await this.#parts.nodes.engineNamed(node);
       try {
         await engine.getImage(image).inspect();
+        present.push(node);
       } catch (err) {
-        if (statusOf(err) === 404) return false;
-        throw toEngineError(err, `inspect an image on node ${node}`, image);
+        if (statusOf(err) !== 404) throw toEngineError(err, `inspect an image on node ${node}`, image);
+        absent.push(node);
       }
     }
-    return true;
+    return { present, absent };
   }
 
   async create(spec: ContainerSpec): Promise<ContainerHandle> {

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { NodeInventory } from '../../app/ports/executor-inventory.js';
-import { EngineError, toEngineError } from '../docker/engine-error.js';
+import { toEngineError } from '../docker/engine-error.js';
+import { EngineError } from '../../app/ports/engine-error.js';
 import { gpusOf, nodeMatches, nodeTakesWork, type RawNode } from './node-constraints.js';
 import { callOptions, connectEngine, promised } from './swarm-connection.js';
 

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import type { ContainerSpec } from '../../app/ports/container-runtime.js';
-import { EngineError } from '../docker/engine-error.js';
+import { EngineError } from '../../app/ports/engine-error.js';
 import { PAIR_LOG_CONFIG } from '../docker/container-create.js';
 import { SWARM_GPU_RESOURCE } from './node-constraints.js';
 

@@ -1,6 +1,6 @@
 import type { WaitResult } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../core/sleep.js';
-import { EngineError } from '../docker/engine-error.js';
+import { sleep } from '../../app/ports/clock.js';
+import { EngineError } from '../../app/ports/engine-error.js';
 import type { SwarmLogs } from './swarm-logs.js';
 import type { SwarmNodes } from './swarm-nodes.js';
 import { RUNNING, TERMINAL, type SwarmTasks, type TaskView } from './swarm-tasks.js';

@@ -1,24 +1,17 @@
-import { isBatchRecord, isReceipt, isResultRecord } from '../evidence/evidence-records.js';
+import { isBatchRecord, receiptRel, resultRel, type BatchRecord } from './layout.js';
+import { isReceipt, type Receipt } from '../../core/receipt.js';
+import { isResultRecord, type ResultRecord } from '../../core/result.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
-import { groupedByJob } from '../../core/manifest/environment.js';
 import {
-  parseManifest,
-  resolveEnvironment,
-  type Job,
-  type Manifest,
+  environmentIssues,
+  groupedByJob,
+  type ResolvedJobEnvironment,
   type ResolveOptions,
-} from '../../core/manifest/index.js';
-import type { Receipt } from '../../core/receipt.js';
-import type { ResultRecord } from '../../core/result.js';
-import { BATCH_FILE, MANIFEST_FILE, receiptRel, resultRel, type BatchRecord } from './layout.js';
-
-export interface ResolvedJobEnvironment {
-  readonly values: Record<string, string>;
-  readonly secrets: string[];
-  /** Short values accepted with --allow-short-secrets (named, never shown). */
-  readonly warnings: string[];
-}
+} from '../../core/manifest/environment.js';
+import { parseManifest } from '../../core/manifest/parse.js';
+import type { Job, Manifest } from '../../core/manifest/schema.js';
+import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
 
 /** Resolve every job's `${NAME}` references now: fail fast, naming the job path and variable, never a value. */
 export function resolveAllEnvironments(
@@ -30,24 +23,6 @@ export function resolveAllEnvironments(
   const { resolved, issues } = environmentIssues(manifest.jobs, source, only, options);
   if (issues.length > 0) throw environmentMissing(issues, manifest.jobs);
   return resolved;
-}
-
-/** Every job's environment resolved, and its problems (one per job and field: `environmentMissing` groups them to print). */
-export function environmentIssues(
-  jobs: readonly Pick<Manifest['jobs'][number], 'job_id' | 'environment'>[],
-  source: Readonly<Record<string, string | undefined>>,
-  only?: ReadonlySet<string>,
-  options: ResolveOptions = {},
-): { resolved: Map<string, ResolvedJobEnvironment>; issues: Issue[] } {
-  const resolved = new Map<string, ResolvedJobEnvironment>();
-  const issues: Issue[] = [];
-  for (const [i, job] of jobs.entries()) {
-    if (only && !only.has(job.job_id)) continue;
-    const r = resolveEnvironment(job.environment, source, `jobs[${i}].environment`, options);
-    if (r.ok) resolved.set(job.job_id, { values: r.values, secrets: r.secrets, warnings: r.warnings });
-    else issues.push(...r.issues);
-  }
-  return { resolved, issues };
 }
 
 /** E_ENV_MISSING: every issue in `issues` (JSON); printed one line per variable and rule, the jobs counted. */

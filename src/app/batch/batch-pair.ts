@@ -3,14 +3,16 @@ import { randomUUID } from 'node:crypto';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import { errorKind } from '../../core/errors.js';
-import { jobEgress, jobImage, jobRuntime, type Job, type Manifest } from '../../core/manifest/index.js';
+import { jobEgress, jobImage, jobRuntime } from '../../core/manifest/parse.js';
+import type { Job, Manifest } from '../../core/manifest/schema.js';
 import { buildReceipt, type Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineMs } from '../../core/wall-budget.js';
 import { effectiveLimits, limitDefaults } from '../../core/pair-limits.js';
-import { executePair, mountGuardFor, type ExecutePairDeps } from '../execute-pair.js';
+import { executePair, mountGuardFor } from '../execute-pair.js';
+import type { ExecutePairDeps } from '../execute-pair-types.js';
 import type { MountGuard } from '../mount-guard.js';
-import { failpoint, pausepoint } from '../failpoints.js';
+import { failpoint, pausepoint } from '../ports/failpoints.js';
 import { admitOnNodes } from '../admission.js';
 import { expectedGpuMib } from '../../core/admission-rule.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
@@ -18,7 +20,7 @@ import type { ContainerRuntime } from '../ports/container-runtime.js';
 import { EngineError } from '../ports/engine-error.js';
 import type { BatchRecord } from './layout.js';
 import { jobRel, receiptRel } from './layout.js';
-import type { ResolvedJobEnvironment } from './batch-context.js';
+import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import { finishPair, type FinishReport } from './finish-pair.js';
 
 export interface BatchPairDeps {
@@ -301,5 +303,3 @@ function batchMountRules(batch: BatchRecord): { registryPath?: string; mountRoot
       : {}),
   };
 }
-
-export type { ResultRecord };

@@ -1,6 +1,6 @@
 import { cpuOnlyBudget } from '../../core/cpu-only-admission.js';
 import type { CapacityConfig } from '../../core/dispatch-policy.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { FALLBACK_MEMORY_MIB } from '../../core/pair-limits.js';
 import { gpuHostUnobservable, type BatchRecord } from './layout.js';
 

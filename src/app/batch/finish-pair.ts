@@ -6,10 +6,10 @@ import type { Receipt } from '../../core/receipt.js';
 import { causeOf, errnoOf, type PauseCause } from '../../core/pause-cause.js';
 import type { ResultRecord } from '../../core/result.js';
 import { writeJsonVerified } from '../durable-write.js';
-import { failpoint } from '../failpoints.js';
+import { failpoint } from '../ports/failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
-import { removeAndVerify } from '../pair-lifecycle.js';
+import { removeAndVerify } from '../remove-and-verify.js';
 import type { Logger } from '../ports/logger.js';
 import type { OutcomeReader } from '../ports/outcome-reader.js';
 import { reconcilePair } from '../reconcile-pair.js';
@@ -85,6 +85,7 @@ export async function finishPair(
     finished_at: facts.finished_at,
     gpu_peak_mib: facts.gpu_peak_mib,
     ...(why.length > 0 ? { why } : {}),
+    ...(facts.egress !== undefined ? { egress: facts.egress } : {}),
   });
   return reconcileFinished(deps, receipt, result, classified);
 }

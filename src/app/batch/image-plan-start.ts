@@ -7,7 +7,7 @@ import {
   type ImagePlanRecord,
   type PlannedImage,
 } from '../../core/image-plan.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { imagesMissing } from '../image-missing.js';
 import type { ImagePulls } from '../ports/image-pulls.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';

@@ -6,17 +6,7 @@ import type { ImagePlanRecord } from '../../core/image-plan.js';
 
 /** Where things live in a batch output directory (SPEC §4): the names are core/evidence-names.ts's. */
 import { JOBS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.js';
-export {
-  BATCH_FILE,
-  JOBS_DIR,
-  MANIFEST_FILE,
-  STATUS_FILE,
-  STOP_FILE,
-  SUMMARY_FILE,
-  SUPERVISOR_FILE,
-  SUPERVISOR_LOG,
-} from '../../core/evidence-names.js';
-export type { SupervisorRecord } from '../../core/supervisor-record.js';
+import { isObject, taggedRecord } from '../../core/json-object.js';
 
 export function jobRel(jobId: string): string {
   return `${JOBS_DIR}/${jobId}`;
@@ -63,6 +53,11 @@ export interface BatchRecord {
    * `repository@digest`), the disk budget and the pace of pulls. Absent: every image was present (or swarm).
    */
   readonly image_plan?: ImagePlanRecord;
+  /**
+   * Issue 43, swarm: image → the nodes whose engines held it at start (every configured node must: a node lacking
+   * one is refused at start, named). Absent on the local executor.
+   */
+  readonly image_nodes?: Readonly<Record<string, readonly string[]>>;
   /** The host at start (systeminformation, each fact bounded in time: `{kind: "unknown", reason}` when it failed). */
   readonly host?: HostFactsRecord;
   /**
@@ -90,4 +85,12 @@ export function gpuHostUnobservable(batch: BatchRecord): boolean {
 export interface StopRequest {
   readonly terminate: boolean;
   readonly requested_at: string;
+}
+
+/** The check `batch.json` is read back through. */
+export const isBatchRecord = taggedRecord<BatchRecord>(BATCH_SCHEMA, ['batch_id', 'registry_path']);
+
+/** The check `stop.json` is read back through. */
+export function isStopRequest(value: unknown): value is StopRequest {
+  return isObject(value) && typeof value['terminate'] === 'boolean';
 }

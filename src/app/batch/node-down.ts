@@ -1,5 +1,5 @@
 import { NODES_DOWN_FILE } from '../../core/evidence-names.js';
-import { isNodesDownRecord } from '../evidence/evidence-records.js';
+import { taggedRecord } from '../../core/json-object.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError } from '../../core/errors.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
@@ -11,12 +11,15 @@ import { loadBatch, readJobFiles } from './batch-context.js';
 import { reconcileFinished, removeUnverifiedContainer } from './finish-pair.js';
 
 /** `D/nodes-down.json`: swarm nodes the operator declared down (issue 13), in declaration order. */
-export { NODES_DOWN_FILE };
 
 export interface NodesDownRecord {
   readonly schema: 'roboguide.e1.nodes_down/v1';
   readonly nodes: readonly { readonly node: string; readonly declared_at: string }[];
 }
+
+/** The check `nodes-down.json` is read back through. */
+export const isNodesDownRecord = (value: unknown): value is NodesDownRecord =>
+  taggedRecord<NodesDownRecord>('roboguide.e1.nodes_down/v1')(value) && Array.isArray(value.nodes);
 
 /** The nodes declared down for this batch (none when the file is absent). */
 export async function nodesDown(store: EvidenceStore): Promise<string[]> {

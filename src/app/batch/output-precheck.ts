@@ -2,9 +2,9 @@ import { ExitCode, RoboguideError } from '../../core/errors.js';
 import { foldJournal } from '../../core/batch-state.js';
 import { shellWord } from '../../core/next-steps.js';
 import { EvidenceStore } from '../evidence/evidence-store.js';
-import { isBatchRecord } from '../evidence/evidence-records.js';
+import { isBatchRecord } from './layout.js';
 import type { FileSystem } from '../ports/file-system.js';
-import { BATCH_FILE } from './layout.js';
+import { BATCH_FILE } from '../../core/evidence-names.js';
 
 /**
  * `e1-batch start`'s first check (issue 40): an output folder that is not new or empty is refused before the

@@ -1,15 +1,14 @@
 import { isObject } from '../../core/json-object.js';
-import {
-  isBatchRecord,
-  isReceipt,
-  isResultRecord,
-  isSupervisorRecord,
-  isWrittenStatus,
-} from '../evidence/evidence-records.js';
-import type { EvidenceStore, JsonCheck } from '../evidence/evidence-store.js';
+import { isBatchRecord, receiptRel, resultRel } from './layout.js';
+import { isReceipt } from '../../core/receipt.js';
+import { isResultRecord } from '../../core/result.js';
+import { isSupervisorRecord, type SupervisorRecord } from '../../core/supervisor-record.js';
+import { isWrittenStatus, type BatchStatus, type WrittenStatus } from './status-shapes.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JsonCheck } from '../evidence/json-check.js';
 import { BatchLedger } from '../../core/batch-ledger.js';
 import { BASIS_SCHEMA } from '../../core/ledger-facts.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { RoboguideError } from '../../core/errors.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
@@ -18,21 +17,11 @@ import {
   BATCH_FILE,
   JOBS_DIR,
   MANIFEST_FILE,
-  receiptRel,
-  resultRel,
   STATUS_FILE,
   SUPERVISOR_FILE,
-  type SupervisorRecord,
-} from './layout.js';
-import {
-  buildStatus,
-  capacityConfigOf,
-  leftoverWhyFrom,
-  settleFromFiles,
-  statusFromLedger,
-  type BatchStatus,
-  type WrittenStatus,
-} from './status.js';
+} from '../../core/evidence-names.js';
+import { buildStatus, leftoverWhyFrom, settleFromFiles, statusFromLedger } from './status.js';
+import { capacityConfigOf } from './capacity-config.js';
 
 /**
  * A fresh status from the evidence and the engine (read-only: status.json is not rewritten; SPEC §3.3, §6.11).

@@ -1,11 +1,11 @@
-import { referencedName, type Job } from '../../core/manifest/index.js';
+import { referencedName, type ResolvedJobEnvironment } from '../../core/manifest/environment.js';
+import type { Job } from '../../core/manifest/schema.js';
 import { classOfReason } from '../../core/classify.js';
 import { knownEntry } from '../../core/journal-events.js';
 import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
 import type { Receipt } from '../../core/receipt.js';
 import { lostWorkerResult } from '../build-result.js';
-import { removeAndVerify } from '../pair-lifecycle.js';
-import type { ResolvedJobEnvironment } from './batch-context.js';
+import { removeAndVerify } from '../remove-and-verify.js';
 import {
   executeInBatch,
   type BatchPairContext,

@@ -1,5 +1,5 @@
 import { InvalidInputError, type Issue } from '../../core/errors.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { referencedName, resolveEnvironment } from '../../core/manifest/environment.js';
 import type { RegistryAuth } from '../ports/image-pulls.js';
 

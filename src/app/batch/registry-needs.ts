@@ -1,6 +1,6 @@
 /** What a batch's pairs hold in the capacity registry (ports, GPU memory) and the start-time refusal over it. */
 import { InvalidInputError, type Issue } from '../../core/errors.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import {
   heldPortIssues,
   neverFitIssues,

@@ -1,10 +1,11 @@
 import { basename, dirname, relative, resolve, sep } from 'node:path';
 import { InvalidInputError } from '../../core/errors.js';
-import type { ReportModel } from '../../core/report/model.js';
+import type { ReportModel } from '../../core/report/types.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { FileSystem } from '../ports/file-system.js';
-import { REPORT_FILE, writeReport, type ReportTarget } from './report.js';
+import { writeReport, type ReportTarget } from './report.js';
+import { REPORT_FILE } from '../../core/evidence-names.js';
 
 export interface ReportFileDeps {
   readonly fs: Pick<FileSystem, 'lstat'>;

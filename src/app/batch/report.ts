@@ -1,17 +1,16 @@
 import { REPORT_FILE } from '../../core/evidence-names.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { errorDetail } from '../../core/errors.js';
-import { buildReportModel, type ReportModel } from '../../core/report/model.js';
+import { buildReportModel } from '../../core/report/model.js';
+import type { ReportModel } from '../../core/report/types.js';
 import { renderReportHtml } from '../../core/report/html.js';
 import { systemClock, type Clock, type TimerHandle, type Timers } from '../ports/clock.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
 import { gpuHostUnobservable, jobRel } from './layout.js';
-import { capacityConfigOf } from './status.js';
+import { capacityConfigOf } from './capacity-config.js';
 import { runningSupervisor } from './supervisor-liveness.js';
-
-export { REPORT_FILE };
 
 /** The report's data, fresh from the evidence (journal, receipts, results, the file names in each job folder). */
 export async function readReportModel(
@@ -42,6 +41,7 @@ export async function readReportModel(
     jobs,
     supervisorAlive: alive,
     now: now.toISOString(),
+    ...(batch.image_plan !== undefined ? { imagePlan: batch.image_plan } : {}),
     ...(imagesMoved !== undefined ? { imagesMoved: await imagesMoved(store.root) } : {}),
   });
 }

@@ -4,7 +4,7 @@ import { foldJournal } from '../../core/batch-state.js';
 import { loadBatch, readJobFiles, resolveAllEnvironments } from './batch-context.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { runningSupervisor } from './supervisor-liveness.js';
-import { SUMMARY_FILE } from './layout.js';
+import { SUMMARY_FILE } from '../../core/evidence-names.js';
 
 /**
  * Checks before a resume: the recorded supervisor must be dead (pid + start time + boot id), and every

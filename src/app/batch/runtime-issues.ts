@@ -1,6 +1,7 @@
 /** The start check that every OCI runtime the manifest asks for is registered with the engine (and usable). */
 import type { Issue } from '../../core/errors.js';
-import { jobRuntime, type Manifest } from '../../core/manifest/index.js';
+import { jobRuntime } from '../../core/manifest/parse.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { gvisorSessionsDirProblem, isGvisor, runtimeProblem } from '../../core/oci-runtime.js';
 import type { EngineInfo } from '../ports/container-runtime.js';
 

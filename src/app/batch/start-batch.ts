@@ -1,9 +1,8 @@
-import { isBatchRecord, isReceipt } from '../evidence/evidence-records.js';
+import { isReceipt } from '../../core/receipt.js';
 import { randomUUID } from 'node:crypto';
 import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
-import { imagesMissing } from '../image-missing.js';
-import { jobImage, type Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
 import type { ExecutorConfig } from '../../core/executor.js';
 import type { ProtectedPaths } from '../../core/mount-policy.js';
@@ -17,27 +16,27 @@ import type { NodeInventory } from '../ports/executor-inventory.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
 import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
-import { environmentIssues, environmentMissing } from './batch-context.js';
-import { groupedByJob } from '../../core/manifest/environment.js';
-import { batchHostRequest, type HostFactsRequest } from '../host-facts.js';
+import { environmentMissing } from './batch-context.js';
+import { environmentIssues, groupedByJob } from '../../core/manifest/environment.js';
+import { batchHostRequest } from '../host-facts.js';
+import type { HostFactsRequest } from '../ports/host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
 import {
-  BATCH_FILE,
   BATCH_SCHEMA,
-  MANIFEST_FILE,
+  isBatchRecord,
   receiptRel,
   type BatchGpuObservation,
   type BatchRecord,
 } from './layout.js';
-
+import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
 import { refuseUsedOutput } from './output-precheck.js';
 import { registryNeeds, type RegistryNeeds } from './registry-needs.js';
 import { runtimeIssues } from './runtime-issues.js';
 import { gpuCount, swarmJobIssues, swarmSlots } from './swarm-checks.js';
 import type { ImagePulls } from '../ports/image-pulls.js';
-import type { PlannedImage } from '../../core/image-plan.js';
 import { dataRootFree, imagePlanRecord, planOf, type CompressedSize } from './image-plan-start.js';
+import { checkImages, type EngineImages, type ImagePlanner } from './image-check.js';
 import type { DockerConfigReader } from './registry-auth.js';
 export interface StartBatchDeps {
   readonly fs: FileSystem;
@@ -222,12 +221,8 @@ async function checkEngine(
   runtime: ContainerRuntime,
   manifest: Manifest,
   bin: string,
-  plan?: (missing: string[], jobsOf: Map<string, string[]>) => Promise<Record<string, PlannedImage>>,
-): Promise<{
-  readonly engine: Awaited<ReturnType<ContainerRuntime['info']>>;
-  readonly pins: Record<string, string>;
-  readonly planned: Record<string, PlannedImage>;
-}> {
+  plan?: ImagePlanner,
+): Promise<EngineImages & { readonly engine: Awaited<ReturnType<ContainerRuntime['info']>> }> {
   const engine = await runtime.info();
   const runtimes = runtimeIssues(manifest, engine);
   if (runtimes.length > 0)
@@ -236,25 +231,7 @@ async function checkEngine(
       'the batch asks for a runtime this engine cannot give',
       runtimes,
     );
-  const jobsOf = new Map<string, string[]>();
-  for (const job of manifest.jobs) {
-    const image = jobImage(manifest, job);
-    jobsOf.set(image, [...(jobsOf.get(image) ?? []), job.job_id]);
-  }
-  const pins: Record<string, string> = {};
-  const missing: string[] = [];
-  for (const image of jobsOf.keys()) {
-    const id = runtime.imageId
-      ? await runtime.imageId(image)
-      : (await runtime.imageExists(image))
-        ? image
-        : null;
-    if (id === null) missing.push(image);
-    else if (id.startsWith('sha256:')) pins[image] = id;
-  }
-  if (missing.length > 0 && plan === undefined) throw imagesMissing(missing, jobsOf, bin);
-  const planned = missing.length > 0 && plan !== undefined ? await plan(missing, jobsOf) : {};
-  return { engine, pins, planned };
+  return { engine, ...(await checkImages(runtime, manifest, bin, plan)) };
 }
 
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
@@ -294,12 +271,12 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   });
   const { bytes, manifest } = await checkManifest(deps, options);
   const bin = options.bin ?? 'roboguide-eval';
-  const { engine, pins, planned } = await checkEngine(
-    deps.runtime,
-    manifest,
-    bin,
-    planOf(deps, options, manifest),
-  );
+  const {
+    engine,
+    pins,
+    planned,
+    nodes: imageNodes,
+  } = await checkEngine(deps.runtime, manifest, bin, planOf(deps, options, manifest));
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.nodes) : undefined;
   await deps.checkRegistry?.(
@@ -330,6 +307,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     ...(Object.keys(pins).length > 0 && (options.executor === undefined || options.executor.kind === 'local')
       ? { images: pins }
       : {}),
+    ...(imageNodes !== undefined ? { image_nodes: imageNodes } : {}),
     ...(Object.keys(planned).length > 0
       ? {
           image_plan: imagePlanRecord(

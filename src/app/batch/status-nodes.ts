@@ -1,6 +1,6 @@
 /** The per-node view of a swarm batch in status: its nodes, the pairs running on each, their GPUs. */
 import type { RunningPair } from '../../core/batch-state.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import type { BatchRecord } from './layout.js';
 import type { NodeStatus } from './status-shapes.js';
 

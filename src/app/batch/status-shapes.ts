@@ -1,19 +1,21 @@
 /** The shapes status reports: the batch status, status.json as written (with its basis), the summary, leftovers, nodes. */
-import type {
-  BatchState,
-  Counts,
-  PauseCauseEntry,
-  PauseHistoryEntry,
-  RunningPair,
+import {
+  type Counts,
+  type PauseCauseEntry,
+  type PauseHistoryEntry,
+  type RunningPair,
   STATUS_SCHEMA,
 } from '../../core/batch-state.js';
+import type { EgressStatus } from '../../core/egress/egress-tally.js';
+import type { BatchState } from '../../core/batch-state-name.js';
+import { taggedRecord } from '../../core/json-object.js';
 import type { FailedPair, LedgerBasis } from '../../core/ledger-facts.js';
 import type { PauseReason } from '../../core/pause-rules.js';
 import type { CapacityConfig } from '../../core/dispatch-policy.js';
 import type { Eta } from '../../core/report/eta.js';
 import type { Classification } from '../../core/result.js';
 import type { MovedImage } from './image-pins.js';
-import type { SupervisorRecord } from './layout.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 
 export interface Leftover {
   readonly container_id: string;
@@ -44,6 +46,12 @@ export interface BatchStatus {
   readonly claims_without_result: string[];
   /** The failed pairs, most recent first, with their first reason (see FailedPairs). */
   readonly failed?: FailedPairs;
+  /**
+   * The allowlisted pairs' attempts beyond their containers (docs/spec.md §5.6): the batch's allowed and refused
+   * counts, and per pair (the most recent with refusals) its counts and the hosts refused, masked. Absent when no
+   * allowlisted pair has finished.
+   */
+  readonly egress?: EgressStatus;
   /** Pinned images whose tag names another image now (`e1-batch status` with an engine); absent when none. */
   readonly images_moved?: readonly MovedImage[];
   /** Time left, from the mean duration of the pairs finished so far; null before the first result or when idle. */
@@ -101,3 +109,6 @@ export interface WrittenStatus extends BatchStatus {
 export interface StatusBasis extends LedgerBasis {
   readonly capacity: CapacityConfig;
 }
+
+/** The check `status.json` is read back through. */
+export const isWrittenStatus = taggedRecord<WrittenStatus>(STATUS_SCHEMA, ['batch_id', 'state']);

@@ -1,6 +1,7 @@
 import { exitCodeOf, explainResult } from '../../core/next-steps.js';
-import { isSupervisorRecord } from '../evidence/evidence-records.js';
-import type { EvidenceStore, JournalRecord } from '../evidence/evidence-store.js';
+import { isSupervisorRecord, type SupervisorRecord } from '../../core/supervisor-record.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalRecord } from '../../core/journal-events.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 import { BatchLedger } from '../../core/batch-ledger.js';
 import type { FinishFacts, OpenClaim } from '../../core/ledger-facts.js';
@@ -14,27 +15,19 @@ import {
 import { workersAllowed, type CapacityConfig } from '../../core/dispatch-policy.js';
 import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../../core/cpu-only-admission.js';
 import { capacityConfigOf } from './capacity-config.js';
-export { capacityConfigOf } from './capacity-config.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../../core/outcome.js';
 import type { Receipt } from '../../core/receipt.js';
 import { estimateEtaFromMean, type Eta } from '../../core/report/eta.js';
 import type { ResultRecord } from '../../core/result.js';
+import { egressEntry } from '../../core/egress/egress-tally.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
-import { SUPERVISOR_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { type BatchRecord } from './layout.js';
+import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
 import { nodesStatus } from './status-nodes.js';
 import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
-export type {
-  BatchStatus,
-  FailedPairs,
-  Leftover,
-  NodeStatus,
-  StatusBasis,
-  Summary,
-  WrittenStatus,
-} from './status-shapes.js';
 function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
   const pairs = ledger.failedRecent();
   const total = counts.total - counts.pending - counts.claimed - counts.completed;
@@ -105,6 +98,7 @@ export function finishFactsOfResult(result: ResultRecord): FinishFacts {
     ...(result.reasons[0] !== undefined ? { first_reason: result.reasons[0] } : {}),
     ...(problem !== undefined ? { first_problem: formatOutcomeProblem(problem) } : {}),
     ...whyOf(result),
+    ...egressEntry(result.egress),
   };
 }
 
@@ -183,6 +177,7 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
   const peaks = ledger.gpuPeaks();
   const allowed = workersAllowed(input.capacity, peaks, ledger.finishedCount());
   const state = deriveState(fold, counts, alive);
+  const egress = ledger.egress();
   return {
     schema: STATUS_SCHEMA,
     batch_id: input.batch.batch_id,
@@ -197,6 +192,7 @@ export async function statusFromLedger(input: LedgerStatusInput): Promise<BatchS
     gpu_peak_mib: peaks.length > 0 ? Math.max(...peaks) : null,
     gpu_note: gpuNote(input.batch, input.capacity, peaks, ledger.finishedCount()),
     failed: failedPairsOf(ledger, counts),
+    ...(egress !== null ? { egress } : {}),
     claims_without_result: open.map((c) => c.job_id),
     eta: state === 'running' ? etaOf(ledger, counts.pending, running, allowed, input.now) : null,
     leftovers,

@@ -2,7 +2,8 @@ import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { Clock } from '../ports/clock.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
 import type { HostIdentity } from '../ports/host-identity.js';
-import { STOP_FILE, type StopRequest } from './layout.js';
+import { type StopRequest } from './layout.js';
+import { STOP_FILE } from '../../core/evidence-names.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
 export interface StopOutcome {

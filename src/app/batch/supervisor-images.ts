@@ -1,4 +1,4 @@
-import { jobImage } from '../../core/manifest/index.js';
+import { jobImage } from '../../core/manifest/parse.js';
 import type { SupervisorState } from '../../core/supervisor-machine.js';
 import { systemClock } from '../ports/clock.js';
 import { ImagePuller } from './image-puller.js';
@@ -8,9 +8,9 @@ import {
   registryCredentials,
   type RegistryCredentials,
 } from './registry-auth.js';
-import type { SupervisorDeps } from './supervisor.js';
+import type { SupervisorDeps } from './supervisor-deps.js';
 import type { BatchRecord } from './layout.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 
 /**

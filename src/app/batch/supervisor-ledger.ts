@@ -1,6 +1,8 @@
 import type { BatchLedger } from '../../core/batch-ledger.js';
-import { jobImage, type Manifest } from '../../core/manifest/index.js';
-import type { EvidenceStore, JournalEvent } from '../evidence/evidence-store.js';
+import { jobImage } from '../../core/manifest/parse.js';
+import type { Manifest } from '../../core/manifest/schema.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalEvent } from '../../core/journal-events.js';
 import { readJobFiles, type JobFiles } from './batch-context.js';
 import { gpuPeaksOf, ledgerFromFiles } from './status.js';
 

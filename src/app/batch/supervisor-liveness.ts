@@ -1,7 +1,7 @@
-import { isSupervisorRecord } from '../evidence/evidence-records.js';
+import { isSupervisorRecord, type SupervisorRecord } from '../../core/supervisor-record.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { HostIdentity } from '../ports/host-identity.js';
-import { SUPERVISOR_FILE, type SupervisorRecord } from './layout.js';
+import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
 
 /**
  * The batch's recorded supervisor, if it is still supervising: the same live process (pid, start time, boot id)

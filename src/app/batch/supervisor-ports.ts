@@ -1,14 +1,16 @@
-import { isReceipt, isResultRecord } from '../evidence/evidence-records.js';
+import { isReceipt } from '../../core/receipt.js';
+import { isResultRecord } from '../../core/result.js';
 import type { BatchLedger } from '../../core/batch-ledger.js';
 import { InternalError, errorDetail } from '../../core/errors.js';
 import type { JournalAppend } from '../../core/journal-events.js';
-import type { Job, Manifest } from '../../core/manifest/index.js';
+import type { Job, Manifest } from '../../core/manifest/schema.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
 import { systemClock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { PlacementInventory } from '../ports/executor-inventory.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
-import type { JobFiles, ResolvedJobEnvironment } from './batch-context.js';
+import type { JobFiles } from './batch-context.js';
+import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import {
   dispatchPair,
   type BatchPairContext,
@@ -17,20 +19,23 @@ import {
   type RunningHandle,
 } from './batch-pair.js';
 import type { FinishReport } from './finish-pair.js';
-import { receiptRel, resultRel, STATUS_FILE, type BatchRecord, type SupervisorRecord } from './layout.js';
+import { receiptRel, resultRel, type BatchRecord } from './layout.js';
+import { STATUS_FILE } from '../../core/evidence-names.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { nodesDown } from './node-down.js';
 import { admissionNodesFor } from '../admission.js';
 import { recoverPair } from './recover-pair.js';
 import type { reportRefresher } from './report.js';
 import { checkSources } from './source-check.js';
-import { buildWrittenStatus, capacityConfigOf, settleFromFiles } from './status.js';
+import { buildWrittenStatus, settleFromFiles } from './status.js';
+import { capacityConfigOf } from './capacity-config.js';
 import { CoalescingWriter, STATUS_MIN_INTERVAL_MS } from './status-writer.js';
-import type { SupervisorDeps } from './supervisor.js';
+import type { SupervisorDeps } from './supervisor-deps.js';
 import type { PeakBook } from './supervisor-ledger.js';
 import type { SupervisorLoopPorts } from './supervisor-loop.js';
 import type { RegistryCredentials } from './registry-auth.js';
 import type { ImagePuller } from './image-puller.js';
-import { jobImage } from '../../core/manifest/index.js';
+import { jobImage } from '../../core/manifest/parse.js';
 
 /**
  * The supervisor's wiring: how each effect of the loop is performed on the batch's evidence, registry and engine

@@ -1,7 +1,7 @@
-import { isStopRequest } from '../evidence/evidence-records.js';
+import { isStopRequest } from './layout.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { systemClock, type Timers } from '../ports/clock.js';
-import { STOP_FILE } from './layout.js';
+import { STOP_FILE } from '../../core/evidence-names.js';
 import type { SupervisorLoop } from './supervisor-loop.js';
 
 /** How often the stop file is read besides SIGUSR2 (a lost signal must not lose a stop). */

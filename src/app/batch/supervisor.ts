@@ -1,34 +1,23 @@
-import type { EvidenceStore, JournalEvent } from '../evidence/evidence-store.js';
-import type { ProcessIdentity } from '../ports/host-identity.js';
-import { foldJournal, type BatchState } from '../../core/batch-state.js';
+import type { EvidenceStore } from '../evidence/evidence-store.js';
+import type { JournalEvent, JournalAppend } from '../../core/journal-events.js';
+import type { ProcessIdentity } from '../../core/process-identity.js';
+import { foldJournal } from '../../core/batch-state.js';
+import type { BatchState } from '../../core/batch-state-name.js';
 import { RoboguideError, errorDetail } from '../../core/errors.js';
-import type { JournalAppend } from '../../core/journal-events.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { pausesFor, survivingResume } from '../../core/pause-rules.js';
 import { exitState, initialSupervisorState } from '../../core/supervisor-machine.js';
-import type { ExecutePairDeps } from '../execute-pair.js';
-import { failpoint } from '../failpoints.js';
-import type { CapacityRegistry } from '../ports/capacity-registry.js';
-import type { Logger } from '../ports/logger.js';
-import {
-  readJobFiles,
-  loadBatch,
-  resolveAllEnvironments,
-  type JobFiles,
-  type ResolvedJobEnvironment,
-} from './batch-context.js';
+import { failpoint } from '../ports/failpoints.js';
+import { readJobFiles, loadBatch, resolveAllEnvironments, type JobFiles } from './batch-context.js';
+import type { ResolvedJobEnvironment } from '../../core/manifest/environment.js';
 import type { BatchPairDeps } from './batch-pair.js';
 import { reconcileFinished, removeUnverifiedContainer } from './finish-pair.js';
-import {
-  STATUS_FILE,
-  STOP_FILE,
-  SUMMARY_FILE,
-  SUPERVISOR_FILE,
-  type BatchRecord,
-  type SupervisorRecord,
-} from './layout.js';
+import { type BatchRecord } from './layout.js';
+import { STATUS_FILE, STOP_FILE, SUMMARY_FILE, SUPERVISOR_FILE } from '../../core/evidence-names.js';
+import type { SupervisorRecord } from '../../core/supervisor-record.js';
 import { reportRefresher } from './report.js';
-import { buildStatus, buildSummary, capacityConfigOf } from './status.js';
+import { buildStatus, buildSummary } from './status.js';
+import { capacityConfigOf } from './capacity-config.js';
 import { seedLedger, type SeededLedger } from './supervisor-ledger.js';
 import { SupervisorLoop } from './supervisor-loop.js';
 import {
@@ -41,23 +30,9 @@ import {
 } from './supervisor-ports.js';
 import { causeOf } from '../../core/pause-cause.js';
 import { listenForStops, StopLatch } from './supervisor-signals.js';
-import type { ImagePulls } from '../ports/image-pulls.js';
-import { NO_CREDENTIALS, type DockerConfigReader, type RegistryCredentials } from './registry-auth.js';
+import { NO_CREDENTIALS, type RegistryCredentials } from './registry-auth.js';
 import { credentialsFor, imagePullerFor } from './supervisor-images.js';
-
-export interface SupervisorDeps {
-  readonly store: EvidenceStore;
-  readonly registry: CapacityRegistry;
-  readonly execute: ExecutePairDeps;
-  readonly logger: Logger;
-  readonly environment: Readonly<Record<string, string | undefined>>;
-  /** Install signal handlers (SIGTERM/SIGINT: stop, twice: terminate; a third: kill now; SIGUSR2: read the stop request). */
-  readonly handleSignals: boolean;
-  /** Issue 43: the engine's image calls (a batch with an image plan pulls ahead with them). */
-  readonly imagePulls?: ImagePulls;
-  /** `~/.docker/config.json` for `registries.<host>.docker_config`. */
-  readonly readDockerConfig?: DockerConfigReader;
-}
+import type { SupervisorDeps } from './supervisor-deps.js';
 
 /**
  * The batch supervisor (SPEC §5): recovers claimed pairs, dispatches unclaimed ones in manifest order under

@@ -1,7 +1,7 @@
 /** Swarm-executor start checks: the manifest rules a swarm imposes, and how many pairs its nodes run at once. */
 import type { Issue } from '../../core/errors.js';
 import type { ExecutorConfig } from '../../core/executor.js';
-import type { Manifest } from '../../core/manifest/index.js';
+import type { Manifest } from '../../core/manifest/schema.js';
 import { DEFAULT_RUNTIME } from '../../core/oci-runtime.js';
 
 /** On a swarm GPUs are generic resources counted per node: "all" has no meaning there. */

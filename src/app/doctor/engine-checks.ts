@@ -4,7 +4,8 @@ import { probeGpuView } from '../gpu-probe.js';
 import { isPodman, podmanChecks } from './podman-checks.js';
 import type { EngineInfo } from '../ports/container-runtime.js';
 import { fail, ok, warn, type DoctorCheck } from './check.js';
-import type { DoctorDeps, DoctorOptions } from '../doctor.js';
+import type { DoctorDeps } from '../ports/doctor-probes.js';
+import type { DoctorOptions } from './doctor-options.js';
 
 export const PROBE_DEADLINE_MS = 30_000;
 export const PROBE_LABELS: Readonly<Record<string, string>> = { 'roboguide.doctor': 'probe' };

@@ -1,8 +1,10 @@
 import { outputSpaceWarning } from '../../core/output-budget.js';
 import { fail, formatBytes, GIB, MIB, ok, warn, type DoctorCheck } from './check.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
-import type { DoctorDeps, DoctorOptions, RegistryProbe, RegistryTarget } from '../doctor.js';
+import type { DoctorDeps, RegistryProbe, RegistryTarget } from '../ports/doctor-probes.js';
+import type { DoctorOptions } from './doctor-options.js';
 import { dataRootCheck, gpuCheck, hostCheck } from './facts-checks.js';
+import { imageBudgetCheck } from './image-budget-check.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES } from '../../core/pair-limits.js';
 import {
   diskEnforcementDetail,
@@ -27,6 +29,7 @@ export async function hostChecks(
       ([check, f]) => withOutputFs(check, f.output_fs),
     ),
     facts.then((f) => dataRootCheck(f.engine_data_root_fs)),
+    facts.then((f) => imageBudgetCheck(f.engine_data_root_fs, options.imageDiskBytes)),
     Promise.all([facts, quotaSupportOf(deps, options.outputDir)]).then(([f, quota]) =>
       pairLimitsCheck(f, quota),
     ),

@@ -14,7 +14,7 @@ import {
   type EngineRuntime,
 } from '../../core/oci-runtime.js';
 import { fail, ok, warn, type DoctorCheck } from './check.js';
-import type { DoctorDeps } from '../doctor.js';
+import type { DoctorDeps } from '../ports/doctor-probes.js';
 import { PROBE_DEADLINE_MS, PROBE_LABELS } from './engine-checks.js';
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
-import { failpoint } from '../failpoints.js';
+import { failpoint } from '../ports/failpoints.js';
 import { errnoOf } from '../ports/file-system.js';
 import type { FileSystem } from '../ports/file-system.js';
 import type { DirectorySync } from './directory-sync.js';

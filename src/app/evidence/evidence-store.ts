@@ -22,19 +22,11 @@ import {
 import { cleanTempFiles } from './temp-cleanup.js';
 import type { JournalEvent, JournalRecord } from '../../core/journal-events.js';
 
-export { DIR_PERMISSIONS, FILE_PERMISSIONS } from './store-errors.js';
-export { JOURNAL_FILE } from '../../core/evidence-names.js';
-export type { JsonCheck } from './json-check.js';
-export type { JournalListener, JournalSlice } from './journal-file.js';
-
 /**
  * What a caller appends: one of the closed union of journal events (`core/journal-events.ts`), its `at` from the
  * injected clock. The store adds `seq`. What it reads back is a `JournalRecord`: the same union, each field to be
  * checked (an older writer may lack it), or a foreign type (an older or newer writer) that readers pass over.
  */
-export type { JournalEvent, JournalRecord } from '../../core/journal-events.js';
-
-export type { LogOpenOptions } from './log-files.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const encoder = new TextEncoder();

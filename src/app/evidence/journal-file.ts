@@ -1,6 +1,6 @@
 import type { JournalEvent, JournalRecord } from '../../core/journal-events.js';
 import { JOURNAL_FILE } from '../../core/evidence-names.js';
-import { failpoint } from '../failpoints.js';
+import { failpoint } from '../ports/failpoints.js';
 import type { FileHandle, FileSystem } from '../ports/file-system.js';
 import type { DirectorySync } from './directory-sync.js';
 import {

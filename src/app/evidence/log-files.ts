@@ -1,5 +1,5 @@
 import { basename } from 'node:path';
-import { failpoint } from '../failpoints.js';
+import { failpoint } from '../ports/failpoints.js';
 import type { FileHandle, FileSystem } from '../ports/file-system.js';
 import type { DirectorySync } from './directory-sync.js';
 import { LogSink } from './log-sink.js';

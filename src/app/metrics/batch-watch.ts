@@ -2,9 +2,14 @@ import { isObject } from '../../core/json-object.js';
 import { JOURNAL_FILE, STATUS_FILE, SUPERVISOR_FILE } from '../../core/evidence-names.js';
 import { knownEntry, type JournalRecord } from '../../core/journal-events.js';
 import { PAIR_PHASES } from '../../core/pair-phases.js';
-import { CLASSIFICATIONS, type Classification, type ResultRecord } from '../../core/result.js';
+import {
+  CLASSIFICATIONS,
+  type Classification,
+  type ResultRecord,
+  isResultRecord,
+} from '../../core/result.js';
 import { secondsBetween, type BatchSnapshot, type FinishedPair } from '../../core/metrics/host-snapshot.js';
-import { isResultRecord, isSupervisorRecord } from '../evidence/evidence-records.js';
+import { isSupervisorRecord } from '../../core/supervisor-record.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { FileInfo, FileSystem } from '../ports/file-system.js';
 import type { HostIdentity } from '../ports/host-identity.js';

@@ -9,6 +9,7 @@
 import type { Classification } from '../../core/result.js';
 import type { ProcessIdentity } from '../../core/process-identity.js';
 import type { AdmitRefusal } from '../../core/admission-rule.js';
+import type { TerminalCommitRefusal } from '../../core/terminal-commit-rule.js';
 
 /** Host limits, stored in the registry so that every batch on the host sees the same ones. */
 export interface HostLimits {
@@ -65,8 +66,6 @@ export interface AdmitRequest {
   /** Read-only bind sources: not held, but refused (`mount_nested`) when one is, lies inside or holds a running pair's evidence. */
   readonly readOnlyMounts?: readonly string[];
 }
-
-export type { AdmitRefusalReason } from '../../core/admission-rule.js';
 
 export type AdmitResult =
   | { readonly kind: 'admitted'; readonly reservationId: string }
@@ -128,9 +127,6 @@ export interface TerminalCommit {
   readonly outcomeSha256: string | null;
   readonly proofSha256: string;
 }
-
-export type TerminalCommitRefusal =
-  'run_owned_by_other_batch' | 'reservation_not_held_by_claim' | 'proof_mismatch' | 'unknown_reservation';
 
 export type TerminalCommitResult =
   /** Board row written terminal and read back; reservation released and read back. */
@@ -203,6 +199,8 @@ export interface CapacityRegistry {
   reservationForClaim(claimId: string): Promise<Reservation | null>;
   /** Held reservations, oldest first. */
   held(filter?: ReservationFilter): Promise<Reservation[]>;
+  /** The folders a reservation records (writable sources; its evidence folder marked by a trailing `/`), ascending. */
+  reservationSources(reservationId: string): Promise<string[]>;
   /** Which of `ports` are held on `node`, by which batch (ascending port). */
   portHolders(node: string, ports: readonly number[]): Promise<PortHolder[]>;
   /** The schema version the database holds and the one this tool writes (they are equal once opened). */

@@ -1,4 +1,3 @@
-import { sleep } from '../../core/sleep.js';
 /** The time of day, read by the use-cases only through this port (docs/architecture.md). */
 export interface Clock {
   now(): Date;
@@ -25,6 +24,23 @@ export interface Timers {
   readonly setTimer: (ms: number, fn: () => void, options?: TimerOptions) => TimerHandle;
   /** Calls `fn` every `ms` until cancelled. */
   readonly setInterval: (ms: number, fn: () => void, options?: TimerOptions) => TimerHandle;
+}
+
+/**
+ * Sleeps `ms`, or less when the signal aborts first; never rejects. The real wait behind `systemClock.sleep`, also used alone by the engine adapters' polls. Kept here, beside the real
+ * clock, because `src/core` is pure (no timers).
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted === true) return resolve();
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** The real clock and timers: the one implementation the composition roots wire in. */

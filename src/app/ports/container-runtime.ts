@@ -146,6 +146,12 @@ export interface ContainerEngine {
   listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]>;
 }
 
+/** Where an image is on a swarm: the nodes (by name) that hold it and those that do not. */
+export interface ImageNodes {
+  readonly present: readonly string[];
+  readonly absent: readonly string[];
+}
+
 /** The engine as the pair lifecycle sees it. */
 export interface ContainerRuntime extends ContainerEngine {
   /**
@@ -153,6 +159,11 @@ export interface ContainerRuntime extends ContainerEngine {
    * Optional: a runtime without it (a swarm's) runs its pairs by tag.
    */
   imageId?(image: string): Promise<string | null>;
+  /**
+   * A swarm's runtime (issue 43): which nodes' engines hold the image now and which do not (each configured node
+   * asked; a node that does not answer is an error). Absent, or null, on a single engine.
+   */
+  imageNodes?(image: string): Promise<ImageNodes | null>;
   create(spec: ContainerSpec): Promise<ContainerHandle>;
   /** Attach before start: the output of the start that follows, from its first byte, each byte once (no log replay). */
   attach(id: string): Promise<ContainerOutput>;

@@ -7,7 +7,7 @@ import type { HostFactsRequest } from './host-facts.js';
 import type { PairNetworkGuard } from './pair-network.js';
 
 /**
- * What `doctor` (src/app/doctor.ts) asks of the host: the probes behind its checks. `createDoctorDeps`
+ * What `doctor` (src/app/doctor/run-doctor.ts) asks of the host: the probes behind its checks. `createDoctorDeps`
  * (src/adapters/doctor-probes.ts) wires the real ones; unit tests pass fakes.
  */
 

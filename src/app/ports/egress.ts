@@ -6,8 +6,12 @@ import type { EgressRecord } from '../../core/egress/record.js';
  * registered with the proxy before its container exists.
  */
 export interface EgressGate {
-  /** `token` names the lease at the proxy (made by the caller, so that its texts mask it from the start). */
-  open(policy: EgressInput, token: string): Promise<EgressLease>;
+  /**
+   * `token` names the lease at the proxy (made by the caller, so that its texts mask it from the start; a reattached
+   * pair's is the one its container holds). With `onRecord`, every record goes there as it arrives (the caller
+   * appends it to `egress.jsonl` at once) and the lease keeps none; without, the lease keeps them (`snapshot`).
+   */
+  open(policy: EgressInput, token: string, onRecord?: (record: EgressRecord) => void): Promise<EgressLease>;
 }
 
 export interface EgressLease {

@@ -2,7 +2,6 @@ import type { EngineFault } from '../../core/engine-fault.js';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
 
 /** The container runtime port's failure type carries the one EngineFault word (src/core/engine-fault.ts). */
-export type { EngineFault };
 
 const CODES = {
   engine_unavailable: 'E_ENGINE_UNAVAILABLE',

@@ -1,7 +1,5 @@
 import type { ProcessIdentity } from '../../core/process-identity.js';
 
-export type { ProcessIdentity } from '../../core/process-identity.js';
-
 /**
  * The host's view of processes (SPEC §4): who this process is, the boot id now, and whether a recorded process is
  * still the same live one. Adapter: `/proc` (src/adapters/host-identity.ts); tests use a fake.

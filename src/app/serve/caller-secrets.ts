@@ -1,5 +1,5 @@
 import type { Issue } from '../../core/errors.js';
-import { referencedName, resolveEnvironment } from '../../core/manifest/index.js';
+import { referencedName, resolveEnvironment } from '../../core/manifest/environment.js';
 import { joinPath } from '../../core/manifest/issue-path.js';
 import {
   isSecretLookingName,

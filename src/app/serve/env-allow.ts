@@ -1,6 +1,6 @@
 import type { Issue } from '../../core/errors.js';
 import { ENV_NAME_PATTERN, RESERVED_ENV_PREFIX } from '../../core/manifest/constants.js';
-import { referencedName } from '../../core/manifest/index.js';
+import { referencedName } from '../../core/manifest/environment.js';
 import { joinPath } from '../../core/manifest/issue-path.js';
 
 /**

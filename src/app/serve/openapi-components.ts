@@ -1,25 +1,25 @@
 import { z } from 'zod';
 import {
   ArchiveUploadSchema,
-  CleanupRecordSchema,
-  EgressPolicySchema,
-  ErrorSchema,
-  ExecEventSchema,
-  ExecResultSchema,
-  ExecSchema,
   FileUploadSchema,
   HealthSchema,
   ImageBuildEventSchema,
   ImagePresenceSchema,
-  KeepaliveSchema,
   PairAcceptedSchema,
-  PairSpecSchema,
   PairStatusSchema,
+} from './schemas.js';
+import {
+  CleanupRecordSchema,
+  EgressPolicySchema,
+  KeepaliveSchema,
   SessionCreatedSchema,
   SessionCreateSchema,
   SessionDetailSchema,
   SessionListSchema,
-} from './schemas.js';
+} from './session-schemas.js';
+import { ErrorSchema } from './error-schema.js';
+import { ExecEventSchema, ExecResultSchema, ExecSchema } from './exec-schemas.js';
+import { PairSpecSchema } from '../../core/manifest/schema.js';
 
 /** The schemas of `serve`'s OpenAPI document, each from the zod schema that validates it (`z.toJSONSchema`). */
 export const COMPONENTS = {

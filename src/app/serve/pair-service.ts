@@ -2,9 +2,10 @@ import { PAIRS_DIR, RECEIPT_FILE, RESULT_FILE } from '../../core/evidence-names.
 import { randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { parsePairSpec } from '../../core/manifest/index.js';
+import { parsePairSpec } from '../../core/manifest/parse.js';
 import { checkMounts, type ProtectedPaths } from '../../core/mount-policy.js';
-import { runPair, type RunPairDeps } from '../run-pair.js';
+import { runPair } from '../run-pair.js';
+import type { RunPairDeps } from '../run-pair-types.js';
 import { ApiError, toApiError } from './api-error.js';
 import { unallowedReferences } from './env-allow.js';
 import { somethingAt } from '../job-paths.js';

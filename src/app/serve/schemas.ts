@@ -1,17 +1,11 @@
 import { z } from 'zod';
-import { PairSpecSchema } from '../../core/manifest/schema.js';
 import { ApiErrorBody } from './error-schema.js';
 
 /**
  * Request and response bodies of the `serve` API (issue 12); the OpenAPI document is generated from these, never
  * written by hand. Sessions, execs, the container-level request fields and the error body have their own modules
- * (re-exported here); this one holds the small resources: health, images, files and pairs.
+ * (imported from there); this one holds the small resources: health, images, files and pairs.
  */
-
-export * from './error-schema.js';
-export * from './exec-schemas.js';
-export * from './request-fields.js';
-export * from './session-schemas.js';
 
 export const HealthSchema = z
   .strictObject({
@@ -78,5 +72,3 @@ export const PairStatusSchema = z
     error: z.string().nullable(),
   })
   .meta({ title: 'PairStatus' });
-
-export { PairSpecSchema };

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CallerEnvironment } from './caller-secrets.js';
-import type { SessionCreate } from './schemas.js';
+import type { SessionCreate } from './session-schemas.js';
 import { admissionRefusal, type Bind } from './session-create.js';
 import { newSessionRecord, sessionOf, type Session, type SessionManagerDeps } from './session-state.js';
 

@@ -1,7 +1,6 @@
 import { SESSION_FILE } from '../../core/evidence-names.js';
-import { isSessionRecord } from '../evidence/evidence-records.js';
-import { relearnedSecrets } from './caller-secrets.js';
 import {
+  isSessionRecord,
   SESSION_ID,
   sessionOf,
   sessionRel,
@@ -9,6 +8,7 @@ import {
   type SessionManagerDeps,
   type SessionRecord,
 } from './session-state.js';
+import { relearnedSecrets } from './caller-secrets.js';
 
 /** A container found at start that carries this server's batch label but is not provably one of its sessions. */
 export interface ForeignContainer {

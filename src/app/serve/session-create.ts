@@ -16,7 +16,8 @@ import {
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { ApiError } from './api-error.js';
 import { callerEnvironment, type CallerEnvironment } from './caller-secrets.js';
-import { capabilityName, type SessionCreate } from './schemas.js';
+import { capabilityName } from './request-fields.js';
+import type { SessionCreate } from './session-schemas.js';
 import { PAIR_CAPABILITIES } from '../../core/pair-limits.js';
 import type { PublishedPort, SessionEngine } from '../ports/container-runtime.js';
 import { sessionRel, type Session } from './session-state.js';

@@ -1,7 +1,7 @@
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import { verifiedRemoval, type Removal } from '../remove-and-verify.js';
 import type { Logger } from '../ports/logger.js';
-import type { CleanupRecord } from './schemas.js';
+import type { CleanupRecord } from './session-schemas.js';
 import type { Session, SessionManagerDeps, SessionRecord } from './session-state.js';
 
 /** A session whose container was never created: nothing to stop, nothing to remove, nothing left. */

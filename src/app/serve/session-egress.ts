@@ -11,7 +11,7 @@ import {
 import type { NetworkChoice } from '../../core/pair-network.js';
 import { redactText } from '../../core/redaction/redact-text.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { egressLines } from '../pair-egress.js';
+import { egressLines } from '../egress-log.js';
 import type { SessionEngine } from '../ports/container-runtime.js';
 import type { EgressGate, EgressLease } from '../ports/egress.js';
 import { ApiError } from './api-error.js';

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import type { Readable, Transform } from 'node:stream';
 import { systemClock } from '../ports/clock.js';
 import { callerEnvironment } from './caller-secrets.js';
-import type { ExecRequest, ExecResult } from './schemas.js';
+import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
 import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
 
@@ -57,7 +57,13 @@ export async function execInSession(
   session: Session,
   body: ExecRequest,
   options: { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable },
-  hooks: { cwd: string | undefined; acquire: () => () => void; touch: () => void },
+  hooks: {
+    cwd: string | undefined;
+    acquire: () => () => void;
+    touch: () => void;
+    /** Whether an exec that ended with this code was cut by its container's end (docker rm -f, kill). */
+    cutByEnd?: (code: number | null) => Promise<boolean>;
+  },
 ): Promise<ExecResult> {
   const { cwd } = hooks;
   const containerId = session.record.container_id ?? '';
@@ -108,8 +114,16 @@ export async function execInSession(
   } finally {
     done();
   }
-  hooks.touch();
-  const interrupted = interruptionOf(outcome.stoppedFor);
+  // An exec that ended on its own may have been cut by its container's end, which can reach us just after it (then
+  // the signal says so); the engine is asked only when nothing of ours stopped it (timeout, client gone, shutdown).
+  const reason: unknown = options.signal?.aborted === true ? options.signal.reason : null;
+  const cut =
+    outcome.stoppedFor === null &&
+    !outcome.timedOut &&
+    (reason === 'session_ended' || (reason === null && (await hooks.cutByEnd?.(outcome.code)) === true));
+  const stoppedFor = cut ? 'session_ended' : outcome.stoppedFor;
+  if (!cut) hooks.touch();
+  const interrupted = interruptionOf(stoppedFor);
   const result = { ...execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6), interrupted };
   const line = {
     at: deps.clock.now().toISOString(),
@@ -117,7 +131,7 @@ export async function execInSession(
     return_code: result.return_code,
     timed_out: outcome.timedOut,
     client_gone: options.signal?.aborted === true,
-    ...(outcome.stoppedFor !== null ? { killed: outcome.stoppedFor } : {}),
+    ...(stoppedFor !== null ? { killed: stoppedFor } : {}),
     duration_ms: result.duration_ms,
     stdout_bytes: outcome.stdout.bytes,
     stderr_bytes: outcome.stderr.bytes,

@@ -2,7 +2,7 @@ import type { Readable, Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { systemClock, type Timers } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
-import type { ExecResult } from './schemas.js';
+import type { ExecResult } from './exec-schemas.js';
 import type { ExecHandle } from '../ports/container-runtime.js';
 
 const TIMEOUT_RETURN_CODE = 124;

@@ -2,15 +2,7 @@
 // and the clients of an ended session are told so (410) for as long as the server remembers it.
 import type { ContainerEndEvent, ContainerEngine } from '../ports/container-runtime.js';
 import { ApiError } from './api-error.js';
-import type { Session } from './session-state.js';
-
-/** How a session's container ended outside a deletion: its process exited (or was killed), or it was removed. */
-export interface SessionEnd {
-  readonly reason: 'exited' | 'gone';
-  /** The container's exit code when the engine said it (`exited`); null otherwise. */
-  readonly exitCode: number | null;
-  readonly at: string;
-}
+import type { Session, SessionEnd, SessionManagerDeps } from './session-state.js';
 
 export function sessionEndOf(event: Pick<ContainerEndEvent, 'action' | 'exitCode'>, at: Date): SessionEnd {
   return event.action === 'destroy'
@@ -31,9 +23,84 @@ export async function containerEndOf(
   if (state === undefined || (state !== null && (state.status === 'running' || state.status === 'paused')))
     return null;
   const sessionId = session.record.session_id;
-  return state === null
+  // `removing`: a `docker rm -f` marks the container before it kills it, so its `die` comes before its `destroy`.
+  return state === null || state.status === 'removing' || state.status === 'dead'
     ? { sessionId, containerId, action: 'destroy', exitCode: null }
     : { sessionId, containerId, action: 'die', exitCode: state.exitCode };
+}
+
+/**
+ * The end a session's container had, as the engine shows it now: a `die` whose container is being removed or is
+ * gone was a removal (`docker rm -f` kills before it removes), and the session reads `gone`, not `exited`.
+ */
+export async function confirmedEnd(
+  engine: Pick<ContainerEngine, 'inspect'>,
+  session: Session,
+  end: SessionEnd,
+): Promise<SessionEnd> {
+  if (end.reason === 'gone') return end;
+  const now = await containerEndOf(engine, session);
+  return now?.action === 'destroy' ? { reason: 'gone', exitCode: null, at: end.at } : end;
+}
+
+/**
+ * A live session's container ended (`session.ended` is set): its execs are told at once (they answer `interrupted:
+ * session_ended`), the end is confirmed with the engine (a `die` of a container being removed reads `gone`), and the
+ * session is deleted (verified), which releases its slot.
+ */
+export function endSession(
+  deps: Pick<SessionManagerDeps, 'engine' | 'logger'>,
+  session: Session,
+  remove: (sessionId: string, reason: SessionEnd['reason']) => Promise<unknown>,
+): void {
+  const sessionId = session.record.session_id;
+  session.stopExecs.abort('session_ended');
+  void confirmedEnd(deps.engine, session, session.ended as SessionEnd)
+    .then((confirmed) => {
+      if (confirmed.reason === 'gone') session.ended = confirmed; // never back from gone to exited
+      const end = session.ended as SessionEnd;
+      deps.logger.warn(
+        { session: sessionId, reason: end.reason, exit_code: end.exitCode },
+        'session ended by its container; deleting it',
+      );
+      return remove(sessionId, end.reason);
+    })
+    .catch((err: unknown) =>
+      deps.logger.warn(
+        { session: sessionId, error: (err as Error).message },
+        'ended session: deletion not finished; the reaper retries',
+      ),
+    );
+}
+
+/** How long an exec killed by SIGKILL waits for the engine's word that its container ended (the two race). */
+const CUT_GRACE_MS = 1_000;
+const SIGKILL_CODE = 137;
+
+/**
+ * Whether an exec that ended without the server stopping it was cut by its container's end (`docker rm -f`, `docker
+ * kill`, the main process exiting): the session ended, or the engine shows the container stopped or removed. An exec
+ * that exited with its own code (below 128) was not. An exec killed by SIGKILL in a container the engine still shows
+ * running waits (bounded) for the container's `die`: the exec's end and the container's reach us in either order.
+ */
+export async function execCutByEnd(
+  engine: Pick<ContainerEngine, 'inspect'>,
+  session: Session,
+  code: number | null,
+  onEnd: (event: ContainerEndEvent) => void,
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void>,
+): Promise<boolean> {
+  if (code !== null && code < 128) return false;
+  const ended = async (): Promise<boolean> => {
+    if (session.ended !== null) return true;
+    const end = await containerEndOf(engine, session);
+    if (end !== null) onEnd(end);
+    return end !== null;
+  };
+  if (await ended()) return true;
+  if (code !== null && code !== SIGKILL_CODE) return false;
+  await sleep(CUT_GRACE_MS, session.stopExecs.signal);
+  return ended();
 }
 
 /** 410 for a session whose container ended: what happened and what the client can do. */

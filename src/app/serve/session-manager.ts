@@ -1,14 +1,9 @@
 import type { Readable } from 'node:stream';
 import { ApiError } from './api-error.js';
-import type {
-  CleanupRecord,
-  ExecRequest,
-  ExecResult,
-  SessionCreate,
-  SessionDetail,
-  SessionInfo,
-} from './schemas.js';
+import type { CleanupRecord, SessionCreate, SessionDetail, SessionInfo } from './session-schemas.js';
+import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import type { ContainerEndEvent, PublishedPort } from '../ports/container-runtime.js';
+import { systemClock } from '../ports/clock.js';
 import { ContainerDefaultsCache } from './container-defaults.js';
 import { admitSession } from './session-admit.js';
 import type { ExecObserver } from './session-exec.js';
@@ -38,22 +33,11 @@ import {
   containerEndOf,
   EndedSessions,
   endedError,
+  endSession,
+  execCutByEnd,
   sessionEndOf,
   stoppingError,
-  type SessionEnd,
 } from './session-life.js';
-
-export {
-  DEFAULT_CONCURRENCY_LIMITS,
-  SESSION_SCHEMA,
-  type ConcurrencyLimits,
-  type SessionManagerDeps,
-  type SessionRecord,
-} from './session-state.js';
-export type { ForeignContainer } from './session-adopt.js';
-export type { Adoption } from './session-restart.js';
-export type { ShutdownCleanup } from './session-teardown.js';
-export type { ExecObserver } from './session-exec.js';
 
 /**
  * Sessions of `roboguide-eval serve`: a container that idles while a harness runs commands in it, with the
@@ -162,28 +146,23 @@ export class SessionManager {
    */
   containerEnded(event: ContainerEndEvent): void {
     const session = this.#sessions.get(event.sessionId);
-    if (session === undefined || session.deletion !== null || session.state !== 'live') {
+    if (session === undefined || session.record.container_id !== event.containerId) {
       if (session?.state === 'creating') session.ended ??= sessionEndOf(event, this.#deps.clock.now());
       return;
     }
-    if (session.record.container_id !== event.containerId) return;
-    session.ended ??= sessionEndOf(event, this.#deps.clock.now());
+    const end = sessionEndOf(event, this.#deps.clock.now());
+    if (session.ended !== null) {
+      // Its `destroy` followed its `die` before our deletion began (ours removes it too: that one changes nothing).
+      if (end.reason === 'gone' && session.deletion === null) session.ended = end;
+      return;
+    }
+    if (session.deletion !== null || session.state !== 'live') return;
+    session.ended = end;
     this.#endSession(session);
   }
 
   #endSession(session: Session): void {
-    const end = session.ended as SessionEnd;
-    session.stopExecs.abort('session_ended');
-    this.#deps.logger.warn(
-      { session: session.record.session_id, reason: end.reason, exit_code: end.exitCode },
-      'session ended by its container; deleting it',
-    );
-    this.delete(session.record.session_id, end.reason).catch((err: unknown) =>
-      this.#deps.logger.warn(
-        { session: session.record.session_id, error: (err as Error).message },
-        'ended session: deletion not finished; the reaper retries',
-      ),
-    );
+    endSession(this.#deps, session, (id, reason) => this.delete(id, reason));
   }
 
   /** After an engine failure on a session's container: when the container is gone or stopped, the session ends (410). */
@@ -279,6 +258,14 @@ export class SessionManager {
           cwd,
           acquire: () => acquire(this.#deps.limits, this.#active, session, 'exec'),
           touch: () => this.#touch(session),
+          cutByEnd: (code) =>
+            execCutByEnd(
+              this.#deps.engine,
+              session,
+              code,
+              (end) => this.containerEnded(end),
+              systemClock.sleep,
+            ),
         },
       );
     } catch (err) {

@@ -1,5 +1,5 @@
 // A restarted server's sessions: adopted, reaped or left alone as foreign, and held slots with no container released.
-import type { CleanupRecord } from './schemas.js';
+import type { CleanupRecord } from './session-schemas.js';
 import { adoptedSession, type ForeignContainer } from './session-adopt.js';
 import type { Session, SessionManagerDeps } from './session-state.js';
 import { settleRecordedCleanup } from './session-teardown.js';

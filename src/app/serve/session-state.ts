@@ -10,12 +10,20 @@ import type { MountStager } from '../ports/mount-stager.js';
 import type { FileSystem } from '../ports/file-system.js';
 import type { Logger } from '../ports/logger.js';
 import type { ExecHandle, PublishedPort, SessionEngine } from '../ports/container-runtime.js';
-import type { CleanupRecord, SessionCreate, SessionInfo } from './schemas.js';
+import type { CleanupRecord, SessionCreate, SessionInfo } from './session-schemas.js';
 import type { StoredEnvValue } from './caller-secrets.js';
-import type { SessionEnd } from './session-life.js';
 import type { SessionEgress } from './session-egress.js';
 import { effectiveEgress, egressInputOf, type EgressInput } from '../../core/egress/policy.js';
 import type { EgressGate } from '../ports/egress.js';
+import { taggedRecord } from '../../core/json-object.js';
+
+/** How a session's container ended outside a deletion: its process exited (or was killed), or it was removed. */
+export interface SessionEnd {
+  readonly reason: 'exited' | 'gone';
+  /** The container's exit code when the engine said it (`exited`); null otherwise. */
+  readonly exitCode: number | null;
+  readonly at: string;
+}
 
 export const SESSION_SCHEMA = 'roboguide.serve.session/v1' as const;
 export const SESSION_ID = /^s-[0-9a-f-]{36}$/;
@@ -235,3 +243,10 @@ export function listedSessions(sessions: Iterable<Session>): SessionInfo[] {
     )
     .map(sessionInfo);
 }
+
+/** The check a session's `session.json` is read back through. */
+export const isSessionRecord = taggedRecord<SessionRecord>(SESSION_SCHEMA, [
+  'session_id',
+  'claim_id',
+  'container_name',
+]);

@@ -3,7 +3,7 @@ import { CLEANUP_FILE } from '../../core/evidence-names.js';
 import { redactText } from '../../core/redaction/redact-text.js';
 import { describeRemovalFailure } from '../remove-and-verify.js';
 import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
-import { CleanupRecordSchema, type CleanupRecord } from './schemas.js';
+import { CleanupRecordSchema, type CleanupRecord } from './session-schemas.js';
 import { releaseSlot, removeSessionContainer } from './session-deletion.js';
 import { SESSION_ID, sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
 

@@ -2,7 +2,8 @@ import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
 import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { codeVersion, evidenceStoreAt, hostIdentity, localFileSystem } from '../../command-root.js';
+import { codeVersion, evidenceStoreAt, localFileSystem } from '../../command-root.js';
+import { hostIdentity } from '../../composition-root.js';
 
 export default class BatchContinuation extends BaseCommand {
   static override summary = 'After a fatal pause: write a new manifest with every unclaimed job.';

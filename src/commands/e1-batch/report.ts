@@ -1,13 +1,13 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Flags } from '@oclif/core';
-import { REPORT_FILE } from '../../app/batch/report.js';
+import { REPORT_FILE } from '../../core/evidence-names.js';
 import { writeReportFile } from '../../app/batch/report-file.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
 import { createReportFileDeps } from '../../command-root.js';
 import { formatDuration } from '../../core/report/format.js';
-import type { ReportModel } from '../../core/report/model.js';
+import type { ReportModel } from '../../core/report/types.js';
 import { CLASSIFICATIONS } from '../../core/result.js';
 
 const TABLE_MAX_ROWS = 30;
@@ -22,6 +22,11 @@ export function summaryTable(m: ReportModel): string {
   if (counted.length) lines.push(counted.join('  '));
   if (m.pause_reasons.length) lines.push(`paused: ${m.pause_reasons.join(', ')}`);
   for (const c of m.pause_causes ?? []) lines.push(`  ${c.reason}: ${c.code}: ${c.message}`);
+  const egress = m.pairs.flatMap((p) => (p.egress !== undefined ? [p.egress] : []));
+  if (egress.length > 0)
+    lines.push(
+      `egress: ${egress.reduce((n, e) => n + e.refused, 0)} refused, ${egress.reduce((n, e) => n + e.allowed, 0)} allowed over ${egress.length} allowlisted pairs`,
+    );
   if (m.pairs.length <= TABLE_MAX_ROWS) {
     const rows = m.pairs.map((p) => [
       p.job_id,

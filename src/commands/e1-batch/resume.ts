@@ -4,13 +4,8 @@ import { movedImageLine } from '../../app/batch/image-pins.js';
 import { alreadyDrained, checkResumable } from '../../app/batch/resume-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
-import {
-  evidenceStoreAt,
-  hostIdentity,
-  launchBatchSupervisor,
-  movedImagesOf,
-  superviseHere,
-} from '../../command-root.js';
+import { evidenceStoreAt, launchBatchSupervisor, movedImagesOf, superviseHere } from '../../command-root.js';
+import { hostIdentity } from '../../composition-root.js';
 import { watchForeground } from '../../cli/foreground-progress.js';
 
 export default class BatchResume extends BaseCommand {

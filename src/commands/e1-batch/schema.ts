@@ -1,5 +1,6 @@
 import { BaseCommand } from '../../cli/base-command.js';
-import { MANIFEST_SCHEMA_ID, manifestJsonSchema } from '../../core/manifest/index.js';
+import { MANIFEST_SCHEMA_ID } from '../../core/manifest/constants.js';
+import { manifestJsonSchema } from '../../core/manifest/json-schema.js';
 
 export default class E1BatchSchema extends BaseCommand {
   static override summary = `Print the JSON Schema of the batch manifest (${MANIFEST_SCHEMA_ID}).`;

@@ -3,6 +3,7 @@ import { Flags } from '@oclif/core';
 import { prepareBatch } from '../../app/batch/start-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import {
+  bindAddressFlag,
   admissionRegistryFlag,
   allowShortSecretsFlag,
   executorFlags,
@@ -40,10 +41,7 @@ export default class BatchStart extends BaseCommand {
       required: true,
     }),
     registry: admissionRegistryFlag,
-    'bind-address': Flags.string({
-      description: 'host IP address published ports bind to (one this host has, or 0.0.0.0)',
-      default: '127.0.0.1',
-    }),
+    'bind-address': bindAddressFlag,
     foreground: Flags.boolean({
       description: 'run the supervisor in this process until the batch drains, stops or pauses',
       default: false,

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Flags } from '@oclif/core';
-import type { BatchStatus } from '../../app/batch/status.js';
+import type { BatchStatus } from '../../app/batch/status-shapes.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
 import { renderStatus } from '../../cli/status-view.js';

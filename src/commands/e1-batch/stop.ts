@@ -4,7 +4,8 @@ import { requestStop, type StopOutcome } from '../../app/batch/stop-batch.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
-import { evidenceStoreAt, hostIdentity } from '../../command-root.js';
+import { evidenceStoreAt } from '../../command-root.js';
+import { hostIdentity } from '../../composition-root.js';
 import { shellWord } from '../../core/next-steps.js';
 
 export default class BatchStop extends BaseCommand {

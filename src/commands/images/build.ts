@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../cli/base-command.js';
-import type { BuildReport } from '../../command-root.js';
+import type { BuildReport } from '../../core/synthetic-images.js';
 import { buildImages } from '../../image-root.js';
 
 export default class ImagesBuild extends BaseCommand {

@@ -3,9 +3,11 @@ import { join } from 'node:path';
 import { STDERR_LOG } from '../../core/evidence-names.js';
 import { explainResult, lastLines } from '../../core/next-steps.js';
 import { Flags } from '@oclif/core';
-import { runPair, type RunPairOutcome } from '../../app/run-pair.js';
+import { runPair } from '../../app/run-pair.js';
+import type { RunPairOutcome } from '../../app/run-pair-types.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import {
+  bindAddressFlag,
   admissionRegistryFlag,
   allowShortSecretsFlag,
   executorFlags,
@@ -44,10 +46,7 @@ export default class PairRun extends BaseCommand {
       description:
         'directory for receipt, logs, sessions and result.json (must be new or empty; default: a new directory here)',
     }),
-    'bind-address': Flags.string({
-      description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)',
-      default: '127.0.0.1',
-    }),
+    'bind-address': bindAddressFlag,
     registry: admissionRegistryFlag,
     'stop-budget': Flags.integer({
       description: 'seconds between SIGTERM and kill in a controlled stop (default: spec or 240)',

@@ -117,3 +117,9 @@ export function proxyEnvironment(gateway: string, port: number, token: string): 
     no_proxy: 'localhost,127.0.0.1,::1',
   };
 }
+
+/** The token in a proxy URL of `proxyEnvironment` (`http://rg:TOKEN@host:port`); null when there is none. */
+export function tokenOfProxyUrl(url: string | undefined): string | null {
+  const match = /^http:\/\/rg:([A-Za-z0-9]{16,})@[^@/]+$/.exec(url ?? '');
+  return match?.[1] ?? null;
+}

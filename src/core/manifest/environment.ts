@@ -217,3 +217,28 @@ export function resolveEnvironment(
   }
   return issues.length > 0 ? { ok: false, issues } : { ok: true, values, secrets: [...secrets], warnings };
 }
+
+export interface ResolvedJobEnvironment {
+  readonly values: Record<string, string>;
+  readonly secrets: string[];
+  /** Short values accepted with --allow-short-secrets (named, never shown). */
+  readonly warnings: string[];
+}
+
+/** Every job's environment resolved, and its problems (one per job and field: `environmentMissing` groups them to print). */
+export function environmentIssues(
+  jobs: readonly { readonly job_id: string; readonly environment: Readonly<Record<string, string>> }[],
+  source: Readonly<Record<string, string | undefined>>,
+  only?: ReadonlySet<string>,
+  options: ResolveOptions = {},
+): { resolved: Map<string, ResolvedJobEnvironment>; issues: Issue[] } {
+  const resolved = new Map<string, ResolvedJobEnvironment>();
+  const issues: Issue[] = [];
+  for (const [i, job] of jobs.entries()) {
+    if (only && !only.has(job.job_id)) continue;
+    const r = resolveEnvironment(job.environment, source, `jobs[${i}].environment`, options);
+    if (r.ok) resolved.set(job.job_id, { values: r.values, secrets: r.secrets, warnings: r.warnings });
+    else issues.push(...r.issues);
+  }
+  return { resolved, issues };
+}

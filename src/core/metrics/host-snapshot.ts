@@ -1,4 +1,5 @@
-import type { BatchState, Counts } from '../batch-state.js';
+import type { Counts } from '../batch-state.js';
+import type { BatchState } from '../batch-state-name.js';
 import type { PairPhase } from '../pair-phases.js';
 import type { PauseReason } from '../pause-rules.js';
 import type { Classification } from '../result.js';

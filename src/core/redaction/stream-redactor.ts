@@ -4,8 +4,6 @@ import { swallow } from './continuation.js';
 import type { Continuation, DetectorKind } from './types.js';
 import { NO_MATCH, PARTIAL } from './types.js';
 
-export { SECRET_MASK } from './secret-stage.js';
-
 export function maskFor(kind: DetectorKind | 'secret'): string {
   return kind === 'secret' ? SECRET_MASK : `[REDACTED:${kind}]`;
 }

@@ -1,7 +1,8 @@
 import { CLASSIFICATIONS } from '../result.js';
 import { esc, formatDuration, formatTime } from './format.js';
-import type { ReportModel, ReportPair } from './model.js';
+import type { ReportModel, ReportPair } from './types.js';
 import { gpuSvg, pairKind, timelineSvg } from './svg.js';
+import { imagePlanHtml } from './image-plan-html.js';
 
 /**
  * report.html: one self-contained page (inline CSS, inline SVG, a few lines of inline script to sort and filter
@@ -144,6 +145,16 @@ function problemsCell(p: ReportPair): string {
   return `<ul class="problems">${items.join('')}</ul>`;
 }
 
+/** An allowlisted pair's attempts: allowed and refused, and the hosts it was refused (masked in result.json). */
+function egressCell(p: ReportPair): string {
+  const e = p.egress;
+  if (e === undefined) return '<td data-v=""></td>';
+  const hosts = e.refused_hosts.length
+    ? `<ul class="problems egress-refused">${e.refused_hosts.map((h) => `<li>${esc(h)}</li>`).join('')}</ul>`
+    : '';
+  return `<td class="egress" data-v="${e.refused}">allowed ${e.allowed} / refused ${e.refused}${hosts}</td>`;
+}
+
 function row(p: ReportPair, base: string): string {
   const kind = pairKind(p);
   const href = (rel: string | undefined, label: string): string =>
@@ -158,7 +169,7 @@ function row(p: ReportPair, base: string): string {
   return (
     `<tr class="k-${kind}" data-job="${esc(p.job_id)}"><td>${esc(p.job_id)}</td><td>${kind}</td><td>${esc(p.reasons.join(', '))}${problemsCell(p)}</td>` +
     `<td data-v="${p.duration_sec ?? ''}">${formatDuration(p.duration_sec)}${p.timed_out ? ' <span class="timed-out">timed out</span>' : ''}</td><td>${exit}</td>` +
-    `<td>${provider}</td><td>${cleanup}</td><td>${href(p.links.stdout, 'stdout')}${href(p.links.stderr, 'stderr')}${href(p.links.result, 'result')}${href(p.links.outcome, 'outcome')}</td></tr>`
+    `<td>${provider}</td>${egressCell(p)}<td>${cleanup}</td><td>${href(p.links.stdout, 'stdout')}${href(p.links.stderr, 'stderr')}${href(p.links.result, 'result')}${href(p.links.outcome, 'outcome')}</td></tr>`
   );
 }
 
@@ -181,10 +192,11 @@ ${header(m)}
 <h2>Timeline</h2><div class="card">${timelineSvg(m)}${legend()}</div>
 <h2>GPU: measured peaks against the budget rule</h2><div class="card"><p class="note" id="gpu-note">${esc(m.gpu.note)}</p>${gpu || '<p class="note">no pair reported a measured GPU peak</p>'}</div>
 <h2>Pairs</h2><div class="card"><input id="filter" class="filter" placeholder="filter pairs…" aria-label="filter pairs">
-<table id="pairs"><thead><tr><th data-sort="text">pair</th><th data-sort="text">classification</th><th data-sort="text">reasons</th><th data-sort="num">duration</th><th data-sort="num">exit</th><th data-sort="text">provider failure</th><th data-sort="text">cleanup</th><th data-sort="text">evidence</th></tr></thead>
+<table id="pairs"><thead><tr><th data-sort="text">pair</th><th data-sort="text">classification</th><th data-sort="text">reasons</th><th data-sort="num">duration</th><th data-sort="num">exit</th><th data-sort="text">provider failure</th><th data-sort="num">egress</th><th data-sort="text">cleanup</th><th data-sort="text">evidence</th></tr></thead>
 <tbody>
 ${rows}
 </tbody></table></div>
+${imagePlanHtml(m.image_plan)}
 <p class="note">Built from the batch's redacted evidence only (events.jsonl, receipts, results). Links are relative to the batch directory.</p>
 <script>${SCRIPT}</script>
 </body></html>

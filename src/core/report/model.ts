@@ -1,22 +1,12 @@
-import { countJobs, deriveState, foldJournal, type BatchState, type Counts } from '../batch-state.js';
+import { countJobs, deriveState, foldJournal, type Counts } from '../batch-state.js';
+import type { BatchState } from '../batch-state-name.js';
 import { workersAllowed, type CapacityConfig } from '../dispatch-policy.js';
 import { CPU_ONLY_MEMORY_UNKNOWN_NOTE, cpuOnlyNote } from '../cpu-only-admission.js';
+import { reportImagePlan } from './image-plan.js';
 import { estimateEta, type Eta } from './eta.js';
 import { claimsOf, reportPair } from './pairs.js';
 import { timelineEndMs, timelineOf } from './timeline.js';
 import { REPORT_SCHEMA, type GpuRule, type ReportInput, type ReportModel, type ReportPair } from './types.js';
-
-export {
-  REPORT_SCHEMA,
-  type GpuRule,
-  type PairStatus,
-  type PauseSpan,
-  type ReportInput,
-  type ReportJob,
-  type ReportModel,
-  type ReportPair,
-  type TimelineMarker,
-} from './types.js';
 
 /**
  * The batch report's data (`e1-batch report --json`, and what report.html draws), built from already redacted
@@ -114,5 +104,6 @@ export function buildReportModel(input: ReportInput): ReportModel {
       note: gpuNote(input, rule, largest),
     },
     pairs,
+    image_plan: reportImagePlan(input.imagePlan, input.journal),
   };
 }

@@ -2,6 +2,7 @@ import { exitCodeOf, explainResult } from '../next-steps.js';
 import { RESULT_FILE, STDERR_LOG, STDOUT_LOG } from '../evidence-names.js';
 import { formatOutcomeProblem, gpuObservation, outcomeProblems, type Outcome } from '../outcome.js';
 import type { ResultRecord } from '../result.js';
+import { egressFactsOf } from '../egress/egress-tally.js';
 import { assignSlots, type Interval } from './slots.js';
 import type { PairStatus, ReportInput, ReportJob, ReportPair } from './types.js';
 import { wallDeadlineFromClaim } from '../wall-budget.js';
@@ -58,6 +59,7 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
   for (const [key, name] of LINKS) if (j.files.includes(name)) links[key] = `jobs/${j.job_id}/${name}`;
   // The evidence's copy of the outcome (secrets masked), when the driver wrote one: `outcome/<file>` of the pair.
   const outcome = j.receipt?.private_outcome;
+  const egress = egressFactsOf(r?.egress);
   if (outcome !== undefined && r?.outcome_sha256 != null && j.files.includes(outcome.split('/')[0] ?? ''))
     links.outcome = `jobs/${j.job_id}/${outcome}`;
   return {
@@ -85,5 +87,6 @@ export function reportPair(j: ReportJob, alive: boolean, claims: Claims): Report
       r === undefined || r === null || r.classification === 'completed'
         ? []
         : explainResult({ reasons: r.reasons, outcome: r.outcome, exit_code: exitCodeOf(r) }),
+    ...(egress !== null ? { egress } : {}),
   };
 }

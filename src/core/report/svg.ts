@@ -1,5 +1,5 @@
 import { esc, formatDuration, formatTime, num } from './format.js';
-import type { ReportModel, ReportPair } from './model.js';
+import type { ReportModel, ReportPair } from './types.js';
 
 /** The report's two charts as inline SVG (no script, no external resource). Pure. */
 

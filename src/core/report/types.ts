@@ -1,4 +1,7 @@
-import type { BatchState, Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
+import type { EgressFacts } from '../egress/egress-tally.js';
+import type { ReportImagePlan, ReportImagePlanInput } from './image-plan.js';
+import type { Counts, PauseCauseEntry, PauseHistoryEntry } from '../batch-state.js';
+import type { BatchState } from '../batch-state-name.js';
 import type { CapacityConfig } from '../dispatch-policy.js';
 import type { Classification, ResultRecord } from '../result.js';
 import type { Eta } from './eta.js';
@@ -40,6 +43,8 @@ export interface ReportInput {
   readonly now: string;
   /** Pinned image tags that name another image now, one line each (`e1-batch report` with an engine). */
   readonly imagesMoved?: readonly string[];
+  /** batch.json `image_plan` (issue 43): absent when every image was on the engine at start. */
+  readonly imagePlan?: ReportImagePlanInput;
 }
 
 /** pending: never claimed; running: claimed, its live supervisor owns it; unfinished: claimed, no result, no supervisor. */
@@ -74,6 +79,8 @@ export interface ReportPair {
   readonly outcome_problems: readonly string[];
   /** Why it failed in words and what would let it through (core/next-steps.ts); empty when there is nothing to add. */
   readonly why: readonly string[];
+  /** An allowlisted pair's attempts (result.json `egress`, masked): counts and the hosts refused; else absent. */
+  readonly egress?: EgressFacts;
 }
 
 export interface TimelineMarker {
@@ -133,4 +140,6 @@ export interface ReportModel {
     readonly note: string;
   };
   readonly pairs: readonly ReportPair[];
+  /** The image plan (issue 43): images, digests, sizes, pulls/evictions/waits per image, each pair's wait; null: none. */
+  readonly image_plan: ReportImagePlan | null;
 }

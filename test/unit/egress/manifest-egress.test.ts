@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Issue } from '../../../src/core/errors.js';
-import { jobEgress, MANIFEST_SCHEMA_ID, parseManifest } from '../../../src/core/manifest/index.js';
+import { jobEgress, parseManifest } from '../../../src/core/manifest/parse.js';
+import { MANIFEST_SCHEMA_ID } from '../../../src/core/manifest/constants.js';
 import { buildReceipt } from '../../../src/core/receipt.js';
 
 function manifest(job: Record<string, unknown> = {}, top: Record<string, unknown> = {}) {

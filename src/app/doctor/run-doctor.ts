@@ -1,58 +1,16 @@
-import { checkMounts, defaultMountRoots, normalizeAbsolute } from '../core/mount-policy.js';
-import { ExitCode, InternalError } from '../core/errors.js';
-import type { EngineInfo } from './ports/container-runtime.js';
-import type { DoctorDeps } from './ports/doctor-probes.js';
-import { ok, warn } from './doctor/check.js';
-import type { MountMode } from '../core/mount-mode.js';
-import { runtimeProbe, runtimesCheck } from './doctor/runtime-checks.js';
-import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
-import { type CheckStatus, type DoctorCheck, type DoctorExitCode } from './doctor/check.js';
-import { engineChecks } from './doctor/engine-checks.js';
-import { hostChecks } from './doctor/host-checks.js';
-import { pairNetworkCheck } from './doctor/network-check.js';
-import { hostPrivilegeCheck } from './doctor/privilege-check.js';
-
-export {
-  formatBytes,
-  GIB,
-  MIB,
-  type CheckStatus,
-  type DoctorCheck,
-  type DoctorExitCode,
-} from './doctor/check.js';
-export { OFF_HOST_LOG_DRIVERS, PROBE_DEADLINE_MS, PROBE_LABELS } from './doctor/engine-checks.js';
-export { DISK_FAIL_BYTES, DISK_WARN_BYTES } from './doctor/host-checks.js';
-export { DATA_ROOT_WARN_BYTES } from './doctor/facts-checks.js';
-export type { DoctorDeps, RegistryProbe, RegistryTarget } from './ports/doctor-probes.js';
-
-export interface DoctorReport {
-  readonly checks: readonly DoctorCheck[];
-  readonly engineReachable: boolean;
-  readonly exitCode: DoctorExitCode;
-}
-
-export interface DoctorOptions {
-  /** Images that must be present locally (default: the pair-driver image). The first one runs the GPU probe. */
-  readonly images: readonly string[];
-  readonly probeGpu: boolean;
-  /** `--registry` when given (absolute), else null. */
-  readonly registryPath: string | null;
-  /** `--registry` given a PostgreSQL URL: checked instead of a file. */
-  readonly registryPostgres?: { readonly display: string; readonly connection: unknown };
-  readonly defaultRegistryPath: string;
-  /** The compiled allowlist (real paths; absent or empty: the default roots): reported, each checked against the rules. */
-  readonly mountRoots?: readonly string[];
-  /** The invoking user's home folder: a default root (its non-hidden subfolders). */
-  readonly homeDir?: string;
-  /** `--output` or the working directory: the filesystem whose free space matters. */
-  readonly outputDir: string;
-  /** With `--manifest`: the bytes that batch's log and session caps could need on that file system. */
-  readonly batchNeedBytes?: number | null;
-  /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): fixes name it. */
-  readonly bin?: string;
-  /** `--probe-runtime NAME`: run a short container under that OCI runtime and report its kernel (issue 29). */
-  readonly probeRuntime?: string;
-}
+import { checkMounts, defaultMountRoots, normalizeAbsolute } from '../../core/mount-policy.js';
+import { ExitCode, InternalError } from '../../core/errors.js';
+import type { EngineInfo } from '../ports/container-runtime.js';
+import type { DoctorDeps } from '../ports/doctor-probes.js';
+import { ok, warn, type CheckStatus, type DoctorCheck, type DoctorExitCode } from './check.js';
+import type { MountMode } from '../../core/mount-mode.js';
+import { runtimeProbe, runtimesCheck } from './runtime-checks.js';
+import { PAIR_DRIVER_IMAGE } from '../../core/synthetic-images.js';
+import { engineChecks } from './engine-checks.js';
+import { hostChecks } from './host-checks.js';
+import { pairNetworkCheck } from './network-check.js';
+import { hostPrivilegeCheck } from './privilege-check.js';
+import type { DoctorOptions, DoctorReport } from './doctor-options.js';
 
 /** The verdict: 3 when no engine answers, else 1 on any failed check, else 0 (warnings do not fail). */
 export function doctorExitCode(checks: readonly DoctorCheck[], engineReachable: boolean): DoctorExitCode {

@@ -1,6 +1,36 @@
 // The refusals of a terminal commit (SPEC §8 step 2), written once: each registry applies them inside its commit
-// transaction, and reconciliation's preview predicts the commit with them. Pure.
-import type { BoardRow, Reservation, TerminalCommit, TerminalCommitRefusal } from './capacity-registry.js';
+// transaction, and reconciliation's preview predicts the commit with them. Pure: it reads plain facts, which the
+// registry port's records (src/app/ports/capacity-registry.ts: TerminalCommit, Reservation, BoardRow) carry.
+
+/** Why a registry refuses a terminal commit. */
+export type TerminalCommitRefusal =
+  'run_owned_by_other_batch' | 'reservation_not_held_by_claim' | 'proof_mismatch' | 'unknown_reservation';
+
+/** The commit as the rule reads it: whose run, which reservation, which proof. */
+export interface CommitClaim {
+  readonly batchId: string;
+  readonly jobId: string;
+  readonly claimId: string;
+  readonly reservationId: string;
+  readonly proofSha256: string;
+}
+
+/** The reservation the registry holds, as the rule reads it. */
+export interface HeldReservation {
+  readonly id: string;
+  readonly batchId: string;
+  readonly jobId: string;
+  readonly claimId: string;
+  readonly state: 'held' | 'released';
+  readonly proofSha256: string | null;
+}
+
+/** The run's board row, as the rule reads it. */
+export interface BoardProof {
+  readonly batchId: string;
+  readonly state: 'running' | 'terminal';
+  readonly proofSha256: string | null;
+}
 
 /** A refused terminal commit: the reason and what the registry holds instead. */
 export interface TerminalCommitRefused {
@@ -14,7 +44,7 @@ function refuse(reason: TerminalCommitRefusal, detail: string): TerminalCommitRe
 }
 
 /** The commit names a reservation the registry does not hold at all. */
-export function unknownReservation(commit: TerminalCommit): TerminalCommitRefused {
+export function unknownReservation(commit: Pick<CommitClaim, 'reservationId'>): TerminalCommitRefused {
   return refuse('unknown_reservation', `no reservation ${commit.reservationId}`);
 }
 
@@ -24,9 +54,9 @@ export function unknownReservation(commit: TerminalCommit): TerminalCommitRefuse
  * terminal row or a release already made carries the same proof.
  */
 export function terminalCommitRefusal(
-  commit: TerminalCommit,
-  reservation: Reservation,
-  board: BoardRow | null,
+  commit: CommitClaim,
+  reservation: HeldReservation,
+  board: BoardProof | null,
 ): TerminalCommitRefused | null {
   if (board !== null && board.batchId !== commit.batchId)
     return refuse(

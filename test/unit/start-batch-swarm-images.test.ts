@@ -1,0 +1,89 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
+import { prepareBatch } from '../../src/app/batch/start-batch.js';
+import type { ImageNodes } from '../../src/app/ports/container-runtime.js';
+import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { RoboguideError } from '../../src/core/errors.js';
+import { answeringEngine } from '../support/fakes.js';
+
+/**
+ * Issue 43 on Swarm: start asks every node's engine for every image; the batch records which node holds what, and an
+ * image some node lacks is refused naming the nodes (nothing written).
+ */
+const clock = { now: () => new Date('2026-12-05T10:00:00Z') };
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rg-swarm-images-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function start(where: Record<string, ImageNodes>) {
+  const manifest = {
+    schema: 'roboguide.e1.batch/v0.1',
+    jobs: ['a:1', 'a:1', 'b:1'].map((image, i) => ({
+      job_id: `j${i}`,
+      image,
+      argv: ['/opt/driver/run'],
+      cwd: join(dir, 'cwd'),
+      outcome_path: join(dir, 'out', `j${i}.json`),
+    })),
+  };
+  const path = join(dir, 'manifest.json');
+  await writeFile(path, JSON.stringify(manifest));
+  const output = join(dir, 'batch');
+  // The swarm runtime's shape: no imageId (pairs run by tag), imageExists true only when every node has it.
+  const runtime = answeringEngine(
+    {},
+    {
+      imageExists: (image) => Promise.resolve((where[image]?.absent.length ?? 1) === 0),
+      imageNodes: (image) => Promise.resolve(where[image] ?? { present: [], absent: ['n1', 'n2'] }),
+    },
+  );
+  const record = prepareBatch(
+    { fs: new NodeFileSystem(), host: procHostIdentity, runtime, clock },
+    {
+      manifestPath: path,
+      output,
+      registryPath: join(dir, 'r.db'),
+      bindAddress: '127.0.0.1',
+      environment: {},
+      codeVersion: 't',
+    },
+  );
+  return { record, output };
+}
+
+describe('swarm: which node holds which image (issue 43)', () => {
+  it('every node holds every image: batch.json image_nodes says which node holds what', async () => {
+    const { record, output } = await start({
+      'a:1': { present: ['n1', 'n2'], absent: [] },
+      'b:1': { present: ['n1', 'n2'], absent: [] },
+    });
+    await record;
+    const onDisk = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as Record<string, unknown>;
+    expect(onDisk['image_nodes']).toEqual({ 'a:1': ['n1', 'n2'], 'b:1': ['n1', 'n2'] });
+  });
+
+  it('an image a node lacks: E_IMAGE_MISSING naming the node that lacks it and the one that holds it; nothing written', async () => {
+    const { record, output } = await start({
+      'a:1': { present: ['n1', 'n2'], absent: [] },
+      'b:1': { present: ['n1'], absent: ['n2'] },
+    });
+    const err = (await record.catch((e: unknown) => e)) as RoboguideError;
+    expect(err).toBeInstanceOf(RoboguideError);
+    expect(err.code).toBe('E_IMAGE_MISSING');
+    expect(err.message).toBe('image b:1 is not present on swarm node(s) n2 (held by n1; needed by 1 job(s))');
+    expect(err.context).toMatchObject({
+      images: ['b:1'],
+      nodes: { 'b:1': { present: ['n1'], absent: ['n2'] } },
+    });
+    expect(err.suggestions?.[0]).toBe("on node n2: `docker -H <n2's engine> pull b:1` (or docker load)");
+    await expect(stat(output)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
