@@ -129,14 +129,14 @@ def inside() -> int:
 def skip_reason() -> tuple[str | None, dict[str, str], Path]:
     import run_frameworks
 
-    sources = {}
+    sources, looked = {}, {}
     for name, (var, folder) in run_frameworks.SOURCES.items():
-        src = Path(os.environ.get(var) or run_frameworks.SHARED / folder).resolve()
+        src = looked[name] = Path(os.environ.get(var) or run_frameworks.SHARED / folder).resolve()
         if (src / run_frameworks.LAYOUT[name]).is_dir():
             sources[name] = str(src)
     wheelhouse = Path(os.environ.get("FRAMEWORKS_WHEELS", "/opt/pypi/files"))
     if "harbor" not in sources:
-        return f"no Harbor sources (src/harbor) under {run_frameworks.SHARED / 'harbor'} (set HARBOR_SRC or FRAMEWORKS_DIR)", sources, wheelhouse
+        return f"no Harbor sources (src/harbor) under {looked['harbor']} (set HARBOR_SRC or FRAMEWORKS_DIR)", sources, wheelhouse
     if not any(wheelhouse.glob("*.whl")):
         return f"no wheels in {wheelhouse} (set FRAMEWORKS_WHEELS)", sources, wheelhouse
     return None, sources, wheelhouse
