@@ -8,6 +8,7 @@ import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { movedImages } from './app/batch/image-pins.js';
 import { BATCH_FILE } from './core/evidence-names.js';
 import { readHotStatus } from './app/batch/read-status.js';
+import { withRunningEgress } from './app/batch/running-egress.js';
 import { renderStatus } from './cli/status-view.js';
 import { userCommand } from './adapters/user-command.js';
 import { batchFailed } from './core/batch-verdict.js';
@@ -78,7 +79,8 @@ export async function runStatusFast(argv: readonly string[]): Promise<boolean> {
       movedImages(batch, engine),
     ]);
     if (status === null) return false;
-    const answer = moved.length > 0 ? { ...status, images_moved: moved } : status;
+    const live = await withRunningEgress(store, status);
+    const answer = moved.length > 0 ? { ...live, images_moved: moved } : live;
     const text = flags.json
       ? jsonTerminalSafe(JSON.stringify(answer, undefined, 2))
       : terminalSafe(renderStatus(answer, new Date(), { bin: userCommand(), output: flags.output }));

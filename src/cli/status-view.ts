@@ -1,6 +1,8 @@
 import { movedImageLine } from '../app/batch/image-pins.js';
 import type { BatchStatus } from '../app/batch/status-shapes.js';
 import { failedPairs } from '../core/batch-verdict.js';
+import { EGRESS_LIVE_READ_BYTES } from '../core/egress/egress-live.js';
+import type { EgressFacts } from '../core/egress/egress-tally.js';
 import { formatDuration, formatTime } from '../core/report/format.js';
 import { batchNextSteps, type HintContext } from '../core/next-steps.js';
 
@@ -75,21 +77,34 @@ function failedLines(s: BatchStatus): string[] {
   return lines;
 }
 
-/** The allowlisted pairs' attempts (docs/spec.md §5.6): the batch's counts, then each recent pair refused something. */
+/**
+ * The allowlisted pairs' attempts (docs/spec.md §5.6): the batch's final counts over its finished pairs, then each
+ * recent pair refused something; then the running pairs' figures so far, marked `running` (live, not final).
+ */
 function egressLines(s: BatchStatus): string[] {
   const e = s.egress;
   if (e === undefined) return [];
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
-  const lines = [
-    `egress: ${plural(e.refused, 'refused attempt')}, ${e.allowed} allowed, over ${plural(e.pairs, 'allowlisted pair')}`,
-    ...e.refused_pairs.map(
-      (p) =>
-        `  egress ${p.job_id}  refused ${p.refused}  allowed ${p.allowed}${p.refused_hosts.length > 0 ? `  (${p.refused_hosts.join(', ')})` : ''}`,
-    ),
-  ];
+  const pairLine = (p: EgressFacts & { job_id: string }, mark: string) =>
+    `  egress ${p.job_id}${mark}  refused ${p.refused}  allowed ${p.allowed}${p.refused_hosts.length > 0 ? `  (${p.refused_hosts.join(', ')})` : ''}`;
+  const lines =
+    e.pairs > 0
+      ? [
+          `egress: ${plural(e.refused, 'refused attempt')}, ${e.allowed} allowed, over ${plural(e.pairs, 'allowlisted pair')}`,
+          ...e.refused_pairs.map((p) => pairLine(p, '')),
+        ]
+      : [];
   if (e.more > 0)
     lines.push(
       `  … and ${plural(e.more, 'more pair')} with refused attempts (e1-batch report lists every one)`,
     );
+  const r = e.running;
+  if (r !== undefined) {
+    const tail = `last ${EGRESS_LIVE_READ_BYTES / 1024} KiB`;
+    lines.push(
+      `egress (running, so far): ${plural(r.refused, 'refused attempt')}, ${r.allowed} allowed, over ${plural(r.pairs, 'running allowlisted pair')}${r.partial ? ` (of each file's ${tail} at most)` : ''}`,
+      ...r.refused_pairs.map((p) => pairLine(p, p.partial ? ` (running, ${tail})` : ' (running)')),
+    );
+  }
   return lines;
 }

@@ -115,6 +115,12 @@ describe.skipIf(noDocker)('e1-batch status fast path (bin/run.js, no oclif)', ()
       ) {
         await new Promise((r) => setTimeout(r, 200));
       }
+      // Issue 42 item 4: a running pair's egress.jsonl (as an allowlisted pair's proxy writes it, masked), with a
+      // torn last line, is read live by the fast path; the full derivation (final figures only) has none.
+      await writeFile(
+        join(output, 'jobs', 'f1', 'egress.jsonl'),
+        `${JSON.stringify({ time: new Date().toISOString(), via: 'connect', host: 'evil.test', address: '198.18.1.10', port: 443, method: null, decision: 'refused', bytes_up: 0, bytes_down: 0, source: '172.30.0.2' })}\n{"time":`,
+      );
       while (!done && compared < 1) {
         const full = await readStatusFull(store, rt, new Date(), procHostIdentity);
         const before = withoutTime(full);
@@ -124,9 +130,30 @@ describe.skipIf(noDocker)('e1-batch status fast path (bin/run.js, no oclif)', ()
         // Compared only while the batch held still (a pair running, nothing finished or claimed meanwhile).
         if (JSON.stringify(before) !== JSON.stringify(after) || before.running.length === 0) continue;
         expect(fast.code).toBe(0);
-        expect(withoutTime(JSON.parse(fast.stdout) as BatchStatus)).toEqual(before);
+        const live = withoutTime(JSON.parse(fast.stdout) as BatchStatus);
+        expect(live.egress).toEqual({
+          pairs: 0,
+          allowed: 0,
+          refused: 0,
+          refused_pairs: [],
+          more: 0,
+          running: {
+            pairs: 1,
+            allowed: 0,
+            refused: 1,
+            refused_pairs: [
+              { job_id: 'f1', running: true, allowed: 0, refused: 1, refused_hosts: ['evil.test:443'] },
+            ],
+          },
+        });
+        expect(live).toEqual({ ...before, egress: live.egress });
         expect(view.code).toBe(0);
-        expect(steadyView(view.stdout)).toBe(steadyView(`${renderStatus(full, new Date())}\n`));
+        expect(view.stdout).toContain('  egress f1 (running)  refused 1  allowed 0  (evil.test:443)');
+        expect(steadyView(view.stdout)).toBe(
+          steadyView(
+            `${renderStatus({ ...full, ...(live.egress ? { egress: live.egress } : {}) }, new Date())}\n`,
+          ),
+        );
         expect(view.stdout).toContain(`batch ${batchId}  state RUNNING`);
         for (const run of [fast, view]) {
           expect(run.loaded.filter((f) => /\/node_modules\/(@oclif|dockerode|zod)\//.test(f))).toEqual([]);

@@ -22,12 +22,14 @@ import {
 } from '../../core/evidence-names.js';
 import { buildStatus, leftoverWhyFrom, settleFromFiles, statusFromLedger } from './status.js';
 import { capacityConfigOf } from './capacity-config.js';
+import { withRunningEgress } from './running-egress.js';
 
 /**
  * A fresh status from the evidence and the engine (read-only: status.json is not rewritten; SPEC §3.3, §6.11).
  * With a live supervisor: its status.json, the journal past the offset it was written at, and the engine's
  * containers (hot). Otherwise, or when status.json cannot be built on: the journal folded once, and the files of
- * only the jobs the fold cannot settle (cold). Both give what the full derivation (`readStatusFull`) gives.
+ * only the jobs the fold cannot settle (cold). Both give what the full derivation (`readStatusFull`) gives. Then the
+ * running pairs' egress attempts so far, read live from their `egress.jsonl` (`withRunningEgress`).
  */
 export async function readStatus(
   store: EvidenceStore,
@@ -37,7 +39,7 @@ export async function readStatus(
 ): Promise<BatchStatus> {
   const status =
     (await readHotStatus(store, runtime, now, host)) ?? (await readColdStatus(store, runtime, now, host));
-  return withMovedImages(store, runtime, status);
+  return withMovedImages(store, runtime, await withRunningEgress(store, status));
 }
 
 /** Pinned tags that name another image now (SPEC §3): said by status, never followed. Only with an engine. */

@@ -4,6 +4,7 @@
  * the journal, written masked), and the batch's totals. Pure. Bounded: the pairs with refusals kept are the most
  * recent EGRESS_PAIRS_SHOWN; the totals count every pair.
  */
+import type { EgressRunning } from './egress-live.js';
 
 /** What a finished allowlisted pair contributes (result.json `egress`, or the journal's `pair_finished`). */
 export interface EgressFacts {
@@ -28,6 +29,11 @@ export interface EgressStatus {
   readonly refused_pairs: readonly EgressPairLine[];
   /** Pairs with refusals not listed (status keeps the most recent; the report lists every one). */
   readonly more: number;
+  /**
+   * The pairs still running, read live from their `egress.jsonl` (`e1-batch status` only; never in status.json):
+   * not in the counts above, which are final. Absent when no running pair has an `egress.jsonl`.
+   */
+  readonly running?: EgressRunning;
 }
 
 /** What status.json keeps (its basis): the sums and the listed pairs, oldest first. */
