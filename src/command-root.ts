@@ -31,7 +31,7 @@ import { batchSpaceWarning } from './app/batch/output-space.js';
 import { readStatus } from './app/batch/read-status.js';
 import type { ReportFileDeps } from './app/batch/report-file.js';
 import { checkRegistryNeeds } from './app/batch/registry-needs.js';
-import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch.js';
+import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch-types.js';
 import type { BatchStatus } from './app/batch/status-shapes.js';
 import { supervise } from './app/batch/supervisor.js';
 import type { CapacityDeps } from './app/capacity-report.js';

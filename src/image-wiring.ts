@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { ImagePulls } from './app/ports/image-pulls.js';
-import type { CompressedSize } from './app/batch/image-plan-start.js';
+import type { CompressedSize } from './app/batch/start-batch-types.js';
 import type { DockerConfigReader } from './app/batch/registry-auth.js';
 
 /**

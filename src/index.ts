@@ -6,7 +6,7 @@
  */
 export { runPair } from './app/run-pair.js';
 export type { RunPairOptions, RunPairOutcome } from './app/run-pair-types.js';
-export type { StartBatchOptions } from './app/batch/start-batch.js';
+export type { StartBatchOptions } from './app/batch/start-batch-types.js';
 export { supervise } from './app/batch/supervisor.js';
 export type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 export type { BatchStatus, Summary } from './app/batch/status-shapes.js';

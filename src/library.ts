@@ -10,11 +10,8 @@ import {
 } from './app/diagnose-sessions.js';
 import { writeContinuation as continuationWith, type ContinuationOutcome } from './app/batch/continuation.js';
 import { readStatus as statusWith } from './app/batch/read-status.js';
-import {
-  prepareBatch as prepareWith,
-  type StartBatchDeps,
-  type StartBatchOptions,
-} from './app/batch/start-batch.js';
+import { prepareBatch as prepareWith } from './app/batch/start-batch.js';
+import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch-types.js';
 import type { BatchRecord } from './app/batch/layout.js';
 import type { BatchStatus } from './app/batch/status-shapes.js';
 import { stopBatch as stopWith, type StopOutcome } from './app/batch/stop-batch.js';

@@ -17,14 +17,7 @@ import {
   registryCredentials,
   type RegistryCredentials,
 } from './registry-auth.js';
-import type { StartBatchDeps, StartBatchOptions } from './start-batch.js';
-
-/** How `start` reads an image's compressed size from its registry (an adapter; null: unknown). */
-export type CompressedSize = (
-  image: string,
-  digest: string,
-  auth: ReturnType<RegistryCredentials['byHost']['get']>,
-) => Promise<number | null>;
+import type { CompressedSize, StartBatchDeps, StartBatchOptions } from './start-batch-types.js';
 
 /**
  * `start`'s image plan (issue 43): every image the engine does not have is resolved in its registry (the engine's

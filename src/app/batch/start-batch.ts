@@ -4,22 +4,16 @@ import { EvidenceStore } from '../evidence/evidence-store.js';
 import { InvalidInputError, RoboguideError, type Issue } from '../../core/errors.js';
 import type { Manifest } from '../../core/manifest/schema.js';
 import { bindAddressProblem } from '../../core/bind-address.js';
-import type { ExecutorConfig } from '../../core/executor.js';
-import type { ProtectedPaths } from '../../core/mount-policy.js';
 import { jobPathIssues, resolveReal, staleOutcomeIssues } from '../job-paths.js';
 import { loadManifest } from '../load-manifest.js';
 import { admissionNodesFor } from '../admission.js';
-import type { Clock } from '../ports/clock.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { FileSystem } from '../ports/file-system.js';
-import type { NodeInventory } from '../ports/executor-inventory.js';
-import type { HostIdentity } from '../ports/host-identity.js';
 import { sha256Hex } from '../digest.js';
-import { compareDeclaredTotal, type GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
+import { compareDeclaredTotal } from '../../core/gpu/nvidia-smi-parse.js';
 import { environmentMissing } from './batch-context.js';
 import { environmentIssues, groupedByJob } from '../../core/manifest/environment.js';
 import { batchHostRequest } from '../host-facts.js';
-import type { HostFactsRequest } from '../ports/host-facts.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import { limitDefaults, LOW_DISK_LIMIT_BYTES, type LimitDefaults } from '../../core/pair-limits.js';
 import {
@@ -31,65 +25,12 @@ import {
 } from './layout.js';
 import { BATCH_FILE, MANIFEST_FILE } from '../../core/evidence-names.js';
 import { refuseUsedOutput } from './output-precheck.js';
-import { registryNeeds, type RegistryNeeds } from './registry-needs.js';
+import { registryNeeds } from './registry-needs.js';
 import { runtimeIssues } from './runtime-issues.js';
 import { gpuCount, swarmJobIssues, swarmSlots } from './swarm-checks.js';
-import type { ImagePulls } from '../ports/image-pulls.js';
-import { dataRootFree, imagePlanRecord, planOf, type CompressedSize } from './image-plan-start.js';
+import { dataRootFree, imagePlanRecord, planOf } from './image-plan-start.js';
+import type { StartBatchDeps, StartBatchOptions } from './start-batch-types.js';
 import { checkImages, type EngineImages, type ImagePlanner } from './image-check.js';
-import type { DockerConfigReader } from './registry-auth.js';
-export interface StartBatchDeps {
-  readonly fs: FileSystem;
-  /** The boot id recorded in batch.json. */
-  readonly host: Pick<HostIdentity, 'bootId' | 'isAlive'>;
-  readonly runtime: ContainerRuntime;
-  /** Swarm: the nodes admission reserves on (absent: the registry's own node). */
-  readonly nodes?: NodeInventory;
-  readonly clock: Clock;
-  readonly observeGpus?: () => Promise<GpuObservation>;
-  /**
-   * Opens and checks the host registry (creating it where allowed); called after every check, before any write.
-   * Given what the batch's pairs need on this host (published ports, GPU MiB), it throws when a port is held by
-   * another batch or a pair needs more GPU memory than the host's whole budget.
-   */
-  readonly checkRegistry?: (needs: RegistryNeeds) => Promise<void>;
-  /** Host facts for batch.json's `host`, asked once every check has passed (never rejects). */
-  readonly hostFacts?: (request: HostFactsRequest) => Promise<HostFactsRecord>;
-  /** Swarm: the nodes that take work now, with their GPUs. */
-  readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
-  /** Issue 43: the engine's image calls; with them an image the engine lacks is resolved in its registry, not refused. */
-  readonly imagePulls?: ImagePulls;
-  /** The compressed size of an image at a digest, from its registry (null: unknown). */
-  readonly compressedSize?: CompressedSize;
-  /** `~/.docker/config.json` for `registries.<host>.docker_config`. */
-  readonly readDockerConfig?: DockerConfigReader;
-}
-
-export interface StartBatchOptions {
-  readonly manifestPath: string;
-  readonly output: string;
-  readonly registryPath: string;
-  readonly bindAddress: string;
-  readonly environment: Readonly<Record<string, string | undefined>>;
-  readonly codeVersion: string;
-  /** The host's IP addresses: when given, `bindAddress` must be one of them (or 0.0.0.0 / ::). */
-  readonly hostAddresses?: readonly string[];
-  /** $HOME and the engine's sockets: no job may get them mounted (the output directory and registry always count). */
-  readonly hostPaths?: Pick<ProtectedPaths, 'homeDir' | 'engineSocketPaths' | 'homeDirs' | 'ownedDirs'>;
-  /** The operator's `--mount-root` folders: when given, every cwd must lie under one of them; recorded in batch.json (real paths). */
-  readonly mountRoots?: readonly string[];
-  /** Accept `${NAME}` values shorter than 8 characters (masked anyway); recorded in batch.json. */
-  readonly allowShortSecrets?: boolean;
-  readonly onWarning?: (message: string) => void;
-  /** Where pairs run (absent: local). Swarm GPUs are the nodes' generic resources: this host's GPUs are not observed. */
-  readonly executor?: ExecutorConfig;
-  /** The command the user runs (`bin/roboguide-eval`, or the installed binary's name): hints name it. */
-  readonly bin?: string;
-  /** `--prune-own-images`: the image plan may remove images the engine had before the batch. */
-  readonly pruneOwnImages?: boolean;
-  /** `--output` as the user typed it: hints name it so (default: `output`). */
-  readonly outputAsTyped?: string;
-}
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
 async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Issue[]> {

@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { EGRESS_FILE, SESSION_FILE } from '../../core/evidence-names.js';
 import {
-  effectiveEgress,
   egressInputOf,
   networkOfEgress,
   parseEgress,
@@ -15,7 +13,6 @@ import { egressLines } from '../egress-log.js';
 import type { SessionEngine } from '../ports/container-runtime.js';
 import type { EgressGate, EgressLease } from '../ports/egress.js';
 import { ApiError } from './api-error.js';
-import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
 
 const NONE: EgressPolicy = { mode: 'none', allow: [], methods: null };
 /** The proxy's variables, emptied: what an exec gets once its session has left the allowlist (curl, Python, Go skip ""). */
@@ -147,51 +144,13 @@ export class SessionEgress {
   }
 
   /** Once the container is gone: the lease released and `egress.jsonl` written (masked); nothing when never allowlisted. */
-  async finish(store: EvidenceStore, sessionId: string, secrets: readonly string[]): Promise<void> {
+  async finish(store: EvidenceStore, rel: string, secrets: readonly string[]): Promise<void> {
     const lease = this.#lease;
     if (lease === null) return;
     this.#lease = null;
     const { records } = await lease.close();
-    await store.writeBytesAtomic(
-      sessionRel(sessionId, EGRESS_FILE),
-      Buffer.from(egressLines(records, (text) => redactText(text, secrets))),
-    );
+    await store.writeBytesAtomic(rel, Buffer.from(egressLines(records, (text) => redactText(text, secrets))));
   }
-}
-
-/** A session's policy now: its egress's, else its record's (`network` for a record older than `egress`). */
-export function sessionEgressOf(session: Session): EgressInput {
-  return (
-    session.egress?.input ?? egressInputOf(effectiveEgress(session.record.network, session.record.egress))
-  );
-}
-
-/**
- * PUT /v1/sessions/{id}/egress: the switch (an adopted session gets its SessionEgress here), then session.json says
- * the policy now. Resolves once the new policy holds for every new connection.
- */
-export async function setSessionEgress(
-  deps: Pick<SessionManagerDeps, 'engine' | 'egress' | 'store'>,
-  session: Session,
-  input: EgressInput,
-): Promise<EgressInput> {
-  if (session.egress === undefined) {
-    const policy = effectiveEgress(session.record.network, session.record.egress);
-    session.egress = new SessionEgress(deps.egress, policy, session.secrets);
-  }
-  const egress = session.egress;
-  try {
-    await egress.set(deps.engine, session.record.container_id ?? '', input);
-  } finally {
-    // Written whatever happened: a failed switch leaves mode "none", and session.json says so.
-    session.record = {
-      ...session.record,
-      network: egress.policy.mode === 'none' ? 'none' : 'bridge',
-      egress: egress.input,
-    };
-    await deps.store.writeJsonAtomic(sessionRel(session.record.session_id, SESSION_FILE), session.record);
-  }
-  return egress.input;
 }
 
 function unavailable(): ApiError {

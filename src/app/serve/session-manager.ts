@@ -25,7 +25,7 @@ import {
 } from './session-state.js';
 import { acquire, type ActiveTransfers } from './session-limits.js';
 import { adoptSessions, type Adoption } from './session-restart.js';
-import { sessionEgressOf, setSessionEgress } from './session-egress.js';
+import { sessionEgressOf, setSessionEgress } from './session-egress-switch.js';
 import type { EgressInput } from '../../core/egress/policy.js';
 import { reapPass } from './session-deletion.js';
 import { persistExpiry, touchSession } from './session-expiry.js';

@@ -1,5 +1,5 @@
 // The end of a session: the verified deletion, its cleanup.json, and the API's answer when the slot stays held.
-import { CLEANUP_FILE } from '../../core/evidence-names.js';
+import { CLEANUP_FILE, EGRESS_FILE } from '../../core/evidence-names.js';
 import { redactText } from '../../core/redaction/redact-text.js';
 import { describeRemovalFailure } from '../remove-and-verify.js';
 import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
@@ -43,7 +43,7 @@ export async function performDeletion(
     session.state = 'releasing';
     // Its lease at the egress proxy released and every attempt in egress.jsonl (masked), once nothing can add one.
     await session.egress
-      ?.finish(deps.store, record.session_id, session.secrets)
+      ?.finish(deps.store, sessionRel(record.session_id, EGRESS_FILE), session.secrets)
       .catch((err: unknown) =>
         deps.logger.warn(
           { session: record.session_id, error: (err as Error).message },

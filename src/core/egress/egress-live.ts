@@ -4,30 +4,15 @@
  * kept apart from the finished pairs' final ones (EgressTally). Pure: the caller reads the bytes.
  */
 import { summarize, type EgressRecord } from './record.js';
-import { EGRESS_HOSTS_KEPT, type EgressFacts, type EgressStatus } from './egress-tally.js';
+import {
+  EGRESS_HOSTS_KEPT,
+  type EgressRunning,
+  type EgressRunningPair,
+  type EgressStatus,
+} from './egress-tally.js';
 
 /** The most bytes of a running pair's `egress.jsonl` status reads (its tail): 256 KiB, about a thousand records. */
 export const EGRESS_LIVE_READ_BYTES = 256 * 1024;
-
-/** One running pair's attempts so far. */
-export interface EgressRunningPair extends EgressFacts {
-  readonly job_id: string;
-  /** Always true: live figures (the pair has not finished; its final counts come with its result). */
-  readonly running: true;
-  /** The file was longer than EGRESS_LIVE_READ_BYTES: the counts are those of its last records only. */
-  readonly partial?: true;
-}
-
-/** `status.egress.running`: the running allowlisted pairs (those with an `egress.jsonl`) and their attempts so far. */
-export interface EgressRunning {
-  readonly pairs: number;
-  readonly allowed: number;
-  readonly refused: number;
-  /** Every running pair refused something (at most the batch's workers), in the order status lists them. */
-  readonly refused_pairs: readonly EgressRunningPair[];
-  /** Some pair's counts are of its file's tail only. */
-  readonly partial?: true;
-}
 
 /** A running pair's file as read: its tail, and whether the file was longer than the tail. */
 export interface EgressTail {

@@ -4,7 +4,6 @@
  * the journal, written masked), and the batch's totals. Pure. Bounded: the pairs with refusals kept are the most
  * recent EGRESS_PAIRS_SHOWN; the totals count every pair.
  */
-import type { EgressRunning } from './egress-live.js';
 
 /** What a finished allowlisted pair contributes (result.json `egress`, or the journal's `pair_finished`). */
 export interface EgressFacts {
@@ -135,4 +134,24 @@ export class EgressTally {
       recent: [...this.#recent],
     };
   }
+}
+
+/** One running pair's attempts so far. */
+export interface EgressRunningPair extends EgressFacts {
+  readonly job_id: string;
+  /** Always true: live figures (the pair has not finished; its final counts come with its result). */
+  readonly running: true;
+  /** The file was longer than EGRESS_LIVE_READ_BYTES: the counts are those of its last records only. */
+  readonly partial?: true;
+}
+
+/** `status.egress.running`: the running allowlisted pairs (those with an `egress.jsonl`) and their attempts so far. */
+export interface EgressRunning {
+  readonly pairs: number;
+  readonly allowed: number;
+  readonly refused: number;
+  /** Every running pair refused something (at most the batch's workers), in the order status lists them. */
+  readonly refused_pairs: readonly EgressRunningPair[];
+  /** Some pair's counts are of its file's tail only. */
+  readonly partial?: true;
 }
