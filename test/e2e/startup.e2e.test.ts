@@ -162,7 +162,9 @@ describe('start-up: the launcher and what a command loads', () => {
     // The bundle (npm run build): a few chunks of ours, not the few hundred modules tsc wrote.
     const ours = r.files.filter((f) => f.startsWith(OUR_DIST));
     expect(ours.filter((f) => !f.startsWith(`${OUR_DIST}bundle/`))).toEqual([]);
-    expect(ours.length).toBeLessThan(15);
+    // rolldown splits the shared modules by which commands share them, so a new command can add a chunk: a bound
+    // that says "a handful", not a count to keep (14 files at 9e33a47, 15 once this stop's commands and moves were in).
+    expect(ours.length).toBeLessThan(20);
     expect(r.files.filter((f) => ENGINE_CLIENT.some((h) => f.includes(h)))).toEqual([]);
     expect((await readdir(dir)).filter((f) => !before.includes(f) && !f.startsWith('loaded-'))).toEqual([]);
   });

@@ -105,8 +105,10 @@ export class EgressBroker implements EgressGate {
       close: async () => {
         // The last tunnels' records come as their connections close with the container: a moment for them.
         await new Promise((resolve) => setTimeout(resolve, CLOSE_SETTLE_MS));
-        this.#leases.delete(lease.token);
+        // Kept until the proxy answers: it answers once the sink has recorded what it took, and those records (by
+        // the container's address) must still find this lease.
         await this.#request({ op: 'release', token: lease.token }).catch(() => undefined);
+        this.#leases.delete(lease.token);
         if (this.#leases.size === 0) this.#socket?.end();
         return { records: lease.records, dropped: lease.dropped };
       },

@@ -10,6 +10,7 @@ import {
 } from '../../core/egress/policy.js';
 import { MAX_HELLO_BYTES, readClientHello } from '../../core/egress/tls-sni.js';
 import { dnsQuestion } from './conntrack.js';
+import { parseAuthority, sameAuthority, tokenOf } from './proxy-request.js';
 import type { EgressRecord, EmittedRecord } from '../../core/egress/record.js';
 
 /** How long a tunnel's client may take to send its ClientHello before it is refused. */
@@ -46,6 +47,8 @@ export class EgressProxy {
   readonly #sink: net.Server;
   readonly #udp: dgram.Socket;
   readonly #sockets = new Set<net.Socket>();
+  /** The sink's connections and datagrams not yet recorded (their original destination still being looked up). */
+  readonly #sinking = new Set<Promise<void>>();
 
   constructor(options: EgressProxyOptions) {
     this.#options = options;
@@ -55,9 +58,9 @@ export class EgressProxy {
     });
     this.#server.on('connection', (socket: net.Socket) => this.#track(socket));
     this.#server.on('clientError', (_err, socket) => socket.destroy());
-    this.#sink = net.createServer((socket) => void this.#sinkTcp(socket));
+    this.#sink = net.createServer((socket) => this.#sinkWork(this.#sinkTcp(socket)));
     this.#udp = dgram.createSocket('udp4');
-    this.#udp.on('message', (message, remote) => void this.#sinkUdp(message, remote));
+    this.#udp.on('message', (message, remote) => this.#sinkWork(this.#sinkUdp(message, remote)));
   }
 
   /** Each client's connections (tunnels, plain requests): cut when its policy changes (a tunnel is decided once). */
@@ -98,6 +101,22 @@ export class EgressProxy {
       this.#udp.once('error', reject);
       this.#udp.bind(sinkPort, listenAddress, () => resolve());
     });
+  }
+
+  #sinkWork(work: Promise<void>): void {
+    this.#sinking.add(work);
+    void work.finally(() => this.#sinking.delete(work));
+  }
+
+  /**
+   * Resolves once everything the sink took so far is recorded (emitted), at most `limitMs` later: a client releasing a
+   * lease asks this first, so the records of a pair's last bypass attempts reach it before the lease closes.
+   */
+  async settled(limitMs = 5_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const limit = new Promise<void>((resolve) => (timer = setTimeout(resolve, limitMs)));
+    await Promise.race([Promise.allSettled([...this.#sinking]), limit]);
+    clearTimeout(timer);
   }
 
   async close(): Promise<void> {
@@ -344,32 +363,6 @@ export class EgressProxy {
       undefined,
     );
   }
-}
-
-/** The token of `Proxy-Authorization: Basic base64(user:token)`. */
-export function tokenOf(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const match = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(header.trim());
-  if (match === null) return undefined;
-  const decoded = Buffer.from(match[1] ?? '', 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  return colon < 0 ? undefined : decoded.slice(colon + 1);
-}
-
-/** `host:port` of a CONNECT (`[v6]:port` too); null when malformed. */
-export function parseAuthority(text: string): { host: string; port: number } | null {
-  const match = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s/]+):(\d{1,5})$/.exec(text);
-  if (match === null) return null;
-  const port = Number(match[2]);
-  if (port < 1 || port > 65_535) return null;
-  return { host: normalHost(match[1] ?? ''), port };
-}
-
-function sameAuthority(hostHeader: string, host: string, port: number): boolean {
-  const parsed = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hostHeader.trim());
-  if (parsed === null) return false;
-  const headerPort = parsed[2] !== undefined ? Number(parsed[2]) : 80;
-  return normalHost(parsed[1] ?? '') === host && headerPort === port;
 }
 
 async function firstHello(

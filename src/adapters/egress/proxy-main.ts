@@ -141,10 +141,15 @@ function handle(socket: net.Socket, tokens: Set<string>, line: string): void {
     return;
   }
   if (message.op === 'release') {
-    tokens.delete(message.token);
-    if (owners.get(message.token) === socket) owners.delete(message.token);
-    proxy.release(message.token);
-    return reply({ op: 'ok' });
+    const token = message.token;
+    proxy.release(token);
+    // The sink's records of the pair's last bypass attempts go out (to this client too) before the answer.
+    void proxy.settled().then(() => {
+      tokens.delete(token);
+      if (owners.get(token) === socket) owners.delete(token);
+      reply({ op: 'ok' });
+    });
+    return;
   }
   reply({ op: 'error', error: 'op' });
 }

@@ -6,7 +6,7 @@ import type { EgressGate } from '../../../src/app/ports/egress.js';
 import { effectiveEgress } from '../../../src/core/egress/policy.js';
 import { readClientHello } from '../../../src/core/egress/tls-sni.js';
 import { findOriginal, dnsQuestion } from '../../../src/adapters/egress/conntrack.js';
-import { parseAuthority, tokenOf } from '../../../src/adapters/egress/egress-proxy.js';
+import { parseAuthority, tokenOf } from '../../../src/adapters/egress/proxy-request.js';
 
 const allowlist = effectiveEgress('bridge', { mode: 'allowlist', allow: ['api.openai.com'] });
 
