@@ -69,7 +69,8 @@ export type ReleaseLostResult =
       readonly kind: 'would_release' | 'released' | 'already_released';
       readonly detail: string;
       readonly steps: readonly string[];
-      readonly proof_path: string;
+      /** Null for a run reconciliation made terminal (its proof is in the pair's evidence, terminal-proof.json). */
+      readonly proof_path: string | null;
       readonly proof_sha256: string;
     }
   | {
@@ -154,14 +155,17 @@ export async function releaseLostSlot(
     const done = (await deps.registry.board({ batchId: request.batchId })).find(
       (row) => row.jobId === request.jobId && row.state === 'terminal' && row.proofSha256 !== null,
     );
-    if (done !== undefined)
+    if (done !== undefined) {
+      // Ours when this command released it; else reconciliation did, and its proof is in the pair's evidence.
+      const ours = `${deps.proofsDir}/${done.claimId}.json`;
       return {
         kind: 'already_released',
         detail: `run ${done.claimId} is already terminal (${done.classification ?? '?'}); nothing is held`,
         steps: [],
-        proof_path: `${deps.proofsDir}/${done.claimId}.json`,
+        proof_path: (await deps.exists(ours)) ? ours : null,
         proof_sha256: done.proofSha256!,
       };
+    }
     return refused(
       'no_such_reservation',
       `no held reservation for batch ${request.batchId}, job ${request.jobId}`,

@@ -135,6 +135,24 @@ describe('releaseLostSlot', () => {
     expect(await releaseLostSlot(deps(), ask)).toMatchObject({ kind: 'refused', reason: 'evidence_present' });
   });
 
+  it('a run reconciliation made terminal: already released, its proof not ours to name', async () => {
+    const id = await admit({ container: 'abc' });
+    await registry.commitTerminal({
+      batchId: 'b1',
+      jobId: 'j1',
+      claimId: 'c1',
+      reservationId: id,
+      classification: 'completed',
+      outcomeSha256: null,
+      proofSha256: 'f'.repeat(64),
+    });
+    expect(await releaseLostSlot(deps(), ask)).toMatchObject({
+      kind: 'already_released',
+      proof_path: null,
+      proof_sha256: 'f'.repeat(64),
+    });
+  });
+
   it('names an unknown batch or job', async () => {
     expect(await releaseLostSlot(deps(), ask)).toMatchObject({
       kind: 'refused',

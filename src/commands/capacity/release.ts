@@ -69,7 +69,9 @@ export default class CapacityRelease extends BaseCommand {
       } else {
         this.log(`${flags.job}: ${result.kind}: ${result.detail}`);
         for (const step of result.steps) this.log(`  - ${step}`);
-        this.log(`proof: ${result.proof_path} (sha256 ${result.proof_sha256})`);
+        this.log(
+          `proof: ${result.proof_path ?? "the pair's terminal-proof.json"} (sha256 ${result.proof_sha256})`,
+        );
       }
       return { registry: wiring.registryPath, batch: flags.batch, job: flags.job, ...result };
     } finally {
