@@ -12,7 +12,7 @@ import { mountSourceOf } from '../core/admission-rule.js';
 import { sha256Hex } from './digest.js';
 import { writeJsonVerified } from './durable-write.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
-import type { CapacityRegistry, Reservation } from './ports/capacity-registry.js';
+import type { CapacityRegistry, Reservation, SupervisorLease } from './ports/capacity-registry.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import type { HostIdentity } from './ports/host-identity.js';
@@ -105,6 +105,7 @@ async function refusal(
   deps: ReleaseLostDeps,
   r: Reservation,
   sources: readonly string[],
+  lease: SupervisorLease | null,
 ): Promise<ReleaseLostResult | null> {
   if (r.node !== deps.registry.localNode)
     return refused(
@@ -112,7 +113,6 @@ async function refusal(
       `reservation ${r.id} is on node ${r.node}, not this host (${deps.registry.localNode})`,
       `run this on ${r.node}: only its engine can show the container gone`,
     );
-  const lease = await deps.registry.supervisorLease(r.batchId);
   if (lease !== null && deps.host.isAlive(lease))
     return refused(
       'supervisor_alive',
@@ -177,7 +177,8 @@ export async function releaseLostSlot(
     .map(mountSourceOf)
     .filter((s) => s.exclusive)
     .map((s) => s.path);
-  const stop = await refusal(deps, r, sources);
+  const lease = await deps.registry.supervisorLease(r.batchId);
+  const stop = await refusal(deps, r, sources, lease);
   if (stop !== null) return stop;
   const proof: LostEvidenceProof = {
     schema: LOST_EVIDENCE_PROOF_SCHEMA,
@@ -195,7 +196,6 @@ export async function releaseLostSlot(
   const proofSha256 = sha256Hex(canonicalJson(proof));
   const rel = `${r.claimId}.json`;
   const proofPath = `${deps.proofsDir}/${rel}`;
-  const lease = await deps.registry.supervisorLease(r.batchId);
   const checks = [
     lease === null
       ? `no supervisor lease recorded for ${r.batchId}`
