@@ -286,6 +286,22 @@ describe.skipIf(skip !== null)('swarm: each node pulls for its own pairs (issue 
     for (const node of [n1, n2]) expect(peak.get(node)!, node).toBeLessThanOrEqual(budget);
     expect(journal.filter((e) => e.action === 'evicted').length).toBeGreaterThan(0);
 
+    if (process.env['RG43_REPORT'] === '1')
+      process.stdout.write(
+        `${JSON.stringify({
+          budget,
+          imageBytes,
+          samples,
+          peak: Object.fromEntries(peak),
+          pulls: journal
+            .filter((e) => e.action === 'pulled')
+            .map((e) => `${e.node}:${e.image?.split('/')[1]}`),
+          evicted: journal
+            .filter((e) => e.action === 'evicted')
+            .map((e) => `${e.node}:${e.image?.split('/')[1]}`),
+        })}\n`,
+      );
+
     // status.json names which node holds which image.
     const status = JSON.parse(await readFile(join(output, 'status.json'), 'utf8')) as {
       images: { nodes: Record<string, { held: string[]; pulls: number; budget_bytes: number }> };

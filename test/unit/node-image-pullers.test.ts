@@ -120,7 +120,7 @@ function setup(jobs: readonly (readonly [string, number, string | null])[], coun
         constraints.length === 0 ? ['n1', 'n2'] : [constraints[0]!.slice('node.hostname=='.length)],
       ),
     journal: (type, fields) => {
-      if (type === 'image') journal.push(fields as JournalFieldsOf<'image'>);
+      if (type === 'image') journal.push(fields);
       return Promise.resolve();
     },
     clock: { now: () => new Date() },
