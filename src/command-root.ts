@@ -324,7 +324,8 @@ export async function createBatchStartWiring(
     clock: systemClock,
     ...(executor.kind === 'local'
       ? { imagePulls: createImagePulls(), compressedSize: registryCompressedSize, readDockerConfig }
-      : {}),
+      : // Swarm (issue 43): resolved by the manager's engine; no compressed size (the registry is the nodes' to reach).
+        { imagePulls: createImagePulls(executor.manager), readDockerConfig }),
     observeGpus: () => observeGpus(),
     checkRegistry: async (needs) => {
       const opened = await openRegistryAt(registry);

@@ -1,5 +1,5 @@
 import type { EgressGate } from './app/ports/egress.js';
-import { createImagePulls, readDockerConfig } from './image-wiring.js';
+import { createImagePulls, createNodeImagePulls, readDockerConfig } from './image-wiring.js';
 import { NO_CREDENTIALS, registryCredentials } from './app/batch/registry-auth.js';
 import { RECEIPT_FILE, BATCH_FILE, MANIFEST_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/batch/layout.js';
@@ -346,6 +346,9 @@ export async function createSupervisorDeps(
     environment: process.env,
     handleSignals: true,
     ...(batch.image_plan !== undefined ? { imagePulls: createImagePulls(), readDockerConfig } : {}),
+    ...(batch.image_plan?.nodes !== undefined && batch.executor?.kind === 'swarm'
+      ? { nodeImagePulls: createNodeImagePulls(batch.executor.node_engines) }
+      : {}),
     dispose: () => registry.close(),
   };
 }

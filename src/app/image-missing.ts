@@ -35,17 +35,21 @@ export function imagesMissing(
 
 /**
  * E_IMAGE_MISSING on a swarm (issue 43, exit 2): each image some node lacks, the nodes that lack it and those that
- * hold it, and the jobs that need it. A swarm batch's images are not pulled ahead by the batch: each node's engine
- * must hold them at start (the swarm would otherwise pull by tag on whichever node a pair lands, unbudgeted).
+ * hold it, the jobs that need it and, when the batch tried to plan its pulls, why its registry could not resolve it.
+ * Without a plan (no registry access) each node's engine must hold every image at start.
  */
 export function imagesMissingOnNodes(
   lacking: ReadonlyMap<string, { readonly present: readonly string[]; readonly absent: readonly string[] }>,
   jobsOf: ReadonlyMap<string, readonly string[]>,
+  /** Per image: its registry's answer (masked), when the nodes were to pull it. */
+  unresolved?: ReadonlyMap<string, string>,
 ): RoboguideError {
   const lines = [...lacking.entries()].map(([image, where]) => {
     const jobs = jobsOf.get(image) ?? [];
     const held = where.present.length > 0 ? `held by ${where.present.join(', ')}` : 'held by no node';
-    return `image ${image} is not present on swarm node(s) ${where.absent.join(', ')} (${held}; needed by ${jobs.length} job(s))`;
+    const why = unresolved?.get(image);
+    const registry = why !== undefined ? `; its registry cannot resolve it: ${why}` : '';
+    return `image ${image} is not present on swarm node(s) ${where.absent.join(', ')} (${held}; needed by ${jobs.length} job(s))${registry}`;
   });
   return new RoboguideError('E_IMAGE_MISSING', lines.join('\n'), {
     exitCode: ExitCode.invalidInput,
@@ -61,7 +65,7 @@ export function imagesMissingOnNodes(
           (node) => `on node ${node}: \`docker -H <${node}'s engine> pull ${image}\` (or docker load)`,
         ),
       ),
-      "a swarm batch does not pull its images ahead (the image plan and its disk budget are the local executor's): every node must hold every image at start",
+      'a swarm batch pulls an image a node lacks only when its registry resolves it at start (docs/images.md, Swarm)',
     ],
   });
 }

@@ -25,6 +25,11 @@ export interface ImagePlanRecord {
   readonly concurrency: number;
   /** `start --prune-own-images`: images the engine had before the batch may be removed too. */
   readonly prune_own_images?: boolean;
+  /**
+   * Swarm (issue 43): the nodes that pull the plan's images, each on its own engine and within its own
+   * `budget_bytes` (the budget is per node). Absent: the local executor's one engine.
+   */
+  readonly nodes?: readonly string[];
 }
 
 /** When no budget is given: this share of the engine data root's free space at start. */

@@ -207,6 +207,9 @@ export interface ImageEvent {
   readonly kind?: 'unavailable' | 'failed';
   readonly job_id?: string;
   readonly waited_ms?: number;
+  /** Swarm: the node whose engine pulled, removed or failed (`waited`: the nodes that held it when the wait ended). */
+  readonly node?: string;
+  readonly nodes?: readonly string[];
 }
 
 /** Every record this version appends. */

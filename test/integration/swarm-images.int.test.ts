@@ -9,7 +9,8 @@ import { startSwarmCluster, swarmSkipReason, type SwarmCluster } from '../suppor
 
 /**
  * Issue 43 on Swarm, on two throwaway engines (own network namespaces and hostnames): start asks each node's engine
- * for every image; an image one node lacks is refused naming that node and the one that holds it (nothing written);
+ * for every image; an image one node lacks and no registry resolves (a local tag: the manager's engine cannot reach
+ * docker.io) is refused naming that node, the one that holds it and the registry's answer (nothing written);
  * with every image on every node, batch.json `image_nodes` says which node holds what.
  */
 const skip = noDocker ? 'no Docker engine' : await swarmSkipReason();
@@ -75,6 +76,7 @@ describe.skipIf(skip !== null)('swarm: which node holds which image (issue 43)',
       `image ${ONLY_FIRST} is not present on swarm node(s) ${n2} (held by ${n1}; needed by 1 job(s))`,
     );
     expect(r.stderr).not.toContain(`image ${DRIVER_IMAGE} is not present`);
+    expect(r.stderr).toContain('its registry cannot resolve it');
     expect(await readdir(work)).not.toContain('lacking-D');
   }, 300_000);
 

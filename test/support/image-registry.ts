@@ -41,14 +41,41 @@ export interface TestImageRegistry {
   stop(): void;
 }
 
+/**
+ * `where`: serve inside a network namespace of the tests' own on one of its addresses (a swarm node's veth address,
+ * which every node reaches), not on the host's loopback; readiness is then probed from inside that namespace.
+ */
 export async function startImageRegistry(
   port: number,
   auth?: { user: string; password: string },
+  where?: { readonly netns: string; readonly address: string },
 ): Promise<TestImageRegistry> {
   const dir = mkdtempSync(join(tmpdir(), 'rg43-registry-'));
   mkdirSync(join(dir, 'data'));
   let child: ChildProcess | null = null;
-  const host = `127.0.0.1:${port}`;
+  const host = `${where?.address ?? '127.0.0.1'}:${port}`;
+  const answers = async (): Promise<boolean> => {
+    if (where === undefined)
+      return fetch(`http://${host}/v2/`).then(
+        (r) => r.status === 200 || r.status === 401,
+        () => false,
+      );
+    const probe = spawnSync(
+      'nsenter',
+      [
+        `--net=/run/netns/${where.netns}`,
+        'curl',
+        '-s',
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        `http://${host}/v2/`,
+      ],
+      { encoding: 'utf8' },
+    );
+    return probe.stdout === '200' || probe.stdout === '401';
+  };
   const launch = async (withAuth?: { user: string; password: string }): Promise<void> => {
     const config = [
       'version: 0.1',
@@ -72,14 +99,16 @@ export async function startImageRegistry(
     }
     writeFileSync(join(dir, 'config.yml'), `${config.join('\n')}\n`);
     const log = openSync(join(dir, 'registry.log'), 'a');
-    child = spawn(REGISTRY_BIN, ['serve', join(dir, 'config.yml')], { stdio: ['ignore', log, log] });
+    const argv = ['serve', join(dir, 'config.yml')];
+    child =
+      where === undefined
+        ? spawn(REGISTRY_BIN, argv, { stdio: ['ignore', log, log] })
+        : spawn('nsenter', [`--net=/run/netns/${where.netns}`, REGISTRY_BIN, ...argv], {
+            stdio: ['ignore', log, log],
+          });
     const deadline = Date.now() + 15_000;
     for (;;) {
-      const answered = await fetch(`http://${host}/v2/`).then(
-        (r) => r.status === 200 || r.status === 401,
-        () => false,
-      );
-      if (answered) return;
+      if (await answers()) return;
       if (Date.now() > deadline) throw new Error(`docker-registry did not answer on ${host}`);
       await new Promise((r) => setTimeout(r, 100));
     }

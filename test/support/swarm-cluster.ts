@@ -55,7 +55,13 @@ export async function swarmSkipReason(): Promise<string | null> {
 }
 
 export async function startSwarmCluster(
-  options: { readonly nodes?: number; readonly gpusPerNode?: number; readonly tag?: string } = {},
+  options: {
+    readonly nodes?: number;
+    readonly gpusPerNode?: number;
+    readonly tag?: string;
+    /** More dockerd arguments for every node (e.g. `--insecure-registry 10.231.1.1:PORT`). */
+    readonly extraArgs?: readonly string[];
+  } = {},
 ): Promise<SwarmCluster> {
   const count = options.nodes ?? 2;
   const gpus = options.gpusPerNode ?? 2;
@@ -86,7 +92,9 @@ export async function startSwarmCluster(
           extraArgs: Array.from({ length: gpus }, (_, g) => [
             '--node-generic-resource',
             `NVIDIA-GPU=GPU-fake-${i + 1}-${g}`,
-          ]).flat(),
+          ])
+            .flat()
+            .concat(options.extraArgs ?? []),
         }),
       );
     }

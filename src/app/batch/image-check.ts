@@ -4,9 +4,11 @@ import type { PlannedImage } from '../../core/image-plan.js';
 import { imagesMissing, imagesMissingOnNodes } from '../image-missing.js';
 import type { ContainerRuntime, ImageNodes } from '../ports/container-runtime.js';
 
+/** Resolves the missing images in their registries; `refuse` builds the refusal of those no registry resolves. */
 export type ImagePlanner = (
   missing: string[],
   jobsOf: Map<string, string[]>,
+  refuse?: (unresolved: ReadonlyMap<string, string>) => Error,
 ) => Promise<Record<string, PlannedImage>>;
 
 export interface EngineImages {
@@ -21,8 +23,9 @@ export interface EngineImages {
 /**
  * The manifest's images on the engine at start: each pinned to its id; the missing ones planned (pulled by the
  * supervisor) when a planner is given, else refused together (E_IMAGE_MISSING, exit 2, with the jobs that need each).
- * On a swarm, every configured node is asked: an image some node lacks is refused naming the nodes that lack it and
- * those that hold it (the nodes do not pull a batch's images ahead); the nodes holding each image are recorded.
+ * On a swarm, every configured node is asked and the nodes holding each image are recorded; an image some node lacks
+ * is planned when a planner is given (the nodes pull it ahead, each for its own pairs), else refused naming the nodes
+ * that lack it and those that hold it (so is one its registry cannot resolve, with the registry's answer).
  */
 export async function checkImages(
   runtime: ContainerRuntime,
@@ -38,10 +41,20 @@ export async function checkImages(
   const onNodes = await nodesOf(runtime, [...jobsOf.keys()]);
   if (onNodes !== null) {
     const lacking = new Map([...onNodes].filter(([, where]) => where.absent.length > 0));
-    if (lacking.size > 0) throw imagesMissingOnNodes(lacking, jobsOf);
+    if (lacking.size > 0 && plan === undefined) throw imagesMissingOnNodes(lacking, jobsOf);
+    const planned =
+      lacking.size > 0 && plan !== undefined
+        ? await plan([...lacking.keys()], jobsOf, (unresolved) =>
+            imagesMissingOnNodes(
+              new Map([...lacking].filter(([image]) => unresolved.has(image))),
+              jobsOf,
+              unresolved,
+            ),
+          )
+        : {};
     return {
       pins: {},
-      planned: {},
+      planned,
       nodes: Object.fromEntries([...onNodes].map(([image, where]) => [image, [...where.present]])),
     };
   }

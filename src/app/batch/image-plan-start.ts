@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../../core/errors.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
 import {
   DEFAULT_BUDGET_SHARE,
@@ -10,6 +11,7 @@ import {
 import type { Manifest } from '../../core/manifest/schema.js';
 import { imagesMissing } from '../image-missing.js';
 import type { ImagePulls } from '../ports/image-pulls.js';
+import type { ImagePlanner } from './image-check.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import {
   NO_CREDENTIALS,
@@ -32,6 +34,7 @@ export async function resolveMissingImages(
   credentials: RegistryCredentials,
   sizeOf: CompressedSize,
   bin: string,
+  refuse?: (unresolved: ReadonlyMap<string, string>) => Error,
 ): Promise<Record<string, PlannedImage>> {
   const redact = textRedactor([...credentials.secrets]);
   const planned: Record<string, PlannedImage> = {};
@@ -53,7 +56,10 @@ export async function resolveMissingImages(
       }
     }),
   );
-  if (unresolved.size > 0) throw imagesMissing([...unresolved.keys()], jobsOf, bin, unresolved);
+  if (unresolved.size > 0)
+    throw refuse !== undefined
+      ? refuse(unresolved)
+      : imagesMissing([...unresolved.keys()], jobsOf, bin, unresolved);
   return planned;
 }
 
@@ -63,8 +69,19 @@ export function imagePlanRecord(
   images: Record<string, PlannedImage>,
   dataRootFreeBytes: number | null,
   pruneOwnImages: boolean,
+  /** Swarm: the nodes that pull, each within the budget (`capacity.image_disk_bytes`, which start requires there). */
+  nodes?: readonly string[],
 ): ImagePlanRecord {
   const given = manifest.capacity.image_disk_bytes;
+  if (nodes !== undefined && given !== undefined)
+    return {
+      images,
+      budget_bytes: given,
+      budget_basis: 'capacity.image_disk_bytes, on each node',
+      concurrency: manifest.capacity.image_pulls ?? DEFAULT_IMAGE_PULLS,
+      ...(pruneOwnImages ? { prune_own_images: true } : {}),
+      nodes: [...nodes],
+    };
   const total = Object.values(images).reduce((sum, i) => sum + (i.compressed_bytes ?? 0), 0);
   const [budget, basis] =
     given !== undefined
@@ -88,18 +105,20 @@ export function imagePlanRecord(
 }
 
 /**
- * Issue 43: how `start` resolves the images the engine lacks (local executor, an engine with image calls): in their
- * registries, with the manifest's credentials. Undefined: missing images are refused as before.
+ * Issue 43: how `start` resolves the images the engine lacks (an engine with image calls; on a swarm, the manager's):
+ * in their registries, with the manifest's credentials. Undefined: missing images are refused as before. A swarm
+ * batch that must pull needs `capacity.image_disk_bytes` (each node's budget: a node's free space cannot be read
+ * through its engine).
  */
 export function planOf(
   deps: StartBatchDeps,
   options: StartBatchOptions,
   manifest: Manifest,
-): ((missing: string[], jobsOf: Map<string, string[]>) => Promise<Record<string, PlannedImage>>) | undefined {
+): ImagePlanner | undefined {
   const pulls = deps.imagePulls;
-  if (pulls === undefined || (options.executor !== undefined && options.executor.kind !== 'local'))
-    return undefined;
-  return async (missing, jobsOf) => {
+  if (pulls === undefined) return undefined;
+  const swarm = options.executor?.kind === 'swarm';
+  return async (missing, jobsOf, refuse) => {
     const credentials =
       manifest.registries === undefined
         ? NO_CREDENTIALS
@@ -107,7 +126,23 @@ export function planOf(
             allowShortSecrets: options.allowShortSecrets === true,
           });
     const sizeOf = deps.compressedSize ?? ((): Promise<null> => Promise.resolve(null));
-    return resolveMissingImages(missing, jobsOf, pulls, credentials, sizeOf, options.bin ?? 'roboguide-eval');
+    const planned = await resolveMissingImages(
+      missing,
+      jobsOf,
+      pulls,
+      credentials,
+      sizeOf,
+      options.bin ?? 'roboguide-eval',
+      refuse,
+    );
+    if (swarm && manifest.capacity.image_disk_bytes === undefined)
+      throw new InvalidInputError('E_MANIFEST_INVALID', 'a swarm batch whose nodes must pull images', [
+        {
+          path: 'capacity.image_disk_bytes',
+          rule: `must be set with --executor swarm when a node lacks an image (${Object.keys(planned).length} to pull): it is each node's disk budget for them, and a node's free space cannot be read through its engine`,
+        },
+      ]);
+    return planned;
   };
 }
 

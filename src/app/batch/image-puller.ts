@@ -13,6 +13,7 @@ import type { Clock } from '../ports/clock.js';
 import type { ImagePulls, PullProgress } from '../ports/image-pulls.js';
 import type { Logger } from '../ports/logger.js';
 import type { RegistryCredentials } from './registry-auth.js';
+import type { ImagePlanSnapshot, ImageReadiness } from './batch-images.js';
 
 /**
  * The supervisor's image plan at work (issue 43): pulls the images of the pairs next in dispatch order while pairs
@@ -40,12 +41,15 @@ export interface ImagePullerDeps {
   readonly ownImages?: Readonly<Record<string, string>>;
   readonly backoffMs?: number;
   readonly attempts?: number;
+  /** Swarm: the node whose engine this puller pulls on (named in every journal record). */
+  readonly node?: string;
 }
 
-export type ImageReadiness =
-  | { readonly kind: 'ready' }
-  | { readonly kind: 'failed' | 'unavailable'; readonly message: string }
-  | { readonly kind: 'stopped' };
+/** How a pair waits for its image: `signal` ends the wait (`stopped`); `quiet`: the caller counts and journals the wait. */
+export interface ReadyOptions {
+  readonly signal?: AbortSignal;
+  readonly quiet?: boolean;
+}
 
 interface Held {
   bytes: number;
@@ -56,28 +60,6 @@ interface Held {
 interface Pulling {
   readonly estimate: number;
   readonly layers: Map<string, { current: number; total: number }>;
-}
-
-/** What status.json and the report show of the plan. */
-export interface ImagePlanSnapshot {
-  readonly budget_bytes: number;
-  readonly held_bytes: number;
-  readonly images: number;
-  readonly present: number;
-  readonly pulling: readonly {
-    readonly image: string;
-    readonly current_bytes: number;
-    readonly total_bytes: number;
-  }[];
-  readonly pulls: number;
-  readonly evictions: number;
-  readonly failed: readonly {
-    readonly image: string;
-    readonly kind: PullFailureKind;
-    readonly message: string;
-  }[];
-  readonly waits: number;
-  readonly waited_ms: number;
 }
 
 export class ImagePuller {
@@ -95,6 +77,8 @@ export class ImagePuller {
   readonly #closing = new AbortController();
   #expansion = INITIAL_EXPANSION;
   #measured = false;
+  /** The largest image pulled so far (the estimate of an image whose compressed size is unknown). */
+  #largest = 0;
   #pumping = false;
   #again = false;
   #pulls = 0;
@@ -129,8 +113,9 @@ export class ImagePuller {
    * A pair's turn came: resolves once its image is there (ready), its pull failed for good, or `stopping()` says the
    * batch stops. The wait is journalled (`waited_ms`). A ready image is held for the pair until `release`.
    */
-  async ready(image: string, jobId: string): Promise<ImageReadiness> {
-    const stopping = this.#deps.halted ?? ((): boolean => false);
+  async ready(image: string, jobId: string, options: ReadyOptions = {}): Promise<ImageReadiness> {
+    const halted = this.#deps.halted ?? ((): boolean => false);
+    const stopping = (): boolean => halted() || options.signal?.aborted === true;
     const ref = this.#deps.plan.images[image]?.ref;
     if (ref === undefined) {
       // An image the engine had at start: held for the pair too (with --prune-own-images it could be removed).
@@ -157,18 +142,25 @@ export class ImagePuller {
         break;
       }
       this.pump();
-      await this.#changed(1_000);
+      await this.#changed(1_000, options.signal);
     }
     const left = (this.#waitingFor.get(image) ?? 1) - 1;
     if (left > 0) this.#waitingFor.set(image, left);
     else this.#waitingFor.delete(image);
     const waited = this.#deps.clock.now().getTime() - began;
-    if (waited > 0) {
+    if (waited > 0 && options.quiet !== true) {
       this.#waits += 1;
       this.#waitedMs += waited;
       await this.#record({ action: 'waited', image, ref, job_id: jobId, waited_ms: waited });
     }
     return result;
+  }
+
+  /** The images (as the manifest names them) this puller holds now, pulled by the batch. */
+  heldImages(): string[] {
+    return [...this.#held.entries()]
+      .filter(([, h]) => !h.ownedByUser)
+      .map(([ref]) => this.#imageOf.get(ref) ?? ref);
   }
 
   /** The pair of `image` ended: its image may go once no pending pair needs it. */
@@ -253,6 +245,8 @@ export class ImagePuller {
       const ref = planned.ref;
       if (this.#held.has(ref) || this.#pulling.has(ref) || this.#failed.has(ref)) continue;
       const estimate = this.#estimate(planned.compressed_bytes);
+      // Nothing measured and no size from the registry: one pull at a time until one is measured.
+      if (estimate === 0 && this.#pulling.size > 0) return;
       if (!(await this.#makeRoom(estimate, order, position < Math.max(1, waiting.length)))) return;
       this.#startPull(image, ref, estimate);
     }
@@ -260,7 +254,7 @@ export class ImagePuller {
 
   #estimate(compressed: number | null): number {
     if (compressed !== null) return Math.ceil(compressed * this.#expansion);
-    return Math.max(0, ...[...this.#held.values()].map((h) => h.bytes));
+    return Math.max(this.#largest, ...[...this.#held.values()].map((h) => h.bytes));
   }
 
   #usedBytes(): number {
@@ -338,6 +332,7 @@ export class ImagePuller {
         await this.#deps.pulls.pull(ref, auth, onProgress, this.#closing.signal);
         const facts = await this.#deps.pulls.facts(ref);
         const bytes = facts?.bytes ?? pulling.estimate;
+        this.#largest = Math.max(this.#largest, bytes);
         this.#learn(image, bytes);
         this.#held.set(ref, { bytes, lastUsedMs: this.#deps.clock.now().getTime(), ownedByUser: false });
         this.#pulls += 1;
@@ -376,18 +371,23 @@ export class ImagePuller {
 
   async #record(fields: JournalFieldsOf<'image'>): Promise<void> {
     if (this.#closing.signal.aborted) return;
-    await this.#deps.journal('image', fields).catch(() => undefined);
+    const node = this.#deps.node;
+    await this.#deps
+      .journal('image', node !== undefined ? { ...fields, node } : fields)
+      .catch(() => undefined);
   }
 
   /** Until something changes (a pull ends, the puller closes) or `ms` passed. */
-  async #changed(ms: number): Promise<void> {
+  async #changed(ms: number, also?: AbortSignal): Promise<void> {
     const woken = new AbortController();
     const wake = (): void => woken.abort();
     this.#waiters.add(wake);
+    also?.addEventListener('abort', wake, { once: true });
     try {
-      await this.#deps.sleep(ms, woken.signal).catch(() => undefined);
+      if (also?.aborted !== true) await this.#deps.sleep(ms, woken.signal).catch(() => undefined);
     } finally {
       this.#waiters.delete(wake);
+      also?.removeEventListener('abort', wake);
     }
   }
 

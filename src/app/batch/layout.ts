@@ -50,12 +50,13 @@ export interface BatchRecord {
   readonly images?: Readonly<Record<string, string>>;
   /**
    * Issue 43: the images the engine lacked at start, resolved in their registries: image → digest (pairs run by
-   * `repository@digest`), the disk budget and the pace of pulls. Absent: every image was present (or swarm).
+   * `repository@digest`), the disk budget and the pace of pulls (swarm: `nodes`, the budget per node). Absent: every
+   * image was present (on a swarm: on every node).
    */
   readonly image_plan?: ImagePlanRecord;
   /**
-   * Issue 43, swarm: image → the nodes whose engines held it at start (every configured node must: a node lacking
-   * one is refused at start, named). Absent on the local executor.
+   * Issue 43, swarm: image → the nodes whose engines held it at start (one a node lacked is in `image_plan`, pulled
+   * by the nodes for their own pairs). Absent on the local executor.
    */
   readonly image_nodes?: Readonly<Record<string, readonly string[]>>;
   /** The host at start (systeminformation, each fact bounded in time: `{kind: "unknown", reason}` when it failed). */

@@ -256,6 +256,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
             planned,
             host !== undefined ? dataRootFree(await host) : null,
             options.pruneOwnImages === true,
+            options.executor?.kind === 'swarm' ? Object.keys(options.executor.node_engines) : undefined,
           ),
         }
       : {}),

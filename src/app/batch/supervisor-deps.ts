@@ -16,6 +16,8 @@ export interface SupervisorDeps {
   readonly handleSignals: boolean;
   /** Issue 43: the engine's image calls (a batch with an image plan pulls ahead with them). */
   readonly imagePulls?: ImagePulls;
+  /** Issue 43, swarm: the image calls of one node's own engine (`--node-engine`): each node pulls for its pairs. */
+  readonly nodeImagePulls?: (node: string) => ImagePulls;
   /** `~/.docker/config.json` for `registries.<host>.docker_config`. */
   readonly readDockerConfig?: DockerConfigReader;
 }

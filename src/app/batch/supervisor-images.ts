@@ -1,7 +1,10 @@
 import { jobImage } from '../../core/manifest/parse.js';
 import type { SupervisorState } from '../../core/supervisor-machine.js';
 import { systemClock } from '../ports/clock.js';
-import { ImagePuller } from './image-puller.js';
+import { afterWait, type BatchImages } from './batch-images.js';
+import { ImagePuller, type ImagePullerDeps } from './image-puller.js';
+import { NodeImagePullers } from './node-image-pullers.js';
+import { nodesDown } from './node-down.js';
 import {
   NO_CREDENTIALS,
   noDockerConfig,
@@ -29,6 +32,10 @@ export async function credentialsFor(
   });
 }
 
+/**
+ * The batch's images: one puller on the engine (local executor), or one per swarm node on that node's engine
+ * (`image_plan.nodes`, src/app/batch/node-image-pullers.ts). Undefined: no plan, or no image calls wired.
+ */
 export function imagePullerFor(input: {
   readonly deps: SupervisorDeps;
   readonly batch: BatchRecord;
@@ -38,13 +45,15 @@ export function imagePullerFor(input: {
   readonly redact: (text: string) => string;
   readonly state: () => SupervisorState | undefined;
   readonly onChange: () => void;
-}): ImagePuller | undefined {
+}): BatchImages | undefined {
   const { deps, batch, manifest } = input;
   const plan = batch.image_plan;
-  if (plan === undefined || deps.imagePulls === undefined) return undefined;
-  const order = manifest.jobs.map((j) => [j.job_id, jobImage(manifest, j)] as const);
-  return new ImagePuller({
-    pulls: deps.imagePulls,
+  if (plan === undefined) return undefined;
+  const pending = (): typeof manifest.jobs => {
+    const claimed = input.state()?.claimed;
+    return manifest.jobs.filter((j) => claimed === undefined || !claimed.has(j.job_id));
+  };
+  const common: Omit<ImagePullerDeps, 'pulls' | 'queue'> = {
     plan,
     credentials: input.credentials,
     journal: input.journal,
@@ -52,15 +61,49 @@ export function imagePullerFor(input: {
     clock: deps.execute.clock,
     sleep: deps.execute.sleep ?? systemClock.sleep,
     redact: input.redact,
-    queue: () => {
-      const claimed = input.state()?.claimed;
-      return order.filter(([id]) => claimed === undefined || !claimed.has(id)).map(([, image]) => image);
-    },
     onChange: input.onChange,
     halted: () => {
       const state = input.state();
       return state !== undefined && (state.stop !== 'none' || state.pauseReasons.length > 0);
     },
     ...(batch.images !== undefined ? { ownImages: batch.images } : {}),
-  });
+  };
+  const nodes = deps.execute.nodes;
+  if (plan.nodes !== undefined) {
+    const pullsOn = deps.nodeImagePulls;
+    if (pullsOn === undefined || nodes === undefined) return undefined;
+    return new NodeImagePullers({
+      plan,
+      nodes: plan.nodes,
+      make: (node, queue) => new ImagePuller({ ...common, pulls: pullsOn(node), queue, node }),
+      pending,
+      imageOf: (job) => jobImage(manifest, job),
+      eligible: async (constraints) => {
+        const down = new Set(await nodesDown(deps.store).catch((): string[] => []));
+        return (await nodes.readyNodes(constraints)).filter((n) => !down.has(n));
+      },
+      journal: input.journal,
+      clock: deps.execute.clock,
+    });
+  }
+  if (deps.imagePulls === undefined) return undefined;
+  const queue = (): string[] => pending().map((j) => jobImage(manifest, j));
+  return localImages(new ImagePuller({ ...common, pulls: deps.imagePulls, queue }));
+}
+
+/** The local executor's plan: one puller on the one engine. */
+export function localImages(puller: ImagePuller): BatchImages {
+  return {
+    start: () => puller.start(),
+    close: () => puller.close(),
+    snapshot: () => puller.snapshot(),
+    whenPulled: async (job, image, run) => {
+      const ready = await puller.ready(image, job.job_id);
+      try {
+        return await afterWait(ready, image, run);
+      } finally {
+        if (ready.kind === 'ready') puller.release(image);
+      }
+    },
+  };
 }

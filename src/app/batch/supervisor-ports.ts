@@ -34,7 +34,7 @@ import type { SupervisorDeps } from './supervisor-deps.js';
 import type { PeakBook } from './supervisor-ledger.js';
 import type { SupervisorLoopPorts } from './supervisor-loop.js';
 import type { RegistryCredentials } from './registry-auth.js';
-import type { ImagePuller } from './image-puller.js';
+import type { BatchImages, PulledImage } from './batch-images.js';
 import { jobImage } from '../../core/manifest/parse.js';
 
 /**
@@ -77,7 +77,7 @@ export function loopPorts(
   files: readonly JobFiles[],
   envs: ReadonlyMap<string, ResolvedJobEnvironment>,
   statusWriter: CoalescingWriter,
-  images?: ImagePuller,
+  images?: BatchImages,
 ): SupervisorLoopPorts {
   const { deps, manifest } = s;
   const receipts = new Map(
@@ -115,14 +115,8 @@ export function loopPorts(
       if (env === undefined) throw new InternalError(`job ${jobId} has no resolved environment`);
       if (images === undefined)
         return dispatchPair(batchDeps, ctx, job, env, onRunning).then(outcomeOfAttempt);
-      return dispatchWhenPulled(images, jobImage(manifest, job), jobId, (pullFailure) =>
-        dispatchPair(
-          batchDeps,
-          pullFailure === undefined ? ctx : { ...ctx, pullFailure },
-          job,
-          env,
-          onRunning,
-        ).then(outcomeOfAttempt),
+      return images.whenPulled(job, jobImage(manifest, job), (pulled) =>
+        dispatchPair(batchDeps, withImage(ctx, pulled), job, env, onRunning).then(outcomeOfAttempt),
       );
     },
     recover: (jobId, onRunning) => {
@@ -185,32 +179,19 @@ export function outcomeOfAttempt(attempt: DispatchAttempt): PairOutcome {
 }
 
 /**
- * Issue 43: a pair whose image is not there waits for it (nothing is claimed meanwhile); a pull that failed for good
- * runs the pair to its `image_pull_failed` result; a registry outage pauses the batch (nothing claimed: resume pulls
- * again); a stop or pause while it waits gives the pair back unclaimed.
+ * Issue 43: the pair's context once its image's wait ended: its pull failure (it fails `image_pull_failed`), or on a
+ * swarm admission only to the nodes that hold its image.
  */
-async function dispatchWhenPulled(
-  images: ImagePuller,
-  image: string,
-  jobId: string,
-  run: (pullFailure?: string) => Promise<PairOutcome>,
-): Promise<PairOutcome> {
-  const ready = await images.ready(image, jobId);
-  try {
-    switch (ready.kind) {
-      case 'stopped':
-        return { kind: 'refused', reason: `waiting for image ${image}: the batch stops` };
-      case 'unavailable':
-        return { kind: 'failed', cause: { code: 'E_IMAGE_REGISTRY_UNAVAILABLE', message: ready.message } };
-      case 'failed':
-        return await run(ready.message);
-      case 'ready':
-        return await run();
-    }
-    return ready satisfies never;
-  } finally {
-    if (ready.kind === 'ready') images.release(image);
-  }
+function withImage(ctx: BatchPairContext, pulled: PulledImage): BatchPairContext {
+  const holding = pulled.nodes;
+  const admissionNodes = ctx.admissionNodes;
+  return {
+    ...ctx,
+    ...(pulled.pullFailure !== undefined ? { pullFailure: pulled.pullFailure } : {}),
+    ...(holding !== undefined && admissionNodes !== undefined
+      ? { admissionNodes: async (c) => (await admissionNodes(c)).filter((n) => holding.includes(n)) }
+      : {}),
+  };
 }
 
 /** Swarm (issue 13): which node runs each pair, journalled once the swarm placed it (status shows it). */
@@ -271,7 +252,7 @@ export function statusWriterOf(
   s: Supervision,
   running: () => readonly RunningHandle[],
   report: ReturnType<typeof reportRefresher>,
-  images?: ImagePuller,
+  images?: BatchImages,
 ): CoalescingWriter {
   const { store, logger } = s.deps;
   const clock = s.deps.execute.clock;

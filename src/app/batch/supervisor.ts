@@ -32,6 +32,7 @@ import { causeOf } from '../../core/pause-cause.js';
 import { listenForStops, StopLatch } from './supervisor-signals.js';
 import { NO_CREDENTIALS, type RegistryCredentials } from './registry-auth.js';
 import { credentialsFor, imagePullerFor } from './supervisor-images.js';
+import type { BatchImages } from './batch-images.js';
 import type { SupervisorDeps } from './supervisor-deps.js';
 
 /**
@@ -224,7 +225,7 @@ async function runSupervision(
     signalsOff();
   }
   left.registryUnavailable = loop.state.pauseReasons.includes('registry_unavailable');
-  return exitSupervision(s, loop, report);
+  return exitSupervision(s, loop, report, images);
 }
 
 /** Start-up recovery, the dispatch loop, then (everything finished) the sources checked once more. */
@@ -281,6 +282,7 @@ async function exitSupervision(
   s: Supervision,
   loop: SupervisorLoop,
   report: ReturnType<typeof reportRefresher>,
+  images?: BatchImages,
 ): Promise<BatchState> {
   const { store, logger } = s.deps;
   const clock = s.deps.execute.clock;
@@ -306,7 +308,11 @@ async function exitSupervision(
       now: clock.now(),
       supervisorAlive: false,
     });
-    await store.writeJsonAtomic(STATUS_FILE, final);
+    // Issue 43: the image plan as this supervisor leaves it (on a swarm, which node holds which image).
+    await store.writeJsonAtomic(
+      STATUS_FILE,
+      images === undefined ? final : { ...final, images: images.snapshot() },
+    );
     await store.writeJsonAtomic(SUMMARY_FILE, buildSummary(final, s.batch, files, records, clock.now()));
   });
   await report.flush();
