@@ -88,7 +88,10 @@ if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   process.argv[3] === 'status' &&
   (await statusFast(process.argv.slice(4)))
 )) {
-  const { execute } = await import('@oclif/core');
+  // oclif's entry points by subpath (here and in src/: '@oclif/core/execute', '/command', '/flags', '/ux'), never its
+  // index: the index loads every part of oclif and semver (47 modules) for a Node version warning our own check
+  // above already gives (issue 39, start-up).
+  const { execute } = await import('@oclif/core/execute');
   await Promise.race([execute({ dir: import.meta.url }), outputClosed]);
 }
 

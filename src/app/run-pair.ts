@@ -102,6 +102,10 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
       'the pair spec references variables that are not set or not usable',
       resolved.issues,
     );
+  // The host's staging probe (a bind of a folder of ours, once per process; the receipt records its answer) runs
+  // beside the engine's questions below instead of after them (issue 39): a spec that parsed only, nothing of the
+  // user's is touched, and its answer is awaited where the receipt is built.
+  deps.mountStager?.mode().catch(() => undefined);
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
   const issues = await specPathIssues(deps.fs, spec, output, options);

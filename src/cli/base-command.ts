@@ -1,5 +1,6 @@
 import { format } from 'node:util';
-import { Command, ux } from '@oclif/core';
+import { Command } from '@oclif/core/command';
+import { colorizeJson, stdout } from '@oclif/core/ux';
 import { userCommand } from '../adapters/user-command.js';
 import { InvalidInputError, RoboguideError } from '../core/errors.js';
 import { jsonTerminalSafe, terminalSafe } from '../core/terminal-text.js';
@@ -36,7 +37,7 @@ export abstract class BaseCommand extends Command {
 
   protected override logJson(json: unknown): void {
     // JSON already escapes C0 controls; DEL, C1 and the reordering characters become \u escapes (same value).
-    ux.stdout(jsonTerminalSafe(ux.colorizeJson(json, { pretty: true, theme: this.config.theme?.json })));
+    stdout(jsonTerminalSafe(colorizeJson(json, { pretty: true, theme: this.config.theme?.json })));
   }
 
   protected override async catch(err: Error & { exitCode?: number }): Promise<unknown> {

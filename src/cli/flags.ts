@@ -1,7 +1,7 @@
 import { realpath, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { InvalidInputError } from '../core/errors.js';
 import { DEFAULT_MOUNT_ROOTS, defaultMountRoots, normalizeAbsolute } from '../core/mount-policy.js';
 

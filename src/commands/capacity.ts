@@ -1,4 +1,4 @@
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { readCapacity, type CapacityView } from '../app/capacity-report.js';
 import type { HostLimits } from '../app/ports/capacity-registry.js';
 import { BaseCommand } from '../cli/base-command.js';

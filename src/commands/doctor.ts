@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { mountRootFlags, mountRootsFrom } from '../cli/flags.js';
 import { renderDoctorTable, runDoctor } from '../app/doctor/run-doctor.js';
 import { type DoctorCheck } from '../app/doctor/check.js';

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { BaseCommand } from '../cli/base-command.js';
 import { readTokenFile } from '../cli/token-file.js';
 import { createStderrLogger } from '../composition-root.js';

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import type { ReconcileBatchResult, ReconcileMode, ReconcileReport } from '../app/reconcile-pair.js';
 import { reconcileOutput } from '../app/reconcile-output.js';
 import { BaseCommand } from '../cli/base-command.js';

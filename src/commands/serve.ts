@@ -1,5 +1,5 @@
 import { dirname, resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { BaseCommand } from '../cli/base-command.js';
 import { readTokenFile } from '../cli/token-file.js';
 import { bindAddressFlag, executorFlags, mountRootFlags, mountRootsFrom } from '../cli/flags.js';

@@ -132,7 +132,11 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
         'exports.graphics = () => Promise.resolve({ controllers: [] });',
       ].join('\n'),
     );
-    const source = new SystemInformationHostFacts({ modulePath: standIn, deadlineMs: 1_500 });
+    const source = new SystemInformationHostFacts({
+      modulePath: standIn,
+      deadlineMs: 1_500,
+      dynamic: 'child',
+    });
     const facts = await gatherHostFacts({ source, timeoutMs: 1_000 }, { outputDir: work, dataRoot: null });
     expect(facts.memory).toEqual({ kind: 'unknown', reason: 'no answer within 1000 ms' });
     expect(facts.cpu).toEqual({ kind: 'unknown', reason: 'lscpu failed' });
@@ -176,6 +180,7 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
           source: new SystemInformationHostFacts({
             modulePath: standIn,
             cache: new StaticFactsCache(cacheFile, () => Promise.resolve(boot)),
+            dynamic: 'child',
           }),
         },
         { outputDir: work, dataRoot: null },
@@ -211,5 +216,41 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
       'memory,fileSystems',
       'memory,fileSystems',
     ]);
+  });
+  it('on Linux memory and file systems are read in this process (no child for them): the same figures as /proc/meminfo and df', async () => {
+    // A stand-in whose dynamic facts would fail: a child asked for them would make them unknown.
+    const standIn = join(work, 'static-only.cjs');
+    const groupsFile = join(work, 'static-only-groups');
+    await writeFile(
+      standIn,
+      [
+        `require('node:fs').appendFileSync(${JSON.stringify(groupsFile)}, process.argv.slice(2).join(',') + '\\n');`,
+        "exports.mem = () => { throw new Error('asked a child'); };",
+        "exports.fsSize = () => { throw new Error('asked a child'); };",
+        "exports.cpu = () => Promise.resolve({ manufacturer: 'AMD', brand: 'EPYC', cores: 4, physicalCores: 2 });",
+        "exports.osInfo = () => Promise.resolve({ distro: 'Debian', release: '12', kernel: '6.1', arch: 'x64' });",
+        'exports.graphics = () => Promise.resolve({ controllers: [] });',
+      ].join('\n'),
+    );
+    const source = new SystemInformationHostFacts({ modulePath: standIn });
+    const facts = await gatherHostFacts(
+      { source },
+      { outputDir: join(work, 'not-yet', 'deeper'), dataRoot: null },
+    );
+    const memTotal = /^MemTotal:\s+(\d+) kB$/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1];
+    expect(facts.memory).toMatchObject({ kind: 'known', total_bytes: Number(memTotal) * 1024 });
+    const seen = df(work);
+    const fs = known<FileSystemFact>(facts.output_fs);
+    expect(fs).toMatchObject({
+      path: join(work, 'not-yet', 'deeper'),
+      fs: seen.fs,
+      type: seen.type,
+      mount: seen.mount,
+      size_bytes: seen.size_bytes,
+    });
+    expect(Math.abs(fs.free_bytes - seen.free_bytes)).toBeLessThan(seen.size_bytes / 100);
+    expect(facts.cpu).toMatchObject({ kind: 'known', cores: 4 });
+    // Only the static group was asked of a child.
+    expect((await readFile(groupsFile, 'utf8')).trim().split('\n')).toEqual(['cpu,os,gpuControllers']);
   });
 });

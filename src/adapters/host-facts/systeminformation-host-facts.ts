@@ -12,6 +12,7 @@ import {
   type OsFact,
 } from '../../core/host-facts.js';
 import type { HostFactsSource } from '../../app/ports/host-facts.js';
+import { procFileSystemOf, procMemory } from './proc-dynamic-facts.js';
 import { controllersFromSi, cpuFromSi, memoryFromSi, mountsFromSi, osFromSi } from './si-shapes.js';
 import { StaticFactsCache, type StaticFacts } from './static-facts-cache.js';
 import { defaultRegistryPath } from '../registry/default-path.js';
@@ -55,7 +56,8 @@ const calls = {
 `;
 
 /**
- * The facts in two processes: those that change while the machine runs (cheap: /proc/meminfo, df), and the static
+ * The facts in two processes (on Linux the first group is read in this process instead: `dynamic`): those that
+ * change while the machine runs (cheap: /proc/meminfo, df), and the static
  * ones, asked once per boot when a cache is given, whose calls hold most commands and the synchronous ones (a hung
  * `hostname -f` or nvidia-smi then blocks only its own group).
  */
@@ -82,6 +84,7 @@ export class SystemInformationHostFacts implements HostFactsSource {
   readonly #deadlineMs: number;
   readonly #modulePath: string;
   readonly #cache: StaticFactsCache | null;
+  readonly #dynamic: 'proc' | 'child';
   readonly #facts = new Map<FactName, Pending>();
 
   constructor(
@@ -89,8 +92,14 @@ export class SystemInformationHostFacts implements HostFactsSource {
       readonly deadlineMs?: number;
       readonly modulePath?: string;
       readonly cache?: StaticFactsCache | null;
+      /**
+       * Where memory and file systems come from: `proc` (Linux, the default there) reads the kernel's files in this
+       * process (proc-dynamic-facts.ts); `child` asks systeminformation in its child, as every fact elsewhere.
+       */
+      readonly dynamic?: 'proc' | 'child';
     } = {},
   ) {
+    this.#dynamic = options.dynamic ?? (process.platform === 'linux' ? 'proc' : 'child');
     this.#deadlineMs = options.deadlineMs ?? CHILD_DEADLINE_MS;
     this.#modulePath = options.modulePath ?? createRequire(import.meta.url).resolve('systeminformation');
     this.#cache = options.cache ?? null;
@@ -101,6 +110,7 @@ export class SystemInformationHostFacts implements HostFactsSource {
   }
 
   async memory(): Promise<MemoryFact> {
+    if (this.#dynamic === 'proc') return procMemory();
     return memoryFromSi(await this.#fact('memory'));
   }
 
@@ -125,6 +135,10 @@ export class SystemInformationHostFacts implements HostFactsSource {
   }
 
   async fileSystemOf(path: string, options: { readonly nearestAncestor: boolean }): Promise<FileSystemFact> {
+    if (this.#dynamic === 'proc') {
+      const real = options.nearestAncestor ? await realNearest(path) : await realpath(path);
+      return { path, ...(await procFileSystemOf(real)) };
+    }
     const mounts = this.#fact('fileSystems').then(mountsFromSi);
     mounts.catch(() => undefined); // awaited below; a realpath failure must not leave it unhandled
     const real = options.nearestAncestor ? await realNearest(path) : await realpath(path);

@@ -1,4 +1,4 @@
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { releaseLostSlot, type ReleaseLostResult } from '../../app/release-lost-slot.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { ExitCode } from '../../core/errors.js';

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { diagnoseSessionsReport } from '../../app/diagnose-sessions.js';
 import type { SessionsReport } from '../../app/diagnose-sessions.js';
 import { BaseCommand } from '../../cli/base-command.js';

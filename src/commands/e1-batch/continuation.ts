@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { codeVersion, evidenceStoreAt, localFileSystem } from '../../command-root.js';

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { declareNodeDown, type NodeDownReport } from '../../app/batch/node-down.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { REPORT_FILE } from '../../core/evidence-names.js';
 import { writeReportFile } from '../../app/batch/report-file.js';
 import { BaseCommand } from '../../cli/base-command.js';

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { movedImageLine } from '../../app/batch/image-pins.js';
 import { alreadyDrained, checkResumable } from '../../app/batch/resume-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';

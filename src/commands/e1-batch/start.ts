@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { prepareBatch } from '../../app/batch/start-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import {

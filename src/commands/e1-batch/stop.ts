@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { requestStop, type StopOutcome } from '../../app/batch/stop-batch.js';
 import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';

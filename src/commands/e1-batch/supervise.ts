@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { supervise } from '../../app/batch/supervisor.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { createSupervisorDeps } from '../../composition-root.js';

@@ -1,4 +1,4 @@
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { BaseCommand } from '../../cli/base-command.js';
 import type { BuildReport } from '../../core/synthetic-images.js';
 import { buildImages } from '../../image-root.js';

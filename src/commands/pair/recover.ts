@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { recoverOutput } from '../../app/recover-output.js';
 import type { RecoverPairRunReport } from '../../app/recover-pair-run.js';
 import { BaseCommand } from '../../cli/base-command.js';

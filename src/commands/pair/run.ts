@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { STDERR_LOG } from '../../core/evidence-names.js';
 import { explainResult, lastLines } from '../../core/next-steps.js';
-import { Flags } from '@oclif/core';
+import * as Flags from '@oclif/core/flags';
 import { runPair } from '../../app/run-pair.js';
 import type { RunPairOutcome } from '../../app/run-pair-types.js';
 import { BaseCommand } from '../../cli/base-command.js';
