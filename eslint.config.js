@@ -194,6 +194,24 @@ export default tseslint.config(
     rules: { 'no-restricted-imports': ['error', { patterns: drivenAdapterImports() }] },
   },
   {
+    // No function over 80 lines in src (issue 44), counted as `npm run metrics` counts them (scripts/code-metrics.js):
+    // every line from the function's start to its closing brace, blank lines and comments included, a method from its
+    // name, an arrow from its parameters, an IIFE like any other function. Split a long one along its seams.
+    files: ['src/**/*.ts'],
+    rules: {
+      'max-lines-per-function': [
+        'error',
+        { max: 80, skipBlankLines: false, skipComments: false, IIFEs: true },
+      ],
+    },
+  },
+  {
+    // Functions other work of issue 44 is rewriting (the claimed-pair path, serve's one composition root): remove
+    // each entry when its split lands. Nothing else may be listed here.
+    files: ['src/serve-root.ts', 'src/commands/serve.ts', 'src/app/batch/recover-pair.ts'],
+    rules: { 'max-lines-per-function': 'off' },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',

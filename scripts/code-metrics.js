@@ -2,6 +2,9 @@
 // included: a driven adapter imports only src/core and src/app/ports), the largest functions, files over 300 and 400
 // lines, lines over 110 and 150 characters (src and test), `as unknown as` casts in tests, direct timers and clock
 // reads in src/app, and "where does X happen": how many files hold each rule.
+// A function's lines: from its start (a method's name, an arrow's parameters) to its closing brace, blank and comment
+// lines included; ESLint's max-lines-per-function (eslint.config.js) counts the same way and fails `npm run lint` on a
+// function in src over 80.
 // Usage: node scripts/code-metrics.js [--json]   (reads src/ and test/ with the TypeScript parser; writes nothing)
 // Unit coverage of src/app is a separate command: `npm run coverage` (vitest --coverage over the unit project).
 import { readFileSync, readdirSync, statSync } from 'node:fs';

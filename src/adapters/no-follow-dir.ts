@@ -14,7 +14,8 @@ import { ToolError } from '../core/errors.js';
 
 /** O_PATH on Linux (x86-64 and arm64): an fd that names a file system object without opening it for I/O. */
 export const O_PATH = 0o10000000;
-const STEP_FLAGS = O_PATH | constants.O_NOFOLLOW | constants.O_DIRECTORY;
+/** One walk step's open: the object itself (O_PATH), never through a link, a folder or nothing. */
+export const STEP_FLAGS = O_PATH | constants.O_NOFOLLOW | constants.O_DIRECTORY;
 
 /** The error of a walk that met a link or a non-folder: `path` is the component refused. */
 export class UnsafePathError extends ToolError {
@@ -34,11 +35,13 @@ export function at(dir: FileHandle, name?: string): string {
  * An O_PATH handle on the folder `path` (absolute), walked from `/` one component at a time without following any
  * link. A missing component is made (mkdir relative to its parent's handle, `mode`, then opened the same way) when
  * `missing` is 'create', else the walk fails with ENOENT. A link or a non-folder anywhere: UnsafePathError.
+ * `check`, when given, is called on every folder held on the way (`/` first, the folder itself last) and may throw.
  */
 export async function openDirNoFollow(
   path: string,
   missing: 'create' | 'refuse',
   mode = 0o700,
+  check?: (dir: FileHandle, walked: string) => Promise<void>,
 ): Promise<FileHandle> {
   if (!path.startsWith('/')) throw new UnsafePathError(path, 'must be absolute');
   const names = path.split('/').filter((s) => s !== '' && s !== '.');
@@ -46,11 +49,13 @@ export async function openDirNoFollow(
   let dir = await open('/', STEP_FLAGS);
   let walked = '';
   try {
+    await check?.(dir, '/');
     for (const name of names) {
       walked += `/${name}`;
       const next = await openChild(dir, name, walked, missing, mode);
       await dir.close();
       dir = next;
+      await check?.(dir, walked);
     }
     return dir;
   } catch (err) {

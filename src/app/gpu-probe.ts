@@ -9,6 +9,7 @@ import {
 import { containerLimitsOf } from '../core/pair-limits.js';
 import { systemClock, type Timers } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
+import { probeContainerSpec } from './probe-container.js';
 
 /** The probe prints a few short lines; anything past this is not read. */
 const PROBE_OUTPUT_MAX_BYTES = 64 * 1024;
@@ -52,22 +53,17 @@ export async function probeGpuView(
   let id: string | null = null;
   try {
     id = (
-      await runtime.create({
-        name: input.name,
-        image: input.image,
-        cmd: ['sh', '-c', GPU_PROBE_SCRIPT],
-        workingDir: '/',
-        env: {},
-        binds: [],
-        ports: [],
-        bindAddress: '127.0.0.1',
-        network: 'none',
-        deviceRequests: request === undefined ? [] : [request],
-        labels: input.labels,
-        stopTimeoutSec: 1,
-        // Explicit limits (as every pair has): an engine's own defaults may exceed this host's (Podman's nofile).
-        limits: containerLimitsOf({ pids_limit: 64, memory_mib: 64, cpus: null }),
-      })
+      await runtime.create(
+        probeContainerSpec({
+          name: input.name,
+          image: input.image,
+          cmd: ['sh', '-c', GPU_PROBE_SCRIPT],
+          deviceRequests: request === undefined ? [] : [request],
+          labels: input.labels,
+          // Explicit limits (as every pair has): an engine's own defaults may exceed this host's (Podman's nofile).
+          limits: containerLimitsOf({ pids_limit: 64, memory_mib: 64, cpus: null }),
+        }),
+      )
     ).id;
     if (request === undefined)
       return { containerId: id, verdict: { kind: 'not_shown', why: 'no GPU was requested' } };

@@ -151,27 +151,7 @@ export async function releaseLostSlot(
   request: ReleaseLostRequest,
 ): Promise<ReleaseLostResult> {
   const r = await findReservation(deps, request);
-  if (r === null) {
-    const done = (await deps.registry.board({ batchId: request.batchId })).find(
-      (row) => row.jobId === request.jobId && row.state === 'terminal' && row.proofSha256 !== null,
-    );
-    if (done !== undefined) {
-      // Ours when this command released it; else reconciliation did, and its proof is in the pair's evidence.
-      const ours = `${deps.proofsDir}/${done.claimId}.json`;
-      return {
-        kind: 'already_released',
-        detail: `run ${done.claimId} is already terminal (${done.classification ?? '?'}); nothing is held`,
-        steps: [],
-        proof_path: (await deps.exists(ours)) ? ours : null,
-        proof_sha256: done.proofSha256!,
-      };
-    }
-    return refused(
-      'no_such_reservation',
-      `no held reservation for batch ${request.batchId}, job ${request.jobId}`,
-      'list the held ones with: capacity --batch <id>',
-    );
-  }
+  if (r === null) return noneHeld(deps, request);
   // Only the evidence folder must be gone: the writable mounts (a user's working folder) may well outlive it.
   const sources = (await deps.registry.reservationSources(r.id))
     .map(mountSourceOf)
@@ -180,31 +160,11 @@ export async function releaseLostSlot(
   const lease = await deps.registry.supervisorLease(r.batchId);
   const stop = await refusal(deps, r, sources, lease);
   if (stop !== null) return stop;
-  const proof: LostEvidenceProof = {
-    schema: LOST_EVIDENCE_PROOF_SCHEMA,
-    batch_id: r.batchId,
-    job_id: r.jobId,
-    run_id: r.claimId,
-    reservation_id: r.id,
-    node: r.node,
-    container_id: r.containerId!,
-    absent_sources: sources,
-    classification: 'infrastructure_failure',
-    reason: 'evidence_lost',
-    released_at: deps.clock.now().toISOString(),
-  };
+  const proof = lostEvidenceProof(r, sources, deps.clock.now());
   const proofSha256 = sha256Hex(canonicalJson(proof));
   const rel = `${r.claimId}.json`;
   const proofPath = `${deps.proofsDir}/${rel}`;
-  const checks = [
-    lease === null
-      ? `no supervisor lease recorded for ${r.batchId}`
-      : `supervisor of ${r.batchId} (pid ${lease.pid}) not alive`,
-    `container ${r.containerId!.slice(0, 12)} gone (inspect 404, no container labelled with run ${r.claimId})`,
-    ...(sources.length > 0
-      ? sources.map((s) => `evidence folder ${s} absent`)
-      : ['no evidence folder recorded with the reservation (admitted before they were)']),
-  ];
+  const checks = checkSteps(r, sources, lease);
   if (request.mode === 'preview')
     return {
       kind: 'would_release',
@@ -221,6 +181,67 @@ export async function releaseLostSlot(
       `${proofPath}: ${written.error.message}`,
       'fix the cause named above (space, permissions), then run again: nothing was released',
     );
+  return commitRelease(deps, r, { proofPath, proofSha256, checks });
+}
+
+/** No reservation held for the job: released before (a replay, by this command or by reconciliation), or none. */
+async function noneHeld(deps: ReleaseLostDeps, request: ReleaseLostRequest): Promise<ReleaseLostResult> {
+  const done = (await deps.registry.board({ batchId: request.batchId })).find(
+    (row) => row.jobId === request.jobId && row.state === 'terminal' && row.proofSha256 !== null,
+  );
+  if (done === undefined)
+    return refused(
+      'no_such_reservation',
+      `no held reservation for batch ${request.batchId}, job ${request.jobId}`,
+      'list the held ones with: capacity --batch <id>',
+    );
+  // Ours when this command released it; else reconciliation did, and its proof is in the pair's evidence.
+  const ours = `${deps.proofsDir}/${done.claimId}.json`;
+  return {
+    kind: 'already_released',
+    detail: `run ${done.claimId} is already terminal (${done.classification ?? '?'}); nothing is held`,
+    steps: [],
+    proof_path: (await deps.exists(ours)) ? ours : null,
+    proof_sha256: done.proofSha256!,
+  };
+}
+
+function lostEvidenceProof(r: Reservation, sources: readonly string[], now: Date): LostEvidenceProof {
+  return {
+    schema: LOST_EVIDENCE_PROOF_SCHEMA,
+    batch_id: r.batchId,
+    job_id: r.jobId,
+    run_id: r.claimId,
+    reservation_id: r.id,
+    node: r.node,
+    container_id: r.containerId!,
+    absent_sources: sources,
+    classification: 'infrastructure_failure',
+    reason: 'evidence_lost',
+    released_at: now.toISOString(),
+  };
+}
+
+/** What the refusal checks found, in the words the command prints. */
+function checkSteps(r: Reservation, sources: readonly string[], lease: SupervisorLease | null): string[] {
+  return [
+    lease === null
+      ? `no supervisor lease recorded for ${r.batchId}`
+      : `supervisor of ${r.batchId} (pid ${lease.pid}) not alive`,
+    `container ${r.containerId!.slice(0, 12)} gone (inspect 404, no container labelled with run ${r.claimId})`,
+    ...(sources.length > 0
+      ? sources.map((s) => `evidence folder ${s} absent`)
+      : ['no evidence folder recorded with the reservation (admitted before they were)']),
+  ];
+}
+
+/** The one registry transaction: the run terminal (infrastructure_failure) and its reservation released. */
+async function commitRelease(
+  deps: ReleaseLostDeps,
+  r: Reservation,
+  written: { readonly proofPath: string; readonly proofSha256: string; readonly checks: readonly string[] },
+): Promise<ReleaseLostResult> {
+  const { proofPath, proofSha256 } = written;
   const commit = await deps.registry.commitTerminal({
     batchId: r.batchId,
     jobId: r.jobId,
@@ -236,7 +257,7 @@ export async function releaseLostSlot(
     kind: commit.kind === 'committed' ? 'released' : 'already_released',
     detail: `run ${r.claimId} terminal (infrastructure_failure, evidence_lost); reservation ${r.id} released`,
     steps: [
-      ...checks,
+      ...written.checks,
       `proof written (${proofPath})`,
       ...commit.steps.flatMap((step) => STEP_TEXT[step] ?? (step.endsWith('_read_back') ? [] : [step])),
     ],

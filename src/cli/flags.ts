@@ -52,6 +52,17 @@ export const executorFlags = {
   }),
 };
 
+/**
+ * `--preview` and `--execute` of the commands that change state only when told (`reconcile`, `capacity release`):
+ * exactly one of the two; each command says in its own words what its two modes do.
+ */
+export function previewExecuteFlags(help: { readonly preview: string; readonly execute: string }) {
+  return {
+    preview: Flags.boolean({ description: help.preview, exactlyOne: ['preview', 'execute'] }),
+    execute: Flags.boolean({ description: help.execute, exactlyOne: ['preview', 'execute'] }),
+  };
+}
+
 /** `--mount-root` of `e1-batch start`, `pair run`, `serve` and `doctor`. */
 export const mountRootFlag = Flags.string({
   description: `repeatable: a folder pair cwds and session mounts may also lie under (compared by real path; checked at start and again at each launch, recorded in batch.json). Host mounts are an allowlist: by default only under your home folder (its non-hidden subfolders), ${DEFAULT_MOUNT_ROOTS.join(', ')}; --mount-root adds to those, --mount-root-only replaces them`,

@@ -3,6 +3,7 @@ import * as Flags from '@oclif/core/flags';
 import type { ReconcileBatchResult, ReconcileMode, ReconcileReport } from '../app/reconcile-pair.js';
 import { reconcileOutput } from '../app/reconcile-output.js';
 import { BaseCommand } from '../cli/base-command.js';
+import { previewExecuteFlags } from '../cli/flags.js';
 import { createReconcileDeps } from '../command-root.js';
 import { ExitCode } from '../core/errors.js';
 
@@ -46,13 +47,9 @@ export default class Reconcile extends BaseCommand {
       required: true,
     }),
     job: Flags.string({ description: 'reconcile only this job id' }),
-    preview: Flags.boolean({
-      description: 'show the plan; change nothing',
-      exactlyOne: ['preview', 'execute'],
-    }),
-    execute: Flags.boolean({
-      description: 'write the proof, mark the board terminal, release',
-      exactlyOne: ['preview', 'execute'],
+    ...previewExecuteFlags({
+      preview: 'show the plan; change nothing',
+      execute: 'write the proof, mark the board terminal, release',
     }),
     registry: Flags.string({
       description:

@@ -90,3 +90,52 @@ export function terminalCommitRefusal(
     );
   return null;
 }
+
+/**
+ * What a commit the refusals let through does (SPEC §8 steps 3-4), in order, each step read back by the registry: the
+ * board row written terminal unless it already is, then the reservation released unless it already is. A replay of
+ * the same proof changes nothing (`already_committed`). `steps`: what the registry reports it did.
+ */
+export function terminalCommitSteps(
+  reservation: Pick<HeldReservation, 'state'>,
+  board: Pick<BoardProof, 'state'> | null,
+): {
+  readonly writeBoard: boolean;
+  readonly release: boolean;
+  readonly result: { readonly kind: 'committed' | 'already_committed'; readonly steps: readonly string[] };
+} {
+  const writeBoard = board?.state !== 'terminal';
+  const release = reservation.state !== 'released';
+  const steps = [
+    ...(writeBoard ? ['board_written_terminal', 'board_read_back'] : ['board_already_terminal']),
+    ...(release ? ['reservation_released', 'reservation_read_back'] : ['reservation_already_released']),
+  ];
+  return { writeBoard, release, result: { kind: release ? 'committed' : 'already_committed', steps } };
+}
+
+/** The board row read back after its terminal write holds exactly what the commit wrote. */
+export function boardReadBackExact(
+  commit: Pick<CommitClaim, 'batchId' | 'proofSha256'> & {
+    readonly classification: string;
+    readonly outcomeSha256: string | null;
+  },
+  back:
+    (BoardProof & { readonly classification: string | null; readonly outcomeSha256: string | null }) | null,
+): boolean {
+  return (
+    back?.state === 'terminal' &&
+    back.batchId === commit.batchId &&
+    back.classification === commit.classification &&
+    back.outcomeSha256 === commit.outcomeSha256 &&
+    back.proofSha256 === commit.proofSha256
+  );
+}
+
+/** The release changed the one held row of the claim, and the reservation reads back released with the proof. */
+export function releaseReadBackExact(
+  commit: Pick<CommitClaim, 'proofSha256'>,
+  changedRows: number,
+  back: Pick<HeldReservation, 'state' | 'proofSha256'> | null,
+): boolean {
+  return changedRows === 1 && back?.state === 'released' && back.proofSha256 === commit.proofSha256;
+}

@@ -4,11 +4,12 @@
  * `stop()` (or `await using`). Recorded on disk while it runs, so the kit's sweep ends it and removes its
  * containers when the suite that started it was killed.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import { mkdir, mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
 import { readBootId, readProcessStartTicks } from '../adapters/host-identity.js';
 import { ApiClient } from './api-client.js';
@@ -106,89 +107,34 @@ export class RoboguideServer {
     const options = this.#options;
     const tempWorkDir = options.workDir === undefined ? await mkdtemp(join(tmpdir(), 'rg-serve-')) : null;
     const workDir = options.workDir ?? (tempWorkDir as string);
-    const socketPath = join(workDir, 'api.sock');
-    const dataDir = join(workDir, 'data');
-    const registryPath = join(workDir, 'registry.db');
-    if (options.registry === undefined) {
-      // Loaded here, not at import: node:sqlite exists on Node 24 only (require-node-24.ts refuses older ones first).
-      const { SqliteCapacityRegistry } = await import('../adapters/registry/sqlite-capacity-registry.js');
-      const registry = SqliteCapacityRegistry.open({ path: registryPath });
-      await registry.setLimits({ maxReservations: options.maxReservations ?? 100, gpuMib: null });
-      await registry.close();
-    }
+    const paths: ServerPaths = {
+      workDir,
+      socketPath: join(workDir, 'api.sock'),
+      dataDir: join(workDir, 'data'),
+      registryPath: join(workDir, 'registry.db'),
+    };
+    if (options.registry === undefined)
+      await seedRegistry(paths.registryPath, options.maxReservations ?? 100);
     // serve's container label: roboguide.batch = serve-<sha256(real path of the data dir)[:12]> (src/serve-root.ts).
     await mkdir(workDir, { recursive: true });
     // The kit's mark on its work folder: a record's sweep acts only on a folder holding this token (record-proof.ts).
     const token = await writeWorkDirMarker(workDir);
     let batchId = serveBatchIdOf(join(await realpath(workDir), 'data'));
-    const passed = (name: string): Record<string, string> =>
-      process.env[name] ? { [name]: process.env[name] } : {};
-    const child = spawn(
-      process.execPath,
-      [
-        BIN,
-        'serve',
-        '--socket',
-        socketPath,
-        '--data-dir',
-        dataDir,
-        '--registry',
-        options.registry ?? registryPath,
-        '--reap-interval',
-        String(options.reapIntervalSec ?? 5),
-        ...(options.allowEnv ?? Object.keys(options.env ?? {})).flatMap((name) => ['--allow-env', name]),
-        ...(options.extraArgs ?? []),
-      ],
-      {
-        env: {
-          PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-          HOME: process.env['HOME'] ?? workDir,
-          ...passed('DOCKER_HOST'),
-          ...passed('ROBOGUIDE_PAIRS_NETWORK'),
-          ...options.env,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    const server =
-      child.pid === undefined
-        ? null
-        : {
-            pid: child.pid,
-            start_ticks: await readProcessStartTicks(child.pid),
-            boot_id: await readBootId(),
-          };
-    const record = async (): Promise<string | null> =>
-      server === null
-        ? null
-        : writeServerRecord({
-            owner: await testKitOwner(),
-            server,
-            batchId,
-            socketPath,
-            tempWorkDir,
-            token,
-          });
-    let recordPath = await record();
+    const child = spawnServe(options, paths);
+    const record = await serverRecorder(child, { socketPath: paths.socketPath, tempWorkDir, token });
+    let recordPath = await record(batchId);
     let stderr = '';
-    child.stderr?.on('data', (d: Buffer) => {
+    child.stderr.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-65_536);
     });
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
-    const lines = createInterface({ input: child.stdout });
     let started: ServerStartReport;
     try {
-      const first = await Promise.race([
-        new Promise<string>((done) => lines.once('line', done)),
-        exited.then((code): never => {
-          throw new Error(`serve exited (${code}) before listening: ${stderr}`);
-        }),
-      ]);
-      started = JSON.parse(first) as ServerStartReport;
+      started = await firstReport(child, exited, () => stderr);
       if (typeof started.data_dir === 'string' && serveBatchIdOf(started.data_dir) !== batchId) {
         if (recordPath !== null) await deleteServerRecord(recordPath);
         batchId = serveBatchIdOf(started.data_dir);
-        recordPath = await record();
+        recordPath = await record(batchId);
       }
     } catch (err) {
       if (recordPath !== null) await deleteServerRecord(recordPath);
@@ -196,10 +142,7 @@ export class RoboguideServer {
       throw err;
     }
     return new StartedRoboguideServer({
-      workDir,
-      socketPath,
-      dataDir,
-      registryPath,
+      ...paths,
       batchId,
       child,
       exited,
@@ -210,6 +153,93 @@ export class RoboguideServer {
       clientMode: options.clientMode ?? 'throw',
     });
   }
+}
+
+type ServeProcess = ChildProcessByStdio<null, Readable, Readable>;
+
+interface ServerPaths {
+  readonly workDir: string;
+  readonly socketPath: string;
+  readonly dataDir: string;
+  readonly registryPath: string;
+}
+
+/** The server's private SQLite registry, made with its reservation limit before the server opens it. */
+async function seedRegistry(registryPath: string, maxReservations: number): Promise<void> {
+  // Loaded here, not at import: node:sqlite exists on Node 24 only (require-node-24.ts refuses older ones first).
+  const { SqliteCapacityRegistry } = await import('../adapters/registry/sqlite-capacity-registry.js');
+  const registry = SqliteCapacityRegistry.open({ path: registryPath });
+  await registry.setLimits({ maxReservations, gpuMib: null });
+  await registry.close();
+}
+
+/** `serve` on the kit's socket, data folder and registry; its environment only PATH, HOME, the engine's and `env`. */
+function spawnServe(options: RoboguideServerOptions, paths: ServerPaths): ServeProcess {
+  const passed = (name: string): Record<string, string> =>
+    process.env[name] ? { [name]: process.env[name] } : {};
+  return spawn(
+    process.execPath,
+    [
+      BIN,
+      'serve',
+      '--socket',
+      paths.socketPath,
+      '--data-dir',
+      paths.dataDir,
+      '--registry',
+      options.registry ?? paths.registryPath,
+      '--reap-interval',
+      String(options.reapIntervalSec ?? 5),
+      ...(options.allowEnv ?? Object.keys(options.env ?? {})).flatMap((name) => ['--allow-env', name]),
+      ...(options.extraArgs ?? []),
+    ],
+    {
+      env: {
+        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+        HOME: process.env['HOME'] ?? paths.workDir,
+        ...passed('DOCKER_HOST'),
+        ...passed('ROBOGUIDE_PAIRS_NETWORK'),
+        ...options.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+}
+
+/**
+ * Writes the server's on-disk record under a batch id (the kit's sweep ends the process and removes the batch's
+ * containers when the suite dies); null when the process never got a pid.
+ */
+async function serverRecorder(
+  child: ChildProcess,
+  where: { readonly socketPath: string; readonly tempWorkDir: string | null; readonly token: string },
+): Promise<(batchId: string) => Promise<string | null>> {
+  const server =
+    child.pid === undefined
+      ? null
+      : {
+          pid: child.pid,
+          start_ticks: await readProcessStartTicks(child.pid),
+          boot_id: await readBootId(),
+        };
+  return async (batchId) =>
+    server === null ? null : writeServerRecord({ owner: await testKitOwner(), server, batchId, ...where });
+}
+
+/** The start report: the first line the server prints on stdout; throws with its stderr when it exits first. */
+async function firstReport(
+  child: ServeProcess,
+  exited: Promise<number | null>,
+  stderr: () => string,
+): Promise<ServerStartReport> {
+  const lines = createInterface({ input: child.stdout });
+  const first = await Promise.race([
+    new Promise<string>((done) => lines.once('line', done)),
+    exited.then((code): never => {
+      throw new Error(`serve exited (${code}) before listening: ${stderr()}`);
+    }),
+  ]);
+  return JSON.parse(first) as ServerStartReport;
 }
 
 interface StartedParts {

@@ -8,6 +8,7 @@ import type { EgressInput } from '../../core/egress/policy.js';
 import type { EgressRecord, EmittedRecord } from '../../core/egress/record.js';
 import { RoboguideError } from '../../core/errors.js';
 import type { DockerEgressNetwork } from './docker-egress-network.js';
+import { readLines } from './control-lines.js';
 
 /** Records kept per lease; past it they are counted (`dropped`). */
 const MAX_RECORDS = 20_000;
@@ -197,16 +198,7 @@ export class EgressBroker implements EgressGate {
   }
 
   #listen(socket: net.Socket): void {
-    let buffered = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => {
-      buffered += chunk;
-      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        this.#message(line);
-      }
-    });
+    readLines(socket, (line) => this.#message(line));
     socket.on('error', () => undefined);
     socket.on('close', () => {
       if (this.#socket === socket) this.#socket = null;

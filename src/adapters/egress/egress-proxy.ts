@@ -10,12 +10,12 @@ import {
 } from '../../core/egress/policy.js';
 import { MAX_HELLO_BYTES, readClientHello } from '../../core/egress/tls-sni.js';
 import { dnsQuestion } from './conntrack.js';
-import { parseAuthority, sameAuthority, tokenOf } from './proxy-request.js';
+import { absoluteTarget, parseAuthority, sameAuthority, tokenOf } from './proxy-request.js';
+import { forwardRequest, UPSTREAM_CONNECT_TIMEOUT_MS } from './proxy-forward.js';
 import type { EgressRecord, EmittedRecord } from '../../core/egress/record.js';
 
 /** How long a tunnel's client may take to send its ClientHello before it is refused. */
 const HELLO_TIMEOUT_MS = 10_000;
-const UPSTREAM_CONNECT_TIMEOUT_MS = 15_000;
 
 export interface EgressProxyOptions {
   readonly listenAddress: string;
@@ -168,14 +168,9 @@ export class EgressProxy {
     const source = req.socket.remoteAddress ?? '';
     const method = req.method ?? 'GET';
     const { token, policy } = this.#client(req.headers['proxy-authorization']);
-    let url: URL | null;
-    try {
-      url = new URL(req.url ?? '');
-    } catch {
-      url = null;
-    }
-    const host = url !== null ? normalHost(url.hostname) : null;
-    const port = url !== null ? Number(url.port || 80) : null;
+    const parsed = absoluteTarget(req.url ?? '');
+    const host = parsed?.host ?? null;
+    const port = parsed?.port ?? null;
     const base = { via: 'http' as const, host, port, method, target: req.url ?? '', source, sni: null };
     const refuse = (reason: EgressRefusal, status: number, address: string | null = null) => {
       this.#emit({ ...base, address, decision: 'refused', reason, bytes_up: 0, bytes_down: 0 }, token);
@@ -184,67 +179,29 @@ export class EgressProxy {
       req.resume();
     };
     if (policy === undefined) return refuse('unknown_client', 407);
-    if (url === null || url.protocol !== 'http:' || host === null || port === null)
-      return refuse('bad_request', 400);
+    if (parsed === null || parsed.url.protocol !== 'http:') return refuse('bad_request', 400);
     const hostHeader = req.headers.host;
-    if (hostHeader === undefined || !sameAuthority(hostHeader, host, port))
+    if (hostHeader === undefined || !sameAuthority(hostHeader, parsed.host, parsed.port))
       return refuse('host_header_mismatch', 403);
-    const verdict = decide(policy, host, port, method);
+    const verdict = decide(policy, parsed.host, parsed.port, method);
     if (!verdict.allowed) return refuse(verdict.reason, 403);
     this.#hold(token, req.socket);
-    const target = await this.#address(host);
+    const target = await this.#address(parsed.host);
     if ('refusal' in target) return refuse(target.refusal, 403);
-    let up = 0;
-    let down = 0;
-    const headers = { ...req.headers };
-    delete headers['proxy-authorization'];
-    delete headers['proxy-connection'];
-    const upstream = http.request({
-      host: target.address,
-      port,
-      method,
-      path: `${url.pathname}${url.search}`,
-      headers,
-      setHost: false,
-      timeout: UPSTREAM_CONNECT_TIMEOUT_MS,
-    });
-    req.on('data', (chunk: Buffer) => (up += chunk.length));
-    let status: number | undefined;
-    let done = false;
-    const finish = () => {
-      if (done) return;
-      done = true;
+    const path = `${parsed.url.pathname}${parsed.url.search}`;
+    forwardRequest(req, res, { address: target.address, port: parsed.port, path }, (forwarded) =>
       this.#emit(
         {
           ...base,
           address: target.address,
           decision: 'allowed',
-          ...(status !== undefined ? { status } : {}),
-          bytes_up: up,
-          bytes_down: down,
+          ...(forwarded.status !== undefined ? { status: forwarded.status } : {}),
+          bytes_up: forwarded.bytesUp,
+          bytes_down: forwarded.bytesDown,
         },
         token,
-      );
-    };
-    upstream.on('response', (answer) => {
-      status = answer.statusCode;
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.on('data', (chunk: Buffer) => (down += chunk.length));
-      answer.pipe(res);
-      answer.on('end', finish);
-      answer.on('error', finish);
-    });
-    upstream.on('timeout', () => upstream.destroy(new Error('upstream timeout')));
-    upstream.on('error', () => {
-      if (!res.headersSent) res.writeHead(502, { connection: 'close' }).end();
-      else res.destroy();
-      finish();
-    });
-    // A client gone before its request was complete: the upstream request goes too (never sent half).
-    req.on('close', () => {
-      if (!req.complete) upstream.destroy();
-    });
-    req.pipe(upstream);
+      ),
+    );
   }
 
   async #connect(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {

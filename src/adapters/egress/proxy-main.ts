@@ -15,6 +15,7 @@ import { Resolver } from 'node:dns/promises';
 import { parseArgs } from 'node:util';
 import { parseEgress, type EgressInput } from '../../core/egress/policy.js';
 import { originalDestination } from './conntrack.js';
+import { readLines } from './control-lines.js';
 import { EgressProxy } from './egress-proxy.js';
 import { forbiddenAddresses } from './forbidden-addresses.js';
 import { resolveAll } from './resolve-all.js';
@@ -90,17 +91,7 @@ const server = net.createServer((socket) => {
   clients.add(socket);
   clearTimeout(idleTimer);
   const tokens = new Set<string>();
-  let buffered = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => {
-    buffered += chunk;
-    for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
-      const line = buffered.slice(0, nl);
-      buffered = buffered.slice(nl + 1);
-      handle(socket, tokens, line);
-    }
-    if (buffered.length > 1_000_000) socket.destroy();
-  });
+  readLines(socket, (line) => handle(socket, tokens, line), 1_000_000);
   const gone = () => {
     clients.delete(socket);
     const now = Date.now();

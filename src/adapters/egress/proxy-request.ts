@@ -26,3 +26,14 @@ export function sameAuthority(hostHeader: string, host: string, port: number): b
   const headerPort = parsed[2] !== undefined ? Number(parsed[2]) : 80;
   return normalHost(parsed[1] ?? '') === host && headerPort === port;
 }
+
+/** A plain request's absolute-form target (`http://host:port/path`): its URL, host and port (80 when absent). */
+export function absoluteTarget(text: string): { url: URL; host: string; port: number } | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return null;
+  }
+  return { url, host: normalHost(url.hostname), port: Number(url.port || 80) };
+}

@@ -1,7 +1,6 @@
-import { constants } from 'node:fs';
 import { lstat, mkdir, open, readdir, type FileHandle } from 'node:fs/promises';
 import type { OwnDirClaim } from '../../app/ports/file-system.js';
-import { at, O_PATH, openChild, reopenDir, UnsafePathError } from '../no-follow-dir.js';
+import { at, openChild, openDirNoFollow, reopenDir, STEP_FLAGS, UnsafePathError } from '../no-follow-dir.js';
 
 /**
  * Folders root (or any user) writes into that another local user must not be able to steer (docs/secrets.md
@@ -14,7 +13,6 @@ import { at, O_PATH, openChild, reopenDir, UnsafePathError } from '../no-follow-
  * naming it: later writes by path land in it.
  */
 
-const STEP_FLAGS = O_PATH | constants.O_NOFOLLOW | constants.O_DIRECTORY;
 const OTHERS_WRITE = 0o022;
 const STICKY = 0o1000;
 const LINK_RULE = 'is a symbolic link (never followed: another user may have planted it)';
@@ -67,25 +65,7 @@ export async function openSafeFolder(
   missing: 'create' | 'refuse' = 'refuse',
   mode = 0o700,
 ): Promise<FileHandle> {
-  if (!path.startsWith('/')) throw new UnsafePathError(path, 'must be absolute');
-  const names = path.split('/').filter((s) => s !== '' && s !== '.');
-  if (names.includes('..')) throw new UnsafePathError(path, 'must not hold ..');
-  let dir = await open('/', STEP_FLAGS);
-  let walked = '';
-  try {
-    await checkAncestor(dir, '/');
-    for (const name of names) {
-      walked += `/${name}`;
-      const next = await openChild(dir, name, walked, missing, mode);
-      await dir.close();
-      dir = next;
-      await checkAncestor(dir, walked);
-    }
-    return dir;
-  } catch (err) {
-    await dir.close().catch(() => undefined);
-    throw err;
-  }
+  return openDirNoFollow(path, missing, mode, checkAncestor);
 }
 
 async function checkAncestor(dir: FileHandle, path: string): Promise<void> {

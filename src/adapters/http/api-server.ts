@@ -167,69 +167,17 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
   const router = buildRouter(options, loop);
   const metricsOnly = new Router();
   if (options.metrics !== undefined) metricsOnly.add('GET', '/metrics', metricsHandler(options.metrics));
-  const handle =
-    (token: string | null, routes: Router = router) =>
-    (req: IncomingMessage, res: ServerResponse): void => {
-      const gone = new AbortController();
-      res.once('close', () => {
-        if (!res.writableFinished) gone.abort();
-      });
-      const routed = observeAnswer(options.metrics, req, res);
-      void (async () => {
-        try {
-          if (token !== null && !bearerMatches(req.headers.authorization, token)) {
-            res.setHeader('www-authenticate', 'Bearer');
-            sendJson(res, 401, {
-              error: { code: 'E_UNAUTHORIZED', message: 'a valid bearer token is required', issues: [] },
-            });
-            req.resume();
-            return;
-          }
-          const url = new URL(req.url ?? '/', 'http://localhost');
-          const matched = routes.match(req.method ?? 'GET', url.pathname);
-          if (matched === null) throw ApiError.notFound(`route ${url.pathname}`);
-          if (matched !== 'method') routed(matched.route);
-          if (matched === 'method')
-            throw new ApiError(404, 'E_NOT_FOUND', `${req.method ?? ''} is not supported on ${url.pathname}`);
-          await matched.handler({
-            req,
-            res,
-            params: matched.params,
-            query: strictQuery(url.search),
-            clientGone: gone.signal,
-          });
-        } catch (err) {
-          sendError(res, err, options.logger, req);
-        }
-      })();
-    };
-  await claimSocketPath(options.socketPath);
-  const unixServer = createServer({ keepAliveTimeout: 30_000 }, handle(null));
-  const previous = process.umask(0o177);
-  try {
-    await listen(unixServer, options.socketPath);
-  } finally {
-    process.umask(previous);
-  }
-  await chmod(options.socketPath, 0o600);
+  const unixServer = await listenUnix(options.socketPath, requestHandler(options, router, null));
   loop.enable();
-  let tcpServer: Server | null = null;
-  let tcpPort: number | null = null;
-  if (options.listen) {
-    tcpServer = createServer({ keepAliveTimeout: 30_000 }, handle(options.listen.token));
-    await listen(tcpServer, { host: options.listen.host, port: options.listen.port });
-    tcpPort = (tcpServer.address() as { port: number }).port;
-  }
-  let metricsServer: Server | null = null;
-  let metricsPort: number | null = null;
-  if (options.metricsListen) {
-    metricsServer = createServer(
-      { keepAliveTimeout: 30_000 },
-      handle(options.metricsListen.token, metricsOnly),
-    );
-    await listen(metricsServer, { host: options.metricsListen.host, port: options.metricsListen.port });
-    metricsPort = (metricsServer.address() as { port: number }).port;
-  }
+  const tcp = options.listen
+    ? await listenTcp(options.listen, requestHandler(options, router, options.listen.token))
+    : null;
+  const metrics = options.metricsListen
+    ? await listenTcp(
+        options.metricsListen,
+        requestHandler(options, metricsOnly, options.metricsListen.token),
+      )
+    : null;
   const closeOne = (server: Server): Promise<void> =>
     new Promise((resolve) => {
       server.close(() => resolve());
@@ -237,14 +185,86 @@ export async function startApiServer(options: ApiServerOptions): Promise<Running
     });
   return {
     socketPath: options.socketPath,
-    tcpPort,
-    metricsPort,
+    tcpPort: tcp?.port ?? null,
+    metricsPort: metrics?.port ?? null,
     close: async () => {
       loop.disable();
       await Promise.all(
-        [unixServer, tcpServer, metricsServer].flatMap((server) => (server ? [closeOne(server)] : [])),
+        [unixServer, tcp?.server, metrics?.server].flatMap((server) => (server ? [closeOne(server)] : [])),
       );
       await unlink(options.socketPath).catch(() => undefined);
     },
   };
+}
+
+/**
+ * One request: the bearer token checked (`token`; null on the unix socket), the route matched and its handler run;
+ * any error answered as `{"error": …}`. `clientGone` aborts when the client leaves before the answer is sent.
+ */
+function requestHandler(
+  options: ApiServerOptions,
+  routes: Router,
+  token: string | null,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const gone = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort();
+    });
+    const routed = observeAnswer(options.metrics, req, res);
+    void (async () => {
+      try {
+        if (token !== null && !bearerMatches(req.headers.authorization, token)) {
+          res.setHeader('www-authenticate', 'Bearer');
+          sendJson(res, 401, {
+            error: { code: 'E_UNAUTHORIZED', message: 'a valid bearer token is required', issues: [] },
+          });
+          req.resume();
+          return;
+        }
+        const url = new URL(req.url ?? '/', 'http://localhost');
+        const matched = routes.match(req.method ?? 'GET', url.pathname);
+        if (matched === null) throw ApiError.notFound(`route ${url.pathname}`);
+        if (matched !== 'method') routed(matched.route);
+        if (matched === 'method')
+          throw new ApiError(404, 'E_NOT_FOUND', `${req.method ?? ''} is not supported on ${url.pathname}`);
+        await matched.handler({
+          req,
+          res,
+          params: matched.params,
+          query: strictQuery(url.search),
+          clientGone: gone.signal,
+        });
+      } catch (err) {
+        sendError(res, err, options.logger, req);
+      }
+    })();
+  };
+}
+
+/** The unix socket, created 0600 (no moment at a wider mode: the umask is narrowed while it is bound). */
+async function listenUnix(
+  socketPath: string,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<Server> {
+  await claimSocketPath(socketPath);
+  const server = createServer({ keepAliveTimeout: 30_000 }, handler);
+  const previous = process.umask(0o177);
+  try {
+    await listen(server, socketPath);
+  } finally {
+    process.umask(previous);
+  }
+  await chmod(socketPath, 0o600);
+  return server;
+}
+
+/** A TCP listener (`--listen`, `--metrics-listen`) and the port it got. */
+async function listenTcp(
+  at: { readonly host: string; readonly port: number },
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; port: number }> {
+  const server = createServer({ keepAliveTimeout: 30_000 }, handler);
+  await listen(server, { host: at.host, port: at.port });
+  return { server, port: (server.address() as { port: number }).port };
 }

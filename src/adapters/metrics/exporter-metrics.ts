@@ -134,9 +134,17 @@ export class ExporterMetrics {
   }
 }
 
+type GaugeOf = <L extends string>(name: string, help: string, labelNames: readonly L[]) => Gauge<L>;
+
+/** Every gauge, set from each scrape's snapshot (registered in this order: the order /metrics lists them). */
 function gauges(register: Registry) {
-  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[]): Gauge<L> =>
+  const gauge: GaugeOf = (name, help, labelNames) =>
     new Gauge({ name, help, labelNames, registers: [register] });
+  return { ...batchGauges(gauge), ...nodeGauges(gauge), ...exporterGauges(gauge) };
+}
+
+/** Per batch: its state and pauses, its pairs, its supervisor, its unverified containers and newest failures. */
+function batchGauges(gauge: GaugeOf) {
   return {
     state: gauge(
       'roboguide_batch_state',
@@ -181,6 +189,12 @@ function gauges(register: Registry) {
       'The 10 newest failed pairs (always 1): the only series with a job id.',
       ['batch', 'job_id', 'classification', 'reason'],
     ),
+  };
+}
+
+/** Per node, from the capacity registry: slots and GPU memory; and whether the registry answered. */
+function nodeGauges(gauge: GaugeOf) {
+  return {
     slotsHeld: gauge('roboguide_slots_held', 'Registry reservations held on the node.', ['node']),
     slotsLimit: gauge('roboguide_slots_limit', "The node's max_reservations (its own or the default).", [
       'node',
@@ -199,6 +213,12 @@ function gauges(register: Registry) {
       'The capacity registry answered this scrape (1) or not (0).',
       [],
     ),
+  };
+}
+
+/** The exporter's own scan: batches found, exported, unreadable, and how long it took. */
+function exporterGauges(gauge: GaugeOf) {
+  return {
     discovered: gauge(
       'roboguide_exporter_batches_discovered',
       'Batch folders found under the --batches roots.',

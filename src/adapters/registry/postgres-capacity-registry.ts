@@ -5,7 +5,6 @@
  * (`SELECT … FOR UPDATE`: release, attach, terminal commit), so concurrent admitters never exceed a limit. The
  * connections and their deadline are `postgres-pool.ts`; the reads `postgres-queries.ts`.
  */
-import { randomUUID } from 'node:crypto';
 import { RoboguideError } from '../../core/errors.js';
 import { decideAdmission, requestedSources, reservedPorts } from '../../core/admission-rule.js';
 import type {
@@ -41,18 +40,13 @@ import {
 } from './postgres-queries.js';
 import { integer, integerOrNull, textOrNull, toBoardRow, toReservation } from './rows.js';
 import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission, checkAttach } from './validate.js';
-import { localNodeName } from './local-node.js';
+import { registryIdentity, type RegistryIdentityOptions } from './local-node.js';
 
 /** Second advisory-lock keys: a node's admission lock and a batch's lease lock hash their names into this space. */
 const NODE_LOCK_SQL = `SELECT pg_advisory_xact_lock(${LOCK_CLASS} + 1, hashtext($1))`;
 const LEASE_LOCK_SQL = `SELECT pg_advisory_xact_lock(${LOCK_CLASS} + 2, hashtext($1))`;
 
-export interface PostgresCapacityRegistryOptions extends PostgresPoolOptions {
-  readonly clock?: { now(): Date };
-  readonly newId?: () => string;
-  /** The node admissions without one are for (default: this host's name). */
-  readonly localNode?: string;
-}
+export interface PostgresCapacityRegistryOptions extends PostgresPoolOptions, RegistryIdentityOptions {}
 
 export class PostgresCapacityRegistry implements CapacityRegistry {
   readonly path: string;
@@ -64,10 +58,10 @@ export class PostgresCapacityRegistry implements CapacityRegistry {
   private constructor(db: PostgresPool, options: PostgresCapacityRegistryOptions) {
     this.path = options.display;
     this.#db = db;
-    const clock = options.clock ?? { now: () => new Date() };
-    this.#now = () => clock.now().toISOString();
-    this.#newId = options.newId ?? randomUUID;
-    this.localNode = options.localNode ?? localNodeName();
+    const identity = registryIdentity(options);
+    this.#now = identity.now;
+    this.#newId = identity.newId;
+    this.localNode = identity.localNode;
   }
 
   /** Connects and migrates (safe when several processes do it at once), within the deadline. */

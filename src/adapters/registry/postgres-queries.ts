@@ -11,8 +11,14 @@ import type {
   TerminalCommitResult,
 } from '../../app/ports/capacity-registry.js';
 import { integer, integerOrNull, toBoardRow, toReservation } from './rows.js';
-import { terminalCommitRefusal, unknownReservation } from '../../core/terminal-commit-rule.js';
-import { readBackFailed } from './terminal-commit.js';
+import {
+  boardReadBackExact,
+  releaseReadBackExact,
+  terminalCommitRefusal,
+  terminalCommitSteps,
+  unknownReservation,
+} from '../../core/terminal-commit-rule.js';
+import { boardTerminalValues, readBackFailed } from './terminal-commit.js';
 
 /** A reservation's columns and its held ports (comma-separated, ascending). */
 export const RESERVATION_COLUMNS = `r.*, (SELECT string_agg(p.port::text, ',' ORDER BY p.port) FROM reserved_ports p WHERE p.reservation_id = r.id) AS ports`;
@@ -119,47 +125,26 @@ export async function commitTerminalPg(
   const board = await selectBoardRow(db, commit.claimId);
   const refused = terminalCommitRefusal(commit, reservation, board);
   if (refused !== null) return refused;
-  const steps: string[] = [];
-  if (board?.state === 'terminal') {
-    steps.push('board_already_terminal');
-  } else {
+  const plan = terminalCommitSteps(reservation, board);
+  if (plan.writeBoard) {
     await db.query(
       `INSERT INTO board (run_id, batch_id, job_id, state, classification, outcome_sha256, proof_sha256, updated_at)
        VALUES ($1, $2, $3, 'terminal', $4, $5, $6, $7)
        ON CONFLICT (run_id) DO UPDATE SET state = 'terminal', classification = excluded.classification,
          outcome_sha256 = excluded.outcome_sha256, proof_sha256 = excluded.proof_sha256, updated_at = excluded.updated_at`,
-      [
-        commit.claimId,
-        commit.batchId,
-        commit.jobId,
-        commit.classification,
-        commit.outcomeSha256,
-        commit.proofSha256,
-        nowIso,
-      ],
+      boardTerminalValues(commit, nowIso),
     );
-    const back = await selectBoardRow(db, commit.claimId);
-    const exact =
-      back?.state === 'terminal' &&
-      back.batchId === commit.batchId &&
-      back.classification === commit.classification &&
-      back.outcomeSha256 === commit.outcomeSha256 &&
-      back.proofSha256 === commit.proofSha256;
-    if (!exact) throw readBackFailed('board row', { claimId: commit.claimId });
-    steps.push('board_written_terminal', 'board_read_back');
+    if (!boardReadBackExact(commit, await selectBoardRow(db, commit.claimId)))
+      throw readBackFailed('board row', { claimId: commit.claimId });
   }
-  if (reservation.state === 'released') {
-    steps.push('reservation_already_released');
-    return { kind: 'already_committed', steps };
+  if (plan.release) {
+    const changed = await db.query(
+      `UPDATE reservations SET state = 'released', released_at = $1, proof_sha256 = $2 WHERE id = $3 AND claim_id = $4 AND state = 'held'`,
+      [nowIso, commit.proofSha256, commit.reservationId, commit.claimId],
+    );
+    const back = await selectReservation(db, commit.reservationId, false);
+    if (!releaseReadBackExact(commit, changed.rowCount ?? 0, back))
+      throw readBackFailed('reservation release', { reservationId: commit.reservationId });
   }
-  const changed = await db.query(
-    `UPDATE reservations SET state = 'released', released_at = $1, proof_sha256 = $2 WHERE id = $3 AND claim_id = $4 AND state = 'held'`,
-    [nowIso, commit.proofSha256, commit.reservationId, commit.claimId],
-  );
-  const back = await selectReservation(db, commit.reservationId, false);
-  if (changed.rowCount !== 1 || back?.state !== 'released' || back.proofSha256 !== commit.proofSha256) {
-    throw readBackFailed('reservation release', { reservationId: commit.reservationId });
-  }
-  steps.push('reservation_released', 'reservation_read_back');
-  return { kind: 'committed', steps };
+  return plan.result;
 }

@@ -4,7 +4,7 @@
  * `schema_version`, so migrations run once, in order, each recorded in the same transaction.
  */
 import type { PoolClient } from 'pg';
-import { RoboguideError } from '../../core/errors.js';
+import { refuseNewerSchema } from './schema-version.js';
 import { DEFAULT_HOST_LIMITS } from '../../app/ports/capacity-registry.js';
 
 /** Advisory-lock namespace (first key) of this tool; the second key tells the locks apart. */
@@ -97,16 +97,7 @@ export async function migratePostgres(client: PoolClient): Promise<void> {
     await client.query('SELECT pg_advisory_xact_lock($1, $2)', [LOCK_CLASS, MIGRATION_LOCK]);
     await client.query('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL PRIMARY KEY)');
     const current = await currentVersion(client);
-    if (current > POSTGRES_SCHEMA_VERSION) {
-      throw new RoboguideError(
-        'E_REGISTRY',
-        `registry schema version ${current} is newer than this tool (${POSTGRES_SCHEMA_VERSION})`,
-        {
-          context: { current, supported: POSTGRES_SCHEMA_VERSION },
-          suggestions: ['Upgrade roboguide-eval, or point --registry at another database.'],
-        },
-      );
-    }
+    refuseNewerSchema(current, POSTGRES_SCHEMA_VERSION);
     for (let version = current + 1; version <= POSTGRES_SCHEMA_VERSION; version += 1) {
       await client.query(MIGRATIONS[version - 1] ?? '');
       await client.query('INSERT INTO schema_version (version) VALUES ($1)', [version]);

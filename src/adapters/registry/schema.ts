@@ -3,7 +3,7 @@
  * order, inside a `BEGIN IMMEDIATE` transaction, and `schema_version` records how far it got.
  */
 import type { DatabaseSync } from 'node:sqlite';
-import { RoboguideError } from '../../core/errors.js';
+import { refuseNewerSchema } from './schema-version.js';
 import { DEFAULT_HOST_LIMITS } from '../../app/ports/capacity-registry.js';
 import { inImmediateTransaction } from './transaction.js';
 import { integer } from './rows.js';
@@ -100,16 +100,7 @@ export function migrate(db: DatabaseSync, localNode: string): void {
       db.exec('CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL) STRICT');
       const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get();
       const current = row?.version === null || row === undefined ? 0 : integer(row, 'version');
-      if (current > SCHEMA_VERSION) {
-        throw new RoboguideError(
-          'E_REGISTRY',
-          `registry schema version ${current} is newer than this tool (${SCHEMA_VERSION})`,
-          {
-            context: { current, supported: SCHEMA_VERSION },
-            suggestions: ['Upgrade roboguide-eval, or point --registry at another database.'],
-          },
-        );
-      }
+      refuseNewerSchema(current, SCHEMA_VERSION);
       for (let version = current + 1; version <= SCHEMA_VERSION; version += 1) {
         const migration = MIGRATIONS[version - 1] ?? '';
         db.exec(typeof migration === 'string' ? migration : migration(localNode));

@@ -4,7 +4,6 @@
  * every write in one `BEGIN IMMEDIATE` transaction, so admissions from any number of
  * processes on the host serialize and the host limits are never exceeded.
  */
-import { randomUUID } from 'node:crypto';
 import { chmodSync, closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
 import { registryFilesRefusal } from './registry-files.js';
 import { dirname } from 'node:path';
@@ -30,7 +29,7 @@ import type {
   TerminalCommitResult,
 } from '../../app/ports/capacity-registry.js';
 import { SCHEMA_VERSION, migrate, recordedVersion } from './schema.js';
-import { localNodeName } from './local-node.js';
+import { localNodeName, registryIdentity, type RegistryIdentityOptions } from './local-node.js';
 import { inImmediateTransaction, registryFault, registryRead } from './transaction.js';
 import { DEFAULT_REGISTRY_DEADLINE_MS } from './deadline.js';
 import {
@@ -53,18 +52,14 @@ import { decideAdmission, requestedSources, reservedPorts } from '../../core/adm
 /** The busy wait: the registry deadline (a writer never waits longer for another process's transaction). */
 export const DEFAULT_BUSY_TIMEOUT_MS = DEFAULT_REGISTRY_DEADLINE_MS;
 
-export interface SqliteCapacityRegistryOptions {
+export interface SqliteCapacityRegistryOptions extends RegistryIdentityOptions {
   /** Database file; parent directories are created with mode 0700. `:memory:` for a private one. */
   readonly path: string;
-  readonly clock?: { now(): Date };
-  readonly newId?: () => string;
   /**
    * How long a writer waits for another process's transaction (default: the registry deadline, 10 s); past it the
    * call fails with E_REGISTRY_UNAVAILABLE. SQLite waits synchronously: keep it short.
    */
   readonly busyTimeoutMs?: number;
-  /** The node admissions without one are for (default: this host's name). */
-  readonly localNode?: string;
 }
 
 /** Registry files are private to the host's user: 0600, whatever the umask. */
@@ -147,10 +142,10 @@ export class SqliteCapacityRegistry implements CapacityRegistry, Disposable {
   private constructor(db: DatabaseSync, options: SqliteCapacityRegistryOptions) {
     this.path = options.path;
     this.#db = db;
-    const clock = options.clock ?? { now: () => new Date() };
-    this.#now = () => clock.now().toISOString();
-    this.#newId = options.newId ?? randomUUID;
-    this.localNode = options.localNode ?? localNodeName();
+    const identity = registryIdentity(options);
+    this.#now = identity.now;
+    this.#newId = identity.newId;
+    this.localNode = identity.localNode;
   }
 
   /** Opens (creating if needed) and migrates the registry; idempotent for an existing file. */

@@ -6,11 +6,33 @@
 import type { DatabaseSync } from 'node:sqlite';
 import { RoboguideError } from '../../core/errors.js';
 import type { TerminalCommit, TerminalCommitResult } from '../../app/ports/capacity-registry.js';
-import { terminalCommitRefusal, unknownReservation } from '../../core/terminal-commit-rule.js';
+import {
+  boardReadBackExact,
+  releaseReadBackExact,
+  terminalCommitRefusal,
+  terminalCommitSteps,
+  unknownReservation,
+} from '../../core/terminal-commit-rule.js';
 import { selectBoardRow, selectReservation } from './queries.js';
 
 export function readBackFailed(what: string, context: Record<string, unknown>): RoboguideError {
   return new RoboguideError('E_REGISTRY', `${what} did not read back as written`, { context });
+}
+
+/** The values of the board's terminal write, in the order of both registries' statement. */
+export function boardTerminalValues(
+  commit: TerminalCommit,
+  nowIso: string,
+): [string, string, string, string, string | null, string, string] {
+  return [
+    commit.claimId,
+    commit.batchId,
+    commit.jobId,
+    commit.classification,
+    commit.outcomeSha256,
+    commit.proofSha256,
+    nowIso,
+  ];
 }
 
 function writeBoardTerminal(db: DatabaseSync, commit: TerminalCommit, nowIso: string): void {
@@ -19,23 +41,9 @@ function writeBoardTerminal(db: DatabaseSync, commit: TerminalCommit, nowIso: st
      VALUES (?, ?, ?, 'terminal', ?, ?, ?, ?)
      ON CONFLICT (run_id) DO UPDATE SET state = 'terminal', classification = excluded.classification,
        outcome_sha256 = excluded.outcome_sha256, proof_sha256 = excluded.proof_sha256, updated_at = excluded.updated_at`,
-  ).run(
-    commit.claimId,
-    commit.batchId,
-    commit.jobId,
-    commit.classification,
-    commit.outcomeSha256,
-    commit.proofSha256,
-    nowIso,
-  );
-  const back = selectBoardRow(db, commit.claimId);
-  const exact =
-    back?.state === 'terminal' &&
-    back.batchId === commit.batchId &&
-    back.classification === commit.classification &&
-    back.outcomeSha256 === commit.outcomeSha256 &&
-    back.proofSha256 === commit.proofSha256;
-  if (!exact) throw readBackFailed('board row', { claimId: commit.claimId });
+  ).run(...boardTerminalValues(commit, nowIso));
+  if (!boardReadBackExact(commit, selectBoardRow(db, commit.claimId)))
+    throw readBackFailed('board row', { claimId: commit.claimId });
 }
 
 function releaseWithProof(db: DatabaseSync, commit: TerminalCommit, nowIso: string): void {
@@ -45,14 +53,8 @@ function releaseWithProof(db: DatabaseSync, commit: TerminalCommit, nowIso: stri
        WHERE id = ? AND claim_id = ? AND state = 'held'`,
     )
     .run(nowIso, commit.proofSha256, commit.reservationId, commit.claimId);
-  const back = selectReservation(db, commit.reservationId);
-  if (
-    Number(changed.changes) !== 1 ||
-    back?.state !== 'released' ||
-    back.proofSha256 !== commit.proofSha256
-  ) {
+  if (!releaseReadBackExact(commit, Number(changed.changes), selectReservation(db, commit.reservationId)))
     throw readBackFailed('reservation release', { reservationId: commit.reservationId });
-  }
 }
 
 export function commitTerminalIn(
@@ -65,18 +67,8 @@ export function commitTerminalIn(
   const board = selectBoardRow(db, commit.claimId);
   const refused = terminalCommitRefusal(commit, reservation, board);
   if (refused !== null) return refused;
-  const steps: string[] = [];
-  if (board?.state === 'terminal') {
-    steps.push('board_already_terminal');
-  } else {
-    writeBoardTerminal(db, commit, nowIso);
-    steps.push('board_written_terminal', 'board_read_back');
-  }
-  if (reservation.state === 'released') {
-    steps.push('reservation_already_released');
-    return { kind: 'already_committed', steps };
-  }
-  releaseWithProof(db, commit, nowIso);
-  steps.push('reservation_released', 'reservation_read_back');
-  return { kind: 'committed', steps };
+  const plan = terminalCommitSteps(reservation, board);
+  if (plan.writeBoard) writeBoardTerminal(db, commit, nowIso);
+  if (plan.release) releaseWithProof(db, commit, nowIso);
+  return plan.result;
 }

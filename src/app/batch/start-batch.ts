@@ -205,6 +205,37 @@ async function executorFacts(
  * is written unless every check passed. The caller launches the supervisor.
  */
 export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOptions): Promise<BatchRecord> {
+  const checked = await checkBatch(deps, options);
+  // After every refusal (a refused start never waits for them), side by side with creating the output directory.
+  const host = deps.hostFacts?.(batchHostRequest(options.output, checked.engine, options.executor));
+
+  await EvidenceStore.createOutputDir(deps.fs, options.output);
+  const store = new EvidenceStore(deps.fs, options.output);
+  const now = deps.clock.now();
+  const record = await batchRecordOf(deps, options, checked, { host, now });
+  const { manifest } = checked;
+  const limits = batchLimitDefaults(manifest, record.host, options.executor?.kind === 'swarm');
+  warnDefaultDiskLimit(manifest, limits, options.onWarning);
+  const withLimits: BatchRecord = { ...record, pair_limit_defaults: limits };
+  // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
+  // to freeze its manifest.
+  if ((await store.publishExclusive(BATCH_FILE, withLimits)) === 'exists') {
+    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, {
+      exitCode: 2,
+    });
+  }
+  await store.writeBytesAtomic(MANIFEST_FILE, checked.bytes);
+  await store.appendJournal({
+    type: 'batch_created',
+    at: now.toISOString(),
+    batch_id: record.batch_id,
+    jobs: manifest.jobs.length,
+  });
+  return withLimits;
+}
+
+/** Every refusal of a start, in order: the output folder, the manifest, the engine and images, the registry. */
+async function checkBatch(deps: StartBatchDeps, options: StartBatchOptions) {
   // The folder first: a reused one is one line, not every job's outcome_path that its finished batch left (issue 40).
   await refuseUsedOutput(deps.fs, options.output, {
     bin: options.bin ?? 'roboguide-eval',
@@ -212,12 +243,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   });
   const { bytes, manifest } = await checkManifest(deps, options);
   const bin = options.bin ?? 'roboguide-eval';
-  const {
-    engine,
-    pins,
-    planned,
-    nodes: imageNodes,
-  } = await checkEngine(deps.runtime, manifest, bin, planOf(deps, options, manifest));
+  const images = await checkEngine(deps.runtime, manifest, bin, planOf(deps, options, manifest));
   const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.nodes) : undefined;
   await deps.checkRegistry?.(
@@ -227,17 +253,23 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
       isAlive: (lease) => deps.host.isAlive(lease),
     }),
   );
-  // After every refusal (a refused start never waits for them), side by side with creating the output directory.
-  const host = deps.hostFacts?.(batchHostRequest(options.output, engine, options.executor));
+  return { bytes, manifest, ...images, gpuObservation, placement };
+}
 
-  await EvidenceStore.createOutputDir(deps.fs, options.output);
-  const store = new EvidenceStore(deps.fs, options.output);
-  const now = deps.clock.now();
-  const record: BatchRecord = {
+/** batch.json's record (before its pair limit defaults): the batch's identity and what its checks found. */
+async function batchRecordOf(
+  deps: StartBatchDeps,
+  options: StartBatchOptions,
+  checked: Awaited<ReturnType<typeof checkBatch>>,
+  at: { readonly host: Promise<HostFactsRecord> | undefined; readonly now: Date },
+): Promise<BatchRecord> {
+  const { manifest, engine, pins, planned, nodes: imageNodes, gpuObservation } = checked;
+  const { host, now } = at;
+  return {
     schema: BATCH_SCHEMA,
     batch_id: `e1-${now.toISOString().slice(0, 10).replace(/-/g, '')}-${randomUUID().slice(0, 8)}`,
     created_at: now.toISOString(),
-    manifest_sha256: sha256Hex(bytes),
+    manifest_sha256: sha256Hex(checked.bytes),
     code_version: options.codeVersion,
     host_boot_id: await deps.host.bootId(),
     engine: { id: engine.id, version: engine.version, api_version: engine.apiVersion },
@@ -264,27 +296,9 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
     ...(options.mountRoots !== undefined && options.mountRoots.length > 0
       ? { mount_roots: await Promise.all(options.mountRoots.map((r) => resolveReal(deps.fs, r))) }
       : {}),
-    ...placement,
+    ...checked.placement,
     ...(host !== undefined ? { host: await host } : {}),
   };
-  const limits = batchLimitDefaults(manifest, record.host, options.executor?.kind === 'swarm');
-  warnDefaultDiskLimit(manifest, limits, options.onWarning);
-  const withLimits: BatchRecord = { ...record, pair_limit_defaults: limits };
-  // batch.json is published exclusively, first: of two starts racing on one empty directory only one goes on
-  // to freeze its manifest.
-  if ((await store.publishExclusive(BATCH_FILE, withLimits)) === 'exists') {
-    throw new RoboguideError('E_OUTPUT_NOT_EMPTY', `${options.output} already holds a batch`, {
-      exitCode: 2,
-    });
-  }
-  await store.writeBytesAtomic(MANIFEST_FILE, bytes);
-  await store.appendJournal({
-    type: 'batch_created',
-    at: now.toISOString(),
-    batch_id: record.batch_id,
-    jobs: manifest.jobs.length,
-  });
-  return withLimits;
 }
 
 /** The defaults of the batch's pairs from the host at start (a swarm's pairs run elsewhere: the fixed fallbacks). */

@@ -30,11 +30,7 @@ export async function engineChecks(
     info = await engineInfo;
   } catch (err) {
     const unreachable = !(err instanceof EngineError) || err.fault === 'engine_unavailable';
-    const message = err instanceof Error ? err.message : String(err);
-    const detail =
-      err instanceof EngineError && err.engineMessage !== message
-        ? `${message}: ${err.engineMessage}`
-        : message;
+    const detail = engineErrorDetail(err);
     const skipped = [
       ...options.images.map(imageName),
       'nvidia runtime',
@@ -193,7 +189,12 @@ function probeFailure(name: string, err: unknown, options: Pick<DoctorOptions, '
   return fail(name, err instanceof Error ? err.message : String(err), 'check the engine log');
 }
 
-async function withProbeRemoved(deps: DoctorDeps, id: string, check: DoctorCheck): Promise<DoctorCheck> {
+/** The probe container removed and its absence verified; a failure of either turns `check` into a fail. */
+export async function withProbeRemoved(
+  deps: DoctorDeps,
+  id: string,
+  check: DoctorCheck,
+): Promise<DoctorCheck> {
   try {
     await deps.runtime.remove(id);
     if ((await deps.runtime.inspect(id)) === null) return check;
@@ -209,4 +210,12 @@ async function withProbeRemoved(deps: DoctorDeps, id: string, check: DoctorCheck
       `docker rm -f ${id.slice(0, 12)}`,
     );
   }
+}
+
+/** An error's message, with the engine's own message after it when the engine said something else. */
+export function engineErrorDetail(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return err instanceof EngineError && err.engineMessage !== message
+    ? `${message}: ${err.engineMessage}`
+    : message;
 }

@@ -1,5 +1,4 @@
 import type { Readable } from 'node:stream';
-import { EngineError } from '../ports/engine-error.js';
 import type { EngineInfo } from '../ports/container-runtime.js';
 import {
   DEFAULT_RUNTIME,
@@ -15,7 +14,8 @@ import {
 } from '../../core/oci-runtime.js';
 import { fail, ok, warn, type DoctorCheck } from './check.js';
 import type { DoctorDeps } from '../ports/doctor-probes.js';
-import { PROBE_DEADLINE_MS, PROBE_LABELS } from './engine-checks.js';
+import { engineErrorDetail, PROBE_DEADLINE_MS, PROBE_LABELS, withProbeRemoved } from './engine-checks.js';
+import { probeContainerSpec } from '../probe-container.js';
 
 /**
  * `doctor`'s OCI runtime lines (issue 29): the engine's registered runtimes with how to register gVisor's, and with
@@ -83,105 +83,96 @@ export async function runtimeProbe(
 ): Promise<DoctorCheck> {
   const name = `runtime probe (${runtime})`;
   const registered = registeredOf(info).find((r) => r.name === runtime);
-  if (registered === undefined) {
-    const names =
-      registeredOf(info)
-        .map((r) => r.name)
-        .join(', ') || 'none listed';
-    return fail(
-      name,
-      `runtime "${runtime}" is not registered with the engine (its runtimes: ${names})`,
-      runtime === GVISOR_RUNTIME
-        ? REGISTER_GVISOR
-        : `register "${runtime}" in daemon.json "runtimes" and restart dockerd`,
-    );
-  }
+  if (registered === undefined) return unregistered(name, info, runtime);
   let id: string | null = null;
   let check: DoctorCheck;
   try {
     id = (
-      await deps.runtime.create({
-        name: `roboguide-doctor-runtime-${deps.newId()}`,
-        image,
-        cmd: ['uname', '-r'],
-        workingDir: '/',
-        env: {},
-        binds: [],
-        ports: [],
-        bindAddress: '127.0.0.1',
-        network: 'none',
-        deviceRequests: [],
-        labels: PROBE_LABELS,
-        stopTimeoutSec: 1,
-        runtime,
-      })
+      await deps.runtime.create(
+        probeContainerSpec({
+          name: `roboguide-doctor-runtime-${deps.newId()}`,
+          image,
+          cmd: ['uname', '-r'],
+          labels: PROBE_LABELS,
+          runtime,
+        }),
+      )
     ).id;
-    const started = deps.nowMs();
-    await deps.runtime.start(id);
-    const waited = await deps.runtime.wait(id, { deadlineMs: deps.nowMs() + PROBE_DEADLINE_MS });
-    const seconds = ((deps.nowMs() - started) / 1000).toFixed(2);
-    if (waited.kind !== 'exited')
-      check = fail(
-        name,
-        `the probe container did not exit within ${PROBE_DEADLINE_MS} ms`,
-        'check the engine log and the runtime',
-      );
-    else if (waited.exitCode !== 0)
-      check = fail(
-        name,
-        `the probe container (${image}, "uname -r") exited ${waited.exitCode}`,
-        "check the image and the runtime (the engine log names the runtime's error)",
-      );
-    else {
-      const kernel =
-        deps.runtime.follow === undefined
-          ? null
-          : (await readAll((await deps.runtime.follow(id)).stdout)).trim();
-      if (kernel === null)
-        check = warn(
-          name,
-          `a container under ${runtime} started and exited 0 in ${seconds} s; its kernel was not read`,
-          'run doctor against a Docker engine',
-        );
-      else if (isGvisor(registered) && kernel !== GVISOR_KERNEL_RELEASE)
-        check = fail(
-          name,
-          `a container under ${runtime} reported kernel ${kernel}, not gVisor's ${GVISOR_KERNEL_RELEASE}: it did not run under gVisor`,
-          `check the "${runtime}" entry of daemon.json (its path must be runsc) and restart dockerd`,
-        );
-      else
-        check = ok(
-          name,
-          `a container under ${runtime} ran in ${seconds} s and reported kernel ${kernel}${isGvisor(registered) ? " (gVisor's)" : runtime === DEFAULT_RUNTIME ? " (the host's)" : ''}`,
-        );
-    }
+    check = await probeRun(deps, id, { name, image, registered });
   } catch (err) {
-    const message =
-      err instanceof EngineError && err.engineMessage !== err.message
-        ? `${err.message}: ${err.engineMessage}`
-        : err instanceof Error
-          ? err.message
-          : String(err);
     check = fail(
       name,
-      message,
+      engineErrorDetail(err),
       "check the engine log (journalctl -u docker) and the runtime's entry in daemon.json",
     );
   }
-  if (id === null) return check;
-  try {
-    await deps.runtime.remove(id);
-    if ((await deps.runtime.inspect(id)) === null) return check;
+  return id === null ? check : withProbeRemoved(deps, id, check);
+}
+
+function unregistered(name: string, info: EngineInfo, runtime: string): DoctorCheck {
+  const names =
+    registeredOf(info)
+      .map((r) => r.name)
+      .join(', ') || 'none listed';
+  return fail(
+    name,
+    `runtime "${runtime}" is not registered with the engine (its runtimes: ${names})`,
+    runtime === GVISOR_RUNTIME
+      ? REGISTER_GVISOR
+      : `register "${runtime}" in daemon.json "runtimes" and restart dockerd`,
+  );
+}
+
+/** Starts the created probe, waits for its exit and judges it: exit 0, then the kernel it printed. */
+async function probeRun(
+  deps: DoctorDeps,
+  id: string,
+  probe: { readonly name: string; readonly image: string; readonly registered: EngineRuntime },
+): Promise<DoctorCheck> {
+  const { name, image } = probe;
+  const started = deps.nowMs();
+  await deps.runtime.start(id);
+  const waited = await deps.runtime.wait(id, { deadlineMs: deps.nowMs() + PROBE_DEADLINE_MS });
+  const seconds = ((deps.nowMs() - started) / 1000).toFixed(2);
+  if (waited.kind !== 'exited')
     return fail(
       name,
-      `${check.detail}; probe container ${id.slice(0, 12)} still exists after removal`,
-      `docker rm -f ${id.slice(0, 12)}`,
+      `the probe container did not exit within ${PROBE_DEADLINE_MS} ms`,
+      'check the engine log and the runtime',
     );
-  } catch (err) {
+  if (waited.exitCode !== 0)
     return fail(
       name,
-      `${check.detail}; removing probe container ${id.slice(0, 12)} failed: ${(err as Error).message}`,
-      `docker rm -f ${id.slice(0, 12)}`,
+      `the probe container (${image}, "uname -r") exited ${waited.exitCode}`,
+      "check the image and the runtime (the engine log names the runtime's error)",
     );
-  }
+  const kernel =
+    deps.runtime.follow === undefined ? null : (await readAll((await deps.runtime.follow(id)).stdout)).trim();
+  return kernelCheck(name, probe.registered, kernel, seconds);
+}
+
+/** The kernel a probe under `runtime` reported: gVisor's 4.4.0 under gVisor, else anything (null: not read). */
+function kernelCheck(
+  name: string,
+  registered: EngineRuntime,
+  kernel: string | null,
+  seconds: string,
+): DoctorCheck {
+  const runtime = registered.name;
+  if (kernel === null)
+    return warn(
+      name,
+      `a container under ${runtime} started and exited 0 in ${seconds} s; its kernel was not read`,
+      'run doctor against a Docker engine',
+    );
+  if (isGvisor(registered) && kernel !== GVISOR_KERNEL_RELEASE)
+    return fail(
+      name,
+      `a container under ${runtime} reported kernel ${kernel}, not gVisor's ${GVISOR_KERNEL_RELEASE}: it did not run under gVisor`,
+      `check the "${runtime}" entry of daemon.json (its path must be runsc) and restart dockerd`,
+    );
+  return ok(
+    name,
+    `a container under ${runtime} ran in ${seconds} s and reported kernel ${kernel}${isGvisor(registered) ? " (gVisor's)" : runtime === DEFAULT_RUNTIME ? " (the host's)" : ''}`,
+  );
 }

@@ -1,5 +1,6 @@
 import { COMPONENTS, schemaOf, type ComponentName } from './openapi-components.js';
-import { pairPaths, servicePaths, sessionPaths } from './openapi-paths.js';
+import { pairPaths, servicePaths } from './openapi-paths.js';
+import { sessionPaths } from './openapi-session-paths.js';
 
 /**
  * The OpenAPI 3.1 document of `serve`, generated from the same zod schemas that validate the requests

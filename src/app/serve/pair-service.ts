@@ -55,6 +55,27 @@ export class PairService {
 
   /** 202 once the receipt is published (the slot is held and the pair claimed); 400/409/503 before that. */
   async start(body: unknown): Promise<{ pair_id: string }> {
+    await this.#checkSpec(body);
+    const pairId = `p-${randomUUID()}`;
+    const output = this.outputOf(pairId);
+    await this.#deps.store.ensureDir(PAIRS_DIR);
+    const { run, claimed, settled } = this.#launch(pairId, output, body);
+    // Wait until the pair is claimed (runPair signals the published receipt.json) or refused before it was.
+    await Promise.race([claimed.promise, run.done]);
+    const outcome = settled();
+    if (
+      !claimed.done() &&
+      outcome !== null &&
+      !outcome.ok &&
+      !(await somethingAt(this.#deps.pairDeps.fs, join(output, RECEIPT_FILE)))
+    )
+      throw toApiError(outcome.error);
+    this.#pairs.set(pairId, run);
+    return { pair_id: pairId };
+  }
+
+  /** 400 before anything runs: an invalid spec, a variable the server does not allow, a protected host path. */
+  async #checkSpec(body: unknown): Promise<void> {
     const parsed = parsePairSpec(body);
     if (!parsed.ok) throw ApiError.invalid('the pair spec', parsed.issues);
     const spec = parsed.spec;
@@ -82,9 +103,18 @@ export class PairService {
         'the pair spec',
         issues.map((i) => ({ path: i.field, rule: i.message })),
       );
-    const pairId = `p-${randomUUID()}`;
-    const output = this.outputOf(pairId);
-    await this.#deps.store.ensureDir(PAIRS_DIR);
+  }
+
+  /** runPair started in the background; `claimed` resolves once its receipt is published, `settled` once it ended. */
+  #launch(
+    pairId: string,
+    output: string,
+    body: unknown,
+  ): {
+    run: PairRun;
+    claimed: { promise: Promise<void>; done: () => boolean };
+    settled: () => { ok: true } | { ok: false; error: unknown } | null;
+  } {
     const terminate = new AbortController();
     let claimed = false;
     const claimedSignal = Promise.withResolvers<void>();
@@ -128,18 +158,11 @@ export class PairService {
         },
       ),
     };
-    // Wait until the pair is claimed (runPair signals the published receipt.json) or refused before it was.
-    await Promise.race([claimedSignal.promise, run.done]);
-    const outcome = settled as { ok: true } | { ok: false; error: unknown } | null;
-    if (
-      !claimed &&
-      outcome !== null &&
-      !outcome.ok &&
-      !(await somethingAt(this.#deps.pairDeps.fs, join(output, RECEIPT_FILE)))
-    )
-      throw toApiError(outcome.error);
-    this.#pairs.set(pairId, run);
-    return { pair_id: pairId };
+    return {
+      run,
+      claimed: { promise: claimedSignal.promise, done: () => claimed },
+      settled: () => settled,
+    };
   }
 
   async status(pairId: string): Promise<PairStatus> {

@@ -4,7 +4,7 @@ import type { Readable, Transform } from 'node:stream';
 import { systemClock } from '../ports/clock.js';
 import { callerEnvironment } from './caller-secrets.js';
 import type { ExecRequest, ExecResult } from './exec-schemas.js';
-import { execResult, runExec, type ExecObserver } from './session-exec.js';
+import { execResult, runExec, type ExecObserver, type ExecOutcome } from './session-exec.js';
 import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
 
 /** The exec's standard input: the streamed body, else the JSON's text or base64 bytes. */
@@ -48,6 +48,15 @@ function interruptionOf(stoppedFor: string | null): ExecInterruption | null {
   return stoppedFor === 'server_stopping' || stoppedFor === 'session_ended' ? stoppedFor : null;
 }
 
+type ExecOptions = { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable };
+type ExecHooks = {
+  cwd: string | undefined;
+  acquire: () => () => void;
+  touch: () => void;
+  /** Whether an exec that ended with this code was cut by its container's end (docker rm -f, kill). */
+  cutByEnd?: (code: number | null) => Promise<boolean>;
+};
+
 /**
  * The body of SessionManager.exec once the session is found live and `cwd` resolved: `hooks.acquire` admits the exec
  * within the limits (returns its end), `hooks.touch` renews the TTL when it succeeded (a failed exec does not keep a session alive).
@@ -56,18 +65,43 @@ export async function execInSession(
   deps: SessionManagerDeps,
   session: Session,
   body: ExecRequest,
-  options: { observer?: ExecObserver; signal?: AbortSignal; stdin?: Readable },
-  hooks: {
-    cwd: string | undefined;
-    acquire: () => () => void;
-    touch: () => void;
-    /** Whether an exec that ended with this code was cut by its container's end (docker rm -f, kill). */
-    cutByEnd?: (code: number | null) => Promise<boolean>;
-  },
+  options: ExecOptions,
+  hooks: ExecHooks,
 ): Promise<ExecResult> {
-  const { cwd } = hooks;
-  const containerId = session.record.container_id ?? '';
   const sessionId = session.record.session_id;
+  const env = execEnvironment(deps, session, body);
+  const secrets = [...session.secrets];
+  const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
+  const started = process.hrtime.bigint();
+  const outcome = await runAdmitted(deps, session, { argv, env, secrets, body, options, hooks });
+  const cut = await cutByContainerEnd(outcome, options.signal, hooks);
+  const stoppedFor = cut ? 'session_ended' : outcome.stoppedFor;
+  if (!cut) hooks.touch();
+  const interrupted = interruptionOf(stoppedFor);
+  const result = { ...execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6), interrupted };
+  await appendExecLine(deps, sessionId, {
+    at: deps.clock.now().toISOString(),
+    argv: await redactedArgv(argv, secrets, deps.createRedactor),
+    return_code: result.return_code,
+    timed_out: outcome.timedOut,
+    client_gone: options.signal?.aborted === true,
+    ...(stoppedFor !== null ? { killed: stoppedFor } : {}),
+    duration_ms: result.duration_ms,
+    stdout_bytes: outcome.stdout.bytes,
+    stderr_bytes: outcome.stderr.bytes,
+  });
+  return result;
+}
+
+/**
+ * The exec's environment: the caller's `env` resolved (its secrets masked from now on in everything of this session),
+ * under it the egress proxy's variables while the session is allowlisted; undefined: the container's own.
+ */
+function execEnvironment(
+  deps: SessionManagerDeps,
+  session: Session,
+  body: ExecRequest,
+): Record<string, string> | undefined {
   let env: Record<string, string> | undefined;
   if (body.env !== undefined) {
     const resolved = callerEnvironment(body.env, body.secret_env ?? [], deps.environment, deps.allowedEnv, {
@@ -82,31 +116,44 @@ export async function execInSession(
   // The proxy's variables while the session is allowlisted (emptied after): the caller's own `env` wins.
   const egressEnv = session.egress?.execEnv() ?? {};
   if (Object.keys(egressEnv).length > 0) env = { ...egressEnv, ...env };
-  const secrets = [...session.secrets];
-  const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
-  const started = process.hrtime.bigint();
-  const done = hooks.acquire();
-  let outcome;
+  return env;
+}
+
+/** The exec run in the container while it holds its place within the limits (`hooks.acquire`), tracked by the session. */
+async function runAdmitted(
+  deps: SessionManagerDeps,
+  session: Session,
+  run: {
+    argv: string[];
+    env: Record<string, string> | undefined;
+    secrets: string[];
+    body: ExecRequest;
+    options: ExecOptions;
+    hooks: ExecHooks;
+  },
+): Promise<ExecOutcome> {
+  const { body, options } = run;
+  const done = run.hooks.acquire();
   try {
-    const handle = await deps.engine.exec(containerId, {
-      argv,
-      cwd,
-      env,
+    const handle = await deps.engine.exec(session.record.container_id ?? '', {
+      argv: run.argv,
+      cwd: run.hooks.cwd,
+      env: run.env,
       user: body.user,
       stdin: stdinOf(body, options.stdin),
     });
     session.execs.add(handle);
     try {
-      outcome = await runExec({
+      return await runExec({
         observer: options.observer,
         signal: options.signal,
         handle,
-        secrets,
+        secrets: run.secrets,
         timeoutSec: body.timeout_sec,
         createRedactor: deps.createRedactor,
         maxOutputBytes: deps.maxOutputBytes,
         logger: deps.logger,
-        sessionId,
+        sessionId: session.record.session_id,
       });
     } finally {
       session.execs.delete(handle);
@@ -114,28 +161,31 @@ export async function execInSession(
   } finally {
     done();
   }
-  // An exec that ended on its own may have been cut by its container's end, which can reach us just after it (then
-  // the signal says so); the engine is asked only when nothing of ours stopped it (timeout, client gone, shutdown).
-  const reason: unknown = options.signal?.aborted === true ? options.signal.reason : null;
-  const cut =
+}
+
+/**
+ * An exec that ended on its own may have been cut by its container's end, which can reach us just after it (then
+ * the signal says so); the engine is asked only when nothing of ours stopped it (timeout, client gone, shutdown).
+ */
+async function cutByContainerEnd(
+  outcome: ExecOutcome,
+  signal: AbortSignal | undefined,
+  hooks: ExecHooks,
+): Promise<boolean> {
+  const reason: unknown = signal?.aborted === true ? signal.reason : null;
+  return (
     outcome.stoppedFor === null &&
     !outcome.timedOut &&
-    (reason === 'session_ended' || (reason === null && (await hooks.cutByEnd?.(outcome.code)) === true));
-  const stoppedFor = cut ? 'session_ended' : outcome.stoppedFor;
-  if (!cut) hooks.touch();
-  const interrupted = interruptionOf(stoppedFor);
-  const result = { ...execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6), interrupted };
-  const line = {
-    at: deps.clock.now().toISOString(),
-    argv: await redactedArgv(argv, secrets, deps.createRedactor),
-    return_code: result.return_code,
-    timed_out: outcome.timedOut,
-    client_gone: options.signal?.aborted === true,
-    ...(stoppedFor !== null ? { killed: stoppedFor } : {}),
-    duration_ms: result.duration_ms,
-    stdout_bytes: outcome.stdout.bytes,
-    stderr_bytes: outcome.stderr.bytes,
-  };
+    (reason === 'session_ended' || (reason === null && (await hooks.cutByEnd?.(outcome.code)) === true))
+  );
+}
+
+/** One line of the session's execs.jsonl; best effort (a failed append loses the line, never the exec's answer). */
+export async function appendExecLine(
+  deps: Pick<SessionManagerDeps, 'fs' | 'store'>,
+  sessionId: string,
+  line: Record<string, unknown>,
+): Promise<void> {
   await deps.fs
     .appendFile(
       deps.store.resolve(sessionRel(sessionId, 'execs.jsonl')),
@@ -143,5 +193,4 @@ export async function execInSession(
       0o600,
     )
     .catch(() => undefined);
-  return result;
 }

@@ -1,7 +1,7 @@
 // Execs that a killed server left running in a session it adopts: nobody reads them any more, so they are ended
 // (their process tree killed inside the container) and each gets its line in execs.jsonl (issue 39).
-import { redactedArgv } from './session-exec-request.js';
-import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
+import { appendExecLine, redactedArgv } from './session-exec-request.js';
+import type { Session, SessionManagerDeps } from './session-state.js';
 
 /** Ends every exec running in the adopted session's container; returns how many. A failure is logged, never thrown. */
 export async function endOrphanedExecs(deps: SessionManagerDeps, session: Session): Promise<number> {
@@ -36,13 +36,7 @@ export async function endOrphanedExecs(deps: SessionManagerDeps, session: Sessio
       killed: killed ? 'server_restarted' : null,
       return_code: null,
     };
-    await deps.fs
-      .appendFile(
-        deps.store.resolve(sessionRel(sessionId, 'execs.jsonl')),
-        new TextEncoder().encode(`${JSON.stringify(line)}\n`),
-        0o600,
-      )
-      .catch(() => undefined);
+    await appendExecLine(deps, sessionId, line);
   }
   if (running.length > 0)
     deps.logger.warn(

@@ -1,6 +1,7 @@
 import * as Flags from '@oclif/core/flags';
 import { releaseLostSlot, type ReleaseLostResult } from '../../app/release-lost-slot.js';
 import { BaseCommand } from '../../cli/base-command.js';
+import { previewExecuteFlags } from '../../cli/flags.js';
 import { ExitCode } from '../../core/errors.js';
 import { createReleaseLostWiring } from '../../release-lost-wiring.js';
 
@@ -40,13 +41,9 @@ export default class CapacityRelease extends BaseCommand {
       description: "you state that the pair's evidence folder is gone (checked: it must be absent)",
       required: true,
     }),
-    preview: Flags.boolean({
-      description: 'show the checks and the plan; change nothing',
-      exactlyOne: ['preview', 'execute'],
-    }),
-    execute: Flags.boolean({
-      description: 'write the proof and release',
-      exactlyOne: ['preview', 'execute'],
+    ...previewExecuteFlags({
+      preview: 'show the checks and the plan; change nothing',
+      execute: 'write the proof and release',
     }),
     registry: Flags.string({
       description: 'registry database (default $XDG_STATE_HOME/roboguide-eval/registry.db); never created',

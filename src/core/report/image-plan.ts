@@ -43,59 +43,31 @@ interface JournalRecord {
 
 const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
 
+/** What the journal told of one image: its pulls, evictions, retries, last failure and the waits for it. */
+interface ImageTally {
+  store: number | null;
+  pulls: number;
+  evictions: number;
+  retries: number;
+  failure: { kind: string; message: string } | null;
+  waits: number;
+  waited: number;
+}
+
 /** Null when the batch has no image plan (every image was on the engine at start). */
 export function reportImagePlan(
   plan: ReportImagePlanInput | undefined,
   journal: readonly JournalRecord[],
 ): ReportImagePlan | null {
   if (plan === undefined) return null;
-  const rows = new Map<
-    string,
-    {
-      store: number | null;
-      pulls: number;
-      evictions: number;
-      retries: number;
-      failure: { kind: string; message: string } | null;
-      waits: number;
-      waited: number;
-    }
-  >();
+  const rows = new Map<string, ImageTally>();
   for (const image of Object.keys(plan.images))
     rows.set(image, { store: null, pulls: 0, evictions: 0, retries: 0, failure: null, waits: 0, waited: 0 });
   const pairWaits: Record<string, number> = {};
   for (const e of journal) {
     if (e.type !== 'image' || typeof e['image'] !== 'string') continue;
     const row = rows.get(e['image']);
-    if (row === undefined) continue;
-    switch (e['action']) {
-      case 'pulled':
-        row.pulls += 1;
-        row.store = num(e['bytes']);
-        row.failure = null;
-        break;
-      case 'evicted':
-        row.evictions += 1;
-        break;
-      case 'pull_retry':
-        row.retries += 1;
-        break;
-      case 'pull_failed':
-        row.failure = {
-          kind: typeof e['kind'] === 'string' ? e['kind'] : 'failed',
-          message: typeof e['message'] === 'string' ? e['message'] : '',
-        };
-        break;
-      case 'waited': {
-        const waited = num(e['waited_ms']);
-        row.waits += 1;
-        row.waited += waited;
-        if (typeof e['job_id'] === 'string') pairWaits[e['job_id']] = (pairWaits[e['job_id']] ?? 0) + waited;
-        break;
-      }
-      default:
-        break;
-    }
+    if (row !== undefined) tally(row, e, pairWaits);
   }
   const images = Object.entries(plan.images)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
@@ -123,4 +95,36 @@ export function reportImagePlan(
     images,
     pair_waits: pairWaits,
   };
+}
+
+/** One journal `image` record counted into its image's row (a wait also into its pair's). */
+function tally(row: ImageTally, e: JournalRecord, pairWaits: Record<string, number>): void {
+  switch (e['action']) {
+    case 'pulled':
+      row.pulls += 1;
+      row.store = num(e['bytes']);
+      row.failure = null;
+      break;
+    case 'evicted':
+      row.evictions += 1;
+      break;
+    case 'pull_retry':
+      row.retries += 1;
+      break;
+    case 'pull_failed':
+      row.failure = {
+        kind: typeof e['kind'] === 'string' ? e['kind'] : 'failed',
+        message: typeof e['message'] === 'string' ? e['message'] : '',
+      };
+      break;
+    case 'waited': {
+      const waited = num(e['waited_ms']);
+      row.waits += 1;
+      row.waited += waited;
+      if (typeof e['job_id'] === 'string') pairWaits[e['job_id']] = (pairWaits[e['job_id']] ?? 0) + waited;
+      break;
+    }
+    default:
+      break;
+  }
 }
