@@ -21,7 +21,6 @@ export interface DiskWatchDeps {
   readonly openFiles?: OpenFileScan;
   readonly runtime: Pick<ContainerRuntime, 'diskFootprint'>;
   readonly clock: Clock;
-  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly logger: Logger;
 }
 
@@ -104,7 +103,7 @@ export class DiskWatch {
     await this.#measureBaseline();
     let intervalMs = this.#options.intervalMs ?? DISK_POLL_INTERVAL_MS;
     for (;;) {
-      await this.#deps.sleep(intervalMs, this.#stop.signal);
+      await this.#deps.clock.sleep(intervalMs, this.#stop.signal);
       if (this.#stop.signal.aborted || this.#verdict !== 'within') return;
       const tookMs = await this.#poll(false);
       // A slow walk (a huge cwd) stretches the interval so the walks stay a small share of the time.

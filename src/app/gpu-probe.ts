@@ -7,7 +7,7 @@ import {
   parseGpuProbeOutput,
 } from '../core/gpu/gpu-proof.js';
 import { containerLimitsOf } from '../core/pair-limits.js';
-import { systemClock, type Timers } from './ports/clock.js';
+import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 
 /** The probe prints a few short lines; anything past this is not read. */
@@ -42,8 +42,7 @@ export interface GpuProbeInput {
 export async function probeGpuView(
   deps: {
     readonly runtime: Pick<ContainerRuntime, 'create' | 'attach' | 'start' | 'wait' | 'gpuGrantOf'>;
-    readonly nowMs: () => number;
-    readonly timers?: Timers;
+    readonly clock: Clock;
   },
   input: GpuProbeInput,
 ): Promise<{ readonly containerId: string | null; readonly verdict: GpuProbeVerdict }> {
@@ -83,13 +82,13 @@ export async function probeGpuView(
     output.stderr.resume();
     const text = readBounded(output.stdout);
     await runtime.start(id);
-    const waited = await runtime.wait(id, { deadlineMs: deps.nowMs() + input.timeoutMs });
+    const waited = await runtime.wait(id, { deadlineMs: deps.clock.now().getTime() + input.timeoutMs });
     if (waited.kind !== 'exited')
       return { containerId: id, verdict: { kind: 'not_exited', ms: input.timeoutMs } };
     const printed = await Promise.race([
       text,
       new Promise<string>((resolve) =>
-        (deps.timers ?? systemClock).setTimer(OUTPUT_END_MS, () => resolve(''), { unref: true }),
+        deps.clock.setTimer(OUTPUT_END_MS, () => resolve(''), { unref: true }),
       ),
     ]);
     if (waited.exitCode !== 0)

@@ -7,6 +7,7 @@ import {
   type ImageSessionsMemo,
 } from '../core/sessions-skip.js';
 import { awaitEngineReturn, isEngineUnavailable, type EngineReturnDeps } from './engine-return.js';
+import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
 
@@ -76,7 +77,7 @@ export async function exitedBefore(
 export async function findByClaim(
   runtime: ContainerRuntime,
   labels: Readonly<Record<string, string>>,
-  pause: (ms: number) => Promise<void>,
+  clock: Pick<Clock, 'sleep'>,
 ): Promise<{ id: string | null; known: boolean }> {
   const claim = labels['roboguide.claim'];
   if (claim === undefined) return { id: null, known: true };
@@ -85,7 +86,7 @@ export async function findByClaim(
       const found = await runtime.listByLabel({ 'roboguide.claim': claim });
       return { id: found[0]?.id ?? null, known: true };
     } catch {
-      await pause(1_000);
+      await clock.sleep(1_000);
     }
   }
   return { id: null, known: false };

@@ -11,7 +11,6 @@ import {
   type LifecycleFacts,
 } from '../core/pair-lifecycle-state.js';
 import { Readable } from 'node:stream';
-import { systemClock } from './ports/clock.js';
 import { awaitEngineReturn } from './engine-return.js';
 import { exitedBefore, findByClaim, unwatchedStop } from './pair-collection.js';
 import { CollectionPhase } from './pair-collection-phase.js';
@@ -67,7 +66,6 @@ class LifecycleRun {
   readonly #startedAt: Date;
   readonly #logs: PairLogs;
   readonly #stopSignal: AbortSignal;
-  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   #containerId: string | null = null;
   /** A start error the engine raised at the attach (Podman), raised again in place of the start. */
   #startError: EngineError | null = null;
@@ -81,7 +79,6 @@ class LifecycleRun {
     private readonly launch: PairLaunch,
   ) {
     this.#startedAt = deps.clock.now();
-    this.#sleep = deps.sleep ?? systemClock.sleep;
     this.#logs = new PairLogs(deps, launch.secrets, () => this.#containerId);
     // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
     // So does a limit the caller watches (the disk, issue 22).
@@ -93,7 +90,6 @@ class LifecycleRun {
       deps,
       launch,
       logs: this.#logs,
-      sleep: this.#sleep,
       logsFollowed: () => this.#followed,
     });
   }
@@ -122,9 +118,7 @@ class LifecycleRun {
       case 'reconnect_logs':
         return this.#reconnectLogs(effect.containerId, effect.neverStarted);
       case 'find_by_claim': {
-        const found = await findByClaim(this.deps.runtime, this.launch.container.labels, (ms) =>
-          this.#sleep(ms),
-        );
+        const found = await findByClaim(this.deps.runtime, this.launch.container.labels, this.deps.clock);
         return { kind: 'found', containerId: found.id, known: found.known };
       }
       case 'forgive_cut_logs':
@@ -290,7 +284,7 @@ class LifecycleRun {
       { container: containerId },
       'engine connection lost: inspecting again once the engine answers',
     );
-    const back = await awaitEngineReturn({ ...this.deps, sleep: this.#sleep }, containerId, {
+    const back = await awaitEngineReturn(this.deps, containerId, {
       untilMs: deadlineMs,
       signal: this.#stopSignal,
     });

@@ -109,8 +109,7 @@ describe('DiskWatch against the ways around it', () => {
         disk,
         openFiles: scan,
         runtime: footprintOf({ layerBytes: 0, volumeDirs: [], pid: 4242 }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w', '/o'], limitBytes: 1_000 },
@@ -142,8 +141,7 @@ describe('DiskWatch against the ways around it', () => {
       {
         disk,
         runtime: footprintOf({ layerBytes: 5, volumeDirs: ['/var/lib/docker/volumes/v1/_data'], pid: null }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w', '/o'], limitBytes: 1_000 },
@@ -164,7 +162,7 @@ describe('DiskWatch against the ways around it', () => {
     const { sleep, step } = steppedSleep();
     const disk = new WalksByPath(new Map([['/w,/o', [complete(0), cut(0), complete(0), cut(0), cut(0)]]]));
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: fakeTime().clock, sleep, logger: silentLogger },
+      { disk, runtime: {}, clock: { ...fakeTime().clock, sleep }, logger: silentLogger },
       { folders: ['/w', '/o'], limitBytes: 1_000 },
     );
     watch.start();
@@ -192,8 +190,7 @@ describe('DiskWatch against the ways around it', () => {
         disk: new WalksByPath(new Map()),
         openFiles: new ScriptedScan({ bytes: 0, files: 0, entries: 0, complete: false }),
         runtime: footprintOf({ layerBytes: 0, volumeDirs: [], pid: 7 }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w'], limitBytes: 1_000 },
@@ -222,8 +219,7 @@ describe('DiskWatch against the ways around it', () => {
           unavailable: 'the supervisor is not root',
         }),
         runtime: footprintOf({ layerBytes: 0, volumeDirs: [], pid: 7 }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w'], limitBytes: 1_000 },
@@ -251,7 +247,12 @@ describe('DiskWatch against the ways around it', () => {
       ]),
     );
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: fakeTime().clock, sleep: steppedSleep().sleep, logger: silentLogger },
+      {
+        disk,
+        runtime: {},
+        clock: { ...fakeTime().clock, sleep: steppedSleep().sleep },
+        logger: silentLogger,
+      },
       { folders: ['/w', '/o'], outcomeFolder: '/o', limitBytes: 100_000 },
     );
     watch.start();

@@ -67,7 +67,7 @@ describe('DiskWatch', () => {
     );
     const runtime = layers([50, 200]);
     const watch = new DiskWatch(
-      { disk, runtime, clock: time.clock, sleep, logger: silentLogger },
+      { disk, runtime, clock: { ...time.clock, sleep }, logger: silentLogger },
       { folders: ['/w/cwd', '/e/outcome'], limitBytes: 1000 },
     );
     watch.attach('c1');
@@ -114,7 +114,7 @@ describe('DiskWatch', () => {
       },
     };
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: time.clock, sleep, logger: silentLogger },
+      { disk, runtime: {}, clock: { ...time.clock, sleep }, logger: silentLogger },
       { folders: ['/w'], limitBytes: 10 },
     );
     watch.start();
@@ -141,7 +141,7 @@ describe('DiskWatch', () => {
       (ms) => time.advance(ms),
     );
     const watch = new DiskWatch(
-      { disk, runtime: layers([]), clock: time.clock, sleep, logger: silentLogger },
+      { disk, runtime: layers([]), clock: { ...time.clock, sleep }, logger: silentLogger },
       { folders: ['/w'], limitBytes: 1_000 },
     );
     watch.start();
@@ -164,9 +164,11 @@ describe('DiskWatch', () => {
       {
         disk,
         runtime: {},
-        clock: time.clock,
-        sleep: (_ms, signal) =>
-          new Promise((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })),
+        clock: {
+          ...time.clock,
+          sleep: (_ms, signal) =>
+            new Promise((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })),
+        },
         logger: silentLogger,
       },
       { folders: ['/w'], limitBytes: 1_000 },
@@ -182,7 +184,7 @@ describe('DiskWatch', () => {
     const time = fakeTime();
     const disk: DiskUsage = { measure: () => Promise.reject(new Error('EIO')) };
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: time.clock, sleep: () => Promise.resolve(), logger: silentLogger },
+      { disk, runtime: {}, clock: { ...time.clock, sleep: () => Promise.resolve() }, logger: silentLogger },
       { folders: ['/w'], limitBytes: 1 },
     );
     const record = await watch.finish();

@@ -11,7 +11,7 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../app/ports/clock.js';
+import { sleep } from '../system-clock.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';

@@ -14,7 +14,7 @@ import type {
   SessionContainerSpec,
   SessionEngine,
 } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../app/ports/clock.js';
+import { sleep } from '../system-clock.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 import { createOptions } from './container-create.js';

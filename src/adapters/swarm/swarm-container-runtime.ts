@@ -13,7 +13,7 @@ import type {
 } from '../../app/ports/container-runtime.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { errorKind } from '../../core/errors.js';
-import { sleep } from '../../app/ports/clock.js';
+import { sleep } from '../system-clock.js';
 import { statusOf, toEngineError } from '../docker/engine-error.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { NodeContainers } from './node-containers.js';

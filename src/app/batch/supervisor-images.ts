@@ -1,6 +1,5 @@
 import { jobImage } from '../../core/manifest/parse.js';
 import type { SupervisorState } from '../../core/supervisor-machine.js';
-import { systemClock } from '../ports/clock.js';
 import { ImagePuller } from './image-puller.js';
 import {
   NO_CREDENTIALS,
@@ -50,7 +49,6 @@ export function imagePullerFor(input: {
     journal: input.journal,
     logger: deps.logger,
     clock: deps.execute.clock,
-    sleep: deps.execute.sleep ?? systemClock.sleep,
     redact: input.redact,
     queue: () => {
       const claimed = input.state()?.claimed;

@@ -248,7 +248,7 @@ export class EvidenceStore {
   }
 
   /** A new log file (exclusive create, 0600), or with `append` the existing one (bytes count from its size). */
-  async openLog(rel: string, options: LogOpenOptions = {}): Promise<LogSink> {
+  async openLog(rel: string, options: LogOpenOptions): Promise<LogSink> {
     const [sink] = await this.openLogs([rel] as const, options);
     return sink;
   }
@@ -259,7 +259,7 @@ export class EvidenceStore {
    */
   openLogs<const R extends readonly string[]>(
     rels: R,
-    options: LogOpenOptions = {},
+    options: LogOpenOptions,
   ): Promise<{ -readonly [K in keyof R]: LogSink }> {
     return openLogFiles(this.#fs, (rel) => this.resolve(rel), this.#dirs, rels, options);
   }

@@ -5,6 +5,7 @@ import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { ContainerRuntime } from './container-runtime.js';
 import type { HostFactsRequest } from './host-facts.js';
 import type { PairNetworkGuard } from './pair-network.js';
+import type { Clock } from './clock.js';
 
 /**
  * What `doctor` (src/app/doctor/run-doctor.ts) asks of the host: the probes behind its checks. `createDoctorDeps`
@@ -41,7 +42,8 @@ export interface DoctorDeps {
   readonly mountOptionsOf?: (path: string) => Promise<MountOptions | null>;
   /** CPU, memory, OS, the file systems of the output directory and the engine's data root, GPU controllers; never rejects. */
   readonly hostFacts: (request: HostFactsRequest) => Promise<HostFactsRecord>;
-  readonly nowMs: () => number;
+  /** The probes' deadlines and their timers. */
+  readonly clock: Clock;
   readonly newId: () => string;
   /** The guarded pairs network of the local engine (`engine-bridge`: turned off by ROBOGUIDE_PAIRS_NETWORK); absent: not checked. */
   readonly pairNetwork?: PairNetworkGuard | 'engine-bridge';

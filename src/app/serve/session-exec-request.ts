@@ -1,7 +1,7 @@
 // One exec request on a live session: its environment and stdin, the run within the limits, and its execs.jsonl line.
 import { once } from 'node:events';
 import type { Readable, Transform } from 'node:stream';
-import { systemClock } from '../ports/clock.js';
+import type { Clock } from '../ports/clock.js';
 import { callerEnvironment } from './caller-secrets.js';
 import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import { execResult, runExec, type ExecObserver } from './session-exec.js';
@@ -26,6 +26,7 @@ export async function redactedArgv(
   argv: readonly string[],
   secrets: readonly string[],
   createRedactor: (secrets: readonly string[]) => Transform,
+  clock: Pick<Clock, 'nextTurn'>,
 ): Promise<string[]> {
   const joined = Buffer.from(argv.join('\0'));
   const redactor = createRedactor(secrets);
@@ -34,7 +35,7 @@ export async function redactedArgv(
   const ended = once(redactor, 'end');
   for (let at = 0; at < joined.length; at += REDACT_PIECE_BYTES) {
     redactor.write(joined.subarray(at, at + REDACT_PIECE_BYTES));
-    if (at + REDACT_PIECE_BYTES < joined.length) await systemClock.sleep(0); // a turn of the event loop
+    if (at + REDACT_PIECE_BYTES < joined.length) await clock.nextTurn();
   }
   redactor.end();
   await ended;
@@ -84,7 +85,7 @@ export async function execInSession(
   if (Object.keys(egressEnv).length > 0) env = { ...egressEnv, ...env };
   const secrets = [...session.secrets];
   const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
-  const started = process.hrtime.bigint();
+  const started = deps.clock.monotonicMs();
   const done = hooks.acquire();
   let outcome;
   try {
@@ -107,6 +108,7 @@ export async function execInSession(
         maxOutputBytes: deps.maxOutputBytes,
         logger: deps.logger,
         sessionId,
+        clock: deps.clock,
       });
     } finally {
       session.execs.delete(handle);
@@ -124,10 +126,10 @@ export async function execInSession(
   const stoppedFor = cut ? 'session_ended' : outcome.stoppedFor;
   if (!cut) hooks.touch();
   const interrupted = interruptionOf(stoppedFor);
-  const result = { ...execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6), interrupted };
+  const result = { ...execResult(outcome, deps.clock.monotonicMs() - started), interrupted };
   const line = {
     at: deps.clock.now().toISOString(),
-    argv: await redactedArgv(argv, secrets, deps.createRedactor),
+    argv: await redactedArgv(argv, secrets, deps.createRedactor, deps.clock),
     return_code: result.return_code,
     timed_out: outcome.timedOut,
     client_gone: options.signal?.aborted === true,
