@@ -85,7 +85,7 @@ async function engineClient() {
 }
 
 /** The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call. */
-export function createContainerRuntime(): ContainerRuntime {
+export function createContainerRuntime(): LazyContainerRuntime {
   pairsNetworkSettingOf(process.env); // an invalid ROBOGUIDE_PAIRS_NETWORK: exit 2 now, before anything is written
   return new LazyContainerRuntime(createDockerRuntime);
 }

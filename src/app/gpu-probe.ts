@@ -9,6 +9,7 @@ import {
 import { containerLimitsOf } from '../core/pair-limits.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
+import { canProveGpuGrants } from './ports/runtime-capabilities.js';
 
 /** The probe prints a few short lines; anything past this is not read. */
 const PROBE_OUTPUT_MAX_BYTES = 64 * 1024;
@@ -41,7 +42,7 @@ export interface GpuProbeInput {
  */
 export async function probeGpuView(
   deps: {
-    readonly runtime: Pick<ContainerRuntime, 'create' | 'attach' | 'start' | 'wait' | 'gpuGrantOf'>;
+    readonly runtime: Pick<ContainerRuntime, 'create' | 'attach' | 'start' | 'wait'>;
     readonly clock: Clock;
   },
   input: GpuProbeInput,
@@ -70,7 +71,7 @@ export async function probeGpuView(
     ).id;
     if (request === undefined)
       return { containerId: id, verdict: { kind: 'not_shown', why: 'no GPU was requested' } };
-    if (runtime.gpuGrantOf !== undefined) {
+    if (canProveGpuGrants(runtime)) {
       const grant = await runtime.gpuGrantOf(id);
       const dropped =
         grant === null

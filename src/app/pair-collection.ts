@@ -9,6 +9,7 @@ import {
 import { awaitEngineReturn, isEngineUnavailable, type EngineReturnDeps } from './engine-return.js';
 import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
+import { canCheckLinks, canCollectMounts, canListLayerChanges } from './ports/runtime-capabilities.js';
 import type { Logger } from './ports/logger.js';
 
 /** Collection waits this long for an engine that went away after the container stopped (default). */
@@ -97,7 +98,7 @@ export async function filesystemChangesOrNull(
   containerId: string,
 ): Promise<FilesystemChanges | null> {
   try {
-    return (await runtime.filesystemChanges?.(containerId)) ?? null;
+    return canListLayerChanges(runtime) ? await runtime.filesystemChanges(containerId) : null;
   } catch {
     return null; // unknown: the sessions are copied out as usual
   }
@@ -127,9 +128,10 @@ export async function collectMounts(
   deps: { readonly runtime: ContainerRuntime; readonly logger: Logger },
   containerId: string,
 ): Promise<void> {
-  if (!deps.runtime.collectMounts) return;
+  const { runtime } = deps;
+  if (!canCollectMounts(runtime)) return;
   try {
-    await deps.runtime.collectMounts(containerId);
+    await runtime.collectMounts(containerId);
   } catch (err) {
     deps.logger.warn(
       { container: containerId, err: errorDetail(err) },
@@ -170,7 +172,7 @@ export async function collectSessions(
 
 /** No symbolic link on the way to `dir` in the container; a runtime that cannot say, or fails to, gives false. */
 async function linkFree(runtime: ContainerRuntime, containerId: string, dir: string): Promise<boolean> {
-  if (runtime.linkFreePath === undefined) return false;
+  if (!canCheckLinks(runtime)) return false;
   return runtime.linkFreePath(containerId, dir).catch(() => false);
 }
 

@@ -19,6 +19,7 @@ import { LogOpenError } from './pair-log-types.js';
 import type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 import { EngineError } from './ports/engine-error.js';
 import type { ContainerOutput, ContainerSpec } from './ports/container-runtime.js';
+import { canProveGpuGrants } from './ports/runtime-capabilities.js';
 import { removeAndVerify } from './remove-and-verify.js';
 
 /**
@@ -231,8 +232,9 @@ class LifecycleRun {
     // Read defensively: a launch built outside the manifest (a test, a serve session) may carry none.
     const requested =
       (this.launch.container.deviceRequests as ContainerSpec['deviceRequests'] | undefined) ?? [];
-    if (requested.length === 0 || this.deps.runtime.gpuGrantOf === undefined) return null;
-    const grant = await this.deps.runtime.gpuGrantOf(containerId);
+    const { runtime } = this.deps;
+    if (requested.length === 0 || !canProveGpuGrants(runtime)) return null;
+    const grant = await runtime.gpuGrantOf(containerId);
     const dropped = grant === null ? null : gpuRequestDropped(requested, grant);
     if (dropped === null) return null;
     return new EngineError('gpu_request_dropped', `GPU request dropped by the engine: ${dropped}`, {

@@ -2,9 +2,10 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { DiskFootprints } from '../../src/app/ports/runtime-capabilities.js';
 import { DiskUsageWalker } from '../../src/adapters/fs/disk-usage-walker.js';
 import { DiskWatch } from '../../src/app/disk-watch.js';
-import type { ContainerDiskFootprint, ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { ContainerDiskFootprint } from '../../src/app/ports/container-runtime.js';
 import type {
   DiskUsage,
   DiskUsageBudget,
@@ -38,7 +39,7 @@ class ScriptedScan implements OpenFileScan {
   }
 }
 
-function footprintOf(footprint: ContainerDiskFootprint): Pick<ContainerRuntime, 'diskFootprint'> {
+function footprintOf(footprint: ContainerDiskFootprint): DiskFootprints {
   return { diskFootprint: () => Promise.resolve(footprint) };
 }
 

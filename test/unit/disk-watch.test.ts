@@ -2,9 +2,10 @@ import { link, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { DiskFootprints } from '../../src/app/ports/runtime-capabilities.js';
 import { DiskUsageWalker } from '../../src/adapters/fs/disk-usage-walker.js';
 import { DISK_POLL_INTERVAL_MS, DiskWatch } from '../../src/app/disk-watch.js';
-import type { ContainerDiskFootprint, ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { ContainerDiskFootprint } from '../../src/app/ports/container-runtime.js';
 import type { DiskUsage, DiskUsageBudget, DiskUsageReport } from '../../src/app/ports/disk-usage.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
@@ -27,7 +28,7 @@ class ScriptedDisk implements DiskUsage {
 function layers(
   sizes: (number | null)[],
   more: Partial<ContainerDiskFootprint> = {},
-): Pick<ContainerRuntime, 'diskFootprint'> & { asked: string[] } {
+): DiskFootprints & { asked: string[] } {
   const asked: string[] = [];
   return {
     asked,

@@ -3,6 +3,7 @@ import type { MountMode } from '../../core/mount-mode.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { ContainerRuntime } from './container-runtime.js';
+import type { GpuGrants } from './runtime-capabilities.js';
 import type { HostFactsRequest } from './host-facts.js';
 import type { PairNetworkGuard } from './pair-network.js';
 import type { Clock } from './clock.js';
@@ -28,8 +29,9 @@ export interface RegistryProbe {
 export interface DoctorDeps {
   readonly runtime: Pick<
     ContainerRuntime,
-    'info' | 'imageExists' | 'create' | 'attach' | 'start' | 'wait' | 'remove' | 'inspect' | 'gpuGrantOf'
+    'info' | 'imageExists' | 'create' | 'attach' | 'start' | 'wait' | 'remove' | 'inspect'
   > &
+    GpuGrants &
     Partial<Pick<ContainerRuntime, 'follow'>>;
   readonly observeGpus: () => Promise<GpuObservation>;
   readonly fileExists: (path: string) => Promise<boolean>;
