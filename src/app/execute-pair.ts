@@ -24,11 +24,7 @@ const SESSIONS_TIMEOUT_MS = 120_000;
  * differs between them.
  */
 export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput): Promise<ExecutedPair> {
-  const egress = new PairEgress(
-    deps.egress,
-    effectiveEgress(given.job.network, given.job.egress),
-    deps.clock,
-  );
+  const egress = new PairEgress(deps, effectiveEgress(given.job.network, given.job.egress));
   // A reattached pair keeps the token its container holds (issue 42: registered again below).
   if (given.reattach) await egress.adopt(deps.runtime, given.reattach.containerId);
   // The proxy token is in the pair's environment: masked in its texts like a secret.

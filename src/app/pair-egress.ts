@@ -37,9 +37,13 @@ export class PairEgress {
 
   readonly #clock: Pick<Clock, 'setTimer'>;
 
-  constructor(gate: EgressGate | undefined, policy: EgressPolicy, clock: Pick<Clock, 'setTimer'>) {
-    this.#gate = gate;
-    this.#clock = clock;
+  /** `egress`: the proxy (absent: an allowlisted pair fails closed); `clock`: the timer of its egress.jsonl writes. */
+  constructor(
+    deps: { readonly egress?: EgressGate; readonly clock: Pick<Clock, 'setTimer'> },
+    policy: EgressPolicy,
+  ) {
+    this.#gate = deps.egress;
+    this.#clock = deps.clock;
     this.policy = policy;
   }
 
