@@ -16,7 +16,7 @@ import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacit
 import { EvidenceStore } from '../dist/app/evidence/evidence-store.js';
 import { prepareBatch } from '../dist/app/batch/start-batch.js';
 import { supervise } from '../dist/app/batch/supervisor.js';
-import { systemClock } from '../dist/app/ports/clock.js';
+import { systemClock } from '../dist/adapters/system-clock.js';
 import { silentLogger } from '../dist/app/ports/logger.js';
 import {
   createContainerRuntime,

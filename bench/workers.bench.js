@@ -34,7 +34,7 @@ async function loadDist(dist) {
       .SqliteCapacityRegistry,
     prepareBatch: (await at('app/batch/start-batch.js')).prepareBatch,
     supervise: (await at('app/batch/supervisor.js')).supervise,
-    systemClock: (await at('app/ports/clock.js')).systemClock,
+    systemClock: (await at('adapters/system-clock.js')).systemClock,
     silentLogger: (await at('app/ports/logger.js')).silentLogger,
     createContainerRuntime: (await at('composition-root.js')).createContainerRuntime,
     createExecutePairDeps: (await at('composition-root.js')).createExecutePairDeps,

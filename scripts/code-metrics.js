@@ -74,7 +74,7 @@ const ruleFiles = Object.fromEntries(
   Object.keys(RULES).map((k) => [k, { defined: new Set(), used: new Set() }]),
 );
 
-/** Direct timers and clock reads in src/app (docs/architecture.md: the loops read time only from the injected clock). */
+/** Direct timers and clock reads in src/app and src/core (docs/architecture.md "Where time lives": only the Clock port). */
 const TIMER_CALLS = new Set(['setTimeout', 'setInterval', 'setImmediate']);
 const timers = [];
 
@@ -128,7 +128,7 @@ for (const file of files) {
   if (lines > 300) long.push({ file: relative(root, file), lines });
   const sf = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   const from = layerOf(file);
-  const inApp = from === 'app';
+  const inApp = from === 'app' || from === 'core';
   const where = (node) =>
     `${relative(root, file)}:${sf.getLineAndCharacterOfPosition(node.getStart()).line + 1}`;
   const visit = (node) => {
@@ -169,7 +169,8 @@ for (const file of files) {
         const text = node.expression.getText();
         if (
           inApp &&
-          (TIMER_CALLS.has(text.replace(/^globalThis\./, '')) || /^(Date|performance)\.now$/.test(text))
+          (TIMER_CALLS.has(text.replace(/^globalThis\./, '')) ||
+            /^(Date\.now|performance\.now|process\.hrtime(\.bigint)?|process\.uptime)$/.test(text))
         )
           timers.push({ where: where(node), what: `${text}()` });
       }
@@ -244,7 +245,7 @@ else {
   for (const c of srcCasts) console.log(`  ${c}`);
   const clock = timers.filter((t) => t.what !== 'new Date(x)');
   console.log(
-    `direct timers and clock reads in src/app: ${clock.length} (setTimeout/setInterval/setImmediate, Date.now, new Date(), performance.now; plus ${timers.length - clock.length} new Date(x) conversions)`,
+    `direct timers and clock reads in src/app and src/core: ${clock.length} (setTimeout/setInterval/setImmediate, Date.now, new Date(), performance.now, process.hrtime/uptime; plus ${timers.length - clock.length} new Date(x) conversions)`,
   );
   for (const t of clock) console.log(`  ${t.what}  ${t.where}`);
   console.log("where does it happen (files declaring the rule's functions; further files calling them):");

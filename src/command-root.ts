@@ -39,7 +39,9 @@ import type { DoctorDeps } from './app/ports/doctor-probes.js';
 import type { DoctorOptions } from './app/doctor/doctor-options.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import type { ExistingRegistry } from './app/existing-evidence.js';
-import { systemClock } from './app/ports/clock.js';
+import { systemClock } from './adapters/system-clock.js';
+import type { Clock } from './app/ports/clock.js';
+import type { HostIdentity } from './app/ports/host-identity.js';
 import type { Logger } from './app/ports/logger.js';
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/reconcile-output.js';
@@ -60,6 +62,11 @@ import { executorOfRecord, type ExecutorConfig } from './core/executor.js';
 
 /** The local file system, behind the app's port. */
 export const localFileSystem = new NodeFileSystem();
+
+/** `e1-batch stop`: the batch's evidence, the clock its request is dated by, and who this process is. */
+export function createStopWiring(output: string): { store: EvidenceStore; clock: Clock; host: HostIdentity } {
+  return { store: evidenceStoreAt(output), clock: systemClock, host: procHostIdentity };
+}
 
 /** An evidence store on the local file system, rooted at `dir`. */
 export function evidenceStoreAt(dir: string): EvidenceStore {
@@ -304,7 +311,9 @@ export async function createBatchStartWiring(
   >;
 }> {
   const registry = registryLocation(registryFlag);
-  const where = root.createExecutor(executor);
+  // One executor: a swarm's runtime, inventories and node list come from the same opened executor.
+  const swarm = executor.kind === 'swarm' ? root.createLazySwarmExecutor(executor) : null;
+  const where = swarm ?? root.createExecutor(executor);
   const runtime = where.runtime;
   const deps: StartBatchDeps = {
     fs: new NodeFileSystem(),
@@ -312,15 +321,7 @@ export async function createBatchStartWiring(
     runtime,
     ...(where.nodes !== undefined ? { nodes: where.nodes } : {}),
     hostFacts: (request) => root.gatherBatchHostFacts(request),
-    ...(executor.kind === 'swarm'
-      ? {
-          swarmNodes: async () =>
-            (await (await root.createSwarmExecutor(executor)).nodes.list()).map((n) => ({
-              node: n.hostname,
-              gpus: n.gpus,
-            })),
-        }
-      : {}),
+    ...(swarm !== null ? { swarmNodes: () => swarm.swarmNodes() } : {}),
     clock: systemClock,
     ...(executor.kind === 'local'
       ? { imagePulls: createImagePulls(), compressedSize: registryCompressedSize, readDockerConfig }

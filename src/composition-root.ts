@@ -29,7 +29,7 @@ import { readLimitBasis } from './adapters/limit-basis.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { createRedactStream } from './adapters/redact-stream.js';
 import type { ExecutePairDeps } from './app/execute-pair-types.js';
-import { systemClock } from './app/ports/clock.js';
+import { systemClock } from './adapters/system-clock.js';
 import type { ContainerRuntime } from './app/ports/container-runtime.js';
 import type { Executor, ExecutorInventory } from './app/ports/executor-inventory.js';
 import type { HostIdentity } from './app/ports/host-identity.js';
@@ -85,7 +85,7 @@ async function engineClient() {
 }
 
 /** The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call. */
-export function createContainerRuntime(): ContainerRuntime {
+export function createContainerRuntime(): LazyContainerRuntime {
   pairsNetworkSettingOf(process.env); // an invalid ROBOGUIDE_PAIRS_NETWORK: exit 2 now, before anything is written
   return new LazyContainerRuntime(createDockerRuntime);
 }
@@ -135,7 +135,20 @@ export function createExecutor(
   downNodes: readonly string[] = [],
   logger?: Logger,
 ): Executor {
-  if (executor.kind === 'local') return { runtime: createContainerRuntime() };
+  return executor.kind === 'local'
+    ? { runtime: createContainerRuntime() }
+    : createLazySwarmExecutor(executor, downNodes, logger);
+}
+
+/**
+ * A swarm's executor, opened on its first call and once only: its runtime and inventories, and the swarm's nodes with
+ * their GPUs (what `e1-batch start` checks a manifest against), all from the one executor.
+ */
+export function createLazySwarmExecutor(
+  executor: ExecutorConfig & { kind: 'swarm' },
+  downNodes: readonly string[] = [],
+  logger?: Logger,
+): Executor & { swarmNodes(): Promise<{ readonly node: string; readonly gpus: number }[]> } {
   let opened: Promise<SwarmExecutor> | null = null;
   const open = (): Promise<SwarmExecutor> =>
     (opened ??= createSwarmExecutor(executor, downNodes, logger ?? createStderrLogger()));
@@ -143,11 +156,13 @@ export function createExecutor(
     runtime: new LazyExecutorRuntime(async () => (await open()).runtime),
     nodes: { readyNodes: async (constraints) => (await open()).nodes.readyNodes(constraints) },
     placements: { placementOf: async (id) => (await open()).placements.placementOf(id) },
+    swarmNodes: async () =>
+      (await (await open()).nodes.list()).map((n) => ({ node: n.hostname, gpus: n.gpus })),
   };
 }
 
-/** The swarm executor itself (dockerode loaded now): `e1-batch start` asks it for the swarm's nodes. */
-export async function createSwarmExecutor(
+/** The swarm executor itself (dockerode loaded now). */
+async function createSwarmExecutor(
   executor: ExecutorConfig & { kind: 'swarm' },
   downNodes: readonly string[] = [],
   logger: Logger = createStderrLogger(),
@@ -321,7 +336,7 @@ export function createPairRunDeps(
 
 /** Host facts for `e1-batch start`'s batch.json (systeminformation in child processes, static facts cached per boot). */
 export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<HostFactsRecord> {
-  return gatherHostFacts({ source: defaultHostFactsSource() }, request);
+  return gatherHostFacts({ source: defaultHostFactsSource(), clock: systemClock }, request);
 }
 
 /** Everything a supervisor process needs, wired for the batch in `output`. */

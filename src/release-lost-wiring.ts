@@ -10,7 +10,7 @@ import {
 } from './adapters/registry/default-path.js';
 import { checkRegistryLocation, openRegistryAt } from './adapters/registry/open-registry.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
-import { systemClock } from './app/ports/clock.js';
+import { systemClock } from './adapters/system-clock.js';
 import type { ReleaseLostDeps } from './app/release-lost-slot.js';
 import { createContainerRuntime } from './composition-root.js';
 import { RoboguideError } from './core/errors.js';

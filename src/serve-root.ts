@@ -22,7 +22,7 @@ import { createRedactStream } from './adapters/redact-stream.js';
 import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
-import { systemClock } from './app/ports/clock.js';
+import { systemClock } from './adapters/system-clock.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
 import type { Executor } from './app/ports/executor-inventory.js';
 import type { EgressGate } from './app/ports/egress.js';

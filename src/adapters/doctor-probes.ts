@@ -21,6 +21,7 @@ import { POSTGRES_SCHEMA_VERSION } from './registry/postgres-schema.js';
 import { SCHEMA_VERSION, recordedVersion } from './registry/schema.js';
 import { readBootId } from './host-identity.js';
 import { observeGpus } from './nvidia-smi.js';
+import { systemClock } from './system-clock.js';
 import { InternalError } from '../core/errors.js';
 
 const SCRATCH_TABLE = 'roboguide_doctor_scratch';
@@ -149,7 +150,7 @@ export function createDoctorDeps(
     readBootId,
     mountOptionsOf: (path) => mountOptionsOf(path),
     hostFacts,
-    nowMs: () => Date.now(),
+    clock: systemClock,
     newId: () => randomUUID().slice(0, 8),
     podmanHost: { initPath: podmanInitPath, cdiSpecs },
     mountMode: () => engineMountStager().mode(),

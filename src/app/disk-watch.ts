@@ -2,7 +2,8 @@ import { errorDetail } from '../core/errors.js';
 import { diskVerdict, type DiskVerdict } from '../core/disk-rule.js';
 import type { DiskRecord } from '../core/result.js';
 import type { Clock } from './ports/clock.js';
-import type { ContainerDiskFootprint, ContainerRuntime } from './ports/container-runtime.js';
+import type { ContainerDiskFootprint } from './ports/container-runtime.js';
+import { canMeasureDisk } from './ports/runtime-capabilities.js';
 import type { DiskUsage, DiskUsageBudget, OpenFileScan } from './ports/disk-usage.js';
 import type { Logger } from './ports/logger.js';
 
@@ -19,9 +20,9 @@ export interface DiskWatchDeps {
   readonly disk: DiskUsage;
   /** Scans the container's processes for files deleted while open; absent: they are not counted. */
   readonly openFiles?: OpenFileScan;
-  readonly runtime: Pick<ContainerRuntime, 'diskFootprint'>;
+  /** The pair's runtime: with `DiskFootprints` its container's layer, volumes and process count too. */
+  readonly runtime: object;
   readonly clock: Clock;
-  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly logger: Logger;
 }
 
@@ -104,7 +105,7 @@ export class DiskWatch {
     await this.#measureBaseline();
     let intervalMs = this.#options.intervalMs ?? DISK_POLL_INTERVAL_MS;
     for (;;) {
-      await this.#deps.sleep(intervalMs, this.#stop.signal);
+      await this.#deps.clock.sleep(intervalMs, this.#stop.signal);
       if (this.#stop.signal.aborted || this.#verdict !== 'within') return;
       const tookMs = await this.#poll(false);
       // A slow walk (a huge cwd) stretches the interval so the walks stay a small share of the time.
@@ -213,9 +214,10 @@ export class DiskWatch {
   /** The container's layer, volumes and first process now; the last known when the engine cannot tell. */
   async #footprintNow(): Promise<ContainerDiskFootprint> {
     const id = this.#containerId;
-    if (id === null || this.#deps.runtime.diskFootprint === undefined) return this.#footprint;
+    const { runtime } = this.#deps;
+    if (id === null || !canMeasureDisk(runtime)) return this.#footprint;
     try {
-      return (await this.#deps.runtime.diskFootprint(id)) ?? { ...this.#footprint, pid: null };
+      return (await runtime.diskFootprint(id)) ?? { ...this.#footprint, pid: null };
     } catch (err) {
       this.#deps.logger.warn(
         { container: id, err: errorDetail(err) },

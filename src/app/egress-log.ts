@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { EGRESS_FILE } from '../core/evidence-names.js';
 import type { EgressRecord } from '../core/egress/record.js';
+import type { Clock } from './ports/clock.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import type { LogSink } from './evidence/log-sink.js';
 
@@ -30,11 +31,12 @@ export class EgressLog {
     store: EvidenceStore,
     jobRel: string,
     redact: (text: string) => string,
+    clock: Pick<Clock, 'setTimer'>,
   ): Promise<EgressLog> {
     const rel = join(jobRel, EGRESS_FILE);
     const before = await store.readBytes(rel).catch(() => null);
     const lines = before === null ? 0 : countLines(before);
-    const sink = await store.openLog(rel, { append: true, blockBytes: 0 });
+    const sink = await store.openLog(rel, { append: true, blockBytes: 0, clock });
     sink.on('error', () => undefined);
     return new EgressLog(sink, redact, lines);
   }

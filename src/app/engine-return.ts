@@ -1,5 +1,5 @@
 import { engineProbeDelayMs } from '../core/engine-loss.js';
-import { systemClock, type Clock } from './ports/clock.js';
+import type { Clock } from './ports/clock.js';
 import { EngineError } from './ports/engine-error.js';
 import type { ContainerRuntime, ContainerState } from './ports/container-runtime.js';
 
@@ -11,9 +11,8 @@ export type EngineReturn =
 
 export interface EngineReturnDeps {
   readonly runtime: ContainerRuntime;
+  /** The probes' deadline and the backoff between them (an abort ends a wait early). */
   readonly clock: Clock;
-  /** Default: a real timer that an abort ends early. */
-  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
 /** A failure that means "the engine did not answer" (refused, reset, no socket), as opposed to an engine verdict. */
@@ -31,7 +30,6 @@ export async function awaitEngineReturn(
   options: { readonly untilMs: number; readonly signal?: AbortSignal },
 ): Promise<EngineReturn> {
   const nowMs = (): number => deps.clock.now().getTime();
-  const pause = deps.sleep ?? systemClock.sleep;
   for (let attempt = 0; ; attempt++) {
     if (options.signal?.aborted === true) return { kind: 'aborted' };
     if (nowMs() >= options.untilMs) return { kind: 'deadline' };
@@ -41,7 +39,7 @@ export async function awaitEngineReturn(
     } catch {
       // not answering yet (or answering badly): probe again after the backoff
     }
-    await pause(
+    await deps.clock.sleep(
       Math.min(engineProbeDelayMs(attempt), Math.max(0, options.untilMs - nowMs())),
       options.signal,
     );

@@ -49,9 +49,8 @@ export interface ExecutePairDeps extends ExecutorInventory {
   readonly runtime: ContainerRuntime;
   /** The egress proxy (docs/spec.md §5.6); absent: an allowlisted pair fails closed (engine_error). */
   readonly egress?: EgressGate;
+  /** Time: the pair's deadlines, its waits and timers. */
   readonly clock: Clock;
-  /** How the lifecycle waits between probes (default: a real timer); a test pairs it with a fake clock. */
-  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly logger: Logger;
   readonly fs: FileSystem;
   /** Who this process is (the receipt's `supervisor`), the boot id, whether a recorded process still lives. */

@@ -8,7 +8,6 @@ import type { DiskRecord } from '../core/result.js';
 import { DiskWatch } from './disk-watch.js';
 import { runPairLifecycle } from './pair-lifecycle.js';
 import type { PairExecution, PairLifecycleDeps } from './pair-lifecycle-types.js';
-import { systemClock } from './ports/clock.js';
 import { resolveProtected } from './job-paths.js';
 import { MountGuard } from './mount-guard.js';
 import type { ExecutePairDeps, ExecutePairInput, ExecutedPair, PairPaths } from './execute-pair-types.js';
@@ -25,7 +24,7 @@ const SESSIONS_TIMEOUT_MS = 120_000;
  * differs between them.
  */
 export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput): Promise<ExecutedPair> {
-  const egress = new PairEgress(deps.egress, effectiveEgress(given.job.network, given.job.egress));
+  const egress = new PairEgress(deps, effectiveEgress(given.job.network, given.job.egress));
   // A reattached pair keeps the token its container holds (issue 42: registered again below).
   if (given.reattach) await egress.adopt(deps.runtime, given.reattach.containerId);
   // The proxy token is in the pair's environment: masked in its texts like a secret.
@@ -250,7 +249,6 @@ function diskWatchFor(
       ...(deps.openFiles !== undefined ? { openFiles: deps.openFiles } : {}),
       runtime: deps.runtime,
       clock: deps.clock,
-      sleep: deps.sleep ?? systemClock.sleep,
       logger: deps.logger,
     },
     {
@@ -274,12 +272,12 @@ function lifecycleDepsFor(
   return {
     runtime: deps.runtime,
     clock: deps.clock,
-    ...(deps.sleep !== undefined ? { sleep: deps.sleep } : {}),
     logger: deps.logger,
     createRedactor: deps.createRedactor,
     openLogs: async (append) => {
       const [stdout, stderr] = await store.openLogs([join(jobRel, STDOUT_LOG), join(jobRel, STDERR_LOG)], {
         append,
+        clock: deps.clock,
         ...(job.log_limit_bytes !== undefined ? { limitBytes: job.log_limit_bytes } : {}),
       });
       const opened = (rel: string, sink: LogSink): OpenedLog => ({

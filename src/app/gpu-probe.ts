@@ -7,9 +7,10 @@ import {
   parseGpuProbeOutput,
 } from '../core/gpu/gpu-proof.js';
 import { containerLimitsOf } from '../core/pair-limits.js';
-import { systemClock, type Timers } from './ports/clock.js';
+import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import { probeContainerSpec } from './probe-container.js';
+import { canProveGpuGrants } from './ports/runtime-capabilities.js';
 
 /** The probe prints a few short lines; anything past this is not read. */
 const PROBE_OUTPUT_MAX_BYTES = 64 * 1024;
@@ -42,9 +43,8 @@ export interface GpuProbeInput {
  */
 export async function probeGpuView(
   deps: {
-    readonly runtime: Pick<ContainerRuntime, 'create' | 'attach' | 'start' | 'wait' | 'gpuGrantOf'>;
-    readonly nowMs: () => number;
-    readonly timers?: Timers;
+    readonly runtime: Pick<ContainerRuntime, 'create' | 'attach' | 'start' | 'wait'>;
+    readonly clock: Clock;
   },
   input: GpuProbeInput,
 ): Promise<{ readonly containerId: string | null; readonly verdict: GpuProbeVerdict }> {
@@ -67,7 +67,7 @@ export async function probeGpuView(
     ).id;
     if (request === undefined)
       return { containerId: id, verdict: { kind: 'not_shown', why: 'no GPU was requested' } };
-    if (runtime.gpuGrantOf !== undefined) {
+    if (canProveGpuGrants(runtime)) {
       const grant = await runtime.gpuGrantOf(id);
       const dropped =
         grant === null
@@ -79,13 +79,13 @@ export async function probeGpuView(
     output.stderr.resume();
     const text = readBounded(output.stdout);
     await runtime.start(id);
-    const waited = await runtime.wait(id, { deadlineMs: deps.nowMs() + input.timeoutMs });
+    const waited = await runtime.wait(id, { deadlineMs: deps.clock.now().getTime() + input.timeoutMs });
     if (waited.kind !== 'exited')
       return { containerId: id, verdict: { kind: 'not_exited', ms: input.timeoutMs } };
     const printed = await Promise.race([
       text,
       new Promise<string>((resolve) =>
-        (deps.timers ?? systemClock).setTimer(OUTPUT_END_MS, () => resolve(''), { unref: true }),
+        deps.clock.setTimer(OUTPUT_END_MS, () => resolve(''), { unref: true }),
       ),
     ]);
     if (waited.exitCode !== 0)

@@ -1,5 +1,5 @@
 import { gpuControllersFact, type HostFact, type HostFactsRecord } from '../core/host-facts.js';
-import { systemClock } from './ports/clock.js';
+import type { Clock } from './ports/clock.js';
 import type { HostFactsRequest, HostFactsSource } from './ports/host-facts.js';
 import { InternalError } from '../core/errors.js';
 
@@ -8,8 +8,8 @@ export const HOST_FACTS_TIMEOUT_MS = 5_000;
 
 export interface HostFactsDeps {
   readonly source: HostFactsSource;
-  /** Resolves after `ms`, or at once when the signal aborts (default: a real timer). */
-  readonly after?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /** Each fact's timeout (a wait that the end of the gathering aborts). */
+  readonly clock: Pick<Clock, 'sleep'>;
   readonly timeoutMs?: number;
 }
 
@@ -22,10 +22,9 @@ export async function gatherHostFacts(
   request: HostFactsRequest,
 ): Promise<HostFactsRecord> {
   const stop = new AbortController();
-  const after = deps.after ?? systemClock.sleep;
   const timeoutMs = deps.timeoutMs ?? HOST_FACTS_TIMEOUT_MS;
   const bounded = <T extends object>(call: () => Promise<T>): Promise<HostFact<T>> =>
-    boundedFact(call, () => after(timeoutMs, stop.signal).then(() => timeoutMs));
+    boundedFact(call, () => deps.clock.sleep(timeoutMs, stop.signal).then(() => timeoutMs));
   const { source } = deps;
   try {
     const [cpu, memory, os, output_fs, engine_data_root_fs, gpu_controllers] = await Promise.all([

@@ -14,7 +14,7 @@ import {
   type MountRequest,
   type ProtectedPaths,
 } from '../core/mount-policy.js';
-import { errnoOf, type FileSystem } from './ports/file-system.js';
+import { canCheckMany, errnoOf, type FileSystem } from './ports/file-system.js';
 
 export interface JobPaths {
   /** Issue path prefix: `jobs[3]` in a manifest, `` (root) for a pair spec. */
@@ -87,7 +87,7 @@ async function evidenceAbove(fs: FileSystem, path: string): Promise<string | nul
     join(f, RECEIPT_FILE),
     join(f, STDOUT_LOG),
   ]);
-  const there = fs.existMany
+  const there = canCheckMany(fs)
     ? await fs.existMany(marks)
     : await Promise.all(marks.map((m) => somethingAt(fs, m)));
   for (const [i, folder] of folders.entries()) {

@@ -50,7 +50,6 @@ export interface CollectionInputs {
   readonly launch: Pick<PairLaunch, 'outcomePath' | 'sessionsDir'>;
   /** The pair's logs (attached or followed by the run phase). */
   readonly logs: PairLogs;
-  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Whether the logs came from the engine's log API (reattach, reconnect), not attached live. */
   readonly logsFollowed: () => boolean;
 }
@@ -60,7 +59,6 @@ export class CollectionPhase {
   readonly #deps: PairLifecycleDeps;
   readonly #launch: CollectionInputs['launch'];
   readonly #logs: PairLogs;
-  readonly #sleep: CollectionInputs['sleep'];
   readonly #logsFollowed: () => boolean;
   #changes: Promise<FilesystemChanges | null> = Promise.resolve(null);
   #outcome: OutcomeRead = { state: 'missing' };
@@ -76,7 +74,6 @@ export class CollectionPhase {
     this.#deps = inputs.deps;
     this.#launch = inputs.launch;
     this.#logs = inputs.logs;
-    this.#sleep = inputs.sleep;
     this.#logsFollowed = inputs.logsFollowed;
   }
 
@@ -108,7 +105,7 @@ export class CollectionPhase {
           : 0;
         return {
           kind: 'exit_inspected',
-          exit: await inspectExit({ ...this.#deps, sleep: this.#sleep }, effect.containerId, waitMs),
+          exit: await inspectExit(this.#deps, effect.containerId, waitMs),
         };
       }
       case 'collect_mounts':
@@ -129,11 +126,7 @@ export class CollectionPhase {
       case 'remove':
         return {
           kind: 'removed',
-          cleanup: await removeAndVerify(
-            { ...this.#deps, sleep: (ms) => this.#sleep(ms) },
-            effect.containerId,
-            effect.stopBudgetSec,
-          ),
+          cleanup: await removeAndVerify(this.#deps, effect.containerId, effect.stopBudgetSec),
         };
       case 'close_logs': {
         const closed = await this.#logs.close(
@@ -157,8 +150,7 @@ export class CollectionPhase {
         startMs + (this.#deps.logDrainAfterDeadlineMs ?? DEFAULT_LOG_DRAIN_AFTER_DEADLINE_MS),
       ),
       pollMs: LOG_DRAIN_POLL_MS,
-      nowMs: () => this.#nowMs(),
-      sleep: this.#sleep,
+      clock: this.#deps.clock,
     };
     await this.#logs.drain(bounds);
     if (await this.#followEndedEarlyMaybe(containerId)) {
@@ -209,7 +201,7 @@ export class CollectionPhase {
   async #collectSessions(containerId: string, engineLoss: EngineLoss | null): Promise<void> {
     try {
       this.#sessions = await collectSessions(
-        { ...this.#deps, sleep: this.#sleep },
+        this.#deps,
         containerId,
         this.#launch.sessionsDir,
         engineLoss,

@@ -7,7 +7,9 @@ import {
   type ImageSessionsMemo,
 } from '../core/sessions-skip.js';
 import { awaitEngineReturn, isEngineUnavailable, type EngineReturnDeps } from './engine-return.js';
+import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
+import { canCheckLinks, canCollectMounts, canListLayerChanges } from './ports/runtime-capabilities.js';
 import type { Logger } from './ports/logger.js';
 
 /** Collection waits this long for an engine that went away after the container stopped (default). */
@@ -76,7 +78,7 @@ export async function exitedBefore(
 export async function findByClaim(
   runtime: ContainerRuntime,
   labels: Readonly<Record<string, string>>,
-  pause: (ms: number) => Promise<void>,
+  clock: Pick<Clock, 'sleep'>,
 ): Promise<{ id: string | null; known: boolean }> {
   const claim = labels['roboguide.claim'];
   if (claim === undefined) return { id: null, known: true };
@@ -85,7 +87,7 @@ export async function findByClaim(
       const found = await runtime.listByLabel({ 'roboguide.claim': claim });
       return { id: found[0]?.id ?? null, known: true };
     } catch {
-      await pause(1_000);
+      await clock.sleep(1_000);
     }
   }
   return { id: null, known: false };
@@ -96,7 +98,7 @@ export async function filesystemChangesOrNull(
   containerId: string,
 ): Promise<FilesystemChanges | null> {
   try {
-    return (await runtime.filesystemChanges?.(containerId)) ?? null;
+    return canListLayerChanges(runtime) ? await runtime.filesystemChanges(containerId) : null;
   } catch {
     return null; // unknown: the sessions are copied out as usual
   }
@@ -126,9 +128,10 @@ export async function collectMounts(
   deps: { readonly runtime: ContainerRuntime; readonly logger: Logger },
   containerId: string,
 ): Promise<void> {
-  if (!deps.runtime.collectMounts) return;
+  const { runtime } = deps;
+  if (!canCollectMounts(runtime)) return;
   try {
-    await deps.runtime.collectMounts(containerId);
+    await runtime.collectMounts(containerId);
   } catch (err) {
     deps.logger.warn(
       { container: containerId, err: errorDetail(err) },
@@ -169,7 +172,7 @@ export async function collectSessions(
 
 /** No symbolic link on the way to `dir` in the container; a runtime that cannot say, or fails to, gives false. */
 async function linkFree(runtime: ContainerRuntime, containerId: string, dir: string): Promise<boolean> {
-  if (runtime.linkFreePath === undefined) return false;
+  if (!canCheckLinks(runtime)) return false;
   return runtime.linkFreePath(containerId, dir).catch(() => false);
 }
 

@@ -7,6 +7,7 @@ import { summarize, type EgressSummary } from '../core/egress/record.js';
 import { EgressLog, parseEgressLines } from './egress-log.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
 import { EngineError } from './ports/engine-error.js';
+import type { Clock } from './ports/clock.js';
 import type { ContainerRuntime } from './ports/container-runtime.js';
 import type { EgressGate, EgressLease } from './ports/egress.js';
 
@@ -34,8 +35,15 @@ export class PairEgress {
   #log: EgressLog | null = null;
   #target: EgressTarget | null = null;
 
-  constructor(gate: EgressGate | undefined, policy: EgressPolicy) {
-    this.#gate = gate;
+  readonly #clock: Pick<Clock, 'setTimer'>;
+
+  /** `egress`: the proxy (absent: an allowlisted pair fails closed); `clock`: the timer of its egress.jsonl writes. */
+  constructor(
+    deps: { readonly egress?: EgressGate; readonly clock: Pick<Clock, 'setTimer'> },
+    policy: EgressPolicy,
+  ) {
+    this.#gate = deps.egress;
+    this.#clock = deps.clock;
     this.policy = policy;
   }
 
@@ -104,7 +112,7 @@ export class PairEgress {
     try {
       const target = this.#target;
       if (target !== null && this.#log === null)
-        this.#log = await EgressLog.open(target.store, target.jobRel, target.redact);
+        this.#log = await EgressLog.open(target.store, target.jobRel, target.redact, this.#clock);
       const log = this.#log;
       this.#lease = await this.#gate.open(
         egressInputOf(this.policy),
@@ -135,7 +143,7 @@ export class PairEgress {
     const lease = this.#lease;
     this.#lease = null;
     const closed = lease !== null ? await lease.close() : { records: [], dropped: 0 };
-    const log = this.#log ?? (await EgressLog.open(store, jobRel, redact));
+    const log = this.#log ?? (await EgressLog.open(store, jobRel, redact, this.#clock));
     this.#log = null;
     for (const record of closed.records) log.append(record);
     await log.close();

@@ -15,10 +15,8 @@ import type { Logger } from './ports/logger.js';
 /** Everything the lifecycle does to the world besides the engine, injectable for tests. */
 export interface PairLifecycleDeps {
   readonly runtime: ContainerRuntime;
-  /** The only source of time: deadlines, the engine's return, removal polling, started/finished. */
+  /** The only source of time: deadlines, the waits between probes, the engine's return, removal polling. */
   readonly clock: Clock;
-  /** How the lifecycle waits between probes (default: a real timer); a test pairs it with a fake clock. */
-  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly logger: Logger;
   readonly createRedactor: (secrets: readonly string[]) => Transform;
   /** Open a log file; `append` when reattaching after a supervisor restart (the file holds a prefix already). */

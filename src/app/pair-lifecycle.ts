@@ -11,7 +11,6 @@ import {
   type LifecycleFacts,
 } from '../core/pair-lifecycle-state.js';
 import { Readable } from 'node:stream';
-import { systemClock } from './ports/clock.js';
 import { awaitEngineReturn } from './engine-return.js';
 import { exitedBefore, findByClaim, unwatchedStop } from './pair-collection.js';
 import { CollectionPhase } from './pair-collection-phase.js';
@@ -20,6 +19,7 @@ import { LogOpenError } from './pair-log-types.js';
 import type { PairExecution, PairLaunch, PairLifecycleDeps } from './pair-lifecycle-types.js';
 import { EngineError } from './ports/engine-error.js';
 import type { ContainerOutput, ContainerSpec } from './ports/container-runtime.js';
+import { canProveGpuGrants } from './ports/runtime-capabilities.js';
 import { removeAndVerify } from './remove-and-verify.js';
 
 /**
@@ -67,7 +67,6 @@ class LifecycleRun {
   readonly #startedAt: Date;
   readonly #logs: PairLogs;
   readonly #stopSignal: AbortSignal;
-  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   #containerId: string | null = null;
   /** A start error the engine raised at the attach (Podman), raised again in place of the start. */
   #startError: EngineError | null = null;
@@ -81,7 +80,6 @@ class LifecycleRun {
     private readonly launch: PairLaunch,
   ) {
     this.#startedAt = deps.clock.now();
-    this.#sleep = deps.sleep ?? systemClock.sleep;
     this.#logs = new PairLogs(deps, launch.secrets, () => this.#containerId);
     // A log that reaches its cap (or cannot be written) stops the pair the controlled way, like `stop --terminate`.
     // So does a limit the caller watches (the disk, issue 22).
@@ -93,7 +91,6 @@ class LifecycleRun {
       deps,
       launch,
       logs: this.#logs,
-      sleep: this.#sleep,
       logsFollowed: () => this.#followed,
     });
   }
@@ -122,9 +119,7 @@ class LifecycleRun {
       case 'reconnect_logs':
         return this.#reconnectLogs(effect.containerId, effect.neverStarted);
       case 'find_by_claim': {
-        const found = await findByClaim(this.deps.runtime, this.launch.container.labels, (ms) =>
-          this.#sleep(ms),
-        );
+        const found = await findByClaim(this.deps.runtime, this.launch.container.labels, this.deps.clock);
         return { kind: 'found', containerId: found.id, known: found.known };
       }
       case 'forgive_cut_logs':
@@ -237,8 +232,9 @@ class LifecycleRun {
     // Read defensively: a launch built outside the manifest (a test, a serve session) may carry none.
     const requested =
       (this.launch.container.deviceRequests as ContainerSpec['deviceRequests'] | undefined) ?? [];
-    if (requested.length === 0 || this.deps.runtime.gpuGrantOf === undefined) return null;
-    const grant = await this.deps.runtime.gpuGrantOf(containerId);
+    const { runtime } = this.deps;
+    if (requested.length === 0 || !canProveGpuGrants(runtime)) return null;
+    const grant = await runtime.gpuGrantOf(containerId);
     const dropped = grant === null ? null : gpuRequestDropped(requested, grant);
     if (dropped === null) return null;
     return new EngineError('gpu_request_dropped', `GPU request dropped by the engine: ${dropped}`, {
@@ -290,7 +286,7 @@ class LifecycleRun {
       { container: containerId },
       'engine connection lost: inspecting again once the engine answers',
     );
-    const back = await awaitEngineReturn({ ...this.deps, sleep: this.#sleep }, containerId, {
+    const back = await awaitEngineReturn(this.deps, containerId, {
       untilMs: deadlineMs,
       signal: this.#stopSignal,
     });

@@ -1,17 +1,17 @@
 // The stream helpers of a pair's logs: a timeout race, and the transforms that join a re-read log to its file.
 import { Transform, type TransformCallback } from 'node:stream';
-import { systemClock, type TimerHandle, type Timers } from './ports/clock.js';
+import type { Clock, TimerHandle } from './ports/clock.js';
 
 export function withTimeout<T>(
   promise: Promise<T>,
   ms: number,
-  timers: Timers = systemClock,
+  clock: Pick<Clock, 'setTimer'>,
 ): Promise<T | 'timeout'> {
   let timer: TimerHandle | undefined;
   return Promise.race([
     promise,
     new Promise<'timeout'>((resolve) => {
-      timer = timers.setTimer(ms, () => resolve('timeout'));
+      timer = clock.setTimer(ms, () => resolve('timeout'));
     }),
   ]).finally(() => timer?.cancel());
 }

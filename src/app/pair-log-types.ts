@@ -2,6 +2,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { ToolError } from '../core/errors.js';
 import type { LogRecord } from '../core/result.js';
+import type { Clock } from './ports/clock.js';
 
 export type LogStreamName = 'stdout' | 'stderr';
 
@@ -51,8 +52,8 @@ export interface DrainBounds {
   readonly untilMs: number;
   /** How often progress is looked at. */
   readonly pollMs: number;
-  readonly nowMs: () => number;
-  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** The time read, the waits between the looks, and the turn of the event loop before each. */
+  readonly clock: Clock;
 }
 
 /** A log file could not be opened: the pair cannot keep its evidence (harness), whatever the engine did. */

@@ -2,6 +2,7 @@ import { pipeline } from 'node:stream/promises';
 import { PassThrough, type Readable, type Transform, type Writable } from 'node:stream';
 import { errorDetail, errorKind } from '../core/errors.js';
 import type { LogRecord } from '../core/result.js';
+import type { Clock } from './ports/clock.js';
 import type { ContainerOutput } from './ports/container-runtime.js';
 import type { Logger } from './ports/logger.js';
 import {
@@ -29,6 +30,7 @@ export class PairLogs {
       readonly openLogs: OpenLogs;
       readonly createRedactor: (secrets: readonly string[]) => Transform;
       readonly logger: Logger;
+      readonly clock: Clock;
     },
     private readonly secrets: readonly string[],
     private readonly containerId: () => string | null,
@@ -127,7 +129,7 @@ export class PairLogs {
 
   /** Waits up to `ms` for both streams to end (they normally end with the container's output). */
   async settle(ms: number): Promise<void> {
-    await withTimeout(Promise.all(this.#pipes.map((p) => p.done)), ms);
+    await withTimeout(Promise.all(this.#pipes.map((p) => p.done)), ms, this.deps.clock);
   }
 
   /**
@@ -180,15 +182,15 @@ export class PairLogs {
     void all.then(() => (ended = true));
     const progress = (): number => this.#pipes.reduce((sum, p) => sum + p.received, 0);
     let seen = progress();
-    let lastProgressMs = bounds.nowMs();
+    let lastProgressMs = bounds.clock.now().getTime();
     while (!ended) {
       const tick = new AbortController();
-      await Promise.race([all, bounds.sleep(bounds.pollMs, tick.signal)]);
+      await Promise.race([all, bounds.clock.sleep(bounds.pollMs, tick.signal)]);
       tick.abort();
       // One turn of the event loop for pending I/O before progress is judged (an injected sleep may not wait at all).
-      await new Promise((resolve) => setImmediate(resolve));
+      await bounds.clock.nextTurn();
       if (ended) break;
-      const now = bounds.nowMs();
+      const now = bounds.clock.now().getTime();
       if (progress() !== seen) {
         seen = progress();
         lastProgressMs = now;
@@ -200,7 +202,7 @@ export class PairLogs {
       if (cause !== null) {
         this.#cut(cause, bounds.stallMs);
         // The cut streams end at once (their sources destroyed); a moment for their files to be closed.
-        await Promise.race([all, bounds.sleep(bounds.pollMs)]);
+        await Promise.race([all, bounds.clock.sleep(bounds.pollMs)]);
         break;
       }
     }
@@ -253,7 +255,9 @@ export class PairLogs {
     drainMs: number,
     containerExisted: boolean,
   ): Promise<{ logs: { stdout: LogRecord; stderr: LogRecord }; failure: string | null }> {
-    if ((await withTimeout(Promise.all(this.#pipes.map((p) => p.done)), drainMs)) === 'timeout') {
+    if (
+      (await withTimeout(Promise.all(this.#pipes.map((p) => p.done)), drainMs, this.deps.clock)) === 'timeout'
+    ) {
       for (const p of this.#pipes) {
         if (p.settled) continue; // a stream that ended on its own is complete
         p.failure ??= 'cut after the drain deadline';

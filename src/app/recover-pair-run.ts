@@ -138,7 +138,7 @@ async function writeLostResult(
     containers.push(id);
     for (const value of secretCandidates(await runtime.environmentOf(id).catch(() => null)))
       secrets.add(value);
-    const one = await removeAndVerify({ runtime, logger: deps.logger }, id, stopBudgetSec);
+    const one = await removeAndVerify({ runtime, logger: deps.logger, clock: deps.clock }, id, stopBudgetSec);
     cleanup = {
       removed: cleanup.removed || one.removed,
       verified_absent: cleanup.verified_absent && one.verified_absent,

@@ -1,6 +1,6 @@
 import type { EngineFault } from '../core/engine-fault.js';
 import type { CleanupRecord } from '../core/cleanup-record.js';
-import { systemClock } from './ports/clock.js';
+import type { Clock } from './ports/clock.js';
 import type { ContainerEngine } from './ports/container-runtime.js';
 import { EngineError } from './ports/engine-error.js';
 import type { Logger } from './ports/logger.js';
@@ -22,8 +22,8 @@ export interface RemoveAndVerifyDeps {
   readonly logger: Logger;
   /** About how long to insist on the engine's 404, over all attempts (default 15 s). */
   readonly verifyAbsentTimeoutMs?: number | undefined;
-  /** Default: a real timer. */
-  readonly sleep?: (ms: number) => Promise<void>;
+  /** The pause between the looks (bounded by counts, not by the time it reads). */
+  readonly clock: Pick<Clock, 'sleep'>;
 }
 
 /** Why a step of the removal failed: the engine's typed fault, never its text matched. */
@@ -63,7 +63,6 @@ export async function verifiedRemoval(
   stopBudgetSec: number,
 ): Promise<Removal> {
   const { runtime, logger } = deps;
-  const pause = deps.sleep ?? systemClock.sleep;
   const polls = Math.max(
     1,
     Math.ceil((deps.verifyAbsentTimeoutMs ?? DEFAULT_VERIFY_ABSENT_MS) / REMOVE_ATTEMPTS / POLL_MS),
@@ -97,7 +96,7 @@ export async function verifiedRemoval(
       } catch (err) {
         failure = failureOf('verify', err); // an engine hiccup: polled through
       }
-      await pause(POLL_MS);
+      await deps.clock.sleep(POLL_MS);
     }
   }
   logger.error(

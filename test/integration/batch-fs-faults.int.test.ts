@@ -7,7 +7,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
-import { systemClock } from '../../src/app/ports/clock.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { foldJournal } from '../../src/core/batch-state.js';

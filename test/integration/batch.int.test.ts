@@ -10,7 +10,7 @@ import { readStatus } from '../../src/app/batch/read-status.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { stopBatch } from '../../src/app/batch/stop-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
-import { systemClock } from '../../src/app/ports/clock.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, runtime } from '../support/docker.js';

@@ -10,7 +10,7 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
-import { systemClock } from '../../src/app/ports/clock.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import type { ContainerRuntime, RemoveResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';

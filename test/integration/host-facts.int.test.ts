@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SystemInformationHostFacts } from '../../src/adapters/host-facts/systeminformation-host-facts.js';
 import { StaticFactsCache } from '../../src/adapters/host-facts/static-facts-cache.js';
 import { gatherHostFacts } from '../../src/app/host-facts.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import type { DoctorCheck } from '../../src/app/doctor/check.js';
 import type { FileSystemFact, HostFact } from '../../src/core/host-facts.js';
 import { noDocker } from '../support/docker.js';
@@ -137,7 +138,10 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
       deadlineMs: 1_500,
       dynamic: 'child',
     });
-    const facts = await gatherHostFacts({ source, timeoutMs: 1_000 }, { outputDir: work, dataRoot: null });
+    const facts = await gatherHostFacts(
+      { source, clock: systemClock, timeoutMs: 1_000 },
+      { outputDir: work, dataRoot: null },
+    );
     expect(facts.memory).toEqual({ kind: 'unknown', reason: 'no answer within 1000 ms' });
     expect(facts.cpu).toEqual({ kind: 'unknown', reason: 'lscpu failed' });
     expect(facts.os).toEqual({ kind: 'unknown', reason: 'no answer within 1000 ms' });
@@ -182,6 +186,7 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
             cache: new StaticFactsCache(cacheFile, () => Promise.resolve(boot)),
             dynamic: 'child',
           }),
+          clock: systemClock,
         },
         { outputDir: work, dataRoot: null },
       );
@@ -234,7 +239,7 @@ describe('host facts adapter: a source that hangs or throws gives unknown facts,
     );
     const source = new SystemInformationHostFacts({ modulePath: standIn });
     const facts = await gatherHostFacts(
-      { source },
+      { source, clock: systemClock },
       { outputDir: join(work, 'not-yet', 'deeper'), dataRoot: null },
     );
     const memTotal = /^MemTotal:\s+(\d+) kB$/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1];

@@ -8,7 +8,7 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import { systemClock } from '../../src/app/ports/clock.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { runPair } from '../../src/app/run-pair.js';
 import type { RunPairOutcome } from '../../src/app/run-pair-types.js';

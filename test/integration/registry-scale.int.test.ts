@@ -24,7 +24,7 @@ import { checkRegistryNeeds } from '../../src/app/batch/registry-needs.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
 import type { AdmitRequest, AdmitResult, CapacityRegistry } from '../../src/app/ports/capacity-registry.js';
-import { systemClock } from '../../src/app/ports/clock.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { driverRuns, runCli } from '../support/crash-batch.js';

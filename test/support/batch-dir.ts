@@ -15,6 +15,7 @@ import type { ExecutorConfig } from '../../src/core/executor.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../src/core/result.js';
 import { answeringEngine } from './fakes.js';
+import { clockAt } from './fake-time.js';
 
 /** An engine that answers `info` and has every image: enough for prepareBatch. */
 export const ANSWERING_ENGINE = answeringEngine();
@@ -57,7 +58,7 @@ export async function startTestBatch(
       fs: new NodeFileSystem(),
       host: procHostIdentity,
       runtime: ANSWERING_ENGINE,
-      clock: { now: () => new Date('2026-12-02T10:00:00Z') },
+      clock: clockAt(() => new Date('2026-12-02T10:00:00Z')),
       ...(executor?.kind === 'swarm'
         ? {
             swarmNodes: () =>

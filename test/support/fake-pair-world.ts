@@ -21,6 +21,7 @@ import type {
 import type { HostIdentity } from '../../src/app/ports/host-identity.js';
 import type { ProcessIdentity } from '../../src/core/process-identity.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
+import { clockAt } from './fake-time.js';
 
 export const HOST_BOOT = 'boot-fake-1';
 export const SUPERVISOR: ProcessIdentity = { pid: 4242, start_ticks: '777', boot_id: HOST_BOOT };
@@ -184,7 +185,7 @@ export function fakeExecuteDeps(
 ): ExecutePairDeps {
   return {
     runtime,
-    clock: { now: () => new Date('2026-12-03T08:00:00Z') },
+    clock: clockAt(() => new Date('2026-12-03T08:00:00Z')),
     logger: silentLogger,
     fs: new NodeFileSystem(),
     host,

@@ -1,4 +1,5 @@
-import type { Clock, TimerHandle, Timers } from '../../src/app/ports/clock.js';
+import type { Clock, TimerHandle } from '../../src/app/ports/clock.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 
 /**
  * A clock that moves only when the code under test sleeps (or the test advances it): waits, probes and polls end at
@@ -6,7 +7,7 @@ import type { Clock, TimerHandle, Timers } from '../../src/app/ports/clock.js';
  * moves before it (no real time, no timing assertions).
  */
 export interface FakeTime {
-  readonly clock: Clock & Timers;
+  readonly clock: Clock;
   readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Moves the clock on by `ms` (as another party's wait would), firing the timers that come due, in order. */
   advance(ms: number): void;
@@ -48,13 +49,25 @@ export function fakeTime(startIso = '2026-12-02T00:00:00Z'): FakeTime {
   return {
     clock: {
       now: () => new Date(nowMs),
+      monotonicMs: () => nowMs,
       sleep,
       setTimer: (ms, fn) => add(ms, fn, null),
       setInterval: (ms, fn) => add(ms, fn, ms),
+      // A turn of the event loop is no wait for time: it runs for real (the I/O already pending goes first).
+      nextTurn: systemClock.nextTurn,
     },
     sleep,
     advance,
     nowMs: () => nowMs,
     pending: () => timers.size,
   };
+}
+
+/**
+ * A clock that reads `now` (a fixed instant, or the test's own function) and waits for real: for tests whose code
+ * never waits long, or whose waits are real I/O (a log's hold timer over a real file), not moments to move.
+ */
+export function clockAt(now: Date | string | (() => Date)): Clock {
+  const read = typeof now === 'function' ? now : () => new Date(now);
+  return { ...systemClock, now: read };
 }

@@ -10,6 +10,15 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../src/app/ports/container-runtime.js';
+import type {
+  DiskFootprints,
+  GpuGrants,
+  ImagePins,
+  ImagePlacement,
+  LayerChanges,
+  LinkChecks,
+  MountCollection,
+} from '../../src/app/ports/runtime-capabilities.js';
 import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
 import type { RunPairDeps } from '../../src/app/run-pair-types.js';
 import type { Clock } from '../../src/app/ports/clock.js';
@@ -43,10 +52,16 @@ export function fakeOf<T extends object>(
 export const fakeRegistry = (given: Partial<CapacityRegistry>): CapacityRegistry =>
   fakeOf<CapacityRegistry>('CapacityRegistry', given);
 
-/** The keys of `T` that are optional. */
-type OptionalKeys<T> = { [K in keyof T]-?: object extends Pick<T, K> ? K : never }[keyof T];
+/** Every capability a runtime may add to the closed port (src/app/ports/runtime-capabilities.ts). */
+type RuntimeCapabilities = ImagePins &
+  ImagePlacement &
+  LayerChanges &
+  LinkChecks &
+  GpuGrants &
+  MountCollection &
+  DiskFootprints;
 
-/** ContainerRuntime's optional capabilities, all of them (the compiler checks the list against the port). */
+/** The capabilities, all of them (the compiler checks the list against them): one left out reads as absent. */
 const RUNTIME_CAPABILITIES = Object.keys({
   imageId: true,
   imageNodes: true,
@@ -55,16 +70,16 @@ const RUNTIME_CAPABILITIES = Object.keys({
   gpuGrantOf: true,
   collectMounts: true,
   diskFootprint: true,
-} satisfies Record<OptionalKeys<ContainerRuntime>, true>);
+} satisfies Record<keyof RuntimeCapabilities, true>);
 
-/** A container runtime holding only what a test uses; the capabilities it leaves out are absent. */
-export const fakeRuntime = (given: Partial<ContainerRuntime>): ContainerRuntime =>
-  fakeOf<ContainerRuntime>('ContainerRuntime', given, RUNTIME_CAPABILITIES);
+/** A container runtime holding only what a test uses, with the capabilities it gives; those it leaves out are absent. */
+export const fakeRuntime = (given: Partial<ContainerRuntime & RuntimeCapabilities>): ContainerRuntime =>
+  fakeOf<ContainerRuntime & RuntimeCapabilities>('ContainerRuntime', given, RUNTIME_CAPABILITIES);
 
 /** An engine that answers `info` (with `info` added) and has every image: enough for prepareBatch. */
 export const answeringEngine = (
   info: { readonly dataRoot?: string } = {},
-  given: Partial<ContainerRuntime> = {},
+  given: Partial<ContainerRuntime & RuntimeCapabilities> = {},
 ): ContainerRuntime =>
   fakeRuntime({
     info: () =>

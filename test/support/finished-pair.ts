@@ -13,6 +13,8 @@ import type { CapacityRegistry } from '../../src/app/ports/capacity-registry.js'
 import type { ContainerRuntime, ContainerState } from '../../src/app/ports/container-runtime.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
+import type { Clock } from '../../src/app/ports/clock.js';
+import { clockAt } from './fake-time.js';
 import { RESULT_SCHEMA, type ResultRecord } from '../../src/core/result.js';
 
 export interface FinishedPairOptions {
@@ -180,7 +182,7 @@ export async function hashTree(...dirs: string[]): Promise<Record<string, string
 }
 
 /** A registry clock that moves one second per reading, so each timestamp tells which call wrote it. */
-export function steppingClock(): { now(): Date } {
+export function steppingClock(): Clock {
   let tick = 0;
-  return { now: () => new Date(Date.UTC(2025, 0, 2) + 1000 * tick++) };
+  return clockAt(() => new Date(Date.UTC(2025, 0, 2) + 1000 * tick++));
 }

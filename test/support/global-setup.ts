@@ -7,6 +7,7 @@ import { DockerContainerRuntime } from '../../src/adapters/docker/docker-contain
 import { buildSyntheticImages } from '../../src/adapters/docker/image-builder.js';
 import { PAIR_DRIVER_IMAGE } from '../../src/core/synthetic-images.js';
 import { probeGpuView } from '../../src/app/gpu-probe.js';
+import { systemClock } from '../../src/adapters/system-clock.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -51,7 +52,7 @@ function ensureFreshBuild(): void {
  */
 async function probeNvidia(runtime: DockerContainerRuntime): Promise<boolean> {
   const { containerId, verdict } = await probeGpuView(
-    { runtime, nowMs: () => Date.now() },
+    { runtime, clock: systemClock },
     {
       name: `roboguide-setup-gpu-probe-${process.pid}`,
       image: PAIR_DRIVER_IMAGE,

@@ -12,6 +12,7 @@ import type { NodeInventory } from '../../src/app/ports/executor-inventory.js';
 import { runPair } from '../../src/app/run-pair.js';
 import { fakeRuntime, runPairDeps } from '../support/fakes.js';
 import { manifestOf } from '../support/manifest.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * Admission, one rule for batches, `pair run` and serve (issue 13): per node on a swarm, pinned to the node it was
@@ -153,7 +154,7 @@ describe('a GPU figure no node can ever hold', () => {
       fs: new NodeFileSystem(),
       runtime,
       nodes: swarm(['node-a', 'node-b']),
-      clock: { now: () => new Date() },
+      clock: clockAt(() => new Date()),
       registry,
     });
     const spec = {

@@ -18,6 +18,7 @@ import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { executeDeps, UnscriptedRuntime } from '../support/fakes.js';
 import { manifestOf } from '../support/manifest.js';
+import { clockAt, fakeTime } from '../support/fake-time.js';
 
 /** A container runtime that holds containers in memory: inspect, list by label, stop, remove, environment. */
 class MemoryRuntime extends UnscriptedRuntime {
@@ -94,7 +95,7 @@ function recordingJournal(): { journal: JournalAppend; records: Recorded[] } {
   return { journal, records };
 }
 
-const clock = { now: () => new Date('2026-12-03T10:00:00.000Z') };
+const clock = clockAt(() => new Date('2026-12-03T10:00:00.000Z'));
 let dir: string;
 let registry: SqliteCapacityRegistry;
 let runtime: MemoryRuntime;
@@ -119,6 +120,7 @@ function finishDeps(store: EvidenceStore, journal: JournalAppend) {
       outcomes: fileOutcomeReader,
       host: procHostIdentity,
       fs: new NodeFileSystem(),
+      clock: fakeTime().clock,
     },
     journal,
   };

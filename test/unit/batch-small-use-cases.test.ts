@@ -20,10 +20,11 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { sha256 } from '../support/finished-pair.js';
 import { claimJob, recordSupervisor, startTestBatch, type TestBatch } from '../support/batch-dir.js';
+import { clockAt } from '../support/fake-time.js';
 
 let dir: string;
 let batch: TestBatch;
-const clock = { now: () => new Date('2026-12-02T11:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-02T11:00:00Z'));
 
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'rg-batch-small-'));

@@ -2,9 +2,10 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { DiskFootprints } from '../../src/app/ports/runtime-capabilities.js';
 import { DiskUsageWalker } from '../../src/adapters/fs/disk-usage-walker.js';
 import { DiskWatch } from '../../src/app/disk-watch.js';
-import type { ContainerDiskFootprint, ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { ContainerDiskFootprint } from '../../src/app/ports/container-runtime.js';
 import type {
   DiskUsage,
   DiskUsageBudget,
@@ -38,7 +39,7 @@ class ScriptedScan implements OpenFileScan {
   }
 }
 
-function footprintOf(footprint: ContainerDiskFootprint): Pick<ContainerRuntime, 'diskFootprint'> {
+function footprintOf(footprint: ContainerDiskFootprint): DiskFootprints {
   return { diskFootprint: () => Promise.resolve(footprint) };
 }
 
@@ -109,8 +110,7 @@ describe('DiskWatch against the ways around it', () => {
         disk,
         openFiles: scan,
         runtime: footprintOf({ layerBytes: 0, volumeDirs: [], pid: 4242 }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w', '/o'], limitBytes: 1_000 },
@@ -142,8 +142,7 @@ describe('DiskWatch against the ways around it', () => {
       {
         disk,
         runtime: footprintOf({ layerBytes: 5, volumeDirs: ['/var/lib/docker/volumes/v1/_data'], pid: null }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w', '/o'], limitBytes: 1_000 },
@@ -164,7 +163,7 @@ describe('DiskWatch against the ways around it', () => {
     const { sleep, step } = steppedSleep();
     const disk = new WalksByPath(new Map([['/w,/o', [complete(0), cut(0), complete(0), cut(0), cut(0)]]]));
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: fakeTime().clock, sleep, logger: silentLogger },
+      { disk, runtime: {}, clock: { ...fakeTime().clock, sleep }, logger: silentLogger },
       { folders: ['/w', '/o'], limitBytes: 1_000 },
     );
     watch.start();
@@ -192,8 +191,7 @@ describe('DiskWatch against the ways around it', () => {
         disk: new WalksByPath(new Map()),
         openFiles: new ScriptedScan({ bytes: 0, files: 0, entries: 0, complete: false }),
         runtime: footprintOf({ layerBytes: 0, volumeDirs: [], pid: 7 }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w'], limitBytes: 1_000 },
@@ -222,8 +220,7 @@ describe('DiskWatch against the ways around it', () => {
           unavailable: 'the supervisor is not root',
         }),
         runtime: footprintOf({ layerBytes: 0, volumeDirs: [], pid: 7 }),
-        clock: fakeTime().clock,
-        sleep,
+        clock: { ...fakeTime().clock, sleep },
         logger: silentLogger,
       },
       { folders: ['/w'], limitBytes: 1_000 },
@@ -251,7 +248,12 @@ describe('DiskWatch against the ways around it', () => {
       ]),
     );
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: fakeTime().clock, sleep: steppedSleep().sleep, logger: silentLogger },
+      {
+        disk,
+        runtime: {},
+        clock: { ...fakeTime().clock, sleep: steppedSleep().sleep },
+        logger: silentLogger,
+      },
       { folders: ['/w', '/o'], outcomeFolder: '/o', limitBytes: 100_000 },
     );
     watch.start();

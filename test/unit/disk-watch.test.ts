@@ -2,9 +2,10 @@ import { link, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { DiskFootprints } from '../../src/app/ports/runtime-capabilities.js';
 import { DiskUsageWalker } from '../../src/adapters/fs/disk-usage-walker.js';
 import { DISK_POLL_INTERVAL_MS, DiskWatch } from '../../src/app/disk-watch.js';
-import type { ContainerDiskFootprint, ContainerRuntime } from '../../src/app/ports/container-runtime.js';
+import type { ContainerDiskFootprint } from '../../src/app/ports/container-runtime.js';
 import type { DiskUsage, DiskUsageBudget, DiskUsageReport } from '../../src/app/ports/disk-usage.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';
@@ -27,7 +28,7 @@ class ScriptedDisk implements DiskUsage {
 function layers(
   sizes: (number | null)[],
   more: Partial<ContainerDiskFootprint> = {},
-): Pick<ContainerRuntime, 'diskFootprint'> & { asked: string[] } {
+): DiskFootprints & { asked: string[] } {
   const asked: string[] = [];
   return {
     asked,
@@ -67,7 +68,7 @@ describe('DiskWatch', () => {
     );
     const runtime = layers([50, 200]);
     const watch = new DiskWatch(
-      { disk, runtime, clock: time.clock, sleep, logger: silentLogger },
+      { disk, runtime, clock: { ...time.clock, sleep }, logger: silentLogger },
       { folders: ['/w/cwd', '/e/outcome'], limitBytes: 1000 },
     );
     watch.attach('c1');
@@ -114,7 +115,7 @@ describe('DiskWatch', () => {
       },
     };
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: time.clock, sleep, logger: silentLogger },
+      { disk, runtime: {}, clock: { ...time.clock, sleep }, logger: silentLogger },
       { folders: ['/w'], limitBytes: 10 },
     );
     watch.start();
@@ -141,7 +142,7 @@ describe('DiskWatch', () => {
       (ms) => time.advance(ms),
     );
     const watch = new DiskWatch(
-      { disk, runtime: layers([]), clock: time.clock, sleep, logger: silentLogger },
+      { disk, runtime: layers([]), clock: { ...time.clock, sleep }, logger: silentLogger },
       { folders: ['/w'], limitBytes: 1_000 },
     );
     watch.start();
@@ -164,9 +165,11 @@ describe('DiskWatch', () => {
       {
         disk,
         runtime: {},
-        clock: time.clock,
-        sleep: (_ms, signal) =>
-          new Promise((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })),
+        clock: {
+          ...time.clock,
+          sleep: (_ms, signal) =>
+            new Promise((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })),
+        },
         logger: silentLogger,
       },
       { folders: ['/w'], limitBytes: 1_000 },
@@ -182,7 +185,7 @@ describe('DiskWatch', () => {
     const time = fakeTime();
     const disk: DiskUsage = { measure: () => Promise.reject(new Error('EIO')) };
     const watch = new DiskWatch(
-      { disk, runtime: {}, clock: time.clock, sleep: () => Promise.resolve(), logger: silentLogger },
+      { disk, runtime: {}, clock: { ...time.clock, sleep: () => Promise.resolve() }, logger: silentLogger },
       { folders: ['/w'], limitBytes: 1 },
     );
     const record = await watch.finish();

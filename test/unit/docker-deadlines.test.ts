@@ -3,6 +3,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { removeAndVerify } from '../../src/app/remove-and-verify.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
@@ -33,7 +34,7 @@ describe('engine calls against a hung engine', () => {
   it('the cleanup path ends, reporting the removal unverified (the slot stays held)', async () => {
     const rt = new DockerContainerRuntime({ socketPath: join(dir, 'docker.sock') }, { callTimeoutMs: 100 });
     const cleanup = await removeAndVerify(
-      { runtime: rt, logger: silentLogger, verifyAbsentTimeoutMs: 300 },
+      { runtime: rt, logger: silentLogger, verifyAbsentTimeoutMs: 300, clock: systemClock },
       'c1',
       1,
     );

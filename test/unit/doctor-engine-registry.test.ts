@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { clockAt } from '../support/fake-time.js';
 import { runDoctor } from '../../src/app/doctor/run-doctor.js';
 import { type DoctorCheck } from '../../src/app/doctor/check.js';
 import {
@@ -100,8 +101,8 @@ function deps(world: World = {}) {
     readBootId: () => Promise.resolve('boot'),
     // This file is about the engine and registry checks: every host fact is unknown at once.
     hostFacts: (request) =>
-      gatherHostFacts({ source: UNKNOWN_FACTS, after: () => new Promise(() => {}) }, request),
-    nowMs: () => 0,
+      gatherHostFacts({ source: UNKNOWN_FACTS, clock: { sleep: () => new Promise(() => {}) } }, request),
+    clock: clockAt(new Date(0)),
     newId: () => 'x',
   };
   return { deps: d, removed, targets };

@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { clockAt } from '../support/fake-time.js';
 import { EngineError } from '../../src/app/ports/engine-error.js';
 import { doctorExitCode, renderDoctorTable, runDoctor } from '../../src/app/doctor/run-doctor.js';
 import { DATA_ROOT_WARN_BYTES } from '../../src/app/doctor/facts-checks.js';
@@ -118,11 +119,11 @@ function fakeWorld(
       gatherHostFacts(
         {
           source: { ...fakeFacts(overrides.gpus ?? GPUS), ...overrides.facts },
-          after: () => new Promise(() => {}),
+          clock: { sleep: () => new Promise(() => {}) },
         },
         request,
       ),
-    nowMs: () => 1_000,
+    clock: clockAt(new Date(1_000)),
     newId: () => 'id1',
   };
   return { deps, calls, live };

@@ -76,7 +76,9 @@ describe('removeAndVerify', () => {
 
   it('a container already gone is verified absent at once, without a removal', async () => {
     const runtime = new ScriptedRuntime();
-    expect(await removeAndVerify({ runtime, logger: silentLogger }, 'c1', 4)).toEqual({
+    expect(
+      await removeAndVerify({ runtime, logger: silentLogger, clock: fakeTime().clock }, 'c1', 4),
+    ).toEqual({
       removed: false,
       verified_absent: true,
       attempts: 1,

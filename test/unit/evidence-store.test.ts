@@ -2,6 +2,7 @@ import { chmod, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { RoboguideError } from '../../src/core/errors.js';
@@ -368,7 +369,9 @@ describe('directory fsyncs that count (issue 26)', () => {
     const { fs, store } = await openStore();
     await store.ensureDir('jobs/j1');
     const before = fs.count('syncDir', exactly(join(root, 'jobs/j1')));
-    const [out, err] = await store.openLogs(['jobs/j1/stdout.log', 'jobs/j1/stderr.log'] as const);
+    const [out, err] = await store.openLogs(['jobs/j1/stdout.log', 'jobs/j1/stderr.log'] as const, {
+      clock: systemClock,
+    });
     expect(fs.count('syncDir', exactly(join(root, 'jobs/j1'))) - before).toBe(1);
     const opens = fs.calls.map((c) => c.op);
     expect(opens.lastIndexOf('open')).toBeLessThan(opens.lastIndexOf('syncDir'));
@@ -382,7 +385,9 @@ describe('directory fsyncs that count (issue 26)', () => {
   it('a log that cannot be opened fails the group and leaves the other closed', async () => {
     const { fs, store } = await openStore({ rules: [{ op: 'open', path: 'stderr.log', code: 'ENOSPC' }] });
     await store.ensureDir('jobs/j1');
-    const err = await storeErrorOf(store.openLogs(['jobs/j1/stdout.log', 'jobs/j1/stderr.log'] as const));
+    const err = await storeErrorOf(
+      store.openLogs(['jobs/j1/stdout.log', 'jobs/j1/stderr.log'] as const, { clock: systemClock }),
+    );
     expect(err.context).toMatchObject({ path: 'jobs/j1/stderr.log', syscall: 'open', errno: 'ENOSPC' });
     expect(fs.count('close')).toBeGreaterThanOrEqual(1);
   });

@@ -34,13 +34,15 @@ function deps(runtime: ScriptedRuntime): ExecutePairDeps {
   const time = fakeTime('2026-12-03T08:00:00Z');
   return {
     runtime: runtime,
-    clock: time.clock,
-    // Fake time, but each wait also yields real time (a twentieth, at most 50 ms): the log drain judges a stall by
-    // the fake clock, and on a loaded machine the streams' real I/O (pipe, fsync) must get real time before ten fake
-    // seconds pass (else a pair reads as log_incomplete: 1-4 of these tests failed at load 20+).
-    sleep: async (ms, signal) => {
-      await new Promise((resolve) => setTimeout(resolve, Math.min(50, ms / 20)));
-      return time.sleep(ms, signal);
+    clock: {
+      ...time.clock,
+      // Fake time, but each wait also yields real time (a twentieth, at most 50 ms): the log drain judges a stall by
+      // the fake clock, and on a loaded machine the streams' real I/O (pipe, fsync) must get real time before ten
+      // fake seconds pass (else a pair reads as log_incomplete: 1-4 of these tests failed at load 20+).
+      sleep: async (ms, signal) => {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(50, ms / 20)));
+        return time.sleep(ms, signal);
+      },
     },
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
@@ -303,7 +305,11 @@ describe('executePair with a scripted engine', () => {
     const runtime = new ScriptedRuntime();
     runtime.inspects = ['refused', state('exited', 0)]; // the collection's probe sleeps, and the timer fails
     class TimerBroke extends Error {}
-    const broken = { ...deps(runtime), sleep: () => Promise.reject(new TimerBroke('the timer broke')) };
+    const base = deps(runtime);
+    const broken = {
+      ...base,
+      clock: { ...base.clock, sleep: () => Promise.reject(new TimerBroke('the timer broke')) },
+    };
     await expect(executePair(broken, input())).rejects.toThrow(TimerBroke);
     expect(runtime.calls.at(-1)).toBe('remove');
     expect(runtime.present).toBe(false);

@@ -40,15 +40,15 @@ function source(overrides: Partial<HostFactsSource> = {}): HostFactsSource & { a
   };
 }
 
-/** A timer the test fires: `after` resolves only when `fire()` is called (or the gathering aborts it). */
+/** A timer the test fires: `sleep` resolves only when `fire()` is called (or the gathering aborts it). */
 function manualTimer() {
   const waiting: { ms: number; resolve: () => void }[] = [];
   return {
     waiting,
-    after: (ms: number, signal: AbortSignal) =>
+    sleep: (ms: number, signal?: AbortSignal) =>
       new Promise<void>((resolve) => {
         waiting.push({ ms, resolve });
-        signal.addEventListener('abort', () => resolve(), { once: true });
+        signal?.addEventListener('abort', () => resolve(), { once: true });
       }),
     fire: () => {
       for (const w of waiting) w.resolve();
@@ -60,7 +60,7 @@ describe('gatherHostFacts', () => {
   it('collects every fact; the output dir may not exist yet (nearest ancestor), the data root must', async () => {
     const s = source();
     const facts = await gatherHostFacts(
-      { source: s, after: () => never() },
+      { source: s, clock: { sleep: () => never() } },
       { outputDir: '/data/out', dataRoot: '/var/lib/docker' },
     );
     expect(facts).toEqual({
@@ -100,7 +100,7 @@ describe('gatherHostFacts', () => {
   it('a call that does not answer in time is unknown, naming the timeout; the others are kept', async () => {
     const timer = manualTimer();
     const pending = gatherHostFacts(
-      { source: source({ gpuControllers: never, os: never }), after: timer.after, timeoutMs: 250 },
+      { source: source({ gpuControllers: never, os: never }), clock: timer, timeoutMs: 250 },
       { outputDir: '/out', dataRoot: '/var/lib/docker' },
     );
     await new Promise((r) => setImmediate(r));
@@ -128,7 +128,7 @@ describe('gatherHostFacts', () => {
               }),
             ),
         }),
-        after: () => never(),
+        clock: { sleep: () => never() },
       },
       { outputDir: '/out', dataRoot: '/srv/docker' },
     );
@@ -143,7 +143,7 @@ describe('gatherHostFacts', () => {
 
   it('no data root reported, or the engine did not answer: that fact is unknown with the reason', async () => {
     const missing = await gatherHostFacts(
-      { source: source(), after: () => never() },
+      { source: source(), clock: { sleep: () => never() } },
       { outputDir: '/out', dataRoot: null },
     );
     expect(missing.engine_data_root_fs).toEqual({
@@ -151,7 +151,7 @@ describe('gatherHostFacts', () => {
       reason: 'the engine did not report its data root',
     });
     const down = await gatherHostFacts(
-      { source: source(), after: () => never() },
+      { source: source(), clock: { sleep: () => never() } },
       { outputDir: '/out', dataRoot: Promise.reject(new Error('the engine did not answer')) },
     );
     expect(down.engine_data_root_fs).toEqual({ kind: 'unknown', reason: 'the engine did not answer' });
@@ -164,9 +164,11 @@ describe('gatherHostFacts', () => {
     await gatherHostFacts(
       {
         source: source(),
-        after: (ms, signal) => {
-          signal.addEventListener('abort', () => aborted.push(true));
-          return timer.after(ms, signal);
+        clock: {
+          sleep: (ms, signal) => {
+            signal?.addEventListener('abort', () => aborted.push(true));
+            return timer.sleep(ms, signal);
+          },
         },
       },
       { outputDir: '/out', dataRoot: '/d' },

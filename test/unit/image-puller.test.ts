@@ -3,6 +3,7 @@ import { ImagePuller } from '../../src/app/batch/image-puller.js';
 import type { ImagePulls, RegistryAuth } from '../../src/app/ports/image-pulls.js';
 import type { ImagePlanRecord } from '../../src/core/image-plan.js';
 import type { JournalFieldsOf } from '../../src/core/journal-events.js';
+import { clockAt } from '../support/fake-time.js';
 
 const MB = 1024 * 1024;
 const digest = (i: number): string => `sha256:${String(i).padStart(64, '0')}`;
@@ -84,15 +85,17 @@ function setup(
       error: () => undefined,
       debug: () => undefined,
     } as never,
-    clock: { now: () => new Date() },
-    sleep: (ms, signal) =>
-      new Promise((r) => {
-        const t = setTimeout(r, Math.min(ms, 5));
-        signal?.addEventListener('abort', () => {
-          clearTimeout(t);
-          r(undefined);
-        });
-      }),
+    clock: {
+      ...clockAt(() => new Date()),
+      sleep: (ms, signal) =>
+        new Promise((r) => {
+          const t = setTimeout(r, Math.min(ms, 5));
+          signal?.addEventListener('abort', () => {
+            clearTimeout(t);
+            r(undefined);
+          });
+        }),
+    },
     redact: (t) => t.replaceAll(password, '***'),
     queue: () => queue,
     attempts: 3,

@@ -11,13 +11,14 @@ import type { RunPairDeps } from '../../src/app/run-pair-types.js';
 import { bindAddressProblem } from '../../src/core/bind-address.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { answeringEngine, fakeRegistry, runPairDeps } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * Every refusal of `e1-batch start` / `pair run` input (issue: bad input fails fast, exit 2, nothing written):
  * each test checks the error names the field and that the folder holds exactly what it held before.
  */
 const engine = answeringEngine();
-const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-02T10:00:00Z'));
 const fs = new NodeFileSystem();
 let dir: string;
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { LogSink, logLimitMarker } from '../../src/app/evidence/log-sink.js';
 import type { FileHandle } from '../../src/app/ports/file-system.js';
 
@@ -51,7 +52,7 @@ describe('LogSink over a scripted handle', () => {
   it('a short write is continued until the chunk is in the file', async () => {
     const handle = new ScriptedHandle();
     handle.script.set(0, 'short');
-    const sink = new LogSink(handle);
+    const sink = new LogSink(handle, { clock: systemClock });
     await write(sink, 'abcdefgh');
     expect(await sink.finish()).toEqual({ bytes: 8, closed: true, failure: null, limitExceeded: false });
     expect(handle.text()).toBe('abcdefgh');
@@ -61,7 +62,7 @@ describe('LogSink over a scripted handle', () => {
   it('a write(2) that writes nothing is an EIO failure: the rest is dropped and the pair asked to stop', async () => {
     const handle = new ScriptedHandle();
     handle.script.set(1, 'zero');
-    const sink = new LogSink(handle, { blockBytes: 0 }); // one write(2) per chunk
+    const sink = new LogSink(handle, { clock: systemClock, blockBytes: 0 }); // one write(2) per chunk
     await write(sink, 'one\n');
     await write(sink, 'two\n');
     await write(sink, 'three\n');
@@ -75,14 +76,14 @@ describe('LogSink over a scripted handle', () => {
   it('an error without an errno code is recorded as EIO', async () => {
     const handle = new ScriptedHandle();
     handle.script.set(0, new Error('no code'));
-    const sink = new LogSink(handle);
+    const sink = new LogSink(handle, { clock: systemClock });
     await write(sink, 'x');
     expect((await sink.finish()).failure).toBe('EIO');
   });
 
   it('chunks corked together are written as one, and the cap cuts inside them', async () => {
     const handle = new ScriptedHandle();
-    const sink = new LogSink(handle, { limitBytes: 5 });
+    const sink = new LogSink(handle, { clock: systemClock, limitBytes: 5 });
     sink.cork();
     sink.write(Buffer.from('abc'));
     sink.write(Buffer.from('def'));
@@ -96,7 +97,7 @@ describe('LogSink over a scripted handle', () => {
   it('a marker that cannot be written is recorded; the cap is still reported and the stop asked', async () => {
     const handle = new ScriptedHandle();
     handle.script.set(1, Object.assign(new Error('disk full'), { code: 'ENOSPC' }));
-    const sink = new LogSink(handle, { limitBytes: 3 });
+    const sink = new LogSink(handle, { clock: systemClock, limitBytes: 3 });
     await write(sink, 'abcdef');
     await expect(sink.halted).resolves.toBe('limit_exceeded');
     expect(await sink.finish()).toEqual({ bytes: 3, closed: true, failure: 'ENOSPC', limitExceeded: true });
@@ -106,21 +107,21 @@ describe('LogSink over a scripted handle', () => {
   it('a close that fails is recorded and the file not reported closed; the first failure is the one kept', async () => {
     const handle = new ScriptedHandle();
     handle.closeError = Object.assign(new Error('bad fd'), { code: 'EBADF' });
-    const sink = new LogSink(handle);
+    const sink = new LogSink(handle, { clock: systemClock });
     await write(sink, 'x');
     expect(await sink.finish()).toEqual({ bytes: 1, closed: false, failure: 'EBADF', limitExceeded: false });
 
     const both = new ScriptedHandle();
     both.syncError = new Error('no code either');
     both.closeError = Object.assign(new Error('bad fd'), { code: 'EBADF' });
-    const sink2 = new LogSink(both);
+    const sink2 = new LogSink(both, { clock: systemClock });
     expect(await sink2.finish()).toEqual({ bytes: 0, closed: false, failure: 'EIO', limitExceeded: false });
     expect(sink2.failed).toEqual({ op: 'sync', code: 'EIO' });
   });
 
   it('finish after a destroy, and a second finish, close the file once', async () => {
     const handle = new ScriptedHandle();
-    const sink = new LogSink(handle);
+    const sink = new LogSink(handle, { clock: systemClock });
     await write(sink, 'abc');
     sink.destroy();
     expect(await sink.finish()).toEqual({ bytes: 3, closed: true, failure: null, limitExceeded: false });
@@ -133,7 +134,7 @@ describe('LogSink over a scripted handle', () => {
     const handle = new ScriptedHandle();
     handle.syncError = Object.assign(new Error('io'), { code: 'EIO' });
     handle.closeError = Object.assign(new Error('bad fd'), { code: 'EBADF' });
-    const sink = new LogSink(handle, { initialBytes: 10 });
+    const sink = new LogSink(handle, { clock: systemClock, initialBytes: 10 });
     sink.destroy();
     expect(await sink.finish()).toEqual({ bytes: 10, closed: false, failure: 'EIO', limitExceeded: false });
   });
@@ -141,7 +142,7 @@ describe('LogSink over a scripted handle', () => {
   describe('blocks (one write(2) per block, not per chunk)', () => {
     it('gathers small chunks into one write, queued as soon as the block fills', async () => {
       const handle = new ScriptedHandle();
-      const sink = new LogSink(handle, { blockBytes: 64, holdMs: 60_000 });
+      const sink = new LogSink(handle, { clock: systemClock, blockBytes: 64, holdMs: 60_000 });
       await write(sink, 'a'.repeat(30));
       await write(sink, 'b'.repeat(30));
       expect(handle.writes).toBe(0);
@@ -157,7 +158,7 @@ describe('LogSink over a scripted handle', () => {
 
     it('writes a partial block after the hold time, without waiting for more input or the end', async () => {
       const handle = new ScriptedHandle();
-      const sink = new LogSink(handle, { blockBytes: 1024, holdMs: 10 });
+      const sink = new LogSink(handle, { clock: systemClock, blockBytes: 1024, holdMs: 10 });
       await write(sink, 'last line of a quiet pair\n');
       expect(handle.writes).toBe(0);
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -170,7 +171,12 @@ describe('LogSink over a scripted handle', () => {
 
     it('a block that reaches the cap is written at once: the stop is asked without waiting for the hold time', async () => {
       const handle = new ScriptedHandle();
-      const sink = new LogSink(handle, { blockBytes: 1024, holdMs: 60_000, limitBytes: 10 });
+      const sink = new LogSink(handle, {
+        clock: systemClock,
+        blockBytes: 1024,
+        holdMs: 60_000,
+        limitBytes: 10,
+      });
       await write(sink, '12345');
       expect(handle.writes).toBe(0);
       await write(sink, '67890abc');
@@ -185,7 +191,7 @@ describe('LogSink over a scripted handle', () => {
     it('a block write that fails stops the pair and drops what follows', async () => {
       const handle = new ScriptedHandle();
       handle.script.set(0, 'zero');
-      const sink = new LogSink(handle, { blockBytes: 8, holdMs: 60_000 });
+      const sink = new LogSink(handle, { clock: systemClock, blockBytes: 8, holdMs: 60_000 });
       await write(sink, 'abcdefgh');
       await expect(sink.halted).resolves.toBe('write_failed');
       await write(sink, 'more');
@@ -195,7 +201,7 @@ describe('LogSink over a scripted handle', () => {
 
     it('a destroy writes the held block before the file is closed (acknowledged bytes are never lost)', async () => {
       const handle = new ScriptedHandle();
-      const sink = new LogSink(handle, { blockBytes: 1024, holdMs: 60_000 });
+      const sink = new LogSink(handle, { clock: systemClock, blockBytes: 1024, holdMs: 60_000 });
       await write(sink, 'held\n');
       sink.destroy();
       expect(await sink.finish()).toMatchObject({ bytes: 5, closed: true, failure: null });
@@ -212,7 +218,7 @@ describe('LogSink over a scripted handle', () => {
         if (calls > 1) return slow(bytes);
         return new Promise((resolve) => (release = () => resolve(slow(bytes))));
       };
-      const sink = new LogSink(handle, { blockBytes: 4, holdMs: 60_000 });
+      const sink = new LogSink(handle, { clock: systemClock, blockBytes: 4, holdMs: 60_000 });
       await write(sink, 'aaaa'); // block 1 queued, its write held; acknowledged (nothing was in flight before it)
       let acknowledged = false;
       const second = write(sink, 'bbbb').then(() => (acknowledged = true)); // block 2 waits for block 1
@@ -237,7 +243,7 @@ describe('LogSink over a scripted handle', () => {
     const never = { cancel: () => undefined };
     // The hold time never ends: blocks are written when full and at the end only.
     const timers = { sleep: () => Promise.resolve(), setTimer: () => never, setInterval: () => never };
-    const sink = new LogSink(handle, { blockBytes: 40_000, timers });
+    const sink = new LogSink(handle, { blockBytes: 40_000, clock: timers });
     const chunks = Array.from(
       { length: 100 },
       (_, i) => `${String(i).padStart(3, '0')}-${'x'.repeat(3995)}|`,

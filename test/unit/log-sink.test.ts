@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { DEFAULT_LOG_BLOCK_BYTES, logLimitMarker, type LogSink } from '../../src/app/evidence/log-sink.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
@@ -35,7 +36,7 @@ function writeOne(sink: LogSink, chunk: Buffer): Promise<void> {
 
 describe('LogSink', () => {
   it('streams bytes to a new 0600 file and closes it with a report', async () => {
-    const sink = await store.openLog('stdout.log');
+    const sink = await store.openLog('stdout.log', { clock: systemClock });
     await pipeline(Readable.from([Buffer.from('line 1\n'), Buffer.from('line 2\n')]), sink);
     expect(await sink.finish()).toEqual({ bytes: 14, closed: true, failure: null, limitExceeded: false });
     expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('line 1\nline 2\n');
@@ -53,7 +54,7 @@ describe('LogSink', () => {
       partialBytes: 100,
       code: 'ENOSPC',
     });
-    const sink = await store.openLog('stderr.log', { blockBytes: 0 }); // one write(2) per chunk
+    const sink = await store.openLog('stderr.log', { clock: systemClock, blockBytes: 0 }); // one write(2) per chunk
     const errors: unknown[] = [];
     sink.on('error', (err) => errors.push(err));
     for (let i = 0; i < 5; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61 + i));
@@ -72,7 +73,7 @@ describe('LogSink', () => {
 
   it('lets a pipeline complete when the very first write fails', async () => {
     fs.addRule({ op: 'write', path: /stdout\.log$/, code: 'ENOSPC' });
-    const sink = await store.openLog('stdout.log');
+    const sink = await store.openLog('stdout.log', { clock: systemClock });
     let produced = 0;
     async function* source(): AsyncGenerator<Buffer> {
       for (; produced < 50; produced += 1) yield await Promise.resolve(Buffer.alloc(4096, 0x62));
@@ -84,14 +85,14 @@ describe('LogSink', () => {
 
   it('reports closed: false when the final fsync fails', async () => {
     fs.addRule({ op: 'sync', path: /stdout\.log$/, code: 'EIO' });
-    const sink = await store.openLog('stdout.log');
+    const sink = await store.openLog('stdout.log', { clock: systemClock });
     await writeOne(sink, Buffer.from('abc'));
     expect(await sink.finish()).toEqual({ bytes: 3, closed: false, failure: 'EIO', limitExceeded: false });
     expect(fs.count('close', /stdout\.log$/)).toBe(1);
   });
 
   it('closes the file when the source fails mid-stream', async () => {
-    const sink = await store.openLog('stdout.log');
+    const sink = await store.openLog('stdout.log', { clock: systemClock });
     async function* source(): AsyncGenerator<Buffer> {
       yield Buffer.from('partial\n');
       await Promise.resolve();
@@ -104,7 +105,7 @@ describe('LogSink', () => {
 
   it('appends after a restart, counting bytes from the existing size', async () => {
     await writeFile(join(root, 'stdout.log'), '0123456789');
-    const sink = await store.openLog('stdout.log', { append: true });
+    const sink = await store.openLog('stdout.log', { clock: systemClock, append: true });
     await writeOne(sink, Buffer.from('abcde'));
     expect(await sink.finish()).toEqual({ bytes: 15, closed: true, failure: null, limitExceeded: false });
     expect(await readFile(join(root, 'stdout.log'), 'utf8')).toBe('0123456789abcde');
@@ -112,7 +113,7 @@ describe('LogSink', () => {
 
   it('refuses to open an existing log without append, leaving it untouched', async () => {
     await writeFile(join(root, 'stdout.log'), 'evidence');
-    await expect(store.openLog('stdout.log')).rejects.toMatchObject({
+    await expect(store.openLog('stdout.log', { clock: systemClock })).rejects.toMatchObject({
       code: 'E_STORE',
       context: { path: 'stdout.log', syscall: 'open', errno: 'EEXIST' },
     });
@@ -122,7 +123,7 @@ describe('LogSink', () => {
   it('streams 20 MiB with bounded buffering and one write in flight', async () => {
     const chunkBytes = 64 * 1024;
     const totalBytes = 20 * 1024 * 1024;
-    const sink = await store.openLog('big.log');
+    const sink = await store.openLog('big.log', { clock: systemClock });
     const chunk = Buffer.alloc(chunkBytes, 0x7a);
     let maxBufferedBytes = 0;
     async function* source(): AsyncGenerator<Buffer> {
@@ -149,7 +150,7 @@ describe('LogSink', () => {
 
   describe('log_limit_bytes', () => {
     it('keeps the first limit bytes, appends the marker line, drops the rest and asks for a stop', async () => {
-      const sink = await store.openLog('stdout.log', { limitBytes: 2500 });
+      const sink = await store.openLog('stdout.log', { clock: systemClock, limitBytes: 2500 });
       let halted: string | null = null;
       void sink.halted.then((why) => (halted = why));
       for (let i = 0; i < 5; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61 + i));
@@ -167,7 +168,7 @@ describe('LogSink', () => {
     });
 
     it('a stream of exactly the limit is not over it', async () => {
-      const sink = await store.openLog('stdout.log', { limitBytes: 2000 });
+      const sink = await store.openLog('stdout.log', { clock: systemClock, limitBytes: 2000 });
       for (let i = 0; i < 2; i += 1) await writeOne(sink, Buffer.alloc(1000, 0x61));
       expect(await sink.finish()).toEqual({ bytes: 2000, closed: true, failure: null, limitExceeded: false });
     });
@@ -175,7 +176,7 @@ describe('LogSink', () => {
     it('reopened after a restart with the cap already reached, writes nothing more and asks for a stop at once', async () => {
       const before = 'x'.repeat(100) + logLimitMarker(100);
       await writeFile(join(root, 'stdout.log'), before);
-      const sink = await store.openLog('stdout.log', { append: true, limitBytes: 100 });
+      const sink = await store.openLog('stdout.log', { clock: systemClock, append: true, limitBytes: 100 });
       expect(await sink.halted).toBe('limit_exceeded');
       await writeOne(sink, Buffer.from('more'));
       expect(await sink.finish()).toMatchObject({ bytes: before.length, limitExceeded: true });
@@ -184,7 +185,11 @@ describe('LogSink', () => {
 
     it('a failed write (ENOSPC) also asks for a stop, keeping what was written', async () => {
       fs.addRule({ op: 'write', path: /stdout\.log$/, nth: 2, when: 'before', code: 'ENOSPC' });
-      const sink = await store.openLog('stdout.log', { limitBytes: 1_000_000, blockBytes: 0 });
+      const sink = await store.openLog('stdout.log', {
+        clock: systemClock,
+        limitBytes: 1_000_000,
+        blockBytes: 0,
+      });
       await writeOne(sink, Buffer.from('kept\n'));
       await writeOne(sink, Buffer.from('lost\n'));
       expect(await sink.halted).toBe('write_failed');

@@ -96,7 +96,6 @@ function deps(runtime: ContainerRuntime): ExecutePairDeps {
   return {
     runtime,
     clock: time.clock,
-    sleep: time.sleep,
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
     extractSessions: () => Promise.reject(new Error('no sessions archive in these tests')),

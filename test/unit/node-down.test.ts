@@ -12,6 +12,7 @@ import { steppingClock } from '../support/finished-pair.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { fakeLogger } from '../support/fakes.js';
 import { fakeRuntime } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 const SWARM: ExecutorConfig = {
   kind: 'swarm',
@@ -43,7 +44,7 @@ function deps(): NodeDownDeps {
   return {
     store: batch.store,
     registry,
-    clock: { now: () => new Date('2026-12-02T12:00:00Z') },
+    clock: clockAt(() => new Date('2026-12-02T12:00:00Z')),
     logger: silent,
     outcomes: fileOutcomeReader,
     runtimeFor: (downNodes) => {

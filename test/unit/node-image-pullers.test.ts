@@ -7,6 +7,7 @@ import type { ImagePlanRecord } from '../../src/core/image-plan.js';
 import type { JournalFieldsOf } from '../../src/core/journal-events.js';
 import type { Job } from '../../src/core/manifest/schema.js';
 import type { PairOutcome } from '../../src/core/supervisor-machine.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * Issue 43 on a swarm, with a fake engine per node: each node pulls the images of the pending pairs its placement
@@ -98,15 +99,17 @@ function setup(jobs: readonly (readonly [string, number, string | null])[], coun
           error: () => undefined,
           debug: () => undefined,
         } as never,
-        clock: { now: () => new Date() },
-        sleep: (ms, signal) =>
-          new Promise((r) => {
-            const t = setTimeout(r, Math.min(ms, 5));
-            signal?.addEventListener('abort', () => {
-              clearTimeout(t);
-              r(undefined);
-            });
-          }),
+        clock: {
+          ...clockAt(() => new Date()),
+          sleep: (ms: number, signal?: AbortSignal) =>
+            new Promise<void>((r) => {
+              const t = setTimeout(r, Math.min(ms, 5));
+              signal?.addEventListener('abort', () => {
+                clearTimeout(t);
+                r();
+              });
+            }),
+        },
         redact: (t) => t,
         queue,
         node,
@@ -123,7 +126,7 @@ function setup(jobs: readonly (readonly [string, number, string | null])[], coun
       if (type === 'image') journal.push(fields);
       return Promise.resolve();
     },
-    clock: { now: () => new Date() },
+    clock: clockAt(() => new Date()),
   });
   /** Each job in turn: its wait, then what it was run with. */
   const drain = async (): Promise<(PulledImage | PairOutcome)[]> => {

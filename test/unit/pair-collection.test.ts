@@ -64,7 +64,7 @@ describe('findByClaim', () => {
     let asked = 0;
     runtime.listByLabel = () => (asked++, Promise.reject(engineError('engine_unavailable', null)));
     const time = fakeTime();
-    expect(await findByClaim(runtime, { 'roboguide.claim': 'k' }, time.sleep)).toEqual({
+    expect(await findByClaim(runtime, { 'roboguide.claim': 'k' }, time.clock)).toEqual({
       id: null,
       known: false,
     });
@@ -72,7 +72,7 @@ describe('findByClaim', () => {
   });
 
   it('without a claim label there is nothing to look for', async () => {
-    expect(await findByClaim(new ScriptedRuntime(), {}, fakeTime().sleep)).toEqual({ id: null, known: true });
+    expect(await findByClaim(new ScriptedRuntime(), {}, fakeTime().clock)).toEqual({ id: null, known: true });
   });
 });
 

@@ -135,10 +135,12 @@ function deps(
   const time = fakeTime(new Date().toISOString());
   return {
     runtime: runtime,
-    clock: time.clock,
-    sleep: (ms, signal) => {
-      onSleep();
-      return time.sleep(ms, signal);
+    clock: {
+      ...time.clock,
+      sleep: (ms, signal) => {
+        onSleep();
+        return time.sleep(ms, signal);
+      },
     },
     logger: silentLogger,
     createRedactor: () => new PassThrough(),

@@ -104,7 +104,6 @@ function deps(runtime: FakeRuntime, overrides: Partial<PairLifecycleDeps> = {}):
   return {
     runtime: runtime,
     clock: time.clock,
-    sleep: time.sleep,
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
     openLogs: () => Promise.resolve({ stdout: memoryLog(), stderr: memoryLog() }),

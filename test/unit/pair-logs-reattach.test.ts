@@ -5,6 +5,8 @@
  */
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/adapters/system-clock.js';
+import type { Clock } from '../../src/app/ports/clock.js';
 import { runPairLifecycle } from '../../src/app/pair-lifecycle.js';
 import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair-lifecycle-types.js';
 import { PairLogs } from '../../src/app/pair-logs.js';
@@ -71,6 +73,7 @@ const logsOf = (files: Record<LogStreamName, MemoryLog>, readBack = true) =>
         Promise.resolve({ stdout: files.stdout.opened(readBack), stderr: files.stderr.opened(readBack) }),
       createRedactor: () => new PassThrough(),
       logger: silentLogger,
+      clock: systemClock,
     },
     [],
     () => 'c1',
@@ -86,7 +89,7 @@ function engineCopy(text: string, piece = 5): PassThrough {
 
 /** The fake clock moves by the sleep; each sleep also lets the streams' pending callbacks run, as real time would. */
 const yielding =
-  (time: FakeTime): DrainBounds['sleep'] =>
+  (time: FakeTime): Clock['sleep'] =>
   async (ms, signal) => {
     await time.sleep(ms, signal);
     await new Promise((resolve) => setImmediate(resolve));
@@ -97,8 +100,7 @@ function bounds(time: FakeTime, overrides: Partial<DrainBounds> = {}): DrainBoun
     stallMs: 30_000,
     untilMs: time.nowMs() + 3_600_000,
     pollMs: 1_000,
-    nowMs: () => time.nowMs(),
-    sleep: yielding(time),
+    clock: { ...time.clock, sleep: yielding(time) },
     ...overrides,
   };
 }
@@ -166,7 +168,7 @@ describe('the drain before the removal', () => {
     time: FakeTime,
     pieces: number,
     end: boolean,
-  ): { stream: PassThrough; sleep: DrainBounds['sleep'] } {
+  ): { stream: PassThrough; sleep: Clock['sleep'] } {
     const stream = new PassThrough();
     let given = 0;
     return {
@@ -187,7 +189,7 @@ describe('the drain before the removal', () => {
     const slow = trickle(time, 120, true);
     await logs.connect({ stdout: slow.stream, stderr: engineCopy('') }, false);
     const startMs = time.nowMs();
-    await logs.drain(bounds(time, { sleep: slow.sleep }));
+    await logs.drain(bounds(time, { clock: { ...time.clock, sleep: slow.sleep } }));
     expect(time.nowMs() - startMs).toBeGreaterThanOrEqual(120_000);
     expect(files.stdout.finished).toBe(true);
     const closed = await logs.close(1_000, true);
@@ -202,7 +204,7 @@ describe('the drain before the removal', () => {
     const stuck = trickle(time, 3, false);
     await logs.connect({ stdout: stuck.stream, stderr: engineCopy('done\n') }, false);
     const startMs = time.nowMs();
-    await logs.drain(bounds(time, { sleep: stuck.sleep, stallMs: 30_000 }));
+    await logs.drain(bounds(time, { clock: { ...time.clock, sleep: stuck.sleep }, stallMs: 30_000 }));
     const took = time.nowMs() - startMs;
     expect(took).toBeGreaterThanOrEqual(33_000);
     expect(took).toBeLessThan(40_000);
@@ -224,7 +226,7 @@ describe('the drain before the removal', () => {
     const endless = trickle(time, Number.POSITIVE_INFINITY, false);
     await logs.connect({ stdout: endless.stream, stderr: engineCopy('') }, false);
     const untilMs = time.nowMs() + 50_000;
-    await logs.drain(bounds(time, { sleep: endless.sleep, untilMs }));
+    await logs.drain(bounds(time, { clock: { ...time.clock, sleep: endless.sleep }, untilMs }));
     expect(time.nowMs()).toBeGreaterThanOrEqual(untilMs);
     expect(time.nowMs()).toBeLessThan(untilMs + 2_000);
     const closed = await logs.close(1_000, true);
@@ -244,7 +246,7 @@ function reattachedWorld(firstCopyLines: number, finishedAt: string) {
   const slow = new PassThrough();
   const world = { present: true, follows: 0, finishedAtRemoval: null as boolean | null, files, full };
   let at = 0;
-  const sleep: PairLifecycleDeps['sleep'] = async (ms, signal) => {
+  const sleep: Clock['sleep'] = async (ms, signal) => {
     await time.sleep(ms, signal);
     if (at < first.length) {
       slow.write(first.slice(at, at + 5));
@@ -284,8 +286,9 @@ function reattachedWorld(firstCopyLines: number, finishedAt: string) {
   } as Partial<ContainerRuntime>;
   const deps: PairLifecycleDeps = {
     runtime: runtime as ContainerRuntime,
-    clock: time.clock,
-    sleep,
+    // Fake time for the waits the lifecycle sleeps; the logs' settle timer is real, as the slow copy moves only when
+    // the lifecycle sleeps (a fake timer nobody advances would never end the settle).
+    clock: { ...time.clock, sleep, setTimer: systemClock.setTimer },
     logger: silentLogger,
     createRedactor: () => new PassThrough(),
     openLogs: () => Promise.resolve({ stdout: files.stdout.opened(), stderr: files.stderr.opened() }),

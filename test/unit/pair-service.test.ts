@@ -13,6 +13,7 @@ import { FakePairRuntime } from '../support/fake-pair-runtime.js';
 import { steppingClock } from '../support/finished-pair.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
+import { clockAt } from '../support/fake-time.js';
 
 let tmp: string;
 let registry: SqliteCapacityRegistry;
@@ -31,7 +32,7 @@ beforeEach(async () => {
   service = new PairService({
     pairDeps: {
       runtime,
-      clock: { now: () => new Date() },
+      clock: clockAt(() => new Date()),
       logger: silentLogger,
       createRedactor: () => new PassThrough(),
       extractSessions: () => Promise.reject(new Error('no sessions in these tests')),

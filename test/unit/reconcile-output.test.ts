@@ -19,6 +19,7 @@ import {
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { fakeLogger } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 let tmp: string;
 let registry: SqliteCapacityRegistry;
@@ -117,7 +118,7 @@ describe('recoverOutput (`pair recover`)', () => {
     const err: unknown = await recoverOutput(
       {
         ...deps(new FakeContainerRuntime()),
-        clock: { now: () => new Date() },
+        clock: clockAt(() => new Date()),
         logger,
         host: procHostIdentity,
         fs: new NodeFileSystem(),

@@ -18,9 +18,10 @@ import { recoverPairRun, type RecoverPairRunDeps } from '../../src/app/recover-p
 import { RoboguideError } from '../../src/core/errors.js';
 import { buildReceipt, type Receipt } from '../../src/core/receipt.js';
 import { FakeHost, FakePairRuntime, SUPERVISOR } from '../support/fake-pair-world.js';
+import { clockAt } from '../support/fake-time.js';
 
 const SECRET = 'sk-live-abcdefgh12345678';
-const clock = { now: () => new Date('2026-12-03T09:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-03T09:00:00Z'));
 let dir: string;
 let registry: SqliteCapacityRegistry;
 let runtime: FakePairRuntime;

@@ -11,6 +11,7 @@ import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capac
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import type { ContainerState } from '../../src/app/ports/container-runtime.js';
 import { releaseLostSlot, type ReleaseLostDeps } from '../../src/app/release-lost-slot.js';
+import { clockAt } from '../support/fake-time.js';
 
 let dir: string;
 let registry: SqliteCapacityRegistry;
@@ -36,7 +37,7 @@ function deps(): ReleaseLostDeps {
       listByLabel: () => Promise.resolve([]),
     },
     host: { isAlive: () => alive },
-    clock: { now: () => new Date('2026-12-05T00:00:00Z') },
+    clock: clockAt(() => new Date('2026-12-05T00:00:00Z')),
     exists: async (path) => (await stat(path).catch(() => null)) !== null,
     proofs: new EvidenceStore(new NodeFileSystem(), proofsDir),
     proofsDir,

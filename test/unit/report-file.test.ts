@@ -11,6 +11,7 @@ import { InvalidInputError } from '../../src/core/errors.js';
 import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/batch-dir.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { fakeLogger } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 let dir: string;
 let batch: TestBatch;
@@ -104,7 +105,7 @@ describe('reportRefresher (the supervisor keeps report.html current)', () => {
   it('flush writes the page; a write that fails is logged and never thrown', async () => {
     const warnings: unknown[] = [];
     const logger = fakeLogger({ warn: (o) => void warnings.push(o) });
-    const clock = { now: () => now };
+    const clock = clockAt(() => now);
     await reportRefresher(batch.store, clock, logger, procHostIdentity).flush();
     expect(await batch.store.exists(REPORT_FILE)).toBe(true);
     expect(warnings).toEqual([]);

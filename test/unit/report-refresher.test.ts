@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { boundedRefresher } from '../../src/app/batch/report.js';
+import { clockAt } from '../support/fake-time.js';
 
 /** The supervisor refreshes report.html at most every interval, and once more at the end. */
 describe('boundedRefresher', () => {
@@ -9,7 +10,7 @@ describe('boundedRefresher', () => {
   afterEach(() => {
     vi.useRealTimers();
   });
-  const clock = { now: () => new Date() };
+  const clock = clockAt(() => new Date());
 
   it('writes at once, then coalesces pokes within the interval into one later write', async () => {
     let writes = 0;
@@ -79,7 +80,7 @@ describe('boundedRefresher on a slow write', () => {
   afterEach(() => {
     vi.useRealTimers();
   });
-  const clock = { now: () => new Date() };
+  const clock = clockAt(() => new Date());
 
   it('waits four times the last write duration after it ended before the next (a huge batch never refreshes back to back)', async () => {
     const starts: number[] = [];

@@ -34,6 +34,7 @@ import type {
   SessionEngine,
 } from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * The session manager across a registry outage (issue 27) and its limits and adoption rules (issue 22), with
@@ -212,7 +213,7 @@ let now: number;
 let engine: FakeEngine;
 let inner: SqliteCapacityRegistry;
 let registry: OutageRegistry;
-const clock = { now: () => new Date(now) };
+const clock = clockAt(() => new Date(now));
 
 function manager(): SessionManager {
   return new SessionManager({

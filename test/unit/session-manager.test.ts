@@ -26,6 +26,7 @@ import type {
 } from '../../src/app/ports/container-runtime.js';
 import { SessionManager } from '../../src/app/serve/session-manager.js';
 import { until } from '../support/until.js';
+import { clockAt } from '../support/fake-time.js';
 
 const exists = (path: string): Promise<boolean> =>
   access(path).then(
@@ -180,7 +181,7 @@ let dir: string;
 let now: number;
 let engine: FakeEngine;
 let registry: SqliteCapacityRegistry;
-const clock = { now: () => new Date(now) };
+const clock = clockAt(() => new Date(now));
 
 function manager(): SessionManager {
   return new SessionManager({

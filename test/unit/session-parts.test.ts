@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import type { ReleaseResult } from '../../src/app/ports/capacity-registry.js';
 import { releaseSlot } from '../../src/app/serve/session-deletion.js';
@@ -68,15 +69,15 @@ const noPause = (): Promise<void> => Promise.resolve();
 describe('verifiedRemoval (the one removal of pairs and sessions)', () => {
   it('a running container: stopped, removed, then the 404', async () => {
     const { engine, calls } = removalEngine();
-    expect(await verifiedRemoval({ runtime: engine, logger: silentLogger, sleep: noPause }, 'c1', 5)).toEqual(
-      {
-        stopped: true,
-        removed: true,
-        verified_absent: true,
-        attempts: 1,
-        failure: null,
-      },
-    );
+    expect(
+      await verifiedRemoval({ runtime: engine, logger: silentLogger, clock: { sleep: noPause } }, 'c1', 5),
+    ).toEqual({
+      stopped: true,
+      removed: true,
+      verified_absent: true,
+      attempts: 1,
+      failure: null,
+    });
     expect(calls).toEqual(['inspect c1', 'stop c1', 'remove c1', 'inspect c1']);
   });
 
@@ -84,7 +85,11 @@ describe('verifiedRemoval (the one removal of pairs and sessions)', () => {
     const { engine, calls } = removalEngine({
       remove: engineError('engine_error', 409, 'removal in progress'),
     });
-    const removal = await verifiedRemoval({ runtime: engine, logger: silentLogger, sleep: noPause }, 'c1', 5);
+    const removal = await verifiedRemoval(
+      { runtime: engine, logger: silentLogger, clock: { sleep: noPause } },
+      'c1',
+      5,
+    );
     expect(removal).toEqual({
       stopped: true,
       removed: false,
@@ -103,7 +108,7 @@ describe('verifiedRemoval (the one removal of pairs and sessions)', () => {
         Promise.resolve(n <= 2 ? running('c1') : n === 3 ? { ...running('c1'), status: 'exited' } : null),
     });
     const removal = await verifiedRemoval(
-      { runtime: engine, logger: silentLogger, verifyAbsentTimeoutMs: 300, sleep: noPause },
+      { runtime: engine, logger: silentLogger, verifyAbsentTimeoutMs: 300, clock: { sleep: noPause } },
       'c1',
       5,
     );
@@ -127,7 +132,7 @@ describe('verifiedRemoval (the one removal of pairs and sessions)', () => {
             : Promise.resolve(null),
     });
     expect(
-      await verifiedRemoval({ runtime: engine, logger: silentLogger, sleep: noPause }, 'c1', 5),
+      await verifiedRemoval({ runtime: engine, logger: silentLogger, clock: { sleep: noPause } }, 'c1', 5),
     ).toMatchObject({
       verified_absent: true,
       failure: { step: 'verify', fault: null, message: 'socket hang up' },
@@ -144,7 +149,7 @@ describe('verifiedRemoval (the one removal of pairs and sessions)', () => {
         runtime: engine,
         logger: silentLogger,
         verifyAbsentTimeoutMs: 900,
-        sleep: () => (pauses++, noPause()),
+        clock: { sleep: () => (pauses++, noPause()) },
       },
       'c1',
       5,
@@ -201,6 +206,7 @@ const run = (handle: ExecHandle, overrides: Partial<ExecRun> = {}): ExecRun => (
   timeoutSec: undefined,
   logger: silentLogger,
   sessionId: 's-1',
+  clock: systemClock,
   ...overrides,
 });
 

@@ -9,11 +9,12 @@ import { readStatus } from '../../src/app/batch/read-status.js';
 import type { GpuObservation } from '../../src/core/gpu/nvidia-smi-parse.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { answeringEngine } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 /** Only what prepareBatch asks of the engine. */
 const engine = answeringEngine();
 
-const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-02T10:00:00Z'));
 let dir: string;
 
 async function start(name: string, observation: GpuObservation, gpus: unknown) {

@@ -9,11 +9,12 @@ import type { HostFactsRequest, HostFactsSource } from '../../src/app/ports/host
 import type { HostFactsRecord } from '../../src/core/host-facts.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { answeringEngine } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 /** Only what prepareBatch asks of the engine; this one reports its data root. */
 const engine = answeringEngine({ dataRoot: '/var/lib/docker' });
 
-const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-02T10:00:00Z'));
 let dir: string;
 
 const source: HostFactsSource = {
@@ -70,7 +71,7 @@ describe('batch.json host record', () => {
     const asked: HostFactsRequest[] = [];
     const { record, onDisk } = await start((request) => {
       asked.push(request);
-      return gatherHostFacts({ source, after: () => new Promise(() => {}) }, request);
+      return gatherHostFacts({ source, clock: { sleep: () => new Promise(() => {}) } }, request);
     });
     expect(asked).toEqual([{ outputDir: join(dir, 'batch'), dataRoot: '/var/lib/docker' }]);
     expect(onDisk['host']).toEqual(record.host);
@@ -99,7 +100,7 @@ describe('batch.json host record', () => {
         }),
     };
     const { onDisk } = await start((request) =>
-      gatherHostFacts({ source: roomy, after: () => new Promise(() => {}) }, request),
+      gatherHostFacts({ source: roomy, clock: { sleep: () => new Promise(() => {}) } }, request),
     );
     // (16 GiB − 1.6 GiB reserve) / 1 worker; half of 40 GiB free / 1 worker.
     expect(onDisk['pair_limit_defaults']).toMatchObject({
@@ -114,7 +115,7 @@ describe('batch.json host record', () => {
       gatherHostFacts(
         {
           source: { ...source, memory: () => Promise.reject(new Error('no /proc/meminfo')) },
-          after: () => Promise.resolve(),
+          clock: { sleep: () => Promise.resolve() },
           timeoutMs: 10,
         },
         request,
@@ -128,7 +129,7 @@ describe('batch.json host record', () => {
       gatherHostFacts(
         {
           source: { ...source, cpu: () => new Promise(() => {}) },
-          after: () => Promise.resolve(),
+          clock: { sleep: () => Promise.resolve() },
           timeoutMs: 10,
         },
         request,
@@ -189,7 +190,7 @@ describe('batch.json host record: refusals', () => {
           host: procHostIdentity,
           runtime: noImage,
           clock,
-          hostFacts: (request) => (asked++, gatherHostFacts({ source }, request)),
+          hostFacts: (request) => (asked++, gatherHostFacts({ source, clock }, request)),
         },
         {
           manifestPath: join(dir, 'm.json'),
@@ -216,7 +217,7 @@ describe('batchHostRequest', () => {
 
   it('swarm: the data root is unknown, with the reason (the pairs run on the nodes)', async () => {
     const request = batchHostRequest('/out', { dataRoot: '/var/lib/docker' }, { kind: 'swarm' });
-    const facts = await gatherHostFacts({ source, after: () => new Promise(() => {}) }, request);
+    const facts = await gatherHostFacts({ source, clock: { sleep: () => new Promise(() => {}) } }, request);
     expect(facts.engine_data_root_fs).toEqual({
       kind: 'unknown',
       reason: "swarm executor: the pairs run on the nodes' engines",

@@ -8,9 +8,10 @@ import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { answeringEngine } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 const engine = answeringEngine();
-const clock = { now: () => new Date('2026-12-02T10:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-02T10:00:00Z'));
 let dir: string;
 
 async function start(environment: Record<string, string>, allowShortSecrets?: boolean) {

@@ -9,12 +9,13 @@ import type { ImagePulls } from '../../src/app/ports/image-pulls.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { RoboguideError } from '../../src/core/errors.js';
 import { answeringEngine } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * Issue 43 on Swarm: start asks every node's engine for every image; the batch records which node holds what, and an
  * image some node lacks is refused naming the nodes (nothing written).
  */
-const clock = { now: () => new Date('2026-12-05T10:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-05T10:00:00Z'));
 let dir: string;
 
 beforeEach(async () => {

@@ -15,6 +15,7 @@ import { sha256Hex } from '../../src/app/digest.js';
 import type { RoboguideError } from '../../src/core/errors.js';
 import { InvalidInputError } from '../../src/core/errors.js';
 import { FakeHost, FakePairRuntime, SUPERVISOR } from '../support/fake-pair-world.js';
+import { clockAt } from '../support/fake-time.js';
 
 let dir: string;
 let runtime: FakePairRuntime;
@@ -33,7 +34,7 @@ const deps = (): StartBatchDeps => ({
   fs: new NodeFileSystem(),
   host,
   runtime,
-  clock: { now: () => new Date('2026-12-03T08:00:00Z') },
+  clock: clockAt(() => new Date('2026-12-03T08:00:00Z')),
 });
 
 async function manifestFile(

@@ -24,6 +24,7 @@ import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import type { Classification } from '../../src/core/result.js';
 import { answeringEngine } from '../support/fakes.js';
 import { rawJournalRecord } from '../support/raw-journal.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * Incremental status (issue 14, item 2): the hot path (a live supervisor's status.json plus the journal past its
@@ -35,7 +36,7 @@ import { rawJournalRecord } from '../support/raw-journal.js';
 const T0 = Date.parse('2026-12-02T10:00:00.000Z');
 const at = (sec: number): string => new Date(T0 + sec * 1000).toISOString();
 const NOW = new Date(T0 + 3600_000);
-const clock = { now: () => new Date(T0) };
+const clock = clockAt(() => new Date(T0));
 const JOBS = ['a', 'b', 'c', 'd', 'e', 'f'];
 let dir: string;
 let store: EvidenceStore;

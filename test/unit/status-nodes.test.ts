@@ -12,9 +12,10 @@ import { InvalidInputError } from '../../src/core/errors.js';
 import type { ExecutorConfig } from '../../src/core/executor.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { fakeRuntime } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 /** A swarm batch (issue 13): batch.json keeps the executor and its nodes; status shows which pair runs where. */
-const clock = { now: () => new Date('2026-12-03T10:00:30Z') };
+const clock = clockAt(() => new Date('2026-12-03T10:00:30Z'));
 const SWARM: ExecutorConfig = {
   kind: 'swarm',
   manager: 'unix:///m.sock',

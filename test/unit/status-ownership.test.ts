@@ -12,13 +12,14 @@ import type { ContainerState, ContainerStatus } from '../../src/app/ports/contai
 import { RECEIPT_SCHEMA, type Receipt } from '../../src/core/receipt.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { answeringEngine } from '../support/fakes.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * `status` and the containers of a live supervisor: between create and start, and between exit and removal (or
  * after an engine restart stopped it), a claimed pair's container belongs to the supervisor — running, never a
  * leftover. Without a live supervisor the same container is a leftover for resume to handle.
  */
-const clock = { now: () => new Date('2026-12-02T10:00:30Z') };
+const clock = clockAt(() => new Date('2026-12-02T10:00:30Z'));
 let dir: string;
 let store: EvidenceStore;
 let batchId: string;

@@ -7,7 +7,7 @@ import { JOURNAL_FILE } from '../../src/core/evidence-names.js';
 import type { JournalRecord } from '../../src/core/journal-events.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { CoalescingWriter } from '../../src/app/batch/status-writer.js';
-import { fakeTime } from '../support/fake-time.js';
+import { clockAt, fakeTime } from '../support/fake-time.js';
 import { rawJournalRecord } from '../support/raw-journal.js';
 
 /** The store's mechanics take any record. */
@@ -15,7 +15,7 @@ const raw = rawJournalRecord;
 
 /** The pieces incremental status stands on: the coalescing status writer and the journal read from an offset. */
 describe('CoalescingWriter', () => {
-  const clock = { now: () => new Date(0) }; // time never advances: every later soon() must wait for the interval
+  const clock = clockAt(() => new Date(0)); // time never advances: every later soon() must wait for the interval
 
   it('coalesces requests made while a write waits, and every write builds the newest state', async () => {
     let state = 0;
@@ -64,7 +64,6 @@ describe('CoalescingWriter on the injected clock', () => {
       time.clock,
       60_000,
       () => undefined,
-      time.clock,
     );
     const t0 = time.nowMs();
     await w.now();

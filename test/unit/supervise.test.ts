@@ -16,6 +16,7 @@ import { buildFinishedPair } from '../support/finished-pair.js';
 import { answeringEngine, executeDeps } from '../support/fakes.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * The supervisor end to end without an engine: the paths where no pair runs (a source pin that no longer matches, a
@@ -45,7 +46,7 @@ const engine = answeringEngine(
 /** Containers the fake engine says exist (by id). */
 const present = new Set<string>();
 
-const clock = { now: () => new Date('2026-12-03T10:00:00Z') };
+const clock = clockAt(() => new Date('2026-12-03T10:00:00Z'));
 let dir: string;
 let registry: SqliteCapacityRegistry;
 

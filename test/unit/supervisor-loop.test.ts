@@ -8,6 +8,7 @@ import {
   type PairOutcome,
   type SupervisorJournal,
 } from '../../src/core/supervisor-machine.js';
+import { clockAt } from '../support/fake-time.js';
 
 /** A promise settled from outside: the tests decide when a pair ends. */
 class Gate<T> {
@@ -76,7 +77,13 @@ class FakeWorld {
       return gate.promise;
     };
     return {
-      clock: { now: () => new Date(this.nowMs) },
+      clock: {
+        ...clockAt(() => new Date(this.nowMs)),
+        sleep: (ms) => {
+          this.waits.push(ms);
+          return this.delay(ms);
+        },
+      },
       logger: this.logger,
       ...(this.redact !== undefined ? { redact: this.redact } : {}),
       gpuPeaksMib: () => [],
@@ -97,10 +104,6 @@ class FakeWorld {
       dispatch: start('dispatch'),
       recover: start('recover'),
       watchPlacement: (h, stillRunning) => this.log.push(`watch:${h.jobId}:${stillRunning()}`),
-      delay: (ms) => {
-        this.waits.push(ms);
-        return this.delay(ms);
-      },
     };
   }
 }

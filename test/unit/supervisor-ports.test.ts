@@ -29,13 +29,14 @@ import { claimJob, finishJob, startTestBatch, type TestBatch } from '../support/
 import { executeDeps, fakeOf, fakeRegistry } from '../support/fakes.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { rawJournalRecord } from '../support/raw-journal.js';
+import { clockAt } from '../support/fake-time.js';
 
 /**
  * The supervisor's wiring (supervisor-ports) and the ledger it writes status from (supervisor-ledger), each port
  * driven on its own against a real batch directory, with a fake engine and registry behind the ports.
  */
 
-const clock = { now: () => new Date('2026-12-02T10:05:00Z') };
+const clock = clockAt(() => new Date('2026-12-02T10:05:00Z'));
 let dir: string;
 
 beforeEach(async () => {

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../../src/adapters/system-clock.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import type { SupervisorLoop } from '../../src/app/batch/supervisor-loop.js';
 import { admissionNodesOf, type Supervision } from '../../src/app/batch/supervisor-ports.js';
@@ -41,7 +42,7 @@ describe('the stop protocol', () => {
   it('SIGUSR2 reads the stop file and feeds its request', async () => {
     const { loop, events } = recordingLoop();
     const latch = new StopLatch();
-    offs.push(listenForStops({ store, handleSignals: false }, loop, latch));
+    offs.push(listenForStops({ store, handleSignals: false, clock: systemClock }, loop, latch));
     await store.writeJsonAtomic('stop-request.json', { terminate: true, requested_at: 't' });
     process.emit('SIGUSR2', 'SIGUSR2');
     await vi.waitFor(() => expect(events).toEqual([{ type: 'stop_requested', terminate: true }]));
@@ -53,7 +54,7 @@ describe('the stop protocol', () => {
     await store.writeJsonAtomic('stop-request.json', { terminate: false, requested_at: 't' });
     process.emit('SIGUSR2', 'SIGUSR2');
     expect(latch.latched).toBe(true);
-    offs.push(listenForStops({ store, handleSignals: false }, loop, latch));
+    offs.push(listenForStops({ store, handleSignals: false, clock: systemClock }, loop, latch));
     await vi.waitFor(() => expect(events).toEqual([{ type: 'stop_requested', terminate: false }]));
   });
 
@@ -64,7 +65,7 @@ describe('the stop protocol', () => {
       int: process.listenerCount('SIGINT'),
     };
     const { loop, events } = recordingLoop();
-    const off = listenForStops({ store, handleSignals: true }, loop, new StopLatch());
+    const off = listenForStops({ store, handleSignals: true, clock: systemClock }, loop, new StopLatch());
     process.emit('SIGTERM', 'SIGTERM');
     process.emit('SIGINT', 'SIGINT');
     expect(events).toEqual([{ type: 'signal' }, { type: 'signal' }]);
@@ -75,7 +76,9 @@ describe('the stop protocol', () => {
       int: process.listenerCount('SIGINT'),
     }).toEqual(before);
     const quiet = recordingLoop();
-    offs.push(listenForStops({ store, handleSignals: false }, quiet.loop, new StopLatch()));
+    offs.push(
+      listenForStops({ store, handleSignals: false, clock: systemClock }, quiet.loop, new StopLatch()),
+    );
     expect(process.listenerCount('SIGTERM')).toBe(before.term);
   });
 });

@@ -11,7 +11,14 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../app/ports/clock.js';
+import type {
+  DiskFootprints,
+  GpuGrants,
+  ImagePins,
+  LayerChanges,
+  LinkChecks,
+} from '../../app/ports/runtime-capabilities.js';
+import { sleep } from '../system-clock.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
@@ -56,7 +63,9 @@ const START_TIMEOUT_MS = 180_000;
 export type DockerConnection = Docker.DockerOptions;
 
 /** ContainerRuntime over the Docker Engine API (dockerode). Every engine error is mapped once, here. */
-export class DockerContainerRuntime implements ContainerRuntime {
+export class DockerContainerRuntime
+  implements ContainerRuntime, ImagePins, LayerChanges, LinkChecks, GpuGrants, DiskFootprints
+{
   readonly docker: Docker;
   readonly #callTimeoutMs: number;
   readonly #heartbeatMs: number;

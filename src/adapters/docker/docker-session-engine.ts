@@ -14,7 +14,8 @@ import type {
   SessionContainerSpec,
   SessionEngine,
 } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../app/ports/clock.js';
+import type { NetworkMoves } from '../../app/ports/runtime-capabilities.js';
+import { sleep } from '../system-clock.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
 import { createOptions } from './container-create.js';
@@ -73,7 +74,7 @@ function feedStdin(source: Readable, socket: Duplex): void {
  * SessionEngine over dockerode. The operations pairs and sessions share (ContainerEngine) are the pair runtime's
  * own mapped, idempotent calls; the create options are built where a pair's are (container-create.ts).
  */
-export class DockerSessionEngine implements SessionEngine {
+export class DockerSessionEngine implements SessionEngine, NetworkMoves {
   readonly #docker: Docker;
   readonly #runtime: DockerContainerRuntime;
 

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import type { WaitResult } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../app/ports/clock.js';
+import { sleep } from '../system-clock.js';
 import { statusOf, toEngineError } from './engine-error.js';
 
 /** How long one heartbeat inspect may take. */

@@ -13,13 +13,31 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
+import {
+  canCheckLinks,
+  canCollectMounts,
+  canListLayerChanges,
+  canMeasureDisk,
+  canPinImages,
+  canPlaceImages,
+  canProveGpuGrants,
+  type DiskFootprints,
+  type GpuGrants,
+  type ImagePins,
+  type ImagePlacement,
+  type LayerChanges,
+  type LinkChecks,
+  type MountCollection,
+} from '../../app/ports/runtime-capabilities.js';
 
 /**
  * A ContainerRuntime that builds the real one (composition-root's engine client: dockerode and what it pulls in) on
  * its first engine call, once. A command that fails before talking to the engine (invalid input) never loads it. A
  * failure to build it is the failure of that call, and of every later one.
  */
-export class LazyContainerRuntime implements ContainerRuntime {
+export class LazyContainerRuntime
+  implements ContainerRuntime, ImagePins, LayerChanges, LinkChecks, DiskFootprints, GpuGrants
+{
   readonly #load: () => Promise<ContainerRuntime>;
   #runtime: Promise<ContainerRuntime> | null = null;
 
@@ -40,7 +58,7 @@ export class LazyContainerRuntime implements ContainerRuntime {
   }
   async imageId(image: string): Promise<string | null> {
     const runtime = await this.runtime();
-    return runtime.imageId ? runtime.imageId(image) : (await runtime.imageExists(image)) ? image : null;
+    return canPinImages(runtime) ? runtime.imageId(image) : (await runtime.imageExists(image)) ? image : null;
   }
   async create(spec: ContainerSpec): Promise<ContainerHandle> {
     return (await this.runtime()).create(spec);
@@ -78,21 +96,21 @@ export class LazyContainerRuntime implements ContainerRuntime {
   /** Forwarded when the real runtime has it; without it null, which means "copy the sessions dir out". */
   async linkFreePath(id: string, path: string): Promise<boolean> {
     const runtime = await this.runtime();
-    return runtime.linkFreePath ? runtime.linkFreePath(id, path) : false;
+    return canCheckLinks(runtime) ? runtime.linkFreePath(id, path) : false;
   }
   async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
     const runtime = await this.runtime();
-    return runtime.filesystemChanges ? runtime.filesystemChanges(id) : null;
+    return canListLayerChanges(runtime) ? runtime.filesystemChanges(id) : null;
   }
   /** Forwarded when the real runtime has it; without it null (only the folders are counted). */
   async diskFootprint(id: string): Promise<ContainerDiskFootprint | null> {
     const runtime = await this.runtime();
-    return runtime.diskFootprint ? runtime.diskFootprint(id) : null;
+    return canMeasureDisk(runtime) ? runtime.diskFootprint(id) : null;
   }
   /** Forwarded when the real runtime has it; without it null (no proof either way: the start goes on, as on a swarm). */
   async gpuGrantOf(id: string): Promise<GpuGrant | null> {
     const runtime = await this.runtime();
-    return runtime.gpuGrantOf ? runtime.gpuGrantOf(id) : null;
+    return canProveGpuGrants(runtime) ? runtime.gpuGrantOf(id) : null;
   }
   async listByLabel(labels: Readonly<Record<string, string>>): Promise<ContainerState[]> {
     return (await this.runtime()).listByLabel(labels);
@@ -110,14 +128,14 @@ export class LazyContainerRuntime implements ContainerRuntime {
  * it as on the real one. dockerode loads on the first call. Its node and placement inventories are the executor's
  * (composition-root's `createExecutor`), not the runtime's.
  */
-export class LazyExecutorRuntime extends LazyContainerRuntime {
+export class LazyExecutorRuntime extends LazyContainerRuntime implements ImagePlacement, MountCollection {
   /** A swarm's per-node presence (issue 43); null from a runtime of one engine. */
   async imageNodes(image: string): Promise<ImageNodes | null> {
     const runtime = await this.runtime();
-    return runtime.imageNodes ? runtime.imageNodes(image) : null;
+    return canPlaceImages(runtime) ? runtime.imageNodes(image) : null;
   }
   async collectMounts(id: string): Promise<void> {
     const runtime = await this.runtime();
-    await runtime.collectMounts?.(id);
+    if (canCollectMounts(runtime)) await runtime.collectMounts(id);
   }
 }

@@ -24,6 +24,7 @@ import type {
   FileSystem,
   OpenMode,
 } from '../../app/ports/file-system.js';
+import type { BulkExistence, TailReads } from '../../app/ports/file-system.js';
 
 const OPEN_FLAGS: Readonly<Record<OpenMode, number>> = {
   'create-exclusive': constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
@@ -62,7 +63,7 @@ class NodeHandle implements FileHandle {
 }
 
 /** The FileSystem port on node:fs/promises. */
-export class NodeFileSystem implements FileSystem {
+export class NodeFileSystem implements FileSystem, TailReads, BulkExistence {
   async open(path: string, mode: OpenMode, permissions: number): Promise<FileHandle> {
     return new NodeHandle(path, await open(path, OPEN_FLAGS[mode], permissions));
   }

@@ -11,9 +11,10 @@ import type {
   RemoveResult,
   WaitResult,
 } from '../../app/ports/container-runtime.js';
+import type { ImagePlacement, MountCollection } from '../../app/ports/runtime-capabilities.js';
 import type { Logger } from '../../app/ports/logger.js';
 import { errorKind } from '../../core/errors.js';
-import { sleep } from '../../app/ports/clock.js';
+import { sleep } from '../system-clock.js';
 import { statusOf, toEngineError } from '../docker/engine-error.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { NodeContainers } from './node-containers.js';
@@ -48,7 +49,7 @@ export interface SwarmRuntimeParts extends SwarmWaitParts {
  * placement (swarm-tasks.ts), its log (swarm-logs.ts, log-feed.ts), its container and volumes on the node
  * (node-containers.ts), the service spec (swarm-service-spec.ts) and the wait (swarm-wait.ts).
  */
-export class SwarmContainerRuntime implements ContainerRuntime {
+export class SwarmContainerRuntime implements ContainerRuntime, ImagePlacement, MountCollection {
   readonly manager: Docker;
   readonly #parts: SwarmRuntimeParts;
 

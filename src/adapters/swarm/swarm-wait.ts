@@ -1,5 +1,5 @@
 import type { WaitResult } from '../../app/ports/container-runtime.js';
-import { sleep } from '../../app/ports/clock.js';
+import { sleep } from '../system-clock.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { SwarmLogs } from './swarm-logs.js';
 import type { SwarmNodes } from './swarm-nodes.js';

@@ -9,6 +9,7 @@ import { writeJsonVerified } from '../durable-write.js';
 import { failpoint } from '../ports/failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
+import type { Clock } from '../ports/clock.js';
 import { removeAndVerify } from '../remove-and-verify.js';
 import type { Logger } from '../ports/logger.js';
 import type { OutcomeReader } from '../ports/outcome-reader.js';
@@ -173,7 +174,7 @@ export async function reconcileFinished(
  */
 export async function removeUnverifiedContainer(
   deps: {
-    readonly execute: { readonly runtime: ContainerRuntime; readonly logger: Logger };
+    readonly execute: { readonly runtime: ContainerRuntime; readonly logger: Logger; readonly clock: Clock };
     readonly journal: FinishDeps['journal'];
   },
   receipt: Receipt,
@@ -190,7 +191,10 @@ export async function removeUnverifiedContainer(
   }
   const verified: boolean[] = [];
   for (const id of ids)
-    verified.push((await removeAndVerify({ runtime, logger }, id, stopBudgetSec)).verified_absent);
+    verified.push(
+      (await removeAndVerify({ runtime, logger, clock: deps.execute.clock }, id, stopBudgetSec))
+        .verified_absent,
+    );
   await deps.journal('cleanup_retried', {
     job_id: receipt.job_id,
     containers: ids.size,

@@ -3,6 +3,7 @@ import { jobImage } from '../../core/manifest/parse.js';
 import type { PlannedImage } from '../../core/image-plan.js';
 import { imagesMissing, imagesMissingOnNodes } from '../image-missing.js';
 import type { ContainerRuntime, ImageNodes } from '../ports/container-runtime.js';
+import { canPinImages, canPlaceImages } from '../ports/runtime-capabilities.js';
 
 /** Resolves the missing images in their registries; `refuse` builds the refusal of those no registry resolves. */
 export type ImagePlanner = (
@@ -61,7 +62,7 @@ export async function checkImages(
   const pins: Record<string, string> = {};
   const missing: string[] = [];
   for (const image of jobsOf.keys()) {
-    const id = runtime.imageId
+    const id = canPinImages(runtime)
       ? await runtime.imageId(image)
       : (await runtime.imageExists(image))
         ? image
@@ -79,7 +80,7 @@ async function nodesOf(
   runtime: ContainerRuntime,
   images: readonly string[],
 ): Promise<Map<string, ImageNodes> | null> {
-  if (runtime.imageNodes === undefined) return null;
+  if (!canPlaceImages(runtime)) return null;
   const out = new Map<string, ImageNodes>();
   for (const image of images) {
     const where = await runtime.imageNodes(image);

@@ -1,4 +1,4 @@
-import type { ContainerRuntime } from '../ports/container-runtime.js';
+import { canPinImages, type ImagePins } from '../ports/runtime-capabilities.js';
 import type { BatchRecord } from './layout.js';
 
 /** A tag `start` pinned that names another image now (or none): the batch keeps running the pinned id. */
@@ -15,9 +15,9 @@ export interface MovedImage {
  */
 export async function movedImages(
   batch: Pick<BatchRecord, 'images'>,
-  runtime: Pick<ContainerRuntime, 'imageId'> | undefined,
+  runtime: ImagePins | object | undefined,
 ): Promise<MovedImage[]> {
-  if (runtime?.imageId === undefined || batch.images === undefined) return [];
+  if (runtime === undefined || !canPinImages(runtime) || batch.images === undefined) return [];
   const moved: MovedImage[] = [];
   for (const [image, pinned] of Object.entries(batch.images)) {
     const current = await runtime.imageId(image).catch(() => pinned);

@@ -29,7 +29,6 @@ export interface ImagePullerDeps {
   readonly journal: JournalAppend;
   readonly logger: Logger;
   readonly clock: Clock;
-  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   readonly redact: (text: string) => string;
   /** The images (as the manifest names them) of the pairs not dispatched yet, in dispatch order. */
   readonly queue: () => readonly string[];
@@ -344,7 +343,7 @@ export class ImagePuller {
         if (this.#closing.signal.aborted) return; // abandoned: the next supervisor pulls it again
         if (attempt < attempts) {
           await this.#record({ action: 'pull_retry', image, ref, attempt, message });
-          await this.#deps.sleep((this.#deps.backoffMs ?? PULL_BACKOFF_MS) * 2 ** (attempt - 1));
+          await this.#deps.clock.sleep((this.#deps.backoffMs ?? PULL_BACKOFF_MS) * 2 ** (attempt - 1));
           if (this.#closing.signal.aborted) return;
         }
       }
@@ -384,7 +383,7 @@ export class ImagePuller {
     this.#waiters.add(wake);
     also?.addEventListener('abort', wake, { once: true });
     try {
-      if (also?.aborted !== true) await this.#deps.sleep(ms, woken.signal).catch(() => undefined);
+      if (also?.aborted !== true) await this.#deps.clock.sleep(ms, woken.signal).catch(() => undefined);
     } finally {
       this.#waiters.delete(wake);
       also?.removeEventListener('abort', wake);

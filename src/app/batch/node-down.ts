@@ -80,7 +80,7 @@ export async function declareNodeDown(deps: NodeDownDeps, node: string): Promise
   const finishDeps = {
     store,
     registry: deps.registry,
-    execute: { runtime, logger: deps.logger, outcomes: deps.outcomes },
+    execute: { runtime, logger: deps.logger, outcomes: deps.outcomes, clock: deps.clock },
     journal: () => Promise.resolve(),
   };
   const held: string[] = [];

@@ -86,7 +86,7 @@ export async function recoverPair(
   const cleanup =
     containerId !== null && state !== null
       ? await removeAndVerify(
-          { runtime, logger: deps.execute.logger },
+          { runtime, logger: deps.execute.logger, clock: deps.execute.clock },
           containerId,
           ctx.manifest.stop_budget_seconds,
         )

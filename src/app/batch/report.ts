@@ -4,7 +4,7 @@ import { errorDetail } from '../../core/errors.js';
 import { buildReportModel } from '../../core/report/model.js';
 import type { ReportModel } from '../../core/report/types.js';
 import { renderReportHtml } from '../../core/report/html.js';
-import { systemClock, type Clock, type TimerHandle, type Timers } from '../ports/clock.js';
+import type { Clock, TimerHandle } from '../ports/clock.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { Logger } from '../ports/logger.js';
 import { loadBatch, readJobFiles } from './batch-context.js';
@@ -111,7 +111,6 @@ export function boundedRefresher(
   write: () => Promise<void>,
   clock: Clock,
   minIntervalMs: number,
-  timers: Timers = systemClock,
 ): ReportRefresher {
   let nextMs = -Infinity;
   let writing = false;
@@ -146,7 +145,7 @@ export function boundedRefresher(
       void run();
       return;
     }
-    timer = timers.setTimer(wait, () => void run(), { unref: true });
+    timer = clock.setTimer(wait, () => void run(), { unref: true });
   };
   return {
     poke,

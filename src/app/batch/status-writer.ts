@@ -1,4 +1,4 @@
-import { systemClock, type Clock, type TimerHandle, type Timers } from '../ports/clock.js';
+import type { Clock, TimerHandle } from '../ports/clock.js';
 
 /**
  * How often status.json may be rewritten for changes that can wait (a pair started). Changes that matter (a pair
@@ -19,7 +19,6 @@ export class CoalescingWriter {
   readonly #onError: (err: unknown) => void;
   #chain: Promise<void> = Promise.resolve();
   #queued: Promise<void> | undefined;
-  readonly #timers: Timers;
   #timer: TimerHandle | undefined;
   #lastStartMs = -Infinity;
   #closed = false;
@@ -29,9 +28,7 @@ export class CoalescingWriter {
     clock: Clock,
     minIntervalMs: number,
     onError: (err: unknown) => void = () => undefined,
-    timers: Timers = systemClock,
   ) {
-    this.#timers = timers;
     this.#write = write;
     this.#clock = clock;
     this.#minIntervalMs = minIntervalMs;
@@ -45,7 +42,7 @@ export class CoalescingWriter {
       void this.#enqueue();
       return;
     }
-    this.#timer = this.#timers.setTimer(
+    this.#timer = this.#clock.setTimer(
       wait,
       () => {
         this.#timer = undefined;

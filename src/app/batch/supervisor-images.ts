@@ -1,6 +1,5 @@
 import { jobImage } from '../../core/manifest/parse.js';
 import type { SupervisorState } from '../../core/supervisor-machine.js';
-import { systemClock } from '../ports/clock.js';
 import { afterWait, type BatchImages } from './batch-images.js';
 import { ImagePuller, type ImagePullerDeps } from './image-puller.js';
 import { NodeImagePullers } from './node-image-pullers.js';
@@ -59,7 +58,6 @@ export function imagePullerFor(input: {
     journal: input.journal,
     logger: deps.logger,
     clock: deps.execute.clock,
-    sleep: deps.execute.sleep ?? systemClock.sleep,
     redact: input.redact,
     onChange: input.onChange,
     halted: () => {

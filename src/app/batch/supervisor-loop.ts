@@ -10,7 +10,7 @@ import {
   type SupervisorJournal,
   type SupervisorState,
 } from '../../core/supervisor-machine.js';
-import { systemClock, type Clock } from '../ports/clock.js';
+import type { Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { RunningHandle } from './batch-pair.js';
 
@@ -40,8 +40,6 @@ export interface SupervisorLoopPorts {
   readonly watchPlacement?: (handle: RunningHandle, stillRunning: () => boolean) => void;
   /** Masks the batch's secrets in a cause's message before it is journalled or logged (default: none to mask). */
   readonly redact?: (text: string) => string;
-  /** The loop's wait, ended early through `signal` when woken (default: the system clock's sleep). */
-  readonly delay?: (ms: number, signal: AbortSignal) => Promise<void>;
 }
 
 /**
@@ -60,7 +58,7 @@ export class SupervisorLoop {
   constructor(ports: SupervisorLoopPorts, initial: SupervisorState) {
     this.#ports = ports;
     this.#state = initial;
-    this.#wakeup = new Wakeup(ports.delay ?? systemClock.sleep);
+    this.#wakeup = new Wakeup(ports.clock);
   }
 
   get state(): SupervisorState {
@@ -206,10 +204,10 @@ export class SupervisorLoop {
 class Wakeup {
   #pending = false;
   #resolve: (() => void) | undefined;
-  readonly #delay: (ms: number, signal: AbortSignal) => Promise<void>;
+  readonly #clock: Pick<Clock, 'sleep'>;
 
-  constructor(delayFn: (ms: number, signal: AbortSignal) => Promise<void>) {
-    this.#delay = delayFn;
+  constructor(clock: Pick<Clock, 'sleep'>) {
+    this.#clock = clock;
   }
 
   notify(): void {
@@ -221,7 +219,7 @@ class Wakeup {
     if (!this.#pending) {
       // A wake-up ends the delay too: no timer is left pending to hold the process.
       const woken = new AbortController();
-      const delayed = this.#delay(ms, woken.signal);
+      const delayed = this.#clock.sleep(ms, woken.signal);
       await Promise.race([new Promise<void>((resolve) => (this.#resolve = resolve)), delayed]);
       woken.abort();
     }

@@ -5,7 +5,6 @@ import { InternalError, errorDetail } from '../../core/errors.js';
 import type { JournalAppend } from '../../core/journal-events.js';
 import type { Job, Manifest } from '../../core/manifest/schema.js';
 import type { PairOutcome, SupervisorJournal } from '../../core/supervisor-machine.js';
-import { systemClock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { PlacementInventory } from '../ports/executor-inventory.js';
 import { textRedactor } from '../../core/redaction/redact-text.js';
@@ -216,7 +215,7 @@ function watchPlacement(
         statusSoon();
         return;
       }
-      await (s.deps.execute.sleep ?? systemClock.sleep)(PLACEMENT_POLL_MS);
+      await s.deps.execute.clock.sleep(PLACEMENT_POLL_MS);
     }
   })();
 }

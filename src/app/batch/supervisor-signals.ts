@@ -1,6 +1,6 @@
 import { isStopRequest } from './layout.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import { systemClock, type Timers } from '../ports/clock.js';
+import type { Clock } from '../ports/clock.js';
 import { STOP_FILE } from '../../core/evidence-names.js';
 import type { SupervisorLoop } from './supervisor-loop.js';
 
@@ -36,7 +36,7 @@ export class StopLatch {
  * the loop. Takes over from the latch.
  */
 export function listenForStops(
-  deps: { readonly store: EvidenceStore; readonly handleSignals: boolean; readonly timers?: Timers },
+  deps: { readonly store: EvidenceStore; readonly handleSignals: boolean; readonly clock: Clock },
   loop: SupervisorLoop,
   latch: StopLatch,
 ): () => void {
@@ -59,7 +59,7 @@ export function listenForStops(
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   }
-  const stopPoll = (deps.timers ?? systemClock).setInterval(STOP_POLL_MS, onUsr2);
+  const stopPoll = deps.clock.setInterval(STOP_POLL_MS, onUsr2);
   return () => {
     stopPoll.cancel();
     process.off('SIGUSR2', onUsr2);

@@ -205,7 +205,7 @@ async function runSupervision(
   holder.writer = statusWriter;
   const loop = new SupervisorLoop(loopPorts(s, files, envs, statusWriter, images), initial);
   holder.loop = loop;
-  const signalsOff = listenForStops(deps, loop, latch);
+  const signalsOff = listenForStops({ ...deps, clock: deps.execute.clock }, loop, latch);
   try {
     await images?.start();
     await superviseLoop(s, loop, files);

@@ -130,10 +130,10 @@ async function probeRun(
   probe: { readonly name: string; readonly image: string; readonly registered: EngineRuntime },
 ): Promise<DoctorCheck> {
   const { name, image } = probe;
-  const started = deps.nowMs();
+  const started = deps.clock.now().getTime();
   await deps.runtime.start(id);
-  const waited = await deps.runtime.wait(id, { deadlineMs: deps.nowMs() + PROBE_DEADLINE_MS });
-  const seconds = ((deps.nowMs() - started) / 1000).toFixed(2);
+  const waited = await deps.runtime.wait(id, { deadlineMs: deps.clock.now().getTime() + PROBE_DEADLINE_MS });
+  const seconds = ((deps.clock.now().getTime() - started) / 1000).toFixed(2);
   if (waited.kind !== 'exited')
     return fail(
       name,

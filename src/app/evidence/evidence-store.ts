@@ -2,7 +2,7 @@ import { isAbsolute, join } from 'node:path';
 import { JOURNAL_FILE } from '../../core/evidence-names.js';
 import { ExitCode, RoboguideError } from '../../core/errors.js';
 import type { JsonObject } from '../../core/json-object.js';
-import { errnoOf } from '../ports/file-system.js';
+import { canCheckMany, canReadTails, errnoOf } from '../ports/file-system.js';
 import type { FileSystem } from '../ports/file-system.js';
 import { AtomicWriter, TEMP_NAME } from './atomic-write.js';
 import { DirectorySync } from './directory-sync.js';
@@ -164,9 +164,8 @@ export class EvidenceStore {
       const info = await this.#fs.lstat(path);
       if (info.kind !== 'file') return null;
       const from = Math.max(0, info.sizeBytes - maxBytes);
-      const bytes = this.#fs.readFileFrom
-        ? await this.#fs.readFileFrom(path, from)
-        : await this.#fs.readFile(path);
+      const fs = this.#fs;
+      const bytes = canReadTails(fs) ? await fs.readFileFrom(path, from) : await fs.readFile(path);
       return bytes.subarray(Math.max(0, bytes.length - maxBytes));
     } catch {
       return null;
@@ -183,8 +182,9 @@ export class EvidenceStore {
   /** `exists` for many paths at once (in order); one E_STORE for the first that cannot be inspected. */
   async existAll(rels: readonly string[]): Promise<boolean[]> {
     const paths = rels.map((rel) => this.resolve(rel));
-    if (this.#fs.existMany) {
-      const many = this.#fs.existMany.bind(this.#fs);
+    const fs = this.#fs;
+    if (canCheckMany(fs)) {
+      const many = fs.existMany.bind(fs);
       return attempt('lstat', rels[0] ?? '.', 'cannot inspect path', () => many(paths));
     }
     return Promise.all(rels.map((rel) => this.exists(rel)));
@@ -248,7 +248,7 @@ export class EvidenceStore {
   }
 
   /** A new log file (exclusive create, 0600), or with `append` the existing one (bytes count from its size). */
-  async openLog(rel: string, options: LogOpenOptions = {}): Promise<LogSink> {
+  async openLog(rel: string, options: LogOpenOptions): Promise<LogSink> {
     const [sink] = await this.openLogs([rel] as const, options);
     return sink;
   }
@@ -259,7 +259,7 @@ export class EvidenceStore {
    */
   openLogs<const R extends readonly string[]>(
     rels: R,
-    options: LogOpenOptions = {},
+    options: LogOpenOptions,
   ): Promise<{ -readonly [K in keyof R]: LogSink }> {
     return openLogFiles(this.#fs, (rel) => this.resolve(rel), this.#dirs, rels, options);
   }

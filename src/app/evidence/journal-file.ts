@@ -1,7 +1,7 @@
 import type { JournalEvent, JournalRecord } from '../../core/journal-events.js';
 import { JOURNAL_FILE } from '../../core/evidence-names.js';
 import { failpoint } from '../ports/failpoints.js';
-import type { FileHandle, FileSystem } from '../ports/file-system.js';
+import { canReadTails, type FileHandle, type FileSystem } from '../ports/file-system.js';
 import type { DirectorySync } from './directory-sync.js';
 import {
   attempt,
@@ -120,7 +120,8 @@ export class JournalFile {
    */
   async readFrom(offset: number): Promise<JournalSlice | null> {
     const from = Math.max(0, offset - 1);
-    const readFrom = this.#fs.readFileFrom?.bind(this.#fs);
+    const fs = this.#fs;
+    const readFrom = canReadTails(fs) ? fs.readFileFrom.bind(fs) : null;
     const bytes = await attempt('read', JOURNAL_FILE, 'cannot read journal', () =>
       unlessMissing(
         async () =>

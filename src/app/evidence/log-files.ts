@@ -1,4 +1,5 @@
 import { basename } from 'node:path';
+import type { Clock } from '../ports/clock.js';
 import { failpoint } from '../ports/failpoints.js';
 import type { FileHandle, FileSystem } from '../ports/file-system.js';
 import type { DirectorySync } from './directory-sync.js';
@@ -10,6 +11,8 @@ export interface LogOpenOptions {
   readonly append?: boolean;
   readonly limitBytes?: number;
   readonly blockBytes?: number;
+  /** The timer that writes a held partial block. */
+  readonly clock: Pick<Clock, 'setTimer'>;
 }
 
 interface OpenedFile {
@@ -40,6 +43,7 @@ export async function openLogFiles<const R extends readonly string[]>(
   const sinks = opened.map(({ rel, handle, initialBytes }): LogSink => {
     failpoint(`log_opened:${basename(rel)}`);
     return new LogSink(handle, {
+      clock: options.clock,
       initialBytes,
       ...(options.limitBytes !== undefined ? { limitBytes: options.limitBytes } : {}),
       ...(options.blockBytes !== undefined ? { blockBytes: options.blockBytes } : {}),

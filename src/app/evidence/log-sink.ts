@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { errnoOf } from '../ports/file-system.js';
 import type { FileHandle } from '../ports/file-system.js';
 import { ToolError } from '../../core/errors.js';
-import { systemClock, type TimerHandle, type Timers } from '../ports/clock.js';
+import type { Clock, TimerHandle } from '../ports/clock.js';
 
 /** Where a log write failed and with which errno code (`ENOSPC`…). */
 export interface LogFailure {
@@ -38,8 +38,8 @@ export interface LogSinkOptions {
   readonly blockBytes?: number;
   /** The longest a byte waits in a block before it is written (default DEFAULT_LOG_HOLD_MS). */
   readonly holdMs?: number;
-  /** The timer of `holdMs` (default: the system clock's). */
-  readonly timers?: Timers;
+  /** The timer of `holdMs`. */
+  readonly clock: Pick<Clock, 'setTimer'>;
 }
 
 /** The line appended after the last byte kept when a log reaches its cap (starts with a newline: the cut may be mid-line). */
@@ -87,13 +87,13 @@ export class LogSink extends Writable {
    */
   #spareBlocks: Buffer[] = [];
   #holdTimer: TimerHandle | null = null;
-  readonly #timers: Timers;
+  readonly #clock: Pick<Clock, 'setTimer'>;
   #inFlight: Promise<void> = Promise.resolve();
   #closing: Promise<void> | undefined;
   readonly #done: Promise<void>;
   #markDone: () => void = () => undefined;
 
-  constructor(handle: FileHandle, options: LogSinkOptions = {}) {
+  constructor(handle: FileHandle, options: LogSinkOptions) {
     super({
       highWaterMark: options.highWaterMarkBytes ?? DEFAULT_LOG_HIGH_WATER_MARK_BYTES,
       decodeStrings: true,
@@ -103,7 +103,7 @@ export class LogSink extends Writable {
     this.#limitBytes = options.limitBytes ?? Number.POSITIVE_INFINITY;
     this.#blockBytes = options.blockBytes ?? DEFAULT_LOG_BLOCK_BYTES;
     this.#holdMs = options.holdMs ?? DEFAULT_LOG_HOLD_MS;
-    this.#timers = options.timers ?? systemClock;
+    this.#clock = options.clock;
     this.#done = new Promise<void>((resolve) => {
       this.#markDone = resolve;
     });
@@ -196,7 +196,7 @@ export class LogSink extends Writable {
       previous.then(() => callback(), callback);
       return;
     }
-    this.#holdTimer ??= this.#timers.setTimer(this.#holdMs, () => void this.#flushHeld());
+    this.#holdTimer ??= this.#clock.setTimer(this.#holdMs, () => void this.#flushHeld());
     callback();
   }
 

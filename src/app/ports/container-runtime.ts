@@ -1,9 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { ContainerLimits } from '../../core/pair-limits.js';
-import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
-import type { GpuGrant } from '../../core/gpu/gpu-proof.js';
 import type { DeviceRequest } from '../../core/gpu/device-requests.js';
 
 /** A host folder mounted into a container (a Mounts entry, never a Binds string: a missing source is an error). */
@@ -152,18 +150,11 @@ export interface ImageNodes {
   readonly absent: readonly string[];
 }
 
-/** The engine as the pair lifecycle sees it. */
+/**
+ * The engine as the pair lifecycle sees it: closed (every method required). What only some runtimes do is a capability
+ * of its own (src/app/ports/runtime-capabilities.ts), asked for with its typed check.
+ */
 export interface ContainerRuntime extends ContainerEngine {
-  /**
-   * The image's id (`sha256:…`) on this engine, or null when it is not there: what `e1-batch start` pins (SPEC §3).
-   * Optional: a runtime without it (a swarm's) runs its pairs by tag.
-   */
-  imageId?(image: string): Promise<string | null>;
-  /**
-   * A swarm's runtime (issue 43): which nodes' engines hold the image now and which do not (each configured node
-   * asked; a node that does not answer is an error). Absent, or null, on a single engine.
-   */
-  imageNodes?(image: string): Promise<ImageNodes | null>;
   create(spec: ContainerSpec): Promise<ContainerHandle>;
   /** Attach before start: the output of the start that follows, from its first byte, each byte once (no log replay). */
   attach(id: string): Promise<ContainerOutput>;
@@ -182,34 +173,6 @@ export interface ContainerRuntime extends ContainerEngine {
   environmentOf(id: string): Promise<Record<string, string> | null>;
   /** A tar stream of `path` inside the container, or null when the path does not exist. */
   getArchive(id: string, path: string): Promise<Readable | null>;
-  /**
-   * What the container changed in its writable layer, its image id and its mount points (null: no such
-   * container). Optional: without it the sessions directory is always copied out.
-   */
-  filesystemChanges?(id: string): Promise<FilesystemChanges | null>;
-  /**
-   * True when no component of the absolute `path` in the container, from `/` down, is a symbolic link (a missing
-   * one cannot be: true also when the path, or a folder above it, does not exist); false when one is, when the
-   * container is gone, or when the engine cannot say. A write through a link shows in the changes under the link's
-   * target, not under `path`. Optional: without it the sessions-copy skip never learns (every dir is copied).
-   */
-  linkFreePath?(id: string, path: string): Promise<boolean>;
-  /**
-   * What the engine kept of the container's GPU request (its inspect: DeviceRequests, CDI devices), null when the
-   * container is gone. Optional: a runtime without it cannot prove a GPU request was kept (issue 28).
-   */
-  gpuGrantOf?(id: string): Promise<GpuGrant | null>;
-  /**
-   * Runtimes whose containers do not share this host's file system: copy what the pair wrote into its `collect`
-   * mounts back into their host folders (after it stopped, before the outcome is read). Absent: nothing to copy.
-   */
-  collectMounts?(id: string): Promise<void>;
-  /**
-   * What of the container's disk the host cannot find in the pair's folders (one inspect with sizes, bounded by the
-   * call's deadline): its writable layer's bytes, its volumes' host folders and its first process; null when the
-   * container is gone or the runtime cannot tell (then only the folders are counted).
-   */
-  diskFootprint?(id: string): Promise<ContainerDiskFootprint | null>;
   /**
    * The actions (`start`, `kill`, `die`…) of the engine's buffered events for one container since `sinceMs`, and
    * whether that history is complete (the engine's small in-memory buffer, emptied by a restart, did not overflow
@@ -295,11 +258,6 @@ export interface SessionEngine extends ContainerEngine {
   runningExecs(id: string): Promise<readonly RunningExec[]>;
   /** Kills a running exec's process tree (SIGKILL to its process group) and resolves once it has ended. */
   killExec(containerId: string, execId: string): Promise<void>;
-  /**
-   * A live container off every network it is on (loopback stays), then onto `to`'s network unless "none" (the
-   * guarded pairs network ensured first, as at a create). A session's egress switch (docs/spec.md §5.6).
-   */
-  moveNetwork?(id: string, to: NetworkChoice): Promise<void>;
 }
 
 /** What the engine reports of a session's container: `die` (its main process ended) or `destroy` (removed). */

@@ -3,8 +3,10 @@ import type { MountMode } from '../../core/mount-mode.js';
 import type { GpuObservation } from '../../core/gpu/nvidia-smi-parse.js';
 import type { HostFactsRecord } from '../../core/host-facts.js';
 import type { ContainerRuntime } from './container-runtime.js';
+import type { GpuGrants } from './runtime-capabilities.js';
 import type { HostFactsRequest } from './host-facts.js';
 import type { PairNetworkGuard } from './pair-network.js';
+import type { Clock } from './clock.js';
 
 /**
  * What `doctor` (src/app/doctor/run-doctor.ts) asks of the host: the probes behind its checks. `createDoctorDeps`
@@ -27,8 +29,9 @@ export interface RegistryProbe {
 export interface DoctorDeps {
   readonly runtime: Pick<
     ContainerRuntime,
-    'info' | 'imageExists' | 'create' | 'attach' | 'start' | 'wait' | 'remove' | 'inspect' | 'gpuGrantOf'
+    'info' | 'imageExists' | 'create' | 'attach' | 'start' | 'wait' | 'remove' | 'inspect'
   > &
+    GpuGrants &
     Partial<Pick<ContainerRuntime, 'follow'>>;
   readonly observeGpus: () => Promise<GpuObservation>;
   readonly fileExists: (path: string) => Promise<boolean>;
@@ -41,7 +44,8 @@ export interface DoctorDeps {
   readonly mountOptionsOf?: (path: string) => Promise<MountOptions | null>;
   /** CPU, memory, OS, the file systems of the output directory and the engine's data root, GPU controllers; never rejects. */
   readonly hostFacts: (request: HostFactsRequest) => Promise<HostFactsRecord>;
-  readonly nowMs: () => number;
+  /** The probes' deadlines and their timers. */
+  readonly clock: Clock;
   readonly newId: () => string;
   /** The guarded pairs network of the local engine (`engine-bridge`: turned off by ROBOGUIDE_PAIRS_NETWORK); absent: not checked. */
   readonly pairNetwork?: PairNetworkGuard | 'engine-bridge';

@@ -81,16 +81,6 @@ export interface FileSystem {
   streamUserFile(path: string): AsyncIterable<Uint8Array>;
   /** Appends `bytes` (O_APPEND), creating the file with `permissions` when it does not exist. */
   appendFile(path: string, bytes: Uint8Array, permissions: number): Promise<void>;
-  /**
-   * The bytes from `offset` to the end of the file (empty when the file is shorter). Optional: without it the
-   * store reads the whole file and keeps the tail.
-   */
-  readFileFrom?(path: string, offset: number): Promise<Uint8Array>;
-  /**
-   * Whether each path exists (lstat: a symlink counts), for many paths at once. Optional: without it the store
-   * lstats them one by one.
-   */
-  existMany?(paths: readonly string[]): Promise<boolean[]>;
   readdir(path: string): Promise<DirEntry[]>;
   /** Does not follow a symlink at the final component. */
   lstat(path: string): Promise<FileInfo>;
@@ -106,3 +96,23 @@ export function errnoOf(err: unknown): string | undefined {
   const code = err.code;
   return typeof code === 'string' ? code : undefined;
 }
+
+/*
+ * The port is closed (every FileSystem method required); what only some file systems do faster is a capability of
+ * its own, asked for with its typed check.
+ */
+
+/** The bytes from `offset` to the end of the file (empty when it is shorter). Without it the store reads the whole file and keeps the tail. */
+export interface TailReads {
+  readFileFrom(path: string, offset: number): Promise<Uint8Array>;
+}
+
+/** Whether each path exists (lstat: a symlink counts), for many paths at once. Without it the store lstats them one by one. */
+export interface BulkExistence {
+  existMany(paths: readonly string[]): Promise<boolean[]>;
+}
+
+export const canReadTails = (fs: object): fs is TailReads =>
+  typeof (fs as Record<string, unknown>)['readFileFrom'] === 'function';
+export const canCheckMany = (fs: object): fs is BulkExistence =>
+  typeof (fs as Record<string, unknown>)['existMany'] === 'function';

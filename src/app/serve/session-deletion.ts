@@ -15,12 +15,16 @@ const NO_CONTAINER: Removal = {
 
 /** The session's container removed and its 404 verified, by the pairs' own removal (remove-and-verify.ts). */
 export async function removeSessionContainer(
-  deps: Pick<SessionManagerDeps, 'engine' | 'logger' | 'stopBudgetSec' | 'verifyAbsentTimeoutMs'>,
+  deps: Pick<SessionManagerDeps, 'engine' | 'logger' | 'stopBudgetSec' | 'verifyAbsentTimeoutMs' | 'clock'>,
   containerId: string | null,
 ): Promise<Removal> {
   if (containerId === null) return NO_CONTAINER;
-  const { engine, logger, verifyAbsentTimeoutMs } = deps;
-  return verifiedRemoval({ runtime: engine, logger, verifyAbsentTimeoutMs }, containerId, deps.stopBudgetSec);
+  const { engine, logger, verifyAbsentTimeoutMs, clock } = deps;
+  return verifiedRemoval(
+    { runtime: engine, logger, verifyAbsentTimeoutMs, clock },
+    containerId,
+    deps.stopBudgetSec,
+  );
 }
 
 /** Releases the session's slot; `error` says why when it was not released (nor already). */

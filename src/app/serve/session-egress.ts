@@ -10,7 +10,7 @@ import type { NetworkChoice } from '../../core/pair-network.js';
 import { redactText } from '../../core/redaction/redact-text.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { egressLines } from '../egress-log.js';
-import type { SessionEngine } from '../ports/container-runtime.js';
+import { canMoveNetworks } from '../ports/runtime-capabilities.js';
 import type { EgressGate, EgressLease } from '../ports/egress.js';
 import { ApiError } from './api-error.js';
 
@@ -68,11 +68,7 @@ export class SessionEgress {
   }
 
   /** The switch of a live session, one at a time per session; resolves once the new policy holds. */
-  set(
-    engine: Pick<SessionEngine, 'moveNetwork'>,
-    containerId: string,
-    input: EgressInput,
-  ): Promise<EgressInput> {
+  set(engine: object, containerId: string, input: EgressInput): Promise<EgressInput> {
     const parsed = parseEgress(input);
     if (!parsed.ok)
       return Promise.reject(
@@ -83,11 +79,7 @@ export class SessionEgress {
     return run;
   }
 
-  async #switch(
-    engine: Pick<SessionEngine, 'moveNetwork'>,
-    containerId: string,
-    next: EgressPolicy,
-  ): Promise<EgressInput> {
+  async #switch(engine: object, containerId: string, next: EgressPolicy): Promise<EgressInput> {
     if (next.mode === 'allowlist' && this.#gate === undefined) throw unavailable();
     if (this.policy.mode === 'allowlist' && next.mode === 'allowlist') {
       await this.#leaseFor(next); // an adopted session gets its lease here (its proxy variables: each exec's)
@@ -99,7 +91,7 @@ export class SessionEgress {
       this.policy = next; // none → none, open → open
       return this.input;
     }
-    if (engine.moveNetwork === undefined)
+    if (!canMoveNetworks(engine))
       throw new ApiError(409, 'E_EGRESS_UNAVAILABLE', 'this engine cannot move a session between networks');
     // Closed first: the lease refuses everything, then the container leaves its network (loopback only).
     if (this.#lease !== null) await this.#lease.setPolicy({ mode: 'none' });

@@ -1,7 +1,7 @@
 // One exec request on a live session: its environment and stdin, the run within the limits, and its execs.jsonl line.
 import { once } from 'node:events';
 import type { Readable, Transform } from 'node:stream';
-import { systemClock } from '../ports/clock.js';
+import type { Clock } from '../ports/clock.js';
 import { callerEnvironment } from './caller-secrets.js';
 import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import { execResult, runExec, type ExecObserver, type ExecOutcome } from './session-exec.js';
@@ -26,6 +26,7 @@ export async function redactedArgv(
   argv: readonly string[],
   secrets: readonly string[],
   createRedactor: (secrets: readonly string[]) => Transform,
+  clock: Pick<Clock, 'nextTurn'>,
 ): Promise<string[]> {
   const joined = Buffer.from(argv.join('\0'));
   const redactor = createRedactor(secrets);
@@ -34,7 +35,7 @@ export async function redactedArgv(
   const ended = once(redactor, 'end');
   for (let at = 0; at < joined.length; at += REDACT_PIECE_BYTES) {
     redactor.write(joined.subarray(at, at + REDACT_PIECE_BYTES));
-    if (at + REDACT_PIECE_BYTES < joined.length) await systemClock.sleep(0); // a turn of the event loop
+    if (at + REDACT_PIECE_BYTES < joined.length) await clock.nextTurn();
   }
   redactor.end();
   await ended;
@@ -72,16 +73,16 @@ export async function execInSession(
   const env = execEnvironment(deps, session, body);
   const secrets = [...session.secrets];
   const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
-  const started = process.hrtime.bigint();
+  const started = deps.clock.monotonicMs();
   const outcome = await runAdmitted(deps, session, { argv, env, secrets, body, options, hooks });
   const cut = await cutByContainerEnd(outcome, options.signal, hooks);
   const stoppedFor = cut ? 'session_ended' : outcome.stoppedFor;
   if (!cut) hooks.touch();
   const interrupted = interruptionOf(stoppedFor);
-  const result = { ...execResult(outcome, Number(process.hrtime.bigint() - started) / 1e6), interrupted };
+  const result = { ...execResult(outcome, deps.clock.monotonicMs() - started), interrupted };
   await appendExecLine(deps, sessionId, {
     at: deps.clock.now().toISOString(),
-    argv: await redactedArgv(argv, secrets, deps.createRedactor),
+    argv: await redactedArgv(argv, secrets, deps.createRedactor, deps.clock),
     return_code: result.return_code,
     timed_out: outcome.timedOut,
     client_gone: options.signal?.aborted === true,
@@ -154,6 +155,7 @@ async function runAdmitted(
         maxOutputBytes: deps.maxOutputBytes,
         logger: deps.logger,
         sessionId: session.record.session_id,
+        clock: deps.clock,
       });
     } finally {
       session.execs.delete(handle);

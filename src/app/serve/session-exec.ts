@@ -1,6 +1,6 @@
 import type { Readable, Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import { systemClock, type Timers } from '../ports/clock.js';
+import type { Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
 import type { ExecResult } from './exec-schemas.js';
 import type { ExecHandle } from '../ports/container-runtime.js';
@@ -36,8 +36,8 @@ export interface ExecRun {
   readonly signal?: AbortSignal | undefined;
   readonly logger: Logger;
   readonly sessionId: string;
-  /** The exec's timeout and kill grace (default: the system clock's timers). */
-  readonly timers?: Timers;
+  /** The exec's timeout and kill grace. */
+  readonly clock: Clock;
 }
 
 export interface ExecOutcome {
@@ -65,7 +65,7 @@ function killerOf(run: ExecRun, stopped: AbortController): () => void {
       .catch((err: unknown) =>
         run.logger.warn({ session: run.sessionId, error: (err as Error).message }, 'cannot kill an exec'),
       )
-      .finally(() => timersOf(run).setTimer(KILL_GRACE_MS, () => run.handle.abandon(), { unref: true }));
+      .finally(() => run.clock.setTimer(KILL_GRACE_MS, () => run.handle.abandon(), { unref: true }));
   };
 }
 
@@ -115,7 +115,7 @@ export async function runExec(run: ExecRun): Promise<ExecOutcome> {
   const kill = killerOf(run, stopped);
   const timer =
     run.timeoutSec !== undefined
-      ? timersOf(run).setTimer(run.timeoutSec * 1000, () => {
+      ? run.clock.setTimer(run.timeoutSec * 1000, () => {
           timedOut = true;
           kill();
         })
@@ -158,8 +158,4 @@ export function execResult(outcome: ExecOutcome, durationMs: number): ExecResult
     truncated: outcome.truncated,
     interrupted: null,
   };
-}
-
-function timersOf(run: ExecRun): Timers {
-  return run.timers ?? systemClock;
 }

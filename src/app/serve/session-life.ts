@@ -1,5 +1,6 @@
 // A session is as alive as its container (issue 39): the engine's word that it exited or was removed ends the session,
 // and the clients of an ended session are told so (410) for as long as the server remembers it.
+import type { Clock } from '../ports/clock.js';
 import type { ContainerEndEvent, ContainerEngine } from '../ports/container-runtime.js';
 import { ApiError } from './api-error.js';
 import type { Session, SessionEnd, SessionManagerDeps } from './session-state.js';
@@ -88,7 +89,7 @@ export async function execCutByEnd(
   session: Session,
   code: number | null,
   onEnd: (event: ContainerEndEvent) => void,
-  sleep: (ms: number, signal?: AbortSignal) => Promise<void>,
+  clock: Pick<Clock, 'sleep'>,
 ): Promise<boolean> {
   if (code !== null && code < 128) return false;
   const ended = async (): Promise<boolean> => {
@@ -99,7 +100,7 @@ export async function execCutByEnd(
   };
   if (await ended()) return true;
   if (code !== null && code !== SIGKILL_CODE) return false;
-  await sleep(CUT_GRACE_MS, session.stopExecs.signal);
+  await clock.sleep(CUT_GRACE_MS, session.stopExecs.signal);
   return ended();
 }
 

@@ -3,7 +3,6 @@ import { ApiError } from './api-error.js';
 import type { CleanupRecord, SessionCreate, SessionDetail, SessionInfo } from './session-schemas.js';
 import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import type { ContainerEndEvent, PublishedPort } from '../ports/container-runtime.js';
-import { systemClock } from '../ports/clock.js';
 import { ContainerDefaultsCache } from './container-defaults.js';
 import { admitSession } from './session-admit.js';
 import type { ExecObserver } from './session-exec.js';
@@ -264,7 +263,7 @@ export class SessionManager {
               session,
               code,
               (end) => this.containerEnded(end),
-              systemClock.sleep,
+              this.#deps.clock,
             ),
         },
       );

@@ -30,7 +30,7 @@ export async function endOrphanedExecs(deps: SessionManagerDeps, session: Sessio
     if (killed) ended += 1;
     const line = {
       at: deps.clock.now().toISOString(),
-      argv: await redactedArgv(exec.argv, session.secrets, deps.createRedactor),
+      argv: await redactedArgv(exec.argv, session.secrets, deps.createRedactor, deps.clock),
       exec_id: exec.id,
       orphaned: true,
       killed: killed ? 'server_restarted' : null,

@@ -1,11 +1,9 @@
 import { resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
 import { requestStop, type StopOutcome } from '../../app/batch/stop-batch.js';
-import { systemClock } from '../../app/ports/clock.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
-import { evidenceStoreAt } from '../../command-root.js';
-import { hostIdentity } from '../../composition-root.js';
+import { createStopWiring } from '../../command-root.js';
 import { shellWord } from '../../core/next-steps.js';
 
 export default class BatchStop extends BaseCommand {
@@ -31,12 +29,8 @@ export default class BatchStop extends BaseCommand {
 
   async run(): Promise<StopOutcome> {
     const { flags } = await this.parse(BatchStop);
-    const outcome = await requestStop(
-      evidenceStoreAt(resolve(flags.output)),
-      systemClock,
-      flags.terminate,
-      hostIdentity,
-    );
+    const { store, clock, host } = createStopWiring(resolve(flags.output));
+    const outcome = await requestStop(store, clock, flags.terminate, host);
     const output = shellWord(flags.output); // as typed
     if (outcome.state === 'finished') {
       this.log(

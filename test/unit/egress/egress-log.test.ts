@@ -2,6 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { fakeTime } from '../../support/fake-time.js';
 import { NodeFileSystem } from '../../../src/adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../../../src/app/evidence/evidence-store.js';
 import { PairEgress } from '../../../src/app/pair-egress.js';
@@ -71,7 +72,7 @@ describe('egress.jsonl as the attempts happen (issue 42)', () => {
     root = await mkdtemp(join(tmpdir(), 'rg-eglog-'));
     const store = new EvidenceStore(new NodeFileSystem(), root);
     const gate = recordingGate();
-    const egress = new PairEgress(gate, allowlist);
+    const egress = new PairEgress({ egress: gate, clock: fakeTime().clock }, allowlist);
     egress.begin(store, '.', textRedactor([SECRET, egress.token]));
     await egress.wrap(runtimeWithEnv(null)).create({ name: 'x', env: {} } as unknown as ContainerSpec);
     const lease = gate.opened[0];
@@ -96,7 +97,7 @@ describe('egress.jsonl as the attempts happen (issue 42)', () => {
     await writeFile(join(root, 'egress.jsonl'), before, { mode: 0o600 });
     const token = 'a'.repeat(48);
     const gate = recordingGate();
-    const egress = new PairEgress(gate, allowlist);
+    const egress = new PairEgress({ egress: gate, clock: fakeTime().clock }, allowlist);
     expect(await egress.adopt(runtimeWithEnv({ HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` }), 'c9')).toBe(
       true,
     );
@@ -110,7 +111,7 @@ describe('egress.jsonl as the attempts happen (issue 42)', () => {
     const text = await readFile(join(root, 'egress.jsonl'), 'utf8');
     expect(text.startsWith(before)).toBe(true);
     // A container without the proxy's variables keeps a fresh token: the proxy does not know it (fail closed).
-    const other = new PairEgress(recordingGate(), allowlist);
+    const other = new PairEgress({ egress: recordingGate(), clock: fakeTime().clock }, allowlist);
     expect(await other.adopt(runtimeWithEnv({}), 'c1')).toBe(false);
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fakeTime } from '../../support/fake-time.js';
 import { PairEgress } from '../../../src/app/pair-egress.js';
 import { EngineError } from '../../../src/app/ports/engine-error.js';
 import type { ContainerRuntime, ContainerSpec } from '../../../src/app/ports/container-runtime.js';
@@ -22,7 +23,7 @@ function recordingRuntime(created: ContainerSpec[]): ContainerRuntime {
 describe('PairEgress', () => {
   it('without a proxy (swarm), an allowlisted pair fails closed before any container exists', async () => {
     const created: ContainerSpec[] = [];
-    const egress = new PairEgress(undefined, allowlist);
+    const egress = new PairEgress({ clock: fakeTime().clock }, allowlist);
     const err = await egress
       .wrap(recordingRuntime(created))
       .create({ name: 'x', env: {} } as ContainerSpec)
@@ -47,7 +48,7 @@ describe('PairEgress', () => {
           close: () => Promise.resolve({ records: [], dropped: 0 }),
         }),
     };
-    const egress = new PairEgress(gate, allowlist);
+    const egress = new PairEgress({ egress: gate, clock: fakeTime().clock }, allowlist);
     await egress
       .wrap(recordingRuntime(created))
       .create({ name: 'x', env: { A: '1' } } as unknown as ContainerSpec);
@@ -56,7 +57,10 @@ describe('PairEgress', () => {
       dns: ['10.0.0.1'],
       network: 'allowlist',
     });
-    const open = new PairEgress(gate, effectiveEgress('bridge', undefined));
+    const open = new PairEgress(
+      { egress: gate, clock: fakeTime().clock },
+      effectiveEgress('bridge', undefined),
+    );
     const rt = recordingRuntime([]);
     expect(open.wrap(rt)).toBe(rt);
   });
