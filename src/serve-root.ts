@@ -19,8 +19,13 @@ import { ServeMetrics } from './adapters/http/serve-metrics.js';
 import { instrumentRegistry } from './adapters/metrics/instrumented-registry.js';
 import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
+import {
+  isPostgresLocation,
+  registryFilePath,
+  registryLocation,
+} from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
+import { WorkerCapacityRegistry } from './adapters/registry/worker-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
@@ -165,7 +170,11 @@ async function openServeRegistry(
   options: ServeOptions,
 ): Promise<{ registry: CapacityRegistry; registryPath: string | undefined }> {
   const location = registryLocation(options.registryPath, options.environment);
-  return { registry: await openRegistryAt(location), registryPath: registryFilePath(location) };
+  // SQLite in a worker thread of its own: its synchronous writes, fsyncs and lock waits stay off the event loop.
+  const registry = isPostgresLocation(location)
+    ? await openRegistryAt(location)
+    : await WorkerCapacityRegistry.open(location);
+  return { registry, registryPath: registryFilePath(location) };
 }
 
 /** Runs `undo` when `work` fails, and passes the failure on. */
