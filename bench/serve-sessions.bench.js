@@ -8,10 +8,14 @@
 // Needs `npm run build` and the driver image: `node bench/serve-sessions.bench.js [sessions] [rounds]` (20, 2;
 // `npm run bench` runs 100 sessions, issue 39's aim <= 0.75). `BASELINE_ROOT=<another built checkout>` adds a third
 // series, that build's server, in the same alternation (before/after in one run); `BENCH_SERVER_NODE_OPTIONS` is
-// handed to the servers (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+// handed to the servers (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`); each server's event-loop delay histogram is
+// printed at the end (bench/loop-delay.js).
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { loadavg } from 'node:os';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
 import { containersLabelled, startTestServer } from '../dist/testing/index.js';
@@ -102,20 +106,27 @@ async function series(one) {
   return { wallMs: elapsedMsSince(started), latencies };
 }
 
-const serverOptions = {
+const delayDir = await mkdtemp(join(tmpdir(), 'rg-bench-loop-'));
+const LOOP_DELAY = fileURLToPath(new URL('loop-delay.js', import.meta.url));
+const serverOptions = (name) => ({
   maxReservations: SESSIONS + 10,
   reapIntervalSec: 3600,
   clientMode: 'raw',
   // Every session may have its exec running at once, as the docker CLI's side does (the default limit is 64: with
   // 100 sessions the server would answer 429, which is its limit working, not its speed).
   extraArgs: ['--max-execs', String(Math.max(64, SESSIONS))],
-  ...(process.env.BENCH_SERVER_NODE_OPTIONS
-    ? { env: { NODE_OPTIONS: process.env.BENCH_SERVER_NODE_OPTIONS } }
-    : {}),
-};
-const server = await startTestServer(serverOptions);
+  // Each server's event-loop delay histogram (bench/loop-delay.js); these variables are not the sessions' to use.
+  allowEnv: [],
+  env: {
+    NODE_OPTIONS: `--import=${LOOP_DELAY} ${process.env.BENCH_SERVER_NODE_OPTIONS ?? ''}`,
+    LOOP_DELAY_OUT: join(delayDir, `${name}.json`),
+  },
+});
+const server = await startTestServer(serverOptions('ours'));
 const baseline = process.env.BASELINE_ROOT
-  ? await (await import(`${process.env.BASELINE_ROOT}/dist/testing/index.js`)).startTestServer(serverOptions)
+  ? await (
+      await import(`${process.env.BASELINE_ROOT}/dist/testing/index.js`)
+    ).startTestServer(serverOptions('base'))
   : null;
 try {
   console.log(
@@ -175,4 +186,12 @@ try {
 } finally {
   await server.dispose();
   await baseline?.dispose();
+  for (const name of baseline === null ? ['ours'] : ['ours', 'base']) {
+    const delay = await readFile(join(delayDir, `${name}.json`), 'utf8').then(JSON.parse, () => null);
+    if (delay !== null)
+      console.log(
+        `  ${name === 'ours' ? 'this build' : 'baseline'} event-loop delay over its life: p50 ${delay.p50} ms, p99 ${delay.p99} ms, max ${delay.max} ms`,
+      );
+  }
+  await rm(delayDir, { recursive: true, force: true });
 }
