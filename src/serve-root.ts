@@ -19,11 +19,7 @@ import { ServeMetrics } from './adapters/http/serve-metrics.js';
 import { instrumentRegistry } from './adapters/metrics/instrumented-registry.js';
 import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import {
-  isPostgresLocation,
-  registryFilePath,
-  registryLocation,
-} from './adapters/registry/default-path.js';
+import { isPostgresLocation, registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
 import { WorkerCapacityRegistry } from './adapters/registry/worker-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';

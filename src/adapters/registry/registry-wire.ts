@@ -4,7 +4,13 @@
  * message, context, suggestions, exit code, issues, and the cause's code and message), so `isRegistryUnavailable`
  * and every caller's handling see what a registry in the same thread would have thrown.
  */
-import { InvalidInputError, RoboguideError, type ErrorCode, type ExitCode, type Issue } from '../../core/errors.js';
+import {
+  InvalidInputError,
+  RoboguideError,
+  type ErrorCode,
+  type ExitCode,
+  type Issue,
+} from '../../core/errors.js';
 
 export interface WireCall {
   readonly id: number;

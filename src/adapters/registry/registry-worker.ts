@@ -32,9 +32,15 @@ try {
 }
 
 port.on('message', (call: WireCall) => {
-  const method = (registry as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>)[call.method];
+  const method = (registry as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>)[
+    call.method
+  ];
   if (typeof method !== 'function') {
-    answer({ id: call.id, ok: false, error: { name: 'Error', message: `no registry method ${call.method}` } });
+    answer({
+      id: call.id,
+      ok: false,
+      error: { name: 'Error', message: `no registry method ${call.method}` },
+    });
     return;
   }
   method.apply(registry, [...call.args]).then(
