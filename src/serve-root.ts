@@ -21,7 +21,7 @@ import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.j
 import { createRedactStream } from './adapters/redact-stream.js';
 import { isPostgresLocation, registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
-import { WorkerCapacityRegistry } from './adapters/registry/worker-registry.js';
+import { registryWorkerFile, WorkerCapacityRegistry } from './adapters/registry/worker-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './app/ports/clock.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
@@ -167,9 +167,11 @@ async function openServeRegistry(
 ): Promise<{ registry: CapacityRegistry; registryPath: string | undefined }> {
   const location = registryLocation(options.registryPath, options.environment);
   // SQLite in a worker thread of its own: its synchronous writes, fsyncs and lock waits stay off the event loop.
-  const registry = isPostgresLocation(location)
-    ? await openRegistryAt(location)
-    : await WorkerCapacityRegistry.open(location);
+  const workerFile = isPostgresLocation(location) ? null : registryWorkerFile();
+  const registry =
+    isPostgresLocation(location) || workerFile === null
+      ? await openRegistryAt(location)
+      : await WorkerCapacityRegistry.open(location, workerFile);
   return { registry, registryPath: registryFilePath(location) };
 }
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteCapacityRegistry } from '../../dist/adapters/registry/sqlite-capacity-registry.js';
-import { WorkerCapacityRegistry } from '../../dist/adapters/registry/worker-registry.js';
+import { registryWorkerFile, WorkerCapacityRegistry } from '../../dist/adapters/registry/worker-registry.js';
 import { InvalidInputError, RoboguideError } from '../../dist/core/errors.js';
 import { isRegistryUnavailable } from '../../dist/app/serve/api-error.js';
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
@@ -20,8 +20,13 @@ const LABEL = { 'it.regworker': RUN };
 
 describe('the registry worker (transport)', () => {
   let dir: string;
+  let workerFile: string;
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'rg-regworker-'));
+    // The compiled module finds its worker (the same lookup the bundled serve makes).
+    const file = registryWorkerFile();
+    expect(file).toMatch(/dist\/adapters\/registry\/registry-worker\.js$/);
+    workerFile = file ?? '';
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
@@ -29,7 +34,7 @@ describe('the registry worker (transport)', () => {
 
   it('admits, attaches and releases in the same file a registry in this thread reads', async () => {
     const path = join(dir, 'a.db');
-    const worker = await WorkerCapacityRegistry.open({ path, explicit: true });
+    const worker = await WorkerCapacityRegistry.open({ path, explicit: true }, workerFile);
     try {
       await worker.setLimits({ maxReservations: 1, gpuMib: null });
       const admitted = await worker.admit({ batchId: 'b', jobId: 'j1', claimId: 'c1', gpuMib: 0 });
@@ -59,7 +64,7 @@ describe('the registry worker (transport)', () => {
   });
 
   it('errors cross as the same classes, codes and issues', async () => {
-    const worker = await WorkerCapacityRegistry.open({ path: join(dir, 'b.db'), explicit: true });
+    const worker = await WorkerCapacityRegistry.open({ path: join(dir, 'b.db'), explicit: true }, workerFile);
     try {
       const unknown = await worker.attachContainer('no-such-reservation', 'c').catch((err: unknown) => err);
       expect(unknown).toBeInstanceOf(RoboguideError);
@@ -73,14 +78,16 @@ describe('the registry worker (transport)', () => {
     } finally {
       await worker.close();
     }
-    // An unsafe location is refused at open, with the registry's own error.
-    const refused = await WorkerCapacityRegistry.open({
-      path: join(dir, 'missing', 'x', 'r.db'),
-      explicit: true,
-    })
-      .then((r) => r.close().then(() => null))
-      .catch((err: unknown) => err);
-    if (refused !== null) expect(refused).toBeInstanceOf(RoboguideError);
+    // A location the registry refuses (a folder, not a file) is refused at open, with the registry's own error.
+    const refused = await WorkerCapacityRegistry.open({ path: dir, explicit: true }, workerFile).then(
+      async (r) => {
+        await r.close();
+        return null;
+      },
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(RoboguideError);
+    expect((refused as RoboguideError).code).toBe('E_USAGE'); // checkRegistryLocation's, as in this thread
   });
 });
 

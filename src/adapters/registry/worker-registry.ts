@@ -39,12 +39,14 @@ import { fromWire, type WireAnswer, type WireCall } from './registry-wire.js';
 /**
  * The worker's compiled file. Every module of ours that can hold this code sits two folders below dist/ (dist/adapters/
  * registry/, and the bundle's dist/bundle/commands/ and dist/bundle/chunks/), and tsc's dist/ keeps every module.
+ * Null when this module runs from its TypeScript source (a test runner's in-process server): there is no compiled
+ * worker beside it, and the caller opens the registry in its own thread.
  */
-export function registryWorkerFile(): string {
+export function registryWorkerFile(): string | null {
   const file = fileURLToPath(new URL('../../adapters/registry/registry-worker.js', import.meta.url));
-  if (!existsSync(file))
-    throw new RoboguideError('E_INTERNAL', `the registry worker is missing at ${file} (run npm run build)`);
-  return file;
+  if (existsSync(file)) return file;
+  if (import.meta.url.endsWith('.ts')) return null;
+  throw new RoboguideError('E_INTERNAL', `the registry worker is missing at ${file} (run npm run build)`);
 }
 
 interface Pending {
@@ -76,10 +78,7 @@ export class WorkerCapacityRegistry implements CapacityRegistry {
   }
 
   /** Opens the registry in a new worker (the same checks, creation and migration as in the caller's thread). */
-  static async open(
-    location: SqliteRegistryLocation,
-    workerFile: string = registryWorkerFile(),
-  ): Promise<WorkerCapacityRegistry> {
+  static async open(location: SqliteRegistryLocation, workerFile: string): Promise<WorkerCapacityRegistry> {
     const worker = new Worker(workerFile, { workerData: location });
     let onMessage: (answer: WireAnswer) => void = () => undefined;
     let onError: (err: Error) => void = () => undefined;
