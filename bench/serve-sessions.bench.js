@@ -6,10 +6,16 @@
 // wall time of each series, the ratio of the medians (ours / CLI), p50/p99 per request kind, the load average, and
 // leaks (containers with the run's label, held registry slots), which make it exit 1.
 // Needs `npm run build` and the driver image: `node bench/serve-sessions.bench.js [sessions] [rounds]` (20, 2;
-// `npm run bench` runs 100 sessions, issue 39's aim <= 0.75).
+// `npm run bench` runs 100 sessions, issue 39's aim <= 0.75). `BASELINE_ROOT=<another built checkout>` adds a third
+// series, that build's server, in the same alternation (before/after in one run); `BENCH_SERVER_NODE_OPTIONS` is
+// handed to the servers (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`); each server's event-loop delay histogram is
+// printed at the end (bench/loop-delay.js).
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { loadavg } from 'node:os';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
 import { containersLabelled, startTestServer } from '../dist/testing/index.js';
@@ -100,34 +106,54 @@ async function series(one) {
   return { wallMs: elapsedMsSince(started), latencies };
 }
 
-const server = await startTestServer({
+const delayDir = await mkdtemp(join(tmpdir(), 'rg-bench-loop-'));
+const LOOP_DELAY = fileURLToPath(new URL('loop-delay.js', import.meta.url));
+const serverOptions = (name) => ({
   maxReservations: SESSIONS + 10,
   reapIntervalSec: 3600,
   clientMode: 'raw',
   // Every session may have its exec running at once, as the docker CLI's side does (the default limit is 64: with
   // 100 sessions the server would answer 429, which is its limit working, not its speed).
   extraArgs: ['--max-execs', String(Math.max(64, SESSIONS))],
+  // Each server's event-loop delay histogram (bench/loop-delay.js); these variables are not the sessions' to use.
+  allowEnv: [],
+  env: {
+    NODE_OPTIONS: `--import=${LOOP_DELAY} ${process.env.BENCH_SERVER_NODE_OPTIONS ?? ''}`,
+    LOOP_DELAY_OUT: join(delayDir, `${name}.json`),
+  },
 });
+const server = await startTestServer(serverOptions('ours'));
+const baseline = process.env.BASELINE_ROOT
+  ? await (
+      await import(`${process.env.BASELINE_ROOT}/dist/testing/index.js`)
+    ).startTestServer(serverOptions('base'))
+  : null;
 try {
   console.log(
     `serve sessions bench: ${SESSIONS} concurrent sessions x (create, ${EXECS} execs, delete), ${ROUNDS} rounds alternating; load average at start ${load()}`,
   );
   const ours = [];
   const cli = [];
+  const base = [];
+  const kinds = baseline === null ? ['ours', 'cli'] : ['ours', 'base', 'cli'];
   for (let r = 0; r < ROUNDS; r++) {
-    // Alternate which goes first, so neither always meets the engine still busy with the other's removals.
-    const order = r % 2 === 0 ? ['ours', 'cli'] : ['cli', 'ours'];
+    // Rotate which goes first, so none always meets the engine still busy with another's removals.
+    const order = kinds.map((_, k) => kinds[(k + r) % kinds.length]);
     for (const which of order) {
       const result =
-        which === 'ours' ? await series((l) => viaApi(server.client, l)) : await series((l) => viaCli(l));
-      (which === 'ours' ? ours : cli).push(result);
-      console.log(
-        `  round ${r + 1} ${which === 'ours' ? 'serve API ' : 'docker CLI'}: ${(result.wallMs / 1000).toFixed(1)} s (load ${load()})`,
-      );
+        which === 'ours'
+          ? await series((l) => viaApi(server.client, l))
+          : which === 'base'
+            ? await series((l) => viaApi(baseline.client, l))
+            : await series((l) => viaCli(l));
+      ({ ours, base, cli })[which].push(result);
+      const label = { ours: 'serve API ', base: 'baseline  ', cli: 'docker CLI' }[which];
+      console.log(`  round ${r + 1} ${label}: ${(result.wallMs / 1000).toFixed(1)} s (load ${load()})`);
     }
   }
   for (const [name, results] of [
     ['serve API', ours],
+    ...(baseline === null ? [] : [['baseline', base]]),
     ['docker CLI', cli],
   ]) {
     const all = { create: [], exec: [], delete: [] };
@@ -144,12 +170,28 @@ try {
   console.log(
     `${SESSIONS} concurrent sessions, serve / docker CLI ${ratio.toFixed(2)} (aim: issue 26 <= 0.6 at 20, issue 39 <= 0.75 at 100); load average at end ${load()}`,
   );
+  if (baseline !== null)
+    console.log(
+      `  baseline (${process.env.BASELINE_ROOT}) / docker CLI ${(median(base.map((x) => x.wallMs)) / median(cli.map((x) => x.wallMs))).toFixed(2)}; this build / baseline ${(median(ours.map((x) => x.wallMs)) / median(base.map((x) => x.wallMs))).toFixed(2)}`,
+    );
   const leaked = await containersLabelled({ 'bench.run': RUN });
-  const registry = SqliteCapacityRegistry.open({ path: server.registryPath });
-  const held = (await registry.held()).length;
-  registry.closeSync();
+  let held = 0;
+  for (const s of baseline === null ? [server] : [server, baseline]) {
+    const registry = SqliteCapacityRegistry.open({ path: s.registryPath });
+    held += (await registry.held()).length;
+    registry.closeSync();
+  }
   console.log(`  leaked containers ${leaked.length}, held slots ${held}`);
   if (leaked.length > 0 || held > 0) process.exitCode = 1;
 } finally {
   await server.dispose();
+  await baseline?.dispose();
+  for (const name of baseline === null ? ['ours'] : ['ours', 'base']) {
+    const delay = await readFile(join(delayDir, `${name}.json`), 'utf8').then(JSON.parse, () => null);
+    if (delay !== null)
+      console.log(
+        `  ${name === 'ours' ? 'this build' : 'baseline'} event-loop delay over its life: p50 ${delay.p50} ms, p99 ${delay.p99} ms, max ${delay.max} ms`,
+      );
+  }
+  await rm(delayDir, { recursive: true, force: true });
 }

@@ -19,8 +19,9 @@ import { ServeMetrics } from './adapters/http/serve-metrics.js';
 import { instrumentRegistry } from './adapters/metrics/instrumented-registry.js';
 import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import { registryFilePath, registryLocation } from './adapters/registry/default-path.js';
+import { isPostgresLocation, registryFilePath, registryLocation } from './adapters/registry/default-path.js';
 import { openRegistryAt } from './adapters/registry/open-registry.js';
+import { registryWorkerFile, WorkerCapacityRegistry } from './adapters/registry/worker-registry.js';
 import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './adapters/system-clock.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
@@ -165,7 +166,13 @@ async function openServeRegistry(
   options: ServeOptions,
 ): Promise<{ registry: CapacityRegistry; registryPath: string | undefined }> {
   const location = registryLocation(options.registryPath, options.environment);
-  return { registry: await openRegistryAt(location), registryPath: registryFilePath(location) };
+  // SQLite in a worker thread of its own: its synchronous writes, fsyncs and lock waits stay off the event loop.
+  const workerFile = isPostgresLocation(location) ? null : registryWorkerFile();
+  const registry =
+    isPostgresLocation(location) || workerFile === null
+      ? await openRegistryAt(location)
+      : await WorkerCapacityRegistry.open(location, workerFile);
+  return { registry, registryPath: registryFilePath(location) };
 }
 
 /** Runs `undo` when `work` fails, and passes the failure on. */

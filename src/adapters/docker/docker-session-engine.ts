@@ -147,6 +147,8 @@ export class DockerSessionEngine implements SessionEngine, NetworkMoves {
     try {
       const container = this.#docker.getContainer(id);
       await container.start({ abortSignal: AbortSignal.timeout(START_TIMEOUT_MS) });
+      // The inspect after the start only reads where the ports were published: without any, nothing to ask.
+      if (spec.ports.length === 0) return { id, ports: {} };
       const inspected = await container.inspect({ abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
       const ports: Record<string, PublishedPort> = {};
       for (const [key, bindings] of Object.entries(inspected.NetworkSettings.Ports ?? {})) {

@@ -190,6 +190,8 @@ async function guardedBinds(
   deps: CreateDeps,
   binds: readonly Bind[],
 ): Promise<{ binds: Bind[]; staged: string[] }> {
+  // No mount, nothing to guard: the protected paths are resolved only for a session that has binds to check.
+  if (binds.length === 0) return { binds: [], staged: [] };
   const stager = deps.mountStager ?? null;
   const mode = stager === null ? 'walked' : await stager.mode();
   const rules = await resolveProtectedPaths(deps.protectedPaths, (path) => deps.fs.realpath(path));
@@ -270,6 +272,7 @@ async function checkedMounts(
   protectedPathsOf: ProtectedPaths,
   mounts: SessionCreate['mounts'],
 ): Promise<Bind[]> {
+  if (mounts.length === 0) return [];
   const binds: Bind[] = [];
   const missing: { path: string; rule: string }[] = [];
   for (const [index, mount] of mounts.entries()) {

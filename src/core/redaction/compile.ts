@@ -104,6 +104,57 @@ function tailCharsOf(detectors: readonly Detector[]): Uint8Array {
   return table;
 }
 
+/** The parts that depend on the detectors only (constants): built once per process, shared read-only. */
+interface DetectorParts {
+  readonly detectorsByFirstChar: ReadonlyMap<number, readonly Detector[]>;
+  readonly trigger: RegExp;
+  readonly keywordWindow: number;
+  readonly tailChars: Uint8Array;
+}
+let detectorParts: DetectorParts | null = null;
+
+function detectorPartsOnce(): DetectorParts {
+  detectorParts ??= {
+    detectorsByFirstChar: indexByFirstChar(DETECTORS),
+    // Shared: every user sets `lastIndex` before its one synchronous `exec` (stream-redactor.ts).
+    trigger: triggerOf(DETECTORS),
+    keywordWindow: Math.max(...DETECTORS.map((d) => d.keyword.length)) - 1,
+    tailChars: tailCharsOf(DETECTORS),
+  };
+  return detectorParts;
+}
+
+/**
+ * Secret machines of the last few secret sets, most recent last. serve compiles a redactor for every exec's argv,
+ * stdout and stderr and for every log line while secrets are live, almost always for the same set (a session's):
+ * compiling it each time was the largest CPU cost of ours in a 100-session run (issue 39). In memory only, as the
+ * machines themselves (which spell every form of every secret); the oldest set leaves once 32 newer ones were asked
+ * for. A machine is read-only once built, so sharing it is safe.
+ */
+const MACHINE_CACHE_SIZE = 32;
+const machines = new Map<string, SecretMachine>();
+
+/** The exact sequence (length-prefixed, so no two sets share a key). */
+function secretSetKey(secrets: readonly string[]): string {
+  let key = '';
+  for (const secret of secrets) key += `${secret.length}:${secret}`;
+  return key;
+}
+
+function secretMachineOf(secrets: readonly string[]): SecretMachine {
+  const key = secretSetKey(secrets);
+  const known = machines.get(key);
+  if (known !== undefined) {
+    machines.delete(key);
+    machines.set(key, known);
+    return known;
+  }
+  const machine = compileSecretMachine(secrets);
+  machines.set(key, machine);
+  if (machines.size > MACHINE_CACHE_SIZE) machines.delete(machines.keys().next().value as string);
+  return machine;
+}
+
 export function compileRedaction(
   secrets: readonly string[],
   mode: TextMode,
@@ -111,11 +162,8 @@ export function compileRedaction(
 ): CompiledRedaction {
   return {
     mode,
-    secretMachine: compileSecretMachine(secrets),
-    detectorsByFirstChar: indexByFirstChar(DETECTORS),
-    trigger: triggerOf(DETECTORS),
-    keywordWindow: Math.max(...DETECTORS.map((d) => d.keyword.length)) - 1,
-    tailChars: tailCharsOf(DETECTORS),
+    secretMachine: secretMachineOf(secrets),
+    ...detectorPartsOnce(),
     maxHeldChars: options.maxHeldChars ?? DEFAULT_MAX_HELD_CHARS,
   };
 }
