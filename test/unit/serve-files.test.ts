@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { downloadTar } from '../../src/adapters/http/serve-files.js';
 import { fileError, userParam, type FileTarget } from '../../src/adapters/http/serve-files-exec.js';
 import { ApiError } from '../../src/app/serve/api-error.js';
+import { containerPathProblem } from '../../src/app/serve/request-fields.js';
 import type { ExecHandle, SessionEngine } from '../../src/app/ports/container-runtime.js';
 
 /** What a failed file command in the container means for the API, from the messages busybox and GNU tools print. */
@@ -31,6 +32,7 @@ describe('fileError', () => {
     ['sh: tar: not found', 409, 'E_TOOL_MISSING'],
     ['bash: line 1: tar: command not found', 409, 'E_TOOL_MISSING'],
     ['unable to find user nosuch: no matching entries in passwd file', 400, 'E_USER_UNKNOWN'],
+    ["sh: can't create /w/aaaa: File name too long", 400, 'E_PATH_TOO_LONG'],
     ['something else went wrong', 500, 'E_FILE_IO'],
   ] as const)('%s → %i %s', (stderr, status, code) => {
     const err = fileError(stderr, target('1000'));
@@ -42,6 +44,23 @@ describe('fileError', () => {
     expect(err.code).toBe('E_PERMISSION_DENIED');
     expect(err.message).toContain('as user 1000');
     expect(err.message).not.toContain('SECRET');
+  });
+});
+
+describe('containerPathProblem (a path in the container, before the container is asked)', () => {
+  it.each([
+    ['/w/file', null],
+    ['relative/name', null],
+    [`/${'x'.repeat(255)}`, null],
+    [`/${'x'.repeat(256)}`, 'each name in the path must be at most 255 bytes (NAME_MAX)'],
+    [`/${'é'.repeat(128)}`, 'each name in the path must be at most 255 bytes (NAME_MAX)'],
+    [`/${'abc/'.repeat(1023)}`, null],
+    [`/${'abcd/'.repeat(820)}`, 'must be at most 4095 bytes (PATH_MAX)'],
+    ['', 'must be a non-empty path'],
+    ['/w/a\0b', 'must not contain NUL'],
+    ['/w/a\nb', 'must not contain a newline'],
+  ])('%j → %s', (path, problem) => {
+    expect(containerPathProblem(path)).toBe(problem);
   });
 });
 

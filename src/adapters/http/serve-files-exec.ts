@@ -59,7 +59,7 @@ export async function keepText(stream: Readable): Promise<string> {
 
 const CLASSES: readonly {
   readonly test: RegExp;
-  readonly status: 403 | 404 | 409;
+  readonly status: 400 | 403 | 404 | 409;
   readonly code: string;
   readonly what: string;
 }[] = [
@@ -76,6 +76,13 @@ const CLASSES: readonly {
     what: 'a part of the path is not a directory',
   },
   { test: /Is a directory/i, status: 409, code: 'E_IS_A_DIRECTORY', what: 'is a directory' },
+  // The path joined to the session's working directory passed Linux's limits (each part alone was within them).
+  {
+    test: /File name too long/i,
+    status: 400,
+    code: 'E_PATH_TOO_LONG',
+    what: 'the path is too long for Linux',
+  },
   {
     test: /No such file or directory|can't stat|Cannot stat/i,
     status: 404,

@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ApiError, parseBody, toApiError } from '../../app/serve/api-error.js';
+import { containerPathProblem } from '../../app/serve/request-fields.js';
 import { ExecSchema, type ExecRequest } from '../../app/serve/exec-schemas.js';
 import { EgressPolicySchema, SessionCreateSchema } from '../../app/serve/session-schemas.js';
 import type { SessionEngine } from '../../app/ports/container-runtime.js';
@@ -183,14 +184,12 @@ async function exec(
 /** The `path` query parameter: a path in the container, absolute or relative to the session's working directory. */
 function pathParam(query: URLSearchParams): string {
   const path = query.get('path');
-  if (path === null || path === '' || path.includes('\0') || path.includes('\n')) {
-    throw ApiError.invalid('the request', [
-      {
-        path: 'path',
-        rule: "must be a path in the container (absolute, or relative to the session's working directory)",
-      },
-    ]);
-  }
+  const problem =
+    path === null
+      ? "must be a path in the container (absolute, or relative to the session's working directory)"
+      : containerPathProblem(path);
+  if (path === null || problem !== null)
+    throw ApiError.invalid('the request', [{ path: 'path', rule: problem ?? '' }]);
   return path;
 }
 

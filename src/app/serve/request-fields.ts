@@ -153,9 +153,29 @@ export const SecretEnv = z
       'names whose literal values are secrets even when the name does not look secret (masked in all output, never written to disk); names not present are ignored',
   });
 
+/** Linux's limits on a path (PATH_MAX, with its NUL) and on one of its names (NAME_MAX), in bytes. */
+const PATH_MAX_BYTES = 4095;
+const NAME_MAX_BYTES = 255;
+
+/**
+ * What is wrong with a path in the container (an exec's `cwd`, a file route's `path`), or null: the one rule both
+ * use. Beyond Linux's limits the kernel answers ENAMETOOLONG, which is the caller's input, not our fault.
+ */
+export function containerPathProblem(path: string): string | null {
+  if (path === '') return 'must be a non-empty path';
+  if (path.includes('\0')) return 'must not contain NUL';
+  if (path.includes('\n')) return 'must not contain a newline';
+  if (Buffer.byteLength(path) > PATH_MAX_BYTES) return `must be at most ${PATH_MAX_BYTES} bytes (PATH_MAX)`;
+  if (path.split('/').some((name) => Buffer.byteLength(name) > NAME_MAX_BYTES))
+    return `each name in the path must be at most ${NAME_MAX_BYTES} bytes (NAME_MAX)`;
+  return null;
+}
+
 /** A path in the container: absolute, or relative to the session's working directory. */
 export const ContainerPath = z
   .string()
   .min(1, { error: 'must be a non-empty path' })
-  .refine((p) => !p.includes('\0'), { error: 'must not contain NUL' })
-  .refine((p) => !p.includes('\n'), { error: 'must not contain a newline' });
+  .superRefine((p, ctx) => {
+    const problem = p === '' ? null : containerPathProblem(p);
+    if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+  });
