@@ -228,22 +228,19 @@ export async function heldPortIssues(
 /**
  * `pair run` and serve's pairs: the batch's rule for one pair (no measured peak: its declared `gpu_mib`, 0 when
  * none). A declared figure no node it may run on could ever hold is refused first (exit 2, `E_SPEC_INVALID`, naming
- * the field and the figures), before anything is reserved. Returns the admission and the job as it must run: on a
- * swarm, pinned to the node it was admitted on.
+ * the field and the figures), before anything is reserved. Returns the request and the nodes to try, in turn.
  */
-export async function admitOnePair<
-  J extends {
+export async function onePairAdmission(
+  registry: CapacityRegistry,
+  inventory: NodeInventory | undefined,
+  request: Omit<AdmitRequest, 'gpuMib' | 'node' | 'jobId'>,
+  job: {
     readonly job_id: string;
     readonly gpu_mib?: number | undefined;
     readonly placement?: readonly string[] | undefined;
   },
->(
-  registry: CapacityRegistry,
-  inventory: NodeInventory | undefined,
-  request: Omit<AdmitRequest, 'gpuMib' | 'node' | 'jobId'>,
-  job: J,
   source: string,
-): Promise<{ readonly admitted: AdmitResult; readonly node: string | null; readonly job: J }> {
+): Promise<{ readonly request: AdmitRequest; readonly nodes: readonly string[] | null }> {
   const nodes = admissionNodesFor(inventory);
   const gpuMib = job.gpu_mib ?? 0;
   const placement = job.placement ?? [];
@@ -258,11 +255,25 @@ export async function admitOnePair<
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${source} cannot run here`, issues);
   const candidates = nodes === undefined ? null : await nodes(placement);
-  const { admitted, node } = await admitOnNodes(
-    registry,
-    { ...request, jobId: job.job_id, gpuMib },
-    candidates,
-  );
+  return { request: { ...request, jobId: job.job_id, gpuMib }, nodes: candidates };
+}
+
+/** onePairAdmission, then the admission; the job as it must run: on a swarm, pinned to the node it was admitted on. */
+export async function admitOnePair<
+  J extends {
+    readonly job_id: string;
+    readonly gpu_mib?: number | undefined;
+    readonly placement?: readonly string[] | undefined;
+  },
+>(
+  registry: CapacityRegistry,
+  inventory: NodeInventory | undefined,
+  request: Omit<AdmitRequest, 'gpuMib' | 'node' | 'jobId'>,
+  job: J,
+  source: string,
+): Promise<{ readonly admitted: AdmitResult; readonly node: string | null; readonly job: J }> {
+  const planned = await onePairAdmission(registry, inventory, request, job, source);
+  const { admitted, node } = await admitOnNodes(registry, planned.request, planned.nodes);
   const pinned = node === null ? job : { ...job, placement: pinnedPlacement(job.placement, node) };
   return { admitted, node, job: pinned };
 }

@@ -77,16 +77,8 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
     // Measured once more at collection (this also ends the interval loop when the lifecycle threw).
     diskRecord = await disk?.finish();
   }
-  // The staging points go once the container is seen gone (or was never made); a reattached pair's are swept.
-  const gone = execution.cleanup.verified_absent || execution.container.id === null;
   // umount(8) runs beside the result's own steps (none reads a staging point), awaited before the pair is done.
-  const unstaged =
-    gone && (guard?.unremoved ?? null) === null
-      ? (async () => {
-          await guard?.release();
-          if (input.reattach) await deps.mountStager?.sweep().catch(() => undefined);
-        })()
-      : Promise.resolve();
+  const unstaged = unstage(deps, input, execution, guard);
   try {
     return await finishExecution(
       deps,
@@ -102,6 +94,19 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
   } finally {
     await unstaged;
   }
+}
+
+/** The staging points go once the container is seen gone (or was never made); a reattached pair's are swept. */
+async function unstage(
+  deps: ExecutePairDeps,
+  input: ExecutePairInput,
+  execution: PairExecution,
+  guard: MountGuard | null,
+): Promise<void> {
+  const gone = execution.cleanup.verified_absent || execution.container.id === null;
+  if (!gone || (guard?.unremoved ?? null) !== null) return;
+  await guard?.release();
+  if (input.reattach) await deps.mountStager?.sweep().catch(() => undefined);
 }
 
 /** What the lifecycle saw, checked against the guard's refusals and turned into the pair's result. */

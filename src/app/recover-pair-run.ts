@@ -2,14 +2,13 @@ import { RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
 import { isReceipt, type Receipt } from '../core/receipt.js';
 import { isResultRecord, type ResultRecord } from '../core/result.js';
 import type { EvidenceStore } from './evidence/evidence-store.js';
-import { ExitCode, RoboguideError } from '../core/errors.js';
+import { ExitCode, InternalError, RoboguideError } from '../core/errors.js';
 import type { CleanupRecord } from '../core/cleanup-record.js';
-import { lostWorkerResult } from './build-result.js';
-import { writeJsonVerified } from './durable-write.js';
 import type { ExecutePairDeps } from './execute-pair-types.js';
-import { removeAndVerify } from './remove-and-verify.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
-import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
+import type { ReconcileReport } from './reconcile-pair.js';
+import { recoverClaimedPair } from './pair/recover.js';
+import { reconcileClaimed } from './pair/finish.js';
 
 /** The pair lifecycle's ports it needs (the same adapters as `pair run`), and the run's evidence and registry. */
 export interface RecoverPairRunDeps extends Pick<
@@ -49,22 +48,30 @@ export async function recoverPairRun(
   const { store } = deps;
   const receipt = await recoverableReceipt(deps);
   const kept = await store.readJson(RESULT_FILE, isResultRecord);
-  const recovered = kept === null ? await writeLostResult(deps, receipt, options.stopBudgetSec) : null;
-  const result = recovered?.result ?? (kept as ResultRecord);
   const reservationOf = async (): Promise<string | null> =>
     receipt.reservation_id === null
       ? null
       : ((await deps.registry.reservation(receipt.reservation_id))?.state ?? null);
   const before = await reservationOf();
-  const reconciliation = await reconcilePair(
-    {
-      store,
-      registry: deps.registry,
-      runtime: deps.runtime,
-      readOutcomeSha256: (path) => deps.outcomes.sha256(path),
-    },
-    { jobRel: '.', mode: 'execute' },
-  );
+  const ports = { store, registry: deps.registry, execute: deps };
+  let recovered: { result: ResultRecord; containers: string[]; cleanup: CleanupRecord } | null = null;
+  let reconciliation: ReconcileReport;
+  if (kept === null) {
+    // Nobody would watch a container now: every one of the claim is removed, the pair is `lost_worker`.
+    const containers = await claimContainers(deps, receipt);
+    const plan = {
+      jobRel: '.',
+      stopBudgetSec: options.stopBudgetSec,
+      allowedHttpStatuses: [],
+      onResultUnwritten: 'throw',
+      secretsOf: secretCandidates,
+    } as const;
+    const done = await recoverClaimedPair(ports, receipt, plan, {}, { reattach: false, containers });
+    if (done.finish.kind !== 'reconciled') throw new InternalError('an unwritten result is thrown');
+    recovered = { result: done.result, containers, cleanup: done.cleanup };
+    reconciliation = done.finish.report;
+  } else reconciliation = await reconcileClaimed(ports, { jobRel: '.' }, {}, receipt);
+  const result = recovered?.result ?? (kept as ResultRecord);
   const after = await reservationOf();
   return {
     job_id: receipt.job_id,
@@ -76,6 +83,12 @@ export async function recoverPairRun(
     reconciliation,
     released_now: before === 'held' && after === 'released',
   };
+}
+
+/** The containers labelled with the claim, and the receipt's own. */
+async function claimContainers(deps: RecoverPairRunDeps, receipt: Receipt): Promise<string[]> {
+  const found = (await deps.runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })).map((c) => c.id);
+  return [...new Set([...found, ...(receipt.container_id !== null ? [receipt.container_id] : [])])];
 }
 
 /** The receipt of a `pair run` whose process is gone; a refusal when it is not one, or when it still runs. */
@@ -114,56 +127,6 @@ async function recoverableReceipt(deps: RecoverPairRunDeps): Promise<Receipt> {
     );
   }
   return receipt;
-}
-
-/**
- * No result yet: every container of the claim stopped and removed (its variables read first, to mask them), then
- * result.json from the evidence. A result that cannot be written keeps the slot held.
- */
-async function writeLostResult(
-  deps: RecoverPairRunDeps,
-  receipt: Receipt,
-  stopBudgetSec: number,
-): Promise<{
-  readonly result: ResultRecord;
-  readonly containers: string[];
-  readonly cleanup: CleanupRecord;
-}> {
-  const { store, runtime } = deps;
-  const containers: string[] = [];
-  let cleanup: CleanupRecord = { removed: false, verified_absent: true, attempts: 0 };
-  const found = (await runtime.listByLabel({ 'roboguide.claim': receipt.claim_id })).map((c) => c.id);
-  const secrets = new Set<string>();
-  for (const id of new Set([...found, ...(receipt.container_id !== null ? [receipt.container_id] : [])])) {
-    containers.push(id);
-    for (const value of secretCandidates(await runtime.environmentOf(id).catch(() => null)))
-      secrets.add(value);
-    const one = await removeAndVerify({ runtime, logger: deps.logger, clock: deps.clock }, id, stopBudgetSec);
-    cleanup = {
-      removed: cleanup.removed || one.removed,
-      verified_absent: cleanup.verified_absent && one.verified_absent,
-      attempts: cleanup.attempts + one.attempts,
-    };
-  }
-  // The verdict is the pair's private copy (the host outcome_path is only written once a run finished).
-  const result = await lostWorkerResult(deps, {
-    store,
-    jobRel: '.',
-    receipt,
-    containerId: containers[0] ?? null,
-    cleanup,
-    secrets: [...secrets],
-    allowedHttpStatuses: [],
-  });
-  const written = await writeJsonVerified(store, RESULT_FILE, result);
-  if (written.kind === 'failed') {
-    throw new RoboguideError(
-      'E_STORE',
-      `result.json could not be written in ${store.root}; the slot stays held`,
-      { cause: written.error },
-    );
-  }
-  return { result, containers, cleanup };
 }
 
 /** Names every image sets, never a resolved `${NAME}` secret. */

@@ -1,32 +1,28 @@
-import { RECEIPT_FILE, RESULT_FILE } from '../core/evidence-names.js';
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { EvidenceStore } from './evidence/evidence-store.js';
 import type { FileSystem } from './ports/file-system.js';
 import { bindAddressProblem } from '../core/bind-address.js';
-import { InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
+import { InternalError, InvalidInputError, RoboguideError, type Issue } from '../core/errors.js';
 import { jsonErrorSummary, parsePairSpec } from '../core/manifest/parse.js';
 import { jobPathIssues, staleOutcomeIssues } from './job-paths.js';
 import { DEFAULT_SESSIONS_DIR, DEFAULT_STOP_BUDGET_SECONDS } from '../core/manifest/constants.js';
 import { resolveEnvironment } from '../core/manifest/environment.js';
 import type { PairSpec } from '../core/manifest/schema.js';
-import { buildReceipt, type Receipt } from '../core/receipt.js';
-import type { ResultRecord } from '../core/result.js';
-import { wallDeadlineMs } from '../core/wall-budget.js';
 import {
   effectiveLimits,
   limitDefaults,
   LOW_DISK_LIMIT_BYTES,
   type PairLimits,
 } from '../core/pair-limits.js';
-import { writeJsonVerified } from './durable-write.js';
 import { imagesMissing } from './image-missing.js';
 import { DEFAULT_RUNTIME, gvisorSessionsDirProblem, isGvisor, runtimeProblem } from '../core/oci-runtime.js';
-import { executePair } from './execute-pair.js';
-import { admitOnePair } from './admission.js';
+import { onePairAdmission } from './admission.js';
 import type { CapacityRegistry } from './ports/capacity-registry.js';
-import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 import type { RunPairDeps, RunPairOptions, RunPairOutcome } from './run-pair-types.js';
+import { runClaimedPair } from './pair/claimed-pair.js';
+import { admissionRefused } from './pair/admit.js';
+import type { PairPlan } from './pair/claimed-pair-types.js';
 
 function parseSpec(text: string, source: string): PairSpec {
   let value: unknown;
@@ -158,170 +154,101 @@ async function checkRuntime(
     );
 }
 
-interface PairClaim {
-  readonly batchId: string;
-  readonly claimId: string;
-  readonly reservationId: string;
-  /** The spec as admitted: on a swarm, pinned to the node its slot is on. */
-  readonly job: PairSpec;
+/**
+ * `pair run`: one pair in the foreground with the batch lifecycle and the same evidence (receipt, logs,
+ * sessions, result.json) in its own output directory. Validates everything before writing anything, then runs the
+ * claimed pair (src/app/pair/claimed-pair.ts): a refusal, a failed claim or an unwritten result is an error.
+ */
+export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
+  const checked = await checkSpec(deps, options);
+  const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
+  const plan = await pairRunPlan(deps, registry, checked, options);
+  const store = new EvidenceStore(deps.fs, checked.output);
+  const outcome = await runClaimedPair({ store, registry, execute: deps }, plan, {
+    onClaimed: () => {
+      options.onClaimed?.();
+      options.onStopBudget?.(plan.stopBudgetSec);
+    },
+    onRunning: (handle) => {
+      follow(options.terminate, handle.terminate);
+      follow(options.killNow, handle.killNow);
+    },
+  });
+  // `onAdmitRefused: 'throw'` threw a refusal already; the type still says it may return one.
+  if (outcome.kind === 'refused') throw admissionRefused(outcome.admitted, checked.spec.cwd);
+  if (outcome.kind === 'claim_failed') {
+    if (outcome.reason === 'receipt_write_failed') throw outcome.error;
+    throw new RoboguideError(
+      'E_CLAIM_EXISTS',
+      `${checked.output}/receipt.json already exists: this pair was claimed`,
+    );
+  }
+  if (outcome.finish.kind !== 'reconciled') throw new InternalError('an unwritten result is thrown');
+  return {
+    output: checked.output,
+    receipt: outcome.receipt,
+    result: outcome.result,
+    reconciliation: outcome.finish.report,
+  };
 }
 
-/** A slot in the registry, like a batch pair's (per node on a swarm); a refusal is an error naming what holds it. */
-async function admitPair(
+/** An outside signal passed to the pair's own controller (now when it was aborted already). */
+function follow(signal: AbortSignal | undefined, controller: AbortController): void {
+  if (signal === undefined) return;
+  if (signal.aborted) controller.abort();
+  else signal.addEventListener('abort', () => controller.abort(), { once: true });
+}
+
+/** The checked spec as a claimed-pair plan: a slot like a batch pair's (per node on a swarm); refusals throw. */
+async function pairRunPlan(
   deps: RunPairDeps,
   registry: CapacityRegistry,
-  spec: PairSpec,
-  specSource: string,
-  claimId: string,
-  output: string,
-): Promise<PairClaim> {
+  checked: CheckedSpec,
+  options: RunPairOptions,
+): Promise<PairPlan> {
+  const { spec, environment, output, codeVersion } = checked;
+  const claimId = randomUUID();
   const batchId = `pair-run-${claimId.slice(0, 8)}`;
-  const { admitted, job } = await admitOnePair(
+  const admission = await onePairAdmission(
     registry,
     deps.nodes,
     { batchId, claimId, ports: spec.ports, writableMounts: [spec.cwd], evidenceFolder: output },
     spec,
-    specSource,
+    options.specSource,
   );
-  if (admitted.kind === 'refused' && admitted.reason === 'port_held') {
-    throw new RoboguideError(
-      'E_REGISTRY',
-      `port ${admitted.port ?? '?'} is held on node ${admitted.node} by batch ${admitted.holderBatchId ?? '?'}: not started`,
-      {
-        suggestions: [
-          'wait for that pair to finish (`roboguide-eval capacity` shows it)',
-          'or choose another port',
-        ],
-      },
-    );
-  }
-  if (admitted.kind === 'refused' && admitted.reason === 'mount_nested') {
-    throw new RoboguideError(
-      'E_REGISTRY',
-      `cwd: ${admitted.source ?? spec.cwd} lies inside, or holds, ${admitted.heldSource ?? '?'}, the writable mount of a running container (batch ${admitted.holderBatchId ?? '?'}): not started`,
-      {
-        suggestions: [
-          'wait for that container to finish (`roboguide-eval capacity` shows it)',
-          'or use a folder apart',
-        ],
-      },
-    );
-  }
-  if (admitted.kind === 'refused') {
-    const what =
-      admitted.reason === 'gpu_budget'
-        ? `GPU budget (${admitted.held} of ${admitted.limit} MiB held)`
-        : `capacity limit (${admitted.held} of ${admitted.limit} held)`;
-    throw new RoboguideError('E_CAPACITY', `the host is at its ${what}: not started`, {
-      suggestions: [
-        'wait for running pairs to finish (`roboguide-eval capacity` shows them)',
-        'or raise the limit: `roboguide-eval capacity --max-reservations N`',
-      ],
-    });
-  }
-  return { batchId, claimId, reservationId: admitted.reservationId, job };
-}
-
-/**
- * The output directory and the exclusive receipt. Nothing ran yet: any failure here gives the slot back before it
- * is reported.
- */
-async function claimPair(
-  deps: RunPairDeps,
-  registry: CapacityRegistry,
-  claim: PairClaim,
-  output: string,
-  receipt: Receipt,
-): Promise<EvidenceStore> {
-  const release = async (): Promise<void> => {
-    await registry.release(claim.reservationId, claim.claimId);
-  };
-  let published: 'published' | 'exists';
-  const store = new EvidenceStore(deps.fs, output);
-  try {
-    await EvidenceStore.createOutputDir(deps.fs, output);
-    published = await store.publishExclusive(RECEIPT_FILE, receipt);
-  } catch (err) {
-    await release();
-    throw err;
-  }
-  if (published === 'exists') {
-    await release();
-    throw new RoboguideError(
-      'E_CLAIM_EXISTS',
-      `${output}/receipt.json already exists: this pair was claimed`,
-    );
-  }
-  return store;
-}
-
-/**
- * `pair run`: one pair in the foreground with the batch lifecycle and the same evidence (receipt, logs,
- * sessions, result.json) in its own output directory. Validates everything before writing anything.
- */
-export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
-  const { spec, environment, output, now, codeVersion } = await checkSpec(deps, options);
-  const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
-  const claim = await admitPair(deps, registry, spec, options.specSource, randomUUID(), output);
-  const receipt = buildReceipt({
-    batchId: claim.batchId,
-    jobId: spec.job_id,
-    claimId: claim.claimId,
-    claimedAt: now,
-    supervisor: await deps.host.current(),
-    reservationId: claim.reservationId,
-    image: spec.image,
-    outcomePath: spec.outcome_path,
-    sourceSha256: {},
-    codeVersion,
-    network: spec.network,
-    egress: spec.egress,
-    runtime: spec.runtime ?? DEFAULT_RUNTIME,
-    mountMode: (await deps.mountStager?.mode()) ?? 'walked',
-    ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
-  });
-  const limits = await pairRunLimits(deps, spec, output, options.onWarning);
-  const store = await claimPair(deps, registry, claim, output, receipt);
-  options.onClaimed?.();
-  let current = receipt;
-  const stopBudgetSec = options.stopBudgetSec ?? spec.stop_budget_seconds ?? DEFAULT_STOP_BUDGET_SECONDS;
-  options.onStopBudget?.(stopBudgetSec);
-  const { result } = await executePair(deps, {
-    store,
+  const runtime = spec.runtime ?? DEFAULT_RUNTIME;
+  return {
+    batchId,
+    claimId,
+    job: { ...spec, runtime },
+    admission,
+    receipt: {
+      image: spec.image,
+      outcomePath: spec.outcome_path,
+      sourceSha256: {},
+      codeVersion,
+      network: spec.network,
+      egress: spec.egress,
+      runtime,
+      ...(options.registryRecord !== undefined ? { registryPath: options.registryRecord } : {}),
+    },
     jobRel: '.',
-    batchId: claim.batchId,
-    claimId: claim.claimId,
-    job: { ...claim.job, runtime: claim.job.runtime ?? DEFAULT_RUNTIME },
-    environment: environment.values,
-    secrets: environment.secrets,
+    createsRoot: true,
+    environment: { values: environment.values, secrets: environment.secrets },
     sessionsDir: spec.sessions_dir ?? DEFAULT_SESSIONS_DIR,
-    stopBudgetSec,
-    deadlineMs: wallDeadlineMs(now.getTime(), spec.timeout_seconds), // from the claim, like a batch pair's
+    stopBudgetSec: options.stopBudgetSec ?? spec.stop_budget_seconds ?? DEFAULT_STOP_BUDGET_SECONDS,
+    // The wall budget runs from the claim, like a batch pair's.
+    timeoutSeconds: spec.timeout_seconds,
     bindAddress: options.bindAddress,
     allowedHttpStatuses: spec.allowed_http_statuses ?? [],
-    readOutcome: (path) => deps.outcomes.read(path),
     mountRules: {
       ...(options.registryPath !== undefined ? { registryPath: options.registryPath } : {}),
       ...(options.mountRoots !== undefined ? { mountRoots: options.mountRoots } : {}),
     },
-    limits,
-    ...(options.terminate ? { terminate: options.terminate } : {}),
-    ...(options.killNow ? { killNow: options.killNow } : {}),
-    onCreated: async (containerId) => {
-      current = { ...current, container_id: containerId };
-      await store.writeJsonAtomic(RECEIPT_FILE, current);
-      await registry.attachContainer(claim.reservationId, containerId);
-    },
-  }).catch(async (err: unknown) => {
-    // Until a container exists, a failure means nothing ran: give the slot back before reporting it.
-    if (current.container_id === null) await registry.release(claim.reservationId, claim.claimId);
-    throw err;
-  });
-  return {
-    output,
-    receipt: current,
-    result,
-    reconciliation: await finishPairRun(deps, registry, store, claim, result),
+    limits: () => pairRunLimits(deps, spec, output, options.onWarning),
+    onAdmitRefused: 'throw',
+    onResultUnwritten: 'throw',
+    resumeFinishesClaim: false,
   };
 }
 
@@ -343,30 +270,4 @@ async function pairRunLimits(
     );
   }
   return effectiveLimits(spec, defaults);
-}
-
-/** result.json, then terminal reconciliation (which gives the slot back once the evidence proves the pair finished). */
-async function finishPairRun(
-  deps: RunPairDeps,
-  registry: CapacityRegistry,
-  store: EvidenceStore,
-  claim: PairClaim,
-  result: ResultRecord,
-): Promise<ReconcileReport> {
-  const written = await writeJsonVerified(store, RESULT_FILE, result);
-  if (written.kind === 'failed') {
-    // Fail closed: the container is gone, but without a result on disk nothing may release the slot.
-    throw new RoboguideError(
-      'E_STORE',
-      `result.json could not be written in ${store.root}; the pair's evidence is kept and its capacity slot stays held`,
-      {
-        cause: written.error,
-        context: { reservation_id: claim.reservationId, claim_id: claim.claimId },
-      },
-    );
-  }
-  return reconcilePair(
-    { store, registry, runtime: deps.runtime, readOutcomeSha256: (path) => deps.outcomes.sha256(path) },
-    { jobRel: '.', mode: 'execute' },
-  );
 }

@@ -70,6 +70,8 @@ const KILL_SITES = [
   'publish:receipt.json:linked',
   'after_claim',
   'journal:claimed',
+  // Claimed, no container yet (docs/claimed-pair-design.md): resume releases nothing until it reconciles the claim.
+  'before_create',
   'write:receipt.json:temp_written',
   'write:receipt.json:renamed',
   'registry:attach_container:in_txn',

@@ -181,7 +181,7 @@ describe('dispatchPair', () => {
     expect(await registry.held()).toEqual([]);
   });
 
-  it('a receipt that cannot be written fails closed: journalled as a harness fault, nothing run, the reservation kept for resume', async () => {
+  it('a receipt that cannot be written fails closed: journalled as a harness fault, nothing run, the slot given back at once', async () => {
     const fs = new FaultyFileSystem(new NodeFileSystem(), {
       rules: [{ op: 'link', path: /receipt\.json$/, code: 'EIO' }],
     });
@@ -195,6 +195,20 @@ describe('dispatchPair', () => {
       },
     ]);
     expect(runtime.created).toBe(0);
+    // No claim stands and no container was ever created: the slot is free before the failure is reported
+    // (it used to wait for resume's "reservation without claim").
+    expect(await registry.held()).toEqual([]);
+  });
+
+  it('a launch that fails before any container keeps the slot of the standing claim for resume to reconcile', async () => {
+    const { deps, ctx, store, m } = setUp(new NodeFileSystem(), {
+      hostMountRules: () => Promise.reject(new Error('engine data root unreadable')),
+    });
+    await expect(dispatchPair(deps, ctx, m.jobs[0]!, env, () => undefined)).rejects.toThrow(
+      'engine data root unreadable',
+    );
+    expect(runtime.created).toBe(0);
+    expect(await store.exists('jobs/j1/receipt.json')).toBe(true);
     expect((await registry.held()).length).toBe(1);
   });
 });

@@ -133,6 +133,18 @@ describe('runPair', () => {
     expect(await held()).toBe(0);
   });
 
+  it('a launch that fails before any container (mount rules unreadable): the error, and the slot given back first', async () => {
+    const err: unknown = await runPair(
+      deps({ hostMountRules: () => Promise.reject(new Error('engine data root unreadable')) }),
+      options(),
+    ).catch((e: unknown) => e);
+    expect(String(err)).toContain('engine data root unreadable');
+    expect(runtime.created).toBe(0);
+    // The claim stands (its receipt names no container) but nobody would finish it: the release rule frees the slot.
+    expect(existsSync(join(dir, 'D', 'receipt.json'))).toBe(true);
+    expect(await held()).toBe(0);
+  });
+
   it('an output directory left by an earlier run (not empty) refuses and gives the slot back', async () => {
     await mkdir(join(dir, 'D'));
     await writeFile(join(dir, 'D', 'receipt.json'), '{}');

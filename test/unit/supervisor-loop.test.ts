@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
+import type { RunningHandle } from '../../src/app/pair/claimed-pair-types.js';
 import { SupervisorLoop, type SupervisorLoopPorts } from '../../src/app/batch/supervisor-loop.js';
 import type { Logger } from '../../src/app/ports/logger.js';
 import { RoboguideError } from '../../src/core/errors.js';

@@ -7,7 +7,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { procHostIdentity } from '../../src/adapters/host-identity.js';
 import { loadBatch, type JobFiles } from '../../src/app/batch/batch-context.js';
 import type { ResolvedJobEnvironment } from '../../src/core/manifest/environment.js';
-import type { RunningHandle } from '../../src/app/batch/batch-pair.js';
+import type { RunningHandle } from '../../src/app/pair/claimed-pair-types.js';
 import { STATUS_FILE, NODES_DOWN_FILE } from '../../src/core/evidence-names.js';
 import { seedLedger } from '../../src/app/batch/supervisor-ledger.js';
 import {

@@ -3,9 +3,8 @@ import type { JournalAppend } from '../../core/journal-events.js';
 import { pausesFor, type PauseReason } from '../../core/pause-rules.js';
 import type { Classified } from '../../core/classify.js';
 import type { Receipt } from '../../core/receipt.js';
-import { causeOf, errnoOf, type PauseCause } from '../../core/pause-cause.js';
+import { causeOf, type PauseCause } from '../../core/pause-cause.js';
 import type { ResultRecord } from '../../core/result.js';
-import { writeJsonVerified } from '../durable-write.js';
 import { failpoint } from '../ports/failpoints.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
@@ -13,11 +12,13 @@ import type { Clock } from '../ports/clock.js';
 import { removeAndVerify } from '../remove-and-verify.js';
 import type { Logger } from '../ports/logger.js';
 import type { OutcomeReader } from '../ports/outcome-reader.js';
-import { reconcilePair } from '../reconcile-pair.js';
-import { jobRel, resultRel } from './layout.js';
+import type { ReconcileReport } from '../reconcile-pair.js';
+import { jobRel } from './layout.js';
 import { STDERR_LOG } from '../../core/evidence-names.js';
 import { exitCodeOf, explainResult, lastLines } from '../../core/next-steps.js';
 import { finishFactsOfResult } from './status.js';
+import { finishClaimed, reconcileClaimed } from '../pair/finish.js';
+import type { FinishOutcome } from '../pair/claimed-pair-types.js';
 
 export interface FinishDeps {
   readonly store: EvidenceStore;
@@ -38,45 +39,48 @@ export interface FinishReport {
 
 /**
  * After the container is gone: write result.json (with the storage-fault rule: read back, one retry), then
- * release the reservation only through terminal reconciliation. Any failure keeps the reservation and all
- * evidence and pauses the batch (harness).
+ * release the reservation only through terminal reconciliation (src/app/pair/finish.ts). Any failure keeps the
+ * reservation and all evidence and pauses the batch (harness).
  */
 export async function finishPair(
   deps: FinishDeps,
   receipt: Receipt,
   result: ResultRecord,
 ): Promise<FinishReport> {
-  const { store, journal } = deps;
-  const jobId = receipt.job_id;
+  const hooks = {
+    journal: deps.journal,
+    failpoint,
+    onResultWritten: (r: ResultRecord) => journalFinished(deps, r),
+  };
+  const plan = { jobRel: jobRel(receipt.job_id), onResultUnwritten: 'pause' } as const;
+  return finishReportOf(receipt, result, await finishClaimed(deps, plan, hooks, receipt, result));
+}
+
+/** The claimed pair's end as the batch reads it: why it must pause (none: continue), and whether the slot is free. */
+export function finishReportOf(receipt: Receipt, result: ResultRecord, finish: FinishOutcome): FinishReport {
   const classified = { classification: result.classification, reasons: [...result.reasons] };
-  failpoint('before_result');
-  const written = await writeJsonVerified(store, resultRel(jobId), result);
-  if (written.kind === 'failed') {
-    // The evidence disk refused it (ENOSPC, EIO…): say so, with the path, so that resume rebuilds the result as
-    // `evidence_write_failed` rather than a lost worker (issue 27). Best effort: the disk may refuse this too.
-    const cause = causeOf(written.error);
-    const path = store.resolve(resultRel(jobId));
-    await journal('harness_fault', {
-      job_id: jobId,
-      fault: 'result_write_failed',
-      path,
-      err: errnoOf(written.error) ?? cause.code,
-    }).catch(() => undefined);
-    return {
-      jobId,
-      result,
-      pauseReasons: pausesFor({ kind: 'result_unwritten', result: classified }),
-      released: false,
-      cause: { code: cause.code, message: `cannot write ${path}: ${cause.message}` },
-    };
-  }
-  failpoint('after_result');
-  // The times and the GPU peak: what status counts of a finished pair, so that it needs no result file to count it.
+  if (finish.kind === 'reconciled') return reportOfReconcile(receipt, result, finish.report, classified);
+  // The evidence disk refused it (ENOSPC, EIO…): resume rebuilds the result as `evidence_write_failed` (issue 27).
+  const cause = causeOf(finish.error);
+  return {
+    jobId: receipt.job_id,
+    result,
+    pauseReasons: pausesFor({ kind: 'result_unwritten', result: classified }),
+    released: false,
+    cause: { code: cause.code, message: `cannot write ${finish.path}: ${cause.message}` },
+  };
+}
+
+/** `pair_finished`: the times and the GPU peak (what status counts of a finished pair, without its result file). */
+export async function journalFinished(
+  deps: Pick<FinishDeps, 'store' | 'journal'>,
+  result: ResultRecord,
+): Promise<void> {
   const facts = finishFactsOfResult(result);
-  const why = await whyOfResult(store, jobId, result);
-  await journal('pair_finished', {
-    job_id: jobId,
-    claim_id: receipt.claim_id,
+  const why = await whyOfResult(deps.store, result.job_id, result);
+  await deps.journal('pair_finished', {
+    job_id: result.job_id,
+    claim_id: result.claim_id,
     classification: result.classification,
     reasons: result.reasons,
     ...(result.outcome_problems !== undefined && result.outcome_problems.length > 0
@@ -88,7 +92,6 @@ export async function finishPair(
     ...(why.length > 0 ? { why } : {}),
     ...(facts.egress !== undefined ? { egress: facts.egress } : {}),
   });
-  return reconcileFinished(deps, receipt, result, classified);
 }
 
 /** Bytes of a log's end read for a hint: enough for a traceback's last lines. */
@@ -126,20 +129,20 @@ export async function reconcileFinished(
   result: ResultRecord,
   finished?: Classified,
 ): Promise<FinishReport> {
-  const { store, journal } = deps;
+  const hooks = { journal: deps.journal, failpoint };
+  const report = await reconcileClaimed(deps, { jobRel: jobRel(receipt.job_id) }, hooks, receipt);
+  return reportOfReconcile(receipt, result, report, finished);
+}
+
+/** Released or not after reconciliation, and the pause policy's reasons (`pausesFor`). */
+function reportOfReconcile(
+  receipt: Receipt,
+  result: ResultRecord,
+  report: ReconcileReport,
+  finished: Classified | undefined,
+): FinishReport {
   const jobId = receipt.job_id;
-  const report = await reconcilePair(
-    {
-      store,
-      registry: deps.registry,
-      runtime: deps.execute.runtime,
-      readOutcomeSha256: (path) => deps.execute.outcomes.sha256(path),
-    },
-    { jobRel: jobRel(jobId), mode: 'execute' },
-  );
-  failpoint('after_reconcile');
   const released = report.kind === 'committed' || report.kind === 'already_committed';
-  await journal('reconciled', { job_id: jobId, kind: report.kind, reason: report.reason });
   const registryUnavailable = !released && report.reason === 'registry_unavailable';
   const pauseReasons: PauseReason[] = pausesFor({
     kind: 'reconciled',

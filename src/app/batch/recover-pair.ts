@@ -2,23 +2,18 @@ import { referencedName, type ResolvedJobEnvironment } from '../../core/manifest
 import type { Job } from '../../core/manifest/schema.js';
 import { classOfReason } from '../../core/classify.js';
 import { knownEntry } from '../../core/journal-events.js';
-import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
 import type { Receipt } from '../../core/receipt.js';
-import { lostWorkerResult } from '../build-result.js';
-import { removeAndVerify } from '../remove-and-verify.js';
-import {
-  executeInBatch,
-  type BatchPairContext,
-  type BatchPairDeps,
-  type RunningHandle,
-} from './batch-pair.js';
-import { finishPair, type FinishReport } from './finish-pair.js';
+import type { ContainerState } from '../ports/container-runtime.js';
+import { recoverClaimedPair, type LostPairPlan, type Recovery } from '../pair/recover.js';
+import type { RunningHandle } from '../pair/claimed-pair-types.js';
+import { batchHooks, batchPlan, type BatchPairContext, type BatchPairDeps } from './batch-pair.js';
+import { finishReportOf, type FinishReport } from './finish-pair.js';
 import { jobRel } from './layout.js';
 
 /**
  * A claimed pair without a result, found by a new supervisor (SPEC §5 resume). Never launches it again:
  * a container still there (running or exited) is reattached and finished; one that is gone, never started,
- * or from a previous boot makes the pair a harness failure `lost_worker`.
+ * or from a previous boot makes the pair a harness failure `lost_worker` (src/app/pair/recover.ts).
  */
 export async function recoverPair(
   deps: BatchPairDeps,
@@ -34,83 +29,53 @@ export async function recoverPair(
   const state = containerId === null ? null : await runtime.inspect(containerId);
   const rebooted =
     receipt.host_boot_id !== null && receipt.host_boot_id !== (await deps.execute.host.bootId());
-  const deadlineMs = wallDeadlineFromClaim(receipt.claimed_at, job.timeout_seconds);
-
-  if (
-    state !== null &&
-    containerId !== null &&
-    !rebooted &&
-    state.status !== 'created' &&
-    env !== undefined
-  ) {
-    await deps.journal('recovered', {
-      job_id: job.job_id,
-      action: 'reattach',
-      container_id: containerId,
-      status: state.status,
-    });
-    const handle: RunningHandle = {
-      jobId: job.job_id,
-      containerId,
-      startedAt: receipt.claimed_at,
-      deadline: new Date(deadlineMs).toISOString(),
-      terminate: new AbortController(),
-      killNow: new AbortController(),
-    };
-    onRunning(handle);
-    const secrets = await secretsFor(runtime, containerId, job, env.secrets);
-    const result = await executeInBatch(
-      deps,
-      ctx,
-      job,
-      { claimId: receipt.claim_id, values: env.values, secrets, handle, deadlineMs },
-      { reattach: { containerId, claimedAtMs: Date.parse(receipt.claimed_at) } },
-    );
-    return finishPair(deps, receipt, result);
-  }
-
+  const live = containerId !== null && state !== null ? containerId : null;
   const unwritten = await resultWriteFailed(deps, job.job_id);
-  await deps.journal('recovered', {
-    job_id: job.job_id,
-    action: 'lost_worker',
-    container_id: containerId,
-    rebooted,
-  });
-  // Read before the container is removed.
-  const secrets = await secretsFor(
-    runtime,
-    containerId !== null && state !== null ? containerId : null,
-    job,
-    env?.secrets ?? [],
-  );
-  const cleanup =
-    containerId !== null && state !== null
-      ? await removeAndVerify(
-          { runtime, logger: deps.execute.logger, clock: deps.execute.clock },
-          containerId,
-          ctx.manifest.stop_budget_seconds,
-        )
-      : { removed: false, verified_absent: true, attempts: 0 };
-  const result = await lostWorkerResult(deps.execute, {
-    store: deps.store,
+  const shellSecrets = env?.secrets ?? [];
+  const lost: LostPairPlan = {
     jobRel: jobRel(job.job_id),
-    receipt,
-    containerId,
-    cleanup,
-    secrets,
+    stopBudgetSec: ctx.manifest.stop_budget_seconds,
     allowedHttpStatuses: ctx.manifest.provider?.allowed_http_statuses ?? [],
+    onResultUnwritten: 'pause',
+    secretsOf: (inContainer) => secretsFor(inContainer, job, shellSecrets),
     ...(unwritten ? { fault: 'evidence_write_failed' as const } : {}),
-  });
-  const report = await finishPair(deps, receipt, result);
+  };
+  const how = await recoveryOf(deps, ctx, job, receipt, env, { live, state, rebooted });
+  await deps.journal(
+    'recovered',
+    how.reattach
+      ? { job_id: job.job_id, action: 'reattach', container_id: how.containerId, status: state?.status ?? '' }
+      : { job_id: job.job_id, action: 'lost_worker', container_id: containerId, rebooted },
+  );
+  const recovered = await recoverClaimedPair(deps, receipt, lost, batchHooks(deps, onRunning), how);
+  const report = finishReportOf(receipt, recovered.result, recovered.finish);
   // The write failure already paused the batch, and the operator resumed once there was room: the rebuilt result
   // does not pause it a second time (before issue 27, two resumes were needed). Any other harness fault still does.
-  if (!unwritten || !report.released) return report;
-  const otherHarness = result.reasons.some(
+  if (how.reattach || !unwritten || !report.released) return report;
+  const otherHarness = recovered.result.reasons.some(
     (r) => r !== 'evidence_write_failed' && classOfReason(r) === 'harness_failure',
   );
   return otherHarness
     ? report
     : { ...report, pauseReasons: report.pauseReasons.filter((r) => r !== 'harness') };
+}
+
+/** Reattach when the container lives (not merely created), the host did not reboot and the environment resolves. */
+async function recoveryOf(
+  deps: BatchPairDeps,
+  ctx: BatchPairContext,
+  job: Job,
+  receipt: Receipt,
+  env: ResolvedJobEnvironment | undefined,
+  found: { readonly live: string | null; readonly state: ContainerState | null; readonly rebooted: boolean },
+): Promise<Recovery> {
+  const { live, state, rebooted } = found;
+  if (live === null || state === null || rebooted || state.status === 'created' || env === undefined)
+    return { reattach: false, containers: live !== null ? [live] : [] };
+  const inContainer = await deps.execute.runtime.environmentOf(live).catch(() => null);
+  const secrets = secretsFor(inContainer, job, env.secrets);
+  const plan = batchPlan(deps, ctx, job, { values: env.values, secrets }, receipt.claim_id, null);
+  return { reattach: true, containerId: live, plan, execute: deps.execute };
 }
 
 /** The previous supervisor journalled that this pair's result.json could not be written (its pair had ended). */
@@ -126,16 +91,12 @@ async function resultWriteFailed(deps: BatchPairDeps, jobId: string): Promise<bo
  * The values to mask: the resuming shell's, plus those the container really holds for the job's `${NAME}`
  * variables (the shell may export rotated or placeholder ones, or none).
  */
-async function secretsFor(
-  runtime: BatchPairDeps['execute']['runtime'],
-  containerId: string | null,
+function secretsFor(
+  inContainer: Readonly<Record<string, string>> | null,
   job: Job,
   shellSecrets: readonly string[],
-): Promise<string[]> {
-  const inContainer =
-    containerId === null ? {} : ((await runtime.environmentOf(containerId).catch(() => null)) ?? {});
+): string[] {
+  const held = inContainer ?? {};
   const referenced = Object.entries(job.environment).filter(([, v]) => referencedName(v) !== undefined);
-  return [
-    ...new Set([...shellSecrets, ...referenced.flatMap(([k]) => (inContainer[k] ? [inContainer[k]] : []))]),
-  ];
+  return [...new Set([...shellSecrets, ...referenced.flatMap(([k]) => (held[k] ? [held[k]] : []))])];
 }

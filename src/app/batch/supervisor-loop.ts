@@ -12,7 +12,7 @@ import {
 } from '../../core/supervisor-machine.js';
 import type { Clock } from '../ports/clock.js';
 import type { Logger } from '../ports/logger.js';
-import type { RunningHandle } from './batch-pair.js';
+import type { RunningHandle } from '../pair/claimed-pair-types.js';
 
 /** What the loop does in the world; each call is one effect of `core/supervisor-machine.ts`. */
 export interface SupervisorLoopPorts {

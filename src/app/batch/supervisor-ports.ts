@@ -15,8 +15,8 @@ import {
   type BatchPairContext,
   type BatchPairDeps,
   type DispatchAttempt,
-  type RunningHandle,
 } from './batch-pair.js';
+import type { RunningHandle } from '../pair/claimed-pair-types.js';
 import type { FinishReport } from './finish-pair.js';
 import { receiptRel, resultRel, type BatchRecord } from './layout.js';
 import { STATUS_FILE } from '../../core/evidence-names.js';

@@ -34,6 +34,7 @@ import { NO_CREDENTIALS, type RegistryCredentials } from './registry-auth.js';
 import { credentialsFor, imagePullerFor } from './supervisor-images.js';
 import type { BatchImages } from './batch-images.js';
 import type { SupervisorDeps } from './supervisor-deps.js';
+import { releaseUnclaimed } from '../pair/claim.js';
 
 /**
  * The batch supervisor (SPEC §5): recovers claimed pairs, dispatches unclaimed ones in manifest order under
@@ -261,7 +262,7 @@ async function recoverAtStart(
   const claimIds = new Set(files.flatMap((f) => (f.receipt ? [f.receipt.claim_id] : [])));
   for (const r of await registry.held({ batchId: s.batch.batch_id })) {
     if (!claimIds.has(r.claimId)) {
-      await registry.release(r.id, r.claimId);
+      await releaseUnclaimed(registry, r);
       await s.journal('reservation_released_unclaimed', { job_id: r.jobId, reservation_id: r.id });
     }
   }
