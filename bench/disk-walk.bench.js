@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DiskUsageWalker } from '../dist/adapters/fs/disk-usage-walker.js';
-import { DISK_POLL_INTERVAL_MS, DISK_WALK_BUDGET } from '../dist/app/disk-watch.js';
+import { DISK_POLL_INTERVAL_MS, DISK_WALK_BUDGET } from '../dist/app/pair/disk-watch.js';
 import { elapsedMsSince, median } from './support.js';
 
 const POLLS = Number(process.argv[2] ?? 50);

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runPair } from '../dist/app/run-pair.js';
+import { runPair } from '../dist/app/pair/run-pair.js';
 import { createContainerRuntime } from '../dist/composition-root.js';
 import { elapsedMsSince, IMAGE, median, pairRunDeps } from './support.js';
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { NodeFileSystem } from '../dist/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../dist/adapters/registry/sqlite-capacity-registry.js';
 import { silentLogger } from '../dist/app/ports/logger.js';
-import { runPair } from '../dist/app/run-pair.js';
+import { runPair } from '../dist/app/pair/run-pair.js';
 import { createContainerRuntime, createExecutePairDeps } from '../dist/composition-root.js';
 
 /**

@@ -4,13 +4,13 @@
  * that build them are the subpath `roboguide-eval/adapters` (`src/adapters-entry.ts`). Everything here is stable in
  * the sense of SPEC §11: add, never rename without a schema bump.
  */
-export { runPair } from './app/run-pair.js';
-export type { RunPairOptions, RunPairOutcome } from './app/run-pair-types.js';
+export { runPair } from './app/pair/run-pair.js';
+export type { RunPairOptions, RunPairOutcome } from './app/pair/run-pair-types.js';
 export type { StartBatchOptions } from './app/batch/start-batch-types.js';
 export { supervise } from './app/batch/supervisor.js';
 export type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 export type { BatchStatus, Summary } from './app/batch/status-shapes.js';
-export { reconcilePair, reconcileBatch, type ReconcileReport } from './app/reconcile-pair.js';
+export { reconcilePair, reconcileBatch, type ReconcileReport } from './app/pair/reconcile-pair.js';
 export {
   diagnoseSessions,
   diagnoseSessionsReport,

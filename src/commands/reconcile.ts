@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
-import type { ReconcileBatchResult, ReconcileMode, ReconcileReport } from '../app/reconcile-pair.js';
-import { reconcileOutput } from '../app/reconcile-output.js';
+import type { ReconcileBatchResult, ReconcileMode, ReconcileReport } from '../app/pair/reconcile-pair.js';
+import { reconcileOutput } from '../app/pair/reconcile-output.js';
 import { BaseCommand } from '../cli/base-command.js';
 import { previewExecuteFlags } from '../cli/flags.js';
 import { createReconcileDeps } from '../command-root.js';

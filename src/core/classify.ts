@@ -39,7 +39,7 @@ export interface ClassifyInput {
   /** The engine went away while the pair ran and what was found when it answered again (or that it never did). */
   readonly engineLoss?: EngineLoss | null;
   readonly harnessFaults: readonly HarnessFault[];
-  /** The launch-time mount check refused the pair's cwd (src/app/mount-guard.ts): no container ran with it. */
+  /** The launch-time mount check refused the pair's cwd (src/app/pair/mount-guard.ts): no container ran with it. */
   readonly mountRefused?: boolean;
   /** HTTP statuses the driver may continue after; empty = none allowed. */
   readonly allowedHttpStatuses: readonly number[];

@@ -1,6 +1,6 @@
 /**
  * The phases of one pair (docs/spec.md section 7) as a pure state machine: `decide(state, event)` returns the next
- * state and the effects to perform. The use-case (src/app/pair-lifecycle.ts) performs each effect through the ports
+ * state and the effects to perform. The use-case (src/app/pair/pair-lifecycle.ts) performs each effect through the ports
  * and feeds back what happened as an event; it decides nothing itself. No clock, no I/O: every moment arrives in an
  * event (`atMs`, read from the injected clock), every failure as data.
  *

@@ -9,7 +9,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
+import type { ExecutePairDeps } from '../../src/app/pair/execute-pair-types.js';
 import { systemClock } from '../../src/adapters/system-clock.js';
 import type { ContainerRuntime, RemoveResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DiskUsageBudget } from '../../src/app/ports/disk-usage.js';
-import { runPair } from '../../src/app/run-pair.js';
-import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/pair/run-pair-types.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 

@@ -7,7 +7,7 @@ import { DockerEgressNetwork } from '../../src/adapters/egress/docker-egress-net
 import { createEgressGate } from '../../src/adapters/egress/egress-gate.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
-import { executePair } from '../../src/app/execute-pair.js';
+import { executePair } from '../../src/app/pair/execute-pair.js';
 import { summarize } from '../../src/core/egress/record.js';
 import { DEFAULT_PROXY_PORT, DEFAULT_SINK_PORT } from '../../src/core/egress/egress-network.js';
 import { DEFAULT_SESSIONS_DIR } from '../../src/core/manifest/constants.js';

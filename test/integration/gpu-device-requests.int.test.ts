@@ -10,8 +10,8 @@ import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { gatherBatchHostFacts } from '../../src/composition-root.js';
 import { runDoctor } from '../../src/app/doctor/run-doctor.js';
 import { PROBE_LABELS } from '../../src/app/doctor/engine-checks.js';
-import { runPair } from '../../src/app/run-pair.js';
-import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/pair/run-pair-types.js';
 import {
   DRIVER_IMAGE,
   engineHasNvidia,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { runPair } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
 import { hostPrivilegeCheck } from '../../src/app/doctor/privilege-check.js';
 import { userNamespaceOf } from '../../src/core/host-privilege.js';
 import type { ResultRecord } from '../../src/core/result.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_EXTRACT_LIMITS } from '../../src/adapters/safe-extract.js';
-import { runPair } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
 import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 
 const rt = runtime();

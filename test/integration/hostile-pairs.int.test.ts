@@ -10,7 +10,7 @@ import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { supervise } from '../../src/app/batch/supervisor.js';
 import { systemClock } from '../../src/adapters/system-clock.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
-import { runPair } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import type { ResultRecord } from '../../src/core/result.js';
 import {

@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Dockerode } from '../../src/adapters/docker/dockerode.js';
 import { STAGING_ROOT } from '../../src/adapters/mount/engine-stager.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { runPair } from '../../src/app/run-pair.js';
-import type { RunPairOptions } from '../../src/app/run-pair-types.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
+import type { RunPairOptions } from '../../src/app/pair/run-pair-types.js';
 import { RoboguideServer, type StartedRoboguideServer } from '../../src/testing/index.js';
 import {
   containersLabelled,

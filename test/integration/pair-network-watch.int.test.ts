@@ -12,8 +12,8 @@ import {
   rulesetWatchFor,
 } from '../../src/adapters/docker/docker-pair-network.js';
 import type { RulesetWatch } from '../../src/adapters/docker/ruleset-watch.js';
-import { runPair } from '../../src/app/run-pair.js';
-import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/pair/run-pair-types.js';
 import { PAIRS_BRIDGE, PAIRS_CHAIN } from '../../src/core/pair-network.js';
 import { DRIVER_IMAGE, noDocker, pairRunDeps } from '../support/docker.js';
 import {

@@ -10,8 +10,8 @@ import { DockerPairNetwork, iptablesRunner } from '../../src/adapters/docker/doc
 import { DockerSessionEngine } from '../../src/adapters/docker/docker-session-engine.js';
 import { createDoctorDeps } from '../../src/adapters/doctor-probes.js';
 import { runDoctor } from '../../src/app/doctor/run-doctor.js';
-import { runPair } from '../../src/app/run-pair.js';
-import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/pair/run-pair-types.js';
 import { PAIRS_BRIDGE, PAIRS_CHAIN, PAIRS_NETWORK } from '../../src/core/pair-network.js';
 import { gatherBatchHostFacts } from '../../src/composition-root.js';
 import { BIN_RUN_JS } from '../../src/package-root.js';

@@ -12,7 +12,7 @@ import { deviceRequestsFor } from '../../src/core/gpu/device-requests.js';
 import { containerLimitsOf } from '../../src/core/pair-limits.js';
 import { runDoctor } from '../../src/app/doctor/run-doctor.js';
 import { PROBE_LABELS } from '../../src/app/doctor/engine-checks.js';
-import { runPair } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
 import {
   DRIVER_IMAGE,
   engineIsPodman,

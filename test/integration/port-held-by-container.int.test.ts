@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Wait } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runPair } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
 import { PairDriverContainer, type StartedPairDriverContainer } from '../../src/testing/index.js';
 import { containersLabelled, DRIVER_IMAGE, noDocker, pairRunDeps, runtime } from '../support/docker.js';
 

@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { EvidenceStore } from '../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
-import { reconcilePair } from '../../src/app/reconcile-pair.js';
+import { reconcilePair } from '../../src/app/pair/reconcile-pair.js';
 import { sha256Hex } from '../../src/app/digest.js';
 import { canonicalJson } from '../../src/core/terminal-proof.js';
 import {
@@ -101,7 +101,7 @@ function runChild(
 }
 
 beforeAll(() => {
-  if (!existsSync(resolve('dist/app/reconcile-pair.js')))
+  if (!existsSync(resolve('dist/app/pair/reconcile-pair.js')))
     throw new Error('dist/ is missing: run `npm run build` first');
 });
 
@@ -150,7 +150,7 @@ describe('reconcile --execute killed at each step', () => {
       STORE_MODULE: dist('app/evidence/evidence-store.js'),
       FS_MODULE: dist('adapters/fs/node-file-system.js'),
       REGISTRY_MODULE: dist('adapters/registry/sqlite-capacity-registry.js'),
-      RECONCILE_MODULE: dist('app/reconcile-pair.js'),
+      RECONCILE_MODULE: dist('app/pair/reconcile-pair.js'),
       REGISTRY_DB: join(tmp, 'registry.db'),
       ROOT: root,
       JOB_REL: pair.jobRel,

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { runPair } from '../../src/app/run-pair.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
 import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps } from '../support/docker.js';
 
 /** The real engine; it only counts the sessions copies it is asked for. */

@@ -6,7 +6,7 @@ import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../src/adapters/registry/sqlite-capacity-registry.js';
 import type { ContainerRuntime } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
-import type { RunPairDeps } from '../../src/app/run-pair-types.js';
+import type { RunPairDeps } from '../../src/app/pair/run-pair-types.js';
 import { createExecutePairDeps } from '../../src/composition-root.js';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
 import { PAIR_DRIVER_IMAGE } from '../../src/core/synthetic-images.js';

@@ -7,7 +7,7 @@ import { createEgressGate } from '../../dist/adapters/egress/egress-gate.js';
 import { NodeFileSystem } from '../../dist/adapters/fs/node-file-system.js';
 import { SqliteCapacityRegistry } from '../../dist/adapters/registry/sqlite-capacity-registry.js';
 import { silentLogger } from '../../dist/app/ports/logger.js';
-import { runPair } from '../../dist/app/run-pair.js';
+import { runPair } from '../../dist/app/pair/run-pair.js';
 import { createExecutePairDeps } from '../../dist/composition-root.js';
 
 const args = JSON.parse(process.argv[2] ?? '{}');

@@ -12,8 +12,8 @@ import {
 } from '../../src/adapters/docker/docker-pair-network.js';
 import { createEgressGate, type EgressGateOptions } from '../../src/adapters/egress/egress-gate.js';
 import type { EgressGate } from '../../src/app/ports/egress.js';
-import { runPair } from '../../src/app/run-pair.js';
-import type { RunPairOutcome } from '../../src/app/run-pair-types.js';
+import { runPair } from '../../src/app/pair/run-pair.js';
+import type { RunPairOutcome } from '../../src/app/pair/run-pair-types.js';
 import { DRIVER_IMAGE, pairRunDeps } from './docker.js';
 import { clientHello } from './egress-pair.js';
 import { isAlive, listNetns, startSecondEngine, type SecondEngine } from './second-engine.js';

@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NodeFileSystem } from '../../src/adapters/fs/node-file-system.js';
 import { fileOutcomeReader } from '../../src/adapters/outcome-reader.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
+import type { ExecutePairDeps } from '../../src/app/pair/execute-pair-types.js';
 import type {
   ContainerHandle,
   ContainerOutput,

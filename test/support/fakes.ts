@@ -19,8 +19,8 @@ import type {
   LinkChecks,
   MountCollection,
 } from '../../src/app/ports/runtime-capabilities.js';
-import type { ExecutePairDeps } from '../../src/app/execute-pair-types.js';
-import type { RunPairDeps } from '../../src/app/run-pair-types.js';
+import type { ExecutePairDeps } from '../../src/app/pair/execute-pair-types.js';
+import type { RunPairDeps } from '../../src/app/pair/run-pair-types.js';
 import type { Clock } from '../../src/app/ports/clock.js';
 import type { FileSystem } from '../../src/app/ports/file-system.js';
 import type { HostIdentity } from '../../src/app/ports/host-identity.js';

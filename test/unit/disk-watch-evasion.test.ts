@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DiskFootprints } from '../../src/app/ports/runtime-capabilities.js';
 import { DiskUsageWalker } from '../../src/adapters/fs/disk-usage-walker.js';
-import { DiskWatch } from '../../src/app/disk-watch.js';
+import { DiskWatch } from '../../src/app/pair/disk-watch.js';
 import type { ContainerDiskFootprint } from '../../src/app/ports/container-runtime.js';
 import type {
   DiskUsage,

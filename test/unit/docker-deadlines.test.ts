@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/adapters/system-clock.js';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
-import { removeAndVerify } from '../../src/app/remove-and-verify.js';
+import { removeAndVerify } from '../../src/app/pair/remove-and-verify.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 
 /** An "engine" that accepts connections and never answers: a hung dockerd. */

@@ -1,9 +1,9 @@
 import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { EngineError } from '../../src/app/ports/engine-error.js';
-import { runPairLifecycle } from '../../src/app/pair-lifecycle.js';
-import type { LogTarget } from '../../src/app/pair-log-types.js';
-import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair-lifecycle-types.js';
+import { runPairLifecycle } from '../../src/app/pair/pair-lifecycle.js';
+import type { LogTarget } from '../../src/app/pair/pair-log-types.js';
+import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair/pair-lifecycle-types.js';
 import type { ContainerOutput, ContainerState, WaitResult } from '../../src/app/ports/container-runtime.js';
 import { silentLogger } from '../../src/app/ports/logger.js';
 import { fakeTime } from '../support/fake-time.js';

@@ -7,10 +7,10 @@ import { PassThrough, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/adapters/system-clock.js';
 import type { Clock } from '../../src/app/ports/clock.js';
-import { runPairLifecycle } from '../../src/app/pair-lifecycle.js';
-import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair-lifecycle-types.js';
-import { PairLogs } from '../../src/app/pair-logs.js';
-import type { DrainBounds, LogStreamName, OpenedLog } from '../../src/app/pair-log-types.js';
+import { runPairLifecycle } from '../../src/app/pair/pair-lifecycle.js';
+import type { PairLaunch, PairLifecycleDeps } from '../../src/app/pair/pair-lifecycle-types.js';
+import { PairLogs } from '../../src/app/pair/pair-logs.js';
+import type { DrainBounds, LogStreamName, OpenedLog } from '../../src/app/pair/pair-log-types.js';
 import type {
   ContainerOutput,
   ContainerRuntime,

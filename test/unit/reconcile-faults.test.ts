@@ -22,7 +22,7 @@ import type {
   AdmitRequest,
 } from '../../src/app/ports/capacity-registry.js';
 import { writeJsonVerified } from '../../src/app/durable-write.js';
-import { reconcilePair, type ReconcileReport } from '../../src/app/reconcile-pair.js';
+import { reconcilePair, type ReconcileReport } from '../../src/app/pair/reconcile-pair.js';
 import {
   buildFinishedPair,
   FakeContainerRuntime,

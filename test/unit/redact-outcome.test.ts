@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { redactOutcome } from '../../src/core/redaction/redact-text.js';
-import { outcomeForResult } from '../../src/app/build-result.js';
+import { outcomeForResult } from '../../src/app/pair/build-result.js';
 import { checkOutcome } from '../../src/core/outcome.js';
 import { redactJson } from '../../src/core/redaction/redact-json.js';
 

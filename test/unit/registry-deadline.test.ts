@@ -7,7 +7,7 @@ import {
   withDeadline,
 } from '../../src/adapters/registry/deadline.js';
 import { PostgresCapacityRegistry } from '../../src/adapters/registry/postgres-capacity-registry.js';
-import { commitWithReadBack } from '../../src/app/reconcile-commit.js';
+import { commitWithReadBack } from '../../src/app/pair/reconcile-commit.js';
 import type { CapacityRegistry, TerminalCommit } from '../../src/app/ports/capacity-registry.js';
 import { ExitCode, RoboguideError } from '../../src/core/errors.js';
 import { causeOf, errnoOf } from '../../src/core/pause-cause.js';

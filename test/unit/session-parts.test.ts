@@ -5,7 +5,7 @@ import { silentLogger } from '../../src/app/ports/logger.js';
 import type { ReleaseResult } from '../../src/app/ports/capacity-registry.js';
 import { releaseSlot } from '../../src/app/serve/session-deletion.js';
 import type { ContainerEngine, ContainerState, ExecHandle } from '../../src/app/ports/container-runtime.js';
-import { describeRemovalFailure, verifiedRemoval } from '../../src/app/remove-and-verify.js';
+import { describeRemovalFailure, verifiedRemoval } from '../../src/app/pair/remove-and-verify.js';
 import { engineError } from '../support/scripted-runtime.js';
 import { execResult, runExec, type ExecRun } from '../../src/app/serve/session-exec.js';
 import {

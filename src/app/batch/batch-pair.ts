@@ -5,7 +5,7 @@ import type { JournalAppend } from '../../core/journal-events.js';
 import { jobEgress, jobImage, jobRuntime } from '../../core/manifest/parse.js';
 import type { Job, Manifest } from '../../core/manifest/schema.js';
 import { effectiveLimits, limitDefaults } from '../../core/pair-limits.js';
-import type { ExecutePairDeps } from '../execute-pair-types.js';
+import type { ExecutePairDeps } from '../pair/execute-pair-types.js';
 import { failpoint, pausepoint } from '../ports/failpoints.js';
 import { expectedGpuMib } from '../../core/admission-rule.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';

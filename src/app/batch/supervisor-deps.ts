@@ -1,5 +1,5 @@
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import type { ExecutePairDeps } from '../execute-pair-types.js';
+import type { ExecutePairDeps } from '../pair/execute-pair-types.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ImagePulls } from '../ports/image-pulls.js';
 import type { Logger } from '../ports/logger.js';

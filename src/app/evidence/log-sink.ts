@@ -53,7 +53,7 @@ export const DEFAULT_LOG_BLOCK_BYTES = 256 * 1024;
 /**
  * How long a partial block is held (ms): 0, the next turn of the event loop's timers. Chunks that arrive together
  * (a busy stream) still share a block; a quiet pair's line is written at once. 50 ms made the unit tests of the
- * reattach paths flaky (about 1 run in 6 of test/unit/execute-pair.test.ts): something reads a log file while bytes
+ * reattach paths flaky (about 1 run in 6 of test/unit/app/pair/execute-pair.test.ts): something reads a log file while bytes
  * are held, not yet found; a longer hold needs that found first.
  */
 export const DEFAULT_LOG_HOLD_MS = 0;

@@ -3,7 +3,7 @@ import type { AdmitRefusal } from '../../core/admission-rule.js';
 import { pinnedPlacement } from '../../core/admission-rule.js';
 import { RoboguideError } from '../../core/errors.js';
 import { admitOnNodes } from '../admission.js';
-import type { PairJob } from '../execute-pair-types.js';
+import type { PairJob } from './execute-pair-types.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { PairPlan } from './claimed-pair-types.js';
 

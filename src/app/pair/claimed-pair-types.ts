@@ -6,10 +6,10 @@ import type { PairLimits } from '../../core/pair-limits.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
-import type { ExecutePairDeps, PairJob } from '../execute-pair-types.js';
+import type { ExecutePairDeps, PairJob } from './execute-pair-types.js';
 import type { AdmitRefusal } from '../../core/admission-rule.js';
 import type { AdmitRequest, CapacityRegistry } from '../ports/capacity-registry.js';
-import type { ReconcileReport } from '../reconcile-pair.js';
+import type { ReconcileReport } from './reconcile-pair.js';
 
 export interface ClaimedPairDeps {
   /** The store the pair's evidence lies in (`jobRel` inside it). */

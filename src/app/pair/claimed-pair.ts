@@ -4,8 +4,8 @@
  * A slot is given back by terminal reconciliation, or by the one rule in `claim.ts` when no container was created.
  */
 import { wallDeadlineMs } from '../../core/wall-budget.js';
-import { mountGuardFor } from '../execute-pair.js';
-import type { MountGuard } from '../mount-guard.js';
+import { mountGuardFor } from './execute-pair.js';
+import type { MountGuard } from './mount-guard.js';
 import { admitClaimed } from './admit.js';
 import { publishClaim, releaseUnstarted } from './claim.js';
 import type {

@@ -10,7 +10,7 @@ import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import type { OutcomeReader } from '../ports/outcome-reader.js';
-import { reconcilePair, type ReconcileReport } from '../reconcile-pair.js';
+import { reconcilePair, type ReconcileReport } from './reconcile-pair.js';
 import type { FinishOutcome, PairHooks, PairPlan } from './claimed-pair-types.js';
 import { pairRel } from './receipt.js';
 

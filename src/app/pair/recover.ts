@@ -5,9 +5,9 @@ import type { CleanupRecord } from '../../core/cleanup-record.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { wallDeadlineFromClaim } from '../../core/wall-budget.js';
-import { lostWorkerResult } from '../build-result.js';
-import { removeAndVerify } from '../remove-and-verify.js';
-import type { ExecutePairDeps } from '../execute-pair-types.js';
+import { lostWorkerResult } from './build-result.js';
+import { removeAndVerify } from './remove-and-verify.js';
+import type { ExecutePairDeps } from './execute-pair-types.js';
 import type {
   ClaimedPairDeps,
   FinishOutcome,

@@ -129,7 +129,7 @@ export type RemoveResult = 'removed' | 'absent';
  * The engine operations pairs and sessions share: one signature each, extended below by what only pairs
  * (`ContainerRuntime`) and only sessions (`SessionEngine`) need. Idempotent where cleanup needs it: stop of an
  * exited container, remove of a missing one, and concurrent removes all succeed. Engine failures are thrown as
- * EngineError with a typed `fault`. Removal is verified by one function over these (src/app/remove-and-verify.ts).
+ * EngineError with a typed `fault`. Removal is verified by one function over these (src/app/pair/remove-and-verify.ts).
  */
 export interface ContainerEngine {
   info(): Promise<EngineInfo>;

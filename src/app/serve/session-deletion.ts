@@ -1,5 +1,5 @@
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
-import { verifiedRemoval, type Removal } from '../remove-and-verify.js';
+import { verifiedRemoval, type Removal } from '../pair/remove-and-verify.js';
 import type { Logger } from '../ports/logger.js';
 import type { CleanupRecord } from './session-schemas.js';
 import type { Session, SessionManagerDeps, SessionRecord } from './session-state.js';

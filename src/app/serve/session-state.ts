@@ -173,7 +173,7 @@ export interface SessionManagerDeps {
   readonly protectedPaths: ProtectedPaths;
   readonly createRedactor: (secrets: readonly string[]) => Transform;
   readonly stopBudgetSec: number;
-  /** How long a DELETE insists on the engine's 404 (src/app/remove-and-verify.ts); absent: its default. */
+  /** How long a DELETE insists on the engine's 404 (src/app/pair/remove-and-verify.ts); absent: its default. */
   readonly verifyAbsentTimeoutMs?: number | undefined;
   /** Per stream, per exec: output beyond this is dropped (the result says `truncated`). */
   readonly maxOutputBytes: number;

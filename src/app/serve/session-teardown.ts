@@ -1,7 +1,7 @@
 // The end of a session: the verified deletion, its cleanup.json, and the API's answer when the slot stays held.
 import { CLEANUP_FILE, EGRESS_FILE } from '../../core/evidence-names.js';
 import { redactText } from '../../core/redaction/redact-text.js';
-import { describeRemovalFailure } from '../remove-and-verify.js';
+import { describeRemovalFailure } from '../pair/remove-and-verify.js';
 import { ApiError, isRegistryUnavailable, REGISTRY_RETRY_AFTER_SEC, toApiError } from './api-error.js';
 import { CleanupRecordSchema, type CleanupRecord } from './session-schemas.js';
 import { releaseSlot, removeSessionContainer } from './session-deletion.js';

@@ -1,6 +1,6 @@
 import { BaseCommand } from '../../cli/base-command.js';
 import { pairNetworkGuard } from '../../command-root.js';
-import { removePairNetwork } from '../../app/pair-network.js';
+import { removePairNetwork } from '../../app/pair/pair-network.js';
 import { PAIRS_CHAIN, PAIRS_NETWORK } from '../../core/pair-network.js';
 
 export default class NetworkRemove extends BaseCommand {

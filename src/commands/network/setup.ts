@@ -1,6 +1,6 @@
 import { BaseCommand } from '../../cli/base-command.js';
 import { pairNetworkGuard } from '../../command-root.js';
-import { setUpPairNetwork } from '../../app/pair-network.js';
+import { setUpPairNetwork } from '../../app/pair/pair-network.js';
 import {
   PAIRS_BRIDGE,
   PAIRS_CHAIN,

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
-import { recoverOutput } from '../../app/recover-output.js';
-import type { RecoverPairRunReport } from '../../app/recover-pair-run.js';
+import { recoverOutput } from '../../app/pair/recover-output.js';
+import type { RecoverPairRunReport } from '../../app/pair/recover-pair-run.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { createRecoverDeps } from '../../command-root.js';
 import { ExitCode } from '../../core/errors.js';

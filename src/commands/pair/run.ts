@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { STDERR_LOG } from '../../core/evidence-names.js';
 import { explainResult, lastLines } from '../../core/next-steps.js';
 import * as Flags from '@oclif/core/flags';
-import { runPair } from '../../app/run-pair.js';
-import type { RunPairOutcome } from '../../app/run-pair-types.js';
+import { runPair } from '../../app/pair/run-pair.js';
+import type { RunPairOutcome } from '../../app/pair/run-pair-types.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import {
   bindAddressFlag,

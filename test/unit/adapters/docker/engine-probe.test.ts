@@ -1,0 +1,116 @@
+import { createServer, type Server } from 'node:http';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EngineError } from '../../../../src/app/ports/engine-error.js';
+import { engineUnixSocket, probeImageId } from '../../../../src/adapters/docker/engine-probe.js';
+
+/** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */
+let dir: string;
+let server: Server;
+let socket: string;
+let failWith: number | null = null;
+const requests: string[] = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rg-engine-probe-'));
+  socket = join(dir, 'engine.sock');
+  server = createServer((req, res) => {
+    requests.push(`${req.method} ${req.url}`);
+    if (failWith !== null) {
+      res
+        .writeHead(failWith, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ message: 'engine is unwell' }));
+    } else if (req.url === '/info') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          ID: 'ENGINE-ID',
+          Runtimes: {
+            runc: {},
+            nvidia: {},
+            runsc: { path: '/usr/bin/runsc', runtimeArgs: ['--network=none'] },
+          },
+          LoggingDriver: 'json-file',
+        }),
+      );
+    } else if (req.url === '/images/roboguide/pair-driver:1/json') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Id: 'sha256:abc' }));
+    } else if (req.url === '/version') {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ Version: '28.1.1', ApiVersion: '1.49' }));
+    } else {
+      res.writeHead(404).end('{"message":"page not found"}');
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+});
+afterAll(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('probeImageId (the status fast path, without dockerode)', () => {
+  it('an engine that answers with an error status: an engine_error carrying the status and the engine message', async () => {
+    failWith = 500;
+    try {
+      const err = await probeImageId(socket, 'roboguide/pair-driver:1').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(EngineError);
+      expect((err as EngineError).fault).toBe('engine_error');
+      expect((err as EngineError).statusCode).toBe(500);
+      expect((err as EngineError).message).toContain('engine is unwell');
+    } finally {
+      failWith = null;
+    }
+  });
+
+  it('no engine at the socket: engine_unavailable (exit 3)', async () => {
+    const err = await probeImageId(join(dir, 'nobody-listens.sock'), 'roboguide/pair-driver:1').catch(
+      (e: unknown) => e,
+    );
+    expect((err as EngineError).fault).toBe('engine_unavailable');
+    expect((err as EngineError).exitCode).toBe(3);
+  });
+});
+
+describe('engineUnixSocket: the socket dockerode would use', () => {
+  it('DOCKER_HOST unix://PATH is PATH; tcp, ssh and npipe are left to dockerode', async () => {
+    expect(await engineUnixSocket({ DOCKER_HOST: 'unix:///run/user/1000/docker.sock' })).toBe(
+      '/run/user/1000/docker.sock',
+    );
+    for (const host of [
+      'tcp://127.0.0.1:2375',
+      'ssh://me@host',
+      'npipe:////./pipe/docker_engine',
+      '127.0.0.1:2375',
+    ]) {
+      expect(await engineUnixSocket({ DOCKER_HOST: host }), host).toBeNull();
+    }
+  });
+
+  it('unset, empty or `unix://` alone: ~/.docker/run/docker.sock when it is there, else /var/run/docker.sock', async () => {
+    const home = join(dir, 'home');
+    const saved = process.env['HOME'];
+    process.env['HOME'] = home;
+    try {
+      for (const env of [{}, { DOCKER_HOST: '' }, { DOCKER_HOST: 'unix://' }]) {
+        expect(await engineUnixSocket(env)).toBe('/var/run/docker.sock');
+      }
+      await mkdir(join(home, '.docker', 'run'), { recursive: true });
+      await writeFile(join(home, '.docker', 'run', 'docker.sock'), '');
+      expect(await engineUnixSocket({})).toBe(join(home, '.docker', 'run', 'docker.sock'));
+    } finally {
+      process.env['HOME'] = saved;
+    }
+  });
+});
+
+describe('probeImageId', () => {
+  it("the image's id for an image the engine has, null for its 404", async () => {
+    failWith = null;
+    expect(await probeImageId(socket, 'roboguide/pair-driver:1')).toBe('sha256:abc');
+    expect(await probeImageId(socket, 'roboguide/absent:1')).toBeNull();
+    expect(requests).toContain('GET /images/roboguide/absent:1/json');
+  });
+});

@@ -1,0 +1,116 @@
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  FileImageSessionsMemo,
+  imageSessionsCacheFile,
+} from '../../../../src/adapters/fs/image-sessions-file.js';
+
+const A = `sha256:${'a'.repeat(64)}`;
+const B = `sha256:${'b'.repeat(64)}`;
+let dir: string;
+let file: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'rg-image-sessions-'));
+  file = join(dir, 'image-sessions.json');
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('FileImageSessionsMemo (the sessions-copy skip kept between processes)', () => {
+  it('what one process learned, the next one knows; the file is 0600 and holds ids, paths and contents only', async () => {
+    const first = new FileImageSessionsMemo(file);
+    expect(first.get(A, '/root/.codex/sessions')).toBeUndefined();
+    first.learn(A, '/root/.codex/sessions', 'absent');
+    first.learn(B, '/s', 'empty');
+    const next = new FileImageSessionsMemo(file);
+    expect(next.get(A, '/root/.codex/sessions/')).toBe('absent');
+    expect(next.get(B, '/s')).toBe('empty');
+    expect(next.get(B, '/root/.codex/sessions')).toBeUndefined();
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({
+      schema: 'roboguide.image-sessions/v1',
+      images: [
+        { imageId: A, dir: '/root/.codex/sessions', content: 'absent' },
+        { imageId: B, dir: '/s', content: 'empty' },
+      ],
+    });
+    expect((await readdir(dir)).sort()).toEqual(['image-sessions.json']); // no temp file left
+  });
+
+  it('learning what is already known does not rewrite the file', async () => {
+    new FileImageSessionsMemo(file).learn(A, '/s', 'empty');
+    const before = await stat(file);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    new FileImageSessionsMemo(file).learn(A, '/s', 'empty');
+    expect((await stat(file)).mtimeMs).toBe(before.mtimeMs);
+  });
+
+  it("another process's entries written meanwhile are kept when this one writes", () => {
+    const one = new FileImageSessionsMemo(file);
+    const two = new FileImageSessionsMemo(file);
+    expect(one.get(A, '/s')).toBeUndefined(); // both loaded the (missing) file
+    expect(two.get(B, '/s')).toBeUndefined();
+    one.learn(A, '/s', 'empty');
+    two.learn(B, '/s', 'absent');
+    const third = new FileImageSessionsMemo(file);
+    expect(third.get(A, '/s')).toBe('empty');
+    expect(third.get(B, '/s')).toBe('absent');
+  });
+
+  it('a malformed file or entry is not used: wrong schema, not JSON, a tag instead of an id, a relative path', async () => {
+    await writeFile(file, 'not json');
+    expect(new FileImageSessionsMemo(file).get(A, '/s')).toBeUndefined();
+    await writeFile(
+      file,
+      JSON.stringify({ schema: 'other', images: [{ imageId: A, dir: '/s', content: 'empty' }] }),
+    );
+    expect(new FileImageSessionsMemo(file).get(A, '/s')).toBeUndefined();
+    await writeFile(
+      file,
+      JSON.stringify({
+        schema: 'roboguide.image-sessions/v1',
+        images: [
+          { imageId: 'roboguide/pair-driver:1', dir: '/s', content: 'empty' },
+          { imageId: A, dir: 's', content: 'empty' },
+          { imageId: A, dir: '/t', content: 'full' },
+          { imageId: B, dir: '/s', content: 'absent' },
+          null,
+        ],
+      }),
+    );
+    const memo = new FileImageSessionsMemo(file);
+    expect(memo.get(A, '/s')).toBeUndefined();
+    expect(memo.get(A, '/t')).toBeUndefined();
+    expect(memo.get(B, '/s')).toBe('absent');
+  });
+
+  it('a file it cannot write (its folder gone) leaves a memo of this process only, without an error', async () => {
+    const gone = join(dir, 'gone');
+    const memo = new FileImageSessionsMemo(join(gone, 'image-sessions.json'));
+    expect(() => memo.learn(A, '/s', 'empty')).not.toThrow();
+    expect(memo.get(A, '/s')).toBe('empty');
+    expect(await readdir(dir)).toEqual([]);
+    const none = new FileImageSessionsMemo(null);
+    none.learn(A, '/s', 'absent');
+    expect(none.get(A, '/s')).toBe('absent');
+  });
+});
+
+describe('imageSessionsCacheFile', () => {
+  it('$XDG_CACHE_HOME when absolute, else ~/.cache; folders made 0700; null without a usable home', async () => {
+    const xdg = join(dir, 'xdg');
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: xdg, HOME: '/nowhere' })).toBe(
+      join(xdg, 'roboguide-eval', 'image-sessions.json'),
+    );
+    expect((await stat(join(xdg, 'roboguide-eval'))).mode & 0o777).toBe(0o700);
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: 'relative', HOME: dir })).toBe(
+      join(dir, '.cache', 'roboguide-eval', 'image-sessions.json'),
+    );
+    expect(imageSessionsCacheFile({})).toBeNull();
+    expect(imageSessionsCacheFile({ HOME: '/proc' })).toBeNull();
+  });
+});

@@ -1,0 +1,48 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import {
+  isSameProcessAliveSync,
+  readBootId,
+  readProcessStartTicks,
+} from '../../../src/adapters/host-identity.js';
+
+function stateOf(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+describe.skipIf(process.platform !== 'linux')('isSameProcessAliveSync', () => {
+  it('a running process with the same start time is alive; another start time is not', async () => {
+    const identity = {
+      pid: process.pid,
+      start_ticks: await readProcessStartTicks(process.pid),
+      boot_id: await readBootId(),
+    };
+    expect(isSameProcessAliveSync(identity)).toBe(true);
+    expect(isSameProcessAliveSync({ ...identity, start_ticks: '1' })).toBe(false);
+  });
+
+  it('a killed process its parent has not reaped yet (a zombie) is dead: a SIGKILLed supervisor must not hold its batch', async () => {
+    // `sleep 30` (exec'd by the shell) never waits for its background child, which stays a zombie once it ends.
+    const parent = spawn('sh', ['-c', 'sleep 0.2 & echo $!; exec sleep 30'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    try {
+      const pid = Number(
+        (await new Promise<Buffer>((resolve) => parent.stdout.once('data', resolve))).toString().trim(),
+      );
+      const identity = { pid, start_ticks: await readProcessStartTicks(pid), boot_id: await readBootId() };
+      expect(identity.start_ticks).not.toBeNull();
+      for (let i = 0; i < 100 && stateOf(pid) !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(stateOf(pid)).toBe('Z');
+      expect(isSameProcessAliveSync(identity)).toBe(false);
+    } finally {
+      parent.kill('SIGKILL');
+    }
+  });
+});

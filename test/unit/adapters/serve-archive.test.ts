@@ -1,0 +1,170 @@
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { extract } from 'tar-stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { checkUpload, openChecked } from '../../../src/adapters/serve-archive.js';
+import { DEFAULT_EXTRACT_LIMITS } from '../../../src/adapters/safe-extract.js';
+import { failingStream, tarBytes, tarStream } from '../../support/hostile-tar.js';
+
+/** `PUT /v1/sessions/{id}/archive`: what reaches the container is a clean re-pack of the client's tar, or nothing. */
+let temp: string;
+beforeEach(async () => {
+  temp = await mkdtemp(join(tmpdir(), 'rg-serve-archive-'));
+});
+afterEach(async () => {
+  await rm(temp, { recursive: true, force: true });
+});
+
+async function entriesOf(stream: Readable): Promise<{ name: string; type: string; body: string }[]> {
+  const parser = extract();
+  stream.pipe(parser);
+  const out: { name: string; type: string; body: string }[] = [];
+  for await (const entry of parser) {
+    const chunks: Buffer[] = [];
+    for await (const c of entry) chunks.push(c as Buffer);
+    out.push({
+      name: entry.header.name,
+      type: entry.header.type ?? 'file',
+      body: Buffer.concat(chunks).toString(),
+    });
+  }
+  return out;
+}
+
+describe('checkUpload', () => {
+  it('re-packs a clean archive (files and directories), counts it, and disposes of its temporary folder', async () => {
+    const upload = await checkUpload(
+      await tarStream([
+        { name: 'sub', type: 'directory' },
+        { name: 'sub/a.txt', body: 'alpha' },
+        { name: 'b.txt', body: 'be' },
+      ]),
+      temp,
+    );
+    expect([upload.files, upload.bytes, upload.refusals]).toEqual([2, 7, []]);
+    expect(await entriesOf(openChecked(upload))).toEqual([
+      { name: 'sub', type: 'directory', body: '' },
+      { name: 'sub/a.txt', type: 'file', body: 'alpha' },
+      { name: 'b.txt', type: 'file', body: 'be' },
+    ]);
+    await upload.dispose();
+    expect(await readdir(temp)).toEqual([]);
+  });
+
+  it('refuses what safe extraction refuses (a symlink, a path that climbs out), and packs nothing after a refusal', async () => {
+    const upload = await checkUpload(
+      await tarStream([
+        { name: 'evil', type: 'symlink', linkname: '/etc/passwd' },
+        { name: '../up.txt', body: 'x' },
+        { name: 'ok.txt', body: 'late' },
+      ]),
+      temp,
+    );
+    expect(upload.refusals.length).toBeGreaterThanOrEqual(2);
+    expect(await entriesOf(openChecked(upload))).toEqual([]);
+    await upload.dispose();
+  });
+
+  it('keeps a symbolic link whose target stays inside the destination, and the modes; lists what may not replace a directory', async () => {
+    const upload = await checkUpload(
+      await tarStream([
+        { name: 'bin', type: 'directory', mode: 0o750 },
+        { name: 'bin/run.sh', body: 'x', mode: 0o4755 },
+        { name: 'bin/latest', type: 'symlink', linkname: 'run.sh' },
+        { name: 'up', type: 'symlink', linkname: 'bin/../bin/run.sh' },
+      ]),
+      temp,
+    );
+    expect(upload.refusals).toEqual([]);
+    expect(upload.nonDirectories).toEqual(['bin/run.sh', 'bin/latest', 'up']);
+    const parser = extract();
+    openChecked(upload).pipe(parser);
+    const seen: string[] = [];
+    for await (const entry of parser) {
+      entry.resume();
+      const h = entry.header;
+      seen.push(
+        `${h.name} ${h.type} ${((h.mode ?? 0) & 0o7777).toString(8)}${h.linkname ? ` -> ${h.linkname}` : ''}`,
+      );
+    }
+    // The setuid bit is dropped; the permission bits are kept.
+    expect(seen).toEqual([
+      'bin directory 750',
+      'bin/run.sh file 755',
+      'bin/latest symlink 777 -> run.sh',
+      'up symlink 777 -> bin/../bin/run.sh',
+    ]);
+    await upload.dispose();
+  });
+
+  it('refuses a link that is absolute, climbs out of the destination (even from a folder), or is a hard link', async () => {
+    for (const [name, linkname] of [
+      ['a', '/etc'],
+      ['a', '..'],
+      ['d/a', '../../x'],
+      ['d/a', '../d/../../x'],
+    ] as const) {
+      const upload = await checkUpload(await tarStream([{ name, type: 'symlink', linkname }]), temp);
+      expect(upload.refusals, `${name} -> ${linkname}`).toEqual([
+        expect.stringMatching(/^symlink (to an absolute path|escaping the destination) refused: /),
+      ]);
+      await upload.dispose();
+    }
+    const hard = await checkUpload(
+      await tarStream([
+        { name: 'f', body: 'x' },
+        { name: 'h', type: 'link', linkname: 'f' },
+      ]),
+      temp,
+    );
+    expect(hard.refusals).toEqual(['hard link refused: h']);
+    await hard.dispose();
+  });
+
+  it('the count and size limits: too many files, one file too big, the whole too big', async () => {
+    const small = { ...DEFAULT_EXTRACT_LIMITS, maxFiles: 1, maxFileBytes: 4, maxTotalBytes: 6 };
+    const many = await checkUpload(
+      await tarStream([
+        { name: 'a', body: '1' },
+        { name: 'b', body: '2' },
+      ]),
+      temp,
+      small,
+    );
+    expect(many.refusals).toEqual(['file count limit reached']);
+    const big = await checkUpload(await tarStream([{ name: 'a', body: '12345' }]), temp, small);
+    expect(big.refusals).toEqual(['file size limit reached: a']);
+    const total = await checkUpload(
+      await tarStream([
+        { name: 'a', body: '1234' },
+        { name: 'b', body: '1234' },
+      ]),
+      temp,
+      { ...small, maxFiles: 5 },
+    );
+    expect(total.refusals).toEqual(['archive size limit reached']);
+    for (const u of [many, big, total]) await u.dispose();
+  });
+
+  it('a body past the byte budget is cut off (and refused) without being read to its end', async () => {
+    const limits = { ...DEFAULT_EXTRACT_LIMITS, maxFiles: 1, maxTotalBytes: 10 };
+    const bytes = await tarBytes([{ name: 'a', body: 'x'.repeat(64 * 1024) }]);
+    const body = Readable.from([bytes.subarray(0, 32 * 1024), bytes.subarray(32 * 1024)]);
+    const upload = await checkUpload(body, temp, limits);
+    expect(upload.refusals).toContain('archive size limit reached');
+    expect(body.destroyed).toBe(true);
+    await upload.dispose();
+  });
+
+  it('a body that ends early, and bytes that are no tar at all, are refused with the reason', async () => {
+    const bytes = await tarBytes([{ name: 'a', body: 'x'.repeat(2048) }]);
+    const cut = await checkUpload(failingStream(bytes.subarray(0, 700)), temp);
+    expect(cut.refusals).toContain('request body ended early');
+    const garbage = await checkUpload(Readable.from([Buffer.alloc(1024, 7)]), temp);
+    expect(garbage.refusals.some((r) => r.startsWith('not a valid tar archive'))).toBe(true);
+    expect(await readFile(garbage.path)).toBeDefined();
+    for (const u of [cut, garbage]) await u.dispose();
+  });
+});
