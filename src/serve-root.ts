@@ -1,94 +1,38 @@
-import { createHash } from 'node:crypto';
+import { totalmem } from 'node:os';
 import { createImagePulls } from './image-wiring.js';
-import { mkdir, rm } from 'node:fs/promises';
-import { homedir, totalmem } from 'node:os';
-import { isAbsolute, join } from 'node:path';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerSessionEngine } from './adapters/docker/docker-session-engine.js';
 import { DockerImageBuilds } from './adapters/docker/docker-image-builds.js';
 import { ImageBuilds } from './app/serve/image-build.js';
 import { FileBuildRecords } from './adapters/fs/build-records.js';
-import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { engineMountStager } from './adapters/mount/engine-stager.js';
-import { startApiServer } from './adapters/http/api-server.js';
+import { startApiServer, type RunningApiServer } from './adapters/http/api-server.js';
 import { watchSessionContainers } from './adapters/docker/docker-session-events.js';
-import { isRegistryUnavailable } from './app/serve/api-error.js';
-import { RoboguideError } from './core/errors.js';
-import { ServeMetrics } from './adapters/http/serve-metrics.js';
-import { instrumentRegistry } from './adapters/metrics/instrumented-registry.js';
-import { claimDataDir, claimSocketFolder } from './adapters/http/socket-folder.js';
 import { createRedactStream } from './adapters/redact-stream.js';
-import { isPostgresLocation, registryFilePath, registryLocation } from './adapters/registry/default-path.js';
-import { openRegistryAt } from './adapters/registry/open-registry.js';
-import { registryWorkerFile, WorkerCapacityRegistry } from './adapters/registry/worker-registry.js';
-import { engineSocketPaths } from './adapters/host-addresses.js';
 import { systemClock } from './adapters/system-clock.js';
-import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import type { Executor } from './app/ports/executor-inventory.js';
 import type { EgressGate } from './app/ports/egress.js';
 import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
 import { redactingLogger } from './app/serve/redacting-logger.js';
 import { SessionManager } from './app/serve/session-manager.js';
-import { DEFAULT_CONCURRENCY_LIMITS, type ConcurrencyLimits } from './app/serve/session-state.js';
+import type { SessionManagerDeps } from './app/serve/session-state.js';
 import type { Adoption } from './app/serve/session-restart.js';
-import { createDockerRuntime, createExecutePairDeps } from './composition-root.js';
-import { hostMountRules } from './mount-wiring.js';
-
-/** Default of `--stream-buffer-cap`: what one NDJSON exec stream may hold for a slow client (4 MiB). */
-export const DEFAULT_STREAM_BUFFER_CAP = 4 * 1024 * 1024;
-/** Defaults of `--max-builds` and `--max-build-context-mib` (POST /v1/images). */
-export const DEFAULT_MAX_BUILDS = 2;
-export const DEFAULT_MAX_BUILD_CONTEXT_BYTES = 1024 * 1024 * 1024;
-/** Defaults of `--build-memory-mib` (each build step's memory) and `--build-timeout-sec` (a build's wall time). */
-export const DEFAULT_BUILD_MEMORY_MIB = 2048;
-export const DEFAULT_BUILD_TIMEOUT_SEC = 1800;
+import { createExecutePairDeps } from './composition-root.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { limitDefaults } from './core/pair-limits.js';
+import {
+  type Base,
+  closingOnFailure,
+  type Live,
+  openBase,
+  protectedPathsOf,
+  servesOwnAdvice,
+} from './serve-base.js';
+import { serveTuning, type ServeOptions, type ServeTuning } from './serve-options.js';
 
 /** Wiring of `roboguide-eval serve` (its own composition root, so the shared one stays small). */
-
-export interface ServeOptions {
-  readonly socketPath?: string;
-  readonly listen?: { readonly host: string; readonly port: number; readonly token: string };
-  /** `--metrics-listen`: loopback TCP serving only GET /metrics, with the bearer token (issue 45). */
-  readonly metricsListen?: { readonly host: string; readonly port: number; readonly token: string };
-  readonly dataDir?: string;
-  /** `--mount-root` (real paths): when given, every session mount and pair cwd must lie under one of them. */
-  readonly mountRoots?: readonly string[];
-  /** Folders of ours no mount may reach besides the data directory (the token file's folder). */
-  readonly ownedDirs?: readonly string[];
-  readonly registryPath?: string;
-  readonly bindAddress?: string;
-  readonly reapIntervalMs?: number;
-  readonly stopBudgetSec?: number;
-  readonly maxOutputBytes?: number;
-  /** Bytes an NDJSON exec stream may hold for a client that reads too slowly; past it the exec is killed. */
-  readonly streamBufferCap?: number;
-  /** The server's environment: its paths come from here; `${NAME}` references only reach `allowEnv` names. */
-  readonly environment: Readonly<Record<string, string | undefined>>;
-  /** `--allow-env`: the only variables sessions and pairs may reference (checked by the command). */
-  readonly allowEnv?: readonly string[];
-  readonly limits?: ConcurrencyLimits;
-  /** Image builds at once (`--max-builds`; more: 429) and the largest build context (`--max-build-context-mib`; more: 413). */
-  readonly maxBuilds?: number;
-  readonly maxBuildContextBytes?: number;
-  /** `--allow-builds`: POST /v1/images is refused (403 E_BUILDS_DISABLED) unless set (a build step runs as root). */
-  readonly allowBuilds?: boolean;
-  /** Each build step's memory and memory+swap (`--build-memory-mib`) and a build's wall time (`--build-timeout-sec`). */
-  readonly buildMemoryMib?: number;
-  readonly buildTimeoutSec?: number;
-  readonly version: string;
-  readonly logger: Logger;
-  /** The engine to use (default: DOCKER_HOST or the local socket). */
-  readonly runtime?: DockerContainerRuntime;
-  /** Where `/v1/pairs` run (`--executor swarm`); default: `runtime`. Sessions always use `runtime`. */
-  readonly pairExecutor?: Executor;
-  /** Sessions' egress proxy (docs/spec.md §5.6); default: the local engine's, as pairs get it (absent there: none). */
-  readonly egress?: EgressGate;
-}
 
 export interface RunningServe {
   readonly socketPath: string;
@@ -109,32 +53,6 @@ export interface RunningServe {
   }>;
 }
 
-function stateHome(env: Readonly<Record<string, string | undefined>>): string {
-  const xdg = env['XDG_STATE_HOME'];
-  return xdg !== undefined && isAbsolute(xdg) ? xdg : join(homedir(), '.local', 'state');
-}
-
-export function defaultSocketPath(env: Readonly<Record<string, string | undefined>> = process.env): string {
-  const runtimeDir = env['XDG_RUNTIME_DIR'];
-  if (runtimeDir !== undefined && isAbsolute(runtimeDir))
-    return join(runtimeDir, 'roboguide-eval', 'api.sock');
-  return join(stateHome(env), 'roboguide-eval', 'api.sock');
-}
-
-export function defaultDataDir(env: Readonly<Record<string, string | undefined>> = process.env): string {
-  return join(stateHome(env), 'roboguide-eval', 'serve');
-}
-
-/** The data directory (private, made if needed; its canonical path) and its scratch folder, emptied at each start. */
-async function prepareDataDir(options: ServeOptions): Promise<{ dataDir: string; tempRoot: string }> {
-  // Reached without a link, ours, writable by no one else: the path is then canonical and stays ours.
-  const dataDir = await claimDataDir(options.dataDir ?? defaultDataDir(options.environment));
-  const tempRoot = join(dataDir, 'tmp');
-  await rm(tempRoot, { recursive: true, force: true });
-  await mkdir(tempRoot, { mode: 0o700 });
-  return { dataDir, tempRoot };
-}
-
 /** Every `reapIntervalMs`, one pass over expired sessions (never two at once); returns how to stop it. */
 function startReaper(sessions: SessionManager, logger: Logger, reapIntervalMs: number): () => void {
   let reaping = false;
@@ -151,30 +69,6 @@ function startReaper(sessions: SessionManager, logger: Logger, reapIntervalMs: n
   return () => clearInterval(reaper);
 }
 
-/** Closes the registry when `work` fails (the server never started), and passes the failure on. */
-async function closingOnFailure<T>(registry: CapacityRegistry, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    await registry.close();
-    throw err;
-  }
-}
-
-/** The same rules as every command: a URL is refused, a named registry must exist (or be new in an existing folder). */
-async function openServeRegistry(
-  options: ServeOptions,
-): Promise<{ registry: CapacityRegistry; registryPath: string | undefined }> {
-  const location = registryLocation(options.registryPath, options.environment);
-  // SQLite in a worker thread of its own: its synchronous writes, fsyncs and lock waits stay off the event loop.
-  const workerFile = isPostgresLocation(location) ? null : registryWorkerFile();
-  const registry =
-    isPostgresLocation(location) || workerFile === null
-      ? await openRegistryAt(location)
-      : await WorkerCapacityRegistry.open(location, workerFile);
-  return { registry, registryPath: registryFilePath(location) };
-}
-
 /** Runs `undo` when `work` fails, and passes the failure on. */
 async function whenFailing<T>(undo: () => void, work: () => Promise<T>): Promise<T> {
   try {
@@ -185,88 +79,63 @@ async function whenFailing<T>(undo: () => void, work: () => Promise<T>): Promise
   }
 }
 
-/**
- * A registry that cannot be reached at start: the error with serve's own next step (the registry layer's advice names
- * `e1-batch resume`, which is about batches).
- */
-async function servesOwnAdvice<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (!(err instanceof RoboguideError) || !isRegistryUnavailable(err)) throw err;
-    throw new RoboguideError(err.code, err.message, {
-      cause: err,
-      context: err.context,
-      exitCode: err.exitCode,
-      suggestions: [
-        'start the registry (or restore the network to it), then start `serve` again',
-        'check --registry; ROBOGUIDE_REGISTRY_DEADLINE_MS sets how long a registry call may wait',
-      ],
-    });
-  }
+/** What sessions and pairs share: the allowed variables, the mount rules, the masking log, the tuning. */
+interface Scope {
+  readonly tuning: ServeTuning;
+  readonly allowedEnv: ReadonlySet<string>;
+  readonly callerEnvironment: Readonly<Record<string, string>>;
+  readonly protectedPaths: SessionManagerDeps['protectedPaths'];
+  readonly logger: Logger;
 }
 
-export async function startServe(options: ServeOptions): Promise<RunningServe> {
-  // Before anything is made: a socket folder another user could use to take the socket over is refused (exit 2).
-  const socketPath = await claimSocketFolder(options.socketPath ?? defaultSocketPath(options.environment));
-  // First: an invalid ROBOGUIDE_PAIRS_NETWORK is refused before anything is written.
-  const runtime = options.runtime ?? (await createDockerRuntime(options.environment));
-  const { dataDir, tempRoot } = await prepareDataDir(options);
-  const opened = await servesOwnAdvice(() => openServeRegistry(options));
-  const { registryPath } = opened;
-  // GET /metrics (issue 45): every registry call of this process timed, the live sessions and pairs counted.
-  let pairsRef: PairService | null = null;
-  let liveRef: SessionManager | null = null;
-  const metrics = new ServeMetrics({
-    sessions: () => liveRef?.list().length ?? 0,
-    pairs: () => pairsRef?.runningCount() ?? 0,
-  });
-  const registry = instrumentRegistry(opened.registry, metrics.registryCalls);
-  const engine = new DockerSessionEngine(runtime);
-  const store = new EvidenceStore(new NodeFileSystem(), dataDir);
-  const batchId = `serve-${createHash('sha256').update(dataDir).digest('hex').slice(0, 12)}`;
-  const host = await hostMountRules(runtime, [dataDir, ...(options.ownedDirs ?? [])]);
-  const protectedPaths = {
-    ...host,
-    outputDir: dataDir,
-    ...(registryPath !== undefined ? { registryPath } : {}),
-    homeDir: homedir(),
-    engineSocketPaths: [...engineSocketPaths(options.environment), socketPath],
-    ...(options.mountRoots !== undefined && options.mountRoots.length > 0
-      ? { mountRoots: options.mountRoots }
-      : {}),
-  };
-  const bindAddress = options.bindAddress ?? '127.0.0.1';
-  const createRedactor = (secrets: readonly string[]) => createRedactStream(secrets);
-  const allowedEnv = new Set(options.allowEnv ?? []);
+async function scopeOf(options: ServeOptions, base: Base, live: Live): Promise<Scope> {
+  const tuning = serveTuning(options);
+  const allowedEnv = new Set(tuning.allowEnv);
   // Sessions and pairs resolve `${NAME}` from the allowed variables only (the routes refuse the others by name).
   const callerEnvironment = allowedEnvironment(options.environment, allowedEnv);
   // The callers' secrets (session environment, exec env) arrive with requests: the log masks those of every session,
   // and every allowed variable's value (an API pair's `${NAME}` resolves to one, and its errors are logged in detail).
-  let sessionsRef: SessionManager | null = null;
   const allowedValues = Object.values(callerEnvironment).filter((v) => v !== '');
   const logger = redactingLogger(options.logger, () => [
     ...allowedValues,
-    ...(sessionsRef?.allSecrets() ?? []),
+    ...(live.sessions?.allSecrets() ?? []),
   ]);
-  const sessions = new SessionManager({
+  return {
+    tuning,
+    allowedEnv,
+    callerEnvironment,
+    protectedPaths: await protectedPathsOf(options, base),
+    logger,
+  };
+}
+
+const createRedactor = (secrets: readonly string[]) => createRedactStream(secrets);
+
+function createSessions(
+  options: ServeOptions,
+  base: Base,
+  scope: Scope,
+  engine: DockerSessionEngine,
+): SessionManager {
+  const { tuning, logger } = scope;
+  return new SessionManager({
     engine,
-    registry,
+    registry: base.registry,
     clock: systemClock,
     logger,
     fs: new NodeFileSystem(),
     mountStager: engineMountStager(),
-    store,
-    batchId,
-    environment: callerEnvironment,
-    bindAddress,
-    protectedPaths,
+    store: base.store,
+    batchId: base.batchId,
+    environment: scope.callerEnvironment,
+    bindAddress: tuning.bindAddress,
+    protectedPaths: scope.protectedPaths,
     createRedactor,
-    stopBudgetSec: options.stopBudgetSec ?? 10,
-    maxOutputBytes: options.maxOutputBytes ?? 16 * 1024 * 1024,
-    allowedEnv,
-    limits: options.limits ?? DEFAULT_CONCURRENCY_LIMITS,
-    ...sessionEgressGate(options, runtime, logger),
+    stopBudgetSec: tuning.stopBudgetSec,
+    maxOutputBytes: tuning.maxOutputBytes,
+    allowedEnv: scope.allowedEnv,
+    limits: tuning.limits,
+    ...sessionEgressGate(options, base.runtime, logger),
     // A session that asks for no limits gets a pair's defaults for one at a time (issue 22).
     limitDefaults: limitDefaults({
       memoryTotalBytes: totalmem(),
@@ -274,16 +143,22 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
       maxConcurrentPairs: 1,
     }),
   });
-  sessionsRef = sessions;
-  liveRef = sessions;
+}
+
+/** Adopts the live sessions of a former run, then ends each session whose container dies (events from before). */
+async function adoptAndWatch(
+  base: Base,
+  sessions: SessionManager,
+  logger: Logger,
+): Promise<{ adoption: Adoption; events: { close(): void } }> {
   const watchFrom = Date.now();
-  const adoption = await closingOnFailure(registry, () =>
-    servesOwnAdvice(() => sessions.adopt((id) => runtime.environmentOf(id))),
+  const adoption = await closingOnFailure(base.registry, () =>
+    servesOwnAdvice(() => sessions.adopt((id) => base.runtime.environmentOf(id))),
   );
   // A session is as alive as its container: the engine's die/destroy ends it at once (replayed from before adoption).
   const events = watchSessionContainers(
-    runtime.docker,
-    batchId,
+    base.runtime.docker,
+    base.batchId,
     (event) => sessions.containerEnded(event),
     logger,
     watchFrom,
@@ -292,85 +167,135 @@ export async function startServe(options: ServeOptions): Promise<RunningServe> {
   await engineMountStager()
     .sweep()
     .catch(() => undefined);
-  const pairs = new PairService({
+  return { adoption, events };
+}
+
+function createPairs(options: ServeOptions, base: Base, scope: Scope): PairService {
+  const runtime = options.pairExecutor?.runtime ?? base.runtime;
+  return new PairService({
     pairDeps: {
-      ...createExecutePairDeps(options.pairExecutor?.runtime ?? runtime, logger, options.pairExecutor),
+      ...createExecutePairDeps(runtime, scope.logger, options.pairExecutor),
       fs: new NodeFileSystem(),
-      registry,
+      registry: base.registry,
       limitBasis: readLimitBasis,
     },
-    store,
-    environment: callerEnvironment,
-    allowedEnv,
-    bindAddress,
+    store: base.store,
+    environment: scope.callerEnvironment,
+    allowedEnv: scope.allowedEnv,
+    bindAddress: scope.tuning.bindAddress,
     codeVersion: options.version,
-    protectedPaths,
+    protectedPaths: scope.protectedPaths,
   });
-  pairsRef = pairs;
-  const server = await closingOnFailure(registry, () =>
+}
+
+/** POST /v1/images: off unless `allowBuilds`, then at most `maxBuilds` at once, each step bounded. */
+function imageBuilds(base: Base, tuning: ServeTuning): ImageBuilds | null {
+  if (!tuning.allowBuilds) return null;
+  return new ImageBuilds(new DockerImageBuilds(base.runtime), new FileBuildRecords(base.dataDir), {
+    maxConcurrent: tuning.maxBuilds,
+    memoryBytes: tuning.buildMemoryMib * 1024 * 1024,
+    timeoutMs: tuning.buildTimeoutSec * 1000,
+  });
+}
+
+interface Services {
+  readonly engine: DockerSessionEngine;
+  readonly sessions: SessionManager;
+  readonly pairs: PairService;
+}
+
+function startServer(
+  options: ServeOptions,
+  base: Base,
+  scope: Scope,
+  services: Services,
+): Promise<RunningApiServer> {
+  return startApiServer({
+    socketPath: base.socketPath,
+    ...(options.listen ? { listen: options.listen } : {}),
+    ...(options.metricsListen ? { metricsListen: options.metricsListen } : {}),
+    metrics: base.metrics,
+    version: options.version,
+    ...services,
+    tempRoot: base.tempRoot,
+    createRedactor,
+    streamBufferCap: scope.tuning.streamBufferCap,
+    logger: scope.logger,
+    imagePulls: {
+      pulls: createImagePulls(),
+      environment: scope.callerEnvironment,
+      allowedEnv: scope.allowedEnv,
+    },
+    images: {
+      builds: imageBuilds(base, scope.tuning),
+      maxContextBytes: scope.tuning.maxBuildContextBytes,
+    },
+  });
+}
+
+export async function startServe(options: ServeOptions): Promise<RunningServe> {
+  const live: Live = { sessions: null, pairs: null };
+  const base = await openBase(options, live);
+  const scope = await scopeOf(options, base, live);
+  const engine = new DockerSessionEngine(base.runtime);
+  const sessions = createSessions(options, base, scope, engine);
+  live.sessions = sessions;
+  const { adoption, events } = await adoptAndWatch(base, sessions, scope.logger);
+  const pairs = createPairs(options, base, scope);
+  live.pairs = pairs;
+  const server = await closingOnFailure(base.registry, () =>
     whenFailing(
       () => events.close(),
-      () =>
-        startApiServer({
-          socketPath,
-          ...(options.listen ? { listen: options.listen } : {}),
-          ...(options.metricsListen ? { metricsListen: options.metricsListen } : {}),
-          metrics,
-          version: options.version,
-          sessions,
-          pairs,
-          engine,
-          tempRoot,
-          createRedactor,
-          streamBufferCap: options.streamBufferCap ?? DEFAULT_STREAM_BUFFER_CAP,
-          logger,
-          imagePulls: { pulls: createImagePulls(), environment: callerEnvironment, allowedEnv },
-          images: {
-            builds:
-              options.allowBuilds === true
-                ? new ImageBuilds(new DockerImageBuilds(runtime), new FileBuildRecords(dataDir), {
-                    maxConcurrent: options.maxBuilds ?? DEFAULT_MAX_BUILDS,
-                    memoryBytes: (options.buildMemoryMib ?? DEFAULT_BUILD_MEMORY_MIB) * 1024 * 1024,
-                    timeoutMs: (options.buildTimeoutSec ?? DEFAULT_BUILD_TIMEOUT_SEC) * 1000,
-                  })
-                : null,
-            maxContextBytes: options.maxBuildContextBytes ?? DEFAULT_MAX_BUILD_CONTEXT_BYTES,
-          },
-        }),
+      () => startServer(options, base, scope, { engine, sessions, pairs }),
     ),
   );
-  const stopReaper = startReaper(sessions, logger, options.reapIntervalMs ?? 5_000);
-  let shutdown: ReturnType<RunningServe['shutdown']> | null = null;
+  const stopReaper = startReaper(sessions, scope.logger, scope.tuning.reapIntervalMs);
+  const stop = once(() =>
+    shutDown({ base, logger: scope.logger, sessions, pairs, server, events, stopReaper }),
+  );
   return {
-    socketPath,
+    socketPath: base.socketPath,
     tcpPort: server.tcpPort,
     metricsPort: server.metricsPort,
-    dataDir,
-    batchId,
+    dataDir: base.dataDir,
+    batchId: base.batchId,
     adoption,
     sessions,
-    shutdown: () => {
-      shutdown ??= (async () => {
-        stopReaper();
-        events.close();
-        const closed = server.close();
-        const [cleanup] = await Promise.all([sessions.deleteAll(), pairs.stopAll()]);
-        for (const left of cleanup.unreleased)
-          logger.error(
-            { session: left.session_id, error: left.error },
-            'shutdown: slot not released (recorded in cleanup.json); the next start releases it',
-          );
-        await closed;
-        await registry
-          .close()
-          .catch((err: unknown) =>
-            logger.warn({ error: (err as Error).message }, 'cannot close the registry'),
-          );
-        return { unreleased: cleanup.unreleased };
-      })();
-      return shutdown;
-    },
+    shutdown: stop,
   };
+}
+
+/** `work`'s promise, made on the first call and returned to every later one. */
+function once<T>(work: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | null = null;
+  return () => (running ??= work());
+}
+
+/** Stop accepting requests, delete every session (verified), stop running pairs, close the registry. */
+async function shutDown(parts: {
+  readonly base: Base;
+  readonly logger: Logger;
+  readonly sessions: SessionManager;
+  readonly pairs: PairService;
+  readonly server: RunningApiServer;
+  readonly events: { close(): void };
+  readonly stopReaper: () => void;
+}): ReturnType<RunningServe['shutdown']> {
+  const { logger } = parts;
+  parts.stopReaper();
+  parts.events.close();
+  const closed = parts.server.close();
+  const [cleanup] = await Promise.all([parts.sessions.deleteAll(), parts.pairs.stopAll()]);
+  for (const left of cleanup.unreleased)
+    logger.error(
+      { session: left.session_id, error: left.error },
+      'shutdown: slot not released (recorded in cleanup.json); the next start releases it',
+    );
+  await closed;
+  await parts.base.registry
+    .close()
+    .catch((err: unknown) => logger.warn({ error: (err as Error).message }, 'cannot close the registry'));
+  return { unreleased: cleanup.unreleased };
 }
 
 /** The sessions' egress proxy: the one given, else the local engine's (the pairs' own, when the pairs network is guarded). */

@@ -2,6 +2,7 @@ import { realpath, stat } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
+import { DEFAULT_BIND_ADDRESS } from '../core/bind-address.js';
 import { InvalidInputError } from '../core/errors.js';
 import { DEFAULT_MOUNT_ROOTS, defaultMountRoots, normalizeAbsolute } from '../core/mount-policy.js';
 
@@ -25,7 +26,7 @@ export const admissionRegistryFlag = Flags.string({
  */
 export const bindAddressFlag = Flags.string({
   description: 'host IP address that published ports bind to (one this host has, or 0.0.0.0)',
-  default: '127.0.0.1',
+  default: DEFAULT_BIND_ADDRESS,
 });
 
 /** `--allow-short-secrets` of `e1-batch start` and `pair run`. */

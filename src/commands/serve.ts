@@ -1,4 +1,3 @@
-import { dirname, resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
 import { BaseCommand } from '../cli/base-command.js';
 import { readTokenFile } from '../cli/token-file.js';
@@ -6,18 +5,9 @@ import { bindAddressFlag, executorFlags, mountRootFlags, mountRootsFrom } from '
 import { codeVersion } from '../command-root.js';
 import { createExecutor, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
-import { InternalError, InvalidInputError } from '../core/errors.js';
-import { allowEnvRefusal } from '../app/serve/env-allow.js';
-import { DEFAULT_CONCURRENCY_LIMITS } from '../app/serve/session-state.js';
 import { terminalSafe } from '../core/terminal-text.js';
-import {
-  DEFAULT_BUILD_MEMORY_MIB,
-  DEFAULT_BUILD_TIMEOUT_SEC,
-  DEFAULT_MAX_BUILD_CONTEXT_BYTES,
-  DEFAULT_MAX_BUILDS,
-  DEFAULT_STREAM_BUFFER_CAP,
-  startServe,
-} from '../serve-root.js';
+import { type RunningServe, startServe } from '../serve-root.js';
+import { compileServeOptions, SERVE_DEFAULTS, SERVE_MINIMUMS } from '../serve-options.js';
 
 export default class Serve extends BaseCommand {
   static override summary =
@@ -69,12 +59,12 @@ export default class Serve extends BaseCommand {
     'bind-address': bindAddressFlag,
     'reap-interval': Flags.integer({
       description: 'seconds between reaper passes over expired sessions',
-      default: 5,
+      default: SERVE_DEFAULTS.reapIntervalSec,
       min: 1,
     }),
     'stop-budget': Flags.integer({
       description: 'seconds between SIGTERM and kill when a session is deleted',
-      default: 10,
+      default: SERVE_DEFAULTS.stopBudgetSec,
       min: 1,
     }),
     'allow-env': Flags.string({
@@ -84,53 +74,53 @@ export default class Serve extends BaseCommand {
     }),
     'max-execs-per-session': Flags.integer({
       description: 'execs running at once in one session (more: 429)',
-      default: DEFAULT_CONCURRENCY_LIMITS.execsPerSession,
+      default: SERVE_DEFAULTS.limits.execsPerSession,
       min: 1,
     }),
     'max-execs': Flags.integer({
       description: 'execs running at once, all sessions together (more: 429)',
-      default: DEFAULT_CONCURRENCY_LIMITS.execs,
+      default: SERVE_DEFAULTS.limits.execs,
       min: 1,
     }),
     'max-archives-per-session': Flags.integer({
       description: 'archive uploads and downloads at once in one session (more: 429)',
-      default: DEFAULT_CONCURRENCY_LIMITS.archivesPerSession,
+      default: SERVE_DEFAULTS.limits.archivesPerSession,
       min: 1,
     }),
     'max-archives': Flags.integer({
       description: 'archive uploads and downloads at once, all sessions together (more: 429)',
-      default: DEFAULT_CONCURRENCY_LIMITS.archives,
+      default: SERVE_DEFAULTS.limits.archives,
       min: 1,
     }),
     'stream-buffer-cap': Flags.integer({
       description:
         'bytes a streamed (NDJSON) exec may hold for a client that reads too slowly; past it the exec is killed',
-      default: DEFAULT_STREAM_BUFFER_CAP,
-      min: 65_536,
+      default: SERVE_DEFAULTS.streamBufferCap,
+      min: SERVE_MINIMUMS.streamBufferCap,
     }),
     'max-builds': Flags.integer({
       description: 'image builds (POST /v1/images) at once (more: 429)',
-      default: DEFAULT_MAX_BUILDS,
+      default: SERVE_DEFAULTS.maxBuilds,
       min: 1,
     }),
     'max-build-context-mib': Flags.integer({
       description: 'largest build context (tar) POST /v1/images accepts, in MiB (more: 413)',
-      default: DEFAULT_MAX_BUILD_CONTEXT_BYTES / (1024 * 1024),
+      default: SERVE_DEFAULTS.maxBuildContextMib,
       min: 1,
     }),
     'allow-builds': Flags.boolean({
       description:
         "turn on POST /v1/images (off: 403 E_BUILDS_DISABLED); a build step runs as root with the engine's default capabilities",
-      default: false,
+      default: SERVE_DEFAULTS.allowBuilds,
     }),
     'build-memory-mib': Flags.integer({
       description: 'memory (and memory+swap) of each build step, in MiB',
-      default: DEFAULT_BUILD_MEMORY_MIB,
-      min: 64,
+      default: SERVE_DEFAULTS.buildMemoryMib,
+      min: SERVE_MINIMUMS.buildMemoryMib,
     }),
     'build-timeout-sec': Flags.integer({
       description: 'a build running longer is stopped',
-      default: DEFAULT_BUILD_TIMEOUT_SEC,
+      default: SERVE_DEFAULTS.buildTimeoutSec,
       min: 1,
     }),
     ...executorFlags,
@@ -139,122 +129,80 @@ export default class Serve extends BaseCommand {
   async run(): Promise<void> {
     const { flags } = await this.parse(Serve);
     const executor = executorFromFlags(flags);
-    const listen = await parseListen('--listen', flags.listen, flags['token-file']);
-    const metricsListen = await parseListen('--metrics-listen', flags['metrics-listen'], flags['token-file']);
-    const allowEnv = checkAllowEnv(flags['allow-env'] ?? [], listen?.token ?? metricsListen?.token);
+    // oclif has checked the relations: --token-file comes with --listen or --metrics-listen, and they with it.
+    const token = flags['token-file'] !== undefined ? await readTokenFile(flags['token-file']) : undefined;
     const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
+    const options = compileServeOptions(flags, { token, mountRoots, environment: process.env });
     const logger = createStderrLogger();
     const running = await startServe({
-      ...(flags.socket !== undefined ? { socketPath: flags.socket } : {}),
-      ...(listen ? { listen } : {}),
-      ...(metricsListen ? { metricsListen } : {}),
-      ...(flags['data-dir'] !== undefined ? { dataDir: flags['data-dir'] } : {}),
-      mountRoots,
-      // The token file's folder is ours: no session mount or pair cwd may reach it.
-      ...(flags['token-file'] !== undefined ? { ownedDirs: [dirname(resolve(flags['token-file']))] } : {}),
-      ...(flags.registry !== undefined ? { registryPath: flags.registry } : {}),
-      bindAddress: flags['bind-address'],
-      reapIntervalMs: flags['reap-interval'] * 1000,
-      stopBudgetSec: flags['stop-budget'],
-      streamBufferCap: flags['stream-buffer-cap'],
-      maxBuilds: flags['max-builds'],
-      maxBuildContextBytes: flags['max-build-context-mib'] * 1024 * 1024,
-      allowBuilds: flags['allow-builds'],
-      buildMemoryMib: flags['build-memory-mib'],
-      buildTimeoutSec: flags['build-timeout-sec'],
-      allowEnv,
-      limits: {
-        execsPerSession: flags['max-execs-per-session'],
-        execs: flags['max-execs'],
-        archivesPerSession: flags['max-archives-per-session'],
-        archives: flags['max-archives'],
-      },
+      ...options,
       environment: process.env,
       version: await codeVersion(),
       logger,
       // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
       ...(executor.kind === 'swarm' ? { pairExecutor: createExecutor(executor, [], logger) } : {}),
     });
-    const { adopted, reaped, released, foreign, endedExecs } = running.adoption;
     // One machine-readable line on stdout: clients and tests wait for it.
-    this.log(
-      JSON.stringify({
-        listening: running.socketPath,
-        tcp_port: running.tcpPort,
-        metrics_port: running.metricsPort,
-        data_dir: running.dataDir,
-        adopted,
-        reaped,
-        released_slots: released,
-        foreign,
-        ended_execs: endedExecs,
-      }),
-    );
-    await new Promise<void>((resolve) => {
-      let received: NodeJS.Signals | null = null;
-      const onSignal = (signal: NodeJS.Signals): void => {
-        if (received !== null) {
-          process.stderr.write(
-            `${signal} again: exiting now; sessions left are reaped by the next server start\n`,
-          );
-          process.exit(1);
-        }
-        received = signal;
-        process.stderr.write(`${signal}: deleting every session (verified) and stopping running pairs…\n`);
-        running
-          .shutdown()
-          .then(({ unreleased }) => {
-            if (unreleased.length === 0) return;
-            // It finished what it could; what it could not is in each session's cleanup.json. Exit 1 says so.
-            const ids = unreleased.map((u) => u.session_id).join(', ');
-            process.stderr.write(
-              `shutdown: ${unreleased.length} session slot(s) not released (${ids}): recorded in their cleanup.json; the next start releases them\n`,
-            );
-            process.exitCode = 1;
-          })
-          .catch((err: unknown) => {
-            process.stderr.write(`shutdown failed: ${terminalSafe((err as Error).message)}\n`);
-            process.exitCode = 1;
-          })
-          .finally(() => {
-            process.off('SIGINT', onSignal);
-            process.off('SIGTERM', onSignal);
-            resolve();
-          });
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
-    });
+    this.log(JSON.stringify(readyLine(running)));
+    await shutdownOnSignal(running);
   }
 }
 
-/** `--listen` or `--metrics-listen`: loopback only, and the bearer token of `--token-file` required with either. */
-async function parseListen(
-  flag: '--listen' | '--metrics-listen',
-  listen: string | undefined,
-  tokenFile: string | undefined,
-): Promise<{ host: string; port: number; token: string } | undefined> {
-  if (listen === undefined) return undefined;
-  const m = /^(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})$/.exec(listen);
-  const port = Number(m?.[2]);
-  if (m === null || port > 65_535) {
-    throw new InvalidInputError('E_USAGE', 'invalid flags', [
-      { path: flag, rule: 'must be 127.0.0.1:PORT (loopback only)' },
-    ]);
-  }
-  // The flag table declares that --listen and --metrics-listen depend on --token-file: oclif refused its absence.
-  if (tokenFile === undefined) throw new InternalError(`${flag} was parsed without --token-file`);
-  const token = await readTokenFile(tokenFile);
-  const host = m[1] === '[::1]' ? '::1' : '127.0.0.1';
-  return { host, port, token };
+/** The line `serve` prints once it listens. */
+function readyLine(running: RunningServe): Record<string, unknown> {
+  const { adopted, reaped, released, foreign, endedExecs } = running.adoption;
+  return {
+    listening: running.socketPath,
+    tcp_port: running.tcpPort,
+    metrics_port: running.metricsPort,
+    data_dir: running.dataDir,
+    adopted,
+    reaped,
+    released_slots: released,
+    foreign,
+    ended_execs: endedExecs,
+  };
 }
 
-/** `--allow-env` names, each checked (exit 2 naming the refused ones); duplicates collapse. */
-function checkAllowEnv(names: readonly string[], token: string | undefined): string[] {
-  const issues = names.flatMap((name) => {
-    const rule = allowEnvRefusal(name, process.env, token);
-    return rule === null ? [] : [{ path: '--allow-env', rule }];
+/**
+ * Resolves after the first SIGTERM/SIGINT has shut the server down (exit 1 when a slot was left or the shutdown
+ * failed); a second signal exits at once.
+ */
+function shutdownOnSignal(running: RunningServe): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let received: NodeJS.Signals | null = null;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (received !== null) {
+        process.stderr.write(
+          `${signal} again: exiting now; sessions left are reaped by the next server start\n`,
+        );
+        process.exit(1);
+      }
+      received = signal;
+      process.stderr.write(`${signal}: deleting every session (verified) and stopping running pairs…\n`);
+      void shutDown(running).finally(() => {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        resolve();
+      });
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
   });
-  if (issues.length > 0) throw new InvalidInputError('E_USAGE', 'invalid flags', issues);
-  return [...new Set(names)];
+}
+
+/** Shuts the server down; what it could not finish is in each session's cleanup.json, and exit 1 says so. */
+async function shutDown(running: RunningServe): Promise<void> {
+  try {
+    const { unreleased } = await running.shutdown();
+    if (unreleased.length === 0) return;
+    const ids = unreleased.map((u) => u.session_id).join(', ');
+    process.stderr.write(
+      `shutdown: ${unreleased.length} session slot(s) not released (${ids}): recorded in their cleanup.json; the next start releases them\n`,
+    );
+    process.exitCode = 1;
+  } catch (err) {
+    process.stderr.write(`shutdown failed: ${terminalSafe((err as Error).message)}\n`);
+    process.exitCode = 1;
+  }
 }

@@ -2,6 +2,9 @@
  * `--bind-address`: published ports bind to it, so it must be an IP address this host has (or the
  * unspecified address, 0.0.0.0 / ::, which binds every interface). Pure: the caller lists the host's addresses.
  */
+/** `--bind-address` of every command when not given: loopback only. */
+export const DEFAULT_BIND_ADDRESS = '127.0.0.1';
+
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 const IPV6 = /^[0-9A-Fa-f:.]+$/;
 const UNSPECIFIED = new Set(['0.0.0.0', '::']);
