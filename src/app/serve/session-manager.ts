@@ -155,7 +155,14 @@ export class SessionManager {
       if (end.reason === 'gone' && session.deletion === null) session.ended = end;
       return;
     }
-    if (session.deletion !== null || session.state !== 'live') return;
+    if (session.deletion !== null) return;
+    // Its container is known but the session is not live yet (the registry attach is awaited): create ends it once
+    // it is live, so the event is kept, never dropped.
+    if (session.state === 'creating') {
+      session.ended = end;
+      return;
+    }
+    if (session.state !== 'live') return;
     session.ended = end;
     this.#endSession(session);
   }

@@ -7,6 +7,7 @@ import { EvidenceStore } from '../../../../src/app/evidence/evidence-store.js';
 import { NodeFileSystem } from '../../../../src/adapters/fs/node-file-system.js';
 import { createRedactStream } from '../../../../src/adapters/redact-stream.js';
 import { SqliteCapacityRegistry } from '../../../../src/adapters/registry/sqlite-capacity-registry.js';
+import type { CapacityRegistry } from '../../../../src/app/ports/capacity-registry.js';
 import { silentLogger } from '../../../../src/app/ports/logger.js';
 import { ApiError } from '../../../../src/app/serve/api-error.js';
 import { parseBody } from '../../../../src/app/serve/api-error.js';
@@ -183,10 +184,10 @@ let engine: FakeEngine;
 let registry: SqliteCapacityRegistry;
 const clock = clockAt(() => new Date(now));
 
-function manager(): SessionManager {
+function manager(reg: CapacityRegistry = registry): SessionManager {
   return new SessionManager({
     engine,
-    registry,
+    registry: reg,
     clock,
     logger: silentLogger,
     fs: new NodeFileSystem(),
@@ -636,6 +637,33 @@ describe('SessionManager: a session is as alive as its container (issue 39)', ()
     expect(sessions.held).toBe(0);
     expect((await apiError(() => sessions.detail(session_id))).status).toBe(410);
     expect(sessions.list()).toEqual([]);
+  });
+
+  it('a die event between the container create and the session going live ends it once live (none is lost)', async () => {
+    // The registry's attach is where serve waits longest (a worker thread's round trip): the engine's event lands
+    // there, after the session knows its container and before it is live. Seen in CI: a session whose command
+    // exited at once stayed live until its TTL.
+    const attachContainer = registry.attachContainer.bind(registry);
+    const racing = new Proxy(registry, {
+      get(target, name) {
+        if (name === 'attachContainer')
+          return async (reservationId: string, containerId: string) => {
+            const labels = engine.containers.get(containerId)!.labels;
+            engine.containers.get(containerId)!.status = 'exited';
+            const sessionId = labels['roboguide.job']!;
+            sessions.containerEnded({ sessionId, containerId, action: 'die', exitCode: 0 });
+            return attachContainer(reservationId, containerId);
+          };
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as CapacityRegistry;
+    const sessions = manager(racing);
+    const { session_id, container_id } = await sessions.create(body());
+    const ended = await apiError(() => sessions.detail(session_id));
+    expect(ended).toMatchObject({ status: 410, code: 'E_SESSION_ENDED' });
+    await until(async () => ((await registry.held()).length === 0 ? true : undefined), 'the slot released');
+    expect(engine.containers.has(container_id)).toBe(false);
   });
 
   it('a container removed behind our back (docker rm -f): GET says 410 gone, not live, and the slot goes', async () => {
