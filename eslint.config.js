@@ -133,8 +133,9 @@ export default tseslint.config(
     },
   },
   {
-    // Commands are thin: they take their adapters from the composition roots (src/composition-root.ts,
-    // src/command-root.ts, src/serve-root.ts), never construct or import one themselves.
+    // Commands are thin: they take their wiring from their process root (src/command-root.ts, supervisor-root,
+    // serve-root, metrics-root, image-root; one each: test/unit/commands/process-roots.test.ts), never construct or
+    // import an adapter themselves, nor the roots' shared factories (src/composition-root.ts).
     files: ['src/commands/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -144,7 +145,12 @@ export default tseslint.config(
             {
               group: ['**/adapters', '**/adapters/**'],
               message:
-                'commands ask the composition root (src/command-root.ts) for adapters; only the composition roots and src/cli import src/adapters.',
+                'commands ask their process root (src/command-root.ts) for adapters; only the composition roots and src/cli import src/adapters.',
+            },
+            {
+              group: ['**/composition-root', '**/composition-root.js'],
+              message:
+                "src/composition-root.ts holds the process roots' shared factories: a command asks its process root (src/command-root.ts, src/serve-root.ts, …).",
             },
           ],
         },

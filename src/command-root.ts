@@ -1,21 +1,17 @@
-import { BATCH_FILE, RECEIPT_FILE, SUPERVISOR_LOG } from './core/evidence-names.js';
+import { BATCH_FILE, RECEIPT_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/batch/layout.js';
 import { stat } from 'node:fs/promises';
-import { join } from 'node:path';
-import { readCodeVersion } from './adapters/code-version.js';
 import { createDoctorDeps, freeDiskBytes } from './adapters/doctor-probes.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
 import { hostAddresses } from './adapters/host-addresses.js';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { observeGpus } from './adapters/nvidia-smi.js';
 import { fileOutcomeReader } from './adapters/outcome-reader.js';
-import { createFileLogger } from './adapters/pino-logger.js';
 import {
   defaultRegistryPath,
   isPostgresLocation,
   registryFilePath,
   registryLocation,
-  type RegistryLocation,
 } from './adapters/registry/default-path.js';
 import {
   checkRegistryLocation,
@@ -23,7 +19,6 @@ import {
   openRegistryAt,
 } from './adapters/registry/open-registry.js';
 import { DEFAULT_EXTRACT_LIMITS } from './adapters/safe-extract.js';
-import { launchSupervisor } from './adapters/supervisor-launcher.js';
 import { loadBatch } from './app/batch/batch-context.js';
 import { movedImageLine, movedImages, type MovedImage } from './app/batch/image-pins.js';
 import type { NodeDownDeps } from './app/batch/node-down.js';
@@ -33,7 +28,6 @@ import type { ReportFileDeps } from './app/batch/report-file.js';
 import { checkRegistryNeeds } from './app/batch/registry-needs.js';
 import type { StartBatchDeps, StartBatchOptions } from './app/batch/start-batch-types.js';
 import type { BatchStatus } from './app/batch/status-shapes.js';
-import { supervise } from './app/batch/supervisor.js';
 import type { CapacityDeps } from './app/capacity-report.js';
 import type { DoctorDeps } from './app/ports/doctor-probes.js';
 import type { DoctorOptions } from './app/doctor/doctor-options.js';
@@ -42,13 +36,13 @@ import type { ExistingRegistry } from './app/existing-evidence.js';
 import { systemClock } from './adapters/system-clock.js';
 import type { Clock } from './app/ports/clock.js';
 import type { HostIdentity } from './app/ports/host-identity.js';
-import type { Logger } from './app/ports/logger.js';
 import type { PairNetworkGuard } from './app/ports/pair-network.js';
 import type { OutputEvidenceDeps, ReconcileOutputDeps } from './app/pair/reconcile-output.js';
 import type { RecoverOutputDeps } from './app/pair/recover-output.js';
 import type { RunPairDeps, RunPairOptions } from './app/pair/run-pair-types.js';
 import * as root from './composition-root.js';
-import * as pkg from './package-root.js';
+import { supervisorStarter, type SupervisorStarter } from './supervisor-root.js';
+import type { SessionTails } from './app/ports/session-tails.js';
 import * as mount from './mount-wiring.js';
 import { RoboguideError } from './core/errors.js';
 import { createImagePulls, readDockerConfig, registryCompressedSize } from './image-wiring.js';
@@ -73,61 +67,39 @@ export function evidenceStoreAt(dir: string): EvidenceStore {
   return new EvidenceStore(new NodeFileSystem(), dir);
 }
 
-/** This tool's exact code version (package version and git commit), as receipts and batch.json record it. */
-export async function codeVersion(): Promise<string> {
-  return readCodeVersion(pkg.PACKAGE_ROOT, { fromBuild: pkg.RUNS_FROM_BUILD });
+/** `e1-batch resume`: the batch's evidence, who this process is, its moved tags and how to start its supervisor. */
+export function createResumeWiring(output: string): {
+  readonly store: EvidenceStore;
+  readonly host: HostIdentity;
+  readonly movedImages: () => Promise<MovedImage[]>;
+  readonly supervisor: SupervisorStarter;
+} {
+  return {
+    store: evidenceStoreAt(output),
+    host: procHostIdentity,
+    movedImages: () => movedImagesOf(output),
+    supervisor: supervisorStarter('resume'),
+  };
 }
 
-/**
- * The batch's supervisor in this process (`--foreground`), logging on stderr with the batch's secrets masked.
- * `registry`: where the batch was admitted; batch.json records a PostgreSQL URL without its password, so the
- * password given to `start` is handed over here (a resume takes it from PGPASSWORD or ~/.pgpass).
- */
-export async function superviseHere(
-  output: string,
-  mode: 'start' | 'resume',
-  registry?: RegistryLocation,
-): Promise<string> {
-  const password =
-    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  const deps = await root.createSupervisorDeps(
-    output,
-    root.createStderrLogger(await root.batchLogSecrets(output)),
-    {
-      registryPassword: password,
-    },
-  );
-  try {
-    return await supervise({ ...deps, handleSignals: true }, mode);
-  } finally {
-    await deps.dispose();
-  }
+/** `e1-batch continuation`: the original batch's evidence, the file system the manifest is written to, this tool. */
+export async function createContinuationWiring(output: string): Promise<{
+  readonly store: EvidenceStore;
+  readonly options: {
+    readonly codeVersion: string;
+    readonly fs: NodeFileSystem;
+    readonly host: HostIdentity;
+  };
+}> {
+  return {
+    store: evidenceStoreAt(output),
+    options: { codeVersion: await root.codeVersion(), fs: localFileSystem, host: procHostIdentity },
+  };
 }
 
-/**
- * The batch's supervisor as a detached process. `registry`: where the batch was admitted; the supervisor reopens it
- * from batch.json, where a PostgreSQL URL is recorded without its password, so the password travels as PGPASSWORD.
- */
-export async function launchBatchSupervisor(
-  output: string,
-  mode: 'start' | 'resume',
-  registry?: RegistryLocation,
-): Promise<{ pid: number }> {
-  const password =
-    registry !== undefined && isPostgresLocation(registry) ? registry.connection.password : undefined;
-  return launchSupervisor(
-    pkg.BIN_RUN_JS,
-    output,
-    mode,
-    password !== undefined ? { PGPASSWORD: password } : {},
-  );
-}
-
-/** The logger of the detached supervisor: JSON lines in D/supervisor.log, the batch's secrets masked. */
-export async function createSupervisorLogger(output: string): Promise<Logger & { flush(): void }> {
-  return createFileLogger(join(output, SUPERVISOR_LOG), await root.batchLogSecrets(output), {
-    output,
-  });
+/** `diagnose sessions`: the session tails reader (node:zlib for `.jsonl.zst`). */
+export function createDiagnoseSessionsWiring(): Promise<SessionTails> {
+  return root.sessionTails();
 }
 
 /** `--registry` of reconcile and recover: a URL other than PostgreSQL's is refused, never taken for a path. */
@@ -219,7 +191,7 @@ export async function createStatusReader(output: string): Promise<(now: Date) =>
 }
 
 /** The pinned images of the batch in `output` whose tag moved since start (none without an engine). */
-export async function movedImagesOf(output: string): Promise<MovedImage[]> {
+async function movedImagesOf(output: string): Promise<MovedImage[]> {
   const store = evidenceStoreAt(output);
   const batch = await store.readJson(BATCH_FILE, isBatchRecord).catch(() => null);
   if (batch?.images === undefined) return [];
@@ -304,7 +276,7 @@ export async function createBatchStartWiring(
   registryFlag: string | undefined,
 ): Promise<{
   readonly deps: StartBatchDeps;
-  readonly registry: RegistryLocation;
+  readonly supervisor: SupervisorStarter;
   readonly host: Pick<
     StartBatchOptions,
     'registryPath' | 'hostAddresses' | 'hostPaths' | 'environment' | 'codeVersion'
@@ -342,9 +314,9 @@ export async function createBatchStartWiring(
     hostAddresses: hostAddresses(),
     hostPaths: await mount.hostMountRules(runtime),
     environment: process.env,
-    codeVersion: await codeVersion(),
+    codeVersion: await root.codeVersion(),
   };
-  return { deps, registry, host };
+  return { deps, supervisor: supervisorStarter('start', registry), host };
 }
 
 /**
@@ -384,7 +356,7 @@ export function createPairRunWiring(
     deps,
     host: {
       environment: process.env,
-      codeVersion,
+      codeVersion: root.codeVersion,
       cwd: process.cwd(),
       hostAddresses: hostAddresses(),
       // The same answer the lifecycle asks for before its create: one engine `info` per process, not two.

@@ -1,11 +1,13 @@
 import type { EgressGate } from './app/ports/egress.js';
-import { createImagePulls, createNodeImagePulls, readDockerConfig } from './image-wiring.js';
+import { readDockerConfig } from './image-wiring.js';
 import { NO_CREDENTIALS, registryCredentials } from './app/batch/registry-auth.js';
 import { RECEIPT_FILE, BATCH_FILE, MANIFEST_FILE } from './core/evidence-names.js';
 import { isBatchRecord } from './app/batch/layout.js';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { hostMountRules, mountOwners } from './mount-wiring.js';
+import { readCodeVersion } from './adapters/code-version.js';
+import * as pkg from './package-root.js';
 import pino from 'pino';
 import { humanLogDestination } from './adapters/stderr-log-format.js';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
@@ -42,9 +44,8 @@ import { parseManifest } from './core/manifest/parse.js';
 import type { RunPairDeps } from './app/pair/run-pair-types.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { registryLocation, type RegistryLocation } from './adapters/registry/default-path.js';
-import { openRecordedRegistry, openRegistryAt } from './adapters/registry/open-registry.js';
+import { openRegistryAt } from './adapters/registry/open-registry.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import type { SupervisorDeps } from './app/batch/supervisor-deps.js';
 import { nodesDown } from './app/batch/node-down.js';
 import { RoboguideError } from './core/errors.js';
 import {
@@ -339,33 +340,9 @@ export async function gatherBatchHostFacts(request: HostFactsRequest): Promise<H
   return gatherHostFacts({ source: defaultHostFactsSource(), clock: systemClock }, request);
 }
 
-/** Everything a supervisor process needs, wired for the batch in `output`. */
-export async function createSupervisorDeps(
-  output: string,
-  logger: Logger,
-  options: { readonly registryPassword?: string | undefined } = {},
-): Promise<SupervisorDeps & { dispose(): Promise<void> }> {
-  const fs = new NodeFileSystem();
-  const store = new EvidenceStore(fs, output);
-  const batch = await store.readJson(BATCH_FILE, isBatchRecord);
-  if (batch === null)
-    throw new RoboguideError('E_BATCH_STATE', `${output} is not a batch output directory`, { exitCode: 2 });
-  const registry = await openRecordedRegistry(batch.registry_path, options.registryPassword);
-  // The executor the batch was started with (batch.json): a resume runs where the start did.
-  const where = createExecutor(executorOfRecord(batch.executor), await nodesDown(store), logger);
-  return {
-    store,
-    registry,
-    execute: createExecutePairDeps(where.runtime, logger, where),
-    logger,
-    environment: process.env,
-    handleSignals: true,
-    ...(batch.image_plan !== undefined ? { imagePulls: createImagePulls(), readDockerConfig } : {}),
-    ...(batch.image_plan?.nodes !== undefined && batch.executor?.kind === 'swarm'
-      ? { nodeImagePulls: createNodeImagePulls(batch.executor.node_engines) }
-      : {}),
-    dispose: () => registry.close(),
-  };
+/** This tool's exact code version (package version and git commit), as receipts and batch.json record it. */
+export async function codeVersion(): Promise<string> {
+  return readCodeVersion(pkg.PACKAGE_ROOT, { fromBuild: pkg.RUNS_FROM_BUILD });
 }
 
 /**

@@ -10,16 +10,18 @@ import { readStatus } from './app/batch/read-status.js';
 import { EvidenceStore } from './app/evidence/evidence-store.js';
 import { HostScan, type HostScanOptions } from './app/metrics/host-scan.js';
 import type { CapacityRegistry } from './app/ports/capacity-registry.js';
-import type { Logger } from './app/ports/logger.js';
+import { createStderrLogger } from './composition-root.js';
 
-/** Wiring of `roboguide-eval metrics` (issue 45): the host's batches and registry, read-only, on GET /metrics. */
+/**
+ * The root of the metrics exporter, one process kind (`roboguide-eval metrics`, issue 45): the host's batches and
+ * registry, read-only, on GET /metrics; its own diagnostics on stderr.
+ */
 export interface ExporterOptions extends HostScanOptions {
   readonly host: string;
   readonly port: number;
   readonly token: string | null;
   /** `--registry` as given (default: the host's default registry); `none`: no registry series. */
   readonly registryFlag: string | undefined;
-  readonly logger: Logger;
 }
 
 export interface RunningExporter {
@@ -67,7 +69,7 @@ export async function startExporter(options: ExporterOptions): Promise<RunningEx
       get registry() {
         return current;
       },
-      logger: options.logger,
+      logger: createStderrLogger(),
     },
     options,
   );

@@ -19,7 +19,13 @@ import { redactingLogger } from './app/serve/redacting-logger.js';
 import { SessionManager } from './app/serve/session-manager.js';
 import type { SessionManagerDeps } from './app/serve/session-state.js';
 import type { Adoption } from './app/serve/session-restart.js';
-import { createExecutePairDeps } from './composition-root.js';
+import {
+  codeVersion,
+  createExecutePairDeps,
+  createExecutor,
+  createStderrLogger,
+} from './composition-root.js';
+import type { ExecutorConfig } from './core/executor.js';
 import { readLimitBasis } from './adapters/limit-basis.js';
 import { limitDefaults } from './core/pair-limits.js';
 import {
@@ -32,7 +38,25 @@ import {
 } from './serve-base.js';
 import { serveTuning, type ServeOptions, type ServeTuning } from './serve-options.js';
 
-/** Wiring of `roboguide-eval serve` (its own composition root, so the shared one stays small). */
+/**
+ * The root of the API server, one process kind (`roboguide-eval serve`, the testing kit's server): its own wiring, so
+ * the shared composition root stays small.
+ */
+
+/**
+ * What the `serve` process adds to its compiled options: this tool's version, its stderr logger, and on a swarm the
+ * executor its pairs run on (sessions and their execs stay on this host's engine: a swarm has no exec API).
+ */
+export async function serveProcessParts(
+  executor: ExecutorConfig,
+): Promise<Pick<ServeOptions, 'version' | 'logger' | 'pairExecutor'>> {
+  const logger = createStderrLogger();
+  return {
+    version: await codeVersion(),
+    logger,
+    ...(executor.kind === 'swarm' ? { pairExecutor: createExecutor(executor, [], logger) } : {}),
+  };
+}
 
 export interface RunningServe {
   readonly socketPath: string;

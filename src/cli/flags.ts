@@ -36,10 +36,16 @@ export const allowShortSecretsFlag = Flags.boolean({
   default: false,
 });
 
-/** The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. */
+/**
+ * The `--executor`, `--manager` and `--node-engine` flags, the same on `e1-batch start`, `pair run` and `serve`. oclif
+ * checks `--executor`'s two values; the rules that hang on its value (`--manager` and `--node-engine` required with
+ * swarm, refused with local) are `executorFromFlags`'s (src/core/executor.ts), which the library API shares: oclif's
+ * relations cannot tell a value given from the default (`--executor local` is the default's value).
+ */
 export const executorFlags = {
   executor: Flags.string({
     description: "where pairs run: local (this host's engine) or swarm (Docker Swarm through --manager)",
+    options: ['local', 'swarm'],
     default: 'local',
   }),
   manager: Flags.string({

@@ -3,7 +3,6 @@ import { resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
 import { BaseCommand } from '../cli/base-command.js';
 import { readTokenFile } from '../cli/token-file.js';
-import { createStderrLogger } from '../composition-root.js';
 import { InvalidInputError } from '../core/errors.js';
 import { startExporter } from '../metrics-root.js';
 
@@ -80,7 +79,6 @@ export default class Metrics extends BaseCommand {
       maxBatches: flags['max-batches'],
       keepEndedSec: flags['keep-ended'],
       registryFlag: flags.registry,
-      logger: createStderrLogger(),
     });
     const line = {
       listening: flags.listen,

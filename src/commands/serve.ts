@@ -2,11 +2,9 @@ import * as Flags from '@oclif/core/flags';
 import { BaseCommand } from '../cli/base-command.js';
 import { readTokenFile } from '../cli/token-file.js';
 import { bindAddressFlag, executorFlags, mountRootFlags, mountRootsFrom } from '../cli/flags.js';
-import { codeVersion } from '../command-root.js';
-import { createExecutor, createStderrLogger } from '../composition-root.js';
 import { executorFromFlags } from '../core/executor.js';
 import { terminalSafe } from '../core/terminal-text.js';
-import { type RunningServe, startServe } from '../serve-root.js';
+import { type RunningServe, serveProcessParts, startServe } from '../serve-root.js';
 import { compileServeOptions, SERVE_DEFAULTS, SERVE_MINIMUMS } from '../serve-options.js';
 
 export default class Serve extends BaseCommand {
@@ -133,14 +131,11 @@ export default class Serve extends BaseCommand {
     const token = flags['token-file'] !== undefined ? await readTokenFile(flags['token-file']) : undefined;
     const mountRoots = await mountRootsFrom(flags['mount-root'], flags['mount-root-only']);
     const options = compileServeOptions(flags, { token, mountRoots, environment: process.env });
-    const logger = createStderrLogger();
+    // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
     const running = await startServe({
       ...options,
       environment: process.env,
-      version: await codeVersion(),
-      logger,
-      // Pairs run where --executor says; sessions (exec) stay on this host's engine (a swarm has no exec API).
-      ...(executor.kind === 'swarm' ? { pairExecutor: createExecutor(executor, [], logger) } : {}),
+      ...(await serveProcessParts(executor)),
     });
     // One machine-readable line on stdout: clients and tests wait for it.
     this.log(JSON.stringify(readyLine(running)));

@@ -3,7 +3,7 @@ import * as Flags from '@oclif/core/flags';
 import { diagnoseSessionsReport } from '../../app/diagnose-sessions.js';
 import type { SessionsReport } from '../../app/diagnose-sessions.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { sessionTails } from '../../composition-root.js';
+import { createDiagnoseSessionsWiring } from '../../command-root.js';
 import type { ProviderFailure } from '../../core/result.js';
 
 export interface DiagnoseSessionsJson extends SessionsReport {
@@ -52,7 +52,9 @@ export default class DiagnoseSessions extends BaseCommand {
   async run(): Promise<DiagnoseSessionsJson> {
     const { flags } = await this.parse(DiagnoseSessions);
     const dir = resolve(flags.dir);
-    const report = await diagnoseSessionsReport(await sessionTails(), dir, { requireDirectory: true });
+    const report = await diagnoseSessionsReport(await createDiagnoseSessionsWiring(), dir, {
+      requireDirectory: true,
+    });
     for (const line of describeReport(report)) this.log(line);
     return { dir, ...report };
   }

@@ -2,8 +2,7 @@ import { resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
 import { writeContinuation, type ContinuationOutcome } from '../../app/batch/continuation.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { codeVersion, evidenceStoreAt, localFileSystem } from '../../command-root.js';
-import { hostIdentity } from '../../composition-root.js';
+import { createContinuationWiring } from '../../command-root.js';
 
 export default class BatchContinuation extends BaseCommand {
   static override summary = 'After a fatal pause: write a new manifest with every unclaimed job.';
@@ -23,11 +22,10 @@ export default class BatchContinuation extends BaseCommand {
 
   async run(): Promise<ContinuationOutcome> {
     const { flags } = await this.parse(BatchContinuation);
-    const outcome = await writeContinuation(evidenceStoreAt(resolve(flags.output)), {
+    const { store, options } = await createContinuationWiring(resolve(flags.output));
+    const outcome = await writeContinuation(store, {
+      ...options,
       manifestOut: resolve(flags['manifest-out']),
-      codeVersion: await codeVersion(),
-      fs: localFileSystem,
-      host: hostIdentity,
     });
     this.log(
       `wrote ${outcome.manifest_out}: ${outcome.jobs} unclaimed job(s), continuation of ${outcome.batch_id}`,

@@ -4,8 +4,7 @@ import { movedImageLine } from '../../app/batch/image-pins.js';
 import { alreadyDrained, checkResumable } from '../../app/batch/resume-batch.js';
 import { BaseCommand } from '../../cli/base-command.js';
 import { batchOutputFlag } from '../../cli/flags.js';
-import { evidenceStoreAt, launchBatchSupervisor, movedImagesOf, superviseHere } from '../../command-root.js';
-import { hostIdentity } from '../../composition-root.js';
+import { createResumeWiring } from '../../command-root.js';
 import { watchForeground } from '../../cli/foreground-progress.js';
 
 export default class BatchResume extends BaseCommand {
@@ -33,8 +32,8 @@ export default class BatchResume extends BaseCommand {
   }> {
     const { flags } = await this.parse(BatchResume);
     const output = resolve(flags.output);
-    const store = evidenceStoreAt(output);
-    const unfinished = await checkResumable(store, process.env, hostIdentity);
+    const { store, host, movedImages, supervisor } = createResumeWiring(output);
+    const unfinished = await checkResumable(store, process.env, host);
     if (await alreadyDrained(store, unfinished)) {
       this.log(
         `batch already drained: every job has a result; no supervisor started (see \`${this.userBin} e1-batch report --output ${output}\`)`,
@@ -42,12 +41,12 @@ export default class BatchResume extends BaseCommand {
       return { output, unfinished, supervisor_pid: null, state: 'drained' };
     }
     // A tag rebuilt since start is never followed: the pairs still to run use the image the batch pinned.
-    for (const moved of await movedImagesOf(output)) this.warn(movedImageLine(moved));
+    for (const moved of await movedImages()) this.warn(movedImageLine(moved));
     if (flags.foreground) {
       const watch = watchForeground(output, this.userBin);
       let state: string;
       try {
-        state = await superviseHere(output, 'resume');
+        state = await supervisor.here(output);
       } finally {
         await watch.stop();
       }
@@ -56,7 +55,7 @@ export default class BatchResume extends BaseCommand {
       if (code !== null) process.exitCode = code;
       return { output, unfinished, supervisor_pid: process.pid, state };
     }
-    const identity = await launchBatchSupervisor(output, 'resume');
+    const identity = await supervisor.launch(output);
     this.log(`resumed: supervisor pid ${identity.pid}; ${unfinished} job(s) without a result`);
     return { output, unfinished, supervisor_pid: identity.pid };
   }

@@ -10,12 +10,7 @@ import {
   mountRootFlags,
   mountRootsFrom,
 } from '../../cli/flags.js';
-import {
-  createBatchStartWiring,
-  launchBatchSupervisor,
-  outputSpaceWarning,
-  superviseHere,
-} from '../../command-root.js';
+import { createBatchStartWiring, outputSpaceWarning } from '../../command-root.js';
 import { executorFromFlags } from '../../core/executor.js';
 import { watchForeground } from '../../cli/foreground-progress.js';
 import { shellWord } from '../../core/next-steps.js';
@@ -89,7 +84,7 @@ export default class BatchStart extends BaseCommand {
       const watch = watchForeground(output, this.userBin);
       let state: string;
       try {
-        state = await superviseHere(output, 'start', wiring.registry);
+        state = await wiring.supervisor.here(output);
       } finally {
         await watch.stop();
       }
@@ -99,7 +94,7 @@ export default class BatchStart extends BaseCommand {
       if (code !== null) process.exitCode = code;
       return { batch_id: record.batch_id, output, supervisor_pid: process.pid, state, warnings };
     }
-    const identity = await launchBatchSupervisor(output, 'start', wiring.registry);
+    const identity = await wiring.supervisor.launch(output);
     this.log(`batch ${record.batch_id} started: supervisor pid ${identity.pid}, evidence in ${output}`);
     // The folder as typed (issue 40: an absolute path came back relative), quoted where a shell needs it.
     this.log(`  follow it: ${this.userBin} e1-batch status --output ${shellWord(flags.output)} --watch`);

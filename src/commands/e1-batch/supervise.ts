@@ -1,9 +1,7 @@
 import { resolve } from 'node:path';
 import * as Flags from '@oclif/core/flags';
-import { supervise } from '../../app/batch/supervisor.js';
 import { BaseCommand } from '../../cli/base-command.js';
-import { createSupervisorDeps } from '../../composition-root.js';
-import { createSupervisorLogger } from '../../command-root.js';
+import { runDetachedSupervisor } from '../../supervisor-root.js';
 
 /** The detached supervisor process that `start` and `resume` launch. Not for people. */
 export default class BatchSupervise extends BaseCommand {
@@ -16,15 +14,10 @@ export default class BatchSupervise extends BaseCommand {
 
   async run(): Promise<{ state: string }> {
     const { flags } = await this.parse(BatchSupervise);
-    const output = resolve(flags.output);
-    const logger = await createSupervisorLogger(output);
-    const deps = await createSupervisorDeps(output, logger);
-    try {
-      const state = await supervise(deps, flags.mode === 'resume' ? 'resume' : 'start');
-      return { state };
-    } finally {
-      await deps.dispose();
-      logger.flush();
-    }
+    const state = await runDetachedSupervisor(
+      resolve(flags.output),
+      flags.mode === 'resume' ? 'resume' : 'start',
+    );
+    return { state };
   }
 }
