@@ -188,9 +188,8 @@ function pathParam(query: URLSearchParams): string {
     path === null
       ? "must be a path in the container (absolute, or relative to the session's working directory)"
       : containerPathProblem(path);
-  if (path === null || problem !== null)
-    throw ApiError.invalid('the request', [{ path: 'path', rule: problem ?? '' }]);
-  return path;
+  if (problem !== null) throw ApiError.invalid('the request', [{ path: 'path', rule: problem }]);
+  return path ?? '';
 }
 
 /** The `mode` query parameter of a file upload: absent, or octal permission bits (e.g. 0644, 755). */
