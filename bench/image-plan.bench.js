@@ -216,7 +216,17 @@ try {
         const [, d, mon, y, h, mi, sec] = m;
         return Date.UTC(Number(y), months[mon], Number(d), Number(h), Number(mi), Number(sec)) >= from;
       }).length;
+    // What the engine really downloaded: each image's own random layer (MIN..MAX MiB, incompressible; the shared layers
+    // are 4 MiB and the pair driver's smaller) is fetched once per pull of it, and never by start's resolution.
+    const layerFetches = new Map();
+    for (const l of readFileSync(join(root, 'registry.log')).subarray(logFrom).toString('utf8').split('\n')) {
+      const m = /"GET \/v2\/([^ ]+)\/blobs\/sha256:[0-9a-f]+ HTTP\/1\.1" 200 (\d+)/.exec(l);
+      if (m !== null && l.includes('"docker/') && Number(m[2]) >= MIN * 2 ** 20)
+        layerFetches.set(m[1], (layerFetches.get(m[1]) ?? 0) + 1);
+    }
     return {
+      layerFetches: [...layerFetches.values()].reduce((a, n) => a + n, 0),
+      maxLayerFetches: Math.max(0, ...layerFetches.values()),
       code,
       seconds,
       peak,
@@ -252,7 +262,7 @@ try {
     const b = await run(`planned${r}`, { max_workers: 1, image_disk_bytes: budget, image_pulls: 2 });
     planned.push(b.seconds);
     console.log(
-      `round ${r} pulled ahead: ${b.seconds.toFixed(1)} s (exit ${b.code}), ${b.completed}/${JOBS} completed, ${b.planned} images in the plan, pairs off the frozen digest ${b.offDigest}, peak store ${(b.peak / 2 ** 20).toFixed(0)} MiB of ${(budget / 2 ** 20).toFixed(0)} (${b.peak <= budget ? 'never above' : 'ABOVE'}), ${b.pulls} pulls (journal), ${b.registryPulls} manifest GETs by digest (registry log), ${b.evictions} evictions, images pulled twice without an eviction between ${b.twice}, ${b.waits} waits ${(b.waited / 1000).toFixed(1)} s in all, load ${load()}`,
+      `round ${r} pulled ahead: ${b.seconds.toFixed(1)} s (exit ${b.code}), ${b.completed}/${JOBS} completed, ${b.planned} images in the plan, pairs off the frozen digest ${b.offDigest}, peak store ${(b.peak / 2 ** 20).toFixed(0)} MiB of ${(budget / 2 ** 20).toFixed(0)} (${b.peak <= budget ? 'never above' : 'ABOVE'}), ${b.pulls} pulls (journal), ${b.registryPulls} manifest GETs by digest (registry log, from the second of the first pull: start's resolution may share it), ${b.layerFetches} fetches of the images' own layers (at most ${b.maxLayerFetches} per image), ${b.evictions} evictions, images pulled twice without an eviction between ${b.twice}, ${b.waits} waits ${(b.waited / 1000).toFixed(1)} s in all, load ${load()}`,
     );
     removeImages();
   };
