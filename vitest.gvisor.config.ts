@@ -11,6 +11,8 @@ export default defineConfig({
     environment: 'node',
     testTimeout: 180_000,
     hookTimeout: 180_000,
+    // As in vitest.config.ts: under CI a failed test runs once more, and `.ci/run` names it at the end of its log.
+    retry: process.env.CI === 'true' ? 1 : 0,
     fileParallelism: false,
     globalSetup: ['test/support/global-setup.ts'],
     // A cache folder of its own per file (what the sessions-copy skip learned stays in the file).
