@@ -314,6 +314,28 @@ describe.skipIf(skip !== null)('swarm: each node pulls for its own pairs (issue 
       expect(status.images.nodes[node]!.budget_bytes).toBe(budget);
     }
 
+    // The report says the same per node: what each pulled, where a pull failed, what each held at the end.
+    const report = await cli(['e1-batch', 'report', '--output', output, '--json'], options);
+    expect(report.code, report.stderr).toBe(0);
+    const model = (
+      JSON.parse(report.stdout) as {
+        image_plan: {
+          images: { image: string; pulled_on: string[] }[];
+          nodes: { node: string; pulled: string[]; held: string[]; failed: string[] }[];
+        };
+      }
+    ).image_plan;
+    expect(model.nodes.map((n) => n.node).sort()).toEqual([n1, n2].sort());
+    const row = (node: string) => model.nodes.find((n) => n.node === node)!;
+    expect([row(n1).pulled.includes(refs[0]!), row(n1).pulled.includes(refs[1]!)]).toEqual([true, false]);
+    expect([row(n2).pulled.includes(refs[1]!), row(n2).pulled.includes(refs[0]!)]).toEqual([true, false]);
+    expect([row(n1).failed, row(n2).failed]).toEqual([[refs[4]], []]);
+    for (const node of [n1, n2])
+      expect([...row(node).held].sort(), node).toEqual([...status.images.nodes[node]!.held].sort());
+    expect(model.images.find((i) => i.image === refs[2])?.pulled_on).toEqual([n1, n2].sort());
+    const html = await readFile(join(output, 'report.html'), 'utf8');
+    for (const node of [n1, n2]) expect(html).toContain(`<tr data-node="${node}">`);
+
     // No byte the batch wrote holds the credentials: its output and registry, and both engines' data roots.
     const secrets = [PASSWORD, Buffer.from(`${USER}:${PASSWORD}`).toString('base64')];
     const files = await listFilesRecursively(root);

@@ -1,4 +1,5 @@
 import type { ImagePlanRecord } from '../image-plan.js';
+import { pulledOn, reportImageNodes, type ReportImageNode } from './image-plan-nodes.js';
 
 /**
  * The batch's image plan as the report shows it (issue 43): each image `start` froze (digest, compressed size), what
@@ -21,6 +22,8 @@ export interface ReportImage {
   readonly failure: { readonly kind: string; readonly message: string } | null;
   readonly waits: number;
   readonly waited_ms: number;
+  /** Swarm only: the nodes it was pulled on. */
+  readonly pulled_on?: readonly string[];
 }
 
 export interface ReportImagePlan {
@@ -31,6 +34,8 @@ export interface ReportImagePlan {
   readonly images: readonly ReportImage[];
   /** Pairs that waited for their image: job id → milliseconds (summed over supervisors). */
   readonly pair_waits: Readonly<Record<string, number>>;
+  /** Swarm only (`image_plan.nodes`, or image records naming a `node`): one row per node. */
+  readonly nodes?: readonly ReportImageNode[];
 }
 
 /** batch.json `image_plan`. */
@@ -69,6 +74,7 @@ export function reportImagePlan(
     const row = rows.get(e['image']);
     if (row !== undefined) tally(row, e, pairWaits);
   }
+  const nodes = reportImageNodes(plan.nodes, journal);
   const images = Object.entries(plan.images)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([image, p]): ReportImage => {
@@ -85,6 +91,7 @@ export function reportImagePlan(
         failure: r?.failure ?? null,
         waits: r?.waits ?? 0,
         waited_ms: r?.waited ?? 0,
+        ...(nodes !== null ? { pulled_on: pulledOn(nodes, image) } : {}),
       };
     });
   return {
@@ -94,6 +101,7 @@ export function reportImagePlan(
     prune_own_images: plan.prune_own_images === true,
     images,
     pair_waits: pairWaits,
+    ...(nodes !== null ? { nodes } : {}),
   };
 }
 

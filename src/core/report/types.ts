@@ -140,6 +140,6 @@ export interface ReportModel {
     readonly note: string;
   };
   readonly pairs: readonly ReportPair[];
-  /** The image plan (issue 43): images, digests, sizes, pulls/evictions/waits per image, each pair's wait; null: none. */
+  /** The image plan (issue 43): images, digests, sizes, pulls/evictions/waits per image, each pair's wait; swarm: per node too; null: none. */
   readonly image_plan: ReportImagePlan | null;
 }
