@@ -5,50 +5,12 @@ import {
   PULL_ATTEMPTS,
   PULL_BACKOFF_MS,
   registryHostOf,
-  type ImagePlanRecord,
   type PullFailureKind,
 } from '../../core/image-plan.js';
-import type { JournalAppend, JournalFieldsOf } from '../../core/journal-events.js';
-import type { Clock } from '../ports/clock.js';
-import type { ImagePulls, PullProgress } from '../ports/image-pulls.js';
-import type { Logger } from '../ports/logger.js';
-import type { RegistryCredentials } from './registry-auth.js';
+import type { JournalFieldsOf } from '../../core/journal-events.js';
+import type { PullProgress } from '../ports/image-pulls.js';
+import type { ImagePullerDeps, ReadyOptions } from './image-puller-types.js';
 import type { ImagePlanSnapshot, ImageReadiness } from './batch-images.js';
-
-/**
- * The supervisor's image plan at work (issue 43): pulls the images of the pairs next in dispatch order while pairs
- * run (at most `plan.concurrency` at once), keeps what the batch pulled within `plan.budget_bytes` (removing first
- * the least recently used image no pending pair needs, never one a running pair uses), and tells a pair whose turn
- * came whether its image is there (it waits, measured, never fails for a pull still under way). A pull is retried
- * with backoff; then an outage (`unavailable`) pauses the batch and a refusal fails the pairs that need the image.
- */
-export interface ImagePullerDeps {
-  readonly pulls: ImagePulls;
-  readonly plan: ImagePlanRecord;
-  readonly credentials: RegistryCredentials;
-  readonly journal: JournalAppend;
-  readonly logger: Logger;
-  readonly clock: Clock;
-  readonly redact: (text: string) => string;
-  /** The images (as the manifest names them) of the pairs not dispatched yet, in dispatch order. */
-  readonly queue: () => readonly string[];
-  /** Something status shows changed (a pull started, ended, an image went). */
-  readonly onChange?: () => void;
-  /** The batch stops or pauses: a pair waiting for its image is given back unclaimed. */
-  readonly halted?: () => boolean;
-  /** The images the engine had before the batch, by id (batch.json `images`): removed only with prune_own_images. */
-  readonly ownImages?: Readonly<Record<string, string>>;
-  readonly backoffMs?: number;
-  readonly attempts?: number;
-  /** Swarm: the node whose engine this puller pulls on (named in every journal record). */
-  readonly node?: string;
-}
-
-/** How a pair waits for its image: `signal` ends the wait (`stopped`); `quiet`: the caller counts and journals the wait. */
-export interface ReadyOptions {
-  readonly signal?: AbortSignal;
-  readonly quiet?: boolean;
-}
 
 interface Held {
   bytes: number;
@@ -61,6 +23,13 @@ interface Pulling {
   readonly layers: Map<string, { current: number; total: number }>;
 }
 
+/**
+ * The supervisor's image plan at work (issue 43): pulls the images of the pairs next in dispatch order while pairs
+ * run (at most `plan.concurrency` at once), keeps what the batch pulled within `plan.budget_bytes` (removing first
+ * the least recently used image no pending pair needs, never one a running pair uses), and tells a pair whose turn
+ * came whether its image is there (it waits, measured, never fails for a pull still under way). A pull is retried
+ * with backoff; then an outage (`unavailable`) pauses the batch and a refusal fails the pairs that need the image.
+ */
 export class ImagePuller {
   readonly #deps: ImagePullerDeps;
   readonly #imageOf = new Map<string, string>();
@@ -69,6 +38,8 @@ export class ImagePuller {
   readonly #failed = new Map<string, { kind: PullFailureKind; message: string }>();
   /** Images handed to a pair and not given back yet (count per ref): never removed. */
   readonly #inUse = new Map<string, number>();
+  /** Images the engine is removing now (bytes per ref): no longer handed to pairs, still on disk. */
+  readonly #evicting = new Map<string, number>();
   readonly #waiters = new Set<() => void>();
   /** Images pairs whose turn came wait for (count per image): pulled first, and room is made for them. */
   readonly #waitingFor = new Map<string, number>();
@@ -260,6 +231,7 @@ export class ImagePuller {
     let used = 0;
     for (const h of this.#held.values()) used += h.bytes;
     for (const p of this.#pulling.values()) used += p.estimate;
+    for (const bytes of this.#evicting.values()) used += bytes; // still on disk until the engine says removed
     return used;
   }
 
@@ -288,10 +260,18 @@ export class ImagePuller {
     });
     if (victims === null) return false;
     for (const v of victims) {
-      if (this.#inUse.has(v.ref)) return false; // handed to a pair meanwhile
-      const removed = await this.#deps.pulls.remove(v.ref).catch(() => 'in_use' as const);
-      if (removed === 'in_use') return false; // a container still has it (a pair not yet settled): try later
+      const held = this.#held.get(v.ref);
+      if (held === undefined || this.#inUse.has(v.ref)) return false; // handed to a pair meanwhile
+      // Out of `#held` before the engine is asked, not after: a pair whose turn comes while the engine removes it
+      // must wait for the pull that brings it back, not be handed an image that is going ("No such image").
       this.#held.delete(v.ref);
+      this.#evicting.set(v.ref, held.bytes);
+      const removed = await this.#deps.pulls.remove(v.ref).catch(() => 'in_use' as const);
+      this.#evicting.delete(v.ref);
+      if (removed === 'in_use') {
+        this.#held.set(v.ref, held); // a container still has it (a pair not yet settled): try later
+        return false;
+      }
       this.#evictions += 1;
       await this.#record({
         action: 'evicted',

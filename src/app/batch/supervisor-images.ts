@@ -1,7 +1,8 @@
 import { jobImage } from '../../core/manifest/parse.js';
 import type { SupervisorState } from '../../core/supervisor-machine.js';
 import { afterWait, type BatchImages } from './batch-images.js';
-import { ImagePuller, type ImagePullerDeps } from './image-puller.js';
+import { ImagePuller } from './image-puller.js';
+import type { ImagePullerDeps } from './image-puller-types.js';
 import { NodeImagePullers } from './node-image-pullers.js';
 import { nodesDown } from './node-down.js';
 import {

@@ -40,8 +40,14 @@ class FakePulls implements ImagePulls {
     const bytes = this.store.get(ref);
     return Promise.resolve(bytes === undefined ? null : { id: ref, bytes });
   }
-  remove(ref: string): Promise<'removed' | 'absent'> {
-    return Promise.resolve(this.store.delete(ref) ? 'removed' : 'absent');
+  /** Set: every removal waits for it (an engine slow to remove an image). */
+  removeGate: Promise<void> | null = null;
+  removing = 0;
+  async remove(ref: string): Promise<'removed' | 'absent'> {
+    this.removing += 1;
+    await this.removeGate;
+    this.removing -= 1;
+    return this.store.delete(ref) ? 'removed' : 'absent';
   }
 }
 
@@ -157,6 +163,37 @@ describe('ImagePuller (issue 43)', () => {
     expect(failed.map((e) => e.kind)).toEqual(['failed', 'unavailable']);
     expect(JSON.stringify(s.journal)).not.toContain(s.password);
     expect(s.pulls.auths.every((a) => a?.password === s.password)).toBe(true);
+  });
+
+  it('an image being removed is never handed to a pair: its pair waits for the pull that brings it back', async () => {
+    // Found on a swarm under load (swarm-image-pulls.int): a node's puller chose an image to evict, and while the
+    // engine removed it a pair's turn came, found it still held and was sent there: "No such image".
+    const s = setup(2, 25 * MB);
+    const [first, second] = [s.images[0] ?? '', s.images[1] ?? ''];
+    const ref0 = `127.0.0.1:5943/img-0@${digest(0)}`;
+    s.pulls.store.set(ref0, 20 * MB); // held from a previous supervisor: start() finds it
+    let openGate = (): void => undefined;
+    s.pulls.removeGate = new Promise((r) => (openGate = r));
+    s.queue.push(second); // the pending pairs need img-1 only: img-0 is the one to evict for it
+    await s.puller.start();
+    for (let i = 0; i < 100 && s.pulls.removing === 0; i += 1) await new Promise((r) => setTimeout(r, 1));
+    expect(s.pulls.removing).toBe(1); // img-0's removal is under way
+    let handedOver: { removing: number; inStore: boolean } | null = null;
+    const turn = s.puller.ready(first, 'job-late').then((r) => {
+      handedOver = { removing: s.pulls.removing, inStore: s.pulls.store.has(ref0) };
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 10));
+    s.pulls.removeGate = null;
+    openGate();
+    s.queue.shift();
+    expect((await turn).kind).toBe('ready');
+    // Handed over once the removal was over and img-0 was there again (pulled back), never during it.
+    expect(handedOver).toEqual({ removing: 0, inStore: true });
+    expect(s.journal.filter((e) => e.action === 'evicted' && e.ref === ref0)).toHaveLength(1);
+    expect(s.pulls.pulled.filter((r) => r === ref0)).toHaveLength(1);
+    s.puller.release(first);
+    await s.puller.close();
   });
 
   it('the user’s own images stay unless --prune-own-images; with it, an unneeded one makes room', async () => {
