@@ -100,7 +100,7 @@ export interface HeldImage {
  * The images to remove so that `needBytes` more fit under `budget`, given `usedBytes` held now: first those no
  * pending pair needs, least recently used first; then, only for the pair whose turn it is (`forHead`), those needed
  * last (farthest next use first; they are pulled again when their turn comes). Never one a running pair uses, never
- * the user's own unless allowed. For the head, an image larger than the budget counts as the whole budget (it is pulled
+ * the user's own unless allowed (and then only one no pending pair needs: it cannot be pulled back). For the head, an image larger than the budget counts as the whole budget (it is pulled
  * once nothing else is held). Null: it cannot fit (wait for a pair to finish).
  */
 export function chooseEvictions(
@@ -117,8 +117,11 @@ export function chooseEvictions(
   if (need !== needBytes) return chooseEvictions(held, usedBytes, need, budget, options);
   const removable = held.filter((h) => !h.inUse && (options.pruneOwn || !h.ownedByUser));
   const unneeded = removable.filter((h) => h.nextUse === null).sort((a, b) => a.lastUsedMs - b.lastUsedMs);
+  // The user's own images are not in the plan and cannot be pulled back: one a pending pair needs never goes.
   const later = options.forHead
-    ? removable.filter((h) => h.nextUse !== null).sort((a, b) => (b.nextUse ?? 0) - (a.nextUse ?? 0))
+    ? removable
+        .filter((h) => h.nextUse !== null && !h.ownedByUser)
+        .sort((a, b) => (b.nextUse ?? 0) - (a.nextUse ?? 0))
     : [];
   const chosen: HeldImage[] = [];
   let used = usedBytes;

@@ -40,6 +40,8 @@ export class ImagePuller {
   readonly #inUse = new Map<string, number>();
   /** Images the engine is removing now (bytes per ref): no longer handed to pairs, still on disk. */
   readonly #evicting = new Map<string, number>();
+  /** The user's own images removed (--prune-own-images): they cannot be pulled back. */
+  readonly #removedOwn = new Set<string>();
   readonly #waiters = new Set<() => void>();
   /** Images pairs whose turn came wait for (count per image): pulled first, and room is made for them. */
   readonly #waitingFor = new Map<string, number>();
@@ -87,12 +89,7 @@ export class ImagePuller {
     const halted = this.#deps.halted ?? ((): boolean => false);
     const stopping = (): boolean => halted() || options.signal?.aborted === true;
     const ref = this.#deps.plan.images[image]?.ref;
-    if (ref === undefined) {
-      // An image the engine had at start: held for the pair too (with --prune-own-images it could be removed).
-      const own = this.#deps.ownImages?.[image];
-      if (own !== undefined) this.#inUse.set(own, (this.#inUse.get(own) ?? 0) + 1);
-      return { kind: 'ready' };
-    }
+    if (ref === undefined) return this.#readyOwn(image, options.signal);
     const began = this.#deps.clock.now().getTime();
     let result: ImageReadiness;
     this.#waitingFor.set(image, (this.#waitingFor.get(image) ?? 0) + 1);
@@ -124,6 +121,24 @@ export class ImagePuller {
       await this.#record({ action: 'waited', image, ref, job_id: jobId, waited_ms: waited });
     }
     return result;
+  }
+
+  /**
+   * An image the engine had at start, held for the pair too. With --prune-own-images it may go (only once no pending
+   * pair needs it): a removal under way is waited out, and an image gone cannot come back (it is not in the plan).
+   */
+  async #readyOwn(image: string, signal: AbortSignal | undefined): Promise<ImageReadiness> {
+    const own = this.#deps.ownImages?.[image];
+    if (own === undefined) return { kind: 'ready' };
+    while (this.#evicting.has(own) && signal?.aborted !== true && !this.#closing.signal.aborted)
+      await this.#changed(1_000, signal);
+    if (this.#removedOwn.has(own))
+      return {
+        kind: 'failed',
+        message: `${image} was removed (--prune-own-images) and is not in the image plan`,
+      };
+    this.#inUse.set(own, (this.#inUse.get(own) ?? 0) + 1);
+    return { kind: 'ready' };
   }
 
   /** The images (as the manifest names them) this puller holds now, pulled by the batch. */
@@ -270,8 +285,11 @@ export class ImagePuller {
       this.#evicting.delete(v.ref);
       if (removed === 'in_use') {
         this.#held.set(v.ref, held); // a container still has it (a pair not yet settled): try later
+        this.#notify();
         return false;
       }
+      if (held.ownedByUser) this.#removedOwn.add(v.ref);
+      this.#notify();
       this.#evictions += 1;
       await this.#record({
         action: 'evicted',

@@ -88,6 +88,16 @@ describe('making room within the budget', () => {
       chooseEvictions(images, 150, 40, 150, { forHead: true, pruneOwn: false })?.map((h) => h.ref),
     ).toEqual(['later']);
   });
+  it('the user’s own image a pending pair needs never goes, even for the head with pruning (it cannot be pulled back)', () => {
+    const images = [
+      held('own-needed', 50, { ownedByUser: true, nextUse: 4 }),
+      held('later', 50, { nextUse: 2 }),
+    ];
+    expect(
+      chooseEvictions(images, 100, 50, 100, { forHead: true, pruneOwn: true })?.map((h) => h.ref),
+    ).toEqual(['later']);
+    expect(chooseEvictions([images[0]!], 50, 60, 100, { forHead: true, pruneOwn: true })).toBeNull();
+  });
   it('for the head: the image needed last goes first', () => {
     const images = [held('soon', 50, { nextUse: 2 }), held('late', 50, { nextUse: 7 })];
     expect(

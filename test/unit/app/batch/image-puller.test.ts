@@ -196,6 +196,24 @@ describe('ImagePuller (issue 43)', () => {
     await s.puller.close();
   });
 
+  it('--prune-own-images: a pair whose own image is being removed is told it is gone, not handed it', async () => {
+    const s = setup(1, 45 * MB, { prune: true, own: { 'mine:1': 'sha256:own' } });
+    s.pulls.store.set('sha256:own', 30 * MB);
+    let openGate = (): void => undefined;
+    s.pulls.removeGate = new Promise((r) => (openGate = r));
+    s.queue.push(s.images[0] ?? ''); // no pending pair needs mine:1 (its pair's turn has just come)
+    await s.puller.start();
+    for (let i = 0; i < 100 && s.pulls.removing === 0; i += 1) await new Promise((r) => setTimeout(r, 1));
+    expect(s.pulls.removing).toBe(1);
+    const turn = s.puller.ready('mine:1', 'job-own');
+    await new Promise((r) => setTimeout(r, 10));
+    openGate();
+    const answer = await turn;
+    expect(answer.kind).toBe('failed');
+    expect(s.pulls.store.has('sha256:own')).toBe(false);
+    await s.puller.close();
+  });
+
   it('the user’s own images stay unless --prune-own-images; with it, an unneeded one makes room', async () => {
     for (const prune of [false, true]) {
       const s = setup(2, 45 * MB, { prune, own: { 'mine:1': 'sha256:own' } });
