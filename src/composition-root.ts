@@ -149,7 +149,9 @@ export function createLazySwarmExecutor(
   executor: ExecutorConfig & { kind: 'swarm' },
   downNodes: readonly string[] = [],
   logger?: Logger,
-): Executor & { swarmNodes(): Promise<{ readonly node: string; readonly gpus: number }[]> } {
+): Executor & {
+  swarmNodes(): Promise<{ readonly node: string; readonly id: string; readonly gpus: number }[]>;
+} {
   let opened: Promise<SwarmExecutor> | null = null;
   const open = (): Promise<SwarmExecutor> =>
     (opened ??= createSwarmExecutor(executor, downNodes, logger ?? createStderrLogger()));
@@ -158,7 +160,7 @@ export function createLazySwarmExecutor(
     nodes: { readyNodes: async (constraints) => (await open()).nodes.readyNodes(constraints) },
     placements: { placementOf: async (id) => (await open()).placements.placementOf(id) },
     swarmNodes: async () =>
-      (await (await open()).nodes.list()).map((n) => ({ node: n.hostname, gpus: n.gpus })),
+      (await (await open()).nodes.list()).map((n) => ({ node: n.hostname, id: n.id, gpus: n.gpus })),
   };
 }
 

@@ -6,6 +6,7 @@
  * images at start. Jobs pinned to one node pull there only; unpinned jobs pull on every node (the rule,
  * docs/images.md); each node's store of the batch's images, sampled, never goes above its budget; an image whose
  * layer the registry lost fails its pair as `image_pull_failed`; no byte the batch wrote holds the credentials.
+ * One node's `--node-engine` is given by its swarm node id: `start` records it by hostname, which the pullers use.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -189,6 +190,21 @@ describe.skipIf(skip !== null)('swarm: each node pulls for its own pairs (issue 
       env: { ROBOGUIDE_LOG_LEVEL: 'warn', RG43SW_USER: USER, RG43SW_PASSWORD: PASSWORD },
       timeoutMs: 400_000,
     };
+    // n2's engine is given by its swarm node id, n1's by hostname: start records both by hostname, so n2's pairs get
+    // n2's puller (on today's code they got none: the puller was keyed by the id, the supervisor asks by hostname).
+    const managerEngine = new Docker({ socketPath: cluster.nodes[0]!.engine.socketPath });
+    const swarmNodes = (await managerEngine.listNodes()) as {
+      ID: string;
+      Description: { Hostname: string };
+    }[];
+    const n2Id = swarmNodes.find((n) => n.Description.Hostname === n2)!.ID;
+    const flags = [
+      '--executor',
+      'swarm',
+      '--manager',
+      cluster.managerUrl,
+      ...cluster.nodes.flatMap((n) => ['--node-engine', `${n.hostname === n2 ? n2Id : n.hostname}=${n.url}`]),
+    ];
     let sampling = true;
     let samples = 0;
     const peak = new Map<string, number>();
@@ -215,7 +231,7 @@ describe.skipIf(skip !== null)('swarm: each node pulls for its own pairs (issue 
         join(root, 'capacity.db'),
         '--foreground',
         '--json',
-        ...cluster.flags,
+        ...flags,
       ],
       options,
     ).finally(() => (sampling = false));
@@ -226,6 +242,7 @@ describe.skipIf(skip !== null)('swarm: each node pulls for its own pairs (issue 
 
     // The plan: every image frozen by digest; pulled on the swarm's nodes, the budget per node.
     const batch = JSON.parse(await readFile(join(output, 'batch.json'), 'utf8')) as {
+      executor: { node_engines: Record<string, string> };
       image_plan: {
         images: Record<string, { ref: string; digest: string }>;
         nodes: string[];
@@ -235,6 +252,7 @@ describe.skipIf(skip !== null)('swarm: each node pulls for its own pairs (issue 
     expect(Object.keys(batch.image_plan.images).sort()).toEqual([...refs].sort());
     expect([...batch.image_plan.nodes].sort()).toEqual([n1, n2].sort());
     expect(batch.image_plan.budget_bytes).toBe(budget);
+    expect(Object.keys(batch.executor.node_engines).sort()).toEqual([n1, n2].sort());
     const refOf = (i: number): string => batch.image_plan.images[refs[i]!]!.ref;
 
     // Every pair but h completed, on the node it was pinned to, created from the digest frozen at start.

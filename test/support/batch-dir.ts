@@ -62,7 +62,9 @@ export async function startTestBatch(
       ...(executor?.kind === 'swarm'
         ? {
             swarmNodes: () =>
-              Promise.resolve(Object.keys(executor.node_engines).map((node) => ({ node, gpus: 0 }))),
+              Promise.resolve(
+                Object.keys(executor.node_engines).map((node) => ({ node, id: `id-${node}`, gpus: 0 })),
+              ),
           }
         : {}),
     },

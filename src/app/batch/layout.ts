@@ -40,8 +40,11 @@ export interface BatchRecord {
   readonly executor?: ExecutorConfig;
   /** Swarm: how many pairs the swarm can place at once (GPU slots, or nodes for pairs without GPUs), seen at start. */
   readonly executor_slots?: number;
-  /** Swarm: the nodes that took work at start, with their GPUs (generic resources `NVIDIA-GPU`). */
-  readonly executor_nodes?: readonly { readonly node: string; readonly gpus: number }[];
+  /**
+   * Swarm: the nodes that took work at start (`node`: hostname; `id`: swarm node id, absent in batches from before),
+   * with their GPUs (generic resources `NVIDIA-GPU`).
+   */
+  readonly executor_nodes?: readonly { readonly node: string; readonly id?: string; readonly gpus: number }[];
   /**
    * The images as `start` resolved them: tag → id (`sha256:…`). Pairs run by that id (the local executor), and
    * their receipts record both; status and the report say when a tag has moved since. Absent: run by tag (a swarm

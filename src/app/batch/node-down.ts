@@ -50,7 +50,7 @@ export interface NodeDownDeps {
  * through the usual terminal reconciliation, with a runtime that counts the declared node's containers as gone and
  * still insists on every other node's 404. Idempotent: a second declaration changes nothing.
  */
-export async function declareNodeDown(deps: NodeDownDeps, node: string): Promise<NodeDownReport> {
+export async function declareNodeDown(deps: NodeDownDeps, given: string): Promise<NodeDownReport> {
   const { store } = deps;
   const { batch, manifest } = await loadBatch(store);
   if (batch.executor?.kind !== 'swarm') {
@@ -62,6 +62,8 @@ export async function declareNodeDown(deps: NodeDownDeps, node: string): Promise
     ...Object.keys(batch.executor.node_engines),
     ...(batch.executor_nodes ?? []).map((n) => n.node),
   ]);
+  // A node given by its swarm id is recorded by its hostname, the name admission and the image pullers use.
+  const node = (batch.executor_nodes ?? []).find((n) => n.id === given && !known.has(given))?.node ?? given;
   if (!known.has(node)) {
     throw new InvalidInputError('E_USAGE', 'unknown node', [
       { path: '--node', rule: `must be one of the batch's nodes: ${[...known].sort().join(', ')}` },

@@ -12,6 +12,7 @@ import type { HostIdentity } from '../ports/host-identity.js';
 import type { ImagePulls } from '../ports/image-pulls.js';
 import type { DockerConfigReader, RegistryCredentials } from './registry-auth.js';
 import type { RegistryNeeds } from './registry-needs.js';
+import type { SwarmNodeFacts } from './swarm-node-names.js';
 
 /** How `start` reads an image's compressed size from its registry (an adapter; null: unknown). */
 export type CompressedSize = (
@@ -37,8 +38,8 @@ export interface StartBatchDeps {
   readonly checkRegistry?: (needs: RegistryNeeds) => Promise<void>;
   /** Host facts for batch.json's `host`, asked once every check has passed (never rejects). */
   readonly hostFacts?: (request: HostFactsRequest) => Promise<HostFactsRecord>;
-  /** Swarm: the nodes that take work now, with their GPUs. */
-  readonly swarmNodes?: () => Promise<readonly { readonly node: string; readonly gpus: number }[]>;
+  /** Swarm: the nodes that take work now (`node`: hostname, `id`: swarm node id), with their GPUs. */
+  readonly swarmNodes?: () => Promise<readonly SwarmNodeFacts[]>;
   /** Issue 43: the engine's image calls; with them an image the engine lacks is resolved in its registry, not refused. */
   readonly imagePulls?: ImagePulls;
   /** The compressed size of an image at a digest, from its registry (null: unknown). */

@@ -31,6 +31,7 @@ import { gpuCount, swarmJobIssues, swarmSlots } from './swarm-checks.js';
 import { dataRootFree, imagePlanRecord, planOf } from './image-plan-start.js';
 import type { StartBatchDeps, StartBatchOptions } from './start-batch-types.js';
 import { checkImages, type EngineImages, type ImagePlanner } from './image-check.js';
+import { withNodeHostnames, type SwarmNodeFacts } from './swarm-node-names.js';
 
 /** Job ids already claimed by the batch a continuation continues: they must never run again. */
 async function claimedInOriginal(manifest: Manifest, fs: FileSystem): Promise<Issue[]> {
@@ -175,15 +176,32 @@ async function checkEngine(
   return { engine, ...(await checkImages(runtime, manifest, bin, plan)) };
 }
 
+/**
+ * A swarm's nodes as the manager lists them (asked once, before the engine checks), and the executor with each
+ * `--node-engine` NODE as its node's hostname (src/app/batch/swarm-node-names.ts): an unknown or doubled NODE is
+ * refused before the nodes' engines are asked anything. Undefined: the local executor (or no node list).
+ */
+async function swarmNaming(
+  deps: StartBatchDeps,
+  options: StartBatchOptions,
+): Promise<
+  (ReturnType<typeof withNodeHostnames> & { readonly nodes: readonly SwarmNodeFacts[] }) | undefined
+> {
+  const executor = options.executor;
+  if (executor?.kind !== 'swarm' || deps.swarmNodes === undefined) return undefined;
+  const nodes = await deps.swarmNodes();
+  return { ...withNodeHostnames(executor, nodes), nodes };
+}
+
 /** Where the batch's pairs run: this host's GPUs as observed, or a swarm's nodes and how many pairs fit at once. */
 async function executorFacts(
   deps: StartBatchDeps,
   options: StartBatchOptions,
   manifest: Manifest,
+  swarmNodes: readonly SwarmNodeFacts[] | undefined,
 ): Promise<Partial<BatchRecord> & Pick<BatchRecord, 'gpu_observation'>> {
   const swarm = options.executor?.kind === 'swarm';
   const gpuObservation = swarm ? null : await observeForManifest(deps, manifest);
-  const swarmNodes = swarm && deps.swarmNodes ? await deps.swarmNodes() : undefined;
   const executorSlots =
     swarmNodes !== undefined
       ? swarmSlots(swarmNodes, Math.max(0, ...manifest.jobs.map((j) => gpuCount(j.gpus))))
@@ -195,7 +213,7 @@ async function executorFacts(
       : {}),
     ...(executorSlots !== undefined ? { executor_slots: executorSlots } : {}),
     ...(swarmNodes !== undefined
-      ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, gpus: n.gpus })) }
+      ? { executor_nodes: swarmNodes.map((n) => ({ node: n.node, id: n.id, gpus: n.gpus })) }
       : {}),
   };
 }
@@ -234,7 +252,7 @@ export async function prepareBatch(deps: StartBatchDeps, options: StartBatchOpti
   return withLimits;
 }
 
-/** Every refusal of a start, in order: the output folder, the manifest, the engine and images, the registry. */
+/** Every refusal of a start, in order: the output folder, the manifest, the swarm's node names, the engine and images, the registry. */
 async function checkBatch(deps: StartBatchDeps, options: StartBatchOptions) {
   // The folder first: a reused one is one line, not every job's outcome_path that its finished batch left (issue 40).
   await refuseUsedOutput(deps.fs, options.output, {
@@ -243,8 +261,15 @@ async function checkBatch(deps: StartBatchDeps, options: StartBatchOptions) {
   });
   const { bytes, manifest } = await checkManifest(deps, options);
   const bin = options.bin ?? 'roboguide-eval';
+  const named = await swarmNaming(deps, options);
   const images = await checkEngine(deps.runtime, manifest, bin, planOf(deps, options, manifest));
-  const { gpu_observation: gpuObservation, ...placement } = await executorFacts(deps, options, manifest);
+  const { gpu_observation: gpuObservation, ...placement } = await executorFacts(
+    deps,
+    named !== undefined ? { ...options, executor: named.executor } : options,
+    manifest,
+    named?.nodes,
+  );
+  const hostnameOf = named?.hostnameOf ?? ((name: string) => name);
   const nodes = options.executor?.kind === 'swarm' ? admissionNodesFor(deps.nodes) : undefined;
   await deps.checkRegistry?.(
     registryNeeds(manifest, {
@@ -253,7 +278,7 @@ async function checkBatch(deps: StartBatchDeps, options: StartBatchOptions) {
       isAlive: (lease) => deps.host.isAlive(lease),
     }),
   );
-  return { bytes, manifest, ...images, gpuObservation, placement };
+  return { bytes, manifest, ...images, gpuObservation, placement, hostnameOf };
 }
 
 /** batch.json's record (before its pair limit defaults): the batch's identity and what its checks found. */
@@ -263,7 +288,17 @@ async function batchRecordOf(
   checked: Awaited<ReturnType<typeof checkBatch>>,
   at: { readonly host: Promise<HostFactsRecord> | undefined; readonly now: Date },
 ): Promise<BatchRecord> {
-  const { manifest, engine, pins, planned, nodes: imageNodes, gpuObservation } = checked;
+  const {
+    manifest,
+    engine,
+    pins,
+    planned,
+    nodes: imageNodes,
+    gpuObservation,
+    placement,
+    hostnameOf,
+  } = checked;
+  const executor = placement.executor ?? options.executor;
   const { host, now } = at;
   return {
     schema: BATCH_SCHEMA,
@@ -280,7 +315,13 @@ async function batchRecordOf(
     ...(Object.keys(pins).length > 0 && (options.executor === undefined || options.executor.kind === 'local')
       ? { images: pins }
       : {}),
-    ...(imageNodes !== undefined ? { image_nodes: imageNodes } : {}),
+    ...(imageNodes !== undefined
+      ? {
+          image_nodes: Object.fromEntries(
+            Object.entries(imageNodes).map(([image, nodes]) => [image, nodes.map(hostnameOf)]),
+          ),
+        }
+      : {}),
     ...(Object.keys(planned).length > 0
       ? {
           image_plan: imagePlanRecord(
@@ -288,7 +329,7 @@ async function batchRecordOf(
             planned,
             host !== undefined ? dataRootFree(await host) : null,
             options.pruneOwnImages === true,
-            options.executor?.kind === 'swarm' ? Object.keys(options.executor.node_engines) : undefined,
+            executor?.kind === 'swarm' ? Object.keys(executor.node_engines) : undefined,
           ),
         }
       : {}),

@@ -18,7 +18,7 @@ export default class BatchNodeDown extends BaseCommand {
   static override flags = {
     output: batchOutputFlag,
     node: Flags.string({
-      description: 'the swarm node (hostname as in --node-engine) that is gone',
+      description: 'the swarm node (its hostname or swarm node id) that is gone',
       required: true,
     }),
   };

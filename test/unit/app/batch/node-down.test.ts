@@ -121,6 +121,14 @@ describe('declareNodeDown (`e1-batch node-down`)', () => {
     expect(await nodesDown(batch.store)).toEqual(['gpu-1']);
   });
 
+  it('takes a node by its swarm id too, recorded by hostname (what admission and the pullers match)', async () => {
+    batch = await startTestBatch(dir, { executor: SWARM });
+    const report = await declareNodeDown(deps(), 'id-gpu-2');
+    expect(report.node).toBe('gpu-2');
+    expect(await nodesDown(batch.store)).toEqual(['gpu-2']);
+    expect(runtimes).toEqual([['gpu-2']]);
+  });
+
   it('a second node joins the first in nodes-down.json, and the runtime counts both gone', async () => {
     batch = await startTestBatch(dir, { executor: SWARM });
     await declareNodeDown(deps(), 'gpu-2');

@@ -52,8 +52,8 @@ async function start(gpus: unknown, executor: ExecutorConfig = SWARM): Promise<E
       observeGpus: () => Promise.reject(new Error("a swarm batch must not observe this host's GPUs")),
       swarmNodes: () =>
         Promise.resolve([
-          { node: 'gpu-1', gpus: 2 },
-          { node: 'gpu-2', gpus: 2 },
+          { node: 'gpu-1', id: 'id-gpu-1', gpus: 2 },
+          { node: 'gpu-2', id: 'id-gpu-2', gpus: 2 },
         ]),
     },
     {
@@ -101,8 +101,8 @@ describe('swarm batch: batch.json and status nodes', () => {
       executor: SWARM,
       executor_slots: 4,
       executor_nodes: [
-        { node: 'gpu-1', gpus: 2 },
-        { node: 'gpu-2', gpus: 2 },
+        { node: 'gpu-1', id: 'id-gpu-1', gpus: 2 },
+        { node: 'gpu-2', id: 'id-gpu-2', gpus: 2 },
       ],
       gpu_observation: null,
     });
