@@ -35,7 +35,11 @@ const firstLines = (message) =>
     .map((line) => `      ${line.slice(0, 300)}`)
     .join('\n');
 for (const { path, test } of failed) {
-  console.log(`  FAILED ${path} > ${test.fullName}\n${firstLines(test.failureMessages.at(-1))}`);
+  // The first attempt's error is the cause; a retry's may only be what the first attempt left behind.
+  const [first, last] = [test.failureMessages[0], test.failureMessages.at(-1)];
+  const retry =
+    test.failureMessages.length > 1 && last !== first ? `\n    and on its retry:\n${firstLines(last)}` : '';
+  console.log(`  FAILED ${path} > ${test.fullName}\n${firstLines(first)}${retry}`);
 }
 for (const { path, test } of flaky) {
   console.log(

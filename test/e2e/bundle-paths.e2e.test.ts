@@ -17,7 +17,8 @@ describe('the bundled composition root', () => {
     expect(chunk, 'a composition-root chunk in dist/bundle/chunks (run npm run build)').toBeDefined();
     const mod = (await import(pathToFileURL(join(chunks, chunk!)).href)) as Record<string, unknown>;
     const values = Object.values(mod).filter((v): v is string => typeof v === 'string');
-    expect(values).toContain(ROOT);
+    // Both are the package root joined with a name (package-root.ts): right only if the root was found. The root
+    // itself is exported only while another chunk imports it, which the bundler decides.
     expect(values).toContain(join(ROOT, 'docker'));
     expect(values).toContain(join(ROOT, 'bin', 'run.js'));
     expect(existsSync(join(ROOT, 'docker'))).toBe(true);

@@ -161,7 +161,7 @@ describe.skipIf(noDocker || skipBrowser !== null)('report.html in a real browser
 
   it('`e1-batch report --json` gives the same data; the page written elsewhere (--out) and a copied folder keep working links', async () => {
     const elsewhere = join(work, 'elsewhere');
-    await mkdir(elsewhere);
+    await mkdir(elsewhere, { recursive: true }); // a second attempt (CI retries a failed test once) finds it there
     const { stdout } = await promisify(execFile)(process.execPath, [
       BIN_RUN_JS,
       'e1-batch',

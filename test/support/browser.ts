@@ -67,7 +67,9 @@ export async function openPage(url: string, size = { width: 1400, height: 1000 }
       child.kill('SIGTERM');
       await exited;
     }
-    await rm(profile, { recursive: true, force: true });
+    // Chromium's helpers (crashpad, utility) may still write into the profile for a moment after the browser
+    // process exits: ENOTEMPTY, seen once in CI. rm retries it (maxRetries).
+    await rm(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   };
   try {
     const port = await new Promise<string>((resolve, reject) => {
