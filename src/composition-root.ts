@@ -59,6 +59,7 @@ import { failpointsFromEnvironment } from './adapters/env-failpoints.js';
 import { installFailpoints } from './app/ports/failpoints.js';
 import type { HostFactsRequest } from './app/ports/host-facts.js';
 import type { HostFactsRecord } from './core/host-facts.js';
+import type { SwarmNodeFacts } from './app/batch/swarm-node-names.js';
 
 /**
  * The one place adapters are constructed. Commands ask for what they need here.
@@ -149,9 +150,7 @@ export function createLazySwarmExecutor(
   executor: ExecutorConfig & { kind: 'swarm' },
   downNodes: readonly string[] = [],
   logger?: Logger,
-): Executor & {
-  swarmNodes(): Promise<{ readonly node: string; readonly id: string; readonly gpus: number }[]>;
-} {
+): Executor & { swarmNodes(): Promise<SwarmNodeFacts[]> } {
   let opened: Promise<SwarmExecutor> | null = null;
   const open = (): Promise<SwarmExecutor> =>
     (opened ??= createSwarmExecutor(executor, downNodes, logger ?? createStderrLogger()));
