@@ -14,6 +14,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { systemTool } from '../system-tool.js';
+import { ToolShell } from './tool-shell.js';
 import type { MountMode } from '../../core/mount-mode.js';
 import type { EntryKind, FileInfo } from '../../app/ports/file-system.js';
 import type { MountStager, OpenedChild, OpenedFolder } from '../../app/ports/mount-stager.js';
@@ -52,7 +53,7 @@ export class ProcFdMountStager implements MountStager {
 
   constructor(options: ProcFdStagerOptions) {
     this.options = options;
-    this.#run = options.run ?? runTool;
+    this.#run = options.run ?? runToolInShell;
   }
 
   mode(): Promise<MountMode> {
@@ -283,7 +284,15 @@ function errnoOf(err: unknown): string {
   return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'error';
 }
 
-/** mount(8) or umount(8) of the host, with C messages; rejects on a non-zero exit (the default `run`). */
+/** The process's one shell for mount(8) and umount(8) (tool-shell.ts), started on first use. */
+const toolShell = new ToolShell({ fallback: runTool });
+
+/** mount(8) or umount(8) of the host through the process's tool shell (the default `run`); as runTool otherwise. */
+export function runToolInShell(file: string, args: readonly string[]): Promise<void> {
+  return toolShell.run(systemTool(file), args);
+}
+
+/** mount(8) or umount(8) of the host, with C messages, one process per call; rejects on a non-zero exit. */
 export function runTool(file: string, args: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     execFile(
