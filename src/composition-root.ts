@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { hostMountRules, mountOwners } from './mount-wiring.js';
 import { readCodeVersion } from './adapters/code-version.js';
 import * as pkg from './package-root.js';
-import pino from 'pino';
+import { createRequire } from 'node:module';
+import type Pino from 'pino';
+import { deferredLogger } from './adapters/deferred-logger.js';
 import { humanLogDestination } from './adapters/stderr-log-format.js';
 import type { DockerContainerRuntime } from './adapters/docker/docker-container-runtime.js';
 import { DockerPairNetwork } from './adapters/docker/docker-pair-network.js';
@@ -214,7 +216,12 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
  */
 export function createStderrLogger(secrets: readonly string[] = []): Logger {
   const level = process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn';
-  return pino({ level, ...pinoRedactionOptions(secrets) }, humanLogDestination() ?? pino.destination(2));
+  // ROBOGUIDE_LOG_FORMAT is checked now; pino is loaded on the first line the level lets through (deferred-logger.ts).
+  const human = humanLogDestination();
+  return deferredLogger(level, () => {
+    const pino = createRequire(import.meta.url)('pino') as typeof Pino;
+    return pino({ level, ...pinoRedactionOptions(secrets) }, human ?? pino.destination(2));
+  });
 }
 
 /**

@@ -1,4 +1,5 @@
-import pino from 'pino';
+import { createRequire } from 'node:module';
+import type Pino from 'pino';
 import type { Logger } from '../app/ports/logger.js';
 import { pinoRedactionOptions } from './log-redaction.js';
 
@@ -11,6 +12,9 @@ export function createFileLogger(
   secrets: readonly string[],
   bindings: Record<string, unknown> = {},
 ): Logger & { flush(): void } {
+  // Required here, not imported at the top: a module that only might make a file logger (the process roots) does not
+  // load pino with it (issue 39, start-up).
+  const pino = createRequire(import.meta.url)('pino') as typeof Pino;
   const destination = pino.destination({ dest: path, sync: true, mkdir: true, mode: 0o600 });
   const logger = pino(
     { level: process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'info', base: bindings, ...pinoRedactionOptions(secrets) },
