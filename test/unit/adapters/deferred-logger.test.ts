@@ -49,7 +49,10 @@ describe('deferredLogger: the real logger is built on the first line the level l
     child.info({ x: true }, 'from the child');
     logger.info({}, 'from the parent');
     expect(built).toBe(1);
-    expect(lines).toEqual(['info {"job":"j1","attempt":2,"x":true} from the child', 'info {} from the parent']);
+    expect(lines).toEqual([
+      'info {"job":"j1","attempt":2,"x":true} from the child',
+      'info {} from the parent',
+    ]);
   });
 
   it('silent builds nothing ever; a level it does not know is handed to make at once (pino refuses it there)', () => {
