@@ -214,14 +214,19 @@ export async function runtimeForOutput(output: string): Promise<ContainerRuntime
  * Our own diagnostics on stderr (JSON; a human line each on a terminal, or as ROBOGUIDE_LOG_FORMAT says), warnings and
  * up unless ROBOGUIDE_LOG_LEVEL says otherwise; a level pino does not know is refused at once.
  */
-export function createStderrLogger(secrets: readonly string[] = []): Logger {
+export function createStderrLogger(
+  secrets: readonly string[] = [],
+  options: { readonly longRunning?: boolean } = {},
+): Logger {
   const level = process.env['ROBOGUIDE_LOG_LEVEL'] ?? 'warn';
-  // ROBOGUIDE_LOG_FORMAT is checked now; pino is loaded on the first line the level lets through (deferred-logger.ts).
+  // ROBOGUIDE_LOG_FORMAT is checked now; pino is loaded on the first line the level lets through (deferred-logger.ts),
+  // or now for a long-running process (serve, a supervisor), which should not first need a package hours later.
   const human = humanLogDestination();
-  return deferredLogger(level, () => {
+  const make = (): Logger => {
     const pino = createRequire(import.meta.url)('pino') as typeof Pino;
     return pino({ level, ...pinoRedactionOptions(secrets) }, human ?? pino.destination(2));
-  });
+  };
+  return deferredLogger(level, make, options.longRunning === true);
 }
 
 /**

@@ -69,7 +69,7 @@ export async function startExporter(options: ExporterOptions): Promise<RunningEx
       get registry() {
         return current;
       },
-      logger: createStderrLogger(),
+      logger: createStderrLogger([], { longRunning: true }),
     },
     options,
   );

@@ -50,7 +50,7 @@ import { serveTuning, type ServeOptions, type ServeTuning } from './serve-option
 export async function serveProcessParts(
   executor: ExecutorConfig,
 ): Promise<Pick<ServeOptions, 'version' | 'logger' | 'pairExecutor'>> {
-  const logger = createStderrLogger();
+  const logger = createStderrLogger([], { longRunning: true });
   return {
     version: await codeVersion(),
     logger,

@@ -54,7 +54,7 @@ async function superviseHere(
   mode: SupervisorMode,
   password: string | undefined,
 ): Promise<string> {
-  const logger = root.createStderrLogger(await root.batchLogSecrets(output));
+  const logger = root.createStderrLogger(await root.batchLogSecrets(output), { longRunning: true });
   const deps = await createSupervisorDeps(output, logger, { registryPassword: password });
   try {
     return await supervise({ ...deps, handleSignals: true }, mode);

@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { systemTool } from '../system-tool.js';
-import { ToolShell } from './tool-shell.js';
+import { TOOL_ENV, ToolShell } from './tool-shell.js';
 import type { MountMode } from '../../core/mount-mode.js';
 import type { EntryKind, FileInfo } from '../../app/ports/file-system.js';
 import type { MountStager, OpenedChild, OpenedFolder } from '../../app/ports/mount-stager.js';
@@ -295,14 +295,9 @@ export function runToolInShell(file: string, args: readonly string[]): Promise<v
 /** mount(8) or umount(8) of the host, with C messages, one process per call; rejects on a non-zero exit. */
 export function runTool(file: string, args: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    execFile(
-      systemTool(file),
-      [...args],
-      { env: { ...process.env, LC_ALL: 'C' }, timeout: 10_000 },
-      (err, _out, stderr) => {
-        if (err === null) resolve();
-        else reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`, { cause: err }));
-      },
-    );
+    execFile(systemTool(file), [...args], { env: TOOL_ENV, timeout: 10_000 }, (err, _out, stderr) => {
+      if (err === null) resolve();
+      else reject(new Error(`${file} ${args.join(' ')}: ${stderr.trim() || err.message}`, { cause: err }));
+    });
   });
 }

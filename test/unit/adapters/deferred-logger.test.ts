@@ -69,4 +69,31 @@ describe('deferredLogger: the real logger is built on the first line the level l
       }),
     ).toThrow('unknown level loud');
   });
+
+  it('a line whose logger cannot be built throws nothing; the next line tries again and gets through', () => {
+    const lines: string[] = [];
+    let attempts = 0;
+    const logger = deferredLogger('warn', () => {
+      attempts += 1;
+      if (attempts === 1) throw Object.assign(new Error('too many open files'), { code: 'EMFILE' });
+      return recordingLogger(lines);
+    });
+    expect(() => logger.error({ secret: 'x' }, 'first, when nothing could be opened')).not.toThrow();
+    logger.error({ a: 1 }, 'second');
+    expect(attempts).toBe(2);
+    expect(lines).toEqual(['error {"a":1} second']);
+  });
+
+  it('now: built at once, for a long-running process', () => {
+    let built = 0;
+    deferredLogger(
+      'warn',
+      () => {
+        built += 1;
+        return recordingLogger([]);
+      },
+      true,
+    );
+    expect(built).toBe(1);
+  });
 });

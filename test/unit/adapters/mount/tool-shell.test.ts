@@ -1,4 +1,12 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -125,6 +133,55 @@ describe.skipIf(process.platform !== 'linux')('ToolShell: one shell runs the too
       await quick.run('/usr/bin/touch', [join(dir, 'again')]);
       expect(existsSync(join(dir, 'again'))).toBe(true);
       expect(quick.pid).not.toBe(first);
+    } finally {
+      quick.close();
+    }
+  });
+
+  it('a request waiting behind others has its whole time once it runs: a queue is no timeout', async () => {
+    const quick = new ToolShell({ fallback: fallback.run, timeoutMs: 1000 });
+    try {
+      // Six of 0.3 s run one after another (1.8 s in all): each within its own second.
+      const runs = Array.from({ length: 6 }, (_, i) =>
+        quick.run('/usr/bin/sleep', ['0.3']).then(() => quick.run('/usr/bin/touch', [join(dir, `q${i}`)])),
+      );
+      await Promise.all(runs);
+      expect(readdirSync(dir)).toHaveLength(6);
+    } finally {
+      quick.close();
+    }
+  });
+
+  it('a request past its time fails alone: those queued behind it run on a new shell', async () => {
+    const quick = new ToolShell({ fallback: fallback.run, timeoutMs: 700 });
+    try {
+      const stuck = quick.run('/usr/bin/sleep', ['30']);
+      const behind = [
+        quick.run('/usr/bin/touch', [join(dir, 'b1')]),
+        quick.run('/usr/bin/touch', [join(dir, 'b2')]),
+      ];
+      const first = quick.pid!;
+      await expect(stuck).rejects.toThrow(/sleep 30: timed out after 700 ms/);
+      await Promise.all(behind);
+      expect(readdirSync(dir).sort()).toEqual(['b1', 'b2']);
+      expect(quick.pid).not.toBe(first);
+      expect(fallback.calls).toEqual([]);
+    } finally {
+      quick.close();
+    }
+  });
+
+  it('a message with a carriage return or a line separator fails its request at once, whole', async () => {
+    const tool = join(dir, 'complains');
+    writeFileSync(tool, "#!/bin/sh\nprintf 'bad\\rthing \\342\\200\\250 end' >&2\nexit 3\n");
+    chmodSync(tool, 0o755);
+    const quick = new ToolShell({ fallback: fallback.run, timeoutMs: 5000 });
+    try {
+      const started = Date.now();
+      await expect(quick.run(tool, [])).rejects.toThrow(/complains: bad thing \u2028 end$/);
+      expect(Date.now() - started).toBeLessThan(4000);
+      await quick.run('/usr/bin/touch', [join(dir, 'next')]);
+      expect(existsSync(join(dir, 'next'))).toBe(true);
     } finally {
       quick.close();
     }
