@@ -13,9 +13,9 @@ import type { Readable, Writable } from 'node:stream';
  * PATH of the caller's: the programs are absolute), ends when its input closes (this process exited, however), and
  * never keeps this process alive: only a pending request's timer does.
  *
- * The shell runs one request at a time, so a request's time runs from when the one before it is answered (not from
- * when it was queued): a request past its time ends the shell and fails alone; those queued behind it never started
- * and go to a new shell.
+ * Only one request is in the shell at a time (the next is written when it is answered), so its time runs from its
+ * own start, and whatever waits behind it has not started: a request past its time, or a shell that ends under one,
+ * fails that one alone (the shell and what it runs are killed), and those behind it go to a new shell.
  */
 
 /** A word the shell passes as it is: no blank, quote, glob, `$`, backslash or control character. */
@@ -56,7 +56,7 @@ interface Live {
   readonly shell: Shell;
   readonly queue: Request[];
   buffered: string;
-  /** The time of the request at the head of the queue (the one running). */
+  /** The time of the request at the head of the queue (the one written, running). */
   timer: NodeJS.Timeout | null;
 }
 
@@ -89,23 +89,22 @@ export class ToolShell {
       const live = this.#liveOrNull();
       if (live === null) return this.#fallback(file, args);
       return new Promise<void>((resolve, reject) => {
-        this.#send(live, {
-          id: ++this.#seq,
-          file,
-          args,
-          command: [file, ...args].join(' '),
-          resolve,
-          reject,
-        });
+        const command = [file, ...args].join(' ');
+        live.queue.push({ id: ++this.#seq, file, args, command, resolve, reject });
+        if (live.queue.length === 1) this.#sendHead(live);
       });
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
   }
 
-  /** Ends the shell now (tests; a process that wants it gone before its exit). */
+  /** Ends the shell now, failing what it was asked (tests; a process that wants it gone before its exit). */
   close(): void {
-    if (this.#live !== null) this.#end(this.#live, new Error('tool shell closed'));
+    const live = this.#live;
+    if (live === null) return;
+    this.#kill(live);
+    for (const request of live.queue.splice(0))
+      request.reject(new Error(`${request.command}: tool shell closed`));
   }
 
   /** The shell's pid, or null when none runs (tests). */
@@ -113,24 +112,31 @@ export class ToolShell {
     return this.#live?.shell.pid ?? null;
   }
 
-  #send(live: Live, request: Request): void {
-    live.queue.push(request);
-    if (live.queue.length === 1) this.#startClock(live);
-    live.shell.stdin.write(`${request.id} ${request.command}\n`);
+  /**
+   * Only the head of the queue is ever written to the shell: whatever is behind it has not started, so it can go to
+   * another shell when this one fails. The head's time starts now.
+   */
+  #sendHead(live: Live): void {
+    const head = live.queue[0];
+    if (head === undefined) return;
+    live.timer = setTimeout(() => {
+      // Its answer may be waiting in the pipe behind a stalled loop: read what came before judging it late.
+      setImmediate(() => {
+        if (this.#live === live && live.queue[0] === head)
+          this.#fail(live, new Error(`${head.command}: timed out after ${this.#timeoutMs} ms`));
+      });
+    }, this.#timeoutMs);
+    live.shell.stdin.write(`${head.id} ${head.command}\n`);
   }
 
-  /** The head of the queue runs now: its time starts. */
-  #startClock(live: Live): void {
-    if (live.timer !== null) clearTimeout(live.timer);
-    live.timer = live.queue.length === 0 ? null : setTimeout(() => this.#timedOut(live), this.#timeoutMs);
-  }
-
-  /** The running request took too long: it fails, the shell (and what it runs) ends, the rest go to a new shell. */
-  #timedOut(live: Live): void {
-    const [head, ...behind] = live.queue;
-    live.queue.length = 0;
-    this.#end(live, new Error('tool shell ended'));
-    head?.reject(new Error(`${head.command}: timed out after ${this.#timeoutMs} ms`));
+  /**
+   * The shell failed its running request (`err`, or its own end): that one fails, the shell and whatever it runs
+   * end, and the requests behind it, never written, go to a new shell.
+   */
+  #fail(live: Live, err: Error): void {
+    const [head, ...behind] = live.queue.splice(0);
+    this.#kill(live);
+    head?.reject(err);
     for (const request of behind) this.run(request.file, request.args).then(request.resolve, request.reject);
   }
 
@@ -154,10 +160,15 @@ export class ToolShell {
       // Not started at all: what it was asked goes the old way; a shell that can never start is not tried again.
       if (err.syscall?.startsWith('spawn') === true)
         this.#unstartable(live, NEVER_STARTS.has(err.code ?? ''));
-      else this.#end(live, err);
+      else if (this.#live === live) this.#fail(live, err);
     });
-    shell.on('exit', (code, signal) => this.#end(live, new Error(`tool shell ended (${signal ?? code})`)));
-    shell.stdin.on('error', (err) => this.#end(live, err));
+    // 'close', not 'exit': its output is read to the end first, so an answer it gave before ending counts.
+    shell.on('close', (code, signal) => {
+      if (this.#live === live) this.#fail(live, new Error(`tool shell ended (${signal ?? code})`));
+    });
+    shell.stdin.on('error', (err) => {
+      if (this.#live === live) this.#fail(live, err);
+    });
     shell.stdout.setEncoding('utf8');
     shell.stdout.on('data', (chunk: string) => this.#answer(live, chunk));
     // Never what keeps this process alive: a pending request's timer does that.
@@ -168,24 +179,28 @@ export class ToolShell {
     return live;
   }
 
-  /** Answers come in the order asked: each line is the head's (a line that is not its answer fails the head). */
+  /** The answer of the head (the one request written); anything else is a shell out of step, given up. */
   #answer(live: Live, chunk: string): void {
+    if (this.#live !== live) return;
     live.buffered += chunk;
     let newline = live.buffered.indexOf('\n');
-    while (newline !== -1) {
+    while (newline !== -1 && this.#live === live) {
       const line = live.buffered.slice(0, newline);
       live.buffered = live.buffered.slice(newline + 1);
       newline = live.buffered.indexOf('\n');
-      const head = live.queue.shift();
-      if (head === undefined) continue;
-      this.#startClock(live);
+      const head = live.queue[0];
       const match = /^(\d+) (\d+) ?([^]*)$/.exec(line);
-      if (match === null || Number(match[1]) !== head.id)
-        head.reject(
-          new Error(`${head.command}: the tool shell answered ${JSON.stringify(line.slice(0, 200))}`),
-        );
-      else if (match[2] === '0') head.resolve();
+      if (head === undefined || match === null || Number(match[1]) !== head.id) {
+        const said = JSON.stringify(line.slice(0, 200));
+        this.#fail(live, new Error(`${head?.command ?? 'tool shell'}: the tool shell answered ${said}`));
+        return;
+      }
+      live.queue.shift();
+      if (live.timer !== null) clearTimeout(live.timer);
+      live.timer = null;
+      if (match[2] === '0') head.resolve();
       else head.reject(new Error(`${head.command}: ${match[3]?.trim() || `exit status ${match[2]}`}`));
+      this.#sendHead(live);
     }
   }
 
@@ -193,13 +208,12 @@ export class ToolShell {
     if (forGood) this.#unavailable = true;
     if (this.#live === live) this.#live = null;
     if (live.timer !== null) clearTimeout(live.timer);
-    const waiting = live.queue.splice(0);
-    for (const request of waiting)
+    for (const request of live.queue.splice(0))
       this.#fallback(request.file, request.args).then(request.resolve, request.reject);
   }
 
-  /** The shell is gone or given up: what it was still asked fails, and the next request starts a new shell. */
-  #end(live: Live, err: Error): void {
+  /** This shell is done: no longer the live one, its clock stopped, it and whatever it runs killed. */
+  #kill(live: Live): void {
     if (this.#live === live) this.#live = null;
     if (live.timer !== null) clearTimeout(live.timer);
     live.timer = null;
@@ -211,9 +225,6 @@ export class ToolShell {
     }
     live.shell.stdin.destroy();
     live.shell.stdout.destroy();
-    const waiting = live.queue.splice(0);
-    for (const request of waiting)
-      request.reject(new Error(`${request.command}: ${err.message}`, { cause: err }));
   }
 }
 

@@ -187,6 +187,47 @@ describe.skipIf(process.platform !== 'linux')('ToolShell: one shell runs the too
     }
   });
 
+  it("a loop stalled past a request's time: what the shell answered meanwhile counts, nothing runs twice", async () => {
+    const counter = join(dir, 'count');
+    writeFileSync(counter, `#!/bin/sh\necho "$1" >> ${join(dir, 'count.log')}\n`);
+    chmodSync(counter, 0o755);
+    const quick = new ToolShell({ fallback: fallback.run, timeoutMs: 200 });
+    try {
+      const runs = ['A', 'B', 'C'].map((word) => quick.run(counter, [word]));
+      const stalled = Date.now();
+      while (Date.now() - stalled < 600) {
+        // a stall of the event loop (a long synchronous step, a GC pause) past the 200 ms
+      }
+      await Promise.all(runs);
+      expect(readFileSync(join(dir, 'count.log'), 'utf8')).toBe('A\nB\nC\n');
+    } finally {
+      quick.close();
+    }
+  });
+
+  it('a shell that answers and then ends: the answer counts (its output is read before its end)', async () => {
+    const oneShot = join(dir, 'one-shot-sh');
+    writeFileSync(oneShot, '#!/bin/sh\nIFS= read -r line\nset -- $line\nprintf "%s 0\\n" "$1"\nexit 0\n');
+    chmodSync(oneShot, 0o755);
+    for (let i = 0; i < 40; i += 1) {
+      const shell = new ToolShell({ fallback: fallback.run, shellPath: oneShot });
+      await shell.run('/usr/bin/true', []);
+      shell.close();
+    }
+    expect(fallback.calls).toEqual([]);
+  });
+
+  it('a shell that ends under its request fails that one alone; the one behind it runs on a new shell', async () => {
+    const waiting = shell.run('/usr/bin/sleep', ['30']);
+    const behind = shell.run('/usr/bin/touch', [join(dir, 'behind')]);
+    const first = shell.pid!;
+    process.kill(first, 'SIGKILL');
+    await expect(waiting).rejects.toThrow(/tool shell ended \(SIGKILL\)/);
+    await behind;
+    expect(existsSync(join(dir, 'behind'))).toBe(true);
+    expect(shell.pid).not.toBe(first);
+  });
+
   it('a shell killed from outside fails what it was asked; the next request gets a new shell', async () => {
     const waiting = shell.run('/usr/bin/sleep', ['30']);
     const first = shell.pid!;
