@@ -1,5 +1,6 @@
 import { writeSync } from 'node:fs';
 import type { Logger } from '../app/ports/logger.js';
+import { terminalSafe } from '../core/terminal-text.js';
 
 /** pino's numbers for the levels it knows (its `levels.values`, and `silent`). */
 const LEVEL_VALUES: Readonly<Record<string, number>> = {
@@ -26,7 +27,7 @@ type Method = 'debug' | 'info' | 'warn' | 'error';
  * next line tries to build it again. `now` builds it at once (a long-running process: serve, a supervisor).
  */
 export function deferredLogger(level: string, make: () => Logger, now = false): Logger {
-  const threshold = LEVEL_VALUES[level];
+  const threshold = Object.hasOwn(LEVEL_VALUES, level) ? LEVEL_VALUES[level] : undefined;
   if (threshold === undefined || now) return make();
   let real: Logger | undefined;
   return deferred(() => (real ??= make()), threshold);
@@ -36,7 +37,10 @@ export function deferredLogger(level: string, make: () => Logger, now = false): 
 function plainLine(method: Method, message: string, err: unknown): void {
   const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'error';
   try {
-    writeSync(2, `roboguide-eval ${method}: ${message} (our log could not be opened: ${code})\n`);
+    writeSync(
+      2,
+      `${terminalSafe(`roboguide-eval ${method}: ${message} (our log could not be opened: ${code})`)}\n`,
+    );
   } catch {
     // stderr is gone too: nowhere left to say it
   }

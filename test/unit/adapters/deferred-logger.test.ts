@@ -63,6 +63,15 @@ describe('deferredLogger: the real logger is built on the first line the level l
     });
     silent.error({}, 'dropped');
     expect(built).toBe(0);
+    // An inherited name is no level of ours either: pino is asked at once, as for any other unknown one.
+    for (const name of ['toString', 'constructor']) {
+      const before = built;
+      deferredLogger(name, () => {
+        built += 1;
+        return recordingLogger([]);
+      });
+      expect(built).toBe(before + 1);
+    }
     expect(() =>
       deferredLogger('loud', () => {
         throw new Error('unknown level loud');
