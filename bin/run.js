@@ -88,10 +88,11 @@ if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   process.argv[3] === 'status' &&
   (await statusFast(process.argv.slice(4)))
 )) {
-  // oclif's entry points by subpath (here and in src/: '@oclif/core/execute', '/command', '/flags', '/ux'), never its
-  // index: the index loads every part of oclif and semver (47 modules) for a Node version warning our own check
-  // above already gives (issue 39, start-up).
-  const { execute } = await import('@oclif/core/execute');
+  // oclif from the bundle (src/execute-entry.ts): one chunk shared with the commands, not the hundred files of
+  // node_modules/@oclif/core and its dependencies. Its entry points by subpath there too ('@oclif/core/execute',
+  // '/command', '/flags', '/ux'), never its index, which loads every part of oclif and semver for a Node version
+  // warning our own check above already gives (issue 39, start-up).
+  const { execute } = await import('../dist/bundle/execute.js');
   await Promise.race([execute({ dir: import.meta.url }), outputClosed]);
 }
 

@@ -8,6 +8,11 @@
 // 100 ES modules, each resolved, read and linked at every start of a command (about 40 ms of CPU of a `pair run`'s,
 // an `e1-batch start`'s and a supervisor's start-up: docs/benchmarks.md). Only what is pure JavaScript with no file
 // of its own read at run time, no native part, and no instance shared with a package left outside.
+// @oclif/core is bundled with everything it requires (about 100 CommonJS files of it and some 40 of its dependencies:
+// about 25 ms of every command's start): bin/run.js takes `execute` from the bundle's `execute` entry
+// (src/execute-entry.ts), so it and the commands share the one oclif chunk (its errors and classes are the same
+// objects on both sides). Its own package.json is inlined; what it reads at run time is ours (package.json, the
+// manifest). TypeScript loaders it would reach only for a TypeScript plugin in development stay outside.
 import { globSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
@@ -16,17 +21,23 @@ const dist = fileURLToPath(new URL('../dist/', import.meta.url));
 const commands = globSync('commands/**/*.js', { cwd: dist });
 if (commands.length === 0) throw new Error(`no commands under ${dist}commands: run tsc first`);
 
-/** Bare specifiers bundled in (see above); any other package stays in node_modules. */
-const BUNDLED_PACKAGES = ['zod'];
+/** Bare specifiers bundled in (see above), with what they require in turn; any other package stays in node_modules. */
+const BUNDLED_PACKAGES = ['zod', '@oclif/core'];
+/** Never bundled, even when a bundled package requires it. */
+const NEVER = /^(typescript|ts-node|tsx)(\/|$)/;
 const bundled = (id) => BUNDLED_PACKAGES.some((name) => id === name || id.startsWith(`${name}/`));
 
 const bundle = await rolldown({
-  input: Object.fromEntries(commands.map((file) => [file.replace(/\.js$/, ''), `${dist}${file}`])),
+  input: {
+    ...Object.fromEntries(commands.map((file) => [file.replace(/\.js$/, ''), `${dist}${file}`])),
+    execute: `${dist}execute-entry.js`,
+  },
   platform: 'node',
-  // Other packages (bare specifiers: dockerode, pino, @oclif/core…) stay where npm put them: oclif must share
-  // @oclif/core with bin/run.js, dockerode is loaded with deferred transports (src/adapters/docker/dockerode.ts),
-  // and some packages read files next to their own sources.
-  external: (id) => /^[^./]/.test(id) && !bundled(id),
+  // Other packages (bare specifiers of our modules: dockerode, pino…) stay where npm put them: dockerode is loaded
+  // with deferred transports (src/adapters/docker/dockerode.ts), and some packages read files next to their own
+  // sources. A bare specifier inside a bundled package is bundled with it.
+  external: (id, importer) =>
+    /^[^./]/.test(id) && (NEVER.test(id) || (!bundled(id) && !(importer ?? '').includes('/node_modules/'))),
   logLevel: 'warn',
 });
 try {
@@ -35,6 +46,8 @@ try {
     format: 'esm',
     entryFileNames: '[name].js',
     chunkFileNames: 'chunks/[name]-[hash].js',
+    // oclif and what it needs in one chunk of its own: help loads it and bin/run.js's entry, never a command's code.
+    codeSplitting: { groups: [{ name: 'oclif', test: /[\\/]node_modules[\\/](?!zod[\\/])/ }] },
   });
 } finally {
   await bundle.close();
