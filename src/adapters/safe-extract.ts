@@ -4,8 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, open, realpath, rename, unlink } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { extract } from 'tar-stream';
-import type { Extract, Header } from 'tar-stream';
+import type { Extract, Header, extract as extractFn } from 'tar-stream';
 import { planEntry, sanitizeLabel } from './archive-entry-plan.js';
 import { codeOf, drain, drainedOrClosed, isDestroyable, toBuffer } from './tar-stream-helpers.js';
 
@@ -78,9 +77,9 @@ class Extraction {
   /** Files this extraction put in place: a second entry with the same name is refused, the first kept. */
   private readonly placed = new Set<string>();
   private readonly insidePrefix: string;
-  readonly extractor: Extract = extract();
 
   constructor(
+    readonly extractor: Extract,
     private readonly archive: NodeJS.ReadableStream,
     private readonly root: string,
     private readonly limits: ExtractLimits,
@@ -338,6 +337,15 @@ function destroySource(archive: NodeJS.ReadableStream): void {
 }
 
 /**
+ * The tar reader, loaded on the first extraction: most pairs have no sessions to copy out, and importing it (with
+ * streamx and its helpers, about 9 ms) was paid by every `pair run` at its start (issue 39).
+ */
+function tarExtractor(): Promise<typeof extractFn> {
+  return (loadingTarStream ??= import('tar-stream').then((tar) => tar.extract));
+}
+let loadingTarStream: Promise<typeof extractFn> | undefined;
+
+/**
  * Extracts `archive` (a tar stream, e.g. dockerode `getArchive`) into `targetDir` safely.
  * Resolves with a report in every case the archive or the filesystem can cause.
  */
@@ -351,6 +359,13 @@ export async function extractArchiveSafely(
   if (!Number.isInteger(stripComponents) || stripComponents < 0) {
     throw new RangeError(`stripComponents must be a non-negative integer, got ${stripComponents}`);
   }
+  let extract: typeof extractFn;
+  try {
+    extract = await tarExtractor();
+  } catch (err) {
+    destroySource(archive); // a broken install: the source is not left open behind the error
+    throw err;
+  }
   let root: string;
   try {
     root = await prepareTarget(targetDir);
@@ -363,6 +378,7 @@ export async function extractArchiveSafely(
     return { files: 0, bytes: 0, refusals: ['aborted'], truncated: true };
   }
   const extraction = new Extraction(
+    extract(),
     archive,
     root,
     limits,

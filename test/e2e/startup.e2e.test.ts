@@ -179,6 +179,12 @@ describe('start-up: the launcher and what a command loads', () => {
     // that says "a handful", not a count to keep (14 files at 9e33a47, 15 once this stop's commands and moves were in).
     expect(ours.length).toBeLessThan(20);
     expect(r.files.filter((f) => ENGINE_CLIENT.some((h) => f.includes(h)))).toEqual([]);
+    // The tar reader (sessions copied out) and the PostgreSQL URL parser load on first use, not at start (issue 39).
+    expect(
+      r.files.filter((f) =>
+        ['/node_modules/tar-stream/', '/node_modules/pg-connection-string/'].some((p) => f.includes(p)),
+      ),
+    ).toEqual([]);
     // zod is bundled in (scripts/bundle-cli.js, issue 39): its hundred modules are not resolved one by one at start.
     expect(r.files.filter((f) => f.includes('/node_modules/zod/'))).toEqual([]);
     // oclif through its subpaths, never its index (which loads all of oclif and semver for a Node version warning).

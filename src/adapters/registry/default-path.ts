@@ -3,9 +3,10 @@
  * `$XDG_STATE_HOME/roboguide-eval/registry.db`, else `~/.local/state/roboguide-eval/registry.db`.
  * A relative or empty XDG_STATE_HOME is ignored, as the XDG base-directory spec requires.
  */
+import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { parse as parseConnectionString } from 'pg-connection-string';
+import type { parse as parseFn } from 'pg-connection-string';
 import { InvalidInputError } from '../../core/errors.js';
 
 export const REGISTRY_DIR_NAME = 'roboguide-eval';
@@ -77,13 +78,23 @@ function refuseRegistry(rule: string): InvalidInputError {
 const CONNECTION_KEYS = new Set(['host', 'port', 'user', 'password', 'database']);
 
 /**
+ * pg-connection-string's parser, required on the first PostgreSQL URL: every command resolves its `--registry`, and
+ * most never name a PostgreSQL one (importing it was about 3 ms of each command's start; issue 39).
+ */
+function parseConnectionString(): typeof parseFn {
+  return (parser ??= (createRequire(import.meta.url)('pg-connection-string') as { parse: typeof parseFn })
+    .parse);
+}
+let parser: typeof parseFn | undefined;
+
+/**
  * A libpq-style PostgreSQL URL (`postgres://user@/db?host=/socket/dir`, `postgresql://user:pw@host:5432/db`).
  * A malformed one is refused (exit 2) naming the rule, never repeating the value (it may hold a password).
  */
 export function parsePostgresUrl(value: string): PostgresRegistryLocation {
   let parsed: Record<string, unknown>;
   try {
-    parsed = parseConnectionString(value);
+    parsed = parseConnectionString()(value);
   } catch {
     throw refuseRegistry(
       'is a PostgreSQL URL that cannot be parsed (postgres://user@host:port/db or postgres://user@/db?host=/socket/dir)',
