@@ -2,7 +2,7 @@ import { format } from 'node:util';
 import { Command } from '@oclif/core/command';
 import { colorizeJson, stdout } from '@oclif/core/ux';
 import { userCommand } from '../adapters/user-command.js';
-import { InvalidInputError, RoboguideError } from '../core/errors.js';
+import { ExitCode, InvalidInputError, RoboguideError } from '../core/errors.js';
 import { jsonTerminalSafe, terminalSafe } from '../core/terminal-text.js';
 
 /**
@@ -70,6 +70,27 @@ export abstract class BaseCommand extends Command {
         },
       };
     }
-    return super.toErrorJson(err);
+    // oclif's own refusals (an unknown flag, a missing required one: exit 2) and anything unexpected, in the same
+    // shape: never oclif's default, which spreads the error's fields (its parser's whole input, configuration and
+    // command manifest included: about 190 KB for a mistyped flag) and names no code.
+    // oclif's catch has set the process's exit code by now (one set before it wins): the object says that one.
+    const exitCode = typeof process.exitCode === 'number' ? process.exitCode : exitCodeOf(err);
+    return {
+      error: {
+        code: exitCode === ExitCode.invalidInput ? 'E_USAGE' : 'E_INTERNAL',
+        message: err instanceof Error ? err.message : String(err),
+        exit_code: exitCode,
+      },
+    };
   }
+}
+
+/** The exit code oclif gives an error that is not ours (its `oclif.exit`, else `exitCode`, else 1), as its catch does. */
+function exitCodeOf(err: unknown): number {
+  const { oclif, exitCode } = (typeof err === 'object' && err !== null ? err : {}) as {
+    oclif?: { exit?: unknown };
+    exitCode?: unknown;
+  };
+  const code = oclif?.exit ?? exitCode;
+  return typeof code === 'number' && Number.isInteger(code) ? code : 1;
 }

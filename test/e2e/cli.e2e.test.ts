@@ -120,6 +120,38 @@ describe('the CLI as a black box', () => {
     expect(await readdir(dir)).not.toContain('never-2');
   });
 
+  it("--json: oclif's own refusals (an unknown flag, a missing required one) are the same small error object, exit 2", () => {
+    for (const args of [
+      ['pair', 'run', '--bogus', '--json'],
+      ['pair', 'run', '--json'],
+      ['e1-batch', 'start', '--json'],
+    ]) {
+      const r = cli(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      // Once a dump of oclif's whole configuration and command manifest (about 190 KB), with no code nor exit code.
+      expect(r.stdout.length, args.join(' ')).toBeLessThan(2_000);
+      const body = JSON.parse(r.stdout) as { error: Record<string, unknown> };
+      expect(Object.keys(body.error).sort(), args.join(' ')).toEqual(['code', 'exit_code', 'message']);
+      expect(body.error.code).toBe('E_USAGE');
+      expect(body.error.exit_code).toBe(2);
+      expect(body.error.message, args.join(' ')).toMatch(/Nonexistent flag: --bogus|Missing required flag/);
+    }
+  });
+
+  it('capacity with a HOME (or XDG_STATE_HOME) under /proc ends with an error naming the registry, never hangs', () => {
+    for (const env of [{ HOME: '/proc', XDG_STATE_HOME: '' }, { XDG_STATE_HOME: '/proc/1' }]) {
+      // Node's recursive mkdir never returned there: the command hung until killed.
+      const r = spawnSync(process.execPath, [BIN, 'capacity', '--json'], {
+        encoding: 'utf8',
+        env: { ...process.env, ...env },
+        timeout: 30_000,
+      });
+      expect(r.signal, JSON.stringify(env)).toBeNull();
+      expect(r.status, JSON.stringify(env)).not.toBe(0);
+      expect(r.stdout, JSON.stringify(env)).toContain('registry');
+    }
+  });
+
   it('diagnose sessions: a real Codex 0.171 429 is named; a 0.60 rollout says no structured failure was found', () => {
     const fixtures = fileURLToPath(new URL('../fixtures/codex/', import.meta.url));
     const failed = cli(['diagnose', 'sessions', '--dir', join(fixtures, '0.171.0', '429'), '--json']);

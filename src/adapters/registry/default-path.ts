@@ -92,9 +92,10 @@ let parser: typeof parseFn | undefined;
  * A malformed one is refused (exit 2) naming the rule, never repeating the value (it may hold a password).
  */
 export function parsePostgresUrl(value: string): PostgresRegistryLocation {
+  const parse = parseConnectionString(); // a broken install fails here as itself, not as the user's URL
   let parsed: Record<string, unknown>;
   try {
-    parsed = parseConnectionString()(value);
+    parsed = parse(value);
   } catch {
     throw refuseRegistry(
       'is a PostgreSQL URL that cannot be parsed (postgres://user@host:port/db or postgres://user@/db?host=/socket/dir)',
