@@ -41,6 +41,17 @@ const NO_REEXPORTS = [
   },
 ];
 
+/**
+ * No `mkdir(…, { recursive: true })`: Node's never returns where the system answers ENOENT under an existing folder
+ * (anything under /proc); src/adapters/fs/make-dirs.ts makes each level once and throws instead.
+ */
+const NO_RECURSIVE_MKDIR = {
+  selector:
+    "CallExpression[callee.name=/^mkdir(Sync)?$/] > ObjectExpression > Property[key.name='recursive'], CallExpression[callee.property.name=/^mkdir(Sync)?$/] > ObjectExpression > Property[key.name='recursive']",
+  message:
+    'no recursive mkdir (it never returns under /proc): makeDirs / makeDirsSync of src/adapters/fs/make-dirs.ts.',
+};
+
 const TIME_MESSAGE =
   'time comes through the Clock port (src/app/ports/clock.ts), injected as deps.clock; core/ takes it as data.';
 /** The real timers and clocks, which only src/adapters/system-clock.ts may use. */
@@ -120,7 +131,7 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     ignores: ['src/index.ts', 'src/adapters-entry.ts', 'src/execute-entry.ts', 'src/testing/index.ts'],
     rules: {
-      'no-restricted-syntax': ['error', ...NO_REEXPORTS],
+      'no-restricted-syntax': ['error', ...NO_REEXPORTS, NO_RECURSIVE_MKDIR],
     },
   },
   {
@@ -130,7 +141,7 @@ export default tseslint.config(
     rules: {
       'no-restricted-globals': ['error', ...TIME_GLOBALS],
       'no-restricted-properties': ['error', ...TIME_PROPERTIES],
-      'no-restricted-syntax': ['error', ...NO_REEXPORTS, NO_CLOCK_READ],
+      'no-restricted-syntax': ['error', ...NO_REEXPORTS, NO_CLOCK_READ, NO_RECURSIVE_MKDIR],
     },
   },
   {

@@ -1,4 +1,4 @@
-import { lstat, mkdir } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { procHostIdentity } from './adapters/host-identity.js';
 import { NodeFileSystem } from './adapters/fs/node-file-system.js';
@@ -14,6 +14,7 @@ import { systemClock } from './adapters/system-clock.js';
 import type { ReleaseLostDeps } from './app/release-lost-slot.js';
 import { createContainerRuntime } from './composition-root.js';
 import { RoboguideError } from './core/errors.js';
+import { makeDirs } from './adapters/fs/make-dirs.js';
 
 /** Where `capacity release --evidence-lost` keeps its proofs: beside a SQLite registry, else in the state folder. */
 export const LOST_EVIDENCE_DIR = 'lost-evidence';
@@ -49,7 +50,7 @@ export async function createReleaseLostWiring(
       proofs: new EvidenceStore(new NodeFileSystem(), proofsDir),
       proofsDir,
       ensureProofsDir: async () => {
-        await mkdir(proofsDir, { recursive: true, mode: 0o700 });
+        await makeDirs(proofsDir, 0o700);
       },
     },
     dispose: () => registry.close(),

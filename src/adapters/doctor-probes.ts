@@ -4,7 +4,6 @@
  */
 import { mountOptionsOf } from './fs/proc-mounts.js';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import { access, mkdtemp, readdir, readFile, rm, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -23,12 +22,13 @@ import { readBootId } from './host-identity.js';
 import { observeGpus } from './nvidia-smi.js';
 import { systemClock } from './system-clock.js';
 import { InternalError } from '../core/errors.js';
+import { makeDirsSync } from './fs/make-dirs.js';
 
 const SCRATCH_TABLE = 'roboguide_doctor_scratch';
 
 /** Opens (creating when missing) the database and proves a write + read inside a transaction that is rolled back. */
 export function probeSqliteWritable(path: string): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  makeDirsSync(dirname(path), 0o700);
   const db = new DatabaseSync(path, { timeout: 2_000 });
   try {
     db.exec('BEGIN IMMEDIATE');

@@ -34,6 +34,7 @@ export const DEFAULT_EXTRACT_LIMITS: ExtractLimits = Object.freeze({
 
 import type { ExtractReport } from '../app/ports/session-archive.js';
 import { InternalError, ToolError } from '../core/errors.js';
+import { makeDirs } from './fs/make-dirs.js';
 
 export interface ExtractOptions {
   readonly limits?: ExtractLimits;
@@ -326,7 +327,7 @@ class Extraction {
 }
 
 async function prepareTarget(targetDir: string): Promise<string> {
-  await mkdir(targetDir, { recursive: true, mode: 0o700 });
+  await makeDirs(targetDir, 0o700);
   const root = await realpath(targetDir);
   if (!(await lstat(root)).isDirectory()) throw new ToolError('ENOTDIR', 'not a directory');
   return root;

@@ -4,7 +4,7 @@
  */
 // First: on an older Node this refuses with what to do, before anything below needs Node 24.
 import './require-node-24.js';
-import { mkdir, utimes, writeFile } from 'node:fs/promises';
+import { utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
@@ -35,6 +35,7 @@ export {
   type ServerStartReport,
   type StoppedRoboguideServer,
 } from './roboguide-server.js';
+import { makeDirs } from '../adapters/fs/make-dirs.js';
 export { sweepTestKitLeftovers, TESTKIT_LABEL, TESTKIT_OWNER_LABEL, type SweepReport } from './leftovers.js';
 
 /** Containers carrying every given label (`{key: ''}` matches the key with any value). */
@@ -84,7 +85,7 @@ export async function writeFakeCodexSession(
     String(when.getUTCMonth() + 1).padStart(2, '0'),
     String(when.getUTCDate()).padStart(2, '0'),
   );
-  await mkdir(day, { recursive: true });
+  await makeDirs(day);
   const lines: unknown[] = [
     { type: 'session_meta', payload: { id: 'fake', cwd: '/work' } },
     { type: 'response_item', payload: { type: 'message', role: 'assistant' } },

@@ -5,7 +5,7 @@
  * containers when the suite that started it was killed.
  */
 import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
-import { mkdir, mkdtemp, realpath, rm } from 'node:fs/promises';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -23,6 +23,7 @@ import {
   writeServerRecord,
   writeWorkDirMarker,
 } from './leftovers.js';
+import { makeDirs } from '../adapters/fs/make-dirs.js';
 
 const BIN = join(PACKAGE_ROOT, 'bin', 'run.js');
 
@@ -116,7 +117,7 @@ export class RoboguideServer {
     if (options.registry === undefined)
       await seedRegistry(paths.registryPath, options.maxReservations ?? 100);
     // serve's container label: roboguide.batch = serve-<sha256(real path of the data dir)[:12]> (src/serve-root.ts).
-    await mkdir(workDir, { recursive: true });
+    await makeDirs(workDir);
     // The kit's mark on its work folder: a record's sweep acts only on a folder holding this token (record-proof.ts).
     const token = await writeWorkDirMarker(workDir);
     let batchId = serveBatchIdOf(join(await realpath(workDir), 'data'));

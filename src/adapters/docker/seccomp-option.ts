@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
-import { lstat, mkdir, rename, writeFile } from 'node:fs/promises';
+import { lstat, rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SECCOMP_PROFILE, SECCOMP_SECURITY_OPT } from '../../core/seccomp-profile.js';
 import { engineProductOf, type VersionBody } from './engine-probe.js';
+import { makeDirs } from '../fs/make-dirs.js';
 
 /**
  * The `SecurityOpt` entry that gives a container our seccomp profile on this engine. Docker takes the profile's JSON
@@ -46,7 +47,7 @@ function profileDir(): string {
  * another user's: whoever could replace the file could lift the profile), temp file then rename.
  */
 export async function writeProfileFile(dir: string): Promise<string> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await makeDirs(dir, 0o700);
   const st = await lstat(dir);
   const uid = process.getuid?.() ?? 0;
   if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0)

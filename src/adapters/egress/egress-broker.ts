@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdir, open } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import net from 'node:net';
 import { dirname } from 'node:path';
 import type { EgressGate, EgressLease } from '../../app/ports/egress.js';
@@ -9,6 +9,7 @@ import type { EgressRecord, EmittedRecord } from '../../core/egress/record.js';
 import { RoboguideError } from '../../core/errors.js';
 import type { DockerEgressNetwork } from './docker-egress-network.js';
 import { readLines } from './control-lines.js';
+import { makeDirs } from '../fs/make-dirs.js';
 
 /** Records kept per lease; past it they are counted (`dropped`). */
 const MAX_RECORDS = 20_000;
@@ -173,7 +174,7 @@ export class EgressBroker implements EgressGate {
   async #spawn(): Promise<void> {
     const gateway = this.#gateway ?? (await this.#options.network.ensure());
     const { proxy, sink } = this.#options.network.ports;
-    await mkdir(dirname(this.#options.controlPath), { recursive: true, mode: 0o700 });
+    await makeDirs(dirname(this.#options.controlPath), 0o700);
     const log = await open(this.#options.logPath, 'a', 0o600);
     const [file = '', ...args] = this.#options.command;
     const child = spawn(

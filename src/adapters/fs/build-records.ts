@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BuildRecord, BuildRecords } from '../../app/ports/image-builds.js';
 import { InternalError } from '../../core/errors.js';
+import { makeDirs } from './make-dirs.js';
 
 /** Build records as one JSON file per cache key under `<data dir>/builds/`, each written atomically (temp + rename). */
 export class FileBuildRecords implements BuildRecords {
@@ -37,7 +38,7 @@ export class FileBuildRecords implements BuildRecords {
 
   async write(key: string, record: BuildRecord): Promise<void> {
     const path = this.#path(key);
-    await mkdir(this.#dir, { recursive: true, mode: 0o700 });
+    await makeDirs(this.#dir, 0o700);
     const temp = `${path}.${randomUUID()}.tmp`;
     try {
       await writeFile(temp, `${JSON.stringify({ id: record.id, tag: record.tag })}\n`, { mode: 0o600 });

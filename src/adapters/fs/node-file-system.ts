@@ -25,6 +25,7 @@ import type {
   OpenMode,
 } from '../../app/ports/file-system.js';
 import type { BulkExistence, TailReads } from '../../app/ports/file-system.js';
+import { makeDirs } from './make-dirs.js';
 
 const OPEN_FLAGS: Readonly<Record<OpenMode, number>> = {
   'create-exclusive': constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
@@ -85,7 +86,7 @@ export class NodeFileSystem implements FileSystem, TailReads, BulkExistence {
   }
 
   async mkdirp(path: string, permissions: number): Promise<void> {
-    await mkdir(path, { recursive: true, mode: permissions });
+    await makeDirs(path, permissions);
   }
 
   chmod(path: string, permissions: number): Promise<void> {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { CpuFact, GpuController, OsFact } from '../../core/host-facts.js';
+import { makeDirs } from '../fs/make-dirs.js';
 
 /** The facts that cannot change while the machine runs (CPU, kernel and distro, PCI controllers), kept per boot. */
 export interface StaticFacts {
@@ -38,7 +39,7 @@ export class StaticFactsCache {
       loaded.facts = { ...loaded.facts, [key]: value };
       const temp = `${this.#path}.${randomUUID().slice(0, 8)}.tmp`;
       try {
-        await mkdir(dirname(this.#path), { recursive: true, mode: 0o700 });
+        await makeDirs(dirname(this.#path), 0o700);
         await writeFile(temp, JSON.stringify({ boot_id: loaded.bootId, facts: loaded.facts }), {
           mode: 0o600,
         });

@@ -4,7 +4,7 @@
  * every write in one `BEGIN IMMEDIATE` transaction, so admissions from any number of
  * processes on the host serialize and the host limits are never exceeded.
  */
-import { chmodSync, closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, constants, openSync, statSync } from 'node:fs';
 import { registryFilesRefusal } from './registry-files.js';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -48,6 +48,7 @@ import { integer, integerOrNull, text } from './rows.js';
 import { commitTerminalIn } from './terminal-commit.js';
 import { checkAdmitRequest, checkLimits, checkNode, unstoredAdmission, checkAttach } from './validate.js';
 import { decideAdmission, requestedSources, reservedPorts } from '../../core/admission-rule.js';
+import { makeDirsSync } from '../fs/make-dirs.js';
 
 /** The busy wait: the registry deadline (a writer never waits longer for another process's transaction). */
 export const DEFAULT_BUSY_TIMEOUT_MS = DEFAULT_REGISTRY_DEADLINE_MS;
@@ -94,7 +95,7 @@ function createPrivate(path: string): void {
 function openDatabase(path: string, busyTimeoutMs: number): DatabaseSync {
   if (path !== ':memory:') {
     try {
-      mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+      makeDirsSync(dirname(path), 0o700);
     } catch {
       // SQLite's open below says what is wrong
     }
