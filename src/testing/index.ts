@@ -8,6 +8,7 @@ import { utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { DockerContainerRuntime } from '../adapters/docker/docker-container-runtime.js';
+import { makeDirs } from '../adapters/fs/make-dirs.js';
 import { PAIR_DRIVER_IMAGE } from '../core/synthetic-images.js';
 import type { ApiClient } from './api-client.js';
 import { removeVerified } from './leftovers.js';
@@ -35,7 +36,6 @@ export {
   type ServerStartReport,
   type StoppedRoboguideServer,
 } from './roboguide-server.js';
-import { makeDirs } from '../adapters/fs/make-dirs.js';
 export { sweepTestKitLeftovers, TESTKIT_LABEL, TESTKIT_OWNER_LABEL, type SweepReport } from './leftovers.js';
 
 /** Containers carrying every given label (`{key: ''}` matches the key with any value). */

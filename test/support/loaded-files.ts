@@ -30,3 +30,9 @@ export async function writeLoadRecorder(dir: string): Promise<string> {
 export async function loadedFiles(record: string): Promise<string[]> {
   return (await readFile(record, 'utf8')).split('\n').filter((line) => line !== '');
 }
+
+/**
+ * oclif as the build ships it (scripts/bundle-cli.js): the bundle's `execute` entry, oclif's chunk, and rolldown's
+ * helpers they load (a file URL or path ending so).
+ */
+export const BUNDLED_OCLIF = /\/dist\/bundle\/(execute\.js|chunks\/(oclif|rolldown-runtime)-[\w-]+\.js)$/;

@@ -11,20 +11,9 @@ import { dirname, resolve } from 'node:path';
  * As Node's: a folder that exists (a link to one included) is fine; a file where a folder should be is EEXIST or
  * ENOTDIR, thrown.
  */
-export function makeDirsSync(path: string, mode?: number): void {
-  const missing = missingLevelsSync(resolve(path), mode);
-  for (const dir of missing) {
-    try {
-      mkdirSync(dir, { mode });
-    } catch (err) {
-      if (!existsAsFolderSync(err, dir)) throw err;
-    }
-  }
-}
-
-/** `makeDirsSync`, asynchronous. */
 export async function makeDirs(path: string, mode?: number): Promise<void> {
   const missing: string[] = [];
+  // Up from `path` until a folder is made or found there; each one that said ENOENT waits its turn, going down.
   for (let dir = resolve(path); ; dir = dirname(dir)) {
     try {
       await mkdir(dir, { mode });
@@ -44,28 +33,25 @@ export async function makeDirs(path: string, mode?: number): Promise<void> {
   }
 }
 
-/** Going up from `target`: made at once, or there already; else the folders still to make, top first. */
-function missingLevelsSync(target: string, mode: number | undefined): string[] {
+/** `makeDirs`, synchronous (the same steps). */
+export function makeDirsSync(path: string, mode?: number): void {
   const missing: string[] = [];
-  for (let dir = target; ; dir = dirname(dir)) {
+  for (let dir = resolve(path); ; dir = dirname(dir)) {
     try {
       mkdirSync(dir, { mode });
       break;
     } catch (err) {
-      if (existsAsFolderSync(err, dir)) break;
+      if (errorCode(err) === 'EEXIST' && isFolderSync(dir)) break;
       if (errorCode(err) !== 'ENOENT' || dirname(dir) === dir) throw err;
       missing.push(dir);
     }
   }
-  return missing.reverse();
-}
-
-function existsAsFolderSync(err: unknown, dir: string): boolean {
-  if (errorCode(err) !== 'EEXIST') return false;
-  try {
-    return statSync(dir).isDirectory();
-  } catch {
-    return false;
+  for (const dir of missing.reverse()) {
+    try {
+      mkdirSync(dir, { mode });
+    } catch (err) {
+      if (!(errorCode(err) === 'EEXIST' && isFolderSync(dir))) throw err;
+    }
   }
 }
 
@@ -74,6 +60,14 @@ async function isFolder(dir: string): Promise<boolean> {
     (s) => s.isDirectory(),
     () => false,
   );
+}
+
+function isFolderSync(dir: string): boolean {
+  try {
+    return statSync(dir).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 function errorCode(err: unknown): string | undefined {

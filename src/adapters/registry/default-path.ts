@@ -81,7 +81,7 @@ const CONNECTION_KEYS = new Set(['host', 'port', 'user', 'password', 'database']
  * pg-connection-string's parser, required on the first PostgreSQL URL: every command resolves its `--registry`, and
  * most never name a PostgreSQL one (importing it was about 3 ms of each command's start; issue 39).
  */
-function parseConnectionString(): typeof parseFn {
+function connectionStringParser(): typeof parseFn {
   return (parser ??= (createRequire(import.meta.url)('pg-connection-string') as { parse: typeof parseFn })
     .parse);
 }
@@ -92,7 +92,7 @@ let parser: typeof parseFn | undefined;
  * A malformed one is refused (exit 2) naming the rule, never repeating the value (it may hold a password).
  */
 export function parsePostgresUrl(value: string): PostgresRegistryLocation {
-  const parse = parseConnectionString(); // a broken install fails here as itself, not as the user's URL
+  const parse = connectionStringParser(); // a broken install fails here as itself, not as the user's URL
   let parsed: Record<string, unknown>;
   try {
     parsed = parse(value);
