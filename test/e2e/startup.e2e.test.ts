@@ -196,6 +196,43 @@ describe('start-up: the launcher and what a command loads', () => {
     expect((await readdir(dir)).filter((f) => !before.includes(f) && !f.startsWith('loaded-'))).toEqual([]);
   });
 
+  it('the bundle a command loads is ASCII with no comments (one-byte sources for V8), and its messages keep their characters', async () => {
+    const bundle = join(ROOT, 'dist', 'bundle');
+    const files = (await readdir(bundle, { recursive: true })).filter((f) => f.endsWith('.js'));
+    expect(files.length).toBeGreaterThan(10);
+    const offending: string[] = [];
+    for (const file of files) {
+      const bytes = await readFile(join(bundle, file));
+      const wide = bytes.findIndex((b) => b > 0x7f);
+      if (wide >= 0) offending.push(`${file}: byte ${wide} is past ASCII`);
+      // JSDoc and block comments of our sources and of oclif's (a `/*` that opens a comment is followed by a blank or
+      // a star; in a string or a regular expression it would be escaped or followed by something else).
+      const text = bytes.toString('latin1');
+      const comment = /(^|[;{}\s])\/\*[*\s!#@]/m.exec(text);
+      if (comment)
+        offending.push(
+          `${file}: a comment at ${comment.index}: ${text.slice(comment.index, comment.index + 60)}`,
+        );
+    }
+    expect(offending).toEqual([]);
+    // An escaped message is the same string at run time: the refusal of a GPU count of 0 says "≥" as written.
+    const spec = join(dir, 'zero-gpus.json');
+    await writeFile(
+      spec,
+      JSON.stringify({
+        job_id: 'a',
+        argv: ['x'],
+        cwd: '/tmp',
+        outcome_path: '/tmp/o.json',
+        image: 'x',
+        gpus: 0,
+      }),
+    );
+    const r = run([LAUNCHER, 'pair', 'run', '--spec', spec]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('gpus: a GPU count must be an integer ≥ 1');
+  });
+
   const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => {
     if (!existsSync(p)) return false;
     const v = spawnSync(p, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
