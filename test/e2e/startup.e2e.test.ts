@@ -233,6 +233,26 @@ describe('start-up: the launcher and what a command loads', () => {
     expect(r.stderr).toContain('gpus: a GPU count must be an integer ≥ 1');
   });
 
+  it("oclif's command list is sorted without ICU's collator, in the order localeCompare gives our ids", async () => {
+    const chunks = join(ROOT, 'dist', 'bundle', 'chunks');
+    const oclif = (await readdir(chunks)).filter((f) => f.startsWith('oclif-'));
+    expect(oclif).toHaveLength(1);
+    // Its first call in a process builds the collator (8 to 11 ms of a start): scripts/bundle-cli.js replaces oclif's sort.
+    expect(await readFile(join(chunks, oclif[0]!), 'utf8')).not.toContain('localeCompare');
+    const manifest = JSON.parse(await readFile(join(ROOT, 'oclif.manifest.json'), 'utf8')) as {
+      commands: Record<string, unknown>;
+    };
+    const ids = Object.keys(manifest.commands);
+    expect(ids.length).toBeGreaterThan(20);
+    const byCodeUnit = [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    expect(byCodeUnit).toEqual([...ids].sort((a, b) => a.localeCompare(b)));
+    // The help lists the topics in that order.
+    const help = run([LAUNCHER, '--help']).stdout;
+    const topics = ['b1', 'e1-batch', 'images', 'network', 'pair'].map((t) => help.indexOf(`\n  ${t} `));
+    expect(topics.every((i) => i > 0)).toBe(true);
+    expect([...topics].sort((a, b) => a - b)).toEqual(topics);
+  });
+
   const oldNode = ['/usr/bin/node', '/usr/local/bin/node'].find((p) => {
     if (!existsSync(p)) return false;
     const v = spawnSync(p, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
