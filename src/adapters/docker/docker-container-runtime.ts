@@ -24,7 +24,7 @@ import { CDI_DEVICE_NAME, type GpuGrant } from '../../core/gpu/gpu-proof.js';
 import { EngineError } from '../../app/ports/engine-error.js';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { networkModeFor, type NetworkChoice } from '../../core/pair-network.js';
-import { createOptions, PAIR_LOG_CONFIG } from './container-create.js';
+import { createOptions, createRequest, PAIR_LOG_CONFIG } from './container-create.js';
 import { demultiplex } from './demux.js';
 import { diskFootprintOf, type FootprintInspect } from './disk-footprint.js';
 import { Dockerode } from './dockerode.js';
@@ -184,7 +184,7 @@ export class DockerContainerRuntime
       seccomp: await this.seccomp.option(),
     });
     try {
-      const container = await this.docker.createContainer({ ...options, ...this.#deadline() });
+      const container = await this.docker.createContainer(createRequest(options, this.#deadline().abortSignal));
       return { id: container.id, name: spec.name };
     } catch (err) {
       throw toEngineError(err, 'create a container', spec.image);

@@ -18,7 +18,7 @@ import type { NetworkMoves } from '../../app/ports/runtime-capabilities.js';
 import { sleep } from '../system-clock.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import { gpuRequestDropped } from '../../core/gpu/gpu-proof.js';
-import { createOptions } from './container-create.js';
+import { createOptions, createRequest } from './container-create.js';
 import { demultiplex } from './demux.js';
 import { inspectOr404 } from './docker-container-reads.js';
 import type { DockerContainerRuntime } from './docker-container-runtime.js';
@@ -137,7 +137,7 @@ export class DockerSessionEngine implements SessionEngine, NetworkMoves {
     let id: string;
     try {
       id = (
-        await this.#docker.createContainer({ ...options, abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS) })
+        await this.#docker.createContainer(createRequest(options, AbortSignal.timeout(CALL_TIMEOUT_MS)))
       ).id;
     } catch (err) {
       throw toEngineError(err, 'create a container', spec.image);
