@@ -51,8 +51,65 @@ const oclifCommandOrder = {
   },
 };
 
+/**
+ * Node's built-in modules taken with `process.getBuiltinModule` instead of an `import` (issue 39, sixth stop). An
+ * `import` of a built-in gives it an ES module facade, and making one reads every export of the module: its lazy
+ * getters run, loading what nothing of ours uses (`node:process` loads 44 internal modules that way, readline, the
+ * REPL's history and worker_threads among them; `node:fs` and `node:util` about 30 each). `getBuiltinModule` returns
+ * the module's own object, as `require` does. A chunk's imports of built-ins are its first lines: each becomes a
+ * `const` in its place. A `const` is unset until its line runs, so this holds only while no chunk is run before a
+ * chunk it imports has finished (no cycle among the chunks' static imports): checked here, the build fails otherwise.
+ */
+const BUILTIN_IMPORT =
+  /^import (?:([\w$]+)|\* as ([\w$]+)|([\w$]+), \{([^}]*)\}|\{([^}]*)\}) from "(node:[\w/]+)";$/gm;
+const builtinsWithoutFacades = {
+  name: 'builtins-without-facades',
+  renderChunk(code) {
+    return code.replace(BUILTIN_IMPORT, (_line, only, namespace, first, withFirst, named, id) => {
+      const module = `globalThis.process.getBuiltinModule(${JSON.stringify(id)})`;
+      const binding = only ?? namespace ?? first;
+      const names = (withFirst ?? named ?? '')
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== '')
+        .map((name) => {
+          const [imported, local] = name.split(/\s+as\s+/);
+          if (imported === 'default')
+            throw new Error(`${id}: a default imported by name (${name}) is not rewritten`);
+          return local === undefined ? imported : `${imported}: ${local}`;
+        });
+      if (names.length === 0) return `const ${binding} = ${module};`;
+      if (binding === undefined) return `const { ${names.join(', ')} } = ${module};`;
+      return `const ${binding} = ${module};\nconst { ${names.join(', ')} } = ${binding};`;
+    });
+  },
+  generateBundle(_options, bundle) {
+    const imports = new Map(
+      Object.values(bundle)
+        .filter((chunk) => chunk.type === 'chunk')
+        .map((chunk) => [chunk.fileName, chunk.imports]),
+    );
+    const done = new Set();
+    const visit = (file, path) => {
+      if (path.includes(file)) {
+        throw new Error(
+          `a cycle among the bundle's chunks (${[...path, file].join(' -> ')}): see BUILTIN_IMPORT`,
+        );
+      }
+      if (done.has(file)) return;
+      for (const next of imports.get(file) ?? []) visit(next, [...path, file]);
+      done.add(file);
+    };
+    for (const file of imports.keys()) visit(file, []);
+    for (const [file, code] of Object.values(bundle).map((c) => [c.fileName, c.code ?? ''])) {
+      const left = /^import [^;]*from "node:[^"]+";$/m.exec(code);
+      if (left) throw new Error(`${file}: an import of a built-in left as it is: ${left[0]}`);
+    }
+  },
+};
+
 const bundle = await rolldown({
-  plugins: [oclifCommandOrder],
+  plugins: [oclifCommandOrder, builtinsWithoutFacades],
   input: {
     ...Object.fromEntries(commands.map((file) => [file.replace(/\.js$/, ''), `${dist}${file}`])),
     execute: `${dist}execute-entry.js`,

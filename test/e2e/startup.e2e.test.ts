@@ -233,6 +233,43 @@ describe('start-up: the launcher and what a command loads', () => {
     expect(r.stderr).toContain('gpus: a GPU count must be an integer ≥ 1');
   });
 
+  it("built-ins without ES module facades: no chunk imports one, and a command's start loads none of what a facade's getters load", async () => {
+    const bundle = join(ROOT, 'dist', 'bundle');
+    const files = (await readdir(bundle, { recursive: true })).filter((f) => f.endsWith('.js'));
+    const imports: string[] = [];
+    for (const file of files) {
+      const text = await readFile(join(bundle, file), 'utf8');
+      for (const m of text.matchAll(/^(?:import|export)\b[^;\n]*from "(node:[^"]+)";$/gm))
+        imports.push(`${file}: ${m[0]}`);
+    }
+    expect(imports).toEqual([]);
+    // The built-in modules the process loaded (CommonJS preload, so that the recorder itself makes no facade).
+    const preload = join(dir, 'record-builtins.cjs');
+    await writeFile(
+      preload,
+      "process.on('exit', () => require('node:fs').writeFileSync(process.env.RG_TEST_BUILTINS, process.moduleLoadList.join('\\n')));\n",
+    );
+    const record = join(dir, 'builtins.txt');
+    const spec = join(dir, 'bad-spec-builtins.json');
+    await writeFile(spec, JSON.stringify({ job_id: '../escape' }));
+    const r = run([process.execPath, '--require', preload, RUN_JS, 'pair', 'run', '--spec', spec], {
+      env: { RG_TEST_BUILTINS: record },
+    });
+    expect(r.code).toBe(2);
+    const loaded = (await readFile(record, 'utf8')).split('\n');
+    // Loaded before by the getters of node:process, node:util and node:crypto's facades: process reports, workers, web
+    // crypto, a diff algorithm for assertion messages.
+    for (const unused of [
+      'NativeModule internal/process/report',
+      'NativeModule worker_threads',
+      'NativeModule internal/crypto/webcrypto',
+      'NativeModule internal/util/diff',
+    ]) {
+      expect(loaded).not.toContain(unused);
+    }
+    expect(loaded).toContain('NativeModule internal/fs/promises');
+  });
+
   it("oclif's command list is sorted without ICU's collator, in the order localeCompare gives our ids", async () => {
     const chunks = join(ROOT, 'dist', 'bundle', 'chunks');
     const oclif = (await readdir(chunks)).filter((f) => f.startsWith('oclif-'));
