@@ -1,7 +1,9 @@
+import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli, node } from '../support/cli.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
@@ -12,6 +14,7 @@ import { loadedFiles, LOADED_RECORD_VARIABLE, writeLoadRecorder } from '../suppo
  * a whole `pair run` never loads them, and the transports that need them still work on first use, each loading its
  * module then: an `ssh://` engine (ssh2's own connection error) and a BuildKit session (gRPC, against the real engine).
  */
+const exec = promisify(execFile);
 const DEFERRED = /\/node_modules\/(@grpc|ssh2|protobufjs)\//;
 let work: string;
 
@@ -77,6 +80,59 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
     const run = await node([script]);
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({ type: 'function', same: true, ping: 'OK' });
+  });
+
+  it("a TLS engine (https://) loads Node's https on first use, and works", async () => {
+    const tls = await exec('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+      '-keyout',
+      join(work, 'key.pem'),
+      '-out',
+      join(work, 'cert.pem'),
+    ]).then(
+      () => null,
+      (err: Error) => err.message,
+    );
+    expect(tls).toBeNull();
+    const script = join(work, 'tls.mjs');
+    const dockerode = pathToFileURL(resolve('dist/adapters/docker/dockerode.js')).href;
+    await writeFile(
+      script,
+      [
+        "import { readFileSync } from 'node:fs';",
+        `const { Dockerode } = await import(${JSON.stringify(dockerode)});`,
+        "const loaded = () => process.moduleLoadList.includes('NativeModule https');",
+        'const facts = { atLoad: loaded(), ping: String(await new Dockerode().ping()), afterUnixPing: loaded() };',
+        // An engine's answer to a ping, over TLS on the loopback (a server of this script's: https is loaded from here on).
+        "const key = readFileSync(process.argv[2] + '/key.pem'), cert = readFileSync(process.argv[2] + '/cert.pem');",
+        "const https = await import('node:https');",
+        "const server = https.createServer({ key, cert }, (req, res) => res.end(req.url.endsWith('/_ping') ? 'OK' : 'no'));",
+        "await new Promise((r) => server.listen(0, '127.0.0.1', r));",
+        "const engine = new Dockerode({ protocol: 'https', host: '127.0.0.1', port: server.address().port, ca: cert });",
+        'facts.tlsPing = String(await engine.ping());',
+        'server.close();',
+        'process.stdout.write(JSON.stringify(facts));',
+        'process.exit(0);',
+      ].join('\n'),
+    );
+    const run = await node([script, work]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({
+      atLoad: false,
+      ping: 'OK',
+      afterUnixPing: false,
+      tlsPing: 'OK',
+    });
   });
 
   it('an ssh:// engine and a BuildKit session load their modules on first use, and work', async () => {

@@ -14,7 +14,7 @@ import type DockerClass from 'dockerode';
  */
 const requireHere = createRequire(import.meta.url);
 
-/** Which packages are deferred, and who requires each: dockerode's lib/ (session.js) and docker-modem's (ssh.js). */
+/** Which modules are deferred, and who requires each: dockerode's lib/ (session.js) and docker-modem's (ssh.js, http.js). */
 const DEFERRED: readonly {
   readonly owner: 'dockerode' | 'docker-modem';
   readonly id: string;
@@ -24,6 +24,10 @@ const DEFERRED: readonly {
   { owner: 'dockerode', id: '@grpc/proto-loader', constructors: [] },
   // docker-modem reads `.Client` as it loads and calls `new Client()` when an ssh:// engine is dialled
   { owner: 'docker-modem', id: 'ssh2', constructors: ['Client'] },
+  // Node's own TLS client (https, tls and 15 more internal modules, issue 39): docker-modem requires it at its top and
+  // reads it only to dial a TLS engine (`tcp://` with DOCKER_CERT_PATH). require.cache is asked before the built-ins
+  // for a name without `node:` (Node's documented order), so the stand-in is what docker-modem gets while it loads.
+  { owner: 'docker-modem', id: 'https', constructors: [] },
 ];
 
 /** dockerode's client class (`new Dockerode(options)`); its types stay `import type Docker from 'dockerode'`. */
