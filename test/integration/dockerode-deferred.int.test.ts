@@ -15,7 +15,8 @@ import { loadedFiles, LOADED_RECORD_VARIABLE, writeLoadRecorder } from '../suppo
  * module then: an `ssh://` engine (ssh2's own connection error) and a BuildKit session (gRPC, against the real engine).
  */
 const exec = promisify(execFile);
-const DEFERRED = /\/node_modules\/(@grpc|ssh2|protobufjs)\//;
+const DEFERRED =
+  /\/node_modules\/(@grpc|ssh2|protobufjs|tar-fs|dockerode\/node_modules\/tar-stream|readable-stream)\/|\/docker-modem\/lib\/http_duplex\.js$/;
 let work: string;
 
 describe.skipIf(noDocker)('dockerode without its unused transports', () => {
@@ -26,7 +27,7 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
     await rm(work, { recursive: true, force: true });
   });
 
-  it('a whole pair run loads dockerode but never gRPC, protobufjs or ssh2', async () => {
+  it('a whole pair run loads dockerode but never gRPC, protobufjs, ssh2, tar-fs or readable-stream', async () => {
     const hook = await writeLoadRecorder(work);
     const record = join(work, 'loaded.txt');
     await mkdir(join(work, 'cwd'), { recursive: true });
@@ -132,6 +133,52 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
       ping: 'OK',
       afterUnixPing: false,
       tlsPing: 'OK',
+    });
+  });
+
+  it('an exec with stdin (written, its output read back) loads the duplex and readable-stream on first use, and works', async () => {
+    const script = join(work, 'stdin.mjs');
+    const dockerode = pathToFileURL(resolve('dist/adapters/docker/dockerode.js')).href;
+    await writeFile(
+      script,
+      [
+        "import { createRequire } from 'node:module';",
+        `const { Dockerode } = await import(${JSON.stringify(dockerode)});`,
+        'const cache = createRequire(import.meta.url).cache;',
+        "const loaded = () => Object.keys(cache).some((f) => f.includes('/node_modules/readable-stream/'));",
+        'const docker = new Dockerode();',
+        `const container = await docker.createContainer({ Image: ${JSON.stringify(DRIVER_IMAGE)}, Entrypoint: ['sleep'], Cmd: ['30'], Labels: { 'it.dockerode-deferred': 'stdin' }, HostConfig: { NetworkMode: 'none' } });`,
+        'const facts = { atLoad: loaded() };',
+        'try {',
+        '  await container.start();',
+        "  const exec = await container.exec({ Cmd: ['cat'], AttachStdin: true, AttachStdout: true, AttachStderr: true });",
+        // Without hijack, docker-modem wraps the request and its response in its HttpDuplex (a hijack is the socket).
+        '  const socket = await exec.start({ stdin: true });',
+        "  let out = '';",
+        '  const echoed = new Promise((r) => {',
+        "    socket.on('data', (chunk) => { out += chunk.toString('latin1'); if (out.includes('through the duplex')) r(true); });",
+        "    socket.on('close', () => r(false));",
+        '    setTimeout(() => r(false), 10_000).unref();',
+        '  });',
+        "  socket.write('through the duplex');",
+        '  await echoed;',
+        "  facts.echoed = out.includes('through the duplex');",
+        '  facts.duplex = socket.constructor.name;',
+        '  facts.afterExec = loaded();',
+        '} finally {',
+        '  await container.remove({ force: true });',
+        '}',
+        'process.stdout.write(JSON.stringify(facts));',
+        'process.exit(0);',
+      ].join('\n'),
+    );
+    const run = await node([script]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({
+      atLoad: false,
+      echoed: true,
+      duplex: 'HttpDuplex',
+      afterExec: true,
     });
   });
 

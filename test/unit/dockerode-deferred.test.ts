@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deferredModule } from '../../src/adapters/docker/dockerode.js';
+import { deferredClass, deferredModule } from '../../src/adapters/docker/dockerode.js';
 
 class Client {
   readonly args: unknown[];
@@ -55,5 +55,52 @@ describe('deferredModule (dockerode without its unused transports)', () => {
       throw new Error('Cannot find module ssh2');
     }) as { Client: unknown };
     expect(() => module.Client).toThrow('Cannot find module ssh2');
+  });
+});
+
+describe('deferredClass (a module that is a class: docker-modem’s HttpDuplex)', () => {
+  class Duplex {
+    readonly args: unknown[];
+    constructor(...args: unknown[]) {
+      this.args = args;
+    }
+  }
+  /** A class like HttpDuplex, which constructs itself when called without `new`. */
+  function SelfMaking(this: unknown, ...args: unknown[]): object {
+    if (!(this instanceof SelfMaking))
+      return new (SelfMaking as unknown as new (...a: unknown[]) => object)(...args);
+    return this;
+  }
+
+  it('loads nothing until used; `new` constructs the real class, and instanceof holds for both', () => {
+    let loads = 0;
+    const StandIn = deferredClass(() => {
+      loads += 1;
+      return Duplex;
+    }) as new (...a: unknown[]) => Duplex;
+    expect(loads).toBe(0);
+    const made = new StandIn('req', 'res');
+    expect(loads).toBe(1);
+    expect(made).toBeInstanceOf(Duplex);
+    expect(made).toBeInstanceOf(StandIn);
+    expect(made.args).toEqual(['req', 'res']);
+    expect(new StandIn()).toBeInstanceOf(Duplex);
+    expect(loads).toBe(1);
+  });
+
+  it('a call without `new` and a property read reach the real class', () => {
+    const StandIn = deferredClass(() => SelfMaking) as unknown as ((...a: unknown[]) => object) & {
+      prototype: object;
+    };
+    expect(StandIn()).toBeInstanceOf(SelfMaking);
+    expect(StandIn.prototype).toBe(SelfMaking.prototype);
+  });
+
+  it('a load that fails fails each use', () => {
+    const StandIn = deferredClass(() => {
+      throw new Error('Cannot find module readable-stream');
+    }) as new () => object;
+    expect(() => new StandIn()).toThrow('Cannot find module readable-stream');
+    expect(() => new StandIn()).toThrow('Cannot find module readable-stream');
   });
 });

@@ -18,7 +18,8 @@ const requireHere = createRequire(import.meta.url);
 const DEFERRED: readonly {
   readonly owner: 'dockerode' | 'docker-modem';
   readonly id: string;
-  readonly constructors: readonly string[];
+  /** Names read at load time but used only with `new` (deferredModule); `'module'`: the module itself is a class. */
+  readonly constructors: readonly string[] | 'module';
 }[] = [
   { owner: 'dockerode', id: '@grpc/grpc-js', constructors: [] },
   { owner: 'dockerode', id: '@grpc/proto-loader', constructors: [] },
@@ -28,6 +29,13 @@ const DEFERRED: readonly {
   // reads it only to dial a TLS engine (`tcp://` with DOCKER_CERT_PATH). require.cache is asked before the built-ins
   // for a name without `node:` (Node's documented order), so the stand-in is what docker-modem gets while it loads.
   { owner: 'docker-modem', id: 'https', constructors: [] },
+  // Build contexts (`buildImage` of a folder, which we never call): tar-fs with its own tar-stream and
+  // readable-stream, and zlib for the gzip.
+  { owner: 'dockerode', id: 'tar-fs', constructors: [] },
+  { owner: 'dockerode', id: 'zlib', constructors: [] },
+  // The duplex of a hijacked connection (an exec with stdin: serve's sessions), built on readable-stream (14 files,
+  // about a third of docker-modem's load): docker-modem only ever does `new HttpDuplex(req, res)` with it.
+  { owner: 'docker-modem', id: './http_duplex', constructors: 'module' },
 ];
 
 /** dockerode's client class (`new Dockerode(options)`); its types stay `import type Docker from 'dockerode'`. */
@@ -53,7 +61,9 @@ function loadDockerode(): typeof DockerClass {
       const placeholder = new Module(file);
       placeholder.filename = file;
       placeholder.loaded = true;
-      placeholder.exports = deferredModule(() => requireFromOwner(id) as object, constructors);
+      const load = (): object => requireFromOwner(id) as object;
+      placeholder.exports =
+        constructors === 'module' ? deferredClass(load) : deferredModule(load, constructors);
       cache[file] = placeholder;
       seeded.push(file);
     }
@@ -95,4 +105,21 @@ export function deferredModule(load: () => object, constructors: readonly string
       },
     },
   );
+}
+
+/**
+ * A module that is itself a class (`module.exports = HttpDuplex`), loaded (`load`) on its first use: `new`, a call, or
+ * a read of a property (`prototype` for `instanceof`). What is constructed is the real class's own instance.
+ */
+export function deferredClass(load: () => object): object {
+  let real: (new (...args: unknown[]) => object) | undefined;
+  const module = (): new (...args: unknown[]) => object =>
+    (real ??= load() as new (...args: unknown[]) => object);
+  // A plain function as the target: a proxy can be constructed and called only if its target can.
+  return new Proxy(function deferred() {}, {
+    construct: (_target, args): object => Reflect.construct<unknown[], object>(module(), args),
+    apply: (_target, self, args): unknown => Reflect.apply(module(), self, args) as unknown,
+    get: (_target, key) => Reflect.get(module(), key) as unknown,
+    has: (_target, key) => Reflect.has(module(), key),
+  });
 }
