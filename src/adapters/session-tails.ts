@@ -3,7 +3,7 @@ import type { Dirent } from 'node:fs';
 import { lstat, open, opendir, stat } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import * as zlib from 'node:zlib';
+import type * as Zlib from 'node:zlib';
 import { MAX_SESSION_FILES, MAX_TAIL_BYTES } from '../core/provider-failure.js';
 import type { SessionTail } from '../core/provider-failure.js';
 import type { SessionFiles, SessionTails } from '../app/ports/session-tails.js';
@@ -27,9 +27,16 @@ const ZSTD_WINDOW_LOG_MAX = 25;
 const ZST_SUFFIX = '.zst';
 const CHUNK_BYTES = 64 * 1024;
 
+/**
+ * node:zlib, loaded on first use: only a diagnosis of compressed rollouts needs it, and loading it at the top cost every
+ * command's start about 4 ms (issue 39).
+ */
+const zlib = (): typeof Zlib => process.getBuiltinModule('node:zlib');
+
 /** Whether this Node's zlib can decompress zstd (Node ≥ 23.8 / 22.15). */
-export const zstdAvailable: boolean =
-  typeof (zlib as { createZstdDecompress?: unknown }).createZstdDecompress === 'function';
+export function zstdAvailable(): boolean {
+  return typeof (zlib() as { createZstdDecompress?: unknown }).createZstdDecompress === 'function';
+}
 
 interface Candidate {
   readonly path: string;
@@ -134,9 +141,10 @@ async function readZstTail(
   size: number,
   mtimeMs: number,
 ): Promise<SessionTail | undefined> {
-  if (!zstdAvailable || size > MAX_ZST_BYTES) return undefined;
-  const decoder = zlib.createZstdDecompress({
-    params: { [zlib.constants.ZSTD_d_windowLogMax]: ZSTD_WINDOW_LOG_MAX },
+  if (!zstdAvailable() || size > MAX_ZST_BYTES) return undefined;
+  const { constants: zlibConstants, createZstdDecompress } = zlib();
+  const decoder = createZstdDecompress({
+    params: { [zlibConstants.ZSTD_d_windowLogMax]: ZSTD_WINDOW_LOG_MAX },
   });
   const keeper = new TailKeeper();
   const done = new Promise<boolean>((resolve) => {
@@ -224,4 +232,10 @@ export async function isDirectory(dir: string): Promise<boolean> {
 }
 
 /** The SessionTails port on the local file system. */
-export const fileSessionTails: SessionTails = { read: readSessionFiles, isDirectory, zstdAvailable };
+export const fileSessionTails: SessionTails = {
+  read: readSessionFiles,
+  isDirectory,
+  get zstdAvailable(): boolean {
+    return zstdAvailable();
+  },
+};

@@ -8,6 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { createWriteStream } from 'node:fs';
 import {
+  fileSessionTails,
   MAX_ZST_BYTES,
   MAX_ZST_DECOMPRESSED_BYTES,
   readSessionFiles,
@@ -163,7 +164,8 @@ describe('compressed rollouts (*.jsonl.zst)', () => {
   const zst = (text: string): Buffer => zstdCompressSync(Buffer.from(text));
 
   it('this Node can decompress zstd', () => {
-    expect(zstdAvailable).toBe(true);
+    expect(zstdAvailable()).toBe(true);
+    expect(fileSessionTails.zstdAvailable).toBe(true);
   });
 
   it('reads a .jsonl.zst that has no plain sibling, whole and not partial when small', async () => {
