@@ -1,5 +1,6 @@
 import { systemTool } from '../system-tool.js';
 import { execFile } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
 import type Docker from 'dockerode';
 import type { PairNetworkGuard } from '../../app/ports/pair-network.js';
 import { RoboguideError } from '../../core/errors.js';
@@ -21,6 +22,7 @@ import {
 } from '../../core/pair-network.js';
 import { statusOf, toEngineError } from './engine-error.js';
 import { NetfilterWatch, type RulesetWatch } from './ruleset-watch.js';
+import { captureInToolShell } from '../mount/proc-fd-stager.js';
 
 const IPTABLES_TIMEOUT_MS = 30_000;
 const CALL_TIMEOUT_MS = 60_000;
@@ -40,6 +42,10 @@ export type IptablesRunner = (family: IpFamily, args: readonly string[]) => Prom
 /**
  * The real runner: `iptables -w …` / `ip6tables -w …`, after `prefix` when given (the tests run it inside the
  * throwaway engine's namespace: `nsenter --net=/run/netns/NS`). A missing binary is an E_NETWORK error saying so.
+ * Run by the process's tool shell (src/adapters/mount/tool-shell.ts, issue 39): a fork of this process costs in
+ * proportion to its size (about 13 ms each on a 2-core machine, two a `pair run`), the shell's next to nothing. With
+ * the tools' fixed environment (C messages, the system folders); a process of its own, as before, where the shell is
+ * not to be used.
  */
 export function iptablesRunner(prefix: readonly string[] = []): IptablesRunner {
   return (family, args) => {
@@ -53,29 +59,49 @@ export function iptablesRunner(prefix: readonly string[] = []): IptablesRunner {
       ...args,
     ];
     const [file = binary, ...rest] = argv;
-    return new Promise((resolve, reject) => {
-      execFile(file, rest, { timeout: IPTABLES_TIMEOUT_MS, encoding: 'utf8' }, (err, stdout, stderr) => {
-        if (err === null) return resolve({ code: 0, stdout, stderr });
-        const e = err as NodeJS.ErrnoException & { code?: unknown };
-        if (e.code === 'ENOENT') {
-          return reject(
-            new RoboguideError(
-              'E_NETWORK',
-              `${file} is not installed: the pairs network's firewall rules cannot be set`,
-              {
-                suggestions: [
-                  'install iptables (Debian: `apt-get install iptables`)',
-                  'or run the pairs with network "none"',
-                  "or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine's default bridge, unguarded)",
-                ],
-              },
-            ),
-          );
-        }
-        resolve({ code: typeof e.code === 'number' ? e.code : 1, stdout, stderr });
-      });
-    });
+    // A program that is not there is the old way's E_NETWORK error, which names it.
+    if (!executable(file)) return runIptablesProcess(file, rest, IPTABLES_TIMEOUT_MS);
+    return captureInToolShell(file, rest, IPTABLES_TIMEOUT_MS, runIptablesProcess);
   };
+}
+
+function executable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `iptables` in a process of its own (execFile), the caller's environment. */
+function runIptablesProcess(
+  file: string,
+  rest: readonly string[],
+  timeoutMs: number,
+): Promise<IptablesResult> {
+  return new Promise((resolve, reject) => {
+    execFile(file, rest, { timeout: timeoutMs, encoding: 'utf8' }, (err, stdout, stderr) => {
+      if (err === null) return resolve({ code: 0, stdout, stderr });
+      const e = err as NodeJS.ErrnoException & { code?: unknown };
+      if (e.code === 'ENOENT') {
+        return reject(
+          new RoboguideError(
+            'E_NETWORK',
+            `${file} is not installed: the pairs network's firewall rules cannot be set`,
+            {
+              suggestions: [
+                'install iptables (Debian: `apt-get install iptables`)',
+                'or run the pairs with network "none"',
+                "or, knowing what it opens, ROBOGUIDE_PAIRS_NETWORK=engine-bridge (the engine's default bridge, unguarded)",
+              ],
+            },
+          ),
+        );
+      }
+      resolve({ code: typeof e.code === 'number' ? e.code : 1, stdout, stderr });
+    });
+  });
 }
 
 /** The network on the engine, the chain in iptables and ip6tables (src/core/pair-network.ts says what and why). */

@@ -14,7 +14,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { systemTool } from '../system-tool.js';
-import { TOOL_ENV, ToolShell } from './tool-shell.js';
+import { TOOL_ENV, ToolShell, type ToolCapture, type ToolOutput } from './tool-shell.js';
 import type { MountMode } from '../../core/mount-mode.js';
 import type { EntryKind, FileInfo } from '../../app/ports/file-system.js';
 import type { MountStager, OpenedChild, OpenedFolder } from '../../app/ports/mount-stager.js';
@@ -284,12 +284,25 @@ function errnoOf(err: unknown): string {
   return typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'error';
 }
 
-/** The process's one shell for mount(8) and umount(8) (tool-shell.ts), started on first use. */
+/** The process's one shell for mount(8), umount(8) and the pairs network's listings (tool-shell.ts), started on first use. */
 const toolShell = new ToolShell({ fallback: runTool });
 
 /** mount(8) or umount(8) of the host through the process's tool shell (the default `run`); as runTool otherwise. */
 export function runToolInShell(file: string, args: readonly string[]): Promise<void> {
   return toolShell.run(systemTool(file), args);
+}
+
+/**
+ * An absolute program run for its output through the process's tool shell (`iptables -S` of the pairs network's
+ * guard: no fork of this process per listing); `fallback` (a process of its own) where the shell is not to be used.
+ */
+export function captureInToolShell(
+  file: string,
+  args: readonly string[],
+  timeoutMs: number,
+  fallback: ToolCapture,
+): Promise<ToolOutput> {
+  return toolShell.capture(file, args, timeoutMs, fallback);
 }
 
 /** mount(8) or umount(8) of the host, with C messages, one process per call; rejects on a non-zero exit. */

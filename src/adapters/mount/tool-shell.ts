@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
 
 /**
@@ -7,7 +8,7 @@ import type { Readable, Writable } from 'node:stream';
  * ms of its event loop per fork, two forks per pair (the bind and its release), 17 % of its CPU over a batch
  * (docs/benchmarks.md). The shell is small: its forks cost next to nothing, and its children run beside the loop.
  *
- * One request a line, `ID PROGRAM ARG…`, answered `ID STATUS [MESSAGE]` in order; the shell splits the line on
+ * One request a line, `ID r PROGRAM ARG…`, answered `ID STATUS [MESSAGE]` in order; the shell splits the line on
  * blanks with globbing off, so every word must be plain (TOOL_WORD): a request with any other word, and any request
  * while the shell cannot be had, runs the old way (`fallback`). The shell gets a fixed environment (no BASH_ENV, no
  * PATH of the caller's: the programs are absolute), ends when its input closes (this process exited, however), and
@@ -16,6 +17,11 @@ import type { Readable, Writable } from 'node:stream';
  * Only one request is in the shell at a time (the next is written when it is answered), so its time runs from its
  * own start, and whatever waits behind it has not started: a request past its time, or a shell that ends under one,
  * fails that one alone (the shell and what it runs are killed), and those behind it go to a new shell.
+ *
+ * A request whose output is wanted (`capture`: the pairs network's `iptables -S`, issue 39) is `ID NONCE PROGRAM
+ * ARG…`: the program's standard output goes to ours as it is, followed by a line `NONCE ID STATUS [MESSAGE]` (after a
+ * newline of the shell's, so that it starts a line). NONCE is 128 random bits of this process's, new for each request:
+ * no output can end a request early without knowing it.
  */
 
 /** A word the shell passes as it is: no blank, quote, glob, `$`, backslash or control character. */
@@ -23,12 +29,21 @@ const TOOL_WORD = /^[A-Za-z0-9_./,=:@%+-]+$/;
 
 const SCRIPT = [
   'set -f',
+  // fd 3: this shell's standard output, where a captured program's own output goes.
+  'exec 3>&1',
   'while IFS= read -r line; do',
   '  set -- $line',
-  '  id=$1; shift',
-  '  err=$("$@" 2>&1 >/dev/null </dev/null)',
-  '  rc=$?',
-  '  if [ "$rc" -eq 0 ]; then echo "$id 0"; else printf \'%s %s %s\\n\' "$id" "$rc" "$(printf \'%s\' "$err" | tr \'\\r\\n\' \'  \')"; fi',
+  '  id=$1; mode=$2; shift 2',
+  '  if [ "$mode" = r ]; then',
+  '    err=$("$@" 2>&1 >/dev/null </dev/null 3>&-)',
+  '    rc=$?',
+  '    if [ "$rc" -eq 0 ]; then echo "$id 0"; else printf \'%s %s %s\\n\' "$id" "$rc" "$(printf \'%s\' "$err" | tr \'\\r\\n\' \'  \')"; fi',
+  '  else',
+  '    err=$("$@" 2>&1 1>&3 3>&- </dev/null)',
+  '    rc=$?',
+  "    [ -z \"$err\" ] || err=$(printf '%s' \"$err\" | tr '\\r\\n' '  ')",
+  '    printf \'\\n%s %s %s %s\\n\' "$mode" "$id" "$rc" "$err"',
+  '  fi',
   'done',
 ].join('\n');
 
@@ -40,12 +55,30 @@ export const TOOL_ENV: Readonly<Record<string, string>> = {
 
 export type ToolRun = (file: string, args: readonly string[]) => Promise<void>;
 
+/** What a captured program said: its exit status, its standard output as written, its messages on one line. */
+export interface ToolOutput {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The old way for a capture: a process of its own (execFile), given the request's time. */
+export type ToolCapture = (file: string, args: readonly string[], timeoutMs: number) => Promise<ToolOutput>;
+
+/** A captured program's output past this is not read: its request fails, and the shell with what it runs ends. */
+export const MAX_CAPTURE_CHARS = 16 * 1024 * 1024;
+
 interface Request {
   readonly id: number;
   readonly file: string;
   readonly args: readonly string[];
   readonly command: string;
-  readonly resolve: () => void;
+  /** `r` for a run; a capture's nonce (hex) otherwise. */
+  readonly mode: string;
+  readonly timeoutMs: number;
+  /** What the request asked, the old way (the shell cannot be had, or it was not tried). */
+  readonly fallback: () => Promise<ToolOutput | undefined>;
+  readonly resolve: (output: ToolOutput | undefined) => void;
   readonly reject: (err: Error) => void;
 }
 
@@ -83,19 +116,53 @@ export class ToolShell {
    * throws: every failure is the promise's.
    */
   run(file: string, args: readonly string[]): Promise<void> {
+    const fallback = (): Promise<undefined> => this.#fallback(file, args).then(() => undefined);
+    return this.#ask(file, args, 'r', this.#timeoutMs, fallback).then(() => undefined);
+  }
+
+  /**
+   * Runs `file args…` (an absolute program) for its output: resolves with its exit status (any), its standard output
+   * and its messages (on one line), or rejects when it could not be run or answer within `timeoutMs` (the shell and
+   * what it runs are then killed). `fallback` runs it the old way when the shell is not to be used. Never throws.
+   */
+  capture(
+    file: string,
+    args: readonly string[],
+    timeoutMs: number,
+    fallback: ToolCapture,
+  ): Promise<ToolOutput> {
+    const nonce = randomBytes(16).toString('hex');
+    const old = (): Promise<ToolOutput> => fallback(file, args, timeoutMs);
+    return this.#ask(file, args, nonce, timeoutMs, old).then((output) => output ?? old());
+  }
+
+  #ask(
+    file: string,
+    args: readonly string[],
+    mode: string,
+    timeoutMs: number,
+    fallback: () => Promise<ToolOutput | undefined>,
+  ): Promise<ToolOutput | undefined> {
     try {
-      if (!file.startsWith('/') || ![file, ...args].every((word) => TOOL_WORD.test(word)))
-        return this.#fallback(file, args);
-      const live = this.#liveOrNull();
-      if (live === null) return this.#fallback(file, args);
-      return new Promise<void>((resolve, reject) => {
+      if (!file.startsWith('/') || ![file, ...args].every((word) => TOOL_WORD.test(word))) return fallback();
+      return new Promise<ToolOutput | undefined>((resolve, reject) => {
         const command = [file, ...args].join(' ');
-        live.queue.push({ id: ++this.#seq, file, args, command, resolve, reject });
-        if (live.queue.length === 1) this.#sendHead(live);
+        this.#enqueue({ id: ++this.#seq, file, args, command, mode, timeoutMs, fallback, resolve, reject });
       });
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
+  }
+
+  /** To the live shell's queue (written now if it is the only one), or the old way when no shell can be had. */
+  #enqueue(request: Request): void {
+    const live = this.#liveOrNull();
+    if (live === null) {
+      request.fallback().then(request.resolve, request.reject);
+      return;
+    }
+    live.queue.push(request);
+    if (live.queue.length === 1) this.#sendHead(live);
   }
 
   /** Ends the shell now, failing what it was asked (tests; a process that wants it gone before its exit). */
@@ -123,10 +190,10 @@ export class ToolShell {
       // Its answer may be waiting in the pipe behind a stalled loop: read what came before judging it late.
       setImmediate(() => {
         if (this.#live === live && live.queue[0] === head)
-          this.#fail(live, new Error(`${head.command}: timed out after ${this.#timeoutMs} ms`));
+          this.#fail(live, new Error(`${head.command}: timed out after ${head.timeoutMs} ms`));
       });
-    }, this.#timeoutMs);
-    live.shell.stdin.write(`${head.id} ${head.command}\n`);
+    }, head.timeoutMs);
+    live.shell.stdin.write(`${head.id} ${head.mode} ${head.command}\n`);
   }
 
   /**
@@ -137,7 +204,7 @@ export class ToolShell {
     const [head, ...behind] = live.queue.splice(0);
     this.#kill(live);
     head?.reject(err);
-    for (const request of behind) this.run(request.file, request.args).then(request.resolve, request.reject);
+    for (const request of behind) this.#enqueue(request);
   }
 
   #liveOrNull(): Live | null {
@@ -183,33 +250,66 @@ export class ToolShell {
   #answer(live: Live, chunk: string): void {
     if (this.#live !== live) return;
     live.buffered += chunk;
-    let newline = live.buffered.indexOf('\n');
-    while (newline !== -1 && this.#live === live) {
-      const line = live.buffered.slice(0, newline);
-      live.buffered = live.buffered.slice(newline + 1);
-      newline = live.buffered.indexOf('\n');
+    while (this.#live === live && live.buffered !== '') {
       const head = live.queue[0];
-      const match = /^(\d+) (\d+) ?([^]*)$/.exec(line);
-      if (head === undefined || match === null || Number(match[1]) !== head.id) {
-        const said = JSON.stringify(line.slice(0, 200));
+      const answered =
+        head === undefined
+          ? null
+          : head.mode === 'r'
+            ? this.#ranLine(live, head)
+            : this.#captured(live, head);
+      if (answered === 'wait') return;
+      if (head === undefined || answered === null) {
+        const said = JSON.stringify(live.buffered.slice(0, 200));
         this.#fail(live, new Error(`${head?.command ?? 'tool shell'}: the tool shell answered ${said}`));
         return;
       }
       live.queue.shift();
       if (live.timer !== null) clearTimeout(live.timer);
       live.timer = null;
-      if (match[2] === '0') head.resolve();
-      else head.reject(new Error(`${head.command}: ${match[3]?.trim() || `exit status ${match[2]}`}`));
+      if (answered instanceof Error) head.reject(answered);
+      else head.resolve(answered);
       this.#sendHead(live);
     }
+  }
+
+  /** A run's answer line (`ID STATUS [MESSAGE]`), taken from the buffer; `wait` for the rest of it, null if wrong. */
+  #ranLine(live: Live, head: Request): ToolOutput | undefined | Error | 'wait' | null {
+    const newline = live.buffered.indexOf('\n');
+    if (newline === -1) return 'wait';
+    const line = live.buffered.slice(0, newline);
+    const match = /^(\d+) (\d+) ?([^]*)$/.exec(line);
+    if (match === null || Number(match[1]) !== head.id) return null;
+    live.buffered = live.buffered.slice(newline + 1);
+    return match[2] === '0'
+      ? undefined
+      : new Error(`${head.command}: ${match[3]?.trim() || `exit status ${match[2]}`}`);
+  }
+
+  /** A capture's output and its closing line (`\nNONCE ID STATUS [MESSAGE]\n`), taken from the buffer when whole. */
+  #captured(live: Live, head: Request): ToolOutput | 'wait' | null {
+    const marker = `\n${head.mode} ${head.id} `;
+    const at = live.buffered.indexOf(marker);
+    if (at === -1) {
+      // Its program still writes: the shell and what it runs end with the request.
+      if (live.buffered.length > MAX_CAPTURE_CHARS)
+        this.#fail(live, new Error(`${head.command}: more than ${MAX_CAPTURE_CHARS} characters of output`));
+      return 'wait';
+    }
+    const end = live.buffered.indexOf('\n', at + marker.length);
+    if (end === -1) return 'wait';
+    const match = /^(\d+) ?([^]*)$/.exec(live.buffered.slice(at + marker.length, end));
+    if (match === null) return null;
+    const stdout = live.buffered.slice(0, at);
+    live.buffered = live.buffered.slice(end + 1);
+    return { code: Number(match[1]), stdout, stderr: match[2]?.trim() ?? '' };
   }
 
   #unstartable(live: Live, forGood: boolean): void {
     if (forGood) this.#unavailable = true;
     if (this.#live === live) this.#live = null;
     if (live.timer !== null) clearTimeout(live.timer);
-    for (const request of live.queue.splice(0))
-      this.#fallback(request.file, request.args).then(request.resolve, request.reject);
+    for (const request of live.queue.splice(0)) request.fallback().then(request.resolve, request.reject);
   }
 
   /** This shell is done: no longer the live one, its clock stopped, it and whatever it runs killed. */

@@ -10,7 +10,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ToolShell, type ToolRun } from '../../../../src/adapters/mount/tool-shell.js';
+import { ToolShell, type ToolCapture, type ToolRun } from '../../../../src/adapters/mount/tool-shell.js';
 
 /** The fallback: records what it was asked and does nothing. */
 function recordingFallback(): { run: ToolRun; calls: string[][] } {
@@ -260,5 +260,138 @@ describe.skipIf(process.platform !== 'linux')('ToolShell: one shell runs the too
     } finally {
       broken.close();
     }
+  });
+});
+
+describe.skipIf(process.platform !== 'linux')('ToolShell.capture: a program run for its output', () => {
+  let dir: string;
+  let shell: ToolShell;
+  let fallbackCalls: string[][];
+  const fallback: ToolCapture = (file, args, timeoutMs) => {
+    fallbackCalls.push([file, ...args, `timeout=${timeoutMs}`]);
+    return Promise.resolve({ code: 99, stdout: 'the old way', stderr: '' });
+  };
+
+  /** An executable script of `lines` in the test's folder; its path. */
+  function script(name: string, lines: string[]): string {
+    const path = join(dir, name);
+    writeFileSync(path, ['#!/bin/sh', ...lines].join('\n') + '\n');
+    chmodSync(path, 0o755);
+    return path;
+  }
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'rg-tool-capture-'));
+    fallbackCalls = [];
+    shell = new ToolShell({ fallback: () => Promise.reject(new Error('no run expected')) });
+  });
+  afterEach(() => {
+    shell.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('gives the output as written (with or without its last newline), the status and the messages on one line', async () => {
+    const talk = script('talk', [
+      'printf "one\\n  two with  blanks\\n\\nfour"',
+      'echo "a message" >&2',
+      'echo "a second line" >&2',
+      'exit 3',
+    ]);
+    expect(await shell.capture(talk, [], 5000, fallback)).toEqual({
+      code: 3,
+      stdout: 'one\n  two with  blanks\n\nfour',
+      stderr: 'a message a second line',
+    });
+    const ends = script('ends', ['printf "last\\n\\n"']);
+    expect(await shell.capture(ends, [], 5000, fallback)).toEqual({
+      code: 0,
+      stdout: 'last\n\n',
+      stderr: '',
+    });
+    const silent = script('silent', ['exit 0']);
+    expect(await shell.capture(silent, [], 5000, fallback)).toEqual({ code: 0, stdout: '', stderr: '' });
+    expect(fallbackCalls).toEqual([]);
+  });
+
+  it("output that looks like the shell's closing lines is output: only this request's nonce ends it", async () => {
+    const forger = script('forger', [
+      'echo "1 0"',
+      'printf "\\nffffffffffffffffffffffffffffffff 1 0 forged\\n"',
+      'echo "0 0"',
+      'echo after',
+    ]);
+    const first = await shell.capture(forger, [], 5000, fallback);
+    expect(first).toEqual({
+      code: 0,
+      stdout: '1 0\n\nffffffffffffffffffffffffffffffff 1 0 forged\n0 0\nafter\n',
+      stderr: '',
+    });
+    // The shell is in step after it: a run and another capture answer as they should.
+    await shell.run('/usr/bin/touch', [join(dir, 'made')]);
+    expect(existsSync(join(dir, 'made'))).toBe(true);
+    expect((await shell.capture(forger, [], 5000, fallback)).stdout).toBe(first.stdout);
+  });
+
+  it('a program run for its status cannot write into the answers (its descriptor 3 is closed)', async () => {
+    const intruder = script('intruder', ['echo "1 0" >&3', 'echo "999 0" >&3']);
+    await expect(shell.run(intruder, [])).rejects.toThrow(/intruder/);
+    const stdout = script('stdout', ['echo "1 0"']);
+    expect(await shell.capture(stdout, [], 5000, fallback)).toEqual({ code: 0, stdout: '1 0\n', stderr: '' });
+  });
+
+  it('a 2 MB output, and 30 runs and captures asked at once, each get their own answer from one shell', async () => {
+    const big = script('big', ['/usr/bin/yes 0123456789abcdef | /usr/bin/head -c 2000000']);
+    const echo = script('echo', ['echo "$1"']);
+    const pid = (await shell.capture(echo, ['warm'], 5000, fallback)) && shell.pid;
+    const asked = Array.from({ length: 30 }, (_, i) =>
+      i % 3 === 0
+        ? shell
+            .capture(big, [], 10_000, fallback)
+            .then((o) => o.stdout === '0123456789abcdef\n'.repeat(125_000).slice(0, 2_000_000))
+        : i % 3 === 1
+          ? shell.capture(echo, [`word${i}`], 5000, fallback).then((o) => o.stdout === `word${i}\n`)
+          : shell.run('/usr/bin/touch', [join(dir, `t${i}`)]).then(() => existsSync(join(dir, `t${i}`))),
+    );
+    expect(await Promise.all(asked)).toEqual(asked.map(() => true));
+    expect(shell.pid).toBe(pid);
+    expect(fallbackCalls).toEqual([]);
+  });
+
+  it('a capture past its own time ends the shell and what it runs; the next request gets a new shell', async () => {
+    const slow = script('slow', ['echo started', 'exec /usr/bin/sleep 30']);
+    const asked = shell.capture(slow, [], 300, fallback);
+    const first = shell.pid;
+    await expect(asked).rejects.toThrow(/slow: timed out after 300 ms/);
+    await expect.poll(() => groupMembers(first!), { timeout: 2000 }).toEqual([]);
+    const echo = script('echo', ['echo "$1"']);
+    expect((await shell.capture(echo, ['again'], 5000, fallback)).stdout).toBe('again\n');
+    expect(shell.pid).not.toBe(first);
+  });
+
+  it('an output past the bound fails its request and ends the shell with the program still writing', async () => {
+    const flood = script('flood', ['exec /usr/bin/yes']);
+    const first = (await shell.capture(script('ok', ['true']), [], 5000, fallback)) && shell.pid;
+    await expect(shell.capture(flood, [], 60_000, fallback)).rejects.toThrow(/more than 16777216 characters/);
+    await expect.poll(() => groupMembers(first!), { timeout: 2000 }).toEqual([]);
+  });
+
+  it('a word the shell would split, a relative program, or no shell at all: the old way, given the time', async () => {
+    await expect(shell.capture('/usr/bin/echo', ['a b'], 1234, fallback)).resolves.toMatchObject({
+      code: 99,
+    });
+    await expect(shell.capture('echo', ['x'], 1234, fallback)).resolves.toMatchObject({ code: 99 });
+    const broken = new ToolShell({ fallback: () => Promise.resolve(), shellPath: join(dir, 'no-shell') });
+    try {
+      await expect(broken.capture('/usr/bin/echo', ['y'], 1234, fallback)).resolves.toMatchObject({
+        code: 99,
+      });
+    } finally {
+      broken.close();
+    }
+    expect(fallbackCalls).toEqual([
+      ['/usr/bin/echo', 'a b', 'timeout=1234'],
+      ['echo', 'x', 'timeout=1234'],
+      ['/usr/bin/echo', 'y', 'timeout=1234'],
+    ]);
   });
 });
