@@ -38,6 +38,7 @@ const OCLIF_COMMAND_ORDER = {
   from: '.sort((a, b) => a.id.localeCompare(b.id))',
   to: '.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))',
 };
+let oclifCommandOrderApplied = false;
 const oclifCommandOrder = {
   name: 'oclif-command-order',
   transform(code, id) {
@@ -47,7 +48,16 @@ const oclifCommandOrder = {
         `${id}: oclif's command sort changed; see OCLIF_COMMAND_ORDER in scripts/bundle-cli.js`,
       );
     }
+    oclifCommandOrderApplied = true;
     return code.replace(OCLIF_COMMAND_ORDER.from, OCLIF_COMMAND_ORDER.to);
+  },
+  // oclif's file moved or renamed: nothing was replaced, and the build says so instead of shipping the collator's cost.
+  buildEnd(err) {
+    if (err === undefined && !oclifCommandOrderApplied) {
+      throw new Error(
+        "oclif's command sort was not found (its plugin.js moved?): see OCLIF_COMMAND_ORDER in scripts/bundle-cli.js",
+      );
+    }
   },
 };
 
@@ -78,6 +88,13 @@ const builtinsWithoutFacades = {
             throw new Error(`${id}: a default imported by name (${name}) is not rewritten`);
           return local === undefined ? imported : `${imported}: ${local}`;
         });
+      // A namespace becomes the module's own object: the same names, but no `default` beside them.
+      const escaped = (namespace ?? '').replace(/\$/g, '\\$');
+      if (namespace !== undefined && new RegExp(`\\b${escaped}\\s*(\\.\\s*default\\b|\\[)`).test(code)) {
+        throw new Error(
+          `${id}: namespace ${namespace} read by \`default\` or a computed name: not rewritten`,
+        );
+      }
       if (names.length === 0) return `const ${binding} = ${module};`;
       if (binding === undefined) return `const { ${names.join(', ')} } = ${module};`;
       return `const ${binding} = ${module};\nconst { ${names.join(', ')} } = ${binding};`;

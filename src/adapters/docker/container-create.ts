@@ -98,18 +98,23 @@ export function createOptions(
 }
 
 /**
- * A create's options as dockerode's `createContainer` takes them, sent as the Engine API has them: the name alone in
- * the query string, the configuration alone in the body. Given plain options, docker-modem sends them both ways: the
+ * A create's options as dockerode's `createContainer` takes them, sent as the Engine API has them: the name (and a
+ * platform) in the query string, the configuration alone in the body. Given plain options, docker-modem sends them both ways: the
  * whole configuration URL-encoded into the request line as well as in the body (`buildQuerystring(opts._query ||
  * opts)`), about 25 KB with our seccomp profile encoded twice, and every environment value in it, a pair's secrets
- * among them. The engine reads only `name` there; a proxy in front of it may log a request line, or refuse one that
+ * among them. The engine reads only `name` and `platform` there; a proxy in front of it may log a request line, or refuse one that
  * long (414). `_query` and `_body` are docker-modem's own fields for the two parts.
  */
 export function createRequest(
   options: Docker.ContainerCreateOptions,
   abortSignal: AbortSignal,
 ): Docker.ContainerCreateOptions {
-  const { name, ...body } = options;
-  const request = { _query: name === undefined ? {} : { name }, _body: body, abortSignal };
+  // The query's own parameters (`name`, `platform`) there, everything else in the body.
+  const { name, platform, ...body } = options;
+  const request = {
+    _query: { ...(name !== undefined ? { name } : {}), ...(platform !== undefined ? { platform } : {}) },
+    _body: body,
+    abortSignal,
+  };
   return request;
 }

@@ -33,8 +33,9 @@ const DEFERRED: readonly {
   // readable-stream, and zlib for the gzip.
   { owner: 'dockerode', id: 'tar-fs', constructors: [] },
   { owner: 'dockerode', id: 'zlib', constructors: [] },
-  // The duplex of a hijacked connection (an exec with stdin: serve's sessions), built on readable-stream (14 files,
-  // about a third of docker-modem's load): docker-modem only ever does `new HttpDuplex(req, res)` with it.
+  // The duplex of a connection with stdin that the engine does not upgrade (an exec or attach with stdin and no
+  // hijack; serve's execs hijack and get the socket), built on readable-stream (14 files, about a third of
+  // docker-modem's load): docker-modem only ever does `new HttpDuplex(req, res)` with it.
   { owner: 'docker-modem', id: './http_duplex', constructors: 'module' },
 ];
 
