@@ -184,7 +184,9 @@ export class DockerContainerRuntime
       seccomp: await this.seccomp.option(),
     });
     try {
-      const container = await this.docker.createContainer(createRequest(options, this.#deadline().abortSignal));
+      const container = await this.docker.createContainer(
+        createRequest(options, this.#deadline().abortSignal),
+      );
       return { id: container.id, name: spec.name };
     } catch (err) {
       throw toEngineError(err, 'create a container', spec.image);

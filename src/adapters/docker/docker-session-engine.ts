@@ -136,9 +136,8 @@ export class DockerSessionEngine implements SessionEngine, NetworkMoves {
     });
     let id: string;
     try {
-      id = (
-        await this.#docker.createContainer(createRequest(options, AbortSignal.timeout(CALL_TIMEOUT_MS)))
-      ).id;
+      id = (await this.#docker.createContainer(createRequest(options, AbortSignal.timeout(CALL_TIMEOUT_MS))))
+        .id;
     } catch (err) {
       throw toEngineError(err, 'create a container', spec.image);
     }
