@@ -89,6 +89,9 @@ interface Live {
   readonly shell: Shell;
   readonly queue: Request[];
   buffered: string;
+  /** A capture's output read so far and set aside (not searched again), and its length. */
+  output: string[];
+  outputChars: number;
   /** The time of the request at the head of the queue (the one written, running). */
   timer: NodeJS.Timeout | null;
 }
@@ -222,7 +225,7 @@ export class ToolShell {
       shell.on('error', () => undefined);
       return null;
     }
-    const live: Live = { shell, queue: [], buffered: '', timer: null };
+    const live: Live = { shell, queue: [], buffered: '', output: [], outputChars: 0, timer: null };
     shell.on('error', (err: NodeJS.ErrnoException) => {
       // Not started at all: what it was asked goes the old way; a shell that can never start is not tried again.
       if (err.syscall?.startsWith('spawn') === true)
@@ -286,23 +289,37 @@ export class ToolShell {
       : new Error(`${head.command}: ${match[3]?.trim() || `exit status ${match[2]}`}`);
   }
 
-  /** A capture's output and its closing line (`\nNONCE ID STATUS [MESSAGE]\n`), taken from the buffer when whole. */
+  /**
+   * A capture's output and its closing line (`\nNONCE ID STATUS [MESSAGE]\n`), taken from the buffer when whole. Output
+   * with no closing line in it is set aside but for its last characters (the start of the line, maybe), so each byte
+   * is searched about once, however long the output.
+   */
   #captured(live: Live, head: Request): ToolOutput | 'wait' | null {
     const marker = `\n${head.mode} ${head.id} `;
     const at = live.buffered.indexOf(marker);
-    if (at === -1) {
-      // Its program still writes: the shell and what it runs end with the request.
-      if (live.buffered.length > MAX_CAPTURE_CHARS)
+    const end = at === -1 ? -1 : live.buffered.indexOf('\n', at + marker.length);
+    if (end === -1) {
+      this.#setAside(live, at === -1 ? live.buffered.length - (marker.length - 1) : at);
+      // Its program still writes (or its message does not end): the shell and what it runs end with the request.
+      if (live.outputChars + live.buffered.length > MAX_CAPTURE_CHARS)
         this.#fail(live, new Error(`${head.command}: more than ${MAX_CAPTURE_CHARS} characters of output`));
       return 'wait';
     }
-    const end = live.buffered.indexOf('\n', at + marker.length);
-    if (end === -1) return 'wait';
     const match = /^(\d+) ?([^]*)$/.exec(live.buffered.slice(at + marker.length, end));
     if (match === null) return null;
-    const stdout = live.buffered.slice(0, at);
+    const stdout = live.output.join('') + live.buffered.slice(0, at);
+    live.output = [];
+    live.outputChars = 0;
     live.buffered = live.buffered.slice(end + 1);
     return { code: Number(match[1]), stdout, stderr: match[2]?.trim() ?? '' };
+  }
+
+  /** The first `chars` characters of the buffer, a capture's output, set aside. */
+  #setAside(live: Live, chars: number): void {
+    if (chars <= 0) return;
+    live.output.push(live.buffered.slice(0, chars));
+    live.outputChars += chars;
+    live.buffered = live.buffered.slice(chars);
   }
 
   #unstartable(live: Live, forGood: boolean): void {
