@@ -109,6 +109,10 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   deps.mountStager?.mode().catch(() => undefined);
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
+  // The image's inspect is asked beside the path checks (which wait for the engine's info) and its answer read only
+  // once they passed: a spec's own faults are still reported first (issue 39).
+  const imagePresent = deps.runtime.imageExists(spec.image);
+  imagePresent.catch(() => undefined);
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
@@ -117,7 +121,7 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
     typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
   codeVersion.catch(() => undefined); // awaited below, once the engine checks passed (not an unhandled rejection meanwhile)
   // The image on the engine: exit 3 when no engine answers, before anything is written.
-  if (!(await deps.runtime.imageExists(spec.image))) {
+  if (!(await imagePresent)) {
     throw imagesMissing(
       [spec.image],
       new Map([[spec.image, [spec.job_id]]]),

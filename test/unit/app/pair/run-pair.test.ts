@@ -113,6 +113,26 @@ describe('runPair', () => {
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
+  it("the image's inspect runs beside the path checks, but a spec's own fault is still the one reported (issue 39)", async () => {
+    await mkdir(join(dir, 'out'), { recursive: true });
+    await writeFile(join(dir, 'out', 'j1.json'), 'earlier');
+    // Missing image and a path fault: the path fault.
+    const missing = await refusal(runPair(deps(), options({ image: 'absent:1' })));
+    expect(missing.code).toBe('E_SPEC_INVALID');
+    // An engine that does not answer the inspect (its rejection is not left unhandled): still the path fault.
+    const asked: string[] = [];
+    runtime.imageExists = (image: string) => {
+      asked.push(image);
+      return Promise.reject(new Error('engine gone'));
+    };
+    const down = await refusal(runPair(deps(), options()));
+    expect(down.code).toBe('E_SPEC_INVALID');
+    expect(down.message).toContain('outcome_path: already exists');
+    expect(asked).toEqual(['driver:1']);
+    expect([opened, runtime.created]).toEqual([0, 0]);
+    expect(existsSync(join(dir, 'D'))).toBe(false);
+  });
+
   it('a full host refuses with E_CAPACITY and writes nothing', async () => {
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
     const first = await registry.admit({ batchId: 'other', jobId: 'x', claimId: 'c-other', gpuMib: 0 });
