@@ -9,10 +9,11 @@ const INTEGRATION_FILES = ['test/integration/**/*.int.test.ts', 'test/e2e/**/*.e
 
 /**
  * The integration files that bring services of their own (a throwaway engine or swarm, PostgreSQL, an image registry,
- * Prometheus, the Python client's own server): a second lane, one file at a time beside the first (projects run side
- * by side). Each names its containers by labels of its own and starts its services on ports the kernel picks (the
- * image registry's fixed port is this file's alone), so the lanes share only the engine and the two cores. The
- * suite spent two thirds of its time waiting on containers and services with one lane (CI: 25 of 80 CPU-minutes).
+ * Prometheus, the Python client's own server): a second lane, one file at a time in a vitest process of its own beside
+ * the first (`npm test`, scripts/test-lanes.js; one vitest runs every project whose files go one at a time in a single
+ * queue). Each names its containers by labels of its own and starts its services on ports the kernel picks (the image
+ * registry's fixed port is this file's alone), so the lanes share only the engine and the two cores. With one lane
+ * the suite spent most of its time waiting on containers and services (CI: 25 of 80 CPU-minutes).
  */
 const SERVICE_FILES = [
   'test/integration/image-plan.int.test.ts',
@@ -45,7 +46,7 @@ function integrationProject(
       retry,
       // One engine, two cores: a lane runs its files one at a time (two lanes: see SERVICE_FILES).
       fileParallelism: false,
-      // Once per vitest process, whichever lane starts first (the build, the images, the engine's facts).
+      // Once per vitest process, whichever project starts first (the build, the images, the engine's facts).
       globalSetup: ['test/support/global-setup.ts'],
       // A cache folder of its own per file (what the sessions-copy skip learned stays in the file).
       setupFiles: ['test/support/isolated-cache.ts'],
