@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,9 +66,35 @@ async function stagingPoints(): Promise<string[]> {
   return points;
 }
 
-/** The staging points made since `before` and still there: every one must be gone once its container is. */
+/**
+ * The staging points made since `before` by this test's processes (this one, and the server it started) and still
+ * there: every one must be gone once its container is. A point is named `<pid>-<start ticks>-<n>` after the process
+ * that made it; other processes on the host (npm test's second lane, another suite) may hold points of their own.
+ */
 async function stagedLeft(before: readonly string[]): Promise<string[]> {
-  return (await stagingPoints()).filter((p) => !before.includes(p));
+  return (await stagingPoints()).filter((p) => !before.includes(p) && madeByUs(p));
+}
+
+function madeByUs(point: string): boolean {
+  const [pid, start] = (point.split('/').at(-1) ?? '').split('-');
+  for (let current = Number(pid), hops = 0; current > 1 && hops < 16; hops++) {
+    const fields = statFields(current);
+    if (fields === null) return false;
+    if (hops === 0 && fields[19] !== start) return false; // the pid was reused: not the process that made the point
+    if (current === process.pid) return true;
+    current = Number(fields[1]);
+  }
+  return false;
+}
+
+/** The fields of /proc/PID/stat after the command (field 3, the state, first), or null when the process is gone. */
+function statFields(pid: number): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return null;
+  }
 }
 
 describe.skipIf(noDocker)('mount redirection: a source swapped for a link to / in a loop', () => {
