@@ -13,12 +13,15 @@ const IDENTITY_TIMEOUT_MS = 30_000;
 const IDENTITY_POLL_MS = 10;
 
 /**
- * Node flags of the detached supervisor. A young generation of 4 MiB semi-spaces (V8's default grows them to 16 MiB
- * and more, and keeps what it grew): the supervisor allocates steadily over hours and its live heap is about 21 MiB,
- * so the default let its RSS climb with the batch (issue 39: 101 → 235 MiB over 225 pairs, 373 MiB at 1,000) where
- * 4 MiB keeps it near flat (92 → 144 MiB, +4 MiB from pair 100 to 225). Scavenges of 4 MiB cost well under 1 ms.
+ * Node flags of the detached supervisor (issue 39: its RSS flat over a batch). The supervisor allocates steadily over
+ * hours while its live heap stays about 21–23 MiB; what grew was memory V8 keeps committed for the heap.
+ * - A young generation of 4 MiB semi-spaces (V8's default grows them to 16 MiB and more, and keeps what it grew):
+ *   101 → 235 MiB over 225 pairs with the default, 92 → 144 MiB with 4. Scavenges of 4 MiB cost well under 1 ms.
+ * - `--optimize-for-size`: V8 grows the old generation's limit less and gives pages back sooner. Over 300 pairs the
+ *   RSS went from 90 to 97 MiB (max 100) with it, 100 to 155 MiB without (docs/benchmarks.md, issue 39, seventh
+ *   stop). Not accepted in NODE_OPTIONS, so a flag here.
  */
-export const SUPERVISOR_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4'];
+export const SUPERVISOR_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--optimize-for-size'];
 
 function readIdentity(output: string): SupervisorRecord | null {
   try {

@@ -15,7 +15,7 @@ afterEach(async () => {
 });
 
 describe('launchSupervisor', () => {
-  it('starts the supervisor with its Node flags (--max-semi-space-size=4) before the CLI and its arguments', async () => {
+  it('starts the supervisor with its Node flags (a 4 MiB young generation, --optimize-for-size) before the CLI and its arguments', async () => {
     // A stand-in for bin/run.js: records how it was started, then publishes its identity as the supervisor does.
     const script = join(dir, 'run.cjs');
     await writeFile(
@@ -34,8 +34,8 @@ describe('launchSupervisor', () => {
       execArgv: string[];
       argv: string[];
     };
-    expect(SUPERVISOR_NODE_FLAGS).toEqual(['--max-semi-space-size=4']);
-    expect(started.execArgv).toEqual(expect.arrayContaining(['--max-semi-space-size=4']));
+    expect(SUPERVISOR_NODE_FLAGS).toEqual(['--max-semi-space-size=4', '--optimize-for-size']);
+    expect(started.execArgv).toEqual(['--max-semi-space-size=4', '--optimize-for-size']);
     expect(started.argv).toEqual(['e1-batch', 'supervise', '--output', dir, '--mode', 'start']);
   });
 });
