@@ -8,8 +8,8 @@
 // for with `--outputFile.json=F` is written for it to F with `-services` before `.json`. The exit status is the first
 // non-zero one of the two.
 //
-// Only reporter and report-file options are taken this way: any other argument (a file filter, `--project`, `-t`…)
-// runs one vitest with the arguments as given, every project in one queue.
+// Only `--reporter=…` and `--outputFile.json=…` are taken this way: any other argument (a file filter, `--project`,
+// `-t`, another report file, which both lanes would write) runs one vitest as given, every project in one queue.
 import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const VITEST = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
 const SERVICES_LOG = '.test-services.log';
 const args = process.argv.slice(2);
-const lanesApply = args.every((a) => /^--(reporter|outputFile(\.[a-z-]+)?)=/.test(a));
+const lanesApply = args.every((a) => /^--(reporter|outputFile\.json)=/.test(a));
 
 if (!lanesApply) {
   const run = spawnSync(process.execPath, [VITEST, 'run', ...args], { stdio: 'inherit', cwd: ROOT });
@@ -42,11 +42,13 @@ const main = spawn(
   [VITEST, 'run', '--project', 'unit', '--project', 'integration', ...args],
   { stdio: 'inherit', cwd: ROOT },
 );
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.on(signal, () => {
-    for (const child of [main, services]) child.kill(signal);
-  });
-}
+// Ctrl-C reaches both vitests from the terminal (one process group): a second SIGINT from here would make each skip
+// its clean-up (containers left behind), so SIGINT only waits for them. SIGTERM, sent to this process alone, is passed
+// on.
+process.on('SIGINT', () => undefined);
+process.on('SIGTERM', () => {
+  for (const child of [main, services]) child.kill('SIGTERM');
+});
 const [mainStatus, servicesStatus] = await Promise.all([exitOf(main), exitOf(services)]);
 log.end();
 process.stdout.write(
