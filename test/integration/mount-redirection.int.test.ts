@@ -69,7 +69,8 @@ async function stagingPoints(): Promise<string[]> {
 /**
  * The staging points made since `before` by this test's processes (this one, and the server it started) and still
  * there: every one must be gone once its container is. A point is named `<pid>-<start ticks>-<n>` after the process
- * that made it; other processes on the host (npm test's second lane, another suite) may hold points of their own.
+ * that made it; other processes on the host (CI's side suites beside this one, another suite) may hold points of
+ * their own.
  */
 async function stagedLeft(before: readonly string[]): Promise<string[]> {
   return (await stagingPoints()).filter((p) => !before.includes(p) && madeByUs(p));
