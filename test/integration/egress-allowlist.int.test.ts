@@ -181,6 +181,28 @@ describe.skipIf(skip)(
       }
     });
 
+    it("pairs whose last act is a direct connection, two at a time (the engine gives a freed address to the next container at once): each pair's egress.jsonl has its own attempt, and no other's", async () => {
+      const ports = Array.from({ length: 12 }, (_, i) => 8_100 + i);
+      const run = (port: number) =>
+        pair(
+          `eg42-last-${port}-${tag}`,
+          // Alive a moment first (the engine is asked its address once it runs), then the attempt, then the exit.
+          `sleep 0.3; printf 'x' | timeout 6 nc -w 1 ${ALLOWED} ${port} > /dev/null 2>&1; true`,
+          POLICY,
+        );
+      const outcomes: Awaited<ReturnType<typeof run>>[] = [];
+      for (let i = 0; i < ports.length; i += 2)
+        outcomes.push(...(await Promise.all(ports.slice(i, i + 2).map((port) => run(port)))));
+      for (const [i, outcome] of outcomes.entries()) {
+        expect(outcome.result.classification, JSON.stringify(outcome.result)).toBe('completed');
+        const tcp = (await egressRecords(outcome.dir)).filter((r) => r.via === 'tcp');
+        expect(
+          tcp.map((r) => `${r.address ?? '?'}:${r.port ?? '?'} ${r.reason ?? ''}`),
+          `pair ${i}`,
+        ).toEqual([`${ALLOWED}:${ports[i]} not_through_proxy`]);
+      }
+    });
+
     it('the proxy crashing fails closed: the pair reaches nothing, through the proxy or around it', async () => {
       const jobId = `eg42-crash-${tag}`;
       const cwd = join(work, jobId, 'cwd');

@@ -192,6 +192,31 @@ describe('DockerPairNetwork over fakes of iptables and the engine', () => {
     expect((await guard.check()).rules.every((r) => r.ok)).toBe(true);
   });
 
+  it("another process creating the network at the same moment (the engine's 403, same bridge name): it is checked and used as any existing one; a refusal that leaves no network fails", async () => {
+    const ipt = fakeIptables(engineChains);
+    const engine = fakeDocker();
+    const create = engine.docker.createNetwork.bind(engine.docker);
+    engine.docker.createNetwork = (async (options: Parameters<typeof create>[0]) => {
+      await create(options); // the other process's, in the same instant
+      throw Object.assign(
+        new Error('conflicts with network 95be1c72 (rg-pairs0): networks have same bridge name'),
+        {
+          statusCode: 403,
+        },
+      );
+    }) as typeof create;
+    await new DockerPairNetwork(engine.docker, ipt.run).ensure();
+    expect(engine.networks.get(PAIRS_NETWORK)?.Options).toMatchObject({
+      'com.docker.network.bridge.enable_icc': 'false',
+    });
+    const refusing = fakeDocker();
+    refusing.docker.createNetwork = (() =>
+      Promise.reject(Object.assign(new Error('the pool overlaps'), { statusCode: 403 }))) as typeof create;
+    await expect(
+      new DockerPairNetwork(refusing.docker, fakeIptables(engineChains).run).ensure(),
+    ).rejects.toThrow(/the pool overlaps/);
+  });
+
   it('without DOCKER-USER even after the network exists (an engine without its own rules), ensure refuses', async () => {
     const ipt = fakeIptables({ ipv4: ['INPUT', 'FORWARD'], ipv6: ['INPUT'] });
     const guard = new DockerPairNetwork(fakeDocker().docker, ipt.run);

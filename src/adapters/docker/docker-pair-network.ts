@@ -220,8 +220,10 @@ export class DockerPairNetwork implements PairNetworkGuard {
           abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
         });
       } catch (err) {
-        // 409: another process created it meanwhile; it is checked below like any existing one.
-        if (statusOf(err) !== 409) throw toEngineError(err, 'create a network', PAIRS_NETWORK);
+        // Another process created it meanwhile (409, or 403 "networks have same bridge name" when both passed the
+        // engine's name check): it is there now, and checked below like any existing one.
+        if (statusOf(err) !== 409 && (await this.#inspect()) === null)
+          throw toEngineError(err, 'create a network', PAIRS_NETWORK);
       }
       facts = await this.#inspect();
       if (facts === null)

@@ -109,7 +109,10 @@ export class DockerEgressNetwork {
           abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
         });
       } catch (err) {
-        if (statusOf(err) !== 409) throw toEngineError(err, 'create a network', EGRESS_NETWORK);
+        // Another process created it meanwhile (409, or 403 "networks have same bridge name" when both passed the
+        // engine's name check): it is there now, and checked below like any existing one.
+        if (statusOf(err) !== 409 && (await this.#inspect()) === null)
+          throw toEngineError(err, 'create a network', EGRESS_NETWORK);
       }
       facts = await this.#inspect();
     }

@@ -16,6 +16,8 @@ const MAX_RECORDS = 20_000;
 const START_DEADLINE_MS = 15_000;
 const REPLY_TIMEOUT_MS = 10_000;
 const CLOSE_SETTLE_MS = 300;
+/** How long the engine is given to say a container's address (the records wait for it, in order). */
+const ADDRESS_TIMEOUT_MS = 5_000;
 /** How long after a failed restart of the proxy the client tries again. */
 const RETRY_MS = 1_000;
 
@@ -31,13 +33,25 @@ export interface EgressBrokerOptions {
   readonly logPath: string;
   /** A container's address on the egress network (the packets that bypassed the proxy carry it). */
   readonly addressOf: (containerId: string) => Promise<string | null>;
+  /** How long a lease's close waits for the last tunnels' records (default 300 ms). */
+  readonly closeSettleMs?: number;
 }
 
 interface Lease {
   token: string;
   policy: EgressInput;
   containerId: string | null;
+  /** Its container's address on the egress network, asked once it runs and kept for the lease's life. */
   address: string | null;
+  /** The question of that address while it is asked. */
+  learning: Promise<void> | null;
+  /**
+   * When its container was about to get that address (its start asked; 0: running before this lease knew it). The
+   * engine gives a freed address to the next container at once: a packet from before this moment was another's.
+   */
+  since: number;
+  /** The moment of a start asked and not yet seen through (`starting`). */
+  starting: number | null;
   records: EgressRecord[];
   dropped: number;
   /** Where records go as they arrive (none kept here), when the caller gave it. */
@@ -56,9 +70,15 @@ export class EgressBroker implements EgressGate {
   #socket: net.Socket | null = null;
   #connecting: Promise<net.Socket> | null = null;
   #nextId = 1;
-  readonly #pending = new Map<number, (reply: { op: string; error?: string }) => void>();
+  /** The questions awaiting the proxy's answer, each with the connection it was asked on. */
+  readonly #pending = new Map<
+    number,
+    { socket: net.Socket; resolve: (reply: { op: string; error?: string }) => void }
+  >();
   #gateway: string | null = null;
   #retrying = false;
+  /** The records, kept one after the other in the order the proxy sent them (a lease's file keeps that order). */
+  #keeping: Promise<void> = Promise.resolve();
 
   constructor(options: EgressBrokerOptions) {
     this.#options = options;
@@ -78,6 +98,9 @@ export class EgressBroker implements EgressGate {
       policy,
       containerId: null,
       address: null,
+      learning: null,
+      since: 0,
+      starting: null,
       records: [],
       dropped: 0,
       onRecord,
@@ -96,8 +119,20 @@ export class EgressBroker implements EgressGate {
       dns: [gateway],
       token: lease.token,
       attach: (containerId) => {
+        if (lease.containerId === containerId) return;
         lease.containerId = containerId;
-        lease.address = null; // asked again: a container that joined the network again has a new address
+        lease.address = null;
+        lease.learning = null;
+      },
+      starting: () => {
+        lease.starting = Date.now();
+      },
+      started: () => {
+        // A container that joined the network again (a session's switch) has a new address: asked again.
+        lease.address = null;
+        lease.since = lease.starting ?? 0;
+        lease.starting = null;
+        void this.#learn(lease);
       },
       setPolicy: async (next) => {
         await this.#request({ op: 'register', token: lease.token, policy: next });
@@ -106,12 +141,18 @@ export class EgressBroker implements EgressGate {
       snapshot: () => ({ records: [...lease.records], dropped: lease.dropped }),
       close: async () => {
         // The last tunnels' records come as their connections close with the container: a moment for them.
-        await new Promise((resolve) => setTimeout(resolve, CLOSE_SETTLE_MS));
+        await new Promise((resolve) => setTimeout(resolve, this.#options.closeSettleMs ?? CLOSE_SETTLE_MS));
         // Kept until the proxy answers: it answers once the sink has recorded what it took, and those records (by
         // the container's address) must still find this lease.
         await this.#request({ op: 'release', token: lease.token }).catch(() => undefined);
+        // Every record the proxy sent before that answer is queued by now: kept before the lease goes.
+        await this.#keeping;
         this.#leases.delete(lease.token);
-        if (this.#leases.size === 0) this.#socket?.end();
+        if (this.#leases.size === 0 && this.#socket !== null) {
+          // Ended, and forgotten at once: a lease opened next connects again (a socket ended is written to no more).
+          this.#socket.end();
+          this.#socket = null;
+        }
         return { records: lease.records, dropped: lease.dropped };
       },
     };
@@ -125,9 +166,12 @@ export class EgressBroker implements EgressGate {
         this.#pending.delete(id);
         reject(new RoboguideError('E_NETWORK', 'the egress proxy did not answer'));
       }, REPLY_TIMEOUT_MS);
-      this.#pending.set(id, (r) => {
-        clearTimeout(timer);
-        resolve(r);
+      this.#pending.set(id, {
+        socket,
+        resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
       });
       socket.write(`${JSON.stringify({ ...body, id })}\n`);
     });
@@ -139,7 +183,7 @@ export class EgressBroker implements EgressGate {
   }
 
   async #connected(): Promise<net.Socket> {
-    if (this.#socket !== null && !this.#socket.destroyed) return this.#socket;
+    if (this.#socket !== null && !this.#socket.destroyed && !this.#socket.writableEnded) return this.#socket;
     this.#connecting ??= this.#connect().finally(() => {
       this.#connecting = null;
     });
@@ -203,9 +247,10 @@ export class EgressBroker implements EgressGate {
     socket.on('error', () => undefined);
     socket.on('close', () => {
       if (this.#socket === socket) this.#socket = null;
-      for (const [id, resolve] of this.#pending) {
+      for (const [id, pending] of this.#pending) {
+        if (pending.socket !== socket) continue; // asked on a newer connection
         this.#pending.delete(id);
-        resolve({ op: 'error', error: 'the control connection closed' });
+        pending.resolve({ op: 'error', error: 'the control connection closed' });
       }
       // The proxy went away while leases live: started again and told them (their pairs reach nothing meanwhile).
       this.#reconnect();
@@ -239,36 +284,81 @@ export class EgressBroker implements EgressGate {
       return;
     }
     if (message.op === 'record' && message.record !== undefined) {
-      void this.#keep(message.record);
+      const record = message.record;
+      this.#keeping = this.#keeping.then(() => this.#keep(record)).catch(() => undefined);
       return;
     }
     if (typeof message.id === 'number') {
-      const resolve = this.#pending.get(message.id);
+      const pending = this.#pending.get(message.id);
       this.#pending.delete(message.id);
-      resolve?.({
+      pending?.resolve({
         op: message.op ?? 'error',
         ...(message.error !== undefined ? { error: message.error } : {}),
       });
     }
   }
 
+  /**
+   * The lease's container asked for its address now (it runs): a packet it sends past the proxy is known by that
+   * address even when it comes after the container's exit, when the engine no longer says it.
+   */
+  #learn(lease: Lease): Promise<void> {
+    const containerId = lease.containerId;
+    if (containerId === null) return Promise.resolve();
+    let timer: NodeJS.Timeout | undefined;
+    const learning = Promise.race([
+      this.#options.addressOf(containerId).catch(() => null),
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), ADDRESS_TIMEOUT_MS);
+      }),
+    ])
+      .finally(() => clearTimeout(timer))
+      .then((address) => {
+        if (lease.learning !== learning) return; // attached to another container meanwhile
+        lease.learning = null;
+        if (address !== null) lease.address = address;
+      });
+    lease.learning = learning;
+    return learning;
+  }
+
   async #keep(emitted: EmittedRecord): Promise<void> {
     const { token, ...record } = emitted;
-    let lease = token !== undefined ? this.#leases.get(token) : undefined;
-    if (lease === undefined && token === undefined) {
-      for (const candidate of this.#leases.values()) {
-        if (candidate.address === null && candidate.containerId !== null)
-          candidate.address = await this.#options.addressOf(candidate.containerId).catch(() => null);
-        if (candidate.address === record.source) {
-          lease = candidate;
-          break;
-        }
-      }
-    }
+    const lease =
+      token !== undefined
+        ? this.#leases.get(token)
+        : await this.#leaseAt(record.source, Date.parse(record.time));
     if (lease === undefined) return;
     if (lease.onRecord !== undefined) return lease.onRecord(record);
     if (lease.records.length < MAX_RECORDS) lease.records.push(record);
     else lease.dropped += 1;
+  }
+
+  /**
+   * The lease whose container had this address at `time`: of the leases that know it (learned once their container
+   * started; the questions under way answered first), the one whose container got it last before `time`; else asked
+   * now of the containers whose address is not known yet.
+   */
+  async #leaseAt(source: string, time: number): Promise<Lease | undefined> {
+    const find = () => {
+      let best: Lease | undefined;
+      for (const lease of this.#leases.values())
+        if (
+          lease.address === source &&
+          !(lease.since > time) &&
+          (best === undefined || lease.since > best.since)
+        )
+          best = lease;
+      return best;
+    };
+    const asking = [...this.#leases.values()].flatMap((l) => (l.learning !== null ? [l.learning] : []));
+    await Promise.all(asking);
+    const lease = find();
+    if (lease !== undefined) return lease;
+    const unknown = [...this.#leases.values()].filter((l) => l.address === null && l.containerId !== null);
+    if (unknown.length === 0) return undefined;
+    await Promise.all(unknown.map((l) => l.learning ?? this.#learn(l)));
+    return find();
   }
 }
 

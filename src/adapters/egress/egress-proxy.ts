@@ -134,9 +134,10 @@ export class EgressProxy {
     socket.on('error', () => undefined);
   }
 
-  #emit(record: Omit<EgressRecord, 'time'>, token: string | undefined): void {
+  /** `at`: when the attempt came, where that is earlier than now (the sink's, after its lookup). */
+  #emit(record: Omit<EgressRecord, 'time'>, token: string | undefined, at = new Date()): void {
     this.#options.emit({
-      time: new Date().toISOString(),
+      time: at.toISOString(),
       ...record,
       ...(token !== undefined ? { token } : {}),
     });
@@ -281,6 +282,8 @@ export class EgressProxy {
   }
 
   async #sinkTcp(socket: net.Socket): Promise<void> {
+    // Its time is its arrival: the broker tells the container that had the address then from the one that has it now.
+    const at = new Date();
     this.#track(socket);
     const source = socket.remoteAddress ?? '';
     const original = await this.#options.originalDestination('tcp', source, socket.remotePort ?? 0);
@@ -299,10 +302,12 @@ export class EgressProxy {
         source,
       },
       undefined,
+      at,
     );
   }
 
   async #sinkUdp(message: Buffer, remote: dgram.RemoteInfo): Promise<void> {
+    const at = new Date();
     const original = await this.#options.originalDestination('udp', remote.address, remote.port);
     this.#emit(
       {
@@ -318,6 +323,7 @@ export class EgressProxy {
         source: remote.address,
       },
       undefined,
+      at,
     );
   }
 }

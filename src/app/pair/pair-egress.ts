@@ -86,9 +86,15 @@ export class PairEgress {
       lease.attach(handle.id);
       return handle;
     };
+    const start: ContainerRuntime['start'] = async (id) => {
+      this.#lease?.starting();
+      await runtime.start(id);
+      this.#lease?.started();
+    };
     return new Proxy(runtime, {
       get(target, prop) {
         if (prop === 'create') return create;
+        if (prop === 'start') return start;
         const value: unknown = Reflect.get(target, prop, target);
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
@@ -100,6 +106,7 @@ export class PairEgress {
     if (!this.allowlisted) return;
     const lease = await this.#open();
     lease.attach(containerId);
+    lease.started();
   }
 
   async #open(): Promise<EgressLease> {

@@ -23,6 +23,17 @@ export interface EgressLease {
   readonly token: string;
   /** The container now holding the lease (its address names the packets that bypassed the proxy). */
   attach(containerId: string): void;
+  /**
+   * Its container is about to get its address (its start, or its move to the network, is asked now): a packet from
+   * that address before this moment was another container's (the engine gives a freed address to the next at once).
+   */
+  starting(): void;
+  /**
+   * Its container runs now (started, reattached, or moved to the network again): its address is asked at once and
+   * kept for the lease, so that a packet it sent past the proxy is still known after the container is gone. Without
+   * `starting` before it (a reattach, an adopted session), it had the address before this lease knew it.
+   */
+  started(): void;
   /** A new policy for new connections (a live session's phase); effective once this resolves. */
   setPolicy(policy: EgressInput): Promise<void>;
   /** Every record so far (a copy); `dropped` past the cap. */

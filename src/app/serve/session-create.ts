@@ -124,6 +124,7 @@ export async function startContainer(
     await deps.store.ensureDir(sessionRel(record.session_id));
     await deps.store.writeJsonAtomic(sessionRel(record.session_id, SESSION_FILE), record);
     const net = await egress.forCreate();
+    egress.starting();
     const created = await createAndStart(deps, record, body, {
       env: { ...env, ...net.env },
       binds,

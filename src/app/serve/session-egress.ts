@@ -56,8 +56,15 @@ export class SessionEgress {
     return { network: 'allowlist', env: { ...lease.env }, dns: [...lease.dns] };
   }
 
+  /** Its container is about to be started (or moved to the egress network): `attached` follows once it is. */
+  starting(): void {
+    this.#lease?.starting();
+  }
+
+  /** Its container, created and started (or moved to the egress network); without `starting`: running before. */
   attached(containerId: string): void {
     this.#lease?.attach(containerId);
+    this.#lease?.started();
   }
 
   /** What each exec adds to its environment: the proxy while allowlisted, emptied proxy variables after. */
@@ -82,8 +89,9 @@ export class SessionEgress {
   async #switch(engine: object, containerId: string, next: EgressPolicy): Promise<EgressInput> {
     if (next.mode === 'allowlist' && this.#gate === undefined) throw unavailable();
     if (this.policy.mode === 'allowlist' && next.mode === 'allowlist') {
+      const adopted = this.#lease === null;
       await this.#leaseFor(next); // an adopted session gets its lease here (its proxy variables: each exec's)
-      this.#lease?.attach(containerId);
+      if (adopted) this.attached(containerId); // running before: its address asked now
       this.policy = next;
       return this.input;
     }
@@ -99,8 +107,9 @@ export class SessionEgress {
     this.policy = NONE;
     try {
       if (next.mode === 'allowlist') await this.#leaseFor(next);
+      if (next.mode === 'allowlist') this.starting();
       await engine.moveNetwork(containerId, networkOfEgress(next));
-      if (next.mode === 'allowlist') this.#lease?.attach(containerId);
+      if (next.mode === 'allowlist') this.attached(containerId);
     } catch (err) {
       await engine.moveNetwork(containerId, 'none').catch(() => undefined);
       if (this.#lease !== null) await this.#lease.setPolicy({ mode: 'none' }).catch(() => undefined);

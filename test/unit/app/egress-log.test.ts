@@ -46,6 +46,8 @@ function recordingGate(): EgressGate & {
         dns: ['10.0.0.1'],
         token,
         attach: (id) => void entry.containers.push(id),
+        starting: () => undefined,
+        started: () => undefined,
         setPolicy: () => Promise.resolve(),
         snapshot: () => ({ records: [], dropped: 0 }),
         close: () => Promise.resolve({ records: [], dropped: 0 }),

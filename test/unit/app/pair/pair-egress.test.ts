@@ -43,6 +43,8 @@ describe('PairEgress', () => {
           dns: ['10.0.0.1'],
           token,
           attach: () => undefined,
+          starting: () => undefined,
+          started: () => undefined,
           setPolicy: () => Promise.resolve(),
           snapshot: () => ({ records: [], dropped: 0 }),
           close: () => Promise.resolve({ records: [], dropped: 0 }),
@@ -63,6 +65,48 @@ describe('PairEgress', () => {
     );
     const rt = recordingRuntime([]);
     expect(open.wrap(rt)).toBe(rt);
+  });
+  it("the lease learns its container's address once it runs: after the start (the engine says none before), and at a reattach", async () => {
+    const steps: string[] = [];
+    const gate: EgressGate = {
+      open: (_policy, token) =>
+        Promise.resolve({
+          env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
+          dns: ['10.0.0.1'],
+          token,
+          attach: (id) => void steps.push(`attach ${id}`),
+          starting: () => void steps.push('starting'),
+          started: () => void steps.push('started'),
+          setPolicy: () => Promise.resolve(),
+          snapshot: () => ({ records: [], dropped: 0 }),
+          close: () => Promise.resolve({ records: [], dropped: 0 }),
+        }),
+    };
+    const runtime = {
+      create: (spec: ContainerSpec) => {
+        steps.push('create');
+        return Promise.resolve({ id: 'c1', name: spec.name });
+      },
+      start: (id: string) => {
+        steps.push(`start ${id}`);
+        return Promise.resolve();
+      },
+    } as unknown as ContainerRuntime;
+    const egress = new PairEgress({ egress: gate, clock: fakeTime().clock }, allowlist);
+    const wrapped = egress.wrap(runtime);
+    await wrapped.create({ name: 'x', env: {} } as unknown as ContainerSpec);
+    await wrapped.start('c1');
+    expect(steps).toEqual(['create', 'attach c1', 'starting', 'start c1', 'started']);
+    steps.length = 0;
+    const failing = {
+      ...runtime,
+      start: () => Promise.reject(new Error('the engine refused the start')),
+    } as unknown as ContainerRuntime;
+    await expect(egress.wrap(failing).start('c1')).rejects.toThrow('refused');
+    expect(steps).toEqual(['starting']);
+    steps.length = 0;
+    await new PairEgress({ egress: gate, clock: fakeTime().clock }, allowlist).reattach('c2');
+    expect(steps).toEqual(['attach c2', 'started']);
   });
 });
 

@@ -17,6 +17,8 @@ function world(options: { failJoin?: NetworkChoice } = {}) {
         dns: ['10.0.0.1'],
         token,
         attach: (id) => void steps.push(`attach ${id}`),
+        starting: () => void steps.push('starting'),
+        started: () => void steps.push('started'),
         setPolicy: (p: EgressInput) => {
           steps.push(`policy ${p.mode}${p.allow !== undefined ? ` ${p.allow.join(',')}` : ''}`);
           return Promise.resolve();
@@ -43,7 +45,14 @@ describe('SessionEgress', () => {
     const egress = new SessionEgress(gate, effectiveEgress('bridge', undefined));
     expect(egress.execEnv()).toEqual({});
     expect(await egress.set(engine, 'c1', allow('a.test'))).toEqual(allow('a.test'));
-    expect(steps).toEqual(['move c1 none', 'open allowlist', 'move c1 allowlist', 'attach c1']);
+    expect(steps).toEqual([
+      'move c1 none',
+      'open allowlist',
+      'starting',
+      'move c1 allowlist',
+      'attach c1',
+      'started',
+    ]);
     expect(egress.execEnv()['HTTP_PROXY']).toContain(egress.token);
   });
 
@@ -63,7 +72,7 @@ describe('SessionEgress', () => {
     await egress.forCreate();
     steps.length = 0;
     await egress.set(engine, 'c1', allow('b.test'));
-    expect(steps).toEqual(['policy allowlist b.test', 'attach c1']);
+    expect(steps).toEqual(['policy allowlist b.test']);
   });
 
   it('a join that fails leaves mode "none" (off every network, lease refusing) and says so: never wider', async () => {
