@@ -71,6 +71,24 @@ async function probeNvidia(runtime: DockerContainerRuntime): Promise<boolean> {
  * missing engine makes the integration tests skip visibly; with REQUIRE_DOCKER=1 (CI) it is a failure.
  */
 export default async function setup(project: TestProject): Promise<void> {
+  // Both integration lanes (vitest.config.ts) set up in this one process: the first does the work, the other takes
+  // its facts (never two builds, image builds or GPU probes at once).
+  const shared = globalThis as { roboguideSetup?: Promise<EngineFacts> };
+  const facts = await (shared.roboguideSetup ??= engineFacts());
+  project.provide('dockerAvailable', facts.available);
+  project.provide('dockerSkipReason', facts.reason);
+  project.provide('engineHasNvidia', facts.nvidia);
+  project.provide('engineIsPodman', facts.podman);
+}
+
+interface EngineFacts {
+  readonly available: boolean;
+  readonly reason: string;
+  readonly nvidia: boolean;
+  readonly podman: boolean;
+}
+
+async function engineFacts(): Promise<EngineFacts> {
   ensureFreshBuild();
   const runtime = new DockerContainerRuntime();
   let available = false;
@@ -98,12 +116,9 @@ export default async function setup(project: TestProject): Promise<void> {
   } else {
     console.warn(`\n*** integration tests SKIPPED: ${reason} ***\n`);
   }
-  project.provide('dockerAvailable', available);
-  project.provide('dockerSkipReason', reason);
-  project.provide('engineHasNvidia', nvidia);
-  project.provide('engineIsPodman', podman);
   if (podman)
     console.warn(
       '\n*** the engine is Podman: tests of Docker-only behaviour are SKIPPED (docs/podman.md) ***\n',
     );
+  return { available, reason, nvidia, podman };
 }
