@@ -181,18 +181,20 @@ describe.skipIf(skip)(
       }
     });
 
-    it("pairs whose last act is a direct connection, two at a time (the engine gives a freed address to the next container at once): each pair's egress.jsonl has its own attempt, and no other's", async () => {
+    it("pairs that connect directly as soon as they run and exit at once, two at a time (the engine gives a freed address to the next container at once): each pair's egress.jsonl has its own attempt, and no other's", async () => {
       const ports = Array.from({ length: 12 }, (_, i) => 8_100 + i);
       const run = (port: number) =>
         pair(
           `eg42-last-${port}-${tag}`,
-          // Alive a moment first (the engine is asked its address once it runs), then the attempt, then the exit.
-          `sleep 0.3; printf 'x' | timeout 6 nc -w 1 ${ALLOWED} ${port} > /dev/null 2>&1; true`,
+          // The attempt as soon as it runs, then the exit: gone before the engine could be asked its address.
+          `printf 'x' | timeout 6 nc -w 1 ${ALLOWED} ${port} > /dev/null 2>&1; ` +
+            'cat /sys/class/net/eth0/address > mac; ip -4 -o addr show eth0 > ip; true',
           POLICY,
         );
       const outcomes: Awaited<ReturnType<typeof run>>[] = [];
       for (let i = 0; i < ports.length; i += 2)
         outcomes.push(...(await Promise.all(ports.slice(i, i + 2).map((port) => run(port)))));
+      const macs = new Set<string>();
       for (const [i, outcome] of outcomes.entries()) {
         expect(outcome.result.classification, JSON.stringify(outcome.result)).toBe('completed');
         const tcp = (await egressRecords(outcome.dir)).filter((r) => r.via === 'tcp');
@@ -200,7 +202,15 @@ describe.skipIf(skip)(
           tcp.map((r) => `${r.address ?? '?'}:${r.port ?? '?'} ${r.reason ?? ''}`),
           `pair ${i}`,
         ).toEqual([`${ALLOWED}:${ports[i]} not_through_proxy`]);
+        // Its container had a link-layer address of its lease's, not the engine's (made from its IPv4 address).
+        const mac = (await readFile(join(outcome.cwd, 'mac'), 'utf8')).trim();
+        const ip = /inet (\d+)\.(\d+)\.(\d+)\.(\d+)/.exec(await readFile(join(outcome.cwd, 'ip'), 'utf8'));
+        const engines = `02:42:${(ip?.slice(1) ?? []).map((n) => Number(n).toString(16).padStart(2, '0')).join(':')}`;
+        expect(mac).toMatch(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/);
+        expect(mac).not.toBe(engines);
+        macs.add(mac);
       }
+      expect(macs.size).toBe(ports.length);
     });
 
     it('the proxy crashing fails closed: the pair reaches nothing, through the proxy or around it', async () => {

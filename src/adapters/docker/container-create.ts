@@ -62,6 +62,8 @@ export function createOptions(
     Tty: false,
     StopTimeout: spec.stopTimeoutSec,
     ExposedPorts: Object.fromEntries(spec.ports.map((p) => [`${p}/tcp`, {}])),
+    // The container's own field: every engine API version takes it (from 1.44 it is moved to the one network's).
+    ...(spec.macAddress !== undefined ? { MacAddress: spec.macAddress } : {}),
     ...extras.config,
     HostConfig: {
       NetworkMode: networkMode,

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import net from 'node:net';
 import { dirname } from 'node:path';
@@ -31,8 +32,11 @@ export interface EgressBrokerOptions {
   readonly dns?: readonly string[];
   /** The proxy process's own log (its stdout and stderr). */
   readonly logPath: string;
-  /** A container's address on the egress network (the packets that bypassed the proxy carry it). */
-  readonly addressOf: (containerId: string) => Promise<string | null>;
+  /**
+   * A container's IPv4 and link-layer addresses on the egress network while it is on it (the packets that bypassed the
+   * proxy carry them), else null.
+   */
+  readonly linkOf: (containerId: string) => Promise<{ address: string | null; mac: string | null } | null>;
   /** How long a lease's close waits for the last tunnels' records (default 300 ms). */
   readonly closeSettleMs?: number;
 }
@@ -41,6 +45,11 @@ interface Lease {
   token: string;
   policy: EgressInput;
   containerId: string | null;
+  /**
+   * Its container's link-layer address: made here and given at its create, so known from the start and never another
+   * container's; for a container this lease did not create (a reattach, an adopted session), learned with its address.
+   */
+  mac: string;
   /** Its container's address on the egress network, asked once it runs and kept for the lease's life. */
   address: string | null;
   /** The question of that address while it is asked. */
@@ -97,6 +106,7 @@ export class EgressBroker implements EgressGate {
       token,
       policy,
       containerId: null,
+      mac: localMac(),
       address: null,
       learning: null,
       since: 0,
@@ -118,6 +128,9 @@ export class EgressBroker implements EgressGate {
       env: proxyEnvironment(gateway, proxy, lease.token),
       dns: [gateway],
       token: lease.token,
+      get mac() {
+        return lease.mac;
+      },
       attach: (containerId) => {
         if (lease.containerId === containerId) return;
         lease.containerId = containerId;
@@ -307,27 +320,28 @@ export class EgressBroker implements EgressGate {
     if (containerId === null) return Promise.resolve();
     let timer: NodeJS.Timeout | undefined;
     const learning = Promise.race([
-      this.#options.addressOf(containerId).catch(() => null),
+      this.#options.linkOf(containerId).catch(() => null),
       new Promise<null>((resolve) => {
         timer = setTimeout(() => resolve(null), ADDRESS_TIMEOUT_MS);
       }),
     ])
       .finally(() => clearTimeout(timer))
-      .then((address) => {
+      .then((link) => {
         if (lease.learning !== learning) return; // attached to another container meanwhile
         lease.learning = null;
-        if (address !== null) lease.address = address;
+        if (link?.address) lease.address = link.address;
+        if (link?.mac) lease.mac = link.mac.toLowerCase();
       });
     lease.learning = learning;
     return learning;
   }
 
   async #keep(emitted: EmittedRecord): Promise<void> {
-    const { token, ...record } = emitted;
+    const { token, mac, ...record } = emitted;
     const lease =
       token !== undefined
         ? this.#leases.get(token)
-        : await this.#leaseAt(record.source, Date.parse(record.time));
+        : await this.#leaseAt(record.source, mac, Date.parse(record.time));
     if (lease === undefined) return;
     if (lease.onRecord !== undefined) return lease.onRecord(record);
     if (lease.records.length < MAX_RECORDS) lease.records.push(record);
@@ -335,31 +349,39 @@ export class EgressBroker implements EgressGate {
   }
 
   /**
-   * The lease whose container had this address at `time`: of the leases that know it (learned once their container
-   * started; the questions under way answered first), the one whose container got it last before `time`; else asked
-   * now of the containers whose address is not known yet.
+   * The lease whose container sent a packet that bypassed the proxy. By the link-layer address the kernel had for the
+   * sender when it came (each lease's own, given at its create): known at once, whenever the container left. Else by
+   * its IPv4 address, which the engine gives a freed one to the next container at once: of the leases that know it
+   * (learned once their container started; the questions under way answered first), the one whose container got it
+   * last before `time`; else asked now of the containers whose address is not known yet.
    */
-  async #leaseAt(source: string, time: number): Promise<Lease | undefined> {
-    const find = () => {
+  async #leaseAt(source: string, mac: string | undefined, time: number): Promise<Lease | undefined> {
+    const find = (key: 'mac' | 'address', value: string | undefined) => {
+      if (value === undefined) return undefined;
       let best: Lease | undefined;
       for (const lease of this.#leases.values())
-        if (
-          lease.address === source &&
-          !(lease.since > time) &&
-          (best === undefined || lease.since > best.since)
-        )
+        if (lease[key] === value && !(lease.since > time) && (best === undefined || lease.since > best.since))
           best = lease;
       return best;
     };
+    const byMac = find('mac', mac);
+    if (byMac !== undefined) return byMac;
     const asking = [...this.#leases.values()].flatMap((l) => (l.learning !== null ? [l.learning] : []));
     await Promise.all(asking);
-    const lease = find();
-    if (lease !== undefined) return lease;
+    const known = find('mac', mac) ?? find('address', source);
+    if (known !== undefined) return known;
     const unknown = [...this.#leases.values()].filter((l) => l.address === null && l.containerId !== null);
     if (unknown.length === 0) return undefined;
     await Promise.all(unknown.map((l) => l.learning ?? this.#learn(l)));
-    return find();
+    return find('mac', mac) ?? find('address', source);
   }
+}
+
+/** A link-layer address of our own: random, locally administered (bit 1 of the first octet), unicast (bit 0 clear). */
+function localMac(): string {
+  const bytes = randomBytes(6);
+  bytes[0] = ((bytes[0] ?? 0) & 0xfc) | 0x02;
+  return [...bytes].map((b) => b.toString(16).padStart(2, '0')).join(':');
 }
 
 function tryConnect(path: string): Promise<net.Socket | null> {

@@ -51,11 +51,12 @@ export function createEgressGate(
       logPath: `${stateDir}/egress-proxy.log`,
       command: [...(options.commandPrefix ?? []), process.execPath, proxyMainPath()],
       ...(options.dns !== undefined ? { dns: options.dns } : {}),
-      addressOf: async (id) => {
+      linkOf: async (id) => {
         const info = (await docker.getContainer(id).inspect()) as {
-          NetworkSettings?: { Networks?: Record<string, { IPAddress?: string }> };
+          NetworkSettings?: { Networks?: Record<string, { IPAddress?: string; MacAddress?: string }> };
         };
-        return info.NetworkSettings?.Networks?.[EGRESS_NETWORK]?.IPAddress || null;
+        const endpoint = info.NetworkSettings?.Networks?.[EGRESS_NETWORK];
+        return { address: endpoint?.IPAddress || null, mac: endpoint?.MacAddress || null };
       },
     });
   };

@@ -31,6 +31,8 @@ export interface EgressProxyOptions {
     sourcePort: number,
   ) => Promise<{ address: string; port: number } | null>;
   readonly emit: (record: EmittedRecord) => void;
+  /** A neighbour's link-layer address now (src/adapters/egress/link-address.ts); absent: none is given. */
+  readonly linkAddress?: (ip: string) => string | null;
 }
 
 /**
@@ -134,13 +136,26 @@ export class EgressProxy {
     socket.on('error', () => undefined);
   }
 
-  /** `at`: when the attempt came, where that is earlier than now (the sink's, after its lookup). */
-  #emit(record: Omit<EgressRecord, 'time'>, token: string | undefined, at = new Date()): void {
+  /**
+   * `arrival`: for the sink's records, when the attempt came (earlier than now: after its lookup) and the sender's
+   * link-layer address then.
+   */
+  #emit(
+    record: Omit<EgressRecord, 'time'>,
+    token: string | undefined,
+    arrival: { at: Date; mac: string | null } = { at: new Date(), mac: null },
+  ): void {
     this.#options.emit({
-      time: at.toISOString(),
+      time: arrival.at.toISOString(),
       ...record,
       ...(token !== undefined ? { token } : {}),
+      ...(arrival.mac !== null ? { mac: arrival.mac } : {}),
     });
+  }
+
+  /** The moment a packet came to the sink, and who sent it (asked before anything else runs: it may leave soon). */
+  #arrival(source: string): { at: Date; mac: string | null } {
+    return { at: new Date(), mac: this.#options.linkAddress?.(source) ?? null };
   }
 
   #client(header: string | undefined): { token: string | undefined; policy: EgressPolicy | undefined } {
@@ -282,10 +297,10 @@ export class EgressProxy {
   }
 
   async #sinkTcp(socket: net.Socket): Promise<void> {
-    // Its time is its arrival: the broker tells the container that had the address then from the one that has it now.
-    const at = new Date();
-    this.#track(socket);
+    // Its arrival: the broker tells the container that had the address then from the one that has it now.
     const source = socket.remoteAddress ?? '';
+    const arrival = this.#arrival(source);
+    this.#track(socket);
     const original = await this.#options.originalDestination('tcp', source, socket.remotePort ?? 0);
     socket.destroy();
     this.#emit(
@@ -302,12 +317,12 @@ export class EgressProxy {
         source,
       },
       undefined,
-      at,
+      arrival,
     );
   }
 
   async #sinkUdp(message: Buffer, remote: dgram.RemoteInfo): Promise<void> {
-    const at = new Date();
+    const arrival = this.#arrival(remote.address);
     const original = await this.#options.originalDestination('udp', remote.address, remote.port);
     this.#emit(
       {
@@ -323,7 +338,7 @@ export class EgressProxy {
         source: remote.address,
       },
       undefined,
-      at,
+      arrival,
     );
   }
 }

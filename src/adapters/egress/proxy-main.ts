@@ -15,6 +15,7 @@ import { Resolver } from 'node:dns/promises';
 import { parseArgs } from 'node:util';
 import { parseEgress, type EgressInput } from '../../core/egress/policy.js';
 import { originalDestination } from './conntrack.js';
+import { linkAddressOf } from './link-address.js';
 import { readLines } from './control-lines.js';
 import { EgressProxy } from './egress-proxy.js';
 import { forbiddenAddresses } from './forbidden-addresses.js';
@@ -53,6 +54,7 @@ const proxy = new EgressProxy({
   forbidden,
   originalDestination: (proto, source, sourcePort) =>
     originalDestination(proto, source, sourcePort, sinkPort),
+  linkAddress: (ip) => linkAddressOf(ip),
   emit: (record) => {
     const line = `${JSON.stringify({ op: 'record', record })}\n`;
     const token = record.token;

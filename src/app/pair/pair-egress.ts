@@ -81,6 +81,7 @@ export class PairEgress {
         ...spec,
         env: { ...spec.env, ...lease.env },
         dns: lease.dns,
+        macAddress: lease.mac,
         network: networkOfEgress(this.policy),
       });
       lease.attach(handle.id);

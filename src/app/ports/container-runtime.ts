@@ -30,6 +30,11 @@ export interface ContainerBase {
   readonly network?: NetworkChoice;
   /** The container's DNS servers (`HostConfig.Dns`); absent: the engine's. An allowlisted pair's is the egress gateway. */
   readonly dns?: readonly string[];
+  /**
+   * Its link-layer address on its network (`MacAddress`); absent: the engine's (made from its IPv4 address, so the
+   * next container to get that address gets it too). An allowlisted pair's is its egress lease's, never another's.
+   */
+  readonly macAddress?: string;
   readonly deviceRequests: readonly DeviceRequest[];
   readonly labels: Readonly<Record<string, string>>;
   readonly stopTimeoutSec: number;

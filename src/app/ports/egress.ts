@@ -21,6 +21,11 @@ export interface EgressLease {
   readonly dns: readonly string[];
   /** The token: masked wherever the pair's texts are (it is in the proxy URL). */
   readonly token: string;
+  /**
+   * The link-layer address its container is created with (`ContainerBase.macAddress`): made for this lease, so the
+   * packets that bypassed the proxy are known as its container's even after the engine gave its IPv4 address to another.
+   */
+  readonly mac: string;
   /** The container now holding the lease (its address names the packets that bypassed the proxy). */
   attach(containerId: string): void;
   /**

@@ -132,6 +132,7 @@ export async function startContainer(
       limits,
       network: net.network,
       ...(net.dns !== undefined ? { dns: net.dns } : {}),
+      ...(net.macAddress !== undefined ? { macAddress: net.macAddress } : {}),
     });
     egress.attached(created.id);
     for (const path of staged) deps.mountStager?.settled(path);
@@ -156,6 +157,7 @@ function createAndStart(
     limits: ContainerLimits;
     network: NetworkChoice;
     dns?: string[];
+    macAddress?: string;
   },
 ): Promise<{ id: string; ports: Readonly<Record<string, PublishedPort>> }> {
   const { env, binds, limits } = request;
@@ -169,6 +171,7 @@ function createAndStart(
     bindAddress: deps.bindAddress,
     network: request.network,
     ...(request.dns !== undefined ? { dns: request.dns } : {}),
+    ...(request.macAddress !== undefined ? { macAddress: request.macAddress } : {}),
     nanoCpus: limits.nanoCpus,
     memoryBytes: limits.memoryBytes,
     limits,

@@ -50,10 +50,15 @@ export class SessionEgress {
   }
 
   /** The container's network, and for an allowlisted start the proxy's variables and its DNS (the gateway). */
-  async forCreate(): Promise<{ network: NetworkChoice; env: Record<string, string>; dns?: string[] }> {
+  async forCreate(): Promise<{
+    network: NetworkChoice;
+    env: Record<string, string>;
+    dns?: string[];
+    macAddress?: string;
+  }> {
     if (this.policy.mode !== 'allowlist') return { network: networkOfEgress(this.policy), env: {} };
     const lease = await this.#leaseFor(this.policy);
-    return { network: 'allowlist', env: { ...lease.env }, dns: [...lease.dns] };
+    return { network: 'allowlist', env: { ...lease.env }, dns: [...lease.dns], macAddress: lease.mac };
   }
 
   /** Its container is about to be started (or moved to the egress network): `attached` follows once it is. */

@@ -28,9 +28,13 @@ export interface EgressRecord {
   readonly source: string;
 }
 
-/** A record as the proxy emits it: with the token that named the client, when one did (never written). */
+/**
+ * A record as the proxy emits it: with the token that named the client, when one did, and for a packet that bypassed
+ * the proxy the sender's link-layer address as the kernel had it when the packet came (neither is ever written).
+ */
 export interface EmittedRecord extends EgressRecord {
   readonly token?: string;
+  readonly mac?: string;
 }
 
 /** The summary in result.json and the status: counts and the hosts asked (refused ones separately). */

@@ -60,6 +60,8 @@ describe('EgressBroker: the records of packets that bypassed the proxy', () => {
   let proxy: Awaited<ReturnType<typeof fakeProxy>>;
   /** The engine as the broker asks it: a container's address while it runs, none once it has exited. */
   const engine = new Map<string, string | null>();
+  /** The link-layer address the engine reports for a container (a reattached one's, made by an earlier lease). */
+  const macs = new Map<string, string>();
   let asked: string[] = [];
   let inspectDelayMs = 0;
 
@@ -73,11 +75,11 @@ describe('EgressBroker: the records of packets that bypassed the proxy', () => {
       controlPath: join(dir, 'egress.sock'),
       command: ['false'],
       logPath: join(dir, 'proxy.log'),
-      addressOf: async (id) => {
+      linkOf: async (id) => {
         asked.push(id);
         const now = engine.get(id) ?? null; // what the engine says when asked, not when it answers
         await pause(inspectDelayMs);
-        return now;
+        return { address: now, mac: now === null ? null : (macs.get(id) ?? null) };
       },
     });
 
@@ -85,6 +87,7 @@ describe('EgressBroker: the records of packets that bypassed the proxy', () => {
     dir = await mkdtemp(join(tmpdir(), 'rg-broker-'));
     proxy = await fakeProxy(join(dir, 'egress.sock'));
     engine.clear();
+    macs.clear();
     asked = [];
     inspectDelayMs = 0;
   });
@@ -221,6 +224,49 @@ describe('EgressBroker: the records of packets that bypassed the proxy', () => {
     await lb.close();
     expect(a.map((r) => r.port)).toEqual([2]);
     expect(b.map((r) => r.port)).toEqual([1]);
+  });
+
+  it("by its link-layer address (the lease's own, given at the create), a packet is its container's though the engine was never asked (gone before it could be) and another lease has its IPv4 address now", async () => {
+    const gate = broker(0);
+    const a: EgressRecord[] = [];
+    const b: EgressRecord[] = [];
+    const la = await gate.open({ mode: 'allowlist', allow: ['a.test'] }, 'a'.repeat(32), (r) => a.push(r));
+    const lb = await gate.open({ mode: 'allowlist', allow: ['a.test'] }, 'b'.repeat(32), (r) => b.push(r));
+    expect(la.mac).toMatch(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/);
+    expect(Number.parseInt(la.mac.slice(0, 2), 16) & 0x3).toBe(0x2); // locally administered, unicast
+    expect(la.mac).not.toBe(lb.mac);
+    la.attach('ca'); // created, started, exited: never asked
+    lb.attach('cb');
+    engine.set('cb', '10.77.0.2');
+    lb.starting();
+    lb.started(); // the address a's container had, now b's
+    const time = new Date().toISOString(); // after b's start was asked
+    proxy.send({ ...direct('10.77.0.2', 1), time, mac: la.mac });
+    proxy.send({ ...direct('10.77.0.2', 2), time, mac: lb.mac });
+    proxy.send({ ...direct('10.77.0.2', 3), time, mac: '02:00:5e:00:00:99' }); // nobody's link address: by address
+    await la.close();
+    await lb.close();
+    expect(a.map((r) => r.port)).toEqual([1]);
+    expect(b.map((r) => r.port)).toEqual([2, 3]);
+    expect(a[0]).not.toHaveProperty('mac'); // never written
+  });
+
+  it("a reattached lease learns its container's link-layer address (made by the lease before it) from the engine", async () => {
+    const gate = broker(0);
+    const kept: EgressRecord[] = [];
+    const lease = await gate.open({ mode: 'allowlist', allow: ['a.test'] }, 'q'.repeat(32), (r) =>
+      kept.push(r),
+    );
+    engine.set('c9', '10.77.0.9');
+    macs.set('c9', '02:AA:BB:CC:DD:09');
+    lease.attach('c9');
+    lease.started();
+    await pause(20);
+    expect(lease.mac).toBe('02:aa:bb:cc:dd:09');
+    engine.set('c9', null);
+    proxy.send({ ...direct('10.77.0.50', 9), mac: '02:aa:bb:cc:dd:09' });
+    await lease.close();
+    expect(kept.map((r) => r.port)).toEqual([9]);
   });
 
   it('the same container attached again keeps its address; a new container is asked for its own', async () => {

@@ -45,6 +45,7 @@ function recordingGate(): EgressGate & {
         env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
         dns: ['10.0.0.1'],
         token,
+        mac: '02:00:00:00:00:01',
         attach: (id) => void entry.containers.push(id),
         starting: () => undefined,
         started: () => undefined,

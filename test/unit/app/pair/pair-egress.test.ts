@@ -42,6 +42,7 @@ describe('PairEgress', () => {
           env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
           dns: ['10.0.0.1'],
           token,
+          mac: '02:00:00:00:00:01',
           attach: () => undefined,
           starting: () => undefined,
           started: () => undefined,
@@ -58,6 +59,7 @@ describe('PairEgress', () => {
       env: { A: '1', HTTP_PROXY: `http://rg:${egress.token}@10.0.0.1:3128` },
       dns: ['10.0.0.1'],
       network: 'allowlist',
+      macAddress: '02:00:00:00:00:01',
     });
     const open = new PairEgress(
       { egress: gate, clock: fakeTime().clock },
@@ -74,6 +76,7 @@ describe('PairEgress', () => {
           env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
           dns: ['10.0.0.1'],
           token,
+          mac: '02:00:00:00:00:01',
           attach: (id) => void steps.push(`attach ${id}`),
           starting: () => void steps.push('starting'),
           started: () => void steps.push('started'),

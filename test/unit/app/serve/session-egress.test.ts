@@ -16,6 +16,7 @@ function world(options: { failJoin?: NetworkChoice } = {}) {
         env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
         dns: ['10.0.0.1'],
         token,
+        mac: '02:00:00:00:00:01',
         attach: (id) => void steps.push(`attach ${id}`),
         starting: () => void steps.push('starting'),
         started: () => void steps.push('started'),
