@@ -18,7 +18,12 @@ const INTEGRATION_FILES = ['test/integration/**/*.int.test.ts', 'test/e2e/**/*.e
 const SERVICE_FILES = [
   'test/integration/image-plan.int.test.ts',
   'test/integration/swarm.int.test.ts',
+  'test/integration/swarm-images.int.test.ts',
+  'test/integration/swarm-image-pulls.int.test.ts',
   'test/integration/engine-restart.int.test.ts',
+  'test/integration/pair-network.int.test.ts',
+  'test/integration/pair-network-watch.int.test.ts',
+  'test/integration/gpu-device-requests.int.test.ts',
   'test/integration/egress-restart.int.test.ts',
   'test/integration/egress-allowlist.int.test.ts',
   'test/integration/harbor-egress.int.test.ts',
