@@ -19,6 +19,8 @@ const REPLY_TIMEOUT_MS = 10_000;
 const CLOSE_SETTLE_MS = 300;
 /** How long the engine is given to say a container's address (the records wait for it, in order). */
 const ADDRESS_TIMEOUT_MS = 5_000;
+/** How soon a container whose address is not known may be asked again (for a packet that matched no lease). */
+const ASK_AGAIN_MS = 1_000;
 /** How long after a failed restart of the proxy the client tries again. */
 const RETRY_MS = 1_000;
 
@@ -45,11 +47,20 @@ interface Lease {
   token: string;
   policy: EgressInput;
   containerId: string | null;
+  /** The link-layer address made for this lease: its container is created with it (`EgressLease.mac`). */
+  readonly ownMac: string;
   /**
-   * Its container's link-layer address: made here and given at its create, so known from the start and never another
-   * container's; for a container this lease did not create (a reattach, an adopted session), learned with its address.
+   * Its container's link-layer address as far as known, and how: `own` (created with `ownMac`: no other container has
+   * had it, nor will), `learned` (from the engine: a reattached container, or one moved onto the network, whose address
+   * the engine made from its IPv4 one), `unknown` (not yet learned: only then may a packet be matched by IPv4 address
+   * alone).
    */
   mac: string;
+  macState: 'own' | 'learned' | 'unknown';
+  /** The starts (and moves onto the network) of its container seen through. */
+  runs: number;
+  /** When the engine was last asked its addresses (a question a packet that matches nothing asks again, not sooner). */
+  askedAt: number;
   /** Its container's address on the egress network, asked once it runs and kept for the lease's life. */
   address: string | null;
   /** The question of that address while it is asked. */
@@ -102,11 +113,16 @@ export class EgressBroker implements EgressGate {
       throw new RoboguideError('E_NETWORK', 'an egress lease needs a fresh token of 16 characters or more');
     const gateway = await this.#options.network.ensure();
     this.#gateway = gateway;
+    const mac = localMac();
     const lease: Lease = {
       token,
       policy,
       containerId: null,
-      mac: localMac(),
+      ownMac: mac,
+      mac,
+      macState: 'unknown',
+      runs: 0,
+      askedAt: 0,
       address: null,
       learning: null,
       since: 0,
@@ -123,25 +139,35 @@ export class EgressBroker implements EgressGate {
       this.#leases.delete(lease.token);
       throw err;
     }
+    return this.#handle(lease, gateway);
+  }
+
+  /** What a lease's holder is given: its container's settings, and the calls of its container's life. */
+  #handle(lease: Lease, gateway: string): EgressLease {
     const { proxy } = this.#options.network.ports;
     return {
       env: proxyEnvironment(gateway, proxy, lease.token),
       dns: [gateway],
       token: lease.token,
-      get mac() {
-        return lease.mac;
-      },
-      attach: (containerId) => {
+      mac: lease.ownMac,
+      attach: (containerId, created = false) => {
         if (lease.containerId === containerId) return;
         lease.containerId = containerId;
         lease.address = null;
         lease.learning = null;
+        lease.mac = lease.ownMac;
+        lease.macState = created ? 'own' : 'unknown';
+        lease.runs = 0;
+        lease.askedAt = 0;
       },
       starting: () => {
         lease.starting = Date.now();
       },
       started: () => {
-        // A container that joined the network again (a session's switch) has a new address: asked again.
+        // A container that joined the network again (a session's switch) has a new address, and maybe a link-layer
+        // address the engine made: both asked again.
+        if (lease.runs > 0) lease.macState = 'unknown';
+        lease.runs += 1;
         lease.address = null;
         lease.since = lease.starting ?? 0;
         lease.starting = null;
@@ -158,8 +184,14 @@ export class EgressBroker implements EgressGate {
         // Kept until the proxy answers: it answers once the sink has recorded what it took, and those records (by
         // the container's address) must still find this lease.
         await this.#request({ op: 'release', token: lease.token }).catch(() => undefined);
-        // Every record the proxy sent before that answer is queued by now: kept before the lease goes.
-        await this.#keeping;
+        // Every record the proxy sent before that answer is queued by now: kept before the lease goes (a moment at most:
+        // the queue is every lease's).
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          this.#keeping,
+          new Promise((resolve) => (timer = setTimeout(resolve, ADDRESS_TIMEOUT_MS))),
+        ]);
+        clearTimeout(timer);
         this.#leases.delete(lease.token);
         if (this.#leases.size === 0 && this.#socket !== null) {
           // Ended, and forgotten at once: a lease opened next connects again (a socket ended is written to no more).
@@ -318,6 +350,7 @@ export class EgressBroker implements EgressGate {
   #learn(lease: Lease): Promise<void> {
     const containerId = lease.containerId;
     if (containerId === null) return Promise.resolve();
+    lease.askedAt = Date.now();
     let timer: NodeJS.Timeout | undefined;
     const learning = Promise.race([
       this.#options.linkOf(containerId).catch(() => null),
@@ -330,7 +363,11 @@ export class EgressBroker implements EgressGate {
         if (lease.learning !== learning) return; // attached to another container meanwhile
         lease.learning = null;
         if (link?.address) lease.address = link.address;
-        if (link?.mac) lease.mac = link.mac.toLowerCase();
+        const mac = link?.mac ? link.mac.toLowerCase() : null;
+        if (mac !== null) {
+          lease.mac = mac;
+          lease.macState = mac === lease.ownMac ? 'own' : 'learned';
+        }
       });
     lease.learning = learning;
     return learning;
@@ -350,30 +387,46 @@ export class EgressBroker implements EgressGate {
 
   /**
    * The lease whose container sent a packet that bypassed the proxy. By the link-layer address the kernel had for the
-   * sender when it came (each lease's own, given at its create): known at once, whenever the container left. Else by
-   * its IPv4 address, which the engine gives a freed one to the next container at once: of the leases that know it
-   * (learned once their container started; the questions under way answered first), the one whose container got it
-   * last before `time`; else asked now of the containers whose address is not known yet.
+   * sender when it came: a lease's own (given at its create) is known at once, however soon its container left, and
+   * no other container has it. When that address is no lease's, the packet is another process's pair's (the proxy
+   * sends these records to every client) or an unknown container's, unless a lease here does not know its container's
+   * yet (a reattach, a move onto the network, until the engine answers): only those are matched by IPv4 address. Of
+   * leases that know one IPv4 (or an engine-made link-layer) address, the record goes to the one whose container got
+   * it last before `time` (the engine gives a freed address to the next container at once). The engine is asked again
+   * only about containers not asked in the last second: a flood of strangers' packets asks it nothing more.
    */
   async #leaseAt(source: string, mac: string | undefined, time: number): Promise<Lease | undefined> {
-    const find = (key: 'mac' | 'address', value: string | undefined) => {
-      if (value === undefined) return undefined;
+    const latest = (matches: (lease: Lease) => boolean) => {
       let best: Lease | undefined;
       for (const lease of this.#leases.values())
-        if (lease[key] === value && !(lease.since > time) && (best === undefined || lease.since > best.since))
+        if (matches(lease) && !(lease.since > time) && (best === undefined || lease.since > best.since))
           best = lease;
       return best;
     };
-    const byMac = find('mac', mac);
-    if (byMac !== undefined) return byMac;
-    const asking = [...this.#leases.values()].flatMap((l) => (l.learning !== null ? [l.learning] : []));
-    await Promise.all(asking);
-    const known = find('mac', mac) ?? find('address', source);
+    const byMac = () =>
+      mac === undefined
+        ? undefined
+        : ([...this.#leases.values()].find((l) => l.macState === 'own' && l.mac === mac) ??
+          latest((l) => l.macState === 'learned' && l.mac === mac));
+    const candidates = () =>
+      [...this.#leases.values()].filter((l) => mac === undefined || l.macState === 'unknown');
+    const byAddress = () => {
+      const open = new Set(candidates());
+      return latest((l) => open.has(l) && l.address === source);
+    };
+    const found = byMac();
+    if (found !== undefined) return found;
+    const waiting = candidates().flatMap((l) => (l.learning !== null ? [l.learning] : []));
+    if (waiting.length > 0) await Promise.all(waiting);
+    const known = byMac() ?? byAddress();
     if (known !== undefined) return known;
-    const unknown = [...this.#leases.values()].filter((l) => l.address === null && l.containerId !== null);
-    if (unknown.length === 0) return undefined;
-    await Promise.all(unknown.map((l) => l.learning ?? this.#learn(l)));
-    return find('mac', mac) ?? find('address', source);
+    const now = Date.now();
+    const ask = candidates().filter(
+      (l) => l.address === null && l.containerId !== null && now - l.askedAt >= ASK_AGAIN_MS,
+    );
+    if (ask.length === 0) return undefined;
+    await Promise.all(ask.map((l) => l.learning ?? this.#learn(l)));
+    return byMac() ?? byAddress();
   }
 }
 

@@ -16,6 +16,7 @@ import { parseArgs } from 'node:util';
 import { parseEgress, type EgressInput } from '../../core/egress/policy.js';
 import { originalDestination } from './conntrack.js';
 import { linkAddressOf } from './link-address.js';
+import { EGRESS_BRIDGE } from '../../core/egress/egress-network.js';
 import { readLines } from './control-lines.js';
 import { EgressProxy } from './egress-proxy.js';
 import { forbiddenAddresses } from './forbidden-addresses.js';
@@ -54,7 +55,7 @@ const proxy = new EgressProxy({
   forbidden,
   originalDestination: (proto, source, sourcePort) =>
     originalDestination(proto, source, sourcePort, sinkPort),
-  linkAddress: (ip) => linkAddressOf(ip),
+  linkAddress: (ip) => linkAddressOf(ip, EGRESS_BRIDGE),
   emit: (record) => {
     const line = `${JSON.stringify({ op: 'record', record })}\n`;
     const token = record.token;

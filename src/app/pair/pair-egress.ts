@@ -84,7 +84,7 @@ export class PairEgress {
         macAddress: lease.mac,
         network: networkOfEgress(this.policy),
       });
-      lease.attach(handle.id);
+      lease.attach(handle.id, true);
       return handle;
     };
     const start: ContainerRuntime['start'] = async (id) => {

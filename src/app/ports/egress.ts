@@ -26,8 +26,11 @@ export interface EgressLease {
    * packets that bypassed the proxy are known as its container's even after the engine gave its IPv4 address to another.
    */
   readonly mac: string;
-  /** The container now holding the lease (its address names the packets that bypassed the proxy). */
-  attach(containerId: string): void;
+  /**
+   * The container now holding the lease (its addresses name the packets that bypassed the proxy). `created`: it was
+   * created with `mac` (absent: not, as a reattached container or an adopted session: its addresses are learned).
+   */
+  attach(containerId: string, created?: boolean): void;
   /**
    * Its container is about to get its address (its start, or its move to the network, is asked now): a packet from
    * that address before this moment was another container's (the engine gives a freed address to the next at once).

@@ -134,7 +134,7 @@ export async function startContainer(
       ...(net.dns !== undefined ? { dns: net.dns } : {}),
       ...(net.macAddress !== undefined ? { macAddress: net.macAddress } : {}),
     });
-    egress.attached(created.id);
+    egress.attached(created.id, true);
     for (const path of staged) deps.mountStager?.settled(path);
     session.staged = staged;
     return created;

@@ -66,9 +66,12 @@ export class SessionEgress {
     this.#lease?.starting();
   }
 
-  /** Its container, created and started (or moved to the egress network); without `starting`: running before. */
-  attached(containerId: string): void {
-    this.#lease?.attach(containerId);
+  /**
+   * Its container, created (`created`: with the lease's `mac`, `forCreate`'s) and started, or moved to the egress
+   * network; without `starting`: running before.
+   */
+  attached(containerId: string, created = false): void {
+    this.#lease?.attach(containerId, created);
     this.#lease?.started();
   }
 

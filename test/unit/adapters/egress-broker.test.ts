@@ -226,7 +226,7 @@ describe('EgressBroker: the records of packets that bypassed the proxy', () => {
     expect(b.map((r) => r.port)).toEqual([1]);
   });
 
-  it("by its link-layer address (the lease's own, given at the create), a packet is its container's though the engine was never asked (gone before it could be) and another lease has its IPv4 address now", async () => {
+  it("by its link-layer address (the lease's own, given at the create), a packet is its container's though the engine was never asked (gone before it could be) and another lease has its IPv4 address now; a link-layer address no lease has is another process's pair's", async () => {
     const gate = broker(0);
     const a: EgressRecord[] = [];
     const b: EgressRecord[] = [];
@@ -235,20 +235,40 @@ describe('EgressBroker: the records of packets that bypassed the proxy', () => {
     expect(la.mac).toMatch(/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/);
     expect(Number.parseInt(la.mac.slice(0, 2), 16) & 0x3).toBe(0x2); // locally administered, unicast
     expect(la.mac).not.toBe(lb.mac);
-    la.attach('ca'); // created, started, exited: never asked
-    lb.attach('cb');
+    la.attach('ca', true); // created with la.mac, started, exited: never asked
+    lb.attach('cb', true);
     engine.set('cb', '10.77.0.2');
     lb.starting();
     lb.started(); // the address a's container had, now b's
+    await pause(20);
     const time = new Date().toISOString(); // after b's start was asked
     proxy.send({ ...direct('10.77.0.2', 1), time, mac: la.mac });
     proxy.send({ ...direct('10.77.0.2', 2), time, mac: lb.mac });
-    proxy.send({ ...direct('10.77.0.2', 3), time, mac: '02:00:5e:00:00:99' }); // nobody's link address: by address
+    proxy.send({ ...direct('10.77.0.2', 3), time, mac: '02:00:5e:00:00:99' }); // another process's container
+    proxy.send({ ...direct('10.77.0.2', 4), time }); // no link-layer address read: by IPv4 address
     await la.close();
     await lb.close();
     expect(a.map((r) => r.port)).toEqual([1]);
-    expect(b.map((r) => r.port)).toEqual([2, 3]);
+    expect(b.map((r) => r.port)).toEqual([2, 4]);
     expect(a[0]).not.toHaveProperty('mac'); // never written
+  });
+
+  it("a flood of strangers' packets asks the engine nothing more than once a second, and a lease's close is not held by it", async () => {
+    const gate = broker(0);
+    const kept: EgressRecord[] = [];
+    const lease = await gate.open({ mode: 'allowlist', allow: ['a.test'] }, 'f'.repeat(32), (r) =>
+      kept.push(r),
+    );
+    lease.attach('gone'); // a reattached container that had exited: its addresses are never learned
+    lease.started();
+    await pause(20);
+    const before = asked.length;
+    for (let i = 0; i < 500; i++) proxy.send({ ...direct('10.77.9.9', i), mac: '02:00:5e:00:00:01' });
+    const started = Date.now();
+    await lease.close();
+    expect(Date.now() - started).toBeLessThan(4_000);
+    expect(asked.length - before).toBeLessThanOrEqual(2);
+    expect(kept).toEqual([]);
   });
 
   it("a reattached lease learns its container's link-layer address (made by the lease before it) from the engine", async () => {
@@ -262,7 +282,6 @@ describe('EgressBroker: the records of packets that bypassed the proxy', () => {
     lease.attach('c9');
     lease.started();
     await pause(20);
-    expect(lease.mac).toBe('02:aa:bb:cc:dd:09');
     engine.set('c9', null);
     proxy.send({ ...direct('10.77.0.50', 9), mac: '02:aa:bb:cc:dd:09' });
     await lease.close();
