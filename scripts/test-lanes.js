@@ -1,18 +1,15 @@
 #!/usr/bin/env node
-// `npm test` (after its pretest, the preparation): the type check and the lint, and the whole suite in two vitest
-// processes, all side by side. One vitest runs the unit tests and the `integration` project, the other the
-// `integration-services` project (vitest.config.ts: the integration files that bring services of their own); each
-// runs its integration files one at a time. Vitest itself runs every project whose files go one at a time in a single
-// queue, so two lanes take two processes. The checks (`npm run typecheck`, then `npm run lint`) run beside them: the
-// lanes wait on containers far more than they use the cores.
+// `npm test` (after its pretest): the whole suite in two vitest processes side by side. One runs the unit tests and
+// the `integration` project, the other the `integration-services` project (vitest.config.ts: the integration files
+// that bring services of their own); each runs its integration files one at a time. Vitest itself runs every
+// project whose files go one at a time in a single queue, so two lanes take two processes.
 //
-// The second lane's output goes to .test-services.log, the checks' to .test-checks.log; each is printed whole when
-// all are done. A JSON report asked for with `--outputFile.json=F` is written for the second lane to F with
-// `-services` before `.json`. The exit status is the first non-zero one of the lanes and the checks.
+// The second lane's output goes to .test-services.log and is printed whole when both are done; a JSON report asked
+// for with `--outputFile.json=F` is written for it to F with `-services` before `.json`. The exit status is the first
+// non-zero one of the two.
 //
 // Only `--reporter=…` and `--outputFile.json=…` are taken this way: any other argument (a file filter, `--project`,
-// `-t`, another report file, which both lanes would write) runs the checks, then one vitest as given, every project
-// in one queue.
+// `-t`, another report file, which both lanes would write) runs one vitest as given, every project in one queue.
 import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,14 +18,10 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const VITEST = join(ROOT, 'node_modules', 'vitest', 'vitest.mjs');
 const SERVICES_LOG = '.test-services.log';
-const CHECKS_LOG = '.test-checks.log';
-const CHECKS = 'npm run --silent typecheck && npm run --silent lint';
 const args = process.argv.slice(2);
 const lanesApply = args.every((a) => /^--(reporter|outputFile\.json)=/.test(a));
 
 if (!lanesApply) {
-  const checks = spawnSync('sh', ['-c', CHECKS], { stdio: 'inherit', cwd: ROOT });
-  if (checks.status !== 0) process.exit(checks.status ?? 1);
   const run = spawnSync(process.execPath, [VITEST, 'run', ...args], { stdio: 'inherit', cwd: ROOT });
   process.exit(run.status ?? 1);
 }
@@ -39,9 +32,6 @@ const servicesArgs = args.map((a) =>
 );
 const log = createWriteStream(join(ROOT, SERVICES_LOG));
 await new Promise((resolve, reject) => log.once('open', resolve).once('error', reject));
-const checksLog = createWriteStream(join(ROOT, CHECKS_LOG));
-await new Promise((resolve, reject) => checksLog.once('open', resolve).once('error', reject));
-const checks = spawn('sh', ['-c', CHECKS], { stdio: ['ignore', checksLog, checksLog], cwd: ROOT });
 const services = spawn(
   process.execPath,
   [VITEST, 'run', '--project', 'integration-services', ...servicesArgs],
@@ -57,22 +47,15 @@ const main = spawn(
 // on.
 process.on('SIGINT', () => undefined);
 process.on('SIGTERM', () => {
-  for (const child of [main, services, checks]) child.kill('SIGTERM');
+  for (const child of [main, services]) child.kill('SIGTERM');
 });
-const [mainStatus, servicesStatus, checksStatus] = await Promise.all([
-  exitOf(main),
-  exitOf(services),
-  exitOf(checks),
-]);
+const [mainStatus, servicesStatus] = await Promise.all([exitOf(main), exitOf(services)]);
 log.end();
-checksLog.end();
 process.stdout.write(
   `\n--- integration-services lane (exit ${servicesStatus}; its log: ${SERVICES_LOG}) ---\n` +
-    readFileSync(join(ROOT, SERVICES_LOG), 'utf8') +
-    `\n--- type check and lint (exit ${checksStatus}; their log: ${CHECKS_LOG}) ---\n` +
-    readFileSync(join(ROOT, CHECKS_LOG), 'utf8'),
+    readFileSync(join(ROOT, SERVICES_LOG), 'utf8'),
 );
-process.exit([mainStatus, servicesStatus, checksStatus].find((s) => s !== 0) ?? 0);
+process.exit(mainStatus !== 0 ? mainStatus : servicesStatus);
 
 function exitOf(child) {
   return new Promise((resolve) => {
