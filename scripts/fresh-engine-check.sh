@@ -70,6 +70,6 @@ status=0
 # The suites run in the engine's namespace (the ports its pairs publish are bound there), on the build made before.
 nsenter --net="/run/netns/${netns}" env DOCKER_HOST="unix://${sock}" REQUIRE_DOCKER=1 TESTCONTAINERS_RYUK_DISABLED=true \
   ROBOGUIDE_SKIP_BUILD="${ROBOGUIDE_SKIP_BUILD:-}" \
-  npx vitest run --project integration "${FRESH_FILES[@]}" "$@" || status=$?
+  npx vitest run --project integration --project integration-services "${FRESH_FILES[@]}" "$@" || status=$?
 echo "fresh-engine check: $(( $(date +%s) - start )) s wall, ${#FRESH_FILES[@]} files, exit ${status}"
 exit $status

@@ -68,6 +68,6 @@ curl -sf --unix-socket "$sock" http://podman/_ping >/dev/null || { echo "podman 
 export DOCKER_HOST="unix://${sock}" REQUIRE_DOCKER=1 ROBOGUIDE_TEST_PODMAN_NETNS="${netns}" TESTCONTAINERS_RYUK_DISABLED=true
 start=$(date +%s)
 status=0
-npx vitest run --project integration "${PODMAN_FILES[@]}" "$@" || status=$?
+npx vitest run --project integration --project integration-services "${PODMAN_FILES[@]}" "$@" || status=$?
 echo "podman set: $(( $(date +%s) - start )) s wall, ${#PODMAN_FILES[@]} files, exit ${status}"
 exit $status
