@@ -2,12 +2,13 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { fakeEgressLease } from '../../support/fake-egress-lease.js';
 import { fakeTime } from '../../support/fake-time.js';
 import { NodeFileSystem } from '../../../src/adapters/fs/node-file-system.js';
 import { EvidenceStore } from '../../../src/app/evidence/evidence-store.js';
 import { PairEgress } from '../../../src/app/pair/pair-egress.js';
 import type { ContainerRuntime, ContainerSpec } from '../../../src/app/ports/container-runtime.js';
-import type { EgressGate, EgressLease } from '../../../src/app/ports/egress.js';
+import type { EgressGate } from '../../../src/app/ports/egress.js';
 import { effectiveEgress } from '../../../src/core/egress/policy.js';
 import type { EgressRecord } from '../../../src/core/egress/record.js';
 import { textRedactor } from '../../../src/core/redaction/redact-text.js';
@@ -41,19 +42,7 @@ function recordingGate(): EgressGate & {
     open: (_policy, token, onRecord) => {
       const entry = { token, emit: onRecord ?? (() => undefined), containers: [] as string[] };
       opened.push(entry);
-      const lease: EgressLease = {
-        env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
-        dns: ['10.0.0.1'],
-        token,
-        mac: '02:00:00:00:00:01',
-        attach: (id) => void entry.containers.push(id),
-        starting: () => undefined,
-        started: () => undefined,
-        setPolicy: () => Promise.resolve(),
-        snapshot: () => ({ records: [], dropped: 0 }),
-        close: () => Promise.resolve({ records: [], dropped: 0 }),
-      };
-      return Promise.resolve(lease);
+      return Promise.resolve(fakeEgressLease(token, { attach: (id) => void entry.containers.push(id) }));
     },
   };
 }

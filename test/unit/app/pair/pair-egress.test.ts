@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fakeEgressLease } from '../../../support/fake-egress-lease.js';
 import { fakeTime } from '../../../support/fake-time.js';
 import { PairEgress } from '../../../../src/app/pair/pair-egress.js';
 import { EngineError } from '../../../../src/app/ports/engine-error.js';
@@ -37,19 +38,7 @@ describe('PairEgress', () => {
   it('an allowlisted container gets the proxy variables, the gateway as DNS and the egress network; open is untouched', async () => {
     const created: ContainerSpec[] = [];
     const gate: EgressGate = {
-      open: (_policy, token) =>
-        Promise.resolve({
-          env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
-          dns: ['10.0.0.1'],
-          token,
-          mac: '02:00:00:00:00:01',
-          attach: () => undefined,
-          starting: () => undefined,
-          started: () => undefined,
-          setPolicy: () => Promise.resolve(),
-          snapshot: () => ({ records: [], dropped: 0 }),
-          close: () => Promise.resolve({ records: [], dropped: 0 }),
-        }),
+      open: (_policy, token) => Promise.resolve(fakeEgressLease(token)),
     };
     const egress = new PairEgress({ egress: gate, clock: fakeTime().clock }, allowlist);
     await egress
@@ -72,18 +61,13 @@ describe('PairEgress', () => {
     const steps: string[] = [];
     const gate: EgressGate = {
       open: (_policy, token) =>
-        Promise.resolve({
-          env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
-          dns: ['10.0.0.1'],
-          token,
-          mac: '02:00:00:00:00:01',
-          attach: (id) => void steps.push(`attach ${id}`),
-          starting: () => void steps.push('starting'),
-          started: () => void steps.push('started'),
-          setPolicy: () => Promise.resolve(),
-          snapshot: () => ({ records: [], dropped: 0 }),
-          close: () => Promise.resolve({ records: [], dropped: 0 }),
-        }),
+        Promise.resolve(
+          fakeEgressLease(token, {
+            attach: (id) => void steps.push(`attach ${id}`),
+            starting: () => void steps.push('starting'),
+            started: () => void steps.push('started'),
+          }),
+        ),
     };
     const runtime = {
       create: (spec: ContainerSpec) => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fakeEgressLease } from '../../../support/fake-egress-lease.js';
 import type { EgressGate } from '../../../../src/app/ports/egress.js';
 import { ApiError } from '../../../../src/app/serve/api-error.js';
 import { SessionEgress } from '../../../../src/app/serve/session-egress.js';
@@ -12,21 +13,17 @@ function world(options: { failJoin?: NetworkChoice } = {}) {
   const gate: EgressGate = {
     open: (policy, token) => {
       steps.push(`open ${policy.mode}`);
-      return Promise.resolve({
-        env: { HTTP_PROXY: `http://rg:${token}@10.0.0.1:3128` },
-        dns: ['10.0.0.1'],
-        token,
-        mac: '02:00:00:00:00:01',
-        attach: (id) => void steps.push(`attach ${id}`),
-        starting: () => void steps.push('starting'),
-        started: () => void steps.push('started'),
-        setPolicy: (p: EgressInput) => {
-          steps.push(`policy ${p.mode}${p.allow !== undefined ? ` ${p.allow.join(',')}` : ''}`);
-          return Promise.resolve();
-        },
-        snapshot: () => ({ records: [], dropped: 0 }),
-        close: () => Promise.resolve({ records: [], dropped: 0 }),
-      });
+      return Promise.resolve(
+        fakeEgressLease(token, {
+          attach: (id) => void steps.push(`attach ${id}`),
+          starting: () => void steps.push('starting'),
+          started: () => void steps.push('started'),
+          setPolicy: (p: EgressInput) => {
+            steps.push(`policy ${p.mode}${p.allow !== undefined ? ` ${p.allow.join(',')}` : ''}`);
+            return Promise.resolve();
+          },
+        }),
+      );
     },
   };
   const engine = {
