@@ -1,5 +1,6 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { iptablesRunner, rulesetWatchFor } from '../../src/adapters/docker/docker-pair-network.js';
@@ -18,6 +19,25 @@ if (skip) console.warn(`\n*** ruleset watch in a private namespace SKIPPED: ${pr
 
 const NS = `rg-w39rw-${randomUUID().slice(0, 6)}`;
 const PREFIX = ['nsenter', `--net=/run/netns/${NS}`];
+/** Each attempt (a retry too) makes chains of its own: the namespace outlives an attempt. */
+let attempts = 0;
+
+/** Alternately a rule added and removed, in either family, and a chain flushed. */
+function changeOf(i: number, attempt: number): string[] {
+  return i % 3 === 0
+    ? ['iptables', '-w', '-A', 'RG-W39', '-j', 'RETURN']
+    : i % 3 === 1
+      ? ['ip6tables', '-w', '-N', `RG-W39-${attempt}-${i}`]
+      : ['iptables', '-w', '-F', 'RG-W39'];
+}
+
+/** Blocks this thread (the event loop with it) for `ms`. */
+function block(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // spin
+  }
+}
 
 describe.skipIf(skip)('the ruleset change feed in a namespace of its own', () => {
   let watch: RulesetWatch;
@@ -39,20 +59,39 @@ describe.skipIf(skip)('the ruleset change feed in a namespace of its own', () =>
     const first = await watch.mark();
     expect(first).not.toBeNull();
     expect(await watch.unchangedSince(first ?? -1)).toBe(true);
+    const attempt = (attempts += 1);
     let missed = 0;
     for (let i = 0; i < 60; i += 1) {
       const mark = await watch.mark();
       if (mark === null) throw new Error('the feed stopped vouching');
-      // Alternately a rule added and removed, in either family, and a chain flushed.
-      const change =
-        i % 3 === 0
-          ? ['iptables', '-w', '-A', 'RG-W39', '-j', 'RETURN']
-          : i % 3 === 1
-            ? ['ip6tables', '-w', '-N', `RG-W39-${i}`]
-            : ['iptables', '-w', '-F', 'RG-W39'];
-      await inNs(change);
+      await inNs(changeOf(i, attempt));
       if (await watch.unchangedSince(mark)) missed += 1;
     }
     expect(missed).toBe(0);
+  });
+
+  it('never misses a change the feed passed on after our event loop last polled (asked from an I/O callback)', async () => {
+    // The question comes in the poll phase (after an fs read, as the guard's create path asks it after I/O), and the
+    // change is made while the loop is held, so the monitor's line reaches our pipe after this iteration's poll
+    // began: one immediate (the check phase of the same iteration) does not see it; the watch must poll again. Every
+    // try of this test missed the change before that was fixed.
+    const attempt = (attempts += 1);
+    let missed = 0;
+    let vouched = 0;
+    for (let i = 0; i < 100; i += 1) {
+      // The same question with nothing changed is answered "unchanged" (a watch that never vouches would pass below).
+      const quiet = await watch.mark();
+      await readFile('/proc/self/stat');
+      block(20);
+      if (quiet !== null && (await watch.unchangedSince(quiet))) vouched += 1;
+      const mark = await watch.mark();
+      if (mark === null) throw new Error('the feed stopped vouching');
+      await readFile('/proc/self/stat');
+      execFileSync('nsenter', [`--net=/run/netns/${NS}`, ...changeOf(i, attempt)], { stdio: 'ignore' });
+      block(20);
+      if (await watch.unchangedSince(mark)) missed += 1;
+    }
+    expect(missed).toBe(0);
+    expect(vouched).toBe(100);
   });
 });
