@@ -27,30 +27,67 @@ export interface CheckedUpload {
 
 const FRAMING_BYTES_PER_ENTRY = 4096;
 
-/** Copies `body` into `limited` until it ends or passes `budget` bytes (then refused, and the body destroyed). */
-async function feedWithin(
+/**
+ * Copies `body` into `limited` until it ends, passes `budget` bytes, or the check (`checked`) is over; never
+ * destroys `body` (a request's destruction is its connection's: the error answer would never reach the client).
+ * - Past the budget, or once the check is over with a refusal (bytes that are no tar stop the parser at once): the
+ *   reading stops and the rest is left unread; the error answer says `Connection: close` and reads and drops it
+ *   (http-kit `sendError`). Waiting instead for the parser to take more would wait for ever: it is gone.
+ * - The check over without a refusal (the archive ended before the body did): the rest is read and dropped, within
+ *   the budget, so that the answer and the connection can go on.
+ */
+function feedWithin(
   body: Readable,
   limited: PassThrough,
   budget: number,
   refusals: string[],
+  checked: Promise<void>,
 ): Promise<void> {
-  let fed = 0;
-  try {
-    for await (const chunk of body) {
-      fed += (chunk as Buffer).length;
-      if (fed > budget) {
-        refusals.push('archive size limit reached');
-        limited.end();
-        body.destroy();
+  return new Promise<void>((resolve) => {
+    let fed = 0;
+    let over = false;
+    let dropping = false;
+    const finish = (refusal: string | null): void => {
+      if (over) return;
+      over = true;
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('close', onClose); // onError stays: an error after this (a reset while the rest is dropped) is no crash
+      limited.off('drain', onDrain);
+      body.pause();
+      if (refusal !== null) refusals.push(refusal);
+      limited.end();
+      resolve();
+    };
+    const onData = (chunk: Buffer): void => {
+      fed += chunk.length;
+      if (fed > budget) return finish('archive size limit reached');
+      if (dropping) return;
+      if (!limited.write(chunk)) body.pause();
+    };
+    const onDrain = (): void => {
+      if (!over) body.resume();
+    };
+    const onEnd = (): void => finish(null);
+    const onError = (): void => finish('request body ended early');
+    // A request whose connection closed before its end: no 'end' comes (and no 'error' on every Node).
+    const onClose = (): void => finish(body.readableEnded ? null : 'request body ended early');
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.on('error', onError);
+    body.once('close', onClose);
+    limited.on('drain', onDrain);
+    void checked.then(() => {
+      if (over) return;
+      if (refusals.length > 0) {
+        finish(null);
         return;
       }
-      if (!limited.write(chunk)) await new Promise((resolve) => limited.once('drain', resolve));
-    }
-    limited.end();
-  } catch {
-    refusals.push('request body ended early');
-    limited.end();
-  }
+      dropping = true;
+      limited.off('drain', onDrain);
+      body.resume();
+    });
+  });
 }
 
 interface RepackCount {
@@ -158,10 +195,8 @@ export async function checkUpload(
   const written = pipeline(out, createWriteStream(path, { mode: 0o600 }));
   const budget = limits.maxTotalBytes + (2 * limits.maxFiles + 2) * FRAMING_BYTES_PER_ENTRY;
   const limited = new PassThrough();
-  await Promise.all([
-    feedWithin(body, limited, budget, refusals),
-    repackChecked(limited, out, limits, refusals, count),
-  ]);
+  const repacked = repackChecked(limited, out, limits, refusals, count);
+  await Promise.all([feedWithin(body, limited, budget, refusals, repacked), repacked]);
   out.finalize();
   await written.catch(() => undefined);
   return {

@@ -148,13 +148,47 @@ describe('checkUpload', () => {
     for (const u of [many, big, total]) await u.dispose();
   });
 
-  it('a body past the byte budget is cut off (and refused) without being read to its end', async () => {
+  it('a body past the byte budget is cut off (and refused) without being read to its end, and left to the answer', async () => {
     const limits = { ...DEFAULT_EXTRACT_LIMITS, maxFiles: 1, maxTotalBytes: 10 };
     const bytes = await tarBytes([{ name: 'a', body: 'x'.repeat(64 * 1024) }]);
     const body = Readable.from([bytes.subarray(0, 32 * 1024), bytes.subarray(32 * 1024)]);
     const upload = await checkUpload(body, temp, limits);
     expect(upload.refusals).toContain('archive size limit reached');
-    expect(body.destroyed).toBe(true);
+    // Not destroyed: destroying a request destroys its connection, and the 400 would never reach the client (the
+    // error answer says Connection: close and reads the rest itself).
+    expect(body.destroyed).toBe(false);
+    expect(body.readableEnded).toBe(false);
+    await upload.dispose();
+  });
+
+  it('bytes that are no tar, more than every buffer on the way holds, are refused at once: the check does not wait for a reader that is gone', async () => {
+    // The tar parser stops at the first bad header; the copy into it used to wait for room that never came (the
+    // fuzz of serve: a PUT of 190 KB of "[" was never answered).
+    const chunks = Array.from({ length: 16 }, () => Buffer.alloc(16 * 1024, '['));
+    const body = Readable.from(chunks);
+    const upload = await Promise.race([
+      checkUpload(body, temp),
+      new Promise<never>((_resolve, reject) =>
+        setTimeout(() => reject(new Error('checkUpload hangs')), 5_000),
+      ),
+    ]);
+    expect(upload.refusals.some((r) => r.startsWith('not a valid tar archive'))).toBe(true);
+    expect(body.destroyed).toBe(false);
+    expect(body.readableEnded).toBe(false); // the rest is the answer's to read and drop
+    await upload.dispose();
+  });
+
+  it('a clean archive followed by more bytes than any buffer holds: the rest is read and dropped, so the connection can go on', async () => {
+    const bytes = await tarBytes([{ name: 'a.txt', body: 'alpha' }]);
+    const body = Readable.from([bytes, ...Array.from({ length: 16 }, () => Buffer.alloc(16 * 1024, 0))]);
+    const upload = await Promise.race([
+      checkUpload(body, temp),
+      new Promise<never>((_resolve, reject) =>
+        setTimeout(() => reject(new Error('checkUpload hangs')), 5_000),
+      ),
+    ]);
+    expect([upload.files, upload.bytes, upload.refusals]).toEqual([1, 5, []]);
+    expect(body.readableEnded).toBe(true);
     await upload.dispose();
   });
 
