@@ -71,7 +71,8 @@ async function expectSameAsFull(
     const after = withoutTime(await full());
     if (JSON.stringify(before) === JSON.stringify(after)) {
       // The fields that differ, named with both values (a bare deep-equal says only "{ …(16) }" in CI's summary).
-      expect(fieldsThatDiffer(got, before)).toEqual([]);
+      const differ = fieldsThatDiffer(got, before);
+      expect(differ, differ.join('; ')).toEqual([]);
       expect(got).toEqual(before);
       return await full();
     }
