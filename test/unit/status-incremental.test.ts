@@ -16,6 +16,8 @@ import {
 } from '../../src/app/batch/read-status.js';
 import { prepareBatch } from '../../src/app/batch/start-batch.js';
 import { buildWrittenStatus, ledgerFromFiles } from '../../src/app/batch/status.js';
+import { journalFinished } from '../../src/app/batch/finish-pair.js';
+import type { ResultRecord } from '../../src/core/result.js';
 import { capacityConfigOf } from '../../src/app/batch/capacity-config.js';
 import type { BatchStatus, WrittenStatus } from '../../src/app/batch/status-shapes.js';
 import type { ContainerState, ContainerStatus } from '../../src/app/ports/container-runtime.js';
@@ -185,7 +187,7 @@ async function finish(
 async function writeLiveStatus(supervisor: SupervisorRecord): Promise<WrittenStatus> {
   const { batch, manifest } = await loadBatch(store);
   const slice = await store.readJournalSlice();
-  const ledger = ledgerFromFiles(manifest, await readJobFiles(store, manifest), slice.records);
+  const ledger = await ledgerFromFiles(store, manifest, await readJobFiles(store, manifest), slice.records);
   ledger.at(slice.records.at(-1)?.seq ?? 0, slice.endBytes);
   const written = await buildWrittenStatus({
     ledger,
@@ -424,6 +426,54 @@ describe('incremental status equals the full derivation', () => {
       ],
       more: 0,
     });
+  });
+
+  it("a failed pair's words (its stderr's last lines and where it is), as the supervisor journals them: the same hot, cold and full", async () => {
+    // CI found the full derivation without them: it explained a result from result.json alone, while the journal's
+    // pair_finished (written by journalFinished) has the stderr's tail and path.
+    const sup = await supervisorStarted(true);
+    const failed = (jobId: string, startSec: number, endSec: number) => ({
+      schema: 'roboguide.e1.result/v1' as const,
+      job_id: jobId,
+      batch_id: batchId,
+      claim_id: `claim-${jobId}`,
+      classification: 'harness_failure' as const,
+      reasons: ['lost_worker', 'outcome_missing'],
+      outcome: null,
+      logs: { stdout: { bytes: 0, closed: true }, stderr: { bytes: 56, closed: true } },
+      started_at: at(startSec),
+      finished_at: at(endSec),
+    });
+    const journalOf = (type: string, fields: Record<string, unknown>): Promise<void> =>
+      journal(type, fields, 0).then(() => undefined);
+    await claim('a', 10);
+    await store.writeBytesAtomic(
+      'jobs/a/stderr.log',
+      Buffer.from('Traceback (most recent call last):\nValueError: no model\n'),
+    );
+    const a = failed('a', 10, 20);
+    await store.writeJsonAtomic('jobs/a/result.json', a);
+    await journalFinished({ store, journal: journalOf }, a as unknown as ResultRecord);
+    await writeLiveStatus(sup);
+    await claim('b', 21);
+    const b = failed('b', 21, 30);
+    await store.writeJsonAtomic('jobs/b/result.json', b);
+    await journalFinished({ store, journal: journalOf }, b as unknown as ResultRecord);
+    const s = await expectSameAsFull('hot');
+    expect(s.failed?.pairs.map((p) => [p.job_id, p.why])).toEqual([
+      ['b', [`its whole stderr: ${store.resolve('jobs/b/stderr.log')}`]],
+      [
+        'a',
+        [
+          'last lines of its stderr:',
+          '  | Traceback (most recent call last):',
+          '  | ValueError: no model',
+          `its whole stderr: ${store.resolve('jobs/a/stderr.log')}`,
+        ],
+      ],
+    ]);
+    await rm(store.resolve(STATUS_FILE));
+    await expectSameAsFull('cold');
   });
 
   it('keeps only the most recent failed pairs in the basis and counts the others', () => {

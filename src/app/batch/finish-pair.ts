@@ -14,9 +14,7 @@ import type { Logger } from '../ports/logger.js';
 import type { OutcomeReader } from '../ports/outcome-reader.js';
 import type { ReconcileReport } from '../pair/reconcile-pair.js';
 import { jobRel } from './layout.js';
-import { STDERR_LOG } from '../../core/evidence-names.js';
-import { exitCodeOf, explainResult, lastLines } from '../../core/next-steps.js';
-import { finishFactsOfResult } from './status.js';
+import { finishFactsOfResult, whyOfResult } from './status.js';
 import { finishClaimed, reconcileClaimed } from '../pair/finish.js';
 import type { FinishOutcome } from '../pair/claimed-pair-types.js';
 
@@ -91,30 +89,6 @@ export async function journalFinished(
     gpu_peak_mib: facts.gpu_peak_mib,
     ...(why.length > 0 ? { why } : {}),
     ...(facts.egress !== undefined ? { egress: facts.egress } : {}),
-  });
-}
-
-/** Bytes of a log's end read for a hint: enough for a traceback's last lines. */
-const TAIL_BYTES = 4096;
-
-/**
- * Why the pair failed in words (core/next-steps.ts): for an outcome it did not write or broke, the last lines of its
- * stderr.log (masked on disk already) and where that file is.
- */
-export async function whyOfResult(
-  store: EvidenceStore,
-  jobId: string,
-  result: ResultRecord,
-): Promise<string[]> {
-  if (result.classification === 'completed') return [];
-  const rel = `${jobRel(jobId)}/${STDERR_LOG}`;
-  const tail = await store.readTail(rel, TAIL_BYTES);
-  return explainResult({
-    reasons: result.reasons,
-    outcome: result.outcome,
-    exit_code: exitCodeOf(result),
-    ...(tail !== null ? { stderr_tail: lastLines(tail, result.logs.stderr.bytes <= TAIL_BYTES) } : {}),
-    stderr_path: store.resolve(rel),
   });
 }
 

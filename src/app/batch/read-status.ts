@@ -220,7 +220,7 @@ export async function readColdStatus(
         store.readJson(receiptRel(jobId), isReceipt),
         store.readJson(resultRel(jobId), isResultRecord),
       ]);
-      settleFromFiles(ledger, jobId, receipt, result);
+      await settleFromFiles(store, ledger, jobId, receipt, result);
     }),
   );
   const supervisor = await store.readJson(SUPERVISOR_FILE, isSupervisorRecord);

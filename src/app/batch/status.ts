@@ -1,4 +1,4 @@
-import { exitCodeOf, explainResult } from '../../core/next-steps.js';
+import { exitCodeOf, explainResult, lastLines } from '../../core/next-steps.js';
 import { isSupervisorRecord, type SupervisorRecord } from '../../core/supervisor-record.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import type { JournalRecord } from '../../core/journal-events.js';
@@ -24,8 +24,8 @@ import { egressEntry } from '../../core/egress/egress-tally.js';
 import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { JobFiles } from './batch-context.js';
-import { type BatchRecord } from './layout.js';
-import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
+import { jobRel, type BatchRecord } from './layout.js';
+import { STDERR_LOG, SUPERVISOR_FILE } from '../../core/evidence-names.js';
 import { nodesStatus } from './status-nodes.js';
 import type { BatchStatus, FailedPairs, Leftover, Summary, WrittenStatus } from './status-shapes.js';
 function failedPairsOf(ledger: BatchLedger, counts: Counts): FailedPairs {
@@ -85,8 +85,11 @@ interface StatusInputBase {
   readonly now: Date;
 }
 
-/** What status counts of a result: its classification, its times and, for a completed pair, its usable GPU peak. */
-export function finishFactsOfResult(result: ResultRecord): FinishFacts {
+/**
+ * What status counts of a result: its classification, its times, for a completed pair its usable GPU peak, and for
+ * a failed one `why` (whyOfResult: the words the supervisor journals with its `pair_finished`).
+ */
+export function finishFactsOfResult(result: ResultRecord, why: readonly string[] = []): FinishFacts {
   // result.json keeps the outcome as parsed: check its shape again, no need to re-encode it.
   const usable = result.classification === 'completed' && outcomeProblems(result.outcome).length === 0;
   const problem = result.outcome_problems?.[0];
@@ -97,41 +100,70 @@ export function finishFactsOfResult(result: ResultRecord): FinishFacts {
     gpu_peak_mib: usable ? gpuObservation(result.outcome as Outcome) : null,
     ...(result.reasons[0] !== undefined ? { first_reason: result.reasons[0] } : {}),
     ...(problem !== undefined ? { first_problem: formatOutcomeProblem(problem) } : {}),
-    ...whyOf(result),
+    ...(why.length > 0 ? { why: [...why] } : {}),
     ...egressEntry(result.egress),
   };
 }
 
-/** The words of a failed pair's result read cold (its stderr tail is in the journal's `pair_finished` only). */
-function whyOf(result: ResultRecord): { why?: string[] } {
-  if (result.classification === 'completed') return {};
-  const why = explainResult({
-    reasons: result.reasons,
-    outcome: result.outcome,
-    exit_code: exitCodeOf(result),
+/** Bytes of a log's end read for a hint: enough for a traceback's last lines. */
+const TAIL_BYTES = 4096;
+
+/**
+ * Why the pair failed in words (core/next-steps.ts): for an outcome it did not write or broke, the last lines of its
+ * stderr.log (masked on disk already) and where that file is. The same from the supervisor's journal record and from
+ * the files alone (the full derivation, a resumed supervisor's ledger): status says the same whichever it read.
+ */
+export async function whyOfResult(
+  store: EvidenceStore,
+  jobId: string,
+  result: ResultRecord,
+): Promise<string[]> {
+  if (result.classification === 'completed') return [];
+  const facts = { reasons: result.reasons, outcome: result.outcome, exit_code: exitCodeOf(result) };
+  // The stderr is part of the words only for an outcome missing or unparseable (explainResult): read only then.
+  if (!result.reasons.some((r) => r === 'outcome_missing' || r === 'outcome_unparseable'))
+    return explainResult(facts);
+  const rel = `${jobRel(jobId)}/${STDERR_LOG}`;
+  const tail = await store.readTail(rel, TAIL_BYTES);
+  return explainResult({
+    ...facts,
+    ...(tail !== null ? { stderr_tail: lastLines(tail, result.logs.stderr.bytes <= TAIL_BYTES) } : {}),
+    stderr_path: store.resolve(rel),
   });
-  return why.length > 0 ? { why } : {};
 }
 
-/** Settle one job of a ledger from its files (receipt: the claim; result: the finish). */
-export function settleFromFiles(
+/** Settle one job of a ledger from its files (receipt: the claim; result: the finish, with its words). */
+export async function settleFromFiles(
+  store: EvidenceStore,
   ledger: BatchLedger,
   jobId: string,
   receipt: Receipt | null,
   result: ResultRecord | null,
-): void {
-  ledger.settle(jobId, receipt, result === null ? null : finishFactsOfResult(result));
+): Promise<void> {
+  const why = result === null ? [] : await whyOfResult(store, jobId, result);
+  ledger.settle(jobId, receipt, result === null ? null : finishFactsOfResult(result, why));
 }
 
 /** The whole derivation: the journal's fold, and every job as its files show it. */
-export function ledgerFromFiles(
+export async function ledgerFromFiles(
+  store: EvidenceStore,
   manifest: Manifest,
   files: readonly JobFiles[],
   journal: readonly JournalRecord[],
-): BatchLedger {
+): Promise<BatchLedger> {
   const ledger = BatchLedger.forJobs(manifest.jobs);
   for (const record of journal) ledger.foldOnly(record);
-  for (const f of files) settleFromFiles(ledger, f.job.job_id, f.receipt, f.result);
+  // The words of every failed pair read side by side; the jobs settled in manifest order, as before.
+  const whys = await Promise.all(
+    files.map((f) => (f.result === null ? Promise.resolve([]) : whyOfResult(store, f.job.job_id, f.result))),
+  );
+  files.forEach((f, i) =>
+    ledger.settle(
+      f.job.job_id,
+      f.receipt,
+      f.result === null ? null : finishFactsOfResult(f.result, whys[i] ?? []),
+    ),
+  );
   return ledger;
 }
 
@@ -329,7 +361,7 @@ export async function buildStatus(input: StatusInput): Promise<BatchStatus> {
   const containers = input.runtime
     ? await input.runtime.listByLabel({ 'roboguide.batch': input.batch.batch_id })
     : [];
-  const ledger = ledgerFromFiles(manifest, files, input.journal);
+  const ledger = await ledgerFromFiles(input.store, manifest, files, input.journal);
   const byJob = new Map(files.map((f) => [f.job.job_id, f]));
   return statusFromLedger({
     ledger,

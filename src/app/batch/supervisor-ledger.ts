@@ -58,7 +58,7 @@ export async function seedLedger(store: EvidenceStore, manifest: Manifest): Prom
     const files = await readJobFiles(store, manifest);
     for (const f of files) for (const peak of gpuPeaksOf([f])) peaks.note(f.job.job_id, peak);
     const slice = await store.readJournalSlice();
-    const seeded = ledgerFromFiles(manifest, files, slice.records);
+    const seeded = await ledgerFromFiles(store, manifest, files, slice.records);
     seeded.at(slice.records.at(-1)?.seq ?? 0, slice.endBytes);
     for (const { record, endBytes } of early)
       if (record.seq > seeded.journalSeq) seeded.apply(record, endBytes);

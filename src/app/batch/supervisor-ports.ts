@@ -262,7 +262,8 @@ export function statusWriterOf(
   const writeNow = async (): Promise<void> => {
     // A job a harness fault left unsettled: its files decide (one job, not the batch).
     for (const jobId of s.book.unsettled()) {
-      settleFromFiles(
+      await settleFromFiles(
+        store,
         s.book,
         jobId,
         await store.readJson(receiptRel(jobId), isReceipt),
