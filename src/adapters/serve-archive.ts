@@ -1,7 +1,7 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Pack } from 'tar-stream';
 import { planEntry, sanitizeLabel } from './archive-entry-plan.js';
@@ -33,8 +33,8 @@ const FRAMING_BYTES_PER_ENTRY = 4096;
  * - Past the budget, or once the check is over with a refusal (bytes that are no tar stop the parser at once): the
  *   reading stops and the rest is left unread; the error answer says `Connection: close` and reads and drops it
  *   (http-kit `sendError`). Waiting instead for the parser to take more would wait for ever: it is gone.
- * - The check over without a refusal (the archive ended before the body did): the rest is read and dropped, within
- *   the budget, so that the answer and the connection can go on.
+ * - The check over without a refusal before the body ended (not with tar-stream, which reads to the end): the rest
+ *   is read and dropped, within the budget, so that the answer and the connection can go on.
  */
 function feedWithin(
   body: Readable,
@@ -77,12 +77,17 @@ function feedWithin(
     body.on('error', onError);
     body.once('close', onClose);
     limited.on('drain', onDrain);
+    // A request already ended or gone (its client left while the route asked the engine): no event will come.
+    if (body.readableEnded) finish(null);
+    else if (body.destroyed || body.closed) finish('request body ended early');
     void checked.then(() => {
       if (over) return;
       if (refusals.length > 0) {
         finish(null);
         return;
       }
+      // A guard: tar-stream reads its input to the end (past the end-of-archive blocks), so a check over without a
+      // refusal comes after the body ended; a parser that stopped at the end-of-archive would leave bytes here.
       dropping = true;
       limited.off('drain', onDrain);
       body.resume();
@@ -123,19 +128,30 @@ async function repackChecked(
 ): Promise<void> {
   const parser = extract();
   let entries = 0;
+  /** The archive's symbolic links (name: target), for the paths that would go through one. */
+  const links = new Map<string, string>();
   input.pipe(parser);
   try {
     for await (const entry of parser) {
+      // Enough to say what is wrong; the rest is not read (a refusal a header long, by the million, would build an
+      // answer longer than a string can be).
+      if (refusals.length >= MAX_REFUSALS) {
+        refusals.push(`more refused: the check stopped after the first ${MAX_REFUSALS} refusals`);
+        break;
+      }
       const header = entry.header;
       entries += 1;
       const plan = planEntry(header.type === 'symlink' ? { name: header.name, type: 'file' } : header, 0);
-      if (plan.kind !== 'refuse' && header.name.includes('\n'))
+      if ((plan.kind === 'file' || plan.kind === 'directory') && throughLink(plan.segments, links))
+        refusals.push(`path through a symlink of the archive refused: ${sanitizeLabel(header.name)}`);
+      else if (plan.kind !== 'refuse' && header.name.includes('\n'))
         refusals.push(`name with a newline refused: ${sanitizeLabel(header.name)}`);
       else if (plan.kind === 'refuse') refusals.push(plan.reason);
       else if (entries > 2 * limits.maxFiles) refusals.push('too many entries');
       else if (header.type === 'symlink' && plan.kind === 'file') {
         const name = plan.segments.join('/');
         const refusal = linkRefusal(name, header.linkname ?? '');
+        if (refusal === null) links.set(name, header.linkname ?? '');
         if (refusal !== null) refusals.push(refusal);
         else if (refusals.length === 0) {
           count.nonDirectories.push(name);
@@ -177,28 +193,71 @@ async function repackChecked(
       }
       entry.resume();
     }
+    refusals.push(...linksThroughLinks(links).slice(0, Math.max(0, MAX_REFUSALS - refusals.length)));
   } catch (err) {
     refusals.push(`not a valid tar archive (${(err as Error).message.slice(0, 80)})`);
   }
+}
+
+/** Refusals listed at most; the check stops at the next entry. */
+const MAX_REFUSALS = 100;
+
+/** Every link checked against every other (one declared later included): none may lead through another. */
+function linksThroughLinks(links: ReadonlyMap<string, string>): string[] {
+  return [...links]
+    .filter(([name, target]) => targetThroughLink(name, target, links))
+    .map(([name]) => `symlink through another symlink of the archive refused: ${sanitizeLabel(name)}`);
+}
+
+/** Whether a folder on the way to `segments` (not the entry itself) is a symbolic link of the archive. */
+function throughLink(segments: readonly string[], links: ReadonlyMap<string, string>): boolean {
+  for (let i = 1; i < segments.length; i += 1) if (links.has(segments.slice(0, i).join('/'))) return true;
+  return false;
+}
+
+/**
+ * Whether the link `name -> target`, followed from its own folder, steps through another link of the archive before
+ * its last step: its text alone (linkRefusal) would then not say where it leads (`sub/q -> ..` makes `sub/q/..` the
+ * folder above the destination, not `sub`). A link whose last step is a link is fine: each was checked on its own.
+ */
+function targetThroughLink(name: string, target: string, links: ReadonlyMap<string, string>): boolean {
+  const folder = posix.dirname(name);
+  const stack = folder === '.' ? [] : folder.split('/');
+  const parts = target.split('/').filter((part) => part !== '' && part !== '.');
+  for (const [i, part] of parts.entries()) {
+    if (part === '..') {
+      stack.pop();
+      continue;
+    }
+    stack.push(part);
+    if (i < parts.length - 1 && links.has(stack.join('/'))) return true;
+  }
+  return false;
 }
 
 export async function checkUpload(
   body: Readable,
   tempRoot: string,
   limits: ExtractLimits = DEFAULT_EXTRACT_LIMITS,
+  openCopy: (path: string) => Writable = (path) => createWriteStream(path, { mode: 0o600 }),
 ): Promise<CheckedUpload> {
   const dir = await mkdtemp(join(tempRoot, 'upload-'));
   const path = join(dir, 'checked.tar');
   const refusals: string[] = [];
   const count: RepackCount = { files: 0, bytes: 0, nonDirectories: [] };
   const out = pack();
-  const written = pipeline(out, createWriteStream(path, { mode: 0o600 }));
+  // A copy that cannot be written whole (a full disk) is a refusal: what reaches the container is all of it or nothing.
+  const written = pipeline(out, openCopy(path)).then(
+    () => null,
+    (err: unknown) => (err instanceof Error ? err.message : String(err)),
+  );
   const budget = limits.maxTotalBytes + (2 * limits.maxFiles + 2) * FRAMING_BYTES_PER_ENTRY;
   const limited = new PassThrough();
   const repacked = repackChecked(limited, out, limits, refusals, count);
   await Promise.all([feedWithin(body, limited, budget, refusals, repacked), repacked]);
   out.finalize();
-  await written.catch(() => undefined);
+  const unwritten = await written;
+  if (unwritten !== null) refusals.push(`the checked copy could not be written (${unwritten.slice(0, 120)})`);
   return {
     path,
     files: count.files,

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { extract } from 'tar-stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { checkUpload, openChecked } from '../../../src/adapters/serve-archive.js';
@@ -178,7 +178,7 @@ describe('checkUpload', () => {
     await upload.dispose();
   });
 
-  it('a clean archive followed by more bytes than any buffer holds: the rest is read and dropped, so the connection can go on', async () => {
+  it('a clean archive followed by end-of-archive padding past every buffer: read to its end and taken, so the connection can go on', async () => {
     const bytes = await tarBytes([{ name: 'a.txt', body: 'alpha' }]);
     const body = Readable.from([bytes, ...Array.from({ length: 16 }, () => Buffer.alloc(16 * 1024, 0))]);
     const upload = await Promise.race([
@@ -190,6 +190,102 @@ describe('checkUpload', () => {
     expect([upload.files, upload.bytes, upload.refusals]).toEqual([1, 5, []]);
     expect(body.readableEnded).toBe(true);
     await upload.dispose();
+  });
+
+  it('a request already gone when the check starts (its close came before) is refused at once, not waited for', async () => {
+    // The route asks the engine first (the session, the path): a client that left meanwhile must not hold the
+    // session's transfer slot, a descriptor and a temporary folder for ever (an attacker's finding).
+    const body = new Readable({ read() {} });
+    body.push(Buffer.alloc(1000, 1));
+    body.destroy();
+    await new Promise((resolve) => setImmediate(resolve));
+    const upload = await Promise.race([
+      checkUpload(body, temp),
+      new Promise<never>((_resolve, reject) =>
+        setTimeout(() => reject(new Error('checkUpload hangs')), 5_000),
+      ),
+    ]);
+    expect(upload.refusals).toContain('request body ended early');
+    await upload.dispose();
+    expect(await readdir(temp)).toEqual([]);
+  });
+
+  it('the refusals are capped: an archive of 20,000 refused entries gives a short list, and the check stops there', async () => {
+    const name = `${'"'.repeat(90)}`;
+    const entries = Array.from({ length: 20_000 }, (_, i) => ({
+      name: `${name}${i}`,
+      type: 'link' as const,
+      linkname: 'x',
+    }));
+    const upload = await checkUpload(await tarStream(entries), temp);
+    expect(upload.refusals.length).toBeLessThanOrEqual(101);
+    expect(upload.refusals.at(-1)).toMatch(/^more refused: the check stopped after the first 100 refusals/);
+    await upload.dispose();
+  });
+
+  it('a checked copy that cannot be written whole is a refusal, never a clean upload of part of it', async () => {
+    const bytes = await tarBytes([
+      { name: 'a.txt', body: 'a'.repeat(4000) },
+      { name: 'b.txt', body: 'b'.repeat(4000) },
+    ]);
+    // The temporary file's disk fills after 1,536 bytes (ENOSPC): a hand-written stand-in for the file stream.
+    const full = (): Writable => {
+      let written = 0;
+      return new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          written += chunk.length;
+          if (written > 1536)
+            done(Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' }));
+          else done();
+        },
+      });
+    };
+    const upload = await checkUpload(Readable.from([bytes]), temp, DEFAULT_EXTRACT_LIMITS, full);
+    expect(upload.refusals.some((r) => r.startsWith('the checked copy could not be written'))).toBe(true);
+    await upload.dispose();
+  });
+
+  it('a path through a symbolic link of the same archive, or a link whose target goes through one, is refused', async () => {
+    // `sub/q -> ..` is the destination itself; `p -> sub/q/..` reads as `sub` but is the folder above it.
+    const chain = await checkUpload(
+      await tarStream([
+        { name: 'sub', type: 'directory' },
+        { name: 'sub/q', type: 'symlink', linkname: '..' },
+        { name: 'p', type: 'symlink', linkname: 'sub/q/..' },
+      ]),
+      temp,
+    );
+    expect(chain.refusals).toEqual(['symlink through another symlink of the archive refused: p']);
+    // Declared the other way round: the same.
+    const reversed = await checkUpload(
+      await tarStream([
+        { name: 'p', type: 'symlink', linkname: 'sub/q/..' },
+        { name: 'sub', type: 'directory' },
+        { name: 'sub/q', type: 'symlink', linkname: '..' },
+      ]),
+      temp,
+    );
+    expect(reversed.refusals).toEqual(['symlink through another symlink of the archive refused: p']);
+    // A file written through a link of the archive.
+    const through = await checkUpload(
+      await tarStream([
+        { name: 'd', type: 'symlink', linkname: '.' },
+        { name: 'd/evil.txt', body: 'x' },
+      ]),
+      temp,
+    );
+    expect(through.refusals).toEqual(['path through a symlink of the archive refused: d/evil.txt']);
+    // A link to a link (its last step) stays allowed: each resolves inside on its own.
+    const toLink = await checkUpload(
+      await tarStream([
+        { name: 'f.txt', body: 'x' },
+        { name: 'l1', type: 'symlink', linkname: 'f.txt' },
+        { name: 'l2', type: 'symlink', linkname: 'l1' },
+      ]),
+      temp,
+    );
+    expect(toLink.refusals).toEqual([]);
+    for (const u of [chain, reversed, through, toLink]) await u.dispose();
   });
 
   it('a body that ends early, and bytes that are no tar at all, are refused with the reason', async () => {
