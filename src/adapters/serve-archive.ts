@@ -247,9 +247,13 @@ export async function checkUpload(
   const count: RepackCount = { files: 0, bytes: 0, nonDirectories: [] };
   const out = pack();
   // A copy that cannot be written whole (a full disk) is a refusal: what reaches the container is all of it or nothing.
+  // Said by its code alone: the error's message may name the temporary file, a path of the host's.
   const written = pipeline(out, openCopy(path)).then(
     () => null,
-    (err: unknown) => (err instanceof Error ? err.message : String(err)),
+    (err: unknown) => {
+      const code = (err as { code?: unknown } | null)?.code;
+      return typeof code === 'string' && /^[A-Z0-9_]{1,32}$/.test(code) ? code : 'error';
+    },
   );
   const budget = limits.maxTotalBytes + (2 * limits.maxFiles + 2) * FRAMING_BYTES_PER_ENTRY;
   const limited = new PassThrough();
@@ -257,7 +261,7 @@ export async function checkUpload(
   await Promise.all([feedWithin(body, limited, budget, refusals, repacked), repacked]);
   out.finalize();
   const unwritten = await written;
-  if (unwritten !== null) refusals.push(`the checked copy could not be written (${unwritten.slice(0, 120)})`);
+  if (unwritten !== null) refusals.push(`the checked copy could not be written (${unwritten})`);
   return {
     path,
     files: count.files,
