@@ -474,6 +474,20 @@ describe('incremental status equals the full derivation', () => {
     ]);
     await rm(store.resolve(STATUS_FILE));
     await expectSameAsFull('cold');
+    // A result written by another hand, without `logs`: read from the files, status still answers.
+    await claim('c', 31);
+    await store.writeBytesAtomic('jobs/c/stderr.log', Buffer.from('boom\n'));
+    const { logs: _none, ...c } = failed('c', 31, 40);
+    await store.writeJsonAtomic('jobs/c/result.json', c);
+    const full = await readStatusFull(store, engine, NOW, procHostIdentity);
+    expect(full.failed?.pairs[0]).toMatchObject({
+      job_id: 'c',
+      why: [
+        'last lines of its stderr:',
+        '  | boom',
+        `its whole stderr: ${store.resolve('jobs/c/stderr.log')}`,
+      ],
+    });
   });
 
   it('keeps only the most recent failed pairs in the basis and counts the others', () => {

@@ -127,9 +127,16 @@ export async function whyOfResult(
   const tail = await store.readTail(rel, TAIL_BYTES);
   return explainResult({
     ...facts,
-    ...(tail !== null ? { stderr_tail: lastLines(tail, result.logs.stderr.bytes <= TAIL_BYTES) } : {}),
+    // A result written by another hand may lack `logs`: then a tail shorter than asked is the whole file.
+    ...(tail !== null ? { stderr_tail: lastLines(tail, wholeLog(result, tail.length)) } : {}),
     stderr_path: store.resolve(rel),
   });
+}
+
+/** Whether a tail of `read` bytes is the whole stderr.log (its size as the result says, else what was read). */
+function wholeLog(result: ResultRecord, read: number): boolean {
+  const bytes = (result.logs as ResultRecord['logs'] | undefined)?.stderr.bytes;
+  return bytes === undefined ? read < TAIL_BYTES : bytes <= TAIL_BYTES;
 }
 
 /** Settle one job of a ledger from its files (receipt: the claim; result: the finish, with its words). */
