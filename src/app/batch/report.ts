@@ -1,14 +1,25 @@
-import { REPORT_FILE } from '../../core/evidence-names.js';
+import { BATCH_FILE, REPORT_FILE } from '../../core/evidence-names.js';
+import type { JournalRecord } from '../../core/journal-events.js';
+import type { Job, Manifest } from '../../core/manifest/schema.js';
+import { isReceipt } from '../../core/receipt.js';
+import { isResultRecord } from '../../core/result.js';
 import type { EvidenceStore } from '../evidence/evidence-store.js';
 import { errorDetail } from '../../core/errors.js';
 import { buildReportModel } from '../../core/report/model.js';
-import type { ReportModel } from '../../core/report/types.js';
+import type { ReportJob, ReportModel } from '../../core/report/types.js';
 import { renderReportHtml } from '../../core/report/html.js';
 import type { Clock, TimerHandle } from '../ports/clock.js';
 import type { HostIdentity } from '../ports/host-identity.js';
 import type { Logger } from '../ports/logger.js';
-import { loadBatch, readJobFiles } from './batch-context.js';
-import { gpuHostUnobservable, jobRel } from './layout.js';
+import { loadBatch } from './batch-context.js';
+import {
+  gpuHostUnobservable,
+  isBatchRecord,
+  jobRel,
+  receiptRel,
+  resultRel,
+  type BatchRecord,
+} from './layout.js';
 import { capacityConfigOf } from './capacity-config.js';
 import { runningSupervisor } from './supervisor-liveness.js';
 
@@ -19,31 +30,135 @@ export async function readReportModel(
   host: Pick<HostIdentity, 'isAlive'>,
   imagesMoved?: (output: string) => Promise<readonly string[]>,
 ): Promise<ReportModel> {
+  const known = await readAll(store);
+  return modelOf(store, known, now, host, imagesMoved);
+}
+
+/** What a report is built from, as read: the frozen batch, the journal up to `journalEnd`, each job's files. */
+interface ReportEvidence {
+  readonly batch: BatchRecord;
+  readonly manifest: Manifest;
+  readonly journal: JournalRecord[];
+  journalEnd: number;
+  readonly jobs: Map<string, ReportJob>;
+}
+
+/**
+ * Everything, the journal first: the job files read after it are at least as new as it, so a change to a job made
+ * after the journal was read comes with a record a later read of the journal's tail will find (ReportReader).
+ */
+async function readAll(store: EvidenceStore): Promise<ReportEvidence> {
   const { batch, manifest } = await loadBatch(store);
-  const files = await readJobFiles(store, manifest);
-  const journal = await store.readJournal();
+  const slice = await store.readJournalSlice();
+  const jobs = await Promise.all(manifest.jobs.map((job) => reportJob(store, job)));
+  return {
+    batch,
+    manifest,
+    journal: slice.records,
+    journalEnd: slice.endBytes,
+    jobs: new Map(jobs.map((j) => [j.job_id, j])),
+  };
+}
+
+/** One job's part of the report: its receipt and result, and once claimed the names in its folder. */
+async function reportJob(store: EvidenceStore, job: Job): Promise<ReportJob> {
+  const receipt = await store.readJson(receiptRel(job.job_id), isReceipt);
+  const result = await store.readJson(resultRel(job.job_id), isResultRecord);
+  return {
+    job_id: job.job_id,
+    timeout_seconds: job.timeout_seconds,
+    receipt,
+    result,
+    files: receipt === null ? [] : await store.list(jobRel(job.job_id)),
+  };
+}
+
+async function modelOf(
+  store: EvidenceStore,
+  known: ReportEvidence,
+  now: Date,
+  host: Pick<HostIdentity, 'isAlive'>,
+  imagesMoved?: (output: string) => Promise<readonly string[]>,
+): Promise<ReportModel> {
+  const { batch, manifest } = known;
   const alive = (await runningSupervisor(store, host)) !== null;
-  const jobs = await Promise.all(
-    files.map(async (f) => ({
-      job_id: f.job.job_id,
-      timeout_seconds: f.job.timeout_seconds,
-      receipt: f.receipt,
-      result: f.result,
-      files: f.receipt === null ? [] : await store.list(jobRel(f.job.job_id)),
-    })),
-  );
   return buildReportModel({
     batchId: batch.batch_id,
     createdAt: batch.created_at,
     capacity: capacityConfigOf(manifest, batch),
     gpuUnobservable: gpuHostUnobservable(batch),
-    journal,
-    jobs,
+    journal: known.journal,
+    jobs: manifest.jobs.map((job) => known.jobs.get(job.job_id)!),
     supervisorAlive: alive,
     now: now.toISOString(),
     ...(batch.image_plan !== undefined ? { imagePlan: batch.image_plan } : {}),
     ...(imagesMoved !== undefined ? { imagesMoved: await imagesMoved(store.root) } : {}),
   });
+}
+
+/** A whole read at least this often, whatever the journal says (a change made by another hand shows by then). */
+export const REPORT_FULL_READ_MS = 30_000;
+
+/**
+ * The report's data kept between the refreshes of one supervisor (issue 39). A whole read costs every job's files
+ * (receipt, result, folder listing), the manifest's parse and the whole journal: at 1,000 pairs about 340 ms of CPU
+ * per refresh, a fifth of a core under the refresh's duty limit, taken from the pairs. A refresh now reads the
+ * journal's new records and batch.json, and again only the jobs those records name and the claimed ones without a
+ * result (their folders fill while they run). Every write to a job's folder is followed by a record naming the
+ * job (receipt, claimed; result, pair_finished; the reconciliation, reconciled; an unwritten result,
+ * harness_fault), so what a refresh keeps is at most one record behind the files. A whole read comes first, then
+ * every REPORT_FULL_READ_MS, and when asked (the supervisor's last page: exactly `e1-batch report`'s).
+ */
+export class ReportReader {
+  readonly #store: EvidenceStore;
+  readonly #host: Pick<HostIdentity, 'isAlive'>;
+  readonly #fullEveryMs: number;
+  #known: ReportEvidence | null = null;
+  #fullAtMs = -Infinity;
+
+  constructor(store: EvidenceStore, host: Pick<HostIdentity, 'isAlive'>, fullEveryMs = REPORT_FULL_READ_MS) {
+    this.#store = store;
+    this.#host = host;
+    this.#fullEveryMs = fullEveryMs;
+  }
+
+  async read(now: Date, whole = false): Promise<ReportModel> {
+    const known = whole || now.getTime() - this.#fullAtMs >= this.#fullEveryMs ? null : await this.#tail();
+    return modelOf(this.#store, known ?? (await this.#readAll(now)), now, this.#host);
+  }
+
+  async #readAll(now: Date): Promise<ReportEvidence> {
+    this.#known = null; // a failed read leaves nothing half-updated to build on
+    const known = await readAll(this.#store);
+    this.#known = known;
+    this.#fullAtMs = now.getTime();
+    return known;
+  }
+
+  /** The evidence kept, brought up to the journal's end; null: read it all instead. */
+  async #tail(): Promise<ReportEvidence | null> {
+    const known = this.#known;
+    if (known === null) return null;
+    const batch = await this.#store.readJson(BATCH_FILE, isBatchRecord);
+    const slice = batch === null ? null : await this.#store.readJournalFrom(known.journalEnd);
+    if (batch === null || slice === null) return null;
+    const named = new Set<string>();
+    for (const record of slice.records) {
+      if ('job_id' in record && typeof record.job_id === 'string') named.add(record.job_id);
+    }
+    const stale = known.manifest.jobs.filter((job) => {
+      const kept = known.jobs.get(job.job_id);
+      return kept === undefined || named.has(job.job_id) || (kept.receipt !== null && kept.result === null);
+    });
+    this.#known = null;
+    const fresh = await Promise.all(stale.map((job) => reportJob(this.#store, job)));
+    for (const job of fresh) known.jobs.set(job.job_id, job);
+    for (const record of slice.records) known.journal.push(record);
+    known.journalEnd = slice.endBytes;
+    const updated = { ...known, batch };
+    this.#known = updated;
+    return updated;
+  }
 }
 
 export interface ReportTarget {
@@ -63,9 +178,13 @@ export async function writeReport(
   imagesMoved?: (output: string) => Promise<readonly string[]>,
 ): Promise<ReportModel> {
   const model = await readReportModel(store, now, host, imagesMoved);
+  await writeRendered(store, model, target);
+  return model;
+}
+
+async function writeRendered(store: EvidenceStore, model: ReportModel, target?: ReportTarget): Promise<void> {
   const html = renderReportHtml(model, { linkBase: target?.linkBase ?? '' });
   await (target?.store ?? store).writeBytesAtomic(target?.rel ?? REPORT_FILE, new TextEncoder().encode(html));
-  return model;
 }
 
 export interface ReportRefresher {
@@ -75,7 +194,10 @@ export interface ReportRefresher {
   flush(): Promise<void>;
 }
 
-/** Keeps D/report.html current while a supervisor runs (see boundedRefresher); a failed write is logged and skipped. */
+/**
+ * Keeps D/report.html current while a supervisor runs (see boundedRefresher; each page from a ReportReader, the last
+ * from a whole read); a failed write is logged and skipped.
+ */
 export function reportRefresher(
   store: EvidenceStore,
   clock: Clock,
@@ -83,10 +205,11 @@ export function reportRefresher(
   host: Pick<HostIdentity, 'isAlive'>,
   minIntervalMs = 2_000,
 ): ReportRefresher {
+  const reader = new ReportReader(store, host);
   return boundedRefresher(
-    async () => {
+    async (last) => {
       try {
-        await writeReport(store, clock.now(), host);
+        await writeRendered(store, await reader.read(clock.now(), last));
       } catch (err) {
         // The page is derived: the evidence is already durable, and a full disk must not stop the batch.
         logger.warn({ err: errorDetail(err) }, 'report.html not refreshed');
@@ -108,7 +231,7 @@ const REFRESH_DUTY_FACTOR = 4;
  * and stops.
  */
 export function boundedRefresher(
-  write: () => Promise<void>,
+  write: (last: boolean) => Promise<void>,
   clock: Clock,
   minIntervalMs: number,
 ): ReportRefresher {
@@ -118,12 +241,12 @@ export function boundedRefresher(
   let timer: TimerHandle | undefined;
   let chain: Promise<void> = Promise.resolve();
   let closed = false;
-  const run = (): Promise<void> => {
+  const run = (last = false): Promise<void> => {
     timer = undefined;
     writing = true; // claimed synchronously: a poke right after this one waits
     chain = chain.then(async () => {
       const startMs = clock.now().getTime();
-      await write().catch(() => undefined);
+      await write(last).catch(() => undefined);
       const endMs = clock.now().getTime();
       nextMs = Math.max(startMs + minIntervalMs, endMs + REFRESH_DUTY_FACTOR * (endMs - startMs));
       writing = false;
@@ -152,7 +275,7 @@ export function boundedRefresher(
     async flush(): Promise<void> {
       closed = true;
       timer?.cancel();
-      await run();
+      await run(true);
     },
   };
 }
