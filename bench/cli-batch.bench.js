@@ -144,6 +144,13 @@ async function oursOnce(build, index) {
   const completed = summary.jobs.filter((j) => j.classification === 'completed').length;
   if (completed !== PAIRS)
     throw new Error(`${build.name} ${index}: state ${state}, ${completed}/${PAIRS} completed`);
+  // SUMMARY.json is not the supervisor's last write (report.html comes after it): the folder is removed once it
+  // has exited, else the removal can meet a file it is still writing (ENOTEMPTY).
+  for (let waited = 0; supervisorPid(output) !== null; waited += 50) {
+    if (waited > 120_000)
+      throw new Error(`${build.name} ${index}: the supervisor did not exit after SUMMARY.json`);
+    await sleep(50);
+  }
   await rm(dir, { recursive: true, force: true });
   return { ms, rss };
 }
