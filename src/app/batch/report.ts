@@ -81,7 +81,8 @@ async function modelOf(
   imagesMoved?: (output: string) => Promise<readonly string[]>,
 ): Promise<ReportModel> {
   const { batch, manifest } = known;
-  const alive = (await runningSupervisor(store, host)) !== null;
+  // The journal just read: a whole read of it per refresh is what the reader saves.
+  const alive = (await runningSupervisor(store, host, known.journal)) !== null;
   return buildReportModel({
     batchId: batch.batch_id,
     createdAt: batch.created_at,

@@ -6,14 +6,16 @@ import { SUPERVISOR_FILE } from '../../core/evidence-names.js';
 /**
  * The batch's recorded supervisor, if it is still supervising: the same live process (pid, start time, boot id)
  * and no `supervisor_exited` journalled since it started (a foreground supervisor returns, its process lives on).
+ * `records`: the journal as the caller has just read it (else it is read here, whole).
  */
 export async function runningSupervisor(
   store: EvidenceStore,
   host: Pick<HostIdentity, 'isAlive'>,
+  records?: readonly { readonly type: string }[],
 ): Promise<SupervisorRecord | null> {
   const supervisor = await store.readJson(SUPERVISOR_FILE, isSupervisorRecord);
   if (supervisor === null || !host.isAlive(supervisor)) return null;
-  const journal = await store.readJournal();
+  const journal = records ?? (await store.readJournal());
   for (let i = journal.length - 1; i >= 0; i--) {
     const type = journal[i]?.type;
     if (type === 'supervisor_exited') return null;

@@ -3,11 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeFileSystem } from '../../../../src/adapters/fs/node-file-system.js';
-import { procHostIdentity } from '../../../../src/adapters/host-identity.js';
+import { currentProcessIdentity, procHostIdentity } from '../../../../src/adapters/host-identity.js';
 import { ReportReader, readReportModel } from '../../../../src/app/batch/report.js';
 import { EvidenceStore } from '../../../../src/app/evidence/evidence-store.js';
 import type { Receipt } from '../../../../src/core/receipt.js';
-import { claimJob, finishJob, startTestBatch, type TestBatch } from '../../../support/batch-dir.js';
+import {
+  claimJob,
+  finishJob,
+  recordSupervisor,
+  startTestBatch,
+  type TestBatch,
+} from '../../../support/batch-dir.js';
 
 /**
  * The supervisor's report.html is built by a ReportReader, which keeps what it read and, between whole reads, reads
@@ -27,9 +33,14 @@ afterEach(async () => {
 });
 
 /** A store whose file system counts the files read under jobs/ (receipts, results) and the folders listed there. */
-function countingStore(output: string): { store: EvidenceStore; jobReads: () => number } {
+function countingStore(output: string): {
+  store: EvidenceStore;
+  jobReads: () => number;
+  wholeJournalReads: () => number;
+} {
   const fs = new NodeFileSystem();
   let reads = 0;
+  let journal = 0;
   const counted = new Proxy(fs, {
     get(target, name, receiver) {
       const value: unknown = Reflect.get(target, name, receiver);
@@ -41,11 +52,17 @@ function countingStore(output: string): { store: EvidenceStore; jobReads: () => 
           args[0].includes('/jobs/')
         )
           reads++;
+        if (name === 'readFile' && typeof args[0] === 'string' && args[0].endsWith('/events.jsonl'))
+          journal++;
         return (value as (...a: unknown[]) => unknown).apply(target, args);
       };
     },
   });
-  return { store: new EvidenceStore(counted, output), jobReads: () => reads };
+  return {
+    store: new EvidenceStore(counted, output),
+    jobReads: () => reads,
+    wholeJournalReads: () => journal,
+  };
 }
 
 /** A seeded generator (mulberry32): the same steps for the same seed. */
@@ -63,7 +80,7 @@ function random(seed: number): () => number {
 type Step = { readonly record: boolean; readonly run: () => Promise<void> };
 
 /** A pair's writes in the supervisor's order, each write to its folder followed by the record naming it. */
-function lifecycle(b: TestBatch, jobId: string, classification: 'completed' | 'agent_failure'): Step[] {
+function lifecycle(b: TestBatch, jobId: string, classification: 'completed' | 'fatal'): Step[] {
   const at = '2026-12-02T10:00:05.000Z';
   let receipt: Receipt | undefined;
   const write = (run: () => Promise<unknown>): Step => ({
@@ -122,7 +139,7 @@ describe('ReportReader', () => {
       const rand = random(seed);
       const reader = new ReportReader(batch.store, host);
       const now = new Date('2026-12-02T10:00:30Z');
-      const queue = ids.map((id, i) => lifecycle(batch, id, i % 3 === 0 ? 'agent_failure' : 'completed'));
+      const queue = ids.map((id, i) => lifecycle(batch, id, i % 3 === 0 ? 'fatal' : 'completed'));
       const active: Step[][] = [];
       let steps = 0;
       while (queue.length > 0 || active.length > 0) {
@@ -141,7 +158,7 @@ describe('ReportReader', () => {
       expect(steps).toBe(ids.length * 9);
       const last = await reader.read(now);
       expect(last).toEqual(await readReportModel(batch.store, now, host));
-      expect(last.pairs.filter((p) => p.classification === 'agent_failure')).toHaveLength(6);
+      expect(last.pairs.filter((p) => p.classification === 'fatal')).toHaveLength(6);
       expect(last.pairs.every((p) => p.links.stdout !== undefined && p.links.stderr !== undefined)).toBe(
         true,
       );
@@ -152,7 +169,18 @@ describe('ReportReader', () => {
     const ids = Array.from({ length: 200 }, (_, i) => `j${String(i).padStart(3, '0')}`);
     batch = await startTestBatch(dir, { jobs: ids });
     for (const id of ids.slice(0, 150)) await finishJob(batch, await claimJob(batch, id));
-    const { store, jobReads } = countingStore(batch.output);
+    // This process is the batch's live supervisor, as the refresher's is: its liveness comes from the journal read.
+    const me = await currentProcessIdentity();
+    await recordSupervisor(batch, me);
+    await batch.store.appendJournal({
+      type: 'supervisor_started',
+      at: '2026-12-02T10:00:00.000Z',
+      mode: 'start',
+      pid: me.pid,
+      start_ticks: me.start_ticks,
+      boot_id: me.boot_id,
+    });
+    const { store, jobReads, wholeJournalReads } = countingStore(batch.output);
     const reader = new ReportReader(store, host);
     const now = new Date('2026-12-02T10:00:30Z');
     await reader.read(now);
@@ -169,10 +197,11 @@ describe('ReportReader', () => {
       claimed_at: receipt.claimed_at,
       deadline: '2026-12-02T10:02:01.000Z',
     });
+    const journalBefore = wholeJournalReads();
     const model = await reader.read(now);
     expect(jobReads() - whole).toBeLessThanOrEqual(4);
-    // Claimed with no supervisor alive: `unfinished` (pending before the refresh).
-    expect(model.pairs.find((p) => p.job_id === 'j150')?.status).toBe('unfinished');
+    expect(wholeJournalReads() - journalBefore).toBe(0); // its new records only, the supervisor's liveness too
+    expect(model.pairs.find((p) => p.job_id === 'j150')?.status).toBe('running');
     expect(model).toEqual(await readReportModel(batch.store, now, host));
     // Nothing new: only the running pair's folder is read again.
     const before = jobReads();
