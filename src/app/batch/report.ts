@@ -107,32 +107,44 @@ export const REPORT_FULL_READ_MS = 30_000;
  * journal's new records and batch.json, and again only the jobs those records name and the claimed ones without a
  * result (their folders fill while they run). Every write to a job's folder is followed by a record naming the
  * job (receipt, claimed; result, pair_finished; the reconciliation, reconciled; an unwritten result,
- * harness_fault), so what a refresh keeps is at most one record behind the files. A whole read comes first, then
- * every REPORT_FULL_READ_MS, and when asked (the supervisor's last page: exactly `e1-batch report`'s).
+ * harness_fault), so while the journal's appends succeed what a refresh keeps is at most one record behind the files
+ * (a claimed job without a result is read every time anyway). A whole read comes first, then every
+ * REPORT_FULL_READ_MS (what a failed append or another hand left out shows by then), and when asked (the
+ * supervisor's last page: exactly `e1-batch report`'s).
  */
 export class ReportReader {
   readonly #store: EvidenceStore;
   readonly #host: Pick<HostIdentity, 'isAlive'>;
+  readonly #monotonicMs: () => number;
   readonly #fullEveryMs: number;
   #known: ReportEvidence | null = null;
   #fullAtMs = -Infinity;
 
-  constructor(store: EvidenceStore, host: Pick<HostIdentity, 'isAlive'>, fullEveryMs = REPORT_FULL_READ_MS) {
+  /** `monotonicMs` times the whole reads (a step of the wall clock does not put them off). */
+  constructor(
+    store: EvidenceStore,
+    host: Pick<HostIdentity, 'isAlive'>,
+    monotonicMs: () => number,
+    fullEveryMs = REPORT_FULL_READ_MS,
+  ) {
     this.#store = store;
     this.#host = host;
+    this.#monotonicMs = monotonicMs;
     this.#fullEveryMs = fullEveryMs;
   }
 
   async read(now: Date, whole = false): Promise<ReportModel> {
-    const known = whole || now.getTime() - this.#fullAtMs >= this.#fullEveryMs ? null : await this.#tail();
-    return modelOf(this.#store, known ?? (await this.#readAll(now)), now, this.#host);
+    const due = this.#monotonicMs() - this.#fullAtMs >= this.#fullEveryMs;
+    const known = whole || due ? null : await this.#tail();
+    return modelOf(this.#store, known ?? (await this.#readAll()), now, this.#host);
   }
 
-  async #readAll(now: Date): Promise<ReportEvidence> {
+  async #readAll(): Promise<ReportEvidence> {
     this.#known = null; // a failed read leaves nothing half-updated to build on
+    const startedMs = this.#monotonicMs();
     const known = await readAll(this.#store);
     this.#known = known;
-    this.#fullAtMs = now.getTime();
+    this.#fullAtMs = startedMs;
     return known;
   }
 
@@ -206,7 +218,7 @@ export function reportRefresher(
   host: Pick<HostIdentity, 'isAlive'>,
   minIntervalMs = 2_000,
 ): ReportRefresher {
-  const reader = new ReportReader(store, host);
+  const reader = new ReportReader(store, host, clock.monotonicMs);
   return boundedRefresher(
     async (last) => {
       try {

@@ -137,7 +137,7 @@ describe('ReportReader', () => {
       const ids = Array.from({ length: 16 }, (_, i) => `j${String(i).padStart(2, '0')}`);
       batch = await startTestBatch(dir, { jobs: ids });
       const rand = random(seed);
-      const reader = new ReportReader(batch.store, host);
+      const reader = new ReportReader(batch.store, host, () => 0);
       const now = new Date('2026-12-02T10:00:30Z');
       const queue = ids.map((id, i) => lifecycle(batch, id, i % 3 === 0 ? 'fatal' : 'completed'));
       const active: Step[][] = [];
@@ -181,7 +181,7 @@ describe('ReportReader', () => {
       boot_id: me.boot_id,
     });
     const { store, jobReads, wholeJournalReads } = countingStore(batch.output);
-    const reader = new ReportReader(store, host);
+    const reader = new ReportReader(store, host, () => 0);
     const now = new Date('2026-12-02T10:00:30Z');
     await reader.read(now);
     const whole = jobReads();
@@ -211,15 +211,19 @@ describe('ReportReader', () => {
 
   it('a result written by another hand, with no record, shows by the next whole read; the last read is always whole', async () => {
     batch = await startTestBatch(dir, { jobs: ['a', 'b'] });
-    const reader = new ReportReader(batch.store, host, 60_000);
+    let monotonicMs = 0;
+    const reader = new ReportReader(batch.store, host, () => monotonicMs, 60_000);
     const t0 = new Date('2026-12-02T10:00:00Z');
     await reader.read(t0);
     await finishJob(batch, await claimJob(batch, 'a'), { classification: 'harness_failure' });
+    monotonicMs = 1_000;
     const soon = new Date(t0.getTime() + 1_000);
     expect((await reader.read(soon)).pairs[0]?.status).toBe('pending');
     expect(await reader.read(soon, true)).toEqual(await readReportModel(batch.store, soon, host));
     await finishJob(batch, await claimJob(batch, 'b'));
-    const later = new Date(t0.getTime() + 62_000);
+    // The wall clock stepped back an hour meanwhile: the whole read is due by the monotonic clock all the same.
+    monotonicMs = 62_000;
+    const later = new Date(t0.getTime() - 3_600_000);
     const model = await reader.read(later);
     expect(model.pairs.map((p) => p.classification)).toEqual(['harness_failure', 'completed']);
     expect(model).toEqual(await readReportModel(batch.store, later, host));
@@ -227,7 +231,7 @@ describe('ReportReader', () => {
 
   it('a journal shorter than what was read (replaced by another hand) is read whole again', async () => {
     batch = await startTestBatch(dir, { jobs: ['a', 'b'] });
-    const reader = new ReportReader(batch.store, host);
+    const reader = new ReportReader(batch.store, host, () => 0);
     const now = new Date('2026-12-02T10:00:30Z');
     const receipt = await claimJob(batch, 'a');
     await batch.store.appendJournal({
