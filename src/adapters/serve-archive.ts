@@ -20,9 +20,24 @@ export interface CheckedUpload {
   readonly files: number;
   readonly bytes: number;
   readonly refusals: readonly string[];
+  /**
+   * The checked copy could not be written whole on the server's disk: the error's code (`ENOSPC`, `EIO`…; `error`
+   * without one), null when it was. The server's fault, not the archive's: nothing of it may reach the container.
+   */
+  readonly unwritten: string | null;
   /** Names (relative to the destination) the archive writes as files or links: none may replace a directory. */
   readonly nonDirectories: readonly string[];
   dispose(): Promise<void>;
+}
+
+/** The error an upload whose checked copy could not be written is answered with (507 for a full disk, else 500). */
+export class UnwrittenCopyError extends Error {
+  readonly code: string;
+  constructor(code: string) {
+    super(`the checked copy of the upload could not be written on the server's disk (${code})`);
+    this.name = 'UnwrittenCopyError';
+    this.code = code;
+  }
 }
 
 const FRAMING_BYTES_PER_ENTRY = 4096;
@@ -246,8 +261,8 @@ export async function checkUpload(
   const refusals: string[] = [];
   const count: RepackCount = { files: 0, bytes: 0, nonDirectories: [] };
   const out = pack();
-  // A copy that cannot be written whole (a full disk) is a refusal: what reaches the container is all of it or nothing.
-  // Said by its code alone: the error's message may name the temporary file, a path of the host's.
+  // A copy that cannot be written whole (a full disk) never reaches the container: all of it or nothing. Said by its
+  // code alone: the error's message may name the temporary file, a path of the host's.
   const written = pipeline(out, openCopy(path)).then(
     () => null,
     (err: unknown) => {
@@ -261,12 +276,12 @@ export async function checkUpload(
   await Promise.all([feedWithin(body, limited, budget, refusals, repacked), repacked]);
   out.finalize();
   const unwritten = await written;
-  if (unwritten !== null) refusals.push(`the checked copy could not be written (${unwritten})`);
   return {
     path,
     files: count.files,
     bytes: count.bytes,
     refusals,
+    unwritten,
     nonDirectories: count.nonDirectories,
     dispose: () => rm(dir, { recursive: true, force: true }),
   };

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { bearerMatches, Router } from '../../src/adapters/http/http-kit.js';
 import { ApiError, parseBody, toApiError } from '../../src/app/serve/api-error.js';
+import { UnwrittenCopyError } from '../../src/adapters/serve-archive.js';
 import { openApiDocument } from '../../src/app/serve/openapi.js';
 import { ExecSchema } from '../../src/app/serve/exec-schemas.js';
 import { SessionCreateSchema } from '../../src/app/serve/session-schemas.js';
@@ -187,6 +188,24 @@ describe('toApiError', () => {
         .status,
     ).toBe(409);
     expect(toApiError(new Error('secret detail'))).toMatchObject({ status: 500, message: 'internal error' });
+  });
+
+  it("the server's own disk full (ENOSPC, EDQUOT, also wrapped) is 507 E_NO_SPACE, by its code alone; EIO stays 500", () => {
+    const full = Object.assign(
+      new Error("ENOSPC: no space left on device, write '/srv/data/tmp/upload-x/checked.tar'"),
+      {
+        code: 'ENOSPC',
+      },
+    );
+    const quota = Object.assign(new Error('EDQUOT: disk quota exceeded'), { code: 'EDQUOT' });
+    const wrapped = new RoboguideError('E_STORE', 'session.json could not be written', { cause: full });
+    for (const err of [full, quota, wrapped, new UnwrittenCopyError('ENOSPC')]) {
+      const api = toApiError(err);
+      expect(api).toMatchObject({ status: 507, code: 'E_NO_SPACE' });
+      expect(api.message).not.toMatch(/\/srv|checked\.tar|session\.json/);
+    }
+    expect(toApiError(new UnwrittenCopyError('EIO'))).toMatchObject({ status: 500, code: 'E_INTERNAL' });
+    expect(toApiError(new UnwrittenCopyError('error'))).toMatchObject({ status: 500, code: 'E_INTERNAL' });
   });
 });
 

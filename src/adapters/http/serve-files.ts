@@ -8,6 +8,7 @@ import { ApiError } from '../../app/serve/api-error.js';
 import { redactText } from '../../core/redaction/redact-text.js';
 import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from '../safe-extract.js';
 import { ToolError } from '../../core/errors.js';
+import { errnoOf } from '../../core/pause-cause.js';
 import { run, keepText, fileError, headOf, check, type FileTarget } from './serve-files-exec.js';
 
 /**
@@ -154,6 +155,12 @@ export async function downloadTar(
     signal?.addEventListener('abort', stopOnAbort, { once: true });
     const out = pack();
     const written = pipeline(out, createWriteStream(tarPath, { mode: 0o600 }));
+    // Awaited below; a copy that fails first (its disk full) is not an unhandled rejection meanwhile (that would end
+    // the whole server), and its error is the one to answer: the packer is gone, the next entry only says so.
+    let copyError: unknown = null;
+    written.catch((err: unknown) => {
+      copyError = err;
+    });
     const parser = extract();
     const head = headOf(handle.stdout);
     head.stream.pipe(parser);
@@ -171,12 +178,22 @@ export async function downloadTar(
     } catch (err) {
       failure = err;
       await handle.killTree().catch(() => undefined);
+      // Drained to its end, or the exec's stream never ends (the tar's output backs up behind the parser that is gone)
+      // and neither does the request: its transfer slot and spool folder held until the server stops.
+      head.stream.unpipe(parser);
+      head.stream.resume();
       handle.stdout.resume();
     } finally {
       signal?.removeEventListener('abort', stopOnAbort);
     }
-    out.finalize();
-    await written;
+    if (failure === null) {
+      out.finalize();
+      await written;
+    } else {
+      // A failed download's spool is dropped, not finished: nothing of it is sent.
+      out.destroy();
+      await written.catch(() => undefined);
+    }
     const [code, text] = await Promise.all([handle.done, stderr]);
     if (signal?.aborted === true) throw new ApiError(400, 'E_REQUEST_INVALID', 'the client went away');
     if (state.refusals.some((r) => r.startsWith('limit reached'))) {
@@ -186,7 +203,11 @@ export async function downloadTar(
         `${redactText(target.path, target.secrets)}: more than the download limits (${limits.maxFiles} entries, ${limits.maxFileBytes} bytes a file, ${limits.maxTotalBytes} bytes in all, names and link targets included)`,
       );
     }
-    if (code !== 0) throw fileError(`${text}\n${head.text()}`, target);
+    // A write of our own failed: the container's tar was stopped by us, its exit says nothing of the path.
+    const ours = ownWriteError(copyError, failure);
+    if (ours !== undefined) throw ours;
+    // Its output is named only when it is text (the engine's own words on a failed exec), never tar bytes.
+    if (code !== 0) throw fileError(`${text}\n${textOnly(head.text())}`, target);
     if (failure !== null)
       throw fileError(`not a valid tar from the container: ${(failure as Error).message}`, target);
     return { path: tarPath, files: state.files, refusals: state.refusals, dispose };
@@ -194,6 +215,19 @@ export async function downloadTar(
     await dispose();
     throw err;
   }
+}
+
+/**
+ * A write of our own that failed (the spool's disk full: ENOSPC, answered 507 by its code alone, toApiError) among
+ * the errors met; undefined when none is one.
+ */
+function ownWriteError(...errors: unknown[]): Error | undefined {
+  return errors.find((err): err is Error => err instanceof Error && errnoOf(err) !== null);
+}
+
+/** Output kept for an error's words only when it is text: a NUL says it is a file's or a tar's bytes. */
+function textOnly(output: string): string {
+  return output.includes('\0') ? '' : output;
 }
 
 const READ_FILE = [
@@ -228,11 +262,15 @@ export async function readOneFile(
         yield chunk;
       }
     };
-    const [, stderr, code] = await Promise.all([
-      pipeline(head.stream, limit, redactor(), createWriteStream(path, { mode: 0o600 })),
-      keepText(handle.stderr),
-      handle.done,
-    ]);
+    // The spool's own write failing (its disk full) stops the reader in the container too, before the error goes on.
+    const spooled = pipeline(head.stream, limit, redactor(), createWriteStream(path, { mode: 0o600 })).catch(
+      async (err: unknown) => {
+        await handle.killTree().catch(() => undefined);
+        handle.stdout.resume();
+        throw err;
+      },
+    );
+    const [, stderr, code] = await Promise.all([spooled, keepText(handle.stderr), handle.done]);
     handle.stdout.resume();
     if (tooLarge)
       throw new ApiError(
@@ -240,7 +278,7 @@ export async function readOneFile(
         'E_FILE_TOO_LARGE',
         `${redactText(target.path, target.secrets)}: larger than ${maxBytes} bytes; download it with GET …/archive`,
       );
-    if (code !== 0) throw fileError(`${stderr}\n${head.text()}`, target);
+    if (code !== 0) throw fileError(`${stderr}\n${textOnly(head.text())}`, target);
     return { path, files: 1, refusals: [], bytes: (await stat(path)).size, dispose };
   } catch (err) {
     await dispose();

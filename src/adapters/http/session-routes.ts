@@ -12,7 +12,7 @@ import type { SessionEngine } from '../../app/ports/container-runtime.js';
 import type { SessionManager } from '../../app/serve/session-manager.js';
 import type { ExecObserver } from '../../app/serve/session-exec.js';
 import type { Logger } from '../../app/ports/logger.js';
-import { checkUpload, openChecked } from '../serve-archive.js';
+import { checkUpload, openChecked, UnwrittenCopyError } from '../serve-archive.js';
 import { downloadTar, readOneFile, uploadTar, writeOneFile, type SpooledDownload } from './serve-files.js';
 import { userParam, type FileTarget } from './serve-files-exec.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
@@ -253,6 +253,9 @@ async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: R
     throw err;
   }
   try {
+    // The server's disk did not take the checked copy (507 when full: toApiError). First: the check itself ends with
+    // the copy (its packer is gone), so what it refused after that says nothing of the archive.
+    if (upload.unwritten !== null) throw new UnwrittenCopyError(upload.unwritten);
     if (upload.refusals.length > 0) {
       throw ApiError.invalid(
         'the archive',

@@ -2,12 +2,17 @@ import type { z } from 'zod';
 import { InvalidInputError, RoboguideError, ToolError, type Issue } from '../../core/errors.js';
 import { EngineError } from '../ports/engine-error.js';
 import { dedupeIssues, issuesFromZod, plainRule } from '../../core/manifest/zod-issues.js';
+import { errnoOf } from '../../core/pause-cause.js';
 
 /**
  * The HTTP statuses an API error maps to (issue 12): bad input, unknown id, conflict/capacity, too many concurrent
- * operations (429), internal, and a dependency that cannot be reached right now (503: engine or registry).
+ * operations (429), internal, a dependency that cannot be reached right now (503: engine or registry), and the
+ * server's own disk full (507).
  */
-export type ApiStatus = 400 | 403 | 404 | 408 | 409 | 410 | 413 | 415 | 429 | 500 | 503;
+export type ApiStatus = 400 | 403 | 404 | 408 | 409 | 410 | 413 | 415 | 429 | 500 | 503 | 507;
+
+/** The system error codes of a disk (or a quota) that cannot take more bytes. */
+const NO_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT']);
 
 /** Seconds a client is told to wait (`Retry-After`) when the registry cannot be reached. */
 export const REGISTRY_RETRY_AFTER_SEC = 5;
@@ -200,6 +205,19 @@ export function toApiError(err: unknown): ApiError {
       {
         cause: err,
       },
+    );
+  }
+  const errno = errnoOf(err);
+  if (errno !== null && NO_SPACE_CODES.has(errno)) {
+    // The server's own disk (its data folder: spooled uploads and downloads, evidence) is full: not the request's
+    // fault, and not a fault of ours to hide behind a 500. Said by its code alone: the error's message names a path
+    // of the host.
+    return new ApiError(
+      507,
+      'E_NO_SPACE',
+      `the server's disk is full (${errno}): the request could not be stored; free space in the server's data folder and retry`,
+      [],
+      { cause: err },
     );
   }
   if (err instanceof RoboguideError) {

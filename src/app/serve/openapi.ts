@@ -39,11 +39,14 @@ const errorRef = (description: string) => ({
 /**
  * The answers every route of a kind can give (issue 39), added where the route does not already describe them:
  * a JSON body's limits (408, 413, 415: Connection: close), a session whose container ended (410), the server
- * shutting down (503), a bad percent-encoding in the path (400).
+ * shutting down (503), a bad percent-encoding in the path (400), the server's own disk full (507).
  */
 function withCommonErrors(paths: Record<string, unknown>): Record<string, unknown> {
   const common: Record<string, ReturnType<typeof errorRef>> = {
     '400': errorRef('invalid request (a path segment that is not valid percent-encoded UTF-8, …)'),
+    '507': errorRef(
+      "E_NO_SPACE: the server's own disk is full (its data folder: spooled uploads and downloads, evidence)",
+    ),
   };
   const jsonBody: Record<string, ReturnType<typeof errorRef>> = {
     '408': errorRef('E_BODY_TIMEOUT: the body stopped arriving (Connection: close)'),
