@@ -30,6 +30,30 @@ export interface CallerEnvironment {
 
 export const SECRET_MARKER = { secret: true } as const;
 
+/**
+ * The longest value masked as a secret, and the most secret bytes one session masks in all (issue 39). Every form of
+ * every secret (raw, JSON, URL, hex, base64 at three alignments, UTF-16) is compiled into one automaton, on the
+ * server's event loop, whenever a session's set of secrets changes: about 0.55 s for one 4,096-byte value, and a
+ * value of 1 MB took the server down (out of memory). A longer secret goes in a file (PUT …/file), not in the
+ * environment.
+ */
+export const MAX_SECRET_VALUE_BYTES = 4096;
+export const MAX_SESSION_SECRET_BYTES = 16_384;
+
+/** The bytes of a set of secrets, as the masking counts them (UTF-8). */
+export function secretBytes(secrets: Iterable<string>): number {
+  let total = 0;
+  for (const secret of secrets) total += Buffer.byteLength(secret);
+  return total;
+}
+
+/** The rule a session's secrets, with `added`, break (null: within MAX_SESSION_SECRET_BYTES). */
+export function sessionSecretsProblem(held: readonly string[], added: readonly string[]): string | null {
+  const fresh = added.filter((secret) => !held.includes(secret));
+  if (secretBytes(held) + secretBytes(fresh) <= MAX_SESSION_SECRET_BYTES) return null;
+  return `the secrets masked in one session are at most ${MAX_SESSION_SECRET_BYTES} bytes in all (${secretBytes(held)} held, ${secretBytes(fresh)} more asked); pass large secrets in a file`;
+}
+
 /** Whether a literal under `name` is a secret: listed by the caller, a secret-looking name, or a URL with a password. */
 export function isCallerSecret(name: string, value: string, listed: ReadonlySet<string>): boolean {
   return listed.has(name) || isSecretLookingName(name) || isUrlWithPassword(name, value);
@@ -81,6 +105,19 @@ export function callerEnvironment(
         rule: `is listed in ${fields.secretEnv} but shorter than ${MIN_SECRET_VALUE_LENGTH} characters: too short to mask safely`,
       });
     }
+  }
+  // Checked before any secret is kept: a refused request leaves the session's masking as it was.
+  for (const [name, value] of Object.entries(resolved.values)) {
+    if (secrets.has(value) && Buffer.byteLength(value) > MAX_SECRET_VALUE_BYTES) {
+      issues.push({
+        path: joinPath(fields.env, name),
+        rule: `is a secret (masked in everything the server sends or writes) of more than ${MAX_SECRET_VALUE_BYTES} bytes: pass a secret this long in a file`,
+      });
+    }
+  }
+  if (issues.length === 0) {
+    const problem = sessionSecretsProblem([], [...secrets]);
+    if (problem !== null) issues.push({ path: fields.env, rule: problem });
   }
   if (issues.length > 0) throw ApiError.invalid(`the ${fields.env}`, issues);
   return { values: resolved.values, secrets: [...secrets], stored };

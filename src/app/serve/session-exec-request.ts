@@ -2,7 +2,8 @@
 import { once } from 'node:events';
 import type { Readable, Transform } from 'node:stream';
 import type { Clock } from '../ports/clock.js';
-import { callerEnvironment } from './caller-secrets.js';
+import { ApiError } from './api-error.js';
+import { callerEnvironment, sessionSecretsProblem } from './caller-secrets.js';
 import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import { execResult, runExec, type ExecObserver, type ExecOutcome } from './session-exec.js';
 import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
@@ -110,6 +111,8 @@ function execEnvironment(
       secretEnv: 'secret_env',
     });
     env = resolved.values;
+    const problem = sessionSecretsProblem(session.secrets, resolved.secrets);
+    if (problem !== null) throw ApiError.invalid('the exec request', [{ path: 'env', rule: problem }]);
     // Masked from now on in everything of this session (a file the exec writes, a later exec's output), memory only.
     for (const secret of resolved.secrets)
       if (!session.secrets.includes(secret)) session.secrets.push(secret);

@@ -2,8 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, parseBody } from '../../../../src/app/serve/api-error.js';
 import {
   callerEnvironment,
+  MAX_SECRET_VALUE_BYTES,
+  MAX_SESSION_SECRET_BYTES,
   relearnedSecrets,
   SECRET_MARKER,
+  sessionSecretsProblem,
 } from '../../../../src/app/serve/caller-secrets.js';
 import { sessionCapabilities } from '../../../../src/app/serve/session-create.js';
 import { ExecSchema } from '../../../../src/app/serve/exec-schemas.js';
@@ -86,6 +89,48 @@ describe('callerEnvironment (issue 23: literal secrets from callers)', () => {
       secrets: ['resolved-secret-1'],
       stored: { K: '${OK}' },
     });
+  });
+
+  it('a secret longer than MAX_SECRET_VALUE_BYTES, or secrets over the session total, are refused before any is kept (issue 39)', () => {
+    // A 1 MB value took the server down (the masking automaton, out of memory); 20 KB held it 2.3 s.
+    const long = refusal(() =>
+      callerEnvironment(
+        { API_TOKEN: 'k'.repeat(MAX_SECRET_VALUE_BYTES + 1), OTHER: 'x'.repeat(1_000_000) },
+        [],
+        {},
+        new Set(),
+        FIELDS,
+      ),
+    );
+    expect(long.status).toBe(400);
+    expect(long.issues).toEqual([
+      {
+        path: 'environment.API_TOKEN',
+        rule: expect.stringContaining(`more than ${MAX_SECRET_VALUE_BYTES} bytes`),
+      },
+    ]);
+    // The longest one passes (a PEM private key of 4,096-bit RSA is about 3.3 KB); a long value that is no secret too.
+    const edge = callerEnvironment(
+      { API_TOKEN: 'k'.repeat(MAX_SECRET_VALUE_BYTES), OTHER: 'x'.repeat(1_000_000) },
+      [],
+      {},
+      new Set(),
+      FIELDS,
+    );
+    expect(edge.secrets).toEqual(['k'.repeat(MAX_SECRET_VALUE_BYTES)]);
+    // Many secrets, each short enough, over the session's total: refused at the field.
+    const many = Object.fromEntries(
+      Array.from({ length: 5 }, (_, i) => [`KEY_${i}_TOKEN`, `${i}`.repeat(MAX_SECRET_VALUE_BYTES)]),
+    );
+    const total = refusal(() => callerEnvironment(many, [], {}, new Set(), FIELDS));
+    expect(total.issues).toEqual([
+      { path: 'environment', rule: expect.stringContaining(`${MAX_SESSION_SECRET_BYTES} bytes in all`) },
+    ]);
+    // An exec's secrets count with the session's own; the same one twice counts once.
+    const held = ['a'.repeat(MAX_SESSION_SECRET_BYTES - 10)];
+    expect(sessionSecretsProblem(held, ['a'.repeat(MAX_SESSION_SECRET_BYTES - 10)])).toBeNull();
+    expect(sessionSecretsProblem(held, ['b'.repeat(10)])).toBeNull();
+    expect(sessionSecretsProblem(held, ['b'.repeat(11)])).toMatch(/at most 16384 bytes in all/);
   });
 
   it('relearnedSecrets takes markers and references back from the container environment, nothing else', () => {
