@@ -203,12 +203,15 @@ function modeParam(query: URLSearchParams): string | undefined {
   return mode;
 }
 
-/** A file transfer of a session as a user, with the path resolved; `end()` frees its slot (429 past the limits). */
+/**
+ * A file transfer of a session as a user, with the path resolved; `end(succeeded)` frees its slot (429 past the
+ * limits), and renews the session's TTL only when the transfer succeeded.
+ */
 async function beginTransfer(
   deps: SessionRouteDeps,
   params: Readonly<Record<string, string>>,
   query: URLSearchParams,
-): Promise<{ target: FileTarget; end: () => void }> {
+): Promise<{ target: FileTarget; end: (succeeded?: boolean) => void }> {
   const path = pathParam(query);
   const user = userParam(query);
   const t = await deps.sessions.beginArchive(params['id'] ?? '', { path, user });
@@ -245,6 +248,7 @@ async function sendSpooled(
  */
 async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: RouteContext): Promise<void> {
   const { target, end } = await beginTransfer(deps, params, query);
+  let succeeded = false;
   let upload: Awaited<ReturnType<typeof checkUpload>>;
   try {
     upload = await checkUpload(req, deps.tempRoot);
@@ -264,8 +268,9 @@ async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: R
     }
     await uploadTar(target, () => openChecked(upload), upload.nonDirectories);
     sendJson(res, 200, { files: upload.files, bytes: upload.bytes });
+    succeeded = true;
   } finally {
-    end();
+    end(succeeded);
     await upload.dispose();
   }
 }
@@ -276,6 +281,7 @@ async function getArchive(
   { res, params, query, clientGone }: RouteContext,
 ): Promise<void> {
   const { target, end } = await beginTransfer(deps, params, query);
+  let succeeded = false;
   try {
     const download = await downloadTar(
       target,
@@ -288,8 +294,9 @@ async function getArchive(
       'x-roboguide-files': String(download.files),
       'x-roboguide-refusals': String(download.refusals.length),
     });
+    succeeded = true;
   } finally {
-    end();
+    end(succeeded);
   }
 }
 
@@ -299,6 +306,7 @@ const MAX_FILE_BYTES = DEFAULT_EXTRACT_LIMITS.maxFileBytes;
 /** GET /v1/sessions/{id}/file: one file's bytes, read by the user, redacted. */
 async function getFile(deps: SessionRouteDeps, { res, params, query }: RouteContext): Promise<void> {
   const { target, end } = await beginTransfer(deps, params, query);
+  let succeeded = false;
   try {
     const file = await readOneFile(
       target,
@@ -307,8 +315,9 @@ async function getFile(deps: SessionRouteDeps, { res, params, query }: RouteCont
       MAX_FILE_BYTES,
     );
     await sendSpooled(res, file, { 'content-type': 'application/octet-stream' });
+    succeeded = true;
   } finally {
-    end();
+    end(succeeded);
   }
 }
 
@@ -322,11 +331,13 @@ async function putFile(deps: SessionRouteDeps, { req, res, params, query }: Rout
     req.resume();
     throw err;
   }
+  let succeeded = false;
   try {
     const { bytes } = await writeOneFile(transfer.target, req, mode);
     sendJson(res, 200, { path: transfer.target.path, bytes });
+    succeeded = true;
   } finally {
-    transfer.end();
+    transfer.end(succeeded);
   }
 }
 

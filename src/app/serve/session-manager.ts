@@ -289,7 +289,8 @@ export class SessionManager {
   /**
    * A file transfer (archive or single file) on a live session, within the concurrency limits: its container, the
    * secrets to redact with, the user it runs as (the one asked for, else the container's default user), the path
-   * resolved, and `end()` to call once the transfer is over (429 past the limits).
+   * resolved, and `end(succeeded)` to call once the transfer is over (429 past the limits). Only a transfer that
+   * succeeded renews the TTL (a failing one does not keep a session alive); the reaper waits for one in flight.
    */
   async beginArchive(
     sessionId: string,
@@ -299,14 +300,17 @@ export class SessionManager {
     secrets: readonly string[];
     user: string;
     path: string;
-    end: () => void;
+    end: (succeeded?: boolean) => void;
   }> {
     const session = this.#live(sessionId);
     const containerId = session.record.container_id ?? '';
     const defaults = await this.#defaults.of(containerId);
     const path = await this.#defaults.resolvePath(containerId, request.path);
-    const end = acquire(this.#deps.limits, this.#active, session, 'archive');
-    this.#touch(session);
+    const release = acquire(this.#deps.limits, this.#active, session, 'archive');
+    const end = (succeeded = false): void => {
+      release();
+      if (succeeded) this.#touch(session);
+    };
     return { containerId, secrets: session.secrets, user: request.user ?? defaults.user, path, end };
   }
 

@@ -690,6 +690,27 @@ describe('SessionManager: a session is as alive as its container (issue 39)', ()
     expect(sessions.list()[0]!.expires_at).toBe(new Date(now + 60_000).toISOString());
   });
 
+  it('a file transfer renews the TTL only when it succeeded; the reaper waits for one in flight (issue 39)', async () => {
+    const sessions = manager();
+    const { session_id } = await sessions.create(body({ ttl_seconds: 60 }));
+    const first = sessions.list()[0]!.expires_at;
+    now += 30_000;
+    // A failing download or upload (404 in the container, a refused archive): the TTL stays.
+    const failed = await sessions.beginArchive(session_id, { path: '/' });
+    failed.end(false);
+    (await sessions.beginArchive(session_id, { path: '/' })).end();
+    expect(sessions.list()[0]!.expires_at).toBe(first);
+    const done = await sessions.beginArchive(session_id, { path: '/' });
+    done.end(true);
+    expect(sessions.list()[0]!.expires_at).toBe(new Date(now + 60_000).toISOString());
+    // Past the TTL with a transfer still running: not reaped until it ends.
+    const running = await sessions.beginArchive(session_id, { path: '/' });
+    now += 61_000;
+    expect(await sessions.reap()).toEqual([]);
+    running.end(false);
+    expect(await sessions.reap()).toEqual([session_id]);
+  });
+
   it('deleted sessions leave the map: memory does not grow with sessions created and deleted', async () => {
     const sessions = manager();
     for (let i = 0; i < 5; i++) {
