@@ -4,7 +4,7 @@ import { join, posix } from 'node:path';
 import { PassThrough, type Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extract, pack, type Pack } from 'tar-stream';
-import { planEntry, sanitizeLabel } from './archive-entry-plan.js';
+import { planEntry, sanitizeLabel, type Plan } from './archive-entry-plan.js';
 import { DEFAULT_EXTRACT_LIMITS, type ExtractLimits } from './safe-extract.js';
 
 /**
@@ -130,6 +130,72 @@ export function linkRefusal(name: string, target: string): string | null {
   return null;
 }
 
+/** The longest name of one path component, and of a whole entry's path, Linux takes (NAME_MAX; PATH_MAX less room). */
+const MAX_NAME_BYTES = 255;
+const MAX_PATH_BYTES = 3072;
+
+interface ShapeNode {
+  kind: 'file' | 'directory';
+  readonly children: Map<string, ShapeNode>;
+}
+
+/**
+ * The tree an upload's entries make, so that what the container's tar would refuse half-way (a name too long for
+ * Linux; a file where the archive has a directory, or a path under one of its files) is refused before anything is
+ * written (issue 39: each left the entries before it in the container, and a 100,000-byte name came back as a 500). A
+ * trie by path component: each entry costs the length of its name, however deep.
+ */
+class ArchiveShape {
+  readonly #root: ShapeNode = { kind: 'directory', children: new Map() };
+
+  /** The refusal of an entry (a file or link: 'file'), or null, and then it is recorded. */
+  check(segments: readonly string[], kind: 'file' | 'directory', label: string): string | null {
+    let length = 0;
+    for (const segment of segments) {
+      const bytes = Buffer.byteLength(segment);
+      if (bytes > MAX_NAME_BYTES)
+        return `name component longer than ${MAX_NAME_BYTES} bytes refused: ${label}`;
+      length += bytes + 1;
+    }
+    if (length - 1 > MAX_PATH_BYTES) return `path longer than ${MAX_PATH_BYTES} bytes refused: ${label}`;
+    let node = this.#root;
+    for (const segment of segments.slice(0, -1)) {
+      const child = node.children.get(segment);
+      if (child?.kind === 'file') return `path under a file of the archive refused: ${label}`;
+      node = child ?? this.#add(node, segment, 'directory');
+    }
+    const last = segments[segments.length - 1] ?? '';
+    const known = node.children.get(last);
+    if (known !== undefined && known.kind !== kind)
+      return `${kind} where the archive has a ${known.kind} refused: ${label}`;
+    if (known === undefined) this.#add(node, last, kind);
+    return null;
+  }
+
+  #add(parent: ShapeNode, segment: string, kind: ShapeNode['kind']): ShapeNode {
+    const node: ShapeNode = { kind, children: new Map() };
+    parent.children.set(segment, node);
+    return node;
+  }
+}
+
+/** Why an entry is refused from its name and the entries before it (`tooMany`: past the entry count), or null. */
+function entryRefusal(
+  name: string,
+  plan: Plan,
+  tooMany: boolean,
+  links: ReadonlyMap<string, string>,
+  shape: ArchiveShape,
+): string | null {
+  if ((plan.kind === 'file' || plan.kind === 'directory') && throughLink(plan.segments, links))
+    return `path through a symlink of the archive refused: ${sanitizeLabel(name)}`;
+  if (plan.kind !== 'refuse' && name.includes('\n'))
+    return `name with a newline refused: ${sanitizeLabel(name)}`;
+  if (plan.kind === 'refuse') return plan.reason;
+  if (tooMany) return 'too many entries';
+  return plan.kind === 'skip' ? null : shape.check(plan.segments, plan.kind, sanitizeLabel(name));
+}
+
 /**
  * Reads the tar of `input` entry by entry with the safe-extraction rules and the limits, and packs every accepted
  * file and directory into `out` while nothing has been refused; refusals are collected, never thrown.
@@ -145,6 +211,7 @@ async function repackChecked(
   let entries = 0;
   /** The archive's symbolic links (name: target), for the paths that would go through one. */
   const links = new Map<string, string>();
+  const shape = new ArchiveShape();
   input.pipe(parser);
   try {
     for await (const entry of parser) {
@@ -157,12 +224,8 @@ async function repackChecked(
       const header = entry.header;
       entries += 1;
       const plan = planEntry(header.type === 'symlink' ? { name: header.name, type: 'file' } : header, 0);
-      if ((plan.kind === 'file' || plan.kind === 'directory') && throughLink(plan.segments, links))
-        refusals.push(`path through a symlink of the archive refused: ${sanitizeLabel(header.name)}`);
-      else if (plan.kind !== 'refuse' && header.name.includes('\n'))
-        refusals.push(`name with a newline refused: ${sanitizeLabel(header.name)}`);
-      else if (plan.kind === 'refuse') refusals.push(plan.reason);
-      else if (entries > 2 * limits.maxFiles) refusals.push('too many entries');
+      const refusal = entryRefusal(header.name, plan, entries > 2 * limits.maxFiles, links, shape);
+      if (refusal !== null) refusals.push(refusal);
       else if (header.type === 'symlink' && plan.kind === 'file') {
         const name = plan.segments.join('/');
         const refusal = linkRefusal(name, header.linkname ?? '');

@@ -247,6 +247,64 @@ describe('checkUpload', () => {
     await upload.dispose();
   });
 
+  it('what the container would refuse half-way is refused by the check, before anything is written: long names, a file where the archive has a directory, a path under a file (issue 39)', async () => {
+    // A refusal is the 400 of the whole upload: nothing of its copy reaches the container (PUT …/archive).
+    const refusedWith = async (
+      entries: Parameters<typeof tarStream>[0],
+    ): Promise<{ refusals: readonly string[] }> => {
+      const upload = await checkUpload(await tarStream(entries), temp);
+      await upload.dispose();
+      return { refusals: upload.refusals };
+    };
+    const cases: [Parameters<typeof tarStream>[0], RegExp][] = [
+      [
+        [
+          { name: 'x', type: 'directory' },
+          { name: 'x', body: 'f' },
+        ],
+        /^file where the archive has a directory refused: x$/,
+      ],
+      [
+        [
+          { name: 'good.txt', body: 'g' },
+          { name: 'f', body: 'f' },
+          { name: 'f/x', body: 'x' },
+        ],
+        /^path under a file of the archive refused: f\/x$/,
+      ],
+      [
+        [
+          { name: 'a/b', body: 'b' },
+          { name: 'a', body: 'a' },
+        ],
+        /^file where the archive has a directory refused: a$/,
+      ],
+      [
+        [
+          { name: 'good.txt', body: 'g' },
+          { name: 'n'.repeat(256), body: 'x' },
+        ],
+        /^name component longer than 255 bytes refused/,
+      ],
+      [[{ name: 'a'.repeat(100_000), body: 'x' }], /^name component longer than 255 bytes refused/],
+      [[{ name: `${'d/'.repeat(3000)}f`, body: 'x' }], /^path longer than 3072 bytes refused/],
+    ];
+    for (const [entries, rule] of cases) {
+      const { refusals } = await refusedWith(entries);
+      expect(refusals).toHaveLength(1);
+      expect(refusals[0]).toMatch(rule);
+    }
+    // The longest names Linux takes, and a directory named again, or a file given twice, pass.
+    const fine = await refusedWith([
+      { name: 'n'.repeat(255), body: 'x' },
+      { name: 'd', type: 'directory' },
+      { name: 'd/e', body: 'e' },
+      { name: 'd', type: 'directory' },
+      { name: 'd/e', body: 'e2' },
+    ]);
+    expect(fine.refusals).toEqual([]);
+  });
+
   it('a path through a symbolic link of the same archive, or a link whose target goes through one, is refused', async () => {
     // `sub/q -> ..` is the destination itself; `p -> sub/q/..` reads as `sub` but is the folder above it.
     const chain = await checkUpload(
