@@ -7,7 +7,7 @@ import { releaseSlot } from '../../src/app/serve/session-deletion.js';
 import type { ContainerEngine, ContainerState, ExecHandle } from '../../src/app/ports/container-runtime.js';
 import { describeRemovalFailure, verifiedRemoval } from '../../src/app/pair/remove-and-verify.js';
 import { engineError } from '../support/scripted-runtime.js';
-import { execResult, runExec, type ExecRun } from '../../src/app/serve/session-exec.js';
+import { execResult, notStartedWords, runExec, type ExecRun } from '../../src/app/serve/session-exec.js';
 import {
   adoptedRecord,
   sessionInfo,
@@ -243,6 +243,44 @@ describe('runExec', () => {
     const outcome = await pending;
     expect(exec.kills()).toBe(1);
     expect(outcome.stoppedFor).toBe('slow_reader');
+  });
+
+  it('a command the runtime never started: its error (engine internals, a host path) is said in our words, the code kept (issue 39)', async () => {
+    const runtimeError =
+      'OCI runtime exec failed: exec failed: unable to start container process: unable to find user 0: read /var/lib/docker/overlay2/0a1b/merged/etc/passwd: is a directory: unknown\r\n';
+    const exec = fakeExec();
+    const handle = { ...exec.handle, started: exec.handle.done.then(() => false) };
+    const pending = runExec(run(handle, { maxOutputBytes: 4096 }));
+    exec.stdout.end(runtimeError);
+    exec.stderr.end();
+    exec.exit(126);
+    const outcome = await pending;
+    expect(outcome.code).toBe(126);
+    expect(outcome.stdout).toEqual({ text: '', bytes: 0 });
+    expect(outcome.stderr.text).toBe(
+      'roboguide-eval: the command was not started: its user "0" could not be looked up in the container (its /etc/passwd or /etc/group has no such entry, or is not a readable file)\n',
+    );
+    expect(JSON.stringify(outcome)).not.toMatch(/overlay2|OCI|var\/lib/);
+    // Each kind of runtime error, and a command that started and failed on its own: left as it is.
+    // Inspect's sandbox check: an unknown user is named in the output.
+    expect(
+      notStartedWords('unable to find user nonexistent: no matching entries in passwd file').text,
+    ).toContain('user "nonexistent" could not be looked up');
+    expect(notStartedWords('chdir to cwd ("/nope") set in config.json failed').text).toMatch(
+      /working directory \(cwd\)/,
+    );
+    expect(notStartedWords('exec: "nope": executable file not found in $PATH').text).toMatch(
+      /executable was not found/,
+    );
+    expect(notStartedWords('exec: "/x": permission denied').text).toMatch(/permission denied/);
+    const ownExit = fakeExec();
+    const own = runExec(
+      run({ ...ownExit.handle, started: ownExit.handle.done.then(() => true) }, { maxOutputBytes: 4096 }),
+    );
+    ownExit.stdout.end('OCI runtime exec failed: printed by the command\n');
+    ownExit.stderr.end();
+    ownExit.exit(126);
+    expect((await own).stdout.text).toBe('OCI runtime exec failed: printed by the command\n');
   });
 
   it('keeps each stream up to the cap and says truncated past it', async () => {

@@ -191,18 +191,20 @@ export class DockerSessionEngine implements SessionEngine, NetworkMoves {
     if (Buffer.isBuffer(spec.stdin)) socket.end(spec.stdin);
     else if (spec.stdin !== undefined) feedStdin(spec.stdin, socket);
     const finished = demultiplex(socket, stdout, stderr).catch(() => undefined);
-    const done = finished.then(async () => {
-      try {
-        const info = await inspectExec(exec);
-        return typeof info.ExitCode === 'number' && info.Running !== true ? info.ExitCode : null;
-      } catch {
-        return null;
-      }
-    });
+    const inspected = finished.then(() => inspectExec(exec).catch(() => null));
+    const done = inspected.then((info) =>
+      info !== null && typeof info.ExitCode === 'number' && info.Running !== true ? info.ExitCode : null,
+    );
+    // An exec the runtime could not start has no process: the engine reports pid 0 (a command that exits 126 or 127
+    // itself has its own), and what it wrote on the stream is the runtime's error, which may name the host's paths.
+    const started = inspected.then(
+      (info) => info === null || info.Running === true || typeof info.Pid !== 'number' || info.Pid !== 0,
+    );
     return {
       stdout,
       stderr,
       done,
+      started,
       killTree: () => this.#killTree(id, exec),
       abandon: () => socket.destroy(),
     };

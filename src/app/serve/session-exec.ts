@@ -107,6 +107,31 @@ async function collect(
   return { text: parts.join(''), bytes };
 }
 
+/**
+ * Why the runtime did not start a command, in our words, from its own error. Never quoted whole (it names the
+ * engine's config and, for a user it could not look up, the container's files by their path on the host): only what
+ * the caller gave, the user or the working directory, printable and bounded.
+ */
+export function notStartedWords(runtimeError: string): CollectedOutput {
+  // From the output as collected, so already redacted; JSON quoting escapes any control character.
+  const given = (value: string | undefined): string =>
+    value === undefined ? '' : ` ${JSON.stringify(value.slice(0, 200))}`;
+  const cwd = /chdir to cwd \("([^"]*)"\)/i.exec(runtimeError);
+  const user = /unable to find (user|group) ([^:\s]+)/i.exec(runtimeError);
+  const why =
+    cwd !== null || /chdir to cwd/i.test(runtimeError)
+      ? `its working directory (cwd)${given(cwd?.[1])} does not exist in the container, or is not a directory`
+      : user !== null || /no matching entries in (passwd|group)|\/etc\/(passwd|group)/i.test(runtimeError)
+        ? `its ${user?.[1] ?? 'user'}${given(user?.[2])} could not be looked up in the container (its /etc/passwd or /etc/group has no such entry, or is not a readable file)`
+        : /permission denied/i.test(runtimeError)
+          ? 'permission denied: its executable may not be run'
+          : /executable file not found|no such file or directory/i.test(runtimeError)
+            ? 'its executable was not found in the container'
+            : "the container's runtime could not start it";
+  const text = `roboguide-eval: the command was not started: ${why}\n`;
+  return { text, bytes: Buffer.byteLength(text) };
+}
+
 /** Reads both streams to their end and waits for the exit code, killing the tree on timeout or abort. */
 export async function runExec(run: ExecRun): Promise<ExecOutcome> {
   let timedOut = false;
@@ -133,9 +158,12 @@ export async function runExec(run: ExecRun): Promise<ExecOutcome> {
     ]);
     const code = await run.handle.done;
     const reason: unknown = run.signal?.aborted === true ? run.signal.reason : null;
+    // Not started: the output is the runtime's error (engine internals, at times a path of the host), said in our
+    // words instead; the exit code stays the engine's (126, 127). A streamed exec has sent it already.
+    const ours = run.observer === undefined && !(await (run.handle.started ?? Promise.resolve(true)));
     return {
-      stdout,
-      stderr,
+      stdout: ours ? { text: '', bytes: 0 } : stdout,
+      stderr: ours ? notStartedWords(`${stdout.text}\n${stderr.text}`) : stderr,
       code,
       timedOut,
       truncated,
