@@ -3,10 +3,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
+import { tarOf } from '../support/tar.js';
 
 /**
  * The server's own disk full (issue 39, "every bad input a clear 4xx": a full disk is not the request's fault): its
@@ -22,18 +22,6 @@ const skip = process.getuid?.() !== 0 ? 'needs root to mount a tmpfs' : noDocker
 
 interface ApiErr {
   error: { code: string; message: string; issues: unknown[] };
-}
-
-function tarOf(files: readonly { name: string; content: Buffer }[]): Promise<Buffer> {
-  const p = pack();
-  for (const f of files) p.entry({ name: f.name, mode: 0o644 }, f.content);
-  p.finalize();
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    p.on('data', (c: unknown) => chunks.push(c as Buffer));
-    p.on('end', () => resolve(Buffer.concat(chunks)));
-    p.on('error', reject);
-  });
 }
 
 let work = '';
@@ -85,10 +73,7 @@ if (skip !== null) {
       };
 
       // 6 MiB of random bytes (no compression helps) into a 4 MiB data folder.
-      const big = await tarOf([
-        { name: 'first.txt', content: Buffer.from('first\n') },
-        { name: 'big.bin', content: randomBytes(6 * 1024 * 1024) },
-      ]);
+      const big = await tarOf({ 'first.txt': 'first\n', 'big.bin': randomBytes(6 * 1024 * 1024) });
       const upload = await server.client.call('PUT', `/v1/sessions/${id}/archive?path=/tmp/up`, {
         raw: big,
       });
@@ -118,7 +103,7 @@ if (skip !== null) {
       expect(await readers()).toBe('0\n');
 
       // The server goes on: what fits is taken and given back.
-      const small = await tarOf([{ name: 'ok.txt', content: Buffer.from('fits\n') }]);
+      const small = await tarOf({ 'ok.txt': 'fits\n' });
       const ok = await server.client.call('PUT', `/v1/sessions/${id}/archive?path=/tmp/up`, { raw: small });
       expect(ok.status, JSON.stringify(ok.body)).toBe(200);
       expect(await exec('cat /tmp/up/ok.txt')).toBe('fits\n');
