@@ -281,6 +281,15 @@ describe('runExec', () => {
     ownExit.stderr.end();
     ownExit.exit(126);
     expect((await own).stdout.text).toBe('OCI runtime exec failed: printed by the command\n');
+    // Podman reports pid 0 for every exec that ended: without the runtime's words, the output is the command's.
+    const podman = fakeExec();
+    const ended = runExec(
+      run({ ...podman.handle, started: podman.handle.done.then(() => false) }, { maxOutputBytes: 4096 }),
+    );
+    podman.stdout.end('sh: nope: not found\n');
+    podman.stderr.end();
+    podman.exit(127);
+    expect((await ended).stdout.text).toBe('sh: nope: not found\n');
   });
 
   it('keeps each stream up to the cap and says truncated past it', async () => {

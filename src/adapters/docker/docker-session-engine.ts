@@ -195,10 +195,15 @@ export class DockerSessionEngine implements SessionEngine, NetworkMoves {
     const done = inspected.then((info) =>
       info !== null && typeof info.ExitCode === 'number' && info.Running !== true ? info.ExitCode : null,
     );
-    // An exec the runtime could not start has no process: the engine reports pid 0 (a command that exits 126 or 127
-    // itself has its own), and what it wrote on the stream is the runtime's error, which may name the host's paths.
+    // An exec the runtime could not start has no process: Docker reports pid 0 and 126 or 127 (a command that exits
+    // so itself keeps its pid), and what it wrote on the stream is the runtime's error, which may name the host's
+    // paths. Podman reports pid 0 for every exec that ended: the caller also asks for the runtime's words.
     const started = inspected.then(
-      (info) => info === null || info.Running === true || typeof info.Pid !== 'number' || info.Pid !== 0,
+      (info) =>
+        info === null ||
+        info.Running === true ||
+        info.Pid !== 0 ||
+        (info.ExitCode !== 126 && info.ExitCode !== 127),
     );
     return {
       stdout,

@@ -257,6 +257,10 @@ export async function readOneFile(
         if (bytes > maxBytes) {
           tooLarge = true;
           await handle.killTree().catch(() => undefined);
+          // Drained to its end: the spool's pipeline ends here and no longer reads it, and the exec's stream (so its
+          // `done`) would wait for room for ever.
+          handle.stdout.unpipe();
+          handle.stdout.resume();
           return;
         }
         yield chunk;

@@ -294,7 +294,7 @@ async function getArchive(
       'x-roboguide-files': String(download.files),
       'x-roboguide-refusals': String(download.refusals.length),
     });
-    succeeded = true;
+    succeeded = res.writableFinished; // all of it sent: a client gone half-way renews nothing
   } finally {
     end(succeeded);
   }
@@ -315,7 +315,7 @@ async function getFile(deps: SessionRouteDeps, { res, params, query }: RouteCont
       MAX_FILE_BYTES,
     );
     await sendSpooled(res, file, { 'content-type': 'application/octet-stream' });
-    succeeded = true;
+    succeeded = res.writableFinished; // all of it sent: a client gone half-way renews nothing
   } finally {
     end(succeeded);
   }

@@ -234,9 +234,9 @@ export interface ExecHandle {
   /** Resolves once the output has ended, with the exec's exit code (null when the engine does not know it). */
   readonly done: Promise<number | null>;
   /**
-   * Settles with `done`: false when the engine never started the command (no process: a working directory or a user
-   * it could not set, an executable it could not find); its output is then the engine's own words, not the command's.
-   * Absent: the engine cannot tell (taken as started).
+   * Settles with `done`: false when the engine may not have started the command (no process and 126 or 127: a
+   * working directory or a user it could not set, an executable it could not find); its output is then the runtime's
+   * own words (`OCI runtime exec failed: …`), not the command's. Absent: the engine cannot tell (taken as started).
    */
   readonly started?: Promise<boolean>;
   /** SIGKILL to the exec's whole process group (an exec is a session leader), inside the container. */

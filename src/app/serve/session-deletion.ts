@@ -50,7 +50,7 @@ export async function reapPass(
   const due = [...sessions].filter(
     (s) =>
       s.deletion === null &&
-      ((s.state === 'live' && s.expiresAtMs <= now && s.execs.size === 0 && s.active.archive === 0) ||
+      ((s.state === 'live' && s.expiresAtMs <= now && s.execs.size === 0) ||
         (s.state === 'live' && s.ended !== null) ||
         s.state === 'releasing'),
   );

@@ -107,6 +107,9 @@ async function collect(
   return { text: parts.join(''), bytes };
 }
 
+/** How the container's runtime (runc, crun) begins the error of an exec it could not start, on the exec's stream. */
+const RUNTIME_FAILED = /^OCI runtime exec failed/i;
+
 /**
  * Why the runtime did not start a command, in our words, from its own error. Never quoted whole (it names the
  * engine's config and, for a user it could not look up, the container's files by their path on the host): only what
@@ -160,7 +163,10 @@ export async function runExec(run: ExecRun): Promise<ExecOutcome> {
     const reason: unknown = run.signal?.aborted === true ? run.signal.reason : null;
     // Not started: the output is the runtime's error (engine internals, at times a path of the host), said in our
     // words instead; the exit code stays the engine's (126, 127). A streamed exec has sent it already.
-    const ours = run.observer === undefined && !(await (run.handle.started ?? Promise.resolve(true)));
+    const ours =
+      run.observer === undefined &&
+      !(await (run.handle.started ?? Promise.resolve(true))) &&
+      RUNTIME_FAILED.test(stdout.text);
     return {
       stdout: ours ? { text: '', bytes: 0 } : stdout,
       stderr: ours ? notStartedWords(`${stdout.text}\n${stderr.text}`) : stderr,

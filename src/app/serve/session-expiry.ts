@@ -15,6 +15,19 @@ export function touchSession(
     void persistExpiry(deps, session);
 }
 
+/**
+ * Takes a renewal back (a request that renewed as it started, then failed): the expiry is `expiresAtMs` again, and
+ * session.json follows when it holds a later one.
+ */
+export function restoreExpiry(
+  deps: Pick<SessionManagerDeps, 'store' | 'logger'>,
+  session: Session,
+  expiresAtMs: number,
+): void {
+  session.expiresAtMs = expiresAtMs;
+  if (session.persistedExpiresAtMs > expiresAtMs) void persistExpiry(deps, session);
+}
+
 /** Writes the session's expiry into session.json (atomic); a failure is logged, never thrown. */
 export async function persistExpiry(
   deps: Pick<SessionManagerDeps, 'store' | 'logger'>,

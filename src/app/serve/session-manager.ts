@@ -27,7 +27,7 @@ import { adoptSessions, type Adoption } from './session-restart.js';
 import { sessionEgressOf, setSessionEgress } from './session-egress-switch.js';
 import type { EgressInput } from '../../core/egress/policy.js';
 import { reapPass } from './session-deletion.js';
-import { persistExpiry, touchSession } from './session-expiry.js';
+import { persistExpiry, restoreExpiry, touchSession } from './session-expiry.js';
 import {
   containerEndOf,
   EndedSessions,
@@ -289,8 +289,9 @@ export class SessionManager {
   /**
    * A file transfer (archive or single file) on a live session, within the concurrency limits: its container, the
    * secrets to redact with, the user it runs as (the one asked for, else the container's default user), the path
-   * resolved, and `end(succeeded)` to call once the transfer is over (429 past the limits). Only a transfer that
-   * succeeded renews the TTL (a failing one does not keep a session alive); the reaper waits for one in flight.
+   * resolved, and `end(succeeded)` to call once the transfer is over (429 past the limits). The TTL is renewed as the
+   * transfer starts (the reaper does not cut it short, nor wait for a transfer that never ends past one TTL) and
+   * taken back when it failed, unless something else renewed it meanwhile: a failing transfer keeps nothing alive.
    */
   async beginArchive(
     sessionId: string,
@@ -307,9 +308,12 @@ export class SessionManager {
     const defaults = await this.#defaults.of(containerId);
     const path = await this.#defaults.resolvePath(containerId, request.path);
     const release = acquire(this.#deps.limits, this.#active, session, 'archive');
+    const before = session.expiresAtMs;
+    this.#touch(session);
+    const renewed = session.expiresAtMs;
     const end = (succeeded = false): void => {
       release();
-      if (succeeded) this.#touch(session);
+      if (!succeeded && session.expiresAtMs === renewed) restoreExpiry(this.#deps, session, before);
     };
     return { containerId, secrets: session.secrets, user: request.user ?? defaults.user, path, end };
   }

@@ -690,7 +690,7 @@ describe('SessionManager: a session is as alive as its container (issue 39)', ()
     expect(sessions.list()[0]!.expires_at).toBe(new Date(now + 60_000).toISOString());
   });
 
-  it('a file transfer renews the TTL only when it succeeded; the reaper waits for one in flight (issue 39)', async () => {
+  it('a file transfer that failed takes its renewal back; one in flight keeps its session one TTL from its start, not for ever (issue 39)', async () => {
     const sessions = manager();
     const { session_id } = await sessions.create(body({ ttl_seconds: 60 }));
     const first = sessions.list()[0]!.expires_at;
@@ -703,12 +703,15 @@ describe('SessionManager: a session is as alive as its container (issue 39)', ()
     const done = await sessions.beginArchive(session_id, { path: '/' });
     done.end(true);
     expect(sessions.list()[0]!.expires_at).toBe(new Date(now + 60_000).toISOString());
-    // Past the TTL with a transfer still running: not reaped until it ends.
+    // A transfer in flight renewed as it started: past the TTL of before, not reaped; one that never ends does not
+    // hold the session past a TTL from its start.
+    now += 30_000;
     const running = await sessions.beginArchive(session_id, { path: '/' });
-    now += 61_000;
+    now += 40_000;
     expect(await sessions.reap()).toEqual([]);
-    running.end(false);
+    now += 21_000;
     expect(await sessions.reap()).toEqual([session_id]);
+    running.end(false);
   });
 
   it('deleted sessions leave the map: memory does not grow with sessions created and deleted', async () => {
