@@ -56,7 +56,8 @@ async function pairRun(
   extra: Record<string, unknown>,
 ): Promise<RunPairOutcome> {
   jobs.push(jobId);
-  const dir = join(work, jobId);
+  // A folder of its own per run: a test's retry must not find the outcome of its first try.
+  const dir = join(work, `${jobId}-${jobs.length}`);
   const spec = {
     job_id: jobId,
     argv: [SH, '-c', script],
@@ -129,8 +130,9 @@ describe.skipIf(noDocker)('pair limits on the real engine', () => {
       limits: { pids_limit: 64 },
     });
     // Tasks count threads: the container's shim, runc and the engine's own threads come and go with any pair, and
-    // other helpers share this host. A margin of 64 for them, far below the 1000 sleepers of an unbounded pair.
-    expect(peak - before).toBeLessThanOrEqual(64 + 64);
+    // other helpers share this host (CI's side suites start engines and servers beside it: 139 was seen once). A
+    // margin of 192 for them, still far below the 1000 sleepers of an unbounded pair; the exact proof is the cgroup's.
+    expect(peak - before).toBeLessThanOrEqual(64 + 192);
     // Exact, on the host: the container's pids cgroup never held more than its limit.
     expect(cgroupPeak, "the pair's pids cgroup was read on the host").not.toBeNull();
     expect(cgroupPeak!).toBeLessThanOrEqual(64);

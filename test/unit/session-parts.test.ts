@@ -273,6 +273,11 @@ describe('runExec', () => {
       /executable was not found/,
     );
     expect(notStartedWords('exec: "/x": permission denied').text).toMatch(/permission denied/);
+    // Inspect's sandbox check runs /etc/passwd: a permission fault, not a user lookup (its adapter raises PermissionError).
+    expect(
+      notStartedWords('unable to start container process: exec: "/etc/passwd": permission denied: unknown')
+        .text,
+    ).toMatch(/permission denied/);
     const ownExit = fakeExec();
     const own = runExec(
       run({ ...ownExit.handle, started: ownExit.handle.done.then(() => true) }, { maxOutputBytes: 4096 }),
@@ -281,6 +286,17 @@ describe('runExec', () => {
     ownExit.stderr.end();
     ownExit.exit(126);
     expect((await own).stdout.text).toBe('OCI runtime exec failed: printed by the command\n');
+    // The engine's own words for a user it could not look up (no runtime prefix), a host path in them.
+    const lookup = fakeExec();
+    const looked = runExec(
+      run({ ...lookup.handle, started: lookup.handle.done.then(() => false) }, { maxOutputBytes: 4096 }),
+    );
+    lookup.stdout.end(
+      'unable to find user 0: read /var/lib/docker/overlay2/0a1b/merged/etc/passwd: is a directory\r\n',
+    );
+    lookup.stderr.end();
+    lookup.exit(126);
+    expect(JSON.stringify(await looked)).not.toMatch(/overlay2|var\/lib/);
     // Podman reports pid 0 for every exec that ended: without the runtime's words, the output is the command's.
     const podman = fakeExec();
     const ended = runExec(

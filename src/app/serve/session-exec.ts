@@ -107,8 +107,11 @@ async function collect(
   return { text: parts.join(''), bytes };
 }
 
-/** How the container's runtime (runc, crun) begins the error of an exec it could not start, on the exec's stream. */
-const RUNTIME_FAILED = /^OCI runtime exec failed/i;
+/**
+ * How the engine begins the error of an exec it could not start, on the exec's stream: the runtime's (runc, crun), or
+ * its own for a user it could not look up (`unable to find user 0: read /var/lib/docker/…/etc/passwd: …`).
+ */
+const RUNTIME_FAILED = /^(OCI runtime exec failed|unable to find (user|group) )/i;
 
 /**
  * Why the runtime did not start a command, in our words, from its own error. Never quoted whole (it names the
@@ -121,13 +124,14 @@ export function notStartedWords(runtimeError: string): CollectedOutput {
     value === undefined ? '' : ` ${JSON.stringify(value.slice(0, 200))}`;
   const cwd = /chdir to cwd \("([^"]*)"\)/i.exec(runtimeError);
   const user = /unable to find (user|group) ([^:\s]+)/i.exec(runtimeError);
+  // Permission first: an executable named /etc/passwd is no user lookup.
   const why =
     cwd !== null || /chdir to cwd/i.test(runtimeError)
       ? `its working directory (cwd)${given(cwd?.[1])} does not exist in the container, or is not a directory`
-      : user !== null || /no matching entries in (passwd|group)|\/etc\/(passwd|group)/i.test(runtimeError)
-        ? `its ${user?.[1] ?? 'user'}${given(user?.[2])} could not be looked up in the container (its /etc/passwd or /etc/group has no such entry, or is not a readable file)`
-        : /permission denied/i.test(runtimeError)
-          ? 'permission denied: its executable may not be run'
+      : /permission denied/i.test(runtimeError)
+        ? 'permission denied: its executable may not be run'
+        : user !== null || /no matching entries in (passwd|group)/i.test(runtimeError)
+          ? `its ${user?.[1] ?? 'user'}${given(user?.[2])} could not be looked up in the container (its /etc/passwd or /etc/group has no such entry, or is not a readable file)`
           : /executable file not found|no such file or directory/i.test(runtimeError)
             ? 'its executable was not found in the container'
             : "the container's runtime could not start it";
