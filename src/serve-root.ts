@@ -16,6 +16,7 @@ import type { Logger } from './app/ports/logger.js';
 import { PairService } from './app/serve/pair-service.js';
 import { allowedEnvironment } from './app/serve/env-allow.js';
 import { redactingLogger } from './app/serve/redacting-logger.js';
+import { holdRedaction } from './core/redaction/compile.js';
 import { SessionManager } from './app/serve/session-manager.js';
 import type { SessionManagerDeps } from './app/serve/session-state.js';
 import type { Adoption } from './app/serve/session-restart.js';
@@ -120,9 +121,11 @@ async function scopeOf(options: ServeOptions, base: Base, live: Live): Promise<S
   // The callers' secrets (session environment, exec env) arrive with requests: the log masks those of every session,
   // and every allowed variable's value (an API pair's `${NAME}` resolves to one, and its errors are logged in detail).
   const allowedValues = Object.values(callerEnvironment).filter((v) => v !== '');
+  // Their masking compiled once (in steps) and held for the server's life: never compiled again on a log line.
+  await holdRedaction(allowedValues, () => new Promise((resolve) => setImmediate(resolve)));
   const logger = redactingLogger(options.logger, () => [
-    ...allowedValues,
-    ...(live.sessions?.allSecrets() ?? []),
+    allowedValues,
+    ...(live.sessions?.secretSets() ?? []),
   ]);
   return {
     tuning,

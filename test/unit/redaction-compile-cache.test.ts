@@ -4,7 +4,7 @@
  * redactor masks exactly its own set.
  */
 import { describe, expect, it } from 'vitest';
-import { compileRedaction } from '../../src/core/redaction/compile.js';
+import { compileRedaction, holdRedaction, redactionCompiled } from '../../src/core/redaction/compile.js';
 import { redactOnce } from '../../src/core/redaction/redact-once.js';
 import { StreamRedactor } from '../../src/core/redaction/stream-redactor.js';
 
@@ -55,5 +55,74 @@ describe('compileRedaction cache', () => {
     const first = compileRedaction(['evicted-secret-0'], 'text').secretMachine;
     for (let i = 1; i <= 40; i++) compileRedaction([`evicted-secret-${i}`], 'text');
     expect(compileRedaction(['evicted-secret-0'], 'text').secretMachine).not.toBe(first);
+  });
+
+  it('keeps a held set past 40 others, and lets it go once released', async () => {
+    const set = ['held-secret-value-0'];
+    const release = await holdRedaction(set, () => Promise.resolve());
+    const held = compileRedaction(set, 'text').secretMachine;
+    for (let i = 1; i <= 40; i++) compileRedaction([`other-secret-${i}`], 'text');
+    expect(compileRedaction(set, 'text').secretMachine).toBe(held);
+    release();
+    release(); // a second release changes nothing
+    for (let i = 41; i <= 80; i++) compileRedaction([`other-secret-${i}`], 'text');
+    expect(redactionCompiled(set)).toBe(false);
+  });
+
+  it('compiles a held set in steps, once for two holders at the same time, and masks it as a compile at once does', async () => {
+    const secret = `${'k'.repeat(10)}${Buffer.alloc(3000, 7).toString('base64')}`;
+    let pauses = 0;
+    const pause = (): Promise<void> => {
+      pauses += 1;
+      return new Promise((resolve) => setImmediate(resolve));
+    };
+    expect(redactionCompiled([secret])).toBe(false);
+    const [one, two] = await Promise.all([holdRedaction([secret], pause), holdRedaction([secret], pause)]);
+    // About 200,000 nodes and edges in steps of 8,192: one compile's pauses, not two.
+    expect(pauses).toBeGreaterThan(5);
+    expect(pauses).toBeLessThan(80);
+    expect(redactionCompiled([secret])).toBe(true);
+    const text = `x ${secret} y ${Buffer.from(secret).toString('base64')} z`;
+    expect(redactOnce(compileRedaction([secret], 'text'), text)).toBe('x [REDACTED] y [REDACTED] z');
+    one();
+    for (let i = 1; i <= 40; i++) compileRedaction([`again-secret-${i}`], 'text');
+    expect(redactionCompiled([secret])).toBe(true); // the second holder still holds it
+    two();
+  });
+
+  it("grows a stream's threads as a step needs them, and two streams of one machine keep theirs apart", () => {
+    // Every position of a run of "a" keeps a thread alive in every form that spells it: hundreds a step.
+    const secret = 'a'.repeat(300);
+    const compiled = compileRedaction([secret], 'latin1-bytes');
+    const one = new StreamRedactor(compiled);
+    const two = new StreamRedactor(compiled);
+    const input = `x${'a'.repeat(1000)}y`;
+    let sent2 = '';
+    let out1 = '';
+    let out2 = '';
+    for (let at = 0; at < input.length; at += 50) {
+      out1 += one.push(input.slice(at, at + 50));
+      // The other stream's runs of "a" are 49 long, a "b" between them: nothing of its to mask.
+      const piece = `b${input.slice(at + 1, at + 50)}`;
+      sent2 += piece;
+      out2 += two.push(piece);
+    }
+    out1 += one.end();
+    out2 += two.end();
+    expect(out1).toBe('x[REDACTED]y');
+    expect(out1).toBe(redactOnce(compiled, input));
+    expect(out2).toBe(sent2);
+  });
+
+  it("a stream's own memory does not grow with its machine: 20 streams of a 16 KB set's take a few MB, not 20 × 22", () => {
+    const secrets = [0, 1, 2, 3].map((i) => Buffer.alloc(3000, i + 1).toString('base64') + `-${i}`);
+    const compiled = compileRedaction(secrets, 'latin1-bytes');
+    expect(compiled.secretMachine.nodeCount).toBeGreaterThan(700_000);
+    new StreamRedactor(compiled).push('warm'); // the machine's marks, once
+    const before = process.memoryUsage().arrayBuffers;
+    const streams = Array.from({ length: 20 }, () => new StreamRedactor(compiled));
+    const grown = process.memoryUsage().arrayBuffers - before;
+    expect(streams.map((s) => s.push('plain text') + s.end())).toEqual(Array(20).fill('plain text'));
+    expect(grown).toBeLessThan(4 * 1024 * 1024);
   });
 });

@@ -85,6 +85,7 @@ describe('checkCreate', () => {
       bindAddress: '127.0.0.1',
       stopBudgetSec: 7,
       allowedEnv: new Set(['API_KEY', 'NOT_SET']),
+      clock: { nextTurn: () => Promise.resolve() },
     };
   }
 

@@ -31,6 +31,8 @@ import { effectiveEgress } from '../../core/egress/policy.js';
 import type { NetworkChoice } from '../../core/pair-network.js';
 import type { EgressGate } from '../ports/egress.js';
 import { SessionEgress } from './session-egress.js';
+import { addSessionSecrets } from './session-secrets.js';
+import type { Clock } from '../ports/clock.js';
 
 /** A session's creation before and at the engine: the refusals, then session.json and the container. */
 
@@ -53,6 +55,8 @@ export interface CreateDeps {
   readonly limitDefaults?: LimitDefaults;
   /** The egress proxy (docs/spec.md §5.6); absent: mode "allowlist" is refused. */
   readonly egress?: EgressGate;
+  /** A turn of the event loop between the steps of compiling a secret's masking (session-secrets.ts). */
+  readonly clock: Pick<Clock, 'nextTurn'>;
 }
 
 /** Refusals before anything is held: unset references, refused mounts, a port another session publishes, no image. */
@@ -114,10 +118,8 @@ export async function startContainer(
   // Walked again from `/` now, and staged: the engine gets points no later swap of a source's path can redirect.
   const { binds, staged } = await guardedBinds(deps, request.binds);
   // Its egress (docs/spec.md §5.6): the network, and for an allowlist the lease at the proxy (its token a secret).
-  const egress = new SessionEgress(
-    deps.egress,
-    effectiveEgress(record.network, record.egress),
-    session.secrets,
+  const egress = new SessionEgress(deps.egress, effectiveEgress(record.network, record.egress), (token) =>
+    addSessionSecrets(session, [token], deps.clock),
   );
   session.egress = egress;
   try {

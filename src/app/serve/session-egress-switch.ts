@@ -1,6 +1,7 @@
 import { SESSION_FILE } from '../../core/evidence-names.js';
 import { effectiveEgress, egressInputOf, type EgressInput } from '../../core/egress/policy.js';
 import { SessionEgress } from './session-egress.js';
+import { addSessionSecrets } from './session-secrets.js';
 import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
 
 /** A session's policy now: its egress's, else its record's (`network` for a record older than `egress`). */
@@ -15,13 +16,15 @@ export function sessionEgressOf(session: Session): EgressInput {
  * the policy now. Resolves once the new policy holds for every new connection.
  */
 export async function setSessionEgress(
-  deps: Pick<SessionManagerDeps, 'engine' | 'egress' | 'store'>,
+  deps: Pick<SessionManagerDeps, 'engine' | 'egress' | 'store' | 'clock'>,
   session: Session,
   input: EgressInput,
 ): Promise<EgressInput> {
   if (session.egress === undefined) {
     const policy = effectiveEgress(session.record.network, session.record.egress);
-    session.egress = new SessionEgress(deps.egress, policy, session.secrets);
+    session.egress = new SessionEgress(deps.egress, policy, (token) =>
+      addSessionSecrets(session, [token], deps.clock),
+    );
   }
   const egress = session.egress;
   try {

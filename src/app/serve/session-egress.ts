@@ -36,13 +36,17 @@ export class SessionEgress {
   #lease: EgressLease | null = null;
   #switching: Promise<unknown> = Promise.resolve();
 
-  /** The session's secrets: the token joins them when the lease is opened (it is then in the execs' environment). */
-  readonly #secrets: string[];
+  /** Adds to the session's secrets: the token joins them when the lease is opened (it is then in the execs' environment). */
+  readonly #addSecret: (secret: string) => Promise<void>;
 
-  constructor(gate: EgressGate | undefined, policy: EgressPolicy, secrets: string[] = []) {
+  constructor(
+    gate: EgressGate | undefined,
+    policy: EgressPolicy,
+    addSecret: (secret: string) => Promise<void> = () => Promise.resolve(),
+  ) {
     this.#gate = gate;
     this.policy = policy;
-    this.#secrets = secrets;
+    this.#addSecret = addSecret;
   }
 
   get input(): EgressInput {
@@ -138,7 +142,7 @@ export class SessionEgress {
       await this.#lease.setPolicy(egressInputOf(policy));
       return this.#lease;
     }
-    if (!this.#secrets.includes(this.token)) this.#secrets.push(this.token);
+    await this.#addSecret(this.token);
     try {
       this.#lease = await this.#gate.open(egressInputOf(policy), this.token);
     } catch (err) {

@@ -4,6 +4,7 @@ import type { Readable, Transform } from 'node:stream';
 import type { Clock } from '../ports/clock.js';
 import { ApiError } from './api-error.js';
 import { callerEnvironment, sessionSecretsProblem } from './caller-secrets.js';
+import { addSessionSecrets } from './session-secrets.js';
 import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import { execResult, runExec, type ExecObserver, type ExecOutcome } from './session-exec.js';
 import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
@@ -71,7 +72,7 @@ export async function execInSession(
   hooks: ExecHooks,
 ): Promise<ExecResult> {
   const sessionId = session.record.session_id;
-  const env = execEnvironment(deps, session, body);
+  const env = await execEnvironment(deps, session, body);
   const secrets = [...session.secrets];
   const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
   const started = deps.clock.monotonicMs();
@@ -99,11 +100,11 @@ export async function execInSession(
  * The exec's environment: the caller's `env` resolved (its secrets masked from now on in everything of this session),
  * under it the egress proxy's variables while the session is allowlisted; undefined: the container's own.
  */
-function execEnvironment(
+async function execEnvironment(
   deps: SessionManagerDeps,
   session: Session,
   body: ExecRequest,
-): Record<string, string> | undefined {
+): Promise<Record<string, string> | undefined> {
   let env: Record<string, string> | undefined;
   if (body.env !== undefined) {
     const resolved = callerEnvironment(body.env, body.secret_env ?? [], deps.environment, deps.allowedEnv, {
@@ -111,11 +112,12 @@ function execEnvironment(
       secretEnv: 'secret_env',
     });
     env = resolved.values;
-    const problem = sessionSecretsProblem(session.secrets, resolved.secrets);
-    if (problem !== null) throw ApiError.invalid('the exec request', [{ path: 'env', rule: problem }]);
-    // Masked from now on in everything of this session (a file the exec writes, a later exec's output), memory only.
-    for (const secret of resolved.secrets)
-      if (!session.secrets.includes(secret)) session.secrets.push(secret);
+    // Masked from now on in everything of this session (a file the exec writes, a later exec's output), memory only;
+    // compiled in steps before the exec starts (session-secrets.ts), the cap judged with any addition made meanwhile.
+    await addSessionSecrets(session, resolved.secrets, deps.clock, (held) => {
+      const problem = sessionSecretsProblem(held, resolved.secrets);
+      return problem === null ? null : ApiError.invalid('the exec request', [{ path: 'env', rule: problem }]);
+    });
   }
   // The proxy's variables while the session is allowlisted (emptied after): the caller's own `env` wins.
   const egressEnv = session.egress?.execEnv() ?? {};

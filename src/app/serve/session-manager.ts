@@ -27,6 +27,7 @@ import { adoptSessions, type Adoption } from './session-restart.js';
 import { sessionEgressOf, setSessionEgress } from './session-egress-switch.js';
 import type { EgressInput } from '../../core/egress/policy.js';
 import { reapPass } from './session-deletion.js';
+import { holdSecrets, keepHeld, releaseSessionSecrets } from './session-secrets.js';
 import { persistExpiry, restoreExpiry, touchSession } from './session-expiry.js';
 import {
   containerEndOf,
@@ -83,7 +84,16 @@ export class SessionManager {
     body: SessionCreate,
   ): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
     const { resolved, binds } = await checkCreate(this.#deps, body, this.#sessions.values());
-    const { session, markReady } = await admitSession(this.#deps, body, resolved, binds, this.#nowMs());
+    // Its secrets' masking compiled (in steps) and held before anything is reserved (session-secrets.ts).
+    const releaseSecrets = await holdSecrets(resolved.secrets, this.#deps.clock);
+    const admitted = await admitSession(this.#deps, body, resolved, binds, this.#nowMs()).catch(
+      (err: unknown) => {
+        releaseSecrets();
+        throw err;
+      },
+    );
+    const { session, markReady } = admitted;
+    keepHeld(session, releaseSecrets);
     this.#sessions.set(session.record.session_id, session); // `ready` pending: a deletion (SIGTERM) waits for it
     const sessionId = session.record.session_id;
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };
@@ -96,6 +106,7 @@ export class SessionManager {
       });
     } catch (err) {
       this.#sessions.delete(sessionId);
+      releaseSessionSecrets(session);
       await abandonCreate(this.#deps, session, err as Error);
       markReady();
       throw err;
@@ -199,11 +210,11 @@ export class SessionManager {
     return listedSessions(this.#sessions.values());
   }
 
-  /** Every secret of every session in memory: what the server's own log masks. */
-  allSecrets(): string[] {
-    const all = new Set<string>();
-    for (const session of this.#sessions.values()) for (const secret of session.secrets) all.add(secret);
-    return [...all];
+  /** The secrets of every session in memory, a set per session: what the server's own log masks. */
+  secretSets(): (readonly string[])[] {
+    const sets: (readonly string[])[] = [];
+    for (const session of this.#sessions.values()) if (session.secrets.length > 0) sets.push(session.secrets);
+    return sets;
   }
 
   /** GET /v1/sessions/{id}: the list's fields, and the container's working directory, user and address now. */
@@ -340,7 +351,10 @@ export class SessionManager {
         if (session.state === 'deleted') {
           // Deleted sessions leave the map (a later DELETE reads cleanup.json); ended ones are remembered for 410.
           if (containerId !== null) this.#defaults.forget(containerId);
-          if (this.#sessions.get(sessionId) === session) this.#sessions.delete(sessionId);
+          if (this.#sessions.get(sessionId) === session) {
+            this.#sessions.delete(sessionId);
+            releaseSessionSecrets(session);
+          }
           if (session.ended !== null) this.#ended.add(sessionId, session.ended);
         }
         return cleanup;

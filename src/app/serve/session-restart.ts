@@ -1,4 +1,5 @@
 // A restarted server's sessions: adopted, reaped or left alone as foreign, and held slots with no container released.
+import { holdSessionSecrets } from './session-secrets.js';
 import type { CleanupRecord } from './session-schemas.js';
 import { adoptedSession, type ForeignContainer } from './session-adopt.js';
 import type { Session, SessionManagerDeps } from './session-state.js';
@@ -55,6 +56,8 @@ export async function adoptSessions(
       );
       continue;
     }
+    // Its re-learned secrets' masking compiled (in steps) and held while it is in memory (session-secrets.ts).
+    await holdSessionSecrets(found.session, deps.clock);
     sessions.set(found.sessionId, found.session);
     if (!found.live) {
       await deleteSession(found.sessionId, 'adopted_expired');

@@ -90,6 +90,11 @@ export interface Session {
   readonly stopExecs: AbortController;
   /** Its egress policy, network and lease at the proxy (absent: an adopted session; its record says the policy). */
   egress?: SessionEgress;
+  /**
+   * Its secrets' masking machine, compiled and held while the session is in memory (session-secrets.ts); and the
+   * changes of its set, one after another.
+   */
+  secretsHeld: { release: (() => void) | null; turn: Promise<void>; closed: boolean };
 }
 
 /** A session's folder under the evidence root, or a file in it. */
@@ -218,6 +223,7 @@ export function sessionOf(
     ready: Promise.resolve(),
     ended: null,
     stopExecs: new AbortController(),
+    secretsHeld: { release: null, turn: Promise.resolve(), closed: false },
   };
 }
 

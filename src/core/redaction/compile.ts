@@ -1,6 +1,6 @@
 import { AUTHORIZATION, PRIVATE_KEY_BLOCK } from './header-detectors.js';
 import type { SecretMachine } from './secret-machine.js';
-import { compileSecretMachine } from './secret-machine.js';
+import { compileSecretMachine, compileSecretMachineInSteps } from './secret-machine.js';
 import { TOKEN_DETECTORS } from './token-detectors.js';
 import type { Detector } from './types.js';
 
@@ -128,11 +128,18 @@ function detectorPartsOnce(): DetectorParts {
  * Secret machines of the last few secret sets, most recent last. serve compiles a redactor for every exec's argv,
  * stdout and stderr and for every log line while secrets are live, almost always for the same set (a session's):
  * compiling it each time was the largest CPU cost of ours in a 100-session run (issue 39). In memory only, as the
- * machines themselves (which spell every form of every secret); the oldest set leaves once 32 newer ones were asked
- * for. A machine is read-only once built, so sharing it is safe.
+ * machines themselves (which spell every form of every secret); the oldest set nobody holds leaves once 32 newer ones
+ * were asked for. A set held (`holdRedaction`: a live session's) stays until released. A machine is read-only once
+ * built, so sharing it is safe.
  */
 const MACHINE_CACHE_SIZE = 32;
-const machines = new Map<string, SecretMachine>();
+interface CachedMachine {
+  readonly machine: SecretMachine;
+  holds: number;
+}
+const machines = new Map<string, CachedMachine>();
+/** Compiles in steps under way, by set: a second holder of the same set waits for the first one's. */
+const compiling = new Map<string, Promise<SecretMachine>>();
 
 /** The exact sequence (length-prefixed, so no two sets share a key). */
 function secretSetKey(secrets: readonly string[]): string {
@@ -141,18 +148,66 @@ function secretSetKey(secrets: readonly string[]): string {
   return key;
 }
 
+/** The set's entry moved to the newest place, or a new one; the oldest unheld leave past the cache's size. */
+function remember(key: string, found: CachedMachine | undefined, machine: SecretMachine): CachedMachine {
+  const entry = found ?? { machine, holds: 0 };
+  machines.delete(key);
+  machines.set(key, entry);
+  let unheld = 0;
+  for (const cached of machines.values()) if (cached.holds === 0) unheld += 1;
+  for (const [oldKey, cached] of machines) {
+    if (unheld <= MACHINE_CACHE_SIZE) break;
+    if (cached.holds > 0) continue;
+    machines.delete(oldKey);
+    unheld -= 1;
+  }
+  return entry;
+}
+
 function secretMachineOf(secrets: readonly string[]): SecretMachine {
   const key = secretSetKey(secrets);
   const known = machines.get(key);
-  if (known !== undefined) {
-    machines.delete(key);
-    machines.set(key, known);
-    return known;
+  return remember(key, known, known?.machine ?? compileSecretMachine(secrets)).machine;
+}
+
+/**
+ * Compiles `secrets` a step at a time, `pause()` awaited between steps (serve passes a turn of its event loop), and
+ * holds the machine until the returned function is called: meanwhile every redaction of exactly this set finds it
+ * compiled, and none compiles on the caller's loop (issue 39: a secret of 4 KB held serve's loop about 0.6 s). Holds
+ * of one set add up; releasing twice releases once.
+ */
+export async function holdRedaction(
+  secrets: readonly string[],
+  pause: () => Promise<void>,
+): Promise<() => void> {
+  const key = secretSetKey(secrets);
+  let entry = machines.get(key);
+  if (entry === undefined) {
+    let pending = compiling.get(key);
+    if (pending === undefined) {
+      pending = compileSecretMachineInSteps(secrets, pause).finally(() => compiling.delete(key));
+      compiling.set(key, pending);
+    }
+    const machine = await pending;
+    entry = machines.get(key);
+    entry = remember(key, entry, entry?.machine ?? machine);
+  } else {
+    entry = remember(key, entry, entry.machine);
   }
-  const machine = compileSecretMachine(secrets);
-  machines.set(key, machine);
-  if (machines.size > MACHINE_CACHE_SIZE) machines.delete(machines.keys().next().value as string);
-  return machine;
+  const held = entry;
+  held.holds += 1;
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    held.holds -= 1;
+    if (held.holds === 0 && machines.get(key) === held) remember(key, held, held.machine);
+  };
+}
+
+/** Whether `secrets`' machine is compiled now (held or still cached): a redaction of the set compiles nothing. */
+export function redactionCompiled(secrets: readonly string[]): boolean {
+  return machines.has(secretSetKey(secrets));
 }
 
 export function compileRedaction(

@@ -31,7 +31,13 @@ export type FormKind = 'percent' | 'json' | 'hex' | 'base64' | 'utf16le' | 'utf1
 
 export interface SecretForm {
   readonly kind: FormKind;
-  readonly units: readonly Unit[];
+  /**
+   * How many units the form has; unit u is `unitAt(u)`, made when asked. A form of a 4 KB secret is thousands of
+   * units: a compile takes them one at a time and keeps none, so they die young instead of filling the heap (issue 39:
+   * whole forms held at once made the garbage collector's pauses the longest part of a compile).
+   */
+  readonly unitCount: number;
+  readonly unitAt: (u: number) => Unit;
   /**
    * A line break (LF or CRLF) may sit between two units, except right after the first: a match
    * never starts with a char and a line break (so a line's last char is not held back), and a
@@ -53,6 +59,13 @@ export const MIN_ENCODED_FORM_LENGTH = 4;
 
 export function utf8Bytes(text: string): number[] {
   return [...new TextEncoder().encode(text)];
+}
+
+const ENCODER = new TextEncoder();
+
+/** How many bytes `text` is in UTF-8. */
+export function utf8Length(text: string): number {
+  return ENCODER.encode(text).length;
 }
 
 /** Text as byte streams are scanned: one latin1 char per UTF-8 byte. */
@@ -80,13 +93,19 @@ function literal(text: string): ByteSet[] {
   return [...text].map((ch) => [code(ch)]);
 }
 
+/** Every unit of a form, made at once (tests, and what reads a form whole). */
+export function unitsOf(form: SecretForm): Unit[] {
+  return Array.from({ length: form.unitCount }, (_, u) => form.unitAt(u));
+}
+
 function percentForm(bytes: readonly number[]): SecretForm {
-  const units = bytes.map((byte): Unit => {
+  const unitAt = (u: number): Unit => {
+    const byte = bytes[u] ?? 0;
     const alternatives: Alternative[] = [[[byte]], [[code('%')], ...hexByte(byte)]];
     if (byte === 0x20) alternatives.push([[code('+')]]);
     return alternatives;
-  });
-  return { kind: 'percent', units, lineBreaks: false };
+  };
+  return { kind: 'percent', unitCount: bytes.length, unitAt, lineBreaks: false };
 }
 
 const SHORT_ESCAPES: Readonly<Record<number, string>> = {
@@ -105,8 +124,9 @@ function unicodeEscape(codeUnit: number): ByteSet[] {
 }
 
 function jsonForm(secret: string): SecretForm {
-  const units: Unit[] = [];
-  for (const ch of secret) {
+  const chars = [...secret];
+  const unitAt = (u: number): Unit => {
+    const ch = chars[u] ?? '';
     const point = ch.codePointAt(0) ?? 0;
     const alternatives: Alternative[] = [];
     if (point >= 0x20 && point !== 0x22 && point !== 0x5c) alternatives.push(utf8Bytes(ch).map((b) => [b]));
@@ -115,13 +135,14 @@ function jsonForm(secret: string): SecretForm {
     const escaped: ByteSet[] = [];
     for (let i = 0; i < ch.length; i++) escaped.push(...unicodeEscape(ch.charCodeAt(i)));
     alternatives.push(escaped);
-    units.push(alternatives);
-  }
-  return { kind: 'json', units, lineBreaks: false };
+    return alternatives;
+  };
+  return { kind: 'json', unitCount: chars.length, unitAt, lineBreaks: false };
 }
 
 function hexForm(bytes: readonly number[]): SecretForm {
-  return { kind: 'hex', units: bytes.map((byte) => [hexByte(byte)]), lineBreaks: false };
+  const unitAt = (u: number): Unit => [hexByte(bytes[u] ?? 0)];
+  return { kind: 'hex', unitCount: bytes.length, unitAt, lineBreaks: false };
 }
 
 const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
@@ -164,14 +185,20 @@ function base64Unit(chars: string): Unit {
 }
 
 function base64Form(inner: string, edges: Base64Edges = NO_EDGES): SecretForm {
-  const units = [
-    ...(edges.lead === '' ? [] : [base64Unit(edges.lead)]),
-    ...[...inner].map((ch) => base64Unit(ch)),
-  ];
-  if (edges.trail === '') return { kind: 'base64', units, lineBreaks: true };
-  const optionalFrom = units.length;
-  units.push(base64Unit(edges.trail), ...[...edges.padding].map(() => base64Unit('=')));
-  return { kind: 'base64', units, lineBreaks: true, optionalFrom };
+  // The leading edge, the inner chars (base64 is ASCII: one char a unit), then the trailing edge and its padding.
+  const lead = edges.lead === '' ? 0 : 1;
+  const required = lead + inner.length;
+  const unitAt = (u: number): Unit =>
+    u < lead
+      ? base64Unit(edges.lead)
+      : u < required
+        ? base64Unit(inner.charAt(u - lead))
+        : u === required
+          ? base64Unit(edges.trail)
+          : base64Unit('=');
+  if (edges.trail === '') return { kind: 'base64', unitCount: required, unitAt, lineBreaks: true };
+  const unitCount = required + 1 + edges.padding.length;
+  return { kind: 'base64', unitCount, unitAt, lineBreaks: true, optionalFrom: required };
 }
 
 /** The chars at the edges of one alignment's encoding that carry some of the value's bits. */
@@ -210,20 +237,25 @@ export function base64Edges(bytes: readonly number[], k: number): Base64Edges {
 }
 
 function utf16Form(secret: string, littleEndian: boolean): SecretForm {
-  const units: Unit[] = [];
-  for (let i = 0; i < secret.length; i++) {
-    const unit = secret.charCodeAt(i);
+  // Two units per UTF-16 code unit: its two bytes in the form's order.
+  const unitAt = (u: number): Unit => {
+    const unit = secret.charCodeAt(u >> 1);
     const [first, second] = littleEndian ? [unit & 0xff, unit >> 8] : [unit >> 8, unit & 0xff];
-    units.push([[[first]]], [[[second]]]);
-  }
-  return { kind: littleEndian ? 'utf16le' : 'utf16be', units, lineBreaks: false };
+    return [[[(u & 1) === 0 ? first : second]]];
+  };
+  return {
+    kind: littleEndian ? 'utf16le' : 'utf16be',
+    unitCount: secret.length * 2,
+    unitAt,
+    lineBreaks: false,
+  };
 }
 
 /** Fewest bytes a form can match. */
 export function minLength(form: SecretForm): number {
   let total = 0;
-  for (const unit of form.units.slice(0, form.optionalFrom ?? form.units.length))
-    total += Math.min(...unit.map((alternative) => alternative.length));
+  for (let u = 0; u < (form.optionalFrom ?? form.unitCount); u++)
+    total += Math.min(...form.unitAt(u).map((alternative) => alternative.length));
   return total;
 }
 
@@ -245,16 +277,23 @@ function base64FormsAt(bytes: readonly number[], inner: string, k: number): Secr
 
 /** Every form of one value; an empty value has none. */
 export function secretForms(secret: string): SecretForm[] {
-  if (secret.length === 0) return [];
+  return [...secretFormsOf(secret)];
+}
+
+/** `secretForms`, one form at a time (a compile in steps takes them as it goes: each is some thousands of nodes). */
+export function* secretFormsOf(secret: string): Generator<SecretForm, void, void> {
+  if (secret.length === 0) return;
   const bytes = utf8Bytes(secret);
-  const forms = [
-    percentForm(bytes),
-    jsonForm(secret),
-    hexForm(bytes),
-    // Without its first char too: MIME wrapping may break the line right after it.
-    ...base64Alignments(bytes).flatMap((inner, k) => base64FormsAt(bytes, inner, k)),
-    utf16Form(secret, true),
-    utf16Form(secret, false),
-  ];
-  return forms.filter((form) => ALWAYS_KEPT.has(form.kind) || minLength(form) >= MIN_ENCODED_FORM_LENGTH);
+  const kept = (form: SecretForm): boolean =>
+    ALWAYS_KEPT.has(form.kind) || minLength(form) >= MIN_ENCODED_FORM_LENGTH;
+  yield percentForm(bytes);
+  yield jsonForm(secret);
+  const hex = hexForm(bytes);
+  if (kept(hex)) yield hex;
+  // Without its first char too: MIME wrapping may break the line right after it.
+  const alignments = base64Alignments(bytes);
+  for (let k = 0; k < alignments.length; k++)
+    for (const form of base64FormsAt(bytes, alignments[k] ?? '', k)) if (kept(form)) yield form;
+  yield utf16Form(secret, true);
+  yield utf16Form(secret, false);
 }

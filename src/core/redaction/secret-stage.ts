@@ -39,6 +39,30 @@ function nextPairCandidate(s: string, from: number, firstPairs: Uint8Array): num
 }
 
 /**
+ * The node marks of one machine's steps, shared by every stage of it: a step runs to its end before any other
+ * begins (single-threaded, synchronous), and each takes a generation no other step had, so one array serves them all.
+ * Per stage, it was 4 bytes a node of every redactor made (with its thread arrays, 28): 22 MB and some 40 ms for each
+ * stream of an exec of a session with 16 KB of secrets (issue 39, twelfth stop).
+ */
+interface NodeMarks {
+  readonly stamp: Int32Array;
+  generation: number;
+}
+const MARKS = new WeakMap<SecretMachine, NodeMarks>();
+
+function marksOf(machine: SecretMachine): NodeMarks {
+  let marks = MARKS.get(machine);
+  if (marks === undefined) {
+    marks = { stamp: new Int32Array(Math.max(1, machine.nodeCount)), generation: 0 };
+    MARKS.set(machine, marks);
+  }
+  return marks;
+}
+
+/** Live threads a stage starts with room for; grown (doubling, up to the machine's nodes) as a step needs. */
+const INITIAL_THREADS = 64;
+
+/**
  * Streaming matcher of secret forms over latin1 text (one char per byte). Every input byte is
  * looked at once: a fast loop skips bytes whose pair with the next byte cannot begin a match,
  * the automaton steps the rest. Only the bytes of threads still alive are held back (at most
@@ -54,23 +78,22 @@ export class SecretStage {
   #maskedUntil = 0;
   /** Matched regions not yet written, [start, end) pairs sorted by start, disjoint. */
   #regions: number[] = [];
-  // Threads: node and absolute start, ordered by start; `#stamp` dedupes nodes per step.
+  // Threads: node and absolute start, ordered by start; the machine's marks dedupe nodes per step.
   #nodes: Int32Array;
   #starts: Float64Array;
   #count = 0;
   #nextNodes: Int32Array;
   #nextStarts: Float64Array;
-  readonly #stamp: Int32Array;
-  #generation = 0;
+  readonly #marks: NodeMarks;
 
   constructor(machine: SecretMachine) {
     this.#machine = machine;
-    const size = Math.max(1, machine.nodeCount);
+    const size = Math.min(INITIAL_THREADS, Math.max(1, machine.nodeCount));
     this.#nodes = new Int32Array(size);
     this.#starts = new Float64Array(size);
     this.#nextNodes = new Int32Array(size);
     this.#nextStarts = new Float64Array(size);
-    this.#stamp = new Int32Array(size);
+    this.#marks = marksOf(machine);
   }
 
   get pendingLength(): number {
@@ -122,12 +145,18 @@ export class SecretStage {
   #step(b: number, at: number): void {
     const m = this.#machine;
     const { accept1, accept2, successorStart, successors } = m;
-    const gen = ++this.#generation;
-    const stamp = this.#stamp;
+    const marks = this.#marks;
+    // Int32 marks: before the generation could wrap, every mark is cleared (once in 2^31 steps of the machine).
+    if (marks.generation === 0x7fffffff) {
+      marks.stamp.fill(0);
+      marks.generation = 0;
+    }
+    const gen = ++marks.generation;
+    const stamp = marks.stamp;
     const nodes = this.#nodes;
     const starts = this.#starts;
-    const nextNodes = this.#nextNodes;
-    const nextStarts = this.#nextStarts;
+    let nextNodes = this.#nextNodes;
+    let nextStarts = this.#nextStarts;
     const count = this.#count;
     const firstStart = m.startOffset[b] ?? 0;
     const lastStart = m.startOffset[b + 1] ?? 0;
@@ -151,6 +180,16 @@ export class SecretStage {
           this.#addRegion(start, at + 1);
         } else if (stamp[successor] !== gen) {
           stamp[successor] = gen;
+          if (k === nextNodes.length) {
+            // Never past the machine's nodes: the marks keep one thread a node.
+            const size = Math.min(Math.max(1, m.nodeCount), k * 2);
+            const grownNodes = new Int32Array(size);
+            const grownStarts = new Float64Array(size);
+            grownNodes.set(nextNodes);
+            grownStarts.set(nextStarts);
+            nextNodes = grownNodes;
+            nextStarts = grownStarts;
+          }
           nextNodes[k] = successor;
           nextStarts[k] = start;
           k++;

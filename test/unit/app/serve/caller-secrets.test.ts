@@ -229,7 +229,7 @@ describe('redactingLogger', () => {
       child: () => sink,
     };
     const secrets: string[] = [];
-    const logger = redactingLogger(sink, () => secrets);
+    const logger = redactingLogger(sink, () => [secrets]);
     logger.info({ a: KEY }, 'before');
     secrets.push(KEY);
     logger.warn({ nested: { v: `x ${Buffer.from(KEY).toString('base64')} y` } }, `msg ${KEY}`);

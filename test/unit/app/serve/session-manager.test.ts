@@ -555,7 +555,7 @@ describe('SessionManager: secrets from callers (issue 23)', () => {
     expect(result.stdout).not.toContain(KEY);
     expect(result.stdout).not.toContain(Buffer.from(KEY).toString('base64'));
     expect(result.stdout).toContain('pwd=/app');
-    expect(sessions.allSecrets()).toEqual([KEY]);
+    expect(sessions.secretSets()).toEqual([[KEY]]);
   });
 
   it('an exec env secret is masked in that exec, in execs.jsonl and from then on in the session', async () => {
