@@ -11,18 +11,7 @@ import {
   type SecretMachine,
 } from '../../src/core/redaction/secret-machine.js';
 import { referenceSecretMachine } from './redaction-machine-reference.js';
-
-/** A deterministic generator (mulberry32): the seed in a failure's name reproduces it. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from '../support/seeded-random.js';
 
 const ALPHABETS = [
   'abcdefghijklmnopqrstuvwxyz',
@@ -51,7 +40,7 @@ function plain(machine: SecretMachine): Record<string, unknown> {
 describe('the secret machine builder', () => {
   for (let seed = 1; seed <= 40; seed++) {
     it(`builds the reference machine, at once and in steps (seed ${seed})`, async () => {
-      const next = random(seed);
+      const next = seededRandom(seed);
       const secrets = Array.from({ length: 1 + Math.floor(next() * 4) }, () => secretOf(next));
       const reference = plain(referenceSecretMachine(secrets));
       expect(plain(compileSecretMachine(secrets))).toEqual(reference);
