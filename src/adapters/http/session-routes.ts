@@ -16,7 +16,7 @@ import { checkUpload, openChecked, UnwrittenCopyError } from '../serve-archive.j
 import { downloadTar, readOneFile, uploadTar, writeOneFile, type SpooledDownload } from './serve-files.js';
 import { userParam, type FileTarget } from './serve-files-exec.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
-import { sendJson, type RouteContext, type Router } from './http-kit.js';
+import { sendJson, sendLargeJson, type RouteContext, type Router } from './http-kit.js';
 import { DEFAULT_JSON_LIMITS, JsonShapeScanner, readJson } from './json-body.js';
 
 export interface SessionRouteDeps {
@@ -143,7 +143,9 @@ async function exec(
   const { body, stdin } = await execRequest(req);
   const id = params['id'] ?? '';
   if (query.get('stream') !== '1') {
-    sendJson(res, 200, await sessions.exec(id, body, { signal: clientGone, ...(stdin ? { stdin } : {}) }));
+    const result = await sessions.exec(id, body, { signal: clientGone, ...(stdin ? { stdin } : {}) });
+    // Its output may be megabytes of escapes: written in pieces, no other client waiting on it (issue 39).
+    await sendLargeJson(res, 200, result);
     return;
   }
   sessions.secretsOf(id); // 404/409 before the stream starts

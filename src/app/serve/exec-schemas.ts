@@ -22,7 +22,12 @@ function execveBytes(strings: readonly string[]): number {
   for (const text of strings) total += Buffer.byteLength(text) + 1 + 8;
   return total;
 }
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/**
+ * Standard base64's characters, then at most two `=`; that its length is a multiple of 4 is checked apart. One
+ * character class, not groups of four: on 4 MB that form took V8 0.35 s of the event loop (issue 39), this one 0.02.
+ */
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const BASE64_RULE = 'must be standard base64 (A-Z a-z 0-9 + /, padded with =)';
 
 export const ExecSchema = z
   .strictObject({
@@ -48,7 +53,8 @@ export const ExecSchema = z
       .meta({ description: "text (UTF-8) written to the command's standard input, then closed" }),
     stdin_base64: z
       .string()
-      .regex(BASE64, { error: 'must be standard base64 (A-Z a-z 0-9 + /, padded with =)' })
+      .regex(BASE64, { error: BASE64_RULE })
+      .refine((text) => text.length % 4 === 0, { error: BASE64_RULE })
       .optional()
       .meta({
         description:
