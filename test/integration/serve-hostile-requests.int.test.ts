@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectNoContainersLeft, startTestServer, type TestServer } from '../../src/testing/index.js';
 import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 import { rawRequest, type RawAnswer } from '../support/raw-http.js';
+import { tarOf } from '../support/tar.js';
 
 const RUN = `it-hostile-${randomUUID().slice(0, 8)}`;
 const LABEL = { 'it.hostile': RUN };
@@ -175,6 +176,41 @@ describe.skipIf(noDocker)('serve: hostile requests (issue 39), real engine', () 
     expect(answer.headers['connection']).toBe('close');
     expect(errorOf(answer).code).toBe('E_BODY_TIMEOUT');
   }, 40_000);
+
+  it('an upload that stops arriving gets 408 (PUT …/file and …/archive), and its transfer slot is free again', async () => {
+    // The first 1,000 bytes of each body, then nothing: a file's bytes, and a tar whose first file is cut short.
+    const tar = await tarOf({ 'big.bin': Buffer.alloc(50_000, 0x62) });
+    for (const [route, type, sent] of [
+      [
+        `/v1/sessions/${session}/file?path=/tmp/stalled.txt`,
+        'application/octet-stream',
+        Buffer.alloc(1000, 0x61),
+      ],
+      [`/v1/sessions/${session}/archive?path=/tmp/stalled`, 'application/x-tar', tar.subarray(0, 1000)],
+    ] as const) {
+      const started = Date.now();
+      const answer = await rawRequest(
+        s.socketPath,
+        `PUT ${route} HTTP/1.1\r\nHost: x\r\nContent-Type: ${type}\r\nContent-Length: ${tar.length}`,
+        sent,
+      );
+      expect(answer.status, route).toBe(408);
+      expect(errorOf(answer).code).toBe('E_BODY_TIMEOUT');
+      // Before: no answer until Node's own request timeout (300 s), the session's transfer slot held all along.
+      expect(Date.now() - started).toBeLessThan(25_000);
+    }
+    // Both transfers ended: the session takes as many at once as its limit (2) again.
+    const both = await Promise.all(
+      [0, 1].map((k) =>
+        rawRequest(
+          s.socketPath,
+          `PUT /v1/sessions/${session}/file?path=/tmp/after-${k}.txt HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: 2`,
+          Buffer.from('ok'),
+        ),
+      ),
+    );
+    expect(both.map((a) => a.status)).toEqual([200, 200]);
+  }, 60_000);
 
   it('a JSON body with another Content-Type is 415', async () => {
     const answer = await post(s, '/v1/sessions', JSON.stringify({ image: DRIVER_IMAGE }), 'text/plain');

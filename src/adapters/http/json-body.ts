@@ -110,22 +110,20 @@ function readLimited(req: IncomingMessage, limits: JsonBodyLimits): Promise<Buff
     const onClose = (): void => {
       if (!req.complete) onError();
     };
-    const timer = setTimeout(() => {
-      const seconds = limits.idleTimeoutMs / 1000;
-      finish(
-        new ApiError(408, 'E_BODY_TIMEOUT', `no byte of the request body arrived for ${seconds} s`, [
-          {
-            path: '$',
-            rule: `the body must arrive without a pause of ${seconds} s (is Content-Length right?)`,
-          },
-        ]),
-      );
-    }, limits.idleTimeoutMs);
+    const timer = setTimeout(() => finish(bodyTimeout(limits.idleTimeoutMs)), limits.idleTimeoutMs);
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onError);
     req.on('close', onClose);
   });
+}
+
+/** 408: no byte of a request body for `idleMs` (a `Content-Length` larger than what is sent); JSON and streamed bodies. */
+export function bodyTimeout(idleMs: number): ApiError {
+  const seconds = idleMs / 1000;
+  return new ApiError(408, 'E_BODY_TIMEOUT', `no byte of the request body arrived for ${seconds} s`, [
+    { path: '$', rule: `the body must arrive without a pause of ${seconds} s (is Content-Length right?)` },
+  ]);
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });

@@ -315,6 +315,9 @@ export async function writeOneFile(
       done(null, chunk);
     },
   });
+  // A body that fails (its client gone, or silent too long: idle-body.ts) ends the writer's stdin; piped alone, the
+  // writer would wait for the rest for ever.
+  body.once('error', (err) => counted.destroy(err));
   body.pipe(counted);
   await check(target, WRITE_FILE, [target.path, mode ?? ''], counted);
   return { bytes };

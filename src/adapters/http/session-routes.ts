@@ -17,7 +17,8 @@ import { downloadTar, readOneFile, uploadTar, writeOneFile, type SpooledDownload
 import { userParam, type FileTarget } from './serve-files-exec.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
 import { sendJson, sendLargeJson, type RouteContext, type Router } from './http-kit.js';
-import { DEFAULT_JSON_LIMITS, JsonShapeScanner, readJson } from './json-body.js';
+import { bodyTimeout, DEFAULT_JSON_LIMITS, JsonShapeScanner, readJson } from './json-body.js';
+import { idleLimitedBody } from './idle-body.js';
 
 export interface SessionRouteDeps {
   readonly sessions: SessionManager;
@@ -252,13 +253,21 @@ async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: R
   const { target, end } = await beginTransfer(deps, params, query);
   let succeeded = false;
   let upload: Awaited<ReturnType<typeof checkUpload>>;
+  const incoming = idleLimitedBody(req, DEFAULT_JSON_LIMITS.idleTimeoutMs);
   try {
-    upload = await checkUpload(req, deps.tempRoot);
+    upload = await checkUpload(incoming.body, deps.tempRoot);
   } catch (err) {
     end();
     throw err;
+  } finally {
+    incoming.release();
   }
   try {
+    // The client stopped sending: 408, whatever the check made of the part that came.
+    if (incoming.timedOut()) {
+      await upload.dispose();
+      throw bodyTimeout(DEFAULT_JSON_LIMITS.idleTimeoutMs);
+    }
     // The server's disk did not take the checked copy (507 when full: toApiError). First: the check itself ends with
     // the copy (its packer is gone), so what it refused after that says nothing of the archive.
     if (upload.unwritten !== null) throw new UnwrittenCopyError(upload.unwritten);
@@ -334,11 +343,17 @@ async function putFile(deps: SessionRouteDeps, { req, res, params, query }: Rout
     throw err;
   }
   let succeeded = false;
+  const incoming = idleLimitedBody(req, DEFAULT_JSON_LIMITS.idleTimeoutMs);
   try {
-    const { bytes } = await writeOneFile(transfer.target, req, mode);
+    const { bytes } = await writeOneFile(transfer.target, incoming.body, mode).catch((err: unknown) => {
+      // The client stopped sending: 408, whatever the writer made of the part that came.
+      throw incoming.timedOut() ? bodyTimeout(DEFAULT_JSON_LIMITS.idleTimeoutMs) : err;
+    });
+    if (incoming.timedOut()) throw bodyTimeout(DEFAULT_JSON_LIMITS.idleTimeoutMs);
     sendJson(res, 200, { path: transfer.target.path, bytes });
     succeeded = true;
   } finally {
+    incoming.release();
     transfer.end(succeeded);
   }
 }
