@@ -125,4 +125,20 @@ describe('compileRedaction cache', () => {
     expect(streams.map((s) => s.push('plain text') + s.end())).toEqual(Array(20).fill('plain text'));
     expect(grown).toBeLessThan(4 * 1024 * 1024);
   });
+
+  it('runs compiles in steps one after another: two sets asked for together do not hold their builders at once', async () => {
+    const order: string[] = [];
+    const pauseOf = (tag: string) => (): Promise<void> => {
+      order.push(tag);
+      return new Promise((resolve) => setImmediate(resolve));
+    };
+    const [a, b] = await Promise.all([
+      holdRedaction([Buffer.alloc(2000, 1).toString('base64')], pauseOf('a')),
+      holdRedaction([Buffer.alloc(2000, 2).toString('base64')], pauseOf('b')),
+    ]);
+    const joined = order.join('');
+    expect(joined).toMatch(/^a+b+$/);
+    a();
+    b();
+  });
 });

@@ -140,6 +140,12 @@ interface CachedMachine {
 const machines = new Map<string, CachedMachine>();
 /** Compiles in steps under way, by set: a second holder of the same set waits for the first one's. */
 const compiling = new Map<string, Promise<SecretMachine>>();
+/**
+ * Compiles in steps run one after another: each holds its builder's arrays (some 14 MB for a set of 16 KB) until it
+ * ends, and many at once (a burst of sessions created together) would hold them all. Their steps interleave with
+ * everything else on the loop, just not with each other's.
+ */
+let compileQueue: Promise<unknown> = Promise.resolve();
 
 /** The exact sequence (length-prefixed, so no two sets share a key). */
 function secretSetKey(secrets: readonly string[]): string {
@@ -185,7 +191,10 @@ export async function holdRedaction(
   if (entry === undefined) {
     let pending = compiling.get(key);
     if (pending === undefined) {
-      pending = compileSecretMachineInSteps(secrets, pause).finally(() => compiling.delete(key));
+      pending = compileQueue
+        .then(() => compileSecretMachineInSteps(secrets, pause))
+        .finally(() => compiling.delete(key));
+      compileQueue = pending.catch(() => undefined);
       compiling.set(key, pending);
     }
     const machine = await pending;
