@@ -316,8 +316,12 @@ export async function writeOneFile(
     },
   });
   // A body that fails (its client gone, or silent too long: idle-body.ts) ends the writer's stdin; piped alone, the
-  // writer would wait for the rest for ever.
-  body.once('error', (err) => counted.destroy(err));
+  // writer would wait for the rest for ever. Ended, not destroyed: the writer may not be reading yet (the engine is
+  // still making its exec), and an error nobody listens for would end the server. The route says what went wrong.
+  body.once('error', () => {
+    body.unpipe(counted);
+    counted.end();
+  });
   body.pipe(counted);
   await check(target, WRITE_FILE, [target.path, mode ?? ''], counted);
   return { bytes };

@@ -263,10 +263,12 @@ async function putArchive(deps: SessionRouteDeps, { req, res, params, query }: R
     incoming.release();
   }
   try {
-    // The client stopped sending: 408, whatever the check made of the part that came.
-    if (incoming.timedOut()) {
-      await upload.dispose();
-      throw bodyTimeout(DEFAULT_JSON_LIMITS.idleTimeoutMs);
+    // The client stopped sending (408), or its request failed (its fault, whatever the check made of the part that
+    // came: never the server's disk).
+    if (incoming.timedOut() || incoming.broken()) {
+      throw incoming.timedOut()
+        ? bodyTimeout(DEFAULT_JSON_LIMITS.idleTimeoutMs)
+        : ApiError.invalid('the archive', [{ path: 'body', rule: 'request body ended early' }]);
     }
     // The server's disk did not take the checked copy (507 when full: toApiError). First: the check itself ends with
     // the copy (its packer is gone), so what it refused after that says nothing of the archive.

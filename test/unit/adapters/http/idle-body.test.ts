@@ -68,4 +68,14 @@ describe('idleLimitedBody', () => {
     expect(timedOut()).toBe(false);
     expect(req.listenerCount('data')).toBe(0);
   });
+
+  it('a request that fails before anyone reads the body is no unhandled error, and says it broke', async () => {
+    const req = request();
+    const { body, broken, timedOut } = idleLimitedBody(req, 1000);
+    req.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+    await sleep(20);
+    expect(broken()).toBe(true);
+    expect(timedOut()).toBe(false);
+    expect(body.destroyed).toBe(true);
+  });
 });
