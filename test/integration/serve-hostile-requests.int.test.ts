@@ -276,6 +276,23 @@ describe.skipIf(noDocker)('serve: hostile requests (issue 39), real engine', () 
       .toEqual([]);
   }, 60_000);
 
+  it('a session whose user the image does not know is 400 E_USER_UNKNOWN in our words, nothing left (was 500 quoting it)', async () => {
+    const user = 'sk-ant-not-a-user-0123456789';
+    const answer = await post(
+      s,
+      '/v1/sessions',
+      JSON.stringify({ image: DRIVER_IMAGE, labels: { ...LABEL, 'it.case': 'unknown-user' }, user }),
+    );
+    expect(answer.status).toBe(400);
+    const error = errorOf(answer);
+    expect(error.code).toBe('E_USER_UNKNOWN');
+    expect(error.issues[0]?.path).toBe('user');
+    expect(answer.body).not.toContain(user);
+    await expectNoContainersLeft({ ...LABEL, 'it.case': 'unknown-user' });
+    const listed = await s.client.call<{ sessions: unknown[] }>('GET', '/v1/sessions');
+    expect(listed.body.sessions).toHaveLength(1); // the suite's own session only
+  });
+
   it('a JSON body with another Content-Type is 415', async () => {
     const answer = await post(s, '/v1/sessions', JSON.stringify({ image: DRIVER_IMAGE }), 'text/plain');
     expect(answer.status).toBe(415);

@@ -141,4 +141,22 @@ describe('compileRedaction cache', () => {
     a();
     b();
   });
+
+  it('keeps at most about a million nodes of sets nobody holds: a large set let go leaves once another comes', async () => {
+    // Three secrets of 4,000 bytes: about 600,000 nodes a set.
+    const large = (i: number): string[] =>
+      [0, 1, 2].map((k) => Buffer.alloc(3000, 10 * i + k).toString('base64'));
+    const release = await holdRedaction(large(1), () => Promise.resolve());
+    release();
+    expect(redactionCompiled(large(1))).toBe(true);
+    compileRedaction(large(2), 'text');
+    // By their nodes, not their count (2 of 32): the older one left.
+    expect(redactionCompiled(large(1))).toBe(false);
+    expect(redactionCompiled(large(2))).toBe(true);
+    // The newest is kept whatever its size.
+    const huge = [...large(3), ...large(4)];
+    compileRedaction(huge, 'text');
+    expect(redactionCompiled(huge)).toBe(true);
+    expect(redactionCompiled(large(2))).toBe(false);
+  });
 });

@@ -165,6 +165,12 @@ export function withoutHostPaths(text: string): string {
 /** runc's words for a bind source that is gone (`error mounting "SRC" to rootfs at "TARGET": … no such file …`). */
 const MOUNT_SOURCE_GONE = /error mounting "[^"]*" to rootfs at "([^"]*)"[^\n]*no such file or directory/;
 
+/**
+ * The runtime's words, at a container's start, for a user or group its image does not know (`unable to find user
+ * NAME: no matching entries in passwd file`): the request's `user`, not a fault of the engine's.
+ */
+const USER_UNKNOWN = /unable to find (user|group) /i;
+
 /** What the engine was asked to do, from an EngineError's message (`… while trying to ACTION: …`). */
 function actionOf(err: EngineError): string {
   return /while trying to ([a-z ]+)/.exec(err.message)?.[1] ?? 'an engine call';
@@ -205,6 +211,23 @@ export function toApiError(err: unknown): ApiError {
       {
         cause: err,
       },
+    );
+  }
+  const unknown = err instanceof EngineError ? USER_UNKNOWN.exec(err.message) : null;
+  if (unknown !== null) {
+    // Our words: the engine's quote the name (the caller's value, which may be anything) and a path of the host.
+    const which = unknown[1]?.toLowerCase() === 'group' ? 'group' : 'user';
+    return new ApiError(
+      400,
+      'E_USER_UNKNOWN',
+      `the image does not know the ${which} the container was to run as`,
+      [
+        {
+          path: 'user',
+          rule: 'must be a user the image knows (a name in its /etc/passwd, or a numeric uid[:gid])',
+        },
+      ],
+      { cause: err },
     );
   }
   const errno = errnoOf(err);

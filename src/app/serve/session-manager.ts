@@ -27,7 +27,7 @@ import { adoptSessions, type Adoption } from './session-restart.js';
 import { sessionEgressOf, setSessionEgress } from './session-egress-switch.js';
 import type { EgressInput } from '../../core/egress/policy.js';
 import { reapPass } from './session-deletion.js';
-import { holdSecrets, keepHeld, releaseSessionSecrets } from './session-secrets.js';
+import { holdSessionSecrets, releaseSessionSecrets } from './session-secrets.js';
 import { persistExpiry, restoreExpiry, touchSession } from './session-expiry.js';
 import {
   containerEndOf,
@@ -84,16 +84,16 @@ export class SessionManager {
     body: SessionCreate,
   ): Promise<{ session_id: string; container_id: string; ports: Readonly<Record<string, PublishedPort>> }> {
     const { resolved, binds } = await checkCreate(this.#deps, body, this.#sessions.values());
-    // Its secrets' masking compiled (in steps) and held before anything is reserved (session-secrets.ts).
-    const releaseSecrets = await holdSecrets(resolved.secrets, this.#deps.clock);
-    const admitted = await admitSession(this.#deps, body, resolved, binds, this.#nowMs()).catch(
-      (err: unknown) => {
-        releaseSecrets();
-        throw err;
-      },
-    );
-    const { session, markReady } = admitted;
-    keepHeld(session, releaseSecrets);
+    const { session, markReady } = await admitSession(this.#deps, body, resolved, binds, this.#nowMs());
+    // Its secrets' masking compiled (in steps) and held before the session is in memory, where the server's log masks
+    // it (session-secrets.ts); after the admission, so that a create refused for capacity compiles nothing.
+    try {
+      await holdSessionSecrets(session, this.#deps.clock);
+    } catch (err) {
+      await abandonCreate(this.#deps, session, err as Error);
+      markReady();
+      throw err;
+    }
     this.#sessions.set(session.record.session_id, session); // `ready` pending: a deletion (SIGTERM) waits for it
     const sessionId = session.record.session_id;
     let created: { id: string; ports: Readonly<Record<string, PublishedPort>> };

@@ -32,18 +32,6 @@ export async function addSessionSecrets(
   });
 }
 
-/** The machine of a set about to be a new session's, compiled in steps and held: `keepHeld` hands it to the session. */
-export function holdSecrets(secrets: readonly string[], clock: Pick<Clock, 'nextTurn'>): Promise<() => void> {
-  return holdRedaction(secrets, clock.nextTurn);
-}
-
-/** The session holds `release`'s machine (its set's, from `holdSecrets`) until it leaves the server's memory. */
-export function keepHeld(session: Session, release: () => void): void {
-  const previous = session.secretsHeld.release;
-  session.secretsHeld.release = release;
-  previous?.();
-}
-
 /** Lets the session's machine go (the session left the server's memory). */
 export function releaseSessionSecrets(session: Session): void {
   const { release } = session.secretsHeld;

@@ -133,6 +133,12 @@ function detectorPartsOnce(): DetectorParts {
  * built, so sharing it is safe.
  */
 const MACHINE_CACHE_SIZE = 32;
+/**
+ * And at most this many nodes of them, the newest set always kept: a set of 16 KB is some 800,000 nodes and 11 MB,
+ * and 32 of those let go by sessions deleted one after another kept the server at 800 MB (issue 39, found by an
+ * attacker creating and deleting sessions at the secrets' cap).
+ */
+const MACHINE_CACHE_NODES = 1_000_000;
 interface CachedMachine {
   readonly machine: SecretMachine;
   holds: number;
@@ -160,12 +166,18 @@ function remember(key: string, found: CachedMachine | undefined, machine: Secret
   machines.delete(key);
   machines.set(key, entry);
   let unheld = 0;
-  for (const cached of machines.values()) if (cached.holds === 0) unheld += 1;
-  for (const [oldKey, cached] of machines) {
-    if (unheld <= MACHINE_CACHE_SIZE) break;
+  let nodes = 0;
+  for (const cached of machines.values()) {
     if (cached.holds > 0) continue;
+    unheld += 1;
+    nodes += cached.machine.nodeCount;
+  }
+  for (const [oldKey, cached] of machines) {
+    if (unheld <= MACHINE_CACHE_SIZE && nodes <= MACHINE_CACHE_NODES) break;
+    if (cached.holds > 0 || oldKey === key) continue;
     machines.delete(oldKey);
     unheld -= 1;
+    nodes -= cached.machine.nodeCount;
   }
   return entry;
 }
