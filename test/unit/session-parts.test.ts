@@ -308,18 +308,18 @@ describe('runExec', () => {
     expect((await ended).stdout.text).toBe('sh: nope: not found\n');
   });
 
-  it('keeps each stream up to the cap and says truncated past it', async () => {
+  it("keeps each stream up to the cap's byte and says truncated past it; a character the cap cuts is left out", async () => {
     const exec = fakeExec();
     const pending = runExec(run(exec.handle));
     exec.stdout.end('12345');
     exec.stderr.write('abcdef');
-    await new Promise((r) => setImmediate(r)); // read as its own chunk: the cap counts chunks
+    await new Promise((r) => setImmediate(r)); // read as its own chunk: the cap cuts the one that crosses it
     exec.stderr.end('ghijkl');
     exec.exit(0);
     const outcome = await pending;
     expect(outcome).toEqual({
       stdout: { text: '12345', bytes: 5 },
-      stderr: { text: 'abcdef', bytes: 12 },
+      stderr: { text: 'abcdefgh', bytes: 12 },
       code: 0,
       timedOut: false,
       truncated: true,
@@ -327,13 +327,20 @@ describe('runExec', () => {
     });
     expect(execResult(outcome, 1.23456)).toEqual({
       stdout: '12345',
-      stderr: 'abcdef',
+      stderr: 'abcdefgh',
       return_code: 0,
       timed_out: false,
       duration_ms: 1.235,
       truncated: true,
       interrupted: null,
     });
+    // The cap (8 bytes) falls inside "€" (bytes 7 to 9): the 7 whole characters before it, no U+FFFD.
+    const cut = fakeExec();
+    const cutPending = runExec(run(cut.handle));
+    cut.stdout.end('abcdefg€xyz');
+    cut.stderr.end();
+    cut.exit(0);
+    expect((await cutPending).stdout).toEqual({ text: 'abcdefg', bytes: 13 });
   });
 
   it('streams to an observer instead (no cap); an unfinished UTF-8 character is flushed at the end', async () => {

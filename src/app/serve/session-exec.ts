@@ -83,22 +83,28 @@ async function collect(
   const parts: string[] = [];
   let kept = 0;
   let bytes = 0;
+  let cut = false;
   for await (const chunk of redactor) {
     const buffer = chunk as Buffer;
     bytes += buffer.length;
-    const text = decoder.write(buffer);
     if (run.observer) {
+      const text = decoder.write(buffer);
       if (text.length > 0 && !stopped.aborted) await run.observer.onOutput(name, text, stopped);
       continue;
     }
-    if (kept + buffer.length > run.maxOutputBytes) {
+    // Kept to the cap's byte (the chunk that crosses it in part), the rest counted only.
+    const room = run.maxOutputBytes - kept;
+    if (buffer.length > room) {
+      cut = true;
       onTruncated();
-      continue;
     }
-    kept += buffer.length;
-    parts.push(text);
+    if (room <= 0) continue;
+    const taken = buffer.length > room ? buffer.subarray(0, room) : buffer;
+    kept += taken.length;
+    parts.push(decoder.write(taken));
   }
-  const tail = decoder.end();
+  // A character the cap cut in two is left out, not shown as U+FFFD.
+  const tail = cut ? '' : decoder.end();
   if (tail.length > 0) {
     if (run.observer) {
       if (!stopped.aborted) await run.observer.onOutput(name, tail, stopped);
