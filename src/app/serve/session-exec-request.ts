@@ -5,6 +5,7 @@ import type { Clock } from '../ports/clock.js';
 import { ApiError } from './api-error.js';
 import { callerEnvironment, sessionSecretsProblem } from './caller-secrets.js';
 import { addSessionSecrets } from './session-secrets.js';
+import { holdRedaction } from '../../core/redaction/compile.js';
 import type { ExecRequest, ExecResult } from './exec-schemas.js';
 import { execResult, runExec, type ExecObserver, type ExecOutcome } from './session-exec.js';
 import { sessionRel, type Session, type SessionManagerDeps } from './session-state.js';
@@ -71,9 +72,31 @@ export async function execInSession(
   options: ExecOptions,
   hooks: ExecHooks,
 ): Promise<ExecResult> {
-  const sessionId = session.record.session_id;
   const env = await execEnvironment(deps, session, body);
   const secrets = [...session.secrets];
+  // The set as it is now, held until the exec's line is written: the session's may change meanwhile (another exec
+  // adds a secret), and this one's must not be compiled again on the loop at the end (session-secrets.ts).
+  const release = await holdRedaction(secrets, deps.clock.nextTurn);
+  try {
+    return await execWith(deps, session, { body, options, hooks, env, secrets });
+  } finally {
+    release();
+  }
+}
+
+async function execWith(
+  deps: SessionManagerDeps,
+  session: Session,
+  run: {
+    body: ExecRequest;
+    options: ExecOptions;
+    hooks: ExecHooks;
+    env: Record<string, string> | undefined;
+    secrets: string[];
+  },
+): Promise<ExecResult> {
+  const { body, options, hooks, env, secrets } = run;
+  const sessionId = session.record.session_id;
   const argv = body.argv ?? ['/bin/sh', '-c', body.command ?? ''];
   const started = deps.clock.monotonicMs();
   const outcome = await runAdmitted(deps, session, { argv, env, secrets, body, options, hooks });

@@ -28,6 +28,7 @@ import type {
 import { SessionManager } from '../../../../src/app/serve/session-manager.js';
 import { until } from '../../../support/until.js';
 import { clockAt } from '../../../support/fake-time.js';
+import { compileRedaction, redactionCompiled } from '../../../../src/core/redaction/compile.js';
 
 const exists = (path: string): Promise<boolean> =>
   access(path).then(
@@ -572,6 +573,31 @@ describe('SessionManager: secrets from callers (issue 23)', () => {
     const log = await readFile(join(dir, 'data', 'sessions', session_id, 'execs.jsonl'), 'utf8');
     expect(log).not.toContain(TOKEN);
     expect(log).toContain('[REDACTED]');
+  });
+
+  it("an exec's set stays compiled until it ends, though another exec changed the session's set meanwhile", async () => {
+    const sessions = manager();
+    const own = 'sk-ant-own-set-of-this-test-0123456789';
+    const { session_id } = await sessions.create(body({ environment: { ANTHROPIC_API_KEY: own } }));
+    engine.holdExecs = true;
+    engine.armExecStarted();
+    const long = sessions.exec(
+      session_id,
+      parseBody(ExecSchema, { command: 'sleep 9', timeout_sec: 1 }, 't'),
+    );
+    await engine.execStarted;
+    engine.holdExecs = false;
+    await sessions.exec(
+      session_id,
+      parseBody(ExecSchema, { argv: ['true'], env: { SFORGE_TOKEN: TOKEN } }, 't'),
+    );
+    expect(sessions.secretSets()).toContainEqual([own, TOKEN]);
+    for (let i = 0; i < 40; i++) compileRedaction([`churn-exec-${i}-secret`], 'text');
+    // The long exec's set (the session's before the token) is still compiled: its end masks with it.
+    expect(redactionCompiled([own])).toBe(true);
+    expect((await long).timed_out).toBe(true);
+    for (let i = 0; i < 40; i++) compileRedaction([`churn-after-${i}-secret`], 'text');
+    expect(redactionCompiled([own])).toBe(false);
   });
 
   it('a restarted server re-learns the secret from the container environment and masks it again', async () => {
