@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { once } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError, toApiError } from '../../app/serve/api-error.js';
 import type { Logger } from '../../app/ports/logger.js';
@@ -134,7 +135,7 @@ export async function sendLargeJson(
   }
   res.writeHead(status, { 'content-type': 'application/json' });
   const write = async (text: string): Promise<void> => {
-    if (!res.destroyed && !res.write(text)) await drainedOrClosed(res);
+    if (!res.destroyed && !res.write(text)) await drained(res);
   };
   let separator = '{';
   for (const [key, value] of Object.entries(body)) {
@@ -162,16 +163,19 @@ export async function sendLargeJson(
   if (!res.destroyed) res.end(separator === '{' ? '{}' : '}');
 }
 
-function drainedOrClosed(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
+/** Resolves on 'drain' (the socket took what was queued), on 'close', or when `stopped` aborts. */
+export function drained(res: ServerResponse, stopped?: AbortSignal): Promise<void> {
+  if (res.destroyed || stopped?.aborted === true) return Promise.resolve();
+  const settled = new AbortController();
+  const { signal } = settled;
+  return Promise.race([
+    once(res, 'drain', { signal }),
+    once(res, 'close', { signal }),
+    ...(stopped !== undefined ? [once(stopped, 'abort', { signal })] : []),
+  ]).then(
+    () => settled.abort(),
+    () => settled.abort(),
+  );
 }
 
 /** How long an error answer keeps reading (and dropping) the rest of a body the client is still sending. */

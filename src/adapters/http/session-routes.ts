@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -16,7 +15,7 @@ import { checkUpload, openChecked, UnwrittenCopyError } from '../serve-archive.j
 import { downloadTar, readOneFile, uploadTar, writeOneFile, type SpooledDownload } from './serve-files.js';
 import { userParam, type FileTarget } from './serve-files-exec.js';
 import { DEFAULT_EXTRACT_LIMITS } from '../safe-extract.js';
-import { sendJson, sendLargeJson, type RouteContext, type Router } from './http-kit.js';
+import { drained, sendJson, sendLargeJson, type RouteContext, type Router } from './http-kit.js';
 import { bodyTimeout, DEFAULT_JSON_LIMITS, JsonShapeScanner, readJson } from './json-body.js';
 import { idleLimitedBody } from './idle-body.js';
 
@@ -28,21 +27,6 @@ export interface SessionRouteDeps {
   /** Bytes one NDJSON exec stream may hold for a client that does not read; past it the exec is killed. */
   readonly streamBufferCap: number;
   readonly logger: Logger;
-}
-
-/** Resolves on 'drain' (the socket took what was queued), on 'close', or when `stopped` aborts. */
-function drained(res: ServerResponse, stopped: AbortSignal): Promise<void> {
-  if (res.destroyed || stopped.aborted) return Promise.resolve();
-  const settled = new AbortController();
-  const { signal } = settled;
-  return Promise.race([
-    once(res, 'drain', { signal }),
-    once(res, 'close', { signal }),
-    once(stopped, 'abort', { signal }),
-  ]).then(
-    () => settled.abort(),
-    () => settled.abort(),
-  );
 }
 
 /**
