@@ -80,12 +80,13 @@ installFailpoints(failpointsFromEnvironment(process.env));
  * command refused on its input and the status fast path never load it.
  */
 async function engineClient() {
-  const [{ Dockerode: Docker }, { DockerContainerRuntime }, { openSwarmExecutor }] = await Promise.all([
-    import('./adapters/docker/dockerode.js'),
-    import('./adapters/docker/docker-container-runtime.js'),
-    import('./adapters/swarm/swarm-executor.js'),
-  ]);
-  return { Docker, DockerContainerRuntime, openSwarmExecutor };
+  const [{ Dockerode: Docker, localEngineOptions }, { DockerContainerRuntime }, { openSwarmExecutor }] =
+    await Promise.all([
+      import('./adapters/docker/dockerode.js'),
+      import('./adapters/docker/docker-container-runtime.js'),
+      import('./adapters/swarm/swarm-executor.js'),
+    ]);
+  return { Docker, DockerContainerRuntime, openSwarmExecutor, localEngineOptions };
 }
 
 /** The engine (dockerode over DOCKER_HOST / DOCKER_CERT_PATH, default the local socket), built on its first call. */
@@ -103,8 +104,8 @@ export async function createDockerRuntime(
   environment: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<DockerContainerRuntime> {
   const setting = pairsNetworkSettingOf(environment);
-  const { Docker, DockerContainerRuntime } = await engineClient();
-  const docker = new Docker();
+  const { Docker, DockerContainerRuntime, localEngineOptions } = await engineClient();
+  const docker = new Docker(localEngineOptions());
   return new DockerContainerRuntime(
     docker,
     setting === 'guarded' ? { pairNetwork: new DockerPairNetwork(docker) } : {},

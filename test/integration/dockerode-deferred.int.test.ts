@@ -10,13 +10,13 @@ import { DRIVER_IMAGE, noDocker } from '../support/docker.js';
 import { loadedFiles, LOADED_RECORD_VARIABLE, writeLoadRecorder } from '../support/loaded-files.js';
 
 /**
- * dockerode loaded without gRPC, its proto loader and ssh2 (src/adapters/docker/dockerode.ts, issue 26 start-up):
- * a whole `pair run` never loads them, and the transports that need them still work on first use, each loading its
+ * dockerode loaded without gRPC, its proto loader and ssh2 (src/adapters/docker/dockerode.ts, issue 26 start-up), and
+ * without debug while DEBUG is unset (issue 39): a whole `pair run` never loads them, and the transports that need them still work on first use, each loading its
  * module then: an `ssh://` engine (ssh2's own connection error) and a BuildKit session (gRPC, against the real engine).
  */
 const exec = promisify(execFile);
 const DEFERRED =
-  /\/node_modules\/(@grpc|ssh2|protobufjs|tar-fs|dockerode\/node_modules\/tar-stream|readable-stream)\/|\/docker-modem\/lib\/http_duplex\.js$/;
+  /\/node_modules\/(@grpc|ssh2|protobufjs|tar-fs|debug|supports-color|dockerode\/node_modules\/tar-stream|readable-stream)\/|\/docker-modem\/lib\/http_duplex\.js$/;
 let work: string;
 
 describe.skipIf(noDocker)('dockerode without its unused transports', () => {
@@ -27,7 +27,7 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
     await rm(work, { recursive: true, force: true });
   });
 
-  it('a whole pair run loads dockerode but never gRPC, protobufjs, ssh2, tar-fs or readable-stream', async () => {
+  it('a whole pair run loads dockerode but never gRPC, protobufjs, ssh2, tar-fs, readable-stream or debug', async () => {
     const hook = await writeLoadRecorder(work);
     const record = join(work, 'loaded.txt');
     await mkdir(join(work, 'cwd'), { recursive: true });
@@ -54,7 +54,7 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
         '--registry',
         join(work, 'registry.db'),
       ],
-      { nodeArgs: ['--import', hook], env: { [LOADED_RECORD_VARIABLE]: record } },
+      { nodeArgs: ['--import', hook], env: { [LOADED_RECORD_VARIABLE]: record, DEBUG: undefined } },
     );
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
@@ -81,6 +81,26 @@ describe.skipIf(noDocker)('dockerode without its unused transports', () => {
     const run = await node([script]);
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({ type: 'function', same: true, ping: 'OK' });
+  });
+
+  it('with DEBUG naming docker-modem, its logger is the real debug: a request is logged', async () => {
+    const script = join(work, 'debug.mjs');
+    const dockerode = pathToFileURL(resolve('dist/adapters/docker/dockerode.js')).href;
+    await writeFile(
+      script,
+      [
+        `const { Dockerode } = await import(${JSON.stringify(dockerode)});`,
+        'process.stdout.write(String(await new Dockerode().ping()));',
+      ].join('\n'),
+    );
+    const logged = await node([script], { env: { DEBUG: 'modem', DEBUG_COLORS: 'no' } });
+    expect(logged.code, logged.stderr).toBe(0);
+    expect(logged.stdout).toBe('OK');
+    expect(logged.stderr).toMatch(/modem Sending: .*_ping/s);
+    const quiet = await node([script], { env: { DEBUG: undefined } });
+    expect(quiet.code, quiet.stderr).toBe(0);
+    expect(quiet.stdout).toBe('OK');
+    expect(quiet.stderr).toBe('');
   });
 
   it("a TLS engine (https://) loads Node's https on first use, and works", async () => {

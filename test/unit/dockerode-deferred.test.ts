@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { deferredClass, deferredModule } from '../../src/adapters/docker/dockerode.js';
+import { Agent } from 'node:http';
+import {
+  deferredClass,
+  deferredModule,
+  localEngineOptions,
+  silentLoggers,
+} from '../../src/adapters/docker/dockerode.js';
 
 class Client {
   readonly args: unknown[];
@@ -102,5 +108,26 @@ describe('deferredClass (a module that is a class: docker-modem’s HttpDuplex)'
     }) as new () => object;
     expect(() => new StandIn()).toThrow('Cannot find module readable-stream');
     expect(() => new StandIn()).toThrow('Cannot find module readable-stream');
+  });
+});
+
+describe('silentLoggers (debug as it is with DEBUG unset)', () => {
+  it('makes loggers that are off and do nothing', () => {
+    const logger = silentLoggers('modem');
+    expect(logger.enabled).toBe(false);
+    expect(logger.namespace).toBe('modem');
+    expect(logger('Sending: %s', { a: 1 })).toBeUndefined();
+  });
+});
+
+describe('localEngineOptions (the agent for an engine on a unix socket)', () => {
+  it('on a unix socket: an agent with Node’s own settings that names no TLS server; any other transport: defaults', () => {
+    for (const env of [{}, { DOCKER_HOST: '' }, { DOCKER_HOST: 'unix:///run/other.sock' }]) {
+      const options = localEngineOptions(env) as { agent?: Agent & { options: Record<string, unknown> } };
+      expect(options.agent).toBeInstanceOf(Agent);
+      expect(options.agent?.options).toMatchObject({ servername: '', keepAlive: true });
+    }
+    for (const host of ['tcp://127.0.0.1:2375', 'ssh://me@host', 'https://engine:2376', 'npipe:////./pipe/x'])
+      expect(localEngineOptions({ DOCKER_HOST: host })).toBeUndefined();
   });
 });

@@ -1,3 +1,4 @@
+import { Agent, globalAgent, type AgentOptions } from 'node:http';
 import Module, { createRequire } from 'node:module';
 import type DockerClass from 'dockerode';
 
@@ -19,8 +20,12 @@ const DEFERRED: readonly {
   readonly owner: 'dockerode' | 'docker-modem';
   readonly id: string;
   /** Names read at load time but used only with `new` (deferredModule); `'module'`: the module itself is a class. */
-  readonly constructors: readonly string[] | 'module';
+  readonly constructors: readonly string[] | 'module' | 'logger';
 }[] = [
+  // docker-modem's logger (`require('debug')('modem')`: debug with supports-color and tty, about 10 ms of a
+  // process's start, issue 39): while DEBUG is unset, as it is read once when debug loads, every logger it makes is
+  // off, so docker-modem gets loggers that are off without loading it. With DEBUG set, the real one (below).
+  { owner: 'docker-modem', id: 'debug', constructors: 'logger' },
   { owner: 'dockerode', id: '@grpc/grpc-js', constructors: [] },
   { owner: 'dockerode', id: '@grpc/proto-loader', constructors: [] },
   // docker-modem reads `.Client` as it loads and calls `new Client()` when an ssh:// engine is dialled
@@ -38,6 +43,24 @@ const DEFERRED: readonly {
   // docker-modem's load): docker-modem only ever does `new HttpDuplex(req, res)` with it.
   { owner: 'docker-modem', id: './http_duplex', constructors: 'module' },
 ];
+
+/**
+ * dockerode's options for the engine the environment names (DOCKER_HOST, as docker-modem reads it), with one change
+ * when that engine is on a unix socket: an HTTP agent with the settings of Node's own, which sends no TLS server name.
+ * Node works one out for every request sent through an agent (`net.isIP` of the host: its IPv6 expression compiled
+ * on the process's first request, about 10 ms of CPU before a `pair run`'s first engine call, issue 39), and none is
+ * ever sent over a unix socket. Any other transport: dockerode's defaults.
+ */
+export function localEngineOptions(
+  environment: Readonly<Record<string, string | undefined>> = process.env,
+): DockerClass.DockerOptions | undefined {
+  const host = environment['DOCKER_HOST'] ?? '';
+  if (process.platform === 'win32' || (host !== '' && !host.startsWith('unix://'))) return undefined;
+  const defaults = (globalAgent as Agent & { options?: Record<string, unknown> }).options ?? {};
+  // `agent` is docker-modem's option (passed to every request), not in dockerode's types; `servername` is Node's.
+  const agent = new Agent({ ...defaults, servername: '' } as AgentOptions);
+  return { agent } as unknown as DockerClass.DockerOptions;
+}
 
 /** dockerode's client class (`new Dockerode(options)`); its types stay `import type Docker from 'dockerode'`. */
 export const Dockerode: typeof DockerClass = loadDockerode();
@@ -59,12 +82,17 @@ function loadDockerode(): typeof DockerClass {
       const requireFromOwner = owners[owner];
       const file = requireFromOwner.resolve(id);
       if (cache[file] !== undefined) continue;
+      if (constructors === 'logger' && (process.env['DEBUG'] ?? '') !== '') continue;
       const placeholder = new Module(file);
       placeholder.filename = file;
       placeholder.loaded = true;
       const load = (): object => requireFromOwner(id) as object;
       placeholder.exports =
-        constructors === 'module' ? deferredClass(load) : deferredModule(load, constructors);
+        constructors === 'logger'
+          ? silentLoggers
+          : constructors === 'module'
+            ? deferredClass(load)
+            : deferredModule(load, constructors);
       cache[file] = placeholder;
       seeded.push(file);
     }
@@ -72,6 +100,17 @@ function loadDockerode(): typeof DockerClass {
   } finally {
     for (const file of seeded) delete cache[file];
   }
+}
+
+/**
+ * debug's factory as it is with DEBUG unset: every logger it makes is off (`enabled` false, a call does nothing). What
+ * docker-modem reads of it: a call with a namespace, and calls of the logger.
+ */
+export function silentLoggers(namespace: string): ((...args: unknown[]) => void) & {
+  enabled: boolean;
+  namespace: string;
+} {
+  return Object.assign(() => undefined, { enabled: false, namespace });
 }
 
 /**
