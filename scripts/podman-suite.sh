@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 # Run on Podman (the rest are skipped on Podman; why, per file, in docs/podman.md "The Podman set in CI").
 PODMAN_FILES=(
   test/integration/podman.int.test.ts
+  test/integration/engine-facts.int.test.ts
   test/integration/pair-run.int.test.ts
   test/integration/doctor.int.test.ts
   test/integration/serve.int.test.ts

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DockerPairNetwork } from '../../src/adapters/docker/docker-pair-network.js';
 import { pairNetworkCheck } from '../../src/app/doctor/network-check.js';
 import type { PairNetworkGuard } from '../../src/app/ports/pair-network.js';
@@ -162,6 +162,58 @@ describe('DockerPairNetwork over fakes of iptables and the engine', () => {
     await guard.ensure();
     // One listing per family, nothing written: the cost of every create once all is in place.
     expect(ipt.calls.slice(before)).toEqual(['ipv4 -S', 'ipv6 -S']);
+  });
+
+  it('prepare begins the first listing (both families at once) and the next ensure takes it: one listing, then the network', async () => {
+    const ipt = fakeIptables(engineChains);
+    const engine = fakeDocker();
+    const guard = new DockerPairNetwork(engine.docker, ipt.run);
+    guard.prepare();
+    await new Promise((resolve) => setImmediate(resolve));
+    // What the first ensure lists and makes (the chain, its rules, the jumps), done now; the network waits for ensure.
+    expect(ipt.calls.filter((c) => c.endsWith(' -S'))).toEqual(['ipv4 -S', 'ipv6 -S']);
+    expect(ipt.chains.ipv4.get('INPUT')).toEqual([`-i ${PAIRS_BRIDGE} -j ${PAIRS_CHAIN}`]);
+    expect(engine.networks.has(PAIRS_NETWORK)).toBe(false);
+    const before = ipt.calls.length;
+    await guard.ensure();
+    expect(ipt.calls.slice(before).filter((c) => c.endsWith(' -S'))).toEqual([]);
+    expect(engine.networks.has(PAIRS_NETWORK)).toBe(true);
+    expect((await guard.check()).rules.every((r) => r.ok)).toBe(true);
+    // Taken once: the next ensure lists again, and a prepare after the first listing does nothing.
+    guard.prepare();
+    const after = ipt.calls.length;
+    await guard.ensure();
+    expect(ipt.calls.slice(after)).toEqual(['ipv4 -S', 'ipv6 -S']);
+  });
+
+  it('a prepared listing that failed is the failure of the ensure that takes it; one older than 5 s is not taken', async () => {
+    const failing = fakeIptables(engineChains);
+    const run = failing.run;
+    let broken = true;
+    const guard = new DockerPairNetwork(fakeDocker().docker, (family, args) =>
+      broken ? Promise.reject(new Error('iptables: lock held')) : run(family, args),
+    );
+    guard.prepare();
+    broken = false;
+    await expect(guard.ensure()).rejects.toThrow('iptables: lock held');
+
+    const ipt = fakeIptables(engineChains);
+    const stale = new DockerPairNetwork(fakeDocker().docker, ipt.run);
+    const clock = vi.spyOn(performance, 'now');
+    try {
+      clock.mockReturnValue(1_000);
+      stale.prepare();
+      await new Promise((resolve) => setImmediate(resolve));
+      // A rule removed after that listing: an ensure 5 s later lists again and puts it back.
+      ipt.chains.ipv4.set('INPUT', []);
+      clock.mockReturnValue(6_001);
+      const before = ipt.calls.length;
+      await stale.ensure();
+      expect(ipt.calls.slice(before).filter((c) => c.endsWith(' -S'))).toEqual(['ipv4 -S', 'ipv6 -S']);
+      expect(ipt.chains.ipv4.get('INPUT')).toEqual([`-i ${PAIRS_BRIDGE} -j ${PAIRS_CHAIN}`]);
+    } finally {
+      clock.mockRestore();
+    }
   });
 
   it('a chain edited by hand is rewritten whole', async () => {

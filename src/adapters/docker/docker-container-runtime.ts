@@ -17,6 +17,7 @@ import type {
   ImagePins,
   LayerChanges,
   LinkChecks,
+  NetworkPreparation,
 } from '../../app/ports/runtime-capabilities.js';
 import { sleep } from '../system-clock.js';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
@@ -36,7 +37,13 @@ import {
   linkFreePathOf,
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import { engineInfoOf, listedStateOf, type InfoBody } from './engine-probe.js';
+import {
+  engineInfoOf,
+  listedStateOf,
+  probeEngineFacts,
+  type InfoBody,
+  type VersionBody,
+} from './engine-probe.js';
 import { EngineFactsCache } from './engine-facts.js';
 import { EngineSeccompOption } from './seccomp-option.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
@@ -64,7 +71,14 @@ export type DockerConnection = Docker.DockerOptions;
 
 /** ContainerRuntime over the Docker Engine API (dockerode). Every engine error is mapped once, here. */
 export class DockerContainerRuntime
-  implements ContainerRuntime, ImagePins, LayerChanges, LinkChecks, GpuGrants, DiskFootprints
+  implements
+    ContainerRuntime,
+    ImagePins,
+    LayerChanges,
+    LinkChecks,
+    GpuGrants,
+    DiskFootprints,
+    NetworkPreparation
 {
   readonly docker: Docker;
   readonly #callTimeoutMs: number;
@@ -74,9 +88,7 @@ export class DockerContainerRuntime
   readonly #changesMaxBytes: number;
   readonly #pairNetwork: PairNetworkGuard | null;
   /** `info` + `version`, asked once for the calls close together (engine-facts.ts). */
-  readonly #facts = new EngineFactsCache(() =>
-    Promise.all([this.docker.info() as Promise<InfoBody>, this.docker.version()]),
-  );
+  readonly #facts = new EngineFactsCache(() => this.#askFacts());
   /** Our seccomp profile as this engine takes it (container-create). */
   readonly seccomp = new EngineSeccompOption(() => this.#facts.get().then(([, version]) => version));
 
@@ -133,6 +145,11 @@ export class DockerContainerRuntime
     return networkModeFor(choice);
   }
 
+  /** The guarded pairs network's rules listed now, for the next create on it to take (NetworkPreparation). */
+  prepareNetwork(choice: NetworkChoice): void {
+    if (choice === 'bridge') this.#pairNetwork?.prepare?.();
+  }
+
   /** Bound the wait for a streaming call's response only; the stream itself is bounded by whoever reads it. */
   async #untilResponse<T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
     const response = new AbortController();
@@ -146,6 +163,16 @@ export class DockerContainerRuntime
 
   #deadline(ms = this.#callTimeoutMs): { abortSignal: AbortSignal } {
     return { abortSignal: AbortSignal.timeout(ms) };
+  }
+
+  /**
+   * `info` and `version`: on a unix socket one request of ours (engine-probe.ts: the two cost the engine about 20 ms of
+   * CPU each, issue 39), on any other transport dockerode's two.
+   */
+  async #askFacts(): Promise<[InfoBody, VersionBody]> {
+    const socketPath = await unixSocketOf(this.docker);
+    if (socketPath !== null) return probeEngineFacts(socketPath, this.#callTimeoutMs);
+    return Promise.all([this.docker.info() as Promise<InfoBody>, this.docker.version()]);
   }
 
   async info(): Promise<EngineInfo> {
@@ -397,4 +424,15 @@ export class DockerContainerRuntime
       throw toEngineError(err, 'read engine events');
     }
   }
+}
+
+/**
+ * The unix socket dockerode talks to, null for tcp, TLS or ssh: docker-modem's own choice (`getSocketPath`: the
+ * socket given, DOCKER_HOST's, or its default, which it looks for on the first call).
+ */
+async function unixSocketOf(docker: Docker): Promise<string | null> {
+  if (process.platform === 'win32') return null;
+  const modem = docker.modem as { getSocketPath?: () => Promise<unknown> } | undefined;
+  const socketPath = await modem?.getSocketPath?.();
+  return typeof socketPath === 'string' && socketPath !== '' ? socketPath : null;
 }

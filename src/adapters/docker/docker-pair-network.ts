@@ -104,6 +104,9 @@ function runIptablesProcess(
   });
 }
 
+/** How old a listing begun by `prepare` may be when `ensure` takes it (a `pair run`'s checks take well under 1 s). */
+const PREPARED_LISTING_MAX_AGE_MS = 5_000;
+
 /** The network on the engine, the chain in iptables and ip6tables (src/core/pair-network.ts says what and why). */
 export class DockerPairNetwork implements PairNetworkGuard {
   readonly #docker: Docker;
@@ -112,6 +115,8 @@ export class DockerPairNetwork implements PairNetworkGuard {
   /** The watch's mark taken before the last listing that found every rule in place; null: list at the next create. */
   #verified: number | null = null;
   #listings = 0;
+  /** The first listing, begun by `prepare` (at `atMs`) and not yet taken by `ensure`: whether every rule was in place. */
+  #prepared: { readonly atMs: number; readonly complete: Promise<boolean> } | null = null;
 
   /**
    * `watch`: what spares the listing while the ruleset is unchanged (issue 39). By default, with the default runner, the
@@ -142,17 +147,34 @@ export class DockerPairNetwork implements PairNetworkGuard {
     this.#verified = mark;
   }
 
+  prepare(): void {
+    // Only the process's first listing, which takes no mark of the watch (below): a later one is the watch's.
+    if (this.#listings > 0 || this.#prepared !== null) return;
+    const complete = this.#listRules();
+    complete.catch(() => undefined); // the ensure that takes it reports the failure
+    this.#prepared = { atMs: performance.now(), complete };
+  }
+
   async #ensureListed(): Promise<void> {
     // Rules first, so that the bridge never exists unguarded. An engine creates DOCKER-USER with its first bridge
     // network: when it is missing still, that jump is added once our network exists (no container is on it before
     // this returns).
-    // The two families are separate tables (iptables and ip6tables, each waiting for the xtables lock): checked
-    // side by side, which spares every pair run one round of process spawns.
-    const complete = (await Promise.all(FAMILIES.map((family) => this.#ensureRules(family, true)))).every(
-      Boolean,
-    );
+    // A listing prepared longer ago than a pair run's checks take is not taken: listed again.
+    const prepared = this.#prepared;
+    this.#prepared = null;
+    const fresh = prepared !== null && performance.now() - prepared.atMs <= PREPARED_LISTING_MAX_AGE_MS;
+    const complete = await (fresh ? prepared.complete : this.#listRules());
     await this.#ensureNetwork();
     if (!complete) await Promise.all(FAMILIES.map((family) => this.#ensureRules(family, false)));
+  }
+
+  /**
+   * Each family's rules listed and what is missing of ours made; true when all were in place. The two families are
+   * separate tables (iptables and ip6tables, each waiting for the xtables lock): checked side by side, which spares
+   * every pair run one round of process spawns.
+   */
+  async #listRules(): Promise<boolean> {
+    return (await Promise.all(FAMILIES.map((family) => this.#ensureRules(family, true)))).every(Boolean);
   }
 
   async check(): Promise<PairsNetworkReport> {

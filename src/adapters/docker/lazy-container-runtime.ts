@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { FilesystemChanges } from '../../core/sessions-skip.js';
 import type { GpuGrant } from '../../core/gpu/gpu-proof.js';
+import type { NetworkChoice } from '../../core/pair-network.js';
 import type {
   ContainerDiskFootprint,
   ContainerHandle,
@@ -20,6 +21,7 @@ import {
   canMeasureDisk,
   canPinImages,
   canPlaceImages,
+  canPrepareNetworks,
   canProveGpuGrants,
   type DiskFootprints,
   type GpuGrants,
@@ -28,6 +30,7 @@ import {
   type LayerChanges,
   type LinkChecks,
   type MountCollection,
+  type NetworkPreparation,
 } from '../../app/ports/runtime-capabilities.js';
 
 /**
@@ -36,7 +39,14 @@ import {
  * failure to build it is the failure of that call, and of every later one.
  */
 export class LazyContainerRuntime
-  implements ContainerRuntime, ImagePins, LayerChanges, LinkChecks, DiskFootprints, GpuGrants
+  implements
+    ContainerRuntime,
+    ImagePins,
+    LayerChanges,
+    LinkChecks,
+    DiskFootprints,
+    GpuGrants,
+    NetworkPreparation
 {
   readonly #load: () => Promise<ContainerRuntime>;
   #runtime: Promise<ContainerRuntime> | null = null;
@@ -48,6 +58,16 @@ export class LazyContainerRuntime
   /** The real runtime (built now if no call did yet). */
   runtime(): Promise<ContainerRuntime> {
     return (this.#runtime ??= this.#load());
+  }
+
+  /** Builds the real runtime if no call did yet, and passes it on when it can prepare (never fails). */
+  prepareNetwork(choice: NetworkChoice): void {
+    this.runtime().then(
+      (runtime) => {
+        if (canPrepareNetworks(runtime)) runtime.prepareNetwork(choice);
+      },
+      () => undefined,
+    );
   }
 
   async info(): Promise<EngineInfo> {

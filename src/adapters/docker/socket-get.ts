@@ -1,5 +1,6 @@
-// One HTTP/1.1 GET on the engine's unix socket over `node:net`, for `e1-batch status`'s fast path only. Not
-// `node:http`: loading it costs that process about 55 ms and 13 MB (measured with Node 24 on the 2-core machine:
+// One HTTP/1.1 GET on the engine's unix socket over `node:net`: `e1-batch status`'s fast path, and the engine's
+// facts (`info`, with the headers that say which engine and API answered: engine-probe.ts). Not `node:http`:
+// loading it costs that process about 55 ms and 13 MB (measured with Node 24 on the 2-core machine:
 // `import('node:http')` against `import('node:net')`), more than the rest of the fast path together, and the
 // fast path exists to answer within 0.3 s and 60 MB (docs/benchmarks.md, status). Everything else talks to the
 // engine through dockerode.
@@ -8,9 +9,10 @@ import { connect } from 'node:net';
 /** The most a fast-path answer may hold (a list of a batch's containers is far smaller); past it: an error. */
 const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 
-/** What the engine answered: its status code and the body, de-chunked. */
+/** What the engine answered: its status code, its headers (names in lower case) and the body, de-chunked. */
 export interface SocketResponse {
   readonly status: number;
+  readonly headers: ReadonlyMap<string, string>;
   readonly body: Buffer;
 }
 
@@ -68,13 +70,14 @@ export function parseResponse(raw: Buffer): SocketResponse {
   }
   const rest = raw.subarray(headEnd + 4);
   const status = Number(statusLine[1]);
-  if (/\bchunked\b/i.test(headers.get('transfer-encoding') ?? '')) return { status, body: dechunk(rest) };
+  if (/\bchunked\b/i.test(headers.get('transfer-encoding') ?? ''))
+    return { status, headers, body: dechunk(rest) };
   const length = headers.get('content-length');
-  if (length === undefined) return { status, body: rest };
+  if (length === undefined) return { status, headers, body: rest };
   const expected = Number(length);
   if (!/^\d+$/.test(length) || rest.length < expected)
     throw new Error(`the engine's answer was cut short (${rest.length} of ${length} bytes)`);
-  return { status, body: rest.subarray(0, expected) };
+  return { status, headers, body: rest.subarray(0, expected) };
 }
 
 /** A chunked body (RFC 9112 §7.1) to its bytes; a body without its last (zero-size) chunk is cut short. */

@@ -24,6 +24,7 @@ import {
 } from '../../core/oci-runtime.js';
 import { onePairAdmission } from '../admission.js';
 import type { CapacityRegistry } from '../ports/capacity-registry.js';
+import { canPrepareNetworks } from '../ports/runtime-capabilities.js';
 import type { RunPairDeps, RunPairOptions, RunPairOutcome } from './run-pair-types.js';
 import { runClaimedPair } from './claimed-pair.js';
 import { admissionRefused } from './admit.js';
@@ -113,6 +114,9 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   // once they passed: a spec's own faults are still reported first (issue 39).
   const imagePresent = deps.runtime.imageExists(spec.image);
   imagePresent.catch(() => undefined);
+  // So is the guarded network's listing of its rules, which the create takes (issue 39): the firewall is only read,
+  // and what is missing of ours made, as that create would.
+  if (canPrepareNetworks(deps.runtime)) deps.runtime.prepareNetwork(spec.network);
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);

@@ -11,6 +11,12 @@ export interface PairNetworkGuard {
    * an existing network of that name that is not ours or not ICC-off, no iptables, an engine without its own rules.
    */
   ensure(): Promise<void>;
+  /**
+   * Begins now the rules' listing (and what it finds missing, made) that the process's first `ensure` would begin,
+   * for that `ensure` to take (issue 39: a `pair run` lists beside its checks, not before its create). Does nothing
+   * once a listing was taken; never fails (a failed listing is that `ensure`'s to report).
+   */
+  prepare?(): void;
   /** What is in place now; changes nothing. */
   check(): Promise<PairsNetworkReport>;
   /**

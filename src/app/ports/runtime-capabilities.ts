@@ -63,6 +63,16 @@ export interface NetworkMoves {
   moveNetwork(id: string, to: NetworkChoice): Promise<void>;
 }
 
+/**
+ * A create on `choice`'s network is coming (issue 39): what guards that network may be looked at now, beside the
+ * caller's own checks, instead of right before the create (the guarded pairs network: its rules' listing, begun now
+ * and taken by the process's first create). Never fails: whatever goes wrong is the create's to find. Without it
+ * everything is looked at by the create.
+ */
+export interface NetworkPreparation {
+  prepareNetwork(choice: NetworkChoice): void;
+}
+
 const has = (port: object, method: string): boolean =>
   typeof (port as Record<string, unknown>)[method] === 'function';
 
@@ -74,3 +84,4 @@ export const canProveGpuGrants = (port: object): port is GpuGrants => has(port, 
 export const canCollectMounts = (port: object): port is MountCollection => has(port, 'collectMounts');
 export const canMeasureDisk = (port: object): port is DiskFootprints => has(port, 'diskFootprint');
 export const canMoveNetworks = (port: object): port is NetworkMoves => has(port, 'moveNetwork');
+export const canPrepareNetworks = (port: object): port is NetworkPreparation => has(port, 'prepareNetwork');

@@ -4,13 +4,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../../../src/app/ports/engine-error.js';
-import { engineUnixSocket, probeImageId } from '../../../../src/adapters/docker/engine-probe.js';
+import {
+  engineInfoOf,
+  engineUnixSocket,
+  probeEngineFacts,
+  probeImageId,
+} from '../../../../src/adapters/docker/engine-probe.js';
 
 /** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */
 let dir: string;
 let server: Server;
 let socket: string;
 let failWith: number | null = null;
+/** What /info answers besides its body: headers, and its ServerVersion (none: an engine that says neither). */
+let infoExtra: { headers: Record<string, string>; serverVersion?: string } = { headers: {} };
 const requests: string[] = [];
 
 beforeAll(async () => {
@@ -23,8 +30,9 @@ beforeAll(async () => {
         .writeHead(failWith, { 'content-type': 'application/json' })
         .end(JSON.stringify({ message: 'engine is unwell' }));
     } else if (req.url === '/info') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(
+      res.writeHead(200, { 'content-type': 'application/json', ...infoExtra.headers }).end(
         JSON.stringify({
+          ...(infoExtra.serverVersion !== undefined ? { ServerVersion: infoExtra.serverVersion } : {}),
           ID: 'ENGINE-ID',
           Runtimes: {
             runc: {},
@@ -112,5 +120,68 @@ describe('probeImageId', () => {
     expect(await probeImageId(socket, 'roboguide/pair-driver:1')).toBe('sha256:abc');
     expect(await probeImageId(socket, 'roboguide/absent:1')).toBeNull();
     expect(requests).toContain('GET /images/roboguide/absent:1/json');
+  });
+});
+
+describe('probeEngineFacts (info and what version would say, one request: issue 39)', () => {
+  it("Docker: the API version from info's Api-Version header, the engine's from its ServerVersion; version is not asked", async () => {
+    infoExtra = {
+      headers: { 'Api-Version': '1.41', Server: 'Docker/20.10.24 (linux)' },
+      serverVersion: '20.10.24',
+    };
+    requests.length = 0;
+    try {
+      const [info, version] = await probeEngineFacts(socket);
+      expect(requests).toEqual(['GET /info']);
+      expect(engineInfoOf(info, version)).toMatchObject({
+        id: 'ENGINE-ID',
+        product: 'docker',
+        version: '20.10.24',
+        apiVersion: '1.41',
+        loggingDriver: 'json-file',
+      });
+    } finally {
+      infoExtra = { headers: {} };
+    }
+  });
+
+  it('Podman behind its Docker API: known by the Libpod-Api-Version header every answer carries', async () => {
+    infoExtra = { headers: { 'Api-Version': '1.41', 'Libpod-Api-Version': '4.3.1' }, serverVersion: '4.3.1' };
+    try {
+      const [info, version] = await probeEngineFacts(socket);
+      expect(engineInfoOf(info, version)).toMatchObject({
+        product: 'podman',
+        version: '4.3.1',
+        apiVersion: '1.41',
+      });
+    } finally {
+      infoExtra = { headers: {} };
+    }
+  });
+
+  it('an answer that does not say its API version (or the engine its version): version is asked as before', async () => {
+    for (const extra of [
+      { headers: {}, serverVersion: '20.10.24' },
+      { headers: { 'Api-Version': '1.41' } },
+    ]) {
+      infoExtra = extra;
+      requests.length = 0;
+      try {
+        const [info, version] = await probeEngineFacts(socket);
+        expect(requests).toEqual(['GET /info', 'GET /version']);
+        expect(engineInfoOf(info, version)).toMatchObject({ version: '28.1.1', apiVersion: '1.49' });
+      } finally {
+        infoExtra = { headers: {} };
+      }
+    }
+  });
+
+  it('an engine that answers info with an error: the error, with its status', async () => {
+    failWith = 500;
+    try {
+      await expect(probeEngineFacts(socket)).rejects.toMatchObject({ statusCode: 500 });
+    } finally {
+      failWith = null;
+    }
   });
 });

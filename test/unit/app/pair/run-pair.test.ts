@@ -133,6 +133,23 @@ describe('runPair', () => {
     expect(existsSync(join(dir, 'D'))).toBe(false);
   });
 
+  it("the pair's network is prepared (the guard's listing begun) beside the checks, before the claim; never for a refused spec's create", async () => {
+    const seen: { choice: string; opened: number; created: number }[] = [];
+    const preparing = Object.assign(runtime, {
+      prepareNetwork: (choice: string) => seen.push({ choice, opened, created: runtime.created }),
+    });
+    await runPair(deps({ runtime: preparing }), options());
+    await runPair(
+      deps({ runtime: preparing }),
+      options({ job_id: 'j2', network: 'none' }, { output: join(dir, 'E') }),
+    );
+    expect(seen).toEqual([
+      { choice: 'bridge', opened: 0, created: 0 },
+      { choice: 'none', opened: 1, created: 1 },
+    ]);
+    expect(runtime.created).toBe(2);
+  });
+
   it('a full host refuses with E_CAPACITY and writes nothing', async () => {
     await registry.setLimits({ maxReservations: 1, gpuMib: null });
     const first = await registry.admit({ batchId: 'other', jobId: 'x', claimId: 'c-other', gpuMib: 0 });
