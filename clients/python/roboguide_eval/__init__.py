@@ -9,7 +9,9 @@ from .errors import (
     BadRequestError,
     BuildError,
     ConflictError,
+    ContainerFullApiError,
     FileNotFoundApiError,
+    FileUnusableApiError,
     ForbiddenError,
     GoneError,
     IsADirectoryApiError,
@@ -23,12 +25,13 @@ from .errors import (
     TransportError,
     UnauthorizedError,
     UnavailableError,
+    UnprocessableError,
     UnsupportedMediaTypeError,
 )
 
 __all__ = [
-    "DEFAULT_TIMEOUT", "ApiError", "BadRequestError", "BuildError", "Cancel", "Client", "ConflictError", "ExecStream", "FileNotFoundApiError",
+    "DEFAULT_TIMEOUT", "ApiError", "BadRequestError", "BuildError", "Cancel", "Client", "ConflictError", "ContainerFullApiError", "ExecStream", "FileNotFoundApiError", "FileUnusableApiError",
     "ForbiddenError", "GoneError", "IsADirectoryApiError", "NotADirectoryApiError", "NotFoundError", "PayloadTooLargeError", "PermissionDeniedApiError",
-    "RateLimitedError", "RequestTimeoutError", "ServerError", "TransportError", "UnauthorizedError", "UnavailableError", "UnsupportedMediaTypeError", "default_socket_path",
+    "RateLimitedError", "RequestTimeoutError", "ServerError", "TransportError", "UnauthorizedError", "UnavailableError", "UnprocessableError", "UnsupportedMediaTypeError", "default_socket_path",
 ]
 __version__ = "0.2.0"

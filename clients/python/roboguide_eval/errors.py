@@ -58,6 +58,11 @@ class PayloadTooLargeError(ApiError):
     """413: the body is over the server's cap."""
 
 
+class UnprocessableError(ApiError):
+    """422: understood, but what it asks cannot be done there (``E_FILE_UNUSABLE``: the container's kernel refuses that
+    read or write at that path)."""
+
+
 class UnsupportedMediaTypeError(BadRequestError):
     """415: a body of the wrong ``Content-Type`` (JSON must be ``application/json``)."""
 
@@ -102,11 +107,21 @@ class PermissionDeniedApiError(ForbiddenError, PermissionError):
     """403 ``E_PERMISSION_DENIED``."""
 
 
+class ContainerFullApiError(ConflictError, OSError):
+    """409 ``E_CONTAINER_FULL``: no room left in the container's file system (``errno`` ENOSPC)."""
+
+
+class FileUnusableApiError(UnprocessableError, OSError):
+    """422 ``E_FILE_UNUSABLE``: the container's kernel refuses that read or write at that path (``errno`` EIO)."""
+
+
 _BY_CODE: dict[str, tuple[type[ApiError], int]] = {
     "E_FILE_NOT_FOUND": (FileNotFoundApiError, _errno.ENOENT),
     "E_IS_A_DIRECTORY": (IsADirectoryApiError, _errno.EISDIR),
     "E_NOT_A_DIRECTORY": (NotADirectoryApiError, _errno.ENOTDIR),
     "E_PERMISSION_DENIED": (PermissionDeniedApiError, _errno.EACCES),
+    "E_CONTAINER_FULL": (ContainerFullApiError, _errno.ENOSPC),
+    "E_FILE_UNUSABLE": (FileUnusableApiError, _errno.EIO),
 }
 
 _BY_STATUS: dict[int, type[ApiError]] = {
@@ -119,6 +134,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     410: GoneError,
     413: PayloadTooLargeError,
     415: UnsupportedMediaTypeError,
+    422: UnprocessableError,
     429: RateLimitedError,
     503: UnavailableError,
 }

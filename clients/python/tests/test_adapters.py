@@ -10,6 +10,7 @@ Run from the repository root after ``npm run build``: ``npm run test:python``.
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import os
 import subprocess
@@ -188,6 +189,12 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(IsADirectoryError):
                 c.write_file(s.id, "/app/tree", "not over a directory")
             self.assertEqual(c.exec(s.id, ["ls", "/app/tree"])["stdout"], "l.txt\nt.txt\n")  # the directory is intact
+            # A file larger than the container's /dev/shm (64 MiB): Python's own OSError with ENOSPC (409), not a 500.
+            shm = int(c.exec(s.id, ["sh", "-c", "df -k /dev/shm | tail -1 | awk '{print $2}'"])["stdout"].strip())
+            with self.assertRaises(OSError) as full:
+                c.write_file(s.id, "/dev/shm/big", b"x" * ((shm + 1024) * 1024))
+            self.assertEqual((full.exception.errno, getattr(full.exception, "status", None)), (errno.ENOSPC, 409))
+            self.assertEqual(getattr(full.exception, "code", None), "E_CONTAINER_FULL")
 
     def test_file_io_as_a_user_honours_permissions(self) -> None:
         with Session() as s:

@@ -59,7 +59,7 @@ export async function keepText(stream: Readable): Promise<string> {
 
 const CLASSES: readonly {
   readonly test: RegExp;
-  readonly status: 400 | 403 | 404 | 409;
+  readonly status: 400 | 403 | 404 | 409 | 422;
   readonly code: string;
   readonly what: string;
 }[] = [
@@ -88,6 +88,21 @@ const CLASSES: readonly {
     status: 404,
     code: 'E_FILE_NOT_FOUND',
     what: 'no such file or directory',
+  },
+  // The container's own file system is full (or the file at its limit): the session's state, not a fault of ours.
+  {
+    test: /No space left on device|Disk quota exceeded|File too large/i,
+    status: 409,
+    code: 'E_CONTAINER_FULL',
+    what: "no room in the container's file system",
+  },
+  // A path the kernel will not read or write this way (/proc/self/mem, /dev/full, a terminal, a busy binary): what the
+  // caller asked for, at a path of their choosing, cannot be done; the same request fails the same way again.
+  {
+    test: /Input\/output error|No such device|Bad address|Invalid argument|Text file busy|Device or resource busy|Too many levels of symbolic links|Operation not supported|Function not implemented/i,
+    status: 422,
+    code: 'E_FILE_UNUSABLE',
+    what: 'the kernel refused this operation on it',
   },
 ];
 

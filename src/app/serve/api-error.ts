@@ -9,7 +9,7 @@ import { errnoOf } from '../../core/pause-cause.js';
  * operations (429), internal, a dependency that cannot be reached right now (503: engine or registry), and the
  * server's own disk full (507).
  */
-export type ApiStatus = 400 | 403 | 404 | 408 | 409 | 410 | 413 | 415 | 429 | 500 | 503 | 507;
+export type ApiStatus = 400 | 403 | 404 | 408 | 409 | 410 | 413 | 415 | 422 | 429 | 500 | 503 | 507;
 
 /** The system error codes of a disk (or a quota) that cannot take more bytes. */
 const NO_SPACE_CODES = new Set(['ENOSPC', 'EDQUOT']);

@@ -33,6 +33,12 @@ describe('fileError', () => {
     ['bash: line 1: tar: command not found', 409, 'E_TOOL_MISSING'],
     ['unable to find user nosuch: no matching entries in passwd file', 400, 'E_USER_UNKNOWN'],
     ["sh: can't create /w/aaaa: File name too long", 400, 'E_PATH_TOO_LONG'],
+    ['cat: read error: Input/output error', 422, 'E_FILE_UNUSABLE'],
+    ['sh: write error: Input/output error', 422, 'E_FILE_UNUSABLE'],
+    ["cat: can't open '/dev/tty': No such device or address", 422, 'E_FILE_UNUSABLE'],
+    ["sh: can't create /w/loop: Too many levels of symbolic links", 422, 'E_FILE_UNUSABLE'],
+    ['cat: write error: No space left on device', 409, 'E_CONTAINER_FULL'],
+    ['tar: ./big: Cannot write: Disk quota exceeded', 409, 'E_CONTAINER_FULL'],
     ['something else went wrong', 500, 'E_FILE_IO'],
   ] as const)('%s → %i %s', (stderr, status, code) => {
     const err = fileError(stderr, target('1000'));
