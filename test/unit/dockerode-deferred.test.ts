@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Agent } from 'node:http';
+import { inspect } from 'node:util';
 import {
   deferredClass,
   deferredModule,
@@ -129,5 +130,10 @@ describe('localEngineOptions (the agent for an engine on a unix socket)', () => 
     }
     for (const host of ['tcp://127.0.0.1:2375', 'ssh://me@host', 'https://engine:2376', 'npipe:////./pipe/x'])
       expect(localEngineOptions({ DOCKER_HOST: host })).toBeUndefined();
+  });
+
+  it("is one short line to util.inspect, which docker-modem runs on every request's options (no depth limit)", () => {
+    const { agent } = localEngineOptions({}) as { agent: Agent };
+    expect(inspect({ agent }, { showHidden: true, depth: null })).toBe('{ agent: Agent { unix socket } }');
   });
 });
