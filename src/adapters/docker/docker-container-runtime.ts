@@ -38,13 +38,15 @@ import {
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
 import {
+  DEFAULT_ENGINE_CALL_TIMEOUT_MS,
   engineInfoOf,
   listedStateOf,
   probeEngineFacts,
+  type EarlyEngineFacts,
   type InfoBody,
   type VersionBody,
 } from './engine-probe.js';
-import { EngineFactsCache } from './engine-facts.js';
+import { ENGINE_FACTS_REUSE_MS, EngineFactsCache } from './engine-facts.js';
 import { EngineSeccompOption } from './seccomp-option.js';
 import { statusOf, toEngineError, engineMessageOf } from './engine-error.js';
 
@@ -59,7 +61,6 @@ const HEARTBEAT_MS = 2_000;
  * restarted between two heartbeats). Generous, so a busy engine's late answer is never taken for a lost one.
  */
 const SILENT_WAIT_GRACE_MS = 10_000;
-const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 /** A container's changes list past these is not waited for nor read: the sessions are copied out instead. */
 const CHANGES_TIMEOUT_MS = 5_000;
 const CHANGES_MAX_BYTES = 8 * 2 ** 20;
@@ -87,6 +88,7 @@ export class DockerContainerRuntime
   readonly #changesTimeoutMs: number;
   readonly #changesMaxBytes: number;
   readonly #pairNetwork: PairNetworkGuard | null;
+  #earlyFacts: EarlyEngineFacts | null;
   /** `info` + `version`, asked once for the calls close together (engine-facts.ts). */
   readonly #facts = new EngineFactsCache(() => this.#askFacts());
   /** Our seccomp profile as this engine takes it (container-create). */
@@ -110,15 +112,18 @@ export class DockerContainerRuntime
        * Without it "bridge" is the engine's default bridge network (tests on a shared engine, whose firewall is not ours).
        */
       pairNetwork?: PairNetworkGuard;
+      /** The facts asked before dockerode loaded (askEngineFactsEarly): the first `info` takes them if on this socket. */
+      earlyFacts?: EarlyEngineFacts | null;
     } = {},
   ) {
     this.docker = connection instanceof Dockerode ? connection : new Dockerode(connection);
-    this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+    this.#callTimeoutMs = options.callTimeoutMs ?? DEFAULT_ENGINE_CALL_TIMEOUT_MS;
     this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
     this.#silentWaitGraceMs = options.silentWaitGraceMs ?? SILENT_WAIT_GRACE_MS;
     this.#changesTimeoutMs = options.changesTimeoutMs ?? CHANGES_TIMEOUT_MS;
     this.#changesMaxBytes = options.changesMaxBytes ?? CHANGES_MAX_BYTES;
     this.#pairNetwork = options.pairNetwork ?? null;
+    this.#earlyFacts = options.earlyFacts ?? null;
   }
 
   /**
@@ -170,7 +175,16 @@ export class DockerContainerRuntime
    * CPU each, issue 39), on any other transport dockerode's two.
    */
   async #askFacts(): Promise<[InfoBody, VersionBody]> {
+    const early = this.#earlyFacts;
+    this.#earlyFacts = null;
     const socketPath = await unixSocketOf(this.docker);
+    // Asked before dockerode loaded, on the socket it talks to, moments ago: that answer (once).
+    if (
+      early !== null &&
+      early.socketPath === socketPath &&
+      performance.now() - early.atMs < ENGINE_FACTS_REUSE_MS
+    )
+      return early.answer;
     if (socketPath !== null) return probeEngineFacts(socketPath, this.#callTimeoutMs);
     return Promise.all([this.docker.info() as Promise<InfoBody>, this.docker.version()]);
   }

@@ -28,6 +28,31 @@ export async function engineUnixSocket(
   }
 }
 
+/** How long a short engine call may take (inspect, create, remove, the facts): DockerContainerRuntime's default. */
+export const DEFAULT_ENGINE_CALL_TIMEOUT_MS = 60_000;
+
+/** The engine's facts asked on its unix socket before its client was built (issue 39), and when they were asked. */
+export interface EarlyEngineFacts {
+  readonly socketPath: string;
+  readonly atMs: number;
+  readonly answer: Promise<[InfoBody, VersionBody]>;
+}
+
+/**
+ * The engine's facts (probeEngineFacts) asked now on the socket docker-modem will pick (engineUnixSocket), for the
+ * runtime built once dockerode has loaded to take (about 45 ms of loading, while the engine answers). Null when the
+ * engine is not on a unix socket. Never rejects; a failed answer is the first `info`'s failure.
+ */
+export async function askEngineFactsEarly(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<EarlyEngineFacts | null> {
+  const socketPath = await engineUnixSocket(env);
+  if (socketPath === null) return null;
+  const answer = probeEngineFacts(socketPath, DEFAULT_ENGINE_CALL_TIMEOUT_MS);
+  answer.catch(() => undefined); // taken (and reported) by the runtime's first info, or by nobody
+  return { socketPath, atMs: performance.now(), answer };
+}
+
 /** The version endpoint's answer, as much as we read of it. */
 export interface VersionBody {
   readonly Version: string;

@@ -107,7 +107,10 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   // The host's staging probe (a bind of a folder of ours, once per process; the receipt records its answer) runs
   // beside the engine's questions below instead of after them (issue 39): a spec that parsed only, nothing of the
   // user's is touched, and its answer is awaited where the receipt is built.
-  deps.mountStager?.mode().catch(() => undefined);
+  const probed = deps.mountStager?.mode().then(
+    () => undefined,
+    () => undefined,
+  );
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
   // The image's inspect is asked beside the path checks (which wait for the engine's info) and its answer read only
@@ -115,8 +118,11 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   const imagePresent = deps.runtime.imageExists(spec.image);
   imagePresent.catch(() => undefined);
   // So is the guarded network's listing of its rules, which the create takes (issue 39): the firewall is only read,
-  // and what is missing of ours made, as that create would.
-  if (canPrepareNetworks(deps.runtime)) deps.runtime.prepareNetwork(spec.network);
+  // and what is missing of ours made, as that create would. Begun once the probe is answered: the two run in one
+  // tool shell, one at a time, and the receipt waits for the probe, only the create for the listing.
+  const runtime = deps.runtime;
+  if (canPrepareNetworks(runtime))
+    void (probed ?? Promise.resolve()).then(() => runtime.prepareNetwork(spec.network));
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);

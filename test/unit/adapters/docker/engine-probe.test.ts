@@ -4,11 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../../../src/app/ports/engine-error.js';
+import { DockerContainerRuntime } from '../../../../src/adapters/docker/docker-container-runtime.js';
 import {
+  askEngineFactsEarly,
   engineInfoOf,
   engineUnixSocket,
   probeEngineFacts,
   probeImageId,
+  type InfoBody,
+  type VersionBody,
 } from '../../../../src/adapters/docker/engine-probe.js';
 
 /** A stand-in engine on a unix socket: /info and /version as dockerd answers them, or an error status. */
@@ -183,5 +187,40 @@ describe('probeEngineFacts (info and what version would say, one request: issue 
     } finally {
       failWith = null;
     }
+  });
+});
+
+describe('the facts asked before dockerode loaded (askEngineFactsEarly), taken by the runtime once', () => {
+  it('on the socket dockerode talks to and moments ago: the first info takes that answer, asking nothing', async () => {
+    const early = await askEngineFactsEarly({ DOCKER_HOST: `unix://${socket}` });
+    expect(early?.socketPath).toBe(socket);
+    requests.length = 0;
+    const answer: [InfoBody, VersionBody] = [{ ID: 'EARLY' }, { Version: '1', ApiVersion: '1.41' }];
+    const rt = new DockerContainerRuntime(
+      { socketPath: socket },
+      { earlyFacts: { socketPath: socket, atMs: performance.now(), answer: Promise.resolve(answer) } },
+    );
+    expect((await rt.info()).id).toBe('EARLY');
+    expect(requests).toEqual([]);
+  });
+
+  it('on another socket, or asked too long ago: not taken, the engine is asked', async () => {
+    const answer = Promise.resolve<[InfoBody, VersionBody]>([
+      { ID: 'EARLY' },
+      { Version: '1', ApiVersion: '1.41' },
+    ]);
+    for (const earlyFacts of [
+      { socketPath: join(dir, 'other.sock'), atMs: performance.now(), answer },
+      { socketPath: socket, atMs: performance.now() - 60_000, answer },
+    ]) {
+      requests.length = 0;
+      const rt = new DockerContainerRuntime({ socketPath: socket }, { earlyFacts });
+      expect((await rt.info()).id).toBe('ENGINE-ID');
+      expect(requests[0]).toBe('GET /info');
+    }
+  });
+
+  it('no unix socket (a tcp engine): nothing asked early', async () => {
+    expect(await askEngineFactsEarly({ DOCKER_HOST: 'tcp://127.0.0.1:2375' })).toBeNull();
   });
 });
