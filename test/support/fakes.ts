@@ -18,6 +18,7 @@ import type {
   LayerChanges,
   LinkChecks,
   MountCollection,
+  NetworkPreparation,
 } from '../../src/app/ports/runtime-capabilities.js';
 import type { ExecutePairDeps } from '../../src/app/pair/execute-pair-types.js';
 import type { RunPairDeps } from '../../src/app/pair/run-pair-types.js';
@@ -59,7 +60,8 @@ type RuntimeCapabilities = ImagePins &
   LinkChecks &
   GpuGrants &
   MountCollection &
-  DiskFootprints;
+  DiskFootprints &
+  NetworkPreparation;
 
 /** The capabilities, all of them (the compiler checks the list against them): one left out reads as absent. */
 const RUNTIME_CAPABILITIES = Object.keys({
@@ -70,6 +72,7 @@ const RUNTIME_CAPABILITIES = Object.keys({
   gpuGrantOf: true,
   collectMounts: true,
   diskFootprint: true,
+  prepareNetwork: true,
 } satisfies Record<keyof RuntimeCapabilities, true>);
 
 /** A container runtime holding only what a test uses, with the capabilities it gives; those it leaves out are absent. */

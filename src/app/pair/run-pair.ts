@@ -122,7 +122,7 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   // tool shell, one at a time, and the receipt waits for the probe, only the create for the listing.
   const runtime = deps.runtime;
   if (canPrepareNetworks(runtime))
-    void (probed ?? Promise.resolve()).then(() => runtime.prepareNetwork(spec.network));
+    (probed ?? Promise.resolve()).then(() => runtime.prepareNetwork(spec.network)).catch(() => undefined); // never fails by its contract; the create finds whatever went wrong
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
