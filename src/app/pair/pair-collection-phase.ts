@@ -61,6 +61,8 @@ export class CollectionPhase {
   readonly #logs: PairLogs;
   readonly #logsFollowed: () => boolean;
   #changes: Promise<FilesystemChanges | null> = Promise.resolve(null);
+  /** The collection's inspect found the container exited (or dead): the removal need not look before it removes. */
+  #exitedAtInspect = false;
   #outcome: OutcomeRead = { state: 'missing' };
   #sessions: SessionsReport = { files: 0, bytes: 0, refusals: [] };
   #providerFailure: ProviderFailure | null = null;
@@ -105,7 +107,9 @@ export class CollectionPhase {
           : 0;
         return {
           kind: 'exit_inspected',
-          exit: await inspectExit(this.#deps, effect.containerId, waitMs),
+          exit: await inspectExit(this.#deps, effect.containerId, waitMs, (state) => {
+            this.#exitedAtInspect = state.status === 'exited' || state.status === 'dead';
+          }),
         };
       }
       case 'collect_mounts':
@@ -126,7 +130,9 @@ export class CollectionPhase {
       case 'remove':
         return {
           kind: 'removed',
-          cleanup: await removeAndVerify(this.#deps, effect.containerId, effect.stopBudgetSec),
+          cleanup: await removeAndVerify(this.#deps, effect.containerId, effect.stopBudgetSec, {
+            exited: this.#exitedAtInspect,
+          }),
         };
       case 'close_logs': {
         const closed = await this.#logs.close(

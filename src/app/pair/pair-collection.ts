@@ -8,7 +8,7 @@ import {
 } from '../../core/sessions-skip.js';
 import { awaitEngineReturn, isEngineUnavailable, type EngineReturnDeps } from './engine-return.js';
 import type { Clock } from '../ports/clock.js';
-import type { ContainerRuntime } from '../ports/container-runtime.js';
+import type { ContainerRuntime, ContainerState } from '../ports/container-runtime.js';
 import { canCheckLinks, canCollectMounts, canListLayerChanges } from '../ports/runtime-capabilities.js';
 import type { Logger } from '../ports/logger.js';
 
@@ -112,12 +112,15 @@ export async function inspectExit(
   deps: EngineReturnDeps & { readonly logger: Logger },
   containerId: string,
   waitMs: number,
+  /** Told the state the engine answered with (the removal after collection uses it). */
+  seen?: (state: ContainerState) => void,
 ): Promise<{ exitCode: number | null; oomKilled: boolean } | null> {
   const back = await awaitEngineReturn(deps, containerId, {
     untilMs: deps.clock.now().getTime() + Math.max(1, waitMs),
   });
   if (back.kind !== 'answered')
     deps.logger.warn({ container: containerId }, 'engine did not answer before collection');
+  else if (back.state !== null) seen?.(back.state);
   return back.kind === 'answered' && back.state !== null
     ? { exitCode: back.state.exitCode, oomKilled: back.state.oomKilled }
     : null;

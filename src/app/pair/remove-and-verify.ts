@@ -61,6 +61,12 @@ export async function verifiedRemoval(
   deps: RemoveAndVerifyDeps,
   containerId: string,
   stopBudgetSec: number,
+  /**
+   * `exited`: the caller's own inspect found the container exited, so the first round removes without looking first
+   * (a stop is only for a running container, and the removal is forced whatever its state: issue 39, one round trip
+   * of a pair's end). Every later round looks as usual.
+   */
+  known: { readonly exited?: boolean } = {},
 ): Promise<Removal> {
   const { runtime, logger } = deps;
   const polls = Math.max(
@@ -73,9 +79,14 @@ export async function verifiedRemoval(
   for (let attempts = 1; attempts <= REMOVE_ATTEMPTS; attempts++) {
     let step: RemovalFailure['step'] = 'inspect';
     try {
-      const state = await runtime.inspect(containerId);
+      // The first round for a container the caller saw exited does not look: there is nothing to stop.
+      const look = attempts > 1 || known.exited !== true;
+      const state = look ? await runtime.inspect(containerId) : undefined;
       if (state === null) return { removed, verified_absent: true, attempts, stopped, failure };
-      if (state.status === 'running' || state.status === 'restarting' || state.status === 'paused') {
+      if (
+        state !== undefined &&
+        (state.status === 'running' || state.status === 'restarting' || state.status === 'paused')
+      ) {
         step = 'stop';
         stopped = false;
         await runtime.stop(containerId, stopBudgetSec);
@@ -111,7 +122,13 @@ export async function removeAndVerify(
   deps: RemoveAndVerifyDeps,
   containerId: string,
   stopBudgetSec: number,
+  known: { readonly exited?: boolean } = {},
 ): Promise<CleanupRecord> {
-  const { removed, verified_absent, attempts } = await verifiedRemoval(deps, containerId, stopBudgetSec);
+  const { removed, verified_absent, attempts } = await verifiedRemoval(
+    deps,
+    containerId,
+    stopBudgetSec,
+    known,
+  );
   return { removed, verified_absent, attempts };
 }

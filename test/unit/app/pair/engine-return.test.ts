@@ -86,6 +86,42 @@ describe('removeAndVerify', () => {
     expect(runtime.calls).toEqual([]);
   });
 
+  it('a container the caller saw exited is removed without a look first (issue 39); a failed round looks as usual', async () => {
+    const looked: string[] = [];
+    const runtime = new ScriptedRuntime();
+    runtime.present = true;
+    const inspect = runtime.inspect.bind(runtime);
+    runtime.inspect = (id: string) => {
+      looked.push(runtime.calls.includes('remove') ? 'after remove' : 'before remove');
+      return inspect(id);
+    };
+    const deps = { runtime, logger: silentLogger, ...fakeTime() };
+    expect(await removeAndVerify(deps, 'c1', 4, { exited: true })).toEqual({
+      removed: true,
+      verified_absent: true,
+      attempts: 1,
+    });
+    expect(looked).toEqual(['after remove']); // only the 404 that proves it gone
+    expect(runtime.stops).toEqual([]);
+
+    // Its first removal refused: the second round looks (and stops a container that runs again) as without the flag.
+    const again = new ScriptedRuntime();
+    again.present = true;
+    let refusals = 1;
+    const remove = again.remove.bind(again);
+    again.remove = (id: string) =>
+      refusals-- > 0 ? Promise.reject(engineError('engine_error')) : remove(id);
+    again.inspects = [state('running', null), state('running', null), null];
+    const removal = await removeAndVerify(
+      { runtime: again, logger: silentLogger, verifyAbsentTimeoutMs: 300, ...fakeTime() },
+      'c1',
+      4,
+      { exited: true },
+    );
+    expect(removal).toEqual({ removed: true, verified_absent: true, attempts: 2 });
+    expect(again.stops).toEqual([{ id: 'c1', timeoutSec: 4 }]);
+  });
+
   it('a removal refused every time is unverified after three attempts', async () => {
     const runtime = new ScriptedRuntime();
     runtime.present = true;
