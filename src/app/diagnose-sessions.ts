@@ -28,6 +28,20 @@ export async function diagnoseSessionsReport(
   dir: string,
   options: DiagnoseSessionsOptions = {},
 ): Promise<SessionsReport> {
+  const { tails: read, unreadable } = await readTails(tails, dir, options);
+  return {
+    ...diagnoseSessionTails(read),
+    files_unreadable: unreadable,
+    zstd_available: tails.zstdAvailable,
+  };
+}
+
+/** The tails of the session files under `dir` (E_USAGE for a missing one when `requireDirectory`). */
+async function readTails(
+  tails: SessionTails,
+  dir: string,
+  options: DiagnoseSessionsOptions,
+): Promise<Awaited<ReturnType<SessionTails['read']>>> {
   if (options.requireDirectory === true && !(await tails.isDirectory(dir))) {
     throw new RoboguideError('E_USAGE', `session directory not found: ${dir}`, {
       exitCode: ExitCode.invalidInput,
@@ -35,12 +49,7 @@ export async function diagnoseSessionsReport(
       suggestions: ['pass --dir the directory holding the Codex session files (e.g. ~/.codex/sessions)'],
     });
   }
-  const files = await tails.read(dir);
-  return {
-    ...diagnoseSessionTails(files.tails),
-    files_unreadable: files.unreadable,
-    zstd_available: tails.zstdAvailable,
-  };
+  return tails.read(dir);
 }
 
 /** The provider failure alone (a pair's result.json carries only this). */
@@ -49,5 +58,7 @@ export async function diagnoseSessions(
   dir: string,
   options: DiagnoseSessionsOptions = {},
 ): Promise<ProviderFailure | null> {
-  return (await diagnoseSessionsReport(tails, dir, options)).provider_failure;
+  // Not the report: whether zstd can be read is asked of node:zlib, which a pair's diagnosis need not load (its
+  // rollouts' reader loads it for a compressed one; issue 39).
+  return diagnoseSessionTails((await readTails(tails, dir, options)).tails).provider_failure;
 }

@@ -16,6 +16,11 @@ import {
   zstdAvailable,
 } from '../../../src/adapters/session-tails.js';
 import { diagnoseSessions, diagnoseSessionsReport } from '../../../src/library.js';
+import {
+  diagnoseSessions as diagnoseSessionsOf,
+  diagnoseSessionsReport as diagnoseSessionsReportOf,
+} from '../../../src/app/diagnose-sessions.js';
+import type { SessionTails } from '../../../src/app/ports/session-tails.js';
 import { RoboguideError } from '../../../src/core/errors.js';
 import { MAX_SESSION_FILES, MAX_TAIL_BYTES, reduceSessionTails } from '../../../src/core/provider-failure.js';
 
@@ -144,6 +149,18 @@ describe('diagnoseSessions', () => {
   it('joins the reader and the reducer', async () => {
     await writeSession(join(dir, 'rollout.jsonl'), `${QUIET_LINE}\n${ERROR_LINE}\n`);
     expect(await diagnoseSessions(dir)).toEqual(FAILURE);
+  });
+
+  it("a pair's diagnosis never asks whether zstd can be read (node:zlib stays unloaded); the report does", async () => {
+    const tails = {
+      read: () => Promise.resolve({ tails: [], unreadable: 0 }),
+      isDirectory: () => Promise.resolve(true),
+      get zstdAvailable(): boolean {
+        throw new Error('zstdAvailable asked');
+      },
+    } as unknown as SessionTails;
+    expect(await diagnoseSessionsOf(tails, dir)).toBeNull();
+    await expect(diagnoseSessionsReportOf(tails, dir)).rejects.toThrow('zstdAvailable asked');
   });
 
   it('reports no failure for a missing directory by default', async () => {

@@ -91,9 +91,9 @@ describe('removeAndVerify', () => {
     const runtime = new ScriptedRuntime();
     runtime.present = true;
     const inspect = runtime.inspect.bind(runtime);
-    runtime.inspect = (id: string) => {
+    runtime.inspect = () => {
       looked.push(runtime.calls.includes('remove') ? 'after remove' : 'before remove');
-      return inspect(id);
+      return inspect();
     };
     const deps = { runtime, logger: silentLogger, ...fakeTime() };
     expect(await removeAndVerify(deps, 'c1', 4, { exited: true })).toEqual({
@@ -109,8 +109,7 @@ describe('removeAndVerify', () => {
     again.present = true;
     let refusals = 1;
     const remove = again.remove.bind(again);
-    again.remove = (id: string) =>
-      refusals-- > 0 ? Promise.reject(engineError('engine_error')) : remove(id);
+    again.remove = () => (refusals-- > 0 ? Promise.reject(engineError('engine_error')) : remove());
     again.inspects = [state('running', null), state('running', null), null];
     const removal = await removeAndVerify(
       { runtime: again, logger: silentLogger, verifyAbsentTimeoutMs: 300, ...fakeTime() },
