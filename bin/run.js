@@ -76,6 +76,17 @@ if (process.env.NODE_COMPILE_CACHE === undefined) {
   if (cache !== null) nodeModule.enableCompileCache(cache);
 }
 
+// `pair run` as root: its tool shell (mount, umount, iptables) started now, while this process is small (a fork costs
+// with the size of the process that forks: dist/adapters/mount/tool-shell-spawn.js, issue 39). The command takes it
+// on its first tool request; unused, it ends with this process.
+if (process.argv[2] === 'pair' && process.argv[3] === 'run' && process.getuid?.() === 0) {
+  try {
+    (await import('../dist/adapters/mount/tool-shell-spawn.js')).prespawnToolShell();
+  } catch {
+    // Not built as expected: the command spawns its own shell when it needs one.
+  }
+}
+
 // `--version` answered from package.json, exactly as oclif would print it, without loading oclif (WSL, where
 // oclif says "wsl" for the platform, is left to oclif).
 const pjson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));

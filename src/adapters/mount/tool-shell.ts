@@ -1,6 +1,7 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import type { ChildProcessByStdio } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
+import { spawnToolShell, takePrespawnedToolShell, unrefStream } from './tool-shell-spawn.js';
 
 /**
  * mount(8) and umount(8) run by one long-lived shell of ours instead of a process forked from Node per call (issue
@@ -27,31 +28,7 @@ import type { Readable, Writable } from 'node:stream';
 /** A word the shell passes as it is: no blank, quote, glob, `$`, backslash or control character. */
 const TOOL_WORD = /^[A-Za-z0-9_./,=:@%+-]+$/;
 
-const SCRIPT = [
-  'set -f',
-  // fd 3: this shell's standard output, where a captured program's own output goes.
-  'exec 3>&1',
-  'while IFS= read -r line; do',
-  '  set -- $line',
-  '  id=$1; mode=$2; shift 2',
-  '  if [ "$mode" = r ]; then',
-  '    err=$("$@" 2>&1 >/dev/null </dev/null 3>&-)',
-  '    rc=$?',
-  '    if [ "$rc" -eq 0 ]; then echo "$id 0"; else printf \'%s %s %s\\n\' "$id" "$rc" "$(printf \'%s\' "$err" | tr \'\\r\\n\' \'  \')"; fi',
-  '  else',
-  '    err=$("$@" 2>&1 1>&3 3>&- </dev/null)',
-  '    rc=$?',
-  "    [ -z \"$err\" ] || err=$(printf '%s' \"$err\" | tr '\\r\\n' '  ')",
-  '    printf \'\\n%s %s %s %s\\n\' "$mode" "$id" "$rc" "$err"',
-  '  fi',
-  'done',
-].join('\n');
-
-/** The tools' whole environment, in the shell and without it: C messages, the system folders, nothing of the caller's. */
-export const TOOL_ENV: Readonly<Record<string, string>> = {
-  LC_ALL: 'C',
-  PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
-};
+export { TOOL_ENV } from './tool-shell-spawn.js';
 
 export type ToolRun = (file: string, args: readonly string[]) => Promise<void>;
 
@@ -213,12 +190,8 @@ export class ToolShell {
   #liveOrNull(): Live | null {
     if (this.#live !== null) return this.#live;
     if (this.#unavailable) return null;
-    const shell = spawn(this.#shellPath, ['-c', SCRIPT], {
-      stdio: ['pipe', 'pipe', 'ignore'],
-      env: TOOL_ENV,
-      // Its own process group: a timed-out request ends the shell and whatever it runs, together.
-      detached: true,
-    });
+    // The one bin/run.js started for a `pair run` while the process was small, else a new one.
+    const shell = takePrespawnedToolShell(this.#shellPath) ?? spawnToolShell(this.#shellPath);
     // Out of descriptors or processes (EMFILE, EAGAIN), spawn hands back a child without its pipes: this request
     // goes the old way; a later one tries the shell again.
     if (shell.stdin == null || shell.stdout == null) {
@@ -343,8 +316,4 @@ export class ToolShell {
     live.shell.stdin.destroy();
     live.shell.stdout.destroy();
   }
-}
-
-function unrefStream(stream: Readable | Writable): void {
-  (stream as unknown as { unref?: () => void }).unref?.();
 }

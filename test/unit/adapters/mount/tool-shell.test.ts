@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ToolShell, type ToolCapture, type ToolRun } from '../../../../src/adapters/mount/tool-shell.js';
+import { prespawnToolShell } from '../../../../src/adapters/mount/tool-shell-spawn.js';
 
 /** The fallback: records what it was asked and does nothing. */
 function recordingFallback(): { run: ToolRun; calls: string[][] } {
@@ -245,6 +246,43 @@ describe.skipIf(process.platform !== 'linux')('ToolShell: one shell runs the too
     expect(shell.pid).not.toBeNull();
     const after = process.getActiveResourcesInfo().filter((r) => /Process|Pipe/.test(r)).length;
     expect(after).toBe(before);
+  });
+
+  it('takes the shell started early (bin/run.js for a pair run) once; one that died meanwhile is not taken', async () => {
+    const before = process.getActiveResourcesInfo().filter((r) => /Process|Pipe/.test(r)).length;
+    prespawnToolShell();
+    const early = (globalThis as Record<symbol, { shell: { pid: number } } | undefined>)[
+      Symbol.for('roboguide-eval.tool-shell')
+    ]?.shell.pid;
+    expect(early).toBeGreaterThan(0);
+    // Nothing of it keeps this process alive while it waits to be taken.
+    expect(process.getActiveResourcesInfo().filter((r) => /Process|Pipe/.test(r)).length).toBe(before);
+    await shell.run('/usr/bin/touch', [join(dir, 'early')]);
+    expect(shell.pid).toBe(early);
+    expect(existsSync(join(dir, 'early'))).toBe(true);
+    // Taken once: the next ToolShell starts its own.
+    const other = new ToolShell({ fallback: fallback.run });
+    try {
+      await other.run('/usr/bin/touch', [join(dir, 'other')]);
+      expect(other.pid).not.toBe(early);
+    } finally {
+      other.close();
+    }
+    // An early shell that died before the first request: a new one runs it.
+    prespawnToolShell();
+    const dead = (
+      globalThis as Record<symbol, { shell: { pid: number; kill: (s: string) => void } } | undefined>
+    )[Symbol.for('roboguide-eval.tool-shell')]!.shell;
+    dead.kill('SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const third = new ToolShell({ fallback: fallback.run });
+    try {
+      await third.run('/usr/bin/touch', [join(dir, 'third')]);
+      expect(third.pid).not.toBe(dead.pid);
+      expect(existsSync(join(dir, 'third'))).toBe(true);
+    } finally {
+      third.close();
+    }
   });
 
   it('a shell that cannot be started sends every request to the fallback', async () => {
