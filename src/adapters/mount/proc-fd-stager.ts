@@ -14,7 +14,8 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { systemTool } from '../system-tool.js';
-import { TOOL_ENV, ToolShell, type ToolCapture, type ToolOutput } from './tool-shell.js';
+import { ToolShell, type ToolCapture, type ToolOutput } from './tool-shell.js';
+import { TOOL_ENV } from './tool-shell-spawn.js';
 import type { MountMode } from '../../core/mount-mode.js';
 import type { EntryKind, FileInfo } from '../../app/ports/file-system.js';
 import type { MountStager, OpenedChild, OpenedFolder } from '../../app/ports/mount-stager.js';

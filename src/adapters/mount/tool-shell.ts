@@ -28,8 +28,6 @@ import { spawnToolShell, takePrespawnedToolShell, unrefStream } from './tool-she
 /** A word the shell passes as it is: no blank, quote, glob, `$`, backslash or control character. */
 const TOOL_WORD = /^[A-Za-z0-9_./,=:@%+-]+$/;
 
-export { TOOL_ENV } from './tool-shell-spawn.js';
-
 export type ToolRun = (file: string, args: readonly string[]) => Promise<void>;
 
 /** What a captured program said: its exit status, its standard output as written, its messages on one line. */
