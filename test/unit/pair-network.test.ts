@@ -216,6 +216,38 @@ describe('DockerPairNetwork over fakes of iptables and the engine', () => {
     }
   });
 
+  it('a prepared listing too old to take, still running (a held xtables lock), ends before the new one begins', async () => {
+    const ipt = fakeIptables(engineChains);
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let first = true;
+    const order: string[] = [];
+    const guard = new DockerPairNetwork(fakeDocker().docker, async (family, args) => {
+      if (first && family === 'ipv4') {
+        first = false;
+        order.push('old listing waits for the lock');
+        await held;
+        order.push('old listing done');
+      } else if (args[0] === '-S' && args.length === 1) order.push(`listing ${family}`);
+      return ipt.run(family, args);
+    });
+    const clock = vi.spyOn(performance, 'now');
+    try {
+      clock.mockReturnValue(1_000);
+      guard.prepare();
+      clock.mockReturnValue(7_000);
+      const ensured = guard.ensure();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(order.filter((o) => o === 'listing ipv4')).toEqual([]); // the new one waits for the old
+      release();
+      await ensured;
+      expect(order.indexOf('old listing done')).toBeLessThan(order.lastIndexOf('listing ipv4'));
+      expect((await guard.check()).rules.every((r) => r.ok)).toBe(true);
+    } finally {
+      clock.mockRestore();
+    }
+  });
+
   it('a chain edited by hand is rewritten whole', async () => {
     const ipt = fakeIptables(engineChains);
     const guard = new DockerPairNetwork(fakeDocker().docker, ipt.run);

@@ -163,6 +163,9 @@ export class DockerPairNetwork implements PairNetworkGuard {
     const prepared = this.#prepared;
     this.#prepared = null;
     const fresh = prepared !== null && performance.now() - prepared.atMs <= PREPARED_LISTING_MAX_AGE_MS;
+    // One too old may still run (a held xtables lock): it ends before the new one begins, or the two would take
+    // turns in the one tool shell, each making what it found missing.
+    if (prepared !== null && !fresh) await prepared.complete.catch(() => undefined);
     const complete = await (fresh ? prepared.complete : this.#listRules());
     await this.#ensureNetwork();
     if (!complete) await Promise.all(FAMILIES.map((family) => this.#ensureRules(family, false)));

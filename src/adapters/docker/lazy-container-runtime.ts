@@ -62,12 +62,11 @@ export class LazyContainerRuntime
 
   /** Builds the real runtime if no call did yet, and passes it on when it can prepare (never fails). */
   prepareNetwork(choice: NetworkChoice): void {
-    this.runtime().then(
-      (runtime) => {
+    this.runtime()
+      .then((runtime) => {
         if (canPrepareNetworks(runtime)) runtime.prepareNetwork(choice);
-      },
-      () => undefined,
-    );
+      })
+      .catch(() => undefined);
   }
 
   async info(): Promise<EngineInfo> {

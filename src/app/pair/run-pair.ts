@@ -107,22 +107,13 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   // The host's staging probe (a bind of a folder of ours, once per process; the receipt records its answer) runs
   // beside the engine's questions below instead of after them (issue 39): a spec that parsed only, nothing of the
   // user's is touched, and its answer is awaited where the receipt is built.
-  const probed = deps.mountStager?.mode().then(
-    () => undefined,
-    () => undefined,
-  );
+  deps.mountStager?.mode().catch(() => undefined);
   const now = deps.clock.now();
   const output = resolve(options.cwd, options.output ?? defaultOutput(options.cwd, spec.job_id, now));
   // The image's inspect is asked beside the path checks (which wait for the engine's info) and its answer read only
   // once they passed: a spec's own faults are still reported first (issue 39).
   const imagePresent = deps.runtime.imageExists(spec.image);
   imagePresent.catch(() => undefined);
-  // So is the guarded network's listing of its rules, which the create takes (issue 39): the firewall is only read,
-  // and what is missing of ours made, as that create would. Begun once the probe is answered: the two run in one
-  // tool shell, one at a time, and the receipt waits for the probe, only the create for the listing.
-  const runtime = deps.runtime;
-  if (canPrepareNetworks(runtime))
-    (probed ?? Promise.resolve()).then(() => runtime.prepareNetwork(spec.network)).catch(() => undefined); // never fails by its contract; the create finds whatever went wrong
   const issues = await specPathIssues(deps.fs, spec, output, options);
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
@@ -180,6 +171,17 @@ async function checkRuntime(
  */
 export async function runPair(deps: RunPairDeps, options: RunPairOptions): Promise<RunPairOutcome> {
   const checked = await checkSpec(deps, options);
+  // The guarded network's listing of its rules, which the create takes (issue 39), begun once the spec passed every
+  // check (a refused one touches no firewall) and run beside the admission and the receipt: the firewall is read, and
+  // what is missing of ours made, as that create would. Never fails by its contract; the create finds what went wrong.
+  const runtime = deps.runtime;
+  if (canPrepareNetworks(runtime)) {
+    try {
+      runtime.prepareNetwork(checked.spec.network);
+    } catch {
+      // the create lists for itself
+    }
+  }
   const registry = typeof deps.registry === 'function' ? await deps.registry() : deps.registry;
   const plan = await pairRunPlan(deps, registry, checked, options);
   const store = new EvidenceStore(deps.fs, checked.output);

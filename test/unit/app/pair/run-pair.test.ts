@@ -12,7 +12,6 @@ import type { AdmitRefusal } from '../../../../src/core/admission-rule.js';
 import { fakeRegistry } from '../../../support/fakes.js';
 import { runPair } from '../../../../src/app/pair/run-pair.js';
 import type { RunPairDeps, RunPairOptions } from '../../../../src/app/pair/run-pair-types.js';
-import type { MountStager } from '../../../../src/app/ports/mount-stager.js';
 import { RoboguideError } from '../../../../src/core/errors.js';
 import type { Receipt } from '../../../../src/core/receipt.js';
 import { FakeHost, FakePairRuntime, fakeExecuteDeps, SUPERVISOR } from '../../../support/fake-pair-world.js';
@@ -151,33 +150,16 @@ describe('runPair', () => {
     expect(runtime.created).toBe(2);
   });
 
-  it('the listing is begun once the staging probe is answered (the two share one tool shell; the receipt waits for the probe)', async () => {
-    const order: string[] = [];
-    let answer: (mode: 'walked') => void = () => undefined;
-    const probe = new Promise<'walked'>((resolve) => (answer = resolve));
-    const refuse = (): Promise<never> => Promise.reject(new Error('not in this test'));
-    const mountStager: MountStager = {
-      mode: () => {
-        if (!order.includes('probe asked')) order.push('probe asked'); // asked again by the receipt, as the real one
-        return probe;
-      },
-      openRoot: refuse,
-      openChild: refuse,
-      makeChild: refuse,
-      close: refuse,
-      bind: refuse,
-      settled: () => undefined,
-      release: refuse,
-      sweep: refuse,
-    };
-    const preparing = Object.assign(runtime, { prepareNetwork: () => order.push('listing begun') });
-    const run = runPair(deps({ runtime: preparing, mountStager }), options());
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(order).toEqual(['probe asked']);
-    order.push('probe answered');
-    answer('walked');
-    await run;
-    expect(order.slice(0, 3)).toEqual(['probe asked', 'probe answered', 'listing begun']);
+  it('a spec refused by its checks lists nothing (the firewall is not touched for it)', async () => {
+    const seen: string[] = [];
+    const preparing = Object.assign(runtime, { prepareNetwork: (choice: string) => seen.push(choice) });
+    await mkdir(join(dir, 'out'), { recursive: true });
+    await writeFile(join(dir, 'out', 'j1.json'), 'earlier');
+    expect((await refusal(runPair(deps({ runtime: preparing }), options()))).code).toBe('E_SPEC_INVALID');
+    expect((await refusal(runPair(deps({ runtime: preparing }), options({ image: 'absent:1' })))).code).toBe(
+      'E_SPEC_INVALID',
+    );
+    expect(seen).toEqual([]);
   });
 
   it('a full host refuses with E_CAPACITY and writes nothing', async () => {
