@@ -293,7 +293,7 @@ describe.skipIf(noDocker)('serve: hostile requests (issue 39), real engine', () 
     expect(listed.body.sessions).toHaveLength(1); // the suite's own session only
   });
 
-  it('a file the kernel will not read or write that way is 422 E_FILE_UNUSABLE, a full device 409 E_CONTAINER_FULL (were 500 E_FILE_IO)', async () => {
+  it('a file the kernel will not read or write that way is 422 E_FILE_UNUSABLE, a full device 507 E_CONTAINER_FULL (were 500 E_FILE_IO)', async () => {
     for (const path of ['/proc/self/mem', '/dev/tty']) {
       const read = await rawRequest(
         s.socketPath,
@@ -308,7 +308,7 @@ describe.skipIf(noDocker)('serve: hostile requests (issue 39), real engine', () 
       `PUT /v1/sessions/${session}/file?path=/dev/full HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: 5`,
       Buffer.from('bytes'),
     );
-    expect(full.status).toBe(409);
+    expect(full.status).toBe(507);
     expect(errorOf(full).code).toBe('E_CONTAINER_FULL');
     // The session goes on: a plain file still reads.
     const ok = await s.client.call('GET', `/v1/sessions/${session}/file?path=/etc/hostname`);

@@ -107,8 +107,8 @@ class PermissionDeniedApiError(ForbiddenError, PermissionError):
     """403 ``E_PERMISSION_DENIED``."""
 
 
-class ContainerFullApiError(ConflictError, OSError):
-    """409 ``E_CONTAINER_FULL``: no room left in the container's file system (``errno`` ENOSPC)."""
+class ContainerFullApiError(ServerError, OSError):
+    """507 ``E_CONTAINER_FULL``: no room left in the container's file system (``errno`` ENOSPC)."""
 
 
 class FileUnusableApiError(UnprocessableError, OSError):

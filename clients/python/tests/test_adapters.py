@@ -189,11 +189,11 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(IsADirectoryError):
                 c.write_file(s.id, "/app/tree", "not over a directory")
             self.assertEqual(c.exec(s.id, ["ls", "/app/tree"])["stdout"], "l.txt\nt.txt\n")  # the directory is intact
-            # A file larger than the container's /dev/shm (64 MiB): Python's own OSError with ENOSPC (409), not a 500.
+            # A file larger than the container's /dev/shm (64 MiB): Python's own OSError with ENOSPC (507), not E_FILE_IO.
             shm = int(c.exec(s.id, ["sh", "-c", "df -k /dev/shm | tail -1 | awk '{print $2}'"])["stdout"].strip())
             with self.assertRaises(OSError) as full:
                 c.write_file(s.id, "/dev/shm/big", b"x" * ((shm + 1024) * 1024))
-            self.assertEqual((full.exception.errno, getattr(full.exception, "status", None)), (errno.ENOSPC, 409))
+            self.assertEqual((full.exception.errno, getattr(full.exception, "status", None)), (errno.ENOSPC, 507))
             self.assertEqual(getattr(full.exception, "code", None), "E_CONTAINER_FULL")
 
     def test_file_io_as_a_user_honours_permissions(self) -> None:

@@ -59,7 +59,7 @@ export async function keepText(stream: Readable): Promise<string> {
 
 const CLASSES: readonly {
   readonly test: RegExp;
-  readonly status: 400 | 403 | 404 | 409 | 422;
+  readonly status: 400 | 403 | 404 | 409 | 422 | 507;
   readonly code: string;
   readonly what: string;
 }[] = [
@@ -89,22 +89,37 @@ const CLASSES: readonly {
     code: 'E_FILE_NOT_FOUND',
     what: 'no such file or directory',
   },
-  // The container's own file system is full (or the file at its limit): the session's state, not a fault of ours.
+  // The two below only in the words of the container's own tools (`cat: …`, `tar: …`, `sh: …`), never the engine's
+  // (an exec the engine could not start says why on the output, in Go's words: its "invalid argument" is no fault of
+  // the caller's path).
+  // No room left where the container writes (its layer, a tmpfs, a quota, /dev/full; the layer may lie on the
+  // host's disk): no storage for the request, as 507 says, and no fault of the server's code.
   {
-    test: /No space left on device|Disk quota exceeded|File too large/i,
-    status: 409,
+    test: toolSaid(/No space left on device|Disk quota exceeded|File too large/),
+    status: 507,
     code: 'E_CONTAINER_FULL',
     what: "no room in the container's file system",
   },
-  // A path the kernel will not read or write this way (/proc/self/mem, /dev/full, a terminal, a busy binary): what the
-  // caller asked for, at a path of their choosing, cannot be done; the same request fails the same way again.
+  // A path the kernel will not read or write this way (/proc/self/mem, a terminal, a busy binary, a loop of links):
+  // what the caller asked for, at a path of their choosing, cannot be done; the same request fails the same way again.
   {
-    test: /Input\/output error|No such device|Bad address|Invalid argument|Text file busy|Device or resource busy|Too many levels of symbolic links|Operation not supported|Function not implemented/i,
+    test: toolSaid(
+      /Input\/output error|No such device|Bad address|Invalid argument|Text file busy|Device or resource busy|Too many levels of symbolic links|Operation not supported|Function not implemented/,
+    ),
     status: 422,
     code: 'E_FILE_UNUSABLE',
     what: 'the kernel refused this operation on it',
   },
 ];
+
+/**
+ * `message` (the C library's words, in its case) on a line of one of the tools the file routes run in the container:
+ * `cat: read error: Input/output error`, `sh: write error: …`, `bash: line 1: …`, `tar: ./x: Cannot write: …`.
+ */
+function toolSaid(message: RegExp): RegExp {
+  const tools = String.raw`(?:\S*/)?(?:cat|tar|sh|ash|dash|bash|busybox|mkdir|chmod|touch|dd|ln|mv|cp|rm|head|tee)`;
+  return new RegExp(String.raw`^${tools}(?:\[\d+\])?: .*(?:` + message.source + ')');
+}
 
 /** The API error a failed file command means, from its standard error (first line that says which wins). */
 export function fileError(stderr: string, target: FileTarget): ApiError {

@@ -21,10 +21,13 @@ const fileErrors = {
   '403': error('E_PERMISSION_DENIED: the user may not read or write there'),
   '404': error('unknown session; E_FILE_NOT_FOUND: no such file or directory'),
   '409': error(
-    "E_IS_A_DIRECTORY: a directory where a file is read or written (never replaced); E_NOT_A_DIRECTORY: a part of the path is a file; E_TOOL_MISSING: the image lacks tar or cat; E_CONTAINER_FULL: no room in the container's file system; session being deleted",
+    'E_IS_A_DIRECTORY: a directory where a file is read or written (never replaced); E_NOT_A_DIRECTORY: a part of the path is a file; E_TOOL_MISSING: the image lacks tar or cat; session being deleted',
   ),
   '422': error(
     'E_FILE_UNUSABLE: the kernel refuses this read or write at that path (an I/O error, a device, a busy binary, a loop of links: /proc/self/mem, /dev/full, /dev/tty)',
+  ),
+  '507': error(
+    "E_CONTAINER_FULL: no room in the container's file system (its layer, a tmpfs, a quota, /dev/full)",
   ),
   '429': error(
     'too many archive transfers running (--max-archives-per-session, --max-archives); Retry-After',

@@ -37,8 +37,16 @@ describe('fileError', () => {
     ['sh: write error: Input/output error', 422, 'E_FILE_UNUSABLE'],
     ["cat: can't open '/dev/tty': No such device or address", 422, 'E_FILE_UNUSABLE'],
     ["sh: can't create /w/loop: Too many levels of symbolic links", 422, 'E_FILE_UNUSABLE'],
-    ['cat: write error: No space left on device', 409, 'E_CONTAINER_FULL'],
-    ['tar: ./big: Cannot write: Disk quota exceeded', 409, 'E_CONTAINER_FULL'],
+    ['cat: write error: No space left on device', 507, 'E_CONTAINER_FULL'],
+    ['tar: ./big: Cannot write: Disk quota exceeded', 507, 'E_CONTAINER_FULL'],
+    ['bash: line 1: /w/x: Input/output error', 422, 'E_FILE_UNUSABLE'],
+    // The engine's own words (an exec it could not start) are not the caller's path's fault.
+    [
+      'OCI runtime exec failed: exec failed: unable to start container process: invalid argument: unknown',
+      500,
+      'E_FILE_IO',
+    ],
+    ['Error response from daemon: no space left on device', 500, 'E_FILE_IO'],
     ['something else went wrong', 500, 'E_FILE_IO'],
   ] as const)('%s → %i %s', (stderr, status, code) => {
     const err = fileError(stderr, target('1000'));
