@@ -77,11 +77,17 @@ if (process.env.NODE_COMPILE_CACHE === undefined) {
 }
 
 // `pair run` as root: its tool shell (mount, umount, iptables) started now, while this process is small (a fork costs
-// with the size of the process that forks: dist/adapters/mount/tool-shell-spawn.js, issue 39). The command takes it
+// with the size of the process that forks: src/adapters/mount/tool-shell-spawn.ts, issue 39). The command takes it
 // on its first tool request; unused, it ends with this process.
-if (process.argv[2] === 'pair' && process.argv[3] === 'run' && process.getuid?.() === 0) {
+// Not for its help (`--help`, `-h`), which runs no command.
+if (
+  process.argv[2] === 'pair' &&
+  process.argv[3] === 'run' &&
+  process.getuid?.() === 0 &&
+  !process.argv.slice(4).some((arg) => arg === '--help' || arg === '-h')
+) {
   try {
-    (await import('../dist/adapters/mount/tool-shell-spawn.js')).prespawnToolShell();
+    (await import('../dist/bundle/tool-shell-spawn.js')).prespawnToolShell();
   } catch {
     // Not built as expected: the command spawns its own shell when it needs one.
   }

@@ -130,6 +130,9 @@ const bundle = await rolldown({
   input: {
     ...Object.fromEntries(commands.map((file) => [file.replace(/\.js$/, ''), `${dist}${file}`])),
     execute: `${dist}execute-entry.js`,
+    // bin/run.js starts `pair run`'s tool shell from here before it loads the command (issue 39): the bundle's own
+    // copy, shared with the command's chunks.
+    'tool-shell-spawn': `${dist}adapters/mount/tool-shell-spawn.js`,
   },
   platform: 'node',
   // Other packages (bare specifiers of our modules: dockerode, pino…) stay where npm put them: dockerode is loaded

@@ -176,8 +176,9 @@ describe('start-up: the launcher and what a command loads', () => {
     const ours = r.files.filter((f) => f.startsWith(OUR_DIST) && !BUNDLED_OCLIF.test(f));
     expect(ours.filter((f) => !f.startsWith(`${OUR_DIST}bundle/`))).toEqual([]);
     // rolldown splits the shared modules by which commands share them, so a new command can add a chunk: a bound
-    // that says "a handful", not a count to keep (14 files at 9e33a47, 15 once this stop's commands and moves were in).
-    expect(ours.length).toBeLessThan(20);
+    // that says "a handful", not a count to keep (14 files at 9e33a47, 15 once this stop's commands and moves were in;
+    // 20 with the tool shell's entry, which bin/run.js loads for `pair run` as root before the command).
+    expect(ours.length).toBeLessThan(24);
     expect(r.files.filter((f) => ENGINE_CLIENT.some((h) => f.includes(h)))).toEqual([]);
     // The tar reader (sessions copied out) and the PostgreSQL URL parser load on first use, not at start (issue 39).
     expect(
