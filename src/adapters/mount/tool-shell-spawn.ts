@@ -6,7 +6,8 @@ import type { Readable, Writable } from 'node:stream';
  * loads the command (issue 39). A fork copies the page tables of the process that forks, so it costs with the
  * process's size: about 5 ms at Node's start, 10 to 13 ms once a `pair run` has loaded what it needs (both measured
  * on the 2-core machine), and spawn waits for it on the main thread. The early shell is handed over through a
- * well-known symbol (the bundle and bin/run.js load two copies of this module); nothing is asked of it before then.
+ * well-known symbol, whichever copy of this module takes it (bin/run.js loads the bundle's entry, which the command's
+ * chunk shares; the library's dist/ holds another); nothing is asked of it before then.
  */
 
 /** The shell's script: one request a line (tool-shell.ts says the protocol). */
@@ -85,12 +86,13 @@ export function takePrespawnedToolShell(shellPath: string): Shell | null {
   if (early === undefined || early.shellPath !== shellPath) return null;
   delete slot[PRESPAWNED];
   const { shell, ignore } = early;
-  shell.off('error', ignore);
-  shell.stdin.off('error', ignore);
+  // One that died is left with its listeners (whatever it still emits is nobody's) and not taken.
   if (shell.exitCode !== null || shell.signalCode !== null || shell.stdin.destroyed) {
     shell.kill('SIGKILL');
     return null;
   }
+  shell.off('error', ignore);
+  shell.stdin.off('error', ignore);
   return shell;
 }
 
