@@ -62,43 +62,20 @@ const oclifCommandOrder = {
 };
 
 /**
- * Node's built-in modules taken with `process.getBuiltinModule` instead of an `import` (issue 39, sixth stop). An
- * `import` of a built-in gives it an ES module facade, and making one reads every export of the module: its lazy
- * getters run, loading what nothing of ours uses (`node:process` loads 44 internal modules that way, readline, the
- * REPL's history and worker_threads among them; `node:fs` and `node:util` about 30 each). `getBuiltinModule` returns
- * the module's own object, as `require` does. A chunk's imports of built-ins are its first lines: each becomes a
- * `const` in its place. A `const` is unset until its line runs, so this holds only while no chunk is run before a
- * chunk it imports has finished (no cycle among the chunks' static imports): checked here, the build fails otherwise.
+ * The bundle is CommonJS (issue 39): bin/run.js compiles its files with V8 data kept from an earlier run of the same
+ * command (src/cli/code-cache.ts), which Node offers for a script and not for an ES module. Three things keep it what
+ * the ES module bundle was:
+ * - every file is strict mode, as an ES module is (`"use strict";` leads it, on its first line: line numbers stay);
+ * - no file is left with an `import … from` of its own (a dynamic `import()` of a package left outside is allowed);
+ * - no cycle among the chunks: a chunk required while the one requiring it is still running would see its exports
+ *   half made (an ES module's bindings are live; `require`'s object is not).
+ * Built-in modules are `require`d: the module's own object, never the ES module facade whose getters load what nothing
+ * of ours uses (`node:process` loads 44 internal modules that way; the startup e2e test checks).
  */
-const BUILTIN_IMPORT =
-  /^import (?:([\w$]+)|\* as ([\w$]+)|([\w$]+), \{([^}]*)\}|\{([^}]*)\}) from "(node:[\w/]+)";$/gm;
-const builtinsWithoutFacades = {
-  name: 'builtins-without-facades',
+const commonJs = {
+  name: 'common-js-checks',
   renderChunk(code) {
-    return code.replace(BUILTIN_IMPORT, (_line, only, namespace, first, withFirst, named, id) => {
-      const module = `globalThis.process.getBuiltinModule(${JSON.stringify(id)})`;
-      const binding = only ?? namespace ?? first;
-      const names = (withFirst ?? named ?? '')
-        .split(',')
-        .map((name) => name.trim())
-        .filter((name) => name !== '')
-        .map((name) => {
-          const [imported, local] = name.split(/\s+as\s+/);
-          if (imported === 'default')
-            throw new Error(`${id}: a default imported by name (${name}) is not rewritten`);
-          return local === undefined ? imported : `${imported}: ${local}`;
-        });
-      // A namespace becomes the module's own object: the same names, but no `default` beside them.
-      const escaped = (namespace ?? '').replace(/\$/g, '\\$');
-      if (namespace !== undefined && new RegExp(`\\b${escaped}\\s*(\\.\\s*default\\b|\\[)`).test(code)) {
-        throw new Error(
-          `${id}: namespace ${namespace} read by \`default\` or a computed name: not rewritten`,
-        );
-      }
-      if (names.length === 0) return `const ${binding} = ${module};`;
-      if (binding === undefined) return `const { ${names.join(', ')} } = ${module};`;
-      return `const ${binding} = ${module};\nconst { ${names.join(', ')} } = ${binding};`;
-    });
+    return `"use strict";${code}`;
   },
   generateBundle(_options, bundle) {
     const imports = new Map(
@@ -109,9 +86,7 @@ const builtinsWithoutFacades = {
     const done = new Set();
     const visit = (file, path) => {
       if (path.includes(file)) {
-        throw new Error(
-          `a cycle among the bundle's chunks (${[...path, file].join(' -> ')}): see BUILTIN_IMPORT`,
-        );
+        throw new Error(`a cycle among the bundle's chunks (${[...path, file].join(' -> ')}): see commonJs`);
       }
       if (done.has(file)) return;
       for (const next of imports.get(file) ?? []) visit(next, [...path, file]);
@@ -119,14 +94,15 @@ const builtinsWithoutFacades = {
     };
     for (const file of imports.keys()) visit(file, []);
     for (const [file, code] of Object.values(bundle).map((c) => [c.fileName, c.code ?? ''])) {
-      const left = /^import [^;]*from "node:[^"]+";$/m.exec(code);
-      if (left) throw new Error(`${file}: an import of a built-in left as it is: ${left[0]}`);
+      const left = /^(?:import|export)\b[^;\n]*from "[^"]+";$/m.exec(code);
+      if (left) throw new Error(`${file}: an ES module statement left in a CommonJS chunk: ${left[0]}`);
+      if (!code.startsWith('"use strict";')) throw new Error(`${file}: not strict mode`);
     }
   },
 };
 
 const bundle = await rolldown({
-  plugins: [oclifCommandOrder, builtinsWithoutFacades],
+  plugins: [oclifCommandOrder, commonJs],
   input: {
     ...Object.fromEntries(commands.map((file) => [file.replace(/\.js$/, ''), `${dist}${file}`])),
     execute: `${dist}execute-entry.js`,
@@ -145,15 +121,17 @@ const bundle = await rolldown({
 try {
   await bundle.write({
     dir: `${dist}bundle`,
-    format: 'esm',
+    format: 'cjs',
+    // A command's file exports its class as `default` (oclif takes `default`), never as the whole `module.exports`.
+    exports: 'named',
     // Every module's source is read and decoded at every start, and V8 keeps one with a character past ASCII as a
     // two-byte string: non-ASCII escaped (messages keep their characters at run time; only a regular expression's
     // `source` is spelled with escapes) and comments left out (JSDoc would otherwise stay), a `pair run` starts about 8 %
     // sooner (docs/benchmarks.md, issue 39's sixth stop). Code stays as written, one statement a line.
     charset: 'ascii',
     comments: false,
-    entryFileNames: '[name].js',
-    chunkFileNames: 'chunks/[name]-[hash].js',
+    entryFileNames: '[name].cjs',
+    chunkFileNames: 'chunks/[name]-[hash].cjs',
     // oclif and what it needs in one chunk of its own: help loads it and bin/run.js's entry, never a command's code.
     codeSplitting: { groups: [{ name: 'oclif', test: /[\\/]node_modules[\\/](?!zod[\\/])/ }] },
   });

@@ -85,6 +85,81 @@ describe('start-up: the launcher and what a command loads', () => {
     expect(r.stdout).toContain('b1 config');
   });
 
+  it("keeps the bundle's code after a command's first run that succeeded, per command, and takes it on the next; help writes none", async () => {
+    const xdg = join(dir, 'xdg-bundle-cache');
+    const env = { XDG_CACHE_HOME: xdg };
+    // Help and a failed run leave the command's key empty (their few functions would stand for the command).
+    expect(run([LAUNCHER, 'e1-batch', 'schema', '--help'], { env }).code).toBe(0);
+    expect(run([LAUNCHER, 'e1-batch', 'schema', '--no-such-flag'], { env }).code).not.toBe(0);
+    const base = join(xdg, 'roboguide-eval', 'node-compile-cache');
+    // Within Node's own folder of this Node version and these flags.
+    const folder = async (): Promise<string> => {
+      const versions = (await readdir(base)).filter((f) => f.startsWith('v'));
+      expect(versions).toHaveLength(1);
+      return join(base, versions[0]!, 'roboguide-bundle');
+    };
+    const stamps = async (): Promise<Record<string, number>> => {
+      const at = await folder();
+      if (!existsSync(at)) return {};
+      const names = await readdir(at);
+      return Object.fromEntries(
+        await Promise.all(names.map(async (f) => [f, (await stat(join(at, f))).mtimeMs] as const)),
+      );
+    };
+    expect(await stamps()).toEqual({});
+    const first = run([LAUNCHER, 'e1-batch', 'schema'], { env });
+    expect(first.code).toBe(0);
+    const written = await stamps();
+    // One file per bundle file the command loaded (its entry, oclif's chunk, the chunks of ours it needs).
+    expect(Object.keys(written).length).toBeGreaterThan(2);
+    expect(Object.keys(written).every((f) => f.startsWith('e1-batch-schema.'))).toBe(true);
+    expect((await stat(await folder())).mode & 0o777).toBe(0o700);
+    // The next run reads them, rewrites none and prints the same.
+    const second = run([LAUNCHER, 'e1-batch', 'schema'], { env });
+    expect(second.stdout).toBe(first.stdout);
+    expect(await stamps()).toEqual(written);
+    // NODE_DISABLE_COMPILE_CACHE turns both off.
+    const off = join(dir, 'xdg-bundle-off');
+    expect(
+      run([LAUNCHER, 'e1-batch', 'schema'], { env: { XDG_CACHE_HOME: off, NODE_DISABLE_COMPILE_CACHE: '1' } })
+        .code,
+    ).toBe(0);
+    expect(
+      existsSync(join(off, 'roboguide-eval', 'node-compile-cache'))
+        ? await readdir(join(off, 'roboguide-eval', 'node-compile-cache'))
+        : [],
+    ).toEqual([]);
+  });
+
+  it('ends by process.exit once its loop is empty (no heap teardown), with the exit code and output of the command', async () => {
+    const preload = join(dir, 'record-exit.cjs');
+    await writeFile(
+      preload,
+      [
+        "const { appendFileSync } = require('node:fs');",
+        'const reallyExit = process.reallyExit;',
+        'process.reallyExit = function (code) { appendFileSync(process.env.RG_TEST_EXIT, `reallyExit ${code}\\n`); return reallyExit.call(this, code); };',
+        "process.on('exit', (code) => appendFileSync(process.env.RG_TEST_EXIT, `exit ${code}\\n`));",
+      ].join('\n'),
+    );
+    for (const [args, code] of [
+      [['e1-batch', 'schema'], 0],
+      [['pair', 'run', '--spec', join(dir, 'no-such-spec.json')], 2],
+    ] as const) {
+      const record = join(dir, `exit-${code}.txt`);
+      const r = run([process.execPath, '--require', preload, RUN_JS, ...args], {
+        env: { RG_TEST_EXIT: record },
+      });
+      expect(r.code, args.join(' ')).toBe(code);
+      // Through process.exit (Node's own exit by an empty loop never calls reallyExit), after the 'exit' listeners.
+      expect((await readFile(record, 'utf8')).split('\n'), args.join(' ')).toEqual([
+        `exit ${code}`,
+        `reallyExit ${code}`,
+        '',
+      ]);
+    }
+  });
+
   it('keeps its compile cache under $XDG_CACHE_HOME (0700), and starts without one where none can be made', async () => {
     const xdg = join(dir, 'xdg-cache');
     expect(run([LAUNCHER, '--help'], { env: { XDG_CACHE_HOME: xdg } }).code).toBe(0);
@@ -141,7 +216,7 @@ describe('start-up: the launcher and what a command loads', () => {
         help.files.filter((f) => f.startsWith(OUR_DIST) && !BUNDLED_OCLIF.test(f)),
         args.join(' '),
       ).toEqual([]);
-      expect(help.files, args.join(' ')).toContain(`${OUR_DIST}bundle/execute.js`);
+      expect(help.files, args.join(' ')).toContain(`${OUR_DIST}bundle/execute.cjs`);
       // oclif is bundled: none of its few hundred files (nor its dependencies') is resolved from node_modules.
       expect(
         help.files.filter((f) => f.includes('/node_modules/')),
@@ -171,7 +246,7 @@ describe('start-up: the launcher and what a command loads', () => {
     const r = await loadedBy(['pair', 'run', '--spec', spec]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('job_id');
-    expect(r.files).toContain(`${OUR_DIST}bundle/commands/pair/run.js`);
+    expect(r.files).toContain(`${OUR_DIST}bundle/commands/pair/run.cjs`);
     // The bundle (npm run build): a few chunks of ours, not the few hundred modules tsc wrote.
     const ours = r.files.filter((f) => f.startsWith(OUR_DIST) && !BUNDLED_OCLIF.test(f));
     expect(ours.filter((f) => !f.startsWith(`${OUR_DIST}bundle/`))).toEqual([]);
@@ -199,7 +274,7 @@ describe('start-up: the launcher and what a command loads', () => {
 
   it("the bundle a command loads is ASCII with no JSDoc or block comments (one-byte sources for V8; rolldown's one-line module markers stay), and its messages keep their characters", async () => {
     const bundle = join(ROOT, 'dist', 'bundle');
-    const files = (await readdir(bundle, { recursive: true })).filter((f) => f.endsWith('.js'));
+    const files = (await readdir(bundle, { recursive: true })).filter((f) => f.endsWith('.cjs'));
     expect(files.length).toBeGreaterThan(10);
     const offending: string[] = [];
     for (const file of files) {
@@ -236,7 +311,7 @@ describe('start-up: the launcher and what a command loads', () => {
 
   it("built-ins without ES module facades: no chunk imports one, and a command's start loads none of what a facade's getters load", async () => {
     const bundle = join(ROOT, 'dist', 'bundle');
-    const files = (await readdir(bundle, { recursive: true })).filter((f) => f.endsWith('.js'));
+    const files = (await readdir(bundle, { recursive: true })).filter((f) => f.endsWith('.cjs'));
     const imports: string[] = [];
     for (const file of files) {
       const text = await readFile(join(bundle, file), 'utf8');

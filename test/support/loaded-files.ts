@@ -35,4 +35,4 @@ export async function loadedFiles(record: string): Promise<string[]> {
  * oclif as the build ships it (scripts/bundle-cli.js): the bundle's `execute` entry, oclif's chunk, and rolldown's
  * helpers they load (a file URL or path ending so).
  */
-export const BUNDLED_OCLIF = /\/dist\/bundle\/(execute\.js|chunks\/(oclif|rolldown-runtime)-[\w-]+\.js)$/;
+export const BUNDLED_OCLIF = /\/dist\/bundle\/(execute\.cjs|chunks\/(oclif|rolldown-runtime)-[\w-]+\.cjs)$/;
