@@ -116,7 +116,8 @@ describe('executePair: staged mounts', () => {
     const runtime = new ScriptedRuntime();
     const stager = new RecordingStager();
     const cwd = join(dir, 'work', 'cwd');
-    const { result } = await executePair(deps(runtime, stager), input(cwd));
+    const { result, released } = await executePair(deps(runtime, stager), input(cwd));
+    await released;
     expect(result.reasons).not.toContain('mount_refused');
     const cwdBind = runtime.created?.binds.find((b) => b.containerPath === cwd);
     expect(cwdBind?.hostPath).toBe('/staged/1');
@@ -138,7 +139,8 @@ describe('executePair: staged mounts', () => {
       await rename(cwd, `${cwd}.moved`);
       await symlink(join(dir, 'elsewhere'), cwd);
     };
-    const { result } = await executePair(deps(runtime, stager), input(cwd));
+    const { result, released } = await executePair(deps(runtime, stager), input(cwd));
+    await released;
     const bound = stager.bound.get('/staged/1');
     // The point holds the folder checked (moved aside with its name), never the link's target.
     expect(bound?.id).toBe(`${before.dev}:${before.ino}`);
@@ -163,10 +165,33 @@ describe('executePair: staged mounts', () => {
     const runtime = new ScriptedRuntime();
     runtime.inspects = ['refused'];
     const stager = new RecordingStager();
-    const { result } = await executePair(deps(runtime, stager), input(join(dir, 'cwd')));
+    const { result, released } = await executePair(deps(runtime, stager), input(join(dir, 'cwd')));
+    await released;
     expect(result.cleanup.verified_absent).toBe(false);
     expect(stager.bound.size).toBe(1);
     expect(stager.released).toEqual([]);
+  });
+
+  it("the umount runs beside the result's writing: executePair answers before it ends, `released` once it has (issue 39)", async () => {
+    const runtime = new ScriptedRuntime();
+    let endUmount: () => void = () => undefined;
+    const stager = new (class extends RecordingStager {
+      override release(point: string): Promise<void> {
+        this.released.push(point);
+        return new Promise((resolve) => (endUmount = resolve));
+      }
+    })();
+    const executed = await executePair(deps(runtime, stager), input(join(dir, 'work', 'cwd')));
+    // The result is whole while the umount still runs.
+    expect(executed.result.cleanup.verified_absent).toBe(true);
+    expect(stager.released).toEqual(['/staged/1']);
+    let done = false;
+    void executed.released.then(() => (done = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(done).toBe(false);
+    endUmount();
+    await executed.released;
+    expect(done).toBe(true);
   });
 
   it('walked mode (the host refused the bind): the engine gets the link-free path, nothing is bound', async () => {

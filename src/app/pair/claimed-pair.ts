@@ -47,13 +47,18 @@ export async function runClaimedPair(
   const handle = await runningHandle(plan, hooks, claim.receipt, deadlineMs);
   hooks.failpoint?.('before_create');
   const run = { job, handle, deadlineMs, limits, reservationId, claim, mountGuard: early ?? guardOf() };
-  const result = await executeClaimed(deps, plan, hooks, run).catch(async (err: unknown) => {
+  const { result, released } = await executeClaimed(deps, plan, hooks, run).catch(async (err: unknown) => {
     // Nothing ran until a container exists: the release rule decides whether the slot goes back now.
     await releaseUnstarted(deps, plan, claim.receipt, 'published');
     throw err;
   });
-  const finish = await finishClaimed(deps, plan, hooks, claim.receipt, result);
-  return { kind: 'ran', receipt: claim.receipt, result, finish };
+  // The staging points' umount runs beside the result's writing and the reconciliation; the pair is done after both.
+  try {
+    const finish = await finishClaimed(deps, plan, hooks, claim.receipt, result);
+    return { kind: 'ran', receipt: claim.receipt, result, finish };
+  } finally {
+    await released;
+  }
 }
 
 /** The `claimed` journal record (claimed_at and deadline: what status shows of a running pair), then the handle. */

@@ -150,6 +150,12 @@ export interface ExecutePairInput {
 export interface ExecutedPair {
   readonly result: ResultRecord;
   readonly execution: PairExecution;
+  /**
+   * The pair's staging points released (umount(8), begun once its container was seen gone; never rejects). The
+   * caller awaits it after writing the result (issue 39: an umount waits out the kernel's RCU grace period, and
+   * nothing of the result reads a staging point); a crash before it leaves points the next sweep removes.
+   */
+  readonly released: Promise<void>;
 }
 
 /** The folders of one pair's evidence the lifecycle writes into, and the redactor of its texts. */

@@ -77,10 +77,12 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
     // Measured once more at collection (this also ends the interval loop when the lifecycle threw).
     diskRecord = await disk?.finish();
   }
-  // umount(8) runs beside the result's own steps (none reads a staging point), awaited before the pair is done.
-  const unstaged = unstage(deps, input, execution, guard);
+  // umount(8) runs beside the result's own steps and its writing (none reads a staging point): the caller awaits
+  // `released` once the result is written; awaited here when there is no result.
+  const released = unstage(deps, input, execution, guard);
+  let executed: Omit<ExecutedPair, 'released'>;
   try {
-    return await finishExecution(
+    executed = await finishExecution(
       deps,
       input,
       execution,
@@ -91,9 +93,11 @@ export async function executePair(deps: ExecutePairDeps, given: ExecutePairInput
       job,
       privateOutcome,
     );
-  } finally {
-    await unstaged;
+  } catch (err) {
+    await released;
+    throw err;
   }
+  return { ...executed, released };
 }
 
 /** The staging points go once the container is seen gone (or was never made); a reattached pair's are swept. */
@@ -120,7 +124,7 @@ async function finishExecution(
   paths: PairPaths,
   job: ExecutePairInput['job'],
   privateOutcome: { readonly dir: string },
-): Promise<ExecutedPair> {
+): Promise<Omit<ExecutedPair, 'released'>> {
   const { store, jobRel } = input;
   const refusal = guard?.refusal ?? null;
   if (refusal !== null)

@@ -4,7 +4,7 @@ import type { PairLimits } from '../../core/pair-limits.js';
 import type { Receipt } from '../../core/receipt.js';
 import type { ResultRecord } from '../../core/result.js';
 import { executePair } from './execute-pair.js';
-import type { ExecutePairDeps, ExecutePairInput, PairJob } from './execute-pair-types.js';
+import type { ExecutePairDeps, ExecutePairInput, ExecutedPair, PairJob } from './execute-pair-types.js';
 import type { MountGuard } from './mount-guard.js';
 import type { ContainerRuntime } from '../ports/container-runtime.js';
 import { EngineError } from '../ports/engine-error.js';
@@ -50,7 +50,8 @@ function inputOf(deps: ClaimedPairDeps, plan: PairPlan, run: ClaimedRun): Execut
 /**
  * The container created and run to its end. `onCreated` records the container on the receipt (atomically) and on
  * the reservation (`claim.receipt` follows it, also when the launch throws), then tells the journal; the crash
- * suite's points follow.
+ * suite's points follow. The result, and the release of the pair's staging points, for the caller to await once the
+ * result is written (ExecutedPair).
  */
 export async function executeClaimed(
   deps: ClaimedPairDeps,
@@ -61,7 +62,7 @@ export async function executeClaimed(
     readonly claim: { receipt: Receipt };
     readonly mountGuard: Promise<MountGuard>;
   },
-): Promise<ResultRecord> {
+): Promise<Pick<ExecutedPair, 'result' | 'released'>> {
   const { claim } = run;
   const onCreated = async (containerId: string): Promise<void> => {
     run.handle.containerId = containerId;
@@ -72,12 +73,12 @@ export async function executeClaimed(
     hooks.failpoint?.('after_container_created');
     await hooks.pausepoint?.('after_container_created');
   };
-  const { result } = await executePair(executeDepsOf(deps.execute, plan), {
+  const { result, released } = await executePair(executeDepsOf(deps.execute, plan), {
     ...inputOf(deps, plan, run),
     mountGuard: run.mountGuard,
     onCreated,
   });
-  return result;
+  return { result, released };
 }
 
 /** Resume: the container of an earlier supervisor, reattached and run to its end (`claimedAtMs`: its claim). */
@@ -86,10 +87,11 @@ export async function reattachClaimed(
   plan: PairPlan,
   run: ClaimedRun & { readonly containerId: string; readonly claimedAtMs: number },
 ): Promise<ResultRecord> {
-  const { result } = await executePair(executeDepsOf(deps.execute, plan), {
+  const { result, released } = await executePair(executeDepsOf(deps.execute, plan), {
     ...inputOf(deps, plan, run),
     reattach: { containerId: run.containerId, claimedAtMs: run.claimedAtMs },
   });
+  await released;
   return result;
 }
 
