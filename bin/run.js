@@ -96,16 +96,18 @@ process.on('beforeExit', function exitNow() {
 // with the size of the process that forks: src/adapters/mount/tool-shell-spawn.ts, issue 39). The command takes it
 // on its first tool request; unused, it ends with this process.
 // Not for its help (`--help`, `-h`), which runs no command.
+// And the engine's facts (`info`) asked now, which the engine takes 30 to 50 ms to answer while the command loads
+// (src/adapters/docker/engine-probe.ts, prefetchEngineFacts): any user's `pair run`.
 if (
   process.argv[2] === 'pair' &&
   process.argv[3] === 'run' &&
-  process.getuid?.() === 0 &&
   !process.argv.slice(4).some((arg) => arg === '--help' || arg === '-h')
 ) {
   try {
-    requireHere('../dist/bundle/tool-shell-spawn.cjs').prespawnToolShell();
+    if (process.getuid?.() === 0) requireHere('../dist/bundle/tool-shell-spawn.cjs').prespawnToolShell();
+    void requireHere('../dist/bundle/engine-facts.cjs').prefetchEngineFacts();
   } catch {
-    // Not built as expected: the command spawns its own shell when it needs one.
+    // Not built as expected: the command spawns its own shell and asks the engine when it needs them.
   }
 }
 

@@ -109,6 +109,8 @@ const bundle = await rolldown({
     // bin/run.js starts `pair run`'s tool shell from here before it loads the command (issue 39): the bundle's own
     // copy, shared with the command's chunks.
     'tool-shell-spawn': `${dist}adapters/mount/tool-shell-spawn.js`,
+    // …and asks the engine's facts from here (issue 39): the module the command's runtime takes them from.
+    'engine-facts': `${dist}adapters/docker/engine-probe.js`,
   },
   platform: 'node',
   // Other packages (bare specifiers of our modules: dockerode, pino…) stay where npm put them: dockerode is loaded

@@ -1,4 +1,5 @@
 import { access } from 'node:fs/promises';
+import type { Socket } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { ContainerState, ContainerStatus, EngineInfo } from '../../app/ports/container-runtime.js';
@@ -38,19 +39,80 @@ export interface EarlyEngineFacts {
   readonly answer: Promise<[InfoBody, VersionBody]>;
 }
 
+/** How old facts asked at the process's start may be when the runtime takes them (a `pair run` reaches it in <1 s). */
+export const PREFETCHED_FACTS_MAX_AGE_MS = 5_000;
+
+const PREFETCHED = Symbol.for('roboguide-eval.engine-facts');
+
+/** Facts asked at the process's start: until taken, their connections keep nothing alive (the command may fail first). */
+interface Prefetched extends EarlyEngineFacts {
+  /** Taken: its connections, and any it makes next, keep the process alive until answered. */
+  readonly hold: () => void;
+}
+
 /**
  * The engine's facts (probeEngineFacts) asked now on the socket docker-modem will pick (engineUnixSocket), for the
  * runtime built once dockerode has loaded to take (about 45 ms of loading, while the engine answers). Null when the
- * engine is not on a unix socket. Never rejects; a failed answer is the first `info`'s failure.
+ * engine is not on a unix socket. Never rejects; a failed answer is the first `info`'s failure. Facts bin/run.js
+ * asked at the process's start (prefetchEngineFacts) are taken instead, once, when asked on the same socket under
+ * PREFETCHED_FACTS_MAX_AGE_MS ago; if that answer failed, the facts are asked again.
  */
 export async function askEngineFactsEarly(
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<EarlyEngineFacts | null> {
   const socketPath = await engineUnixSocket(env);
   if (socketPath === null) return null;
+  const prefetched = takePrefetched(socketPath);
+  if (prefetched !== null) return prefetched;
   const answer = probeEngineFacts(socketPath, DEFAULT_ENGINE_CALL_TIMEOUT_MS);
   answer.catch(() => undefined); // taken (and reported) by the runtime's first info, or by nobody
   return { socketPath, atMs: performance.now(), answer };
+}
+
+/**
+ * The engine's facts asked at once, before the command is even loaded (bin/run.js, for `pair run`: issue 39): the
+ * engine's `info` takes it 30 to 50 ms, which a `pair run` waited out between reading its spec and checking it
+ * against the engine. Kept for askEngineFactsEarly under a well-known symbol (bin/run.js loads this module from the
+ * bundle's own entry); nothing when the engine is not on a unix socket. Never throws or rejects.
+ */
+export async function prefetchEngineFacts(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): Promise<void> {
+  const slot = globalThis as { [PREFETCHED]?: Prefetched };
+  if (slot[PREFETCHED] !== undefined) return;
+  try {
+    const socketPath = await engineUnixSocket(env);
+    if (socketPath === null) return;
+    let held = false;
+    const sockets: Socket[] = [];
+    const answer = probeEngineFacts(socketPath, DEFAULT_ENGINE_CALL_TIMEOUT_MS, (socket) => {
+      if (held) return;
+      socket.unref();
+      sockets.push(socket);
+    });
+    answer.catch(() => undefined); // taken by askEngineFactsEarly, or by nobody
+    const hold = (): void => {
+      held = true;
+      for (const socket of sockets.splice(0)) socket.ref();
+    };
+    slot[PREFETCHED] = { socketPath, atMs: performance.now(), answer, hold };
+  } catch {
+    // asked again by the runtime
+  }
+}
+
+/** The prefetched facts, once, when asked on `socketPath` recently enough; a failed answer is asked again. */
+function takePrefetched(socketPath: string): EarlyEngineFacts | null {
+  const slot = globalThis as { [PREFETCHED]?: Prefetched };
+  const early = slot[PREFETCHED];
+  if (early === undefined) return null;
+  delete slot[PREFETCHED];
+  if (early.socketPath !== socketPath || performance.now() - early.atMs > PREFETCHED_FACTS_MAX_AGE_MS)
+    return null;
+  early.hold();
+  const answer = early.answer.catch(() => probeEngineFacts(socketPath, DEFAULT_ENGINE_CALL_TIMEOUT_MS));
+  answer.catch(() => undefined);
+  return { socketPath, atMs: early.atMs, answer };
 }
 
 /** The version endpoint's answer, as much as we read of it. */
@@ -96,8 +158,13 @@ export function engineInfoOf(info: InfoBody, version: VersionBody): EngineInfo {
 }
 
 /** One GET on the engine's socket; a non-2xx answer rejects like dockerode does (statusCode, json). */
-async function getJson(socketPath: string, path: string, timeoutMs?: number): Promise<unknown> {
-  const { status, body } = await socketGet(socketPath, path, timeoutMs);
+async function getJson(
+  socketPath: string,
+  path: string,
+  timeoutMs?: number,
+  onSocket?: (socket: Socket) => void,
+): Promise<unknown> {
+  const { status, body } = await socketGet(socketPath, path, timeoutMs, onSocket);
   return jsonAnswer(status, body);
 }
 
@@ -111,11 +178,12 @@ async function getJson(socketPath: string, path: string, timeoutMs?: number): Pr
 export async function probeEngineFacts(
   socketPath: string,
   timeoutMs?: number,
+  onSocket?: (socket: Socket) => void,
 ): Promise<[InfoBody, VersionBody]> {
-  const { status, headers, body } = await socketGet(socketPath, '/info', timeoutMs);
+  const { status, headers, body } = await socketGet(socketPath, '/info', timeoutMs, onSocket);
   const info = jsonAnswer(status, body) as InfoBody;
   const version = versionOfInfo(info, headers);
-  return [info, version ?? ((await getJson(socketPath, '/version', timeoutMs)) as VersionBody)];
+  return [info, version ?? ((await getJson(socketPath, '/version', timeoutMs, onSocket)) as VersionBody)];
 }
 
 /** `version`'s answer as far as we read it, from info's body and headers; null when they do not say it all. */

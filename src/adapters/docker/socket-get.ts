@@ -4,7 +4,7 @@
 // `import('node:http')` against `import('node:net')`), more than the rest of the fast path together, and the
 // fast path exists to answer within 0.3 s and 60 MB (docs/benchmarks.md, status). Everything else talks to the
 // engine through dockerode.
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 
 /** The most a fast-path answer may hold (a list of a batch's containers is far smaller); past it: an error. */
 const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
@@ -19,9 +19,15 @@ export interface SocketResponse {
 /**
  * GET `path` on the unix socket at `socketPath` (`Connection: close`), the whole answer read. Rejects on a
  * connection error, an answer that is not HTTP/1.x or is cut short, one over 64 MiB, or no answer within
- * `timeoutMs` (code ETIMEDOUT). Any status is resolved: the caller judges it.
+ * `timeoutMs` (code ETIMEDOUT). Any status is resolved: the caller judges it. `onSocket` is given the connection
+ * as it is made (a caller that may never wait for the answer unrefs it).
  */
-export function socketGet(socketPath: string, path: string, timeoutMs?: number): Promise<SocketResponse> {
+export function socketGet(
+  socketPath: string,
+  path: string,
+  timeoutMs?: number,
+  onSocket?: (socket: Socket) => void,
+): Promise<SocketResponse> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -34,6 +40,7 @@ export function socketGet(socketPath: string, path: string, timeoutMs?: number):
       else resolve(answer!);
     };
     const socket = connect(socketPath);
+    onSocket?.(socket);
     if (timeoutMs !== undefined)
       socket.setTimeout(timeoutMs, () =>
         done(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),

@@ -2,12 +2,13 @@ import { createServer, type Server } from 'node:http';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EngineError } from '../../../../src/app/ports/engine-error.js';
 import { DockerContainerRuntime } from '../../../../src/adapters/docker/docker-container-runtime.js';
 import {
   askEngineFactsEarly,
   engineInfoOf,
+  prefetchEngineFacts,
   engineUnixSocket,
   probeEngineFacts,
   probeImageId,
@@ -222,5 +223,124 @@ describe('the facts asked before dockerode loaded (askEngineFactsEarly), taken b
 
   it('no unix socket (a tcp engine): nothing asked early', async () => {
     expect(await askEngineFactsEarly({ DOCKER_HOST: 'tcp://127.0.0.1:2375' })).toBeNull();
+  });
+});
+
+describe("the facts asked at the process's start (prefetchEngineFacts, bin/run.js for pair run: issue 39)", () => {
+  const env = (): Record<string, string> => ({ DOCKER_HOST: `unix://${socket}` });
+  /** A child process runs the sources themselves (type stripping; `.js` imports found as `.ts`). */
+  const TS_SOURCES = join(import.meta.dirname, '../../../support/ts-sources.mjs');
+  beforeEach(() => {
+    infoExtra = { headers: { 'Api-Version': '1.47' }, serverVersion: '27.0.0' };
+  });
+  afterEach(() => {
+    infoExtra = { headers: {} };
+  });
+
+  it('taken once by askEngineFactsEarly on the same socket: one request in all; the next asks anew', async () => {
+    requests.length = 0;
+    await prefetchEngineFacts(env());
+    const early = await askEngineFactsEarly(env());
+    expect(early?.socketPath).toBe(socket);
+    expect((await early!.answer)[0].ID).toBe('ENGINE-ID');
+    expect(requests).toEqual(['GET /info']);
+    const next = await askEngineFactsEarly(env());
+    await next!.answer;
+    expect(requests).toEqual(['GET /info', 'GET /info']);
+  });
+
+  it('asked on another socket: not taken (and gone), the engine the command uses is asked', async () => {
+    await prefetchEngineFacts({ DOCKER_HOST: `unix://${join(dir, 'other.sock')}` });
+    requests.length = 0;
+    const early = await askEngineFactsEarly(env());
+    expect((await early!.answer)[0].ID).toBe('ENGINE-ID');
+    expect(requests).toEqual(['GET /info']);
+  });
+
+  it('an answer that failed (no engine then) is asked again when taken', async () => {
+    const later = join(dir, 'later.sock');
+    await prefetchEngineFacts({ DOCKER_HOST: `unix://${later}` });
+    // The engine appears between the process's start and the command's first engine call.
+    const second = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'api-version': '1.47' });
+      res.end(JSON.stringify({ ID: 'LATER', ServerVersion: '27.0.0' }));
+    });
+    await new Promise<void>((resolve) => second.listen(later, resolve));
+    try {
+      const early = await askEngineFactsEarly({ DOCKER_HOST: `unix://${later}` });
+      expect((await early!.answer)[0].ID).toBe('LATER');
+    } finally {
+      await new Promise<void>((resolve) => second.close(() => resolve()));
+    }
+  });
+
+  it('never keeps the process alive before it is taken: a command that fails first exits at once', async () => {
+    // An engine that never answers: the prefetch's connection must not hold the process.
+    const { spawnSync } = await import('node:child_process');
+    const silent = join(dir, 'silent.sock');
+    const hung = (await import('node:net')).createServer(() => undefined);
+    await new Promise<void>((resolve) => hung.listen(silent, resolve));
+    try {
+      const source = join(import.meta.dirname, '../../../../src/adapters/docker/engine-probe.ts');
+      const started = Date.now();
+      const r = spawnSync(
+        process.execPath,
+        [
+          '--no-warnings',
+          '--import',
+          TS_SOURCES,
+          '--input-type=module',
+          '-e',
+          `import { prefetchEngineFacts } from ${JSON.stringify(source)}; await prefetchEngineFacts({ DOCKER_HOST: 'unix://${silent}' }); process.exitCode = 2;`,
+        ],
+        { encoding: 'utf8', timeout: 20_000 },
+      );
+      expect(r.status, r.stderr).toBe(2);
+      // Not the engine call's 60 s deadline (nor the 20 s of this test's own).
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      await new Promise<void>((resolve) => hung.close(() => resolve()));
+    }
+  });
+
+  it('once taken, its connection holds the process until the engine answers', async () => {
+    const { execFile } = await import('node:child_process');
+    const slow = join(dir, 'slow.sock');
+    const late = createServer((_req, res) => {
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'application/json', 'api-version': '1.47' });
+        res.end(JSON.stringify({ ID: 'SLOW', ServerVersion: '27.0.0' }));
+      }, 300);
+    });
+    await new Promise<void>((resolve) => late.listen(slow, resolve));
+    try {
+      const source = join(import.meta.dirname, '../../../../src/adapters/docker/engine-probe.ts');
+      // Asynchronously: this process's own stand-in engine must answer meanwhile.
+      const r = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          [
+            '--no-warnings',
+            '--import',
+            TS_SOURCES,
+            '--input-type=module',
+            '-e',
+            [
+              `import { prefetchEngineFacts, askEngineFactsEarly } from ${JSON.stringify(source)};`,
+              `const env = { DOCKER_HOST: 'unix://${slow}' };`,
+              'await prefetchEngineFacts(env);',
+              // Nothing else keeps this process alive: only the taken connection does.
+              'askEngineFactsEarly(env).then((early) => early.answer).then(([info]) => console.log(info.ID));',
+            ].join(' '),
+          ],
+          { encoding: 'utf8', timeout: 20_000 },
+          (err, stdout, stderr) => (err === null ? resolve({ stdout, stderr }) : reject(err)),
+        ),
+      );
+      expect(r.stderr).toBe('');
+      expect(r.stdout.trim()).toBe('SLOW');
+    } finally {
+      await new Promise<void>((resolve) => late.close(() => resolve()));
+    }
   });
 });
