@@ -334,7 +334,8 @@ describe("the facts asked at the process's start (prefetchEngineFacts, bin/run.j
             ].join(' '),
           ],
           { encoding: 'utf8', timeout: 20_000 },
-          (err, stdout, stderr) => (err === null ? resolve({ stdout, stderr }) : reject(err)),
+          (err, stdout, stderr) =>
+            err === null ? resolve({ stdout, stderr }) : reject(new Error(stderr, { cause: err })),
         ),
       );
       expect(r.stderr).toBe('');
