@@ -17,8 +17,9 @@ import type { Script } from 'node:vm';
  * One cache file per command (its first two words, `pair run`) and bundle file, so that `--help` never leaves a
  * `pair run` with the help's few functions. A file holds the SHA-1 of the source it was made from; another source
  * (a new build) is compiled afresh and its file replaced. V8 checks its own version and flags, and refuses the rest.
- * The folder is private to the user (0700, never a link, no one else's), like Node's compile cache beside it;
- * nothing here ever throws into the command: any failure is a compile without a cache.
+ * The folder is private to the user (0700, never a link, no one else's), in a folder that is the user's and that no
+ * one else can write (Node's own compile cache folder, whatever NODE_COMPILE_CACHE names); nothing here ever throws
+ * into the command: any failure is a compile without a cache.
  */
 
 interface CompiledModule {
@@ -92,7 +93,8 @@ export function installCodeCache(options: CodeCacheOptions): CodeCache | null {
   const vm = builtin<typeof Vm>('node:vm');
   const crypto = builtin<typeof Crypto>('node:crypto');
   const Module = builtin<ModuleStatics>('node:module');
-  if (!KEY.test(options.key) || !privateFolder(fs, options.cacheDir)) return null;
+  if (!KEY.test(options.key) || !ownFolder(fs, path.dirname(options.cacheDir))) return null;
+  if (!privateFolder(fs, options.cacheDir)) return null;
 
   const pending: Entry[] = [];
   const stats = { hits: 0, misses: 0 };
@@ -139,6 +141,16 @@ export function installCodeCache(options: CodeCacheOptions): CodeCache | null {
     if (code === 0) flush();
   });
   return { flush, stats };
+}
+
+/** True when `dir` is a folder (not a link) of this user that no one else can write: nobody can swap what is in it. */
+function ownFolder(fs: typeof Fs, dir: string): boolean {
+  try {
+    const info = fs.lstatSync(dir);
+    return info.isDirectory() && info.uid === (process.geteuid?.() ?? -1) && (info.mode & 0o022) === 0;
+  } catch {
+    return false;
+  }
 }
 
 /** The folder, made 0700 when missing: true only when it is a folder of this user that no one else can write. */

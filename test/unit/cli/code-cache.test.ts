@@ -206,7 +206,7 @@ describe('the bundle compiled with the code of an earlier run (issue 39)', () =>
     expect(readFileSync(target).equals(readFileSync(file))).toBe(false);
   });
 
-  it('a cache folder that is a link, open to others or not a folder is not used: the bundle loads as Node loads it', () => {
+  it('a cache folder that is a link, open to others, not a folder, or in a folder others can write is not used: the bundle loads as Node loads it', () => {
     const real = join(dir, 'real');
     mkdirSync(real, { mode: 0o700 });
     const linked = join(dir, 'linked');
@@ -216,13 +216,19 @@ describe('the bundle compiled with the code of an earlier run (issue 39)', () =>
     chmodSync(open, 0o777);
     const file = join(dir, 'a-file');
     writeFileSync(file, '');
-    for (const cacheDir of [linked, open, file]) {
+    // Inside a folder others can write (a shared NODE_COMPILE_CACHE): they could swap ours after it was checked.
+    const shared = join(dir, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, 0o777);
+    const inShared = join(shared, 'roboguide-bundle');
+    for (const cacheDir of [linked, open, file, inShared]) {
       const r = run('pair-run', { cacheDir });
       expect(r.code, cacheDir).toBe(0);
       expect(r.out, cacheDir).toMatchObject({ installed: false, value: 42 });
     }
     expect(readdirSync(real)).toEqual([]);
     expect(readdirSync(open)).toEqual([]);
+    expect(readdirSync(shared)).toEqual([]);
   });
 });
 
