@@ -84,12 +84,14 @@ if (!process.argv.slice(2).some((arg) => ['--help', '-h', '--version', '-v'].inc
   await installCodeCache();
 }
 
-// Once nothing is left to run, the process ends by `process.exit` rather than by tearing down V8's heap page by page
-// (which Node does only on the way out by an empty loop): 6 to 9 ms of every command on the 2-core machine (issue 39).
-// The same point, the same exit code and 'exit' listeners; left to Node when another 'beforeExit' listener might
-// still give the loop work.
+// Once the command has finished and nothing is left to run, the process ends by `process.exit` (exitWhenIdle below)
+// rather than by Node's way out of an empty loop, which first waits for V8's background compilations of hot functions
+// (20 to 30 ms at a `pair run`'s end) and then tears the heap down page by page (6 to 9 ms): issue 39. The same exit
+// code and 'exit' listeners. Not before the command has finished: an unsettled await still ends as Node ends it
+// (exit 13, said), and never while another 'beforeExit' listener might still give the loop work.
+let commandFinished = false;
 process.on('beforeExit', function exitNow() {
-  if (process.listeners('beforeExit').length === 1) process.exit();
+  if (commandFinished && process.listeners('beforeExit').length === 1) process.exit();
 });
 
 // `pair run` as root: its tool shell (mount, umount, iptables) started now, while this process is small (a fork costs
@@ -129,6 +131,22 @@ if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   // warning our own check above already gives (issue 39, start-up).
   const { execute } = requireHere('../dist/bundle/execute.cjs');
   await Promise.race([execute({ dir: import.meta.url }), outputClosed]);
+}
+commandFinished = true;
+exitWhenIdle();
+
+/**
+ * `process.exit` as soon as nothing keeps the loop alive (no handle or request of Node's own: a timer, a socket, a
+ * child, a file operation), checked now and then every 2 ms by a timer that keeps nothing alive itself; when the loop
+ * empties between two checks, 'beforeExit' ends it instead.
+ */
+function exitWhenIdle() {
+  const check = () => {
+    if (process.listeners('beforeExit').length !== 1) return;
+    if (process.getActiveResourcesInfo().every((kind) => kind === 'TTYWrap')) process.exit();
+    setTimeout(check, 2).unref();
+  };
+  setImmediate(check);
 }
 
 async function installCodeCache() {

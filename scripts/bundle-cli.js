@@ -97,6 +97,8 @@ const commonJs = {
       const left = /^(?:import|export)\b[^;\n]*from "[^"]+";$/m.exec(code);
       if (left) throw new Error(`${file}: an ES module statement left in a CommonJS chunk: ${left[0]}`);
       if (!code.startsWith('"use strict";')) throw new Error(`${file}: not strict mode`);
+      const imported = /\bimport\("[^"]+"\)/.exec(code);
+      if (imported) throw new Error(`${file}: ${imported[0]} left as it is (see dynamicImportInCjs)`);
     }
   },
 };
@@ -126,6 +128,9 @@ try {
     format: 'cjs',
     // A command's file exports its class as `default` (oclif takes `default`), never as the whole `module.exports`.
     exports: 'named',
+    // A package left outside is `require`d where the sources `import()` it (pg, tar-stream: CommonJS): an `import()`
+    // in a script compiled through vm.Script needs Node's experimental loader constant, which warns on stderr.
+    dynamicImportInCjs: false,
     // Every module's source is read and decoded at every start, and V8 keeps one with a character past ASCII as a
     // two-byte string: non-ASCII escaped (messages keep their characters at run time; only a regular expression's
     // `source` is spelled with escapes) and comments left out (JSDoc would otherwise stay), a `pair run` starts about 8 %

@@ -15,7 +15,8 @@ import type { Script } from 'node:vm';
  * data V8 refused: then it holds what that run compiled (V8 keeps the bytecode of every function compiled so far).
  *
  * One cache file per command (its first two words, `pair run`) and bundle file, so that `--help` never leaves a
- * `pair run` with the help's few functions. A file holds the SHA-1 of the source it was made from; another source
+ * `pair run` with the help's few functions. A file holds the SHA-1 of the source it was made from (V8's own check
+ * compares only the length) and of its data (V8 does not check that, and would run damaged data); another source
  * (a new build) is compiled afresh and its file replaced. V8 checks its own version and flags, and refuses the rest.
  * The folder is private to the user (0700, never a link, no one else's), in a folder that is the user's and that no
  * one else can write (Node's own compile cache folder, whatever NODE_COMPILE_CACHE names); nothing here ever throws
@@ -42,6 +43,7 @@ interface Entry {
   readonly script: Script;
   readonly file: string;
   readonly sourceHash: Buffer;
+  readonly dataHash: (data: Buffer) => Buffer;
 }
 
 export interface CodeCacheOptions {
@@ -93,7 +95,7 @@ export function installCodeCache(options: CodeCacheOptions): CodeCache | null {
   const vm = builtin<typeof Vm>('node:vm');
   const crypto = builtin<typeof Crypto>('node:crypto');
   const Module = builtin<ModuleStatics>('node:module');
-  if (!KEY.test(options.key) || !ownFolder(fs, path.dirname(options.cacheDir))) return null;
+  if (!KEY.test(options.key) || !noOneElseCanChange(fs, path, path.dirname(options.cacheDir))) return null;
   if (!privateFolder(fs, options.cacheDir)) return null;
 
   const pending: Entry[] = [];
@@ -104,9 +106,11 @@ export function installCodeCache(options: CodeCacheOptions): CodeCache | null {
       return original.call(this, content, filename, ...rest);
     }
     const sourceHash = crypto.hash('sha1', content, 'buffer');
-    const name = crypto.hash('sha1', path.relative(options.bundleDir, filename)).slice(0, 16);
-    const file = path.join(options.cacheDir, `${options.key}.${name}`);
-    const cachedData = readCache(fs, file, sourceHash);
+    const file = path.join(
+      options.cacheDir,
+      `${options.key}.${cacheName(crypto, options.bundleDir, filename)}`,
+    );
+    const cachedData = readCache(fs, crypto, file, sourceHash);
     const script = new vm.Script(`${WRAPPER_HEAD}${content}${WRAPPER_TAIL}`, {
       filename,
       ...(cachedData !== null ? { cachedData } : {}),
@@ -114,7 +118,7 @@ export function installCodeCache(options: CodeCacheOptions): CodeCache | null {
     });
     if (cachedData === null || script.cachedDataRejected === true) {
       stats.misses += 1;
-      pending.push({ script, file, sourceHash });
+      pending.push({ script, file, sourceHash, dataHash: (data) => crypto.hash('sha1', data, 'buffer') });
     } else {
       stats.hits += 1;
     }
@@ -143,14 +147,46 @@ export function installCodeCache(options: CodeCacheOptions): CodeCache | null {
   return { flush, stats };
 }
 
-/** True when `dir` is a folder (not a link) of this user that no one else can write: nobody can swap what is in it. */
-function ownFolder(fs: typeof Fs, dir: string): boolean {
+/**
+ * True when no other user can change what `dir` holds or where its path leads: on its real path, from `/` down, every
+ * folder is root's or this user's, and one that others may write is either sticky (they cannot rename what is not
+ * theirs: /tmp) or inside a folder of ours or root's that they cannot enter (Node's version folder under umask 002,
+ * inside our 0700 cache folder). A shared NODE_COMPILE_CACHE of another user's fails here: its owner could swap a
+ * folder of ours in it for a link between our check and our read.
+ */
+function noOneElseCanChange(fs: typeof Fs, path: typeof Path, dir: string): boolean {
+  const euid = process.geteuid?.() ?? -1;
+  let real: string;
   try {
-    const info = fs.lstatSync(dir);
-    return info.isDirectory() && info.uid === (process.geteuid?.() ?? -1) && (info.mode & 0o022) === 0;
+    real = fs.realpathSync.native(dir);
   } catch {
     return false;
   }
+  let sealed = false;
+  let at = '/';
+  for (const part of ['', ...real.split(path.sep).filter((p) => p !== '')]) {
+    at = path.join(at, part);
+    let info: Fs.Stats;
+    try {
+      info = fs.lstatSync(at);
+    } catch {
+      return false;
+    }
+    if (!info.isDirectory() || (info.uid !== 0 && info.uid !== euid)) return false;
+    const othersWrite = (info.mode & 0o022) !== 0;
+    if (othersWrite && !sealed && (info.mode & 0o1000) === 0) return false;
+    if ((info.mode & 0o011) === 0) sealed = true;
+  }
+  return true;
+}
+
+/**
+ * A bundle file's cache name: its path under the bundle without the content hash rolldown puts in a chunk's name
+ * (`chunks/oclif-eg_8V3MC.cjs` → `chunks/oclif.cjs`), hashed: a new build's file replaces the old build's.
+ */
+function cacheName(crypto: typeof Crypto, bundleDir: string, filename: string): string {
+  const relative = filename.slice(bundleDir.length).replace(/^(chunks\/.+)-[\w-]{8}\.cjs$/, '$1.cjs');
+  return crypto.hash('sha1', relative).slice(0, 16);
 }
 
 /** The folder, made 0700 when missing: true only when it is a folder of this user that no one else can write. */
@@ -168,17 +204,21 @@ function privateFolder(fs: typeof Fs, dir: string): boolean {
   }
 }
 
-/** The cached data in `file` when it was made from this source; null otherwise (none, another build, unreadable). */
-function readCache(fs: typeof Fs, file: string, sourceHash: Buffer): Buffer | null {
+/**
+ * The cached data in `file` when it was made from this source and is whole; null otherwise (none, another build, a
+ * file cut short or damaged, unreadable). V8 itself does not check its data's checksum: damaged data it would run.
+ */
+function readCache(fs: typeof Fs, crypto: typeof Crypto, file: string, sourceHash: Buffer): Buffer | null {
   let fd: number;
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    // Never a link, never a FIFO's wait.
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   } catch {
     return null;
   }
   try {
     const info = fs.fstatSync(fd);
-    if (!info.isFile() || info.size <= HASH_BYTES || info.size > MAX_CACHE_BYTES) return null;
+    if (!info.isFile() || info.size <= 2 * HASH_BYTES || info.size > MAX_CACHE_BYTES) return null;
     const bytes = Buffer.allocUnsafe(info.size);
     let read = 0;
     while (read < bytes.length) {
@@ -187,7 +227,9 @@ function readCache(fs: typeof Fs, file: string, sourceHash: Buffer): Buffer | nu
       read += n;
     }
     if (!bytes.subarray(0, HASH_BYTES).equals(sourceHash)) return null;
-    return bytes.subarray(HASH_BYTES);
+    const data = bytes.subarray(2 * HASH_BYTES);
+    if (!crypto.hash('sha1', data, 'buffer').equals(bytes.subarray(HASH_BYTES, 2 * HASH_BYTES))) return null;
+    return data;
   } catch {
     return null;
   } finally {
@@ -200,7 +242,8 @@ function writeCache(fs: typeof Fs, entry: Entry): void {
   const tmp = `${entry.file}.${process.pid}.tmp`;
   try {
     const data = entry.script.createCachedData();
-    fs.writeFileSync(tmp, Buffer.concat([entry.sourceHash, data]), { mode: 0o600, flag: 'wx' });
+    const dataHash = entry.dataHash(data);
+    fs.writeFileSync(tmp, Buffer.concat([entry.sourceHash, dataHash, data]), { mode: 0o600, flag: 'wx' });
     fs.renameSync(tmp, entry.file);
   } catch {
     try {

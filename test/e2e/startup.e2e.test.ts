@@ -160,6 +160,15 @@ describe('start-up: the launcher and what a command loads', () => {
     }
   });
 
+  it('a command that never settles still ends as Node ends it (exit 13, said), never as a success', async () => {
+    // The command's promise made one that never settles (a lost promise in a command, say).
+    const preload = join(dir, 'never-settles.cjs');
+    await writeFile(preload, 'Promise.race = () => new Promise(() => {});\n');
+    const r = run([process.execPath, '--require', preload, RUN_JS, 'e1-batch', 'schema']);
+    expect(r.code).toBe(13);
+    expect(r.stderr).toContain('unsettled top-level await');
+  });
+
   it('keeps its compile cache under $XDG_CACHE_HOME (0700), and starts without one where none can be made', async () => {
     const xdg = join(dir, 'xdg-cache');
     expect(run([LAUNCHER, '--help'], { env: { XDG_CACHE_HOME: xdg } }).code).toBe(0);

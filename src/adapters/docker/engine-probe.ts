@@ -43,6 +43,8 @@ export interface EarlyEngineFacts {
 export const PREFETCHED_FACTS_MAX_AGE_MS = 5_000;
 
 const PREFETCHED = Symbol.for('roboguide-eval.engine-facts');
+/** A connection's errors that mean nothing listened on the socket then: the prefetched facts are asked again. */
+const NOT_LISTENING: ReadonlySet<string> = new Set(['ENOENT', 'ECONNREFUSED']);
 
 /** Facts asked at the process's start: until taken, their connections keep nothing alive (the command may fail first). */
 interface Prefetched extends EarlyEngineFacts {
@@ -55,7 +57,7 @@ interface Prefetched extends EarlyEngineFacts {
  * runtime built once dockerode has loaded to take (about 45 ms of loading, while the engine answers). Null when the
  * engine is not on a unix socket. Never rejects; a failed answer is the first `info`'s failure. Facts bin/run.js
  * asked at the process's start (prefetchEngineFacts) are taken instead, once, when asked on the same socket under
- * PREFETCHED_FACTS_MAX_AGE_MS ago; if that answer failed, the facts are asked again.
+ * PREFETCHED_FACTS_MAX_AGE_MS ago; asked again when nothing listened on the socket then.
  */
 export async function askEngineFactsEarly(
   env: Readonly<Record<string, string | undefined>> = process.env,
@@ -110,7 +112,12 @@ function takePrefetched(socketPath: string): EarlyEngineFacts | null {
   if (early.socketPath !== socketPath || performance.now() - early.atMs > PREFETCHED_FACTS_MAX_AGE_MS)
     return null;
   early.hold();
-  const answer = early.answer.catch(() => probeEngineFacts(socketPath, DEFAULT_ENGINE_CALL_TIMEOUT_MS));
+  // No engine on the socket at the process's start (not yet started, restarting): asked again. Any other failure (no
+  // answer within the deadline, an error status) is the first `info`'s, as it would have been.
+  const answer = early.answer.catch((err: unknown) => {
+    if (!NOT_LISTENING.has((err as NodeJS.ErrnoException | null)?.code ?? '')) throw err;
+    return probeEngineFacts(socketPath, DEFAULT_ENGINE_CALL_TIMEOUT_MS);
+  });
   answer.catch(() => undefined);
   return { socketPath, atMs: early.atMs, answer };
 }

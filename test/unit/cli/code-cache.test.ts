@@ -182,6 +182,22 @@ describe('the bundle compiled with the code of an earlier run (issue 39)', () =>
     expect(run('pair-run').out).toMatchObject({ value: 44, stats: { hits: 2, misses: 0 } });
   });
 
+  it('damaged data under the right source hash (bytes flipped: V8 would run them and crash) is never given to V8: compiled afresh and written again', () => {
+    expect(run('pair-run').code).toBe(0);
+    const file = entryFile('pair-run');
+    const bytes = readFileSync(file);
+    // Past V8's own header (which it does check): 64 bytes at each of three places in its data.
+    for (const share of [0.5, 0.7, 0.9]) {
+      const from = Math.floor(bytes.length * share);
+      for (let at = from; at < from + 64 && at < bytes.length; at++) bytes[at] = bytes[at]! ^ 0x5a;
+    }
+    writeFileSync(file, bytes);
+    const r = run('pair-run');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.out).toMatchObject({ value: 42, stats: { hits: 1, misses: 1 } });
+    expect(run('pair-run').out).toMatchObject({ value: 42, stats: { hits: 2, misses: 0 } });
+  });
+
   it('data V8 refuses (corrupt, under the right hash) is a compile without it, and is written again', () => {
     expect(run('pair-run').code).toBe(0);
     const file = entryFile('pair-run');
@@ -217,8 +233,8 @@ describe('the bundle compiled with the code of an earlier run (issue 39)', () =>
     const file = join(dir, 'a-file');
     writeFileSync(file, '');
     // Inside a folder others can write (a shared NODE_COMPILE_CACHE): they could swap ours after it was checked.
-    const shared = join(dir, 'shared');
-    mkdirSync(shared);
+    // (Straight under the sticky /tmp, where others reach it: one inside our own 0700 folder would be out of their reach.)
+    const shared = mkdtempSync(join(tmpdir(), 'rg-code-cache-shared-'));
     chmodSync(shared, 0o777);
     const inShared = join(shared, 'roboguide-bundle');
     for (const cacheDir of [linked, open, file, inShared]) {
@@ -229,6 +245,18 @@ describe('the bundle compiled with the code of an earlier run (issue 39)', () =>
     expect(readdirSync(real)).toEqual([]);
     expect(readdirSync(open)).toEqual([]);
     expect(readdirSync(shared)).toEqual([]);
+    rmSync(shared, { recursive: true, force: true });
+  });
+
+  it("a folder others may write is fine inside one of ours they cannot enter (Node's version folder under umask 002)", () => {
+    const sealed = join(dir, 'sealed');
+    mkdirSync(sealed, { mode: 0o700 });
+    const groupWritable = join(sealed, 'v24-x64');
+    mkdirSync(groupWritable);
+    chmodSync(groupWritable, 0o775);
+    const r = run('pair-run', { cacheDir: join(groupWritable, 'roboguide-bundle') });
+    expect(r.out).toMatchObject({ installed: true, value: 42 });
+    expect(readdirSync(join(groupWritable, 'roboguide-bundle'))).toHaveLength(2);
   });
 });
 

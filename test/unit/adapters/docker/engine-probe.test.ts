@@ -257,6 +257,19 @@ describe("the facts asked at the process's start (prefetchEngineFacts, bin/run.j
     expect(requests).toEqual(['GET /info']);
   });
 
+  it('no answer within the deadline, or an error status, is not asked again: the first info reports it', async () => {
+    failWith = 500;
+    try {
+      requests.length = 0;
+      await prefetchEngineFacts(env());
+      const early = await askEngineFactsEarly(env());
+      await expect(early!.answer).rejects.toMatchObject({ statusCode: 500 });
+      expect(requests).toEqual(['GET /info']);
+    } finally {
+      failWith = null;
+    }
+  });
+
   it('an answer that failed (no engine then) is asked again when taken', async () => {
     const later = join(dir, 'later.sock');
     await prefetchEngineFacts({ DOCKER_HOST: `unix://${later}` });
