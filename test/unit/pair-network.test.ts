@@ -186,6 +186,52 @@ describe('DockerPairNetwork over fakes of iptables and the engine', () => {
     expect(ipt.calls.slice(after)).toEqual(['ipv4 -S', 'ipv6 -S']);
   });
 
+  it("the network's inspect runs beside the listing, not after it; a network found missing is still made after the rules (issue 39)", async () => {
+    const ipt = fakeIptables(engineChains);
+    const engine = fakeDocker();
+    const order: string[] = [];
+    let releaseListing: () => void = () => undefined;
+    const listingHeld = new Promise<void>((resolve) => (releaseListing = resolve));
+    const inspect = engine.docker.getNetwork.bind(engine.docker);
+    const docker = {
+      ...engine.docker,
+      getNetwork: (name: string) => {
+        const network = inspect(name);
+        return {
+          ...network,
+          inspect: () => {
+            order.push('inspect');
+            return network.inspect();
+          },
+        };
+      },
+      createNetwork: (options: Parameters<typeof engine.docker.createNetwork>[0]) => {
+        order.push('create network');
+        return engine.docker.createNetwork(options);
+      },
+    } as unknown as typeof engine.docker;
+    const guard = new DockerPairNetwork(docker, async (family, args) => {
+      if (args.length === 1 && args[0] === '-S') {
+        order.push(`listing ${family}`);
+        await listingHeld;
+      } else order.push(`${family} ${args.join(' ')}`);
+      return ipt.run(family, args);
+    });
+    for (const prepared of [true, false]) {
+      order.length = 0;
+      if (prepared) guard.prepare();
+      const ensured = guard.ensure();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      // Asked while both listings still wait.
+      expect(order.slice(0, 3).sort()).toEqual(['inspect', 'listing ipv4', 'listing ipv6']);
+      releaseListing();
+      await ensured;
+      // Missing at the first inspect: made once the rules are in place, after every iptables call.
+      if (prepared) expect(order.at(-2)).toBe('create network');
+    }
+    expect(engine.networks.has(PAIRS_NETWORK)).toBe(true);
+  });
+
   it('a prepared listing that failed is the failure of the ensure that takes it; one older than 5 s is not taken', async () => {
     const failing = fakeIptables(engineChains);
     const run = failing.run;

@@ -107,6 +107,13 @@ function runIptablesProcess(
 /** How old a listing begun by `prepare` may be when `ensure` takes it (a `pair run`'s checks take well under 1 s). */
 const PREPARED_LISTING_MAX_AGE_MS = 5_000;
 
+/** What the pairs network's inspect says of it. */
+interface NetworkFacts {
+  readonly driver: string;
+  readonly labels: Record<string, string>;
+  readonly options: Record<string, string>;
+}
+
 /** The network on the engine, the chain in iptables and ip6tables (src/core/pair-network.ts says what and why). */
 export class DockerPairNetwork implements PairNetworkGuard {
   readonly #docker: Docker;
@@ -116,7 +123,11 @@ export class DockerPairNetwork implements PairNetworkGuard {
   #verified: number | null = null;
   #listings = 0;
   /** The first listing, begun by `prepare` (at `atMs`) and not yet taken by `ensure`: whether every rule was in place. */
-  #prepared: { readonly atMs: number; readonly complete: Promise<boolean> } | null = null;
+  #prepared: {
+    readonly atMs: number;
+    readonly complete: Promise<boolean>;
+    readonly inspected: Promise<NetworkFacts | null>;
+  } | null = null;
 
   /**
    * `watch`: what spares the listing while the ruleset is unchanged (issue 39). By default, with the default runner, the
@@ -152,7 +163,10 @@ export class DockerPairNetwork implements PairNetworkGuard {
     if (this.#listings > 0 || this.#prepared !== null) return;
     const complete = this.#listRules();
     complete.catch(() => undefined); // the ensure that takes it reports the failure
-    this.#prepared = { atMs: performance.now(), complete };
+    // The network's inspect beside it (a read: the network is only ever made once the rules are in place).
+    const inspected = this.#inspect();
+    inspected.catch(() => undefined);
+    this.#prepared = { atMs: performance.now(), complete, inspected };
   }
 
   async #ensureListed(): Promise<void> {
@@ -166,8 +180,11 @@ export class DockerPairNetwork implements PairNetworkGuard {
     // One too old may still run (a held xtables lock): it ends before the new one begins, or the two would take
     // turns in the one tool shell, each making what it found missing.
     if (prepared !== null && !fresh) await prepared.complete.catch(() => undefined);
+    // The network's inspect runs beside the listing (issue 39): a network found missing is made after the rules.
+    const inspected = fresh ? prepared.inspected : this.#inspect();
+    inspected.catch(() => undefined);
     const complete = await (fresh ? prepared.complete : this.#listRules());
-    await this.#ensureNetwork();
+    await this.#ensureNetwork(inspected);
     if (!complete) await Promise.all(FAMILIES.map((family) => this.#ensureRules(family, false)));
   }
 
@@ -205,11 +222,7 @@ export class DockerPairNetwork implements PairNetworkGuard {
     return { network, rules: removed ? 'removed' : 'absent' };
   }
 
-  async #inspect(): Promise<{
-    driver: string;
-    labels: Record<string, string>;
-    options: Record<string, string>;
-  } | null> {
+  async #inspect(): Promise<NetworkFacts | null> {
     try {
       // dockerode's network inspect takes no abort signal: bounded here instead.
       const info = (await withinDeadline(
@@ -230,8 +243,9 @@ export class DockerPairNetwork implements PairNetworkGuard {
     }
   }
 
-  async #ensureNetwork(): Promise<void> {
-    let facts = await this.#inspect();
+  /** The network there and ours, made when missing; `inspected`: its inspect begun already. */
+  async #ensureNetwork(inspected?: Promise<NetworkFacts | null>): Promise<void> {
+    let facts = await (inspected ?? this.#inspect());
     if (facts === null) {
       try {
         await this.#docker.createNetwork({
