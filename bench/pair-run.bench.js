@@ -5,8 +5,8 @@
 // load drifts); one warm-up of each. `BASELINE_ROOT=<another checkout, built>` adds that checkout's CLI (e.g. main
 // before this work) in the same alternation.
 // Needs the build and the driver image: `npm run build`, `bin/roboguide-eval images build`, then
-// `node bench/pair-run.bench.js [runs]` (default 10). Prints medians, the ratio ours / docker (aim <= 1.5) and the
-// load average before and after.
+// `node bench/pair-run.bench.js [runs]` (default 10). Prints medians, the ratio ours / docker (aim <= 1.5), the median
+// of each round's own ratio (and, with a baseline, of each round's difference), and the load average before and after.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -128,6 +128,20 @@ try {
     const m = median(times[b.name]);
     console.log(
       `  ${b.name} pair run: median ${m.toFixed(0)} ms  [${fmt(times[b.name])}]  ratio ${(m / d).toFixed(2)}  (aim <= 1.5)`,
+    );
+  }
+  // Each round runs every step back to back: the round's own ratio and difference are less moved by the load's drift
+  // over the minute than the medians of each column.
+  const perRound = (f) => times.docker.map((_, r) => f(r));
+  for (const b of BUILDS) {
+    const ratios = perRound((r) => times[b.name][r] / times.docker[r]);
+    console.log(`  ${b.name}: median of the rounds' ratios to docker ${median(ratios).toFixed(3)}`);
+  }
+  if (BUILDS.length > 1) {
+    const diffs = perRound((r) => times.ours[r] - times.baseline[r]);
+    const faster = diffs.filter((x) => x < 0).length;
+    console.log(
+      `  ours - baseline: median of the rounds' differences ${median(diffs).toFixed(1)} ms, ours faster in ${faster} of ${RUNS} rounds`,
     );
   }
 } finally {
