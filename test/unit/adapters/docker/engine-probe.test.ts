@@ -228,8 +228,17 @@ describe('the facts asked before dockerode loaded (askEngineFactsEarly), taken b
 
 describe("the facts asked at the process's start (prefetchEngineFacts, bin/run.js for pair run: issue 39)", () => {
   const env = (): Record<string, string> => ({ DOCKER_HOST: `unix://${socket}` });
-  /** A child process runs the sources themselves (type stripping; `.js` imports found as `.ts`). */
+  /** A child process runs the sources themselves (type stripping; `.js` imports found as `.ts`): node's arguments. */
   const TS_SOURCES = join(import.meta.dirname, '../../../support/ts-sources.mjs');
+  const SOURCE = join(import.meta.dirname, '../../../../src/adapters/docker/engine-probe.ts');
+  const moduleArgs = (code: string): string[] => [
+    '--no-warnings',
+    '--import',
+    TS_SOURCES,
+    '--input-type=module',
+    '-e',
+    code,
+  ];
   beforeEach(() => {
     infoExtra = { headers: { 'Api-Version': '1.47' }, serverVersion: '27.0.0' };
   });
@@ -294,18 +303,12 @@ describe("the facts asked at the process's start (prefetchEngineFacts, bin/run.j
     const hung = (await import('node:net')).createServer(() => undefined);
     await new Promise<void>((resolve) => hung.listen(silent, resolve));
     try {
-      const source = join(import.meta.dirname, '../../../../src/adapters/docker/engine-probe.ts');
       const started = Date.now();
       const r = spawnSync(
         process.execPath,
-        [
-          '--no-warnings',
-          '--import',
-          TS_SOURCES,
-          '--input-type=module',
-          '-e',
-          `import { prefetchEngineFacts } from ${JSON.stringify(source)}; await prefetchEngineFacts({ DOCKER_HOST: 'unix://${silent}' }); process.exitCode = 2;`,
-        ],
+        moduleArgs(
+          `import { prefetchEngineFacts } from ${JSON.stringify(SOURCE)}; await prefetchEngineFacts({ DOCKER_HOST: 'unix://${silent}' }); process.exitCode = 2;`,
+        ),
         { encoding: 'utf8', timeout: 20_000 },
       );
       expect(r.status, r.stderr).toBe(2);
@@ -327,25 +330,19 @@ describe("the facts asked at the process's start (prefetchEngineFacts, bin/run.j
     });
     await new Promise<void>((resolve) => late.listen(slow, resolve));
     try {
-      const source = join(import.meta.dirname, '../../../../src/adapters/docker/engine-probe.ts');
       // Asynchronously: this process's own stand-in engine must answer meanwhile.
       const r = await new Promise<{ stdout: string; stderr: string }>((resolve, reject) =>
         execFile(
           process.execPath,
-          [
-            '--no-warnings',
-            '--import',
-            TS_SOURCES,
-            '--input-type=module',
-            '-e',
+          moduleArgs(
             [
-              `import { prefetchEngineFacts, askEngineFactsEarly } from ${JSON.stringify(source)};`,
+              `import { prefetchEngineFacts, askEngineFactsEarly } from ${JSON.stringify(SOURCE)};`,
               `const env = { DOCKER_HOST: 'unix://${slow}' };`,
               'await prefetchEngineFacts(env);',
               // Nothing else keeps this process alive: only the taken connection does.
               'askEngineFactsEarly(env).then((early) => early.answer).then(([info]) => console.log(info.ID));',
             ].join(' '),
-          ],
+          ),
           { encoding: 'utf8', timeout: 20_000 },
           (err, stdout, stderr) =>
             err === null ? resolve({ stdout, stderr }) : reject(new Error(stderr, { cause: err })),
