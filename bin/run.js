@@ -143,6 +143,7 @@ exitWhenIdle();
 function exitWhenIdle() {
   const check = () => {
     if (process.listeners('beforeExit').length !== 1) return;
+    // A terminal's stdout or stdin is listed (a TTYWrap) though it keeps nothing alive.
     if (process.getActiveResourcesInfo().every((kind) => kind === 'TTYWrap')) process.exit();
     setTimeout(check, 2).unref();
   };

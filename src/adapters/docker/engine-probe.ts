@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ContainerState, ContainerStatus, EngineInfo } from '../../app/ports/container-runtime.js';
 import type { EngineRuntime } from '../../core/oci-runtime.js';
 import { toEngineError } from './engine-error.js';
+import { ENGINE_FACTS_REUSE_MS } from './engine-facts.js';
 import { socketGet } from './socket-get.js';
 
 /**
@@ -39,9 +40,6 @@ export interface EarlyEngineFacts {
   readonly answer: Promise<[InfoBody, VersionBody]>;
 }
 
-/** How old facts asked at the process's start may be when the runtime takes them (a `pair run` reaches it in <1 s). */
-export const PREFETCHED_FACTS_MAX_AGE_MS = 5_000;
-
 const PREFETCHED = Symbol.for('roboguide-eval.engine-facts');
 /** A connection's errors that mean nothing listened on the socket then: the prefetched facts are asked again. */
 const NOT_LISTENING: ReadonlySet<string> = new Set(['ENOENT', 'ECONNREFUSED']);
@@ -57,7 +55,7 @@ interface Prefetched extends EarlyEngineFacts {
  * runtime built once dockerode has loaded to take (about 45 ms of loading, while the engine answers). Null when the
  * engine is not on a unix socket. Never rejects; a failed answer is the first `info`'s failure. Facts bin/run.js
  * asked at the process's start (prefetchEngineFacts) are taken instead, once, when asked on the same socket under
- * PREFETCHED_FACTS_MAX_AGE_MS ago; asked again when nothing listened on the socket then.
+ * ENGINE_FACTS_REUSE_MS ago (the runtime's own rule for early facts); asked again when nothing listened then.
  */
 export async function askEngineFactsEarly(
   env: Readonly<Record<string, string | undefined>> = process.env,
@@ -109,8 +107,7 @@ function takePrefetched(socketPath: string): EarlyEngineFacts | null {
   const early = slot[PREFETCHED];
   if (early === undefined) return null;
   delete slot[PREFETCHED];
-  if (early.socketPath !== socketPath || performance.now() - early.atMs > PREFETCHED_FACTS_MAX_AGE_MS)
-    return null;
+  if (early.socketPath !== socketPath || performance.now() - early.atMs >= ENGINE_FACTS_REUSE_MS) return null;
   early.hold();
   // No engine on the socket at the process's start (not yet started, restarting): asked again. Any other failure (no
   // answer within the deadline, an error status) is the first `info`'s, as it would have been.
