@@ -317,8 +317,11 @@ describe.skipIf(problem !== null)('pairs and sessions under gVisor (runsc) on a 
         runtime: 'runsc',
         ...extra,
       };
+      // A retried test (CI retries once) starts from a clean slate: the attempt before left its outcome and evidence.
+      await rm(spec['cwd'] as string, { recursive: true, force: true });
       await mkdir(spec['cwd'] as string, { recursive: true });
       const output = join(work, `pair-${id}`);
+      await rm(output, { recursive: true, force: true });
       runs.push(output);
       return runPair(pairRunDeps(rt), {
         specText: JSON.stringify(spec),
