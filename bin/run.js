@@ -141,13 +141,43 @@ exitWhenIdle();
  * empties between two checks, 'beforeExit' ends it instead.
  */
 function exitWhenIdle() {
+  const stdio = stdioHandles();
   const check = () => {
     if (process.listeners('beforeExit').length !== 1) return;
-    // A terminal's stdout or stdin is listed (a TTYWrap) though it keeps nothing alive.
-    if (process.getActiveResourcesInfo().every((kind) => kind === 'TTYWrap')) process.exit();
+    if (onlyStdio(process.getActiveResourcesInfo(), stdio)) process.exit();
     setTimeout(check, 2).unref();
   };
   setImmediate(check);
+}
+
+/**
+ * What stdout's and stderr's own handles are listed as when they are a pipe or a socket (`| jq`, a CI runner's
+ * capture, a benchmark's): a `PipeWrap` (`TCPWrap`) each, listed while the stream lives though it keeps nothing alive
+ * (Node writes to them synchronously: nothing of ours is pending there). Files have no handle.
+ */
+function stdioHandles() {
+  const kinds = [];
+  for (const stream of [process.stdout, process.stderr]) {
+    const name = stream.destroyed ? undefined : stream._handle?.constructor?.name;
+    if (name === 'Pipe' || name === 'TCP') kinds.push(`${name}Wrap`);
+  }
+  return kinds;
+}
+
+/**
+ * Whether the live resources are only stdio's: any terminal's (a `TTYWrap`: stdout's, stderr's, or stdin's once
+ * read) and, once each, the handles of stdout and stderr (`stdio`). Any other (a socket to the engine, a child, a
+ * timer, a file operation) means work is left.
+ */
+function onlyStdio(resources, stdio) {
+  const left = [...stdio];
+  return resources.every((kind) => {
+    if (kind === 'TTYWrap') return true;
+    const at = left.indexOf(kind);
+    if (at === -1) return false;
+    left.splice(at, 1);
+    return true;
+  });
 }
 
 async function installCodeCache() {

@@ -131,14 +131,17 @@ describe('start-up: the launcher and what a command loads', () => {
     ).toEqual([]);
   });
 
-  it('ends by process.exit once its loop is empty (no heap teardown), with the exit code and output of the command', async () => {
+  it('ends by process.exit once nothing but stdio is left (never through an empty loop: no wait for V8, no heap teardown), with stdout and stderr pipes, and the exit code and output of the command', async () => {
     const preload = join(dir, 'record-exit.cjs');
+    // 'beforeExit' recorded without a listener of its own (one would turn the early exit off).
     await writeFile(
       preload,
       [
         "const { appendFileSync } = require('node:fs');",
         'const reallyExit = process.reallyExit;',
         'process.reallyExit = function (code) { appendFileSync(process.env.RG_TEST_EXIT, `reallyExit ${code}\\n`); return reallyExit.call(this, code); };',
+        'const emit = process.emit;',
+        "process.emit = function (event, ...args) { if (event === 'beforeExit') appendFileSync(process.env.RG_TEST_EXIT, 'beforeExit\\n'); return emit.call(this, event, ...args); };",
         "process.on('exit', (code) => appendFileSync(process.env.RG_TEST_EXIT, `exit ${code}\\n`));",
       ].join('\n'),
     );
@@ -151,7 +154,9 @@ describe('start-up: the launcher and what a command loads', () => {
         env: { RG_TEST_EXIT: record },
       });
       expect(r.code, args.join(' ')).toBe(code);
-      // Through process.exit (Node's own exit by an empty loop never calls reallyExit), after the 'exit' listeners.
+      // Through process.exit (Node's own exit by an empty loop never calls reallyExit), after the 'exit' listeners,
+      // and before the loop emptied ('beforeExit' never came): stdout's and stderr's pipes (spawnSync's) keep nothing
+      // alive, though Node lists them.
       expect((await readFile(record, 'utf8')).split('\n'), args.join(' ')).toEqual([
         `exit ${code}`,
         `reallyExit ${code}`,
