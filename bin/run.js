@@ -129,8 +129,12 @@ if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   // node_modules/@oclif/core and its dependencies. Its entry points by subpath there too ('@oclif/core/execute',
   // '/command', '/flags', '/ux'), never its index, which loads every part of oclif and semver for a Node version
   // warning our own check above already gives (issue 39, start-up).
+  // No plugins of the user's: this CLI has no `plugins` command, and oclif would load what a package.json in its data
+  // folder ($XDG_DATA_HOME/roboguide-eval, ~/.local/share/roboguide-eval) names into every command, run by whoever
+  // runs it (root, under a `sudo` that kept HOME): anyone's code who can write there. One file read fewer a start.
   const { execute } = requireHere('../dist/bundle/execute.cjs');
-  await Promise.race([execute({ dir: import.meta.url }), outputClosed]);
+  const loadOptions = { userPlugins: false, devPlugins: false };
+  await Promise.race([execute({ dir: import.meta.url, loadOptions }), outputClosed]);
 }
 commandFinished = true;
 exitWhenIdle();

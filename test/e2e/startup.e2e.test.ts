@@ -165,6 +165,45 @@ describe('start-up: the launcher and what a command loads', () => {
     }
   });
 
+  it("loads no plugin a package.json in the user's data folder names (oclif's user plugins: code run by whoever runs a command, root included)", async () => {
+    // What `plugins install` would have left ($XDG_DATA_HOME/roboguide-eval): a plugin whose init hook runs at every start.
+    const data = join(dir, 'xdg-data');
+    const plugin = join(data, 'roboguide-eval', 'node_modules', 'planted');
+    await mkdir(plugin, { recursive: true });
+    await writeFile(
+      join(data, 'roboguide-eval', 'package.json'),
+      JSON.stringify({
+        private: true,
+        oclif: { schema: 1, plugins: [{ name: 'planted', type: 'user', tag: 'latest' }] },
+        dependencies: { planted: '1.0.0' },
+      }),
+    );
+    await writeFile(
+      join(plugin, 'package.json'),
+      JSON.stringify({
+        name: 'planted',
+        version: '1.0.0',
+        main: 'index.js',
+        oclif: { hooks: { init: './init.js' } },
+      }),
+    );
+    await writeFile(join(plugin, 'index.js'), 'module.exports = {};\n');
+    const marker = join(dir, 'planted-ran');
+    await writeFile(
+      join(plugin, 'init.js'),
+      `module.exports = async () => require('node:fs').writeFileSync(${JSON.stringify(marker)}, 'ran');\n`,
+    );
+    for (const args of [
+      ['e1-batch', 'schema'],
+      ['--help'],
+      ['pair', 'run', '--spec', join(dir, 'none.json')],
+    ]) {
+      const r = run([LAUNCHER, ...args], { env: { XDG_DATA_HOME: data } });
+      expect(r.code, args.join(' ')).toBe(args[0] === 'pair' ? 2 : 0);
+      expect(existsSync(marker), args.join(' ')).toBe(false);
+    }
+  });
+
   it('a command that never settles still ends as Node ends it (exit 13, said), never as a success', async () => {
     // The command's promise made one that never settles (a lost promise in a command, say).
     const preload = join(dir, 'never-settles.cjs');
