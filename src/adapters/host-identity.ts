@@ -6,12 +6,17 @@ import { isSameProcess, parseProcStat, type ProcessIdentity } from '../core/proc
 const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';
 
 /** Linux boot id: changes on every boot, so a claim from a previous boot is known to be lost. */
-export async function readBootId(): Promise<string | null> {
-  try {
-    return (await readFile(BOOT_ID_PATH, 'utf8')).trim();
-  } catch {
-    return null;
-  }
+export function readBootId(): Promise<string | null> {
+  return Promise.resolve(bootId());
+}
+
+/**
+ * The boot id, read once a process (it cannot change while the process lives): a file of the kernel's, read at once,
+ * never through the thread pool, whose answer a busy loop takes milliseconds to see (issue 39).
+ */
+let knownBootId: string | null | undefined;
+function bootId(): string | null {
+  return (knownBootId ??= readSync(BOOT_ID_PATH)?.trim() ?? null);
 }
 
 /** Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat), or null when it is gone. */
@@ -23,12 +28,15 @@ export async function readProcessStartTicks(pid: number): Promise<string | null>
   }
 }
 
-export async function currentProcessIdentity(): Promise<ProcessIdentity> {
-  return {
+/** This process's identity: read once (its pid, start time and boot never change while it lives), like the boot id. */
+let ownIdentity: ProcessIdentity | null = null;
+export function currentProcessIdentity(): Promise<ProcessIdentity> {
+  ownIdentity ??= {
     pid: process.pid,
-    start_ticks: await readProcessStartTicks(process.pid),
-    boot_id: await readBootId(),
+    start_ticks: parseProcStat(readSync(`/proc/${process.pid}/stat`) ?? '')?.startTicks ?? null,
+    boot_id: bootId(),
   };
+  return Promise.resolve(ownIdentity);
 }
 
 function readSync(path: string): string | null {

@@ -95,6 +95,11 @@ interface CheckedSpec {
 /** Everything `pair run` checks before it takes a slot: the spec, its variables, its paths, the image on the engine. */
 async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<CheckedSpec> {
   const spec = parseSpec(options.specText, options.specSource);
+  // The receipt's code version (dist/build-info.json) read beside the checks below, not after them (issue 39); awaited
+  // once the engine checks passed (its rejection is not left unhandled meanwhile).
+  const codeVersion =
+    typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
+  codeVersion.catch(() => undefined);
   const resolved = resolveEnvironment(spec.environment, options.environment, 'environment', {
     allowShortSecrets: options.allowShortSecrets === true,
   });
@@ -118,9 +123,6 @@ async function checkSpec(deps: RunPairDeps, options: RunPairOptions): Promise<Ch
   if (issues.length > 0)
     throw new InvalidInputError('E_SPEC_INVALID', `pair spec ${options.specSource} is invalid`, issues);
   for (const warning of resolved.warnings) options.onWarning?.(warning);
-  const codeVersion =
-    typeof options.codeVersion === 'function' ? options.codeVersion() : Promise.resolve(options.codeVersion);
-  codeVersion.catch(() => undefined); // awaited below, once the engine checks passed (not an unhandled rejection meanwhile)
   // The image on the engine: exit 3 when no engine answers, before anything is written.
   if (!(await imagePresent)) {
     throw imagesMissing(

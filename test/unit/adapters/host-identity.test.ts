@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
+  currentProcessIdentity,
   isSameProcessAliveSync,
   readBootId,
   readProcessStartTicks,
@@ -44,5 +45,29 @@ describe.skipIf(process.platform !== 'linux')('isSameProcessAliveSync', () => {
     } finally {
       parent.kill('SIGKILL');
     }
+  });
+});
+
+describe.skipIf(process.platform !== 'linux')('currentProcessIdentity', () => {
+  it("is this process's pid, start time and boot, as /proc says; answered at once (no thread pool round trip), the same each time", async () => {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const expected = {
+      pid: process.pid,
+      start_ticks: stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19],
+      boot_id: readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim(),
+    };
+    // Settled before anything queued behind it: a microtask, not a file read answered by libuv's pool.
+    let settled = false;
+    const asked = currentProcessIdentity().then((identity) => {
+      settled = true;
+      return identity;
+    });
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(settled).toBe(true);
+    expect(await asked).toEqual(expected);
+    expect(await currentProcessIdentity()).toEqual(expected);
+    expect(await readBootId()).toBe(expected.boot_id);
+    expect(isSameProcessAliveSync(await currentProcessIdentity())).toBe(true);
   });
 });

@@ -280,6 +280,38 @@ describe('runPair: refusals before anything runs, and the options', () => {
     expect(opened).toBe(0);
   });
 
+  it("the code version is asked as soon as the spec parsed, beside the path checks and the engine's questions, not after them (issue 39)", async () => {
+    const order: string[] = [];
+    const outcome = await runPair(
+      deps(),
+      options(
+        {},
+        {
+          codeVersion: () => {
+            order.push('code version');
+            return Promise.resolve('v-early');
+          },
+          hostPaths: () => {
+            order.push('host paths');
+            return Promise.resolve({});
+          },
+        },
+      ),
+    );
+    expect(order).toEqual(['code version', 'host paths']);
+    expect(outcome.receipt.code_version).toBe('v-early');
+    // A spec that does not parse asks nothing.
+    order.length = 0;
+    const bad = await refusal(
+      runPair(deps(), {
+        ...options({}, { codeVersion: () => (order.push('code version'), Promise.resolve('x')) }),
+        specText: '{',
+      }),
+    );
+    expect(bad.code).toBe('E_SPEC_INVALID');
+    expect(order).toEqual([]);
+  });
+
   it('with a registry given as an object, no --output and a code version function: evidence goes to a stamped directory under cwd', async () => {
     const extra: Partial<RunPairOptions> = { codeVersion: () => Promise.resolve('v-fn') };
     const { output: _drop, ...rest } = options({}, extra);
