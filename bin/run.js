@@ -6,8 +6,8 @@
 // A git checkout (src/ next to bin/; an installed package has none) that was never installed or built: the fix is
 // `npm ci && npm run build` (the pinned Node 24 comes with npm ci), not installing another Node.
 {
-  const { existsSync } = await import('node:fs');
-  const { fileURLToPath } = await import('node:url');
+  const { existsSync } = await builtin('node:fs');
+  const { fileURLToPath } = await builtin('node:url');
   const root = fileURLToPath(new URL('..', import.meta.url));
   const step = !existsSync(`${root}src`)
     ? null
@@ -27,6 +27,15 @@
     );
     process.exit(1);
   }
+}
+
+/**
+ * A built-in module as `require` gives it (`process.getBuiltinModule`, Node 22.3 and 20.16 on), never its ES module
+ * facade: a facade is made by reading every export, whose getters load what nothing here needs (node:fs's streams
+ * and promises: about 6 ms of a start, issue 39). An older Node (which the check below refuses) imports it.
+ */
+function builtin(id) {
+  return process.getBuiltinModule?.(id) ?? import(id);
 }
 
 function versionOnly() {
@@ -65,9 +74,9 @@ for (const stream of [process.stdout, process.stderr]) {
     if (stream === process.stdout) closeOutput();
   });
 }
-const { default: nodeModule } = await import('node:module');
-const { lstatSync, mkdirSync, readFileSync } = await import('node:fs');
-const { arch, platform, release } = await import('node:os');
+const nodeModule = await builtin('node:module');
+const { lstatSync, mkdirSync, readFileSync } = await builtin('node:fs');
+const { arch, platform, release } = await builtin('node:os');
 
 // V8's compiled code of our modules and dependencies, kept between runs (NODE_COMPILE_CACHE or
 // NODE_DISABLE_COMPILE_CACHE decide instead when set). Code only, never data; a failure just means no cache.
@@ -191,7 +200,7 @@ async function installCodeCache() {
     const { commandKey, installCodeCache: install } = await import('../dist/cli/code-cache.js');
     const key = commandKey(process.argv.slice(2));
     if (key === null) return;
-    const { fileURLToPath } = await import('node:url');
+    const { fileURLToPath } = await builtin('node:url');
     install({
       bundleDir: fileURLToPath(new URL('../dist/bundle/', import.meta.url)),
       cacheDir: `${base}/roboguide-bundle`, // within Node's own folder of this version and these flags
