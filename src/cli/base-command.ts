@@ -1,5 +1,7 @@
 import { format } from 'node:util';
 import { Command } from '@oclif/core/command';
+import { Config } from '@oclif/core/config';
+import type { LoadOptions } from '@oclif/core/interfaces';
 import { colorizeJson, stdout } from '@oclif/core/ux';
 import { userCommand } from '../adapters/user-command.js';
 import { ExitCode, InvalidInputError, RoboguideError } from '../core/errors.js';
@@ -15,6 +17,30 @@ import { jsonTerminalSafe, terminalSafe } from '../core/terminal-text.js';
  */
 export abstract class BaseCommand extends Command {
   static override enableJsonFlag = true;
+
+  /**
+   * oclif's static `run`, taking the config oclif loaded for this process as it is when it is given one (what
+   * `execute` does). oclif 5 loads a second one from it for the command (its plugins, commands and topics again, the
+   * theme file read again, the shell and platform asked again: its way to run a command built on another oclif), and
+   * the bundle has one oclif, shared by every command (scripts/bundle-cli.js): 5 to 10 ms of a `pair run`'s start
+   * (issue 39). Anything else (a root path, a test's own config of another oclif): oclif's way.
+   */
+  static override async run<T extends Command>(
+    this: new (argv: string[], config: Config) => T,
+    argv?: string[],
+    opts?: LoadOptions,
+  ): Promise<ReturnType<T['run']>> {
+    if (!(opts instanceof Config))
+      return (Command.run as typeof BaseCommand.run).call(this, argv, opts) as never;
+    const command = new this(argv ?? process.argv.slice(2), opts) as unknown as BaseCommand;
+    if (!command.id) {
+      // As oclif names a command class run by itself (not found through a config's manifest).
+      const id = command.constructor.name.toLowerCase();
+      command.id = id;
+      (command.constructor as typeof Command).id = id;
+    }
+    return command._run<Awaited<ReturnType<T['run']>>>();
+  }
 
   /** The command the user ran (`bin/roboguide-eval`, or the installed binary's name): what hints tell them to run. */
   protected get userBin(): string {
