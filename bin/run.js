@@ -141,8 +141,11 @@ if (versionFlags.includes(process.argv[2]) && !mayBeWsl()) {
   // No plugins of the user's: this CLI has no `plugins` command, and oclif would load what a package.json in its data
   // folder ($XDG_DATA_HOME/roboguide-eval, ~/.local/share/roboguide-eval) names into every command, run by whoever
   // runs it (root, under a `sudo` that kept HOME): anyone's code who can write there. One file read fewer a start.
+  // And the package's root given (where package.json is), not found by trying bin/package.json first.
   const { execute } = requireHere('../dist/bundle/execute.cjs');
-  const loadOptions = { userPlugins: false, devPlugins: false };
+  const { fileURLToPath } = await builtin('node:url');
+  const root = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+  const loadOptions = { root, userPlugins: false, devPlugins: false };
   await Promise.race([execute({ dir: import.meta.url, loadOptions }), outputClosed]);
 }
 commandFinished = true;
