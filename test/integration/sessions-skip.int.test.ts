@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DockerContainerRuntime } from '../../src/adapters/docker/docker-container-runtime.js';
+import { layerHoldsAbove, type GraphDriverFacts } from '../../src/adapters/docker/upper-layer.js';
 import { runPair } from '../../src/app/pair/run-pair.js';
+import { untouchedByContainer } from '../../src/core/sessions-skip.js';
 import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps } from '../support/docker.js';
 
 /** The real engine; it only counts the sessions copies it is asked for. */
@@ -183,10 +185,102 @@ describe.skipIf(noDocker)(
       expect(await runOnce(new CountingRuntime())).toBe(0);
     });
 
+    it("the layer read on this host (one lstat in the overlay's upper folder) says what the engine's changes list says, for every kind of change", async () => {
+      const scenarios = [
+        'true',
+        ': > /tmp/x',
+        'mkdir -p /root/.codex/sessions && : > /root/.codex/sessions/s.json',
+        ': > /root/.bash_history',
+        'rm -rf /root/.codex',
+        'mkdir -p /data/codex && : > /data/codex/x',
+        'mv /root /root2',
+        'chmod 700 /root',
+        'ln -s /tmp /sessions',
+        'mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 300); do : > "file-$i"; done',
+      ];
+      const dirs = ['/root/.codex/sessions', '/sessions', '/tmp/s', '/data/codex/sessions'];
+      // The engine's list asked for (GET …/changes), counted: a layer read here asks none.
+      const listed: string[] = [];
+      const modem = rt.docker.modem as { dial: (options: { path: string }, ...rest: unknown[]) => unknown };
+      const dial = modem.dial.bind(modem);
+      modem.dial = (options, ...rest) => {
+        if (options.path.endsWith('/changes')) listed.push(options.path);
+        return dial(options, ...rest);
+      };
+      for (const script of scenarios) {
+        const id = execFileSync(
+          'docker',
+          ['run', '-d', '--network', 'none', DRIVER_IMAGE, '/bin/sh', '-c', script],
+          {
+            encoding: 'utf8',
+          },
+        ).trim();
+        try {
+          execFileSync('docker', ['wait', id], { stdio: 'ignore' });
+          const engine = await rt.filesystemChanges(id); // the engine's whole list
+          expect(engine, script).not.toBeNull();
+          const inspect = (await rt.docker.getContainer(id).inspect()) as { GraphDriver?: GraphDriverFacts };
+          for (const dir of dirs) {
+            // Read on this host (the fast path is the one taken here), and the same verdict as the engine's list.
+            expect(layerHoldsAbove(inspect.GraphDriver, dir), `${script} ${dir}`).not.toBeNull();
+            const asked = listed.length;
+            const read = await rt.filesystemChanges(id, dir);
+            expect(listed.length, `${script} ${dir}: no list asked`).toBe(asked);
+            expect(untouchedByContainer(read!, dir), `${script} ${dir}`).toBe(
+              untouchedByContainer(engine!, dir),
+            );
+            expect(read!.imageId).toBe(engine!.imageId);
+          }
+        } finally {
+          execFileSync('docker', ['rm', '-f', id], { stdio: 'ignore' });
+        }
+      }
+      modem.dial = dial;
+      // The engine's whole list was asked once per scenario (the comparison), never for a layer read here.
+      expect(listed).toHaveLength(scenarios.length);
+    });
+
+    it("the engine's changes list, where it is read, is bounded: one too long to read is an error (the dir then copied), and a layer read here costs one lstat whatever the pair wrote", async () => {
+      const small = new CountingRuntime(undefined, { changesMaxBytes: 1_000 });
+      const many = execFileSync(
+        'docker',
+        [
+          'run',
+          '-d',
+          '--network',
+          'none',
+          DRIVER_IMAGE,
+          '/bin/sh',
+          '-c',
+          'mkdir -p /tmp/many && cd /tmp/many && for i in $(seq 1 200); do : > "file-$i"; done',
+        ],
+        { encoding: 'utf8' },
+      ).trim();
+      try {
+        execFileSync('docker', ['wait', many], { stdio: 'ignore' });
+        await expect(small.filesystemChanges(many)).rejects.toThrow(/over 1000 bytes/);
+        const read = await small.filesystemChanges(many, '/root/.codex/sessions');
+        expect(read?.changed).toEqual([]);
+      } finally {
+        execFileSync('docker', ['rm', '-f', many], { stdio: 'ignore' });
+      }
+    });
+
     it('a layer whose changes list is too long to read is copied as usual (a hostile pair cannot make the check costly)', async () => {
       // Over 1000 bytes of changes is "too long" for this runtime: the check gives up and the dir is copied out.
       const small = new CountingRuntime(undefined, { changesMaxBytes: 1_000 });
       const smallDeps = pairRunDeps(small);
+      // Whether this host reads a container's layer itself (a local overlay engine, as root): then no list is read.
+      const probe = execFileSync('docker', ['create', '--network', 'none', DRIVER_IMAGE, 'true'], {
+        encoding: 'utf8',
+      }).trim();
+      const hostReadsLayers =
+        layerHoldsAbove(
+          ((await small.docker.getContainer(probe).inspect()) as { GraphDriver?: GraphDriverFacts })
+            .GraphDriver,
+          '/root',
+        ) !== null;
+      execFileSync('docker', ['rm', '-f', probe], { stdio: 'ignore' });
       const job = (n: number) => `it-skip-big-${n}-${randomUUID().slice(0, 6)}`;
       const noop = ['/opt/driver/run', 'outcome=completed'];
       await pair(noop); // the image's empty dir is known (this file's cache folder keeps it for new adapters too)
@@ -223,9 +317,10 @@ describe.skipIf(noDocker)(
         });
         expect(result.classification).toBe('completed');
         expect(result.cleanup).toMatchObject({ removed: true, verified_absent: true });
-        // The first two (short lists) are skipped; the third, whose list is too long to read, is copied although
-        // its image is known.
-        expect(small.archives - before).toBe(i === 2 ? 1 : 0);
+        // The first two (short lists) are skipped. The third's list is too long to read: where the engine's list
+        // is read it is copied although its image is known; on this host its layer is read instead (one lstat: the
+        // writes in /tmp are nowhere near the sessions dir) and it is skipped too.
+        expect(small.archives - before).toBe(i === 2 && !hostReadsLayers ? 1 : 0);
       }
     });
   },

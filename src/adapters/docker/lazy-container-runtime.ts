@@ -117,9 +117,10 @@ export class LazyContainerRuntime
     const runtime = await this.runtime();
     return canCheckLinks(runtime) ? runtime.linkFreePath(id, path) : false;
   }
-  async filesystemChanges(id: string): Promise<FilesystemChanges | null> {
+  async filesystemChanges(id: string, under?: string): Promise<FilesystemChanges | null> {
     const runtime = await this.runtime();
-    return canListLayerChanges(runtime) ? runtime.filesystemChanges(id) : null;
+    if (!canListLayerChanges(runtime)) return null;
+    return under === undefined ? runtime.filesystemChanges(id) : runtime.filesystemChanges(id, under);
   }
   /** Forwarded when the real runtime has it; without it null (only the folders are counted). */
   async diskFootprint(id: string): Promise<ContainerDiskFootprint | null> {

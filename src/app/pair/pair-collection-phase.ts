@@ -190,7 +190,7 @@ export class CollectionPhase {
       );
     // The container's layer changes (can its sessions dir hold anything?), asked alongside the collection's inspect.
     if (probeChangesOf !== null && this.#deps.imageSessions !== undefined)
-      this.#changes = filesystemChangesOrNull(this.#deps.runtime, probeChangesOf);
+      this.#changes = filesystemChangesOrNull(this.#deps.runtime, probeChangesOf, this.#launch.sessionsDir);
     await this.#logs.settle(LOG_SETTLE_MS);
     await pausepoint('before_collection');
     return { kind: 'settled' };

@@ -96,9 +96,13 @@ export async function findByClaim(
 export async function filesystemChangesOrNull(
   runtime: ContainerRuntime,
   containerId: string,
+  under?: string,
 ): Promise<FilesystemChanges | null> {
   try {
-    return canListLayerChanges(runtime) ? await runtime.filesystemChanges(containerId) : null;
+    if (!canListLayerChanges(runtime)) return null;
+    return await (under === undefined
+      ? runtime.filesystemChanges(containerId)
+      : runtime.filesystemChanges(containerId, under));
   } catch {
     return null; // unknown: the sessions are copied out as usual
   }

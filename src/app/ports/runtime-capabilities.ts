@@ -20,9 +20,13 @@ export interface ImagePlacement {
   imageNodes(image: string): Promise<ImageNodes | null>;
 }
 
-/** What the container changed in its writable layer, its image id and its mount points (null: no such container). Without it the sessions directory is always copied out. */
+/**
+ * What the container changed in its writable layer, its image id and its mount points (null: no such container).
+ * With `under`, the changes may be only those at, under or above `under` (what `untouchedByContainer(changes, under)`
+ * reads), whichever the runtime finds cheaper. Without it the sessions directory is always copied out.
+ */
 export interface LayerChanges {
-  filesystemChanges(id: string): Promise<FilesystemChanges | null>;
+  filesystemChanges(id: string, under?: string): Promise<FilesystemChanges | null>;
 }
 
 /**
