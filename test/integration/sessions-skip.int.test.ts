@@ -12,6 +12,9 @@ import { untouchedByContainer } from '../../src/core/sessions-skip.js';
 import { DRIVER_IMAGE, expectNoContainersLeft, noDocker, pairRunDeps } from '../support/docker.js';
 
 /** The real engine; it only counts the sessions copies it is asked for. */
+/** A plain container's limits, given as a pair's are: the Podman set's engine cannot set its own defaults here. */
+const PLAIN_LIMITS = ['--ulimit', 'nofile=16384:16384', '--ulimit', 'nproc=4096:4096'];
+
 class CountingRuntime extends DockerContainerRuntime {
   archives = 0;
   override getArchive(id: string, path: string): Promise<Readable | null> {
@@ -210,7 +213,7 @@ describe.skipIf(noDocker)(
       for (const script of scenarios) {
         const id = execFileSync(
           'docker',
-          ['run', '-d', '--network', 'none', DRIVER_IMAGE, '/bin/sh', '-c', script],
+          ['run', '-d', '--network', 'none', ...PLAIN_LIMITS, DRIVER_IMAGE, '/bin/sh', '-c', script],
           {
             encoding: 'utf8',
           },
@@ -249,6 +252,7 @@ describe.skipIf(noDocker)(
           '-d',
           '--network',
           'none',
+          ...PLAIN_LIMITS,
           DRIVER_IMAGE,
           '/bin/sh',
           '-c',
