@@ -22,10 +22,10 @@ const ACTIONS = ['outcome=completed'];
 const BUILDS = [{ name: 'ours', root: ROOT }];
 if (process.env.BASELINE_ROOT) BUILDS.push({ name: 'baseline', root: resolve(process.env.BASELINE_ROOT) });
 
-function timedSpawn(command, args) {
+function timedSpawn(command, args, env = process.env) {
   const started = process.hrtime.bigint();
   return new Promise((resolveRun, reject) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
     let err = '';
     child.stderr.on('data', (d) => (err += d));
     child.on('error', reject);
@@ -60,18 +60,26 @@ async function oursOnce(build) {
   const { dir, spec } = await pairDir(build.name);
   const specPath = join(dir, 'spec.json');
   await writeFile(specPath, JSON.stringify(spec));
-  // The launcher a user runs (bin/roboguide-eval: the pinned Node, no npx).
-  const ms = await timedSpawn(join(build.root, 'bin', 'roboguide-eval'), [
-    'pair',
-    'run',
-    '--spec',
-    specPath,
-    '--output',
-    join(dir, 'evidence'),
-    '--registry',
-    join(root, 'registry.db'),
-    '--json',
-  ]);
+  // The launcher a user runs (bin/roboguide-eval: the pinned Node, no npx). With a baseline, each build keeps its
+  // compile cache in a folder of its own: two builds share the names of their cache files, and each would throw the
+  // other's away at every run (a start without the cache, both sides).
+  const env =
+    BUILDS.length > 1 ? { ...process.env, XDG_CACHE_HOME: join(root, `cache-${build.name}`) } : process.env;
+  const ms = await timedSpawn(
+    join(build.root, 'bin', 'roboguide-eval'),
+    [
+      'pair',
+      'run',
+      '--spec',
+      specPath,
+      '--output',
+      join(dir, 'evidence'),
+      '--registry',
+      join(root, 'registry.db'),
+      '--json',
+    ],
+    env,
+  );
   if (!existsSync(join(dir, 'evidence', 'result.json'))) throw new Error(`${build.name}: no result.json`);
   await rm(dir, { recursive: true, force: true });
   return ms;
