@@ -2,27 +2,11 @@
 // then the flags read back from the kernel (/proc/self/mountinfo). Needs root and mount(8) (the host lets us bind);
 // skipped visibly otherwise.
 import { existsSync } from 'node:fs';
-import {
-  chmod,
-  lstat,
-  mkdir,
-  mkdtemp,
-  readdir,
-  readFile,
-  rm,
-  stat,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  mountFlagsProblem,
-  probeFacts,
-  ProcFdMountStager,
-  runTool,
-} from '../../src/adapters/mount/proc-fd-stager.js';
+import { mountFlagsProblem, ProcFdMountStager, runTool } from '../../src/adapters/mount/proc-fd-stager.js';
 import type { OpenedFolder } from '../../src/app/ports/mount-stager.js';
 
 const notRoot = process.getuid?.() !== 0;
@@ -121,79 +105,10 @@ describe.skipIf(notRoot)('staged mounts: one mount(8) per source, flags read bac
     }
     const info = await readFile('/proc/self/mountinfo', 'utf8');
     expect(info).not.toContain(root);
+    const { readdir } = await import('node:fs/promises');
     expect(await readdir(root)).toEqual([]);
   });
 });
-
-describe.skipIf(notRoot)(
-  'the staging probe: its answer kept for later processes with the facts it depends on',
-  () => {
-    let base: string;
-    let root: string;
-    beforeAll(async () => {
-      base = await mkdtemp(join(tmpdir(), 'rg-staging-probe-'));
-      root = join(base, 'staging');
-    });
-    afterAll(async () => {
-      await rm(base, { recursive: true, force: true });
-    });
-    const record = () => join(root, 'staged-probe');
-    const mounts = (calls: string[][]) => calls.filter(([file]) => file === 'mount' || file === 'umount');
-
-    it("probes once (a bind and its release), keeps the answer 0600 with this process's facts, and a later stager takes it without a mount(8)", async () => {
-      const first = stagerWith(root);
-      expect(await first.stager.mode()).toBe('staged');
-      expect(mounts(first.calls).map(([file]) => file)).toEqual(['mount', 'umount']);
-      expect(await readFile(record(), 'utf8')).toBe(probeFacts());
-      expect((await stat(record())).mode & 0o777).toBe(0o600);
-      const second = stagerWith(root);
-      expect(await second.stager.mode()).toBe('staged');
-      expect(mounts(second.calls)).toEqual([]);
-      // No probe folder and no point left behind.
-      expect((await readdir(root)).sort()).toEqual(['staged-probe']);
-    });
-
-    it('a record of other facts (another boot, namespace, capability set or mount(8)) is probed again and rewritten', async () => {
-      await writeFile(record(), (probeFacts() ?? '').replace(/"boot":"[^"]*"/, '"boot":"another-boot"'), {
-        mode: 0o600,
-      });
-      const { stager, calls } = stagerWith(root);
-      expect(await stager.mode()).toBe('staged');
-      expect(mounts(calls).map(([file]) => file)).toEqual(['mount', 'umount']);
-      expect(await readFile(record(), 'utf8')).toBe(probeFacts());
-    });
-
-    it('a record others can read or write, or a link to one, is not taken: probed again, and replaced by a file of ours', async () => {
-      const elsewhere = join(base, 'elsewhere');
-      await writeFile(elsewhere, probeFacts() ?? '', { mode: 0o600 });
-      await rm(record(), { force: true });
-      await symlink(elsewhere, record());
-      const linked = stagerWith(root);
-      expect(await linked.stager.mode()).toBe('staged');
-      expect(mounts(linked.calls)).toHaveLength(2);
-      expect((await lstat(record())).isFile()).toBe(true);
-      await chmod(record(), 0o644);
-      const open = stagerWith(root);
-      expect(await open.stager.mode()).toBe('staged');
-      expect(mounts(open.calls)).toHaveLength(2);
-      expect((await stat(record())).mode & 0o777).toBe(0o600);
-    });
-
-    it('a probe that fails says walked and removes the record: the next process probes again', async () => {
-      expect(existsSync(record())).toBe(true);
-      const refused = stagerWith(root, (file) =>
-        file === 'mount' ? Promise.reject(new Error('mount: permission denied')) : Promise.resolve(),
-      );
-      // The record's facts differ from this process's (as after a capability was dropped): the probe runs, and fails.
-      await writeFile(record(), 'other facts', { mode: 0o600 });
-      expect(await refused.stager.mode()).toBe('walked');
-      expect(existsSync(record())).toBe(false);
-      const next = stagerWith(root);
-      expect(await next.stager.mode()).toBe('staged');
-      expect(mounts(next.calls)).toHaveLength(2);
-    });
-  },
-);
 
 describe('mountFlagsProblem', () => {
   const line = (point: string, options: string) => `68 27 254:0 /src ${point} ${options} - ext4 /dev/vda rw`;

@@ -9,12 +9,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
-  renameSync,
   rmdirSync,
-  statSync,
-  unlinkSync,
-  writeSync,
   type Stats,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -207,20 +202,12 @@ export class ProcFdMountStager implements MountStager {
       );
   }
 
-  /**
-   * Binds a folder of ours onto a staging point and back: `staged` when the host lets us. The answer is kept in the
-   * staging folder (root's alone, on /run: gone at a reboot) with every fact a bind's permission depends on
-   * (`probeFacts`): a later process that finds the same facts there takes it without two more mount(8) runs (issue 39).
-   * Any other record, or none, is probed again; a failed probe removes the record.
-   */
+  /** Binds a folder of ours onto a staging point and back: `staged` when the host lets us. */
   async #probe(): Promise<MountMode> {
     if (process.getuid?.() !== 0) return 'walked';
-    const record = join(this.options.root, PROBE_RECORD);
     try {
       this.#ensureRoot();
       await this.sweep();
-      const facts = probeFacts();
-      if (facts !== null && readRecord(record) === facts) return 'staged';
       const probe = join(this.options.root, `probe-${process.pid}`);
       try {
         mkdirSync(probe, 0o700);
@@ -235,110 +222,10 @@ export class ProcFdMountStager implements MountStager {
         closeSync(folder.handle);
         rmdirSync(probe);
       }
-      if (facts !== null) writeRecord(record, facts);
       return 'staged';
     } catch {
-      removeRecord(record);
       return 'walked';
     }
-  }
-}
-
-/** The probe's answer for later processes, in the staging folder: a file of ours alone, written whole (a rename). */
-const PROBE_RECORD = 'staged-probe';
-
-/**
- * What a bind of a folder of ours onto a staging point depends on, as one text: this boot, the namespaces (mount,
- * user, pid), the process's identity, capabilities, no_new_privs and seccomp filters, its security module's label,
- * and mount(8) and umount(8) themselves (which file, which version of it). Null when any cannot be read: no record is
- * taken or kept then.
- */
-export function probeFacts(): string | null {
-  try {
-    const status = readFileSync('/proc/self/status', 'utf8');
-    const fields = [
-      'Uid',
-      'Gid',
-      'CapEff',
-      'CapPrm',
-      'CapBnd',
-      'NoNewPrivs',
-      'Seccomp',
-      'Seccomp_filters',
-    ].map((name) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1] ?? '');
-    let label = '';
-    try {
-      label = readFileSync('/proc/self/attr/current', 'utf8').trim();
-    } catch {
-      // no security module with labels here
-    }
-    return JSON.stringify({
-      boot: readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim(),
-      namespaces: ['mnt', 'user', 'pid'].map((ns) => readlinkSync(`/proc/self/ns/${ns}`)),
-      status: fields,
-      label,
-      tools: ['mount', 'umount'].map((tool) => {
-        const path = systemTool(tool);
-        const info = statSync(path);
-        return `${path} ${info.dev}:${info.ino} ${info.size} ${info.mtimeMs} ${info.ctimeMs}`;
-      }),
-    });
-  } catch {
-    return null;
-  }
-}
-
-/** The record's text when it is a plain file of ours that no one else can read or write (never through a link). */
-function readRecord(path: string): string | null {
-  let handle: number;
-  try {
-    handle = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    const info = fstatSync(handle);
-    if (
-      !info.isFile() ||
-      info.uid !== process.getuid?.() ||
-      (info.mode & 0o077) !== 0 ||
-      info.size > 64 * 1024
-    )
-      return null;
-    return readFileSync(handle, 'utf8');
-  } catch {
-    return null;
-  } finally {
-    closeSync(handle);
-  }
-}
-
-/** Written beside and renamed over: a reader sees the old record or the new one whole. A failure keeps none. */
-function writeRecord(path: string, facts: string): void {
-  const temp = `${path}.tmp-${process.pid}`;
-  try {
-    const handle = openSync(
-      temp,
-      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-      0o600,
-    );
-    try {
-      writeSync(handle, facts);
-    } finally {
-      closeSync(handle);
-    }
-    renameSync(temp, path);
-  } catch {
-    removeRecord(temp);
-    removeRecord(path);
-  }
-}
-
-function removeRecord(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch {
-    // none there
   }
 }
 
