@@ -34,10 +34,11 @@ export function pathsOverlap(a: string, b: string): boolean {
 /**
  * The container cannot have written anything at `dir`: no change of its writable layer is at, under or above it
  * (above: a parent replaced by a link or deleted would change what `dir` names), and no mount is there either.
- * Then `dir` holds exactly what the image put there. Conservative: any doubt is false.
+ * Then `dir` holds exactly what the image put there. Conservative: any doubt is false, and a `dir` with a `..` is
+ * doubt (in the container `..` is taken after a link, which the lexical reading here cannot follow).
  */
 export function untouchedByContainer(changes: FilesystemChanges, dir: string): boolean {
-  if (!dir.startsWith('/')) return false;
+  if (!dir.startsWith('/') || dir.split('/').includes('..')) return false;
   return (
     !changes.changed.some((p) => pathsOverlap(p, dir)) && !changes.mounts.some((m) => pathsOverlap(m, dir))
   );

@@ -121,6 +121,17 @@ describe.skipIf(noDocker)(
       expect(viaMount.sessionFiles).toHaveLength(1);
     });
 
+    it('a sessions_dir with `..` is always copied: a session written there is collected although the image is known (the hostile review)', async () => {
+      await pair(['/opt/driver/run', 'outcome=completed']); // the image is known to hold an empty dir
+      const dotted = await pair(['/opt/driver/run', 'outcome=completed', 'session=429'], {
+        sessions_dir: '/opt/../root/.codex/sessions',
+      });
+      expect(dotted.copied).toBe(1);
+      expect(dotted.result.sessions).toMatchObject({ files: 1, refusals: [] });
+      const onDisk = JSON.parse(await readFile(join(dotted.output, 'result.json'), 'utf8'));
+      expect(onDisk.provider_failure).toMatchObject({ http_status: 429 });
+    });
+
     it('an image whose sessions dir lies under a link is never learned: a session written through the link is collected', async () => {
       // /root/.codex is a link to /data/codex: a write through it shows in the changes as /data/codex/…, so the
       // sessions dir looks untouched. Learning the image's empty dir from the first pair would skip the second's copy.

@@ -37,7 +37,7 @@ import {
   linkFreePathOf,
 } from './docker-container-reads.js';
 import { waitForContainer } from './docker-wait.js';
-import { layerHoldsAbove } from './upper-layer.js';
+import { firstComponent, layerHoldsAbove } from './upper-layer.js';
 import {
   DEFAULT_ENGINE_CALL_TIMEOUT_MS,
   engineInfoOf,
@@ -413,10 +413,9 @@ export class DockerContainerRuntime
         const c = await this.docker.getContainer(id).inspect(this.#deadline());
         const held = layerHoldsAbove(c.GraphDriver, under);
         if (held !== null) {
-          const first = under.split('/').find((part) => part !== '' && part !== '.') ?? '';
           return {
             imageId: c.Image ?? '',
-            changed: held ? [`/${first}`] : [],
+            changed: held ? [`/${firstComponent(under) ?? ''}`] : [],
             mounts: (c.Mounts ?? []).map((m) => m.Destination),
           };
         }

@@ -3,6 +3,16 @@ import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 /** O_PATH on Linux (x86-64 and arm64 alike); not in fs.constants. */
 const O_PATH = 0o10000000;
 
+/**
+ * The first component of the absolute `dir` (`root` of `/./root/.codex`), or null: not below `/`, or with a `..`
+ * anywhere (the container takes `..` after a link; a component read here must be the one the engine copies from).
+ */
+export function firstComponent(dir: string): string | null {
+  if (!dir.startsWith('/')) return null;
+  const parts = dir.split('/').filter((part) => part !== '' && part !== '.');
+  return parts.includes('..') ? null : (parts[0] ?? null);
+}
+
 /** What the engine's container inspect says of the container's file system (`GraphDriver`). */
 export interface GraphDriverFacts {
   readonly Name?: string;
@@ -23,9 +33,8 @@ export interface GraphDriverFacts {
 export function layerHoldsAbove(driver: GraphDriverFacts | undefined, dir: string): boolean | null {
   if (driver?.Name !== 'overlay2' && driver?.Name !== 'overlay') return null;
   const upper = driver.Data?.['UpperDir'];
-  if (typeof upper !== 'string' || !upper.startsWith('/') || !dir.startsWith('/')) return null;
-  const first = dir.split('/').find((part) => part !== '' && part !== '.');
-  if (first === undefined || first === '..') return null;
+  const first = firstComponent(dir);
+  if (typeof upper !== 'string' || !upper.startsWith('/') || first === null) return null;
   let folder: number;
   try {
     folder = openSync(upper, O_PATH | constants.O_DIRECTORY);

@@ -34,6 +34,9 @@ describe('untouchedByContainer', () => {
     expect(untouchedByContainer({ ...base, mounts: ['/root/.codex'] }, '/root/.codex/sessions')).toBe(false);
     expect(untouchedByContainer(base, '/work/sessions')).toBe(false);
     expect(untouchedByContainer(base, 'relative/sessions')).toBe(false);
+    // A `..` is doubt: in the container it is taken after a link (/opt → /usr/x makes /opt/.. /usr), not lexically.
+    expect(untouchedByContainer(base, '/opt/../root/.codex/sessions')).toBe(false);
+    expect(untouchedByContainer({ ...base, changed: [] }, '/root/.codex/../.codex/sessions')).toBe(false);
   });
 });
 
