@@ -28,15 +28,20 @@ export async function readProcessStartTicks(pid: number): Promise<string | null>
   }
 }
 
-/** This process's identity: read once (its pid, start time and boot never change while it lives), like the boot id. */
+/**
+ * This process's identity: kept once read whole (its pid, start time and boot never change while it lives), like the
+ * boot id. A read that failed (no descriptor left, say) is not kept: the next call reads again.
+ */
 let ownIdentity: ProcessIdentity | null = null;
 export function currentProcessIdentity(): Promise<ProcessIdentity> {
-  ownIdentity ??= {
+  if (ownIdentity !== null) return Promise.resolve(ownIdentity);
+  const identity: ProcessIdentity = {
     pid: process.pid,
     start_ticks: parseProcStat(readSync(`/proc/${process.pid}/stat`) ?? '')?.startTicks ?? null,
     boot_id: bootId(),
   };
-  return Promise.resolve(ownIdentity);
+  if (identity.start_ticks !== null && identity.boot_id !== null) ownIdentity = identity;
+  return Promise.resolve(identity);
 }
 
 function readSync(path: string): string | null {

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
+import type * as NodeFs from 'node:fs';
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   currentProcessIdentity,
   isSameProcessAliveSync,
@@ -69,5 +70,35 @@ describe.skipIf(process.platform !== 'linux')('currentProcessIdentity', () => {
     expect(await currentProcessIdentity()).toEqual(expected);
     expect(await readBootId()).toBe(expected.boot_id);
     expect(isSameProcessAliveSync(await currentProcessIdentity())).toBe(true);
+  });
+});
+
+describe.skipIf(process.platform !== 'linux')('currentProcessIdentity after a failed read', () => {
+  it('does not keep a read that failed (no descriptor left, say): the next call reads /proc again', async () => {
+    vi.resetModules();
+    let failing = true;
+    vi.doMock('node:fs', async (original) => {
+      const fs = await original<typeof NodeFs>();
+      return {
+        ...fs,
+        readFileSync: ((path: string, ...rest: unknown[]) => {
+          if (failing && path === `/proc/${process.pid}/stat`)
+            throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' });
+          return (fs.readFileSync as (...args: unknown[]) => unknown)(path, ...rest);
+        }) as typeof fs.readFileSync,
+      };
+    });
+    try {
+      const fresh = await import('../../../src/adapters/host-identity.js');
+      expect((await fresh.currentProcessIdentity()).start_ticks).toBeNull();
+      failing = false;
+      const stat = readFileSync('/proc/self/stat', 'utf8');
+      expect((await fresh.currentProcessIdentity()).start_ticks).toBe(
+        stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19],
+      );
+    } finally {
+      vi.doUnmock('node:fs');
+      vi.resetModules();
+    }
   });
 });
