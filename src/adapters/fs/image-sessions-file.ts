@@ -4,7 +4,18 @@
 // Image ids are content hashes, so what the file says stays true; it holds only image ids, folder paths and
 // "absent"/"empty", never anything a pair wrote. A cache: unreadable, malformed or unwritable, it is simply not
 // used (each copy is then made, as before). `docs/spec.md` §6.7 says when the copy is skipped.
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import {
   ImageSessionsMemo,
@@ -13,6 +24,14 @@ import {
 } from '../../core/sessions-skip.js';
 
 const SCHEMA = 'roboguide.image-sessions/v1';
+/** Nothing larger is read (1,000 entries of 4 KiB paths at most). */
+const MAX_FILE_BYTES = 8 * 1024 * 1024;
+
+/** This user's (the process's effective uid); true where the platform has no uids. */
+function ownedByUs(uid: number): boolean {
+  const euid = process.geteuid?.();
+  return euid === undefined || uid === euid;
+}
 const IMAGE_ID = /^sha256:[0-9a-f]{64}$/;
 
 /** An ImageSessionsMemo read from `file` on first use and written back (atomically) when it learns something new. */
@@ -44,17 +63,31 @@ export class FileImageSessionsMemo extends ImageSessionsMemo {
     for (const fact of this.#read()) super.learn(fact.imageId, fact.dir, fact.content);
   }
 
-  /** The facts in the file, the malformed ones left out; none when there is no file or it is not ours. */
+  /**
+   * The facts in the file, the malformed ones left out; none when there is no file or it is not ours: a plain file of
+   * this user that no one else can write, never through a link (what it says skips copies of evidence).
+   */
   #read(): ImageSessionsFact[] {
     if (this.#file === null) return [];
+    let handle: number;
     try {
-      const parsed: unknown = JSON.parse(readFileSync(this.#file, 'utf8'));
+      handle = openSync(this.#file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    } catch {
+      return [];
+    }
+    try {
+      const info = fstatSync(handle);
+      if (!info.isFile() || !ownedByUs(info.uid) || (info.mode & 0o022) !== 0 || info.size > MAX_FILE_BYTES)
+        return [];
+      const parsed: unknown = JSON.parse(readFileSync(handle, 'utf8'));
       if (typeof parsed !== 'object' || parsed === null) return [];
       const { schema, images } = parsed as { schema?: unknown; images?: unknown };
       if (schema !== SCHEMA || !Array.isArray(images)) return [];
       return images.filter(isFact);
     } catch {
       return [];
+    } finally {
+      closeSync(handle);
     }
   }
 
@@ -96,7 +129,9 @@ function isFact(value: unknown): value is ImageSessionsFact {
 
 /**
  * `$XDG_CACHE_HOME/roboguide-eval/image-sessions.json` ($XDG_CACHE_HOME when absolute, else `~/.cache`), its
- * folders made one level at a time (0700); null when there is no such home or a level cannot be made.
+ * folders made one level at a time (0700); null when there is no such home, a level cannot be made, or one is a link,
+ * another user's, or writable by others (the base) or open to them at all (ours): as the compile cache's folder
+ * (bin/run.js). Root under a `sudo` that kept HOME would otherwise read what that user wrote there, and skip a copy.
  */
 export function imageSessionsCacheFile(env: Readonly<Record<string, string | undefined>>): string | null {
   const xdg = env['XDG_CACHE_HOME'] ?? '';
@@ -108,6 +143,13 @@ export function imageSessionsCacheFile(env: Readonly<Record<string, string | und
       mkdirSync(dir, { mode: 0o700 });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return null;
+    }
+    try {
+      const info = lstatSync(dir);
+      const others = dir === base ? 0o022 : 0o077;
+      if (!info.isDirectory() || !ownedByUs(info.uid) || (info.mode & others) !== 0) return null;
+    } catch {
+      return null;
     }
   }
   return `${base}/roboguide-eval/image-sessions.json`;

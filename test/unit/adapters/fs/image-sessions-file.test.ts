@@ -1,4 +1,15 @@
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  chown,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -100,6 +111,29 @@ describe('FileImageSessionsMemo (the sessions-copy skip kept between processes)'
   });
 });
 
+describe('FileImageSessionsMemo: only a file of ours is read (what it says skips copies of evidence)', () => {
+  const known = JSON.stringify({
+    schema: 'roboguide.image-sessions/v1',
+    images: [{ imageId: A, dir: '/root/.codex/sessions', content: 'empty' }],
+  });
+
+  it('a file others can write, a link to a file, or one another user owns is not read', async () => {
+    await writeFile(file, known, { mode: 0o600 });
+    expect(new FileImageSessionsMemo(file).get(A, '/root/.codex/sessions')).toBe('empty'); // ours: read
+    await chmod(file, 0o666);
+    expect(new FileImageSessionsMemo(file).get(A, '/root/.codex/sessions')).toBeUndefined();
+    await chmod(file, 0o600);
+    const elsewhere = join(dir, 'elsewhere.json');
+    await writeFile(elsewhere, known, { mode: 0o600 });
+    const linked = join(dir, 'linked.json');
+    await symlink(elsewhere, linked);
+    expect(new FileImageSessionsMemo(linked).get(A, '/root/.codex/sessions')).toBeUndefined();
+    if (process.getuid?.() !== 0) return; // chown to another user needs root
+    await chown(file, 65534, 65534);
+    expect(new FileImageSessionsMemo(file).get(A, '/root/.codex/sessions')).toBeUndefined();
+  });
+});
+
 describe('imageSessionsCacheFile', () => {
   it('$XDG_CACHE_HOME when absolute, else ~/.cache; folders made 0700; null without a usable home', async () => {
     const xdg = join(dir, 'xdg');
@@ -112,5 +146,26 @@ describe('imageSessionsCacheFile', () => {
     );
     expect(imageSessionsCacheFile({})).toBeNull();
     expect(imageSessionsCacheFile({ HOME: '/proc' })).toBeNull();
+  });
+
+  it("null where another user could change the file: a base others can write, our folder open to others, a link, or another user's", async () => {
+    const open = join(dir, 'open');
+    await mkdir(open, { mode: 0o700 });
+    await chmod(open, 0o777);
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: open })).toBeNull();
+    const loose = join(dir, 'loose');
+    await mkdir(join(loose, 'roboguide-eval'), { recursive: true });
+    await chmod(join(loose, 'roboguide-eval'), 0o755);
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: loose })).toBeNull();
+    const linked = join(dir, 'linked');
+    await mkdir(linked);
+    await mkdir(join(dir, 'target'), { mode: 0o700 });
+    await symlink(join(dir, 'target'), join(linked, 'roboguide-eval'));
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: linked })).toBeNull();
+    if (process.getuid?.() !== 0) return; // chown to another user needs root
+    const theirs = join(dir, 'theirs');
+    await mkdir(theirs, { mode: 0o755 });
+    await chown(theirs, 65534, 65534);
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: theirs })).toBeNull();
   });
 });
