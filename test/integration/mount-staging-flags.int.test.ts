@@ -110,6 +110,26 @@ describe.skipIf(notRoot)('staged mounts: one mount(8) per source, flags read bac
   });
 });
 
+describe.skipIf(notRoot)('the sweep', () => {
+  it("removes a probe's folder whose process is gone (killed in the middle of its probe), and keeps a live one's", async () => {
+    const base = await mkdtemp(join(tmpdir(), 'rg-staging-sweep-'));
+    try {
+      const root = join(base, 'staging');
+      await mkdir(root, { mode: 0o700 });
+      const gone = join(root, `probe-${2 ** 31 - 2}`); // above any pid_max: no such process
+      const live = join(root, `probe-${process.ppid}`);
+      await mkdir(gone);
+      await mkdir(live);
+      const { stager } = stagerWith(root);
+      await stager.sweep();
+      expect(existsSync(gone)).toBe(false);
+      expect(existsSync(live)).toBe(true);
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('mountFlagsProblem', () => {
   const line = (point: string, options: string) => `68 27 254:0 /src ${point} ${options} - ext4 /dev/vda rw`;
   it('reads the mount on top (the last line for that point), escaped as the kernel writes it', () => {

@@ -33,6 +33,7 @@ import type { MountStager, OpenedChild, OpenedFolder } from '../../app/ports/mou
 const O_PATH = 0o10000000;
 const FOLDER_FLAGS = O_PATH | constants.O_NOFOLLOW | constants.O_DIRECTORY;
 const POINT_NAME = /^(\d+)-(\d+)-(\d+)$/;
+const PROBE_NAME = /^probe-(\d+)$/;
 
 export interface ProcFdStagerOptions {
   /** The staging folder of this engine, e.g. `/run/roboguide-eval/mounts/<engine key>`; made 0700, never a link. */
@@ -152,6 +153,17 @@ export class ProcFdMountStager implements MountStager {
       names = readdirSync(this.options.root);
     } catch {
       return [];
+    }
+    // A probe's folder left by a process killed in the middle of its probe (its staging point is swept below).
+    for (const name of names) {
+      const probe = PROBE_NAME.exec(name);
+      if (probe === null || Number(probe[1]) === process.pid || processStartTime(Number(probe[1])) !== null)
+        continue;
+      try {
+        rmdirSync(join(this.options.root, name));
+      } catch {
+        // not empty (not one of ours), or gone meanwhile
+      }
     }
     const candidates = names
       .map((name) => ({ name, match: POINT_NAME.exec(name) }))
