@@ -8,8 +8,6 @@ import {
   closeSync,
   constants,
   fstatSync,
-  lstatSync,
-  mkdirSync,
   openSync,
   readFileSync,
   renameSync,
@@ -17,6 +15,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { openOwnFolderSync } from './private-dir.js';
 import {
   ImageSessionsMemo,
   type ImageSessionsContent,
@@ -24,25 +23,32 @@ import {
 } from '../../core/sessions-skip.js';
 
 const SCHEMA = 'roboguide.image-sessions/v1';
+const IMAGE_ID = /^sha256:[0-9a-f]{64}$/;
 /** Nothing larger is read (1,000 entries of 4 KiB paths at most). */
 const MAX_FILE_BYTES = 8 * 1024 * 1024;
 
-/** This user's (the process's effective uid); true where the platform has no uids. */
-function ownedByUs(uid: number): boolean {
-  const euid = process.geteuid?.();
-  return euid === undefined || uid === euid;
-}
-const IMAGE_ID = /^sha256:[0-9a-f]{64}$/;
-
 /** An ImageSessionsMemo read from `file` on first use and written back (atomically) when it learns something new. */
 export class FileImageSessionsMemo extends ImageSessionsMemo {
-  readonly #file: string | null;
+  /** The file's folder, held (private-dir.ts openOwnFolderSync): null, a memo of this process only. */
+  readonly #folder: number | null;
+  readonly #name: string;
   #loaded = false;
 
-  /** `file` null: a memo of this process only (no cache folder could be made). */
+  /**
+   * `file` null, or in a folder that is not ours alone or not reached from `/` through folders only root and we can
+   * change (what it says skips copies of evidence: root under a `sudo` that kept HOME must not take another user's
+   * word): a memo of this process only.
+   */
   constructor(file: string | null, capacity?: number) {
     super(capacity);
-    this.#file = file;
+    const cut = file?.lastIndexOf('/') ?? -1;
+    this.#folder = file === null || cut === -1 ? null : openOwnFolderSync(file.slice(0, cut) || '/');
+    this.#name = file === null ? '' : file.slice(cut + 1);
+  }
+
+  /** `name` in the held folder. */
+  #at(name: string): string {
+    return `/proc/self/fd/${this.#folder}/${name}`;
   }
 
   override get(imageId: string, dir: string): ImageSessionsContent | undefined {
@@ -68,17 +74,20 @@ export class FileImageSessionsMemo extends ImageSessionsMemo {
    * this user that no one else can write, never through a link (what it says skips copies of evidence).
    */
   #read(): ImageSessionsFact[] {
-    if (this.#file === null) return [];
+    if (this.#folder === null) return [];
     let handle: number;
     try {
-      handle = openSync(this.#file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      handle = openSync(
+        this.#at(this.#name),
+        constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+      );
     } catch {
       return [];
     }
     try {
       const info = fstatSync(handle);
-      if (!info.isFile() || !ownedByUs(info.uid) || (info.mode & 0o022) !== 0 || info.size > MAX_FILE_BYTES)
-        return [];
+      const ours = info.uid === (process.geteuid?.() ?? info.uid);
+      if (!info.isFile() || !ours || (info.mode & 0o022) !== 0 || info.size > MAX_FILE_BYTES) return [];
       const parsed: unknown = JSON.parse(readFileSync(handle, 'utf8'));
       if (typeof parsed !== 'object' || parsed === null) return [];
       const { schema, images } = parsed as { schema?: unknown; images?: unknown };
@@ -96,17 +105,17 @@ export class FileImageSessionsMemo extends ImageSessionsMemo {
    * kept, ours newer. Two processes writing at once: one's news may be lost, which costs that image one more copy.
    */
   #save(): void {
-    if (this.#file === null) return;
+    if (this.#folder === null) return;
     const merged = new ImageSessionsMemo();
     for (const fact of [...this.#read(), ...this.entries()])
       merged.learn(fact.imageId, fact.dir, fact.content);
-    const temp = `${this.#file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    const temp = this.#at(`${this.#name}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     try {
       writeFileSync(temp, `${JSON.stringify({ schema: SCHEMA, images: merged.entries() })}\n`, {
         mode: 0o600,
         flag: 'wx',
       });
-      renameSync(temp, this.#file);
+      renameSync(temp, this.#at(this.#name));
     } catch {
       rmSync(temp, { force: true });
     }
@@ -128,29 +137,12 @@ function isFact(value: unknown): value is ImageSessionsFact {
 }
 
 /**
- * `$XDG_CACHE_HOME/roboguide-eval/image-sessions.json` ($XDG_CACHE_HOME when absolute, else `~/.cache`), its
- * folders made one level at a time (0700); null when there is no such home, a level cannot be made, or one is a link,
- * another user's, or writable by others (the base) or open to them at all (ours): as the compile cache's folder
- * (bin/run.js). Root under a `sudo` that kept HOME would otherwise read what that user wrote there, and skip a copy.
+ * `$XDG_CACHE_HOME/roboguide-eval/image-sessions.json` ($XDG_CACHE_HOME when absolute, else `~/.cache`); null when
+ * there is no such home. The memo makes and checks its folders (FileImageSessionsMemo).
  */
 export function imageSessionsCacheFile(env: Readonly<Record<string, string | undefined>>): string | null {
   const xdg = env['XDG_CACHE_HOME'] ?? '';
   const home = env['HOME'] ?? '';
   const base = xdg.startsWith('/') ? xdg : home.startsWith('/') ? `${home}/.cache` : null;
-  if (base === null) return null;
-  for (const dir of [base, `${base}/roboguide-eval`]) {
-    try {
-      mkdirSync(dir, { mode: 0o700 });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return null;
-    }
-    try {
-      const info = lstatSync(dir);
-      const others = dir === base ? 0o022 : 0o077;
-      if (!info.isDirectory() || !ownedByUs(info.uid) || (info.mode & others) !== 0) return null;
-    } catch {
-      return null;
-    }
-  }
-  return `${base}/roboguide-eval/image-sessions.json`;
+  return base === null ? null : `${base}/roboguide-eval/image-sessions.json`;
 }

@@ -1,3 +1,4 @@
+import { closeSync, fstatSync, mkdirSync, openSync } from 'node:fs';
 import { lstat, mkdir, open, readdir, type FileHandle } from 'node:fs/promises';
 import type { OwnDirClaim } from '../../app/ports/file-system.js';
 import { at, openChild, openDirNoFollow, reopenDir, STEP_FLAGS, UnsafePathError } from '../no-follow-dir.js';
@@ -100,6 +101,53 @@ export async function openOwnFolder(path: string): Promise<FileHandle> {
   } catch (err) {
     await dir.close();
     throw err;
+  }
+}
+
+/**
+ * openOwnFolder for a caller that cannot wait (a cache read on first use): a descriptor (O_PATH) on the folder `path`,
+ * reached from `/` one component at a time without following a link, missing folders made 0700, each folder above
+ * checked as an ancestor of ours and the folder itself ours and writable by no one else. Null where a rule refuses or
+ * a step fails. What is read and written through the descriptor (`/proc/self/fd/N/name`) stays in that folder,
+ * whatever is renamed on its path later.
+ */
+export function openOwnFolderSync(path: string): number | null {
+  const parts = path.split('/').filter((part) => part !== '' && part !== '.');
+  if (!path.startsWith('/') || parts.includes('..')) return null;
+  let dir: number;
+  try {
+    dir = openSync('/', STEP_FLAGS);
+  } catch {
+    return null;
+  }
+  try {
+    for (let i = 0; ; i += 1) {
+      const info = fstatSync(dir);
+      const last = i === parts.length;
+      if (
+        (last ? ownFolderRefusal(info.uid, info.mode, true) : ancestorRefusal(info.uid, info.mode)) !== null
+      )
+        break;
+      if (last) {
+        const held = dir;
+        dir = -1;
+        return held;
+      }
+      const child = `/proc/self/fd/${dir}/${parts[i]}`;
+      try {
+        mkdirSync(child, 0o700); // never follows a link: EEXIST for one, which the open below refuses
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') break;
+      }
+      const next = openSync(child, STEP_FLAGS);
+      closeSync(dir);
+      dir = next;
+    }
+    return null;
+  } catch {
+    return null;
+  } finally {
+    if (dir !== -1) closeSync(dir);
   }
 }
 

@@ -1,5 +1,6 @@
 import {
   chmod,
+  rename,
   chown,
   mkdir,
   mkdtemp,
@@ -102,6 +103,7 @@ describe('FileImageSessionsMemo (the sessions-copy skip kept between processes)'
   it('a file it cannot write (its folder gone) leaves a memo of this process only, without an error', async () => {
     const gone = join(dir, 'gone');
     const memo = new FileImageSessionsMemo(join(gone, 'image-sessions.json'));
+    await rm(gone, { recursive: true });
     expect(() => memo.learn(A, '/s', 'empty')).not.toThrow();
     expect(memo.get(A, '/s')).toBe('empty');
     expect(await readdir(dir)).toEqual([]);
@@ -134,38 +136,73 @@ describe('FileImageSessionsMemo: only a file of ours is read (what it says skips
   });
 });
 
-describe('imageSessionsCacheFile', () => {
-  it('$XDG_CACHE_HOME when absolute, else ~/.cache; folders made 0700; null without a usable home', async () => {
-    const xdg = join(dir, 'xdg');
-    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: xdg, HOME: '/nowhere' })).toBe(
-      join(xdg, 'roboguide-eval', 'image-sessions.json'),
-    );
-    expect((await stat(join(xdg, 'roboguide-eval'))).mode & 0o777).toBe(0o700);
-    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: 'relative', HOME: dir })).toBe(
-      join(dir, '.cache', 'roboguide-eval', 'image-sessions.json'),
-    );
-    expect(imageSessionsCacheFile({})).toBeNull();
-    expect(imageSessionsCacheFile({ HOME: '/proc' })).toBeNull();
+describe('FileImageSessionsMemo: its folder made 0700 and held, reached from / through folders only root and we can change', () => {
+  const known = JSON.stringify({
+    schema: 'roboguide.image-sessions/v1',
+    images: [{ imageId: A, dir: '/root/.codex/sessions', content: 'empty' }],
   });
 
-  it("null where another user could change the file: a base others can write, our folder open to others, a link, or another user's", async () => {
+  it('makes the missing folders 0700 and keeps reading and writing in the folder it opened, whatever is renamed on the path later', async () => {
+    const cached = join(dir, 'xdg', 'roboguide-eval', 'image-sessions.json');
+    const memo = new FileImageSessionsMemo(cached);
+    expect((await stat(join(dir, 'xdg', 'roboguide-eval'))).mode & 0o777).toBe(0o700);
+    // The folder moved away and another, holding a planted file, put at its path: the memo neither reads nor writes there.
+    await rename(join(dir, 'xdg', 'roboguide-eval'), join(dir, 'moved'));
+    await mkdir(join(dir, 'xdg', 'roboguide-eval'), { mode: 0o700 });
+    await writeFile(cached, known, { mode: 0o600 });
+    expect(memo.get(A, '/root/.codex/sessions')).toBeUndefined();
+    memo.learn(B, '/s', 'empty');
+    expect(await readFile(cached, 'utf8')).toBe(known);
+    expect(JSON.parse(await readFile(join(dir, 'moved', 'image-sessions.json'), 'utf8')).images).toEqual([
+      { imageId: B, dir: '/s', content: 'empty' },
+    ]);
+  });
+
+  it("neither reads nor writes where another user could change the file: a folder others can write above it (not sticky), ours open to others, a link, or another user's", async () => {
+    const cases: [string, string][] = [];
     const open = join(dir, 'open');
-    await mkdir(open, { mode: 0o700 });
+    await mkdir(join(open, 'roboguide-eval'), { recursive: true, mode: 0o700 });
     await chmod(open, 0o777);
-    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: open })).toBeNull();
+    cases.push(['an ancestor others can write', open]);
     const loose = join(dir, 'loose');
     await mkdir(join(loose, 'roboguide-eval'), { recursive: true });
-    await chmod(join(loose, 'roboguide-eval'), 0o755);
-    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: loose })).toBeNull();
+    await chmod(join(loose, 'roboguide-eval'), 0o777);
+    cases.push(['our folder writable by others', loose]);
     const linked = join(dir, 'linked');
     await mkdir(linked);
     await mkdir(join(dir, 'target'), { mode: 0o700 });
     await symlink(join(dir, 'target'), join(linked, 'roboguide-eval'));
-    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: linked })).toBeNull();
-    if (process.getuid?.() !== 0) return; // chown to another user needs root
-    const theirs = join(dir, 'theirs');
-    await mkdir(theirs, { mode: 0o755 });
-    await chown(theirs, 65534, 65534);
-    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: theirs })).toBeNull();
+    cases.push(['a link', linked]);
+    if (process.getuid?.() === 0) {
+      const theirs = join(dir, 'theirs');
+      await mkdir(join(theirs, 'roboguide-eval'), { recursive: true, mode: 0o700 });
+      await chown(theirs, 65534, 65534);
+      cases.push(["another user's folder above", theirs]);
+    }
+    for (const [what, base] of cases) {
+      const cached = join(base, 'roboguide-eval', 'image-sessions.json');
+      await writeFile(cached, known, { mode: 0o600 });
+      const memo = new FileImageSessionsMemo(cached);
+      expect(memo.get(A, '/root/.codex/sessions'), what).toBeUndefined();
+      memo.learn(B, '/s', 'absent');
+      expect(await readFile(cached, 'utf8'), what).toBe(known);
+    }
+  });
+});
+
+describe('imageSessionsCacheFile', () => {
+  it('$XDG_CACHE_HOME when absolute, else ~/.cache; null without a home', () => {
+    const xdg = join(dir, 'xdg');
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: xdg, HOME: '/nowhere' })).toBe(
+      join(xdg, 'roboguide-eval', 'image-sessions.json'),
+    );
+    expect(imageSessionsCacheFile({ XDG_CACHE_HOME: 'relative', HOME: dir })).toBe(
+      join(dir, '.cache', 'roboguide-eval', 'image-sessions.json'),
+    );
+    expect(imageSessionsCacheFile({})).toBeNull();
+    // A home where no folder can be made: a memo of the process only.
+    const memo = new FileImageSessionsMemo(imageSessionsCacheFile({ HOME: '/proc' }));
+    memo.learn(A, '/s', 'empty');
+    expect(memo.get(A, '/s')).toBe('empty');
   });
 });
